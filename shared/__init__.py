@@ -1,0 +1,1 @@
+"""ragbus common library: messages, ports, adapters, runtime and CLI."""

@@ -1,0 +1,1 @@
+"""Adapters implement the ports in shared.ports, one package per runtime."""

@@ -1,0 +1,1 @@
+"""The gcp runtime's adapters: Pub/Sub, Firestore, GCS, Vertex AI / Gemini."""

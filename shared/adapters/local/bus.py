@@ -1,0 +1,256 @@
+"""A durable local message bus with Pub/Sub semantics, persisted in SQLite.
+
+- Each topic fans out to every subscription attached to it.
+- Delivery is at-least-once: a pulled message is leased for the ack deadline;
+  unacknowledged when the lease ends (the process died, the handler hung), it
+  is delivered again.
+- A nack schedules redelivery with exponential backoff; after
+  ``max_attempts`` deliveries, or at once for a permanent error, the message
+  moves to the dead-letter store with the error that killed it.
+
+Publishing writes the message and one delivery row per subscription in one
+transaction, so a crash never leaves a message half-published.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from shared.adapters.local.sqlite import SqliteDatabase
+from shared.messages import Message, encode
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS subscriptions (
+  name TEXT PRIMARY KEY,
+  topic TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+  id TEXT PRIMARY KEY,
+  topic TEXT NOT NULL,
+  data BLOB NOT NULL,
+  attributes TEXT NOT NULL,
+  published_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deliveries (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  subscription TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  available_at REAL NOT NULL,
+  lease_until REAL,
+  state TEXT NOT NULL DEFAULT 'pending',
+  last_error TEXT,
+  UNIQUE(subscription, message_id)
+);
+CREATE INDEX IF NOT EXISTS deliveries_ready ON deliveries(subscription, state, available_at);
+"""
+
+
+class RetrySettings(NamedTuple):
+    """How redelivery behaves (Pub/Sub's RetryPolicy and DeadLetterPolicy)."""
+
+    max_attempts: int = 5
+    ack_deadline_s: float = 60.0
+    min_backoff_s: float = 0.5
+    max_backoff_s: float = 60.0
+
+    def backoff(self, attempts: int) -> float:
+        return min(self.max_backoff_s, self.min_backoff_s * (2 ** max(0, attempts - 1)))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of one message to one subscription."""
+
+    id: int
+    subscription: str
+    message_id: str
+    topic: str
+    data: bytes
+    attributes: dict[str, str]
+    attempt: int  # 1 for the first delivery
+
+
+class SqliteBus:
+    """Publisher port + pull/ack/nack for the embedded runtime's dispatcher."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        subscriptions: Mapping[str, str] | None = None,
+        retry: RetrySettings = RetrySettings(),
+    ) -> None:
+        self._db = SqliteDatabase(path, _SCHEMA)
+        self.retry = retry
+        self._wakeup = threading.Condition()
+        if subscriptions:
+            self.ensure_subscriptions(subscriptions)
+
+    # ------------------------------------------------------------ set-up
+
+    def ensure_subscriptions(self, subscriptions: Mapping[str, str]) -> None:
+        """Create ``{subscription: topic}`` (a subscription sees messages published after it exists)."""
+        with self._db.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO subscriptions(name, topic) VALUES(?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET topic=excluded.topic",
+                list(subscriptions.items()),
+            )
+
+    # ----------------------------------------------------------- publish
+
+    def publish(self, message: Message, attributes: Mapping[str, str] | None = None) -> str:
+        data, attrs = encode(message)
+        attrs.update(attributes or {})
+        return self.publish_raw(type(message).TOPIC, data, attrs)
+
+    def publish_raw(self, topic: str, data: bytes, attributes: Mapping[str, str]) -> str:
+        """Publish bytes as they are (used for replay and to test poison messages)."""
+        message_id = uuid.uuid4().hex
+        now = time.time()
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO messages(id, topic, data, attributes, published_at) VALUES(?,?,?,?,?)",
+                (message_id, topic, data, json.dumps(dict(attributes)), now),
+            )
+            conn.execute(
+                "INSERT INTO deliveries(subscription, message_id, available_at) "
+                "SELECT name, ?, ? FROM subscriptions WHERE topic = ?",
+                (message_id, now, topic),
+            )
+        with self._wakeup:
+            self._wakeup.notify_all()
+        return message_id
+
+    # -------------------------------------------------------- pull / ack
+
+    def pull(self, subscription: str, max_messages: int = 1) -> list[Delivery]:
+        """Lease up to ``max_messages`` ready deliveries for the ack deadline."""
+        now = time.time()
+        with self._db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT d.id, d.message_id, d.attempts, m.topic, m.data, m.attributes "
+                "FROM deliveries d JOIN messages m ON m.id = d.message_id "
+                "WHERE d.subscription = ? AND d.state = 'pending' AND d.available_at <= ? "
+                "AND (d.lease_until IS NULL OR d.lease_until <= ?) "
+                "ORDER BY d.available_at, d.id LIMIT ?",
+                (subscription, now, now, max_messages),
+            ).fetchall()
+            if not rows:
+                return []
+            lease = now + self.retry.ack_deadline_s
+            conn.executemany(
+                "UPDATE deliveries SET attempts = attempts + 1, lease_until = ? WHERE id = ?",
+                [(lease, row["id"]) for row in rows],
+            )
+        return [
+            Delivery(
+                id=row["id"],
+                subscription=subscription,
+                message_id=row["message_id"],
+                topic=row["topic"],
+                data=bytes(row["data"]),
+                attributes=json.loads(row["attributes"]),
+                attempt=row["attempts"] + 1,
+            )
+            for row in rows
+        ]
+
+    def ack(self, delivery: Delivery) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(
+                "UPDATE deliveries SET state = 'acked', lease_until = NULL WHERE id = ?",
+                (delivery.id,),
+            )
+
+    def nack(self, delivery: Delivery, error: str, *, permanent: bool = False) -> bool:
+        """Redeliver later with backoff, or dead-letter; return True when dead-lettered."""
+        dead = permanent or delivery.attempt >= self.retry.max_attempts
+        with self._db.transaction() as conn:
+            if dead:
+                conn.execute(
+                    "UPDATE deliveries SET state = 'dead', lease_until = NULL, last_error = ? "
+                    "WHERE id = ?",
+                    (error, delivery.id),
+                )
+            else:
+                conn.execute(
+                    "UPDATE deliveries SET lease_until = NULL, available_at = ?, last_error = ? "
+                    "WHERE id = ?",
+                    (time.time() + self.retry.backoff(delivery.attempt), error, delivery.id),
+                )
+        return dead
+
+    # ------------------------------------------------------------ inspect
+
+    def wait_for_messages(self, timeout: float) -> None:
+        """Block until something is published in this process, or ``timeout`` passes."""
+        with self._wakeup:
+            self._wakeup.wait(timeout)
+
+    def outstanding(self, subscriptions: list[str] | None = None) -> int:
+        """Deliveries not yet acknowledged nor dead (pending, leased or backing off)."""
+        conn = self._db.connection()
+        if subscriptions:
+            marks = ",".join("?" * len(subscriptions))
+            row = conn.execute(
+                f"SELECT COUNT(*) FROM deliveries WHERE state = 'pending' AND subscription IN ({marks})",
+                subscriptions,
+            ).fetchone()
+        else:
+            row = conn.execute("SELECT COUNT(*) FROM deliveries WHERE state = 'pending'").fetchone()
+        return int(row[0])
+
+    def dead_letters(self, limit: int = 100) -> list[dict]:
+        conn = self._db.connection()
+        rows = conn.execute(
+            "SELECT d.subscription, d.message_id, d.attempts, d.last_error, m.topic, m.attributes, "
+            "m.data, m.published_at FROM deliveries d JOIN messages m ON m.id = d.message_id "
+            "WHERE d.state = 'dead' ORDER BY d.id DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [
+            {
+                "subscription": r["subscription"],
+                "message_id": r["message_id"],
+                "topic": r["topic"],
+                "attempts": r["attempts"],
+                "error": r["last_error"],
+                "attributes": json.loads(r["attributes"]),
+                "data": bytes(r["data"]).decode("utf-8", "replace")[:2000],
+                "published_at": r["published_at"],
+            }
+            for r in rows
+        ]
+
+    def dead_letter_count(self) -> int:
+        row = self._db.connection().execute(
+            "SELECT COUNT(*) FROM deliveries WHERE state = 'dead'"
+        ).fetchone()
+        return int(row[0])
+
+    def purge_acknowledged(self, older_than_s: float = 3600.0) -> int:
+        """Drop acknowledged deliveries (and orphaned messages) older than ``older_than_s``."""
+        cutoff = time.time() - older_than_s
+        with self._db.transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM deliveries WHERE state = 'acked' AND message_id IN "
+                "(SELECT id FROM messages WHERE published_at < ?)",
+                (cutoff,),
+            )
+            conn.execute(
+                "DELETE FROM messages WHERE published_at < ? AND id NOT IN "
+                "(SELECT message_id FROM deliveries)",
+                (cutoff,),
+            )
+            return cur.rowcount
+
+    def close(self) -> None:
+        self._db.close()

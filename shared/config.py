@@ -1,0 +1,152 @@
+"""Settings from the environment, with local defaults.
+
+Everything has a default that works on a fresh machine with no account; the gcp
+runtime checks its required settings at start-up and names any that is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from shared.errors import ConfigError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _bool(env: dict[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean; use 1/0, true/false, yes/no")
+
+
+def _int(env: dict[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+    if value < minimum:
+        raise ConfigError(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def _float(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
+
+
+@dataclass(frozen=True)
+class GradeThresholds:
+    """From the reference grader: accept when all hold and the contexts are grounded."""
+
+    overall: float = 0.6
+    relevance: float = 0.65
+    completeness: float = 0.55
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = Path(".ragbus")
+    runtime: str = "local"  # local | gcp
+    allow_loopback: bool = False
+    llm_provider: str = "local"  # local | gemini
+    # fetching untrusted pages
+    fetch_timeout_s: float = 10.0
+    fetch_max_bytes: int = 5 * 1024 * 1024
+    fetch_retries: int = 3
+    fetch_max_redirects: int = 5
+    # bus
+    max_delivery_attempts: int = 5
+    ack_deadline_s: float = 60.0
+    retry_min_backoff_s: float = 0.5
+    retry_max_backoff_s: float = 60.0
+    # feeds
+    removed_item_policy: str = "remove"  # remove | keep
+    poll_interval_s: float = 900.0
+    # query loop
+    top_k: int = 10
+    max_iterations: int = 2
+    max_model_calls: int = 12
+    query_timeout_s: float = 60.0
+    max_query_chars: int = 2000
+    thresholds: GradeThresholds = field(default_factory=GradeThresholds)
+    grade_contexts: int = 15
+    grade_context_chars: int = 500
+    max_sub_queries: int = 5
+    min_sub_queries_for_synthesis: int = 2
+    redact_query_text: bool = False
+    # gemini
+    gemini_model: str = "gemini-2.0-flash"
+    gcp_project: str | None = None
+    gcp_location: str | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "ragbus.db"
+
+    @property
+    def bus_path(self) -> Path:
+        return self.home / "bus.db"
+
+    @property
+    def blob_dir(self) -> Path:
+        return self.home / "blobs"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.home / "index"
+
+    def with_(self, **changes) -> Settings:
+        return replace(self, **changes)
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    """Settings from ``env`` (default: the process environment)."""
+    env = dict(os.environ if env is None else env)
+    runtime = env.get("RAGBUS_RUNTIME", "local").strip().lower()
+    if runtime not in {"local", "gcp"}:
+        raise ConfigError(f"RAGBUS_RUNTIME={runtime!r}: use 'local' (default) or 'gcp'")
+    provider = env.get("RAGBUS_LLM", "local").strip().lower()
+    if provider not in {"local", "gemini"}:
+        raise ConfigError(f"RAGBUS_LLM={provider!r}: use 'local' (default) or 'gemini'")
+    policy = env.get("RAGBUS_REMOVED_ITEMS", "remove").strip().lower()
+    if policy not in {"remove", "keep"}:
+        raise ConfigError(f"RAGBUS_REMOVED_ITEMS={policy!r}: use 'remove' (default) or 'keep'")
+    return Settings(
+        home=Path(env.get("RAGBUS_HOME", ".ragbus")).expanduser(),
+        runtime=runtime,
+        allow_loopback=_bool(env, "RAGBUS_ALLOW_LOOPBACK", False),
+        llm_provider=provider,
+        fetch_timeout_s=_float(env, "RAGBUS_FETCH_TIMEOUT_S", 10.0),
+        fetch_max_bytes=_int(env, "RAGBUS_FETCH_MAX_BYTES", 5 * 1024 * 1024, 1024),
+        max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", 5, 1),
+        ack_deadline_s=_float(env, "RAGBUS_ACK_DEADLINE_S", 60.0),
+        retry_min_backoff_s=_float(env, "RAGBUS_RETRY_MIN_BACKOFF_S", 0.5),
+        retry_max_backoff_s=_float(env, "RAGBUS_RETRY_MAX_BACKOFF_S", 60.0),
+        removed_item_policy=policy,
+        poll_interval_s=_float(env, "RAGBUS_POLL_INTERVAL_S", 900.0),
+        top_k=_int(env, "RAGBUS_TOP_K", 10, 1),
+        max_iterations=_int(env, "RAGBUS_MAX_ITERATIONS", 2, 0),
+        max_model_calls=_int(env, "RAGBUS_MAX_MODEL_CALLS", 12, 1),
+        query_timeout_s=_float(env, "RAGBUS_QUERY_TIMEOUT_S", 60.0),
+        redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", False),
+        gemini_model=env.get("RAGBUS_GEMINI_MODEL", "gemini-2.0-flash"),
+        gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
+        gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
+    )

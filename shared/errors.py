@@ -1,0 +1,37 @@
+"""The one error hierarchy every stage uses.
+
+A :class:`RetryableError` is raised so the bus redelivers the message with
+backoff; a :class:`PermanentError` is recorded and the message acknowledged
+(or dead-lettered), because trying again cannot help. Every message says what
+was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class RagbusError(Exception):
+    """Base of every error ragbus raises on purpose."""
+
+
+class RetryableError(RagbusError):
+    """A transient failure: the same message may succeed later (network, 5xx, lock)."""
+
+
+class PermanentError(RagbusError):
+    """A failure that retrying cannot fix (bad input, unknown schema, refused URL)."""
+
+
+class ConfigError(PermanentError):
+    """A missing or invalid setting; the message names the variable."""
+
+
+class SchemaError(PermanentError):
+    """A message whose type or schema version this code does not understand."""
+
+
+class FetchRefused(PermanentError):
+    """A URL that must not be fetched (private address, bad scheme, too large...)."""
+
+
+class InvalidInput(PermanentError):
+    """Input from a user or a document that cannot be processed as given."""

@@ -1,0 +1,282 @@
+"""The ports every handler depends on. Adapters implement them; handlers never
+import an adapter, they receive these objects from the runtime's bootstrap.
+
+Value types that cross a port (chunks, grades, answers, fetch results) live here
+too, so adapters and handlers share one vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from shared.messages import Message
+
+Doc = dict[str, Any]
+
+
+# ------------------------------------------------------------------ bus
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    """Publishes a message to its topic (``type(message).TOPIC``)."""
+
+    def publish(self, message: Message, attributes: Mapping[str, str] | None = None) -> str:
+        """Publish and wait until the bus has it; return the message id.
+
+        ``attributes`` are extra attributes (trace context) added to the
+        message's own (type, schema_version, idempotency_key).
+        Raises :class:`~shared.errors.RetryableError` when the bus is unreachable.
+        """
+        ...
+
+
+# ---------------------------------------------------------------- state
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Collections of JSON documents, shaped like Firestore.
+
+    ``create`` is atomic create-if-absent; ``update`` is a transaction: ``fn``
+    receives the current document (or None) and returns the new one (or None to
+    leave it unchanged), and may be called more than once under contention, so
+    it must be pure.
+    """
+
+    def get(self, collection: str, key: str) -> Doc | None: ...
+
+    def create(self, collection: str, key: str, doc: Doc) -> bool: ...
+
+    def put(self, collection: str, key: str, doc: Doc) -> None: ...
+
+    def delete(self, collection: str, key: str) -> bool: ...
+
+    def update(self, collection: str, key: str, fn: Callable[[Doc | None], Doc | None]) -> Doc | None: ...
+
+    def list(
+        self, collection: str, where: Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> list[Doc]: ...
+
+    def count(self, collection: str, where: Mapping[str, Any] | None = None) -> int: ...
+
+
+# ----------------------------------------------------------------- blobs
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Raw and clean text by reference (claim check)."""
+
+    def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Store ``data`` under ``key`` (overwriting); return its reference."""
+        ...
+
+    def get(self, ref: str) -> bytes:
+        """The bytes behind ``ref``; :class:`KeyError` if there are none."""
+        ...
+
+    def delete(self, ref: str) -> None: ...
+
+
+# ----------------------------------------------------------------- clock
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """Aware UTC datetime."""
+        ...
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+# ----------------------------------------------------------------- fetch
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    url: str  # final URL after redirects
+    status: int
+    content_type: str  # media type only, lower case ("text/html")
+    charset: str | None
+    body: bytes
+    etag: str | None = None
+    last_modified: str | None = None
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
+
+
+@runtime_checkable
+class Fetcher(Protocol):
+    """HTTP GET for untrusted URLs: timeouts, retries, size cap, address guard.
+
+    Raises :class:`~shared.errors.FetchRefused` for a URL that must not be
+    fetched (private address, wrong content type, too large, redirect loop),
+    :class:`~shared.errors.PermanentError` for 4xx, and
+    :class:`~shared.errors.RetryableError` for timeouts and 5xx after retries.
+    """
+
+    def fetch(
+        self,
+        url: str,
+        *,
+        accept: Sequence[str],
+        etag: str | None = None,
+        last_modified: str | None = None,
+    ) -> FetchResult: ...
+
+
+# ----------------------------------------------------------- embed/index
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text to L2-normalised float32 vectors, with its tokenizer's view of text."""
+
+    model_name: str
+    dimension: int
+    max_tokens: int  # content tokens the model reads (special tokens excluded)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Shape (len(texts), dimension), rows of unit length."""
+        ...
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character span of each content token of ``text``, in order."""
+        ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    document_id: str
+    ordinal: int
+    text: str
+    title: str = ""
+    url: str = ""
+    published: str | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    chunk: Chunk
+    score: float
+    dense_score: float | None = None
+    bm25_score: float | None = None
+
+
+SearchMode = Literal["hybrid", "dense", "bm25"]
+
+
+@runtime_checkable
+class Index(Protocol):
+    """Chunks of documents, searchable by text and vector; upsert/delete by document."""
+
+    def upsert(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Replace every chunk of ``document_id`` with ``chunks`` atomically."""
+        ...
+
+    def delete_document(self, document_id: str) -> int:
+        """Remove the document's chunks; return how many were removed."""
+        ...
+
+    def search(
+        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
+    ) -> list[ScoredChunk]: ...
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]: ...
+
+    def count_chunks(self) -> int: ...
+
+    def count_documents(self) -> int: ...
+
+
+# ------------------------------------------------------------------- LLM
+
+
+@dataclass(frozen=True)
+class Transformation:
+    rewritten: str
+    sub_queries: list[str] = field(default_factory=list)
+    reasoning: str = ""
+
+
+@dataclass(frozen=True)
+class Grade:
+    score: float
+    relevance: float
+    completeness: float
+    grounded: bool
+    answerable: bool  # False: the corpus evidently cannot answer this question
+    reasoning: str = ""
+    missing_aspects: list[str] = field(default_factory=list)
+    fallback: bool = False  # True when the model's reply could not be used
+
+
+@dataclass(frozen=True)
+class GradingContext:
+    number: int
+    source: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RefineRequest:
+    original_query: str
+    previous_query: str
+    reasoning: str
+    missing_aspects: list[str]
+
+
+@dataclass(frozen=True)
+class AnswerSentence:
+    text: str
+    citations: list[int]  # numbers of the contexts that support it
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    sentences: list[AnswerSentence] = field(default_factory=list)
+    language: str = "en"
+    abstained: bool = False
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """What one model call cost, for budgets and GenAI telemetry."""
+
+    operation: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """The model behind the query loop. Every method treats contexts as data."""
+
+    provider: str
+    model: str
+
+    def transform(self, query: str, *, today: date) -> Transformation: ...
+
+    def refine(self, request: RefineRequest, *, today: date) -> str: ...
+
+    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade: ...
+
+    def synthesize(
+        self, query: str, contexts: Sequence[GradingContext], *, language: str
+    ) -> Answer: ...

@@ -1,0 +1,110 @@
+"""From a delivery (bytes + attributes) to a handler call, in both runtimes.
+
+The outcome tells the transport what to do: ``ACK`` (done, or a duplicate),
+``RETRY`` (raise / 5xx / nack with backoff) or ``DEAD`` (permanent: record the
+reason and stop delivering). Recording a dead letter is done here, in the
+state store, so ``ragbus stats`` sees dead letters of either runtime; a dead
+letter that belongs to a query also ends that query with the reason, so a
+query never waits on a message nobody will handle.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from shared import collections
+from shared.errors import PermanentError
+from shared.messages import Message, decode
+from shared.runtime.deps import Deps
+from shared.runtime.stages import Consumer
+
+log = logging.getLogger("ragbus.dispatch")
+
+
+class Outcome(enum.Enum):
+    ACK = "ack"
+    RETRY = "retry"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome
+    error: str | None = None
+    message: Message | None = None
+
+
+def handle_delivery(
+    consumer: Consumer,
+    data: bytes,
+    attributes: dict[str, str],
+    deps: Deps,
+    *,
+    attempt: int = 1,
+    message_id: str = "",
+) -> Result:
+    """Decode and handle one delivery; never raises."""
+    try:
+        message = decode(data, attributes)
+    except PermanentError as exc:
+        return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}")
+    try:
+        consumer.handler(message, deps)
+    except PermanentError as exc:
+        log.warning("%s: permanent error on %s: %s", consumer.subscription, message_id, exc)
+        return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}", message)
+    except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry, then dead-letter
+        log.warning(
+            "%s: attempt %d failed on %s: %s", consumer.subscription, attempt, message_id, exc,
+            exc_info=attempt == 1,
+        )
+        return Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}", message)
+    return Result(Outcome.ACK, None, message)
+
+
+def record_dead_letter(
+    deps: Deps,
+    consumer: Consumer,
+    data: bytes,
+    attributes: dict[str, str],
+    error: str,
+    *,
+    attempts: int,
+    message_id: str,
+) -> None:
+    """Keep the dead letter with its reason, and end its query if it had one."""
+    key = f"{consumer.subscription}:{message_id or attributes.get('idempotency_key', '')}"
+    deps.state.put(
+        collections.DEAD_LETTERS,
+        key,
+        {
+            "subscription": consumer.subscription,
+            "topic": consumer.topic,
+            "message_id": message_id,
+            "type": attributes.get("type"),
+            "schema_version": attributes.get("schema_version"),
+            "idempotency_key": attributes.get("idempotency_key"),
+            "attempts": attempts,
+            "error": error,
+            "data": data.decode("utf-8", "replace")[:4000],
+            "at": deps.clock.now().isoformat(),
+        },
+    )
+    query_id = _query_id_of(data)
+    if query_id:
+        from shared.query_state import fail_query
+
+        fail_query(deps.state, query_id, f"{consumer.stage} gave up: {error}", deps.clock.now())
+
+
+def _query_id_of(data: bytes) -> str | None:
+    try:
+        body: Any = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    value = body.get("query_id") if isinstance(body, dict) else None
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,97 @@
+"""The embedded runtime's dispatcher: worker threads that pull the SQLite bus
+and hand each delivery to its stage's handler."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+from shared.adapters.local.bus import Delivery, SqliteBus
+from shared.runtime.deps import Deps
+from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
+from shared.runtime.stages import CONSUMERS, Consumer
+
+log = logging.getLogger("ragbus.runtime")
+
+
+class LocalRuntime:
+    """Runs the given consumers in this process until :meth:`stop`."""
+
+    def __init__(self, deps: Deps, bus: SqliteBus, consumers: Iterable[Consumer] = CONSUMERS) -> None:
+        self.deps = deps
+        self.bus = bus
+        self.consumers = tuple(consumers)
+        bus.ensure_subscriptions({c.subscription: c.topic for c in CONSUMERS})
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> LocalRuntime:
+        for consumer in self.consumers:
+            for n in range(consumer.workers):
+                thread = threading.Thread(
+                    target=self._work, args=(consumer,), name=f"{consumer.subscription}#{n}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        with self.bus._wakeup:  # wake idle workers so they notice the stop
+            self.bus._wakeup.notify_all()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.clear()
+
+    def __enter__(self) -> LocalRuntime:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_idle(self, timeout: float, subscriptions: list[str] | None = None) -> bool:
+        """Wait until no delivery is outstanding (for ``subscriptions``, or all)."""
+        subs = subscriptions or [c.subscription for c in self.consumers]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.bus.outstanding(subs) == 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def process_one(self, consumer: Consumer, delivery: Delivery) -> Outcome:
+        result = handle_delivery(
+            consumer, delivery.data, delivery.attributes, self.deps,
+            attempt=delivery.attempt, message_id=delivery.message_id,
+        )
+        if result.outcome is Outcome.ACK:
+            self.bus.ack(delivery)
+            return Outcome.ACK
+        dead = self.bus.nack(delivery, result.error or "", permanent=result.outcome is Outcome.DEAD)
+        if dead:
+            record_dead_letter(
+                self.deps, consumer, delivery.data, delivery.attributes, result.error or "",
+                attempts=delivery.attempt, message_id=delivery.message_id,
+            )
+            return Outcome.DEAD
+        return Outcome.RETRY
+
+    def _work(self, consumer: Consumer) -> None:
+        while not self._stop.is_set():
+            try:
+                deliveries = self.bus.pull(consumer.subscription, 1)
+            except Exception:  # noqa: BLE001 - a locked database must not kill the worker
+                log.exception("%s: pull failed", consumer.subscription)
+                time.sleep(0.5)
+                continue
+            if not deliveries:
+                self.bus.wait_for_messages(0.05)
+                continue
+            for delivery in deliveries:
+                try:
+                    self.process_one(consumer, delivery)
+                except Exception:  # noqa: BLE001 - the lease will expire and redeliver
+                    log.exception("%s: could not settle delivery %s", consumer.subscription, delivery.id)
