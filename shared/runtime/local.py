@@ -23,7 +23,7 @@ class LocalRuntime:
         self.deps = deps
         self.bus = bus
         self.consumers = tuple(consumers)
-        bus.ensure_subscriptions({c.subscription: c.topic for c in CONSUMERS})
+        bus.ensure_subscriptions({c.subscription: c.topic for c in (*CONSUMERS, *self.consumers)})
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 

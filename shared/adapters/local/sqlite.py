@@ -17,8 +17,8 @@ class SqliteDatabase:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._schema = schema
-        with self.transaction() as conn:
-            conn.executescript(schema)
+        # executescript manages its own transaction (it commits first), so no BEGIN here
+        self.connection().executescript(schema)
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -1,0 +1,109 @@
+import threading
+
+from shared.adapters.local.bus import RetrySettings, SqliteBus
+from shared.messages import QuerySubmitted
+
+
+def _bus(tmp_path, **retry):
+    return SqliteBus(
+        tmp_path / "bus.db",
+        {"a.query-submitted": "query-submitted", "b.query-submitted": "query-submitted"},
+        RetrySettings(**{"min_backoff_s": 0.0, "max_backoff_s": 0.0, **retry}),
+    )
+
+
+def test_publish_fans_out_to_every_subscription(tmp_path):
+    bus = _bus(tmp_path)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    a = bus.pull("a.query-submitted")
+    b = bus.pull("b.query-submitted")
+    assert [d.attributes["idempotency_key"] for d in a + b] == ["q1/submitted"] * 2
+    assert a[0].message_id == b[0].message_id
+
+
+def test_leased_message_is_not_redelivered_until_the_deadline(tmp_path):
+    bus = _bus(tmp_path, ack_deadline_s=0.2)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    first = bus.pull("a.query-submitted")
+    assert bus.pull("a.query-submitted") == []
+    import time
+
+    time.sleep(0.25)
+    again = bus.pull("a.query-submitted")
+    assert again and again[0].attempt == 2 and again[0].message_id == first[0].message_id
+
+
+def test_ack_removes_and_nack_redelivers_then_dead_letters(tmp_path):
+    bus = _bus(tmp_path, max_attempts=3)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    bus.publish(QuerySubmitted(query_id="q2"))
+    d1, d2 = bus.pull("a.query-submitted", 2)
+    bus.ack(d1)
+    for attempt in (1, 2, 3):
+        assert d2.attempt == attempt
+        dead = bus.nack(d2, f"boom {attempt}")
+        if attempt < 3:
+            assert not dead
+            (d2,) = bus.pull("a.query-submitted")
+    assert dead
+    assert bus.pull("a.query-submitted") == []
+    (letter,) = bus.dead_letters()
+    assert letter["error"] == "boom 3" and letter["attempts"] == 3
+    assert bus.dead_letter_count() == 1
+    assert bus.outstanding(["a.query-submitted"]) == 0
+    assert bus.outstanding(["b.query-submitted"]) == 2
+
+
+def test_permanent_nack_dead_letters_at_once(tmp_path):
+    bus = _bus(tmp_path)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    (d,) = bus.pull("a.query-submitted")
+    assert bus.nack(d, "SchemaError: bad", permanent=True)
+    assert bus.dead_letters()[0]["error"] == "SchemaError: bad"
+
+
+def test_backoff_grows_exponentially_and_is_capped():
+    r = RetrySettings(min_backoff_s=0.5, max_backoff_s=3.0)
+    assert [r.backoff(n) for n in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+def test_state_survives_a_new_bus_object_on_the_same_file(tmp_path):
+    bus = _bus(tmp_path)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    bus.close()
+    reopened = _bus(tmp_path)
+    (d,) = reopened.pull("a.query-submitted")
+    assert d.attributes["type"] == "QuerySubmitted"
+
+
+def test_concurrent_pullers_never_get_the_same_delivery(tmp_path):
+    bus = _bus(tmp_path)
+    for n in range(60):
+        bus.publish(QuerySubmitted(query_id=f"q{n}"))
+    seen, lock = [], threading.Lock()
+
+    def worker():
+        while True:
+            got = bus.pull("a.query-submitted", 3)
+            if not got:
+                return
+            with lock:
+                seen.extend(d.id for d in got)
+            for d in got:
+                bus.ack(d)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 60 and len(set(seen)) == 60
+
+
+def test_subscription_created_later_sees_only_later_messages(tmp_path):
+    bus = _bus(tmp_path)
+    bus.publish(QuerySubmitted(query_id="early"))
+    bus.ensure_subscriptions({"c.query-submitted": "query-submitted"})
+    bus.publish(QuerySubmitted(query_id="late"))
+    got = bus.pull("c.query-submitted", 5)
+    assert [d.attributes["idempotency_key"] for d in got] == ["late/submitted"]

@@ -1,0 +1,57 @@
+from datetime import UTC, datetime
+
+import pytest
+
+from shared import messages, topics
+from shared.errors import SchemaError
+
+
+def _fetched(**over):
+    base = dict(
+        document_id="feed-1", source="feed", origin="http://f", guid="g1", url="http://f/a",
+        raw_ref="blob:raw/1", content_type="text/html", content_hash="abc",
+        fetched_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    base.update(over)
+    return messages.DocumentFetched(**base)
+
+
+def test_round_trip_keeps_every_field_and_attributes():
+    msg = _fetched(title="T")
+    data, attrs = messages.encode(msg)
+    assert attrs == {"type": "DocumentFetched", "schema_version": "1", "idempotency_key": "feed-1/abc/fetched"}
+    assert messages.decode(data, attrs) == msg
+
+
+def test_every_message_type_has_a_known_topic():
+    assert set(messages.TOPIC_OF.values()) <= set(topics.ALL_TOPICS)
+
+
+@pytest.mark.parametrize(
+    "attrs, needle",
+    [
+        ({"schema_version": "1"}, "no 'type'"),
+        ({"type": "Nope", "schema_version": "1"}, "unknown message type"),
+        ({"type": "DocumentFetched", "schema_version": "2"}, "schema_version '2' is not supported"),
+    ],
+)
+def test_decode_refuses_what_it_cannot_understand(attrs, needle):
+    data, _ = messages.encode(_fetched())
+    with pytest.raises(SchemaError, match=needle):
+        messages.decode(data, attrs)
+
+
+def test_decode_refuses_a_body_that_does_not_match():
+    _, attrs = messages.encode(_fetched())
+    with pytest.raises(SchemaError, match="does not match"):
+        messages.decode(b'{"document_id": 3}', attrs)
+    with pytest.raises(SchemaError, match="not UTF-8 JSON"):
+        messages.decode(b"\xff\xfe", attrs)
+
+
+def test_messages_are_immutable_and_reject_unknown_fields():
+    with pytest.raises(Exception):
+        _fetched(extra_field=1)
+    msg = _fetched()
+    with pytest.raises(Exception):
+        msg.title = "x"

@@ -1,0 +1,99 @@
+"""The dispatcher and the embedded runtime's worker loop, with a probe stage."""
+
+import threading
+from datetime import UTC, datetime
+
+from shared import collections, topics
+from shared.adapters.local.bus import RetrySettings, SqliteBus
+from shared.config import Settings
+from shared.errors import InvalidInput, RetryableError
+from shared.messages import QuerySubmitted
+from shared.query_state import new_query_record
+from shared.runtime.deps import Deps
+from shared.runtime.local import LocalRuntime
+from shared.runtime.stages import Consumer
+from tests.fakes import FakeClock, InMemoryStateStore
+
+CALLS: list[str] = []
+FAIL_TIMES: dict[str, int] = {}
+LOCK = threading.Lock()
+
+
+def probe_handler(message, deps):
+    with LOCK:
+        CALLS.append(message.query_id)
+        remaining = FAIL_TIMES.get(message.query_id, 0)
+        if remaining == "permanent":
+            raise InvalidInput(f"query {message.query_id} is unusable")
+        if remaining:
+            FAIL_TIMES[message.query_id] = remaining - 1
+            raise RetryableError("transient")
+
+
+PROBE = Consumer("probe", topics.QUERY_SUBMITTED, "tests.unit.test_runtime_dispatch:probe_handler", workers=2)
+
+
+def _system(tmp_path):
+    CALLS.clear()
+    FAIL_TIMES.clear()
+    bus = SqliteBus(tmp_path / "bus.db", retry=RetrySettings(max_attempts=3, min_backoff_s=0.01, max_backoff_s=0.02))
+    deps = Deps(Settings(home=tmp_path), publisher=bus, state=InMemoryStateStore(), clock=FakeClock())
+    return bus, deps, LocalRuntime(deps, bus, consumers=[PROBE])
+
+
+def test_messages_reach_the_handler_once_each(tmp_path):
+    bus, deps, runtime = _system(tmp_path)
+    with runtime:
+        for n in range(10):
+            bus.publish(QuerySubmitted(query_id=f"q{n}"))
+        assert runtime.wait_idle(10)
+    assert sorted(CALLS) == sorted(f"q{n}" for n in range(10))
+
+
+def test_retryable_failure_is_redelivered_until_it_succeeds(tmp_path):
+    bus, deps, runtime = _system(tmp_path)
+    FAIL_TIMES["q1"] = 2
+    with runtime:
+        bus.publish(QuerySubmitted(query_id="q1"))
+        assert runtime.wait_idle(10)
+    assert CALLS == ["q1", "q1", "q1"]
+    assert deps.state.count(collections.DEAD_LETTERS) == 0
+
+
+def test_poison_message_is_dead_lettered_with_reason_and_ends_its_query(tmp_path):
+    bus, deps, runtime = _system(tmp_path)
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    deps.state.put(collections.QUERIES, "q9", new_query_record(
+        "q9", "why?", top_k=10, max_iterations=2, max_model_calls=10, now=now, timeout_s=60))
+    FAIL_TIMES["q9"] = 99
+    with runtime:
+        bus.publish(QuerySubmitted(query_id="q9"))
+        assert runtime.wait_idle(10)
+    assert CALLS == ["q9"] * 3  # max_attempts
+    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    assert letter["attempts"] == 3 and "RetryableError: transient" in letter["error"]
+    record = deps.state.get(collections.QUERIES, "q9")
+    assert record["status"] == "failed" and "probe gave up" in record["error"]
+
+
+def test_permanent_error_dead_letters_without_retrying(tmp_path):
+    bus, deps, runtime = _system(tmp_path)
+    FAIL_TIMES["q2"] = "permanent"
+    with runtime:
+        bus.publish(QuerySubmitted(query_id="q2"))
+        assert runtime.wait_idle(10)
+    assert CALLS == ["q2"]
+    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    assert letter["error"] == "InvalidInput: query q2 is unusable"
+
+
+def test_unknown_schema_version_is_dead_lettered_unhandled(tmp_path):
+    bus, deps, runtime = _system(tmp_path)
+    with runtime:
+        bus.publish_raw(topics.QUERY_SUBMITTED, b'{"query_id": "q3"}',
+                        {"type": "QuerySubmitted", "schema_version": "7"})
+        assert runtime.wait_idle(10)
+    assert CALLS == []
+    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    assert "schema_version '7' is not supported" in letter["error"]
+    assert bus.dead_letter_count() == 1
