@@ -208,6 +208,19 @@ class SqliteBus:
             row = conn.execute("SELECT COUNT(*) FROM deliveries WHERE state = 'pending'").fetchone()
         return int(row[0])
 
+    def progress(self, since: float) -> dict[str, dict[str, int]]:
+        """Per subscription, deliveries of messages published since ``since`` by state."""
+        rows = self._db.connection().execute(
+            "SELECT d.subscription, d.state, COUNT(*) FROM deliveries d "
+            "JOIN messages m ON m.id = d.message_id WHERE m.published_at >= ? "
+            "GROUP BY d.subscription, d.state",
+            (since,),
+        ).fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for subscription, state, count in rows:
+            out.setdefault(subscription, {"pending": 0, "acked": 0, "dead": 0})[state] = int(count)
+        return out
+
     def dead_letters(self, limit: int = 100) -> list[dict]:
         conn = self._db.connection()
         rows = conn.execute(

@@ -1,0 +1,409 @@
+"""The ``ragbus`` command line.
+
+Every command runs the embedded runtime in this process (``RAGBUS_RUNTIME=local``,
+the default): it opens the durable bus and state under ``RAGBUS_HOME``, starts
+the stages it needs, publishes the request and waits for the stages to finish.
+Several ``ragbus`` processes may share one ``RAGBUS_HOME`` (a ``serve`` and a
+``poll``, say): the bus leases each delivery to one worker.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shared import collections
+from shared.config import Settings, load_settings
+from shared.errors import RagbusError
+from shared.logs import configure_logging
+from shared.messages import FeedPollRequested
+from shared.runtime.bootstrap import LocalSystem, build_local
+from shared.runtime.local import LocalRuntime
+from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
+
+app = typer.Typer(
+    help="ragbus: event-driven RAG. Feeds and files in, answers with citations out.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+feeds_app = typer.Typer(help="Register and list RSS/Atom feeds.", no_args_is_help=True)
+app.add_typer(feeds_app, name="feeds")
+
+console = Console()
+err = Console(stderr=True)
+
+AllowLoopback = Annotated[
+    bool,
+    typer.Option(
+        "--allow-loopback",
+        help="Allow feed and page URLs on 127.0.0.0/8 and ::1 (local use and tests). "
+        "Same as RAGBUS_ALLOW_LOOPBACK=1.",
+    ),
+]
+
+
+# --------------------------------------------------------------- plumbing
+
+
+def _settings(allow_loopback: bool = False) -> Settings:
+    settings = load_settings()
+    if allow_loopback:
+        settings = settings.with_(allow_loopback=True)
+    if settings.runtime != "local":
+        raise RagbusError(
+            f"RAGBUS_RUNTIME={settings.runtime!r}: this command drives the embedded runtime; "
+            "unset RAGBUS_RUNTIME (or set it to 'local')"
+        )
+    return settings
+
+
+def _system(settings: Settings) -> LocalSystem:
+    return build_local(settings)
+
+
+def _consumers(stages: tuple[str, ...] | None) -> list[Consumer]:
+    return [c for c in CONSUMERS if stages is None or c.stage in stages]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float, timeout: float, label: str) -> bool:
+    """Show what each stage has done with the messages published since ``since``."""
+    subs = [c.subscription for c in runtime.consumers]
+    deadline = time.monotonic() + timeout
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=err, transient=False,
+    ) as progress:
+        tasks = {sub: progress.add_task(f"{sub.split('.')[0]:<12}", total=0) for sub in subs}
+        idle_since = None
+        while time.monotonic() < deadline:
+            counts = system.bus.progress(since)
+            for sub, task in tasks.items():
+                c = counts.get(sub, {"pending": 0, "acked": 0, "dead": 0})
+                total = c["pending"] + c["acked"] + c["dead"]
+                dead = f" [red]{c['dead']} failed[/]" if c["dead"] else ""
+                progress.update(task, total=max(total, 1), completed=c["acked"] + c["dead"],
+                                description=f"{sub.split('.')[0]:<12}{dead}")
+            if system.bus.outstanding(subs) == 0:
+                # a stage may be between acking one message and publishing the next
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 0.3:
+                    return True
+            else:
+                idle_since = None
+            time.sleep(0.1)
+    err.print(f"[yellow]{label}: still working after {timeout:.0f} s; the rest continues on the next run[/]")
+    return False
+
+
+def _run_dead(system: LocalSystem, since: float) -> int:
+    return sum(c.get("dead", 0) for c in system.bus.progress(since).values())
+
+
+# ------------------------------------------------------------------ feeds
+
+
+@feeds_app.command("add")
+def feeds_add(url: str, allow_loopback: AllowLoopback = False) -> None:
+    """Register a feed URL (RSS 2.0 or Atom)."""
+    from shared.feeds import add_feed
+
+    settings = _settings(allow_loopback)
+    system = _system(settings)
+    try:
+        feed = add_feed(system.deps.state, url, allow_loopback=settings.allow_loopback, now=system.deps.clock.now())
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"added feed [bold]{feed['url']}[/]; run [bold]ragbus poll[/] to fetch it")
+
+
+@feeds_app.command("list")
+def feeds_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List registered feeds with their last poll and last error."""
+    from shared.feeds import list_feeds
+
+    feeds = list_feeds(_system(_settings()).deps.state)
+    if as_json:
+        _print_json(feeds)
+        return
+    table = Table("url", "last poll", "items", "status", "last error")
+    for feed in feeds:
+        table.add_row(feed["url"], str(feed.get("last_poll") or "never"), str(feed.get("items") or 0),
+                      str(feed.get("last_status") or ""), str(feed.get("last_error") or ""))
+    console.print(table)
+
+
+# ------------------------------------------------------------- ingestion
+
+
+@app.command()
+def poll(
+    feed: Annotated[list[str] | None, typer.Option("--feed", help="Poll only this feed (repeatable).")] = None,
+    allow_loopback: AllowLoopback = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
+) -> None:
+    """Poll feeds now and wait until everything new is indexed."""
+    from shared.feeds import list_feeds
+
+    settings = _settings(allow_loopback)
+    system = _system(settings)
+    if not list_feeds(system.deps.state):
+        raise _fail("no feeds registered; add one with `ragbus feeds add URL`")
+    runtime = LocalRuntime(system.deps, system.bus, _consumers(INGESTION_STAGES)).start()
+    since = time.time() - 0.001
+    try:
+        system.bus.publish(FeedPollRequested(
+            request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=system.deps.clock.now()))
+        _wait_with_progress(system, runtime, since, timeout, "poll")
+    finally:
+        runtime.stop()
+    feeds = list_feeds(system.deps.state)
+    failed = [f for f in feeds if f.get("last_error") and (not feed or f["url"] in feed)]
+    for f in feeds:
+        if not feed or f["url"] in feed:
+            status = f"[red]{f['last_error']}[/]" if f.get("last_error") else (f.get("last_status") or "ok")
+            console.print(f"{f['url']}: {status}")
+    dead = _run_dead(system, since)
+    if dead:
+        err.print(f"[red]{dead} message(s) could not be processed; see `ragbus stats`[/]")
+    if failed or dead:
+        raise typer.Exit(1)
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.html, .htm, .md, .markdown, .txt).")],
+    delete: Annotated[bool, typer.Option("--delete", help="Remove these documents' chunks instead.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
+) -> None:
+    """Ingest local files through the cleaner and indexer (the twin of a GCS upload)."""
+    from shared.file_ingest import delete_path, ingest_path
+
+    system = _system(_settings())
+    deps = system.deps
+    runtime = LocalRuntime(deps, system.bus, _consumers(("cleaner", "indexer"))).start()
+    since = time.time() - 0.001
+    count = 0
+    try:
+        for path in paths:
+            try:
+                if delete:
+                    count += len(delete_path(path, state=deps.state, publisher=deps.publisher, clock=deps.clock))
+                else:
+                    count += len(ingest_path(path, state=deps.state, blobs=deps.blobs,
+                                             publisher=deps.publisher, clock=deps.clock))
+            except RagbusError as exc:
+                raise _fail(str(exc)) from None
+        if count:
+            _wait_with_progress(system, runtime, since, timeout, "ingest")
+    finally:
+        runtime.stop()
+    verb = "deleted" if delete else "submitted"
+    console.print(f"{count} document(s) {verb}; {deps.state.count(collections.DOCUMENTS)} document(s) indexed")
+    dead = _run_dead(system, since)
+    if dead:
+        err.print(f"[red]{dead} document(s) could not be processed; see `ragbus stats`[/]")
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------ reading
+
+
+def collect_stats(system: LocalSystem) -> dict[str, Any]:
+    from shared.feeds import list_feeds
+
+    state = system.deps.state
+    outcomes: dict[str, int] = {}
+    for record in state.list(collections.QUERIES):
+        key = record.get("outcome") or record.get("status") or "unknown"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    letters = state.list(collections.DEAD_LETTERS)
+    letters.sort(key=lambda d: d.get("at") or "", reverse=True)
+    return {
+        "documents": state.count(collections.DOCUMENTS),
+        "chunks": system.deps.index.count_chunks(),
+        "dead_letters": len(letters),
+        "feeds": [
+            {k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}
+            for f in list_feeds(state)
+        ],
+        "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
+        "recent_dead_letters": [
+            {k: d.get(k) for k in ("subscription", "type", "error", "attempts", "at")} for d in letters[:10]
+        ],
+    }
+
+
+@app.command()
+def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Documents, chunks, dead letters, feeds and queries."""
+    result = collect_stats(_system(_settings()))
+    if as_json:
+        _print_json(result)
+        return
+    console.print(f"documents: {result['documents']}   chunks: {result['chunks']}   "
+                  f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}")
+    for feed in result["feeds"]:
+        console.print(f"  feed {feed['url']}: last poll {feed['last_poll'] or 'never'}"
+                      + (f", [red]error: {feed['last_error']}[/]" if feed["last_error"] else ""))
+    for letter in result["recent_dead_letters"]:
+        console.print(f"  [red]dead letter[/] {letter['subscription']}: {letter['error']}")
+
+
+@app.command()
+def search(
+    text: str,
+    k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many chunks.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Retrieval only: the chunks that best match TEXT."""
+    from shared.query_api import search_documents
+
+    system = _system(_settings())
+    try:
+        hits = search_documents(system.deps, text, k)
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        _print_json(hits)
+        return
+    for n, hit in enumerate(hits, 1):
+        console.print(f"[bold]{n}. {hit['title']}[/] ({hit['score']:.3f}) {hit['url']}")
+        console.print("   " + hit["text"][:240].replace("\n", " "))
+
+
+def print_answer(record: dict[str, Any]) -> None:
+    outcome = record.get("outcome") or record.get("status")
+    console.print(f"[bold]outcome:[/] {outcome}   [bold]iterations:[/] {len(record.get('iterations') or [])}")
+    for it in record.get("iterations") or []:
+        grade = it.get("grade") or {}
+        score = f"score {grade['score']:.2f}" if "score" in grade else "not graded"
+        console.print(f"  [{it.get('iteration')}] {it.get('query')!r} -> {score}, {it.get('decision') or ''}")
+    if record.get("error"):
+        console.print(f"[red]{record['error']}[/]")
+    if record.get("answer"):
+        console.print(f"\n{record['answer']}\n")
+    for c in record.get("citations") or []:
+        console.print(f"  [{c.get('id')}] {c.get('title')} — {c.get('url')}")
+
+
+def _ask(system: LocalSystem, question: str, *, top_k: int | None, max_iterations: int | None,
+         timeout: float) -> dict[str, Any]:
+    from shared.query_api import submit_query, wait_for_query
+
+    record = submit_query(system.deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout)
+    return wait_for_query(system.deps, record["id"], timeout + 5)
+
+
+@app.command()
+def ask(
+    question: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full query record as JSON.")] = False,
+    top_k: Annotated[int | None, typer.Option(min=1, max=50)] = None,
+    max_iterations: Annotated[int | None, typer.Option(min=0, max=5)] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds before the query times out.")] = 120.0,
+) -> None:
+    """Ask a question; answer with citations from the indexed corpus."""
+    system = _system(_settings())
+    with LocalRuntime(system.deps, system.bus, _consumers(None)):
+        try:
+            record = _ask(system, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout)
+        except RagbusError as exc:
+            raise _fail(str(exc)) from None
+    if as_json:
+        _print_json(record)
+    else:
+        print_answer(record)
+    if record.get("status") != "answered":
+        raise typer.Exit(1)
+
+
+@app.command("dead-letters")
+def dead_letters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Messages that could not be handled, with the reason."""
+    letters = _system(_settings()).deps.state.list(collections.DEAD_LETTERS)
+    if as_json:
+        _print_json(letters)
+        return
+    for d in letters:
+        console.print(f"{d.get('at')} {d.get('subscription')} x{d.get('attempts')}: [red]{d.get('error')}[/]")
+
+
+# ----------------------------------------------------------------- serving
+
+
+def _poll_periodically(system: LocalSystem, stop: threading.Event) -> None:
+    from shared.feeds import list_feeds
+
+    while not stop.wait(system.settings.poll_interval_s):
+        if list_feeds(system.deps.state):
+            system.bus.publish(FeedPollRequested(
+                request_id=uuid.uuid4().hex, feed_urls=[], requested_at=system.deps.clock.now()))
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    allow_loopback: AllowLoopback = False,
+) -> None:
+    """Gateway, web page, MCP, every stage and scheduled polling in one process."""
+    from services.gateway.app import serve as serve_gateway
+
+    system = _system(_settings(allow_loopback))
+    stop = threading.Event()
+    with LocalRuntime(system.deps, system.bus, _consumers(None)):
+        poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
+        poller.start()
+        server = serve_gateway(system.deps, host, port)
+        console.print(f"ragbus is serving on [bold]http://{host}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stop.set()
+            server.stop()
+
+
+@app.command()
+def demo(
+    serve_after: Annotated[bool, typer.Option("--serve", help="Keep serving the web page afterwards.")] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve.")] = 8080,
+) -> None:
+    """Ingest the bundled corpus and answer three questions that show the loop at work."""
+    from shared.demo import run_demo
+
+    try:
+        run_demo(console, serve_after=serve_after, port=port)
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+
+
+def main() -> None:
+    configure_logging()
+    app()
+
+
+if __name__ == "__main__":
+    main()
