@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/ragbus demo
+	$(VENV)/bin/ragbus demo $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -28,6 +28,9 @@ class LocalRuntime:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> LocalRuntime:
+        reclaimed = self.bus.reclaim_orphaned_leases()
+        if reclaimed:
+            log.warning("reclaimed %d deliveries leased by processes that died", reclaimed)
         for consumer in self.consumers:
             for n in range(consumer.workers):
                 thread = threading.Thread(

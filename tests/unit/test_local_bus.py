@@ -107,3 +107,23 @@ def test_subscription_created_later_sees_only_later_messages(tmp_path):
     bus.publish(QuerySubmitted(query_id="late"))
     got = bus.pull("c.query-submitted", 5)
     assert [d.attributes["idempotency_key"] for d in got] == ["late/submitted"]
+
+
+def test_leases_of_a_dead_process_are_reclaimed_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    bus = _bus(tmp_path, ack_deadline_s=3600)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    # another process leases the delivery and dies without acking
+    code = (
+        "from shared.adapters.local.bus import SqliteBus;"
+        f"b = SqliteBus({str(tmp_path / 'bus.db')!r});"
+        "assert len(b.pull('a.query-submitted')) == 1"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert bus.pull("a.query-submitted") == []  # still leased by the dead process
+    assert bus.reclaim_orphaned_leases() == 1
+    (d,) = bus.pull("a.query-submitted")
+    assert d.attempt == 2
+    assert bus.reclaim_orphaned_leases() == 0  # our own live lease is kept

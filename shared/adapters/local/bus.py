@@ -15,6 +15,8 @@ transaction, so a crash never leaves a message half-published.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 import time
 import uuid
@@ -47,10 +49,26 @@ CREATE TABLE IF NOT EXISTS deliveries (
   lease_until REAL,
   state TEXT NOT NULL DEFAULT 'pending',
   last_error TEXT,
+  lease_owner TEXT,
   UNIQUE(subscription, message_id)
 );
 CREATE INDEX IF NOT EXISTS deliveries_ready ON deliveries(subscription, state, available_at);
 """
+
+
+_OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RetrySettings(NamedTuple):
@@ -147,8 +165,9 @@ class SqliteBus:
                 return []
             lease = now + self.retry.ack_deadline_s
             conn.executemany(
-                "UPDATE deliveries SET attempts = attempts + 1, lease_until = ? WHERE id = ?",
-                [(lease, row["id"]) for row in rows],
+                "UPDATE deliveries SET attempts = attempts + 1, lease_until = ?, lease_owner = ? "
+                "WHERE id = ?",
+                [(lease, _OWNER, row["id"]) for row in rows],
             )
         return [
             Delivery(
@@ -187,6 +206,27 @@ class SqliteBus:
                     (time.time() + self.retry.backoff(delivery.attempt), error, delivery.id),
                 )
         return dead
+
+    def reclaim_orphaned_leases(self) -> int:
+        """Release leases held by processes of this host that no longer exist.
+
+        A killed process cannot ack; rather than wait out the ack deadline, a
+        restarted runtime makes those deliveries available again at once.
+        """
+        host = socket.gethostname()
+        conn = self._db.connection()
+        owners = [r[0] for r in conn.execute(
+            "SELECT DISTINCT lease_owner FROM deliveries WHERE state = 'pending' "
+            "AND lease_until IS NOT NULL AND lease_owner LIKE ?", (host + ":%",)).fetchall()]
+        dead = [o for o in owners if not _alive(int(o.rsplit(":", 1)[1]))]
+        if not dead:
+            return 0
+        marks = ",".join("?" * len(dead))
+        with self._db.transaction() as conn:
+            cur = conn.execute(
+                f"UPDATE deliveries SET lease_until = NULL, lease_owner = NULL "
+                f"WHERE state = 'pending' AND lease_owner IN ({marks})", dead)
+            return cur.rowcount
 
     # ------------------------------------------------------------ inspect
 
