@@ -1,0 +1,137 @@
+"""Helpers shared by integration and e2e tests: a mutable site on 127.0.0.1 and a CLI runner."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from email.utils import format_datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Site:
+    """A tiny web site whose pages tests change between polls."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, tuple[str, bytes]] = {}
+        self.delay_s: float = 0.0
+        self.hits: dict[str, int] = {}
+        self.base = ""
+
+    def put(self, path: str, body: str | bytes, content_type: str = "text/html; charset=utf-8") -> None:
+        self.pages[path] = (content_type, body.encode() if isinstance(body, str) else body)
+
+    def remove(self, path: str) -> None:
+        self.pages.pop(path, None)
+
+
+@contextmanager
+def serve_site(site: Site) -> Iterator[Site]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            site.hits[self.path] = site.hits.get(self.path, 0) + 1
+            if site.delay_s and self.path != "/feed.xml":
+                time.sleep(site.delay_s)
+            page = site.pages.get(self.path)
+            if page is None:
+                self.send_response(404)
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", page[0])
+            self.send_header("Content-Length", str(len(page[1])))
+            self.end_headers()
+            self.wfile.write(page[1])
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    site.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+WORDS = (
+    "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega river mountain "
+    "harbor lantern violet copper meadow signal archive quartz ember glacier falcon"
+).split()
+
+
+def article_html(title: str, paragraphs: list[str], published: str = "2026-10-01") -> str:
+    body = "".join(f"<p>{p}</p>" for p in paragraphs)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        "<style>body{font:14px sans-serif}</style><script>var tracker=1;</script></head><body>"
+        "<nav><a href='/'>Home</a> <a href='/about'>About</a> <a href='/blog'>Blog</a></nav>"
+        "<div class='cookie-banner'>We use cookies to improve your experience. Accept all cookies?</div>"
+        f"<article><h1>{title}</h1><time datetime='{published}'>{published}</time>{body}</article>"
+        "<aside class='related'><h3>Related posts</h3><ul><li><a href='/x'>Other post</a></li></ul></aside>"
+        "<footer>Copyright 2026 Example Blog. All rights reserved. Privacy policy.</footer></body></html>"
+    )
+
+
+def topic_paragraphs(topic: str, n: int = 4, seed: int = 0) -> list[str]:
+    """Distinct, sentence-shaped paragraphs about ``topic``."""
+    out = []
+    for p in range(n):
+        words = [WORDS[(seed * 7 + p * 3 + i) % len(WORDS)] for i in range(12)]
+        out.append(
+            f"The {topic} report number {p} describes how the {words[0]} and {words[1]} systems "
+            f"interact with {words[2]} signals. Engineers observed that {topic} behaves like "
+            f"{words[3]} under load, and that {words[4]} {words[5]} improves with {words[6]}. "
+            f"Further study of {topic} compared {words[7]} against {words[8]} in {words[9]} "
+            f"conditions, finding that {words[10]} matters more than {words[11]}."
+        )
+    return out
+
+
+def rss(base: str, items: list[dict[str, str]]) -> str:
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    entries = "".join(
+        f"<item><title>{i['title']}</title><link>{base}{i['path']}</link><guid>{i['guid']}</guid>"
+        f"<pubDate>{format_datetime(start + timedelta(days=n))}</pubDate>"
+        f"<description>{i.get('summary', i['title'])}</description></item>"
+        for n, i in enumerate(items)
+    )
+    return (
+        "<?xml version='1.0' encoding='UTF-8'?><rss version='2.0'><channel>"
+        f"<title>Test feed</title><link>{base}/</link><description>t</description>{entries}</channel></rss>"
+    )
+
+
+def ragbus_env(home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"RAGBUS_HOME": str(home), "RAGBUS_ALLOW_LOOPBACK": "1", "RAGBUS_RETRY_MIN_BACKOFF_S": "0.05",
+                "RAGBUS_RETRY_MAX_BACKOFF_S": "0.2"})
+    env.update(extra)
+    return env
+
+
+def run_cli(home: Path, *args: str, check: bool = True, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "shared.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
+        capture_output=True, text=True, timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ragbus {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def cli_json(home: Path, *args: str, **env: str) -> Any:
+    return json.loads(run_cli(home, *args, "--json", **env).stdout)
