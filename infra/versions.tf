@@ -1,0 +1,14 @@
+terraform {
+  required_version = ">= 1.5"
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = ">= 5.30"
+    }
+  }
+}
+
+provider "google" {
+  project = var.project
+  region  = var.region
+}
