@@ -91,6 +91,7 @@ class Settings:
     max_sub_queries: int = 5
     min_sub_queries_for_synthesis: int = 2
     redact_query_text: bool = False
+    tracing: bool = True
     # gemini
     gemini_model: str = "gemini-2.0-flash"
     gcp_project: str | None = None
@@ -103,6 +104,10 @@ class Settings:
     @property
     def bus_path(self) -> Path:
         return self.home / "bus.db"
+
+    @property
+    def traces_path(self) -> Path:
+        return self.home / "traces.db"
 
     @property
     def blob_dir(self) -> Path:
@@ -146,6 +151,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         max_model_calls=_int(env, "RAGBUS_MAX_MODEL_CALLS", 12, 1),
         query_timeout_s=_float(env, "RAGBUS_QUERY_TIMEOUT_S", 60.0),
         redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", False),
+        tracing=_bool(env, "RAGBUS_TRACING", True),
         gemini_model=env.get("RAGBUS_GEMINI_MODEL", "gemini-2.0-flash"),
         gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
         gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,

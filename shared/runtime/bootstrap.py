@@ -11,6 +11,21 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.config import Settings
 from shared.runtime.deps import Deps, Lazy
 from shared.runtime.stages import subscription_topics
+from shared.tracing import TracingLanguageModel, TracingPublisher, add_exporter
+
+_span_stores: dict[str, object] = {}
+
+
+def install_local_span_store(settings: Settings):
+    """Export this process's spans to ``$RAGBUS_HOME/traces.db`` (once per path)."""
+    from shared.adapters.local.spans import SqliteSpanStore
+
+    key = str(settings.traces_path.resolve())
+    if key not in _span_stores:
+        store = SqliteSpanStore(settings.traces_path)
+        add_exporter(store)
+        _span_stores[key] = store
+    return _span_stores[key]
 
 
 @dataclass
@@ -57,6 +72,8 @@ def build_local(settings: Settings) -> LocalSystem:
             max_backoff_s=settings.retry_max_backoff_s,
         ),
     )
+    if settings.tracing:
+        install_local_span_store(settings)
     holder: dict[str, Deps] = {}
 
     def llm():
@@ -69,16 +86,20 @@ def build_local(settings: Settings) -> LocalSystem:
 
         return LocalLanguageModel(index=deps.index, embedder=deps.embedder)
 
+    def traced_llm():
+        model = llm()
+        return TracingLanguageModel(model) if settings.tracing else model
+
     deps = Deps(
         settings,
-        publisher=bus,
+        publisher=TracingPublisher(bus) if settings.tracing else bus,
         state=SqliteStateStore(settings.db_path),
         blobs=FolderBlobStore(settings.blob_dir),
         clock=SystemClock(),
         fetcher=Lazy(lambda: _fetcher(settings)),
         embedder=Lazy(lambda: _embedder(settings)),
         index=Lazy(lambda: _index(settings)),
-        llm=Lazy(llm),
+        llm=Lazy(traced_llm),
     )
     holder["deps"] = deps
     return LocalSystem(settings=settings, bus=bus, deps=deps)

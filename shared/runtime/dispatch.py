@@ -21,6 +21,7 @@ from shared.errors import PermanentError
 from shared.messages import Message, decode
 from shared.runtime.deps import Deps
 from shared.runtime.stages import Consumer
+from shared.tracing import consumer_span, mark_error, message_span_attributes
 
 log = logging.getLogger("ragbus.dispatch")
 
@@ -47,23 +48,35 @@ def handle_delivery(
     attempt: int = 1,
     message_id: str = "",
 ) -> Result:
-    """Decode and handle one delivery; never raises."""
-    try:
-        message = decode(data, attributes)
-    except PermanentError as exc:
-        return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}")
-    try:
-        consumer.handler(message, deps)
-    except PermanentError as exc:
-        log.warning("%s: permanent error on %s: %s", consumer.subscription, message_id, exc)
-        return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}", message)
-    except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry, then dead-letter
-        log.warning(
-            "%s: attempt %d failed on %s: %s", consumer.subscription, attempt, message_id, exc,
-            exc_info=attempt == 1,
-        )
-        return Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}", message)
-    return Result(Outcome.ACK, None, message)
+    """Decode and handle one delivery inside its CONSUMER span; never raises."""
+    with consumer_span(
+        consumer.subscription, consumer.topic, attributes, attempt=attempt, message_id=message_id
+    ) as span:
+        try:
+            message = decode(data, attributes)
+        except PermanentError as exc:
+            mark_error(span, exc)
+            span.set_attribute("rag.outcome", Outcome.DEAD.value)
+            return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}")
+        for key, value in message_span_attributes(message).items():
+            span.set_attribute(key, value)
+        try:
+            consumer.handler(message, deps)
+        except PermanentError as exc:
+            log.warning("%s: permanent error on %s: %s", consumer.subscription, message_id, exc)
+            mark_error(span, exc)
+            span.set_attribute("rag.outcome", Outcome.DEAD.value)
+            return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}", message)
+        except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry, then dead-letter
+            log.warning(
+                "%s: attempt %d failed on %s: %s", consumer.subscription, attempt, message_id, exc,
+                exc_info=attempt == 1,
+            )
+            mark_error(span, exc)
+            span.set_attribute("rag.outcome", Outcome.RETRY.value)
+            return Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}", message)
+        span.set_attribute("rag.outcome", Outcome.ACK.value)
+        return Result(Outcome.ACK, None, message)
 
 
 def record_dead_letter(
