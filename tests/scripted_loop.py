@@ -1,0 +1,196 @@
+"""A scripted stand-in for the query loop, for gateway tests.
+
+It is a Publisher: when the gateway publishes ``QuerySubmitted`` it starts a
+thread that fills the query record the way the real stages do (status,
+iterations with query/sub-queries/contexts/grade/decision/timings, answer,
+citations, and one event per stage), through ``StateStore.update`` like they
+do. The gateway's tests then watch a record that changes while they read it,
+without depending on the real loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from shared import collections
+from shared.messages import Message, QuerySubmitted, encode
+from shared.ports import Clock, Doc, StateStore
+
+CONTEXTS = [
+    {
+        "chunk_id": "doc-bm25:abc:0",
+        "document_id": "doc-bm25",
+        "title": "Okapi BM25 explained",
+        "url": "https://example.org/bm25",
+        "text": "BM25 ranks documents by term frequency with saturation and inverse document "
+        "frequency. <b>not bold</b>",
+        "score": 0.91,
+    },
+    {
+        "chunk_id": "doc-dense:def:3",
+        "document_id": "doc-dense",
+        "title": "Dense retrieval",
+        "url": "https://example.org/dense",
+        "text": "Dense retrieval embeds queries and passages in one vector space.",
+        "score": 0.74,
+    },
+    {
+        "chunk_id": "doc-evil:666:0",
+        "document_id": "doc-evil",
+        "title": "A page with a script URL",
+        "url": "javascript:alert(1)",
+        "text": "Hostile documents must not become script links.",
+        "score": 0.2,
+    },
+]
+
+ANSWER = (
+    "BM25 ranks documents by term frequency with saturation and IDF [1]. "
+    "Dense retrieval instead compares embeddings [2]. An unsafe source is cited too [3]."
+)
+
+
+def citations_for(contexts: list[Doc]) -> list[Doc]:
+    return [
+        {
+            "id": n,
+            "title": c["title"],
+            "url": c["url"],
+            "document_id": c["document_id"],
+            "chunk_id": c["chunk_id"],
+        }
+        for n, c in enumerate(contexts, start=1)
+    ]
+
+
+class ScriptedLoop:
+    """Publisher whose ``QuerySubmitted`` sets off a scripted run of the stages."""
+
+    def __init__(
+        self,
+        state: StateStore,
+        clock: Clock,
+        *,
+        step_s: float = 0.05,
+        iterations: int = 2,
+        hang: bool = False,
+        fail_publish: Exception | None = None,
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.step_s = step_s
+        self.iterations = iterations
+        self.hang = hang
+        self.fail_publish = fail_publish
+        self.messages: list[Message] = []
+        self.threads: list[threading.Thread] = []
+        self.release = threading.Event()  # set to let a held run continue
+        self.hold_before_answer = False
+
+    def publish(self, message: Message, attributes: Mapping[str, str] | None = None) -> str:
+        encode(message)  # a schema error shows up here, as on the real bus
+        if self.fail_publish is not None:
+            raise self.fail_publish
+        self.messages.append(message)
+        if isinstance(message, QuerySubmitted) and not self.hang:
+            thread = threading.Thread(target=self._run, args=(message.query_id,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        return str(len(self.messages))
+
+    def join(self, timeout: float = 10.0) -> None:
+        for thread in self.threads:
+            thread.join(timeout)
+
+    # ------------------------------------------------------------ stages
+
+    def _change(self, query_id: str, fn) -> None:
+        def change(doc: Doc | None) -> Doc | None:
+            if doc is None or doc.get("status") in {"answered", "failed", "timed_out"}:
+                return None
+            doc = dict(doc)
+            fn(doc)
+            doc["updated_at"] = self.clock.now().isoformat()
+            return doc
+
+        self.state.update(collections.QUERIES, query_id, change)
+
+    def _event(self, doc: Doc, stage: str, kind: str, iteration: int, detail: Any = None) -> None:
+        doc.setdefault("events", []).append(
+            {
+                "stage": stage,
+                "type": kind,
+                "at": self.clock.now().isoformat(),
+                "iteration": iteration,
+                "detail": detail,
+            }
+        )
+
+    def _run(self, query_id: str) -> None:
+        last = self.iterations - 1
+        for n in range(self.iterations):
+            time.sleep(self.step_s)
+
+            def transformed(doc: Doc, n: int = n) -> None:
+                doc["status"] = "running"
+                doc["iteration"] = n
+                query = doc["original_query"] + (" ranking function" if n else "")
+                doc["current_query"] = query
+                doc["iterations"] = [*doc["iterations"], {
+                    "iteration": n,
+                    "query": query,
+                    "sub_queries": [f"definition of {query}", f"method of {query}"],
+                    "contexts": [],
+                    "grade": None,
+                    "decision": None,
+                    "timings": {"transformer": 12.5},
+                }]
+                self._event(doc, "transformer", "transformed", n, {"query": query})
+
+            self._change(query_id, transformed)
+            time.sleep(self.step_s)
+
+            def retrieved(doc: Doc, n: int = n) -> None:
+                item = dict(doc["iterations"][-1])
+                item["contexts"] = CONTEXTS if n == last else CONTEXTS[1:2]
+                item["timings"] = {**item["timings"], "retriever": 30.0}
+                doc["iterations"] = [*doc["iterations"][:-1], item]
+                self._event(doc, "retriever", "retrieved", n, {"contexts": len(item["contexts"])})
+
+            self._change(query_id, retrieved)
+            time.sleep(self.step_s)
+
+            def graded(doc: Doc, n: int = n) -> None:
+                item = dict(doc["iterations"][-1])
+                good = n == last
+                item["grade"] = {
+                    "score": 0.82 if good else 0.41,
+                    "relevance": 0.9 if good else 0.5,
+                    "completeness": 0.75 if good else 0.3,
+                    "grounded": good,
+                    "answerable": True,
+                    "reasoning": "covers the question" if good else "misses the method",
+                    "missing_aspects": [] if good else ["method"],
+                }
+                item["decision"] = "accept" if good else "refine"
+                item["timings"] = {**item["timings"], "grader": 8.0}
+                doc["iterations"] = [*doc["iterations"][:-1], item]
+                self._event(doc, "grader", "graded", n, {"decision": item["decision"]})
+
+            self._change(query_id, graded)
+        if self.hold_before_answer:
+            self.release.wait(30)
+        time.sleep(self.step_s)
+
+        def answered(doc: Doc) -> None:
+            doc["status"] = "answered"
+            doc["outcome"] = "answered"
+            doc["best_iteration"] = last
+            doc["answer"] = ANSWER
+            doc["citations"] = citations_for(CONTEXTS)
+            self._event(doc, "synthesizer", "answered", last, {"citations": len(CONTEXTS)})
+
+        self._change(query_id, answered)

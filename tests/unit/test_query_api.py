@@ -1,0 +1,276 @@
+"""The shared query operations: validation, record creation, reading, waiting, searching."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from shared import collections
+from shared.adapters.local.clock import SystemClock
+from shared.config import Settings
+from shared.errors import InvalidInput, RetryableError
+from shared.messages import QuerySubmitted
+from shared.ports import Chunk, ScoredChunk
+from shared.query_api import (
+    QueryNotFound,
+    answer_summary,
+    best_iteration,
+    contexts_summary,
+    get_query,
+    search_documents,
+    submit_query,
+    wait_for_query,
+)
+from shared.runtime.deps import Deps
+from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+from tests.scripted_loop import ANSWER, ScriptedLoop
+
+
+@pytest.fixture
+def state() -> InMemoryStateStore:
+    return InMemoryStateStore()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def publisher() -> RecordingPublisher:
+    return RecordingPublisher()
+
+
+@pytest.fixture
+def deps(state, clock, publisher) -> Deps:
+    return Deps(Settings(), publisher=publisher, state=state, clock=clock)
+
+
+# ----------------------------------------------------------------- submit
+
+
+def test_submit_creates_the_record_and_starts_the_loop(deps, state, publisher, clock):
+    record = submit_query(deps, "  What is BM25?  ", top_k=7, max_iterations=1, timeout_s=30)
+
+    stored = state.get(collections.QUERIES, record["id"])
+    assert stored == record
+    assert record["status"] == "pending"
+    assert record["original_query"] == "What is BM25?"
+    assert (record["top_k"], record["max_iterations"]) == (7, 1)
+    assert record["deadline"] == (clock.now() + timedelta(seconds=30)).isoformat()
+    assert record["events"][0]["type"] == "submitted"
+    assert publisher.messages == [QuerySubmitted(query_id=record["id"])]
+
+
+def test_submit_uses_the_settings_defaults(state, clock, publisher):
+    settings = Settings(top_k=4, max_iterations=3, query_timeout_s=12)
+    deps = Deps(settings, publisher=publisher, state=state, clock=clock)
+    record = submit_query(deps, "q")
+    assert (record["top_k"], record["max_iterations"]) == (4, 3)
+    assert record["deadline"] == (clock.now() + timedelta(seconds=12)).isoformat()
+    assert record["max_model_calls"] == settings.max_model_calls
+
+
+def test_every_submission_gets_its_own_id(deps):
+    ids = {submit_query(deps, "same question")["id"] for _ in range(5)}
+    assert len(ids) == 5
+
+
+def test_windows_line_endings_and_tabs_are_kept_as_text(deps):
+    record = submit_query(deps, "line one\r\nline\ttwo")
+    assert record["original_query"] == "line one\nline\ttwo"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"query": ""}, "'query' is empty"),
+        ({"query": " \n\t "}, "'query' is empty"),
+        ({"query": "x" * 10_000}, "10000 characters, more than the limit of 2000"),
+        ({"query": "bad \x00 byte"}, "control character U+0000 at position 4"),
+        ({"query": "escape \x1b[31m"}, "control character U+001B"),
+        ({"query": "lone \r return"}, "control character U+000D"),
+        ({"query": "del \x7f"}, "control character U+007F"),
+        ({"query": "c1 \x85 next line"}, "control character U+0085"),
+        ({"query": "half \ud800 pair"}, "unpaired surrogate U+D800"),
+        ({"query": None}, "'query' must be a string, got null"),
+        ({"query": ["a"]}, "'query' must be a string, got a list"),
+        ({"query": 42}, "'query' must be a string, got a number"),
+        ({"query": "q", "top_k": 0}, "'top_k' is 0; send a whole number from 1 to 50"),
+        ({"query": "q", "top_k": 51}, "'top_k' is 51"),
+        ({"query": "q", "top_k": "5"}, "'top_k' must be a whole number from 1 to 50, got a string"),
+        ({"query": "q", "top_k": True}, "got a boolean"),
+        ({"query": "q", "top_k": 2.5}, "'top_k' must be a whole number"),
+        ({"query": "q", "max_iterations": -1}, "'max_iterations' is -1; send a whole number from 0 to 5"),
+        ({"query": "q", "max_iterations": 6}, "'max_iterations' is 6"),
+        ({"query": "q", "timeout_s": 0}, "'timeout_s' is 0"),
+        ({"query": "q", "timeout_s": float("nan")}, "'timeout_s' must be a number of seconds"),
+    ],
+)
+def test_bad_input_is_refused_with_what_to_send(deps, state, publisher, kwargs, expected):
+    query = kwargs.pop("query")
+    with pytest.raises(InvalidInput) as caught:
+        submit_query(deps, query, **kwargs)
+    assert expected in str(caught.value)
+    assert state.count(collections.QUERIES) == 0
+    assert publisher.messages == []
+
+
+def test_limits_at_the_edges_are_accepted(deps):
+    record = submit_query(deps, "x" * 2000, top_k=50, max_iterations=0)
+    assert (len(record["original_query"]), record["top_k"], record["max_iterations"]) == (2000, 50, 0)
+    assert submit_query(deps, "q", top_k=1, max_iterations=5)["top_k"] == 1
+    assert submit_query(deps, "q", top_k=3.0)["top_k"] == 3
+
+
+def test_a_bus_failure_ends_the_query_instead_of_leaving_it_pending(state, clock):
+    class DownBus:
+        def publish(self, message, attributes=None):
+            raise ConnectionError("bus.db is locked")
+
+    deps = Deps(Settings(), publisher=DownBus(), state=state, clock=clock)
+    with pytest.raises(RetryableError, match="try again"):
+        submit_query(deps, "what now?")
+    [record] = state.list(collections.QUERIES)
+    assert record["status"] == "failed"
+    assert "could not start the query loop" in record["error"]
+    assert "bus.db is locked" in record["error"]
+
+
+# ------------------------------------------------------------ get / wait
+
+
+def test_get_query_unknown_is_none(deps):
+    assert get_query(deps, "missing") is None
+
+
+def test_get_query_times_out_a_query_past_its_deadline(deps, clock):
+    record = submit_query(deps, "slow", timeout_s=5)
+    clock.advance(4)
+    assert get_query(deps, record["id"])["status"] == "pending"
+    clock.advance(2)
+    expired = get_query(deps, record["id"])
+    assert (expired["status"], expired["outcome"]) == ("timed_out", "timed_out")
+    assert expired["events"][-1]["type"] == "timed_out"
+    # a later read changes nothing more
+    assert get_query(deps, record["id"]) == expired
+
+
+def test_wait_returns_the_record_as_it_stands_when_the_wait_elapses(deps, clock):
+    record = submit_query(deps, "pending forever", timeout_s=60)
+    start = clock.monotonic()
+    waited = wait_for_query(deps, record["id"], 3)
+    assert waited["status"] == "pending"
+    assert 3 <= clock.monotonic() - start < 3.5
+
+
+def test_wait_never_outlasts_the_query_deadline(deps, clock):
+    record = submit_query(deps, "nobody answers", timeout_s=2)
+    waited = wait_for_query(deps, record["id"], 30)
+    assert waited["status"] == "timed_out"
+    assert clock.monotonic() < 3
+
+
+def test_wait_for_unknown_query_raises(deps):
+    with pytest.raises(QueryNotFound, match="no query with id 'nope'"):
+        wait_for_query(deps, "nope", 1)
+
+
+def test_wait_returns_once_stages_answer(state):
+    clock = SystemClock()
+    loop = ScriptedLoop(state, clock, step_s=0.01)
+    deps = Deps(Settings(), publisher=loop, state=state, clock=clock)
+    record = submit_query(deps, "what is bm25")
+    done = wait_for_query(deps, record["id"], 10)
+    assert done["status"] == "answered"
+    assert done["answer"] == ANSWER
+    assert [e["stage"] for e in done["events"]] == [
+        "gateway",
+        *["transformer", "retriever", "grader"] * 2,
+        "synthesizer",
+    ]
+
+
+# ------------------------------------------------------------- summaries
+
+
+def test_summaries_take_the_kept_iteration():
+    record = {
+        "id": "q1",
+        "status": "answered",
+        "outcome": "answered_with_caveat",
+        "best_iteration": 0,
+        "iterations": [
+            {"iteration": 0, "query": "first", "contexts": [{"chunk_id": "a"}], "grade": {"score": 0.7}},
+            {"iteration": 1, "query": "second", "contexts": [{"chunk_id": "b"}], "grade": {"score": 0.5}},
+        ],
+        "answer": "A [1].",
+        "citations": [{"id": 1, "url": "https://x"}],
+        "error": None,
+    }
+    ctx = contexts_summary(record)
+    assert (ctx["best_iteration"], ctx["query"], ctx["iterations"]) == (0, "first", 2)
+    assert ctx["contexts"] == [{"chunk_id": "a"}]
+    assert ctx["grade"] == {"score": 0.7}
+    ans = answer_summary(record)
+    assert (ans["answer"], ans["outcome"], ans["iterations"]) == ("A [1].", "answered_with_caveat", 2)
+    assert ans["citations"] == [{"id": 1, "url": "https://x"}]
+    # without a kept iteration the last one stands
+    assert best_iteration({**record, "best_iteration": None})["query"] == "second"
+    assert best_iteration({"iterations": []}) is None
+
+
+# ---------------------------------------------------------------- search
+
+
+class _Embedder:
+    model_name = "test"
+    dimension = 3
+    max_tokens = 16
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    def embed(self, texts):
+        self.seen.append(list(texts))
+        return np.ones((len(texts), 3), dtype=np.float32) / np.sqrt(3)
+
+    def token_spans(self, text):
+        return []
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[float, ...], int]] = []
+
+    def search(self, text, vector, k, mode="hybrid"):
+        self.calls.append((text, tuple(np.round(vector, 3)), k))
+        chunks = [
+            Chunk(f"d{n}:h:0", f"d{n}", 0, f"text {n}", title=f"T{n}", url=f"https://e/{n}")
+            for n in range(k)
+        ]
+        return [ScoredChunk(c, score=1.0 / (i + 1)) for i, c in enumerate(chunks)]
+
+
+def test_search_embeds_the_words_and_returns_chunks_best_first(state, clock):
+    embedder, index = _Embedder(), _Index()
+    deps = Deps(Settings(), state=state, clock=clock, embedder=embedder, index=index)
+    results = search_documents(deps, " bm25 saturation ", 2)
+    assert embedder.seen == [["bm25 saturation"]]
+    assert index.calls == [("bm25 saturation", (0.577, 0.577, 0.577), 2)]
+    assert results == [
+        {"rank": 1, "score": 1.0, "text": "text 0", "document_id": "d0", "chunk_id": "d0:h:0",
+         "title": "T0", "url": "https://e/0", "published": None},
+        {"rank": 2, "score": 0.5, "text": "text 1", "document_id": "d1", "chunk_id": "d1:h:0",
+         "title": "T1", "url": "https://e/1", "published": None},
+    ]
+    assert len(search_documents(deps, "x")) == Settings().top_k
+
+
+@pytest.mark.parametrize(("text", "k", "expected"), [("", 3, "'q' is empty"), ("x", 0, "'k' is 0")])
+def test_search_refuses_bad_input(state, clock, text, k, expected):
+    deps = Deps(Settings(), state=state, clock=clock, embedder=_Embedder(), index=_Index())
+    with pytest.raises(InvalidInput, match=expected):
+        search_documents(deps, text, k)
