@@ -348,6 +348,57 @@ def dead_letters(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
         console.print(f"{d.get('at')} {d.get('subscription')} x{d.get('attempts')}: [red]{d.get('error')}[/]")
 
 
+# ------------------------------------------------------------------ traces
+
+
+def _span_store(settings: Settings):
+    from shared.adapters.local.spans import SqliteSpanStore
+
+    if not settings.traces_path.exists():
+        raise _fail(f"no traces recorded yet under {settings.home} (RAGBUS_TRACING=0 turns them off)")
+    return SqliteSpanStore(settings.traces_path)
+
+
+@app.command("trace")
+def trace_cmd(
+    query_id: Annotated[str, typer.Argument(help="A query id (or a trace id).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the spans as JSON.")] = False,
+) -> None:
+    """The waterfall of one query: every stage of every iteration, with durations and grades."""
+    from shared.waterfall import render
+
+    settings = _settings()
+    store = _span_store(settings)
+    record = build_local(settings).deps.state.get(collections.QUERIES, query_id)
+    trace_id = (record or {}).get("trace_id") or store.trace_of_query(query_id) or query_id
+    spans = store.spans_of_trace(trace_id)
+    if not spans:
+        raise _fail(f"no spans for {query_id!r}; is it a query id from `ragbus ask --json`?")
+    if as_json:
+        _print_json(spans)
+        return
+    console.print(f"[bold]trace {trace_id}[/] — {len(spans)} spans")
+    for line in render(spans):
+        console.print(line, markup=False, highlight=False)
+
+
+@app.command("traces")
+def traces_cmd(
+    slow: Annotated[bool, typer.Option("--slow", help="Slowest first (default: most recent first).")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List traced queries: most recent first, or the slowest with --slow."""
+    rows = _span_store(_settings()).slowest_queries(limit, order="duration" if slow else "recent")
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table("query id", "trace id", "duration ms", "spans")
+    for r in rows:
+        table.add_row(str(r["query_id"]), r["trace_id"], f"{r['duration_ms']:.1f}", str(r["spans"]))
+    console.print(table)
+
+
 # ----------------------------------------------------------------- serving
 
 

@@ -92,13 +92,14 @@ class SqliteSpanStore(SpanExporter):
         ).fetchone()
         return row[0] if row else None
 
-    def slowest_queries(self, limit: int = 10) -> list[dict[str, Any]]:
-        """Traces that carry a query id, by wall time from first span start to last span end."""
+    def slowest_queries(self, limit: int = 10, *, order: str = "duration") -> list[dict[str, Any]]:
+        """Traces that carry a query id, by wall time (first start to last end) or most recent."""
+        order_by = "(MAX(s.end_ns) - MIN(s.start_ns)) DESC" if order == "duration" else "MIN(s.start_ns) DESC"
         rows = self._db.connection().execute(
             "SELECT s.trace_id, MIN(s.query_id) AS query_id, MIN(s.start_ns) AS start_ns, "
             "MAX(s.end_ns) AS end_ns, COUNT(*) AS spans FROM spans s "
             "WHERE s.trace_id IN (SELECT trace_id FROM spans WHERE query_id IS NOT NULL) "
-            "GROUP BY s.trace_id ORDER BY (MAX(s.end_ns) - MIN(s.start_ns)) DESC LIMIT ?",
+            f"GROUP BY s.trace_id ORDER BY {order_by} LIMIT ?",
             (limit,),
         ).fetchall()
         return [
