@@ -1,0 +1,418 @@
+"""Feed poller: turn ``FeedPollRequested`` into ``DocumentFetched`` / ``DocumentDeleted``.
+
+For each feed: a conditional GET (stored ETag / Last-Modified), parse with
+feedparser (RSS 2.0, Atom, RDF), then per entry:
+
+- identity is (feed URL, guid or link): ``document_id = feed_item_id(feed, guid)``;
+- change detection hashes the entry's own fields (title, link, dates, summary,
+  content), so unchanged pages are never fetched again;
+- new, changed or pending entries get their article page fetched, stored raw in
+  the blob store and announced with ``DocumentFetched`` (claim -> publish -> mark,
+  see :mod:`shared.processed_items` for why a kill mid-poll loses nothing);
+- with ``removed_item_policy == "remove"`` an item gone from a feed that parsed
+  cleanly with at least one entry gets ``DocumentDeleted(reason="left feed")``.
+  A feed that failed, was malformed, or came back empty never removes anything.
+
+One feed's failure is recorded on that feed (``last_error``) and does not stop
+the others. The message is acknowledged unless every feed failed retryably.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+from urllib.parse import urljoin
+
+import feedparser
+
+from shared import feeds, processed_items
+from shared.config import Settings
+from shared.errors import InvalidInput, PermanentError, RagbusError, RetryableError
+from shared.ids import content_hash, feed_item_id
+from shared.messages import DocumentDeleted, DocumentFetched, FeedPollRequested, Message
+from shared.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
+from shared.url_guard import normalise_url
+
+log = logging.getLogger("ragbus.feed_poller")
+
+# text/html and text/plain are accepted because real feeds are often served with
+# the wrong type; feedparser then decides whether the bytes are a feed at all.
+FEED_MEDIA_TYPES = (
+    "application/rss+xml",
+    "application/atom+xml",
+    "application/rdf+xml",
+    "application/x-rss+xml",
+    "application/xml",
+    "text/xml",
+    "text/html",
+    "text/plain",
+)
+PAGE_MEDIA_TYPES = ("text/html", "application/xhtml+xml")
+
+# feedparser flags these but the feed itself is well-formed.
+_BENIGN_BOZO = (feedparser.CharacterEncodingOverride, feedparser.NonXMLContentType)
+_MAX_RECORDED_ERRORS = 5
+
+Outcome = Literal["ok", "not_modified", "partial", "failed"]
+
+
+@dataclass
+class PollReport:
+    """What one poll of one feed did."""
+
+    feed_url: str
+    outcome: Outcome = "ok"
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    pending: int = 0  # same hash, an earlier run did not finish: published again
+    removed: int = 0
+    duplicates: int = 0
+    skipped: int = 0  # entries with neither guid nor link: nothing to identify them by
+    entries: int = 0
+    published: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    item_errors: list[str] = field(default_factory=list)
+    error: str | None = None
+    retryable: bool = False
+
+    @property
+    def summary(self) -> str:
+        if self.outcome == "failed":
+            return "failed"
+        if self.outcome == "not_modified":
+            return "not modified"
+        text = f"{self.new} new, {self.changed} changed, {self.removed} removed"
+        if self.pending:
+            text += f", {self.pending} re-sent"
+        if self.item_errors:
+            text += f", {len(self.item_errors)} failed"
+        if self.entries == 0:
+            text += " (feed is empty; nothing removed)"
+        return f"{self.outcome}: {text}"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    guid: str
+    link: str | None
+    title: str
+    published: str | None
+    item_hash: str
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def handle(message: Message, deps: Any) -> None:
+    """Handle a ``FeedPollRequested``; raise RetryableError if every feed failed retryably."""
+    if not isinstance(message, FeedPollRequested):
+        raise PermanentError(
+            f"feed_poller cannot handle {type(message).__name__}; it consumes FeedPollRequested only"
+        )
+    reports = poll_feeds(
+        message.feed_urls,
+        state=deps.state,
+        blobs=deps.blobs,
+        publisher=deps.publisher,
+        fetcher=deps.fetcher,
+        clock=deps.clock,
+        settings=deps.settings,
+    )
+    failed = [r for r in reports if r.outcome == "failed"]
+    if reports and len(failed) == len(reports) and all(r.retryable for r in failed):
+        raise RetryableError(
+            "every feed failed with a transient error: "
+            + "; ".join(f"{r.feed_url}: {r.error}" for r in failed)
+        )
+
+
+def poll_feeds(
+    feed_urls: Sequence[str],
+    *,
+    state: StateStore,
+    blobs: BlobStore,
+    publisher: Publisher,
+    fetcher: Fetcher,
+    clock: Clock,
+    settings: Settings,
+) -> list[PollReport]:
+    """Poll ``feed_urls`` (every registered feed when empty), one report each."""
+    urls = list(feed_urls) or [f["url"] for f in feeds.list_feeds(state)]
+    if not urls:
+        log.info("poll requested but no feed is registered; add one with `ragbus feeds add URL`")
+    reports: list[PollReport] = []
+    seen: set[str] = set()
+    for url in urls:
+        try:
+            normal = normalise_url(url)
+        except InvalidInput as exc:
+            log.warning("skipping feed %r: %s", url, exc)
+            reports.append(PollReport(feed_url=url, outcome="failed", error=str(exc)))
+            continue
+        if normal in seen:
+            continue
+        seen.add(normal)
+        reports.append(
+            poll_feed(
+                normal, state=state, blobs=blobs, publisher=publisher, fetcher=fetcher,
+                clock=clock, settings=settings,
+            )
+        )
+    return reports
+
+
+# ------------------------------------------------------------------ one feed
+
+
+def poll_feed(
+    feed_url: str,
+    *,
+    state: StateStore,
+    blobs: BlobStore,
+    publisher: Publisher,
+    fetcher: Fetcher,
+    clock: Clock,
+    settings: Settings,
+) -> PollReport:
+    """Poll one feed; every failure is recorded on the feed and returned, never raised
+    (except failures of the bus or the state store, which abort so the message retries)."""
+    url = normalise_url(feed_url)
+    report = PollReport(feed_url=url)
+    record = feeds.get_feed(state, url) or {}
+    try:
+        result = fetcher.fetch(
+            url, accept=FEED_MEDIA_TYPES,
+            etag=record.get("etag"), last_modified=record.get("last_modified"),
+        )
+    except RagbusError as exc:
+        return _fail(state, report, clock, f"fetching the feed failed: {exc}", isinstance(exc, RetryableError))
+    except Exception as exc:  # noqa: BLE001 - a bug in one feed's fetch must not stop the others
+        log.exception("unexpected error fetching feed %s", url)
+        return _fail(state, report, clock, f"fetching the feed failed: {type(exc).__name__}: {exc}", True)
+
+    if result.not_modified:
+        report.outcome = "not_modified"
+        report.entries = int(record.get("items") or 0)
+        feeds.record_poll(state, url, now=clock.now(), changes={
+            "last_status": report.summary, "last_error": None,
+            "etag": result.etag or record.get("etag"),
+            "last_modified": result.last_modified or record.get("last_modified"),
+        })
+        log.info("feed %s not modified", url)
+        return report
+
+    try:
+        entries = _parse(url, result, report)
+    except InvalidInput as exc:
+        return _fail(state, report, clock, str(exc), False)
+
+    try:
+        for entry in entries:
+            _process_entry(
+                url, entry, report, state=state, blobs=blobs, publisher=publisher,
+                fetcher=fetcher, clock=clock,
+            )
+        if settings.removed_item_policy == "remove" and entries:
+            _remove_missing(url, {e.guid for e in entries}, report, state=state, publisher=publisher, clock=clock)
+    except RagbusError as exc:
+        # The bus or the state store failed mid-poll: what was claimed stays
+        # pending and is re-sent on the next run.
+        return _fail(state, report, clock, f"poll interrupted: {exc}", isinstance(exc, RetryableError))
+
+    if report.item_errors:
+        report.outcome = "partial"
+    changes: dict[str, Any] = {
+        "last_status": report.summary,
+        "last_error": _item_error_summary(report) if report.item_errors else None,
+        "items": report.entries,
+    }
+    # Keep the old validators while any item failed: a 304 next time would hide
+    # the failed item from the retry the next poll is meant to give it.
+    if not report.item_errors:
+        changes["etag"] = result.etag
+        changes["last_modified"] = result.last_modified
+    feeds.record_poll(state, url, now=clock.now(), changes=changes)
+    log.info("feed %s: %s", url, report.summary)
+    return report
+
+
+def _fail(state: StateStore, report: PollReport, clock: Clock, error: str, retryable: bool) -> PollReport:
+    report.outcome = "failed"
+    report.error = error
+    report.retryable = retryable
+    log.warning("feed %s failed (%s): %s", report.feed_url, "retryable" if retryable else "permanent", error)
+    feeds.record_poll(state, report.feed_url, now=clock.now(), changes={
+        "last_status": "failed", "last_error": error,
+    })
+    return report
+
+
+def _item_error_summary(report: PollReport) -> str:
+    shown = report.item_errors[:_MAX_RECORDED_ERRORS]
+    more = len(report.item_errors) - len(shown)
+    text = f"{len(report.item_errors)} item(s) failed and will be retried next poll: " + "; ".join(shown)
+    return text + (f"; and {more} more" if more > 0 else "")
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def _parse(url: str, result: FetchResult, report: PollReport) -> list[_Entry]:
+    """The feed's entries, de-duplicated by guid; InvalidInput when it is not a usable feed."""
+    # No content-location: feedparser would then also "resolve" a relative guid
+    # such as "post-42" into a URL, changing the item's identity. Links are
+    # resolved against the feed's URL below instead.
+    headers = {"content-type": result.content_type}
+    if result.charset:
+        headers["content-type"] += f"; charset={result.charset}"
+    # A BytesIO, never a str: feedparser treats a str as a URL or a file path.
+    parsed = feedparser.parse(io.BytesIO(result.body), response_headers=headers)
+    problem = parsed.get("bozo_exception")
+    if parsed.get("bozo") and not isinstance(problem, _BENIGN_BOZO):
+        raise InvalidInput(
+            f"feed {url} is malformed XML ({type(problem).__name__}: {problem}); nothing was "
+            f"changed or removed, fix the feed or remove it"
+        )
+    if not parsed.get("version") and not parsed.entries:
+        raise InvalidInput(
+            f"{url} is not an RSS or Atom feed (got {result.content_type or 'no content type'}, "
+            f"{len(result.body)} bytes); check that the URL points at the feed, not a web page"
+        )
+    entries: list[_Entry] = []
+    seen: set[str] = set()
+    for raw in parsed.entries:
+        link = urljoin(result.url, raw["link"]) if raw.get("link") else None
+        guid = raw.get("id") or link
+        if not guid:
+            report.skipped += 1
+            log.warning("feed %s: entry %r has neither guid nor link; skipped", url, raw.get("title", ""))
+            continue
+        if guid in seen:
+            report.duplicates += 1
+            log.warning("feed %s: duplicate guid %r ignored (the first entry wins)", url, guid)
+            continue
+        seen.add(guid)
+        entries.append(_entry(guid, link, raw))
+    report.entries = len(entries)
+    return entries
+
+
+def _entry(guid: str, link: str | None, raw: Any) -> _Entry:
+    own_fields = {
+        "title": raw.get("title", ""),
+        "link": link or "",
+        # dict.get: FeedParserDict.get("updated") falls back to "published" with
+        # a deprecation warning; the entry's own fields are wanted here.
+        "updated": dict.get(raw, "updated", ""),
+        "published": dict.get(raw, "published", ""),
+        "summary": raw.get("summary", ""),
+        "content": [c.get("value", "") for c in raw.get("content", [])],
+    }
+    when = dict.get(raw, "published_parsed") or dict.get(raw, "updated_parsed")
+    published = datetime(*when[:6], tzinfo=UTC).isoformat() if when else None
+    return _Entry(
+        guid=guid,
+        link=link,
+        title=own_fields["title"],
+        published=published,
+        item_hash=content_hash(json.dumps(own_fields, sort_keys=True, ensure_ascii=False)),
+    )
+
+
+# ------------------------------------------------------------------ items
+
+
+def _process_entry(
+    feed_url: str,
+    entry: _Entry,
+    report: PollReport,
+    *,
+    state: StateStore,
+    blobs: BlobStore,
+    publisher: Publisher,
+    fetcher: Fetcher,
+    clock: Clock,
+) -> None:
+    document_id = feed_item_id(feed_url, entry.guid)
+    claim = processed_items.claim(
+        state, document_id, entry.item_hash, now=clock.now(),
+        fields={"source": "feed", "feed_url": feed_url, "guid": entry.guid, "link": entry.link,
+                "title": entry.title},
+    )
+    if claim == "unchanged":
+        report.unchanged += 1
+        return
+    if not entry.link:
+        _item_failed(state, report, document_id, entry, clock, "the entry has no link to an article page")
+        return
+    try:
+        page = fetcher.fetch(entry.link, accept=PAGE_MEDIA_TYPES)
+    except (PermanentError, RetryableError) as exc:
+        _item_failed(state, report, document_id, entry, clock, str(exc))
+        return
+    raw_ref = blobs.put(f"raw/{document_id}/{entry.item_hash}", page.body, page.content_type)
+    # The declared charset travels with the type (the bytes are passed through as
+    # received, right or wrong); the cleaner decides how to decode.
+    content_type = page.content_type + (f"; charset={page.charset}" if page.charset else "")
+    now = clock.now()
+    publisher.publish(
+        DocumentFetched(
+            document_id=document_id,
+            source="feed",
+            origin=feed_url,
+            guid=entry.guid,
+            url=page.url,
+            title=entry.title,
+            published=entry.published,
+            raw_ref=raw_ref,
+            content_type=content_type,
+            content_hash=entry.item_hash,
+            fetched_at=now,
+        )
+    )
+    processed_items.mark_published(
+        state, document_id, entry.item_hash, now=now, fields={"url": page.url, "raw_ref": raw_ref}
+    )
+    report.published.append(document_id)
+    if claim == "new":
+        report.new += 1
+    elif claim == "changed":
+        report.changed += 1
+    else:
+        report.pending += 1
+
+
+def _item_failed(
+    state: StateStore, report: PollReport, document_id: str, entry: _Entry, clock: Clock, error: str
+) -> None:
+    message = f"{entry.link or entry.guid}: {error}"
+    log.warning("feed %s: item failed: %s", report.feed_url, message)
+    processed_items.mark_failed(state, document_id, entry.item_hash, now=clock.now(), error=error)
+    report.item_errors.append(message)
+
+
+def _remove_missing(
+    feed_url: str,
+    current_guids: set[str],
+    report: PollReport,
+    *,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+) -> None:
+    for record in processed_items.records(state, {"feed_url": feed_url, "source": "feed"}):
+        if record.get("guid") in current_guids:
+            continue
+        document_id = record["document_id"]
+        # Publish first, forget second: a crash in between re-sends the delete,
+        # which the indexer handles idempotently.
+        publisher.publish(DocumentDeleted(document_id=document_id, reason="left feed", requested_at=clock.now()))
+        processed_items.forget(state, document_id)
+        report.removed += 1
+        report.deleted.append(document_id)
