@@ -1,0 +1,162 @@
+"""Local files into the pipeline: the local twin of a GCS object-finalize/delete event.
+
+:func:`ingest_path` announces every supported file under a path with
+``DocumentFetched`` (raw bytes in the blob store), skipping files whose bytes
+have not changed since they were last sent; :func:`delete_path` announces
+``DocumentDeleted`` for files (or whole directories) that were ingested before,
+whether or not they still exist on disk.
+
+A file's identity is its absolute path: ``file_document_id(str(path.resolve()))``.
+The same claim -> publish -> mark ledger as the feed poller
+(:mod:`shared.processed_items`) makes a re-run after a crash re-send what was
+claimed but not yet marked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from shared import processed_items
+from shared.errors import InvalidInput
+from shared.ids import content_hash, file_document_id
+from shared.messages import DocumentDeleted, DocumentFetched
+from shared.ports import BlobStore, Clock, Publisher, StateStore
+
+log = logging.getLogger("ragbus.file_ingest")
+
+MEDIA_TYPES = {
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+}
+SUPPORTED = ", ".join(MEDIA_TYPES)
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+
+
+def ingest_path(
+    path: str | os.PathLike[str],
+    *,
+    state: StateStore,
+    blobs: BlobStore,
+    publisher: Publisher,
+    clock: Clock,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[DocumentFetched]:
+    """Publish ``DocumentFetched`` for the file, or every supported file under the
+    directory (recursive; hidden files and folders are skipped). Returns what was
+    published: unchanged files are not sent again.
+
+    Raises :class:`InvalidInput` for a missing path, an unsupported or oversized
+    file, or a directory without a single supported file.
+    """
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise InvalidInput(f"{root} does not exist; give a file ({SUPPORTED}) or a directory")
+    if root.is_dir():
+        files = _supported_files(root)
+        if not files:
+            raise InvalidInput(f"{root} contains no supported file; supported suffixes: {SUPPORTED}")
+    else:
+        if root.suffix.lower() not in MEDIA_TYPES:
+            raise InvalidInput(f"{root} has an unsupported suffix {root.suffix!r}; supported: {SUPPORTED}")
+        files = [root]
+    published: list[DocumentFetched] = []
+    for file in files:
+        try:
+            message = _ingest_file(file, state=state, blobs=blobs, publisher=publisher, clock=clock,
+                                   max_bytes=max_bytes)
+        except InvalidInput as exc:
+            if not root.is_dir():
+                raise
+            log.warning("skipping %s: %s", file, exc)
+            continue
+        if message is not None:
+            published.append(message)
+    log.info("ingested %s: %d published, %d unchanged or skipped", root, len(published),
+             len(files) - len(published))
+    return published
+
+
+def _supported_files(directory: Path) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        # Hidden folders (.git, .venv...) are never documents.
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            candidate = Path(dirpath) / name
+            if not name.startswith(".") and candidate.suffix.lower() in MEDIA_TYPES and candidate.is_file():
+                out.append(candidate)
+    return out
+
+
+def _ingest_file(
+    file: Path, *, state: StateStore, blobs: BlobStore, publisher: Publisher, clock: Clock, max_bytes: int
+) -> DocumentFetched | None:
+    absolute = file.resolve()
+    size = absolute.stat().st_size
+    if size > max_bytes:
+        raise InvalidInput(f"{absolute} is {size} bytes, over the {max_bytes}-byte cap for one document")
+    data = absolute.read_bytes()
+    item_hash = content_hash(data)
+    document_id = file_document_id(str(absolute))
+    now = clock.now()
+    claim = processed_items.claim(
+        state, document_id, item_hash, now=now,
+        fields={"source": "file", "path": str(absolute), "origin": str(absolute.parent)},
+    )
+    if claim == "unchanged":
+        log.debug("%s unchanged; not sent again", absolute)
+        return None
+    content_type = MEDIA_TYPES[absolute.suffix.lower()]
+    raw_ref = blobs.put(f"raw/{document_id}/{item_hash}", data, content_type)
+    message = DocumentFetched(
+        document_id=document_id,
+        source="file",
+        origin=str(absolute.parent),
+        guid=str(absolute),
+        url=absolute.as_uri(),
+        title=absolute.stem,  # the cleaner may find a better one in the document
+        published=None,
+        raw_ref=raw_ref,
+        content_type=content_type,
+        content_hash=item_hash,
+        fetched_at=now,
+    )
+    publisher.publish(message)
+    processed_items.mark_published(state, document_id, item_hash, now=now, fields={"raw_ref": raw_ref})
+    log.info("%s %s (%s)", claim, absolute, document_id)
+    return message
+
+
+def delete_path(
+    path: str | os.PathLike[str], *, state: StateStore, publisher: Publisher, clock: Clock
+) -> list[str]:
+    """Publish ``DocumentDeleted(reason="file deleted")`` for the file, or for every
+    previously ingested file under the directory, and forget their records.
+    Works when the files are already gone from disk. Returns the document ids.
+
+    Raises :class:`InvalidInput` when nothing was ingested at ``path`` and it does
+    not exist either (most likely a typo).
+    """
+    target = Path(path).expanduser().resolve()
+    prefix = str(target).rstrip(os.sep) + os.sep
+    doomed = [
+        record for record in processed_items.records(state, {"source": "file"})
+        if record.get("path") == str(target) or str(record.get("path", "")).startswith(prefix)
+    ]
+    if not doomed and not target.exists():
+        raise InvalidInput(f"{target} was never ingested and does not exist; check the path")
+    deleted = []
+    for record in sorted(doomed, key=lambda r: r.get("path", "")):
+        document_id = record["document_id"]
+        publisher.publish(
+            DocumentDeleted(document_id=document_id, reason="file deleted", requested_at=clock.now())
+        )
+        processed_items.forget(state, document_id)
+        deleted.append(document_id)
+    log.info("deleted %d document(s) under %s", len(deleted), target)
+    return deleted

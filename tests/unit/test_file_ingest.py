@@ -1,0 +1,175 @@
+"""File ingestion (the local twin of GCS finalize/delete events) with fakes of the ports."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared import collections
+from shared.errors import InvalidInput
+from shared.file_ingest import delete_path, ingest_path
+from shared.ids import content_hash, file_document_id
+from shared.messages import DocumentDeleted, decode, encode
+from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
+
+
+@pytest.fixture
+def ports():
+    return {
+        "state": InMemoryStateStore(),
+        "blobs": InMemoryBlobStore(),
+        "publisher": RecordingPublisher(),
+        "clock": FakeClock(),
+    }
+
+
+@pytest.fixture
+def docs(tmp_path):
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / "notes.md").write_text("# Notes\n\nVolcanoes.")
+    (root / "plain.TXT").write_text("Saxophones.")
+    (root / "sub" / "page.html").write_text("<html><body><p>Glaciers.</p></body></html>")
+    (root / "sub" / "old.htm").write_bytes("<p>Caf\xe9</p>".encode("latin-1"))
+    (root / "sub" / "readme.markdown").write_text("Satellites.")
+    (root / "image.png").write_bytes(b"\x89PNG")
+    (root / ".hidden.md").write_text("secret")
+    (root / ".git" / "HEAD.txt").write_text("ref")
+    return root
+
+
+def test_a_directory_is_ingested_recursively(ports, docs):
+    published = ingest_path(docs, **ports)
+    names = sorted(m.guid.rsplit("/", 1)[-1] for m in published)
+    assert names == ["notes.md", "old.htm", "page.html", "plain.TXT", "readme.markdown"]
+    assert ports["publisher"].messages == published
+    by_name = {m.guid.rsplit("/", 1)[-1]: m for m in published}
+    page = by_name["page.html"]
+    path = (docs / "sub" / "page.html").resolve()
+    assert page.document_id == file_document_id(str(path))
+    assert (page.source, page.origin, page.guid, page.url, page.title) == (
+        "file", str(path.parent), str(path), "file://" + str(path), "page")
+    assert page.content_type == "text/html" and page.content_hash == content_hash(path.read_bytes())
+    assert ports["blobs"].get(page.raw_ref) == path.read_bytes()
+    assert page.raw_ref == f"mem:raw/{page.document_id}/{page.content_hash}"
+    assert by_name["notes.md"].content_type == "text/markdown"
+    assert by_name["readme.markdown"].content_type == "text/markdown"
+    assert by_name["plain.TXT"].content_type == "text/plain"
+    # bytes pass through untouched, whatever their encoding
+    assert ports["blobs"].get(by_name["old.htm"].raw_ref) == "<p>Caf\xe9</p>".encode("latin-1")
+    record = ports["state"].get(collections.PROCESSED_ITEMS, page.document_id)
+    assert record["status"] == "published" and record["path"] == str(path)
+
+
+def test_ingesting_twice_publishes_nothing_new(ports, docs):
+    ingest_path(docs, **ports)
+    assert ingest_path(docs, **ports) == []
+    assert len(ports["publisher"].messages) == 5
+
+
+def test_a_changed_file_is_republished_under_the_same_id(ports, docs):
+    first = {m.guid: m for m in ingest_path(docs, **ports)}
+    (docs / "notes.md").write_text("# Notes\n\nVolcanoes, revised.")
+    (changed,) = ingest_path(docs, **ports)
+    before = first[str((docs / "notes.md").resolve())]
+    assert changed.document_id == before.document_id and changed.content_hash != before.content_hash
+
+
+def test_a_single_file(ports, docs):
+    (message,) = ingest_path(docs / "notes.md", **ports)
+    assert message.title == "notes"
+
+
+def test_an_empty_file_is_published_for_the_cleaner_to_judge(ports, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    (message,) = ingest_path(empty, **ports)
+    assert ports["blobs"].get(message.raw_ref) == b""
+
+
+@pytest.mark.parametrize("name", ["report.pdf", "image.png", "noext"])
+def test_unsupported_files_are_refused_naming_path_and_suffixes(ports, tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"x")
+    with pytest.raises(InvalidInput) as caught:
+        ingest_path(path, **ports)
+    assert str(path) in str(caught.value) and ".html, .htm, .md, .markdown, .txt" in str(caught.value)
+
+
+def test_missing_paths_are_refused(ports, tmp_path):
+    with pytest.raises(InvalidInput, match=r"missing\.pdf does not exist.*\.html"):
+        ingest_path(tmp_path / "missing.pdf", **ports)
+
+
+def test_a_directory_without_supported_files_is_refused(ports, tmp_path):
+    (tmp_path / "a.pdf").write_bytes(b"%PDF")
+    with pytest.raises(InvalidInput, match="contains no supported file"):
+        ingest_path(tmp_path, **ports)
+
+
+def test_an_oversized_file_is_refused_alone_and_skipped_in_a_directory(ports, docs):
+    (docs / "huge.txt").write_bytes(b"x" * 5000)
+    with pytest.raises(InvalidInput, match="5000 bytes, over the 4096-byte cap"):
+        ingest_path(docs / "huge.txt", max_bytes=4096, **ports)
+    published = ingest_path(docs, max_bytes=4096, **ports)
+    assert len(published) == 5 and not any(m.guid.endswith("huge.txt") for m in published)
+
+
+def test_a_crash_between_claim_and_publish_is_repaired_by_the_next_run(ports, docs):
+    class Crash(BaseException):
+        pass
+
+    class Crashing(RecordingPublisher):
+        def publish(self, message, attributes=None):
+            if len(self.messages) == 2:
+                raise Crash()
+            return super().publish(message, attributes)
+
+    crashing = Crashing()
+    with pytest.raises(Crash):
+        ingest_path(docs, **{**ports, "publisher": crashing})
+    assert len(crashing.messages) == 2
+    again = ingest_path(docs, **ports)
+    assert len(again) == 3  # the claimed-but-unsent file and the two never reached
+
+
+def test_delete_a_file_even_when_it_is_gone(ports, docs):
+    ingest_path(docs, **ports)
+    target = docs / "plain.TXT"
+    target.unlink()
+    deleted = delete_path(target, state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+    assert deleted == [file_document_id(str(target.resolve()))]
+    (message,) = ports["publisher"].of_type(DocumentDeleted)
+    assert message.document_id == deleted[0] and message.reason == "file deleted"
+    assert ports["state"].get(collections.PROCESSED_ITEMS, deleted[0]) is None
+    assert ports["state"].count(collections.PROCESSED_ITEMS) == 4
+
+
+def test_delete_a_directory_deletes_every_file_ingested_under_it(ports, docs):
+    ingest_path(docs, **ports)
+    deleted = delete_path(docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+    assert len(deleted) == 3
+    remaining = {r["path"] for r in ports["state"].list(collections.PROCESSED_ITEMS)}
+    assert remaining == {str((docs / "notes.md").resolve()), str((docs / "plain.TXT").resolve())}
+    # a sibling whose name merely starts the same is untouched
+    sibling = docs / "sub2"
+    sibling.mkdir()
+    (sibling / "x.txt").write_text("x")
+    ingest_path(sibling, **ports)
+    assert delete_path(docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]) == []
+
+
+def test_deleted_then_recreated_file_is_ingested_again(ports, docs):
+    ingest_path(docs / "notes.md", **ports)
+    delete_path(docs / "notes.md", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+    assert len(ingest_path(docs / "notes.md", **ports)) == 1
+
+
+def test_deleting_what_was_never_there_is_refused(ports, tmp_path):
+    with pytest.raises(InvalidInput, match="never ingested and does not exist"):
+        delete_path(tmp_path / "nope.md", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+
+
+def test_messages_survive_the_wire(ports, docs):
+    for message in ingest_path(docs, **ports):
+        assert decode(*encode(message)) == message
