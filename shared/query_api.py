@@ -18,7 +18,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from shared import collections
+from shared import collections, tracing
 from shared.errors import InvalidInput, PermanentError, RetryableError
 from shared.messages import QuerySubmitted
 from shared.ports import Doc
@@ -155,27 +155,35 @@ def submit_query(
         else validate_seconds(timeout_s, "timeout_s", TIMEOUT_RANGE_S)
     )
     query_id = uuid.uuid4().hex
-    now = deps.clock.now()
-    record = new_query_record(
-        query_id,
-        text,
-        top_k=top_k,
-        max_iterations=max_iterations,
-        max_model_calls=settings.max_model_calls,
-        now=now,
-        timeout_s=timeout_s,
-    )
-    if not deps.state.create(collections.QUERIES, query_id, record):
-        # A random 128-bit id colliding means something else is badly wrong.
-        raise RetryableError(f"query id {query_id} already exists; submit the query again")
-    try:
-        deps.publisher.publish(QuerySubmitted(query_id=query_id))
-    except Exception as exc:
-        fail_query(deps.state, query_id, f"could not start the query loop: {exc}", deps.clock.now())
-        log.error("query %s: publish failed: %s", query_id, exc)
-        if isinstance(exc, RetryableError):
-            raise
-        raise RetryableError(f"the bus did not accept the query ({exc}); try again shortly") from exc
+    # The query's trace starts here: the record keeps its id, and the
+    # QuerySubmitted PRODUCER span (and so every stage after it) is a child.
+    with tracing.tracer().start_as_current_span(
+        "gateway submit",
+        attributes={"rag.query_id": query_id, "rag.top_k": top_k, "rag.max_iterations": max_iterations},
+    ):
+        now = deps.clock.now()
+        record = new_query_record(
+            query_id,
+            text,
+            top_k=top_k,
+            max_iterations=max_iterations,
+            max_model_calls=settings.max_model_calls,
+            now=now,
+            timeout_s=timeout_s,
+            trace_id=tracing.current_trace_id(),
+        )
+        if not deps.state.create(collections.QUERIES, query_id, record):
+            # A random 128-bit id colliding means something else is badly wrong.
+            raise RetryableError(f"query id {query_id} already exists; submit the query again")
+        try:
+            deps.publisher.publish(QuerySubmitted(query_id=query_id))
+        except Exception as exc:
+            reason = f"could not start the query loop: {exc}"
+            fail_query(deps.state, query_id, reason, deps.clock.now())
+            log.error("query %s: publish failed: %s", query_id, exc)
+            if isinstance(exc, RetryableError):
+                raise
+            raise RetryableError(f"the bus did not accept the query ({exc}); try again shortly") from exc
     log.info(
         "query %s submitted (%d chars, top_k=%d, max_iterations=%d)",
         query_id, len(text), top_k, max_iterations,

@@ -194,3 +194,48 @@ class ScriptedLoop:
             self._event(doc, "synthesizer", "answered", last, {"citations": len(CONTEXTS)})
 
         self._change(query_id, answered)
+
+
+class WordEmbedder:
+    """A tiny deterministic Embedder: hashed bag of words, unit length."""
+
+    model_name = "hashed-words"
+    dimension = 64
+    max_tokens = 256
+
+    def embed(self, texts):
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                out[row, sum(map(ord, word)) % self.dimension] += 1.0
+            norm = float(np.linalg.norm(out[row])) or 1.0
+            out[row] /= norm
+        return out
+
+    def token_spans(self, text):
+        import re
+
+        return [m.span() for m in re.finditer(r"\S+", text)]
+
+
+class ContextsIndex:
+    """An Index over :data:`CONTEXTS`, ranked by cosine of :class:`WordEmbedder` vectors."""
+
+    def __init__(self) -> None:
+        from shared.ports import Chunk
+
+        self.embedder = WordEmbedder()
+        self.chunks = [
+            Chunk(c["chunk_id"], c["document_id"], 0, c["text"], title=c["title"], url=c["url"])
+            for c in CONTEXTS
+        ]
+        self.vectors = self.embedder.embed([c.text for c in self.chunks])
+
+    def search(self, text, vector, k, mode="hybrid"):
+        from shared.ports import ScoredChunk
+
+        scores = self.vectors @ vector
+        order = sorted(range(len(self.chunks)), key=lambda i: -float(scores[i]))[:k]
+        return [ScoredChunk(self.chunks[i], float(scores[i])) for i in order]

@@ -274,3 +274,25 @@ def test_search_refuses_bad_input(state, clock, text, k, expected):
     deps = Deps(Settings(), state=state, clock=clock, embedder=_Embedder(), index=_Index())
     with pytest.raises(InvalidInput, match=expected):
         search_documents(deps, text, k)
+
+
+# ---------------------------------------------------------------- tracing
+
+
+def test_the_record_keeps_the_trace_that_the_submission_starts(state, clock):
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from shared.tracing import TracingPublisher, add_exporter
+
+    exporter = InMemorySpanExporter()
+    add_exporter(exporter, batch=False)
+    deps = Deps(Settings(), publisher=TracingPublisher(RecordingPublisher()), state=state, clock=clock)
+    record = submit_query(deps, "traced question")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    submit, publish = spans["gateway submit"], spans["query-submitted publish"]
+    assert record["trace_id"] == format(submit.context.trace_id, "032x")
+    assert publish.parent.span_id == submit.context.span_id
+    assert publish.kind is SpanKind.PRODUCER
+    assert submit.attributes["rag.query_id"] == record["id"]
+    assert deps.publisher.inner.attributes[0]["traceparent"].split("-")[1] == record["trace_id"]

@@ -1,0 +1,447 @@
+"""The gateway as an ASGI app: HTTP API, Server-Sent Events, OpenAPI, MCP and the web page.
+
+Every route only parses its protocol and calls :mod:`shared.query_api`; state
+reads and model calls are blocking, so they run in worker threads and the event
+loop stays free to stream events to many watchers at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from services.gateway.mcp_server import build_mcp_server
+from services.gateway.openapi import openapi_document
+from shared.errors import InvalidInput, RetryableError
+from shared.query_api import (
+    POLL_MAX_S,
+    POLL_MIN_S,
+    TOP_K_RANGE,
+    QueryNotFound,
+    get_query,
+    search_documents,
+    submit_query,
+    validate_int,
+    wait_for_query_async,
+)
+from shared.query_state import TERMINAL
+from shared.runtime.deps import Deps
+
+log = logging.getLogger("ragbus.gateway")
+
+WEB_DIR = Path(__file__).parent / "web"
+MAX_BODY_BYTES = 64 * 1024
+MAX_WAIT_S = 60.0
+# An events stream ends with the query, which always ends by its deadline; this
+# extra bound is for a client that asks about a query whose record went away.
+MAX_STREAM_S = 600.0
+STREAM_GRACE_S = 30.0
+KEEPALIVE_S = 15.0
+_QUERY_FIELDS = ("query", "top_k", "max_iterations", "wait_s")
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+_EVENT_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+# The page loads only its own files; untrusted document text is rendered as text
+# by the script, and the policy is a second line of defence against injection.
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The one error shape of the API: ``{"error": "..."}``."""
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def create_app(deps: Deps, *, host: str = "127.0.0.1") -> Starlette:
+    """The gateway for ``deps``.
+
+    ``host`` is where it will be reachable: on a loopback host the MCP endpoint
+    refuses other Host/Origin headers (DNS-rebinding protection, as the MCP SDK
+    does for local servers); elsewhere access control is the platform's (IAM).
+    """
+    mcp = build_mcp_server(deps)
+    security = None
+    if host in _LOOPBACK_HOSTS:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=security, host=host
+    )
+    api = _Api(deps)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # The MCP session manager owns a task group that must live as long as the app.
+        async with mcp.session_manager.run():
+            log.info("gateway ready (runtime=%s)", deps.settings.runtime)
+            yield
+
+    routes: list[BaseRoute] = [
+        Route("/", api.page, methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=WEB_DIR), name="static"),
+        Route("/healthz", api.health, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/v1/queries", api.submit, methods=["POST"]),
+        Route("/v1/queries/{query_id}", api.read, methods=["GET"]),
+        Route("/v1/queries/{query_id}/events", api.events, methods=["GET"]),
+        Route("/v1/search", api.search, methods=["GET"]),
+        *mcp_app.routes,
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+    app.state.deps = deps
+    app.state.mcp = mcp
+    return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        message = f"no such endpoint {request.url.path}; see /openapi.json for the API"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}; see /openapi.json"
+    else:
+        message = str(exc.detail)
+    return error(exc.status_code, message, headers=dict(exc.headers or {}))
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error(500, "internal error in the gateway; the details are in its log")
+
+
+class _Api:
+    """The HTTP endpoints, bound to one Deps."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    # ------------------------------------------------------------ page
+
+    async def page(self, request: Request) -> Response:
+        return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=_PAGE_HEADERS)
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "runtime": self.deps.settings.runtime})
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi_document(self.deps.settings))
+
+    # --------------------------------------------------------- queries
+
+    async def submit(self, request: Request) -> Response:
+        body = await _read_json_object(request)
+        if isinstance(body, Response):
+            return body
+        unknown = sorted(set(body) - set(_QUERY_FIELDS))
+        if unknown:
+            return error(
+                400,
+                f"unknown field(s) {', '.join(map(repr, unknown))}; send only "
+                f"{', '.join(_QUERY_FIELDS)}",
+            )
+        if "query" not in body:
+            return error(400, 'missing \'query\'; send {"query": "your question"}')
+        try:
+            wait_s = _wait_seconds(body.get("wait_s"))
+            record = await anyio.to_thread.run_sync(
+                lambda: submit_query(
+                    self.deps,
+                    body["query"],
+                    top_k=body.get("top_k"),
+                    max_iterations=body.get("max_iterations"),
+                )
+            )
+        except InvalidInput as exc:
+            return error(400, str(exc))
+        except RetryableError as exc:
+            return error(503, str(exc), headers={"Retry-After": "2"})
+        query_id = record["id"]
+        if wait_s > 0:
+            record = await wait_for_query_async(self.deps, query_id, wait_s)
+            if record.get("status") in TERMINAL:
+                return JSONResponse(record)
+        status_url = f"/v1/queries/{query_id}"
+        return JSONResponse(
+            {
+                "id": query_id,
+                "status": record.get("status"),
+                "status_url": status_url,
+                "events_url": f"{status_url}/events",
+            },
+            status_code=202,
+            headers={"Location": status_url},
+        )
+
+    async def read(self, request: Request) -> Response:
+        query_id = request.path_params["query_id"]
+        record = await anyio.to_thread.run_sync(get_query, self.deps, query_id)
+        if record is None:
+            return _unknown_query(query_id)
+        return JSONResponse(record)
+
+    async def events(self, request: Request) -> Response:
+        query_id = request.path_params["query_id"]
+        try:
+            limit_s = _stream_seconds(request.query_params.get("timeout_s"), self.deps)
+            start = _resume_index(request.headers.get("last-event-id"))
+        except InvalidInput as exc:
+            return error(400, str(exc))
+        record = await anyio.to_thread.run_sync(get_query, self.deps, query_id)
+        if record is None:
+            return _unknown_query(query_id)
+        return StreamingResponse(
+            _event_stream(self.deps, query_id, start, limit_s),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    # ---------------------------------------------------------- search
+
+    async def search(self, request: Request) -> Response:
+        params = request.query_params
+        if "q" not in params:
+            return error(400, "missing 'q'; send /v1/search?q=your+words&k=10")
+        k: Any = params.get("k")
+        try:
+            if k is not None:
+                k = validate_int(_int_param(k, "k"), "k", TOP_K_RANGE)
+            results = await anyio.to_thread.run_sync(search_documents, self.deps, params["q"], k)
+        except InvalidInput as exc:
+            return error(400, str(exc))
+        except RetryableError as exc:
+            return error(503, f"retrieval is unavailable right now: {exc}", {"Retry-After": "2"})
+        return JSONResponse({"query": params["q"], "k": k or self.deps.settings.top_k, "results": results})
+
+
+# ------------------------------------------------------------- parsing
+
+
+async def _read_json_object(request: Request) -> dict[str, Any] | Response:
+    size = 0
+    chunks: list[bytes] = []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send a shorter query")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return error(400, 'the body is empty; send JSON like {"query": "your question"}')
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return error(400, "the body is not UTF-8; send UTF-8 encoded JSON")
+    except json.JSONDecodeError as exc:
+        return error(
+            400,
+            f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            'send JSON like {"query": "your question"}',
+        )
+    if not isinstance(body, dict):
+        return error(400, 'the body must be a JSON object; send one like {"query": "your question"}')
+    return body
+
+
+def _wait_seconds(value: Any) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise InvalidInput(f"'wait_s' must be a number of seconds (0 to {MAX_WAIT_S:g}), got {value!r}")
+    if value < 0:
+        raise InvalidInput(f"'wait_s' is {value}; send 0 (return at once) up to {MAX_WAIT_S:g}")
+    # Longer waits are shortened rather than refused: the query still runs, and
+    # the 202 tells the client where to follow it.
+    return min(float(value), MAX_WAIT_S)
+
+
+def _int_param(raw: str, name: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"'{name}' must be a whole number, got {raw!r}") from None
+
+
+def _stream_seconds(raw: str | None, deps: Deps) -> float:
+    if raw is None:
+        return min(deps.settings.query_timeout_s + STREAM_GRACE_S, MAX_STREAM_S)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInput(f"'timeout_s' must be a number of seconds, got {raw!r}") from None
+    if not 0 < value <= MAX_STREAM_S:
+        raise InvalidInput(f"'timeout_s' is {raw}; send a number of seconds above 0 up to {MAX_STREAM_S:g}")
+    return value
+
+
+def _resume_index(raw: str | None) -> int:
+    """Where a reconnecting EventSource resumes: after the last event id it saw."""
+    if not raw:
+        return 0
+    try:
+        return max(0, int(raw) + 1)
+    except ValueError:
+        raise InvalidInput(f"Last-Event-ID {raw!r} is not an event index from this stream") from None
+
+
+def _unknown_query(query_id: str) -> Response:
+    return error(404, f"no query with id {query_id!r}; submit one with POST /v1/queries")
+
+
+# ------------------------------------------------------------------ SSE
+
+
+def _sse(event: str, data: Any, event_id: int | None = None) -> str:
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append(f"event: {event}")
+    # json.dumps never emits a raw newline, so the payload is one data line.
+    lines.append("data: " + json.dumps(data, ensure_ascii=False))
+    return "\n".join(lines) + "\n\n"
+
+
+def event_name(event: dict[str, Any]) -> str:
+    """The SSE event name of a record event: its stage, else its type."""
+    name = str(event.get("stage") or event.get("type") or "message")
+    return _EVENT_NAME.sub("_", name) or "message"
+
+
+async def _event_stream(deps: Deps, query_id: str, start: int, limit_s: float) -> AsyncIterator[str]:
+    """Each record event once, in order, as it appears; then ``end`` with the record."""
+    give_up_at = time.monotonic() + limit_s
+    last_sent = time.monotonic()
+    sent = start
+    interval = POLL_MIN_S
+    yield "retry: 2000\n\n"
+    while True:
+        record = await anyio.to_thread.run_sync(get_query, deps, query_id)
+        if record is None:
+            yield _sse("end", {"id": query_id, "status": None, "error": "the query record is gone"})
+            return
+        events = record.get("events") or []
+        if len(events) > sent:
+            for index in range(sent, len(events)):
+                yield _sse(event_name(events[index]), {**events[index], "index": index}, index)
+            sent = len(events)
+            last_sent = time.monotonic()
+            interval = POLL_MIN_S
+        if record.get("status") in TERMINAL or time.monotonic() >= give_up_at:
+            yield _sse("end", record)
+            return
+        if time.monotonic() - last_sent >= KEEPALIVE_S:
+            yield ": keepalive\n\n"
+            last_sent = time.monotonic()
+        await anyio.sleep(min(interval, max(0.0, give_up_at - time.monotonic())))
+        interval = min(interval * 2, POLL_MAX_S)
+
+
+# ---------------------------------------------------------------- serve
+
+
+@dataclass
+class ServerHandle:
+    """A gateway served by uvicorn in a background thread of this process."""
+
+    host: str
+    port: int
+    server: uvicorn.Server
+    thread: threading.Thread
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def wait(self) -> None:
+        """Block until the server stops (for ``ragbus serve`` in the foreground)."""
+        while self.thread.is_alive():
+            self.thread.join(0.5)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.server.should_exit = True
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.server.force_exit = True
+            self.thread.join(timeout)
+
+
+def serve(
+    deps: Deps,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    *,
+    app: Starlette | None = None,
+    log_level: str = "warning",
+    ready_timeout_s: float = 15.0,
+) -> ServerHandle:
+    """Serve the gateway on ``host:port`` (0 picks a free port) until ``.stop()``."""
+    config = uvicorn.Config(
+        app or create_app(deps, host=host),
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        # Open event streams end with their query; do not let one hold shutdown.
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    def run() -> None:
+        try:
+            server.run()
+        except SystemExit:
+            # uvicorn exits when it cannot bind; the caller hears it from serve() below.
+            pass
+
+    thread = threading.Thread(target=run, name=f"gateway@{host}:{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + ready_timeout_s
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(
+                f"the gateway could not start on {host}:{port} (address in use or not allowed?); "
+                "choose another --port or host"
+            )
+        if time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the gateway did not start on {host}:{port} within {ready_timeout_s:g}s")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1] if port == 0 else port
+    log.info("gateway serving on %s:%d", host, bound)
+    return ServerHandle(host=host, port=bound, server=server, thread=thread)
+
+
+__all__: Sequence[str] = ("ServerHandle", "create_app", "event_name", "serve")

@@ -1,0 +1,97 @@
+"""The MCP face of the gateway: two tools over the same query operations as HTTP.
+
+Both tools run the whole loop (submit, then wait for the record to end) so an
+agent gets graded contexts or a cited answer in one call. The tools are plain
+functions; the SDK runs them in a worker thread, so waiting does not block the
+event loop that also serves HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from shared.errors import InvalidInput, RetryableError
+from shared.query_api import (
+    TOP_K_RANGE,
+    answer_summary,
+    contexts_summary,
+    submit_query,
+    wait_for_query,
+)
+from shared.runtime.deps import Deps
+
+log = logging.getLogger("ragbus.gateway")
+
+# A query ends by its deadline (readers expire it), so waiting slightly longer
+# than the query timeout always returns a finished record.
+_WAIT_GRACE_S = 2.0
+
+
+def _quietly(build: Callable[[], MCPServer]) -> MCPServer:
+    """Build the server without letting it reconfigure the process's logging.
+
+    ``MCPServer.__init__`` calls ``logging.basicConfig`` (a rich handler at INFO on
+    the root logger) when the root has no handler yet; logging belongs to the
+    application (CLI, Cloud Function), so the root logger is put back as it was.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        return build()
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def build_mcp_server(deps: Deps) -> MCPServer:
+    """An MCP server exposing ``search_documents`` and ``ask`` for ``deps``."""
+    server = _quietly(lambda: MCPServer(
+        "ragbus",
+        title="ragbus retrieval and answers",
+        instructions=(
+            "Use search_documents to get graded passages from the indexed documents for a "
+            "question, and ask to get a written answer with numbered citations."
+        ),
+        version="0.1.0",
+    ))
+
+    def run_loop(question: str, top_k: int | None) -> dict[str, Any]:
+        try:
+            record = submit_query(deps, question, top_k=top_k)
+        except InvalidInput as exc:
+            raise ToolError(str(exc)) from exc
+        except RetryableError as exc:
+            raise ToolError(f"the query could not be started: {exc}") from exc
+        return wait_for_query(deps, record["id"], deps.settings.query_timeout_s + _WAIT_GRACE_S)
+
+    @server.tool(
+        title="Search documents",
+        description=(
+            "Retrieve passages for a question through the full query loop (rewrite, "
+            f"retrieve, grade, refine). top_k is {TOP_K_RANGE[0]}..{TOP_K_RANGE[1]}. Returns "
+            "the best iteration's contexts with its grade (score, relevance, completeness, "
+            "grounded) and how many iterations ran."
+        ),
+    )
+    def search_documents(query: str, top_k: int = 10) -> dict[str, Any]:
+        return contexts_summary(run_loop(query, top_k))
+
+    @server.tool(
+        title="Ask",
+        description=(
+            "Answer a question from the indexed documents. Returns the answer text, its "
+            "numbered citations (title, url, document and chunk ids), the outcome "
+            "(answered, answered_with_caveat, not_answerable, failed, timed_out) and the query id."
+        ),
+    )
+    def ask(question: str) -> dict[str, Any]:
+        return answer_summary(run_loop(question, None))
+
+    return server

@@ -1,0 +1,382 @@
+"""The OpenAPI 3.1 description of the gateway's HTTP API.
+
+Written by hand next to the routes (rather than generated) so that it says what
+the record *means*; a test checks each documented response against what the
+gateway really sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.config import Settings
+from shared.query_api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
+
+_ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}
+
+
+def _json(description: str, schema_name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}},
+        **extra,
+    }
+
+
+_QUERY_ID = {
+    "name": "query_id",
+    "in": "path",
+    "required": True,
+    "description": "The id returned when the query was submitted.",
+    "schema": {"type": "string"},
+}
+
+
+def openapi_document(settings: Settings) -> dict[str, Any]:
+    """The document served at ``/openapi.json``; limits come from ``settings``."""
+    nullable_str = {"type": ["string", "null"]}
+    schemas: dict[str, Any] = {
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {
+                "error": {"type": "string", "description": "What was wrong and what to send instead."}
+            },
+        },
+        "QueryRequest": {
+            "type": "object",
+            "required": ["query"],
+            "additionalProperties": False,
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": settings.max_query_chars,
+                    "description": "The question. Plain text: control characters other than tab "
+                    "and newline are refused.",
+                },
+                "top_k": {
+                    "type": "integer",
+                    "minimum": TOP_K_RANGE[0],
+                    "maximum": TOP_K_RANGE[1],
+                    "default": settings.top_k,
+                    "description": "How many contexts to retrieve per iteration.",
+                },
+                "max_iterations": {
+                    "type": "integer",
+                    "minimum": MAX_ITERATIONS_RANGE[0],
+                    "maximum": MAX_ITERATIONS_RANGE[1],
+                    "default": settings.max_iterations,
+                    "description": "How many refinements the loop may make after the first try.",
+                },
+                "wait_s": {
+                    "type": "number",
+                    "minimum": 0,
+                    "default": 0,
+                    "description": "Seconds to wait for the answer before replying 202; values "
+                    "above 60 are treated as 60.",
+                },
+            },
+        },
+        "QueryAccepted": {
+            "type": "object",
+            "required": ["id", "status", "status_url", "events_url"],
+            "properties": {
+                "id": {"type": "string"},
+                "status": {"$ref": "#/components/schemas/Status"},
+                "status_url": {"type": "string", "description": "GET it for the record."},
+                "events_url": {"type": "string", "description": "Server-Sent Events of its stages."},
+            },
+        },
+        "Status": {"enum": ["pending", "running", "answered", "failed", "timed_out"]},
+        "Outcome": {
+            "enum": [
+                None,
+                "answered",
+                "answered_with_caveat",
+                "not_answerable",
+                "failed",
+                "timed_out",
+            ]
+        },
+        "Grade": {
+            "type": "object",
+            "description": "How well an iteration's contexts answer the query (0..1 scores).",
+            "properties": {
+                "score": {"type": "number"},
+                "relevance": {"type": "number"},
+                "completeness": {"type": "number"},
+                "grounded": {"type": "boolean"},
+                "answerable": {"type": "boolean"},
+                "reasoning": {"type": "string"},
+                "missing_aspects": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+        "Context": {
+            "type": "object",
+            "description": "A retrieved chunk as the iteration saw it.",
+            "properties": {
+                "chunk_id": {"type": "string"},
+                "document_id": {"type": "string"},
+                "title": {"type": "string"},
+                "url": {"type": "string"},
+                "text": {"type": "string"},
+                "score": {"type": "number"},
+            },
+        },
+        "Iteration": {
+            "type": "object",
+            "required": ["iteration"],
+            "properties": {
+                "iteration": {"type": "integer", "minimum": 0},
+                "query": {"type": "string", "description": "The (rewritten) query retrieved with."},
+                "sub_queries": {"type": "array", "items": {"type": "string"}},
+                "contexts": {"type": "array", "items": {"$ref": "#/components/schemas/Context"}},
+                "grade": {
+                    "oneOf": [{"$ref": "#/components/schemas/Grade"}, {"type": "null"}]
+                },
+                "decision": {
+                    "type": ["string", "null"],
+                    "description": "refine, accept, abstain or exhausted.",
+                },
+                "timings": {
+                    "type": "object",
+                    "additionalProperties": {"type": "number"},
+                    "description": "Milliseconds spent per stage.",
+                },
+            },
+        },
+        "Citation": {
+            "type": "object",
+            "required": ["id"],
+            "properties": {
+                "id": {
+                    "type": ["integer", "string"],
+                    "description": "The number the answer cites as [n].",
+                },
+                "title": {"type": "string"},
+                "url": {"type": "string"},
+                "document_id": {"type": "string"},
+                "chunk_id": {"type": "string"},
+            },
+        },
+        "Event": {
+            "type": "object",
+            "required": ["stage", "type", "at"],
+            "properties": {
+                "stage": {"type": "string"},
+                "type": {"type": "string"},
+                "at": {"type": "string", "format": "date-time"},
+                "iteration": {"type": ["integer", "null"]},
+                "detail": {},
+            },
+        },
+        "QueryRecord": {
+            "type": "object",
+            "required": [
+                "id",
+                "status",
+                "outcome",
+                "original_query",
+                "iterations",
+                "citations",
+                "events",
+                "created_at",
+                "deadline",
+            ],
+            "properties": {
+                "id": {"type": "string"},
+                "status": {"$ref": "#/components/schemas/Status"},
+                "outcome": {"$ref": "#/components/schemas/Outcome"},
+                "original_query": {"type": "string"},
+                "current_query": {"type": "string"},
+                "iteration": {"type": "integer"},
+                "top_k": {"type": "integer"},
+                "max_iterations": {"type": "integer"},
+                "model_calls": {"type": "integer"},
+                "max_model_calls": {"type": "integer"},
+                "created_at": {"type": "string", "format": "date-time"},
+                "updated_at": {"type": "string", "format": "date-time"},
+                "deadline": {"type": "string", "format": "date-time"},
+                "iterations": {"type": "array", "items": {"$ref": "#/components/schemas/Iteration"}},
+                "best_iteration": {"type": ["integer", "null"]},
+                "answer": nullable_str,
+                "citations": {"type": "array", "items": {"$ref": "#/components/schemas/Citation"}},
+                "trace_id": nullable_str,
+                "error": nullable_str,
+                "events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
+            },
+        },
+        "SearchResult": {
+            "type": "object",
+            "required": ["rank", "score", "text", "document_id", "chunk_id", "title", "url"],
+            "properties": {
+                "rank": {"type": "integer", "minimum": 1},
+                "score": {"type": "number"},
+                "text": {"type": "string"},
+                "document_id": {"type": "string"},
+                "chunk_id": {"type": "string"},
+                "title": {"type": "string"},
+                "url": {"type": "string"},
+                "published": nullable_str,
+            },
+        },
+        "SearchResponse": {
+            "type": "object",
+            "required": ["query", "k", "results"],
+            "properties": {
+                "query": {"type": "string"},
+                "k": {"type": "integer"},
+                "results": {"type": "array", "items": {"$ref": "#/components/schemas/SearchResult"}},
+            },
+        },
+        "Health": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {"status": {"const": "ok"}, "runtime": {"type": "string"}},
+        },
+    }
+    paths: dict[str, Any] = {
+        "/v1/queries": {
+            "post": {
+                "operationId": "submitQuery",
+                "summary": "Ask a question",
+                "description": "Creates the query and starts the loop. Replies 200 with the "
+                "finished record when it ends within wait_s, else 202 with where to follow it.",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/QueryRequest"}}
+                    },
+                },
+                "responses": {
+                    "200": _json("The query ended within wait_s.", "QueryRecord"),
+                    "202": _json(
+                        "The query is running.",
+                        "QueryAccepted",
+                        headers={
+                            "Location": {
+                                "description": "The status URL.",
+                                "schema": {"type": "string"},
+                            }
+                        },
+                    ),
+                    "400": _error("The body or one of its fields is invalid."),
+                    "413": _error("The body is too large."),
+                    "503": _error("The bus did not accept the query; retry shortly."),
+                },
+            }
+        },
+        "/v1/queries/{query_id}": {
+            "get": {
+                "operationId": "getQuery",
+                "summary": "The query's record",
+                "parameters": [_QUERY_ID],
+                "responses": {
+                    "200": _json("The record as it stands.", "QueryRecord"),
+                    "404": _error("No query has this id."),
+                },
+            }
+        },
+        "/v1/queries/{query_id}/events": {
+            "get": {
+                "operationId": "streamQueryEvents",
+                "summary": "Server-Sent Events of the query's stages",
+                "description": "One SSE event per record event, in order, named by its stage "
+                "(else its type), with the event as JSON data and its index as the SSE id "
+                "(send Last-Event-ID to resume). The stream ends with an `end` event whose data "
+                "is the record: final when the query ended, as it stands when timeout_s passed.",
+                "parameters": [
+                    _QUERY_ID,
+                    {
+                        "name": "timeout_s",
+                        "in": "query",
+                        "required": False,
+                        "description": "Longest the stream stays open (default: the query "
+                        "timeout plus 30 s; at most 600).",
+                        "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
+                    },
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "An event stream.",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "400": _error("timeout_s or Last-Event-ID is invalid."),
+                    "404": _error("No query has this id."),
+                },
+            }
+        },
+        "/v1/search": {
+            "get": {
+                "operationId": "searchDocuments",
+                "summary": "Retrieval only: the chunks nearest the words",
+                "parameters": [
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "required": True,
+                        "schema": {"type": "string", "minLength": 1, "maxLength": settings.max_query_chars},
+                    },
+                    {
+                        "name": "k",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "integer",
+                            "minimum": TOP_K_RANGE[0],
+                            "maximum": TOP_K_RANGE[1],
+                            "default": settings.top_k,
+                        },
+                    },
+                ],
+                "responses": {
+                    "200": _json("Chunks, best first.", "SearchResponse"),
+                    "400": _error("q or k is invalid."),
+                    "503": _error("Retrieval is unavailable right now."),
+                },
+            }
+        },
+        "/healthz": {
+            "get": {
+                "operationId": "health",
+                "summary": "Liveness",
+                "responses": {"200": _json("The gateway is up.", "Health")},
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document",
+                "responses": {
+                    "200": {
+                        "description": "OpenAPI 3.1",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "ragbus gateway",
+            "version": "0.1.0",
+            "description": "Ask questions answered from indexed documents with citations, follow "
+            "the query loop live, or search the index. The MCP endpoint (streamable HTTP) is at "
+            "/mcp with the tools search_documents and ask; the web page is at /.",
+        },
+        "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }

@@ -1,0 +1,346 @@
+// The ragbus page: ask, follow the stages live (EventSource), show iterations and the cited answer.
+// Document text and titles come from untrusted pages: they are only ever set as text
+// (never innerHTML), and only http(s) URLs become links.
+"use strict";
+
+(function () {
+  const STAGE_EVENTS = ["gateway", "transformer", "retriever", "grader", "synthesizer", "runtime", "message"];
+  const OUTCOMES = {
+    answered: "Answered",
+    answered_with_caveat: "Answered, with a caveat",
+    not_answerable: "The documents do not answer this question",
+    failed: "Failed",
+    timed_out: "Timed out",
+  };
+
+  const $ = (id) => document.getElementById(id);
+  let source = null;
+  let currentId = null;
+  let refreshTimer = null;
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") node.className = value;
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function safeUrl(raw) {
+    if (!raw) return null;
+    try {
+      const url = new URL(raw, window.location.href);
+      return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+    } catch (_) {
+      return null;
+    }
+  }
+
+  function sourceLink(text, url) {
+    const href = safeUrl(url);
+    if (!href) return el("span", { class: "unlinked", title: "no web address" }, text);
+    return el("a", { href, target: "_blank", rel: "noopener noreferrer" }, text);
+  }
+
+  function fmt(value) {
+    return typeof value === "number" ? value.toFixed(2) : "—";
+  }
+
+  function clock(iso) {
+    const date = new Date(iso);
+    return isNaN(date) ? "" : date.toLocaleTimeString([], { hour12: false });
+  }
+
+  function setStatus(text) {
+    $("status").textContent = text;
+  }
+
+  function showError(text) {
+    const box = $("form-error");
+    box.textContent = text;
+    box.hidden = !text;
+  }
+
+  function setBusy(busy) {
+    $("ask").disabled = busy;
+    $("ask-form").setAttribute("aria-busy", busy ? "true" : "false");
+  }
+
+  async function readError(response) {
+    try {
+      const body = await response.json();
+      if (body && body.error) return body.error;
+    } catch (_) { /* not JSON */ }
+    return `the gateway answered ${response.status}`;
+  }
+
+  // ---------------------------------------------------------------- asking
+
+  async function ask(event) {
+    event.preventDefault();
+    showError("");
+    const query = $("question").value.trim();
+    if (!query) {
+      showError("Type a question first.");
+      $("question").focus();
+      return;
+    }
+    const body = { query, wait_s: 0 };
+    const topK = $("top-k").value.trim();
+    const maxIterations = $("max-iterations").value.trim();
+    if (topK) body.top_k = Number(topK);
+    if (maxIterations) body.max_iterations = Number(maxIterations);
+    setBusy(true);
+    resetResults();
+    setStatus("Submitting…");
+    let response;
+    try {
+      response = await fetch("/v1/queries", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    } catch (err) {
+      setBusy(false);
+      setStatus("");
+      showError(`Could not reach the gateway: ${err.message}`);
+      return;
+    }
+    if (response.status !== 200 && response.status !== 202) {
+      setBusy(false);
+      setStatus("");
+      showError(await readError(response));
+      return;
+    }
+    const reply = await response.json();
+    follow(reply.id);
+  }
+
+  function resetResults() {
+    $("timeline").replaceChildren();
+    $("iterations").replaceChildren();
+    $("answer").replaceChildren();
+    $("citations").replaceChildren();
+    $("outcome").textContent = "";
+    $("answer-section").hidden = true;
+    $("iterations-section").hidden = true;
+    $("search-section").hidden = true;
+  }
+
+  function follow(id) {
+    if (source) source.close();
+    currentId = id;
+    const url = new URL(window.location.href);
+    url.searchParams.set("id", id);
+    history.replaceState(null, "", url);
+    $("progress-section").hidden = false;
+    setStatus("Working on it…");
+    setBusy(true);
+    source = new EventSource(`/v1/queries/${encodeURIComponent(id)}/events`);
+    for (const name of STAGE_EVENTS) source.addEventListener(name, onStageEvent);
+    source.addEventListener("end", (event) => {
+      source.close();
+      source = null;
+      const record = JSON.parse(event.data);
+      renderRecord(record);
+      setBusy(false);
+    });
+    source.addEventListener("error", () => {
+      // EventSource reconnects by itself (resuming after the last event id);
+      // once it gives up, read the record so the page still shows where things are.
+      if (source && source.readyState === EventSource.CLOSED) {
+        source = null;
+        setBusy(false);
+        setStatus("Lost the live connection; showing the last known state.");
+        refresh();
+      }
+    });
+  }
+
+  function onStageEvent(event) {
+    const data = JSON.parse(event.data);
+    const iteration = Number.isInteger(data.iteration) ? ` · iteration ${data.iteration + 1}` : "";
+    const detail = describeDetail(data.detail);
+    $("timeline").append(
+      el("li", { class: `event stage-${data.stage || "other"}`, "data-stage": data.stage || "", "data-type": data.type || "" },
+        el("time", { datetime: data.at || "" }, clock(data.at)),
+        el("span", { class: "stage" }, data.stage || "?"),
+        el("span", { class: "type" }, `${data.type || event.type}${iteration}`),
+        detail ? el("span", { class: "detail" }, detail) : null));
+    setStatus(`${data.stage || "stage"}: ${data.type || ""}`);
+    scheduleRefresh();
+  }
+
+  function describeDetail(detail) {
+    if (detail === null || detail === undefined) return "";
+    if (typeof detail === "string") return detail;
+    return Object.entries(detail).map(([k, v]) => `${k}: ${typeof v === "object" ? JSON.stringify(v) : v}`).join(", ");
+  }
+
+  function scheduleRefresh() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => { refreshTimer = null; refresh(); }, 150);
+  }
+
+  async function refresh() {
+    if (!currentId) return;
+    const id = currentId;
+    try {
+      const response = await fetch(`/v1/queries/${encodeURIComponent(id)}`);
+      if (!response.ok) return;
+      const record = await response.json();
+      if (id === currentId) renderRecord(record);
+    } catch (_) { /* the next event or the end event refreshes again */ }
+  }
+
+  // ------------------------------------------------------------- rendering
+
+  function renderRecord(record) {
+    renderIterations(record);
+    const ended = ["answered", "failed", "timed_out"].includes(record.status);
+    if (!ended) return;
+    const outcome = OUTCOMES[record.outcome] || record.outcome || record.status;
+    setStatus(`Done: ${outcome}.`);
+    $("answer-section").hidden = false;
+    $("outcome").textContent = record.error && record.status !== "answered" ? `${outcome}: ${record.error}` : outcome;
+    $("outcome").className = `outcome outcome-${record.outcome || record.status}`;
+    renderAnswer(record.answer || "", record.citations || []);
+  }
+
+  function renderAnswer(text, citations) {
+    const byNumber = new Map(citations.map((c) => [String(c.id), c]));
+    const answer = $("answer");
+    answer.replaceChildren();
+    for (const paragraph of text.split(/\n{2,}/)) {
+      const p = el("p");
+      // "[1]" or "[1, 2]" become numbered links to the sources.
+      const parts = paragraph.split(/(\[\d+(?:\s*,\s*\d+)*\])/);
+      for (const part of parts) {
+        const match = /^\[(.*)\]$/.exec(part);
+        if (!match) { p.append(part); continue; }
+        const numbers = match[1].split(",").map((n) => n.trim());
+        p.append("[");
+        numbers.forEach((n, i) => {
+          if (i) p.append(", ");
+          p.append(citeLink(n, byNumber.get(n)));
+        });
+        p.append("]");
+      }
+      answer.append(p);
+    }
+    const list = $("citations");
+    list.replaceChildren();
+    for (const c of citations) {
+      const href = safeUrl(c.url);
+      list.append(el("li", { id: `source-${c.id}`, value: Number.isInteger(Number(c.id)) ? c.id : null },
+        href ? el("a", { href, target: "_blank", rel: "noopener noreferrer", class: "source-title" }, c.title || href)
+             : el("span", { class: "source-title unlinked" }, c.title || "(untitled)"),
+        href ? el("span", { class: "url" }, href) : null,
+        el("span", { class: "meta" }, `document ${c.document_id || "?"} · chunk ${c.chunk_id || "?"}`)));
+    }
+  }
+
+  function citeLink(number, citation) {
+    const href = citation ? safeUrl(citation.url) : null;
+    const title = citation ? `${citation.title || ""}${citation.chunk_id ? ` (chunk ${citation.chunk_id})` : ""}` : "";
+    if (href) {
+      return el("a", { class: "cite", href, target: "_blank", rel: "noopener noreferrer", title, "data-cite": number }, number);
+    }
+    return el("a", { class: "cite", href: `#source-${number}`, title, "data-cite": number }, number);
+  }
+
+  function renderIterations(record) {
+    const iterations = record.iterations || [];
+    const box = $("iterations");
+    box.replaceChildren();
+    $("iterations-section").hidden = iterations.length === 0;
+    for (const item of iterations) {
+      const kept = record.best_iteration === item.iteration && record.best_iteration !== null;
+      const grade = item.grade || {};
+      const section = el("section", { class: `iteration${kept ? " kept" : ""}`, "data-iteration": item.iteration },
+        el("h3", null, `Iteration ${item.iteration + 1}`,
+          item.decision ? el("span", { class: `badge decision-${item.decision}` }, item.decision) : null,
+          kept ? el("span", { class: "badge kept" }, "kept") : null),
+        el("dl", { class: "facts" },
+          el("dt", null, "Query"), el("dd", { class: "query" }, item.query || "—"),
+          (item.sub_queries || []).length ? [el("dt", null, "Sub-queries"),
+            el("dd", null, el("ul", { class: "sub-queries" }, item.sub_queries.map((q) => el("li", null, q))))] : null),
+        item.grade ? gradeTable(grade, item.decision) : el("p", { class: "pending" }, "Not graded yet."),
+        item.timings ? el("p", { class: "timings" }, "Timings: ",
+          Object.entries(item.timings).map(([stage, ms]) => `${stage} ${Math.round(ms)} ms`).join(" · ")) : null,
+        contextsList(item.contexts || []));
+      box.append(section);
+    }
+  }
+
+  function gradeTable(grade, decision) {
+    const cells = [
+      ["Score", fmt(grade.score)],
+      ["Relevance", fmt(grade.relevance)],
+      ["Completeness", fmt(grade.completeness)],
+      ["Grounded", grade.grounded === true ? "yes" : grade.grounded === false ? "no" : "—"],
+      ["Decision", decision || "—"],
+    ];
+    return el("table", { class: "grade" },
+      el("caption", null, "Grade"),
+      el("thead", null, el("tr", null, cells.map(([name]) => el("th", { scope: "col" }, name)))),
+      el("tbody", null, el("tr", null, cells.map(([, value]) => el("td", null, value)))),
+      grade.reasoning ? el("tfoot", null, el("tr", null, el("td", { colspan: 5 }, grade.reasoning))) : null);
+  }
+
+  function contextsList(contexts) {
+    if (!contexts.length) return el("p", { class: "pending" }, "No sources retrieved yet.");
+    return el("details", { class: "sources" },
+      el("summary", null, `Sources (${contexts.length})`),
+      el("ol", { class: "contexts" }, contexts.map(contextItem)));
+  }
+
+  function contextItem(c) {
+    const snippet = (c.text || "").slice(0, 300);
+    return el("li", null,
+      sourceLink(c.title || c.url || c.chunk_id || "(untitled)", c.url),
+      typeof c.score === "number" ? el("span", { class: "score" }, ` score ${fmt(c.score)}`) : null,
+      el("p", { class: "snippet" }, snippet + ((c.text || "").length > 300 ? "…" : "")));
+  }
+
+  // ------------------------------------------------------------ search only
+
+  async function searchOnly() {
+    showError("");
+    const q = $("question").value.trim();
+    if (!q) { showError("Type some words to search for."); $("question").focus(); return; }
+    const k = $("top-k").value.trim() || "10";
+    setStatus("Searching…");
+    const response = await fetch(`/v1/search?q=${encodeURIComponent(q)}&k=${encodeURIComponent(k)}`);
+    if (!response.ok) { setStatus(""); showError(await readError(response)); return; }
+    const body = await response.json();
+    $("search-section").hidden = false;
+    $("search-results").replaceChildren(...body.results.map(contextItem));
+    setStatus(`${body.results.length} passages found.`);
+  }
+
+  // ------------------------------------------------------------------ start
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("ask-form").addEventListener("submit", ask);
+    $("search-only").addEventListener("click", searchOnly);
+    $("question").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("ask-form").requestSubmit();
+    });
+    const id = new URL(window.location.href).searchParams.get("id");
+    if (id) {
+      fetch(`/v1/queries/${encodeURIComponent(id)}`).then(async (response) => {
+        if (!response.ok) { showError(await readError(response)); return; }
+        const record = await response.json();
+        $("question").value = record.original_query || "";
+        follow(id);
+      });
+    }
+  });
+})();

@@ -1,0 +1,377 @@
+"""The gateway's HTTP API against a real SQLite state store, with the loop's stages
+played by a scripted thread (tests/scripted_loop.py): validation, 200 vs 202,
+Server-Sent Events over a real uvicorn server, OpenAPI, and the Cloud Function entry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import jsonschema
+import pytest
+from starlette.testclient import TestClient
+
+from services.gateway import create_app, serve
+from shared import collections
+from shared.adapters.local.clock import SystemClock
+from shared.adapters.local.state import SqliteStateStore
+from shared.config import Settings
+from shared.errors import RetryableError
+from shared.runtime.deps import Deps
+from tests.scripted_loop import ANSWER, CONTEXTS, ContextsIndex, ScriptedLoop, WordEmbedder
+
+STAGES = ["gateway", *["transformer", "retriever", "grader"] * 2, "synthesizer"]
+
+
+def make_deps(tmp_path: Path, settings: Settings | None = None, **loop_options) -> Deps:
+    state = SqliteStateStore(tmp_path / "state.db")
+    clock = SystemClock()
+    loop = ScriptedLoop(state, clock, **{"step_s": 0.02, **loop_options})
+    return Deps(
+        settings or Settings(home=tmp_path),
+        publisher=loop,
+        state=state,
+        clock=clock,
+        embedder=WordEmbedder(),
+        index=ContextsIndex(),
+    )
+
+
+@pytest.fixture
+def deps(tmp_path) -> Deps:
+    return make_deps(tmp_path)
+
+
+@pytest.fixture
+def client(deps) -> Iterator[TestClient]:
+    with TestClient(create_app(deps)) as client:
+        yield client
+
+
+# -------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"query": ""}, "'query' is empty; send a question of 1 to 2000 characters"),
+        ({"query": "x" * 10_000}, "has 10000 characters, more than the limit of 2000"),
+        ({"query": "ring the bell \x07 now"}, "control character U+0007"),
+        ({"query": "escape \x1b[2J"}, "control character U+001B"),
+        ({"query": 12}, "'query' must be a string, got a number"),
+        ({"query": {"text": "q"}}, "'query' must be a string, got an object"),
+        ({"top_k": 3}, "missing 'query'"),
+        ({"query": "q", "top_k": 0}, "'top_k' is 0; send a whole number from 1 to 50"),
+        ({"query": "q", "top_k": 51}, "'top_k' is 51; send a whole number from 1 to 50"),
+        ({"query": "q", "top_k": "10"}, "'top_k' must be a whole number from 1 to 50, got a string"),
+        ({"query": "q", "max_iterations": 6}, "'max_iterations' is 6; send a whole number from 0 to 5"),
+        ({"query": "q", "max_iterations": -1}, "'max_iterations' is -1"),
+        ({"query": "q", "max_iterations": None}, None),  # null means the default: accepted
+        ({"query": "q", "wait_s": -1}, "'wait_s' is -1; send 0 (return at once) up to 60"),
+        ({"query": "q", "wait_s": "soon"}, "'wait_s' must be a number of seconds"),
+        ({"query": "q", "topk": 3}, "unknown field(s) 'topk'; send only query, top_k, max_iterations, wait_s"),
+    ],
+)
+def test_bad_fields_get_400_saying_what_to_send(client, deps, body, expected):
+    response = client.post("/v1/queries", json=body)
+    if expected is None:
+        assert response.status_code == 202
+        return
+    assert response.status_code == 400, response.text
+    assert expected in response.json()["error"]
+    assert deps.state.count(collections.QUERIES) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b'{"query": "unterminated', "the body is not valid JSON"),
+        (b"", "the body is empty"),
+        (b'["what is bm25"]', "the body must be a JSON object"),
+        (b'"what is bm25"', "the body must be a JSON object"),
+        (b"\xff\xfe{}", "the body is not UTF-8"),
+    ],
+)
+def test_malformed_bodies_get_400(client, content, expected):
+    response = client.post("/v1/queries", content=content, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert expected in response.json()["error"]
+    assert "send" in response.json()["error"]
+
+
+def test_an_oversized_body_is_refused_before_parsing(client):
+    response = client.post("/v1/queries", content=b'{"query": "' + b"x" * 70_000 + b'"}')
+    assert response.status_code == 413
+    assert "larger than 65536 bytes" in response.json()["error"]
+
+
+# ----------------------------------------------------------- 200 vs 202
+
+
+def test_a_query_that_ends_within_wait_s_returns_200_with_the_record(client):
+    response = client.post("/v1/queries", json={"query": "what is bm25", "top_k": 5, "wait_s": 10})
+    assert response.status_code == 200
+    record = response.json()
+    assert (record["status"], record["outcome"], record["answer"]) == ("answered", "answered", ANSWER)
+    assert record["top_k"] == 5
+    assert [c["id"] for c in record["citations"]] == [1, 2, 3]
+    assert [e["stage"] for e in record["events"]] == STAGES
+
+
+def test_without_wait_the_query_is_accepted_with_where_to_follow_it(client):
+    response = client.post("/v1/queries", json={"query": "what is bm25"})
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "pending"
+    assert body["status_url"] == f"/v1/queries/{body['id']}"
+    assert body["events_url"] == f"/v1/queries/{body['id']}/events"
+    assert response.headers["location"] == body["status_url"]
+    followed = client.get(body["status_url"])
+    assert followed.status_code == 200
+    assert followed.json()["id"] == body["id"]
+
+
+def test_a_query_still_running_when_wait_s_elapses_returns_202(tmp_path):
+    deps = make_deps(tmp_path, hang=True)
+    with TestClient(create_app(deps)) as client:
+        response = client.post("/v1/queries", json={"query": "nobody answers", "wait_s": 0.3})
+        assert response.status_code == 202
+        assert client.get(response.headers["location"]).json()["status"] == "pending"
+
+
+def test_a_long_wait_is_capped_and_still_ends_with_the_query_deadline(tmp_path):
+    deps = make_deps(tmp_path, Settings(home=tmp_path, query_timeout_s=1.0), hang=True)
+    with TestClient(create_app(deps)) as client:
+        response = client.post("/v1/queries", json={"query": "nobody answers", "wait_s": 10_000})
+    assert response.status_code == 200
+    assert (response.json()["status"], response.json()["outcome"]) == ("timed_out", "timed_out")
+
+
+def test_unknown_query_is_404_with_a_message(client):
+    response = client.get("/v1/queries/0123456789abcdef")
+    assert response.status_code == 404
+    assert response.json() == {
+        "error": "no query with id '0123456789abcdef'; submit one with POST /v1/queries"
+    }
+    assert client.get("/v1/queries/0123456789abcdef/events").status_code == 404
+
+
+def test_a_bus_that_refuses_the_message_is_503(tmp_path):
+    deps = make_deps(tmp_path, fail_publish=RetryableError("bus.db is locked"))
+    with TestClient(create_app(deps)) as client:
+        response = client.post("/v1/queries", json={"query": "q"})
+    assert response.status_code == 503
+    assert "bus.db is locked" in response.json()["error"]
+    assert response.headers["retry-after"] == "2"
+    [record] = deps.state.list(collections.QUERIES)
+    assert record["status"] == "failed"
+
+
+def test_unknown_routes_and_methods_answer_in_the_error_shape(client):
+    missing = client.get("/v2/queries")
+    assert missing.status_code == 404
+    assert "see /openapi.json" in missing.json()["error"]
+    wrong = client.put("/v1/queries", json={})
+    assert wrong.status_code == 405
+    assert wrong.json()["error"].startswith("PUT is not allowed on /v1/queries")
+
+
+def test_health(client):
+    assert client.get("/healthz").json() == {"status": "ok", "runtime": "local"}
+
+
+# ------------------------------------------------------------------ search
+
+
+def test_search_returns_chunks_best_first(client):
+    response = client.get("/v1/search", params={"q": "dense retrieval embeds queries", "k": 2})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["query"], body["k"]) == ("dense retrieval embeds queries", 2)
+    assert [r["chunk_id"] for r in body["results"]][0] == CONTEXTS[1]["chunk_id"]
+    assert [r["rank"] for r in body["results"]] == [1, 2]
+    assert body["results"][0]["score"] >= body["results"][1]["score"]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, "missing 'q'"),
+        ({"q": ""}, "'q' is empty"),
+        ({"q": "bm25", "k": "ten"}, "'k' must be a whole number, got 'ten'"),
+        ({"q": "bm25", "k": "0"}, "'k' is 0; send a whole number from 1 to 50"),
+        ({"q": "bm25", "k": "51"}, "'k' is 51"),
+    ],
+)
+def test_search_refuses_bad_parameters(client, params, expected):
+    response = client.get("/v1/search", params=params)
+    assert response.status_code == 400
+    assert expected in response.json()["error"]
+
+
+# ----------------------------------------------------------------- OpenAPI
+
+
+def test_openapi_document_describes_every_route_and_validates_real_responses(client, deps):
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    doc = json.loads(response.text)
+    assert doc["openapi"].startswith("3.1")
+    assert set(doc["paths"]) == {
+        "/v1/queries", "/v1/queries/{query_id}", "/v1/queries/{query_id}/events",
+        "/v1/search", "/healthz", "/openapi.json",
+    }
+    assert set(doc["paths"]["/v1/queries"]["post"]["responses"]) >= {"200", "202", "400"}
+    schemas = doc["components"]["schemas"]
+    for name, schema in schemas.items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+    # every $ref points at a schema that exists
+    refs = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                refs.add(node["$ref"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
+    assert refs and all(ref.removeprefix("#/components/schemas/") in schemas for ref in refs)
+
+    def check(instance, name):
+        schema = {"$ref": f"#/components/schemas/{name}", "components": doc["components"]}
+        jsonschema.Draft202012Validator(schema).validate(instance)
+
+    check({"query": "q", "top_k": 3, "max_iterations": 1, "wait_s": 2}, "QueryRequest")
+    with pytest.raises(jsonschema.ValidationError):
+        check({"query": "q", "top_k": 0}, "QueryRequest")
+    check(client.post("/v1/queries", json={"query": "what is bm25", "wait_s": 10}).json(), "QueryRecord")
+    check(client.post("/v1/queries", json={"query": "what is bm25"}).json(), "QueryAccepted")
+    check(client.post("/v1/queries", json={"query": ""}).json(), "Error")
+    check(client.get("/v1/search", params={"q": "bm25"}).json(), "SearchResponse")
+    check(client.get("/healthz").json(), "Health")
+    assert doc["paths"]["/v1/queries"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+        "$ref"
+    ].endswith("QueryRequest")
+    assert schemas["QueryRequest"]["properties"]["query"]["maxLength"] == deps.settings.max_query_chars
+
+
+# -------------------------------------------------------------------- SSE
+
+
+def read_sse(response: httpx.Response) -> list[tuple[str | None, str, dict]]:
+    """(id, event, data) of every event in the stream, until it closes."""
+    events, fields = [], {}
+    for line in response.iter_lines():
+        if line == "":
+            if "data" in fields:
+                events.append((fields.get("id"), fields.get("event", "message"), json.loads(fields["data"])))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+    return events
+
+
+@pytest.fixture
+def server(deps):
+    handle = serve(deps, "127.0.0.1", 0)
+    yield handle
+    handle.stop()
+
+
+def test_events_arrive_in_order_and_end_with_the_final_record(server, deps):
+    deps.publisher.step_s = 0.05  # slow enough that the stream sees the stages happen
+    with httpx.Client(base_url=server.url, timeout=20) as http:
+        accepted = http.post("/v1/queries", json={"query": "what is bm25"}).json()
+        with http.stream("GET", accepted["events_url"]) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            assert response.headers["cache-control"] == "no-cache"
+            events = read_sse(response)
+    names = [name for _, name, _ in events]
+    assert names == [*STAGES, "end"]
+    assert [event_id for event_id, _, _ in events[:-1]] == [str(n) for n in range(len(STAGES))]
+    assert [data["type"] for _, _, data in events[:-1]] == [
+        "submitted", *["transformed", "retrieved", "graded"] * 2, "answered",
+    ]
+    assert [data["iteration"] for _, _, data in events[1:-1]] == [0, 0, 0, 1, 1, 1, 1]
+    final = events[-1][2]
+    assert (final["id"], final["status"], final["answer"]) == (accepted["id"], "answered", ANSWER)
+    assert len(final["events"]) == len(STAGES)
+
+
+def test_a_reconnecting_client_resumes_after_its_last_event(server):
+    with httpx.Client(base_url=server.url, timeout=20) as http:
+        record = http.post("/v1/queries", json={"query": "what is bm25", "wait_s": 10}).json()
+        assert record["status"] == "answered"
+        url = f"/v1/queries/{record['id']}/events"
+        with http.stream("GET", url, headers={"Last-Event-ID": "5"}) as response:
+            events = read_sse(response)
+        assert [(i, name) for i, name, _ in events] == [("6", "grader"), ("7", "synthesizer"), (None, "end")]
+        bad = http.get(url, headers={"Last-Event-ID": "abc"})
+        assert bad.status_code == 400
+
+
+def test_the_stream_ends_by_itself_when_the_query_does_not(tmp_path):
+    deps = make_deps(tmp_path, hang=True)
+    handle = serve(deps, "127.0.0.1", 0)
+    try:
+        with httpx.Client(base_url=handle.url, timeout=20) as http:
+            accepted = http.post("/v1/queries", json={"query": "nobody answers"}).json()
+            with http.stream("GET", accepted["events_url"], params={"timeout_s": "0.5"}) as response:
+                events = read_sse(response)
+            assert [name for _, name, _ in events] == ["gateway", "end"]
+            assert events[-1][2]["status"] == "pending"
+            assert http.get(accepted["events_url"], params={"timeout_s": "0"}).status_code == 400
+    finally:
+        handle.stop()
+
+
+def test_a_hung_query_times_out_and_the_stream_reports_it(tmp_path):
+    deps = make_deps(tmp_path, Settings(home=tmp_path, query_timeout_s=1.0), hang=True)
+    handle = serve(deps, "127.0.0.1", 0)
+    try:
+        with httpx.Client(base_url=handle.url, timeout=20) as http:
+            accepted = http.post("/v1/queries", json={"query": "nobody answers"}).json()
+            with http.stream("GET", accepted["events_url"]) as response:
+                events = read_sse(response)
+    finally:
+        handle.stop()
+    assert [(name, data.get("type")) for _, name, data in events[:-1]] == [
+        ("gateway", "submitted"), ("runtime", "timed_out"),
+    ]
+    assert events[-1][2]["status"] == "timed_out"
+
+
+def test_serve_reports_a_port_it_cannot_take(server, deps):
+    with pytest.raises(RuntimeError, match="could not start"):
+        serve(deps, "127.0.0.1", server.port)
+
+
+# ---------------------------------------------------- Cloud Function entry
+
+
+def test_the_cloud_function_entry_serves_the_whole_gateway(tmp_path, monkeypatch):
+    import functions_framework
+
+    monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAGBUS_TRACING", "0")
+    source = Path(__file__).resolve().parents[2] / "services" / "gateway" / "main.py"
+    app = functions_framework.create_app(target="gateway", source=str(source))
+    with TestClient(app) as client:
+        assert client.get("/healthz").json() == {"status": "ok", "runtime": "local"}
+        accepted = client.post("/v1/queries", json={"query": "what is bm25?"})
+        assert accepted.status_code == 202
+        # nothing runs the loop here: the record waits in the real SQLite state
+        record = client.get(accepted.headers["location"]).json()
+        assert (record["status"], record["original_query"]) == ("pending", "what is bm25?")
+        assert client.post("/v1/queries", json={"query": ""}).status_code == 400
+        assert client.get("/").headers["content-type"].startswith("text/html")
+        assert "/v1/queries" in client.get("/openapi.json").json()["paths"]
+    assert (tmp_path / "home" / "ragbus.db").exists()
