@@ -1,0 +1,158 @@
+"""Which language a question is written in, and the few fixed phrases the query
+loop writes itself (abstentions and caveats) in that language.
+
+Detection is deliberately small: the script decides for Japanese, Chinese,
+Korean, Russian, Greek and Arabic; for Latin-script text the count of very
+common function words decides between English, Spanish, French, German,
+Portuguese and Italian. Short or ambiguous text is English. That is enough to
+tell a model which language to answer in, and to pick a phrase table.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+
+# Frequent function words and question words, chosen to be distinctive per language.
+_MARKERS: dict[str, frozenset[str]] = {
+    "en": frozenset(
+        "the is are what how why which who when does do of and to in for with about "
+        "explain between difference".split()
+    ),
+    "es": frozenset(
+        "el la los las qué que cómo cuál cuáles por para es son una del con entre "
+        "diferencia explica cuándo dónde".split()
+    ),
+    "fr": frozenset(
+        "le la les est sont quoi comment pourquoi quel quelle quels des une du avec "
+        "entre différence explique qu'est où".split()
+    ),
+    "de": frozenset(
+        "der die das ist sind was wie warum welche welcher und mit zwischen unterschied "
+        "erkläre ein eine für von wann".split()
+    ),
+    "pt": frozenset(
+        "o a os as é são que como porque qual quais uma do da com entre diferença "
+        "explique para não".split()
+    ),
+    "it": frozenset(
+        "il lo la gli le è sono che come perché quale quali una del della con tra "
+        "differenza spiega per".split()
+    ),
+}
+
+# Accented letters that only some Latin-script languages use break ties.
+_LETTERS: dict[str, str] = {"es": "ñ¿¡", "fr": "çèêëœàù", "de": "äöüß", "pt": "ãõç", "it": "àèìòù"}
+
+SUPPORTED = ("en", "es", "fr", "de", "pt", "it", "ja", "zh", "ko", "ru")
+
+NAMES = {
+    "en": "English",
+    "es": "Spanish",
+    "fr": "French",
+    "de": "German",
+    "pt": "Portuguese",
+    "it": "Italian",
+    "ja": "Japanese",
+    "zh": "Chinese",
+    "ko": "Korean",
+    "ru": "Russian",
+    "el": "Greek",
+    "ar": "Arabic",
+}
+
+
+def detect_language(text: str) -> str:
+    """ISO 639-1 code of ``text``'s language; ``"en"`` when unsure."""
+    counts = {"ja_kana": 0, "han": 0, "hangul": 0, "cyrillic": 0, "greek": 0, "arabic": 0}
+    for ch in text:
+        code = ord(ch)
+        if 0x3040 <= code <= 0x30FF:
+            counts["ja_kana"] += 1
+        elif 0x4E00 <= code <= 0x9FFF:
+            counts["han"] += 1
+        elif 0xAC00 <= code <= 0xD7AF:
+            counts["hangul"] += 1
+        elif 0x0400 <= code <= 0x04FF:
+            counts["cyrillic"] += 1
+        elif 0x0370 <= code <= 0x03FF:
+            counts["greek"] += 1
+        elif 0x0600 <= code <= 0x06FF:
+            counts["arabic"] += 1
+    # Kana is specific to Japanese; Han alone is Chinese (Japanese mixes both).
+    if counts["ja_kana"] >= 1:
+        return "ja"
+    if counts["hangul"] >= 2:
+        return "ko"
+    if counts["han"] >= 2:
+        return "zh"
+    if counts["cyrillic"] >= 3:
+        return "ru"
+    if counts["greek"] >= 3:
+        return "el"
+    if counts["arabic"] >= 3:
+        return "ar"
+
+    words = [w.lower() for w in _WORD.findall(text)]
+    if not words:
+        return "en"
+    lowered = text.lower()
+    scores: dict[str, float] = {}
+    for lang, markers in _MARKERS.items():
+        score = float(sum(1 for w in words if w in markers))
+        score += 0.5 * sum(lowered.count(ch) for ch in _LETTERS.get(lang, ""))
+        scores[lang] = score
+    best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
+    # One shared word ("la", "a") is not evidence; English wins ties and near-ties.
+    if best != "en" and scores[best] < max(1.5, scores["en"] + 1):
+        return "en"
+    return best
+
+
+_PHRASES: dict[str, dict[str, str]] = {
+    "abstain": {
+        "en": "I could not find anything in the indexed documents that answers this question, "
+        "so I will not guess.",
+        "es": "No encontré nada en los documentos indexados que responda a esta pregunta, "
+        "así que no voy a adivinar.",
+        "fr": "Je n'ai rien trouvé dans les documents indexés qui réponde à cette question ; "
+        "je préfère ne pas deviner.",
+        "de": "In den indexierten Dokumenten habe ich nichts gefunden, das diese Frage "
+        "beantwortet, daher rate ich nicht.",
+        "pt": "Não encontrei nada nos documentos indexados que responda a esta pergunta, "
+        "por isso não vou adivinhar.",
+        "it": "Non ho trovato nulla nei documenti indicizzati che risponda a questa domanda, "
+        "quindi non tirerò a indovinare.",
+        "ja": "索引済みの文書には、この質問に答える情報が見つかりませんでした。推測による回答は控えます。",
+        "zh": "在已索引的文档中没有找到能回答这个问题的内容，因此不作猜测。",
+        "ko": "색인된 문서에서 이 질문에 답할 수 있는 내용을 찾지 못했으므로 추측하지 않겠습니다.",
+        "ru": "В проиндексированных документах не нашлось ничего, что отвечает на этот вопрос, "
+        "поэтому я не буду гадать.",
+    },
+    "caveat": {
+        "en": "Note: the retrieved sources only partly cover this question; "
+        "the answer below may be incomplete.",
+        "es": "Nota: las fuentes recuperadas solo cubren en parte esta pregunta; "
+        "la respuesta puede estar incompleta.",
+        "fr": "Remarque : les sources trouvées ne couvrent qu'en partie cette question ; "
+        "la réponse peut être incomplète.",
+        "de": "Hinweis: Die gefundenen Quellen decken diese Frage nur teilweise ab; "
+        "die Antwort kann unvollständig sein.",
+        "pt": "Nota: as fontes encontradas cobrem esta pergunta apenas em parte; "
+        "a resposta pode estar incompleta.",
+        "it": "Nota: le fonti trovate coprono solo in parte questa domanda; "
+        "la risposta potrebbe essere incompleta.",
+        "ja": "注意：取得した情報源はこの質問を部分的にしか扱っていないため、回答は不完全な可能性があります。",
+        "zh": "注意：检索到的来源只部分涵盖了这个问题，以下回答可能不完整。",
+        "ko": "참고: 검색된 출처가 이 질문을 부분적으로만 다루므로 답변이 불완전할 수 있습니다.",
+        "ru": "Примечание: найденные источники лишь частично охватывают этот вопрос; "
+        "ответ может быть неполным.",
+    },
+}
+
+
+def phrase(key: str, language: str) -> str:
+    """A fixed sentence (``"abstain"`` or ``"caveat"``) in ``language``, else English."""
+    table = _PHRASES[key]
+    return table.get(language, table["en"])
