@@ -1,0 +1,139 @@
+"""The web page in a real headless browser (Debian's chromium driven by Playwright):
+ask a question, watch the stages arrive live, read the iterations and the cited answer.
+The gateway is served by uvicorn on loopback; the loop's stages are scripted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from services.gateway import serve
+from shared.adapters.local.clock import SystemClock
+from shared.adapters.local.state import SqliteStateStore
+from shared.config import Settings
+from shared.runtime.deps import Deps
+from tests.scripted_loop import CONTEXTS, ContextsIndex, ScriptedLoop, WordEmbedder
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+SCREENSHOT = Path("/tmp/ragbus-page.png")
+STAGES = ["gateway", *["transformer", "retriever", "grader"] * 2, "synthesizer"]
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} is absent: install Debian's chromium (apt-get install -y chromium)",
+                allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+
+
+@pytest.fixture
+def loop_and_server(tmp_path):
+    state = SqliteStateStore(tmp_path / "state.db")
+    clock = SystemClock()
+    loop = ScriptedLoop(state, clock, step_s=0.1)
+    deps = Deps(Settings(home=tmp_path), publisher=loop, state=state, clock=clock,
+                embedder=WordEmbedder(), index=ContextsIndex())
+    handle = serve(deps, "127.0.0.1", 0)
+    yield loop, handle
+    loop.release.set()
+    handle.stop()
+
+
+@pytest.fixture
+def page():
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            problems: list[str] = []
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.problems = problems
+            yield page
+        finally:
+            browser.close()
+
+
+def test_asking_shows_live_stages_iterations_and_a_cited_answer(loop_and_server, page):
+    loop, server = loop_and_server
+    loop.hold_before_answer = True  # the answer waits until the page has shown the live stages
+    page.goto(server.url + "/")
+    assert page.title().startswith("ragbus")
+    page.get_by_label("Your question").fill("How does BM25 rank documents?")
+    page.get_by_role("button", name="Ask", exact=True).click()
+
+    # live: both iterations' grades arrive while the answer is still being written
+    page.locator('#timeline li[data-stage="grader"]').nth(1).wait_for()
+    assert page.locator("#answer-section").is_hidden()
+    assert page.locator("#ask").is_disabled()
+    page.locator('#iterations .iteration[data-iteration="1"] table.grade').wait_for()
+
+    loop.release.set()
+    page.locator("#answer a.cite").first.wait_for()
+
+    stages = page.locator("#timeline li").evaluate_all("els => els.map(e => e.dataset.stage)")
+    assert stages == STAGES
+    assert page.locator("#outcome").inner_text() == "Answered"
+    assert page.locator("#ask").is_enabled()
+    assert "?id=" in page.url
+
+    # numbered citations link to the sources; a script URL never becomes a link
+    cites = page.locator("#answer a.cite")
+    assert cites.evaluate_all("els => els.map(e => e.textContent)") == ["1", "2", "3"]
+    assert cites.nth(0).get_attribute("href") == CONTEXTS[0]["url"]
+    assert cites.nth(0).get_attribute("title") == f"{CONTEXTS[0]['title']} (chunk {CONTEXTS[0]['chunk_id']})"
+    assert cites.nth(1).get_attribute("href") == CONTEXTS[1]["url"]
+    assert cites.nth(2).get_attribute("href") == "#source-3"
+    sources = page.locator("#citations li")
+    assert sources.count() == 3
+    assert sources.nth(0).locator("a").get_attribute("href") == CONTEXTS[0]["url"]
+    assert f"chunk {CONTEXTS[0]['chunk_id']}" in sources.nth(0).inner_text()
+    assert sources.nth(2).locator("a").count() == 0
+    assert page.locator('a[href^="javascript:"]').count() == 0
+
+    # each iteration: its query, sub-queries, grade and decision
+    first = page.locator('.iteration[data-iteration="0"]')
+    kept = page.locator('.iteration[data-iteration="1"]')
+    assert "How does BM25 rank documents?" in first.locator(".query").inner_text()
+    assert first.locator(".sub-queries li").count() == 2
+    assert first.locator("table.grade td").all_inner_texts()[:5] == ["0.41", "0.50", "0.30", "no", "refine"]
+    assert kept.locator("table.grade td").all_inner_texts()[:5] == ["0.82", "0.90", "0.75", "yes", "accept"]
+    assert kept.locator(".badge.kept").count() == 1
+    # document text is shown as text, never parsed as markup
+    kept.locator("details.sources summary").click()
+    assert "<b>not bold</b>" in kept.locator(".snippet").first.inner_text()
+    assert kept.locator(".snippet b").count() == 0
+
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert page.problems == []
+
+
+def test_errors_from_the_gateway_are_shown_next_to_the_form(loop_and_server, page):
+    _, server = loop_and_server
+    page.goto(server.url + "/")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    assert page.locator("#form-error").inner_text() == "Type a question first."
+    page.get_by_label("Your question").fill("what is bm25")
+    page.locator("summary", has_text="Options").click()
+    page.get_by_label("Contexts per iteration (top k)").fill("99")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    page.locator("#form-error", has_text="'top_k' is 99").wait_for()
+    assert page.locator("#progress-section").is_hidden()
+
+
+def test_search_only_lists_passages(loop_and_server, page):
+    _, server = loop_and_server
+    page.goto(server.url + "/")
+    page.get_by_label("Your question").fill("dense retrieval embeds queries")
+    page.get_by_role("button", name="Search only").click()
+    page.locator("#search-results li").first.wait_for()
+    assert page.locator("#search-results li").count() == len(CONTEXTS)
+    first = page.locator("#search-results li").first.locator("a")
+    assert (first.inner_text(), first.get_attribute("href")) == (CONTEXTS[1]["title"], CONTEXTS[1]["url"])
+    assert page.problems == []
