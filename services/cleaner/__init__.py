@@ -1,0 +1,1 @@
+"""The cleaner stage: see :mod:`services.cleaner.handler`."""

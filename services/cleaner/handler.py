@@ -1,0 +1,330 @@
+"""Cleaner: raw document bytes in, main text with a metadata header out.
+
+For every ``DocumentFetched`` the cleaner reads the raw bytes from the blob
+store, decodes them (a page's declared charset is often wrong), extracts the
+main text (HTML through trafilatura, Markdown through markdown-it, plain text as
+is), prepends the metadata header and stores the result at
+``clean/{document_id}/{content_hash}.txt`` before publishing
+``DocumentCleaned``. Running twice for the same (document, content hash)
+publishes the same message and writes the same bytes.
+
+A document with no main text is a permanent error: the message is
+dead-lettered with the reason and the document's previously indexed chunks
+stay as they were (the cleaner never touches the index).
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from shared.errors import InvalidInput, PermanentError
+from shared.messages import DocumentCleaned, DocumentFetched, Message
+from shared.ports import BlobStore, Publisher
+from shared.text import normalize_text, split_header, with_header
+
+log = logging.getLogger("ragbus.cleaner")
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/xml+html"})
+MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/md"})
+TEXT_TYPES = frozenset({"text/plain"})
+
+
+@dataclass(frozen=True)
+class CleanDocument:
+    """The main text of a document and what its content says about itself."""
+
+    body: str
+    title: str = ""
+    published: str | None = None
+
+
+def clean_key(document_id: str, content_hash: str) -> str:
+    return f"clean/{document_id}/{content_hash}.txt"
+
+
+# ------------------------------------------------------------- decoding
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+# WHATWG: these labels mean windows-1252 on the web.
+_WEB_ALIASES = {"iso-8859-1": "cp1252", "latin-1": "cp1252", "latin1": "cp1252", "ascii": "cp1252",
+                "us-ascii": "cp1252", "iso8859-1": "cp1252", "l1": "cp1252"}
+
+
+def parse_content_type(value: str) -> tuple[str, str | None]:
+    """``"text/html; charset=UTF-8"`` -> ``("text/html", "utf-8")``."""
+    media, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        name, _, val = param.partition("=")
+        if name.strip().lower() == "charset" and val.strip():
+            charset = val.strip().strip("\"'").lower()
+    return media.strip().lower(), charset
+
+
+def _codec(label: str | None) -> str | None:
+    if not label:
+        return None
+    label = _WEB_ALIASES.get(label.lower(), label.lower())
+    try:
+        return codecs.lookup(label).name
+    except LookupError:
+        return None
+
+
+def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False) -> str:
+    """Text from bytes whose declared charset may be wrong or missing.
+
+    Order: a byte-order mark; strict UTF-8 (valid UTF-8 with non-ASCII bytes is
+    almost never anything else, so it beats a wrong label); the declared charset
+    and a ``<meta charset>``, if they decode strictly; then detection by
+    charset_normalizer, preferring windows-1252 whenever it is among the
+    plausible code pages (the usual truth behind a mislabelled Western page);
+    last, windows-1252 with replacement characters.
+    """
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            return raw[len(bom):].decode(encoding, errors="replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    labels = [declared]
+    if html:
+        match = _META_CHARSET.search(raw[:4096])
+        labels.append(match.group(1).decode("ascii", "ignore") if match else None)
+    for label in labels:
+        codec = _codec(label)
+        if codec and codec != "utf-8":
+            try:
+                return raw.decode(codec)
+            except UnicodeDecodeError:
+                continue
+    from charset_normalizer import from_bytes
+
+    matches = from_bytes(raw)
+    encodings = [m.encoding for m in matches]
+    if "cp1252" in encodings:
+        return raw.decode("cp1252", errors="replace")
+    best = matches.best()
+    if best is not None:
+        return str(best)
+    return raw.decode("cp1252", errors="replace")
+
+
+# ------------------------------------------------------------ extraction
+
+
+# Below this many characters an extraction is checked again in precision mode:
+# trafilatura's fallbacks return *some* text for any page (a lone "Home" link),
+# and a short result is only main text if the precise extractor agrees.
+_CONFIRM_BELOW_CHARS = 250
+
+
+def extract_html(html: str, url: str) -> CleanDocument:
+    """Main content and metadata of a web page, by trafilatura (no hand-written selectors)."""
+    import trafilatura
+
+    options = {
+        "url": url or None,
+        "with_metadata": True,
+        "include_comments": False,
+        "include_tables": True,
+        "include_images": False,
+        "include_links": False,
+        "deduplicate": False,
+    }
+    document = trafilatura.bare_extraction(html, **options)
+    text = normalize_text(getattr(document, "text", None) or "") if document is not None else ""
+    if len(text) < _CONFIRM_BELOW_CHARS:
+        precise = trafilatura.bare_extraction(html, fast=True, favor_precision=True, **options)
+        precise_text = normalize_text(getattr(precise, "text", None) or "") if precise is not None else ""
+        text = text if precise_text else ""
+    if document is None:
+        return CleanDocument(body=text)
+    title = getattr(document, "title", None) or ""
+    date = getattr(document, "date", None) or None
+    return CleanDocument(body=text, title=title.strip(), published=date)
+
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<yaml>.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+_FRONT_FIELD = re.compile(r"^(?P<key>title|date|published)\s*:\s*(?P<value>.+?)\s*$", re.MULTILINE | re.IGNORECASE)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def extract_markdown(text: str) -> CleanDocument:
+    """Plain text of Markdown: headings, paragraphs, list items and code kept; markup dropped.
+
+    A YAML front matter block gives the title and date when present; otherwise
+    the first level-1 heading is the title.
+    """
+    from markdown_it import MarkdownIt
+
+    title, published = "", None
+    front = _FRONT_MATTER.match(text)
+    if front:
+        for field in _FRONT_FIELD.finditer(front["yaml"]):
+            value = field["value"].strip().strip("\"'")
+            if field["key"].lower() == "title":
+                title = value
+            elif published is None:
+                published = value
+        text = text[front.end():]
+
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    blocks: list[tuple[str, int | None]] = []  # (text, the list it belongs to)
+    prefix: list[str] = []  # list markers of the items we are inside
+    ordered_counters: list[int | None] = []
+    lists_seen = 0
+    for i, token in enumerate(tokens):
+        kind = token.type
+        if kind in ("bullet_list_open", "ordered_list_open"):
+            if not ordered_counters:
+                lists_seen += 1
+            start = token.attrs.get("start", 1) if kind == "ordered_list_open" else None
+            ordered_counters.append(None if start is None else int(start or 1))
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            ordered_counters.pop()
+        elif kind == "list_item_open":
+            counter = ordered_counters[-1] if ordered_counters else None
+            if counter is None:
+                prefix.append("- ")
+            else:
+                prefix.append(f"{counter}. ")
+                ordered_counters[-1] = counter + 1
+        elif kind == "list_item_close":
+            prefix.pop()
+        elif kind == "inline":
+            line = _inline_text(token)
+            if not line.strip():
+                continue
+            if i and tokens[i - 1].type == "heading_open" and tokens[i - 1].tag == "h1" and not title:
+                title = line.strip()
+            if prefix and i >= 2 and tokens[i - 2].type == "list_item_open":
+                line = "  " * (len(prefix) - 1) + prefix[-1] + line
+            blocks.append((line, lists_seen if prefix else None))
+        elif kind in ("fence", "code_block"):
+            blocks.append((token.content.rstrip("\n"), None))
+        elif kind == "html_block":
+            stripped = _TAG.sub(" ", token.content).strip()
+            if stripped:
+                blocks.append((stripped, None))
+    # Items of one list read as consecutive lines; other blocks are paragraphs.
+    parts: list[str] = []
+    for n, (block, in_list) in enumerate(blocks):
+        if n:
+            parts.append("\n" if in_list is not None and in_list == blocks[n - 1][1] else "\n\n")
+        parts.append(block)
+    body = "".join(parts)
+    return CleanDocument(body=normalize_text(body), title=title, published=published)
+
+
+def _inline_text(token) -> str:
+    parts: list[str] = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type == "image":
+            parts.append(child.content)  # its alt text
+        elif child.type in ("softbreak",):
+            parts.append(" ")
+        elif child.type == "hardbreak":
+            parts.append("\n")
+        elif child.type == "html_inline":
+            continue
+    return "".join(parts)
+
+
+def extract_plain(text: str) -> CleanDocument:
+    """Plain text as it is; its first short line serves as title when none is known."""
+    body = normalize_text(text)
+    first = body.split("\n", 1)[0].strip() if body else ""
+    return CleanDocument(body=body, title=first if 0 < len(first) <= 200 else "")
+
+
+def clean_content(raw: bytes, content_type: str, url: str) -> CleanDocument:
+    """The main text of ``raw`` according to its media type."""
+    media, charset = parse_content_type(content_type)
+    if media in HTML_TYPES:
+        return extract_html(decode_bytes(raw, charset, html=True), url)
+    if media in MARKDOWN_TYPES:
+        return extract_markdown(decode_bytes(raw, charset))
+    if media in TEXT_TYPES or media.startswith("text/"):
+        return extract_plain(decode_bytes(raw, charset))
+    raise InvalidInput(
+        f"content type {content_type!r} cannot be cleaned; ragbus reads HTML, Markdown and plain "
+        "text (convert the document to one of these, or leave it out of the feed/folder)"
+    )
+
+
+def _title_from_url(url: str) -> str:
+    path = PurePosixPath(unquote(urlsplit(url).path or url))
+    return path.stem.replace("-", " ").replace("_", " ").strip() if path.name else ""
+
+
+# --------------------------------------------------------------- handler
+
+
+def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Publisher) -> DocumentCleaned:
+    """Clean one fetched document, store the clean text and announce it."""
+    # Cleaning is deterministic, so a redelivery rewrites the same bytes under the
+    # same key and announces the same event: no separate "already done" check needed.
+    key = clean_key(message.document_id, message.content_hash)
+    try:
+        raw = blobs.get(message.raw_ref)
+    except KeyError as exc:
+        raise PermanentError(
+            f"document {message.document_id} ({message.url}): raw bytes {message.raw_ref!r} are not in "
+            "the blob store; fetch the document again"
+        ) from exc
+
+    cleaned = clean_content(raw, message.content_type, message.url)
+    if not cleaned.body.strip():
+        raise InvalidInput(
+            f"document {message.document_id} ({message.url}) has no main text after cleaning "
+            f"({len(raw)} bytes of {message.content_type}); it is left out of the index and "
+            "anything indexed for it before stays as it was"
+        )
+    title = message.title.strip() or cleaned.title or _title_from_url(message.url) or "Untitled"
+    published = message.published or cleaned.published
+    text = with_header(title, published, message.url, cleaned.body)
+    ref = blobs.put(key, text.encode("utf-8"), "text/plain; charset=utf-8")
+    header, _ = split_header(text)
+    event = _cleaned_event(message, ref, header.title if header else title, published, len(text))
+    log.info("%s: cleaned %d bytes of %s into %d characters", message.document_id, len(raw),
+             message.content_type, len(text))
+    publisher.publish(event)
+    return event
+
+
+def _cleaned_event(message: DocumentFetched, ref: str, title: str, published: str | None,
+                   characters: int) -> DocumentCleaned:
+    return DocumentCleaned(
+        document_id=message.document_id,
+        source=message.source,
+        origin=message.origin,
+        url=message.url,
+        title=title,
+        published=published,
+        clean_ref=ref,
+        content_hash=message.content_hash,
+        characters=characters,
+    )
+
+
+def handle(message: Message, deps) -> None:
+    """Entry point for the runtime: ``DocumentFetched`` -> ``DocumentCleaned``."""
+    if not isinstance(message, DocumentFetched):
+        raise InvalidInput(f"the cleaner handles DocumentFetched, not {type(message).__name__}")
+    clean_document(message, blobs=deps.blobs, publisher=deps.publisher)

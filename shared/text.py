@@ -1,0 +1,135 @@
+"""Text conventions shared by ingestion and the query loop.
+
+A clean document is its body with a small metadata header in front::
+
+    Title: <title>
+    Published: <ISO date or "unknown">
+    Source: <url>
+
+    <body>
+
+The header travels with the text (into the first chunk, the grader's contexts,
+the synthesizer's citations) so a passage always says where it came from;
+:func:`strip_header` takes it off where only the body counts (the reference's
+rule that drops header-only chunks).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+UNKNOWN_DATE = "unknown"
+
+_HEADER_RE = re.compile(
+    r"\ATitle: (?P<title>[^\n]*)\nPublished: (?P<published>[^\n]*)\nSource: (?P<source>[^\n]*)(?:\n\n|\n?\Z)"
+)
+
+
+@dataclass(frozen=True)
+class Header:
+    title: str
+    published: str | None  # None when the header says "unknown"
+    source: str
+
+
+def _one_line(value: str) -> str:
+    return " ".join(value.split())
+
+
+def build_header(title: str, published: str | None, source: str) -> str:
+    """The metadata header, ending with the blank line that separates it from the body."""
+    return (
+        f"Title: {_one_line(title)}\n"
+        f"Published: {_one_line(published or '') or UNKNOWN_DATE}\n"
+        f"Source: {_one_line(source)}\n\n"
+    )
+
+
+def with_header(title: str, published: str | None, source: str, body: str) -> str:
+    """``body`` with the metadata header in front."""
+    return build_header(title, published, source) + body.strip() + "\n"
+
+
+def split_header(text: str) -> tuple[Header | None, str]:
+    """The header (None when ``text`` has none) and the body after it."""
+    match = _HEADER_RE.match(text)
+    if not match:
+        return None, text
+    published = match["published"].strip()
+    header = Header(
+        title=match["title"].strip(),
+        published=None if published in ("", UNKNOWN_DATE) else published,
+        source=match["source"].strip(),
+    )
+    return header, text[match.end():]
+
+
+def strip_header(text: str) -> str:
+    """``text`` without a leading metadata header (unchanged when it has none)."""
+    return split_header(text)[1]
+
+
+def header_length(text: str) -> int:
+    """How many leading characters of ``text`` are its metadata header (0 when none)."""
+    match = _HEADER_RE.match(text)
+    return match.end() if match else 0
+
+
+# ------------------------------------------------------------ normalising
+
+# Control characters other than tab and newline, and the Unicode "format"
+# characters that only confuse tokenizers (zero-width spaces, soft hyphens, BOMs).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200d\u2060\ufeff]")
+_SPACES_RE = re.compile(r"[^\S\n]+")  # whitespace except newline
+_BLANK_LINES_RE = re.compile(r"\n{3,}")
+
+
+def normalize_text(text: str) -> str:
+    """Unix newlines, no control characters, single spaces, at most one blank line in a row."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = unicodedata.normalize("NFC", text)
+    text = _CONTROL_RE.sub("", text)
+    text = _SPACES_RE.sub(" ", text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    return _BLANK_LINES_RE.sub("\n\n", text).strip()
+
+
+# ------------------------------------------------------------- sentences
+
+# A sentence ends at ., ! or ? (optionally followed by closing quotes or brackets)
+# and then whitespace; a blank line or a line break also ends one (headings, list items).
+_SENTENCE_END_RE = re.compile(r"(?:[.!?…][\"'”’)\]]*\s+|\n\s*)")
+_ABBREVIATIONS = frozenset(
+    ["e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "inc", "ltd", "co", "st", "no",
+    "fig", "eq", "al", "approx", "dept", "est", "jr", "sr"]
+)
+
+
+def sentence_ends(text: str) -> list[int]:
+    """Character offsets at which a new sentence starts (after the end and its whitespace).
+
+    Deliberately simple: punctuation followed by whitespace, or a line break,
+    except after common abbreviations ("e.g.", "Dr.") and single initials.
+    """
+    ends: list[int] = []
+    for match in _SENTENCE_END_RE.finditer(text):
+        if match.group(0)[0] == ".":
+            before = text[max(0, match.start() - 24) : match.start()].split()
+            bare = before[-1].lower().strip("(\"'") if before else ""
+            if bare in _ABBREVIATIONS or (len(bare) == 1 and bare.isalpha()):
+                continue
+        if match.end() < len(text):
+            ends.append(match.end())
+    return ends
+
+
+def split_sentences(text: str) -> list[str]:
+    """``text`` cut at :func:`sentence_ends`, each piece stripped, empty pieces dropped."""
+    pieces, start = [], 0
+    for end in sentence_ends(text):
+        pieces.append(text[start:end].strip())
+        start = end
+    pieces.append(text[start:].strip())
+    return [p for p in pieces if p]

@@ -1,0 +1,148 @@
+"""Chunking: windows the embedder never truncates, with overlap, header-only chunks dropped."""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+
+import pytest
+
+from services.indexer.chunking import chunk_document, chunk_text, plan_windows
+from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+from shared.ids import chunk_id
+from shared.text import strip_header, with_header
+from tests.support import topic_paragraphs
+
+
+class WordEmbedder:
+    """A fake whose tokens are whitespace-separated words (only chunking uses it)."""
+
+    model_name = "words"
+    dimension = 4
+    max_tokens = 30
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in re.finditer(r"\S+", text)]
+
+    def embed(self, texts):  # pragma: no cover - chunking never embeds
+        raise AssertionError("chunking must not embed")
+
+
+@pytest.fixture(scope="module")
+def minilm() -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder()
+
+
+def _document(paragraphs: int = 10, topic: str = "volcano") -> str:
+    return with_header(f"All about {topic}", "2026-10-01", f"https://x.example/{topic}",
+                       "\n\n".join(topic_paragraphs(topic, n=paragraphs)))
+
+
+def _chunks(text: str, embedder) -> list:
+    return chunk_document(text, document_id="doc-1", content_hash="ab" * 32, embedder=embedder,
+                          title="All about volcano", url="https://x.example/volcano", published="2026-10-01",
+                          source="feed")
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+@pytest.mark.parametrize("which", ["fake", "minilm"])
+def test_no_chunk_exceeds_the_window_and_every_sentence_is_kept(which, minilm):
+    embedder = WordEmbedder() if which == "fake" else minilm
+    text = _document(paragraphs=12)
+    chunks = _chunks(text, embedder)
+    assert len(chunks) >= 3
+    for chunk in chunks:
+        assert 0 < len(embedder.token_spans(chunk.text)) <= embedder.max_tokens
+    joined = " ".join(" ".join(c.text.split()) for c in chunks)
+    for paragraph in topic_paragraphs("volcano", n=12):
+        for sentence in re.split(r"(?<=\.) ", paragraph):
+            assert sentence in joined
+
+
+@pytest.mark.parametrize("which", ["fake", "minilm"])
+def test_consecutive_chunks_overlap_by_about_a_sixth(which, minilm):
+    embedder = WordEmbedder() if which == "fake" else minilm
+    chunks = _chunks(_document(paragraphs=12), embedder)
+    assert len(chunks) >= 3
+    for before, after in pairwise(chunks):
+        b, a = _words(before.text), _words(after.text)
+        starts = [i for i in range(len(b)) if b[i : i + 4] == a[:4]]
+        assert starts, "the next chunk starts inside the previous one"
+        shared = b[starts[-1]:]
+        assert a[: len(shared)] == shared
+        shared_tokens = len(embedder.token_spans(" ".join(shared)))
+        # about a sixth of the window, moved to the nearest sentence or word boundary
+        assert embedder.max_tokens // 12 <= shared_tokens <= embedder.max_tokens // 3
+
+
+def test_cuts_snap_to_sentence_ends_when_there_are_sentences(minilm):
+    chunks = _chunks(_document(paragraphs=12), minilm)
+    for chunk in chunks:
+        assert chunk.text.rstrip()[-1] in ".!?", chunk.text[-40:]
+        assert chunk.text[0].isupper()
+
+
+def test_text_without_sentence_ends_is_cut_at_word_boundaries():
+    embedder = WordEmbedder()
+    words = [f"w{n:03d}" for n in range(200)]
+    text = " ".join(words)
+    pieces = chunk_text(text, embedder.token_spans, embedder.max_tokens)
+    for piece in pieces:
+        assert all(w in words for w in piece.split())  # no word was split
+        assert len(piece.split()) <= 30
+    assert pieces[0].split()[0] == "w000" and pieces[-1].split()[-1] == "w199"
+
+
+def test_one_enormous_word_still_fits_the_model(minilm):
+    text = "Intro sentence here. " + "x9" * 900 + " and then the end of it."
+    for piece in chunk_text(text, minilm.token_spans, minilm.max_tokens):
+        assert len(minilm.token_spans(piece)) <= minilm.max_tokens
+
+
+def test_header_only_chunks_are_dropped():
+    embedder = WordEmbedder()
+    short = with_header("A title", None, "https://x.example/a", "Too short to index.")
+    assert _chunks(short, embedder) == []
+    enough = with_header("A title", None, "https://x.example/a", "word " * 25)
+    (only,) = _chunks(enough, embedder)
+    assert len(strip_header(only.text)) >= 100
+
+
+def test_a_long_header_still_leaves_every_kept_chunk_a_body():
+    embedder = WordEmbedder()
+    # the first window is nearly all header, the rest is long enough
+    text = with_header("t " * 10, None, "https://x.example/a", "\n".join(["Short line."] + ["body words go on"] * 12))
+    chunks = _chunks(text, embedder)
+    assert chunks and all(len(strip_header(c.text)) >= 100 for c in chunks)
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+
+
+def test_chunks_carry_ids_and_metadata():
+    chunks = _chunks(_document(paragraphs=6), WordEmbedder())
+    for n, chunk in enumerate(chunks):
+        assert chunk.ordinal == n
+        assert chunk.chunk_id == chunk_id("doc-1", "ab" * 32, n)
+        assert (chunk.document_id, chunk.title, chunk.url, chunk.published, chunk.source) == (
+            "doc-1", "All about volcano", "https://x.example/volcano", "2026-10-01", "feed")
+    assert chunks[0].text.startswith("Title: All about volcano\nPublished: 2026-10-01\n")
+    assert len({c.chunk_id for c in chunks}) == len(chunks)
+
+
+def test_chunk_text_is_the_original_with_whitespace_normalised():
+    embedder = WordEmbedder()
+    text = "First   sentence\there.  Second sentence follows.\n\n\n\nThird one ends it."
+    (piece,) = chunk_text(text, embedder.token_spans, embedder.max_tokens)
+    assert piece == "First sentence here. Second sentence follows.\n\nThird one ends it."
+
+
+def test_windows_cover_the_text_in_order_and_progress():
+    embedder = WordEmbedder()
+    text = " ".join(f"w{n}." for n in range(101))
+    windows = plan_windows(text, embedder.token_spans(text), 10, overlap=3)
+    assert windows[0].first == 0 and windows[-1].last == 101
+    for a, b in pairwise(windows):
+        assert a.first < b.first < a.last <= b.last
+        assert a.last - a.first <= 10

@@ -1,0 +1,228 @@
+"""The cleaner: decoding, main-content extraction, header, dead-lettering empty pages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from services.cleaner.handler import clean_content, clean_key, decode_bytes, handle
+from shared.config import Settings
+from shared.errors import InvalidInput, PermanentError
+from shared.messages import DocumentCleaned, DocumentFetched
+from shared.runtime.deps import Deps
+from shared.text import split_header
+from tests.fakes import FakeClock, InMemoryBlobStore, RecordingPublisher
+
+ARTICLE = [
+    ("Volcanic eruptions on the Kamchatka peninsula have been monitored by a network of seismometers "
+     "since the nineteen sixties, and the data show a steady rise in shallow tremor before each event."),
+    ("Researchers at the observatory compared tremor spectra from twelve eruptions and found that the "
+     "dominant frequency drops by roughly a third in the final week, a pattern they call spectral gliding."),
+    ("The team now publishes a daily bulletin that combines the tremor index with satellite measurements "
+     "of ground deformation, giving pilots and residents several days of warning."),
+]
+
+REALISTIC_PAGE = f"""<!DOCTYPE html>
+<html lang="en"><head>
+<meta charset="utf-8">
+<title>Listening to volcanoes | Example Science Blog</title>
+<meta property="og:title" content="Listening to volcanoes">
+<meta property="article:published_time" content="2026-09-14T08:30:00Z">
+<style>.cookie-consent {{ position: fixed; bottom: 0 }} body {{ font-family: sans-serif }}</style>
+<script>window.dataLayer = window.dataLayer || []; function gtag(){{dataLayer.push(arguments);}}</script>
+</head><body>
+<div id="cookie-consent" class="cookie-consent" role="dialog">
+  <p>We use cookies to personalise content and ads. By clicking Accept all cookies you agree.</p>
+  <button>Accept all cookies</button><button>Manage preferences</button>
+</div>
+<header class="site-header"><nav class="main-nav"><ul>
+  <li><a href="/">Home</a></li><li><a href="/topics">Topics</a></li><li><a href="/newsletter">Newsletter signup</a></li>
+</ul></nav></header>
+<main><article class="post">
+  <h1>Listening to volcanoes</h1>
+  <p class="byline">By Ana Duarte · <time datetime="2026-09-14">14 September 2026</time></p>
+  <p>{ARTICLE[0]}</p>
+  <h2>Spectral gliding</h2>
+  <p>{ARTICLE[1]}</p>
+  <p>{ARTICLE[2]}</p>
+  <script>trackScrollDepth("article-volcanoes");</script>
+</article>
+<aside class="related-posts"><h3>Related posts</h3><ul>
+  <li><a href="/p/1">Ten gadgets every hiker needs</a></li><li><a href="/p/2">Our favourite sourdough recipes</a></li>
+</ul></aside></main>
+<footer class="site-footer"><p>Copyright 2026 Example Science Blog. All rights reserved.</p>
+  <p><a href="/privacy">Privacy policy</a> | <a href="/terms">Terms of service</a></p></footer>
+</body></html>"""
+
+
+def _fetched(raw_ref: str, content_type: str, *, title: str = "", published: str | None = None,
+             url: str = "https://blog.example/posts/listening-to-volcanoes") -> DocumentFetched:
+    return DocumentFetched(
+        document_id="feed-0123456789abcdef", source="feed", origin="https://blog.example/feed.xml",
+        guid="guid-1", url=url, title=title, published=published, raw_ref=raw_ref,
+        content_type=content_type, content_hash="c0ffee" * 10 + "abcd",
+        fetched_at=datetime(2026, 11, 1, tzinfo=UTC),
+    )
+
+
+def _deps(blobs: InMemoryBlobStore, publisher: RecordingPublisher) -> Deps:
+    return Deps(Settings(), blobs=blobs, publisher=publisher, clock=FakeClock())
+
+
+def _run(raw: bytes, content_type: str, **kwargs) -> tuple[str, DocumentCleaned, InMemoryBlobStore]:
+    blobs, publisher = InMemoryBlobStore(), RecordingPublisher()
+    ref = blobs.put("raw/doc", raw)
+    message = _fetched(ref, content_type, **kwargs)
+    handle(message, _deps(blobs, publisher))
+    (event,) = publisher.of_type(DocumentCleaned)
+    return blobs.get(event.clean_ref).decode("utf-8"), event, blobs
+
+
+def test_realistic_page_keeps_the_article_and_drops_the_boilerplate():
+    text, event, _ = _run(REALISTIC_PAGE.encode("utf-8"), "text/html; charset=utf-8")
+    header, body = split_header(text)
+    assert header is not None
+    for paragraph in ARTICLE:
+        assert paragraph in body
+    assert "Spectral gliding" in body
+    lowered = body.lower()
+    for boilerplate in ("cookies", "accept all", "newsletter", "related posts", "sourdough", "gadgets",
+                        "copyright", "privacy policy", "terms of service", "datalayer", "trackscrolldepth",
+                        "font-family", "position: fixed"):
+        assert boilerplate not in lowered, boilerplate
+    # title and date come from the page's metadata when the message has none
+    assert header.title == "Listening to volcanoes"
+    assert header.published and header.published.startswith("2026-09-14")
+    assert header.source == "https://blog.example/posts/listening-to-volcanoes"
+    assert event.title == "Listening to volcanoes" and event.published == header.published
+    assert event.clean_ref == "mem:" + clean_key(event.document_id, event.content_hash)
+    assert event.characters == len(text)
+
+
+def test_header_has_exactly_the_agreed_shape():
+    text, _, _ = _run(REALISTIC_PAGE.encode("utf-8"), "text/html", title="Given title", published="2026-09-15")
+    lines = text.split("\n")
+    assert lines[:4] == [
+        "Title: Given title",
+        "Published: 2026-09-15",
+        "Source: https://blog.example/posts/listening-to-volcanoes",
+        "",
+    ]
+    assert lines[4].startswith("Listening to volcanoes") or lines[4].startswith("Volcanic eruptions")
+
+
+def test_unknown_date_is_written_as_unknown():
+    text, event, _ = _run(b"Just a plain note about copper and quartz.\nSecond line.", "text/plain",
+                          url="file:///notes/copper.txt")
+    assert text.startswith("Title: Just a plain note about copper and quartz.\nPublished: unknown\n"
+                           "Source: file:///notes/copper.txt\n\n")
+    assert event.published is None
+
+
+def test_page_labelled_utf8_that_is_really_cp1252_comes_out_readable():
+    page = (
+        "<html><head><meta charset='utf-8'><title>Caf\u00e9 notes</title></head><body><article>"
+        "<p>The caf\u00e9\u2019s na\u00efve owner said \u201cthe cr\u00e8me br\u00fbl\u00e9e sells out by noon\u201d "
+        "\u2013 every single day of the week, rain or shine, according to regulars.</p>"
+        "<p>Prices rose to 4\u20ac for an espresso, which na\u00efve tourists still pay without a second "
+        "thought, while locals walk two streets further to the market stall.</p>"
+        "</article></body></html>"
+    ).encode("cp1252")
+    text, _, _ = _run(page, "text/html; charset=utf-8")
+    assert "caf\u00e9\u2019s na\u00efve owner" in text
+    assert "\u201cthe cr\u00e8me br\u00fbl\u00e9e sells out by noon\u201d" in text
+    assert "4\u20ac" in text
+    assert "\ufffd" not in text
+
+
+def test_decoding_order():
+    cp1252 = "na\u00efve \u201cquotes\u201d".encode("cp1252")
+    assert decode_bytes(cp1252, "utf-8") == "na\u00efve \u201cquotes\u201d"
+    # valid UTF-8 wins over a wrong single-byte label
+    assert decode_bytes("na\u00efve".encode("utf-8"), "iso-8859-1") == "na\u00efve"
+    # a byte-order mark wins over everything
+    assert decode_bytes("ol\u00e1".encode("utf-16"), "utf-8") == "ol\u00e1"
+    assert decode_bytes(b"\xef\xbb\xbfhello", "cp1251") == "hello"
+    # a correct non-Western label is honoured
+    russian = "\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440".encode("cp1251")
+    assert decode_bytes(russian, "windows-1251") == "\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440"
+    # a meta charset is read when the header says nothing
+    page = "<meta charset='windows-1251'><p>\u041f\u0440\u0438\u0432\u0435\u0442</p>".encode("cp1251")
+    assert "\u041f\u0440\u0438\u0432\u0435\u0442" in decode_bytes(page, None, html=True)
+
+
+def test_markdown_becomes_plain_text_with_headings_and_list_items():
+    markdown = (
+        "---\ntitle: Field notes\ndate: 2026-08-02\n---\n"
+        "# Glacier survey\n\nWe measured **twelve** glaciers with [GPS](https://gps.example) and `rtk` kits.\n\n"
+        "## Findings\n\n- Retreat averaged *40 m* per year\n- Two glaciers advanced\n\n"
+        "1. First step\n2. Second step\n\n```\ncode stays as text\n```\n\n![a crevasse photo](img.png)\n"
+    )
+    text, _, _ = _run(markdown.encode("utf-8"), "text/markdown")
+    header, body = split_header(text)
+    assert header.title == "Field notes" and header.published == "2026-08-02"
+    assert "Glacier survey" in body and "Findings" in body
+    assert "We measured twelve glaciers with GPS and rtk kits." in body
+    assert "- Retreat averaged 40 m per year\n- Two glaciers advanced" in body
+    assert "1. First step\n2. Second step" in body
+    assert "code stays as text" in body and "a crevasse photo" in body
+    for markup in ("#", "**", "](", "`", "---", "*40"):
+        assert markup not in body, markup
+
+
+def test_markdown_title_falls_back_to_first_heading():
+    result = clean_content(b"# The real title\n\nSome body text here.", "text/x-markdown", "file:///a.md")
+    assert result.title == "The real title"
+
+
+def test_plain_text_is_normalised():
+    raw = "Line one\r\nLine\x00 two\x07 with   spaces\r\n\r\n\r\n\r\nPara\u200b two\t\tend".encode("utf-8")
+    result = clean_content(raw, "text/plain; charset=utf-8", "file:///x.txt")
+    assert result.body == "Line one\nLine two with spaces\n\nPara two end"
+
+
+def test_empty_article_is_a_permanent_error_naming_the_document():
+    blobs, publisher = InMemoryBlobStore(), RecordingPublisher()
+    ref = blobs.put("raw/empty", b"<html><body><nav><a href='/'>Home</a></nav><script>x()</script>"
+                                 b"<footer>Copyright</footer></body></html>")
+    message = _fetched(ref, "text/html")
+    with pytest.raises(InvalidInput) as caught:
+        handle(message, _deps(blobs, publisher))
+    assert str(caught.value).startswith(
+        "document feed-0123456789abcdef (https://blog.example/posts/listening-to-volcanoes) has no main "
+        "text after cleaning"
+    )
+    assert publisher.messages == []
+    assert set(blobs.blobs) == {"raw/empty"}
+
+
+def test_unsupported_content_type_is_a_permanent_error():
+    with pytest.raises(InvalidInput, match="application/pdf"):
+        clean_content(b"%PDF-1.7", "application/pdf", "https://x.example/a.pdf")
+
+
+def test_missing_raw_blob_is_permanent():
+    blobs, publisher = InMemoryBlobStore(), RecordingPublisher()
+    with pytest.raises(PermanentError, match="not in the blob store"):
+        handle(_fetched("mem:raw/gone", "text/html"), _deps(blobs, publisher))
+
+
+def test_handling_twice_changes_nothing():
+    blobs, publisher = InMemoryBlobStore(), RecordingPublisher()
+    ref = blobs.put("raw/doc", REALISTIC_PAGE.encode("utf-8"))
+    message = _fetched(ref, "text/html")
+    handle(message, _deps(blobs, publisher))
+    first = dict(blobs.blobs)
+    handle(message, _deps(blobs, publisher))
+    assert blobs.blobs == first
+    one, two = publisher.of_type(DocumentCleaned)
+    assert one == two and one.idempotency_key() == two.idempotency_key()
+
+
+def test_short_but_real_text_survives_while_a_lone_menu_does_not():
+    note = b"<html><body><p>Short real note: the meeting moved to Tuesday at noon.</p></body></html>"
+    assert clean_content(note, "text/html", "https://x.example/n").body == (
+        "Short real note: the meeting moved to Tuesday at noon.")
+    menu = b"<html><body><nav>menu</nav><script>x()</script></body></html>"
+    assert clean_content(menu, "text/html", "https://x.example/m").body == ""
