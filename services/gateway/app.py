@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -35,7 +36,6 @@ from shared.query_api import (
     POLL_MAX_S,
     POLL_MIN_S,
     TOP_K_RANGE,
-    QueryNotFound,
     get_query,
     search_documents,
     submit_query,
@@ -275,7 +275,7 @@ async def _read_json_object(request: Request) -> dict[str, Any] | Response:
 def _wait_seconds(value: Any) -> float:
     if value is None:
         return 0.0
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInput(f"'wait_s' must be a number of seconds (0 to {MAX_WAIT_S:g}), got {value!r}")
     if value < 0:
         raise InvalidInput(f"'wait_s' is {value}; send 0 (return at once) up to {MAX_WAIT_S:g}")

@@ -190,7 +190,7 @@ def test_search_returns_chunks_best_first(client):
     assert response.status_code == 200
     body = response.json()
     assert (body["query"], body["k"]) == ("dense retrieval embeds queries", 2)
-    assert [r["chunk_id"] for r in body["results"]][0] == CONTEXTS[1]["chunk_id"]
+    assert body["results"][0]["chunk_id"] == CONTEXTS[1]["chunk_id"]
     assert [r["rank"] for r in body["results"]] == [1, 2]
     assert body["results"][0]["score"] >= body["results"][1]["score"]
 
@@ -225,7 +225,7 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
     }
     assert set(doc["paths"]["/v1/queries"]["post"]["responses"]) >= {"200", "202", "400"}
     schemas = doc["components"]["schemas"]
-    for name, schema in schemas.items():
+    for schema in schemas.values():
         jsonschema.Draft202012Validator.check_schema(schema)
     # every $ref points at a schema that exists
     refs = set()
@@ -374,4 +374,14 @@ def test_the_cloud_function_entry_serves_the_whole_gateway(tmp_path, monkeypatch
         assert client.post("/v1/queries", json={"query": ""}).status_code == 400
         assert client.get("/").headers["content-type"].startswith("text/html")
         assert "/v1/queries" in client.get("/openapi.json").json()["paths"]
+        # the MCP session manager only answers when the app's lifespan was started
+        initialize = client.post(
+            "/mcp",
+            headers={"Accept": "application/json, text/event-stream"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"}}},
+        )
+        assert initialize.status_code == 200, initialize.text
+        assert '"serverInfo"' in initialize.text and '"ragbus"' in initialize.text
     assert (tmp_path / "home" / "ragbus.db").exists()

@@ -44,14 +44,16 @@ def structured(result) -> dict:
 
 def test_tools_are_listed_and_both_run_the_loop(server, deps):
     async def session_run():
-        async with streamable_http_client(f"{server.url}/mcp") as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-                search = await session.call_tool("search_documents", {"query": "what is bm25", "top_k": 3})
-                ask = await session.call_tool("ask", {"question": "how does BM25 rank?"})
-                bad = await session.call_tool("ask", {"question": "   "})
-                return tools, search, ask, bad
+        async with (
+            streamable_http_client(f"{server.url}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            search = await session.call_tool("search_documents", {"query": "what is bm25", "top_k": 3})
+            ask = await session.call_tool("ask", {"question": "how does BM25 rank?"})
+            bad = await session.call_tool("ask", {"question": "   "})
+            return tools, search, ask, bad
 
     tools, search, ask, bad = anyio.run(session_run)
 
