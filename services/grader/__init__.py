@@ -1,0 +1,1 @@
+"""The grader stage of the query loop (see handler.py)."""

@@ -1,0 +1,196 @@
+"""The grader stage: grades one iteration's contexts and decides what happens next.
+
+The language model scores the contexts (relevance, completeness, grounded,
+answerable); this stage, not the model, applies the thresholds and decides:
+
+- ``accept``: the grade passes every threshold;
+- ``abstain``: the grade says the corpus evidently cannot answer, and no
+  earlier iteration found anything either: stop now instead of spending
+  iterations;
+- ``refine``: below a threshold, iterations left and enough model calls left
+  in the query's budget for another round (refine + grade) and the answer;
+- ``exhausted``: below a threshold with no iteration or budget left.
+
+The best-graded iteration so far is kept in ``best_iteration``; a later,
+worse iteration never replaces it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from shared.config import Settings
+from shared.errors import RetryableError
+from shared.extractive import body_lines
+from shared.grading import failed_thresholds, fallback_grade, grade_from_doc, grade_to_doc
+from shared.messages import ContextsRetrieved, Message, QueryGraded
+from shared.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
+from shared.query_state import (
+    GRADE,
+    RETRIEVE,
+    apply_stage,
+    best_of,
+    ensure_iteration,
+    iteration_entry,
+    live_record,
+    stage_done,
+)
+from shared.runtime.deps import Deps
+
+log = logging.getLogger("ragbus.grader")
+
+# Model calls one more round needs (refine + grade) plus the final answer.
+CALLS_PER_REFINEMENT = 3
+
+
+def handle(message: Message, deps: Deps) -> None:
+    """Dispatch ``ContextsRetrieved`` to :func:`grade_iteration`."""
+    if not isinstance(message, ContextsRetrieved):
+        log.warning("grader ignores %s", type(message).__name__)
+        return
+    grade_iteration(
+        message, state=deps.state, publisher=deps.publisher, clock=deps.clock, llm=deps.llm, settings=deps.settings
+    )
+
+
+def grading_contexts(contexts: list[dict[str, Any]], *, limit: int, chars: int) -> list[GradingContext]:
+    """The first ``limit`` contexts, each its title and the first ``chars`` of its body.
+
+    The metadata header is replaced by the bare title so the character budget
+    goes to content, not to dates and URLs.
+    """
+    out = []
+    for n, ctx in enumerate(contexts[:limit], start=1):
+        body = " ".join(body_lines(ctx.get("text") or "").split())
+        title = (ctx.get("title") or "").strip()
+        text = f"{title}\n{body}" if title else body
+        out.append(GradingContext(number=n, source=ctx.get("url") or title or ctx.get("document_id", ""),
+                                  text=text[:chars]))
+    return out
+
+
+def decide(
+    grade: Grade,
+    *,
+    iteration: int,
+    max_iterations: int,
+    model_calls: int,
+    max_model_calls: int,
+    earlier_answerable: bool,
+    settings: Settings,
+) -> tuple[bool, str, str]:
+    """(should_refine, decision, why) for ``grade`` under the thresholds and budgets."""
+    failed = failed_thresholds(grade, settings.thresholds)
+    if not failed:
+        return False, "accept", "every threshold passed"
+    why = ", ".join(failed)
+    if not grade.answerable and not earlier_answerable:
+        return True, "abstain", f"{why}; the corpus evidently cannot answer this"
+    if iteration >= max_iterations:
+        return True, "exhausted", f"{why}; no refinement left ({iteration}/{max_iterations})"
+    if model_calls + CALLS_PER_REFINEMENT > max_model_calls:
+        return True, "exhausted", f"{why}; model-call budget spent ({model_calls}/{max_model_calls})"
+    return True, "refine", why
+
+
+def grade_iteration(
+    message: ContextsRetrieved,
+    *,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+    llm: LanguageModel,
+    settings: Settings,
+) -> None:
+    """Grade, decide, keep the best iteration, publish ``QueryGraded``."""
+    query_id, iteration = message.query_id, message.iteration
+    doc = live_record(state, query_id, clock.now())
+    if doc is None:
+        log.info("query %s is gone, ended or overdue; not grading", query_id)
+        return
+    if stage_done(doc, iteration, GRADE):
+        _publish_graded(publisher, query_id, doc, iteration)
+        return
+    if not stage_done(doc, iteration, RETRIEVE):
+        raise RetryableError(
+            f"query {query_id}: contexts of iteration {iteration} are not recorded yet; retry once they are"
+        )
+
+    entry = iteration_entry(doc, iteration) or {}
+    contexts = list(entry.get("contexts") or [])
+    model_calls = int(doc.get("model_calls") or 0)
+    max_calls = int(doc.get("max_model_calls") or 0)
+    start = clock.monotonic()
+    calls = 0
+    if not contexts:
+        grade = Grade(score=0.0, relevance=0.0, completeness=0.0, grounded=False, answerable=False,
+                      reasoning="no contexts were retrieved for this query")
+        source = "none"
+    elif model_calls >= max_calls:
+        grade, source = fallback_grade("model-call budget spent"), "fallback"
+    else:
+        calls = 1
+        try:
+            grade = llm.grade(
+                doc["original_query"],
+                grading_contexts(contexts, limit=settings.grade_contexts, chars=settings.grade_context_chars),
+            )
+            source = "fallback" if grade.fallback else "model"
+        except Exception as exc:  # noqa: BLE001 - any model failure becomes the conservative grade
+            log.warning("query %s: grading failed, using the fallback grade: %s", query_id, exc)
+            grade, source = fallback_grade(f"the model call failed ({type(exc).__name__}: {exc})"), "fallback"
+
+    earlier_answerable = any(
+        (e.get("grade") or {}).get("answerable") for e in doc.get("iterations", []) if e.get("iteration") != iteration
+    )
+    refine, decision, why = decide(
+        grade,
+        iteration=iteration,
+        max_iterations=int(doc.get("max_iterations") or 0),
+        model_calls=model_calls + calls,
+        max_model_calls=max_calls,
+        earlier_answerable=earlier_answerable,
+        settings=settings,
+    )
+    elapsed_ms = (clock.monotonic() - start) * 1000.0
+    grade_doc = grade_to_doc(grade)
+
+    def change(d: dict) -> None:
+        e = ensure_iteration(d, iteration)
+        e["grade"] = grade_doc
+        e["grade_source"] = source
+        e["should_refine"] = refine
+        e["failed_thresholds"] = failed_thresholds(grade, settings.thresholds)
+        e["decision"] = decision
+        d["best_iteration"] = best_of(d)
+        if grade.fallback:
+            d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
+
+    detail = f"score {grade.score:.2f} (relevance {grade.relevance:.2f}, completeness {grade.completeness:.2f}, " \
+             f"grounded {grade.grounded}) -> {decision}: {why}"
+    result = apply_stage(
+        state, query_id, iteration=iteration, stage=GRADE, event_type="graded", detail=detail,
+        now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,
+    )
+    if result.applied or result.reason == "already recorded":
+        _publish_graded(publisher, query_id, result.doc, iteration)
+
+
+def _publish_graded(publisher: Publisher, query_id: str, doc: dict, iteration: int) -> None:
+    entry = iteration_entry(doc, iteration)
+    if entry is None or entry.get("grade") is None:
+        return
+    grade = grade_from_doc(entry["grade"])
+    publisher.publish(
+        QueryGraded(
+            query_id=query_id,
+            iteration=iteration,
+            score=grade.score,
+            relevance=grade.relevance,
+            completeness=grade.completeness,
+            grounded=grade.grounded,
+            should_refine=bool(entry.get("should_refine")),
+            decision=entry["decision"],
+        )
+    )

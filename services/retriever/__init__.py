@@ -1,0 +1,1 @@
+"""The retriever stage of the query loop (see handler.py)."""

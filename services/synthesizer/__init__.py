@@ -1,0 +1,1 @@
+"""The synthesizer stage of the query loop (see handler.py)."""

@@ -1,0 +1,209 @@
+"""The synthesizer stage: writes the answer once the grader has stopped the loop.
+
+It answers from the best-graded iteration's contexts only, in the question's
+language where the provider can. Outcomes:
+
+- ``answered``: the best grade passes every threshold;
+- ``answered_with_caveat``: it does not, and the answer opens with a caveat
+  saying the sources only partly cover the question;
+- ``not_answerable``: the grader abstained, nothing was retrieved, or the
+  model found nothing to support an answer: a clear abstention, nothing invented.
+
+Citations are numbered in order of first use and resolve to title, URL,
+document id and chunk id. Contexts were already merged across sub-queries by
+chunk, so the same chunk always keeps one number. A model call that fails falls
+back to an extractive answer, so the query always ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from shared import collections
+from shared.config import Settings
+from shared.errors import RetryableError
+from shared.extractive import extractive_answer
+from shared.grading import failed_thresholds, grade_from_doc
+from shared.language import detect_language, phrase
+from shared.messages import AnswerReady, Message, QueryGraded
+from shared.ports import Answer, AnswerSentence, Clock, GradingContext, LanguageModel, Publisher, StateStore
+from shared.query_state import SYNTHESIZE, apply_stage, iteration_entry, live_record
+from shared.runtime.deps import Deps
+
+log = logging.getLogger("ragbus.synthesizer")
+
+FINAL_DECISIONS = ("accept", "abstain", "exhausted")
+_MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+
+Embed = Callable[[Sequence[str]], np.ndarray]
+
+
+def handle(message: Message, deps: Deps) -> None:
+    """Dispatch a final ``QueryGraded`` to :func:`synthesize_answer`; ignore ``refine``."""
+    if not isinstance(message, QueryGraded):
+        log.warning("synthesizer ignores %s", type(message).__name__)
+        return
+    if message.decision not in FINAL_DECISIONS:
+        return  # the transformer refines
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        return deps.embedder.embed(texts)
+
+    synthesize_answer(
+        message,
+        state=deps.state,
+        publisher=deps.publisher,
+        clock=deps.clock,
+        llm=deps.llm,
+        settings=deps.settings,
+        embed=embed if deps.provided("embedder") else None,
+    )
+
+
+def number_citations(
+    answer: Answer, contexts: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Answer text, sentences and citations with citation ids in order of first use.
+
+    The provider cites context numbers (1-based positions in ``contexts``);
+    unknown numbers are dropped. A sentence's inline ``[n]`` markers are folded
+    into its citations so text and citation list never disagree.
+    """
+    sentences = list(answer.sentences)
+    if not sentences and answer.text.strip():
+        sentences = [AnswerSentence(text=answer.text, citations=[])]
+    ids: dict[int, int] = {}
+    out_sentences: list[dict[str, Any]] = []
+    for sentence in sentences:
+        cited = list(sentence.citations)
+        for match in _MARKER.finditer(sentence.text):
+            cited.extend(int(n) for n in match.group(1).split(","))
+        text = _MARKER.sub("", sentence.text).strip()
+        numbers: list[int] = []
+        for n in cited:
+            if 1 <= n <= len(contexts):
+                ids.setdefault(n, len(ids) + 1)
+                if ids[n] not in numbers:
+                    numbers.append(ids[n])
+        if text:
+            out_sentences.append({"text": text, "citations": sorted(numbers)})
+    text = " ".join(s["text"] + "".join(f" [{n}]" for n in s["citations"]) for s in out_sentences)
+    citations = []
+    for context_number, citation_id in sorted(ids.items(), key=lambda item: item[1]):
+        ctx = contexts[context_number - 1]
+        citations.append({
+            "id": citation_id,
+            "title": ctx.get("title", ""),
+            "url": ctx.get("url", ""),
+            "document_id": ctx.get("document_id", ""),
+            "chunk_id": ctx.get("chunk_id", ""),
+        })
+    return text, out_sentences, citations
+
+
+def synthesize_answer(
+    message: QueryGraded,
+    *,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+    llm: LanguageModel,
+    settings: Settings,
+    embed: Embed | None = None,
+) -> None:
+    """Write the answer from the best iteration, end the query, publish ``AnswerReady``."""
+    query_id, iteration = message.query_id, message.iteration
+    current = state.get(collections.QUERIES, query_id)
+    if current is not None and current.get("status") == "answered" and any(
+        key.endswith(f"/{SYNTHESIZE}") for key in current.get("stages_done", [])
+    ):
+        # Redelivery after the answer was stored: the first AnswerReady may have been lost.
+        publisher.publish(AnswerReady(query_id=query_id, outcome=current["outcome"]))
+        return
+    doc = live_record(state, query_id, clock.now())
+    if doc is None:
+        log.info("query %s is gone, ended or overdue; not synthesizing", query_id)
+        return
+    final = iteration_entry(doc, iteration)
+    if final is None or final.get("decision") is None:
+        raise RetryableError(
+            f"query {query_id}: the grade of iteration {iteration} is not recorded yet; retry once it is"
+        )
+    if final["decision"] not in FINAL_DECISIONS:
+        log.info("query %s: iteration %d was sent to refinement; not answering", query_id, iteration)
+        return
+
+    original = doc["original_query"]
+    language = detect_language(original)
+    best_number = doc.get("best_iteration")
+    best = iteration_entry(doc, best_number) if best_number is not None else None
+    best = best or final
+    contexts = list(best.get("contexts") or [])
+    best_grade = grade_from_doc(best["grade"]) if best.get("grade") else None
+
+    start = clock.monotonic()
+    calls = 0
+    provider = "none"
+    answer: Answer | None = None
+    if final["decision"] == "abstain" or not contexts or best_grade is None or not best_grade.answerable:
+        outcome = "not_answerable"
+    else:
+        numbered = [
+            GradingContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "")
+            for n, c in enumerate(contexts, start=1)
+        ]
+        if int(doc.get("model_calls") or 0) < int(doc.get("max_model_calls") or 0):
+            calls = 1
+            try:
+                answer = llm.synthesize(original, numbered, language=language)
+                provider = getattr(llm, "provider", "model")
+            except Exception as exc:  # noqa: BLE001 - any model failure falls back to extraction
+                log.warning("query %s: synthesis failed, answering extractively: %s", query_id, exc)
+        if answer is None:
+            answer = _extract(original, numbered, language, embed)
+            provider = "extractive-fallback"
+        passes = not failed_thresholds(best_grade, settings.thresholds)
+        outcome = "not_answerable" if answer.abstained else ("answered" if passes else "answered_with_caveat")
+
+    if outcome == "not_answerable":
+        text, sentences, citations = phrase("abstain", language), [], []
+    else:
+        text, sentences, citations = number_citations(answer, contexts)
+        if not text:
+            outcome, text, sentences, citations = "not_answerable", phrase("abstain", language), [], []
+        elif outcome == "answered_with_caveat":
+            text = phrase("caveat", language) + "\n\n" + text
+    elapsed_ms = (clock.monotonic() - start) * 1000.0
+
+    def change(d: dict) -> None:
+        d["status"] = "answered"
+        d["outcome"] = outcome
+        d["answer"] = text
+        d["answer_sentences"] = sentences
+        d["citations"] = citations
+        d["language"] = language
+        d["answer_provider"] = provider
+        d["answered_from_iteration"] = best["iteration"]
+
+    detail = f"{outcome} from iteration {best['iteration']} with {len(citations)} citations"
+    result = apply_stage(
+        state, query_id, iteration=iteration, stage=SYNTHESIZE, event_type="answered", detail=detail,
+        now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,
+    )
+    if result.applied:
+        publisher.publish(AnswerReady(query_id=query_id, outcome=outcome))
+    elif result.doc is not None and result.doc.get("status") == "answered":
+        publisher.publish(AnswerReady(query_id=query_id, outcome=result.doc["outcome"]))
+
+
+def _extract(query: str, contexts: list[GradingContext], language: str, embed: Embed | None) -> Answer:
+    try:
+        return extractive_answer(query, contexts, language=language, embed=embed)
+    except Exception as exc:  # noqa: BLE001 - without the embedder, term overlap still works
+        log.warning("extractive synthesis with embeddings failed, using term overlap only: %s", exc)
+        return extractive_answer(query, contexts, language=language, embed=None)

@@ -1,0 +1,1 @@
+"""The transformer stage of the query loop (see handler.py)."""

@@ -1,0 +1,273 @@
+"""The transformer stage: turns a question into the query each iteration retrieves with.
+
+On ``QuerySubmitted`` it asks the language model to rewrite the question
+(expanding abbreviations, adding month/year to temporal questions) and to
+decompose it into at most ``max_sub_queries`` sub-queries when the question
+warrants it; that is iteration 0. On ``QueryGraded`` with decision
+``"refine"`` it writes iteration n+1 from the original question, the previous
+query and the grader's feedback. Every other decision belongs to the
+synthesizer and is ignored here (the Pub/Sub emulator does not apply
+subscription filters, so the check must be in code).
+
+The model is optional at every step: a failed, empty or date-only rewrite falls
+back to the original question, and a refinement without a model appends the
+grade's missing aspects to it, so the loop always moves on.
+"""
+
+from __future__ import annotations
+
+import logging
+from shared.config import Settings
+from shared.errors import RetryableError
+from shared.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
+from shared.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
+from shared.ports import Clock, LanguageModel, Publisher, RefineRequest, StateStore, Transformation
+from shared.query_state import (
+    TRANSFORM,
+    apply_stage,
+    ensure_iteration,
+    iteration_entry,
+    live_record,
+    stage_done,
+)
+from shared.runtime.deps import Deps
+
+log = logging.getLogger("ragbus.transformer")
+
+MIN_QUERY_CHARS = 3  # the reference transformer's floor for a usable rewrite
+
+
+def handle(message: Message, deps: Deps) -> None:
+    """Dispatch a delivery to :func:`transform_query` or :func:`refine_query`."""
+    if isinstance(message, QuerySubmitted):
+        transform_query(
+            message.query_id,
+            state=deps.state,
+            publisher=deps.publisher,
+            clock=deps.clock,
+            llm=deps.llm,
+            settings=deps.settings,
+        )
+    elif isinstance(message, QueryGraded):
+        if message.decision != "refine":
+            return  # accept / abstain / exhausted are the synthesizer's
+        refine_query(
+            message,
+            state=deps.state,
+            publisher=deps.publisher,
+            clock=deps.clock,
+            llm=deps.llm,
+            settings=deps.settings,
+        )
+    else:
+        log.warning("transformer ignores %s", type(message).__name__)
+
+
+# ----------------------------------------------------------- plain logic
+
+
+def is_date_only(query: str) -> bool:
+    """True when ``query`` names a time and nothing else to search for."""
+    terms = content_terms(query, keep_temporal=False)
+    return not [t for t in terms if not t.isdigit()]
+
+
+def settle_transformation(
+    original: str, proposed: Transformation | None, *, max_sub_queries: int, max_chars: int
+) -> tuple[str, list[str], str]:
+    """The query and sub-queries to use, and where they came from (``model`` / ``fallback: why``)."""
+    if proposed is None:
+        return original, [], "fallback: no model reply"
+    rewritten = " ".join(proposed.rewritten.split())[:max_chars]
+    source = "model"
+    if len(rewritten) < MIN_QUERY_CHARS:
+        rewritten, source = original, "fallback: empty or too short rewrite"
+    elif is_date_only(rewritten) and not is_date_only(original):
+        # A date-only query matches metadata headers, not articles.
+        rewritten, source = original, "fallback: date-only rewrite"
+    return rewritten, clean_sub_queries(proposed.sub_queries, rewritten, max_sub_queries), source
+
+
+def clean_sub_queries(sub_queries: list[str], rewritten: str, limit: int) -> list[str]:
+    """Distinct, non-trivial sub-queries, none equal to the rewritten query, at most ``limit``."""
+    seen = {rewritten.strip().lower()}
+    out: list[str] = []
+    for sub in sub_queries:
+        text = " ".join(str(sub).split())
+        key = text.lower()
+        if len(text) < MIN_QUERY_CHARS or key in seen or is_date_only(text):
+            continue
+        seen.add(key)
+        out.append(text)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def refinement_without_model(request: RefineRequest) -> str:
+    """The original query plus the aspects the grader found missing (the reference fallback)."""
+    present = term_set(request.original_query)
+    extra: list[str] = []
+    for aspect in request.missing_aspects:
+        for term in content_terms(aspect):
+            if stem(term) not in present and term.lower() not in TEMPORAL_WORDS:
+                present.add(stem(term))
+                extra.append(term)
+    if not extra:
+        # Nothing named as missing: borrow the previous query's extra terms instead.
+        for term in content_terms(request.previous_query):
+            if stem(term) not in present:
+                present.add(stem(term))
+                extra.append(term)
+    return " ".join([request.original_query.strip(), *extra[:8]]).strip()
+
+
+def _elapsed_ms(clock: Clock, start: float) -> float:
+    return (clock.monotonic() - start) * 1000.0
+
+
+def _publish_transformed(publisher: Publisher, query_id: str, doc: dict, iteration: int) -> None:
+    entry = iteration_entry(doc, iteration)
+    if entry is None or not entry.get("query"):
+        return
+    publisher.publish(
+        QueryTransformed(
+            query_id=query_id,
+            iteration=iteration,
+            query=entry["query"],
+            sub_queries=list(entry.get("sub_queries") or []),
+        )
+    )
+
+
+def transform_query(
+    query_id: str,
+    *,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+    llm: LanguageModel,
+    settings: Settings,
+) -> None:
+    """Iteration 0: rewrite and decompose the question, record it, publish ``QueryTransformed``."""
+    now = clock.now()
+    doc = live_record(state, query_id, now)
+    if doc is None:
+        log.info("query %s is gone, ended or overdue; not transforming", query_id)
+        return
+    if stage_done(doc, 0, TRANSFORM):
+        _publish_transformed(publisher, query_id, doc, 0)  # the first publish may have been lost
+        return
+
+    original = doc["original_query"]
+    start = clock.monotonic()
+    calls = 0
+    proposed: Transformation | None = None
+    if int(doc.get("model_calls") or 0) < int(doc.get("max_model_calls") or 0):
+        calls = 1
+        try:
+            proposed = llm.transform(original, today=now.date())
+        except Exception as exc:  # noqa: BLE001 - any model failure falls back to the original
+            log.warning("query %s: transform failed, keeping the original query: %s", query_id, exc)
+    rewritten, sub_queries, source = settle_transformation(
+        original, proposed, max_sub_queries=settings.max_sub_queries, max_chars=settings.max_query_chars
+    )
+    fallback = source != "model"
+
+    def change(d: dict) -> None:
+        entry = ensure_iteration(d, 0)
+        entry["query"] = rewritten
+        entry["sub_queries"] = sub_queries
+        entry["transform_source"] = source
+        d["current_query"] = rewritten
+        d["iteration"] = 0
+        if fallback and proposed is not None:
+            d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
+
+    detail = f"query: {rewritten!r}" + (f"; {len(sub_queries)} sub-queries" if sub_queries else "")
+    if fallback:
+        detail += f" ({source})"
+    result = apply_stage(
+        state, query_id, iteration=0, stage=TRANSFORM, event_type="transformed", detail=detail,
+        now=clock.now(), change=change, model_calls=calls, elapsed_ms=_elapsed_ms(clock, start),
+    )
+    if result.applied or result.reason == "already recorded":
+        _publish_transformed(publisher, query_id, result.doc, 0)
+
+
+def refine_query(
+    message: QueryGraded,
+    *,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+    llm: LanguageModel,
+    settings: Settings,
+) -> None:
+    """Iteration n+1 from the grade of iteration n; record it, publish ``QueryTransformed``."""
+    query_id, previous = message.query_id, message.iteration
+    iteration = previous + 1
+    now = clock.now()
+    doc = live_record(state, query_id, now)
+    if doc is None:
+        log.info("query %s is gone, ended or overdue; not refining", query_id)
+        return
+    if stage_done(doc, iteration, TRANSFORM):
+        _publish_transformed(publisher, query_id, doc, iteration)
+        return
+    entry = iteration_entry(doc, previous)
+    if entry is None or entry.get("decision") is None:
+        raise RetryableError(
+            f"query {query_id}: iteration {previous} has no recorded grade yet; retry once the grader's write is visible"
+        )
+    if entry["decision"] != "refine" or iteration > int(doc.get("max_iterations") or 0):
+        log.info("query %s: iteration %d was not sent to refinement; ignoring", query_id, previous)
+        return
+
+    grade = entry.get("grade") or {}
+    request = RefineRequest(
+        original_query=doc["original_query"],
+        previous_query=entry.get("query") or doc["original_query"],
+        reasoning=str(grade.get("reasoning") or ""),
+        missing_aspects=list(grade.get("missing_aspects") or []),
+    )
+    start = clock.monotonic()
+    calls = 0
+    refined: str | None = None
+    source = "model"
+    if int(doc.get("model_calls") or 0) < int(doc.get("max_model_calls") or 0):
+        calls = 1
+        try:
+            refined = llm.refine(request, today=now.date())
+        except Exception as exc:  # noqa: BLE001 - any model failure falls back to the rule
+            log.warning("query %s: refine failed, appending missing aspects instead: %s", query_id, exc)
+            source = "fallback: model call failed"
+    else:
+        source = "fallback: model-call budget spent"
+    refined = " ".join((refined or "").split())[: settings.max_query_chars]
+    if len(refined) < MIN_QUERY_CHARS or (is_date_only(refined) and not is_date_only(request.original_query)):
+        if source == "model":
+            source = "fallback: empty or date-only refinement"
+        refined = refinement_without_model(request)
+    # The question's decomposition does not change between iterations; keep it.
+    sub_queries = clean_sub_queries(list(entry.get("sub_queries") or []), refined, settings.max_sub_queries)
+    model_fallback = calls == 1 and source != "model"
+
+    def change(d: dict) -> None:
+        new = ensure_iteration(d, iteration)
+        new["query"] = refined
+        new["sub_queries"] = sub_queries
+        new["transform_source"] = source
+        new["refined_from"] = previous
+        d["current_query"] = refined
+        d["iteration"] = iteration
+        if model_fallback:
+            d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
+
+    detail = f"refined query: {refined!r}" + ("" if source == "model" else f" ({source})")
+    result = apply_stage(
+        state, query_id, iteration=iteration, stage=TRANSFORM, event_type="refined", detail=detail,
+        now=clock.now(), change=change, model_calls=calls, elapsed_ms=_elapsed_ms(clock, start),
+    )
+    if result.applied or result.reason == "already recorded":
+        _publish_transformed(publisher, query_id, result.doc, iteration)

@@ -1,0 +1,121 @@
+"""The synthesizer stage: best iteration only, outcomes, citations, language, fallbacks, idempotency."""
+
+from __future__ import annotations
+
+from shared.language import phrase
+from shared.messages import AnswerReady, ContextsRetrieved, QueryGraded, QueryTransformed
+from shared.ports import Answer, AnswerSentence
+from services.synthesizer.handler import number_citations
+from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
+
+
+def _run_to_graded(loop, grades, queries):
+    """Retrieve and grade one iteration per query; return the last QueryGraded."""
+    for iteration, (grade, query) in enumerate(zip(grades, queries, strict=True)):
+        loop.deliver(QueryTransformed(query_id="q1", iteration=iteration, query=query))
+        loop.llm.grades.append(grade)
+        loop.deliver(loop.publisher.of_type(ContextsRetrieved)[-1])
+    return loop.publisher.of_type(QueryGraded)[-1]
+
+
+def test_accepted_grade_is_answered_with_resolvable_citations():
+    answer = Answer(text="", sentences=[AnswerSentence("RRF sums reciprocal ranks.", [2]),
+                                        AnswerSentence("BM25 uses saturation [3].", [2])])
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[answer]))
+    loop.submit("how does reciprocal rank fusion work")
+    graded = _run_to_graded(loop, [good_grade()], ["reciprocal rank fusion BM25"])
+    loop.deliver(graded)
+
+    record = loop.record()
+    assert record["status"] == "answered" and record["outcome"] == "answered"
+    contexts = record["iterations"][0]["contexts"]
+    assert record["answer"] == "RRF sums reciprocal ranks. [1] BM25 uses saturation. [1] [2]"
+    assert [c["id"] for c in record["citations"]] == [1, 2]
+    assert record["citations"][0]["chunk_id"] == contexts[1]["chunk_id"]
+    assert record["citations"][1] == {"id": 2, "title": contexts[2]["title"], "url": contexts[2]["url"],
+                                      "document_id": contexts[2]["document_id"],
+                                      "chunk_id": contexts[2]["chunk_id"]}
+    assert record["language"] == "en" and record["answer_provider"] == "scripted"
+    assert loop.publisher.of_type(AnswerReady) == [AnswerReady(query_id="q1", outcome="answered")]
+    assert record["events"][-1]["type"] == "answered"
+
+
+def test_the_answer_comes_from_the_best_iteration_with_a_caveat():
+    loop = make_loop(CORPUS)
+    loop.submit("BM25 ranking in search engines", max_iterations=1)
+    graded = _run_to_graded(loop, [weak_grade(0.5), weak_grade(0.2)],
+                            ["BM25 ranking search engines", "GPU kernels CUDA"])
+    assert graded.decision == "exhausted"
+    loop.deliver(graded)
+
+    record = loop.record()
+    assert record["best_iteration"] == 0 and record["answered_from_iteration"] == 0
+    (_, given), = [c for c in loop.llm.calls if c[0] == "synthesize"]
+    best_texts = [c["text"] for c in record["iterations"][0]["contexts"]]
+    assert [c.text for c in given] == best_texts
+    assert record["outcome"] == "answered_with_caveat"
+    assert record["answer"].startswith(phrase("caveat", "en"))
+
+
+def test_abstain_is_not_answerable_without_a_model_call():
+    loop = make_loop(CORPUS)
+    loop.submit("best pancake recipe")
+    graded = _run_to_graded(loop, [weak_grade(0.05, answerable=False)], ["pancake recipe"])
+    loop.deliver(graded)
+    record = loop.record()
+    assert record["outcome"] == "not_answerable" and record["answer"] == phrase("abstain", "en")
+    assert record["citations"] == [] and loop.llm.count("synthesize") == 0
+
+
+def test_a_model_that_abstains_gives_not_answerable():
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[Answer(text="", abstained=True)]))
+    loop.submit("what is BM25")
+    loop.deliver(_run_to_graded(loop, [good_grade()], ["BM25"]))
+    assert loop.record()["outcome"] == "not_answerable"
+
+
+def test_a_failing_model_falls_back_to_an_extractive_answer():
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[RuntimeError("503 from the model")]))
+    loop.submit("how does BM25 rank documents by term frequency")
+    loop.deliver(_run_to_graded(loop, [good_grade()], ["BM25 term frequency"]))
+    record = loop.record()
+    assert record["outcome"] == "answered" and record["answer_provider"] == "extractive-fallback"
+    assert "BM25 ranks documents by term frequency" in record["answer"]
+    assert record["citations"] and all(c["chunk_id"] for c in record["citations"])
+
+
+def test_spanish_question_gets_a_spanish_caveat():
+    loop = make_loop(CORPUS)
+    loop.submit("¿Qué es la función de ranking BM25 y cómo se usa?", max_iterations=0)
+    loop.deliver(_run_to_graded(loop, [weak_grade(0.5)], ["BM25 ranking"]))
+    record = loop.record()
+    assert record["language"] == "es" and record["answer"].startswith(phrase("caveat", "es"))
+
+
+def test_refine_decisions_are_ignored_and_redelivery_republishes():
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25")
+    graded = _run_to_graded(loop, [good_grade()], ["BM25"])
+    from services.synthesizer.handler import handle
+
+    handle(graded.model_copy(update={"decision": "refine"}), loop.deps)
+    assert loop.publisher.of_type(AnswerReady) == [] and loop.llm.count("synthesize") == 0
+
+    handle(graded, loop.deps)
+    before = loop.record()
+    handle(graded, loop.deps)
+    assert loop.record() == before and loop.llm.count("synthesize") == 1
+    assert len(loop.publisher.of_type(AnswerReady)) == 2
+
+
+def test_citation_numbers_are_stable_and_unknown_numbers_dropped():
+    contexts = [{"chunk_id": f"c{n}", "document_id": f"d{n}", "title": f"T{n}", "url": f"u{n}"} for n in range(4)]
+    answer = Answer(text="", sentences=[
+        AnswerSentence("First [3, 9].", []),
+        AnswerSentence("Second.", [1, 3]),
+        AnswerSentence("Third.", [3]),
+    ])
+    text, sentences, citations = number_citations(answer, contexts)
+    assert text == "First. [1] Second. [1] [2] Third. [1]"
+    assert [s["citations"] for s in sentences] == [[1], [1, 2], [1]]
+    assert [(c["id"], c["chunk_id"]) for c in citations] == [(1, "c2"), (2, "c0")]

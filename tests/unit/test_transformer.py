@@ -1,0 +1,149 @@
+"""The transformer stage: iteration 0 from the question, iteration n+1 from a grade."""
+
+from __future__ import annotations
+
+from shared import collections
+from shared.messages import ContextsRetrieved, QueryGraded, QuerySubmitted, QueryTransformed
+from shared.ports import RefineRequest, Transformation
+from shared.query_state import fail_query
+from services.transformer.handler import is_date_only, refinement_without_model
+from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop, weak_grade
+
+
+def _transformed(loop):
+    return loop.publisher.of_type(QueryTransformed)
+
+
+def test_iteration_zero_is_recorded_and_published():
+    llm = ScriptedLLM(transforms=[Transformation(
+        "CUDA (Compute Unified Device Architecture) kernels",
+        ["What is CUDA?", "How are kernels launched?", "what is cuda?", "x", "What are grids?",
+         "What are blocks?", "What are warps?", "What are streams?"],
+    )])
+    loop = make_loop(CORPUS, llm)
+    loop.submit("CUDA kernels")
+    loop.deliver(QuerySubmitted(query_id="q1"))
+
+    (message,) = _transformed(loop)
+    assert message.iteration == 0
+    assert message.query == "CUDA (Compute Unified Device Architecture) kernels"
+    # duplicates (case-insensitive) and too-short ones dropped, capped at five
+    assert message.sub_queries == ["What is CUDA?", "How are kernels launched?", "What are grids?",
+                                   "What are blocks?", "What are warps?"]
+    record = loop.record()
+    assert record["status"] == "running" and record["current_query"] == message.query
+    assert record["model_calls"] == 1
+    assert record["iterations"][0]["transform_source"] == "model"
+    assert "transformer" in record["iterations"][0]["timings"]
+    assert [e["type"] for e in record["events"]] == ["submitted", "transformed"]
+
+
+def test_redelivery_changes_nothing_but_republishes():
+    loop = make_loop(CORPUS)
+    loop.submit("what is reciprocal rank fusion")
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    before = loop.record()
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    assert loop.record() == before
+    assert loop.llm.count("transform") == 1
+    first, second = _transformed(loop)
+    assert first == second
+
+
+def test_an_empty_transformer_reply_keeps_the_original_question():
+    loop = make_loop(CORPUS, ScriptedLLM(transforms=[Transformation(rewritten="  ")]))
+    loop.submit("what is BM25")
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    assert _transformed(loop)[0].query == "what is BM25"
+    record = loop.record()
+    assert record["iterations"][0]["transform_source"].startswith("fallback")
+    assert record["model_fallbacks"] == 1
+
+
+def test_a_failing_model_keeps_the_original_question():
+    loop = make_loop(CORPUS, ScriptedLLM(transforms=[TimeoutError("model timed out")]))
+    loop.submit("what is BM25")
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    assert _transformed(loop)[0].query == "what is BM25"
+    assert loop.record()["model_calls"] == 1
+
+
+def test_a_date_only_rewrite_is_refused():
+    loop = make_loop(CORPUS, ScriptedLLM(transforms=[Transformation(rewritten="November 2026")]))
+    loop.submit("latest CUDA news")
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    assert _transformed(loop)[0].query == "latest CUDA news"
+    assert is_date_only("news from November 2026") and not is_date_only("CUDA news November 2026")
+
+
+def test_no_model_call_once_the_budget_is_spent():
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25", max_model_calls=1)
+    loop.state.update(collections.QUERIES, "q1", lambda d: {**d, "model_calls": 1})
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    assert loop.llm.count("transform") == 0
+    assert _transformed(loop)[0].query == "what is BM25"
+
+
+def test_a_terminal_query_is_ignored():
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25")
+    fail_query(loop.state, "q1", "cancelled", loop.clock.now())
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    assert loop.publisher.messages == [] and loop.llm.calls == []
+
+
+def _graded_iteration_zero(loop, grade):
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    loop.deliver(_transformed(loop)[-1])
+    loop.llm.grades.append(grade)
+    loop.deliver(loop.publisher.of_type(ContextsRetrieved)[-1])
+    return loop.publisher.of_type(QueryGraded)[-1]
+
+
+def test_refine_writes_the_next_iteration_from_the_grade():
+    llm = ScriptedLLM(transforms=[Transformation("rank fusion", ["What is BM25?", "What is dense retrieval?"])],
+                      refines=["rank fusion of BM25 and dense scores"])
+    loop = make_loop(CORPUS, llm)
+    loop.submit("how does rank fusion work")
+    graded = _graded_iteration_zero(loop, weak_grade(missing=["scores"]))
+    assert graded.decision == "refine"
+    # the graded message reaches the transformer and the synthesizer; only the transformer acts on refine
+    loop.deliver(graded)
+
+    message = _transformed(loop)[-1]
+    assert (message.iteration, message.query) == (1, "rank fusion of BM25 and dense scores")
+    assert message.sub_queries == ["What is BM25?", "What is dense retrieval?"]
+    (op, request), = [c for c in llm.calls if c[0] == "refine"]
+    assert request == RefineRequest("how does rank fusion work", "rank fusion", "weak", ["scores"])
+    record = loop.record()
+    assert record["iteration"] == 1 and record["iterations"][1]["refined_from"] == 0
+    assert record["events"][-1]["type"] == "refined" and record["status"] == "running"
+
+
+def test_refine_without_a_working_model_appends_missing_aspects():
+    loop = make_loop(CORPUS, ScriptedLLM(refines=[ConnectionError("down")]))
+    loop.submit("how does rank fusion work")
+    graded = _graded_iteration_zero(loop, weak_grade(missing=["BM25 scores", "normalisation"]))
+    loop.deliver(graded)
+    assert _transformed(loop)[-1].query == "how does rank fusion work BM25 scores normalisation"
+    assert loop.record()["iterations"][1]["transform_source"] == "fallback: model call failed"
+
+
+def test_other_decisions_are_left_to_the_synthesizer():
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25")
+    graded = _graded_iteration_zero(loop, weak_grade())
+    accepted = graded.model_copy(update={"decision": "accept"})
+    published = len(loop.publisher.messages)
+    from services.transformer.handler import handle
+
+    handle(accepted, loop.deps)
+    assert len(loop.publisher.messages) == published
+
+
+def test_refinement_rule_without_model():
+    request = RefineRequest("what is RRF", "what is RRF fusion", "weak", [])
+    assert refinement_without_model(request) == "what is RRF fusion"
+    request = RefineRequest("what is RRF", "x", "weak", ["rank lists", "RRF"])
+    assert refinement_without_model(request) == "what is RRF rank lists"
