@@ -22,11 +22,20 @@ from shared.ports import Doc, StateStore
 from shared.url_guard import Resolver, check_url, normalise_url
 
 FEED_FIELDS = (
-    "url", "added_at", "last_poll", "last_status", "last_error", "etag", "last_modified", "items",
+    "url",
+    "added_at",
+    "last_poll",
+    "last_status",
+    "last_error",
+    "etag",
+    "last_modified",
+    "items",
 )
 
 
-def validate_feed_url(url: str, *, allow_loopback: bool, resolver: Resolver = socket.getaddrinfo) -> str:
+def validate_feed_url(
+    url: str, *, allow_loopback: bool, resolver: Resolver = socket.getaddrinfo
+) -> str:
     """The normalised feed URL, after checking scheme, host and every address.
 
     Raises :class:`~shared.errors.InvalidInput` (bad scheme, no host, unresolvable

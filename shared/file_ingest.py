@@ -59,16 +59,26 @@ def ingest_path(
     if root.is_dir():
         files = _supported_files(root)
         if not files:
-            raise InvalidInput(f"{root} contains no supported file; supported suffixes: {SUPPORTED}")
+            raise InvalidInput(
+                f"{root} contains no supported file; supported suffixes: {SUPPORTED}"
+            )
     else:
         if root.suffix.lower() not in MEDIA_TYPES:
-            raise InvalidInput(f"{root} has an unsupported suffix {root.suffix!r}; supported: {SUPPORTED}")
+            raise InvalidInput(
+                f"{root} has an unsupported suffix {root.suffix!r}; supported: {SUPPORTED}"
+            )
         files = [root]
     published: list[DocumentFetched] = []
     for file in files:
         try:
-            message = _ingest_file(file, state=state, blobs=blobs, publisher=publisher, clock=clock,
-                                   max_bytes=max_bytes)
+            message = _ingest_file(
+                file,
+                state=state,
+                blobs=blobs,
+                publisher=publisher,
+                clock=clock,
+                max_bytes=max_bytes,
+            )
         except InvalidInput as exc:
             if not root.is_dir():
                 raise
@@ -76,8 +86,12 @@ def ingest_path(
             continue
         if message is not None:
             published.append(message)
-    log.info("ingested %s: %d published, %d unchanged or skipped", root, len(published),
-             len(files) - len(published))
+    log.info(
+        "ingested %s: %d published, %d unchanged or skipped",
+        root,
+        len(published),
+        len(files) - len(published),
+    )
     return published
 
 
@@ -88,24 +102,39 @@ def _supported_files(directory: Path) -> list[Path]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
-            if not name.startswith(".") and candidate.suffix.lower() in MEDIA_TYPES and candidate.is_file():
+            if (
+                not name.startswith(".")
+                and candidate.suffix.lower() in MEDIA_TYPES
+                and candidate.is_file()
+            ):
                 out.append(candidate)
     return out
 
 
 def _ingest_file(
-    file: Path, *, state: StateStore, blobs: BlobStore, publisher: Publisher, clock: Clock, max_bytes: int
+    file: Path,
+    *,
+    state: StateStore,
+    blobs: BlobStore,
+    publisher: Publisher,
+    clock: Clock,
+    max_bytes: int,
 ) -> DocumentFetched | None:
     absolute = file.resolve()
     size = absolute.stat().st_size
     if size > max_bytes:
-        raise InvalidInput(f"{absolute} is {size} bytes, over the {max_bytes}-byte cap for one document")
+        raise InvalidInput(
+            f"{absolute} is {size} bytes, over the {max_bytes}-byte cap for one document"
+        )
     data = absolute.read_bytes()
     item_hash = content_hash(data)
     document_id = file_document_id(str(absolute))
     now = clock.now()
     claim = processed_items.claim(
-        state, document_id, item_hash, now=now,
+        state,
+        document_id,
+        item_hash,
+        now=now,
         fields={"source": "file", "path": str(absolute), "origin": str(absolute.parent)},
     )
     if claim == "unchanged":
@@ -127,7 +156,9 @@ def _ingest_file(
         fetched_at=now,
     )
     publisher.publish(message)
-    processed_items.mark_published(state, document_id, item_hash, now=now, fields={"raw_ref": raw_ref})
+    processed_items.mark_published(
+        state, document_id, item_hash, now=now, fields={"raw_ref": raw_ref}
+    )
     log.info("%s %s (%s)", claim, absolute, document_id)
     return message
 
@@ -145,7 +176,8 @@ def delete_path(
     target = Path(path).expanduser().resolve()
     prefix = str(target).rstrip(os.sep) + os.sep
     doomed = [
-        record for record in processed_items.records(state, {"source": "file"})
+        record
+        for record in processed_items.records(state, {"source": "file"})
         if record.get("path") == str(target) or str(record.get("path", "")).startswith(prefix)
     ]
     if not doomed and not target.exists():
@@ -154,7 +186,9 @@ def delete_path(
     for record in sorted(doomed, key=lambda r: r.get("path", "")):
         document_id = record["document_id"]
         publisher.publish(
-            DocumentDeleted(document_id=document_id, reason="file deleted", requested_at=clock.now())
+            DocumentDeleted(
+                document_id=document_id, reason="file deleted", requested_at=clock.now()
+            )
         )
         processed_items.forget(state, document_id)
         deleted.append(document_id)

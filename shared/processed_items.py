@@ -71,7 +71,8 @@ def claim(
             **current,
             **fields,
             "item_hash": item_hash,
-            "previous_hash": current.get("item_hash") if decision["kind"] == "changed"
+            "previous_hash": current.get("item_hash")
+            if decision["kind"] == "changed"
             else current.get("previous_hash"),
             "status": CLAIMED,
             "claimed_at": now.isoformat(),
@@ -90,12 +91,20 @@ def mark_published(
         # A newer claim (another hash) owns the record now; leave it to that run.
         if current is None or current.get("item_hash") != item_hash:
             return None
-        return {**current, **fields, "status": PUBLISHED, "published_at": now.isoformat(), "error": None}
+        return {
+            **current,
+            **fields,
+            "status": PUBLISHED,
+            "published_at": now.isoformat(),
+            "error": None,
+        }
 
     state.update(collections.PROCESSED_ITEMS, document_id, mark)
 
 
-def mark_failed(state: StateStore, document_id: str, item_hash: str, *, now: datetime, error: str) -> None:
+def mark_failed(
+    state: StateStore, document_id: str, item_hash: str, *, now: datetime, error: str
+) -> None:
     """Record why ``item_hash`` could not be fetched; a later run tries it again."""
 
     def mark(current: Doc | None) -> Doc | None:

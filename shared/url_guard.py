@@ -58,7 +58,9 @@ def _split(url: str) -> SplitResult:
             f"{url!r} has scheme {shown!r}; only http:// and https:// URLs can be fetched"
         )
     if not parts.hostname:
-        raise InvalidInput(f"{url!r} has no host; give a full URL such as https://example.org/feed.xml")
+        raise InvalidInput(
+            f"{url!r} has no host; give a full URL such as https://example.org/feed.xml"
+        )
     if parts.username or parts.password:
         raise InvalidInput(f"{url!r} carries credentials; remove the user:password@ part")
     return parts
@@ -77,8 +79,12 @@ def address_refusal(ip: IPAddress, *, allow_loopback: bool) -> str | None:
             reason = address_refusal(embedded, allow_loopback=allow_loopback)
             return f"{reason} (embedded in {ip})" if reason else None
     if ip.is_loopback:
-        return None if allow_loopback else (
-            f"{ip} is a loopback address (set RAGBUS_ALLOW_LOOPBACK=1 to allow it for local testing)"
+        return (
+            None
+            if allow_loopback
+            else (
+                f"{ip} is a loopback address (set RAGBUS_ALLOW_LOOPBACK=1 to allow it for local testing)"
+            )
         )
     checks = (
         (ip.is_unspecified, "unspecified"),
@@ -151,4 +157,6 @@ def check_url(
     normal = normalise_url(url)
     parts = urlsplit(normal)
     port = parts.port or _DEFAULT_PORTS[parts.scheme]
-    return normal, resolve_host(parts.hostname or "", port, allow_loopback=allow_loopback, resolver=resolver)
+    return normal, resolve_host(
+        parts.hostname or "", port, allow_loopback=allow_loopback, resolver=resolver
+    )

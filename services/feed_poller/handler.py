@@ -160,8 +160,13 @@ def poll_feeds(
         seen.add(normal)
         reports.append(
             poll_feed(
-                normal, state=state, blobs=blobs, publisher=publisher, fetcher=fetcher,
-                clock=clock, settings=settings,
+                normal,
+                state=state,
+                blobs=blobs,
+                publisher=publisher,
+                fetcher=fetcher,
+                clock=clock,
+                settings=settings,
             )
         )
     return reports
@@ -187,23 +192,39 @@ def poll_feed(
     record = feeds.get_feed(state, url) or {}
     try:
         result = fetcher.fetch(
-            url, accept=FEED_MEDIA_TYPES,
-            etag=record.get("etag"), last_modified=record.get("last_modified"),
+            url,
+            accept=FEED_MEDIA_TYPES,
+            etag=record.get("etag"),
+            last_modified=record.get("last_modified"),
         )
     except RagbusError as exc:
-        return _fail(state, report, clock, f"fetching the feed failed: {exc}", isinstance(exc, RetryableError))
-    except Exception as exc:  # noqa: BLE001 - a bug in one feed's fetch must not stop the others
+        return _fail(
+            state,
+            report,
+            clock,
+            f"fetching the feed failed: {exc}",
+            isinstance(exc, RetryableError),
+        )
+    except Exception as exc:
         log.exception("unexpected error fetching feed %s", url)
-        return _fail(state, report, clock, f"fetching the feed failed: {type(exc).__name__}: {exc}", True)
+        return _fail(
+            state, report, clock, f"fetching the feed failed: {type(exc).__name__}: {exc}", True
+        )
 
     if result.not_modified:
         report.outcome = "not_modified"
         report.entries = int(record.get("items") or 0)
-        feeds.record_poll(state, url, now=clock.now(), changes={
-            "last_status": report.summary, "last_error": None,
-            "etag": result.etag or record.get("etag"),
-            "last_modified": result.last_modified or record.get("last_modified"),
-        })
+        feeds.record_poll(
+            state,
+            url,
+            now=clock.now(),
+            changes={
+                "last_status": report.summary,
+                "last_error": None,
+                "etag": result.etag or record.get("etag"),
+                "last_modified": result.last_modified or record.get("last_modified"),
+            },
+        )
         log.info("feed %s not modified", url)
         return report
 
@@ -215,15 +236,30 @@ def poll_feed(
     try:
         for entry in entries:
             _process_entry(
-                url, entry, report, state=state, blobs=blobs, publisher=publisher,
-                fetcher=fetcher, clock=clock,
+                url,
+                entry,
+                report,
+                state=state,
+                blobs=blobs,
+                publisher=publisher,
+                fetcher=fetcher,
+                clock=clock,
             )
         if settings.removed_item_policy == "remove" and entries:
-            _remove_missing(url, {e.guid for e in entries}, report, state=state, publisher=publisher, clock=clock)
+            _remove_missing(
+                url,
+                {e.guid for e in entries},
+                report,
+                state=state,
+                publisher=publisher,
+                clock=clock,
+            )
     except RagbusError as exc:
         # The bus or the state store failed mid-poll: what was claimed stays
         # pending and is re-sent on the next run.
-        return _fail(state, report, clock, f"poll interrupted: {exc}", isinstance(exc, RetryableError))
+        return _fail(
+            state, report, clock, f"poll interrupted: {exc}", isinstance(exc, RetryableError)
+        )
 
     if report.item_errors:
         report.outcome = "partial"
@@ -242,21 +278,33 @@ def poll_feed(
     return report
 
 
-def _fail(state: StateStore, report: PollReport, clock: Clock, error: str, retryable: bool) -> PollReport:
+def _fail(
+    state: StateStore, report: PollReport, clock: Clock, error: str, retryable: bool
+) -> PollReport:
     report.outcome = "failed"
     report.error = error
     report.retryable = retryable
-    log.warning("feed %s failed (%s): %s", report.feed_url, "retryable" if retryable else "permanent", error)
-    feeds.record_poll(state, report.feed_url, now=clock.now(), changes={
-        "last_status": "failed", "last_error": error,
-    })
+    log.warning(
+        "feed %s failed (%s): %s", report.feed_url, "retryable" if retryable else "permanent", error
+    )
+    feeds.record_poll(
+        state,
+        report.feed_url,
+        now=clock.now(),
+        changes={
+            "last_status": "failed",
+            "last_error": error,
+        },
+    )
     return report
 
 
 def _item_error_summary(report: PollReport) -> str:
     shown = report.item_errors[:_MAX_RECORDED_ERRORS]
     more = len(report.item_errors) - len(shown)
-    text = f"{len(report.item_errors)} item(s) failed and will be retried next poll: " + "; ".join(shown)
+    text = f"{len(report.item_errors)} item(s) failed and will be retried next poll: " + "; ".join(
+        shown
+    )
     return text + (f"; and {more} more" if more > 0 else "")
 
 
@@ -291,7 +339,9 @@ def _parse(url: str, result: FetchResult, report: PollReport) -> list[_Entry]:
         guid = raw.get("id") or link
         if not guid:
             report.skipped += 1
-            log.warning("feed %s: entry %r has neither guid nor link; skipped", url, raw.get("title", ""))
+            log.warning(
+                "feed %s: entry %r has neither guid nor link; skipped", url, raw.get("title", "")
+            )
             continue
         if guid in seen:
             report.duplicates += 1
@@ -341,15 +391,25 @@ def _process_entry(
 ) -> None:
     document_id = feed_item_id(feed_url, entry.guid)
     claim = processed_items.claim(
-        state, document_id, entry.item_hash, now=clock.now(),
-        fields={"source": "feed", "feed_url": feed_url, "guid": entry.guid, "link": entry.link,
-                "title": entry.title},
+        state,
+        document_id,
+        entry.item_hash,
+        now=clock.now(),
+        fields={
+            "source": "feed",
+            "feed_url": feed_url,
+            "guid": entry.guid,
+            "link": entry.link,
+            "title": entry.title,
+        },
     )
     if claim == "unchanged":
         report.unchanged += 1
         return
     if not entry.link:
-        _item_failed(state, report, document_id, entry, clock, "the entry has no link to an article page")
+        _item_failed(
+            state, report, document_id, entry, clock, "the entry has no link to an article page"
+        )
         return
     try:
         page = fetcher.fetch(entry.link, accept=PAGE_MEDIA_TYPES)
@@ -412,7 +472,9 @@ def _remove_missing(
         document_id = record["document_id"]
         # Publish first, forget second: a crash in between re-sends the delete,
         # which the indexer handles idempotently.
-        publisher.publish(DocumentDeleted(document_id=document_id, reason="left feed", requested_at=clock.now()))
+        publisher.publish(
+            DocumentDeleted(document_id=document_id, reason="left feed", requested_at=clock.now())
+        )
         processed_items.forget(state, document_id)
         report.removed += 1
         report.deleted.append(document_id)

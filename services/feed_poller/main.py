@@ -51,11 +51,19 @@ def feed_poller(event: CloudEvent) -> None:
     attributes = dict(message.get("attributes") or {})
     message_id = str(message.get("messageId") or message.get("message_id") or "")
     attempt = int(envelope.get("deliveryAttempt") or message.get("deliveryAttempt") or 1)
-    result = handle_delivery(_CONSUMER, data, attributes, deps(), attempt=attempt, message_id=message_id)
+    result = handle_delivery(
+        _CONSUMER, data, attributes, deps(), attempt=attempt, message_id=message_id
+    )
     if result.outcome is Outcome.RETRY:
         raise RuntimeError(f"feed_poller will be retried: {result.error}")
     if result.outcome is Outcome.DEAD:
         record_dead_letter(
-            deps(), _CONSUMER, data, attributes, result.error or "", attempts=attempt, message_id=message_id
+            deps(),
+            _CONSUMER,
+            data,
+            attributes,
+            result.error or "",
+            attempts=attempt,
+            message_id=message_id,
         )
         log.warning("feed_poller dead-lettered %s: %s", message_id, result.error)

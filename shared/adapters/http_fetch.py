@@ -168,7 +168,9 @@ class SafeFetcher:
             except InvalidInput as exc:
                 if not chain:
                     raise
-                raise FetchRefused(f"redirect from {chain[-1]} to {current} refused: {exc}") from exc
+                raise FetchRefused(
+                    f"redirect from {chain[-1]} to {current} refused: {exc}"
+                ) from exc
             except FetchRefused as exc:
                 if not chain:
                     raise
@@ -212,7 +214,11 @@ class SafeFetcher:
                     delay = max(delay, min(exc.retry_after, self.max_retry_after_s))
                 log.info(
                     "GET %s attempt %d/%d failed (%s); retrying in %.2fs",
-                    url, attempt + 1, self.retries + 1, reason, delay,
+                    url,
+                    attempt + 1,
+                    self.retries + 1,
+                    reason,
+                    delay,
                 )
                 self._sleep(delay)
         raise RetryableError(
@@ -252,7 +258,9 @@ class SafeFetcher:
         except httpx.TimeoutException as exc:
             raise _Transient(f"timed out ({type(exc).__name__}, limit {self.timeout_s}s)") from exc
         except httpx.DecodingError as exc:
-            raise PermanentError(f"GET {url}: the response body could not be decoded ({exc})") from exc
+            raise PermanentError(
+                f"GET {url}: the response body could not be decoded ({exc})"
+            ) from exc
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise FetchRefused(f"GET {url} refused: {exc}") from exc
         except httpx.TransportError as exc:
@@ -275,7 +283,11 @@ class SafeFetcher:
             return _Redirect(location)
         if status == 304:
             return FetchResult(
-                url=url, status=304, content_type="", charset=None, body=b"",
+                url=url,
+                status=304,
+                content_type="",
+                charset=None,
+                body=b"",
                 etag=response.headers.get("etag") or etag,
                 last_modified=response.headers.get("last-modified") or last_modified,
             )

@@ -47,9 +47,11 @@ def serve(web: Web) -> Iterator[Web]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             web.hits[self.path] = web.hits.get(self.path, 0) + 1
-            web.headers.setdefault(self.path, []).append({k.lower(): v for k, v in self.headers.items()})
+            web.headers.setdefault(self.path, []).append(
+                {k.lower(): v for k, v in self.headers.items()}
+            )
             route = web.routes.get(self.path)
             if route is None:
                 self.send_response(404)
@@ -60,7 +62,9 @@ def serve(web: Web) -> Iterator[Web]:
 
     server = _QuietServer(("127.0.0.1", 0), Handler)
     web.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield web
@@ -148,8 +152,10 @@ def test_declared_and_mislabelled_charsets_pass_through_as_bytes(web):
     web.routes["/mislabelled"] = respond(body=latin1, Content_Type="text/html; charset=utf-8")
     web.routes["/undeclared"] = respond(body=latin1, Content_Type="text/html")
     f = fetcher()
-    assert (f.fetch(f"{web.base}/latin1", accept=HTML).body, f.fetch(f"{web.base}/latin1", accept=HTML).charset) == (
-        latin1, "iso-8859-1")
+    assert (
+        f.fetch(f"{web.base}/latin1", accept=HTML).body,
+        f.fetch(f"{web.base}/latin1", accept=HTML).charset,
+    ) == (latin1, "iso-8859-1")
     mislabelled = f.fetch(f"{web.base}/mislabelled", accept=HTML)
     assert mislabelled.body == latin1 and mislabelled.charset == "utf-8"
     assert f.fetch(f"{web.base}/undeclared", accept=HTML).charset is None
@@ -166,14 +172,22 @@ def test_conditional_get_round_trip(web):
         if h.headers.get("If-None-Match") == '"v1"':
             respond(304, ETag='"v1"')(h)
         else:
-            respond(body=b"<rss/>", Content_Type="application/rss+xml", ETag='"v1"',
-                    Last_Modified="Sun, 01 Nov 2026 10:00:00 GMT")(h)
+            respond(
+                body=b"<rss/>",
+                Content_Type="application/rss+xml",
+                ETag='"v1"',
+                Last_Modified="Sun, 01 Nov 2026 10:00:00 GMT",
+            )(h)
 
     web.routes["/feed"] = feed
     f = fetcher()
     first = f.fetch(f"{web.base}/feed", accept=["application/rss+xml"])
-    second = f.fetch(f"{web.base}/feed", accept=["application/rss+xml"], etag=first.etag,
-                     last_modified=first.last_modified)
+    second = f.fetch(
+        f"{web.base}/feed",
+        accept=["application/rss+xml"],
+        etag=first.etag,
+        last_modified=first.last_modified,
+    )
     assert first.status == 200 and second.not_modified
     assert web.headers["/feed"][1]["if-modified-since"] == "Sun, 01 Nov 2026 10:00:00 GMT"
 
@@ -189,7 +203,9 @@ def test_500_is_retried_then_retryable(web):
     sleeps: list[float] = []
     web.routes["/down"] = respond(500)
     with pytest.raises(RetryableError, match="after 3 attempts: HTTP 500"):
-        fetcher(retries=2, sleep=sleeps.append, backoff_s=0.25).fetch(f"{web.base}/down", accept=HTML)
+        fetcher(retries=2, sleep=sleeps.append, backoff_s=0.25).fetch(
+            f"{web.base}/down", accept=HTML
+        )
     assert web.hits["/down"] == 3 and sleeps == [0.25, 0.5]
 
 
@@ -251,7 +267,9 @@ def test_too_many_redirects_is_refused(web):
         ("file:///etc/passwd", "scheme 'file'"),
     ],
 )
-def test_a_redirect_into_a_private_range_is_refused_even_with_loopback_allowed(web, target, message):
+def test_a_redirect_into_a_private_range_is_refused_even_with_loopback_allowed(
+    web, target, message
+):
     web.routes["/jump"] = redirect(target)
     with pytest.raises(FetchRefused, match=message):
         fetcher().fetch(f"{web.base}/jump", accept=HTML)
@@ -274,10 +292,14 @@ def test_wrong_content_type_is_refused(web):
 
 def test_a_50_mb_page_with_content_length_is_refused_before_reading(web):
     web.routes["/big"] = endless(web, "/big", declare_length=True)
-    with pytest.raises(FetchRefused, match=f"{FIFTY_MB} bytes \\(Content-Length\\), over the 5242880-byte cap"):
+    with pytest.raises(
+        FetchRefused, match=f"{FIFTY_MB} bytes \\(Content-Length\\), over the 5242880-byte cap"
+    ):
         fetcher().fetch(f"{web.base}/big", accept=HTML)
     assert web.finished["/big"].wait(10)
-    print(f"\n/big: server got {web.sent['/big'] / 1e6:.1f} MB into the socket before the client hung up")
+    print(
+        f"\n/big: server got {web.sent['/big'] / 1e6:.1f} MB into the socket before the client hung up"
+    )
     assert web.sent["/big"] < FIFTY_MB // 2
 
 
@@ -287,8 +309,10 @@ def test_a_50_mb_page_without_length_is_cut_off_at_the_cap(web):
     with pytest.raises(FetchRefused, match="exceeded the 5242880-byte cap"):
         fetcher().fetch(f"{web.base}/stream", accept=HTML)
     assert web.finished["/stream"].wait(10)
-    print(f"\n/stream: refused after {time.monotonic() - started:.2f}s, server wrote "
-          f"{web.sent['/stream'] / 1e6:.1f} MB of {FIFTY_MB / 1e6:.0f} MB")
+    print(
+        f"\n/stream: refused after {time.monotonic() - started:.2f}s, server wrote "
+        f"{web.sent['/stream'] / 1e6:.1f} MB of {FIFTY_MB / 1e6:.0f} MB"
+    )
     assert web.sent["/stream"] < FIFTY_MB // 2
 
 

@@ -54,12 +54,21 @@ class FakeFetcher:
     def feed(self, url, body, *, content_type="application/rss+xml", etag=None, last_modified=None):
         self.responses[url] = FetchResult(url, 200, content_type, None, body, etag, last_modified)
 
-    def page(self, url, body=b"<html><body><p>article</p></body></html>", *, charset="utf-8",
-             final_url=None, content_type="text/html"):
+    def page(
+        self,
+        url,
+        body=b"<html><body><p>article</p></body></html>",
+        *,
+        charset="utf-8",
+        final_url=None,
+        content_type="text/html",
+    ):
         self.responses[url] = FetchResult(final_url or url, 200, content_type, charset, body)
 
     def fetch(self, url, *, accept, etag=None, last_modified=None):
-        self.calls.append((url, {"accept": tuple(accept), "etag": etag, "last_modified": last_modified}))
+        self.calls.append(
+            (url, {"accept": tuple(accept), "etag": etag, "last_modified": last_modified})
+        )
         answer = self.responses.get(url)
         if answer is None:
             raise PermanentError(f"GET {url} returned HTTP 404; the page is missing or forbidden")
@@ -85,13 +94,24 @@ def world():
 
         def poll(self, url=FEED, **overrides):
             return poll_feed(
-                url, state=self.state, blobs=self.blobs, publisher=self.publisher,
-                fetcher=self.fetcher, clock=self.clock, settings=overrides.get("settings", self.settings),
+                url,
+                state=self.state,
+                blobs=self.blobs,
+                publisher=self.publisher,
+                fetcher=self.fetcher,
+                clock=self.clock,
+                settings=overrides.get("settings", self.settings),
             )
 
         def deps(self, **overrides):
-            return Deps(self.settings, publisher=overrides.get("publisher", self.publisher),
-                        state=self.state, blobs=self.blobs, fetcher=self.fetcher, clock=self.clock)
+            return Deps(
+                self.settings,
+                publisher=overrides.get("publisher", self.publisher),
+                state=self.state,
+                blobs=self.blobs,
+                fetcher=self.fetcher,
+                clock=self.clock,
+            )
 
         def fetched(self):
             return self.publisher.of_type(DocumentFetched)
@@ -113,7 +133,9 @@ def serve(world, items, url=FEED, **kwargs):
 
 
 def request(*urls):
-    return FeedPollRequested(request_id="r1", feed_urls=list(urls), requested_at=datetime(2026, 11, 1, tzinfo=UTC))
+    return FeedPollRequested(
+        request_id="r1", feed_urls=list(urls), requested_at=datetime(2026, 11, 1, tzinfo=UTC)
+    )
 
 
 # ------------------------------------------------------------------ happy path
@@ -123,10 +145,15 @@ def test_new_items_are_fetched_stored_and_published(world):
     serve(world, [item(1), item(2)])
     report = world.poll()
     assert (report.outcome, report.new, report.changed, report.removed) == ("ok", 2, 0, 0)
-    first, second = world.fetched()
+    first, _ = world.fetched()
     assert first.document_id == feed_item_id(FEED, "g1")
     assert (first.source, first.origin, first.guid, first.url, first.title) == (
-        "feed", FEED, "g1", "https://blog.example/p1", "Post 1")
+        "feed",
+        FEED,
+        "g1",
+        "https://blog.example/p1",
+        "Post 1",
+    )
     assert first.published == "2026-11-01T10:00:00+00:00"
     assert first.content_type == "text/html; charset=utf-8"
     assert world.blobs.get(first.raw_ref) == b"<html><body><p>Post 1</p></body></html>"
@@ -143,11 +170,11 @@ def test_new_items_are_fetched_stored_and_published(world):
 
 def test_atom_feeds_are_read(world):
     atom = (
-        "<?xml version='1.0' encoding='utf-8'?><feed xmlns='http://www.w3.org/2005/Atom'><title>A</title>"
-        "<id>urn:a</id><updated>2026-10-01T00:00:00Z</updated>"
-        "<entry><id>urn:a:1</id><title>One</title><link href='https://atom.example/1'/>"
-        "<updated>2026-10-02T08:30:00Z</updated><summary>s</summary></entry></feed>"
-    ).encode()
+        b"<?xml version='1.0' encoding='utf-8'?><feed xmlns='http://www.w3.org/2005/Atom'><title>A</title>"
+        b"<id>urn:a</id><updated>2026-10-01T00:00:00Z</updated>"
+        b"<entry><id>urn:a:1</id><title>One</title><link href='https://atom.example/1'/>"
+        b"<updated>2026-10-02T08:30:00Z</updated><summary>s</summary></entry></feed>"
+    )
     world.fetcher.feed(ATOM, atom, content_type="application/atom+xml")
     world.fetcher.page("https://atom.example/1")
     report = world.poll(ATOM)
@@ -172,9 +199,14 @@ def test_conditional_get_uses_stored_validators_and_304_changes_nothing(world):
     assert world.feed_record()["etag"] == '"e1"'
     report = world.poll()
     assert report.outcome == "not_modified"
-    assert world.fetcher.calls[-1] == (FEED, {
-        "accept": world.fetcher.calls[0][1]["accept"], "etag": '"e1"',
-        "last_modified": "Sun, 01 Nov 2026 10:00:00 GMT"})
+    assert world.fetcher.calls[-1] == (
+        FEED,
+        {
+            "accept": world.fetcher.calls[0][1]["accept"],
+            "etag": '"e1"',
+            "last_modified": "Sun, 01 Nov 2026 10:00:00 GMT",
+        },
+    )
     assert len(world.fetched()) == 1 and world.deleted() == []
     feed = world.feed_record()
     assert feed["last_status"] == "not modified" and feed["etag"] == '"e1"' and feed["items"] == 1
@@ -203,7 +235,10 @@ def test_summary_change_counts_as_a_change(world):
 
 
 def test_duplicate_guids_keep_the_first(world, caplog):
-    serve(world, [item(1), {**item(1), "title": "Impostor", "link": "https://blog.example/other"}, item(2)])
+    serve(
+        world,
+        [item(1), {**item(1), "title": "Impostor", "link": "https://blog.example/other"}, item(2)],
+    )
     report = world.poll()
     assert report.duplicates == 1 and report.new == 2
     assert [m.title for m in world.fetched()] == ["Post 1", "Post 2"]
@@ -247,7 +282,10 @@ def test_removed_item_is_kept_under_the_keep_policy(world):
     serve(world, [item(1)])
     report = world.poll(settings=Settings(removed_item_policy="keep"))
     assert report.removed == 0 and world.deleted() == []
-    assert world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))["status"] == "published"
+    assert (
+        world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))["status"]
+        == "published"
+    )
 
 
 def test_items_of_other_feeds_are_never_removed(world):
@@ -277,9 +315,16 @@ def test_empty_feed_removes_nothing(world):
     "body, content_type, message",
     [
         (rss([item(1), item(2)])[:-60], "application/rss+xml", "malformed XML"),
-        (b"<?xml version='1.0'?><rss><channel><item><title>trunc", "application/rss+xml", "malformed XML"),
-        (b"<html><head><title>Home</title></head><body><p>Welcome</p></body></html>", "text/html",
-         "not an RSS or Atom feed"),
+        (
+            b"<?xml version='1.0'?><rss><channel><item><title>trunc",
+            "application/rss+xml",
+            "malformed XML",
+        ),
+        (
+            b"<html><head><title>Home</title></head><body><p>Welcome</p></body></html>",
+            "text/html",
+            "not an RSS or Atom feed",
+        ),
         (b"", "application/xml", "not an RSS or Atom feed"),
         (b"\x00\xff\xfe garbage", "application/xml", "malformed XML"),
     ],
@@ -305,7 +350,10 @@ def test_a_bad_feed_is_a_recorded_error_and_nothing_is_removed(world, body, cont
         (RetryableError(f"GET {FEED} failed after 4 attempts: HTTP 500; it may work later"), True),
         (RetryableError(f"GET {FEED} failed after 4 attempts: timed out (ReadTimeout)"), True),
         (FetchRefused(f"redirect loop: {FEED} -> https://blog.example/x -> {FEED}"), False),
-        (FetchRefused("refusing to fetch from 'blog.example': 10.0.0.1 is a private address"), False),
+        (
+            FetchRefused("refusing to fetch from 'blog.example': 10.0.0.1 is a private address"),
+            False,
+        ),
     ],
 )
 def test_feed_fetch_errors_are_recorded_on_the_feed(world, error, retryable):
@@ -325,8 +373,12 @@ def test_feed_fetch_errors_are_recorded_on_the_feed(world, error, retryable):
 @pytest.mark.parametrize(
     "error",
     [
-        FetchRefused("refusing to fetch from '169.254.169.254': 169.254.169.254 is a link-local address"),
-        FetchRefused("GET https://blog.example/p2 is 52428800 bytes (Content-Length), over the 5242880-byte cap"),
+        FetchRefused(
+            "refusing to fetch from '169.254.169.254': 169.254.169.254 is a link-local address"
+        ),
+        FetchRefused(
+            "GET https://blog.example/p2 is 52428800 bytes (Content-Length), over the 5242880-byte cap"
+        ),
         FetchRefused("GET https://blog.example/p2 returned content type 'application/pdf'"),
         PermanentError("GET https://blog.example/p2 returned HTTP 404"),
         RetryableError("GET https://blog.example/p2 failed after 4 attempts: HTTP 503"),
@@ -368,12 +420,23 @@ def test_non_utf8_pages_pass_through_as_bytes_with_their_declared_charset(world)
     world.fetcher.page("https://blog.example/p2", latin1, charset="utf-8")  # mislabelled
     world.poll()
     first, second = world.fetched()
-    assert world.blobs.get(first.raw_ref) == latin1 and first.content_type == "text/html; charset=iso-8859-1"
-    assert world.blobs.get(second.raw_ref) == latin1 and second.content_type == "text/html; charset=utf-8"
+    assert (
+        world.blobs.get(first.raw_ref) == latin1
+        and first.content_type == "text/html; charset=iso-8859-1"
+    )
+    assert (
+        world.blobs.get(second.raw_ref) == latin1
+        and second.content_type == "text/html; charset=utf-8"
+    )
 
 
 def test_a_non_utf8_feed_is_read(world):
-    body = rss([item(1, title="Caf\u00e9")]).replace(b"UTF-8", b"ISO-8859-1").decode().encode("latin-1")
+    body = (
+        rss([item(1, title="Caf\u00e9")])
+        .replace(b"UTF-8", b"ISO-8859-1")
+        .decode()
+        .encode("latin-1")
+    )
     world.fetcher.feed(FEED, body)
     world.fetcher.page("https://blog.example/p1")
     world.poll()
@@ -441,7 +504,9 @@ def test_a_bus_failure_aborts_the_feed_and_the_message_is_retried(world):
 
 def test_empty_request_polls_every_registered_feed_and_one_failure_does_not_stop_others(world):
     other = "https://other.example/rss"
-    loopback_ok = lambda host, port, type=0: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]  # noqa: E731
+    loopback_ok = lambda host, port, type=0: [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))
+    ]
     add_feed(world.state, other, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
     add_feed(world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
     world.fetcher.responses[FEED] = RetryableError("GET feed failed after 4 attempts: HTTP 500")
@@ -485,14 +550,20 @@ def test_other_message_types_are_refused(world):
 def test_main_entry_point_dispatches_a_pubsub_push_event(world, monkeypatch):
     from cloudevents.http import CloudEvent
 
-    import services.feed_poller.main as main
+    from services.feed_poller import main
 
     serve(world, [item(1)])
     monkeypatch.setattr(main, "_deps", world.deps())
     data, attributes = encode(request(FEED))
     event = CloudEvent(
         {"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "//pubsub/test"},
-        {"message": {"data": base64.b64encode(data).decode(), "attributes": attributes, "messageId": "m1"}},
+        {
+            "message": {
+                "data": base64.b64encode(data).decode(),
+                "attributes": attributes,
+                "messageId": "m1",
+            }
+        },
     )
     main.feed_poller(event)
     assert [m.guid for m in world.fetched()] == ["g1"]
@@ -503,7 +574,13 @@ def test_main_entry_point_dispatches_a_pubsub_push_event(world, monkeypatch):
 
     bad = CloudEvent(
         {"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "//pubsub/test"},
-        {"message": {"data": base64.b64encode(b"{}").decode(), "attributes": {"type": "Nope"}, "messageId": "m2"}},
+        {
+            "message": {
+                "data": base64.b64encode(b"{}").decode(),
+                "attributes": {"type": "Nope"},
+                "messageId": "m2",
+            }
+        },
     )
     main.feed_poller(bad)  # acknowledged, kept as a dead letter
     (letter,) = world.state.list(collections.DEAD_LETTERS)
@@ -518,16 +595,31 @@ def public(host, port, type=0):
 
 
 def test_add_feed_normalises_and_is_idempotent(world):
-    record = add_feed(world.state, "HTTPS://Blog.Example:443/feed.xml#top", allow_loopback=False,
-                      now=world.clock.now(), resolver=public)
+    record = add_feed(
+        world.state,
+        "HTTPS://Blog.Example:443/feed.xml#top",
+        allow_loopback=False,
+        now=world.clock.now(),
+        resolver=public,
+    )
     assert record["url"] == FEED and record["added_at"] == world.clock.now().isoformat()
     assert world.state.get(collections.FEEDS, feed_id(FEED)) == record
     world.clock.advance(60)
-    again = add_feed(world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=public)
+    again = add_feed(
+        world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=public
+    )
     assert again["added_at"] == record["added_at"]
     (listed,) = list_feeds(world.state)
-    assert set(listed) >= {"url", "added_at", "last_poll", "last_status", "last_error", "etag",
-                           "last_modified", "items"}
+    assert set(listed) >= {
+        "url",
+        "added_at",
+        "last_poll",
+        "last_status",
+        "last_error",
+        "etag",
+        "last_modified",
+        "items",
+    }
     assert json.dumps(listed)  # plain JSON
 
 
@@ -553,17 +645,27 @@ def test_loopback_feeds_only_when_allowed():
     def loop(host, port, type=0):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
-    assert validate_feed_url("http://127.0.0.1:8000/f", allow_loopback=True, resolver=loop) == "http://127.0.0.1:8000/f"
+    assert (
+        validate_feed_url("http://127.0.0.1:8000/f", allow_loopback=True, resolver=loop)
+        == "http://127.0.0.1:8000/f"
+    )
     with pytest.raises(FetchRefused, match="10.1.1.1 is a private"):
         validate_feed_url("http://10.1.1.1/f", allow_loopback=True, resolver=loop)
 
 
 def test_an_entry_with_neither_link_nor_permalink_is_a_recorded_item_error(world):
     body = rss([item(2)]).replace(
-        b"<item>", b"<item><guid isPermaLink='false'>tag:x</guid><title>Orphan</title></item><item>", 1
+        b"<item>",
+        b"<item><guid isPermaLink='false'>tag:x</guid><title>Orphan</title></item><item>",
+        1,
     )
     world.fetcher.feed(FEED, body)
     world.fetcher.page("https://blog.example/p2")
     report = world.poll()
-    assert report.new == 1 and report.item_errors == ["tag:x: the entry has no link to an article page"]
-    assert world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "tag:x"))["status"] == "failed"
+    assert report.new == 1 and report.item_errors == [
+        "tag:x: the entry has no link to an article page"
+    ]
+    assert (
+        world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "tag:x"))["status"]
+        == "failed"
+    )

@@ -48,7 +48,12 @@ def test_a_directory_is_ingested_recursively(ports, docs):
     path = (docs / "sub" / "page.html").resolve()
     assert page.document_id == file_document_id(str(path))
     assert (page.source, page.origin, page.guid, page.url, page.title) == (
-        "file", str(path.parent), str(path), "file://" + str(path), "page")
+        "file",
+        str(path.parent),
+        str(path),
+        "file://" + str(path),
+        "page",
+    )
     assert page.content_type == "text/html" and page.content_hash == content_hash(path.read_bytes())
     assert ports["blobs"].get(page.raw_ref) == path.read_bytes()
     assert page.raw_ref == f"mem:raw/{page.document_id}/{page.content_hash}"
@@ -93,7 +98,9 @@ def test_unsupported_files_are_refused_naming_path_and_suffixes(ports, tmp_path,
     path.write_bytes(b"x")
     with pytest.raises(InvalidInput) as caught:
         ingest_path(path, **ports)
-    assert str(path) in str(caught.value) and ".html, .htm, .md, .markdown, .txt" in str(caught.value)
+    assert str(path) in str(caught.value) and ".html, .htm, .md, .markdown, .txt" in str(
+        caught.value
+    )
 
 
 def test_missing_paths_are_refused(ports, tmp_path):
@@ -137,7 +144,9 @@ def test_delete_a_file_even_when_it_is_gone(ports, docs):
     ingest_path(docs, **ports)
     target = docs / "plain.TXT"
     target.unlink()
-    deleted = delete_path(target, state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+    deleted = delete_path(
+        target, state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]
+    )
     assert deleted == [file_document_id(str(target.resolve()))]
     (message,) = ports["publisher"].of_type(DocumentDeleted)
     assert message.document_id == deleted[0] and message.reason == "file deleted"
@@ -147,7 +156,9 @@ def test_delete_a_file_even_when_it_is_gone(ports, docs):
 
 def test_delete_a_directory_deletes_every_file_ingested_under_it(ports, docs):
     ingest_path(docs, **ports)
-    deleted = delete_path(docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+    deleted = delete_path(
+        docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]
+    )
     assert len(deleted) == 3
     remaining = {r["path"] for r in ports["state"].list(collections.PROCESSED_ITEMS)}
     assert remaining == {str((docs / "notes.md").resolve()), str((docs / "plain.TXT").resolve())}
@@ -156,18 +167,30 @@ def test_delete_a_directory_deletes_every_file_ingested_under_it(ports, docs):
     sibling.mkdir()
     (sibling / "x.txt").write_text("x")
     ingest_path(sibling, **ports)
-    assert delete_path(docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]) == []
+    assert (
+        delete_path(
+            docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]
+        )
+        == []
+    )
 
 
 def test_deleted_then_recreated_file_is_ingested_again(ports, docs):
     ingest_path(docs / "notes.md", **ports)
-    delete_path(docs / "notes.md", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+    delete_path(
+        docs / "notes.md", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]
+    )
     assert len(ingest_path(docs / "notes.md", **ports)) == 1
 
 
 def test_deleting_what_was_never_there_is_refused(ports, tmp_path):
     with pytest.raises(InvalidInput, match="never ingested and does not exist"):
-        delete_path(tmp_path / "nope.md", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"])
+        delete_path(
+            tmp_path / "nope.md",
+            state=ports["state"],
+            publisher=ports["publisher"],
+            clock=ports["clock"],
+        )
 
 
 def test_messages_survive_the_wire(ports, docs):

@@ -171,7 +171,9 @@ def make_fetcher(routes, *, table=None, **kwargs):
 
 
 def html(body=b"<p>hi</p>", **headers):
-    return lambda request: httpx.Response(200, headers={"content-type": "text/html", **headers}, content=body)
+    return lambda request: httpx.Response(
+        200, headers={"content-type": "text/html", **headers}, content=body
+    )
 
 
 def test_connects_to_the_checked_address_with_the_name_in_host():
@@ -195,23 +197,40 @@ def test_https_keeps_the_name_for_sni_and_certificate_checks():
 
 def test_charset_is_returned_and_bytes_pass_through_untouched():
     latin1 = "café".encode("latin-1")
-    fetcher, _, _ = make_fetcher({"/l": html(latin1, **{"content-type": "text/html; charset=ISO-8859-1"})})
+    fetcher, _, _ = make_fetcher(
+        {"/l": html(latin1, **{"content-type": "text/html; charset=ISO-8859-1"})}
+    )
     result = fetcher.fetch("http://example.org/l", accept=["text/html"])
-    assert result.body == latin1 and result.charset == "iso-8859-1" and result.content_type == "text/html"
+    assert (
+        result.body == latin1
+        and result.charset == "iso-8859-1"
+        and result.content_type == "text/html"
+    )
 
 
 def test_conditional_get_sends_validators_and_returns_304():
     def feed(request):
         if request.headers.get("if-none-match") == '"v1"':
             return httpx.Response(304, headers={"etag": '"v1"'})
-        return httpx.Response(200, headers={"content-type": "application/rss+xml", "etag": '"v1"',
-                                            "last-modified": "Sun, 01 Nov 2026 10:00:00 GMT"}, content=b"<rss/>")
+        return httpx.Response(
+            200,
+            headers={
+                "content-type": "application/rss+xml",
+                "etag": '"v1"',
+                "last-modified": "Sun, 01 Nov 2026 10:00:00 GMT",
+            },
+            content=b"<rss/>",
+        )
 
     fetcher, server, _ = make_fetcher({"/feed": feed})
     first = fetcher.fetch("http://example.org/feed", accept=["application/rss+xml"])
     assert first.status == 200 and first.etag == '"v1"'
-    second = fetcher.fetch("http://example.org/feed", accept=["application/rss+xml"],
-                           etag=first.etag, last_modified=first.last_modified)
+    second = fetcher.fetch(
+        "http://example.org/feed",
+        accept=["application/rss+xml"],
+        etag=first.etag,
+        last_modified=first.last_modified,
+    )
     assert second.not_modified and second.body == b"" and second.etag == '"v1"'
     assert server.requests[1].headers["if-modified-since"] == "Sun, 01 Nov 2026 10:00:00 GMT"
 
@@ -223,8 +242,13 @@ def test_size_cap_by_content_length_reads_nothing():
         reads.append(1)
         yield b"x" * 100
 
-    routes = {"/big": lambda r: httpx.Response(
-        200, headers={"content-type": "text/html", "content-length": str(50 * 1024 * 1024)}, content=stream())}
+    routes = {
+        "/big": lambda r: httpx.Response(
+            200,
+            headers={"content-type": "text/html", "content-length": str(50 * 1024 * 1024)},
+            content=stream(),
+        )
+    }
     fetcher, _, _ = make_fetcher(routes, max_bytes=1024)
     with pytest.raises(FetchRefused, match=r"52428800 bytes .*1024-byte cap"):
         fetcher.fetch("http://example.org/big", accept=["text/html"])
@@ -239,7 +263,11 @@ def test_size_cap_while_streaming_stops_early():
             produced.append(1)
             yield b"x" * 65536
 
-    routes = {"/big": lambda r: httpx.Response(200, headers={"content-type": "text/html"}, content=endless())}
+    routes = {
+        "/big": lambda r: httpx.Response(
+            200, headers={"content-type": "text/html"}, content=endless()
+        )
+    }
     fetcher, _, _ = make_fetcher(routes, max_bytes=200_000)
     with pytest.raises(FetchRefused, match="200000-byte cap"):
         fetcher.fetch("http://example.org/big", accept=["text/html"])
@@ -247,7 +275,9 @@ def test_size_cap_while_streaming_stops_early():
 
 
 def test_wrong_content_type_is_refused_with_the_type():
-    fetcher, _, _ = make_fetcher({"/img": lambda r: httpx.Response(200, headers={"content-type": "image/png"})})
+    fetcher, _, _ = make_fetcher(
+        {"/img": lambda r: httpx.Response(200, headers={"content-type": "image/png"})}
+    )
     with pytest.raises(FetchRefused, match="'image/png'"):
         fetcher.fetch("http://example.org/img", accept=["text/html", "application/xhtml+xml"])
 
@@ -270,18 +300,25 @@ def test_5xx_is_retried_with_exponential_backoff_then_retryable():
 
 
 def test_5xx_then_success():
-    answers = iter([httpx.Response(500), httpx.Response(200, headers={"content-type": "text/html"}, content=b"ok")])
+    answers = iter(
+        [
+            httpx.Response(500),
+            httpx.Response(200, headers={"content-type": "text/html"}, content=b"ok"),
+        ]
+    )
     fetcher, _, sleeps = make_fetcher({"/flaky": lambda r: next(answers)})
     assert fetcher.fetch("http://example.org/flaky", accept=["text/html"]).body == b"ok"
     assert sleeps == [0.5]
 
 
 def test_429_honours_retry_after_up_to_a_cap():
-    answers = iter([
-        httpx.Response(429, headers={"retry-after": "7"}),
-        httpx.Response(429, headers={"retry-after": "3600"}),
-        httpx.Response(200, headers={"content-type": "text/html"}, content=b"ok"),
-    ])
+    answers = iter(
+        [
+            httpx.Response(429, headers={"retry-after": "7"}),
+            httpx.Response(429, headers={"retry-after": "3600"}),
+            httpx.Response(200, headers={"content-type": "text/html"}, content=b"ok"),
+        ]
+    )
     fetcher, _, sleeps = make_fetcher({"/busy": lambda r: next(answers)}, max_retry_after_s=30.0)
     assert fetcher.fetch("http://example.org/busy", accept=["text/html"]).body == b"ok"
     assert sleeps == [7.0, 30.0]
@@ -314,8 +351,14 @@ def test_overall_deadline_stops_a_dripping_server():
             yield b"."
 
     fetcher, _, _ = make_fetcher(
-        {"/drip": lambda r: httpx.Response(200, headers={"content-type": "text/html"}, content=drip())},
-        timeout_s=1.0, deadline_s=12.0, retries=0,
+        {
+            "/drip": lambda r: httpx.Response(
+                200, headers={"content-type": "text/html"}, content=drip()
+            )
+        },
+        timeout_s=1.0,
+        deadline_s=12.0,
+        retries=0,
     )
     fetcher._monotonic = lambda: float(next(clock))
     with pytest.raises(RetryableError, match="overall deadline of 12.0s"):
@@ -328,10 +371,16 @@ def test_redirects_are_followed_and_final_url_returned():
         "/new": lambda r: httpx.Response(302, headers={"location": "https://cdn.example/page"}),
         "/page": html(b"final"),
     }
-    fetcher, server, _ = make_fetcher(routes, table={"example.org": [PUBLIC], "cdn.example": ["93.184.216.35"]})
+    fetcher, server, _ = make_fetcher(
+        routes, table={"example.org": [PUBLIC], "cdn.example": ["93.184.216.35"]}
+    )
     result = fetcher.fetch("http://example.org/old", accept=["text/html"])
     assert result.body == b"final" and result.url == "https://cdn.example/page"
-    assert [r.headers["host"] for r in server.requests] == ["example.org", "example.org", "cdn.example"]
+    assert [r.headers["host"] for r in server.requests] == [
+        "example.org",
+        "example.org",
+        "cdn.example",
+    ]
     assert server.requests[2].url.host == "93.184.216.35"
 
 
@@ -347,7 +396,9 @@ def test_redirects_are_followed_and_final_url_returned():
 )
 def test_each_redirect_hop_is_revalidated(location, message):
     routes = {"/go": lambda r: httpx.Response(302, headers={"location": location})}
-    fetcher, server, _ = make_fetcher(routes, table={"example.org": [PUBLIC], "internal.example": ["192.168.0.10"]})
+    fetcher, server, _ = make_fetcher(
+        routes, table={"example.org": [PUBLIC], "internal.example": ["192.168.0.10"]}
+    )
     with pytest.raises(FetchRefused, match=message) as caught:
         fetcher.fetch("http://example.org/go", accept=["text/html"])
     assert "redirect from http://example.org/go" in str(caught.value)
@@ -360,12 +411,18 @@ def test_redirect_loop_is_refused():
         "/b": lambda r: httpx.Response(302, headers={"location": "/a"}),
     }
     fetcher, _, _ = make_fetcher(routes)
-    with pytest.raises(FetchRefused, match=r"redirect loop: http://example.org/a -> http://example.org/b -> http://example.org/a"):
+    with pytest.raises(
+        FetchRefused,
+        match=r"redirect loop: http://example.org/a -> http://example.org/b -> http://example.org/a",
+    ):
         fetcher.fetch("http://example.org/a", accept=["text/html"])
 
 
 def test_too_many_redirects_is_refused():
-    routes = {f"/{i}": (lambda n: lambda r: httpx.Response(302, headers={"location": f"/{n + 1}"}))(i) for i in range(10)}
+    def hop(n):
+        return lambda request: httpx.Response(302, headers={"location": f"/{n + 1}"})
+
+    routes = {f"/{i}": hop(i) for i in range(10)}
     fetcher, server, _ = make_fetcher(routes, max_redirects=3)
     with pytest.raises(FetchRefused, match="too many redirects"):
         fetcher.fetch("http://example.org/0", accept=["text/html"])
