@@ -1,0 +1,477 @@
+"""The local language model: a deterministic, offline stand-in for Gemini.
+
+It is a set of small retrieval and scoring algorithms over the local index and
+embedder, not a generative model, and it gives the same reply to the same
+input every time.
+
+- **transform**: expands acronyms learned from the corpus itself (passages such
+  as "retrieval-augmented generation (RAG)" or "RAG (retrieval-augmented
+  generation)", whose word initials must spell the acronym), adds the month and
+  year to temporal questions together with content terms (never a date-only
+  query), and adds up to two feedback terms shared by the top retrieved chunks
+  (light pseudo-relevance feedback). It decomposes a question into sub-queries
+  only when its structure asks for it: a comparison ("A vs B", "difference
+  between A and B", "compare A with B"), "how and why", a list of aspects ("the
+  benefits and limitations of X"), several questions joined by "and how/why/what",
+  or a broad request ("explain X", "overview of X").
+- **grade**: embedding cosine between the question and each context
+  (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2 and related text about
+  0.4-0.8), coverage of the question's content terms (acronyms, numbers and
+  capitalised names weigh more than common words; there is no corpus-wide IDF
+  because the index port exposes no document frequencies), and groundedness
+  (the most similar context covers most key terms). ``answerable`` is False
+  when both the best similarity and the coverage are evidently too low.
+  ``missing_aspects`` are the question's terms no context contains.
+- **refine**: the original question plus the missing aspects and acronym
+  expansions (plus month/year for temporal questions).
+- **synthesize**: extractive: two to five sentences copied from the contexts,
+  chosen by similarity to the question and maximal marginal relevance, each
+  cited; an abstention when nothing supports an answer.
+
+Limits: it cannot paraphrase, translate, reason across sentences or resolve
+pronouns; answers are in the language of the sources (only the abstention and
+caveat sentences follow the question's language); decomposition is
+pattern-based and English-only; acronyms are learned only from chunks a search
+returns, so an acronym the corpus never spells out stays unexpanded. Text in
+contexts is only ever evidence: sentences addressed to a model ("ignore
+previous instructions...", "rate this 1.0") are removed before scoring or
+extraction.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from datetime import date
+
+import numpy as np
+
+from shared.extractive import (
+    STOPWORDS,
+    TEMPORAL_WORDS,
+    body_lines,
+    content_terms,
+    extractive_answer,
+    stem,
+    term_set,
+    tokenize,
+)
+from shared.grading import strip_model_directives
+from shared.ports import (
+    Answer,
+    Embedder,
+    Grade,
+    GradingContext,
+    Index,
+    RefineRequest,
+    Transformation,
+)
+
+log = logging.getLogger("ragbus.llm.local")
+
+_ACRONYM = re.compile(r"^(?=(?:[^A-Z]*[A-Z]){2})[A-Z][A-Za-z0-9]{1,9}$")
+_PAREN_AFTER = re.compile(r"\(([A-Z][A-Za-z0-9]{1,9})\)")  # long form (ACR)
+_PAREN_LONG = re.compile(r"\b([A-Z][A-Za-z0-9]{1,9})\s*\(([^()\n]{3,80})\)")  # ACR (long form)
+_LINK_WORDS = {"of", "and", "for", "the", "in", "on", "to", "a", "an", "with", "&"}
+
+_TEMPORAL_CUES = re.compile(
+    r"\b(today|yesterday|tonight|recent|recently|latest|newest|new|this (week|month|year)|"
+    r"last (week|month|year)|past (week|month|year)|current|currently|now|upcoming)\b",
+    re.IGNORECASE,
+)
+
+# Similarity calibration for all-MiniLM-L6-v2 (see module docstring).
+SIM_FLOOR = 0.2
+SIM_FULL = 0.6
+UNANSWERABLE_SIM = 0.28
+UNANSWERABLE_COVERAGE = 0.34
+
+
+def _scaled(similarity: float) -> float:
+    return float(min(1.0, max(0.0, (similarity - SIM_FLOOR) / (SIM_FULL - SIM_FLOOR))))
+
+
+def _initials_match(letters: str, words: list[str]) -> bool:
+    """Can ``words`` spell ``letters``: each word gives a prefix, link words may give nothing?"""
+    if not words:
+        return not letters
+    word, rest = words[0].lower(), words[1:]
+    if word in _LINK_WORDS and _initials_match(letters, rest):
+        return True
+    if not letters or not word or word[0] != letters[0]:
+        return False
+    # A word may contribute its first letter, or a longer prefix ("GPU" from "Graphics Processing Unit";
+    # "CoT" from "Chain-of-Thought" once hyphens are split).
+    for take in range(1, min(len(word), len(letters)) + 1):
+        if word[:take] != letters[:take]:
+            break
+        if _initials_match(letters[take:], rest):
+            return True
+    return False
+
+
+def _words_of(long_form: str) -> list[str]:
+    return [w for w in re.split(r"[\s\-/]+", long_form) if w and re.match(r"[A-Za-z]", w)]
+
+
+def _letters(acronym: str) -> str:
+    core = acronym[:-1] if acronym.endswith("s") and acronym[:-1].isupper() else acronym
+    return "".join(ch for ch in core.lower() if ch.isalpha())
+
+
+def find_acronyms(text: str) -> dict[str, str]:
+    """Acronym definitions spelled out in ``text``: ``{"RAG": "retrieval-augmented generation"}``."""
+    found: dict[str, str] = {}
+    for match in _PAREN_AFTER.finditer(text):
+        acronym = match.group(1)
+        letters = _letters(acronym)
+        if len(letters) < 2:
+            continue
+        before = text[max(0, match.start() - 120) : match.start()]
+        words = re.findall(r"[A-Za-z][A-Za-z0-9\-]*", before)[-(len(letters) + 3):]
+        for size in range(1, len(words) + 1):
+            candidate = words[-size:]
+            split = _words_of(" ".join(candidate))
+            if split and split[0].lower() not in _LINK_WORDS and _initials_match(letters, split):
+                found.setdefault(acronym.rstrip("s") if acronym[:-1].isupper() else acronym, " ".join(candidate))
+                break
+    for match in _PAREN_LONG.finditer(text):
+        acronym, inner = match.group(1), match.group(2).strip()
+        letters = _letters(acronym)
+        if len(letters) < 2 or not _ACRONYM.match(acronym):
+            continue
+        split = _words_of(inner)
+        if split and _initials_match(letters, split):
+            found.setdefault(acronym, inner)
+    return found
+
+
+class LocalLanguageModel:
+    """The offline, deterministic :class:`~shared.ports.LanguageModel` (see the module docstring)."""
+
+    provider = "local"
+    model = "ragbus-local-1"
+
+    def __init__(self, index: Index, embedder: Embedder, *, feedback_terms: int = 2) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.feedback_terms = feedback_terms
+        self._acronyms: dict[str, str] = {}
+        self._misses: dict[str, int] = {}  # acronym -> index size when a lookup found nothing
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ acronyms
+
+    def _generation(self) -> int:
+        generation = getattr(self.index, "generation", None)
+        if isinstance(generation, int):
+            return generation
+        try:
+            return int(self.index.count_chunks())
+        except Exception:  # noqa: BLE001 - an unreadable index simply means "unknown"
+            return -1
+
+    def learn_acronyms(self, texts: Sequence[str]) -> None:
+        """Add the acronym definitions found in ``texts`` to the table."""
+        found: dict[str, str] = {}
+        for text in texts:
+            found.update({k: v for k, v in find_acronyms(text).items() if k not in found})
+        with self._lock:
+            for acronym, long_form in found.items():
+                self._acronyms.setdefault(acronym, long_form)
+                self._misses.pop(acronym, None)
+
+    def expansion(self, acronym: str) -> str | None:
+        """The long form of ``acronym`` as the corpus spells it, looked up once per index size."""
+        key = acronym[:-1] if acronym.endswith("s") and acronym[:-1].isupper() else acronym
+        with self._lock:
+            if key in self._acronyms:
+                return self._acronyms[key]
+            generation = self._generation()
+            if self._misses.get(key) == generation:
+                return None
+        try:
+            vector = self.embedder.embed([key])[0]
+            hits = self.index.search(key, vector, 20, mode="bm25")
+        except Exception as exc:  # noqa: BLE001 - no expansion is better than no query
+            log.warning("acronym lookup for %s failed: %s", key, exc)
+            return None
+        self.learn_acronyms([h.chunk.text for h in hits])
+        with self._lock:
+            if key not in self._acronyms:
+                self._misses[key] = generation
+            return self._acronyms.get(key)
+
+    def _expand(self, query: str) -> tuple[str, list[str]]:
+        """``query`` with "ACR (long form)" for each acronym the corpus defines."""
+        notes: list[str] = []
+        out = query
+        lowered = query.lower()
+        for word in dict.fromkeys(tokenize(query)):
+            if not _ACRONYM.match(word):
+                continue
+            long_form = self.expansion(word)
+            if long_form and long_form.lower() not in lowered:
+                out = re.sub(rf"\b{re.escape(word)}\b", f"{word} ({long_form})", out, count=1)
+                notes.append(f"{word} = {long_form}")
+        # The other way round: a long form in the question gains its acronym.
+        with self._lock:
+            table = dict(self._acronyms)
+        for acronym, long_form in table.items():
+            if len(long_form) > 6 and long_form.lower() in lowered and acronym not in query:
+                out = f"{out} {acronym}"
+                notes.append(f"{long_form} = {acronym}")
+        return out, notes
+
+    # ------------------------------------------------------------ feedback
+
+    def _search(self, text: str, k: int):
+        vector = self.embedder.embed([text])[0]
+        return self.index.search(text, vector, k, mode="hybrid")
+
+    def _feedback(self, query: str, *, recent_first: bool, minimum_df: int) -> list[str]:
+        """Terms shared by the top chunks for ``query`` that the query does not already contain."""
+        try:
+            hits = self._search(query, 5)
+        except Exception as exc:  # noqa: BLE001 - feedback is optional
+            log.warning("pseudo-relevance feedback search failed: %s", exc)
+            return []
+        if recent_first:
+            hits = sorted(hits, key=lambda h: h.chunk.published or "", reverse=True)
+        top = hits[:3]
+        self.learn_acronyms([h.chunk.text for h in top])
+        present = term_set(query)
+        df: Counter[str] = Counter()
+        tf: Counter[str] = Counter()
+        surface: dict[str, str] = {}
+        for hit in top:
+            body, _ = strip_model_directives(body_lines(hit.chunk.text))
+            words = [w for w in content_terms(body, keep_temporal=False) if w.isalpha() and len(w) >= 4]
+            for w in words:
+                key = stem(w)
+                if key in present:
+                    continue
+                df[key] += 1
+                surface.setdefault(key, w.lower() if not w.isupper() else w)
+            for w in tokenize(body):
+                tf[stem(w)] += 1
+        # Terms must also be in the best hit: shared by weaker hits alone, they pull the query off topic.
+        in_best = {stem(w) for w in tokenize(body_lines(top[0].chunk.text))} if top else set()
+        ranked = sorted(
+            (k for k in df if df[k] >= minimum_df and k in in_best), key=lambda k: (-df[k], -tf[k], k)
+        )
+        return [surface[k] for k in ranked[: self.feedback_terms]]
+
+    # ------------------------------------------------------------ the port
+
+    def transform(self, query: str, *, today: date) -> Transformation:
+        """Rewrite (acronyms, temporal context, feedback terms) and decompose ``query``."""
+        question = " ".join(query.split())
+        expanded, notes = self._expand(question)
+        temporal = bool(_TEMPORAL_CUES.search(question))
+        date_only = not content_terms(question, keep_temporal=False)
+        parts = [expanded]
+        if temporal or date_only:
+            month_year = today.strftime("%B %Y")
+            if month_year.lower() not in expanded.lower():
+                parts.append(month_year)
+                notes.append(f"temporal: {month_year}")
+        feedback = self._feedback(
+            expanded, recent_first=temporal or date_only, minimum_df=1 if date_only else 2
+        )
+        if date_only and not feedback:
+            feedback = ["articles", "announcements"]  # an empty corpus still needs content words
+        if feedback:
+            parts.append(" ".join(feedback))
+            notes.append("feedback: " + ", ".join(feedback))
+        sub_queries = decompose(question)
+        return Transformation(
+            rewritten=" ".join(parts), sub_queries=sub_queries, reasoning="; ".join(notes) or "unchanged"
+        )
+
+    def refine(self, request: RefineRequest, *, today: date) -> str:
+        """The original question plus missing aspects and acronym expansions."""
+        expanded, _ = self._expand(" ".join(request.original_query.split()))
+        present = term_set(expanded)
+        extra: list[str] = []
+        for aspect in request.missing_aspects:
+            for term in content_terms(aspect, keep_temporal=False):
+                if stem(term) not in present:
+                    present.add(stem(term))
+                    extra.append(term)
+        if not extra:
+            extra = self._feedback(expanded, recent_first=False, minimum_df=2)
+        parts = [expanded, *extra[:8]]
+        if _TEMPORAL_CUES.search(request.original_query):
+            month_year = today.strftime("%B %Y")
+            if month_year.lower() not in expanded.lower():
+                parts.append(month_year)
+        return " ".join(parts)
+
+    def _key_terms(self, query: str) -> list[tuple[str, float, set[str]]]:
+        """(term, weight, stems that cover it) for each content term of ``query``."""
+        out = []
+        for term in content_terms(query, keep_temporal=False):
+            specific = bool(_ACRONYM.match(term) or any(ch.isdigit() for ch in term) or term[:1].isupper())
+            alternatives = {stem(term)}
+            if _ACRONYM.match(term):
+                long_form = self._acronyms.get(term.rstrip("s")) or self._acronyms.get(term)
+                if long_form:
+                    alternatives.add("|".join(sorted(stem(w) for w in _words_of(long_form))))
+            out.append((term, 1.5 if specific else 1.0, alternatives))
+        return out
+
+    @staticmethod
+    def _covered(alternatives: set[str], present: set[str]) -> bool:
+        for alt in alternatives:
+            if "|" in alt:
+                if all(part in present for part in alt.split("|") if part not in STOPWORDS):
+                    return True
+            elif alt in present:
+                return True
+        return False
+
+    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
+        """Similarity, term coverage and groundedness of ``contexts`` for ``query``."""
+        cleaned = [strip_model_directives(c.text)[0] for c in contexts]
+        cleaned = [c for c in cleaned if c.strip()]
+        if not cleaned:
+            return Grade(0.0, 0.0, 0.0, False, answerable=False, reasoning="no usable context text")
+        vectors = self.embedder.embed([query] + cleaned)
+        sims = vectors[1:] @ vectors[0]
+        order = np.argsort(-sims, kind="stable")
+        sim_max = float(sims[order[0]])
+        sim_top = float(np.mean(sims[order[:3]]))
+
+        terms = self._key_terms(query)
+        sets = [term_set(c) for c in cleaned]
+        union = set().union(*sets)
+        total = sum(w for _, w, _ in terms)
+
+        def coverage(present: set[str]) -> float:
+            if not terms:
+                return _scaled(sim_max)  # nothing to count: let similarity speak
+            return sum(w for _, w, alts in terms if self._covered(alts, present)) / total
+
+        cov_union = coverage(union)
+        per_context = [coverage(s) for s in sets]
+        cov_best = max(per_context)
+        cov_of_most_similar = per_context[int(order[0])]
+        missing = [t for t, _, alts in terms if not self._covered(alts, union)]
+
+        relevance = 0.65 * _scaled(sim_max) + 0.35 * cov_best
+        completeness = 0.5 * cov_union + 0.5 * _scaled(sim_top)
+        score = 0.5 * relevance + 0.5 * completeness
+        grounded = sim_max >= 0.35 and max(cov_of_most_similar, cov_best if cov_best >= 0.8 else 0.0) >= 0.6
+        answerable = not (sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE)
+        reasoning = (
+            f"best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
+            f"{cov_union:.0%} across contexts, {cov_best:.0%} by one context"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + ("" if answerable else "; nothing retrieved is about this question")
+        )
+        return Grade(
+            score=round(score, 4),
+            relevance=round(relevance, 4),
+            completeness=round(completeness, 4),
+            grounded=grounded,
+            answerable=answerable,
+            reasoning=reasoning,
+            missing_aspects=missing,
+        )
+
+    def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
+        """An extractive, cited answer (see :func:`shared.extractive.extractive_answer`)."""
+        return extractive_answer(query, contexts, language=language, embed=self.embedder.embed)
+
+
+# ------------------------------------------------------------ decomposition
+
+_TRAILING = re.compile(r"[\s?.!]+$")
+_LEADING = re.compile(
+    r"^(?:what|which|who|how)\s+(?:is|are|was|were|does|do)\s+(?:the\s+|a\s+|an\s+)?", re.IGNORECASE
+)
+_COMPARISONS = (
+    re.compile(r"\bdifferences?\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>.+)$", re.IGNORECASE),
+    re.compile(r"\bcompar(?:e|ing)\s+(?P<a>.+?)\s+(?:and|with|to|against)\s+(?P<b>.+)$", re.IGNORECASE),
+    re.compile(r"\b(?:how\s+)?(?:does|do|is|are)\s+(?P<a>.+?)\s+compare[sd]?\s+(?:to|with|against)\s+(?P<b>.+)$",
+               re.IGNORECASE),
+    re.compile(r"^(?:(?:is|are|should i use)\s+)?(?P<a>.+?)\s+(?:vs\.?|versus)\s+(?P<b>.+)$", re.IGNORECASE),
+    re.compile(r"^(?:is|are)\s+(?P<a>.+?)\s+better\s+than\s+(?P<b>.+)$", re.IGNORECASE),
+)
+_HOW_AND_WHY = re.compile(r"^(?:how\s+and\s+why|why\s+and\s+how)\s+(?P<rest>.+)$", re.IGNORECASE)
+_ASPECTS = re.compile(
+    r"^(?:what\s+are|what\s+is|list|describe|explain)\s+(?:the\s+)?(?P<aspects>[\w\s,\-]+?\s+and\s+[\w\-]+"
+    r"(?:\s[\w\-]+)?)\s+of\s+(?P<subject>.+)$",
+    re.IGNORECASE,
+)
+_BROAD = re.compile(
+    r"^(?:explain|describe|tell me (?:all )?about|give (?:me )?an? (?:overview|introduction) (?:of|to)|"
+    r"(?:an? )?(?:overview|introduction) (?:of|to)|what should i know about)\s+(?P<subject>.+)$",
+    re.IGNORECASE,
+)
+_JOINED = re.compile(r"\s*(?:[?;]\s*|,?\s+and\s+)(?=(?:how|why|what|when|where|which|who)\b)", re.IGNORECASE)
+_PRONOUN = re.compile(r"\b(it|they|them|this|these)\b", re.IGNORECASE)
+
+
+def _phrase(text: str) -> str:
+    return _TRAILING.sub("", text).strip(" ,;:\"'")
+
+
+def _subject(question: str) -> str:
+    return _phrase(_LEADING.sub("", _phrase(question)))
+
+
+def decompose(question: str, limit: int = 5) -> list[str]:
+    """Sub-queries a question's structure asks for (empty for a single, simple question)."""
+    q = _phrase(" ".join(question.split()))
+    if not q:
+        return []
+    subs: list[str] = []
+    for pattern in _COMPARISONS:
+        match = pattern.search(q)
+        if match:
+            a, b = _subject(match["a"]), _subject(match["b"])
+            if a and b and len(a.split()) <= 8 and len(b.split()) <= 8:
+                subs = [f"What is {a}?", f"What is {b}?", f"How does {a} compare with {b}?"]
+                break
+    if not subs:
+        match = _HOW_AND_WHY.match(q)
+        if match:
+            rest = _phrase(match["rest"])
+            subs = [f"How {rest}?", f"Why {rest}?"]
+    if not subs:
+        match = _ASPECTS.match(q)
+        if match:
+            subject = _phrase(match["subject"])
+            aspects = [a.strip() for a in re.split(r",\s*|\s+and\s+", match["aspects"]) if a.strip()]
+            if 2 <= len(aspects) <= limit:
+                subs = [f"What are the {a} of {subject}?" for a in aspects]
+    if not subs:
+        pieces = [p for p in _JOINED.split(q) if p and p.strip()]
+        if len(pieces) >= 2:
+            subject = _subject(pieces[0])
+            subs = [_phrase(pieces[0]) + "?"]
+            for piece in pieces[1:]:
+                text = _phrase(piece)
+                if subject:
+                    text = _PRONOUN.sub(subject, text, count=1)
+                subs.append(text[:1].upper() + text[1:] + "?")
+    if not subs:
+        match = _BROAD.match(q)
+        if match:
+            subject = _phrase(match["subject"])
+            if 0 < len(subject.split()) <= 6:
+                subs = [
+                    f"What is {subject}?",
+                    f"How does {subject} work?",
+                    f"What are the applications of {subject}?",
+                ]
+    subs = [s for s in dict.fromkeys(subs) if len(content_terms(s)) >= 1]
+    return subs[:limit] if len(subs) >= 2 else []
+
+
+__all__ = ["LocalLanguageModel", "decompose", "find_acronyms", "TEMPORAL_WORDS"]

@@ -1,0 +1,87 @@
+"""The four query-loop handlers wired together, messages pumped by hand: every query ends."""
+
+from __future__ import annotations
+
+from shared.messages import AnswerReady, QueryGraded, QuerySubmitted, QueryTransformed, encode
+from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
+from shared.runtime.stages import consumers_of
+from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
+
+
+def _event_types(record):
+    return [(e["stage"], e["type"]) for e in record["events"]]
+
+
+def test_a_question_the_corpus_answers_is_answered_by_the_local_model():
+    loop = make_loop(CORPUS, real_local_llm=True)
+    loop.submit("How does BM25 rank documents by term frequency?")
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert record["status"] == "answered", record["events"]
+    assert record["outcome"] in {"answered", "answered_with_caveat"}
+    assert "BM25 ranks documents by term frequency" in record["answer"]
+    assert record["citations"] and record["citations"][0]["url"].startswith("https://example.org/")
+    assert _event_types(record)[:4] == [("gateway", "submitted"), ("transformer", "transformed"),
+                                        ("retriever", "retrieved"), ("grader", "graded")]
+    assert _event_types(record)[-1] == ("synthesizer", "answered")
+    assert loop.publisher.of_type(AnswerReady)[-1].outcome == record["outcome"]
+
+
+def test_a_weak_first_grade_is_refined_then_answered():
+    llm = ScriptedLLM(grades=[weak_grade(0.4, missing=["saturation"]), good_grade(0.8)])
+    loop = make_loop(CORPUS, llm)
+    loop.submit("how does BM25 work")
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert record["outcome"] == "answered" and len(record["iterations"]) == 2
+    assert record["best_iteration"] == 1
+    assert [m.iteration for m in loop.publisher.of_type(QueryTransformed)] == [0, 1]
+    assert [m.decision for m in loop.publisher.of_type(QueryGraded)] == ["refine", "accept"]
+    assert ("transformer", "refined") in _event_types(record)
+    assert record["model_calls"] == 5  # transform, grade, refine, grade, synthesize
+    assert all(set(i["timings"]) == {"transformer", "retriever", "grader"} for i in record["iterations"][:1])
+
+
+def test_every_iteration_weak_ends_exhausted_with_a_caveat():
+    llm = ScriptedLLM(grades=[weak_grade(0.5), weak_grade(0.3), weak_grade(0.4)])
+    loop = make_loop(CORPUS, llm)
+    loop.submit("how does BM25 work")
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert len(record["iterations"]) == 3 and record["best_iteration"] == 0
+    assert record["outcome"] == "answered_with_caveat" and record["answered_from_iteration"] == 0
+
+
+def test_a_question_outside_the_corpus_is_not_answerable():
+    loop = make_loop(CORPUS, real_local_llm=True)
+    loop.submit("What is the capital of Peru?")
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert record["outcome"] == "not_answerable" and record["citations"] == []
+    assert len(record["iterations"]) == 1  # stopped early, no iterations spent
+    assert loop.publisher.of_type(QueryGraded)[-1].decision == "abstain"
+
+
+def test_a_crashing_stage_is_dead_lettered_and_the_query_fails_with_the_reason():
+    loop = make_loop(CORPUS)
+    loop.submit("how does BM25 work")
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    message = loop.publisher.of_type(QueryTransformed)[-1]
+
+    def broken(texts):
+        raise MemoryError("embedder ran out of memory")
+
+    loop.embedder.embed = broken
+    data, attributes = encode(message)
+    (consumer,) = consumers_of("retriever")
+    result = handle_delivery(consumer, data, attributes, loop.deps, attempt=5)
+    assert result.outcome is Outcome.RETRY
+    record_dead_letter(loop.deps, consumer, data, attributes, result.error, attempts=5, message_id="m1")
+
+    record = loop.record()
+    assert record["status"] == "failed" and record["outcome"] == "failed"
+    assert "retriever gave up" in record["error"] and "embedder ran out of memory" in record["error"]
+    # a late delivery of anything for this query now changes nothing
+    loop.embedder.embed = type(loop.embedder)().embed
+    loop.deliver(message)
+    assert loop.record() == record
