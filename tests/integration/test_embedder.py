@@ -1,0 +1,85 @@
+"""The real MiniLM embedder: shape, normalisation, quality sanity, token spans, threads."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from shared.adapters.local.embedder import OnnxMiniLMEmbedder, _tokenizer_path
+from shared.ports import Embedder
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder()
+
+
+def test_implements_the_port(embedder):
+    assert isinstance(embedder, Embedder)
+    assert (embedder.model_name, embedder.dimension, embedder.max_tokens) == ("all-MiniLM-L6-v2", 384, 254)
+    assert _tokenizer_path().name == "tokenizer.json"
+
+
+def test_vectors_are_unit_float32_rows(embedder):
+    vectors = embedder.embed(["a short one", "a much longer sentence " * 20, ""])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_related_sentences_score_clearly_higher_than_unrelated(embedder):
+    a, b, c, d = embedder.embed([
+        "The volcano erupted and lava flowed down the mountain.",
+        "Molten rock poured from the erupting volcano.",
+        "The central bank raised interest rates to fight inflation.",
+        "The volcano erupted and lava flowed down the mountain.",
+    ])
+    related, unrelated = float(a @ b), float(a @ c)
+    assert related > 0.5 and unrelated < 0.2 and related - unrelated > 0.35
+    assert float(a @ d) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_question_finds_its_answer_among_distractors(embedder):
+    passages = [
+        "Interest rates were raised by a quarter point at the central bank's meeting.",
+        "The striker scored twice in the second half to win the cup final.",
+        "Graphics processors run thousands of threads in parallel, which suits matrix multiplication.",
+        "Sourdough needs a starter culture and a long, slow fermentation.",
+    ]
+    query, *rows = embedder.embed(["Why are GPUs good at linear algebra?", *passages])
+    scores = np.array(rows) @ query
+    assert int(np.argmax(scores)) == 2 and scores[2] - np.delete(scores, 2).max() > 0.15
+
+
+def test_batch_order_and_padding_do_not_change_a_text_vector(embedder):
+    texts = ["short", "a sentence of medium length about glaciers", "word " * 300, "another text"]
+    together = embedder.embed(texts)
+    for text, row in zip(texts, together, strict=True):
+        assert np.allclose(embedder.embed([text])[0], row, atol=1e-4)
+
+
+def test_text_beyond_the_window_is_truncated_not_refused(embedder):
+    long = "glacier " * 600
+    assert len(embedder.token_spans(long)) == 600  # spans see everything
+    head = " ".join(["glacier"] * 254)
+    assert float(embedder.embed([long])[0] @ embedder.embed([head])[0]) > 0.999
+
+
+def test_token_spans_are_character_offsets_of_content_tokens(embedder):
+    text = "Tokenization of Café prices: 4€."
+    spans = embedder.token_spans(text)
+    pieces = [text[s:e] for s, e in spans]
+    assert pieces[0] == "Token" and pieces[1] == "ization"
+    assert "Café" in pieces and pieces[-1] == "."
+    assert all(0 <= s < e <= len(text) for s, e in spans)
+    assert [s for s, _ in spans] == sorted(s for s, _ in spans)
+
+
+def test_threads_share_one_embedder(embedder):
+    texts = [f"sentence number {n} about copper and quartz" for n in range(12)]
+    expected = embedder.embed(texts)
+    with ThreadPoolExecutor(4) as pool:
+        rows = list(pool.map(lambda t: embedder.embed([t])[0], texts))
+    assert np.allclose(np.array(rows), expected, atol=1e-4)
