@@ -143,6 +143,8 @@
     setStatus("Working on it…");
     setBusy(true);
     source = new EventSource(`/v1/queries/${encodeURIComponent(id)}/events`);
+    const watched = source;
+    const poll = setInterval(() => { if (source === watched) refresh(); else clearInterval(poll); }, 2000);
     for (const name of STAGE_EVENTS) source.addEventListener(name, onStageEvent);
     source.addEventListener("end", (event) => {
       source.close();
@@ -165,16 +167,29 @@
 
   function onStageEvent(event) {
     const data = JSON.parse(event.data);
-    const iteration = Number.isInteger(data.iteration) ? ` · iteration ${data.iteration + 1}` : "";
-    const detail = describeDetail(data.detail);
-    $("timeline").append(
-      el("li", { class: `event stage-${data.stage || "other"}`, "data-stage": data.stage || "", "data-type": data.type || "" },
-        el("time", { datetime: data.at || "" }, clock(data.at)),
-        el("span", { class: "stage" }, data.stage || "?"),
-        el("span", { class: "type" }, `${data.type || event.type}${iteration}`),
-        detail ? el("span", { class: "detail" }, detail) : null));
+    // A refresh may already have drawn this event from the record: draw each index once.
+    if (!Number.isInteger(data.index) || data.index === $("timeline").children.length) {
+      $("timeline").append(timelineItem(data, event.type));
+    }
     setStatus(`${data.stage || "stage"}: ${data.type || ""}`);
     scheduleRefresh();
+  }
+
+  function timelineItem(data, fallbackType) {
+    const iteration = Number.isInteger(data.iteration) ? ` · iteration ${data.iteration + 1}` : "";
+    const detail = describeDetail(data.detail);
+    return el("li", { class: `event stage-${data.stage || "other"}`, "data-stage": data.stage || "", "data-type": data.type || "" },
+      el("time", { datetime: data.at || "" }, clock(data.at)),
+      el("span", { class: "stage" }, data.stage || "?"),
+      el("span", { class: "type" }, `${data.type || fallbackType || ""}${iteration}`),
+      detail ? el("span", { class: "detail" }, detail) : null);
+  }
+
+  // The record is the source of truth: the timeline is redrawn from its events, so
+  // an event whose name the page does not listen for still shows up.
+  function renderTimeline(events) {
+    if (!events || events.length < $("timeline").children.length) return;
+    $("timeline").replaceChildren(...events.map((e) => timelineItem(e)));
   }
 
   function describeDetail(detail) {
@@ -202,6 +217,7 @@
   // ------------------------------------------------------------- rendering
 
   function renderRecord(record) {
+    renderTimeline(record.events);
     renderIterations(record);
     const ended = ["answered", "failed", "timed_out"].includes(record.status);
     if (!ended) return;
