@@ -57,9 +57,10 @@ REALISTIC_PAGE = f"""<!DOCTYPE html>
 
 
 def _fetched(raw_ref: str, content_type: str, *, title: str = "", published: str | None = None,
-             url: str = "https://blog.example/posts/listening-to-volcanoes") -> DocumentFetched:
+             url: str = "https://blog.example/posts/listening-to-volcanoes", source: str = "feed",
+             ) -> DocumentFetched:
     return DocumentFetched(
-        document_id="feed-0123456789abcdef", source="feed", origin="https://blog.example/feed.xml",
+        document_id="feed-0123456789abcdef", source=source, origin="https://blog.example/feed.xml",
         guid="guid-1", url=url, title=title, published=published, raw_ref=raw_ref,
         content_type=content_type, content_hash="c0ffee" * 10 + "abcd",
         fetched_at=datetime(2026, 11, 1, tzinfo=UTC),
@@ -226,3 +227,15 @@ def test_short_but_real_text_survives_while_a_lone_menu_does_not():
         "Short real note: the meeting moved to Tuesday at noon.")
     menu = b"<html><body><nav>menu</nav><script>x()</script></body></html>"
     assert clean_content(menu, "text/html", "https://x.example/m").body == ""
+
+
+def test_a_file_title_from_its_name_yields_to_the_document_own_title():
+    text, _, _ = _run(b"# Volcano notes\n\nNotes about tremor.", "text/markdown", title="notes", source="file",
+                      url="file:///docs/notes.md")
+    assert text.startswith("Title: Volcano notes\n")
+    text, _, _ = _run(b"Plain words without a title line that is short enough? no." * 10, "text/plain",
+                      title="plain", source="file", url="file:///docs/plain.txt")
+    assert text.startswith("Title: plain\n")
+    # a feed's item title stays, whatever the page says
+    text, _, _ = _run(REALISTIC_PAGE.encode(), "text/html", title="Feed title")
+    assert text.startswith("Title: Feed title\n")
