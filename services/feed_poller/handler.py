@@ -25,7 +25,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin
 
 import feedparser
@@ -37,6 +37,9 @@ from shared.ids import content_hash, feed_item_id
 from shared.messages import DocumentDeleted, DocumentFetched, FeedPollRequested, Message
 from shared.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
 from shared.url_guard import normalise_url
+
+if TYPE_CHECKING:
+    from shared.runtime.deps import Deps
 
 log = logging.getLogger("ragbus.feed_poller")
 
@@ -109,7 +112,7 @@ class _Entry:
 # ------------------------------------------------------------------ entry point
 
 
-def handle(message: Message, deps: Any) -> None:
+def handle(message: Message, deps: Deps) -> None:
     """Handle a ``FeedPollRequested``; raise RetryableError if every feed failed retryably."""
     if not isinstance(message, FeedPollRequested):
         raise PermanentError(
