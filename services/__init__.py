@@ -1,0 +1,1 @@
+"""One folder per stage: each a Cloud Function entry point (main.py) beside its handler."""
