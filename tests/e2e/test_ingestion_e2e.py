@@ -158,7 +158,7 @@ def test_kill_mid_ingestion_then_restart_indexes_every_item_exactly_once(tmp_pat
                 assert d["indexed_at"] == done_before[d["document_id"]]
         stats = cli_json(home, "stats")
         assert stats["chunks"] == sum(d["chunk_count"] for d in docs)
-        hits = cli_json(home, "search", "report", "--k", "100")
+        hits = cli_json(home, "search", "report", "--k", "50")
         keys = [(h["document_id"], h["text"]) for h in hits]
         assert len(keys) == len(set(keys)), "a chunk is duplicated"
         assert stats["dead_letters"] == 0
