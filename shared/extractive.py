@@ -26,7 +26,11 @@ Embed = Callable[[Sequence[str]], np.ndarray]
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#\-_.]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\W\d_]{2,}", re.UNICODE)
 
-STOPWORDS = frozenset(
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STOPWORDS = _words(
     """
     a about above after again against all also am an and any are aren't as at be because been
     before being below between both but by can could did do does doing don't down during each
@@ -40,16 +44,16 @@ STOPWORDS = frozenset(
     work works working does did done make makes made new latest recent recently today
     current currently way ways thing things something anything everything kind kinds
     difference differences compare compared comparison versus vs between
-    """.split()
+    """
 )
 
-TEMPORAL_WORDS = frozenset(
+TEMPORAL_WORDS = _words(
     """
     today yesterday tonight recent recently latest newest new now current currently week weekly
     month monthly year yearly this last past upcoming announced announcement announcements
     news update updates january february march april may june july august september october
     november december
-    """.split()
+    """
 )
 
 _HEADER_LINE = re.compile(r"^(Title|Published|Source):\s")
@@ -63,8 +67,7 @@ def tokenize(text: str) -> list[str]:
 def stem(word: str) -> str:
     """A light, predictable English normalisation: case, possessive, plural."""
     w = word.lower().strip(".-_")
-    if w.endswith("'s"):
-        w = w[:-2]
+    w = w.removesuffix("'s")
     if len(w) > 4 and w.endswith("ies"):
         return w[:-3] + "y"
     if len(w) > 4 and w.endswith(("ses", "xes", "ches", "shes")):

@@ -14,31 +14,37 @@ import re
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
+
+def _words(text: str) -> frozenset[str]:
+    """A word list written as prose, one string per language, readable in review."""
+    return frozenset(text.split())
+
+
 # Frequent function words and question words, chosen to be distinctive per language.
 _MARKERS: dict[str, frozenset[str]] = {
-    "en": frozenset(
+    "en": _words(
         "the is are what how why which who when does do of and to in for with about "
-        "explain between difference".split()
+        "explain between difference"
     ),
-    "es": frozenset(
+    "es": _words(
         "el la los las qué que cómo cuál cuáles por para es son una del con entre "
-        "diferencia explica cuándo dónde".split()
+        "diferencia explica cuándo dónde"
     ),
-    "fr": frozenset(
+    "fr": _words(
         "le la les est sont quoi comment pourquoi quel quelle quels des une du avec "
-        "entre différence explique qu'est où".split()
+        "entre différence explique qu'est où"
     ),
-    "de": frozenset(
+    "de": _words(
         "der die das ist sind was wie warum welche welcher und mit zwischen unterschied "
-        "erkläre ein eine für von wann".split()
+        "erkläre ein eine für von wann"
     ),
-    "pt": frozenset(
+    "pt": _words(
         "o a os as é são que como porque qual quais uma do da com entre diferença "
-        "explique para não".split()
+        "explique para não"
     ),
-    "it": frozenset(
+    "it": _words(
         "il lo la gli le è sono che come perché quale quali una del della con tra "
-        "differenza spiega per".split()
+        "differenza spiega per"
     ),
 }
 

@@ -26,7 +26,14 @@ from shared.config import Settings
 from shared.errors import RetryableError
 from shared.messages import ContextsRetrieved, Message, QueryTransformed
 from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, StateStore
-from shared.query_state import RETRIEVE, apply_stage, ensure_iteration, iteration_entry, live_record, stage_done
+from shared.query_state import (
+    RETRIEVE,
+    apply_stage,
+    ensure_iteration,
+    iteration_entry,
+    live_record,
+    stage_done,
+)
 from shared.runtime.deps import Deps
 from shared.text import strip_header
 

@@ -31,7 +31,15 @@ from shared.extractive import extractive_answer
 from shared.grading import failed_thresholds, grade_from_doc
 from shared.language import detect_language, phrase
 from shared.messages import AnswerReady, Message, QueryGraded
-from shared.ports import Answer, AnswerSentence, Clock, GradingContext, LanguageModel, Publisher, StateStore
+from shared.ports import (
+    Answer,
+    AnswerSentence,
+    Clock,
+    GradingContext,
+    LanguageModel,
+    Publisher,
+    StateStore,
+)
 from shared.query_state import SYNTHESIZE, apply_stage, iteration_entry, live_record
 from shared.runtime.deps import Deps
 

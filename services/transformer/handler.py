@@ -17,6 +17,7 @@ grade's missing aspects to it, so the loop always moves on.
 from __future__ import annotations
 
 import logging
+
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.extractive import TEMPORAL_WORDS, content_terms, stem, term_set

@@ -50,7 +50,7 @@ class FakeGemini:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
@@ -93,7 +93,7 @@ class FakeGemini:
     def reply(self, text: str = "", status: int = 200) -> None:
         self.replies.append(Reply(text=text, status=status))
 
-    def __enter__(self) -> FakeGemini:
+    def __enter__(self) -> "FakeGemini":  # noqa: PYI034 - a plain test helper, never subclassed
         self._thread.start()
         return self
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import date
 
+from services.transformer.handler import is_date_only
 from shared.adapters.local.llm import LocalLanguageModel, decompose, find_acronyms
 from shared.ports import GradingContext, RefineRequest
-from services.transformer.handler import is_date_only
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, chunk
 
 TODAY = date(2026, 11, 1)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from services.retriever.handler import QueryHits, fuse, is_header_only
 from shared.config import Settings
 from shared.messages import ContextsRetrieved, QueryTransformed
 from shared.ports import ScoredChunk
 from shared.runtime.dispatch import Outcome
-from services.retriever.handler import QueryHits, fuse, is_header_only
 from tests.unit.loop_fakes import CORPUS, chunk, make_loop
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from services.synthesizer.handler import number_citations
 from shared.language import phrase
 from shared.messages import AnswerReady, ContextsRetrieved, QueryGraded, QueryTransformed
 from shared.ports import Answer, AnswerSentence
-from services.synthesizer.handler import number_citations
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from services.transformer.handler import is_date_only, refinement_without_model
 from shared import collections
 from shared.messages import ContextsRetrieved, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.ports import RefineRequest, Transformation
 from shared.query_state import fail_query
-from services.transformer.handler import is_date_only, refinement_without_model
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop, weak_grade
 
 
@@ -114,7 +114,7 @@ def test_refine_writes_the_next_iteration_from_the_grade():
     message = _transformed(loop)[-1]
     assert (message.iteration, message.query) == (1, "rank fusion of BM25 and dense scores")
     assert message.sub_queries == ["What is BM25?", "What is dense retrieval?"]
-    (op, request), = [c for c in llm.calls if c[0] == "refine"]
+    (_, request), = [c for c in llm.calls if c[0] == "refine"]
     assert request == RefineRequest("how does rank fusion work", "rank fusion", "weak", ["scores"])
     record = loop.record()
     assert record["iteration"] == 1 and record["iterations"][1]["refined_from"] == 0

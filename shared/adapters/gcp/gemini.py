@@ -28,9 +28,23 @@ from typing import Any
 
 from shared.config import Settings
 from shared.errors import ConfigError, PermanentError, RetryableError
-from shared.grading import MalformedReply, extract_json_object, fallback_grade, parse_grade, parse_transformation
+from shared.grading import (
+    MalformedReply,
+    extract_json_object,
+    fallback_grade,
+    parse_grade,
+    parse_transformation,
+)
 from shared.language import NAMES as LANGUAGE_NAMES
-from shared.ports import Answer, AnswerSentence, Grade, GradingContext, ModelCall, RefineRequest, Transformation
+from shared.ports import (
+    Answer,
+    AnswerSentence,
+    Grade,
+    GradingContext,
+    ModelCall,
+    RefineRequest,
+    Transformation,
+)
 
 log = logging.getLogger("ragbus.llm.gemini")
 
@@ -193,7 +207,7 @@ class GeminiLanguageModel:
             raise PermanentError(
                 f"Gemini {operation} was refused with {code}: {exc}; check the model name and credentials"
             ) from exc
-        except Exception as exc:  # noqa: BLE001 - network failures of any kind are transient
+        except Exception as exc:
             raise RetryableError(f"Gemini {operation} could not be reached: {exc}") from exc
         usage = getattr(response, "usage_metadata", None)
         self._local.last_call = ModelCall(

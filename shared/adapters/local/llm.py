@@ -474,4 +474,4 @@ def decompose(question: str, limit: int = 5) -> list[str]:
     return subs[:limit] if len(subs) >= 2 else []
 
 
-__all__ = ["LocalLanguageModel", "decompose", "find_acronyms", "TEMPORAL_WORDS"]
+__all__ = ["TEMPORAL_WORDS", "LocalLanguageModel", "decompose", "find_acronyms"]
