@@ -93,7 +93,7 @@ class FakeGemini:
     def reply(self, text: str = "", status: int = 200) -> None:
         self.replies.append(Reply(text=text, status=status))
 
-    def __enter__(self) -> "FakeGemini":  # noqa: PYI034 - a plain test helper, never subclassed
+    def __enter__(self) -> FakeGemini:  # noqa: PYI034 - a plain test helper, never subclassed
         self._thread.start()
         return self
 
