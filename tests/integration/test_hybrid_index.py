@@ -221,3 +221,17 @@ def test_readers_and_a_writer_in_threads(tmp_path):
     assert index.count_chunks() == expected
     hits = index.search("harbor", _unit(rng, 1)[0], 100, mode="bm25")
     assert len(hits) == 1 + 30  # every w-document has exactly one "harbor" chunk, plus the seed
+
+
+def test_exact_and_ann_instances_share_one_cache(tmp_path):
+    rng = np.random.default_rng(7)
+    vectors = _unit(rng, 300)
+    exact = HybridIndex(tmp_path, DIM)
+    exact.upsert("a", _chunks("a", [f"ember falcon {n}" for n in range(300)]), vectors)
+    expected = [h.chunk.chunk_id for h in exact.search("falcon", vectors[5], 5, mode="dense")]
+    folder = tmp_path / "cache" / f"gen-{exact.generation:012d}"
+    assert (folder / "complete").exists() and not (folder / "hnsw.faiss").exists()
+    ann = HybridIndex(tmp_path, DIM, ann_threshold=10)
+    assert [h.chunk.chunk_id for h in ann.search("falcon", vectors[5], 5, mode="dense")][0] == expected[0]
+    assert (folder / "hnsw.faiss").exists()
+    assert HybridIndex(tmp_path, DIM, ann_threshold=10).snapshot().dense.kind == "hnsw"

@@ -93,6 +93,15 @@ def bm25_tokens(text: str) -> list[str]:
     return [_s_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
 
 
+def _import_bm25s():
+    import bm25s
+
+    # bm25s sets its own logger to DEBUG on import, which floods any application that
+    # configures logging; its progress chatter is not ours to show.
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
 def _bm25_text(title: str, text: str) -> str:
     # The title goes with every chunk (only the first carries the header); the header's
     # date and URL are noise for keyword matching.
@@ -404,14 +413,21 @@ class HybridIndex:
         if not (folder / "complete").exists():
             return None
         try:
-            import bm25s
+            bm25s = _import_bm25s()
 
             chunk_ids = json.loads((folder / "chunk_ids.json").read_text())
             bm25 = bm25s.BM25.load(str(folder / "bm25"), mmap=False, show_progress=False) if chunk_ids else None
-            if self._use_ann(len(chunk_ids)):
+            graph = folder / "hnsw.faiss"
+            if self._use_ann(len(chunk_ids)) and graph.exists():
                 import faiss
 
-                dense: _Dense | _Hnsw = _Hnsw(faiss.read_index(str(folder / "hnsw.faiss")), self.ef_search)
+                dense: _Dense | _Hnsw = _Hnsw(faiss.read_index(str(graph)), self.ef_search)
+            elif self._use_ann(len(chunk_ids)):
+                # cached by an instance that searched exactly: keep its BM25, add the graph
+                dense = self._build_hnsw(self._read_matrix(conn, len(chunk_ids)))
+                snap = _Snapshot(generation, chunk_ids, dense, bm25)
+                self._persist(snap)
+                return snap
             else:
                 dense = _Dense(self._read_matrix(conn, len(chunk_ids)))
         except (OSError, ValueError, RuntimeError) as exc:
@@ -419,8 +435,17 @@ class HybridIndex:
             return None
         return _Snapshot(generation, chunk_ids, dense, bm25)
 
+    def _build_hnsw(self, matrix: np.ndarray) -> _Hnsw:
+        import faiss
+
+        hnsw = faiss.IndexHNSWFlat(self.dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = self.ef_construction
+        hnsw.hnsw.efSearch = self.ef_search
+        hnsw.add(np.ascontiguousarray(matrix))
+        return _Hnsw(hnsw, self.ef_search)
+
     def _build(self, conn: Any, generation: int) -> _Snapshot:
-        import bm25s
+        bm25s = _import_bm25s()
 
         chunk_ids: list[str] = []
         corpus: list[list[str]] = []
@@ -438,13 +463,7 @@ class HybridIndex:
             bm25 = bm25s.BM25()
             bm25.index(corpus, show_progress=False)
             if self._use_ann(size):
-                import faiss
-
-                hnsw = faiss.IndexHNSWFlat(self.dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-                hnsw.hnsw.efConstruction = self.ef_construction
-                hnsw.hnsw.efSearch = self.ef_search
-                hnsw.add(np.ascontiguousarray(matrix))
-                dense = _Hnsw(hnsw, self.ef_search)
+                dense = self._build_hnsw(matrix)
             else:
                 dense = _Dense(matrix.copy())  # writable, owned copy
         snap = _Snapshot(generation, chunk_ids, dense, bm25)
@@ -456,6 +475,17 @@ class HybridIndex:
         cache = self.path / "cache"
         final = self._cache_dir(snap.generation)
         if (final / "complete").exists():
+            # Published already, perhaps by an instance that searched exactly; add the graph.
+            if isinstance(snap.dense, _Hnsw) and not (final / "hnsw.faiss").exists():
+                import faiss
+
+                part = final / f".hnsw-{threading.get_ident()}-{time.monotonic_ns()}"
+                try:
+                    faiss.write_index(snap.dense.index, str(part))
+                    part.rename(final / "hnsw.faiss")
+                except (OSError, RuntimeError) as exc:
+                    part.unlink(missing_ok=True)
+                    log.warning("could not persist the HNSW graph of generation %d: %s", snap.generation, exc)
             return
         tmp = cache / f".tmp-{snap.generation}-{threading.get_ident()}-{time.monotonic_ns()}"
         try:
