@@ -250,6 +250,11 @@ def refine_query(
         if source == "model":
             source = "fallback: empty or date-only refinement"
         refined = refinement_without_model(request)
+    if refined.lower() == str(request.previous_query).strip().lower():
+        # The same query again would retrieve the same contexts: spend the iteration on feedback terms.
+        fallback_query = refinement_without_model(request)
+        if fallback_query.lower() != refined.lower():
+            refined, source = fallback_query, f"{source}; unchanged refinement replaced by missing aspects"
     # The question's decomposition does not change between iterations; keep it.
     sub_queries = clean_sub_queries(list(entry.get("sub_queries") or []), refined, settings.max_sub_queries)
     model_fallback = calls == 1 and source != "model"

@@ -14,10 +14,14 @@ from shared.ports import Chunk, GradingContext
 
 QUESTION = "How does reciprocal rank fusion combine BM25 and dense retrieval results?"
 RELATED = [
-    "Reciprocal rank fusion (RRF) merges ranked lists by summing 1/(k + rank) for each document, so a "
-    "chunk ranked well by both BM25 and the dense retriever rises to the top.",
-    "Hybrid search runs a BM25 query and a vector query, then fuses the two result lists; rank fusion "
-    "avoids normalising incompatible scores.",
+    (
+        "Reciprocal rank fusion (RRF) merges ranked lists by summing 1/(k + rank) for each document, so a "
+        "chunk ranked well by both BM25 and the dense retriever rises to the top."
+    ),
+    (
+        "Hybrid search runs a BM25 query and a vector query, then fuses the two result lists; rank fusion "
+        "avoids normalising incompatible scores."
+    ),
 ]
 UNRELATED = [
     "The recipe calls for two cups of flour, a pinch of salt and three eggs whisked until fluffy.",

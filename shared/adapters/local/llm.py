@@ -19,8 +19,10 @@ input every time.
   0.4-0.8), coverage of the question's content terms (acronyms, numbers and
   capitalised names weigh more than common words; there is no corpus-wide IDF
   because the index port exposes no document frequencies), and groundedness
-  (the most similar context covers most key terms). ``answerable`` is False
-  when both the best similarity and the coverage are evidently too low.
+  (the most similar context covers most key terms, or several similar contexts
+  cover them together). ``answerable`` is False when both the best similarity
+  and the coverage are evidently too low; a question with no content terms at
+  all ("what's new today?") gets a neutral grade instead.
   ``missing_aspects`` are the question's terms no context contains.
 - **refine**: the original question plus the missing aspects and acronym
   expansions (plus month/year for temporal questions).
@@ -302,8 +304,11 @@ class LocalLanguageModel:
                 if stem(term) not in present:
                     present.add(stem(term))
                     extra.append(term)
+        date_only = not content_terms(request.original_query, keep_temporal=False)
         if not extra:
-            extra = self._feedback(expanded, recent_first=False, minimum_df=2)
+            extra = self._feedback(expanded, recent_first=date_only, minimum_df=1 if date_only else 2)
+        if date_only and not extra:
+            extra = ["articles", "announcements"]  # never a date-only query
         parts = [expanded, *extra[:8]]
         if _TEMPORAL_CUES.search(request.original_query):
             month_year = today.strftime("%B %Y")
@@ -365,8 +370,17 @@ class LocalLanguageModel:
         relevance = 0.65 * _scaled(sim_max) + 0.35 * cov_best
         completeness = 0.5 * cov_union + 0.5 * _scaled(sim_top)
         score = 0.5 * relevance + 0.5 * completeness
-        grounded = sim_max >= 0.35 and max(cov_of_most_similar, cov_best if cov_best >= 0.8 else 0.0) >= 0.6
+        # Grounded: one strong context covers the key terms, or (for comparisons and multi-part
+        # questions, which no single passage covers) several strong contexts cover them together.
+        strong = int(np.sum(sims >= 0.35))
+        grounded = sim_max >= 0.35 and (
+            cov_of_most_similar >= 0.6 or cov_best >= 0.8 or (strong >= 2 and cov_union >= 0.8)
+        )
         answerable = not (sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE)
+        if not terms:
+            # Nothing in the question to check ("what's new today?"): no evidence either way, so a
+            # neutral grade that neither claims an answer nor abstains.
+            answerable, grounded = True, False
         reasoning = (
             f"best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
             f"{cov_union:.0%} across contexts, {cov_best:.0%} by one context"
