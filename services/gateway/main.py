@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
 from typing import Any
 
 import functions_framework.aio
@@ -27,25 +26,16 @@ from starlette.types import Receive, Scope, Send
 
 from services.gateway.app import create_app
 from shared.runtime.deps import Deps
+from shared.runtime.functions import function_deps
 
 log = logging.getLogger("ragbus.gateway")
 
-_deps: Deps | None = None
-_deps_lock = threading.Lock()
 _running: dict[asyncio.AbstractEventLoop, _LifespanApp] = {}
 
 
 def deps() -> Deps:
     """This instance's Deps, built on first use (clients are reused across requests)."""
-    global _deps
-    if _deps is None:
-        with _deps_lock:
-            if _deps is None:
-                from shared.config import load_settings
-                from shared.runtime.bootstrap import build_local
-
-                _deps = build_local(load_settings()).deps
-    return _deps
+    return function_deps()
 
 
 class _LifespanApp:

@@ -103,3 +103,14 @@ def build_local(settings: Settings) -> LocalSystem:
     )
     holder["deps"] = deps
     return LocalSystem(settings=settings, bus=bus, deps=deps)
+
+
+def build_deps(settings: Settings) -> Deps:
+    """The dependencies of one stage instance for ``settings.runtime``."""
+    if settings.runtime == "local":
+        return build_local(settings).deps
+    from shared.errors import ConfigError
+
+    raise ConfigError(
+        f"RAGBUS_RUNTIME={settings.runtime!r} has no wiring in this build yet; use RAGBUS_RUNTIME=local"
+    )

@@ -551,9 +551,10 @@ def test_main_entry_point_dispatches_a_pubsub_push_event(world, monkeypatch):
     from cloudevents.http import CloudEvent
 
     from services.feed_poller import main
+    from shared.runtime import functions
 
     serve(world, [item(1)])
-    monkeypatch.setattr(main, "_deps", world.deps())
+    monkeypatch.setattr(functions, "_deps", world.deps())
     data, attributes = encode(request(FEED))
     event = CloudEvent(
         {"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "//pubsub/test"},
@@ -569,7 +570,7 @@ def test_main_entry_point_dispatches_a_pubsub_push_event(world, monkeypatch):
     assert [m.guid for m in world.fetched()] == ["g1"]
 
     world.fetcher.responses[FEED] = RetryableError("timed out")
-    with pytest.raises(RuntimeError, match="will be retried"):
+    with pytest.raises(RuntimeError, match="will redeliver"):
         main.feed_poller(event)
 
     bad = CloudEvent(
