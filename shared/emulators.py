@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from shared.errors import RagbusError
 
@@ -90,7 +91,9 @@ def _java() -> str | None:
 def emulators_available() -> dict[str, str | None]:
     """For each emulator, ``None`` when it can be started, else what is missing and how to get it."""
     java = _java()
-    no_java = "java not found on PATH (install a JRE >= 11, e.g. apt-get install default-jre-headless)"
+    no_java = (
+        "java not found on PATH (install a JRE >= 11, e.g. apt-get install default-jre-headless)"
+    )
     status: dict[str, str | None] = {}
 
     script = pubsub_emulator_script()
@@ -101,7 +104,9 @@ def emulators_available() -> dict[str, str | None]:
 
     jar = firestore_emulator_jar()
     if not jar.exists():
-        status[FIRESTORE] = f"{jar} is missing (apt-get install google-cloud-cli-firestore-emulator)"
+        status[FIRESTORE] = (
+            f"{jar} is missing (apt-get install google-cloud-cli-firestore-emulator)"
+        )
     else:
         status[FIRESTORE] = None if java else no_java
 
@@ -136,6 +141,7 @@ def stop_process_group(pid: int, timeout_s: float = 10.0) -> bool:
         return False
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        _reap(pid)
         if not _group_alive(pid):
             return True
         time.sleep(0.1)
@@ -145,6 +151,14 @@ def stop_process_group(pid: int, timeout_s: float = 10.0) -> bool:
     except ProcessLookupError:
         pass
     return True
+
+
+def _reap(pid: int) -> None:
+    """Collect ``pid``'s exit status if it is our child, so it stops counting as alive."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not our child (started by another ragbus process): init reaps it
 
 
 def _group_alive(pgid: int) -> bool:
@@ -182,7 +196,11 @@ class EmulatorProcess:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM the whole process group, SIGKILL after ``timeout_s``; reap the child."""
-        if self._popen is not None and self._popen.poll() is not None and not _group_alive(self.pid):
+        if (
+            self._popen is not None
+            and self._popen.poll() is not None
+            and not _group_alive(self.pid)
+        ):
             return
         try:
             os.killpg(self.pid, signal.SIGTERM)
@@ -209,7 +227,7 @@ class EmulatorProcess:
                 log.error("%s emulator (pid %d) did not exit after SIGKILL", self.name, self.pid)
         log.info("stopped %s emulator (pid %d)", self.name, self.pid)
 
-    def __enter__(self) -> EmulatorProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -263,7 +281,9 @@ def _launch(
         log_path=log_path,
         _popen=popen,
     )
-    log.info("starting %s emulator on %s (pid %d, log %s)", name, handle.host_port, popen.pid, log_path)
+    log.info(
+        "starting %s emulator on %s (pid %d, log %s)", name, handle.host_port, popen.pid, log_path
+    )
     try:
         _wait_until_ready(handle, ready_path, timeout_s)
     except BaseException:
@@ -371,7 +391,9 @@ def start_gcs_emulator(
         argv += ["-backend", "memory"]
     else:
         argv += ["-backend", "filesystem", "-filesystem-root", str(Path(data_dir).resolve())]
-    return _launch(GCS, argv, port, "STORAGE_EMULATOR_HOST", url, log_dir, "/storage/v1/b", timeout_s)
+    return _launch(
+        GCS, argv, port, "STORAGE_EMULATOR_HOST", url, log_dir, "/storage/v1/b", timeout_s
+    )
 
 
 # ------------------------------------------------------------------ reset
