@@ -1,0 +1,25 @@
+"""Every stage's entry point, for functions-framework: ``--target=<stage>``.
+
+Cloud Functions deploys this one source once per stage; each target is the
+thin function in ``services/<stage>/main.py``.
+"""
+
+from services.cleaner.main import cleaner
+from services.feed_poller.main import feed_poller
+from services.gateway.main import gateway
+from services.grader.main import grader
+from services.indexer.main import indexer
+from services.retriever.main import retriever
+from services.synthesizer.main import synthesizer
+from services.transformer.main import transformer
+
+__all__ = [
+    "cleaner",
+    "feed_poller",
+    "gateway",
+    "grader",
+    "indexer",
+    "retriever",
+    "synthesizer",
+    "transformer",
+]

@@ -1,0 +1,77 @@
+"""The root main.py exposes every stage, and a stage's entry point maps outcomes onto delivery."""
+
+import base64
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from cloudevents.http import CloudEvent
+
+import main
+from shared import collections
+from shared.config import Settings
+from shared.messages import QuerySubmitted, encode
+from shared.runtime import functions
+from shared.runtime.deps import Deps
+from shared.runtime.stages import CONSUMERS
+from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+
+
+def test_every_stage_is_a_target_of_the_root_module():
+    stages = {c.stage for c in CONSUMERS} | {"gateway"}
+    assert stages <= set(main.__all__)
+    for stage in stages:
+        assert callable(getattr(main, stage))
+
+
+def _event(message, *, published=None, attempt=None):
+    data, attributes = encode(message)
+    body = {"message": {"data": base64.b64encode(data).decode(), "attributes": attributes, "messageId": "m1"}}
+    if published:
+        body["message"]["publishTime"] = published.isoformat().replace("+00:00", "Z")
+    if attempt:
+        body["deliveryAttempt"] = attempt
+    return CloudEvent({"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "//pubsub"}, body)
+
+
+@pytest.fixture
+def deps(monkeypatch):
+    d = Deps(Settings(), publisher=RecordingPublisher(), state=InMemoryStateStore(), clock=FakeClock())
+    monkeypatch.setattr(functions, "_deps", d)
+    return d
+
+
+def test_a_handler_crash_raises_so_the_platform_redelivers(deps, monkeypatch):
+    def boom(message, deps):
+        raise ConnectionError("firestore unavailable")
+
+    consumer = functions.consumer_for("transformer", {"type": "QuerySubmitted"})
+    monkeypatch.setattr(type(consumer), "handler", property(lambda self: boom))
+    with pytest.raises(RuntimeError, match="transformer.query-submitted: ConnectionError: firestore unavailable"):
+        main.transformer(_event(QuerySubmitted(query_id="q1")))
+    assert deps.state.count(collections.DEAD_LETTERS) == 0
+
+
+def test_consumer_is_chosen_by_message_type():
+    assert functions.consumer_for("transformer", {"type": "QueryGraded"}).topic == "query-graded"
+    assert functions.consumer_for("transformer", {"type": "QuerySubmitted"}).topic == "query-submitted"
+    assert functions.consumer_for("indexer", {"type": "DocumentDeleted"}).topic == "document-deleted"
+
+
+def test_an_unknown_type_is_recorded_as_a_dead_letter_and_acknowledged(deps):
+    event = CloudEvent({"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "//pubsub"},
+                       {"message": {"data": base64.b64encode(b"{}").decode(), "attributes": {"type": "Nope"},
+                                    "messageId": "m9"}})
+    main.grader(event)  # returns: acknowledged
+    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    assert "unknown message type 'Nope'" in letter["error"]
+
+
+def test_events_older_than_the_cutoff_are_dropped(deps, monkeypatch):
+    called = []
+    consumer = functions.consumer_for("grader", {"type": "QuerySubmitted"})
+    monkeypatch.setattr(type(consumer), "handler", property(lambda self: lambda m, d: called.append(m)))
+    old = datetime.now(UTC) - timedelta(days=3)
+    main.grader(_event(QuerySubmitted(query_id="q1"), published=old))
+    assert called == []
+    main.grader(_event(QuerySubmitted(query_id="q1"), published=datetime.now(UTC)))
+    assert len(called) == 1
