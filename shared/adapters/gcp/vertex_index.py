@@ -1,0 +1,363 @@
+"""The Index port on Vertex AI Vector Search, with a StateStore beside it.
+
+Vector Search keeps vectors and restrict tokens, nothing else. The chunks'
+texts and metadata, their vectors (for exact re-scoring) and which chunk ids
+belong to which document live in the companion
+:class:`~shared.ports.StateStore` (Firestore in the gcp runtime):
+
+    vector_chunks/<chunk id>        the chunk's fields and its float32 vector (base64)
+    vector_documents/<document id>  chunk_ids (searchable), pending (being written), indexed
+
+The index must be created with ``index_update_method="STREAM_UPDATE"`` (streamed
+upserts and removals), deployed to an endpoint, and its dimension must match the
+embedder's.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import numpy as np
+from google.api_core import exceptions as gexc
+
+from shared.adapters.gcp.candidate_rescoring import candidate_pool, check_mode, rank_candidates
+from shared.errors import ConfigError, PermanentError, RetryableError
+from shared.ports import Chunk, Doc, ScoredChunk, SearchMode, StateStore
+
+log = logging.getLogger("ragbus.index.vertex")
+
+CHUNKS = "vector_chunks"
+DOCUMENTS = "vector_documents"
+#: The restrict namespace every datapoint carries, so a query could be limited to documents.
+DOCUMENT_NAMESPACE = "document_id"
+#: Datapoints per upsert or remove request (our choice: keeps each request well under the API's size limit).
+DATAPOINTS_PER_REQUEST = 500
+#: Neighbours asked for at most in one query.
+MAX_NEIGHBORS = 1000
+# Neighbours beyond k in dense mode: a datapoint whose chunk record is already gone
+# (a replacement in flight; streamed removals take seconds to show) is skipped, not returned.
+_SPARES = 8
+
+_TRANSIENT = (
+    gexc.ServiceUnavailable,
+    gexc.DeadlineExceeded,
+    gexc.InternalServerError,
+    gexc.TooManyRequests,
+    gexc.Aborted,
+    gexc.Unknown,
+)
+
+
+class VectorSearchIndexClient(Protocol):
+    """What this adapter uses of ``aiplatform.MatchingEngineIndex``."""
+
+    def upsert_datapoints(self, datapoints: Sequence[Any]) -> Any: ...
+
+    def remove_datapoints(self, datapoint_ids: Sequence[str]) -> Any: ...
+
+
+class VectorSearchEndpointClient(Protocol):
+    """What this adapter uses of ``aiplatform.MatchingEngineIndexEndpoint``."""
+
+    def find_neighbors(
+        self, *, deployed_index_id: str, queries: Any, num_neighbors: int
+    ) -> Any: ...
+
+
+def encode_vector(vector: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").astype(np.float32)
+
+
+class VertexVectorSearchIndex:
+    """:class:`~shared.ports.Index` on Vertex AI Vector Search (vectors) and a StateStore (the rest).
+
+    Pass the ``aiplatform.MatchingEngineIndex`` and ``MatchingEngineIndexEndpoint``
+    (or :meth:`connect` to build them), the deployed index id, and the state store.
+
+    Ordering and atomicity. Vector Search and the state store share no
+    transaction, so nothing here is atomic; the order of the steps makes every
+    intermediate state safe to search and every interrupted upsert repaired by
+    the next upsert or delete of the same document:
+
+    1. the document's record gains ``pending`` = the new chunk ids (a transaction);
+    2. the new chunk records are written, then the datapoints upserted;
+    3. the record's ``chunk_ids`` become the new ids, ``pending`` empties;
+    4. stale datapoints are removed, then their chunk records deleted.
+
+    A search keeps only neighbours whose chunk record exists, so it never returns a
+    chunk without its text; while a replacement is in flight it may return chunks of
+    the old and the new version together. Streamed updates reach search results
+    within seconds (Vector Search is eventually consistent), and counts follow the
+    state store, so they can run ahead of search.
+
+    Scores and keyword search. Vector Search finds the candidates; their cosine is
+    recomputed exactly from the vectors kept in the chunk records, so scores do not
+    depend on the index's distance type or on ANN approximation. ``hybrid`` and
+    ``bm25`` re-score a dense candidate pool with BM25 over the pool
+    (:mod:`shared.adapters.gcp.candidate_rescoring`): a chunk that only matches the
+    query's words, outside the pool, is not found.
+    """
+
+    def __init__(
+        self,
+        index: VectorSearchIndexClient,
+        endpoint: VectorSearchEndpointClient,
+        deployed_index_id: str,
+        state: StateStore,
+        *,
+        dimension: int,
+        dense_weight: float = 0.7,
+        datapoints_per_request: int = DATAPOINTS_PER_REQUEST,
+        max_neighbors: int = MAX_NEIGHBORS,
+    ) -> None:
+        if not deployed_index_id:
+            raise ConfigError(
+                "VertexVectorSearchIndex needs the deployed index id (RAGBUS_VERTEX_DEPLOYED_INDEX_ID)"
+            )
+        if dimension <= 0:
+            raise ConfigError(f"dimension={dimension} must be positive")
+        if not 0.0 <= dense_weight <= 1.0:
+            raise ConfigError(f"dense_weight={dense_weight} must be between 0 and 1")
+        self.index = index
+        self.endpoint = endpoint
+        self.deployed_index_id = deployed_index_id
+        self.state = state
+        self.dimension = dimension
+        self.dense_weight = dense_weight
+        self.datapoints_per_request = max(1, datapoints_per_request)
+        self.max_neighbors = max(1, max_neighbors)
+
+    @classmethod
+    def connect(
+        cls,
+        *,
+        index_name: str,
+        endpoint_name: str,
+        deployed_index_id: str,
+        state: StateStore,
+        dimension: int,
+        project: str | None = None,
+        location: str | None = None,
+        **options: Any,
+    ) -> VertexVectorSearchIndex:
+        """Look up the index and endpoint (resource names or ids) with google-cloud-aiplatform."""
+        from google.cloud import aiplatform
+
+        index = aiplatform.MatchingEngineIndex(
+            index_name=index_name, project=project, location=location
+        )
+        endpoint = aiplatform.MatchingEngineIndexEndpoint(
+            index_endpoint_name=endpoint_name, project=project, location=location
+        )
+        return cls(index, endpoint, deployed_index_id, state, dimension=dimension, **options)
+
+    @contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except _TRANSIENT as exc:
+            raise RetryableError(
+                f"Vertex AI Vector Search {what} failed for now ({type(exc).__name__}): {exc}"
+            ) from exc
+        except (
+            gexc.NotFound,
+            gexc.PermissionDenied,
+            gexc.InvalidArgument,
+            gexc.FailedPrecondition,
+        ) as exc:
+            raise PermanentError(
+                f"Vertex AI Vector Search refused the {what} ({type(exc).__name__}): {exc}; check the index, "
+                "endpoint and deployed index id, that the index uses STREAM_UPDATE, and its dimension"
+            ) from exc
+
+    # ------------------------------------------------------------- writes
+
+    def datapoint(self, chunk: Chunk, vector: np.ndarray) -> Any:
+        """The SDK's ``IndexDatapoint`` for a chunk: its id, vector and document restrict."""
+        from google.cloud.aiplatform_v1.types import IndexDatapoint
+
+        return IndexDatapoint(
+            datapoint_id=chunk.chunk_id,
+            feature_vector=[float(x) for x in vector],
+            restricts=[
+                IndexDatapoint.Restriction(
+                    namespace=DOCUMENT_NAMESPACE, allow_list=[chunk.document_id]
+                )
+            ],
+        )
+
+    def upsert(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Replace every chunk of ``document_id`` with ``chunks`` (ordered, not atomic: see the class)."""
+        vectors = self._checked(document_id, chunks, vectors)
+        new_ids = [c.chunk_id for c in chunks]
+        if len(set(new_ids)) != len(new_ids):
+            raise ValueError(f"upsert of {document_id}: chunk ids are not unique")
+
+        def mark_pending(current: Doc | None) -> Doc:
+            current = current or {
+                "document_id": document_id,
+                "chunk_ids": [],
+                "pending": [],
+                "indexed": False,
+            }
+            pending = sorted(set(current.get("pending", [])) | set(new_ids))
+            return {**current, "pending": pending}
+
+        before = self.state.update(DOCUMENTS, document_id, mark_pending) or {}
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            self.state.put(CHUNKS, chunk.chunk_id, _chunk_record(chunk, vector))
+        datapoints = [self.datapoint(c, v) for c, v in zip(chunks, vectors, strict=True)]
+        with self._calling(f"upsert of {document_id}"):
+            for start in range(0, len(datapoints), self.datapoints_per_request):
+                self.index.upsert_datapoints(
+                    datapoints=datapoints[start : start + self.datapoints_per_request]
+                )
+
+        def commit(current: Doc | None) -> Doc:
+            current = current or {"document_id": document_id}
+            # Another upsert may have started meanwhile: its pending ids stay pending.
+            still_pending = sorted(
+                set(current.get("pending", [])) - set(new_ids) - set(before.get("pending", []))
+            )
+            return {
+                **current,
+                "chunk_ids": new_ids,
+                "pending": still_pending,
+                "indexed": bool(new_ids),
+            }
+
+        self.state.update(DOCUMENTS, document_id, commit)
+        stale = (set(before.get("chunk_ids", [])) | set(before.get("pending", []))) - set(new_ids)
+        self._remove(document_id, sorted(stale))
+        if not new_ids:
+            record = self.state.get(DOCUMENTS, document_id)
+            if record is not None and not record.get("pending"):
+                self.state.delete(DOCUMENTS, document_id)
+
+    def delete_document(self, document_id: str) -> int:
+        """Remove the document's datapoints, chunk records and record; how many chunks it had."""
+        record = self.state.get(DOCUMENTS, document_id)
+        if record is None:
+            return 0
+        ids = sorted(set(record.get("chunk_ids", [])) | set(record.get("pending", [])))
+        removed = self._remove(document_id, ids)
+        self.state.delete(DOCUMENTS, document_id)
+        return removed
+
+    def _remove(self, document_id: str, chunk_ids: list[str]) -> int:
+        """Datapoints first, then records: a search never meets a datapoint without its text."""
+        if not chunk_ids:
+            return 0
+        with self._calling(f"removal of {document_id}'s datapoints"):
+            for start in range(0, len(chunk_ids), self.datapoints_per_request):
+                self.index.remove_datapoints(
+                    datapoint_ids=chunk_ids[start : start + self.datapoints_per_request]
+                )
+        return sum(1 for chunk_id in chunk_ids if self.state.delete(CHUNKS, chunk_id))
+
+    def _checked(
+        self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray
+    ) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(chunks), self.dimension):
+            raise ValueError(
+                f"upsert of {document_id}: vectors have shape {vectors.shape}, expected "
+                f"({len(chunks)}, {self.dimension})"
+            )
+        strangers = {c.document_id for c in chunks} - {document_id}
+        if strangers:
+            raise ValueError(
+                f"upsert of {document_id} got chunks of other documents: {sorted(strangers)}"
+            )
+        if not np.isfinite(vectors).all():
+            raise ValueError(f"upsert of {document_id}: vectors contain NaN or infinity")
+        return vectors
+
+    # -------------------------------------------------------------- reads
+
+    def search(
+        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
+    ) -> list[ScoredChunk]:
+        """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25 (see the class)."""
+        check_mode(mode)
+        if k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if query.shape != (self.dimension,):
+            raise ValueError(f"query vector has {query.size} values, expected {self.dimension}")
+        pool = candidate_pool(k, mode, cap=self.max_neighbors)
+        if mode == "dense":
+            pool = min(pool + _SPARES, self.max_neighbors)
+        with self._calling("query"):
+            results = self.endpoint.find_neighbors(
+                deployed_index_id=self.deployed_index_id,
+                queries=[[float(x) for x in query]],
+                num_neighbors=pool,
+            )
+        neighbours = results[0] if results else []
+        candidates: list[tuple[Chunk, float]] = []
+        seen: set[str] = set()
+        for neighbour in neighbours:
+            if neighbour.id in seen:
+                continue
+            seen.add(neighbour.id)
+            record = self.state.get(CHUNKS, neighbour.id)
+            if record is None:
+                continue  # removed since (or never fully written): not searchable
+            candidates.append((_chunk(record), float(decode_vector(record["vector"]) @ query)))
+        return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight)
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks with these ids, in the order asked; unknown ids are skipped."""
+        out = []
+        for chunk_id in chunk_ids:
+            record = self.state.get(CHUNKS, chunk_id)
+            if record is not None:
+                out.append(_chunk(record))
+        return out
+
+    def document_chunk_ids(self, document_id: str) -> list[str]:
+        """The searchable chunk ids of the document, in order (empty when not indexed)."""
+        record = self.state.get(DOCUMENTS, document_id)
+        return list(record.get("chunk_ids", [])) if record else []
+
+    def count_chunks(self) -> int:
+        return self.state.count(CHUNKS)
+
+    def count_documents(self) -> int:
+        return self.state.count(DOCUMENTS, {"indexed": True})
+
+
+def _chunk_record(chunk: Chunk, vector: np.ndarray) -> Doc:
+    return {
+        "chunk_id": chunk.chunk_id,
+        "document_id": chunk.document_id,
+        "ordinal": chunk.ordinal,
+        "text": chunk.text,
+        "title": chunk.title,
+        "url": chunk.url,
+        "published": chunk.published,
+        "source": chunk.source,
+        "vector": encode_vector(vector),
+    }
+
+
+def _chunk(record: Doc) -> Chunk:
+    return Chunk(
+        chunk_id=record["chunk_id"],
+        document_id=record["document_id"],
+        ordinal=int(record["ordinal"]),
+        text=record.get("text", ""),
+        title=record.get("title", ""),
+        url=record.get("url", ""),
+        published=record.get("published"),
+        source=record.get("source", ""),
+    )
