@@ -4,7 +4,7 @@ variable "project" {
 }
 
 variable "region" {
-  description = "Region for functions and Firestore"
+  description = "Region for functions, buckets, Scheduler and Eventarc (the documents bucket must be in the trigger's region)"
   type        = string
   default     = "europe-west4"
 }
@@ -13,4 +13,120 @@ variable "max_delivery_attempts" {
   description = "Deliveries before a message goes to its dead-letter topic (Pub/Sub allows 5-100)"
   type        = number
   default     = 5
+
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "Pub/Sub accepts max_delivery_attempts between 5 and 100."
+  }
+}
+
+variable "retry_minimum_backoff" {
+  description = "Shortest wait before Pub/Sub redelivers a message the function failed"
+  type        = string
+  default     = "10s"
+}
+
+variable "retry_maximum_backoff" {
+  description = "Longest wait before Pub/Sub redelivers a message the function failed"
+  type        = string
+  default     = "600s"
+}
+
+variable "source_archive" {
+  description = <<-EOT
+    Path to a prebuilt zip of the repository root (main.py, shared/, services/, requirements.txt).
+    Empty (the default): Terraform zips the repository root itself with data.archive_file,
+    leaving out tests, virtualenvs, caches, docs and infra (see local.source_excludes).
+  EOT
+  type        = string
+  default     = ""
+}
+
+variable "firestore_database" {
+  description = "Firestore database id; '(default)' needs no setting in the code, any other name is passed as RAGBUS_FIRESTORE_DATABASE"
+  type        = string
+  default     = "(default)"
+}
+
+variable "firestore_location" {
+  description = "Firestore location (a multi-region such as eur3 / nam5, or a region)"
+  type        = string
+  default     = "eur3"
+}
+
+variable "embedding_dimension" {
+  description = "Dimension of the chunk embeddings (all-MiniLM-L6-v2, the packaged embedder, gives 384); the Firestore vector index only serves vectors of exactly this size"
+  type        = number
+  default     = 384
+}
+
+variable "query_retention_days" {
+  description = "Days a query record is kept: the query-state code sets expire_at = created_at + this, and Firestore TTL deletes the record after it"
+  type        = number
+  default     = 30
+}
+
+variable "llm_provider" {
+  description = "Language model of the query loop: 'gemini' (Vertex AI, with the functions' own identities) or 'local' (the deterministic stand-in)"
+  type        = string
+  default     = "gemini"
+
+  validation {
+    condition     = contains(["gemini", "local"], var.llm_provider)
+    error_message = "llm_provider must be 'gemini' or 'local'."
+  }
+}
+
+variable "gemini_model" {
+  description = "Gemini model used by transformer, grader and synthesizer"
+  type        = string
+  default     = "gemini-2.0-flash"
+}
+
+variable "vertex_location" {
+  description = "Vertex AI location for Gemini calls (GOOGLE_CLOUD_LOCATION); empty means var.region"
+  type        = string
+  default     = ""
+}
+
+variable "feed_poll_schedule" {
+  description = "Cron schedule of the FeedPollRequested the scheduler publishes (every registered feed is polled)"
+  type        = string
+  default     = "*/15 * * * *"
+}
+
+variable "feed_poll_time_zone" {
+  description = "Time zone of feed_poll_schedule"
+  type        = string
+  default     = "Etc/UTC"
+}
+
+variable "allow_unauthenticated_gateway" {
+  description = "Let anyone on the internet call the gateway (grants run.invoker to allUsers). Off by default: callers need an identity token."
+  type        = bool
+  default     = false
+}
+
+variable "gateway_invokers" {
+  description = "Principals allowed to call the gateway, e.g. [\"group:rag-users@example.com\"]"
+  type        = list(string)
+  default     = []
+}
+
+variable "gateway_min_instances" {
+  description = "Warm gateway instances (0 scales to zero; 1 avoids a cold start on the first question)"
+  type        = number
+  default     = 0
+}
+
+variable "max_instances" {
+  description = "Per-function override of the maximum instance count, keyed by function name (e.g. { cleaner = 20 })"
+  type        = map(number)
+  default     = {}
+}
+
+variable "labels" {
+  description = "Labels put on every labelled resource"
+  type        = map(string)
+  default     = { app = "ragbus" }
 }

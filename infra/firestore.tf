@@ -1,0 +1,111 @@
+# Firestore (native mode): processed ids, feeds, documents, query records, dead letters,
+# and the chunks with their embeddings (vector search).
+
+resource "google_firestore_database" "main" {
+  name                        = var.firestore_database
+  location_id                 = var.firestore_location
+  type                        = "FIRESTORE_NATIVE"
+  concurrency_mode            = "PESSIMISTIC" # transactions lock what they read (query-record updates)
+  app_engine_integration_mode = "DISABLED"
+  delete_protection_state     = "DELETE_PROTECTION_ENABLED"
+  deletion_policy             = "ABANDON"
+
+  depends_on = [google_project_service.api]
+}
+
+# The feed poller lists a feed's ledger records: processed_items where feed_url == X and
+# source == "feed" (shared.processed_items.records). Equality filters can be served by
+# merging single-field indexes, but the merge may fail on a large collection; this index
+# serves it directly.
+resource "google_firestore_index" "processed_items_by_feed" {
+  database   = google_firestore_database.main.name
+  collection = "processed_items"
+
+  fields {
+    field_path = "feed_url"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "source"
+    order      = "ASCENDING"
+  }
+}
+
+# Dead letters of one subscription, newest first (ragbus dead-letters / stats).
+resource "google_firestore_index" "dead_letters_by_subscription" {
+  database   = google_firestore_database.main.name
+  collection = "dead_letters"
+
+  fields {
+    field_path = "subscription"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "at"
+    order      = "DESCENDING"
+  }
+}
+
+# Queries by status: the most recent ones of a status (the web page's list) and the
+# running ones past their deadline (the timeout sweep).
+resource "google_firestore_index" "queries_by_status_created" {
+  database   = google_firestore_database.main.name
+  collection = "queries"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "queries_by_status_deadline" {
+  database   = google_firestore_database.main.name
+  collection = "queries"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "deadline"
+    order      = "ASCENDING"
+  }
+}
+
+# Nearest-neighbour search over chunk embeddings (find_nearest on chunks.embedding).
+# Only vectors of exactly var.embedding_dimension are indexed. __name__ is declared
+# before the vector field because the server adds it there; declaring it keeps plans clean.
+resource "google_firestore_index" "chunks_embedding" {
+  database   = google_firestore_database.main.name
+  collection = "chunks"
+
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "embedding"
+    vector_config {
+      dimension = var.embedding_dimension
+      flat {}
+    }
+  }
+}
+
+# Query records expire: Firestore deletes a record some time (typically within a day)
+# after its expire_at timestamp. The query-state code sets expire_at to a timestamp
+# (a datetime, not an ISO string: TTL ignores other types) of created_at +
+# RAGBUS_QUERY_TTL_DAYS. The field is not indexed: a monotonically increasing
+# timestamp index would be a write hotspot, and nothing queries it.
+resource "google_firestore_field" "queries_expire_at" {
+  database   = google_firestore_database.main.name
+  collection = "queries"
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+}

@@ -1,0 +1,108 @@
+# Every Cloud Function (gen2) deploys the same source: the repository root, whose main.py
+# exposes each stage's target. The Python buildpack installs requirements.txt from the
+# root of that source (cloudbuild.yaml writes it from pyproject.toml when it is missing).
+
+locals {
+  # Relative to the repository root; glob patterns (archive provider >= 2.5).
+  source_excludes = [
+    ".git/**", ".venv/**", "venv/**", ".ragbus/**", "tests/**", "bench/**", "docs/**", "infra/**",
+    "*.egg-info/**", ".pytest_cache/**", ".ruff_cache/**", "**/__pycache__/**", "**/*.pyc",
+    "node_modules/**", ".terraform/**", "cloudbuild.yaml", "Makefile",
+  ]
+
+  source_zip = var.source_archive != "" ? var.source_archive : data.archive_file.source[0].output_path
+  source_md5 = var.source_archive != "" ? filemd5(var.source_archive) : data.archive_file.source[0].output_md5
+
+  common_env = merge(
+    {
+      RAGBUS_RUNTIME               = "gcp"
+      GOOGLE_CLOUD_PROJECT         = var.project
+      GOOGLE_CLOUD_LOCATION        = local.vertex_location
+      RAGBUS_BUCKET                = google_storage_bucket.blobs.name
+      RAGBUS_DOCUMENTS_BUCKET      = google_storage_bucket.documents.name
+      RAGBUS_LLM                   = var.llm_provider
+      RAGBUS_GEMINI_MODEL          = var.gemini_model
+      RAGBUS_EMBEDDING_DIMENSION   = tostring(var.embedding_dimension)
+      RAGBUS_MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)
+      RAGBUS_QUERY_TTL_DAYS        = tostring(var.query_retention_days)
+      RAGBUS_TRACING               = "1"
+    },
+    var.firestore_database == "(default)" ? {} : { RAGBUS_FIRESTORE_DATABASE = var.firestore_database },
+  )
+}
+
+data "archive_file" "source" {
+  count       = var.source_archive == "" ? 1 : 0
+  type        = "zip"
+  source_dir  = "${path.module}/.."
+  output_path = "${path.module}/.build/ragbus-source.zip"
+  excludes    = local.source_excludes
+}
+
+# The object's name carries the archive's hash, so a changed source redeploys every
+# function and an unchanged one redeploys none.
+resource "google_storage_bucket_object" "source" {
+  name   = "ragbus-${local.source_md5}.zip"
+  bucket = google_storage_bucket.source.name
+  source = local.source_zip
+}
+
+resource "google_cloudfunctions2_function" "function" {
+  for_each = local.functions
+  name     = "ragbus-${each.key}"
+  location = var.region
+  labels   = merge(var.labels, { stage = replace(each.value.stage, "_", "-") })
+
+  build_config {
+    runtime     = "python311"
+    entry_point = each.value.entry_point
+    source {
+      storage_source {
+        bucket = google_storage_bucket.source.name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    available_memory                 = each.value.memory
+    available_cpu                    = each.value.cpu
+    timeout_seconds                  = each.value.timeout
+    min_instance_count               = each.key == "gateway" ? var.gateway_min_instances : 0
+    max_instance_count               = lookup(var.max_instances, each.key, each.value.max_instances)
+    max_instance_request_concurrency = each.value.concurrency
+    service_account_email            = google_service_account.function[each.key].email
+    all_traffic_on_latest_revision   = true
+    # Only Pub/Sub pushes and Eventarc reach the event-driven functions; the gateway
+    # answers the internet (still behind IAM unless allow_unauthenticated_gateway).
+    ingress_settings = each.value.trigger == "http" ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"
+    environment_variables = merge(local.common_env, {
+      RAGBUS_STAGE          = each.value.stage
+      RAGBUS_ACK_DEADLINE_S = tostring(each.value.timeout)
+      OTEL_SERVICE_NAME     = "ragbus-${each.key}"
+    })
+  }
+
+  # Uploads to the documents bucket arrive through Eventarc (GCS has no push subscription
+  # of ours to carry a dead-letter policy; Eventarc retries with backoff for 24 hours, and
+  # the entry point drops events older than RAGBUS_EVENT_MAX_AGE_S).
+  dynamic "event_trigger" {
+    for_each = startswith(each.value.trigger, "google.cloud.storage.") ? [each.value.trigger] : []
+    content {
+      trigger_region        = var.region
+      event_type            = event_trigger.value
+      retry_policy          = "RETRY_POLICY_RETRY"
+      service_account_email = google_service_account.eventarc_trigger.email
+      event_filters {
+        attribute = "bucket"
+        value     = google_storage_bucket.documents.name
+      }
+    }
+  }
+
+  depends_on = [
+    google_project_service.api,
+    google_project_iam_member.gcs_agent_publishes_events,
+    google_project_iam_member.eventarc_trigger_receiver,
+  ]
+}

@@ -1,0 +1,144 @@
+# Identities, least privilege: one service account per function, holding only what its
+# code touches. Bindings sit on the topic or bucket where IAM allows it; only Firestore
+# (datastore.user), Vertex AI (aiplatform.user) and the telemetry writers have no
+# narrower scope than the project.
+
+data "google_project" "this" {
+  project_id = var.project
+}
+
+data "google_storage_project_service_account" "gcs_agent" {
+  project = var.project
+}
+
+locals {
+  # Every function records processed ids, query state or dead letters in Firestore and
+  # writes its logs, traces and metrics.
+  function_project_roles = [
+    "roles/datastore.user",
+    "roles/logging.logWriter",
+    "roles/cloudtrace.agent",
+    "roles/monitoring.metricWriter",
+  ]
+
+  function_project_bindings = merge(
+    {
+      for pair in setproduct(keys(local.functions), local.function_project_roles) :
+      "${pair[0]}/${pair[1]}" => { function = pair[0], role = pair[1] }
+    },
+    {
+      for name, f in local.functions :
+      "${name}/roles/aiplatform.user" => { function = name, role = "roles/aiplatform.user" }
+      if f.model && var.llm_provider == "gemini"
+    },
+  )
+
+  function_publishes = merge([
+    for name, f in local.functions : {
+      for topic in f.publishes : "${name}/${topic}" => { function = name, topic = topic }
+    }
+  ]...)
+
+  blob_roles     = { read = "roles/storage.objectViewer", write = "roles/storage.objectUser" }
+  document_roles = { read = "roles/storage.objectViewer" }
+}
+
+resource "google_service_account" "function" {
+  for_each     = local.functions
+  account_id   = "rb-${each.key}"
+  display_name = "ragbus ${each.key}"
+  description  = "Runs the ragbus ${each.key} function (entry point ${each.value.entry_point})"
+}
+
+resource "google_project_iam_member" "function" {
+  for_each = local.function_project_bindings
+  project  = var.project
+  role     = each.value.role
+  member   = google_service_account.function[each.value.function].member
+}
+
+resource "google_pubsub_topic_iam_member" "function_publisher" {
+  for_each = local.function_publishes
+  topic    = google_pubsub_topic.topic[each.value.topic].id
+  role     = "roles/pubsub.publisher"
+  member   = google_service_account.function[each.value.function].member
+}
+
+# Blob writers overwrite on redelivery (same key, same bytes), which needs delete as well
+# as create: objectUser. Readers get objectViewer.
+resource "google_storage_bucket_iam_member" "function_blobs" {
+  for_each = { for name, f in local.functions : name => f if f.blobs != "none" }
+  bucket   = google_storage_bucket.blobs.name
+  role     = local.blob_roles[each.value.blobs]
+  member   = google_service_account.function[each.key].member
+}
+
+resource "google_storage_bucket_iam_member" "function_documents" {
+  for_each = { for name, f in local.functions : name => f if f.documents != "none" }
+  bucket   = google_storage_bucket.documents.name
+  role     = local.document_roles[each.value.documents]
+  member   = google_service_account.function[each.key].member
+}
+
+# Pub/Sub pushes with an OIDC token of this account; it may invoke the push-triggered
+# functions and nothing else.
+resource "google_service_account" "push_invoker" {
+  account_id   = "rb-pubsub-push"
+  display_name = "ragbus Pub/Sub push invoker"
+  description  = "Identity in the OIDC token of every ragbus push subscription"
+}
+
+resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
+  for_each = local.pubsub_functions
+  project  = var.project
+  location = var.region
+  name     = google_cloudfunctions2_function.function[each.key].name
+  role     = "roles/run.invoker"
+  member   = google_service_account.push_invoker.member
+}
+
+# The Pub/Sub service agent mints the push OIDC tokens for that account.
+resource "google_service_account_iam_member" "pubsub_agent_mints_push_tokens" {
+  service_account_id = google_service_account.push_invoker.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = local.pubsub_service_agent
+}
+
+# Eventarc delivers the documents bucket's events with this account.
+resource "google_service_account" "eventarc_trigger" {
+  account_id   = "rb-eventarc-trigger"
+  display_name = "ragbus Eventarc trigger"
+  description  = "Delivers documents-bucket events to the gcs-finalized and gcs-deleted functions"
+}
+
+resource "google_project_iam_member" "eventarc_trigger_receiver" {
+  project = var.project
+  role    = "roles/eventarc.eventReceiver"
+  member  = google_service_account.eventarc_trigger.member
+}
+
+resource "google_cloud_run_v2_service_iam_member" "eventarc_invoker" {
+  for_each = local.gcs_functions
+  project  = var.project
+  location = var.region
+  name     = google_cloudfunctions2_function.function[each.key].name
+  role     = "roles/run.invoker"
+  member   = google_service_account.eventarc_trigger.member
+}
+
+# Cloud Storage publishes its object events into Eventarc's Pub/Sub transport.
+resource "google_project_iam_member" "gcs_agent_publishes_events" {
+  project = var.project
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${data.google_storage_project_service_account.gcs_agent.email_address}"
+}
+
+# Who may call the gateway: named principals, and everyone only when asked for.
+resource "google_cloud_run_v2_service_iam_member" "gateway_invoker" {
+  for_each = toset(concat(var.gateway_invokers, var.allow_unauthenticated_gateway ? ["allUsers"] : []))
+  project  = var.project
+  location = var.region
+  name     = google_cloudfunctions2_function.function["gateway"].name
+  role     = "roles/run.invoker"
+  member   = each.value
+}

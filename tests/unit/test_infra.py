@@ -1,0 +1,462 @@
+"""infra/ deploys what the code expects: every consumer, entry point, identity and index.
+
+Terraform is read offline with python-hcl2. Resources iterate over literal locals
+(``local.consumers``, ``local.functions``, ``local.topics``), so the tests expand
+each ``for_each`` themselves and resolve ``each.*`` and ``var.*`` in the attributes
+they check; references to other resources (``google_pubsub_topic.dead_letter["x"].id``)
+are followed to the instance they name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import pytest
+
+from shared import collections, topics
+from shared.config import Settings
+from shared.messages import FeedPollRequested, decode
+from shared.runtime.stages import CONSUMERS
+
+INFRA = Path(__file__).resolve().parents[2] / "infra"
+
+# ----------------------------------------------------------------- reading .tf
+
+
+def _clean(value: Any) -> Any:
+    """hcl2 output without its quoting: literal strings and map keys lose their quotes."""
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items() if k not in ("__is_block__", "__comments__")}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+@cache
+def _tf() -> dict[str, Any]:
+    merged: dict[str, Any] = {"resource": {}, "locals": {}, "variable": {}, "data": {}, "output": {}}
+    for path in sorted(INFRA.glob("*.tf")):
+        with path.open() as handle:
+            parsed = _clean(hcl2.load(handle))
+        for block in parsed.get("resource", []):
+            for rtype, named in block.items():
+                for name, body in named.items():
+                    merged["resource"][(rtype, name)] = body
+        for block in parsed.get("locals", []):
+            merged["locals"].update(block)
+        for block in parsed.get("variable", []):
+            merged["variable"].update(block)
+        for block in parsed.get("output", []):
+            merged["output"].update(block)
+    return merged
+
+
+def _local(name: str) -> Any:
+    return _tf()["locals"][name]
+
+
+def _default(variable: str) -> Any:
+    return _tf()["variable"][variable].get("default")
+
+
+def _resource(rtype: str, name: str) -> dict[str, Any]:
+    return _tf()["resource"][(rtype, name)]
+
+
+_EACH = re.compile(r"each\.(key|value)((?:\.\w+)*)")
+
+
+def _substitute(text: str, key: str, value: Any) -> str:
+    """``text`` with each.key / each.value[.attr] / var.x replaced by their values.
+
+    Inside a larger expression (an index, a function call) a value is quoted, as
+    Terraform would need it; a template segment that is only the reference becomes
+    the bare value.
+    """
+
+    def lookup(match: re.Match[str]) -> Any:
+        resolved: Any = key if match.group(1) == "key" else value
+        for attr in filter(None, match.group(2).split(".")):
+            resolved = resolved[attr]
+        return resolved
+
+    def segment(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        variable = re.fullmatch(r"var\.(\w+)", inner)
+        if variable and _default(variable.group(1)) is not None:
+            return str(_default(variable.group(1)))
+        whole = _EACH.fullmatch(inner)
+        if whole:
+            resolved = lookup(whole)
+            return resolved if isinstance(resolved, str) else json.dumps(resolved)
+        return "${" + _EACH.sub(lambda m: json.dumps(lookup(m)), inner) + "}"
+
+    return re.sub(r"\$\{((?:[^{}]|\{[^{}]*\})*)\}", segment, text)
+
+
+def _resolve(body: Any, key: str, value: Any) -> Any:
+    if isinstance(body, dict):
+        return {k: _resolve(v, key, value) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_resolve(v, key, value) for v in body]
+    if isinstance(body, str):
+        return _substitute(body, key, value)
+    return body
+
+
+def _instances(rtype: str, name: str) -> dict[str, dict[str, Any]]:
+    """The resource's instances by for_each key, with each.* and var.* resolved."""
+    body = _resource(rtype, name)
+    for_each = body.get("for_each")
+    if for_each is None:
+        return {"": _resolve(body, "", None)}
+    toset = re.fullmatch(r"\$\{toset\(local\.(\w+)\)\}", for_each)
+    plain = re.fullmatch(r"\$\{local\.(\w+)\}", for_each)
+    if toset:
+        items = {v: v for v in _local(toset.group(1))}
+    elif plain:
+        items = _local(plain.group(1))
+    else:
+        raise AssertionError(f"{rtype}.{name}: the test cannot expand for_each = {for_each}")
+    return {k: _resolve(body, k, v) for k, v in items.items()}
+
+
+_REF = re.compile(r'^\$\{(google_\w+)\.(\w+)\["([^"]+)"\]((?:\.\w+|\[\d+\])*)\}(.*)$')
+
+
+def _follow(expression: str) -> tuple[str, str, dict[str, Any], str]:
+    """(resource type, resource name, instance, rest) of a reference to an instance."""
+    match = _REF.match(expression)
+    assert match, f"{expression!r} is not a reference to one resource instance"
+    rtype, name, key, _attr, rest = match.groups()
+    instances = _instances(rtype, name)
+    assert key in instances, f"{rtype}.{name}[{key!r}] is not declared"
+    return rtype, name, instances[key], rest
+
+
+def _block(body: dict[str, Any], name: str) -> dict[str, Any]:
+    blocks = body.get(name) or []
+    assert len(blocks) == 1, f"expected one {name} block, found {len(blocks)}"
+    return blocks[0]
+
+
+def _functions() -> dict[str, dict[str, Any]]:
+    return _instances("google_cloudfunctions2_function", "function")
+
+
+def _all_strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _all_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _all_strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+# ----------------------------------------------------------------- consumers
+
+
+def test_local_consumers_mirror_the_code_table():
+    declared = _local("consumers")
+    assert set(declared) == {c.subscription for c in CONSUMERS}
+    for consumer in CONSUMERS:
+        entry = declared[consumer.subscription]
+        assert (entry["stage"], entry["topic"]) == (consumer.stage, consumer.topic)
+        assert entry["function"] in _local("functions")
+
+
+def test_every_consumer_has_one_push_subscription_with_dead_lettering():
+    subscriptions = _instances("google_pubsub_subscription", "consumer")
+    for consumer in CONSUMERS:
+        named = [s for s in subscriptions.values() if s["name"] == consumer.subscription]
+        assert len(named) == 1, f"{consumer.subscription}: {len(named)} subscriptions"
+        sub = named[0]
+
+        _, _, topic, _ = _follow(sub["topic"])
+        assert topic["name"] == consumer.topic
+
+        policy = _block(sub, "dead_letter_policy")
+        rtype, rname, dead_letter, _ = _follow(policy["dead_letter_topic"])
+        assert (rtype, rname) == ("google_pubsub_topic", "dead_letter")
+        assert dead_letter["name"] == topics.dead_letter_topic(consumer.topic)
+        assert policy["max_delivery_attempts"] == str(_default("max_delivery_attempts"))
+        assert _resource("google_pubsub_subscription", "consumer")["dead_letter_policy"][0][
+            "max_delivery_attempts"
+        ] == "${var.max_delivery_attempts}"
+
+        retry = _block(sub, "retry_policy")
+        assert retry["minimum_backoff"] == "10s" and retry["maximum_backoff"] == "600s"
+
+        push = _block(sub, "push_config")
+        rtype, _, function, rest = _follow(push["push_endpoint"])
+        assert rtype == "google_cloudfunctions2_function"
+        assert rest == "/projects/${var.project}/topics/" + consumer.topic
+        assert _block(function, "build_config")["entry_point"] == consumer.stage
+        token = _block(push, "oidc_token")
+        assert token["service_account_email"] == "${google_service_account.push_invoker.email}"
+        assert token["audience"] == push["push_endpoint"].removesuffix(rest)
+
+
+def test_ack_deadline_is_the_function_timeout():
+    body = _resource("google_pubsub_subscription", "consumer")
+    assert body["ack_deadline_seconds"] == "${local.functions[each.value.function].timeout}"
+    for name, function in _local("functions").items():
+        assert 10 <= function["timeout"] <= 600, f"{name}: a push ack deadline must be 10-600 s"
+
+
+def test_delivery_attempts_default_matches_the_local_runtime():
+    assert _default("max_delivery_attempts") == Settings().max_delivery_attempts
+
+
+def test_every_dead_letter_topic_can_be_fed_by_the_pubsub_agent():
+    binding = _resource("google_pubsub_topic_iam_member", "pubsub_agent_dead_letter_publisher")
+    assert binding["for_each"] == "${google_pubsub_topic.dead_letter}"
+    assert binding["role"] == "roles/pubsub.publisher"
+    assert "gcp-sa-pubsub" in _local("pubsub_service_agent")
+    subscriber = _resource("google_pubsub_subscription_iam_member", "pubsub_agent_source_subscriber")
+    assert subscriber["for_each"] == "${google_pubsub_subscription.consumer}"
+    assert subscriber["role"] == "roles/pubsub.subscriber"
+
+
+def test_every_consumed_topic_has_a_publisher():
+    published = {t for f in _local("functions").values() for t in f["publishes"]}
+    scheduled = {_follow(_block(_instances("google_cloud_scheduler_job", "feed_poll")[""],
+                                "pubsub_target")["topic_name"])[2]["name"]}
+    for consumer in CONSUMERS:
+        assert consumer.topic in published | scheduled, f"nothing publishes {consumer.topic}"
+    assert published <= set(topics.ALL_TOPICS)
+
+
+# ----------------------------------------------------------------- functions
+
+
+def test_functions_deploy_one_source_with_python311():
+    for name, function in _functions().items():
+        build = _block(function, "build_config")
+        assert build["runtime"] == "python311", name
+        storage = _block(_block(build, "source"), "storage_source")
+        assert storage["object"] == "${google_storage_bucket_object.source.name}", name
+    assert {f["function"] for f in _local("consumers").values()} <= set(_functions())
+
+
+def test_source_archive_leaves_out_tests_and_virtualenvs():
+    excludes = _local("source_excludes")
+    for pattern in (".venv/**", "tests/**", ".git/**", "infra/**", "**/__pycache__/**"):
+        assert pattern in excludes
+
+
+@pytest.mark.parametrize("function", sorted(_local("functions")))
+def test_entry_point_is_exposed_by_root_main(function):
+    main = importlib.import_module("main")
+    entry_point = _local("functions")[function]["entry_point"]
+    assert hasattr(main, entry_point), f"main.py has no {entry_point!r} (function {function})"
+
+
+def test_stage_entry_points_are_the_stage_functions():
+    main = importlib.import_module("main")
+    for name, function in _local("functions").items():
+        if function["trigger"] in ("pubsub", "http"):
+            target = getattr(main, function["entry_point"])
+            module = importlib.import_module(f"services.{function['stage']}.main")
+            assert target is getattr(module, function["stage"]), name
+
+
+def test_functions_run_the_gcp_runtime_with_their_settings():
+    env = _local("common_env")
+    assert 'RAGBUS_RUNTIME = "gcp"' in env
+    for name in ("GOOGLE_CLOUD_PROJECT = var.project", "GOOGLE_CLOUD_LOCATION", "RAGBUS_BUCKET =",
+                 "RAGBUS_LLM = var.llm_provider", "RAGBUS_GEMINI_MODEL = var.gemini_model",
+                 "RAGBUS_MAX_DELIVERY_ATTEMPTS"):
+        assert name in env, f"{name} is not set for the functions"
+    for name, function in _functions().items():
+        service = _block(function, "service_config")
+        assert service["service_account_email"] == f'${{google_service_account.function["{name}"].email}}'
+        assert service["timeout_seconds"] == str(_local("functions")[name]["timeout"])
+
+
+def test_embedder_stages_get_memory_for_the_model():
+    functions = _local("functions")
+    for name in ("indexer-document-cleaned", "retriever", "gateway"):
+        assert functions[name]["memory"] == "2Gi"
+
+
+def test_gcs_events_trigger_their_functions_through_eventarc():
+    functions = _local("functions")
+    triggers = {f["entry_point"]: f["trigger"] for f in functions.values()}
+    assert triggers["gcs_finalized"] == "google.cloud.storage.object.v1.finalized"
+    assert triggers["gcs_deleted"] == "google.cloud.storage.object.v1.deleted"
+    dynamic = _resource("google_cloudfunctions2_function", "function")["dynamic"][0]["event_trigger"]
+    content = dynamic["content"][0]
+    assert content["retry_policy"] == "RETRY_POLICY_RETRY"
+    assert content["event_filters"][0]["attribute"] == "bucket"
+    assert content["event_filters"][0]["value"] == "${google_storage_bucket.documents.name}"
+    assert content["service_account_email"] == "${google_service_account.eventarc_trigger.email}"
+
+
+# ----------------------------------------------------------------- identities
+
+
+def test_each_function_has_its_own_service_account():
+    accounts = _instances("google_service_account", "function")
+    assert set(accounts) == set(_local("functions"))
+    ids = [a["account_id"] for a in accounts.values()]
+    assert len(ids) == len(set(ids))
+    for account_id in ids + ["rb-pubsub-push", "rb-eventarc-trigger"]:
+        assert re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", account_id), account_id
+    used = [_block(f, "service_config")["service_account_email"] for f in _functions().values()]
+    assert len(used) == len(set(used))
+
+
+def test_no_identity_gets_owner_or_editor():
+    roles = [s for s in _all_strings(_tf()) if s.startswith("roles/")]
+    assert roles, "no role found: the test reads nothing"
+    assert not {"roles/owner", "roles/editor"} & set(roles)
+
+
+def test_project_level_roles_are_only_the_unavoidable_ones():
+    allowed = {
+        "roles/datastore.user", "roles/aiplatform.user", "roles/logging.logWriter",
+        "roles/cloudtrace.agent", "roles/monitoring.metricWriter",
+    }
+    assert set(_local("function_project_roles")) <= allowed
+    assert _resource("google_project_iam_member", "eventarc_trigger_receiver")["role"] == "roles/eventarc.eventReceiver"
+    agent = _resource("google_project_iam_member", "gcs_agent_publishes_events")
+    assert agent["role"] == "roles/pubsub.publisher" and "gcs_agent" in agent["member"]
+    project_bindings = {k for (t, k) in _tf()["resource"] if t == "google_project_iam_member"}
+    assert project_bindings == {"function", "eventarc_trigger_receiver", "gcs_agent_publishes_events"}
+
+
+def test_publishing_is_granted_per_topic():
+    binding = _resource("google_pubsub_topic_iam_member", "function_publisher")
+    assert binding["topic"] == "${google_pubsub_topic.topic[each.value.topic].id}"
+    assert binding["role"] == "roles/pubsub.publisher"
+    functions = _local("functions")
+    assert functions["feed-poller"]["publishes"] == ["document-fetched", "document-deleted"]
+    assert "query-submitted" in functions["gateway"]["publishes"]
+    assert functions["grader"]["publishes"] == ["query-graded"]
+
+
+def test_only_the_push_account_and_eventarc_invoke_event_functions():
+    push = _resource("google_cloud_run_v2_service_iam_member", "push_invoker")
+    assert push["for_each"] == "${local.pubsub_functions}"
+    assert push["role"] == "roles/run.invoker"
+    assert push["member"] == "${google_service_account.push_invoker.member}"
+    eventarc = _resource("google_cloud_run_v2_service_iam_member", "eventarc_invoker")
+    assert eventarc["for_each"] == "${local.gcs_functions}"
+
+
+def test_gateway_is_private_unless_asked():
+    assert _default("allow_unauthenticated_gateway") is False
+    assert _default("gateway_invokers") == []
+    binding = _resource("google_cloud_run_v2_service_iam_member", "gateway_invoker")
+    assert "var.allow_unauthenticated_gateway" in binding["for_each"]
+    all_users = [s for s in _all_strings(_tf()["resource"]) if "allUsers" in s]
+    assert all_users == [binding["for_each"]]
+
+
+# ----------------------------------------------------------------- firestore
+
+
+def test_vector_index_on_chunk_embeddings_has_the_configured_dimension():
+    index = _instances("google_firestore_index", "chunks_embedding")[""]
+    assert index["collection"] == "chunks"
+    vector = [f for f in index["fields"] if "vector_config" in f]
+    assert len(vector) == 1 and vector[0]["field_path"] == "embedding"
+    config = vector[0]["vector_config"][0]
+    assert config["dimension"] == str(_default("embedding_dimension"))
+    raw = [f for f in _resource("google_firestore_index", "chunks_embedding")["fields"] if "vector_config" in f]
+    assert raw[0]["vector_config"][0]["dimension"] == "${var.embedding_dimension}"
+    assert "flat" in config
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+
+    assert _default("embedding_dimension") == OnnxMiniLMEmbedder.dimension
+
+
+def test_query_records_expire_by_ttl():
+    field = _instances("google_firestore_field", "queries_expire_at")[""]
+    assert field["collection"] == collections.QUERIES
+    assert field["field"] == "expire_at"
+    assert "ttl_config" in field
+
+
+def test_composite_indexes_name_real_collections():
+    known = {collections.FEEDS, collections.PROCESSED_ITEMS, collections.DOCUMENTS,
+             collections.QUERIES, collections.DEAD_LETTERS, "chunks"}
+    indexes = [body for (t, _), body in _tf()["resource"].items() if t == "google_firestore_index"]
+    assert {i["collection"] for i in indexes} <= known
+    by_feed = _resource("google_firestore_index", "processed_items_by_feed")
+    assert [f["field_path"] for f in by_feed["fields"]] == ["feed_url", "source"]
+    assert _resource("google_firestore_database", "main")["type"] == "FIRESTORE_NATIVE"
+
+
+# ----------------------------------------------------------------- scheduler
+
+
+def test_scheduler_publishes_a_valid_feed_poll_request():
+    job = _instances("google_cloud_scheduler_job", "feed_poll")[""]
+    assert job["schedule"] == "*/15 * * * *"
+    target = _block(job, "pubsub_target")
+    assert _follow(target["topic_name"])[2]["name"] == topics.FEED_POLL_REQUESTED
+    assert target["data"] == "${base64encode(local.feed_poll_message)}"
+    assert target["attributes"] == "${local.feed_poll_attributes}"
+    attributes = _local("feed_poll_attributes")
+    assert attributes["type"] == "FeedPollRequested"
+    assert attributes["schema_version"] == str(FeedPollRequested.SCHEMA_VERSION)
+    body = _hcl_object_to_json(_local("feed_poll_message"))
+    message = decode(body.encode(), attributes)
+    assert isinstance(message, FeedPollRequested)
+    assert message.feed_urls == []
+    assert attributes["idempotency_key"] == message.idempotency_key()
+
+
+def _hcl_object_to_json(expression: str) -> str:
+    """The JSON that ``jsonencode({k = "v", ...})`` of literal values produces."""
+    match = re.fullmatch(r"\$\{jsonencode\((\{.*\})\)\}", expression, re.S)
+    assert match, f"{expression!r} is not jsonencode of a literal object"
+    return re.sub(r"(\w+)\s*=", r'"\1":', match.group(1))
+
+
+# ----------------------------------------------------------------- buckets, monitoring
+
+
+def test_buckets_use_uniform_access_and_are_never_public():
+    for name in ("blobs", "documents", "source"):
+        bucket = _resource("google_storage_bucket", name)
+        assert bucket["uniform_bucket_level_access"] is True, name
+        assert bucket["public_access_prevention"] == "enforced", name
+
+
+def test_dashboard_charts_functions_pubsub_and_ragbus_metrics():
+    dashboard = json.loads((INFRA / "dashboard.json").read_text())
+    filters = [
+        data_set["timeSeriesQuery"]["timeSeriesFilter"]["filter"]
+        for tile in dashboard["mosaicLayout"]["tiles"]
+        for data_set in tile["widget"]["xyChart"]["dataSets"]
+    ]
+    text = "\n".join(filters)
+    for metric in (
+        "run.googleapis.com/request_count",
+        "pubsub.googleapis.com/subscription/num_undelivered_messages",
+        "pubsub.googleapis.com/subscription/dead_letter_message_count",
+        "workload.googleapis.com/ragbus.queries",
+        "workload.googleapis.com/ragbus.refinements",
+        "workload.googleapis.com/ragbus.stage.duration",
+        "workload.googleapis.com/ragbus.ingested.chunks",
+        "workload.googleapis.com/ragbus.dead_letters",
+    ):
+        assert f'metric.type="{metric}"' in text, metric
+    assert any("response_code_class" in f for f in filters), "no error chart"
+    assert any('ends_with("-dead-letter")' in f for f in filters), "no dead-letter topic chart"
+
+
+def test_outputs_name_the_gateway_and_buckets():
+    outputs = _tf()["output"]
+    assert {"gateway_url", "blobs_bucket", "documents_bucket"} <= set(outputs)
+    assert 'function["gateway"]' in outputs["gateway_url"]["value"]
