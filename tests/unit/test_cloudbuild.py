@@ -1,0 +1,73 @@
+"""cloudbuild.yaml tests before it deploys, and deploys every function with Terraform."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+CLOUDBUILD = Path(__file__).resolve().parents[2] / "cloudbuild.yaml"
+ORDER = ["install", "lint", "unit", "integration", "deploy"]
+
+
+def _build() -> dict:
+    return yaml.safe_load(CLOUDBUILD.read_text())
+
+
+def _steps() -> dict[str, dict]:
+    return {step["id"]: step for step in _build()["steps"]}
+
+
+def _text(step: dict) -> str:
+    return " ".join([step.get("entrypoint", ""), *map(str, step.get("args", []))])
+
+
+def test_steps_run_in_order_install_lint_unit_integration_deploy():
+    ids = [step["id"] for step in _build()["steps"]]
+    positions = [ids.index(name) for name in ORDER]
+    assert positions == sorted(positions), ids
+
+
+def test_each_step_waits_for_the_one_before():
+    steps = _build()["steps"]
+    assert "waitFor" not in steps[0] or steps[0]["waitFor"] == ["-"]
+    for before, step in zip(steps, steps[1:], strict=False):
+        assert step.get("waitFor") == [before["id"]], f"{step['id']} must wait for {before['id']}"
+
+
+def test_steps_do_what_their_names_say():
+    steps = _steps()
+    assert "pip install" in _text(steps["install"]) and ".[dev]" in _text(steps["install"])
+    assert steps["install"]["name"].startswith("python:3.11")
+    assert "ruff" in _text(steps["lint"]) and "check" in _text(steps["lint"])
+    assert re.search(r"pytest\b.*-m,? unit\b", _text(steps["unit"]).replace(",", ""))
+    integration = _text(steps["integration"])
+    assert "pytest -m integration" in integration
+    # The emulator tests need Java and the emulators: installed, not skipped.
+    for package in ("default-jre-headless", "google-cloud-cli-pubsub-emulator",
+                    "google-cloud-cli-firestore-emulator"):
+        assert package in integration
+
+
+def test_deploy_applies_terraform_with_project_region_and_state_bucket():
+    deploy = _steps()["deploy"]
+    assert deploy["name"].startswith("hashicorp/terraform")
+    assert deploy["dir"] == "infra"
+    script = _text(deploy)
+    assert "terraform init" in script and "terraform apply" in script and "-auto-approve" in script
+    assert "-var project=$PROJECT_ID" in script
+    assert "-var region=${_REGION}" in script
+    assert "bucket=${_TF_STATE_BUCKET}" in script
+    assert script.index("terraform init") < script.index("terraform apply")
+
+
+def test_substitutions_are_declared_and_used():
+    build = _build()
+    declared = set(build["substitutions"])
+    assert {"_REGION", "_TF_STATE_BUCKET"} <= declared
+    text = CLOUDBUILD.read_text()
+    used = set(re.findall(r"\$\{?(_[A-Z0-9_]+)", text))
+    # MUST_MATCH fails a build whose substitutions and uses differ: keep them equal.
+    assert used == declared
+    assert build["options"]["substitutionOption"] == "MUST_MATCH"
