@@ -22,7 +22,9 @@ locals {
       RAGBUS_DOCUMENTS_BUCKET      = google_storage_bucket.documents.name
       RAGBUS_LLM                   = var.llm_provider
       RAGBUS_GEMINI_MODEL          = var.gemini_model
-      RAGBUS_EMBEDDING_DIMENSION   = tostring(var.embedding_dimension)
+      RAGBUS_EMBEDDER              = var.embedder
+      RAGBUS_EMBED_MODEL           = var.embed_model
+      RAGBUS_EMBED_DIMENSION       = tostring(var.embedding_dimension)
       RAGBUS_MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)
       RAGBUS_QUERY_TTL_DAYS        = tostring(var.query_retention_days)
       RAGBUS_TRACING               = "1"

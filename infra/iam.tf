@@ -29,7 +29,7 @@ locals {
     {
       for name, f in local.functions :
       "${name}/roles/aiplatform.user" => { function = name, role = "roles/aiplatform.user" }
-      if f.model && var.llm_provider == "gemini"
+      if (f.model && var.llm_provider == "gemini") || (f.embeds && var.embedder == "genai")
     },
   )
 

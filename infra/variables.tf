@@ -54,8 +54,25 @@ variable "firestore_location" {
   default     = "eur3"
 }
 
+variable "embedder" {
+  description = "Embedder of the gcp runtime (RAGBUS_EMBEDDER): 'local' (the packaged all-MiniLM-L6-v2, 384 dimensions, in process) or 'genai' (RAGBUS_EMBED_MODEL on Vertex AI)"
+  type        = string
+  default     = "local"
+
+  validation {
+    condition     = contains(["local", "genai"], var.embedder)
+    error_message = "embedder must be 'local' or 'genai'."
+  }
+}
+
+variable "embed_model" {
+  description = "Embedding model when embedder = 'genai' (RAGBUS_EMBED_MODEL)"
+  type        = string
+  default     = "gemini-embedding-001"
+}
+
 variable "embedding_dimension" {
-  description = "Dimension of the chunk embeddings (all-MiniLM-L6-v2, the packaged embedder, gives 384); the Firestore vector index only serves vectors of exactly this size"
+  description = "Dimension of the chunk embeddings (RAGBUS_EMBED_DIMENSION): 384 for the packaged MiniLM; for 'genai' the output dimensionality asked of the model (e.g. 768). The Firestore vector index only serves vectors of exactly this size."
   type        = number
   default     = 384
 }

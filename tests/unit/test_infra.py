@@ -275,6 +275,13 @@ def test_functions_run_the_gcp_runtime_with_their_settings():
                  "RAGBUS_LLM = var.llm_provider", "RAGBUS_GEMINI_MODEL = var.gemini_model",
                  "RAGBUS_MAX_DELIVERY_ATTEMPTS"):
         assert name in env, f"{name} is not set for the functions"
+    assert "RAGBUS_EMBED_DIMENSION = tostring(var.embedding_dimension)" in env
+    # Names the code already reads must be spelled as the code spells them.
+    code = "\n".join(p.read_text() for p in (INFRA.parent / "shared").rglob("*.py"))
+    for name in ("RAGBUS_RUNTIME", "RAGBUS_BUCKET", "RAGBUS_LLM", "RAGBUS_GEMINI_MODEL",
+                 "RAGBUS_EMBED_MODEL", "RAGBUS_EMBED_DIMENSION", "RAGBUS_MAX_DELIVERY_ATTEMPTS",
+                 "RAGBUS_ACK_DEADLINE_S", "RAGBUS_TRACING"):
+        assert name in code, f"infra sets {name}, which nothing in shared/ reads"
     for name, function in _functions().items():
         service = _block(function, "service_config")
         assert service["service_account_email"] == f'${{google_service_account.function["{name}"].email}}'
@@ -376,6 +383,8 @@ def test_vector_index_on_chunk_embeddings_has_the_configured_dimension():
     assert "flat" in config
     from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 
+    # The default embedder is the packaged model: the index must take its vectors.
+    assert _default("embedder") == "local"
     assert _default("embedding_dimension") == OnnxMiniLMEmbedder.dimension
 
 
