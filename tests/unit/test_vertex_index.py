@@ -1,0 +1,254 @@
+"""VertexVectorSearchIndex beyond the shared contract: what it sends to Vector Search,
+in which order relative to the state store, and how an interrupted upsert is repaired.
+
+The Vector Search client objects are the in-memory :class:`FakeMatchingEngine`;
+the datapoints it receives are the SDK's own ``IndexDatapoint`` messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+from google.api_core import exceptions as gexc
+
+from shared.adapters.gcp.vertex_index import (
+    CHUNKS,
+    DOCUMENTS,
+    VertexVectorSearchIndex,
+    decode_vector,
+)
+from shared.errors import ConfigError, PermanentError, RetryableError
+from shared.ports import Chunk, Doc
+from tests.fake_vector_search import FakeMatchingEngine
+from tests.fakes import InMemoryStateStore
+
+DIM = 4
+
+
+class LoggedState(InMemoryStateStore):
+    """The in-memory store, logging chunk-record writes into a shared event list."""
+
+    def __init__(self, log: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.log = log
+
+    def put(self, collection: str, key: str, doc: Doc) -> None:
+        self.log.append(("put " + collection, key))
+        super().put(collection, key, doc)
+
+    def delete(self, collection: str, key: str) -> bool:
+        self.log.append(("delete " + collection, key))
+        return super().delete(collection, key)
+
+    def update(
+        self, collection: str, key: str, fn: Callable[[Doc | None], Doc | None]
+    ) -> Doc | None:
+        self.log.append(("update " + collection, key))
+        return super().update(collection, key, fn)
+
+    def list(
+        self, collection: str, where: Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> list[Doc]:
+        return super().list(collection, where, limit)
+
+
+class LoggedEngine(FakeMatchingEngine):
+    log: list[tuple[str, str]]
+    outcomes: list[bool]  # scripted upsert calls, in order: True fails that call
+
+    def upsert_datapoints(self, datapoints, update_mask=None):  # type: ignore[no-untyped-def]
+        if self.outcomes and self.outcomes.pop(0):
+            raise gexc.ServiceUnavailable("vector search is busy")
+        for point in datapoints:
+            self.log.append(("upsert_datapoints", point.datapoint_id))
+        return super().upsert_datapoints(datapoints, update_mask)
+
+    def remove_datapoints(self, datapoint_ids):  # type: ignore[no-untyped-def]
+        for datapoint_id in datapoint_ids:
+            self.log.append(("remove_datapoints", datapoint_id))
+        return super().remove_datapoints(datapoint_ids)
+
+
+@pytest.fixture
+def log() -> list[tuple[str, str]]:
+    return []
+
+
+@pytest.fixture
+def engine(log: list[tuple[str, str]]) -> LoggedEngine:
+    fake = LoggedEngine(dimension=DIM)
+    fake.log = log
+    fake.outcomes = []
+    return fake
+
+
+@pytest.fixture
+def state(log: list[tuple[str, str]]) -> LoggedState:
+    return LoggedState(log)
+
+
+@pytest.fixture
+def index(engine: LoggedEngine, state: LoggedState) -> VertexVectorSearchIndex:
+    return VertexVectorSearchIndex(
+        engine, engine, engine.deployed_index_id, state, dimension=DIM, datapoints_per_request=2
+    )
+
+
+def chunks(document_id: str, version: str, n: int) -> list[Chunk]:
+    return [
+        Chunk(
+            chunk_id=f"{document_id}:{version}:{i}",
+            document_id=document_id,
+            ordinal=i,
+            text=f"{version} chunk {i} of {document_id}",
+            title=document_id,
+        )
+        for i in range(n)
+    ]
+
+
+def vectors(n: int, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_datapoints_are_the_sdks_index_datapoints_with_a_document_restrict(
+    index: VertexVectorSearchIndex, engine: LoggedEngine
+) -> None:
+    from google.cloud.aiplatform.compat.types import (
+        matching_engine_index as gca_matching_engine_index,
+    )
+
+    vecs = vectors(3)
+    index.upsert("doc-a", chunks("doc-a", "v1", 3), vecs)
+    sent = [p for call in engine.of("upsert_datapoints") for p in call.kwargs["datapoints"]]
+    # The class MatchingEngineIndex.upsert_datapoints puts into its UpsertDatapointsRequest.
+    assert all(type(p) is gca_matching_engine_index.IndexDatapoint for p in sent)
+    assert [p.datapoint_id for p in sent] == ["doc-a:v1:0", "doc-a:v1:1", "doc-a:v1:2"]
+    np.testing.assert_allclose([list(p.feature_vector) for p in sent], vecs, rtol=1e-6)
+    for p in sent:
+        (restrict,) = p.restricts
+        assert restrict.namespace == "document_id"
+        assert list(restrict.allow_list) == ["doc-a"]
+        assert list(restrict.deny_list) == []
+
+
+def test_requests_are_batched(index: VertexVectorSearchIndex, engine: LoggedEngine) -> None:
+    index.upsert("doc-a", chunks("doc-a", "v1", 5), vectors(5))
+    assert [len(c.kwargs["datapoints"]) for c in engine.of("upsert_datapoints")] == [2, 2, 1]
+    index.upsert("doc-a", chunks("doc-a", "v2", 1), vectors(1))
+    assert [len(c.kwargs["datapoint_ids"]) for c in engine.of("remove_datapoints")] == [2, 2, 1]
+
+
+def test_records_exist_before_their_datapoints_and_outlive_them(
+    index: VertexVectorSearchIndex, log: list[tuple[str, str]]
+) -> None:
+    index.upsert("doc-a", chunks("doc-a", "v1", 2), vectors(2))
+    index.upsert("doc-a", chunks("doc-a", "v2", 2), vectors(2, seed=1))
+    for chunk_id in ["doc-a:v1:0", "doc-a:v1:1", "doc-a:v2:0", "doc-a:v2:1"]:
+        written = log.index(("put " + CHUNKS, chunk_id))
+        assert written < log.index(("upsert_datapoints", chunk_id))
+    for chunk_id in ["doc-a:v1:0", "doc-a:v1:1"]:
+        assert log.index(("remove_datapoints", chunk_id)) < log.index(
+            ("delete " + CHUNKS, chunk_id)
+        )
+    # The stale version goes only after the record names the new one.
+    last_update = max(i for i, e in enumerate(log) if e == ("update " + DOCUMENTS, "doc-a"))
+    assert last_update < log.index(("remove_datapoints", "doc-a:v1:0"))
+
+
+def test_an_interrupted_upsert_is_repaired_by_the_next_one(
+    index: VertexVectorSearchIndex, engine: LoggedEngine, state: LoggedState
+) -> None:
+    index.upsert("doc-a", chunks("doc-a", "v1", 2), vectors(2))
+    engine.outcomes = [False, True]  # v2's second request fails: its first two datapoints are in
+    with pytest.raises(RetryableError, match="ServiceUnavailable"):
+        index.upsert("doc-a", chunks("doc-a", "v2", 3), vectors(3, seed=2))
+    assert {"doc-a:v2:0", "doc-a:v2:1"} <= set(engine.datapoints)
+    record = state.get(DOCUMENTS, "doc-a")
+    assert record["chunk_ids"] == ["doc-a:v1:0", "doc-a:v1:1"]  # v1 is still the document
+    assert record["pending"] == ["doc-a:v2:0", "doc-a:v2:1", "doc-a:v2:2"]
+    assert index.document_chunk_ids("doc-a") == ["doc-a:v1:0", "doc-a:v1:1"]
+
+    # The redelivered message carries newer content (v3): v1 and the half-written v2 both go.
+    index.upsert("doc-a", chunks("doc-a", "v3", 1), vectors(1, seed=3))
+    assert sorted(engine.datapoints) == ["doc-a:v3:0"]
+    assert sorted(state.docs[CHUNKS]) == ["doc-a:v3:0"]
+    assert state.get(DOCUMENTS, "doc-a")["pending"] == []
+    assert (index.count_chunks(), index.count_documents()) == (1, 1)
+
+
+def test_delete_after_an_interrupted_first_upsert_removes_the_pending_chunks(
+    index: VertexVectorSearchIndex, engine: LoggedEngine, state: LoggedState
+) -> None:
+    engine.outcomes = [True]
+    with pytest.raises(RetryableError):
+        index.upsert("doc-b", chunks("doc-b", "v1", 2), vectors(2))
+    assert index.count_documents() == 0  # never committed: not counted
+    assert index.delete_document("doc-b") == 2  # the two chunk records written before the failure
+    assert state.docs[CHUNKS] == {} and engine.datapoints == {}
+    assert state.get(DOCUMENTS, "doc-b") is None
+
+
+def test_search_skips_neighbours_without_a_record_and_rescores_exactly(
+    index: VertexVectorSearchIndex, engine: LoggedEngine, state: LoggedState
+) -> None:
+    vecs = vectors(4, seed=5)
+    index.upsert("doc-a", chunks("doc-a", "v1", 4), vecs)
+    state.docs[CHUNKS].pop("doc-a:v1:0")  # as if its removal were in flight
+    hits = index.search("", vecs[0], 3, mode="dense")
+    assert "doc-a:v1:0" not in [h.chunk.chunk_id for h in hits]
+    assert len(hits) == 3
+    for hit in hits:
+        exact = float(decode_vector(state.get(CHUNKS, hit.chunk.chunk_id)["vector"]) @ vecs[0])
+        assert hit.dense_score == pytest.approx(exact, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("mode", "k", "pool"),
+    [
+        ("dense", 3, 11),
+        ("hybrid", 3, 50),
+        ("hybrid", 20, 100),
+        ("bm25", 3, 100),
+        ("bm25", 150, 1000),
+    ],
+)
+def test_find_neighbors_gets_the_deployed_index_and_the_pool(
+    index: VertexVectorSearchIndex, engine: LoggedEngine, mode: str, k: int, pool: int
+) -> None:
+    index.upsert("doc-a", chunks("doc-a", "v1", 2), vectors(2))
+    query = vectors(1, seed=9)[0]
+    index.search("chunk", query, k, mode=mode)  # type: ignore[arg-type]
+    (call,) = engine.of("find_neighbors")
+    assert call.kwargs["deployed_index_id"] == "ragbus_deployed"
+    assert call.kwargs["num_neighbors"] == pool
+    np.testing.assert_allclose(call.kwargs["queries"], [query], rtol=1e-6)
+    assert all(isinstance(x, float) for x in call.kwargs["queries"][0])
+
+
+def test_refusals_are_permanent_and_outages_retryable(
+    index: VertexVectorSearchIndex, engine: LoggedEngine
+) -> None:
+    def refuse(**kwargs: Any) -> Any:
+        raise gexc.InvalidArgument("dimension mismatch")
+
+    def outage(**kwargs: Any) -> Any:
+        raise gexc.DeadlineExceeded("slow")
+
+    engine.find_neighbors = refuse  # type: ignore[method-assign]
+    with pytest.raises(PermanentError, match="dimension"):
+        index.search("x", vectors(1)[0], 3)
+    engine.find_neighbors = outage  # type: ignore[method-assign]
+    with pytest.raises(RetryableError, match="DeadlineExceeded"):
+        index.search("x", vectors(1)[0], 3)
+
+
+def test_configuration_is_checked(engine: LoggedEngine, state: LoggedState) -> None:
+    with pytest.raises(ConfigError, match="deployed index id"):
+        VertexVectorSearchIndex(engine, engine, "", state, dimension=DIM)
+    with pytest.raises(ConfigError, match="dense_weight"):
+        VertexVectorSearchIndex(engine, engine, "d", state, dimension=DIM, dense_weight=2.0)
