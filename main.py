@@ -7,6 +7,7 @@ thin function in ``services/<stage>/main.py``.
 from services.cleaner.main import cleaner
 from services.feed_poller.main import feed_poller
 from services.gateway.main import gateway
+from services.gcs_ingest.main import gcs_deleted, gcs_finalized
 from services.grader.main import grader
 from services.indexer.main import indexer
 from services.retriever.main import retriever
@@ -17,6 +18,8 @@ __all__ = [
     "cleaner",
     "feed_poller",
     "gateway",
+    "gcs_deleted",
+    "gcs_finalized",
     "grader",
     "indexer",
     "retriever",

@@ -1,0 +1,103 @@
+"""Cloud Storage object events as ingestion messages (the cloud twin of ``ragbus ingest``).
+
+A finalized object becomes ``DocumentFetched`` whose raw reference is the
+object itself (``gs://bucket/name``: claim check, nothing copied); a deleted
+object becomes ``DocumentDeleted``. The document id is derived from the
+object's ``gs://`` path, so re-uploads replace the same document. Overwriting
+an object finalizes a new generation and then deletes the old one; the delete
+of a generation that is no longer the one we indexed is ignored, so an
+overwrite never removes the fresh document.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from pathlib import PurePosixPath
+from typing import Any
+
+from shared import collections, processed_items
+from shared.errors import InvalidInput
+from shared.file_ingest import MEDIA_TYPES, SUPPORTED
+from shared.ids import file_document_id
+from shared.messages import DocumentDeleted, DocumentFetched
+from shared.ports import Clock, Publisher, StateStore
+
+log = logging.getLogger("ragbus.gcs_ingest")
+
+
+def _object(data: dict[str, Any]) -> tuple[str, str, str]:
+    bucket, name = data.get("bucket"), data.get("name")
+    if not bucket or not name:
+        raise InvalidInput(f"storage event without bucket/name: {sorted(data)}")
+    return bucket, name, f"gs://{bucket}/{name}"
+
+
+def _content_hash(data: dict[str, Any]) -> str:
+    md5 = data.get("md5Hash")
+    if md5:
+        try:
+            return base64.b64decode(md5).hex()
+        except (binascii.Error, ValueError):
+            pass
+    # composite objects have no md5; the generation changes on every write
+    return f"gen-{data.get('generation', '')}-{data.get('crc32c', '')}"
+
+
+def on_object_finalized(
+    data: dict[str, Any], *, state: StateStore, publisher: Publisher, clock: Clock
+) -> DocumentFetched | None:
+    """Announce a new or changed object; unchanged re-deliveries publish nothing."""
+    bucket, name, uri = _object(data)
+    suffix = PurePosixPath(name).suffix.lower()
+    content_type = MEDIA_TYPES.get(suffix)
+    if content_type is None:
+        log.info("ignoring %s: unsupported suffix %r (supported: %s)", uri, suffix, SUPPORTED)
+        return None
+    document_id = file_document_id(uri)
+    item_hash = _content_hash(data)
+    now = clock.now()
+    generation = str(data.get("generation", ""))
+    claim = processed_items.claim(
+        state, document_id, item_hash, now=now,
+        fields={"source": "gcs", "path": uri, "origin": f"gs://{bucket}", "generation": generation},
+    )
+    if claim == "unchanged":
+        return None
+    message = DocumentFetched(
+        document_id=document_id,
+        source="gcs",
+        origin=f"gs://{bucket}",
+        guid=uri,
+        url=uri,
+        title=PurePosixPath(name).stem,
+        published=data.get("timeCreated"),
+        raw_ref=uri,
+        content_type=content_type,
+        content_hash=item_hash,
+        fetched_at=now,
+    )
+    publisher.publish(message)
+    processed_items.mark_published(state, document_id, item_hash, now=now,
+                                   fields={"raw_ref": uri, "generation": generation})
+    log.info("%s %s (%s)", claim, uri, document_id)
+    return message
+
+
+def on_object_deleted(
+    data: dict[str, Any], *, state: StateStore, publisher: Publisher, clock: Clock
+) -> DocumentDeleted | None:
+    """Remove the document of a deleted object, unless a newer generation replaced it."""
+    _, _, uri = _object(data)
+    document_id = file_document_id(uri)
+    record = state.get(collections.PROCESSED_ITEMS, document_id)
+    generation = str(data.get("generation", ""))
+    if record is not None and record.get("generation") and generation and record["generation"] != generation:
+        log.info("ignoring delete of %s generation %s: generation %s is current", uri, generation,
+                 record["generation"])
+        return None
+    message = DocumentDeleted(document_id=document_id, reason="object deleted", requested_at=clock.now())
+    publisher.publish(message)
+    processed_items.forget(state, document_id)
+    return message
