@@ -21,6 +21,7 @@ from shared.adapters.gcp.firestore_index import FirestoreIndex
 from shared.adapters.gcp.vertex_index import VertexVectorSearchIndex
 from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.state import SqliteStateStore
+from shared.errors import RetryableError
 from shared.ports import Chunk, Index
 from tests.fake_vector_search import FakeMatchingEngine
 from tests.fakes import InMemoryStateStore
@@ -270,3 +271,53 @@ def test_bad_input_is_refused(index: Index) -> None:
     with pytest.raises(ValueError, match="expected"):
         index.search("x", np.ones(DIM + 1, dtype=np.float32), 3)
     assert index.count_chunks() == 0
+
+
+# ------------------------------------------------- Firestore specifics
+
+
+def test_concurrent_upserts_of_one_document_leave_exactly_one_version(
+    firestore_client: object,
+) -> None:
+    """The transaction reads the document's chunks, so racing writers serialise, not interleave.
+
+    A writer that loses every attempt gets a RetryableError (its message is redelivered).
+    """
+    import threading
+
+    index = FirestoreIndex(firestore_client, dimension=DIM, namespace=f"t{uuid.uuid4().hex[:8]}")  # type: ignore[arg-type]
+    versions = {
+        f"v{n}": [
+            Chunk(
+                chunk_id=f"doc-race/v{n}/{i}",
+                document_id="doc-race",
+                ordinal=i,
+                text=f"version {n} part {i}",
+            )
+            for i in range(3)
+        ]
+        for n in range(2)
+    }
+    errors: list[BaseException] = []
+
+    def write(version: str) -> None:
+        try:
+            index.upsert(
+                "doc-race", versions[version], np.stack([unit((i, 1.0)) for i in range(3)])
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(v,)) for v in versions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(isinstance(e, RetryableError) for e in errors), errors
+    assert len(errors) < len(versions)
+    hits = index.search("", unit((0, 1.0)), 20, mode="dense")
+    found_versions = {h.chunk.chunk_id.split("/")[1] for h in hits}
+    assert len(found_versions) == 1 and len(hits) == 3
+    (winner,) = found_versions
+    assert index.document_chunk_ids("doc-race") == [c.chunk_id for c in versions[winner]]
+    assert (index.count_chunks(), index.count_documents()) == (3, 1)

@@ -101,6 +101,7 @@ class FirestoreIndex:
         dense_weight: float = 0.7,
         max_commit_writes: int = MAX_COMMIT_WRITES,
         max_commit_bytes: int = MAX_COMMIT_BYTES,
+        max_attempts: int = 10,
     ) -> None:
         if not 0 < dimension <= MAX_DIMENSION:
             raise ConfigError(
@@ -125,6 +126,7 @@ class FirestoreIndex:
         self.dense_weight = dense_weight
         self.max_commit_writes = max_commit_writes
         self.max_commit_bytes = max_commit_bytes
+        self.max_attempts = max_attempts
 
     # -------------------------------------------------------------- paths
 
@@ -160,6 +162,16 @@ class FirestoreIndex:
             raise RetryableError(
                 f"Firestore {what} failed for now ({type(exc).__name__}): {exc}"
             ) from exc
+        except ValueError as exc:
+            if isinstance(exc.__cause__, gexc.Aborted):  # attempts used up under contention
+                raise RetryableError(
+                    f"Firestore {what} kept conflicting with other writers of the same document "
+                    f"({self.max_attempts} attempts); the message will be redelivered"
+                ) from exc
+            raise
+
+    def _transaction(self) -> firestore.Transaction:
+        return self.client.transaction(max_attempts=self.max_attempts)
 
     # ------------------------------------------------------------- writes
 
@@ -205,7 +217,7 @@ class FirestoreIndex:
                 transaction.delete(record_ref)
             return True
 
-        return bool(replace(self.client.transaction()))
+        return bool(replace(self._transaction()))
 
     def _replace_in_batches(
         self, document_id: str, new: dict[str, tuple[Chunk, np.ndarray]], record: dict[str, Any]
@@ -251,7 +263,7 @@ class FirestoreIndex:
             return len(present)
 
         with self._calling(f"delete of {document_id}"):
-            removed = remove(self.client.transaction())
+            removed = remove(self._transaction())
             if removed is not None:
                 return removed
             present = self._present_ids(document_id, None)
