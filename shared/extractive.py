@@ -11,10 +11,12 @@ supports an answer, the result is an abstention, never invented text.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import snowballstemmer
 
 from shared.grading import strip_model_directives
 from shared.language import phrase
@@ -56,6 +58,7 @@ TEMPORAL_WORDS = _words(
     """
 )
 
+_ENDS_SENTENCE = re.compile(r"[.!?:;][\"'\u201d\u2019)\]]*$")
 _HEADER_LINE = re.compile(r"^(Title|Published|Source):\s")
 
 
@@ -64,17 +67,17 @@ def tokenize(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A light, predictable English normalisation: case, possessive, plural."""
-    w = word.lower().strip(".-_")
-    w = w.removesuffix("'s")
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 4 and w.endswith(("ses", "xes", "ches", "shes")):
-        return w[:-2]
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
+    """English Porter2 (Snowball) stem of ``word``, lower-cased: "saturate" and
+    "saturation" meet at "satur", "retries" and "retry" at "retri"."""
+    w = word.lower().strip(".-_").removesuffix("'s")
+    if not w.isalpha():
+        return w  # "bm25", "k1", "10/8": identifiers are compared as they are
+    return _STEMMER.stemWord(w)
 
 
 def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
@@ -118,8 +121,8 @@ def _candidate_sentences(
         clean, _ = strip_model_directives(body_lines(ctx.text))
         taken = 0
         for sentence in split_sentences(clean):
-            if len(sentence) < 25 or len(tokenize(sentence)) < 5:
-                continue  # fragments and headings are not answers
+            if len(sentence) < 25 or len(tokenize(sentence)) < 5 or not _ENDS_SENTENCE.search(sentence):
+                continue  # fragments, headings and sentences cut at a chunk edge are not answers
             if len(sentence) > 400:
                 sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
             out.append((ctx.number, sentence))
