@@ -133,12 +133,24 @@ def find_acronyms(text: str) -> dict[str, str]:
         if len(letters) < 2:
             continue
         before = text[max(0, match.start() - 120) : match.start()]
+        number = re.search(r"\d+$", acronym)
+        suffix = ""
+        if number:
+            # "Best Matching 25 (BM25)": the number must end the long form too
+            trailing = re.search(rf"\b{number.group()}\s*$", before)
+            if not trailing:
+                continue
+            before, suffix = before[: trailing.start()], " " + number.group()
+            letters = _letters(acronym[: number.start()])
+            if len(letters) < 2:
+                continue
         words = re.findall(r"[A-Za-z][A-Za-z0-9\-]*", before)[-(len(letters) + 3):]
         for size in range(1, len(words) + 1):
             candidate = words[-size:]
             split = _words_of(" ".join(candidate))
             if split and split[0].lower() not in _LINK_WORDS and _initials_match(letters, split):
-                found.setdefault(acronym.rstrip("s") if acronym[:-1].isupper() else acronym, " ".join(candidate))
+                found.setdefault(acronym.rstrip("s") if acronym[:-1].isupper() else acronym,
+                                 " ".join(candidate) + suffix)
                 break
     for match in _PAREN_LONG.finditer(text):
         acronym, inner = match.group(1), match.group(2).strip()
