@@ -9,7 +9,9 @@ answerable); this stage, not the model, applies the thresholds and decides:
   iterations;
 - ``refine``: below a threshold, iterations left and enough model calls left
   in the query's budget for another round (refine + grade) and the answer;
-- ``exhausted``: below a threshold with no iteration or budget left.
+- ``exhausted``: below a threshold with no iteration or budget left, or the
+  refined query retrieved exactly the contexts of an earlier iteration (another
+  round would grade the same evidence again).
 
 The best-graded iteration so far is kept in ``best_iteration``; a later,
 worse iteration never replaces it.
@@ -79,6 +81,7 @@ def decide(
     max_model_calls: int,
     earlier_answerable: bool,
     settings: Settings,
+    repeats_iteration: int | None = None,
 ) -> tuple[bool, str, str]:
     """(should_refine, decision, why) for ``grade`` under the thresholds and budgets."""
     failed = failed_thresholds(grade, settings.thresholds)
@@ -91,6 +94,8 @@ def decide(
         return True, "exhausted", f"{why}; no refinement left ({iteration}/{max_iterations})"
     if model_calls + CALLS_PER_REFINEMENT > max_model_calls:
         return True, "exhausted", f"{why}; model-call budget spent ({model_calls}/{max_model_calls})"
+    if repeats_iteration is not None:
+        return True, "exhausted", f"{why}; the same contexts as iteration {repeats_iteration}: refining cannot help"
     return True, "refine", why
 
 
@@ -141,8 +146,13 @@ def grade_iteration(
             log.warning("query %s: grading failed, using the fallback grade: %s", query_id, exc)
             grade, source = fallback_grade(f"the model call failed ({type(exc).__name__}: {exc})"), "fallback"
 
-    earlier_answerable = any(
-        (e.get("grade") or {}).get("answerable") for e in doc.get("iterations", []) if e.get("iteration") != iteration
+    earlier = [e for e in doc.get("iterations", []) if e.get("iteration") != iteration]
+    earlier_answerable = any((e.get("grade") or {}).get("answerable") for e in earlier)
+    chunk_ids = {c.get("chunk_id") for c in contexts}
+    repeats = next(
+        (e["iteration"] for e in earlier
+         if e.get("iteration", iteration) < iteration and {c.get("chunk_id") for c in e.get("contexts") or []} == chunk_ids),
+        None,
     )
     refine, decision, why = decide(
         grade,
@@ -152,6 +162,7 @@ def grade_iteration(
         max_model_calls=max_calls,
         earlier_answerable=earlier_answerable,
         settings=settings,
+        repeats_iteration=repeats if contexts else None,
     )
     elapsed_ms = (clock.monotonic() - start) * 1000.0
     grade_doc = grade_to_doc(grade)

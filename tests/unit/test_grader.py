@@ -62,11 +62,11 @@ def test_no_contexts_abstains_without_a_model_call():
 
 def test_out_of_iterations_is_exhausted_and_the_best_iteration_is_kept():
     loop = make_loop(CORPUS)
-    loop.submit("what is BM25", max_iterations=2)
+    loop.submit("what is BM25", max_iterations=2, top_k=1)  # one context each: every iteration differs
     assert _grade(loop, weak_grade(0.5), 0).decision == "refine"
-    assert _grade(loop, weak_grade(0.3), 1, "BM25 refined").decision == "refine"
+    assert _grade(loop, weak_grade(0.3), 1, "reciprocal rank fusion").decision == "refine"
     assert loop.record()["best_iteration"] == 0  # iteration 1 graded worse
-    last = _grade(loop, weak_grade(0.45), 2, "BM25 refined again")
+    last = _grade(loop, weak_grade(0.45), 2, "dense retrieval vectors")
     assert last.decision == "exhausted"
     record = loop.record()
     assert record["best_iteration"] == 0
@@ -75,9 +75,19 @@ def test_out_of_iterations_is_exhausted_and_the_best_iteration_is_kept():
 
 def test_a_later_unanswerable_grade_does_not_abstain_when_an_earlier_one_found_something():
     loop = make_loop(CORPUS)
-    loop.submit("what is BM25")
+    loop.submit("what is BM25", top_k=1)
     _grade(loop, weak_grade(0.5), 0)
-    assert _grade(loop, weak_grade(0.1, answerable=False), 1, "x").decision == "refine"
+    assert _grade(loop, weak_grade(0.1, answerable=False), 1, "CUDA kernels").decision == "refine"
+
+
+def test_a_refinement_that_retrieves_the_same_contexts_stops_the_loop():
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25", max_iterations=2)
+    assert _grade(loop, weak_grade(0.5), 0).decision == "refine"
+    # the refined query finds exactly the same chunks: grading them again cannot help
+    again = _grade(loop, weak_grade(0.5), 1, "BM25 ranking again")
+    assert again.decision == "exhausted"
+    assert "same contexts as iteration 0" in loop.record()["events"][-1]["detail"]
 
 
 def test_budget_exhaustion_stops_refining():
