@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import snowballstemmer
@@ -44,6 +44,7 @@ STOPWORDS = _words(
     were what whats what's when where whether which while who whom whose why will with within
     without would yet you your yours explain describe tell show give know want need find
     work works working does did done make makes made new latest recent recently today
+    mean means meant meaning happen happens
     current currently way ways thing things something anything everything kind kinds
     difference differences compare compared comparison versus vs between
     """
@@ -98,8 +99,14 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
 
 
 def term_set(text: str) -> set[str]:
-    """Stems of every word of ``text`` (stopwords included: membership tests only)."""
-    return {stem(w) for w in tokenize(text)}
+    """Stems of every word of ``text`` and of the parts of hyphenated words
+    ("all-MiniLM-L6-v2" also gives "minilm"); stopwords included: membership tests only."""
+    out = set()
+    for w in tokenize(text):
+        out.add(stem(w))
+        if "-" in w:
+            out.update(stem(part) for part in w.split("-") if part)
+    return out
 
 
 def body_lines(text: str) -> str:
@@ -148,17 +155,24 @@ def extractive_answer(
     *,
     language: str = "en",
     embed: Embed | None = None,
+    context_similarity: Mapping[int, float] | None = None,
+    rerank: int = 6,
     max_sentences: int = 5,
     min_relevance: float | None = None,
     mmr_lambda: float = 0.7,
 ) -> Answer:
     """Two to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
 
-    ``min_relevance`` is the floor a sentence must reach to count as support
-    (default 0.3 with embeddings, where unrelated sentences score about 0.0-0.2,
-    and 0.34 without them: a third of the question's terms).
+    Relevance of a sentence: with ``embed``, its cosine to the question plus term
+    overlap; with ``context_similarity`` (context number -> cosine of the whole
+    passage to the question, e.g. from vectors stored at indexing), term overlap
+    plus that passage prior, and with ``embed`` too only the ``rerank`` best of
+    those are embedded and re-scored by meaning; with neither, term overlap alone. ``min_relevance`` is the floor a sentence must reach to count
+    as support (default 0.3 with embeddings or a prior, where unrelated text
+    scores about 0.0-0.2, and 0.34 without: a third of the question's terms).
     """
-    floor = min_relevance if min_relevance is not None else (0.3 if embed else 0.34)
+    floor = min_relevance if min_relevance is not None else (
+        0.3 if embed or context_similarity else 0.34)
     candidates = _candidate_sentences(contexts, per_context=40, total=240)
     terms = content_terms(query, keep_temporal=False) or content_terms(query)
     if not candidates:
@@ -166,7 +180,25 @@ def extractive_answer(
 
     overlap = np.array([term_overlap(terms, s) for _, s in candidates], dtype=np.float32)
     vectors: np.ndarray | None = None
-    if embed is not None:
+    if context_similarity:
+        prior = np.array(
+            [min(1.0, max(0.0, (context_similarity.get(n, 0.0) - 0.2) / 0.4)) for n, _ in candidates],
+            dtype=np.float32,
+        )
+        # a sentence must share the question's terms; its passage's closeness breaks ties
+        relevance = np.where(overlap > 0, 0.6 * overlap + 0.4 * prior, 0.0).astype(np.float32)
+        if embed is not None:
+            # Re-rank only the best few by meaning: embedding every sentence of ten
+            # passages costs far more than the whole rest of the query.
+            pool = [int(i) for i in np.argsort(-relevance, kind="stable")[:rerank] if relevance[i] > 0]
+            if pool:
+                matrix = embed([query] + [candidates[i][1] for i in pool])
+                vectors = np.zeros((len(candidates), matrix.shape[1]), dtype=np.float32)
+                vectors[pool] = matrix[1:]
+                reranked = np.zeros_like(relevance)
+                reranked[pool] = 0.5 * (matrix[1:] @ matrix[0]) + 0.3 * overlap[pool] + 0.2 * prior[pool]
+                relevance = reranked
+    elif embed is not None:
         matrix = embed([query] + [s for _, s in candidates])
         query_vec, vectors = matrix[0], matrix[1:]
         cosine = vectors @ query_vec

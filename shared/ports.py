@@ -229,6 +229,7 @@ class GradingContext:
     number: int
     source: str
     text: str
+    chunk_id: str | None = None  # lets a provider reuse what the index already knows
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ TIMEOUT_RANGE_S = (1.0, 600.0)
 # Polling the state store: start quick so a fast answer returns promptly, then
 # back off so a long wait costs a few reads a second, not hundreds.
 POLL_MIN_S = 0.02
-POLL_MAX_S = 0.25
+POLL_MAX_S = 0.05
 
 
 class QueryNotFound(PermanentError, LookupError):

@@ -84,6 +84,7 @@ class LocalRuntime:
 
     def _work(self, consumer: Consumer) -> None:
         while not self._stop.is_set():
+            seen = self.bus.publish_count()
             try:
                 deliveries = self.bus.pull(consumer.subscription, 1)
             except Exception:  # noqa: BLE001 - a locked database must not kill the worker
@@ -91,7 +92,7 @@ class LocalRuntime:
                 time.sleep(0.5)
                 continue
             if not deliveries:
-                self.bus.wait_for_messages(0.05)
+                self.bus.wait_for_messages(0.05, seen)
                 continue
             for delivery in deliveries:
                 try:

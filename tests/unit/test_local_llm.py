@@ -121,7 +121,17 @@ def test_refine_adds_missing_aspects_and_expansions():
     llm, _ = _model()
     refined = llm.refine(RefineRequest("How fast are CUDA kernels?", "CUDA kernels speed", "weak",
                                        ["thread blocks", "grid"]), today=TODAY)
-    assert refined == "How fast are CUDA (Compute Unified Device Architecture) kernels? thread blocks grid"
+    assert refined.startswith("How fast are CUDA (Compute Unified Device Architecture) kernels? thread blocks grid")
+    # then feedback terms the previous query did not try
+    extra = refined.removeprefix("How fast are CUDA (Compute Unified Device Architecture) kernels? thread blocks grid")
+    assert not set(extra.lower().split()) & {"cuda", "kernels", "speed"}
+
+
+def test_refine_never_repeats_the_previous_query():
+    llm, _ = _model()
+    first = llm.refine(RefineRequest("How do kernels run?", "How do kernels run?", "weak", []), today=TODAY)
+    second = llm.refine(RefineRequest("How do kernels run?", first, "weak", []), today=TODAY)
+    assert first != "How do kernels run?" and second != first
 
 
 def test_the_same_input_gives_the_same_output():

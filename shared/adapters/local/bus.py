@@ -108,6 +108,7 @@ class SqliteBus:
         self._db = SqliteDatabase(path, _SCHEMA)
         self.retry = retry
         self._wakeup = threading.Condition()
+        self._published = 0  # publishes seen in this process, so a waiter cannot miss one
         if subscriptions:
             self.ensure_subscriptions(subscriptions)
 
@@ -144,6 +145,7 @@ class SqliteBus:
                 (message_id, now, topic),
             )
         with self._wakeup:
+            self._published += 1
             self._wakeup.notify_all()
         return message_id
 
@@ -230,9 +232,20 @@ class SqliteBus:
 
     # ------------------------------------------------------------ inspect
 
-    def wait_for_messages(self, timeout: float) -> None:
-        """Block until something is published in this process, or ``timeout`` passes."""
+    def publish_count(self) -> int:
+        """How many messages this process has published (pair with :meth:`wait_for_messages`)."""
+        return self._published
+
+    def wait_for_messages(self, timeout: float, seen: int | None = None) -> None:
+        """Block until something is published in this process, or ``timeout`` passes.
+
+        With ``seen`` (a :meth:`publish_count` taken before the last empty pull),
+        return at once if a publish happened since, so a wake-up is never lost.
+        Publishes by other processes are noticed by the caller's next pull.
+        """
         with self._wakeup:
+            if seen is not None and seen != self._published:
+                return
             self._wakeup.wait(timeout)
 
     def outstanding(self, subscriptions: list[str] | None = None) -> int:

@@ -305,6 +305,20 @@ class HybridIndex:
                 )
         return [found[i] for i in chunk_ids if i in found]
 
+    def get_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored embedding of each known chunk id (computed once, at indexing)."""
+        out: dict[str, np.ndarray] = {}
+        conn = self._db.connection()
+        ids = list(dict.fromkeys(chunk_ids))
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for chunk_id, blob in conn.execute(
+                f"SELECT chunk_id, vector FROM chunks WHERE chunk_id IN ({marks})", part
+            ):
+                out[chunk_id] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
     def search(
         self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
     ) -> list[ScoredChunk]:

@@ -43,6 +43,7 @@ extraction.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 from collections import Counter
@@ -246,36 +247,56 @@ class LocalLanguageModel:
         vector = self.embedder.embed([text])[0]
         return self.index.search(text, vector, k, mode="hybrid")
 
-    def _feedback(self, query: str, *, recent_first: bool, minimum_df: int) -> list[str]:
-        """Terms shared by the top chunks for ``query`` that the query does not already contain."""
+    def _feedback(
+        self, query: str, *, recent_first: bool, minimum_df: int, exclude: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """Discriminative terms of the top chunks for ``query`` (pseudo-relevance feedback).
+
+        A term scores by how many of the top three chunks share it and how rare it
+        is among the top twenty (an IDF over the neighbourhood, so words common to
+        the whole topic, like "message" in a messaging corpus, do not win). Terms of
+        ``query`` and stems in ``exclude`` (feedback already tried) are skipped.
+        """
         try:
-            hits = self._search(query, 5)
+            hits = self._search(query, 20)
         except Exception as exc:  # noqa: BLE001 - feedback is optional
             log.warning("pseudo-relevance feedback search failed: %s", exc)
             return []
-        if recent_first:
-            hits = sorted(hits, key=lambda h: h.chunk.published or "", reverse=True)
-        top = hits[:3]
+        if not hits:
+            return []
+        top = sorted(hits[:5], key=lambda h: h.chunk.published or "", reverse=True)[:3] if recent_first else hits[:3]
         self.learn_acronyms([h.chunk.text for h in top])
-        present = term_set(query)
+        present = term_set(query) | set(exclude)
+        background: Counter[str] = Counter()
+        for hit in hits:
+            background.update(term_set(body_lines(hit.chunk.text)))
         df: Counter[str] = Counter()
         tf: Counter[str] = Counter()
         surface: dict[str, str] = {}
         for hit in top:
             body, _ = strip_model_directives(body_lines(hit.chunk.text))
-            words = [w for w in content_terms(body, keep_temporal=False) if w.isalpha() and len(w) >= 4]
-            for w in words:
-                key = stem(w)
-                if key in present:
+            seen: set[str] = set()
+            for w in content_terms(body, keep_temporal=False):
+                if not w.isalpha() or len(w) < 4:
                     continue
+                key = stem(w)
+                if key in present or key in seen:
+                    continue
+                seen.add(key)
                 df[key] += 1
                 surface.setdefault(key, w.lower() if not w.isupper() else w)
             for w in tokenize(body):
                 tf[stem(w)] += 1
         # Terms must also be in the best hit: shared by weaker hits alone, they pull the query off topic.
-        in_best = {stem(w) for w in tokenize(body_lines(top[0].chunk.text))} if top else set()
+        in_best = term_set(body_lines(top[0].chunk.text))
+        n = len(hits)
+
+        def weight(key: str) -> float:
+            return df[key] * (1.0 + math.log(tf[key])) * math.log((n + 1) / (background[key] + 0.5))
+
         ranked = sorted(
-            (k for k in df if df[k] >= minimum_df and k in in_best), key=lambda k: (-df[k], -tf[k], k)
+            (k for k in df if df[k] >= minimum_df and k in in_best and background[k] < n),
+            key=lambda k: (-weight(k), k),
         )
         return [surface[k] for k in ranked[: self.feedback_terms]]
 
@@ -307,7 +328,11 @@ class LocalLanguageModel:
         )
 
     def refine(self, request: RefineRequest, *, today: date) -> str:
-        """The original question plus missing aspects and acronym expansions."""
+        """The original question plus what the grader found missing, then new feedback terms.
+
+        Feedback terms the previous query already tried are excluded, so a
+        refinement is a different query, never the previous one again.
+        """
         expanded, _ = self._expand(" ".join(request.original_query.split()))
         present = term_set(expanded)
         extra: list[str] = []
@@ -317,8 +342,10 @@ class LocalLanguageModel:
                     present.add(stem(term))
                     extra.append(term)
         date_only = not content_terms(request.original_query, keep_temporal=False)
-        if not extra:
-            extra = self._feedback(expanded, recent_first=date_only, minimum_df=1 if date_only else 2)
+        tried = frozenset(term_set(request.previous_query) - present)
+        extra += self._feedback(
+            " ".join([expanded, *extra]), recent_first=date_only, minimum_df=1, exclude=tried
+        )
         if date_only and not extra:
             extra = ["articles", "announcements"]  # never a date-only query
         parts = [expanded, *extra[:8]]
@@ -351,14 +378,40 @@ class LocalLanguageModel:
                 return True
         return False
 
+    def _context_vectors(self, contexts: Sequence[GradingContext], cleaned: Sequence[str]) -> np.ndarray:
+        """Embeddings of the contexts: the index's stored ones where it has them (computed
+        once at indexing, so grading costs one query embedding, not ten passages), else
+        computed now. A context that lost text to directive stripping is embedded afresh,
+        so planted instructions never weigh in."""
+        stored: dict[str, np.ndarray] = {}
+        get_vectors = getattr(self.index, "get_vectors", None)
+        ids = [c.chunk_id for c in contexts if c.chunk_id]
+        if get_vectors is not None and ids:
+            try:
+                stored = get_vectors(ids)
+            except Exception as exc:  # noqa: BLE001 - recomputing is always possible
+                log.warning("stored vectors unavailable, embedding contexts: %s", exc)
+        out = np.zeros((len(contexts), self.embedder.dimension), dtype=np.float32)
+        missing = []
+        for n, (ctx, text) in enumerate(zip(contexts, cleaned, strict=True)):
+            vector = stored.get(ctx.chunk_id or "")
+            if vector is not None and text == ctx.text and vector.shape[0] == out.shape[1]:
+                out[n] = vector
+            else:
+                missing.append(n)
+        if missing:
+            out[missing] = self.embedder.embed([cleaned[n] for n in missing])
+        return out
+
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
         """Similarity, term coverage and groundedness of ``contexts`` for ``query``."""
-        cleaned = [strip_model_directives(c.text)[0] for c in contexts]
-        cleaned = [c for c in cleaned if c.strip()]
-        if not cleaned:
+        usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
+        usable = [(c, text) for c, text in usable if text.strip()]
+        if not usable:
             return Grade(0.0, 0.0, 0.0, False, answerable=False, reasoning="no usable context text")
-        vectors = self.embedder.embed([query] + cleaned)
-        sims = vectors[1:] @ vectors[0]
+        cleaned = [text for _, text in usable]
+        query_vector = self.embedder.embed([query])[0]
+        sims = self._context_vectors([c for c, _ in usable], cleaned) @ query_vector
         order = np.argsort(-sims, kind="stable")
         sim_max = float(sims[order[0]])
         sim_top = float(np.mean(sims[order[:3]]))
@@ -410,8 +463,18 @@ class LocalLanguageModel:
         )
 
     def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
-        """An extractive, cited answer (see :func:`shared.extractive.extractive_answer`)."""
-        return extractive_answer(query, contexts, language=language, embed=self.embedder.embed)
+        """An extractive, cited answer (see :func:`shared.extractive.extractive_answer`): sentences
+        ranked by the question's terms and by how close their passage is to the question."""
+        usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
+        usable = [(c, text) for c, text in usable if text.strip()]
+        if not usable:
+            return extractive_answer(query, contexts, language=language)
+        query_vector = self.embedder.embed([query])[0]
+        sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector
+        prior = {c.number: float(sim) for (c, _), sim in zip(usable, sims, strict=True)}
+        return extractive_answer(
+            query, contexts, language=language, context_similarity=prior, embed=self.embedder.embed
+        )
 
 
 # ------------------------------------------------------------ decomposition
