@@ -238,6 +238,7 @@ class RefineRequest:
     previous_query: str
     reasoning: str
     missing_aspects: list[str]
+    earlier_queries: tuple[str, ...] = ()  # every query tried so far, oldest first
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def grading_contexts(contexts: list[dict[str, Any]], *, limit: int, chars: int) 
         title = (ctx.get("title") or "").strip()
         text = f"{title}\n{body}" if title else body
         out.append(GradingContext(number=n, source=ctx.get("url") or title or ctx.get("document_id", ""),
-                                  text=text[:chars]))
+                                  text=text[:chars], chunk_id=ctx.get("chunk_id")))
     return out
 
 

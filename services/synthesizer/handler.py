@@ -162,7 +162,8 @@ def synthesize_answer(
         outcome = "not_answerable"
     else:
         numbered = [
-            GradingContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "")
+            GradingContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "",
+                           chunk_id=c.get("chunk_id"))
             for n, c in enumerate(contexts, start=1)
         ]
         if int(doc.get("model_calls") or 0) < int(doc.get("max_model_calls") or 0):

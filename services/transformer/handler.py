@@ -231,6 +231,7 @@ def refine_query(
         previous_query=entry.get("query") or doc["original_query"],
         reasoning=str(grade.get("reasoning") or ""),
         missing_aspects=list(grade.get("missing_aspects") or []),
+        earlier_queries=tuple(e.get("query") or "" for e in doc.get("iterations") or [] if e.get("query")),
     )
     start = clock.monotonic()
     calls = 0

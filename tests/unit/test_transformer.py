@@ -115,7 +115,7 @@ def test_refine_writes_the_next_iteration_from_the_grade():
     assert (message.iteration, message.query) == (1, "rank fusion of BM25 and dense scores")
     assert message.sub_queries == ["What is BM25?", "What is dense retrieval?"]
     (_, request), = [c for c in llm.calls if c[0] == "refine"]
-    assert request == RefineRequest("how does rank fusion work", "rank fusion", "weak", ["scores"])
+    assert request == RefineRequest("how does rank fusion work", "rank fusion", "weak", ["scores"], ("rank fusion",))
     record = loop.record()
     assert record["iteration"] == 1 and record["iterations"][1]["refined_from"] == 0
     assert record["events"][-1]["type"] == "refined" and record["status"] == "running"

@@ -305,6 +305,18 @@ class HybridIndex:
                 )
         return [found[i] for i in chunk_ids if i in found]
 
+    def document_frequency(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks contain each term (as the BM25 tokenizer sees it; 0 if none)."""
+        snap = self.snapshot()
+        out: dict[str, int] = {}
+        if snap.bm25 is None:
+            return {t: 0 for t in terms}
+        vocab, indptr = snap.bm25.vocab_dict, snap.bm25.scores["indptr"]
+        for term in terms:
+            counts = [int(indptr[vocab[t] + 1] - indptr[vocab[t]]) if t in vocab else 0 for t in bm25_tokens(term)]
+            out[term] = min(counts) if counts else 0
+        return out
+
     def get_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored embedding of each known chunk id (computed once, at indexing)."""
         out: dict[str, np.ndarray] = {}

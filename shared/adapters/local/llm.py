@@ -91,6 +91,7 @@ SIM_FLOOR = 0.2
 SIM_FULL = 0.6
 UNANSWERABLE_SIM = 0.28
 UNANSWERABLE_COVERAGE = 0.34
+UNANSWERABLE_ABSENT_SIM = 0.45  # most of the question's terms unknown to the corpus, and nothing close
 
 
 def _scaled(similarity: float) -> float:
@@ -328,24 +329,30 @@ class LocalLanguageModel:
         )
 
     def refine(self, request: RefineRequest, *, today: date) -> str:
-        """The original question plus what the grader found missing, then new feedback terms.
+        """The original question, aimed at what the grader found missing, with new feedback terms.
 
-        Feedback terms the previous query already tried are excluded, so a
-        refinement is a different query, never the previous one again.
+        Missing aspects (question terms the corpus has but the contexts lacked)
+        steer a feedback search of their own, so the refined query pulls in the
+        vocabulary that surrounds them in the corpus. Terms any earlier query
+        already tried are excluded: a refinement is always a new query.
         """
         expanded, _ = self._expand(" ".join(request.original_query.split()))
         present = term_set(expanded)
         extra: list[str] = []
+        aspects: list[str] = []
         for aspect in request.missing_aspects:
             for term in content_terms(aspect, keep_temporal=False):
+                aspects.append(term)
                 if stem(term) not in present:
                     present.add(stem(term))
                     extra.append(term)
         date_only = not content_terms(request.original_query, keep_temporal=False)
-        tried = frozenset(term_set(request.previous_query) - present)
-        extra += self._feedback(
-            " ".join([expanded, *extra]), recent_first=date_only, minimum_df=1, exclude=tried
-        )
+        tried: set[str] = set()
+        for earlier in (*request.earlier_queries, request.previous_query):
+            tried |= term_set(earlier)
+        tried -= present
+        focus = " ".join(aspects) if aspects else " ".join([expanded, *extra])
+        extra += self._feedback(focus, recent_first=date_only, minimum_df=1, exclude=frozenset(tried | present))
         if date_only and not extra:
             extra = ["articles", "announcements"]  # never a date-only query
         parts = [expanded, *extra[:8]]
@@ -377,6 +384,17 @@ class LocalLanguageModel:
             elif alt in present:
                 return True
         return False
+
+    def _document_frequency(self, terms: list[str]) -> dict[str, int] | None:
+        """Chunks containing each term, when the index can tell (the local index can)."""
+        lookup = getattr(self.index, "document_frequency", None)
+        if lookup is None or not terms:
+            return None
+        try:
+            return lookup(terms)
+        except Exception as exc:  # noqa: BLE001 - coverage without frequencies still works
+            log.warning("document frequencies unavailable: %s", exc)
+            return None
 
     def _context_vectors(self, contexts: Sequence[GradingContext], cleaned: Sequence[str]) -> np.ndarray:
         """Embeddings of the contexts: the index's stored ones where it has them (computed
@@ -417,6 +435,15 @@ class LocalLanguageModel:
         sim_top = float(np.mean(sims[order[:3]]))
 
         terms = self._key_terms(query)
+        # Terms the corpus never uses are phrasing ("hammering") or a subject it lacks
+        # ("tungsten"): no context can cover them, so they count toward "cannot answer",
+        # not toward completeness, and are not sent to refinement as missing aspects.
+        frequency = self._document_frequency([t for t, _, _ in terms])
+        absent = [t for t, _, _ in terms if frequency is not None and frequency.get(t, 1) == 0]
+        all_weight = sum(w for _, w, _ in terms) or 1.0
+        absent_share = sum(w for t, w, _ in terms if t in absent) / all_weight
+        if absent and len(absent) < len(terms):
+            terms = [x for x in terms if x[0] not in absent]
         sets = [term_set(c) for c in cleaned]
         union = set().union(*sets)
         total = sum(w for _, w, _ in terms)
@@ -441,7 +468,10 @@ class LocalLanguageModel:
         grounded = sim_max >= 0.35 and (
             cov_of_most_similar >= 0.6 or cov_best >= 0.8 or (strong >= 2 and cov_union >= 0.8)
         )
-        answerable = not (sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE)
+        answerable = not (
+            (sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE)
+            or (absent_share >= 0.5 and sim_max < UNANSWERABLE_ABSENT_SIM)
+        )
         if not terms:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
             # neutral grade that neither claims an answer nor abstains.
@@ -450,6 +480,7 @@ class LocalLanguageModel:
             f"best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
             f"{cov_union:.0%} across contexts, {cov_best:.0%} by one context"
             + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; not in the corpus: {', '.join(absent)}" if absent else "")
             + ("" if answerable else "; nothing retrieved is about this question")
         )
         return Grade(
