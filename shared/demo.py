@@ -29,7 +29,7 @@ DEMO_PORT = int(os.environ.get("RAGBUS_DEMO_PORT", "8765"))
 
 QUESTIONS = (
     ("answered at once", "How does BM25 saturate term frequency?"),
-    ("needs refinement", "How do retries work?"),
+    ("needs refinement", "When is exact search good enough?"),
     ("not answerable from the corpus", "What is the boiling point of tungsten?"),
 )
 
@@ -58,8 +58,8 @@ class _CorpusHandler(http.server.SimpleHTTPRequestHandler):
 
 @contextmanager
 def serve_corpus(port: int = DEMO_PORT) -> Iterator[str]:
-    """Serve ``corpus/site`` on 127.0.0.1:port; yields the base URL."""
-    handler = type("Handler", (_CorpusHandler,), {"base": f"http://127.0.0.1:{port}"})
+    """Serve ``corpus/site`` on 127.0.0.1:port (0: any free port); yields the base URL."""
+    handler = type("Handler", (_CorpusHandler,), {})
     try:
         server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", port), functools.partial(handler, directory=str(CORPUS / "site"))
@@ -69,10 +69,11 @@ def serve_corpus(port: int = DEMO_PORT) -> Iterator[str]:
             f"the demo serves its sample feed on 127.0.0.1:{port}, which is in use ({exc}); "
             "free it or set RAGBUS_DEMO_PORT to another port"
         ) from None
+    handler.base = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield handler.base
     finally:
         server.shutdown()
         server.server_close()

@@ -1,0 +1,131 @@
+"""The query loop as a user drives it: the bundled corpus ingested, questions asked
+through the gateway over HTTP on the embedded runtime, and `ragbus ask` / `ragbus demo`."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import urllib.request
+
+import pytest
+
+from services.gateway.app import serve
+from shared.config import load_settings
+from shared.demo import CORPUS, QUESTIONS, serve_corpus
+from shared.feeds import add_feed
+from shared.file_ingest import ingest_path
+from shared.messages import FeedPollRequested
+from shared.runtime.bootstrap import build_local
+from shared.runtime.local import LocalRuntime
+from tests.support import run_cli
+
+ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    settings = load_settings({"RAGBUS_HOME": str(home)}).with_(allow_loopback=True)
+    system = build_local(settings)
+    deps = system.deps
+    with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
+        add_feed(deps.state, f"{base}/feed.xml", allow_loopback=True, now=deps.clock.now())
+        deps.publisher.publish(FeedPollRequested(request_id="e2e", requested_at=deps.clock.now()))
+        ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+        assert runtime.wait_idle(300)
+        server = serve(deps, "127.0.0.1", 0)
+        try:
+            yield server.url, home
+        finally:
+            server.stop()
+
+
+def _post(url, body, timeout=90):
+    request = urllib.request.Request(f"{url}/v1/queries", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, json.loads(response.read())
+
+
+def test_the_corpus_is_indexed(gateway):
+    url, home = gateway
+    stats = json.loads(run_cli(home, "stats", "--json").stdout)
+    assert stats["documents"] == 12 and stats["dead_letters"] == 0 and stats["chunks"] >= 12
+
+
+def test_a_question_answered_at_once_cites_the_right_document(gateway):
+    url, _ = gateway
+    status, record = _post(url, {"query": ANSWERED_AT_ONCE, "wait_s": 60})
+    assert status == 200 and record["outcome"] == "answered"
+    assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "accept"
+    assert record["citations"] and all(c["title"] and c["url"] and c["document_id"] for c in record["citations"])
+    assert record["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
+    assert "[1]" in record["answer"]
+
+
+def test_a_question_that_needs_refinement_keeps_the_best_iteration(gateway):
+    url, _ = gateway
+    status, record = _post(url, {"query": REFINED, "wait_s": 60})
+    assert status == 200 and record["status"] == "answered"
+    iterations = record["iterations"]
+    assert len(iterations) > 1 and iterations[0]["decision"] == "refine"
+    assert iterations[1]["query"] != iterations[0]["query"]
+    scores = [it["grade"]["score"] for it in iterations]
+    assert record["best_iteration"] == max(range(len(scores)), key=scores.__getitem__)
+    assert record["answered_from_iteration"] == record["best_iteration"]
+
+
+def test_a_question_the_corpus_cannot_answer_ends_early_and_abstains(gateway):
+    url, _ = gateway
+    status, record = _post(url, {"query": UNANSWERABLE, "wait_s": 60})
+    assert status == 200 and record["outcome"] == "not_answerable"
+    assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "abstain"
+    assert record["citations"] == [] and "not" in record["answer"].lower()
+
+
+def test_twenty_concurrent_queries_all_end(gateway):
+    url, _ = gateway
+    questions = [
+        "What is RRF?", "How do retries work?", "What is efSearch?", "Why do duplicates happen?",
+        "How should chunks overlap?", "What is a poison message?", "Which header carries the trace?",
+        "What is the capital of Peru?", "How does BM25 saturate term frequency?", "What is HNSW?",
+    ] * 2
+    with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
+        ids = list(pool.map(lambda q: _post(url, {"query": q})[1]["id"], questions))
+        records = list(pool.map(lambda i: _post_wait(url, i), ids))
+    assert len(records) == 20
+    assert all(r["status"] in {"answered", "failed", "timed_out"} for r in records)
+    assert sum(r["status"] == "answered" for r in records) == 20
+
+
+def _post_wait(url, query_id, timeout_s=120.0):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with urllib.request.urlopen(f"{url}/v1/queries/{query_id}", timeout=30) as response:
+            record = json.loads(response.read())
+        if record["status"] in {"answered", "failed", "timed_out"} or time.monotonic() > deadline:
+            return record
+        time.sleep(0.1)
+
+
+def test_ask_json_prints_the_full_record(gateway):
+    _, home = gateway
+    record = json.loads(run_cli(home, "ask", ANSWERED_AT_ONCE, "--json").stdout)
+    assert {"id", "outcome", "answer", "citations", "iterations"} <= set(record)
+    assert all({"title", "url", "document_id"} <= set(c) for c in record["citations"])
+    assert all({"query", "grade", "timings"} <= set(it) for it in record["iterations"])
+    trace = run_cli(home, "trace", record["id"]).stdout
+    assert "transformer.query-submitted process" in trace and "grader.contexts-retrieved process" in trace
+
+
+def test_demo_runs_offline_and_shows_the_three_outcomes(tmp_path):
+    result = run_cli(tmp_path / "home", "demo", timeout=600, RAGBUS_DEMO_PORT="0")
+    blocks = re.split(r"\n─+ \d\. ", result.stdout)
+    at_once, refined, unanswerable = blocks[-3:]
+    assert re.search(r"outcome: answered\s+iterations: 1\b", at_once)
+    assert re.search(r"iterations: [2-9]", refined) and "refine" in refined
+    assert re.search(r"outcome: not_answerable\s+iterations: 1\b", unanswerable)
+    assert "ragbus serve" in unanswerable  # where to open the page
