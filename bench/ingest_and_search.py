@@ -48,7 +48,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def _article(rng: np.random.Generator, n: int, paragraphs: int) -> str:
     out = [f"Field report {n}"]
-    for p in range(paragraphs):
+    for _ in range(paragraphs):
         sentences = []
         for _ in range(5):
             words = rng.choice(WORDS, size=int(rng.integers(10, 20)))

@@ -28,7 +28,15 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.messages import Message
-from shared.ports import Answer, Grade, GradingContext, LanguageModel, Publisher, RefineRequest, Transformation
+from shared.ports import (
+    Answer,
+    Grade,
+    GradingContext,
+    LanguageModel,
+    Publisher,
+    RefineRequest,
+    Transformation,
+)
 
 TRACER_NAME = "ragbus"
 

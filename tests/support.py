@@ -11,8 +11,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +135,17 @@ def run_cli(home: Path, *args: str, check: bool = True, timeout: float = 300, **
 
 def cli_json(home: Path, *args: str, **env: str) -> Any:
     return json.loads(run_cli(home, *args, "--json", **env).stdout)
+
+
+def root_main():
+    """The repository's root ``main.py`` (functions-framework may have put another module
+    under the name ``main`` in ``sys.modules``, so load it by path)."""
+    import importlib.util
+
+    module = sys.modules.get("ragbus_root_main")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("ragbus_root_main", REPO / "main.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["ragbus_root_main"] = module
+        spec.loader.exec_module(module)
+    return module

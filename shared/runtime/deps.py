@@ -13,7 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.config import Settings
-from shared.ports import BlobStore, Clock, Embedder, Fetcher, Index, LanguageModel, Publisher, StateStore
+from shared.ports import (
+    BlobStore,
+    Clock,
+    Embedder,
+    Fetcher,
+    Index,
+    LanguageModel,
+    Publisher,
+    StateStore,
+)
 
 
 class Deps:

@@ -8,11 +8,19 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from shared import collections
 from shared.adapters.local.state import SqliteStateStore
-from tests.support import REPO, Site, article_html, cli_json, ragbus_env, rss, run_cli, serve_site, topic_paragraphs
+from tests.support import (
+    REPO,
+    Site,
+    article_html,
+    cli_json,
+    ragbus_env,
+    rss,
+    run_cli,
+    serve_site,
+    topic_paragraphs,
+)
 
 TOPICS = ["volcano", "saxophone", "glacier", "satellite"]
 

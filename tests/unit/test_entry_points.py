@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cloudevents.http import CloudEvent
 
-import main
 from shared import collections
 from shared.config import Settings
 from shared.messages import QuerySubmitted, encode
@@ -14,13 +13,14 @@ from shared.runtime import functions
 from shared.runtime.deps import Deps
 from shared.runtime.stages import CONSUMERS
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+from tests.support import root_main
 
 
 def test_every_stage_is_a_target_of_the_root_module():
     stages = {c.stage for c in CONSUMERS} | {"gateway"}
-    assert stages <= set(main.__all__)
+    assert stages <= set(root_main().__all__)
     for stage in stages:
-        assert callable(getattr(main, stage))
+        assert callable(getattr(root_main(), stage))
 
 
 def _event(message, *, published=None, attempt=None):
@@ -47,7 +47,7 @@ def test_a_handler_crash_raises_so_the_platform_redelivers(deps, monkeypatch):
     consumer = functions.consumer_for("transformer", {"type": "QuerySubmitted"})
     monkeypatch.setattr(type(consumer), "handler", property(lambda self: boom))
     with pytest.raises(RuntimeError, match="transformer.query-submitted: ConnectionError: firestore unavailable"):
-        main.transformer(_event(QuerySubmitted(query_id="q1")))
+        root_main().transformer(_event(QuerySubmitted(query_id="q1")))
     assert deps.state.count(collections.DEAD_LETTERS) == 0
 
 
@@ -61,7 +61,7 @@ def test_an_unknown_type_is_recorded_as_a_dead_letter_and_acknowledged(deps):
     event = CloudEvent({"type": "google.cloud.pubsub.topic.v1.messagePublished", "source": "//pubsub"},
                        {"message": {"data": base64.b64encode(b"{}").decode(), "attributes": {"type": "Nope"},
                                     "messageId": "m9"}})
-    main.grader(event)  # returns: acknowledged
+    root_main().grader(event)  # returns: acknowledged
     (letter,) = deps.state.list(collections.DEAD_LETTERS)
     assert "unknown message type 'Nope'" in letter["error"]
 
@@ -71,7 +71,7 @@ def test_events_older_than_the_cutoff_are_dropped(deps, monkeypatch):
     consumer = functions.consumer_for("grader", {"type": "QuerySubmitted"})
     monkeypatch.setattr(type(consumer), "handler", property(lambda self: lambda m, d: called.append(m)))
     old = datetime.now(UTC) - timedelta(days=3)
-    main.grader(_event(QuerySubmitted(query_id="q1"), published=old))
+    root_main().grader(_event(QuerySubmitted(query_id="q1"), published=old))
     assert called == []
-    main.grader(_event(QuerySubmitted(query_id="q1"), published=datetime.now(UTC)))
+    root_main().grader(_event(QuerySubmitted(query_id="q1"), published=datetime.now(UTC)))
     assert len(called) == 1

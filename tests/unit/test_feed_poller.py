@@ -504,9 +504,9 @@ def test_a_bus_failure_aborts_the_feed_and_the_message_is_retried(world):
 
 def test_empty_request_polls_every_registered_feed_and_one_failure_does_not_stop_others(world):
     other = "https://other.example/rss"
-    loopback_ok = lambda host, port, type=0: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))
-    ]
+    def loopback_ok(host, port, type=0):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
+
     add_feed(world.state, other, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
     add_feed(world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
     world.fetcher.responses[FEED] = RetryableError("GET feed failed after 4 attempts: HTTP 500")

@@ -5,13 +5,13 @@ import hashlib
 
 from cloudevents.http import CloudEvent
 
-import main
 from shared.config import Settings
 from shared.ids import file_document_id
 from shared.messages import DocumentDeleted, DocumentFetched
 from shared.runtime import functions
 from shared.runtime.deps import Deps
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+from tests.support import root_main
 
 
 def _obj(name="docs/guide.md", body=b"# Guide\n\nhello", generation="1"):
@@ -32,8 +32,8 @@ def _deps(monkeypatch):
 
 def test_finalized_object_is_fetched_by_reference_once(monkeypatch):
     deps = _deps(monkeypatch)
-    main.gcs_finalized(_event("finalized", _obj()))
-    main.gcs_finalized(_event("finalized", _obj()))  # redelivery: nothing new
+    root_main().gcs_finalized(_event("finalized", _obj()))
+    root_main().gcs_finalized(_event("finalized", _obj()))  # redelivery: nothing new
     (msg,) = deps.publisher.of_type(DocumentFetched)
     assert msg.raw_ref == "gs://uploads/docs/guide.md" and msg.content_type == "text/markdown"
     assert msg.source == "gcs" and msg.document_id == file_document_id("gs://uploads/docs/guide.md")
@@ -42,24 +42,24 @@ def test_finalized_object_is_fetched_by_reference_once(monkeypatch):
 
 def test_changed_object_is_fetched_again_and_unsupported_ignored(monkeypatch):
     deps = _deps(monkeypatch)
-    main.gcs_finalized(_event("finalized", _obj()))
-    main.gcs_finalized(_event("finalized", _obj(body=b"# Guide v2", generation="2")))
-    main.gcs_finalized(_event("finalized", _obj(name="photo.jpg")))
+    root_main().gcs_finalized(_event("finalized", _obj()))
+    root_main().gcs_finalized(_event("finalized", _obj(body=b"# Guide v2", generation="2")))
+    root_main().gcs_finalized(_event("finalized", _obj(name="photo.jpg")))
     assert len(deps.publisher.of_type(DocumentFetched)) == 2
 
 
 def test_delete_of_the_current_generation_removes_and_of_an_old_one_is_ignored(monkeypatch):
     deps = _deps(monkeypatch)
-    main.gcs_finalized(_event("finalized", _obj(generation="1")))
-    main.gcs_finalized(_event("finalized", _obj(body=b"new", generation="2")))
-    main.gcs_deleted(_event("deleted", _obj(generation="1")))  # overwrite deletes the old generation
+    root_main().gcs_finalized(_event("finalized", _obj(generation="1")))
+    root_main().gcs_finalized(_event("finalized", _obj(body=b"new", generation="2")))
+    root_main().gcs_deleted(_event("deleted", _obj(generation="1")))  # overwrite deletes the old generation
     assert deps.publisher.of_type(DocumentDeleted) == []
-    main.gcs_deleted(_event("deleted", _obj(body=b"new", generation="2")))
+    root_main().gcs_deleted(_event("deleted", _obj(body=b"new", generation="2")))
     (deleted,) = deps.publisher.of_type(DocumentDeleted)
     assert deleted.document_id == file_document_id("gs://uploads/docs/guide.md")
 
 
 def test_event_without_object_name_is_dropped_not_retried(monkeypatch):
     deps = _deps(monkeypatch)
-    main.gcs_finalized(_event("finalized", {"bucket": "uploads"}))
+    root_main().gcs_finalized(_event("finalized", {"bucket": "uploads"}))
     assert deps.publisher.messages == []

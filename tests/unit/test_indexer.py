@@ -53,7 +53,7 @@ class DictIndex:
 
     def upsert(self, document_id, chunks, vectors):
         assert vectors.shape == (len(chunks), 8)
-        self.docs[document_id] = list(zip(chunks, vectors))
+        self.docs[document_id] = list(zip(chunks, vectors, strict=True))
 
     def delete_document(self, document_id):
         return len(self.docs.pop(document_id, []))

@@ -23,6 +23,7 @@ from shared import collections, topics
 from shared.config import Settings
 from shared.messages import FeedPollRequested, decode
 from shared.runtime.stages import CONSUMERS
+from tests.support import root_main
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 
@@ -254,13 +255,13 @@ def test_source_archive_leaves_out_tests_and_virtualenvs():
 
 @pytest.mark.parametrize("function", sorted(_local("functions")))
 def test_entry_point_is_exposed_by_root_main(function):
-    main = importlib.import_module("main")
+    main = root_main()
     entry_point = _local("functions")[function]["entry_point"]
     assert hasattr(main, entry_point), f"main.py has no {entry_point!r} (function {function})"
 
 
 def test_stage_entry_points_are_the_stage_functions():
-    main = importlib.import_module("main")
+    main = root_main()
     for name, function in _local("functions").items():
         if function["trigger"] in ("pubsub", "http"):
             target = getattr(main, function["entry_point"])

@@ -1,6 +1,7 @@
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from shared import messages, topics
 from shared.errors import SchemaError
@@ -50,8 +51,8 @@ def test_decode_refuses_a_body_that_does_not_match():
 
 
 def test_messages_are_immutable_and_reject_unknown_fields():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="extra_field"):
         _fetched(extra_field=1)
     msg = _fetched()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         msg.title = "x"

@@ -103,10 +103,10 @@ class SqliteBus:
         self,
         path: Path | str,
         subscriptions: Mapping[str, str] | None = None,
-        retry: RetrySettings = RetrySettings(),
+        retry: RetrySettings | None = None,
     ) -> None:
         self._db = SqliteDatabase(path, _SCHEMA)
-        self.retry = retry
+        self.retry = retry or RetrySettings()
         self._wakeup = threading.Condition()
         self._published = 0  # publishes seen in this process, so a waiter cannot miss one
         if subscriptions:
