@@ -96,6 +96,15 @@ class Settings:
     gemini_model: str = "gemini-2.0-flash"
     gcp_project: str | None = None
     gcp_location: str | None = None
+    # gcp runtime
+    bucket: str | None = None  # raw and clean text
+    firestore_database: str | None = None
+    embedder: str = "local"  # local (packaged MiniLM) | genai
+    index_backend: str = "firestore"  # firestore | vertex
+    vertex_index: str | None = None
+    vertex_endpoint: str | None = None
+    vertex_deployed_index: str | None = None
+    query_ttl_days: int = 30
 
     @property
     def db_path(self) -> Path:
@@ -133,6 +142,12 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     policy = env.get("RAGBUS_REMOVED_ITEMS", "remove").strip().lower()
     if policy not in {"remove", "keep"}:
         raise ConfigError(f"RAGBUS_REMOVED_ITEMS={policy!r}: use 'remove' (default) or 'keep'")
+    embedder = env.get("RAGBUS_EMBEDDER", "local").strip().lower()
+    if embedder not in {"local", "genai"}:
+        raise ConfigError(f"RAGBUS_EMBEDDER={embedder!r}: use 'local' (default, packaged MiniLM) or 'genai'")
+    index_backend = env.get("RAGBUS_INDEX", "firestore").strip().lower()
+    if index_backend not in {"firestore", "vertex"}:
+        raise ConfigError(f"RAGBUS_INDEX={index_backend!r}: use 'firestore' (default) or 'vertex'")
     return Settings(
         home=Path(env.get("RAGBUS_HOME", ".ragbus")).expanduser(),
         runtime=runtime,
@@ -155,4 +170,32 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         gemini_model=env.get("RAGBUS_GEMINI_MODEL", "gemini-2.0-flash"),
         gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
         gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
+        bucket=env.get("RAGBUS_BUCKET") or None,
+        firestore_database=env.get("RAGBUS_FIRESTORE_DATABASE") or None,
+        embedder=embedder,
+        index_backend=index_backend,
+        vertex_index=env.get("RAGBUS_VERTEX_INDEX") or None,
+        vertex_endpoint=env.get("RAGBUS_VERTEX_ENDPOINT") or None,
+        vertex_deployed_index=env.get("RAGBUS_VERTEX_DEPLOYED_INDEX") or None,
+        query_ttl_days=_int(env, "RAGBUS_QUERY_TTL_DAYS", 30, 1),
     )
+
+
+def require_gcp(settings: Settings) -> None:
+    """Refuse to start the gcp runtime without what it needs, naming each missing variable."""
+    missing = []
+    if not settings.gcp_project:
+        missing.append("GOOGLE_CLOUD_PROJECT (the project id)")
+    if not settings.bucket:
+        missing.append("RAGBUS_BUCKET (the bucket for raw and clean text)")
+    if settings.index_backend == "vertex":
+        for name, value in (("RAGBUS_VERTEX_INDEX", settings.vertex_index),
+                            ("RAGBUS_VERTEX_ENDPOINT", settings.vertex_endpoint),
+                            ("RAGBUS_VERTEX_DEPLOYED_INDEX", settings.vertex_deployed_index)):
+            if not value:
+                missing.append(f"{name} (RAGBUS_INDEX=vertex)")
+    if (settings.index_backend == "vertex" or settings.embedder == "genai" or settings.llm_provider == "gemini") \
+            and not settings.gcp_location and not (os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")):
+        missing.append("GOOGLE_CLOUD_LOCATION (Vertex AI region), or GOOGLE_API_KEY for the Gemini API")
+    if missing:
+        raise ConfigError("RAGBUS_RUNTIME=gcp needs: " + "; ".join(missing))

@@ -171,6 +171,7 @@ def submit_query(
             now=now,
             timeout_s=timeout_s,
             trace_id=tracing.current_trace_id(),
+            retention_days=settings.query_ttl_days,
         )
         if not deps.state.create(collections.QUERIES, query_id, record):
             # A random 128-bit id colliding means something else is badly wrong.

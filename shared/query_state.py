@@ -54,6 +54,7 @@ def new_query_record(
     now: datetime,
     timeout_s: float,
     trace_id: str | None = None,
+    retention_days: int = 30,
 ) -> Doc:
     """The record the gateway creates; stages fill it in.
 
@@ -90,6 +91,8 @@ def new_query_record(
         "created_at": now.isoformat(),
         "updated_at": now.isoformat(),
         "deadline": (now + timedelta(seconds=timeout_s)).isoformat(),
+        # when the record may be deleted (Firestore TTL in gcp; see infra/firestore.tf)
+        "expire_at": (now + timedelta(days=retention_days)).isoformat(),
         "iterations": [],
         "best_iteration": None,
         "answer": None,

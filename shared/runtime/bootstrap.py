@@ -105,12 +105,85 @@ def build_local(settings: Settings) -> LocalSystem:
     return LocalSystem(settings=settings, bus=bus, deps=deps)
 
 
+def build_gcp(settings: Settings) -> Deps:
+    """The gcp runtime: Pub/Sub, Firestore, GCS, Firestore or Vertex index, local or genai models.
+
+    Emulators are used when the standard ``*_EMULATOR_HOST`` variables are set
+    (the client libraries read them); no credentials are needed then.
+    """
+    from shared.config import require_gcp
+
+    require_gcp(settings)
+    project = settings.gcp_project
+    holder: dict[str, Deps] = {}
+
+    def publisher():
+        from shared.adapters.gcp.pubsub import PubSubPublisher
+
+        inner = PubSubPublisher(project)
+        return TracingPublisher(inner) if settings.tracing else inner
+
+    def state():
+        from shared.adapters.gcp.firestore_state import FirestoreStateStore
+
+        return FirestoreStateStore(project=project, database=settings.firestore_database)
+
+    def blobs():
+        from shared.adapters.gcp.gcs_blobs import GcsBlobStore
+
+        return GcsBlobStore(settings.bucket, project=project)
+
+    def embedder():
+        if settings.embedder == "genai":
+            from shared.adapters.gcp.genai_embedder import GenAiEmbedder
+
+            return GenAiEmbedder.from_settings(settings)
+        return _embedder(settings)
+
+    def index():
+        deps = holder["deps"]
+        dimension = deps.embedder.dimension
+        if settings.index_backend == "vertex":
+            from shared.adapters.gcp.vertex_index import VertexVectorSearchIndex
+
+            return VertexVectorSearchIndex.connect(
+                index_name=settings.vertex_index, endpoint_name=settings.vertex_endpoint,
+                deployed_index_id=settings.vertex_deployed_index, state=deps.state, dimension=dimension,
+                project=project, location=settings.gcp_location,
+            )
+        from shared.adapters.gcp.firestore_index import FirestoreIndex
+
+        return FirestoreIndex(project=project, database=settings.firestore_database, dimension=dimension)
+
+    def llm():
+        deps = holder["deps"]
+        if settings.llm_provider == "gemini":
+            from shared.adapters.gcp.gemini import GeminiLanguageModel
+
+            model = GeminiLanguageModel.from_settings(settings)
+        else:
+            from shared.adapters.local.llm import LocalLanguageModel
+
+            model = LocalLanguageModel(index=deps.index, embedder=deps.embedder)
+        return TracingLanguageModel(model) if settings.tracing else model
+
+    deps = Deps(
+        settings,
+        publisher=Lazy(publisher),
+        state=Lazy(state),
+        blobs=Lazy(blobs),
+        clock=SystemClock(),
+        fetcher=Lazy(lambda: _fetcher(settings)),
+        embedder=Lazy(embedder),
+        index=Lazy(index),
+        llm=Lazy(llm),
+    )
+    holder["deps"] = deps
+    return deps
+
+
 def build_deps(settings: Settings) -> Deps:
     """The dependencies of one stage instance for ``settings.runtime``."""
-    if settings.runtime == "local":
-        return build_local(settings).deps
-    from shared.errors import ConfigError
-
-    raise ConfigError(
-        f"RAGBUS_RUNTIME={settings.runtime!r} has no wiring in this build yet; use RAGBUS_RUNTIME=local"
-    )
+    if settings.runtime == "gcp":
+        return build_gcp(settings)
+    return build_local(settings).deps

@@ -290,3 +290,15 @@ def test_firestore_store_builds_its_own_client_from_the_project(firestore_client
     seen_by_other_client = FirestoreStateStore(firestore_client, namespace="own")
     assert seen_by_other_client.get("feeds", "f/1") == {"ok": True}
     store.close()
+
+
+def test_firestore_keeps_expire_at_as_a_timestamp_for_ttl(firestore_client):
+    from datetime import datetime
+
+    from shared.adapters.gcp.firestore_state import FirestoreStateStore
+
+    store = FirestoreStateStore(firestore_client, namespace="ttl")
+    store.put("queries", "q1", {"expire_at": "2026-12-22T00:00:00+00:00", "status": "answered"})
+    raw = firestore_client.collection(store.collection_id("queries")).document("q1").get().to_dict()
+    assert isinstance(raw["expire_at"], datetime)  # what Firestore's TTL policy needs
+    assert store.get("queries", "q1")["expire_at"] == "2026-12-22T00:00:00+00:00"

@@ -29,6 +29,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -42,6 +43,8 @@ log = logging.getLogger("ragbus.firestore")
 
 #: Field holding the caller's key, so a document can be found by it in the console.
 KEY_FIELD = "_ragbus_key"
+# Top-level fields kept as Firestore timestamps (the TTL policy on queries.expire_at in infra/).
+TIMESTAMP_FIELDS = ("expire_at",)
 
 _TRANSIENT = (
     gexc.ServiceUnavailable,
@@ -163,13 +166,21 @@ class FirestoreStateStore:
     def _stored(key: str, doc: Doc) -> Doc:
         if KEY_FIELD in doc:
             raise ValueError(f"field {KEY_FIELD!r} is reserved by the Firestore state store")
-        return {**doc, KEY_FIELD: key}
+        stored = {**doc, KEY_FIELD: key}
+        for field in TIMESTAMP_FIELDS:
+            # Firestore's TTL policy reads timestamps only; ports speak ISO strings.
+            if isinstance(stored.get(field), str):
+                stored[field] = datetime.fromisoformat(stored[field])
+        return stored
 
     @staticmethod
     def _loaded(data: dict[str, Any] | None) -> Doc | None:
         if data is None:
             return None
         data.pop(KEY_FIELD, None)
+        for field in TIMESTAMP_FIELDS:
+            if isinstance(data.get(field), datetime):
+                data[field] = data[field].isoformat()
         return data
 
     @contextmanager
