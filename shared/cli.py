@@ -10,10 +10,14 @@ Several ``ragbus`` processes may share one ``RAGBUS_HOME`` (a ``serve`` and a
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,7 +38,8 @@ from shared.config import Settings, load_settings
 from shared.errors import RagbusError
 from shared.logs import configure_logging
 from shared.messages import FeedPollRequested
-from shared.runtime.bootstrap import LocalSystem, build_local
+from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
+from shared.runtime.deps import Deps
 from shared.runtime.local import LocalRuntime
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
 
@@ -63,20 +68,51 @@ AllowLoopback = Annotated[
 # --------------------------------------------------------------- plumbing
 
 
-def _settings(allow_loopback: bool = False) -> Settings:
-    settings = load_settings()
+@dataclass
+class Session:
+    """What a command runs against: the embedded runtime in this process, or (gcp) the
+    cloud or the emulator topology of ``ragbus up --emulators``, whose stages run elsewhere."""
+
+    settings: Settings
+    deps: Deps
+    local: LocalSystem | None
+
+    @contextmanager
+    def stages(self, names: tuple[str, ...] | None = None) -> Iterator[LocalRuntime | None]:
+        """Run these stages in this process (embedded runtime only)."""
+        if self.local is None:
+            yield None
+            return
+        runtime = LocalRuntime(self.deps, self.local.bus, _consumers(names)).start()
+        try:
+            yield runtime
+        finally:
+            runtime.stop()
+
+
+def _session(allow_loopback: bool = False, *, embedded_only: str | None = None) -> Session:
+    from shared.topology import running_env
+
+    env = dict(os.environ)
+    topology = running_env(Path(env.get("RAGBUS_HOME", ".ragbus")))
+    if topology and "RAGBUS_RUNTIME" not in env:
+        env.update(topology)  # `ragbus up --emulators` is running: talk to it
+        os.environ.update(topology)  # the client libraries read the *_EMULATOR_HOST variables
+    settings = load_settings(env)
     if allow_loopback:
         settings = settings.with_(allow_loopback=True)
-    if settings.runtime != "local":
+    if settings.runtime == "local":
+        system = build_local(settings)
+        return Session(settings, system.deps, system)
+    if embedded_only:
         raise RagbusError(
-            f"RAGBUS_RUNTIME={settings.runtime!r}: this command drives the embedded runtime; "
-            "unset RAGBUS_RUNTIME (or set it to 'local')"
+            f"`ragbus {embedded_only}` runs the embedded runtime; unset RAGBUS_RUNTIME (it is {settings.runtime!r})"
         )
-    return settings
+    return Session(settings, build_deps(settings), None)
 
 
-def _system(settings: Settings) -> LocalSystem:
-    return build_local(settings)
+def _settings(allow_loopback: bool = False) -> Settings:
+    return _session(allow_loopback, embedded_only="this command").settings
 
 
 def _consumers(stages: tuple[str, ...] | None) -> list[Consumer]:
@@ -126,6 +162,29 @@ def _run_dead(system: LocalSystem, since: float) -> int:
     return sum(c.get("dead", 0) for c in system.bus.progress(since).values())
 
 
+def _wait_for_documents(session: Session, ids_of: Callable[[], set[str]], timeout: float, label: str) -> int:
+    """Wait, reading state only, until these documents are indexed or failed; return the failures."""
+    from shared.ingest_progress import status_of
+
+    deadline = time.monotonic() + timeout
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err) as progress:
+        task = progress.add_task(f"{label:<12}", total=1)
+        stable = 0
+        while time.monotonic() < deadline:
+            ids = ids_of()
+            status = status_of(session.deps.state, ids)
+            failed = f" [red]{len(status.failed)} failed[/]" if status.failed else ""
+            progress.update(task, total=max(status.total, 1), completed=len(status.indexed) + len(status.failed),
+                            description=f"{label:<12}{failed}")
+            stable = stable + 1 if not status.pending else 0
+            if stable >= 3:  # nothing pending three reads in a row
+                return len(status.failed)
+            time.sleep(0.5)
+    err.print(f"[yellow]{label}: still working after {timeout:.0f} s; see `ragbus stats`[/]")
+    return 0
+
+
 # ------------------------------------------------------------------ feeds
 
 
@@ -134,10 +193,10 @@ def feeds_add(url: str, allow_loopback: AllowLoopback = False) -> None:
     """Register a feed URL (RSS 2.0 or Atom)."""
     from shared.feeds import add_feed
 
-    settings = _settings(allow_loopback)
-    system = _system(settings)
+    session = _session(allow_loopback)
     try:
-        feed = add_feed(system.deps.state, url, allow_loopback=settings.allow_loopback, now=system.deps.clock.now())
+        feed = add_feed(session.deps.state, url, allow_loopback=session.settings.allow_loopback,
+                        now=session.deps.clock.now())
     except RagbusError as exc:
         raise _fail(str(exc)) from None
     console.print(f"added feed [bold]{feed['url']}[/]; run [bold]ragbus poll[/] to fetch it")
@@ -148,7 +207,7 @@ def feeds_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
     """List registered feeds with their last poll and last error."""
     from shared.feeds import list_feeds
 
-    feeds = list_feeds(_system(_settings()).deps.state)
+    feeds = list_feeds(_session().deps.state)
     if as_json:
         _print_json(feeds)
         return
@@ -170,26 +229,36 @@ def poll(
 ) -> None:
     """Poll feeds now and wait until everything new is indexed."""
     from shared.feeds import list_feeds
+    from shared.ingest_progress import touched_since
 
-    settings = _settings(allow_loopback)
-    system = _system(settings)
-    if not list_feeds(system.deps.state):
+    session = _session(allow_loopback)
+    deps = session.deps
+    if not list_feeds(deps.state):
         raise _fail("no feeds registered; add one with `ragbus feeds add URL`")
-    runtime = LocalRuntime(system.deps, system.bus, _consumers(INGESTION_STAGES)).start()
-    since = time.time() - 0.001
-    try:
-        system.bus.publish(FeedPollRequested(
-            request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=system.deps.clock.now()))
-        _wait_with_progress(system, runtime, since, timeout, "poll")
-    finally:
-        runtime.stop()
-    feeds = list_feeds(system.deps.state)
+    since, started = time.time() - 0.001, deps.clock.now()
+    dead = 0
+    with session.stages(INGESTION_STAGES) as runtime:
+        deps.publisher.publish(FeedPollRequested(
+            request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=started))
+        if runtime is not None:
+            _wait_with_progress(session.local, runtime, since, timeout, "poll")
+            dead = _run_dead(session.local, since)
+        else:
+            wanted = list(feed or [f["url"] for f in list_feeds(deps.state)])
+
+            def polled() -> set[str]:
+                records = [f for f in list_feeds(deps.state) if f["url"] in wanted]
+                if any(not f.get("last_poll") or f["last_poll"] < started.isoformat() for f in records):
+                    return {"(feeds not polled yet)"}  # keeps the wait going until the poller ran
+                return touched_since(deps.state, started, wanted)
+
+            dead = _wait_for_documents(session, polled, timeout, "poll")
+    feeds = list_feeds(deps.state)
     failed = [f for f in feeds if f.get("last_error") and (not feed or f["url"] in feed)]
     for f in feeds:
         if not feed or f["url"] in feed:
             status = f"[red]{f['last_error']}[/]" if f.get("last_error") else (f.get("last_status") or "ok")
             console.print(f"{f['url']}: {status}")
-    dead = _run_dead(system, since)
     if dead:
         err.print(f"[red]{dead} message(s) could not be processed; see `ragbus stats`[/]")
     if failed or dead:
@@ -205,28 +274,28 @@ def ingest(
     """Ingest local files through the cleaner and indexer (the twin of a GCS upload)."""
     from shared.file_ingest import delete_path, ingest_path
 
-    system = _system(_settings())
-    deps = system.deps
-    runtime = LocalRuntime(deps, system.bus, _consumers(("cleaner", "indexer"))).start()
+    session = _session()
+    deps = session.deps
     since = time.time() - 0.001
-    count = 0
-    try:
+    ids: set[str] = set()
+    dead = 0
+    with session.stages(("cleaner", "indexer")) as runtime:
         for path in paths:
             try:
                 if delete:
-                    count += len(delete_path(path, state=deps.state, publisher=deps.publisher, clock=deps.clock))
+                    ids.update(delete_path(path, state=deps.state, publisher=deps.publisher, clock=deps.clock))
                 else:
-                    count += len(ingest_path(path, state=deps.state, blobs=deps.blobs,
-                                             publisher=deps.publisher, clock=deps.clock))
+                    ids.update(m.document_id for m in ingest_path(
+                        path, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock))
             except RagbusError as exc:
                 raise _fail(str(exc)) from None
-        if count:
-            _wait_with_progress(system, runtime, since, timeout, "ingest")
-    finally:
-        runtime.stop()
+        if ids and runtime is not None:
+            _wait_with_progress(session.local, runtime, since, timeout, "ingest")
+            dead = _run_dead(session.local, since)
+        elif ids:
+            dead = _wait_for_documents(session, lambda: ids, timeout, "ingest")
     verb = "deleted" if delete else "submitted"
-    console.print(f"{count} document(s) {verb}; {deps.state.count(collections.DOCUMENTS)} document(s) indexed")
-    dead = _run_dead(system, since)
+    console.print(f"{len(ids)} document(s) {verb}; {deps.state.count(collections.DOCUMENTS)} document(s) indexed")
     if dead:
         err.print(f"[red]{dead} document(s) could not be processed; see `ragbus stats`[/]")
         raise typer.Exit(1)
@@ -235,10 +304,10 @@ def ingest(
 # ------------------------------------------------------------------ reading
 
 
-def collect_stats(system: LocalSystem) -> dict[str, Any]:
+def collect_stats(deps: Deps) -> dict[str, Any]:
     from shared.feeds import list_feeds
 
-    state = system.deps.state
+    state = deps.state
     outcomes: dict[str, int] = {}
     for record in state.list(collections.QUERIES):
         key = record.get("outcome") or record.get("status") or "unknown"
@@ -247,7 +316,7 @@ def collect_stats(system: LocalSystem) -> dict[str, Any]:
     letters.sort(key=lambda d: d.get("at") or "", reverse=True)
     return {
         "documents": state.count(collections.DOCUMENTS),
-        "chunks": system.deps.index.count_chunks(),
+        "chunks": deps.index.count_chunks(),
         "dead_letters": len(letters),
         "feeds": [
             {k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}
@@ -263,7 +332,7 @@ def collect_stats(system: LocalSystem) -> dict[str, Any]:
 @app.command()
 def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Documents, chunks, dead letters, feeds and queries."""
-    result = collect_stats(_system(_settings()))
+    result = collect_stats(_session().deps)
     if as_json:
         _print_json(result)
         return
@@ -285,9 +354,9 @@ def search(
     """Retrieval only: the chunks that best match TEXT."""
     from shared.query_api import search_documents
 
-    system = _system(_settings())
+    session = _session()
     try:
-        hits = search_documents(system.deps, text, k)
+        hits = search_documents(session.deps, text, k)
     except RagbusError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -313,12 +382,12 @@ def print_answer(record: dict[str, Any]) -> None:
         console.print(f"  [{c.get('id')}] {c.get('title')} — {c.get('url')}")
 
 
-def _ask(system: LocalSystem, question: str, *, top_k: int | None, max_iterations: int | None,
+def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
          timeout: float) -> dict[str, Any]:
     from shared.query_api import submit_query, wait_for_query
 
-    record = submit_query(system.deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout)
-    return wait_for_query(system.deps, record["id"], timeout + 5)
+    record = submit_query(deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout)
+    return wait_for_query(deps, record["id"], timeout + 5)
 
 
 @app.command()
@@ -330,10 +399,10 @@ def ask(
     timeout: Annotated[float, typer.Option(help="Seconds before the query times out.")] = 120.0,
 ) -> None:
     """Ask a question; answer with citations from the indexed corpus."""
-    system = _system(_settings())
-    with LocalRuntime(system.deps, system.bus, _consumers(None)):
+    session = _session()
+    with session.stages():
         try:
-            record = _ask(system, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout)
+            record = _ask(session.deps, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout)
         except RagbusError as exc:
             raise _fail(str(exc)) from None
     if as_json:
@@ -347,7 +416,7 @@ def ask(
 @app.command("dead-letters")
 def dead_letters(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Messages that could not be handled, with the reason."""
-    letters = _system(_settings()).deps.state.list(collections.DEAD_LETTERS)
+    letters = _session().deps.state.list(collections.DEAD_LETTERS)
     if as_json:
         _print_json(letters)
         return
@@ -376,7 +445,7 @@ def trace_cmd(
 
     settings = _settings()
     store = _span_store(settings)
-    record = build_local(settings).deps.state.get(collections.QUERIES, query_id)
+    record = _session().deps.state.get(collections.QUERIES, query_id)
     trace_id = (record or {}).get("trace_id") or store.trace_of_query(query_id) or query_id
     spans = store.spans_of_trace(trace_id)
     if not spans:
@@ -427,7 +496,8 @@ def serve(
     """Gateway, web page, MCP, every stage and scheduled polling in one process."""
     from services.gateway.app import serve as serve_gateway
 
-    system = _system(_settings(allow_loopback))
+    session = _session(allow_loopback, embedded_only="serve")
+    system = session.local
     stop = threading.Event()
     with LocalRuntime(system.deps, system.bus, _consumers(None)):
         poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
