@@ -1,0 +1,64 @@
+"""Retrieval and answer quality on fitz-gov (synthetic RAG cases), and grader calibration.
+
+    .venv/bin/python bench/eval_quality.py                     # full: every query + 500-query pipeline sample
+    .venv/bin/python bench/eval_quality.py --sample 0          # retrieval rows only (fast once embedded)
+    .venv/bin/python bench/eval_quality.py --slice 60 --sample 60 --abstain-sample 30   # the smoke slice
+
+Needs `pip install fitz-gov==4.1.0`. Passage embeddings are cached under
+.ragbus-eval/ (keyed by model and dataset), so only the first run embeds. Writes
+docs/eval_results.json and docs/grader_roc.json and prints the Markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from shared.eval.report import eval_markdown  # noqa: E402
+from shared.eval.runner import EvalOptions, run_eval  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sample", type=int, default=500, help="answerable queries through the full pipeline")
+    parser.add_argument("--abstain-sample", type=int, default=200, help="abstain cases through the pipeline")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-ablations", action="store_true", help="full pipeline only, no A/B rows")
+    parser.add_argument("--slice", type=int, default=None, help="the first N queries only (smoke slice)")
+    parser.add_argument("--concurrency", type=int, default=2, help="queries in flight through the runtime")
+    parser.add_argument("--cache", type=Path, default=ROOT / ".ragbus-eval")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "eval_results.json")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("ragbus.eval").setLevel(logging.INFO)
+
+    started = time.perf_counter()
+
+    def say(msg: str) -> None:
+        print(f"[{time.perf_counter() - started:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    results = run_eval(
+        EvalOptions(cache_dir=args.cache, sample=args.sample, abstain_sample=args.abstain_sample, seed=args.seed,
+                    ablations=not args.no_ablations, concurrency=args.concurrency, slice_queries=args.slice),
+        progress=say,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    if "calibration" in results:
+        roc = {k: results["calibration"][k] for k in ("auc", "youden", "configured_overall", "accept_rule", "cases",
+                                                      "positives", "negatives")}
+        roc["points"] = results["calibration"]["curve"]
+        (args.out.parent / "grader_roc.json").write_text(json.dumps(roc, indent=1) + "\n")
+    print(eval_markdown(results))
+    say(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

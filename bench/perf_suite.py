@@ -1,0 +1,283 @@
+"""The performance suite: every figure of the measurement issue's item 4 in one run, one table.
+
+    .venv/bin/python bench/perf_suite.py            # full (1M-chunk ANN included): ~30-40 min on 2 cores
+    .venv/bin/python bench/perf_suite.py --quick    # small sizes, a few minutes
+
+Rows (all measured in this run, on this machine, with its load noted):
+- ingestion through the embedded runtime vs the embedder alone on the same chunks
+  (bench/ingest_and_search.py: bench_ingest);
+- bus hop latency publish -> handler (bench/ingest_and_search.py: bench_bus);
+- query latency p50/p95 over 10k chunks (bundled corpus + distractors, as
+  bench/query_latency.py builds it), with RAGBUS_TRACING=0 and =1, each in a fresh
+  process (tracing is process-global), so the difference is the tracing overhead;
+- HybridIndex search p50/p95 at 10k and 100k chunks, exact and HNSW
+  (bench/ingest_and_search.py: bench_search);
+- raw dense search at 10k, 100k and 1M random unit vectors (384-d float32): exact
+  numpy inner product vs faiss HNSW (the index's M=32, efConstruction=80, efSearch=64,
+  plus an efSearch sweep), with ANN recall@10 against exact, and build time;
+- memory per 100k chunks: RSS growth of a fresh process loading a 100k-chunk
+  HybridIndex snapshot (exact, then HNSW), next to the raw vector array size.
+
+Writes docs/perf_results.json and prints the Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import ingest_and_search as ias  # noqa: E402
+import query_latency as ql  # noqa: E402
+
+from shared.eval.report import perf_markdown  # noqa: E402
+from shared.eval.runner import machine  # noqa: E402
+
+DIM = 384
+
+
+def _pct(values, q) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# ------------------------------------------------------------ query latency
+
+
+def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
+    """In a fresh process: the bundled corpus + distractors up to ``chunks``; p50/p95 per variant."""
+    from shared.config import load_settings
+    from shared.demo import CORPUS, serve_corpus
+    from shared.feeds import add_feed
+    from shared.file_ingest import ingest_path
+    from shared.messages import FeedPollRequested
+    from shared.query_api import submit_query, wait_for_query
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+
+    logging.basicConfig(level=logging.WARNING)
+    home = Path(tempfile.mkdtemp(prefix="ragbus-perf-"))
+    settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "1" if tracing else "0"})
+    settings = settings.with_(allow_loopback=True)
+    system = build_local(settings)
+    deps = system.deps
+    with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
+        add_feed(deps.state, f"{base}/feed.xml", allow_loopback=True, now=deps.clock.now())
+        deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, requested_at=deps.clock.now()))
+        ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+        runtime.wait_idle(600)
+        real = deps.index.count_chunks()
+        ql.add_distractors(deps.index, max(0, chunks - real), deps.embedder.dimension)
+        wait_for_query(deps, submit_query(deps, "warm up the caches")["id"], 120)
+        questions = ql.QUESTIONS * rounds
+        result = {"tracing": tracing, "chunks": deps.index.count_chunks(), "queries": len(questions)}
+        for label, iterations in (("no_refinement", 0), ("default", None)):
+            pipeline, client, overhead = ql.ask_all(deps, questions, max_iterations=iterations)
+            result[label] = {"pipeline_p50": _pct(pipeline, 50), "pipeline_p95": _pct(pipeline, 95),
+                             "client_p50": _pct(client, 50), "client_p95": _pct(client, 95),
+                             "overhead_share": statistics.mean(overhead)}
+    out.put(result)
+
+
+def query_latency(tracing: bool, chunks: int, rounds: int) -> dict:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_query_latency, args=(tracing, chunks, rounds, queue))
+    proc.start()
+    result = queue.get(timeout=3600)
+    proc.join(60)
+    return result
+
+
+# ------------------------------------------------------------ raw ANN
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    out = np.empty((n, DIM), dtype=np.float32)
+    for start in range(0, n, 100_000):  # bounded temporaries at 1M
+        block = rng.standard_normal(size=(min(100_000, n - start), DIM), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[start : start + len(block)] = block
+    return out
+
+
+def ann_bench(n: int, queries: int, ef_values: tuple[int, ...], *, m: int = 32, ef_construction: int = 80) -> dict:
+    import faiss
+
+    rng = np.random.default_rng(n)
+    data = _unit(rng, n)
+    q = _unit(rng, queries)
+    exact_ids, exact_ms = [], []
+    for vec in q:
+        t0 = time.perf_counter()
+        scores = data @ vec
+        top = np.argpartition(-scores, 9)[:10]
+        top = top[np.argsort(-scores[top])]
+        exact_ms.append((time.perf_counter() - t0) * 1000)
+        exact_ids.append(set(top.tolist()))
+    t0 = time.perf_counter()
+    hnsw = faiss.IndexHNSWFlat(DIM, m, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = ef_construction
+    hnsw.add(data)
+    build_s = time.perf_counter() - t0
+    rows = []
+    for ef in ef_values:
+        params = faiss.SearchParametersHNSW(efSearch=ef)
+        ms, recall = [], []
+        for vec, truth in zip(q, exact_ids, strict=True):
+            t0 = time.perf_counter()
+            _, idx = hnsw.search(vec.reshape(1, -1), 10, params=params)
+            ms.append((time.perf_counter() - t0) * 1000)
+            recall.append(len(truth & set(idx[0].tolist())) / 10)
+        rows.append({"ef_search": ef, "p50_ms": _pct(ms, 50), "p95_ms": _pct(ms, 95), "recall@10": float(np.mean(recall))})
+    result = {"chunks": n, "queries": queries, "exact_p50_ms": _pct(exact_ms, 50), "exact_p95_ms": _pct(exact_ms, 95),
+              "hnsw_build_s": build_s, "hnsw_m": m, "ef_construction": ef_construction, "hnsw": rows,
+              "vectors_mb": data.nbytes / 1e6}
+    del hnsw, data
+    return result
+
+
+# ------------------------------------------------------------ memory
+
+
+def _memory(path: str, kind: str, out) -> None:
+    import faiss  # noqa: F401 - imported before the baseline, like bm25s below
+
+    from shared.adapters.local.index import HybridIndex, _import_bm25s
+
+    _import_bm25s()
+    before = _rss_mb()
+    index = HybridIndex(path, DIM, ann_threshold=0 if kind == "hnsw" else 10**12)
+    index.snapshot()
+    out.put({"kind": kind, "rss_before_mb": before, "rss_after_mb": _rss_mb(), "chunks": index.count_chunks()})
+
+
+def memory_per_100k(quick: bool) -> dict:
+    chunks = 20_000 if quick else 100_000
+    with tempfile.TemporaryDirectory(prefix="ragbus-mem-") as tmp:
+        fill_s = ias._fill_index(Path(tmp), chunks, DIM, np.random.default_rng(3))
+        disk_mb = (Path(tmp) / "chunks.db").stat().st_size / 1e6
+        rows = []
+        ctx = mp.get_context("spawn")
+        for kind in ("exact", "hnsw"):
+            queue = ctx.Queue()
+            proc = ctx.Process(target=_memory, args=(tmp, kind, queue))
+            proc.start()
+            rows.append(queue.get(timeout=3600))
+            proc.join(60)
+    scale = 100_000 / chunks
+    return {"chunks": chunks, "fill_s": fill_s, "sqlite_mb": disk_mb,
+            "per_100k": {r["kind"]: (r["rss_after_mb"] - r["rss_before_mb"]) * scale for r in rows},
+            "vector_array_mb_per_100k": 100_000 * DIM * 4 / 1e6, "raw": rows}
+
+
+# ------------------------------------------------------------ main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--skip-1m", action="store_true", help="no 1M-chunk ANN run")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "perf_results.json")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    quick = args.quick
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def say(msg: str) -> None:
+        print(f"[{time.perf_counter() - started:7.1f}s] {msg} (load {os.getloadavg()[0]:.2f})", file=sys.stderr,
+              flush=True)
+
+    results: dict = {"machine": machine(), "quick": quick}
+
+    def timed(name: str, fn, *a, **kw):
+        say(f"{name}...")
+        t0 = time.perf_counter()
+        value = fn(*a, **kw)
+        timings[name] = round(time.perf_counter() - t0, 1)
+        return value
+
+    results["ingest"] = timed("ingest", ias.bench_ingest, docs=20 if quick else 80, paragraphs=6)
+    results["bus"] = timed("bus", ias.bench_bus, 200 if quick else 1000)
+    chunks = 2_000 if quick else 10_000
+    rounds = 1 if quick else 3
+    results["query_tracing_off"] = timed("query latency, tracing off", query_latency, False, chunks, rounds)
+    results["query_tracing_on"] = timed("query latency, tracing on", query_latency, True, chunks, rounds)
+    sizes = [10_000] if quick else [10_000, 100_000]
+    results["search"] = timed("HybridIndex search", ias.bench_search, sizes, queries=50 if quick else 200,
+                              ann_sizes=set(sizes))
+    ann_sizes = [10_000] if quick else [10_000, 100_000] + ([] if args.skip_1m else [1_000_000])
+    results["ann"] = [timed(f"ANN {n:,}", ann_bench, n, 100 if quick else 200, (64, 128, 256, 512))
+                      for n in ann_sizes]
+    results["memory"] = timed("memory", memory_per_100k, quick)
+    results["timings_s"] = timings
+    results["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["table"] = table(results)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    print(perf_markdown(results))
+    say(f"wrote {args.out}")
+
+
+def table(r: dict) -> list[dict]:
+    rows: list[dict] = []
+    ing = r["ingest"]
+    rows.append({"what": f"ingestion: pipeline vs embedder-only ({ing['documents']} docs, {ing['chunks']} chunks; "
+                 f"{ing['pipeline_cps']:.1f} vs {ing['embed_cps']:.1f} chunks/s)",
+                 "value": f"{ing['pipeline_cps'] / ing['embed_cps']:.2f}", "target": ">= 0.85"})
+    rows.append({"what": f"bus hop publish -> handler, p50 / p99 ({r['bus']['messages']} messages)",
+                 "value": f"{r['bus']['p50_ms']:.2f} / {r['bus']['p99_ms']:.2f} ms"})
+    off, on = r["query_tracing_off"], r["query_tracing_on"]
+    for label, name in (("no_refinement", "max_iterations=0"), ("default", "default settings (up to 2 refinements)")):
+        for tr, res in (("tracing off", off), ("tracing on", on)):
+            v = res[label]
+            rows.append({"what": f"query latency over {res['chunks']:,} chunks, {name}, {tr}: pipeline p50 / p95 "
+                         f"({res['queries']} queries)", "value": f"{v['pipeline_p50']:.0f} / {v['pipeline_p95']:.0f} ms",
+                         "target": "p50 <= 150 ms" if label == "no_refinement" else ""})
+        rows.append({"what": f"tracing overhead, {name} (p50 on / off)",
+                     "value": f"{on[label]['pipeline_p50'] / off[label]['pipeline_p50']:.2f}x"})
+    for s in r["search"]:
+        rows.append({"what": f"HybridIndex search {s['chunks']:,} chunks, {s['dense']}, {s['mode']}: p50 / p95",
+                     "value": f"{s['p50']:.1f} / {s['p95']:.1f} ms"})
+    for a in r["ann"]:
+        rows.append({"what": f"dense search {a['chunks']:,} random unit vectors, exact numpy: p50 / p95",
+                     "value": f"{a['exact_p50_ms']:.1f} / {a['exact_p95_ms']:.1f} ms",
+                     "target": "1M: p50 <= 20 ms" if a["chunks"] == 1_000_000 else ""})
+        for h in a["hnsw"]:
+            rows.append({"what": f"dense search {a['chunks']:,}, faiss HNSW (M={a['hnsw_m']}, efSearch={h['ef_search']}, "
+                         f"build {a['hnsw_build_s']:.0f}s): p50 / p95, recall@10",
+                         "value": f"{h['p50_ms']:.2f} / {h['p95_ms']:.2f} ms, {h['recall@10']:.3f}",
+                         "target": "1M: p50 <= 20 ms, recall >= 0.95" if a["chunks"] == 1_000_000 else ""})
+    mem = r["memory"]
+    rows.append({"what": f"memory per 100k chunks, RSS growth loading the snapshot (measured at {mem['chunks']:,}; "
+                 f"raw vectors {mem['vector_array_mb_per_100k']:.0f} MB), exact / HNSW",
+                 "value": f"{mem['per_100k']['exact']:.0f} / {mem['per_100k']['hnsw']:.0f} MB"})
+    rows.append({"what": "SQLite chunks.db per 100k chunks (on disk)",
+                 "value": f"{mem['sqlite_mb'] * 100_000 / mem['chunks']:.0f} MB"})
+    return rows
+
+
+if __name__ == "__main__":
+    main()

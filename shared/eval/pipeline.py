@@ -1,0 +1,213 @@
+"""The full query loop over the evaluation set, through the embedded runtime.
+
+Each configuration gets its own runtime (SQLite bus and state in a fresh home) over
+one shared :class:`~shared.adapters.local.index.HybridIndex` holding every passage,
+and asks its queries with :func:`shared.query_api.submit_query` /
+:func:`~shared.query_api.wait_for_query`, exactly as the CLI and gateway do: the
+transformer, retriever, grader and synthesizer handlers run unmodified.
+
+The enhancements are switched off without touching the stages:
+
+- ``transform=False``: the rewrite is the question itself (no acronym expansion,
+  temporal context or feedback terms); decomposition still applies;
+- ``decompose=False``: the rewrite, without sub-queries;
+- ``dense_weight=1.0``: the index's hybrid score is the normalised cosine alone,
+  which ranks exactly as dense search (BM25 candidates cannot outrank the dense top);
+- ``max_iterations=0``: no refinement (the grade still decides answer or abstain).
+
+A query's ranking is the contexts of the record's best iteration, in order (the
+ones the answer is written from); its first-iteration grade feeds the calibration.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from shared.adapters.local.index import HybridIndex
+from shared.adapters.local.llm import LocalLanguageModel, decompose
+from shared.config import load_settings
+from shared.eval.dataset import EvalQuery
+from shared.ports import Embedder, LanguageModel, Transformation
+from shared.query_api import submit_query, wait_for_query
+from shared.runtime.bootstrap import build_local
+from shared.runtime.deps import Deps
+from shared.runtime.local import LocalRuntime
+from shared.runtime.stages import CONSUMERS
+
+log = logging.getLogger("ragbus.eval")
+
+QUERY_STAGES = ("transformer", "retriever", "grader", "synthesizer")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """One row of the A/B table: which enhancements are on."""
+
+    name: str
+    transform: bool = True
+    decompose: bool = True
+    dense_weight: float = 0.7
+    max_iterations: int | None = None  # None: the setting's default (RAGBUS_MAX_ITERATIONS, 2)
+
+
+FULL = PipelineConfig("full pipeline")
+ABLATIONS = (
+    PipelineConfig("without rewrite (transform off)", transform=False),
+    PipelineConfig("without decomposition", decompose=False),
+    PipelineConfig("without hybrid (dense only)", dense_weight=1.0),
+    PipelineConfig("without grading-driven refinement (max_iterations=0)", max_iterations=0),
+)
+
+
+class SwitchedLanguageModel:
+    """A :class:`~shared.ports.LanguageModel` with the rewrite and/or decomposition switched off."""
+
+    def __init__(self, inner: LanguageModel, *, rewrite: bool, decomposition: bool) -> None:
+        self.inner = inner
+        self.rewrite = rewrite
+        self.decomposition = decomposition
+        self.provider = getattr(inner, "provider", "local")
+        self.model = getattr(inner, "model", "")
+
+    def transform(self, query: str, *, today: date) -> Transformation:
+        if self.rewrite:
+            base = self.inner.transform(query, today=today)
+            return Transformation(base.rewritten, base.sub_queries if self.decomposition else [], base.reasoning)
+        subs = decompose(query) if self.decomposition else []
+        return Transformation(query, subs, "eval: rewrite switched off")
+
+    def __getattr__(self, name: str) -> Any:  # refine, grade, synthesize unchanged
+        return getattr(self.inner, name)
+
+
+@dataclass
+class QueryResult:
+    """What one query's record says, reduced to what the measurements need."""
+
+    query_id: str
+    status: str
+    outcome: str | None
+    ranking: list[str]  # passage ids of the best iteration's contexts, in order
+    first_ranking: list[str]  # iteration 0's
+    first_grade: dict[str, Any] | None
+    iterations: int
+    answer: str
+    cited: list[str]  # passage ids of the citations, in citation order
+    timings_ms: dict[str, float]  # summed per stage over iterations
+    total_ms: float
+
+
+@dataclass
+class PipelineRun:
+    config: PipelineConfig
+    results: list[QueryResult]
+    seconds: float
+    errors: list[str] = field(default_factory=list)
+
+
+def reduce_record(record: dict[str, Any]) -> QueryResult:
+    from datetime import datetime
+
+    iterations = sorted(record.get("iterations") or [], key=lambda e: e.get("iteration", 0))
+    by_number = {e.get("iteration"): e for e in iterations}
+    best = by_number.get(record.get("best_iteration"))
+    if best is None and iterations:
+        best = iterations[-1]
+    first = by_number.get(0) or {}
+    timings: dict[str, float] = {}
+    for entry in iterations:
+        for stage, ms in (entry.get("timings") or {}).items():
+            timings[stage] = timings.get(stage, 0.0) + float(ms)
+    total = 0.0
+    if record.get("created_at") and record.get("updated_at"):
+        total = (datetime.fromisoformat(record["updated_at"])
+                 - datetime.fromisoformat(record["created_at"])).total_seconds() * 1000
+    return QueryResult(
+        query_id=record["id"],
+        status=record.get("status") or "",
+        outcome=record.get("outcome"),
+        ranking=[c.get("document_id", "") for c in (best or {}).get("contexts") or []],
+        first_ranking=[c.get("document_id", "") for c in first.get("contexts") or []],
+        first_grade=first.get("grade"),
+        iterations=len([e for e in iterations if e.get("contexts") is not None]),
+        answer=record.get("answer") or "",
+        cited=[c.get("document_id", "") for c in record.get("citations") or []],
+        timings_ms=timings,
+        total_ms=total,
+    )
+
+
+class PipelineRunner:
+    """An embedded runtime for one configuration, over an index already holding the passages."""
+
+    def __init__(self, home: Path, index_path: Path, config: PipelineConfig, *, embedder: Embedder,
+                 dimension: int) -> None:
+        env = {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0"}
+        settings = load_settings(env)
+        if config.max_iterations is not None:
+            settings = settings.with_(max_iterations=config.max_iterations)
+        self.config = config
+        self.system = build_local(settings)
+        self.index = HybridIndex(index_path, dimension, dense_weight=config.dense_weight)
+        llm: LanguageModel = LocalLanguageModel(index=self.index, embedder=embedder)
+        if not (config.transform and config.decompose):
+            llm = SwitchedLanguageModel(llm, rewrite=config.transform, decomposition=config.decompose)
+        base = self.system.deps
+        self.deps = Deps(settings, publisher=self.system.bus, state=base.state, blobs=base.blobs,
+                         clock=base.clock, embedder=embedder, index=self.index, llm=llm)
+        self.runtime = LocalRuntime(self.deps, self.system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES])
+
+    def __enter__(self) -> PipelineRunner:
+        self.index.snapshot()
+        self.runtime.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.runtime.stop()
+        self.index.close()
+
+    def ask(self, text: str, timeout_s: float = 120.0) -> dict[str, Any]:
+        record = submit_query(self.deps, text, timeout_s=min(600.0, timeout_s))
+        return wait_for_query(self.deps, record["id"], timeout_s)
+
+
+def run_pipeline(
+    queries: Sequence[EvalQuery],
+    config: PipelineConfig,
+    *,
+    home: Path,
+    index_path: Path,
+    embedder: Embedder,
+    dimension: int,
+    concurrency: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+) -> PipelineRun:
+    """Ask every query through the runtime (``concurrency`` in flight); results in query order."""
+    results: list[QueryResult | None] = [None] * len(queries)
+    errors: list[str] = []
+    started = time.perf_counter()
+    done = 0
+    with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension) as runner:
+        runner.ask("warm up the runtime")
+
+        def one(i: int) -> None:
+            record = runner.ask(queries[i].text)
+            result = reduce_record(record)
+            result.query_id = queries[i].query_id
+            results[i] = result
+            if record.get("status") != "answered":
+                errors.append(f"{queries[i].query_id}: {record.get('status')} {record.get('error') or ''}".strip())
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            for _ in pool.map(one, range(len(queries))):
+                done += 1
+                if progress and (done % 50 == 0 or done == len(queries)):
+                    progress(done, len(queries))
+    return PipelineRun(config, [r for r in results if r is not None], time.perf_counter() - started, errors)

@@ -1,0 +1,93 @@
+"""Markdown tables of the evaluation and performance results (the JSON is the record)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _pct(value: Any) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def eval_markdown(results: dict[str, Any]) -> str:
+    ds = results["dataset"]
+    m = results["machine"]
+    out = [
+        f"Dataset: {ds['name']} {ds['version']}, {ds['tier']} — **synthetic** RAG cases written by a language "
+        f"model; {ds['passages']:,} passages (every unique context), {ds['queries']:,} queries (every non-abstain "
+        f"case; its own contexts are relevant), {ds['abstain_cases']:,} abstain cases. Embedder: {results['embedder']}. "
+        f"Measured {m['date']} on {m['cpus']} CPUs / {m['memory_gib']} GiB, Python {m['python']}, "
+        f"load average {m['load_average']}.",
+        "",
+        "### Retrieval (all queries unless marked)",
+        "",
+        "| configuration | nDCG@10 | recall@10 | MRR | queries |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in results["retrieval"]:
+        out.append(f"| {row['name']} | {_f(row['ndcg@10'])} | {_f(row['recall@10'])} | {_f(row['mrr'])} | "
+                   f"{row['queries']:,} |")
+    pipe = results.get("pipeline")
+    if pipe:
+        s = pipe["sample"]
+        out += [
+            "",
+            f"### Full pipeline and A/B (sample: {s['answerable']} answerable queries + {s['abstain']} abstain cases, "
+            f"seed {s['seed']})",
+            "",
+            "| configuration | nDCG@10 | recall@10 | MRR | abstention acc. | false abstention | element coverage "
+            "| element pass | citation precision | refinement rate | mean iterations | ms/query |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in pipe["rows"]:
+            q = row["answer_quality"]
+            out.append(
+                f"| {row['name']} | {_f(row['ndcg@10'])} | {_f(row['recall@10'])} | {_f(row['mrr'])} | "
+                f"{_pct(q['abstention_accuracy'])} | {_pct(q['false_abstention_rate'])} | {_f(q['element_coverage'])} | "
+                f"{_pct(q['element_pass_rate'])} | {_f(q['citation_precision'])} | {_pct(q['refinement_rate'])} | "
+                f"{_f(q['mean_iterations'], 2)} | {_f(row['per_query_ms'], 0)} |"
+            )
+        full = pipe["rows"][0]
+        out += ["", f"Stage latency of the {full['name']} (ms per query, iterations summed):", "",
+                "| stage | p50 | p95 | mean |", "|---|---:|---:|---:|"]
+        for stage, v in full["stage_latency_ms"].items():
+            out.append(f"| {stage} | {v['p50']:.1f} | {v['p95']:.1f} | {v['mean']:.1f} |")
+        q = full["answer_quality"]
+        out += ["", f"Outcomes, answerable: {q['outcomes_answerable']}; abstain cases: {q['outcomes_abstain']}; "
+                f"iterations: {q['iterations_histogram']}; relevance cases with required elements: "
+                f"{q['element_cases']} ({q['element_cases_answered']} answered)."]
+    cal = results.get("calibration")
+    if cal:
+        y, c, a = cal["youden"], cal["configured_overall"], cal["accept_rule"]
+        out += [
+            "",
+            "### Grader calibration (first iteration's overall score vs. its contexts holding a relevant passage)",
+            "",
+            f"{cal['cases']} graded queries ({cal['positives']} positive, {cal['negatives']} negative); "
+            f"ROC AUC **{cal['auc']:.3f}**.",
+            "",
+            "| operating point | threshold | TPR | FPR |",
+            "|---|---:|---:|---:|",
+            f"| Youden's J optimum (J={y['j']:.3f}) | {y['threshold']:.3f} | {y['tpr']:.3f} | {y['fpr']:.3f} |",
+            f"| configured overall threshold | {c['threshold']:.2f} | {c['tpr']:.3f} | {c['fpr']:.3f} |",
+            f"| the stage's whole accept rule (all thresholds + grounded) | – | {a['tpr']:.3f} | {a['fpr']:.3f} |",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def perf_markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    out = [f"Measured {m['date']} on {m['cpus']} CPUs / {m['memory_gib']} GiB, Python {m['python']}, load average "
+           f"at start {m['load_average']}, at end {results.get('load_average_end')}.", "",
+           "| measurement | value | target |", "|---|---:|---|"]
+    for row in results["table"]:
+        out.append(f"| {row['what']} | {row['value']} | {row.get('target', '')} |")
+    return "\n".join(out) + "\n"
