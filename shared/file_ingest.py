@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import datetime
 from pathlib import Path
 
 from shared import processed_items
@@ -23,6 +24,7 @@ from shared.errors import InvalidInput
 from shared.ids import content_hash, file_document_id
 from shared.messages import DocumentDeleted, DocumentFetched
 from shared.ports import BlobStore, Clock, Publisher, StateStore
+from shared.tracing import item_trace
 
 log = logging.getLogger("ragbus.file_ingest")
 
@@ -140,6 +142,15 @@ def _ingest_file(
     if claim == "unchanged":
         log.debug("%s unchanged; not sent again", absolute)
         return None
+    with item_trace("file item", document_id=document_id, path=str(absolute), claim=claim):
+        return _publish_file(absolute, data, document_id, item_hash, claim, now,
+                             state=state, blobs=blobs, publisher=publisher)
+
+
+def _publish_file(
+    absolute: Path, data: bytes, document_id: str, item_hash: str, claim: str, now: datetime,
+    *, state: StateStore, blobs: BlobStore, publisher: Publisher,
+) -> DocumentFetched:
     content_type = MEDIA_TYPES[absolute.suffix.lower()]
     raw_ref = blobs.put(f"raw/{document_id}/{item_hash}", data, content_type)
     message = DocumentFetched(

@@ -55,6 +55,8 @@ class _AttributeGetter(Getter[Mapping[str, str]]):
         return list(carrier.keys())
 
 
+_NAMESPACES = ("rag.", "gen_ai.", "messaging.", "error.", "http.", "server.")
+
 SETTER = _AttributeSetter()
 GETTER = _AttributeGetter()
 
@@ -90,14 +92,15 @@ def current_trace_id() -> str | None:
 
 
 def annotate(**attributes: Any) -> None:
-    """Add attributes to the current span (names given without dots use ``rag.``)."""
+    """Add attributes to the current span (``rag.`` is prefixed unless the name already
+    has an OpenTelemetry namespace such as ``gen_ai.`` or ``messaging.``)."""
     span = trace.get_current_span()
     if not span.is_recording():
         return
     for key, value in attributes.items():
         if value is None:
             continue
-        name = key if "." in key else f"rag.{key}"
+        name = key if key.startswith(_NAMESPACES) else f"rag.{key}"
         if isinstance(value, (list, tuple)):
             value = [str(v) for v in value]
         elif not isinstance(value, (str, bool, int, float)):
@@ -157,6 +160,26 @@ def consumer_span(
         yield span
 
 
+@contextmanager
+def item_trace(name: str, **attributes: Any) -> Iterator[trace.Span]:
+    """Start a new trace for one item, linked to the current span.
+
+    A poll or a folder ingest covers many items; each item's journey from
+    fetch to index is its own trace, so one slow or failing item reads as one
+    tree. The link keeps the way back to the request that found it.
+    """
+    parent = trace.get_current_span().get_span_context()
+    with tracer().start_as_current_span(
+        name,
+        context=otel_context.Context(),
+        links=[trace.Link(parent)] if parent.is_valid else [],
+        kind=SpanKind.INTERNAL,
+        attributes={k if k.startswith(_NAMESPACES) else f"rag.{k}": v for k, v in attributes.items()
+                    if v is not None},
+    ) as span:
+        yield span
+
+
 def mark_error(span: trace.Span, exc: BaseException) -> None:
     span.record_exception(exc)
     span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
@@ -173,7 +196,7 @@ def model_call_span(operation: str, provider: str, model: str, **extra: Any) -> 
             "gen_ai.system": provider,
             "gen_ai.provider.name": provider,
             "gen_ai.request.model": model,
-            **{k if "." in k else f"rag.{k}": v for k, v in extra.items() if v is not None},
+            **{k if k.startswith(_NAMESPACES) else f"rag.{k}": v for k, v in extra.items() if v is not None},
         },
     ) as span:
         started = time.perf_counter()

@@ -40,6 +40,7 @@ from shared.url_guard import normalise_url
 
 if TYPE_CHECKING:
     from shared.runtime.deps import Deps
+from shared.tracing import item_trace
 
 log = logging.getLogger("ragbus.feed_poller")
 
@@ -409,46 +410,48 @@ def _process_entry(
     if claim == "unchanged":
         report.unchanged += 1
         return
-    if not entry.link:
-        _item_failed(
-            state, report, document_id, entry, clock, "the entry has no link to an article page"
+    # Each item's way to the index is a trace of its own, linked to the poll that found it.
+    with item_trace("feed item", document_id=document_id, guid=entry.guid, claim=claim, feed_url=feed_url):
+        if not entry.link:
+            _item_failed(
+                state, report, document_id, entry, clock, "the entry has no link to an article page"
+            )
+            return
+        try:
+            page = fetcher.fetch(entry.link, accept=PAGE_MEDIA_TYPES)
+        except (PermanentError, RetryableError) as exc:
+            _item_failed(state, report, document_id, entry, clock, str(exc))
+            return
+        raw_ref = blobs.put(f"raw/{document_id}/{entry.item_hash}", page.body, page.content_type)
+        # The declared charset travels with the type (the bytes are passed through as
+        # received, right or wrong); the cleaner decides how to decode.
+        content_type = page.content_type + (f"; charset={page.charset}" if page.charset else "")
+        now = clock.now()
+        publisher.publish(
+            DocumentFetched(
+                document_id=document_id,
+                source="feed",
+                origin=feed_url,
+                guid=entry.guid,
+                url=page.url,
+                title=entry.title,
+                published=entry.published,
+                raw_ref=raw_ref,
+                content_type=content_type,
+                content_hash=entry.item_hash,
+                fetched_at=now,
+            )
         )
-        return
-    try:
-        page = fetcher.fetch(entry.link, accept=PAGE_MEDIA_TYPES)
-    except (PermanentError, RetryableError) as exc:
-        _item_failed(state, report, document_id, entry, clock, str(exc))
-        return
-    raw_ref = blobs.put(f"raw/{document_id}/{entry.item_hash}", page.body, page.content_type)
-    # The declared charset travels with the type (the bytes are passed through as
-    # received, right or wrong); the cleaner decides how to decode.
-    content_type = page.content_type + (f"; charset={page.charset}" if page.charset else "")
-    now = clock.now()
-    publisher.publish(
-        DocumentFetched(
-            document_id=document_id,
-            source="feed",
-            origin=feed_url,
-            guid=entry.guid,
-            url=page.url,
-            title=entry.title,
-            published=entry.published,
-            raw_ref=raw_ref,
-            content_type=content_type,
-            content_hash=entry.item_hash,
-            fetched_at=now,
+        processed_items.mark_published(
+            state, document_id, entry.item_hash, now=now, fields={"url": page.url, "raw_ref": raw_ref}
         )
-    )
-    processed_items.mark_published(
-        state, document_id, entry.item_hash, now=now, fields={"url": page.url, "raw_ref": raw_ref}
-    )
-    report.published.append(document_id)
-    if claim == "new":
-        report.new += 1
-    elif claim == "changed":
-        report.changed += 1
-    else:
-        report.pending += 1
+        report.published.append(document_id)
+        if claim == "new":
+            report.new += 1
+        elif claim == "changed":
+            report.changed += 1
+        else:
+            report.pending += 1
 
 
 def _item_failed(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -23,6 +24,7 @@ from shared.file_ingest import MEDIA_TYPES, SUPPORTED
 from shared.ids import file_document_id
 from shared.messages import DocumentDeleted, DocumentFetched
 from shared.ports import Clock, Publisher, StateStore
+from shared.tracing import item_trace
 
 log = logging.getLogger("ragbus.gcs_ingest")
 
@@ -65,6 +67,15 @@ def on_object_finalized(
     )
     if claim == "unchanged":
         return None
+    with item_trace("gcs object", document_id=document_id, uri=uri, claim=claim):
+        return _announce(data, bucket, name, uri, document_id, item_hash, generation, content_type, now,
+                         state=state, publisher=publisher, claim=claim)
+
+
+def _announce(
+    data: dict[str, Any], bucket: str, name: str, uri: str, document_id: str, item_hash: str,
+    generation: str, content_type: str, now: datetime, *, state: StateStore, publisher: Publisher, claim: str,
+) -> DocumentFetched:
     message = DocumentFetched(
         document_id=document_id,
         source="gcs",

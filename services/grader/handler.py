@@ -39,6 +39,7 @@ from shared.query_state import (
     stage_done,
 )
 from shared.runtime.deps import Deps
+from shared.tracing import annotate
 
 log = logging.getLogger("ragbus.grader")
 
@@ -166,6 +167,10 @@ def grade_iteration(
     )
     elapsed_ms = (clock.monotonic() - start) * 1000.0
     grade_doc = grade_to_doc(grade)
+    annotate(**{"grade.score": grade.score, "grade.relevance": grade.relevance,
+                "grade.completeness": grade.completeness, "grade.grounded": grade.grounded,
+                "grade.answerable": grade.answerable, "grade.source": source},
+             decision=decision, context_count=len(contexts), should_refine=refine)
 
     def change(d: dict) -> None:
         e = ensure_iteration(d, iteration)

@@ -23,6 +23,7 @@ from shared import collections
 from shared.errors import InvalidInput, PermanentError
 from shared.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
 from shared.ports import BlobStore, Chunk, Clock, Embedder, Index, Publisher, StateStore
+from shared.tracing import annotate
 
 log = logging.getLogger("ragbus.indexer")
 
@@ -96,6 +97,7 @@ def index_document(
         )
     vectors = embed_chunks(embedder, chunks)
     index.upsert(message.document_id, chunks, vectors)
+    annotate(chunk_count=len(chunks), document_id=message.document_id)
 
     chunk_ids = [c.chunk_id for c in chunks]
     state.put(

@@ -1,65 +1,20 @@
-"""Cloud Functions entry point of the indexer (Pub/Sub push of ``document-cleaned``
-and ``document-deleted``).
+"""Cloud Function entry point of the indexer (``functions-framework --target=indexer``),
+pushed both ``document-cleaned`` and ``document-deleted``.
 
-Thin on purpose: decode the CloudEvent, pick the subscription by the message's
-type, hand the delivery to the shared dispatcher with this instance's lazily
-built dependencies (the embedder and index load once per instance), record a
-permanent failure as a dead letter and acknowledge it, and raise on RETRY so
-the platform redelivers with backoff.
+Thin on purpose: :func:`shared.runtime.functions.pubsub_entry_point` decodes the
+event, picks the subscription by the message's type, builds this instance's
+dependencies for the configured runtime once (the embedder and index load once
+per instance), calls :mod:`services.indexer.handler` and maps the outcome onto
+Pub/Sub delivery (raise to be redelivered, record and return to drop).
 """
-
-from __future__ import annotations
-
-import base64
-import threading
-from typing import Any
 
 import functions_framework
 
-from shared.messages import MESSAGE_TYPES
-from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
-from shared.runtime.stages import Consumer, consumers_of
+from shared.runtime.functions import pubsub_entry_point
 
-_STAGE = "indexer"
-_deps: Any = None
-_deps_lock = threading.Lock()
-
-
-def _get_deps() -> Any:
-    # Built once per instance on first use, then reused (the model is costly to load).
-    global _deps
-    if _deps is None:
-        with _deps_lock:
-            if _deps is None:
-                from shared.config import load_settings
-                from shared.runtime.bootstrap import build_local
-
-                # Cloud wiring (build for settings.runtime == "gcp") is completed separately.
-                _deps = build_local(load_settings()).deps
-    return _deps
-
-
-def _consumer_for(attributes: dict[str, str]) -> Consumer:
-    consumers = consumers_of(_STAGE)
-    cls = MESSAGE_TYPES.get(attributes.get("type", ""))
-    for consumer in consumers:
-        if cls is not None and consumer.topic == cls.TOPIC:
-            return consumer
-    return consumers[0]  # the dispatcher dead-letters what it cannot decode
+_handle = pubsub_entry_point("indexer")
 
 
 @functions_framework.cloud_event
-def indexer(event: Any) -> None:
-    message = event.data["message"]
-    data = base64.b64decode(message.get("data", ""))
-    attributes = dict(message.get("attributes") or {})
-    message_id = message.get("messageId", "")
-    attempt = int(event.data.get("deliveryAttempt") or 1)
-    consumer = _consumer_for(attributes)
-    deps = _get_deps()
-    result = handle_delivery(consumer, data, attributes, deps, attempt=attempt, message_id=message_id)
-    if result.outcome is Outcome.RETRY:
-        raise RuntimeError(f"{_STAGE}: {result.error}; the platform will redeliver")
-    if result.outcome is Outcome.DEAD:
-        record_dead_letter(deps, consumer, data, attributes, result.error or "", attempts=attempt,
-                           message_id=message_id)
+def indexer(event) -> None:
+    _handle(event)

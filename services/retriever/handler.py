@@ -36,6 +36,7 @@ from shared.query_state import (
 )
 from shared.runtime.deps import Deps
 from shared.text import strip_header
+from shared.tracing import annotate
 
 log = logging.getLogger("ragbus.retriever")
 
@@ -180,6 +181,8 @@ def retrieve_contexts(
         entry["sub_queries_used"] = [r.query for r in used[1:]]
         entry["sub_queries_succeeded"] = len(succeeded)
 
+    annotate(context_count=len(contexts), sub_query_count=len(subs), sub_queries_succeeded=len(succeeded),
+             query=None if settings.redact_query_text else message.query)
     detail = f"{len(contexts)} contexts"
     if subs:
         detail += f"; {len(succeeded)}/{len(subs)} sub-queries found results"

@@ -42,6 +42,7 @@ from shared.ports import (
 )
 from shared.query_state import SYNTHESIZE, apply_stage, iteration_entry, live_record
 from shared.runtime.deps import Deps
+from shared.tracing import annotate
 
 log = logging.getLogger("ragbus.synthesizer")
 
@@ -199,6 +200,8 @@ def synthesize_answer(
         d["answer_provider"] = provider
         d["answered_from_iteration"] = best["iteration"]
 
+    annotate(outcome=outcome, citation_count=len(citations), answered_from_iteration=best["iteration"],
+             answer_provider=provider)
     detail = f"{outcome} from iteration {best['iteration']} with {len(citations)} citations"
     result = apply_stage(
         state, query_id, iteration=iteration, stage=SYNTHESIZE, event_type="answered", detail=detail,

@@ -32,6 +32,7 @@ from shared.query_state import (
     stage_done,
 )
 from shared.runtime.deps import Deps
+from shared.tracing import annotate
 
 log = logging.getLogger("ragbus.transformer")
 
@@ -185,6 +186,8 @@ def transform_query(
         if fallback and proposed is not None:
             d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
 
+    annotate(query=None if settings.redact_query_text else rewritten, sub_query_count=len(sub_queries),
+             transform_source=source)
     detail = f"query: {rewritten!r}" + (f"; {len(sub_queries)} sub-queries" if sub_queries else "")
     if fallback:
         detail += f" ({source})"
@@ -271,6 +274,8 @@ def refine_query(
         if model_fallback:
             d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
 
+    annotate(query=None if settings.redact_query_text else refined, sub_query_count=len(sub_queries),
+             transform_source=source, refined_from=previous)
     detail = f"refined query: {refined!r}" + ("" if source == "model" else f" ({source})")
     result = apply_stage(
         state, query_id, iteration=iteration, stage=TRANSFORM, event_type="refined", detail=detail,
