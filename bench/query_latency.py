@@ -128,11 +128,10 @@ def main() -> None:
 
         questions = QUESTIONS * args.rounds
         one_p, one_c, one_o = ask_all(deps, questions, max_iterations=0)
-        holder = deps._built
-        plain_llm = holder["llm"]
-        holder["llm"] = FiveSubQueries(plain_llm)
+        plain_llm = deps.llm
+        deps.override("llm", FiveSubQueries(plain_llm))
         five_p, five_c, five_o = ask_all(deps, questions, max_iterations=0)
-        holder["llm"] = plain_llm
+        deps.override("llm", plain_llm)
 
     rows = [
         ("1 query, no refinement", one_p, one_c, one_o),

@@ -455,7 +455,7 @@ def trace_cmd(
         return
     console.print(f"[bold]trace {trace_id}[/] — {len(spans)} spans")
     for line in render(spans):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("traces")
@@ -512,6 +512,52 @@ def serve(
         finally:
             stop.set()
             server.stop()
+
+
+@app.command()
+def up(
+    emulators: Annotated[bool, typer.Option(
+        "--emulators", help="Run the production topology on this machine: Pub/Sub, Firestore and GCS "
+        "emulators and one functions-framework server per stage.")] = False,
+    port: Annotated[int | None, typer.Option(help="First port of the stage servers (default: free ports).")] = None,
+    allow_loopback: AllowLoopback = False,
+) -> None:
+    """Start the production topology (Pub/Sub push, Firestore, GCS, one process per stage)."""
+    from shared import topology
+
+    if not emulators:
+        raise _fail("`ragbus up` runs the topology on emulators only: use `ragbus up --emulators`. "
+                    "Deploying to Google Cloud is `infra/` (terraform apply) and cloudbuild.yaml.")
+    settings = load_settings()
+    err.print("starting the emulators and one server per stage (this takes 20-60 s) ...")
+    try:
+        state = topology.up(
+            settings.home, base_port=port, allow_loopback=allow_loopback or None,
+            max_delivery_attempts=max(5, settings.max_delivery_attempts),
+            min_backoff_s=settings.retry_min_backoff_s,
+            max_backoff_s=max(settings.retry_min_backoff_s, min(settings.retry_max_backoff_s, 600.0)),
+            ack_deadline_s=min(max(settings.ack_deadline_s, 10.0), 600.0),
+        )
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+    for process in state["processes"]:
+        where = process.get("url") or process.get("address")
+        console.print(f"  {process['name']:<20} pid {process['pid']:<8} {where}")
+    console.print(f"ragbus is up: gateway [bold]{state['gateway_url']}/[/] (MCP at /mcp)")
+    console.print(f"state and logs under {settings.home}; `ragbus feeds add`, `poll`, `ingest`, `ask` "
+                  "and `stats` now use this topology; `ragbus down` stops it")
+
+
+@app.command()
+def down() -> None:
+    """Stop the topology that `ragbus up --emulators` started under RAGBUS_HOME."""
+    from shared import topology
+
+    stopped = topology.down(load_settings().home)
+    if stopped:
+        console.print("stopped " + ", ".join(stopped))
+    else:
+        console.print("nothing was running")
 
 
 @app.command()

@@ -13,6 +13,7 @@ _SHOWN = (
     ("rag.context_count", "{} contexts"),
     ("rag.chunk_count", "{} chunks"),
     ("rag.outcome", "{}"),
+    ("rag.delivery", "delivery {}"),
     ("gen_ai.usage.input_tokens", "in {} tok"),
     ("gen_ai.usage.output_tokens", "out {} tok"),
 )
@@ -32,7 +33,7 @@ def _label(span: dict[str, Any]) -> str:
     attrs = span["attributes"]
     bits = []
     for key, fmt in _SHOWN:
-        if key in attrs and attrs[key] is not None and not (key == "rag.outcome" and attrs[key] == "ack"):
+        if key in attrs and attrs[key] is not None and not (key == "rag.delivery" and attrs[key] == "ack"):
             try:
                 bits.append(fmt.format(attrs[key]))
             except (ValueError, TypeError):

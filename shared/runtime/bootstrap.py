@@ -59,8 +59,12 @@ def _fetcher(settings: Settings):
     )
 
 
-def build_local(settings: Settings) -> LocalSystem:
-    """The embedded runtime: SQLite bus and state under ``settings.home``, local models."""
+def build_local(settings: Settings, **overrides: object) -> LocalSystem:
+    """The embedded runtime: SQLite bus and state under ``settings.home``, local models.
+
+    ``overrides`` replace a port by name (a ready object or a :class:`Lazy`), for
+    tests and benchmarks that need, say, a scripted model in the real runtime.
+    """
     settings.home.mkdir(parents=True, exist_ok=True)
     bus = SqliteBus(
         settings.bus_path,
@@ -101,6 +105,8 @@ def build_local(settings: Settings) -> LocalSystem:
         index=Lazy(lambda: _index(settings)),
         llm=Lazy(traced_llm),
     )
+    for name, provider in overrides.items():
+        deps.override(name, provider)
     holder["deps"] = deps
     return LocalSystem(settings=settings, bus=bus, deps=deps)
 

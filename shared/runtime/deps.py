@@ -50,6 +50,14 @@ class Deps:
                 self._built[name] = provider() if callable(provider) and _is_factory(provider) else provider
             return self._built[name]
 
+    def override(self, name: str, provider: Any) -> None:
+        """Replace the port ``name`` (before or after it was first built)."""
+        if name not in self._NAMES:
+            raise TypeError(f"unknown dependency {name!r}")
+        with self._lock:
+            self._providers[name] = provider
+            self._built.pop(name, None)
+
     def provided(self, name: str) -> bool:
         return name in self._providers
 

@@ -56,7 +56,7 @@ def handle_delivery(
             message = decode(data, attributes)
         except PermanentError as exc:
             mark_error(span, exc)
-            span.set_attribute("rag.outcome", Outcome.DEAD.value)
+            span.set_attribute("rag.delivery", Outcome.DEAD.value)
             return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}")
         for key, value in message_span_attributes(message).items():
             span.set_attribute(key, value)
@@ -65,7 +65,7 @@ def handle_delivery(
         except PermanentError as exc:
             log.warning("%s: permanent error on %s: %s", consumer.subscription, message_id, exc)
             mark_error(span, exc)
-            span.set_attribute("rag.outcome", Outcome.DEAD.value)
+            span.set_attribute("rag.delivery", Outcome.DEAD.value)
             return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}", message)
         except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry, then dead-letter
             log.warning(
@@ -73,9 +73,9 @@ def handle_delivery(
                 exc_info=attempt == 1,
             )
             mark_error(span, exc)
-            span.set_attribute("rag.outcome", Outcome.RETRY.value)
+            span.set_attribute("rag.delivery", Outcome.RETRY.value)
             return Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}", message)
-        span.set_attribute("rag.outcome", Outcome.ACK.value)
+        span.set_attribute("rag.delivery", Outcome.ACK.value)
         return Result(Outcome.ACK, None, message)
 
 

@@ -1,0 +1,120 @@
+"""One trace per query and per ingested item, on the embedded runtime, read back by `ragbus trace`."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from shared.config import load_settings
+from shared.file_ingest import ingest_path
+from shared.query_api import submit_query, wait_for_query
+from shared.runtime.bootstrap import build_local
+from shared.runtime.local import LocalRuntime
+from shared.tracing import TracingLanguageModel, add_exporter
+from tests.support import run_cli, topic_paragraphs
+from tests.unit.loop_fakes import ScriptedLLM, good_grade, weak_grade
+
+EXPORTER = InMemorySpanExporter()
+add_exporter(EXPORTER, batch=False)
+
+
+@pytest.fixture
+def system(tmp_path):
+    EXPORTER.clear()
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n, topic in enumerate(["volcano", "glacier", "harbor"]):
+        (docs / f"{topic}.md").write_text(f"# {topic.title()} notes\n\n" + "\n\n".join(topic_paragraphs(topic, seed=n)))
+    scripted = ScriptedLLM(grades=[weak_grade(0.4), weak_grade(0.5, missing=("glacier",)), good_grade(0.9)],
+                           refines=["glacier report", "harbor report"])
+    settings = load_settings({"RAGBUS_HOME": str(tmp_path / "home")})
+    local = build_local(settings, llm=TracingLanguageModel(scripted))
+    with LocalRuntime(local.deps, local.bus) as runtime:
+        ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
+                    clock=local.deps.clock)
+        assert runtime.wait_idle(120)
+        yield local, tmp_path / "home"
+    trace.get_tracer_provider().force_flush()
+
+
+def _tree(spans):
+    by_id = {s.context.span_id: s for s in spans}
+    return {s.context.span_id: by_id.get(s.parent.span_id) if s.parent else None for s in spans}
+
+
+def test_a_query_refined_twice_is_one_trace_with_every_stage_of_every_iteration(system):
+    local, _ = system
+    EXPORTER.clear()
+    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2)["id"], 60)
+    assert record["status"] == "answered" and len(record["iterations"]) == 3
+    trace.get_tracer_provider().force_flush()
+    spans = [s for s in EXPORTER.get_finished_spans() if s.context.trace_id == int(record["trace_id"], 16)]
+    names = [s.name for s in spans]
+    assert len({s.context.trace_id for s in spans}) == 1
+    (root,) = [s for s in spans if s.parent is None]
+    assert root.name == "gateway submit"
+    grader = sorted((s for s in spans if s.name == "grader.contexts-retrieved process"),
+                    key=lambda s: s.attributes["rag.iteration"])
+    assert [s.attributes["rag.iteration"] for s in grader] == [0, 1, 2]
+    assert [s.attributes["rag.decision"] for s in grader] == ["refine", "refine", "accept"]
+    assert [s.attributes["rag.grade.score"] for s in grader] == [0.4, 0.5, 0.9]
+    refinements = [s for s in spans if s.name == "transformer.query-graded process"
+                   and s.attributes.get("rag.refined_from") is not None]
+    assert len(refinements) == 2
+    assert names.count("retriever.query-transformed process") == 3
+    (answer,) = [s for s in spans if s.name == "synthesizer.query-graded process"
+                 and "rag.answered_from_iteration" in s.attributes]
+    assert answer.attributes["rag.outcome"] == "answered"
+    # every CONSUMER span hangs from the PRODUCER span of the message it handled
+    parent_of = _tree(spans)
+    for span in spans:
+        if span.kind is SpanKind.CONSUMER:
+            assert parent_of[span.context.span_id].kind is SpanKind.PRODUCER
+    # the chain from the answer back to the request passes through every stage of every iteration
+    chain, node = [], answer
+    while node is not None:
+        chain.append(node.name)
+        node = parent_of[node.context.span_id]
+    stages = [n for n in chain if n.endswith(" process")]
+    assert stages[::-1] == [
+        "transformer.query-submitted process", "retriever.query-transformed process",
+        "grader.contexts-retrieved process", "transformer.query-graded process",
+        "retriever.query-transformed process", "grader.contexts-retrieved process",
+        "transformer.query-graded process", "retriever.query-transformed process",
+        "grader.contexts-retrieved process", "synthesizer.query-graded process",
+    ]
+    model_spans = [s for s in spans if s.attributes.get("gen_ai.operation.name")]
+    assert {s.attributes["gen_ai.operation.name"] for s in model_spans} >= {"transform", "grade", "refine"}
+
+
+def test_one_ingested_item_is_one_trace_from_fetch_to_index(system):
+    spans = EXPORTER.get_finished_spans()
+    items = [s for s in spans if s.name == "file item"]
+    assert len(items) == 3 and len({s.context.trace_id for s in items}) == 3
+    for item in items:
+        in_trace = [s for s in spans if s.context.trace_id == item.context.trace_id]
+        names = {s.name for s in in_trace}
+        assert {"document-fetched publish", "cleaner.document-fetched process", "document-cleaned publish",
+                "indexer.document-cleaned process", "document-indexed publish"} <= names
+        (indexer,) = [s for s in in_trace if s.name == "indexer.document-cleaned process"]
+        assert indexer.attributes["rag.document_id"] == item.attributes["rag.document_id"]
+        assert indexer.attributes["rag.chunk_count"] >= 1
+
+
+def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
+    local, home = system
+    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2)["id"], 60)
+    trace.get_tracer_provider().force_flush()
+    out = run_cli(home, "trace", record["id"]).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith(f"trace {record['trace_id']}")
+    assert any("gateway submit" in line for line in lines)
+    graded = [line for line in lines if "grader.contexts-retrieved process" in line]
+    assert len(graded) == 3
+    assert "iter 0" in graded[0] and "refine" in graded[0] and "score 0.40" in graded[0]
+    assert "accept" in graded[2] and "score 0.90" in graded[2]
+    assert all(" ms " in line for line in lines[1:])
+    slow = run_cli(home, "traces", "--slow", "--json").stdout
+    assert record["id"] in slow
