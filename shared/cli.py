@@ -162,8 +162,10 @@ def _run_dead(system: LocalSystem, since: float) -> int:
     return sum(c.get("dead", 0) for c in system.bus.progress(since).values())
 
 
-def _wait_for_documents(session: Session, ids_of: Callable[[], set[str]], timeout: float, label: str) -> int:
-    """Wait, reading state only, until these documents are indexed or failed; return the failures."""
+def _wait_for_documents(session: Session, ids_of: Callable[[], set[str] | None], timeout: float, label: str) -> int:
+    """Wait, reading state only, until these documents are indexed or failed; return the failures.
+
+    ``ids_of`` returns None while the request has not been handled yet (nothing to count)."""
     from shared.ingest_progress import status_of
 
     deadline = time.monotonic() + timeout
@@ -173,6 +175,10 @@ def _wait_for_documents(session: Session, ids_of: Callable[[], set[str]], timeou
         stable = 0
         while time.monotonic() < deadline:
             ids = ids_of()
+            if ids is None:  # not picked up yet: an unknown id would read as done
+                stable = 0
+                time.sleep(0.5)
+                continue
             status = status_of(session.deps.state, ids)
             failed = f" [red]{len(status.failed)} failed[/]" if status.failed else ""
             progress.update(task, total=max(status.total, 1), completed=len(status.indexed) + len(status.failed),
@@ -246,10 +252,10 @@ def poll(
         else:
             wanted = list(feed or [f["url"] for f in list_feeds(deps.state)])
 
-            def polled() -> set[str]:
+            def polled() -> set[str] | None:
                 records = [f for f in list_feeds(deps.state) if f["url"] in wanted]
                 if any(not f.get("last_poll") or f["last_poll"] < started.isoformat() for f in records):
-                    return {"(feeds not polled yet)"}  # keeps the wait going until the poller ran
+                    return None  # keeps the wait going until the poller ran
                 return touched_since(deps.state, started, wanted)
 
             dead = _wait_for_documents(session, polled, timeout, "poll")
