@@ -1,8 +1,11 @@
 """Structured logs: one JSON object per line in the cloud, readable text in a terminal.
 
 JSON is chosen when ``RAGBUS_LOG_FORMAT=json`` or when running on Cloud
-Functions / Cloud Run (``K_SERVICE`` is set). Trace correlation fields are
-added by the tracing layer through ``logging`` record attributes.
+Functions / Cloud Run (``K_SERVICE`` is set). Every record logged inside a span
+carries its trace and span ids, in JSON under the field names Cloud Logging uses
+to link a log line to its trace (``logging.googleapis.com/trace`` as
+``projects/<project>/traces/<trace id>``, ``logging.googleapis.com/spanId``,
+``logging.googleapis.com/trace_sampled``), in text as ``trace=<id>``.
 """
 
 from __future__ import annotations
@@ -13,9 +16,27 @@ import os
 import sys
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+
+
+class TraceContextFilter(logging.Filter):
+    """Copies the current span's ids onto each record (``otel_trace_id``, ``otel_span_id``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            record.otel_trace_id = format(ctx.trace_id, "032x")
+            record.otel_span_id = format(ctx.span_id, "016x")
+            record.otel_sampled = ctx.trace_flags.sampled
+        return True
+
 
 class JsonFormatter(logging.Formatter):
-    """Cloud Logging's structured shape: severity, message, time, plus extras."""
+    """Cloud Logging's structured shape: severity, message, time, trace fields."""
+
+    def __init__(self, project: str | None = None) -> None:
+        super().__init__()
+        self.project = project
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -24,13 +45,26 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "logger": record.name,
         }
-        for key in ("logging.googleapis.com/trace", "logging.googleapis.com/spanId", "stage", "query_id"):
-            value = getattr(record, key.replace("/", "_").replace(".", "_"), None)
-            if value is not None:
-                entry[key] = value
+        trace_id = getattr(record, "otel_trace_id", None)
+        if trace_id:
+            entry["logging.googleapis.com/trace"] = (
+                f"projects/{self.project}/traces/{trace_id}" if self.project else trace_id
+            )
+            entry["logging.googleapis.com/spanId"] = record.otel_span_id
+            entry["logging.googleapis.com/trace_sampled"] = bool(record.otel_sampled)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        trace_id = getattr(record, "otel_trace_id", None)
+        return f"{line}  trace={trace_id}" if trace_id else line
 
 
 def configure_logging(level: int | str = "WARNING") -> None:
@@ -38,8 +72,7 @@ def configure_logging(level: int | str = "WARNING") -> None:
     root = logging.getLogger()
     as_json = os.environ.get("RAGBUS_LOG_FORMAT", "").lower() == "json" or "K_SERVICE" in os.environ
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter() if as_json else logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
-    )
+    handler.setFormatter(JsonFormatter(os.environ.get("GOOGLE_CLOUD_PROJECT")) if as_json else TextFormatter())
+    handler.addFilter(TraceContextFilter())
     root.handlers[:] = [handler]
     root.setLevel(os.environ.get("RAGBUS_LOG_LEVEL", level))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from shared import metrics
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.extractive import body_lines
@@ -189,6 +190,8 @@ def grade_iteration(
         state, query_id, iteration=iteration, stage=GRADE, event_type="graded", detail=detail,
         now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,
     )
+    if result.applied:
+        metrics.query_graded(grade.score, decision)
     if result.applied or result.reason == "already recorded":
         _publish_graded(publisher, query_id, result.doc, iteration)
 

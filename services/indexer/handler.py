@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from services.indexer.chunking import chunk_document
-from shared import collections
+from shared import collections, metrics
 from shared.errors import InvalidInput, PermanentError
 from shared.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
 from shared.ports import BlobStore, Chunk, Clock, Embedder, Index, Publisher, StateStore
@@ -98,6 +98,7 @@ def index_document(
     vectors = embed_chunks(embedder, chunks)
     index.upsert(message.document_id, chunks, vectors)
     annotate(chunk_count=len(chunks), document_id=message.document_id)
+    metrics.document_indexed(message.source, len(chunks))
 
     chunk_ids = [c.chunk_id for c in chunks]
     state.put(

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from shared import collections
+from shared import collections, metrics
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.extractive import extractive_answer
@@ -208,6 +208,7 @@ def synthesize_answer(
         now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,
     )
     if result.applied:
+        metrics.query_ended(outcome, len(result.doc.get("iterations") or []))
         publisher.publish(AnswerReady(query_id=query_id, outcome=outcome))
     elif result.doc is not None and result.doc.get("status") == "answered":
         publisher.publish(AnswerReady(query_id=query_id, outcome=result.doc["outcome"]))

@@ -11,21 +11,8 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.config import Settings
 from shared.runtime.deps import Deps, Lazy
 from shared.runtime.stages import subscription_topics
-from shared.tracing import TracingLanguageModel, TracingPublisher, add_exporter
-
-_span_stores: dict[str, object] = {}
-
-
-def install_local_span_store(settings: Settings):
-    """Export this process's spans to ``$RAGBUS_HOME/traces.db`` (once per path)."""
-    from shared.adapters.local.spans import SqliteSpanStore
-
-    key = str(settings.traces_path.resolve())
-    if key not in _span_stores:
-        store = SqliteSpanStore(settings.traces_path)
-        add_exporter(store)
-        _span_stores[key] = store
-    return _span_stores[key]
+from shared.telemetry import setup_telemetry
+from shared.tracing import TracingLanguageModel, TracingPublisher
 
 
 @dataclass
@@ -76,8 +63,7 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
             max_backoff_s=settings.retry_max_backoff_s,
         ),
     )
-    if settings.tracing:
-        install_local_span_store(settings)
+    setup_telemetry(settings)
     holder: dict[str, Deps] = {}
 
     def llm():
@@ -120,6 +106,7 @@ def build_gcp(settings: Settings) -> Deps:
     from shared.config import require_gcp
 
     require_gcp(settings)
+    setup_telemetry(settings)
     project = settings.gcp_project
     holder: dict[str, Deps] = {}
 

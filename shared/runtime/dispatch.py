@@ -13,10 +13,11 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from shared import collections
+from shared import collections, metrics
 from shared.errors import PermanentError
 from shared.messages import Message, decode
 from shared.runtime.deps import Deps
@@ -49,6 +50,15 @@ def handle_delivery(
     message_id: str = "",
 ) -> Result:
     """Decode and handle one delivery inside its CONSUMER span; never raises."""
+    started = time.perf_counter()
+    result = _handle(consumer, data, attributes, deps, attempt=attempt, message_id=message_id)
+    metrics.stage_handled(consumer.stage, (time.perf_counter() - started) * 1000, result.outcome.value)
+    return result
+
+
+def _handle(
+    consumer: Consumer, data: bytes, attributes: dict[str, str], deps: Deps, *, attempt: int, message_id: str
+) -> Result:
     with consumer_span(
         consumer.subscription, consumer.topic, attributes, attempt=attempt, message_id=message_id
     ) as span:
@@ -90,6 +100,7 @@ def record_dead_letter(
     message_id: str,
 ) -> None:
     """Keep the dead letter with its reason, and end its query if it had one."""
+    metrics.dead_lettered(consumer.subscription)
     key = f"{consumer.subscription}:{message_id or attributes.get('idempotency_key', '')}"
     deps.state.put(
         collections.DEAD_LETTERS,

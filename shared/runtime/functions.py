@@ -38,8 +38,10 @@ def function_deps() -> Deps:
         with _deps_lock:
             if _deps is None:
                 from shared.config import load_settings
+                from shared.logs import configure_logging
                 from shared.runtime.bootstrap import build_deps
 
+                configure_logging("INFO")
                 _deps = build_deps(load_settings())
     return _deps
 
