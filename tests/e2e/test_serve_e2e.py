@@ -11,7 +11,16 @@ import sys
 import time
 import urllib.request
 
-from tests.support import REPO, Site, article_html, ragbus_env, rss, run_cli, serve_site, topic_paragraphs
+from tests.support import (
+    REPO,
+    Site,
+    article_html,
+    ragbus_env,
+    rss,
+    run_cli,
+    serve_site,
+    topic_paragraphs,
+)
 
 
 def _free_port() -> int:
