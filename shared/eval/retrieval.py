@@ -129,6 +129,26 @@ def filtered(run: RetrievalRun, drop: set[str], queries: Sequence[EvalQuery], na
     return RetrievalRun(name, rankings, ranking_metrics(rankings, [q.relevant for q in queries], k), run.seconds)
 
 
+def bm25s_reference(evalset: EvalSet, queries: Sequence[EvalQuery], *, depth: int = 50) -> RetrievalRun:
+    """BM25 as the reference figures were measured: plain bm25s, its own tokenizer with English
+    stop words, passage text only (the index adds titles and folds plurals)."""
+    from shared.adapters.local.index import _import_bm25s
+
+    bm25s = _import_bm25s()
+    started = time.perf_counter()
+    ids = [p.passage_id for p in evalset.passages]
+    model = bm25s.BM25()
+    model.index(bm25s.tokenize([p.text for p in evalset.passages], stopwords="en", show_progress=False),
+                show_progress=False)
+    tokens = bm25s.tokenize([q.text for q in queries], stopwords="en", show_progress=False)
+    docs, scores = model.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
+    rankings = [[ids[i] for i, score in zip(row, row_scores, strict=True) if score > 0]
+                for row, row_scores in zip(docs, scores, strict=True)]
+    return RetrievalRun("bm25s (own tokenizer, English stop words)", rankings,
+                        ranking_metrics([r[:K] for r in rankings], [q.relevant for q in queries], K),
+                        time.perf_counter() - started)
+
+
 def open_index(path: Path, dimension: int, *, dense_weight: float = 0.7) -> HybridIndex:
     return HybridIndex(path, dimension, dense_weight=dense_weight)
 
@@ -155,14 +175,23 @@ def retrieval_rows(
     dense50 = run_index_mode(base, queries, query_vectors, "dense", k=deep)
     bm25_50 = run_index_mode(base, queries, query_vectors, "bm25", k=deep)
     relevant = [q.relevant for q in queries]
-    for run, name in ((dense50, "dense"), (bm25_50, "bm25")):
+    for run, name in ((dense50, "dense"), (bm25_50, "bm25 (HybridIndex: title + text, plurals folded)")):
         cut = [r[:K] for r in run.rankings]
         runs.append(RetrievalRun(name, cut, ranking_metrics(cut, relevant, K), run.seconds))
         if progress:
             progress(f"{name}: nDCG@10 {runs[-1].metrics['ndcg@10']:.3f}")
     runs.append(run_rrf(dense50, bm25_50, queries, depth_runs=(dense50, bm25_50)))
+    runs[-1].name = "rrf k=60 (dense + HybridIndex bm25)"
     if progress:
         progress(f"rrf: nDCG@10 {runs[-1].metrics['ndcg@10']:.3f}")
+    reference = bm25s_reference(evalset, queries, depth=deep)
+    runs.append(RetrievalRun(reference.name, [r[:K] for r in reference.rankings], reference.metrics, reference.seconds))
+    rrf_reference = run_rrf(dense50, reference, queries, depth_runs=(dense50, reference))
+    rrf_reference.name = "rrf k=60 (dense + bm25s own tokenizer)"
+    runs.append(rrf_reference)
+    if progress:
+        progress(f"{reference.name}: {reference.metrics['ndcg@10']:.3f}; "
+                 f"{rrf_reference.name}: {rrf_reference.metrics['ndcg@10']:.3f}")
     for weight in sorted({default_weight, *weights}):
         index = open_index(index_path, dimension, dense_weight=weight)
         label = f"hybrid (dense_weight {weight:g})" + (" [default]" if weight == default_weight else "")

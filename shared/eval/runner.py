@@ -133,7 +133,7 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
         abstain = [evalset.abstain[i] for i in abstain_idx]
         # The fast rows again on exactly the sample, so pipeline rows compare like with like.
         for r in runs:
-            if r.name in ("dense", "bm25", "rrf") or "[default]" in r.name:
+            if r.name == "dense" or r.name.startswith(("bm25 ", "rrf k=60 (dense + H")) or "[default]" in r.name:
                 ranks = [r.rankings[i] for i in sample]
                 retrieval.append(_row(f"{r.name} (pipeline sample)",
                                       ranking_metrics(ranks, [q.relevant for q in queries])))
