@@ -580,6 +580,33 @@ def demo(
         raise _fail(str(exc)) from None
 
 
+@app.command("eval")
+def eval_command(
+    sample: Annotated[int, typer.Option(help="Answerable queries asked through the full pipeline (0: retrieval only).")] = 500,
+    abstain_sample: Annotated[int, typer.Option(help="Abstain cases asked through the pipeline.")] = 200,
+    ablations: Annotated[bool, typer.Option(help="Also run the A/B rows (each enhancement off in turn).")] = True,
+    slice_queries: Annotated[int | None, typer.Option("--slice", help="Only the first N queries (smoke slice).")] = None,
+    out: Annotated[Path, typer.Option(help="Where the JSON results go.")] = Path("docs/eval_results.json"),
+    cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
+) -> None:
+    """Retrieval and answer quality on fitz-gov (synthetic cases; pip install fitz-gov==4.1.0)."""
+    from shared.eval.report import eval_markdown
+    from shared.eval.runner import EvalOptions, run_eval
+
+    try:
+        results = run_eval(
+            EvalOptions(cache_dir=cache, sample=sample, abstain_sample=abstain_sample, ablations=ablations,
+                        slice_queries=slice_queries),
+            progress=lambda msg: err.print(msg),
+        )
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    console.print(eval_markdown(results), markup=False, highlight=False)
+    err.print(f"wrote {out}")
+
+
 def main() -> None:
     configure_logging()
     app()
