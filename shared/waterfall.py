@@ -45,6 +45,28 @@ def _label(span: dict[str, Any]) -> str:
     return f"{span['name']}" + (f"  [{', '.join(bits)}]" if bits else "")
 
 
+def rows(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The waterfall as data, depth-first: what the web page draws and ``render`` prints."""
+    if not spans:
+        return []
+    start = min(s["start_ns"] for s in spans)
+    out: list[dict[str, Any]] = []
+
+    def walk(span: dict[str, Any], depth: int) -> None:
+        out.append({
+            "span_id": span["span_id"], "parent_id": span["parent_id"], "depth": depth,
+            "name": span["name"], "label": _label(span), "status": span["status"],
+            "offset_ms": round((span["start_ns"] - start) / 1e6, 3),
+            "duration_ms": round(span["duration_ms"], 3),
+        })
+        for child in span["children"]:
+            walk(child, depth + 1)
+
+    for root in build_tree(spans):
+        walk(root, 0)
+    return out
+
+
 def render(spans: list[dict[str, Any]], width: int = 30) -> list[str]:
     """Lines of the waterfall: tree, offset from the trace start, duration, a bar."""
     if not spans:

@@ -110,6 +110,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1") -> Starlette:
         Route("/v1/queries", api.submit, methods=["POST"]),
         Route("/v1/queries/{query_id}", api.read, methods=["GET"]),
         Route("/v1/queries/{query_id}/events", api.events, methods=["GET"]),
+        Route("/v1/queries/{query_id}/trace", api.trace, methods=["GET"]),
         Route("/v1/search", api.search, methods=["GET"]),
         *mcp_app.routes,
     ]
@@ -225,6 +226,20 @@ class _Api:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    async def trace(self, request: Request) -> Response:
+        """The query's trace as waterfall rows, from the local span store."""
+        query_id = request.path_params["query_id"]
+        record = await anyio.to_thread.run_sync(get_query, self.deps, query_id)
+        if record is None:
+            return _unknown_query(query_id)
+        found = await anyio.to_thread.run_sync(query_trace, self.deps.settings, record)
+        if found is None:
+            # The query exists; its spans are not stored here (tracing off, or exported to Cloud Trace).
+            return JSONResponse({"trace_id": record.get("trace_id"), "duration_ms": 0.0, "rows": [],
+                                 "note": "no spans of this query are stored here; on Google Cloud look "
+                                         "the trace id up in Cloud Trace"})
+        return JSONResponse(found)
+
     # ---------------------------------------------------------- search
 
     async def search(self, request: Request) -> Response:
@@ -244,6 +259,23 @@ class _Api:
 
 
 # ------------------------------------------------------------- parsing
+
+
+def query_trace(settings: Any, record: dict[str, Any]) -> dict[str, Any] | None:
+    """``{trace_id, duration_ms, rows}`` of the query's trace, or None when none is stored here."""
+    from shared.adapters.local.spans import SqliteSpanStore
+    from shared.waterfall import rows
+
+    if not settings.traces_path.exists():
+        return None
+    store = SqliteSpanStore(settings.traces_path)
+    trace_id = record.get("trace_id") or store.trace_of_query(record["id"])
+    spans = store.spans_of_trace(trace_id) if trace_id else []
+    if not spans:
+        return None
+    drawn = rows(spans)
+    end = max(r["offset_ms"] + r["duration_ms"] for r in drawn)
+    return {"trace_id": trace_id, "duration_ms": round(end, 3), "rows": drawn}
 
 
 async def _read_json_object(request: Request) -> dict[str, Any] | Response:

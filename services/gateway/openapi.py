@@ -317,6 +317,45 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                 },
             }
         },
+        "/v1/queries/{query_id}/trace": {
+            "get": {
+                "operationId": "getQueryTrace",
+                "summary": "The query's trace as a waterfall (embedded runtime and emulator topology)",
+                "description": "Every span of the query's one trace, depth-first, with its depth, offset "
+                "from the first span and duration; the label carries iteration, grades and decision.",
+                "parameters": [_QUERY_ID],
+                "responses": {
+                    "200": {
+                        "description": "The waterfall.",
+                        "content": {"application/json": {"schema": {
+                            "type": "object",
+                            "required": ["trace_id", "duration_ms", "rows"],
+                            "properties": {
+                                "trace_id": {"type": ["string", "null"]},
+                                "note": {"type": "string"},
+                                "duration_ms": {"type": "number"},
+                                "rows": {"type": "array", "items": {
+                                    "type": "object",
+                                    "required": ["span_id", "depth", "name", "label", "status",
+                                                 "offset_ms", "duration_ms"],
+                                    "properties": {
+                                        "span_id": {"type": "string"},
+                                        "parent_id": {"type": ["string", "null"]},
+                                        "depth": {"type": "integer", "minimum": 0},
+                                        "name": {"type": "string"},
+                                        "label": {"type": "string"},
+                                        "status": {"type": "string"},
+                                        "offset_ms": {"type": "number"},
+                                        "duration_ms": {"type": "number"},
+                                    },
+                                }},
+                            },
+                        }}},
+                    },
+                    "404": _error("No query has this id."),
+                },
+            }
+        },
         "/v1/search": {
             "get": {
                 "operationId": "searchDocuments",

@@ -220,7 +220,7 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
     doc = json.loads(response.text)
     assert doc["openapi"].startswith("3.1")
     assert set(doc["paths"]) == {
-        "/v1/queries", "/v1/queries/{query_id}", "/v1/queries/{query_id}/events",
+        "/v1/queries", "/v1/queries/{query_id}", "/v1/queries/{query_id}/events", "/v1/queries/{query_id}/trace",
         "/v1/search", "/healthz", "/openapi.json",
     }
     assert set(doc["paths"]["/v1/queries"]["post"]["responses"]) >= {"200", "202", "400"}
@@ -385,3 +385,30 @@ def test_the_cloud_function_entry_serves_the_whole_gateway(tmp_path, monkeypatch
         assert initialize.status_code == 200, initialize.text
         assert '"serverInfo"' in initialize.text and '"ragbus"' in initialize.text
     assert (tmp_path / "home" / "ragbus.db").exists()
+
+
+def test_the_trace_of_a_query_is_served_as_waterfall_rows(tmp_path):
+    """Spans stored by the local span store come back depth-first with offsets and labels."""
+    from opentelemetry import trace as otel_trace
+
+    from services.gateway.app import create_app
+    from shared.config import load_settings
+    from shared.query_api import submit_query
+    from shared.runtime.bootstrap import build_local
+    from shared.tracing import tracer
+
+    local = build_local(load_settings({"RAGBUS_HOME": str(tmp_path)}))
+    with tracer().start_as_current_span("outer request"):
+        record = submit_query(local.deps, "what is a trace?")
+        with tracer().start_as_current_span("grader.contexts-retrieved process") as span:
+            span.set_attribute("rag.iteration", 0)
+            span.set_attribute("rag.grade.score", 0.5)
+    otel_trace.get_tracer_provider().force_flush()
+    with TestClient(create_app(local.deps)) as client:
+        body = client.get(f"/v1/queries/{record['id']}/trace").json()
+        assert body["trace_id"] == record["trace_id"]
+        names = [r["name"] for r in body["rows"]]
+        assert names[0] == "outer request" and "gateway submit" in names
+        (graded,) = [r for r in body["rows"] if r["name"] == "grader.contexts-retrieved process"]
+        assert graded["depth"] == 1 and "score 0.50" in graded["label"] and graded["offset_ms"] >= 0
+        assert client.get("/v1/queries/nope/trace").status_code == 404

@@ -137,3 +137,38 @@ def test_search_only_lists_passages(loop_and_server, page):
     first = page.locator("#search-results li").first.locator("a")
     assert (first.inner_text(), first.get_attribute("href")) == (CONTEXTS[1]["title"], CONTEXTS[1]["url"])
     assert page.problems == []
+
+
+def test_the_page_draws_the_trace_waterfall_of_a_real_query(tmp_path, page):
+    """The real embedded runtime answers; the page draws the query's spans as a waterfall."""
+    from shared.config import load_settings
+    from shared.file_ingest import ingest_path
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+    from tests.support import topic_paragraphs
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "volcano.md").write_text("# Volcano notes\n\n" + "\n\n".join(topic_paragraphs("volcano")))
+    local = build_local(load_settings({"RAGBUS_HOME": str(tmp_path / "home")}))
+    with LocalRuntime(local.deps, local.bus) as runtime:
+        ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
+                    clock=local.deps.clock)
+        assert runtime.wait_idle(120)
+        handle = serve(local.deps, "127.0.0.1", 0)
+        try:
+            page.goto(handle.url + "/")
+            page.fill("#question", "volcano report")
+            page.click("#ask")
+            page.wait_for_selector("#waterfall li")
+            rows = page.locator("#waterfall li")
+            names = [rows.nth(i).get_attribute("data-name") for i in range(rows.count())]
+            assert names[0] == "gateway submit"
+            assert {"transformer.query-submitted process", "retriever.query-transformed process",
+                    "grader.contexts-retrieved process", "synthesizer.query-graded process"} <= set(names)
+            grader = page.locator('#waterfall li[data-name="grader.contexts-retrieved process"]').first
+            assert "score" in grader.inner_text()
+            assert page.locator("#waterfall .bar").first.evaluate("b => b.style.width") != ""
+            assert page.problems == []
+        finally:
+            handle.stop()

@@ -136,6 +136,7 @@
   function follow(id) {
     if (source) source.close();
     currentId = id;
+    $("trace-section").hidden = true;
     const url = new URL(window.location.href);
     url.searchParams.set("id", id);
     history.replaceState(null, "", url);
@@ -227,6 +228,38 @@
     $("outcome").textContent = record.error && record.status !== "answered" ? `${outcome}: ${record.error}` : outcome;
     $("outcome").className = `outcome outcome-${record.outcome || record.status}`;
     renderAnswer(record.answer || "", record.citations || []);
+    loadTrace(record.id);
+  }
+
+  // The same waterfall as `ragbus trace`: every stage of every iteration, timed.
+  async function loadTrace(id) {
+    // spans are exported in batches: ask again shortly if the last ones are not in yet
+    for (const delay of [300, 1200]) {
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      if (id !== currentId) return;
+      const response = await fetch(`/v1/queries/${encodeURIComponent(id)}/trace`);
+      if (!response.ok) continue;
+      const body = await response.json();
+      if (body.rows.length) renderTrace(body);
+    }
+  }
+
+  function renderTrace(body) {
+    const total = Math.max(body.duration_ms, 0.001);
+    $("trace-section").hidden = false;
+    $("trace-summary").textContent = `trace ${body.trace_id} · ${body.rows.length} spans · ${body.duration_ms.toFixed(1)} ms`;
+    $("waterfall").replaceChildren(...body.rows.map((row) => {
+      // geometry through the CSSOM: the page's Content-Security-Policy forbids style attributes
+      const bar = el("span", { class: `bar${row.status === "ERROR" ? " bar-error" : ""}` });
+      bar.style.marginLeft = `${(100 * row.offset_ms / total).toFixed(2)}%`;
+      bar.style.width = `${Math.max(0.4, 100 * row.duration_ms / total).toFixed(2)}%`;
+      const label = el("span", { class: "span-label", title: row.label }, row.label);
+      label.style.paddingLeft = `${row.depth * 0.6}em`;
+      return el("li", { class: "span-row", "data-name": row.name },
+        label,
+        el("span", { class: "span-time" }, `${row.duration_ms.toFixed(1)} ms`),
+        el("span", { class: "span-track" }, bar));
+    }));
   }
 
   function renderAnswer(text, citations) {
