@@ -141,3 +141,21 @@ def test_from_settings_modes_and_missing_settings():
         GeminiLanguageModel.from_settings(Settings(), env={})
     with pytest.raises(ConfigError, match="GOOGLE_CLOUD_LOCATION"):
         GeminiLanguageModel.from_settings(Settings(gcp_project="proj"), env={})
+
+
+def test_model_calls_are_genai_spans_with_token_usage(server, llm):
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from shared.tracing import TracingLanguageModel, add_exporter
+
+    exporter = InMemorySpanExporter()
+    add_exporter(exporter, batch=False)
+    server.reply('{"score": 0.9, "relevance": 0.9, "completeness": 0.9, "grounded": true, '
+                 '"answerable": true, "reasoning": "ok"}')
+    TracingLanguageModel(llm).grade("q", _contexts())
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == f"grade {MODEL}"]
+    attrs = span.attributes
+    assert attrs["gen_ai.operation.name"] == "grade" and attrs["gen_ai.system"] == "gemini"
+    assert attrs["gen_ai.request.model"] == MODEL and attrs["gen_ai.request.temperature"] == 0.2
+    assert attrs["gen_ai.usage.input_tokens"] == 120 and attrs["gen_ai.usage.output_tokens"] == 30
+    assert attrs["rag.context_count"] == 2

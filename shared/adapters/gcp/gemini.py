@@ -45,6 +45,7 @@ from shared.ports import (
     RefineRequest,
     Transformation,
 )
+from shared.tracing import annotate
 
 log = logging.getLogger("ragbus.llm.gemini")
 
@@ -217,6 +218,14 @@ class GeminiLanguageModel:
             output_tokens=int(getattr(usage, "candidates_token_count", 0) or 0),
             seconds=time.monotonic() - started,
         )
+        # GenAI semantic conventions, on the model-call span the tracing wrapper opened
+        annotate(**{
+            "gen_ai.request.temperature": temperature,
+            "gen_ai.request.max_tokens": max_tokens,
+            "gen_ai.usage.input_tokens": self._local.last_call.input_tokens,
+            "gen_ai.usage.output_tokens": self._local.last_call.output_tokens,
+            "gen_ai.response.model": getattr(response, "model_version", None) or self.model,
+        })
         try:
             return response.text or ""
         except Exception:  # noqa: BLE001 - a blocked or empty candidate has no text
