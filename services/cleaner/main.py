@@ -1,9 +1,8 @@
 """Cloud Function entry point of the cleaner (``functions-framework --target=cleaner``).
 
 Thin on purpose: :func:`shared.runtime.functions.pubsub_entry_point` decodes the
-event, builds this instance's dependencies for the configured runtime once,
-calls :mod:`services.cleaner.handler` and maps the outcome onto Pub/Sub delivery
-(raise to be redelivered, record and return to drop).
+event, continues the trace, calls :mod:`services.cleaner.handler` and maps the
+outcome onto Pub/Sub delivery (raise to be redelivered, record and return to drop).
 """
 
 import functions_framework
