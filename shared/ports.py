@@ -179,6 +179,22 @@ class ScoredChunk:
 SearchMode = Literal["hybrid", "dense", "bm25"]
 
 
+def checked_vectors(document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray, dimension: int) -> np.ndarray:
+    """``vectors`` as float32 after checking the upsert contract: one finite row of
+    ``dimension`` per chunk, every chunk of ``document_id``. Raises ValueError."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.shape != (len(chunks), dimension):
+        raise ValueError(
+            f"upsert of {document_id}: vectors have shape {vectors.shape}, expected ({len(chunks)}, {dimension})"
+        )
+    strangers = {c.document_id for c in chunks} - {document_id}
+    if strangers:
+        raise ValueError(f"upsert of {document_id} got chunks of other documents: {sorted(strangers)}")
+    if not np.isfinite(vectors).all():
+        raise ValueError(f"upsert of {document_id}: vectors contain NaN or infinity")
+    return vectors
+
+
 @runtime_checkable
 class Index(Protocol):
     """Chunks of documents, searchable by text and vector; upsert/delete by document."""

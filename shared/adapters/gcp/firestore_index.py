@@ -33,7 +33,7 @@ from google.cloud.firestore_v1.vector import Vector
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, check_mode, rank_candidates
 from shared.adapters.gcp.firestore_state import _TRANSIENT, FirestoreStateStore, encode_key
 from shared.errors import ConfigError, PermanentError, RetryableError
-from shared.ports import Chunk, ScoredChunk, SearchMode
+from shared.ports import Chunk, ScoredChunk, SearchMode, checked_vectors
 
 log = logging.getLogger("ragbus.index.firestore")
 
@@ -296,23 +296,8 @@ class FirestoreIndex:
                 batch.delete(ref)
             batch.commit()
 
-    def _checked(
-        self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray
-    ) -> np.ndarray:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(chunks), self.dimension):
-            raise ValueError(
-                f"upsert of {document_id}: vectors have shape {vectors.shape}, expected "
-                f"({len(chunks)}, {self.dimension})"
-            )
-        strangers = {c.document_id for c in chunks} - {document_id}
-        if strangers:
-            raise ValueError(
-                f"upsert of {document_id} got chunks of other documents: {sorted(strangers)}"
-            )
-        if not np.isfinite(vectors).all():
-            raise ValueError(f"upsert of {document_id}: vectors contain NaN or infinity")
-        return vectors
+    def _checked(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> np.ndarray:
+        return checked_vectors(document_id, chunks, vectors, self.dimension)
 
     @staticmethod
     def _stored(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:

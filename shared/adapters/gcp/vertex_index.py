@@ -26,7 +26,7 @@ from google.api_core import exceptions as gexc
 
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, check_mode, rank_candidates
 from shared.errors import ConfigError, PermanentError, RetryableError
-from shared.ports import Chunk, Doc, ScoredChunk, SearchMode, StateStore
+from shared.ports import Chunk, Doc, ScoredChunk, SearchMode, StateStore, checked_vectors
 
 log = logging.getLogger("ragbus.index.vertex")
 
@@ -263,23 +263,8 @@ class VertexVectorSearchIndex:
                 )
         return sum(1 for chunk_id in chunk_ids if self.state.delete(CHUNKS, chunk_id))
 
-    def _checked(
-        self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray
-    ) -> np.ndarray:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(chunks), self.dimension):
-            raise ValueError(
-                f"upsert of {document_id}: vectors have shape {vectors.shape}, expected "
-                f"({len(chunks)}, {self.dimension})"
-            )
-        strangers = {c.document_id for c in chunks} - {document_id}
-        if strangers:
-            raise ValueError(
-                f"upsert of {document_id} got chunks of other documents: {sorted(strangers)}"
-            )
-        if not np.isfinite(vectors).all():
-            raise ValueError(f"upsert of {document_id}: vectors contain NaN or infinity")
-        return vectors
+    def _checked(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> np.ndarray:
+        return checked_vectors(document_id, chunks, vectors, self.dimension)
 
     # -------------------------------------------------------------- reads
 
