@@ -549,9 +549,10 @@ def up(
     for process in state["processes"]:
         where = process.get("url") or process.get("address")
         console.print(f"  {process['name']:<20} pid {process['pid']:<8} {where}")
-    console.print(f"ragbus is up: gateway [bold]{state['gateway_url']}/[/] (MCP at /mcp)")
+    # soft_wrap: URLs and paths stay whole for copying
+    console.print(f"ragbus is up: gateway [bold]{state['gateway_url']}/[/] (MCP at /mcp)", soft_wrap=True)
     console.print(f"state and logs under {settings.home}; `ragbus feeds add`, `poll`, `ingest`, `ask` "
-                  "and `stats` now use this topology; `ragbus down` stops it")
+                  "and `stats` now use this topology; `ragbus down` stops it", soft_wrap=True)
 
 
 @app.command()

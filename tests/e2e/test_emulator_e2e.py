@@ -1,0 +1,175 @@
+"""The production topology as a user drives it: `ragbus up --emulators`, the same
+commands as on the embedded runtime, questions through the gateway over HTTP, `ragbus down`.
+
+The assertions are those of the embedded runtime's e2e tests (test_ingestion_e2e,
+test_query_e2e); only the runtime differs: Pub/Sub push into one
+functions-framework process per stage, Firestore, GCS, all on the emulators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from shared import collections, emulators, topology
+from shared.demo import CORPUS, QUESTIONS, serve_corpus
+from tests.support import Site, article_html, cli_json, rss, run_cli, serve_site, topic_paragraphs
+
+TOPICS = ["volcano", "saxophone", "glacier", "satellite"]
+ANSWERED_AT_ONCE, _REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
+
+pytestmark = pytest.mark.skipif(
+    any(emulators.emulators_available().values()),
+    reason=f"emulators not installed: {emulators.emulators_available()}",
+)
+
+
+def _publish(site: Site, items: list[dict[str, str]]) -> None:
+    site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
+
+
+def _items(site: Site, topics: list[str]) -> list[dict[str, str]]:
+    items = []
+    for n, topic in enumerate(topics):
+        path = f"/posts/{topic}.html"
+        site.put(path, article_html(f"All about {topic}", topic_paragraphs(topic, seed=n)))
+        items.append({"title": f"All about {topic}", "path": path, "guid": f"guid-{topic}"})
+    return items
+
+
+def _documents(state, base: str) -> dict[str, dict]:
+    return {d["url"].rsplit("/", 1)[-1]: d for d in state.list(collections.DOCUMENTS) if d["url"].startswith(base)}
+
+
+def _post(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
+    request = urllib.request.Request(f"{url}/v1/queries", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, json.loads(response.read())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_up_ingest_ask_over_http_down(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    refused = run_cli(home, "up", check=False)
+    assert refused.returncode == 2 and "--emulators" in refused.stderr and "infra/" in refused.stderr
+
+    started = run_cli(home, "up", "--emulators", timeout=400)
+    state = topology.read_state(home)
+    pids = [int(p["pid"]) for p in state["processes"]]
+    try:
+        printed = " ".join(started.stdout.split())
+        assert state["gateway_url"] in printed and "ragbus down" in printed
+        assert len(state["processes"]) == 3 + len(topology.ALL_STAGES)
+        again = run_cli(home, "up", "--emulators", check=False)
+        assert again.returncode == 2 and "already running" in again.stderr
+
+        # read Firestore as the stages write it (the client env the commands use)
+        for name, value in state["env"].items():
+            monkeypatch.setenv(name, value)
+        from shared.adapters.gcp.firestore_state import FirestoreStateStore
+
+        store = FirestoreStateStore(project=state["project"])
+        _ingestion(home, store)
+        _questions(home, state["gateway_url"])
+        store.close()
+    finally:
+        stopped = run_cli(home, "down")
+    assert "stopped" in stopped.stdout and "gateway" in stopped.stdout
+    assert not any(_alive(pid) for pid in pids)
+    assert topology.read_state(home) is None
+    assert "nothing was running" in run_cli(home, "down").stdout
+
+
+def _ingestion(home: Path, store) -> None:
+    """test_ingestion_e2e.test_poll_twice_then_change_and_remove, on the topology."""
+    with serve_site(Site()) as site:
+        items = _items(site, TOPICS)
+        _publish(site, items)
+        feed = f"{site.base}/feed.xml"
+        run_cli(home, "feeds", "add", feed)
+
+        run_cli(home, "poll")
+        first = _documents(store, site.base)
+        assert set(first) == {f"{t}.html" for t in TOPICS}
+        stats = cli_json(home, "stats")
+        assert stats["documents"] == 4 and stats["chunks"] >= 4 and stats["dead_letters"] == 0
+        (feed_stats,) = stats["feeds"]
+        assert feed_stats["url"] == feed and feed_stats["last_poll"] and feed_stats["last_error"] is None
+
+        hits = cli_json(home, "search", "saxophone report", "--k", "3")
+        assert hits[0]["url"].endswith("/posts/saxophone.html")
+        assert "cookies" not in " ".join(h["text"] for h in hits).lower()
+
+        # the second poll indexes nothing and fetches no article again
+        article_hits = site.hits["/posts/volcano.html"]
+        run_cli(home, "poll")
+        assert _documents(store, site.base) == first
+        assert site.hits["/posts/volcano.html"] == article_hits
+
+        # change one item, remove another
+        site.put("/posts/glacier.html", article_html("All about glaciers, revised", topic_paragraphs("iceberg", seed=9)))
+        items[2] = {**items[2], "title": "All about glaciers, revised"}
+        _publish(site, [i for i in items if i["guid"] != "guid-satellite"])
+        run_cli(home, "poll")
+        after = _documents(store, site.base)
+        assert set(after) == {"volcano.html", "saxophone.html", "glacier.html"}
+        assert after["glacier.html"]["content_hash"] != first["glacier.html"]["content_hash"]
+        assert after["volcano.html"] == first["volcano.html"]
+        hits = cli_json(home, "search", "iceberg report", "--k", "10")
+        glacier_chunks = [h for h in hits if h["url"].endswith("/posts/glacier.html")]
+        assert glacier_chunks and all("iceberg" in h["text"] for h in glacier_chunks)
+        assert not [h for h in cli_json(home, "search", "satellite", "--k", "10") if "satellite.html" in h["url"]]
+        stats = cli_json(home, "stats")
+        assert stats["documents"] == 3
+        assert stats["chunks"] == sum(d["chunk_count"] for d in after.values())
+
+        # a file that has no main text is a dead letter, visible in stats
+        empty = home.parent / "empty.html"
+        empty.write_text("<html><body><nav>menu</nav><script>x()</script></body></html>")
+        assert run_cli(home, "ingest", str(empty), check=False).returncode == 1
+        stats = cli_json(home, "stats")
+        assert stats["dead_letters"] == 1 and stats["documents"] == 3
+        (letter,) = stats["recent_dead_letters"]
+        assert letter["subscription"] == "cleaner.document-fetched" and "no main text" in letter["error"]
+
+
+def _questions(home: Path, gateway: str) -> None:
+    """test_query_e2e's answered-at-once and unanswerable questions, through the gateway over HTTP."""
+    with serve_corpus(port=0) as base:
+        run_cli(home, "feeds", "add", f"{base}/feed.xml")
+        run_cli(home, "poll", "--feed", f"{base}/feed.xml")
+    run_cli(home, "ingest", str(CORPUS / "docs"))
+    stats = cli_json(home, "stats")
+    assert stats["documents"] == 3 + 12 and stats["dead_letters"] == 1
+
+    with urllib.request.urlopen(f"{gateway}/healthz", timeout=30) as response:
+        assert json.loads(response.read())["runtime"] == "gcp"
+
+    status, record = _post(gateway, {"query": ANSWERED_AT_ONCE, "wait_s": 90})
+    assert status == 200 and record["outcome"] == "answered"
+    assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "accept"
+    assert record["citations"] and all(c["title"] and c["url"] and c["document_id"] for c in record["citations"])
+    assert record["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
+    assert "[1]" in record["answer"]
+
+    status, record = _post(gateway, {"query": UNANSWERABLE, "wait_s": 90})
+    assert status == 200 and record["outcome"] == "not_answerable"
+    assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "abstain"
+    assert record["citations"] == [] and "not" in record["answer"].lower()
+
+    # `ragbus ask` on the same topology reads the same query state
+    asked = json.loads(run_cli(home, "ask", ANSWERED_AT_ONCE, "--json").stdout)
+    assert asked["outcome"] == "answered"
+    assert asked["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
