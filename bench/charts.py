@@ -42,18 +42,27 @@ def latency_by_stage(results: dict, out: Path) -> None:
 
 
 def quality_by_config(results: dict, out: Path) -> None:
-    rows = [(r["name"], r["ndcg@10"], "retrieval") for r in results["retrieval"] if "sample" not in r["name"]]
-    rows += [(r["name"], r["ndcg@10"], "pipeline") for r in results.get("pipeline", {}).get("rows", [])]
-    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.2))
-    colors = ["tab:blue" if kind == "retrieval" else "tab:orange" for _, _, kind in rows]
-    ax.barh(range(len(rows)), [v for _, v, _ in rows], color=colors)
-    ax.set_yticks(range(len(rows)), [n for n, _, _ in rows], fontsize=8)
-    ax.invert_yaxis()
-    for i, (_, v, _) in enumerate(rows):
-        ax.text(v + 0.005, i, f"{v:.3f}", va="center", fontsize=8)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("nDCG@10 (blue: all queries, retrieval only; orange: full pipeline on the sample)")
-    ax.set_title("fitz-gov (synthetic) retrieval quality by configuration")
+    panels = [("all 2,235 queries, retrieval only",
+               [(r["name"], r["ndcg@10"], "tab:blue") for r in results["retrieval"] if "sample" not in r["name"]])]
+    if results.get("pipeline"):
+        sample = results["pipeline"]["sample"]["answerable"]
+        panels.append((f"the {sample}-query pipeline sample",
+                       [(r["name"].replace(" (pipeline sample)", ""), r["ndcg@10"], "tab:blue")
+                        for r in results["retrieval"] if "sample" in r["name"]]
+                       + [(r["name"], r["ndcg@10"], "tab:orange") for r in results["pipeline"]["rows"]]))
+    heights = [len(rows) for _, rows in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 0.32 * sum(heights) + 1.8),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (title, rows) in zip(axes[:, 0], panels, strict=True):
+        ax.barh(range(len(rows)), [v for _, v, _ in rows], color=[c for _, _, c in rows])
+        ax.set_yticks(range(len(rows)), [n for n, _, _ in rows], fontsize=8)
+        ax.invert_yaxis()
+        for i, (_, v, _) in enumerate(rows):
+            ax.text(v + 0.005, i, f"{v:.3f}", va="center", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.set_title(title, fontsize=9)
+    axes[-1, 0].set_xlabel("nDCG@10 (blue: retrieval only; orange: full query loop)")
+    fig.suptitle("fitz-gov (synthetic) retrieval quality by configuration")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)

@@ -48,6 +48,7 @@ from shared.eval.report import perf_markdown  # noqa: E402
 from shared.eval.runner import machine  # noqa: E402
 
 DIM = 384
+SECTIONS = ("ingest", "bus", "query", "search", "ann", "memory")
 
 
 def _pct(values, q) -> float:
@@ -199,40 +200,59 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-1m", action="store_true", help="no 1M-chunk ANN run")
+    parser.add_argument("--m-1m", type=int, default=32, help="HNSW M at 1M (the index's default is 32)")
+    parser.add_argument("--efc-1m", type=int, default=80, help="HNSW efConstruction at 1M (index default 80)")
+    parser.add_argument("--ann-sizes", type=int, nargs="*", default=None, help="override the ANN sizes")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "perf_results.json")
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, default=None,
+                        help="run only these sections and merge them into --out (the rest are kept)")
     args = parser.parse_args()
+    only = set(args.only or SECTIONS)
     logging.basicConfig(level=logging.WARNING)
     quick = args.quick
     started = time.perf_counter()
-    timings: dict[str, float] = {}
 
     def say(msg: str) -> None:
         print(f"[{time.perf_counter() - started:7.1f}s] {msg} (load {os.getloadavg()[0]:.2f})", file=sys.stderr,
               flush=True)
 
-    results: dict = {"machine": machine(), "quick": quick}
+    results: dict = json.loads(args.out.read_text()) if args.only and args.out.exists() else {}
+    results.update({"machine": machine(), "quick": quick})
+    results.setdefault("timings_s", {})
+    results.setdefault("load_average", {})
 
     def timed(name: str, fn, *a, **kw):
         say(f"{name}...")
         t0 = time.perf_counter()
+        load_before = os.getloadavg()[0]
         value = fn(*a, **kw)
-        timings[name] = round(time.perf_counter() - t0, 1)
+        results["timings_s"][name] = round(time.perf_counter() - t0, 1)
+        results["load_average"][name] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         return value
 
-    results["ingest"] = timed("ingest", ias.bench_ingest, docs=20 if quick else 80, paragraphs=6)
-    results["bus"] = timed("bus", ias.bench_bus, 200 if quick else 1000)
-    chunks = 2_000 if quick else 10_000
-    rounds = 1 if quick else 3
-    results["query_tracing_off"] = timed("query latency, tracing off", query_latency, False, chunks, rounds)
-    results["query_tracing_on"] = timed("query latency, tracing on", query_latency, True, chunks, rounds)
-    sizes = [10_000] if quick else [10_000, 100_000]
-    results["search"] = timed("HybridIndex search", ias.bench_search, sizes, queries=50 if quick else 200,
-                              ann_sizes=set(sizes))
-    ann_sizes = [10_000] if quick else [10_000, 100_000] + ([] if args.skip_1m else [1_000_000])
-    results["ann"] = [timed(f"ANN {n:,}", ann_bench, n, 100 if quick else 200, (64, 128, 256, 512))
-                      for n in ann_sizes]
-    results["memory"] = timed("memory", memory_per_100k, quick)
-    results["timings_s"] = timings
+    if "ingest" in only:
+        results["ingest"] = timed("ingest", ias.bench_ingest, docs=20 if quick else 80, paragraphs=6)
+    if "bus" in only:
+        results["bus"] = timed("bus", ias.bench_bus, 200 if quick else 1000)
+    if "query" in only:
+        chunks = 2_000 if quick else 10_000
+        rounds = 1 if quick else 3
+        results["query_tracing_off"] = timed("query latency, tracing off", query_latency, False, chunks, rounds)
+        results["query_tracing_on"] = timed("query latency, tracing on", query_latency, True, chunks, rounds)
+    if "search" in only:
+        sizes = [10_000] if quick else [10_000, 100_000]
+        results["search"] = timed("HybridIndex search", ias.bench_search, sizes, queries=50 if quick else 200,
+                                  ann_sizes=set(sizes))
+    if "ann" in only:
+        ann_sizes = args.ann_sizes or (
+            [10_000] if quick else [10_000, 100_000] + ([] if args.skip_1m else [1_000_000]))
+        rows = [timed(f"ANN {n:,}", ann_bench, n, 100 if quick or n >= 1_000_000 else 200, (64, 128, 256, 512),
+                      **({"m": args.m_1m, "ef_construction": args.efc_1m} if n >= 1_000_000 else {}))
+                for n in ann_sizes]
+        kept = [a for a in results.get("ann", []) if a["chunks"] not in ann_sizes]
+        results["ann"] = sorted(kept + rows, key=lambda a: a["chunks"])
+    if "memory" in only:
+        results["memory"] = timed("memory", memory_per_100k, quick)
     results["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     results["table"] = table(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -242,13 +262,33 @@ def main() -> None:
 
 
 def table(r: dict) -> list[dict]:
+    """One row per figure, from whichever sections ``r`` holds."""
     rows: list[dict] = []
+    if "ingest" in r:
+        _ingest_rows(r, rows)
+    if "bus" in r:
+        rows.append({"what": f"bus hop publish -> handler, p50 / p99 ({r['bus']['messages']} messages)",
+                     "value": f"{r['bus']['p50_ms']:.2f} / {r['bus']['p99_ms']:.2f} ms"})
+    if "query_tracing_on" in r:
+        _query_rows(r, rows)
+    for s in r.get("search", []):
+        rows.append({"what": f"HybridIndex search {s['chunks']:,} chunks, {s['dense']}, {s['mode']}: p50 / p95",
+                     "value": f"{s['p50']:.1f} / {s['p95']:.1f} ms"})
+    for a in r.get("ann", []):
+        _ann_rows(a, rows)
+    if "memory" in r:
+        _memory_rows(r["memory"], rows)
+    return rows
+
+
+def _ingest_rows(r: dict, rows: list[dict]) -> None:
     ing = r["ingest"]
     rows.append({"what": f"ingestion: pipeline vs embedder-only ({ing['documents']} docs, {ing['chunks']} chunks; "
                  f"{ing['pipeline_cps']:.1f} vs {ing['embed_cps']:.1f} chunks/s)",
                  "value": f"{ing['pipeline_cps'] / ing['embed_cps']:.2f}", "target": ">= 0.85"})
-    rows.append({"what": f"bus hop publish -> handler, p50 / p99 ({r['bus']['messages']} messages)",
-                 "value": f"{r['bus']['p50_ms']:.2f} / {r['bus']['p99_ms']:.2f} ms"})
+
+
+def _query_rows(r: dict, rows: list[dict]) -> None:
     off, on = r["query_tracing_off"], r["query_tracing_on"]
     for label, name in (("no_refinement", "max_iterations=0"), ("default", "default settings (up to 2 refinements)")):
         for tr, res in (("tracing off", off), ("tracing on", on)):
@@ -258,25 +298,25 @@ def table(r: dict) -> list[dict]:
                          "target": "p50 <= 150 ms" if label == "no_refinement" else ""})
         rows.append({"what": f"tracing overhead, {name} (p50 on / off)",
                      "value": f"{on[label]['pipeline_p50'] / off[label]['pipeline_p50']:.2f}x"})
-    for s in r["search"]:
-        rows.append({"what": f"HybridIndex search {s['chunks']:,} chunks, {s['dense']}, {s['mode']}: p50 / p95",
-                     "value": f"{s['p50']:.1f} / {s['p95']:.1f} ms"})
-    for a in r["ann"]:
-        rows.append({"what": f"dense search {a['chunks']:,} random unit vectors, exact numpy: p50 / p95",
-                     "value": f"{a['exact_p50_ms']:.1f} / {a['exact_p95_ms']:.1f} ms",
-                     "target": "1M: p50 <= 20 ms" if a["chunks"] == 1_000_000 else ""})
-        for h in a["hnsw"]:
-            rows.append({"what": f"dense search {a['chunks']:,}, faiss HNSW (M={a['hnsw_m']}, efSearch={h['ef_search']}, "
-                         f"build {a['hnsw_build_s']:.0f}s): p50 / p95, recall@10",
-                         "value": f"{h['p50_ms']:.2f} / {h['p95_ms']:.2f} ms, {h['recall@10']:.3f}",
-                         "target": "1M: p50 <= 20 ms, recall >= 0.95" if a["chunks"] == 1_000_000 else ""})
-    mem = r["memory"]
+
+
+def _ann_rows(a: dict, rows: list[dict]) -> None:
+    rows.append({"what": f"dense search {a['chunks']:,} random unit vectors, exact numpy: p50 / p95",
+                 "value": f"{a['exact_p50_ms']:.1f} / {a['exact_p95_ms']:.1f} ms",
+                 "target": "1M: p50 <= 20 ms" if a["chunks"] == 1_000_000 else ""})
+    for h in a["hnsw"]:
+        rows.append({"what": f"dense search {a['chunks']:,}, faiss HNSW (M={a['hnsw_m']}, efSearch={h['ef_search']}, "
+                     f"build {a['hnsw_build_s']:.0f}s): p50 / p95, recall@10",
+                     "value": f"{h['p50_ms']:.2f} / {h['p95_ms']:.2f} ms, {h['recall@10']:.3f}",
+                     "target": "1M: p50 <= 20 ms, recall >= 0.95" if a["chunks"] == 1_000_000 else ""})
+
+
+def _memory_rows(mem: dict, rows: list[dict]) -> None:
     rows.append({"what": f"memory per 100k chunks, RSS growth loading the snapshot (measured at {mem['chunks']:,}; "
                  f"raw vectors {mem['vector_array_mb_per_100k']:.0f} MB), exact / HNSW",
                  "value": f"{mem['per_100k']['exact']:.0f} / {mem['per_100k']['hnsw']:.0f} MB"})
     rows.append({"what": "SQLite chunks.db per 100k chunks (on disk)",
                  "value": f"{mem['sqlite_mb'] * 100_000 / mem['chunks']:.0f} MB"})
-    return rows
 
 
 if __name__ == "__main__":
