@@ -111,10 +111,6 @@ def _session(allow_loopback: bool = False, *, embedded_only: str | None = None) 
     return Session(settings, build_deps(settings), None)
 
 
-def _settings(allow_loopback: bool = False) -> Settings:
-    return _session(allow_loopback, embedded_only="this command").settings
-
-
 def _consumers(stages: tuple[str, ...] | None) -> list[Consumer]:
     return [c for c in CONSUMERS if stages is None or c.stage in stages]
 
@@ -449,9 +445,9 @@ def trace_cmd(
     """The waterfall of one query: every stage of every iteration, with durations and grades."""
     from shared.waterfall import render
 
-    settings = _settings()
-    store = _span_store(settings)
-    record = _session().deps.state.get(collections.QUERIES, query_id)
+    session = _session()
+    store = _span_store(session.settings)
+    record = session.deps.state.get(collections.QUERIES, query_id)
     trace_id = (record or {}).get("trace_id") or store.trace_of_query(query_id) or query_id
     spans = store.spans_of_trace(trace_id)
     if not spans:
@@ -471,7 +467,7 @@ def traces_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List traced queries: most recent first, or the slowest with --slow."""
-    rows = _span_store(_settings()).slowest_queries(limit, order="duration" if slow else "recent")
+    rows = _span_store(_session().settings).slowest_queries(limit, order="duration" if slow else "recent")
     if as_json:
         _print_json(rows)
         return

@@ -51,6 +51,13 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r} is not a number") from exc
 
 
+def _fraction(env: dict[str, str], name: str, default: float) -> float:
+    value = _float(env, name, default)
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name}={value} must be between 0 and 1")
+    return value
+
+
 @dataclass(frozen=True)
 class GradeThresholds:
     """From the reference grader: accept when all hold and the contexts are grounded."""
@@ -178,6 +185,11 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         vertex_endpoint=env.get("RAGBUS_VERTEX_ENDPOINT") or None,
         vertex_deployed_index=env.get("RAGBUS_VERTEX_DEPLOYED_INDEX") or None,
         query_ttl_days=_int(env, "RAGBUS_QUERY_TTL_DAYS", 30, 1),
+        thresholds=GradeThresholds(
+            overall=_fraction(env, "RAGBUS_MIN_SCORE", 0.6),
+            relevance=_fraction(env, "RAGBUS_MIN_RELEVANCE", 0.65),
+            completeness=_fraction(env, "RAGBUS_MIN_COMPLETENESS", 0.55),
+        ),
     )
 
 

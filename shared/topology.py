@@ -297,7 +297,9 @@ def up(
         servers: dict[str, StageServer] = {}
         for n, stage in enumerate(stages):
             port = base_port + n if base_port else emulators.free_port()
-            server = start_server(stage, stage_command(stage, port, python=python), port, env, log_dir)
+            # one service name per stage, so a trace shows which process ran each span
+            stage_process_env = {**env, "OTEL_SERVICE_NAME": env.get("OTEL_SERVICE_NAME") or f"ragbus-{stage}"}
+            server = start_server(stage, stage_command(stage, port, python=python), port, stage_process_env, log_dir)
             servers[stage] = server
             started.append(server)
         wait_until_answering(list(servers.values()), startup_timeout_s)

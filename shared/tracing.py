@@ -12,6 +12,7 @@ tree. Model calls get spans named by the OpenTelemetry GenAI conventions.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -249,7 +250,8 @@ def tracer_provider(service_name: str = "ragbus") -> TracerProvider:
         current = trace.get_tracer_provider()
         if isinstance(current, TracerProvider):
             return current
-        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        name = os.environ.get("OTEL_SERVICE_NAME") or os.environ.get("K_SERVICE") or service_name
+        provider = TracerProvider(resource=Resource.create({"service.name": name}))
         trace.set_tracer_provider(provider)
         return provider
 

@@ -49,6 +49,8 @@ class SqliteSpanStore(SpanExporter):
         for span in spans:
             ctx = span.get_span_context()
             attributes = {k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()}
+            if span.resource is not None and "service.name" in span.resource.attributes:
+                attributes.setdefault("service.name", span.resource.attributes["service.name"])
             rows.append((
                 _hex(ctx.trace_id, 32),
                 _hex(ctx.span_id, 16),
