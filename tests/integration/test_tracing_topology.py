@@ -1,0 +1,59 @@
+"""One trace per query across processes: the emulator topology, one OS process per stage."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from shared import emulators, topology
+from shared.adapters.local.spans import SqliteSpanStore
+from shared.demo import CORPUS
+from tests.support import run_cli
+
+pytestmark = pytest.mark.skipif(
+    any(emulators.emulators_available().values()),
+    reason=f"emulators not installed: {emulators.emulators_available()}",
+)
+
+
+def test_a_query_refined_twice_is_one_trace_across_the_stage_processes(tmp_path):
+    home = tmp_path / "home"
+    # a grader this strict refines whatever it finds: two refinements, then out of iterations
+    strict = {"RAGBUS_MIN_SCORE": "0.999", "RAGBUS_MIN_RELEVANCE": "0.999", "RAGBUS_MIN_COMPLETENESS": "0.999"}
+    topology.up(home, stage_env=strict)
+    try:
+        run_cli(home, "ingest", str(CORPUS / "docs"), str(CORPUS / "site" / "articles"), timeout=300)
+        record = json.loads(run_cli(home, "ask", "How do retries work?",
+                                    "--json", "--top-k", "5", "--max-iterations", "2", check=False,
+                                    timeout=300).stdout)
+        assert record["status"] == "answered", record.get("error")
+        store = SqliteSpanStore(home / "traces.db")
+        deadline = time.monotonic() + 30  # each process exports its spans in batches
+        spans: list[dict] = []
+        while time.monotonic() < deadline:
+            spans = store.spans_of_trace(record["trace_id"])
+            if any(s["name"] == "synthesizer.query-graded process"
+                   and "rag.answered_from_iteration" in s["attributes"] for s in spans):
+                break
+            time.sleep(0.5)
+    finally:
+        topology.down(home)
+
+    services = {s["attributes"].get("service.name") for s in spans}
+    assert {"ragbus-transformer", "ragbus-retriever", "ragbus-grader", "ragbus-synthesizer"} <= services
+    by_id = {s["span_id"]: s for s in spans}
+    roots = [s for s in spans if s["parent_id"] not in by_id]
+    assert [r["name"] for r in roots] == ["gateway submit"]  # one tree, rooted at the request
+    for span in spans:
+        if span["kind"] == "CONSUMER":  # received in one process, parented by a publish in another
+            parent = by_id[span["parent_id"]]
+            assert parent["kind"] == "PRODUCER"
+            assert parent["attributes"]["service.name"] != span["attributes"]["service.name"]
+    graded = sorted((s for s in spans if s["name"] == "grader.contexts-retrieved process"),
+                    key=lambda s: s["attributes"]["rag.iteration"])
+    decisions = [(it["iteration"], it.get("decision")) for it in record["iterations"]]
+    assert [s["attributes"]["rag.iteration"] for s in graded] == [0, 1, 2], decisions
+    assert [s["attributes"]["rag.decision"] for s in graded] == ["refine", "refine", "exhausted"]
+    assert len(record["iterations"]) == 3
