@@ -78,7 +78,7 @@ def grader_roc(results: dict, out: Path) -> None:
     ax.scatter([c["fpr"]], [c["tpr"]], color="tab:red", zorder=3, label=f"configured {c['threshold']:.2f}")
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
-    ax.set_title("Grader: first-iteration score vs relevant context retrieved")
+    ax.set_title("Grader score vs relevant passage retrieved\n(first iteration, fitz-gov sample)", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
