@@ -61,8 +61,19 @@ def index_document(
     state: StateStore,
     publisher: Publisher,
     clock: Clock,
-) -> DocumentIndexed:
-    """Chunk, embed and index one cleaned document; announce it."""
+) -> DocumentIndexed | None:
+    """Chunk, embed and index one cleaned document; announce it.
+
+    A message for a version the ledger has already moved past (a redelivered or
+    late message about content the source has since changed) is skipped, so an
+    older version can never replace a newer one, whatever the delivery order.
+    """
+    claim = state.get(collections.PROCESSED_ITEMS, message.document_id)
+    if claim and claim.get("item_hash") and claim["item_hash"] != message.content_hash:
+        log.info("%s: skipping version %s, the current one is %s", message.document_id,
+                 message.content_hash[:12], str(claim["item_hash"])[:12])
+        annotate(skipped="stale version")
+        return None
     record = state.get(collections.DOCUMENTS, message.document_id)
     if _already_indexed(record, message, index):
         log.info("%s: already indexed at %s, announcing again", message.document_id, message.content_hash[:12])

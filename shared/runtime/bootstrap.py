@@ -23,9 +23,10 @@ class LocalSystem:
 
 
 def _embedder(settings: Settings):
+    from shared.adapters.local.coalescing import CoalescingEmbedder
     from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 
-    return OnnxMiniLMEmbedder()
+    return CoalescingEmbedder(OnnxMiniLMEmbedder())
 
 
 def _index(settings: Settings, embedder_dimension: int = 384):

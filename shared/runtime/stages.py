@@ -41,7 +41,8 @@ class Consumer:
 CONSUMERS: tuple[Consumer, ...] = (
     Consumer("feed_poller", topics.FEED_POLL_REQUESTED, "services.feed_poller.handler:handle"),
     Consumer("cleaner", topics.DOCUMENT_FETCHED, "services.cleaner.handler:handle", workers=2),
-    Consumer("indexer", topics.DOCUMENT_CLEANED, "services.indexer.handler:handle"),
+    # several indexer workers let their embedding calls coalesce into larger batches
+    Consumer("indexer", topics.DOCUMENT_CLEANED, "services.indexer.handler:handle", workers=3),
     Consumer("indexer", topics.DOCUMENT_DELETED, "services.indexer.handler:handle"),
     Consumer("transformer", topics.QUERY_SUBMITTED, "services.transformer.handler:handle", workers=2),
     Consumer("transformer", topics.QUERY_GRADED, "services.transformer.handler:handle", workers=2),

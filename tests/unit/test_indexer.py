@@ -190,3 +190,16 @@ def test_other_messages_are_refused():
     world = World()
     with pytest.raises(InvalidInput, match="DocumentIndexed"):
         handle(DocumentIndexed(document_id="d", content_hash="h", chunk_ids=[]), world.deps)
+
+
+def test_a_late_message_about_an_older_version_never_replaces_the_current_one():
+    world = World()
+    old = world.cleaned("doc-a", _body("glacier"))
+    new = world.cleaned("doc-a", _body("iceberg", n=3), title="Revised")
+    # the ledger says the source has moved on to the new version (the poller claimed it)
+    world.state.put(collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "item_hash": new.content_hash})
+    handle(new, world.deps)
+    handle(old, world.deps)  # late or redelivered message about the old version
+    assert all("iceberg" in c.text for c, _ in world.index.docs["doc-a"])
+    assert world.state.get(collections.DOCUMENTS, "doc-a")["content_hash"] == new.content_hash
+    assert [e.content_hash for e in world.publisher.of_type(DocumentIndexed)] == [new.content_hash]
