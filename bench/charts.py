@@ -89,14 +89,15 @@ def ann_tradeoff(perf: dict, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for a in perf["ann"]:
         ax.plot([h["p50_ms"] for h in a["hnsw"]], [h["recall@10"] for h in a["hnsw"]], marker="o",
-                label=f"HNSW {a['chunks']:,} (exact p50 {a['exact_p50_ms']:.1f} ms)")
+                label=f"{a.get('distribution', 'random')} {a['chunks']:,}, M={a['hnsw_m']} "
+                      f"(exact p50 {a['exact_p50_ms']:.0f} ms)")
         for h in a["hnsw"]:
             ax.annotate(str(h["ef_search"]), (h["p50_ms"], h["recall@10"]), fontsize=7)
     ax.axhline(0.95, linestyle=":", color="grey")
     ax.set_xscale("log")
     ax.set_xlabel("p50 ms per query (log)")
     ax.set_ylabel("recall@10 vs exact")
-    ax.set_title("faiss HNSW on random unit vectors (labels: efSearch)")
+    ax.set_title("faiss HNSW on synthetic vectors, recall vs exact (labels: efSearch)", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
