@@ -65,8 +65,16 @@ def machine() -> dict[str, Any]:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         pass
+    commit = None
+    try:
+        import subprocess
+
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                timeout=5, cwd=Path(__file__).resolve().parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass  # not a git checkout: the date identifies the run
     return {"cpus": os.cpu_count(), "memory_gib": mem_gib, "python": platform.python_version(),
-            "platform": platform.platform(), "load_average": load,
+            "platform": platform.platform(), "load_average": load, "git_commit": commit,
             "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
