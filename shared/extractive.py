@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -68,7 +69,16 @@ def tokenize(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-_STEMMER = snowballstemmer.stemmer("english")
+# A Snowball stemmer keeps its working string in the object: one per thread, or two
+# threads stemming at once corrupt each other ("string index out of range").
+_STEMMERS = threading.local()
+
+
+def _stemmer():
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 @functools.lru_cache(maxsize=65536)
@@ -78,7 +88,7 @@ def stem(word: str) -> str:
     w = word.lower().strip(".-_").removesuffix("'s")
     if not w.isalpha():
         return w  # "bm25", "k1", "10/8": identifiers are compared as they are
-    return _STEMMER.stemWord(w)
+    return _stemmer().stemWord(w)
 
 
 def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:

@@ -142,3 +142,31 @@ def test_the_same_input_gives_the_same_output():
     contexts = _contexts(CORPUS[1].text, CORPUS[2].text)
     assert first.grade(question, contexts) == second.grade(question, contexts)
     assert first.synthesize(question, contexts, language="en") == second.synthesize(question, contexts, language="en")
+
+
+def test_stemming_is_safe_from_many_threads():
+    import threading
+
+    from shared.extractive import stem
+
+    words = [f"{w}{n}ing" for n in range(300) for w in ("saturat", "retri", "index", "polic")]
+    words = ["".join(ch for ch in w if ch.isalpha()) + "x" * (i % 7) for i, w in enumerate(words)]
+    stem.cache_clear()  # make every call reach the stemmer
+    expected = {}
+    errors = []
+
+    def work():
+        try:
+            for w in words:
+                stem.cache_clear()
+                expected.setdefault(w, stem(w))
+                assert stem(w) == expected[w]
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
