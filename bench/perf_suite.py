@@ -32,7 +32,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -69,10 +68,7 @@ def _rss_mb() -> float:
 def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
     """In a fresh process: the bundled corpus + distractors up to ``chunks``; p50/p95 per variant."""
     from shared.config import load_settings
-    from shared.demo import CORPUS, serve_corpus
-    from shared.feeds import add_feed
-    from shared.file_ingest import ingest_path
-    from shared.messages import FeedPollRequested
+    from shared.demo import serve_corpus, submit_sample_corpus
     from shared.query_api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
@@ -84,9 +80,7 @@ def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
     system = build_local(settings)
     deps = system.deps
     with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
-        add_feed(deps.state, f"{base}/feed.xml", allow_loopback=True, now=deps.clock.now())
-        deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, requested_at=deps.clock.now()))
-        ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+        submit_sample_corpus(deps, base)
         runtime.wait_idle(600)
         real = deps.index.count_chunks()
         ql.add_distractors(deps.index, max(0, chunks - real), deps.embedder.dimension)

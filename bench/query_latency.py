@@ -25,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -34,10 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.config import load_settings  # noqa: E402
-from shared.demo import CORPUS, serve_corpus  # noqa: E402
-from shared.feeds import add_feed  # noqa: E402
-from shared.file_ingest import ingest_path  # noqa: E402
-from shared.messages import FeedPollRequested  # noqa: E402
+from shared.demo import serve_corpus, submit_sample_corpus  # noqa: E402
 from shared.ports import Chunk, Transformation  # noqa: E402
 from shared.query_api import submit_query, wait_for_query  # noqa: E402
 from shared.runtime.bootstrap import build_local  # noqa: E402
@@ -117,9 +113,7 @@ def main() -> None:
     system = build_local(settings)
     deps = system.deps
     with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
-        add_feed(deps.state, f"{base}/feed.xml", allow_loopback=True, now=deps.clock.now())
-        deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, requested_at=deps.clock.now()))
-        ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+        submit_sample_corpus(deps, base)
         runtime.wait_idle(600)
         real = deps.index.count_chunks()
         add_distractors(deps.index, max(0, args.chunks - real), deps.embedder.dimension)

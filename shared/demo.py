@@ -79,11 +79,24 @@ def serve_corpus(port: int = DEMO_PORT) -> Iterator[str]:
         server.server_close()
 
 
+def submit_sample_corpus(deps, base: str) -> str:
+    """Register the sample feed served at ``base``, request a poll of it and ingest the
+    sample documents; return the feed URL. The stages running somewhere do the rest."""
+    from shared.feeds import add_feed, list_feeds
+    from shared.file_ingest import ingest_path
+
+    feed_url = f"{base}/feed.xml"
+    if not any(f["url"] == feed_url for f in list_feeds(deps.state)):
+        add_feed(deps.state, feed_url, allow_loopback=True, now=deps.clock.now())
+    deps.publisher.publish(FeedPollRequested(
+        request_id=uuid.uuid4().hex, feed_urls=[feed_url], requested_at=deps.clock.now()))
+    ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+    return feed_url
+
+
 def run_demo(console: Console, *, serve_after: bool = False, port: int = 8080) -> None:
     from shared import collections
     from shared.cli import _wait_with_progress, print_answer
-    from shared.feeds import add_feed, list_feeds
-    from shared.file_ingest import ingest_path
     from shared.query_api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
@@ -94,14 +107,9 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int = 8080) -
     deps = system.deps
     console.print(f"[bold]ragbus demo[/] — data in {settings.home.resolve()}")
     with LocalRuntime(deps, system.bus) as runtime, serve_corpus() as base:
-        feed_url = f"{base}/feed.xml"
-        if not any(f["url"] == feed_url for f in list_feeds(deps.state)):
-            add_feed(deps.state, feed_url, allow_loopback=True, now=deps.clock.now())
         since = time.time() - 0.001
-        console.print(f"1. polling the sample feed {feed_url} and ingesting {CORPUS / 'docs'}")
-        deps.publisher.publish(FeedPollRequested(
-            request_id=uuid.uuid4().hex, feed_urls=[feed_url], requested_at=deps.clock.now()))
-        ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+        console.print(f"1. polling the sample feed {base}/feed.xml and ingesting {CORPUS / 'docs'}")
+        submit_sample_corpus(deps, base)
         _wait_with_progress(system, runtime, since, 600, "demo ingestion")
         console.print(f"   {deps.state.count(collections.DOCUMENTS)} documents, "
                       f"{deps.index.count_chunks()} chunks indexed\n")

@@ -12,10 +12,7 @@ import pytest
 
 from services.gateway.app import serve
 from shared.config import load_settings
-from shared.demo import CORPUS, QUESTIONS, serve_corpus
-from shared.feeds import add_feed
-from shared.file_ingest import ingest_path
-from shared.messages import FeedPollRequested
+from shared.demo import QUESTIONS, serve_corpus, submit_sample_corpus
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from tests.support import run_cli
@@ -30,9 +27,7 @@ def gateway(tmp_path_factory):
     system = build_local(settings)
     deps = system.deps
     with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
-        add_feed(deps.state, f"{base}/feed.xml", allow_loopback=True, now=deps.clock.now())
-        deps.publisher.publish(FeedPollRequested(request_id="e2e", requested_at=deps.clock.now()))
-        ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+        submit_sample_corpus(deps, base)
         assert runtime.wait_idle(300)
         server = serve(deps, "127.0.0.1", 0)
         try:
