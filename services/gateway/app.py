@@ -7,6 +7,7 @@ loop stays free to stream events to many watchers at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -261,14 +262,21 @@ class _Api:
 # ------------------------------------------------------------- parsing
 
 
+@functools.lru_cache(maxsize=4)
+def _span_store(path: str) -> Any:
+    """One reader per span store file, reused across requests (not one per request)."""
+    from shared.adapters.local.spans import SqliteSpanStore
+
+    return SqliteSpanStore(path)
+
+
 def query_trace(settings: Any, record: dict[str, Any]) -> dict[str, Any] | None:
     """``{trace_id, duration_ms, rows}`` of the query's trace, or None when none is stored here."""
-    from shared.adapters.local.spans import SqliteSpanStore
     from shared.waterfall import rows
 
     if not settings.traces_path.exists():
         return None
-    store = SqliteSpanStore(settings.traces_path)
+    store = _span_store(str(settings.traces_path))
     trace_id = record.get("trace_id") or store.trace_of_query(record["id"])
     spans = store.spans_of_trace(trace_id) if trace_id else []
     if not spans:

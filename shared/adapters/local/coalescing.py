@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,6 @@ class _Request:
     vectors: np.ndarray | None = None
     error: BaseException | None = None
     done: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class CoalescingEmbedder:
