@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 from shared.config import Settings
 from shared.tracing import add_exporter
@@ -79,3 +80,30 @@ def setup_telemetry(settings: Settings) -> None:
         metrics.set_meter_provider(MeterProvider(metric_readers=readers,
                                                  resource=Resource.create({"service.name": service})))
         log.info("metrics exported by %d reader(s)", len(readers))
+
+
+#: How long the end of an invocation may wait for exports. Cloud Functions (Cloud Run)
+#: throttles the CPU once the response is sent, so the background export threads may
+#: never run again; a bounded flush before returning gets the spans out without letting
+#: a slow exporter hold every invocation hostage.
+FLUSH_TIMEOUT_MS = 2_000
+
+
+def flush_telemetry(timeout_millis: int = FLUSH_TIMEOUT_MS) -> None:
+    """Export this process's pending spans and metrics now, waiting at most ``timeout_millis``.
+
+    Never raises: losing telemetry must not turn a handled message into a redelivery.
+    """
+    from opentelemetry import metrics, trace
+
+    deadline = time.monotonic() + timeout_millis / 1000
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        flush = getattr(provider, "force_flush", None)
+        if flush is None:  # the API's no-op providers: nothing was recorded
+            continue
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))  # one budget for both
+        try:
+            if not flush(timeout_millis=left_ms):
+                log.warning("%s did not finish exporting within %d ms", type(provider).__name__, left_ms)
+        except Exception:  # noqa: BLE001 - see above
+            log.warning("flushing %s failed", type(provider).__name__, exc_info=True)

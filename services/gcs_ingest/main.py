@@ -14,6 +14,7 @@ import functions_framework
 from services.gcs_ingest.handler import on_object_deleted, on_object_finalized
 from shared.errors import PermanentError
 from shared.runtime.functions import function_deps
+from shared.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.gcs_ingest")
 
@@ -24,6 +25,8 @@ def _run(handler, event) -> None:
         handler(event.data or {}, state=deps.state, publisher=deps.publisher, clock=deps.clock)
     except PermanentError as exc:
         log.error("dropping %s event %s: %s", event["type"], event["id"], exc)
+    finally:
+        flush_telemetry()  # before returning: after the response the CPU is throttled
 
 
 @functions_framework.cloud_event

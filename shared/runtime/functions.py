@@ -24,6 +24,7 @@ from shared.messages import MESSAGE_TYPES
 from shared.runtime.deps import Deps
 from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
 from shared.runtime.stages import Consumer, consumers_of
+from shared.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.functions")
 
@@ -73,6 +74,12 @@ def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> 
     max_age = timedelta(seconds=float(os.environ.get("RAGBUS_EVENT_MAX_AGE_S", "86400")))
 
     def handle_event(event: Any) -> None:
+        try:
+            _handle_event(event)
+        finally:
+            flush_telemetry()  # before returning: after the response the CPU is throttled
+
+    def _handle_event(event: Any) -> None:
         envelope: dict[str, Any] = event.data or {}
         message: dict[str, Any] = envelope.get("message") or {}
         data = base64.b64decode(message.get("data") or b"")
