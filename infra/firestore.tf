@@ -109,3 +109,34 @@ resource "google_firestore_field" "queries_expire_at" {
   ttl_config {}
   index_config {}
 }
+
+# Large fields are never filtered or ordered on: exempt them from Firestore's automatic
+# single-field indexes. An indexed field writes one index entry per array element and map
+# value (query records hold every iteration's contexts, chunks their text), which costs
+# writes and storage and caps an index entry at 1500 bytes. Keyed "<collection>.<field>".
+locals {
+  unindexed_fields = {
+    "queries.iterations"       = { collection = "queries", field = "iterations" }
+    "queries.events"           = { collection = "queries", field = "events" }
+    "queries.answer"           = { collection = "queries", field = "answer" }
+    "queries.answer_sentences" = { collection = "queries", field = "answer_sentences" }
+    "queries.citations"        = { collection = "queries", field = "citations" }
+    "queries.stages_done"      = { collection = "queries", field = "stages_done" }
+    "queries.model_fallbacks"  = { collection = "queries", field = "model_fallbacks" }
+    "queries.original_query"   = { collection = "queries", field = "original_query" }
+    "queries.current_query"    = { collection = "queries", field = "current_query" }
+    "chunks.text"              = { collection = "chunks", field = "text" }
+    "dead_letters.data"        = { collection = "dead_letters", field = "data" }
+    "dead_letters.error"       = { collection = "dead_letters", field = "error" }
+  }
+}
+
+resource "google_firestore_field" "unindexed" {
+  for_each   = local.unindexed_fields
+  database   = google_firestore_database.main.name
+  collection = each.value.collection
+  field      = each.value.field
+
+  # An empty index_config removes every single-field index of the field.
+  index_config {}
+}

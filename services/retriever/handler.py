@@ -45,6 +45,23 @@ RRF_K = 60  # the usual reciprocal-rank-fusion constant
 REWRITTEN_WEIGHT = 2.0  # the rewritten query is the whole question; a sub-query one aspect
 SUB_QUERY_WEIGHT = 1.0
 MAX_PARALLEL_SEARCHES = 6
+# The query record keeps every iteration's contexts, and Firestore refuses a document over
+# 1 MiB: at the API's limits (6 iterations x 50 contexts) a context gets about 3 KB. The
+# grader reads grade_context_chars (500) of each; the synthesizer quotes a chunk, which the
+# packaged embedder keeps near 1.2 KB, so only long chunks of a larger embedding model are cut.
+CONTEXT_TEXT_MAX_BYTES = 2000
+CONTEXT_TITLE_MAX_BYTES = 300
+CONTEXT_URL_MAX_BYTES = 500
+
+
+def clip_utf8(text: str | None, max_bytes: int) -> str | None:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a character."""
+    if text is None:
+        return None
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[:max_bytes].decode("utf-8", "ignore")
 
 
 def handle(message: Message, deps: Deps) -> None:
@@ -113,10 +130,10 @@ def fuse(results: list[QueryHits], top_k: int) -> list[dict]:
                 entry = fused[chunk.chunk_id] = {
                     "chunk_id": chunk.chunk_id,
                     "document_id": chunk.document_id,
-                    "title": chunk.title,
-                    "url": chunk.url,
+                    "title": clip_utf8(chunk.title, CONTEXT_TITLE_MAX_BYTES),
+                    "url": clip_utf8(chunk.url, CONTEXT_URL_MAX_BYTES),
                     "published": chunk.published,
-                    "text": chunk.text,
+                    "text": clip_utf8(chunk.text, CONTEXT_TEXT_MAX_BYTES),
                     "score": 0.0,
                     "index_score": float(hit.score),
                     "matched_by": [],

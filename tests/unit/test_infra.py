@@ -396,6 +396,23 @@ def test_query_records_expire_by_ttl():
     assert "ttl_config" in field
 
 
+def test_large_fields_are_exempt_from_single_field_indexes():
+    fields = _instances("google_firestore_field", "unindexed")
+    exempt = {(f["collection"], f["field"]) for f in fields.values()}
+    # the fields that grow with a query (iterations x contexts) or hold whole texts
+    assert {(collections.QUERIES, "iterations"), (collections.QUERIES, "events"),
+            (collections.QUERIES, "answer"), (collections.QUERIES, "citations"),
+            ("chunks", "text"), (collections.DEAD_LETTERS, "data")} <= exempt
+    for field in fields.values():
+        # an empty index_config is what removes the automatic indexes
+        assert field["index_config"] == [{}], field
+    # no exempt field is one the code filters or orders on
+    filtered = {("processed_items", "feed_url"), ("processed_items", "source"), ("queries", "status"),
+                ("queries", "created_at"), ("queries", "deadline"), ("dead_letters", "subscription"),
+                ("dead_letters", "at"), ("index_documents", "indexed")}
+    assert not exempt & filtered
+
+
 def test_composite_indexes_name_real_collections():
     known = {collections.FEEDS, collections.PROCESSED_ITEMS, collections.DOCUMENTS,
              collections.QUERIES, collections.DEAD_LETTERS, "chunks"}

@@ -16,8 +16,11 @@ Keys are stored as document ids through an order-preserving, reversible
 encoding (``/`` is not allowed in an id), and the original key is kept in the
 field ``_ragbus_key`` (removed again when a document is read).
 
-Firestore-specific limits callers should know: a document is at most 1 MiB,
-arrays may not directly contain arrays, map keys may not be empty.
+Firestore-specific limits callers should know: a document is at most 1 MiB
+(:func:`document_size` computes it as Firestore does; a write over the limit is
+refused here with a :class:`PermanentError` naming the document, instead of the
+server's opaque INVALID_ARGUMENT), arrays may not directly contain arrays, map
+keys may not be empty.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.errors import ConfigError, RetryableError
+from shared.errors import ConfigError, PermanentError, RetryableError
 from shared.ports import Doc
 
 log = logging.getLogger("ragbus.firestore")
@@ -56,6 +59,40 @@ _TRANSIENT = (
 )
 _RESERVED_ID = re.compile(r"^__.*__$")
 _MAX_ID_BYTES = 1500
+#: Firestore's maximum document size (1 MiB), as :func:`document_size` counts it.
+MAX_DOCUMENT_BYTES = 1_048_576
+
+
+def _string_size(value: str) -> int:
+    return len(value.encode("utf-8")) + 1
+
+
+def _value_size(value: Any) -> int:
+    # https://cloud.google.com/firestore/docs/storage-size ("Field value size")
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, int | float | datetime):
+        return 8
+    if isinstance(value, str):
+        return _string_size(value)
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(_string_size(str(k)) + _value_size(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_value_size(v) for v in value)
+    return _string_size(str(value))
+
+
+def document_size(collection_id: str, doc_id: str, data: Mapping[str, Any]) -> int:
+    """The stored size of a top-level document, by Firestore's documented rules.
+
+    Document name: each collection and document id (UTF-8 bytes + 1) + 16; each
+    field: its name (UTF-8 bytes + 1) + its value (string UTF-8 bytes + 1,
+    number/timestamp 8, boolean/null 1, map: keys + values, array: values); + 32.
+    """
+    name = _string_size(collection_id) + _string_size(doc_id) + 16
+    return name + _value_size(data) + 32
 
 
 def encode_key(key: str) -> str:
@@ -162,8 +199,7 @@ class FirestoreStateStore:
     def _ref(self, collection: str, key: str) -> firestore.DocumentReference:
         return self.client.collection(self.collection_id(collection)).document(encode_key(key))
 
-    @staticmethod
-    def _stored(key: str, doc: Doc) -> Doc:
+    def _stored(self, collection: str, key: str, doc: Doc) -> Doc:
         if KEY_FIELD in doc:
             raise ValueError(f"field {KEY_FIELD!r} is reserved by the Firestore state store")
         stored = {**doc, KEY_FIELD: key}
@@ -171,6 +207,12 @@ class FirestoreStateStore:
             # Firestore's TTL policy reads timestamps only; ports speak ISO strings.
             if isinstance(stored.get(field), str):
                 stored[field] = datetime.fromisoformat(stored[field])
+        size = document_size(self.collection_id(collection), encode_key(key), stored)
+        if size > MAX_DOCUMENT_BYTES:
+            raise PermanentError(
+                f"Firestore document {collection}/{key} would be {size} bytes, over Firestore's "
+                f"{MAX_DOCUMENT_BYTES}-byte limit; not written"
+            )
         return stored
 
     @staticmethod
@@ -202,14 +244,14 @@ class FirestoreStateStore:
     def create(self, collection: str, key: str, doc: Doc) -> bool:
         with self._calling(f"create {collection}/{key}"):
             try:
-                self._ref(collection, key).create(self._stored(key, doc))
+                self._ref(collection, key).create(self._stored(collection, key, doc))
             except gexc.AlreadyExists:
                 return False
         return True
 
     def put(self, collection: str, key: str, doc: Doc) -> None:
         with self._calling(f"put {collection}/{key}"):
-            self._ref(collection, key).set(self._stored(key, doc))
+            self._ref(collection, key).set(self._stored(collection, key, doc))
 
     def delete(self, collection: str, key: str) -> bool:
         # The exists precondition makes the server say whether there was a document,
@@ -234,7 +276,7 @@ class FirestoreStateStore:
             new = fn(copy.deepcopy(current))
             if new is None:
                 return current
-            transaction.set(ref, self._stored(key, new))
+            transaction.set(ref, self._stored(collection, key, new))
             return copy.deepcopy(new)
 
         with self._calling(f"update {collection}/{key}"):
