@@ -32,6 +32,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from shared import collections
 from shared.config import Settings, load_settings
@@ -42,6 +43,7 @@ from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
 from shared.runtime.deps import Deps
 from shared.runtime.local import LocalRuntime
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
+from shared.terminal_text import dumps, markup, plain
 
 app = typer.Typer(
     help="ragbus: event-driven RAG. Feeds and files in, answers with citations out.",
@@ -116,12 +118,12 @@ def _consumers(stages: tuple[str, ...] | None) -> list[Consumer]:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {markup(message)}")
     return typer.Exit(code)
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def _wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float, timeout: float, label: str) -> bool:
@@ -201,7 +203,7 @@ def feeds_add(url: str, allow_loopback: AllowLoopback = False) -> None:
                         now=session.deps.clock.now())
     except RagbusError as exc:
         raise _fail(str(exc)) from None
-    console.print(f"added feed [bold]{feed['url']}[/]; run [bold]ragbus poll[/] to fetch it")
+    console.print(f"added feed [bold]{markup(feed['url'])}[/]; run [bold]ragbus poll[/] to fetch it")
 
 
 @feeds_app.command("list")
@@ -215,8 +217,9 @@ def feeds_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
         return
     table = Table("url", "last poll", "items", "status", "last error")
     for feed in feeds:
-        table.add_row(feed["url"], str(feed.get("last_poll") or "never"), str(feed.get("items") or 0),
-                      str(feed.get("last_status") or ""), str(feed.get("last_error") or ""))
+        table.add_row(*(Text(plain(cell)) for cell in (
+            feed["url"], feed.get("last_poll") or "never", feed.get("items") or 0,
+            feed.get("last_status") or "", feed.get("last_error") or "")))
     console.print(table)
 
 
@@ -259,8 +262,8 @@ def poll(
     failed = [f for f in feeds if f.get("last_error") and (not feed or f["url"] in feed)]
     for f in feeds:
         if not feed or f["url"] in feed:
-            status = f"[red]{f['last_error']}[/]" if f.get("last_error") else (f.get("last_status") or "ok")
-            console.print(f"{f['url']}: {status}")
+            status = f"[red]{markup(f['last_error'])}[/]" if f.get("last_error") else markup(f.get("last_status") or "ok")
+            console.print(f"{markup(f['url'])}: {status}")
     if dead:
         err.print(f"[red]{dead} message(s) could not be processed; see `ragbus stats`[/]")
     if failed or dead:
@@ -341,10 +344,10 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
     console.print(f"documents: {result['documents']}   chunks: {result['chunks']}   "
                   f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}")
     for feed in result["feeds"]:
-        console.print(f"  feed {feed['url']}: last poll {feed['last_poll'] or 'never'}"
-                      + (f", [red]error: {feed['last_error']}[/]" if feed["last_error"] else ""))
+        console.print(f"  feed {markup(feed['url'])}: last poll {markup(feed['last_poll'] or 'never')}"
+                      + (f", [red]error: {markup(feed['last_error'])}[/]" if feed["last_error"] else ""))
     for letter in result["recent_dead_letters"]:
-        console.print(f"  [red]dead letter[/] {letter['subscription']}: {letter['error']}")
+        console.print(f"  [red]dead letter[/] {markup(letter['subscription'])}: {markup(letter['error'])}")
 
 
 @app.command()
@@ -365,23 +368,25 @@ def search(
         _print_json(hits)
         return
     for n, hit in enumerate(hits, 1):
-        console.print(f"[bold]{n}. {hit['title']}[/] ({hit['score']:.3f}) {hit['url']}")
-        console.print("   " + hit["text"][:240].replace("\n", " "))
+        console.print(f"[bold]{n}. {markup(hit['title'])}[/] ({hit['score']:.3f}) {markup(hit['url'])}")
+        console.print("   " + markup(hit["text"][:240].replace("\n", " ")))
 
 
 def print_answer(record: dict[str, Any]) -> None:
     outcome = record.get("outcome") or record.get("status")
-    console.print(f"[bold]outcome:[/] {outcome}   [bold]iterations:[/] {len(record.get('iterations') or [])}")
+    console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.get('iterations') or [])}")
     for it in record.get("iterations") or []:
         grade = it.get("grade") or {}
         score = f"score {grade['score']:.2f}" if "score" in grade else "not graded"
-        console.print(f"  [{it.get('iteration')}] {it.get('query')!r} -> {score}, {it.get('decision') or ''}")
+        number = markup(f"[{it.get('iteration')}]")
+        console.print(f"  {number} {markup(repr(plain(it.get('query'))))} -> {score}, {markup(it.get('decision') or '')}")
     if record.get("error"):
-        console.print(f"[red]{record['error']}[/]")
+        console.print(f"[red]{markup(record['error'])}[/]")
     if record.get("answer"):
-        console.print(f"\n{record['answer']}\n")
+        console.print(f"\n{markup(record['answer'])}\n")
     for c in record.get("citations") or []:
-        console.print(f"  [{c.get('id')}] {c.get('title')} — {c.get('url')}")
+        number = markup(f"[{plain(c.get('id'))}]")
+        console.print(f"  {number} {markup(c.get('title'))} — {markup(c.get('url'))}")
 
 
 def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
@@ -423,7 +428,8 @@ def dead_letters(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
         _print_json(letters)
         return
     for d in letters:
-        console.print(f"{d.get('at')} {d.get('subscription')} x{d.get('attempts')}: [red]{d.get('error')}[/]")
+        console.print(f"{markup(d.get('at'))} {markup(d.get('subscription'))} x{markup(d.get('attempts'))}: "
+                      f"[red]{markup(d.get('error'))}[/]")
 
 
 # ------------------------------------------------------------------ traces
@@ -455,9 +461,9 @@ def trace_cmd(
     if as_json:
         _print_json(spans)
         return
-    console.print(f"[bold]trace {trace_id}[/] — {len(spans)} spans")
+    console.print(f"[bold]trace {markup(trace_id)}[/] — {len(spans)} spans")
     for line in render(spans):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(plain(line), markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("traces")
@@ -473,7 +479,7 @@ def traces_cmd(
         return
     table = Table("query id", "trace id", "duration ms", "spans")
     for r in rows:
-        table.add_row(str(r["query_id"]), r["trace_id"], f"{r['duration_ms']:.1f}", str(r["spans"]))
+        table.add_row(Text(plain(r["query_id"])), Text(plain(r["trace_id"])), f"{r['duration_ms']:.1f}", str(r["spans"]))
     console.print(table)
 
 
@@ -505,7 +511,7 @@ def serve(
         poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
         poller.start()
         server = serve_gateway(system.deps, host, port)
-        console.print(f"ragbus is serving on [bold]http://{host}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
+        console.print(f"ragbus is serving on [bold]http://{markup(host)}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
         try:
             while True:
                 time.sleep(3600)

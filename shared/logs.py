@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 
 from opentelemetry import trace
 
+from shared.terminal_text import plain
+
 
 class TraceContextFilter(logging.Filter):
     """Copies the current span's ids onto each record (``otel_trace_id``, ``otel_span_id``)."""
@@ -62,7 +64,8 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        # a logged URL or error text comes from outside: no escape sequence reaches the terminal
+        line = plain(super().format(record))
         trace_id = getattr(record, "otel_trace_id", None)
         return f"{line}  trace={trace_id}" if trace_id else line
 

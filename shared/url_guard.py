@@ -50,7 +50,11 @@ def normalise_url(url: str) -> str:
 def _split(url: str) -> SplitResult:
     if not isinstance(url, str) or not url.strip():
         raise InvalidInput("the URL is empty; give an http:// or https:// URL")
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:  # "[" in the host reads as a broken IPv6 literal
+        raise InvalidInput(f"{url!r} is not a valid URL ({exc}); give an http:// or https:// URL") from None
     scheme = parts.scheme.lower()
     if scheme not in ALLOWED_SCHEMES:
         shown = scheme or "none"
