@@ -26,6 +26,11 @@ class LocalRuntime:
         bus.ensure_subscriptions({c.subscription: c.topic for c in (*CONSUMERS, *self.consumers)})
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._in_flight: dict[int, tuple[Delivery, float]] = {}  # delivery id -> (delivery, pulled at)
+        self._in_flight_lock = threading.Lock()
+        # Like the Pub/Sub client's max_lease_duration: a handler stuck for longer than
+        # this stops being kept alive, and its delivery goes to another worker.
+        self.max_lease_s = 3600.0
 
     def start(self) -> LocalRuntime:
         reclaimed = self.bus.reclaim_orphaned_leases()
@@ -38,6 +43,9 @@ class LocalRuntime:
                 )
                 thread.start()
                 self._threads.append(thread)
+        keeper = threading.Thread(target=self._keep_leases, name="lease-keeper", daemon=True)
+        keeper.start()
+        self._threads.append(keeper)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -66,10 +74,23 @@ class LocalRuntime:
         return False
 
     def process_one(self, consumer: Consumer, delivery: Delivery) -> Outcome:
-        result = handle_delivery(
-            consumer, delivery.data, delivery.attributes, self.deps,
-            attempt=delivery.attempt, message_id=delivery.message_id,
-        )
+        if delivery.exhausted:  # the bus dead-lettered it as it came up again
+            record_dead_letter(
+                self.deps, consumer, delivery.data, delivery.attributes,
+                self.bus.exhausted_reason(delivery.attempt),
+                attempts=delivery.attempt, message_id=delivery.message_id,
+            )
+            return Outcome.DEAD
+        with self._in_flight_lock:
+            self._in_flight[delivery.id] = (delivery, time.monotonic())
+        try:
+            result = handle_delivery(
+                consumer, delivery.data, delivery.attributes, self.deps,
+                attempt=delivery.attempt, message_id=delivery.message_id,
+            )
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.pop(delivery.id, None)
         if result.outcome is Outcome.ACK:
             self.bus.ack(delivery)
             return Outcome.ACK
@@ -81,6 +102,21 @@ class LocalRuntime:
             )
             return Outcome.DEAD
         return Outcome.RETRY
+
+    def _keep_leases(self) -> None:
+        """Extend the lease of every delivery whose handler is still running, a third of
+        the ack deadline at a time, so no other worker receives it meanwhile."""
+        interval = max(0.02, self.bus.retry.ack_deadline_s / 3)
+        while not self._stop.wait(interval):
+            now = time.monotonic()
+            with self._in_flight_lock:
+                held = [d for d, since in self._in_flight.values() if now - since < self.max_lease_s]
+            try:
+                for delivery in self.bus.extend_leases(held):
+                    log.warning("%s: lease of delivery %s was lost (redelivered elsewhere)",
+                                delivery.subscription, delivery.id)
+            except Exception:  # noqa: BLE001 - a locked database: try again next round
+                log.exception("could not extend leases")
 
     def _work(self, consumer: Consumer) -> None:
         while not self._stop.is_set():

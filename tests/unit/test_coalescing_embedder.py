@@ -72,3 +72,34 @@ def test_a_failure_reaches_every_caller_of_that_batch_and_the_next_batch_runs():
     with pytest.raises(RuntimeError):
         embedder.embed(["poison"])
     assert embedder.embed(["after"]).shape == (1, 4)
+
+
+def test_a_caller_whose_request_did_not_fit_the_batch_it_ran_still_gets_its_rows():
+    """The race of issue 10: a caller that found the model idle ran the queue's head, and
+    when its own request did not fit in that batch it returned without rows (AssertionError).
+    Three threads, 30 calls, batches that cannot hold two requests."""
+    class QuickEmbedder(SlowEmbedder):
+        def embed(self, texts):
+            time.sleep(0.002)
+            return np.array([[len(t), 1, 0, 0] for t in texts], dtype=np.float32)
+
+    embedder = CoalescingEmbedder(QuickEmbedder(), max_texts=5)
+    errors, wrong = [], []
+
+    def caller(n):
+        for i in range(10):
+            texts = [f"t{n}-{i}-{j}" + "x" * (n + j) for j in range(3)]
+            try:
+                rows = embedder.embed(texts)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+                continue
+            if list(rows[:, 0]) != [len(t) for t in texts]:
+                wrong.append(texts)
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and not wrong

@@ -127,3 +127,50 @@ def test_leases_of_a_dead_process_are_reclaimed_at_once(tmp_path):
     (d,) = bus.pull("a.query-submitted")
     assert d.attempt == 2
     assert bus.reclaim_orphaned_leases() == 0  # our own live lease is kept
+
+
+def test_a_delivery_whose_lease_ran_out_max_attempts_times_is_dead_lettered_not_redelivered(tmp_path):
+    import time
+
+    bus = _bus(tmp_path, ack_deadline_s=0.05, max_attempts=3)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    attempts = []
+    for _ in range(3):  # each time the worker "dies": the lease runs out unsettled
+        (d,) = bus.pull("a.query-submitted")
+        attempts.append(d.attempt)
+        time.sleep(0.06)
+    (spent,) = bus.pull("a.query-submitted")
+    assert attempts == [1, 2, 3]
+    assert spent.exhausted and spent.attempt == 3
+    assert bus.pull("a.query-submitted") == []
+    (letter,) = bus.dead_letters()
+    assert letter["attempts"] == 3 and "without being acknowledged" in letter["error"]
+
+
+def test_extending_a_lease_keeps_the_delivery_from_other_pullers(tmp_path):
+    import time
+
+    bus = _bus(tmp_path, ack_deadline_s=0.1)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    (d,) = bus.pull("a.query-submitted")
+    for _ in range(5):
+        time.sleep(0.05)
+        assert bus.extend_leases([d]) == []
+        assert bus.pull("a.query-submitted") == []
+    bus.ack(d)
+    assert bus.extend_leases([d]) == [d]  # settled: nothing left to extend
+
+
+def test_a_stale_nack_does_not_touch_the_later_delivery(tmp_path):
+    import time
+
+    bus = _bus(tmp_path, ack_deadline_s=0.05, max_attempts=2)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    (first,) = bus.pull("a.query-submitted")
+    time.sleep(0.06)
+    (second,) = bus.pull("a.query-submitted")
+    assert bus.nack(first, "late failure of the first worker") is False
+    assert bus.pull("a.query-submitted") == []  # the second lease still holds
+    assert bus.dead_letter_count() == 0
+    bus.ack(second)
+    assert bus.outstanding(["a.query-submitted"]) == 0

@@ -97,3 +97,51 @@ def test_unknown_schema_version_is_dead_lettered_unhandled(tmp_path):
     (letter,) = deps.state.list(collections.DEAD_LETTERS)
     assert "schema_version '7' is not supported" in letter["error"]
     assert bus.dead_letter_count() == 1
+
+
+SLOW_CALLS: list[str] = []
+
+
+def slow_handler(message, deps):
+    SLOW_CALLS.append(message.query_id)
+    import time
+
+    time.sleep(0.8)
+
+
+SLOW = Consumer("slow", topics.QUERY_SUBMITTED, "tests.unit.test_runtime_dispatch:slow_handler", workers=3)
+
+
+def test_work_longer_than_the_ack_deadline_is_not_redelivered_while_it_runs(tmp_path):
+    """Issue 10: a 0.2 s ack deadline and a 0.8 s handler; without lease extension the
+    other two workers receive the same delivery meanwhile and attempts climb."""
+    SLOW_CALLS.clear()
+    bus = SqliteBus(tmp_path / "bus.db", retry=RetrySettings(
+        max_attempts=5, ack_deadline_s=0.2, min_backoff_s=0.01, max_backoff_s=0.02))
+    deps = Deps(Settings(home=tmp_path), publisher=bus, state=InMemoryStateStore(), clock=FakeClock())
+    with LocalRuntime(deps, bus, consumers=[SLOW]) as runtime:
+        bus.publish(QuerySubmitted(query_id="slow1"))
+        assert runtime.wait_idle(10)
+    assert SLOW_CALLS == ["slow1"]
+    assert bus.progress(0)[SLOW.subscription] == {"pending": 0, "acked": 1, "dead": 0}
+    assert deps.state.count(collections.DEAD_LETTERS) == 0
+    attempts = bus._db.connection().execute(
+        "SELECT attempts FROM deliveries WHERE subscription = ?", (SLOW.subscription,)).fetchone()[0]
+    assert attempts == 1
+
+
+def test_a_delivery_exhausted_by_expired_leases_is_recorded_as_a_dead_letter(tmp_path):
+    bus, deps, runtime = _system(tmp_path)
+    bus.retry = RetrySettings(max_attempts=2, ack_deadline_s=0.01)
+    bus.ensure_subscriptions({PROBE.subscription: PROBE.topic})
+    bus.publish(QuerySubmitted(query_id="q7"))
+    import time
+
+    for _ in range(2):  # two workers that died holding it
+        assert bus.pull(PROBE.subscription)
+        time.sleep(0.02)
+    with runtime:
+        assert runtime.wait_idle(10)
+    assert CALLS == []  # never handed to a handler a third time
+    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    assert letter["attempts"] == 2 and "without being acknowledged" in letter["error"]

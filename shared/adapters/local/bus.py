@@ -4,9 +4,15 @@
 - Delivery is at-least-once: a pulled message is leased for the ack deadline;
   unacknowledged when the lease ends (the process died, the handler hung), it
   is delivered again.
+- While a handler runs, the runtime extends the lease (:meth:`SqliteBus.extend_leases`,
+  the equivalent of the ``modifyAckDeadline`` calls Pub/Sub's client makes for
+  streaming pull), so slow work is not handed to a second worker meanwhile.
 - A nack schedules redelivery with exponential backoff; after
   ``max_attempts`` deliveries, or at once for a permanent error, the message
-  moves to the dead-letter store with the error that killed it.
+  moves to the dead-letter store with the error that killed it. A delivery
+  whose lease ran out ``max_attempts`` times (its process died each time) is
+  dead-lettered when it would be delivered once more, as Pub/Sub counts an
+  expired ack deadline as a failed attempt.
 
 Publishing writes the message and one delivery row per subscription in one
 transaction, so a crash never leaves a message half-published.
@@ -94,6 +100,9 @@ class Delivery:
     data: bytes
     attributes: dict[str, str]
     attempt: int  # 1 for the first delivery
+    # set when the delivery was dead-lettered at pull time: it had been delivered
+    # max_attempts times and never settled; the caller records it, never handles it
+    exhausted: bool = False
 
 
 class SqliteBus:
@@ -166,11 +175,19 @@ class SqliteBus:
             if not rows:
                 return []
             lease = now + self.retry.ack_deadline_s
+            live = [row for row in rows if row["attempts"] < self.retry.max_attempts]
+            spent = [row for row in rows if row["attempts"] >= self.retry.max_attempts]
             conn.executemany(
                 "UPDATE deliveries SET attempts = attempts + 1, lease_until = ?, lease_owner = ? "
                 "WHERE id = ?",
-                [(lease, _OWNER, row["id"]) for row in rows],
+                [(lease, _OWNER, row["id"]) for row in live],
             )
+            conn.executemany(
+                "UPDATE deliveries SET state = 'dead', lease_until = NULL, "
+                "last_error = ? || COALESCE(' (last error: ' || last_error || ')', '') WHERE id = ?",
+                [(self.exhausted_reason(row["attempts"]), row["id"]) for row in spent],
+            )
+        spent_ids = {row["id"] for row in spent}
         return [
             Delivery(
                 id=row["id"],
@@ -179,10 +196,37 @@ class SqliteBus:
                 topic=row["topic"],
                 data=bytes(row["data"]),
                 attributes=json.loads(row["attributes"]),
-                attempt=row["attempts"] + 1,
+                attempt=row["attempts"] if row["id"] in spent_ids else row["attempts"] + 1,
+                exhausted=row["id"] in spent_ids,
             )
             for row in rows
         ]
+
+    def exhausted_reason(self, attempts: int) -> str:
+        return (
+            f"delivered {attempts} time(s) (the limit is {self.retry.max_attempts}) without being "
+            "acknowledged: the handler's process died or the lease ran out each time"
+        )
+
+    def extend_leases(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """Push the lease of these in-flight deliveries one ack deadline further.
+
+        Returns the deliveries whose lease was no longer this delivery's (settled
+        meanwhile, or redelivered after the lease ran out), which are left alone."""
+        if not deliveries:
+            return []
+        lease = time.time() + self.retry.ack_deadline_s
+        lost = []
+        with self._db.transaction() as conn:
+            for delivery in deliveries:
+                cur = conn.execute(
+                    "UPDATE deliveries SET lease_until = ? WHERE id = ? AND state = 'pending' "
+                    "AND attempts = ? AND lease_owner = ?",
+                    (lease, delivery.id, delivery.attempt, _OWNER),
+                )
+                if cur.rowcount == 0:
+                    lost.append(delivery)
+        return lost
 
     def ack(self, delivery: Delivery) -> None:
         with self._db.transaction() as conn:
@@ -195,6 +239,13 @@ class SqliteBus:
         """Redeliver later with backoff, or dead-letter; return True when dead-lettered."""
         dead = permanent or delivery.attempt >= self.retry.max_attempts
         with self._db.transaction() as conn:
+            current = conn.execute(
+                "SELECT attempts, state FROM deliveries WHERE id = ?", (delivery.id,)
+            ).fetchone()
+            if current is None or current["state"] != "pending" or current["attempts"] != delivery.attempt:
+                # a later delivery of the same message (this one's lease ran out) owns it now:
+                # resetting its lease or dead-lettering under it would be wrong
+                return False
             if dead:
                 conn.execute(
                     "UPDATE deliveries SET state = 'dead', lease_until = NULL, last_error = ? "

@@ -54,15 +54,23 @@ class CoalescingEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._cond:
             self._queue.append(request)
-            while not request.done and self._running:
-                self._cond.wait()
-            if request.done:
-                return self._result(request)
-            self._running = True
-            batch, taken = [], 0
-            while self._queue and (not batch or taken + len(self._queue[0].texts) <= self.max_texts):
-                batch.append(self._queue.pop(0))
-                taken += len(batch[-1].texts)
+        # The caller that finds the model idle runs the queue's head, which may not
+        # include its own request (it may not fit in the batch): it goes on until
+        # its own request is done, by itself or by whoever runs next.
+        while True:
+            with self._cond:
+                while not request.done and self._running:
+                    self._cond.wait()
+                if request.done:
+                    return self._result(request)
+                self._running = True
+                batch, taken = [], 0
+                while self._queue and (not batch or taken + len(self._queue[0].texts) <= self.max_texts):
+                    batch.append(self._queue.pop(0))
+                    taken += len(batch[-1].texts)
+            self._run(batch)
+
+    def _run(self, batch: list[_Request]) -> None:
         try:
             vectors = self.inner.embed([t for r in batch for t in r.texts])
             start = 0
@@ -79,7 +87,6 @@ class CoalescingEmbedder:
                 self._running = False
                 self.batches += 1
                 self._cond.notify_all()
-        return self._result(request)
 
     @staticmethod
     def _result(request: _Request) -> np.ndarray:
