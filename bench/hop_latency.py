@@ -167,12 +167,12 @@ def ask_all(deps, questions: list[str]) -> tuple[list[float], list[float]]:
     pipeline, client = [], []
     for question in questions:
         started = time.perf_counter()
-        record = wait_for_query(deps, submit_query(deps, question)["id"], 90)
+        record = wait_for_query(deps, submit_query(deps, question).id, 90)
         client.append((time.perf_counter() - started) * 1000)
-        if record["status"] != "answered":
-            raise SystemExit(f"{question!r} ended {record['status']}: {record.get('error')}")
-        end = datetime.fromisoformat(record["updated_at"])
-        pipeline.append((end - datetime.fromisoformat(record["created_at"])).total_seconds() * 1000)
+        if record.status != "answered":
+            raise SystemExit(f"{question!r} ended {record.status}: {record.error}")
+        end = datetime.fromisoformat(record.updated_at)
+        pipeline.append((end - datetime.fromisoformat(record.created_at)).total_seconds() * 1000)
     return pipeline, client
 
 

@@ -84,7 +84,7 @@ def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
         runtime.wait_idle(600)
         real = deps.index.count_chunks()
         ql.add_distractors(deps.index, max(0, chunks - real), deps.embedder.dimension)
-        wait_for_query(deps, submit_query(deps, "warm up the caches")["id"], 120)
+        wait_for_query(deps, submit_query(deps, "warm up the caches").id, 120)
         questions = ql.QUESTIONS * rounds
         result = {"tracing": tracing, "chunks": deps.index.count_chunks(), "queries": len(questions)}
         for label, iterations in (("no_refinement", 0), ("default", None)):

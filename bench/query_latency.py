@@ -86,13 +86,13 @@ def ask_all(deps, questions, *, max_iterations):
     pipeline, client, overhead = [], [], []
     for question in questions:
         started = time.perf_counter()
-        record = wait_for_query(deps, submit_query(deps, question, max_iterations=max_iterations)["id"], 60)
+        record = wait_for_query(deps, submit_query(deps, question, max_iterations=max_iterations).id, 60)
         client.append((time.perf_counter() - started) * 1000)
-        if record["status"] != "answered":
-            raise SystemExit(f"{question!r} ended {record['status']}: {record.get('error')}")
-        end = datetime.fromisoformat(record["updated_at"])
-        total = (end - datetime.fromisoformat(record["created_at"])).total_seconds() * 1000
-        inside = sum(sum(it.get("timings", {}).values()) for it in record["iterations"])
+        if record.status != "answered":
+            raise SystemExit(f"{question!r} ended {record.status}: {record.error}")
+        end = datetime.fromisoformat(record.updated_at)
+        total = (end - datetime.fromisoformat(record.created_at)).total_seconds() * 1000
+        inside = sum(sum(it.timings.values()) for it in record.iterations)
         pipeline.append(total)
         overhead.append(max(0.0, total - inside) / total if total else 0.0)
     return pipeline, client, overhead
@@ -118,7 +118,7 @@ def main() -> None:
         real = deps.index.count_chunks()
         add_distractors(deps.index, max(0, args.chunks - real), deps.embedder.dimension)
         print(f"index: {deps.index.count_chunks()} chunks ({real} real, the rest distractors)")
-        wait_for_query(deps, submit_query(deps, "warm up the caches")["id"], 120)
+        wait_for_query(deps, submit_query(deps, "warm up the caches").id, 120)
 
         questions = QUESTIONS * args.rounds
         one_p, one_c, one_o = ask_all(deps, questions, max_iterations=0)

@@ -39,6 +39,8 @@ from shared.config import Settings, load_settings
 from shared.errors import RagbusError
 from shared.logs import configure_logging
 from shared.messages import FeedPollRequested
+from shared.query_record import QueryRecord
+from shared.query_state import read_record
 from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
 from shared.runtime.deps import Deps
 from shared.runtime.local import LocalRuntime
@@ -314,8 +316,9 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
 
     state = deps.state
     outcomes: dict[str, int] = {}
-    for record in state.list(collections.QUERIES):
-        key = record.get("outcome") or record.get("status") or "unknown"
+    for doc in state.list(collections.QUERIES):
+        record = QueryRecord.from_doc(doc)
+        key = record.outcome or record.status or "unknown"
         outcomes[key] = outcomes.get(key, 0) + 1
     letters = state.list(collections.DEAD_LETTERS)
     letters.sort(key=lambda d: d.get("at") or "", reverse=True)
@@ -372,29 +375,28 @@ def search(
         console.print("   " + markup(hit["text"][:240].replace("\n", " ")))
 
 
-def print_answer(record: dict[str, Any]) -> None:
-    outcome = record.get("outcome") or record.get("status")
-    console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.get('iterations') or [])}")
-    for it in record.get("iterations") or []:
-        grade = it.get("grade") or {}
-        score = f"score {grade['score']:.2f}" if "score" in grade else "not graded"
-        number = markup(f"[{it.get('iteration')}]")
-        console.print(f"  {number} {markup(repr(plain(it.get('query'))))} -> {score}, {markup(it.get('decision') or '')}")
-    if record.get("error"):
-        console.print(f"[red]{markup(record['error'])}[/]")
-    if record.get("answer"):
-        console.print(f"\n{markup(record['answer'])}\n")
-    for c in record.get("citations") or []:
+def print_answer(record: QueryRecord) -> None:
+    outcome = record.outcome or record.status
+    console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.iterations)}")
+    for it in record.iterations:
+        score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
+        number = markup(f"[{it.iteration}]")
+        console.print(f"  {number} {markup(repr(plain(it.query)))} -> {score}, {markup(it.decision or '')}")
+    if record.error:
+        console.print(f"[red]{markup(record.error)}[/]")
+    if record.answer:
+        console.print(f"\n{markup(record.answer)}\n")
+    for c in record.citations:
         number = markup(f"[{plain(c.get('id'))}]")
         console.print(f"  {number} {markup(c.get('title'))} — {markup(c.get('url'))}")
 
 
 def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
-         timeout: float) -> dict[str, Any]:
+         timeout: float) -> QueryRecord:
     from shared.query_api import submit_query, wait_for_query
 
     record = submit_query(deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout)
-    return wait_for_query(deps, record["id"], timeout + 5)
+    return wait_for_query(deps, record.id, timeout + 5)
 
 
 @app.command()
@@ -413,10 +415,10 @@ def ask(
         except RagbusError as exc:
             raise _fail(str(exc)) from None
     if as_json:
-        _print_json(record)
+        _print_json(record.to_doc())
     else:
         print_answer(record)
-    if record.get("status") != "answered":
+    if record.status != "answered":
         raise typer.Exit(1)
 
 
@@ -453,8 +455,8 @@ def trace_cmd(
 
     session = _session()
     store = _span_store(session.settings)
-    record = session.deps.state.get(collections.QUERIES, query_id)
-    trace_id = (record or {}).get("trace_id") or store.trace_of_query(query_id) or query_id
+    record = read_record(session.deps.state, query_id)
+    trace_id = (record.trace_id if record else None) or store.trace_of_query(query_id) or query_id
     spans = store.spans_of_trace(trace_id)
     if not spans:
         raise _fail(f"no spans for {query_id!r}; is it a query id from `ragbus ask --json`?")

@@ -116,7 +116,7 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int = 8080) -
         for n, (why, question) in enumerate(QUESTIONS, 2):
             console.rule(f"{n}. {why}: {question}")
             record = submit_query(deps, question)
-            print_answer(wait_for_query(deps, record["id"], settings.query_timeout_s + 5))
+            print_answer(wait_for_query(deps, record.id, settings.query_timeout_s + 5))
         if serve_after:
             from services.gateway.app import serve as serve_gateway
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict
 from typing import Any
 
 from shared.config import GradeThresholds
@@ -205,15 +204,6 @@ def failed_thresholds(grade: Grade, thresholds: GradeThresholds) -> list[str]:
 def should_refine(grade: Grade, thresholds: GradeThresholds) -> bool:
     """The reference rule: refine when any score is below its threshold or not grounded."""
     return bool(failed_thresholds(grade, thresholds))
-
-
-def grade_to_doc(grade: Grade) -> dict[str, Any]:
-    return asdict(grade)
-
-
-def grade_from_doc(doc: dict[str, Any]) -> Grade:
-    fields = {k: doc[k] for k in Grade.__dataclass_fields__ if k in doc}
-    return Grade(**fields)
 
 
 # ------------------------------------------------------- prompt injection

@@ -9,11 +9,17 @@ On the wire a message is its JSON body plus attributes ``type``,
 them by the tracing layer). :func:`decode` refuses an unknown type or version
 with a :class:`~shared.errors.SchemaError`, which is permanent: the message is
 dead-lettered with that reason instead of being retried forever.
+
+Changing a message's fields bumps its ``SCHEMA_VERSION``; the class then lists
+in ``READS_OLDER`` how to read each earlier version it still accepts, so
+messages already on the bus when a new build rolls out are handled, not
+dead-lettered.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
@@ -30,6 +36,8 @@ class Message(BaseModel):
 
     TOPIC: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int] = 1
+    # Earlier versions this build still reads: version -> the body rewritten in the current shape.
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
 
     def idempotency_key(self) -> str:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
@@ -150,17 +158,25 @@ class ContextsRetrieved(Message):
         return f"{self.query_id}/{self.iteration}/retrieved"
 
 
+def _graded_v1(body: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 also carried the grade's scores, which no consumer read; drop them."""
+    dropped = {"score", "relevance", "completeness", "grounded", "should_refine"}
+    return {k: v for k, v in body.items() if k not in dropped}
+
+
 class QueryGraded(Message):
-    """The grade of one iteration and the decision the grader took."""
+    """Iteration ``iteration`` was graded and the grader decided what happens next.
+
+    The grade itself is in the query's record (claim check): the transformer
+    and the synthesizer read it from there, so the message carries only the
+    decision they route on.
+    """
 
     TOPIC: ClassVar[str] = topics.QUERY_GRADED
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _graded_v1}
     query_id: str
     iteration: int
-    score: float
-    relevance: float
-    completeness: float
-    grounded: bool
-    should_refine: bool
     decision: Literal["refine", "accept", "abstain", "exhausted"]
 
     def idempotency_key(self) -> str:
@@ -216,13 +232,17 @@ def decode(data: bytes, attributes: dict[str, str]) -> Message:
     if cls is None:
         raise SchemaError(f"unknown message type {type_name!r}; known: {sorted(MESSAGE_TYPES)}")
     version = attributes.get("schema_version", "")
-    if version != str(cls.SCHEMA_VERSION):
+    upgrade = next((fn for old, fn in cls.READS_OLDER.items() if version == str(old)), None)
+    if version != str(cls.SCHEMA_VERSION) and upgrade is None:
+        readable = ", ".join(str(v) for v in sorted({*cls.READS_OLDER, cls.SCHEMA_VERSION}))
         raise SchemaError(
             f"{type_name} schema_version {version!r} is not supported (this build reads "
-            f"version {cls.SCHEMA_VERSION}); upgrade the consumer or republish"
+            f"version {readable}); upgrade the consumer or republish"
         )
     try:
         body: Any = json.loads(data.decode("utf-8"))
+        if upgrade is not None and isinstance(body, dict):
+            body = upgrade(body)
         return cls.model_validate(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SchemaError(f"{type_name} body is not UTF-8 JSON: {exc}") from exc

@@ -2,7 +2,7 @@
 
 They take a :class:`~shared.runtime.deps.Deps` and plain values, validate what a
 user sent, and read or write the query record whose shape
-:func:`shared.query_state.new_query_record` documents. Nothing here knows about
+:mod:`shared.query_record` documents (typed as :class:`~shared.query_record.QueryRecord`). Nothing here knows about
 HTTP, ASGI or MCP, so each front door only parses its own protocol and calls
 these functions; a bad input raises :class:`~shared.errors.InvalidInput` whose
 message says what was wrong and what to send instead.
@@ -15,14 +15,14 @@ import math
 import time
 import unicodedata
 import uuid
-from datetime import datetime
 from typing import Any
 
 from shared import collections, tracing
 from shared.errors import InvalidInput, PermanentError, RetryableError
 from shared.messages import QuerySubmitted
 from shared.ports import Doc
-from shared.query_state import TERMINAL, expire_if_overdue, fail_query, new_query_record
+from shared.query_record import Iteration, QueryRecord
+from shared.query_state import expire_if_overdue, fail_query, read_record
 from shared.runtime.deps import Deps
 
 log = logging.getLogger("ragbus.gateway")
@@ -134,7 +134,7 @@ def submit_query(
     top_k: Any = None,
     max_iterations: Any = None,
     timeout_s: Any = None,
-) -> Doc:
+) -> QueryRecord:
     """Create a query record and start the loop; return the record as created.
 
     Raises :class:`InvalidInput` for bad arguments and
@@ -162,7 +162,7 @@ def submit_query(
         attributes={"rag.query_id": query_id, "rag.top_k": top_k, "rag.max_iterations": max_iterations},
     ):
         now = deps.clock.now()
-        record = new_query_record(
+        record = QueryRecord.new(
             query_id,
             text,
             top_k=top_k,
@@ -173,7 +173,7 @@ def submit_query(
             trace_id=tracing.current_trace_id(),
             retention_days=settings.query_ttl_days,
         )
-        if not deps.state.create(collections.QUERIES, query_id, record):
+        if not deps.state.create(collections.QUERIES, query_id, record.to_doc()):
             # A random 128-bit id colliding means something else is badly wrong.
             raise RetryableError(f"query id {query_id} already exists; submit the query again")
         try:
@@ -192,31 +192,23 @@ def submit_query(
     return record
 
 
-def get_query(deps: Deps, query_id: str) -> Doc | None:
+def get_query(deps: Deps, query_id: str) -> QueryRecord | None:
     """The query's record, or None; a query past its deadline is ended as timed out first.
 
     Reading is what enforces the deadline, so no reader waits on a hung query
     even when every stage has died.
     """
-    record = deps.state.get(collections.QUERIES, query_id)
-    if record is None or record.get("status") in TERMINAL:
+    record = read_record(deps.state, query_id)
+    if record is None or record.ended:
         return record
     now = deps.clock.now()
-    if _deadline_passed(record, now):
+    if record.deadline_passed(now):
         expire_if_overdue(deps.state, query_id, now)
-        record = deps.state.get(collections.QUERIES, query_id)
+        record = read_record(deps.state, query_id)
     return record
 
 
-def _deadline_passed(record: Doc, now: datetime) -> bool:
-    try:
-        return datetime.fromisoformat(record["deadline"]) <= now
-    except (KeyError, TypeError, ValueError):
-        # A record without a usable deadline could otherwise be waited on forever.
-        return True
-
-
-def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> Doc:
+def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:
     """Poll the record until it ends or ``wait_s`` elapses; return it as last read.
 
     Uses ``deps.clock`` to sleep, so a fake clock makes waiting instant in tests.
@@ -229,7 +221,7 @@ def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> Doc:
         record = get_query(deps, query_id)
         if record is None:
             raise QueryNotFound(f"no query with id {query_id!r}; submit one first")
-        if record.get("status") in TERMINAL:
+        if record.ended:
             return record
         remaining = give_up_at - clock.monotonic()
         if remaining <= 0:
@@ -238,7 +230,7 @@ def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> Doc:
         interval = min(interval * 2, POLL_MAX_S)
 
 
-async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> Doc:
+async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:
     """:func:`wait_for_query` for an event loop: reads in a worker thread, sleeps without blocking.
 
     Measured in wall time (not ``deps.clock``) because it bounds how long an
@@ -252,7 +244,7 @@ async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> Doc:
         record = await anyio.to_thread.run_sync(get_query, deps, query_id)
         if record is None:
             raise QueryNotFound(f"no query with id {query_id!r}; submit one first")
-        if record.get("status") in TERMINAL:
+        if record.ended:
             return record
         remaining = give_up_at - time.monotonic()
         if remaining <= 0:
@@ -285,41 +277,38 @@ def search_documents(deps: Deps, text: Any, k: Any = None) -> list[dict[str, Any
 # ------------------------------------------------------------ summaries
 
 
-def best_iteration(record: Doc) -> Doc | None:
+def best_iteration(record: QueryRecord) -> Iteration | None:
     """The iteration the loop kept (``best_iteration``), else the last one, else None."""
-    iterations = record.get("iterations") or []
-    best = record.get("best_iteration")
-    if best is not None:
-        for item in iterations:
-            if item.get("iteration") == best:
-                return item
-    return iterations[-1] if iterations else None
+    return record.kept_iteration()
 
 
-def answer_summary(record: Doc) -> Doc:
+def answer_summary(record: QueryRecord) -> Doc:
     """What a caller asking a question needs: the answer, its citations, how it ended."""
     return {
-        "id": record["id"],
-        "status": record.get("status"),
-        "outcome": record.get("outcome"),
-        "answer": record.get("answer"),
-        "citations": record.get("citations") or [],
-        "iterations": len(record.get("iterations") or []),
-        "error": record.get("error"),
+        "id": record.id,
+        "status": record.status,
+        "outcome": record.outcome,
+        "answer": record.answer,
+        "citations": list(record.citations),
+        "iterations": len(record.iterations),
+        "error": record.error,
     }
 
 
-def contexts_summary(record: Doc) -> Doc:
+def contexts_summary(record: QueryRecord) -> Doc:
     """What a caller searching needs: the kept iteration's contexts and grade."""
-    best = best_iteration(record) or {}
+    best = record.kept_iteration()
+    if best is None:
+        kept: Doc = {"best_iteration": None, "query": record.current_query, "grade": None, "contexts": []}
+    else:
+        doc = best.to_doc()
+        kept = {"best_iteration": best.iteration, "query": doc["query"], "grade": doc["grade"],
+                "contexts": doc["contexts"]}
     return {
-        "id": record["id"],
-        "status": record.get("status"),
-        "outcome": record.get("outcome"),
-        "iterations": len(record.get("iterations") or []),
-        "best_iteration": best.get("iteration"),
-        "query": best.get("query", record.get("current_query")),
-        "grade": best.get("grade"),
-        "contexts": best.get("contexts") or [],
-        "error": record.get("error"),
+        "id": record.id,
+        "status": record.status,
+        "outcome": record.outcome,
+        "iterations": len(record.iterations),
+        **kept,
+        "error": record.error,
     }

@@ -43,7 +43,7 @@ from shared.query_api import (
     validate_int,
     wait_for_query_async,
 )
-from shared.query_state import TERMINAL
+from shared.query_record import QueryRecord
 from shared.runtime.deps import Deps
 
 log = logging.getLogger("ragbus.gateway")
@@ -187,16 +187,16 @@ class _Api:
             return error(400, str(exc))
         except RetryableError as exc:
             return error(503, str(exc), headers={"Retry-After": "2"})
-        query_id = record["id"]
+        query_id = record.id
         if wait_s > 0:
             record = await wait_for_query_async(self.deps, query_id, wait_s)
-            if record.get("status") in TERMINAL:
-                return JSONResponse(record)
+            if record.ended:
+                return JSONResponse(record.to_doc())
         status_url = f"/v1/queries/{query_id}"
         return JSONResponse(
             {
                 "id": query_id,
-                "status": record.get("status"),
+                "status": record.status,
                 "status_url": status_url,
                 "events_url": f"{status_url}/events",
             },
@@ -209,7 +209,7 @@ class _Api:
         record = await anyio.to_thread.run_sync(get_query, self.deps, query_id)
         if record is None:
             return _unknown_query(query_id)
-        return JSONResponse(record)
+        return JSONResponse(record.to_doc())
 
     async def events(self, request: Request) -> Response:
         query_id = request.path_params["query_id"]
@@ -236,7 +236,7 @@ class _Api:
         found = await anyio.to_thread.run_sync(query_trace, self.deps.settings, record)
         if found is None:
             # The query exists; its spans are not stored here (tracing off, or exported to Cloud Trace).
-            return JSONResponse({"trace_id": record.get("trace_id"), "duration_ms": 0.0, "rows": [],
+            return JSONResponse({"trace_id": record.trace_id, "duration_ms": 0.0, "rows": [],
                                  "note": "no spans of this query are stored here; on Google Cloud look "
                                          "the trace id up in Cloud Trace"})
         return JSONResponse(found)
@@ -270,14 +270,14 @@ def _span_store(path: str) -> Any:
     return SqliteSpanStore(path)
 
 
-def query_trace(settings: Any, record: dict[str, Any]) -> dict[str, Any] | None:
+def query_trace(settings: Any, record: QueryRecord) -> dict[str, Any] | None:
     """``{trace_id, duration_ms, rows}`` of the query's trace, or None when none is stored here."""
     from shared.waterfall import rows
 
     if not settings.traces_path.exists():
         return None
     store = _span_store(str(settings.traces_path))
-    trace_id = record.get("trace_id") or store.trace_of_query(record["id"])
+    trace_id = record.trace_id or store.trace_of_query(record.id)
     spans = store.spans_of_trace(trace_id) if trace_id else []
     if not spans:
         return None
@@ -388,15 +388,15 @@ async def _event_stream(deps: Deps, query_id: str, start: int, limit_s: float) -
         if record is None:
             yield _sse("end", {"id": query_id, "status": None, "error": "the query record is gone"})
             return
-        events = record.get("events") or []
+        events = record.events
         if len(events) > sent:
             for index in range(sent, len(events)):
                 yield _sse(event_name(events[index]), {**events[index], "index": index}, index)
             sent = len(events)
             last_sent = time.monotonic()
             interval = POLL_MIN_S
-        if record.get("status") in TERMINAL or time.monotonic() >= give_up_at:
-            yield _sse("end", record)
+        if record.ended or time.monotonic() >= give_up_at:
+            yield _sse("end", record.to_doc())
             return
         if time.monotonic() - last_sent >= KEEPALIVE_S:
             yield ": keepalive\n\n"

@@ -23,6 +23,7 @@ from shared.query_api import (
     submit_query,
     wait_for_query,
 )
+from shared.query_record import QueryRecord
 from shared.runtime.deps import Deps
 
 log = logging.getLogger("ragbus.gateway")
@@ -62,14 +63,14 @@ def build_mcp_server(deps: Deps) -> MCPServer:
         version="0.1.0",
     ))
 
-    def run_loop(question: str, top_k: int | None) -> dict[str, Any]:
+    def run_loop(question: str, top_k: int | None) -> QueryRecord:
         try:
             record = submit_query(deps, question, top_k=top_k)
         except InvalidInput as exc:
             raise ToolError(str(exc)) from exc
         except RetryableError as exc:
             raise ToolError(f"the query could not be started: {exc}") from exc
-        return wait_for_query(deps, record["id"], deps.settings.query_timeout_s + _WAIT_GRACE_S)
+        return wait_for_query(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S)
 
     @server.tool(
         title="Search documents",

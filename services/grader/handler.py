@@ -20,25 +20,16 @@ worse iteration never replaces it.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from shared import metrics
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.extractive import body_lines
-from shared.grading import failed_thresholds, fallback_grade, grade_from_doc, grade_to_doc
+from shared.grading import failed_thresholds, fallback_grade
 from shared.messages import ContextsRetrieved, Message, QueryGraded
 from shared.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
-from shared.query_state import (
-    GRADE,
-    RETRIEVE,
-    apply_stage,
-    best_of,
-    ensure_iteration,
-    iteration_entry,
-    live_record,
-    stage_done,
-)
+from shared.query_record import Context, QueryRecord
+from shared.query_state import GRADE, RETRIEVE, apply_stage, live_record
 from shared.runtime.deps import Deps
 from shared.tracing import annotate
 
@@ -58,7 +49,7 @@ def handle(message: Message, deps: Deps) -> None:
     )
 
 
-def grading_contexts(contexts: list[dict[str, Any]], *, limit: int, chars: int) -> list[GradingContext]:
+def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list[GradingContext]:
     """The first ``limit`` contexts, each its title and the first ``chars`` of its body.
 
     The metadata header is replaced by the bare title so the character budget
@@ -112,22 +103,22 @@ def grade_iteration(
 ) -> None:
     """Grade, decide, keep the best iteration, publish ``QueryGraded``."""
     query_id, iteration = message.query_id, message.iteration
-    doc = live_record(state, query_id, clock.now())
-    if doc is None:
+    record = live_record(state, query_id, clock.now())
+    if record is None:
         log.info("query %s is gone, ended or overdue; not grading", query_id)
         return
-    if stage_done(doc, iteration, GRADE):
-        _publish_graded(publisher, query_id, doc, iteration)
+    if record.stage_done(iteration, GRADE):
+        _publish_graded(publisher, record, iteration)
         return
-    if not stage_done(doc, iteration, RETRIEVE):
+    if not record.stage_done(iteration, RETRIEVE):
         raise RetryableError(
             f"query {query_id}: contexts of iteration {iteration} are not recorded yet; retry once they are"
         )
 
-    entry = iteration_entry(doc, iteration) or {}
-    contexts = list(entry.get("contexts") or [])
-    model_calls = int(doc.get("model_calls") or 0)
-    max_calls = int(doc.get("max_model_calls") or 0)
+    entry = record.entry(iteration)
+    contexts = list(entry.contexts) if entry else []
+    model_calls = record.model_calls
+    max_calls = record.max_model_calls
     start = clock.monotonic()
     calls = 0
     if not contexts:
@@ -140,7 +131,7 @@ def grade_iteration(
         calls = 1
         try:
             grade = llm.grade(
-                doc["original_query"],
+                record.original_query,
                 grading_contexts(contexts, limit=settings.grade_contexts, chars=settings.grade_context_chars),
             )
             source = "fallback" if grade.fallback else "model"
@@ -148,18 +139,17 @@ def grade_iteration(
             log.warning("query %s: grading failed, using the fallback grade: %s", query_id, exc)
             grade, source = fallback_grade(f"the model call failed ({type(exc).__name__}: {exc})"), "fallback"
 
-    earlier = [e for e in doc.get("iterations", []) if e.get("iteration") != iteration]
-    earlier_answerable = any((e.get("grade") or {}).get("answerable") for e in earlier)
+    earlier = [e for e in record.iterations if e.iteration != iteration]
+    earlier_answerable = any(e.grade is not None and e.grade.answerable for e in earlier)
     chunk_ids = {c.get("chunk_id") for c in contexts}
     repeats = next(
-        (e["iteration"] for e in earlier
-         if e.get("iteration", iteration) < iteration and {c.get("chunk_id") for c in e.get("contexts") or []} == chunk_ids),
+        (e.iteration for e in earlier if e.iteration < iteration and e.chunk_ids() == chunk_ids),
         None,
     )
     refine, decision, why = decide(
         grade,
         iteration=iteration,
-        max_iterations=int(doc.get("max_iterations") or 0),
+        max_iterations=record.max_iterations,
         model_calls=model_calls + calls,
         max_model_calls=max_calls,
         earlier_answerable=earlier_answerable,
@@ -167,22 +157,21 @@ def grade_iteration(
         repeats_iteration=repeats if contexts else None,
     )
     elapsed_ms = (clock.monotonic() - start) * 1000.0
-    grade_doc = grade_to_doc(grade)
     annotate(**{"grade.score": grade.score, "grade.relevance": grade.relevance,
                 "grade.completeness": grade.completeness, "grade.grounded": grade.grounded,
                 "grade.answerable": grade.answerable, "grade.source": source},
              decision=decision, context_count=len(contexts), should_refine=refine)
 
-    def change(d: dict) -> None:
-        e = ensure_iteration(d, iteration)
-        e["grade"] = grade_doc
-        e["grade_source"] = source
-        e["should_refine"] = refine
-        e["failed_thresholds"] = failed_thresholds(grade, settings.thresholds)
-        e["decision"] = decision
-        d["best_iteration"] = best_of(d)
+    def change(r: QueryRecord) -> None:
+        e = r.ensure_entry(iteration)
+        e.grade = grade
+        e.grade_source = source
+        e.should_refine = refine
+        e.failed_thresholds = failed_thresholds(grade, settings.thresholds)
+        e.decision = decision
+        r.best_iteration = r.best_graded()
         if grade.fallback:
-            d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
+            r.model_fallbacks += 1
 
     detail = f"score {grade.score:.2f} (relevance {grade.relevance:.2f}, completeness {grade.completeness:.2f}, " \
              f"grounded {grade.grounded}) -> {decision}: {why}"
@@ -192,24 +181,13 @@ def grade_iteration(
     )
     if result.applied:
         metrics.query_graded(grade.score, decision)
-    if result.applied or result.reason == "already recorded":
-        _publish_graded(publisher, query_id, result.doc, iteration)
+    if result.publish:
+        _publish_graded(publisher, result.record, iteration)
 
 
-def _publish_graded(publisher: Publisher, query_id: str, doc: dict, iteration: int) -> None:
-    entry = iteration_entry(doc, iteration)
-    if entry is None or entry.get("grade") is None:
+def _publish_graded(publisher: Publisher, record: QueryRecord, iteration: int) -> None:
+    entry = record.entry(iteration)
+    if entry is None or entry.grade is None or entry.decision is None:
         return
-    grade = grade_from_doc(entry["grade"])
-    publisher.publish(
-        QueryGraded(
-            query_id=query_id,
-            iteration=iteration,
-            score=grade.score,
-            relevance=grade.relevance,
-            completeness=grade.completeness,
-            grounded=grade.grounded,
-            should_refine=bool(entry.get("should_refine")),
-            decision=entry["decision"],
-        )
-    )
+    # The grade itself stays in the record: the transformer and synthesizer read it from there.
+    publisher.publish(QueryGraded(query_id=record.id, iteration=iteration, decision=entry.decision))

@@ -26,14 +26,8 @@ from shared.config import Settings
 from shared.errors import RetryableError
 from shared.messages import ContextsRetrieved, Message, QueryTransformed
 from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, StateStore
-from shared.query_state import (
-    RETRIEVE,
-    apply_stage,
-    ensure_iteration,
-    iteration_entry,
-    live_record,
-    stage_done,
-)
+from shared.query_record import Context, QueryRecord
+from shared.query_state import RETRIEVE, apply_stage, live_record
 from shared.runtime.deps import Deps
 from shared.text import strip_header
 from shared.tracing import annotate
@@ -118,9 +112,9 @@ def search_all(
         return list(pool.map(one, range(len(queries))))
 
 
-def fuse(results: list[QueryHits], top_k: int) -> list[dict]:
+def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
     """Weighted reciprocal rank fusion across queries, one entry per chunk, best first."""
-    fused: dict[str, dict] = {}
+    fused: dict[str, Context] = {}
     for result in results:
         weight = REWRITTEN_WEIGHT if result.label == "rewritten" else SUB_QUERY_WEIGHT
         for rank, hit in enumerate(result.hits, start=1):
@@ -160,17 +154,15 @@ def retrieve_contexts(
 ) -> None:
     """Search, fuse, store the iteration's contexts and publish ``ContextsRetrieved``."""
     query_id, iteration = message.query_id, message.iteration
-    doc = live_record(state, query_id, clock.now())
-    if doc is None:
+    record = live_record(state, query_id, clock.now())
+    if record is None:
         log.info("query %s is gone, ended or overdue; not retrieving", query_id)
         return
-    if stage_done(doc, iteration, RETRIEVE):
-        entry = iteration_entry(doc, iteration) or {}
-        publisher.publish(ContextsRetrieved(query_id=query_id, iteration=iteration,
-                                            context_count=len(entry.get("contexts") or [])))
+    if record.stage_done(iteration, RETRIEVE):
+        _publish_retrieved(publisher, record, iteration)
         return
 
-    top_k = int(doc.get("top_k") or settings.top_k)
+    top_k = record.top_k or settings.top_k
     # Search deeper than top_k: fusion, dedupe and the header filter all thin the lists.
     depth = max(top_k * 2, top_k + 5)
     queries = [("rewritten", message.query)] + [
@@ -189,14 +181,14 @@ def retrieve_contexts(
     contexts = fuse(used, top_k)
     elapsed_ms = (clock.monotonic() - start) * 1000.0
 
-    def change(d: dict) -> None:
-        entry = ensure_iteration(d, iteration)
-        if entry.get("query") is None:
-            entry["query"] = message.query
-            entry["sub_queries"] = list(message.sub_queries)
-        entry["contexts"] = contexts
-        entry["sub_queries_used"] = [r.query for r in used[1:]]
-        entry["sub_queries_succeeded"] = len(succeeded)
+    def change(r: QueryRecord) -> None:
+        entry = r.ensure_entry(iteration)
+        if entry.query is None:
+            entry.query = message.query
+            entry.sub_queries = list(message.sub_queries)
+        entry.contexts = contexts
+        entry.sub_queries_used = [hits.query for hits in used[1:]]
+        entry.sub_queries_succeeded = len(succeeded)
 
     annotate(context_count=len(contexts), sub_query_count=len(subs), sub_queries_succeeded=len(succeeded),
              query=None if settings.redact_query_text else message.query)
@@ -209,7 +201,11 @@ def retrieve_contexts(
         state, query_id, iteration=iteration, stage=RETRIEVE, event_type="retrieved", detail=detail,
         now=clock.now(), change=change, elapsed_ms=elapsed_ms,
     )
-    if result.applied or result.reason == "already recorded":
-        stored = iteration_entry(result.doc, iteration) or {}
-        publisher.publish(ContextsRetrieved(query_id=query_id, iteration=iteration,
-                                            context_count=len(stored.get("contexts") or [])))
+    if result.publish:
+        _publish_retrieved(publisher, result.record, iteration)
+
+
+def _publish_retrieved(publisher: Publisher, record: QueryRecord, iteration: int) -> None:
+    entry = record.entry(iteration)
+    publisher.publish(ContextsRetrieved(query_id=record.id, iteration=iteration,
+                                        context_count=len(entry.contexts) if entry else 0))

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from shared import collections, metrics
+from shared import metrics
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.extractive import extractive_answer
-from shared.grading import failed_thresholds, grade_from_doc
+from shared.grading import failed_thresholds
 from shared.language import detect_language, phrase
 from shared.messages import AnswerReady, Message, QueryGraded
 from shared.ports import (
@@ -40,7 +40,8 @@ from shared.ports import (
     Publisher,
     StateStore,
 )
-from shared.query_state import SYNTHESIZE, apply_stage, iteration_entry, live_record
+from shared.query_record import Citation, Context, QueryRecord
+from shared.query_state import SYNTHESIZE, apply_stage, live_record, read_record
 from shared.runtime.deps import Deps
 from shared.tracing import annotate
 
@@ -75,8 +76,8 @@ def handle(message: Message, deps: Deps) -> None:
 
 
 def number_citations(
-    answer: Answer, contexts: list[dict[str, Any]]
-) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    answer: Answer, contexts: list[Context]
+) -> tuple[str, list[dict[str, Any]], list[Citation]]:
     """Answer text, sentences and citations with citation ids in order of first use.
 
     The provider cites context numbers (1-based positions in ``contexts``);
@@ -127,39 +128,35 @@ def synthesize_answer(
 ) -> None:
     """Write the answer from the best iteration, end the query, publish ``AnswerReady``."""
     query_id, iteration = message.query_id, message.iteration
-    current = state.get(collections.QUERIES, query_id)
-    if current is not None and current.get("status") == "answered" and any(
-        key.endswith(f"/{SYNTHESIZE}") for key in current.get("stages_done", [])
-    ):
+    current = read_record(state, query_id)
+    if current is not None and current.status == "answered" and current.stage_done_in_any_iteration(SYNTHESIZE):
         # Redelivery after the answer was stored: the first AnswerReady may have been lost.
-        publisher.publish(AnswerReady(query_id=query_id, outcome=current["outcome"]))
+        publisher.publish(AnswerReady(query_id=query_id, outcome=current.outcome))
         return
-    doc = live_record(state, query_id, clock.now())
-    if doc is None:
+    record = live_record(state, query_id, clock.now())
+    if record is None:
         log.info("query %s is gone, ended or overdue; not synthesizing", query_id)
         return
-    final = iteration_entry(doc, iteration)
-    if final is None or final.get("decision") is None:
+    final = record.entry(iteration)
+    if final is None or final.decision is None:
         raise RetryableError(
             f"query {query_id}: the grade of iteration {iteration} is not recorded yet; retry once it is"
         )
-    if final["decision"] not in FINAL_DECISIONS:
+    if final.decision not in FINAL_DECISIONS:
         log.info("query %s: iteration %d was sent to refinement; not answering", query_id, iteration)
         return
 
-    original = doc["original_query"]
+    original = record.original_query
     language = detect_language(original)
-    best_number = doc.get("best_iteration")
-    best = iteration_entry(doc, best_number) if best_number is not None else None
-    best = best or final
-    contexts = list(best.get("contexts") or [])
-    best_grade = grade_from_doc(best["grade"]) if best.get("grade") else None
+    best = record.entry(record.best_iteration) or final
+    contexts = list(best.contexts)
+    best_grade = best.grade
 
     start = clock.monotonic()
     calls = 0
     provider = "none"
     answer: Answer | None = None
-    if final["decision"] == "abstain" or not contexts or best_grade is None or not best_grade.answerable:
+    if final.decision == "abstain" or not contexts or best_grade is None or not best_grade.answerable:
         outcome = "not_answerable"
     else:
         numbered = [
@@ -167,7 +164,7 @@ def synthesize_answer(
                            chunk_id=c.get("chunk_id"))
             for n, c in enumerate(contexts, start=1)
         ]
-        if int(doc.get("model_calls") or 0) < int(doc.get("max_model_calls") or 0):
+        if record.model_calls_left > 0:
             calls = 1
             try:
                 answer = llm.synthesize(original, numbered, language=language)
@@ -190,28 +187,28 @@ def synthesize_answer(
             text = phrase("caveat", language) + "\n\n" + text
     elapsed_ms = (clock.monotonic() - start) * 1000.0
 
-    def change(d: dict) -> None:
-        d["status"] = "answered"
-        d["outcome"] = outcome
-        d["answer"] = text
-        d["answer_sentences"] = sentences
-        d["citations"] = citations
-        d["language"] = language
-        d["answer_provider"] = provider
-        d["answered_from_iteration"] = best["iteration"]
+    def change(r: QueryRecord) -> None:
+        r.status = "answered"
+        r.outcome = outcome
+        r.answer = text
+        r.answer_sentences = sentences
+        r.citations = citations
+        r.language = language
+        r.answer_provider = provider
+        r.answered_from_iteration = best.iteration
 
-    annotate(outcome=outcome, citation_count=len(citations), answered_from_iteration=best["iteration"],
+    annotate(outcome=outcome, citation_count=len(citations), answered_from_iteration=best.iteration,
              answer_provider=provider)
-    detail = f"{outcome} from iteration {best['iteration']} with {len(citations)} citations"
+    detail = f"{outcome} from iteration {best.iteration} with {len(citations)} citations"
     result = apply_stage(
         state, query_id, iteration=iteration, stage=SYNTHESIZE, event_type="answered", detail=detail,
         now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,
     )
     if result.applied:
-        metrics.query_ended(outcome, len(result.doc.get("iterations") or []))
+        metrics.query_ended(outcome, len(result.record.iterations))
         publisher.publish(AnswerReady(query_id=query_id, outcome=outcome))
-    elif result.doc is not None and result.doc.get("status") == "answered":
-        publisher.publish(AnswerReady(query_id=query_id, outcome=result.doc["outcome"]))
+    elif result.record is not None and result.record.status == "answered":
+        publisher.publish(AnswerReady(query_id=query_id, outcome=result.record.outcome))
 
 
 def _extract(query: str, contexts: list[GradingContext], language: str, embed: Embed | None) -> Answer:

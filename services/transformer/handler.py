@@ -23,14 +23,8 @@ from shared.errors import RetryableError
 from shared.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.ports import Clock, LanguageModel, Publisher, RefineRequest, StateStore, Transformation
-from shared.query_state import (
-    TRANSFORM,
-    apply_stage,
-    ensure_iteration,
-    iteration_entry,
-    live_record,
-    stage_done,
-)
+from shared.query_record import QueryRecord
+from shared.query_state import TRANSFORM, apply_stage, live_record
 from shared.runtime.deps import Deps
 from shared.tracing import annotate
 
@@ -128,16 +122,16 @@ def _elapsed_ms(clock: Clock, start: float) -> float:
     return (clock.monotonic() - start) * 1000.0
 
 
-def _publish_transformed(publisher: Publisher, query_id: str, doc: dict, iteration: int) -> None:
-    entry = iteration_entry(doc, iteration)
-    if entry is None or not entry.get("query"):
+def _publish_transformed(publisher: Publisher, record: QueryRecord, iteration: int) -> None:
+    entry = record.entry(iteration)
+    if entry is None or not entry.query:
         return
     publisher.publish(
         QueryTransformed(
-            query_id=query_id,
+            query_id=record.id,
             iteration=iteration,
-            query=entry["query"],
-            sub_queries=list(entry.get("sub_queries") or []),
+            query=entry.query,
+            sub_queries=list(entry.sub_queries),
         )
     )
 
@@ -153,19 +147,19 @@ def transform_query(
 ) -> None:
     """Iteration 0: rewrite and decompose the question, record it, publish ``QueryTransformed``."""
     now = clock.now()
-    doc = live_record(state, query_id, now)
-    if doc is None:
+    record = live_record(state, query_id, now)
+    if record is None:
         log.info("query %s is gone, ended or overdue; not transforming", query_id)
         return
-    if stage_done(doc, 0, TRANSFORM):
-        _publish_transformed(publisher, query_id, doc, 0)  # the first publish may have been lost
+    if record.stage_done(0, TRANSFORM):
+        _publish_transformed(publisher, record, 0)  # the first publish may have been lost
         return
 
-    original = doc["original_query"]
+    original = record.original_query
     start = clock.monotonic()
     calls = 0
     proposed: Transformation | None = None
-    if int(doc.get("model_calls") or 0) < int(doc.get("max_model_calls") or 0):
+    if record.model_calls_left > 0:
         calls = 1
         try:
             proposed = llm.transform(original, today=now.date())
@@ -176,15 +170,15 @@ def transform_query(
     )
     fallback = source != "model"
 
-    def change(d: dict) -> None:
-        entry = ensure_iteration(d, 0)
-        entry["query"] = rewritten
-        entry["sub_queries"] = sub_queries
-        entry["transform_source"] = source
-        d["current_query"] = rewritten
-        d["iteration"] = 0
+    def change(r: QueryRecord) -> None:
+        entry = r.ensure_entry(0)
+        entry.query = rewritten
+        entry.sub_queries = sub_queries
+        entry.transform_source = source
+        r.current_query = rewritten
+        r.iteration = 0
         if fallback and proposed is not None:
-            d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
+            r.model_fallbacks += 1
 
     annotate(query=None if settings.redact_query_text else rewritten, sub_query_count=len(sub_queries),
              transform_source=source)
@@ -195,8 +189,8 @@ def transform_query(
         state, query_id, iteration=0, stage=TRANSFORM, event_type="transformed", detail=detail,
         now=clock.now(), change=change, model_calls=calls, elapsed_ms=_elapsed_ms(clock, start),
     )
-    if result.applied or result.reason == "already recorded":
-        _publish_transformed(publisher, query_id, result.doc, 0)
+    if result.publish:
+        _publish_transformed(publisher, result.record, 0)
 
 
 def refine_query(
@@ -212,35 +206,34 @@ def refine_query(
     query_id, previous = message.query_id, message.iteration
     iteration = previous + 1
     now = clock.now()
-    doc = live_record(state, query_id, now)
-    if doc is None:
+    record = live_record(state, query_id, now)
+    if record is None:
         log.info("query %s is gone, ended or overdue; not refining", query_id)
         return
-    if stage_done(doc, iteration, TRANSFORM):
-        _publish_transformed(publisher, query_id, doc, iteration)
+    if record.stage_done(iteration, TRANSFORM):
+        _publish_transformed(publisher, record, iteration)
         return
-    entry = iteration_entry(doc, previous)
-    if entry is None or entry.get("decision") is None:
+    entry = record.entry(previous)
+    if entry is None or entry.decision is None:
         raise RetryableError(
             f"query {query_id}: iteration {previous} has no recorded grade yet; retry once the grader's write is visible"
         )
-    if entry["decision"] != "refine" or iteration > int(doc.get("max_iterations") or 0):
+    if entry.decision != "refine" or iteration > record.max_iterations:
         log.info("query %s: iteration %d was not sent to refinement; ignoring", query_id, previous)
         return
 
-    grade = entry.get("grade") or {}
     request = RefineRequest(
-        original_query=doc["original_query"],
-        previous_query=entry.get("query") or doc["original_query"],
-        reasoning=str(grade.get("reasoning") or ""),
-        missing_aspects=list(grade.get("missing_aspects") or []),
-        earlier_queries=tuple(e.get("query") or "" for e in doc.get("iterations") or [] if e.get("query")),
+        original_query=record.original_query,
+        previous_query=entry.query or record.original_query,
+        reasoning=entry.grade.reasoning if entry.grade else "",
+        missing_aspects=list(entry.grade.missing_aspects) if entry.grade else [],
+        earlier_queries=record.queries_tried(),
     )
     start = clock.monotonic()
     calls = 0
     refined: str | None = None
     source = "model"
-    if int(doc.get("model_calls") or 0) < int(doc.get("max_model_calls") or 0):
+    if record.model_calls_left > 0:
         calls = 1
         try:
             refined = llm.refine(request, today=now.date())
@@ -260,19 +253,19 @@ def refine_query(
         if fallback_query.lower() != refined.lower():
             refined, source = fallback_query, f"{source}; unchanged refinement replaced by missing aspects"
     # The question's decomposition does not change between iterations; keep it.
-    sub_queries = clean_sub_queries(list(entry.get("sub_queries") or []), refined, settings.max_sub_queries)
+    sub_queries = clean_sub_queries(list(entry.sub_queries), refined, settings.max_sub_queries)
     model_fallback = calls == 1 and source != "model"
 
-    def change(d: dict) -> None:
-        new = ensure_iteration(d, iteration)
-        new["query"] = refined
-        new["sub_queries"] = sub_queries
-        new["transform_source"] = source
-        new["refined_from"] = previous
-        d["current_query"] = refined
-        d["iteration"] = iteration
+    def change(r: QueryRecord) -> None:
+        new = r.ensure_entry(iteration)
+        new.query = refined
+        new.sub_queries = sub_queries
+        new.transform_source = source
+        new.refined_from = previous
+        r.current_query = refined
+        r.iteration = iteration
         if model_fallback:
-            d["model_fallbacks"] = int(d.get("model_fallbacks") or 0) + 1
+            r.model_fallbacks += 1
 
     annotate(query=None if settings.redact_query_text else refined, sub_query_count=len(sub_queries),
              transform_source=source, refined_from=previous)
@@ -281,5 +274,5 @@ def refine_query(
         state, query_id, iteration=iteration, stage=TRANSFORM, event_type="refined", detail=detail,
         now=clock.now(), change=change, model_calls=calls, elapsed_ms=_elapsed_ms(clock, start),
     )
-    if result.applied or result.reason == "already recorded":
-        _publish_transformed(publisher, query_id, result.doc, iteration)
+    if result.publish:
+        _publish_transformed(publisher, result.record, iteration)

@@ -34,8 +34,9 @@ from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.llm import LocalLanguageModel, decompose
 from shared.config import load_settings
 from shared.eval.dataset import EvalQuery
-from shared.ports import Embedder, LanguageModel, Transformation
+from shared.ports import Embedder, Grade, LanguageModel, Transformation
 from shared.query_api import submit_query, wait_for_query
+from shared.query_record import QueryRecord
 from shared.runtime.bootstrap import build_local
 from shared.runtime.deps import Deps
 from shared.runtime.local import LocalRuntime
@@ -96,7 +97,7 @@ class QueryResult:
     outcome: str | None
     ranking: list[str]  # passage ids of the best iteration's contexts, in order
     first_ranking: list[str]  # iteration 0's
-    first_grade: dict[str, Any] | None
+    first_grade: Grade | None
     iterations: int
     answer: str
     cited: list[str]  # passage ids of the citations, in citation order
@@ -112,33 +113,30 @@ class PipelineRun:
     errors: list[str] = field(default_factory=list)
 
 
-def reduce_record(record: dict[str, Any]) -> QueryResult:
+def reduce_record(record: QueryRecord) -> QueryResult:
     from datetime import datetime
 
-    iterations = sorted(record.get("iterations") or [], key=lambda e: e.get("iteration", 0))
-    by_number = {e.get("iteration"): e for e in iterations}
-    best = by_number.get(record.get("best_iteration"))
-    if best is None and iterations:
-        best = iterations[-1]
-    first = by_number.get(0) or {}
+    iterations = sorted(record.iterations, key=lambda e: e.iteration)
+    best = record.kept_iteration()
+    first = record.entry(0)
     timings: dict[str, float] = {}
     for entry in iterations:
-        for stage, ms in (entry.get("timings") or {}).items():
+        for stage, ms in entry.timings.items():
             timings[stage] = timings.get(stage, 0.0) + float(ms)
     total = 0.0
-    if record.get("created_at") and record.get("updated_at"):
-        total = (datetime.fromisoformat(record["updated_at"])
-                 - datetime.fromisoformat(record["created_at"])).total_seconds() * 1000
+    if record.created_at and record.updated_at:
+        total = (datetime.fromisoformat(record.updated_at)
+                 - datetime.fromisoformat(record.created_at)).total_seconds() * 1000
     return QueryResult(
-        query_id=record["id"],
-        status=record.get("status") or "",
-        outcome=record.get("outcome"),
-        ranking=[c.get("document_id", "") for c in (best or {}).get("contexts") or []],
-        first_ranking=[c.get("document_id", "") for c in first.get("contexts") or []],
-        first_grade=first.get("grade"),
-        iterations=len([e for e in iterations if e.get("contexts") is not None]),
-        answer=record.get("answer") or "",
-        cited=[c.get("document_id", "") for c in record.get("citations") or []],
+        query_id=record.id,
+        status=record.status or "",
+        outcome=record.outcome,
+        ranking=[c.get("document_id", "") for c in best.contexts] if best else [],
+        first_ranking=[c.get("document_id", "") for c in first.contexts] if first else [],
+        first_grade=first.grade if first else None,
+        iterations=len(iterations),
+        answer=record.answer or "",
+        cited=[c.get("document_id", "") for c in record.citations],
         timings_ms=timings,
         total_ms=total,
     )
@@ -173,9 +171,9 @@ class PipelineRunner:
         self.runtime.stop()
         self.index.close()
 
-    def ask(self, text: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    def ask(self, text: str, timeout_s: float = 120.0) -> QueryRecord:
         record = submit_query(self.deps, text, timeout_s=min(600.0, timeout_s))
-        return wait_for_query(self.deps, record["id"], timeout_s)
+        return wait_for_query(self.deps, record.id, timeout_s)
 
 
 def run_pipeline(
@@ -202,8 +200,8 @@ def run_pipeline(
             result = reduce_record(record)
             result.query_id = queries[i].query_id
             results[i] = result
-            if record.get("status") != "answered":
-                errors.append(f"{queries[i].query_id}: {record.get('status')} {record.get('error') or ''}".strip())
+            if record.status != "answered":
+                errors.append(f"{queries[i].query_id}: {record.status} {record.error or ''}".strip())
 
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             for _ in pool.map(one, range(len(queries))):

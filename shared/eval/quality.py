@@ -31,7 +31,7 @@ from shared.eval.metrics import (
     youden_threshold,
 )
 from shared.eval.pipeline import QueryResult
-from shared.grading import failed_thresholds, grade_from_doc
+from shared.grading import failed_thresholds
 
 ANSWERED = ("answered", "answered_with_caveat")
 
@@ -103,9 +103,9 @@ def calibration(
         if not r.first_grade:
             continue
         q = known[r.query_id]
-        scores.append(float(r.first_grade.get("score", 0.0)))
+        scores.append(float(r.first_grade.score))
         labels.append(bool(q.relevant & set(r.first_ranking)))
-        accepted.append(not failed_thresholds(grade_from_doc(r.first_grade), thresholds))
+        accepted.append(not failed_thresholds(r.first_grade, thresholds))
     curve = roc_curve(scores, labels)
     best = youden_threshold(curve)
     configured = operating_point(scores, labels, thresholds.overall)

@@ -399,7 +399,7 @@ def test_the_trace_of_a_query_is_served_as_waterfall_rows(tmp_path):
 
     local = build_local(load_settings({"RAGBUS_HOME": str(tmp_path)}))
     with tracer().start_as_current_span("outer request"):
-        record = submit_query(local.deps, "what is a trace?")
+        record = submit_query(local.deps, "what is a trace?").to_doc()
         with tracer().start_as_current_span("grader.contexts-retrieved process") as span:
             span.set_attribute("rag.iteration", 0)
             span.set_attribute("rag.grade.score", 0.5)

@@ -47,7 +47,7 @@ def _tree(spans):
 def test_a_query_refined_twice_is_one_trace_with_every_stage_of_every_iteration(system):
     local, _ = system
     EXPORTER.clear()
-    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2)["id"], 60)
+    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2).id, 60).to_doc()
     assert record["status"] == "answered" and len(record["iterations"]) == 3
     trace.get_tracer_provider().force_flush()
     spans = [s for s in EXPORTER.get_finished_spans() if s.context.trace_id == int(record["trace_id"], 16)]
@@ -105,7 +105,7 @@ def test_one_ingested_item_is_one_trace_from_fetch_to_index(system):
 
 def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
     local, home = system
-    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2)["id"], 60)
+    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2).id, 60).to_doc()
     trace.get_tracer_provider().force_flush()
     out = run_cli(home, "trace", record["id"]).stdout
     lines = out.splitlines()

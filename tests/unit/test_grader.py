@@ -26,7 +26,8 @@ def test_accept_with_bounded_grading_contexts():
     loop = make_loop(long_chunks)
     loop.submit("what is BM25 ranking", top_k=20)
     graded = _grade(loop, good_grade())
-    assert (graded.decision, graded.should_refine, graded.score) == ("accept", False, 0.9)
+    entry = loop.record()["iterations"][0]
+    assert (graded.decision, entry["should_refine"], entry["grade"]["score"]) == ("accept", False, 0.9)
     (_, contexts), = [c for c in loop.llm.calls if c[0] == "grade"]
     assert len(contexts) == 15 and all(len(c.text) <= 500 for c in contexts)
     assert contexts[0].number == 1 and contexts[0].text.startswith("T") and "Published:" not in contexts[0].text
@@ -40,7 +41,7 @@ def test_the_stage_not_the_model_decides_to_refine():
     loop.submit("what is BM25")
     # scores above the thresholds but not grounded: refine, whatever the model thinks
     graded = _grade(loop, Grade(0.9, 0.9, 0.9, grounded=False, answerable=True))
-    assert graded.should_refine and graded.decision == "refine"
+    assert loop.record()["iterations"][0]["should_refine"] and graded.decision == "refine"
     assert loop.record()["iterations"][0]["failed_thresholds"] == ["not grounded"]
 
 
@@ -113,7 +114,7 @@ def test_a_model_failure_becomes_the_conservative_fallback_grade():
     loop.submit("what is BM25")
     loop.deliver(_retrieved(loop))
     graded = loop.publisher.of_type(QueryGraded)[-1]
-    assert graded.decision == "refine" and graded.score == 0.0
+    assert graded.decision == "refine" and loop.record()["iterations"][0]["grade"]["score"] == 0.0
     record = loop.record()
     entry = record["iterations"][0]
     assert entry["grade_source"] == "fallback" and "not JSON" in entry["grade"]["reasoning"]

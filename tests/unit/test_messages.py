@@ -1,3 +1,4 @@
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -56,3 +57,21 @@ def test_messages_are_immutable_and_reject_unknown_fields():
     msg = _fetched()
     with pytest.raises(ValidationError, match="frozen"):
         msg.title = "x"
+
+
+def test_query_graded_carries_only_what_its_consumers_route_on():
+    msg = messages.QueryGraded(query_id="q1", iteration=2, decision="refine")
+    data, attrs = messages.encode(msg)
+    assert attrs["schema_version"] == "2"
+    assert json.loads(data) == {"query_id": "q1", "iteration": 2, "decision": "refine"}
+    assert messages.decode(data, attrs) == msg
+
+
+def test_a_version_1_query_graded_already_on_the_bus_still_decodes():
+    old = {"query_id": "q1", "iteration": 0, "score": 0.4, "relevance": 0.5, "completeness": 0.3,
+           "grounded": True, "should_refine": True, "decision": "refine"}
+    attrs = {"type": "QueryGraded", "schema_version": "1", "idempotency_key": "q1/0/graded"}
+    decoded = messages.decode(json.dumps(old).encode(), attrs)
+    assert decoded == messages.QueryGraded(query_id="q1", iteration=0, decision="refine")
+    with pytest.raises(SchemaError, match="reads version 1, 2"):
+        messages.decode(json.dumps(old).encode(), {**attrs, "schema_version": "3"})

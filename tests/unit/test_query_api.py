@@ -12,7 +12,7 @@ from shared.adapters.local.clock import SystemClock
 from shared.config import Settings
 from shared.errors import InvalidInput, RetryableError
 from shared.messages import QuerySubmitted
-from shared.ports import Chunk, ScoredChunk
+from shared.ports import Chunk, Grade, ScoredChunk
 from shared.query_api import (
     QueryNotFound,
     answer_summary,
@@ -23,6 +23,7 @@ from shared.query_api import (
     submit_query,
     wait_for_query,
 )
+from shared.query_record import QueryRecord, grade_to_doc
 from shared.runtime.deps import Deps
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.scripted_loop import ANSWER, ScriptedLoop
@@ -54,33 +55,34 @@ def deps(state, clock, publisher) -> Deps:
 def test_submit_creates_the_record_and_starts_the_loop(deps, state, publisher, clock):
     record = submit_query(deps, "  What is BM25?  ", top_k=7, max_iterations=1, timeout_s=30)
 
-    stored = state.get(collections.QUERIES, record["id"])
-    assert stored == record
-    assert record["status"] == "pending"
-    assert record["original_query"] == "What is BM25?"
-    assert (record["top_k"], record["max_iterations"]) == (7, 1)
-    assert record["deadline"] == (clock.now() + timedelta(seconds=30)).isoformat()
-    assert record["events"][0]["type"] == "submitted"
-    assert publisher.messages == [QuerySubmitted(query_id=record["id"])]
+    stored = state.get(collections.QUERIES, record.id)
+    assert stored == record.to_doc()
+    assert QueryRecord.from_doc(stored) == record
+    assert record.status == "pending"
+    assert record.original_query == "What is BM25?"
+    assert (record.top_k, record.max_iterations) == (7, 1)
+    assert record.deadline == (clock.now() + timedelta(seconds=30)).isoformat()
+    assert record.events[0]["type"] == "submitted"
+    assert publisher.messages == [QuerySubmitted(query_id=record.id)]
 
 
 def test_submit_uses_the_settings_defaults(state, clock, publisher):
     settings = Settings(top_k=4, max_iterations=3, query_timeout_s=12)
     deps = Deps(settings, publisher=publisher, state=state, clock=clock)
     record = submit_query(deps, "q")
-    assert (record["top_k"], record["max_iterations"]) == (4, 3)
-    assert record["deadline"] == (clock.now() + timedelta(seconds=12)).isoformat()
-    assert record["max_model_calls"] == settings.max_model_calls
+    assert (record.top_k, record.max_iterations) == (4, 3)
+    assert record.deadline == (clock.now() + timedelta(seconds=12)).isoformat()
+    assert record.max_model_calls == settings.max_model_calls
 
 
 def test_every_submission_gets_its_own_id(deps):
-    ids = {submit_query(deps, "same question")["id"] for _ in range(5)}
+    ids = {submit_query(deps, "same question").id for _ in range(5)}
     assert len(ids) == 5
 
 
 def test_windows_line_endings_and_tabs_are_kept_as_text(deps):
     record = submit_query(deps, "line one\r\nline\ttwo")
-    assert record["original_query"] == "line one\nline\ttwo"
+    assert record.original_query == "line one\nline\ttwo"
 
 
 @pytest.mark.parametrize(
@@ -120,9 +122,9 @@ def test_bad_input_is_refused_with_what_to_send(deps, state, publisher, kwargs, 
 
 def test_limits_at_the_edges_are_accepted(deps):
     record = submit_query(deps, "x" * 2000, top_k=50, max_iterations=0)
-    assert (len(record["original_query"]), record["top_k"], record["max_iterations"]) == (2000, 50, 0)
-    assert submit_query(deps, "q", top_k=1, max_iterations=5)["top_k"] == 1
-    assert submit_query(deps, "q", top_k=3.0)["top_k"] == 3
+    assert (len(record.original_query), record.top_k, record.max_iterations) == (2000, 50, 0)
+    assert submit_query(deps, "q", top_k=1, max_iterations=5).top_k == 1
+    assert submit_query(deps, "q", top_k=3.0).top_k == 3
 
 
 def test_a_bus_failure_ends_the_query_instead_of_leaving_it_pending(state, clock):
@@ -149,27 +151,27 @@ def test_get_query_unknown_is_none(deps):
 def test_get_query_times_out_a_query_past_its_deadline(deps, clock):
     record = submit_query(deps, "slow", timeout_s=5)
     clock.advance(4)
-    assert get_query(deps, record["id"])["status"] == "pending"
+    assert get_query(deps, record.id).status == "pending"
     clock.advance(2)
-    expired = get_query(deps, record["id"])
-    assert (expired["status"], expired["outcome"]) == ("timed_out", "timed_out")
-    assert expired["events"][-1]["type"] == "timed_out"
+    expired = get_query(deps, record.id)
+    assert (expired.status, expired.outcome) == ("timed_out", "timed_out")
+    assert expired.events[-1]["type"] == "timed_out"
     # a later read changes nothing more
-    assert get_query(deps, record["id"]) == expired
+    assert get_query(deps, record.id) == expired
 
 
 def test_wait_returns_the_record_as_it_stands_when_the_wait_elapses(deps, clock):
     record = submit_query(deps, "pending forever", timeout_s=60)
     start = clock.monotonic()
-    waited = wait_for_query(deps, record["id"], 3)
-    assert waited["status"] == "pending"
+    waited = wait_for_query(deps, record.id, 3)
+    assert waited.status == "pending"
     assert 3 <= clock.monotonic() - start < 3.5
 
 
 def test_wait_never_outlasts_the_query_deadline(deps, clock):
     record = submit_query(deps, "nobody answers", timeout_s=2)
-    waited = wait_for_query(deps, record["id"], 30)
-    assert waited["status"] == "timed_out"
+    waited = wait_for_query(deps, record.id, 30)
+    assert waited.status == "timed_out"
     assert clock.monotonic() < 3
 
 
@@ -183,10 +185,10 @@ def test_wait_returns_once_stages_answer(state):
     loop = ScriptedLoop(state, clock, step_s=0.01)
     deps = Deps(Settings(), publisher=loop, state=state, clock=clock)
     record = submit_query(deps, "what is bm25")
-    done = wait_for_query(deps, record["id"], 10)
-    assert done["status"] == "answered"
-    assert done["answer"] == ANSWER
-    assert [e["stage"] for e in done["events"]] == [
+    done = wait_for_query(deps, record.id, 10)
+    assert done.status == "answered"
+    assert done.answer == ANSWER
+    assert [e["stage"] for e in done.events] == [
         "gateway",
         *["transformer", "retriever", "grader"] * 2,
         "synthesizer",
@@ -197,29 +199,31 @@ def test_wait_returns_once_stages_answer(state):
 
 
 def test_summaries_take_the_kept_iteration():
-    record = {
+    first_grade, second_grade = grade_to_doc(Grade(0.7, 0.7, 0.7, True, True)), grade_to_doc(Grade(0.5, 0.5, 0.5, True, True))
+    doc = {
         "id": "q1",
         "status": "answered",
         "outcome": "answered_with_caveat",
         "best_iteration": 0,
         "iterations": [
-            {"iteration": 0, "query": "first", "contexts": [{"chunk_id": "a"}], "grade": {"score": 0.7}},
-            {"iteration": 1, "query": "second", "contexts": [{"chunk_id": "b"}], "grade": {"score": 0.5}},
+            {"iteration": 0, "query": "first", "contexts": [{"chunk_id": "a"}], "grade": first_grade},
+            {"iteration": 1, "query": "second", "contexts": [{"chunk_id": "b"}], "grade": second_grade},
         ],
         "answer": "A [1].",
         "citations": [{"id": 1, "url": "https://x"}],
         "error": None,
     }
+    record = QueryRecord.from_doc(doc)
     ctx = contexts_summary(record)
     assert (ctx["best_iteration"], ctx["query"], ctx["iterations"]) == (0, "first", 2)
     assert ctx["contexts"] == [{"chunk_id": "a"}]
-    assert ctx["grade"] == {"score": 0.7}
+    assert ctx["grade"] == first_grade
     ans = answer_summary(record)
     assert (ans["answer"], ans["outcome"], ans["iterations"]) == ("A [1].", "answered_with_caveat", 2)
     assert ans["citations"] == [{"id": 1, "url": "https://x"}]
     # without a kept iteration the last one stands
-    assert best_iteration({**record, "best_iteration": None})["query"] == "second"
-    assert best_iteration({"iterations": []}) is None
+    assert best_iteration(QueryRecord.from_doc({**doc, "best_iteration": None})).query == "second"
+    assert best_iteration(QueryRecord.from_doc({"iterations": []})) is None
 
 
 # ---------------------------------------------------------------- search
@@ -291,8 +295,8 @@ def test_the_record_keeps_the_trace_that_the_submission_starts(state, clock):
     record = submit_query(deps, "traced question")
     spans = {s.name: s for s in exporter.get_finished_spans()}
     submit, publish = spans["gateway submit"], spans["query-submitted publish"]
-    assert record["trace_id"] == format(submit.context.trace_id, "032x")
+    assert record.trace_id == format(submit.context.trace_id, "032x")
     assert publish.parent.span_id == submit.context.span_id
     assert publish.kind is SpanKind.PRODUCER
-    assert submit.attributes["rag.query_id"] == record["id"]
-    assert deps.publisher.inner.attributes[0]["traceparent"].split("-")[1] == record["trace_id"]
+    assert submit.attributes["rag.query_id"] == record.id
+    assert deps.publisher.inner.attributes[0]["traceparent"].split("-")[1] == record.trace_id

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from shared import collections
+from shared.query_record import QueryRecord
 from shared.query_state import (
     GRADE,
     TRANSFORM,
+    StageVerdict,
     apply_stage,
-    best_of,
-    ensure_iteration,
     fail_query,
     live_record,
     new_query_record,
-    stage_done,
 )
 from tests.fakes import FakeClock, InMemoryStateStore
 
@@ -21,12 +20,12 @@ def _setup():
     state, clock = InMemoryStateStore(), FakeClock()
     record = new_query_record("q", "what is rrf", top_k=10, max_iterations=2, max_model_calls=5,
                               now=clock.now(), timeout_s=30)
-    state.create(collections.QUERIES, "q", record)
+    state.create(collections.QUERIES, "q", record.to_doc())
     return state, clock
 
 
-def _set_query(doc):
-    ensure_iteration(doc, 0)["query"] = "rewritten"
+def _set_query(record):
+    record.ensure_entry(0).query = "rewritten"
 
 
 def test_a_stage_is_recorded_once_with_its_event_timing_and_model_calls():
@@ -35,12 +34,14 @@ def test_a_stage_is_recorded_once_with_its_event_timing_and_model_calls():
                         now=clock.now(), change=_set_query, model_calls=1, elapsed_ms=12.5)
     second = apply_stage(state, "q", iteration=0, stage=TRANSFORM, event_type="transformed", detail="d",
                          now=clock.now(), change=_set_query, model_calls=1, elapsed_ms=99)
-    assert first.applied and not second.applied and second.reason == "already recorded"
+    assert first.verdict is StageVerdict.RECORDED and first.publish
+    assert second.verdict is StageVerdict.DUPLICATE and second.publish and second.reason == "already recorded"
     doc = state.get(collections.QUERIES, "q")
     assert doc["status"] == "running"
     assert doc["model_calls"] == 1
     assert doc["iterations"][0]["timings"] == {TRANSFORM: 12.5}
-    assert stage_done(doc, 0, TRANSFORM) and not stage_done(doc, 0, GRADE)
+    typed = QueryRecord.from_doc(doc)
+    assert typed.stage_done(0, TRANSFORM) and not typed.stage_done(0, GRADE)
     stage_events = [e for e in doc["events"] if e["stage"] == TRANSFORM]
     assert stage_events == [{"stage": TRANSFORM, "type": "transformed", "at": clock.now().isoformat(),
                              "iteration": 0, "detail": "d"}]
@@ -51,7 +52,7 @@ def test_an_ended_query_is_not_changed_by_a_stage():
     fail_query(state, "q", "boom", clock.now())
     result = apply_stage(state, "q", iteration=0, stage=TRANSFORM, event_type="transformed", detail="d",
                          now=clock.now(), change=_set_query)
-    assert not result.applied and "failed" in result.reason
+    assert result.verdict is StageVerdict.ENDED and not result.publish and "failed" in result.reason
     assert state.get(collections.QUERIES, "q")["iterations"] == []
 
 
@@ -71,8 +72,8 @@ def test_best_of_prefers_the_highest_score_and_the_earlier_iteration_on_a_tie():
         {"iteration": 2, "grade": {"score": 0.7}},
         {"iteration": 3, "grade": None},
     ]}
-    assert best_of(doc) == 1
-    assert best_of({"iterations": []}) is None
+    assert QueryRecord.from_doc(doc).best_graded() == 1
+    assert QueryRecord.from_doc({"iterations": []}).best_graded() is None
 
 
 def test_change_may_run_twice_without_double_counting():
@@ -90,3 +91,10 @@ def test_change_may_run_twice_without_double_counting():
                 change=_set_query, model_calls=2)
     doc = store.get(collections.QUERIES, "q")
     assert doc["model_calls"] == 2 and len(doc["iterations"]) == 1 and len(doc["events"]) == 2
+
+
+def test_a_stage_on_a_query_that_does_not_exist_ends_without_publishing():
+    state, clock = InMemoryStateStore(), FakeClock()
+    result = apply_stage(state, "nope", iteration=0, stage=TRANSFORM, event_type="t", detail="",
+                         now=clock.now(), change=_set_query)
+    assert result.verdict is StageVerdict.ENDED and not result.publish and result.record is None
