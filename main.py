@@ -5,6 +5,7 @@ thin function in ``services/<stage>/main.py``.
 """
 
 from services.cleaner.main import cleaner
+from services.dead_letters.main import dead_letters
 from services.feed_poller.main import feed_poller
 from services.gateway.main import gateway
 from services.gcs_ingest.main import gcs_deleted, gcs_finalized
@@ -16,6 +17,7 @@ from services.transformer.main import transformer
 
 __all__ = [
     "cleaner",
+    "dead_letters",
     "feed_poller",
     "gateway",
     "gcs_deleted",

@@ -94,6 +94,44 @@ resource "google_pubsub_subscription" "consumer" {
   ]
 }
 
+# Every dead-letter topic pushes to the dead-letters function, which records the dead
+# letter (reason, delivery count from Pub/Sub's CloudPubSubDeadLetterSource* attributes)
+# and ends its query as failed, so no query waits for its deadline on a message nobody
+# will handle. Named dead_letters.<dead-letter topic>; the endpoint path names the
+# dead-letter topic. No dead-letter policy of its own: a dead letter that cannot be
+# recorded is retried until the message's retention ends.
+resource "google_pubsub_subscription" "dead_letter_recorder" {
+  for_each = toset(local.topics)
+  name     = "dead_letters.${each.value}-dead-letter"
+  topic    = google_pubsub_topic.dead_letter[each.value].id
+  labels   = var.labels
+
+  ack_deadline_seconds       = local.functions["dead-letters"].timeout
+  message_retention_duration = "604800s"
+
+  push_config {
+    push_endpoint = "${google_cloudfunctions2_function.function["dead-letters"].service_config[0].uri}/projects/${var.project}/topics/${each.value}-dead-letter"
+    oidc_token {
+      service_account_email = google_service_account.push_invoker.email
+      audience              = google_cloudfunctions2_function.function["dead-letters"].service_config[0].uri
+    }
+  }
+
+  retry_policy {
+    minimum_backoff = var.retry_minimum_backoff
+    maximum_backoff = var.retry_maximum_backoff
+  }
+
+  expiration_policy {
+    ttl = ""
+  }
+
+  depends_on = [
+    google_cloud_run_v2_service_iam_member.push_invoker,
+    google_service_account_iam_member.pubsub_agent_mints_push_tokens,
+  ]
+}
+
 # What Pub/Sub itself needs to dead-letter: publish to the dead-letter topics and
 # subscribe to (acknowledge on) the source subscriptions.
 resource "google_pubsub_topic_iam_member" "pubsub_agent_dead_letter_publisher" {

@@ -90,6 +90,13 @@ locals {
       publishes = ["query-submitted", "feed-poll-requested"], blobs = "none", documents = "none", model = false, embeds = true
       memory = "2Gi", cpu = "1", timeout = 300, max_instances = 10, concurrency = 40
     }
+    "dead-letters" = {
+      # Records what Pub/Sub dead-lettered (a push subscription on every dead-letter
+      # topic, pubsub.tf) and ends the query it belongs to as failed.
+      stage = "dead_letters", entry_point = "dead_letters", trigger = "pubsub"
+      publishes = [], blobs = "none", documents = "none", model = false, embeds = false
+      memory = "512Mi", cpu = "1", timeout = 60, max_instances = 3, concurrency = 8
+    }
     "gcs-finalized" = {
       # An uploaded or overwritten object in the documents bucket becomes a DocumentFetched.
       stage = "gcs_ingest", entry_point = "gcs_finalized", trigger = "google.cloud.storage.object.v1.finalized"

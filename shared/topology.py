@@ -13,9 +13,12 @@ against the topology while it runs. ``down`` stops every recorded process.
 What the emulators do differently from the cloud (measured, see the
 integration tests): the Pub/Sub emulator honours dead-letter policies but not
 the retry policy's backoff (it redelivers a nacked push about every 1-3 s), and
-its push envelope carries no ``deliveryAttempt`` (functions-framework would drop
-it anyway when it converts the raw envelope into a CloudEvent), so a stage
-always sees attempt 1 there.
+its push envelope carries no ``deliveryAttempt`` (functions-framework drops it
+when it converts the raw envelope into a CloudEvent; the stages read it from the
+raw body), so a stage always sees attempt 1 there and a failing message reaches
+its dead-letter topic, whose push subscription (``dead_letters.<topic>-dead-letter``)
+delivers it to the ``dead_letters`` server: as in the cloud, the dead letter is
+recorded and its query ends ``failed``.
 """
 
 from __future__ import annotations
@@ -52,9 +55,12 @@ ALL_STAGES: tuple[str, ...] = (
     "retriever",
     "grader",
     "synthesizer",
+    "dead_letters",
     "gateway",
 )
 GATEWAY = "gateway"
+#: The server recording dead letters (services/dead_letters), fed by every dead-letter topic.
+DEAD_LETTERS = "dead_letters"
 
 #: Subscription on each dead-letter topic, so dead letters are kept (a topic
 #: without a subscription drops what is published to it).
@@ -307,7 +313,7 @@ def up(
         subscriptions = []
         with _environment(client_env):
             from shared.adapters.gcp.pubsub import ensure_push_subscription
-            from shared.topics import dead_letter_topic
+            from shared.topics import ALL_TOPICS, dead_letter_topic
 
             for consumer in CONSUMERS:
                 if consumer.stage not in servers:
@@ -318,6 +324,16 @@ def up(
                     max_delivery_attempts=max_delivery_attempts, ack_deadline_s=ack_deadline_s,
                     min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
                 ))
+
+            recorder = servers.get(DEAD_LETTERS)
+            if recorder is not None:
+                for dead_topic in (dead_letter_topic(t) for t in ALL_TOPICS):
+                    subscriptions.append(ensure_push_subscription(
+                        project, f"{DEAD_LETTERS}.{dead_topic}", dead_topic,
+                        f"{recorder.url}/projects/{project}/topics/{dead_topic}",
+                        dead_letter_topic=None, ack_deadline_s=ack_deadline_s,
+                        min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
+                    ))
 
         gateway = servers.get(GATEWAY)
         if gateway is not None:

@@ -100,14 +100,31 @@ def record_dead_letter(
     message_id: str,
 ) -> None:
     """Keep the dead letter with its reason, and end its query if it had one."""
-    metrics.dead_lettered(consumer.subscription)
-    key = f"{consumer.subscription}:{message_id or attributes.get('idempotency_key', '')}"
+    keep_dead_letter(deps, subscription=consumer.subscription, topic=consumer.topic, stage=consumer.stage,
+                     data=data, attributes=attributes, error=error, attempts=attempts, message_id=message_id)
+
+
+def keep_dead_letter(
+    deps: Deps,
+    *,
+    subscription: str,
+    topic: str,
+    stage: str,
+    data: bytes,
+    attributes: dict[str, str],
+    error: str,
+    attempts: int,
+    message_id: str,
+) -> None:
+    """Store one dead letter (idempotent per subscription and message) and fail its query."""
+    metrics.dead_lettered(subscription)
+    key = f"{subscription}:{message_id or attributes.get('idempotency_key', '')}"
     deps.state.put(
         collections.DEAD_LETTERS,
         key,
         {
-            "subscription": consumer.subscription,
-            "topic": consumer.topic,
+            "subscription": subscription,
+            "topic": topic,
             "message_id": message_id,
             "type": attributes.get("type"),
             "schema_version": attributes.get("schema_version"),
@@ -122,7 +139,7 @@ def record_dead_letter(
     if query_id:
         from shared.query_state import fail_query
 
-        fail_query(deps.state, query_id, f"{consumer.stage} gave up: {error}", deps.clock.now())
+        fail_query(deps.state, query_id, f"{stage} gave up: {error}", deps.clock.now())
 
 
 def _query_id_of(data: bytes) -> str | None:

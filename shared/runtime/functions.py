@@ -4,9 +4,18 @@ A stage's entry point receives a CloudEvent: either Eventarc's
 ``google.cloud.pubsub.topic.v1.messagePublished`` or a raw Pub/Sub push
 envelope that functions-framework converted into one. Both carry
 ``data.message`` with base64 ``data``, ``attributes`` and ``messageId``.
+
+functions-framework's conversion of a raw push envelope keeps only the
+message: the envelope's ``deliveryAttempt`` and ``subscription`` are dropped
+(``event_conversion.marshal_background_event_data``). The function still runs
+inside the Flask request, so :func:`push_envelope` reads them from the raw body.
+
 The outcome maps onto the platform's delivery semantics: RETRY raises (the
-platform answers 500 and redelivers with backoff), DEAD records the dead
-letter with its reason and returns (acknowledged), and an event older than the
+platform answers 500 and redelivers with backoff) until the last attempt the
+subscription allows, where the failure is recorded as a dead letter with its
+real error and the query it belongs to ends ``failed`` (Pub/Sub's own
+dead-lettering would keep the message but not the error); DEAD records the dead
+letter with its reason and returns (acknowledged); and an event older than the
 cutoff is dropped so a poison message cannot retry forever.
 """
 
@@ -57,7 +66,7 @@ def consumer_for(stage: str, attributes: dict[str, str]) -> Consumer:
     return consumers[0]  # unknown type: the dispatcher dead-letters it with the reason
 
 
-def _event_time(event: Any, message: dict[str, Any]) -> datetime | None:
+def event_time(event: Any, message: dict[str, Any]) -> datetime | None:
     raw = message.get("publishTime") or message.get("publish_time")
     if not raw and hasattr(event, "get"):
         raw = event.get("time")
@@ -69,9 +78,58 @@ def _event_time(event: Any, message: dict[str, Any]) -> datetime | None:
         return None
 
 
+def push_envelope() -> dict[str, Any]:
+    """The raw body of the Pub/Sub push being handled, or {} outside an HTTP request."""
+    try:
+        import flask
+    except ImportError:  # pragma: no cover - functions-framework depends on flask
+        return {}
+    if not flask.has_request_context():
+        return {}
+    body = flask.request.get_json(silent=True)
+    return body if isinstance(body, dict) else {}
+
+
+def delivery_attempt(event: Any) -> int:
+    """Which delivery of the message this is (1 when nobody says): the raw push body first.
+
+    Pub/Sub sets ``deliveryAttempt`` on pushes of a subscription with a dead-letter
+    policy; the CloudEvent functions-framework makes of the push no longer has it.
+    """
+    envelope = push_envelope()
+    data = event.data if isinstance(getattr(event, "data", None), dict) else {}
+    message = data.get("message") if isinstance(data.get("message"), dict) else {}
+    for raw in (envelope.get("deliveryAttempt"), data.get("deliveryAttempt"), message.get("deliveryAttempt")):
+        try:
+            if raw is not None and int(raw) >= 1:
+                return int(raw)
+        except (TypeError, ValueError):
+            continue
+    return 1
+
+
+def push_subscription(event: Any) -> str:
+    """The short name of the subscription that pushed this event ("" when unknown)."""
+    data = event.data if isinstance(getattr(event, "data", None), dict) else {}
+    name = str(push_envelope().get("subscription") or data.get("subscription") or "")
+    return name.rsplit("/", 1)[-1]
+
+
+def event_max_age() -> timedelta:
+    """RAGBUS_EVENT_MAX_AGE_S (default one day): older events are acknowledged unhandled."""
+    raw = os.environ.get("RAGBUS_EVENT_MAX_AGE_S", "86400")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        from shared.errors import ConfigError
+
+        raise ConfigError(f"RAGBUS_EVENT_MAX_AGE_S must be a number of seconds, got {raw!r}") from None
+    return timedelta(seconds=seconds)
+
+
 def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> Callable[[Any], None]:
     """The body of a stage's ``@functions_framework.cloud_event`` function."""
-    max_age = timedelta(seconds=float(os.environ.get("RAGBUS_EVENT_MAX_AGE_S", "86400")))
+    max_age = event_max_age()
 
     def handle_event(event: Any) -> None:
         try:
@@ -85,16 +143,26 @@ def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> 
         data = base64.b64decode(message.get("data") or b"")
         attributes = {str(k): str(v) for k, v in (message.get("attributes") or {}).items()}
         message_id = str(message.get("messageId") or message.get("message_id") or "")
-        attempt = int(envelope.get("deliveryAttempt") or message.get("deliveryAttempt") or 1)
+        attempt = delivery_attempt(event)
         consumer = consumer_for(stage, attributes)
-        published = _event_time(event, message)
+        published = event_time(event, message)
         if published is not None and datetime.now(UTC) - published > max_age:
             log.warning("%s: dropping %s published at %s (older than %s)", consumer.subscription,
                         message_id, published.isoformat(), max_age)
             return
         result = handle_delivery(consumer, data, attributes, deps(), attempt=attempt, message_id=message_id)
         if result.outcome is Outcome.RETRY:
-            raise RuntimeError(f"{consumer.subscription}: {result.error}; the platform will redeliver")
+            allowed = deps().settings.max_delivery_attempts
+            if attempt < allowed:
+                raise RuntimeError(f"{consumer.subscription}: {result.error}; the platform will redeliver")
+            # The last delivery the subscription allows: Pub/Sub would dead-letter the
+            # message without the error, so record it here and acknowledge.
+            log.error("%s: giving up on %s after %d delivery attempts: %s", consumer.subscription,
+                      message_id, attempt, result.error)
+            record_dead_letter(deps(), consumer, data, attributes,
+                               f"{result.error} (delivery attempt {attempt} of {allowed})",
+                               attempts=attempt, message_id=message_id)
+            return
         if result.outcome is Outcome.DEAD:
             record_dead_letter(deps(), consumer, data, attributes, result.error or "",
                                attempts=attempt, message_id=message_id)

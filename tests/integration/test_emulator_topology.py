@@ -1,8 +1,8 @@
 """The production topology on one machine (`shared.topology.up`): Pub/Sub push into
 functions-framework stage servers, Firestore state, GCS blobs, all on the real emulators.
 
-One topology (emulators + feed_poller, cleaner and indexer servers) is shared by the
-module; each test uses its own documents, feeds or topics. What the emulator does
+One topology (emulators + feed_poller, cleaner, indexer, grader and dead_letters
+servers) is shared by the module; each test uses its own documents, feeds or topics. What the emulator does
 differently from Pub/Sub in the cloud is asserted where it matters (no
 ``deliveryAttempt`` in the push envelope, dead-lettering after N deliveries).
 """
@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from shared import collections, emulators, topology
+from shared import collections, emulators, topics, topology
 from shared.config import load_settings
 from shared.feeds import add_feed
 from shared.file_ingest import ingest_path
-from shared.messages import DocumentIndexed, FeedPollRequested, decode
+from shared.messages import ContextsRetrieved, DocumentIndexed, FeedPollRequested, decode
+from shared.query_state import new_query_record
 from shared.runtime.deps import Deps
 from tests.probes.pubsub_probe import read_log
 from tests.support import REPO, Site, article_html, rss, serve_site, topic_paragraphs
@@ -46,7 +47,7 @@ def topo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         pytest.skip(f"emulators not installed: {_missing()}")
     home = tmp_path_factory.mktemp("topology-home")
     state = topology.up(
-        home, stages=("feed_poller", "cleaner", "indexer"), project=PROJECT,
+        home, stages=("feed_poller", "cleaner", "indexer", "grader", "dead_letters"), project=PROJECT,
         max_delivery_attempts=MAX_ATTEMPTS, min_backoff_s=0.1, max_backoff_s=1.0, ack_deadline_s=60,
         allow_loopback=True, stage_env={"RAGBUS_TRACING": "0"},
     )
@@ -131,13 +132,15 @@ def _decoded(messages: list[Any]) -> list[Any]:
 def test_the_topology_is_recorded_and_a_second_up_is_refused(topo):
     home = topo["home"]
     names = [p["name"] for p in topo["processes"]]
-    assert names == ["pubsub-emulator", "firestore-emulator", "gcs-emulator", "feed_poller", "cleaner", "indexer"]
+    assert names == ["pubsub-emulator", "firestore-emulator", "gcs-emulator", "feed_poller", "cleaner", "indexer",
+                     "grader", "dead_letters"]
     assert topology.running_env(home) == topo["env"]
     assert {"RAGBUS_RUNTIME", "GOOGLE_CLOUD_PROJECT", "RAGBUS_BUCKET", "PUBSUB_EMULATOR_HOST",
             "FIRESTORE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"} <= set(topo["env"])
     assert sorted(Path(s).name for s in topo["subscriptions"]) == sorted(
         ["feed_poller.feed-poll-requested", "cleaner.document-fetched", "indexer.document-cleaned",
-         "indexer.document-deleted"])
+         "indexer.document-deleted", "grader.contexts-retrieved"]
+        + [f"dead_letters.{topics.dead_letter_topic(t)}" for t in topics.ALL_TOPICS])
     assert all(Path(p["log"]).exists() for p in topo["processes"])
     with pytest.raises(topology.TopologyError, match="already running"):
         topology.up(home, stages=("cleaner",))
@@ -223,6 +226,27 @@ def test_a_handler_that_keeps_failing_is_redelivered_then_dead_lettered(topo, tm
     finally:
         emulators.stop_process_group(server.pid)
         server.popen.wait(10)
+
+
+def test_a_query_message_that_keeps_failing_is_recorded_and_its_query_fails(topo, client):
+    """The emulator dead-letters after N deliveries (each seen as attempt 1); the dead_letters
+    server, pushed to by the dead-letter topic's subscription, records it and ends the query."""
+    query_id = f"q-{uuid.uuid4().hex[:10]}"
+    client.state.put(collections.QUERIES, query_id, new_query_record(
+        query_id, "what is a volcano?", top_k=5, max_iterations=1, max_model_calls=5,
+        now=client.clock.now(), timeout_s=600))
+    # The grader retries until the retriever has stored the iteration's contexts: never, here.
+    client.publisher.publish(ContextsRetrieved(query_id=query_id, iteration=0, context_count=3))
+
+    def failed():
+        record = client.state.get(collections.QUERIES, query_id)
+        return record if record and record["status"] == "failed" else None
+
+    record = _eventually(failed, what="the query to end failed")
+    assert f"after {MAX_ATTEMPTS} delivery attempts on grader.contexts-retrieved" in record["error"]
+    (letter,) = [d for d in client.state.list(collections.DEAD_LETTERS) if query_id in d.get("data", "")]
+    assert letter["subscription"] == "grader.contexts-retrieved" and letter["topic"] == "contexts-retrieved"
+    assert letter["attempts"] == MAX_ATTEMPTS and letter["type"] == "ContextsRetrieved"
 
 
 def test_two_polls_racing_on_one_feed_index_each_item_once(topo, client):

@@ -205,6 +205,27 @@ def test_every_consumer_has_one_push_subscription_with_dead_lettering():
         assert token["audience"] == push["push_endpoint"].removesuffix(rest)
 
 
+def test_every_dead_letter_topic_pushes_to_the_dead_letter_recorder():
+    recorders = _instances("google_pubsub_subscription", "dead_letter_recorder")
+    dead_topics = {n["name"] for n in _instances("google_pubsub_topic", "dead_letter").values()}
+    assert dead_topics == {topics.dead_letter_topic(t) for t in topics.ALL_TOPICS}
+    fed = set()
+    for sub in recorders.values():
+        _, _, topic, _ = _follow(sub["topic"])
+        fed.add(topic["name"])
+        assert sub["name"] == f"dead_letters.{topic['name']}"
+        push = _block(sub, "push_config")
+        rtype, _, function, rest = _follow(push["push_endpoint"])
+        assert rtype == "google_cloudfunctions2_function"
+        assert _block(function, "build_config")["entry_point"] == "dead_letters"
+        assert rest == "/projects/${var.project}/topics/" + topic["name"]
+        assert _block(push, "oidc_token")["service_account_email"] == "${google_service_account.push_invoker.email}"
+        assert "dead_letter_policy" not in sub  # a dead letter is never dead-lettered again
+    assert fed == dead_topics
+    # the function the subscriptions push to is served by the root main.py
+    assert root_main().dead_letters is importlib.import_module("services.dead_letters.main").dead_letters
+
+
 def test_ack_deadline_is_the_function_timeout():
     body = _resource("google_pubsub_subscription", "consumer")
     assert body["ack_deadline_seconds"] == "${local.functions[each.value.function].timeout}"

@@ -1,0 +1,1 @@
+"""Records the messages Pub/Sub dead-lettered and ends their queries."""
