@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -33,6 +34,7 @@ from rich.progress import (
 )
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperOption
 
 from shared import collections
 from shared.config import Settings, load_settings
@@ -47,13 +49,21 @@ from shared.runtime.local import LocalRuntime
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
 from shared.terminal_text import dumps, markup, plain
 
+def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
+    """No type beside an on/off flag: typer writes ``<bool>`` there, which reads as a value to type."""
+    return None if self.is_flag else _typer_option_type(self, ctx)
+
+
+_typer_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
 app = typer.Typer(
     help="ragbus: event-driven RAG. Feeds and files in, answers with citations out.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-feeds_app = typer.Typer(help="Register and list RSS/Atom feeds.", no_args_is_help=True)
+feeds_app = typer.Typer(help="Register, list and remove RSS/Atom feeds.", no_args_is_help=True)
 app.add_typer(feeds_app, name="feeds")
 
 console = Console()
@@ -94,7 +104,9 @@ class Session:
             runtime.stop()
 
 
-def _session(allow_loopback: bool = False, *, embedded_only: str | None = None) -> Session:
+def _session(allow_loopback: bool = False, *, embedded_only: str | None = None, changes: bool = False) -> Session:
+    """``changes``: the command writes to the data directory, so it says which one first
+    (running from another folder would otherwise silently use another, empty, one)."""
     from shared.topology import running_env
 
     env = dict(os.environ)
@@ -105,6 +117,8 @@ def _session(allow_loopback: bool = False, *, embedded_only: str | None = None) 
     settings = load_settings(env)
     if allow_loopback:
         settings = settings.with_(allow_loopback=True)
+    if changes:
+        announce_data(settings)
     if settings.runtime == "local":
         system = build_local(settings)
         return Session(settings, system.deps, system)
@@ -113,6 +127,16 @@ def _session(allow_loopback: bool = False, *, embedded_only: str | None = None) 
             f"`ragbus {embedded_only}` runs the embedded runtime; unset RAGBUS_RUNTIME (it is {settings.runtime!r})"
         )
     return Session(settings, build_deps(settings), None)
+
+
+def _where(settings: Settings) -> str:
+    if settings.runtime == "local":
+        return f"data directory {settings.home.resolve()} (RAGBUS_HOME)"
+    return f"Google Cloud project {settings.gcp_project} (RAGBUS_RUNTIME={settings.runtime})"
+
+
+def announce_data(settings: Settings) -> None:
+    err.print(Text(f"using {_where(settings)}", style="dim"), soft_wrap=True)
 
 
 def _consumers(stages: tuple[str, ...] | None) -> list[Consumer]:
@@ -124,36 +148,69 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+ADD_DOCUMENTS = ("add documents with `ragbus ingest PATH...` or `ragbus feeds add URL` then `ragbus poll`, "
+                 "or try `ragbus demo`")
+
+
+def _empty(message: str) -> None:
+    """An empty listing says so, and what to do next (on stderr: stdout stays the data)."""
+    err.print(Text(message, style="yellow"), soft_wrap=True)
+
+
 def _print_json(value: Any) -> None:
     sys.stdout.write(dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def stage_counts(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Per stage (a stage may read several subscriptions): messages done, failed and in all,
+    only for stages that got any: a row for a stage with nothing to do would never finish."""
+    out: dict[str, dict[str, int]] = {}
+    for sub, c in counts.items():
+        total = c.get("pending", 0) + c.get("acked", 0) + c.get("dead", 0)
+        if not total:
+            continue
+        row = out.setdefault(sub.split(".")[0], {"done": 0, "dead": 0, "total": 0})
+        row["done"] += c.get("acked", 0) + c.get("dead", 0)
+        row["dead"] += c.get("dead", 0)
+        row["total"] += total
+    return out
+
+
 def _wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float, timeout: float, label: str) -> bool:
-    """Show what each stage has done with the messages published since ``since``."""
+    """Show what each stage has done with the messages published since ``since``: one row per
+    stage as soon as it has work, its count moving; every row complete when the work is."""
     subs = [c.subscription for c in runtime.consumers]
     deadline = time.monotonic() + timeout
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err, transient=False,
+        SpinnerColumn(finished_text="[green]✓[/]"), TextColumn("{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
     ) as progress:
-        tasks = {sub: progress.add_task(f"{sub.split('.')[0]:<12}", total=0) for sub in subs}
+        tasks: dict[str, Any] = {}
+
+        def show() -> None:
+            counts = {sub: c for sub, c in system.bus.progress(since).items() if sub in subs}
+            for stage, c in stage_counts(counts).items():
+                if stage not in tasks:
+                    tasks[stage] = progress.add_task(f"{stage:<12}", total=c["total"])
+                dead = f" [red]{c['dead']} failed[/]" if c["dead"] else ""
+                progress.update(tasks[stage], total=c["total"], completed=c["done"], description=f"{stage:<12}{dead}")
+
         idle_since = None
         while time.monotonic() < deadline:
-            counts = system.bus.progress(since)
-            for sub, task in tasks.items():
-                c = counts.get(sub, {"pending": 0, "acked": 0, "dead": 0})
-                total = c["pending"] + c["acked"] + c["dead"]
-                dead = f" [red]{c['dead']} failed[/]" if c["dead"] else ""
-                progress.update(task, total=max(total, 1), completed=c["acked"] + c["dead"],
-                                description=f"{sub.split('.')[0]:<12}{dead}")
+            show()
             if system.bus.outstanding(subs) == 0:
                 # a stage may be between acking one message and publishing the next
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since > 0.3:
+                    show()
                     return True
             else:
                 idle_since = None
             time.sleep(0.1)
+        for task in progress.tasks:  # the spinners stop; the counts say what is left
+            if not task.finished:
+                progress.update(task.id, description=f"{task.description} [yellow](unfinished)[/]")
+        progress.stop()
     err.print(f"[yellow]{label}: still working after {timeout:.0f} s; the rest continues on the next run[/]")
     return False
 
@@ -199,7 +256,7 @@ def feeds_add(url: str, allow_loopback: AllowLoopback = False) -> None:
     """Register a feed URL (RSS 2.0 or Atom)."""
     from shared.feeds import add_feed
 
-    session = _session(allow_loopback)
+    session = _session(allow_loopback, changes=True)
     try:
         feed = add_feed(session.deps.state, url, allow_loopback=session.settings.allow_loopback,
                         now=session.deps.clock.now())
@@ -217,12 +274,48 @@ def feeds_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
     if as_json:
         _print_json(feeds)
         return
+    if not feeds:
+        _empty("no feeds registered; add one with `ragbus feeds add URL`")
+        return
     table = Table("url", "last poll", "items", "status", "last error")
     for feed in feeds:
         table.add_row(*(Text(plain(cell)) for cell in (
             feed["url"], feed.get("last_poll") or "never", feed.get("items") or 0,
             feed.get("last_status") or "", feed.get("last_error") or "")))
     console.print(table)
+
+
+@feeds_app.command("remove")
+def feeds_remove(
+    url: str,
+    keep_documents: Annotated[bool, typer.Option(
+        "--keep-documents", help="Keep the documents already indexed from this feed.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the documents' removal.")] = 300.0,
+) -> None:
+    """Unregister a feed and delete the documents indexed from it (--keep-documents keeps them)."""
+    from shared.feeds import remove_feed
+
+    session = _session(changes=True)
+    deps = session.deps
+    since = time.time() - 0.001
+    dead = 0
+    with session.stages(("indexer",)) as runtime:
+        try:
+            deleted = remove_feed(deps.state, url, publisher=deps.publisher, clock=deps.clock,
+                                  keep_documents=keep_documents)
+        except RagbusError as exc:
+            raise _fail(str(exc)) from None
+        if deleted and runtime is not None:
+            if not _wait_with_progress(session.local, runtime, since, timeout, "feeds remove"):
+                raise typer.Exit(1)
+            dead = _run_dead(session.local, since)
+        elif deleted:
+            dead = _wait_for_documents(session, lambda: set(deleted), timeout, "feeds remove")
+    kept = "; its documents stay indexed" if keep_documents else f" and {len(deleted)} document(s) from it"
+    console.print(Text(f"removed feed {plain(url)}{kept}"), soft_wrap=True)
+    if dead:
+        err.print(f"[red]{dead} document(s) could not be removed; see `ragbus dead-letters`[/]")
+        raise typer.Exit(1)
 
 
 # ------------------------------------------------------------- ingestion
@@ -238,10 +331,12 @@ def poll(
     from shared.feeds import list_feeds
     from shared.ingest_progress import touched_since
 
-    session = _session(allow_loopback)
+    session = _session(allow_loopback, changes=True)
     deps = session.deps
     if not list_feeds(deps.state):
-        raise _fail("no feeds registered; add one with `ragbus feeds add URL`")
+        # nothing to poll is not a failure: the command did all there was to do
+        _empty("no feeds registered, nothing to poll; add one with `ragbus feeds add URL`")
+        return
     since, started = time.time() - 0.001, deps.clock.now()
     dead = 0
     with session.stages(INGESTION_STAGES) as runtime:
@@ -281,7 +376,7 @@ def ingest(
     """Ingest local files through the cleaner and indexer (the twin of a GCS upload)."""
     from shared.file_ingest import delete_path, ingest_path
 
-    session = _session()
+    session = _session(changes=True)
     deps = session.deps
     since = time.time() - 0.001
     ids: set[str] = set()
@@ -361,6 +456,7 @@ def search(
 ) -> None:
     """Retrieval only: the chunks that best match TEXT."""
     from shared.query_api import search_documents
+    from shared.text import snippet
 
     session = _session()
     try:
@@ -370,25 +466,37 @@ def search(
     if as_json:
         _print_json(hits)
         return
+    if not hits:
+        if session.deps.index.count_chunks() == 0:
+            _empty(f"the index under {_where(session.settings)} is empty; {ADD_DOCUMENTS}")
+        else:
+            _empty("no chunk matches; try other words")
+        return
     for n, hit in enumerate(hits, 1):
-        console.print(f"[bold]{n}. {markup(hit['title'])}[/] ({hit['score']:.3f}) {markup(hit['url'])}")
-        console.print("   " + markup(hit["text"][:240].replace("\n", " ")))
+        console.print(Text.assemble((f"{n}. {plain(hit['title'])}", "bold"), f" ({hit['score']:.3f}) {plain(hit['url'])}"),
+                      soft_wrap=True)
+        console.print(Text("   " + plain(snippet(hit["text"], title=hit.get("title") or ""))))
 
 
 def print_answer(record: QueryRecord) -> None:
+    from shared.text import meaningful_rewrite
+
     outcome = record.outcome or record.status
     console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.iterations)}")
     for it in record.iterations:
         score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
-        number = markup(f"[{it.iteration}]")
-        console.print(f"  {number} {markup(repr(plain(it.query)))} -> {score}, {markup(it.decision or '')}")
+        # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field
+        line = Text(f"  iteration {it.iteration + 1}: {score}, {plain(it.decision or '')}")
+        rewrite = meaningful_rewrite(record.original_query or "", it.query or "")
+        if rewrite:
+            line.append(f"  (searched: {plain(rewrite)})")
+        console.print(line)
     if record.error:
-        console.print(f"[red]{markup(record.error)}[/]")
+        console.print(Text(plain(record.error), style="red"))
     if record.answer:
-        console.print(f"\n{markup(record.answer)}\n")
+        console.print(Text(f"\n{plain(record.answer)}\n"))
     for c in record.citations:
-        number = markup(f"[{plain(c.get('id'))}]")
-        console.print(f"  {number} {markup(c.get('title'))} — {markup(c.get('url'))}")
+        console.print(Text(f"  [{plain(c.get('id'))}] {plain(c.get('title'))} — {plain(c.get('url'))}"), soft_wrap=True)
 
 
 def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
@@ -405,10 +513,14 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print the full query record as JSON.")] = False,
     top_k: Annotated[int | None, typer.Option(min=1, max=50)] = None,
     max_iterations: Annotated[int | None, typer.Option(min=0, max=5)] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds before the query times out.")] = 120.0,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds before the query times out.  [default: RAGBUS_QUERY_TIMEOUT_S, 60]")] = None,
 ) -> None:
     """Ask a question; answer with citations from the indexed corpus."""
-    session = _session()
+    session = _session(changes=True)
+    timeout = session.settings.query_timeout_s if timeout is None else timeout
+    if session.local is not None and session.deps.index.count_chunks() == 0:
+        _empty(f"the index under {_where(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
     with session.stages():
         try:
             record = _ask(session.deps, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout)
@@ -429,6 +541,9 @@ def dead_letters(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
     if as_json:
         _print_json(letters)
         return
+    if not letters:
+        _empty("no dead letters: every message was handled")
+        return
     for d in letters:
         console.print(f"{markup(d.get('at'))} {markup(d.get('subscription'))} x{markup(d.get('attempts'))}: "
                       f"[red]{markup(d.get('error'))}[/]")
@@ -445,9 +560,35 @@ def _span_store(settings: Settings):
     return SqliteSpanStore(settings.traces_path)
 
 
+FAILED_OUTCOMES = ("failed", "timed_out")
+
+
+def resolve_query_id(deps: Deps, given: str) -> str:
+    """The query id ``given`` names: the whole id or a unique prefix of one."""
+    if deps.state.get(collections.QUERIES, given) is not None:
+        return given
+    matches = sorted(r["id"] for r in deps.state.list(collections.QUERIES) if str(r.get("id", "")).startswith(given))
+    if len(matches) > 1:
+        raise _fail(f"{len(matches)} queries start with {given!r} ({', '.join(m[:12] for m in matches[:3])}, ...); "
+                    "give more characters")
+    return matches[0] if matches else given
+
+
+def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
+    """Each id's shortest prefix (at least ``minimum`` characters) that no other id shares."""
+    out = {}
+    for query_id in ids:
+        n = minimum
+        while n < len(query_id) and any(o != query_id and o.startswith(query_id[:n]) for o in ids):
+            n += 1
+        out[query_id] = query_id[:n]
+    return out
+
+
 @app.command("trace")
 def trace_cmd(
-    query_id: Annotated[str, typer.Argument(help="A query id (or a trace id).")],
+    query_id: Annotated[str, typer.Argument(help="A query id or a unique prefix of one (as `ragbus traces` "
+                                            "shows it), or a trace id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the spans as JSON.")] = False,
 ) -> None:
     """The waterfall of one query: every stage of every iteration, with durations and grades."""
@@ -455,34 +596,77 @@ def trace_cmd(
 
     session = _session()
     store = _span_store(session.settings)
+    query_id = resolve_query_id(session.deps, query_id)
     record = read_record(session.deps.state, query_id)
     trace_id = (record.trace_id if record else None) or store.trace_of_query(query_id) or query_id
     spans = store.spans_of_trace(trace_id)
     if not spans:
-        raise _fail(f"no spans for {query_id!r}; is it a query id from `ragbus ask --json`?")
+        raise _fail(f"no spans for {query_id!r}; `ragbus traces` lists the traced queries")
     if as_json:
         _print_json(spans)
         return
-    console.print(f"[bold]trace {markup(trace_id)}[/] — {len(spans)} spans")
+    console.print(Text(f"trace {plain(trace_id)} — {len(spans)} spans", style="bold"))
     for line in render(spans):
         console.print(plain(line), markup=False, highlight=False, soft_wrap=True)
+
+
+def traced_queries(deps: Deps, settings: Settings, *, slow: bool, failed: bool, limit: int) -> list[dict[str, Any]]:
+    """The traced queries with what a person looks for: when, how it ended, how long, the question."""
+    from datetime import UTC, datetime
+
+    store = _span_store(settings)
+    rows = store.slowest_queries(1_000_000, order="duration" if slow else "recent")
+    out = []
+    for r in rows:
+        record = deps.state.get(collections.QUERIES, str(r["query_id"])) or {}
+        outcome = record.get("outcome") or record.get("status") or "unknown"
+        if failed and outcome not in FAILED_OUTCOMES:
+            continue
+        question = "[redacted]" if settings.redact_query_text else record.get("original_query")
+        out.append({
+            "query_id": r["query_id"], "trace_id": r["trace_id"],
+            "started_at": datetime.fromtimestamp(r["start_ns"] / 1e9, UTC).isoformat(),
+            "outcome": outcome, "duration_ms": round(r["duration_ms"], 1),
+            "iterations": len(record.get("iterations") or []), "spans": r["spans"], "question": question,
+        })
+        if len(out) >= limit:
+            break
+    return out
 
 
 @app.command("traces")
 def traces_cmd(
     slow: Annotated[bool, typer.Option("--slow", help="Slowest first (default: most recent first).")] = False,
-    limit: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+    failed: Annotated[bool, typer.Option("--failed", help="Only queries that failed or timed out.")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many queries.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List traced queries: most recent first, or the slowest with --slow."""
-    rows = _span_store(_session().settings).slowest_queries(limit, order="duration" if slow else "recent")
+    """List traced queries (time, outcome, duration, iterations, question): newest first, or slowest."""
+    session = _session()
+    rows = traced_queries(session.deps, session.settings, slow=slow, failed=failed, limit=limit)
     if as_json:
         _print_json(rows)
         return
-    table = Table("query id", "trace id", "duration ms", "spans")
+    if not rows:
+        _empty("no failed queries traced" if failed else "no queries traced yet; ask one with `ragbus ask QUESTION`")
+        return
+    every = [str(r["id"]) for r in session.deps.state.list(collections.QUERIES)]
+    short = short_ids(sorted(set(every) | {str(r["query_id"]) for r in rows}))
+    table = Table("id", "time", "outcome", "ms", "iter", "question")
+    table.columns[0].no_wrap = True
+    table.columns[1].no_wrap = True
     for r in rows:
-        table.add_row(Text(plain(r["query_id"])), Text(plain(r["trace_id"])), f"{r['duration_ms']:.1f}", str(r["spans"]))
+        local_time = datetime_local(r["started_at"])
+        table.add_row(Text(plain(short[str(r["query_id"])])), local_time, Text(plain(r["outcome"])),
+                      f"{r['duration_ms']:.0f}", str(r["iterations"]), Text(plain(r["question"] or "")))
     console.print(table)
+    err.print(Text("`ragbus trace ID` shows one query's waterfall", style="dim"))
+
+
+def datetime_local(iso: str) -> str:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso).astimezone().strftime("%m-%d %H:%M:%S")
 
 
 # ----------------------------------------------------------------- serving
@@ -506,7 +690,7 @@ def serve(
     """Gateway, web page, MCP, every stage and scheduled polling in one process."""
     from services.gateway.app import serve as serve_gateway
 
-    session = _session(allow_loopback, embedded_only="serve")
+    session = _session(allow_loopback, embedded_only="serve", changes=True)
     system = session.local
     stop = threading.Event()
     with LocalRuntime(system.deps, system.bus, _consumers(None)):
@@ -539,6 +723,7 @@ def up(
         raise _fail("`ragbus up` runs the topology on emulators only: use `ragbus up --emulators`. "
                     "Deploying to Google Cloud is `infra/` (terraform apply) and cloudbuild.yaml.")
     settings = load_settings()
+    announce_data(settings)
     err.print("starting the emulators and one server per stage (this takes 20-60 s) ...")
     try:
         state = topology.up(
@@ -574,7 +759,9 @@ def down() -> None:
 @app.command()
 def demo(
     serve_after: Annotated[bool, typer.Option("--serve", help="Keep serving the web page afterwards.")] = False,
-    port: Annotated[int, typer.Option(help="Port for --serve.")] = 8080,
+    port: Annotated[int | None, typer.Option(
+        help="Port of the demo's page and sample feed; the sample citations name it.  "
+        "[default: RAGBUS_DEMO_PORT, else 8080 (as `ragbus serve`)]")] = None,
 ) -> None:
     """Ingest the bundled corpus and answer three questions that show the loop at work."""
     from shared.demo import run_demo

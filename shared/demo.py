@@ -1,9 +1,15 @@
 """``ragbus demo``: the README's main job, entirely offline.
 
-Serves the bundled sample corpus (an RSS feed and its article pages) from disk
-on 127.0.0.1, registers that feed, polls it, ingests the bundled Markdown and
-text files, then asks three questions chosen to show the loop at work: one
-answered at once, one that needs a refinement, one the corpus cannot answer.
+Starts the gateway on 127.0.0.1 (port 8080 unless told otherwise), which serves
+the bundled sample corpus (an RSS feed and its article pages) under ``/sample/``,
+registers that feed, polls it, ingests the bundled Markdown and text files, then
+asks three questions chosen to show the loop at work: one answered at once, one
+that needs a refinement, one the corpus cannot answer.
+
+It leaves a home the everyday commands work in: on the way out it unregisters
+its feed (keeping the documents), so a later ``ragbus poll`` has no dead feed
+to fetch, and ``ragbus serve`` on the same port serves ``/sample/`` again, so
+the citations of the sample articles keep opening.
 """
 
 from __future__ import annotations
@@ -25,7 +31,21 @@ from shared.errors import RagbusError
 from shared.messages import FeedPollRequested
 
 CORPUS = Path(__file__).parent / "corpus"
-DEMO_PORT = int(os.environ.get("RAGBUS_DEMO_PORT", "8765"))
+# The port of the demo's gateway, which is `ragbus serve`'s default: the sample
+# articles' URLs (and so the citations) name it.
+DEMO_PORT = int(os.environ.get("RAGBUS_DEMO_PORT", "8080"))
+SAMPLE_PATH = "/sample"
+_SAMPLE_TYPES = {".xml": "application/rss+xml", ".html": "text/html; charset=utf-8"}
+
+
+def sample_file(path: str, base: str) -> tuple[bytes, str] | None:
+    """The sample site's file at ``path`` (relative to ``/sample/``) with ``{{BASE}}`` made
+    ``base``, and its content type; None when there is no such file (or it is outside)."""
+    site = (CORPUS / "site").resolve()
+    target = (site / path.lstrip("/")).resolve()
+    if not target.is_relative_to(site) or not target.is_file() or target.suffix not in _SAMPLE_TYPES:
+        return None
+    return target.read_bytes().replace(b"{{BASE}}", base.encode()), _SAMPLE_TYPES[target.suffix]
 
 QUESTIONS = (
     ("answered at once", "How does BM25 saturate term frequency?"),
@@ -57,7 +77,7 @@ class _CorpusHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve_corpus(port: int = DEMO_PORT) -> Iterator[str]:
+def serve_corpus(port: int = 0) -> Iterator[str]:
     """Serve ``corpus/site`` on 127.0.0.1:port (0: any free port); yields the base URL."""
     handler = type("Handler", (_CorpusHandler,), {})
     try:
@@ -94,41 +114,60 @@ def submit_sample_corpus(deps, base: str) -> str:
     return feed_url
 
 
-def run_demo(console: Console, *, serve_after: bool = False, port: int = 8080) -> None:
+def run_demo(console: Console, *, serve_after: bool = False, port: int | None = None) -> None:
+    from services.gateway.app import serve as serve_gateway
     from shared import collections
     from shared.cli import _wait_with_progress, print_answer
+    from shared.feeds import remove_feed
     from shared.query_api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
 
+    port = DEMO_PORT if port is None else port
     # The demo's own feed lives on loopback; allowing loopback is scoped to this run.
     settings = load_settings().with_(allow_loopback=True)
     system = build_local(settings)
     deps = system.deps
-    console.print(f"[bold]ragbus demo[/] — data in {settings.home.resolve()}")
-    with LocalRuntime(deps, system.bus) as runtime, serve_corpus() as base:
-        since = time.time() - 0.001
-        console.print(f"1. polling the sample feed {base}/feed.xml and ingesting {CORPUS / 'docs'}")
-        submit_sample_corpus(deps, base)
-        _wait_with_progress(system, runtime, since, 600, "demo ingestion")
-        console.print(f"   {deps.state.count(collections.DOCUMENTS)} documents, "
-                      f"{deps.index.count_chunks()} chunks indexed\n")
-        for n, (why, question) in enumerate(QUESTIONS, 2):
-            console.rule(f"{n}. {why}: {question}")
-            record = submit_query(deps, question)
-            print_answer(wait_for_query(deps, record.id, settings.query_timeout_s + 5))
-        if serve_after:
-            from services.gateway.app import serve as serve_gateway
-
-            server = serve_gateway(deps, "127.0.0.1", port)
-            console.print(f"\nOpen http://127.0.0.1:{port}/ to ask your own questions; Ctrl-C to stop.")
-            try:
-                while True:
-                    time.sleep(3600)
-            except KeyboardInterrupt:
-                server.stop()
-            return
-    console.print(
-        "\nTo ask your own questions in the browser: [bold].venv/bin/ragbus serve[/] "
-        "and open [bold]http://127.0.0.1:8080/[/] (or [bold]make demo ARGS=--serve[/])."
-    )
+    console.print(f"[bold]ragbus demo[/] — data in {settings.home.resolve()}", soft_wrap=True)
+    try:
+        server = serve_gateway(deps, "127.0.0.1", port)
+    except RuntimeError:
+        raise RagbusError(
+            f"the demo serves its page and sample feed on 127.0.0.1:{port}, which is in use "
+            "(a `ragbus serve` already running?); stop it, or pass --port (RAGBUS_DEMO_PORT)"
+        ) from None
+    base = server.url
+    feed_url = ""
+    try:
+        with LocalRuntime(deps, system.bus) as runtime:
+            since = time.time() - 0.001
+            console.print(f"1. polling the sample feed {base}{SAMPLE_PATH}/feed.xml and ingesting "
+                          f"{CORPUS / 'docs'}", soft_wrap=True)
+            feed_url = submit_sample_corpus(deps, base + SAMPLE_PATH)
+            if not _wait_with_progress(system, runtime, since, 600, "demo ingestion"):
+                raise RagbusError("the sample corpus was not indexed within 600 s")
+            console.print(f"   {deps.state.count(collections.DOCUMENTS)} documents, "
+                          f"{deps.index.count_chunks()} chunks indexed\n")
+            for n, (why, question) in enumerate(QUESTIONS, 2):
+                console.rule(f"{n}. {why}: {question}")
+                record = submit_query(deps, question)
+                print_answer(wait_for_query(deps, record.id, settings.query_timeout_s + 5))
+            if serve_after:
+                console.print(f"\nOpen {base}/ to ask your own questions; Ctrl-C to stop.")
+                try:
+                    while True:
+                        time.sleep(3600)
+                except KeyboardInterrupt:
+                    pass
+    finally:
+        server.stop()
+        if feed_url:
+            # Nothing serves the feed once the demo is gone: a registered dead feed would fail every
+            # `ragbus poll`. Its documents stay; `ragbus serve` serves their pages under /sample/.
+            remove_feed(deps.state, feed_url, publisher=deps.publisher, clock=deps.clock, keep_documents=True)
+    if not serve_after:
+        console.print(
+            f"\nThe sample articles stay indexed here. To ask your own questions in the browser: "
+            f"[bold].venv/bin/ragbus serve --port {base.rsplit(':', 1)[1]}[/] and open [bold]{base}/[/] "
+            "(or [bold]make demo ARGS=--serve[/]).", soft_wrap=True
+        )

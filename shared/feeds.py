@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from shared import collections
+from shared import collections, processed_items
+from shared.errors import InvalidInput
 from shared.ids import feed_id
-from shared.ports import Doc, StateStore
+from shared.messages import DocumentDeleted
+from shared.ports import Clock, Doc, Publisher, StateStore
 from shared.url_guard import Resolver, check_url, normalise_url
 
 FEED_FIELDS = (
@@ -84,6 +86,30 @@ def add_feed(
 
 def get_feed(state: StateStore, url: str) -> dict | None:
     return state.get(collections.FEEDS, feed_key(url))
+
+
+def remove_feed(
+    state: StateStore, url: str, *, publisher: Publisher, clock: Clock, keep_documents: bool = False
+) -> list[str]:
+    """Unregister ``url``; unless ``keep_documents``, also delete the documents its items
+    became (``DocumentDeleted(reason="feed removed")``). Returns the deleted document ids.
+
+    Raises :class:`InvalidInput` when no such feed is registered (a typo deletes nothing).
+    """
+    record = get_feed(state, url)
+    if record is None:
+        raise InvalidInput(f"no feed {url!r} is registered; `ragbus feeds list` shows the registered ones")
+    deleted: list[str] = []
+    if not keep_documents:
+        for item in processed_items.records(state, {"feed_url": record["url"], "source": "feed"}):
+            # Publish first, forget second, as the poller does for items that left a feed:
+            # a crash in between re-sends the delete, which the indexer handles idempotently.
+            publisher.publish(DocumentDeleted(
+                document_id=item["document_id"], reason="feed removed", requested_at=clock.now()))
+            processed_items.forget(state, item["document_id"])
+            deleted.append(item["document_id"])
+    state.delete(collections.FEEDS, feed_key(record["url"]))
+    return deleted
 
 
 def list_feeds(state: StateStore) -> list[dict]:

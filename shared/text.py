@@ -77,6 +77,38 @@ def header_length(text: str) -> int:
     return match.end() if match else 0
 
 
+def snippet(text: str, limit: int = 240, *, title: str = "") -> str:
+    """A one-line preview of a chunk: no metadata header (nor the title repeated at the
+    start of the body, which the listing shows already), cut at a word boundary."""
+    body = " ".join(strip_header(text).split())
+    heading = " ".join(title.split())
+    if heading and body.startswith(heading + " "):
+        body = body[len(heading) + 1:]
+    if len(body) <= limit:
+        return body
+    cut = body[: limit + 1].rsplit(" ", 1)[0] if " " in body[: limit + 1] else body[:limit]
+    return cut.rstrip(" ,;:-–—") + "…"
+
+
+def _comparable(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.casefold()).split())
+
+
+def meaningful_rewrite(original: str, rewritten: str) -> str | None:
+    """What is worth showing of a rewrite of ``original``, or None when nothing is.
+
+    A rewrite that only appends search terms after the question (pseudo-relevance
+    feedback: "...? layers returns") says nothing to a reader; an expanded acronym or
+    a reworded question does, and is shown up to the end of the question.
+    """
+    question = rewritten.strip()
+    if original.rstrip().endswith("?") and "?" in question:
+        question = question[: question.rindex("?") + 1]
+    if not question or _comparable(question) == _comparable(original):
+        return None
+    return question
+
+
 # ------------------------------------------------------------ normalising
 
 # Control characters other than tab and newline, and the Unicode "format"

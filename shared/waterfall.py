@@ -33,6 +33,9 @@ def _label(span: dict[str, Any]) -> str:
     attrs = span["attributes"]
     bits = []
     for key, fmt in _SHOWN:
+        if key == "rag.iteration" and isinstance(attrs.get(key), int):
+            bits.append(fmt.format(attrs[key] + 1))  # numbered from 1, as the page and `ragbus ask` do
+            continue
         if key in attrs and attrs[key] is not None and not (key == "rag.delivery" and attrs[key] == "ack"):
             try:
                 bits.append(fmt.format(attrs[key]))

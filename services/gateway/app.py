@@ -113,6 +113,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1") -> Starlette:
         Route("/v1/queries/{query_id}/events", api.events, methods=["GET"]),
         Route("/v1/queries/{query_id}/trace", api.trace, methods=["GET"]),
         Route("/v1/search", api.search, methods=["GET"]),
+        Route("/sample/{path:path}", api.sample, methods=["GET"]),
         *mcp_app.routes,
     ]
     app = Starlette(
@@ -151,6 +152,17 @@ class _Api:
 
     async def page(self, request: Request) -> Response:
         return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=_PAGE_HEADERS)
+
+    async def sample(self, request: Request) -> Response:
+        """The bundled sample corpus, as `ragbus demo` fed it: its citations open here."""
+        from shared.demo import SAMPLE_PATH, sample_file
+
+        base = f"{request.url.scheme}://{request.url.netloc}{SAMPLE_PATH}"
+        found = sample_file(request.path_params["path"], base)
+        if found is None:
+            return error(404, f"no sample file {request.url.path}")
+        body, media_type = found
+        return Response(body, media_type=media_type)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok", "runtime": self.deps.settings.runtime})

@@ -412,3 +412,21 @@ def test_the_trace_of_a_query_is_served_as_waterfall_rows(tmp_path):
         (graded,) = [r for r in body["rows"] if r["name"] == "grader.contexts-retrieved process"]
         assert graded["depth"] == 1 and "score 0.50" in graded["label"] and graded["offset_ms"] >= 0
         assert client.get("/v1/queries/nope/trace").status_code == 404
+
+
+def test_the_sample_corpus_is_served_where_the_demo_citations_point(deps):
+    """`ragbus demo` feeds /sample/feed.xml from its gateway; `ragbus serve` keeps those URLs alive."""
+    server = serve(deps, "127.0.0.1", 0)
+    try:
+        feed = httpx.get(f"{server.url}/sample/feed.xml")
+        assert feed.status_code == 200 and "rss" in feed.headers["content-type"]
+        assert "{{BASE}}" not in feed.text
+        links = [line.split("<link>")[1].split("</link>")[0] for line in feed.text.splitlines() if "<link>" in line]
+        articles = [link for link in links if "/articles/" in link]
+        assert articles and all(link.startswith(f"{server.url}/sample/articles/") for link in articles)
+        page = httpx.get(articles[0])
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        for escape in ("/sample/../../shared/config.py", "/sample/%2e%2e/%2e%2e/README.md", "/sample/nope.html"):
+            assert httpx.get(f"{server.url}{escape}").status_code == 404, escape
+    finally:
+        server.stop()

@@ -113,7 +113,7 @@ def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
     assert any("gateway submit" in line for line in lines)
     graded = [line for line in lines if "grader.contexts-retrieved process" in line]
     assert len(graded) == 3
-    assert "iter 0" in graded[0] and "refine" in graded[0] and "score 0.40" in graded[0]
+    assert "iter 1" in graded[0] and "refine" in graded[0] and "score 0.40" in graded[0]
     assert "accept" in graded[2] and "score 0.90" in graded[2]
     assert all(" ms " in line for line in lines[1:])
     slow = run_cli(home, "traces", "--slow", "--json").stdout

@@ -1,0 +1,90 @@
+"""A newcomer's first hour: `ragbus demo` in a fresh home, then the README's everyday
+commands in that same home. Each must exit as documented, and nothing printed may be a
+traceback or a rich markup tag that was never rendered."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from shared.demo import QUESTIONS
+from tests.support import REPO, ragbus_env, run_cli
+
+# What a newcomer has: no loopback allowance of their own (the demo scopes its own), a wide
+# terminal so a table cell is not wrapped mid-question.
+NEWCOMER = {"RAGBUS_ALLOW_LOOPBACK": "0", "COLUMNS": "200"}
+DANGLING_TAG = re.compile(r"\[/\]|\[/?(bold|red|yellow|green|dim|italic|cyan|magenta|blue)\b[^\]]*\]")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean(result: subprocess.CompletedProcess) -> str:
+    out = result.stdout + result.stderr
+    for line in out.splitlines():
+        assert "Traceback" not in line and not DANGLING_TAG.search(line), line
+    return out
+
+
+def test_the_everyday_commands_work_in_the_home_the_demo_leaves(tmp_path):
+    home, port = tmp_path / "home", _free_port()
+
+    def ragbus(*args: str, code: int = 0) -> str:
+        result = run_cli(home, *args, check=False, timeout=300, RAGBUS_DEMO_PORT=str(port), **NEWCOMER)
+        assert result.returncode == code, f"ragbus {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
+        return _clean(result)
+
+    demo = ragbus("demo")
+    assert f"data in {home}" in demo
+    assert f"http://127.0.0.1:{port}/sample/articles/" in demo  # citations name the stable path
+
+    poll = ragbus("poll")
+    assert f"using data directory {home}" in poll and "nothing to poll" in poll
+    assert "no feeds registered" in ragbus("feeds", "list")
+
+    traces = ragbus("traces")
+    for _, question in QUESTIONS:
+        assert question in traces
+    prefix = re.search(r"^│ ([0-9a-f]{8}) ", traces, re.M)[1]
+    record = json.loads(run_cli(home, "traces", "--json", "--limit", "1").stdout)[0]
+    assert record["question"] == QUESTIONS[-1][1] and record["outcome"] == "not_answerable"
+    waterfall = ragbus("trace", record["query_id"][:8])
+    assert waterfall.startswith(f"trace {record['trace_id']}") and "iter 1" in waterfall
+    assert prefix == record["query_id"][:8]
+
+    assert "no dead letters" in ragbus("dead-letters")
+
+    search = ragbus("search", "BM25 term frequency saturation", "--k", "3")
+    assert "1. " in search and "Title:" not in search and "Published:" not in search
+
+    ask = ragbus("ask", QUESTIONS[0][1])
+    assert "outcome: answered" in ask and "iteration 1:" in ask and "[0]" not in ask
+
+    # the citations open something real once `ragbus serve` runs on the demo's port
+    url = re.search(rf"http://127\.0\.0\.1:{port}/sample/articles/\S+\.html", demo)[0]
+    server = subprocess.Popen([sys.executable, "-m", "shared.cli", "serve", "--port", str(port)], cwd=REPO,
+                              env=ragbus_env(home, **NEWCOMER), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    assert response.status == 200 and b"<html" in response.read().lower()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr.read()
+                time.sleep(0.3)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+    assert os.path.isdir(home)

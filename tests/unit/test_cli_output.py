@@ -1,0 +1,123 @@
+"""What the CLI prints for people: progress rows, snippets, rewrites, ids, help, empty feeds."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from typer.testing import CliRunner
+
+from shared import collections
+from shared.cli import app, short_ids, stage_counts
+from shared.errors import InvalidInput
+from shared.feeds import add_feed, list_feeds, remove_feed
+from shared.messages import DocumentDeleted
+from shared.text import meaningful_rewrite, snippet, with_header
+from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+
+pytestmark = pytest.mark.unit
+
+
+def test_progress_has_one_row_per_stage_with_work():
+    counts = {
+        "feed_poller.feed-poll-requested": {"pending": 0, "acked": 1, "dead": 0},
+        "indexer.document-cleaned": {"pending": 2, "acked": 9, "dead": 1},
+        "indexer.document-deleted": {"pending": 0, "acked": 3, "dead": 0},
+        "transformer.query-submitted": {"pending": 0, "acked": 0, "dead": 0},
+        "transformer.query-graded": {"pending": 0, "acked": 0, "dead": 0},
+    }
+    rows = stage_counts(counts)
+    assert rows == {
+        "feed_poller": {"done": 1, "dead": 0, "total": 1},
+        "indexer": {"done": 13, "dead": 1, "total": 15},
+    }
+
+
+def test_snippet_drops_the_header_and_the_repeated_title_and_cuts_at_a_word():
+    text = with_header("Dense Retrieval", "2026-01-01", "https://x.test/a",
+                       "Dense Retrieval\nSentence embeddings map text to vectors " + "word " * 80)
+    out = snippet(text, 60, title="Dense Retrieval")
+    assert not out.startswith(("Title:", "Dense Retrieval"))
+    assert "Published:" not in out and "Source:" not in out
+    assert out.endswith("…") and len(out) <= 61
+    assert out[:-1].split(" ")[-1] in {"word", "vectors", "text", "to", "map", "embeddings"}
+    assert snippet("short body") == "short body"
+
+
+@pytest.mark.parametrize(("original", "rewritten", "shown"), [
+    ("What is the boiling point of tungsten?", "What is the boiling point of tungsten? layers returns", None),
+    ("When is exact search good enough?", "when is exact search good enough", None),
+    ("How does BM25 saturate term frequency?", "How does BM25 (Best Matching 25) saturate term frequency? TF avgdl",
+     "How does BM25 (Best Matching 25) saturate term frequency?"),
+    ("tell me about HNSW", "HNSW graph parameters efSearch", "HNSW graph parameters efSearch"),
+])
+def test_rewrites_are_shown_only_when_they_change_the_question(original, rewritten, shown):
+    assert meaningful_rewrite(original, rewritten) == shown
+
+
+def test_short_ids_are_unique_prefixes_of_at_least_eight():
+    ids = ["a62ae7d7551f", "a62ae7d7c000", "ffac89f5aaaa"]
+    assert short_ids(ids) == {"a62ae7d7551f": "a62ae7d75", "a62ae7d7c000": "a62ae7d7c", "ffac89f5aaaa": "ffac89f5"}
+
+
+@pytest.mark.parametrize("command", [["ask", "--help"], ["traces", "--help"], ["feeds", "remove", "--help"]])
+def test_help_shows_no_type_beside_flags(command):
+    out = CliRunner().invoke(app, command, env={"COLUMNS": "120"}).output
+    assert "<bool>" not in out
+    assert re.search(r"--json|--failed|--keep-documents", out)
+
+
+def test_ask_timeout_defaults_to_the_configured_query_timeout(monkeypatch):
+    import contextlib
+    from types import SimpleNamespace
+
+    import shared.cli as cli
+
+    asked = []
+    session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None, deps=None,
+                              stages=lambda: contextlib.nullcontext())
+    monkeypatch.setattr(cli, "_session", lambda *a, **k: session)
+    answered = SimpleNamespace(status="answered", to_doc=lambda: {"status": "answered"})
+    monkeypatch.setattr(cli, "_ask", lambda deps, q, **kw: asked.append(kw["timeout"]) or answered)
+    runner = CliRunner()
+    assert runner.invoke(app, ["ask", "why?", "--json"]).exit_code == 0
+    assert runner.invoke(app, ["ask", "why?", "--json", "--timeout", "3"]).exit_code == 0
+    assert asked == [7.0, 3.0]
+
+
+def _state_with_feed_items():
+    state, publisher, clock = InMemoryStateStore(), RecordingPublisher(), FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
+    url = add_feed(state, "https://blog.example/feed.xml", allow_loopback=False, now=clock.now(),
+                   resolver=lambda *a, **k: [(2, 1, 6, "", ("93.184.216.34", 0))])["url"]
+    for n in range(2):
+        state.put(collections.PROCESSED_ITEMS, f"feed-{n}", {"document_id": f"feed-{n}", "source": "feed",
+                                                            "feed_url": url, "guid": str(n)})
+    state.put(collections.PROCESSED_ITEMS, "other", {"document_id": "other", "source": "feed",
+                                                     "feed_url": "https://else.example/f", "guid": "x"})
+    return state, publisher, clock, url
+
+
+def test_removing_a_feed_deletes_its_documents_only():
+    state, publisher, clock, url = _state_with_feed_items()
+    deleted = remove_feed(state, url, publisher=publisher, clock=clock)
+    assert sorted(deleted) == ["feed-0", "feed-1"]
+    assert list_feeds(state) == []
+    sent = [m for m in publisher.messages if isinstance(m, DocumentDeleted)]
+    assert sorted(m.document_id for m in sent) == ["feed-0", "feed-1"]
+    assert state.get(collections.PROCESSED_ITEMS, "feed-0") is None
+    assert state.get(collections.PROCESSED_ITEMS, "other") is not None
+
+
+def test_removing_a_feed_can_keep_its_documents():
+    state, publisher, clock, url = _state_with_feed_items()
+    assert remove_feed(state, url, publisher=publisher, clock=clock, keep_documents=True) == []
+    assert list_feeds(state) == [] and not publisher.messages
+    assert state.get(collections.PROCESSED_ITEMS, "feed-0") is not None
+
+
+def test_removing_an_unknown_feed_is_an_error_that_changes_nothing():
+    state, publisher, clock, url = _state_with_feed_items()
+    with pytest.raises(InvalidInput, match="feeds list"):
+        remove_feed(state, url + "x", publisher=publisher, clock=clock)
+    assert len(list_feeds(state)) == 1 and not publisher.messages
