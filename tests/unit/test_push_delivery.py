@@ -31,7 +31,7 @@ def deps(monkeypatch):
              clock=FakeClock())
     monkeypatch.setattr(functions, "_deps", d)
     d.state.put(collections.QUERIES, "q1", new_query_record(
-        "q1", "what is BM25?", top_k=5, max_iterations=1, max_model_calls=5, now=d.clock.now(), timeout_s=60))
+        "q1", "what is BM25?", top_k=5, max_iterations=1, max_model_calls=5, now=d.clock.now(), timeout_s=60).to_doc())
     return d
 
 
@@ -105,8 +105,7 @@ def test_a_push_without_an_attempt_counts_as_the_first(deps, failing_transformer
 
 def test_the_dead_letter_function_records_the_reason_and_fails_the_query(deps):
     client = _client("dead_letters")
-    body = _push(QueryGraded(query_id="q1", iteration=0, score=0.2, relevance=0.2, completeness=0.1,
-                             grounded=False, should_refine=False, decision="exhausted"), attempt=1,
+    body = _push(QueryGraded(query_id="q1", iteration=0, decision="exhausted"), attempt=1,
                  subscription="dead_letters.query-graded-dead-letter", message_id="dl-7",
                  extra_attributes={"CloudPubSubDeadLetterSourceSubscription": "synthesizer.query-graded",
                                    "CloudPubSubDeadLetterSourceSubscriptionProject": "p",
