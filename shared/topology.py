@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import RagbusError
+from shared.runtime.stages import DEAD_LETTER_RECORDER, SERVED_STAGES
 
 log = logging.getLogger("ragbus.topology")
 
@@ -47,20 +48,10 @@ REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
 #: Every stage server ``up`` starts by default: the Pub/Sub consumers and the gateway.
-ALL_STAGES: tuple[str, ...] = (
-    "feed_poller",
-    "cleaner",
-    "indexer",
-    "transformer",
-    "retriever",
-    "grader",
-    "synthesizer",
-    "dead_letters",
-    "gateway",
-)
+ALL_STAGES: tuple[str, ...] = SERVED_STAGES
 GATEWAY = "gateway"
 #: The server recording dead letters (services/dead_letters), fed by every dead-letter topic.
-DEAD_LETTERS = "dead_letters"
+DEAD_LETTERS = DEAD_LETTER_RECORDER
 
 #: Subscription on each dead-letter topic, so dead letters are kept (a topic
 #: without a subscription drops what is published to it).

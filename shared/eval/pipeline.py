@@ -40,11 +40,9 @@ from shared.query_record import QueryRecord
 from shared.runtime.bootstrap import build_local
 from shared.runtime.deps import Deps
 from shared.runtime.local import LocalRuntime
-from shared.runtime.stages import CONSUMERS
+from shared.runtime.stages import CONSUMERS, QUERY_STAGES
 
 log = logging.getLogger("ragbus.eval")
-
-QUERY_STAGES = ("transformer", "retriever", "grader", "synthesizer")
 
 
 @dataclass(frozen=True)

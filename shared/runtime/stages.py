@@ -1,4 +1,12 @@
-"""Which stage consumes which topic: the one table both runtimes and infra/ follow.
+"""The registry of stages: the one table the topology, both runtimes, infra/, the eval and the docs follow.
+
+Each :class:`Stage` says what starts it (Pub/Sub topics, HTTP, GCS events), what
+it publishes, its entry points in the root ``main.py`` and, for a Pub/Sub
+stage, the handler each topic is delivered to. Everything else is derived:
+:data:`CONSUMERS` (one per stage and topic; the embedded runtime and the
+emulator topology subscribe these), the stage groups, the stages the emulator
+topology serves, and the table in docs/architecture.md. ``tests/unit/test_stage_registry.py``
+fails when main.py, infra/, the topology, the eval pipeline or the docs disagree.
 
 Handlers are named by import path so that ``shared`` never imports ``services``
 at import time (the layering stays one-way until a runtime starts).
@@ -10,7 +18,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from shared import topics
 
@@ -19,6 +27,9 @@ if TYPE_CHECKING:
     from shared.runtime.deps import Deps
 
 Handler = Callable[["Message", "Deps"], None]
+
+Group = Literal["ingestion", "query", "front door", "operations"]
+Trigger = Literal["pubsub", "http", "gcs"]
 
 
 @dataclass(frozen=True)
@@ -38,21 +49,76 @@ class Consumer:
         return getattr(importlib.import_module(module), name)
 
 
-CONSUMERS: tuple[Consumer, ...] = (
-    Consumer("feed_poller", topics.FEED_POLL_REQUESTED, "services.feed_poller.handler:handle"),
-    Consumer("cleaner", topics.DOCUMENT_FETCHED, "services.cleaner.handler:handle", workers=2),
-    # several indexer workers let their embedding calls coalesce into larger batches
-    Consumer("indexer", topics.DOCUMENT_CLEANED, "services.indexer.handler:handle", workers=3),
-    Consumer("indexer", topics.DOCUMENT_DELETED, "services.indexer.handler:handle"),
-    Consumer("transformer", topics.QUERY_SUBMITTED, "services.transformer.handler:handle", workers=2),
-    Consumer("transformer", topics.QUERY_GRADED, "services.transformer.handler:handle", workers=2),
-    Consumer("retriever", topics.QUERY_TRANSFORMED, "services.retriever.handler:handle", workers=2),
-    Consumer("grader", topics.CONTEXTS_RETRIEVED, "services.grader.handler:handle", workers=2),
-    Consumer("synthesizer", topics.QUERY_GRADED, "services.synthesizer.handler:handle", workers=2),
+@dataclass(frozen=True)
+class Stage:
+    """One deployable stage of the system."""
+
+    name: str
+    group: Group
+    trigger: Trigger
+    summary: str
+    publishes: tuple[str, ...]
+    # Pub/Sub stages: (topic, workers in the embedded runtime), delivered to ``handler``.
+    consumes: tuple[tuple[str, int], ...] = ()
+    handler: str = ""  # "package.module:function" for consumed messages
+    entry_points: tuple[str, ...] = ()  # targets in the root main.py; the stage's name when empty
+    # Pushed every dead-letter topic (in the cloud and the emulator topology; the embedded
+    # runtime records dead letters in process instead).
+    records_dead_letters: bool = False
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return self.entry_points or (self.name,)
+
+    @property
+    def consumers(self) -> tuple[Consumer, ...]:
+        return tuple(Consumer(self.name, topic, self.handler, workers) for topic, workers in self.consumes)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("feed_poller", "ingestion", "pubsub", "polls RSS/Atom feeds, announces new, changed and removed items",
+          publishes=(topics.DOCUMENT_FETCHED, topics.DOCUMENT_DELETED),
+          consumes=((topics.FEED_POLL_REQUESTED, 1),), handler="services.feed_poller.handler:handle"),
+    Stage("gcs_ingest", "ingestion", "gcs", "announces objects written to or deleted from the documents bucket",
+          publishes=(topics.DOCUMENT_FETCHED, topics.DOCUMENT_DELETED),
+          entry_points=("gcs_finalized", "gcs_deleted")),
+    # several cleaner/indexer workers let their embedding calls coalesce into larger batches
+    Stage("cleaner", "ingestion", "pubsub", "extracts the main text and prepends a metadata header",
+          publishes=(topics.DOCUMENT_CLEANED,),
+          consumes=((topics.DOCUMENT_FETCHED, 2),), handler="services.cleaner.handler:handle"),
+    Stage("indexer", "ingestion", "pubsub", "chunks, embeds and indexes a document; drops a deleted one",
+          publishes=(topics.DOCUMENT_INDEXED,),
+          consumes=((topics.DOCUMENT_CLEANED, 3), (topics.DOCUMENT_DELETED, 1)),
+          handler="services.indexer.handler:handle"),
+    Stage("transformer", "query", "pubsub", "rewrites the question (iteration 0) or refines it after a grade",
+          publishes=(topics.QUERY_TRANSFORMED,),
+          consumes=((topics.QUERY_SUBMITTED, 2), (topics.QUERY_GRADED, 2)),
+          handler="services.transformer.handler:handle"),
+    Stage("retriever", "query", "pubsub", "searches the index for the query and its sub-queries, fuses the results",
+          publishes=(topics.CONTEXTS_RETRIEVED,),
+          consumes=((topics.QUERY_TRANSFORMED, 2),), handler="services.retriever.handler:handle"),
+    Stage("grader", "query", "pubsub", "grades the contexts and decides: refine, accept, abstain or exhausted",
+          publishes=(topics.QUERY_GRADED,),
+          consumes=((topics.CONTEXTS_RETRIEVED, 2),), handler="services.grader.handler:handle"),
+    Stage("synthesizer", "query", "pubsub", "writes the cited answer from the best iteration and ends the query",
+          publishes=(topics.ANSWER_READY,),
+          consumes=((topics.QUERY_GRADED, 2),), handler="services.synthesizer.handler:handle"),
+    Stage("dead_letters", "operations", "pubsub", "records what Pub/Sub dead-lettered and fails its query",
+          publishes=(), records_dead_letters=True),
+    Stage("gateway", "front door", "http", "REST, event stream, MCP and the web page; starts queries and polls",
+          publishes=(topics.QUERY_SUBMITTED, topics.FEED_POLL_REQUESTED)),
 )
 
-INGESTION_STAGES = ("feed_poller", "cleaner", "indexer")
-QUERY_STAGES = ("transformer", "retriever", "grader", "synthesizer")
+STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}
+(DEAD_LETTER_RECORDER,) = (s.name for s in STAGES if s.records_dead_letters)
+
+CONSUMERS: tuple[Consumer, ...] = tuple(c for s in STAGES for c in s.consumers)
+
+INGESTION_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.group == "ingestion" and s.consumes)
+QUERY_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.group == "query")
+# The emulator topology runs one server per Pub/Sub or HTTP stage (GCS events have no emulator).
+SERVED_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.trigger in ("pubsub", "http"))
+ENTRY_POINTS: tuple[str, ...] = tuple(t for s in STAGES for t in s.targets)
 
 
 def consumers_of(stage: str) -> tuple[Consumer, ...]:
@@ -61,3 +127,16 @@ def consumers_of(stage: str) -> tuple[Consumer, ...]:
 
 def subscription_topics() -> dict[str, str]:
     return {c.subscription: c.topic for c in CONSUMERS}
+
+
+def stage_table() -> str:
+    """The registry as the Markdown table docs/architecture.md embeds."""
+    lines = ["| stage | group | started by | publishes | entry points | does |",
+             "|---|---|---|---|---|---|"]
+    for s in STAGES:
+        started = ", ".join(f"`{t}`" for t, _ in s.consumes) or (
+            "every dead-letter topic" if s.records_dead_letters
+            else {"http": "HTTP", "gcs": "GCS object events"}[s.trigger])
+        lines.append(f"| `{s.name}` | {s.group} | {started} | {', '.join(f'`{t}`' for t in s.publishes)} | "
+                     f"{', '.join(f'`{t}`' for t in s.targets)} | {s.summary} |")
+    return "\n".join(lines) + "\n"
