@@ -12,6 +12,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from shared import collections
 from shared.ports import Doc, StateStore
@@ -40,7 +41,11 @@ RETRIEVE = "retriever"
 GRADE = "grader"
 SYNTHESIZE = "synthesizer"
 
-new_query_record = QueryRecord.new
+
+
+def new_query_record(query_id: str, query: str, **fields: Any) -> Doc:
+    """The stored document of a new query (see :meth:`QueryRecord.new` for the fields)."""
+    return QueryRecord.new(query_id, query, **fields).to_doc()
 
 
 def read_record(state: StateStore, query_id: str) -> QueryRecord | None:

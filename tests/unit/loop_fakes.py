@@ -193,7 +193,7 @@ class Loop:
             max_model_calls=overrides.get("max_model_calls", settings.max_model_calls),
             now=self.clock.now(), timeout_s=overrides.get("timeout_s", settings.query_timeout_s),
         )
-        self.state.create(collections.QUERIES, query_id, record.to_doc())
+        self.state.create(collections.QUERIES, query_id, record)
         return query_id
 
     def record(self, query_id: str = "q1") -> dict:

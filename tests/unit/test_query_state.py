@@ -20,7 +20,7 @@ def _setup():
     state, clock = InMemoryStateStore(), FakeClock()
     record = new_query_record("q", "what is rrf", top_k=10, max_iterations=2, max_model_calls=5,
                               now=clock.now(), timeout_s=30)
-    state.create(collections.QUERIES, "q", record.to_doc())
+    state.create(collections.QUERIES, "q", record)
     return state, clock
 
 

@@ -64,7 +64,7 @@ def test_poison_message_is_dead_lettered_with_reason_and_ends_its_query(tmp_path
     bus, deps, runtime = _system(tmp_path)
     now = datetime(2026, 11, 1, tzinfo=UTC)
     deps.state.put(collections.QUERIES, "q9", new_query_record(
-        "q9", "why?", top_k=10, max_iterations=2, max_model_calls=10, now=now, timeout_s=60).to_doc())
+        "q9", "why?", top_k=10, max_iterations=2, max_model_calls=10, now=now, timeout_s=60))
     FAIL_TIMES["q9"] = 99
     with runtime:
         bus.publish(QuerySubmitted(query_id="q9"))
