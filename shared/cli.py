@@ -39,7 +39,7 @@ from typer.core import TyperOption
 from shared import collections
 from shared.config import Settings, load_settings
 from shared.errors import RagbusError
-from shared.logs import configure_logging
+from shared.logs import configure_logging, debugging
 from shared.messages import FeedPollRequested
 from shared.query_record import QueryRecord
 from shared.query_state import read_record
@@ -182,7 +182,7 @@ def _wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float
     subs = [c.subscription for c in runtime.consumers]
     deadline = time.monotonic() + timeout
     with Progress(
-        SpinnerColumn(finished_text="[green]✓[/]"), TextColumn("{task.description}"), BarColumn(),
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
         MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
     ) as progress:
         tasks: dict[str, Any] = {}
@@ -362,7 +362,7 @@ def poll(
             status = f"[red]{markup(f['last_error'])}[/]" if f.get("last_error") else markup(f.get("last_status") or "ok")
             console.print(f"{markup(f['url'])}: {status}")
     if dead:
-        err.print(f"[red]{dead} message(s) could not be processed; see `ragbus stats`[/]")
+        err.print(f"[red]{dead} message(s) could not be processed; see `ragbus dead-letters`[/]")
     if failed or dead:
         raise typer.Exit(1)
 
@@ -799,9 +799,27 @@ def eval_command(
     err.print(f"wrote {out}")
 
 
+@app.callback()
+def _options(
+    debug: Annotated[bool, typer.Option("--debug", help="Log at debug level, with tracebacks "
+                                        "(same as RAGBUS_LOG_LEVEL=debug).")] = False,
+) -> None:
+    if debug:
+        os.environ["RAGBUS_LOG_LEVEL"] = "debug"  # stage threads and subprocesses inherit it
+        configure_logging(tracebacks=None)
+
+
 def main() -> None:
-    configure_logging()
-    app()
+    configure_logging(tracebacks=None)
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - the last stop before a traceback reaches a newcomer
+        if debugging():
+            raise
+        reason = str(exc) if isinstance(exc, RagbusError) else f"{type(exc).__name__}: {exc}"
+        err.print(Text.assemble(("error: ", "bold red"), plain(reason)), soft_wrap=True)
+        err.print(Text("(ragbus --debug ... or RAGBUS_LOG_LEVEL=debug shows the traceback)", style="dim"))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -60,22 +60,46 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    def __init__(self) -> None:
+    """One line per record for a terminal. An exception's traceback is shown only when
+    ``tracebacks`` (debugging); otherwise its type and message end the line, which
+    already names the URL or input and the reason."""
+
+    def __init__(self, *, tracebacks: bool = True) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+        self.tracebacks = tracebacks
 
     def format(self, record: logging.LogRecord) -> str:
+        if not self.tracebacks and (record.exc_info or record.exc_text):
+            exc = record.exc_info[1] if record.exc_info else None
+            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None})
+            if exc is not None and str(exc) not in record.getMessage():
+                record.msg, record.args = f"{record.getMessage()} ({type(exc).__name__}: {exc})", None
         # a logged URL or error text comes from outside: no escape sequence reaches the terminal
         line = plain(super().format(record))
         trace_id = getattr(record, "otel_trace_id", None)
         return f"{line}  trace={trace_id}" if trace_id else line
 
 
-def configure_logging(level: int | str = "WARNING") -> None:
-    """Install one handler on the root logger (idempotent)."""
+def log_level(default: int | str = "WARNING") -> str:
+    """``RAGBUS_LOG_LEVEL`` (any case), else ``default``."""
+    level = os.environ.get("RAGBUS_LOG_LEVEL") or default
+    return logging.getLevelName(level) if isinstance(level, int) else level.strip().upper()
+
+
+def debugging() -> bool:
+    return log_level() == "DEBUG"
+
+
+def configure_logging(level: int | str = "WARNING", *, tracebacks: bool | None = True) -> None:
+    """Install one handler on the root logger (idempotent). ``tracebacks=None``: text logs
+    carry tracebacks only at debug level (the CLI: ``RAGBUS_LOG_LEVEL=debug`` or
+    ``ragbus --debug``); JSON logs always do."""
     root = logging.getLogger()
     as_json = os.environ.get("RAGBUS_LOG_FORMAT", "").lower() == "json" or "K_SERVICE" in os.environ
+    chosen = log_level(level)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(os.environ.get("GOOGLE_CLOUD_PROJECT")) if as_json else TextFormatter())
+    handler.setFormatter(JsonFormatter(os.environ.get("GOOGLE_CLOUD_PROJECT")) if as_json
+                         else TextFormatter(tracebacks=chosen == "DEBUG" if tracebacks is None else tracebacks))
     handler.addFilter(TraceContextFilter())
     root.handlers[:] = [handler]
-    root.setLevel(os.environ.get("RAGBUS_LOG_LEVEL", level))
+    root.setLevel(chosen)

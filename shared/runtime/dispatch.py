@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import collections, metrics
-from shared.errors import PermanentError
+from shared.errors import PermanentError, RagbusError
 from shared.messages import Message, decode
 from shared.runtime.deps import Deps
 from shared.runtime.stages import Consumer
@@ -78,9 +78,11 @@ def _handle(
             span.set_attribute("rag.delivery", Outcome.DEAD.value)
             return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}", message)
         except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry, then dead-letter
+            # A RagbusError is a condition the handler diagnosed (its message names the URL or
+            # input and the reason): a traceback adds nothing. Anything else is unexpected.
             log.warning(
                 "%s: attempt %d failed on %s: %s", consumer.subscription, attempt, message_id, exc,
-                exc_info=attempt == 1,
+                exc_info=attempt == 1 and not isinstance(exc, RagbusError),
             )
             mark_error(span, exc)
             span.set_attribute("rag.delivery", Outcome.RETRY.value)

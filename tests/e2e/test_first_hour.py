@@ -88,3 +88,24 @@ def test_the_everyday_commands_work_in_the_home_the_demo_leaves(tmp_path):
         server.send_signal(signal.SIGINT)
         server.wait(30)
     assert os.path.isdir(home)
+
+
+def test_a_dead_feed_fails_poll_in_one_line_per_attempt_and_can_be_removed(tmp_path):
+    home, dead = tmp_path / "home", f"http://127.0.0.1:{_free_port()}/feed.xml"  # nothing listens there
+    quick = {"RAGBUS_MAX_DELIVERY_ATTEMPTS": "2", "RAGBUS_FETCH_TIMEOUT_S": "2", **NEWCOMER}
+
+    def ragbus(*args: str, code: int = 0) -> str:
+        result = run_cli(home, *args, check=False, timeout=300, **quick)
+        assert result.returncode == code, f"ragbus {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
+        return _clean(result)
+
+    ragbus("feeds", "add", dead, "--allow-loopback")
+    out = ragbus("poll", "--allow-loopback", code=1)
+    failures = [line for line in out.splitlines() if "WARNING" in line]
+    assert failures and all(dead in line and "refused" in line.lower() for line in failures), out
+    assert "dead-letters" in out
+    assert dead in ragbus("dead-letters")
+    assert "error:" in ragbus("feeds", "remove", dead + "x", code=2)
+    assert f"removed feed {dead}" in ragbus("feeds", "remove", dead)
+    assert "no feeds registered" in ragbus("feeds", "list")
+    assert "nothing to poll" in ragbus("poll")

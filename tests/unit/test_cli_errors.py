@@ -1,0 +1,73 @@
+"""Errors reach a newcomer as one line naming the problem; tracebacks only when debugging."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from shared import cli
+from shared.logs import TextFormatter
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+
+
+def _record_with_exception() -> logging.LogRecord:
+    try:
+        raise ConnectionError("GET http://feeds.example/rss failed: connection refused")
+    except ConnectionError:
+        return logging.LogRecord("ragbus.dispatch", logging.WARNING, __file__, 1,
+                                 "attempt %d failed", (1,), sys.exc_info())
+
+
+def test_text_logs_carry_no_traceback_unless_debugging():
+    line = TextFormatter(tracebacks=False).format(_record_with_exception())
+    assert "\n" not in line and "Traceback" not in line
+    assert "attempt 1 failed" in line and "http://feeds.example/rss" in line and "connection refused" in line
+    full = TextFormatter(tracebacks=True).format(_record_with_exception())
+    assert "Traceback (most recent call last)" in full
+
+
+def _run_main(monkeypatch, capsys, *args: str, **env: str) -> tuple[int, str]:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(sys, "argv", ["ragbus", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    return exit_info.value.code, capsys.readouterr().err
+
+
+def test_an_unexpected_error_is_one_line_with_the_reason(monkeypatch, capsys, tmp_path):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(tmp_path / "file" / "home"))
+    assert code == 1
+    assert "Traceback" not in err
+    assert "error: NotADirectoryError" in err and str(tmp_path / "file" / "home") in err.replace("\n", "")
+    assert "--debug" in err
+
+
+def test_a_configuration_error_is_one_line_naming_the_variable(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(tmp_path), RAGBUS_MAX_ITERATIONS="abc")
+    assert code == 1 and "Traceback" not in err and "RAGBUS_MAX_ITERATIONS='abc' is not an integer" in err
+
+
+@pytest.mark.parametrize(("args", "env"), [(("--debug", "stats"), {}), (("stats",), {"RAGBUS_LOG_LEVEL": "debug"})])
+def test_debugging_shows_the_traceback(monkeypatch, tmp_path, args, env):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    for key, value in {"RAGBUS_HOME": str(tmp_path / "file" / "home"), **env}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(sys, "argv", ["ragbus", *args])
+    with pytest.raises(NotADirectoryError):
+        cli.main()
