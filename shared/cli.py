@@ -339,6 +339,7 @@ def poll(
         return
     since, started = time.time() - 0.001, deps.clock.now()
     dead = 0
+    earlier = _announce_earlier(session, _feed_items(deps, feed), "poll")
     with session.stages(INGESTION_STAGES) as runtime:
         deps.publisher.publish(FeedPollRequested(
             request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=started))
@@ -361,10 +362,59 @@ def poll(
         if not feed or f["url"] in feed:
             status = f"[red]{markup(f['last_error'])}[/]" if f.get("last_error") else markup(f.get("last_status") or "ok")
             console.print(f"{markup(f['url'])}: {status}")
-    if dead:
+    unfinished = _report_unfinished(session, earlier | touched_since(deps.state, started, _wanted_feeds(deps, feed)),
+                                    "poll")
+    if dead and not unfinished:
         err.print(f"[red]{dead} message(s) could not be processed; see `ragbus dead-letters`[/]")
-    if failed or dead:
+    if failed or dead or unfinished:
         raise typer.Exit(1)
+
+
+def _wanted_feeds(deps: Deps, feed: list[str] | None) -> list[str]:
+    from shared.feeds import list_feeds
+    from shared.url_guard import normalise_url
+
+    if not feed:
+        return [f["url"] for f in list_feeds(deps.state)]
+    out = []
+    for url in feed:
+        try:
+            out.append(normalise_url(url))
+        except RagbusError:
+            out.append(url)
+    return out
+
+
+def _feed_items(deps: Deps, feed: list[str] | None) -> set[str]:
+    wanted = set(_wanted_feeds(deps, feed))
+    return {r["document_id"] for r in deps.state.list(collections.PROCESSED_ITEMS, {"source": "feed"})
+            if r.get("feed_url") in wanted}
+
+
+def _announce_earlier(session: Session, candidates: set[str], command: str) -> set[str]:
+    """Documents among ``candidates`` that an earlier run announced and that are not indexed
+    yet (that run died, or gave up waiting): this run waits for them too."""
+    from shared.ingest_progress import status_of
+
+    pending = status_of(session.deps.state, candidates).pending
+    if pending:
+        err.print(f"{command}: {len(pending)} document(s) announced by an earlier run are not indexed yet; "
+                  "waiting for them too")
+    return pending
+
+
+def _report_unfinished(session: Session, ids: set[str], command: str) -> int:
+    """Say which of ``ids`` are still pending or failed after the wait; return how many."""
+    from shared.ingest_progress import status_of
+
+    status = status_of(session.deps.state, ids)
+    if status.pending:
+        err.print(f"[yellow]{command}: {len(status.pending)} document(s) still pending; they stay queued and "
+                  f"continue on the next `ragbus {command}` (or under `ragbus serve`); see `ragbus stats`[/]")
+    if status.failed:
+        err.print(f"[red]{command}: {len(status.failed)} document(s) could not be processed; "
+                  "see `ragbus dead-letters` for the reasons[/]")
+    return len(status.pending) + len(status.failed)
 
 
 @app.command()
@@ -374,13 +424,12 @@ def ingest(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
 ) -> None:
     """Ingest local files through the cleaner and indexer (the twin of a GCS upload)."""
-    from shared.file_ingest import delete_path, ingest_path
+    from shared.file_ingest import delete_path, ingest_path, records_under
 
     session = _session(changes=True)
     deps = session.deps
     since = time.time() - 0.001
     ids: set[str] = set()
-    dead = 0
     with session.stages(("cleaner", "indexer")) as runtime:
         for path in paths:
             try:
@@ -391,15 +440,25 @@ def ingest(
                         path, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock))
             except RagbusError as exc:
                 raise _fail(str(exc)) from None
+        submitted = len(ids)
+        if not delete:
+            # every file under these paths is this command's to finish, including files an
+            # earlier run announced and did not see indexed (it was killed, or timed out)
+            under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
+            ids |= _announce_earlier(session, under - ids, "ingest")
         if ids and runtime is not None:
             _wait_with_progress(session.local, runtime, since, timeout, "ingest")
-            dead = _run_dead(session.local, since)
         elif ids:
-            dead = _wait_for_documents(session, lambda: ids, timeout, "ingest")
+            _wait_for_documents(session, lambda: ids, timeout, "ingest")
     verb = "deleted" if delete else "submitted"
-    console.print(f"{len(ids)} document(s) {verb}; {deps.state.count(collections.DOCUMENTS)} document(s) indexed")
-    if dead:
-        err.print(f"[red]{dead} document(s) could not be processed; see `ragbus stats`[/]")
+    console.print(f"{submitted} document(s) {verb}; {deps.state.count(collections.DOCUMENTS)} document(s) indexed")
+    if delete:
+        unfinished = _report_unfinished(session, ids, "ingest")
+    else:
+        # a file under these paths that failed earlier and is unchanged is still not indexed
+        under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
+        unfinished = _report_unfinished(session, ids | under, "ingest")
+    if unfinished:
         raise typer.Exit(1)
 
 

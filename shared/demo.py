@@ -117,7 +117,7 @@ def submit_sample_corpus(deps, base: str) -> str:
 def run_demo(console: Console, *, serve_after: bool = False, port: int | None = None) -> None:
     from services.gateway.app import serve as serve_gateway
     from shared import collections
-    from shared.cli import _wait_with_progress, print_answer
+    from shared.cli import _run_dead, _wait_with_progress, print_answer
     from shared.feeds import remove_feed
     from shared.query_api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
@@ -146,6 +146,10 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
             feed_url = submit_sample_corpus(deps, base + SAMPLE_PATH)
             if not _wait_with_progress(system, runtime, since, 600, "demo ingestion"):
                 raise RagbusError("the sample corpus was not indexed within 600 s")
+            dead = _run_dead(system, since)
+            if dead:  # answers from part of the corpus would pass for the demo working
+                raise RagbusError(f"the sample corpus was not fully indexed: {dead} message(s) were "
+                                  "dead-lettered; see `ragbus dead-letters` for the reasons")
             console.print(f"   {deps.state.count(collections.DOCUMENTS)} documents, "
                           f"{deps.index.count_chunks()} chunks indexed\n")
             for n, (why, question) in enumerate(QUESTIONS, 2):

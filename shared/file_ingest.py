@@ -174,6 +174,17 @@ def _publish_file(
     return message
 
 
+def records_under(path: str | os.PathLike[str], state: StateStore) -> list[dict]:
+    """Ledger records of the files ingested at ``path`` (the file, or anything under the folder)."""
+    target = Path(path).expanduser().resolve()
+    prefix = str(target).rstrip(os.sep) + os.sep
+    return [
+        record
+        for record in processed_items.records(state, {"source": "file"})
+        if record.get("path") == str(target) or str(record.get("path", "")).startswith(prefix)
+    ]
+
+
 def delete_path(
     path: str | os.PathLike[str], *, state: StateStore, publisher: Publisher, clock: Clock
 ) -> list[str]:
@@ -185,12 +196,7 @@ def delete_path(
     not exist either (most likely a typo).
     """
     target = Path(path).expanduser().resolve()
-    prefix = str(target).rstrip(os.sep) + os.sep
-    doomed = [
-        record
-        for record in processed_items.records(state, {"source": "file"})
-        if record.get("path") == str(target) or str(record.get("path", "")).startswith(prefix)
-    ]
+    doomed = records_under(target, state)
     if not doomed and not target.exists():
         raise InvalidInput(f"{target} was never ingested and does not exist; check the path")
     deleted = []

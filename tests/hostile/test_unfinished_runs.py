@@ -1,0 +1,64 @@
+"""A run whose documents were dead-lettered or did not finish exits non-zero and says what is
+left and where to look (`ragbus dead-letters`): ingest, poll and demo."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from shared.errors import PermanentError, RagbusError
+from tests.hostile.crash import census
+from tests.support import Site, article_html, rss, run_cli, serve_site, topic_paragraphs
+
+
+def test_ingest_of_a_file_that_is_dead_lettered_exits_1_and_points_at_dead_letters(tmp_path):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("\n\n".join(topic_paragraphs("harbor", 3)))
+    (docs / "tiny.txt").write_text("too short to make a chunk")
+    first = run_cli(home, "ingest", str(docs), check=False)
+    assert first.returncode == 1
+    assert "1 document(s) could not be processed" in first.stderr and "ragbus dead-letters" in first.stderr
+    # unchanged, the file is still not indexed: a rerun does not pretend otherwise
+    again = run_cli(home, "ingest", str(docs), check=False)
+    assert again.returncode == 1 and "0 document(s) submitted" in again.stdout
+    assert census(home)["documents"] == 1
+
+
+def test_poll_whose_page_is_dead_lettered_exits_1(tmp_path):
+    site = Site()
+    with serve_site(site):
+        site.put("/good.html", article_html("Good", topic_paragraphs("meadow", 3)))
+        site.put("/tiny.html", "<html><body><p>tiny</p></body></html>")
+        site.put("/feed.xml", rss(site.base, [{"title": "good", "path": "/good.html", "guid": "g"},
+                                              {"title": "tiny", "path": "/tiny.html", "guid": "t"}]),
+                 "application/rss+xml")
+        home = tmp_path / "home"
+        run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
+        proc = run_cli(home, "poll", check=False)
+    assert proc.returncode == 1
+    assert "could not be processed" in proc.stderr and "ragbus dead-letters" in proc.stderr
+    assert census(home)["documents"] == 1
+
+
+def test_demo_whose_documents_are_dead_lettered_fails(tmp_path, monkeypatch):
+    from shared import demo
+    from shared.runtime.stages import CONSUMERS
+
+    monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(demo, "QUESTIONS", [])
+    cleaner = next(c for c in CONSUMERS if c.stage == "cleaner")
+    real = cleaner.handler
+
+    def cleaner_refusing_files(message, deps):
+        if message.source == "file":
+            raise PermanentError(f"refused {message.document_id} for the test")
+        return real(message, deps)
+
+    monkeypatch.setitem(cleaner.__dict__, "handler", cleaner_refusing_files)
+    console = Console(record=True, width=200)
+    try:
+        demo.run_demo(console, port=0)
+    except RagbusError as exc:
+        assert "dead-lettered" in str(exc) and "ragbus dead-letters" in str(exc)
+    else:
+        raise AssertionError("the demo finished as if every document were indexed")
