@@ -167,6 +167,24 @@ class Chunk:
     published: str | None = None
     source: str = ""
 
+    def fields(self) -> dict[str, Any]:
+        """The chunk as the stored fields every index adapter writes beside its vector."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+    @classmethod
+    def from_fields(cls, data: Mapping[str, Any]) -> Chunk:
+        """The chunk behind stored fields (text fields absent in older records read as empty)."""
+        return cls(
+            chunk_id=data["chunk_id"],
+            document_id=data["document_id"],
+            ordinal=int(data["ordinal"]),
+            text=data.get("text", ""),
+            title=data.get("title", ""),
+            url=data.get("url", ""),
+            published=data.get("published"),
+            source=data.get("source", ""),
+        )
+
 
 @dataclass(frozen=True)
 class ScoredChunk:
@@ -177,6 +195,20 @@ class ScoredChunk:
 
 
 SearchMode = Literal["hybrid", "dense", "bm25"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "bm25")
+
+
+def checked_query(vector: np.ndarray, k: int, mode: str, dimension: int) -> np.ndarray | None:
+    """The query ``vector`` as a float32 row after checking the search contract (a known
+    ``mode``, ``dimension`` values); None when ``k`` asks for nothing. Raises ValueError."""
+    if mode not in SEARCH_MODES:
+        raise ValueError(f"search mode {mode!r}: use 'hybrid', 'dense' or 'bm25'")
+    if k <= 0:
+        return None
+    query = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if query.shape != (dimension,):
+        raise ValueError(f"query vector has {query.size} values, expected {dimension}")
+    return query
 
 
 def checked_vectors(document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray, dimension: int) -> np.ndarray:
@@ -216,6 +248,39 @@ class Index(Protocol):
     def count_chunks(self) -> int: ...
 
     def count_documents(self) -> int: ...
+
+
+# ------------------------------------------------ optional index capabilities
+# An index may offer more than :class:`Index`. Callers test for a capability
+# with ``isinstance(index, TermStatistics)`` (never ``getattr``), so what an
+# index offers is declared here and checked by its contract tests, and an index
+# without it takes the caller's documented fallback instead of a silent change.
+
+
+@runtime_checkable
+class CountsChanges(Protocol):
+    """An index whose ``generation`` grows with every change, so callers can cache per state."""
+
+    @property
+    def generation(self) -> int: ...
+
+
+@runtime_checkable
+class TermStatistics(Protocol):
+    """An index that knows its corpus-wide term statistics."""
+
+    def document_frequency(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks contain each term (0 for a term none contains)."""
+        ...
+
+
+@runtime_checkable
+class StoredVectors(Protocol):
+    """An index that returns the embeddings it stored at indexing time."""
+
+    def get_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vector of each known chunk id; unknown ids are left out."""
+        ...
 
 
 # ------------------------------------------------------------------- LLM

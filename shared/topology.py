@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.adapters.local.processes import process_alive
 from shared.errors import RagbusError
 from shared.runtime.stages import DEAD_LETTER_RECORDER, SERVED_STAGES
 
@@ -65,16 +66,6 @@ class TopologyError(RagbusError):
 # ------------------------------------------------------------------ state
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_state(home: Path) -> dict[str, Any] | None:
     """The recorded topology under ``home``, or None when nothing was started there."""
     path = home / STATE_FILE
@@ -92,7 +83,7 @@ def running_env(home: Path) -> dict[str, str] | None:
     if not state:
         return None
     pids = [p["pid"] for p in state.get("processes", [])]
-    if not pids or not all(_alive(int(pid)) for pid in pids):
+    if not pids or not all(process_alive(int(pid)) for pid in pids):
         return None
     return {str(k): str(v) for k, v in state.get("env", {}).items()}
 
@@ -248,7 +239,7 @@ def up(
     if unknown:
         raise TopologyError(f"unknown stage(s) {unknown}; choose from {list(ALL_STAGES)}")
     existing = read_state(home)
-    if existing and any(_alive(int(p["pid"])) for p in existing.get("processes", [])):
+    if existing and any(process_alive(int(p["pid"])) for p in existing.get("processes", [])):
         raise TopologyError(
             f"a topology is already running under {home} (gateway {existing.get('gateway_url')}); "
             "run `ragbus down` first"

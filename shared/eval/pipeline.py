@@ -30,8 +30,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from shared.adapters.local.decomposition import decompose
 from shared.adapters.local.index import HybridIndex
-from shared.adapters.local.llm import LocalLanguageModel, decompose
+from shared.adapters.local.llm import LocalLanguageModel
 from shared.config import load_settings
 from shared.eval.dataset import EvalQuery
 from shared.ports import Embedder, Grade, LanguageModel, Transformation

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import date
 
 from services.transformer.handler import is_date_only
-from shared.adapters.local.llm import LocalLanguageModel, decompose, find_acronyms
+from shared.adapters.local.acronyms import find_acronyms
+from shared.adapters.local.decomposition import decompose
+from shared.adapters.local.llm import LocalLanguageModel
 from shared.ports import GradingContext, RefineRequest
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, chunk
 

@@ -27,19 +27,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shared.adapters.local.index import bm25_tokens
-from shared.ports import Chunk, ScoredChunk, SearchMode
+from shared.adapters.local.index import bm25_tokens, hybrid_scores
+from shared.ports import SEARCH_MODES, Chunk, ScoredChunk, SearchMode
 from shared.text import strip_header
-
-MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "bm25")
 
 BM25_K1 = 1.2
 BM25_B = 0.75
-
-
-def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"search mode {mode!r}: use 'hybrid', 'dense' or 'bm25'")
 
 
 def candidate_pool(k: int, mode: SearchMode, *, cap: int) -> int:
@@ -94,7 +87,8 @@ def rank_candidates(
     dense_weight: float = 0.7,
 ) -> list[ScoredChunk]:
     """The ``k`` best of ``candidates`` (chunk, cosine) for the query, best first."""
-    check_mode(mode)
+    if mode not in SEARCH_MODES:
+        raise ValueError(f"search mode {mode!r}: use 'hybrid', 'dense' or 'bm25'")
     if k <= 0 or not candidates:
         return []
     dense = np.array([score for _, score in candidates], dtype=np.float32)
@@ -106,7 +100,7 @@ def rank_candidates(
         score = lexical
         keep = np.flatnonzero(lexical > 0)
     else:
-        score = dense_weight * _min_max(dense) + (1.0 - dense_weight) * _by_max(lexical)
+        score = hybrid_scores(dense, lexical, dense_weight)
         keep = np.arange(len(candidates))
     # Ties (equal BM25, say) fall back to the cosine, then to the pool's order.
     order = sorted(keep.tolist(), key=lambda i: (-float(score[i]), -float(dense[i]), i))[:k]
@@ -121,15 +115,3 @@ def rank_candidates(
     ]
 
 
-def _min_max(values: np.ndarray) -> np.ndarray:
-    low, high = float(values.min()), float(values.max())
-    if high - low < 1e-9:
-        return np.ones_like(values)
-    return (values - low) / (high - low)
-
-
-def _by_max(values: np.ndarray) -> np.ndarray:
-    high = float(values.max()) if len(values) else 0.0
-    if high <= 0:
-        return np.zeros_like(values)
-    return values / high

@@ -19,8 +19,8 @@ Deploying it needs a vector index on the embedding field, for example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 import numpy as np
@@ -30,10 +30,11 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.firestore_v1.base_vector_query import DistanceMeasure
 from google.cloud.firestore_v1.vector import Vector
 
-from shared.adapters.gcp.candidate_rescoring import candidate_pool, check_mode, rank_candidates
-from shared.adapters.gcp.firestore_state import _TRANSIENT, FirestoreStateStore, encode_key
-from shared.errors import ConfigError, PermanentError, RetryableError
-from shared.ports import Chunk, ScoredChunk, SearchMode, checked_vectors
+from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
+from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
+from shared.adapters.gcp.firestore_state import FirestoreStateStore, encode_key
+from shared.errors import ConfigError, PermanentError
+from shared.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 
 log = logging.getLogger("ragbus.index.firestore")
 
@@ -154,21 +155,8 @@ class FirestoreIndex:
         # Names only: the stale chunks of a document are found, not read.
         return self._chunks().where(filter=FieldFilter("document_id", "==", document_id)).select([])
 
-    @contextmanager
-    def _calling(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except _TRANSIENT as exc:
-            raise RetryableError(
-                f"Firestore {what} failed for now ({type(exc).__name__}): {exc}"
-            ) from exc
-        except ValueError as exc:
-            if isinstance(exc.__cause__, gexc.Aborted):  # attempts used up under contention
-                raise RetryableError(
-                    f"Firestore {what} kept conflicting with other writers of the same document "
-                    f"({self.max_attempts} attempts); the message will be redelivered"
-                ) from exc
-            raise
+    def _calling(self, what: str) -> AbstractContextManager[None]:
+        return calling("Firestore", what, transient=FIRESTORE_TRANSIENT, transaction_attempts=self.max_attempts)
 
     def _transaction(self) -> firestore.Transaction:
         return self.client.transaction(max_attempts=self.max_attempts)
@@ -301,17 +289,7 @@ class FirestoreIndex:
 
     @staticmethod
     def _stored(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
-        return {
-            "chunk_id": chunk.chunk_id,
-            "document_id": chunk.document_id,
-            "ordinal": chunk.ordinal,
-            "text": chunk.text,
-            "title": chunk.title,
-            "url": chunk.url,
-            "published": chunk.published,
-            "source": chunk.source,
-            EMBEDDING_FIELD: Vector([float(x) for x in vector]),
-        }
+        return {**chunk.fields(), EMBEDDING_FIELD: Vector([float(x) for x in vector])}
 
     def _approximate_bytes(self, chunk: Chunk) -> int:
         # Firestore's storage-size rules: strings as UTF-8 plus one, doubles 8 bytes, plus names.
@@ -326,12 +304,9 @@ class FirestoreIndex:
         self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
     ) -> list[ScoredChunk]:
         """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25 (see the class)."""
-        check_mode(mode)
-        if k <= 0:
+        query = checked_query(vector, k, mode, self.dimension)
+        if query is None:
             return []
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if query.shape != (self.dimension,):
-            raise ValueError(f"query vector has {query.size} values, expected {self.dimension}")
         pool = candidate_pool(k, mode, cap=MAX_NEIGHBORS)
         measure = (
             DistanceMeasure.DOT_PRODUCT
@@ -367,7 +342,7 @@ class FirestoreIndex:
                 )
             distance = float(data[_DISTANCE_FIELD])
             cosine = distance if self.distance_measure == "DOT_PRODUCT" else 1.0 - distance
-            candidates.append((_chunk(data), cosine))
+            candidates.append((Chunk.from_fields(data), cosine))
         return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight)
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -379,7 +354,7 @@ class FirestoreIndex:
                 refs = [self._chunk_ref(i) for i in ids[start : start + 300]]
                 for snap in self.client.get_all(refs, field_paths=list(_CHUNK_FIELDS)):
                     if snap.exists:
-                        chunk = _chunk(snap.to_dict() or {})
+                        chunk = Chunk.from_fields(snap.to_dict() or {})
                         found[chunk.chunk_id] = chunk
         return [found[i] for i in chunk_ids if i in found]
 
@@ -399,16 +374,3 @@ class FirestoreIndex:
 
     def close(self) -> None:
         self._store.close()
-
-
-def _chunk(data: dict[str, Any]) -> Chunk:
-    return Chunk(
-        chunk_id=data["chunk_id"],
-        document_id=data["document_id"],
-        ordinal=int(data["ordinal"]),
-        text=data.get("text", ""),
-        title=data.get("title", ""),
-        url=data.get("url", ""),
-        published=data.get("published"),
-        source=data.get("source", ""),
-    )

@@ -30,8 +30,8 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -39,7 +39,8 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.errors import ConfigError, PermanentError, RetryableError
+from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
+from shared.errors import ConfigError, PermanentError
 from shared.ports import Doc
 
 log = logging.getLogger("ragbus.firestore")
@@ -49,14 +50,6 @@ KEY_FIELD = "_ragbus_key"
 # Top-level fields kept as Firestore timestamps (the TTL policy on queries.expire_at in infra/).
 TIMESTAMP_FIELDS = ("expire_at",)
 
-_TRANSIENT = (
-    gexc.ServiceUnavailable,
-    gexc.DeadlineExceeded,
-    gexc.InternalServerError,
-    gexc.Aborted,
-    gexc.ResourceExhausted,
-    gexc.Unknown,
-)
 _RESERVED_ID = re.compile(r"^__.*__$")
 _MAX_ID_BYTES = 1500
 #: Firestore's maximum document size (1 MiB), as :func:`document_size` counts it.
@@ -225,14 +218,8 @@ class FirestoreStateStore:
                 data[field] = data[field].isoformat()
         return data
 
-    @contextmanager
-    def _calling(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except _TRANSIENT as exc:
-            raise RetryableError(
-                f"Firestore {what} failed for now ({type(exc).__name__}): {exc}"
-            ) from exc
+    def _calling(self, what: str) -> AbstractContextManager[None]:
+        return calling("Firestore", what, transient=FIRESTORE_TRANSIENT)
 
     # ---------------------------------------------------------- documents
 
@@ -279,16 +266,9 @@ class FirestoreStateStore:
             transaction.set(ref, self._stored(collection, key, new))
             return copy.deepcopy(new)
 
-        with self._calling(f"update {collection}/{key}"):
-            try:
-                return read_modify_write(self.client.transaction(max_attempts=self.max_attempts))
-            except ValueError as exc:
-                if isinstance(exc.__cause__, gexc.Aborted):  # attempts used up under contention
-                    raise RetryableError(
-                        f"Firestore update of {collection}/{key} kept conflicting with other writers "
-                        f"({self.max_attempts} attempts); the message will be redelivered"
-                    ) from exc
-                raise
+        with calling("Firestore", f"update {collection}/{key}", transient=FIRESTORE_TRANSIENT,
+                     transaction_attempts=self.max_attempts):
+            return read_modify_write(self.client.transaction(max_attempts=self.max_attempts))
 
     # ------------------------------------------------------------ queries
 

@@ -17,16 +17,25 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
 from google.api_core import exceptions as gexc
 
-from shared.adapters.gcp.candidate_rescoring import candidate_pool, check_mode, rank_candidates
-from shared.errors import ConfigError, PermanentError, RetryableError
-from shared.ports import Chunk, Doc, ScoredChunk, SearchMode, StateStore, checked_vectors
+from shared.adapters.gcp.calls import VERTEX_TRANSIENT, calling
+from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
+from shared.errors import ConfigError
+from shared.ports import (
+    Chunk,
+    Doc,
+    ScoredChunk,
+    SearchMode,
+    StateStore,
+    checked_query,
+    checked_vectors,
+)
 
 log = logging.getLogger("ragbus.index.vertex")
 
@@ -42,14 +51,6 @@ MAX_NEIGHBORS = 1000
 # (a replacement in flight; streamed removals take seconds to show) is skipped, not returned.
 _SPARES = 8
 
-_TRANSIENT = (
-    gexc.ServiceUnavailable,
-    gexc.DeadlineExceeded,
-    gexc.InternalServerError,
-    gexc.TooManyRequests,
-    gexc.Aborted,
-    gexc.Unknown,
-)
 
 
 class VectorSearchIndexClient(Protocol):
@@ -159,24 +160,13 @@ class VertexVectorSearchIndex:
         )
         return cls(index, endpoint, deployed_index_id, state, dimension=dimension, **options)
 
-    @contextmanager
-    def _calling(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except _TRANSIENT as exc:
-            raise RetryableError(
-                f"Vertex AI Vector Search {what} failed for now ({type(exc).__name__}): {exc}"
-            ) from exc
-        except (
-            gexc.NotFound,
-            gexc.PermissionDenied,
-            gexc.InvalidArgument,
-            gexc.FailedPrecondition,
-        ) as exc:
-            raise PermanentError(
-                f"Vertex AI Vector Search refused the {what} ({type(exc).__name__}): {exc}; check the index, "
-                "endpoint and deployed index id, that the index uses STREAM_UPDATE, and its dimension"
-            ) from exc
+    def _calling(self, what: str) -> AbstractContextManager[None]:
+        return calling(
+            "Vertex AI Vector Search", what, transient=VERTEX_TRANSIENT,
+            refused=(gexc.NotFound, gexc.PermissionDenied, gexc.InvalidArgument, gexc.FailedPrecondition),
+            refused_hint="check the index, endpoint and deployed index id, that the index uses "
+                         "STREAM_UPDATE, and its dimension",
+        )
 
     # ------------------------------------------------------------- writes
 
@@ -272,12 +262,9 @@ class VertexVectorSearchIndex:
         self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
     ) -> list[ScoredChunk]:
         """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25 (see the class)."""
-        check_mode(mode)
-        if k <= 0:
+        query = checked_query(vector, k, mode, self.dimension)
+        if query is None:
             return []
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if query.shape != (self.dimension,):
-            raise ValueError(f"query vector has {query.size} values, expected {self.dimension}")
         pool = candidate_pool(k, mode, cap=self.max_neighbors)
         if mode == "dense":
             pool = min(pool + _SPARES, self.max_neighbors)
@@ -297,7 +284,7 @@ class VertexVectorSearchIndex:
             record = self.state.get(CHUNKS, neighbour.id)
             if record is None:
                 continue  # removed since (or never fully written): not searchable
-            candidates.append((_chunk(record), float(decode_vector(record["vector"]) @ query)))
+            candidates.append((Chunk.from_fields(record), float(decode_vector(record["vector"]) @ query)))
         return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight)
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -306,7 +293,7 @@ class VertexVectorSearchIndex:
         for chunk_id in chunk_ids:
             record = self.state.get(CHUNKS, chunk_id)
             if record is not None:
-                out.append(_chunk(record))
+                out.append(Chunk.from_fields(record))
         return out
 
     def document_chunk_ids(self, document_id: str) -> list[str]:
@@ -322,27 +309,4 @@ class VertexVectorSearchIndex:
 
 
 def _chunk_record(chunk: Chunk, vector: np.ndarray) -> Doc:
-    return {
-        "chunk_id": chunk.chunk_id,
-        "document_id": chunk.document_id,
-        "ordinal": chunk.ordinal,
-        "text": chunk.text,
-        "title": chunk.title,
-        "url": chunk.url,
-        "published": chunk.published,
-        "source": chunk.source,
-        "vector": encode_vector(vector),
-    }
-
-
-def _chunk(record: Doc) -> Chunk:
-    return Chunk(
-        chunk_id=record["chunk_id"],
-        document_id=record["document_id"],
-        ordinal=int(record["ordinal"]),
-        text=record.get("text", ""),
-        title=record.get("title", ""),
-        url=record.get("url", ""),
-        published=record.get("published"),
-        source=record.get("source", ""),
-    )
+    return {**chunk.fields(), "vector": encode_vector(vector)}

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from shared.adapters.local.processes import process_alive
 from shared.adapters.local.sqlite import SqliteDatabase
 from shared.messages import Message, encode
 
@@ -63,18 +64,6 @@ CREATE INDEX IF NOT EXISTS deliveries_ready ON deliveries(subscription, state, a
 
 
 _OWNER = f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RetrySettings(NamedTuple):
@@ -271,7 +260,7 @@ class SqliteBus:
         owners = [r[0] for r in conn.execute(
             "SELECT DISTINCT lease_owner FROM deliveries WHERE state = 'pending' "
             "AND lease_until IS NOT NULL AND lease_owner LIKE ?", (host + ":%",)).fetchall()]
-        dead = [o for o in owners if not _alive(int(o.rsplit(":", 1)[1]))]
+        dead = [o for o in owners if not process_alive(int(o.rsplit(":", 1)[1]))]
         if not dead:
             return 0
         marks = ",".join("?" * len(dead))

@@ -39,7 +39,7 @@ import numpy as np
 
 from shared.adapters.local.sqlite import SqliteDatabase
 from shared.errors import ConfigError
-from shared.ports import Chunk, ScoredChunk, SearchMode
+from shared.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 from shared.text import strip_header
 
 log = logging.getLogger("ragbus.index")
@@ -235,17 +235,7 @@ class HybridIndex:
 
     def upsert(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Replace every chunk of ``document_id`` with ``chunks`` in one transaction."""
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(chunks), self.dimension):
-            raise ValueError(
-                f"upsert of {document_id}: vectors have shape {vectors.shape}, expected "
-                f"({len(chunks)}, {self.dimension})"
-            )
-        strangers = {c.document_id for c in chunks} - {document_id}
-        if strangers:
-            raise ValueError(f"upsert of {document_id} got chunks of other documents: {sorted(strangers)}")
-        if not np.isfinite(vectors).all():
-            raise ValueError(f"upsert of {document_id}: vectors contain NaN or infinity")
+        vectors = checked_vectors(document_id, chunks, vectors, self.dimension)
         rows = [
             (c.chunk_id, document_id, c.ordinal, c.text, c.title, c.url, c.published, c.source,
              np.ascontiguousarray(v).tobytes())
@@ -335,13 +325,9 @@ class HybridIndex:
         self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
     ) -> list[ScoredChunk]:
         """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25."""
-        if mode not in ("hybrid", "dense", "bm25"):
-            raise ValueError(f"search mode {mode!r}: use 'hybrid', 'dense' or 'bm25'")
-        if k <= 0:
+        query = checked_query(vector, k, mode, self.dimension)
+        if query is None:
             return []
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if query.shape != (self.dimension,):
-            raise ValueError(f"query vector has {query.size} values, expected {self.dimension}")
         snap = self.snapshot()
         if snap.size == 0:
             return []
@@ -366,7 +352,7 @@ class HybridIndex:
         elif mode == "bm25":
             score = lexical
         else:
-            score = self.dense_weight * _min_max(dense) + (1.0 - self.dense_weight) * _by_max(lexical)
+            score = hybrid_scores(dense, lexical, self.dense_weight)
         order = np.argsort(-score, kind="stable")
         # A few spares: a chunk replaced since the snapshot is skipped, not returned stale.
         picked = order[: k + 8]
@@ -545,6 +531,12 @@ def _top_positive(scores: np.ndarray, n: int) -> np.ndarray:
     if len(positive) > n:
         positive = positive[np.argpartition(-scores[positive], n - 1)[:n]]
     return positive.astype(np.int64)
+
+
+def hybrid_scores(dense: np.ndarray, lexical: np.ndarray, dense_weight: float) -> np.ndarray:
+    """The hybrid fusion every index uses: ``dense_weight`` times the min-max normalised
+    cosine plus the rest times BM25 over its best score."""
+    return dense_weight * _min_max(dense) + (1.0 - dense_weight) * _by_max(lexical)
 
 
 def _min_max(values: np.ndarray) -> np.ndarray:

@@ -4,21 +4,18 @@ It is a set of small retrieval and scoring algorithms over the local index and
 embedder, not a generative model, and it gives the same reply to the same
 input every time.
 
-- **transform**: expands acronyms learned from the corpus itself (passages such
-  as "retrieval-augmented generation (RAG)" or "RAG (retrieval-augmented
-  generation)", whose word initials must spell the acronym), adds the month and
+- **transform**: expands acronyms learned from the corpus itself
+  (:mod:`shared.adapters.local.acronyms`), adds the month and
   year to temporal questions together with content terms (never a date-only
   query), and adds up to two feedback terms shared by the top retrieved chunks
   (light pseudo-relevance feedback). It decomposes a question into sub-queries
-  only when its structure asks for it: a comparison ("A vs B", "difference
-  between A and B", "compare A with B"), "how and why", a list of aspects ("the
-  benefits and limitations of X"), several questions joined by "and how/why/what",
-  or a broad request ("explain X", "overview of X").
+  only when its structure asks for it (:mod:`shared.adapters.local.decomposition`).
 - **grade**: embedding cosine between the question and each context
   (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2 and related text about
   0.4-0.8), coverage of the question's content terms (acronyms, numbers and
-  capitalised names weigh more than common words; there is no corpus-wide IDF
-  because the index port exposes no document frequencies), and groundedness
+  capitalised names weigh more than common words; there is no corpus-wide IDF,
+  but an index offering :class:`~shared.ports.TermStatistics` tells which terms
+  the corpus lacks altogether, which counts against ``answerable``), and groundedness
   (the most similar context covers most key terms, or several similar contexts
   cover them together). ``answerable`` is False when both the best similarity
   and the coverage are evidently too low; a question with no content terms at
@@ -45,16 +42,16 @@ from __future__ import annotations
 import logging
 import math
 import re
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 
 import numpy as np
 
+from shared.adapters.local.acronyms import ACRONYM, AcronymTable, long_form_words
+from shared.adapters.local.decomposition import decompose
 from shared.extractive import (
     STOPWORDS,
-    TEMPORAL_WORDS,
     body_lines,
     content_terms,
     extractive_answer,
@@ -70,15 +67,12 @@ from shared.ports import (
     GradingContext,
     Index,
     RefineRequest,
+    StoredVectors,
+    TermStatistics,
     Transformation,
 )
 
 log = logging.getLogger("ragbus.llm.local")
-
-_ACRONYM = re.compile(r"^(?=(?:[^A-Z]*[A-Z]){2})[A-Z][A-Za-z0-9]{1,9}$")
-_PAREN_AFTER = re.compile(r"\(([A-Z][A-Za-z0-9]{1,9})\)")  # long form (ACR)
-_PAREN_LONG = re.compile(r"\b([A-Z][A-Za-z0-9]{1,9})\s*\(([^()\n]{3,80})\)")  # ACR (long form)
-_LINK_WORDS = {"of", "and", "for", "the", "in", "on", "to", "a", "an", "with", "&"}
 
 _TEMPORAL_CUES = re.compile(
     r"\b(today|yesterday|tonight|recent|recently|latest|newest|new|this (week|month|year)|"
@@ -98,73 +92,6 @@ def _scaled(similarity: float) -> float:
     return float(min(1.0, max(0.0, (similarity - SIM_FLOOR) / (SIM_FULL - SIM_FLOOR))))
 
 
-def _initials_match(letters: str, words: list[str]) -> bool:
-    """Can ``words`` spell ``letters``: each word gives a prefix, link words may give nothing?"""
-    if not words:
-        return not letters
-    word, rest = words[0].lower(), words[1:]
-    if word in _LINK_WORDS and _initials_match(letters, rest):
-        return True
-    if not letters or not word or word[0] != letters[0]:
-        return False
-    # A word may contribute its first letter, or a longer prefix ("GPU" from "Graphics Processing Unit";
-    # "CoT" from "Chain-of-Thought" once hyphens are split).
-    for take in range(1, min(len(word), len(letters)) + 1):
-        if word[:take] != letters[:take]:
-            break
-        if _initials_match(letters[take:], rest):
-            return True
-    return False
-
-
-def _words_of(long_form: str) -> list[str]:
-    return [w for w in re.split(r"[\s\-/]+", long_form) if w and re.match(r"[A-Za-z]", w)]
-
-
-def _letters(acronym: str) -> str:
-    core = acronym[:-1] if acronym.endswith("s") and acronym[:-1].isupper() else acronym
-    return "".join(ch for ch in core.lower() if ch.isalpha())
-
-
-def find_acronyms(text: str) -> dict[str, str]:
-    """Acronym definitions spelled out in ``text``: ``{"RAG": "retrieval-augmented generation"}``."""
-    found: dict[str, str] = {}
-    for match in _PAREN_AFTER.finditer(text):
-        acronym = match.group(1)
-        letters = _letters(acronym)
-        if len(letters) < 2:
-            continue
-        before = text[max(0, match.start() - 120) : match.start()]
-        number = re.search(r"\d+$", acronym)
-        suffix = ""
-        if number:
-            # "Best Matching 25 (BM25)": the number must end the long form too
-            trailing = re.search(rf"\b{number.group()}\s*$", before)
-            if not trailing:
-                continue
-            before, suffix = before[: trailing.start()], " " + number.group()
-            letters = _letters(acronym[: number.start()])
-            if len(letters) < 2:
-                continue
-        words = re.findall(r"[A-Za-z][A-Za-z0-9\-]*", before)[-(len(letters) + 3):]
-        for size in range(1, len(words) + 1):
-            candidate = words[-size:]
-            split = _words_of(" ".join(candidate))
-            if split and split[0].lower() not in _LINK_WORDS and _initials_match(letters, split):
-                found.setdefault(acronym.rstrip("s") if acronym[:-1].isupper() else acronym,
-                                 " ".join(candidate) + suffix)
-                break
-    for match in _PAREN_LONG.finditer(text):
-        acronym, inner = match.group(1), match.group(2).strip()
-        letters = _letters(acronym)
-        if len(letters) < 2 or not _ACRONYM.match(acronym):
-            continue
-        split = _words_of(inner)
-        if split and _initials_match(letters, split):
-            found.setdefault(acronym, inner)
-    return found
-
-
 class LocalLanguageModel:
     """The offline, deterministic :class:`~shared.ports.LanguageModel` (see the module docstring)."""
 
@@ -175,72 +102,17 @@ class LocalLanguageModel:
         self.index = index
         self.embedder = embedder
         self.feedback_terms = feedback_terms
-        self._acronyms: dict[str, str] = {}
-        self._misses: dict[str, int] = {}  # acronym -> index size when a lookup found nothing
-        self._lock = threading.Lock()
+        self.acronyms = AcronymTable(index, embedder)
 
     # ------------------------------------------------------------ acronyms
 
-    def _generation(self) -> int:
-        generation = getattr(self.index, "generation", None)
-        if isinstance(generation, int):
-            return generation
-        try:
-            return int(self.index.count_chunks())
-        except Exception:  # noqa: BLE001 - an unreadable index simply means "unknown"
-            return -1
-
     def learn_acronyms(self, texts: Sequence[str]) -> None:
         """Add the acronym definitions found in ``texts`` to the table."""
-        found: dict[str, str] = {}
-        for text in texts:
-            found.update({k: v for k, v in find_acronyms(text).items() if k not in found})
-        with self._lock:
-            for acronym, long_form in found.items():
-                self._acronyms.setdefault(acronym, long_form)
-                self._misses.pop(acronym, None)
+        self.acronyms.learn(texts)
 
     def expansion(self, acronym: str) -> str | None:
-        """The long form of ``acronym`` as the corpus spells it, looked up once per index size."""
-        key = acronym[:-1] if acronym.endswith("s") and acronym[:-1].isupper() else acronym
-        with self._lock:
-            if key in self._acronyms:
-                return self._acronyms[key]
-            generation = self._generation()
-            if self._misses.get(key) == generation:
-                return None
-        try:
-            vector = self.embedder.embed([key])[0]
-            hits = self.index.search(key, vector, 20, mode="bm25")
-        except Exception as exc:  # noqa: BLE001 - no expansion is better than no query
-            log.warning("acronym lookup for %s failed: %s", key, exc)
-            return None
-        self.learn_acronyms([h.chunk.text for h in hits])
-        with self._lock:
-            if key not in self._acronyms:
-                self._misses[key] = generation
-            return self._acronyms.get(key)
-
-    def _expand(self, query: str) -> tuple[str, list[str]]:
-        """``query`` with "ACR (long form)" for each acronym the corpus defines."""
-        notes: list[str] = []
-        out = query
-        lowered = query.lower()
-        for word in dict.fromkeys(tokenize(query)):
-            if not _ACRONYM.match(word):
-                continue
-            long_form = self.expansion(word)
-            if long_form and long_form.lower() not in lowered:
-                out = re.sub(rf"\b{re.escape(word)}\b", f"{word} ({long_form})", out, count=1)
-                notes.append(f"{word} = {long_form}")
-        # The other way round: a long form in the question gains its acronym.
-        with self._lock:
-            table = dict(self._acronyms)
-        for acronym, long_form in table.items():
-            if len(long_form) > 6 and long_form.lower() in lowered and acronym not in query:
-                out = f"{out} {acronym}"
-                notes.append(f"{long_form} = {acronym}")
-        return out, notes
+        """The long form of ``acronym`` as the corpus spells it (see :class:`AcronymTable`)."""
+        return self.acronyms.expansion(acronym)
 
     # ------------------------------------------------------------ feedback
 
@@ -306,7 +178,7 @@ class LocalLanguageModel:
     def transform(self, query: str, *, today: date) -> Transformation:
         """Rewrite (acronyms, temporal context, feedback terms) and decompose ``query``."""
         question = " ".join(query.split())
-        expanded, notes = self._expand(question)
+        expanded, notes = self.acronyms.expand(question)
         temporal = bool(_TEMPORAL_CUES.search(question))
         date_only = not content_terms(question, keep_temporal=False)
         parts = [expanded]
@@ -336,7 +208,7 @@ class LocalLanguageModel:
         vocabulary that surrounds them in the corpus. Terms any earlier query
         already tried are excluded: a refinement is always a new query.
         """
-        expanded, _ = self._expand(" ".join(request.original_query.split()))
+        expanded, _ = self.acronyms.expand(" ".join(request.original_query.split()))
         present = term_set(expanded)
         extra: list[str] = []
         aspects: list[str] = []
@@ -366,12 +238,12 @@ class LocalLanguageModel:
         """(term, weight, stems that cover it) for each content term of ``query``."""
         out = []
         for term in content_terms(query, keep_temporal=False):
-            specific = bool(_ACRONYM.match(term) or any(ch.isdigit() for ch in term) or term[:1].isupper())
+            specific = bool(ACRONYM.match(term) or any(ch.isdigit() for ch in term) or term[:1].isupper())
             alternatives = {stem(term)}
-            if _ACRONYM.match(term):
-                long_form = self._acronyms.get(term.rstrip("s")) or self._acronyms.get(term)
+            if ACRONYM.match(term):
+                long_form = self.acronyms.known(term)
                 if long_form:
-                    alternatives.add("|".join(sorted(stem(w) for w in _words_of(long_form))))
+                    alternatives.add("|".join(sorted(stem(w) for w in long_form_words(long_form))))
             out.append((term, 1.5 if specific else 1.0, alternatives))
         return out
 
@@ -387,11 +259,10 @@ class LocalLanguageModel:
 
     def _document_frequency(self, terms: list[str]) -> dict[str, int] | None:
         """Chunks containing each term, when the index can tell (the local index can)."""
-        lookup = getattr(self.index, "document_frequency", None)
-        if lookup is None or not terms:
+        if not isinstance(self.index, TermStatistics) or not terms:
             return None
         try:
-            return lookup(terms)
+            return self.index.document_frequency(terms)
         except Exception as exc:  # noqa: BLE001 - coverage without frequencies still works
             log.warning("document frequencies unavailable: %s", exc)
             return None
@@ -402,11 +273,10 @@ class LocalLanguageModel:
         computed now. A context that lost text to directive stripping is embedded afresh,
         so planted instructions never weigh in."""
         stored: dict[str, np.ndarray] = {}
-        get_vectors = getattr(self.index, "get_vectors", None)
         ids = [c.chunk_id for c in contexts if c.chunk_id]
-        if get_vectors is not None and ids:
+        if isinstance(self.index, StoredVectors) and ids:
             try:
-                stored = get_vectors(ids)
+                stored = self.index.get_vectors(ids)
             except Exception as exc:  # noqa: BLE001 - recomputing is always possible
                 log.warning("stored vectors unavailable, embedding contexts: %s", exc)
         out = np.zeros((len(contexts), self.embedder.dimension), dtype=np.float32)
@@ -508,90 +378,4 @@ class LocalLanguageModel:
         )
 
 
-# ------------------------------------------------------------ decomposition
-
-_TRAILING = re.compile(r"[\s?.!]+$")
-_LEADING = re.compile(
-    r"^(?:what|which|who|how)\s+(?:is|are|was|were|does|do)\s+(?:the\s+|a\s+|an\s+)?", re.IGNORECASE
-)
-_COMPARISONS = (
-    re.compile(r"\bdifferences?\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>.+)$", re.IGNORECASE),
-    re.compile(r"\bcompar(?:e|ing)\s+(?P<a>.+?)\s+(?:and|with|to|against)\s+(?P<b>.+)$", re.IGNORECASE),
-    re.compile(r"\b(?:how\s+)?(?:does|do|is|are)\s+(?P<a>.+?)\s+compare[sd]?\s+(?:to|with|against)\s+(?P<b>.+)$",
-               re.IGNORECASE),
-    re.compile(r"^(?:(?:is|are|should i use)\s+)?(?P<a>.+?)\s+(?:vs\.?|versus)\s+(?P<b>.+)$", re.IGNORECASE),
-    re.compile(r"^(?:is|are)\s+(?P<a>.+?)\s+better\s+than\s+(?P<b>.+)$", re.IGNORECASE),
-)
-_HOW_AND_WHY = re.compile(r"^(?:how\s+and\s+why|why\s+and\s+how)\s+(?P<rest>.+)$", re.IGNORECASE)
-_ASPECTS = re.compile(
-    r"^(?:what\s+are|what\s+is|list|describe|explain)\s+(?:the\s+)?(?P<aspects>[\w\s,\-]+?\s+and\s+[\w\-]+"
-    r"(?:\s[\w\-]+)?)\s+of\s+(?P<subject>.+)$",
-    re.IGNORECASE,
-)
-_BROAD = re.compile(
-    r"^(?:explain|describe|tell me (?:all )?about|give (?:me )?an? (?:overview|introduction) (?:of|to)|"
-    r"(?:an? )?(?:overview|introduction) (?:of|to)|what should i know about)\s+(?P<subject>.+)$",
-    re.IGNORECASE,
-)
-_JOINED = re.compile(r"\s*(?:[?;]\s*|,?\s+and\s+)(?=(?:how|why|what|when|where|which|who)\b)", re.IGNORECASE)
-_PRONOUN = re.compile(r"\b(it|they|them|this|these)\b", re.IGNORECASE)
-
-
-def _phrase(text: str) -> str:
-    return _TRAILING.sub("", text).strip(" ,;:\"'")
-
-
-def _subject(question: str) -> str:
-    return _phrase(_LEADING.sub("", _phrase(question)))
-
-
-def decompose(question: str, limit: int = 5) -> list[str]:
-    """Sub-queries a question's structure asks for (empty for a single, simple question)."""
-    q = _phrase(" ".join(question.split()))
-    if not q:
-        return []
-    subs: list[str] = []
-    for pattern in _COMPARISONS:
-        match = pattern.search(q)
-        if match:
-            a, b = _subject(match["a"]), _subject(match["b"])
-            if a and b and len(a.split()) <= 8 and len(b.split()) <= 8:
-                subs = [f"What is {a}?", f"What is {b}?", f"How does {a} compare with {b}?"]
-                break
-    if not subs:
-        match = _HOW_AND_WHY.match(q)
-        if match:
-            rest = _phrase(match["rest"])
-            subs = [f"How {rest}?", f"Why {rest}?"]
-    if not subs:
-        match = _ASPECTS.match(q)
-        if match:
-            subject = _phrase(match["subject"])
-            aspects = [a.strip() for a in re.split(r",\s*|\s+and\s+", match["aspects"]) if a.strip()]
-            if 2 <= len(aspects) <= limit:
-                subs = [f"What are the {a} of {subject}?" for a in aspects]
-    if not subs:
-        pieces = [p for p in _JOINED.split(q) if p and p.strip()]
-        if len(pieces) >= 2:
-            subject = _subject(pieces[0])
-            subs = [_phrase(pieces[0]) + "?"]
-            for piece in pieces[1:]:
-                text = _phrase(piece)
-                if subject:
-                    text = _PRONOUN.sub(subject, text, count=1)
-                subs.append(text[:1].upper() + text[1:] + "?")
-    if not subs:
-        match = _BROAD.match(q)
-        if match:
-            subject = _phrase(match["subject"])
-            if 0 < len(subject.split()) <= 6:
-                subs = [
-                    f"What is {subject}?",
-                    f"How does {subject} work?",
-                    f"What are the applications of {subject}?",
-                ]
-    subs = [s for s in dict.fromkeys(subs) if len(content_terms(s)) >= 1]
-    return subs[:limit] if len(subs) >= 2 else []
-
-
-__all__ = ["TEMPORAL_WORDS", "LocalLanguageModel", "decompose", "find_acronyms"]
+__all__ = ["LocalLanguageModel"]

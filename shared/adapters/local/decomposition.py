@@ -1,0 +1,98 @@
+"""Decomposing a question into sub-queries when its structure asks for it.
+
+Pattern-based and English-only: a comparison ("A vs B", "difference between A
+and B", "compare A with B"), "how and why", a list of aspects ("the benefits
+and limitations of X"), several questions joined by "and how/why/what", or a
+broad request ("explain X", "overview of X"). A single, simple question gives
+no sub-queries.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shared.extractive import content_terms
+
+_TRAILING = re.compile(r"[\s?.!]+$")
+_LEADING = re.compile(
+    r"^(?:what|which|who|how)\s+(?:is|are|was|were|does|do)\s+(?:the\s+|a\s+|an\s+)?", re.IGNORECASE
+)
+_COMPARISONS = (
+    re.compile(r"\bdifferences?\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>.+)$", re.IGNORECASE),
+    re.compile(r"\bcompar(?:e|ing)\s+(?P<a>.+?)\s+(?:and|with|to|against)\s+(?P<b>.+)$", re.IGNORECASE),
+    re.compile(r"\b(?:how\s+)?(?:does|do|is|are)\s+(?P<a>.+?)\s+compare[sd]?\s+(?:to|with|against)\s+(?P<b>.+)$",
+               re.IGNORECASE),
+    re.compile(r"^(?:(?:is|are|should i use)\s+)?(?P<a>.+?)\s+(?:vs\.?|versus)\s+(?P<b>.+)$", re.IGNORECASE),
+    re.compile(r"^(?:is|are)\s+(?P<a>.+?)\s+better\s+than\s+(?P<b>.+)$", re.IGNORECASE),
+)
+_HOW_AND_WHY = re.compile(r"^(?:how\s+and\s+why|why\s+and\s+how)\s+(?P<rest>.+)$", re.IGNORECASE)
+_ASPECTS = re.compile(
+    r"^(?:what\s+are|what\s+is|list|describe|explain)\s+(?:the\s+)?(?P<aspects>[\w\s,\-]+?\s+and\s+[\w\-]+"
+    r"(?:\s[\w\-]+)?)\s+of\s+(?P<subject>.+)$",
+    re.IGNORECASE,
+)
+_BROAD = re.compile(
+    r"^(?:explain|describe|tell me (?:all )?about|give (?:me )?an? (?:overview|introduction) (?:of|to)|"
+    r"(?:an? )?(?:overview|introduction) (?:of|to)|what should i know about)\s+(?P<subject>.+)$",
+    re.IGNORECASE,
+)
+_JOINED = re.compile(r"\s*(?:[?;]\s*|,?\s+and\s+)(?=(?:how|why|what|when|where|which|who)\b)", re.IGNORECASE)
+_PRONOUN = re.compile(r"\b(it|they|them|this|these)\b", re.IGNORECASE)
+
+
+def _phrase(text: str) -> str:
+    return _TRAILING.sub("", text).strip(" ,;:\"'")
+
+
+def _subject(question: str) -> str:
+    return _phrase(_LEADING.sub("", _phrase(question)))
+
+
+def decompose(question: str, limit: int = 5) -> list[str]:
+    """Sub-queries a question's structure asks for (empty for a single, simple question)."""
+    q = _phrase(" ".join(question.split()))
+    if not q:
+        return []
+    subs: list[str] = []
+    for pattern in _COMPARISONS:
+        match = pattern.search(q)
+        if match:
+            a, b = _subject(match["a"]), _subject(match["b"])
+            if a and b and len(a.split()) <= 8 and len(b.split()) <= 8:
+                subs = [f"What is {a}?", f"What is {b}?", f"How does {a} compare with {b}?"]
+                break
+    if not subs:
+        match = _HOW_AND_WHY.match(q)
+        if match:
+            rest = _phrase(match["rest"])
+            subs = [f"How {rest}?", f"Why {rest}?"]
+    if not subs:
+        match = _ASPECTS.match(q)
+        if match:
+            subject = _phrase(match["subject"])
+            aspects = [a.strip() for a in re.split(r",\s*|\s+and\s+", match["aspects"]) if a.strip()]
+            if 2 <= len(aspects) <= limit:
+                subs = [f"What are the {a} of {subject}?" for a in aspects]
+    if not subs:
+        pieces = [p for p in _JOINED.split(q) if p and p.strip()]
+        if len(pieces) >= 2:
+            subject = _subject(pieces[0])
+            subs = [_phrase(pieces[0]) + "?"]
+            for piece in pieces[1:]:
+                text = _phrase(piece)
+                if subject:
+                    text = _PRONOUN.sub(subject, text, count=1)
+                subs.append(text[:1].upper() + text[1:] + "?")
+    if not subs:
+        match = _BROAD.match(q)
+        if match:
+            subject = _phrase(match["subject"])
+            if 0 < len(subject.split()) <= 6:
+                subs = [
+                    f"What is {subject}?",
+                    f"How does {subject} work?",
+                    f"What are the applications of {subject}?",
+                ]
+    subs = [s for s in dict.fromkeys(subs) if len(content_terms(s)) >= 1]
+    return subs[:limit] if len(subs) >= 2 else []
+
