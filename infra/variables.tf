@@ -95,9 +95,9 @@ variable "llm_provider" {
 }
 
 variable "gemini_model" {
-  description = "Gemini model used by transformer, grader and synthesizer"
+  description = "Gemini model used by transformer, grader and synthesizer; empty means the code's default (DEFAULT_GEMINI_MODEL in shared/config.py)"
   type        = string
-  default     = "gemini-2.0-flash"
+  default     = ""
 }
 
 variable "vertex_location" {

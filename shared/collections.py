@@ -5,3 +5,4 @@ PROCESSED_ITEMS = "processed_items"  # one per (feed, guid) or file: content has
 DOCUMENTS = "documents"  # one per indexed document: title, url, hash, chunk ids
 QUERIES = "queries"  # one per query: status, iterations, best result, answer
 DEAD_LETTERS = "dead_letters"  # messages that could not be handled, with the reason
+MODEL_HEALTH = "model_health"  # one per model the API refused: status, reason, when, trace

@@ -58,6 +58,13 @@ def _fraction(env: dict[str, str], name: str, default: float) -> float:
     return value
 
 
+#: The Gemini model the gemini provider calls unless RAGBUS_GEMINI_MODEL names another: the
+#: latest GA Flash model on both the Gemini API and Vertex AI (released 2026-09-02, no shutdown
+#: date announced; gemini-2.0-flash, the old default, was shut down on 2026-03-31). This is the
+#: only place the default is written; infra/ leaves the variable empty to inherit it.
+DEFAULT_GEMINI_MODEL = "gemini-3.8-flash"
+
+
 @dataclass(frozen=True)
 class GradeThresholds:
     """From the reference grader: accept when all hold and the contexts are grounded."""
@@ -100,7 +107,7 @@ class Settings:
     redact_query_text: bool = False
     tracing: bool = True
     # gemini
-    gemini_model: str = "gemini-2.0-flash"
+    gemini_model: str = DEFAULT_GEMINI_MODEL
     gcp_project: str | None = None
     gcp_location: str | None = None
     # gcp runtime
@@ -174,7 +181,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         query_timeout_s=_float(env, "RAGBUS_QUERY_TIMEOUT_S", 60.0),
         redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", False),
         tracing=_bool(env, "RAGBUS_TRACING", True),
-        gemini_model=env.get("RAGBUS_GEMINI_MODEL", "gemini-2.0-flash"),
+        gemini_model=(env.get("RAGBUS_GEMINI_MODEL") or "").strip() or DEFAULT_GEMINI_MODEL,
         gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
         gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
         bucket=env.get("RAGBUS_BUCKET") or None,

@@ -35,3 +35,17 @@ class FetchRefused(PermanentError):
 
 class InvalidInput(PermanentError):
     """Input from a user or a document that cannot be processed as given."""
+
+
+class ModelUnusable(PermanentError):
+    """The model API refused the request itself (unknown or retired model, invalid
+    argument, no permission): every call will fail the same way until the
+    configuration changes, so this ends the query instead of being papered over
+    with a fallback. ``status`` is the HTTP status the API answered.
+    """
+
+    def __init__(self, message: str, *, model: str, status: int, operation: str = "") -> None:
+        super().__init__(message)
+        self.model = model
+        self.status = status
+        self.operation = operation

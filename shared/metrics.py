@@ -27,6 +27,8 @@ def _instruments() -> dict[str, object]:
         "items": meter.create_counter("ragbus.ingested.items", unit="1", description="documents indexed"),
         "chunks": meter.create_counter("ragbus.ingested.chunks", unit="1", description="chunks indexed"),
         "dead": meter.create_counter("ragbus.dead_letters", unit="1", description="messages dead-lettered"),
+        "unusable": meter.create_counter("ragbus.model.unusable", unit="1",
+                                         description="model calls the API refused as misconfigured"),
     }
 
 
@@ -55,3 +57,7 @@ def document_indexed(source: str, chunks: int) -> None:
 
 def dead_lettered(subscription: str) -> None:
     _instruments()["dead"].add(1, {"subscription": subscription})
+
+
+def model_unusable(model: str, status: int, stage: str) -> None:
+    _instruments()["unusable"].add(1, {"model": model, "status": str(status), "stage": stage})

@@ -156,6 +156,17 @@ class Embedder(Protocol):
         ...
 
 
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Vectors for search queries, as opposed to the documents they search.
+
+    Asymmetric models (Google's, with task types RETRIEVAL_QUERY and
+    RETRIEVAL_DOCUMENT) embed the two sides differently and offer
+    ``embed_queries``; a symmetric one (the packaged MiniLM) embeds both alike.
+    """
+    for_queries = getattr(embedder, "embed_queries", None)
+    return for_queries(texts) if callable(for_queries) else embedder.embed(texts)
+
+
 @dataclass(frozen=True)
 class Chunk:
     chunk_id: str

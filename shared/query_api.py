@@ -20,7 +20,7 @@ from typing import Any
 from shared import collections, tracing
 from shared.errors import InvalidInput, PermanentError, RetryableError
 from shared.messages import QuerySubmitted
-from shared.ports import Doc
+from shared.ports import Doc, embed_queries
 from shared.query_record import Iteration, QueryRecord
 from shared.query_state import expire_if_overdue, fail_query, read_record
 from shared.runtime.deps import Deps
@@ -257,7 +257,7 @@ def search_documents(deps: Deps, text: Any, k: Any = None) -> list[dict[str, Any
     """Retrieval only: the ``k`` chunks nearest ``text`` (hybrid search), best first."""
     query = validate_query_text(text, max_chars=deps.settings.max_query_chars, field="q")
     k = deps.settings.top_k if k is None else validate_int(k, "k", TOP_K_RANGE)
-    vector = deps.embedder.embed([query])[0]
+    vector = embed_queries(deps.embedder, [query])[0]
     results = deps.index.search(query, vector, k)
     return [
         {

@@ -14,7 +14,8 @@ grade{}, decision, timings{stage: ms}}), best_iteration, answer, citations[]
 type, at, iteration, detail})``, plus what the query-loop stages add:
 ``stages_done`` (``"<iteration>/<stage>"`` keys, the idempotency record),
 ``model_fallbacks``, ``language``, ``answer_sentences`` ([{text,
-citations[]}]), ``answer_provider``, ``answered_from_iteration``; an iteration
+citations[]}]), ``answer_provider``, ``answered_from_iteration``, ``fallbacks``
+([{stage, iteration, reason}]: each result made without the model); an iteration
 may also hold ``sub_queries_used``, ``sub_queries_succeeded``,
 ``transform_source``, ``grade_source``, ``should_refine``,
 ``failed_thresholds`` and ``refined_from``.
@@ -210,6 +211,8 @@ class QueryRecord:
     answer_sentences: list[AnswerSentenceDoc] | None = None
     answer_provider: str | None = None
     answered_from_iteration: int | None = None
+    # Each stage result made without the model, and why: {stage, iteration, reason}.
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
@@ -218,7 +221,7 @@ class QueryRecord:
     _AFTER = ("iterations", "best_iteration", "answer", "citations", "trace_id", "error", "events")
     # Written only once they hold something (or were stored), as the builds before this one did.
     _LATER = ("expire_at", "stages_done", "model_fallbacks", "language", "answer_sentences",
-              "answer_provider", "answered_from_iteration")
+              "answer_provider", "answered_from_iteration", "fallbacks")
 
     # ----------------------------------------------------------- creating
 
@@ -289,6 +292,7 @@ class QueryRecord:
             answer_sentences=copy.deepcopy(known.get("answer_sentences")),
             answer_provider=known.get("answer_provider"),
             answered_from_iteration=known.get("answered_from_iteration"),
+            fallbacks=copy.deepcopy(list(known.get("fallbacks") or [])),
             extra=extra,
             stored_keys=stored,
         )
@@ -302,7 +306,7 @@ class QueryRecord:
         doc["iterations"] = [entry.to_doc() for entry in self.iterations]
         for name in self._AFTER[1:]:
             doc[name] = copy.deepcopy(getattr(self, name))
-        defaults = {"stages_done": [], "model_fallbacks": 0}
+        defaults = {"stages_done": [], "model_fallbacks": 0, "fallbacks": []}
         for name in self._LATER[1:]:
             value = getattr(self, name)
             if name in self.stored_keys or value != defaults.get(name):

@@ -107,6 +107,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1") -> Starlette:
         Route("/", api.page, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=WEB_DIR), name="static"),
         Route("/healthz", api.health, methods=["GET"]),
+        Route("/readyz", api.ready, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/v1/queries", api.submit, methods=["POST"]),
         Route("/v1/queries/{query_id}", api.read, methods=["GET"]),
@@ -164,8 +165,26 @@ class _Api:
         body, media_type = found
         return Response(body, media_type=media_type)
 
+    def _model_health(self) -> dict[str, Any]:
+        from shared.model_health import model_health
+
+        settings = self.deps.settings
+        # The stages that call the model may run elsewhere: what they recorded is the truth.
+        model = settings.gemini_model if settings.llm_provider == "gemini" else None
+        return model_health(self.deps.state, model)
+
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok", "runtime": self.deps.settings.runtime})
+        body: dict[str, Any] = {"status": "ok", "runtime": self.deps.settings.runtime}
+        model = await anyio.to_thread.run_sync(self._model_health)
+        if not model["usable"]:
+            body["model"] = model  # still live (200): restarting the gateway cannot fix the model
+        return JSONResponse(body)
+
+    async def ready(self, request: Request) -> Response:
+        model = await anyio.to_thread.run_sync(self._model_health)
+        ready = bool(model["usable"])
+        return JSONResponse({"status": "ready" if ready else "unready", "model": model},
+                            status_code=200 if ready else 503)
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document(self.deps.settings))

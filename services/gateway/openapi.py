@@ -209,6 +209,14 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                 "trace_id": nullable_str,
                 "error": nullable_str,
                 "events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
+                "fallbacks": {
+                    "type": "array",
+                    "description": "Each stage result made without the model (a transient model failure, "
+                                   "an unusable reply or a spent model-call budget), and why.",
+                    "items": {"type": "object", "required": ["stage", "iteration", "reason"],
+                              "properties": {"stage": {"type": "string"}, "iteration": {"type": "integer"},
+                                             "reason": {"type": "string"}}},
+                },
             },
         },
         "SearchResult": {
@@ -237,7 +245,25 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
         "Health": {
             "type": "object",
             "required": ["status"],
-            "properties": {"status": {"const": "ok"}, "runtime": {"type": "string"}},
+            "properties": {"status": {"const": "ok"}, "runtime": {"type": "string"},
+                           "model": {"$ref": "#/components/schemas/ModelHealth"}},
+        },
+        "ModelHealth": {
+            "type": "object",
+            "description": "Whether the configured model answers; after the model API refused a stage "
+                           "(unknown or retired model, invalid argument, no permission) it is unusable "
+                           "with the HTTP status and the reason.",
+            "required": ["model", "usable"],
+            "properties": {"model": {"type": ["string", "null"]}, "usable": {"type": "boolean"},
+                           "status": {"type": "integer"}, "reason": {"type": "string"},
+                           "stage": {"type": "string"}, "at": {"type": "string"},
+                           "trace_id": {"type": ["string", "null"]}},
+        },
+        "Readiness": {
+            "type": "object",
+            "required": ["status", "model"],
+            "properties": {"status": {"enum": ["ready", "unready"]},
+                           "model": {"$ref": "#/components/schemas/ModelHealth"}},
         },
     }
     paths: dict[str, Any] = {
@@ -390,7 +416,16 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             "get": {
                 "operationId": "health",
                 "summary": "Liveness",
-                "responses": {"200": _json("The gateway is up.", "Health")},
+                "responses": {"200": _json("The gateway is up (with ``model`` when the model is unusable).",
+                                           "Health")},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "operationId": "readiness",
+                "summary": "Readiness: can queries be answered by the configured model?",
+                "responses": {"200": _json("The model is usable.", "Readiness"),
+                              "503": _json("The model API refused a stage; see model.reason.", "Readiness")},
             }
         },
         "/openapi.json": {

@@ -23,10 +23,11 @@ import logging
 
 from shared import metrics
 from shared.config import Settings
-from shared.errors import RetryableError
+from shared.errors import ModelUnusable, RetryableError
 from shared.extractive import body_lines
 from shared.grading import failed_thresholds, fallback_grade
 from shared.messages import ContextsRetrieved, Message, QueryGraded
+from shared.model_health import model_answered, model_unusable, note_fallback
 from shared.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
 from shared.query_record import Context, QueryRecord
 from shared.query_state import GRADE, RETRIEVE, apply_stage, live_record
@@ -135,7 +136,11 @@ def grade_iteration(
                 grading_contexts(contexts, limit=settings.grade_contexts, chars=settings.grade_context_chars),
             )
             source = "fallback" if grade.fallback else "model"
-        except Exception as exc:  # noqa: BLE001 - any model failure becomes the conservative grade
+            model_answered(state, getattr(llm, "model", None))
+        except ModelUnusable as exc:
+            model_unusable(state, query_id=query_id, stage=GRADE, error=exc, now=clock.now())
+            return
+        except Exception as exc:  # noqa: BLE001 - any other model failure becomes the conservative grade
             log.warning("query %s: grading failed, using the fallback grade: %s", query_id, exc)
             grade, source = fallback_grade(f"the model call failed ({type(exc).__name__}: {exc})"), "fallback"
 
@@ -172,6 +177,8 @@ def grade_iteration(
         r.best_iteration = r.best_graded()
         if grade.fallback:
             r.model_fallbacks += 1
+        if source == "fallback":
+            note_fallback(r, stage=GRADE, iteration=iteration, reason=grade.reasoning)
 
     detail = f"score {grade.score:.2f} (relevance {grade.relevance:.2f}, completeness {grade.completeness:.2f}, " \
              f"grounded {grade.grounded}) -> {decision}: {why}"

@@ -25,7 +25,7 @@ import numpy as np
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.messages import ContextsRetrieved, Message, QueryTransformed
-from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, StateStore
+from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, StateStore, embed_queries
 from shared.query_record import Context, QueryRecord
 from shared.query_state import RETRIEVE, apply_stage, live_record
 from shared.runtime.deps import Deps
@@ -96,7 +96,7 @@ def search_all(
     queries: list[tuple[str, str]], *, embedder: Embedder, index: Index, k: int
 ) -> list[QueryHits]:
     """Search every (label, query) in parallel; one embedding batch for all of them."""
-    vectors = embedder.embed([q for _, q in queries])
+    vectors = embed_queries(embedder, [q for _, q in queries])
 
     def one(i: int) -> QueryHits:
         label, query = queries[i]

@@ -26,11 +26,12 @@ import numpy as np
 
 from shared import metrics
 from shared.config import Settings
-from shared.errors import RetryableError
+from shared.errors import ModelUnusable, RetryableError
 from shared.extractive import extractive_answer
 from shared.grading import failed_thresholds
 from shared.language import detect_language, phrase
 from shared.messages import AnswerReady, Message, QueryGraded
+from shared.model_health import model_answered, model_unusable, note_fallback
 from shared.ports import (
     Answer,
     AnswerSentence,
@@ -156,6 +157,7 @@ def synthesize_answer(
     calls = 0
     provider = "none"
     answer: Answer | None = None
+    fallback_why = ""
     if final.decision == "abstain" or not contexts or best_grade is None or not best_grade.answerable:
         outcome = "not_answerable"
     else:
@@ -169,8 +171,15 @@ def synthesize_answer(
             try:
                 answer = llm.synthesize(original, numbered, language=language)
                 provider = getattr(llm, "provider", "model")
-            except Exception as exc:  # noqa: BLE001 - any model failure falls back to extraction
+                model_answered(state, getattr(llm, "model", None))
+            except ModelUnusable as exc:
+                model_unusable(state, query_id=query_id, stage=SYNTHESIZE, error=exc, now=clock.now())
+                return
+            except Exception as exc:  # noqa: BLE001 - any other model failure falls back to extraction
                 log.warning("query %s: synthesis failed, answering extractively: %s", query_id, exc)
+                fallback_why = f"model call failed ({type(exc).__name__}: {exc}); answered extractively"
+        else:
+            fallback_why = "no model call: model-call budget spent; answered extractively"
         if answer is None:
             answer = _extract(original, numbered, language, embed)
             provider = "extractive-fallback"
@@ -196,6 +205,8 @@ def synthesize_answer(
         r.language = language
         r.answer_provider = provider
         r.answered_from_iteration = best.iteration
+        if provider == "extractive-fallback":
+            note_fallback(r, stage=SYNTHESIZE, iteration=iteration, reason=fallback_why)
 
     annotate(outcome=outcome, citation_count=len(citations), answered_from_iteration=best.iteration,
              answer_provider=provider)

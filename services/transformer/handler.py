@@ -19,9 +19,10 @@ from __future__ import annotations
 import logging
 
 from shared.config import Settings
-from shared.errors import RetryableError
+from shared.errors import ModelUnusable, RetryableError
 from shared.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
+from shared.model_health import model_answered, model_unusable, note_fallback
 from shared.ports import Clock, LanguageModel, Publisher, RefineRequest, StateStore, Transformation
 from shared.query_record import QueryRecord
 from shared.query_state import TRANSFORM, apply_stage, live_record
@@ -159,16 +160,23 @@ def transform_query(
     start = clock.monotonic()
     calls = 0
     proposed: Transformation | None = None
+    failure = "no model call: model-call budget spent"
     if record.model_calls_left > 0:
         calls = 1
         try:
             proposed = llm.transform(original, today=now.date())
-        except Exception as exc:  # noqa: BLE001 - any model failure falls back to the original
+            model_answered(state, getattr(llm, "model", None))
+        except ModelUnusable as exc:
+            model_unusable(state, query_id=query_id, stage=TRANSFORM, error=exc, now=clock.now())
+            return
+        except Exception as exc:  # noqa: BLE001 - any other model failure falls back to the original
             log.warning("query %s: transform failed, keeping the original query: %s", query_id, exc)
+            failure = f"model call failed ({type(exc).__name__}: {exc})"
     rewritten, sub_queries, source = settle_transformation(
         original, proposed, max_sub_queries=settings.max_sub_queries, max_chars=settings.max_query_chars
     )
     fallback = source != "model"
+    why = failure if proposed is None else source.removeprefix("fallback: ")
 
     def change(r: QueryRecord) -> None:
         entry = r.ensure_entry(0)
@@ -179,6 +187,8 @@ def transform_query(
         r.iteration = 0
         if fallback and proposed is not None:
             r.model_fallbacks += 1
+        if fallback:
+            note_fallback(r, stage=TRANSFORM, iteration=0, reason=why)
 
     annotate(query=None if settings.redact_query_text else rewritten, sub_query_count=len(sub_queries),
              transform_source=source)
@@ -233,13 +243,19 @@ def refine_query(
     calls = 0
     refined: str | None = None
     source = "model"
+    failure = ""
     if record.model_calls_left > 0:
         calls = 1
         try:
             refined = llm.refine(request, today=now.date())
-        except Exception as exc:  # noqa: BLE001 - any model failure falls back to the rule
+            model_answered(state, getattr(llm, "model", None))
+        except ModelUnusable as exc:
+            model_unusable(state, query_id=query_id, stage=TRANSFORM, error=exc, now=clock.now())
+            return
+        except Exception as exc:  # noqa: BLE001 - any other model failure falls back to the rule
             log.warning("query %s: refine failed, appending missing aspects instead: %s", query_id, exc)
             source = "fallback: model call failed"
+            failure = f"{type(exc).__name__}: {exc}"
     else:
         source = "fallback: model-call budget spent"
     refined = " ".join((refined or "").split())[: settings.max_query_chars]
@@ -266,6 +282,9 @@ def refine_query(
         r.iteration = iteration
         if model_fallback:
             r.model_fallbacks += 1
+        if source != "model":
+            why = source.removeprefix("fallback: ") + (f" ({failure})" if failure else "")
+            note_fallback(r, stage=TRANSFORM, iteration=iteration, reason=why)
 
     annotate(query=None if settings.redact_query_text else refined, sub_query_count=len(sub_queries),
              transform_source=source, refined_from=previous)

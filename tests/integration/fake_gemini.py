@@ -1,23 +1,66 @@
-"""A local HTTP server speaking enough of the Gemini REST API for google-genai.
+"""A local HTTP server speaking the Gemini REST API as strictly as the real one, for google-genai.
 
-It answers ``POST /v1beta/models/{model}:generateContent`` with scripted
-replies (text, or an HTTP error status) in order, and keeps every request so
-tests can assert what the client sent.
+It answers ``POST /v1beta/models/{model}:generateContent`` with scripted replies
+(text, or an HTTP error status) in order, and keeps every request so tests can
+assert what the client sent. Where a lenient stand-in would hide a production
+failure, it behaves like the service (public REST reference: GenerateContentResponse
+with ``candidates[].finishReason`` and ``usageMetadata.thoughtsTokenCount``):
+
+- a model id that is retired or unknown gets 404 NOT_FOUND, before any script is
+  consumed, as the real API answers for a shut-down model;
+- every error body has Google's shape ``{"error": {"code", "message", "status"}}``
+  with the canonical status name of the HTTP code;
+- Gemini 3 models think before answering and the thinking tokens count against
+  ``maxOutputTokens``: a limit that thinking uses up yields an empty reply with
+  ``finishReason: MAX_TOKENS``, a limit that leaves too little room a cut one;
+  a ``thinkingLevel`` the model does not offer is 400 INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+#: Text models the service serves today, with the thinking levels each offers and its default.
+GEMINI_3_LEVELS = {"LOW", "MEDIUM", "HIGH"}
+SERVED: dict[str, tuple[set[str], str]] = {
+    "gemini-3.8-flash": (GEMINI_3_LEVELS, "MEDIUM"),
+    "gemini-3.7-flash": (GEMINI_3_LEVELS, "MEDIUM"),
+    "gemini-3.6-flash": (GEMINI_3_LEVELS | {"MINIMAL"}, "MEDIUM"),
+    "gemini-3.5-flash": (GEMINI_3_LEVELS | {"MINIMAL"}, "MEDIUM"),
+    "gemini-3.5-flash-lite": (GEMINI_3_LEVELS | {"MINIMAL"}, "MINIMAL"),
+    "gemini-3.1-flash-lite": (GEMINI_3_LEVELS | {"MINIMAL"}, "MINIMAL"),
+}
+#: Shut down: the service answers 404 for these as for any id it does not know.
+RETIRED = frozenset({
+    "gemini-1.5-flash", "gemini-1.5-pro", "gemini-2.0-flash", "gemini-2.0-flash-001",
+    "gemini-2.0-flash-lite", "gemini-2.0-flash-lite-001", "gemini-2.5-flash", "gemini-2.5-pro",
+    "gemini-2.5-flash-lite",
+})
+#: Thinking tokens a reply spends at each level (the real counts vary; these are typical sizes).
+THINKING_TOKENS = {"MINIMAL": 0, "LOW": 400, "MEDIUM": 1500, "HIGH": 6000}
+CHARS_PER_TOKEN = 4
+
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+    408: "DEADLINE_EXCEEDED", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def error_body(code: int, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": STATUS_NAMES.get(code, "UNKNOWN")}}
 
 
 @dataclass
 class Reply:
     text: str = ""
     status: int = 200
+    thinking_tokens: int | None = None  # None: what the requested level spends
 
 
 @dataclass
@@ -25,6 +68,10 @@ class RecordedRequest:
     path: str
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        return self.path.split("/models/", 1)[-1].split(":", 1)[0]
 
     @property
     def prompt(self) -> str:
@@ -41,35 +88,28 @@ class RecordedRequest:
 
 
 class FakeGemini:
-    """``with FakeGemini() as server: genai.Client(api_key="test", http_options=HttpOptions(base_url=server.url))``."""
+    """``with FakeGemini() as server: genai.Client(api_key="test", http_options=HttpOptions(base_url=server.url))``.
 
-    def __init__(self) -> None:
+    ``refuse_every_model=True`` answers 404 for every model, like an endpoint or
+    project where the configured model does not exist.
+    """
+
+    def __init__(self, *, refuse_every_model: bool = False) -> None:
         self.replies: list[Reply] = []
         self.requests: list[RecordedRequest] = []
+        self.refuse_every_model = refuse_every_model
         self._lock = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
+            def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                request = RecordedRequest(self.path, body, dict(self.headers))
                 with fake._lock:
-                    fake.requests.append(RecordedRequest(self.path, body, dict(self.headers)))
-                    reply = fake.replies.pop(0) if fake.replies else Reply(status=500, text="no reply scripted")
-                if not self.path.endswith(":generateContent"):
-                    self._send(404, {"error": {"code": 404, "message": f"unknown path {self.path}",
-                                               "status": "NOT_FOUND"}})
-                elif reply.status != 200:
-                    self._send(reply.status, {"error": {"code": reply.status, "message": reply.text,
-                                                        "status": "INTERNAL"}})
-                else:
-                    self._send(200, {
-                        "candidates": [{"content": {"role": "model", "parts": [{"text": reply.text}]},
-                                        "finishReason": "STOP", "index": 0}],
-                        "usageMetadata": {"promptTokenCount": 120, "candidatesTokenCount": 30,
-                                          "totalTokenCount": 150},
-                        "modelVersion": "fake-gemini",
-                    })
+                    fake.requests.append(request)
+                status, payload = fake._answer(request)
+                self._send(status, payload)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -85,13 +125,52 @@ class FakeGemini:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
+    def _answer(self, request: RecordedRequest) -> tuple[int, dict[str, Any]]:
+        if not request.path.split("?", 1)[0].endswith(":generateContent"):
+            return 404, error_body(404, f"unknown path {request.path}")
+        model = request.model
+        if self.refuse_every_model or model in RETIRED or model not in SERVED:
+            return 404, error_body(404, (
+                f"models/{model} is not found for API version v1beta, or is not supported for "
+                "generateContent. Call ListModels to see the list of available models and their "
+                "supported methods."))
+        levels, default_level = SERVED[model]
+        thinking = request.generation_config.get("thinkingConfig") or {}
+        # proto3 JSON accepts a field's lowerCamelCase and its original name (the SDK sends the latter)
+        level = thinking.get("thinkingLevel") or thinking.get("thinking_level") or default_level
+        if level not in levels:
+            return 400, error_body(400, f"Thinking level {level} is not supported for models/{model}.")
+        with self._lock:
+            reply = self.replies.pop(0) if self.replies else Reply(status=500, text="no reply scripted")
+        if reply.status != 200:
+            return reply.status, error_body(reply.status, reply.text)
+        limit = int(request.generation_config.get("maxOutputTokens") or 65_536)
+        thoughts = THINKING_TOKENS[level] if reply.thinking_tokens is None else reply.thinking_tokens
+        text, finish = reply.text, "STOP"
+        answer_tokens = math.ceil(len(text) / CHARS_PER_TOKEN)
+        if thoughts >= limit:  # thinking used the whole limit: nothing of the answer is written
+            thoughts, text, answer_tokens, finish = limit, "", 0, "MAX_TOKENS"
+        elif thoughts + answer_tokens > limit:
+            answer_tokens = limit - thoughts
+            text, finish = text[: answer_tokens * CHARS_PER_TOKEN], "MAX_TOKENS"
+        content: dict[str, Any] = {"role": "model", "parts": [{"text": text}] if text else []}
+        usage = {"promptTokenCount": 120, "candidatesTokenCount": answer_tokens,
+                 "totalTokenCount": 120 + answer_tokens + thoughts}
+        if thoughts:
+            usage["thoughtsTokenCount"] = thoughts
+        return 200, {
+            "candidates": [{"content": content, "finishReason": finish, "index": 0}],
+            "usageMetadata": usage,
+            "modelVersion": model,
+        }
+
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def reply(self, text: str = "", status: int = 200) -> None:
-        self.replies.append(Reply(text=text, status=status))
+    def reply(self, text: str = "", status: int = 200, *, thinking_tokens: int | None = None) -> None:
+        self.replies.append(Reply(text=text, status=status, thinking_tokens=thinking_tokens))
 
     def __enter__(self) -> FakeGemini:  # noqa: PYI034 - a plain test helper, never subclassed
         self._thread.start()

@@ -221,7 +221,7 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
     assert doc["openapi"].startswith("3.1")
     assert set(doc["paths"]) == {
         "/v1/queries", "/v1/queries/{query_id}", "/v1/queries/{query_id}/events", "/v1/queries/{query_id}/trace",
-        "/v1/search", "/healthz", "/openapi.json",
+        "/v1/search", "/healthz", "/readyz", "/openapi.json",
     }
     assert set(doc["paths"]["/v1/queries"]["post"]["responses"]) >= {"200", "202", "400"}
     schemas = doc["components"]["schemas"]
@@ -255,6 +255,7 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
     check(client.post("/v1/queries", json={"query": ""}).json(), "Error")
     check(client.get("/v1/search", params={"q": "bm25"}).json(), "SearchResponse")
     check(client.get("/healthz").json(), "Health")
+    check(client.get("/readyz").json(), "Readiness")
     assert doc["paths"]["/v1/queries"]["post"]["requestBody"]["content"]["application/json"]["schema"][
         "$ref"
     ].endswith("QueryRequest")

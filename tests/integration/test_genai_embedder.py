@@ -92,6 +92,26 @@ def test_request_shape_in_api_key_mode(
     assert {r["model"] for r in request.body["requests"]} == {"models/gemini-embedding-001"}
 
 
+def test_queries_are_embedded_as_queries_and_documents_as_documents(
+    server: FakeEmbeddingServer, embedder: GenAiEmbedder
+) -> None:
+    from services.retriever.handler import search_all
+    from shared.ports import embed_queries
+
+    embed_queries(embedder, ["why do glaciers retreat?"])
+    embedder.embed(["Glaciers retreat."])
+    assert [r.task_types for r in server.requests] == [["RETRIEVAL_QUERY"], ["RETRIEVAL_DOCUMENT"]]
+
+    class NoIndex:
+        def search(self, query, vector, k, mode="hybrid"):
+            return []
+
+    server.requests.clear()
+    search_all([("main", "glacier retreat"), ("sub", "ice sheets")], embedder=embedder, index=NoIndex(), k=3)
+    (request,) = server.requests  # the retriever's one batch for every (sub-)query
+    assert request.task_types == ["RETRIEVAL_QUERY"] * 2
+
+
 def test_vectors_are_the_models_normalised_and_in_order(embedder: GenAiEmbedder) -> None:
     texts = [f"text number {i}" for i in range(7)]
     vectors = embedder.embed(texts)

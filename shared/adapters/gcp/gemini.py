@@ -1,8 +1,22 @@
 """The Gemini language model (google-genai), on Vertex AI or with an API key.
 
-Each operation is one ``generate_content`` call with settings from the
-reference systems: transform and refine at temperature 0.3 with 200 output
-tokens, grade at 0.2 with 300, synthesis at 0.2. Transform, grade and
+Each operation is one ``generate_content`` call. The answer budgets come from
+the reference systems (transform and refine 200 tokens at temperature 0.3,
+grade 300 at 0.2, synthesis 1024 at 0.2); how they are sent depends on the
+model family (:func:`generation_settings`): Gemini 3 models think before they
+answer and count those thinking tokens inside ``max_output_tokens``, so they get
+an explicit ``thinking_level`` and a limit of answer budget plus thinking
+headroom, and no ``temperature``/``top_p``/``top_k`` (deprecated on Gemini 3);
+Gemini 2.5 gets an explicit ``thinking_budget`` added to the limit; older
+models get the sampling parameters as before.
+
+An API refusal of the request itself (400, 401, 403, 404: unknown or retired
+model, invalid argument, no permission) is :class:`~shared.errors.ModelUnusable`:
+the stages end the query ``failed`` instead of falling back. 429, 5xx and
+transport failures are retried by the SDK, then raised as
+:class:`~shared.errors.RetryableError` for the stage to fall back on.
+
+Transform, grade and
 synthesis ask for JSON with a response schema; replies are parsed robustly
 anyway (:mod:`shared.grading`) because a model can still return fenced, wrapped
 or truncated JSON. A reply that cannot be used becomes a fallback (an empty
@@ -26,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from shared.config import Settings
-from shared.errors import ConfigError, PermanentError, RetryableError
+from shared.config import DEFAULT_GEMINI_MODEL, Settings
+from shared.errors import ConfigError, ModelUnusable, RetryableError
 from shared.grading import (
     MalformedReply,
     extract_json_object,
@@ -55,6 +69,19 @@ GRADE_TEMPERATURE = 0.2
 GRADE_MAX_TOKENS = 300
 SYNTHESIS_TEMPERATURE = 0.2
 SYNTHESIS_MAX_TOKENS = 1024
+#: Gemini 3: how much the model may think. LOW is offered by every Gemini 3 Flash and Pro
+#: model (MINIMAL is not, e.g. on gemini-3.8-flash); rewriting, grading and answering from
+#: given contexts need little reasoning, and every level above costs latency and tokens.
+GEMINI3_THINKING_LEVEL = "LOW"
+#: Room for thinking tokens, added to each answer budget on models that think: thinking
+#: counts against max_output_tokens, and a limit without this room ends the reply with
+#: finishReason MAX_TOKENS before the answer starts.
+THINKING_HEADROOM_TOKENS = 4096
+#: Gemini 2.5: an explicit thinking budget (its Flash models accept 0..24576; Pro cannot turn
+#: thinking off), the same size as the headroom it is added to.
+GEMINI25_THINKING_BUDGET = 1024
+#: Statuses that mean "try again later"; every other 4xx is a refusal of the request itself.
+TRANSIENT_STATUS = frozenset({408, 429})
 
 SYSTEM_INSTRUCTION = (
     "You are the query stage of a retrieval-augmented generation system over a corpus of "
@@ -114,6 +141,12 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
+def _finish_reason(response: Any) -> str | None:
+    candidates = getattr(response, "candidates", None) or []
+    reason = getattr(candidates[0], "finish_reason", None) if candidates else None
+    return getattr(reason, "value", None) or (str(reason) if reason else None)
+
+
 def wrap_contexts(contexts: Sequence[GradingContext]) -> str:
     """Each context in its own delimited element; delimiters inside the text are escaped.
 
@@ -128,12 +161,32 @@ def wrap_contexts(contexts: Sequence[GradingContext]) -> str:
     return "\n".join(parts)
 
 
+def generation_settings(model: str, *, temperature: float, answer_tokens: int) -> dict[str, Any]:
+    """``GenerateContentConfig`` fields for ``model``: thinking, output limit, sampling."""
+    from google.genai import types
+
+    name = model.rsplit("/", 1)[-1].lower()  # a Vertex resource name ends with the model id
+    if name.startswith("gemini-3"):
+        return {
+            "thinking_config": types.ThinkingConfig(thinking_level=GEMINI3_THINKING_LEVEL),
+            "max_output_tokens": answer_tokens + THINKING_HEADROOM_TOKENS,
+        }
+    if name.startswith("gemini-2.5"):
+        return {
+            "thinking_config": types.ThinkingConfig(thinking_budget=GEMINI25_THINKING_BUDGET),
+            "max_output_tokens": answer_tokens + GEMINI25_THINKING_BUDGET,
+            "temperature": temperature,
+            "top_p": 0.95,
+        }
+    return {"max_output_tokens": answer_tokens, "temperature": temperature, "top_p": 0.95, "top_k": 40}
+
+
 class GeminiLanguageModel:
     """:class:`~shared.ports.LanguageModel` backed by Gemini through ``google.genai``."""
 
     provider = "gemini"
 
-    def __init__(self, client: Any, model: str = "gemini-2.0-flash", *, max_sub_queries: int = 5) -> None:
+    def __init__(self, client: Any, model: str = DEFAULT_GEMINI_MODEL, *, max_sub_queries: int = 5) -> None:
         self.client = client
         self.model = model
         self.max_sub_queries = max_sub_queries
@@ -189,24 +242,27 @@ class GeminiLanguageModel:
     ) -> str:
         from google.genai import errors, types
 
+        settings = generation_settings(self.model, temperature=temperature, answer_tokens=max_tokens)
         config = types.GenerateContentConfig(
             system_instruction=SYSTEM_INSTRUCTION,
-            temperature=temperature,
-            top_p=0.95,
-            top_k=40,
-            max_output_tokens=max_tokens,
             response_mime_type="application/json" if schema else None,
             response_schema=schema,
+            **settings,
         )
         started = time.monotonic()
         try:
             response = self.client.models.generate_content(model=self.model, contents=prompt, config=config)
         except errors.APIError as exc:
-            code = getattr(exc, "code", None) or 0
-            if code == 429 or code >= 500:
+            code = int(getattr(exc, "code", None) or 0)
+            if code in TRANSIENT_STATUS or code >= 500:
                 raise RetryableError(f"Gemini {operation} failed with {code}: {exc}; try again later") from exc
-            raise PermanentError(
-                f"Gemini {operation} was refused with {code}: {exc}; check the model name and credentials"
+            status = getattr(exc, "status", None) or ""
+            detail = getattr(exc, "message", None) or str(exc)
+            raise ModelUnusable(
+                f"Gemini model {self.model!r} is unusable: {operation} was refused with HTTP {code}"
+                f"{' ' + status if status else ''} ({detail}); check RAGBUS_GEMINI_MODEL (a current model "
+                f"such as {DEFAULT_GEMINI_MODEL}), the credentials and the project's access to the model",
+                model=self.model, status=code, operation=operation,
             ) from exc
         except Exception as exc:
             raise RetryableError(f"Gemini {operation} could not be reached: {exc}") from exc
@@ -215,21 +271,29 @@ class GeminiLanguageModel:
             operation=operation,
             model=self.model,
             input_tokens=int(getattr(usage, "prompt_token_count", 0) or 0),
-            output_tokens=int(getattr(usage, "candidates_token_count", 0) or 0),
+            # thinking tokens are output tokens: billed, and counted against the limit
+            output_tokens=int(getattr(usage, "candidates_token_count", 0) or 0)
+            + int(getattr(usage, "thoughts_token_count", 0) or 0),
             seconds=time.monotonic() - started,
         )
         # GenAI semantic conventions, on the model-call span the tracing wrapper opened
+        finish = _finish_reason(response)
         annotate(**{
-            "gen_ai.request.temperature": temperature,
-            "gen_ai.request.max_tokens": max_tokens,
+            "gen_ai.request.temperature": settings.get("temperature"),
+            "gen_ai.request.max_tokens": settings["max_output_tokens"],
+            "gen_ai.response.finish_reasons": [finish] if finish else None,
             "gen_ai.usage.input_tokens": self._local.last_call.input_tokens,
             "gen_ai.usage.output_tokens": self._local.last_call.output_tokens,
             "gen_ai.response.model": getattr(response, "model_version", None) or self.model,
         })
         try:
-            return response.text or ""
+            text = response.text or ""
         except Exception:  # noqa: BLE001 - a blocked or empty candidate has no text
-            return ""
+            text = ""
+        if finish == "MAX_TOKENS":
+            log.warning("Gemini %s reply was cut at max_output_tokens=%d (%d characters kept)",
+                        operation, settings["max_output_tokens"], len(text))
+        return text
 
     def _malformed(self, operation: str, why: str) -> None:
         with self._lock:

@@ -63,9 +63,11 @@ class GenAiEmbedder:
     """:class:`~shared.ports.Embedder` on gemini-embedding-001 (or another Google embedding model).
 
     ``client`` is a ``google.genai.Client`` (API key or Vertex AI; build one with
-    :meth:`from_settings`). ``task_type`` is sent with every text; the port has
-    no query/document distinction, so one type serves both (``RETRIEVAL_DOCUMENT``
-    by default; ``SEMANTIC_SIMILARITY`` is the symmetric alternative).
+    :meth:`from_settings`). :meth:`embed` sends ``task_type`` with every text
+    (``RETRIEVAL_DOCUMENT`` by default: the chunks the indexer stores) and
+    :meth:`embed_queries` sends ``query_task_type`` (``RETRIEVAL_QUERY``, the
+    other side of the asymmetric pair; with the symmetric ``SEMANTIC_SIMILARITY``
+    both sides default to it).
 
     Retries: HTTP 429 and 5xx, and connection failures, are retried
     ``attempts`` times in all with exponential backoff (``backoff_s`` doubling,
@@ -85,6 +87,7 @@ class GenAiEmbedder:
         *,
         dimension: int = DEFAULT_DIMENSION,
         task_type: str = "RETRIEVAL_DOCUMENT",
+        query_task_type: str | None = None,
         max_tokens: int = MAX_INPUT_TOKENS,
         max_batch_texts: int | None = None,
         max_batch_tokens: int = VERTEX_BATCH_TOKENS,
@@ -108,6 +111,9 @@ class GenAiEmbedder:
         self.dimension = dimension
         self.max_tokens = max_tokens
         self.task_type = task_type
+        self.query_task_type = query_task_type or (
+            "RETRIEVAL_QUERY" if task_type == "RETRIEVAL_DOCUMENT" else task_type
+        )
         self.vertexai = bool(getattr(client, "vertexai", False))
         self.max_batch_texts = max(1, max_batch_texts or self._default_batch_texts())
         self.max_batch_tokens = max_batch_tokens
@@ -211,13 +217,20 @@ class GenAiEmbedder:
     # ------------------------------------------------------------- embed
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length float32 vectors, shape ``(len(texts), dimension)``, in the order given."""
+        """Unit-length float32 vectors of documents, shape ``(len(texts), dimension)``, in the order given."""
+        return self._embed(texts, self.task_type)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Like :meth:`embed`, for search queries (``query_task_type``)."""
+        return self._embed(texts, self.query_task_type)
+
+    def _embed(self, texts: Sequence[str], task_type: str) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
         sizes = [self._checked_tokens(i, text) for i, text in enumerate(texts)]
         for batch in self._batches(sizes):
-            out[batch] = self._embed_batch([texts[i] for i in batch])
+            out[batch] = self._embed_batch([texts[i] for i in batch], task_type)
         return out
 
     def _checked_tokens(self, position: int, text: str) -> int:
@@ -251,11 +264,11 @@ class GenAiEmbedder:
             batches.append(current)
         return batches
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+    def _embed_batch(self, texts: list[str], task_type: str) -> np.ndarray:
         from google.genai import types
 
         options: dict[str, Any] = {
-            "task_type": self.task_type,
+            "task_type": task_type,
             "output_dimensionality": self.dimension,
         }
         if self.vertexai:

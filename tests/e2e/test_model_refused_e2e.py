@@ -1,0 +1,55 @@
+"""`ragbus ask` against a Gemini endpoint that refuses the model ends `failed`, loudly.
+
+The real CLI in a subprocess with a fresh RAGBUS_HOME, the real google-genai SDK,
+and a real HTTP server on 127.0.0.1 that answers 404 NOT_FOUND (Google's error
+shape) for every model, as the service does for a retired model id. Before the
+fix the 404 was replaced by the offline fallbacks and the query ended
+`answered_with_caveat`; now it ends `failed` naming the model and the status, and
+the gateway's /readyz reports the model unusable.
+"""
+
+from __future__ import annotations
+
+import json
+
+from shared.config import DEFAULT_GEMINI_MODEL
+from tests.integration.fake_gemini import FakeGemini
+from tests.support import run_cli, topic_paragraphs
+
+
+def test_ask_with_a_refused_model_fails_naming_the_model_and_404(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n, topic in enumerate(["volcano", "glacier", "harbor"]):
+        (docs / f"{topic}.md").write_text(f"# {topic.title()} notes\n\n" + "\n\n".join(topic_paragraphs(topic, seed=n)))
+    home = tmp_path / "home"
+    run_cli(home, "ingest", str(docs))
+
+    with FakeGemini(refuse_every_model=True) as gemini:
+        env = {"RAGBUS_LLM": "gemini", "GOOGLE_API_KEY": "x", "GOOGLE_GEMINI_BASE_URL": gemini.url}
+        proc = run_cli(home, "ask", "how do glaciers change?", "--json", check=False, timeout=120, **env)
+        record = json.loads(proc.stdout)
+        assert record["outcome"] == "failed", record
+        assert DEFAULT_GEMINI_MODEL in record["error"] and "404" in record["error"]
+        assert proc.returncode != 0  # the work did not finish
+        # the model asked for is the current default, and it was asked once: no retries, no fallback
+        assert [r.model for r in gemini.requests] == [DEFAULT_GEMINI_MODEL]
+        assert not record.get("fallbacks")
+        assert "ERROR" in proc.stderr and "trace" in proc.stderr and DEFAULT_GEMINI_MODEL in proc.stderr
+
+        # the gateway (another process) learns it from the record the stage wrote
+        from starlette.testclient import TestClient
+
+        from services.gateway.app import create_app
+        from shared.config import load_settings
+        from shared.runtime.bootstrap import build_local
+
+        settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_LLM": "gemini"})
+        with TestClient(create_app(build_local(settings).deps)) as client:
+            health = client.get("/healthz")
+            assert health.status_code == 200 and health.json()["status"] == "ok"
+            assert health.json()["model"]["usable"] is False
+            ready = client.get("/readyz")
+            assert ready.status_code == 503
+            model = ready.json()["model"]
+            assert (model["model"], model["status"], model["usable"]) == (DEFAULT_GEMINI_MODEL, 404, False)
