@@ -134,15 +134,17 @@ def submit_query(
     top_k: Any = None,
     max_iterations: Any = None,
     timeout_s: Any = None,
+    field: str = "query",
 ) -> QueryRecord:
     """Create a query record and start the loop; return the record as created.
+    ``field`` names the question in error messages (what the caller sent it as).
 
     Raises :class:`InvalidInput` for bad arguments and
     :class:`~shared.errors.RetryableError` when the bus cannot take the
     message (the record is then ended as failed, so nobody waits on it).
     """
     settings = deps.settings
-    text = validate_query_text(query, max_chars=settings.max_query_chars)
+    text = validate_query_text(query, max_chars=settings.max_query_chars, field=field)
     top_k = settings.top_k if top_k is None else validate_int(top_k, "top_k", TOP_K_RANGE)
     max_iterations = (
         settings.max_iterations

@@ -56,7 +56,8 @@ MAX_WAIT_S = 60.0
 MAX_STREAM_S = 600.0
 STREAM_GRACE_S = 30.0
 KEEPALIVE_S = 15.0
-_QUERY_FIELDS = ("query", "top_k", "max_iterations", "wait_s")
+# "question" is the name everywhere (CLI, MCP, page); "query" is its old name here, still accepted.
+_QUERY_FIELDS = ("question", "top_k", "max_iterations", "wait_s", "query")
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 _EVENT_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 # The page loads only its own files; untrusted document text is rendered as text
@@ -200,18 +201,22 @@ class _Api:
             return error(
                 400,
                 f"unknown field(s) {', '.join(map(repr, unknown))}; send only "
-                f"{', '.join(_QUERY_FIELDS)}",
+                f"{', '.join(f for f in _QUERY_FIELDS if f != 'query')}",
             )
-        if "query" not in body:
-            return error(400, 'missing \'query\'; send {"query": "your question"}')
+        if "question" in body and "query" in body:
+            return error(400, "send 'question' only: 'query' is its old name")
+        field = "question" if "question" in body or "query" not in body else "query"
+        if field not in body:
+            return error(400, 'missing \'question\'; send {"question": "your question"}')
         try:
             wait_s = _wait_seconds(body.get("wait_s"))
             record = await anyio.to_thread.run_sync(
                 lambda: submit_query(
                     self.deps,
-                    body["query"],
+                    body[field],
                     top_k=body.get("top_k"),
                     max_iterations=body.get("max_iterations"),
+                    field=field,
                 )
             )
         except InvalidInput as exc:
@@ -327,7 +332,7 @@ async def _read_json_object(request: Request) -> dict[str, Any] | Response:
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
-        return error(400, 'the body is empty; send JSON like {"query": "your question"}')
+        return error(400, 'the body is empty; send JSON like {"question": "your question"}')
     try:
         body = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -336,10 +341,10 @@ async def _read_json_object(request: Request) -> dict[str, Any] | Response:
         return error(
             400,
             f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            'send JSON like {"query": "your question"}',
+            'send JSON like {"question": "your question"}',
         )
     if not isinstance(body, dict):
-        return error(400, 'the body must be a JSON object; send one like {"query": "your question"}')
+        return error(400, 'the body must be a JSON object; send one like {"question": "your question"}')
     return body
 
 

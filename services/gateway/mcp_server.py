@@ -65,7 +65,7 @@ def build_mcp_server(deps: Deps) -> MCPServer:
 
     def run_loop(question: str, top_k: int | None) -> QueryRecord:
         try:
-            record = submit_query(deps, question, top_k=top_k)
+            record = submit_query(deps, question, top_k=top_k, field="question")
         except InvalidInput as exc:
             raise ToolError(str(exc)) from exc
         except RetryableError as exc:
@@ -78,11 +78,14 @@ def build_mcp_server(deps: Deps) -> MCPServer:
             "Retrieve passages for a question through the full query loop (rewrite, "
             f"retrieve, grade, refine). top_k is {TOP_K_RANGE[0]}..{TOP_K_RANGE[1]}. Returns "
             "the best iteration's contexts with its grade (score, relevance, completeness, "
-            "grounded) and how many iterations ran."
+            "grounded) and how many iterations ran. `query` is the old name of `question`."
         ),
     )
-    def search_documents(query: str, top_k: int = 10) -> dict[str, Any]:
-        return contexts_summary(run_loop(query, top_k))
+    def search_documents(question: str | None = None, top_k: int = 10, query: str | None = None) -> dict[str, Any]:
+        # "question" is the name everywhere (HTTP, CLI, the ask tool); "query" is still accepted
+        if (question is None) == (query is None):
+            raise ToolError("send 'question' (or its old name 'query'), not both and not neither")
+        return contexts_summary(run_loop(question if question is not None else query, top_k))
 
     @server.tool(
         title="Ask",

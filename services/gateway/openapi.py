@@ -49,15 +49,23 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
         },
         "QueryRequest": {
             "type": "object",
-            "required": ["query"],
+            "anyOf": [{"required": ["question"]}, {"required": ["query"]}],
+            "not": {"required": ["question", "query"]},
             "additionalProperties": False,
             "properties": {
-                "query": {
+                "question": {
                     "type": "string",
                     "minLength": 1,
                     "maxLength": settings.max_query_chars,
                     "description": "The question. Plain text: control characters other than tab "
                     "and newline are refused.",
+                },
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": settings.max_query_chars,
+                    "deprecated": True,
+                    "description": "The old name of `question`, accepted for one more release.",
                 },
                 "top_k": {
                     "type": "integer",

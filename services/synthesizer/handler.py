@@ -210,7 +210,9 @@ def synthesize_answer(
 
     annotate(outcome=outcome, citation_count=len(citations), answered_from_iteration=best.iteration,
              answer_provider=provider)
-    detail = f"{outcome} from iteration {best.iteration} with {len(citations)} citations"
+    # iterations are numbered from 1 wherever a person reads them (page, CLI, trace)
+    n = len(citations)
+    detail = f"{outcome} from iteration {best.iteration + 1} with {n} citation{'' if n == 1 else 's'}"
     result = apply_stage(
         state, query_id, iteration=iteration, stage=SYNTHESIZE, event_type="answered", detail=detail,
         now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,

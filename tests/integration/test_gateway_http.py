@@ -62,7 +62,9 @@ def client(deps) -> Iterator[TestClient]:
         ({"query": "escape \x1b[2J"}, "control character U+001B"),
         ({"query": 12}, "'query' must be a string, got a number"),
         ({"query": {"text": "q"}}, "'query' must be a string, got an object"),
-        ({"top_k": 3}, "missing 'query'"),
+        ({"top_k": 3}, "missing 'question'"),
+        ({"question": ""}, "'question' is empty; send a question of 1 to 2000 characters"),
+        ({"question": "q", "query": "q"}, "send 'question' only: 'query' is its old name"),
         ({"query": "q", "top_k": 0}, "'top_k' is 0; send a whole number from 1 to 50"),
         ({"query": "q", "top_k": 51}, "'top_k' is 51; send a whole number from 1 to 50"),
         ({"query": "q", "top_k": "10"}, "'top_k' must be a whole number from 1 to 50, got a string"),
@@ -71,7 +73,7 @@ def client(deps) -> Iterator[TestClient]:
         ({"query": "q", "max_iterations": None}, None),  # null means the default: accepted
         ({"query": "q", "wait_s": -1}, "'wait_s' is -1; send 0 (return at once) up to 60"),
         ({"query": "q", "wait_s": "soon"}, "'wait_s' must be a number of seconds"),
-        ({"query": "q", "topk": 3}, "unknown field(s) 'topk'; send only query, top_k, max_iterations, wait_s"),
+        ({"query": "q", "topk": 3}, "unknown field(s) 'topk'; send only question, top_k, max_iterations, wait_s"),
     ],
 )
 def test_bad_fields_get_400_saying_what_to_send(client, deps, body, expected):
@@ -248,9 +250,14 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
         jsonschema.Draft202012Validator(schema).validate(instance)
 
     check({"query": "q", "top_k": 3, "max_iterations": 1, "wait_s": 2}, "QueryRequest")
-    with pytest.raises(jsonschema.ValidationError):
-        check({"query": "q", "top_k": 0}, "QueryRequest")
+    check({"question": "q", "top_k": 3}, "QueryRequest")
+    for bad in ({"query": "q", "top_k": 0}, {"top_k": 3}, {"question": "q", "query": "q"}):
+        with pytest.raises(jsonschema.ValidationError):
+            check(bad, "QueryRequest")
     check(client.post("/v1/queries", json={"query": "what is bm25", "wait_s": 10}).json(), "QueryRecord")
+    asked = client.post("/v1/queries", json={"question": "what is bm25", "wait_s": 10}).json()
+    check(asked, "QueryRecord")
+    assert asked["original_query"] == "what is bm25" and asked["status"] == "answered"
     check(client.post("/v1/queries", json={"query": "what is bm25"}).json(), "QueryAccepted")
     check(client.post("/v1/queries", json={"query": ""}).json(), "Error")
     check(client.get("/v1/search", params={"q": "bm25"}).json(), "SearchResponse")

@@ -53,13 +53,17 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
             search = await session.call_tool("search_documents", {"query": "what is bm25", "top_k": 3})
             ask = await session.call_tool("ask", {"question": "how does BM25 rank?"})
             bad = await session.call_tool("ask", {"question": "   "})
-            return tools, search, ask, bad
+            by_question = await session.call_tool("search_documents", {"question": "what is bm25", "top_k": 3})
+            both = await session.call_tool("search_documents", {"question": "a", "query": "b"})
+            return tools, search, ask, bad, by_question, both
 
-    tools, search, ask, bad = anyio.run(session_run)
+    tools, search, ask, bad, by_question, both = anyio.run(session_run)
+    assert structured(by_question)["status"] == "answered"
+    assert both.is_error and "not both" in both.content[0].text
 
     assert set(tools) == {"search_documents", "ask"}
-    assert set(tools["search_documents"].input_schema["properties"]) == {"query", "top_k"}
-    assert tools["search_documents"].input_schema["required"] == ["query"]
+    assert set(tools["search_documents"].input_schema["properties"]) == {"question", "query", "top_k"}
+    assert "question" in set(tools["ask"].input_schema["properties"])
     assert tools["ask"].input_schema["required"] == ["question"]
 
     found = structured(search)
@@ -75,7 +79,7 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
     assert deps.state.get(collections.QUERIES, answered["id"])["original_query"] == "how does BM25 rank?"
 
     assert bad.is_error
-    assert "'query' is empty" in bad.content[0].text
+    assert "'question' is empty" in bad.content[0].text
 
 
 def test_mcp_refuses_a_foreign_host_header_on_loopback(server):

@@ -172,3 +172,51 @@ def test_the_page_draws_the_trace_waterfall_of_a_real_query(tmp_path, page):
             assert page.problems == []
         finally:
             handle.stop()
+
+
+def test_the_page_fits_a_400_px_screen_with_a_real_answer_and_its_trace(tmp_path, page):
+    """Nothing scrolls sideways on a narrow phone: long queries, URLs and the waterfall wrap."""
+    from shared.config import load_settings
+    from shared.file_ingest import ingest_path
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+    from tests.support import topic_paragraphs
+
+    docs = tmp_path / "a-rather-long-folder-name-for-the-volcano-observatory-field-notes"
+    docs.mkdir()
+    (docs / "volcano-observatory-weekly-report.md").write_text(
+        "# Volcano notes\n\n" + "\n\n".join(topic_paragraphs("volcano")))
+    local = build_local(load_settings({"RAGBUS_HOME": str(tmp_path / "home")}))
+    page.set_viewport_size({"width": 400, "height": 800})
+    with LocalRuntime(local.deps, local.bus) as runtime:
+        ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
+                    clock=local.deps.clock)
+        assert runtime.wait_idle(120)
+        handle = serve(local.deps, "127.0.0.1", 0)
+        try:
+            page.goto(handle.url + "/")
+            page.fill("#question", "volcano report " + "magma" * 20)
+            page.click("#ask")
+            page.wait_for_selector("#waterfall li")
+            page.locator("#outcome").filter(has_text="A").wait_for()
+            for details in page.locator("details").all():
+                details.evaluate("d => d.open = true")
+            widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+            page.screenshot(path="/tmp/ragbus-page-400.png", full_page=True)
+            assert widths[0] <= widths[1], f"the page is {widths[0]} px wide in a {widths[1]} px screen"
+            snippets = page.locator(".snippet").all_inner_texts()
+            assert snippets and not any(s.startswith(("Title:", "Volcano notes")) or "Published:" in s
+                                        for s in snippets), snippets
+            assert "with 1 citations" not in page.locator("#timeline").inner_text()
+            assert page.problems == []
+        finally:
+            handle.stop()
+
+
+def test_an_unknown_id_is_explained_without_api_wording(loop_and_server, page):
+    _, server = loop_and_server
+    page.goto(server.url + "/?id=0123456789abcdef")
+    error = page.locator("#form-error")
+    error.wait_for()
+    assert "no question with this id" in error.inner_text()
+    assert "POST" not in error.inner_text() and "/v1/" not in error.inner_text()

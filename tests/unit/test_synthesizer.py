@@ -38,6 +38,15 @@ def test_accepted_grade_is_answered_with_resolvable_citations():
     assert record["language"] == "en" and record["answer_provider"] == "scripted"
     assert loop.publisher.of_type(AnswerReady) == [AnswerReady(query_id="q1", outcome="answered")]
     assert record["events"][-1]["type"] == "answered"
+    assert record["events"][-1]["detail"] == "answered from iteration 1 with 2 citations"
+
+
+def test_one_citation_is_not_citations():
+    answer = Answer(text="", sentences=[AnswerSentence("RRF sums reciprocal ranks.", [2])])
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[answer]))
+    loop.submit("how does reciprocal rank fusion work")
+    loop.deliver(_run_to_graded(loop, [good_grade()], ["reciprocal rank fusion"]))
+    assert loop.record()["events"][-1]["detail"] == "answered from iteration 1 with 1 citation"
 
 
 def test_the_answer_comes_from_the_best_iteration_with_a_caveat():

@@ -85,13 +85,13 @@
   async function ask(event) {
     event.preventDefault();
     showError("");
-    const query = $("question").value.trim();
-    if (!query) {
+    const question = $("question").value.trim();
+    if (!question) {
       showError("Type a question first.");
       $("question").focus();
       return;
     }
-    const body = { query, wait_s: 0 };
+    const body = { question, wait_s: 0 };
     const topK = $("top-k").value.trim();
     const maxIterations = $("max-iterations").value.trim();
     if (topK) body.top_k = Number(topK);
@@ -350,12 +350,25 @@
       el("ol", { class: "contexts" }, contexts.map(contextItem)));
   }
 
+  // A chunk's text as a preview, as `ragbus search` prints it: without the Title/Published/Source
+  // header (the link above says where it is from) nor the title repeated, cut at a word boundary.
+  const HEADER = /^Title: [^\n]*\nPublished: [^\n]*\nSource: [^\n]*(\n\n|\n?$)/;
+
+  function snippetOf(text, title, limit = 300) {
+    let body = (text || "").replace(HEADER, "").split(/\s+/).join(" ").trim();
+    const heading = (title || "").split(/\s+/).join(" ").trim();
+    if (heading && body.startsWith(heading + " ")) body = body.slice(heading.length + 1);
+    if (body.length <= limit) return body;
+    const cut = body.slice(0, limit + 1);
+    const space = cut.lastIndexOf(" ");
+    return (space > 0 ? cut.slice(0, space) : body.slice(0, limit)).replace(/[\s,;:\-–—]+$/, "") + "…";
+  }
+
   function contextItem(c) {
-    const snippet = (c.text || "").slice(0, 300);
     return el("li", null,
       sourceLink(c.title || c.url || c.chunk_id || "(untitled)", c.url),
       typeof c.score === "number" ? el("span", { class: "score" }, ` score ${fmt(c.score)}`) : null,
-      el("p", { class: "snippet" }, snippet + ((c.text || "").length > 300 ? "…" : "")));
+      el("p", { class: "snippet" }, snippetOf(c.text, c.title)));
   }
 
   // ------------------------------------------------------------ search only
@@ -385,6 +398,11 @@
     const id = new URL(window.location.href).searchParams.get("id");
     if (id) {
       fetch(`/v1/queries/${encodeURIComponent(id)}`).then(async (response) => {
+        if (response.status === 404) {
+          showError("There is no question with this id here (it may have expired, or been asked on another " +
+                    "ragbus). Ask it again above.");
+          return;
+        }
         if (!response.ok) { showError(await readError(response)); return; }
         const record = await response.json();
         $("question").value = record.original_query || "";
