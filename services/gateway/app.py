@@ -92,8 +92,10 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1") -> Starlette:
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
+    # Stateless: no MCP session lives in this instance's memory, so behind a load balancer
+    # any instance can answer any request (with sessions, the other instance answered 404).
     mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=security, host=host
+        streamable_http_path="/mcp", transport_security=security, host=host, stateless_http=True
     )
     api = _Api(deps)
 

@@ -92,3 +92,98 @@ def test_mcp_refuses_a_foreign_host_header_on_loopback(server):
         timeout=10,
     )
     assert response.status_code in {400, 403, 421}
+
+
+# ------------------------------------------------------------ scaling out
+
+_GATEWAY_PROCESS = """
+import sys, time
+from pathlib import Path
+from services.gateway import serve
+from shared.adapters.local.clock import SystemClock
+from shared.adapters.local.state import SqliteStateStore
+from shared.config import Settings
+from shared.runtime.deps import Deps
+from tests.scripted_loop import ScriptedLoop
+
+home = Path(sys.argv[1])
+state = SqliteStateStore(home / "state.db")
+clock = SystemClock()
+deps = Deps(Settings(home=home), publisher=ScriptedLoop(state, clock, step_s=0.01), state=state, clock=clock)
+handle = serve(deps, "127.0.0.1", 0)
+print(handle.port, flush=True)
+sys.stdin.read()  # until the test closes our stdin
+handle.stop()
+"""
+
+
+def _start_gateway(home):
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    proc = subprocess.Popen([sys.executable, "-c", _GATEWAY_PROCESS, str(home)], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    line = proc.stdout.readline()
+    assert line.strip().isdigit(), f"the gateway process did not start (exit {proc.poll()})"
+    return proc, int(line)
+
+
+def test_one_client_alternating_between_two_gateway_processes_works(tmp_path):
+    """Two instances behind a balancer: every request goes to the other process than the last."""
+    import itertools
+
+    import httpx2
+
+    gateways = [_start_gateway(tmp_path), _start_gateway(tmp_path)]
+    ports = [port for _, port in gateways]
+    sent: list[tuple[str, int, int]] = []
+
+    class Alternating(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.AsyncHTTPTransport()
+            self.next_port = itertools.cycle(ports)
+
+        async def handle_async_request(self, request):
+            port = next(self.next_port)
+            request.url = request.url.copy_with(port=port)
+            response = await self.inner.handle_async_request(request)
+            sent.append((request.method, port, response.status_code))
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    async def session_run():
+        client = httpx2.AsyncClient(transport=Alternating(), timeout=httpx2.Timeout(30.0, read=120.0))
+        with anyio.fail_after(120):
+            return await _run(client)
+
+    async def _run(client):
+        async with (
+            client,
+            streamable_http_client(f"http://127.0.0.1:{ports[0]}/mcp", http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            first = await session.call_tool("ask", {"question": "how does BM25 rank?"})
+            second = await session.call_tool("search_documents", {"query": "what is bm25", "top_k": 3})
+            return tools, first, second
+
+    try:
+        tools, first, second = anyio.run(session_run)
+    finally:
+        for proc, _ in gateways:
+            proc.stdin.close()
+            proc.wait(timeout=30)
+
+    assert {tool.name for tool in tools} == {"search_documents", "ask"}
+    assert structured(first)["outcome"] == "answered"
+    assert structured(second)["status"] == "answered"
+    posts = [(port, status) for method, port, status in sent if method == "POST"]
+    assert {port for port, _ in posts} == set(ports) and len(posts) >= 4
+    assert all(status < 400 for _, status in posts), sent
