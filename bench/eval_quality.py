@@ -4,7 +4,7 @@
     .venv/bin/python bench/eval_quality.py --sample 0          # retrieval rows only (fast once embedded)
     .venv/bin/python bench/eval_quality.py --slice 60 --sample 60 --abstain-sample 30   # the smoke slice
 
-Needs `pip install fitz-gov==4.1.0`. Passage embeddings are cached under
+Needs fitz-gov 4.1.0, which the dev extra installs (`pip install -e '.[dev]'`). Passage embeddings are cached under
 .ragbus-eval/ (keyed by model and dataset), so only the first run embeds. Writes
 docs/eval_results.json and docs/grader_roc.json and prints the Markdown tables.
 """

@@ -840,7 +840,7 @@ def eval_command(
     out: Annotated[Path, typer.Option(help="Where the JSON results go.")] = Path("docs/eval_results.json"),
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
 ) -> None:
-    """Retrieval and answer quality on fitz-gov (synthetic cases; pip install fitz-gov==4.1.0)."""
+    """Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.[dev]')."""
     from shared.eval.report import eval_markdown
     from shared.eval.runner import EvalOptions, run_eval
 

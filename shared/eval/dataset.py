@@ -1,6 +1,6 @@
 """The evaluation set built from fitz-gov's core tier (synthetic RAG cases, MIT licence).
 
-fitz-gov (``pip install fitz-gov==4.1.0``) ships 2,920 core cases, each a query with
+fitz-gov (4.1.0, installed by the dev extra) ships 2,920 core cases, each a query with
 one to five contexts and an expected behaviour (answer, abstain, dispute). The set is
 built exactly as the measurement issue specifies:
 
@@ -92,8 +92,8 @@ def _load_core_cases():
         from fitz_gov.loader import Tier, load_tier
     except ImportError as exc:
         raise ConfigError(
-            "the evaluation set comes from the PyPI package fitz-gov: install it with "
-            "`.venv/bin/pip install fitz-gov==4.1.0` (or `pip install -e '.[eval]'`)"
+            "the evaluation set comes from the PyPI package fitz-gov, which the dev extra installs: "
+            "`.venv/bin/pip install -e '.[dev]'` (`make test` does it too)"
         ) from exc
     return load_tier(Tier.CORE)
 
@@ -102,7 +102,7 @@ def fitz_gov_version() -> str:
     try:
         return metadata.version("fitz-gov")
     except metadata.PackageNotFoundError as exc:
-        raise ConfigError("fitz-gov is not installed: `.venv/bin/pip install fitz-gov==4.1.0`") from exc
+        raise ConfigError("fitz-gov is not installed; the dev extra installs it: `.venv/bin/pip install -e '.[dev]'`") from exc
 
 
 def build_fitz_gov() -> EvalSet:
