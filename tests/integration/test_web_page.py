@@ -220,3 +220,36 @@ def test_an_unknown_id_is_explained_without_api_wording(loop_and_server, page):
     error.wait_for()
     assert "no question with this id" in error.inner_text()
     assert "POST" not in error.inner_text() and "/v1/" not in error.inner_text()
+
+
+def test_the_page_shows_each_step_done_without_the_model(tmp_path, page):
+    """A transient model failure falls back; the page says which step and why."""
+    from shared.config import load_settings
+    from shared.errors import RetryableError
+    from shared.file_ingest import ingest_path
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+    from tests.support import topic_paragraphs
+    from tests.unit.loop_fakes import ScriptedLLM
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "volcano.md").write_text("# Volcano notes\n\n" + "\n\n".join(topic_paragraphs("volcano")))
+    llm = ScriptedLLM(grades=[RetryableError("Gemini grade failed with 503: try again later")] * 3)
+    local = build_local(load_settings({"RAGBUS_HOME": str(tmp_path / "home")}), llm=llm)
+    with LocalRuntime(local.deps, local.bus) as runtime:
+        ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
+                    clock=local.deps.clock)
+        assert runtime.wait_idle(120)
+        handle = serve(local.deps, "127.0.0.1", 0)
+        try:
+            page.goto(handle.url + "/")
+            page.fill("#question", "volcano report")
+            page.click("#ask")
+            page.locator("#fallbacks li").first.wait_for()
+            lines = page.locator("#fallbacks li").all_inner_texts()
+            assert lines[0].startswith("Without the model: grader, iteration 1")
+            assert all(line.startswith("Without the model: grader") and "503" in line for line in lines)
+            assert page.problems == []
+        finally:
+            handle.stop()

@@ -128,6 +128,8 @@
     $("answer").replaceChildren();
     $("citations").replaceChildren();
     $("outcome").textContent = "";
+    $("fallbacks").replaceChildren();
+    $("fallbacks").hidden = true;
     $("answer-section").hidden = true;
     $("iterations-section").hidden = true;
     $("search-section").hidden = true;
@@ -227,8 +229,16 @@
     $("answer-section").hidden = false;
     $("outcome").textContent = record.error && record.status !== "answered" ? `${outcome}: ${record.error}` : outcome;
     $("outcome").className = `outcome outcome-${record.outcome || record.status}`;
+    renderFallbacks(record.fallbacks || []);
     renderAnswer(record.answer || "", record.citations || []);
     loadTrace(record.id);
+  }
+
+  // Every step the model did not do (a transient failure, an unusable reply, a spent budget).
+  function renderFallbacks(fallbacks) {
+    $("fallbacks").hidden = !fallbacks.length;
+    $("fallbacks").replaceChildren(...fallbacks.map((f) =>
+      el("li", { class: "fallback" }, `Without the model: ${f.stage}, iteration ${f.iteration + 1} (${f.reason})`)));
   }
 
   // The same waterfall as `ragbus trace`: every stage of every iteration, timed.
