@@ -89,7 +89,8 @@ def decide(
     if model_calls + CALLS_PER_REFINEMENT > max_model_calls:
         return True, "exhausted", f"{why}; model-call budget spent ({model_calls}/{max_model_calls})"
     if repeats_iteration is not None:
-        return True, "exhausted", f"{why}; the same contexts as iteration {repeats_iteration}: refining cannot help"
+        # numbered from 1, as people read iterations (page, CLI, trace)
+        return True, "exhausted", f"{why}; the same contexts as iteration {repeats_iteration + 1}: refining cannot help"
     return True, "refine", why
 
 

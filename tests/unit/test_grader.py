@@ -88,7 +88,7 @@ def test_a_refinement_that_retrieves_the_same_contexts_stops_the_loop():
     # the refined query finds exactly the same chunks: grading them again cannot help
     again = _grade(loop, weak_grade(0.5), 1, "BM25 ranking again")
     assert again.decision == "exhausted"
-    assert "same contexts as iteration 0" in loop.record()["events"][-1]["detail"]
+    assert "same contexts as iteration 1" in loop.record()["events"][-1]["detail"]
 
 
 def test_budget_exhaustion_stops_refining():
