@@ -121,3 +121,26 @@ def test_removing_an_unknown_feed_is_an_error_that_changes_nothing():
     with pytest.raises(InvalidInput, match="feeds list"):
         remove_feed(state, url + "x", publisher=publisher, clock=clock)
     assert len(list_feeds(state)) == 1 and not publisher.messages
+
+
+def test_the_readme_names_only_commands_and_flags_that_exist():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## Using it", 1)[1].split("```", 2)[1]
+    runner = CliRunner()
+    checked = 0
+    for line in block.splitlines():
+        if "ragbus " not in line:
+            continue
+        words = line.split("#", 1)[0].split("ragbus ", 1)[1].split()
+        path = [w for w in words[:2] if re.fullmatch(r"[a-z][a-z-]*", w) and w not in ("down",)][:2]
+        if path and path[0] != "feeds":
+            path = path[:1]
+        flags = set(re.findall(r"--[a-z][a-z-]*", line))
+        out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output
+        assert "Usage" in out, (line, out)
+        for flag in flags:
+            assert flag in out, (line, flag)
+        checked += 1
+    assert checked >= 12
