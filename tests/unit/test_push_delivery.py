@@ -15,7 +15,7 @@ from functions_framework import create_app
 
 from shared import collections
 from shared.config import Settings
-from shared.messages import QueryGraded, QuerySubmitted, encode
+from shared.messages import QuerySubmitted, QueryTransformed, encode
 from shared.query_state import new_query_record
 from shared.runtime import functions
 from shared.runtime.deps import Deps
@@ -31,7 +31,7 @@ def deps(monkeypatch):
              clock=FakeClock())
     monkeypatch.setattr(functions, "_deps", d)
     d.state.put(collections.QUERIES, "q1", new_query_record(
-        "q1", "what is BM25?", top_k=5, max_iterations=1, max_model_calls=5, now=d.clock.now(), timeout_s=60))
+        "q1", "what is BM25?", top_k=5, max_iterations=1, max_model_calls=5, now=d.clock.now(), timeout_s=60).to_doc())
     return d
 
 
@@ -105,21 +105,21 @@ def test_a_push_without_an_attempt_counts_as_the_first(deps, failing_transformer
 
 def test_the_dead_letter_function_records_the_reason_and_fails_the_query(deps):
     client = _client("dead_letters")
-    body = _push(QueryGraded(query_id="q1", iteration=0, decision="exhausted"), attempt=1,
-                 subscription="dead_letters.query-graded-dead-letter", message_id="dl-7",
-                 extra_attributes={"CloudPubSubDeadLetterSourceSubscription": "synthesizer.query-graded",
+    body = _push(QueryTransformed(query_id="q1", iteration=0, query="BM25", sub_queries=[]), attempt=1,
+                 subscription="dead_letters.query-transformed-dead-letter", message_id="dl-7",
+                 extra_attributes={"CloudPubSubDeadLetterSourceSubscription": "retriever.query-transformed",
                                    "CloudPubSubDeadLetterSourceSubscriptionProject": "p",
                                    "CloudPubSubDeadLetterSourceDeliveryCount": "7"})
-    response = client.post("/projects/p/topics/query-graded-dead-letter", json=body)
+    response = client.post("/projects/p/topics/query-transformed-dead-letter", json=body)
     assert response.status_code == 200
     (letter,) = deps.state.list(collections.DEAD_LETTERS)
-    assert letter["subscription"] == "synthesizer.query-graded" and letter["topic"] == "query-graded"
-    assert letter["attempts"] == 7 and letter["type"] == "QueryGraded"
-    assert "after 7 delivery attempts on synthesizer.query-graded" in letter["error"]
+    assert letter["subscription"] == "retriever.query-transformed" and letter["topic"] == "query-transformed"
+    assert letter["attempts"] == 7 and letter["type"] == "QueryTransformed"
+    assert "after 7 delivery attempts on retriever.query-transformed" in letter["error"]
     record = deps.state.get(collections.QUERIES, "q1")
-    assert record["status"] == "failed" and "synthesizer gave up" in record["error"]
+    assert record["status"] == "failed" and "retriever gave up" in record["error"]
     # a redelivered dead letter is the same record
-    assert client.post("/projects/p/topics/query-graded-dead-letter", json=body).status_code == 200
+    assert client.post("/projects/p/topics/query-transformed-dead-letter", json=body).status_code == 200
     assert deps.state.count(collections.DEAD_LETTERS) == 1
 
 
