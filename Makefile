@@ -3,22 +3,25 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit bench install clean
+.PHONY: demo test test-unit bench install clean lock
 
 DEV_STAMP := $(VENV)/.installed-dev
 
 # The demo needs only the runtime dependencies; the dev extra (tests, eval data, charts) is
 # for `make test`. pip's own progress is shown: the first install takes a few minutes.
-$(STAMP): pyproject.toml
+# Each installs its lock (every dependency at a pinned version), then the project itself.
+$(STAMP): pyproject.toml requirements.txt
 	@echo "installing ragbus and its runtime dependencies into $(VENV) (a few minutes the first time) ..."
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --progress-bar on -e .
+	$(PY) -m pip install --progress-bar on -r requirements.txt
+	$(PY) -m pip install --progress-bar on --no-deps -e .
 	touch $(STAMP)
 
-$(DEV_STAMP): $(STAMP)
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
 	@echo "installing the dev extra (tests, evaluation, charts) into $(VENV) ..."
-	$(PY) -m pip install --progress-bar on -e '.[dev]'
+	$(PY) -m pip install --progress-bar on -r requirements-dev.txt
+	$(PY) -m pip install --progress-bar on --no-deps -e '.[dev]'
 	touch $(DEV_STAMP)
 
 install: $(STAMP)
@@ -45,6 +48,14 @@ eval: $(DEV_STAMP)
 perf: $(DEV_STAMP)
 	$(PY) bench/perf_suite.py $(ARGS)
 	$(PY) bench/charts.py
+
+# Re-resolve the locks from pyproject.toml, from PyPI only, for the deploy's Python (3.11,
+# linux x86_64): requirements.txt (what Cloud Functions installs) and requirements-dev.txt.
+LOCK_FLAGS := --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	--index-url https://pypi.org/simple --custom-compile-command "make lock" --quiet
+lock: $(DEV_STAMP)
+	UV_NO_CONFIG=1 $(VENV)/bin/uv pip compile pyproject.toml $(LOCK_FLAGS) -o requirements.txt
+	UV_NO_CONFIG=1 $(VENV)/bin/uv pip compile pyproject.toml --extra dev $(LOCK_FLAGS) -o requirements-dev.txt
 
 clean:
 	rm -rf $(VENV) .ragbus

@@ -1,13 +1,13 @@
 # Every Cloud Function (gen2) deploys the same source: the repository root, whose main.py
 # exposes each stage's target. The Python buildpack installs requirements.txt from the
-# root of that source (cloudbuild.yaml writes it from pyproject.toml when it is missing).
+# root of that source: the lock of every runtime dependency (`make lock` writes it).
 
 locals {
   # Relative to the repository root; glob patterns (archive provider >= 2.5).
   source_excludes = [
     ".git/**", ".venv/**", "venv/**", ".ragbus/**", "tests/**", "bench/**", "docs/**", "infra/**",
     "*.egg-info/**", ".pytest_cache/**", ".ruff_cache/**", "**/__pycache__/**", "**/*.pyc",
-    "node_modules/**", ".terraform/**", "cloudbuild.yaml", "Makefile",
+    "node_modules/**", ".terraform/**", "cloudbuild.yaml", "Makefile", "requirements-dev.txt",
   ]
 
   source_zip = var.source_archive != "" ? var.source_archive : data.archive_file.source[0].output_path
