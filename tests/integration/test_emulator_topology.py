@@ -234,7 +234,7 @@ def test_a_query_message_that_keeps_failing_is_recorded_and_its_query_fails(topo
     query_id = f"q-{uuid.uuid4().hex[:10]}"
     client.state.put(collections.QUERIES, query_id, new_query_record(
         query_id, "what is a volcano?", top_k=5, max_iterations=1, max_model_calls=5,
-        now=client.clock.now(), timeout_s=600).to_doc())
+        now=client.clock.now(), timeout_s=600))
     # The grader retries until the retriever has stored the iteration's contexts: never, here.
     client.publisher.publish(ContextsRetrieved(query_id=query_id, iteration=0, context_count=3))
 

@@ -31,7 +31,7 @@ def deps(monkeypatch):
              clock=FakeClock())
     monkeypatch.setattr(functions, "_deps", d)
     d.state.put(collections.QUERIES, "q1", new_query_record(
-        "q1", "what is BM25?", top_k=5, max_iterations=1, max_model_calls=5, now=d.clock.now(), timeout_s=60).to_doc())
+        "q1", "what is BM25?", top_k=5, max_iterations=1, max_model_calls=5, now=d.clock.now(), timeout_s=60))
     return d
 
 
