@@ -65,6 +65,9 @@ app = typer.Typer(
 )
 feeds_app = typer.Typer(help="Register, list and remove RSS/Atom feeds.", no_args_is_help=True)
 app.add_typer(feeds_app, name="feeds")
+sitemaps_app = typer.Typer(help="Register, list and remove sitemaps (sitemap.xml or a sitemap index).",
+                          no_args_is_help=True)
+app.add_typer(sitemaps_app, name="sitemaps")
 
 console = Console()
 err = Console(stderr=True)
@@ -268,21 +271,7 @@ def feeds_add(url: str, allow_loopback: AllowLoopback = False) -> None:
 @feeds_app.command("list")
 def feeds_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """List registered feeds with their last poll and last error."""
-    from shared.feeds import list_feeds
-
-    feeds = list_feeds(_session().deps.state)
-    if as_json:
-        _print_json(feeds)
-        return
-    if not feeds:
-        _empty("no feeds registered; add one with `ragbus feeds add URL`")
-        return
-    table = Table("url", "last poll", "items", "status", "last error")
-    for feed in feeds:
-        table.add_row(*(Text(plain(cell)) for cell in (
-            feed["url"], feed.get("last_poll") or "never", feed.get("items") or 0,
-            feed.get("last_status") or "", feed.get("last_error") or "")))
-    console.print(table)
+    _list_listings("feed", as_json, "items")
 
 
 @feeds_app.command("remove")
@@ -293,6 +282,28 @@ def feeds_remove(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the documents' removal.")] = 300.0,
 ) -> None:
     """Unregister a feed and delete the documents indexed from it (--keep-documents keeps them)."""
+    _remove_listing("feed", url, keep_documents, timeout)
+
+
+def _list_listings(kind: str, as_json: bool, count_label: str) -> None:
+    from shared.feeds import list_feeds
+
+    listings = list_feeds(_session().deps.state, kind=kind)
+    if as_json:
+        _print_json(listings)
+        return
+    if not listings:
+        _empty(f"no {kind}s registered; add one with `ragbus {kind}s add URL`")
+        return
+    table = Table("url", "last poll", count_label, "status", "last error")
+    for listing in listings:
+        table.add_row(*(Text(plain(cell)) for cell in (
+            listing["url"], listing.get("last_poll") or "never", listing.get("items") or 0,
+            listing.get("last_status") or "", listing.get("last_error") or "")))
+    console.print(table)
+
+
+def _remove_listing(kind: str, url: str, keep_documents: bool, timeout: float) -> None:
     from shared.feeds import remove_feed
 
     session = _session(changes=True)
@@ -302,20 +313,54 @@ def feeds_remove(
     with session.stages(("indexer",)) as runtime:
         try:
             deleted = remove_feed(deps.state, url, publisher=deps.publisher, clock=deps.clock,
-                                  keep_documents=keep_documents)
+                                  keep_documents=keep_documents, kind=kind)
         except RagbusError as exc:
             raise _fail(str(exc)) from None
         if deleted and runtime is not None:
-            if not _wait_with_progress(session.local, runtime, since, timeout, "feeds remove"):
+            if not _wait_with_progress(session.local, runtime, since, timeout, f"{kind}s remove"):
                 raise typer.Exit(1)
             dead = _run_dead(session.local, since)
         elif deleted:
-            dead = _wait_for_documents(session, lambda: set(deleted), timeout, "feeds remove")
+            dead = _wait_for_documents(session, lambda: set(deleted), timeout, f"{kind}s remove")
     kept = "; its documents stay indexed" if keep_documents else f" and {len(deleted)} document(s) from it"
-    console.print(Text(f"removed feed {plain(url)}{kept}"), soft_wrap=True)
+    console.print(Text(f"removed {kind} {plain(url)}{kept}"), soft_wrap=True)
     if dead:
         err.print(f"[red]{dead} document(s) could not be removed; see `ragbus dead-letters`[/]")
         raise typer.Exit(1)
+
+
+# --------------------------------------------------------------- sitemaps
+
+
+@sitemaps_app.command("add")
+def sitemaps_add(url: str, allow_loopback: AllowLoopback = False) -> None:
+    """Register a sitemap URL (sitemap.xml, or a sitemap index); `ragbus poll` fetches its pages."""
+    from shared.feeds import add_feed
+
+    session = _session(allow_loopback, changes=True)
+    try:
+        sitemap = add_feed(session.deps.state, url, allow_loopback=session.settings.allow_loopback,
+                           now=session.deps.clock.now(), kind="sitemap")
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"added sitemap [bold]{markup(sitemap['url'])}[/]; run [bold]ragbus poll[/] to fetch its pages")
+
+
+@sitemaps_app.command("list")
+def sitemaps_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List registered sitemaps with their last poll and last error."""
+    _list_listings("sitemap", as_json, "pages")
+
+
+@sitemaps_app.command("remove")
+def sitemaps_remove(
+    url: str,
+    keep_documents: Annotated[bool, typer.Option(
+        "--keep-documents", help="Keep the documents already indexed from this sitemap.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the documents' removal.")] = 300.0,
+) -> None:
+    """Unregister a sitemap and delete the documents indexed from it (--keep-documents keeps them)."""
+    _remove_listing("sitemap", url, keep_documents, timeout)
 
 
 # ------------------------------------------------------------- ingestion
@@ -386,9 +431,9 @@ def _wanted_feeds(deps: Deps, feed: list[str] | None) -> list[str]:
 
 
 def _feed_items(deps: Deps, feed: list[str] | None) -> set[str]:
-    wanted = set(_wanted_feeds(deps, feed))
-    return {r["document_id"] for r in deps.state.list(collections.PROCESSED_ITEMS, {"source": "feed"})
-            if r.get("feed_url") in wanted}
+    from shared.ingestion import polled_items
+
+    return {r["document_id"] for r in polled_items(deps.state, _wanted_feeds(deps, feed))}
 
 
 def _announce_earlier(session: Session, candidates: set[str], command: str) -> set[str]:

@@ -1,8 +1,11 @@
-"""The feed registry: one record per feed URL in the ``feeds`` collection.
+"""The registry of polled listings: one record per feed or sitemap URL in the ``feeds`` collection.
 
 Key: :func:`shared.ids.feed_id` of the normalised URL. Record::
 
-    url, added_at, last_poll, last_status, last_error, etag, last_modified, items
+    url, added_at, last_poll, last_status, last_error, etag, last_modified, items[, kind]
+
+``kind`` is ``"sitemap"`` for a sitemap; a record without it is a feed (so
+records written before sitemaps existed read as what they are).
 
 ``add_feed`` checks the URL with the same guard the fetcher applies on every
 request (:mod:`shared.url_guard`), so a feed on a private address is refused
@@ -14,12 +17,12 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from shared import collections, processed_items
+from shared import collections
 from shared.errors import InvalidInput
 from shared.ids import feed_id
-from shared.messages import DocumentDeleted
+from shared.ingestion import retract_missing
 from shared.ports import Clock, Doc, Publisher, StateStore
 from shared.url_guard import Resolver, check_url, normalise_url
 
@@ -53,8 +56,16 @@ def feed_key(url: str) -> str:
     return feed_id(normalise_url(url))
 
 
-def new_feed_record(url: str, now: datetime) -> Doc:
-    return {
+Kind = Literal["feed", "sitemap"]
+
+
+def kind_of(record: Mapping[str, Any]) -> Kind:
+    """What a registry record is: a feed unless it says otherwise."""
+    return "sitemap" if record.get("kind") == "sitemap" else "feed"
+
+
+def new_feed_record(url: str, now: datetime, kind: Kind = "feed") -> Doc:
+    record: Doc = {
         "url": url,
         "added_at": now.isoformat(),
         "last_poll": None,
@@ -64,6 +75,9 @@ def new_feed_record(url: str, now: datetime) -> Doc:
         "last_modified": None,
         "items": 0,
     }
+    if kind != "feed":
+        record["kind"] = kind
+    return record
 
 
 def add_feed(
@@ -73,15 +87,23 @@ def add_feed(
     allow_loopback: bool,
     now: datetime,
     resolver: Resolver = socket.getaddrinfo,
+    kind: Kind = "feed",
 ) -> dict:
-    """Register ``url`` (validated and normalised); return its record.
+    """Register ``url`` (validated and normalised) as a ``kind``; return its record.
 
-    Adding a feed that is already registered returns the existing record unchanged.
+    Adding a URL that is already registered as that kind returns the existing record
+    unchanged; one registered as the other kind is refused (InvalidInput).
     """
     normal = validate_feed_url(url, allow_loopback=allow_loopback, resolver=resolver)
-    record = new_feed_record(normal, now)
+    record = new_feed_record(normal, now, kind)
     state.create(collections.FEEDS, feed_id(normal), record)
-    return state.get(collections.FEEDS, feed_id(normal)) or record
+    stored = state.get(collections.FEEDS, feed_id(normal)) or record
+    if kind_of(stored) != kind:
+        raise InvalidInput(
+            f"{normal} is already registered as a {kind_of(stored)}; remove it with "
+            f"`ragbus {kind_of(stored)}s remove {normal}` first"
+        )
+    return stored
 
 
 def get_feed(state: StateStore, url: str) -> dict | None:
@@ -89,32 +111,30 @@ def get_feed(state: StateStore, url: str) -> dict | None:
 
 
 def remove_feed(
-    state: StateStore, url: str, *, publisher: Publisher, clock: Clock, keep_documents: bool = False
+    state: StateStore, url: str, *, publisher: Publisher, clock: Clock, keep_documents: bool = False,
+    kind: Kind = "feed",
 ) -> list[str]:
     """Unregister ``url``; unless ``keep_documents``, also delete the documents its items
-    became (``DocumentDeleted(reason="feed removed")``). Returns the deleted document ids.
+    became (``DocumentDeleted(reason="<kind> removed")``). Returns the deleted document ids.
 
-    Raises :class:`InvalidInput` when no such feed is registered (a typo deletes nothing).
+    Raises :class:`InvalidInput` when no such ``kind`` is registered (a typo deletes nothing).
     """
     record = get_feed(state, url)
-    if record is None:
-        raise InvalidInput(f"no feed {url!r} is registered; `ragbus feeds list` shows the registered ones")
+    if record is None or kind_of(record) != kind:
+        raise InvalidInput(f"no {kind} {url!r} is registered; `ragbus {kind}s list` shows the registered ones")
     deleted: list[str] = []
     if not keep_documents:
-        for item in processed_items.records(state, {"feed_url": record["url"], "source": "feed"}):
-            # Publish first, forget second, as the poller does for items that left a feed:
-            # a crash in between re-sends the delete, which the indexer handles idempotently.
-            publisher.publish(DocumentDeleted(
-                document_id=item["document_id"], reason="feed removed", requested_at=clock.now()))
-            processed_items.forget(state, item["document_id"])
-            deleted.append(item["document_id"])
+        kind = kind_of(record)
+        deleted = retract_missing({"feed_url": record["url"], "source": kind}, (), f"{kind} removed",
+                                  state=state, publisher=publisher, clock=clock)
     state.delete(collections.FEEDS, feed_key(record["url"]))
     return deleted
 
 
-def list_feeds(state: StateStore) -> list[dict]:
-    """Every registered feed, ordered by URL, with every field of the record."""
-    feeds = state.list(collections.FEEDS)
+def list_feeds(state: StateStore, kind: Kind | None = None) -> list[dict]:
+    """Every registered listing (only those of ``kind`` when given), ordered by URL, with
+    every field of the record."""
+    feeds = [f for f in state.list(collections.FEEDS) if kind is None or kind_of(f) == kind]
     out = [{name: feed.get(name) for name in FEED_FIELDS} | feed for feed in feeds]
     return sorted(out, key=lambda feed: feed["url"] or "")
 

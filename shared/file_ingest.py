@@ -7,24 +7,23 @@ have not changed since they were last sent; :func:`delete_path` announces
 whether or not they still exist on disk.
 
 A file's identity is its absolute path: ``file_document_id(str(path.resolve()))``.
-The same claim -> publish -> mark ledger as the feed poller
-(:mod:`shared.processed_items`) makes a re-run after a crash re-send what was
-claimed but not yet marked.
+Both go through the ingestion step every source shares (:mod:`shared.ingestion`),
+whose claim -> publish -> mark ledger makes a re-run after a crash re-send what
+was claimed but not yet marked.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from datetime import datetime
 from pathlib import Path
 
 from shared import processed_items
 from shared.errors import InvalidInput
 from shared.ids import content_hash, file_document_id
-from shared.messages import DocumentDeleted, DocumentFetched
+from shared.ingestion import Content, Item, announce, retract
+from shared.messages import DocumentFetched
 from shared.ports import BlobStore, Clock, Publisher, StateStore
-from shared.tracing import item_trace
 
 log = logging.getLogger("ragbus.file_ingest")
 
@@ -129,49 +128,26 @@ def _ingest_file(
             f"{absolute} is {size} bytes, over the {max_bytes}-byte cap for one document"
         )
     data = absolute.read_bytes()
-    item_hash = content_hash(data)
-    document_id = file_document_id(str(absolute))
-    now = clock.now()
-    claim = processed_items.claim(
-        state,
-        document_id,
-        item_hash,
-        now=now,
-        fields={"source": "file", "path": str(absolute), "origin": str(absolute.parent)},
-    )
-    if claim == "unchanged":
-        log.debug("%s unchanged; not sent again", absolute)
-        return None
-    with item_trace("file item", document_id=document_id, path=str(absolute), claim=claim):
-        return _publish_file(absolute, data, document_id, item_hash, claim, now,
-                             state=state, blobs=blobs, publisher=publisher)
-
-
-def _publish_file(
-    absolute: Path, data: bytes, document_id: str, item_hash: str, claim: str, now: datetime,
-    *, state: StateStore, blobs: BlobStore, publisher: Publisher,
-) -> DocumentFetched:
     content_type = MEDIA_TYPES[absolute.suffix.lower()]
-    raw_ref = blobs.put(f"raw/{document_id}/{item_hash}", data, content_type)
-    message = DocumentFetched(
-        document_id=document_id,
+    item = Item(
+        document_id=file_document_id(str(absolute)),
         source="file",
         origin=str(absolute.parent),
         guid=str(absolute),
-        url=absolute.as_uri(),
-        title=absolute.stem,  # the cleaner may find a better one in the document
-        published=None,
-        raw_ref=raw_ref,
-        content_type=content_type,
-        content_hash=item_hash,
-        fetched_at=now,
+        item_hash=content_hash(data),
+        ledger={"path": str(absolute), "origin": str(absolute.parent)},
+        trace={"path": str(absolute)},
     )
-    publisher.publish(message)
-    processed_items.mark_published(
-        state, document_id, item_hash, now=now, fields={"raw_ref": raw_ref}
+    done = announce(
+        item,
+        # the cleaner prefers the title the document states; the file's name is the fallback
+        lambda: Content(url=absolute.as_uri(), content_type=content_type, body=data,
+                        fallback_title=absolute.stem),
+        state=state, publisher=publisher, clock=clock, blobs=blobs,
     )
-    log.info("%s %s (%s)", claim, absolute, document_id)
-    return message
+    if done.claim == "unchanged":
+        log.debug("%s unchanged; not sent again", absolute)
+    return done.message
 
 
 def records_under(path: str | os.PathLike[str], state: StateStore) -> list[dict]:
@@ -201,13 +177,7 @@ def delete_path(
         raise InvalidInput(f"{target} was never ingested and does not exist; check the path")
     deleted = []
     for record in sorted(doomed, key=lambda r: r.get("path", "")):
-        document_id = record["document_id"]
-        publisher.publish(
-            DocumentDeleted(
-                document_id=document_id, reason="file deleted", requested_at=clock.now()
-            )
-        )
-        processed_items.forget(state, document_id)
-        deleted.append(document_id)
+        retract(record["document_id"], "file deleted", state=state, publisher=publisher, clock=clock)
+        deleted.append(record["document_id"])
     log.info("deleted %d document(s) under %s", len(deleted), target)
     return deleted

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared import collections
+from shared.ingestion import polled_items
 from shared.ports import StateStore
 
 
@@ -44,12 +45,9 @@ def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus
 
 
 def touched_since(state: StateStore, since: datetime, feed_urls: Iterable[str] | None = None) -> set[str]:
-    """Document ids of feed items claimed or published at or after ``since``."""
-    wanted = set(feed_urls or [])
+    """Document ids of feed and sitemap items claimed or published at or after ``since``."""
     out = set()
-    for record in state.list(collections.PROCESSED_ITEMS, {"source": "feed"}):
-        if wanted and record.get("feed_url") not in wanted:
-            continue
+    for record in polled_items(state, feed_urls or None):
         stamps = [record.get("claimed_at"), record.get("published_at")]
         if any(s and datetime.fromisoformat(s) >= since for s in stamps):
             out.add(record["document_id"])

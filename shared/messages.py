@@ -45,6 +45,9 @@ class Message(BaseModel):
 
 # ---------------------------------------------------------------- ingestion
 
+#: Where a document came from: a polled feed or sitemap, a local file, a Cloud Storage object.
+SourceKind = Literal["feed", "sitemap", "file", "gcs"]
+
 
 class FeedPollRequested(Message):
     """Poll these feeds now (all registered feeds when ``feed_urls`` is empty)."""
@@ -58,16 +61,31 @@ class FeedPollRequested(Message):
         return f"poll/{self.request_id}"
 
 
+def _fetched_v1(body: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 put a file's or object's name in ``title``; only a feed's title was its own."""
+    if body.get("source") == "feed":
+        return body
+    return {**body, "title": "", "fallback_title": body.get("title", "")}
+
+
 class DocumentFetched(Message):
-    """Raw bytes of a document are in the blob store, ready to be cleaned."""
+    """Raw bytes of a document are in the blob store, ready to be cleaned.
+
+    ``title`` is a title the source itself states (a feed item's), which wins over
+    what the document says; ``fallback_title`` is only a name (a file's), used when
+    the document states no title of its own.
+    """
 
     TOPIC: ClassVar[str] = topics.DOCUMENT_FETCHED
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _fetched_v1}
     document_id: str
-    source: Literal["feed", "file", "gcs"]
-    origin: str  # the feed URL, the file's directory or the bucket
-    guid: str  # the feed item's guid, or the file path / object name
+    source: SourceKind
+    origin: str  # the feed or sitemap URL, the file's directory or the bucket
+    guid: str  # the feed item's guid, the page URL, or the file path / object name
     url: str
     title: str = ""
+    fallback_title: str = ""
     published: str | None = None  # ISO 8601 when known
     raw_ref: str
     content_type: str
@@ -95,7 +113,7 @@ class DocumentCleaned(Message):
 
     TOPIC: ClassVar[str] = topics.DOCUMENT_CLEANED
     document_id: str
-    source: Literal["feed", "file", "gcs"]
+    source: SourceKind
     origin: str
     url: str
     title: str

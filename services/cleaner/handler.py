@@ -296,12 +296,9 @@ def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Pub
             f"({len(raw)} bytes of {message.content_type}); it is left out of the index and "
             "anything indexed for it before stays as it was"
         )
-    # A feed item's title is the publisher's own; a file's is only its name, so what
-    # the document says about itself (<title>, front matter, first heading) wins there.
-    if message.source == "feed":
-        candidates = (message.title.strip(), cleaned.title)
-    else:
-        candidates = (cleaned.title, message.title.strip())
+    # A title the source states (a feed item's) is the publisher's own; else what the document
+    # says about itself (<title>, front matter, first heading); else the name it was found under.
+    candidates = (message.title.strip(), cleaned.title, message.fallback_title.strip())
     title = next((t for t in candidates if t), "") or _title_from_url(message.url) or "Untitled"
     published = message.published or cleaned.published
     text = with_header(title, published, message.url, cleaned.body)

@@ -1,5 +1,10 @@
 """Feed poller: turn ``FeedPollRequested`` into ``DocumentFetched`` / ``DocumentDeleted``.
 
+It polls every registered listing: RSS/Atom feeds and sitemaps. A kind of
+listing is a parser plus one entry in :data:`LISTINGS`; everything after the
+parse (fetching pages, change detection, removal) is shared, and so is the
+ingestion step behind it (:mod:`shared.ingestion`).
+
 For each feed: a conditional GET (stored ETag / Last-Modified), parse with
 feedparser (RSS 2.0, Atom, RDF), then per entry:
 
@@ -13,6 +18,9 @@ feedparser (RSS 2.0, Atom, RDF), then per entry:
   cleanly with at least one entry gets ``DocumentDeleted(reason="left feed")``.
   A feed that failed, was malformed, or came back empty never removes anything.
 
+A sitemap (:mod:`services.feed_poller.sitemaps`) lists pages instead: a page's
+identity is its URL, and its ``<lastmod>`` is what change detection compares.
+
 One feed's failure is recorded on that feed (``last_error``) and does not stop
 the others. The message is acknowledged unless every feed failed retryably.
 """
@@ -22,7 +30,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,17 +38,19 @@ from urllib.parse import urljoin
 
 import feedparser
 
-from shared import feeds, processed_items
+from services.feed_poller import sitemaps
+from services.feed_poller.sitemaps import read_sitemap
+from shared import feeds
 from shared.config import Settings
 from shared.errors import InvalidInput, PermanentError, RagbusError, RetryableError
 from shared.ids import content_hash, feed_item_id
-from shared.messages import DocumentDeleted, DocumentFetched, FeedPollRequested, Message
+from shared.ingestion import Content, Item, announce, retract_missing
+from shared.messages import FeedPollRequested, Message, SourceKind
 from shared.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
 from shared.url_guard import normalise_url
 
 if TYPE_CHECKING:
     from shared.runtime.deps import Deps
-from shared.tracing import item_trace
 
 log = logging.getLogger("ragbus.feed_poller")
 
@@ -84,6 +94,7 @@ class PollReport:
     item_errors: list[str] = field(default_factory=list)
     error: str | None = None
     retryable: bool = False
+    cacheable: bool = True  # False: a 304 would not prove the listing unchanged (a sitemap index)
 
     @property
     def summary(self) -> str:
@@ -194,10 +205,12 @@ def poll_feed(
     url = normalise_url(feed_url)
     report = PollReport(feed_url=url)
     record = feeds.get_feed(state, url) or {}
+    kind = feeds.kind_of(record)
+    listing = LISTINGS[kind]
     try:
         result = fetcher.fetch(
             url,
-            accept=FEED_MEDIA_TYPES,
+            accept=listing.media_types,
             etag=record.get("etag"),
             last_modified=record.get("last_modified"),
         )
@@ -233,7 +246,7 @@ def poll_feed(
         return report
 
     try:
-        entries = _parse(url, result, report)
+        entries = listing.read(url, result, report, fetcher)
     except InvalidInput as exc:
         return _fail(state, report, clock, str(exc), False)
 
@@ -248,6 +261,7 @@ def poll_feed(
                 publisher=publisher,
                 fetcher=fetcher,
                 clock=clock,
+                source=kind,
             )
         if settings.removed_item_policy == "remove" and entries:
             _remove_missing(
@@ -257,6 +271,7 @@ def poll_feed(
                 state=state,
                 publisher=publisher,
                 clock=clock,
+                source=kind,
             )
     except RagbusError as exc:
         # The bus or the state store failed mid-poll: what was claimed stays
@@ -274,7 +289,7 @@ def poll_feed(
     }
     # Keep the old validators while any item failed: a 304 next time would hide
     # the failed item from the retry the next poll is meant to give it.
-    if not report.item_errors:
+    if not report.item_errors and report.cacheable:
         changes["etag"] = result.etag
         changes["last_modified"] = result.last_modified
     feeds.record_poll(state, url, now=clock.now(), changes=changes)
@@ -379,6 +394,41 @@ def _entry(guid: str, link: str | None, raw: Any) -> _Entry:
     )
 
 
+# ------------------------------------------------------------------ listings
+
+
+@dataclass(frozen=True)
+class Listing:
+    """How the poller reads one kind of registered listing into entries."""
+
+    media_types: tuple[str, ...]
+    read: Callable[[str, FetchResult, PollReport, Fetcher], list[_Entry]]
+
+
+def _feed_entries(url: str, result: FetchResult, report: PollReport, fetcher: Fetcher) -> list[_Entry]:
+    return _parse(url, result, report)
+
+
+def _sitemap_entries(url: str, result: FetchResult, report: PollReport, fetcher: Fetcher) -> list[_Entry]:
+    sitemap = read_sitemap(result, lambda child: fetcher.fetch(child, accept=sitemaps.MEDIA_TYPES))
+    report.skipped += sitemap.skipped
+    report.duplicates += sitemap.duplicates
+    report.cacheable = not sitemap.is_index  # a 304 for an index says nothing about its sitemaps
+    report.entries = len(sitemap.pages)
+    # A page is fetched again exactly when its <lastmod> changes; the page states its own title.
+    return [
+        _Entry(guid=page.url, link=page.url, title="", published=page.published,
+               item_hash=content_hash(json.dumps({"url": page.url, "lastmod": page.lastmod}, sort_keys=True)))
+        for page in sitemap.pages
+    ]
+
+
+LISTINGS: dict[feeds.Kind, Listing] = {
+    "feed": Listing(FEED_MEDIA_TYPES, _feed_entries),
+    "sitemap": Listing(sitemaps.MEDIA_TYPES, _sitemap_entries),
+}
+
+
 # ------------------------------------------------------------------ items
 
 
@@ -392,75 +442,51 @@ def _process_entry(
     publisher: Publisher,
     fetcher: Fetcher,
     clock: Clock,
+    source: SourceKind = "feed",
 ) -> None:
     document_id = feed_item_id(feed_url, entry.guid)
-    claim = processed_items.claim(
-        state,
-        document_id,
-        entry.item_hash,
-        now=clock.now(),
-        fields={
-            "source": "feed",
-            "feed_url": feed_url,
-            "guid": entry.guid,
-            "link": entry.link,
-            "title": entry.title,
-        },
+    item = Item(
+        document_id=document_id,
+        source=source,
+        origin=feed_url,
+        guid=entry.guid,
+        item_hash=entry.item_hash,
+        ledger={"feed_url": feed_url, "guid": entry.guid, "link": entry.link, "title": entry.title},
+        trace={"guid": entry.guid, "feed_url": feed_url},
+        trace_name="feed item",
     )
-    if claim == "unchanged":
-        report.unchanged += 1
-        return
-    # Each item's way to the index is a trace of its own, linked to the poll that found it.
-    with item_trace("feed item", document_id=document_id, guid=entry.guid, claim=claim, feed_url=feed_url):
+
+    def fetch_page() -> Content:
         if not entry.link:
-            _item_failed(
-                state, report, document_id, entry, clock, "the entry has no link to an article page"
-            )
-            return
-        try:
-            page = fetcher.fetch(entry.link, accept=PAGE_MEDIA_TYPES)
-        except (PermanentError, RetryableError) as exc:
-            _item_failed(state, report, document_id, entry, clock, str(exc))
-            return
-        raw_ref = blobs.put(f"raw/{document_id}/{entry.item_hash}", page.body, page.content_type)
-        # The declared charset travels with the type (the bytes are passed through as
-        # received, right or wrong); the cleaner decides how to decode.
-        content_type = page.content_type + (f"; charset={page.charset}" if page.charset else "")
-        now = clock.now()
-        publisher.publish(
-            DocumentFetched(
-                document_id=document_id,
-                source="feed",
-                origin=feed_url,
-                guid=entry.guid,
-                url=page.url,
-                title=entry.title,
-                published=entry.published,
-                raw_ref=raw_ref,
-                content_type=content_type,
-                content_hash=entry.item_hash,
-                fetched_at=now,
-            )
+            raise PermanentError("the entry has no link to an article page")
+        page = fetcher.fetch(entry.link, accept=PAGE_MEDIA_TYPES)
+        return Content(
+            url=page.url,
+            # The declared charset travels with the type (the bytes are passed through as
+            # received, right or wrong); the cleaner decides how to decode.
+            content_type=page.content_type + (f"; charset={page.charset}" if page.charset else ""),
+            stored_type=page.content_type,
+            body=page.body,
+            title=entry.title,
+            published=entry.published,
+            ledger={"url": page.url},
         )
-        processed_items.mark_published(
-            state, document_id, entry.item_hash, now=now, fields={"url": page.url, "raw_ref": raw_ref}
-        )
+
+    done = announce(item, fetch_page, state=state, publisher=publisher, clock=clock, blobs=blobs)
+    if done.claim == "unchanged":
+        report.unchanged += 1
+    elif done.error is not None:
+        message = f"{entry.link or entry.guid}: {done.error}"
+        log.warning("feed %s: item failed: %s", report.feed_url, message)
+        report.item_errors.append(message)
+    else:
         report.published.append(document_id)
-        if claim == "new":
+        if done.claim == "new":
             report.new += 1
-        elif claim == "changed":
+        elif done.claim == "changed":
             report.changed += 1
         else:
             report.pending += 1
-
-
-def _item_failed(
-    state: StateStore, report: PollReport, document_id: str, entry: _Entry, clock: Clock, error: str
-) -> None:
-    message = f"{entry.link or entry.guid}: {error}"
-    log.warning("feed %s: item failed: %s", report.feed_url, message)
-    processed_items.mark_failed(state, document_id, entry.item_hash, now=clock.now(), error=error)
-    report.item_errors.append(message)
 
 
 def _remove_missing(
@@ -471,16 +497,9 @@ def _remove_missing(
     state: StateStore,
     publisher: Publisher,
     clock: Clock,
+    source: SourceKind = "feed",
 ) -> None:
-    for record in processed_items.records(state, {"feed_url": feed_url, "source": "feed"}):
-        if record.get("guid") in current_guids:
-            continue
-        document_id = record["document_id"]
-        # Publish first, forget second: a crash in between re-sends the delete,
-        # which the indexer handles idempotently.
-        publisher.publish(
-            DocumentDeleted(document_id=document_id, reason="left feed", requested_at=clock.now())
-        )
-        processed_items.forget(state, document_id)
-        report.removed += 1
-        report.deleted.append(document_id)
+    gone = retract_missing({"feed_url": feed_url, "source": source}, current_guids, f"left {source}",
+                           state=state, publisher=publisher, clock=clock)
+    report.removed += len(gone)
+    report.deleted.extend(gone)

@@ -14,17 +14,16 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from shared import collections, processed_items
+from shared import collections
 from shared.errors import InvalidInput
 from shared.file_ingest import MEDIA_TYPES, SUPPORTED
 from shared.ids import file_document_id
+from shared.ingestion import Content, Item, announce, retract
 from shared.messages import DocumentDeleted, DocumentFetched
 from shared.ports import Clock, Publisher, StateStore
-from shared.tracing import item_trace
 
 log = logging.getLogger("ragbus.gcs_ingest")
 
@@ -57,43 +56,21 @@ def on_object_finalized(
     if content_type is None:
         log.info("ignoring %s: unsupported suffix %r (supported: %s)", uri, suffix, SUPPORTED)
         return None
-    document_id = file_document_id(uri)
-    item_hash = _content_hash(data)
-    now = clock.now()
     generation = str(data.get("generation", ""))
-    claim = processed_items.claim(
-        state, document_id, item_hash, now=now,
-        fields={"source": "gcs", "path": uri, "origin": f"gs://{bucket}", "generation": generation},
-    )
-    if claim == "unchanged":
-        return None
-    with item_trace("gcs object", document_id=document_id, uri=uri, claim=claim):
-        return _announce(data, bucket, name, uri, document_id, item_hash, generation, content_type, now,
-                         state=state, publisher=publisher, claim=claim)
-
-
-def _announce(
-    data: dict[str, Any], bucket: str, name: str, uri: str, document_id: str, item_hash: str,
-    generation: str, content_type: str, now: datetime, *, state: StateStore, publisher: Publisher, claim: str,
-) -> DocumentFetched:
-    message = DocumentFetched(
-        document_id=document_id,
+    item = Item(
+        document_id=file_document_id(uri),
         source="gcs",
         origin=f"gs://{bucket}",
         guid=uri,
-        url=uri,
-        title=PurePosixPath(name).stem,
-        published=data.get("timeCreated"),
-        raw_ref=uri,
-        content_type=content_type,
-        content_hash=item_hash,
-        fetched_at=now,
+        item_hash=_content_hash(data),
+        ledger={"path": uri, "origin": f"gs://{bucket}", "generation": generation},
+        trace={"uri": uri},
+        trace_name="gcs object",
     )
-    publisher.publish(message)
-    processed_items.mark_published(state, document_id, item_hash, now=now,
-                                   fields={"raw_ref": uri, "generation": generation})
-    log.info("%s %s (%s)", claim, uri, document_id)
-    return message
+    # Claim check: the object itself is the raw reference, nothing is copied.
+    content = Content(url=uri, content_type=content_type, raw_ref=uri, fallback_title=PurePosixPath(name).stem,
+                      published=data.get("timeCreated"), ledger={"generation": generation})
+    return announce(item, lambda: content, state=state, publisher=publisher, clock=clock).message
 
 
 def on_object_deleted(
@@ -108,7 +85,4 @@ def on_object_deleted(
         log.info("ignoring delete of %s generation %s: generation %s is current", uri, generation,
                  record["generation"])
         return None
-    message = DocumentDeleted(document_id=document_id, reason="object deleted", requested_at=clock.now())
-    publisher.publish(message)
-    processed_items.forget(state, document_id)
-    return message
+    return retract(document_id, "object deleted", state=state, publisher=publisher, clock=clock)

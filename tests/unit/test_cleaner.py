@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -58,10 +59,10 @@ REALISTIC_PAGE = f"""<!DOCTYPE html>
 
 def _fetched(raw_ref: str, content_type: str, *, title: str = "", published: str | None = None,
              url: str = "https://blog.example/posts/listening-to-volcanoes", source: str = "feed",
-             ) -> DocumentFetched:
+             fallback_title: str = "") -> DocumentFetched:
     return DocumentFetched(
         document_id="feed-0123456789abcdef", source=source, origin="https://blog.example/feed.xml",
-        guid="guid-1", url=url, title=title, published=published, raw_ref=raw_ref,
+        guid="guid-1", url=url, title=title, fallback_title=fallback_title, published=published, raw_ref=raw_ref,
         content_type=content_type, content_hash="c0ffee" * 10 + "abcd",
         fetched_at=datetime(2026, 11, 1, tzinfo=UTC),
     )
@@ -230,12 +231,25 @@ def test_short_but_real_text_survives_while_a_lone_menu_does_not():
 
 
 def test_a_file_title_from_its_name_yields_to_the_document_own_title():
-    text, _, _ = _run(b"# Volcano notes\n\nNotes about tremor.", "text/markdown", title="notes", source="file",
-                      url="file:///docs/notes.md")
+    text, _, _ = _run(b"# Volcano notes\n\nNotes about tremor.", "text/markdown", fallback_title="notes",
+                      source="file", url="file:///docs/notes.md")
     assert text.startswith("Title: Volcano notes\n")
     text, _, _ = _run(b"Plain words without a title line that is short enough? no." * 10, "text/plain",
-                      title="plain", source="file", url="file:///docs/plain.txt")
+                      fallback_title="plain", source="file", url="file:///docs/plain.txt")
     assert text.startswith("Title: plain\n")
     # a feed's item title stays, whatever the page says
     text, _, _ = _run(REALISTIC_PAGE.encode(), "text/html", title="Feed title")
     assert text.startswith("Title: Feed title\n")
+
+
+def test_a_version_1_file_message_already_on_the_bus_keeps_the_document_title():
+    """v1 put a file's name in ``title``; it is read as the fallback it always was."""
+    from shared.messages import decode, encode
+
+    data, attributes = encode(_fetched("raw/x", "text/markdown", source="file", title="notes"))
+    body = json.loads(data)
+    body.pop("fallback_title")
+    v1 = decode(json.dumps(body).encode(), {**attributes, "schema_version": "1"})
+    assert (v1.title, v1.fallback_title) == ("", "notes")
+    feed = decode(json.dumps({**body, "source": "feed"}).encode(), {**attributes, "schema_version": "1"})
+    assert (feed.title, feed.fallback_title) == ("notes", "")

@@ -47,7 +47,7 @@ def test_a_directory_is_ingested_recursively(ports, docs):
     page = by_name["page.html"]
     path = (docs / "sub" / "page.html").resolve()
     assert page.document_id == file_document_id(str(path))
-    assert (page.source, page.origin, page.guid, page.url, page.title) == (
+    assert (page.source, page.origin, page.guid, page.url, page.fallback_title) == (
         "file",
         str(path.parent),
         str(path),
@@ -82,7 +82,7 @@ def test_a_changed_file_is_republished_under_the_same_id(ports, docs):
 
 def test_a_single_file(ports, docs):
     (message,) = ingest_path(docs / "notes.md", **ports)
-    assert message.title == "notes"
+    assert (message.title, message.fallback_title) == ("", "notes")
 
 
 def test_an_empty_file_is_published_for_the_cleaner_to_judge(ports, tmp_path):

@@ -21,7 +21,7 @@ def _fetched(**over):
 def test_round_trip_keeps_every_field_and_attributes():
     msg = _fetched(title="T")
     data, attrs = messages.encode(msg)
-    assert attrs == {"type": "DocumentFetched", "schema_version": "1", "idempotency_key": "feed-1/abc/fetched"}
+    assert attrs == {"type": "DocumentFetched", "schema_version": "2", "idempotency_key": "feed-1/abc/fetched"}
     assert messages.decode(data, attrs) == msg
 
 
@@ -34,7 +34,7 @@ def test_every_message_type_has_a_known_topic():
     [
         ({"schema_version": "1"}, "no 'type'"),
         ({"type": "Nope", "schema_version": "1"}, "unknown message type"),
-        ({"type": "DocumentFetched", "schema_version": "2"}, "schema_version '2' is not supported"),
+        ({"type": "DocumentFetched", "schema_version": "3"}, "schema_version '3' is not supported"),
     ],
 )
 def test_decode_refuses_what_it_cannot_understand(attrs, needle):
