@@ -27,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 from services.gateway.app import create_app
 from shared.runtime.deps import Deps
 from shared.runtime.functions import function_deps
+from shared.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.gateway")
 
@@ -79,7 +80,15 @@ class _LifespanApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The framework's router added its own keys; hand our app a clean http scope.
         scope = {k: v for k, v in scope.items() if k not in {"path_params", "endpoint", "route", "router"}}
-        await self.app(scope, receive, send)
+
+        async def send_after_flush(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                # The invocation ends with this message and the CPU is throttled after it:
+                # export this request's spans and metrics first (bounded, see flush_telemetry).
+                await asyncio.to_thread(flush_telemetry)
+            await send(message)
+
+        await self.app(scope, receive, send_after_flush)
 
 
 async def _gateway_app() -> _LifespanApp:

@@ -139,3 +139,19 @@ def test_a_failing_invocation_still_flushes_before_the_platform_sees_the_error(m
         headers={"Content-Type": "application/cloudevents+json"})
     assert response.status_code == 500  # redelivered by the platform
     assert f"{consumer.subscription} process" in [name for _, name in SPANS.received]
+
+
+def test_a_gateway_request_exports_its_spans_before_the_response_ends(tmp_path, monkeypatch):
+    from starlette.testclient import TestClient
+
+    from shared.config import load_settings
+    from shared.runtime.bootstrap import build_local
+
+    monkeypatch.setattr(functions, "_deps", build_local(load_settings({"RAGBUS_HOME": str(tmp_path)})).deps)
+    app = functions_framework.create_app(target="gateway", source=str(ROOT / "services" / "gateway" / "main.py"))
+    with TestClient(app) as client:
+        SPANS.received.clear()
+        accepted = client.post("/v1/queries", json={"query": "what is bm25?"})
+        returned = time.monotonic()
+        assert accepted.status_code == 202
+        assert "gateway submit" in [name for at, name in SPANS.received if at <= returned]
