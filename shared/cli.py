@@ -747,6 +747,12 @@ def traces_cmd(
 ) -> None:
     """List traced queries (time, outcome, duration, iterations, question): newest first, or slowest."""
     session = _session()
+    if not session.settings.traces_path.exists():
+        if as_json:
+            _print_json([])
+        _empty(f"no queries traced yet under {_where(session.settings)}; ask one with `ragbus ask QUESTION` "
+               "(RAGBUS_TRACING=0 turns tracing off)")
+        return
     rows = traced_queries(session.deps, session.settings, slow=slow, failed=failed, limit=limit)
     if as_json:
         _print_json(rows)

@@ -109,3 +109,21 @@ def test_a_dead_feed_fails_poll_in_one_line_per_attempt_and_can_be_removed(tmp_p
     assert f"removed feed {dead}" in ragbus("feeds", "remove", dead)
     assert "no feeds registered" in ragbus("feeds", "list")
     assert "nothing to poll" in ragbus("poll")
+
+
+def test_an_empty_home_says_so_and_what_to_do(tmp_path):
+    home = tmp_path / "elsewhere" / ".ragbus"
+
+    def ragbus(*args: str, code: int = 0) -> str:
+        result = run_cli(home, *args, check=False, timeout=300, **NEWCOMER)
+        assert result.returncode == code, f"ragbus {' '.join(args)}: {result.returncode}\n{result.stdout}\n{result.stderr}"
+        return _clean(result)
+
+    assert "no feeds registered" in ragbus("feeds", "list")
+    assert "no dead letters" in ragbus("dead-letters")
+    assert "no queries traced yet" in ragbus("traces")
+    assert json.loads(run_cli(home, "traces", "--json", **NEWCOMER).stdout) == []
+    search = ragbus("search", "anything")
+    assert str(home) in search and "is empty" in search and "ragbus ingest" in search
+    ask = ragbus("ask", "What is BM25?")
+    assert f"using data directory {home}" in ask and "is empty" in ask and "ragbus demo" in ask
