@@ -139,10 +139,15 @@ def announce(
 
 
 def retract(
-    document_id: str, reason: str, *, state: StateStore, publisher: Publisher, clock: Clock
+    document_id: str, reason: str, *, state: StateStore, publisher: Publisher, clock: Clock,
+    generation: str | None = None,
 ) -> DocumentDeleted:
-    """Announce that ``document_id`` is gone (``DocumentDeleted``), then forget its ledger record."""
-    message = DocumentDeleted(document_id=document_id, reason=reason, requested_at=clock.now())
+    """Announce that ``document_id`` is gone (``DocumentDeleted``), then forget its ledger record.
+
+    ``generation``: the Cloud Storage generation deleted, so the indexer can ignore a late delete.
+    """
+    message = DocumentDeleted(document_id=document_id, reason=reason, requested_at=clock.now(),
+                              generation=generation)
     publisher.publish(message)
     processed_items.forget(state, document_id)
     return message

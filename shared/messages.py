@@ -97,12 +97,19 @@ class DocumentFetched(Message):
 
 
 class DocumentDeleted(Message):
-    """A document left its feed or its file/object was deleted: drop its chunks."""
+    """A document left its feed or its file/object was deleted: drop its chunks.
+
+    ``generation`` (version 2) is the Cloud Storage generation of the deleted object,
+    so a late or redelivered delete never removes a newer generation's document.
+    """
 
     TOPIC: ClassVar[str] = topics.DOCUMENT_DELETED
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
     document_id: str
     reason: str
     requested_at: datetime
+    generation: str | None = None
 
     def idempotency_key(self) -> str:
         return f"{self.document_id}/deleted/{self.requested_at.isoformat()}"

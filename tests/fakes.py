@@ -25,6 +25,11 @@ class InMemoryStateStore:
             doc = self._col(collection).get(key)
             return copy.deepcopy(doc)
 
+    def get_many(self, collection: str, keys) -> dict[str, Doc]:
+        with self._lock:
+            col = self._col(collection)
+            return {key: copy.deepcopy(col[key]) for key in keys if key in col}
+
     def create(self, collection: str, key: str, doc: Doc) -> bool:
         with self._lock:
             col = self._col(collection)

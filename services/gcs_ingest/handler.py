@@ -85,4 +85,5 @@ def on_object_deleted(
         log.info("ignoring delete of %s generation %s: generation %s is current", uri, generation,
                  record["generation"])
         return None
-    return retract(document_id, "object deleted", state=state, publisher=publisher, clock=clock)
+    return retract(document_id, "object deleted", state=state, publisher=publisher, clock=clock,
+                   generation=generation or None)

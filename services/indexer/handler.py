@@ -134,8 +134,36 @@ def index_document(
     return event
 
 
+def _generation(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def superseded(message: DocumentDeleted, state: StateStore) -> int | None:
+    """The newer Cloud Storage generation that makes this delete stale, or None.
+
+    The processed-items ledger holds the generation last announced for the object
+    (services/gcs_ingest records it when a generation is finalized, and forgets the
+    record when a delete goes out). A delete of an older generation arriving after a
+    newer one was announced (late, or redelivered) must not remove the newer document.
+    """
+    deleted = _generation(message.generation)
+    if deleted is None:
+        return None
+    record = state.get(collections.PROCESSED_ITEMS, message.document_id)
+    current = _generation((record or {}).get("generation"))
+    return current if current is not None and current > deleted else None
+
+
 def delete_document(message: DocumentDeleted, *, index: Index, state: StateStore) -> int:
     """Drop the document's chunks and record; deleting what is already gone is fine."""
+    newer = superseded(message, state)
+    if newer is not None:
+        log.info("%s: ignoring the delete of generation %s: generation %d is current",
+                 message.document_id, message.generation, newer)
+        return 0
     removed = index.delete_document(message.document_id)
     state.delete(collections.DOCUMENTS, message.document_id)
     log.info("%s: removed %d chunks (%s)", message.document_id, removed, message.reason)

@@ -78,6 +78,13 @@ def event_time(event: Any, message: dict[str, Any]) -> datetime | None:
         return None
 
 
+def event_too_old(event: Any, max_age: timedelta, message: dict[str, Any] | None = None) -> bool:
+    """Whether the event (its message's publishTime, else the CloudEvent ``time``) is older
+    than ``max_age``: such an event is acknowledged unhandled, so a poison one stops retrying."""
+    published = event_time(event, message or {})
+    return published is not None and datetime.now(UTC) - published > max_age
+
+
 def push_envelope() -> dict[str, Any]:
     """The raw body of the Pub/Sub push being handled, or {} outside an HTTP request."""
     try:

@@ -71,6 +71,16 @@ def test_put_get_delete(store: StateStore) -> None:
     assert store.get("feeds", "https://example.org/feed.xml") is None
 
 
+def test_get_many_returns_the_existing_documents_by_key(store: StateStore) -> None:
+    keys = [f"chunk/{n}.x" for n in range(350)]  # more than one Firestore get_all batch
+    for key in keys[::2]:
+        store.put("things", key, {"n": key})
+    store.put("others", keys[1], {"n": "elsewhere"})
+    found = store.get_many("things", [*keys, keys[0]])
+    assert found == {key: {"n": key} for key in keys[::2]}
+    assert store.get_many("things", []) == {}
+
+
 def test_collections_are_separate(store: StateStore) -> None:
     store.put("feeds", "k", {"in": "feeds"})
     store.put("documents", "k", {"in": "documents"})

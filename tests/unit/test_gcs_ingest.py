@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+from datetime import UTC, datetime
 
 from cloudevents.http import CloudEvent
 
@@ -57,6 +58,39 @@ def test_delete_of_the_current_generation_removes_and_of_an_old_one_is_ignored(m
     root_main().gcs_deleted(_event("deleted", _obj(body=b"new", generation="2")))
     (deleted,) = deps.publisher.of_type(DocumentDeleted)
     assert deleted.document_id == file_document_id("gs://uploads/docs/guide.md")
+    assert deleted.generation == "2"  # the indexer ignores it if a newer generation came since
+
+
+def test_a_late_delete_never_removes_a_fresh_overwrite(monkeypatch):
+    """delete(gen 1) goes out, gen 2 is uploaded, then the gen-1 delete reaches the indexer late."""
+    from services.indexer.handler import superseded
+    from shared.messages import decode, encode
+
+    deps = _deps(monkeypatch)
+    root_main().gcs_finalized(_event("finalized", _obj(generation="1")))
+    root_main().gcs_deleted(_event("deleted", _obj(generation="1")))
+    root_main().gcs_finalized(_event("finalized", _obj(body=b"new", generation="2")))
+    (late,) = deps.publisher.of_type(DocumentDeleted)
+    late = decode(*encode(late))  # as the indexer receives it
+    assert late.generation == "1"
+    assert superseded(late, deps.state) == 2
+
+
+def test_events_older_than_the_cutoff_are_acknowledged_unhandled(monkeypatch):
+    from datetime import timedelta
+
+    deps = _deps(monkeypatch)
+    old = (datetime.now(UTC) - timedelta(days=3)).isoformat()
+    event = CloudEvent({"type": "google.cloud.storage.object.v1.finalized", "source": "//storage/uploads",
+                        "id": "e-old", "time": old}, _obj())
+    root_main().gcs_finalized(event)  # returns: acknowledged, not retried for days
+    root_main().gcs_deleted(CloudEvent({**{k: event[k] for k in ("source", "id", "time")},
+                                        "type": "google.cloud.storage.object.v1.deleted"}, _obj()))
+    assert deps.publisher.messages == []
+    fresh = CloudEvent({"type": "google.cloud.storage.object.v1.finalized", "source": "//storage/uploads",
+                        "id": "e-new", "time": datetime.now(UTC).isoformat()}, _obj())
+    root_main().gcs_finalized(fresh)
+    assert len(deps.publisher.of_type(DocumentFetched)) == 1
 
 
 def test_event_without_object_name_is_dropped_not_retried(monkeypatch):

@@ -186,6 +186,32 @@ def test_delete_removes_chunks_and_record_and_is_idempotent():
     assert world.state.get(collections.DOCUMENTS, "doc-b") is not None
 
 
+def test_a_late_delete_of_an_older_generation_keeps_the_newer_document():
+    world = World()
+    handle(world.cleaned("doc-a", _body("volcano")), world.deps)
+    # gcs_ingest announced generation 7 of the object (an overwrite of generation 6)
+    world.state.put(collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "generation": "7"})
+    late = DocumentDeleted(document_id="doc-a", reason="object deleted",
+                           requested_at=datetime(2026, 11, 3, tzinfo=UTC), generation="6")
+    handle(late, world.deps)
+    assert "doc-a" in world.index.docs
+    assert world.state.get(collections.DOCUMENTS, "doc-a") is not None
+    # the delete of the current generation (the ledger forgot it when the delete went out)
+    world.state.delete(collections.PROCESSED_ITEMS, "doc-a")
+    handle(DocumentDeleted(document_id="doc-a", reason="object deleted",
+                           requested_at=datetime(2026, 11, 4, tzinfo=UTC), generation="7"), world.deps)
+    assert "doc-a" not in world.index.docs
+
+
+def test_a_delete_of_the_current_or_a_newer_generation_removes_the_document():
+    world = World()
+    handle(world.cleaned("doc-a", _body("volcano")), world.deps)
+    world.state.put(collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "generation": "7"})
+    handle(DocumentDeleted(document_id="doc-a", reason="object deleted",
+                           requested_at=datetime(2026, 11, 3, tzinfo=UTC), generation="7"), world.deps)
+    assert "doc-a" not in world.index.docs
+
+
 def test_other_messages_are_refused():
     world = World()
     with pytest.raises(InvalidInput, match="DocumentIndexed"):

@@ -75,3 +75,13 @@ def test_a_version_1_query_graded_already_on_the_bus_still_decodes():
     assert decoded == messages.QueryGraded(query_id="q1", iteration=0, decision="refine")
     with pytest.raises(SchemaError, match="reads version 1, 2"):
         messages.decode(json.dumps(old).encode(), {**attrs, "schema_version": "3"})
+
+
+def test_a_version_1_document_deleted_still_decodes_and_version_2_carries_the_generation():
+    old = {"document_id": "d1", "reason": "left its feed", "requested_at": "2026-11-01T00:00:00+00:00"}
+    attrs = {"type": "DocumentDeleted", "schema_version": "1", "idempotency_key": "d1/deleted"}
+    decoded = messages.decode(json.dumps(old).encode(), attrs)
+    assert decoded.document_id == "d1" and decoded.generation is None
+    data, new_attrs = messages.encode(messages.DocumentDeleted(**{**old, "generation": "17"}))
+    assert new_attrs["schema_version"] == "2"
+    assert messages.decode(data, new_attrs).generation == "17"

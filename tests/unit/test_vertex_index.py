@@ -54,6 +54,14 @@ class LoggedState(InMemoryStateStore):
     ) -> list[Doc]:
         return super().list(collection, where, limit)
 
+    def get(self, collection: str, key: str) -> Doc | None:
+        self.log.append(("get " + collection, key))
+        return super().get(collection, key)
+
+    def get_many(self, collection: str, keys) -> dict[str, Doc]:  # type: ignore[no-untyped-def]
+        self.log.append(("get_many " + collection, ",".join(keys)))
+        return super().get_many(collection, keys)
+
 
 class LoggedEngine(FakeMatchingEngine):
     log: list[tuple[str, str]]
@@ -205,6 +213,23 @@ def test_search_skips_neighbours_without_a_record_and_rescores_exactly(
     for hit in hits:
         exact = float(decode_vector(state.get(CHUNKS, hit.chunk.chunk_id)["vector"]) @ vecs[0])
         assert hit.dense_score == pytest.approx(exact, abs=1e-6)
+
+
+def test_search_reads_every_neighbours_record_in_one_batch(
+    index: VertexVectorSearchIndex, state: LoggedState, log: list[tuple[str, str]]
+) -> None:
+    vecs = vectors(6, seed=3)
+    index.upsert("doc-a", chunks("doc-a", "v1", 6), vecs)
+    log.clear()
+    hits = index.search("chunk", vecs[0], 4, mode="hybrid")
+    assert len(hits) == 4
+    reads = [entry for entry in log if entry[0].startswith("get")]
+    assert [kind for kind, _ in reads] == [f"get_many {CHUNKS}"]  # not one get per neighbour
+    assert len(reads[0][1].split(",")) == 6
+    log.clear()
+    got = index.get_chunks(["doc-a:v1:2", "nope", "doc-a:v1:0"])
+    assert [c.chunk_id for c in got] == ["doc-a:v1:2", "doc-a:v1:0"]
+    assert [kind for kind, _ in log] == [f"get_many {CHUNKS}"]
 
 
 @pytest.mark.parametrize(

@@ -275,13 +275,12 @@ class VertexVectorSearchIndex:
                 num_neighbors=pool,
             )
         neighbours = results[0] if results else []
+        ids = list(dict.fromkeys(n.id for n in neighbours))
+        # One batched read of every neighbour's record (Firestore get_all), not one per neighbour.
+        records = self.state.get_many(CHUNKS, ids)
         candidates: list[tuple[Chunk, float]] = []
-        seen: set[str] = set()
-        for neighbour in neighbours:
-            if neighbour.id in seen:
-                continue
-            seen.add(neighbour.id)
-            record = self.state.get(CHUNKS, neighbour.id)
+        for chunk_id in ids:
+            record = records.get(chunk_id)
             if record is None:
                 continue  # removed since (or never fully written): not searchable
             candidates.append((Chunk.from_fields(record), float(decode_vector(record["vector"]) @ query)))
@@ -289,12 +288,8 @@ class VertexVectorSearchIndex:
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The chunks with these ids, in the order asked; unknown ids are skipped."""
-        out = []
-        for chunk_id in chunk_ids:
-            record = self.state.get(CHUNKS, chunk_id)
-            if record is not None:
-                out.append(Chunk.from_fields(record))
-        return out
+        records = self.state.get_many(CHUNKS, list(chunk_ids))
+        return [Chunk.from_fields(records[chunk_id]) for chunk_id in chunk_ids if chunk_id in records]
 
     def document_chunk_ids(self, document_id: str) -> list[str]:
         """The searchable chunk ids of the document, in order (empty when not indexed)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,18 @@ class SqliteStateStore:
             "SELECT doc FROM docs WHERE collection = ? AND key = ?", (collection, key)
         ).fetchone()
         return json.loads(row[0]) if row else None
+
+    def get_many(self, collection: str, keys: Sequence[str]) -> dict[str, Doc]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, Doc] = {}
+        for start in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
+            batch = wanted[start : start + 500]
+            rows = self._db.connection().execute(
+                f"SELECT key, doc FROM docs WHERE collection = ? AND key IN ({','.join('?' * len(batch))})",
+                (collection, *batch),
+            ).fetchall()
+            found.update({key: json.loads(doc) for key, doc in rows})
+        return found
 
     def create(self, collection: str, key: str, doc: Doc) -> bool:
         with self._db.transaction() as conn:
