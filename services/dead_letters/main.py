@@ -16,6 +16,7 @@ import functions_framework
 
 from services.dead_letters.handler import DEAD_LETTER_SUFFIX, record
 from shared.runtime.functions import event_max_age, event_time, function_deps, push_subscription
+from shared.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.dead_letters")
 
@@ -33,6 +34,13 @@ def _dead_letter_topic(event) -> str:
 
 @functions_framework.cloud_event
 def dead_letters(event) -> None:
+    try:
+        _record(event)
+    finally:
+        flush_telemetry()  # before returning: after the response the CPU is throttled
+
+
+def _record(event) -> None:
     message = (event.data or {}).get("message") or {}
     attributes = {str(k): str(v) for k, v in (message.get("attributes") or {}).items()}
     message_id = str(message.get("messageId") or message.get("message_id") or "")
