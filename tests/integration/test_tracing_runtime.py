@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -118,3 +120,12 @@ def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
     assert all(" ms " in line for line in lines[1:])
     slow = run_cli(home, "traces", "--slow", "--json").stdout
     assert record["id"] in slow
+    # the listing: newest first, with the question (or [redacted]), and ids a prefix finds
+    listed = json.loads(run_cli(home, "traces", "--json").stdout)
+    assert [(r["query_id"], r["question"], r["iterations"]) for r in listed] == [(record["id"], "volcano report", 3)]
+    assert listed[0]["outcome"] == record["outcome"] and listed[0]["duration_ms"] > 0
+    assert json.loads(run_cli(home, "traces", "--json", RAGBUS_REDACT_QUERY_TEXT="1").stdout)[0]["question"] == "[redacted]"
+    assert json.loads(run_cli(home, "traces", "--failed", "--json").stdout) == []
+    table = run_cli(home, "traces", COLUMNS="200").stdout
+    assert record["id"][:8] in table and "volcano report" in table and record["id"] not in table
+    assert run_cli(home, "trace", record["id"][:8]).stdout.splitlines()[0] == lines[0]

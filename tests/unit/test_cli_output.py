@@ -144,3 +144,22 @@ def test_the_readme_names_only_commands_and_flags_that_exist():
             assert flag in out, (line, flag)
         checked += 1
     assert checked >= 12
+
+
+def test_a_query_id_prefix_resolves_when_unique_and_is_refused_when_ambiguous():
+    from types import SimpleNamespace
+
+    import typer
+
+    from shared.cli import resolve_query_id
+
+    state = InMemoryStateStore()
+    for query_id in ("a62ae7d7551f00", "a62ae7d7c00000", "ffac89f5aaaaaa"):
+        state.put(collections.QUERIES, query_id, {"id": query_id})
+    deps = SimpleNamespace(state=state)
+    assert resolve_query_id(deps, "ffac89f5") == "ffac89f5aaaaaa"
+    assert resolve_query_id(deps, "a62ae7d7c") == "a62ae7d7c00000"
+    assert resolve_query_id(deps, "a62ae7d7551f00") == "a62ae7d7551f00"
+    assert resolve_query_id(deps, "0123") == "0123"  # unknown: left for the trace-id lookup
+    with pytest.raises(typer.Exit):
+        resolve_query_id(deps, "a62ae7d7")
