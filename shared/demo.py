@@ -119,6 +119,7 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
     from shared import collections
     from shared.cli import _run_dead, _wait_with_progress, print_answer
     from shared.feeds import remove_feed
+    from shared.terminal_text import markup
     from shared.query_api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
@@ -128,7 +129,8 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
     settings = load_settings().with_(allow_loopback=True)
     system = build_local(settings)
     deps = system.deps
-    console.print(f"[bold]ragbus demo[/] — data in {settings.home.resolve()}", soft_wrap=True)
+    # paths are the user's: printed as text, never read as markup
+    console.print(f"[bold]ragbus demo[/] — data in {markup(settings.home.resolve())}", soft_wrap=True)
     try:
         server = serve_gateway(deps, "127.0.0.1", port)
     except RuntimeError:
@@ -142,7 +144,7 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
         with LocalRuntime(deps, system.bus) as runtime:
             since = time.time() - 0.001
             console.print(f"1. polling the sample feed {base}{SAMPLE_PATH}/feed.xml and ingesting "
-                          f"{CORPUS / 'docs'}", soft_wrap=True)
+                          f"{markup(CORPUS / 'docs')}", soft_wrap=True)
             feed_url = submit_sample_corpus(deps, base + SAMPLE_PATH)
             if not _wait_with_progress(system, runtime, since, 600, "demo ingestion"):
                 raise RagbusError("the sample corpus was not indexed within 600 s")
