@@ -85,6 +85,13 @@ class Settings:
     fetch_max_bytes: int = 5 * 1024 * 1024
     fetch_retries: int = 3
     fetch_max_redirects: int = 5
+    # bounds on the work one untrusted input can cause (issue 10)
+    fetch_deadline_s: float = 30.0  # one fetch, every retry and redirect included
+    fetch_host_concurrency: int = 4  # requests in flight to one host, per process
+    fetch_host_rate: float = 10.0  # requests started per second to one host, per process
+    max_title_chars: int = 500  # titles and other metadata are cut to this
+    max_chunks_per_document: int = 2000
+    max_items_per_poll: int = 200  # items fetched per feed per poll (newest first)
     # bus
     max_delivery_attempts: int = 5
     ack_deadline_s: float = 60.0
@@ -169,6 +176,12 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         llm_provider=provider,
         fetch_timeout_s=_float(env, "RAGBUS_FETCH_TIMEOUT_S", 10.0),
         fetch_max_bytes=_int(env, "RAGBUS_FETCH_MAX_BYTES", 5 * 1024 * 1024, 1024),
+        fetch_deadline_s=_float(env, "RAGBUS_FETCH_DEADLINE_S", 30.0),
+        fetch_host_concurrency=_int(env, "RAGBUS_FETCH_HOST_CONCURRENCY", 4, 1),
+        fetch_host_rate=_float(env, "RAGBUS_FETCH_HOST_RATE", 10.0),
+        max_title_chars=_int(env, "RAGBUS_MAX_TITLE_CHARS", 500, 20),
+        max_chunks_per_document=_int(env, "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", 2000, 1),
+        max_items_per_poll=_int(env, "RAGBUS_MAX_ITEMS_PER_POLL", 200, 1),
         max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", 5, 1),
         ack_deadline_s=_float(env, "RAGBUS_ACK_DEADLINE_S", 60.0),
         retry_min_backoff_s=_float(env, "RAGBUS_RETRY_MIN_BACKOFF_S", 0.5),

@@ -14,7 +14,9 @@ when it is added, not only when it is first polled.
 
 from __future__ import annotations
 
+import os
 import socket
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
@@ -148,3 +150,52 @@ def record_poll(state: StateStore, url: str, *, now: datetime, changes: Mapping[
         return {**base, **changes, "last_poll": now.isoformat()}
 
     return state.update(collections.FEEDS, feed_id(normal), merge) or {}
+
+
+_HOST = socket.gethostname()
+
+
+def _owner_alive(owner: str) -> bool:
+    """Whether the process named ``host:pid`` may still run (another host's: assume so)."""
+    host, _, pid = owner.rpartition(":")
+    if host != _HOST or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def take_poll_lease(state: StateStore, url: str, *, now: datetime, lease_s: float) -> str | None:
+    """Hold ``url`` for one poll; a token to release it with, or None when another poll
+    holds it (until its lease runs out, or at once if its process is gone)."""
+    normal = normalise_url(url)
+    token = uuid.uuid4().hex
+    taken: dict[str, bool] = {}
+
+    def take(current: Doc | None) -> Doc | None:
+        base = current if current is not None else new_feed_record(normal, now)
+        lease = base.get("poll_lease") or {}
+        held = (lease.get("token") and lease.get("until", "") > now.isoformat()
+                and _owner_alive(str(lease.get("owner", ""))))
+        taken["ok"] = not held
+        if held:
+            return None
+        until = datetime.fromtimestamp(now.timestamp() + lease_s, now.tzinfo)
+        return {**base, "poll_lease": {"token": token, "owner": f"{_HOST}:{os.getpid()}",
+                                       "until": until.isoformat()}}
+
+    state.update(collections.FEEDS, feed_id(normal), take)
+    return token if taken.get("ok") else None
+
+
+def release_poll_lease(state: StateStore, url: str, token: str) -> None:
+    def release(current: Doc | None) -> Doc | None:
+        if current is None or (current.get("poll_lease") or {}).get("token") != token:
+            return None
+        return {k: v for k, v in current.items() if k != "poll_lease"}
+
+    state.update(collections.FEEDS, feed_id(normalise_url(url)), release)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import processed_items
-from shared.errors import PermanentError, RetryableError
+from shared.errors import FetchRefused, PermanentError, RetryableError
 from shared.messages import DocumentDeleted, DocumentFetched, SourceKind
 from shared.ports import BlobStore, Clock, Publisher, StateStore
 from shared.processed_items import Claim
@@ -108,7 +108,10 @@ def announce(
         try:
             content = obtain()
         except (PermanentError, RetryableError) as exc:
-            processed_items.mark_failed(state, item.document_id, item.item_hash, now=clock.now(), error=str(exc))
+            # refused (address, size, type, redirects): the same item would be refused again,
+            # so it waits until it changes; any other failure is tried on the next run
+            processed_items.mark_failed(state, item.document_id, item.item_hash, now=clock.now(), error=str(exc),
+                                        permanent=isinstance(exc, FetchRefused))
             return Announced(claim, error=str(exc))
         raw_ref = content.raw_ref
         if raw_ref is None:

@@ -103,14 +103,17 @@ def mark_published(
 
 
 def mark_failed(
-    state: StateStore, document_id: str, item_hash: str, *, now: datetime, error: str
+    state: StateStore, document_id: str, item_hash: str, *, now: datetime, error: str,
+    permanent: bool = False,
 ) -> None:
-    """Record why ``item_hash`` could not be fetched; a later run tries it again."""
+    """Record why ``item_hash`` could not be fetched; a later run tries it again, unless
+    the failure was ``permanent`` (then only once the item changes)."""
 
     def mark(current: Doc | None) -> Doc | None:
         if current is None or current.get("item_hash") != item_hash:
             return None
-        return {**current, "status": FAILED, "error": error, "failed_at": now.isoformat()}
+        return {**current, "status": FAILED, "error": error, "failed_at": now.isoformat(),
+                "permanent": permanent}
 
     state.update(collections.PROCESSED_ITEMS, document_id, mark)
 

@@ -165,3 +165,10 @@ def split_sentences(text: str) -> list[str]:
         start = end
     pieces.append(text[start:].strip())
     return [p for p in pieces if p]
+
+
+def clip_metadata(value: str | None, limit: int) -> str:
+    """Untrusted metadata (a title, a date) as one line of at most ``limit`` characters
+    (an ellipsis marks a cut): it goes into the header and every chunk's record."""
+    text = " ".join((value or "").split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 from shared.errors import InvalidInput, PermanentError
 from shared.messages import DocumentCleaned, DocumentFetched, Message
 from shared.ports import BlobStore, Publisher
-from shared.text import normalize_text, split_header, with_header
+from shared.text import clip_metadata, normalize_text, split_header, with_header
 
 log = logging.getLogger("ragbus.cleaner")
 
@@ -276,8 +276,35 @@ def _title_from_url(url: str) -> str:
 # --------------------------------------------------------------- handler
 
 
-def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Publisher) -> DocumentCleaned:
-    """Clean one fetched document, store the clean text and announce it."""
+_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27)) + b"\x7f"
+
+
+def binary_reason(raw: bytes, text: str | None = None) -> str | None:
+    """Why ``raw`` (or its decoded ``text``) is binary data rather than a document; None if it is text.
+
+    Binary bytes with a text suffix or type (an image named .txt, a PDF served as
+    text/html) would decode into hundreds of garbage chunks."""
+    head = raw[:8192]
+    if head.startswith(_WIDE_BOMS):
+        return None  # UTF-16/32 text has NUL bytes of its own
+    if b"\0" in head:
+        return "it contains NUL bytes"
+    if head and sum(head.count(bytes([b])) for b in _CONTROL_BYTES) > len(head) * 0.05:
+        return "over 5% of its first bytes are control characters"
+    if text:
+        sample = text[:65536]
+        if sample.count("\ufffd") > len(sample) * 0.05:
+            return "over 5% of it is not valid in any text encoding"
+    return None
+
+
+def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Publisher,
+                   max_title_chars: int = 500) -> DocumentCleaned:
+    """Clean one fetched document, store the clean text and announce it.
+
+    Titles and the date are untrusted metadata, cut to ``max_title_chars``: the header
+    goes into the first chunk and the title into every chunk's record."""
     # Cleaning is deterministic, so a redelivery rewrites the same bytes under the
     # same key and announces the same event: no separate "already done" check needed.
     key = clean_key(message.document_id, message.content_hash)
@@ -289,7 +316,13 @@ def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Pub
             "the blob store; fetch the document again"
         ) from exc
 
+    why = binary_reason(raw)
+    if why:
+        raise InvalidInput(_binary_error(message, raw, why))
     cleaned = clean_content(raw, message.content_type, message.url)
+    why = binary_reason(raw, cleaned.body)
+    if why:
+        raise InvalidInput(_binary_error(message, raw, why))
     if not cleaned.body.strip():
         raise InvalidInput(
             f"document {message.document_id} ({message.url}) has no main text after cleaning "
@@ -300,7 +333,8 @@ def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Pub
     # says about itself (<title>, front matter, first heading); else the name it was found under.
     candidates = (message.title.strip(), cleaned.title, message.fallback_title.strip())
     title = next((t for t in candidates if t), "") or _title_from_url(message.url) or "Untitled"
-    published = message.published or cleaned.published
+    title = clip_metadata(title, max_title_chars)
+    published = clip_metadata(message.published or cleaned.published, 64) or None
     text = with_header(title, published, message.url, cleaned.body)
     ref = blobs.put(key, text.encode("utf-8"), "text/plain; charset=utf-8")
     header, _ = split_header(text)
@@ -309,6 +343,12 @@ def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Pub
              message.content_type, len(text))
     publisher.publish(event)
     return event
+
+
+def _binary_error(message: DocumentFetched, raw: bytes, why: str) -> str:
+    return (f"document {message.document_id} ({message.url}) looks like binary data, not "
+            f"{message.content_type} ({why}; {len(raw)} bytes); it was refused before chunking, "
+            "and anything indexed for it before stays as it was")
 
 
 def _cleaned_event(message: DocumentFetched, ref: str, title: str, published: str | None,
@@ -330,4 +370,5 @@ def handle(message: Message, deps) -> None:
     """Entry point for the runtime: ``DocumentFetched`` -> ``DocumentCleaned``."""
     if not isinstance(message, DocumentFetched):
         raise InvalidInput(f"the cleaner handles DocumentFetched, not {type(message).__name__}")
-    clean_document(message, blobs=deps.blobs, publisher=deps.publisher)
+    clean_document(message, blobs=deps.blobs, publisher=deps.publisher,
+                   max_title_chars=deps.settings.max_title_chars)

@@ -23,10 +23,18 @@ identity is its URL, and its ``<lastmod>`` is what change detection compares.
 
 One feed's failure is recorded on that feed (``last_error``) and does not stop
 the others. The message is acknowledged unless every feed failed retryably.
+
+Work per feed is bounded: at most ``max_items_per_poll`` items are fetched per
+poll, newest first (the rest on later polls); titles are cut to
+``max_title_chars``; a guid or link over ``_MAX_ID_CHARS`` is refused; an item
+the fetcher refused (address, size, type, redirects) is not fetched again until
+it changes; and one poll of a feed runs at a time (a lease on the feed record),
+so two overlapping polls do the work once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -40,13 +48,14 @@ import feedparser
 
 from services.feed_poller import sitemaps
 from services.feed_poller.sitemaps import read_sitemap
-from shared import feeds
+from shared import collections, feeds, processed_items
 from shared.config import Settings
 from shared.errors import InvalidInput, PermanentError, RagbusError, RetryableError
 from shared.ids import content_hash, feed_item_id
 from shared.ingestion import Content, Item, announce, retract_missing
 from shared.messages import FeedPollRequested, Message, SourceKind
 from shared.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
+from shared.text import clip_metadata
 from shared.url_guard import normalise_url
 
 if TYPE_CHECKING:
@@ -71,8 +80,10 @@ PAGE_MEDIA_TYPES = ("text/html", "application/xhtml+xml")
 # feedparser flags these but the feed itself is well-formed.
 _BENIGN_BOZO = (feedparser.CharacterEncodingOverride, feedparser.NonXMLContentType)
 _MAX_RECORDED_ERRORS = 5
+_MAX_ID_CHARS = 2048  # guid and link: longer is no identifier but a payload
+POLL_LEASE_S = 900.0  # a poll of one feed holds it this long at most (unless its process dies)
 
-Outcome = Literal["ok", "not_modified", "partial", "failed"]
+Outcome = Literal["ok", "not_modified", "partial", "failed", "busy"]
 
 
 @dataclass
@@ -87,7 +98,9 @@ class PollReport:
     pending: int = 0  # same hash, an earlier run did not finish: published again
     removed: int = 0
     duplicates: int = 0
-    skipped: int = 0  # entries with neither guid nor link: nothing to identify them by
+    skipped: int = 0  # entries with neither guid nor link (or absurdly long ones): nothing to identify them by
+    deferred: int = 0  # over max_items_per_poll: left for the next poll
+    refused: int = 0  # refused by the fetcher before, unchanged since: not fetched again
     entries: int = 0
     published: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -102,7 +115,13 @@ class PollReport:
             return "failed"
         if self.outcome == "not_modified":
             return "not modified"
+        if self.outcome == "busy":
+            return "skipped: another poll of this feed is running"
         text = f"{self.new} new, {self.changed} changed, {self.removed} removed"
+        if self.deferred:
+            text += f", {self.deferred} left for the next poll (RAGBUS_MAX_ITEMS_PER_POLL)"
+        if self.refused:
+            text += f", {self.refused} refused earlier and unchanged"
         if self.pending:
             text += f", {self.pending} re-sent"
         if self.item_errors:
@@ -203,6 +222,27 @@ def poll_feed(
     """Poll one feed; every failure is recorded on the feed and returned, never raised
     (except failures of the bus or the state store, which abort so the message retries)."""
     url = normalise_url(feed_url)
+    token = feeds.take_poll_lease(state, url, now=clock.now(), lease_s=POLL_LEASE_S)
+    if token is None:
+        log.info("feed %s: another poll of it is running; skipped", url)
+        return PollReport(feed_url=url, outcome="busy")
+    try:
+        return _poll_feed(url, state=state, blobs=blobs, publisher=publisher, fetcher=fetcher,
+                          clock=clock, settings=settings)
+    finally:
+        feeds.release_poll_lease(state, url, token)
+
+
+def _poll_feed(
+    url: str,
+    *,
+    state: StateStore,
+    blobs: BlobStore,
+    publisher: Publisher,
+    fetcher: Fetcher,
+    clock: Clock,
+    settings: Settings,
+) -> PollReport:
     report = PollReport(feed_url=url)
     record = feeds.get_feed(state, url) or {}
     kind = feeds.kind_of(record)
@@ -249,9 +289,10 @@ def poll_feed(
         entries = listing.read(url, result, report, fetcher)
     except InvalidInput as exc:
         return _fail(state, report, clock, str(exc), False)
+    entries = _bounded(url, entries, report, settings.max_title_chars)
 
     try:
-        for entry in entries:
+        for entry in _this_poll(entries, report, state, url, settings.max_items_per_poll):
             _process_entry(
                 url,
                 entry,
@@ -287,9 +328,9 @@ def poll_feed(
         "last_error": _item_error_summary(report) if report.item_errors else None,
         "items": report.entries,
     }
-    # Keep the old validators while any item failed: a 304 next time would hide
-    # the failed item from the retry the next poll is meant to give it.
-    if not report.item_errors and report.cacheable:
+    # Keep the old validators while any item failed or waits its turn: a 304 next time
+    # would hide it from the retry (or the turn) the next poll is meant to give it.
+    if not report.item_errors and not report.deferred and report.cacheable:
         changes["etag"] = result.etag
         changes["last_modified"] = result.last_modified
     feeds.record_poll(state, url, now=clock.now(), changes=changes)
@@ -321,10 +362,53 @@ def _fail(
 def _item_error_summary(report: PollReport) -> str:
     shown = report.item_errors[:_MAX_RECORDED_ERRORS]
     more = len(report.item_errors) - len(shown)
-    text = f"{len(report.item_errors)} item(s) failed and will be retried next poll: " + "; ".join(
-        shown
-    )
+    text = (f"{len(report.item_errors)} item(s) failed and will be retried (next poll; an item the "
+            "fetcher refused, once it changes): ") + "; ".join(shown)
     return text + (f"; and {more} more" if more > 0 else "")
+
+
+# ------------------------------------------------------------------ bounds
+
+
+def _bounded(url: str, entries: list[_Entry], report: PollReport, max_title_chars: int) -> list[_Entry]:
+    """Entries with their titles cut to ``max_title_chars`` (the hash saw the whole title:
+    a change is a change), without those whose guid or link is no identifier but a payload."""
+    out = []
+    for entry in entries:
+        if len(entry.guid or "") > _MAX_ID_CHARS or len(entry.link or "") > _MAX_ID_CHARS:
+            report.skipped += 1
+            report.entries -= 1
+            log.warning("feed %s: an entry's guid or link is over %d characters; skipped", url, _MAX_ID_CHARS)
+            continue
+        out.append(dataclasses.replace(entry, title=clip_metadata(entry.title, max_title_chars)))
+    return out
+
+
+def _this_poll(entries: list[_Entry], report: PollReport, state: StateStore, feed_url: str,
+               limit: int) -> list[_Entry]:
+    """The entries this poll handles: every unchanged one (cheap, no fetch) and, of those
+    that need a fetch, the ``limit`` newest; items the fetcher refused and unchanged since
+    are left out."""
+    work, quiet = [], []
+    for entry in entries:
+        record = state.get(collections.PROCESSED_ITEMS, feed_item_id(feed_url, entry.guid)) or {}
+        if record.get("item_hash") == entry.item_hash:
+            if record.get("status") == processed_items.PUBLISHED:
+                quiet.append(entry)
+                continue
+            if record.get("status") == processed_items.FAILED and record.get("permanent"):
+                report.refused += 1
+                continue
+        work.append(entry)
+    report.deferred = max(0, len(work) - limit)
+    if report.deferred:
+        # the newest now (undated ones after dated ones, in feed order: sorted() is
+        # stable), handled in feed order; the rest on later polls
+        chosen = {id(e) for e in sorted(work, key=lambda e: e.published or "", reverse=True)[:limit]}
+        work = [e for e in work if id(e) in chosen]
+        log.warning("feed %s: %d items need fetching; %d now (RAGBUS_MAX_ITEMS_PER_POLL), the rest on later polls",
+                    feed_url, len(work) + report.deferred, limit)
+    return quiet + work
 
 
 # ------------------------------------------------------------------ parsing

@@ -52,6 +52,14 @@ def embed_chunks(embedder: Embedder, chunks: Sequence[Chunk], batch: int = EMBED
     return vectors.astype(np.float32, copy=False)
 
 
+def _too_many_chunks(message: DocumentCleaned, size: str, max_chunks: int) -> InvalidInput:
+    return InvalidInput(
+        f"document {message.document_id} ({message.url}) is too long: {size}, over the cap of {max_chunks} "
+        "chunks per document (RAGBUS_MAX_CHUNKS_PER_DOCUMENT); split it or raise the cap; its earlier "
+        "chunks (if any) are kept"
+    )
+
+
 def index_document(
     message: DocumentCleaned,
     *,
@@ -61,6 +69,7 @@ def index_document(
     state: StateStore,
     publisher: Publisher,
     clock: Clock,
+    max_chunks: int = 2000,
 ) -> DocumentIndexed | None:
     """Chunk, embed and index one cleaned document; announce it.
 
@@ -91,6 +100,11 @@ def index_document(
             "the blob store; ingest the document again"
         ) from exc
 
+    # Chunking costs time in proportion to the text: refuse what is certain to be over
+    # the cap before doing it (a chunk holds at most max_tokens tokens, a token rarely
+    # more than a dozen characters), and check exactly after.
+    if len(text) > max_chunks * embedder.max_tokens * 12:
+        raise _too_many_chunks(message, f"{len(text)} characters", max_chunks)
     chunks = chunk_document(
         text,
         document_id=message.document_id,
@@ -106,6 +120,8 @@ def index_document(
             f"document {message.document_id} ({message.url}) has no chunk with at least 100 characters "
             "besides its metadata header; nothing was indexed and its earlier chunks (if any) are kept"
         )
+    if len(chunks) > max_chunks:
+        raise _too_many_chunks(message, f"{len(chunks)} chunks", max_chunks)
     vectors = embed_chunks(embedder, chunks)
     index.upsert(message.document_id, chunks, vectors)
     annotate(chunk_count=len(chunks), document_id=message.document_id)
@@ -181,6 +197,7 @@ def handle(message: Message, deps) -> None:
             state=deps.state,
             publisher=deps.publisher,
             clock=deps.clock,
+            max_chunks=deps.settings.max_chunks_per_document,
         )
     elif isinstance(message, DocumentDeleted):
         delete_document(message, index=deps.index, state=deps.state)

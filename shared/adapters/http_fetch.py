@@ -13,10 +13,15 @@ treated as hostile input:
 - redirects are followed by hand, each hop re-checked (scheme, address), with a
   loop and hop limit;
 - a size cap enforced up front by Content-Length and again while streaming, so a
-  50 MB page is never held in memory;
+  50 MB page is never held in memory; a compressed body is decompressed here, a
+  bounded piece at a time, so a gzip bomb stops at the cap, not at 1000 times it;
 - a content-type check against what the caller accepts;
-- connect/read timeouts and an overall per-attempt deadline (a server dripping a
-  byte at a time cannot hold a worker forever);
+- connect/read timeouts, an overall per-attempt deadline and a total deadline for
+  the whole fetch, every retry and redirect included (a server dripping a byte at
+  a time costs seconds, not minutes);
+- per host, at most ``host_concurrency`` requests in flight and ``host_rate``
+  started per second (per process), so one feed's 100,000 items cannot turn this
+  process into a flood against one server;
 - retries with exponential backoff on timeouts, connection errors, 5xx and 429
   (honouring Retry-After up to a cap).
 """
@@ -27,7 +32,9 @@ import email.utils
 import ipaddress
 import logging
 import socket
+import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -97,6 +104,66 @@ def _retry_after_seconds(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+class _HostGate:
+    """At most ``concurrency`` requests in flight and ``rate`` started per second, per host."""
+
+    def __init__(self, concurrency: int, rate: float, monotonic: Callable[[], float]) -> None:
+        self.concurrency = max(1, concurrency)
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._next_start: dict[str, float] = {}
+
+    def enter(self, host: str, give_up: float) -> None:
+        with self._lock:
+            slot = self._slots.setdefault(host, threading.BoundedSemaphore(self.concurrency))
+        if not slot.acquire(timeout=max(0.0, give_up - self._monotonic())):
+            raise _Transient(f"{self.concurrency} requests to {host} already in flight until the deadline")
+        try:
+            with self._lock:
+                now = self._monotonic()
+                start = max(now, self._next_start.get(host, now))
+                self._next_start[host] = start + self.interval
+            wait = start - now
+            if wait > 0:
+                if start > give_up:
+                    raise _Transient(f"the request rate to {host} is capped at {1 / self.interval:g}/s")
+                time.sleep(wait)
+        except BaseException:
+            slot.release()
+            raise
+
+    def leave(self, host: str) -> None:
+        self._slots[host].release()
+
+
+def _decoder(encoding: str, url: str) -> Callable[[bytes, int], bytes] | None:
+    """A function (compressed bytes, most output bytes) -> output; None for identity.
+
+    zlib's ``max_length`` bounds what one call may produce; the rest stays in
+    ``unconsumed_tail`` for the next call, so the cap is checked as output grows."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        state = {"d": zlib.decompressobj(16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS),
+                 "raw_deflate": encoding == "deflate"}
+
+        def decode(data: bytes, limit: int) -> bytes:
+            try:
+                return state["d"].decompress(state["d"].unconsumed_tail + data, limit)
+            except zlib.error as exc:
+                if state.pop("raw_deflate", False):  # "deflate" sent without the zlib wrapper
+                    state["d"] = zlib.decompressobj(-zlib.MAX_WBITS)
+                    return state["d"].decompress(data, limit)
+                raise PermanentError(f"GET {url}: the {encoding} body could not be decoded ({exc})") from exc
+
+        decode.pending = lambda: bool(state["d"].unconsumed_tail)  # type: ignore[attr-defined]
+        return decode
+    raise FetchRefused(f"GET {url} used content encoding {encoding!r}; only gzip and deflate are accepted")
+
+
 class SafeFetcher:
     """HTTP GET for untrusted URLs (see the module docstring for every guard).
 
@@ -121,6 +188,9 @@ class SafeFetcher:
         resolver: Resolver = socket.getaddrinfo,
         transport: httpx.BaseTransport | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        total_deadline_s: float = 30.0,
+        host_concurrency: int = 4,
+        host_rate: float = 10.0,
     ) -> None:
         self.allow_loopback = allow_loopback
         self.timeout_s = timeout_s
@@ -131,6 +201,9 @@ class SafeFetcher:
         self.user_agent = user_agent
         self.deadline_s = deadline_s if deadline_s is not None else 3 * timeout_s
         self.max_retry_after_s = max_retry_after_s
+        self.total_deadline_s = total_deadline_s
+        self._gate = _HostGate(host_concurrency, host_rate, monotonic)
+        self._give_up = threading.local()  # the current fetch's total deadline, per thread
         self._sleep = sleep
         self._resolver = resolver
         self._monotonic = monotonic
@@ -160,6 +233,7 @@ class SafeFetcher:
         """GET ``url``; see :class:`~shared.ports.Fetcher` for the errors raised."""
         chain: list[str] = []
         current = url
+        self._give_up.at = self._monotonic() + self.total_deadline_s
         while True:
             try:
                 normal, addresses = check_url(
@@ -212,6 +286,11 @@ class SafeFetcher:
                 delay = self.backoff_s * (2**attempt)
                 if exc.retry_after is not None:
                     delay = max(delay, min(exc.retry_after, self.max_retry_after_s))
+                if self._monotonic() + delay >= self._give_up.at:
+                    raise RetryableError(
+                        f"GET {url} gave up at the total deadline of {self.total_deadline_s:g}s "
+                        f"(RAGBUS_FETCH_DEADLINE_S) after {attempt + 1} attempt(s): {reason}; it may work later"
+                    ) from None
                 log.info(
                     "GET %s attempt %d/%d failed (%s); retrying in %.2fs",
                     url,
@@ -249,10 +328,16 @@ class SafeFetcher:
         extensions = {}
         if parts.scheme == "https" and not _is_ip_literal(host):
             extensions["sni_hostname"] = host
-        deadline = self._monotonic() + self.deadline_s
+        give_up = getattr(self._give_up, "at", None) or self._monotonic() + self.total_deadline_s
+        deadline = min(self._monotonic() + self.deadline_s, give_up)
+        if deadline <= self._monotonic():
+            raise _Transient(f"the total deadline of {self.total_deadline_s:g}s passed")
+        self._gate.enter(parts.hostname or "", deadline)
         try:
+            left = max(0.01, deadline - self._monotonic())
             with self._client.stream(
-                "GET", pinned, headers=headers, extensions=extensions
+                "GET", pinned, headers=headers, extensions=extensions,
+                timeout=httpx.Timeout(min(self.timeout_s, left)),
             ) as response:
                 return self._read(url, response, accept, etag, last_modified, deadline)
         except httpx.TimeoutException as exc:
@@ -265,6 +350,8 @@ class SafeFetcher:
             raise FetchRefused(f"GET {url} refused: {exc}") from exc
         except httpx.TransportError as exc:
             raise _Transient(f"{type(exc).__name__}: {exc or 'connection failed'}") from exc
+        finally:
+            self._gate.leave(parts.hostname or "")
 
     def _read(
         self,
@@ -313,18 +400,28 @@ class SafeFetcher:
                 f"GET {url} is {int(declared)} bytes (Content-Length), over the "
                 f"{self.max_bytes}-byte cap; raise RAGBUS_FETCH_MAX_BYTES to allow it"
             )
+        decode = _decoder(response.headers.get("content-encoding", ""), url)
         body = bytearray()
+        received = 0
         # No chunk_size: a re-chunking buffer would wait for 64 KB before the
         # deadline and cap are checked again, which a dripping server exploits.
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > self.max_bytes:
+        # The raw stream, not iter_bytes: httpx would inflate a whole network chunk at once.
+        for chunk in response.stream:
+            received += len(chunk)
+            if decode is None:
+                body += chunk
+            else:
+                body += decode(chunk, self.max_bytes - len(body) + 1)
+                while decode.pending() and len(body) <= self.max_bytes:  # type: ignore[attr-defined]
+                    body += decode(b"", self.max_bytes - len(body) + 1)
+            if len(body) > self.max_bytes or received > self.max_bytes:
+                what = "decompressed body" if decode is not None else "body"
                 raise FetchRefused(
-                    f"GET {url} exceeded the {self.max_bytes}-byte cap after {len(body)} bytes "
-                    f"(stopped reading); raise RAGBUS_FETCH_MAX_BYTES to allow it"
+                    f"GET {url}: the {what} exceeded the {self.max_bytes}-byte cap (stopped "
+                    f"{'decompressing' if decode is not None else 'reading'}); raise RAGBUS_FETCH_MAX_BYTES to allow it"
                 )
             if self._monotonic() > deadline:
-                raise _Transient(f"overall deadline of {self.deadline_s}s passed while reading")
+                raise _Transient(f"overall deadline of {min(self.deadline_s, self.total_deadline_s):g}s passed while reading")
         return FetchResult(
             url=url,
             status=status,

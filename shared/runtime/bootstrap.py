@@ -44,6 +44,9 @@ def _fetcher(settings: Settings):
         max_bytes=settings.fetch_max_bytes,
         retries=settings.fetch_retries,
         max_redirects=settings.fetch_max_redirects,
+        total_deadline_s=settings.fetch_deadline_s,
+        host_concurrency=settings.fetch_host_concurrency,
+        host_rate=settings.fetch_host_rate,
     )
 
 
