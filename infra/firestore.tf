@@ -1,6 +1,16 @@
 # Firestore (native mode): processed ids, feeds, documents, query records, dead letters,
 # and the chunks with their embeddings (vector search).
 
+# A project that already has the database (every project has "(default)" once Firestore
+# was used there) would fail the create with 409: `-var adopt_firestore_database=true`
+# imports it into the state instead (or once by hand:
+# terraform import google_firestore_database.main projects/<p>/databases/<name>).
+import {
+  for_each = var.adopt_firestore_database ? toset([var.firestore_database]) : toset([])
+  to       = google_firestore_database.main
+  id       = "projects/${var.project}/databases/${each.value}"
+}
+
 resource "google_firestore_database" "main" {
   name                        = var.firestore_database
   location_id                 = var.firestore_location

@@ -28,8 +28,16 @@ locals {
       RAGBUS_MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)
       RAGBUS_QUERY_TTL_DAYS        = tostring(var.query_retention_days)
       RAGBUS_TRACING               = "1"
+      RAGBUS_INDEX                 = var.index_backend
     },
     var.firestore_database == "(default)" ? {} : { RAGBUS_FIRESTORE_DATABASE = var.firestore_database },
+    # Vector Search mode (vertex.tf): the resource names the adapter connects to. Referencing
+    # the deployed index makes every function wait until the index is served.
+    local.vertex_index ? {
+      RAGBUS_VERTEX_INDEX          = google_vertex_ai_index.chunks[0].id
+      RAGBUS_VERTEX_ENDPOINT       = google_vertex_ai_index_endpoint.chunks[0].id
+      RAGBUS_VERTEX_DEPLOYED_INDEX = google_vertex_ai_index_endpoint_deployed_index.chunks[0].deployed_index_id
+    } : {},
   )
 }
 
@@ -58,6 +66,9 @@ resource "google_cloudfunctions2_function" "function" {
   build_config {
     runtime     = "python311"
     entry_point = each.value.entry_point
+    # Projects created since mid-2024 give Cloud Build's default identity no build rights:
+    # the build runs as rb-build (iam.tf) with only what a function build needs.
+    service_account = google_service_account.build.id
     source {
       storage_source {
         bucket = google_storage_bucket.source.name
@@ -104,6 +115,7 @@ resource "google_cloudfunctions2_function" "function" {
 
   depends_on = [
     google_project_service.api,
+    google_project_iam_member.build,
     google_project_iam_member.gcs_agent_publishes_events,
     google_project_iam_member.eventarc_trigger_receiver,
   ]

@@ -30,8 +30,18 @@ locals {
       for name, f in local.functions :
       "${name}/roles/aiplatform.user" => { function = name, role = "roles/aiplatform.user" }
       if (f.model && var.llm_provider == "gemini") || (f.embeds && var.embedder == "genai")
+      || (f.index && var.index_backend == "vertex")
     },
   )
+
+  # What Cloud Build needs to build a function from source (Cloud Run functions'
+  # "custom build service account" page): write build logs, push the image to Artifact
+  # Registry, read the source object and the build's staging objects.
+  build_project_roles = [
+    "roles/logging.logWriter",
+    "roles/artifactregistry.writer",
+    "roles/storage.objectAdmin",
+  ]
 
   function_publishes = merge([
     for name, f in local.functions : {
@@ -48,6 +58,21 @@ resource "google_service_account" "function" {
   account_id   = "rb-${each.key}"
   display_name = "ragbus ${each.key}"
   description  = "Runs the ragbus ${each.key} function (entry point ${each.value.entry_point})"
+}
+
+# The identity Cloud Build runs the functions' builds as (build_config.service_account).
+# The identity applying this configuration needs roles/iam.serviceAccountUser on it.
+resource "google_service_account" "build" {
+  account_id   = "rb-build"
+  display_name = "ragbus function builds"
+  description  = "Cloud Build builds the ragbus functions' images with this account"
+}
+
+resource "google_project_iam_member" "build" {
+  for_each = toset(local.build_project_roles)
+  project  = var.project
+  role     = each.value
+  member   = google_service_account.build.member
 }
 
 resource "google_project_iam_member" "function" {

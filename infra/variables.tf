@@ -48,6 +48,12 @@ variable "firestore_database" {
   default     = "(default)"
 }
 
+variable "adopt_firestore_database" {
+  description = "true when var.firestore_database already exists in the project (every project has a '(default)' database once Firestore was used): Terraform imports it instead of failing with 409 on create. Its location and type must then match firestore_location and FIRESTORE_NATIVE."
+  type        = bool
+  default     = false
+}
+
 variable "firestore_location" {
   description = "Firestore location (a multi-region such as eur3 / nam5, or a region)"
   type        = string
@@ -75,6 +81,29 @@ variable "embedding_dimension" {
   description = "Dimension of the chunk embeddings (RAGBUS_EMBED_DIMENSION): 384 for the packaged MiniLM; for 'genai' the output dimensionality asked of the model (e.g. 768). The Firestore vector index only serves vectors of exactly this size."
   type        = number
   default     = 384
+}
+
+variable "index_backend" {
+  description = "Where chunk vectors are searched (RAGBUS_INDEX): 'firestore' (vector index on chunks.embedding) or 'vertex' (Vertex AI Vector Search: an index, a public endpoint and a deployed index, vertex.tf)"
+  type        = string
+  default     = "firestore"
+
+  validation {
+    condition     = contains(["firestore", "vertex"], var.index_backend)
+    error_message = "index_backend must be 'firestore' or 'vertex'."
+  }
+}
+
+variable "vertex_index_machine_type" {
+  description = "Machine type serving the deployed Vector Search index (index_backend = 'vertex')"
+  type        = string
+  default     = "e2-standard-2"
+}
+
+variable "vertex_index_replicas" {
+  description = "Minimum and maximum replicas of the deployed Vector Search index (index_backend = 'vertex')"
+  type        = object({ min = number, max = number })
+  default     = { min = 1, max = 2 }
 }
 
 variable "query_retention_days" {

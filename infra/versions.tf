@@ -1,9 +1,11 @@
 terraform {
-  required_version = ">= 1.5"
+  # 1.7: import blocks with for_each (firestore.tf adopts an existing database).
+  required_version = ">= 1.7"
   required_providers {
+    # One major version: 7.x (a new major may rename or remove arguments; upgrade on purpose).
     google = {
       source  = "hashicorp/google"
-      version = ">= 5.30"
+      version = "~> 7.0"
     }
     # Builds the one source archive every function deploys from (glob excludes need 2.5).
     archive = {

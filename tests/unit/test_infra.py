@@ -359,7 +359,10 @@ def test_project_level_roles_are_only_the_unavoidable_ones():
     agent = _resource("google_project_iam_member", "gcs_agent_publishes_events")
     assert agent["role"] == "roles/pubsub.publisher" and "gcs_agent" in agent["member"]
     project_bindings = {k for (t, k) in _tf()["resource"] if t == "google_project_iam_member"}
-    assert project_bindings == {"function", "eventarc_trigger_receiver", "gcs_agent_publishes_events"}
+    assert project_bindings == {"function", "eventarc_trigger_receiver", "gcs_agent_publishes_events", "build"}
+    # the build identity's roles are the ones Cloud Run functions documents for a build account
+    assert set(_local("build_project_roles")) == {
+        "roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"}
 
 
 def test_publishing_is_granted_per_topic():

@@ -1,0 +1,69 @@
+# Vertex AI Vector Search, when var.index_backend = "vertex" (RAGBUS_INDEX=vertex): the
+# chunk vectors live in a streaming index served by a deployed index on a public endpoint;
+# the chunks' texts and vectors for exact re-scoring stay in Firestore
+# (shared/adapters/gcp/vertex_index.py). The functions get the three names the code reads
+# (RAGBUS_VERTEX_INDEX, RAGBUS_VERTEX_ENDPOINT, RAGBUS_VERTEX_DEPLOYED_INDEX, functions.tf)
+# and roles/aiplatform.user where they touch the index (iam.tf).
+#
+# Deploying an index takes tens of minutes, and a deployed index is billed per replica-hour
+# whether or not it is queried.
+
+locals {
+  vertex_index = var.index_backend == "vertex"
+  # Letters, digits and underscores, starting with a letter (the API's rule).
+  vertex_deployed_index_id = "ragbus_chunks"
+}
+
+resource "google_vertex_ai_index" "chunks" {
+  count               = local.vertex_index ? 1 : 0
+  region              = local.vertex_location
+  display_name        = "ragbus-chunks"
+  description         = "ragbus chunk embeddings (streamed upserts and removals by the indexer)"
+  labels              = var.labels
+  index_update_method = "STREAM_UPDATE" # the adapter upserts and removes datapoints as documents change
+
+  metadata {
+    config {
+      dimensions                  = var.embedding_dimension
+      approximate_neighbors_count = 150
+      # Unit-normalised vectors with the dot product: the cosine the adapter re-scores with.
+      distance_measure_type = "DOT_PRODUCT_DISTANCE"
+      feature_norm_type     = "UNIT_L2_NORM"
+      shard_size            = "SHARD_SIZE_SMALL"
+      algorithm_config {
+        tree_ah_config {
+          leaf_node_embedding_count    = 1000
+          leaf_nodes_to_search_percent = 10
+        }
+      }
+    }
+  }
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_vertex_ai_index_endpoint" "chunks" {
+  count                   = local.vertex_index ? 1 : 0
+  region                  = local.vertex_location
+  display_name            = "ragbus-chunks"
+  labels                  = var.labels
+  public_endpoint_enabled = true
+
+  depends_on = [google_project_service.api]
+}
+
+resource "google_vertex_ai_index_endpoint_deployed_index" "chunks" {
+  count             = local.vertex_index ? 1 : 0
+  index_endpoint    = google_vertex_ai_index_endpoint.chunks[0].id
+  index             = google_vertex_ai_index.chunks[0].id
+  deployed_index_id = local.vertex_deployed_index_id
+  display_name      = "ragbus-chunks"
+
+  dedicated_resources {
+    machine_spec {
+      machine_type = var.vertex_index_machine_type
+    }
+    min_replica_count = var.vertex_index_replicas.min
+    max_replica_count = var.vertex_index_replicas.max
+  }
+}

@@ -1,0 +1,140 @@
+"""infra/ applies on a current project: pinned provider, a build identity, an adoptable
+Firestore database, Vector Search mode, and every variable the gcp runtime needs at start-up.
+
+Read offline with python-hcl2 (terraform itself cannot be downloaded here), with the
+helpers of tests/unit/test_infra.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import hcl2
+import pytest
+
+from shared.config import load_settings, require_gcp
+from shared.errors import ConfigError
+from tests.unit.test_infra import (
+    INFRA,
+    _block,
+    _clean,
+    _default,
+    _functions,
+    _local,
+    _resource,
+    _tf,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _parsed(name: str) -> dict:
+    with (INFRA / name).open() as handle:
+        return _clean(hcl2.load(handle))
+
+
+def test_the_google_provider_is_pinned_to_one_major():
+    terraform = _parsed("versions.tf")["terraform"][0]
+    providers = terraform["required_providers"][0]
+    assert providers["google"]["version"] == "~> 7.0"
+    assert "google-beta" not in providers  # nothing uses it; if added, pin it the same way
+    assert not any("google-beta" in str(body) for body in _tf()["resource"].values())
+    # import blocks with for_each (firestore.tf) need Terraform 1.7
+    assert terraform["required_version"] == ">= 1.7"
+
+
+def test_functions_build_as_their_own_build_account():
+    account = _resource("google_service_account", "build")
+    assert re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", account["account_id"])
+    for name, function in _functions().items():
+        build = _block(function, "build_config")
+        assert build["service_account"] == "${google_service_account.build.id}", name
+    binding = _resource("google_project_iam_member", "build")
+    assert binding["member"] == "${google_service_account.build.member}"
+    assert binding["for_each"] == "${toset(local.build_project_roles)}"
+    assert "roles/artifactregistry.writer" in _local("build_project_roles")
+    depends = _resource("google_cloudfunctions2_function", "function")["depends_on"]
+    assert "${google_project_iam_member.build}" in depends
+
+
+def test_an_existing_firestore_database_can_be_adopted():
+    (block,) = _parsed("firestore.tf")["import"]
+    assert block["to"] == "${google_firestore_database.main}"
+    assert "var.adopt_firestore_database" in block["for_each"]
+    assert block["id"] == "projects/${var.project}/databases/${each.value}"
+    assert _default("adopt_firestore_database") is False
+    assert _resource("google_firestore_database", "main")["name"] == "${var.firestore_database}"
+
+
+def test_vector_search_mode_deploys_an_index_endpoint_and_deployed_index():
+    assert _default("index_backend") == "firestore"
+    index = _resource("google_vertex_ai_index", "chunks")
+    assert index["count"] == "${local.vertex_index ? 1 : 0}"
+    assert index["index_update_method"] == "STREAM_UPDATE"  # the adapter streams upserts/removals
+    config = index["metadata"][0]["config"][0]
+    assert config["dimensions"] == "${var.embedding_dimension}"
+    endpoint = _resource("google_vertex_ai_index_endpoint", "chunks")
+    assert endpoint["public_endpoint_enabled"] is True
+    deployed = _resource("google_vertex_ai_index_endpoint_deployed_index", "chunks")
+    assert deployed["index"] == "${google_vertex_ai_index.chunks[0].id}"
+    assert deployed["index_endpoint"] == "${google_vertex_ai_index_endpoint.chunks[0].id}"
+    assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", _local("vertex_deployed_index_id"))
+    assert _local("vertex_index") == '${var.index_backend == "vertex"}'
+    # the functions that touch the index may call Vector Search in that mode
+    functions = _local("functions")
+    assert {n for n, f in functions.items() if f["index"]} == {
+        "indexer-document-cleaned", "indexer-document-deleted", "retriever", "gateway"}
+    assert "var.index_backend" in str(_local("function_project_bindings"))
+
+
+# --------------------------------------------- what the code reads at start-up
+
+
+def _common_env() -> str:
+    return str(_local("common_env"))
+
+
+def _names_set_by_infra(vertex: bool) -> dict[str, str]:
+    """Every variable functions.tf sets for a function, with a plausible value."""
+    env = _common_env()
+    names = set(re.findall(r"\b([A-Z][A-Z0-9_]+)\s*=", env))
+    body = _resource("google_cloudfunctions2_function", "function")
+    per_function = str(_block(body, "service_config")["environment_variables"])
+    names |= set(re.findall(r"\b([A-Z][A-Z0-9_]+)\s*=", per_function))
+    if not vertex:
+        names -= {"RAGBUS_VERTEX_INDEX", "RAGBUS_VERTEX_ENDPOINT", "RAGBUS_VERTEX_DEPLOYED_INDEX"}
+    values = {name: "x" for name in names}
+    values.update({
+        "RAGBUS_RUNTIME": "gcp", "RAGBUS_LLM": "gemini", "RAGBUS_EMBEDDER": "genai",
+        "RAGBUS_INDEX": "vertex" if vertex else "firestore", "RAGBUS_EMBED_DIMENSION": "768",
+        "RAGBUS_MAX_DELIVERY_ATTEMPTS": "5", "RAGBUS_QUERY_TTL_DAYS": "30", "RAGBUS_TRACING": "1",
+        "RAGBUS_ACK_DEADLINE_S": "60", "RAGBUS_GEMINI_MODEL": "",
+    })
+    return {k: v for k, v in values.items() if k in names}
+
+
+@pytest.mark.parametrize("vertex", [False, True])
+def test_every_variable_the_gcp_runtime_needs_at_start_up_is_set_by_infra(vertex, monkeypatch):
+    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)  # a function has no API key: Vertex AI by location
+    env = _names_set_by_infra(vertex)
+    require_gcp(load_settings(env))  # raises naming anything missing
+    # and the check has teeth: without any one of what it needs, start-up is refused
+    needed = ["GOOGLE_CLOUD_PROJECT", "RAGBUS_BUCKET", "GOOGLE_CLOUD_LOCATION"]
+    if vertex:
+        needed += ["RAGBUS_VERTEX_INDEX", "RAGBUS_VERTEX_ENDPOINT", "RAGBUS_VERTEX_DEPLOYED_INDEX"]
+    for name in needed:
+        assert name in env, f"infra/ does not set {name}"
+        with pytest.raises(ConfigError, match=name):
+            require_gcp(load_settings({k: v for k, v in env.items() if k != name}))
+
+
+def test_the_vertex_variables_are_set_only_in_vertex_mode_and_from_the_deployed_resources():
+    env = _common_env()
+    assert "local.vertex_index ?" in env
+    for name, resource in (("RAGBUS_VERTEX_INDEX", "google_vertex_ai_index.chunks[0].id"),
+                           ("RAGBUS_VERTEX_ENDPOINT", "google_vertex_ai_index_endpoint.chunks[0].id"),
+                           ("RAGBUS_VERTEX_DEPLOYED_INDEX",
+                            "google_vertex_ai_index_endpoint_deployed_index.chunks[0].deployed_index_id")):
+        assert re.search(rf"{name}\s*=\s*{re.escape(resource)}", env), name
+    assert re.search(r"RAGBUS_INDEX\s*=\s*var\.index_backend", env)
