@@ -618,7 +618,7 @@ def ask(
     top_k: Annotated[int | None, typer.Option(min=1, max=50)] = None,
     max_iterations: Annotated[int | None, typer.Option(min=0, max=5)] = None,
     timeout: Annotated[float | None, typer.Option(
-        help="Seconds before the query times out.  [default: RAGBUS_QUERY_TIMEOUT_S, 60]")] = None,
+        help="Seconds before the query times out (default: RAGBUS_QUERY_TIMEOUT_S, else 60).")] = None,
 ) -> None:
     """Ask a question; answer with citations from the indexed corpus."""
     session = _session(changes=True)
@@ -870,8 +870,8 @@ def down() -> None:
 def demo(
     serve_after: Annotated[bool, typer.Option("--serve", help="Keep serving the web page afterwards.")] = False,
     port: Annotated[int | None, typer.Option(
-        help="Port of the demo's page and sample feed; the sample citations name it.  "
-        "[default: RAGBUS_DEMO_PORT, else 8080 (as `ragbus serve`)]")] = None,
+        help="Port of the demo's page and sample feed; the sample citations name it "
+        "(default: RAGBUS_DEMO_PORT, else 8080, as `ragbus serve`).")] = None,
 ) -> None:
     """Ingest the bundled corpus and answer three questions that show the loop at work."""
     from shared.demo import run_demo
@@ -891,7 +891,7 @@ def eval_command(
     out: Annotated[Path, typer.Option(help="Where the JSON results go.")] = Path("docs/eval_results.json"),
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
 ) -> None:
-    """Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.[dev]')."""
+    r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]')."""
     from shared.eval.report import eval_markdown
     from shared.eval.runner import EvalOptions, run_eval
 

@@ -68,6 +68,13 @@ def test_help_shows_no_type_beside_flags(command):
     assert re.search(r"--json|--failed|--keep-documents", out)
 
 
+def test_help_text_is_not_eaten_by_markup():
+    out = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"}).output
+    assert "pip install -e '.[dev]'" in out
+    assert "RAGBUS_QUERY_TIMEOUT_S" in CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "200"}).output
+    assert "RAGBUS_DEMO_PORT" in CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"}).output
+
+
 def test_ask_timeout_defaults_to_the_configured_query_timeout(monkeypatch):
     import contextlib
     from types import SimpleNamespace
