@@ -69,6 +69,7 @@ def test_installs_use_the_locks():
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".ci/fresh-install" in ci and "PIP_CONFIG_FILE=/dev/null" in ci and "make test" in ci
     assert os.access(ROOT / ".ci" / "fresh-install", os.X_OK)
+    assert ".ci/checkov" in ci and os.access(ROOT / ".ci" / "checkov", os.X_OK)
 
 
 def test_the_deploy_step_accepts_the_lock_and_refuses_a_stale_one(tmp_path):
