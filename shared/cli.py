@@ -799,14 +799,24 @@ def serve(
 ) -> None:
     """Gateway, web page, MCP, every stage and scheduled polling in one process."""
     from services.gateway.app import serve as serve_gateway
+    from services.gateway.guard import LOOPBACK_HOSTS
 
+    token = os.environ.get("RAGBUS_API_TOKEN", "").strip() or None
+    if host not in LOOPBACK_HOSTS:
+        if token is None:
+            # anyone who can reach the address could read the index and spend the model budget
+            raise _fail(f"warning: --host {host} is reachable from other machines and the gateway has no "
+                        "authentication of its own; set RAGBUS_API_TOKEN (clients then send "
+                        "Authorization: Bearer <token>) or serve on 127.0.0.1. Not starting.")
+        err.print(f"[yellow]warning:[/] serving on {markup(host)}: every API and MCP request needs "
+                  "Authorization: Bearer $RAGBUS_API_TOKEN; use HTTPS in front of it beyond a trusted network")
     session = _session(allow_loopback, embedded_only="serve", changes=True)
     system = session.local
     stop = threading.Event()
     with LocalRuntime(system.deps, system.bus, _consumers(None)):
         poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
         poller.start()
-        server = serve_gateway(system.deps, host, port)
+        server = serve_gateway(system.deps, host, port, api_token=token)
         console.print(f"ragbus is serving on [bold]http://{markup(host)}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
         try:
             while True:

@@ -25,11 +25,13 @@ import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from services.gateway.guard import RequestGuard
 from services.gateway.mcp_server import build_mcp_server
 from services.gateway.openapi import openapi_document
 from shared.errors import InvalidInput, RetryableError
@@ -77,12 +79,14 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def create_app(deps: Deps, *, host: str = "127.0.0.1") -> Starlette:
+def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = None) -> Starlette:
     """The gateway for ``deps``.
 
-    ``host`` is where it will be reachable: on a loopback host the MCP endpoint
-    refuses other Host/Origin headers (DNS-rebinding protection, as the MCP SDK
-    does for local servers); elsewhere access control is the platform's (IAM).
+    ``host`` is where it will be reachable: on a loopback host every route refuses
+    other Host values and the MCP endpoint other Host/Origin headers (DNS-rebinding
+    protection, as the MCP SDK does for local servers); elsewhere access control is
+    ``api_token`` (bearer) or the platform's (IAM). Cross-origin writes are refused
+    everywhere (:mod:`services.gateway.guard`).
     """
     mcp = build_mcp_server(deps)
     security = None
@@ -124,6 +128,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1") -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        middleware=[Middleware(RequestGuard, bound_host=host, api_token=api_token)],
     )
     app.state.deps = deps
     app.state.mcp = mcp
@@ -339,12 +344,17 @@ async def _read_json_object(request: Request) -> dict[str, Any] | Response:
         body = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return error(400, "the body is not UTF-8; send UTF-8 encoded JSON")
+    except RecursionError:
+        return error(400, "the body's JSON is nested too deeply; send a flat object like "
+                          '{"question": "your question"}')
     except json.JSONDecodeError as exc:
         return error(
             400,
             f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             'send JSON like {"question": "your question"}',
         )
+    except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
+        return error(400, f"the body's JSON has a value that cannot be read ({str(exc)[:120]})")
     if not isinstance(body, dict):
         return error(400, 'the body must be a JSON object; send one like {"question": "your question"}')
     return body
@@ -483,12 +493,13 @@ def serve(
     port: int = 8080,
     *,
     app: Starlette | None = None,
+    api_token: str | None = None,
     log_level: str = "warning",
     ready_timeout_s: float = 15.0,
 ) -> ServerHandle:
     """Serve the gateway on ``host:port`` (0 picks a free port) until ``.stop()``."""
     config = uvicorn.Config(
-        app or create_app(deps, host=host),
+        app or create_app(deps, host=host, api_token=api_token),
         host=host,
         port=port,
         log_level=log_level,

@@ -45,7 +45,7 @@ def test_ask_with_a_refused_model_fails_naming_the_model_and_404(tmp_path):
         from shared.runtime.bootstrap import build_local
 
         settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_LLM": "gemini"})
-        with TestClient(create_app(build_local(settings).deps)) as client:
+        with TestClient(create_app(build_local(settings).deps), base_url="http://127.0.0.1") as client:
             health = client.get("/healthz")
             assert health.status_code == 200 and health.json()["status"] == "ok"
             assert health.json()["model"]["usable"] is False

@@ -46,7 +46,7 @@ def deps(tmp_path) -> Deps:
 
 @pytest.fixture
 def client(deps) -> Iterator[TestClient]:
-    with TestClient(create_app(deps)) as client:
+    with TestClient(create_app(deps), base_url="http://127.0.0.1") as client:
         yield client
 
 
@@ -104,7 +104,8 @@ def test_malformed_bodies_get_400(client, content, expected):
 
 
 def test_an_oversized_body_is_refused_before_parsing(client):
-    response = client.post("/v1/queries", content=b'{"query": "' + b"x" * 70_000 + b'"}')
+    response = client.post("/v1/queries", content=b'{"query": "' + b"x" * 70_000 + b'"}',
+                           headers={"Content-Type": "application/json"})
     assert response.status_code == 413
     assert "larger than 65536 bytes" in response.json()["error"]
 
@@ -137,7 +138,7 @@ def test_without_wait_the_query_is_accepted_with_where_to_follow_it(client):
 
 def test_a_query_still_running_when_wait_s_elapses_returns_202(tmp_path):
     deps = make_deps(tmp_path, hang=True)
-    with TestClient(create_app(deps)) as client:
+    with TestClient(create_app(deps), base_url="http://127.0.0.1") as client:
         response = client.post("/v1/queries", json={"query": "nobody answers", "wait_s": 0.3})
         assert response.status_code == 202
         assert client.get(response.headers["location"]).json()["status"] == "pending"
@@ -145,7 +146,7 @@ def test_a_query_still_running_when_wait_s_elapses_returns_202(tmp_path):
 
 def test_a_long_wait_is_capped_and_still_ends_with_the_query_deadline(tmp_path):
     deps = make_deps(tmp_path, Settings(home=tmp_path, query_timeout_s=1.0), hang=True)
-    with TestClient(create_app(deps)) as client:
+    with TestClient(create_app(deps), base_url="http://127.0.0.1") as client:
         response = client.post("/v1/queries", json={"query": "nobody answers", "wait_s": 10_000})
     assert response.status_code == 200
     assert (response.json()["status"], response.json()["outcome"]) == ("timed_out", "timed_out")
@@ -162,7 +163,7 @@ def test_unknown_query_is_404_with_a_message(client):
 
 def test_a_bus_that_refuses_the_message_is_503(tmp_path):
     deps = make_deps(tmp_path, fail_publish=RetryableError("bus.db is locked"))
-    with TestClient(create_app(deps)) as client:
+    with TestClient(create_app(deps), base_url="http://127.0.0.1") as client:
         response = client.post("/v1/queries", json={"query": "q"})
     assert response.status_code == 503
     assert "bus.db is locked" in response.json()["error"]
@@ -372,7 +373,7 @@ def test_the_cloud_function_entry_serves_the_whole_gateway(tmp_path, monkeypatch
     monkeypatch.setenv("RAGBUS_TRACING", "0")
     source = Path(__file__).resolve().parents[2] / "services" / "gateway" / "main.py"
     app = functions_framework.create_app(target="gateway", source=str(source))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         assert client.get("/healthz").json() == {"status": "ok", "runtime": "local"}
         accepted = client.post("/v1/queries", json={"query": "what is bm25?"})
         assert accepted.status_code == 202
@@ -412,7 +413,7 @@ def test_the_trace_of_a_query_is_served_as_waterfall_rows(tmp_path):
             span.set_attribute("rag.iteration", 0)
             span.set_attribute("rag.grade.score", 0.5)
     otel_trace.get_tracer_provider().force_flush()
-    with TestClient(create_app(local.deps)) as client:
+    with TestClient(create_app(local.deps), base_url="http://127.0.0.1") as client:
         body = client.get(f"/v1/queries/{record['id']}/trace").json()
         assert body["trace_id"] == record["trace_id"]
         names = [r["name"] for r in body["rows"]]

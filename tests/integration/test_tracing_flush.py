@@ -149,7 +149,7 @@ def test_a_gateway_request_exports_its_spans_before_the_response_ends(tmp_path, 
 
     monkeypatch.setattr(functions, "_deps", build_local(load_settings({"RAGBUS_HOME": str(tmp_path)})).deps)
     app = functions_framework.create_app(target="gateway", source=str(ROOT / "services" / "gateway" / "main.py"))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         SPANS.received.clear()
         accepted = client.post("/v1/queries", json={"query": "what is bm25?"})
         returned = time.monotonic()

@@ -1,0 +1,108 @@
+"""Who may talk to the gateway: an ASGI guard in front of every route (REST, MCP, page).
+
+- ``Host``: bound to a loopback address, the gateway answers only requests whose
+  Host names that address (or ``localhost``); anything else is 421. A page on
+  another site that rebinds its DNS name to 127.0.0.1 sends its own name as Host,
+  so it can neither read indexed text nor submit queries.
+- Cross-origin writes: a POST (PUT, PATCH, DELETE) whose ``Origin`` is not the
+  gateway's own, or that a browser marks ``Sec-Fetch-Site: cross-site``, is 403;
+  a POST must be ``application/json`` (415 otherwise), which a cross-site form or
+  a "simple" ``text/plain`` fetch cannot send without a preflight that fails.
+- Token: with ``api_token`` (``RAGBUS_API_TOKEN``), every request except the page,
+  its static files and the health checks needs ``Authorization: Bearer <token>``.
+  Binding to a non-loopback address requires one (see ``ragbus serve``).
+
+Requests without ``Origin`` (curl, MCP clients, scripts) are not browsers acting
+for another site, and pass the origin check.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+_WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+_OPEN_PATHS = ("/", "/healthz", "/readyz")
+_OPEN_PREFIXES = ("/static/",)
+
+
+def _host_name(value: str) -> str:
+    """The name part of a Host header value (``[::1]:8080`` -> ``::1``), lower case."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, *, bound_host: str, api_token: str | None = None,
+                 check_host: bool | None = None) -> None:
+        self.app = app
+        self.api_token = api_token or None
+        loopback = bound_host in LOOPBACK_HOSTS
+        self.check_host = loopback if check_host is None else check_host
+        self.allowed_names = {bound_host.lower().strip("[]")} | ({"localhost", "127.0.0.1", "::1"} if loopback else set())
+
+    async def __call__(self, scope: Scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            status, message, extra = refusal
+            await _send_error(send, status, message, extra)
+            return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, dict[str, str]] | None:
+        host = headers.get("host", "")
+        if self.check_host and _host_name(host) not in self.allowed_names:
+            return (421, f"this gateway answers for {', '.join(sorted(self.allowed_names))} only, not Host "
+                    f"{host[:100]!r} (a page on another site reaching it through DNS rebinding?)", {})
+        method = scope.get("method", "GET").upper()
+        if method in _WRITES:
+            origin = headers.get("origin")
+            if origin is not None and not _same_origin(origin, host, scope):
+                return (403, f"cross-origin {method} from {origin[:100]!r} refused; the API accepts writes "
+                        "from its own page and from clients that send no Origin", {})
+            if headers.get("sec-fetch-site") == "cross-site":
+                return (403, f"cross-site {method} refused (Sec-Fetch-Site: cross-site)", {})
+            media = headers.get("content-type", "").split(";")[0].strip().lower()
+            if media != "application/json":
+                return (415, f"{method} needs Content-Type: application/json (got {media or 'none'!r}); "
+                        'send JSON like {"question": "your question"}', {})
+        path = scope.get("path", "")
+        if self.api_token and path not in _OPEN_PATHS and not path.startswith(_OPEN_PREFIXES):
+            given = headers.get("authorization", "")
+            scheme, _, token = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.api_token.encode()):
+                return (401, "this gateway needs Authorization: Bearer <RAGBUS_API_TOKEN>",
+                        {"www-authenticate": 'Bearer realm="ragbus"'})
+        return None
+
+
+def _same_origin(origin: str, host: str, scope: Scope) -> bool:
+    if origin == "null":
+        return False
+    parts = urlsplit(origin)
+    if not parts.netloc:
+        return False
+    scheme = scope.get("scheme", "http")
+    return parts.scheme == scheme and parts.netloc.lower() == host.strip().lower()
+
+
+async def _send_error(send, status: int, message: str, extra: dict[str, str]) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in extra.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
