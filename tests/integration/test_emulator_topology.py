@@ -249,6 +249,45 @@ def test_a_query_message_that_keeps_failing_is_recorded_and_its_query_fails(topo
     assert letter["attempts"] == MAX_ATTEMPTS and letter["type"] == "ContextsRetrieved"
 
 
+def test_a_push_on_the_last_allowed_attempt_ends_the_query_in_a_real_stage_server(topo, client):
+    """Pub/Sub in the cloud sets deliveryAttempt (the emulator does not): posted as Pub/Sub
+    would, to the grader's functions-framework process, the last attempt is recorded and acked."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    from shared.messages import encode
+
+    query_id = f"q-{uuid.uuid4().hex[:10]}"
+    client.state.put(collections.QUERIES, query_id, new_query_record(
+        query_id, "what is a volcano?", top_k=5, max_iterations=1, max_model_calls=5,
+        now=client.clock.now(), timeout_s=600))
+    data, attributes = encode(ContextsRetrieved(query_id=query_id, iteration=0, context_count=3))
+    grader = next(p for p in topo["processes"] if p["name"] == "grader")
+
+    def push(attempt: int) -> int:
+        body = {"message": {"data": base64.b64encode(data).decode(), "attributes": attributes,
+                            "messageId": f"m-{query_id}-{attempt}"},
+                "subscription": f"projects/{PROJECT}/subscriptions/grader.contexts-retrieved",
+                "deliveryAttempt": attempt}
+        request = urllib.request.Request(f"{grader['url']}/projects/{PROJECT}/topics/contexts-retrieved",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert push(2) == 500  # attempts left: redeliver
+    assert client.state.get(collections.QUERIES, query_id)["status"] == "pending"
+    assert push(MAX_ATTEMPTS) == 200  # the last one: recorded and acknowledged
+    record = client.state.get(collections.QUERIES, query_id)
+    assert record["status"] == "failed" and "not recorded yet" in record["error"]
+    (letter,) = [d for d in client.state.list(collections.DEAD_LETTERS) if query_id in d.get("data", "")]
+    assert letter["attempts"] == MAX_ATTEMPTS and f"attempt {MAX_ATTEMPTS} of {MAX_ATTEMPTS}" in letter["error"]
+
+
 def test_two_polls_racing_on_one_feed_index_each_item_once(topo, client):
     """Two FeedPollRequested at once, handled concurrently by the poller's server.
 
