@@ -41,6 +41,12 @@ def test_the_google_provider_is_pinned_to_one_major():
     assert not any("google-beta" in str(body) for body in _tf()["resource"].values())
     # import blocks with for_each (firestore.tf) need Terraform 1.7
     assert terraform["required_version"] == ">= 1.7"
+    # what the 7.0 upgrade guide changed for the resources used here
+    function = _resource("google_cloudfunctions2_function", "function")
+    assert "service" not in _block(function, "service_config")  # an attribute since 7.0
+    trigger = function["dynamic"][0]["event_trigger"]["content"][0]
+    assert trigger["event_type"]  # required since 7.0
+    assert "metadata" in _resource("google_vertex_ai_index", "chunks")  # required since 7.0
 
 
 def test_functions_build_as_their_own_build_account():
