@@ -466,15 +466,23 @@ def _report_unfinished(session: Session, ids: set[str], command: str) -> int:
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (.html, .htm, .md, .markdown, .txt).")],
     delete: Annotated[bool, typer.Option("--delete", help="Remove these documents' chunks instead.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="With --delete: delete even from / or a folder wider "
+                                      "than any ingested path.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
 ) -> None:
     """Ingest local files through the cleaner and indexer (the twin of a GCS upload)."""
-    from shared.file_ingest import delete_path, ingest_path, records_under
+    from shared.file_ingest import delete_path, ingest_path, needs_confirmation, records_under
 
     session = _session(changes=True)
     deps = session.deps
     since = time.time() - 0.001
     ids: set[str] = set()
+    if delete and not yes:
+        for path in paths:
+            why = needs_confirmation(path, deps.state)
+            if why:
+                raise _fail(f"{why}; nothing was deleted. Pass --yes to delete them, or name the ingested "
+                            "folder or file itself")
     with session.stages(("cleaner", "indexer")) as runtime:
         for path in paths:
             try:

@@ -79,6 +79,7 @@ def ingest_path(
                 publisher=publisher,
                 clock=clock,
                 max_bytes=max_bytes,
+                root=root.resolve(),
             )
         except InvalidInput as exc:
             if not root.is_dir():
@@ -120,22 +121,32 @@ def _ingest_file(
     publisher: Publisher,
     clock: Clock,
     max_bytes: int,
+    root: Path | None = None,
 ) -> DocumentFetched | None:
     absolute = file.resolve()
-    size = absolute.stat().st_size
-    if size > max_bytes:
-        raise InvalidInput(
-            f"{absolute} is {size} bytes, over the {max_bytes}-byte cap for one document"
-        )
-    data = absolute.read_bytes()
-    content_type = MEDIA_TYPES[absolute.suffix.lower()]
+    # A symlink's target is what is read: it must be a supported, readable file too.
+    via = f" (the target of the symlink {file})" if absolute != file.absolute() and file.is_symlink() else ""
+    content_type = MEDIA_TYPES.get(absolute.suffix.lower())
+    if content_type is None:
+        raise InvalidInput(f"{absolute}{via} has an unsupported suffix {absolute.suffix!r}; supported: {SUPPORTED}")
+    try:
+        size = absolute.stat().st_size
+        if size > max_bytes:
+            raise InvalidInput(
+                f"{absolute}{via} is {size} bytes, over the {max_bytes}-byte cap for one document"
+            )
+        data = absolute.read_bytes()
+    except OSError as exc:  # unreadable (permissions), gone meanwhile, a directory, a loop
+        raise InvalidInput(f"{absolute}{via} cannot be read ({exc.strerror or exc}); skipped") from None
     item = Item(
         document_id=file_document_id(str(absolute)),
         source="file",
         origin=str(absolute.parent),
         guid=str(absolute),
         item_hash=content_hash(data),
-        ledger={"path": str(absolute), "origin": str(absolute.parent)},
+        # root: the path given to `ragbus ingest`, so `ingest --delete` knows what was ingested
+        ledger={"path": str(absolute), "origin": str(absolute.parent),
+                **({"root": str(root)} if root is not None else {})},
         trace={"path": str(absolute)},
     )
     done = announce(
@@ -159,6 +170,25 @@ def records_under(path: str | os.PathLike[str], state: StateStore) -> list[dict]
         for record in processed_items.records(state, {"source": "file"})
         if record.get("path") == str(target) or str(record.get("path", "")).startswith(prefix)
     ]
+
+
+def needs_confirmation(path: str | os.PathLike[str], state: StateStore) -> str | None:
+    """Why deleting ``path`` should be confirmed (``--yes``), or None.
+
+    Deleting ``/``, or a folder that is not inside any path given to ``ragbus ingest``
+    (a parent of several ingested folders, say), sweeps wider than anything ingested."""
+    target = Path(path).expanduser().resolve()
+    doomed = records_under(target, state)
+    if target == Path(target.anchor):
+        return f"{target} is the root of the file system: this deletes all {len(doomed)} file document(s)"
+    if not doomed or not target.is_dir() and any(r.get("path") == str(target) for r in doomed):
+        return None
+    roots = {Path(r.get("root") or r.get("origin") or "/") for r in doomed}
+    if any(target == root or root in target.parents for root in roots):
+        return None
+    folders = sorted({str(r) for r in roots})
+    return (f"{target} is not inside any path given to `ragbus ingest`; it holds {len(doomed)} document(s) "
+            f"ingested from {', '.join(folders[:3])}{' and more' if len(folders) > 3 else ''}")
 
 
 def delete_path(

@@ -93,6 +93,8 @@ def address_refusal(ip: IPAddress, *, allow_loopback: bool) -> str | None:
     checks = (
         (ip.is_unspecified, "unspecified"),
         (ip.is_link_local, "link-local"),
+        # deprecated (RFC 3879) but still routed inside some networks; Python counts it as global
+        (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local, "site-local (fec0::/10)"),
         (ip.is_multicast, "multicast"),
         (isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT, "carrier-grade NAT (100.64/10)"),
         (ip.is_reserved, "reserved"),
