@@ -38,3 +38,21 @@ def test_a_rerun_that_gives_up_waiting_says_what_is_pending_and_exits_non_zero(t
     assert "still pending" in rerun.stderr and "ragbus stats" in rerun.stderr
     assert run_cli(home, "ingest", str(docs), check=False).returncode == 0
     assert census(home)["documents"] == N
+
+
+def test_poll_rerun_after_kill_9_indexes_every_item_exactly_once(tmp_path):
+    from tests.support import Site, article_html, rss, serve_site, topic_paragraphs
+
+    site, home, n = Site(), tmp_path / "home", 20
+    with serve_site(site):
+        items = []
+        for i in range(n):
+            site.put(f"/p{i}.html", article_html(f"Post {i}", topic_paragraphs(f"item{i}", 3, seed=i)))
+            items.append({"title": f"Post {i}", "path": f"/p{i}.html", "guid": f"g{i}"})
+        site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
+        run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
+        kill_when(start(home, "poll"), home, documents=3)
+        rerun = run_cli(home, "poll", "--timeout", "120", check=False)
+    assert rerun.returncode == 0, rerun.stderr
+    counted = census(home)
+    assert counted["documents"] == n and counted["duplicates"] == 0
