@@ -25,9 +25,10 @@ import numpy as np
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.messages import ContextsRetrieved, Message, QueryTransformed
-from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, StateStore, embed_queries
+from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, StateStore
 from shared.query_record import Context, QueryRecord
 from shared.query_state import RETRIEVE, apply_stage, live_record
+from shared.query_vectors import query_vectors
 from shared.runtime.deps import Deps
 from shared.text import strip_header
 from shared.tracing import annotate
@@ -95,8 +96,9 @@ def is_header_only(text: str) -> bool:
 def search_all(
     queries: list[tuple[str, str]], *, embedder: Embedder, index: Index, k: int
 ) -> list[QueryHits]:
-    """Search every (label, query) in parallel; one embedding batch for all of them."""
-    vectors = embed_queries(embedder, [q for _, q in queries])
+    """Search every (label, query) in parallel; one embedding batch for all of them (texts
+    this process embedded already, such as the question, are not embedded again)."""
+    vectors = query_vectors(embedder, [q for _, q in queries])
 
     def one(i: int) -> QueryHits:
         label, query = queries[i]

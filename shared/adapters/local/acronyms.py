@@ -16,6 +16,8 @@ import re
 import threading
 from collections.abc import Sequence
 
+import numpy as np
+
 from shared.extractive import tokenize
 from shared.ports import CountsChanges, Embedder, Index
 
@@ -127,8 +129,11 @@ class AcronymTable:
                 self._acronyms.setdefault(acronym, long_form)
                 self._misses.pop(acronym, None)
 
-    def expansion(self, acronym: str) -> str | None:
-        """The long form of ``acronym`` as the corpus spells it, looked up once per index size."""
+    def expansion(self, acronym: str, *, vector: np.ndarray | None = None) -> str | None:
+        """The long form of ``acronym`` as the corpus spells it, looked up once per index size.
+
+        The lookup is lexical (BM25), so any query vector will do for the index's dense
+        argument: ``vector`` (the question's, already computed) saves embedding the acronym."""
         key = acronym[:-1] if acronym.endswith("s") and acronym[:-1].isupper() else acronym
         with self._lock:
             if key in self._acronyms:
@@ -137,7 +142,8 @@ class AcronymTable:
             if self._misses.get(key) == generation:
                 return None
         try:
-            vector = self.embedder.embed([key])[0]
+            if vector is None:
+                vector = self.embedder.embed([key])[0]
             hits = self.index.search(key, vector, 20, mode="bm25")
         except Exception as exc:  # noqa: BLE001 - no expansion is better than no query
             log.warning("acronym lookup for %s failed: %s", key, exc)
@@ -148,15 +154,16 @@ class AcronymTable:
                 self._misses[key] = generation
             return self._acronyms.get(key)
 
-    def expand(self, query: str) -> tuple[str, list[str]]:
-        """``query`` with "ACR (long form)" for each acronym the corpus defines."""
+    def expand(self, query: str, *, vector: np.ndarray | None = None) -> tuple[str, list[str]]:
+        """``query`` with "ACR (long form)" for each acronym the corpus defines (``vector``:
+        the query's, for the lookups, see :meth:`expansion`)."""
         notes: list[str] = []
         out = query
         lowered = query.lower()
         for word in dict.fromkeys(tokenize(query)):
             if not ACRONYM.match(word):
                 continue
-            long_form = self.expansion(word)
+            long_form = self.expansion(word, vector=vector)
             if long_form and long_form.lower() not in lowered:
                 out = re.sub(rf"\b{re.escape(word)}\b", f"{word} ({long_form})", out, count=1)
                 notes.append(f"{word} = {long_form}")

@@ -24,8 +24,13 @@ input every time.
 - **refine**: the original question plus the missing aspects and acronym
   expansions (plus month/year for temporal questions).
 - **synthesize**: extractive: two to five sentences copied from the contexts,
-  chosen by similarity to the question and maximal marginal relevance, each
-  cited; an abstention when nothing supports an answer.
+  chosen by the question's terms they contain, their passage's similarity to
+  the question (from vectors stored at indexing: no sentence is embedded at
+  query time) and maximal marginal relevance, each cited; an abstention when
+  nothing supports an answer.
+
+The question is embedded once per process (:mod:`shared.query_vectors`) and
+that vector serves transform, grade and synthesize alike.
 
 Limits: it cannot paraphrase, translate, reason across sentences or resolve
 pronouns; answers are in the language of the sources (only the abstention and
@@ -71,6 +76,7 @@ from shared.ports import (
     TermStatistics,
     Transformation,
 )
+from shared.query_vectors import query_vector
 
 log = logging.getLogger("ragbus.llm.local")
 
@@ -116,12 +122,14 @@ class LocalLanguageModel:
 
     # ------------------------------------------------------------ feedback
 
-    def _search(self, text: str, k: int):
-        vector = self.embedder.embed([text])[0]
-        return self.index.search(text, vector, k, mode="hybrid")
+    def _search(self, text: str, k: int, *, meaning: str | None = None):
+        """Hybrid search: ``text`` for the lexical side, the vector of ``meaning`` (default
+        ``text``) for the dense side."""
+        return self.index.search(text, query_vector(self.embedder, meaning or text), k, mode="hybrid")
 
     def _feedback(
-        self, query: str, *, recent_first: bool, minimum_df: int, exclude: frozenset[str] = frozenset()
+        self, query: str, *, recent_first: bool, minimum_df: int, exclude: frozenset[str] = frozenset(),
+        meaning: str | None = None,
     ) -> list[str]:
         """Discriminative terms of the top chunks for ``query`` (pseudo-relevance feedback).
 
@@ -131,7 +139,7 @@ class LocalLanguageModel:
         ``query`` and stems in ``exclude`` (feedback already tried) are skipped.
         """
         try:
-            hits = self._search(query, 20)
+            hits = self._search(query, 20, meaning=meaning)
         except Exception as exc:  # noqa: BLE001 - feedback is optional
             log.warning("pseudo-relevance feedback search failed: %s", exc)
             return []
@@ -178,7 +186,11 @@ class LocalLanguageModel:
     def transform(self, query: str, *, today: date) -> Transformation:
         """Rewrite (acronyms, temporal context, feedback terms) and decompose ``query``."""
         question = " ".join(query.split())
-        expanded, notes = self.acronyms.expand(question)
+        # The question's vector serves every stage of the query (grader and synthesizer compare
+        # it with their contexts): the acronym lookups (lexical) and the feedback search's dense
+        # side use it too, so transforming embeds one text, not one per rewrite.
+        question_vector = query_vector(self.embedder, question)
+        expanded, notes = self.acronyms.expand(question, vector=question_vector)
         temporal = bool(_TEMPORAL_CUES.search(question))
         date_only = not content_terms(question, keep_temporal=False)
         parts = [expanded]
@@ -188,7 +200,7 @@ class LocalLanguageModel:
                 parts.append(month_year)
                 notes.append(f"temporal: {month_year}")
         feedback = self._feedback(
-            expanded, recent_first=temporal or date_only, minimum_df=1 if date_only else 2
+            expanded, recent_first=temporal or date_only, minimum_df=1 if date_only else 2, meaning=question
         )
         if date_only and not feedback:
             feedback = ["articles", "announcements"]  # an empty corpus still needs content words
@@ -298,8 +310,7 @@ class LocalLanguageModel:
         if not usable:
             return Grade(0.0, 0.0, 0.0, False, answerable=False, reasoning="no usable context text")
         cleaned = [text for _, text in usable]
-        query_vector = self.embedder.embed([query])[0]
-        sims = self._context_vectors([c for c, _ in usable], cleaned) @ query_vector
+        sims = self._context_vectors([c for c, _ in usable], cleaned) @ query_vector(self.embedder, query)
         order = np.argsort(-sims, kind="stable")
         sim_max = float(sims[order[0]])
         sim_top = float(np.mean(sims[order[:3]]))
@@ -370,12 +381,13 @@ class LocalLanguageModel:
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
             return extractive_answer(query, contexts, language=language)
-        query_vector = self.embedder.embed([query])[0]
-        sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector
+        sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector(
+            self.embedder, query)
         prior = {c.number: float(sim) for (c, _), sim in zip(usable, sims, strict=True)}
-        return extractive_answer(
-            query, contexts, language=language, context_similarity=prior, embed=self.embedder.embed
-        )
+        # No sentence is embedded at query time: sentences rank by the question's terms and
+        # their passage's closeness (stored vectors), which costs nothing; embedding even six
+        # candidate sentences cost more than the rest of the query together.
+        return extractive_answer(query, contexts, language=language, context_similarity=prior)
 
 
 __all__ = ["LocalLanguageModel"]

@@ -1,0 +1,127 @@
+"""How often one query calls the embedder, counted, not timed.
+
+The real handlers, the real local language model and the real on-disk hybrid
+index, with a counting embedder: a change that embeds the same text twice, or
+embeds sentences at query time, shows up here as a count, whatever the machine's load.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from shared.adapters.local.index import HybridIndex
+from shared.adapters.local.llm import LocalLanguageModel
+from shared.config import Settings
+from shared.messages import QuerySubmitted
+from shared.runtime.deps import Deps
+from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+from tests.unit.loop_fakes import CORPUS, HashingEmbedder, Loop
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder, with every text it was asked for counted."""
+
+    model_name = "counting-test"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: Counter[str] = Counter()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.update(texts)
+        return super().embed(texts)
+
+
+def _loop(tmp_path, settings: Settings | None = None) -> Loop:
+    embedder = CountingEmbedder()
+    index = HybridIndex(tmp_path / "index", dimension=embedder.dimension)
+    by_doc: dict[str, list] = {}
+    for c in CORPUS:
+        by_doc.setdefault(c.document_id, []).append(c)
+    for doc, chunks in by_doc.items():
+        index.upsert(doc, chunks, embedder.embed([c.text for c in chunks]))
+    embedder.batches.clear()
+    embedder.texts.clear()
+    llm = LocalLanguageModel(index=index, embedder=embedder)
+    state, publisher, clock = InMemoryStateStore(), RecordingPublisher(), FakeClock()
+    deps = Deps(settings or Settings(), publisher=publisher, state=state, clock=clock,
+                embedder=embedder, index=index, llm=llm)
+    return Loop(deps, state, publisher, clock, index, embedder, llm)
+
+
+def _ask(loop: Loop, question: str, query_id: str = "q1", **overrides) -> dict:
+    loop.submit(question, query_id=query_id, **overrides)
+    loop.pump(QuerySubmitted(query_id=query_id))
+    return loop.record(query_id)
+
+
+def test_an_answered_query_embeds_in_two_batches_and_no_text_twice(tmp_path):
+    loop = _loop(tmp_path)
+    record = _ask(loop, "How does BM25 rank documents by term frequency?")
+    assert record["outcome"] in {"answered", "answered_with_caveat"}, record["events"]
+    assert len(record["iterations"]) == 1
+    embedder = loop.embedder
+    # the transformer's batch (question + its expansion) and the retriever's (rewritten + sub-queries);
+    # the grader and the synthesizer reuse them, and synthesis ranks sentences without embedding them
+    assert len(embedder.batches) <= 2, embedder.batches
+    assert [t for t, n in embedder.texts.items() if n > 1] == [], embedder.texts
+    assert sum(embedder.texts.values()) <= 3, embedder.texts
+
+
+def test_sub_queries_are_embedded_with_the_rewritten_query_in_one_batch(tmp_path):
+    loop = _loop(tmp_path)
+    record = _ask(loop, "Compare BM25 and reciprocal rank fusion")
+    iteration = record["iterations"][0]
+    assert iteration["sub_queries"], "the comparison should have been decomposed"
+    retriever_batch = [iteration["query"], *iteration["sub_queries"]]
+    assert retriever_batch in loop.embedder.batches
+    # each iteration: one batch to transform (or refine), one to retrieve
+    assert len(loop.embedder.batches) <= 2 * len(record["iterations"]), loop.embedder.batches
+    assert [t for t, n in loop.embedder.texts.items() if n > 1] == [], loop.embedder.texts
+
+
+@pytest.mark.parametrize("question", [
+    "How does BM25 rank documents by term frequency?",
+    "What is the capital of Peru?",
+])
+def test_each_further_query_in_the_same_process_costs_the_same_bounded_batches(tmp_path, question):
+    loop = _loop(tmp_path)
+    _ask(loop, "How does reciprocal rank fusion merge lists?", query_id="warm")
+    before = len(loop.embedder.batches)
+    record = _ask(loop, question, query_id="q2")
+    per_iteration = (len(loop.embedder.batches) - before) / len(record["iterations"])
+    assert per_iteration <= 2, loop.embedder.batches[before:]
+
+
+def test_a_stage_in_another_process_misses_the_cache_and_embeds_the_same_vector():
+    from shared.query_vectors import QueryVectorCache
+
+    embedder = CountingEmbedder()
+    here, elsewhere = QueryVectorCache(embedder), QueryVectorCache(embedder)
+    first = here.vectors(["what is  BM25?", "reciprocal rank fusion"])
+    assert embedder.batches == [["what is BM25?", "reciprocal rank fusion"]]
+    again = here.vectors(["reciprocal rank fusion", "what is BM25?", "dense retrieval"])
+    assert embedder.batches[-1] == ["dense retrieval"]  # only the text not seen yet
+    np.testing.assert_array_equal(again[1], first[0])
+    np.testing.assert_array_equal(elsewhere.vectors(["what is BM25?"])[0], first[0])
+    assert len(embedder.batches) == 3
+
+
+def test_the_cache_is_bounded_least_recently_used_out():
+    from shared.query_vectors import QueryVectorCache
+
+    embedder = CountingEmbedder()
+    cache = QueryVectorCache(embedder, capacity=2)
+    cache.vectors(["one"])
+    cache.vectors(["two"])
+    cache.vectors(["one"])  # "two" is now the least recently used
+    cache.vectors(["three"])
+    calls = len(embedder.batches)
+    cache.vectors(["one"])
+    assert len(embedder.batches) == calls
+    cache.vectors(["two"])
+    assert embedder.batches[-1] == ["two"]
