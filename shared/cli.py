@@ -865,10 +865,10 @@ def up(
         raise _fail(str(exc)) from None
     for process in state["processes"]:
         where = process.get("url") or process.get("address")
-        console.print(f"  {process['name']:<20} pid {process['pid']:<8} {where}")
+        console.print(f"  {process['name']:<20} pid {process['pid']:<8} {markup(where)}")
     # soft_wrap: URLs and paths stay whole for copying
-    console.print(f"ragbus is up: gateway [bold]{state['gateway_url']}/[/] (MCP at /mcp)", soft_wrap=True)
-    console.print(f"state and logs under {settings.home}; `ragbus feeds add`, `poll`, `ingest`, `ask` "
+    console.print(f"ragbus is up: gateway [bold]{markup(state['gateway_url'])}/[/] (MCP at /mcp)", soft_wrap=True)
+    console.print(f"state and logs under {markup(settings.home)}; `ragbus feeds add`, `poll`, `ingest`, `ask` "
                   "and `stats` now use this topology; `ragbus down` stops it", soft_wrap=True)
 
 
@@ -924,7 +924,7 @@ def eval_command(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     console.print(eval_markdown(results), markup=False, highlight=False)
-    err.print(f"wrote {out}")
+    err.print(f"wrote {markup(out)}")
 
 
 @app.callback()
