@@ -49,6 +49,7 @@ from shared.runtime.local import LocalRuntime
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
 from shared.terminal_text import dumps, markup, plain
 
+
 def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
     """No type beside an on/off flag: typer writes ``<bool>`` there, which reads as a value to type."""
     return None if self.is_flag else _typer_option_type(self, ctx)

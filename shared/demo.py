@@ -119,10 +119,10 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
     from shared import collections
     from shared.cli import _run_dead, _wait_with_progress, print_answer
     from shared.feeds import remove_feed
-    from shared.terminal_text import markup
     from shared.query_api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
+    from shared.terminal_text import markup
 
     port = DEMO_PORT if port is None else port
     # The demo's own feed lives on loopback; allowing loopback is scoped to this run.

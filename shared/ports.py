@@ -298,6 +298,22 @@ class StoredVectors(Protocol):
         ...
 
 
+@runtime_checkable
+class SearchesMany(Protocol):
+    """An index that searches several queries at once, on one consistent state of the index.
+
+    A query with sub-queries is one question: its searches must see the same chunks, and an
+    index that reads its data once for all of them (one matrix product instead of one pass
+    per query) makes the fan-out almost free. Without it, callers search one by one.
+    """
+
+    def search_many(
+        self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid"
+    ) -> list[list[ScoredChunk]]:
+        """``[search(texts[i], vectors[i], k, mode) for i]``, all against the same snapshot."""
+        ...
+
+
 # ------------------------------------------------------------------- LLM
 
 

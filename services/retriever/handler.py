@@ -1,7 +1,8 @@
 """The retriever stage: finds the contexts of one iteration.
 
 The rewritten query and every sub-query are embedded in one batch and searched
-in parallel (hybrid: BM25 + dense in the index). The per-query rankings are
+together (hybrid: BM25 + dense in the index): in one call on one snapshot where
+the index offers :class:`~shared.ports.SearchesMany`, else in parallel. The per-query rankings are
 fused with weighted reciprocal rank fusion (the rewritten query weighs most),
 the same chunk found by several queries is kept once with every query that
 found it (``matched_by``), chunks that are only a metadata header are dropped,
@@ -25,7 +26,7 @@ import numpy as np
 from shared.config import Settings
 from shared.errors import RetryableError
 from shared.messages import ContextsRetrieved, Message, QueryTransformed
-from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, StateStore
+from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, SearchesMany, StateStore
 from shared.query_record import Context, QueryRecord
 from shared.query_state import RETRIEVE, apply_stage, live_record
 from shared.query_vectors import query_vectors
@@ -96,9 +97,20 @@ def is_header_only(text: str) -> bool:
 def search_all(
     queries: list[tuple[str, str]], *, embedder: Embedder, index: Index, k: int
 ) -> list[QueryHits]:
-    """Search every (label, query) in parallel; one embedding batch for all of them (texts
+    """Search every (label, query) at once (or in parallel); one embedding batch for all of them (texts
     this process embedded already, such as the question, are not embedded again)."""
     vectors = query_vectors(embedder, [q for _, q in queries])
+    if len(queries) > 1 and isinstance(index, SearchesMany):
+        # One pass over the index for all of them, on one snapshot: the fan-out costs little more
+        # than the rewritten query alone. Should the batch fail, the one-by-one searches below
+        # tell which query failed.
+        try:
+            batch = index.search_many([q for _, q in queries], np.asarray(vectors), k, mode="hybrid")
+        except Exception as exc:  # noqa: BLE001 - retried query by query below
+            log.warning("searching %d queries at once failed, searching one by one: %s", len(queries), exc)
+        else:
+            return [QueryHits(label, query, [h for h in hits if not is_header_only(h.chunk.text)])
+                    for (label, query), hits in zip(queries, batch, strict=True)]
 
     def one(i: int) -> QueryHits:
         label, query = queries[i]

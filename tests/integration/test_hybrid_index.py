@@ -235,3 +235,38 @@ def test_exact_and_ann_instances_share_one_cache(tmp_path):
     assert ann.search("falcon", vectors[5], 5, mode="dense")[0].chunk.chunk_id == expected[0]
     assert (folder / "hnsw.faiss").exists()
     assert HybridIndex(tmp_path, DIM, ann_threshold=10).snapshot().dense.kind == "hnsw"
+
+
+@pytest.mark.parametrize("ann_threshold", [10**9, 100], ids=["exact", "hnsw"])
+def test_search_many_answers_as_each_search_would_on_one_snapshot(tmp_path, ann_threshold):
+    rng = np.random.default_rng(9)
+    words = ["fusion", "ranking", "vectors", "poller", "feeds", "lease", "retry", "tokens"]
+    index = HybridIndex(tmp_path / "index", DIM, ann_threshold=ann_threshold)
+    vectors = _unit(rng, 400)
+    for start in range(0, 400, 100):
+        texts = [" ".join(rng.choice(words, 6)) + f" chunk {i}" for i in range(start, start + 100)]
+        index.upsert(f"doc{start}", _chunks(f"doc{start}", texts), vectors[start : start + 100])
+    texts = ["fusion ranking", "lease retry", "tokens", "nothing matches this"]
+    queries = _unit(rng, len(texts))
+    for mode in ("hybrid", "dense", "bm25"):
+        together = index.search_many(texts, queries, 7, mode=mode)
+        alone = [index.search(t, q, 7, mode=mode) for t, q in zip(texts, queries, strict=True)]
+        assert [[h.chunk.chunk_id for h in hits] for hits in together] == [
+            [h.chunk.chunk_id for h in hits] for hits in alone]
+        for a, b in zip(together, alone, strict=True):
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+    # one snapshot for all: a write between two calls of search_many never splits a batch
+    generations = []
+    real_snapshot = index.snapshot
+
+    def counting_snapshot():
+        snap = real_snapshot()
+        generations.append(snap.generation)
+        return snap
+
+    index.snapshot = counting_snapshot
+    index.search_many(texts, queries, 5)
+    assert len(generations) == 1
+    with pytest.raises(ValueError, match="vector"):
+        index.search_many(texts, queries[:2], 5)
+    assert index.search_many([], np.zeros((0, DIM)), 5) == []

@@ -11,6 +11,7 @@ from shared.ports import (
     CountsChanges,
     GradingContext,
     Index,
+    SearchesMany,
     StoredVectors,
     TermStatistics,
     checked_query,
@@ -25,6 +26,7 @@ def test_the_local_index_declares_every_optional_capability(tmp_path):
         assert isinstance(index, CountsChanges)
         assert isinstance(index, TermStatistics)
         assert isinstance(index, StoredVectors)
+        assert isinstance(index, SearchesMany)
     finally:
         index.close()
 
@@ -32,7 +34,7 @@ def test_the_local_index_declares_every_optional_capability(tmp_path):
 def test_an_index_with_only_the_port_offers_no_capability():
     index = MemoryIndex(HashingEmbedder(), CORPUS)
     assert isinstance(index, Index)
-    assert not isinstance(index, CountsChanges | TermStatistics | StoredVectors)
+    assert not isinstance(index, CountsChanges | TermStatistics | StoredVectors | SearchesMany)
 
 
 class _VectorStoringIndex(MemoryIndex):

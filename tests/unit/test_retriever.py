@@ -98,3 +98,48 @@ def test_fusion_weighs_the_rewritten_query_highest():
 def test_header_only_chunks_are_recognised():
     assert is_header_only(CORPUS[4].text)
     assert not is_header_only(CORPUS[0].text)
+
+
+class _BatchSearchingIndex:
+    """The test index plus SearchesMany; records how it was asked."""
+
+    def __init__(self, inner, fail=False):
+        self.inner, self.fail, self.batches = inner, fail, []
+
+    def search_many(self, texts, vectors, k, mode="hybrid"):
+        self.batches.append(list(texts))
+        if self.fail:
+            raise RuntimeError("batch search unavailable")
+        return [self.inner.search(t, v, k, mode) for t, v in zip(texts, vectors, strict=True)]
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def _fan_out(fail):
+    loop = make_loop(CORPUS)
+    batching = _BatchSearchingIndex(loop.index, fail=fail)
+    loop.deps.override("index", batching)
+    loop.submit("compare BM25 and dense retrieval")
+    loop.deliver(_message("BM25 dense retrieval", ["What is BM25 ranking?", "What is dense retrieval?"]))
+    return loop, batching
+
+
+def test_an_index_that_searches_many_gets_the_query_and_its_sub_queries_in_one_call():
+    from shared.ports import SearchesMany
+
+    loop, batching = _fan_out(fail=False)
+    plain, _ = _fan_out(fail=False)
+    assert isinstance(batching, SearchesMany)
+    assert batching.batches == [["BM25 dense retrieval", "What is BM25 ranking?", "What is dense retrieval?"]]
+    # the calls it made through to the test index were the batch's, none of its own
+    assert len(loop.index.searches) == 3
+    assert loop.record()["iterations"][0]["contexts"] == plain.record()["iterations"][0]["contexts"]
+
+
+def test_a_failed_batch_search_is_done_again_one_query_at_a_time():
+    loop, batching = _fan_out(fail=True)
+    assert len(batching.batches) == 1
+    assert sorted(s[0] for s in loop.index.searches) == sorted(
+        ["BM25 dense retrieval", "What is BM25 ranking?", "What is dense retrieval?"])
+    assert len(loop.record()["iterations"][0]["contexts"]) == 4

@@ -131,6 +131,21 @@ class _Dense:
     def scores_of(self, query: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self.matrix[idx] @ query if len(idx) else np.zeros(0, dtype=np.float32)
 
+    def top_many(self, queries: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`top` of each row of ``queries``, the matrix read once for all of them."""
+        scores = self.matrix @ queries.T  # (chunks, queries): one pass over memory, not one per query
+        out = []
+        n = min(n, scores.shape[0])
+        for j in range(queries.shape[0]):
+            column = np.ascontiguousarray(scores[:, j])
+            if n <= 0:
+                out.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
+                continue
+            idx = np.argpartition(-column, n - 1)[:n] if n < len(column) else np.arange(len(column))
+            idx = idx[np.argsort(-column[idx], kind="stable")]
+            out.append((idx.astype(np.int64), column[idx]))
+        return out
+
 
 class _Hnsw:
     """Approximate search with a faiss HNSW graph (inner product); exact re-scoring by id."""
@@ -156,6 +171,21 @@ class _Hnsw:
         if not len(idx):
             return np.zeros(0, dtype=np.float32)
         return self.index.reconstruct_batch(np.asarray(idx, dtype=np.int64)) @ query
+
+    def top_many(self, queries: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`top` of each row of ``queries`` in one faiss call."""
+        n = min(n, self.index.ntotal)
+        if n <= 0:
+            return [(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)) for _ in range(len(queries))]
+        import faiss
+
+        params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, n))
+        scores, idx = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), n, params=params)
+        out = []
+        for row_idx, row_scores in zip(idx, scores, strict=True):
+            keep = row_idx >= 0
+            out.append((row_idx[keep].astype(np.int64), row_scores[keep]))
+        return out
 
 
 @dataclass(frozen=True)
@@ -325,49 +355,71 @@ class HybridIndex:
         self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
     ) -> list[ScoredChunk]:
         """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25."""
-        query = checked_query(vector, k, mode, self.dimension)
-        if query is None:
+        return self.search_many([text], np.asarray(vector).reshape(1, -1), k, mode)[0]
+
+    def search_many(
+        self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid"
+    ) -> list[list[ScoredChunk]]:
+        """:meth:`search` for each (text, vector), on one snapshot, the dense matrix read once
+        and the chunks fetched in one statement (see :class:`~shared.ports.SearchesMany`)."""
+        if not texts:
             return []
+        rows = np.asarray(vectors, dtype=np.float32)
+        if rows.ndim != 2 or rows.shape[0] != len(texts):
+            raise ValueError(f"{len(texts)} query texts need as many vector rows, got shape {rows.shape}")
+        queries = [checked_query(row, k, mode, self.dimension) for row in rows]
+        if k <= 0:
+            return [[] for _ in texts]
         snap = self.snapshot()
         if snap.size == 0:
-            return []
+            return [[] for _ in texts]
         pool = min(snap.size, max(50, 5 * k))
-
-        bm25_all = snap.bm25_scores(text)
-        candidates: list[np.ndarray] = []
-        if mode in ("hybrid", "dense") and snap.dense is not None:
-            candidates.append(snap.dense.top(query, pool)[0])
-        if mode in ("hybrid", "bm25"):
-            candidates.append(_top_positive(bm25_all, pool))
-        idx = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, dtype=np.int64)
-        if not len(idx):
-            return []
-        dense = (
-            np.asarray(snap.dense.scores_of(query, idx), dtype=np.float32)
-            if snap.dense is not None else np.zeros(len(idx), dtype=np.float32)
+        matrix = np.stack(queries)
+        dense_tops = (
+            snap.dense.top_many(matrix, pool) if mode in ("hybrid", "dense") and snap.dense is not None else None
         )
-        lexical = bm25_all[idx]
-        if mode == "dense":
-            score = dense
-        elif mode == "bm25":
-            score = lexical
-        else:
-            score = hybrid_scores(dense, lexical, self.dense_weight)
-        order = np.argsort(-score, kind="stable")
-        # A few spares: a chunk replaced since the snapshot is skipped, not returned stale.
-        picked = order[: k + 8]
-        ids = [snap.chunk_ids[idx[i]] for i in picked]
-        chunks = {c.chunk_id: c for c in self.get_chunks(ids)}
-        out: list[ScoredChunk] = []
-        for i in picked:
-            chunk = chunks.get(snap.chunk_ids[idx[i]])
-            if chunk is None:
+        ranked: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        for j, (text, query) in enumerate(zip(texts, queries, strict=True)):
+            bm25_all = snap.bm25_scores(text)
+            candidates: list[np.ndarray] = []
+            if dense_tops is not None:
+                candidates.append(dense_tops[j][0])
+            if mode in ("hybrid", "bm25"):
+                candidates.append(_top_positive(bm25_all, pool))
+            idx = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, dtype=np.int64)
+            if not len(idx):
+                ranked.append((idx, idx, np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)))
                 continue
-            out.append(ScoredChunk(chunk=chunk, score=float(score[i]), dense_score=float(dense[i]),
-                                   bm25_score=float(lexical[i])))
-            if len(out) == k:
-                break
-        return out
+            dense = (
+                np.asarray(snap.dense.scores_of(query, idx), dtype=np.float32)
+                if snap.dense is not None else np.zeros(len(idx), dtype=np.float32)
+            )
+            lexical = bm25_all[idx]
+            if mode == "dense":
+                score = dense
+            elif mode == "bm25":
+                score = lexical
+            else:
+                score = hybrid_scores(dense, lexical, self.dense_weight)
+            order = np.argsort(-score, kind="stable")
+            # A few spares: a chunk replaced since the snapshot is skipped, not returned stale.
+            picked = order[: k + 8]
+            ranked.append((idx, picked, score, np.stack([dense, lexical])))
+        wanted = [snap.chunk_ids[idx[i]] for idx, picked, _, _ in ranked for i in picked]
+        chunks = {c.chunk_id: c for c in self.get_chunks(wanted)}
+        results: list[list[ScoredChunk]] = []
+        for idx, picked, score, parts in ranked:
+            out: list[ScoredChunk] = []
+            for i in picked:
+                chunk = chunks.get(snap.chunk_ids[idx[i]])
+                if chunk is None:
+                    continue
+                out.append(ScoredChunk(chunk=chunk, score=float(score[i]), dense_score=float(parts[0][i]),
+                                       bm25_score=float(parts[1][i])))
+                if len(out) == k:
+                    break
+            results.append(out)
+        return results
 
     # --------------------------------------------------- derived structures
 
