@@ -1,0 +1,224 @@
+"""Freshness: how soon after a new item appears in a feed can ``ask`` cite it (a benchmark, not a test).
+
+Embedded runtime, local provider. A feed served on 127.0.0.1 (any free port)
+starts with a few articles and the bundled sample corpus is ingested beside it.
+Then, each round: a new article with a fact no other document states is
+published into the feed, a poll is requested (what ``ragbus poll`` does), and
+the question about that fact is asked again and again until an answer cites
+the new article. The figure is publish -> first citing answer (the poll
+schedule's own interval is not included: the poll is requested at once), split
+into publish -> indexed and indexed -> cited.
+
+    python bench/freshness.py                 # 5 rounds
+    python bench/freshness.py --rounds 3 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from shared.config import load_settings  # noqa: E402
+from shared.demo import serve_corpus, submit_sample_corpus  # noqa: E402
+from shared.feeds import add_feed  # noqa: E402
+from shared.messages import FeedPollRequested  # noqa: E402
+from shared.query_api import submit_query, wait_for_query  # noqa: E402
+from shared.runtime.bootstrap import build_local  # noqa: E402
+from shared.runtime.local import LocalRuntime  # noqa: E402
+
+TARGET_S = 5.0
+# Invented facts (no real-world knowledge, no overlap with the sample corpus), one per round.
+FACTS = [
+    ("Quenwick relay", "Harbourline", "carries 4,812 parcels an hour"),
+    ("Velmora index", "Ostrand", "was recalibrated to a tolerance of 0.37 units"),
+    ("Tarsel beacon", "Drummond Point", "flashes every 11 seconds during fog"),
+    ("Kelvane ledger", "Amberfield", "settles transfers in 19 minutes"),
+    ("Pryscott gauge", "Lowmere", "reads river depth to 6 millimetres"),
+    ("Ardley turbine", "Saltmarsh", "turns at 212 revolutions a minute"),
+    ("Brenmoor archive", "Caldwick", "holds 73,000 survey maps"),
+    ("Fennick valve", "Northgate", "opens at a pressure of 38 bar"),
+]
+
+
+class Feed:
+    """An RSS feed and its articles, in memory, that the benchmark adds items to."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+        self.base = ""
+
+    def add(self, slug: str, title: str, paragraphs: list[str], published: datetime) -> str:
+        with self.lock:
+            self.items.insert(0, {"slug": slug, "title": title, "body": "".join(f"<p>{p}</p>" for p in paragraphs),
+                                  "date": format_datetime(published)})
+        return f"{self.base}/articles/{slug}.html"
+
+    def rss(self) -> bytes:
+        with self.lock:
+            items = "".join(
+                f"<item><title>{i['title']}</title><link>{self.base}/articles/{i['slug']}.html</link>"
+                f"<guid isPermaLink=\"false\">freshness:{i['slug']}</guid><pubDate>{i['date']}</pubDate>"
+                f"<description>{i['title']}</description></item>"
+                for i in self.items)
+        return (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><rss version=\"2.0\"><channel><title>Freshness feed"
+                f"</title><link>{self.base}/</link><description>bench</description>{items}</channel></rss>").encode()
+
+    def page(self, slug: str) -> bytes | None:
+        with self.lock:
+            item = next((i for i in self.items if i["slug"] == slug), None)
+        if item is None:
+            return None
+        return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{item['title']}</title>"
+                f"</head><body><article><h1>{item['title']}</h1>{item['body']}</article></body></html>").encode()
+
+
+@contextmanager
+def serve_feed(feed: Feed):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path == "/feed.xml":
+                body, kind = feed.rss(), "application/rss+xml"
+            elif self.path.startswith("/articles/") and self.path.endswith(".html"):
+                body, kind = feed.page(self.path[len("/articles/"):-len(".html")]), "text/html; charset=utf-8"
+            else:
+                body, kind = None, ""
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler))
+    feed.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"{feed.base}/feed.xml"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _article(thing: str, place: str, fact: str) -> list[str]:
+    return [
+        f"The {thing} in {place} {fact}, according to the operators' latest report. "
+        f"Engineers in {place} measured the figure over several weeks before publishing it.",
+        f"Before this report nobody had published how the {thing} behaves. The {thing} was installed "
+        f"in {place} to replace an older design, and its operators now review the readings every month.",
+        f"Residents of {place} can read the full measurements in the operators' public notes, which list "
+        f"the method, the instruments used and the dates of every reading of the {thing}.",
+    ]
+
+
+def _cites(record, url: str) -> bool:
+    return record.status == "answered" and any(c.get("url") == url for c in record.citations)
+
+
+def measure(rounds: int, *, ask_every_s: float = 0.1, timeout_s: float = 60.0) -> dict:
+    """Run the benchmark; return the figures (seconds)."""
+    logging.basicConfig(level=logging.WARNING)
+    home = Path(tempfile.mkdtemp(prefix="ragbus-fresh-"))
+    settings = load_settings({"RAGBUS_HOME": str(home)}).with_(allow_loopback=True)
+    system = build_local(settings)
+    deps = system.deps
+    feed = Feed()
+    now = datetime.now(UTC)
+    rows = []
+    with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as corpus, serve_feed(feed) as feed_url:
+        # a feed with history: the new item is never the first thing the index holds
+        for n, (thing, place, fact) in enumerate(FACTS[rounds:rounds + 2]):
+            feed.add(f"old-{n}", f"Notes on the {thing}", _article(thing, place, fact), now - timedelta(days=n + 1))
+        add_feed(deps.state, feed_url, allow_loopback=True, now=deps.clock.now())
+        submit_sample_corpus(deps, corpus)
+        deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, feed_urls=[feed_url],
+                                                 requested_at=deps.clock.now()))
+        if not runtime.wait_idle(600):
+            raise SystemExit("the initial ingestion did not finish in 10 minutes")
+        wait_for_query(deps, submit_query(deps, "warm up the caches").id, 120)
+        chunks_before = deps.index.count_chunks()
+        for n in range(rounds):
+            thing, place, fact = FACTS[n % len(FACTS)]
+            slug = f"new-{n}-{uuid.uuid4().hex[:6]}"
+            question = f"What does the {thing} in {place} do?"
+            published = time.perf_counter()
+            url = feed.add(slug, f"The {thing} in {place}", _article(thing, place, fact), datetime.now(UTC))
+            deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, feed_urls=[feed_url],
+                                                     requested_at=deps.clock.now()))
+            indexed_at = None
+            asks = 0
+            while True:
+                elapsed = time.perf_counter() - published
+                if elapsed > timeout_s:
+                    raise SystemExit(f"round {n}: no answer cited {url} within {timeout_s:.0f} s")
+                if indexed_at is None and any(
+                        h["url"] == url for h in _search_urls(deps, f"{thing} {place}")):
+                    indexed_at = time.perf_counter()
+                record = wait_for_query(deps, submit_query(deps, question, max_iterations=0).id, 30)
+                asks += 1
+                if _cites(record, url):
+                    cited_at = time.perf_counter()
+                    break
+                time.sleep(ask_every_s)
+            indexed_at = indexed_at or cited_at
+            rows.append({"round": n, "publish_to_cited_s": cited_at - published,
+                         "publish_to_indexed_s": indexed_at - published, "asks": asks})
+            print(f"round {n}: cited after {cited_at - published:.2f} s (indexed after "
+                  f"{indexed_at - published:.2f} s, {asks} asks)", file=sys.stderr, flush=True)
+        chunks = deps.index.count_chunks()
+    cited = [r["publish_to_cited_s"] for r in rows]
+    return {"runtime": "embedded", "rounds": rounds, "chunks_before": chunks_before, "chunks_after": chunks,
+            "p50_s": statistics.median(cited), "max_s": max(cited),
+            "indexed_p50_s": statistics.median(r["publish_to_indexed_s"] for r in rows),
+            "target_s": TARGET_S, "met": statistics.median(cited) <= TARGET_S, "rows": rows,
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _search_urls(deps, text: str) -> list[dict]:
+    from shared.query_api import search_documents
+
+    return search_documents(deps, text, 5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help=f"new items published, one at a time (<= {len(FACTS) - 2})")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if not 1 <= args.rounds <= len(FACTS) - 2:
+        parser.error(f"--rounds must be between 1 and {len(FACTS) - 2}")
+    result = measure(args.rounds)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"freshness, embedded runtime, {args.rounds} rounds over {result['chunks_before']} chunks "
+          f"(load {result['load_average'][0]:.2f}):")
+    print(f"  publish -> indexed p50 {result['indexed_p50_s']:.2f} s")
+    print(f"  publish -> ask cites it p50 {result['p50_s']:.2f} s, max {result['max_s']:.2f} s "
+          f"(target <= {TARGET_S:.0f} s: {'met' if result['met'] else 'not met'})")
+
+
+if __name__ == "__main__":
+    main()
