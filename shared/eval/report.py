@@ -85,9 +85,13 @@ def eval_markdown(results: dict[str, Any]) -> str:
 
 def perf_markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
-    out = [f"Measured {m['date']} on {m['cpus']} CPUs / {m['memory_gib']} GiB, Python {m['python']}, load average "
-           f"at start {m['load_average']}, at end {results.get('load_average_end')}.", "",
+    out = [f"Measured {m['date']} on {m['cpus']} CPUs / {m['memory_gib']} GiB, Python {m['python']}, "
+           f"git commit {m.get('git_commit') or 'unknown'}, load average at start {m['load_average']}, at end "
+           f"{results.get('load_average_end')}.", "",
            "| measurement | value | target |", "|---|---:|---|"]
     for row in results["table"]:
-        out.append(f"| {row['what']} | {row['value']} | {row.get('target', '')} |")
+        target = row.get("target", "")
+        if target and row.get("met") is not None:
+            target += ": met" if row["met"] else ": **not met**"
+        out.append(f"| {row['what']} | {row['value']} | {target} |")
     return "\n".join(out) + "\n"
