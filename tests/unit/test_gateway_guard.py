@@ -1,0 +1,56 @@
+"""The gateway's request guard on a bare app: Host, cross-origin writes, JSON, token."""
+
+import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from services.gateway.guard import RequestGuard
+
+
+async def ok(request):
+    return PlainTextResponse("ok")
+
+
+def _client(bound="127.0.0.1", token=None, base="http://127.0.0.1:8080"):
+    app = Starlette(routes=[Route("/", ok), Route("/healthz", ok), Route("/v1/x", ok, methods=["GET", "POST"])],
+                    middleware=[Middleware(RequestGuard, bound_host=bound, api_token=token)])
+    return TestClient(app, base_url=base)
+
+
+@pytest.mark.parametrize("host,status", [
+    ("127.0.0.1:8080", 200), ("localhost:8080", 200), ("LOCALHOST", 200), ("[::1]:8080", 200),
+    ("evil.example", 421), ("evil.example:8080", 421), ("127.0.0.1.evil.example", 421), ("", 421),
+])
+def test_only_the_bound_address_is_answered_on_loopback(host, status):
+    assert _client().get("/v1/x", headers={"Host": host}).status_code == status
+
+
+def test_a_public_bind_does_not_check_host():
+    assert _client(bound="0.0.0.0", token="t").get(
+        "/v1/x", headers={"Host": "ragbus.example", "Authorization": "Bearer t"}).status_code == 200
+
+
+@pytest.mark.parametrize("headers,status", [
+    ({"Content-Type": "application/json"}, 200),
+    ({"Content-Type": "application/json; charset=utf-8", "Origin": "http://127.0.0.1:8080"}, 200),
+    ({"Content-Type": "text/plain", "Origin": "http://evil.example"}, 403),
+    ({"Content-Type": "application/json", "Origin": "http://127.0.0.1:9999"}, 403),
+    ({"Content-Type": "application/json", "Origin": "https://127.0.0.1:8080"}, 403),
+    ({"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403),
+    ({"Content-Type": "multipart/form-data; boundary=x"}, 415),
+    ({"Content-Type": "text/plain"}, 415),
+])
+def test_writes_must_be_same_origin_json(headers, status):
+    assert _client().post("/v1/x", content=b"{}", headers=headers).status_code == status
+
+
+def test_the_token_guards_everything_but_page_and_health():
+    client = _client(token="s3cret")
+    assert client.get("/v1/x").status_code == 401
+    assert client.get("/v1/x", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert client.get("/v1/x", headers={"Authorization": "Basic s3cret"}).status_code == 401
+    assert client.get("/v1/x", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.get("/").status_code == 200 and client.get("/healthz").status_code == 200
