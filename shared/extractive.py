@@ -111,12 +111,19 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
 def term_set(text: str) -> set[str]:
     """Stems of every word of ``text`` and of the parts of hyphenated words
     ("all-MiniLM-L6-v2" also gives "minilm"); stopwords included: membership tests only."""
+    return set(_term_set(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_set(text: str) -> frozenset[str]:
+    # The same chunks come back query after query (feedback, grading, synthesis all read
+    # them): tokenising and stemming a passage costs more than the rest of its handling.
     out = set()
     for w in tokenize(text):
         out.add(stem(w))
         if "-" in w:
             out.update(stem(part) for part in w.split("-") if part)
-    return out
+    return frozenset(out)
 
 
 def body_lines(text: str) -> str:

@@ -172,3 +172,15 @@ def test_stemming_is_safe_from_many_threads():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_term_sets_are_cached_but_each_caller_gets_its_own_set():
+    from shared.extractive import _term_set, term_set
+
+    text = "Reciprocal rank fusion merges ranked lists; all-MiniLM-L6-v2 embeds them."
+    first = term_set(text)
+    first.add("planted")
+    hits_before = _term_set.cache_info().hits
+    second = term_set(text)
+    assert "planted" not in second and {"fusion", "minilm"} <= second
+    assert _term_set.cache_info().hits == hits_before + 1

@@ -111,6 +111,9 @@ def _bm25_text(title: str, text: str) -> str:
 # ------------------------------------------------------------------ snapshot
 
 
+_ONE_PASS_BYTES = 16 * 2**20  # about 10k 384-float vectors
+
+
 class _Dense:
     """Exact inner-product search over an in-memory float32 matrix."""
 
@@ -133,11 +136,16 @@ class _Dense:
 
     def top_many(self, queries: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`top` of each row of ``queries``, the matrix read once for all of them."""
-        scores = self.matrix @ queries.T  # (chunks, queries): one pass over memory, not one per query
+        # A matrix too large for the cache is read once for all queries (one product); a small one
+        # is cheaper query by query (BLAS multiplies a matrix by a vector faster than by a thin matrix).
+        if len(queries) > 1 and self.matrix.nbytes >= _ONE_PASS_BYTES:
+            scores = self.matrix @ queries.T
+            columns = [np.ascontiguousarray(scores[:, j]) for j in range(len(queries))]
+        else:
+            columns = [self.matrix @ query for query in queries]
         out = []
-        n = min(n, scores.shape[0])
-        for j in range(queries.shape[0]):
-            column = np.ascontiguousarray(scores[:, j])
+        n = min(n, len(self.matrix))
+        for column in columns:
             if n <= 0:
                 out.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
                 continue
