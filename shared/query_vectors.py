@@ -69,10 +69,15 @@ _CACHES_LOCK = threading.Lock()
 
 def query_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """Query vectors of ``texts`` (see the module docstring), shape (len(texts), dimension)."""
-    with _CACHES_LOCK:
-        cache = _CACHES.get(embedder)
-        if cache is None:
-            cache = _CACHES[embedder] = QueryVectorCache(embedder)
+    try:
+        with _CACHES_LOCK:
+            cache = _CACHES.get(embedder)
+            if cache is None:
+                cache = _CACHES[embedder] = QueryVectorCache(embedder)
+    except TypeError:
+        # An embedder that cannot be weakly referenced or hashed gets no memory across calls,
+        # but its texts are still embedded once per call and in one batch.
+        cache = QueryVectorCache(embedder)
     return cache.vectors(texts)
 
 

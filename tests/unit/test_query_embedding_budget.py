@@ -125,3 +125,22 @@ def test_the_cache_is_bounded_least_recently_used_out():
     assert len(embedder.batches) == calls
     cache.vectors(["two"])
     assert embedder.batches[-1] == ["two"]
+
+
+def test_an_embedder_that_cannot_be_weakly_referenced_still_embeds_once_per_call():
+    from shared.query_vectors import query_vectors
+
+    class Slotted:
+        __slots__ = ("inner",)
+        model_name, dimension, max_tokens = "slotted", 512, 256
+
+        def __init__(self):
+            self.inner = CountingEmbedder()
+
+        def embed(self, texts):
+            return self.inner.embed(texts)
+
+    embedder = Slotted()
+    vectors = query_vectors(embedder, ["what is BM25?", "what is  BM25?", "fusion"])
+    assert embedder.inner.batches == [["what is BM25?", "fusion"]]
+    np.testing.assert_array_equal(vectors[0], vectors[1])
