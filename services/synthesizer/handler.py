@@ -28,7 +28,7 @@ from shared import metrics
 from shared.config import Settings
 from shared.errors import ModelUnusable, RetryableError
 from shared.extractive import extractive_answer
-from shared.grading import failed_thresholds
+from shared.grading import failed_thresholds, strip_model_directives
 from shared.language import detect_language, phrase
 from shared.messages import AnswerReady, Message, QueryGraded
 from shared.model_health import model_answered, model_unusable, note_fallback
@@ -36,13 +36,17 @@ from shared.ports import (
     Answer,
     AnswerSentence,
     Clock,
+    Embedder,
     GradingContext,
+    Index,
     LanguageModel,
     Publisher,
     StateStore,
+    StoredVectors,
 )
 from shared.query_record import Citation, Context, QueryRecord
 from shared.query_state import SYNTHESIZE, apply_stage, live_record, read_record
+from shared.query_vectors import query_vector
 from shared.runtime.deps import Deps
 from shared.tracing import annotate
 
@@ -52,6 +56,7 @@ FINAL_DECISIONS = ("accept", "abstain", "exhausted")
 _MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
 
 Embed = Callable[[Sequence[str]], np.ndarray]
+PassageSimilarity = Callable[[str, Sequence[GradingContext]], dict[int, float]]
 
 
 def handle(message: Message, deps: Deps) -> None:
@@ -65,6 +70,10 @@ def handle(message: Message, deps: Deps) -> None:
     def embed(texts: Sequence[str]) -> np.ndarray:
         return deps.embedder.embed(texts)
 
+    def passage_similarity(query: str, contexts: Sequence[GradingContext]) -> dict[int, float]:
+        return stored_passage_similarity(query, contexts, embedder=deps.embedder, index=deps.index)
+
+    has_vectors = deps.provided("embedder") and deps.provided("index")
     synthesize_answer(
         message,
         state=deps.state,
@@ -73,7 +82,26 @@ def handle(message: Message, deps: Deps) -> None:
         llm=deps.llm,
         settings=deps.settings,
         embed=embed if deps.provided("embedder") else None,
+        passage_similarity=passage_similarity if has_vectors else None,
     )
+
+
+def stored_passage_similarity(
+    query: str, contexts: Sequence[GradingContext], *, embedder: Embedder, index: Index
+) -> dict[int, float]:
+    """Cosine of the question to each context's vector stored at indexing (context number ->
+    cosine), for an extractive answer that embeds no sentence. Empty when the index keeps no
+    vectors; a context with text addressed to a model is left out, so planted text never lends
+    its passage weight."""
+    if not isinstance(index, StoredVectors):
+        return {}
+    clean = {c.number: c for c in contexts if c.chunk_id and strip_model_directives(c.text)[0] == c.text}
+    if not clean:
+        return {}
+    stored = index.get_vectors([c.chunk_id for c in clean.values() if c.chunk_id])
+    question = query_vector(embedder, query)
+    return {n: float(stored[c.chunk_id] @ question) for n, c in clean.items()
+            if c.chunk_id in stored and stored[c.chunk_id].shape == question.shape}
 
 
 def number_citations(
@@ -126,8 +154,13 @@ def synthesize_answer(
     llm: LanguageModel,
     settings: Settings,
     embed: Embed | None = None,
+    passage_similarity: PassageSimilarity | None = None,
 ) -> None:
-    """Write the answer from the best iteration, end the query, publish ``AnswerReady``."""
+    """Write the answer from the best iteration, end the query, publish ``AnswerReady``.
+
+    Without a model answer the answer is extractive: ranked by ``passage_similarity``
+    (vectors stored at indexing: no embedding at query time) where it gives any, else by
+    embedding the candidate sentences with ``embed``, else by term overlap."""
     query_id, iteration = message.query_id, message.iteration
     current = read_record(state, query_id)
     if current is not None and current.status == "answered" and current.stage_done_in_any_iteration(SYNTHESIZE):
@@ -181,7 +214,7 @@ def synthesize_answer(
         else:
             fallback_why = "no model call: model-call budget spent; answered extractively"
         if answer is None:
-            answer = _extract(original, numbered, language, embed)
+            answer = _extract(original, numbered, language, embed, passage_similarity)
             provider = "extractive-fallback"
         passes = not failed_thresholds(best_grade, settings.thresholds)
         outcome = "not_answerable" if answer.abstained else ("answered" if passes else "answered_with_caveat")
@@ -224,7 +257,16 @@ def synthesize_answer(
         publisher.publish(AnswerReady(query_id=query_id, outcome=result.record.outcome))
 
 
-def _extract(query: str, contexts: list[GradingContext], language: str, embed: Embed | None) -> Answer:
+def _extract(query: str, contexts: list[GradingContext], language: str, embed: Embed | None,
+             passage_similarity: PassageSimilarity | None = None) -> Answer:
+    prior: dict[int, float] = {}
+    if passage_similarity is not None:
+        try:
+            prior = passage_similarity(query, contexts)
+        except Exception as exc:  # noqa: BLE001 - embedding the sentences still works
+            log.warning("stored passage vectors unavailable, embedding sentences: %s", exc)
+    if prior:
+        return extractive_answer(query, contexts, language=language, context_similarity=prior)
     try:
         return extractive_answer(query, contexts, language=language, embed=embed)
     except Exception as exc:  # noqa: BLE001 - without the embedder, term overlap still works

@@ -144,3 +144,14 @@ def test_an_embedder_that_cannot_be_weakly_referenced_still_embeds_once_per_call
     vectors = query_vectors(embedder, ["what is BM25?", "what is  BM25?", "fusion"])
     assert embedder.inner.batches == [["what is BM25?", "fusion"]]
     np.testing.assert_array_equal(vectors[0], vectors[1])
+
+
+def test_an_extractive_fallback_ranks_by_stored_passage_vectors_and_embeds_no_sentence(tmp_path):
+    loop = _loop(tmp_path)
+    # transform and grade spend the budget: the synthesizer answers without the model
+    record = _ask(loop, "How does BM25 rank documents by term frequency?", max_model_calls=2)
+    assert record["answer_provider"] == "extractive-fallback", record["events"]
+    assert record["outcome"] in {"answered", "answered_with_caveat"}
+    assert "BM25 ranks documents by term frequency" in record["answer"]
+    assert len(loop.embedder.batches) <= 2, loop.embedder.batches
+    assert sum(loop.embedder.texts.values()) <= 3, loop.embedder.texts
