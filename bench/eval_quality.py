@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from shared.eval.report import eval_markdown  # noqa: E402
-from shared.eval.runner import EvalOptions, run_eval  # noqa: E402
+from shared.tools.eval.report import eval_markdown  # noqa: E402
+from shared.tools.eval.runner import EvalOptions, run_eval  # noqa: E402
 
 
 def main() -> None:

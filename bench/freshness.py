@@ -34,13 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shared.config import load_settings  # noqa: E402
-from shared.demo import serve_corpus, submit_sample_corpus  # noqa: E402
-from shared.feeds import add_feed  # noqa: E402
-from shared.messages import FeedPollRequested  # noqa: E402
-from shared.query_api import submit_query, wait_for_query  # noqa: E402
+from shared.contract.config import load_settings  # noqa: E402
+from shared.contract.messages import FeedPollRequested  # noqa: E402
+from shared.ingest.feeds import add_feed  # noqa: E402
+from shared.query.api import submit_query, wait_for_query  # noqa: E402
 from shared.runtime.bootstrap import build_local  # noqa: E402
 from shared.runtime.local import LocalRuntime  # noqa: E402
+from shared.tools.demo import serve_corpus, submit_sample_corpus  # noqa: E402
 
 TARGET_S = 5.0
 # Invented facts (no real-world knowledge, no overlap with the sample corpus), one per round.
@@ -197,7 +197,7 @@ def measure(rounds: int, *, ask_every_s: float = 0.1, timeout_s: float = 60.0) -
 
 
 def _search_urls(deps, text: str) -> list[dict]:
-    from shared.query_api import search_documents
+    from shared.query.api import search_documents
 
     return search_documents(deps, text, 5)
 

@@ -37,13 +37,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shared import collections, emulators, topology  # noqa: E402
-from shared.config import load_settings  # noqa: E402
-from shared.demo import CORPUS, serve_corpus  # noqa: E402
-from shared.feeds import add_feed  # noqa: E402
-from shared.file_ingest import ingest_path  # noqa: E402
-from shared.messages import FeedPollRequested  # noqa: E402
-from shared.query_api import submit_query, wait_for_query  # noqa: E402
+from shared.contract import state_collections
+from shared.contract.config import load_settings  # noqa: E402
+from shared.contract.messages import FeedPollRequested  # noqa: E402
+from shared.ingest.feeds import add_feed  # noqa: E402
+from shared.ingest.files import ingest_path  # noqa: E402
+from shared.query.api import submit_query, wait_for_query  # noqa: E402
+from shared.tools import emulators, topology  # noqa: E402
+from shared.tools.demo import CORPUS, serve_corpus  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tests" / "probes" / "pubsub_probe.py"
@@ -182,7 +183,7 @@ def _ingest_corpus(deps, publish_poll) -> None:
         publish_poll()
         ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
         deadline = time.monotonic() + 600
-        while deps.state.count(collections.DOCUMENTS) < 12:
+        while deps.state.count(state_collections.DOCUMENTS) < 12:
             if time.monotonic() > deadline:
                 raise SystemExit("the corpus was not indexed within 10 minutes")
             time.sleep(0.5)

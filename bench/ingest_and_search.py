@@ -30,11 +30,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.indexer.handler import EMBED_BATCH
-from shared import collections
 from shared.adapters.local.bus import SqliteBus
 from shared.adapters.local.index import HybridIndex
-from shared.config import load_settings
-from shared.messages import DocumentDeleted
+from shared.contract import state_collections
+from shared.contract.config import load_settings
+from shared.contract.messages import DocumentDeleted
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from shared.runtime.stages import CONSUMERS
@@ -76,7 +76,7 @@ def bench_ingest(docs: int, paragraphs: int) -> dict[str, float]:
         try:
             started = time.perf_counter()
             try:
-                from shared.file_ingest import ingest_path
+                from shared.ingest.files import ingest_path
 
                 ingest_path(folder, state=deps.state, blobs=deps.blobs, publisher=deps.publisher,
                             clock=deps.clock)
@@ -87,7 +87,7 @@ def bench_ingest(docs: int, paragraphs: int) -> dict[str, float]:
             pipeline_s = time.perf_counter() - started
         finally:
             runtime.stop()
-        records = deps.state.list(collections.DOCUMENTS)
+        records = deps.state.list(state_collections.DOCUMENTS)
         chunk_ids = [i for r in records for i in r["chunk_ids"]]
         if len(records) != docs:
             raise RuntimeError(f"{docs} files ingested but {len(records)} documents indexed")
@@ -110,8 +110,8 @@ def bench_ingest(docs: int, paragraphs: int) -> dict[str, float]:
 
 
 def _publish_files(folder: Path, deps) -> None:
-    from shared.ids import content_hash, file_document_id
-    from shared.messages import DocumentFetched
+    from shared.contract.ids import content_hash, file_document_id
+    from shared.contract.messages import DocumentFetched
 
     for path in sorted(folder.iterdir()):
         data = path.read_bytes()
@@ -165,7 +165,7 @@ def _fill_index(path: Path, chunks: int, dim: int, rng: np.random.Generator) -> 
     index = HybridIndex(path, dim, ann_threshold=10**12)
     per_doc = 20
     started = time.perf_counter()
-    from shared.ports import Chunk
+    from shared.contract.ports import Chunk
 
     for d in range(chunks // per_doc):
         words = rng.choice(vocab, size=(per_doc, 120), p=weights)

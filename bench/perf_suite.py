@@ -52,8 +52,8 @@ import freshness as fresh  # noqa: E402
 import ingest_and_search as ias  # noqa: E402
 import query_latency as ql  # noqa: E402
 
-from shared.eval.report import perf_markdown  # noqa: E402
-from shared.eval.runner import machine  # noqa: E402
+from shared.tools.eval.report import perf_markdown  # noqa: E402
+from shared.tools.eval.runner import machine  # noqa: E402
 
 DIM = 384
 SECTIONS = ("ingest", "bus", "query", "search", "ann", "ann-real", "memory", "query-path", "freshness")
@@ -79,11 +79,11 @@ def _rss_mb() -> float:
 
 def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
     """In a fresh process: the bundled corpus + distractors up to ``chunks``; p50/p95 per variant."""
-    from shared.config import load_settings
-    from shared.demo import serve_corpus, submit_sample_corpus
-    from shared.query_api import submit_query, wait_for_query
+    from shared.contract.config import load_settings
+    from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
+    from shared.tools.demo import serve_corpus, submit_sample_corpus
 
     logging.basicConfig(level=logging.WARNING)
     home = Path(tempfile.mkdtemp(prefix="ragbus-perf-"))
@@ -119,11 +119,11 @@ def query_latency(tracing: bool, chunks: int, rounds: int) -> dict:
 
 def _query_path(chunks: int, rounds: int, out) -> None:
     """In a fresh process: p50/p95 of one query, of five sub-queries, and of one embedding call."""
-    from shared.config import load_settings
-    from shared.demo import serve_corpus, submit_sample_corpus
-    from shared.query_api import submit_query, wait_for_query
+    from shared.contract.config import load_settings
+    from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
+    from shared.tools.demo import serve_corpus, submit_sample_corpus
 
     logging.basicConfig(level=logging.WARNING)
     home = Path(tempfile.mkdtemp(prefix="ragbus-perf-"))

@@ -32,12 +32,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shared.config import load_settings  # noqa: E402
-from shared.demo import serve_corpus, submit_sample_corpus  # noqa: E402
-from shared.ports import Chunk, Transformation  # noqa: E402
-from shared.query_api import submit_query, wait_for_query  # noqa: E402
+from shared.contract.config import load_settings  # noqa: E402
+from shared.contract.ports import Chunk, Transformation  # noqa: E402
+from shared.query.api import submit_query, wait_for_query  # noqa: E402
 from shared.runtime.bootstrap import build_local  # noqa: E402
 from shared.runtime.local import LocalRuntime  # noqa: E402
+from shared.tools.demo import serve_corpus, submit_sample_corpus  # noqa: E402
 
 QUESTIONS = [
     "How does BM25 saturate term frequency?", "What is efSearch?", "Why do consumers need idempotency keys?",

@@ -24,7 +24,7 @@ resource "google_firestore_database" "main" {
 }
 
 # The feed poller lists a feed's ledger records: processed_items where feed_url == X and
-# source == "feed" (shared.processed_items.records). Equality filters can be served by
+# source == "feed" (shared.ingest.processed_items.records). Equality filters can be served by
 # merging single-field indexes, but the merge may fail on a large collection; this index
 # serves it directly.
 resource "google_firestore_index" "processed_items_by_feed" {

@@ -1,4 +1,4 @@
-# Topics, one per message type (shared/topics.py holds the same list; a test keeps them
+# Topics, one per message type (shared/contract/topics.py holds the same list; a test keeps them
 # equal), each paired with a dead-letter topic; one push subscription per consumer.
 
 locals {

@@ -124,7 +124,7 @@ variable "llm_provider" {
 }
 
 variable "gemini_model" {
-  description = "Gemini model used by transformer, grader and synthesizer; empty means the code's default (DEFAULT_GEMINI_MODEL in shared/config.py)"
+  description = "Gemini model used by transformer, grader and synthesizer; empty means the code's default (DEFAULT_GEMINI_MODEL in shared/contract/config.py)"
   type        = string
   default     = ""
 }

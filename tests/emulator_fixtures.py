@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import emulators
+from shared.tools import emulators
 
 PROJECT = "ragbus-test"
 

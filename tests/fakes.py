@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.messages import Message, encode
-from shared.ports import Doc
+from shared.contract.messages import Message, encode
+from shared.contract.ports import Doc
 
 
 class InMemoryStateStore:

@@ -15,9 +15,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from shared import collections
-from shared.messages import Message, QuerySubmitted, encode
-from shared.ports import Clock, Doc, StateStore
+from shared.contract import state_collections
+from shared.contract.messages import Message, QuerySubmitted, encode
+from shared.contract.ports import Clock, Doc, StateStore
 
 CONTEXTS = [
     {
@@ -116,7 +116,7 @@ class ScriptedLoop:
             doc["updated_at"] = self.clock.now().isoformat()
             return doc
 
-        self.state.update(collections.QUERIES, query_id, change)
+        self.state.update(state_collections.QUERIES, query_id, change)
 
     def _event(self, doc: Doc, stage: str, kind: str, iteration: int, detail: Any = None) -> None:
         doc.setdefault("events", []).append(
@@ -224,7 +224,7 @@ class ContextsIndex:
     """An Index over :data:`CONTEXTS`, ranked by cosine of :class:`WordEmbedder` vectors."""
 
     def __init__(self) -> None:
-        from shared.ports import Chunk
+        from shared.contract.ports import Chunk
 
         self.embedder = WordEmbedder()
         self.chunks = [
@@ -234,7 +234,7 @@ class ContextsIndex:
         self.vectors = self.embedder.embed([c.text for c in self.chunks])
 
     def search(self, text, vector, k, mode="hybrid"):
-        from shared.ports import ScoredChunk
+        from shared.contract.ports import ScoredChunk
 
         scores = self.vectors @ vector
         order = sorted(range(len(self.chunks)), key=lambda i: -float(scores[i]))[:k]

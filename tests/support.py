@@ -125,7 +125,7 @@ def ragbus_env(home: Path, **extra: str) -> dict[str, str]:
 
 def run_cli(home: Path, *args: str, check: bool = True, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
+        [sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
         capture_output=True, text=True, timeout=timeout,
     )
     if check and proc.returncode != 0:

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from shared.errors import InvalidInput, PermanentError
-from shared.messages import DocumentCleaned, DocumentFetched, Message
-from shared.ports import BlobStore, Publisher
-from shared.text import clip_metadata, normalize_text, split_header, with_header
+from shared.contract.errors import InvalidInput, PermanentError
+from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
+from shared.contract.ports import BlobStore, Publisher
+from shared.contract.text import clip_metadata, normalize_text, split_header, with_header
 
 log = logging.getLogger("ragbus.cleaner")
 

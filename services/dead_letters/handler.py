@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from shared.runtime.deps import Deps
+from shared.contract.deps import Deps
 from shared.runtime.dispatch import keep_dead_letter
 from shared.runtime.stages import CONSUMERS
 

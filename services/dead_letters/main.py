@@ -16,7 +16,7 @@ import functions_framework
 
 from services.dead_letters.handler import DEAD_LETTER_SUFFIX, record
 from shared.runtime.functions import event_max_age, event_time, function_deps, push_subscription
-from shared.telemetry import flush_telemetry
+from shared.runtime.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.dead_letters")
 

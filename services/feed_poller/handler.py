@@ -3,7 +3,7 @@
 It polls every registered listing: RSS/Atom feeds and sitemaps. A kind of
 listing is a parser plus one entry in :data:`LISTINGS`; everything after the
 parse (fetching pages, change detection, removal) is shared, and so is the
-ingestion step behind it (:mod:`shared.ingestion`).
+ingestion step behind it (:mod:`shared.ingest.step`).
 
 For each feed: a conditional GET (stored ETag / Last-Modified), parse with
 feedparser (RSS 2.0, Atom, RDF), then per entry:
@@ -13,7 +13,7 @@ feedparser (RSS 2.0, Atom, RDF), then per entry:
   content), so unchanged pages are never fetched again;
 - new, changed or pending entries get their article page fetched, stored raw in
   the blob store and announced with ``DocumentFetched`` (claim -> publish -> mark,
-  see :mod:`shared.processed_items` for why a kill mid-poll loses nothing);
+  see :mod:`shared.ingest.processed_items` for why a kill mid-poll loses nothing);
 - with ``removed_item_policy == "remove"`` an item gone from a feed that parsed
   cleanly with at least one entry gets ``DocumentDeleted(reason="left feed")``.
   A feed that failed, was malformed, or came back empty never removes anything.
@@ -48,18 +48,19 @@ import feedparser
 
 from services.feed_poller import sitemaps
 from services.feed_poller.sitemaps import read_sitemap
-from shared import collections, feeds, processed_items
-from shared.config import Settings
-from shared.errors import InvalidInput, PermanentError, RagbusError, RetryableError
-from shared.ids import content_hash, feed_item_id
-from shared.ingestion import Content, Item, announce, retract_missing
-from shared.messages import FeedPollRequested, Message, SourceKind
-from shared.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
-from shared.text import clip_metadata
-from shared.url_guard import normalise_url
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.errors import InvalidInput, PermanentError, RagbusError, RetryableError
+from shared.contract.ids import content_hash, feed_item_id
+from shared.contract.messages import FeedPollRequested, Message, SourceKind
+from shared.contract.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
+from shared.contract.text import clip_metadata
+from shared.ingest import feeds, processed_items
+from shared.ingest.step import Content, Item, announce, retract_missing
+from shared.ingest.url_guard import normalise_url
 
 if TYPE_CHECKING:
-    from shared.runtime.deps import Deps
+    from shared.contract.deps import Deps
 
 log = logging.getLogger("ragbus.feed_poller")
 
@@ -391,7 +392,7 @@ def _this_poll(entries: list[_Entry], report: PollReport, state: StateStore, fee
     are left out."""
     work, quiet = [], []
     for entry in entries:
-        record = state.get(collections.PROCESSED_ITEMS, feed_item_id(feed_url, entry.guid)) or {}
+        record = state.get(state_collections.PROCESSED_ITEMS, feed_item_id(feed_url, entry.guid)) or {}
         if record.get("item_hash") == entry.item_hash:
             if record.get("status") == processed_items.PUBLISHED:
                 quiet.append(entry)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit
 
-from shared.errors import InvalidInput, PermanentError, RetryableError
-from shared.ports import FetchResult
+from shared.contract.errors import InvalidInput, PermanentError, RetryableError
+from shared.contract.ports import FetchResult
 
 MEDIA_TYPES = ("application/xml", "text/xml", "application/x-sitemap+xml")
 MAX_PAGES = 50_000  # the protocol's limit for one sitemap file

@@ -1,6 +1,6 @@
 """The gateway as an ASGI app: HTTP API, Server-Sent Events, OpenAPI, MCP and the web page.
 
-Every route only parses its protocol and calls :mod:`shared.query_api`; state
+Every route only parses its protocol and calls :mod:`shared.query.api`; state
 reads and model calls are blocking, so they run in worker threads and the event
 loop stays free to stream events to many watchers at once.
 """
@@ -34,8 +34,9 @@ from starlette.staticfiles import StaticFiles
 from services.gateway.guard import RequestGuard
 from services.gateway.mcp_server import build_mcp_server
 from services.gateway.openapi import openapi_document
-from shared.errors import InvalidInput, RetryableError
-from shared.query_api import (
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput, RetryableError
+from shared.query.api import (
     POLL_MAX_S,
     POLL_MIN_S,
     TOP_K_RANGE,
@@ -45,8 +46,7 @@ from shared.query_api import (
     validate_int,
     wait_for_query_async,
 )
-from shared.query_record import QueryRecord
-from shared.runtime.deps import Deps
+from shared.query.record import QueryRecord
 
 log = logging.getLogger("ragbus.gateway")
 
@@ -164,7 +164,7 @@ class _Api:
 
     async def sample(self, request: Request) -> Response:
         """The bundled sample corpus, as `ragbus demo` fed it: its citations open here."""
-        from shared.demo import SAMPLE_PATH, sample_file
+        from shared.tools.demo import SAMPLE_PATH, sample_file
 
         base = f"{request.url.scheme}://{request.url.netloc}{SAMPLE_PATH}"
         found = sample_file(request.path_params["path"], base)
@@ -174,7 +174,7 @@ class _Api:
         return Response(body, media_type=media_type)
 
     def _model_health(self) -> dict[str, Any]:
-        from shared.model_health import model_health
+        from shared.query.model_health import model_health
 
         settings = self.deps.settings
         # The stages that call the model may run elsewhere: what they recorded is the truth.
@@ -315,7 +315,7 @@ def _span_store(path: str) -> Any:
 
 def query_trace(settings: Any, record: QueryRecord) -> dict[str, Any] | None:
     """``{trace_id, duration_ms, rows}`` of the query's trace, or None when none is stored here."""
-    from shared.waterfall import rows
+    from shared.observability.waterfall import rows
 
     if not settings.traces_path.exists():
         return None

@@ -25,9 +25,9 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from services.gateway.app import create_app
-from shared.runtime.deps import Deps
+from shared.contract.deps import Deps
 from shared.runtime.functions import function_deps
-from shared.telemetry import flush_telemetry
+from shared.runtime.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.gateway")
 

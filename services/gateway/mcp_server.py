@@ -15,16 +15,16 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from shared.errors import InvalidInput, RetryableError
-from shared.query_api import (
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput, RetryableError
+from shared.query.api import (
     TOP_K_RANGE,
     answer_summary,
     contexts_summary,
     submit_query,
     wait_for_query,
 )
-from shared.query_record import QueryRecord
-from shared.runtime.deps import Deps
+from shared.query.record import QueryRecord
 
 log = logging.getLogger("ragbus.gateway")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.config import Settings
-from shared.query_api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
+from shared.contract.config import Settings
+from shared.query.api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
 
 _ERROR_REF = {"$ref": "#/components/schemas/Error"}
 

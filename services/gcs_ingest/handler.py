@@ -17,13 +17,13 @@ import logging
 from pathlib import PurePosixPath
 from typing import Any
 
-from shared import collections
-from shared.errors import InvalidInput
-from shared.file_ingest import MEDIA_TYPES, SUPPORTED
-from shared.ids import file_document_id
-from shared.ingestion import Content, Item, announce, retract
-from shared.messages import DocumentDeleted, DocumentFetched
-from shared.ports import Clock, Publisher, StateStore
+from shared.contract import state_collections
+from shared.contract.errors import InvalidInput
+from shared.contract.ids import file_document_id
+from shared.contract.messages import DocumentDeleted, DocumentFetched
+from shared.contract.ports import Clock, Publisher, StateStore
+from shared.ingest.files import MEDIA_TYPES, SUPPORTED
+from shared.ingest.step import Content, Item, announce, retract
 
 log = logging.getLogger("ragbus.gcs_ingest")
 
@@ -79,7 +79,7 @@ def on_object_deleted(
     """Remove the document of a deleted object, unless a newer generation replaced it."""
     _, _, uri = _object(data)
     document_id = file_document_id(uri)
-    record = state.get(collections.PROCESSED_ITEMS, document_id)
+    record = state.get(state_collections.PROCESSED_ITEMS, document_id)
     generation = str(data.get("generation", ""))
     if record is not None and record.get("generation") and generation and record["generation"] != generation:
         log.info("ignoring delete of %s generation %s: generation %s is current", uri, generation,

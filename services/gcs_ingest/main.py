@@ -15,9 +15,9 @@ import logging
 import functions_framework
 
 from services.gcs_ingest.handler import on_object_deleted, on_object_finalized
-from shared.errors import PermanentError
+from shared.contract.errors import PermanentError
 from shared.runtime.functions import event_max_age, event_too_old, function_deps
-from shared.telemetry import flush_telemetry
+from shared.runtime.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.gcs_ingest")
 

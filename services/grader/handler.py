@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import logging
 
-from shared import metrics
-from shared.config import Settings
-from shared.errors import ModelUnusable, RetryableError
-from shared.extractive import body_lines
-from shared.grading import failed_thresholds, fallback_grade
-from shared.messages import ContextsRetrieved, Message, QueryGraded
-from shared.model_health import model_answered, model_unusable, note_fallback
-from shared.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
-from shared.query_record import Context, QueryRecord
-from shared.query_state import GRADE, RETRIEVE, apply_stage, live_record
-from shared.runtime.deps import Deps
-from shared.tracing import annotate
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import ModelUnusable, RetryableError
+from shared.contract.messages import ContextsRetrieved, Message, QueryGraded
+from shared.contract.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
+from shared.observability import metrics
+from shared.observability.tracing import annotate
+from shared.query.extractive import body_lines
+from shared.query.grading import failed_thresholds, fallback_grade
+from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.record import Context, QueryRecord
+from shared.query.state import GRADE, RETRIEVE, apply_stage, live_record
 
 log = logging.getLogger("ragbus.grader")
 

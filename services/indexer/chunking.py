@@ -22,9 +22,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shared.ids import chunk_id
-from shared.ports import Chunk, Embedder
-from shared.text import header_length, sentence_ends
+from shared.contract.ids import chunk_id
+from shared.contract.ports import Chunk, Embedder
+from shared.contract.text import header_length, sentence_ends
 
 MIN_BODY_CHARS = 100
 OVERLAP_FRACTION = 1 / 6

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from services.indexer.chunking import chunk_document
-from shared import collections, metrics
-from shared.errors import InvalidInput, PermanentError
-from shared.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
-from shared.ports import BlobStore, Chunk, Clock, Embedder, Index, Publisher, StateStore
-from shared.tracing import annotate
+from shared.contract import state_collections
+from shared.contract.errors import InvalidInput, PermanentError
+from shared.contract.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
+from shared.contract.ports import BlobStore, Chunk, Clock, Embedder, Index, Publisher, StateStore
+from shared.observability import metrics
+from shared.observability.tracing import annotate
 
 log = logging.getLogger("ragbus.indexer")
 
@@ -77,13 +78,13 @@ def index_document(
     late message about content the source has since changed) is skipped, so an
     older version can never replace a newer one, whatever the delivery order.
     """
-    claim = state.get(collections.PROCESSED_ITEMS, message.document_id)
+    claim = state.get(state_collections.PROCESSED_ITEMS, message.document_id)
     if claim and claim.get("item_hash") and claim["item_hash"] != message.content_hash:
         log.info("%s: skipping version %s, the current one is %s", message.document_id,
                  message.content_hash[:12], str(claim["item_hash"])[:12])
         annotate(skipped="stale version")
         return None
-    record = state.get(collections.DOCUMENTS, message.document_id)
+    record = state.get(state_collections.DOCUMENTS, message.document_id)
     if _already_indexed(record, message, index):
         log.info("%s: already indexed at %s, announcing again", message.document_id, message.content_hash[:12])
         event = DocumentIndexed(
@@ -129,7 +130,7 @@ def index_document(
 
     chunk_ids = [c.chunk_id for c in chunks]
     state.put(
-        collections.DOCUMENTS,
+        state_collections.DOCUMENTS,
         message.document_id,
         {
             "document_id": message.document_id,
@@ -168,7 +169,7 @@ def superseded(message: DocumentDeleted, state: StateStore) -> int | None:
     deleted = _generation(message.generation)
     if deleted is None:
         return None
-    record = state.get(collections.PROCESSED_ITEMS, message.document_id)
+    record = state.get(state_collections.PROCESSED_ITEMS, message.document_id)
     current = _generation((record or {}).get("generation"))
     return current if current is not None and current > deleted else None
 
@@ -181,7 +182,7 @@ def delete_document(message: DocumentDeleted, *, index: Index, state: StateStore
                  message.document_id, message.generation, newer)
         return 0
     removed = index.delete_document(message.document_id)
-    state.delete(collections.DOCUMENTS, message.document_id)
+    state.delete(state_collections.DOCUMENTS, message.document_id)
     log.info("%s: removed %d chunks (%s)", message.document_id, removed, message.reason)
     return removed
 

@@ -2,7 +2,7 @@
 
 The rewritten query and every sub-query are embedded in one batch and searched
 together (hybrid: BM25 + dense in the index): in one call on one snapshot where
-the index offers :class:`~shared.ports.SearchesMany`, else in parallel. The per-query rankings are
+the index offers :class:`~shared.contract.ports.SearchesMany`, else in parallel. The per-query rankings are
 fused with weighted reciprocal rank fusion (the rewritten query weighs most),
 the same chunk found by several queries is kept once with every query that
 found it (``matched_by``), chunks that are only a metadata header are dropped,
@@ -23,16 +23,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.config import Settings
-from shared.errors import RetryableError
-from shared.messages import ContextsRetrieved, Message, QueryTransformed
-from shared.ports import Clock, Embedder, Index, Publisher, ScoredChunk, SearchesMany, StateStore
-from shared.query_record import Context, QueryRecord
-from shared.query_state import RETRIEVE, apply_stage, live_record
-from shared.query_vectors import query_vectors
-from shared.runtime.deps import Deps
-from shared.text import strip_header
-from shared.tracing import annotate
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import RetryableError
+from shared.contract.messages import ContextsRetrieved, Message, QueryTransformed
+from shared.contract.ports import (
+    Clock,
+    Embedder,
+    Index,
+    Publisher,
+    ScoredChunk,
+    SearchesMany,
+    StateStore,
+)
+from shared.contract.text import strip_header
+from shared.observability.tracing import annotate
+from shared.query.record import Context, QueryRecord
+from shared.query.state import RETRIEVE, apply_stage, live_record
+from shared.query.vectors import query_vectors
 
 log = logging.getLogger("ragbus.retriever")
 

@@ -24,15 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from shared import metrics
-from shared.config import Settings
-from shared.errors import ModelUnusable, RetryableError
-from shared.extractive import extractive_answer
-from shared.grading import failed_thresholds, strip_model_directives
-from shared.language import detect_language, phrase
-from shared.messages import AnswerReady, Message, QueryGraded
-from shared.model_health import model_answered, model_unusable, note_fallback
-from shared.ports import (
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import ModelUnusable, RetryableError
+from shared.contract.messages import AnswerReady, Message, QueryGraded
+from shared.contract.ports import (
     Answer,
     AnswerSentence,
     Clock,
@@ -44,11 +40,15 @@ from shared.ports import (
     StateStore,
     StoredVectors,
 )
-from shared.query_record import Citation, Context, QueryRecord
-from shared.query_state import SYNTHESIZE, apply_stage, live_record, read_record
-from shared.query_vectors import query_vector
-from shared.runtime.deps import Deps
-from shared.tracing import annotate
+from shared.observability import metrics
+from shared.observability.tracing import annotate
+from shared.query.extractive import extractive_answer
+from shared.query.grading import failed_thresholds, strip_model_directives
+from shared.query.language import detect_language, phrase
+from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.record import Citation, Context, QueryRecord
+from shared.query.state import SYNTHESIZE, apply_stage, live_record, read_record
+from shared.query.vectors import query_vector
 
 log = logging.getLogger("ragbus.synthesizer")
 

@@ -18,16 +18,23 @@ from __future__ import annotations
 
 import logging
 
-from shared.config import Settings
-from shared.errors import ModelUnusable, RetryableError
-from shared.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
-from shared.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
-from shared.model_health import model_answered, model_unusable, note_fallback
-from shared.ports import Clock, LanguageModel, Publisher, RefineRequest, StateStore, Transformation
-from shared.query_record import QueryRecord
-from shared.query_state import TRANSFORM, apply_stage, live_record
-from shared.runtime.deps import Deps
-from shared.tracing import annotate
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import ModelUnusable, RetryableError
+from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
+from shared.contract.ports import (
+    Clock,
+    LanguageModel,
+    Publisher,
+    RefineRequest,
+    StateStore,
+    Transformation,
+)
+from shared.observability.tracing import annotate
+from shared.query.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
+from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.record import QueryRecord
+from shared.query.state import TRANSFORM, apply_stage, live_record
 
 log = logging.getLogger("ragbus.transformer")
 

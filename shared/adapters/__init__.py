@@ -1,1 +1,1 @@
-"""Adapters implement the ports in shared.ports, one package per runtime."""
+"""Adapters implement the ports in shared.contract.ports, one package per runtime."""

@@ -1,9 +1,9 @@
-"""The :class:`~shared.ports.Fetcher` for untrusted URLs, on httpx.
+"""The :class:`~shared.contract.ports.Fetcher` for untrusted URLs, on httpx.
 
 Feeds and the pages they link to are written by strangers, so every request is
 treated as hostile input:
 
-- address guard (:mod:`shared.url_guard`): http/https only, and the host's every
+- address guard (:mod:`shared.ingest.url_guard`): http/https only, and the host's every
   resolved address must be public; loopback only with ``allow_loopback``;
 - DNS pinning: the connection goes to the address that was checked, not to a
   second lookup that a rebinding DNS server could answer differently. The URL's
@@ -42,9 +42,9 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from shared.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
-from shared.ports import FetchResult
-from shared.url_guard import IPAddress, Resolver, check_url
+from shared.contract.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
+from shared.contract.ports import FetchResult
+from shared.ingest.url_guard import IPAddress, Resolver, check_url
 
 log = logging.getLogger("ragbus.fetch")
 
@@ -230,7 +230,7 @@ class SafeFetcher:
         etag: str | None = None,
         last_modified: str | None = None,
     ) -> FetchResult:
-        """GET ``url``; see :class:`~shared.ports.Fetcher` for the errors raised."""
+        """GET ``url``; see :class:`~shared.contract.ports.Fetcher` for the errors raised."""
         chain: list[str] = []
         current = url
         self._give_up.at = self._monotonic() + self.total_deadline_s

@@ -8,11 +8,11 @@ from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.bus import RetrySettings, SqliteBus
 from shared.adapters.local.clock import SystemClock
 from shared.adapters.local.state import SqliteStateStore
-from shared.config import Settings
-from shared.runtime.deps import Deps, Lazy
+from shared.contract.config import Settings
+from shared.contract.deps import Deps, Lazy
+from shared.observability.tracing import TracingLanguageModel, TracingPublisher
 from shared.runtime.stages import subscription_topics
-from shared.telemetry import setup_telemetry
-from shared.tracing import TracingLanguageModel, TracingPublisher
+from shared.runtime.telemetry import setup_telemetry
 
 
 @dataclass
@@ -107,7 +107,7 @@ def build_gcp(settings: Settings) -> Deps:
     Emulators are used when the standard ``*_EMULATOR_HOST`` variables are set
     (the client libraries read them); no credentials are needed then.
     """
-    from shared.config import require_gcp
+    from shared.contract.config import require_gcp
 
     require_gcp(settings)
     setup_telemetry(settings)

@@ -17,12 +17,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shared import collections, metrics
-from shared.errors import PermanentError, RagbusError
-from shared.messages import Message, decode
-from shared.runtime.deps import Deps
+from shared.contract import state_collections
+from shared.contract.deps import Deps
+from shared.contract.errors import PermanentError, RagbusError
+from shared.contract.messages import Message, decode
+from shared.observability import metrics
+from shared.observability.tracing import consumer_span, mark_error, message_span_attributes
 from shared.runtime.stages import Consumer
-from shared.tracing import consumer_span, mark_error, message_span_attributes
 
 log = logging.getLogger("ragbus.dispatch")
 
@@ -122,7 +123,7 @@ def keep_dead_letter(
     metrics.dead_lettered(subscription)
     key = f"{subscription}:{message_id or attributes.get('idempotency_key', '')}"
     deps.state.put(
-        collections.DEAD_LETTERS,
+        state_collections.DEAD_LETTERS,
         key,
         {
             "subscription": subscription,
@@ -139,7 +140,7 @@ def keep_dead_letter(
     )
     query_id = _query_id_of(data)
     if query_id:
-        from shared.query_state import fail_query
+        from shared.query.state import fail_query
 
         fail_query(deps.state, query_id, f"{stage} gave up: {error}", deps.clock.now())
 

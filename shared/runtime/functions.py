@@ -29,11 +29,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.messages import MESSAGE_TYPES
-from shared.runtime.deps import Deps
+from shared.contract.deps import Deps
+from shared.contract.messages import MESSAGE_TYPES
 from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
 from shared.runtime.stages import Consumer, consumers_of
-from shared.telemetry import flush_telemetry
+from shared.runtime.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.functions")
 
@@ -47,8 +47,8 @@ def function_deps() -> Deps:
     if _deps is None:
         with _deps_lock:
             if _deps is None:
-                from shared.config import load_settings
-                from shared.logs import configure_logging
+                from shared.contract.config import load_settings
+                from shared.observability.logs import configure_logging
                 from shared.runtime.bootstrap import build_deps
 
                 configure_logging("INFO")
@@ -128,7 +128,7 @@ def event_max_age() -> timedelta:
     try:
         seconds = float(raw)
     except ValueError:
-        from shared.errors import ConfigError
+        from shared.contract.errors import ConfigError
 
         raise ConfigError(f"RAGBUS_EVENT_MAX_AGE_S must be a number of seconds, got {raw!r}") from None
     return timedelta(seconds=seconds)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 
 from shared.adapters.local.bus import Delivery, SqliteBus
-from shared.runtime.deps import Deps
+from shared.contract.deps import Deps
 from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
 from shared.runtime.stages import CONSUMERS, Consumer
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
-from shared import topics
+from shared.contract import topics
 
 if TYPE_CHECKING:
-    from shared.messages import Message
-    from shared.runtime.deps import Deps
+    from shared.contract.deps import Deps
+    from shared.contract.messages import Message
 
 Handler = Callable[["Message", "Deps"], None]
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from shared import collections, emulators, topology
-from shared.demo import CORPUS, QUESTIONS, serve_corpus
+from shared.contract import state_collections
+from shared.tools import emulators, topology
+from shared.tools.demo import CORPUS, QUESTIONS, serve_corpus
 from tests.support import Site, article_html, cli_json, rss, run_cli, serve_site, topic_paragraphs
 
 TOPICS = ["volcano", "saxophone", "glacier", "satellite"]
@@ -42,7 +43,7 @@ def _items(site: Site, topics: list[str]) -> list[dict[str, str]]:
 
 
 def _documents(state, base: str) -> dict[str, dict]:
-    return {d["url"].rsplit("/", 1)[-1]: d for d in state.list(collections.DOCUMENTS) if d["url"].startswith(base)}
+    return {d["url"].rsplit("/", 1)[-1]: d for d in state.list(state_collections.DOCUMENTS) if d["url"].startswith(base)}
 
 
 def _post(url: str, body: dict, timeout: float = 120) -> tuple[int, dict]:

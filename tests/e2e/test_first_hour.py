@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 
-from shared.demo import QUESTIONS
+from shared.tools.demo import QUESTIONS
 from tests.support import REPO, ragbus_env, run_cli
 
 # What a newcomer has: no loopback allowance of their own (the demo scopes its own), a wide
@@ -72,7 +72,7 @@ def test_the_everyday_commands_work_in_the_home_the_demo_leaves(tmp_path):
 
     # the citations open something real once `ragbus serve` runs on the demo's port
     url = re.search(rf"http://127\.0\.0\.1:{port}/sample/articles/\S+\.html", demo)[0]
-    server = subprocess.Popen([sys.executable, "-m", "shared.cli", "serve", "--port", str(port)], cwd=REPO,
+    server = subprocess.Popen([sys.executable, "-m", "shared.tools.cli", "serve", "--port", str(port)], cwd=REPO,
                               env=ragbus_env(home, **NEWCOMER), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60

@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 
-from shared import collections
 from shared.adapters.local.state import SqliteStateStore
+from shared.contract import state_collections
 from tests.support import (
     REPO,
     Site,
@@ -40,7 +40,7 @@ def _items(site: Site, topics: list[str]) -> list[dict[str, str]]:
 
 def _documents(home):
     store = SqliteStateStore(home / "ragbus.db")
-    return {d["url"].rsplit("/", 1)[-1]: d for d in store.list(collections.DOCUMENTS)}
+    return {d["url"].rsplit("/", 1)[-1]: d for d in store.list(state_collections.DOCUMENTS)}
 
 
 def test_poll_twice_then_change_and_remove(tmp_path):
@@ -144,21 +144,21 @@ def test_kill_mid_ingestion_then_restart_indexes_every_item_exactly_once(tmp_pat
         site.delay_s = 0.15  # slow article pages, so the kill lands mid-poll
         run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "poll"], cwd=REPO, env=ragbus_env(home),
+            [sys.executable, "-m", "shared.tools.cli", "poll"], cwd=REPO, env=ragbus_env(home),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
         store = SqliteStateStore(home / "ragbus.db")
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and store.count(collections.DOCUMENTS) < 3:
+        while time.monotonic() < deadline and store.count(state_collections.DOCUMENTS) < 3:
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        done_before = {d["document_id"]: d["indexed_at"] for d in store.list(collections.DOCUMENTS)}
+        done_before = {d["document_id"]: d["indexed_at"] for d in store.list(state_collections.DOCUMENTS)}
         assert 3 <= len(done_before) < len(topics), "the kill should land mid-ingestion"
 
         site.delay_s = 0.0
         run_cli(home, "poll")
-        docs = store.list(collections.DOCUMENTS)
+        docs = store.list(state_collections.DOCUMENTS)
         assert len(docs) == len(topics)
         # documents indexed before the kill were not indexed again
         for d in docs:

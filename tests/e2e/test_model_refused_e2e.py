@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from shared.config import DEFAULT_GEMINI_MODEL
+from shared.contract.config import DEFAULT_GEMINI_MODEL
 from tests.integration.fake_gemini import FakeGemini
 from tests.support import run_cli, topic_paragraphs
 
@@ -41,7 +41,7 @@ def test_ask_with_a_refused_model_fails_naming_the_model_and_404(tmp_path):
         from starlette.testclient import TestClient
 
         from services.gateway.app import create_app
-        from shared.config import load_settings
+        from shared.contract.config import load_settings
         from shared.runtime.bootstrap import build_local
 
         settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_LLM": "gemini"})

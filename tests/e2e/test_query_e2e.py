@@ -11,10 +11,10 @@ import urllib.request
 import pytest
 
 from services.gateway.app import serve
-from shared.config import load_settings
-from shared.demo import QUESTIONS, serve_corpus, submit_sample_corpus
+from shared.contract.config import load_settings
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
+from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
 from tests.support import run_cli
 
 ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)

@@ -43,7 +43,7 @@ def test_serve_polls_on_schedule_and_answers_over_http(tmp_path):
                                                "guid": "g-volcano"}]), "application/rss+xml")
         run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "serve", "--port", str(port)], cwd=REPO,
+            [sys.executable, "-m", "shared.tools.cli", "serve", "--port", str(port)], cwd=REPO,
             env=ragbus_env(home, RAGBUS_POLL_INTERVAL_S="1"), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True,
         )

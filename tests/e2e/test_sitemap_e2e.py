@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared import collections
 from shared.adapters.local.state import SqliteStateStore
+from shared.contract import state_collections
 from tests.support import Site, article_html, cli_json, run_cli, serve_site, topic_paragraphs
 
 TOPICS = ["volcano", "saxophone", "glacier"]
@@ -24,7 +24,7 @@ def _index(site: Site) -> None:
 
 def _documents(home):
     store = SqliteStateStore(home / "ragbus.db")
-    return {d["url"].rsplit("/", 1)[-1]: d for d in store.list(collections.DOCUMENTS)}
+    return {d["url"].rsplit("/", 1)[-1]: d for d in store.list(state_collections.DOCUMENTS)}
 
 
 def test_sitemap_index_poll_change_by_lastmod_and_removal(tmp_path):

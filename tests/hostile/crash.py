@@ -27,12 +27,12 @@ def write_corpus(folder: Path, n: int) -> list[Path]:
 def census(home: Path) -> dict[str, Any]:
     """Documents indexed and duplicates: a document recorded twice for one source, or an
     index holding more chunks than the documents' records account for."""
-    from shared import collections
-    from shared.config import load_settings
+    from shared.contract import state_collections
+    from shared.contract.config import load_settings
     from shared.runtime.bootstrap import build_local
 
     deps = build_local(load_settings({"RAGBUS_HOME": str(home)})).deps
-    docs = deps.state.list(collections.DOCUMENTS)
+    docs = deps.state.list(state_collections.DOCUMENTS)
     recorded_chunks = sum(int(d.get("chunk_count") or len(d.get("chunk_ids") or [])) for d in docs)
     chunks = deps.index.count_chunks()
     return {
@@ -45,7 +45,7 @@ def census(home: Path) -> dict[str, Any]:
 
 def start(home: Path, *args: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
+        [sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
 

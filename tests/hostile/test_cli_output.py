@@ -103,13 +103,13 @@ def test_ask_shows_question_answer_and_citations_as_text(hostile_home):
 
 
 def test_dead_letters_show_a_hostile_error_as_text(hostile_home):
-    from shared import collections
-    from shared.config import load_settings
+    from shared.contract import state_collections
+    from shared.contract.config import load_settings
     from shared.runtime.bootstrap import build_local
 
     home, _ = hostile_home
     system = build_local(load_settings({"RAGBUS_HOME": str(home)}))
-    system.deps.state.put(collections.DEAD_LETTERS, "hostile", {
+    system.deps.state.put(state_collections.DEAD_LETTERS, "hostile", {
         "subscription": "indexer.document-cleaned", "error": HOSTILE, "attempts": 5,
         "at": "2026-11-23T00:00:00+00:00", "type": "DocumentCleaned"})
     _assert_inert(run_cli(home, "dead-letters", **TERMINAL))

@@ -11,7 +11,7 @@ import zlib
 import pytest
 
 from shared.adapters.http_fetch import SafeFetcher
-from shared.errors import FetchRefused, RetryableError
+from shared.contract.errors import FetchRefused, RetryableError
 from tests.hostile.servers import hostile_server
 
 HTML = ["text/html"]

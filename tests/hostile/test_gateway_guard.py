@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from services.gateway.app import serve
-from shared import collections
-from shared.config import load_settings
+from shared.contract import state_collections
+from shared.contract.config import load_settings
 from shared.runtime.bootstrap import build_local
 from tests.support import REPO, ragbus_env, run_cli
 
@@ -36,7 +36,7 @@ def gateway(tmp_path_factory):
 
 
 def _queries(deps) -> int:
-    return deps.state.count(collections.QUERIES)
+    return deps.state.count(state_collections.QUERIES)
 
 
 @pytest.mark.parametrize("method,path,body", [
@@ -148,7 +148,7 @@ def _free_port() -> int:
 def test_ragbus_serve_refuses_a_text_plain_cross_origin_post_and_a_foreign_host(tmp_path):
     """The issue's check, against the real `ragbus serve` process."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "serve", "--port", str(port)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "shared.tools.cli", "serve", "--port", str(port)], cwd=REPO,
                             env=ragbus_env(tmp_path / "home"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:

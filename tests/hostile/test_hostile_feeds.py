@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from shared import collections
+from shared.contract import state_collections
 from tests.hostile.servers import hostile_server
 from tests.hostile.test_input_bounds import Poller, _articles, feed_xml
 
@@ -34,7 +34,7 @@ def polled(tmp_path):
 
 
 def _nothing_lost(poller) -> None:
-    records = poller.state.list(collections.PROCESSED_ITEMS)
+    records = poller.state.list(state_collections.PROCESSED_ITEMS)
     assert sorted(r["guid"] for r in records) == ["p0", "p1"]
     assert not [m for m in poller.publisher.messages if type(m).__name__ == "DocumentDeleted"]
     guids = poller.fetched_guids()
@@ -42,7 +42,7 @@ def _nothing_lost(poller) -> None:
 
 
 def _last_error(poller) -> str:
-    return poller.state.list(collections.FEEDS)[0]["last_error"] or ""
+    return poller.state.list(state_collections.FEEDS)[0]["last_error"] or ""
 
 
 @pytest.mark.parametrize("body,content_type,expected", [
@@ -68,7 +68,7 @@ def test_an_external_entity_is_never_resolved(polled):
     poller, site = polled
     site.put("/feed.xml", XXE.format(base=site.base), "application/rss+xml")
     poller.poll()
-    stored = repr(poller.state.list(collections.PROCESSED_ITEMS)) + repr(poller.publisher.messages)
+    stored = repr(poller.state.list(state_collections.PROCESSED_ITEMS)) + repr(poller.publisher.messages)
     assert "root:" not in stored
 
 
@@ -121,7 +121,7 @@ def test_items_pointing_inward_fail_alone_and_the_rest_is_fetched(polled):
     report = poller.poll()
     assert report.outcome == "partial" and report.new == 1 and len(report.item_errors) == 2
     assert "link-local" in _last_error(poller) and "private" in _last_error(poller)
-    assert {"p0", "p1", "p2"} <= {r["guid"] for r in poller.state.list(collections.PROCESSED_ITEMS)}
+    assert {"p0", "p1", "p2"} <= {r["guid"] for r in poller.state.list(state_collections.PROCESSED_ITEMS)}
 
 
 def test_duplicate_guids_are_announced_once(polled):

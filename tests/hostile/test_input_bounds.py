@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from services.feed_poller.handler import poll_feed
-from shared import collections
 from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
-from shared.config import Settings
+from shared.contract import state_collections
+from shared.contract.config import Settings
 from tests.fakes import FakeClock, RecordingPublisher
 from tests.hostile.crash import census
 from tests.hostile.servers import hostile_server
@@ -79,7 +79,7 @@ def test_a_huge_feed_is_fetched_newest_first_a_bounded_number_per_poll(tmp_path,
     first = poller.poll()
     assert first.new == 12 and first.deferred == 18
     assert set(poller.fetched_guids()) == {f"p{i}" for i in range(18, 30)}  # the newest twelve
-    assert "18 left for the next poll" in poller.state.list(collections.FEEDS)[0]["last_status"]
+    assert "18 left for the next poll" in poller.state.list(state_collections.FEEDS)[0]["last_status"]
     second, third = poller.poll(), poller.poll()
     assert (second.new, second.deferred, third.new, third.deferred) == (12, 6, 6, 0)
     guids = poller.fetched_guids()
@@ -127,16 +127,16 @@ def test_two_concurrent_polls_of_one_feed_do_the_work_once(tmp_path, site):
 
 
 def test_a_poll_lease_of_a_dead_process_is_taken_over(tmp_path, site):
-    from shared.feeds import feed_key, take_poll_lease
+    from shared.ingest.feeds import feed_key, take_poll_lease
 
     items = _articles(site, 2)
     site.put("/feed.xml", feed_xml(site.base, items), "application/rss+xml")
     poller = Poller(tmp_path, site)
     assert take_poll_lease(poller.state, poller.feed, now=datetime.now(UTC), lease_s=900)
     assert poller.poll().outcome == "busy"  # held by this (live) process
-    record = poller.state.list(collections.FEEDS)[0]
+    record = poller.state.list(state_collections.FEEDS)[0]
     record["poll_lease"]["owner"] = f"{record['poll_lease']['owner'].rsplit(':', 1)[0]}:{2**22 + 12345}"
-    poller.state.put(collections.FEEDS, feed_key(poller.feed), record)
+    poller.state.put(state_collections.FEEDS, feed_key(poller.feed), record)
     assert poller.poll().new == 2  # a killed poller does not block the feed until its lease ends
 
 
@@ -147,7 +147,7 @@ def test_an_entry_with_a_megabyte_guid_is_skipped(tmp_path, site):
     poller = Poller(tmp_path, site)
     report = poller.poll()
     assert report.new == 1 and report.skipped == 1
-    assert all(len(r["guid"]) < 3000 for r in poller.state.list(collections.PROCESSED_ITEMS))
+    assert all(len(r["guid"]) < 3000 for r in poller.state.list(state_collections.PROCESSED_ITEMS))
 
 
 def test_a_feed_item_with_a_1_mb_title_leaves_the_data_directory_under_100_mb(tmp_path, site):
@@ -164,7 +164,7 @@ def test_a_feed_item_with_a_1_mb_title_leaves_the_data_directory_under_100_mb(tm
     assert size < 100 * 1024 * 1024, f"data directory is {size / 1e6:.0f} MB"
     counted = census(home)
     assert counted["documents"] == 1 and counted["chunks"] < 20
-    (doc,) = SqliteStateStore(home / "ragbus.db").list(collections.DOCUMENTS)
+    (doc,) = SqliteStateStore(home / "ragbus.db").list(state_collections.DOCUMENTS)
     assert len(doc["title"]) <= 500 and doc["title"].startswith("Amplified")
     assert took < 60
 

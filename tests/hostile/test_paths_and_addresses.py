@@ -7,8 +7,8 @@ import socket
 import pytest
 
 from shared.adapters.http_fetch import SafeFetcher
-from shared.errors import FetchRefused
-from shared.url_guard import check_url
+from shared.contract.errors import FetchRefused
+from shared.ingest.url_guard import check_url
 from tests.hostile.crash import census
 from tests.support import run_cli, topic_paragraphs
 

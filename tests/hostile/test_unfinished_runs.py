@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from shared.errors import PermanentError, RagbusError
+from shared.contract.errors import PermanentError, RagbusError
 from tests.hostile.crash import census
 from tests.support import Site, article_html, rss, run_cli, serve_site, topic_paragraphs
 
@@ -41,8 +41,8 @@ def test_poll_whose_page_is_dead_lettered_exits_1(tmp_path):
 
 
 def test_demo_whose_documents_are_dead_lettered_fails(tmp_path, monkeypatch):
-    from shared import demo
     from shared.runtime.stages import CONSUMERS
+    from shared.tools import demo
 
     monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(demo, "QUESTIONS", [])

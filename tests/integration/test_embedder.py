@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder, _tokenizer_path
-from shared.ports import Embedder
+from shared.contract.ports import Embedder
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The production topology on one machine (`shared.topology.up`): Pub/Sub push into
+"""The production topology on one machine (`shared.tools.topology.up`): Pub/Sub push into
 functions-framework stage servers, Firestore state, GCS blobs, all on the real emulators.
 
 One topology (emulators + feed_poller, cleaner, indexer, grader and dead_letters
@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from shared import collections, emulators, topics, topology
-from shared.config import load_settings
-from shared.feeds import add_feed
-from shared.file_ingest import ingest_path
-from shared.messages import ContextsRetrieved, DocumentIndexed, FeedPollRequested, decode
-from shared.query_state import new_query_record
-from shared.runtime.deps import Deps
+from shared.contract import state_collections, topics
+from shared.contract.config import load_settings
+from shared.contract.deps import Deps
+from shared.contract.messages import ContextsRetrieved, DocumentIndexed, FeedPollRequested, decode
+from shared.ingest.feeds import add_feed
+from shared.ingest.files import ingest_path
+from shared.query.state import new_query_record
+from shared.tools import emulators, topology
 from tests.probes.pubsub_probe import read_log
 from tests.support import REPO, Site, article_html, rss, serve_site, topic_paragraphs
 
@@ -154,7 +155,7 @@ def test_publish_push_handler_and_a_duplicate_changes_nothing(topo, client, tmp_
                              clock=client.clock)
     first = _decoded(_pull(indexed, 1))
     assert [m.document_id for m in first] == [fetched.document_id]
-    document = client.state.get(collections.DOCUMENTS, fetched.document_id)
+    document = client.state.get(state_collections.DOCUMENTS, fetched.document_id)
     assert document and document["chunk_count"] == len(first[0].chunk_ids) >= 1
     chunks_before = client.index.count_chunks()
 
@@ -165,7 +166,7 @@ def test_publish_push_handler_and_a_duplicate_changes_nothing(topo, client, tmp_
     again = _decoded(_pull(indexed, 2))
     assert len(again) == 2
     assert all(isinstance(m, DocumentIndexed) and m.chunk_ids == first[0].chunk_ids for m in again)
-    assert client.state.get(collections.DOCUMENTS, fetched.document_id) == document
+    assert client.state.get(state_collections.DOCUMENTS, fetched.document_id) == document
     assert client.index.count_chunks() == chunks_before
 
 
@@ -176,11 +177,11 @@ def test_a_permanent_failure_in_a_stage_is_recorded_and_acknowledged(topo, clien
                              clock=client.clock)
 
     def letter():
-        return [d for d in client.state.list(collections.DEAD_LETTERS) if fetched.document_id in d.get("data", "")]
+        return [d for d in client.state.list(state_collections.DEAD_LETTERS) if fetched.document_id in d.get("data", "")]
 
     (recorded,) = _eventually(letter, what="the cleaner's dead letter")
     assert recorded["subscription"] == "cleaner.document-fetched" and "no main text" in recorded["error"]
-    assert client.state.get(collections.DOCUMENTS, fetched.document_id) is None
+    assert client.state.get(state_collections.DOCUMENTS, fetched.document_id) is None
 
 
 def test_a_handler_that_keeps_failing_is_redelivered_then_dead_lettered(topo, tmp_path):
@@ -232,19 +233,19 @@ def test_a_query_message_that_keeps_failing_is_recorded_and_its_query_fails(topo
     """The emulator dead-letters after N deliveries (each seen as attempt 1); the dead_letters
     server, pushed to by the dead-letter topic's subscription, records it and ends the query."""
     query_id = f"q-{uuid.uuid4().hex[:10]}"
-    client.state.put(collections.QUERIES, query_id, new_query_record(
+    client.state.put(state_collections.QUERIES, query_id, new_query_record(
         query_id, "what is a volcano?", top_k=5, max_iterations=1, max_model_calls=5,
         now=client.clock.now(), timeout_s=600))
     # The grader retries until the retriever has stored the iteration's contexts: never, here.
     client.publisher.publish(ContextsRetrieved(query_id=query_id, iteration=0, context_count=3))
 
     def failed():
-        record = client.state.get(collections.QUERIES, query_id)
+        record = client.state.get(state_collections.QUERIES, query_id)
         return record if record and record["status"] == "failed" else None
 
     record = _eventually(failed, what="the query to end failed")
     assert f"after {MAX_ATTEMPTS} delivery attempts on grader.contexts-retrieved" in record["error"]
-    (letter,) = [d for d in client.state.list(collections.DEAD_LETTERS) if query_id in d.get("data", "")]
+    (letter,) = [d for d in client.state.list(state_collections.DEAD_LETTERS) if query_id in d.get("data", "")]
     assert letter["subscription"] == "grader.contexts-retrieved" and letter["topic"] == "contexts-retrieved"
     assert letter["attempts"] == MAX_ATTEMPTS and letter["type"] == "ContextsRetrieved"
 
@@ -256,10 +257,10 @@ def test_a_push_on_the_last_allowed_attempt_ends_the_query_in_a_real_stage_serve
     import urllib.error
     import urllib.request
 
-    from shared.messages import encode
+    from shared.contract.messages import encode
 
     query_id = f"q-{uuid.uuid4().hex[:10]}"
-    client.state.put(collections.QUERIES, query_id, new_query_record(
+    client.state.put(state_collections.QUERIES, query_id, new_query_record(
         query_id, "what is a volcano?", top_k=5, max_iterations=1, max_model_calls=5,
         now=client.clock.now(), timeout_s=600))
     data, attributes = encode(ContextsRetrieved(query_id=query_id, iteration=0, context_count=3))
@@ -280,11 +281,11 @@ def test_a_push_on_the_last_allowed_attempt_ends_the_query_in_a_real_stage_serve
             return exc.code
 
     assert push(2) == 500  # attempts left: redeliver
-    assert client.state.get(collections.QUERIES, query_id)["status"] == "pending"
+    assert client.state.get(state_collections.QUERIES, query_id)["status"] == "pending"
     assert push(MAX_ATTEMPTS) == 200  # the last one: recorded and acknowledged
-    record = client.state.get(collections.QUERIES, query_id)
+    record = client.state.get(state_collections.QUERIES, query_id)
     assert record["status"] == "failed" and "not recorded yet" in record["error"]
-    (letter,) = [d for d in client.state.list(collections.DEAD_LETTERS) if query_id in d.get("data", "")]
+    (letter,) = [d for d in client.state.list(state_collections.DEAD_LETTERS) if query_id in d.get("data", "")]
     assert letter["attempts"] == MAX_ATTEMPTS and f"attempt {MAX_ATTEMPTS} of {MAX_ATTEMPTS}" in letter["error"]
 
 
@@ -328,7 +329,7 @@ def test_two_polls_racing_on_one_feed_index_each_item_once(topo, client):
     guids = [m.guid for m in sent]
     assert set(guids) == {i["guid"] for i in items}
     assert all(guids.count(g) <= 2 for g in guids)  # at most once per poll
-    docs = {d["document_id"]: d for d in client.state.list(collections.DOCUMENTS)
+    docs = {d["document_id"]: d for d in client.state.list(state_collections.DOCUMENTS)
             if d["url"].startswith(site.base)}
     assert set(docs) == {m.document_id for m in sent}
     for document_id, doc in docs.items():
@@ -344,12 +345,12 @@ def test_query_state_updates_from_two_clients_are_transactions(topo):
 
     stores = [FirestoreStateStore(project=PROJECT) for _ in range(2)]
     key = f"q-{uuid.uuid4().hex}"
-    stores[0].put(collections.QUERIES, key, {"id": key, "iterations": [], "model_calls": 0})
+    stores[0].put(state_collections.QUERIES, key, {"id": key, "iterations": [], "model_calls": 0})
     per_client = 4
 
     def bump(store: FirestoreStateStore, who: int) -> None:
         for n in range(per_client):
-            store.update(collections.QUERIES, key, lambda doc, n=n: {
+            store.update(state_collections.QUERIES, key, lambda doc, n=n: {
                 **doc, "model_calls": doc["model_calls"] + 1, "iterations": [*doc["iterations"], f"{who}/{n}"]})
 
     threads = [threading.Thread(target=bump, args=(store, who)) for who, store in enumerate(stores)]
@@ -357,7 +358,7 @@ def test_query_state_updates_from_two_clients_are_transactions(topo):
         thread.start()
     for thread in threads:
         thread.join()
-    record = stores[1].get(collections.QUERIES, key)
+    record = stores[1].get(state_collections.QUERIES, key)
     assert record["model_calls"] == 2 * per_client
     assert sorted(record["iterations"]) == sorted(f"{w}/{n}" for w in range(2) for n in range(per_client))
     for store in stores:

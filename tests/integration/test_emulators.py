@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import emulators
+from shared.tools import emulators
 
 
 @pytest.fixture

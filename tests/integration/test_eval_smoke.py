@@ -14,17 +14,23 @@ import pytest
 fitz_gov = pytest.importorskip("fitz_gov", reason="fitz-gov is not installed: pip install fitz-gov==4.1.0")
 
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder  # noqa: E402
-from shared.eval.dataset import build_fitz_gov  # noqa: E402
-from shared.eval.metrics import (  # noqa: E402
+from shared.tools.eval.dataset import build_fitz_gov  # noqa: E402
+from shared.tools.eval.metrics import (  # noqa: E402
     element_coverage,
     ndcg_at_k,
     reciprocal_rank,
     roc_curve,
     youden_threshold,
 )
-from shared.eval.pipeline import FULL, run_pipeline  # noqa: E402
-from shared.eval.quality import answer_quality, calibration  # noqa: E402
-from shared.eval.retrieval import embed_cached, fill_index, open_index, retrieval_rows, texts_key  # noqa: E402
+from shared.tools.eval.pipeline import FULL, run_pipeline  # noqa: E402
+from shared.tools.eval.quality import answer_quality, calibration  # noqa: E402
+from shared.tools.eval.retrieval import (  # noqa: E402
+    embed_cached,
+    fill_index,
+    open_index,
+    retrieval_rows,
+    texts_key,
+)
 
 SLICE = 60
 

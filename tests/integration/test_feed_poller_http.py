@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 
 from services.feed_poller.handler import handle, poll_feed
-from shared import collections
 from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
-from shared.config import Settings
-from shared.errors import RetryableError
-from shared.feeds import add_feed, get_feed
-from shared.ids import feed_item_id
-from shared.messages import DocumentDeleted, DocumentFetched, FeedPollRequested
-from shared.runtime.deps import Deps
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import RetryableError
+from shared.contract.ids import feed_item_id
+from shared.contract.messages import DocumentDeleted, DocumentFetched, FeedPollRequested
+from shared.ingest.feeds import add_feed, get_feed
 from tests.fakes import FakeClock, RecordingPublisher
 
 
@@ -206,7 +206,7 @@ def test_poll_twice_then_change_and_remove(tmp_path, site):
         and deleted.reason == "left feed"
     )
     assert site.hits["/posts/volcano.html"] == 1
-    assert p.state.count(collections.PROCESSED_ITEMS) == 2
+    assert p.state.count(state_collections.PROCESSED_ITEMS) == 2
 
 
 def test_keep_policy_leaves_removed_items(tmp_path, site):
@@ -216,7 +216,7 @@ def test_keep_policy_leaves_removed_items(tmp_path, site):
     p.poll()
     p.publish_feed(items[:1])
     assert p.poll(removed_item_policy="keep").removed == 0
-    assert p.deleted() == [] and p.state.count(collections.PROCESSED_ITEMS) == 2
+    assert p.deleted() == [] and p.state.count(state_collections.PROCESSED_ITEMS) == 2
 
 
 def test_bad_article_links_are_recorded_and_the_rest_published(tmp_path, site):
@@ -269,7 +269,7 @@ def test_bad_article_links_are_recorded_and_the_rest_published(tmp_path, site):
     record = p.record()
     assert record["last_status"] == "partial: 4 new, 0 changed, 0 removed, 7 failed"
     assert "7 item(s) failed and will be retried" in record["last_error"]
-    failed = p.state.list(collections.PROCESSED_ITEMS, {"status": "failed"})
+    failed = p.state.list(state_collections.PROCESSED_ITEMS, {"status": "failed"})
     assert len(failed) == 7 and all(r["error"] for r in failed)
 
     # the server gets fixed: the next poll retries only the failed items
@@ -316,7 +316,7 @@ def test_a_broken_feed_is_recorded_and_nothing_indexed_is_lost(
     record = p.record()
     assert message in record["last_error"] and record["last_status"] == "failed"
     assert p.deleted() == [] and len(p.fetched()) == 2
-    assert p.state.count(collections.PROCESSED_ITEMS, {"status": "published"}) == 2
+    assert p.state.count(state_collections.PROCESSED_ITEMS, {"status": "published"}) == 2
     request = FeedPollRequested(request_id="x", feed_urls=[p.feed], requested_at=datetime.now(UTC))
     if retryable:
         with pytest.raises(RetryableError, match="every feed failed"):

@@ -14,12 +14,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from services.gateway import create_app, serve
-from shared import collections
 from shared.adapters.local.clock import SystemClock
 from shared.adapters.local.state import SqliteStateStore
-from shared.config import Settings
-from shared.errors import RetryableError
-from shared.runtime.deps import Deps
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import RetryableError
 from tests.scripted_loop import ANSWER, CONTEXTS, ContextsIndex, ScriptedLoop, WordEmbedder
 
 STAGES = ["gateway", *["transformer", "retriever", "grader"] * 2, "synthesizer"]
@@ -83,7 +83,7 @@ def test_bad_fields_get_400_saying_what_to_send(client, deps, body, expected):
         return
     assert response.status_code == 400, response.text
     assert expected in response.json()["error"]
-    assert deps.state.count(collections.QUERIES) == 0
+    assert deps.state.count(state_collections.QUERIES) == 0
 
 
 @pytest.mark.parametrize(
@@ -168,7 +168,7 @@ def test_a_bus_that_refuses_the_message_is_503(tmp_path):
     assert response.status_code == 503
     assert "bus.db is locked" in response.json()["error"]
     assert response.headers["retry-after"] == "2"
-    [record] = deps.state.list(collections.QUERIES)
+    [record] = deps.state.list(state_collections.QUERIES)
     assert record["status"] == "failed"
 
 
@@ -401,10 +401,10 @@ def test_the_trace_of_a_query_is_served_as_waterfall_rows(tmp_path):
     from opentelemetry import trace as otel_trace
 
     from services.gateway.app import create_app
-    from shared.config import load_settings
-    from shared.query_api import submit_query
+    from shared.contract.config import load_settings
+    from shared.observability.tracing import tracer
+    from shared.query.api import submit_query
     from shared.runtime.bootstrap import build_local
-    from shared.tracing import tracer
 
     local = build_local(load_settings({"RAGBUS_HOME": str(tmp_path)}))
     with tracer().start_as_current_span("outer request"):

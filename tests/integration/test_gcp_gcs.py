@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from shared.adapters.gcp.gcs_blobs import GcsBlobStore, parse_ref
-from shared.ports import BlobStore
+from shared.contract.ports import BlobStore
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from shared.adapters.gcp.pubsub import (
     subscription_path,
     topic_path,
 )
-from shared.errors import ConfigError, RetryableError
-from shared.messages import FeedPollRequested, QuerySubmitted, decode, encode
-from shared.ports import Publisher
+from shared.contract.errors import ConfigError, RetryableError
+from shared.contract.messages import FeedPollRequested, QuerySubmitted, decode, encode
+from shared.contract.ports import Publisher
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -10,9 +10,9 @@ from google import genai
 from google.genai import types
 
 from shared.adapters.gcp.gemini import THINKING_HEADROOM_TOKENS, GeminiLanguageModel
-from shared.config import DEFAULT_GEMINI_MODEL, Settings
-from shared.errors import ConfigError, ModelUnusable, RetryableError
-from shared.ports import GradingContext, RefineRequest
+from shared.contract.config import DEFAULT_GEMINI_MODEL, Settings
+from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
+from shared.contract.ports import GradingContext, RefineRequest
 from tests.integration.fake_gemini import FakeGemini
 
 MODEL = DEFAULT_GEMINI_MODEL
@@ -151,7 +151,7 @@ def test_from_settings_modes_and_missing_settings():
 def test_model_calls_are_genai_spans_with_token_usage(server, llm):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from shared.tracing import TracingLanguageModel, add_exporter
+    from shared.observability.tracing import TracingLanguageModel, add_exporter
 
     exporter = InMemorySpanExporter()
     add_exporter(exporter, batch=False)

@@ -16,9 +16,9 @@ from google import genai
 from google.genai import types
 
 from shared.adapters.gcp.genai_embedder import GenAiEmbedder
-from shared.config import Settings
-from shared.errors import ConfigError, InvalidInput, PermanentError, RetryableError
-from shared.ports import Embedder
+from shared.contract.config import Settings
+from shared.contract.errors import ConfigError, InvalidInput, PermanentError, RetryableError
+from shared.contract.ports import Embedder
 from tests.integration.fake_genai_embed import FakeEmbeddingServer, text_vector
 
 DIM = 16
@@ -96,7 +96,7 @@ def test_queries_are_embedded_as_queries_and_documents_as_documents(
     server: FakeEmbeddingServer, embedder: GenAiEmbedder
 ) -> None:
     from services.retriever.handler import search_all
-    from shared.ports import embed_queries
+    from shared.contract.ports import embed_queries
 
     embed_queries(embedder, ["why do glaciers retreat?"])
     embedder.embed(["Glaciers retreat."])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from shared.adapters.http_fetch import SafeFetcher
-from shared.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
+from shared.contract.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
 
 FIFTY_MB = 50 * 1024 * 1024
 HTML = ["text/html", "application/xhtml+xml"]

@@ -10,8 +10,8 @@ import pytest
 
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 from shared.adapters.local.index import HybridIndex, bm25_tokens
-from shared.errors import ConfigError
-from shared.ports import Chunk, Index
+from shared.contract.errors import ConfigError
+from shared.contract.ports import Chunk, Index
 
 DIM = 16
 

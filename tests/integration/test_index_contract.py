@@ -21,8 +21,8 @@ from shared.adapters.gcp.firestore_index import FirestoreIndex
 from shared.adapters.gcp.vertex_index import VertexVectorSearchIndex
 from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.state import SqliteStateStore
-from shared.errors import RetryableError
-from shared.ports import Chunk, Index
+from shared.contract.errors import RetryableError
+from shared.contract.ports import Chunk, Index
 from tests.fake_vector_search import FakeMatchingEngine
 from tests.fakes import InMemoryStateStore
 

@@ -10,7 +10,7 @@ import pytest
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.llm import LocalLanguageModel
-from shared.ports import Chunk, GradingContext
+from shared.contract.ports import Chunk, GradingContext
 
 QUESTION = "How does reciprocal rank fusion combine BM25 and dense retrieval results?"
 RELATED = [

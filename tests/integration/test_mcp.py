@@ -12,11 +12,11 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from services.gateway import serve
-from shared import collections
 from shared.adapters.local.clock import SystemClock
 from shared.adapters.local.state import SqliteStateStore
-from shared.config import Settings
-from shared.runtime.deps import Deps
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
 from tests.scripted_loop import ANSWER, CONTEXTS, ScriptedLoop
 
 
@@ -70,13 +70,13 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
     assert (found["status"], found["iterations"], found["best_iteration"]) == ("answered", 2, 1)
     assert [c["chunk_id"] for c in found["contexts"]] == [c["chunk_id"] for c in CONTEXTS]
     assert found["grade"]["score"] == 0.82 and found["grade"]["grounded"] is True
-    record = deps.state.get(collections.QUERIES, found["id"])
+    record = deps.state.get(state_collections.QUERIES, found["id"])
     assert record["top_k"] == 3
 
     answered = structured(ask)
     assert (answered["outcome"], answered["answer"]) == ("answered", ANSWER)
     assert [c["url"] for c in answered["citations"]] == [c["url"] for c in CONTEXTS]
-    assert deps.state.get(collections.QUERIES, answered["id"])["original_query"] == "how does BM25 rank?"
+    assert deps.state.get(state_collections.QUERIES, answered["id"])["original_query"] == "how does BM25 rank?"
 
     assert bad.is_error
     assert "'question' is empty" in bad.content[0].text
@@ -102,8 +102,8 @@ from pathlib import Path
 from services.gateway import serve
 from shared.adapters.local.clock import SystemClock
 from shared.adapters.local.state import SqliteStateStore
-from shared.config import Settings
-from shared.runtime.deps import Deps
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
 from tests.scripted_loop import ScriptedLoop
 
 home = Path(sys.argv[1])

@@ -22,7 +22,7 @@ from shared.adapters.gcp.firestore_state import (
     encode_key,
 )
 from shared.adapters.local.state import SqliteStateStore
-from shared.ports import StateStore
+from shared.contract.ports import StateStore
 from tests.fakes import InMemoryStateStore
 
 STORES = ["sqlite", "memory", "firestore"]

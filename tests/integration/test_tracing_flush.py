@@ -26,11 +26,11 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from shared.config import Settings
-from shared.messages import QuerySubmitted, encode
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.messages import QuerySubmitted, encode
+from shared.observability.tracing import tracer_provider
 from shared.runtime import functions
-from shared.runtime.deps import Deps
-from shared.tracing import tracer_provider
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +144,7 @@ def test_a_failing_invocation_still_flushes_before_the_platform_sees_the_error(m
 def test_a_gateway_request_exports_its_spans_before_the_response_ends(tmp_path, monkeypatch):
     from starlette.testclient import TestClient
 
-    from shared.config import load_settings
+    from shared.contract.config import load_settings
     from shared.runtime.bootstrap import build_local
 
     monkeypatch.setattr(functions, "_deps", build_local(load_settings({"RAGBUS_HOME": str(tmp_path)})).deps)

@@ -9,12 +9,12 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from shared.config import load_settings
-from shared.file_ingest import ingest_path
-from shared.query_api import submit_query, wait_for_query
+from shared.contract.config import load_settings
+from shared.ingest.files import ingest_path
+from shared.observability.tracing import TracingLanguageModel, add_exporter
+from shared.query.api import submit_query, wait_for_query
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
-from shared.tracing import TracingLanguageModel, add_exporter
 from tests.support import run_cli, topic_paragraphs
 from tests.unit.loop_fakes import ScriptedLLM, good_grade, weak_grade
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from shared import emulators, topology
 from shared.adapters.local.spans import SqliteSpanStore
-from shared.demo import CORPUS
+from shared.tools import emulators, topology
+from shared.tools.demo import CORPUS
 from tests.support import run_cli
 
 pytestmark = pytest.mark.skipif(

@@ -12,8 +12,8 @@ import pytest
 from services.gateway import serve
 from shared.adapters.local.clock import SystemClock
 from shared.adapters.local.state import SqliteStateStore
-from shared.config import Settings
-from shared.runtime.deps import Deps
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
 from tests.scripted_loop import CONTEXTS, ContextsIndex, ScriptedLoop, WordEmbedder
 
 CHROMIUM = "/usr/bin/chromium"
@@ -141,8 +141,8 @@ def test_search_only_lists_passages(loop_and_server, page):
 
 def test_the_page_draws_the_trace_waterfall_of_a_real_query(tmp_path, page):
     """The real embedded runtime answers; the page draws the query's spans as a waterfall."""
-    from shared.config import load_settings
-    from shared.file_ingest import ingest_path
+    from shared.contract.config import load_settings
+    from shared.ingest.files import ingest_path
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from tests.support import topic_paragraphs
@@ -176,8 +176,8 @@ def test_the_page_draws_the_trace_waterfall_of_a_real_query(tmp_path, page):
 
 def test_the_page_fits_a_400_px_screen_with_a_real_answer_and_its_trace(tmp_path, page):
     """Nothing scrolls sideways on a narrow phone: long queries, URLs and the waterfall wrap."""
-    from shared.config import load_settings
-    from shared.file_ingest import ingest_path
+    from shared.contract.config import load_settings
+    from shared.ingest.files import ingest_path
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from tests.support import topic_paragraphs
@@ -224,9 +224,9 @@ def test_an_unknown_id_is_explained_without_api_wording(loop_and_server, page):
 
 def test_the_page_shows_each_step_done_without_the_model(tmp_path, page):
     """A transient model failure falls back; the page says which step and why."""
-    from shared.config import load_settings
-    from shared.errors import RetryableError
-    from shared.file_ingest import ingest_path
+    from shared.contract.config import load_settings
+    from shared.contract.errors import RetryableError
+    from shared.ingest.files import ingest_path
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from tests.support import topic_paragraphs

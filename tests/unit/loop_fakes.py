@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from shared import collections
-from shared.config import Settings
-from shared.messages import Message, encode
-from shared.ports import (
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.messages import Message, encode
+from shared.contract.ports import (
     Answer,
     AnswerSentence,
     Chunk,
@@ -25,8 +26,7 @@ from shared.ports import (
     ScoredChunk,
     Transformation,
 )
-from shared.query_state import new_query_record
-from shared.runtime.deps import Deps
+from shared.query.state import new_query_record
 from shared.runtime.dispatch import Outcome, handle_delivery
 from shared.runtime.stages import CONSUMERS
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
@@ -193,11 +193,11 @@ class Loop:
             max_model_calls=overrides.get("max_model_calls", settings.max_model_calls),
             now=self.clock.now(), timeout_s=overrides.get("timeout_s", settings.query_timeout_s),
         )
-        self.state.create(collections.QUERIES, query_id, record)
+        self.state.create(state_collections.QUERIES, query_id, record)
         return query_id
 
     def record(self, query_id: str = "q1") -> dict:
-        return self.state.get(collections.QUERIES, query_id)
+        return self.state.get(state_collections.QUERIES, query_id)
 
     def deliver(self, message: Message) -> list[Outcome]:
         """Hand ``message`` to every consumer of its topic, as the bus would (encoded and decoded)."""

@@ -9,8 +9,8 @@ import pytest
 
 from services.indexer.chunking import chunk_document, chunk_text, plan_windows
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder
-from shared.ids import chunk_id
-from shared.text import strip_header, with_header
+from shared.contract.ids import chunk_id
+from shared.contract.text import strip_header, with_header
 from tests.support import topic_paragraphs
 
 

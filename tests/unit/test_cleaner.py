@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 import pytest
 
 from services.cleaner.handler import clean_content, clean_key, decode_bytes, handle
-from shared.config import Settings
-from shared.errors import InvalidInput, PermanentError
-from shared.messages import DocumentCleaned, DocumentFetched
-from shared.runtime.deps import Deps
-from shared.text import split_header
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput, PermanentError
+from shared.contract.messages import DocumentCleaned, DocumentFetched
+from shared.contract.text import split_header
 from tests.fakes import FakeClock, InMemoryBlobStore, RecordingPublisher
 
 ARTICLE = [
@@ -244,7 +244,7 @@ def test_a_file_title_from_its_name_yields_to_the_document_own_title():
 
 def test_a_version_1_file_message_already_on_the_bus_keeps_the_document_title():
     """v1 put a file's name in ``title``; it is read as the fallback it always was."""
-    from shared.messages import decode, encode
+    from shared.contract.messages import decode, encode
 
     data, attributes = encode(_fetched("raw/x", "text/markdown", source="file", title="notes"))
     body = json.loads(data)

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from shared import cli
-from shared.logs import TextFormatter
+from shared.observability.logs import TextFormatter
+from shared.tools import cli
 
 pytestmark = pytest.mark.unit
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from typer.testing import CliRunner
 
-from shared import collections
-from shared.cli import app, short_ids, stage_counts
-from shared.errors import InvalidInput
-from shared.feeds import add_feed, list_feeds, remove_feed
-from shared.messages import DocumentDeleted
-from shared.text import meaningful_rewrite, snippet, with_header
+from shared.contract import state_collections
+from shared.contract.errors import InvalidInput
+from shared.contract.messages import DocumentDeleted
+from shared.contract.text import meaningful_rewrite, snippet, with_header
+from shared.ingest.feeds import add_feed, list_feeds, remove_feed
+from shared.tools.cli import app, short_ids, stage_counts
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 
 pytestmark = pytest.mark.unit
@@ -79,7 +79,7 @@ def test_ask_timeout_defaults_to_the_configured_query_timeout(monkeypatch):
     import contextlib
     from types import SimpleNamespace
 
-    import shared.cli as cli
+    import shared.tools.cli as cli
 
     asked = []
     session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None, deps=None,
@@ -98,9 +98,9 @@ def _state_with_feed_items():
     url = add_feed(state, "https://blog.example/feed.xml", allow_loopback=False, now=clock.now(),
                    resolver=lambda *a, **k: [(2, 1, 6, "", ("93.184.216.34", 0))])["url"]
     for n in range(2):
-        state.put(collections.PROCESSED_ITEMS, f"feed-{n}", {"document_id": f"feed-{n}", "source": "feed",
+        state.put(state_collections.PROCESSED_ITEMS, f"feed-{n}", {"document_id": f"feed-{n}", "source": "feed",
                                                             "feed_url": url, "guid": str(n)})
-    state.put(collections.PROCESSED_ITEMS, "other", {"document_id": "other", "source": "feed",
+    state.put(state_collections.PROCESSED_ITEMS, "other", {"document_id": "other", "source": "feed",
                                                      "feed_url": "https://else.example/f", "guid": "x"})
     return state, publisher, clock, url
 
@@ -112,15 +112,15 @@ def test_removing_a_feed_deletes_its_documents_only():
     assert list_feeds(state) == []
     sent = [m for m in publisher.messages if isinstance(m, DocumentDeleted)]
     assert sorted(m.document_id for m in sent) == ["feed-0", "feed-1"]
-    assert state.get(collections.PROCESSED_ITEMS, "feed-0") is None
-    assert state.get(collections.PROCESSED_ITEMS, "other") is not None
+    assert state.get(state_collections.PROCESSED_ITEMS, "feed-0") is None
+    assert state.get(state_collections.PROCESSED_ITEMS, "other") is not None
 
 
 def test_removing_a_feed_can_keep_its_documents():
     state, publisher, clock, url = _state_with_feed_items()
     assert remove_feed(state, url, publisher=publisher, clock=clock, keep_documents=True) == []
     assert list_feeds(state) == [] and not publisher.messages
-    assert state.get(collections.PROCESSED_ITEMS, "feed-0") is not None
+    assert state.get(state_collections.PROCESSED_ITEMS, "feed-0") is not None
 
 
 def test_removing_an_unknown_feed_is_an_error_that_changes_nothing():
@@ -158,11 +158,11 @@ def test_a_query_id_prefix_resolves_when_unique_and_is_refused_when_ambiguous():
 
     import typer
 
-    from shared.cli import resolve_query_id
+    from shared.tools.cli import resolve_query_id
 
     state = InMemoryStateStore()
     for query_id in ("a62ae7d7551f00", "a62ae7d7c00000", "ffac89f5aaaaaa"):
-        state.put(collections.QUERIES, query_id, {"id": query_id})
+        state.put(state_collections.QUERIES, query_id, {"id": query_id})
     deps = SimpleNamespace(state=state)
     assert resolve_query_id(deps, "ffac89f5") == "ffac89f5aaaaaa"
     assert resolve_query_id(deps, "a62ae7d7c") == "a62ae7d7c00000"

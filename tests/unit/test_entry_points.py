@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cloudevents.http import CloudEvent
 
-from shared import collections
-from shared.config import Settings
-from shared.messages import QuerySubmitted, encode
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.messages import QuerySubmitted, encode
 from shared.runtime import functions
-from shared.runtime.deps import Deps
 from shared.runtime.stages import CONSUMERS
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.support import root_main
@@ -48,7 +48,7 @@ def test_a_handler_crash_raises_so_the_platform_redelivers(deps, monkeypatch):
     monkeypatch.setattr(type(consumer), "handler", property(lambda self: boom))
     with pytest.raises(RuntimeError, match="transformer.query-submitted: ConnectionError: firestore unavailable"):
         root_main().transformer(_event(QuerySubmitted(query_id="q1")))
-    assert deps.state.count(collections.DEAD_LETTERS) == 0
+    assert deps.state.count(state_collections.DEAD_LETTERS) == 0
 
 
 def test_consumer_is_chosen_by_message_type():
@@ -62,7 +62,7 @@ def test_an_unknown_type_is_recorded_as_a_dead_letter_and_acknowledged(deps):
                        {"message": {"data": base64.b64encode(b"{}").decode(), "attributes": {"type": "Nope"},
                                     "messageId": "m9"}})
     root_main().grader(event)  # returns: acknowledged
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert "unknown message type 'Nope'" in letter["error"]
 
 

@@ -10,14 +10,14 @@ from datetime import UTC, datetime
 import pytest
 
 from services.feed_poller.handler import handle, poll_feed
-from shared import collections
-from shared.config import Settings
-from shared.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
-from shared.feeds import add_feed, get_feed, list_feeds, validate_feed_url
-from shared.ids import feed_id, feed_item_id
-from shared.messages import DocumentDeleted, DocumentFetched, FeedPollRequested, encode
-from shared.ports import FetchResult
-from shared.runtime.deps import Deps
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
+from shared.contract.ids import feed_id, feed_item_id
+from shared.contract.messages import DocumentDeleted, DocumentFetched, FeedPollRequested, encode
+from shared.contract.ports import FetchResult
+from shared.ingest.feeds import add_feed, get_feed, list_feeds, validate_feed_url
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 
 FEED = "https://blog.example/feed.xml"
@@ -158,7 +158,7 @@ def test_new_items_are_fetched_stored_and_published(world):
     assert first.content_type == "text/html; charset=utf-8"
     assert world.blobs.get(first.raw_ref) == b"<html><body><p>Post 1</p></body></html>"
     assert first.raw_ref == f"mem:raw/{first.document_id}/{first.content_hash}"
-    record = world.state.get(collections.PROCESSED_ITEMS, first.document_id)
+    record = world.state.get(state_collections.PROCESSED_ITEMS, first.document_id)
     assert record["status"] == "published" and record["item_hash"] == first.content_hash
     feed = world.feed_record()
     assert feed["last_status"] == "ok: 2 new, 0 changed, 0 removed"
@@ -222,7 +222,7 @@ def test_changed_item_is_republished_under_the_same_document_id(world):
     new = world.fetched()[-1]
     assert new.document_id == old.document_id and new.content_hash != old.content_hash
     assert new.title == "Post 1, revised"
-    record = world.state.get(collections.PROCESSED_ITEMS, new.document_id)
+    record = world.state.get(state_collections.PROCESSED_ITEMS, new.document_id)
     assert record["item_hash"] == new.content_hash and record["previous_hash"] == old.content_hash
     assert world.feed_record()["last_status"] == "ok: 0 new, 1 changed, 0 removed"
 
@@ -272,7 +272,7 @@ def test_removed_item_is_deleted_under_the_remove_policy(world):
     assert report.removed == 1
     (deleted,) = world.deleted()
     assert deleted.document_id == feed_item_id(FEED, "g2") and deleted.reason == "left feed"
-    assert world.state.get(collections.PROCESSED_ITEMS, deleted.document_id) is None
+    assert world.state.get(state_collections.PROCESSED_ITEMS, deleted.document_id) is None
     assert world.feed_record()["last_status"] == "ok: 0 new, 0 changed, 1 removed"
 
 
@@ -283,7 +283,7 @@ def test_removed_item_is_kept_under_the_keep_policy(world):
     report = world.poll(settings=Settings(removed_item_policy="keep"))
     assert report.removed == 0 and world.deleted() == []
     assert (
-        world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))["status"]
+        world.state.get(state_collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))["status"]
         == "published"
     )
 
@@ -340,7 +340,7 @@ def test_a_bad_feed_is_a_recorded_error_and_nothing_is_removed(world, body, cont
     assert message in feed["last_error"] and FEED in feed["last_error"]
     assert feed["last_status"] == "failed" and feed["etag"] == '"good"'
     assert world.deleted() == [] and len(world.fetched()) == 2
-    assert world.state.count(collections.PROCESSED_ITEMS) == 2
+    assert world.state.count(state_collections.PROCESSED_ITEMS) == 2
 
 
 @pytest.mark.parametrize(
@@ -364,7 +364,7 @@ def test_feed_fetch_errors_are_recorded_on_the_feed(world, error, retryable):
     assert report.outcome == "failed" and report.retryable is retryable
     feed = world.feed_record()
     assert str(error) in feed["last_error"] and feed["last_status"] == "failed"
-    assert world.deleted() == [] and world.state.count(collections.PROCESSED_ITEMS) == 1
+    assert world.deleted() == [] and world.state.count(state_collections.PROCESSED_ITEMS) == 1
 
 
 # ------------------------------------------------------------------ bad pages
@@ -389,7 +389,7 @@ def test_a_bad_page_is_recorded_on_item_and_feed_and_retried_while_it_may_work(w
     world.fetcher.responses["https://blog.example/p2"] = error
     report = world.poll()
     assert report.outcome == "partial" and report.new == 2 and len(report.item_errors) == 1
-    record = world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))
+    record = world.state.get(state_collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))
     assert record["status"] == "failed" and record["error"] == str(error)
     feed = world.feed_record()
     assert str(error) in feed["last_error"] and "retried" in feed["last_error"]
@@ -458,7 +458,7 @@ def test_an_entry_without_link_is_recorded_not_crashed(world):
     report = world.poll()
     # feedparser takes a permalink guid as the link; the fetcher refuses it as a page
     assert report.new == 1 and report.item_errors[0].startswith("urn:only-guid: ")
-    record = world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "urn:only-guid"))
+    record = world.state.get(state_collections.PROCESSED_ITEMS, feed_item_id(FEED, "urn:only-guid"))
     assert record["status"] == "failed"
 
 
@@ -486,12 +486,12 @@ def test_redelivery_after_a_crash_between_claim_and_publish_republishes(world):
     with pytest.raises(Crash):
         handle(request(FEED), world.deps(publisher=crashing))
     assert [m.guid for m in crashing.messages] == ["g1"]
-    claimed = world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))
+    claimed = world.state.get(state_collections.PROCESSED_ITEMS, feed_item_id(FEED, "g2"))
     assert claimed["status"] == "claimed"
 
     handle(request(FEED), world.deps())  # the redelivery
     assert [m.guid for m in world.fetched()] == ["g2", "g3"]
-    assert all(r["status"] == "published" for r in world.state.list(collections.PROCESSED_ITEMS))
+    assert all(r["status"] == "published" for r in world.state.list(state_collections.PROCESSED_ITEMS))
     handle(request(FEED), world.deps())
     assert len(world.fetched()) == 2
 
@@ -594,7 +594,7 @@ def test_main_entry_point_dispatches_a_pubsub_push_event(world, monkeypatch):
         },
     )
     main.feed_poller(bad)  # acknowledged, kept as a dead letter
-    (letter,) = world.state.list(collections.DEAD_LETTERS)
+    (letter,) = world.state.list(state_collections.DEAD_LETTERS)
     assert "unknown message type" in letter["error"]
 
 
@@ -614,7 +614,7 @@ def test_add_feed_normalises_and_is_idempotent(world):
         resolver=public,
     )
     assert record["url"] == FEED and record["added_at"] == world.clock.now().isoformat()
-    assert world.state.get(collections.FEEDS, feed_id(FEED)) == record
+    assert world.state.get(state_collections.FEEDS, feed_id(FEED)) == record
     world.clock.advance(60)
     again = add_feed(
         world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=public
@@ -677,6 +677,6 @@ def test_an_entry_with_neither_link_nor_permalink_is_a_recorded_item_error(world
         "tag:x: the entry has no link to an article page"
     ]
     assert (
-        world.state.get(collections.PROCESSED_ITEMS, feed_item_id(FEED, "tag:x"))["status"]
+        world.state.get(state_collections.PROCESSED_ITEMS, feed_item_id(FEED, "tag:x"))["status"]
         == "failed"
     )

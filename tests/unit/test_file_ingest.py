@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared import collections
-from shared.errors import InvalidInput
-from shared.file_ingest import delete_path, ingest_path
-from shared.ids import content_hash, file_document_id
-from shared.messages import DocumentDeleted, decode, encode
+from shared.contract import state_collections
+from shared.contract.errors import InvalidInput
+from shared.contract.ids import content_hash, file_document_id
+from shared.contract.messages import DocumentDeleted, decode, encode
+from shared.ingest.files import delete_path, ingest_path
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 
 
@@ -62,7 +62,7 @@ def test_a_directory_is_ingested_recursively(ports, docs):
     assert by_name["plain.TXT"].content_type == "text/plain"
     # bytes pass through untouched, whatever their encoding
     assert ports["blobs"].get(by_name["old.htm"].raw_ref) == "<p>Caf\xe9</p>".encode("latin-1")
-    record = ports["state"].get(collections.PROCESSED_ITEMS, page.document_id)
+    record = ports["state"].get(state_collections.PROCESSED_ITEMS, page.document_id)
     assert record["status"] == "published" and record["path"] == str(path)
 
 
@@ -150,8 +150,8 @@ def test_delete_a_file_even_when_it_is_gone(ports, docs):
     assert deleted == [file_document_id(str(target.resolve()))]
     (message,) = ports["publisher"].of_type(DocumentDeleted)
     assert message.document_id == deleted[0] and message.reason == "file deleted"
-    assert ports["state"].get(collections.PROCESSED_ITEMS, deleted[0]) is None
-    assert ports["state"].count(collections.PROCESSED_ITEMS) == 4
+    assert ports["state"].get(state_collections.PROCESSED_ITEMS, deleted[0]) is None
+    assert ports["state"].count(state_collections.PROCESSED_ITEMS) == 4
 
 
 def test_delete_a_directory_deletes_every_file_ingested_under_it(ports, docs):
@@ -160,7 +160,7 @@ def test_delete_a_directory_deletes_every_file_ingested_under_it(ports, docs):
         docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]
     )
     assert len(deleted) == 3
-    remaining = {r["path"] for r in ports["state"].list(collections.PROCESSED_ITEMS)}
+    remaining = {r["path"] for r in ports["state"].list(state_collections.PROCESSED_ITEMS)}
     assert remaining == {str((docs / "notes.md").resolve()), str((docs / "plain.TXT").resolve())}
     # a sibling whose name merely starts the same is untouched
     sibling = docs / "sub2"

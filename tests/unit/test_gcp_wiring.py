@@ -2,8 +2,8 @@
 
 import pytest
 
-from shared.config import load_settings, require_gcp
-from shared.errors import ConfigError
+from shared.contract.config import load_settings, require_gcp
+from shared.contract.errors import ConfigError
 from shared.runtime.bootstrap import build_deps
 
 
@@ -25,7 +25,7 @@ def test_gcp_runtime_builds_cloud_adapters(monkeypatch):
     deps = build_deps(load_settings({"RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "p", "RAGBUS_BUCKET": "b"}))
     from shared.adapters.gcp.firestore_state import FirestoreStateStore
     from shared.adapters.gcp.gcs_blobs import GcsBlobStore
-    from shared.tracing import TracingPublisher
+    from shared.observability.tracing import TracingPublisher
 
     assert isinstance(deps.state, FirestoreStateStore)
     assert isinstance(deps.blobs, GcsBlobStore)

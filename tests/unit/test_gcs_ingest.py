@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 from cloudevents.http import CloudEvent
 
-from shared.config import Settings
-from shared.ids import file_document_id
-from shared.messages import DocumentDeleted, DocumentFetched
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.ids import file_document_id
+from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.runtime import functions
-from shared.runtime.deps import Deps
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.support import root_main
 
@@ -64,7 +64,7 @@ def test_delete_of_the_current_generation_removes_and_of_an_old_one_is_ignored(m
 def test_a_late_delete_never_removes_a_fresh_overwrite(monkeypatch):
     """delete(gen 1) goes out, gen 2 is uploaded, then the gen-1 delete reaches the indexer late."""
     from services.indexer.handler import superseded
-    from shared.messages import decode, encode
+    from shared.contract.messages import decode, encode
 
     deps = _deps(monkeypatch)
     root_main().gcs_finalized(_event("finalized", _obj(generation="1")))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared import collections
-from shared.messages import ContextsRetrieved, QueryGraded, QueryTransformed
-from shared.ports import Grade
-from shared.query_state import fail_query
+from shared.contract import state_collections
+from shared.contract.messages import ContextsRetrieved, QueryGraded, QueryTransformed
+from shared.contract.ports import Grade
+from shared.query.state import fail_query
 from shared.runtime.dispatch import Outcome
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, chunk, good_grade, make_loop, weak_grade
 
@@ -94,7 +94,7 @@ def test_a_refinement_that_retrieves_the_same_contexts_stops_the_loop():
 def test_budget_exhaustion_stops_refining():
     loop = make_loop(CORPUS)
     loop.submit("what is BM25", max_model_calls=4)
-    loop.state.update(collections.QUERIES, "q1", lambda d: {**d, "model_calls": 1})  # the transform
+    loop.state.update(state_collections.QUERIES, "q1", lambda d: {**d, "model_calls": 1})  # the transform
     graded = _grade(loop, weak_grade(0.5))
     assert graded.decision == "exhausted"
     assert "budget" in loop.record()["events"][-1]["detail"]
@@ -103,7 +103,7 @@ def test_budget_exhaustion_stops_refining():
 def test_no_budget_left_means_the_fallback_grade_without_a_call():
     loop = make_loop(CORPUS)
     loop.submit("what is BM25", max_model_calls=1)
-    loop.state.update(collections.QUERIES, "q1", lambda d: {**d, "model_calls": 1})
+    loop.state.update(state_collections.QUERIES, "q1", lambda d: {**d, "model_calls": 1})
     graded = _grade(loop, good_grade())
     assert loop.llm.count("grade") == 0 and graded.decision == "exhausted"
     assert loop.record()["iterations"][0]["grade"]["fallback"] is True

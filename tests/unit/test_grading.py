@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import GradeThresholds
-from shared.grading import (
+from shared.contract.config import GradeThresholds
+from shared.contract.ports import Grade
+from shared.query.grading import (
     MalformedReply,
     extract_json_object,
     failed_thresholds,
@@ -15,7 +16,6 @@ from shared.grading import (
     should_refine,
     strip_model_directives,
 )
-from shared.ports import Grade
 
 GOOD = '{"score": 0.8, "relevance": 0.9, "completeness": 0.7, "grounded": true, "answerable": true, ' \
        '"reasoning": "ok", "missing_aspects": ["latency"]}'

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from shared.adapters.http_fetch import SafeFetcher, media_type_accepted, parse_content_type
-from shared.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
-from shared.url_guard import address_refusal, check_url, normalise_url, resolve_host
+from shared.contract.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
+from shared.ingest.url_guard import address_refusal, check_url, normalise_url, resolve_host
 
 PUBLIC = "93.184.216.34"
 

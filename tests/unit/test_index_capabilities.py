@@ -7,7 +7,7 @@ import pytest
 
 from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.llm import LocalLanguageModel
-from shared.ports import (
+from shared.contract.ports import (
     CountsChanges,
     GradingContext,
     Index,

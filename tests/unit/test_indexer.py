@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from services.indexer.handler import handle
-from shared import collections
-from shared.config import Settings
-from shared.errors import InvalidInput
-from shared.ids import chunk_id
-from shared.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed
-from shared.ports import Chunk
-from shared.runtime.deps import Deps
-from shared.text import with_header
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput
+from shared.contract.ids import chunk_id
+from shared.contract.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed
+from shared.contract.ports import Chunk
+from shared.contract.text import with_header
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 from tests.support import topic_paragraphs
 
@@ -109,7 +109,7 @@ def test_indexing_a_document_records_it_and_announces_it():
     assert event.chunk_ids == [chunk_id("doc-a", message.content_hash, n) for n in range(len(stored))]
     assert len(stored) >= 2
     assert all(len(c.text.split()) <= 40 for c, _ in stored)
-    record = world.state.get(collections.DOCUMENTS, "doc-a")
+    record = world.state.get(state_collections.DOCUMENTS, "doc-a")
     assert record == {
         "document_id": "doc-a", "title": "All about volcano", "url": "https://x.example/doc-a",
         "source": "feed", "origin": "https://x.example/feed.xml", "published": "2026-10-01",
@@ -126,12 +126,12 @@ def test_redelivery_does_not_embed_again_but_announces_again():
     message = world.cleaned("doc-a", _body("volcano"))
     handle(message, world.deps)
     embedded = len(world.embedder.embedded)
-    record = world.state.get(collections.DOCUMENTS, "doc-a")
+    record = world.state.get(state_collections.DOCUMENTS, "doc-a")
     world.clock.advance(3600)
 
     handle(message, world.deps)
     assert len(world.embedder.embedded) == embedded
-    assert world.state.get(collections.DOCUMENTS, "doc-a") == record
+    assert world.state.get(state_collections.DOCUMENTS, "doc-a") == record
     first, second = world.publisher.of_type(DocumentIndexed)
     assert first == second
 
@@ -142,7 +142,7 @@ def test_record_without_chunks_in_the_index_is_indexed_again():
     handle(message, world.deps)
     world.index.docs.clear()  # e.g. the index folder was wiped
     handle(message, world.deps)
-    assert world.index.count_chunks() == world.state.get(collections.DOCUMENTS, "doc-a")["chunk_count"]
+    assert world.index.count_chunks() == world.state.get(state_collections.DOCUMENTS, "doc-a")["chunk_count"]
 
 
 def test_changed_content_replaces_the_old_chunks():
@@ -156,7 +156,7 @@ def test_changed_content_replaces_the_old_chunks():
     stored = world.index.docs["doc-a"]
     assert old_ids.isdisjoint(c.chunk_id for c, _ in stored)
     assert all("iceberg" in c.text for c, _ in stored)
-    record = world.state.get(collections.DOCUMENTS, "doc-a")
+    record = world.state.get(state_collections.DOCUMENTS, "doc-a")
     assert record["content_hash"] == new.content_hash and record["title"] == "Revised"
     assert world.index.count_documents() == 1
 
@@ -165,12 +165,12 @@ def test_header_only_document_is_refused_and_old_chunks_are_kept():
     world = World()
     handle(world.cleaned("doc-a", _body("volcano")), world.deps)
     before = list(world.index.docs["doc-a"])
-    record = world.state.get(collections.DOCUMENTS, "doc-a")
+    record = world.state.get(state_collections.DOCUMENTS, "doc-a")
 
     with pytest.raises(InvalidInput, match=r"doc-a \(https://x.example/doc-a\) has no chunk"):
         handle(world.cleaned("doc-a", "Too short."), world.deps)
     assert world.index.docs["doc-a"] == before
-    assert world.state.get(collections.DOCUMENTS, "doc-a") == record
+    assert world.state.get(state_collections.DOCUMENTS, "doc-a") == record
 
 
 def test_delete_removes_chunks_and_record_and_is_idempotent():
@@ -182,22 +182,22 @@ def test_delete_removes_chunks_and_record_and_is_idempotent():
     handle(deleted, world.deps)
     handle(deleted, world.deps)
     assert "doc-a" not in world.index.docs and "doc-b" in world.index.docs
-    assert world.state.get(collections.DOCUMENTS, "doc-a") is None
-    assert world.state.get(collections.DOCUMENTS, "doc-b") is not None
+    assert world.state.get(state_collections.DOCUMENTS, "doc-a") is None
+    assert world.state.get(state_collections.DOCUMENTS, "doc-b") is not None
 
 
 def test_a_late_delete_of_an_older_generation_keeps_the_newer_document():
     world = World()
     handle(world.cleaned("doc-a", _body("volcano")), world.deps)
     # gcs_ingest announced generation 7 of the object (an overwrite of generation 6)
-    world.state.put(collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "generation": "7"})
+    world.state.put(state_collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "generation": "7"})
     late = DocumentDeleted(document_id="doc-a", reason="object deleted",
                            requested_at=datetime(2026, 11, 3, tzinfo=UTC), generation="6")
     handle(late, world.deps)
     assert "doc-a" in world.index.docs
-    assert world.state.get(collections.DOCUMENTS, "doc-a") is not None
+    assert world.state.get(state_collections.DOCUMENTS, "doc-a") is not None
     # the delete of the current generation (the ledger forgot it when the delete went out)
-    world.state.delete(collections.PROCESSED_ITEMS, "doc-a")
+    world.state.delete(state_collections.PROCESSED_ITEMS, "doc-a")
     handle(DocumentDeleted(document_id="doc-a", reason="object deleted",
                            requested_at=datetime(2026, 11, 4, tzinfo=UTC), generation="7"), world.deps)
     assert "doc-a" not in world.index.docs
@@ -206,7 +206,7 @@ def test_a_late_delete_of_an_older_generation_keeps_the_newer_document():
 def test_a_delete_of_the_current_or_a_newer_generation_removes_the_document():
     world = World()
     handle(world.cleaned("doc-a", _body("volcano")), world.deps)
-    world.state.put(collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "generation": "7"})
+    world.state.put(state_collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "generation": "7"})
     handle(DocumentDeleted(document_id="doc-a", reason="object deleted",
                            requested_at=datetime(2026, 11, 3, tzinfo=UTC), generation="7"), world.deps)
     assert "doc-a" not in world.index.docs
@@ -223,9 +223,9 @@ def test_a_late_message_about_an_older_version_never_replaces_the_current_one():
     old = world.cleaned("doc-a", _body("glacier"))
     new = world.cleaned("doc-a", _body("iceberg", n=3), title="Revised")
     # the ledger says the source has moved on to the new version (the poller claimed it)
-    world.state.put(collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "item_hash": new.content_hash})
+    world.state.put(state_collections.PROCESSED_ITEMS, "doc-a", {"document_id": "doc-a", "item_hash": new.content_hash})
     handle(new, world.deps)
     handle(old, world.deps)  # late or redelivered message about the old version
     assert all("iceberg" in c.text for c, _ in world.index.docs["doc-a"])
-    assert world.state.get(collections.DOCUMENTS, "doc-a")["content_hash"] == new.content_hash
+    assert world.state.get(state_collections.DOCUMENTS, "doc-a")["content_hash"] == new.content_hash
     assert [e.content_hash for e in world.publisher.of_type(DocumentIndexed)] == [new.content_hash]

@@ -19,9 +19,9 @@ from typing import Any
 import hcl2
 import pytest
 
-from shared import collections, topics
-from shared.config import Settings
-from shared.messages import FeedPollRequested, decode
+from shared.contract import state_collections, topics
+from shared.contract.config import Settings
+from shared.contract.messages import FeedPollRequested, decode
 from shared.runtime.stages import CONSUMERS
 from tests.support import root_main
 
@@ -415,7 +415,7 @@ def test_vector_index_on_chunk_embeddings_has_the_configured_dimension():
 
 def test_query_records_expire_by_ttl():
     field = _instances("google_firestore_field", "queries_expire_at")[""]
-    assert field["collection"] == collections.QUERIES
+    assert field["collection"] == state_collections.QUERIES
     assert field["field"] == "expire_at"
     assert "ttl_config" in field
 
@@ -424,9 +424,9 @@ def test_large_fields_are_exempt_from_single_field_indexes():
     fields = _instances("google_firestore_field", "unindexed")
     exempt = {(f["collection"], f["field"]) for f in fields.values()}
     # the fields that grow with a query (iterations x contexts) or hold whole texts
-    assert {(collections.QUERIES, "iterations"), (collections.QUERIES, "events"),
-            (collections.QUERIES, "answer"), (collections.QUERIES, "citations"),
-            ("chunks", "text"), (collections.DEAD_LETTERS, "data")} <= exempt
+    assert {(state_collections.QUERIES, "iterations"), (state_collections.QUERIES, "events"),
+            (state_collections.QUERIES, "answer"), (state_collections.QUERIES, "citations"),
+            ("chunks", "text"), (state_collections.DEAD_LETTERS, "data")} <= exempt
     for field in fields.values():
         # an empty index_config is what removes the automatic indexes
         assert field["index_config"] == [{}], field
@@ -438,8 +438,8 @@ def test_large_fields_are_exempt_from_single_field_indexes():
 
 
 def test_composite_indexes_name_real_collections():
-    known = {collections.FEEDS, collections.PROCESSED_ITEMS, collections.DOCUMENTS,
-             collections.QUERIES, collections.DEAD_LETTERS, "chunks"}
+    known = {state_collections.FEEDS, state_collections.PROCESSED_ITEMS, state_collections.DOCUMENTS,
+             state_collections.QUERIES, state_collections.DEAD_LETTERS, "chunks"}
     indexes = [body for (t, _), body in _tf()["resource"].items() if t == "google_firestore_index"]
     assert {i["collection"] for i in indexes} <= known
     by_feed = _resource("google_firestore_index", "processed_items_by_feed")

@@ -12,8 +12,8 @@ import re
 import hcl2
 import pytest
 
-from shared.config import load_settings, require_gcp
-from shared.errors import ConfigError
+from shared.contract.config import load_settings, require_gcp
+from shared.contract.errors import ConfigError
 from tests.unit.test_infra import (
     INFRA,
     _block,

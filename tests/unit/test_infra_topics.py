@@ -4,7 +4,7 @@ from pathlib import Path
 
 import hcl2
 
-from shared import topics
+from shared.contract import topics
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 

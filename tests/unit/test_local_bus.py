@@ -1,7 +1,7 @@
 import threading
 
 from shared.adapters.local.bus import RetrySettings, SqliteBus
-from shared.messages import QuerySubmitted
+from shared.contract.messages import QuerySubmitted
 
 
 def _bus(tmp_path, **retry):

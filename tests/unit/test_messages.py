@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from shared import messages, topics
-from shared.errors import SchemaError
+from shared.contract import messages, topics
+from shared.contract.errors import SchemaError
 
 
 def _fetched(**over):

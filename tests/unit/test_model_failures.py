@@ -9,10 +9,10 @@ from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from shared import collections
-from shared.errors import ModelUnusable, RetryableError
-from shared.messages import AnswerReady, QuerySubmitted
-from shared.model_health import model_health
+from shared.contract import state_collections
+from shared.contract.errors import ModelUnusable, RetryableError
+from shared.contract.messages import AnswerReady, QuerySubmitted
+from shared.query.model_health import model_health
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop
 
 
@@ -28,7 +28,7 @@ def _refused(operation: str, status: int = 404) -> ModelUnusable:
 ])
 def test_a_refused_model_fails_the_query_instead_of_falling_back(stage, llm, caplog, monkeypatch):
     counted = []
-    monkeypatch.setattr("shared.metrics.model_unusable", lambda *a: counted.append(a))
+    monkeypatch.setattr("shared.observability.metrics.model_unusable", lambda *a: counted.append(a))
     loop = make_loop(CORPUS, llm)
     loop.submit("how does BM25 rank documents", top_k=2)
     with caplog.at_level(logging.ERROR, logger="ragbus.model"):
@@ -44,7 +44,7 @@ def test_a_refused_model_fails_the_query_instead_of_falling_back(stage, llm, cap
     health = model_health(loop.deps.state, "scripted-1")
     assert health["usable"] is False and health["stage"] == stage and "HTTP" in health["reason"]
     # no dead letter: the message was handled, the configuration is what is wrong
-    assert loop.deps.state.count(collections.DEAD_LETTERS) == 0
+    assert loop.deps.state.count(state_collections.DEAD_LETTERS) == 0
 
 
 def test_a_later_answer_from_the_same_model_clears_the_record():
@@ -75,7 +75,7 @@ def test_transient_failures_fall_back_and_every_fallback_is_in_the_record():
 
 
 def test_the_refusal_is_counted_by_an_opentelemetry_counter():
-    import shared.metrics as m
+    import shared.observability.metrics as m
 
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])

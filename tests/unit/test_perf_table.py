@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import perf_suite  # noqa: E402
 
-from shared.eval.report import perf_markdown  # noqa: E402
+from shared.tools.eval.report import perf_markdown  # noqa: E402
 
 
 def _results(query_p50: float, five_p50: float, embed_p50: float, fresh_s: float, ingest_ratio: float) -> dict:

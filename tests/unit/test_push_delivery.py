@@ -13,12 +13,12 @@ import base64
 import pytest
 from functions_framework import create_app
 
-from shared import collections
-from shared.config import Settings
-from shared.messages import QuerySubmitted, QueryTransformed, encode
-from shared.query_state import new_query_record
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.messages import QuerySubmitted, QueryTransformed, encode
+from shared.query.state import new_query_record
 from shared.runtime import functions
-from shared.runtime.deps import Deps
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.support import REPO
 
@@ -30,7 +30,7 @@ def deps(monkeypatch):
     d = Deps(Settings(max_delivery_attempts=5), publisher=RecordingPublisher(), state=InMemoryStateStore(),
              clock=FakeClock())
     monkeypatch.setattr(functions, "_deps", d)
-    d.state.put(collections.QUERIES, "q1", new_query_record(
+    d.state.put(state_collections.QUERIES, "q1", new_query_record(
         "q1", "what is BM25?", top_k=5, max_iterations=1, max_model_calls=5, now=d.clock.now(), timeout_s=60))
     return d
 
@@ -78,8 +78,8 @@ def test_the_stage_sees_the_attempt_of_the_raw_push_body(deps, failing_transform
                                       subscription="transformer.query-submitted"))
     assert response.status_code == 500  # redelivered: attempts are left
     assert failing_transformer == [3]
-    assert deps.state.count(collections.DEAD_LETTERS) == 0
-    assert deps.state.get(collections.QUERIES, "q1")["status"] == "pending"
+    assert deps.state.count(state_collections.DEAD_LETTERS) == 0
+    assert deps.state.get(state_collections.QUERIES, "q1")["status"] == "pending"
 
 
 def test_the_last_allowed_attempt_records_the_error_and_fails_the_query(deps, failing_transformer):
@@ -88,10 +88,10 @@ def test_the_last_allowed_attempt_records_the_error_and_fails_the_query(deps, fa
                            json=_push(QuerySubmitted(query_id="q1"), attempt=5,
                                       subscription="transformer.query-submitted"))
     assert response.status_code == 200  # acknowledged: Pub/Sub would only forward it without the error
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert letter["attempts"] == 5 and letter["subscription"] == "transformer.query-submitted"
     assert "model endpoint unreachable" in letter["error"] and "attempt 5 of 5" in letter["error"]
-    record = deps.state.get(collections.QUERIES, "q1")
+    record = deps.state.get(state_collections.QUERIES, "q1")
     assert record["status"] == "failed"
     assert "model endpoint unreachable" in record["error"]
 
@@ -112,15 +112,15 @@ def test_the_dead_letter_function_records_the_reason_and_fails_the_query(deps):
                                    "CloudPubSubDeadLetterSourceDeliveryCount": "7"})
     response = client.post("/projects/p/topics/query-transformed-dead-letter", json=body)
     assert response.status_code == 200
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert letter["subscription"] == "retriever.query-transformed" and letter["topic"] == "query-transformed"
     assert letter["attempts"] == 7 and letter["type"] == "QueryTransformed"
     assert "after 7 delivery attempts on retriever.query-transformed" in letter["error"]
-    record = deps.state.get(collections.QUERIES, "q1")
+    record = deps.state.get(state_collections.QUERIES, "q1")
     assert record["status"] == "failed" and "retriever gave up" in record["error"]
     # a redelivered dead letter is the same record
     assert client.post("/projects/p/topics/query-transformed-dead-letter", json=body).status_code == 200
-    assert deps.state.count(collections.DEAD_LETTERS) == 1
+    assert deps.state.count(state_collections.DEAD_LETTERS) == 1
 
 
 def test_a_dead_letter_without_pubsubs_attributes_is_named_from_its_topic(deps):
@@ -129,7 +129,7 @@ def test_a_dead_letter_without_pubsubs_attributes_is_named_from_its_topic(deps):
                  subscription="dead_letters.query-submitted-dead-letter")
     response = _client("dead_letters").post("/", json=body)
     assert response.status_code == 200
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert letter["subscription"] == "transformer.query-submitted"
     assert letter["attempts"] == 5 and "the subscription's limit" in letter["error"]
-    assert deps.state.get(collections.QUERIES, "q1")["status"] == "failed"
+    assert deps.state.get(state_collections.QUERIES, "q1")["status"] == "failed"

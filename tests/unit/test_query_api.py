@@ -7,13 +7,14 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from shared import collections
 from shared.adapters.local.clock import SystemClock
-from shared.config import Settings
-from shared.errors import InvalidInput, RetryableError
-from shared.messages import QuerySubmitted
-from shared.ports import Chunk, Grade, ScoredChunk
-from shared.query_api import (
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput, RetryableError
+from shared.contract.messages import QuerySubmitted
+from shared.contract.ports import Chunk, Grade, ScoredChunk
+from shared.query.api import (
     QueryNotFound,
     answer_summary,
     best_iteration,
@@ -23,8 +24,7 @@ from shared.query_api import (
     submit_query,
     wait_for_query,
 )
-from shared.query_record import QueryRecord, grade_to_doc
-from shared.runtime.deps import Deps
+from shared.query.record import QueryRecord, grade_to_doc
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.scripted_loop import ANSWER, ScriptedLoop
 
@@ -55,7 +55,7 @@ def deps(state, clock, publisher) -> Deps:
 def test_submit_creates_the_record_and_starts_the_loop(deps, state, publisher, clock):
     record = submit_query(deps, "  What is BM25?  ", top_k=7, max_iterations=1, timeout_s=30)
 
-    stored = state.get(collections.QUERIES, record.id)
+    stored = state.get(state_collections.QUERIES, record.id)
     assert stored == record.to_doc()
     assert QueryRecord.from_doc(stored) == record
     assert record.status == "pending"
@@ -116,7 +116,7 @@ def test_bad_input_is_refused_with_what_to_send(deps, state, publisher, kwargs, 
     with pytest.raises(InvalidInput) as caught:
         submit_query(deps, query, **kwargs)
     assert expected in str(caught.value)
-    assert state.count(collections.QUERIES) == 0
+    assert state.count(state_collections.QUERIES) == 0
     assert publisher.messages == []
 
 
@@ -135,7 +135,7 @@ def test_a_bus_failure_ends_the_query_instead_of_leaving_it_pending(state, clock
     deps = Deps(Settings(), publisher=DownBus(), state=state, clock=clock)
     with pytest.raises(RetryableError, match="try again"):
         submit_query(deps, "what now?")
-    [record] = state.list(collections.QUERIES)
+    [record] = state.list(state_collections.QUERIES)
     assert record["status"] == "failed"
     assert "could not start the query loop" in record["error"]
     assert "bus.db is locked" in record["error"]
@@ -287,7 +287,7 @@ def test_the_record_keeps_the_trace_that_the_submission_starts(state, clock):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind
 
-    from shared.tracing import TracingPublisher, add_exporter
+    from shared.observability.tracing import TracingPublisher, add_exporter
 
     exporter = InMemorySpanExporter()
     add_exporter(exporter, batch=False)

@@ -15,9 +15,9 @@ import pytest
 
 from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.llm import LocalLanguageModel
-from shared.config import Settings
-from shared.messages import QuerySubmitted
-from shared.runtime.deps import Deps
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.messages import QuerySubmitted
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, Loop
 
@@ -98,7 +98,7 @@ def test_each_further_query_in_the_same_process_costs_the_same_bounded_batches(t
 
 
 def test_a_stage_in_another_process_misses_the_cache_and_embeds_the_same_vector():
-    from shared.query_vectors import QueryVectorCache
+    from shared.query.vectors import QueryVectorCache
 
     embedder = CountingEmbedder()
     here, elsewhere = QueryVectorCache(embedder), QueryVectorCache(embedder)
@@ -112,7 +112,7 @@ def test_a_stage_in_another_process_misses_the_cache_and_embeds_the_same_vector(
 
 
 def test_the_cache_is_bounded_least_recently_used_out():
-    from shared.query_vectors import QueryVectorCache
+    from shared.query.vectors import QueryVectorCache
 
     embedder = CountingEmbedder()
     cache = QueryVectorCache(embedder, capacity=2)
@@ -128,7 +128,7 @@ def test_the_cache_is_bounded_least_recently_used_out():
 
 
 def test_an_embedder_that_cannot_be_weakly_referenced_still_embeds_once_per_call():
-    from shared.query_vectors import query_vectors
+    from shared.query.vectors import query_vectors
 
     class Slotted:
         __slots__ = ("inner",)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from shared.messages import AnswerReady, QueryGraded, QuerySubmitted, QueryTransformed, encode
+from shared.contract.messages import (
+    AnswerReady,
+    QueryGraded,
+    QuerySubmitted,
+    QueryTransformed,
+    encode,
+)
 from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
 from shared.runtime.stages import consumers_of
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade

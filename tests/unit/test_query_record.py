@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from shared import collections
-from shared.messages import QuerySubmitted
-from shared.query_record import Iteration, QueryRecord
-from shared.query_state import TRANSFORM, StageVerdict, apply_stage
+from shared.contract import state_collections
+from shared.contract.messages import QuerySubmitted
+from shared.query.record import Iteration, QueryRecord
+from shared.query.state import TRANSFORM, StageVerdict, apply_stage
 from tests.fakes import FakeClock, InMemoryStateStore
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
@@ -61,7 +61,7 @@ def test_an_old_record_loads_typed_and_is_written_back_unchanged():
 
 def test_a_stage_advances_an_old_record_and_keeps_what_it_does_not_know():
     state, clock = InMemoryStateStore(), FakeClock()
-    state.create(collections.QUERIES, "old1", copy.deepcopy(OLD_RECORD))
+    state.create(state_collections.QUERIES, "old1", copy.deepcopy(OLD_RECORD))
 
     def change(record: QueryRecord) -> None:
         record.ensure_entry(1).query = "bm25 saturation"
@@ -69,7 +69,7 @@ def test_a_stage_advances_an_old_record_and_keeps_what_it_does_not_know():
     result = apply_stage(state, "old1", iteration=1, stage=TRANSFORM, event_type="refined", detail="d",
                          now=clock.now(), change=change, model_calls=1)
     assert result.verdict is StageVerdict.RECORDED
-    stored = state.get(collections.QUERIES, "old1")
+    stored = state.get(state_collections.QUERIES, "old1")
     assert stored["tenant"] == "acme" and stored["iterations"][0]["reviewer_note"] == "kept"
     assert stored["model_calls"] == 3 and stored["stages_done"] == ["1/transformer"]
     assert [e["iteration"] for e in stored["iterations"]] == [0, 1]

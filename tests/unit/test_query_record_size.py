@@ -11,8 +11,8 @@ import pytest
 
 from services.retriever.handler import CONTEXT_TEXT_MAX_BYTES, clip_utf8
 from shared.adapters.gcp.firestore_state import MAX_DOCUMENT_BYTES, document_size
-from shared.messages import QueryTransformed
-from shared.query_api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
+from shared.contract.messages import QueryTransformed
+from shared.query.api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
 from tests.unit.loop_fakes import chunk, make_loop
 
 pytestmark = pytest.mark.unit
@@ -78,7 +78,7 @@ class _Client:
 
 def test_the_firestore_store_refuses_a_document_over_the_limit_by_name():
     from shared.adapters.gcp.firestore_state import FirestoreStateStore
-    from shared.errors import PermanentError
+    from shared.contract.errors import PermanentError
 
     client = _Client()
     store = FirestoreStateStore(client=client)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared import collections
-from shared.query_record import QueryRecord
-from shared.query_state import (
+from shared.contract import state_collections
+from shared.query.record import QueryRecord
+from shared.query.state import (
     GRADE,
     TRANSFORM,
     StageVerdict,
@@ -20,7 +20,7 @@ def _setup():
     state, clock = InMemoryStateStore(), FakeClock()
     record = new_query_record("q", "what is rrf", top_k=10, max_iterations=2, max_model_calls=5,
                               now=clock.now(), timeout_s=30)
-    state.create(collections.QUERIES, "q", record)
+    state.create(state_collections.QUERIES, "q", record)
     return state, clock
 
 
@@ -36,7 +36,7 @@ def test_a_stage_is_recorded_once_with_its_event_timing_and_model_calls():
                          now=clock.now(), change=_set_query, model_calls=1, elapsed_ms=99)
     assert first.verdict is StageVerdict.RECORDED and first.publish
     assert second.verdict is StageVerdict.DUPLICATE and second.publish and second.reason == "already recorded"
-    doc = state.get(collections.QUERIES, "q")
+    doc = state.get(state_collections.QUERIES, "q")
     assert doc["status"] == "running"
     assert doc["model_calls"] == 1
     assert doc["iterations"][0]["timings"] == {TRANSFORM: 12.5}
@@ -53,7 +53,7 @@ def test_an_ended_query_is_not_changed_by_a_stage():
     result = apply_stage(state, "q", iteration=0, stage=TRANSFORM, event_type="transformed", detail="d",
                          now=clock.now(), change=_set_query)
     assert result.verdict is StageVerdict.ENDED and not result.publish and "failed" in result.reason
-    assert state.get(collections.QUERIES, "q")["iterations"] == []
+    assert state.get(state_collections.QUERIES, "q")["iterations"] == []
 
 
 def test_live_record_times_out_an_overdue_query():
@@ -61,7 +61,7 @@ def test_live_record_times_out_an_overdue_query():
     assert live_record(state, "q", clock.now()) is not None
     clock.advance(31)
     assert live_record(state, "q", clock.now()) is None
-    doc = state.get(collections.QUERIES, "q")
+    doc = state.get(state_collections.QUERIES, "q")
     assert doc["status"] == "timed_out" and doc["outcome"] == "timed_out"
 
 
@@ -89,7 +89,7 @@ def test_change_may_run_twice_without_double_counting():
     store.docs = state.docs
     apply_stage(store, "q", iteration=0, stage=TRANSFORM, event_type="t", detail="", now=clock.now(),
                 change=_set_query, model_calls=2)
-    doc = store.get(collections.QUERIES, "q")
+    doc = store.get(state_collections.QUERIES, "q")
     assert doc["model_calls"] == 2 and len(doc["iterations"]) == 1 and len(doc["events"]) == 2
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from services.retriever.handler import QueryHits, fuse, is_header_only
-from shared.config import Settings
-from shared.messages import ContextsRetrieved, QueryTransformed
-from shared.ports import ScoredChunk
+from shared.contract.config import Settings
+from shared.contract.messages import ContextsRetrieved, QueryTransformed
+from shared.contract.ports import ScoredChunk
 from shared.runtime.dispatch import Outcome
 from tests.unit.loop_fakes import CORPUS, chunk, make_loop
 
@@ -126,7 +126,7 @@ def _fan_out(fail):
 
 
 def test_an_index_that_searches_many_gets_the_query_and_its_sub_queries_in_one_call():
-    from shared.ports import SearchesMany
+    from shared.contract.ports import SearchesMany
 
     loop, batching = _fan_out(fail=False)
     plain, _ = _fan_out(fail=False)

@@ -3,13 +3,13 @@
 import threading
 from datetime import UTC, datetime
 
-from shared import collections, topics
 from shared.adapters.local.bus import RetrySettings, SqliteBus
-from shared.config import Settings
-from shared.errors import InvalidInput, RetryableError
-from shared.messages import QuerySubmitted
-from shared.query_state import new_query_record
-from shared.runtime.deps import Deps
+from shared.contract import state_collections, topics
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput, RetryableError
+from shared.contract.messages import QuerySubmitted
+from shared.query.state import new_query_record
 from shared.runtime.local import LocalRuntime
 from shared.runtime.stages import Consumer
 from tests.fakes import FakeClock, InMemoryStateStore
@@ -57,22 +57,22 @@ def test_retryable_failure_is_redelivered_until_it_succeeds(tmp_path):
         bus.publish(QuerySubmitted(query_id="q1"))
         assert runtime.wait_idle(10)
     assert CALLS == ["q1", "q1", "q1"]
-    assert deps.state.count(collections.DEAD_LETTERS) == 0
+    assert deps.state.count(state_collections.DEAD_LETTERS) == 0
 
 
 def test_poison_message_is_dead_lettered_with_reason_and_ends_its_query(tmp_path):
     bus, deps, runtime = _system(tmp_path)
     now = datetime(2026, 11, 1, tzinfo=UTC)
-    deps.state.put(collections.QUERIES, "q9", new_query_record(
+    deps.state.put(state_collections.QUERIES, "q9", new_query_record(
         "q9", "why?", top_k=10, max_iterations=2, max_model_calls=10, now=now, timeout_s=60))
     FAIL_TIMES["q9"] = 99
     with runtime:
         bus.publish(QuerySubmitted(query_id="q9"))
         assert runtime.wait_idle(10)
     assert CALLS == ["q9"] * 3  # max_attempts
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert letter["attempts"] == 3 and "RetryableError: transient" in letter["error"]
-    record = deps.state.get(collections.QUERIES, "q9")
+    record = deps.state.get(state_collections.QUERIES, "q9")
     assert record["status"] == "failed" and "probe gave up" in record["error"]
 
 
@@ -83,7 +83,7 @@ def test_permanent_error_dead_letters_without_retrying(tmp_path):
         bus.publish(QuerySubmitted(query_id="q2"))
         assert runtime.wait_idle(10)
     assert CALLS == ["q2"]
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert letter["error"] == "InvalidInput: query q2 is unusable"
 
 
@@ -94,7 +94,7 @@ def test_unknown_schema_version_is_dead_lettered_unhandled(tmp_path):
                         {"type": "QuerySubmitted", "schema_version": "7"})
         assert runtime.wait_idle(10)
     assert CALLS == []
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert "schema_version '7' is not supported" in letter["error"]
     assert bus.dead_letter_count() == 1
 
@@ -124,7 +124,7 @@ def test_work_longer_than_the_ack_deadline_is_not_redelivered_while_it_runs(tmp_
         assert runtime.wait_idle(10)
     assert SLOW_CALLS == ["slow1"]
     assert bus.progress(0)[SLOW.subscription] == {"pending": 0, "acked": 1, "dead": 0}
-    assert deps.state.count(collections.DEAD_LETTERS) == 0
+    assert deps.state.count(state_collections.DEAD_LETTERS) == 0
     attempts = bus._db.connection().execute(
         "SELECT attempts FROM deliveries WHERE subscription = ?", (SLOW.subscription,)).fetchone()[0]
     assert attempts == 1
@@ -143,5 +143,5 @@ def test_a_delivery_exhausted_by_expired_leases_is_recorded_as_a_dead_letter(tmp
     with runtime:
         assert runtime.wait_idle(10)
     assert CALLS == []  # never handed to a handler a third time
-    (letter,) = deps.state.list(collections.DEAD_LETTERS)
+    (letter,) = deps.state.list(state_collections.DEAD_LETTERS)
     assert letter["attempts"] == 2 and "without being acknowledged" in letter["error"]

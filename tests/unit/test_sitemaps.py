@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from services.feed_poller.sitemaps import MAX_CHILD_SITEMAPS, read_sitemap
-from shared.errors import InvalidInput
-from shared.feeds import add_feed, list_feeds, remove_feed
-from shared.ids import feed_item_id
-from shared.messages import DocumentDeleted, DocumentFetched
-from shared.ports import FetchResult
+from shared.contract.errors import InvalidInput
+from shared.contract.ids import feed_item_id
+from shared.contract.messages import DocumentDeleted, DocumentFetched
+from shared.contract.ports import FetchResult
+from shared.ingest.feeds import add_feed, list_feeds, remove_feed
 from tests.unit.test_feed_poller import FakeFetcher, world  # noqa: F401 - the fixture
 
 SITEMAP = "https://site.example/sitemap.xml"

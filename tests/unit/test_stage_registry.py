@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared import topics, topology
-from shared.eval import pipeline
-from shared.messages import QuerySubmitted, encode
+from shared.contract import topics
+from shared.contract.messages import QuerySubmitted, encode
 from shared.runtime.dispatch import handle_delivery
 from shared.runtime.stages import (
     CONSUMERS,
@@ -17,6 +16,8 @@ from shared.runtime.stages import (
     STAGES,
     stage_table,
 )
+from shared.tools import topology
+from shared.tools.eval import pipeline
 from tests.support import root_main
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 from tests.unit.test_infra import _local

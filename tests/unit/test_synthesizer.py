@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from services.synthesizer.handler import number_citations
-from shared.language import phrase
-from shared.messages import AnswerReady, ContextsRetrieved, QueryGraded, QueryTransformed
-from shared.ports import Answer, AnswerSentence
+from shared.contract.messages import AnswerReady, ContextsRetrieved, QueryGraded, QueryTransformed
+from shared.contract.ports import Answer, AnswerSentence
+from shared.query.language import phrase
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
 

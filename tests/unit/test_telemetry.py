@@ -8,9 +8,9 @@ from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from shared.logs import JsonFormatter, TextFormatter, TraceContextFilter
-from shared.messages import QuerySubmitted
-from shared.tracing import tracer, tracer_provider
+from shared.contract.messages import QuerySubmitted
+from shared.observability.logs import JsonFormatter, TextFormatter, TraceContextFilter
+from shared.observability.tracing import tracer, tracer_provider
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
 tracer_provider()  # an SDK provider, so spans have real ids

@@ -2,7 +2,7 @@ import json
 
 from rich.console import Console
 
-from shared.terminal_text import dumps, markup, plain
+from shared.observability.terminal_text import dumps, markup, plain
 
 
 def test_plain_removes_csi_osc_c1_and_bidi_but_keeps_text_tabs_and_newlines():

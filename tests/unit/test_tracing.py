@@ -4,14 +4,14 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from shared import topics
 from shared.adapters.local.bus import RetrySettings, SqliteBus
-from shared.config import Settings
-from shared.messages import QuerySubmitted
-from shared.runtime.deps import Deps
+from shared.contract import topics
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.messages import QuerySubmitted
+from shared.observability.tracing import TracingPublisher, add_exporter, tracer
 from shared.runtime.dispatch import handle_delivery
 from shared.runtime.stages import Consumer
-from shared.tracing import TracingPublisher, add_exporter, tracer
 from tests.fakes import FakeClock, InMemoryStateStore
 
 EXPORTER = InMemorySpanExporter()

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from services.transformer.handler import is_date_only, refinement_without_model
-from shared import collections
-from shared.messages import ContextsRetrieved, QueryGraded, QuerySubmitted, QueryTransformed
-from shared.ports import RefineRequest, Transformation
-from shared.query_state import fail_query
+from shared.contract import state_collections
+from shared.contract.messages import (
+    ContextsRetrieved,
+    QueryGraded,
+    QuerySubmitted,
+    QueryTransformed,
+)
+from shared.contract.ports import RefineRequest, Transformation
+from shared.query.state import fail_query
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop, weak_grade
 
 
@@ -79,7 +84,7 @@ def test_a_date_only_rewrite_is_refused():
 def test_no_model_call_once_the_budget_is_spent():
     loop = make_loop(CORPUS)
     loop.submit("what is BM25", max_model_calls=1)
-    loop.state.update(collections.QUERIES, "q1", lambda d: {**d, "model_calls": 1})
+    loop.state.update(state_collections.QUERIES, "q1", lambda d: {**d, "model_calls": 1})
     loop.deliver(QuerySubmitted(query_id="q1"))
     assert loop.llm.count("transform") == 0
     assert _transformed(loop)[0].query == "what is BM25"

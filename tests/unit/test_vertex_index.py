@@ -20,8 +20,8 @@ from shared.adapters.gcp.vertex_index import (
     VertexVectorSearchIndex,
     decode_vector,
 )
-from shared.errors import ConfigError, PermanentError, RetryableError
-from shared.ports import Chunk, Doc
+from shared.contract.errors import ConfigError, PermanentError, RetryableError
+from shared.contract.ports import Chunk, Doc
 from tests.fake_vector_search import FakeMatchingEngine
 from tests.fakes import InMemoryStateStore
 

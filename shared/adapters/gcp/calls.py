@@ -1,9 +1,9 @@
 """One translation of Google API errors into the project's two kinds of failure.
 
 Every gcp adapter wraps its calls in :func:`calling`: a transient error
-(unavailable, deadline, contention) becomes a :class:`~shared.errors.RetryableError`
+(unavailable, deadline, contention) becomes a :class:`~shared.contract.errors.RetryableError`
 so the message is redelivered, an error that retrying cannot fix becomes a
-:class:`~shared.errors.PermanentError` naming what to check, and anything
+:class:`~shared.contract.errors.PermanentError` naming what to check, and anything
 else passes through unchanged.
 """
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from google.api_core import exceptions as gexc
 
-from shared.errors import PermanentError, RetryableError
+from shared.contract.errors import PermanentError, RetryableError
 
 #: What Firestore raises when trying again later may succeed.
 FIRESTORE_TRANSIENT: tuple[type[Exception], ...] = (

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from shared.adapters.local.index import bm25_tokens, hybrid_scores
-from shared.ports import SEARCH_MODES, Chunk, ScoredChunk, SearchMode
-from shared.text import strip_header
+from shared.contract.ports import SEARCH_MODES, Chunk, ScoredChunk, SearchMode
+from shared.contract.text import strip_header
 
 BM25_K1 = 1.2
 BM25_B = 0.75

@@ -33,8 +33,8 @@ from google.cloud.firestore_v1.vector import Vector
 from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
 from shared.adapters.gcp.firestore_state import FirestoreStateStore, encode_key
-from shared.errors import ConfigError, PermanentError
-from shared.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
+from shared.contract.errors import ConfigError, PermanentError
+from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 
 log = logging.getLogger("ragbus.index.firestore")
 
@@ -62,7 +62,7 @@ MAX_COMMIT_BYTES = 9 * 1024 * 1024  # Firestore's request limit is 10 MiB; keep 
 
 
 class FirestoreIndex:
-    """:class:`~shared.ports.Index` on Firestore: chunks as documents, dense search by ``find_nearest``.
+    """:class:`~shared.contract.ports.Index` on Firestore: chunks as documents, dense search by ``find_nearest``.
 
     Atomicity. ``upsert`` and ``delete_document`` run in one Firestore
     transaction when the whole change fits one commit (at most
@@ -85,7 +85,7 @@ class FirestoreIndex:
     every chunk.
 
     Scores. ``dense_score`` is the cosine of the query with the chunk's vector
-    (vectors are expected unit length, as every :class:`~shared.ports.Embedder`
+    (vectors are expected unit length, as every :class:`~shared.contract.ports.Embedder`
     makes them): with ``DOT_PRODUCT`` the dot product Firestore reports, with
     ``COSINE`` one minus its cosine distance.
     """

@@ -40,8 +40,8 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
-from shared.errors import ConfigError, PermanentError
-from shared.ports import Doc
+from shared.contract.errors import ConfigError, PermanentError
+from shared.contract.ports import Doc
 
 log = logging.getLogger("ragbus.firestore")
 

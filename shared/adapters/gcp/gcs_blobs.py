@@ -14,7 +14,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import storage
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from shared.errors import ConfigError, RetryableError
+from shared.contract.errors import ConfigError, RetryableError
 
 log = logging.getLogger("ragbus.gcs")
 

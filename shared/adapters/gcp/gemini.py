@@ -11,14 +11,14 @@ Gemini 2.5 gets an explicit ``thinking_budget`` added to the limit; older
 models get the sampling parameters as before.
 
 An API refusal of the request itself (400, 401, 403, 404: unknown or retired
-model, invalid argument, no permission) is :class:`~shared.errors.ModelUnusable`:
+model, invalid argument, no permission) is :class:`~shared.contract.errors.ModelUnusable`:
 the stages end the query ``failed`` instead of falling back. 429, 5xx and
 transport failures are retried by the SDK, then raised as
-:class:`~shared.errors.RetryableError` for the stage to fall back on.
+:class:`~shared.contract.errors.RetryableError` for the stage to fall back on.
 
 Transform, grade and
 synthesis ask for JSON with a response schema; replies are parsed robustly
-anyway (:mod:`shared.grading`) because a model can still return fenced, wrapped
+anyway (:mod:`shared.query.grading`) because a model can still return fenced, wrapped
 or truncated JSON. A reply that cannot be used becomes a fallback (an empty
 transformation, the conservative grade) and is counted in ``malformed_replies``;
 an API error is raised for the stage to fall back on.
@@ -40,17 +40,9 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from shared.config import DEFAULT_GEMINI_MODEL, Settings
-from shared.errors import ConfigError, ModelUnusable, RetryableError
-from shared.grading import (
-    MalformedReply,
-    extract_json_object,
-    fallback_grade,
-    parse_grade,
-    parse_transformation,
-)
-from shared.language import NAMES as LANGUAGE_NAMES
-from shared.ports import (
+from shared.contract.config import DEFAULT_GEMINI_MODEL, Settings
+from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
+from shared.contract.ports import (
     Answer,
     AnswerSentence,
     Grade,
@@ -59,7 +51,15 @@ from shared.ports import (
     RefineRequest,
     Transformation,
 )
-from shared.tracing import annotate
+from shared.observability.tracing import annotate
+from shared.query.grading import (
+    MalformedReply,
+    extract_json_object,
+    fallback_grade,
+    parse_grade,
+    parse_transformation,
+)
+from shared.query.language import NAMES as LANGUAGE_NAMES
 
 log = logging.getLogger("ragbus.llm.gemini")
 
@@ -182,7 +182,7 @@ def generation_settings(model: str, *, temperature: float, answer_tokens: int) -
 
 
 class GeminiLanguageModel:
-    """:class:`~shared.ports.LanguageModel` backed by Gemini through ``google.genai``."""
+    """:class:`~shared.contract.ports.LanguageModel` backed by Gemini through ``google.genai``."""
 
     provider = "gemini"
 

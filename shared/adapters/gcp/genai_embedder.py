@@ -8,7 +8,7 @@ text). Limits, and what this adapter does about them:
 - **Per text: 2048 tokens** (gemini-embedding-001, text-embedding-004/005). No
   tokenizer for these models ships offline, so tokens are *estimated*,
   conservatively, by :meth:`GenAiEmbedder.token_spans` (below). A text estimated
-  over ``max_tokens`` is refused with :class:`~shared.errors.InvalidInput`,
+  over ``max_tokens`` is refused with :class:`~shared.contract.errors.InvalidInput`,
   never truncated: the indexer cuts chunks with the same estimate, so nothing it
   sends is refused. On Vertex AI the request also sets ``autoTruncate=false``,
   so a text the estimate got wrong is refused by the service (HTTP 400) rather
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.config import Settings
-from shared.errors import ConfigError, InvalidInput, PermanentError, RetryableError
+from shared.contract.config import Settings
+from shared.contract.errors import ConfigError, InvalidInput, PermanentError, RetryableError
 
 log = logging.getLogger("ragbus.embedder.genai")
 
@@ -60,7 +60,7 @@ def _is_word_char(ch: str) -> bool:
 
 
 class GenAiEmbedder:
-    """:class:`~shared.ports.Embedder` on gemini-embedding-001 (or another Google embedding model).
+    """:class:`~shared.contract.ports.Embedder` on gemini-embedding-001 (or another Google embedding model).
 
     ``client`` is a ``google.genai.Client`` (API key or Vertex AI; build one with
     :meth:`from_settings`). :meth:`embed` sends ``task_type`` with every text

@@ -23,8 +23,8 @@ from google.cloud.pubsub_v1.types import (
     PublishFlowControl,
 )
 
-from shared.errors import ConfigError, RetryableError
-from shared.messages import Message, encode
+from shared.contract.errors import ConfigError, RetryableError
+from shared.contract.messages import Message, encode
 
 log = logging.getLogger("ragbus.pubsub")
 
@@ -87,7 +87,7 @@ class PubSubPublisher:
     One ``PublisherClient`` is built on first use and reused (it owns a gRPC
     channel and a batching thread). ``publish`` waits for the server's message
     id at most ``publish_timeout_s``; anything short of that success becomes a
-    :class:`~shared.errors.RetryableError` naming the topic, so the message
+    :class:`~shared.contract.errors.RetryableError` naming the topic, so the message
     being handled is redelivered rather than lost.
     """
 

@@ -3,7 +3,7 @@
 Vector Search keeps vectors and restrict tokens, nothing else. The chunks'
 texts and metadata, their vectors (for exact re-scoring) and which chunk ids
 belong to which document live in the companion
-:class:`~shared.ports.StateStore` (Firestore in the gcp runtime):
+:class:`~shared.contract.ports.StateStore` (Firestore in the gcp runtime):
 
     vector_chunks/<chunk id>        the chunk's fields and its float32 vector (base64)
     vector_documents/<document id>  chunk_ids (searchable), pending (being written), indexed
@@ -26,8 +26,8 @@ from google.api_core import exceptions as gexc
 
 from shared.adapters.gcp.calls import VERTEX_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
-from shared.errors import ConfigError
-from shared.ports import (
+from shared.contract.errors import ConfigError
+from shared.contract.ports import (
     Chunk,
     Doc,
     ScoredChunk,
@@ -78,7 +78,7 @@ def decode_vector(text: str) -> np.ndarray:
 
 
 class VertexVectorSearchIndex:
-    """:class:`~shared.ports.Index` on Vertex AI Vector Search (vectors) and a StateStore (the rest).
+    """:class:`~shared.contract.ports.Index` on Vertex AI Vector Search (vectors) and a StateStore (the rest).
 
     Pass the ``aiplatform.MatchingEngineIndex`` and ``MatchingEngineIndexEndpoint``
     (or :meth:`connect` to build them), the deployed index id, and the state store.

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shared.extractive import tokenize
-from shared.ports import CountsChanges, Embedder, Index
+from shared.contract.ports import CountsChanges, Embedder, Index
+from shared.query.extractive import tokenize
 
 log = logging.getLogger("ragbus.llm.local")
 

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from shared.adapters.local.processes import process_alive
 from shared.adapters.local.sqlite import SqliteDatabase
-from shared.messages import Message, encode
+from shared.contract.messages import Message, encode
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS subscriptions (

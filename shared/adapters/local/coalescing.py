@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.ports import Embedder
+from shared.contract.ports import Embedder
 
 
 @dataclass

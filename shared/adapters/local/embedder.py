@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.errors import ConfigError
+from shared.contract.errors import ConfigError
 
 log = logging.getLogger("ragbus.embedder")
 
@@ -66,7 +66,7 @@ def _model_path() -> Path:
 
 
 class OnnxMiniLMEmbedder:
-    """The :class:`~shared.ports.Embedder` of the local runtime.
+    """The :class:`~shared.contract.ports.Embedder` of the local runtime.
 
     The ONNX session and tokenizers are built on first use and then shared by
     every thread (``InferenceSession.run`` and ``Tokenizer.encode_batch`` are

@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from shared.adapters.local.sqlite import SqliteDatabase
-from shared.errors import ConfigError
-from shared.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
-from shared.text import strip_header
+from shared.contract.errors import ConfigError
+from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
+from shared.contract.text import strip_header
 
 log = logging.getLogger("ragbus.index")
 
@@ -223,7 +223,7 @@ class _Snapshot:
 
 
 class HybridIndex:
-    """The :class:`~shared.ports.Index` of the local runtime (BM25 + dense, on disk).
+    """The :class:`~shared.contract.ports.Index` of the local runtime (BM25 + dense, on disk).
 
     Thread-safe: writers serialise on SQLite's write lock; readers share an
     immutable snapshot of the derived structures, rebuilt under a lock when the
@@ -369,7 +369,7 @@ class HybridIndex:
         self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid"
     ) -> list[list[ScoredChunk]]:
         """:meth:`search` for each (text, vector), on one snapshot, the dense matrix read once
-        and the chunks fetched in one statement (see :class:`~shared.ports.SearchesMany`)."""
+        and the chunks fetched in one statement (see :class:`~shared.contract.ports.SearchesMany`)."""
         if not texts:
             return []
         rows = np.asarray(vectors, dtype=np.float32)

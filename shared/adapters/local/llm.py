@@ -14,7 +14,7 @@ input every time.
   (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2 and related text about
   0.4-0.8), coverage of the question's content terms (acronyms, numbers and
   capitalised names weigh more than common words; there is no corpus-wide IDF,
-  but an index offering :class:`~shared.ports.TermStatistics` tells which terms
+  but an index offering :class:`~shared.contract.ports.TermStatistics` tells which terms
   the corpus lacks altogether, which counts against ``answerable``), and groundedness
   (the most similar context covers most key terms, or several similar contexts
   cover them together). ``answerable`` is False when both the best similarity
@@ -29,7 +29,7 @@ input every time.
   query time) and maximal marginal relevance, each cited; an abstention when
   nothing supports an answer.
 
-The question is embedded once per process (:mod:`shared.query_vectors`) and
+The question is embedded once per process (:mod:`shared.query.vectors`) and
 that vector serves transform, grade and synthesize alike.
 
 Limits: it cannot paraphrase, translate, reason across sentences or resolve
@@ -55,17 +55,7 @@ import numpy as np
 
 from shared.adapters.local.acronyms import ACRONYM, AcronymTable, long_form_words
 from shared.adapters.local.decomposition import decompose
-from shared.extractive import (
-    STOPWORDS,
-    body_lines,
-    content_terms,
-    extractive_answer,
-    stem,
-    term_set,
-    tokenize,
-)
-from shared.grading import strip_model_directives
-from shared.ports import (
+from shared.contract.ports import (
     Answer,
     Embedder,
     Grade,
@@ -76,7 +66,17 @@ from shared.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query_vectors import query_vector
+from shared.query.extractive import (
+    STOPWORDS,
+    body_lines,
+    content_terms,
+    extractive_answer,
+    stem,
+    term_set,
+    tokenize,
+)
+from shared.query.grading import strip_model_directives
+from shared.query.vectors import query_vector
 
 log = logging.getLogger("ragbus.llm.local")
 
@@ -99,7 +99,7 @@ def _scaled(similarity: float) -> float:
 
 
 class LocalLanguageModel:
-    """The offline, deterministic :class:`~shared.ports.LanguageModel` (see the module docstring)."""
+    """The offline, deterministic :class:`~shared.contract.ports.LanguageModel` (see the module docstring)."""
 
     provider = "local"
     model = "ragbus-local-1"
@@ -375,7 +375,7 @@ class LocalLanguageModel:
         )
 
     def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
-        """An extractive, cited answer (see :func:`shared.extractive.extractive_answer`): sentences
+        """An extractive, cited answer (see :func:`shared.query.extractive.extractive_answer`): sentences
         ranked by the question's terms and by how close their passage is to the question."""
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]

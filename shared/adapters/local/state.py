@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.adapters.local.sqlite import SqliteDatabase
-from shared.ports import Doc
+from shared.contract.ports import Doc
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (

@@ -1,0 +1,233 @@
+"""Settings from the environment, with local defaults.
+
+Everything has a default that works on a fresh machine with no account; the gcp
+runtime checks its required settings at start-up and names any that is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from shared.contract.errors import ConfigError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _bool(env: dict[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean; use 1/0, true/false, yes/no")
+
+
+def _int(env: dict[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+    if value < minimum:
+        raise ConfigError(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def _float(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
+
+
+def _fraction(env: dict[str, str], name: str, default: float) -> float:
+    value = _float(env, name, default)
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name}={value} must be between 0 and 1")
+    return value
+
+
+#: The Gemini model the gemini provider calls unless RAGBUS_GEMINI_MODEL names another: the
+#: latest GA Flash model on both the Gemini API and Vertex AI (released 2026-09-02, no shutdown
+#: date announced; gemini-2.0-flash, the old default, was shut down on 2026-03-31). This is the
+#: only place the default is written; infra/ leaves the variable empty to inherit it.
+DEFAULT_GEMINI_MODEL = "gemini-3.8-flash"
+
+
+@dataclass(frozen=True)
+class GradeThresholds:
+    """From the reference grader: accept when all hold and the contexts are grounded."""
+
+    overall: float = 0.6
+    relevance: float = 0.65
+    completeness: float = 0.55
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = Path(".ragbus")
+    runtime: str = "local"  # local | gcp
+    allow_loopback: bool = False
+    llm_provider: str = "local"  # local | gemini
+    # fetching untrusted pages
+    fetch_timeout_s: float = 10.0
+    fetch_max_bytes: int = 5 * 1024 * 1024
+    fetch_retries: int = 3
+    fetch_max_redirects: int = 5
+    # bounds on the work one untrusted input can cause (issue 10)
+    fetch_deadline_s: float = 30.0  # one fetch, every retry and redirect included
+    fetch_host_concurrency: int = 4  # requests in flight to one host, per process
+    fetch_host_rate: float = 10.0  # requests started per second to one host, per process
+    max_title_chars: int = 500  # titles and other metadata are cut to this
+    max_chunks_per_document: int = 2000
+    max_items_per_poll: int = 200  # items fetched per feed per poll (newest first)
+    # bus
+    max_delivery_attempts: int = 5
+    ack_deadline_s: float = 60.0
+    retry_min_backoff_s: float = 0.5
+    retry_max_backoff_s: float = 60.0
+    # feeds
+    removed_item_policy: str = "remove"  # remove | keep
+    poll_interval_s: float = 900.0
+    # query loop
+    top_k: int = 10
+    max_iterations: int = 2
+    max_model_calls: int = 12
+    query_timeout_s: float = 60.0
+    max_query_chars: int = 2000
+    thresholds: GradeThresholds = field(default_factory=GradeThresholds)
+    grade_contexts: int = 15
+    grade_context_chars: int = 500
+    max_sub_queries: int = 5
+    min_sub_queries_for_synthesis: int = 2
+    redact_query_text: bool = False
+    tracing: bool = True
+    # gemini
+    gemini_model: str = DEFAULT_GEMINI_MODEL
+    gcp_project: str | None = None
+    gcp_location: str | None = None
+    # gcp runtime
+    bucket: str | None = None  # raw and clean text
+    firestore_database: str | None = None
+    embedder: str = "local"  # local (packaged MiniLM) | genai
+    index_backend: str = "firestore"  # firestore | vertex
+    vertex_index: str | None = None
+    vertex_endpoint: str | None = None
+    vertex_deployed_index: str | None = None
+    query_ttl_days: int = 30
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "ragbus.db"
+
+    @property
+    def bus_path(self) -> Path:
+        return self.home / "bus.db"
+
+    @property
+    def traces_path(self) -> Path:
+        return self.home / "traces.db"
+
+    @property
+    def blob_dir(self) -> Path:
+        return self.home / "blobs"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.home / "index"
+
+    def with_(self, **changes) -> Settings:
+        return replace(self, **changes)
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    """Settings from ``env`` (default: the process environment)."""
+    env = dict(os.environ if env is None else env)
+    runtime = env.get("RAGBUS_RUNTIME", "local").strip().lower()
+    if runtime not in {"local", "gcp"}:
+        raise ConfigError(f"RAGBUS_RUNTIME={runtime!r}: use 'local' (default) or 'gcp'")
+    provider = env.get("RAGBUS_LLM", "local").strip().lower()
+    if provider not in {"local", "gemini"}:
+        raise ConfigError(f"RAGBUS_LLM={provider!r}: use 'local' (default) or 'gemini'")
+    policy = env.get("RAGBUS_REMOVED_ITEMS", "remove").strip().lower()
+    if policy not in {"remove", "keep"}:
+        raise ConfigError(f"RAGBUS_REMOVED_ITEMS={policy!r}: use 'remove' (default) or 'keep'")
+    embedder = env.get("RAGBUS_EMBEDDER", "local").strip().lower()
+    if embedder not in {"local", "genai"}:
+        raise ConfigError(f"RAGBUS_EMBEDDER={embedder!r}: use 'local' (default, packaged MiniLM) or 'genai'")
+    index_backend = env.get("RAGBUS_INDEX", "firestore").strip().lower()
+    if index_backend not in {"firestore", "vertex"}:
+        raise ConfigError(f"RAGBUS_INDEX={index_backend!r}: use 'firestore' (default) or 'vertex'")
+    return Settings(
+        home=Path(env.get("RAGBUS_HOME", ".ragbus")).expanduser(),
+        runtime=runtime,
+        allow_loopback=_bool(env, "RAGBUS_ALLOW_LOOPBACK", False),
+        llm_provider=provider,
+        fetch_timeout_s=_float(env, "RAGBUS_FETCH_TIMEOUT_S", 10.0),
+        fetch_max_bytes=_int(env, "RAGBUS_FETCH_MAX_BYTES", 5 * 1024 * 1024, 1024),
+        fetch_deadline_s=_float(env, "RAGBUS_FETCH_DEADLINE_S", 30.0),
+        fetch_host_concurrency=_int(env, "RAGBUS_FETCH_HOST_CONCURRENCY", 4, 1),
+        fetch_host_rate=_float(env, "RAGBUS_FETCH_HOST_RATE", 10.0),
+        max_title_chars=_int(env, "RAGBUS_MAX_TITLE_CHARS", 500, 20),
+        max_chunks_per_document=_int(env, "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", 2000, 1),
+        max_items_per_poll=_int(env, "RAGBUS_MAX_ITEMS_PER_POLL", 200, 1),
+        max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", 5, 1),
+        ack_deadline_s=_float(env, "RAGBUS_ACK_DEADLINE_S", 60.0),
+        retry_min_backoff_s=_float(env, "RAGBUS_RETRY_MIN_BACKOFF_S", 0.5),
+        retry_max_backoff_s=_float(env, "RAGBUS_RETRY_MAX_BACKOFF_S", 60.0),
+        removed_item_policy=policy,
+        poll_interval_s=_float(env, "RAGBUS_POLL_INTERVAL_S", 900.0),
+        top_k=_int(env, "RAGBUS_TOP_K", 10, 1),
+        max_iterations=_int(env, "RAGBUS_MAX_ITERATIONS", 2, 0),
+        max_model_calls=_int(env, "RAGBUS_MAX_MODEL_CALLS", 12, 1),
+        query_timeout_s=_float(env, "RAGBUS_QUERY_TIMEOUT_S", 60.0),
+        redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", False),
+        tracing=_bool(env, "RAGBUS_TRACING", True),
+        gemini_model=(env.get("RAGBUS_GEMINI_MODEL") or "").strip() or DEFAULT_GEMINI_MODEL,
+        gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
+        gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
+        bucket=env.get("RAGBUS_BUCKET") or None,
+        firestore_database=env.get("RAGBUS_FIRESTORE_DATABASE") or None,
+        embedder=embedder,
+        index_backend=index_backend,
+        vertex_index=env.get("RAGBUS_VERTEX_INDEX") or None,
+        vertex_endpoint=env.get("RAGBUS_VERTEX_ENDPOINT") or None,
+        vertex_deployed_index=env.get("RAGBUS_VERTEX_DEPLOYED_INDEX") or None,
+        query_ttl_days=_int(env, "RAGBUS_QUERY_TTL_DAYS", 30, 1),
+        thresholds=GradeThresholds(
+            overall=_fraction(env, "RAGBUS_MIN_SCORE", 0.6),
+            relevance=_fraction(env, "RAGBUS_MIN_RELEVANCE", 0.65),
+            completeness=_fraction(env, "RAGBUS_MIN_COMPLETENESS", 0.55),
+        ),
+    )
+
+
+def require_gcp(settings: Settings) -> None:
+    """Refuse to start the gcp runtime without what it needs, naming each missing variable."""
+    missing = []
+    if not settings.gcp_project:
+        missing.append("GOOGLE_CLOUD_PROJECT (the project id)")
+    if not settings.bucket:
+        missing.append("RAGBUS_BUCKET (the bucket for raw and clean text)")
+    if settings.index_backend == "vertex":
+        for name, value in (("RAGBUS_VERTEX_INDEX", settings.vertex_index),
+                            ("RAGBUS_VERTEX_ENDPOINT", settings.vertex_endpoint),
+                            ("RAGBUS_VERTEX_DEPLOYED_INDEX", settings.vertex_deployed_index)):
+            if not value:
+                missing.append(f"{name} (RAGBUS_INDEX=vertex)")
+    if (settings.index_backend == "vertex" or settings.embedder == "genai" or settings.llm_provider == "gemini") \
+            and not settings.gcp_location and not (os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")):
+        missing.append("GOOGLE_CLOUD_LOCATION (Vertex AI region), or GOOGLE_API_KEY for the Gemini API")
+    if missing:
+        raise ConfigError("RAGBUS_RUNTIME=gcp needs: " + "; ".join(missing))

@@ -1,0 +1,275 @@
+"""Every message that crosses a topic: typed, versioned, with an idempotency key.
+
+Messages are small records (claim check: big payloads live in the blob store or
+the query's state, messages carry references). Commands are imperative
+(``FeedPollRequested`` is the one request), events past tense.
+
+On the wire a message is its JSON body plus attributes ``type``,
+``schema_version`` and ``idempotency_key`` (trace context is added beside
+them by the tracing layer). :func:`decode` refuses an unknown type or version
+with a :class:`~shared.contract.errors.SchemaError`, which is permanent: the message is
+dead-lettered with that reason instead of being retried forever.
+
+Changing a message's fields bumps its ``SCHEMA_VERSION``; the class then lists
+in ``READS_OLDER`` how to read each earlier version it still accepts, so
+messages already on the bus when a new build rolls out are handled, not
+dead-lettered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from shared.contract import topics
+from shared.contract.errors import SchemaError
+
+
+class Message(BaseModel):
+    """Base of every message. Subclasses set TOPIC and SCHEMA_VERSION."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    TOPIC: ClassVar[str]
+    SCHEMA_VERSION: ClassVar[int] = 1
+    # Earlier versions this build still reads: version -> the body rewritten in the current shape.
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+
+    def idempotency_key(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------- ingestion
+
+#: Where a document came from: a polled feed or sitemap, a local file, a Cloud Storage object.
+SourceKind = Literal["feed", "sitemap", "file", "gcs"]
+
+
+class FeedPollRequested(Message):
+    """Poll these feeds now (all registered feeds when ``feed_urls`` is empty)."""
+
+    TOPIC: ClassVar[str] = topics.FEED_POLL_REQUESTED
+    request_id: str
+    feed_urls: list[str] = []
+    requested_at: datetime
+
+    def idempotency_key(self) -> str:
+        return f"poll/{self.request_id}"
+
+
+def _fetched_v1(body: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 put a file's or object's name in ``title``; only a feed's title was its own."""
+    if body.get("source") == "feed":
+        return body
+    return {**body, "title": "", "fallback_title": body.get("title", "")}
+
+
+class DocumentFetched(Message):
+    """Raw bytes of a document are in the blob store, ready to be cleaned.
+
+    ``title`` is a title the source itself states (a feed item's), which wins over
+    what the document says; ``fallback_title`` is only a name (a file's), used when
+    the document states no title of its own.
+    """
+
+    TOPIC: ClassVar[str] = topics.DOCUMENT_FETCHED
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _fetched_v1}
+    document_id: str
+    source: SourceKind
+    origin: str  # the feed or sitemap URL, the file's directory or the bucket
+    guid: str  # the feed item's guid, the page URL, or the file path / object name
+    url: str
+    title: str = ""
+    fallback_title: str = ""
+    published: str | None = None  # ISO 8601 when known
+    raw_ref: str
+    content_type: str
+    content_hash: str
+    fetched_at: datetime
+
+    def idempotency_key(self) -> str:
+        return f"{self.document_id}/{self.content_hash}/fetched"
+
+
+class DocumentDeleted(Message):
+    """A document left its feed or its file/object was deleted: drop its chunks.
+
+    ``generation`` (version 2) is the Cloud Storage generation of the deleted object,
+    so a late or redelivered delete never removes a newer generation's document.
+    """
+
+    TOPIC: ClassVar[str] = topics.DOCUMENT_DELETED
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
+    document_id: str
+    reason: str
+    requested_at: datetime
+    generation: str | None = None
+
+    def idempotency_key(self) -> str:
+        return f"{self.document_id}/deleted/{self.requested_at.isoformat()}"
+
+
+class DocumentCleaned(Message):
+    """Main text extracted, metadata header prepended; the text is in the blob store."""
+
+    TOPIC: ClassVar[str] = topics.DOCUMENT_CLEANED
+    document_id: str
+    source: SourceKind
+    origin: str
+    url: str
+    title: str
+    published: str | None = None
+    clean_ref: str
+    content_hash: str
+    characters: int
+
+    def idempotency_key(self) -> str:
+        return f"{self.document_id}/{self.content_hash}/cleaned"
+
+
+class DocumentIndexed(Message):
+    """The document's chunks are searchable (and its older chunks replaced)."""
+
+    TOPIC: ClassVar[str] = topics.DOCUMENT_INDEXED
+    document_id: str
+    content_hash: str
+    chunk_ids: list[str]
+
+    def idempotency_key(self) -> str:
+        return f"{self.document_id}/{self.content_hash}/indexed"
+
+
+# -------------------------------------------------------------------- query
+
+
+class QuerySubmitted(Message):
+    """A query record was created by the gateway; start the loop."""
+
+    TOPIC: ClassVar[str] = topics.QUERY_SUBMITTED
+    query_id: str
+
+    def idempotency_key(self) -> str:
+        return f"{self.query_id}/submitted"
+
+
+class QueryTransformed(Message):
+    """Iteration ``iteration`` will retrieve with ``query`` and ``sub_queries``."""
+
+    TOPIC: ClassVar[str] = topics.QUERY_TRANSFORMED
+    query_id: str
+    iteration: int
+    query: str
+    sub_queries: list[str] = []
+
+    def idempotency_key(self) -> str:
+        return f"{self.query_id}/{self.iteration}/transformed"
+
+
+class ContextsRetrieved(Message):
+    """Contexts for this iteration are stored in the query's state."""
+
+    TOPIC: ClassVar[str] = topics.CONTEXTS_RETRIEVED
+    query_id: str
+    iteration: int
+    context_count: int
+
+    def idempotency_key(self) -> str:
+        return f"{self.query_id}/{self.iteration}/retrieved"
+
+
+def _graded_v1(body: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 also carried the grade's scores, which no consumer read; drop them."""
+    dropped = {"score", "relevance", "completeness", "grounded", "should_refine"}
+    return {k: v for k, v in body.items() if k not in dropped}
+
+
+class QueryGraded(Message):
+    """Iteration ``iteration`` was graded and the grader decided what happens next.
+
+    The grade itself is in the query's record (claim check): the transformer
+    and the synthesizer read it from there, so the message carries only the
+    decision they route on.
+    """
+
+    TOPIC: ClassVar[str] = topics.QUERY_GRADED
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _graded_v1}
+    query_id: str
+    iteration: int
+    decision: Literal["refine", "accept", "abstain", "exhausted"]
+
+    def idempotency_key(self) -> str:
+        return f"{self.query_id}/{self.iteration}/graded"
+
+
+class AnswerReady(Message):
+    """The query ended; its record holds the outcome, answer and citations."""
+
+    TOPIC: ClassVar[str] = topics.ANSWER_READY
+    query_id: str
+    outcome: str
+
+    def idempotency_key(self) -> str:
+        return f"{self.query_id}/answer"
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    cls.__name__: cls
+    for cls in (
+        FeedPollRequested,
+        DocumentFetched,
+        DocumentDeleted,
+        DocumentCleaned,
+        DocumentIndexed,
+        QuerySubmitted,
+        QueryTransformed,
+        ContextsRetrieved,
+        QueryGraded,
+        AnswerReady,
+    )
+}
+
+TOPIC_OF: dict[type[Message], str] = {cls: cls.TOPIC for cls in MESSAGE_TYPES.values()}
+
+
+def encode(message: Message) -> tuple[bytes, dict[str, str]]:
+    """The wire form of ``message``: JSON body and string attributes."""
+    attributes = {
+        "type": type(message).__name__,
+        "schema_version": str(message.SCHEMA_VERSION),
+        "idempotency_key": message.idempotency_key(),
+    }
+    return message.model_dump_json().encode("utf-8"), attributes
+
+
+def decode(data: bytes, attributes: dict[str, str]) -> Message:
+    """Parse a message from the wire, refusing what this code cannot understand."""
+    type_name = attributes.get("type")
+    if not type_name:
+        raise SchemaError("message has no 'type' attribute; it was not published by ragbus")
+    cls = MESSAGE_TYPES.get(type_name)
+    if cls is None:
+        raise SchemaError(f"unknown message type {type_name!r}; known: {sorted(MESSAGE_TYPES)}")
+    version = attributes.get("schema_version", "")
+    upgrade = next((fn for old, fn in cls.READS_OLDER.items() if version == str(old)), None)
+    if version != str(cls.SCHEMA_VERSION) and upgrade is None:
+        readable = ", ".join(str(v) for v in sorted({*cls.READS_OLDER, cls.SCHEMA_VERSION}))
+        raise SchemaError(
+            f"{type_name} schema_version {version!r} is not supported (this build reads "
+            f"version {readable}); upgrade the consumer or republish"
+        )
+    try:
+        body: Any = json.loads(data.decode("utf-8"))
+        if upgrade is not None and isinstance(body, dict):
+            body = upgrade(body)
+        return cls.model_validate(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SchemaError(f"{type_name} body is not UTF-8 JSON: {exc}") from exc
+    except ValidationError as exc:
+        raise SchemaError(f"{type_name} body does not match schema v{version}: {exc}") from exc

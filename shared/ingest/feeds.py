@@ -1,0 +1,201 @@
+"""The registry of polled listings: one record per feed or sitemap URL in the ``feeds`` collection.
+
+Key: :func:`shared.contract.ids.feed_id` of the normalised URL. Record::
+
+    url, added_at, last_poll, last_status, last_error, etag, last_modified, items[, kind]
+
+``kind`` is ``"sitemap"`` for a sitemap; a record without it is a feed (so
+records written before sitemaps existed read as what they are).
+
+``add_feed`` checks the URL with the same guard the fetcher applies on every
+request (:mod:`shared.ingest.url_guard`), so a feed on a private address is refused
+when it is added, not only when it is first polled.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from shared.contract import state_collections
+from shared.contract.errors import InvalidInput
+from shared.contract.ids import feed_id
+from shared.contract.ports import Clock, Doc, Publisher, StateStore
+from shared.ingest.step import retract_missing
+from shared.ingest.url_guard import Resolver, check_url, normalise_url
+
+FEED_FIELDS = (
+    "url",
+    "added_at",
+    "last_poll",
+    "last_status",
+    "last_error",
+    "etag",
+    "last_modified",
+    "items",
+)
+
+
+def validate_feed_url(
+    url: str, *, allow_loopback: bool, resolver: Resolver = socket.getaddrinfo
+) -> str:
+    """The normalised feed URL, after checking scheme, host and every address.
+
+    Raises :class:`~shared.contract.errors.InvalidInput` (bad scheme, no host, unresolvable
+    name) or :class:`~shared.contract.errors.FetchRefused` (private, link-local, loopback
+    unless ``allow_loopback``...).
+    """
+    normal, _ = check_url(url, allow_loopback=allow_loopback, resolver=resolver)
+    return normal
+
+
+def feed_key(url: str) -> str:
+    """The registry key of ``url`` (normalised first, so spellings agree)."""
+    return feed_id(normalise_url(url))
+
+
+Kind = Literal["feed", "sitemap"]
+
+
+def kind_of(record: Mapping[str, Any]) -> Kind:
+    """What a registry record is: a feed unless it says otherwise."""
+    return "sitemap" if record.get("kind") == "sitemap" else "feed"
+
+
+def new_feed_record(url: str, now: datetime, kind: Kind = "feed") -> Doc:
+    record: Doc = {
+        "url": url,
+        "added_at": now.isoformat(),
+        "last_poll": None,
+        "last_status": None,
+        "last_error": None,
+        "etag": None,
+        "last_modified": None,
+        "items": 0,
+    }
+    if kind != "feed":
+        record["kind"] = kind
+    return record
+
+
+def add_feed(
+    state: StateStore,
+    url: str,
+    *,
+    allow_loopback: bool,
+    now: datetime,
+    resolver: Resolver = socket.getaddrinfo,
+    kind: Kind = "feed",
+) -> dict:
+    """Register ``url`` (validated and normalised) as a ``kind``; return its record.
+
+    Adding a URL that is already registered as that kind returns the existing record
+    unchanged; one registered as the other kind is refused (InvalidInput).
+    """
+    normal = validate_feed_url(url, allow_loopback=allow_loopback, resolver=resolver)
+    record = new_feed_record(normal, now, kind)
+    state.create(state_collections.FEEDS, feed_id(normal), record)
+    stored = state.get(state_collections.FEEDS, feed_id(normal)) or record
+    if kind_of(stored) != kind:
+        raise InvalidInput(
+            f"{normal} is already registered as a {kind_of(stored)}; remove it with "
+            f"`ragbus {kind_of(stored)}s remove {normal}` first"
+        )
+    return stored
+
+
+def get_feed(state: StateStore, url: str) -> dict | None:
+    return state.get(state_collections.FEEDS, feed_key(url))
+
+
+def remove_feed(
+    state: StateStore, url: str, *, publisher: Publisher, clock: Clock, keep_documents: bool = False,
+    kind: Kind = "feed",
+) -> list[str]:
+    """Unregister ``url``; unless ``keep_documents``, also delete the documents its items
+    became (``DocumentDeleted(reason="<kind> removed")``). Returns the deleted document ids.
+
+    Raises :class:`InvalidInput` when no such ``kind`` is registered (a typo deletes nothing).
+    """
+    record = get_feed(state, url)
+    if record is None or kind_of(record) != kind:
+        raise InvalidInput(f"no {kind} {url!r} is registered; `ragbus {kind}s list` shows the registered ones")
+    deleted: list[str] = []
+    if not keep_documents:
+        kind = kind_of(record)
+        deleted = retract_missing({"feed_url": record["url"], "source": kind}, (), f"{kind} removed",
+                                  state=state, publisher=publisher, clock=clock)
+    state.delete(state_collections.FEEDS, feed_key(record["url"]))
+    return deleted
+
+
+def list_feeds(state: StateStore, kind: Kind | None = None) -> list[dict]:
+    """Every registered listing (only those of ``kind`` when given), ordered by URL, with
+    every field of the record."""
+    feeds = [f for f in state.list(state_collections.FEEDS) if kind is None or kind_of(f) == kind]
+    out = [{name: feed.get(name) for name in FEED_FIELDS} | feed for feed in feeds]
+    return sorted(out, key=lambda feed: feed["url"] or "")
+
+
+def record_poll(state: StateStore, url: str, *, now: datetime, changes: Mapping[str, Any]) -> dict:
+    """Merge the outcome of a poll into the feed's record (creating it if absent)."""
+    normal = normalise_url(url)
+
+    def merge(current: Doc | None) -> Doc:
+        base = current if current is not None else new_feed_record(normal, now)
+        return {**base, **changes, "last_poll": now.isoformat()}
+
+    return state.update(state_collections.FEEDS, feed_id(normal), merge) or {}
+
+
+_HOST = socket.gethostname()
+
+
+def _owner_alive(owner: str) -> bool:
+    """Whether the process named ``host:pid`` may still run (another host's: assume so)."""
+    host, _, pid = owner.rpartition(":")
+    if host != _HOST or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def take_poll_lease(state: StateStore, url: str, *, now: datetime, lease_s: float) -> str | None:
+    """Hold ``url`` for one poll; a token to release it with, or None when another poll
+    holds it (until its lease runs out, or at once if its process is gone)."""
+    normal = normalise_url(url)
+    token = uuid.uuid4().hex
+    taken: dict[str, bool] = {}
+
+    def take(current: Doc | None) -> Doc | None:
+        base = current if current is not None else new_feed_record(normal, now)
+        lease = base.get("poll_lease") or {}
+        held = (lease.get("token") and lease.get("until", "") > now.isoformat()
+                and _owner_alive(str(lease.get("owner", ""))))
+        taken["ok"] = not held
+        if held:
+            return None
+        until = datetime.fromtimestamp(now.timestamp() + lease_s, now.tzinfo)
+        return {**base, "poll_lease": {"token": token, "owner": f"{_HOST}:{os.getpid()}",
+                                       "until": until.isoformat()}}
+
+    state.update(state_collections.FEEDS, feed_id(normal), take)
+    return token if taken.get("ok") else None
+
+
+def release_poll_lease(state: StateStore, url: str, token: str) -> None:
+    def release(current: Doc | None) -> Doc | None:
+        if current is None or (current.get("poll_lease") or {}).get("token") != token:
+            return None
+        return {k: v for k, v in current.items() if k != "poll_lease"}
+
+    state.update(state_collections.FEEDS, feed_id(normalise_url(url)), release)

@@ -1,0 +1,54 @@
+"""Whether ingestion has finished, read from state alone (works in both runtimes).
+
+A document is done when its ``documents`` record carries the content hash its
+``processed_items`` claim was published with, or when a dead letter names it;
+the embedded runtime can also ask its bus, but the gcp runtime has only this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.contract import state_collections
+from shared.contract.ports import StateStore
+from shared.ingest.step import polled_items
+
+
+@dataclass
+class IngestionStatus:
+    indexed: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    pending: set[str] = field(default_factory=set)
+
+    @property
+    def total(self) -> int:
+        return len(self.indexed) + len(self.failed) + len(self.pending)
+
+
+def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus:
+    letters = " ".join(str(d.get("data", "")) for d in state.list(state_collections.DEAD_LETTERS))
+    out = IngestionStatus()
+    for document_id in document_ids:
+        claim = state.get(state_collections.PROCESSED_ITEMS, document_id)
+        document = state.get(state_collections.DOCUMENTS, document_id)
+        if claim is None:  # forgotten: a deletion
+            (out.pending if document is not None else out.indexed).add(document_id)
+        elif document is not None and document.get("content_hash") == claim.get("item_hash"):
+            out.indexed.add(document_id)
+        elif document_id in letters or claim.get("status") == "failed":
+            out.failed.add(document_id)
+        else:
+            out.pending.add(document_id)
+    return out
+
+
+def touched_since(state: StateStore, since: datetime, feed_urls: Iterable[str] | None = None) -> set[str]:
+    """Document ids of feed and sitemap items claimed or published at or after ``since``."""
+    out = set()
+    for record in polled_items(state, feed_urls or None):
+        stamps = [record.get("claimed_at"), record.get("published_at")]
+        if any(s and datetime.fromisoformat(s) >= since for s in stamps):
+            out.add(record["document_id"])
+    return out

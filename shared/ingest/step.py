@@ -1,0 +1,185 @@
+"""The one ingestion step every source takes: announce a document, or retract it.
+
+A source (a feed, a sitemap, a folder of files, a Cloud Storage bucket) only
+finds items and says what each one is; this module does the rest, the same way
+for all of them:
+
+- :func:`announce`: claim the item in the processed-items ledger at its content
+  hash (:mod:`shared.ingest.processed_items`); when it is new, changed or left pending by
+  an earlier run, obtain its content, store the raw bytes in the blob store
+  (unless they are stored already, like a GCS object), publish
+  ``DocumentFetched`` and mark the claim published. An unchanged item costs one
+  ledger transaction and nothing else. Claim -> publish -> mark is what makes a
+  run killed half-way lose nothing (see :mod:`shared.ingest.processed_items`).
+- :func:`retract`: publish ``DocumentDeleted`` and forget the ledger record
+  (publish first: a crash in between re-sends the delete, which the indexer
+  handles idempotently); :func:`retract_missing` does it for every item of a
+  listing (a feed, a sitemap) that is gone from it.
+
+Each announced item is a trace of its own, linked to the request that found it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.contract.errors import FetchRefused, PermanentError, RetryableError
+from shared.contract.messages import DocumentDeleted, DocumentFetched, SourceKind
+from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
+from shared.ingest import processed_items
+from shared.ingest.processed_items import Claim
+from shared.observability.tracing import item_trace
+
+log = logging.getLogger("ragbus.ingestion")
+
+#: Sources whose items come from a polled listing (feeds and sitemaps), keyed by ``feed_url``.
+POLLED_SOURCES: tuple[SourceKind, ...] = ("feed", "sitemap")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One document a source found, identified and hashed by the source."""
+
+    document_id: str
+    source: SourceKind
+    origin: str  # the feed or sitemap URL, the file's directory, the bucket
+    guid: str  # what identifies it within its origin (feed guid, page URL, path, object)
+    item_hash: str  # changes exactly when the document must be fetched and indexed again
+    ledger: Mapping[str, Any] = field(default_factory=dict)  # kept on its ledger record
+    trace: Mapping[str, Any] = field(default_factory=dict)  # attributes of its item trace
+    trace_name: str = ""  # "<source> item" when empty
+
+
+@dataclass(frozen=True)
+class Content:
+    """What an item turned out to hold, as the source obtained it."""
+
+    url: str
+    content_type: str  # as announced (a charset travels with it; the cleaner decodes)
+    body: bytes | None = None  # stored under raw/<document_id>/<item_hash>
+    raw_ref: str | None = None  # or: where the bytes already are (a GCS object)
+    stored_type: str | None = None  # media type stored with the blob (content_type when None)
+    title: str = ""  # a title the source itself states (a feed item's); wins over the document's
+    fallback_title: str = ""  # only a name (a file's); used when the document states none
+    published: str | None = None
+    ledger: Mapping[str, Any] = field(default_factory=dict)  # kept on the ledger once published
+
+
+@dataclass(frozen=True)
+class Announced:
+    """What :func:`announce` did with one item."""
+
+    claim: Claim
+    message: DocumentFetched | None = None
+    error: str | None = None  # why its content could not be obtained (a later run retries)
+
+    @property
+    def published(self) -> bool:
+        return self.message is not None
+
+
+def announce(
+    item: Item,
+    obtain: Callable[[], Content],
+    *,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+    blobs: BlobStore | None = None,
+) -> Announced:
+    """Claim ``item``; unless it is unchanged, obtain its content and publish ``DocumentFetched``.
+
+    ``obtain`` raises :class:`~shared.contract.errors.PermanentError` or
+    :class:`~shared.contract.errors.RetryableError` when the content cannot be had (a page
+    that fails to fetch); the claim is then marked failed with the reason and a
+    later run tries again. Failures of the ledger, the blob store or the bus
+    propagate, leaving the claim pending for the next run.
+    """
+    claim = processed_items.claim(
+        state, item.document_id, item.item_hash, now=clock.now(),
+        fields={"source": item.source, **item.ledger},
+    )
+    if claim == "unchanged":
+        return Announced(claim)
+    with item_trace(item.trace_name or f"{item.source} item", document_id=item.document_id, claim=claim, **item.trace):
+        try:
+            content = obtain()
+        except (PermanentError, RetryableError) as exc:
+            # refused (address, size, type, redirects): the same item would be refused again,
+            # so it waits until it changes; any other failure is tried on the next run
+            processed_items.mark_failed(state, item.document_id, item.item_hash, now=clock.now(), error=str(exc),
+                                        permanent=isinstance(exc, FetchRefused))
+            return Announced(claim, error=str(exc))
+        raw_ref = content.raw_ref
+        if raw_ref is None:
+            if blobs is None or content.body is None:
+                raise ValueError(f"{item.document_id}: content without bytes or a reference to them")
+            raw_ref = blobs.put(f"raw/{item.document_id}/{item.item_hash}", content.body,
+                                content.stored_type or content.content_type)
+        now = clock.now()
+        message = DocumentFetched(
+            document_id=item.document_id,
+            source=item.source,
+            origin=item.origin,
+            guid=item.guid,
+            url=content.url,
+            title=content.title,
+            fallback_title=content.fallback_title,
+            published=content.published,
+            raw_ref=raw_ref,
+            content_type=content.content_type,
+            content_hash=item.item_hash,
+            fetched_at=now,
+        )
+        publisher.publish(message)
+        processed_items.mark_published(
+            state, item.document_id, item.item_hash, now=now, fields={**content.ledger, "raw_ref": raw_ref})
+    log.info("%s %s (%s)", claim, item.guid, item.document_id)
+    return Announced(claim, message)
+
+
+def retract(
+    document_id: str, reason: str, *, state: StateStore, publisher: Publisher, clock: Clock,
+    generation: str | None = None,
+) -> DocumentDeleted:
+    """Announce that ``document_id`` is gone (``DocumentDeleted``), then forget its ledger record.
+
+    ``generation``: the Cloud Storage generation deleted, so the indexer can ignore a late delete.
+    """
+    message = DocumentDeleted(document_id=document_id, reason=reason, requested_at=clock.now(),
+                              generation=generation)
+    publisher.publish(message)
+    processed_items.forget(state, document_id)
+    return message
+
+
+def retract_missing(
+    where: Mapping[str, Any],
+    present: Iterable[str],
+    reason: str,
+    *,
+    state: StateStore,
+    publisher: Publisher,
+    clock: Clock,
+) -> list[str]:
+    """Retract every ledger record matching ``where`` whose guid is not in ``present``;
+    return their document ids."""
+    keep = set(present)
+    gone = []
+    for record in processed_items.records(state, where):
+        if record.get("guid") in keep:
+            continue
+        retract(record["document_id"], reason, state=state, publisher=publisher, clock=clock)
+        gone.append(record["document_id"])
+    return gone
+
+
+def polled_items(state: StateStore, listing_urls: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Ledger records of items found in polled listings (feeds and sitemaps): all of them,
+    or only those of ``listing_urls`` when given."""
+    wanted = None if listing_urls is None else set(listing_urls)
+    return [record for source in POLLED_SOURCES for record in processed_items.records(state, {"source": source})
+            if wanted is None or record.get("feed_url") in wanted]

@@ -1,0 +1,2 @@
+"""Logs, traces, metrics and how they are shown. Imports only the contract.
+"""

@@ -1,0 +1,5 @@
+"""The domain of the query loop: the typed query record and its transactions, the query
+operations every front door shares, grading rules, extractive answers, languages.
+
+Imports the contract and observability; never adapters, runtime or tools.
+"""

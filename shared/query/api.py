@@ -1,0 +1,317 @@
+"""The query operations every front door shares: HTTP gateway, CLI and MCP.
+
+They take a :class:`~shared.contract.deps.Deps` and plain values, validate what a
+user sent, and read or write the query record whose shape
+:mod:`shared.query.record` documents (typed as :class:`~shared.query.record.QueryRecord`). Nothing here knows about
+HTTP, ASGI or MCP, so each front door only parses its own protocol and calls
+these functions; a bad input raises :class:`~shared.contract.errors.InvalidInput` whose
+message says what was wrong and what to send instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import unicodedata
+import uuid
+from typing import Any
+
+from shared.contract import state_collections
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput, PermanentError, RetryableError
+from shared.contract.messages import QuerySubmitted
+from shared.contract.ports import Doc, embed_queries
+from shared.observability import tracing
+from shared.query.record import Iteration, QueryRecord
+from shared.query.state import expire_if_overdue, fail_query, read_record
+
+log = logging.getLogger("ragbus.gateway")
+
+TOP_K_RANGE = (1, 50)
+MAX_ITERATIONS_RANGE = (0, 5)
+# A query may be given more time than the default, but not unbounded time: the
+# record's deadline is what guarantees that every reader stops waiting.
+TIMEOUT_RANGE_S = (1.0, 600.0)
+# Polling the state store: start quick so a fast answer returns promptly, then
+# back off so a long wait costs a few reads a second, not hundreds.
+POLL_MIN_S = 0.02
+POLL_MAX_S = 0.05
+
+
+class QueryNotFound(PermanentError, LookupError):
+    """No query record has this id."""
+
+
+# ------------------------------------------------------------------ input
+
+
+def validate_query_text(query: Any, *, max_chars: int, field: str = "query") -> str:
+    """The query text as it will be stored, or :class:`InvalidInput` saying what is wrong.
+
+    Windows line endings are normalised (a pasted question often has them); any
+    other control character is refused rather than silently dropped, because it
+    usually means the client sent binary or mis-encoded text.
+    """
+    if not isinstance(query, str):
+        raise InvalidInput(
+            f"'{field}' must be a string, got {_type_name(query)}; "
+            f'send the question as text, e.g. {{"{field}": "What is BM25?"}}'
+        )
+    text = query.replace("\r\n", "\n").strip()
+    if not text:
+        raise InvalidInput(f"'{field}' is empty; send a question of 1 to {max_chars} characters")
+    if len(text) > max_chars:
+        raise InvalidInput(
+            f"'{field}' has {len(text)} characters, more than the limit of {max_chars}; "
+            "shorten the question (ask about one thing at a time)"
+        )
+    for position, char in enumerate(text):
+        if char in "\t\n":
+            continue
+        category = unicodedata.category(char)
+        if category == "Cc":
+            raise InvalidInput(
+                f"'{field}' contains the control character U+{ord(char):04X} at position "
+                f"{position}; send plain text (tabs and newlines are fine)"
+            )
+        if category == "Cs":
+            raise InvalidInput(
+                f"'{field}' contains an unpaired surrogate U+{ord(char):04X} at position "
+                f"{position}; send valid UTF-8 text"
+            )
+    return text
+
+
+def validate_int(value: Any, field: str, bounds: tuple[int, int]) -> int:
+    """An integer within ``bounds`` (inclusive), or :class:`InvalidInput`."""
+    low, high = bounds
+    # bool is an int in Python, but `"top_k": true` is a client bug worth naming.
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidInput(
+                f"'{field}' must be a whole number from {low} to {high}, got {_type_name(value)} "
+                f"{value!r}"
+            )
+    if not low <= value <= high:
+        raise InvalidInput(f"'{field}' is {value}; send a whole number from {low} to {high}")
+    return value
+
+
+def validate_seconds(value: Any, field: str, bounds: tuple[float, float]) -> float:
+    """A finite number of seconds within ``bounds`` (inclusive), or :class:`InvalidInput`."""
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInput(
+            f"'{field}' must be a number of seconds from {low:g} to {high:g}, got "
+            f"{_type_name(value)} {value!r}"
+        )
+    if not low <= value <= high:
+        raise InvalidInput(f"'{field}' is {value:g}; send a number of seconds from {low:g} to {high:g}")
+    return float(value)
+
+
+def _type_name(value: Any) -> str:
+    return {
+        type(None): "null",
+        bool: "a boolean",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
+
+
+# ------------------------------------------------------------- operations
+
+
+def submit_query(
+    deps: Deps,
+    query: Any,
+    *,
+    top_k: Any = None,
+    max_iterations: Any = None,
+    timeout_s: Any = None,
+    field: str = "query",
+) -> QueryRecord:
+    """Create a query record and start the loop; return the record as created.
+    ``field`` names the question in error messages (what the caller sent it as).
+
+    Raises :class:`InvalidInput` for bad arguments and
+    :class:`~shared.contract.errors.RetryableError` when the bus cannot take the
+    message (the record is then ended as failed, so nobody waits on it).
+    """
+    settings = deps.settings
+    text = validate_query_text(query, max_chars=settings.max_query_chars, field=field)
+    top_k = settings.top_k if top_k is None else validate_int(top_k, "top_k", TOP_K_RANGE)
+    max_iterations = (
+        settings.max_iterations
+        if max_iterations is None
+        else validate_int(max_iterations, "max_iterations", MAX_ITERATIONS_RANGE)
+    )
+    timeout_s = (
+        settings.query_timeout_s
+        if timeout_s is None
+        else validate_seconds(timeout_s, "timeout_s", TIMEOUT_RANGE_S)
+    )
+    query_id = uuid.uuid4().hex
+    # The query's trace starts here: the record keeps its id, and the
+    # QuerySubmitted PRODUCER span (and so every stage after it) is a child.
+    with tracing.tracer().start_as_current_span(
+        "gateway submit",
+        attributes={"rag.query_id": query_id, "rag.top_k": top_k, "rag.max_iterations": max_iterations},
+    ):
+        now = deps.clock.now()
+        record = QueryRecord.new(
+            query_id,
+            text,
+            top_k=top_k,
+            max_iterations=max_iterations,
+            max_model_calls=settings.max_model_calls,
+            now=now,
+            timeout_s=timeout_s,
+            trace_id=tracing.current_trace_id(),
+            retention_days=settings.query_ttl_days,
+        )
+        if not deps.state.create(state_collections.QUERIES, query_id, record.to_doc()):
+            # A random 128-bit id colliding means something else is badly wrong.
+            raise RetryableError(f"query id {query_id} already exists; submit the query again")
+        try:
+            deps.publisher.publish(QuerySubmitted(query_id=query_id))
+        except Exception as exc:
+            reason = f"could not start the query loop: {exc}"
+            fail_query(deps.state, query_id, reason, deps.clock.now())
+            log.error("query %s: publish failed: %s", query_id, exc)
+            if isinstance(exc, RetryableError):
+                raise
+            raise RetryableError(f"the bus did not accept the query ({exc}); try again shortly") from exc
+    log.info(
+        "query %s submitted (%d chars, top_k=%d, max_iterations=%d)",
+        query_id, len(text), top_k, max_iterations,
+    )
+    return record
+
+
+def get_query(deps: Deps, query_id: str) -> QueryRecord | None:
+    """The query's record, or None; a query past its deadline is ended as timed out first.
+
+    Reading is what enforces the deadline, so no reader waits on a hung query
+    even when every stage has died.
+    """
+    record = read_record(deps.state, query_id)
+    if record is None or record.ended:
+        return record
+    now = deps.clock.now()
+    if record.deadline_passed(now):
+        expire_if_overdue(deps.state, query_id, now)
+        record = read_record(deps.state, query_id)
+    return record
+
+
+def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:
+    """Poll the record until it ends or ``wait_s`` elapses; return it as last read.
+
+    Uses ``deps.clock`` to sleep, so a fake clock makes waiting instant in tests.
+    Raises :class:`QueryNotFound` for an unknown id.
+    """
+    clock = deps.clock
+    give_up_at = clock.monotonic() + max(0.0, wait_s)
+    interval = POLL_MIN_S
+    while True:
+        record = get_query(deps, query_id)
+        if record is None:
+            raise QueryNotFound(f"no query with id {query_id!r}; submit one first")
+        if record.ended:
+            return record
+        remaining = give_up_at - clock.monotonic()
+        if remaining <= 0:
+            return record
+        clock.sleep(min(interval, remaining))
+        interval = min(interval * 2, POLL_MAX_S)
+
+
+async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:
+    """:func:`wait_for_query` for an event loop: reads in a worker thread, sleeps without blocking.
+
+    Measured in wall time (not ``deps.clock``) because it bounds how long an
+    HTTP request stays open, whatever clock the system runs on.
+    """
+    import anyio
+
+    give_up_at = time.monotonic() + max(0.0, wait_s)
+    interval = POLL_MIN_S
+    while True:
+        record = await anyio.to_thread.run_sync(get_query, deps, query_id)
+        if record is None:
+            raise QueryNotFound(f"no query with id {query_id!r}; submit one first")
+        if record.ended:
+            return record
+        remaining = give_up_at - time.monotonic()
+        if remaining <= 0:
+            return record
+        await anyio.sleep(min(interval, remaining))
+        interval = min(interval * 2, POLL_MAX_S)
+
+
+def search_documents(deps: Deps, text: Any, k: Any = None) -> list[dict[str, Any]]:
+    """Retrieval only: the ``k`` chunks nearest ``text`` (hybrid search), best first."""
+    query = validate_query_text(text, max_chars=deps.settings.max_query_chars, field="q")
+    k = deps.settings.top_k if k is None else validate_int(k, "k", TOP_K_RANGE)
+    vector = embed_queries(deps.embedder, [query])[0]
+    results = deps.index.search(query, vector, k)
+    return [
+        {
+            "rank": rank,
+            "score": float(hit.score),
+            "text": hit.chunk.text,
+            "document_id": hit.chunk.document_id,
+            "chunk_id": hit.chunk.chunk_id,
+            "title": hit.chunk.title,
+            "url": hit.chunk.url,
+            "published": hit.chunk.published,
+        }
+        for rank, hit in enumerate(results, start=1)
+    ]
+
+
+# ------------------------------------------------------------ summaries
+
+
+def best_iteration(record: QueryRecord) -> Iteration | None:
+    """The iteration the loop kept (``best_iteration``), else the last one, else None."""
+    return record.kept_iteration()
+
+
+def answer_summary(record: QueryRecord) -> Doc:
+    """What a caller asking a question needs: the answer, its citations, how it ended."""
+    return {
+        "id": record.id,
+        "status": record.status,
+        "outcome": record.outcome,
+        "answer": record.answer,
+        "citations": list(record.citations),
+        "iterations": len(record.iterations),
+        "error": record.error,
+    }
+
+
+def contexts_summary(record: QueryRecord) -> Doc:
+    """What a caller searching needs: the kept iteration's contexts and grade."""
+    best = record.kept_iteration()
+    if best is None:
+        kept: Doc = {"best_iteration": None, "query": record.current_query, "grade": None, "contexts": []}
+    else:
+        doc = best.to_doc()
+        kept = {"best_iteration": best.iteration, "query": doc["query"], "grade": doc["grade"],
+                "contexts": doc["contexts"]}
+    return {
+        "id": record.id,
+        "status": record.status,
+        "outcome": record.outcome,
+        "iterations": len(record.iterations),
+        **kept,
+        "error": record.error,
+    }

@@ -1,0 +1,264 @@
+"""Term analysis and extractive answers, shared by the local language model and by
+the synthesizer's fallback when a model call fails.
+
+An extractive answer is a few sentences copied from the contexts, each cited by
+the number of the context it came from: sentences are scored against the
+question (embedding cosine when an embedding function is given, plus overlap of
+the question's content terms), then chosen by maximal marginal relevance (MMR)
+so that two near-identical sentences are not both kept. When no sentence
+supports an answer, the result is an abstention, never invented text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import snowballstemmer
+
+from shared.contract.ports import Answer, AnswerSentence, GradingContext
+from shared.contract.text import split_sentences as _split_sentences
+from shared.contract.text import strip_header
+from shared.query.grading import strip_model_directives
+from shared.query.language import phrase
+
+Embed = Callable[[Sequence[str]], np.ndarray]
+
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#\-_.]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\W\d_]{2,}", re.UNICODE)
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STOPWORDS = _words(
+    """
+    a about above after again against all also am an and any are aren't as at be because been
+    before being below between both but by can could did do does doing don't down during each
+    either else ever few for from further get gets got had has have having he her here hers him
+    his how i if in into is isn't it it's its itself just let like may me might more most much
+    must my no nor not now of off on once one only or other our ours out over own per please
+    rather same shall she should so some such than that the their theirs them then there these
+    they this those through to too under until up upon us use used uses using very via was we
+    were what whats what's when where whether which while who whom whose why will with within
+    without would yet you your yours explain describe tell show give know want need find
+    work works working does did done make makes made new latest recent recently today
+    mean means meant meaning happen happens
+    current currently way ways thing things something anything everything kind kinds
+    difference differences compare compared comparison versus vs between
+    """
+)
+
+TEMPORAL_WORDS = _words(
+    """
+    today yesterday tonight recent recently latest newest new now current currently week weekly
+    month monthly year yearly this last past upcoming announced announcement announcements
+    news update updates january february march april may june july august september october
+    november december
+    """
+)
+
+_ENDS_SENTENCE = re.compile(r"[.!?:;][\"'\u201d\u2019)\]]*$")
+_HEADER_LINE = re.compile(r"^(Title|Published|Source):\s")
+
+
+def tokenize(text: str) -> list[str]:
+    """Words of ``text`` as they appear (case kept), punctuation dropped."""
+    return _WORD.findall(text)
+
+
+# A Snowball stemmer keeps its working string in the object: one per thread, or two
+# threads stemming at once corrupt each other ("string index out of range").
+_STEMMERS = threading.local()
+
+
+def _stemmer():
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return stemmer
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """English Porter2 (Snowball) stem of ``word``, lower-cased: "saturate" and
+    "saturation" meet at "satur", "retries" and "retry" at "retri"."""
+    w = word.lower().strip(".-_").removesuffix("'s")
+    if not w.isalpha():
+        return w  # "bm25", "k1", "10/8": identifiers are compared as they are
+    return _stemmer().stemWord(w)
+
+
+def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
+    """Distinct content words of ``text`` in order of first use (surface form kept)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for word in tokenize(text):
+        low = word.lower()
+        if low in STOPWORDS or len(low) < 2 or (not keep_temporal and low in TEMPORAL_WORDS):
+            continue
+        if low.isdigit() and len(low) < 4:  # small numbers are rarely what a question is about
+            continue
+        key = stem(word)
+        if key not in seen:
+            seen.add(key)
+            out.append(word)
+    return out
+
+
+def term_set(text: str) -> set[str]:
+    """Stems of every word of ``text`` and of the parts of hyphenated words
+    ("all-MiniLM-L6-v2" also gives "minilm"); stopwords included: membership tests only."""
+    return set(_term_set(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_set(text: str) -> frozenset[str]:
+    # The same chunks come back query after query (feedback, grading, synthesis all read
+    # them): tokenising and stemming a passage costs more than the rest of its handling.
+    out = set()
+    for w in tokenize(text):
+        out.add(stem(w))
+        if "-" in w:
+            out.update(stem(part) for part in w.split("-") if part)
+    return frozenset(out)
+
+
+def body_lines(text: str) -> str:
+    """``text`` without its metadata header (``Title:``/``Published:``/``Source:`` lines)."""
+    body = strip_header(text)
+    return "\n".join(line for line in body.splitlines() if not _HEADER_LINE.match(line))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` with their whitespace collapsed."""
+    return [" ".join(p.split()) for p in _split_sentences(text)]
+
+
+def _candidate_sentences(
+    contexts: Sequence[GradingContext], per_context: int, total: int
+) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for ctx in contexts:
+        clean, _ = strip_model_directives(body_lines(ctx.text))
+        taken = 0
+        for sentence in split_sentences(clean):
+            if len(sentence) < 25 or len(tokenize(sentence)) < 5 or not _ENDS_SENTENCE.search(sentence):
+                continue  # fragments, headings and sentences cut at a chunk edge are not answers
+            if len(sentence) > 400:
+                sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
+            out.append((ctx.number, sentence))
+            taken += 1
+            if taken >= per_context or len(out) >= total:
+                break
+        if len(out) >= total:
+            break
+    return out
+
+
+def term_overlap(query_terms: Sequence[str], text: str) -> float:
+    """Fraction of ``query_terms`` present in ``text`` (by stem)."""
+    if not query_terms:
+        return 0.0
+    present = term_set(text)
+    return sum(1 for t in query_terms if stem(t) in present) / len(query_terms)
+
+
+def extractive_answer(
+    query: str,
+    contexts: Sequence[GradingContext],
+    *,
+    language: str = "en",
+    embed: Embed | None = None,
+    context_similarity: Mapping[int, float] | None = None,
+    rerank: int = 6,
+    max_sentences: int = 5,
+    min_relevance: float | None = None,
+    mmr_lambda: float = 0.7,
+) -> Answer:
+    """Two to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
+
+    Relevance of a sentence: with ``embed``, its cosine to the question plus term
+    overlap; with ``context_similarity`` (context number -> cosine of the whole
+    passage to the question, e.g. from vectors stored at indexing), term overlap
+    plus that passage prior, and with ``embed`` too only the ``rerank`` best of
+    those are embedded and re-scored by meaning; with neither, term overlap alone. ``min_relevance`` is the floor a sentence must reach to count
+    as support (default 0.3 with embeddings or a prior, where unrelated text
+    scores about 0.0-0.2, and 0.34 without: a third of the question's terms).
+    """
+    floor = min_relevance if min_relevance is not None else (
+        0.3 if embed or context_similarity else 0.34)
+    candidates = _candidate_sentences(contexts, per_context=40, total=240)
+    terms = content_terms(query, keep_temporal=False) or content_terms(query)
+    if not candidates:
+        return _abstention(language)
+
+    overlap = np.array([term_overlap(terms, s) for _, s in candidates], dtype=np.float32)
+    vectors: np.ndarray | None = None
+    if context_similarity:
+        prior = np.array(
+            [min(1.0, max(0.0, (context_similarity.get(n, 0.0) - 0.2) / 0.4)) for n, _ in candidates],
+            dtype=np.float32,
+        )
+        # a sentence must share the question's terms; its passage's closeness breaks ties
+        relevance = np.where(overlap > 0, 0.6 * overlap + 0.4 * prior, 0.0).astype(np.float32)
+        if embed is not None:
+            # Re-rank only the best few by meaning: embedding every sentence of ten
+            # passages costs far more than the whole rest of the query.
+            pool = [int(i) for i in np.argsort(-relevance, kind="stable")[:rerank] if relevance[i] > 0]
+            if pool:
+                matrix = embed([query] + [candidates[i][1] for i in pool])
+                vectors = np.zeros((len(candidates), matrix.shape[1]), dtype=np.float32)
+                vectors[pool] = matrix[1:]
+                reranked = np.zeros_like(relevance)
+                reranked[pool] = 0.5 * (matrix[1:] @ matrix[0]) + 0.3 * overlap[pool] + 0.2 * prior[pool]
+                relevance = reranked
+    elif embed is not None:
+        matrix = embed([query] + [s for _, s in candidates])
+        query_vec, vectors = matrix[0], matrix[1:]
+        cosine = vectors @ query_vec
+        relevance = 0.7 * cosine + 0.3 * overlap
+    else:
+        relevance = overlap
+    order = np.argsort(-relevance, kind="stable")
+    best = float(relevance[order[0]])
+    if best < floor:
+        return _abstention(language)
+
+    chosen: list[int] = []
+    stems = [term_set(s) for _, s in candidates]
+    while len(chosen) < max_sentences:
+        best_i, best_mmr = -1, -1e9
+        for i in order[: max(60, max_sentences * 6)]:
+            i = int(i)
+            if i in chosen or relevance[i] < floor:
+                continue
+            # Keep only sentences of comparable strength once two are chosen.
+            if len(chosen) >= 2 and relevance[i] < 0.75 * best:
+                continue
+            redundancy = 0.0
+            for j in chosen:
+                if vectors is not None:
+                    sim = float(vectors[i] @ vectors[j])
+                else:
+                    union = stems[i] | stems[j]
+                    sim = len(stems[i] & stems[j]) / len(union) if union else 0.0
+                redundancy = max(redundancy, sim)
+            if redundancy > 0.92:  # the same sentence from another chunk
+                continue
+            mmr = mmr_lambda * float(relevance[i]) - (1 - mmr_lambda) * redundancy
+            if mmr > best_mmr:
+                best_i, best_mmr = i, mmr
+        if best_i < 0:
+            break
+        chosen.append(best_i)
+
+    sentences = [AnswerSentence(text=candidates[i][1], citations=[candidates[i][0]]) for i in chosen]
+    text = " ".join(f"{s.text} [{s.citations[0]}]" for s in sentences)
+    return Answer(text=text, sentences=sentences, language=language, abstained=False)
+
+
+def _abstention(language: str) -> Answer:
+    return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True)

@@ -1,0 +1,402 @@
+"""The query record as typed values, and its one conversion to and from the stored document.
+
+One document per query in the ``queries`` collection (JSON in the local
+runtime, a Firestore document in gcp). Code reads and changes a
+:class:`QueryRecord`; only :meth:`QueryRecord.from_doc` and
+:meth:`QueryRecord.to_doc` know the stored shape, which is the contract the
+gateway, CLI, MCP and web page publish:
+
+``id, status, outcome, original_query, current_query, iteration, top_k,
+max_iterations, model_calls, max_model_calls, created_at, updated_at,
+deadline, expire_at, iterations[] ({iteration, query, sub_queries, contexts[],
+grade{}, decision, timings{stage: ms}}), best_iteration, answer, citations[]
+({id, title, url, document_id, chunk_id}), trace_id, error, events[] ({stage,
+type, at, iteration, detail})``, plus what the query-loop stages add:
+``stages_done`` (``"<iteration>/<stage>"`` keys, the idempotency record),
+``model_fallbacks``, ``language``, ``answer_sentences`` ([{text,
+citations[]}]), ``answer_provider``, ``answered_from_iteration``, ``fallbacks``
+([{stage, iteration, reason}]: each result made without the model); an iteration
+may also hold ``sub_queries_used``, ``sub_queries_succeeded``,
+``transform_source``, ``grade_source``, ``should_refine``,
+``failed_thresholds`` and ``refined_from``.
+
+Reading is lenient so records written by older builds keep loading: a missing
+field takes its default, and a field this build does not know is kept as it
+was and written back unchanged. An optional field is written only when it was
+stored before or now holds a value, so ``to_doc(from_doc(d)) == d``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypedDict, get_args
+
+from shared.contract.ports import Doc, Grade
+
+Status = Literal["pending", "running", "answered", "failed", "timed_out"]
+Outcome = Literal["answered", "answered_with_caveat", "not_answerable", "failed", "timed_out"]
+Decision = Literal["refine", "accept", "abstain", "exhausted"]
+
+TERMINAL: frozenset[str] = frozenset({"answered", "failed", "timed_out"})
+STATUSES: tuple[str, ...] = get_args(Status)
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+__all__ = [
+    "Citation",
+    "Context",
+    "Decision",
+    "Event",
+    "Grade",
+    "Iteration",
+    "Outcome",
+    "QueryRecord",
+    "Status",
+    "TERMINAL",
+    "grade_from_doc",
+    "grade_to_doc",
+]
+
+
+class Context(TypedDict, total=False):
+    """One retrieved chunk as an iteration keeps it (fused across queries)."""
+
+    chunk_id: str
+    document_id: str
+    title: str
+    url: str
+    published: str | None
+    text: str
+    score: float
+    index_score: float
+    matched_by: list[str]
+
+
+class Citation(TypedDict):
+    id: int
+    title: str
+    url: str
+    document_id: str
+    chunk_id: str
+
+
+class Event(TypedDict, total=False):
+    stage: str
+    type: str
+    at: str
+    iteration: int
+    detail: str
+
+
+class AnswerSentenceDoc(TypedDict):
+    text: str
+    citations: list[int]
+
+
+def grade_to_doc(grade: Grade) -> dict[str, Any]:
+    return {f.name: copy.deepcopy(getattr(grade, f.name)) for f in fields(Grade)}
+
+
+def grade_from_doc(doc: dict[str, Any]) -> Grade:
+    """A :class:`Grade` from its stored form; fields an older build did not write take defaults."""
+    known = {k: doc[k] for k in Grade.__dataclass_fields__ if k in doc}
+    known.setdefault("score", 0.0)
+    known.setdefault("relevance", 0.0)
+    known.setdefault("completeness", 0.0)
+    known.setdefault("grounded", False)
+    known.setdefault("answerable", True)
+    return Grade(**known)
+
+
+def _split(doc: Doc, names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
+    known = {k: v for k, v in doc.items() if k in names}
+    extra = {k: copy.deepcopy(v) for k, v in doc.items() if k not in names}
+    return known, extra, frozenset(doc)
+
+
+@dataclass
+class Iteration:
+    """One round of the loop: the query it searched with, what it found, how it was graded."""
+
+    iteration: int
+    query: str | None = None
+    sub_queries: list[str] = field(default_factory=list)
+    contexts: list[Context] = field(default_factory=list)
+    grade: Grade | None = None
+    decision: Decision | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    # Written by the stages that know them; absent on an iteration that has not got there.
+    sub_queries_used: list[str] | None = None
+    sub_queries_succeeded: int | None = None
+    transform_source: str | None = None
+    grade_source: str | None = None
+    should_refine: bool | None = None
+    failed_thresholds: list[str] | None = None
+    refined_from: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    _BASE = ("iteration", "query", "sub_queries", "contexts", "grade", "decision", "timings")
+    _LATER = ("sub_queries_used", "sub_queries_succeeded", "transform_source", "grade_source",
+              "should_refine", "failed_thresholds", "refined_from")
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Iteration:
+        known, extra, stored = _split(doc, cls._BASE + cls._LATER)
+        grade = known.get("grade")
+        return cls(
+            iteration=int(known.get("iteration") or 0),
+            query=known.get("query"),
+            sub_queries=list(known.get("sub_queries") or []),
+            contexts=copy.deepcopy(list(known.get("contexts") or [])),
+            grade=grade_from_doc(grade) if grade else None,
+            decision=known.get("decision"),
+            timings=dict(known.get("timings") or {}),
+            **{name: copy.deepcopy(known.get(name)) for name in cls._LATER},
+            extra=extra,
+            stored_keys=stored,
+        )
+
+    def to_doc(self) -> Doc:
+        doc: Doc = {
+            "iteration": self.iteration,
+            "query": self.query,
+            "sub_queries": list(self.sub_queries),
+            "contexts": copy.deepcopy(self.contexts),
+            "grade": grade_to_doc(self.grade) if self.grade is not None else None,
+            "decision": self.decision,
+            "timings": dict(self.timings),
+        }
+        for name in self._LATER:
+            value = getattr(self, name)
+            if value is not None or name in self.stored_keys:
+                doc[name] = copy.deepcopy(value)
+        doc.update(copy.deepcopy(self.extra))
+        return doc
+
+    def chunk_ids(self) -> set[str]:
+        return {c.get("chunk_id") for c in self.contexts}
+
+
+@dataclass
+class QueryRecord:
+    """One query from submission to its end; see the module docstring for the stored shape."""
+
+    id: str
+    status: Status
+    original_query: str
+    deadline: str
+    created_at: str
+    updated_at: str
+    outcome: Outcome | None = None
+    current_query: str = ""
+    iteration: int = 0
+    top_k: int = 0
+    max_iterations: int = 0
+    model_calls: int = 0
+    max_model_calls: int = 0
+    expire_at: str | None = None
+    iterations: list[Iteration] = field(default_factory=list)
+    best_iteration: int | None = None
+    answer: str | None = None
+    citations: list[Citation] = field(default_factory=list)
+    trace_id: str | None = None
+    error: str | None = None
+    events: list[Event] = field(default_factory=list)
+    # Added by the query-loop stages.
+    stages_done: list[str] = field(default_factory=list)
+    model_fallbacks: int = 0
+    language: str | None = None
+    answer_sentences: list[AnswerSentenceDoc] | None = None
+    answer_provider: str | None = None
+    answered_from_iteration: int | None = None
+    # Each stage result made without the model, and why: {stage, iteration, reason}.
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    _BASE = ("id", "status", "outcome", "original_query", "current_query", "iteration", "top_k",
+             "max_iterations", "model_calls", "max_model_calls", "created_at", "updated_at", "deadline")
+    _AFTER = ("iterations", "best_iteration", "answer", "citations", "trace_id", "error", "events")
+    # Written only once they hold something (or were stored), as the builds before this one did.
+    _LATER = ("expire_at", "stages_done", "model_fallbacks", "language", "answer_sentences",
+              "answer_provider", "answered_from_iteration", "fallbacks")
+
+    # ----------------------------------------------------------- creating
+
+    @classmethod
+    def new(
+        cls,
+        query_id: str,
+        query: str,
+        *,
+        top_k: int,
+        max_iterations: int,
+        max_model_calls: int,
+        now: datetime,
+        timeout_s: float,
+        trace_id: str | None = None,
+        retention_days: int = 30,
+    ) -> QueryRecord:
+        """The record the gateway creates; the stages fill it in."""
+        at = now.isoformat()
+        return cls(
+            id=query_id,
+            status="pending",
+            original_query=query,
+            current_query=query,
+            top_k=top_k,
+            max_iterations=max_iterations,
+            max_model_calls=max_model_calls,
+            created_at=at,
+            updated_at=at,
+            deadline=(now + timedelta(seconds=timeout_s)).isoformat(),
+            # when the record may be deleted (Firestore TTL in gcp; see infra/firestore.tf)
+            expire_at=(now + timedelta(days=retention_days)).isoformat(),
+            trace_id=trace_id,
+            events=[{"stage": "gateway", "type": "submitted", "at": at, "iteration": 0}],
+        )
+
+    # --------------------------------------------------------- conversion
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> QueryRecord:
+        """The record behind a stored document (of this build or an older one)."""
+        known, extra, stored = _split(doc, cls._BASE + cls._AFTER + cls._LATER)
+        return cls(
+            id=str(known.get("id") or ""),
+            status=known.get("status") or "pending",
+            outcome=known.get("outcome"),
+            original_query=known.get("original_query") or "",
+            current_query=known.get("current_query") or "",
+            iteration=int(known.get("iteration") or 0),
+            top_k=int(known.get("top_k") or 0),
+            max_iterations=int(known.get("max_iterations") or 0),
+            model_calls=int(known.get("model_calls") or 0),
+            max_model_calls=int(known.get("max_model_calls") or 0),
+            created_at=known.get("created_at") or "",
+            updated_at=known.get("updated_at") or "",
+            deadline=known.get("deadline") or "",
+            expire_at=known.get("expire_at"),
+            iterations=[Iteration.from_doc(e) for e in known.get("iterations") or []],
+            best_iteration=known.get("best_iteration"),
+            answer=known.get("answer"),
+            citations=copy.deepcopy(list(known.get("citations") or [])),
+            trace_id=known.get("trace_id"),
+            error=known.get("error"),
+            events=copy.deepcopy(list(known.get("events") or [])),
+            stages_done=list(known.get("stages_done") or []),
+            model_fallbacks=int(known.get("model_fallbacks") or 0),
+            language=known.get("language"),
+            answer_sentences=copy.deepcopy(known.get("answer_sentences")),
+            answer_provider=known.get("answer_provider"),
+            answered_from_iteration=known.get("answered_from_iteration"),
+            fallbacks=copy.deepcopy(list(known.get("fallbacks") or [])),
+            extra=extra,
+            stored_keys=stored,
+        )
+
+    def to_doc(self) -> Doc:
+        """The document to store (and the JSON the front doors return)."""
+        doc: Doc = {name: copy.deepcopy(getattr(self, name)) for name in self._BASE}
+        for name in self._LATER[:1]:  # expire_at sits before the lists, as it always has
+            if self.expire_at is not None or name in self.stored_keys:
+                doc[name] = self.expire_at
+        doc["iterations"] = [entry.to_doc() for entry in self.iterations]
+        for name in self._AFTER[1:]:
+            doc[name] = copy.deepcopy(getattr(self, name))
+        defaults = {"stages_done": [], "model_fallbacks": 0, "fallbacks": []}
+        for name in self._LATER[1:]:
+            value = getattr(self, name)
+            if name in self.stored_keys or value != defaults.get(name):
+                doc[name] = copy.deepcopy(value)
+        doc.update(copy.deepcopy(self.extra))
+        return doc
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def ended(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def model_calls_left(self) -> int:
+        return self.max_model_calls - self.model_calls
+
+    def deadline_passed(self, now: datetime) -> bool:
+        """True once the deadline is due; a record without a usable deadline counts as overdue,
+        because it could otherwise be waited on forever."""
+        try:
+            return datetime.fromisoformat(self.deadline) <= now
+        except (TypeError, ValueError):
+            return True
+
+    def entry(self, iteration: int | None) -> Iteration | None:
+        """The ``iterations[]`` entry of ``iteration`` (None if not recorded yet)."""
+        for entry in self.iterations:
+            if entry.iteration == iteration:
+                return entry
+        return None
+
+    def ensure_entry(self, iteration: int) -> Iteration:
+        """The entry of ``iteration``, created empty if absent."""
+        entry = self.entry(iteration)
+        if entry is None:
+            entry = Iteration(iteration=iteration)
+            self.iterations.append(entry)
+            self.iterations.sort(key=lambda e: e.iteration)
+        return entry
+
+    def stage_done(self, iteration: int, stage: str) -> bool:
+        return stage_key(iteration, stage) in self.stages_done
+
+    def stage_done_in_any_iteration(self, stage: str) -> bool:
+        return any(key.endswith(f"/{stage}") for key in self.stages_done)
+
+    def best_graded(self) -> int | None:
+        """The iteration with the highest grade score (the earlier one on a tie)."""
+        best: tuple[float, int] | None = None
+        for entry in self.iterations:
+            if entry.grade is None:
+                continue
+            key = (float(entry.grade.score), -entry.iteration)
+            if best is None or key > best:
+                best = key
+        return None if best is None else -best[1]
+
+    def kept_iteration(self) -> Iteration | None:
+        """The iteration the loop kept (``best_iteration``), else the last one, else None."""
+        if self.best_iteration is not None:
+            kept = self.entry(self.best_iteration)
+            if kept is not None:
+                return kept
+        return self.iterations[-1] if self.iterations else None
+
+    def queries_tried(self) -> tuple[str, ...]:
+        """Every query searched with so far, oldest first."""
+        return tuple(e.query for e in self.iterations if e.query)
+
+    # ------------------------------------------------------------ changing
+
+    def add_event(self, stage: str, type_: str, at: datetime, *, iteration: int | None = None,
+                  detail: str | None = None) -> None:
+        event: Event = {"stage": stage, "type": type_, "at": at.isoformat()}
+        if iteration is not None:
+            event["iteration"] = iteration
+        if detail is not None:
+            event["detail"] = detail
+        self.events.append(event)
+
+    def end(self, status: Literal["failed", "timed_out"], error: str, now: datetime) -> None:
+        """End the query without an answer, keeping why."""
+        self.status = status
+        self.outcome = status
+        self.error = error
+        self.updated_at = now.isoformat()
+        self.add_event("runtime", status, now, detail=error)
+
+
+def stage_key(iteration: int, stage: str) -> str:
+    """The idempotency key of one stage's work on one iteration."""
+    return f"{iteration}/{stage}"

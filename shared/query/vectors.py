@@ -1,0 +1,86 @@
+"""Query-side embeddings, each text embedded once per process.
+
+One query's text is needed by several stages: the transformer searches with the
+question, the retriever with the rewritten query and sub-queries, the grader
+and the synthesizer compare the question with their contexts. A query
+embedding is the single most expensive step of the local query path, so every
+stage asks here instead of calling the embedder: a text already embedded by
+this process (for this embedder) is answered from memory, and the texts not yet
+seen are embedded together in one batch.
+
+The cache is only an optimisation: a vector is a pure function of its text and
+model, so a stage running in another process (Cloud Functions, one stage per
+instance) simply misses and embeds it again, with the same result. It is
+bounded (least recently used out), and keyed by the text with its whitespace
+collapsed, which no tokenizer of ours distinguishes.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from shared.contract.ports import Embedder, embed_queries
+
+CAPACITY = 2048  # texts per embedder: about 3 MiB of 384-float vectors
+
+
+class QueryVectorCache:
+    """Query vectors of one embedder, least recently used out beyond ``capacity``."""
+
+    def __init__(self, embedder: Embedder, capacity: int = CAPACITY) -> None:
+        self.embedder = embedder
+        self.capacity = capacity
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows for ``texts`` in order; the ones not cached are embedded in one batch."""
+        keys = [" ".join(t.split()) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for key in keys:
+                vector = self._vectors.get(key)
+                if vector is not None:
+                    self._vectors.move_to_end(key)
+                    found[key] = vector
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        if missing:
+            fresh = np.asarray(embed_queries(self.embedder, missing), dtype=np.float32)
+            with self._lock:
+                for key, vector in zip(missing, fresh, strict=True):
+                    vector = vector.copy()
+                    vector.setflags(write=False)  # shared between stages: nobody may change it
+                    found[key] = self._vectors[key] = vector
+                while len(self._vectors) > self.capacity:
+                    self._vectors.popitem(last=False)
+        if not keys:
+            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        return np.stack([found[k] for k in keys])
+
+
+_CACHES: weakref.WeakKeyDictionary[object, QueryVectorCache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def query_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Query vectors of ``texts`` (see the module docstring), shape (len(texts), dimension)."""
+    try:
+        with _CACHES_LOCK:
+            cache = _CACHES.get(embedder)
+            if cache is None:
+                cache = _CACHES[embedder] = QueryVectorCache(embedder)
+    except TypeError:
+        # An embedder that cannot be weakly referenced or hashed gets no memory across calls,
+        # but its texts are still embedded once per call and in one batch.
+        cache = QueryVectorCache(embedder)
+    return cache.vectors(texts)
+
+
+def query_vector(embedder: Embedder, text: str) -> np.ndarray:
+    """The query vector of one ``text``."""
+    return query_vectors(embedder, [text])[0]

@@ -1,0 +1,179 @@
+"""``ragbus demo``: the README's main job, entirely offline.
+
+Starts the gateway on 127.0.0.1 (port 8080 unless told otherwise), which serves
+the bundled sample corpus (an RSS feed and its article pages) under ``/sample/``,
+registers that feed, polls it, ingests the bundled Markdown and text files, then
+asks three questions chosen to show the loop at work: one answered at once, one
+that needs a refinement, one the corpus cannot answer.
+
+It leaves a home the everyday commands work in: on the way out it unregisters
+its feed (keeping the documents), so a later ``ragbus poll`` has no dead feed
+to fetch, and ``ragbus serve`` on the same port serves ``/sample/`` again, so
+the citations of the sample articles keep opening.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+
+from shared.contract.config import load_settings
+from shared.contract.errors import RagbusError
+from shared.contract.messages import FeedPollRequested
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+# The port of the demo's gateway, which is `ragbus serve`'s default: the sample
+# articles' URLs (and so the citations) name it.
+DEMO_PORT = int(os.environ.get("RAGBUS_DEMO_PORT", "8080"))
+SAMPLE_PATH = "/sample"
+_SAMPLE_TYPES = {".xml": "application/rss+xml", ".html": "text/html; charset=utf-8"}
+
+
+def sample_file(path: str, base: str) -> tuple[bytes, str] | None:
+    """The sample site's file at ``path`` (relative to ``/sample/``) with ``{{BASE}}`` made
+    ``base``, and its content type; None when there is no such file (or it is outside)."""
+    site = (CORPUS / "site").resolve()
+    target = (site / path.lstrip("/")).resolve()
+    if not target.is_relative_to(site) or not target.is_file() or target.suffix not in _SAMPLE_TYPES:
+        return None
+    return target.read_bytes().replace(b"{{BASE}}", base.encode()), _SAMPLE_TYPES[target.suffix]
+
+QUESTIONS = (
+    ("answered at once", "How does BM25 saturate term frequency?"),
+    ("needs refinement", "When is exact search good enough?"),
+    ("not answerable from the corpus", "What is the boiling point of tungsten?"),
+)
+
+
+class _CorpusHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the corpus folder, writing the server's own address where files say {{BASE}}."""
+
+    base = ""
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - keep the demo quiet
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = Path(self.translate_path(self.path))
+        if path.suffix in {".xml", ".html"} and path.is_file():
+            body = path.read_bytes().replace(b"{{BASE}}", self.base.encode())
+            self.send_response(200)
+            kind = "application/rss+xml" if path.suffix == ".xml" else "text/html; charset=utf-8"
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        super().do_GET()
+
+
+@contextmanager
+def serve_corpus(port: int = 0) -> Iterator[str]:
+    """Serve ``corpus/site`` on 127.0.0.1:port (0: any free port); yields the base URL."""
+    handler = type("Handler", (_CorpusHandler,), {})
+    try:
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", port), functools.partial(handler, directory=str(CORPUS / "site"))
+        )
+    except OSError as exc:
+        raise RagbusError(
+            f"the demo serves its sample feed on 127.0.0.1:{port}, which is in use ({exc}); "
+            "free it or set RAGBUS_DEMO_PORT to another port"
+        ) from None
+    handler.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield handler.base
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def submit_sample_corpus(deps, base: str) -> str:
+    """Register the sample feed served at ``base``, request a poll of it and ingest the
+    sample documents; return the feed URL. The stages running somewhere do the rest."""
+    from shared.ingest.feeds import add_feed, list_feeds
+    from shared.ingest.files import ingest_path
+
+    feed_url = f"{base}/feed.xml"
+    if not any(f["url"] == feed_url for f in list_feeds(deps.state)):
+        add_feed(deps.state, feed_url, allow_loopback=True, now=deps.clock.now())
+    deps.publisher.publish(FeedPollRequested(
+        request_id=uuid.uuid4().hex, feed_urls=[feed_url], requested_at=deps.clock.now()))
+    ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+    return feed_url
+
+
+def run_demo(console: Console, *, serve_after: bool = False, port: int | None = None) -> None:
+    from services.gateway.app import serve as serve_gateway
+    from shared.contract import state_collections
+    from shared.ingest.feeds import remove_feed
+    from shared.observability.terminal_text import markup
+    from shared.query.api import submit_query, wait_for_query
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+    from shared.tools.cli import _run_dead, _wait_with_progress, print_answer
+
+    port = DEMO_PORT if port is None else port
+    # The demo's own feed lives on loopback; allowing loopback is scoped to this run.
+    settings = load_settings().with_(allow_loopback=True)
+    system = build_local(settings)
+    deps = system.deps
+    # paths are the user's: printed as text, never read as markup
+    console.print(f"[bold]ragbus demo[/] — data in {markup(settings.home.resolve())}", soft_wrap=True)
+    try:
+        server = serve_gateway(deps, "127.0.0.1", port)
+    except RuntimeError:
+        raise RagbusError(
+            f"the demo serves its page and sample feed on 127.0.0.1:{port}, which is in use "
+            "(a `ragbus serve` already running?); stop it, or pass --port (RAGBUS_DEMO_PORT)"
+        ) from None
+    base = server.url
+    feed_url = ""
+    try:
+        with LocalRuntime(deps, system.bus) as runtime:
+            since = time.time() - 0.001
+            console.print(f"1. polling the sample feed {base}{SAMPLE_PATH}/feed.xml and ingesting "
+                          f"{markup(CORPUS / 'docs')}", soft_wrap=True)
+            feed_url = submit_sample_corpus(deps, base + SAMPLE_PATH)
+            if not _wait_with_progress(system, runtime, since, 600, "demo ingestion"):
+                raise RagbusError("the sample corpus was not indexed within 600 s")
+            dead = _run_dead(system, since)
+            if dead:  # answers from part of the corpus would pass for the demo working
+                raise RagbusError(f"the sample corpus was not fully indexed: {dead} message(s) were "
+                                  "dead-lettered; see `ragbus dead-letters` for the reasons")
+            console.print(f"   {deps.state.count(state_collections.DOCUMENTS)} documents, "
+                          f"{deps.index.count_chunks()} chunks indexed\n")
+            for n, (why, question) in enumerate(QUESTIONS, 2):
+                console.rule(f"{n}. {why}: {question}")
+                record = submit_query(deps, question)
+                print_answer(wait_for_query(deps, record.id, settings.query_timeout_s + 5))
+            if serve_after:
+                console.print(f"\nOpen {base}/ to ask your own questions; Ctrl-C to stop.")
+                try:
+                    while True:
+                        time.sleep(3600)
+                except KeyboardInterrupt:
+                    pass
+    finally:
+        server.stop()
+        if feed_url:
+            # Nothing serves the feed once the demo is gone: a registered dead feed would fail every
+            # `ragbus poll`. Its documents stay; `ragbus serve` serves their pages under /sample/.
+            remove_feed(deps.state, feed_url, publisher=deps.publisher, clock=deps.clock, keep_documents=True)
+    if not serve_after:
+        console.print(
+            f"\nThe sample articles stay indexed here. To ask your own questions in the browser: "
+            f"[bold].venv/bin/ragbus serve --port {base.rsplit(':', 1)[1]}[/] and open [bold]{base}/[/] "
+            "(or [bold]make demo ARGS=--serve[/]).", soft_wrap=True
+        )

@@ -1,0 +1,210 @@
+"""The full query loop over the evaluation set, through the embedded runtime.
+
+Each configuration gets its own runtime (SQLite bus and state in a fresh home) over
+one shared :class:`~shared.adapters.local.index.HybridIndex` holding every passage,
+and asks its queries with :func:`shared.query.api.submit_query` /
+:func:`~shared.query.api.wait_for_query`, exactly as the CLI and gateway do: the
+transformer, retriever, grader and synthesizer handlers run unmodified.
+
+The enhancements are switched off without touching the stages:
+
+- ``transform=False``: the rewrite is the question itself (no acronym expansion,
+  temporal context or feedback terms); decomposition still applies;
+- ``decompose=False``: the rewrite, without sub-queries;
+- ``dense_weight=1.0``: the index's hybrid score is the normalised cosine alone,
+  which ranks exactly as dense search (BM25 candidates cannot outrank the dense top);
+- ``max_iterations=0``: no refinement (the grade still decides answer or abstain).
+
+A query's ranking is the contexts of the record's best iteration, in order (the
+ones the answer is written from); its first-iteration grade feeds the calibration.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from shared.adapters.local.decomposition import decompose
+from shared.adapters.local.index import HybridIndex
+from shared.adapters.local.llm import LocalLanguageModel
+from shared.contract.config import load_settings
+from shared.contract.deps import Deps
+from shared.contract.ports import Embedder, Grade, LanguageModel, Transformation
+from shared.query.api import submit_query, wait_for_query
+from shared.query.record import QueryRecord
+from shared.runtime.bootstrap import build_local
+from shared.runtime.local import LocalRuntime
+from shared.runtime.stages import CONSUMERS, QUERY_STAGES
+from shared.tools.eval.dataset import EvalQuery
+
+log = logging.getLogger("ragbus.eval")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """One row of the A/B table: which enhancements are on."""
+
+    name: str
+    transform: bool = True
+    decompose: bool = True
+    dense_weight: float = 0.7
+    max_iterations: int | None = None  # None: the setting's default (RAGBUS_MAX_ITERATIONS, 2)
+
+
+FULL = PipelineConfig("full pipeline")
+ABLATIONS = (
+    PipelineConfig("without rewrite (transform off)", transform=False),
+    PipelineConfig("without decomposition", decompose=False),
+    PipelineConfig("without hybrid (dense only)", dense_weight=1.0),
+    PipelineConfig("without grading-driven refinement (max_iterations=0)", max_iterations=0),
+)
+
+
+class SwitchedLanguageModel:
+    """A :class:`~shared.contract.ports.LanguageModel` with the rewrite and/or decomposition switched off."""
+
+    def __init__(self, inner: LanguageModel, *, rewrite: bool, decomposition: bool) -> None:
+        self.inner = inner
+        self.rewrite = rewrite
+        self.decomposition = decomposition
+        self.provider = getattr(inner, "provider", "local")
+        self.model = getattr(inner, "model", "")
+
+    def transform(self, query: str, *, today: date) -> Transformation:
+        if self.rewrite:
+            base = self.inner.transform(query, today=today)
+            return Transformation(base.rewritten, base.sub_queries if self.decomposition else [], base.reasoning)
+        subs = decompose(query) if self.decomposition else []
+        return Transformation(query, subs, "eval: rewrite switched off")
+
+    def __getattr__(self, name: str) -> Any:  # refine, grade, synthesize unchanged
+        return getattr(self.inner, name)
+
+
+@dataclass
+class QueryResult:
+    """What one query's record says, reduced to what the measurements need."""
+
+    query_id: str
+    status: str
+    outcome: str | None
+    ranking: list[str]  # passage ids of the best iteration's contexts, in order
+    first_ranking: list[str]  # iteration 0's
+    first_grade: Grade | None
+    iterations: int
+    answer: str
+    cited: list[str]  # passage ids of the citations, in citation order
+    timings_ms: dict[str, float]  # summed per stage over iterations
+    total_ms: float
+
+
+@dataclass
+class PipelineRun:
+    config: PipelineConfig
+    results: list[QueryResult]
+    seconds: float
+    errors: list[str] = field(default_factory=list)
+
+
+def reduce_record(record: QueryRecord) -> QueryResult:
+    from datetime import datetime
+
+    iterations = sorted(record.iterations, key=lambda e: e.iteration)
+    best = record.kept_iteration()
+    first = record.entry(0)
+    timings: dict[str, float] = {}
+    for entry in iterations:
+        for stage, ms in entry.timings.items():
+            timings[stage] = timings.get(stage, 0.0) + float(ms)
+    total = 0.0
+    if record.created_at and record.updated_at:
+        total = (datetime.fromisoformat(record.updated_at)
+                 - datetime.fromisoformat(record.created_at)).total_seconds() * 1000
+    return QueryResult(
+        query_id=record.id,
+        status=record.status or "",
+        outcome=record.outcome,
+        ranking=[c.get("document_id", "") for c in best.contexts] if best else [],
+        first_ranking=[c.get("document_id", "") for c in first.contexts] if first else [],
+        first_grade=first.grade if first else None,
+        iterations=len(iterations),
+        answer=record.answer or "",
+        cited=[c.get("document_id", "") for c in record.citations],
+        timings_ms=timings,
+        total_ms=total,
+    )
+
+
+class PipelineRunner:
+    """An embedded runtime for one configuration, over an index already holding the passages."""
+
+    def __init__(self, home: Path, index_path: Path, config: PipelineConfig, *, embedder: Embedder,
+                 dimension: int) -> None:
+        env = {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0"}
+        settings = load_settings(env)
+        if config.max_iterations is not None:
+            settings = settings.with_(max_iterations=config.max_iterations)
+        self.config = config
+        self.system = build_local(settings)
+        self.index = HybridIndex(index_path, dimension, dense_weight=config.dense_weight)
+        llm: LanguageModel = LocalLanguageModel(index=self.index, embedder=embedder)
+        if not (config.transform and config.decompose):
+            llm = SwitchedLanguageModel(llm, rewrite=config.transform, decomposition=config.decompose)
+        base = self.system.deps
+        self.deps = Deps(settings, publisher=self.system.bus, state=base.state, blobs=base.blobs,
+                         clock=base.clock, embedder=embedder, index=self.index, llm=llm)
+        self.runtime = LocalRuntime(self.deps, self.system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES])
+
+    def __enter__(self) -> PipelineRunner:
+        self.index.snapshot()
+        self.runtime.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.runtime.stop()
+        self.index.close()
+
+    def ask(self, text: str, timeout_s: float = 120.0) -> QueryRecord:
+        record = submit_query(self.deps, text, timeout_s=min(600.0, timeout_s))
+        return wait_for_query(self.deps, record.id, timeout_s)
+
+
+def run_pipeline(
+    queries: Sequence[EvalQuery],
+    config: PipelineConfig,
+    *,
+    home: Path,
+    index_path: Path,
+    embedder: Embedder,
+    dimension: int,
+    concurrency: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+) -> PipelineRun:
+    """Ask every query through the runtime (``concurrency`` in flight); results in query order."""
+    results: list[QueryResult | None] = [None] * len(queries)
+    errors: list[str] = []
+    started = time.perf_counter()
+    done = 0
+    with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension) as runner:
+        runner.ask("warm up the runtime")
+
+        def one(i: int) -> None:
+            record = runner.ask(queries[i].text)
+            result = reduce_record(record)
+            result.query_id = queries[i].query_id
+            results[i] = result
+            if record.status != "answered":
+                errors.append(f"{queries[i].query_id}: {record.status} {record.error or ''}".strip())
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            for _ in pool.map(one, range(len(queries))):
+                done += 1
+                if progress and (done % 50 == 0 or done == len(queries)):
+                    progress(done, len(queries))
+    return PipelineRun(config, [r for r in results if r is not None], time.perf_counter() - started, errors)

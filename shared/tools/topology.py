@@ -1,0 +1,398 @@
+"""The production topology on one machine: `ragbus up --emulators` / `ragbus down`.
+
+``up`` starts Google's Pub/Sub and Firestore emulators and fake-gcs-server,
+lays out every topic with its dead-letter topic, the bucket, one
+functions-framework server per stage (an OS process each, as Cloud Functions
+runs them) and one push subscription per consumer (``<stage>.<topic>``) with
+the dead-letter policy and retry backoff of ``infra/``. It records what it
+started in ``$RAGBUS_HOME/topology.json``: every process by pid, and the
+environment a client needs to talk to them. Other ``ragbus`` commands read it
+with :func:`running_env`, so ``poll``, ``ingest``, ``ask`` and ``stats`` work
+against the topology while it runs. ``down`` stops every recorded process.
+
+What the emulators do differently from the cloud (measured, see the
+integration tests): the Pub/Sub emulator honours dead-letter policies but not
+the retry policy's backoff (it redelivers a nacked push about every 1-3 s), and
+its push envelope carries no ``deliveryAttempt`` (functions-framework drops it
+when it converts the raw envelope into a CloudEvent; the stages read it from the
+raw body), so a stage always sees attempt 1 there and a failing message reaches
+its dead-letter topic, whose push subscription (``dead_letters.<topic>-dead-letter``)
+delivers it to the ``dead_letters`` server: as in the cloud, the dead letter is
+recorded and its query ends ``failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from shared.adapters.local.processes import process_alive
+from shared.contract.errors import RagbusError
+from shared.runtime.stages import DEAD_LETTER_RECORDER, SERVED_STAGES
+
+log = logging.getLogger("ragbus.topology")
+
+STATE_FILE = "topology.json"
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+
+#: Every stage server ``up`` starts by default: the Pub/Sub consumers and the gateway.
+ALL_STAGES: tuple[str, ...] = SERVED_STAGES
+GATEWAY = "gateway"
+#: The server recording dead letters (services/dead_letters), fed by every dead-letter topic.
+DEAD_LETTERS = DEAD_LETTER_RECORDER
+
+#: Subscription on each dead-letter topic, so dead letters are kept (a topic
+#: without a subscription drops what is published to it).
+DEAD_LETTER_SUBSCRIPTION_SUFFIX = "keep"
+
+
+class TopologyError(RagbusError):
+    """The emulator topology could not be started or is already running; the message says why."""
+
+
+# ------------------------------------------------------------------ state
+
+
+def read_state(home: Path) -> dict[str, Any] | None:
+    """The recorded topology under ``home``, or None when nothing was started there."""
+    path = home / STATE_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return None
+
+
+def running_env(home: Path) -> dict[str, str] | None:
+    """The client environment of a topology that is up under ``home`` (all its processes alive)."""
+    state = read_state(home)
+    if not state:
+        return None
+    pids = [p["pid"] for p in state.get("processes", [])]
+    if not pids or not all(process_alive(int(pid)) for pid in pids):
+        return None
+    return {str(k): str(v) for k, v in state.get("env", {}).items()}
+
+
+# -------------------------------------------------------------- processes
+
+
+@dataclass
+class StageServer:
+    """One functions-framework server (its own session: pid == process group id)."""
+
+    name: str
+    pid: int
+    port: int
+    log_path: Path
+    popen: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+
+def stage_command(stage: str, port: int, *, source: Path | None = None, python: str | None = None,
+                  signature_type: str | None = "cloudevent") -> list[str]:
+    """The functions-framework command line serving ``stage`` of ``source`` (the root main.py).
+
+    The gateway is a ``functions_framework.aio.http`` function: functions-framework
+    3.10 detects that decorator in ``create_app`` and serves it on uvicorn, so it
+    takes no ``--signature-type`` and no ``--asgi``.
+    """
+    argv = [
+        python or sys.executable, "-m", "functions_framework",
+        f"--target={stage}", f"--source={source or REPO / 'main.py'}",
+        f"--port={port}", f"--host={HOST}",
+    ]
+    if signature_type and stage != GATEWAY:
+        argv.append(f"--signature-type={signature_type}")
+    return argv
+
+
+def start_server(name: str, argv: Sequence[str], port: int, env: dict[str, str], log_dir: Path,
+                 *, cwd: Path = REPO) -> StageServer:
+    """Launch one server process in its own session, its output in ``log_dir/<name>-<port>.log``."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}-{port}.log"
+    with open(log_path, "wb") as log_file:
+        try:
+            popen = subprocess.Popen(
+                list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_file,
+                stderr=subprocess.STDOUT,
+                # Its own session: down() signals the whole group (gunicorn's master
+                # and worker), and a Ctrl-C in the terminal of `ragbus up` leaves it alone.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TopologyError(f"could not run {argv[0]!r} for {name}: {exc}") from exc
+    log.info("starting %s on port %d (pid %d, log %s)", name, port, popen.pid, log_path)
+    return StageServer(name=name, pid=popen.pid, port=port, log_path=log_path, popen=popen)
+
+
+def wait_until_answering(servers: Sequence[StageServer], timeout_s: float, path: str = "/") -> None:
+    """Wait (bounded) until every server answers HTTP at all; any status means it is up.
+
+    A cloudevent function answers a bare GET with an error status, which is
+    enough: the process imported its source and is accepting requests.
+    """
+    deadline = time.monotonic() + timeout_s
+    waiting = list(servers)
+    last: dict[str, str] = {}
+    while waiting and time.monotonic() < deadline:
+        for server in list(waiting):
+            code = server.popen.poll()
+            if code is not None:
+                raise TopologyError(
+                    f"{server.name} exited with code {code} before answering on port {server.port}; "
+                    f"log {server.log_path}:\n{_tail(server.log_path)}"
+                )
+            try:
+                with urllib.request.urlopen(server.url + path, timeout=5.0):
+                    pass
+            except urllib.error.HTTPError:
+                pass  # answered, with an error status: up
+            except (urllib.error.URLError, OSError) as exc:
+                last[server.name] = str(exc)
+                continue
+            log.info("%s answers on %s", server.name, server.url)
+            waiting.remove(server)
+        if waiting:
+            time.sleep(0.3)
+    if waiting:
+        names = ", ".join(f"{s.name} ({last.get(s.name, 'no answer')}; log {s.log_path})" for s in waiting)
+        raise TopologyError(
+            f"these servers did not answer within {timeout_s:.0f}s: {names}; "
+            "the machine may be overloaded (raise the startup timeout) or a port taken"
+        )
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Set ``values`` in os.environ for the admin clients (they read *_EMULATOR_HOST), then restore."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# -------------------------------------------------------------------- up
+
+
+def up(
+    home: Path,
+    *,
+    stages: Sequence[str] = ALL_STAGES,
+    project: str = "ragbus-local",
+    bucket: str | None = None,
+    base_port: int | None = None,
+    max_delivery_attempts: int = 5,
+    min_backoff_s: float = 1.0,
+    max_backoff_s: float = 60.0,
+    ack_deadline_s: float = 60.0,
+    allow_loopback: bool | None = None,
+    stage_env: dict[str, str] | None = None,
+    startup_timeout_s: float = 240.0,
+    python: str | None = None,
+) -> dict[str, Any]:
+    """Start the emulators, the layout and one functions-framework server per stage.
+
+    ``base_port``: the stage servers listen on ``base_port``, ``base_port + 1``, ...
+    in the order of ``stages`` (free ports when None; the emulators always take
+    free ports). ``stage_env`` is added to every stage server's environment.
+    Returns the state written to ``$RAGBUS_HOME/topology.json``. Refuses when a
+    topology is already running under ``home``; on any failure, stops what it
+    started before raising.
+    """
+    from shared.runtime.stages import CONSUMERS
+    from shared.tools import emulators
+
+    home = Path(home).resolve()
+    unknown = [s for s in stages if s not in ALL_STAGES]
+    if unknown:
+        raise TopologyError(f"unknown stage(s) {unknown}; choose from {list(ALL_STAGES)}")
+    existing = read_state(home)
+    if existing and any(process_alive(int(p["pid"])) for p in existing.get("processes", [])):
+        raise TopologyError(
+            f"a topology is already running under {home} (gateway {existing.get('gateway_url')}); "
+            "run `ragbus down` first"
+        )
+    missing = {name: why for name, why in emulators.emulators_available().items() if why}
+    if missing:
+        raise TopologyError("cannot start the emulators: " + "; ".join(f"{k}: {v}" for k, v in missing.items()))
+
+    home.mkdir(parents=True, exist_ok=True)
+    log_dir = home / "logs"
+    bucket = bucket or f"{project}-blobs"
+    started: list[Any] = []  # EmulatorProcess or StageServer, in start order
+    try:
+        pubsub = emulators.start_pubsub_emulator(log_dir)
+        started.append(pubsub)
+        firestore = emulators.start_firestore_emulator(log_dir)
+        started.append(firestore)
+        gcs = emulators.start_gcs_emulator(log_dir)
+        started.append(gcs)
+        client_env = {
+            "RAGBUS_RUNTIME": "gcp",
+            "GOOGLE_CLOUD_PROJECT": project,
+            "RAGBUS_BUCKET": bucket,
+            **pubsub.env,
+            **firestore.env,
+            **gcs.env,
+        }
+        with _environment(client_env):
+            dead_letter_subscriptions = _lay_out(project, bucket)
+
+        env = dict(os.environ)
+        env.pop("RAGBUS_RUNTIME", None)
+        env.update(client_env)
+        env.update({
+            "RAGBUS_HOME": str(home),
+            "RAGBUS_GATEWAY_HOST": HOST,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p),
+        })
+        if allow_loopback is not None:
+            env["RAGBUS_ALLOW_LOOPBACK"] = "1" if allow_loopback else "0"
+        env.update(stage_env or {})
+
+        servers: dict[str, StageServer] = {}
+        for n, stage in enumerate(stages):
+            port = base_port + n if base_port else emulators.free_port()
+            # one service name per stage, so a trace shows which process ran each span
+            stage_process_env = {**env, "OTEL_SERVICE_NAME": env.get("OTEL_SERVICE_NAME") or f"ragbus-{stage}"}
+            server = start_server(stage, stage_command(stage, port, python=python), port, stage_process_env, log_dir)
+            servers[stage] = server
+            started.append(server)
+        wait_until_answering(list(servers.values()), startup_timeout_s)
+
+        subscriptions = []
+        with _environment(client_env):
+            from shared.adapters.gcp.pubsub import ensure_push_subscription
+            from shared.contract.topics import ALL_TOPICS, dead_letter_topic
+
+            for consumer in CONSUMERS:
+                if consumer.stage not in servers:
+                    continue
+                subscriptions.append(ensure_push_subscription(
+                    project, consumer.subscription, consumer.topic, servers[consumer.stage].url + "/",
+                    dead_letter_topic=dead_letter_topic(consumer.topic),
+                    max_delivery_attempts=max_delivery_attempts, ack_deadline_s=ack_deadline_s,
+                    min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
+                ))
+
+            recorder = servers.get(DEAD_LETTERS)
+            if recorder is not None:
+                for dead_topic in (dead_letter_topic(t) for t in ALL_TOPICS):
+                    subscriptions.append(ensure_push_subscription(
+                        project, f"{DEAD_LETTERS}.{dead_topic}", dead_topic,
+                        f"{recorder.url}/projects/{project}/topics/{dead_topic}",
+                        dead_letter_topic=None, ack_deadline_s=ack_deadline_s,
+                        min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
+                    ))
+
+        gateway = servers.get(GATEWAY)
+        if gateway is not None:
+            client_env["RAGBUS_GATEWAY_URL"] = gateway.url
+        state = {
+            "started_at": datetime.now(UTC).isoformat(),
+            "project": project,
+            "bucket": bucket,
+            "gateway_url": gateway.url if gateway else None,
+            "processes": [
+                {"name": f"{e.name}-emulator", "kind": "emulator", "pid": e.pid,
+                 "address": e.host_port, "log": str(e.log_path)}
+                for e in (pubsub, firestore, gcs)
+            ] + [
+                {"name": s.name, "kind": "stage", "pid": s.pid, "port": s.port, "url": s.url,
+                 "log": str(s.log_path)}
+                for s in servers.values()
+            ],
+            "subscriptions": subscriptions,
+            "dead_letter_subscriptions": dead_letter_subscriptions,
+            "env": client_env,
+        }
+        path = home / STATE_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(path)  # readers never see half a file
+        log.info("topology up under %s: %d processes", home, len(state["processes"]))
+        return state
+    except BaseException:
+        for item in reversed(started):
+            try:
+                if isinstance(item, StageServer):
+                    emulators.stop_process_group(item.pid, timeout_s=5.0)
+                    item.popen.poll()
+                else:
+                    item.stop(timeout_s=5.0)
+            except Exception:  # keep stopping the rest
+                log.exception("could not stop %s while undoing a failed start", item.name)
+        raise
+
+
+def _lay_out(project: str, bucket: str) -> list[str]:
+    """Every topic and its dead-letter topic (+ a pull subscription keeping dead letters), the bucket."""
+    from shared.adapters.gcp.gcs_blobs import GcsBlobStore
+    from shared.adapters.gcp.pubsub import ensure_pull_subscription, ensure_topics
+    from shared.contract.topics import ALL_TOPICS, dead_letter_topic
+
+    dead_topics = [dead_letter_topic(t) for t in ALL_TOPICS]
+    ensure_topics(project, [*ALL_TOPICS, *dead_topics])
+    kept = [
+        ensure_pull_subscription(project, f"{topic}.{DEAD_LETTER_SUBSCRIPTION_SUFFIX}", topic)
+        for topic in dead_topics
+    ]
+    GcsBlobStore(bucket, project=project).ensure_bucket()
+    return kept
+
+
+# ------------------------------------------------------------------ down
+
+
+def down(home: Path) -> list[str]:
+    """Stop every process recorded under ``home`` (by process group), remove the state file.
+
+    Returns the names of the processes that were still running and were
+    stopped. Harmless when nothing runs (returns an empty list).
+    """
+    from shared.tools.emulators import stop_process_group
+
+    home = Path(home)
+    state = read_state(home)
+    stopped: list[str] = []
+    if state:
+        # Stages first, so none of them sees its emulators vanish mid-request.
+        for process in reversed(state.get("processes", [])):
+            pid = int(process["pid"])
+            if stop_process_group(pid):
+                stopped.append(str(process["name"]))
+                log.info("stopped %s (pid %d)", process["name"], pid)
+    (home / STATE_FILE).unlink(missing_ok=True)
+    return stopped
