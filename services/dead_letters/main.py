@@ -20,9 +20,6 @@ from shared.runtime.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.dead_letters")
 
-_max_age = event_max_age()
-
-
 def _dead_letter_topic(event) -> str:
     source = str(event.get("source") or "") if hasattr(event, "get") else ""
     topic = source.rsplit("/topics/", 1)[-1] if "/topics/" in source else ""
@@ -51,8 +48,9 @@ def _record(event) -> None:
         # A dead letter is worth recording however late it comes; the age cutoff only
         # stops one that cannot be recorded from being redelivered for days.
         published = event_time(event, message)
-        if published is not None and datetime.now(UTC) - published > _max_age:
+        max_age = event_max_age(function_deps())
+        if published is not None and datetime.now(UTC) - published > max_age:
             log.exception("dropping dead letter %s published at %s (older than %s): recording failed",
-                          message_id, published.isoformat(), _max_age)
+                          message_id, published.isoformat(), max_age)
             return
         raise

@@ -164,7 +164,7 @@ class _Api:
 
     async def sample(self, request: Request) -> Response:
         """The bundled sample corpus, as `ragbus demo` fed it: its citations open here."""
-        from shared.tools.demo import SAMPLE_PATH, sample_file
+        from shared.corpus import SAMPLE_PATH, sample_file
 
         base = f"{request.url.scheme}://{request.url.netloc}{SAMPLE_PATH}"
         found = sample_file(request.path_params["path"], base)

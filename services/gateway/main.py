@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any
 
 import functions_framework.aio
@@ -95,8 +94,8 @@ async def _gateway_app() -> _LifespanApp:
     loop = asyncio.get_running_loop()
     app = _running.get(loop)
     if app is None:
-        host = os.environ.get("RAGBUS_GATEWAY_HOST", "0.0.0.0")
-        app = _running[loop] = _LifespanApp(create_app(deps(), host=host))
+        gateway_deps = deps()
+        app = _running[loop] = _LifespanApp(create_app(gateway_deps, host=gateway_deps.settings.gateway_host))
     await app.start()
     return app
 

@@ -7,6 +7,7 @@ runtime checks its required settings at start-up and names any that is missing.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -126,6 +127,12 @@ class Settings:
     vertex_endpoint: str | None = None
     vertex_deployed_index: str | None = None
     query_ttl_days: int = 30
+    # Cloud Functions: older events are acknowledged unhandled (a poison message cannot retry forever)
+    event_max_age_s: float = 86400.0
+    # front doors
+    gateway_host: str = "0.0.0.0"  # the gateway function's bind address
+    api_token: str | None = field(default=None, repr=False)  # a secret: clients send Authorization: Bearer <token>
+    demo_port: int = 8080  # `ragbus demo`'s gateway; `ragbus serve`'s default, which the sample citations name
 
     @property
     def db_path(self) -> Path:
@@ -151,50 +158,54 @@ class Settings:
         return replace(self, **changes)
 
 
+#: Every default, as the dataclass writes it: load_settings reads none of its own.
+DEFAULTS = Settings()
+
+
 def load_settings(env: dict[str, str] | None = None) -> Settings:
     """Settings from ``env`` (default: the process environment)."""
     env = dict(os.environ if env is None else env)
-    runtime = env.get("RAGBUS_RUNTIME", "local").strip().lower()
+    runtime = env.get("RAGBUS_RUNTIME", str(DEFAULTS.runtime)).strip().lower()
     if runtime not in {"local", "gcp"}:
         raise ConfigError(f"RAGBUS_RUNTIME={runtime!r}: use 'local' (default) or 'gcp'")
-    provider = env.get("RAGBUS_LLM", "local").strip().lower()
+    provider = env.get("RAGBUS_LLM", str(DEFAULTS.llm_provider)).strip().lower()
     if provider not in {"local", "gemini"}:
         raise ConfigError(f"RAGBUS_LLM={provider!r}: use 'local' (default) or 'gemini'")
-    policy = env.get("RAGBUS_REMOVED_ITEMS", "remove").strip().lower()
+    policy = env.get("RAGBUS_REMOVED_ITEMS", str(DEFAULTS.removed_item_policy)).strip().lower()
     if policy not in {"remove", "keep"}:
         raise ConfigError(f"RAGBUS_REMOVED_ITEMS={policy!r}: use 'remove' (default) or 'keep'")
-    embedder = env.get("RAGBUS_EMBEDDER", "local").strip().lower()
+    embedder = env.get("RAGBUS_EMBEDDER", str(DEFAULTS.embedder)).strip().lower()
     if embedder not in {"local", "genai"}:
         raise ConfigError(f"RAGBUS_EMBEDDER={embedder!r}: use 'local' (default, packaged MiniLM) or 'genai'")
-    index_backend = env.get("RAGBUS_INDEX", "firestore").strip().lower()
+    index_backend = env.get("RAGBUS_INDEX", str(DEFAULTS.index_backend)).strip().lower()
     if index_backend not in {"firestore", "vertex"}:
         raise ConfigError(f"RAGBUS_INDEX={index_backend!r}: use 'firestore' (default) or 'vertex'")
     return Settings(
-        home=Path(env.get("RAGBUS_HOME", ".ragbus")).expanduser(),
+        home=Path(env.get("RAGBUS_HOME", str(DEFAULTS.home))).expanduser(),
         runtime=runtime,
-        allow_loopback=_bool(env, "RAGBUS_ALLOW_LOOPBACK", False),
+        allow_loopback=_bool(env, "RAGBUS_ALLOW_LOOPBACK", DEFAULTS.allow_loopback),
         llm_provider=provider,
-        fetch_timeout_s=_float(env, "RAGBUS_FETCH_TIMEOUT_S", 10.0),
-        fetch_max_bytes=_int(env, "RAGBUS_FETCH_MAX_BYTES", 5 * 1024 * 1024, 1024),
-        fetch_deadline_s=_float(env, "RAGBUS_FETCH_DEADLINE_S", 30.0),
-        fetch_host_concurrency=_int(env, "RAGBUS_FETCH_HOST_CONCURRENCY", 4, 1),
-        fetch_host_rate=_float(env, "RAGBUS_FETCH_HOST_RATE", 10.0),
-        max_title_chars=_int(env, "RAGBUS_MAX_TITLE_CHARS", 500, 20),
-        max_chunks_per_document=_int(env, "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", 2000, 1),
-        max_items_per_poll=_int(env, "RAGBUS_MAX_ITEMS_PER_POLL", 200, 1),
-        max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", 5, 1),
-        ack_deadline_s=_float(env, "RAGBUS_ACK_DEADLINE_S", 60.0),
-        retry_min_backoff_s=_float(env, "RAGBUS_RETRY_MIN_BACKOFF_S", 0.5),
-        retry_max_backoff_s=_float(env, "RAGBUS_RETRY_MAX_BACKOFF_S", 60.0),
+        fetch_timeout_s=_float(env, "RAGBUS_FETCH_TIMEOUT_S", DEFAULTS.fetch_timeout_s),
+        fetch_max_bytes=_int(env, "RAGBUS_FETCH_MAX_BYTES", DEFAULTS.fetch_max_bytes, 1024),
+        fetch_deadline_s=_float(env, "RAGBUS_FETCH_DEADLINE_S", DEFAULTS.fetch_deadline_s),
+        fetch_host_concurrency=_int(env, "RAGBUS_FETCH_HOST_CONCURRENCY", DEFAULTS.fetch_host_concurrency, 1),
+        fetch_host_rate=_float(env, "RAGBUS_FETCH_HOST_RATE", DEFAULTS.fetch_host_rate),
+        max_title_chars=_int(env, "RAGBUS_MAX_TITLE_CHARS", DEFAULTS.max_title_chars, 20),
+        max_chunks_per_document=_int(env, "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", DEFAULTS.max_chunks_per_document, 1),
+        max_items_per_poll=_int(env, "RAGBUS_MAX_ITEMS_PER_POLL", DEFAULTS.max_items_per_poll, 1),
+        max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", DEFAULTS.max_delivery_attempts, 1),
+        ack_deadline_s=_float(env, "RAGBUS_ACK_DEADLINE_S", DEFAULTS.ack_deadline_s),
+        retry_min_backoff_s=_float(env, "RAGBUS_RETRY_MIN_BACKOFF_S", DEFAULTS.retry_min_backoff_s),
+        retry_max_backoff_s=_float(env, "RAGBUS_RETRY_MAX_BACKOFF_S", DEFAULTS.retry_max_backoff_s),
         removed_item_policy=policy,
-        poll_interval_s=_float(env, "RAGBUS_POLL_INTERVAL_S", 900.0),
-        top_k=_int(env, "RAGBUS_TOP_K", 10, 1),
-        max_iterations=_int(env, "RAGBUS_MAX_ITERATIONS", 2, 0),
-        max_model_calls=_int(env, "RAGBUS_MAX_MODEL_CALLS", 12, 1),
-        query_timeout_s=_float(env, "RAGBUS_QUERY_TIMEOUT_S", 60.0),
-        redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", False),
-        tracing=_bool(env, "RAGBUS_TRACING", True),
-        gemini_model=(env.get("RAGBUS_GEMINI_MODEL") or "").strip() or DEFAULT_GEMINI_MODEL,
+        poll_interval_s=_float(env, "RAGBUS_POLL_INTERVAL_S", DEFAULTS.poll_interval_s),
+        top_k=_int(env, "RAGBUS_TOP_K", DEFAULTS.top_k, 1),
+        max_iterations=_int(env, "RAGBUS_MAX_ITERATIONS", DEFAULTS.max_iterations, 0),
+        max_model_calls=_int(env, "RAGBUS_MAX_MODEL_CALLS", DEFAULTS.max_model_calls, 1),
+        query_timeout_s=_float(env, "RAGBUS_QUERY_TIMEOUT_S", DEFAULTS.query_timeout_s),
+        redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", DEFAULTS.redact_query_text),
+        tracing=_bool(env, "RAGBUS_TRACING", DEFAULTS.tracing),
+        gemini_model=(env.get("RAGBUS_GEMINI_MODEL") or "").strip() or DEFAULTS.gemini_model,
         gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
         gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
         bucket=env.get("RAGBUS_BUCKET") or None,
@@ -204,11 +215,15 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         vertex_index=env.get("RAGBUS_VERTEX_INDEX") or None,
         vertex_endpoint=env.get("RAGBUS_VERTEX_ENDPOINT") or None,
         vertex_deployed_index=env.get("RAGBUS_VERTEX_DEPLOYED_INDEX") or None,
-        query_ttl_days=_int(env, "RAGBUS_QUERY_TTL_DAYS", 30, 1),
+        query_ttl_days=_int(env, "RAGBUS_QUERY_TTL_DAYS", DEFAULTS.query_ttl_days, 1),
+        event_max_age_s=_float(env, "RAGBUS_EVENT_MAX_AGE_S", DEFAULTS.event_max_age_s),
+        gateway_host=env.get("RAGBUS_GATEWAY_HOST") or DEFAULTS.gateway_host,
+        demo_port=_int(env, "RAGBUS_DEMO_PORT", DEFAULTS.demo_port, 0),
+        api_token=(env.get("RAGBUS_API_TOKEN") or "").strip() or None,
         thresholds=GradeThresholds(
-            overall=_fraction(env, "RAGBUS_MIN_SCORE", 0.6),
-            relevance=_fraction(env, "RAGBUS_MIN_RELEVANCE", 0.65),
-            completeness=_fraction(env, "RAGBUS_MIN_COMPLETENESS", 0.55),
+            overall=_fraction(env, "RAGBUS_MIN_SCORE", DEFAULTS.thresholds.overall),
+            relevance=_fraction(env, "RAGBUS_MIN_RELEVANCE", DEFAULTS.thresholds.relevance),
+            completeness=_fraction(env, "RAGBUS_MIN_COMPLETENESS", DEFAULTS.thresholds.completeness),
         ),
     )
 
@@ -231,3 +246,19 @@ def require_gcp(settings: Settings) -> None:
         missing.append("GOOGLE_CLOUD_LOCATION (Vertex AI region), or GOOGLE_API_KEY for the Gemini API")
     if missing:
         raise ConfigError("RAGBUS_RUNTIME=gcp needs: " + "; ".join(missing))
+
+
+# Logging is configured before (and whether or not) the other settings load, so its two
+# variables are read on their own; they are defined here all the same.
+DEFAULT_LOG_LEVEL = "WARNING"
+
+
+def log_level_setting(env: Mapping[str, str] | None = None) -> str | None:
+    """``RAGBUS_LOG_LEVEL`` as given (any case), or None when unset."""
+    return (os.environ if env is None else env).get("RAGBUS_LOG_LEVEL") or None
+
+
+def json_logs_setting(env: Mapping[str, str] | None = None) -> bool:
+    """``RAGBUS_LOG_FORMAT=json``, or running on Cloud Run / Cloud Functions (``K_SERVICE``)."""
+    env = os.environ if env is None else env
+    return env.get("RAGBUS_LOG_FORMAT", "").lower() == "json" or "K_SERVICE" in env

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from opentelemetry import trace
 
+from shared.contract.config import json_logs_setting, log_level_setting
 from shared.observability.terminal_text import plain
 
 
@@ -82,7 +83,7 @@ class TextFormatter(logging.Formatter):
 
 def log_level(default: int | str = "WARNING") -> str:
     """``RAGBUS_LOG_LEVEL`` (any case), else ``default``."""
-    level = os.environ.get("RAGBUS_LOG_LEVEL") or default
+    level = log_level_setting() or default
     return logging.getLevelName(level) if isinstance(level, int) else level.strip().upper()
 
 
@@ -95,7 +96,7 @@ def configure_logging(level: int | str = "WARNING", *, tracebacks: bool | None =
     carry tracebacks only at debug level (the CLI: ``RAGBUS_LOG_LEVEL=debug`` or
     ``ragbus --debug``); JSON logs always do."""
     root = logging.getLogger()
-    as_json = os.environ.get("RAGBUS_LOG_FORMAT", "").lower() == "json" or "K_SERVICE" in os.environ
+    as_json = json_logs_setting()
     chosen = log_level(level)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(os.environ.get("GOOGLE_CLOUD_PROJECT")) if as_json

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -122,21 +121,16 @@ def push_subscription(event: Any) -> str:
     return name.rsplit("/", 1)[-1]
 
 
-def event_max_age() -> timedelta:
+def event_max_age(deps: Deps | None = None) -> timedelta:
     """RAGBUS_EVENT_MAX_AGE_S (default one day): older events are acknowledged unhandled."""
-    raw = os.environ.get("RAGBUS_EVENT_MAX_AGE_S", "86400")
-    try:
-        seconds = float(raw)
-    except ValueError:
-        from shared.contract.errors import ConfigError
+    from shared.contract.config import load_settings
 
-        raise ConfigError(f"RAGBUS_EVENT_MAX_AGE_S must be a number of seconds, got {raw!r}") from None
-    return timedelta(seconds=seconds)
+    settings = deps.settings if deps is not None else load_settings()
+    return timedelta(seconds=settings.event_max_age_s)
 
 
 def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> Callable[[Any], None]:
     """The body of a stage's ``@functions_framework.cloud_event`` function."""
-    max_age = event_max_age()
 
     def handle_event(event: Any) -> None:
         try:
@@ -153,6 +147,7 @@ def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> 
         attempt = delivery_attempt(event)
         consumer = consumer_for(stage, attributes)
         published = event_time(event, message)
+        max_age = event_max_age(deps())
         if published is not None and datetime.now(UTC) - published > max_age:
             log.warning("%s: dropping %s published at %s (older than %s)", consumer.subscription,
                         message_id, published.isoformat(), max_age)

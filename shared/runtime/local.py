@@ -50,8 +50,7 @@ class LocalRuntime:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        with self.bus._wakeup:  # wake idle workers so they notice the stop
-            self.bus._wakeup.notify_all()
+        self.bus.wake_waiters()  # idle workers notice the stop
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))

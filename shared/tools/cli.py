@@ -23,7 +23,6 @@ from typing import Annotated, Any
 
 import click
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -48,6 +47,7 @@ from shared.query.state import read_record
 from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
 from shared.runtime.local import LocalRuntime
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
+from shared.tools.console import console, dead_since, err, print_answer, wait_with_progress
 
 
 def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
@@ -70,8 +70,6 @@ sitemaps_app = typer.Typer(help="Register, list and remove sitemaps (sitemap.xml
                           no_args_is_help=True)
 app.add_typer(sitemaps_app, name="sitemaps")
 
-console = Console()
-err = Console(stderr=True)
 
 AllowLoopback = Annotated[
     bool,
@@ -163,64 +161,6 @@ def _empty(message: str) -> None:
 
 def _print_json(value: Any) -> None:
     sys.stdout.write(dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def stage_counts(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """Per stage (a stage may read several subscriptions): messages done, failed and in all,
-    only for stages that got any: a row for a stage with nothing to do would never finish."""
-    out: dict[str, dict[str, int]] = {}
-    for sub, c in counts.items():
-        total = c.get("pending", 0) + c.get("acked", 0) + c.get("dead", 0)
-        if not total:
-            continue
-        row = out.setdefault(sub.split(".")[0], {"done": 0, "dead": 0, "total": 0})
-        row["done"] += c.get("acked", 0) + c.get("dead", 0)
-        row["dead"] += c.get("dead", 0)
-        row["total"] += total
-    return out
-
-
-def _wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float, timeout: float, label: str) -> bool:
-    """Show what each stage has done with the messages published since ``since``: one row per
-    stage as soon as it has work, its count moving; every row complete when the work is."""
-    subs = [c.subscription for c in runtime.consumers]
-    deadline = time.monotonic() + timeout
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-        MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
-    ) as progress:
-        tasks: dict[str, Any] = {}
-
-        def show() -> None:
-            counts = {sub: c for sub, c in system.bus.progress(since).items() if sub in subs}
-            for stage, c in stage_counts(counts).items():
-                if stage not in tasks:
-                    tasks[stage] = progress.add_task(f"{stage:<12}", total=c["total"])
-                dead = f" [red]{c['dead']} failed[/]" if c["dead"] else ""
-                progress.update(tasks[stage], total=c["total"], completed=c["done"], description=f"{stage:<12}{dead}")
-
-        idle_since = None
-        while time.monotonic() < deadline:
-            show()
-            if system.bus.outstanding(subs) == 0:
-                # a stage may be between acking one message and publishing the next
-                idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since > 0.3:
-                    show()
-                    return True
-            else:
-                idle_since = None
-            time.sleep(0.1)
-        for task in progress.tasks:  # the spinners stop; the counts say what is left
-            if not task.finished:
-                progress.update(task.id, description=f"{task.description} [yellow](unfinished)[/]")
-        progress.stop()
-    err.print(f"[yellow]{label}: still working after {timeout:.0f} s; the rest continues on the next run[/]")
-    return False
-
-
-def _run_dead(system: LocalSystem, since: float) -> int:
-    return sum(c.get("dead", 0) for c in system.bus.progress(since).values())
 
 
 def _wait_for_documents(session: Session, ids_of: Callable[[], set[str] | None], timeout: float, label: str) -> int:
@@ -318,9 +258,9 @@ def _remove_listing(kind: str, url: str, keep_documents: bool, timeout: float) -
         except RagbusError as exc:
             raise _fail(str(exc)) from None
         if deleted and runtime is not None:
-            if not _wait_with_progress(session.local, runtime, since, timeout, f"{kind}s remove"):
+            if not wait_with_progress(session.local, runtime, since, timeout, f"{kind}s remove"):
                 raise typer.Exit(1)
-            dead = _run_dead(session.local, since)
+            dead = dead_since(session.local, since)
         elif deleted:
             dead = _wait_for_documents(session, lambda: set(deleted), timeout, f"{kind}s remove")
     kept = "; its documents stay indexed" if keep_documents else f" and {len(deleted)} document(s) from it"
@@ -390,8 +330,8 @@ def poll(
         deps.publisher.publish(FeedPollRequested(
             request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=started))
         if runtime is not None:
-            _wait_with_progress(session.local, runtime, since, timeout, "poll")
-            dead = _run_dead(session.local, since)
+            wait_with_progress(session.local, runtime, since, timeout, "poll")
+            dead = dead_since(session.local, since)
         else:
             wanted = list(feed or [f["url"] for f in list_feeds(deps.state)])
 
@@ -501,7 +441,7 @@ def ingest(
             under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
             ids |= _announce_earlier(session, under - ids, "ingest")
         if ids and runtime is not None:
-            _wait_with_progress(session.local, runtime, since, timeout, "ingest")
+            wait_with_progress(session.local, runtime, since, timeout, "ingest")
         elif ids:
             _wait_for_documents(session, lambda: ids, timeout, "ingest")
     verb = "deleted" if delete else "submitted"
@@ -589,27 +529,6 @@ def search(
         console.print(Text.assemble((f"{n}. {plain(hit['title'])}", "bold"), f" ({hit['score']:.3f}) {plain(hit['url'])}"),
                       soft_wrap=True)
         console.print(Text("   " + plain(snippet(hit["text"], title=hit.get("title") or ""))))
-
-
-def print_answer(record: QueryRecord) -> None:
-    from shared.contract.text import meaningful_rewrite
-
-    outcome = record.outcome or record.status
-    console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.iterations)}")
-    for it in record.iterations:
-        score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
-        # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field
-        line = Text(f"  iteration {it.iteration + 1}: {score}, {plain(it.decision or '')}")
-        rewrite = meaningful_rewrite(record.original_query or "", it.query or "")
-        if rewrite:
-            line.append(f"  (searched: {plain(rewrite)})")
-        console.print(line)
-    if record.error:
-        console.print(Text(plain(record.error), style="red"))
-    if record.answer:
-        console.print(Text(f"\n{plain(record.answer)}\n"))
-    for c in record.citations:
-        console.print(Text(f"  [{plain(c.get('id'))}] {plain(c.get('title'))} — {plain(c.get('url'))}"), soft_wrap=True)
 
 
 def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
@@ -810,7 +729,7 @@ def serve(
     from services.gateway.app import serve as serve_gateway
     from services.gateway.guard import LOOPBACK_HOSTS
 
-    token = os.environ.get("RAGBUS_API_TOKEN", "").strip() or None
+    token = load_settings().api_token
     if host not in LOOPBACK_HOSTS:
         if token is None:
             # anyone who can reach the address could read the index and spend the model budget

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import threading
 import time
 import uuid
@@ -29,23 +28,7 @@ from rich.console import Console
 from shared.contract.config import load_settings
 from shared.contract.errors import RagbusError
 from shared.contract.messages import FeedPollRequested
-
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-# The port of the demo's gateway, which is `ragbus serve`'s default: the sample
-# articles' URLs (and so the citations) name it.
-DEMO_PORT = int(os.environ.get("RAGBUS_DEMO_PORT", "8080"))
-SAMPLE_PATH = "/sample"
-_SAMPLE_TYPES = {".xml": "application/rss+xml", ".html": "text/html; charset=utf-8"}
-
-
-def sample_file(path: str, base: str) -> tuple[bytes, str] | None:
-    """The sample site's file at ``path`` (relative to ``/sample/``) with ``{{BASE}}`` made
-    ``base``, and its content type; None when there is no such file (or it is outside)."""
-    site = (CORPUS / "site").resolve()
-    target = (site / path.lstrip("/")).resolve()
-    if not target.is_relative_to(site) or not target.is_file() or target.suffix not in _SAMPLE_TYPES:
-        return None
-    return target.read_bytes().replace(b"{{BASE}}", base.encode()), _SAMPLE_TYPES[target.suffix]
+from shared.corpus import CORPUS, SAMPLE_PATH
 
 QUESTIONS = (
     ("answered at once", "How does BM25 saturate term frequency?"),
@@ -122,11 +105,11 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
     from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
-    from shared.tools.cli import _run_dead, _wait_with_progress, print_answer
+    from shared.tools.console import dead_since, print_answer, wait_with_progress
 
-    port = DEMO_PORT if port is None else port
     # The demo's own feed lives on loopback; allowing loopback is scoped to this run.
     settings = load_settings().with_(allow_loopback=True)
+    port = settings.demo_port if port is None else port
     system = build_local(settings)
     deps = system.deps
     # paths are the user's: printed as text, never read as markup
@@ -146,9 +129,9 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
             console.print(f"1. polling the sample feed {base}{SAMPLE_PATH}/feed.xml and ingesting "
                           f"{markup(CORPUS / 'docs')}", soft_wrap=True)
             feed_url = submit_sample_corpus(deps, base + SAMPLE_PATH)
-            if not _wait_with_progress(system, runtime, since, 600, "demo ingestion"):
+            if not wait_with_progress(system, runtime, since, 600, "demo ingestion"):
                 raise RagbusError("the sample corpus was not indexed within 600 s")
-            dead = _run_dead(system, since)
+            dead = dead_since(system, since)
             if dead:  # answers from part of the corpus would pass for the demo working
                 raise RagbusError(f"the sample corpus was not fully indexed: {dead} message(s) were "
                                   "dead-lettered; see `ragbus dead-letters` for the reasons")

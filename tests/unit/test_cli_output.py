@@ -13,7 +13,8 @@ from shared.contract.errors import InvalidInput
 from shared.contract.messages import DocumentDeleted
 from shared.contract.text import meaningful_rewrite, snippet, with_header
 from shared.ingest.feeds import add_feed, list_feeds, remove_feed
-from shared.tools.cli import app, short_ids, stage_counts
+from shared.tools.cli import app, short_ids
+from shared.tools.console import stage_counts
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 
 pytestmark = pytest.mark.unit

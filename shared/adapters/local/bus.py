@@ -288,6 +288,11 @@ class SqliteBus:
                 return
             self._wakeup.wait(timeout)
 
+    def wake_waiters(self) -> None:
+        """Wake every thread blocked in :meth:`wait_for_messages` (a stopping runtime's workers)."""
+        with self._wakeup:
+            self._wakeup.notify_all()
+
     def outstanding(self, subscriptions: list[str] | None = None) -> int:
         """Deliveries not yet acknowledged nor dead (pending, leased or backing off)."""
         conn = self._db.connection()

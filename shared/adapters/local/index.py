@@ -93,7 +93,7 @@ def bm25_tokens(text: str) -> list[str]:
     return [_s_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
 
 
-def _import_bm25s():
+def import_bm25s():
     import bm25s
 
     # bm25s sets its own logger to DEBUG on import, which floods any application that
@@ -485,7 +485,7 @@ class HybridIndex:
         if not (folder / "complete").exists():
             return None
         try:
-            bm25s = _import_bm25s()
+            bm25s = import_bm25s()
 
             chunk_ids = json.loads((folder / "chunk_ids.json").read_text())
             bm25 = bm25s.BM25.load(str(folder / "bm25"), mmap=False, show_progress=False) if chunk_ids else None
@@ -517,7 +517,7 @@ class HybridIndex:
         return _Hnsw(hnsw, self.ef_search)
 
     def _build(self, conn: Any, generation: int) -> _Snapshot:
-        bm25s = _import_bm25s()
+        bm25s = import_bm25s()
 
         chunk_ids: list[str] = []
         corpus: list[list[str]] = []

@@ -132,9 +132,9 @@ def filtered(run: RetrievalRun, drop: set[str], queries: Sequence[EvalQuery], na
 def bm25s_reference(evalset: EvalSet, queries: Sequence[EvalQuery], *, depth: int = 50) -> RetrievalRun:
     """BM25 as the reference figures were measured: plain bm25s, its own tokenizer with English
     stop words, passage text only (the index adds titles and folds plurals)."""
-    from shared.adapters.local.index import _import_bm25s
+    from shared.adapters.local.index import import_bm25s
 
-    bm25s = _import_bm25s()
+    bm25s = import_bm25s()
     started = time.perf_counter()
     ids = [p.passage_id for p in evalset.passages]
     model = bm25s.BM25()

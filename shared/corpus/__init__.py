@@ -1,0 +1,23 @@
+"""The bundled sample corpus: Markdown and text documents, and a small site with an RSS feed.
+
+``ragbus demo`` ingests it, the gateway serves the site under ``/sample/`` so the
+sample citations keep opening, and tests and benchmarks use it as a fixture.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parent
+SAMPLE_PATH = "/sample"
+_SAMPLE_TYPES = {".xml": "application/rss+xml", ".html": "text/html; charset=utf-8"}
+
+
+def sample_file(path: str, base: str) -> tuple[bytes, str] | None:
+    """The sample site's file at ``path`` (relative to ``/sample/``) with ``{{BASE}}`` made
+    ``base``, and its content type; None when there is no such file (or it is outside)."""
+    site = (CORPUS / "site").resolve()
+    target = (site / path.lstrip("/")).resolve()
+    if not target.is_relative_to(site) or not target.is_file() or target.suffix not in _SAMPLE_TYPES:
+        return None
+    return target.read_bytes().replace(b"{{BASE}}", base.encode()), _SAMPLE_TYPES[target.suffix]

@@ -1,0 +1,108 @@
+"""What the CLI and the demo show people: progress rows per stage and answers.
+
+Both commands print through these, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from shared.observability.terminal_text import markup, plain
+from shared.query.record import QueryRecord
+from shared.runtime.bootstrap import LocalSystem
+from shared.runtime.local import LocalRuntime
+
+console = Console()
+err = Console(stderr=True)
+
+
+def stage_counts(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Per stage (a stage may read several subscriptions): messages done, failed and in all,
+    only for stages that got any: a row for a stage with nothing to do would never finish."""
+    out: dict[str, dict[str, int]] = {}
+    for sub, c in counts.items():
+        total = c.get("pending", 0) + c.get("acked", 0) + c.get("dead", 0)
+        if not total:
+            continue
+        row = out.setdefault(sub.split(".")[0], {"done": 0, "dead": 0, "total": 0})
+        row["done"] += c.get("acked", 0) + c.get("dead", 0)
+        row["dead"] += c.get("dead", 0)
+        row["total"] += total
+    return out
+
+
+def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float, timeout: float, label: str) -> bool:
+    """Show what each stage has done with the messages published since ``since``: one row per
+    stage as soon as it has work, its count moving; every row complete when the work is."""
+    subs = [c.subscription for c in runtime.consumers]
+    deadline = time.monotonic() + timeout
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
+    ) as progress:
+        tasks: dict[str, Any] = {}
+
+        def show() -> None:
+            counts = {sub: c for sub, c in system.bus.progress(since).items() if sub in subs}
+            for stage, c in stage_counts(counts).items():
+                if stage not in tasks:
+                    tasks[stage] = progress.add_task(f"{stage:<12}", total=c["total"])
+                dead = f" [red]{c['dead']} failed[/]" if c["dead"] else ""
+                progress.update(tasks[stage], total=c["total"], completed=c["done"], description=f"{stage:<12}{dead}")
+
+        idle_since = None
+        while time.monotonic() < deadline:
+            show()
+            if system.bus.outstanding(subs) == 0:
+                # a stage may be between acking one message and publishing the next
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 0.3:
+                    show()
+                    return True
+            else:
+                idle_since = None
+            time.sleep(0.1)
+        for task in progress.tasks:  # the spinners stop; the counts say what is left
+            if not task.finished:
+                progress.update(task.id, description=f"{task.description} [yellow](unfinished)[/]")
+        progress.stop()
+    err.print(f"[yellow]{label}: still working after {timeout:.0f} s; the rest continues on the next run[/]")
+    return False
+
+
+def dead_since(system: LocalSystem, since: float) -> int:
+    """How many messages published since ``since`` were dead-lettered."""
+    return sum(c.get("dead", 0) for c in system.bus.progress(since).values())
+
+
+def print_answer(record: QueryRecord) -> None:
+    from shared.contract.text import meaningful_rewrite
+
+    outcome = record.outcome or record.status
+    console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.iterations)}")
+    for it in record.iterations:
+        score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
+        # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field
+        line = Text(f"  iteration {it.iteration + 1}: {score}, {plain(it.decision or '')}")
+        rewrite = meaningful_rewrite(record.original_query or "", it.query or "")
+        if rewrite:
+            line.append(f"  (searched: {plain(rewrite)})")
+        console.print(line)
+    if record.error:
+        console.print(Text(plain(record.error), style="red"))
+    if record.answer:
+        console.print(Text(f"\n{plain(record.answer)}\n"))
+    for c in record.citations:
+        console.print(Text(f"  [{plain(c.get('id'))}] {plain(c.get('title'))} — {plain(c.get('url'))}"), soft_wrap=True)

@@ -1,0 +1,186 @@
+"""shared/ shows its layers, and the import graph keeps them (docs/architecture.md).
+
+contract <- observability <- {ingest, query} <- adapters <- runtime <- tools: a layer imports
+only the layers before it (and itself); ingest and query never import each other. Over the
+whole of shared/ and services/: no import cycle (function-level imports count too), no private
+name imported from another module, no private attribute of another module's objects, no module
+named after a standard-library module; a stage's handler never imports an adapter or a tool
+(it receives its adapters from the runtime's bootstrap).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = ("shared", "services")
+
+ALLOWED: dict[str, set[str]] = {
+    "contract": {"contract"},
+    "corpus": {"corpus"},
+    "observability": {"contract", "observability"},
+    "ingest": {"contract", "observability", "ingest"},
+    "query": {"contract", "observability", "query"},
+    "adapters": {"contract", "observability", "ingest", "query", "adapters"},
+    "runtime": {"contract", "observability", "ingest", "query", "adapters", "runtime"},
+    "tools": {"contract", "corpus", "observability", "ingest", "query", "adapters", "runtime", "tools", "services"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for base in OURS:
+        for path in sorted((ROOT / base).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+def _resolve(dotted: str) -> str | None:
+    while dotted and dotted not in MODULES:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def _imports(name: str) -> list[tuple[str, str, int]]:
+    """(imported module, name imported from it or "", line) for every import of ours in ``name``."""
+    out = []
+    for node in ast.walk(TREES[name]):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in OURS:
+            for alias in node.names:
+                target = _resolve(f"{node.module}.{alias.name}")
+                if target:
+                    imported = "" if target == f"{node.module}.{alias.name}" else alias.name
+                    out.append((target, imported, node.lineno))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in OURS and (target := _resolve(alias.name)):
+                    out.append((target, "", node.lineno))
+    return out
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "shared" and len(parts) > 1 else None
+
+
+def test_shared_is_arranged_in_the_layers_and_nothing_else():
+    loose = [m for m in MODULES if m.startswith("shared.") and _layer(m) not in ALLOWED]
+    assert not loose, f"modules outside the layers {sorted(ALLOWED)}: {loose}"
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_a_layer_imports_only_the_layers_beneath_it(layer):
+    wrong = []
+    for module in (m for m in MODULES if _layer(m) == layer):
+        for target, _, line in _imports(module):
+            target_layer = _layer(target) or target.split(".")[0]
+            if target_layer not in ALLOWED[layer] and target != "shared":
+                wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, f"{layer} may import only {sorted(ALLOWED[layer])}:\n" + "\n".join(wrong)
+
+
+def test_a_stage_handler_imports_no_adapter_or_tool():
+    wrong = []
+    for module in (m for m in MODULES if m.startswith("services.") and m.endswith(".handler")):
+        for target, _, line in _imports(module):
+            if _layer(target) in ("adapters", "tools"):
+                wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_there_is_no_import_cycle():
+    graph = {m: {t for t, _, _ in _imports(m) if t != m and not m.startswith(f"{t}.")} for m in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    assert not cycles, f"modules that import each other: {cycles}"
+
+
+def test_no_private_name_crosses_a_module_boundary():
+    wrong = []
+    for module, tree in TREES.items():
+        for target, imported, line in _imports(module):
+            if imported.startswith("_") and target != module:
+                wrong.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {imported} from {target}")
+        defined = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+        defined |= {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+        defined |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        foreign = {alias.asname or alias.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                   and n.module and n.module.split(".")[0] not in OURS for alias in n.names}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+                continue
+            base = node.value
+            if isinstance(base, ast.Name) and (base.id in ("self", "cls") or base.id in foreign):
+                continue  # its own state, or a third-party library's business
+            if node.attr not in defined:
+                wrong.append(f"{MODULES[module].relative_to(ROOT)}:{node.lineno} uses {ast.unparse(node)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_is_named_after_the_standard_library():
+    clashing = [str(path.relative_to(ROOT)) for name, path in MODULES.items()
+                if name.rpartition(".")[2] in sys.stdlib_module_names]
+    assert not clashing, f"named like a standard-library module: {clashing}"
+
+
+def test_every_setting_is_read_in_config_only():
+    """RAGBUS_* variables are read in shared/contract/config.py and nowhere else, and the
+    dataclass's defaults are the only ones: an empty environment gives ``Settings()``."""
+    from shared.contract.config import Settings, load_settings
+
+    readers = []
+    for module, tree in TREES.items():
+        if module == "shared.contract.config":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("RAGBUS_"):
+                parent_calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                                and any(a is node for a in ast.walk(n)) and "environ" in ast.unparse(n.func)
+                                + "".join(ast.unparse(a) for a in n.args)]
+                if parent_calls or _is_environ_subscript(tree, node):
+                    readers.append(f"{MODULES[module].relative_to(ROOT)}:{node.lineno} reads {node.value}")
+    assert not readers, "settings read outside config:\n" + "\n".join(readers)
+    assert load_settings({}) == Settings()
+
+
+def _is_environ_subscript(tree: ast.AST, constant: ast.Constant) -> bool:
+    return any(isinstance(n, ast.Subscript) and n.slice is constant and "environ" in ast.unparse(n.value)
+               and isinstance(n.ctx, ast.Load) for n in ast.walk(tree))
