@@ -40,6 +40,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -77,8 +79,10 @@ def _rss_mb() -> float:
 # ------------------------------------------------------------ query latency
 
 
-def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
-    """In a fresh process: the bundled corpus + distractors up to ``chunks``; p50/p95 per variant."""
+@contextmanager
+def _warm_home(chunks: int, tracing: bool = True) -> Iterator:
+    """A fresh embedded home with the bundled corpus and distractors up to ``chunks``,
+    its runtime running and its caches warmed by one query; yields its deps."""
     from shared.contract.config import load_settings
     from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
@@ -88,15 +92,20 @@ def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
     logging.basicConfig(level=logging.WARNING)
     home = Path(tempfile.mkdtemp(prefix="ragbus-perf-"))
     settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "1" if tracing else "0"})
-    settings = settings.with_(allow_loopback=True)
-    system = build_local(settings)
+    system = build_local(settings.with_(allow_loopback=True))
     deps = system.deps
     with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
         submit_sample_corpus(deps, base)
         runtime.wait_idle(600)
         real = deps.index.count_chunks()
         ql.add_distractors(deps.index, max(0, chunks - real), deps.embedder.dimension)
-        wait_for_query(deps, submit_query(deps, "warm up the caches").id, 120)
+        wait_for_query(deps, submit_query(deps, "warm up the caches").id, 300)
+        yield deps
+
+
+def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
+    """In a fresh process: the bundled corpus + distractors up to ``chunks``; p50/p95 per variant."""
+    with _warm_home(chunks, tracing) as deps:
         questions = ql.QUESTIONS * rounds
         result = {"tracing": tracing, "chunks": deps.index.count_chunks(), "queries": len(questions)}
         for label, iterations in (("no_refinement", 0), ("default", None)):
@@ -108,34 +117,12 @@ def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
 
 
 def query_latency(tracing: bool, chunks: int, rounds: int) -> dict:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_query_latency, args=(tracing, chunks, rounds, queue))
-    proc.start()
-    result = queue.get(timeout=3600)
-    proc.join(60)
-    return result
+    return _in_fresh_process(_query_latency, tracing, chunks, rounds)
 
 
 def _query_path(chunks: int, rounds: int, out) -> None:
     """In a fresh process: p50/p95 of one query, of five sub-queries, and of one embedding call."""
-    from shared.contract.config import load_settings
-    from shared.query.api import submit_query, wait_for_query
-    from shared.runtime.bootstrap import build_local
-    from shared.runtime.local import LocalRuntime
-    from shared.tools.demo import serve_corpus, submit_sample_corpus
-
-    logging.basicConfig(level=logging.WARNING)
-    home = Path(tempfile.mkdtemp(prefix="ragbus-perf-"))
-    settings = load_settings({"RAGBUS_HOME": str(home)}).with_(allow_loopback=True)
-    system = build_local(settings)
-    deps = system.deps
-    with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
-        submit_sample_corpus(deps, base)
-        runtime.wait_idle(600)
-        real = deps.index.count_chunks()
-        ql.add_distractors(deps.index, max(0, chunks - real), deps.embedder.dimension)
-        wait_for_query(deps, submit_query(deps, "warm up the caches").id, 300)
+    with _warm_home(chunks) as deps:
         questions = ql.QUESTIONS * rounds
         one, one_client, _ = ql.ask_all(deps, questions, max_iterations=0)
         plain = deps.llm
