@@ -32,6 +32,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-ablations", action="store_true", help="full pipeline only, no A/B rows")
     parser.add_argument("--slice", type=int, default=None, help="the first N queries only (smoke slice)")
+    parser.add_argument("--split", default="heldout", choices=("heldout", "calibration", "all"),
+                        help="cases the pipeline samples come from (a hash of the case id decides; default heldout)")
     parser.add_argument("--concurrency", type=int, default=2, help="queries in flight through the runtime")
     parser.add_argument("--cache", type=Path, default=ROOT / ".ragbus-eval")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "eval_results.json")
@@ -46,7 +48,8 @@ def main() -> None:
 
     results = run_eval(
         EvalOptions(cache_dir=args.cache, sample=args.sample, abstain_sample=args.abstain_sample, seed=args.seed,
-                    ablations=not args.no_ablations, concurrency=args.concurrency, slice_queries=args.slice),
+                    ablations=not args.no_ablations, concurrency=args.concurrency, slice_queries=args.slice,
+                    split=args.split),
         progress=say,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

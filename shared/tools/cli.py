@@ -826,6 +826,9 @@ def eval_command(
     abstain_sample: Annotated[int, typer.Option(help="Abstain cases asked through the pipeline.")] = 200,
     ablations: Annotated[bool, typer.Option(help="Also run the A/B rows (each enhancement off in turn).")] = True,
     slice_queries: Annotated[int | None, typer.Option("--slice", help="Only the first N queries (smoke slice).")] = None,
+    split: Annotated[str, typer.Option(
+        help="Cases the pipeline samples come from: heldout (report), calibration (fit thresholds) or all; "
+        "a case's split is decided by a hash of its id.")] = "heldout",
     out: Annotated[Path, typer.Option(help="Where the JSON results go.")] = Path("docs/eval_results.json"),
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
 ) -> None:
@@ -836,7 +839,7 @@ def eval_command(
     try:
         results = run_eval(
             EvalOptions(cache_dir=cache, sample=sample, abstain_sample=abstain_sample, ablations=ablations,
-                        slice_queries=slice_queries),
+                        slice_queries=slice_queries, split=split),
             progress=lambda msg: err.print(msg),
         )
     except RagbusError as exc:

@@ -40,8 +40,8 @@ def eval_markdown(results: dict[str, Any]) -> str:
         s = pipe["sample"]
         out += [
             "",
-            f"### Full pipeline and A/B (sample: {s['answerable']} answerable queries + {s['abstain']} abstain cases, "
-            f"seed {s['seed']})",
+            f"### Full pipeline and A/B (sample: {s['answerable']} answerable queries + {s['abstain']} abstain cases "
+            f"of the {s.get('split', 'all')} split, seed {s['seed']})",
             "",
             "| configuration | nDCG@10 | recall@10 | MRR | abstention acc. | false abstention | element coverage "
             "| element pass | citation precision | refinement rate | mean iterations | ms/query |",
@@ -64,6 +64,12 @@ def eval_markdown(results: dict[str, Any]) -> str:
         out += ["", f"Outcomes, answerable: {q['outcomes_answerable']}; abstain cases: {q['outcomes_abstain']}; "
                 f"iterations: {q['iterations_histogram']}; relevance cases with required elements: "
                 f"{q['element_cases']} ({q['element_cases_answered']} answered)."]
+    split = results.get("split")
+    if split:
+        out += ["", f"Splits ({split['rule']}): calibration {split['calibration']['answerable']} answerable + "
+                f"{split['calibration']['abstain']} abstain cases, held-out {split['heldout']['answerable']} + "
+                f"{split['heldout']['abstain']}; the pipeline figures are on the "
+                f"**{split['pipeline_reported_on']}** split."]
     cal = results.get("calibration")
     if cal:
         y, c, a = cal["youden"], cal["configured_overall"], cal["accept_rule"]

@@ -4,6 +4,12 @@ Fast retrieval rows run on every query; the full pipeline and its A/B rows run o
 fixed random sample of answerable queries (and of abstain cases), stated in the
 results, because each query crosses the embedded runtime (about 0.1-0.3 s each on
 two cores).
+
+The pipeline samples are drawn from one split of the cases (see
+:mod:`shared.tools.eval.dataset`): the held-out split by default, so the abstention,
+false-abstention, answer and grader-AUC figures are reported on cases no threshold was
+fit on; ``split="calibration"`` gives the figures to fit thresholds on. The retrieval
+rows (nothing in them is fit on the grader) run on every query of the set.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.tools.eval.dataset import EvalSet, build_fitz_gov
+from shared.tools.eval.dataset import HELDOUT, SPLIT_RULE, SPLITS, EvalSet, build_fitz_gov, split_of
 from shared.tools.eval.metrics import ranking_metrics
 from shared.tools.eval.pipeline import ABLATIONS, FULL, PipelineConfig, PipelineRun, run_pipeline
 from shared.tools.eval.quality import answer_quality, calibration, stage_latency
@@ -47,6 +53,7 @@ class EvalOptions:
     ablations: bool = True
     concurrency: int = 2
     slice_queries: int | None = None  # a fixed small slice (the smoke test's) instead of the whole set
+    split: str = HELDOUT  # the cases the pipeline samples come from: heldout, calibration or all
     weights: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     configs: list[PipelineConfig] = field(default_factory=list)
 
@@ -90,6 +97,7 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     started = time.perf_counter()
     full = build_fitz_gov()
     evalset: EvalSet = full.slice(options.slice_queries) if options.slice_queries else full
+    evalset.split(options.split)  # an unknown split name fails here, before any work
     say(f"set {evalset.key}: {len(evalset.passages)} passages, {len(evalset.queries)} queries, "
         f"{len(evalset.abstain)} abstain cases")
     embedder = OnnxMiniLMEmbedder()
@@ -128,15 +136,26 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
         "embedder": f"{embedder.model_name} (int8 ONNX)",
         "machine": machine(),
         "retrieval": retrieval,
+        "split": {
+            "rule": SPLIT_RULE,
+            "pipeline_reported_on": options.split,
+            **{name: {"answerable": len(part.queries), "abstain": len(part.abstain)}
+               for name in SPLITS for part in [evalset.split(name)]},
+        },
     }
 
-    sample_n = min(options.sample, len(evalset.queries))
+    def in_split(q) -> bool:
+        return options.split == "all" or split_of(q.query_id) == options.split
+
+    # Positions in evalset.queries (so the retrieval rows' rankings can be re-scored on the sample).
+    eligible = [i for i, q in enumerate(evalset.queries) if in_split(q)]
+    eligible_abstain = [i for i, q in enumerate(evalset.abstain) if in_split(q)]
+    sample_n = min(options.sample, len(eligible))
     if sample_n:
         rng = random.Random(options.seed)
-        sample = sorted(rng.sample(range(len(evalset.queries)), sample_n)) if sample_n < len(evalset.queries) \
-            else list(range(len(evalset.queries)))
-        abstain_n = min(options.abstain_sample, len(evalset.abstain))
-        abstain_idx = sorted(random.Random(options.seed + 1).sample(range(len(evalset.abstain)), abstain_n))
+        sample = sorted(rng.sample(eligible, sample_n)) if sample_n < len(eligible) else eligible
+        abstain_n = min(options.abstain_sample, len(eligible_abstain))
+        abstain_idx = sorted(random.Random(options.seed + 1).sample(eligible_abstain, abstain_n))
         queries = [evalset.queries[i] for i in sample]
         abstain = [evalset.abstain[i] for i in abstain_idx]
         # The fast rows again on exactly the sample, so pipeline rows compare like with like.
@@ -176,7 +195,9 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
                 full_run = (ran, ran_abstain)
         results["pipeline"] = {
             "sample": {"answerable": len(queries), "abstain": len(abstain), "seed": options.seed,
-                       "how": "random.Random(seed).sample of answerable query positions; abstain cases with seed+1"},
+                       "split": options.split,
+                       "how": f"random.Random(seed).sample of the {options.split} split's answerable query "
+                              "positions; its abstain cases with seed+1"},
             "rows": pipeline_rows,
         }
         if full_run is not None:
