@@ -169,7 +169,12 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                 "title": {"type": "string"},
                 "url": {"type": "string"},
                 "document_id": {"type": "string"},
-                "chunk_id": {"type": "string"},
+                "chunk_id": {"type": "string", "description": "The first chunk cited under this number."},
+                "chunk_ids": {
+                    "type": "array", "items": {"type": "string"},
+                    "description": "Every chunk of this source the answer cites: chunks of one document "
+                                   "(or one URL) share one number.",
+                },
             },
         },
         "Event": {

@@ -11,7 +11,8 @@ language where the provider can. Outcomes:
 
 Citations are numbered in order of first use and resolve to title, URL,
 document id and chunk id. Contexts were already merged across sub-queries by
-chunk, so the same chunk always keeps one number. A model call that fails falls
+chunk, so the same chunk always keeps one number; chunks of one document (or one
+URL) share a number too, so a source is listed once. A model call that fails falls
 back to an extractive answer, so the query always ends.
 """
 
@@ -110,13 +111,16 @@ def number_citations(
     """Answer text, sentences and citations with citation ids in order of first use.
 
     The provider cites context numbers (1-based positions in ``contexts``);
-    unknown numbers are dropped. A sentence's inline ``[n]`` markers are folded
-    into its citations so text and citation list never disagree.
+    unknown numbers are dropped. Contexts from one source (the same document id, or
+    the same URL) share one citation id, whose ``chunk_id`` is the first chunk cited
+    and ``chunk_ids`` every chunk cited under it: a reader sees each source once. A
+    sentence's inline ``[n]`` markers are folded into its citations so text and
+    citation list never disagree.
     """
     sentences = list(answer.sentences)
     if not sentences and answer.text.strip():
         sentences = [AnswerSentence(text=answer.text, citations=[])]
-    ids: dict[int, int] = {}
+    sources = _SourceNumbers(contexts)
     out_sentences: list[dict[str, Any]] = []
     for sentence in sentences:
         cited = list(sentence.citations)
@@ -126,23 +130,52 @@ def number_citations(
         numbers: list[int] = []
         for n in cited:
             if 1 <= n <= len(contexts):
-                ids.setdefault(n, len(ids) + 1)
-                if ids[n] not in numbers:
-                    numbers.append(ids[n])
+                citation_id = sources.cite(n)
+                if citation_id not in numbers:
+                    numbers.append(citation_id)
         if text:
             out_sentences.append({"text": text, "citations": sorted(numbers)})
     text = " ".join(s["text"] + "".join(f" [{n}]" for n in s["citations"]) for s in out_sentences)
-    citations = []
-    for context_number, citation_id in sorted(ids.items(), key=lambda item: item[1]):
-        ctx = contexts[context_number - 1]
-        citations.append({
-            "id": citation_id,
-            "title": ctx.get("title", ""),
-            "url": ctx.get("url", ""),
-            "document_id": ctx.get("document_id", ""),
-            "chunk_id": ctx.get("chunk_id", ""),
-        })
-    return text, out_sentences, citations
+    return text, out_sentences, sources.citations()
+
+
+class _SourceNumbers:
+    """Citation ids by source: contexts with the same document id or URL share one."""
+
+    def __init__(self, contexts: list[Context]) -> None:
+        self.contexts = contexts
+        self.by_key: dict[tuple[str, str], int] = {}
+        self.chunks: dict[int, list[int]] = {}  # citation id -> context numbers cited under it
+
+    def _keys(self, number: int) -> list[tuple[str, str]]:
+        ctx = self.contexts[number - 1]
+        keys = [("document", ctx.get("document_id") or ""), ("url", ctx.get("url") or "")]
+        return [k for k in keys if k[1]] or [("context", str(number))]
+
+    def cite(self, number: int) -> int:
+        keys = self._keys(number)
+        citation_id = next((self.by_key[k] for k in keys if k in self.by_key), len(self.chunks) + 1)
+        for key in keys:
+            self.by_key.setdefault(key, citation_id)
+        numbers = self.chunks.setdefault(citation_id, [])
+        if number not in numbers:
+            numbers.append(number)
+        return citation_id
+
+    def citations(self) -> list[Citation]:
+        out: list[Citation] = []
+        for citation_id, numbers in self.chunks.items():
+            ctx = self.contexts[numbers[0] - 1]
+            chunk_ids = [self.contexts[n - 1].get("chunk_id", "") for n in numbers]
+            out.append({
+                "id": citation_id,
+                "title": ctx.get("title", ""),
+                "url": ctx.get("url", ""),
+                "document_id": ctx.get("document_id", ""),
+                "chunk_id": ctx.get("chunk_id", ""),
+                "chunk_ids": list(dict.fromkeys(c for c in chunk_ids if c)),
+            })
+        return out
 
 
 def synthesize_answer(

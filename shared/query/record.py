@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 from shared.contract.ports import Doc, Grade
 
@@ -78,7 +78,8 @@ class Citation(TypedDict):
     title: str
     url: str
     document_id: str
-    chunk_id: str
+    chunk_id: str  # the first chunk cited under this number
+    chunk_ids: NotRequired[list[str]]  # every chunk of that source cited; absent in older records
 
 
 class Event(TypedDict, total=False):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from services.synthesizer.handler import number_citations
 from shared.contract.messages import AnswerReady, ContextsRetrieved, QueryGraded, QueryTransformed
 from shared.contract.ports import Answer, AnswerSentence
@@ -34,7 +36,8 @@ def test_accepted_grade_is_answered_with_resolvable_citations():
     assert record["citations"][0]["chunk_id"] == contexts[1]["chunk_id"]
     assert record["citations"][1] == {"id": 2, "title": contexts[2]["title"], "url": contexts[2]["url"],
                                       "document_id": contexts[2]["document_id"],
-                                      "chunk_id": contexts[2]["chunk_id"]}
+                                      "chunk_id": contexts[2]["chunk_id"],
+                                      "chunk_ids": [contexts[2]["chunk_id"]]}
     assert record["language"] == "en" and record["answer_provider"] == "scripted"
     assert loop.publisher.of_type(AnswerReady) == [AnswerReady(query_id="q1", outcome="answered")]
     assert record["events"][-1]["type"] == "answered"
@@ -128,3 +131,35 @@ def test_citation_numbers_are_stable_and_unknown_numbers_dropped():
     assert text == "First. [1] Second. [1] [2] Third. [1]"
     assert [s["citations"] for s in sentences] == [[1], [1, 2], [1]]
     assert [(c["id"], c["chunk_id"]) for c in citations] == [(1, "c2"), (2, "c0")]
+
+
+def test_chunks_of_one_source_share_one_citation_number():
+    # contexts 1 and 3 are chunks of one document, context 4 another copy of its URL
+    contexts = [
+        {"chunk_id": "a#0", "document_id": "a", "title": "A", "url": "https://x/a"},
+        {"chunk_id": "b#0", "document_id": "b", "title": "B", "url": "https://x/b"},
+        {"chunk_id": "a#3", "document_id": "a", "title": "A", "url": "https://x/a"},
+        {"chunk_id": "a2#0", "document_id": "a2", "title": "A", "url": "https://x/a"},
+    ]
+    answer = Answer(text="", sentences=[
+        AnswerSentence("From the first chunk.", [1]),
+        AnswerSentence("From the other document.", [2]),
+        AnswerSentence("From a later chunk of the first.", [3]),
+        AnswerSentence("Both chunks at once [1, 3].", []),
+        AnswerSentence("From the same URL.", [4]),
+    ])
+    text, sentences, citations = number_citations(answer, contexts)
+    assert [s["citations"] for s in sentences] == [[1], [2], [1], [1], [1]]
+    assert text == ("From the first chunk. [1] From the other document. [2] From a later chunk of the first. [1] "
+                    "Both chunks at once. [1] From the same URL. [1]")
+    assert [(c["id"], c["document_id"], c["chunk_id"], c["chunk_ids"]) for c in citations] == [
+        (1, "a", "a#0", ["a#0", "a#3", "a2#0"]), (2, "b", "b#0", ["b#0"])]
+    # every number in the text names exactly one listed source
+    assert {int(n) for n in re.findall(r"\[(\d+)\]", text)} == {c["id"] for c in citations}
+
+
+def test_contexts_without_document_or_url_are_never_merged():
+    contexts = [{"chunk_id": "c1"}, {"chunk_id": "c2"}]
+    answer = Answer(text="", sentences=[AnswerSentence("One.", [1]), AnswerSentence("Two.", [2])])
+    _, _, citations = number_citations(answer, contexts)
+    assert [(c["id"], c["chunk_ids"]) for c in citations] == [(1, ["c1"]), (2, ["c2"])]

@@ -301,13 +301,21 @@
         href ? el("a", { href, target: "_blank", rel: "noopener noreferrer", class: "source-title" }, c.title || href)
              : el("span", { class: "source-title unlinked" }, c.title || "(untitled)"),
         href ? el("span", { class: "url" }, href) : null,
-        el("span", { class: "meta" }, `document ${c.document_id || "?"} · chunk ${c.chunk_id || "?"}`)));
+        el("span", { class: "meta" }, `document ${c.document_id || "?"} · ${chunkLabel(c)}`)));
     }
+  }
+
+  // One number per source: the chunks of one document share it (chunk_ids lists them).
+  function chunkLabel(citation) {
+    const chunks = (citation.chunk_ids && citation.chunk_ids.length) ? citation.chunk_ids
+      : [citation.chunk_id].filter(Boolean);
+    if (!chunks.length) return "chunk ?";
+    return `${chunks.length === 1 ? "chunk" : "chunks"} ${chunks.join(", ")}`;
   }
 
   function citeLink(number, citation) {
     const href = citation ? safeUrl(citation.url) : null;
-    const title = citation ? `${citation.title || ""}${citation.chunk_id ? ` (chunk ${citation.chunk_id})` : ""}` : "";
+    const title = citation ? `${citation.title || ""}${citation.chunk_id ? ` (${chunkLabel(citation)})` : ""}` : "";
     if (href) {
       return el("a", { class: "cite", href, target: "_blank", rel: "noopener noreferrer", title, "data-cite": number }, number);
     }
