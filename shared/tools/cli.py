@@ -829,17 +829,31 @@ def eval_command(
     split: Annotated[str, typer.Option(
         help="Cases the pipeline samples come from: heldout (report), calibration (fit thresholds) or all; "
         "a case's split is decided by a hash of its id.")] = "heldout",
+    providers: Annotated[str, typer.Option(
+        help="Language-model providers whose full pipeline runs, comma-separated (local, openai, gemini); "
+        "auto: local and every configured one. A named provider that cannot run is an error.")] = "auto",
+    provider_sample: Annotated[list[str] | None, typer.Option(
+        help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE[/ABSTAIN], e.g. openai=40/20 "
+        "(a subset of local's sample; repeatable).")] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets "
+        "(default: report only, exit 0).")] = False,
     out: Annotated[Path, typer.Option(help="Where the JSON results go.")] = Path("docs/eval_results.json"),
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
 ) -> None:
-    r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]')."""
+    r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]').
+
+    Ends with issue 11's targets and whether each provider meets them (held-out split).
+    """
     from shared.tools.eval.report import eval_markdown
-    from shared.tools.eval.runner import EvalOptions, run_eval
+    from shared.tools.eval.runner import EvalOptions, run_eval, targets_missed
+    from shared.tools.eval.targets import parse_provider_samples, parse_providers
 
     try:
         results = run_eval(
             EvalOptions(cache_dir=cache, sample=sample, abstain_sample=abstain_sample, ablations=ablations,
-                        slice_queries=slice_queries, split=split),
+                        slice_queries=slice_queries, split=split, providers=parse_providers(providers),
+                        provider_samples=parse_provider_samples(provider_sample or [])),
             progress=lambda msg: err.print(msg),
         )
     except RagbusError as exc:
@@ -848,6 +862,10 @@ def eval_command(
     out.write_text(json.dumps(results, indent=1) + "\n")
     console.print(eval_markdown(results), markup=False, highlight=False)
     err.print(f"wrote {markup(out)}")
+    missed = targets_missed(results)
+    if check and missed:
+        err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.callback()

@@ -198,6 +198,22 @@ def paired_bootstrap(
             "cases": int(x.size), "confidence": confidence}
 
 
+def bootstrap_ratio_ci(
+    numerators: Sequence[float], denominators: Sequence[float], *, confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+) -> tuple[float, float]:
+    """Interval of ``sum(numerators) / sum(denominators)`` resampling the cases (pairs) together:
+    a micro-averaged rate whose units (citations) cluster in cases (answers)."""
+    n = np.asarray(numerators, dtype=np.float64)
+    d = np.asarray(denominators, dtype=np.float64)
+    if n.shape != d.shape or n.size == 0:
+        raise ValueError(f"a ratio interval needs as many numerators as denominators, at least one: {n.size}, {d.size}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n.size, size=(resamples, n.size))
+    totals = d[idx].sum(axis=1)
+    return _interval(n[idx].sum(axis=1) / np.where(totals > 0, totals, 1.0), confidence)
+
+
 def auc_bootstrap_ci(
     scores: Sequence[float], labels: Sequence[bool], *, confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,

@@ -15,6 +15,11 @@ The enhancements are switched off without touching the stages:
   which ranks exactly as dense search (BM25 candidates cannot outrank the dense top);
 - ``max_iterations=0``: no refinement (the grade still decides answer or abstain).
 
+``provider`` picks the language model as ``RAGBUS_LLM`` does, built by the runtime's one
+wiring place (:func:`~shared.runtime.bootstrap.build_local`) over the evaluation's index
+and embedder; a provider other than ``local`` reads its own variables (base URL, model,
+key, project) from the process environment, every other setting keeps its default.
+
 A query's ranking is the contexts of the record's best iteration, in order (the
 ones the answer is written from); its first-iteration grade feeds the calibration.
 """
@@ -22,6 +27,7 @@ ones the answer is written from); its first-iteration grade feeds the calibratio
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,9 +38,8 @@ from typing import Any
 
 from shared.adapters.local.decomposition import decompose
 from shared.adapters.local.index import HybridIndex
-from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.config import load_settings
-from shared.contract.deps import Deps
+from shared.contract.errors import ConfigError
 from shared.contract.ports import Embedder, Grade, LanguageModel, Transformation
 from shared.query.api import submit_query, wait_for_query
 from shared.query.record import QueryRecord
@@ -55,6 +60,7 @@ class PipelineConfig:
     decompose: bool = True
     dense_weight: float = 0.7
     max_iterations: int | None = None  # None: the setting's default (RAGBUS_MAX_ITERATIONS, 2)
+    provider: str = "local"  # RAGBUS_LLM for this row
 
 
 FULL = PipelineConfig("full pipeline")
@@ -64,6 +70,19 @@ ABLATIONS = (
     PipelineConfig("without hybrid (dense only)", dense_weight=1.0),
     PipelineConfig("without grading-driven refinement (max_iterations=0)", max_iterations=0),
 )
+
+
+# The variables a provider other than local reads (its endpoint, model, key, project).
+PROVIDER_VARIABLE_PREFIXES = ("RAGBUS_OPENAI_", "RAGBUS_GEMINI_", "GOOGLE_", "GEMINI_")
+
+
+def provider_environment(provider: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``RAGBUS_LLM=provider`` and, for a remote provider, its own variables from ``environ``."""
+    if provider == "local":
+        return {}
+    environ = dict(os.environ if environ is None else environ)
+    return {"RAGBUS_LLM": provider,
+            **{k: v for k, v in environ.items() if k.startswith(PROVIDER_VARIABLE_PREFIXES)}}
 
 
 class SwitchedLanguageModel:
@@ -110,6 +129,7 @@ class PipelineRun:
     results: list[QueryResult]
     seconds: float
     errors: list[str] = field(default_factory=list)
+    model: str = ""  # provider/model that answered, e.g. "local/extractive" or "openai/gemma3"
 
 
 def reduce_record(record: QueryRecord) -> QueryResult:
@@ -146,19 +166,18 @@ class PipelineRunner:
 
     def __init__(self, home: Path, index_path: Path, config: PipelineConfig, *, embedder: Embedder,
                  dimension: int) -> None:
-        env = {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0"}
+        env = {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0", **provider_environment(config.provider)}
         settings = load_settings(env)
         if config.max_iterations is not None:
             settings = settings.with_(max_iterations=config.max_iterations)
         self.config = config
-        self.system = build_local(settings)
         self.index = HybridIndex(index_path, dimension, dense_weight=config.dense_weight)
-        llm: LanguageModel = LocalLanguageModel(index=self.index, embedder=embedder)
+        self.system = build_local(settings, index=self.index, embedder=embedder)
+        self.deps = self.system.deps
+        llm: LanguageModel = self.deps.llm  # built now: a misconfigured provider fails before any query
         if not (config.transform and config.decompose):
-            llm = SwitchedLanguageModel(llm, rewrite=config.transform, decomposition=config.decompose)
-        base = self.system.deps
-        self.deps = Deps(settings, publisher=self.system.bus, state=base.state, blobs=base.blobs,
-                         clock=base.clock, embedder=embedder, index=self.index, llm=llm)
+            self.deps.override("llm", SwitchedLanguageModel(llm, rewrite=config.transform,
+                                                            decomposition=config.decompose))
         self.runtime = LocalRuntime(self.deps, self.system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES])
 
     def __enter__(self) -> PipelineRunner:
@@ -173,6 +192,29 @@ class PipelineRunner:
     def ask(self, text: str, timeout_s: float = 120.0) -> QueryRecord:
         record = submit_query(self.deps, text, timeout_s=min(600.0, timeout_s))
         return wait_for_query(self.deps, record.id, timeout_s)
+
+
+def model_name(llm: LanguageModel) -> str:
+    inner = getattr(llm, "inner", llm)  # through SwitchedLanguageModel / tracing wrappers
+    return f"{getattr(inner, 'provider', '?')}/{getattr(inner, 'model', '') or 'default'}"
+
+
+def warm_up(runner: PipelineRunner) -> None:
+    """Ask one question; raise :class:`ConfigError` when it fails (every query would)."""
+    warm = runner.ask("warm up the runtime")
+    if warm.status in ("failed", "timed_out") or not warm.ended:
+        # The first question already fails (a 404 model, a refused key, a server not
+        # listening): every query would, so say it once, loudly, instead of N times.
+        raise ConfigError(f"{runner.config.name}: the {runner.config.provider} provider could not answer a first "
+                          f"question ({warm.status}: {warm.error or 'no error recorded'}); check its configuration")
+
+
+def check_provider(config: PipelineConfig, *, home: Path, index_path: Path, embedder: Embedder,
+                   dimension: int) -> str:
+    """Build ``config``'s runtime and answer one question (a preflight before a long run); its model's name."""
+    with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension) as runner:
+        warm_up(runner)
+        return model_name(runner.deps.llm)
 
 
 def run_pipeline(
@@ -192,7 +234,8 @@ def run_pipeline(
     started = time.perf_counter()
     done = 0
     with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension) as runner:
-        runner.ask("warm up the runtime")
+        warm_up(runner)
+        model = model_name(runner.deps.llm)
 
         def one(i: int) -> None:
             record = runner.ask(queries[i].text)
@@ -207,4 +250,5 @@ def run_pipeline(
                 done += 1
                 if progress and (done % 50 == 0 or done == len(queries)):
                     progress(done, len(queries))
-    return PipelineRun(config, [r for r in results if r is not None], time.perf_counter() - started, errors)
+    return PipelineRun(config, [r for r in results if r is not None], time.perf_counter() - started, errors,
+                       model=model)

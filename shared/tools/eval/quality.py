@@ -11,6 +11,10 @@
 - calibration: the first iteration's overall grade score against whether its
   contexts held a relevant passage (abstain cases: never, by construction): ROC, AUC,
   the threshold maximising Youden's J, and the configured threshold's operating point.
+
+Every headline figure has a ``*_ci95`` companion: Wilson intervals for the two
+abstention rates, bootstrap over cases for the rest (over answers for citation
+precision, stratified by class for the AUC); see :mod:`shared.tools.eval.metrics`.
 """
 
 from __future__ import annotations
@@ -25,10 +29,14 @@ from shared.contract.config import GradeThresholds
 from shared.query.grading import failed_thresholds
 from shared.tools.eval.dataset import EvalQuery
 from shared.tools.eval.metrics import (
+    auc_bootstrap_ci,
+    bootstrap_ci,
+    bootstrap_ratio_ci,
     element_coverage,
     element_found,
     operating_point,
     roc_curve,
+    wilson_interval,
     youden_threshold,
 )
 from shared.tools.eval.pipeline import QueryResult
@@ -38,6 +46,10 @@ ANSWERED = ("answered", "answered_with_caveat")
 
 def _by_id(queries: Sequence[EvalQuery]) -> dict[str, EvalQuery]:
     return {q.query_id: q for q in queries}
+
+
+def _ci(interval: tuple[float, float]) -> list[float]:
+    return [round(interval[0], 4), round(interval[1], 4)]
 
 
 def answer_quality(
@@ -54,6 +66,11 @@ def answer_quality(
     out["false_abstention_rate"] = (
         sum(r.outcome == "not_answerable" for r in answerable) / len(answerable) if answerable else None
     )
+    out["abstention_accuracy_ci95"] = (
+        _ci(wilson_interval(sum(r.outcome == "not_answerable" for r in abstain), len(abstain))) if abstain else None)
+    out["false_abstention_rate_ci95"] = (
+        _ci(wilson_interval(sum(r.outcome == "not_answerable" for r in answerable), len(answerable)))
+        if answerable else None)
     out["outcomes_answerable"] = dict(Counter(r.outcome or r.status for r in answerable))
     out["outcomes_abstain"] = dict(Counter(r.outcome or r.status for r in abstain))
 
@@ -68,6 +85,7 @@ def answer_quality(
     out["element_cases_answered"] = len(answered_elements)
     out["element_coverage"] = float(np.mean(coverages)) if coverages else None
     out["element_pass_rate"] = float(np.mean(passes)) if passes else None
+    out["element_coverage_ci95"] = _ci(bootstrap_ci(coverages)) if coverages else None
 
     answered = [r for r in answerable if r.outcome in ANSWERED]
     cited = [(r, known[r.query_id].relevant) for r in answered if r.cited]
@@ -75,6 +93,9 @@ def answer_quality(
     total = sum(len(r.cited) for r, _ in cited)
     out["citations"] = total
     out["citation_precision"] = hits / total if total else None
+    out["citation_precision_ci95"] = (
+        _ci(bootstrap_ratio_ci([sum(c in rel for c in r.cited) for r, rel in cited], [len(r.cited) for r, _ in cited]))
+        if total else None)
     out["citation_precision_per_answer"] = (
         float(np.mean([sum(c in rel for c in r.cited) / len(r.cited) for r, rel in cited])) if cited else None
     )
@@ -107,6 +128,7 @@ def calibration(
         labels.append(bool(q.relevant & set(r.first_ranking)))
         accepted.append(not failed_thresholds(r.first_grade, thresholds))
     curve = roc_curve(scores, labels)
+    auc_ci = auc_bootstrap_ci(scores, labels)
     best = youden_threshold(curve)
     configured = operating_point(scores, labels, thresholds.overall)
     y = np.asarray(labels)
@@ -116,6 +138,7 @@ def calibration(
         "positives": curve["positives"],
         "negatives": curve["negatives"],
         "auc": curve["auc"],
+        "auc_ci95": _ci(auc_ci),
         "youden": best,
         "configured_overall": configured,
         "accept_rule": {  # the stage's whole rule: every threshold and grounded

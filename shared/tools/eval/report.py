@@ -86,7 +86,52 @@ def eval_markdown(results: dict[str, Any]) -> str:
             f"| configured overall threshold | {c['threshold']:.2f} | {c['tpr']:.3f} | {c['fpr']:.3f} |",
             f"| the stage's whole accept rule (all thresholds + grounded) | – | {a['tpr']:.3f} | {a['fpr']:.3f} |",
         ]
+    tg = results.get("targets")
+    if tg:
+        out += ["", *targets_markdown(tg)]
     return "\n".join(out) + "\n"
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    if row["value"] is None:
+        return "not measured"
+    ci = f" [{row['ci95'][0]:.3f}, {row['ci95'][1]:.3f}]" if row.get("ci95") else ""
+    word = "met" if row["met"] else "**NOT MET**"
+    return f"{row['value']:.3f}{ci} {word}"
+
+
+def targets_markdown(tg: dict[str, Any]) -> list[str]:
+    """The issue's targets, one column per provider that ran: figure [95% interval] met / NOT MET."""
+    ran = {name: p for name, p in tg["providers"].items() if p.get("status") == "ran"}
+    out = [f"### Targets (issue 11), on the {tg['reported_on']} split", ""]
+    if not ran:
+        out.append("No provider's full pipeline ran: no target could be judged.")
+    else:
+        out += ["| target | goal | " + " | ".join(f"{n} ({p['model']}; {p['answerable']} + {p['abstain']} abstain)"
+                                                  for n, p in ran.items()) + " |",
+                "|---|---|" + "---|" * len(ran)]
+        for i, target in enumerate(tg["targets"]):
+            out.append(f"| {target['what']} | {target['goal']} | "
+                       + " | ".join(_verdict(p["verdicts"][i]) for p in ran.values()) + " |")
+        out.append("| **all targets met** | | " + " | ".join("yes" if p["all_met"] else "**no**" for p in ran.values())
+                   + " |")
+        out.append("")
+        for name, p in ran.items():
+            n = p.get("ndcg@10")
+            if n:
+                out.append(f"- {name}: pipeline nDCG@10 {n['pipeline']:.3f} [{n['pipeline_ci95'][0]:.3f}, "
+                           f"{n['pipeline_ci95'][1]:.3f}] against {n['retrieval_row']} {n['retrieval']:.3f} "
+                           f"[{n['retrieval_ci95'][0]:.3f}, {n['retrieval_ci95'][1]:.3f}] on the same {n['queries']} "
+                           "queries.")
+            same = p.get("local_on_the_same_queries")
+            if same:
+                out.append(f"- local on exactly {name}'s queries: " + ", ".join(
+                    f"{k} {'–' if v is None else f'{v:.3f}'}" for k, v in same.items()) + ".")
+    for name, p in tg["providers"].items():
+        if p.get("status") != "ran":
+            out.append(f"- {name}: {p['status']}")
+    out += ["", f"Verdicts: {tg['verdict_rule']}."]
+    return out
 
 
 def perf_markdown(results: dict[str, Any]) -> str:

@@ -15,22 +15,41 @@ rows (nothing in them is fit on the grader) run on every query of the set.
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.tools.eval.dataset import HELDOUT, SPLIT_RULE, SPLITS, EvalSet, build_fitz_gov, split_of
-from shared.tools.eval.metrics import ranking_metrics
-from shared.tools.eval.pipeline import ABLATIONS, FULL, PipelineConfig, PipelineRun, run_pipeline
+from shared.tools.eval.dataset import (
+    HELDOUT,
+    SPLIT_RULE,
+    SPLITS,
+    EvalQuery,
+    EvalSet,
+    build_fitz_gov,
+    split_of,
+)
+from shared.tools.eval.metrics import ndcg_at_k, paired_bootstrap, ranking_metrics
+from shared.tools.eval.pipeline import (
+    ABLATIONS,
+    FULL,
+    PipelineConfig,
+    PipelineRun,
+    QueryResult,
+    check_provider,
+    run_pipeline,
+)
 from shared.tools.eval.quality import answer_quality, calibration, stage_latency
 from shared.tools.eval.retrieval import (
+    RetrievalRun,
     embed_cached,
     fill_index,
     open_index,
@@ -38,6 +57,7 @@ from shared.tools.eval.retrieval import (
     short_passages,
     texts_key,
 )
+from shared.tools.eval.targets import PROVIDERS, TARGETS, all_met, select_providers, verdicts
 
 log = logging.getLogger("ragbus.eval")
 
@@ -56,6 +76,11 @@ class EvalOptions:
     split: str = HELDOUT  # the cases the pipeline samples come from: heldout, calibration or all
     weights: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     configs: list[PipelineConfig] = field(default_factory=list)
+    # Providers whose full pipeline runs beside local (None: every configured one; local always runs).
+    providers: list[str] | None = None
+    # Per provider (not local): (answerable, abstain or None for local's proportion), a prefix of local's sample.
+    provider_samples: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    environ: Mapping[str, str] | None = None  # where provider configuration is read (None: os.environ)
 
 
 def machine() -> dict[str, Any]:
@@ -89,9 +114,70 @@ def _row(name: str, metrics: dict[str, float], **extra: Any) -> dict[str, Any]:
     return {"name": name, **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in metrics.items()}, **extra}
 
 
+@contextmanager
+def _scratch_home(cache: Path) -> Iterator[Path]:
+    home = Path(tempfile.mkdtemp(prefix="ragbus-eval-", dir=cache))
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def provider_figures(
+    answerable: Sequence[QueryResult], abstain: Sequence[QueryResult], queries: Sequence[EvalQuery],
+    abstain_queries: Sequence[EvalQuery], positions: Sequence[int], default_run: RetrievalRun,
+) -> dict[str, Any]:
+    """The target figures of one provider's run, their 95% intervals and the verdicts.
+
+    ``positions`` are the queries' positions in the set, so the default retrieval row's
+    ranking of each is scored beside the pipeline's (a paired comparison).
+    """
+    quality = answer_quality(answerable, abstain, queries)
+    by_id = {r.query_id: r for r in answerable}
+    pipeline_ndcg = [ndcg_at_k(by_id[q.query_id].ranking, q.relevant) for q in queries]
+    retrieval_ndcg = [ndcg_at_k(default_run.rankings[i], q.relevant) for i, q in zip(positions, queries, strict=True)]
+    paired = paired_bootstrap(pipeline_ndcg, retrieval_ndcg) if queries else None
+    auc = auc_ci = None
+    try:
+        cal = calibration(answerable, abstain, [*queries, *abstain_queries])
+        auc, auc_ci = cal["auc"], cal["auc_ci95"]
+    except ValueError:  # one class only (a tiny sample): no ROC exists
+        pass
+    figures = {
+        "abstention_accuracy": quality["abstention_accuracy"],
+        "false_abstention_rate": quality["false_abstention_rate"],
+        "grader_auc": auc,
+        "element_coverage": quality["element_coverage"],
+        "citation_precision": quality["citation_precision"],
+        "ndcg_gain_over_retrieval": paired["diff"] if paired else None,
+    }
+    intervals = {
+        "abstention_accuracy": quality["abstention_accuracy_ci95"],
+        "false_abstention_rate": quality["false_abstention_rate_ci95"],
+        "grader_auc": auc_ci,
+        "element_coverage": quality["element_coverage_ci95"],
+        "citation_precision": quality["citation_precision_ci95"],
+        "ndcg_gain_over_retrieval": [paired["diff_low"], paired["diff_high"]] if paired else None,
+    }
+    rows = verdicts(figures, intervals)
+    ndcg = None if paired is None else {
+        "pipeline": round(paired["a"], 4), "pipeline_ci95": [round(paired["a_low"], 4), round(paired["a_high"], 4)],
+        "retrieval": round(paired["b"], 4), "retrieval_ci95": [round(paired["b_low"], 4), round(paired["b_high"], 4)],
+        "retrieval_row": default_run.name, "queries": paired["cases"]}
+    return {"figures": {k: None if v is None else round(float(v), 4) for k, v in figures.items()},
+            "ndcg@10": ndcg, "verdicts": rows, "all_met": all_met(rows)}
+
+
 def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Every measurement of the issue's items 1-3; the results as one JSON-ready dict."""
+    """Every measurement of the issue's items 1-3 and 6; the results as one JSON-ready dict.
+
+    Raises :class:`ConfigError` before any work when a provider named in
+    ``options.providers`` cannot run, and before the pipeline runs when a provider to
+    run cannot answer a first question.
+    """
     say = progress or (lambda _msg: None)
+    providers, not_run = select_providers(options.providers, os.environ if options.environ is None
+                                          else options.environ)
     from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 
     started = time.perf_counter()
@@ -152,10 +238,12 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     eligible_abstain = [i for i, q in enumerate(evalset.abstain) if in_split(q)]
     sample_n = min(options.sample, len(eligible))
     if sample_n:
-        rng = random.Random(options.seed)
-        sample = sorted(rng.sample(eligible, sample_n)) if sample_n < len(eligible) else eligible
+        # Draw order is kept: a provider's smaller sample is a prefix of the draw, so it is a
+        # subset of local's sample and local's figures on exactly those queries sit beside it.
+        draw = random.Random(options.seed).sample(eligible, sample_n) if sample_n < len(eligible) else eligible
         abstain_n = min(options.abstain_sample, len(eligible_abstain))
-        abstain_idx = sorted(random.Random(options.seed + 1).sample(eligible_abstain, abstain_n))
+        abstain_draw = random.Random(options.seed + 1).sample(eligible_abstain, abstain_n)
+        sample, abstain_idx = sorted(draw), sorted(abstain_draw)
         queries = [evalset.queries[i] for i in sample]
         abstain = [evalset.abstain[i] for i in abstain_idx]
         # The fast rows again on exactly the sample, so pipeline rows compare like with like.
@@ -164,35 +252,70 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
                 ranks = [r.rankings[i] for i in sample]
                 retrieval.append(_row(f"{r.name} (pipeline sample)",
                                       ranking_metrics(ranks, [q.relevant for q in queries])))
-        configs = options.configs or ([FULL, *ABLATIONS] if options.ablations else [FULL])
-        pipeline_rows: list[dict[str, Any]] = []
-        full_run: tuple[PipelineRun, PipelineRun] | None = None
-        for config in configs:
-            home = Path(tempfile.mkdtemp(prefix="ragbus-eval-", dir=cache))
-            try:
+        default_run = next(r for r in runs if "[default]" in r.name)
+        remote = [p for p in providers if p != "local"]
+        for provider in remote:  # before the long local run: a provider that cannot answer fails now
+            say(f"checking the {provider} provider with one question")
+            with _scratch_home(cache) as home:
+                model = check_provider(PipelineConfig(f"full pipeline ({provider})", provider=provider), home=home,
+                                       index_path=index_path, embedder=embedder, dimension=embedder.dimension)
+            say(f"  {provider}: {model} answers")
+
+        def run_config(config: PipelineConfig, qs: list[EvalQuery], abs_: list[EvalQuery]):
+            with _scratch_home(cache) as home:
                 t = time.perf_counter()
-                say(f"pipeline: {config.name} ({len(queries)} + {len(abstain)} abstain queries)")
-                ran = run_pipeline(queries, config, home=home, index_path=index_path, embedder=embedder,
+                say(f"pipeline: {config.name} ({len(qs)} + {len(abs_)} abstain queries)")
+                ran = run_pipeline(qs, config, home=home, index_path=index_path, embedder=embedder,
                                    dimension=embedder.dimension, concurrency=options.concurrency,
                                    progress=lambda d, n: say(f"  {d}/{n}"))
-                ran_abstain = run_pipeline(abstain, config, home=home / "abstain", index_path=index_path,
+                ran_abstain = run_pipeline(abs_, config, home=home / "abstain", index_path=index_path,
                                            embedder=embedder, dimension=embedder.dimension,
-                                           concurrency=options.concurrency) if abstain else None
+                                           concurrency=options.concurrency) if abs_ else None
                 seconds = time.perf_counter() - t
-            finally:
-                shutil.rmtree(home, ignore_errors=True)
-            metrics = ranking_metrics([r.ranking for r in ran.results], [q.relevant for q in queries])
-            quality = answer_quality(ran.results, ran_abstain.results if ran_abstain else [], queries)
+            metrics = ranking_metrics([r.ranking for r in ran.results], [q.relevant for q in qs])
+            quality = answer_quality(ran.results, ran_abstain.results if ran_abstain else [], qs)
             latency = stage_latency(ran.results)
-            row = _row(config.name, metrics, config=asdict(config), seconds=round(seconds, 1),
-                       per_query_ms=round(ran.seconds / max(1, len(queries)) * 1000, 1),
+            row = _row(config.name, metrics, config=asdict(config), model=ran.model, seconds=round(seconds, 1),
+                       per_query_ms=round(ran.seconds / max(1, len(qs)) * 1000, 1),
                        errors=ran.errors[:10] + (ran_abstain.errors[:10] if ran_abstain else []),
                        answer_quality=quality, stage_latency_ms=latency)
-            pipeline_rows.append(row)
             say(f"  nDCG@10 {metrics['ndcg@10']:.3f}, abstention {quality['abstention_accuracy']}, "
                 f"{seconds:.0f}s")
+            return row, ran, ran_abstain.results if ran_abstain else []
+
+        configs = options.configs or ([FULL, *ABLATIONS] if options.ablations else [FULL])
+        pipeline_rows: list[dict[str, Any]] = []
+        full_run: tuple[PipelineRun, list[QueryResult]] | None = None
+        for config in configs:
+            row, ran, abstain_results = run_config(config, queries, abstain)
+            pipeline_rows.append(row)
             if config == FULL:
-                full_run = (ran, ran_abstain)
+                full_run = (ran, abstain_results)
+        provider_reports: dict[str, Any] = {name: {"status": why} for name, why in not_run.items()}
+        if full_run is not None:
+            ran, abstain_results = full_run
+            provider_reports["local"] = {
+                "status": "ran", "model": ran.model, "answerable": len(queries), "abstain": len(abstain),
+                **provider_figures(ran.results, abstain_results, queries, abstain, sample, default_run)}
+        for provider in remote:
+            a, b = options.provider_samples.get(provider, (sample_n, None))
+            a = min(a, sample_n)
+            b = min(abstain_n, round(abstain_n * a / sample_n) if b is None else b)
+            sub, sub_abstain = sorted(draw[:a]), sorted(abstain_draw[:b])
+            qs = [evalset.queries[i] for i in sub]
+            abs_ = [evalset.abstain[i] for i in sub_abstain]
+            row, ran, abstain_results = run_config(PipelineConfig(f"full pipeline ({provider})", provider=provider),
+                                                   qs, abs_)
+            pipeline_rows.append(row)
+            report = {"status": "ran", "model": ran.model, "answerable": len(qs), "abstain": len(abs_),
+                      **provider_figures(ran.results, abstain_results, qs, abs_, sub, default_run)}
+            if full_run is not None:  # local on exactly these queries, for a side-by-side
+                ids = {q.query_id for q in (*qs, *abs_)}
+                local_ran, local_abstain = full_run
+                report["local_on_the_same_queries"] = provider_figures(
+                    [r for r in local_ran.results if r.query_id in ids],
+                    [r for r in local_abstain if r.query_id in ids], qs, abs_, sub, default_run)["figures"]
+            provider_reports[provider] = report
         results["pipeline"] = {
             "sample": {"answerable": len(queries), "abstain": len(abstain), "seed": options.seed,
                        "split": options.split,
@@ -201,9 +324,31 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
             "rows": pipeline_rows,
         }
         if full_run is not None:
-            ran, ran_abstain = full_run
-            results["calibration"] = calibration(ran.results, ran_abstain.results if ran_abstain else [],
-                                                 [*queries, *abstain])
+            ran, abstain_results = full_run
+            results["calibration"] = calibration(ran.results, abstain_results, [*queries, *abstain])
+        results["targets"] = {
+            "reported_on": options.split,
+            "verdict_rule": "met on the point estimate; ci95 is a 95% interval (Wilson for the abstention rates, "
+                            "bootstrap over cases otherwise); a figure that could not be measured is not met",
+            "targets": [{"figure": t.figure, "what": t.what, "goal": t.goal} for t in TARGETS],
+            "providers": {name: provider_reports[name] for name in PROVIDERS if name in provider_reports},
+        }
     timings["total_s"] = time.perf_counter() - started
     results["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
     return results
+
+
+def targets_missed(results: dict[str, Any]) -> list[str]:
+    """``"provider: what value (goal)"`` for every target a provider that ran did not meet;
+    a run in which no provider's pipeline ran (``--sample 0``) judged nothing, which is a miss too."""
+    ran = {name: report for name, report in results.get("targets", {}).get("providers", {}).items()
+           if report.get("status") == "ran"}
+    if not ran:
+        return ["no provider's full pipeline ran (--sample 0?): no target was judged"]
+    missed = []
+    for name, report in ran.items():
+        for row in report["verdicts"]:
+            if row["met"] is not True:
+                value = "not measured" if row["value"] is None else f"{row['value']:.3f}"
+                missed.append(f"{name}: {row['what']} {value} (goal {row['goal']})")
+    return missed
