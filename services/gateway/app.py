@@ -176,10 +176,8 @@ class _Api:
     def _model_health(self) -> dict[str, Any]:
         from shared.query.model_health import model_health
 
-        settings = self.deps.settings
         # The stages that call the model may run elsewhere: what they recorded is the truth.
-        model = settings.gemini_model if settings.llm_provider == "gemini" else None
-        return model_health(self.deps.state, model)
+        return model_health(self.deps.state, self.deps.settings.llm_model)
 
     async def health(self, request: Request) -> Response:
         body: dict[str, Any] = {"status": "ok", "runtime": self.deps.settings.runtime}

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from shared.contract.errors import ConfigError
 
@@ -80,7 +81,7 @@ class Settings:
     home: Path = Path(".ragbus")
     runtime: str = "local"  # local | gcp
     allow_loopback: bool = False
-    llm_provider: str = "local"  # local | gemini
+    llm_provider: str = "local"  # local | gemini | openai
     # fetching untrusted pages
     fetch_timeout_s: float = 10.0
     fetch_max_bytes: int = 5 * 1024 * 1024
@@ -118,6 +119,11 @@ class Settings:
     gemini_model: str = DEFAULT_GEMINI_MODEL
     gcp_project: str | None = None
     gcp_location: str | None = None
+    # openai: any OpenAI-compatible chat completions server (Ollama, llama.cpp, vLLM, LM Studio)
+    openai_base_url: str | None = None  # the API base, as the OpenAI SDK takes it (usually ends in /v1)
+    openai_model: str | None = None
+    openai_api_key: str | None = field(default=None, repr=False)  # a secret
+    openai_timeout_s: float = 60.0  # one call; a slow local model may need more
     # gcp runtime
     bucket: str | None = None  # raw and clean text
     firestore_database: str | None = None
@@ -154,6 +160,15 @@ class Settings:
     def index_dir(self) -> Path:
         return self.home / "index"
 
+    @property
+    def llm_model(self) -> str | None:
+        """The model the configured provider calls (None for the local provider, which has none)."""
+        if self.llm_provider == "gemini":
+            return self.gemini_model
+        if self.llm_provider == "openai":
+            return self.openai_model
+        return None
+
     def with_(self, **changes) -> Settings:
         return replace(self, **changes)
 
@@ -169,8 +184,12 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     if runtime not in {"local", "gcp"}:
         raise ConfigError(f"RAGBUS_RUNTIME={runtime!r}: use 'local' (default) or 'gcp'")
     provider = env.get("RAGBUS_LLM", str(DEFAULTS.llm_provider)).strip().lower()
-    if provider not in {"local", "gemini"}:
-        raise ConfigError(f"RAGBUS_LLM={provider!r}: use 'local' (default) or 'gemini'")
+    if provider not in {"local", "gemini", "openai"}:
+        raise ConfigError(f"RAGBUS_LLM={provider!r}: use 'local' (default), 'gemini' or 'openai'")
+    openai_base_url = (env.get("RAGBUS_OPENAI_BASE_URL") or "").strip().rstrip("/") or None
+    openai_model = (env.get("RAGBUS_OPENAI_MODEL") or "").strip() or None
+    if provider == "openai":
+        _require_openai(openai_base_url, openai_model)
     policy = env.get("RAGBUS_REMOVED_ITEMS", str(DEFAULTS.removed_item_policy)).strip().lower()
     if policy not in {"remove", "keep"}:
         raise ConfigError(f"RAGBUS_REMOVED_ITEMS={policy!r}: use 'remove' (default) or 'keep'")
@@ -208,6 +227,11 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         gemini_model=(env.get("RAGBUS_GEMINI_MODEL") or "").strip() or DEFAULTS.gemini_model,
         gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
         gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
+        openai_base_url=openai_base_url,
+        openai_model=openai_model,
+        # the standard variable too, as the OpenAI SDK reads it; ragbus's own wins
+        openai_api_key=(env.get("RAGBUS_OPENAI_API_KEY") or env.get("OPENAI_API_KEY") or "").strip() or None,
+        openai_timeout_s=_float(env, "RAGBUS_OPENAI_TIMEOUT_S", DEFAULTS.openai_timeout_s),
         bucket=env.get("RAGBUS_BUCKET") or None,
         firestore_database=env.get("RAGBUS_FIRESTORE_DATABASE") or None,
         embedder=embedder,
@@ -226,6 +250,20 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
             completeness=_fraction(env, "RAGBUS_MIN_COMPLETENESS", DEFAULTS.thresholds.completeness),
         ),
     )
+
+
+def _require_openai(base_url: str | None, model: str | None) -> None:
+    missing = []
+    if not base_url:
+        missing.append("RAGBUS_OPENAI_BASE_URL (the server's API base, e.g. http://127.0.0.1:11434/v1 for "
+                       "Ollama, http://127.0.0.1:8080/v1 for llama.cpp's llama-server)")
+    elif urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).netloc:
+        raise ConfigError(f"RAGBUS_OPENAI_BASE_URL={base_url!r} is not an http(s) URL; "
+                          "use e.g. http://127.0.0.1:11434/v1")
+    if not model:
+        missing.append("RAGBUS_OPENAI_MODEL (a model the server serves, e.g. llama3.2 for Ollama)")
+    if missing:
+        raise ConfigError("RAGBUS_LLM=openai needs: " + "; ".join(missing) + "; or use RAGBUS_LLM=local")
 
 
 def require_gcp(settings: Settings) -> None:

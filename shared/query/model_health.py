@@ -8,7 +8,8 @@ record in the ``model_health`` collection tells the gateway (which may run in
 another process or function) that the model is unusable, for ``/healthz`` and
 ``/readyz``. The record is removed when a stage process that saw the failure
 later gets a reply from the same model (e.g. after access was granted); a new
-``RAGBUS_GEMINI_MODEL`` is a new key, so changing the model clears it too.
+``RAGBUS_GEMINI_MODEL`` or ``RAGBUS_OPENAI_MODEL`` is a new key, so changing the model
+clears it too.
 
 Transient failures still fall back; :func:`note_fallback` makes each one
 visible in the query record's ``fallbacks`` list (stage, iteration, reason).

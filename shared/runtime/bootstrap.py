@@ -50,6 +50,19 @@ def _fetcher(settings: Settings):
     )
 
 
+def _served_llm(settings: Settings):
+    """The language model a provider serves over an API (``RAGBUS_LLM`` gemini or openai), else None."""
+    if settings.llm_provider == "gemini":
+        from shared.adapters.gcp.gemini import GeminiLanguageModel
+
+        return GeminiLanguageModel.from_settings(settings)
+    if settings.llm_provider == "openai":
+        from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
+
+        return OpenAICompatibleLanguageModel.from_settings(settings)
+    return None
+
+
 def build_local(settings: Settings, **overrides: object) -> LocalSystem:
     """The embedded runtime: SQLite bus and state under ``settings.home``, local models.
 
@@ -72,10 +85,9 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
 
     def llm():
         deps = holder["deps"]
-        if settings.llm_provider == "gemini":
-            from shared.adapters.gcp.gemini import GeminiLanguageModel
-
-            return GeminiLanguageModel.from_settings(settings)
+        served = _served_llm(settings)
+        if served is not None:
+            return served
         from shared.adapters.local.llm import LocalLanguageModel
 
         return LocalLanguageModel(index=deps.index, embedder=deps.embedder)
@@ -154,11 +166,8 @@ def build_gcp(settings: Settings) -> Deps:
 
     def llm():
         deps = holder["deps"]
-        if settings.llm_provider == "gemini":
-            from shared.adapters.gcp.gemini import GeminiLanguageModel
-
-            model = GeminiLanguageModel.from_settings(settings)
-        else:
+        model = _served_llm(settings)
+        if model is None:
             from shared.adapters.local.llm import LocalLanguageModel
 
             model = LocalLanguageModel(index=deps.index, embedder=deps.embedder)

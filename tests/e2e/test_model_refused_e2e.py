@@ -53,3 +53,39 @@ def test_ask_with_a_refused_model_fails_naming_the_model_and_404(tmp_path):
             assert ready.status_code == 503
             model = ready.json()["model"]
             assert (model["model"], model["status"], model["usable"]) == (DEFAULT_GEMINI_MODEL, 404, False)
+
+
+def test_ask_with_a_model_an_openai_compatible_server_does_not_serve_fails_the_same_way(tmp_path):
+    """RAGBUS_LLM=openai: OpenAI's 404 (model_not_found) is the same failed query and unready gateway."""
+    from tests.integration.fake_openai import FakeOpenAI
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n, topic in enumerate(["volcano", "glacier", "harbor"]):
+        (docs / f"{topic}.md").write_text(f"# {topic.title()} notes\n\n" + "\n\n".join(topic_paragraphs(topic, seed=n)))
+    home = tmp_path / "home"
+    run_cli(home, "ingest", str(docs))
+
+    # the server lists no models, so the 404 comes from the chat completion itself, as Ollama's does
+    with FakeOpenAI(served=("llama3.2",), list_models=False) as server:
+        env = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": server.url, "RAGBUS_OPENAI_MODEL": "llama9"}
+        proc = run_cli(home, "ask", "how do glaciers change?", "--json", check=False, timeout=120, **env)
+        record = json.loads(proc.stdout)
+        assert record["outcome"] == "failed", record
+        assert "llama9" in record["error"] and "404" in record["error"] and "does not exist" in record["error"]
+        assert proc.returncode != 0 and not record.get("fallbacks")
+        assert len(server.chat_requests) == 1  # asked once: no retry, no fallback
+
+        from starlette.testclient import TestClient
+
+        from services.gateway.app import create_app
+        from shared.contract.config import load_settings
+        from shared.runtime.bootstrap import build_local
+
+        settings = load_settings({"RAGBUS_HOME": str(home), **env})
+        with TestClient(create_app(build_local(settings).deps), base_url="http://127.0.0.1") as client:
+            assert client.get("/healthz").json()["model"]["model"] == "llama9"
+            ready = client.get("/readyz")
+            assert ready.status_code == 503
+            model = ready.json()["model"]
+            assert (model["model"], model["status"], model["usable"]) == ("llama9", 404, False)

@@ -1,0 +1,270 @@
+"""A language model behind the OpenAI-compatible chat completions API.
+
+Ollama, llama.cpp's ``llama-server``, llama-cpp-python's server, vLLM and LM Studio
+all serve ``POST {base}/chat/completions``; ``RAGBUS_OPENAI_BASE_URL`` is that
+``{base}`` as the OpenAI SDK takes it (usually ending in ``/v1``), and
+``RAGBUS_OPENAI_MODEL`` the model name the server serves. The prompts, the
+context delimiters and the reply schemas are :mod:`shared.query.prompts`, the
+same as the Gemini provider's; this module is the transport (``httpx``).
+
+Structured output, negotiated once per process: each call first asks for
+``response_format: {"type": "json_schema", ...}`` (OpenAI, Ollama, vLLM, LM
+Studio, llama.cpp's server). A server that refuses that field (a 400 or 422
+naming ``response_format``; llama-cpp-python's server accepts only
+``json_object``, with an optional ``schema``) is asked for ``json_object`` with
+the schema, and then for no format at all; the step it accepted is kept for
+later calls. Every reply is parsed robustly anyway (:mod:`shared.query.grading`).
+
+The same loud-failure rules as the Gemini provider: a refusal of the request
+itself (400, 401, 403, 404, 422: unknown model, bad key, invalid argument,
+prompt beyond the server's context size) is
+:class:`~shared.contract.errors.ModelUnusable` and the stages end the query
+``failed``; 408, 429, 5xx and connection failures are retried (three attempts,
+``Retry-After`` honoured up to 10 s), then raised as
+:class:`~shared.contract.errors.RetryableError` for the stage to fall back on.
+Some servers (llama-cpp-python's, llama.cpp's) answer a request for a model they
+do not serve with the model they have, so on first use ``GET {base}/models`` is
+read: a model not in that list is a 404 :class:`ModelUnusable` naming the ones
+that are, rather than answers from a model nobody chose.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from shared.contract.config import Settings
+from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
+from shared.contract.ports import ModelCall
+from shared.observability.tracing import annotate
+from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
+
+log = logging.getLogger("ragbus.llm.openai")
+
+#: Statuses that mean "try again later"; every other 4xx is a refusal of the request itself.
+TRANSIENT_STATUS = frozenset({408, 429})
+ATTEMPTS = 3
+BACKOFF_S = 1.0
+MAX_RETRY_AFTER_S = 10.0
+#: The structured-output requests tried in order until the server accepts one.
+JSON_MODES = ("json_schema", "json_object", "none")
+
+
+def _response_format(mode: str, operation: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": f"ragbus_{operation}", "schema": schema}}
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The server's own words: OpenAI's ``{"error": {"message"}}``, FastAPI's ``detail``, or the text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+        if isinstance(error, str):
+            return error[:300]
+        if "detail" in body:
+            return json.dumps(body["detail"])[:300]
+    return json.dumps(body)[:300]
+
+
+def _retry_after(response: httpx.Response | None, attempt: int) -> float:
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(float(header), MAX_RETRY_AFTER_S) if header else BACKOFF_S * 2 ** (attempt - 1)
+    except ValueError:
+        return BACKOFF_S * 2 ** (attempt - 1)
+
+
+def serves(model: str, ids: Sequence[str]) -> bool:
+    """Whether ``model`` is one of the served ``ids`` (Ollama also answers ``name`` for ``name:latest``)."""
+    return model in ids or f"{model}:latest" in ids
+
+
+class OpenAICompatibleLanguageModel(PromptedLanguageModel):
+    """:class:`~shared.contract.ports.LanguageModel` over any OpenAI-compatible chat completions server."""
+
+    provider = "openai"
+    label = "OpenAI-compatible"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_sub_queries: int = 5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(model, max_sub_queries=max_sub_queries)
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(
+            base_url=self.base_url, headers=headers, transport=transport,
+            timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
+        )
+        self.json_mode = JSON_MODES[0]
+        self._checked_model = False
+        self._setup_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OpenAICompatibleLanguageModel:
+        """The server and model from ``RAGBUS_OPENAI_*``; the key is read here, when first needed."""
+        if not settings.openai_base_url or not settings.openai_model:
+            raise ConfigError(
+                "RAGBUS_LLM=openai needs RAGBUS_OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1 for Ollama) "
+                "and RAGBUS_OPENAI_MODEL (a model the server serves); set both, or use RAGBUS_LLM=local"
+            )
+        return cls(
+            settings.openai_base_url, settings.openai_model, api_key=settings.openai_api_key,
+            timeout_s=settings.openai_timeout_s, max_sub_queries=settings.max_sub_queries,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+    # ------------------------------------------------------------ HTTP
+
+    def _unusable(self, operation: str, status: int, detail: str, hint: str) -> ModelUnusable:
+        return ModelUnusable(
+            f"{self.label} model {self.model!r} at {self.base_url} is unusable: {operation} was refused "
+            f"with HTTP {status} ({detail}); {hint}",
+            model=self.model, status=status, operation=operation,
+        )
+
+    def _hint(self, status: int) -> str:
+        if status in (401, 403):
+            return "check RAGBUS_OPENAI_API_KEY (or OPENAI_API_KEY) and the key's access to the model"
+        if status == 404:
+            return (f"check RAGBUS_OPENAI_MODEL (GET {self.base_url}/models lists what the server serves) "
+                    "and that RAGBUS_OPENAI_BASE_URL is the API's base, usually ending in /v1")
+        return ("check RAGBUS_OPENAI_MODEL and the server's settings (a prompt beyond its context size "
+                "is refused: give it a context of at least 8192 tokens)")
+
+    def _send(self, operation: str, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        """One request with retries of transient failures; any other status is returned as it is."""
+        for attempt in range(1, ATTEMPTS + 1):
+            response = None
+            try:
+                response = self.client.request(method, path, json=body)
+            except httpx.TimeoutException as exc:
+                # a model too slow for the timeout will be as slow again: no retry
+                raise RetryableError(
+                    f"{self.label} {operation} took longer than the timeout at {self.base_url}: {exc!r}; "
+                    "raise RAGBUS_OPENAI_TIMEOUT_S or use a smaller model"
+                ) from exc
+            except httpx.TransportError as exc:
+                if attempt == ATTEMPTS:
+                    raise RetryableError(
+                        f"{self.label} {operation} could not reach {self.base_url}: {exc!r}; is the server running?"
+                    ) from exc
+            else:
+                if response.status_code not in TRANSIENT_STATUS and response.status_code < 500:
+                    return response
+                if attempt == ATTEMPTS:
+                    raise RetryableError(
+                        f"{self.label} {operation} failed with HTTP {response.status_code} "
+                        f"({_error_detail(response)}) after {ATTEMPTS} attempts; try again later"
+                    )
+            time.sleep(_retry_after(response, attempt))
+        raise AssertionError("unreachable")
+
+    def _check_model(self) -> None:
+        """Once: is the model among those ``GET /models`` lists? (See the module docstring.)"""
+        with self._setup_lock:
+            if self._checked_model:
+                return
+            response = self._send("models", "GET", "/models")
+            if response.status_code in (401, 403):
+                raise self._unusable("models", response.status_code, _error_detail(response),
+                                     self._hint(response.status_code))
+            ids: list[str] = []
+            if response.status_code == 200:
+                try:
+                    ids = [str(m["id"]) for m in response.json().get("data") or [] if isinstance(m, dict)]
+                except (ValueError, AttributeError, KeyError):
+                    ids = []
+            # A server without a model list (404, 405, an odd body) is judged by its chat replies alone.
+            if ids and not serves(self.model, ids):
+                raise self._unusable(
+                    "models", 404, f"the server serves {', '.join(map(repr, ids[:10]))}",
+                    "set RAGBUS_OPENAI_MODEL to one of them",
+                )
+            self._checked_model = True
+
+    def _generate(
+        self, operation: str, prompt: str, *, temperature: float, max_tokens: int, schema: dict[str, Any] | None
+    ) -> str:
+        self._check_model()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": SYSTEM_INSTRUCTION}, {"role": "user", "content": prompt}],
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        started = time.monotonic()
+        while True:
+            mode = self.json_mode
+            response_format = _response_format(mode, operation, schema) if schema else None
+            if response_format:
+                body["response_format"] = response_format
+            else:
+                body.pop("response_format", None)
+            response = self._send(operation, "POST", "/chat/completions", body)
+            status = response.status_code
+            if status < 400:
+                break
+            detail = _error_detail(response)
+            if response_format and status in (400, 422) and any(
+                    word in detail for word in ("response_format", "json_schema", "json_object")):
+                with self._setup_lock:
+                    if self.json_mode == mode:  # another thread may have stepped down already
+                        self.json_mode = JSON_MODES[JSON_MODES.index(mode) + 1]
+                        log.warning("%s server at %s refused response_format %s (%s); asking for %s from now on",
+                                    self.label, self.base_url, mode, detail, self.json_mode)
+                continue
+            raise self._unusable(operation, status, detail, self._hint(status))
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise RetryableError(
+                f"{self.label} {operation} answered HTTP {response.status_code} with a body that is not a "
+                f"chat completion: {response.text[:200]!r}"
+            ) from exc
+        usage = data.get("usage") or {}
+        self._local.last_call = ModelCall(
+            operation=operation,
+            model=self.model,
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            seconds=time.monotonic() - started,
+        )
+        finish = choice.get("finish_reason")
+        annotate(**{
+            "gen_ai.request.temperature": temperature,
+            "gen_ai.request.max_tokens": max_tokens,
+            "gen_ai.response.finish_reasons": [finish] if finish else None,
+            "gen_ai.usage.input_tokens": self._local.last_call.input_tokens,
+            "gen_ai.usage.output_tokens": self._local.last_call.output_tokens,
+            "gen_ai.response.model": data.get("model") or self.model,
+        })
+        if finish == "length":
+            log.warning("%s %s reply was cut at max_tokens=%d (%d characters kept)",
+                        self.label, operation, max_tokens, len(text))
+        return str(text)
