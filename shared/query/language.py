@@ -4,13 +4,18 @@ loop writes itself (abstentions and caveats) in that language.
 Detection is deliberately small: the script decides for Japanese, Chinese,
 Korean, Russian, Greek and Arabic; for Latin-script text the count of very
 common function words decides between English, Spanish, French, German,
-Portuguese and Italian. Short or ambiguous text is English. That is enough to
-tell a model which language to answer in, and to pick a phrase table.
+Portuguese and Italian; text with no English function word at all, whose words
+are mostly German, French or Spanish ones of the translation lexicon
+(:mod:`shared.query.translation`), is that language. Short or ambiguous text is
+English. That is enough to tell a model which language to answer in, to pick a
+phrase table, and to put a question's terms into English for the local model.
 """
 
 from __future__ import annotations
 
 import re
+
+from shared.query.translation import english_terms, lexicon_language
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
@@ -112,7 +117,11 @@ def detect_language(text: str) -> str:
     best = max(scores, key=lambda lang: (scores[lang], lang == "en"))
     # One shared word ("la", "a") is not evidence; English wins ties and near-ties.
     if best != "en" and scores[best] < max(1.5, scores["en"] + 1):
-        return "en"
+        best = "en"
+    if best == "en" and scores["en"] == 0:
+        # Too few function words to tell ("Warum braucht man Wiederholungsversuche?"): the
+        # translation lexicon's content words decide, for the languages it has.
+        return lexicon_language(text) or "en"
     return best
 
 
@@ -156,6 +165,14 @@ _PHRASES: dict[str, dict[str, str]] = {
         "ответ может быть неполным.",
     },
 }
+
+
+def in_english(question: str) -> tuple[str, str]:
+    """(``question``'s language, its search terms in English): see
+    :func:`shared.query.translation.english_terms`; English, and languages the lexicon
+    lacks, come back unchanged."""
+    language = detect_language(question)
+    return language, english_terms(question, language)
 
 
 def phrase(key: str, language: str) -> str:

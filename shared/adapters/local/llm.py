@@ -32,9 +32,14 @@ input every time.
 The question is embedded once per process (:mod:`shared.query.vectors`) and
 that vector serves transform, grade and synthesize alike.
 
-Limits: it cannot paraphrase, translate, reason across sentences or resolve
-pronouns; answers are in the language of the sources (only the abstention and
-caveat sentences follow the question's language); decomposition is
+A German, French or Spanish question is put into English search terms first
+(:mod:`shared.query.translation`, a shipped lexicon), and every step above works
+on those terms.
+
+Limits: it cannot paraphrase, translate sentences, reason across sentences or
+resolve pronouns; answers are in the language of the sources (only the
+abstention and caveat sentences follow the question's language); a foreign
+question's words outside the lexicon stay untranslated; decomposition is
 pattern-based and English-only; acronyms are learned only from chunks a search
 returns, so an acronym the corpus never spells out stays unexpanded. Text in
 contexts is only ever evidence: sentences addressed to a model ("ignore
@@ -76,6 +81,7 @@ from shared.query.extractive import (
     tokenize,
 )
 from shared.query.grading import strip_model_directives
+from shared.query.language import in_english
 from shared.query.vectors import query_vector
 
 log = logging.getLogger("ragbus.llm.local")
@@ -184,13 +190,19 @@ class LocalLanguageModel:
     # ------------------------------------------------------------ the port
 
     def transform(self, query: str, *, today: date) -> Transformation:
-        """Rewrite (acronyms, temporal context, feedback terms) and decompose ``query``."""
-        question = " ".join(query.split())
+        """Rewrite (acronyms, temporal context, feedback terms) and decompose ``query``.
+
+        A German, French or Spanish question is first put into English search terms
+        (:mod:`shared.query.translation`): the corpus and the packaged embedder are English.
+        """
+        language, question = in_english(" ".join(query.split()))
+        translated = [f"{language} -> en: {question}"] if language != "en" and question != query.strip() else []
         # The question's vector serves every stage of the query (grader and synthesizer compare
         # it with their contexts): the acronym lookups (lexical) and the feedback search's dense
         # side use it too, so transforming embeds one text, not one per rewrite.
         question_vector = query_vector(self.embedder, question)
         expanded, notes = self.acronyms.expand(question, vector=question_vector)
+        notes = translated + notes
         temporal = bool(_TEMPORAL_CUES.search(question))
         date_only = not content_terms(question, keep_temporal=False)
         parts = [expanded]
@@ -220,7 +232,8 @@ class LocalLanguageModel:
         vocabulary that surrounds them in the corpus. Terms any earlier query
         already tried are excluded: a refinement is always a new query.
         """
-        expanded, _ = self.acronyms.expand(" ".join(request.original_query.split()))
+        original = in_english(" ".join(request.original_query.split()))[1]  # a German question refines in English
+        expanded, _ = self.acronyms.expand(original)
         present = term_set(expanded)
         extra: list[str] = []
         aspects: list[str] = []
@@ -230,7 +243,7 @@ class LocalLanguageModel:
                 if stem(term) not in present:
                     present.add(stem(term))
                     extra.append(term)
-        date_only = not content_terms(request.original_query, keep_temporal=False)
+        date_only = not content_terms(original, keep_temporal=False)
         tried: set[str] = set()
         for earlier in (*request.earlier_queries, request.previous_query):
             tried |= term_set(earlier)
@@ -240,7 +253,7 @@ class LocalLanguageModel:
         if date_only and not extra:
             extra = ["articles", "announcements"]  # never a date-only query
         parts = [expanded, *extra[:8]]
-        if _TEMPORAL_CUES.search(request.original_query):
+        if _TEMPORAL_CUES.search(original):
             month_year = today.strftime("%B %Y")
             if month_year.lower() not in expanded.lower():
                 parts.append(month_year)
@@ -305,6 +318,7 @@ class LocalLanguageModel:
 
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
         """Similarity, term coverage and groundedness of ``contexts`` for ``query``."""
+        query = in_english(query)[1]  # a German, French or Spanish question is graded by its English terms
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
@@ -376,7 +390,10 @@ class LocalLanguageModel:
 
     def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
         """An extractive, cited answer (see :func:`shared.query.extractive.extractive_answer`): sentences
-        ranked by the question's terms and by how close their passage is to the question."""
+        ranked by the question's terms and by how close their passage is to the question.
+        A question in German, French or Spanish is matched by its English terms; ``language``
+        (the question's) still decides the language of the abstention."""
+        query = in_english(query)[1]
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:

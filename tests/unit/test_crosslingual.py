@@ -1,0 +1,139 @@
+"""Questions in other languages (issue 11.3): a German, French or Spanish question is put into
+English search terms by the shipped lexicon, retrieves, grades and answers from English text, and
+the loop's own sentences (abstention, caveat) come in the question's language."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from shared.adapters.local.llm import LocalLanguageModel
+from shared.contract.messages import QuerySubmitted
+from shared.contract.ports import GradingContext
+from shared.query.language import in_english, phrase
+from shared.query.translation import LEXICON_LANGUAGES, english_terms
+from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, make_loop
+
+TODAY = date(2026, 11, 1)
+
+# The same three questions in each language; none shares a content word with the corpus
+# except through translation (no acronym, no name).
+DENSE = {
+    "de": "Wie findet die dichte Suche Textstellen über Vektoren?",
+    "fr": "Comment la recherche dense trouve-t-elle des passages avec des vecteurs ?",
+    "es": "¿Cómo encuentra la búsqueda densa pasajes mediante vectores?",
+}
+FUSION = {
+    "de": "Wie kombiniert die reziproke Rangfusion Ranglisten?",
+    "fr": "Comment la fusion des rangs réciproques combine-t-elle les listes classées ?",
+    "es": "¿Cómo combina la fusión recíproca de rangos las listas?",
+}
+OFF_TOPIC = {
+    "de": "Was ist der Siedepunkt von Wolfram?",
+    "fr": "Quel est le point d'ébullition du tungstène ?",
+    "es": "¿Cuál es el punto de ebullición del wolframio?",
+}
+
+
+def _model():
+    embedder = HashingEmbedder()
+    index = MemoryIndex(embedder, CORPUS)
+    return LocalLanguageModel(index=index, embedder=embedder), index, embedder
+
+
+def _contexts(*texts):
+    return [GradingContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("language", "question", "english"), [
+    ("de", "Wie sättigt BM25 die Termfrequenz?", "how saturate BM25 term frequency"),
+    ("fr", "Comment BM25 sature-t-il la fréquence des termes ?", "how BM25 saturate term frequency"),
+    ("es", "¿Cómo satura BM25 la frecuencia de términos?", "how saturate BM25 term frequency"),
+    # phrases, elision, compounds and a question typed without accents
+    ("fr", "Qu'est-ce qu'une lettre morte ?", "what dead letter"),
+    ("de", "Warum braucht man Wiederholungsversuche?", "why need retry attempt"),
+    ("es", "Que es la fusion reciproca de rangos", "what fusion reciprocal rank"),
+])
+def test_a_question_is_put_into_english_search_terms(language, question, english):
+    assert in_english(question) == (language, english)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("question", ["Exponential backoff jitter", "BM25 saturation", "HNSW index parameters",
+                                      "dead letter topic", "Kafka consumer rebalancing"])
+def test_english_keywords_shared_with_the_lexicon_stay_english(question):
+    assert in_english(question) == ("en", question)
+
+
+@pytest.mark.unit
+def test_english_and_languages_without_a_lexicon_pass_unchanged():
+    assert english_terms("How does BM25 saturate term frequency?", "en") == \
+        "How does BM25 saturate term frequency?"
+    assert english_terms("Come funziona BM25?", "it") == "Come funziona BM25?"
+    assert set(LEXICON_LANGUAGES) == {"de", "fr", "es"}
+
+
+@pytest.mark.unit
+def test_words_outside_the_lexicon_names_and_numbers_pass_through():
+    assert english_terms("Was kostet Kafka 3.7 bei Confluent?", "de") == "what cost Kafka 3.7 bei Confluent"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("language", ["de", "fr", "es"])
+def test_a_foreign_question_retrieves_the_english_chunk_that_answers_it(language):
+    llm, index, embedder = _model()
+    for question, title in ((DENSE[language], "Dense retrieval"), (FUSION[language], "Reciprocal rank fusion")):
+        rewritten = llm.transform(question, today=TODAY).rewritten
+        hits = index.search(rewritten, embedder.embed([rewritten])[0], 3)
+        assert hits[0].chunk.title == title, (question, rewritten, [h.chunk.title for h in hits])
+        # Without the translation the question shares nothing with the corpus.
+        raw = index.search(question, embedder.embed([question])[0], 3)
+        assert not raw or raw[0].chunk.title != title or raw[0].score < hits[0].score
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("language", ["de", "fr", "es"])
+def test_a_foreign_question_is_graded_on_its_english_terms(language):
+    llm, _, _ = _model()
+    related = _contexts(CORPUS[2].text, CORPUS[1].text)
+    grade = llm.grade(DENSE[language], related)
+    english = llm.grade(english_terms(DENSE[language], language), related)
+    assert grade == english and grade.answerable
+    assert not llm.grade(OFF_TOPIC[language], _contexts(CORPUS[3].text)).answerable
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("language", ["de", "fr", "es"])
+def test_the_extractive_answer_quotes_english_and_abstains_in_the_question_language(language):
+    llm, _, _ = _model()
+    answer = llm.synthesize(DENSE[language], _contexts(CORPUS[2].text, CORPUS[3].text), language=language)
+    assert not answer.abstained and answer.language == language
+    assert "Dense retrieval encodes queries" in answer.text
+    refused = llm.synthesize(OFF_TOPIC[language], _contexts(CORPUS[3].text), language=language)
+    assert refused.abstained and refused.text == phrase("abstain", language)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("language", ["de", "fr", "es"])
+def test_the_whole_loop_answers_a_foreign_question_from_english_text(language):
+    loop = make_loop(CORPUS, real_local_llm=True)
+    loop.submit(DENSE[language])
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert record["outcome"] in {"answered", "answered_with_caveat"}, record["events"]
+    assert record["language"] == language
+    assert record["citations"][0]["url"] == CORPUS[2].url
+    if record["outcome"] == "answered_with_caveat":
+        assert record["answer"].startswith(phrase("caveat", language))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("language", ["de", "fr", "es"])
+def test_the_whole_loop_refuses_an_off_topic_foreign_question_in_its_language(language):
+    loop = make_loop(CORPUS, real_local_llm=True)
+    loop.submit(OFF_TOPIC[language])
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert record["outcome"] == "not_answerable" and record["answer"] == phrase("abstain", language)
