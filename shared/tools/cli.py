@@ -860,7 +860,8 @@ def eval_command(
         raise _fail(str(exc)) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
-    console.print(eval_markdown(results), markup=False, highlight=False)
+    # soft_wrap: Markdown table rows stay one line each in a narrow terminal or a file
+    console.print(eval_markdown(results), markup=False, highlight=False, soft_wrap=True)
     err.print(f"wrote {markup(out)}")
     missed = targets_missed(results)
     if check and missed:
