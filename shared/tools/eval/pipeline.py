@@ -73,7 +73,7 @@ ABLATIONS = (
 
 
 # The variables a provider other than local reads (its endpoint, model, key, project).
-PROVIDER_VARIABLE_PREFIXES = ("RAGBUS_OPENAI_", "RAGBUS_GEMINI_", "GOOGLE_", "GEMINI_")
+PROVIDER_VARIABLE_PREFIXES = ("RAGBUS_OPENAI_", "OPENAI_", "RAGBUS_GEMINI_", "GOOGLE_", "GEMINI_")
 
 
 def provider_environment(provider: str, environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -206,6 +206,14 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     timings["index_s"] = time.perf_counter() - t
     say(f"embedded and indexed in {timings['embed_s'] + timings['index_s']:.1f}s")
 
+    remote = [p for p in providers if p != "local"] if options.sample else []
+    for provider in remote:  # before the long runs: a provider that cannot answer fails now
+        say(f"checking the {provider} provider with one question")
+        with _scratch_home(cache) as home:
+            model = check_provider(PipelineConfig(f"full pipeline ({provider})", provider=provider), home=home,
+                                   index_path=index_path, embedder=embedder, dimension=embedder.dimension)
+        say(f"  {provider}: {model} answers")
+
     t = time.perf_counter()
     runs = retrieval_rows(index_path, evalset, query_vectors, dimension=embedder.dimension,
                           weights=options.weights, progress=say)
@@ -253,13 +261,6 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
                 retrieval.append(_row(f"{r.name} (pipeline sample)",
                                       ranking_metrics(ranks, [q.relevant for q in queries])))
         default_run = next(r for r in runs if "[default]" in r.name)
-        remote = [p for p in providers if p != "local"]
-        for provider in remote:  # before the long local run: a provider that cannot answer fails now
-            say(f"checking the {provider} provider with one question")
-            with _scratch_home(cache) as home:
-                model = check_provider(PipelineConfig(f"full pipeline ({provider})", provider=provider), home=home,
-                                       index_path=index_path, embedder=embedder, dimension=embedder.dimension)
-            say(f"  {provider}: {model} answers")
 
         def run_config(config: PipelineConfig, qs: list[EvalQuery], abs_: list[EvalQuery]):
             with _scratch_home(cache) as home:
