@@ -137,6 +137,16 @@ def _quoted(text: str) -> str:
     return html.escape(text, quote=False)
 
 
+#: Questions in other languages (issue 11.3): the default embedder (all-MiniLM-L6-v2) and BM25
+#: match English words only, so the search queries are English; the answer is still written in
+#: the question's language (synthesis_prompt).
+ENGLISH_QUERIES = (
+    "6. Write the rewritten query and the sub-queries in English even when the question is in "
+    "another language (the documents are searched in English); keep names and acronyms as "
+    "they are.\n"
+)
+
+
 def transform_prompt(query: str, *, today: date, max_sub_queries: int) -> str:
     month_year = today.strftime("%B %Y")
     return (
@@ -154,6 +164,7 @@ def transform_prompt(query: str, *, today: date, max_sub_queries: int) -> str:
         "each) only when the question warrants it (comparisons, several aspects, multi-part "
         "or broad questions), drawn from: definition/background, method, results/findings, "
         "comparison/trade-offs, applications. Otherwise return an empty list.\n"
+        f"{ENGLISH_QUERIES}"
         "Reply with JSON: {\"rewritten\": string, \"sub_queries\": [string], \"reasoning\": string}.\n\n"
         f"<question>\n{_quoted(query)}\n</question>"
     )
@@ -165,7 +176,8 @@ def refine_prompt(request: RefineRequest, *, today: date) -> str:
         "The previous query retrieved contexts that were graded insufficient. Write one improved "
         "search query for the original question, adding what was missing. "
         f"Today's date is {today.isoformat()}; for temporal questions use month and year and "
-        "content keywords, never a date-only query.\n"
+        "content keywords, never a date-only query. Write the query in English, whatever the "
+        "language of the question.\n"
         f"<original_question>{_quoted(request.original_query)}</original_question>\n"
         f"<previous_query>{_quoted(request.previous_query)}</previous_query>\n"
         f"<grade_feedback>{_quoted(request.reasoning)}</grade_feedback>\n"

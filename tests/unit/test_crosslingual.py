@@ -137,3 +137,17 @@ def test_the_whole_loop_refuses_an_off_topic_foreign_question_in_its_language(la
     loop.pump(QuerySubmitted(query_id="q1"))
     record = loop.record()
     assert record["outcome"] == "not_answerable" and record["answer"] == phrase("abstain", language)
+
+
+@pytest.mark.unit
+def test_model_providers_are_asked_for_english_queries_and_an_answer_in_the_question_language():
+    from shared.contract.ports import RefineRequest
+    from shared.query.prompts import refine_prompt, synthesis_prompt, transform_prompt
+
+    question = "Wie sättigt BM25 die Termfrequenz?"
+    assert "in English even when the question is in another language" in \
+        transform_prompt(question, today=TODAY, max_sub_queries=3)
+    assert "Write the query in English" in refine_prompt(
+        RefineRequest(original_query=question, previous_query=question, reasoning="", missing_aspects=[]),
+        today=TODAY)
+    assert "Write the sentences in German." in synthesis_prompt(question, [], language="de")
