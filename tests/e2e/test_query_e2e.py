@@ -12,6 +12,7 @@ import pytest
 
 from services.gateway.app import serve
 from shared.contract.config import load_settings
+from shared.query.language import phrase
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
@@ -124,3 +125,21 @@ def test_demo_runs_offline_and_shows_the_three_outcomes(tmp_path):
     assert re.search(r"iterations: [2-9]", refined) and "refine" in refined
     assert re.search(r"outcome: not_answerable\s+iterations: 1\b", unanswerable)
     assert "ragbus serve" in unanswerable  # where to open the page
+
+
+def test_a_german_question_is_answered_from_the_english_corpus(gateway):
+    # Issue 11.3: the offline default answers a question in another language from English text.
+    url, _ = gateway
+    status, record = _post(url, {"query": "Wie sättigt BM25 die Termfrequenz?", "wait_s": 60})
+    assert status == 200 and record["language"] == "de"
+    assert record["outcome"] in {"answered", "answered_with_caveat"}, record["iterations"]
+    assert record["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
+    if record["outcome"] == "answered_with_caveat":
+        assert record["answer"].startswith(phrase("caveat", "de"))
+
+
+def test_an_off_topic_french_question_is_refused_in_french(gateway):
+    url, _ = gateway
+    status, record = _post(url, {"query": "Quel est le point d'ébullition du tungstène ?", "wait_s": 60})
+    assert status == 200 and record["outcome"] == "not_answerable"
+    assert record["answer"] == phrase("abstain", "fr")
