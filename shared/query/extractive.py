@@ -7,6 +7,14 @@ question (embedding cosine when an embedding function is given, plus overlap of
 the question's content terms), then chosen by maximal marginal relevance (MMR)
 so that two near-identical sentences are not both kept. When no sentence
 supports an answer, the result is an abstention, never invented text.
+
+So that it reads as an answer (issue 11, item 2): only sentences that can be
+quoted are candidates (no headings, questions, lead-ins ending in a colon:
+:mod:`shared.query.answer_sentences`); the answer opens with the best sentence
+that stands on its own; a sentence that points back ("These ...", "At that
+scale ...") is quoted only right after the sentence before it, else not at all;
+and a further source is cited only for a part of the question the sources
+already quoted leave out.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import functools
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import snowballstemmer
@@ -22,6 +31,7 @@ import snowballstemmer
 from shared.contract.ports import Answer, AnswerSentence, GradingContext
 from shared.contract.text import split_sentences as _split_sentences
 from shared.contract.text import strip_header
+from shared.query.answer_sentences import answer_sentence, opens_with_reference
 from shared.query.grading import strip_model_directives
 from shared.query.language import phrase
 
@@ -60,7 +70,6 @@ TEMPORAL_WORDS = _words(
     """
 )
 
-_ENDS_SENTENCE = re.compile(r"[.!?:;][\"'\u201d\u2019)\]]*$")
 _HEADER_LINE = re.compile(r"^(Title|Published|Source):\s")
 
 
@@ -137,19 +146,30 @@ def split_sentences(text: str) -> list[str]:
     return [" ".join(p.split()) for p in _split_sentences(text)]
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    """A sentence that can be quoted, and where it stands in its passage."""
+
+    number: int  # the context's number, which the answer cites
+    position: int  # the sentence's place among its passage's sentences
+    text: str
+    leans_back: bool  # opens by pointing at the sentence before it
+
+
 def _candidate_sentences(
     contexts: Sequence[GradingContext], per_context: int, total: int
-) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
+) -> list[_Candidate]:
+    out: list[_Candidate] = []
     for ctx in contexts:
         clean, _ = strip_model_directives(body_lines(ctx.text))
         taken = 0
-        for sentence in split_sentences(clean):
-            if len(sentence) < 25 or len(tokenize(sentence)) < 5 or not _ENDS_SENTENCE.search(sentence):
-                continue  # fragments, headings and sentences cut at a chunk edge are not answers
+        for position, piece in enumerate(split_sentences(clean)):
+            sentence = answer_sentence(piece)
+            if sentence is None:
+                continue  # fragments, headings, questions, lead-ins to a list are not answers
             if len(sentence) > 400:
                 sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
-            out.append((ctx.number, sentence))
+            out.append(_Candidate(ctx.number, position, sentence, opens_with_reference(sentence)))
             taken += 1
             if taken >= per_context or len(out) >= total:
                 break
@@ -177,16 +197,23 @@ def extractive_answer(
     max_sentences: int = 5,
     min_relevance: float | None = None,
     mmr_lambda: float = 0.7,
+    rank_weight: float = 0.15,
+    source_margin: float = 0.05,
 ) -> Answer:
-    """Two to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
+    """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
 
     Relevance of a sentence: with ``embed``, its cosine to the question plus term
     overlap; with ``context_similarity`` (context number -> cosine of the whole
     passage to the question, e.g. from vectors stored at indexing), term overlap
     plus that passage prior, and with ``embed`` too only the ``rerank`` best of
-    those are embedded and re-scored by meaning; with neither, term overlap alone. ``min_relevance`` is the floor a sentence must reach to count
-    as support (default 0.3 with embeddings or a prior, where unrelated text
-    scores about 0.0-0.2, and 0.34 without: a third of the question's terms).
+    those are embedded and re-scored by meaning; with neither, term overlap alone.
+    ``min_relevance`` is the floor a sentence must reach to count as support
+    (default 0.3 with embeddings or a prior, where unrelated text scores about
+    0.0-0.2, and 0.34 without: a third of the question's terms). Among supporting
+    sentences, those of the retriever's first contexts are preferred by
+    ``rank_weight`` / context number; a further source must hold a question term the
+    quoted ones lack and, with ``context_similarity``, be within ``source_margin`` of
+    the closest quoted passage's cosine.
     """
     floor = min_relevance if min_relevance is not None else (
         0.3 if embed or context_similarity else 0.34)
@@ -195,11 +222,11 @@ def extractive_answer(
     if not candidates:
         return _abstention(language)
 
-    overlap = np.array([term_overlap(terms, s) for _, s in candidates], dtype=np.float32)
+    overlap = np.array([term_overlap(terms, c.text) for c in candidates], dtype=np.float32)
     vectors: np.ndarray | None = None
     if context_similarity:
         prior = np.array(
-            [min(1.0, max(0.0, (context_similarity.get(n, 0.0) - 0.2) / 0.4)) for n, _ in candidates],
+            [min(1.0, max(0.0, (context_similarity.get(c.number, 0.0) - 0.2) / 0.4)) for c in candidates],
             dtype=np.float32,
         )
         # a sentence must share the question's terms; its passage's closeness breaks ties
@@ -209,55 +236,120 @@ def extractive_answer(
             # passages costs far more than the whole rest of the query.
             pool = [int(i) for i in np.argsort(-relevance, kind="stable")[:rerank] if relevance[i] > 0]
             if pool:
-                matrix = embed([query] + [candidates[i][1] for i in pool])
+                matrix = embed([query] + [candidates[i].text for i in pool])
                 vectors = np.zeros((len(candidates), matrix.shape[1]), dtype=np.float32)
                 vectors[pool] = matrix[1:]
                 reranked = np.zeros_like(relevance)
                 reranked[pool] = 0.5 * (matrix[1:] @ matrix[0]) + 0.3 * overlap[pool] + 0.2 * prior[pool]
                 relevance = reranked
     elif embed is not None:
-        matrix = embed([query] + [s for _, s in candidates])
+        matrix = embed([query] + [c.text for c in candidates])
         query_vec, vectors = matrix[0], matrix[1:]
         cosine = vectors @ query_vec
         relevance = 0.7 * cosine + 0.3 * overlap
     else:
         relevance = overlap
-    order = np.argsort(-relevance, kind="stable")
-    best = float(relevance[order[0]])
-    if best < floor:
+    if float(relevance.max()) < floor:
         return _abstention(language)
+    # Contexts are numbered in retrieval order: the retriever's first passage is the
+    # likeliest source, so among supporting sentences it is read first.
+    score = relevance + np.where(relevance > 0, rank_weight / np.array([c.number for c in candidates]), 0.0)
+    order = [int(i) for i in np.argsort(-score, kind="stable")]
 
+    at = {(c.number, c.position): i for i, c in enumerate(candidates)}
+
+    def predecessor(i: int) -> int | None:
+        """The sentence right before ``i`` in its passage, when it can be quoted and
+        stands alone: a sentence that leans back is quoted only after it."""
+        j = at.get((candidates[i].number, candidates[i].position - 1))
+        if j is None or candidates[j].leans_back or not (overlap[j] > 0 or relevance[j] >= floor):
+            return None
+        return j
+
+    stems = [term_set(c.text) for c in candidates]
+    term_stems = [stem(t) for t in terms]
+
+    def similarity(i: int, j: int) -> float:
+        if vectors is not None:
+            return float(vectors[i] @ vectors[j])
+        union = stems[i] | stems[j]
+        return len(stems[i] & stems[j]) / len(union) if union else 0.0
+
+    def closeness(number: int) -> float:
+        return context_similarity.get(number, 0.0) if context_similarity else 0.0
+
+    def adds_a_source_worth_it(i: int, chosen: list[int]) -> bool:
+        """A further source is quoted only for a part of the question the sources
+        quoted so far leave out (a question term none of their sentences holds), and,
+        where passage closeness is known, only from a passage about as close to the
+        question as theirs: a loosely related document is not worth a citation."""
+        quoted = {candidates[j].number for j in chosen}
+        if candidates[i].number in quoted:
+            return True
+        covered = set().union(*(stems[j] for j in chosen))
+        if not any(t in stems[i] and t not in covered for t in term_stems):
+            return False
+        return not context_similarity or closeness(candidates[i].number) >= max(
+            closeness(n) for n in quoted) - source_margin
+
+    window = order[: max(60, max_sentences * 6)]
+    # The answer opens with the best sentence that stands alone; only when every
+    # supporting sentence leans back does it open with one and the sentence before it.
+    lead_pool = [i for i in window if relevance[i] >= floor and not candidates[i].leans_back] or [
+        i for i in window if relevance[i] >= floor and predecessor(i) is not None]
+    if not lead_pool:
+        return _abstention(language)
+    best = float(relevance[lead_pool[0]])
     chosen: list[int] = []
-    stems = [term_set(s) for _, s in candidates]
     while len(chosen) < max_sentences:
-        best_i, best_mmr = -1, -1e9
-        for i in order[: max(60, max_sentences * 6)]:
-            i = int(i)
+        best_i, best_mmr, best_pred = -1, -1e9, None
+        for i in lead_pool if not chosen else window:
             if i in chosen or relevance[i] < floor:
+                continue
+            pred = predecessor(i) if candidates[i].leans_back else None
+            if candidates[i].leans_back and (pred is None or (
+                    pred not in chosen and len(chosen) + 2 > max_sentences)):
                 continue
             # Keep only sentences of comparable strength once two are chosen.
             if len(chosen) >= 2 and relevance[i] < 0.75 * best:
                 continue
-            redundancy = 0.0
-            for j in chosen:
-                if vectors is not None:
-                    sim = float(vectors[i] @ vectors[j])
-                else:
-                    union = stems[i] | stems[j]
-                    sim = len(stems[i] & stems[j]) / len(union) if union else 0.0
-                redundancy = max(redundancy, sim)
+            if chosen and not adds_a_source_worth_it(i, chosen):
+                continue
+            redundancy = max((similarity(i, j) for j in chosen), default=0.0)
             if redundancy > 0.92:  # the same sentence from another chunk
                 continue
-            mmr = mmr_lambda * float(relevance[i]) - (1 - mmr_lambda) * redundancy
+            mmr = mmr_lambda * float(score[i]) - (1 - mmr_lambda) * redundancy
             if mmr > best_mmr:
-                best_i, best_mmr = i, mmr
+                best_i, best_mmr, best_pred = i, mmr, pred
         if best_i < 0:
             break
+        if best_pred is not None and best_pred not in chosen:
+            chosen.append(best_pred)
         chosen.append(best_i)
 
-    sentences = [AnswerSentence(text=candidates[i][1], citations=[candidates[i][0]]) for i in chosen]
+    sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
+                 for i in _reading_order(chosen, candidates)]
     text = " ".join(f"{s.text} [{s.citations[0]}]" for s in sentences)
     return Answer(text=text, sentences=sentences, language=language, abstained=False)
+
+
+def _reading_order(chosen: list[int], candidates: Sequence[_Candidate]) -> list[int]:
+    """``chosen`` (the first is the answer's opening) as it reads best: the opening
+    first, then the other sentences grouped by passage, each passage's in its own
+    order, so a sentence that leans back stays right after the one it leans on."""
+    lead = chosen[0]
+    passages = list(dict.fromkeys(candidates[i].number for i in chosen))
+    runs: list[list[int]] = []
+    for number in passages:
+        run: list[int] = []
+        for i in sorted((i for i in chosen if candidates[i].number == number), key=lambda i: candidates[i].position):
+            if run and (i == lead or candidates[i].position != candidates[run[-1]].position + 1):
+                runs.append(run)
+                run = []
+            run.append(i)
+        runs.append(run)
+    runs.sort(key=lambda run: run[0] != lead)  # stable: the rest keep their order
+    return [i for run in runs for i in run]
 
 
 def _abstention(language: str) -> Answer:

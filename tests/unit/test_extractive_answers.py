@@ -1,0 +1,201 @@
+"""Extractive answers that read as answers (issue 11, item 2): the answering sentence
+first, no sentence that leans on one the answer leaves out, no lead-ins ending in a
+colon, no questions or headings, and a further source only when it adds something.
+
+The passages are written for these tests (not taken from any evaluation set)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.contract.ports import GradingContext
+from shared.query.answer_sentences import answer_sentence, heading_like, opens_with_reference
+from shared.query.extractive import extractive_answer
+
+
+def _contexts(*texts: str) -> list[GradingContext]:
+    return [GradingContext(number=n, source=f"doc{n}", text=t) for n, t in enumerate(texts, start=1)]
+
+
+def _texts(answer) -> list[str]:
+    return [s.text for s in answer.sentences]
+
+
+# ------------------------------------------------------------ the answering sentence first
+
+def test_the_sentence_that_answers_comes_first_even_when_the_passage_says_it_later():
+    passage = (
+        "Compaction of segment files runs in the background on every storage node. "
+        "It merges small segment files into larger ones. "
+        "Operators rarely need to tune it. "
+        "Compaction of segment files frees disk space by dropping deleted segment rows."
+    )
+    answer = extractive_answer("How does compaction of segment files free disk space?", _contexts(passage))
+    assert not answer.abstained
+    assert _texts(answer)[0] == "Compaction of segment files frees disk space by dropping deleted segment rows."
+    # the passage's own opening sentence, also quoted, comes after the answer
+    assert "Compaction of segment files runs in the background on every storage node." in _texts(answer)[1:]
+
+
+# ------------------------------------------------------------ unresolved references
+
+@pytest.mark.parametrize("sentence", [
+    "These settings control how quickly the cache expires entries.",
+    "This means the cache is never larger than its budget.",
+    "It stores every entry twice for safety.",
+    "They are evicted in least-recently-used order.",
+    "At that scale exact search is often the better choice.",
+    "In this case the cache stores nothing at all.",
+    "For these reasons the cache is disabled by default.",
+    "BM25 addresses these with inverse document frequency and saturation.",
+    "However, the cache is cleared on every restart.",
+    "When you do, keep the old cache warm until traffic moves.",
+    "If so, the cache is rebuilt from the log.",
+    "All of them expire after ten minutes.",
+    "Second, the cache rejects entries larger than a page.",
+    "The latter keeps entries in memory only.",
+])
+def test_sentences_that_point_back_are_recognised(sentence):
+    assert opens_with_reference(sentence)
+
+
+@pytest.mark.parametrize("sentence", [
+    "The cache stores each entry once, keyed by its hash.",
+    "There are three eviction policies in the cache.",
+    "BM25 ranks documents by term frequency and rarity.",
+    "Those who configure the cache choose its budget.",
+    "In 2021 the cache gained a persistent mode.",
+    "Thistle is a cache library written in Rust.",
+])
+def test_sentences_that_stand_alone_are_not_flagged(sentence):
+    assert not opens_with_reference(sentence)
+
+
+def test_a_sentence_that_points_back_comes_right_after_its_predecessor():
+    passage = (
+        "The eviction cache keeps recently used entries in memory for quick reads. "
+        "These cached entries expire after ten minutes without a read."
+    )
+    answer = extractive_answer("When do cached entries in the eviction cache expire?", _contexts(passage),
+                               max_sentences=5)
+    texts = _texts(answer)
+    follower = "These cached entries expire after ten minutes without a read."
+    assert follower in texts
+    assert texts[texts.index(follower) - 1] == (
+        "The eviction cache keeps recently used entries in memory for quick reads.")
+
+
+def test_a_sentence_that_points_back_is_dropped_when_its_predecessor_cannot_be_quoted():
+    passage = (
+        "Exact search scans every stored vector of the collection, and that is fine for small collections:\n"
+        "At that scale exact vector search returns perfect recall within milliseconds.\n\n"
+        "Exact vector search has no index to build, so inserts are trivial."
+    )
+    answer = extractive_answer("Is exact vector search fast enough with perfect recall?", _contexts(passage))
+    texts = _texts(answer)
+    assert not answer.abstained
+    assert all(not t.startswith("At that scale") for t in texts)
+    assert texts == ["Exact vector search has no index to build, so inserts are trivial."]
+
+
+def test_an_answer_never_opens_with_a_sentence_that_points_back():
+    passage = (
+        "Retry budgets cap how many retries a client may send per second. "
+        "They stop a retry storm from overloading a struggling retry server."
+    )
+    answer = extractive_answer("What stops a retry storm from overloading the retry server?", _contexts(passage))
+    assert not opens_with_reference(_texts(answer)[0])
+    assert _texts(answer) == [
+        "Retry budgets cap how many retries a client may send per second.",
+        "They stop a retry storm from overloading a struggling retry server.",
+    ]
+
+
+# ------------------------------------------------------------ colons, questions, headings
+
+def test_sentences_ending_in_a_colon_are_never_quoted():
+    assert answer_sentence("Exact vector search is often the better choice for small collections:") is None
+    passage = (
+        "Exact vector search is often the better choice for small collections:\n"
+        "- Exact vector search has perfect recall by definition.\n"
+    )
+    answer = extractive_answer("Why choose exact vector search for small collections?", _contexts(passage))
+    assert all(not t.rstrip().endswith(":") for t in _texts(answer))
+    assert _texts(answer) == ["Exact vector search has perfect recall by definition."]
+
+
+def test_questions_and_quoted_questions_are_never_quoted():
+    assert answer_sentence("How does the password reset flow work for locked accounts?") is None
+    assert answer_sentence('Users often type "how do I reset my password?" into the search box.') is None
+    passage = (
+        'Support staff hear "how do I reset my password?" dozens of times a day. '
+        "How does the password reset flow work? "
+        "The password reset flow emails a single-use link that expires after one hour."
+    )
+    answer = extractive_answer("How does the password reset flow work?", _contexts(passage))
+    assert all("?" not in t for t in _texts(answer))
+    assert _texts(answer) == ["The password reset flow emails a single-use link that expires after one hour."]
+
+
+def test_the_tail_of_a_sentence_split_at_a_quoted_question_is_not_quoted():
+    # split_sentences cuts after '?"': the rest starts in lower case mid-sentence
+    assert answer_sentence("into the search box and expect the reset page to appear.") is None
+
+
+@pytest.mark.parametrize("line", [
+    "# Password reset flow.",
+    "## How the Password Reset Flow Works.",
+    "Password Reset Flow and Token Expiry.",
+    "Pros:",
+])
+def test_headings_and_list_labels_are_never_quoted(line):
+    assert answer_sentence(line) is None
+
+
+def test_heading_labels_bullets_and_reference_markers_are_taken_off():
+    assert answer_sentence("Atlas Corporation — Facilities Overview (Internal Documentation, 2024): "
+                           "The headquarters building has 52 floors above grade.") == (
+        "The headquarters building has 52 floors above grade.")
+    assert answer_sentence("- Recall is perfect by definition, so there is nothing to tune.") == (
+        "Recall is perfect by definition, so there is nothing to tune.")
+    # a source's own "[3]" would otherwise be read as a citation of context 3
+    assert answer_sentence("BM25 is the default similarity in Lucene [3] and in Solr [4, 5].") == (
+        "BM25 is the default similarity in Lucene and in Solr.")
+    assert heading_like("Term Frequency Saturation and k1")
+    assert not heading_like("Term frequency saturates quickly")
+
+
+def test_no_heading_question_or_lead_in_reaches_an_answer_from_a_markdown_page():
+    page = (
+        "# Password reset\n\n"
+        "## What happens when I reset my password?\n\n"
+        "The password reset flow emails a single-use link to the account's address.\n"
+        "Reset links are valid for one hour:\n"
+        "- The password reset link stops working once it has been used.\n"
+    )
+    answer = extractive_answer("What happens in the password reset flow?", _contexts(page))
+    for text in _texts(answer):
+        assert not text.startswith("#") and not text.endswith((":", "?"))
+    assert _texts(answer)[0] == "The password reset flow emails a single-use link to the account's address."
+
+
+# ------------------------------------------------------------ sources worth citing
+
+def test_a_further_source_is_quoted_only_for_a_part_of_the_question_the_first_leaves_out():
+    first = "Compaction merges small segment files into larger segment files on each node."
+    repeats = "Compaction merges segment files so that reads touch fewer segment files."
+    adds = "Tombstones mark deleted rows until compaction drops them from the segment files."
+    answer = extractive_answer("How does compaction merge segment files?", _contexts(first, repeats),
+                               context_similarity={1: 0.7, 2: 0.7})
+    assert {c for s in answer.sentences for c in s.citations} == {1}
+    answer = extractive_answer("How does compaction merge segment files and drop tombstones?",
+                               _contexts(first, adds), context_similarity={1: 0.7, 2: 0.7})
+    assert {c for s in answer.sentences for c in s.citations} == {1, 2}
+
+
+def test_a_further_source_far_less_close_to_the_question_is_not_cited():
+    first = "Compaction merges small segment files into larger segment files on each node."
+    adds = "Tombstones mark deleted rows until compaction drops them from the segment files."
+    answer = extractive_answer("How does compaction merge segment files and drop tombstones?",
+                               _contexts(first, adds), context_similarity={1: 0.7, 2: 0.4})
+    assert {c for s in answer.sentences for c in s.citations} == {1}
