@@ -1,23 +1,45 @@
 """The retriever stage: finds the contexts of one iteration.
 
-The rewritten query and every sub-query are embedded in one batch and searched
-together (hybrid: BM25 + dense in the index): in one call on one snapshot where
-the index offers :class:`~shared.contract.ports.SearchesMany`, else in parallel. The per-query rankings are
-fused with weighted reciprocal rank fusion (the rewritten query weighs most),
-the same chunk found by several queries is kept once with every query that
-found it (``matched_by``), chunks that are only a metadata header are dropped,
-and the ``top_k`` best are stored in the query's state (claim check: the
-message carries only their count).
+The question leads, in every iteration. A rewrite (or refinement) that keeps
+every word of the question and only adds to it (expanded acronyms, month and
+year, feedback terms, missing aspects: what the local model writes) is searched
+as one hybrid query whose BM25 side reads the rewrite and whose dense side uses
+the *question's* vector, which the transformer embedded already: the added words
+are keyword evidence, the question keeps its meaning, and the search costs no
+embedding. A rewrite that changes the question (a model's paraphrase, a
+translation, dropped words) is searched with its own vector beside the question
+itself, and the question's ranking leads the fusion. Asked for exactly
+``top_k``, one search ranks as a plain index search does (the index's candidate
+pool depends on k), so the pipeline's contexts are the default retrieval's
+whenever no rewrite changed the question.
+
+Sub-queries are embedded in one batch and searched together with the rest (in
+one call on one snapshot where the index offers
+:class:`~shared.contract.ports.SearchesMany`, else in parallel). With several
+rankings, the first half of the contexts is the first ranking's (the
+question's) own order, unchanged; the rest comes from weighted reciprocal rank
+fusion of every ranking (the question and its rewrite weigh twice a
+sub-query). A decomposition or a rewrite therefore adds below the question's
+best hits and cannot push them out: on fitz-gov, plain fusion of the
+pattern-based sub-queries lost 0.06 nDCG@10 on the 92 decomposed questions,
+the leading half kept them level (docs/benchmarks.md). The same chunk found by
+several queries is kept once with every query that found it (``matched_by``),
+chunks that are only a metadata header are dropped, and the ``top_k`` best are
+stored in the query's state (claim check: the message carries only their
+count).
 
 Sub-queries count only when enough of them succeed: with fewer than
 ``min_sub_queries_for_synthesis`` sub-queries returning anything, their
-results are set aside and the iteration uses the rewritten query alone (the
+results are set aside and the iteration uses the question's searches alone (the
 reference pipeline's rule for its synthesis step).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -36,7 +58,7 @@ from shared.contract.ports import (
     SearchesMany,
     StateStore,
 )
-from shared.contract.text import strip_header
+from shared.contract.text import split_header
 from shared.observability.tracing import annotate
 from shared.query.record import Context, QueryRecord
 from shared.query.state import RETRIEVE, apply_stage, live_record
@@ -46,7 +68,10 @@ log = logging.getLogger("ragbus.retriever")
 
 MIN_BODY_CHARS = 100  # shorter than this once the header is removed: a header-only chunk
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
-REWRITTEN_WEIGHT = 2.0  # the rewritten query is the whole question; a sub-query one aspect
+LEAD_SHARE = 0.5  # this share of the contexts is the first ranking's own order, whatever else found
+REWRITTEN_LABEL = "rewritten"  # the question, or its rewrite when that only adds words (one search)
+QUESTION_LABEL = "question"  # the question itself, searched first beside a rewrite that changed it
+WHOLE_QUESTION_WEIGHT = 2.0  # the question or its rewrite asks the whole question; a sub-query one aspect
 SUB_QUERY_WEIGHT = 1.0
 MAX_PARALLEL_SEARCHES = 6
 # The query record keeps every iteration's contexts, and Firestore refuses a document over
@@ -92,22 +117,54 @@ class QueryHits:
     query: str
     hits: list[ScoredChunk]
     error: str | None = None
+    dropped: int = 0  # header-only chunks the index returned and the filter removed
 
     @property
     def succeeded(self) -> bool:
         return self.error is None and bool(self.hits)
 
 
+def usable(label: str, query: str, hits: list[ScoredChunk]) -> QueryHits:
+    """``hits`` without header-only chunks, counting the dropped ones."""
+    kept = [h for h in hits if not is_header_only(h.chunk.text)]
+    return QueryHits(label, query, kept, dropped=len(hits) - len(kept))
+
+
 def is_header_only(text: str) -> bool:
-    return len(strip_header(text).strip()) < MIN_BODY_CHARS
+    """A metadata header with (next to) no body, or no text at all.
+
+    Only a chunk that carries the header can be header-only: a chunk without one is
+    body text, however short (the indexer never stores a body under
+    ``MIN_BODY_CHARS``; a short passage indexed some other way is still an answer).
+    """
+    header, body = split_header(text)
+    body = body.strip()
+    return not body or (header is not None and len(body) < MIN_BODY_CHARS)
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def only_adds_to(question: str, rewrite: str) -> bool:
+    """True when ``rewrite`` holds every word of ``question`` (case-insensitive): it only adds words."""
+    return set(_WORD.findall(question.casefold())) <= set(_WORD.findall(rewrite.casefold()))
 
 
 def search_all(
-    queries: list[tuple[str, str]], *, embedder: Embedder, index: Index, k: int
+    queries: list[tuple[str, str]], *, embedder: Embedder, index: Index, k: int,
+    meanings: Sequence[str] | None = None,
 ) -> list[QueryHits]:
     """Search every (label, query) at once (or in parallel); one embedding batch for all of them (texts
-    this process embedded already, such as the question, are not embedded again)."""
-    vectors = query_vectors(embedder, [q for _, q in queries])
+    this process embedded already, such as the question, are not embedded again).
+
+    ``meanings``: per query, the text whose vector the dense side searches with (default: the
+    query itself); the BM25 side always reads the query.
+    """
+    if meanings is None:
+        meanings = [q for _, q in queries]
+    if len(meanings) != len(queries):
+        raise ValueError(f"{len(queries)} queries need as many meanings, got {len(meanings)}")
+    vectors = query_vectors(embedder, list(meanings))
     if len(queries) > 1 and isinstance(index, SearchesMany):
         # One pass over the index for all of them, on one snapshot: the fan-out costs little more
         # than the rewritten query alone. Should the batch fail, the one-by-one searches below
@@ -117,8 +174,7 @@ def search_all(
         except Exception as exc:  # noqa: BLE001 - retried query by query below
             log.warning("searching %d queries at once failed, searching one by one: %s", len(queries), exc)
         else:
-            return [QueryHits(label, query, [h for h in hits if not is_header_only(h.chunk.text)])
-                    for (label, query), hits in zip(queries, batch, strict=True)]
+            return [usable(label, query, hits) for (label, query), hits in zip(queries, batch, strict=True)]
 
     def one(i: int) -> QueryHits:
         label, query = queries[i]
@@ -126,7 +182,7 @@ def search_all(
             hits = index.search(query, np.asarray(vectors[i]), k, mode="hybrid")
         except Exception as exc:  # noqa: BLE001 - reported per query; the caller decides
             return QueryHits(label, query, [], f"{type(exc).__name__}: {exc}")
-        return QueryHits(label, query, [h for h in hits if not is_header_only(h.chunk.text)])
+        return usable(label, query, hits)
 
     if len(queries) == 1:
         return [one(0)]
@@ -135,10 +191,15 @@ def search_all(
 
 
 def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
-    """Weighted reciprocal rank fusion across queries, one entry per chunk, best first."""
+    """One entry per chunk, best first: with several rankings, the first one's (the question's)
+    first ``LEAD_SHARE`` of ``top_k`` in its own order, then the rest by weighted reciprocal
+    rank fusion of every ranking (the question and its rewrite weigh ``WHOLE_QUESTION_WEIGHT``,
+    a sub-query ``SUB_QUERY_WEIGHT``). ``score`` is each chunk's fusion score, so the leading
+    part may hold a lower one than what follows it."""
     fused: dict[str, Context] = {}
     for result in results:
-        weight = REWRITTEN_WEIGHT if result.label == "rewritten" else SUB_QUERY_WEIGHT
+        whole = result.label in (REWRITTEN_LABEL, QUESTION_LABEL)
+        weight = WHOLE_QUESTION_WEIGHT if whole else SUB_QUERY_WEIGHT
         for rank, hit in enumerate(result.hits, start=1):
             chunk = hit.chunk
             entry = fused.get(chunk.chunk_id)
@@ -158,10 +219,29 @@ def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
             entry["index_score"] = max(entry["index_score"], float(hit.score))
             if result.label not in entry["matched_by"]:
                 entry["matched_by"].append(result.label)
-    ranked = sorted(fused.values(), key=lambda e: (-e["score"], -e["index_score"], e["chunk_id"]))
+    lead: list[str] = []
+    if results and len(results) > 1:
+        for hit in results[0].hits:
+            if len(lead) >= math.ceil(top_k * LEAD_SHARE):
+                break
+            if hit.chunk.chunk_id not in lead:
+                lead.append(hit.chunk.chunk_id)
+    first = {chunk_id: n for n, chunk_id in enumerate(lead)}
+    ranked = sorted(fused.values(), key=lambda e: (first.get(e["chunk_id"], len(first)), -e["score"],
+                                                   -e["index_score"], e["chunk_id"]))
     for entry in ranked:
         entry["score"] = round(entry["score"], 6)
     return ranked[:top_k]
+
+
+def leading_queries(question: str, rewrite: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The leading (label, query) pairs and the text each one's dense side uses (see the module
+    docstring): the rewrite alone, meaning the question, when it only adds words to it; else the
+    question first and the rewrite beside it, each meaning itself."""
+    question, rewrite = " ".join(question.split()), " ".join(rewrite.split())
+    if only_adds_to(question, rewrite):
+        return [(REWRITTEN_LABEL, rewrite)], [question]
+    return [(QUESTION_LABEL, question), (REWRITTEN_LABEL, rewrite)], [question, rewrite]
 
 
 def retrieve_contexts(
@@ -185,21 +265,30 @@ def retrieve_contexts(
         return
 
     top_k = record.top_k or settings.top_k
-    # Search deeper than top_k: fusion, dedupe and the header filter all thin the lists.
-    depth = max(top_k * 2, top_k + 5)
-    queries = [("rewritten", message.query)] + [
-        (f"sub_query_{n}", q) for n, q in enumerate(message.sub_queries[: settings.max_sub_queries], start=1)
-    ]
+    queries, meanings = leading_queries(record.original_query or message.query, message.query)
+    leading = len(queries)
+    for n, sub in enumerate(message.sub_queries[: settings.max_sub_queries], start=1):
+        queries.append((f"sub_query_{n}", sub))
+        meanings.append(sub)
+    # Several rankings are searched deeper than top_k: fusion and dedupe thin them. One ranking is
+    # asked for exactly top_k (the index's candidate pool, and so its ranking, is then the plain
+    # search's), and deeper only when the header filter left it short.
+    deep = max(top_k * 2, top_k + 5)
     start = clock.monotonic()
-    results = search_all(queries, embedder=embedder, index=index, k=depth)
-    main = results[0]
-    if main.error:
-        raise RetryableError(f"query {query_id}: searching the rewritten query failed ({main.error}); retrying")
-    subs = results[1:]
+    results = search_all(queries, embedder=embedder, index=index, k=deep if len(queries) > 1 else top_k,
+                         meanings=meanings)
+    if len(queries) == 1 and results[0].dropped and len(results[0].hits) + results[0].dropped >= top_k:
+        results = search_all(queries, embedder=embedder, index=index, k=deep, meanings=meanings)
+    main = results[:leading]
+    failed_main = next((r for r in main if r.error), None)
+    if failed_main is not None:
+        raise RetryableError(f"query {query_id}: searching the {failed_main.label} query failed "
+                             f"({failed_main.error}); retrying")
+    subs = results[leading:]
     succeeded = [r for r in subs if r.succeeded]
     for failed in (r for r in subs if r.error):
         log.warning("query %s: %s failed: %s", query_id, failed.label, failed.error)
-    used = [main] + succeeded if len(succeeded) >= settings.min_sub_queries_for_synthesis else [main]
+    used = main + succeeded if len(succeeded) >= settings.min_sub_queries_for_synthesis else main
     contexts = fuse(used, top_k)
     elapsed_ms = (clock.monotonic() - start) * 1000.0
 
@@ -209,7 +298,7 @@ def retrieve_contexts(
             entry.query = message.query
             entry.sub_queries = list(message.sub_queries)
         entry.contexts = contexts
-        entry.sub_queries_used = [hits.query for hits in used[1:]]
+        entry.sub_queries_used = [hits.query for hits in used[leading:]]
         entry.sub_queries_succeeded = len(succeeded)
 
     annotate(context_count=len(contexts), sub_query_count=len(subs), sub_queries_succeeded=len(succeeded),
@@ -217,7 +306,7 @@ def retrieve_contexts(
     detail = f"{len(contexts)} contexts"
     if subs:
         detail += f"; {len(succeeded)}/{len(subs)} sub-queries found results"
-        if len(used) == 1:
+        if len(used) == leading:
             detail += f" (fewer than {settings.min_sub_queries_for_synthesis}: rewritten query only)"
     result = apply_stage(
         state, query_id, iteration=iteration, stage=RETRIEVE, event_type="retrieved", detail=detail,

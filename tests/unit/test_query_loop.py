@@ -49,11 +49,12 @@ def test_a_weak_first_grade_is_refined_then_answered():
 
 
 def test_every_iteration_weak_ends_exhausted_with_a_caveat():
-    # each refinement finds a different single chunk, so every iteration is worth grading
+    # the question's best chunk leads each iteration, each refinement adds a different second one,
+    # so every iteration is worth grading
     llm = ScriptedLLM(grades=[weak_grade(0.5), weak_grade(0.3), weak_grade(0.4)],
-                      refines=["reciprocal rank fusion", "dense retrieval vectors"])
+                      refines=["dense retrieval vectors", "Compute Unified Device Architecture kernels GPU grid"])
     loop = make_loop(CORPUS, llm)
-    loop.submit("how does BM25 work", top_k=1)
+    loop.submit("how does BM25 work", top_k=2)
     loop.pump(QuerySubmitted(query_id="q1"))
     record = loop.record()
     assert len(record["iterations"]) == 3 and record["best_iteration"] == 0

@@ -1,8 +1,11 @@
-"""The retriever stage: one embedding batch, parallel searches, fusion, dedupe, header filter."""
+"""The retriever stage: the question leads, one embedding batch, parallel searches, fusion, dedupe,
+header filter."""
 
 from __future__ import annotations
 
-from services.retriever.handler import QueryHits, fuse, is_header_only
+import numpy as np
+
+from services.retriever.handler import QueryHits, fuse, is_header_only, leading_queries, only_adds_to
 from shared.contract.config import Settings
 from shared.contract.messages import ContextsRetrieved, QueryTransformed
 from shared.contract.ports import ScoredChunk
@@ -19,10 +22,12 @@ def test_contexts_are_fused_deduplicated_and_stored():
     loop.submit("compare BM25 and dense retrieval")
     loop.deliver(_message("BM25 dense retrieval", ["What is BM25 ranking?", "What is dense retrieval?"]))
 
-    assert loop.embedder.batches[-1] == ["BM25 dense retrieval", "What is BM25 ranking?",
-                                         "What is dense retrieval?"]
+    # the rewrite dropped words of the question: both are searched, each with its own vector
+    assert loop.embedder.batches[-1] == ["compare BM25 and dense retrieval", "BM25 dense retrieval",
+                                         "What is BM25 ranking?", "What is dense retrieval?"]
     assert sorted(s[0] for s in loop.index.searches) == sorted(
-        ["BM25 dense retrieval", "What is BM25 ranking?", "What is dense retrieval?"])
+        ["compare BM25 and dense retrieval", "BM25 dense retrieval", "What is BM25 ranking?",
+         "What is dense retrieval?"])
     assert {mode for _, _, mode in loop.index.searches} == {"hybrid"}
     (message,) = loop.publisher.of_type(ContextsRetrieved)
     entry = loop.record()["iterations"][0]
@@ -54,7 +59,7 @@ def test_fewer_than_two_successful_sub_queries_fall_back_to_the_rewritten_query(
     loop.deliver(_message("BM25 ranking", ["What is BM25?", "What is dense retrieval?"]))
     entry = loop.record()["iterations"][0]
     assert entry["sub_queries_used"] == [] and entry["sub_queries_succeeded"] == 1
-    assert all(c["matched_by"] == ["rewritten"] for c in entry["contexts"])
+    assert all(set(c["matched_by"]) <= {"question", "rewritten"} for c in entry["contexts"])
     assert "rewritten query only" in loop.record()["events"][-1]["detail"]
 
 
@@ -98,6 +103,71 @@ def test_fusion_weighs_the_rewritten_query_highest():
 def test_header_only_chunks_are_recognised():
     assert is_header_only(CORPUS[4].text)
     assert not is_header_only(CORPUS[0].text)
+    # without a header a short text is a body, not a header: a short passage still answers
+    assert not is_header_only("The pension fund was 92% funded at the end of 2024.")
+    assert is_header_only("  \n ")
+
+
+class _VectorRecordingIndex:
+    """The test index, recording the vector each search was given."""
+
+    def __init__(self, inner):
+        self.inner, self.vectors = inner, []
+
+    def search(self, text, vector, k, mode="hybrid"):
+        self.vectors.append((text, np.asarray(vector).copy(), k))
+        return self.inner.search(text, vector, k, mode)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_rewrite_that_only_adds_words_searches_bm25_with_it_and_dense_with_the_question():
+    loop = make_loop(CORPUS)
+    recording = _VectorRecordingIndex(loop.index)
+    loop.deps.override("index", recording)
+    loop.submit("What is BM25?")
+    batches = len(loop.embedder.batches)
+    loop.deliver(_message("What is BM25 (Best Matching 25)? ranking zebrafish"))
+
+    # the rewrite itself was never embedded (its words are keyword evidence only), the question was
+    assert loop.embedder.batches[batches:] == [["What is BM25?"]]
+    ((text, vector, k),) = recording.vectors
+    assert text == "What is BM25 (Best Matching 25)? ranking zebrafish" and k == 10  # exactly top_k
+    np.testing.assert_allclose(vector, loop.embedder.embed(["What is BM25?"])[0])
+    assert {c["matched_by"][0] for c in loop.record()["iterations"][0]["contexts"]} == {"rewritten"}
+
+
+def test_a_rewrite_that_changes_the_question_is_searched_beside_it_and_the_question_leads():
+    loop = make_loop(CORPUS)
+    loop.submit("How do search engines combine rankings?")
+    loop.deliver(_message("GPU kernels"))  # a bad rewrite
+    contexts = loop.record()["iterations"][0]["contexts"]
+    question_top = [h.chunk.chunk_id for h in loop.index.search(
+        "How do search engines combine rankings?",
+        loop.embedder.embed(["How do search engines combine rankings?"])[0], 20) if "Header only" not in h.chunk.title]
+    assert [c["chunk_id"] for c in contexts[:2]] == question_top[:2]  # ceil(4 / 2): len(CORPUS usable) = 4
+    assert "question" in contexts[0]["matched_by"]
+
+
+def test_only_adds_to_and_leading_queries():
+    assert only_adds_to("What is RRF?", "What is RRF (reciprocal rank fusion)? November 2026")
+    assert only_adds_to("what is  rrf", "What is RRF?")
+    assert not only_adds_to("Was ist RRF?", "What is RRF?")
+    assert leading_queries("What is RRF?", "What is RRF? fusion") == ([("rewritten", "What is RRF? fusion")],
+                                                                      ["What is RRF?"])
+    assert leading_queries("Was ist RRF?", "What is RRF?") == (
+        [("question", "Was ist RRF?"), ("rewritten", "What is RRF?")], ["Was ist RRF?", "What is RRF?"])
+
+
+def test_the_first_rankings_leading_half_is_kept_whatever_the_others_agree_on():
+    a, b, c, d = CORPUS[0], CORPUS[1], CORPUS[2], CORPUS[3]
+    question = QueryHits("question", "q", [ScoredChunk(a, 0.9), ScoredChunk(b, 0.8), ScoredChunk(c, 0.7)])
+    subs = [QueryHits(f"sub_query_{n}", "s", [ScoredChunk(d, 0.9), ScoredChunk(c, 0.5)]) for n in (1, 2, 3)]
+    fused = fuse([question, *subs], top_k=4)
+    # d and c are found by every sub-query, yet the question's top 2 stay first and in order
+    assert [x["chunk_id"] for x in fused] == [a.chunk_id, b.chunk_id, c.chunk_id, d.chunk_id]
+    assert fused[2]["score"] > fused[0]["score"]  # the score is the fusion's; the lead is by position
 
 
 class _BatchSearchingIndex:
@@ -131,9 +201,10 @@ def test_an_index_that_searches_many_gets_the_query_and_its_sub_queries_in_one_c
     loop, batching = _fan_out(fail=False)
     plain, _ = _fan_out(fail=False)
     assert isinstance(batching, SearchesMany)
-    assert batching.batches == [["BM25 dense retrieval", "What is BM25 ranking?", "What is dense retrieval?"]]
+    assert batching.batches == [["compare BM25 and dense retrieval", "BM25 dense retrieval",
+                                 "What is BM25 ranking?", "What is dense retrieval?"]]
     # the calls it made through to the test index were the batch's, none of its own
-    assert len(loop.index.searches) == 3
+    assert len(loop.index.searches) == 4
     assert loop.record()["iterations"][0]["contexts"] == plain.record()["iterations"][0]["contexts"]
 
 
@@ -141,5 +212,6 @@ def test_a_failed_batch_search_is_done_again_one_query_at_a_time():
     loop, batching = _fan_out(fail=True)
     assert len(batching.batches) == 1
     assert sorted(s[0] for s in loop.index.searches) == sorted(
-        ["BM25 dense retrieval", "What is BM25 ranking?", "What is dense retrieval?"])
+        ["compare BM25 and dense retrieval", "BM25 dense retrieval", "What is BM25 ranking?",
+         "What is dense retrieval?"])
     assert len(loop.record()["iterations"][0]["contexts"]) == 4
