@@ -46,6 +46,8 @@ def main() -> None:
                              "auto: local and every configured one; a named one that cannot run is an error")
     parser.add_argument("--provider-sample", action="append", default=[], metavar="PROVIDER=N[/M]",
                         help="a smaller sample for a slow provider, e.g. openai=30/20 (repeatable)")
+    parser.add_argument("--query-timeout", type=float, default=120.0,
+                        help="seconds one question may take (a slow provider may need more; at most 600)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a provider that ran misses a target")
     parser.add_argument("--concurrency", type=int, default=2, help="queries in flight through the runtime")
     parser.add_argument("--cache", type=Path, default=ROOT / ".ragbus-eval")
@@ -64,7 +66,8 @@ def main() -> None:
             EvalOptions(cache_dir=args.cache, sample=args.sample, abstain_sample=args.abstain_sample, seed=args.seed,
                         ablations=not args.no_ablations, concurrency=args.concurrency, slice_queries=args.slice,
                         split=args.split, providers=parse_providers(args.providers),
-                        provider_samples=parse_provider_samples(args.provider_sample)),
+                        provider_samples=parse_provider_samples(args.provider_sample),
+                        query_timeout_s=args.query_timeout),
             progress=say,
         )
     except ConfigError as exc:

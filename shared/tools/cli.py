@@ -835,6 +835,8 @@ def eval_command(
     provider_sample: Annotated[list[str] | None, typer.Option(
         help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE[/ABSTAIN], e.g. openai=40/20 "
         "(a subset of local's sample; repeatable).")] = None,
+    query_timeout: Annotated[float, typer.Option(
+        help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,
     check: Annotated[bool, typer.Option(
         "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets "
         "(default: report only, exit 0).")] = False,
@@ -853,7 +855,8 @@ def eval_command(
         results = run_eval(
             EvalOptions(cache_dir=cache, sample=sample, abstain_sample=abstain_sample, ablations=ablations,
                         slice_queries=slice_queries, split=split, providers=parse_providers(providers),
-                        provider_samples=parse_provider_samples(provider_sample or [])),
+                        provider_samples=parse_provider_samples(provider_sample or []),
+                        query_timeout_s=query_timeout),
             progress=lambda msg: err.print(msg),
         )
     except RagbusError as exc:

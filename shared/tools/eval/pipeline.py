@@ -165,7 +165,8 @@ class PipelineRunner:
     """An embedded runtime for one configuration, over an index already holding the passages."""
 
     def __init__(self, home: Path, index_path: Path, config: PipelineConfig, *, embedder: Embedder,
-                 dimension: int) -> None:
+                 dimension: int, query_timeout_s: float = 120.0) -> None:
+        self.query_timeout_s = query_timeout_s
         env = {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0", **provider_environment(config.provider)}
         settings = load_settings(env)
         if config.max_iterations is not None:
@@ -189,7 +190,8 @@ class PipelineRunner:
         self.runtime.stop()
         self.index.close()
 
-    def ask(self, text: str, timeout_s: float = 120.0) -> QueryRecord:
+    def ask(self, text: str, timeout_s: float | None = None) -> QueryRecord:
+        timeout_s = timeout_s or self.query_timeout_s
         record = submit_query(self.deps, text, timeout_s=min(600.0, timeout_s))
         return wait_for_query(self.deps, record.id, timeout_s)
 
@@ -210,9 +212,10 @@ def warm_up(runner: PipelineRunner) -> None:
 
 
 def check_provider(config: PipelineConfig, *, home: Path, index_path: Path, embedder: Embedder,
-                   dimension: int) -> str:
+                   dimension: int, query_timeout_s: float = 120.0) -> str:
     """Build ``config``'s runtime and answer one question (a preflight before a long run); its model's name."""
-    with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension) as runner:
+    with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension,
+                        query_timeout_s=query_timeout_s) as runner:
         warm_up(runner)
         return model_name(runner.deps.llm)
 
@@ -227,13 +230,15 @@ def run_pipeline(
     dimension: int,
     concurrency: int = 2,
     progress: Callable[[int, int], None] | None = None,
+    query_timeout_s: float = 120.0,
 ) -> PipelineRun:
     """Ask every query through the runtime (``concurrency`` in flight); results in query order."""
     results: list[QueryResult | None] = [None] * len(queries)
     errors: list[str] = []
     started = time.perf_counter()
     done = 0
-    with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension) as runner:
+    with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension,
+                        query_timeout_s=query_timeout_s) as runner:
         warm_up(runner)
         model = model_name(runner.deps.llm)
 

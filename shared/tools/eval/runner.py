@@ -72,6 +72,7 @@ class EvalOptions:
     seed: int = 7
     ablations: bool = True
     concurrency: int = 2
+    query_timeout_s: float = 120.0  # per question; a small model on a slow CPU may need more
     slice_queries: int | None = None  # a fixed small slice (the smoke test's) instead of the whole set
     split: str = HELDOUT  # the cases the pipeline samples come from: heldout, calibration or all
     weights: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -211,7 +212,8 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
         say(f"checking the {provider} provider with one question")
         with _scratch_home(cache) as home:
             model = check_provider(PipelineConfig(f"full pipeline ({provider})", provider=provider), home=home,
-                                   index_path=index_path, embedder=embedder, dimension=embedder.dimension)
+                                   index_path=index_path, embedder=embedder, dimension=embedder.dimension,
+                                   query_timeout_s=options.query_timeout_s)
         say(f"  {provider}: {model} answers")
 
     t = time.perf_counter()
@@ -268,10 +270,11 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
                 say(f"pipeline: {config.name} ({len(qs)} + {len(abs_)} abstain queries)")
                 ran = run_pipeline(qs, config, home=home, index_path=index_path, embedder=embedder,
                                    dimension=embedder.dimension, concurrency=options.concurrency,
-                                   progress=lambda d, n: say(f"  {d}/{n}"))
+                                   progress=lambda d, n: say(f"  {d}/{n}"), query_timeout_s=options.query_timeout_s)
                 ran_abstain = run_pipeline(abs_, config, home=home / "abstain", index_path=index_path,
                                            embedder=embedder, dimension=embedder.dimension,
-                                           concurrency=options.concurrency) if abs_ else None
+                                           concurrency=options.concurrency,
+                                           query_timeout_s=options.query_timeout_s) if abs_ else None
                 seconds = time.perf_counter() - t
             metrics = ranking_metrics([r.ranking for r in ran.results], [q.relevant for q in qs])
             quality = answer_quality(ran.results, ran_abstain.results if ran_abstain else [], qs)
