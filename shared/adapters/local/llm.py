@@ -71,6 +71,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
+from shared.query.answer_types import fact_support
 from shared.query.extractive import (
     STOPWORDS,
     body_lines,
@@ -98,6 +99,7 @@ SIM_FULL = 0.6
 UNANSWERABLE_SIM = 0.28
 UNANSWERABLE_COVERAGE = 0.34
 UNANSWERABLE_ABSENT_SIM = 0.45  # most of the question's terms unknown to the corpus, and nothing close
+NEAR_MISS_FACTOR = 0.4  # completeness kept when no sentence holds the asked fact
 
 
 def _scaled(similarity: float) -> float:
@@ -371,12 +373,21 @@ class LocalLanguageModel:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
             # neutral grade that neither claims an answer nor abstains.
             answerable, grounded = True, False
+        # On topic is not enough: the contexts must hold the asked fact (a price, a year, a
+        # headcount, the ingredients). A near miss names the entity but not the fact.
+        support = fact_support(query, cleaned)
+        near_miss = support.checked and not support.supported
+        if near_miss:
+            answerable, grounded = False, False
+            completeness *= NEAR_MISS_FACTOR
+            score = 0.5 * relevance + 0.5 * completeness
         reasoning = (
             f"best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
             f"{cov_union:.0%} across contexts, {cov_best:.0%} by one context"
             + (f"; missing: {', '.join(missing)}" if missing else "")
             + (f"; not in the corpus: {', '.join(absent)}" if absent else "")
-            + ("" if answerable else "; nothing retrieved is about this question")
+            + ("; " + "; ".join(support.missing) if near_miss else "")
+            + ("" if answerable or near_miss else "; nothing retrieved is about this question")
         )
         return Grade(
             score=round(score, 4),

@@ -1,0 +1,545 @@
+"""Does the retrieved text hold the *asked* fact, not only the question's topic?
+
+A near miss is a question whose entity the corpus knows but whose asked fact it
+lacks: "How much does the Aurora plan cost?" against passages that describe the
+plan and never name a price. Topic similarity and term coverage cannot tell the
+two apart; this module can, for the questions whose shape says what an answer
+must hold:
+
+- **answer type**: how much / what is the price, fee, salary (an *amount*: a
+  currency figure or a percentage); how many (a *count*); what is the rate,
+  temperature, population, how long / far / old (a *quantity*: a number that is
+  not just a year); when / what year (a *date*); who (a *name* the question does
+  not already hold). A sentence supports the question when it holds a value of
+  that type and names the asked attribute (the "price", the counted "employees");
+- **asked aspect**: "what are the ingredients of X", "which enzymes ...", "what
+  causes X", "how does X work": a sentence must name the aspect (the ingredients;
+  for causes and mechanisms, a causal or mechanistic phrase);
+- **named specifics**: a year or a proper name the question states ("the Treaty
+  of Zaragoza in 1529", "Stanford's PhD program") that no context mentions means
+  the contexts are about something else.
+
+Every check is sentence-level and tied to the question's other key terms: the
+supporting sentence's passage must cover at least half of them, so a price of
+something else in a passage about a different subject does not count.
+
+The rules are English: :func:`asked_fact` returns a fact with no requirement for
+a question it cannot parse (another language, an open question such as "is X
+better than Y?"), and :func:`fact_support` then reports ``checked=False``, which
+no caller may read as a reason to abstain. Any provider can use them; the local
+grader does (:mod:`shared.adapters.local.llm`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shared.query.extractive import STOPWORDS, content_terms, split_sentences, stem, tokenize
+
+AMOUNT = "amount"
+COUNT = "count"
+QUANTITY = "quantity"
+DATE = "date"
+NAME = "name"
+
+# Heads of "what is the <head> of ..." that ask for a value of a type.
+_MONEY_HEADS = frozenset(
+    "cost costs price prices fee fees tuition salary salaries premium premiums fine fines budget revenue "
+    "revenues funding income earnings wage wages rent valuation spending payment payments payout prize "
+    "compensation charge charges".split()
+)
+_QUANTITY_HEADS = frozenset(
+    "lifespan half-life life time rate rates percentage percent share proportion ratio fraction temperature "
+    "temperatures speed capacity population weight height length distance size dosage dose limit age duration period deadline number "
+    "count average median score level levels density footprint intake value yield efficiency tenure "
+    "viewership attendance figure probability odds margin growth volume mileage range amount total "
+    "dimensions".split()
+)
+_DATE_HEADS = frozenset("year date day month century decade".split())
+# Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
+_LENGTH = r"km|kilomet\w*|miles?|mi|met(?:er|re)s?|m|feet|foot|ft|inch(?:es)?|yards?|cm|mm|light-years?|au"
+_DURATION = r"seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|yrs?|hrs?|mins?"
+_UNITS = {
+    "temperature": r"°|degrees?|[fc]",
+    "speed": r"mph|km/h|kph|knots?|m/s|miles\s+per\s+hour|kilomet\w*\s+per\s+hour",
+    "length": _LENGTH, "distance": _LENGTH, "height": _LENGTH, "range": _LENGTH, "size": _LENGTH,
+    "dimensions": _LENGTH,
+    "weight": r"kg|kilograms?|pounds?|lbs?|tons?|tonnes?|grams?|g|ounces?|oz",
+    "capacity": r"seats?|passengers?|people|persons|tons?|tonnes?|teu|liters?|litres?|gallons?|gb|tb|mw|gw|kwh",
+    "dosage": r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml|units?|tablets?",
+    "dose": r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml|units?|tablets?",
+    "intake": r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml|calories|kcal|cups?|servings?",
+    "duration": _DURATION, "period": _DURATION, "deadline": _DURATION, "tenure": _DURATION, "age": _DURATION,
+    "lifespan": _DURATION, "half-life": _DURATION, "life": _DURATION, "time": _DURATION,
+    "rate": r"%|percent|per\s+\w+|in\s+\d+|/\w+", "percentage": r"%|percent", "share": r"%|percent",
+    "proportion": r"%|percent", "ratio": r"%|percent|to\s+\d+|:\d+", "fraction": r"%|percent",
+    "density": r"per\s+\w+|/\w+", "footprint": r"co2\w*|tons?|tonnes?|kg|grams?|g", "efficiency": r"%|percent",
+}
+# Heads too general to require ("what is the status of X" is answered by any passage about X).
+_GENERIC_HEADS = frozenset(
+    "status state situation role impact impacts effect effects importance significance purpose benefit "
+    "benefits history outlook best way ways approach view views consensus evidence case reason reasons "
+    "relationship difference differences advantage advantages pros cons risk risks future meaning "
+    "definition overview point main key current thing things one ones kind type types policy policies".split()
+)
+# Words before the head that qualify it without naming what is asked.
+_QUALIFIERS = frozenset(
+    "specific exact precise detailed complete full current average typical standard recommended total "
+    "main primary key new latest actual official overall approximate estimated expected general common "
+    "usual normal minimum maximum top safe median annual daily monthly yearly correct right proper best "
+    "fastest ideal preferred".split()
+)
+# Words that end the attribute phrase ("the price OF", "the fee FOR").
+_PHRASE_END = frozenset(
+    "of for in at on to from between by with that which who used during among under after before when "
+    "where across within per as than about into over a an the".split()
+)
+
+_LEADING_NOISE = re.compile(
+    r"^\W*(?:(?:how|why|what|is|are|when|who|which)\s+)(?=(?:what|how|when|who|which|why)\b)", re.IGNORECASE
+)
+_HOW_MANY = re.compile(r"\bhow\s+many\s+(?P<rest>.+)", re.IGNORECASE)
+_HOW_MUCH = re.compile(r"\bhow\s+much\s+(?P<rest>.+)", re.IGNORECASE)
+_HOW_ADJ = re.compile(
+    r"\bhow\s+(?P<adj>long|far|old|big|large|tall|high|fast|heavy|deep|wide|often|hot|cold|expensive|"
+    r"frequently|quickly|soon)\b(?P<rest>.*)",
+    re.IGNORECASE,
+)
+_WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when|since\s+when|in\s+what\s+year|in\s+which\s+year)\b(?P<rest>.*)",
+                   re.IGNORECASE)
+_WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b(?P<rest>.*)", re.IGNORECASE)
+_WHAT_THE = re.compile(
+    r"^\W*(?:\w+\s+)?(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be|does|do|did)\s+"
+    # "the price", or a name whose possessive was dropped ("What is Tesla('s) stock price")
+    r"(?:(?:the|a|an|its|their)\s+|(?-i:(?:[A-Z][\w.-]*\s+){1,3})(?=[a-z]))"
+    r"(?P<phrase>.+)",
+    re.IGNORECASE,
+)
+_WHAT_NOUN = re.compile(
+    r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<phrase>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+"
+    r"(?P<verb>is|are|was|were|did|do|does|has|have|had|will|can|could|should|would|showed|show|shows)\b"
+    r"(?P<rest>.*)",
+    re.IGNORECASE,
+)
+_WHAT_CAUSES = re.compile(
+    r"\bwhat\s+(?:causes|caused|causing|triggers|triggered|leads\s+to|led\s+to)\b|\bcauses?\s+of\b", re.IGNORECASE
+)
+_HOW_WORK = re.compile(r"\bhow\s+(?:does|do|did|is|are)\b.+?\bwork(?:s|ed)?\b", re.IGNORECASE)
+_HOW_PROCESS = re.compile(
+    r"^\W*(?:\w+\s+)?how\s+(?:does|do|did|is|are|was|were|can|could|should)\s+\S", re.IGNORECASE
+)
+_HOW_TO = re.compile(r"\bhow\s+(?:do|can|should|could|would)\s+(?:i|we|you|one)\b", re.IGNORECASE)
+_COMPARISON = re.compile(r"\b(versus|vs\.?|compared?|comparison|differ\w*|than)\b", re.IGNORECASE)
+_WHAT_SHARE = re.compile(r"\b(?:what|which)\s+(?:percentage|percent|proportion|share|fraction)\b", re.IGNORECASE)
+_WHAT_FIRST = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<rest>.+)", re.IGNORECASE)
+
+_CAUSAL = re.compile(
+    r"\b(caus\w*|due\s+to|because|result(?:s|ed)?\s+(?:from|of)|as\s+a\s+result|trigger\w*|attribut\w*|"
+    r"lead\s+to|leads\s+to|led\s+to|driven\s+by|stem\w*\s+from|responsible\s+for|factors?|contribut\w*|"
+    r"origin\w*|linked\s+to|associated\s+with|risk\s+factors?)\b",
+    re.IGNORECASE,
+)
+_MECHANISM = re.compile(
+    r"\b(works?\s+by|working\s+by|mechanism\w*|by\s+\w+ing|through|via|uses?|using|process|steps?|binds?|"
+    r"inhibit\w*|blocks?|converts?|cuts?|targets?|activat\w*|enabl\w*|relies\s+on|consists?\s+of)\b",
+    re.IGNORECASE,
+)
+
+_MONTHS = ("january february march april may june july august september october november december "
+           "jan feb mar apr jun jul aug sep sept oct nov dec").split()
+_YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
+_DATE_VALUE = re.compile(
+    r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\b\d+\s*(?:BCE|BC|CE|AD)\b|\b\d{1,2}(?:st|nd|rd|th)\s+century\b|"
+    r"\b(?:" + "|".join(_MONTHS) + r")\b\.?|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b(?:Q[1-4]|H[12])\b|"
+    r"\b\d+\s+(?:years?|decades?|centuries|months?)\s+ago\b|\b(?:early|mid|late)-?\d{2,4}s?\b",
+    re.IGNORECASE,
+)
+_CURRENCY = re.compile(
+    r"[$€£¥₹]\s?\d|\b\d[\d,.]*\s*(?:k|m|bn|million|billion|trillion)?\s*(?:dollars?|euros?|pounds?|yen|"
+    r"usd|eur|gbp|cents?|francs?|rupees?|yuan)\b|\b(?:usd|eur|gbp|chf|jpy|cad|aud)\s?\d|\b\d[\d,.]*\s*%|"
+    r"\b\d[\d,.]*\s+percent\b|\bfree\s+of\s+charge\b|\bno\s+(?:cost|charge|fee)\b|\bat\s+no\s+cost\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds "
+    "thousand thousands million millions billion billions dozen dozens half quarter twice double triple "
+    "single".split()
+)
+_NAME_FILLERS = frozenset(
+    "The A An In On At For Of And Or But By To From With As This That These Those It Its Their His Her "
+    "Our We They He She I If When While After Before During Since Although However According Most Many "
+    "Some All Each Every Both Several".split()
+)
+
+_QUESTION_WORDS = frozenset("many much long far old big large often soon whose".split())
+
+# A supporting sentence's passage must cover at least this share of the question's topic terms
+# (or TOPIC_TERMS of them): near misses name the entity, so the tie is loose; it only keeps a
+# value about something else, in a passage about something else, from counting.
+TOPIC_COVERAGE = 0.34
+TOPIC_TERMS = 2
+# A supporting passage must name at least this share of the question's names (see _anchored).
+ANCHOR_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class AskedFact:
+    """What a question asks for, as far as its shape tells.
+
+    ``kind`` is the value type an answer must hold (``amount``, ``count``,
+    ``quantity``, ``date``, ``name``) or None. ``aspect`` names the asked
+    attribute ("price", "ingredients"): a supporting sentence names one of these
+    words, or, for a value, states it in one of the head's units (``unit``, a
+    regular expression: "40 tons" is a load capacity). ``named`` are words an
+    on-topic passage (not necessarily the sentence) must contain. ``relation`` is
+    ``cause`` or ``mechanism`` for what-causes and how-does-it-work questions.
+    ``topic`` are the remaining content terms (the entity asked about), of which a
+    supporting sentence names at least one; ``specifics`` the years and proper
+    names the question states.
+    """
+
+    kind: str | None = None
+    aspect: tuple[str, ...] = ()
+    unit: str | None = None
+    named: tuple[str, ...] = ()
+    relation: str | None = None
+    topic: tuple[str, ...] = ()
+    specifics: tuple[str, ...] = ()
+
+    @property
+    def checkable(self) -> bool:
+        """Whether the question's shape puts any requirement on an answer."""
+        return bool(self.kind or self.aspect or self.relation or self.named)
+
+
+@dataclass(frozen=True)
+class FactSupport:
+    """The verdict of :func:`fact_support`: ``missing`` says what no sentence holds (empty when supported)."""
+
+    fact: AskedFact
+    checked: bool
+    missing: tuple[str, ...] = ()
+    sentence: str | None = None  # the supporting sentence, when one was found
+
+    @property
+    def supported(self) -> bool:
+        """True unless a checked requirement found no sentence (an unchecked question counts as supported)."""
+        return not self.missing
+
+
+def _normalise(question: str) -> str:
+    text = " ".join(re.sub(r"(?<=\w)['\u2019]s\b", "", question).replace("?", " ").split())
+    # "Why what are the ..." / "How what were ...": a stray leading question word.
+    return _LEADING_NOISE.sub("", text)
+
+
+def _phrase_words(phrase: str) -> list[str]:
+    """The attribute phrase: the words up to the first preposition or verb-like word."""
+    out: list[str] = []
+    for word in tokenize(phrase):
+        low = word.lower()
+        if low in _PHRASE_END or (out and low in {"is", "are", "was", "were", "do", "does", "did", "has", "have"}):
+            break
+        out.append(word)
+    return out
+
+
+def _singular(word: str) -> str:
+    low = word.lower()
+    return low[:-1] if low.endswith("s") and not low.endswith("ss") else low
+
+
+def _aspect_of(words: Sequence[str]) -> tuple[str | None, tuple[str, ...], str | None]:
+    """(value kind, aspect words, unit pattern) of an attribute phrase ("average closing cost percentage")."""
+    words = [w for w in words if w.lower() not in STOPWORDS]
+    if not words:
+        return None, (), None
+    head = words[-1].lower()
+    modifiers = [w for w in words[:-1] if w.lower() not in _QUALIFIERS and w.lower() not in _GENERIC_HEADS]
+    kind = None
+    if head in _MONEY_HEADS or _singular(head) in _MONEY_HEADS:
+        kind = AMOUNT
+    elif head in _QUANTITY_HEADS or _singular(head) in _QUANTITY_HEADS:
+        kind = QUANTITY
+    elif head in _DATE_HEADS or _singular(head) in _DATE_HEADS:
+        kind = DATE
+    if kind is None:
+        if head in _GENERIC_HEADS or head in _QUALIFIERS or _singular(head) in _GENERIC_HEADS:
+            # "the status of X" asks for nothing in particular; "the side effects of X" asks for side effects
+            return None, tuple(modifiers[-1:]), None
+        return None, (words[-1],), None
+    if head in {"number", "amount", "total", "figure", "value", "count", "level", "levels", "average", "median",
+                "date", "year"}:
+        # "the number of X": X is what is counted, named after the phrase; the value type is the requirement
+        return kind, tuple(modifiers[-1:]), None
+    unit = _UNITS.get(head) or _UNITS.get(_singular(head))
+    return kind, (words[-1], *modifiers[-1:]), unit
+
+
+def _specifics(question: str) -> tuple[str, ...]:
+    """The names, acronyms, model numbers and years a question states: the entity it is about.
+
+    A capitalised word not opening the question, an acronym, a year, or a number
+    written right after a name ("iPhone 16", "Level 5").
+    """
+    out: list[str] = []
+    words = tokenize(question)
+    for i, word in enumerate(words):
+        low = word.lower()
+        if low in STOPWORDS or word in _NAME_FILLERS or low in _MONTHS or low in _QUESTION_WORDS:
+            continue
+        if _YEAR.match(word):
+            out.append(word)
+        elif word.isdigit() and i > 0 and (words[i - 1][:1].isupper() or words[i - 1].isupper()):
+            out.append(word)
+        elif i > 0 and word[:1].isupper() and len(word) > 1:
+            out.append(word)
+        elif i > 0 and any(ch.isupper() for ch in word[1:]) and any(ch.isalpha() for ch in word):
+            out.append(word)  # "iPhone", "eBay"
+    return tuple(dict.fromkeys(out))
+
+
+# Names a passage may write another way ("the U.S." for "the United States").
+_ALIASES = {
+    "united": ("us", "u.s", "usa", "america", "american", "uk", "u.k", "britain", "british"),
+    "states": ("us", "u.s", "usa", "america", "american"),
+    "kingdom": ("uk", "u.k", "britain", "british"),
+    "america": ("us", "u.s", "usa", "american"),
+    "european": ("eu",),
+    "union": ("eu",),
+}
+
+
+def _anchored(specifics: Sequence[str], stems: set[str]) -> bool:
+    """Whether a passage names enough of the question's specifics (see :func:`_specifics`) to be about
+    the same entity: at least ANCHOR_SHARE of them (a passage may write "the Eastern Front" for
+    "World War II in Europe"). Years do not count: a passage may describe an event without its date."""
+    names = [s for s in specifics if not _YEAR.match(s)]
+    if not names:
+        return True
+    named = sum(1 for s in names if _present(s, stems) or any(a in stems for a in _ALIASES.get(s.lower(), ())))
+    return named / len(names) >= ANCHOR_SHARE
+
+
+_CAUSAL_VERBS = frozenset("causes determines drives influences affects explains predicts controls triggers".split())
+
+
+def asked_fact(question: str) -> AskedFact:
+    """What ``question`` asks for (see :class:`AskedFact`); an empty fact when its shape says nothing."""
+    text = _normalise(question)
+    kind: str | None = None
+    aspect: tuple[str, ...] = ()
+    unit: str | None = None
+    named: tuple[str, ...] = ()
+    ties: tuple[str, ...] = ()
+    relation: str | None = None
+    if m := _HOW_MANY.search(text):
+        kind = COUNT
+        counted = [w for w in _phrase_words(m.group("rest")) if w.lower() not in STOPWORDS]
+        # the counted noun ("users" of "active users") ties the count to the question, but a
+        # sentence may count "deaths" or "viewers" for "people": it is a topic word, not a must
+        ties = tuple(counted[:2])
+    elif m := _HOW_MUCH.search(text):
+        rest = m.group("rest")
+        if re.search(r"\b(cost|costs|pay|paid|charge|charged|spend|spent|earn|earned|worth|price|fund\w*|"
+                     r"allocate\w*|money|owe|raise\w*)\b", rest, re.IGNORECASE):
+            kind = AMOUNT
+        else:
+            kind = QUANTITY
+    elif m := _HOW_ADJ.search(text):
+        adj = m.group("adj").lower()
+        kind = AMOUNT if adj == "expensive" else DATE if adj == "soon" else QUANTITY
+    elif _WHEN.search(text):
+        kind = DATE
+    elif _WHO.search(text):
+        kind = NAME
+    elif _WHAT_CAUSES.search(text):
+        relation = "cause"
+    elif _HOW_WORK.search(text):
+        relation = "mechanism"
+    elif _WHAT_SHARE.search(text):
+        kind, unit = QUANTITY, _UNITS["percentage"]
+    elif (m := _WHAT_THE.search(text)) and (
+        (parsed := _aspect_of(_phrase_words(m.group("phrase"))))[0] or (parsed[1] and text[:3].lower() != "how")
+    ):
+        # "how is the <head> of ..." only when the head asks for a value ("how is the speed of X")
+        kind, aspect, unit = parsed
+    elif _HOW_PROCESS.search(text) and not _HOW_TO.search(text) and not _COMPARISON.search(text):
+        relation = "mechanism"  # "how do I ...?" asks for steps, which no rule here can recognise
+    elif (m := _WHAT_NOUN.search(text)) and not re.match(
+        r"^(is|are|was|were|does|do|did|kind|type|sort)\b", m.group("phrase"), re.IGNORECASE
+    ):
+        kind, aspect, unit = _aspect_of(_phrase_words(m.group("phrase")))
+    elif m := _WHAT_FIRST.search(text):
+        words = [w for w in tokenize(m.group("rest")) if w.lower() not in _QUALIFIERS]
+        first = words[0].lower() if words else ""
+        if first in _CAUSAL_VERBS:
+            relation = "cause"  # "what determines X?"
+        elif first and first not in STOPWORDS and first not in {"kind", "type", "sort"}:
+            # "what materials compose X?": without a verb to end the phrase, one of its first
+            # words is only required somewhere in an on-topic passage
+            named = tuple(w for w in words[:3] if w.lower() not in STOPWORDS)
+    if not (kind or aspect or relation or named):
+        # yes/no and open questions ("is X better than Y?"): nothing specific is asked
+        return AskedFact()
+    asked = {stem(a) for a in (*aspect, *named)}
+    topic = tuple(
+        t for t in (*ties, *content_terms(text, keep_temporal=False))
+        if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
+        and not (kind == AMOUNT and t.lower() in _MONEY_HEADS | {"pay", "spend", "charge"})
+    )
+    return AskedFact(kind=kind, aspect=aspect, unit=unit, named=named, relation=relation,
+                     topic=tuple(dict.fromkeys(topic)), specifics=_specifics(text))
+
+
+# ----------------------------------------------------------------- values
+
+
+def _numbers(sentence: str) -> list[tuple[str, str]]:
+    """(number token, the word after it) for each number written in digits or words."""
+    words = tokenize(sentence)
+    out = []
+    for i, word in enumerate(words):
+        low = word.lower()
+        if any(ch.isdigit() for ch in word) or low in _NUMBER_WORDS:
+            out.append((word, words[i + 1].lower() if i + 1 < len(words) else ""))
+    return out
+
+
+def _is_year(token: str, after: str) -> bool:
+    return bool(_YEAR.match(token.rstrip("s"))) and (not after or after in STOPWORDS or after in _MONTHS
+                                                     or not after.isalpha())
+
+
+def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = frozenset()) -> bool:
+    """Whether ``sentence`` holds a value of ``kind`` (see the module docstring)."""
+    if kind == DATE:
+        return bool(_DATE_VALUE.search(sentence))
+    if kind == AMOUNT:
+        return bool(_CURRENCY.search(sentence))
+    if kind in (COUNT, QUANTITY):
+        for token, after in _numbers(sentence):
+            if _is_year(token, after) or stem(token) in question_terms:
+                continue  # a year, or a number the question itself states, is not the asked value
+            return True
+        return kind == QUANTITY and bool(_CURRENCY.search(sentence))
+    if kind == NAME:
+        words = tokenize(sentence)
+        for i, word in enumerate(words):
+            if not word[:1].isupper() or word in _NAME_FILLERS or word.lower() in _MONTHS or len(word) < 2:
+                continue
+            if stem(word) in question_terms:
+                continue
+            if i == 0 and not (i + 1 < len(words) and words[i + 1][:1].isupper()):
+                continue  # a capital that only opens the sentence
+            return True
+        return False
+    return True
+
+
+# ----------------------------------------------------------------- support
+
+
+def _present(term: str, stems: set[str]) -> bool:
+    """``term`` is among ``stems``, allowing inflections the stemmer keeps apart ("employ"/"employe")."""
+    key = stem(term)
+    if key in stems:
+        return True
+    if len(key) < 4:
+        return False
+    return any(len(s) >= 4 and (s.startswith(key) or key.startswith(s)) and abs(len(s) - len(key)) <= 2
+               for s in stems)
+
+
+def _sentence_stems(sentence: str) -> set[str]:
+    out = set()
+    for word in tokenize(sentence):
+        out.add(stem(word))
+        if "-" in word:
+            out.update(stem(part) for part in word.split("-") if part)
+    return out
+
+
+def _on_topic(topic: Sequence[str], stems: set[str]) -> bool:
+    if not topic:
+        return True
+    present = sum(_present(t, stems) for t in topic)
+    return present >= TOPIC_TERMS or present / len(topic) >= TOPIC_COVERAGE
+
+
+def _value_with_unit(sentence: str, unit: str) -> bool:
+    return bool(re.search(r"\d[\d,.]*[\s-]*(?:" + unit + r")(?![a-z])", sentence, re.IGNORECASE))
+
+
+def _restates(topic: Sequence[str], stems: set[str]) -> bool:
+    """A sentence naming every term of a how-question, its verb included, states its answer ("BM25
+    ranks documents by term frequency" for "how does BM25 rank documents by term frequency?")."""
+    return len(topic) >= 3 and all(_present(t, stems) for t in topic)
+
+
+def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset[str]) -> bool:
+    """Whether ``sentence`` states what ``fact`` asks (its passage already checked for topic)."""
+    stems = _sentence_stems(sentence)
+    if fact.kind and not holds_value(sentence, fact.kind, question_stems):
+        return False
+    named_aspect = any(_present(a, stems) for a in fact.aspect)
+    if fact.aspect and not named_aspect and not (fact.unit and _value_with_unit(sentence, fact.unit)):
+        return False
+    if not named_aspect and fact.topic and not any(_present(t, stems) for t in fact.topic):
+        return False  # the value must be tied to the question's terms, not float in its passage
+    if fact.relation == "cause" and not _CAUSAL.search(sentence):
+        return False
+    if fact.relation == "mechanism" and not _MECHANISM.search(sentence) and not _restates(fact.topic, stems):
+        return False
+    return True
+
+
+def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
+    """Whether any sentence of ``passages`` holds what ``question`` asks (see the module docstring)."""
+    fact = asked_fact(question)
+    if not fact.checkable or not passages:
+        return FactSupport(fact, checked=False)
+    question_stems = frozenset(_sentence_stems(question))
+    passage_stems = [_sentence_stems(p) for p in passages]
+    union = set().union(*passage_stems)
+    missing: list[str] = []
+
+    absent = [s for s in fact.specifics if not _YEAR.match(s) and not _anchored([s], union)]
+    found: str | None = None
+    for text, stems in zip(passages, passage_stems, strict=True):
+        if not _on_topic((*fact.topic, *fact.aspect[:1]), stems) or (
+            fact.named and not any(_present(n, stems) for n in fact.named)
+        ) or not _anchored(fact.specifics, stems):
+            continue
+        if not (fact.kind or fact.aspect or fact.relation):
+            found = text[:200]
+            break
+        found = next((s for s in split_sentences(text) if _sentence_supports(s, fact, question_stems)), None)
+        if found:
+            break
+    if found is None:
+        what = " ".join((*fact.aspect[:1], *fact.named)) or fact.relation or ""
+        label = f"{fact.kind} ({what})" if fact.kind and what else (fact.kind or what)
+        missing.append(f"no sentence states the asked {label}"
+                       + (f" (no context names {', '.join(absent)})" if absent else ""))
+    return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found)
+
+
+def _year_in_range(year: str, passages: Sequence[str]) -> bool:
+    """A year the question names that a passage's span covers ("1250-1150 BCE" holds 1200)."""
+    if not _YEAR.match(year):
+        return False
+    y = int(year)
+    for text in passages:
+        for a, b in re.findall(r"\b(\d{3,4})\s*(?:-|–|to|and)\s*(\d{2,4})\b", text):
+            lo, hi = sorted((int(a), int(b) if len(b) > 2 else int(a[: len(a) - len(b)] + b)))
+            if lo <= y <= hi:
+                return True
+    return False
+
+
+__all__ = ["AMOUNT", "COUNT", "DATE", "NAME", "QUANTITY", "AskedFact", "FactSupport", "asked_fact",
+           "fact_support", "holds_value"]

@@ -1,0 +1,183 @@
+"""Abstention on near misses (issue 11.1): the contexts must hold the *asked* fact.
+
+Every example is written for these tests: a near miss names the question's entity
+and never states the asked price, year, headcount, ingredient, cause or mechanism;
+its counterpart adds the one sentence that does. Each pair fails if its rule breaks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.adapters.local.llm import LocalLanguageModel
+from shared.contract.ports import GradingContext
+from shared.query.answer_types import (
+    AMOUNT,
+    COUNT,
+    DATE,
+    NAME,
+    QUANTITY,
+    asked_fact,
+    fact_support,
+    holds_value,
+)
+from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex, chunk
+
+pytestmark = pytest.mark.unit
+
+AURORA = [
+    "The Aurora Plus subscription includes offline playback, four profiles and lossless audio.",
+    "Aurora launched the Plus plan in Norway and Sweden before the rest of Europe.",
+]
+HALVORSEN = [
+    "The Halvorsen Bridge spans the Lågen river with a 300-metre steel arch.",
+    "The Halvorsen Bridge carries two lanes of traffic and a cycle path.",
+]
+BRIGHTWATER = [
+    "Brightwater Analytics builds demand-forecasting software for grocery retailers.",
+    "Brightwater Analytics was founded in 2011 and is headquartered in Leeds.",
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How much does the Aurora Plus subscription cost?", AMOUNT),
+        ("What is the price of the Aurora Plus plan?", AMOUNT),
+        ("How many employees does Brightwater Analytics have?", COUNT),
+        ("When was the Halvorsen Bridge opened?", DATE),
+        ("In which year did the Halvorsen Bridge open?", DATE),
+        ("Who founded Brightwater Analytics?", NAME),
+        ("What is the top speed of the Kestrel K2 drone?", QUANTITY),
+        ("What percentage of Aurora subscribers pay yearly?", QUANTITY),
+    ],
+)
+def test_the_question_shape_names_the_value_type_an_answer_needs(question, kind):
+    assert asked_fact(question).kind == kind
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Is remote work more productive than office work?", "Should we adopt hybrid search?", "Wie viel kostet das?"],
+)
+def test_open_yes_no_and_foreign_questions_are_not_checked(question):
+    fact = asked_fact(question)
+    assert not fact.checkable
+    assert fact_support(question, AURORA).checked is False
+    assert fact_support(question, AURORA).supported  # unchecked never counts against answering
+
+
+def test_a_price_the_contexts_do_not_state_is_a_near_miss():
+    question = "How much does the Aurora Plus subscription cost?"
+    miss = fact_support(question, AURORA)
+    assert miss.checked and not miss.supported
+    assert "amount" in miss.missing[0]
+    hit = fact_support(question, [*AURORA, "The Aurora Plus subscription costs 129 NOK or $12.99 a month."])
+    assert hit.supported and "$12.99" in hit.sentence
+
+
+def test_a_year_the_contexts_do_not_state_is_a_near_miss():
+    question = "When was the Halvorsen Bridge opened?"
+    assert not fact_support(question, HALVORSEN).supported
+    assert fact_support(question, [*HALVORSEN, "The Halvorsen Bridge opened to traffic in May 1987."]).supported
+
+
+def test_a_headcount_needs_a_count_not_a_year():
+    question = "How many employees does Brightwater Analytics have?"
+    # The founding year is a number, but not a count of anything the question asks about.
+    assert not fact_support(question, BRIGHTWATER).supported
+    assert fact_support(question, [*BRIGHTWATER, "Brightwater Analytics employs 1,240 people in four offices."]).supported
+    assert fact_support(question, [*BRIGHTWATER, "Brightwater Analytics employs about two hundred staff."]).supported
+
+
+def test_a_value_about_another_entity_does_not_count():
+    question = "What is the tuition at Ardmore College?"
+    other = ["Tuition at Pellham University is $41,200 per year for undergraduates.",
+             "Ardmore College offers forty degree programmes on its riverside campus."]
+    assert not fact_support(question, other).supported
+    assert fact_support(question, [*other, "Ardmore College tuition is $28,900 per year."]).supported
+
+
+def test_a_quantity_stated_in_its_unit_counts_without_naming_the_attribute():
+    question = "What is the load capacity of the Ridgemoor footbridge?"
+    assert not fact_support(question, ["The Ridgemoor footbridge was repainted green in the spring."]).supported
+    assert fact_support(question, ["The Ridgemoor footbridge is rated for 12 tons of distributed load."]).supported
+
+
+def test_a_name_must_be_one_the_question_does_not_already_hold():
+    question = "Who founded Marlowe Labs?"
+    assert not fact_support(question, ["Marlowe Labs makes air-quality sensors for schools."]).supported
+    assert fact_support(question, ["Marlowe Labs was founded by Ingrid Solberg after she left the university."]).supported
+
+
+def test_an_asked_aspect_must_be_named_by_a_sentence():
+    question = "What are the ingredients of Verdane cleaning spray?"
+    awards = ["Verdane cleaning spray won a consumer award for streak-free results.",
+              "Verdane cleaning spray is sold in three bottle sizes."]
+    assert not fact_support(question, awards).supported
+    assert fact_support(question, [*awards, "The ingredients of Verdane cleaning spray are citric acid and "
+                                            "a plant-based surfactant."]).supported
+
+
+def test_a_cause_question_needs_a_causal_sentence():
+    question = "What causes Harlow syndrome?"
+    symptoms = ["Harlow syndrome brings joint pain and fatigue in adults.",
+                "Harlow syndrome is treated with physiotherapy and rest."]
+    assert not fact_support(question, symptoms).supported
+    assert fact_support(question, [*symptoms, "Harlow syndrome is caused by a mutation in the COL7 gene."]).supported
+
+
+def test_a_how_does_it_work_question_needs_a_mechanism():
+    question = "How does the Kestrel water filter remove lead?"
+    sales = ["The Kestrel water filter is sold in thirty countries.",
+             "Reviewers praised the Kestrel water filter's lead results and its price."]
+    assert not fact_support(question, sales).supported
+    assert fact_support(question, [*sales, "The Kestrel filter removes lead through an ion-exchange resin bed."]).supported
+
+
+def test_values_are_recognised_by_type():
+    assert holds_value("It costs €45 per seat.", AMOUNT)
+    assert holds_value("The fee is 2.5% of the loan.", AMOUNT)
+    assert not holds_value("It is popular with small teams.", AMOUNT)
+    assert holds_value("It opened in March.", DATE) and holds_value("Built in the 14th century.", DATE)
+    assert not holds_value("It opened to great acclaim.", DATE)
+    assert holds_value("About 300 people attended.", COUNT)
+    assert not holds_value("It was founded in 2011.", COUNT)
+
+
+# ------------------------------------------------------------- the local grader
+
+
+def _model():
+    embedder = HashingEmbedder()
+    corpus = [chunk(n, f"doc {n}", text) for n, text in enumerate([
+        *AURORA, *HALVORSEN, *BRIGHTWATER,
+        "BM25 ranks documents by term frequency with saturation and inverse document frequency.",
+        "Hybrid search merges keyword and vector rankings; consumers of the search API can rebalance weights.",
+        "Reciprocal rank fusion sums one over sixty plus the rank of each document across the result lists.",
+    ])]
+    return LocalLanguageModel(index=MemoryIndex(embedder, corpus), embedder=embedder)
+
+
+def _contexts(*texts):
+    return [GradingContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
+
+
+def test_the_local_grader_abstains_on_a_near_miss_and_answers_when_the_fact_is_there():
+    llm = _model()
+    question = "How much does the Aurora Plus subscription cost?"
+    miss = llm.grade(question, _contexts(*AURORA))
+    assert not miss.answerable and not miss.grounded
+    assert "no sentence states the asked amount" in miss.reasoning
+    hit = llm.grade(question, _contexts(*AURORA, "The Aurora Plus subscription costs $12.99 a month."))
+    assert hit.answerable
+    assert hit.score > miss.score  # the near miss also grades lower, which is what calibration ranks by
+
+
+def test_an_off_topic_question_sharing_vocabulary_is_refused():
+    llm = _model()
+    # "consumers", "rebalance" and "search" occur in the corpus; Kafka and its consumer groups do not.
+    grade = llm.grade("How does Kafka consumer group rebalancing work?", _contexts(
+        "Hybrid search merges keyword and vector rankings; consumers of the search API can rebalance weights.",
+        "Reciprocal rank fusion sums one over sixty plus the rank of each document across the result lists."))
+    assert not grade.answerable
