@@ -181,3 +181,13 @@ def test_an_off_topic_question_sharing_vocabulary_is_refused():
         "Hybrid search merges keyword and vector rankings; consumers of the search API can rebalance weights.",
         "Reciprocal rank fusion sums one over sixty plus the rank of each document across the result lists."))
     assert not grade.answerable
+
+
+def test_the_model_grader_is_asked_for_the_asked_fact_not_the_topic():
+    from shared.query.prompts import grade_prompt
+
+    prompt = grade_prompt("How much does the Aurora Plus subscription cost?", _contexts(*AURORA))
+    # A model told "answerable = false only when the subject is not covered at all" answers near misses.
+    assert "does not cover this subject at all" not in prompt
+    assert "near miss" in prompt and "asked fact" in prompt
+    assert "grounded (true/false): is the asked fact itself stated" in prompt
