@@ -111,7 +111,7 @@ _WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when|since\s+when|in\s+what\s+year|in\s+w
                    re.IGNORECASE)
 _WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b(?P<rest>.*)", re.IGNORECASE)
 _WHAT_THE = re.compile(
-    r"^\W*(?:\w+\s+)?(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be|does|do|did)\s+"
+    r"^\W*(?:\w+\s+)?(?:(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be)|how\s+(?:does|do|did))\s+"
     # "the price", or a name whose possessive was dropped ("What is Tesla('s) stock price")
     r"(?:(?:the|a|an|its|their)\s+|(?-i:(?:[A-Z][\w.-]*\s+){1,3})(?=[a-z]))"
     r"(?P<phrase>.+)",
@@ -128,7 +128,9 @@ _WHAT_CAUSES = re.compile(
 )
 _HOW_WORK = re.compile(r"\bhow\s+(?:does|do|did|is|are)\b.+?\bwork(?:s|ed)?\b", re.IGNORECASE)
 _HOW_PROCESS = re.compile(
-    r"^\W*(?:\w+\s+)?how\s+(?:does|do|did|is|are|was|were|can|could|should)\s+\S", re.IGNORECASE
+    r"^\W*(?:\w+\s+)?how\s+(?:is|are|was|were)\s+.+\b(?:made|produced|manufactured|built|constructed|formed|"
+    r"created|generated|synthesi[sz]ed|calculated|measured|determined|transmitted|extracted|processed)\b",
+    re.IGNORECASE,
 )
 _HOW_TO = re.compile(r"\bhow\s+(?:do|can|should|could|would)\s+(?:i|we|you|one)\b", re.IGNORECASE)
 _COMPARISON = re.compile(r"\b(versus|vs\.?|compared?|comparison|differ\w*|than)\b", re.IGNORECASE)
@@ -182,7 +184,7 @@ _QUESTION_WORDS = frozenset("many much long far old big large often soon whose".
 TOPIC_COVERAGE = 0.34
 TOPIC_TERMS = 2
 # A supporting passage must name at least this share of the question's names (see _anchored).
-ANCHOR_SHARE = 0.5
+ANCHOR_SHARE = 1.0
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,14 @@ class AskedFact:
 
 @dataclass(frozen=True)
 class FactSupport:
-    """The verdict of :func:`fact_support`: ``missing`` says what no sentence holds (empty when supported)."""
+    """The verdict of :func:`fact_support`: ``missing`` says what no sentence holds (empty when supported).
+
+    ``firm`` tells how much a miss says: a missing value (amount, count, quantity,
+    date, name), cause or mechanism is a near miss to abstain on; a missing noun
+    aspect ("the ingredients") only weakens the grade, because passages often state
+    such an aspect in other words ("contains citric acid") and the rule would refuse
+    answerable questions.
+    """
 
     fact: AskedFact
     checked: bool
@@ -228,6 +237,15 @@ class FactSupport:
     def supported(self) -> bool:
         """True unless a checked requirement found no sentence (an unchecked question counts as supported)."""
         return not self.missing
+
+    @property
+    def firm(self) -> bool:
+        return bool(self.fact.kind or self.fact.relation)
+
+    @property
+    def near_miss(self) -> bool:
+        """The contexts are about the question's subject but evidently lack the asked fact: abstain."""
+        return self.checked and not self.supported and self.firm
 
 
 def _normalise(question: str) -> str:
@@ -268,8 +286,8 @@ def _aspect_of(words: Sequence[str]) -> tuple[str | None, tuple[str, ...], str |
         kind = DATE
     if kind is None:
         if head in _GENERIC_HEADS or head in _QUALIFIERS or _singular(head) in _GENERIC_HEADS:
-            # "the status of X" asks for nothing in particular; "the side effects of X" asks for side effects
-            return None, tuple(modifiers[-1:]), None
+            # "the status of X", "the economic impact of X" ask for nothing a word can check
+            return None, (), None
         return None, (words[-1],), None
     if head in {"number", "amount", "total", "figure", "value", "count", "level", "levels", "average", "median",
                 "date", "year"}:
@@ -293,6 +311,8 @@ def _specifics(question: str) -> tuple[str, ...]:
             continue
         if _YEAR.match(word):
             out.append(word)
+        elif len(word) == 1 and word.isupper() and i > 0 and words[i - 1][:1].isupper():
+            out.append(word)  # "Model Y"
         elif word.isdigit() and i > 0 and (words[i - 1][:1].isupper() or words[i - 1].isupper()):
             out.append(word)
         elif i > 0 and word[:1].isupper() and len(word) > 1:
@@ -300,6 +320,14 @@ def _specifics(question: str) -> tuple[str, ...]:
         elif i > 0 and any(ch.isupper() for ch in word[1:]) and any(ch.isalpha() for ch in word):
             out.append(word)  # "iPhone", "eBay"
     return tuple(dict.fromkeys(out))
+
+
+def _edition_years(question: str) -> tuple[str, ...]:
+    """Years written before a name or noun ("2024 World Series", "2025 contribution limits"), which pick
+    one edition of a recurring thing, unlike a year after "in" or "of" that only dates the question."""
+    words = tokenize(_normalise(question))
+    return tuple(w for i, w in enumerate(words) if _YEAR.match(w) and i + 1 < len(words)
+                 and words[i + 1].lower() not in STOPWORDS and words[i + 1].isalpha())
 
 
 # Names a passage may write another way ("the U.S." for "the United States").
@@ -313,11 +341,14 @@ _ALIASES = {
 }
 
 
-def _anchored(specifics: Sequence[str], stems: set[str]) -> bool:
+def _anchored(specifics: Sequence[str], stems: set[str], edition_years: Sequence[str] = ()) -> bool:
     """Whether a passage names enough of the question's specifics (see :func:`_specifics`) to be about
     the same entity: at least ANCHOR_SHARE of them (a passage may write "the Eastern Front" for
-    "World War II in Europe"). Years do not count: a passage may describe an event without its date."""
+    "World War II in Europe"). A year counts only where it names an edition ("the 2024 World Series",
+    ``edition_years``): a passage may describe an event "of 1943" without its date."""
     names = [s for s in specifics if not _YEAR.match(s)]
+    if any(_YEAR.match(s) and s.lower() not in stems for s in specifics if s in edition_years):
+        return False  # "the 2024 World Series" is not the 2022 one
     if not names:
         return True
     named = sum(1 for s in names if _present(s, stems) or any(a in stems for a in _ALIASES.get(s.lower(), ())))
@@ -382,6 +413,12 @@ def asked_fact(question: str) -> AskedFact:
             # "what materials compose X?": without a verb to end the phrase, one of its first
             # words is only required somewhere in an on-topic passage
             named = tuple(w for w in words[:3] if w.lower() not in STOPWORDS)
+    if kind is None and aspect:
+        # A noun aspect ("the ingredients", "the terms") is checked in the passage, not one sentence:
+        # passages name it once and state its parts in the sentences that follow.
+        named, aspect = aspect, ()
+    if re.match(r"^\W*(?:\w+\s+)?which\b", text, re.IGNORECASE) and kind is None:
+        named = ()  # "which company has more revenue, A or B?" asks to choose among names it gives
     if not (kind or aspect or relation or named):
         # yes/no and open questions ("is X better than Y?"): nothing specific is asked
         return AskedFact()
@@ -477,7 +514,7 @@ def _value_with_unit(sentence: str, unit: str) -> bool:
 def _restates(topic: Sequence[str], stems: set[str]) -> bool:
     """A sentence naming every term of a how-question, its verb included, states its answer ("BM25
     ranks documents by term frequency" for "how does BM25 rank documents by term frequency?")."""
-    return len(topic) >= 3 and all(_present(t, stems) for t in topic)
+    return len(topic) >= 4 and all(_present(t, stems) for t in topic)
 
 
 def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset[str]) -> bool:
@@ -511,8 +548,8 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     found: str | None = None
     for text, stems in zip(passages, passage_stems, strict=True):
         if not _on_topic((*fact.topic, *fact.aspect[:1]), stems) or (
-            fact.named and not any(_present(n, stems) for n in fact.named)
-        ) or not _anchored(fact.specifics, stems):
+            fact.named and not any(_present(n, union) for n in fact.named)
+        ) or not _anchored(fact.specifics, stems, _edition_years(question)):
             continue
         if not (fact.kind or fact.aspect or fact.relation):
             found = text[:200]

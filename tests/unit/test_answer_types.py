@@ -70,7 +70,7 @@ def test_open_yes_no_and_foreign_questions_are_not_checked(question):
 def test_a_price_the_contexts_do_not_state_is_a_near_miss():
     question = "How much does the Aurora Plus subscription cost?"
     miss = fact_support(question, AURORA)
-    assert miss.checked and not miss.supported
+    assert miss.checked and not miss.supported and miss.near_miss
     assert "amount" in miss.missing[0]
     hit = fact_support(question, [*AURORA, "The Aurora Plus subscription costs 129 NOK or $12.99 a month."])
     assert hit.supported and "$12.99" in hit.sentence
@@ -110,13 +110,23 @@ def test_a_name_must_be_one_the_question_does_not_already_hold():
     assert fact_support(question, ["Marlowe Labs was founded by Ingrid Solberg after she left the university."]).supported
 
 
-def test_an_asked_aspect_must_be_named_by_a_sentence():
+def test_an_asked_aspect_no_passage_names_weakens_but_does_not_refuse():
     question = "What are the ingredients of Verdane cleaning spray?"
     awards = ["Verdane cleaning spray won a consumer award for streak-free results.",
               "Verdane cleaning spray is sold in three bottle sizes."]
-    assert not fact_support(question, awards).supported
+    miss = fact_support(question, awards)
+    assert miss.checked and not miss.supported and not miss.near_miss
     assert fact_support(question, [*awards, "The ingredients of Verdane cleaning spray are citric acid and "
                                             "a plant-based surfactant."]).supported
+
+
+def test_a_value_of_another_edition_or_model_does_not_count():
+    assert not fact_support("Who won the 2024 Harbour Regatta?",
+                            ["The Sandvik crew won the 2022 Harbour Regatta in record time."]).supported
+    assert fact_support("Who won the 2024 Harbour Regatta?",
+                        ["The Sandvik crew won the 2024 Harbour Regatta in record time."]).supported
+    assert not fact_support("What is the range of the Corvo Model Y?",
+                            ["The Corvo Model 3 has a range of 410 km on one charge."]).supported
 
 
 def test_a_cause_question_needs_a_causal_sentence():
@@ -128,7 +138,7 @@ def test_a_cause_question_needs_a_causal_sentence():
 
 
 def test_a_how_does_it_work_question_needs_a_mechanism():
-    question = "How does the Kestrel water filter remove lead?"
+    question = "How does the Kestrel water filter work?"
     sales = ["The Kestrel water filter is sold in thirty countries.",
              "Reviewers praised the Kestrel water filter's lead results and its price."]
     assert not fact_support(question, sales).supported

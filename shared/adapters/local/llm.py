@@ -99,7 +99,8 @@ SIM_FULL = 0.6
 UNANSWERABLE_SIM = 0.28
 UNANSWERABLE_COVERAGE = 0.34
 UNANSWERABLE_ABSENT_SIM = 0.45  # most of the question's terms unknown to the corpus, and nothing close
-NEAR_MISS_FACTOR = 0.4  # completeness kept when no sentence holds the asked fact
+NEAR_MISS_FACTOR = 0.4  # completeness kept when no sentence holds the asked value, cause or mechanism
+ASPECT_MISS_FACTOR = 0.7  # ... when no passage names the asked aspect ("the ingredients")
 
 
 def _scaled(similarity: float) -> float:
@@ -376,17 +377,19 @@ class LocalLanguageModel:
         # On topic is not enough: the contexts must hold the asked fact (a price, a year, a
         # headcount, the ingredients). A near miss names the entity but not the fact.
         support = fact_support(query, cleaned)
-        near_miss = support.checked and not support.supported
+        near_miss = support.near_miss
         if near_miss:
             answerable, grounded = False, False
             completeness *= NEAR_MISS_FACTOR
-            score = 0.5 * relevance + 0.5 * completeness
+        elif support.checked and not support.supported:
+            completeness *= ASPECT_MISS_FACTOR  # a named aspect no passage names: weaker, not refused
+        score = 0.5 * relevance + 0.5 * completeness
         reasoning = (
             f"best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
             f"{cov_union:.0%} across contexts, {cov_best:.0%} by one context"
             + (f"; missing: {', '.join(missing)}" if missing else "")
             + (f"; not in the corpus: {', '.join(absent)}" if absent else "")
-            + ("; " + "; ".join(support.missing) if near_miss else "")
+            + ("; " + "; ".join(support.missing) if support.missing else "")
             + ("" if answerable or near_miss else "; nothing retrieved is about this question")
         )
         return Grade(
