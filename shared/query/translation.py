@@ -60,7 +60,7 @@ class _Lexicon:
     english_words: frozenset[str]  # every word of the English column, folded
 
     def key(self, word: str) -> str:
-        return _fold(_stemmer(self.language).stemWord(word.lower()))
+        return _stem_key(self.language, word.lower())
 
     def get(self, words: Sequence[str]) -> str | None:
         """English for ``words``: the form as written first (stems of unrelated words collide:
@@ -72,6 +72,13 @@ class _Lexicon:
 @functools.cache
 def _stemmer(language: str):
     return snowballstemmer.stemmer(_STEMMERS[language])
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem_key(language: str, word: str) -> str:
+    # Snowball in pure Python is most of a translation's cost, and compound splitting stems
+    # every prefix and suffix of a long word: each (language, word) is stemmed once.
+    return _fold(_stemmer(language).stemWord(word))
 
 
 @functools.cache
