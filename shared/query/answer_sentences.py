@@ -12,7 +12,10 @@ as a statement on its own, or come right after the sentence it leans on:
   and pieces that start in the middle of a sentence;
 - :func:`opens_with_reference` tells whether a sentence starts by pointing back at
   what came before ("These ...", "It ...", "At that scale ...", "However, ...",
-  "When you do, ...", "BM25 addresses these with ..."): quoted alone it is a riddle.
+  "When you do, ...", "BM25 addresses these with ..."): quoted alone it is a riddle;
+- :func:`question_parts` splits an English question that asks several things ("What
+  is the return policy AND shipping cost?", "... and who funded it?") into its
+  parts, so an answer can say which part its sources leave out.
 """
 
 from __future__ import annotations
@@ -143,3 +146,19 @@ def opens_with_reference(sentence: str) -> bool:
     # a back-pointing "these"/"this is" in the sentence's first clause
     first_clause = re.split(r"[,;:]\s", text, maxsplit=1)[0]
     return bool(_BACK_POINTER.search(" ".join(first_clause.split()[:12])))
+
+
+# "X AND Y" (written in capitals to stress it), or "..., and how/what/who ..." starting a new question.
+_PART_BREAK = re.compile(
+    r"\s+AND\s+|,?\s+(?i:and)\s+(?=(?i:how|why|what|when|where|which|who|whom|whose|is|are|was|were|does|do|did|"
+    r"can|could|should|will|would|has|have)\b)"
+)
+
+
+def question_parts(question: str) -> list[str]:
+    """The parts of an English question that asks several things, in order; empty
+    for a question that asks one thing."""
+    text = " ".join(question.split()).rstrip(" ?.!")
+    parts = [p.strip(" ,;") for p in _PART_BREAK.split(text)]
+    parts = [p for p in parts if _words(p)]
+    return parts if len(parts) > 1 else []

@@ -31,7 +31,7 @@ import snowballstemmer
 from shared.contract.ports import Answer, AnswerSentence, GradingContext
 from shared.contract.text import split_sentences as _split_sentences
 from shared.contract.text import strip_header
-from shared.query.answer_sentences import answer_sentence, opens_with_reference
+from shared.query.answer_sentences import answer_sentence, opens_with_reference, question_parts
 from shared.query.grading import strip_model_directives
 from shared.query.language import phrase
 
@@ -327,10 +327,56 @@ def extractive_answer(
             chosen.append(best_pred)
         chosen.append(best_i)
 
+    # A question that asks several things gets each part answered where some sentence
+    # speaks to it, and is told plainly which part its sources leave out.
+    missing: list[str] = []
+    for part, needed in _part_terms(query if language == "en" else ""):
+        def speaks_to(i: int, needed: list[str] = needed) -> bool:
+            return needed[0] in stems[i] and 2 * sum(t in stems[i] for t in needed) >= len(needed)
+
+        if any(speaks_to(i) for i in chosen):
+            continue
+        found = [i for i in order if relevance[i] > 0 and speaks_to(i) and (
+            not candidates[i].leans_back or predecessor(i) is not None)]
+        if not found:
+            missing.append(part)
+            continue
+        if not adds_a_source_worth_it(found[0], chosen):
+            continue  # only a passage far from the question speaks to it: neither quoted nor denied
+        if candidates[found[0]].leans_back and predecessor(found[0]) not in chosen:
+            chosen.append(predecessor(found[0]))
+        chosen.append(found[0])
+
     sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
                  for i in _reading_order(chosen, candidates)]
-    text = " ".join(f"{s.text} [{s.citations[0]}]" for s in sentences)
+    sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
+                  for part in missing]
+    text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
     return Answer(text=text, sentences=sentences, language=language, abstained=False)
+
+
+# "How long does", "what is", "who": the words that ask, not what is asked about.
+_ASKING = re.compile(
+    r"^\s*(?:how\s+(?:long|much|many|often|far|old|big|large|soon|quickly|fast|well)\b|what|which|who|whom|whose|"
+    r"when|where|why|how)?\s*(?:(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have|had)\b)?",
+    re.IGNORECASE,
+)
+
+
+def _part_terms(query: str) -> list[tuple[str, list[str]]]:
+    """Each part of a question asking several things, with the stems that say what it
+    asks: its own content terms (the first is its head), without those it shares with
+    the other parts (the common subject)."""
+    parts = question_parts(query)
+    stems = [[stem(t) for t in content_terms(_ASKING.sub("", p))] for p in parts]
+    out = []
+    for n, part in enumerate(parts):
+        others = {t for m, ts in enumerate(stems) if m != n for t in ts}
+        own = [t for t in stems[n] if t not in others] or stems[n]
+        if own:
+            text = part[0].lower() + part[1:] if part[:2].istitle() or part[:1].islower() else part
+            out.append((text, own))
+    return out
 
 
 def _reading_order(chosen: list[int], candidates: Sequence[_Candidate]) -> list[int]:

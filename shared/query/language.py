@@ -164,6 +164,10 @@ _PHRASES: dict[str, dict[str, str]] = {
         "ru": "Примечание: найденные источники лишь частично охватывают этот вопрос; "
         "ответ может быть неполным.",
     },
+    # A part of an English question no retrieved sentence speaks to (``{part}``: its words).
+    "not_mentioned": {
+        "en": "Not mentioned in the sources: {part}.",
+    },
 }
 
 
@@ -176,6 +180,7 @@ def in_english(question: str) -> tuple[str, str]:
 
 
 def phrase(key: str, language: str) -> str:
-    """A fixed sentence (``"abstain"`` or ``"caveat"``) in ``language``, else English."""
+    """A fixed sentence (``"abstain"``, ``"caveat"``, ``"not_mentioned"``) in ``language``,
+    else English."""
     table = _PHRASES[key]
     return table.get(language, table["en"])

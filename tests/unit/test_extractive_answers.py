@@ -199,3 +199,45 @@ def test_a_further_source_far_less_close_to_the_question_is_not_cited():
     answer = extractive_answer("How does compaction merge segment files and drop tombstones?",
                                _contexts(first, adds), context_similarity={1: 0.7, 2: 0.4})
     assert {c for s in answer.sentences for c in s.citations} == {1}
+
+
+# ------------------------------------------------------------ questions that ask several things
+
+def test_a_question_asking_several_things_is_split_into_its_parts():
+    from shared.query.answer_sentences import question_parts
+
+    assert question_parts("What is the return policy AND shipping cost for online orders?") == [
+        "What is the return policy", "shipping cost for online orders"]
+    assert question_parts("How long is the warranty, and who repairs the boiler?") == [
+        "How long is the warranty", "who repairs the boiler"]
+    assert question_parts("How do salt and pepper change the taste?") == []
+    assert question_parts("What is the return policy?") == []
+
+
+def test_a_part_no_source_speaks_to_is_named_and_nothing_is_invented_for_it():
+    passage = ("The online store offers free returns within 30 days of delivery. "
+               "Returned items must be unworn and in their original packaging.")
+    answer = extractive_answer("What is the return policy AND shipping cost for online orders?",
+                               _contexts(passage), context_similarity={1: 0.7})
+    assert _texts(answer)[0] == "The online store offers free returns within 30 days of delivery."
+    note = answer.sentences[-1]
+    assert note.text == "Not mentioned in the sources: shipping cost for online orders."
+    assert note.citations == []  # a note about the sources cites none of them
+    assert answer.text.endswith("[1] Not mentioned in the sources: shipping cost for online orders.")
+
+
+def test_a_part_some_source_speaks_to_is_answered_not_denied():
+    returns = ("The online store offers free returns within 30 days of delivery. "
+               "Returned items must be unworn and in their original packaging.")
+    shipping = "Shipping costs 4.99 dollars for online orders under 50 dollars."
+    answer = extractive_answer("What is the return policy AND shipping cost for online orders?",
+                               _contexts(returns, shipping), context_similarity={1: 0.7, 2: 0.68})
+    assert "Shipping costs 4.99 dollars for online orders under 50 dollars." in _texts(answer)
+    assert not any(t.startswith("Not mentioned") for t in _texts(answer))
+
+
+def test_parts_are_only_named_for_english_questions():
+    passage = "The online store offers free returns within 30 days of delivery."
+    answer = extractive_answer("What is the return policy AND shipping cost for online orders?",
+                               _contexts(passage), language="de", context_similarity={1: 0.7})
+    assert not any(t.startswith("Not mentioned") for t in _texts(answer))
