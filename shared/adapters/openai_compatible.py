@@ -11,9 +11,11 @@ Structured output, negotiated once per process: each call first asks for
 ``response_format: {"type": "json_schema", ...}`` (OpenAI, Ollama, vLLM, LM
 Studio, llama.cpp's server). A server that refuses that field (a 400 or 422
 naming ``response_format``; llama-cpp-python's server accepts only
-``json_object``, with an optional ``schema``) is asked for ``json_object`` with
-the schema, and then for no format at all; the step it accepted is kept for
-later calls. Every reply is parsed robustly anyway (:mod:`shared.query.grading`).
+``json_object``, with an optional ``schema`` it turns into a grammar, and
+answers ``json_schema`` with a 500 naming the field) is asked for
+``json_object`` with the schema, and then for no format at all; the step it
+accepted is kept for later calls. Every reply is parsed robustly anyway
+(:mod:`shared.query.grading`).
 
 The same loud-failure rules as the Gemini provider: a refusal of the request
 itself (400, 401, 403, 404, 422: unknown model, bad key, invalid argument,
@@ -34,7 +36,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -79,6 +81,16 @@ def _error_detail(response: httpx.Response) -> str:
         if "detail" in body:
             return json.dumps(body["detail"])[:300]
     return json.dumps(body)[:300]
+
+
+def _refuses_format(response: httpx.Response) -> bool:
+    """A refusal of the ``response_format`` asked for: 400 or 422, or the 500 llama-cpp-python's
+    server answers for a request that fails its validation, naming the field."""
+    return response.status_code in (400, 422, 500) and "response_format" in _error_detail(response)
+
+
+def _never(response: httpx.Response) -> bool:
+    return False
 
 
 def _retry_after(response: httpx.Response | None, attempt: int) -> float:
@@ -155,8 +167,12 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
         return ("check RAGBUS_OPENAI_MODEL and the server's settings (a prompt beyond its context size "
                 "is refused: give it a context of at least 8192 tokens)")
 
-    def _send(self, operation: str, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
-        """One request with retries of transient failures; any other status is returned as it is."""
+    def _send(
+        self, operation: str, method: str, path: str, body: dict[str, Any] | None = None,
+        *, final: Callable[[httpx.Response], bool] = _never,
+    ) -> httpx.Response:
+        """One request with retries of transient failures; any other status, or a transient one
+        that ``final`` says retrying cannot change, is returned as it is."""
         for attempt in range(1, ATTEMPTS + 1):
             response = None
             try:
@@ -173,7 +189,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                         f"{self.label} {operation} could not reach {self.base_url}: {exc!r}; is the server running?"
                     ) from exc
             else:
-                if response.status_code not in TRANSIENT_STATUS and response.status_code < 500:
+                if response.status_code not in TRANSIENT_STATUS and response.status_code < 500 or final(response):
                     return response
                 if attempt == ATTEMPTS:
                     raise RetryableError(
@@ -224,13 +240,13 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                 body["response_format"] = response_format
             else:
                 body.pop("response_format", None)
-            response = self._send(operation, "POST", "/chat/completions", body)
+            response = self._send(operation, "POST", "/chat/completions", body,
+                                  final=_refuses_format if response_format else _never)
             status = response.status_code
             if status < 400:
                 break
             detail = _error_detail(response)
-            if response_format and status in (400, 422) and any(
-                    word in detail for word in ("response_format", "json_schema", "json_object")):
+            if response_format and _refuses_format(response):
                 with self._setup_lock:
                     if self.json_mode == mode:  # another thread may have stepped down already
                         self.json_mode = JSON_MODES[JSON_MODES.index(mode) + 1]

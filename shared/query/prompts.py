@@ -227,6 +227,20 @@ def synthesis_prompt(query: str, contexts: Sequence[GradingContext], *, language
     )
 
 
+def _cut_json(reply: str) -> bool:
+    """A reply that opens a JSON object and never completes one (cut at the token limit, or
+    broken): not a plain-text query to search for, which the transformation parser would take
+    it for."""
+    text = reply.strip().removeprefix("```json").removeprefix("```JSON").removeprefix("```").lstrip()
+    if not text.startswith("{"):
+        return False
+    try:
+        extract_json_object(reply)
+    except MalformedReply:
+        return True
+    return False
+
+
 def answer_from_reply(data: dict[str, Any], language: str) -> Answer:
     """The answer a synthesis reply's JSON object holds; no usable sentence means abstained."""
     sentences = []
@@ -283,6 +297,9 @@ class PromptedLanguageModel(ABC):
             "transform", transform_prompt(query, today=today, max_sub_queries=self.max_sub_queries),
             temperature=TRANSFORM_TEMPERATURE, max_tokens=TRANSFORM_MAX_TOKENS, schema=TRANSFORM_SCHEMA,
         )
+        if _cut_json(reply):
+            self._malformed("transform", f"cut-off JSON: {reply[:80]!r}")
+            return Transformation(rewritten="", reasoning="the reply was cut-off JSON")
         result = parse_transformation(reply, self.max_sub_queries)
         if not result.rewritten:
             self._malformed("transform", result.reasoning or "no rewritten query")
@@ -293,6 +310,9 @@ class PromptedLanguageModel(ABC):
             "refine", refine_prompt(request, today=today),
             temperature=TRANSFORM_TEMPERATURE, max_tokens=TRANSFORM_MAX_TOKENS, schema=REFINE_SCHEMA,
         )
+        if _cut_json(reply):
+            self._malformed("refine", f"cut-off JSON: {reply[:80]!r}")
+            return ""
         result = parse_transformation(reply)
         if not result.rewritten:
             self._malformed("refine", result.reasoning or "no query")

@@ -11,17 +11,22 @@ behaves like the services it stands for:
   ``{"error": {"message", "type", "param", "code": "model_not_found"}}``;
 - a ``response_format`` type it does not support is refused as the server named in
   ``refuse_format_as`` refuses it: ``"openai"`` 400 with OpenAI's error shape, ``"fastapi"``
-  422 with a ``detail`` list naming ``response_format`` (llama-cpp-python's server);
+  422 with a ``detail`` list naming ``response_format`` (FastAPI's validation error, vLLM),
+  ``"llama-cpp-python"`` 500 with OpenAI's error shape holding that validation error (what
+  llama-cpp-python 0.3.36's server answers for ``json_schema``);
 - with ``api_key`` set, a request without ``Authorization: Bearer <key>`` gets 401.
 
 Scripted replies are used in order: a ``Reply`` with ``text`` is the assistant
-message's content, ``status`` an error status, ``raw`` a body sent as it is.
+message's content, ``status`` an error status, ``raw`` a body sent as it is. With
+``responder`` set, each chat completion's reply is instead what it returns for the
+request's body (for runs whose number of calls a test does not fix).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -66,7 +71,9 @@ class FakeOpenAI:
         refuse_format_as: str = "openai",
         api_key: str | None = None,
         list_models: bool = True,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
     ) -> None:
+        self.responder = responder
         self.served = served
         self.formats = formats
         self.refuse_format_as = refuse_format_as
@@ -116,20 +123,24 @@ class FakeOpenAI:
                     self._send(404, openai_error(404, f"Invalid URL (POST {self.path})"))
                     return
                 model = body.get("model")
-                if model not in fake.served:
+                if model not in fake.served and f"{model}:latest" not in fake.served:  # Ollama's default tag
                     self._send(404, openai_error(404, f"The model `{model}` does not exist or you do not have "
                                                       "access to it.", code="model_not_found", param="model"))
                     return
                 kind = (body.get("response_format") or {}).get("type")
                 if kind and kind != "text" and kind not in fake.formats:
+                    invalid = {"type": "literal_error", "loc": ["body", "response_format", "type"],
+                               "msg": "Input should be 'text' or 'json_object'", "input": kind}
                     if fake.refuse_format_as == "fastapi":
-                        self._send(422, {"detail": [{"type": "literal_error", "loc": ["body", "response_format", "type"],
-                                                     "msg": "Input should be 'text' or 'json_object'", "input": kind}]})
+                        self._send(422, {"detail": [invalid]})
+                    elif fake.refuse_format_as == "llama-cpp-python":
+                        self._send(500, {"error": {"message": f"1 validation error:\n  {invalid}", "type": "internal_server_error",
+                                                   "param": None, "code": None}})
                     else:
                         self._send(400, openai_error(400, f"Invalid parameter: 'response_format' of type '{kind}' "
                                                           "is not supported with this model.", param="response_format"))
                     return
-                reply = fake._next()
+                reply = fake.responder(body) if fake.responder else fake._next()
                 if reply.raw is not None:
                     self._send(reply.status, reply.raw, reply.headers)
                 elif reply.status != 200:

@@ -176,6 +176,17 @@ def test_a_grader_reply_that_is_not_json_gives_the_fallback_grade(server, llm, r
     assert "not usable" in grade.reasoning and llm.malformed_replies == 1
 
 
+def test_a_rewrite_cut_off_inside_its_json_is_no_query(server, llm):
+    """A reply cut at max_tokens inside the JSON is not a plain-text query to search for."""
+    server.reply('{ "rewritten": "1000000000000000000000000', '```json\n{"query": "reciprocal rank')
+    result = llm.transform("CUDA tips", today=TODAY)
+    assert result.rewritten == "" and "cut-off JSON" in result.reasoning
+    assert llm.refine(RefineRequest("how does RRF work", "RRF", "vague", []), today=TODAY) == ""
+    assert llm.malformed_replies == 2
+    server.reply("CUDA kernel optimisation best practices")  # plain text is still a rewrite
+    assert llm.transform("CUDA tips", today=TODAY).rewritten == "CUDA kernel optimisation best practices"
+
+
 def test_prose_wrapped_and_fenced_json_is_parsed(server, llm):
     server.reply(
         'Sure! Here is the grade:\n```json\n{"score": 0.9, "relevance": 0.95, "completeness": 0.85, '
@@ -205,7 +216,7 @@ def test_a_body_that_is_not_a_chat_completion_is_retryable(server, llm):
         llm.grade("q", _contexts())
 
 
-@pytest.mark.parametrize("refuse_as", ["openai", "fastapi"])
+@pytest.mark.parametrize("refuse_as", ["openai", "fastapi", "llama-cpp-python"])
 def test_a_server_without_json_schema_is_asked_for_json_object_from_then_on(refuse_as):
     with FakeOpenAI(formats=("json_object",), refuse_format_as=refuse_as) as server:
         llm = OpenAICompatibleLanguageModel(server.url, "tiny-model", timeout_s=10)
