@@ -120,8 +120,29 @@ def _word(lexicon: _Lexicon, word: str, depth: int = 0) -> str | None:
             return None
         words = [piece if p is None else p for piece, p in zip(pieces, parts, strict=True)]
         return " ".join(w for w in words if w != _DROP) or _DROP
-    if lexicon.language == "de" and depth < 2 and len(word) >= 2 * _MIN_COMPOUND_PART:
-        return _compound(lexicon, word, depth)
+    if lexicon.language == "de":
+        participle = _participle_stem(word.lower())
+        if participle:
+            found = lexicon.get([participle])
+            if found is not None:
+                return found
+        if depth < 2 and len(word) >= 2 * _MIN_COMPOUND_PART:
+            return _compound(lexicon, word, depth)
+    return None
+
+
+# German separable prefixes, before the "ge" of a past participle ("aus-ge-schrieben").
+_SEPARABLE = ("ab", "an", "auf", "aus", "ein", "mit", "nach", "vor", "weiter", "zu", "zurück", "über", "um")
+
+
+def _participle_stem(word: str) -> str | None:
+    """A German past participle as the present-tense form the lexicon lists: "geprüft" ->
+    "prüft", "weitergegeben" -> "weitergeben"; None for a word that is not shaped like one."""
+    if word.startswith("ge") and len(word) >= 6:
+        return word[2:]
+    for prefix in _SEPARABLE:
+        if word.startswith(prefix + "ge") and len(word) >= len(prefix) + 6:
+            return prefix + word[len(prefix) + 2:]
     return None
 
 
