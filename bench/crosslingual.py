@@ -200,7 +200,7 @@ def ask_all(home: Path, questions) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, help="a home with the sample corpus indexed (built if missing)")
-    parser.add_argument("--split", choices=["dev", "heldout", "all"], default="all")
+    parser.add_argument("--split", choices=["dev", "heldout1", "heldout2", "all"], default="all")
     parser.add_argument("--repeats", type=int, default=3, help="timed searches per question (median kept)")
     parser.add_argument("--ask", action="store_true", help="also run the whole local loop per question")
     parser.add_argument("--json", type=Path, help="write the results here")
