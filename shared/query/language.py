@@ -118,10 +118,16 @@ def detect_language(text: str) -> str:
     # One shared word ("la", "a") is not evidence; English wins ties and near-ties.
     if best != "en" and scores[best] < max(1.5, scores["en"] + 1):
         best = "en"
-    if best == "en" and scores["en"] == 0:
-        # Too few function words to tell ("Warum braucht man Wiederholungsversuche?"): the
-        # translation lexicon's content words decide, for the languages it has.
-        return lexicon_language(text) or "en"
+    if best == "en" and scores["en"] > 0:
+        return best
+    # Too few function words to tell ("Warum braucht man Wiederholungsversuche?"), or a near
+    # tie between Romance languages ("À quelles adresses ... doit-il" scored Italian on "il"):
+    # the translation lexicon's words decide when most of the text is one of its languages.
+    lexical = lexicon_language(text)
+    if best == "en":
+        return lexical or "en"
+    if lexical and lexical != best and scores[lexical] + 1.5 >= scores[best]:
+        return lexical
     return best
 
 

@@ -11,7 +11,7 @@ import pytest
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import GradingContext
-from shared.query.language import in_english, phrase
+from shared.query.language import detect_language, in_english, phrase
 from shared.query.translation import LEXICON_LANGUAGES, english_terms
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, make_loop
 
@@ -67,6 +67,19 @@ def test_a_question_is_put_into_english_search_terms(language, question, english
                                       "dead letter topic", "Kafka consumer rebalancing"])
 def test_english_keywords_shared_with_the_lexicon_stay_english(question):
     assert in_english(question) == ("en", question)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("question", "language"), [
+    # function words alone scored these Italian ("il" of "doit-il") and Portuguese ("a", "que")
+    ("À quelles adresses un client de récupération doit-il refuser de se connecter ?", "fr"),
+    ("¿A qué direcciones debería negarse a conectarse un cliente de descarga?", "es"),
+    # while Portuguese and Italian questions stay what they are
+    ("Como o BM25 satura a frequência dos termos?", "pt"),
+    ("Qual è la differenza tra la ricerca densa e BM25?", "it"),
+])
+def test_the_lexicon_settles_near_ties_between_romance_languages(question, language):
+    assert detect_language(question) == language
 
 
 @pytest.mark.unit
