@@ -43,7 +43,10 @@ def _reply(body: dict) -> str:
 
 
 class RuleServer:
-    def __init__(self) -> None:
+    """``failing``: every chat completion is a 503 (told to retry at once), as an overloaded or
+    broken server answers; the model list still names the model."""
+
+    def __init__(self, *, failing: bool = False) -> None:
         self.chat_calls = 0
         server = self
 
@@ -70,6 +73,15 @@ class RuleServer:
                                                "code": "model_not_found"}})
                     return
                 server.chat_calls += 1
+                if failing:
+                    data = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}).encode()
+                    self.send_response(503)
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 self._send(200, {"id": "c", "object": "chat.completion", "model": MODEL,
                                  "choices": [{"index": 0, "finish_reason": "stop",
                                               "message": {"role": "assistant", "content": _reply(body)}}],
@@ -113,6 +125,7 @@ def test_a_configured_openai_server_gets_its_own_column_beside_local(tmp_path):
     assert openai["figures"]["abstention_accuracy"] == 0.0 and openai["all_met"] is False
     assert [row["name"] for row in results["pipeline"]["rows"]] == ["full pipeline", "full pipeline (openai)"]
     assert server.chat_calls >= 3 * (1 + 4 + 2)  # warm-ups, then transform + grade + synthesis per question
+    assert openai["model_fallbacks"] == {"questions": 6, "questions_with_a_fallback": 0, "by_stage": {}}
     assert f"openai (openai/{MODEL}; 4 + 2 abstain)" in proc.stdout
     assert "- gemini: not configured" in proc.stdout
 
@@ -125,3 +138,15 @@ def test_a_provider_that_cannot_answer_stops_the_run_before_the_pipeline(tmp_pat
     err = " ".join(proc.stderr.split())
     assert "the openai provider could not answer a first question" in err and "no-such-model" in err
     assert "pipeline: full pipeline" not in err and not (tmp_path / "r.json").exists()
+
+
+def test_a_provider_whose_every_call_fails_is_not_measured_under_its_name(tmp_path):
+    # The stages would answer anyway, from their local fallbacks: figures of that run would be
+    # the fallbacks' reported as the provider's. The eval refuses, naming what failed.
+    with RuleServer(failing=True) as server:
+        proc = _eval(tmp_path, "--sample", "8", "--abstain-sample", "4",
+                     RAGBUS_OPENAI_BASE_URL=server.url, RAGBUS_OPENAI_MODEL=MODEL)
+    assert proc.returncode == 2
+    err = " ".join(proc.stderr.split())
+    assert "every model call of the openai provider failed on a first question" in err
+    assert "grader:" in err and "503" in err and not (tmp_path / "r.json").exists()

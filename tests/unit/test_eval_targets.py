@@ -91,9 +91,11 @@ def _q(qid: str, relevant: set[str], elements: tuple[str, ...] = ()) -> EvalQuer
     return EvalQuery(qid, f"{qid}?", frozenset(relevant), mode, "c", frozenset(relevant or {"decoy"}), elements)
 
 
-def _r(qid: str, outcome: str, ranking: list[str], score: float, *, answer: str = "", cited=()) -> QueryResult:
+def _r(qid: str, outcome: str, ranking: list[str], score: float, *, answer: str = "", cited=(),
+       fallbacks=()) -> QueryResult:
     grade = Grade(score=score, relevance=score, completeness=score, grounded=True, answerable=True)
-    return QueryResult(qid, "answered", outcome, ranking, ranking, grade, 1, answer, list(cited), {}, 10.0)
+    return QueryResult(qid, "answered", outcome, ranking, ranking, grade, 1, answer, list(cited), {}, 10.0,
+                       list(fallbacks))
 
 
 def test_figures_of_one_provider_run():
@@ -102,7 +104,7 @@ def test_figures_of_one_provider_run():
     answerable = [
         _r("a", "answered", ["p1", "p9"], 0.9, answer="It is Paris.", cited=["p1"]),
         _r("b", "answered", ["p9", "p2"], 0.8, answer="b", cited=["p2", "p9"]),
-        _r("c", "not_answerable", ["p9"], 0.3),
+        _r("c", "not_answerable", ["p9"], 0.3, fallbacks=["grader", "grader", "synthesizer"]),
     ]
     abstained = [_r("x", "not_answerable", ["p7"], 0.2), _r("y", "answered", ["p8"], 0.85, cited=["p8"])]
     # The default retrieval row ranks the relevant passage first for all three queries (positions 0, 1, 2).
@@ -121,6 +123,9 @@ def test_figures_of_one_provider_run():
     assert met == {"abstention_accuracy": False, "false_abstention_rate": False, "grader_auc": True,
                    "element_coverage": True, "citation_precision": True, "ndcg_gain_over_retrieval": False}
     assert out["all_met"] is False
+    # Stage fallbacks (a model call failed or its reply was unusable) are counted, not hidden.
+    assert out["model_fallbacks"] == {"questions": 5, "questions_with_a_fallback": 1,
+                                      "by_stage": {"grader": 2, "synthesizer": 1}}
 
 
 def test_check_lists_every_missed_target_and_a_run_that_judged_nothing():

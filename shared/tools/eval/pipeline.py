@@ -121,6 +121,7 @@ class QueryResult:
     cited: list[str]  # passage ids of the citations, in citation order
     timings_ms: dict[str, float]  # summed per stage over iterations
     total_ms: float
+    fallbacks: list[str] = field(default_factory=list)  # stages that answered without the model (one per time)
 
 
 @dataclass
@@ -158,6 +159,7 @@ def reduce_record(record: QueryRecord) -> QueryResult:
         cited=[c.get("document_id", "") for c in record.citations],
         timings_ms=timings,
         total_ms=total,
+        fallbacks=[str(f.get("stage", "?")) for f in record.fallbacks],
     )
 
 
@@ -201,14 +203,26 @@ def model_name(llm: LanguageModel) -> str:
     return f"{getattr(inner, 'provider', '?')}/{getattr(inner, 'model', '') or 'default'}"
 
 
+#: The stages that call the language model; each falls back to local work when a call fails.
+MODEL_STAGES = frozenset({"transformer", "grader", "synthesizer"})
+
+
 def warm_up(runner: PipelineRunner) -> None:
-    """Ask one question; raise :class:`ConfigError` when it fails (every query would)."""
+    """Ask one question; raise :class:`ConfigError` when it fails (every query would), or when a
+    provider other than local gave no usable reply at all (every model stage fell back)."""
     warm = runner.ask("warm up the runtime")
     if warm.status in ("failed", "timed_out") or not warm.ended:
         # The first question already fails (a 404 model, a refused key, a server not
         # listening): every query would, so say it once, loudly, instead of N times.
         raise ConfigError(f"{runner.config.name}: the {runner.config.provider} provider could not answer a first "
                           f"question ({warm.status}: {warm.error or 'no error recorded'}); check its configuration")
+    fell_back = {str(f.get("stage")) for f in warm.fallbacks}
+    if runner.config.provider != "local" and fell_back >= MODEL_STAGES:
+        # Answered, but only by the stages' own fallbacks: figures of this run would be the
+        # local fallbacks' under the provider's name.
+        reasons = "; ".join(sorted({f"{f.get('stage')}: {f.get('reason')}" for f in warm.fallbacks}))[:600]
+        raise ConfigError(f"{runner.config.name}: every model call of the {runner.config.provider} provider failed "
+                          f"on a first question, so its stages fell back ({reasons}); check the server")
 
 
 def check_provider(config: PipelineConfig, *, home: Path, index_path: Path, embedder: Embedder,

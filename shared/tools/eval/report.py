@@ -123,6 +123,10 @@ def targets_markdown(tg: dict[str, Any]) -> list[str]:
                            f"{n['pipeline_ci95'][1]:.3f}] against {n['retrieval_row']} {n['retrieval']:.3f} "
                            f"[{n['retrieval_ci95'][0]:.3f}, {n['retrieval_ci95'][1]:.3f}] on the same {n['queries']} "
                            "queries.")
+            fb = p.get("model_fallbacks")
+            if fb and name != "local":
+                out.append(f"- {name}: {fb['questions_with_a_fallback']} of {fb['questions']} questions had a stage "
+                           f"answer without the model (a failed or unusable call: {fb['by_stage'] or 'none'}).")
             same = p.get("local_on_the_same_queries")
             if same:
                 out.append(f"- local on exactly {name}'s queries: " + ", ".join(

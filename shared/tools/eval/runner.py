@@ -21,6 +21,7 @@ import random
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -165,8 +166,14 @@ def provider_figures(
         "pipeline": round(paired["a"], 4), "pipeline_ci95": [round(paired["a_low"], 4), round(paired["a_high"], 4)],
         "retrieval": round(paired["b"], 4), "retrieval_ci95": [round(paired["b_low"], 4), round(paired["b_high"], 4)],
         "retrieval_row": default_run.name, "queries": paired["cases"]}
+    everything = [*answerable, *abstain]
+    fallbacks = {
+        "questions": len(everything),
+        "questions_with_a_fallback": sum(bool(r.fallbacks) for r in everything),
+        "by_stage": dict(sorted(Counter(stage for r in everything for stage in r.fallbacks).items())),
+    }
     return {"figures": {k: None if v is None else round(float(v), 4) for k, v in figures.items()},
-            "ndcg@10": ndcg, "verdicts": rows, "all_met": all_met(rows)}
+            "ndcg@10": ndcg, "verdicts": rows, "all_met": all_met(rows), "model_fallbacks": fallbacks}
 
 
 def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str, Any]:
