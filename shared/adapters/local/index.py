@@ -115,21 +115,25 @@ _ONE_PASS_BYTES = 16 * 2**20  # about 10k 384-float vectors
 
 
 class _Dense:
-    """Exact inner-product search over an in-memory float32 matrix."""
+    """Exact inner-product search over an in-memory float32 matrix.
+
+    The products are ``np.einsum`` loops, not BLAS: OpenBLAS spreads a matrix-vector
+    product over its own threads, and in the runtime's process (a dozen handler threads
+    on two cores) waking them cost more than the product. Measured in one warm 10k-chunk
+    home, load ~10: 10k x 384 by one query 15-21 ms p50 through BLAS, 0.6 ms by einsum;
+    100k, 45-60 ms against 15-18 ms (bench/perf_suite.py's query path shows the effect).
+    """
 
     kind = "exact"
 
     def __init__(self, matrix: np.ndarray) -> None:
         self.matrix = matrix
 
+    def _products(self, query: np.ndarray) -> np.ndarray:
+        return np.einsum("ij,j->i", self.matrix, query)
+
     def top(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        scores = self.matrix @ query
-        n = min(n, len(scores))
-        if n <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        idx = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
-        idx = idx[np.argsort(-scores[idx], kind="stable")]
-        return idx.astype(np.int64), scores[idx]
+        return self.top_many(query.reshape(1, -1), n)[0]
 
     def scores_of(self, query: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self.matrix[idx] @ query if len(idx) else np.zeros(0, dtype=np.float32)
@@ -137,12 +141,12 @@ class _Dense:
     def top_many(self, queries: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`top` of each row of ``queries``, the matrix read once for all of them."""
         # A matrix too large for the cache is read once for all queries (one product); a small one
-        # is cheaper query by query (BLAS multiplies a matrix by a vector faster than by a thin matrix).
+        # is cheaper query by query.
         if len(queries) > 1 and self.matrix.nbytes >= _ONE_PASS_BYTES:
-            scores = self.matrix @ queries.T
-            columns = [np.ascontiguousarray(scores[:, j]) for j in range(len(queries))]
+            scores = np.einsum("ij,kj->ki", self.matrix, queries)
+            columns = [np.ascontiguousarray(row) for row in scores]
         else:
-            columns = [self.matrix @ query for query in queries]
+            columns = [self._products(query) for query in queries]
         out = []
         n = min(n, len(self.matrix))
         for column in columns:
