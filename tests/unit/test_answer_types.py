@@ -129,19 +129,21 @@ def test_a_value_of_another_edition_or_model_does_not_count():
                             ["The Corvo Model 3 has a range of 410 km on one charge."]).supported
 
 
-def test_a_cause_question_needs_a_causal_sentence():
+def test_a_cause_question_without_a_causal_sentence_is_weakened_not_refused():
     question = "What causes Harlow syndrome?"
     symptoms = ["Harlow syndrome brings joint pain and fatigue in adults.",
                 "Harlow syndrome is treated with physiotherapy and rest."]
-    assert not fact_support(question, symptoms).supported
+    miss = fact_support(question, symptoms)
+    assert not miss.supported and not miss.near_miss
     assert fact_support(question, [*symptoms, "Harlow syndrome is caused by a mutation in the COL7 gene."]).supported
 
 
-def test_a_how_does_it_work_question_needs_a_mechanism():
+def test_a_how_does_it_work_question_without_a_mechanism_is_weakened_not_refused():
     question = "How does the Kestrel water filter work?"
     sales = ["The Kestrel water filter is sold in thirty countries.",
              "Reviewers praised the Kestrel water filter's lead results and its price."]
-    assert not fact_support(question, sales).supported
+    miss = fact_support(question, sales)
+    assert not miss.supported and not miss.near_miss
     assert fact_support(question, [*sales, "The Kestrel filter removes lead through an ion-exchange resin bed."]).supported
 
 
@@ -152,6 +154,7 @@ def test_values_are_recognised_by_type():
     assert holds_value("It opened in March.", DATE) and holds_value("Built in the 14th century.", DATE)
     assert not holds_value("It opened to great acclaim.", DATE)
     assert holds_value("About 300 people attended.", COUNT)
+    assert asked_fact("What is the EXACT tuition at Ardmore College?").specifics == ("Ardmore", "College")
     assert not holds_value("It was founded in 2011.", COUNT)
 
 
