@@ -81,6 +81,16 @@ def query_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     return cache.vectors(texts)
 
 
+def forget_query_vectors() -> None:
+    """Drop every cached query vector of this process (a benchmark measuring a new
+    question's whole cost asks the same questions again; nothing else needs this)."""
+    with _CACHES_LOCK:
+        caches = list(_CACHES.values())
+    for cache in caches:
+        with cache._lock:
+            cache._vectors.clear()
+
+
 def query_vector(embedder: Embedder, text: str) -> np.ndarray:
     """The query vector of one ``text``."""
     return query_vectors(embedder, [text])[0]

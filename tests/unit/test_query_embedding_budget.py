@@ -154,3 +154,15 @@ def test_an_extractive_fallback_ranks_by_stored_passage_vectors_and_embeds_no_se
     assert "BM25 ranks documents by term frequency" in record["answer"]
     assert len(loop.embedder.batches) <= 2, loop.embedder.batches
     assert sum(loop.embedder.texts.values()) <= 3, loop.embedder.texts
+
+
+def test_forgetting_the_cached_vectors_makes_the_next_ask_embed_again():
+    from shared.query.vectors import forget_query_vectors, query_vectors
+
+    embedder = CountingEmbedder()
+    query_vectors(embedder, ["what is BM25?"])
+    query_vectors(embedder, ["what is BM25?"])
+    assert len(embedder.batches) == 1
+    forget_query_vectors()
+    query_vectors(embedder, ["what is BM25?"])
+    assert embedder.batches == [["what is BM25?"], ["what is BM25?"]]
