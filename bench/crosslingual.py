@@ -185,15 +185,17 @@ def ask_all(home: Path, questions) -> dict:
         for language in LANGUAGES:
             outcomes: dict[str, int] = {}
             cited = 0
-            refused = []
+            refused, elsewhere = [], []
             for q in questions:
                 record = wait_for_query(system.deps, submit_query(system.deps, q[language]).id, 90)
                 outcomes[record.outcome or "none"] = outcomes.get(record.outcome or "none", 0) + 1
                 cited += any(q["doc"] in (c.get("url") or "") for c in record.citations)
                 if record.outcome == "not_answerable":
                     refused.append(q[language])
+                elif not any(q["doc"] in (c.get("url") or "") for c in record.citations):
+                    elsewhere.append(q[language])
             out[language] = {"outcomes": outcomes, "cites_answering_doc": cited, "questions": len(questions),
-                             "refused": refused}
+                             "refused": refused, "answered_without_the_answering_doc": elsewhere}
     return out
 
 
