@@ -198,7 +198,7 @@ def extractive_answer(
     min_relevance: float | None = None,
     mmr_lambda: float = 0.7,
     rank_weight: float = 0.15,
-    source_margin: float = 0.05,
+    source_margin: float = 0.0,
 ) -> Answer:
     """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
 
@@ -212,8 +212,9 @@ def extractive_answer(
     0.0-0.2, and 0.34 without: a third of the question's terms). Among supporting
     sentences, those of the retriever's first contexts are preferred by
     ``rank_weight`` / context number; a further source must hold a question term the
-    quoted ones lack and, with ``context_similarity``, be within ``source_margin`` of
-    the closest quoted passage's cosine.
+    quoted ones lack and, with ``context_similarity``, be at least as close to the
+    question as the closest quoted passage (less ``source_margin``): on fitz-gov a
+    further, less close passage is rarely one of the question's own.
     """
     floor = min_relevance if min_relevance is not None else (
         0.3 if embed or context_similarity else 0.34)
@@ -281,8 +282,8 @@ def extractive_answer(
     def adds_a_source_worth_it(i: int, chosen: list[int]) -> bool:
         """A further source is quoted only for a part of the question the sources
         quoted so far leave out (a question term none of their sentences holds), and,
-        where passage closeness is known, only from a passage about as close to the
-        question as theirs: a loosely related document is not worth a citation."""
+        where passage closeness is known, only from a passage as close to the question
+        as theirs: a loosely related document is not worth a citation."""
         quoted = {candidates[j].number for j in chosen}
         if candidates[i].number in quoted:
             return True
