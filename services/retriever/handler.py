@@ -8,7 +8,10 @@ the *question's* vector, which the transformer embedded already: the added words
 are keyword evidence, the question keeps its meaning, and the search costs no
 embedding. A rewrite that changes the question (a model's paraphrase, a
 translation, dropped words) is searched with its own vector beside the question
-itself, and the question's ranking leads the fusion. Asked for exactly
+itself, and the question's ranking leads the fusion. A refinement (iteration
+1 and later) is searched beside the question in either case, so keeping a
+refinement that grades better can only change the lower half of the
+contexts. Asked for exactly
 ``top_k``, one search ranks as a plain index search does (the index's candidate
 pool depends on k), so the pipeline's contexts are the default retrieval's
 whenever no rewrite changed the question.
@@ -265,7 +268,13 @@ def retrieve_contexts(
         return
 
     top_k = record.top_k or settings.top_k
-    queries, meanings = leading_queries(record.original_query or message.query, message.query)
+    question = record.original_query or message.query
+    queries, meanings = leading_queries(question, message.query)
+    if iteration > 0 and len(queries) == 1 and " ".join(message.query.split()) != " ".join(question.split()):
+        # A refinement is the grader's second opinion, not the question's: the question's own
+        # ranking leads it too, so keeping a refinement that grades better can only change the
+        # lower half of the contexts.
+        queries, meanings = [(QUESTION_LABEL, question), *queries], [question, *meanings]
     leading = len(queries)
     for n, sub in enumerate(message.sub_queries[: settings.max_sub_queries], start=1):
         queries.append((f"sub_query_{n}", sub))

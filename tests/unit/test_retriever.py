@@ -215,3 +215,21 @@ def test_a_failed_batch_search_is_done_again_one_query_at_a_time():
         ["compare BM25 and dense retrieval", "BM25 dense retrieval", "What is BM25 ranking?",
          "What is dense retrieval?"])
     assert len(loop.record()["iterations"][0]["contexts"]) == 4
+
+
+def test_a_refinement_is_searched_beside_the_question_and_the_question_leads():
+    loop = make_loop(CORPUS)
+    recording = _VectorRecordingIndex(loop.index)
+    loop.deps.override("index", recording)
+    loop.submit("What is BM25?", top_k=4)
+    loop.deliver(_message("What is BM25? reciprocal rank fusion", iteration=1))
+
+    texts = sorted(t for t, _, _ in recording.vectors)
+    assert texts == ["What is BM25?", "What is BM25? reciprocal rank fusion"]
+    question_vector = loop.embedder.embed(["What is BM25?"])[0]
+    for _, vector, _ in recording.vectors:  # an added-words refinement keeps the question's vector
+        np.testing.assert_allclose(vector, question_vector)
+    contexts = loop.record()["iterations"][0]["contexts"]
+    question_top = [h.chunk.chunk_id for h in loop.index.search("What is BM25?", question_vector, 20)
+                    if "Header only" not in h.chunk.title]
+    assert [c["chunk_id"] for c in contexts[:2]] == question_top[:2]
