@@ -107,8 +107,9 @@ _HOW_ADJ = re.compile(
     r"frequently|quickly|soon)\b(?P<rest>.*)",
     re.IGNORECASE,
 )
-_WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when|since\s+when|in\s+what\s+year|in\s+which\s+year)\b(?P<rest>.*)",
-                   re.IGNORECASE)
+# "When was / did / will X ..." asks for a date; "when is exact search good enough?" for a condition.
+_WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when\s+(?:was|were|did|will|would)|since\s+when|in\s+what\s+year|"
+                   r"in\s+which\s+year|what\s+year)\b", re.IGNORECASE)
 _WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b(?P<rest>.*)", re.IGNORECASE)
 _WHAT_THE = re.compile(
     r"^\W*(?:\w+\s+)?(?:(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be)|how\s+(?:does|do|did))\s+"
@@ -330,6 +331,14 @@ def _edition_years(question: str) -> tuple[str, ...]:
     words = tokenize(_normalise(question))
     return tuple(w for i, w in enumerate(words) if _YEAR.match(w) and i + 1 < len(words)
                  and words[i + 1].lower() not in STOPWORDS and words[i + 1].isalpha())
+
+
+def question_names(question: str) -> tuple[str, ...]:
+    """The proper names, acronyms and model numbers an English question states (no years), whatever
+    its shape: "Kafka" in "What triggers a consumer group rebalance in Kafka?". A name the corpus
+    never mentions makes the question off topic however much other vocabulary it shares."""
+    return tuple(s for s in _specifics(_normalise(question))
+                 if not _YEAR.match(s) and not s.isdigit() and len(s) > 2)
 
 
 # Names a passage may write another way ("the U.S." for "the United States").
@@ -581,4 +590,4 @@ def _year_in_range(year: str, passages: Sequence[str]) -> bool:
 
 
 __all__ = ["AMOUNT", "COUNT", "DATE", "NAME", "QUANTITY", "AskedFact", "FactSupport", "asked_fact",
-           "fact_support", "holds_value"]
+           "fact_support", "holds_value", "question_names"]

@@ -71,7 +71,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.answer_types import fact_support
+from shared.query.answer_types import fact_support, question_names
 from shared.query.extractive import (
     STOPWORDS,
     body_lines,
@@ -82,7 +82,7 @@ from shared.query.extractive import (
     tokenize,
 )
 from shared.query.grading import strip_model_directives
-from shared.query.language import in_english
+from shared.query.language import detect_language, in_english
 from shared.query.vectors import query_vector
 
 log = logging.getLogger("ragbus.llm.local")
@@ -378,6 +378,14 @@ class LocalLanguageModel:
         # headcount, the ingredients). A near miss names the entity but not the fact.
         support = fact_support(query, cleaned)
         near_miss = support.near_miss
+        # Off topic though sharing vocabulary: every name the question states ("Kafka") is one the
+        # corpus never mentions. (One unknown name among known ones is too common in answerable
+        # questions: "the Tulsa Race Massacre" against passages saying "the massacre in Tulsa".)
+        # Only English questions: other languages capitalise common nouns.
+        names = question_names(query) if detect_language(query) == "en" else ()
+        unknown = list(names) if names and all(n in absent for n in names) else []
+        if unknown:
+            answerable, grounded = False, False
         if near_miss:
             answerable, grounded = False, False
             completeness *= NEAR_MISS_FACTOR
@@ -390,7 +398,8 @@ class LocalLanguageModel:
             + (f"; missing: {', '.join(missing)}" if missing else "")
             + (f"; not in the corpus: {', '.join(absent)}" if absent else "")
             + ("; " + "; ".join(support.missing) if support.missing else "")
-            + ("" if answerable or near_miss else "; nothing retrieved is about this question")
+            + (f"; the corpus never mentions {', '.join(unknown)}" if unknown else "")
+            + ("" if answerable or near_miss or unknown else "; nothing retrieved is about this question")
         )
         return Grade(
             score=round(score, 4),
