@@ -83,3 +83,25 @@ def test_the_search_contract_is_checked_in_one_place(vector, k, mode, error):
 def test_a_search_for_nothing_is_answered_before_the_vector_is_read():
     assert checked_query(np.ones(3), 0, "dense", 4) is None
     assert checked_query([1, 2, 3, 4], 2, "bm25", 4).dtype == np.float32
+
+
+def test_a_vector_searched_again_on_the_same_snapshot_reuses_its_dense_top(tmp_path, monkeypatch):
+    from shared.adapters.local import index as local_index
+
+    embedder = HashingEmbedder()
+    index = HybridIndex(tmp_path / "index", dimension=embedder.dimension)
+    index.upsert(CORPUS[0].document_id, [CORPUS[0]], embedder.embed([CORPUS[0].text]))
+    products = []
+    real = local_index._Dense.top_many
+    monkeypatch.setattr(local_index._Dense, "top_many",
+                        lambda self, queries, n: products.append(len(queries)) or real(self, queries, n))
+    vector = embedder.embed(["reciprocal rank fusion"])[0]
+    first = index.search("reciprocal rank fusion", vector, 10)
+    again = index.search("rank fusion feedback terms", vector, 5)  # same vector, other words, shallower
+    assert products == [1]
+    assert [h.chunk.chunk_id for h in again] == [h.chunk.chunk_id for h in first][: len(again)]
+    # a new generation is a new matrix: searched afresh, and the new chunk is found
+    index.upsert(CORPUS[1].document_id, [CORPUS[1]], embedder.embed([CORPUS[1].text]))
+    after = index.search("reciprocal rank fusion", vector, 10)
+    assert products == [1, 1]
+    assert {h.chunk.chunk_id for h in after} == {CORPUS[0].chunk_id, CORPUS[1].chunk_id}

@@ -30,6 +30,7 @@ import re
 import shutil
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +113,7 @@ def _bm25_text(title: str, text: str) -> str:
 
 
 _ONE_PASS_BYTES = 16 * 2**20  # about 10k 384-float vectors
+_DENSE_TOPS_KEPT = 256  # recent query vectors' dense tops kept per index (a few hundred KB)
 
 
 class _Dense:
@@ -261,6 +263,11 @@ class HybridIndex:
         self._check_dimension()
         self._snapshot: _Snapshot | None = None
         self._rebuild_lock = threading.Lock()
+        # (generation, query vector bytes) -> its dense top (ids, scores), best first: one query's
+        # vector is searched by several stages (the transformer's feedback search, the retriever),
+        # and at 100k chunks the exact product is the largest cost of a query (18 ms of ~60).
+        self._dense_tops: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._dense_tops_lock = threading.Lock()
 
     def _check_dimension(self) -> None:
         with self._db.transaction() as conn:
@@ -388,7 +395,8 @@ class HybridIndex:
         pool = min(snap.size, max(50, 5 * k))
         matrix = np.stack(queries)
         dense_tops = (
-            snap.dense.top_many(matrix, pool) if mode in ("hybrid", "dense") and snap.dense is not None else None
+            self._dense_top_many(snap, matrix, pool) if mode in ("hybrid", "dense") and snap.dense is not None
+            else None
         )
         ranked: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for j, (text, query) in enumerate(zip(texts, queries, strict=True)):
@@ -432,6 +440,31 @@ class HybridIndex:
                     break
             results.append(out)
         return results
+
+    def _dense_top_many(self, snap: _Snapshot, queries: np.ndarray, pool: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``snap.dense.top_many(queries, pool)``, answering rows this snapshot searched before
+        (at least as deep) from memory; the rest in one call."""
+        keys = [(snap.generation, row.tobytes()) for row in queries]
+        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        with self._dense_tops_lock:
+            for j, key in enumerate(keys):
+                hit = self._dense_tops.get(key)
+                if hit is not None and len(hit[0]) >= pool:
+                    self._dense_tops.move_to_end(key)
+                    found[j] = (hit[0][:pool], hit[1][:pool])
+        missing = [j for j in range(len(keys)) if j not in found]
+        if missing:
+            fresh = snap.dense.top_many(queries[missing], pool)
+            with self._dense_tops_lock:
+                for j, top in zip(missing, fresh, strict=True):
+                    for part in top:
+                        part.setflags(write=False)  # shared by later searches of the same vector
+                    found[j] = top
+                    self._dense_tops[keys[j]] = top
+                    self._dense_tops.move_to_end(keys[j])
+                while len(self._dense_tops) > _DENSE_TOPS_KEPT:
+                    self._dense_tops.popitem(last=False)
+        return [found[j] for j in range(len(keys))]
 
     # --------------------------------------------------- derived structures
 
