@@ -4,8 +4,8 @@ In one run, against llama-cpp-python's server with Gemma 3 270M Q4_K_M on 127.0.
 (the model and server the integration tests use, tests/integration/llama_server.py):
 
 1. the server's raw speeds: prompt processing (a long prompt, one output token) and
-   generation (a short prompt, a fixed number of output tokens, no grammar), in tokens/s
-   from the server's own usage counts and the client's wall time;
+   generation (a plain completion of exactly 128 tokens, no grammar), in tokens/s from the
+   server's own usage counts and the client's wall time;
 2. each provider operation (transform, grade with 10 contexts, synthesize with 5) through
    ``OpenAICompatibleLanguageModel``, ``--calls`` times: wall time per call, tokens in and
    out, and whether the reply parsed;
@@ -53,6 +53,8 @@ def load() -> str:
 
 
 def raw_speeds(url: str, repeats: int) -> dict[str, float]:
+    """Prompt processing (a long prompt, one token out) and plain generation (``/completions``,
+    no chat template, no grammar, exactly 128 tokens out: ``min_tokens`` = ``max_tokens``)."""
     long_prompt = " ".join(f"Sentence {n} says that retrieval quality depends on chunking." for n in range(150))
     prompt_rates, gen_rates = [], []
     for _ in range(repeats):
@@ -61,9 +63,9 @@ def raw_speeds(url: str, repeats: int) -> dict[str, float]:
             "model": MODEL_ALIAS, "max_tokens": 1, "messages": [{"role": "user", "content": long_prompt}]}).json()
         prompt_rates.append(reply["usage"]["prompt_tokens"] / (time.monotonic() - started))
         started = time.monotonic()
-        reply = httpx.post(f"{url}/chat/completions", timeout=300, json={
-            "model": MODEL_ALIAS, "max_tokens": 128, "temperature": 0.7,
-            "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}]}).json()
+        reply = httpx.post(f"{url}/completions", timeout=300, json={
+            "model": MODEL_ALIAS, "prompt": "The lighthouse keeper", "max_tokens": 128, "min_tokens": 128,
+            "temperature": 0.7}).json()
         gen_rates.append(reply["usage"]["completion_tokens"] / (time.monotonic() - started))
     return {"prompt_tokens_per_s": statistics.median(prompt_rates),
             "generated_tokens_per_s": statistics.median(gen_rates)}
@@ -115,7 +117,8 @@ def asks(url: str, questions: list[str], workdir: Path) -> dict[str, list[dict]]
             wall = time.monotonic() - started
             record = json.loads(proc.stdout)
             rows.append({"question": question, "wall_s": wall, "outcome": record.get("outcome"),
-                         "model_calls": record.get("model_calls"), "fallbacks": len(record.get("fallbacks") or []),
+                         "model_calls": record.get("model_calls"),
+                         "fallbacks": [f"{f.get('stage')}: {f.get('reason')}" for f in record.get("fallbacks") or []],
                          "answer_provider": record.get("answer_provider"),
                          "answer": (record.get("answer") or "")[:300]})
         results[provider] = rows
@@ -126,14 +129,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=3, help="calls per provider operation")
     parser.add_argument("--questions", type=int, default=len(QUESTIONS), help="questions asked with `ragbus ask`")
+    parser.add_argument("--threads", type=int, help="the server's threads (default: its own choice)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
 
-    results: dict = {"load_start": load(), "cpus": os.cpu_count()}
+    results: dict = {"load_start": load(), "cpus": os.cpu_count(), "threads": args.threads or "server default"}
     with tempfile.TemporaryDirectory() as tmp:
         model = gguf_model()
         started = time.monotonic()
-        server = start_llama_server(model, Path(tmp))
+        server = start_llama_server(model, Path(tmp), threads=args.threads)
         results["server_start_s"] = time.monotonic() - started
         try:
             results["raw"] = raw_speeds(server.url, repeats=2)

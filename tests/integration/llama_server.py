@@ -78,15 +78,19 @@ class LlamaServer:
                 self.process.wait(timeout=15)
 
 
-def start_llama_server(model: Path, log_dir: Path, *, alias: str = MODEL_ALIAS) -> LlamaServer:
-    """Start the server and wait until it lists the model; a start that fails says why."""
+def start_llama_server(model: Path, log_dir: Path, *, alias: str = MODEL_ALIAS, threads: int | None = None) -> LlamaServer:
+    """Start the server and wait until it lists the model; a start that fails says why.
+
+    ``threads`` sets both its generation and its prompt threads (default: the server's own,
+    half the CPUs for generation and all of them for prompts)."""
     require("llama_cpp.server.app")
     port = _free_port()
     log_path = log_dir / f"llama-server-{port}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias,
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(CONTEXT_TOKENS), "--verbose", "False"],
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(CONTEXT_TOKENS), "--verbose", "False",
+             *(["--n_threads", str(threads), "--n_threads_batch", str(threads)] if threads else [])],
             stdout=log, stderr=subprocess.STDOUT,
         )
     server = LlamaServer(process, port, log_path)
