@@ -6,22 +6,28 @@ plan and never name a price. Topic similarity and term coverage cannot tell the
 two apart; this module can, for the questions whose shape says what an answer
 must hold:
 
-- **answer type**: how much / what is the price, fee, salary (an *amount*: a
-  currency figure or a percentage); how many (a *count*); what is the rate,
-  temperature, population, how long / far / old (a *quantity*: a number that is
-  not just a year); when / what year (a *date*); who (a *name* the question does
-  not already hold). A sentence supports the question when it holds a value of
-  that type and names the asked attribute (the "price", the counted "employees");
-- **asked aspect**: "what are the ingredients of X", "which enzymes ...", "what
-  causes X", "how does X work": a sentence must name the aspect (the ingredients;
-  for causes and mechanisms, a causal or mechanistic phrase);
-- **named specifics**: a year or a proper name the question states ("the Treaty
-  of Zaragoza in 1529", "Stanford's PhD program") that no context mentions means
-  the contexts are about something else.
+- **answer type** (a *firm* check: a miss is a near miss to abstain on): how
+  much / what is the price, fee, salary (an *amount*: a currency figure or a
+  percentage); how many (a *count*); what is the rate, temperature, population,
+  how long / far / old, what percentage (a *quantity*: a number that is not just
+  a year); when was / did / will, what year (a *date*); who (a *name* the question
+  does not already hold). A sentence supports the question when it holds a value
+  of that type and names the asked attribute or states the value in its unit
+  ("40 tons" for a load capacity), or, without an attribute, names a question term;
+- **asked aspect, cause, mechanism** (*soft* checks: a miss only weakens the
+  grade): "what are the ingredients of X" needs a passage naming the ingredients,
+  "what causes X" a causal sentence, "how does X work" a mechanistic one. On
+  fitz-gov's calibration split these refused as many answerable questions as they
+  caught near misses, since passages say such things in other words;
+- **the entity**: the supporting passage must name every proper name, acronym and
+  model number the question states ("Stanford", "Model Y") and the year of an
+  edition ("the 2024 World Series"), so a value about a neighbouring thing (MIT's
+  graduation rate for Stanford's) does not count.
 
-Every check is sentence-level and tied to the question's other key terms: the
-supporting sentence's passage must cover at least half of them, so a price of
-something else in a passage about a different subject does not count.
+The supporting sentence's passage must also cover a third (or two) of the
+question's other terms. :func:`question_names` gives a question's names whatever
+its shape, for the off-topic check (a question whose every name the corpus never
+mentions).
 
 The rules are English: :func:`asked_fact` returns a fact with no requirement for
 a question it cannot parse (another language, an open question such as "is X

@@ -18,8 +18,11 @@ input every time.
   the corpus lacks altogether, which counts against ``answerable``), and groundedness
   (the most similar context covers most key terms, or several similar contexts
   cover them together). ``answerable`` is False when both the best similarity
-  and the coverage are evidently too low; a question with no content terms at
-  all ("what's new today?") gets a neutral grade instead.
+  and the coverage are evidently too low, when the contexts are a near miss (no
+  sentence holds the asked price, count, date, quantity or name:
+  :mod:`shared.query.answer_types`), or when every name the question states is
+  one the corpus never mentions; a question with no content terms at all
+  ("what's new today?") gets a neutral grade instead.
   ``missing_aspects`` are the question's terms no context contains.
 - **refine**: the original question plus the missing aspects and acronym
   expansions (plus month/year for temporal questions).
