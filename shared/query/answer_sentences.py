@@ -109,7 +109,9 @@ def answer_sentence(sentence: str) -> str | None:
     text = _BULLET.sub("", text)
     text = _REFERENCE_MARKER.sub("", text).strip()
     label = _LABEL.match(text)
-    if label and heading_like(label["label"]):
+    # a short label with a number ("Q3 2024: Revenue rose") says when or which: it stays
+    if label and heading_like(label["label"]) and not (
+            len(label["label"].split()) <= 3 and any(ch.isdigit() for ch in label["label"])):
         text = text[label.end():]
     if len(text) < MIN_CHARS or len(_words(text)) < MIN_WORDS:
         return None

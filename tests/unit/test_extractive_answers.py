@@ -156,6 +156,8 @@ def test_heading_labels_bullets_and_reference_markers_are_taken_off():
     assert answer_sentence("Atlas Corporation — Facilities Overview (Internal Documentation, 2024): "
                            "The headquarters building has 52 floors above grade.") == (
         "The headquarters building has 52 floors above grade.")
+    assert answer_sentence("Q3 2024: Revenue rose 12% on the year before.") == (
+        "Q3 2024: Revenue rose 12% on the year before.")
     assert answer_sentence("- Recall is perfect by definition, so there is nothing to tune.") == (
         "Recall is perfect by definition, so there is nothing to tune.")
     # a source's own "[3]" would otherwise be read as a citation of context 3
