@@ -311,8 +311,10 @@ def extractive_answer(
             if candidates[i].leans_back and (pred is None or (
                     pred not in chosen and len(chosen) + 2 > max_sentences)):
                 continue
-            # Keep only sentences of comparable strength once two are chosen.
-            if len(chosen) >= 2 and relevance[i] < 0.75 * best:
+            # Once two are chosen, a further source needs a sentence of comparable strength;
+            # a passage already quoted may go on (it is the same source, read further).
+            quoted = any(candidates[j].number == candidates[i].number for j in chosen)
+            if len(chosen) >= 2 and relevance[i] < 0.75 * best and not quoted:
                 continue
             if chosen and not adds_a_source_worth_it(i, chosen):
                 continue

@@ -54,6 +54,8 @@ def test_the_sentence_that_answers_comes_first_even_when_the_passage_says_it_lat
     "All of them expire after ten minutes.",
     "Second, the cache rejects entries larger than a page.",
     "The latter keeps entries in memory only.",
+    "Systems built on them stay correct only if consumers are idempotent.",
+    "Some brokers offer this within their own boundaries.",
 ])
 def test_sentences_that_point_back_are_recognised(sentence):
     assert opens_with_reference(sentence)
@@ -66,6 +68,7 @@ def test_sentences_that_point_back_are_recognised(sentence):
     "Those who configure the cache choose its budget.",
     "In 2021 the cache gained a persistent mode.",
     "Thistle is a cache library written in Rust.",
+    "Consumers that crash retry the message when they restart.",
 ])
 def test_sentences_that_stand_alone_are_not_flagged(sentence):
     assert not opens_with_reference(sentence)
