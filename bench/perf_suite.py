@@ -38,6 +38,7 @@ import json
 import logging
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -93,16 +94,19 @@ def _warm_home(chunks: int, tracing: bool = True) -> Iterator:
 
     logging.basicConfig(level=logging.WARNING)
     home = Path(tempfile.mkdtemp(prefix="ragbus-perf-"))
-    settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "1" if tracing else "0"})
-    system = build_local(settings.with_(allow_loopback=True))
-    deps = system.deps
-    with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
-        submit_sample_corpus(deps, base)
-        runtime.wait_idle(600)
-        real = deps.index.count_chunks()
-        ql.add_distractors(deps.index, max(0, chunks - real), deps.embedder.dimension)
-        wait_for_query(deps, submit_query(deps, "warm up the caches").id, 300)
-        yield deps
+    try:
+        settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "1" if tracing else "0"})
+        system = build_local(settings.with_(allow_loopback=True))
+        deps = system.deps
+        with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
+            submit_sample_corpus(deps, base)
+            runtime.wait_idle(600)
+            real = deps.index.count_chunks()
+            ql.add_distractors(deps.index, max(0, chunks - real), deps.embedder.dimension)
+            wait_for_query(deps, submit_query(deps, "warm up the caches").id, 300)
+            yield deps
+    finally:
+        shutil.rmtree(home, ignore_errors=True)  # 45 MB at 10k chunks, 430 MB at 100k
 
 
 def _query_latency(tracing: bool, chunks: int, rounds: int, out) -> None:
