@@ -86,10 +86,34 @@ def eval_markdown(results: dict[str, Any]) -> str:
             f"| configured overall threshold | {c['threshold']:.2f} | {c['tpr']:.3f} | {c['fpr']:.3f} |",
             f"| the stage's whole accept rule (all thresholds + grounded) | – | {a['tpr']:.3f} | {a['fpr']:.3f} |",
         ]
+    own = results.get("own_contexts")
+    if own:
+        out += [
+            "",
+            "### The grader on each case's own contexts (fitz-gov's protocol; beside the targets, not one of them)",
+            "",
+            f"The same {own['answerable']} answerable + {own['abstain']} abstain cases, each graded on only the "
+            f"passages fitz-gov wrote for it ({own['provider']} model, the grader stage's own decision rule): "
+            "no other case's passage can answer an abstain question here, as it can in the pipeline's "
+            "shared index.",
+            "",
+            "| figure | value | 95% interval |",
+            "|---|---:|---|",
+            f"| abstention accuracy | {own['abstention_accuracy']:.3f} | {_ci(own['abstention_accuracy_ci95'])} |",
+            f"| false abstention | {own['false_abstention']:.3f} | {_ci(own['false_abstention_ci95'])} |",
+            f"| grader ROC AUC (score: answerable vs. abstain) | {own['grader_auc']:.3f} | "
+            f"{_ci(own['grader_auc_ci95'])} |",
+            "",
+            f"Decisions: answerable {own['decisions']['answerable']}; abstain {own['decisions']['abstain']}.",
+        ]
     tg = results.get("targets")
     if tg:
         out += ["", *targets_markdown(tg)]
     return "\n".join(out) + "\n"
+
+
+def _ci(interval: list[float]) -> str:
+    return f"{interval[0]:.3f}–{interval[1]:.3f}"
 
 
 def _verdict(row: dict[str, Any]) -> str:

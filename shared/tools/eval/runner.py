@@ -39,6 +39,7 @@ from shared.tools.eval.dataset import (
     split_of,
 )
 from shared.tools.eval.metrics import ndcg_at_k, paired_bootstrap, ranking_metrics
+from shared.tools.eval.own_contexts import grade_on_own_contexts
 from shared.tools.eval.pipeline import (
     ABLATIONS,
     FULL,
@@ -337,6 +338,10 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
         if full_run is not None:
             ran, abstain_results = full_run
             results["calibration"] = calibration(ran.results, abstain_results, [*queries, *abstain])
+        if queries and abstain:
+            say(f"grader on the sample's own contexts (fitz-gov's protocol): {len(queries)} + {len(abstain)} cases")
+            results["own_contexts"] = {"provider": "local", **_own_contexts_figures(
+                queries, abstain, evalset, index_path, embedder)}
         results["targets"] = {
             "reported_on": options.split,
             "verdict_rule": "met on the point estimate; ci95 is a 95% interval (Wilson for the abstention rates, "
@@ -347,6 +352,21 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     timings["total_s"] = time.perf_counter() - started
     results["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
     return results
+
+
+def _own_contexts_figures(queries: list[EvalQuery], abstain: list[EvalQuery], evalset: EvalSet, index_path: Path,
+                          embedder: Any) -> dict[str, Any]:
+    """:func:`~shared.tools.eval.own_contexts.grade_on_own_contexts` with the local model over the eval index."""
+    from shared.adapters.local.llm import LocalLanguageModel
+    from shared.contract.config import load_settings
+
+    index = open_index(index_path, embedder.dimension)
+    try:
+        llm = LocalLanguageModel(index, embedder)
+        return grade_on_own_contexts(queries, abstain, {p.passage_id: p.text for p in evalset.passages}, llm,
+                                     load_settings({}))
+    finally:
+        index.close()
 
 
 def targets_missed(results: dict[str, Any]) -> list[str]:
