@@ -1,4 +1,4 @@
-"""The retriever stage: the question leads, one embedding batch, parallel searches, fusion, dedupe,
+"""The retriever stage: the question leads, sub-queries embed nothing, parallel searches, fusion, dedupe,
 header filter."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ def test_contexts_are_fused_deduplicated_and_stored():
     loop.submit("compare BM25 and dense retrieval")
     loop.deliver(_message("BM25 dense retrieval", ["What is BM25 ranking?", "What is dense retrieval?"]))
 
-    # the rewrite dropped words of the question: both are searched, each with its own vector
-    assert loop.embedder.batches[-1] == ["compare BM25 and dense retrieval", "BM25 dense retrieval",
-                                         "What is BM25 ranking?", "What is dense retrieval?"]
+    # the rewrite dropped words of the question: both are searched, each with its own vector; the
+    # sub-queries embed nothing (their dense side is the rewrite's vector, their BM25 side their words)
+    assert loop.embedder.batches[-1] == ["compare BM25 and dense retrieval", "BM25 dense retrieval"]
     assert sorted(s[0] for s in loop.index.searches) == sorted(
         ["compare BM25 and dense retrieval", "BM25 dense retrieval", "What is BM25 ranking?",
          "What is dense retrieval?"])
