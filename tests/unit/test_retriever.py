@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.retriever.handler import QueryHits, fuse, is_header_only, leading_queries, only_adds_to
+from services.retriever.handler import (
+    QueryHits,
+    fuse,
+    is_header_only,
+    leading_queries,
+    only_adds_to,
+)
 from shared.contract.config import Settings
 from shared.contract.messages import ContextsRetrieved, QueryTransformed
 from shared.contract.ports import ScoredChunk
