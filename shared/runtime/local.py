@@ -119,7 +119,7 @@ class LocalRuntime:
 
     def _work(self, consumer: Consumer) -> None:
         while not self._stop.is_set():
-            seen = self.bus.publish_count()
+            seen = self.bus.publish_count(consumer.topic)
             try:
                 deliveries = self.bus.pull(consumer.subscription, 1)
             except Exception:  # noqa: BLE001 - a locked database must not kill the worker
@@ -127,7 +127,7 @@ class LocalRuntime:
                 time.sleep(0.5)
                 continue
             if not deliveries:
-                self.bus.wait_for_messages(0.05, seen)
+                self.bus.wait_for_messages(0.05, seen, consumer.topic)
                 continue
             for delivery in deliveries:
                 try:

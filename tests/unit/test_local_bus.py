@@ -174,3 +174,42 @@ def test_a_stale_nack_does_not_touch_the_later_delivery(tmp_path):
     assert bus.dead_letter_count() == 0
     bus.ack(second)
     assert bus.outstanding(["a.query-submitted"]) == 0
+
+
+def test_a_waiter_wakes_for_its_own_topic_only(tmp_path):
+    """Each publish used to wake every idle worker of every stage, which then all took the
+    database's write lock to pull nothing; a worker now waits on its own topic."""
+    from shared.contract.messages import QueryTransformed
+
+    bus = _bus(tmp_path)
+    seen = bus.publish_count("query-transformed")
+    woke = threading.Event()
+
+    def wait():
+        bus.wait_for_messages(30.0, seen, "query-transformed")
+        woke.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    bus.publish(QuerySubmitted(query_id="q1"))  # another topic: the waiter sleeps on
+    assert not woke.wait(0.3)
+    assert bus.publish_count("query-submitted") == 1 and bus.publish_count() == 1
+    bus.publish(QueryTransformed(query_id="q1", iteration=0, query="q"))
+    assert woke.wait(10.0)
+    waiter.join(10.0)
+
+
+def test_a_publish_between_the_count_and_the_wait_is_not_missed_and_stopping_wakes_everyone(tmp_path):
+    bus = _bus(tmp_path)
+    seen = bus.publish_count("query-submitted")
+    bus.publish(QuerySubmitted(query_id="q1"))
+    bus.wait_for_messages(30.0, seen, "query-submitted")  # returns at once: the publish came first
+
+    woke = threading.Event()
+    waiter = threading.Thread(
+        target=lambda: (bus.wait_for_messages(30.0, bus.publish_count("query-submitted"), "query-submitted"),
+                        woke.set()), daemon=True)
+    waiter.start()
+    assert not woke.wait(0.2)
+    bus.wake_waiters()
+    assert woke.wait(10.0)

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,8 @@ class SqliteBus:
         self.retry = retry or RetrySettings()
         self._wakeup = threading.Condition()
         self._published = 0  # publishes seen in this process, so a waiter cannot miss one
+        self._published_to: Counter[str] = Counter()  # the same, per topic
+        self._wakes = 0  # wake_waiters calls (a stopping runtime)
         if subscriptions:
             self.ensure_subscriptions(subscriptions)
 
@@ -144,6 +147,7 @@ class SqliteBus:
             )
         with self._wakeup:
             self._published += 1
+            self._published_to[topic] += 1
             self._wakeup.notify_all()
         return message_id
 
@@ -272,25 +276,35 @@ class SqliteBus:
 
     # ------------------------------------------------------------ inspect
 
-    def publish_count(self) -> int:
-        """How many messages this process has published (pair with :meth:`wait_for_messages`)."""
-        return self._published
-
-    def wait_for_messages(self, timeout: float, seen: int | None = None) -> None:
-        """Block until something is published in this process, or ``timeout`` passes.
-
-        With ``seen`` (a :meth:`publish_count` taken before the last empty pull),
-        return at once if a publish happened since, so a wake-up is never lost.
-        Publishes by other processes are noticed by the caller's next pull.
-        """
+    def publish_count(self, topic: str | None = None) -> int:
+        """How many messages this process has published, to ``topic`` or to any topic (pair with
+        :meth:`wait_for_messages`)."""
         with self._wakeup:
-            if seen is not None and seen != self._published:
-                return
-            self._wakeup.wait(timeout)
+            return self._published if topic is None else self._published_to[topic]
+
+    def wait_for_messages(self, timeout: float, seen: int | None = None, topic: str | None = None) -> None:
+        """Block until something is published in this process (to ``topic``, when given), or
+        ``timeout`` passes, or :meth:`wake_waiters` is called.
+
+        With ``seen`` (a :meth:`publish_count` of the same ``topic`` taken before the last
+        empty pull), return at once if a publish happened since, so a wake-up is never lost.
+        With ``topic``, a publish to another topic does not end the wait: a worker wakes for
+        its own topic only, instead of every idle worker of every stage taking the database's
+        write lock to pull nothing after each publish. Publishes by other processes, and
+        deliveries whose retry backoff ends, are noticed by the caller's next pull.
+        """
+        def count() -> int:
+            return self._published if topic is None else self._published_to[topic]
+
+        with self._wakeup:
+            baseline = count() if seen is None else seen
+            wakes = self._wakes
+            self._wakeup.wait_for(lambda: count() != baseline or self._wakes != wakes, timeout)
 
     def wake_waiters(self) -> None:
         """Wake every thread blocked in :meth:`wait_for_messages` (a stopping runtime's workers)."""
         with self._wakeup:
+            self._wakes += 1
             self._wakeup.notify_all()
 
     def outstanding(self, subscriptions: list[str] | None = None) -> int:
