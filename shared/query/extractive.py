@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import snowballstemmer
 
 from shared.contract.ports import Answer, AnswerSentence, GradingContext
 from shared.contract.text import split_sentences as _split_sentences
@@ -34,6 +32,7 @@ from shared.contract.text import strip_header
 from shared.query.answer_sentences import answer_sentence, opens_with_reference, question_parts
 from shared.query.grading import strip_model_directives
 from shared.query.language import phrase
+from shared.query.stemming import stemmer
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -78,17 +77,6 @@ def tokenize(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-# A Snowball stemmer keeps its working string in the object: one per thread, or two
-# threads stemming at once corrupt each other ("string index out of range").
-_STEMMERS = threading.local()
-
-
-def _stemmer():
-    stemmer = getattr(_STEMMERS, "english", None)
-    if stemmer is None:
-        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
-    return stemmer
-
 
 @functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
@@ -97,7 +85,7 @@ def stem(word: str) -> str:
     w = word.lower().strip(".-_").removesuffix("'s")
     if not w.isalpha():
         return w  # "bm25", "k1", "10/8": identifiers are compared as they are
-    return _stemmer().stemWord(w)
+    return stemmer().stemWord(w)
 
 
 def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:

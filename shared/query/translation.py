@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-import snowballstemmer
+from shared.query.stemming import stemmer
 
 #: Languages the lexicon translates from; every other language is left as it is.
 LEXICON_LANGUAGES = ("de", "fr", "es")
@@ -69,9 +69,8 @@ class _Lexicon:
         return found if found is not None else self.stems.get(tuple(self.key(w) for w in words))
 
 
-@functools.cache
 def _stemmer(language: str):
-    return snowballstemmer.stemmer(_STEMMERS[language])
+    return stemmer(_STEMMERS[language])  # this thread's: a shared Snowball object is not thread-safe
 
 
 @functools.lru_cache(maxsize=65536)
