@@ -69,6 +69,7 @@ from shared.contract.ports import (
 )
 from shared.contract.text import split_header
 from shared.observability.tracing import annotate
+from shared.query.language import in_english
 from shared.query.record import Context, QueryRecord
 from shared.query.state import RETRIEVE, apply_stage, live_record
 from shared.query.vectors import query_vectors
@@ -274,7 +275,9 @@ def retrieve_contexts(
         return
 
     top_k = record.top_k or settings.top_k
-    question = record.original_query or message.query
+    # A German, French or Spanish question leads by its English search terms (the corpus's
+    # language), as the transformer searched it; English comes back unchanged.
+    question = in_english(record.original_query or message.query)[1]
     queries, meanings = leading_queries(question, message.query)
     if iteration > 0 and len(queries) == 1 and " ".join(message.query.split()) != " ".join(question.split()):
         # A refinement is the grader's second opinion, not the question's: the question's own

@@ -85,7 +85,7 @@ from shared.query.extractive import (
     tokenize,
 )
 from shared.query.grading import strip_model_directives
-from shared.query.language import detect_language, in_english
+from shared.query.language import in_english
 from shared.query.vectors import query_vector
 
 log = logging.getLogger("ragbus.llm.local")
@@ -324,7 +324,7 @@ class LocalLanguageModel:
 
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
         """Similarity, term coverage and groundedness of ``contexts`` for ``query``."""
-        query = in_english(query)[1]  # a German, French or Spanish question is graded by its English terms
+        language, query = in_english(query)  # a German, French or Spanish question is graded by its English terms
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
@@ -385,7 +385,7 @@ class LocalLanguageModel:
         # corpus never mentions. (One unknown name among known ones is too common in answerable
         # questions: "the Tulsa Race Massacre" against passages saying "the massacre in Tulsa".)
         # Only English questions: other languages capitalise common nouns.
-        names = question_names(query) if detect_language(query) == "en" else ()
+        names = question_names(query) if language == "en" else ()  # the asked language, not the translation's
         unknown = list(names) if names and all(n in absent for n in names) else []
         if unknown:
             answerable, grounded = False, False
