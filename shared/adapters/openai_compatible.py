@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from shared.contract.config import Settings
+from shared.contract.config import Settings, redacted_url
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.ports import ModelCall
 from shared.observability.tracing import annotate
@@ -124,6 +124,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
     ) -> None:
         super().__init__(model, max_sub_queries=max_sub_queries)
         self.base_url = base_url.rstrip("/")
+        self.shown_url = redacted_url(self.base_url)  # what messages and logs name: no user:password
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(
             base_url=self.base_url, headers=headers, transport=transport,
@@ -153,7 +154,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
 
     def _unusable(self, operation: str, status: int, detail: str, hint: str) -> ModelUnusable:
         return ModelUnusable(
-            f"{self.label} model {self.model!r} at {self.base_url} is unusable: {operation} was refused "
+            f"{self.label} model {self.model!r} at {self.shown_url} is unusable: {operation} was refused "
             f"with HTTP {status} ({detail}); {hint}",
             model=self.model, status=status, operation=operation,
         )
@@ -162,7 +163,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
         if status in (401, 403):
             return "check RAGBUS_OPENAI_API_KEY (or OPENAI_API_KEY) and the key's access to the model"
         if status == 404:
-            return (f"check RAGBUS_OPENAI_MODEL (GET {self.base_url}/models lists what the server serves) "
+            return (f"check RAGBUS_OPENAI_MODEL (GET {self.shown_url}/models lists what the server serves) "
                     "and that RAGBUS_OPENAI_BASE_URL is the API's base, usually ending in /v1")
         return ("check RAGBUS_OPENAI_MODEL and the server's settings (a prompt beyond its context size "
                 "is refused: give it a context of at least 8192 tokens)")
@@ -180,13 +181,13 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
             except httpx.TimeoutException as exc:
                 # a model too slow for the timeout will be as slow again: no retry
                 raise RetryableError(
-                    f"{self.label} {operation} took longer than the timeout at {self.base_url}: {exc!r}; "
+                    f"{self.label} {operation} took longer than the timeout at {self.shown_url}: {exc!r}; "
                     "raise RAGBUS_OPENAI_TIMEOUT_S or use a smaller model"
                 ) from exc
             except httpx.TransportError as exc:
                 if attempt == ATTEMPTS:
                     raise RetryableError(
-                        f"{self.label} {operation} could not reach {self.base_url}: {exc!r}; is the server running?"
+                        f"{self.label} {operation} could not reach {self.shown_url}: {exc!r}; is the server running?"
                     ) from exc
             else:
                 if response.status_code not in TRANSIENT_STATUS and response.status_code < 500 or final(response):
@@ -251,7 +252,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                     if self.json_mode == mode:  # another thread may have stepped down already
                         self.json_mode = JSON_MODES[JSON_MODES.index(mode) + 1]
                         log.warning("%s server at %s refused response_format %s (%s); asking for %s from now on",
-                                    self.label, self.base_url, mode, detail, self.json_mode)
+                                    self.label, self.shown_url, mode, detail, self.json_mode)
                 continue
             raise self._unusable(operation, status, detail, self._hint(status))
         try:

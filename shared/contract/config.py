@@ -188,8 +188,9 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         raise ConfigError(f"RAGBUS_LLM={provider!r}: use 'local' (default), 'gemini' or 'openai'")
     openai_base_url = (env.get("RAGBUS_OPENAI_BASE_URL") or "").strip().rstrip("/") or None
     openai_model = (env.get("RAGBUS_OPENAI_MODEL") or "").strip() or None
+    openai_api_key = _openai_key(env, openai_base_url)
     if provider == "openai":
-        _require_openai(openai_base_url, openai_model)
+        _require_openai(openai_base_url, openai_model, openai_api_key)
     policy = env.get("RAGBUS_REMOVED_ITEMS", str(DEFAULTS.removed_item_policy)).strip().lower()
     if policy not in {"remove", "keep"}:
         raise ConfigError(f"RAGBUS_REMOVED_ITEMS={policy!r}: use 'remove' (default) or 'keep'")
@@ -229,8 +230,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
         openai_base_url=openai_base_url,
         openai_model=openai_model,
-        # the standard variable too, as the OpenAI SDK reads it; ragbus's own wins
-        openai_api_key=(env.get("RAGBUS_OPENAI_API_KEY") or env.get("OPENAI_API_KEY") or "").strip() or None,
+        openai_api_key=openai_api_key,
         openai_timeout_s=_float(env, "RAGBUS_OPENAI_TIMEOUT_S", DEFAULTS.openai_timeout_s),
         bucket=env.get("RAGBUS_BUCKET") or None,
         firestore_database=env.get("RAGBUS_FIRESTORE_DATABASE") or None,
@@ -252,14 +252,40 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     )
 
 
-def _require_openai(base_url: str | None, model: str | None) -> None:
+OPENAI_API_HOST = "api.openai.com"
+_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def _openai_key(env: Mapping[str, str], base_url: str | None) -> str | None:
+    """``RAGBUS_OPENAI_API_KEY``; the standard ``OPENAI_API_KEY`` (which the OpenAI SDK reads) only
+    when the base URL is OpenAI's own API: a user's OpenAI key is not sent to a LAN Ollama box or
+    any other server the base URL names."""
+    own = (env.get("RAGBUS_OPENAI_API_KEY") or "").strip()
+    if own:
+        return own
+    host = (urlsplit(base_url).hostname or "") if base_url else ""
+    return (env.get("OPENAI_API_KEY") or "").strip() or None if host == OPENAI_API_HOST else None
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without a ``user:password@`` part, for messages and logs."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def _require_openai(base_url: str | None, model: str | None, api_key: str | None = None) -> None:
     missing = []
     if not base_url:
         missing.append("RAGBUS_OPENAI_BASE_URL (the server's API base, e.g. http://127.0.0.1:11434/v1 for "
                        "Ollama, http://127.0.0.1:8080/v1 for llama.cpp's llama-server)")
     elif urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).netloc:
-        raise ConfigError(f"RAGBUS_OPENAI_BASE_URL={base_url!r} is not an http(s) URL; "
+        raise ConfigError(f"RAGBUS_OPENAI_BASE_URL={redacted_url(base_url)!r} is not an http(s) URL; "
                           "use e.g. http://127.0.0.1:11434/v1")
+    elif api_key and urlsplit(base_url).scheme == "http" and urlsplit(base_url).hostname not in _LOOPBACK_HOSTS:
+        raise ConfigError(f"RAGBUS_OPENAI_API_KEY would be sent in clear text to {redacted_url(base_url)}: "
+                          "use https for a server on another host (plain http only to 127.0.0.1/localhost)")
     if not model:
         missing.append("RAGBUS_OPENAI_MODEL (a model the server serves, e.g. llama3.2 for Ollama)")
     if missing:

@@ -15,7 +15,7 @@ import pytest
 
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract.config import load_settings
-from shared.contract.errors import ModelUnusable, RetryableError
+from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.ports import GradingContext, RefineRequest
 from tests.integration.fake_openai import FakeOpenAI, Reply
 
@@ -237,14 +237,29 @@ def test_a_server_without_any_json_mode_is_asked_for_plain_text():
             "json_schema", "json_object", None]
 
 
-def test_settings_read_the_key_from_either_variable(server):
+def test_settings_send_ragbus_key_and_never_the_standard_openai_key_to_another_server(server):
     base = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": server.url + "/", "RAGBUS_OPENAI_MODEL": "tiny-model"}
-    settings = load_settings({**base, "OPENAI_API_KEY": "std"})
-    assert settings.openai_api_key == "std" and settings.openai_base_url == server.url
-    assert settings.llm_model == "tiny-model" and "std" not in repr(settings)
-    assert load_settings({**base, "OPENAI_API_KEY": "std", "RAGBUS_OPENAI_API_KEY": "own"}).openai_api_key == "own"
+    # a user's OpenAI key (OPENAI_API_KEY) is not for a local Ollama / llama.cpp server
+    assert load_settings({**base, "OPENAI_API_KEY": "std"}).openai_api_key is None
+    settings = load_settings({**base, "OPENAI_API_KEY": "std", "RAGBUS_OPENAI_API_KEY": "own"})
+    assert settings.openai_api_key == "own" and settings.openai_base_url == server.url
+    assert settings.llm_model == "tiny-model" and "own" not in repr(settings)
+    # ... but it is OpenAI's own API's key
+    official = {**base, "RAGBUS_OPENAI_BASE_URL": "https://api.openai.com/v1", "OPENAI_API_KEY": "std"}
+    assert load_settings(official).openai_api_key == "std"
 
     server.reply(json.dumps(GRADE))
     llm = OpenAICompatibleLanguageModel.from_settings(settings)
     assert llm.grade("q", _contexts()).score == 0.72
-    assert server.requests[-1].headers["authorization"] == "Bearer std"
+    assert server.requests[-1].headers["authorization"] == "Bearer own"
+
+
+def test_a_key_is_not_sent_in_clear_text_to_another_host_and_urls_are_shown_without_passwords():
+    base = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_MODEL": "m", "RAGBUS_OPENAI_API_KEY": "sk-secret"}
+    with pytest.raises(ConfigError, match="clear text") as refused:
+        load_settings({**base, "RAGBUS_OPENAI_BASE_URL": "http://192.168.1.20:11434/v1"})
+    assert "sk-secret" not in str(refused.value)
+    for fine in ("http://127.0.0.1:11434/v1", "http://localhost:8080/v1", "https://llm.example.com/v1"):
+        assert load_settings({**base, "RAGBUS_OPENAI_BASE_URL": fine}).openai_api_key == "sk-secret"
+    llm = OpenAICompatibleLanguageModel("https://alice:hunter2@llm.example.com/v1", "m", timeout_s=1)
+    assert "hunter2" not in llm.shown_url and llm.shown_url == "https://***@llm.example.com/v1"
