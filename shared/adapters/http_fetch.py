@@ -89,7 +89,8 @@ def media_type_accepted(media: str, accept: Sequence[str]) -> bool:
     return False
 
 
-def _retry_after_seconds(value: str | None, now: datetime) -> float | None:
+def retry_after_seconds(value: str | None, now: datetime) -> float | None:
+    """Seconds a ``Retry-After`` value asks to wait (delta-seconds or an HTTP date); None when absent or unreadable."""
     if not value:
         return None
     value = value.strip()
@@ -381,7 +382,7 @@ class SafeFetcher:
         if status == 429 or status >= 500:
             raise _Transient(
                 f"HTTP {status}",
-                _retry_after_seconds(response.headers.get("retry-after"), datetime.now(UTC)),
+                retry_after_seconds(response.headers.get("retry-after"), datetime.now(UTC)),
             )
         if status >= 400:
             raise PermanentError(

@@ -34,13 +34,16 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from shared.adapters.http_fetch import retry_after_seconds
 from shared.contract.config import Settings, redacted_url
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.ports import ModelCall
@@ -94,11 +97,13 @@ def _never(response: httpx.Response) -> bool:
 
 
 def _retry_after(response: httpx.Response | None, attempt: int) -> float:
+    """The server's ``Retry-After`` (seconds or an HTTP date) within [0, MAX_RETRY_AFTER_S], else
+    exponential backoff; "-1", "nan" or garbage are backoff, never an error."""
     header = response.headers.get("retry-after") if response is not None else None
-    try:
-        return min(float(header), MAX_RETRY_AFTER_S) if header else BACKOFF_S * 2 ** (attempt - 1)
-    except ValueError:
+    asked = retry_after_seconds(header, datetime.now(UTC))
+    if asked is None or not math.isfinite(asked):
         return BACKOFF_S * 2 ** (attempt - 1)
+    return min(max(0.0, asked), MAX_RETRY_AFTER_S)
 
 
 def serves(model: str, ids: Sequence[str]) -> bool:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from shared.contract.errors import ConfigError
 
@@ -269,10 +269,10 @@ def _openai_key(env: Mapping[str, str], base_url: str | None) -> str | None:
 
 def redacted_url(url: str) -> str:
     """``url`` without a ``user:password@`` part, for messages and logs."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
+    scheme, netloc, path, query, fragment = urlsplit(url)
+    if "@" not in netloc:
         return url
-    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+    return urlunsplit((scheme, "***@" + netloc.rsplit("@", 1)[1], path, query, fragment))
 
 
 def _require_openai(base_url: str | None, model: str | None, api_key: str | None = None) -> None:
