@@ -42,7 +42,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shared.query.extractive import STOPWORDS, content_terms, split_sentences, stem, tokenize
+from shared.query.extractive import (
+    STOPWORDS,
+    content_terms,
+    split_sentences,
+    stem,
+    term_set,
+    tokenize,
+)
 
 AMOUNT = "amount"
 COUNT = "count"
@@ -508,15 +515,6 @@ def _present(term: str, stems: set[str]) -> bool:
                for s in stems)
 
 
-def _sentence_stems(sentence: str) -> set[str]:
-    out = set()
-    for word in tokenize(sentence):
-        out.add(stem(word))
-        if "-" in word:
-            out.update(stem(part) for part in word.split("-") if part)
-    return out
-
-
 def _on_topic(topic: Sequence[str], stems: set[str]) -> bool:
     if not topic:
         return True
@@ -536,7 +534,7 @@ def _restates(topic: Sequence[str], stems: set[str]) -> bool:
 
 def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset[str]) -> bool:
     """Whether ``sentence`` states what ``fact`` asks (its passage already checked for topic)."""
-    stems = _sentence_stems(sentence)
+    stems = term_set(sentence)
     if fact.kind and not holds_value(sentence, fact.kind, question_stems):
         return False
     named_aspect = any(_present(a, stems) for a in fact.aspect)
@@ -556,17 +554,18 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     fact = asked_fact(question)
     if not fact.checkable or not passages:
         return FactSupport(fact, checked=False)
-    question_stems = frozenset(_sentence_stems(question))
-    passage_stems = [_sentence_stems(p) for p in passages]
+    question_stems = frozenset(term_set(question))
+    passage_stems = [term_set(p) for p in passages]
     union = set().union(*passage_stems)
     missing: list[str] = []
 
     absent = [s for s in fact.specifics if not _YEAR.match(s) and not _anchored([s], union)]
+    editions = _edition_years(question)
     found: str | None = None
     for text, stems in zip(passages, passage_stems, strict=True):
         if not _on_topic((*fact.topic, *fact.aspect[:1]), stems) or (
             fact.named and not any(_present(n, union) for n in fact.named)
-        ) or not _anchored(fact.specifics, stems, _edition_years(question)):
+        ) or not _anchored(fact.specifics, stems, editions):
             continue
         if not (fact.kind or fact.aspect or fact.relation):
             found = text[:200]
@@ -580,19 +579,6 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
         missing.append(f"no sentence states the asked {label}"
                        + (f" (no context names {', '.join(absent)})" if absent else ""))
     return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found)
-
-
-def _year_in_range(year: str, passages: Sequence[str]) -> bool:
-    """A year the question names that a passage's span covers ("1250-1150 BCE" holds 1200)."""
-    if not _YEAR.match(year):
-        return False
-    y = int(year)
-    for text in passages:
-        for a, b in re.findall(r"\b(\d{3,4})\s*(?:-|–|to|and)\s*(\d{2,4})\b", text):
-            lo, hi = sorted((int(a), int(b) if len(b) > 2 else int(a[: len(a) - len(b)] + b)))
-            if lo <= y <= hi:
-                return True
-    return False
 
 
 __all__ = ["AMOUNT", "COUNT", "DATE", "NAME", "QUANTITY", "AskedFact", "FactSupport", "asked_fact",
