@@ -105,3 +105,21 @@ def test_a_vector_searched_again_on_the_same_snapshot_reuses_its_dense_top(tmp_p
     after = index.search("reciprocal rank fusion", vector, 10)
     assert products == [1, 1]
     assert {h.chunk.chunk_id for h in after} == {CORPUS[0].chunk_id, CORPUS[1].chunk_id}
+
+
+def test_identical_vectors_in_one_batch_are_searched_once(tmp_path, monkeypatch):
+    from shared.adapters.local import index as local_index
+
+    embedder = HashingEmbedder()
+    index = HybridIndex(tmp_path / "index", dimension=embedder.dimension)
+    index.upsert(CORPUS[0].document_id, [CORPUS[0]], embedder.embed([CORPUS[0].text]))
+    rows = []
+    real = local_index._Dense.top_many
+    monkeypatch.setattr(local_index._Dense, "top_many",
+                        lambda self, queries, n: rows.append(len(queries)) or real(self, queries, n))
+    question = embedder.embed(["reciprocal rank fusion"])[0]
+    other = embedder.embed(["bm25 saturation"])[0]
+    texts = ["reciprocal rank fusion", "fusion of ranks", "rank fusion k", "bm25 saturation"]
+    hits = index.search_many(texts, np.stack([question, question, question, other]), 5)
+    assert rows == [2]  # two distinct vectors, one product each
+    assert len(hits) == 4 and all(hits)

@@ -452,11 +452,16 @@ class HybridIndex:
                 if hit is not None and len(hit[0]) >= pool:
                     self._dense_tops.move_to_end(key)
                     found[j] = (hit[0][:pool], hit[1][:pool])
-        missing = [j for j in range(len(keys)) if j not in found]
-        if missing:
-            fresh = snap.dense.top_many(queries[missing], pool)
+        # Rows not yet searched, each distinct vector once (sub-queries search with the question's).
+        first_of: dict[tuple[int, bytes], int] = {}
+        for j in range(len(keys)):
+            if j not in found:
+                first_of.setdefault(keys[j], j)
+        if first_of:
+            rows = list(first_of.values())
+            fresh = snap.dense.top_many(queries[rows], pool)
             with self._dense_tops_lock:
-                for j, top in zip(missing, fresh, strict=True):
+                for j, top in zip(rows, fresh, strict=True):
                     for part in top:
                         part.setflags(write=False)  # shared by later searches of the same vector
                     found[j] = top
@@ -464,7 +469,7 @@ class HybridIndex:
                     self._dense_tops.move_to_end(keys[j])
                 while len(self._dense_tops) > _DENSE_TOPS_KEPT:
                     self._dense_tops.popitem(last=False)
-        return [found[j] for j in range(len(keys))]
+        return [found[j] if j in found else found[first_of[keys[j]]] for j in range(len(keys))]
 
     # --------------------------------------------------- derived structures
 
