@@ -85,16 +85,23 @@ def test_a_search_for_nothing_is_answered_before_the_vector_is_read():
     assert checked_query([1, 2, 3, 4], 2, "bm25", 4).dtype == np.float32
 
 
-def test_a_vector_searched_again_on_the_same_snapshot_reuses_its_dense_top(tmp_path, monkeypatch):
+@pytest.fixture
+def counted_index(tmp_path, monkeypatch):
+    """A one-document index and the list of how many query rows each exact dense product searched."""
     from shared.adapters.local import index as local_index
 
     embedder = HashingEmbedder()
     index = HybridIndex(tmp_path / "index", dimension=embedder.dimension)
     index.upsert(CORPUS[0].document_id, [CORPUS[0]], embedder.embed([CORPUS[0].text]))
-    products = []
+    products: list[int] = []
     real = local_index._Dense.top_many
     monkeypatch.setattr(local_index._Dense, "top_many",
                         lambda self, queries, n: products.append(len(queries)) or real(self, queries, n))
+    return index, embedder, products
+
+
+def test_a_vector_searched_again_on_the_same_snapshot_reuses_its_dense_top(counted_index):
+    index, embedder, products = counted_index
     vector = embedder.embed(["reciprocal rank fusion"])[0]
     first = index.search("reciprocal rank fusion", vector, 10)
     again = index.search("rank fusion feedback terms", vector, 5)  # same vector, other words, shallower
@@ -107,19 +114,11 @@ def test_a_vector_searched_again_on_the_same_snapshot_reuses_its_dense_top(tmp_p
     assert {h.chunk.chunk_id for h in after} == {CORPUS[0].chunk_id, CORPUS[1].chunk_id}
 
 
-def test_identical_vectors_in_one_batch_are_searched_once(tmp_path, monkeypatch):
-    from shared.adapters.local import index as local_index
-
-    embedder = HashingEmbedder()
-    index = HybridIndex(tmp_path / "index", dimension=embedder.dimension)
-    index.upsert(CORPUS[0].document_id, [CORPUS[0]], embedder.embed([CORPUS[0].text]))
-    rows = []
-    real = local_index._Dense.top_many
-    monkeypatch.setattr(local_index._Dense, "top_many",
-                        lambda self, queries, n: rows.append(len(queries)) or real(self, queries, n))
+def test_identical_vectors_in_one_batch_are_searched_once(counted_index):
+    index, embedder, products = counted_index
     question = embedder.embed(["reciprocal rank fusion"])[0]
     other = embedder.embed(["bm25 saturation"])[0]
     texts = ["reciprocal rank fusion", "fusion of ranks", "rank fusion k", "bm25 saturation"]
     hits = index.search_many(texts, np.stack([question, question, question, other]), 5)
-    assert rows == [2]  # two distinct vectors, one product each
+    assert products == [2]  # two distinct vectors, one product each
     assert len(hits) == 4 and all(hits)
