@@ -13,6 +13,7 @@ phrase table, and to put a question's terms into English for the local model.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from shared.query.translation import english_terms, lexicon_language
@@ -177,6 +178,7 @@ _PHRASES: dict[str, dict[str, str]] = {
 }
 
 
+@functools.lru_cache(maxsize=1024)  # the transformer, retriever, grader and synthesizer each ask
 def in_english(question: str) -> tuple[str, str]:
     """(``question``'s language, its search terms in English): see
     :func:`shared.query.translation.english_terms`; English, and languages the lexicon

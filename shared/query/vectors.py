@@ -38,6 +38,11 @@ class QueryVectorCache:
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        """Forget every vector (see :func:`forget_query_vectors`)."""
+        with self._lock:
+            self._vectors.clear()
+
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for ``texts`` in order; the ones not cached are embedded in one batch."""
         keys = [" ".join(t.split()) for t in texts]
@@ -87,8 +92,7 @@ def forget_query_vectors() -> None:
     with _CACHES_LOCK:
         caches = list(_CACHES.values())
     for cache in caches:
-        with cache._lock:
-            cache._vectors.clear()
+        cache.clear()
 
 
 def query_vector(embedder: Embedder, text: str) -> np.ndarray:
