@@ -13,13 +13,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 pytest.importorskip("fitz_gov", reason="fitz-gov is not installed: pip install fitz-gov==4.1.0")
 
+from tests.integration.fake_openai import FakeOpenAI, Reply  # noqa: E402
 from tests.support import REPO  # noqa: E402
 
 MODEL = "rule-model"
@@ -42,62 +41,12 @@ def _reply(body: dict) -> str:
     return json.dumps({"abstained": False, "sentences": [{"text": "The first source answers it.", "citations": [1]}]})
 
 
-class RuleServer:
-    """``failing``: every chat completion is a 503 (told to retry at once), as an overloaded or
-    broken server answers; the model list still names the model."""
-
-    def __init__(self, *, failing: bool = False) -> None:
-        self.chat_calls = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                if body.get("model") != MODEL:
-                    self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist",
-                                               "type": "invalid_request_error", "param": "model",
-                                               "code": "model_not_found"}})
-                    return
-                server.chat_calls += 1
-                if failing:
-                    data = json.dumps({"error": {"message": "overloaded", "type": "server_error"}}).encode()
-                    self.send_response(503)
-                    self.send_header("Retry-After", "0")
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                self._send(200, {"id": "c", "object": "chat.completion", "model": MODEL,
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": _reply(body)}}],
-                                 "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-
-    def __enter__(self) -> RuleServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.http.shutdown()
-        self.http.server_close()
+def rule_server(*, failing: bool = False) -> FakeOpenAI:
+    """The stand-in: every operation answered as its schema asks; ``failing``: every chat
+    completion is a 503 (told to retry at once), as an overloaded or broken server answers,
+    while the model list still names the model."""
+    overloaded = Reply(status=503, headers={"Retry-After": "0"})
+    return FakeOpenAI(served=(MODEL,), responder=lambda body: overloaded if failing else Reply(text=_reply(body)))
 
 
 def _eval(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -110,7 +59,7 @@ def _eval(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_a_configured_openai_server_gets_its_own_column_beside_local(tmp_path):
-    with RuleServer() as server:
+    with rule_server() as server:
         proc = _eval(tmp_path, "--sample", "8", "--abstain-sample", "4", "--provider-sample", "openai=4/2",
                      RAGBUS_OPENAI_BASE_URL=server.url, RAGBUS_OPENAI_MODEL=MODEL)
     assert proc.returncode == 0, proc.stderr
@@ -124,14 +73,14 @@ def test_a_configured_openai_server_gets_its_own_column_beside_local(tmp_path):
     # The stand-in never abstains: its abstention accuracy is 0 and that target is not met.
     assert openai["figures"]["abstention_accuracy"] == 0.0 and openai["all_met"] is False
     assert [row["name"] for row in results["pipeline"]["rows"]] == ["full pipeline", "full pipeline (openai)"]
-    assert server.chat_calls >= 3 * (1 + 4 + 2)  # warm-ups, then transform + grade + synthesis per question
+    assert len(server.chat_requests) >= 3 * (1 + 4 + 2)  # warm-ups, then transform + grade + synthesis per question
     assert openai["model_fallbacks"] == {"questions": 6, "questions_with_a_fallback": 0, "by_stage": {}}
     assert f"openai (openai/{MODEL}; 4 + 2 abstain)" in proc.stdout
     assert "- gemini: not configured" in proc.stdout
 
 
 def test_a_provider_that_cannot_answer_stops_the_run_before_the_pipeline(tmp_path):
-    with RuleServer() as server:
+    with rule_server() as server:
         proc = _eval(tmp_path, "--sample", "8", "--abstain-sample", "4", "--providers", "local,openai",
                      RAGBUS_OPENAI_BASE_URL=server.url, RAGBUS_OPENAI_MODEL="no-such-model")
     assert proc.returncode == 2
@@ -143,7 +92,7 @@ def test_a_provider_that_cannot_answer_stops_the_run_before_the_pipeline(tmp_pat
 def test_a_provider_whose_every_call_fails_is_not_measured_under_its_name(tmp_path):
     # The stages would answer anyway, from their local fallbacks: figures of that run would be
     # the fallbacks' reported as the provider's. The eval refuses, naming what failed.
-    with RuleServer(failing=True) as server:
+    with rule_server(failing=True) as server:
         proc = _eval(tmp_path, "--sample", "8", "--abstain-sample", "4",
                      RAGBUS_OPENAI_BASE_URL=server.url, RAGBUS_OPENAI_MODEL=MODEL)
     assert proc.returncode == 2
