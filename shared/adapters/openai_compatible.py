@@ -46,8 +46,6 @@ import httpx
 from shared.adapters.http_fetch import retry_after_seconds
 from shared.contract.config import Settings, redacted_url
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
-from shared.contract.ports import ModelCall
-from shared.observability.tracing import annotate
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
 log = logging.getLogger("ragbus.llm.openai")
@@ -270,23 +268,10 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                 f"chat completion: {response.text[:200]!r}"
             ) from exc
         usage = data.get("usage") or {}
-        self._local.last_call = ModelCall(
-            operation=operation,
-            model=self.model,
-            input_tokens=int(usage.get("prompt_tokens") or 0),
-            output_tokens=int(usage.get("completion_tokens") or 0),
-            seconds=time.monotonic() - started,
-        )
         finish = choice.get("finish_reason")
-        annotate(**{
-            "gen_ai.request.temperature": temperature,
-            "gen_ai.request.max_tokens": max_tokens,
-            "gen_ai.response.finish_reasons": [finish] if finish else None,
-            "gen_ai.usage.input_tokens": self._local.last_call.input_tokens,
-            "gen_ai.usage.output_tokens": self._local.last_call.output_tokens,
-            "gen_ai.response.model": data.get("model") or self.model,
-        })
-        if finish == "length":
-            log.warning("%s %s reply was cut at max_tokens=%d (%d characters kept)",
-                        self.label, operation, max_tokens, len(text))
+        self._record_call(
+            operation, started=started, input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0), temperature=temperature, max_tokens=max_tokens,
+            finish=finish, response_model=data.get("model"), cut=finish == "length", text=str(text),
+        )
         return str(text)

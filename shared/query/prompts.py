@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import date
@@ -43,6 +44,7 @@ from shared.contract.ports import (
     RefineRequest,
     Transformation,
 )
+from shared.observability.tracing import annotate
 from shared.query.grading import (
     MalformedReply,
     extract_json_object,
@@ -284,6 +286,26 @@ class PromptedLanguageModel(ABC):
         self, operation: str, prompt: str, *, temperature: float, max_tokens: int, schema: dict[str, Any] | None
     ) -> str:
         """One call to the model: the reply's text (the JSON ``schema`` asked for, when given)."""
+
+    def _record_call(
+        self, operation: str, *, started: float, input_tokens: int, output_tokens: int, temperature: float | None,
+        max_tokens: int, finish: str | None, response_model: str | None, cut: bool, text: str,
+    ) -> None:
+        """What one call cost (``last_call``), its GenAI attributes on the model-call span the
+        tracing wrapper opened, and a warning when the reply was cut at ``max_tokens``."""
+        self._local.last_call = ModelCall(operation=operation, model=self.model, input_tokens=input_tokens,
+                                          output_tokens=output_tokens, seconds=time.monotonic() - started)
+        annotate(**{
+            "gen_ai.request.temperature": temperature,
+            "gen_ai.request.max_tokens": max_tokens,
+            "gen_ai.response.finish_reasons": [finish] if finish else None,
+            "gen_ai.usage.input_tokens": input_tokens,
+            "gen_ai.usage.output_tokens": output_tokens,
+            "gen_ai.response.model": response_model or self.model,
+        })
+        if cut:
+            self._log.warning("%s %s reply was cut at max_tokens=%d (%d characters kept)",
+                              self.label, operation, max_tokens, len(text))
 
     def _malformed(self, operation: str, why: str) -> None:
         with self._lock:

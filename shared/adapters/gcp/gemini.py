@@ -33,8 +33,6 @@ from typing import Any
 
 from shared.contract.config import DEFAULT_GEMINI_MODEL, Settings
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
-from shared.contract.ports import ModelCall
-from shared.observability.tracing import annotate
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
 log = logging.getLogger("ragbus.llm.gemini")
@@ -158,30 +156,18 @@ class GeminiLanguageModel(PromptedLanguageModel):
         except Exception as exc:
             raise RetryableError(f"Gemini {operation} could not be reached: {exc}") from exc
         usage = getattr(response, "usage_metadata", None)
-        self._local.last_call = ModelCall(
-            operation=operation,
-            model=self.model,
-            input_tokens=int(getattr(usage, "prompt_token_count", 0) or 0),
-            # thinking tokens are output tokens: billed, and counted against the limit
-            output_tokens=int(getattr(usage, "candidates_token_count", 0) or 0)
-            + int(getattr(usage, "thoughts_token_count", 0) or 0),
-            seconds=time.monotonic() - started,
-        )
-        # GenAI semantic conventions, on the model-call span the tracing wrapper opened
         finish = _finish_reason(response)
-        annotate(**{
-            "gen_ai.request.temperature": settings.get("temperature"),
-            "gen_ai.request.max_tokens": settings["max_output_tokens"],
-            "gen_ai.response.finish_reasons": [finish] if finish else None,
-            "gen_ai.usage.input_tokens": self._local.last_call.input_tokens,
-            "gen_ai.usage.output_tokens": self._local.last_call.output_tokens,
-            "gen_ai.response.model": getattr(response, "model_version", None) or self.model,
-        })
         try:
             text = response.text or ""
         except Exception:  # noqa: BLE001 - a blocked or empty candidate has no text
             text = ""
-        if finish == "MAX_TOKENS":
-            log.warning("Gemini %s reply was cut at max_output_tokens=%d (%d characters kept)",
-                        operation, settings["max_output_tokens"], len(text))
+        self._record_call(
+            operation, started=started,
+            input_tokens=int(getattr(usage, "prompt_token_count", 0) or 0),
+            # thinking tokens are output tokens: billed, and counted against the limit
+            output_tokens=int(getattr(usage, "candidates_token_count", 0) or 0)
+            + int(getattr(usage, "thoughts_token_count", 0) or 0),
+            temperature=settings.get("temperature"), max_tokens=settings["max_output_tokens"], finish=finish,
+            response_model=getattr(response, "model_version", None), cut=finish == "MAX_TOKENS", text=text,
+        )
         return text
