@@ -31,6 +31,13 @@ locals {
       RAGBUS_INDEX                 = var.index_backend
     },
     var.firestore_database == "(default)" ? {} : { RAGBUS_FIRESTORE_DATABASE = var.firestore_database },
+    # An OpenAI-compatible server (llm_provider = "openai"); its key, if any, is a secret
+    # given only to the functions that call the model (service_config below).
+    var.llm_provider == "openai" ? {
+      RAGBUS_OPENAI_BASE_URL  = var.openai_base_url
+      RAGBUS_OPENAI_MODEL     = var.openai_model
+      RAGBUS_OPENAI_TIMEOUT_S = tostring(var.openai_timeout_s)
+    } : {},
     # Vector Search mode (vertex.tf): the resource names the adapter connects to. Referencing
     # the deployed index makes every function wait until the index is served.
     local.vertex_index ? {
@@ -94,6 +101,32 @@ resource "google_cloudfunctions2_function" "function" {
       RAGBUS_ACK_DEADLINE_S = tostring(each.value.timeout)
       OTEL_SERVICE_NAME     = "ragbus-${each.key}"
     })
+    dynamic "secret_environment_variables" {
+      for_each = each.value.model && local.openai_key_secret != "" ? [local.openai_key_secret] : []
+      content {
+        key        = "RAGBUS_OPENAI_API_KEY"
+        project_id = var.project
+        secret     = secret_environment_variables.value
+        version    = "latest"
+      }
+    }
+  }
+
+  lifecycle {
+    # What the code would refuse at its first query (RAGBUS_LLM=openai without a server or a
+    # model), refused at plan time instead.
+    precondition {
+      condition     = var.llm_provider != "openai" || (var.openai_base_url != "" && var.openai_model != "")
+      error_message = "llm_provider = \"openai\" needs openai_base_url and openai_model."
+    }
+    precondition {
+      condition     = var.llm_provider != "openai" || local.openai_key_secret == "" || startswith(var.openai_base_url, "https://")
+      error_message = "openai_api_key_secret is set, so openai_base_url must be https:// (the key is never sent in clear text)."
+    }
+    precondition {
+      condition     = var.llm_provider != "openai" || !each.value.model || var.openai_timeout_s < each.value.timeout
+      error_message = "openai_timeout_s must be shorter than the timeout of every function that calls the model."
+    }
   }
 
   # Uploads to the documents bucket arrive through Eventarc (GCS has no push subscription
@@ -118,5 +151,6 @@ resource "google_cloudfunctions2_function" "function" {
     google_project_iam_member.build,
     google_project_iam_member.gcs_agent_publishes_events,
     google_project_iam_member.eventarc_trigger_receiver,
+    google_secret_manager_secret_iam_member.openai_key,
   ]
 }

@@ -43,6 +43,9 @@ locals {
     "roles/storage.objectAdmin",
   ]
 
+  # The openai server's key (llm_provider = "openai"), read by the functions that call the model.
+  openai_key_secret = var.llm_provider == "openai" ? var.openai_api_key_secret : ""
+
   function_publishes = merge([
     for name, f in local.functions : {
       for topic in f.publishes : "${name}/${topic}" => { function = name, topic = topic }
@@ -80,6 +83,15 @@ resource "google_project_iam_member" "function" {
   project  = var.project
   role     = each.value.role
   member   = google_service_account.function[each.value.function].member
+}
+
+# Only the model-calling functions may read the openai server's key, and only that secret.
+resource "google_secret_manager_secret_iam_member" "openai_key" {
+  for_each  = local.openai_key_secret == "" ? {} : { for name, f in local.functions : name => f if f.model }
+  project   = var.project
+  secret_id = local.openai_key_secret
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.function[each.key].member
 }
 
 resource "google_pubsub_topic_iam_member" "function_publisher" {

@@ -27,7 +27,8 @@ locals {
   #   publishes    topics its service account may publish to (topic-level IAM)
   #   blobs        access to the blob bucket (raw and clean text): none | read | write
   #   documents    access to the documents bucket (uploads): none | read
-  #   model        calls Gemini on Vertex AI (project-level roles/aiplatform.user)
+  #   model        calls the language model: Gemini on Vertex AI (project-level
+  #                roles/aiplatform.user), or the openai server (its key secret, if any)
   #   embeds       embeds text: in process (var.embedder = "local", the packaged ONNX
   #                model) or on Vertex AI (var.embedder = "genai", roles/aiplatform.user)
   #   index        reads or writes the chunk index (roles/aiplatform.user when

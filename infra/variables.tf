@@ -113,13 +113,57 @@ variable "query_retention_days" {
 }
 
 variable "llm_provider" {
-  description = "Language model of the query loop: 'gemini' (Vertex AI, with the functions' own identities) or 'local' (the deterministic stand-in)"
+  description = "Language model of the query loop: 'gemini' (Vertex AI, with the functions' own identities), 'openai' (an OpenAI-compatible server the functions can reach: openai_base_url, openai_model) or 'local' (the deterministic stand-in)"
   type        = string
   default     = "gemini"
 
   validation {
-    condition     = contains(["gemini", "local"], var.llm_provider)
-    error_message = "llm_provider must be 'gemini' or 'local'."
+    condition     = contains(["gemini", "openai", "local"], var.llm_provider)
+    error_message = "llm_provider must be 'gemini', 'openai' or 'local'."
+  }
+}
+
+variable "openai_base_url" {
+  description = "llm_provider = \"openai\": the server's API base as the OpenAI SDK takes it (RAGBUS_OPENAI_BASE_URL), e.g. https://llm.example.com/v1; the functions reach it over the internet (or a VPC connector you add)"
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.openai_base_url == "" || can(regex("^https?://[^/?#]+", var.openai_base_url))
+    error_message = "openai_base_url must be an http(s) URL such as https://llm.example.com/v1."
+  }
+  validation {
+    # A key in the URL would sit in the functions' plain environment: use openai_api_key_secret.
+    condition     = !can(regex("^https?://[^/?#]*@", var.openai_base_url))
+    error_message = "openai_base_url must not carry user:password; put the key in Secret Manager and name it in openai_api_key_secret."
+  }
+}
+
+variable "openai_model" {
+  description = "llm_provider = \"openai\": a model the server serves, one of the ids GET <base>/models lists (RAGBUS_OPENAI_MODEL)"
+  type        = string
+  default     = ""
+}
+
+variable "openai_api_key_secret" {
+  description = "llm_provider = \"openai\": the Secret Manager secret (its id, in var.project) holding the server's API key, given to the model-calling functions as RAGBUS_OPENAI_API_KEY; empty for a server that wants no key. Its latest version is read at each cold start."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{0,255}$", var.openai_api_key_secret))
+    error_message = "openai_api_key_secret is a secret's id in var.project (letters, digits, - and _), not its full resource name."
+  }
+}
+
+variable "openai_timeout_s" {
+  description = "llm_provider = \"openai\": one model call's time limit in seconds (RAGBUS_OPENAI_TIMEOUT_S); keep it under the model functions' timeouts"
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.openai_timeout_s > 0
+    error_message = "openai_timeout_s must be a positive number of seconds."
   }
 }
 

@@ -115,6 +115,8 @@ def _names_set_by_infra(vertex: bool) -> dict[str, str]:
         "RAGBUS_INDEX": "vertex" if vertex else "firestore", "RAGBUS_EMBED_DIMENSION": "768",
         "RAGBUS_MAX_DELIVERY_ATTEMPTS": "5", "RAGBUS_QUERY_TTL_DAYS": "30", "RAGBUS_TRACING": "1",
         "RAGBUS_ACK_DEADLINE_S": "60", "RAGBUS_GEMINI_MODEL": "",
+        "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1", "RAGBUS_OPENAI_MODEL": "m",
+        "RAGBUS_OPENAI_TIMEOUT_S": "60",
     })
     return {k: v for k, v in values.items() if k in names}
 
@@ -144,3 +146,90 @@ def test_the_vertex_variables_are_set_only_in_vertex_mode_and_from_the_deployed_
                             "google_vertex_ai_index_endpoint_deployed_index.chunks[0].deployed_index_id")):
         assert re.search(rf"{name}\s*=\s*{re.escape(resource)}", env), name
     assert re.search(r"RAGBUS_INDEX\s*=\s*var\.index_backend", env)
+
+
+# --------------------------------------------- llm_provider = "openai"
+
+
+def _validations(variable: str) -> list[str]:
+    return [v["condition"] for v in _tf()["variable"][variable].get("validation", [])]
+
+
+def _preconditions() -> list[dict]:
+    body = _resource("google_cloudfunctions2_function", "function")
+    return _block(body, "lifecycle")["precondition"]
+
+
+def test_openai_is_a_provider_infra_accepts():
+    (condition,) = _validations("llm_provider")
+    providers = set(re.findall(r'"(\w+)"', condition.split("]")[0]))
+    assert providers == {"gemini", "openai", "local"}
+    # the same three the code accepts: anything else fails there too
+    for provider in providers:
+        env = {"RAGBUS_LLM": provider, "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
+               "RAGBUS_OPENAI_MODEL": "m"}
+        assert load_settings(env).llm_provider == provider
+    with pytest.raises(ConfigError, match="RAGBUS_LLM"):
+        load_settings({"RAGBUS_LLM": "anthropic"})
+
+
+def test_the_openai_settings_reach_the_functions_only_in_openai_mode():
+    env = _common_env()
+    assert 'var.llm_provider == "openai" ?' in env
+    for name, variable in (("RAGBUS_OPENAI_BASE_URL", "var.openai_base_url"),
+                           ("RAGBUS_OPENAI_MODEL", "var.openai_model"),
+                           ("RAGBUS_OPENAI_TIMEOUT_S", "tostring(var.openai_timeout_s)")):
+        assert re.search(rf"{name}\s*=\s*{re.escape(variable)}", env), name
+    # what the functions get is what the code needs to start: with them it loads, without it refuses
+    values = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
+              "RAGBUS_OPENAI_MODEL": "m", "RAGBUS_OPENAI_TIMEOUT_S": str(_default("openai_timeout_s"))}
+    settings = load_settings(values)
+    assert (settings.openai_model, settings.openai_timeout_s) == ("m", 60.0)
+    for name in ("RAGBUS_OPENAI_BASE_URL", "RAGBUS_OPENAI_MODEL"):
+        with pytest.raises(ConfigError, match=name):
+            load_settings({k: v for k, v in values.items() if k != name})
+
+
+def test_plan_refuses_openai_without_a_server_a_model_or_with_a_key_in_clear_text():
+    conditions = " ".join(p["condition"] for p in _preconditions())
+    assert 'var.llm_provider != "openai" || (var.openai_base_url != "" && var.openai_model != "")' in conditions
+    assert 'startswith(var.openai_base_url, "https://")' in conditions
+    assert "var.openai_timeout_s < each.value.timeout" in conditions
+    # the model functions' timeouts leave room for the default call time limit
+    functions = _local("functions")
+    assert all(int(f["timeout"]) > _default("openai_timeout_s") for f in functions.values() if f["model"])
+    url_rules = _validations("openai_base_url")
+    assert any("@" in rule for rule in url_rules), "a user:password in the URL would sit in the plain environment"
+
+
+def test_the_openai_key_is_a_secret_only_the_model_functions_read():
+    body = _resource("google_cloudfunctions2_function", "function")
+    service = _block(body, "service_config")
+    assert "RAGBUS_OPENAI_API_KEY" not in str(service["environment_variables"]) + _common_env()
+    (secret_env,) = service["dynamic"]
+    secret_env = secret_env["secret_environment_variables"]
+    assert secret_env["for_each"] == '${each.value.model && local.openai_key_secret != "" ? [local.openai_key_secret] : []}'
+    content = secret_env["content"][0]
+    assert content["key"] == "RAGBUS_OPENAI_API_KEY"  # the name the code reads
+    assert content["version"] == "latest"
+    assert load_settings({"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
+                          "RAGBUS_OPENAI_MODEL": "m", "RAGBUS_OPENAI_API_KEY": "k"}).openai_api_key == "k"
+    assert _local("openai_key_secret") == '${var.llm_provider == "openai" ? var.openai_api_key_secret : ""}'
+    grant = _resource("google_secret_manager_secret_iam_member", "openai_key")
+    assert grant["role"] == "roles/secretmanager.secretAccessor"
+    assert grant["secret_id"] == "${local.openai_key_secret}"
+    assert "if f.model" in grant["for_each"]
+    assert "google_secret_manager_secret_iam_member.openai_key" in str(body["depends_on"])
+    assert "secretmanager.googleapis.com" in _local("apis")
+    (rule,) = _validations("openai_api_key_secret")
+    assert "^[A-Za-z0-9_-]{0,255}$" in rule  # an id, as secret_environment_variables.secret takes it
+
+
+def test_the_example_variables_are_declared_and_name_no_model_of_their_own():
+    with (INFRA / "terraform.tfvars.example").open() as handle:
+        example = _clean(hcl2.load(handle))
+    declared = set(_tf()["variable"])
+    assert set(example) <= declared, f"the example sets undeclared variables: {set(example) - declared}"
+    # A pinned model id goes stale (the example once pinned gemini-2.0-flash, shut down on 2026-03-31):
+    # the example inherits the code's default, kept current in one place.
+    assert example["gemini_model"] == ""
