@@ -213,3 +213,19 @@ def test_a_publish_between_the_count_and_the_wait_is_not_missed_and_stopping_wak
     assert not woke.wait(0.2)
     bus.wake_waiters()
     assert woke.wait(10.0)
+
+
+def test_an_empty_pull_reads_without_taking_the_write_lock(tmp_path):
+    bus = _bus(tmp_path)
+    statements: list[str] = []
+    bus._db.connection().set_trace_callback(statements.append)
+    assert bus.pull("a.query-submitted") == []
+    assert statements and not any("BEGIN" in s for s in statements)
+    bus.publish(QuerySubmitted(query_id="q1"))
+    statements.clear()
+    (delivery,) = bus.pull("a.query-submitted")
+    assert any(s.startswith("BEGIN IMMEDIATE") for s in statements)  # a lease is a write
+    statements.clear()
+    assert bus.pull("a.query-submitted") == []  # leased: nothing ready, and no write lock taken
+    assert not any("BEGIN" in s for s in statements)
+    assert delivery.attributes["idempotency_key"] == "q1/submitted"

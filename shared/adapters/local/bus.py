@@ -156,6 +156,17 @@ class SqliteBus:
     def pull(self, subscription: str, max_messages: int = 1) -> list[Delivery]:
         """Lease up to ``max_messages`` ready deliveries for the ack deadline."""
         now = time.time()
+        # Most pulls find nothing (idle workers look every 50 ms): a read, which in WAL mode
+        # neither waits for nor holds up a writer, settles those without the write lock that
+        # a query's publishes and record updates are queueing for. The transaction below
+        # looks again, so two workers seeing the same delivery still lease it once.
+        ready = self._db.connection().execute(
+            "SELECT 1 FROM deliveries WHERE subscription = ? AND state = 'pending' AND available_at <= ? "
+            "AND (lease_until IS NULL OR lease_until <= ?) LIMIT 1",
+            (subscription, now, now),
+        ).fetchone()
+        if ready is None:
+            return []
         with self._db.transaction() as conn:
             rows = conn.execute(
                 "SELECT d.id, d.message_id, d.attempts, m.topic, m.data, m.attributes "
