@@ -21,15 +21,16 @@ pytestmark = pytest.mark.skipif(
 def test_a_query_refined_twice_is_one_trace_across_the_stage_processes(tmp_path):
     home = tmp_path / "home"
     # a grader this strict refines whatever it finds: two refinements, then out of iterations.
-    # --top-k 10: the question's own ranking leads every iteration's first half, so with 5
-    # contexts a refinement found the same five chunks and the grader rightly stopped
-    # ("the same contexts as iteration 1: refining cannot help") after one refinement.
+    # --top-k 20: the question's own ranking leads every iteration's first half and every
+    # ranking is searched top_k deep, so with 5 or 10 contexts a refinement found the same
+    # chunks and the grader rightly stopped ("the same contexts as iteration 1: refining
+    # cannot help") after one refinement.
     strict = {"RAGBUS_MIN_SCORE": "0.999", "RAGBUS_MIN_RELEVANCE": "0.999", "RAGBUS_MIN_COMPLETENESS": "0.999"}
     topology.up(home, stage_env=strict)
     try:
         run_cli(home, "ingest", str(CORPUS / "docs"), str(CORPUS / "site" / "articles"), timeout=300)
         record = json.loads(run_cli(home, "ask", "How do retries work?",
-                                    "--json", "--top-k", "10", "--max-iterations", "2", check=False,
+                                    "--json", "--top-k", "20", "--max-iterations", "2", check=False,
                                     timeout=300).stdout)
         assert record["status"] == "answered", record.get("error")
         store = SqliteSpanStore(home / "traces.db")

@@ -66,7 +66,7 @@ def test_out_of_iterations_is_exhausted_and_the_best_iteration_is_kept():
     # the question's best context leads every iteration; the second differs with each query
     loop.submit("what is BM25", max_iterations=2, top_k=2)
     assert _grade(loop, weak_grade(0.5), 0).decision == "refine"
-    assert _grade(loop, weak_grade(0.3), 1, "dense retrieval vectors").decision == "refine"
+    assert _grade(loop, weak_grade(0.3), 1, "embedding vectors cosine similarity").decision == "refine"
     assert loop.record()["best_iteration"] == 0  # iteration 1 graded worse
     last = _grade(loop, weak_grade(0.45), 2, "Compute Unified Device Architecture kernels GPU grid")
     assert last.decision == "exhausted"

@@ -52,7 +52,7 @@ def test_every_iteration_weak_ends_exhausted_with_a_caveat():
     # the question's best chunk leads each iteration, each refinement adds a different second one,
     # so every iteration is worth grading
     llm = ScriptedLLM(grades=[weak_grade(0.5), weak_grade(0.3), weak_grade(0.4)],
-                      refines=["dense retrieval vectors", "Compute Unified Device Architecture kernels GPU grid"])
+                      refines=["embedding vectors cosine similarity", "Compute Unified Device Architecture kernels GPU grid"])
     loop = make_loop(CORPUS, llm)
     loop.submit("how does BM25 work", top_k=2)
     loop.pump(QuerySubmitted(query_id="q1"))

@@ -138,10 +138,31 @@ def test_a_rewrite_that_only_adds_words_searches_bm25_with_it_and_dense_with_the
 
     # the rewrite itself was never embedded (its words are keyword evidence only), the question was
     assert loop.embedder.batches[batches:] == [["What is BM25?"]]
-    ((text, vector, k),) = recording.vectors
-    assert text == "What is BM25 (Best Matching 25)? ranking zebrafish" and k == 10  # exactly top_k
-    np.testing.assert_allclose(vector, loop.embedder.embed(["What is BM25?"])[0])
-    assert {c["matched_by"][0] for c in loop.record()["iterations"][0]["contexts"]} == {"rewritten"}
+    searched = sorted((text, k) for text, _, k in recording.vectors)
+    # the question itself leads beside the rewrite; both asked for exactly top_k
+    assert searched == [("What is BM25 (Best Matching 25)? ranking zebrafish", 10), ("What is BM25?", 10)]
+    for _, vector, _ in recording.vectors:
+        np.testing.assert_allclose(vector, loop.embedder.embed(["What is BM25?"])[0])
+    assert loop.record()["iterations"][0]["contexts"][0]["matched_by"][0] == "question"
+
+
+def test_the_contexts_first_half_is_the_questions_own_search_whatever_a_rewrite_adds():
+    # The added words ("zebrafish tanks") point BM25 at another document; the question's own
+    # top hits still open the contexts, in the order a plain search of the question gives.
+    corpus = [*CORPUS, chunk(40, "Aquarium care", "Zebrafish tanks need weekly water changes and BM25 "
+                                                  "is not a water test. Zebrafish tanks are kept at 26 degrees.")]
+    loop = make_loop(corpus)
+    loop.submit("How does BM25 score documents?", top_k=4)
+    loop.deliver(_message("How does BM25 score documents? zebrafish tanks zebrafish tanks"))
+    question = "How does BM25 score documents?"
+    plain = [h.chunk.chunk_id for h in loop.index.search(question, loop.embedder.embed([question])[0], 4)
+             if "Header only" not in h.chunk.title]
+    contexts = [c["chunk_id"] for c in loop.record()["iterations"][0]["contexts"]]
+    assert contexts[:2] == plain[:2]
+    rewrite_top = loop.index.search("How does BM25 score documents? zebrafish tanks zebrafish tanks",
+                                    loop.embedder.embed([question])[0], 4)[0].chunk.chunk_id
+    assert rewrite_top == "doc40:h:40" != plain[0]  # the rewrite alone would have led with the aquarium
+    assert "doc40:h:40" in contexts  # kept below the question's best, not dropped
 
 
 def test_a_rewrite_that_changes_the_question_is_searched_beside_it_and_the_question_leads():
@@ -160,8 +181,9 @@ def test_only_adds_to_and_leading_queries():
     assert only_adds_to("What is RRF?", "What is RRF (reciprocal rank fusion)? November 2026")
     assert only_adds_to("what is  rrf", "What is RRF?")
     assert not only_adds_to("Was ist RRF?", "What is RRF?")
-    assert leading_queries("What is RRF?", "What is RRF? fusion") == ([("rewritten", "What is RRF? fusion")],
-                                                                      ["What is RRF?"])
+    assert leading_queries("What is RRF?", "What is RRF? fusion") == (
+        [("question", "What is RRF?"), ("rewritten", "What is RRF? fusion")], ["What is RRF?", "What is RRF?"])
+    assert leading_queries("What is RRF?", " What is  RRF? ") == ([("rewritten", "What is RRF?")], ["What is RRF?"])
     assert leading_queries("Was ist RRF?", "What is RRF?") == (
         [("question", "Was ist RRF?"), ("rewritten", "What is RRF?")], ["Was ist RRF?", "What is RRF?"])
 
