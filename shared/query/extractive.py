@@ -135,6 +135,45 @@ def split_sentences(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class QuotableSentence:
+    """A sentence of a passage that can be quoted (see :func:`quotable_sentences`)."""
+
+    position: int  # the sentence's place among its passage's sentences
+    text: str  # cleaned for quoting, at most about 400 characters
+    leans_back: bool  # opens by pointing at the sentence before it
+    stems: frozenset[str]  # term_set(text)
+
+
+# Passages whose quotable sentences are kept: a query reads ten, and the same chunks come
+# back question after question; about 4 KB each (text, sentences, stems).
+QUOTABLE_CACHE_SIZE = 2048
+
+
+@functools.lru_cache(maxsize=QUOTABLE_CACHE_SIZE)
+def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
+    """The sentences of ``passage`` (a chunk's text, header and all) an answer may quote,
+    in order: no metadata header, no sentence addressed to a model, each one cleaned or
+    rejected by :func:`~shared.query.answer_sentences.answer_sentence`.
+
+    A pure function of the text, and the costliest part of extractive synthesis (every
+    sentence of ten passages screened), so it is computed once per passage text and kept
+    in a bounded, thread-safe LRU cache: a chunk whose text changes is a new key.
+    """
+    clean, _ = strip_model_directives(body_lines(passage))
+    out: list[QuotableSentence] = []
+    for position, piece in enumerate(split_sentences(clean)):
+        sentence = answer_sentence(piece)
+        if sentence is None:
+            continue  # fragments, headings, questions, lead-ins to a list are not answers
+        if len(sentence) > 400:
+            sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
+        # (_term_set's own cache is for whole passages; these stems are kept here)
+        out.append(QuotableSentence(position, sentence, opens_with_reference(sentence),
+                                    _term_set.__wrapped__(sentence)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class _Candidate:
     """A sentence that can be quoted, and where it stands in its passage."""
 
@@ -142,6 +181,7 @@ class _Candidate:
     position: int  # the sentence's place among its passage's sentences
     text: str
     leans_back: bool  # opens by pointing at the sentence before it
+    stems: frozenset[str]
 
 
 def _candidate_sentences(
@@ -149,20 +189,10 @@ def _candidate_sentences(
 ) -> list[_Candidate]:
     out: list[_Candidate] = []
     for ctx in contexts:
-        clean, _ = strip_model_directives(body_lines(ctx.text))
-        taken = 0
-        for position, piece in enumerate(split_sentences(clean)):
-            sentence = answer_sentence(piece)
-            if sentence is None:
-                continue  # fragments, headings, questions, lead-ins to a list are not answers
-            if len(sentence) > 400:
-                sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
-            out.append(_Candidate(ctx.number, position, sentence, opens_with_reference(sentence)))
-            taken += 1
-            if taken >= per_context or len(out) >= total:
-                break
-        if len(out) >= total:
-            break
+        for sentence in quotable_sentences(ctx.text)[:per_context]:
+            out.append(_Candidate(ctx.number, sentence.position, sentence.text, sentence.leans_back, sentence.stems))
+            if len(out) >= total:
+                return out
     return out
 
 
@@ -211,7 +241,9 @@ def extractive_answer(
     if not candidates:
         return _abstention(language)
 
-    overlap = np.array([term_overlap(terms, c.text) for c in candidates], dtype=np.float32)
+    term_stems = [stem(t) for t in terms]
+    overlap = np.array([sum(1 for t in term_stems if t in c.stems) / len(terms) if terms else 0.0
+                        for c in candidates], dtype=np.float32)
     vectors: np.ndarray | None = None
     if context_similarity:
         prior = np.array(
@@ -255,8 +287,7 @@ def extractive_answer(
             return None
         return j
 
-    stems = [term_set(c.text) for c in candidates]
-    term_stems = [stem(t) for t in terms]
+    stems = [c.stems for c in candidates]
 
     def similarity(i: int, j: int) -> float:
         if vectors is not None:
