@@ -13,6 +13,13 @@ model, so a stage running in another process (Cloud Functions, one stage per
 instance) simply misses and embeds it again, with the same result. It is
 bounded (least recently used out), and keyed by the text with its whitespace
 collapsed, which no tokenizer of ours distinguishes.
+
+Passages get the same treatment where a stage must embed one at query time
+(:func:`passage_vectors`): a retrieved chunk that lost a planted instruction to
+directive stripping is compared by the vector of what is left, which the index
+does not store; the grader and the synthesizer of every query that retrieves it
+need the same vector. Those are embedded as documents (``Embedder.embed``), in
+a cache of their own.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -29,12 +36,23 @@ from shared.contract.ports import Embedder, embed_queries
 CAPACITY = 2048  # texts per embedder: about 3 MiB of 384-float vectors
 
 
-class QueryVectorCache:
-    """Query vectors of one embedder, least recently used out beyond ``capacity``."""
+def _embed_passages(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    return embedder.embed(texts)
 
-    def __init__(self, embedder: Embedder, capacity: int = CAPACITY) -> None:
+
+class QueryVectorCache:
+    """Query vectors of one embedder, least recently used out beyond ``capacity``
+    (``embed`` says how texts are embedded: as queries, by default, or as passages)."""
+
+    def __init__(
+        self, embedder: Embedder, capacity: int = CAPACITY,
+        embed: Callable[[Embedder, Sequence[str]], np.ndarray] = embed_queries,
+        collapse_whitespace: bool = True,
+    ) -> None:
         self.embedder = embedder
         self.capacity = capacity
+        self._embed = embed
+        self._collapse = collapse_whitespace
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -45,7 +63,7 @@ class QueryVectorCache:
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for ``texts`` in order; the ones not cached are embedded in one batch."""
-        keys = [" ".join(t.split()) for t in texts]
+        keys = [" ".join(t.split()) for t in texts] if self._collapse else list(texts)
         found: dict[str, np.ndarray] = {}
         with self._lock:
             for key in keys:
@@ -55,7 +73,7 @@ class QueryVectorCache:
                     found[key] = vector
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
-            fresh = np.asarray(embed_queries(self.embedder, missing), dtype=np.float32)
+            fresh = np.asarray(self._embed(self.embedder, missing), dtype=np.float32)
             with self._lock:
                 for key, vector in zip(missing, fresh, strict=True):
                     vector = vector.copy()
@@ -69,21 +87,35 @@ class QueryVectorCache:
 
 
 _CACHES: weakref.WeakKeyDictionary[object, QueryVectorCache] = weakref.WeakKeyDictionary()
+_PASSAGE_CACHES: weakref.WeakKeyDictionary[object, QueryVectorCache] = weakref.WeakKeyDictionary()
 _CACHES_LOCK = threading.Lock()
+PASSAGE_CAPACITY = 512  # passages per embedder (only those changed by directive stripping come here)
+
+
+def _cache(caches: weakref.WeakKeyDictionary, embedder: Embedder, **kwargs) -> QueryVectorCache:
+    try:
+        with _CACHES_LOCK:
+            cache = caches.get(embedder)
+            if cache is None:
+                cache = caches[embedder] = QueryVectorCache(embedder, **kwargs)
+            return cache
+    except TypeError:
+        # An embedder that cannot be weakly referenced or hashed gets no memory across calls,
+        # but its texts are still embedded once per call and in one batch.
+        return QueryVectorCache(embedder, **kwargs)
 
 
 def query_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """Query vectors of ``texts`` (see the module docstring), shape (len(texts), dimension)."""
-    try:
-        with _CACHES_LOCK:
-            cache = _CACHES.get(embedder)
-            if cache is None:
-                cache = _CACHES[embedder] = QueryVectorCache(embedder)
-    except TypeError:
-        # An embedder that cannot be weakly referenced or hashed gets no memory across calls,
-        # but its texts are still embedded once per call and in one batch.
-        cache = QueryVectorCache(embedder)
-    return cache.vectors(texts)
+    return _cache(_CACHES, embedder).vectors(texts)
+
+
+def passage_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Document-side vectors of ``texts`` (``Embedder.embed``), each embedded once per process
+    (see the module docstring), shape (len(texts), dimension). Keyed by the exact text: a
+    passage is embedded as it is, line breaks and all."""
+    return _cache(_PASSAGE_CACHES, embedder, capacity=PASSAGE_CAPACITY, embed=_embed_passages,
+                  collapse_whitespace=False).vectors(texts)
 
 
 def forget_query_vectors() -> None:

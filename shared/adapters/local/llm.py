@@ -86,7 +86,7 @@ from shared.query.extractive import (
 )
 from shared.query.grading import strip_model_directives
 from shared.query.language import in_english
-from shared.query.vectors import query_vector
+from shared.query.vectors import passage_vectors, query_vector
 
 log = logging.getLogger("ragbus.llm.local")
 
@@ -302,7 +302,8 @@ class LocalLanguageModel:
         """Embeddings of the contexts: the index's stored ones where it has them (computed
         once at indexing, so grading costs one query embedding, not ten passages), else
         computed now. A context that lost text to directive stripping is embedded afresh,
-        so planted instructions never weigh in."""
+        so planted instructions never weigh in: once per process for each such text
+        (:func:`~shared.query.vectors.passage_vectors`), which grading and synthesis share."""
         stored: dict[str, np.ndarray] = {}
         ids = [c.chunk_id for c in contexts if c.chunk_id]
         if isinstance(self.index, StoredVectors) and ids:
@@ -319,7 +320,7 @@ class LocalLanguageModel:
             else:
                 missing.append(n)
         if missing:
-            out[missing] = self.embedder.embed([cleaned[n] for n in missing])
+            out[missing] = passage_vectors(self.embedder, [cleaned[n] for n in missing])
         return out
 
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
