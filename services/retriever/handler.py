@@ -325,7 +325,8 @@ def retrieve_contexts(
     if subs:
         detail += f"; {len(succeeded)}/{len(subs)} sub-queries found results"
         if len(used) == leading:
-            detail += f" (fewer than {settings.min_sub_queries_for_synthesis}: rewritten query only)"
+            searched = "the question and its rewrite" if leading == 2 else "the question"
+            detail += f" (fewer than {settings.min_sub_queries_for_synthesis}: {searched} only)"
     result = apply_stage(
         state, query_id, iteration=iteration, stage=RETRIEVE, event_type="retrieved", detail=detail,
         now=clock.now(), change=change, elapsed_ms=elapsed_ms,

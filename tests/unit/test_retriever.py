@@ -66,7 +66,8 @@ def test_fewer_than_two_successful_sub_queries_fall_back_to_the_rewritten_query(
     entry = loop.record()["iterations"][0]
     assert entry["sub_queries_used"] == [] and entry["sub_queries_succeeded"] == 1
     assert all(set(c["matched_by"]) <= {"question", "rewritten"} for c in entry["contexts"])
-    assert "rewritten query only" in loop.record()["events"][-1]["detail"]
+    # the leading searches are named as they were: the question, and a rewrite that differs
+    assert "(fewer than 2: the question and its rewrite only)" in loop.record()["events"][-1]["detail"]
 
 
 def test_a_failing_search_of_the_rewritten_query_is_retried():
