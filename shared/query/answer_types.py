@@ -247,6 +247,7 @@ class FactSupport:
     checked: bool
     missing: tuple[str, ...] = ()
     sentence: str | None = None  # the supporting sentence, when one was found
+    supporting: int = 0  # how many sentences (passages, for a named-aspect check) hold the asked fact
 
     @property
     def supported(self) -> bool:
@@ -562,23 +563,26 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     absent = [s for s in fact.specifics if not _YEAR.match(s) and not _anchored([s], union)]
     editions = _edition_years(question)
     found: str | None = None
+    supporting = 0  # every supporting sentence is counted: several agreeing ones are firmer evidence than one
     for text, stems in zip(passages, passage_stems, strict=True):
         if not _on_topic((*fact.topic, *fact.aspect[:1]), stems) or (
             fact.named and not any(_present(n, union) for n in fact.named)
         ) or not _anchored(fact.specifics, stems, editions):
             continue
         if not (fact.kind or fact.aspect or fact.relation):
-            found = text[:200]
-            break
-        found = next((s for s in split_sentences(text) if _sentence_supports(s, fact, question_stems)), None)
-        if found:
-            break
+            found = found or text[:200]
+            supporting += 1
+            continue
+        for sentence in split_sentences(text):
+            if _sentence_supports(sentence, fact, question_stems):
+                found = found or sentence
+                supporting += 1
     if found is None:
         what = " ".join((*fact.aspect[:1], *fact.named)) or fact.relation or ""
         label = f"{fact.kind} ({what})" if fact.kind and what else (fact.kind or what)
         missing.append(f"no sentence states the asked {label}"
                        + (f" (no context names {', '.join(absent)})" if absent else ""))
-    return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found)
+    return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found, supporting=supporting)
 
 
 __all__ = ["AMOUNT", "COUNT", "DATE", "NAME", "QUANTITY", "AskedFact", "FactSupport", "asked_fact",

@@ -224,3 +224,11 @@ def test_the_model_grader_is_asked_for_the_asked_fact_not_the_topic():
     assert "does not cover this subject at all" not in prompt
     assert "near miss" in prompt and "asked fact" in prompt
     assert "grounded (true/false): is the asked fact itself stated" in prompt
+
+
+def test_every_supporting_sentence_is_counted():
+    question = "How much does the Aurora Plus subscription cost?"
+    assert fact_support(question, AURORA).supporting == 0
+    two = fact_support(question, [*AURORA, "The Aurora Plus subscription costs $12.99 a month.",
+                                  "Billed yearly, the Aurora Plus subscription costs $129."])
+    assert two.supporting == 2 and "$12.99" in two.sentence  # the first one found is quoted

@@ -10,20 +10,25 @@ input every time.
   query), and adds up to two feedback terms shared by the top retrieved chunks
   (light pseudo-relevance feedback). It decomposes a question into sub-queries
   only when its structure asks for it (:mod:`shared.adapters.local.decomposition`).
-- **grade**: embedding cosine between the question and each context
-  (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2 and related text about
-  0.4-0.8), coverage of the question's content terms (acronyms, numbers and
-  capitalised names weigh more than common words; there is no corpus-wide IDF,
-  but an index offering :class:`~shared.contract.ports.TermStatistics` tells which terms
-  the corpus lacks altogether, which counts against ``answerable``), and groundedness
-  (the most similar context covers most key terms, or several similar contexts
-  cover them together). ``answerable`` is False when both the best similarity
-  and the coverage are evidently too low, when the contexts are a near miss (no
-  sentence holds the asked price, count, date, quantity or name:
-  :mod:`shared.query.answer_types`), or when every name the question states is
-  one the corpus never mentions; a question with no content terms at all
-  ("what's new today?") gets a neutral grade instead.
-  ``missing_aspects`` are the question's terms no context contains.
+- **grade**: measures the evidence (:meth:`LocalLanguageModel.evidence`): embedding
+  cosine between the question and each context (all-MiniLM-L6-v2 scores unrelated text
+  about 0.0-0.2 and related text about 0.4-0.8), coverage of the question's content
+  terms by all contexts, the best context, the most similar one and the best single
+  sentence (acronyms, numbers and capitalised names weigh more than common words; an
+  index offering :class:`~shared.contract.ports.TermStatistics` tells which terms the
+  corpus lacks altogether), whether a sentence holds the asked price, count, date,
+  quantity or name (:mod:`shared.query.answer_types`; a near miss names the entity but
+  not the fact), names and years the question states that no context does, and whether
+  it asks for the current state. The **score** is a logistic regression's probability
+  that the contexts answer the question, its weights fit on fitz-gov's calibration split
+  (:mod:`shared.adapters.local.grade_model`, ``bench/fit_grader.py``); ``answerable`` is
+  False below the probability chosen there for a bounded false-abstention rate, and when
+  every name the question states is one the corpus never mentions ("Kafka"). A question
+  with no content terms at all ("what's new today?") stays answerable (a neutral grade).
+  ``relevance`` and ``completeness`` remain readable sub-scores (similarity and
+  coverage, completeness cut for a near miss), and ``grounded`` says that one strong
+  context covers the key terms, or several do together. The reasoning names what held
+  the probability down; ``missing_aspects`` are the question's terms no context contains.
 - **refine**: the original question plus the missing aspects and acronym
   expansions (plus month/year for temporal questions).
 - **synthesize**: extractive: two to five sentences copied from the contexts,
@@ -57,12 +62,14 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date
 
 import numpy as np
 
 from shared.adapters.local.acronyms import ACRONYM, AcronymTable, long_form_words
 from shared.adapters.local.decomposition import decompose
+from shared.adapters.local.grade_model import GradeModel, shipped_model
 from shared.contract.ports import (
     Answer,
     Embedder,
@@ -74,12 +81,13 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.answer_types import fact_support, question_names
+from shared.query.answer_types import FactSupport, fact_support, question_names
 from shared.query.extractive import (
     STOPWORDS,
     body_lines,
     content_terms,
     extractive_answer,
+    split_sentences,
     stem,
     term_set,
     tokenize,
@@ -99,11 +107,30 @@ _TEMPORAL_CUES = re.compile(
 # Similarity calibration for all-MiniLM-L6-v2 (see module docstring).
 SIM_FLOOR = 0.2
 SIM_FULL = 0.6
-UNANSWERABLE_SIM = 0.28
+UNANSWERABLE_SIM = 0.28  # below both: the reasoning says nothing retrieved is about the question
 UNANSWERABLE_COVERAGE = 0.34
-UNANSWERABLE_ABSENT_SIM = 0.45  # most of the question's terms unknown to the corpus, and nothing close
 NEAR_MISS_FACTOR = 0.4  # completeness kept when no sentence holds the asked value, cause or mechanism
 ASPECT_MISS_FACTOR = 0.7  # ... when no passage names the asked aspect ("the ingredients")
+_YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
+STRONG_SIM = 0.5  # a context this close to the question is about it (see SIM_FULL)
+
+
+@dataclass(frozen=True)
+class GradeEvidence:
+    """What :meth:`LocalLanguageModel.grade` measured: ``features`` feed the calibrated model
+    (:mod:`shared.adapters.local.grade_model`), the rest explains the grade."""
+
+    sims: np.ndarray  # cosine of the question and each usable context
+    terms: list[tuple[str, float, set[str]]]  # the key terms the corpus has (term, weight, stems)
+    absent: list[str]  # key terms the corpus never uses
+    absent_share: float
+    missing: list[str]  # key terms no context contains
+    coverage_union: float
+    coverage_best: float
+    coverage_most_similar: float
+    support: FactSupport
+    unknown: list[str]  # the question's names, when the corpus mentions none of them
+    features: dict[str, float]
 
 
 def _scaled(similarity: float) -> float:
@@ -116,10 +143,12 @@ class LocalLanguageModel:
     provider = "local"
     model = "ragbus-local-1"
 
-    def __init__(self, index: Index, embedder: Embedder, *, feedback_terms: int = 2) -> None:
+    def __init__(self, index: Index, embedder: Embedder, *, feedback_terms: int = 2,
+                 grade_model: GradeModel | None = None) -> None:
         self.index = index
         self.embedder = embedder
         self.feedback_terms = feedback_terms
+        self.grade_model = grade_model  # None: the shipped model (grade_model.json), read on first grade
         self.acronyms = AcronymTable(index, embedder)
 
     # ------------------------------------------------------------ acronyms
@@ -323,20 +352,24 @@ class LocalLanguageModel:
             out[missing] = passage_vectors(self.embedder, [cleaned[n] for n in missing])
         return out
 
-    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
-        """Similarity, term coverage and groundedness of ``contexts`` for ``query``."""
+    def evidence(self, query: str, contexts: Sequence[GradingContext]) -> GradeEvidence | None:
+        """What the grade is made of (similarities, coverage, fact support, unknown names), measured
+        on ``contexts`` for ``query``; None when no context has usable text. The values of
+        :data:`~shared.adapters.local.grade_model.FEATURES` are in ``features``."""
         language, query = in_english(query)  # a German, French or Spanish question is graded by its English terms
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
-            return Grade(0.0, 0.0, 0.0, False, answerable=False, reasoning="no usable context text")
+            return None
         cleaned = [text for _, text in usable]
         sims = self._context_vectors([c for c, _ in usable], cleaned) @ query_vector(self.embedder, query)
         order = np.argsort(-sims, kind="stable")
         sim_max = float(sims[order[0]])
         sim_top = float(np.mean(sims[order[:3]]))
+        sim_second = float(sims[order[1]]) if len(order) > 1 else 0.0
 
         terms = self._key_terms(query)
+        key_terms = len(terms)
         # Terms the corpus never uses are phrasing ("hammering") or a subject it lacks
         # ("tungsten"): no context can cover them, so they count toward "cannot answer",
         # not toward completeness, and are not sent to refinement as missing aspects.
@@ -359,60 +392,91 @@ class LocalLanguageModel:
         per_context = [coverage(s) for s in sets]
         cov_best = max(per_context)
         cov_of_most_similar = per_context[int(order[0])]
+        # One sentence naming the question's terms together is firmer than terms scattered over a passage.
+        cov_sentence = max((coverage(term_set(sentence)) for text in cleaned for sentence in split_sentences(text)),
+                           default=0.0)
         missing = [t for t, _, alts in terms if not self._covered(alts, union)]
-
-        relevance = 0.65 * _scaled(sim_max) + 0.35 * cov_best
-        completeness = 0.5 * cov_union + 0.5 * _scaled(sim_top)
-        score = 0.5 * relevance + 0.5 * completeness
-        # Grounded: one strong context covers the key terms, or (for comparisons and multi-part
-        # questions, which no single passage covers) several strong contexts cover them together.
-        strong = int(np.sum(sims >= 0.35))
-        grounded = sim_max >= 0.35 and (
-            cov_of_most_similar >= 0.6 or cov_best >= 0.8 or (strong >= 2 and cov_union >= 0.8)
-        )
-        answerable = not (
-            (sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE)
-            or (absent_share >= 0.5 and sim_max < UNANSWERABLE_ABSENT_SIM)
-        )
-        if not terms:
-            # Nothing in the question to check ("what's new today?"): no evidence either way, so a
-            # neutral grade that neither claims an answer nor abstains.
-            answerable, grounded = True, False
         # On topic is not enough: the contexts must hold the asked fact (a price, a year, a
         # headcount, the ingredients). A near miss names the entity but not the fact.
         support = fact_support(query, cleaned)
-        near_miss = support.near_miss
         # Off topic though sharing vocabulary: every name the question states ("Kafka") is one the
         # corpus never mentions. (One unknown name among known ones is too common in answerable
         # questions: "the Tulsa Race Massacre" against passages saying "the massacre in Tulsa".)
         # Only English questions: other languages capitalise common nouns.
         names = question_names(query) if language == "en" else ()  # the asked language, not the translation's
         unknown = list(names) if names and all(n in absent for n in names) else []
-        if unknown:
+        names_missing = sum(1 for n in names if stem(n) not in union) / len(names) if names else 0.0
+        years = [w for w in tokenize(query) if _YEAR.match(w)]
+        year_missing = any(y not in union for y in years)
+        features = {
+            "sim_max": sim_max, "sim_top3": sim_top, "sim_gap": sim_max - sim_second,
+            "strong_contexts": math.log1p(int(np.sum(sims >= STRONG_SIM))),
+            "coverage_union": cov_union, "coverage_best": cov_best, "coverage_most_similar": cov_of_most_similar,
+            "coverage_sentence": cov_sentence, "absent_share": absent_share, "names_missing": names_missing,
+            "year_missing": float(year_missing), "asks_current": float(bool(_TEMPORAL_CUES.search(query))),
+            "fact_checked": float(support.checked), "near_miss": float(support.near_miss),
+            "aspect_miss": float(support.checked and not support.supported and not support.firm),
+            "support_sentences": math.log1p(support.supporting), "key_terms": math.log1p(key_terms),
+        }
+        return GradeEvidence(sims=sims, terms=terms, absent=absent, absent_share=absent_share, missing=missing,
+                             coverage_union=cov_union, coverage_best=cov_best,
+                             coverage_most_similar=cov_of_most_similar, support=support, unknown=unknown,
+                             features=features)
+
+    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
+        """The calibrated probability that ``contexts`` answer ``query`` (the score), with the
+        relevance, completeness and groundedness it rests on (see the module docstring)."""
+        ev = self.evidence(query, contexts)
+        if ev is None:
+            return Grade(0.0, 0.0, 0.0, False, answerable=False, reasoning="no usable context text")
+        sims = ev.sims
+        sim_max = float(np.max(sims))
+        sim_top = float(np.mean(np.sort(sims)[::-1][:3]))
+        cov_union, cov_best, support = ev.coverage_union, ev.coverage_best, ev.support
+        relevance = 0.65 * _scaled(sim_max) + 0.35 * cov_best
+        completeness = 0.5 * cov_union + 0.5 * _scaled(sim_top)
+        # Grounded: one strong context covers the key terms, or (for comparisons and multi-part
+        # questions, which no single passage covers) several strong contexts cover them together.
+        strong = int(np.sum(sims >= 0.35))
+        grounded = sim_max >= 0.35 and (
+            ev.coverage_most_similar >= 0.6 or cov_best >= 0.8 or (strong >= 2 and cov_union >= 0.8)
+        )
+        model = self.grade_model or shipped_model()
+        probability = model.probability(ev.features)
+        answerable = probability >= model.answerable_from
+        if not ev.terms:
+            # Nothing in the question to check ("what's new today?"): no evidence either way, so a
+            # neutral grade that neither claims an answer nor abstains.
+            answerable, grounded = True, False
+        if ev.unknown:
             answerable, grounded = False, False
+        near_miss = support.near_miss
         if near_miss:
-            answerable, grounded = False, False
+            grounded = False
             completeness *= NEAR_MISS_FACTOR
         elif support.checked and not support.supported:
             completeness *= ASPECT_MISS_FACTOR  # a named aspect no passage names: weaker, not refused
-        score = 0.5 * relevance + 0.5 * completeness
+        concerns = model.concerns(ev.features)
+        off_topic = sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE
         reasoning = (
-            f"best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
+            f"answer probability {probability:.2f} (abstains below {model.answerable_from:.2f})"
+            + (f", held down by: {'; '.join(concerns)}" if concerns else "")
+            + f". Best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
             f"{cov_union:.0%} across contexts, {cov_best:.0%} by one context"
-            + (f"; missing: {', '.join(missing)}" if missing else "")
-            + (f"; not in the corpus: {', '.join(absent)}" if absent else "")
+            + (f"; missing: {', '.join(ev.missing)}" if ev.missing else "")
+            + (f"; not in the corpus: {', '.join(ev.absent)}" if ev.absent else "")
             + ("; " + "; ".join(support.missing) if support.missing else "")
-            + (f"; the corpus never mentions {', '.join(unknown)}" if unknown else "")
-            + ("" if answerable or near_miss or unknown else "; nothing retrieved is about this question")
+            + (f"; the corpus never mentions {', '.join(ev.unknown)}" if ev.unknown else "")
+            + ("; nothing retrieved is about this question" if off_topic and not answerable else "")
         )
         return Grade(
-            score=round(score, 4),
+            score=round(probability, 4),
             relevance=round(relevance, 4),
             completeness=round(completeness, 4),
             grounded=grounded,
             answerable=answerable,
             reasoning=reasoning,
-            missing_aspects=missing,
+            missing_aspects=ev.missing,
         )
 
     def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
@@ -434,4 +498,4 @@ class LocalLanguageModel:
         return extractive_answer(query, contexts, language=language, context_similarity=prior)
 
 
-__all__ = ["LocalLanguageModel"]
+__all__ = ["GradeEvidence", "LocalLanguageModel"]

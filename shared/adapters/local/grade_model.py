@@ -1,0 +1,206 @@
+"""The local grader's calibrated model: a logistic regression over the grade's evidence.
+
+The local grader (:mod:`shared.adapters.local.llm`) measures evidence about a
+question and its contexts (similarities, key-term coverage, whether any sentence
+holds the asked fact, names the corpus lacks: :data:`FEATURES`). How much each
+piece counts is not chosen by hand: ``bench/fit_grader.py`` fits the weights on
+fitz-gov's *calibration* split (:mod:`shared.tools.eval.dataset`) and writes them,
+with the probability below which the contexts count as unable to answer, to the
+shipped ``grade_model.json`` beside this module. The grade's score is the model's
+probability that the contexts answer the question.
+
+The file names the features it was fit on and :data:`FEATURE_VERSION`; a file fit
+on another feature list is refused with an error saying how to refit, never used
+with weights that belong to other features.
+
+Logistic regression because it is small, needs nothing but numpy, and its
+probability is calibrated on the data it was fit on (the figures a threshold is
+chosen from); the features are standardised (mean and scale stored with the
+weights) so the L2 penalty treats them alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.contract.errors import ConfigError
+
+# Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
+FEATURE_VERSION = 1
+
+#: The evidence the local grader measures, in the order of the model's weights.
+FEATURES: tuple[str, ...] = (
+    "sim_max",  # cosine of the question and its most similar context
+    "sim_top3",  # mean cosine of the three most similar contexts
+    "sim_gap",  # best minus second-best cosine: one clear passage, or many alike
+    "strong_contexts",  # log(1 + contexts with cosine >= 0.5)
+    "coverage_union",  # weighted share of the question's key terms found in any context
+    "coverage_best",  # ... in the best-covering single context
+    "coverage_most_similar",  # ... in the most similar context
+    "coverage_sentence",  # ... in the best-covering single sentence
+    "absent_share",  # weighted share of key terms the corpus never uses
+    "names_missing",  # share of the question's names (Kafka, Model Y) no context states
+    "year_missing",  # 1 when the question states a year no context states
+    "asks_current",  # 1 when the question asks for the current or latest state ("current", "latest", "now")
+    "fact_checked",  # 1 when the question's shape says what an answer must hold
+    "near_miss",  # 1 when no sentence holds the asked value (price, count, date, name)
+    "aspect_miss",  # 1 when no passage names the asked aspect, cause or mechanism
+    "support_sentences",  # log(1 + sentences holding the asked fact)
+    "key_terms",  # log(1 + the question's key terms)
+)
+
+# How a feature that pulls the probability down reads in a grade's reasoning: (when below the calibration
+# average, when above it). None where that direction is not a reason a person would recognise (a weight
+# that only corrects for a correlated feature, such as "strong_contexts" beside "sim_top3").
+CONCERNS: dict[str, tuple[str | None, str | None]] = {
+    "sim_max": ("no passage is close to the question", None),
+    "sim_top3": ("few passages are close to the question", None),
+    "sim_gap": ("no passage stands out", None),
+    "coverage_union": ("key terms missing from every context", None),
+    "coverage_best": ("no passage covers the key terms", None),
+    "coverage_most_similar": ("the closest passage lacks key terms", None),
+    "coverage_sentence": ("no sentence holds the key terms together", None),
+    "absent_share": (None, "terms the corpus never uses"),
+    "names_missing": (None, "names no context states"),
+    "year_missing": (None, "a year no context states"),
+    "asks_current": (None, "asks for the current state"),
+    "fact_checked": (None, "asks for a specific fact"),
+    "near_miss": (None, "no sentence holds the asked value"),
+    "aspect_miss": (None, "no passage names the asked aspect"),
+    "support_sentences": ("few sentences hold the asked fact", None),
+}
+
+MODEL_FILE = Path(__file__).with_name("grade_model.json")
+REFIT = "refit it with `python bench/fit_grader.py` (fits on fitz-gov's calibration split)"
+
+
+@dataclass(frozen=True)
+class GradeModel:
+    """Standardised logistic regression: ``p = sigmoid(intercept + weights . (x - mean) / scale)``.
+
+    ``answerable_from`` is the probability below which the contexts evidently cannot
+    answer (chosen on the calibration split for a bounded false-abstention rate);
+    ``fitted`` records how and on what the model was fit.
+    """
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    intercept: float
+    answerable_from: float
+    fitted: dict[str, Any] = field(default_factory=dict)
+
+    def probability(self, values: Mapping[str, float]) -> float:
+        """The probability that contexts with these feature ``values`` answer the question."""
+        missing = [f for f in self.features if f not in values]
+        if missing:
+            raise ValueError(f"grade model: no value for the features {', '.join(missing)}")
+        x = np.array([float(values[f]) for f in self.features])
+        z = self.intercept + float(((x - self.mean) / self.scale) @ self.weights)
+        return float(1.0 / (1.0 + np.exp(-z)))
+
+    def contributions(self, values: Mapping[str, float]) -> dict[str, float]:
+        """Each feature's share of the log-odds (relative to an average case): what drove a grade."""
+        x = np.array([float(values[f]) for f in self.features])
+        parts = (x - self.mean) / self.scale * self.weights
+        return {f: float(v) for f, v in zip(self.features, parts, strict=True)}
+
+    def concerns(self, values: Mapping[str, float], *, limit: int = 3, floor: float = 0.25) -> list[str]:
+        """What pulled the probability down most (at least ``floor`` log-odds each), in words."""
+        out = []
+        for _, name in sorted((v, f) for f, v in self.contributions(values).items() if v <= -floor):
+            index = self.features.index(name)
+            below, above = CONCERNS.get(name, (None, None))
+            phrase = below if float(values[name]) < self.mean[index] else above
+            if phrase:
+                out.append(phrase)
+        return out[:limit]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "feature_version": FEATURE_VERSION,
+            "features": list(self.features),
+            "mean": [round(float(v), 6) for v in self.mean],
+            "scale": [round(float(v), 6) for v in self.scale],
+            "weights": [round(float(v), 6) for v in self.weights],
+            "intercept": round(float(self.intercept), 6),
+            "answerable_from": round(float(self.answerable_from), 4),
+            "fitted": self.fitted,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, source: str = "the grade model") -> GradeModel:
+        """The model ``data`` describes; :class:`ConfigError` when it was fit on other features."""
+        version, features = data.get("feature_version"), tuple(data.get("features") or ())
+        if version != FEATURE_VERSION or features != FEATURES:
+            raise ConfigError(
+                f"{source} was fit on feature version {version} ({', '.join(features) or 'no features'}), but the "
+                f"local grader measures version {FEATURE_VERSION} ({', '.join(FEATURES)}): {REFIT}")
+        try:
+            arrays = [np.asarray(data[k], dtype=float) for k in ("mean", "scale", "weights")]
+            intercept, threshold = float(data["intercept"]), float(data["answerable_from"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{source} is incomplete or malformed ({exc!r}): {REFIT}") from exc
+        if any(a.shape != (len(FEATURES),) for a in arrays) or not all(np.all(np.isfinite(a)) for a in arrays) \
+                or np.any(arrays[1] <= 0) or not 0.0 < threshold < 1.0:
+            raise ConfigError(f"{source} has arrays of the wrong length, non-finite values or a threshold "
+                              f"outside (0, 1): {REFIT}")
+        return cls(FEATURES, arrays[0], arrays[1], arrays[2], intercept, threshold, dict(data.get("fitted") or {}))
+
+    def save(self, path: Path = MODEL_FILE) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+@functools.cache
+def shipped_model() -> GradeModel:
+    """The model shipped beside this module (read once per process)."""
+    try:
+        data = json.loads(MODEL_FILE.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"the local grader's model {MODEL_FILE} cannot be read ({exc}): {REFIT}") from exc
+    return GradeModel.from_json(data, source=str(MODEL_FILE))
+
+
+def fit_logistic(
+    x: np.ndarray, y: Sequence[bool] | np.ndarray, *, l2: float = 1.0, sample_weight: np.ndarray | None = None,
+    iterations: int = 50,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(mean, scale, weights, intercept) of an L2-penalised logistic regression, by Newton's method.
+
+    Columns are standardised first (a constant column gets scale 1 and, through the
+    penalty, weight 0); the intercept is not penalised.
+    """
+    x = np.asarray(x, dtype=float)
+    target = np.asarray(y, dtype=float)
+    if x.ndim != 2 or x.shape[0] != target.shape[0] or x.shape[0] == 0:
+        raise ValueError(f"fit_logistic needs an (n, d) matrix and n labels, got {x.shape} and {target.shape}")
+    if target.min() == target.max():
+        raise ValueError("fit_logistic needs both classes among the labels")
+    weight = np.ones(len(target)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    design = np.hstack([np.ones((x.shape[0], 1)), (x - mean) / scale])
+    beta = np.zeros(design.shape[1])
+    penalty = np.full(design.shape[1], float(l2))
+    penalty[0] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(design @ beta)))
+        gradient = design.T @ (weight * (p - target)) + penalty * beta
+        hessian = (design * (weight * p * (1 - p))[:, None]).T @ design + np.diag(penalty) + 1e-9 * np.eye(len(beta))
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if float(np.max(np.abs(step))) < 1e-8:
+            break
+    return mean, scale, beta[1:], float(beta[0])
+
+
+__all__ = ["CONCERNS", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "GradeModel", "fit_logistic", "shipped_model"]

@@ -1,0 +1,116 @@
+"""The local grader's calibrated model (issue 11.1): fitting, the shipped coefficients, stale files
+refused loudly, and grades that follow the model and say why they are low.
+
+The near-miss examples are written for these tests, not taken from fitz-gov."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from shared.adapters.local.grade_model import (
+    FEATURE_VERSION,
+    FEATURES,
+    GradeModel,
+    fit_logistic,
+    shipped_model,
+)
+from shared.adapters.local.llm import LocalLanguageModel
+from shared.contract.errors import ConfigError
+from shared.contract.ports import GradingContext
+from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex
+
+PRICE_QUESTION = "How much does the Larkspur Pro licence cost?"
+LARKSPUR = [
+    "The Larkspur Pro licence adds offline sync and priority support to the Larkspur editor.",
+    "Larkspur Pro is sold to teams through the vendor's partner network in Europe and Asia.",
+]
+LARKSPUR_PRICE = "The Larkspur Pro licence costs $240 per seat per year."
+
+
+def _contexts(*texts):
+    return [GradingContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
+
+
+def _llm(model: GradeModel | None = None) -> LocalLanguageModel:
+    embedder = HashingEmbedder()
+    return LocalLanguageModel(index=MemoryIndex(embedder, CORPUS), embedder=embedder, grade_model=model)
+
+
+def _model(weights: dict[str, float], *, threshold: float = 0.5, intercept: float = 0.0) -> GradeModel:
+    w = np.array([weights.get(f, 0.0) for f in FEATURES])
+    return GradeModel(FEATURES, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), w, intercept, threshold)
+
+
+def test_fit_logistic_separates_what_can_be_separated_and_ignores_noise():
+    rng = np.random.default_rng(3)
+    signal = rng.normal(size=600)
+    noise = rng.normal(size=600)
+    labels = signal + 0.3 * rng.normal(size=600) > 0
+    mean, scale, weights, intercept = fit_logistic(np.column_stack([signal, noise, np.ones(600)]), labels, l2=1.0)
+    assert weights[0] > 2.0 and abs(weights[1]) < 0.3 and weights[2] == 0.0  # a constant column weighs nothing
+    p = 1 / (1 + np.exp(-(intercept + ((np.column_stack([signal, noise, np.ones(600)]) - mean) / scale) @ weights)))
+    assert np.mean((p > 0.5) == labels) > 0.9
+    with pytest.raises(ValueError, match="both classes"):
+        fit_logistic(np.ones((4, 2)), [True] * 4)
+
+
+def test_the_shipped_model_matches_the_measured_features_and_learned_sensible_directions():
+    model = shipped_model()
+    assert model.features == FEATURES and 0.0 < model.answerable_from < 1.0
+    weight = dict(zip(model.features, model.weights, strict=True))
+    # Whatever a refit finds for the correlated coverage figures, these directions are what the evidence means.
+    assert weight["sim_max"] > 0 and weight["near_miss"] < 0 and weight["year_missing"] < 0
+    assert weight["names_missing"] < 0
+    assert model.fitted["split"] == "calibration"
+
+
+def test_a_model_fit_on_other_features_is_refused_with_the_way_to_refit(tmp_path):
+    data = shipped_model().to_json()
+    stale = dict(data, features=[*data["features"][:-1], "a_feature_no_longer_measured"])
+    with pytest.raises(ConfigError, match="bench/fit_grader.py"):
+        GradeModel.from_json(stale)
+    with pytest.raises(ConfigError, match="feature version"):
+        GradeModel.from_json(dict(data, feature_version=FEATURE_VERSION + 1))
+    with pytest.raises(ConfigError, match="wrong length"):
+        GradeModel.from_json(dict(data, weights=data["weights"][:-1]))
+    path = tmp_path / "model.json"
+    GradeModel.from_json(data).save(path)
+    assert GradeModel.from_json(json.loads(path.read_text())).to_json() == data
+
+
+def test_the_grade_score_is_the_models_probability_and_its_threshold_decides_answerable():
+    contexts = _contexts(*LARKSPUR, LARKSPUR_PRICE)
+    evidence = _llm().evidence(PRICE_QUESTION, contexts)
+    assert set(evidence.features) == set(FEATURES)
+    trusting = _model({"sim_max": 1.0}, threshold=0.01, intercept=2.0)
+    grade = _llm(trusting).grade(PRICE_QUESTION, contexts)
+    assert grade.score == round(trusting.probability(evidence.features), 4) and grade.answerable
+    doubting = _model({"sim_max": 1.0}, threshold=0.99, intercept=-2.0)
+    refused = _llm(doubting).grade(PRICE_QUESTION, contexts)
+    assert not refused.answerable and refused.score < 0.2
+
+
+def test_a_near_miss_grades_below_the_answer_and_the_reasoning_says_why():
+    miss = _llm().grade(PRICE_QUESTION, _contexts(*LARKSPUR))
+    hit = _llm().grade(PRICE_QUESTION, _contexts(*LARKSPUR, LARKSPUR_PRICE))
+    assert hit.score > miss.score
+    assert "no sentence states the asked amount" in miss.reasoning
+    assert miss.reasoning.startswith(f"answer probability {miss.score:.2f}")
+    evidence = _llm().evidence(PRICE_QUESTION, _contexts(*LARKSPUR))
+    assert evidence.features["near_miss"] == 1.0 and evidence.features["support_sentences"] == 0.0
+    # The model's concern is phrased for a person, not as a feature name.
+    strict = _model({"near_miss": -3.0}, threshold=0.3)
+    assert "no sentence holds the asked value" in _llm(strict).grade(PRICE_QUESTION, _contexts(*LARKSPUR)).reasoning
+
+
+def test_a_year_the_question_states_and_no_context_does_counts_against_answering():
+    question = "What did the Larkspur editor cost in 2019?"
+    evidence = _llm().evidence(question, _contexts(*LARKSPUR, LARKSPUR_PRICE))
+    assert evidence.features["year_missing"] == 1.0
+    dated = _llm().evidence(question, _contexts(*LARKSPUR, "In 2019 the Larkspur editor cost $180 per seat."))
+    assert dated.features["year_missing"] == 0.0
+    assert _llm().evidence("What is the current price of Larkspur Pro?", _contexts(*LARKSPUR)).features[
+        "asks_current"] == 1.0
