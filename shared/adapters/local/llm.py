@@ -57,13 +57,15 @@ extraction.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
+from types import MappingProxyType
 
 import numpy as np
 
@@ -133,6 +135,30 @@ class GradeEvidence:
     features: dict[str, float]
 
 
+@dataclass(frozen=True)
+class _FeedbackWords:
+    """What pseudo-relevance feedback reads of one passage (see :func:`_feedback_words`)."""
+
+    candidates: tuple[tuple[str, str], ...]  # (stem, surface form) of each distinct content word
+    token_stems: Mapping[str, int]  # every word's stem, counted (read-only)
+
+
+@functools.lru_cache(maxsize=2048)
+def _feedback_words(text: str) -> _FeedbackWords:
+    """The content words of a chunk's body that may become feedback terms (alphabetic, four
+    letters or more, in order of first use) and the stems of all its words, counted.
+
+    A pure function of the text, kept per chunk text (a bounded, thread-safe LRU): the top
+    chunks of a question's neighbourhood come back question after question, and tokenising
+    and stemming three of them was most of the feedback's cost."""
+    body, _ = strip_model_directives(body_lines(text))
+    candidates = tuple(
+        (stem(w), w.lower() if not w.isupper() else w)
+        for w in content_terms(body, keep_temporal=False) if w.isalpha() and len(w) >= 4
+    )
+    return _FeedbackWords(candidates, MappingProxyType(Counter(stem(w) for w in tokenize(body))))
+
+
 def _scaled(similarity: float) -> float:
     return float(min(1.0, max(0.0, (similarity - SIM_FLOOR) / (SIM_FULL - SIM_FLOOR))))
 
@@ -196,19 +222,13 @@ class LocalLanguageModel:
         tf: Counter[str] = Counter()
         surface: dict[str, str] = {}
         for hit in top:
-            body, _ = strip_model_directives(body_lines(hit.chunk.text))
-            seen: set[str] = set()
-            for w in content_terms(body, keep_temporal=False):
-                if not w.isalpha() or len(w) < 4:
+            words = _feedback_words(hit.chunk.text)
+            for key, word in words.candidates:
+                if key in present:
                     continue
-                key = stem(w)
-                if key in present or key in seen:
-                    continue
-                seen.add(key)
                 df[key] += 1
-                surface.setdefault(key, w.lower() if not w.isupper() else w)
-            for w in tokenize(body):
-                tf[stem(w)] += 1
+                surface.setdefault(key, word)
+            tf.update(words.token_stems)
         # Terms must also be in the best hit: shared by weaker hits alone, they pull the query off topic.
         in_best = term_set(body_lines(top[0].chunk.text))
         n = len(hits)
