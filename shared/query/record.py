@@ -95,8 +95,25 @@ class AnswerSentenceDoc(TypedDict):
     citations: list[int]
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of a stored value: JSON dicts, lists and scalars copied directly (every
+    stage reads and writes the record, contexts and all, several times a query, and
+    copy.deepcopy's bookkeeping was most of that), anything else by copy.deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
 def grade_to_doc(grade: Grade) -> dict[str, Any]:
-    return {f.name: copy.deepcopy(getattr(grade, f.name)) for f in fields(Grade)}
+    return {f.name: _copy(getattr(grade, f.name)) for f in fields(Grade)}
 
 
 def grade_from_doc(doc: dict[str, Any]) -> Grade:
@@ -112,7 +129,7 @@ def grade_from_doc(doc: dict[str, Any]) -> Grade:
 
 def _split(doc: Doc, names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
     known = {k: v for k, v in doc.items() if k in names}
-    extra = {k: copy.deepcopy(v) for k, v in doc.items() if k not in names}
+    extra = {k: _copy(v) for k, v in doc.items() if k not in names}
     return known, extra, frozenset(doc)
 
 
@@ -150,11 +167,11 @@ class Iteration:
             iteration=int(known.get("iteration") or 0),
             query=known.get("query"),
             sub_queries=list(known.get("sub_queries") or []),
-            contexts=copy.deepcopy(list(known.get("contexts") or [])),
+            contexts=_copy(list(known.get("contexts") or [])),
             grade=grade_from_doc(grade) if grade else None,
             decision=known.get("decision"),
             timings=dict(known.get("timings") or {}),
-            **{name: copy.deepcopy(known.get(name)) for name in cls._LATER},
+            **{name: _copy(known.get(name)) for name in cls._LATER},
             extra=extra,
             stored_keys=stored,
         )
@@ -164,7 +181,7 @@ class Iteration:
             "iteration": self.iteration,
             "query": self.query,
             "sub_queries": list(self.sub_queries),
-            "contexts": copy.deepcopy(self.contexts),
+            "contexts": _copy(self.contexts),
             "grade": grade_to_doc(self.grade) if self.grade is not None else None,
             "decision": self.decision,
             "timings": dict(self.timings),
@@ -172,8 +189,8 @@ class Iteration:
         for name in self._LATER:
             value = getattr(self, name)
             if value is not None or name in self.stored_keys:
-                doc[name] = copy.deepcopy(value)
-        doc.update(copy.deepcopy(self.extra))
+                doc[name] = _copy(value)
+        doc.update(_copy(self.extra))
         return doc
 
     def chunk_ids(self) -> set[str]:
@@ -283,36 +300,36 @@ class QueryRecord:
             iterations=[Iteration.from_doc(e) for e in known.get("iterations") or []],
             best_iteration=known.get("best_iteration"),
             answer=known.get("answer"),
-            citations=copy.deepcopy(list(known.get("citations") or [])),
+            citations=_copy(list(known.get("citations") or [])),
             trace_id=known.get("trace_id"),
             error=known.get("error"),
-            events=copy.deepcopy(list(known.get("events") or [])),
+            events=_copy(list(known.get("events") or [])),
             stages_done=list(known.get("stages_done") or []),
             model_fallbacks=int(known.get("model_fallbacks") or 0),
             language=known.get("language"),
-            answer_sentences=copy.deepcopy(known.get("answer_sentences")),
+            answer_sentences=_copy(known.get("answer_sentences")),
             answer_provider=known.get("answer_provider"),
             answered_from_iteration=known.get("answered_from_iteration"),
-            fallbacks=copy.deepcopy(list(known.get("fallbacks") or [])),
+            fallbacks=_copy(list(known.get("fallbacks") or [])),
             extra=extra,
             stored_keys=stored,
         )
 
     def to_doc(self) -> Doc:
         """The document to store (and the JSON the front doors return)."""
-        doc: Doc = {name: copy.deepcopy(getattr(self, name)) for name in self._BASE}
+        doc: Doc = {name: _copy(getattr(self, name)) for name in self._BASE}
         for name in self._LATER[:1]:  # expire_at sits before the lists, as it always has
             if self.expire_at is not None or name in self.stored_keys:
                 doc[name] = self.expire_at
         doc["iterations"] = [entry.to_doc() for entry in self.iterations]
         for name in self._AFTER[1:]:
-            doc[name] = copy.deepcopy(getattr(self, name))
+            doc[name] = _copy(getattr(self, name))
         defaults = {"stages_done": [], "model_fallbacks": 0, "fallbacks": []}
         for name in self._LATER[1:]:
             value = getattr(self, name)
             if name in self.stored_keys or value != defaults.get(name):
-                doc[name] = copy.deepcopy(value)
-        doc.update(copy.deepcopy(self.extra))
+                doc[name] = _copy(value)
+        doc.update(_copy(self.extra))
         return doc
 
     # ------------------------------------------------------------ reading

@@ -91,3 +91,24 @@ def test_an_iteration_is_written_with_its_base_fields_even_when_empty():
     assert Iteration(iteration=3).to_doc() == {
         "iteration": 3, "query": None, "sub_queries": [], "contexts": [], "grade": None,
         "decision": None, "timings": {}}
+
+
+def test_a_record_read_from_a_document_shares_no_mutable_part_with_it():
+    from datetime import datetime, timezone
+
+    doc = QueryRecord.new("q1", "What is BM25?", top_k=5, max_iterations=2, max_model_calls=9,
+                          timeout_s=60, retention_days=1, now=datetime(2026, 1, 1, tzinfo=timezone.utc)).to_doc()
+    doc["iterations"] = [{"iteration": 0, "contexts": [{"chunk_id": "c1", "spans": [[0, 4]]}],
+                          "grade": None, "timings": {}, "custom": {"kept": [1, {"deep": True}]}}]
+    doc["custom_top"] = {"nested": [{"x": 1}], "when": (1, 2)}
+    before = copy.deepcopy(doc)
+    record = QueryRecord.from_doc(doc)
+    record.iterations[0].contexts[0]["spans"][0][0] = 99
+    record.iterations[0].extra["custom"]["kept"][1]["deep"] = False
+    record.extra["custom_top"]["nested"][0]["x"] = 2
+    record.events[0]["type"] = "changed"
+    written = record.to_doc()
+    assert doc == before  # the document read is untouched
+    written["iterations"][0]["contexts"][0]["spans"][0][0] = 7
+    assert record.iterations[0].contexts[0]["spans"][0][0] == 99  # nor is the record by its document
+    assert written["custom_top"]["when"] == (1, 2)
