@@ -43,6 +43,7 @@ from shared.contract.ports import (
 )
 from shared.observability import metrics
 from shared.observability.tracing import annotate
+from shared.query.answer_types import question_names
 from shared.query.extractive import extractive_answer
 from shared.query.grading import failed_thresholds, strip_model_directives
 from shared.query.language import detect_language, phrase
@@ -292,6 +293,7 @@ def synthesize_answer(
 
 def _extract(query: str, contexts: list[GradingContext], language: str, embed: Embed | None,
              passage_similarity: PassageSimilarity | None = None) -> Answer:
+    names = question_names(query) if language == "en" else ()
     prior: dict[int, float] = {}
     if passage_similarity is not None:
         try:
@@ -299,9 +301,9 @@ def _extract(query: str, contexts: list[GradingContext], language: str, embed: E
         except Exception as exc:  # noqa: BLE001 - embedding the sentences still works
             log.warning("stored passage vectors unavailable, embedding sentences: %s", exc)
     if prior:
-        return extractive_answer(query, contexts, language=language, context_similarity=prior)
+        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names)
     try:
-        return extractive_answer(query, contexts, language=language, embed=embed)
+        return extractive_answer(query, contexts, language=language, embed=embed, names=names)
     except Exception as exc:  # noqa: BLE001 - without the embedder, term overlap still works
         log.warning("extractive synthesis with embeddings failed, using term overlap only: %s", exc)
-        return extractive_answer(query, contexts, language=language, embed=None)
+        return extractive_answer(query, contexts, language=language, embed=None, names=names)

@@ -14,7 +14,10 @@ quoted are candidates (no headings, questions, lead-ins ending in a colon:
 that stands on its own; a sentence that points back ("These ...", "At that
 scale ...") is quoted only right after the sentence before it, else not at all;
 and a further source is cited only for a part of the question the sources
-already quoted leave out.
+already quoted leave out. A part of the question no source speaks to, and a name
+the question states that no source names (the "ProTab X1" when the sources
+describe the ProTab X2), is said plainly at the end: "Not mentioned in the
+sources: ...".
 """
 
 from __future__ import annotations
@@ -217,6 +220,7 @@ def extractive_answer(
     mmr_lambda: float = 0.7,
     rank_weight: float = 0.15,
     source_margin: float = 0.0,
+    names: Sequence[str] = (),
 ) -> Answer:
     """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
 
@@ -233,6 +237,12 @@ def extractive_answer(
     quoted ones lack and, with ``context_similarity``, be at least as close to the
     question as the closest quoted passage (less ``source_margin``): on fitz-gov a
     further, less close passage is rarely one of the question's own.
+
+    ``names`` are the proper names, acronyms and model numbers the question states
+    (e.g. :func:`shared.query.answer_types.question_names`); one that no context names
+    is said plainly ("Not mentioned in the sources: ProTab X1."), so an answer quoting
+    what the sources say about a neighbouring product, firm or agency is not taken for
+    an answer about the one asked.
     """
     floor = min_relevance if min_relevance is not None else (
         0.3 if embed or context_similarity else 0.34)
@@ -371,10 +381,74 @@ def extractive_answer(
 
     sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
                  for i in _reading_order(chosen, candidates)]
+    missing += [name for name in unnamed_names(query, names, contexts) if name not in missing]
     sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
                   for part in missing]
     text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
     return Answer(text=text, sentences=sentences, language=language, abstained=False)
+
+
+# Small words a name may hold between its capitalised words ("Bureau of National Statistics").
+_NAME_JOINERS = frozenset("of for the de du la von van".split())
+
+
+def _named_in(name: str, present: set[str]) -> bool:
+    """Whether ``name`` (a word of the question) is among ``present`` (words and stems of the
+    contexts), allowing another inflection ("Mesopotamian" for "Mesopotamia") and, for a
+    hyphenated word ("CCPA-compliant"), naming its first part."""
+    low = name.lower()
+    keys = {low, stem(low)}
+    if "-" in low:
+        keys |= {low.split("-", 1)[0], stem(low.split("-", 1)[0])}
+    if keys & present:
+        return True
+    return any(len(k) >= 4 and any(len(p) >= 4 and abs(len(p) - len(k)) <= 2 and (p.startswith(k) or k.startswith(p))
+                                   for p in present) for k in keys)
+
+
+def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[GradingContext]) -> list[str]:
+    """The question's names (``names``, words of ``question``) that no context names, each as the
+    run of the question's name words it stands in ("ProTab X1" when only "X1" is missing: the
+    sources name the ProTab X2), in question order. A run the contexts write by its initials
+    ("U.S." for "United States") is named; a run in capitals ("OBSTACLE AVOIDANCE", emphasis,
+    not an acronym) is given in lower case."""
+    if not names:
+        return []
+    wanted = {n.lower() for n in names}
+    present: set[str] = set()
+    for ctx in contexts:
+        text = strip_model_directives(body_lines(ctx.text))[0]
+        present |= term_set(text)
+        present |= {w.lower().replace(".", "") for w in tokenize(text)}
+    missing = {n for n in wanted if not _named_in(n, present)}
+    if not missing:
+        return []
+    words = tokenize(question)
+    runs: list[list[str]] = []
+    run: list[str] = []
+    for i, word in enumerate(words):
+        low = word.lower()
+        joins = bool(run) and low in _NAME_JOINERS and i + 1 < len(words) and words[i + 1].lower() in wanted
+        if low in wanted or joins:
+            run.append(word)
+            continue
+        if run:
+            runs.append(run)
+        run = []
+    if run:
+        runs.append(run)
+    out: list[str] = []
+    for run in runs:
+        if not any(w.lower() in missing for w in run):
+            continue
+        initials = "".join(w[0] for w in run if w.lower() not in _NAME_JOINERS).lower()
+        if len(initials) > 1 and initials in present:
+            continue  # "the U.S." names the United States
+        text = " ".join(run)
+        if len(run) > 1 and text.isupper():
+            text = text.lower()
+        out.append(text)
+    return list(dict.fromkeys(out))
 
 
 # "How long does", "what is", "who": the words that ask, not what is asked about.

@@ -310,3 +310,65 @@ def test_an_answer_from_cached_sentences_is_the_answer_from_fresh_ones():
     again = extractive_answer("How does BM25 saturate term frequency?", contexts)
     assert quotable_sentences.cache_info().hits >= 2
     assert fresh == again and not fresh.abstained
+
+
+# ------------------------------------------------------------ names the sources do not name
+
+def test_a_name_no_source_names_is_said_to_be_not_mentioned_after_the_quoted_sentences():
+    # The sources describe the Lumio X400; the question asks about the Lumio X300.
+    passage = ("The Lumio X400 e-reader runs for six weeks on one charge with the light off. "
+               "Its battery charges fully in two hours over USB-C.")
+    answer = extractive_answer("How long does the battery of the Lumio X300 last?", _contexts(passage),
+                               context_similarity={1: 0.7}, names=("Lumio", "X300"))
+    assert _texts(answer)[0].startswith("The Lumio X400 e-reader runs for six weeks")  # the answer still leads
+    note = answer.sentences[-1]
+    assert note.text == "Not mentioned in the sources: Lumio X300." and note.citations == []
+
+
+def test_no_note_when_every_name_is_named_somewhere_in_the_contexts():
+    first = "The Lumio X300 e-reader runs for six weeks on one charge with the light off."
+    answer = extractive_answer("How long does the battery of the Lumio X300 last?", _contexts(first),
+                               context_similarity={1: 0.7}, names=("Lumio", "X300"))
+    assert not any(t.startswith("Not mentioned") for t in _texts(answer))
+    # without names (another language, or a caller that gives none) nothing is checked
+    answer = extractive_answer("How long does the battery of the Lumio X300 last?",
+                               _contexts("The Lumio X400 e-reader runs for six weeks on one charge."),
+                               context_similarity={1: 0.7})
+    assert not any(t.startswith("Not mentioned") for t in _texts(answer))
+
+
+def test_unnamed_names_reads_initials_inflections_and_hyphenated_names():
+    from shared.query.extractive import unnamed_names
+
+    def missing(question, names, *texts):
+        return unnamed_names(question, names, _contexts(*texts))
+
+    # the name is given as the run of the question's name words it stands in
+    assert missing("What did the Harbor Safety Board of Kelport decide?", ("Harbor", "Safety", "Board", "Kelport"),
+                   "The Harbor Safety Board of Dunmore closed the pier.") == ["Harbor Safety Board of Kelport"]
+    # initials and another inflection name it; so does the first part of a hyphenated word
+    assert missing("Is tipping expected in the United States?", ("United", "States"),
+                   "Tipping 15 to 20 percent is customary in U.S. restaurants.") == []
+    assert missing("Which Andalusian cities host flamenco festivals?", ("Andalusian",),
+                   "Seville and Granada in Andalusia host flamenco festivals each spring.") == []
+    assert missing("Is the pipeline GDPR-compliant?", ("GDPR-compliant",),
+                   "The pipeline deletes personal data on request as GDPR requires.") == []
+    # capitals for emphasis are given in lower case; an acronym keeps its capitals
+    assert missing("Does the drone support OBSTACLE AVOIDANCE at night?", ("OBSTACLE", "AVOIDANCE"),
+                   "The drone flies for 40 minutes.") == ["obstacle avoidance"]
+    assert missing("Does the scanner export to PDF?", ("PDF",), "The scanner saves JPEG and PNG files.") == ["PDF"]
+    assert missing("Anything?", (), "Whatever.") == []
+
+
+def test_the_local_model_states_a_name_the_sources_do_not_name():
+    from shared.adapters.local.llm import LocalLanguageModel
+    from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex
+
+    embedder = HashingEmbedder()
+    llm = LocalLanguageModel(MemoryIndex(embedder), embedder)
+    contexts = _contexts("The battery of the Lumio X400 e-reader lasts six weeks on one charge.")
+    answer = llm.synthesize("How long does the battery of the Lumio X300 last?", contexts, language="en")
+    assert _texts(answer) == ["The battery of the Lumio X400 e-reader lasts six weeks on one charge.",
+                              "Not mentioned in the sources: Lumio X300."]
+    german = llm.synthesize("Wie lange hält der Akku des Lumio X300?", contexts, language="de")
+    assert not any(t.startswith("Not mentioned") for t in _texts(german))

@@ -96,6 +96,15 @@ def test_a_failing_model_falls_back_to_an_extractive_answer():
     assert record["citations"] and all(c["chunk_id"] for c in record["citations"])
 
 
+def test_the_extractive_fallback_says_which_name_the_sources_do_not_name():
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[RuntimeError("503 from the model")]))
+    loop.submit("how does Solr rank documents by term frequency with BM25")
+    loop.deliver(_run_to_graded(loop, [good_grade()], ["BM25 term frequency"]))
+    answer = loop.record()["answer"]
+    assert "BM25 ranks documents by term frequency" in answer  # Lucene and Elasticsearch, not Solr
+    assert answer.endswith("Not mentioned in the sources: Solr.")
+
+
 def test_spanish_question_gets_a_spanish_caveat():
     loop = make_loop(CORPUS)
     loop.submit("¿Qué es la función de ranking BM25 y cómo se usa?", max_iterations=0)

@@ -501,21 +501,23 @@ class LocalLanguageModel:
 
     def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
         """An extractive, cited answer (see :func:`shared.query.extractive.extractive_answer`): sentences
-        ranked by the question's terms and by how close their passage is to the question.
+        ranked by the question's terms and by how close their passage is to the question; a name the
+        question states that no context names is said to be not mentioned.
         A question in German, French or Spanish is matched by its English terms; ``language``
         (the question's) still decides the language of the abstention."""
-        query = in_english(query)[1]
+        asked_in, query = in_english(query)
+        names = question_names(query) if asked_in == "en" else ()  # a translation's capitals are not names
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
-            return extractive_answer(query, contexts, language=language)
+            return extractive_answer(query, contexts, language=language, names=names)
         sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector(
             self.embedder, query)
         prior = {c.number: float(sim) for (c, _), sim in zip(usable, sims, strict=True)}
         # No sentence is embedded at query time: sentences rank by the question's terms and
         # their passage's closeness (stored vectors), which costs nothing; embedding even six
         # candidate sentences cost more than the rest of the query together.
-        return extractive_answer(query, contexts, language=language, context_similarity=prior)
+        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names)
 
 
 __all__ = ["GradeEvidence", "LocalLanguageModel"]
