@@ -229,3 +229,19 @@ def test_an_empty_pull_reads_without_taking_the_write_lock(tmp_path):
     assert bus.pull("a.query-submitted") == []  # leased: nothing ready, and no write lock taken
     assert not any("BEGIN" in s for s in statements)
     assert delivery.attributes["idempotency_key"] == "q1/submitted"
+
+
+def test_a_publish_notifies_only_the_waiters_of_its_topic_and_of_any_topic(tmp_path):
+    from shared.contract.messages import QueryTransformed
+
+    bus = _bus(tmp_path)
+    notified: list[str | None] = []
+    for topic in ("query-transformed", "query-submitted", None):
+        bus.wait_for_messages(0.0, bus.publish_count(topic), topic)  # registers the topic's condition
+        condition = bus._waiting[topic]
+        condition.notify_all = lambda topic=topic: notified.append(topic)
+    bus.publish(QueryTransformed(query_id="q1", iteration=0, query="q"))
+    assert notified == ["query-transformed", None]
+    notified.clear()
+    bus.wake_waiters()  # a stopping runtime wakes everyone
+    assert sorted(notified, key=str) == sorted(["query-transformed", "query-submitted", None], key=str)

@@ -106,7 +106,12 @@ class SqliteBus:
     ) -> None:
         self._db = SqliteDatabase(path, _SCHEMA)
         self.retry = retry or RetrySettings()
-        self._wakeup = threading.Condition()
+        # One lock, one condition per topic waited on (None: any topic): a publish wakes the
+        # workers of its topic and nobody else. With one condition for all, each publish woke
+        # every idle worker of every stage (17 threads) only to have 15 of them go back to
+        # sleep, all queueing for the GIL the next stage's worker needed.
+        self._wakeup = threading.Lock()
+        self._waiting: dict[str | None, threading.Condition] = {}
         self._published = 0  # publishes seen in this process, so a waiter cannot miss one
         self._published_to: Counter[str] = Counter()  # the same, per topic
         self._wakes = 0  # wake_waiters calls (a stopping runtime)
@@ -148,7 +153,9 @@ class SqliteBus:
         with self._wakeup:
             self._published += 1
             self._published_to[topic] += 1
-            self._wakeup.notify_all()
+            for waiting in (self._waiting.get(topic), self._waiting.get(None)):
+                if waiting is not None:
+                    waiting.notify_all()
         return message_id
 
     # -------------------------------------------------------- pull / ack
@@ -310,13 +317,17 @@ class SqliteBus:
         with self._wakeup:
             baseline = count() if seen is None else seen
             wakes = self._wakes
-            self._wakeup.wait_for(lambda: count() != baseline or self._wakes != wakes, timeout)
+            waiting = self._waiting.get(topic)
+            if waiting is None:
+                waiting = self._waiting[topic] = threading.Condition(self._wakeup)
+            waiting.wait_for(lambda: count() != baseline or self._wakes != wakes, timeout)
 
     def wake_waiters(self) -> None:
         """Wake every thread blocked in :meth:`wait_for_messages` (a stopping runtime's workers)."""
         with self._wakeup:
             self._wakes += 1
-            self._wakeup.notify_all()
+            for waiting in self._waiting.values():
+                waiting.notify_all()
 
     def outstanding(self, subscriptions: list[str] | None = None) -> int:
         """Deliveries not yet acknowledged nor dead (pending, leased or backing off)."""
