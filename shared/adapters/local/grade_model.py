@@ -57,14 +57,14 @@ FEATURES: tuple[str, ...] = (
 )
 
 # How a feature that pulls the probability down reads in a grade's reasoning: (when below the calibration
-# average, when above it). None where that direction is not a reason a person would recognise (a weight
+# average, when above it; "than usual" is that average). None where that direction is not a reason a person would recognise (a weight
 # that only corrects for a correlated feature, such as "strong_contexts" beside "sim_top3").
 CONCERNS: dict[str, tuple[str | None, str | None]] = {
-    "sim_max": ("no passage is close to the question", None),
-    "sim_top3": ("few passages are close to the question", None),
+    "sim_max": ("the closest passage is less similar than usual", None),
+    "sim_top3": ("the top passages are less similar than usual", None),
     "sim_gap": ("no passage stands out", None),
     "coverage_union": ("key terms missing from every context", None),
-    "coverage_best": ("no passage covers the key terms", None),
+    "coverage_best": ("no one passage covers the key terms", None),
     "coverage_most_similar": ("the closest passage lacks key terms", None),
     "coverage_sentence": ("no sentence holds the key terms together", None),
     "absent_share": (None, "terms the corpus never uses"),
