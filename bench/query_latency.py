@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from shared.contract.config import load_settings  # noqa: E402
 from shared.contract.ports import Chunk, Transformation  # noqa: E402
 from shared.query.api import submit_query, wait_for_query  # noqa: E402
-from shared.query.vectors import forget_query_vectors  # noqa: E402
+from shared.query.vectors import forget_passage_vectors, forget_query_vectors  # noqa: E402
 from shared.runtime.bootstrap import build_local  # noqa: E402
 from shared.runtime.local import LocalRuntime  # noqa: E402
 from shared.tools.demo import serve_corpus, submit_sample_corpus  # noqa: E402
@@ -83,12 +83,30 @@ def add_distractors(index, count: int, dimension: int, seed: int = 7) -> None:
         index.upsert(doc, chunks, vectors)
 
 
-def ask_all(deps, questions, *, max_iterations):
+def forget_chunk_caches() -> None:
+    """Empty every cache the query path keeps per chunk text (quotable sentences, directive
+    stripping, term sets, feedback words, vectors of cleaned passages), as if no chunk had
+    been read by this process before."""
+    from shared.adapters.local import llm
+    from shared.query import extractive, grading
+
+    extractive.quotable_sentences.cache_clear()
+    extractive._term_set.cache_clear()
+    grading.strip_model_directives.cache_clear()
+    llm._feedback_words.cache_clear()
+    forget_passage_vectors()
+
+
+def ask_all(deps, questions, *, max_iterations, cold_chunks=False):
     """Ask each question in turn; each pays its own embedding, as a new question does (the
-    process's query-vector cache is emptied first, since the same questions come round again)."""
+    process's query-vector cache is emptied first, since the same questions come round again).
+    The caches kept per chunk text stay warm, as they are for a new question retrieving chunks
+    earlier questions read; with ``cold_chunks`` they are emptied too (every chunk read afresh)."""
     pipeline, client, overhead = [], [], []
     for question in questions:
         forget_query_vectors()
+        if cold_chunks:
+            forget_chunk_caches()
         started = time.perf_counter()
         record = wait_for_query(deps, submit_query(deps, question, max_iterations=max_iterations).id, 60)
         client.append((time.perf_counter() - started) * 1000)

@@ -127,6 +127,15 @@ def forget_query_vectors() -> None:
         cache.clear()
 
 
+def forget_passage_vectors() -> None:
+    """Drop every cached passage vector of this process (a benchmark measuring a question
+    whose chunks the process has never read; nothing else needs this)."""
+    with _CACHES_LOCK:
+        caches = list(_PASSAGE_CACHES.values())
+    for cache in caches:
+        cache.clear()
+
+
 def query_vector(embedder: Embedder, text: str) -> np.ndarray:
     """The query vector of one ``text``."""
     return query_vectors(embedder, [text])[0]

@@ -45,3 +45,11 @@ def test_the_printed_table_names_the_commit_the_load_and_each_verdict():
     assert "git commit abc1234" in text and "[3.1, 3.0, 2.9]" in text
     assert "| 8.0x | <= 5x: **not met** |" in text
     assert "<= 1.3x: met" in text
+
+
+def test_the_cold_chunk_figure_is_reported_beside_the_ratio_without_a_verdict():
+    results = _results(query_p50=40, five_p50=50, embed_p50=10, fresh_s=0.3, ingest_ratio=0.95)
+    results["query_path"][0].update(cold_chunks_p50=60.0, cold_chunks_p95=90.0)
+    (row,) = [r for r in perf_suite.table(results) if "cache emptied" in r["what"]]
+    assert row["value"] == "60 / 90 ms, 6.0x" and not row.get("target")
+    assert _verdicts(results)["<= 5x"] is True  # judged on the warm figure, as before
