@@ -61,6 +61,19 @@ log = logging.getLogger("ragbus.fit_grader")
 PENALTIES = (0.1, 1.0, 10.0, 100.0)
 
 
+def collecting_model() -> GradeModel:
+    """The model to grade with while collecting: the shipped one, or, when it is missing or was fit on
+    other features (the reason to refit), an uninformative one (p = 0.5). Nothing collected depends on
+    it: the first iteration's contexts are retrieved before they are graded, and the features are
+    measured before any model weighs them."""
+    try:
+        return shipped_model()
+    except ConfigError as exc:
+        log.info("no usable shipped model (%s); collecting with an uninformative one", str(exc)[:120])
+        zeros = np.zeros(len(FEATURES))
+        return GradeModel(FEATURES, zeros, np.ones(len(FEATURES)), zeros, 0.0, 0.5)
+
+
 def collect_open_corpus(queries: list[EvalQuery], *, index_path: Path, embedder, cache: Path, key: str) -> dict:
     """query id -> the contexts of its first iteration through the pipeline (cached)."""
     path = cache / f"fit-grader-first-contexts-{key}.json"
@@ -68,13 +81,7 @@ def collect_open_corpus(queries: list[EvalQuery], *, index_path: Path, embedder,
         stored = json.loads(path.read_text())
         if set(stored) >= {q.query_id for q in queries}:
             return stored
-    try:
-        model = shipped_model()
-    except ConfigError:
-        # The first iteration's contexts are retrieved before it is graded: any model collects
-        # the same ones. With no usable shipped model, an uninformative one (p = 0.5) grades.
-        model = GradeModel(FEATURES, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), np.zeros(len(FEATURES)),
-                           0.0, 0.5)
+    model = collecting_model()
     out: dict[str, list[dict]] = {}
     config = PipelineConfig(name="fit: first iteration", max_iterations=0)
     started = time.perf_counter()
@@ -146,7 +153,7 @@ def main() -> None:
     settings = load_settings({})
     passage_text = {p.passage_id: p.text for p in full.passages}
     index = open_index(index_path, embedder.dimension)
-    llm = LocalLanguageModel(index, embedder)
+    llm = LocalLanguageModel(index, embedder, grade_model=collecting_model())
     rows, labels, groups, kinds = [], [], [], []
     started = time.perf_counter()
     for q in cases:

@@ -114,3 +114,21 @@ def test_a_year_the_question_states_and_no_context_does_counts_against_answering
     assert dated.features["year_missing"] == 0.0
     assert _llm().evidence("What is the current price of Larkspur Pro?", _contexts(*LARKSPUR)).features[
         "asks_current"] == 1.0
+
+
+def test_a_missing_or_stale_shipped_model_stops_the_local_model_from_being_built(tmp_path, monkeypatch):
+    import shared.adapters.local.grade_model as grade_model
+
+    stale = shipped_model().to_json()
+    stale["features"] = stale["features"][::-1]
+    (tmp_path / "stale.json").write_text(json.dumps(stale))
+    for path, message in ((tmp_path / "absent.json", "cannot be read"), (tmp_path / "stale.json", "fit_grader")):
+        monkeypatch.setattr(grade_model, "MODEL_FILE", path)
+        grade_model.shipped_model.cache_clear()
+        try:
+            with pytest.raises(ConfigError, match=message):
+                _llm()
+        finally:
+            grade_model.shipped_model.cache_clear()
+    monkeypatch.undo()
+    assert _llm().grade_model is shipped_model()  # the real file again

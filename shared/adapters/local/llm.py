@@ -174,7 +174,9 @@ class LocalLanguageModel:
         self.index = index
         self.embedder = embedder
         self.feedback_terms = feedback_terms
-        self.grade_model = grade_model  # None: the shipped model (grade_model.json), read on first grade
+        # The shipped model (grade_model.json) unless one is given; read now, so a missing or stale
+        # file stops the runtime from starting instead of turning every grade into a fallback.
+        self.grade_model = grade_model or shipped_model()
         self.acronyms = AcronymTable(index, embedder)
 
     # ------------------------------------------------------------ acronyms
@@ -461,7 +463,7 @@ class LocalLanguageModel:
         grounded = sim_max >= 0.35 and (
             ev.coverage_most_similar >= 0.6 or cov_best >= 0.8 or (strong >= 2 and cov_union >= 0.8)
         )
-        model = self.grade_model or shipped_model()
+        model = self.grade_model
         probability = model.probability(ev.features)
         answerable = probability >= model.answerable_from
         if not ev.terms:
