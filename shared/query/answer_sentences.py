@@ -57,6 +57,7 @@ _REFERRING_PHRASES = (
     "as mentioned", "as noted", "as described", "as shown", "as above", "as below", "as before",
     "the same", "the above", "the following", "the latter", "the former",
 )
+_REFERRING_PREFIXES = tuple(p + " " for p in _REFERRING_PHRASES)
 # "At that scale", "In this case", "For these reasons", "Because of this", "All of them":
 # only prepositions (or a quantifier and "of") before a demonstrative or a pronoun.
 _LEAD_IN = frozenset(
@@ -96,12 +97,14 @@ def _words(text: str) -> list[str]:
 def heading_like(text: str) -> bool:
     """True for a Title Case line without a lower-case word of its own (a heading,
     a label, a byline), e.g. "Term Frequency Saturation and k1" or "Pros"."""
-    words = [w for w in _words(text) if any(ch.isalpha() for ch in w)]
-    if not words:
-        return True
-    lower = [w for w in words if w[0].islower() and w.lower() not in _TITLE_SMALL and not any(
-        ch.isdigit() or ch.isupper() for ch in w[1:])]
-    return not lower
+    # Stops at the first word of its own in lower case (a sentence's second or third word),
+    # rather than classifying them all: every sentence of every passage is asked this. A
+    # word opening with a lower-case letter has a letter, so it counts as a word.
+    for w in _words(text):
+        if w[0].islower() and w.lower() not in _TITLE_SMALL and not any(
+                ch.isdigit() or ch.isupper() for ch in w[1:]):
+            return False
+    return True
 
 
 def answer_sentence(sentence: str) -> str | None:
@@ -137,8 +140,7 @@ def opens_with_reference(sentence: str) -> bool:
         return False
     if words[0] in _REFERRING_FIRST and not (words[0] == "those" and words[1:2] and words[1] in _CATAPHORIC):
         return True
-    head = " ".join(words[:6])
-    if any(head == p or head.startswith(p + " ") for p in _REFERRING_PHRASES):
+    if (" ".join(words[:6]) + " ").startswith(_REFERRING_PREFIXES):  # the phrase, then a word or the end
         return True
     for i, word in enumerate(words[:4]):
         if word in _DEMONSTRATIVE:
