@@ -410,17 +410,24 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Gradin
     """The question's names (``names``, words of ``question``) that no context names, each as the
     run of the question's name words it stands in ("ProTab X1" when only "X1" is missing: the
     sources name the ProTab X2), in question order. A run the contexts write by its initials
-    ("U.S." for "United States") is named; a run in capitals ("OBSTACLE AVOIDANCE", emphasis,
-    not an acronym) is given in lower case."""
+    ("U.S." for "United States") is named, and so is an acronym the contexts spell out
+    ("MBTI" for "Myers-Briggs Type Indicator"); a run in capitals ("OBSTACLE AVOIDANCE",
+    emphasis, not an acronym) is given in lower case."""
     if not names:
         return []
     wanted = {n.lower() for n in names}
     present: set[str] = set()
+    spelled: list[str] = []  # each context's words by their first letters, to find acronyms spelled out
     for ctx in contexts:
         text = strip_model_directives(body_lines(ctx.text))[0]
+        words = tokenize(text)
         present |= term_set(text)
-        present |= {w.lower().replace(".", "") for w in tokenize(text)}
+        present |= {w.lower().replace(".", "") for w in words}
+        spelled.append("".join(part[0] for w in words for part in w.split("-") if part).lower())
     missing = {n for n in wanted if not _named_in(n, present)}
+    # An acronym of three or more letters is named where its words are ("Myers-Briggs Type Indicator").
+    missing = {n for n, written in ((n, next(w for w in names if w.lower() == n)) for n in missing)
+               if not (len(n) >= 3 and written.isupper() and n.isalpha() and any(n in s for s in spelled))}
     if not missing:
         return []
     words = tokenize(question)

@@ -357,6 +357,12 @@ def test_unnamed_names_reads_initials_inflections_and_hyphenated_names():
     assert missing("Does the drone support OBSTACLE AVOIDANCE at night?", ("OBSTACLE", "AVOIDANCE"),
                    "The drone flies for 40 minutes.") == ["obstacle avoidance"]
     assert missing("Does the scanner export to PDF?", ("PDF",), "The scanner saves JPEG and PNG files.") == ["PDF"]
+    # an acronym the contexts spell out is named; a two-letter one is not looked for that way
+    assert missing("Is the MBTI used in hiring?", ("MBTI",),
+                   "Some firms screen candidates with the Myers-Briggs Type Indicator.") == []
+    assert missing("Does the VPN log traffic?", ("VPN",), "Very private networks are rare.") == []
+    assert missing("Does the VPN log traffic?", ("VPN",), "The service keeps no logs.") == ["VPN"]
+    assert missing("Is the EU involved?", ("EU",), "Every union member voted.") == ["EU"]
     assert missing("Anything?", (), "Whatever.") == []
 
 
