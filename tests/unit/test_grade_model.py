@@ -132,3 +132,44 @@ def test_a_missing_or_stale_shipped_model_stops_the_local_model_from_being_built
             grade_model.shipped_model.cache_clear()
     monkeypatch.undo()
     assert _llm().grade_model is shipped_model()  # the real file again
+
+
+class WordCountingIndex(MemoryIndex):
+    """The fake index counting chunks that hold a word as written (plurals folded), as the real index's BM25
+    vocabulary does: "searched" is not "search" to it."""
+
+    def document_frequency(self, terms):
+        words = [{w.lower().removesuffix("s") for w in c.text.replace(".", " ").replace(",", " ").split()}
+                 for c in self.chunks]
+        return {t: sum(t.lower().removesuffix("s") in s for s in words) for t in terms}
+
+
+DELIVERY = "Duplicate delivery comes from redelivery after a lost acknowledgement, so consumers must be idempotent."
+
+
+def _counting_llm() -> LocalLanguageModel:
+    from tests.unit.loop_fakes import chunk
+
+    embedder = HashingEmbedder()
+    corpus = [chunk(0, "delivery", DELIVERY), chunk(1, "search", "Hybrid search merges keyword and vector rankings.")]
+    return LocalLanguageModel(index=WordCountingIndex(embedder, corpus), embedder=embedder)
+
+
+def test_an_inflection_the_contexts_hold_is_not_a_term_the_corpus_lacks():
+    llm = _counting_llm()
+    # "merging" is in no chunk as written, but the context holds its stem ("merges"): the corpus has the word.
+    inflected = llm.evidence("How are rankings merging in hybrid search?", _contexts(
+        "Hybrid search merges keyword and vector rankings."))
+    assert inflected.features["absent_share"] == 0.0 and "merging" not in inflected.absent
+    lacking = llm.evidence("How are tungsten rankings merged in hybrid search?", _contexts(
+        "Hybrid search merges keyword and vector rankings."))
+    assert lacking.absent == ["tungsten"] and lacking.features["absent_share"] > 0.0
+
+
+def test_a_word_a_foreign_question_kept_untranslated_does_not_count_against_the_corpus():
+    llm = _counting_llm()
+    # The lexicon has no entry for "kommen": the German question is searched as "where kommen duplicate delivery".
+    german = llm.evidence("Woher kommen doppelte Zustellungen?", _contexts(DELIVERY))
+    assert "kommen" in german.absent and german.features["absent_share"] == 0.0
+    english = llm.evidence("Where do duplicate deliveries kommen from?", _contexts(DELIVERY))
+    assert "kommen" in english.absent and english.features["absent_share"] > 0.0

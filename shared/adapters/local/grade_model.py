@@ -33,7 +33,9 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 1
+# 2: a term is absent only when no context holds its stem either, and a word a foreign question kept untranslated
+# never counts as absent.
+FEATURE_VERSION = 2
 
 #: The evidence the local grader measures, in the order of the model's weights.
 FEATURES: tuple[str, ...] = (
@@ -45,7 +47,7 @@ FEATURES: tuple[str, ...] = (
     "coverage_best",  # ... in the best-covering single context
     "coverage_most_similar",  # ... in the most similar context
     "coverage_sentence",  # ... in the best-covering single sentence
-    "absent_share",  # weighted share of key terms the corpus never uses
+    "absent_share",  # weighted share of key terms the corpus never uses (in any inflection the contexts show)
     "names_missing",  # share of the question's names (Kafka, Model Y) no context states
     "year_missing",  # 1 when the question states a year no context states
     "asks_current",  # 1 when the question asks for the current or latest state ("current", "latest", "now")

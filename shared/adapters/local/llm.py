@@ -378,6 +378,7 @@ class LocalLanguageModel:
         """What the grade is made of (similarities, coverage, fact support, unknown names), measured
         on ``contexts`` for ``query``; None when no context has usable text. The values of
         :data:`~shared.adapters.local.grade_model.FEATURES` are in ``features``."""
+        asked = query
         language, query = in_english(query)  # a German, French or Spanish question is graded by its English terms
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
@@ -389,20 +390,26 @@ class LocalLanguageModel:
         sim_max = float(sims[order[0]])
         sim_top = float(np.mean(sims[order[:3]]))
         sim_second = float(sims[order[1]]) if len(order) > 1 else 0.0
+        sets = [term_set(c) for c in cleaned]
+        union = set().union(*sets)
 
         terms = self._key_terms(query)
         key_terms = len(terms)
         # Terms the corpus never uses are phrasing ("hammering") or a subject it lacks
         # ("tungsten"): no context can cover them, so they count toward "cannot answer",
-        # not toward completeness, and are not sent to refinement as missing aspects.
+        # not toward completeness, and are not sent to refinement as missing aspects. The
+        # index counts words as written (plurals folded), so a term whose stem a context
+        # holds ("searching" beside "search") is an inflection the corpus has, not absent.
         frequency = self._document_frequency([t for t, _, _ in terms])
-        absent = [t for t, _, _ in terms if frequency is not None and frequency.get(t, 1) == 0]
+        absent = [t for t, _, alts in terms if frequency is not None and frequency.get(t, 1) == 0
+                  and not self._covered(alts, union)]
+        # A foreign question's word the lexicon left as it was ("kommen") is absent from an English
+        # corpus whatever it holds: it says nothing about the corpus, so it does not count against it.
+        untranslated = {t for t in absent if language != "en" and t.lower() in asked.lower()}
         all_weight = sum(w for _, w, _ in terms) or 1.0
-        absent_share = sum(w for t, w, _ in terms if t in absent) / all_weight
+        absent_share = sum(w for t, w, _ in terms if t in absent and t not in untranslated) / all_weight
         if absent and len(absent) < len(terms):
             terms = [x for x in terms if x[0] not in absent]
-        sets = [term_set(c) for c in cleaned]
-        union = set().union(*sets)
         total = sum(w for _, w, _ in terms)
 
         def coverage(present: set[str]) -> float:
