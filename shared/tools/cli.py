@@ -833,7 +833,7 @@ def eval_command(
         help="Language-model providers whose full pipeline runs, comma-separated (local, openai, gemini); "
         "auto: local and every configured one. A named provider that cannot run is an error.")] = "auto",
     provider_sample: Annotated[list[str] | None, typer.Option(
-        help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE[/ABSTAIN], e.g. openai=40/20 "
+        help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE\\[/ABSTAIN], e.g. openai=40/20 "
         "(a subset of local's sample; repeatable).")] = None,
     query_timeout: Annotated[float, typer.Option(
         help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,

@@ -70,8 +70,11 @@ def test_help_shows_no_type_beside_flags(command):
 
 
 def test_help_text_is_not_eaten_by_markup():
-    out = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"}).output
+    result = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"})
+    out = result.output
     assert "pip install -e '.[dev]'" in out
+    # "[/ABSTAIN]" read as a closing markup tag ended the help with an error before the options
+    assert result.exit_code == 0 and "PROVIDER=ANSWERABLE[/ABSTAIN]" in out
     assert "RAGBUS_QUERY_TIMEOUT_S" in CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "200"}).output
     assert "RAGBUS_DEMO_PORT" in CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"}).output
 
