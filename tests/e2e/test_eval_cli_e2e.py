@@ -55,6 +55,10 @@ def test_eval_on_a_slice_prints_the_targets_and_check_exits_on_a_miss(tmp_path):
     assert "- openai: not configured" in printed
     # The existing keys keep their shape (docs/eval_results.json readers).
     assert {"dataset", "embedder", "machine", "retrieval", "pipeline", "calibration", "timings_s"} <= set(results)
+    model = results["calibration"]["local_grade_model"]  # which fitted grader the figures are of
+    assert model["file"] == "grade_model.json" and model["split"] == "calibration" and 0 < model["answerable_from"] < 1
+    assert f"The local grader's score is the probability of `grade_model.json` (feature version {model['feature_version']}" \
+        in printed
 
 
 def test_a_provider_asked_for_but_not_configured_fails_before_any_work(tmp_path):

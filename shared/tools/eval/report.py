@@ -86,6 +86,12 @@ def eval_markdown(results: dict[str, Any]) -> str:
             f"| configured overall threshold | {c['threshold']:.2f} | {c['tpr']:.3f} | {c['fpr']:.3f} |",
             f"| the stage's whole accept rule (all thresholds + grounded) | – | {a['tpr']:.3f} | {a['fpr']:.3f} |",
         ]
+        model = cal.get("local_grade_model")
+        if model:
+            out += ["", f"The local grader's score is the probability of `{model['file']}` (feature version "
+                        f"{model['feature_version']}, {model['features']} features, fit on the {model['split']} "
+                        f"split of fitz-gov {model['fitz_gov']} on {model['date']}); it abstains below "
+                        f"{model['answerable_from']:.2f}. Refit: `python bench/fit_grader.py`."]
     own = results.get("own_contexts")
     if own:
         out += [

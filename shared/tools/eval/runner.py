@@ -338,6 +338,7 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
         if full_run is not None:
             ran, abstain_results = full_run
             results["calibration"] = calibration(ran.results, abstain_results, [*queries, *abstain])
+            results["calibration"]["local_grade_model"] = _grade_model_provenance()
         if queries and abstain:
             say(f"grader on the sample's own contexts (fitz-gov's protocol): {len(queries)} + {len(abstain)} cases")
             results["own_contexts"] = {"provider": "local", **_own_contexts_figures(
@@ -352,6 +353,16 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     timings["total_s"] = time.perf_counter() - started
     results["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
     return results
+
+
+def _grade_model_provenance() -> dict[str, Any]:
+    """Which fitted model the local grader scored with (shared/adapters/local/grade_model.json)."""
+    from shared.adapters.local.grade_model import FEATURE_VERSION, MODEL_FILE, shipped_model
+
+    model = shipped_model()
+    return {"file": MODEL_FILE.name, "feature_version": FEATURE_VERSION, "features": len(model.features),
+            "answerable_from": round(model.answerable_from, 4),
+            **{k: model.fitted.get(k) for k in ("split", "date", "l2", "fitz_gov")}}
 
 
 def _own_contexts_figures(queries: list[EvalQuery], abstain: list[EvalQuery], evalset: EvalSet, index_path: Path,
