@@ -94,7 +94,9 @@ STAGES: tuple[Stage, ...] = (
           publishes=(topics.QUERY_TRANSFORMED,),
           consumes=((topics.QUERY_SUBMITTED, 2), (topics.QUERY_GRADED, 2)),
           handler="services.transformer.handler:handle"),
-    Stage("retriever", "query", "pubsub", "searches the index for the question, its rewrite and its sub-queries; the question's own ranking leads, the rest is fused",
+    Stage("retriever", "query", "pubsub",
+          "searches the index for the question, its rewrite and its sub-queries; "
+          "the question's own ranking leads, the rest is fused",
           publishes=(topics.CONTEXTS_RETRIEVED,),
           consumes=((topics.QUERY_TRANSFORMED, 2),), handler="services.retriever.handler:handle"),
     Stage("grader", "query", "pubsub", "grades the contexts and decides: refine, accept, abstain or exhausted",
