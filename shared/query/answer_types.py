@@ -6,7 +6,7 @@ plan and never name a price. Topic similarity and term coverage cannot tell the
 two apart; this module can, for the questions whose shape says what an answer
 must hold:
 
-- **answer type** (a *firm* check: a miss is a near miss to abstain on): how
+- **answer type** (a *firm* check: a miss is a near miss, strong evidence against answering): how
   much / what is the price, fee, salary (an *amount*: a currency figure or a
   percentage); how many (a *count*); what is the rate, temperature, population,
   how long / far / old, what percentage (a *quantity*: a number that is not just
@@ -236,7 +236,7 @@ class FactSupport:
     """The verdict of :func:`fact_support`: ``missing`` says what no sentence holds (empty when supported).
 
     ``firm`` tells how much a miss says: a missing value (amount, count, quantity,
-    date, name) is a near miss to abstain on; a missing noun aspect ("the
+    date, name) is a near miss, strong evidence against answering; a missing noun aspect ("the
     ingredients"), cause or mechanism only weakens the grade, because passages often
     state those in other words ("contains citric acid", "the motor recovers energy")
     and on fitz-gov's calibration split the rule refused as many answerable questions
@@ -260,7 +260,8 @@ class FactSupport:
 
     @property
     def near_miss(self) -> bool:
-        """The contexts are about the question's subject but evidently lack the asked fact: abstain."""
+        """The contexts are about the question's subject but evidently lack the asked fact: evidence against
+        answering, which the local grader's fitted model weighs with the rest (``shared/adapters/local/grade_model.py``)."""
         return self.checked and not self.supported and self.firm
 
 
