@@ -406,6 +406,16 @@ def _named_in(name: str, present: set[str]) -> bool:
                                    for p in present) for k in keys)
 
 
+@functools.lru_cache(maxsize=4096)
+def _named_words(text: str) -> tuple[frozenset[str], str]:
+    """The words and stems of a context (dots dropped: "U.S." is "us"), and its words' first
+    letters run together, to find an acronym spelled out. Kept per text: the same contexts
+    come back query after query."""
+    words = tokenize(text)
+    present = _term_set(text) | {w.lower().replace(".", "") for w in words}
+    return frozenset(present), "".join(part[0] for w in words for part in w.split("-") if part).lower()
+
+
 def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[GradingContext]) -> list[str]:
     """The question's names (``names``, words of ``question``) that no context names, each as the
     run of the question's name words it stands in ("ProTab X1" when only "X1" is missing: the
@@ -416,18 +426,13 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Gradin
     if not names:
         return []
     wanted = {n.lower() for n in names}
-    present: set[str] = set()
-    spelled: list[str] = []  # each context's words by their first letters, to find acronyms spelled out
-    for ctx in contexts:
-        text = strip_model_directives(body_lines(ctx.text))[0]
-        words = tokenize(text)
-        present |= term_set(text)
-        present |= {w.lower().replace(".", "") for w in words}
-        spelled.append("".join(part[0] for w in words for part in w.split("-") if part).lower())
+    texts = [strip_model_directives(body_lines(ctx.text))[0] for ctx in contexts]
+    present: set[str] = set().union(*(_named_words(t)[0] for t in texts))
     missing = {n for n in wanted if not _named_in(n, present)}
     # An acronym of three or more letters is named where its words are ("Myers-Briggs Type Indicator").
     missing = {n for n, written in ((n, next(w for w in names if w.lower() == n)) for n in missing)
-               if not (len(n) >= 3 and written.isupper() and n.isalpha() and any(n in s for s in spelled))}
+               if not (len(n) >= 3 and written.isupper() and n.isalpha()
+                       and any(n in _named_words(t)[1] for t in texts))}
     if not missing:
         return []
     words = tokenize(question)
