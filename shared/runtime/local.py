@@ -127,7 +127,7 @@ class LocalRuntime:
                 time.sleep(0.5)
                 continue
             if not deliveries:
-                self.bus.wait_for_messages(0.05, seen, consumer.topic)
+                self.bus.wait_for_messages(0.05, seen, consumer.topic, consumer.subscription)
                 continue
             for delivery in deliveries:
                 try:

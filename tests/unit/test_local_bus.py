@@ -235,13 +235,47 @@ def test_a_publish_notifies_only_the_waiters_of_its_topic_and_of_any_topic(tmp_p
     from shared.contract.messages import QueryTransformed
 
     bus = _bus(tmp_path)
-    notified: list[str | None] = []
-    for topic in ("query-transformed", "query-submitted", None):
-        bus.wait_for_messages(0.0, bus.publish_count(topic), topic)  # registers the topic's condition
-        condition = bus._waiting[topic]
-        condition.notify_all = lambda topic=topic: notified.append(topic)
+    notified: list[tuple] = []
+    waiters = (("query-transformed", "a.query-transformed"), ("query-transformed", None),
+               ("query-submitted", "a.query-submitted"), (None, None))
+    for topic, subscription in waiters:
+        bus.wait_for_messages(0.0, bus.publish_count(topic), topic, subscription)  # registers the condition
+        condition = bus._waiting[topic][subscription]
+        condition.notify = lambda n=1, key=(topic, subscription): notified.append((*key, "one"))
+        condition.notify_all = lambda key=(topic, subscription): notified.append((*key, "all"))
     bus.publish(QueryTransformed(query_id="q1", iteration=0, query="q"))
-    assert notified == ["query-transformed", None]
+    # one worker of the subscription leases it; waiters naming no subscription (or topic) all wake
+    assert sorted(notified, key=str) == sorted([("query-transformed", "a.query-transformed", "one"),
+                                                ("query-transformed", None, "all"), (None, None, "all")], key=str)
     notified.clear()
     bus.wake_waiters()  # a stopping runtime wakes everyone
-    assert sorted(notified, key=str) == sorted(["query-transformed", "query-submitted", None], key=str)
+    assert sorted(notified, key=str) == sorted([(*w, "all") for w in waiters], key=str)
+
+
+def test_one_publish_wakes_one_worker_of_each_subscription(tmp_path):
+    bus = SqliteBus(tmp_path / "bus.db", {"a.query-submitted": "query-submitted",
+                                          "b.query-submitted": "query-submitted"})
+    woke: list[str] = []
+    ready = threading.Barrier(5)
+
+    def worker(subscription: str) -> None:
+        seen = bus.publish_count("query-submitted")
+        ready.wait()
+        bus.wait_for_messages(30.0, seen, "query-submitted", subscription)
+        woke.append(subscription)
+
+    threads = [threading.Thread(target=worker, args=(s,), daemon=True)
+               for s in ("a.query-submitted", "a.query-submitted", "b.query-submitted", "b.query-submitted")]
+    for t in threads:
+        t.start()
+    ready.wait()
+    while sum(len(c._waiters) for c in bus._waiting.get("query-submitted", {}).values()) < 4:
+        threading.Event().wait(0.01)  # every worker asleep on its condition
+    bus.publish(QuerySubmitted(query_id="q1"))
+    while len(woke) < 2:
+        threading.Event().wait(0.01)
+    assert sorted(woke) == ["a.query-submitted", "b.query-submitted"]
+    bus.wake_waiters()
+    for t in threads:
+        t.join(10.0)
+    assert sorted(woke) == ["a.query-submitted"] * 2 + ["b.query-submitted"] * 2

@@ -106,12 +106,14 @@ class SqliteBus:
     ) -> None:
         self._db = SqliteDatabase(path, _SCHEMA)
         self.retry = retry or RetrySettings()
-        # One lock, one condition per topic waited on (None: any topic): a publish wakes the
-        # workers of its topic and nobody else. With one condition for all, each publish woke
-        # every idle worker of every stage (17 threads) only to have 15 of them go back to
-        # sleep, all queueing for the GIL the next stage's worker needed.
+        # One lock, one condition per (topic, subscription) waited on: a publish wakes one idle
+        # worker of each subscription of its topic and nobody else. With one condition for
+        # all, each publish woke every idle worker of every stage (17 threads): 15 went back
+        # to sleep and the second worker of the subscription raced the first for the lease,
+        # all queueing for the GIL and the write lock the next stage's worker needed.
+        # Waiters without a subscription (or a topic) are all woken, as before.
         self._wakeup = threading.Lock()
-        self._waiting: dict[str | None, threading.Condition] = {}
+        self._waiting: dict[str | None, dict[str | None, threading.Condition]] = {}
         self._published = 0  # publishes seen in this process, so a waiter cannot miss one
         self._published_to: Counter[str] = Counter()  # the same, per topic
         self._wakes = 0  # wake_waiters calls (a stopping runtime)
@@ -153,9 +155,13 @@ class SqliteBus:
         with self._wakeup:
             self._published += 1
             self._published_to[topic] += 1
-            for waiting in (self._waiting.get(topic), self._waiting.get(None)):
-                if waiting is not None:
+            for subscription, waiting in self._waiting.get(topic, {}).items():
+                if subscription is None:
                     waiting.notify_all()
+                else:
+                    waiting.notify()  # one worker leases the message; the others would find nothing
+            for waiting in self._waiting.get(None, {}).values():
+                waiting.notify_all()
         return message_id
 
     # -------------------------------------------------------- pull / ack
@@ -300,7 +306,9 @@ class SqliteBus:
         with self._wakeup:
             return self._published if topic is None else self._published_to[topic]
 
-    def wait_for_messages(self, timeout: float, seen: int | None = None, topic: str | None = None) -> None:
+    def wait_for_messages(
+        self, timeout: float, seen: int | None = None, topic: str | None = None, subscription: str | None = None,
+    ) -> None:
         """Block until something is published in this process (to ``topic``, when given), or
         ``timeout`` passes, or :meth:`wake_waiters` is called.
 
@@ -308,7 +316,9 @@ class SqliteBus:
         empty pull), return at once if a publish happened since, so a wake-up is never lost.
         With ``topic``, a publish to another topic does not end the wait: a worker wakes for
         its own topic only, instead of every idle worker of every stage taking the database's
-        write lock to pull nothing after each publish. Publishes by other processes, and
+        write lock to pull nothing after each publish. With ``subscription`` too (the topic's
+        subscription the caller pulls), a publish wakes one of that subscription's waiters,
+        not all: one delivery is leased by one worker. Publishes by other processes, and
         deliveries whose retry backoff ends, are noticed by the caller's next pull.
         """
         def count() -> int:
@@ -317,17 +327,22 @@ class SqliteBus:
         with self._wakeup:
             baseline = count() if seen is None else seen
             wakes = self._wakes
-            waiting = self._waiting.get(topic)
+            by_subscription = self._waiting.setdefault(topic, {})
+            key = subscription if topic is not None else None
+            waiting = by_subscription.get(key)
             if waiting is None:
-                waiting = self._waiting[topic] = threading.Condition(self._wakeup)
+                waiting = by_subscription[key] = threading.Condition(self._wakeup)
+            # Whoever a publish wakes has a baseline below the new count (both change under
+            # this lock), so a waiter woken alone never goes back to sleep on it.
             waiting.wait_for(lambda: count() != baseline or self._wakes != wakes, timeout)
 
     def wake_waiters(self) -> None:
         """Wake every thread blocked in :meth:`wait_for_messages` (a stopping runtime's workers)."""
         with self._wakeup:
             self._wakes += 1
-            for waiting in self._waiting.values():
-                waiting.notify_all()
+            for by_subscription in self._waiting.values():
+                for waiting in by_subscription.values():
+                    waiting.notify_all()
 
     def outstanding(self, subscriptions: list[str] | None = None) -> int:
         """Deliveries not yet acknowledged nor dead (pending, leased or backing off)."""
