@@ -30,6 +30,7 @@ import random
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -88,7 +89,6 @@ def collect_open_corpus(queries: list[EvalQuery], *, index_path: Path, embedder,
     with tempfile.TemporaryDirectory(prefix="ragbus-fit-", dir=cache) as home, \
             PipelineRunner(Path(home), index_path, config, embedder=embedder, dimension=embedder.dimension) as runner:
         runner.deps.override("llm", LocalLanguageModel(runner.index, embedder, grade_model=model))
-        from concurrent.futures import ThreadPoolExecutor
 
         def one(q: EvalQuery) -> None:
             record = runner.ask(q.text)

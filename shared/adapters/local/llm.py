@@ -124,7 +124,7 @@ class GradeEvidence:
 
     sims: np.ndarray  # cosine of the question and each usable context
     terms: list[tuple[str, float, set[str]]]  # the key terms the corpus has (term, weight, stems)
-    absent: list[str]  # key terms the corpus never uses
+    absent: list[str]  # key terms the corpus never uses, in no inflection the contexts show either
     absent_share: float
     missing: list[str]  # key terms no context contains
     coverage_union: float
