@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC
 
 from shared.contract import state_collections
 from shared.contract.messages import QuerySubmitted
@@ -94,10 +95,10 @@ def test_an_iteration_is_written_with_its_base_fields_even_when_empty():
 
 
 def test_a_record_read_from_a_document_shares_no_mutable_part_with_it():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     doc = QueryRecord.new("q1", "What is BM25?", top_k=5, max_iterations=2, max_model_calls=9,
-                          timeout_s=60, retention_days=1, now=datetime(2026, 1, 1, tzinfo=timezone.utc)).to_doc()
+                          timeout_s=60, retention_days=1, now=datetime(2026, 1, 1, tzinfo=UTC)).to_doc()
     doc["iterations"] = [{"iteration": 0, "contexts": [{"chunk_id": "c1", "spans": [[0, 4]]}],
                           "grade": None, "timings": {}, "custom": {"kept": [1, {"deep": True}]}}]
     doc["custom_top"] = {"nested": [{"x": 1}], "when": (1, 2)}
