@@ -83,7 +83,7 @@ MODEL_FILE = Path(__file__).with_name("grade_model.json")
 REFIT = "refit it with `python bench/fit_grader.py` (fits on fitz-gov's calibration split)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # numpy arrays: compared by identity, never element-wise by accident
 class GradeModel:
     """Standardised logistic regression: ``p = sigmoid(intercept + weights . (x - mean) / scale)``.
 
