@@ -85,13 +85,15 @@ def add_distractors(index, count: int, dimension: int, seed: int = 7) -> None:
 
 def forget_chunk_caches() -> None:
     """Empty every cache the query path keeps per chunk text (quotable sentences, directive
-    stripping, term sets, feedback words, vectors of cleaned passages), as if no chunk had
-    been read by this process before."""
+    stripping, term sets, the name check's words, feedback words, vectors of cleaned
+    passages), as if no chunk had been read by this process before. A new per-text cache
+    on the query path belongs here too."""
     from shared.adapters.local import llm
     from shared.query import extractive, grading
 
     extractive.quotable_sentences.cache_clear()
     extractive._term_set.cache_clear()
+    extractive._named_words.cache_clear()
     grading.strip_model_directives.cache_clear()
     llm._feedback_words.cache_clear()
     forget_passage_vectors()
