@@ -206,3 +206,15 @@ def test_feedback_words_are_read_once_per_chunk_text_and_a_changed_text_misses()
     changed = words(text.replace("k1", "the parameter k1"))
     assert "paramet" in {key for key, _ in changed.candidates}
     assert words.cache_info().misses == 2 and words.cache_info().maxsize == 2048
+
+
+def test_the_per_text_caches_of_the_query_path_stay_bounded():
+    from shared.adapters.local import llm as local_llm
+    from shared.query.grading import strip_model_directives
+
+    for cached, size in ((local_llm._feedback_words, 2048), (strip_model_directives, 4096)):
+        cached.cache_clear()
+        for n in range(size + 5):
+            cached(f"Passage {n} explains saturation of term frequency.")
+        info = cached.cache_info()
+        assert info.maxsize == size and info.currsize == size

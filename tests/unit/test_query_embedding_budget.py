@@ -209,3 +209,19 @@ def test_passage_vectors_are_embedded_as_documents_keyed_by_the_exact_text():
     bounded.vectors(["b"])
     bounded.vectors(["a"])
     assert embedder.batches[-2:] == [["b"], ["a"]]  # "a" was evicted by "b"
+
+
+def test_passage_vectors_from_many_threads_agree_with_one_thread_and_stay_bounded():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shared.query.vectors import QueryVectorCache
+
+    embedder = CountingEmbedder()
+    texts = [f"passage {n}\nwith a second line" for n in range(40)]
+    expected = embedder.embed(texts)
+    cache = QueryVectorCache(embedder, capacity=16, embed=lambda e, t: e.embed(t), collapse_whitespace=False)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda t: cache.vectors([t])[0], texts * 4))
+    for got, want in zip(results, list(expected) * 4, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert len(cache._vectors) == 16  # the least recently used went out
