@@ -173,3 +173,45 @@ def test_a_word_a_foreign_question_kept_untranslated_does_not_count_against_the_
     assert "kommen" in german.absent and german.features["absent_share"] == 0.0
     english = llm.evidence("Where do duplicate deliveries kommen from?", _contexts(DELIVERY))
     assert "kommen" in english.absent and english.features["absent_share"] > 0.0
+
+
+def _hostile(data: dict, **changes) -> str:
+    """The shipped model's JSON text with ``changes`` written in as raw JSON (NaN and Infinity included,
+    which Python's json module reads)."""
+    text = json.dumps({k: v for k, v in data.items() if k not in changes})
+    return text[:-1] + "".join(f', "{k}": {v}' for k, v in changes.items()) + "}"
+
+
+@pytest.mark.parametrize("changes", [
+    {"intercept": "NaN"}, {"intercept": "Infinity"}, {"intercept": '"1.3"'}, {"intercept": "true"},
+    {"answerable_from": '"0.4"'}, {"weights": json.dumps([True] * len(FEATURES))},
+    {"weights": json.dumps(["1"] * len(FEATURES))}, {"mean": json.dumps([None] * len(FEATURES))},
+    {"scale": json.dumps([1e-320] * len(FEATURES))}, {"features": "5"}, {"features": "[1, 2]"},
+    {"features": json.dumps(list(range(100_000)))}, {"fitted": '"abc"'}, {"fitted": "5"},
+])
+def test_a_hostile_model_file_is_refused_with_the_way_to_refit_never_read_as_numbers(changes):
+    text = _hostile(shipped_model().to_json(), **changes)
+    with pytest.raises(ConfigError, match="bench/fit_grader.py") as refused:
+        GradeModel.from_json(json.loads(text), source="grade_model.json")
+    assert len(str(refused.value)) < 2000  # a huge feature list is not echoed whole
+
+
+@pytest.mark.parametrize("content", [b"[1, 2, 3]", b'"a model"', b"\xff\xfe\x00 not text", b"null"])
+def test_a_model_file_that_is_not_a_json_object_is_refused_with_the_way_to_refit(tmp_path, monkeypatch, content):
+    import shared.adapters.local.grade_model as grade_model
+
+    path = tmp_path / "grade_model.json"
+    path.write_bytes(content)
+    monkeypatch.setattr(grade_model, "MODEL_FILE", path)
+    grade_model.shipped_model.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="fit_grader"):
+            grade_model.shipped_model()
+    finally:
+        grade_model.shipped_model.cache_clear()
+
+
+def test_weights_too_large_for_a_finite_probability_are_an_error_not_a_nan_grade():
+    huge = _model({f: 1e308 for f in FEATURES})
+    with pytest.raises(ConfigError, match="fit_grader"):
+        huge.probability({f: 3.0 if n % 2 else -3.0 for n, f in enumerate(FEATURES)})

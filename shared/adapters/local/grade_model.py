@@ -106,7 +106,14 @@ class GradeModel:
         if missing:
             raise ValueError(f"grade model: no value for the features {', '.join(missing)}")
         x = np.array([float(values[f]) for f in self.features])
-        z = self.intercept + float(((x - self.mean) / self.scale) @ self.weights)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = self.intercept + float(((x - self.mean) / self.scale) @ self.weights)
+        if not np.isfinite(z):
+            # weights (or means, scales) so large that the log-odds overflow: a NaN or 0/1 "probability" would
+            # pass or refuse every question silently
+            raise ConfigError(f"the grade model's log-odds are not finite for these features (weights of "
+                              f"{float(np.max(np.abs(self.weights))):.3g} or scales of "
+                              f"{float(np.min(self.scale)):.3g}): {REFIT}")
         return float(1.0 / (1.0 + np.exp(-z)))
 
     def contributions(self, values: Mapping[str, float]) -> dict[str, float]:
@@ -139,34 +146,75 @@ class GradeModel:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, source: str = "the grade model") -> GradeModel:
-        """The model ``data`` describes; :class:`ConfigError` when it was fit on other features."""
-        version, features = data.get("feature_version"), tuple(data.get("features") or ())
-        if version != FEATURE_VERSION or features != FEATURES:
+    def from_json(cls, data: Any, *, source: str = "the grade model") -> GradeModel:
+        """The model ``data`` describes; :class:`ConfigError` when it was fit on other features or any value
+        is not what :meth:`to_json` writes (a JSON number where a number belongs, finite, arrays one value per
+        feature): a hand-edited or damaged file is refused, never read as other numbers."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source} holds a JSON {type(data).__name__}, not the model's object: {REFIT}")
+        version, features = data.get("feature_version"), data.get("features")
+        if version != FEATURE_VERSION or not isinstance(features, list) or tuple(features) != FEATURES:
             raise ConfigError(
-                f"{source} was fit on feature version {version} ({', '.join(features) or 'no features'}), but the "
+                f"{source} was fit on feature version {_shown(version)} ({_listed(features)}), but the "
                 f"local grader measures version {FEATURE_VERSION} ({', '.join(FEATURES)}): {REFIT}")
         try:
-            arrays = [np.asarray(data[k], dtype=float) for k in ("mean", "scale", "weights")]
-            intercept, threshold = float(data["intercept"]), float(data["answerable_from"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{source} is incomplete or malformed ({exc!r}): {REFIT}") from exc
-        if any(a.shape != (len(FEATURES),) for a in arrays) or not all(np.all(np.isfinite(a)) for a in arrays) \
-                or np.any(arrays[1] <= 0) or not 0.0 < threshold < 1.0:
-            raise ConfigError(f"{source} has arrays of the wrong length, non-finite values or a threshold "
-                              f"outside (0, 1): {REFIT}")
-        return cls(FEATURES, arrays[0], arrays[1], arrays[2], intercept, threshold, dict(data.get("fitted") or {}))
+            mean, scale, weights = (_numbers(data, k) for k in ("mean", "scale", "weights"))
+            intercept, threshold = _number(data, "intercept"), _number(data, "answerable_from")
+        except KeyError as exc:
+            raise ConfigError(f"{source} is incomplete (no {exc}): {REFIT}") from exc
+        except ValueError as exc:
+            raise ConfigError(f"{source} is malformed: {exc}: {REFIT}") from exc
+        # fit_logistic gives a constant column scale 1, so a fitted scale is never below 1e-9; a smaller one
+        # (or 0) would blow the standardised features up
+        if np.any(scale < 1e-9) or not 0.0 < threshold < 1.0:
+            raise ConfigError(f"{source} has a scale below 1e-9 or a threshold outside (0, 1): {REFIT}")
+        fitted = data.get("fitted") or {}
+        if not isinstance(fitted, Mapping):
+            raise ConfigError(f"{source}'s 'fitted' is a JSON {type(fitted).__name__}, not an object: {REFIT}")
+        return cls(FEATURES, mean, scale, weights, intercept, threshold, dict(fitted))
 
     def save(self, path: Path = MODEL_FILE) -> None:
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def _number(data: Mapping[str, Any], key: str) -> float:
+    """``data[key]`` when it is a finite JSON number (not a bool, not a string holding one)."""
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise ValueError(f"{key!r} is {_shown(value)}, not a finite number")
+    return float(value)
+
+
+def _numbers(data: Mapping[str, Any], key: str) -> np.ndarray:
+    """``data[key]`` as an array when it is a list of one finite JSON number per feature."""
+    values = data[key]
+    if not isinstance(values, list) or len(values) != len(FEATURES):
+        length = f"{len(values)} values" if isinstance(values, list) else f"a JSON {type(values).__name__}"
+        raise ValueError(f"{key!r} holds {length}, not one number per feature ({len(FEATURES)}): wrong length")
+    for n, value in enumerate(values):
+        _number({f"{key}[{n}]": value}, f"{key}[{n}]")
+    return np.array(values, dtype=float)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _listed(features: Any) -> str:
+    """The features a file names, for an error message: at most twenty of them."""
+    if not isinstance(features, list) or not features:
+        return "no features" if not features else f"features {_shown(features)}"
+    shown = ", ".join(_shown(f) if not isinstance(f, str) else _shown(f).strip("'") for f in features[:20])
+    return shown if len(features) <= 20 else f"{shown}, ... ({len(features)} in all)"
 
 
 @functools.cache
 def shipped_model() -> GradeModel:
     """The model shipped beside this module (read once per process)."""
     try:
-        data = json.loads(MODEL_FILE.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: JSON syntax and undecodable bytes alike
         raise ConfigError(f"the local grader's model {MODEL_FILE} cannot be read ({exc}): {REFIT}") from exc
     return GradeModel.from_json(data, source=str(MODEL_FILE))
 
