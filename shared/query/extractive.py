@@ -381,9 +381,10 @@ def extractive_answer(
 
     sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
                  for i in _reading_order(chosen, candidates)]
-    missing += [name for name in unnamed_names(query, names, contexts) if name not in missing]
+    # the names in one note, however many the question lists (a part is a clause: one note each)
+    unnamed = ", ".join(name for name in unnamed_names(query, names, contexts) if name not in missing)
     sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
-                  for part in missing]
+                  for part in [*missing, unnamed] if part]
     text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
     return Answer(text=text, sentences=sentences, language=language, abstained=False)
 
@@ -435,12 +436,18 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Gradin
                        and any(n in _named_words(t)[1] for t in texts))}
     if not missing:
         return []
-    words = tokenize(question)
+    matches = list(_WORD.finditer(question))
+    words = [m.group() for m in matches]
     runs: list[list[str]] = []
     run: list[str] = []
     for i, word in enumerate(words):
         low = word.lower()
-        joins = bool(run) and low in _NAME_JOINERS and i + 1 < len(words) and words[i + 1].lower() in wanted
+        # a name runs over spaces only: "Acme, Globex" are two names, not "Acme Globex"
+        if run and question[matches[i - 1].end():matches[i].start()].strip():
+            runs.append(run)
+            run = []
+        joins = bool(run) and low in _NAME_JOINERS and i + 1 < len(words) and words[i + 1].lower() in wanted \
+            and not question[matches[i].end():matches[i + 1].start()].strip()
         if low in wanted or joins:
             run.append(word)
             continue

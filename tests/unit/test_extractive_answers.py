@@ -389,3 +389,28 @@ def test_a_contexts_words_for_the_name_check_are_read_once_per_text():
     assert unnamed_names("Is the Lumio X400 waterproof?", ("Lumio", "X400"), contexts) == []
     info = _named_words.cache_info()
     assert (info.misses, info.hits) == (1, 1) and info.maxsize == 4096
+
+
+def test_names_the_question_separates_by_punctuation_are_not_run_together():
+    from shared.query.answer_types import question_names
+    from shared.query.extractive import unnamed_names
+
+    ferry = _contexts("Ferries to Kelport leave from the north pier twice a day.")
+    question = "Do Acme, Globex or Initech run ferries to Kelport?"
+    assert unnamed_names(question, question_names(question), ferry) == ["Acme", "Globex", "Initech"]
+    # a name with regex metacharacters around it is only the words, each run ending at the punctuation
+    question = "Does the Lumio.*X300+ (Acme|Corp) ferry reach Kelport?"
+    assert unnamed_names(question, question_names(question), ferry) == ["Lumio", "X300+", "Acme", "Corp"]
+    # a name written with spaces stays one run
+    question = "Did the Harbor Safety Board of Dunmore close the pier at Kelport?"
+    assert unnamed_names(question, question_names(question), ferry) == ["Harbor Safety Board of Dunmore"]
+
+
+def test_names_no_source_names_are_said_in_one_note_however_many_the_question_lists():
+    passage = "The Lumio X400 e-reader runs for six weeks on one charge with the light off."
+    makers = [f"Maker{chr(65 + n // 26)}{chr(97 + n % 26)}" for n in range(200)]
+    question = f"How long does the battery of the Lumio X400 last compared with {', '.join(makers)}?"
+    answer = extractive_answer(question, _contexts(passage), context_similarity={1: 0.7},
+                               names=("Lumio", "X400", *makers))
+    notes = [t for t in _texts(answer) if t.startswith("Not mentioned")]
+    assert notes == [f"Not mentioned in the sources: {', '.join(makers)}."]
