@@ -137,6 +137,11 @@ variable "openai_base_url" {
     condition     = !can(regex("^https?://[^/?#]*@", var.openai_base_url))
     error_message = "openai_base_url must not carry user:password; put the key in Secret Manager and name it in openai_api_key_secret."
   }
+  validation {
+    # Nor in a query (?key=...), which every request would also carry after its path; the code refuses both.
+    condition     = !can(regex("[?#]", var.openai_base_url))
+    error_message = "openai_base_url must not carry a query or fragment (?... or #...): the API base is scheme, host and path, e.g. https://llm.example.com/v1; put a key in Secret Manager and name it in openai_api_key_secret."
+  }
 }
 
 variable "openai_model" {

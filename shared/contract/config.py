@@ -53,6 +53,15 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r} is not a number") from exc
 
 
+def _seconds(env: dict[str, str], name: str, default: float) -> float:
+    """A time limit: a finite number of seconds above zero (0, a negative one or nan would end or
+    break every call, and inf would wait forever)."""
+    value = _float(env, name, default)
+    if not 0.0 < value < float("inf"):
+        raise ConfigError(f"{name}={value} must be a positive number of seconds")
+    return value
+
+
 def _fraction(env: dict[str, str], name: str, default: float) -> float:
     value = _float(env, name, default)
     if not 0.0 <= value <= 1.0:
@@ -231,7 +240,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         openai_base_url=openai_base_url,
         openai_model=openai_model,
         openai_api_key=openai_api_key,
-        openai_timeout_s=_float(env, "RAGBUS_OPENAI_TIMEOUT_S", DEFAULTS.openai_timeout_s),
+        openai_timeout_s=_seconds(env, "RAGBUS_OPENAI_TIMEOUT_S", DEFAULTS.openai_timeout_s),
         bucket=env.get("RAGBUS_BUCKET") or None,
         firestore_database=env.get("RAGBUS_FIRESTORE_DATABASE") or None,
         embedder=embedder,
@@ -283,6 +292,13 @@ def _require_openai(base_url: str | None, model: str | None, api_key: str | None
     elif urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).netloc:
         raise ConfigError(f"RAGBUS_OPENAI_BASE_URL={redacted_url(base_url)!r} is not an http(s) URL; "
                           "use e.g. http://127.0.0.1:11434/v1")
+    elif urlsplit(base_url).query or urlsplit(base_url).fragment or base_url.endswith(("?", "#")):
+        # requests would go to ".../v1?query/chat/completions", and a key in the query would be named
+        # wherever the server is (redacted_url drops only user:password)
+        parts = urlsplit(base_url)
+        raise ConfigError(f"RAGBUS_OPENAI_BASE_URL={redacted_url(urlunsplit(parts[:3] + ('', '')))!r} carries a "
+                          "query or fragment; the API base is scheme, host and path (e.g. https://llm.example.com/v1), "
+                          "and a key goes in RAGBUS_OPENAI_API_KEY")
     elif api_key and urlsplit(base_url).scheme == "http" and urlsplit(base_url).hostname not in _LOOPBACK_HOSTS:
         raise ConfigError(f"RAGBUS_OPENAI_API_KEY would be sent in clear text to {redacted_url(base_url)}: "
                           "use https for a server on another host (plain http only to 127.0.0.1/localhost)")

@@ -200,6 +200,14 @@ def test_plan_refuses_openai_without_a_server_a_model_or_with_a_key_in_clear_tex
     assert all(int(f["timeout"]) > _default("openai_timeout_s") for f in functions.values() if f["model"])
     url_rules = _validations("openai_base_url")
     assert any("@" in rule for rule in url_rules), "a user:password in the URL would sit in the plain environment"
+    # so would a key in a query: plan refuses what the code refuses at start-up
+    (query_rule,) = [rule for rule in url_rules if "[?#]" in rule]
+    assert query_rule.startswith("${!can(regex(")
+    for url in ("https://llm.example.com/v1?key=k", "https://llm.example.com/v1#k"):
+        assert re.search("[?#]", url)
+        with pytest.raises(ConfigError, match="query or fragment"):
+            load_settings({"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": url, "RAGBUS_OPENAI_MODEL": "m"})
+    assert not re.search("[?#]", "https://llm.example.com/v1")
 
 
 def test_the_openai_key_is_a_secret_only_the_model_functions_read():
