@@ -256,9 +256,10 @@ async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> Quer
         interval = min(interval * 2, POLL_MAX_S)
 
 
-def search_documents(deps: Deps, text: Any, k: Any = None) -> list[dict[str, Any]]:
-    """Retrieval only: the ``k`` chunks nearest ``text`` (hybrid search), best first."""
-    query = validate_query_text(text, max_chars=deps.settings.max_query_chars, field="q")
+def search_documents(deps: Deps, text: Any, k: Any = None, *, field: str = "q") -> list[dict[str, Any]]:
+    """Retrieval only: the ``k`` chunks nearest ``text`` (hybrid search), best first. ``field`` names
+    the text in error messages (what the caller sent it as)."""
+    query = validate_query_text(text, max_chars=deps.settings.max_query_chars, field=field)
     k = deps.settings.top_k if k is None else validate_int(k, "k", TOP_K_RANGE)
     vector = embed_queries(deps.embedder, [query])[0]
     results = deps.index.search(query, vector, k)

@@ -513,7 +513,7 @@ def search(
 
     session = _session()
     try:
-        hits = search_documents(session.deps, text, k)
+        hits = search_documents(session.deps, text, k, field="text")
     except RagbusError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -535,7 +535,8 @@ def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | 
          timeout: float) -> QueryRecord:
     from shared.query.api import submit_query, wait_for_query
 
-    record = submit_query(deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout)
+    record = submit_query(deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout,
+                          field="question")
     return wait_for_query(deps, record.id, timeout + 5)
 
 

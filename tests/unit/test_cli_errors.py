@@ -71,3 +71,12 @@ def test_debugging_shows_the_traceback(monkeypatch, tmp_path, args, env):
     monkeypatch.setattr(sys, "argv", ["ragbus", *args])
     with pytest.raises(NotADirectoryError):
         cli.main()
+
+
+@pytest.mark.parametrize(("command", "name"), [("ask", "question"), ("search", "text")])
+def test_an_empty_question_is_named_as_the_command_calls_it(monkeypatch, capsys, tmp_path, command, name):
+    # not 'query' or 'q', the HTTP API's names, which a CLI user never typed
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    code, err = _run_main(monkeypatch, capsys, command, "  ", RAGBUS_HOME=str(tmp_path / "home"))
+    assert code == 2
+    assert f"error: '{name}' is empty" in err and "'q'" not in err and "'query'" not in err
