@@ -598,6 +598,9 @@ FAILED_OUTCOMES = ("failed", "timed_out")
 
 def resolve_query_id(deps: Deps, given: str) -> str:
     """The query id ``given`` names: the whole id or a unique prefix of one."""
+    given = given.strip()
+    if not given:  # the prefix of every id
+        raise _fail("give a query id or a unique prefix of one; `ragbus traces` lists them")
     if deps.state.get(state_collections.QUERIES, given) is not None:
         return given
     matches = sorted(r["id"] for r in deps.state.list(state_collections.QUERIES) if str(r.get("id", "")).startswith(given))

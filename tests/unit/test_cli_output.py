@@ -174,3 +174,9 @@ def test_a_query_id_prefix_resolves_when_unique_and_is_refused_when_ambiguous():
     assert resolve_query_id(deps, "0123") == "0123"  # unknown: left for the trace-id lookup
     with pytest.raises(typer.Exit):
         resolve_query_id(deps, "a62ae7d7")
+    # an empty id is the prefix of every id: refused, not taken for the only query there is
+    alone = SimpleNamespace(state=InMemoryStateStore())
+    alone.state.put(state_collections.QUERIES, "ffac89f5aaaaaa", {"id": "ffac89f5aaaaaa"})
+    for empty in ("", "  "):
+        with pytest.raises(typer.Exit):
+            resolve_query_id(alone, empty)
