@@ -175,7 +175,8 @@ class LocalLanguageModel:
         self.embedder = embedder
         self.feedback_terms = feedback_terms
         # The shipped model (grade_model.json) unless one is given; read now, so a missing or stale
-        # file stops the runtime from starting instead of turning every grade into a fallback.
+        # file fails the query that builds this model (the runtime builds it lazily, on a stage's
+        # first query) with the way to refit, instead of turning every grade into a fallback.
         self.grade_model = grade_model or shipped_model()
         self.acronyms = AcronymTable(index, embedder)
 
