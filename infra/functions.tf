@@ -124,8 +124,11 @@ resource "google_cloudfunctions2_function" "function" {
       error_message = "openai_api_key_secret is set, so openai_base_url must be https:// (the key is never sent in clear text)."
     }
     precondition {
-      condition     = var.llm_provider != "openai" || !each.value.model || var.openai_timeout_s < each.value.timeout
-      error_message = "openai_timeout_s must be shorter than the timeout of every function that calls the model."
+      # One invocation may wait for a cold start's GET /models and one call (each up to
+      # openai_timeout_s; a timeout is not retried) and two backoffs of at most 10 s
+      # (shared/adapters/openai_compatible.py: ATTEMPTS, MAX_RETRY_AFTER_S).
+      condition     = var.llm_provider != "openai" || !each.value.model || 2 * var.openai_timeout_s + 20 < each.value.timeout
+      error_message = "2 x openai_timeout_s + 20 s must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
     }
   }
 

@@ -35,6 +35,9 @@ locals {
   #                var.index_backend = "vertex": Vector Search upserts, removals, queries)
   #   memory/cpu/timeout/max_instances/concurrency: sizing. The indexer, retriever,
   #   synthesizer and gateway load the ONNX embedder (~0.5 GiB with its runtime), hence 2Gi.
+  #   The model-calling functions' timeouts leave room, with llm_provider = "openai", for a
+  #   cold start's GET /models check and one call, each up to openai_timeout_s, plus the
+  #   clamped backoffs between retries of fast failures (functions.tf's precondition).
   #   A push subscription's ack deadline equals its function's timeout (Pub/Sub allows at
   #   most 600 s), so Pub/Sub never redelivers a message that is still being handled.
   functions = {
@@ -64,12 +67,12 @@ locals {
     "transformer-query-submitted" = {
       stage = "transformer", entry_point = "transformer", trigger = "pubsub"
       publishes = ["query-transformed"], blobs = "none", documents = "none", model = true, embeds = false, index = false
-      memory = "512Mi", cpu = "1", timeout = 120, max_instances = 20, concurrency = 8
+      memory = "512Mi", cpu = "1", timeout = 150, max_instances = 20, concurrency = 8
     }
     "transformer-query-graded" = {
       stage = "transformer", entry_point = "transformer", trigger = "pubsub"
       publishes = ["query-transformed"], blobs = "none", documents = "none", model = true, embeds = false, index = false
-      memory = "512Mi", cpu = "1", timeout = 120, max_instances = 20, concurrency = 8
+      memory = "512Mi", cpu = "1", timeout = 150, max_instances = 20, concurrency = 8
     }
     "retriever" = {
       stage = "retriever", entry_point = "retriever", trigger = "pubsub"
@@ -79,7 +82,7 @@ locals {
     "grader" = {
       stage = "grader", entry_point = "grader", trigger = "pubsub"
       publishes = ["query-graded"], blobs = "none", documents = "none", model = true, embeds = false, index = false
-      memory = "512Mi", cpu = "1", timeout = 120, max_instances = 20, concurrency = 8
+      memory = "512Mi", cpu = "1", timeout = 150, max_instances = 20, concurrency = 8
     }
     "synthesizer" = {
       # Loads the embedder for the extractive answer when the model's answer is unusable.

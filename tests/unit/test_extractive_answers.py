@@ -381,14 +381,14 @@ def test_the_local_model_states_a_name_the_sources_do_not_name():
 
 
 def test_a_contexts_words_for_the_name_check_are_read_once_per_text():
-    from shared.query.extractive import _named_words, unnamed_names
+    from shared.query.extractive import NAMED_WORDS_CACHE_SIZE, _named_words, unnamed_names
 
     _named_words.cache_clear()
     contexts = _contexts("The Lumio X400 e-reader runs for six weeks on one charge.")
     assert unnamed_names("Is the Lumio X300 waterproof?", ("Lumio", "X300"), contexts) == ["Lumio X300"]
     assert unnamed_names("Is the Lumio X400 waterproof?", ("Lumio", "X400"), contexts) == []
     info = _named_words.cache_info()
-    assert (info.misses, info.hits) == (1, 1) and info.maxsize == 4096
+    assert (info.misses, info.hits) == (1, 1) and info.maxsize == NAMED_WORDS_CACHE_SIZE == 1024
 
 
 def test_names_the_question_separates_by_punctuation_are_not_run_together():

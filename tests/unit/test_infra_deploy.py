@@ -194,10 +194,14 @@ def test_plan_refuses_openai_without_a_server_a_model_or_with_a_key_in_clear_tex
     conditions = " ".join(p["condition"] for p in _preconditions())
     assert 'var.llm_provider != "openai" || (var.openai_base_url != "" && var.openai_model != "")' in conditions
     assert 'startswith(var.openai_base_url, "https://")' in conditions
-    assert "var.openai_timeout_s < each.value.timeout" in conditions
-    # the model functions' timeouts leave room for the default call time limit
+    assert "2 * var.openai_timeout_s + 20 < each.value.timeout" in conditions
+    # the model functions' timeouts leave room, at the default call time limit, for the model check
+    # and one call, each up to the limit, and the clamped backoffs between the code's attempts
+    from shared.adapters import openai_compatible as oc
+    worst = 2 * _default("openai_timeout_s") + (oc.ATTEMPTS - 1) * oc.MAX_RETRY_AFTER_S
+    assert worst == 2 * _default("openai_timeout_s") + 20, "the precondition's 20 s no longer matches the code"
     functions = _local("functions")
-    assert all(int(f["timeout"]) > _default("openai_timeout_s") for f in functions.values() if f["model"])
+    assert all(int(f["timeout"]) > worst for f in functions.values() if f["model"])
     url_rules = _validations("openai_base_url")
     assert any("@" in rule for rule in url_rules), "a user:password in the URL would sit in the plain environment"
     # so would a key in a query: plan refuses what the code refuses at start-up
