@@ -87,7 +87,8 @@ def address_refusal(ip: IPAddress, *, allow_loopback: bool) -> str | None:
             None
             if allow_loopback
             else (
-                f"{ip} is a loopback address (set RAGBUS_ALLOW_LOOPBACK=1 to allow it for local testing)"
+                f"{ip} is a loopback address (set RAGBUS_ALLOW_LOOPBACK=1, or pass --allow-loopback, to allow "
+                f"it for local testing)"
             )
         )
     checks = (
@@ -127,7 +128,8 @@ def resolve_host(
     else:
         if (bare in _LOOPBACK_NAMES or bare.endswith(".localhost")) and not allow_loopback:
             raise FetchRefused(
-                f"host {host!r} is loopback; set RAGBUS_ALLOW_LOOPBACK=1 to allow it for local testing"
+                f"host {host!r} is loopback; set RAGBUS_ALLOW_LOOPBACK=1, or pass --allow-loopback, to allow it "
+                f"for local testing"
             )
         try:
             infos = resolver(bare, port, type=socket.SOCK_STREAM)

@@ -80,6 +80,9 @@ def validate_query_text(query: Any, *, max_chars: int, field: str = "query") -> 
                 f"'{field}' contains an unpaired surrogate U+{ord(char):04X} at position "
                 f"{position}; send valid UTF-8 text"
             )
+    if not any(unicodedata.category(char)[0] in "LN" for char in text):
+        # "?!?!...;;;" has nothing to search for or grade; the loop would only guess at it
+        raise InvalidInput(f"'{field}' has no letters or digits ({text[:40]!r}); ask the question in words")
     return text
 
 

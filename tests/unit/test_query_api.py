@@ -22,6 +22,7 @@ from shared.query.api import (
     get_query,
     search_documents,
     submit_query,
+    validate_query_text,
     wait_for_query,
 )
 from shared.query.record import QueryRecord, grade_to_doc
@@ -300,3 +301,14 @@ def test_the_record_keeps_the_trace_that_the_submission_starts(state, clock):
     assert publish.kind is SpanKind.PRODUCER
     assert submit.attributes["rag.query_id"] == record.id
     assert deps.publisher.inner.attributes[0]["traceparent"].split("-")[1] == record.trace_id
+
+
+@pytest.mark.parametrize("text", ["?!?!...;;;", "???", "— … ¿?", "🙂🙂"])
+def test_a_question_with_no_letters_or_digits_is_refused_naming_the_problem(text):
+    with pytest.raises(InvalidInput, match="has no letters or digits"):
+        validate_query_text(text, max_chars=2000, field="question")
+
+
+@pytest.mark.parametrize("text", ["Wie funktioniert BM25?", "¿Qué es BM25?", "2026?", "什么是向量检索？", "Что такое BM25?"])
+def test_a_question_in_any_script_or_a_bare_number_is_accepted(text):
+    assert validate_query_text(text, max_chars=2000, field="question") == text
