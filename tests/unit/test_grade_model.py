@@ -215,3 +215,12 @@ def test_weights_too_large_for_a_finite_probability_are_an_error_not_a_nan_grade
     huge = _model({f: 1e308 for f in FEATURES})
     with pytest.raises(ConfigError, match="fit_grader"):
         huge.probability({f: 3.0 if n % 2 else -3.0 for n, f in enumerate(FEATURES)})
+
+
+def test_the_reasoning_says_coverage_counts_only_the_terms_the_corpus_uses_when_it_left_some_out():
+    llm = _counting_llm()
+    context = _contexts("Hybrid search merges keyword and vector rankings.")
+    lacking = llm.grade("How are tungsten rankings merged in hybrid search?", context).reasoning
+    assert "question terms the corpus uses covered" in lacking and "not in the corpus: tungsten" in lacking
+    plain = llm.grade("How are rankings merged in hybrid search?", context).reasoning
+    assert "question terms covered" in plain and "not in the corpus" not in plain

@@ -491,8 +491,10 @@ class LocalLanguageModel:
         reasoning = (
             f"answer probability {probability:.2f} (abstains below {model.answerable_from:.2f})"
             + (f", held down by: {'; '.join(concerns)}" if concerns else "")
-            + f". Best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms covered "
-            f"{cov_union:.0%} across contexts, {cov_best:.0%} by one context"
+            + f". Best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms"
+            # absent terms left out of the coverage are said to be (beside "not in the corpus: ...")
+            + (" the corpus uses" if ev.absent and not set(ev.absent) & {t for t, _, _ in ev.terms} else "")
+            + f" covered {cov_union:.0%} across contexts, {cov_best:.0%} by one context"
             + (f"; missing: {', '.join(ev.missing)}" if ev.missing else "")
             + (f"; not in the corpus: {', '.join(ev.absent)}" if ev.absent else "")
             + ("; " + "; ".join(support.missing) if support.missing else "")
