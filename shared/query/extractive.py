@@ -413,13 +413,19 @@ NAMED_WORDS_CACHE_SIZE = 1024
 
 
 @functools.lru_cache(maxsize=NAMED_WORDS_CACHE_SIZE)
-def _named_words(text: str) -> tuple[frozenset[str], str]:
-    """The words and stems of a context (dots dropped: "U.S." is "us"), and its words' first
-    letters run together, to find an acronym spelled out. Kept per text: the same contexts
-    come back query after query."""
+def _named_words(text: str) -> tuple[frozenset[str], str, frozenset[str]]:
+    """The words and stems of a context (dots dropped: "U.S." is "us"), its words' first
+    letters run together, to find an acronym spelled out, and its abbreviations (dotted or in
+    capitals, lower-cased: "U.S." and "US" are "us", the word "us" is not), to find a name
+    written by its initials. Kept per text: the same contexts come back query after query."""
     words = tokenize(text)
     present = _term_set(text) | {w.lower().replace(".", "") for w in words}
-    return frozenset(present), "".join(part[0] for w in words for part in w.split("-") if part).lower()
+    abbreviations = {
+        letters.lower() for w in words for part in w.split("-")
+        if len(letters := part.replace(".", "")) > 1 and letters.isalpha() and (part.isupper() or "." in part)
+    }
+    return (frozenset(present), "".join(part[0] for w in words for part in w.split("-") if part).lower(),
+            frozenset(abbreviations))
 
 
 def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[GradingContext]) -> list[str]:
@@ -433,12 +439,14 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Gradin
         return []
     wanted = {n.lower() for n in names}
     texts = [strip_model_directives(body_lines(ctx.text))[0] for ctx in contexts]
-    present: set[str] = set().union(*(_named_words(t)[0] for t in texts))
+    read = [_named_words(t) for t in texts]
+    present: set[str] = set().union(*(words for words, _, _ in read))
+    abbreviations: set[str] = set().union(*(abbreviated for _, _, abbreviated in read))
     missing = {n for n in wanted if not _named_in(n, present)}
     # An acronym of three or more letters is named where its words are ("Myers-Briggs Type Indicator").
     missing = {n for n, written in ((n, next(w for w in names if w.lower() == n)) for n in missing)
                if not (len(n) >= 3 and written.isupper() and n.isalpha()
-                       and any(n in _named_words(t)[1] for t in texts))}
+                       and any(n in spelled for _, spelled, _ in read))}
     if not missing:
         return []
     matches = list(_WORD.finditer(question))
@@ -466,8 +474,8 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Gradin
         if not any(w.lower() in missing for w in run):
             continue
         initials = "".join(w[0] for w in run if w.lower() not in _NAME_JOINERS).lower()
-        if len(initials) > 1 and initials in present:
-            continue  # "the U.S." names the United States
+        if len(initials) > 1 and initials in abbreviations:
+            continue  # "the U.S." names the United States; the word "us" does not
         text = " ".join(run)
         if len(run) > 1 and text.isupper():
             text = text.lower()

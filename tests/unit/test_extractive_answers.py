@@ -366,6 +366,24 @@ def test_unnamed_names_reads_initials_inflections_and_hyphenated_names():
     assert missing("Anything?", (), "Whatever.") == []
 
 
+def test_a_name_whose_initials_spell_a_common_word_is_not_named_by_that_word():
+    from shared.query.extractive import unnamed_names
+
+    # "Tesla Optimus" has the initials "to", "Information Technology" "it": the contexts' "to" and "it"
+    # are words, not the name written by its initials
+    robot = _contexts("The Figure 02 humanoid robot costs 50,000 dollars to lease. It is sold to factories.")
+    assert unnamed_names("How much does the Tesla Optimus robot cost?", ("Tesla", "Optimus"), robot) == [
+        "Tesla Optimus"]
+    assert unnamed_names("What is the Information Technology budget?", ("Information", "Technology"), robot) == [
+        "Information Technology"]
+    # initials written as an abbreviation (dotted, or in capitals) still name it
+    for written in ("U.S.", "US", "U.S.-based"):
+        assert unnamed_names("Is tipping expected in the United States?", ("United", "States"),
+                             _contexts(f"Tipping is customary in {written} restaurants; ask us.")) == []
+    assert unnamed_names("Is tipping expected in the United States?", ("United", "States"),
+                         _contexts("Tipping is customary, the waiters told us.")) == ["United States"]
+
+
 def test_the_local_model_states_a_name_the_sources_do_not_name():
     from shared.adapters.local.llm import LocalLanguageModel
     from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex
