@@ -18,13 +18,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_a_query_refined_twice_is_one_trace_across_the_stage_processes(tmp_path):
+def test_a_refined_query_is_one_trace_across_the_stage_processes(tmp_path):
     home = tmp_path / "home"
-    # a grader this strict refines whatever it finds: two refinements, then out of iterations.
-    # --top-k 20: the question's own ranking leads every iteration's first half and every
-    # ranking is searched top_k deep, so with 5 or 10 contexts a refinement found the same
-    # chunks and the grader rightly stopped ("the same contexts as iteration 1: refining
-    # cannot help") after one refinement.
+    # a grader this strict refines whatever it finds, until out of iterations or until a
+    # refinement finds the same contexts ("refining cannot help"). --top-k 20: the question's
+    # own ranking leads every iteration's first half and every ranking is searched top_k deep,
+    # so with 5 or 10 contexts the first refinement found the same chunks. Whether the second
+    # one does depends on ties broken by chunk id, and a file's document id is a hash of its
+    # absolute path: the same code refines twice in one checkout and once in another. The
+    # trace is checked over whatever iterations ran, at least one refinement.
     strict = {"RAGBUS_MIN_SCORE": "0.999", "RAGBUS_MIN_RELEVANCE": "0.999", "RAGBUS_MIN_COMPLETENESS": "0.999"}
     topology.up(home, stage_env=strict)
     try:
@@ -57,7 +59,7 @@ def test_a_query_refined_twice_is_one_trace_across_the_stage_processes(tmp_path)
             assert parent["attributes"]["service.name"] != span["attributes"]["service.name"]
     graded = sorted((s for s in spans if s["name"] == "grader.contexts-retrieved process"),
                     key=lambda s: s["attributes"]["rag.iteration"])
-    decisions = [(it["iteration"], it.get("decision")) for it in record["iterations"]]
-    assert [s["attributes"]["rag.iteration"] for s in graded] == [0, 1, 2], decisions
-    assert [s["attributes"]["rag.decision"] for s in graded] == ["refine", "refine", "exhausted"]
-    assert len(record["iterations"]) == 3
+    decisions = [it.get("decision") for it in record["iterations"]]
+    assert len(decisions) >= 2 and decisions == ["refine"] * (len(decisions) - 1) + ["exhausted"], decisions
+    assert [s["attributes"]["rag.iteration"] for s in graded] == list(range(len(decisions))), decisions
+    assert [s["attributes"]["rag.decision"] for s in graded] == decisions
