@@ -199,14 +199,6 @@ def _candidate_sentences(
     return out
 
 
-def term_overlap(query_terms: Sequence[str], text: str) -> float:
-    """Fraction of ``query_terms`` present in ``text`` (by stem)."""
-    if not query_terms:
-        return 0.0
-    present = term_set(text)
-    return sum(1 for t in query_terms if stem(t) in present) / len(query_terms)
-
-
 def extractive_answer(
     query: str,
     contexts: Sequence[GradingContext],
