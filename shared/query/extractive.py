@@ -385,18 +385,18 @@ def extractive_answer(
 _NAME_JOINERS = frozenset("of for the de du la von van".split())
 
 
-def _named_in(name: str, present: set[str]) -> bool:
+def _named_in(name: str, present: set[str], words: set[str]) -> bool:
     """Whether ``name`` (a word of the question) is among ``present`` (words and stems of the
-    contexts), allowing another inflection ("Mesopotamian" for "Mesopotamia") and, for a
-    hyphenated word ("CCPA-compliant"), naming its first part."""
+    contexts), allowing another inflection of the word as written ("Mesopotamian" for
+    "Mesopotamia", among ``words``, the contexts' words without their stems: "amazing", whose
+    stem "amaz" begins "Amazon", does not name Amazon) and, for a hyphenated word
+    ("CCPA-compliant"), naming its first part."""
     low = name.lower()
-    keys = {low, stem(low)}
-    if "-" in low:
-        keys |= {low.split("-", 1)[0], stem(low.split("-", 1)[0])}
-    if keys & present:
+    written = {low, low.split("-", 1)[0]}
+    if (written | {stem(k) for k in written}) & present:
         return True
     return any(len(k) >= 4 and any(len(p) >= 4 and abs(len(p) - len(k)) <= 2 and (p.startswith(k) or k.startswith(p))
-                                   for p in present) for k in keys)
+                                   for p in words) for k in written)
 
 
 # About 15 KB an entry for a 1.4 KB chunk (measured): 1,024 entries, ~15 MiB, keep a hundred
@@ -405,19 +405,19 @@ NAMED_WORDS_CACHE_SIZE = 1024
 
 
 @functools.lru_cache(maxsize=NAMED_WORDS_CACHE_SIZE)
-def _named_words(text: str) -> tuple[frozenset[str], str, frozenset[str]]:
-    """The words and stems of a context (dots dropped: "U.S." is "us"), its words' first
-    letters run together, to find an acronym spelled out, and its abbreviations (dotted or in
-    capitals, lower-cased: "U.S." and "US" are "us", the word "us" is not), to find a name
-    written by its initials. Kept per text: the same contexts come back query after query."""
+def _named_words(text: str) -> tuple[frozenset[str], frozenset[str], str, frozenset[str]]:
+    """The stems of a context's words (:func:`_term_set`'s own set), its words as written (lower
+    case, dots dropped: "U.S." is "us"), its words' first letters run together, to find an
+    acronym spelled out, and its abbreviations (dotted or in capitals, lower-cased: "U.S." and
+    "US" are "us", the word "us" is not), to find a name written by its initials. Kept per text:
+    the same contexts come back query after query."""
     words = tokenize(text)
-    present = _term_set(text) | {w.lower().replace(".", "") for w in words}
     abbreviations = {
         letters.lower() for w in words for part in w.split("-")
         if len(letters := part.replace(".", "")) > 1 and letters.isalpha() and (part.isupper() or "." in part)
     }
-    return (frozenset(present), "".join(part[0] for w in words for part in w.split("-") if part).lower(),
-            frozenset(abbreviations))
+    return (_term_set(text), frozenset(w.lower().replace(".", "") for w in words),
+            "".join(part[0] for w in words for part in w.split("-") if part).lower(), frozenset(abbreviations))
 
 
 def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[GradingContext]) -> list[str]:
@@ -432,13 +432,14 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Gradin
     wanted = {n.lower() for n in names}
     texts = [strip_model_directives(body_lines(ctx.text))[0] for ctx in contexts]
     read = [_named_words(t) for t in texts]
-    present: set[str] = set().union(*(words for words, _, _ in read))
-    abbreviations: set[str] = set().union(*(abbreviated for _, _, abbreviated in read))
-    missing = {n for n in wanted if not _named_in(n, present)}
+    written: set[str] = set().union(*(words for _, words, _, _ in read))
+    present: set[str] = written.union(*(stems for stems, _, _, _ in read))
+    abbreviations: set[str] = set().union(*(abbreviated for _, _, _, abbreviated in read))
+    missing = {n for n in wanted if not _named_in(n, present, written)}
     # An acronym of three or more letters is named where its words are ("Myers-Briggs Type Indicator").
     missing = {n for n, written in ((n, next(w for w in names if w.lower() == n)) for n in missing)
                if not (len(n) >= 3 and written.isupper() and n.isalpha()
-                       and any(n in spelled for _, spelled, _ in read))}
+                       and any(n in spelled for _, _, spelled, _ in read))}
     if not missing:
         return []
     matches = list(_WORD.finditer(question))

@@ -384,6 +384,21 @@ def test_a_name_whose_initials_spell_a_common_word_is_not_named_by_that_word():
                          _contexts("Tipping is customary, the waiters told us.")) == ["United States"]
 
 
+def test_a_name_is_not_named_by_a_word_sharing_only_its_stem_prefix():
+    from shared.query.extractive import unnamed_names
+
+    def missing(question, names, text):
+        return unnamed_names(question, names, _contexts(text))
+
+    # "amazing" stems to "amaz", "apply" to "appli": prefixes of the names' stems, not the names
+    assert missing("Does Amazon ship to Kelport?", ("Amazon", "Kelport"),
+                   "The results at Kelport were amazing.") == ["Amazon"]
+    assert missing("Does Apple charge fees?", ("Apple",), "Fees apply to every order.") == ["Apple"]
+    # another inflection of the name itself still names it, either way round
+    assert missing("Is it about Mesopotamia?", ("Mesopotamia",), "Mesopotamian cities grew.") == []
+    assert missing("Which Andalusian cities host festivals?", ("Andalusian",), "Andalusia hosts festivals.") == []
+
+
 def test_the_local_model_states_a_name_the_sources_do_not_name():
     from shared.adapters.local.llm import LocalLanguageModel
     from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex
