@@ -224,3 +224,13 @@ def test_the_reasoning_says_coverage_counts_only_the_terms_the_corpus_uses_when_
     assert "question terms the corpus uses covered" in lacking and "not in the corpus: tungsten" in lacking
     plain = llm.grade("How are rankings merged in hybrid search?", context).reasoning
     assert "question terms covered" in plain and "not in the corpus" not in plain
+
+
+def test_a_question_with_nothing_to_check_is_not_said_to_abstain_below_the_threshold():
+    # "what's new today?" has no content terms: answerable whatever the probability, and the
+    # reasoning says so instead of naming a threshold that was not applied
+    refusing = _model({}, threshold=0.99, intercept=-3.0)
+    grade = _llm(refusing).grade("what's new today?", _contexts(*LARKSPUR))
+    assert grade.answerable and grade.score < 0.99
+    assert "abstains below" not in grade.reasoning and "no content terms" in grade.reasoning, grade.reasoning
+    assert "abstains below 0.99" in _llm(refusing).grade(PRICE_QUESTION, _contexts(*LARKSPUR)).reasoning

@@ -489,7 +489,9 @@ class LocalLanguageModel:
         concerns = model.concerns(ev.features)
         off_topic = sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE
         reasoning = (
-            f"answer probability {probability:.2f} (abstains below {model.answerable_from:.2f})"
+            f"answer probability {probability:.2f} "
+            + (f"(abstains below {model.answerable_from:.2f})" if ev.terms
+               else "(no content terms to check: neither claimed nor refused)")
             + (f", held down by: {'; '.join(concerns)}" if concerns else "")
             + f". Best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms"
             # absent terms left out of the coverage are said to be (beside "not in the corpus: ...")
