@@ -11,7 +11,11 @@ answerable); this stage, not the model, applies the thresholds and decides:
   in the query's budget for another round (refine + grade) and the answer;
 - ``exhausted``: below a threshold with no iteration or budget left, or the
   refined query retrieved exactly the contexts of an earlier iteration (another
-  round would grade the same evidence again).
+  round would grade the same evidence again), or a refinement graded no better
+  than the best iteration before it (by less than ``MIN_REFINE_GAIN``): the
+  question's own ranking leads every iteration, so a refinement that moved
+  nothing has shown what refining finds here, and another round only adds
+  latency and model calls.
 
 The best-graded iteration so far is kept in ``best_iteration``; a later,
 worse iteration never replaces it.
@@ -38,6 +42,9 @@ log = logging.getLogger("ragbus.grader")
 
 # Model calls one more round needs (refine + grade) plus the final answer.
 CALLS_PER_REFINEMENT = 3
+
+# A refinement must raise the best grade so far by at least this much for another round.
+MIN_REFINE_GAIN = 0.01
 
 
 def handle(message: Message, deps: Deps) -> None:
@@ -76,6 +83,7 @@ def decide(
     earlier_answerable: bool,
     settings: Settings,
     repeats_iteration: int | None = None,
+    best_earlier: tuple[int, float] | None = None,
 ) -> tuple[bool, str, str]:
     """(should_refine, decision, why) for ``grade`` under the thresholds and budgets."""
     failed = failed_thresholds(grade, settings.thresholds)
@@ -91,6 +99,9 @@ def decide(
     if repeats_iteration is not None:
         # numbered from 1, as people read iterations (page, CLI, trace)
         return True, "exhausted", f"{why}; the same contexts as iteration {repeats_iteration + 1}: refining cannot help"
+    if best_earlier is not None and grade.score < best_earlier[1] + MIN_REFINE_GAIN:
+        return True, "exhausted", (f"{why}; the refinement graded {grade.score:.2f}, no better than iteration "
+                                   f"{best_earlier[0] + 1}'s {best_earlier[1]:.2f}: refining again is not worth a round")
     return True, "refine", why
 
 
@@ -152,6 +163,8 @@ def grade_iteration(
         (e.iteration for e in earlier if e.iteration < iteration and e.chunk_ids() == chunk_ids),
         None,
     )
+    graded = [(e.iteration, e.grade.score) for e in earlier if e.iteration < iteration and e.grade is not None]
+    best_earlier = max(graded, key=lambda pair: (pair[1], -pair[0])) if graded else None
     refine, decision, why = decide(
         grade,
         iteration=iteration,
@@ -161,6 +174,7 @@ def grade_iteration(
         earlier_answerable=earlier_answerable,
         settings=settings,
         repeats_iteration=repeats if contexts else None,
+        best_earlier=best_earlier,
     )
     elapsed_ms = (clock.monotonic() - start) * 1000.0
     annotate(**{"grade.score": grade.score, "grade.relevance": grade.relevance,

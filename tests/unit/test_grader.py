@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shared.contract import state_collections
 from shared.contract.messages import ContextsRetrieved, QueryGraded, QueryTransformed
 from shared.contract.ports import Grade
@@ -65,20 +67,39 @@ def test_out_of_iterations_is_exhausted_and_the_best_iteration_is_kept():
     loop = make_loop(CORPUS)
     # the question's best context leads every iteration; the second differs with each query
     loop.submit("what is BM25", max_iterations=2, top_k=2)
-    assert _grade(loop, weak_grade(0.5), 0).decision == "refine"
-    assert _grade(loop, weak_grade(0.3), 1, "embedding vectors cosine similarity").decision == "refine"
-    assert loop.record()["best_iteration"] == 0  # iteration 1 graded worse
-    last = _grade(loop, weak_grade(0.45), 2, "Compute Unified Device Architecture kernels GPU grid")
+    assert _grade(loop, weak_grade(0.3), 0).decision == "refine"
+    assert _grade(loop, weak_grade(0.45), 1, "embedding vectors cosine similarity").decision == "refine"
+    assert loop.record()["best_iteration"] == 1  # the refinement helped
+    last = _grade(loop, weak_grade(0.4), 2, "Compute Unified Device Architecture kernels GPU grid")
     assert last.decision == "exhausted"
     record = loop.record()
-    assert record["best_iteration"] == 0
+    assert record["best_iteration"] == 1  # iteration 2 graded worse: the better one is kept
     assert "no refinement left" in record["events"][-1]["detail"]
+
+
+@pytest.mark.parametrize("score", [0.3, 0.5, 0.505])
+def test_a_refinement_no_better_than_the_best_before_it_ends_the_loop(score):
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25", max_iterations=3, top_k=2)
+    assert _grade(loop, weak_grade(0.5), 0).decision == "refine"
+    graded = _grade(loop, weak_grade(score), 1, "embedding vectors cosine similarity")
+    assert graded.decision == "exhausted"  # iterations and budget are left: the refinement showed nothing new
+    record = loop.record()
+    assert record["best_iteration"] == (1 if score > 0.5 else 0)  # a hair better is still kept as the best
+    assert "no better than iteration 1's 0.50" in record["events"][-1]["detail"]
+
+
+def test_a_refinement_that_raises_the_grade_earns_another_round():
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25", max_iterations=3, top_k=2)
+    _grade(loop, weak_grade(0.5), 0)
+    assert _grade(loop, weak_grade(0.52), 1, "embedding vectors cosine similarity").decision == "refine"
 
 
 def test_a_later_unanswerable_grade_does_not_abstain_when_an_earlier_one_found_something():
     loop = make_loop(CORPUS)
     loop.submit("what is BM25", top_k=2)
-    _grade(loop, weak_grade(0.5), 0)
+    _grade(loop, weak_grade(0.05), 0)
     assert _grade(loop, weak_grade(0.1, answerable=False), 1, "Compute Unified Device Architecture kernels GPU grid").decision == "refine"
 
 
