@@ -93,6 +93,7 @@ def forget_chunk_caches() -> None:
 
     extractive.quotable_sentences.cache_clear()
     extractive._term_set.cache_clear()
+    extractive.sentence_term_sets.cache_clear()
     extractive._named_words.cache_clear()
     grading.strip_model_directives.cache_clear()
     llm._feedback_words.cache_clear()

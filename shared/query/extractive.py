@@ -126,6 +126,14 @@ def _term_set(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+@functools.lru_cache(maxsize=2048)
+def sentence_term_sets(text: str) -> tuple[frozenset[str], ...]:
+    """:func:`term_set` of each sentence of ``text`` (:func:`split_sentences`), in order. Kept per
+    passage text, as the grader reads the same passages query after query; the sentences do not
+    go through the whole-passage cache behind :func:`term_set`, which they would crowd out."""
+    return tuple(_term_set.__wrapped__(sentence) for sentence in split_sentences(text))
+
+
 def body_lines(text: str) -> str:
     """``text`` without its metadata header (``Title:``/``Published:``/``Source:`` lines)."""
     body = strip_header(text)

@@ -234,3 +234,20 @@ def test_a_question_with_nothing_to_check_is_not_said_to_abstain_below_the_thres
     assert grade.answerable and grade.score < 0.99
     assert "abstains below" not in grade.reasoning and "no content terms" in grade.reasoning, grade.reasoning
     assert "abstains below 0.99" in _llm(refusing).grade(PRICE_QUESTION, _contexts(*LARKSPUR)).reasoning
+
+
+def test_sentence_coverage_reads_each_passage_once_and_leaves_the_passage_cache_to_passages():
+    from shared.query.extractive import _term_set, sentence_term_sets, split_sentences, term_set
+
+    passage = ("Hybrid search merges keyword and vector rankings. Each ranking is cut at ten. "
+               "The merged list keeps the best score of each chunk.")
+    assert sentence_term_sets(passage) == tuple(frozenset(term_set(s)) for s in split_sentences(passage))
+    llm = _counting_llm()
+    sentence_term_sets.cache_clear()
+    _term_set.cache_clear()
+    for _ in range(2):
+        evidence = llm.evidence("How are rankings merged in hybrid search?", _contexts(passage))
+    assert evidence.features["coverage_sentence"] == 1.0
+    assert sentence_term_sets.cache_info().hits >= 1  # the second grade read the passage's sentences from the cache
+    cached = _term_set.cache_info().currsize
+    assert cached <= 2, f"{cached} entries: sentences went into the passage cache"

@@ -89,7 +89,7 @@ from shared.query.extractive import (
     body_lines,
     content_terms,
     extractive_answer,
-    split_sentences,
+    sentence_term_sets,
     stem,
     term_set,
     tokenize,
@@ -423,7 +423,7 @@ class LocalLanguageModel:
         cov_best = max(per_context)
         cov_of_most_similar = per_context[int(order[0])]
         # One sentence naming the question's terms together is firmer than terms scattered over a passage.
-        cov_sentence = max((coverage(term_set(sentence)) for text in cleaned for sentence in split_sentences(text)),
+        cov_sentence = max((coverage(terms_of) for text in cleaned for terms_of in sentence_term_sets(text)),
                            default=0.0)
         missing = [t for t, _, alts in terms if not self._covered(alts, union)]
         # On topic is not enough: the contexts must hold the asked fact (a price, a year, a
