@@ -163,8 +163,9 @@ def grade_iteration(
         (e.iteration for e in earlier if e.iteration < iteration and e.chunk_ids() == chunk_ids),
         None,
     )
-    graded = [(e.iteration, e.grade.score) for e in earlier if e.iteration < iteration and e.grade is not None]
-    best_earlier = max(graded, key=lambda pair: (pair[1], -pair[0])) if graded else None
+    best = record.best_graded()  # this iteration is not graded yet: the best of the earlier ones
+    best_entry = record.entry(best) if best is not None else None
+    best_earlier = (best, best_entry.grade.score) if best_entry is not None and best_entry.grade else None
     refine, decision, why = decide(
         grade,
         iteration=iteration,

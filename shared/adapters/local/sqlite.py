@@ -62,8 +62,9 @@ class SqliteDatabase:
         conn = self.connection()
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_S):
             raise sqlite3.OperationalError(
-                f"database is locked: another thread of this process held the write lock of {self.path} "
-                f"for over {BUSY_TIMEOUT_S:g} s; look for a stuck writer (a handler hung inside a transaction)"
+                f"database is locked: the write lock of {self.path} was not free within {BUSY_TIMEOUT_S:g} s; "
+                "another thread of this process held it (a handler hung inside a transaction, or one itself "
+                "waiting for another process's write lock)"
             )
         try:
             conn.execute("BEGIN IMMEDIATE")
