@@ -74,6 +74,12 @@ _DATE_HEADS = frozenset("year date day month century decade".split())
 # Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
 _LENGTH = r"km|kilomet\w*|miles?|mi|met(?:er|re)s?|m|feet|foot|ft|inch(?:es)?|yards?|cm|mm|light-years?|au"
 _DURATION = r"seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|yrs?|hrs?|mins?"
+# A number followed by one of these measures something ("12-ounce packages", "3 hours"): it is a count
+# only of that unit, so it answers "how many hours?" but not "how many calories?".
+_MEASURE = re.compile(
+    rf"(?:{_LENGTH}|{_DURATION}|kg|kilograms?|pounds?|lbs?|tons?|tonnes?|grams?|g|ounces?|oz|mg|ml|"
+    r"liters?|litres?|gallons?|percent|%|dollars?|cents?|euros?|degrees?|acres?|hectares?|mph|gb|tb|mb|kb|"
+    r"kwh|mw|gw|watts?|volts?|x)$", re.IGNORECASE)
 _UNITS = {
     "temperature": r"°|degrees?|[fc]",
     "speed": r"mph|km/h|kph|knots?|m/s|miles\s+per\s+hour|kilomet\w*\s+per\s+hour",
@@ -472,6 +478,14 @@ def _numbers(sentence: str) -> list[tuple[str, str]]:
     return out
 
 
+def _measures_other(token: str, after: str, question_terms: frozenset[str]) -> bool:
+    """The number measures in a unit ("12-ounce", "3 hours", "40%") that the question does not count in."""
+    unit = token.split("-", 1)[1] if "-" in token and token.split("-", 1)[0].replace(".", "").isdigit() else after
+    if not unit:
+        return token.endswith("%")
+    return (bool(_MEASURE.match(unit)) or token.endswith("%")) and stem(unit) not in question_terms
+
+
 def _is_year(token: str, after: str) -> bool:
     return bool(_YEAR.match(token.rstrip("s"))) and (not after or after in STOPWORDS or after in _MONTHS
                                                      or not after.isalpha())
@@ -487,6 +501,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         for token, after in _numbers(sentence):
             if _is_year(token, after) or stem(token) in question_terms:
                 continue  # a year, or a number the question itself states, is not the asked value
+            if kind == COUNT and _measures_other(token, after, question_terms):
+                continue  # "12-ounce" counts no calories
             return True
         return kind == QUANTITY and bool(_CURRENCY.search(sentence))
     if kind == NAME:

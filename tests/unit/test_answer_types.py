@@ -95,6 +95,18 @@ def test_a_headcount_needs_a_count_not_a_year():
     assert fact_support(question, [*BRIGHTWATER, "Brightwater Analytics employs about two hundred staff."]).supported
 
 
+def test_a_measurement_is_no_count_of_something_else():
+    question = "How many calories are in a serving of Corliss oat granola?"
+    sizes = ["Corliss oat granola is made with rolled oats and honey. It is sold in 12-ounce and 24-ounce bags, "
+             "and a bag keeps for 6 months."]
+    # The numbers measure weights and a shelf life; none counts calories, so the asked fact is missing.
+    assert fact_support(question, sizes).near_miss
+    assert fact_support(question, [*sizes, "A serving of Corliss oat granola has 190 calories."]).supported
+    # Counted in the unit the question asks about, a measurement is the answer.
+    assert fact_support("How many months does Corliss oat granola keep?", sizes).supported
+    assert holds_value("About 40 people attended.", COUNT) and not holds_value("It weighs 40 kg.", COUNT)
+
+
 def test_a_value_about_another_entity_does_not_count():
     question = "What is the tuition at Ardmore College?"
     other = ["Tuition at Pellham University is $41,200 per year for undergraduates.",

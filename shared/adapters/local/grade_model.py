@@ -35,7 +35,8 @@ from shared.contract.errors import ConfigError
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
 # 2: a term is absent only when no context holds its stem either, and a word a foreign question kept untranslated
 # never counts as absent.
-FEATURE_VERSION = 2
+# 3: a number measured in a unit the question does not count in ("12-ounce") no longer holds a count (near_miss).
+FEATURE_VERSION = 3
 
 #: The evidence the local grader measures, in the order of the model's weights.
 FEATURES: tuple[str, ...] = (
