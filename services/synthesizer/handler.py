@@ -43,7 +43,7 @@ from shared.contract.ports import (
 )
 from shared.observability import metrics
 from shared.observability.tracing import annotate
-from shared.query.answer_types import question_names
+from shared.query.answer_types import question_names, states_value
 from shared.query.extractive import extractive_answer
 from shared.query.grading import failed_thresholds, strip_model_directives
 from shared.query.language import detect_language, phrase
@@ -301,9 +301,12 @@ def _extract(query: str, contexts: list[GradingContext], language: str, embed: E
         except Exception as exc:  # noqa: BLE001 - embedding the sentences still works
             log.warning("stored passage vectors unavailable, embedding sentences: %s", exc)
     if prior:
-        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names)
+        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names,
+                                 value_check=states_value)
     try:
-        return extractive_answer(query, contexts, language=language, embed=embed, names=names)
+        return extractive_answer(query, contexts, language=language, embed=embed, names=names,
+                                 value_check=states_value)
     except Exception as exc:  # noqa: BLE001 - without the embedder, term overlap still works
         log.warning("extractive synthesis with embeddings failed, using term overlap only: %s", exc)
-        return extractive_answer(query, contexts, language=language, embed=None, names=names)
+        return extractive_answer(query, contexts, language=language, embed=None, names=names,
+                                 value_check=states_value)

@@ -567,6 +567,15 @@ def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset
     return True
 
 
+def states_value(sentence: str, question: str) -> bool | None:
+    """Whether ``sentence`` holds the value (amount, count, quantity, date, name) ``question`` asks for,
+    tied to its terms; None when the question's shape asks for no value (nothing to check)."""
+    fact = asked_fact(question)
+    if not fact.kind:
+        return None
+    return _sentence_supports(sentence, fact, frozenset(term_set(question)))
+
+
 def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     """Whether any sentence of ``passages`` holds what ``question`` asks (see the module docstring)."""
     fact = asked_fact(question)
@@ -603,4 +612,4 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
 
 
 __all__ = ["AMOUNT", "COUNT", "DATE", "NAME", "QUANTITY", "AskedFact", "FactSupport", "asked_fact",
-           "fact_support", "holds_value", "question_names"]
+           "fact_support", "holds_value", "question_names", "states_value"]

@@ -208,6 +208,11 @@ def _candidate_sentences(
     return out
 
 
+#: Whether a sentence holds the value (amount, date, count ...) a question asks for; None when it asks for
+#: none (e.g. :func:`shared.query.answer_types.states_value`, which builds on this module's terms).
+ValueCheck = Callable[[str, str], "bool | None"]
+
+
 def extractive_answer(
     query: str,
     contexts: Sequence[GradingContext],
@@ -222,6 +227,7 @@ def extractive_answer(
     rank_weight: float = 0.15,
     source_margin: float = 0.0,
     names: Sequence[str] = (),
+    value_check: ValueCheck | None = None,
 ) -> Answer:
     """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
 
@@ -244,6 +250,11 @@ def extractive_answer(
     is said plainly ("Not mentioned in the sources: ProTab X1."), so an answer quoting
     what the sources say about a neighbouring product, firm or agency is not taken for
     an answer about the one asked.
+
+    A question asking several things ("the filing fee AND deadline for the appeal") gets
+    each part answered where a sentence speaks to it and a note naming each part none does;
+    ``value_check`` (:data:`ValueCheck`) lets a sentence holding the value a part asks for
+    ("30 days" for the deadline) speak to it without naming it.
     """
     floor = min_relevance if min_relevance is not None else (
         0.3 if embed or context_similarity else 0.34)
@@ -363,16 +374,16 @@ def extractive_answer(
     # A question that asks several things gets each part answered where some sentence
     # speaks to it, and is told plainly which part its sources leave out.
     missing: list[str] = []
-    for part, needed in _part_terms(query if language == "en" else ""):
-        def speaks_to(i: int, needed: list[str] = needed) -> bool:
-            return needed[0] in stems[i] and 2 * sum(t in stems[i] for t in needed) >= len(needed)
+    for part in _parts(query if language == "en" else ""):
+        def speaks_to(i: int, part: _Part = part) -> bool:
+            return part.spoken_to(candidates[i].text, stems[i], value_check)
 
         if any(speaks_to(i) for i in chosen):
             continue
         found = [i for i in order if relevance[i] > 0 and speaks_to(i) and (
             not candidates[i].leans_back or predecessor(i) is not None)]
         if not found:
-            missing.append(part)
+            missing.append(part.label)
             continue
         if not adds_a_source_worth_it(found[0], chosen):
             continue  # only a passage far from the question speaks to it: neither quoted nor denied
@@ -493,19 +504,89 @@ _ASKING = re.compile(
 )
 
 
-def _part_terms(query: str) -> list[tuple[str, list[str]]]:
-    """Each part of a question asking several things, with the stems that say what it
-    asks: its own content terms (the first is its head), without those it shares with
-    the other parts (the common subject)."""
-    parts = question_parts(query)
-    stems = [[stem(t) for t in content_terms(_ASKING.sub("", p))] for p in parts]
+# Words that end an asked noun phrase ("the filing fee | for the appeal", "the year | the house was built").
+_PHRASE_STOP = frozenset("of for in at on to from between by with that which who during under after before when "
+                         "where within per as than about into over the a an is are was were does do did has have "
+                         "had will would can could should".split())
+_PREPOSITIONS = frozenset("of for in at on to from between by with during under after before within per about into "
+                          "over".split())
+# Heads that say little on their own: "the return policy" is about returns, "allergen info" about allergens.
+_VAGUE_HEADS = frozenset("policy policies info information details detail requirements requirement process "
+                         "procedure procedures rules options terms conditions specifications specs figures data "
+                         "breakdown plan plans overview status".split())
+# An adjective that borrows the next part's noun: "the economic AND social consequences".
+_ADJECTIVE = re.compile(r"(?:ic|ical|al|ive|ous|ary|ful|less)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part of a question that asks several things: how an answer names it, the noun phrase it asks
+    for (its last word is the head), its own terms, and the part as a question of its own."""
+
+    label: str
+    head: str
+    needed: tuple[str, ...]
+    question: str
+
+    def spoken_to(self, sentence: str, sentence_stems: frozenset[str], value_check: ValueCheck | None) -> bool:
+        """A sentence speaks to the part when it holds the value the part asks for ("30 days" for "the
+        deadline for the appeal", by ``value_check``), or names its head and half of its own terms ("filing"
+        alone, in "30 days to file an appeal", is not "the filing fee")."""
+        if value_check is not None and value_check(sentence, self.question):
+            return True
+        return self.head in sentence_stems and 2 * sum(t in sentence_stems for t in self.needed) >= len(self.needed)
+
+
+def _parts(query: str) -> list[_Part]:
+    """The parts of a question asking several things (:func:`question_parts`). Where the question joins
+    noun phrases ("What is the filing fee AND deadline for the appeal?"), each part is named without the
+    opening ("the filing fee") and checked as a question of its own, with the opening, the ending the
+    parts share ("for the appeal") and an adjective's borrowed noun ("economic" of "economic AND social
+    consequences"); where it joins questions ("..., and who repairs it?"), each part is one as written."""
+    raw = question_parts(query)
+    if not raw:
+        return []
+    leads = [m.group(0).strip() if (m := _ASKING.match(p)) else "" for p in raw]
+    if any(leads[1:]):  # several questions: each part asks for itself
+        out = []
+        stems = [[stem(t) for t in content_terms(_ASKING.sub("", p))] for p in raw]
+        for n, text in enumerate(raw):
+            others = {t for m, ts in enumerate(stems) if m != n for t in ts}
+            own = tuple(dict.fromkeys([t for t in stems[n] if t not in others] or stems[n]))
+            if own:
+                label = text[0].lower() + text[1:] if text[:2].istitle() else text
+                out.append(_Part(label=label, head=own[0], needed=own, question=f"{text}?"))
+        return out
+    texts = [_ASKING.sub("", p).strip() for p in raw]
+    phrases: list[list[str]] = []
+    tails: list[str] = []
+    for text in texts:
+        words = text.split()
+        first = next((n for n, w in enumerate(words) if w.lower() not in _PHRASE_STOP), len(words))
+        end = next((n for n in range(first + 1, len(words)) if words[n].lower() in _PHRASE_STOP), len(words))
+        phrases.append(words[first:end])
+        tails.append(" ".join(words[end:]))
+    last_tail = tails[-1].split()
+    shared_tail = tails[-1] if last_tail and last_tail[0].lower() in _PREPOSITIONS else ""
+    stems = [[stem(t) for t in content_terms(" ".join(p))] for p in phrases]
     out = []
-    for n, part in enumerate(parts):
+    for n, (text, phrase_words) in enumerate(zip(texts, phrases, strict=True)):
+        if not phrase_words:
+            continue
+        label = text[0].lower() + text[1:] if text[:2].istitle() else text
+        words = list(phrase_words)
+        if (len(words) == 1 and n + 1 < len(phrases) and len(phrases[n + 1]) >= 2
+                and _ADJECTIVE.search(words[0]) and not tails[n]):
+            words.append(phrases[n + 1][-1])  # "economic" asks for the "economic consequences"
+            label = f"{label} {phrases[n + 1][-1]}"
         others = {t for m, ts in enumerate(stems) if m != n for t in ts}
-        own = [t for t in stems[n] if t not in others] or stems[n]
-        if own:
-            text = part[0].lower() + part[1:] if part[:2].istitle() or part[:1].islower() else part
-            out.append((text, own))
+        own = [stem(t) for t in content_terms(" ".join(words))]
+        needed = tuple(dict.fromkeys([t for t in own if t not in others] or own))
+        if not needed:
+            continue
+        question = " ".join(w for w in (leads[0] or "What is", "the", *words, tails[n] or shared_tail) if w)
+        head = words[-2] if len(words) > 1 and words[-1].lower() in _VAGUE_HEADS else words[-1]
+        out.append(_Part(label=label, head=stem(head), needed=needed, question=f"{question}?"))
     return out
 
 

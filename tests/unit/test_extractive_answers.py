@@ -241,6 +241,40 @@ def test_a_part_some_source_speaks_to_is_answered_not_denied():
     assert not any(t.startswith("Not mentioned") for t in _texts(answer))
 
 
+def test_a_part_is_named_without_the_question_opening_and_checked_by_the_value_it_asks_for():
+    from shared.query.answer_types import states_value
+
+    passage = ("Appeals go to the county court. Defendants have 30 days to file an appeal after the judgment. "
+               "The court hears most appeals within two months.")
+    question = "What is the filing fee AND deadline for the appeal?"
+    answer = extractive_answer(question, _contexts(passage), context_similarity={1: 0.7}, value_check=states_value)
+    # "30 days" answers the deadline though no sentence says "deadline"; "file" alone is not the filing fee.
+    assert "Defendants have 30 days to file an appeal after the judgment." in _texts(answer)
+    assert [t for t in _texts(answer) if t.startswith("Not mentioned")] == [
+        "Not mentioned in the sources: the filing fee."]
+    # Without a value check, only a sentence naming the deadline would speak to it.
+    unchecked = extractive_answer(question, _contexts(passage), context_similarity={1: 0.7})
+    assert "Not mentioned in the sources: deadline for the appeal." in _texts(unchecked)
+
+
+def test_an_adjective_part_borrows_the_noun_of_the_next():
+    passage = "The Black Death killed a third of Europe. After the Black Death, wages rose because labour was scarce."
+    answer = extractive_answer("What were the economic AND social consequences of the Black Death?",
+                               _contexts(passage), context_similarity={1: 0.7})
+    notes = [t for t in _texts(answer) if t.startswith("Not mentioned")]
+    assert "Not mentioned in the sources: the economic consequences." in notes
+    assert "Not mentioned in the sources: what were the economic." not in notes
+
+
+def test_parts_that_are_questions_of_their_own_are_named_as_written():
+    passage = "The warranty on the boiler lasts five years from installation."
+    answer = extractive_answer("How long is the warranty, and who repairs the boiler?", _contexts(passage),
+                               context_similarity={1: 0.7})
+    assert "The warranty on the boiler lasts five years from installation." in _texts(answer)
+    assert [t for t in _texts(answer) if t.startswith("Not mentioned")] == [
+        "Not mentioned in the sources: who repairs the boiler."]
+
+
 def test_parts_are_only_named_for_english_questions():
     passage = "The online store offers free returns within 30 days of delivery."
     answer = extractive_answer("What is the return policy AND shipping cost for online orders?",

@@ -83,7 +83,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.answer_types import FactSupport, fact_support, question_names
+from shared.query.answer_types import FactSupport, fact_support, question_names, states_value
 from shared.query.extractive import (
     STOPWORDS,
     body_lines,
@@ -524,14 +524,15 @@ class LocalLanguageModel:
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
-            return extractive_answer(query, contexts, language=language, names=names)
+            return extractive_answer(query, contexts, language=language, names=names, value_check=states_value)
         sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector(
             self.embedder, query)
         prior = {c.number: float(sim) for (c, _), sim in zip(usable, sims, strict=True)}
         # No sentence is embedded at query time: sentences rank by the question's terms and
         # their passage's closeness (stored vectors), which costs nothing; embedding even six
         # candidate sentences cost more than the rest of the query together.
-        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names)
+        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names,
+                                 value_check=states_value)
 
 
 __all__ = ["GradeEvidence", "LocalLanguageModel"]
