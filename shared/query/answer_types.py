@@ -354,12 +354,16 @@ def _edition_years(question: str) -> tuple[str, ...]:
                  and words[i + 1].lower() not in STOPWORDS and words[i + 1].isalpha())
 
 
+# A short model number ("X1", "S3", "Q1"): a letter and digits, which names one thing where "US" or "AI" may not.
+_MODEL_NUMBER = re.compile(r"^[A-Z]\d+$")
+
+
 def question_names(question: str) -> tuple[str, ...]:
     """The proper names, acronyms and model numbers an English question states (no years), whatever
     its shape: "Kafka" in "What triggers a consumer group rebalance in Kafka?". A name the corpus
     never mentions makes the question off topic however much other vocabulary it shares."""
     return tuple(s for s in _specifics(_normalise(question))
-                 if not _YEAR.match(s) and not s.isdigit() and len(s) > 2)
+                 if not _YEAR.match(s) and not s.isdigit() and (len(s) > 2 or _MODEL_NUMBER.match(s)))
 
 
 # Names a passage may write another way ("the U.S." for "the United States").

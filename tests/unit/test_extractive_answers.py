@@ -473,6 +473,19 @@ def test_names_the_question_separates_by_punctuation_are_not_run_together():
     assert unnamed_names(question, question_names(question), ferry) == ["Harbor Safety Board of Dunmore"]
 
 
+def test_a_short_model_number_is_a_name_the_sources_must_state():
+    from shared.query.answer_types import question_names
+    from shared.query.extractive import unnamed_names
+
+    tablet = _contexts("The ProTab X2 runs for 14 hours on one charge.")
+    question = "How long does the battery of the ProTab X1 last?"
+    assert question_names(question) == ("ProTab", "X1")
+    assert unnamed_names(question, question_names(question), tablet) == ["ProTab X1"]
+    assert unnamed_names("How long does the ProTab X2 last?", question_names("How long does the ProTab X2 last?"),
+                         tablet) == []
+    assert question_names("Is AI in the US growing?") == ()  # two capitals are not a model number
+
+
 def test_names_no_source_names_are_said_in_one_note_however_many_the_question_lists():
     passage = "The Lumio X400 e-reader runs for six weeks on one charge with the light off."
     makers = [f"Maker{chr(65 + n // 26)}{chr(97 + n % 26)}" for n in range(200)]

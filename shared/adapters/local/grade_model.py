@@ -36,7 +36,8 @@ from shared.contract.errors import ConfigError
 # 2: a term is absent only when no context holds its stem either, and a word a foreign question kept untranslated
 # never counts as absent.
 # 3: a number measured in a unit the question does not count in ("12-ounce") no longer holds a count (near_miss).
-FEATURE_VERSION = 3
+# 4: a short model number ("X1", "Q1") is one of the question's names (names_missing).
+FEATURE_VERSION = 4
 
 #: The evidence the local grader measures, in the order of the model's weights.
 FEATURES: tuple[str, ...] = (
