@@ -1,8 +1,10 @@
 """Whether ingestion has finished, read from state alone (works in both runtimes).
 
 A document is done when its ``documents`` record carries the content hash its
-``processed_items`` claim was published with, or when a dead letter names it;
-the embedded runtime can also ask its bus, but the gcp runtime has only this.
+``processed_items`` claim was published with, or when it failed: a dead letter
+names it, or its fetch failed (the claim is marked ``failed`` and nothing was
+published, so there is no dead letter; the feed's or sitemap's error says why).
+The embedded runtime can also ask its bus, but the gcp runtime has only this.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from shared.ingest.step import polled_items
 class IngestionStatus:
     indexed: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
+    #: the part of ``failed`` whose fetch failed: never published, so no dead letter names it
+    unfetched: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
 
     @property
@@ -37,8 +41,11 @@ def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus
             (out.pending if document is not None else out.indexed).add(document_id)
         elif document is not None and document.get("content_hash") == claim.get("item_hash"):
             out.indexed.add(document_id)
-        elif document_id in letters or claim.get("status") == "failed":
+        elif document_id in letters:
             out.failed.add(document_id)
+        elif claim.get("status") == "failed":
+            out.failed.add(document_id)
+            out.unfetched.add(document_id)
         else:
             out.pending.add(document_id)
     return out

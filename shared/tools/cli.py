@@ -397,9 +397,14 @@ def _report_unfinished(session: Session, ids: set[str], command: str) -> int:
     if status.pending:
         err.print(f"[yellow]{command}: {len(status.pending)} document(s) still pending; they stay queued and "
                   f"continue on the next `ragbus {command}` (or under `ragbus serve`); see `ragbus stats`[/]")
-    if status.failed:
-        err.print(f"[red]{command}: {len(status.failed)} document(s) could not be processed; "
+    lettered = len(status.failed) - len(status.unfetched)
+    if lettered:
+        err.print(f"[red]{command}: {lettered} document(s) could not be processed; "
                   "see `ragbus dead-letters` for the reasons[/]")
+    if status.unfetched:
+        # a fetch that failed published nothing, so `ragbus dead-letters` has nothing to show
+        err.print(f"[red]{command}: {len(status.unfetched)} item(s) could not be fetched; "
+                  "`ragbus feeds list` (or `ragbus sitemaps list`) shows why[/]")
     return len(status.pending) + len(status.failed)
 
 

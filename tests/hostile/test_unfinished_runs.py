@@ -40,6 +40,26 @@ def test_poll_whose_page_is_dead_lettered_exits_1(tmp_path):
     assert census(home)["documents"] == 1
 
 
+def test_poll_whose_item_cannot_be_fetched_exits_1_and_points_at_feeds_list_not_dead_letters(tmp_path):
+    # a fetch that fails publishes nothing, so no dead letter names the item: the pointer must
+    # lead to where the reason is (it said "see `ragbus dead-letters`", which then said there were none)
+    site = Site()
+    with serve_site(site):
+        site.put("/good.html", article_html("Good", topic_paragraphs("meadow", 3)))
+        site.put("/feed.xml", rss(site.base, [{"title": "good", "path": "/good.html", "guid": "g"},
+                                              {"title": "gone", "path": "/gone.html", "guid": "x"}]),
+                 "application/rss+xml")
+        home = tmp_path / "home"
+        run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
+        proc = run_cli(home, "poll", check=False)
+    assert proc.returncode == 1
+    assert "1 item(s) could not be fetched" in proc.stderr and "ragbus feeds list" in proc.stderr
+    assert "dead-letters" not in proc.stderr
+    assert "no dead letters" in run_cli(home, "dead-letters").stderr
+    assert "gone.html" in run_cli(home, "feeds", "list", "--json").stdout
+    assert census(home)["documents"] == 1
+
+
 def test_demo_whose_documents_are_dead_lettered_fails(tmp_path, monkeypatch):
     from shared.runtime.stages import CONSUMERS
     from shared.tools import demo
