@@ -14,6 +14,7 @@ was claimed but not yet marked.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from pathlib import Path
@@ -56,6 +57,8 @@ def ingest_path(
     """
     root = Path(path).expanduser()
     if not root.exists():
+        if root.is_symlink():
+            raise InvalidInput(f"{root} {broken_link(root)}; give a file ({SUPPORTED}) or a directory")
         raise InvalidInput(f"{root} does not exist; give a file ({SUPPORTED}) or a directory")
     if root.is_dir():
         files = _supported_files(root)
@@ -97,6 +100,19 @@ def ingest_path(
     return published
 
 
+def broken_link(link: Path) -> str:
+    """Why the symlink ``link`` leads to no file: its target is missing, or the links loop."""
+    target = os.readlink(link)
+    try:
+        link.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a loop so; later versions raise OSError(ELOOP)
+        return f"is a symlink to {target}, and the symlinks loop"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"is a symlink to {target}, and the symlinks loop"
+    return f"is a symlink to {target}, which does not exist"
+
+
 def _supported_files(directory: Path) -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(directory):
@@ -104,12 +120,13 @@ def _supported_files(directory: Path) -> list[Path]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
-            if (
-                not name.startswith(".")
-                and candidate.suffix.lower() in MEDIA_TYPES
-                and candidate.is_file()
-            ):
+            if name.startswith(".") or candidate.suffix.lower() not in MEDIA_TYPES:
+                continue
+            if candidate.is_file():
                 out.append(candidate)
+            elif candidate.is_symlink() and not candidate.exists():
+                # named like a document, so meant as one: say why it is left out
+                log.warning("skipping %s: it %s", candidate, broken_link(candidate))
     return out
 
 

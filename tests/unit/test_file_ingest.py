@@ -196,3 +196,27 @@ def test_deleting_what_was_never_there_is_refused(ports, tmp_path):
 def test_messages_survive_the_wire(ports, docs):
     for message in ingest_path(docs, **ports):
         assert decode(*encode(message)) == message
+
+
+def test_a_dangling_or_looping_symlink_is_named_as_one_not_as_missing(ports, tmp_path):
+    (tmp_path / "dangling.md").symlink_to(tmp_path / "gone.md")
+    (tmp_path / "loop-a.md").symlink_to(tmp_path / "loop-b.md")
+    (tmp_path / "loop-b.md").symlink_to(tmp_path / "loop-a.md")
+    with pytest.raises(InvalidInput, match=r"dangling\.md is a symlink to .*gone\.md, which does not exist"):
+        ingest_path(tmp_path / "dangling.md", **ports)
+    with pytest.raises(InvalidInput, match=r"loop-a\.md is a symlink to .*loop-b\.md, and the symlinks loop"):
+        ingest_path(tmp_path / "loop-a.md", **ports)
+
+
+def test_a_folder_says_which_symlinks_named_like_documents_lead_nowhere(ports, docs, caplog):
+    (docs / "dangling.md").symlink_to(docs / "gone.md")
+    (docs / "loop-a.txt").symlink_to(docs / "loop-b.txt")
+    (docs / "loop-b.txt").symlink_to(docs / "loop-a.txt")
+    (docs / "elsewhere").symlink_to(docs / "nowhere")  # not named like a document: no word about it
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        published = ingest_path(docs, **ports)
+    assert len(published) == 5
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("dangling.md: it is a symlink to" in w and "which does not exist" in w for w in warned)
+    assert sum("and the symlinks loop" in w for w in warned) == 2
+    assert not any("elsewhere" in w for w in warned)
