@@ -27,7 +27,7 @@ import logging
 
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
-from shared.contract.errors import ModelUnusable, RetryableError
+from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.messages import ContextsRetrieved, Message, QueryGraded
 from shared.contract.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
 from shared.observability import metrics
@@ -152,6 +152,10 @@ def grade_iteration(
         except ModelUnusable as exc:
             model_unusable(state, query_id=query_id, stage=GRADE, error=exc, now=clock.now())
             return
+        except ConfigError:
+            # misconfigured (the local grader's model file is missing or stale): no grade would be honest, so
+            # the query fails with the way to fix it (a permanent error) instead of a fallback grade
+            raise
         except Exception as exc:  # noqa: BLE001 - any other model failure becomes the conservative grade
             log.warning("query %s: grading failed, using the fallback grade: %s", query_id, exc)
             grade, source = fallback_grade(f"the model call failed ({type(exc).__name__}: {exc})"), "fallback"

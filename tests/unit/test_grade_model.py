@@ -6,6 +6,7 @@ The near-miss examples are written for these tests, not taken from fitz-gov."""
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import numpy as np
 import pytest
@@ -116,7 +117,7 @@ def test_a_year_the_question_states_and_no_context_does_counts_against_answering
         "asks_current"] == 1.0
 
 
-def test_a_missing_or_stale_shipped_model_stops_the_local_model_from_being_built(tmp_path, monkeypatch):
+def test_a_missing_or_stale_shipped_model_stops_grading_but_not_transforming_or_answering(tmp_path, monkeypatch):
     import shared.adapters.local.grade_model as grade_model
 
     stale = shipped_model().to_json()
@@ -126,12 +127,18 @@ def test_a_missing_or_stale_shipped_model_stops_the_local_model_from_being_built
         monkeypatch.setattr(grade_model, "MODEL_FILE", path)
         grade_model.shipped_model.cache_clear()
         try:
-            with pytest.raises(ConfigError, match=message):
-                _llm()
+            llm = _llm()  # built: only grading reads the file
+            assert llm.transform(PRICE_QUESTION, today=date(2026, 1, 5)).rewritten
+            assert llm.synthesize(PRICE_QUESTION, _contexts(LARKSPUR_PRICE), language="en").text
+            for contexts in (_contexts(*LARKSPUR), _contexts("   ")):  # with usable context text or without
+                with pytest.raises(ConfigError, match=message):
+                    llm.grade(PRICE_QUESTION, contexts)
         finally:
             grade_model.shipped_model.cache_clear()
     monkeypatch.undo()
-    assert _llm().grade_model is shipped_model()  # the real file again
+    llm = _llm()
+    assert llm.grade(PRICE_QUESTION, _contexts(*LARKSPUR)).score >= 0  # the real file again
+    assert llm.grade_model is shipped_model()
 
 
 class WordCountingIndex(MemoryIndex):

@@ -174,11 +174,20 @@ class LocalLanguageModel:
         self.index = index
         self.embedder = embedder
         self.feedback_terms = feedback_terms
-        # The shipped model (grade_model.json) unless one is given; read now, so a missing or stale
-        # file fails the query that builds this model (the runtime builds it lazily, on a stage's
-        # first query) with the way to refit, instead of turning every grade into a fallback.
-        self.grade_model = grade_model or shipped_model()
+        # The shipped model (grade_model.json) unless one is given, read on the first grade: only grading
+        # needs it, so the transformer and synthesizer work whatever the file holds. A process that grades
+        # checks the file before it starts (shared.runtime.readiness); if it is broken anyway, grade()
+        # raises ConfigError with the way to refit (the grader fails the query, never falls back).
+        self._grade_model = grade_model
         self.acronyms = AcronymTable(index, embedder)
+
+    @property
+    def grade_model(self) -> GradeModel:
+        """The calibrated model the grade's score comes from (:class:`ConfigError` when the shipped file
+        is missing, stale or hostile: each call tries the file again until it loads)."""
+        if self._grade_model is None:
+            self._grade_model = shipped_model()
+        return self._grade_model
 
     # ------------------------------------------------------------ acronyms
 
@@ -456,6 +465,7 @@ class LocalLanguageModel:
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
         """The calibrated probability that ``contexts`` answer ``query`` (the score), with the
         relevance, completeness and groundedness it rests on (see the module docstring)."""
+        model = self.grade_model  # first: a broken model file fails every grade alike, context or none
         ev = self.evidence(query, contexts)
         if ev is None:
             return Grade(0.0, 0.0, 0.0, False, answerable=False, reasoning="no usable context text")
@@ -471,7 +481,6 @@ class LocalLanguageModel:
         grounded = sim_max >= 0.35 and (
             ev.coverage_most_similar >= 0.6 or cov_best >= 0.8 or (strong >= 2 and cov_union >= 0.8)
         )
-        model = self.grade_model
         probability = model.probability(ev.features)
         answerable = probability >= model.answerable_from
         if not ev.terms:
