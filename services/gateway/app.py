@@ -79,7 +79,8 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = None) -> Starlette:
+def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = None,
+               stages: Sequence[str] = ()) -> Starlette:
     """The gateway for ``deps``.
 
     ``host`` is where it will be reachable: on a loopback host every route refuses
@@ -87,6 +88,11 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     protection, as the MCP SDK does for local servers); elsewhere access control is
     ``api_token`` (bearer) or the platform's (IAM). Cross-origin writes are refused
     everywhere (:mod:`services.gateway.guard`).
+
+    ``stages`` are the stages this process runs beside the gateway (``ragbus serve``: all
+    of them); ``/readyz`` answers 503 while one of them cannot do its work
+    (:mod:`shared.runtime.readiness`), and says why. A gateway whose stages run elsewhere
+    (a Cloud Function) checks none: each stage's function checks itself when it starts.
     """
     mcp = build_mcp_server(deps)
     security = None
@@ -101,7 +107,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, host=host, stateless_http=True
     )
-    api = _Api(deps)
+    api = _Api(deps, tuple(stages))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -154,8 +160,9 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 class _Api:
     """The HTTP endpoints, bound to one Deps."""
 
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, stages: tuple[str, ...] = ()) -> None:
         self.deps = deps
+        self.stages = stages
 
     # ------------------------------------------------------------ page
 
@@ -179,18 +186,29 @@ class _Api:
         # The stages that call the model may run elsewhere: what they recorded is the truth.
         return model_health(self.deps.state, self.deps.settings.llm_model)
 
+    def _unready_stages(self) -> dict[str, str]:
+        from shared.runtime.readiness import unready_stages
+
+        return unready_stages(self.deps.settings, self.stages) if self.stages else {}
+
     async def health(self, request: Request) -> Response:
         body: dict[str, Any] = {"status": "ok", "runtime": self.deps.settings.runtime}
         model = await anyio.to_thread.run_sync(self._model_health)
         if not model["usable"]:
             body["model"] = model  # still live (200): restarting the gateway cannot fix the model
+        unready = await anyio.to_thread.run_sync(self._unready_stages)
+        if unready:
+            body["stages"] = unready  # still live: the fix is a file or a setting, not a restart
         return JSONResponse(body)
 
     async def ready(self, request: Request) -> Response:
         model = await anyio.to_thread.run_sync(self._model_health)
-        ready = bool(model["usable"])
-        return JSONResponse({"status": "ready" if ready else "unready", "model": model},
-                            status_code=200 if ready else 503)
+        unready = await anyio.to_thread.run_sync(self._unready_stages)
+        ready = bool(model["usable"]) and not unready
+        body: dict[str, Any] = {"status": "ready" if ready else "unready", "model": model}
+        if unready:
+            body["stages"] = unready
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document(self.deps.settings))
@@ -492,12 +510,14 @@ def serve(
     *,
     app: Starlette | None = None,
     api_token: str | None = None,
+    stages: Sequence[str] = (),
     log_level: str = "warning",
     ready_timeout_s: float = 15.0,
 ) -> ServerHandle:
-    """Serve the gateway on ``host:port`` (0 picks a free port) until ``.stop()``."""
+    """Serve the gateway on ``host:port`` (0 picks a free port) until ``.stop()``; ``stages``: the
+    stages this process runs beside it, whose readiness ``/readyz`` reports (see :func:`create_app`)."""
     config = uvicorn.Config(
-        app or create_app(deps, host=host, api_token=api_token),
+        app or create_app(deps, host=host, api_token=api_token, stages=stages),
         host=host,
         port=port,
         log_level=log_level,

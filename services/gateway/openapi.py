@@ -259,7 +259,15 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             "type": "object",
             "required": ["status"],
             "properties": {"status": {"const": "ok"}, "runtime": {"type": "string"},
-                           "model": {"$ref": "#/components/schemas/ModelHealth"}},
+                           "model": {"$ref": "#/components/schemas/ModelHealth"},
+                           "stages": {"$ref": "#/components/schemas/UnreadyStages"}},
+        },
+        "UnreadyStages": {
+            "type": "object",
+            "description": "Each stage this gateway's process runs (ragbus serve) that cannot do its work, "
+                           "with the reason (e.g. the local grader's model file is missing or was fit on other "
+                           "features, and how to refit it). Absent when every stage is ready.",
+            "additionalProperties": {"type": "string"},
         },
         "ModelHealth": {
             "type": "object",
@@ -276,7 +284,8 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             "type": "object",
             "required": ["status", "model"],
             "properties": {"status": {"enum": ["ready", "unready"]},
-                           "model": {"$ref": "#/components/schemas/ModelHealth"}},
+                           "model": {"$ref": "#/components/schemas/ModelHealth"},
+                           "stages": {"$ref": "#/components/schemas/UnreadyStages"}},
         },
     }
     paths: dict[str, Any] = {
@@ -436,9 +445,11 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
         "/readyz": {
             "get": {
                 "operationId": "readiness",
-                "summary": "Readiness: can queries be answered by the configured model?",
-                "responses": {"200": _json("The model is usable.", "Readiness"),
-                              "503": _json("The model API refused a stage; see model.reason.", "Readiness")},
+                "summary": "Readiness: can queries be answered by the configured model and the stages "
+                           "this process runs?",
+                "responses": {"200": _json("The model is usable and every stage here is ready.", "Readiness"),
+                              "503": _json("The model API refused a stage (see model.reason), or a stage this "
+                                           "process runs cannot work (see stages).", "Readiness")},
             }
         },
         "/openapi.json": {

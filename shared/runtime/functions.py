@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -129,8 +130,33 @@ def event_max_age(deps: Deps | None = None) -> timedelta:
     return timedelta(seconds=settings.event_max_age_s)
 
 
+def check_function_at_start(stage: str, env: dict[str, str] | None = None) -> None:
+    """Refuse to start a function serving ``stage`` when the stage cannot do its work
+    (:mod:`shared.runtime.readiness`): the process exits with the reason.
+
+    The one root main.py imports every stage's entry point, so only the stage being
+    served is checked: functions-framework sets ``FUNCTION_TARGET`` to its ``--target``
+    before it imports the source (``create_app`` -> ``get_function_target``), and Cloud
+    Functions sets it too. Exiting is how a function says it is not ready: the instance
+    never takes a message (Pub/Sub keeps redelivering them), a deploy fails instead of
+    every query, and the log's last line says why. ``SystemExit`` passes functions-framework's
+    ``except Exception`` around the import, so the reason is printed without a traceback.
+    """
+    env = os.environ if env is None else env
+    if env.get("FUNCTION_TARGET") != stage:
+        return
+    from shared.contract.config import load_settings
+    from shared.runtime.readiness import unready_stages
+
+    reason = unready_stages(load_settings(dict(env)), (stage,)).get(stage)
+    if reason:
+        raise SystemExit(f"ragbus {stage} function is not ready: {reason}")
+
+
 def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> Callable[[Any], None]:
-    """The body of a stage's ``@functions_framework.cloud_event`` function."""
+    """The body of a stage's ``@functions_framework.cloud_event`` function (checked at start-up when
+    it is the function being served: :func:`check_function_at_start`)."""
+    check_function_at_start(stage)
 
     def handle_event(event: Any) -> None:
         try:

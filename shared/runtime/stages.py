@@ -65,6 +65,9 @@ class Stage:
     # Pushed every dead-letter topic (in the cloud and the emulator topology; the embedded
     # runtime records dead letters in process instead).
     records_dead_letters: bool = False
+    # What the stage needs before it can do its work, by the name of a check in
+    # :mod:`shared.runtime.readiness` (each check says when it applies, e.g. only with the local model).
+    needs: tuple[str, ...] = ()
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -101,7 +104,8 @@ STAGES: tuple[Stage, ...] = (
           consumes=((topics.QUERY_TRANSFORMED, 2),), handler="services.retriever.handler:handle"),
     Stage("grader", "query", "pubsub", "grades the contexts and decides: refine, accept, abstain or exhausted",
           publishes=(topics.QUERY_GRADED,),
-          consumes=((topics.CONTEXTS_RETRIEVED, 2),), handler="services.grader.handler:handle"),
+          consumes=((topics.CONTEXTS_RETRIEVED, 2),), handler="services.grader.handler:handle",
+          needs=("grade_model",)),
     Stage("synthesizer", "query", "pubsub", "writes the cited answer from the best iteration and ends the query",
           publishes=(topics.ANSWER_READY,),
           consumes=((topics.QUERY_GRADED, 2),), handler="services.synthesizer.handler:handle"),

@@ -46,6 +46,7 @@ from shared.query.record import QueryRecord
 from shared.query.state import read_record
 from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
 from shared.runtime.local import LocalRuntime
+from shared.runtime.readiness import require_ready, unready_stages
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
 from shared.tools.console import console, dead_since, err, print_answer, wait_with_progress
 
@@ -95,11 +96,14 @@ class Session:
 
     @contextmanager
     def stages(self, names: tuple[str, ...] | None = None) -> Iterator[LocalRuntime | None]:
-        """Run these stages in this process (embedded runtime only)."""
+        """Run these stages in this process (embedded runtime only), once each of them can do its
+        work (:mod:`shared.runtime.readiness`: a ConfigError with the reason otherwise)."""
         if self.local is None:
             yield None
             return
-        runtime = LocalRuntime(self.deps, self.local.bus, _consumers(names)).start()
+        consumers = _consumers(names)
+        require_ready(self.settings, (c.stage for c in consumers))
+        runtime = LocalRuntime(self.deps, self.local.bus, consumers).start()
         try:
             yield runtime
         finally:
@@ -750,10 +754,18 @@ def serve(
     session = _session(allow_loopback, embedded_only="serve", changes=True)
     system = session.local
     stop = threading.Event()
-    with LocalRuntime(system.deps, system.bus, _consumers(None)):
+    consumers = _consumers(None)
+    stages = tuple(dict.fromkeys(c.stage for c in consumers))
+    # Serving anyway, unlike `ask`: ingestion and search still work, and /readyz is what a
+    # deployment watches; it answers 503 with the reason until the cause is fixed.
+    for stage, reason in unready_stages(session.settings, stages).items():
+        err.print(Text.assemble(("not ready: ", "bold red"), f"{stage}: ", plain(reason),
+                                " (/readyz answers 503 until this is fixed; ingestion and search work)"),
+                  soft_wrap=True)
+    with LocalRuntime(system.deps, system.bus, consumers):
         poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
         poller.start()
-        server = serve_gateway(system.deps, host, port, api_token=token)
+        server = serve_gateway(system.deps, host, port, api_token=token, stages=stages)
         console.print(f"ragbus is serving on [bold]http://{markup(host)}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
         try:
             while True:

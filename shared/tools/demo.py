@@ -105,11 +105,14 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
     from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
+    from shared.runtime.readiness import require_ready
+    from shared.runtime.stages import STAGES
     from shared.tools.console import dead_since, print_answer, wait_with_progress
 
     # The demo's own feed lives on loopback; allowing loopback is scoped to this run.
     settings = load_settings().with_(allow_loopback=True)
     port = settings.demo_port if port is None else port
+    require_ready(settings, (s.name for s in STAGES))  # it asks questions: a grader that cannot grade fails now
     system = build_local(settings)
     deps = system.deps
     # paths are the user's: printed as text, never read as markup
