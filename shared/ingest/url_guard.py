@@ -104,7 +104,7 @@ def address_refusal(ip: IPAddress, *, allow_loopback: bool) -> str | None:
     )
     for hit, kind in checks:
         if hit:
-            return f"{ip} is a {kind} address"
+            return f"{ip} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} address"
     return None
 
 

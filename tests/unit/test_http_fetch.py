@@ -56,6 +56,7 @@ def test_forbidden_addresses_are_refused_even_with_loopback_allowed(address, kin
     for allow in (False, True):
         reason = address_refusal(ipaddress.ip_address(address), allow_loopback=allow)
         assert reason is not None and kind in reason
+        assert f"is {'an' if kind[0] in 'aeiou' else 'a'} {kind}" in reason  # not "is a unspecified"
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"])
