@@ -66,6 +66,24 @@ def test_an_abstain_case_graded_answerable_counts_against_abstention_and_auc():
     assert 0.0 <= out["abstention_accuracy_ci95"][0] <= out["abstention_accuracy_ci95"][1] <= 1.0
 
 
+def test_abstention_is_broken_down_by_kind_of_case():
+    from shared.tools.eval.report import subcategory_markdown
+
+    answerable = [_case("a1", "water?", {"p1"}, True)]
+    abstain = [dataclasses.replace(_case("b1", "prize money?", {"p3"}, False), subcategory="missing_data"),
+               dataclasses.replace(_case("b2", "ethanol boiling point?", {"p2"}, False), subcategory="wrong_entity"),
+               dataclasses.replace(_case("b3", "ethanol?", {"p2"}, False), subcategory="wrong_entity")]
+    llm = ScriptedGrader({"water?": "100 degrees", "prize money?": "£", "ethanol boiling point?": "78.37",
+                          "ethanol?": "C2H5OH"})
+    out = grade_on_own_contexts(answerable, abstain, PASSAGES, llm, load_settings({}))
+    # the largest kind first; "ethanol?" finds its fact, so one wrong-entity case is answered
+    assert out["abstained_by_subcategory"] == {"wrong_entity": [1, 2], "missing_data": [1, 1]}
+    table = subcategory_markdown(out["abstained_by_subcategory"], {"wrong_entity": [0, 2]})
+    assert "| wrong_entity | 0.00 (0/2) | 0.50 (1/2) |" in table
+    assert "| missing_data | – | 1.00 (1/1) |" in table
+    assert subcategory_markdown({}, {}) == []
+
+
 def test_contexts_are_clipped_as_the_stage_clips_them():
     settings = dataclasses.replace(load_settings({}), grade_context_chars=60)
     long = {"p1": "word " * 100}

@@ -67,6 +67,7 @@ class EvalQuery:
     contexts: frozenset[str] = frozenset()  # the ids of the case's own contexts (decoys when abstaining)
     required_elements: tuple[str, ...] = ()
     min_required: int = 1
+    subcategory: str = ""  # fitz-gov's kind of case, e.g. wrong_entity or temporal_mismatch for an abstain case
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ def build_fitz_gov() -> EvalSet:
             contexts=own,
             required_elements=tuple(case.required_elements or ()),
             min_required=int(config.get("min_required", 1) or 1),
+            subcategory=str(case.subcategory or ""),
         )
         if mode == "abstain":
             abstain.append(query)

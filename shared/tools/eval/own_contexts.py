@@ -102,4 +102,17 @@ def grade_on_own_contexts(
             "answerable": dict(Counter(d for _, d in ran_answerable)),
             "abstain": dict(Counter(d for _, d in ran_abstain)),
         },
+        "abstained_by_subcategory": abstained_by_subcategory(
+            abstain, [d == "abstain" for _, d in ran_abstain]),
     }
+
+
+def abstained_by_subcategory(cases: Sequence[EvalQuery], abstained: Sequence[bool]) -> dict[str, list[int]]:
+    """fitz-gov subcategory -> [cases abstained on, cases], largest subcategory first: which kinds of
+    unanswerable question (wrong entity, temporal mismatch, ...) the grader catches."""
+    counts: dict[str, list[int]] = {}
+    for case, refused in zip(cases, abstained, strict=True):
+        row = counts.setdefault(case.subcategory or "unknown", [0, 0])
+        row[0] += bool(refused)
+        row[1] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1][1], kv[0])))

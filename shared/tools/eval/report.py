@@ -112,6 +112,9 @@ def eval_markdown(results: dict[str, Any]) -> str:
             "",
             f"Decisions: answerable {own['decisions']['answerable']}; abstain {own['decisions']['abstain']}.",
         ]
+        pipeline = results.get("targets", {}).get("providers", {}).get("local", {}).get("abstained_by_subcategory")
+        out += subcategory_markdown(own.get("abstained_by_subcategory") or {}, pipeline or {})
+
     tg = results.get("targets")
     if tg:
         out += ["", *targets_markdown(tg)]
@@ -128,6 +131,22 @@ def _verdict(row: dict[str, Any]) -> str:
     ci = f" [{row['ci95'][0]:.3f}, {row['ci95'][1]:.3f}]" if row.get("ci95") else ""
     word = "met" if row["met"] else "**NOT MET**"
     return f"{row['value']:.3f}{ci} {word}"
+
+
+def subcategory_markdown(own: dict[str, list[int]], pipeline: dict[str, list[int]]) -> list[str]:
+    """Abstention per fitz-gov kind of unanswerable case: in the pipeline's shared index (local provider)
+    and on each case's own contexts."""
+    if not own and not pipeline:
+        return []
+
+    def share(counts: dict[str, list[int]], name: str) -> str:
+        refused, cases = counts.get(name, (0, 0))
+        return f"{refused / cases:.2f} ({refused}/{cases})" if cases else "–"
+
+    names = list(dict.fromkeys([*own, *pipeline]))
+    return ["", "Abstention by kind of case (fitz-gov's subcategory; the pipeline column is the local provider's):",
+            "", "| kind of case | pipeline, shared index | own contexts |", "|---|---:|---:|",
+            *(f"| {name} | {share(pipeline, name)} | {share(own, name)} |" for name in names)]
 
 
 def targets_markdown(tg: dict[str, Any]) -> list[str]:

@@ -39,7 +39,7 @@ from shared.tools.eval.dataset import (
     split_of,
 )
 from shared.tools.eval.metrics import ndcg_at_k, paired_bootstrap, ranking_metrics
-from shared.tools.eval.own_contexts import grade_on_own_contexts
+from shared.tools.eval.own_contexts import abstained_by_subcategory, grade_on_own_contexts
 from shared.tools.eval.pipeline import (
     ABLATIONS,
     FULL,
@@ -173,8 +173,13 @@ def provider_figures(
         "questions_with_a_fallback": sum(bool(r.fallbacks) for r in everything),
         "by_stage": dict(sorted(Counter(stage for r in everything for stage in r.fallbacks).items())),
     }
+    outcome = {r.query_id: r.outcome for r in abstain}
+    ran_abstain = [q for q in abstain_queries if q.query_id in outcome]
+    by_subcategory = abstained_by_subcategory(
+        ran_abstain, [outcome[q.query_id] == "not_answerable" for q in ran_abstain])
     return {"figures": {k: None if v is None else round(float(v), 4) for k, v in figures.items()},
-            "ndcg@10": ndcg, "verdicts": rows, "all_met": all_met(rows), "model_fallbacks": fallbacks}
+            "ndcg@10": ndcg, "verdicts": rows, "all_met": all_met(rows), "model_fallbacks": fallbacks,
+            "abstained_by_subcategory": by_subcategory}
 
 
 def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str, Any]:
