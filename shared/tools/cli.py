@@ -614,8 +614,8 @@ def resolve_query_id(deps: Deps, given: str) -> str:
         return given
     matches = sorted(r["id"] for r in deps.state.list(state_collections.QUERIES) if str(r.get("id", "")).startswith(given))
     if len(matches) > 1:
-        raise _fail(f"{len(matches)} queries start with {given!r} ({', '.join(m[:12] for m in matches[:3])}, ...); "
-                    "give more characters")
+        shown = ", ".join(m[:12] for m in matches[:3]) + (", ..." if len(matches) > 3 else "")
+        raise _fail(f"{len(matches)} queries start with {given!r} ({shown}); give more characters")
     return matches[0] if matches else given
 
 

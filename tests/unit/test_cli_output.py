@@ -157,6 +157,28 @@ def test_the_readme_names_only_commands_and_flags_that_exist():
     assert checked >= 12
 
 
+def test_an_ambiguous_prefix_lists_the_matches_and_an_ellipsis_only_for_more(capsys):
+    from types import SimpleNamespace
+
+    import typer
+
+    from shared.tools.cli import resolve_query_id
+
+    deps = SimpleNamespace(state=InMemoryStateStore())
+    for query_id in ("0b9613e9fe8141", "0c35a9053c3a41"):
+        deps.state.put(state_collections.QUERIES, query_id, {"id": query_id})
+    with pytest.raises(typer.Exit):
+        resolve_query_id(deps, "0")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "2 queries start with '0' (0b9613e9fe81, 0c35a9053c3a);" in said  # both shown: no "..."
+    for query_id in ("0d000000000000", "0e000000000000"):
+        deps.state.put(state_collections.QUERIES, query_id, {"id": query_id})
+    with pytest.raises(typer.Exit):
+        resolve_query_id(deps, "0")
+    assert "4 queries start with '0' (0b9613e9fe81, 0c35a9053c3a, 0d0000000000, ...);" in " ".join(
+        capsys.readouterr().err.split())
+
+
 def test_a_query_id_prefix_resolves_when_unique_and_is_refused_when_ambiguous():
     from types import SimpleNamespace
 
