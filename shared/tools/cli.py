@@ -454,7 +454,9 @@ def ingest(
         elif ids:
             _wait_for_documents(session, lambda: ids, timeout, "ingest")
     verb = "deleted" if delete else "submitted"
-    console.print(f"{submitted} document(s) {verb}; {deps.state.count(state_collections.DOCUMENTS)} document(s) indexed")
+    # the index's total, from every source: "7 submitted; 15 indexed" read as if 15 of the 7 were
+    console.print(f"{submitted} document(s) {verb}; {deps.state.count(state_collections.DOCUMENTS)} "
+                  "document(s) in the index")
     if delete:
         unfinished = _report_unfinished(session, ids, "ingest")
     else:

@@ -21,6 +21,7 @@ def test_ingest_of_a_file_that_is_dead_lettered_exits_1_and_points_at_dead_lette
     # unchanged, the file is still not indexed: a rerun does not pretend otherwise
     again = run_cli(home, "ingest", str(docs), check=False)
     assert again.returncode == 1 and "0 document(s) submitted" in again.stdout
+    assert "1 document(s) in the index" in again.stdout  # the index's total, not this run's
     assert census(home)["documents"] == 1
 
 
