@@ -18,12 +18,17 @@ which nothing here reads. Two kinds of example, as the grader meets them:
 The L2 penalty is chosen by 5-fold cross-validated ROC AUC on the calibration examples.
 The abstention threshold (``answerable_from``) is the highest probability at which at
 most ``--false-abstention`` of the calibration's answerable questions (open corpus,
-first iteration) would be refused. Collected contexts are cached under ``--cache``.
+first iteration) would be refused. Collected contexts are cached under ``--cache`` in
+``fit-grader-first-contexts-{dataset key}-{split}-{digest}.json``; the digest covers what the
+contexts depend on besides the questions and the passages (:func:`contexts_key`: the settings
+and pipeline switches that shape retrieval, the embedder, and a fingerprint of the code that
+turns a question into contexts), so a retrieval change is never fit on stale contexts.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import random
@@ -31,8 +36,10 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,16 +57,87 @@ from shared.adapters.local.grade_model import (  # noqa: E402
     shipped_model,
 )
 from shared.adapters.local.llm import LocalLanguageModel  # noqa: E402
-from shared.contract.config import load_settings  # noqa: E402
+from shared.contract.config import Settings, load_settings  # noqa: E402
 from shared.contract.errors import ConfigError  # noqa: E402
 from shared.tools.eval.dataset import CALIBRATION, EvalQuery, build_fitz_gov  # noqa: E402
 from shared.tools.eval.metrics import roc_curve  # noqa: E402
 from shared.tools.eval.own_contexts import own_contexts  # noqa: E402
-from shared.tools.eval.pipeline import PipelineConfig, PipelineRunner  # noqa: E402
+from shared.tools.eval.pipeline import PipelineConfig, PipelineRunner, pipeline_settings  # noqa: E402
 from shared.tools.eval.retrieval import embed_cached, fill_index, open_index  # noqa: E402
 
 log = logging.getLogger("ragbus.fit_grader")
 PENALTIES = (0.1, 1.0, 10.0, 100.0)
+
+#: How the first iteration's contexts are collected: the real query stages, no refinement.
+FIRST_ITERATION = PipelineConfig(name="fit: first iteration", max_iterations=0)
+
+#: The settings the transformer and retriever read (how many contexts, sub-queries, query length, the
+#: model-call budget the rewrite spends). grade_contexts and grade_context_chars are not among them: they
+#: clip the cached contexts when the features are measured, read afresh on every run.
+CONTEXT_SETTINGS = ("top_k", "max_iterations", "max_model_calls", "max_sub_queries",
+                    "min_sub_queries_for_synthesis", "max_query_chars")
+
+#: The code that turns a question into its first contexts: the rewrite and decomposition (the local model's
+#: transform, its acronyms, the query helpers and lexicon it reads), the retriever's searches and fusion, the
+#: index's hybrid scoring, the embedder, and the eval's index filling and pipeline wiring.
+CONTEXT_SOURCES = (
+    "services/transformer", "services/retriever", "shared/query",
+    "shared/adapters/local/index.py", "shared/adapters/local/llm.py", "shared/adapters/local/acronyms.py",
+    "shared/adapters/local/decomposition.py", "shared/adapters/local/embedder.py",
+    "shared/tools/eval/pipeline.py", "shared/tools/eval/retrieval.py",
+)
+
+
+def code_fingerprint(root: Path = ROOT, sources: tuple[str, ...] = CONTEXT_SOURCES) -> str:
+    """A hash of every file under ``sources`` (paths and bytes, compiled caches left out)."""
+    digest = hashlib.sha256()
+    for source in sources:
+        path = root / source
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is listed in CONTEXT_SOURCES but does not exist; update the list")
+        files = [path] if path.is_file() else sorted(
+            p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for file in files:
+            digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def contexts_key(dataset: str, split: str, *, settings: Settings, config: PipelineConfig, embedder: str,
+                 code: str) -> dict[str, Any]:
+    """What the first iteration's contexts depend on besides the questions: the cache's key."""
+    return {
+        "dataset": dataset,
+        "split": split,
+        "settings": {name: getattr(settings, name) for name in CONTEXT_SETTINGS},
+        "pipeline": {k: v for k, v in asdict(config).items() if k != "name"},  # hybrid weight, rewrite, ...
+        "embedder": embedder,
+        "code": code,
+    }
+
+
+def contexts_cache_path(cache: Path, key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return cache / f"fit-grader-first-contexts-{key['dataset']}-{key['split']}-{digest}.json"
+
+
+def cached_contexts(cache: Path, key: dict[str, Any], query_ids: set[str]) -> dict | None:
+    """The contexts collected under ``key`` for at least ``query_ids``, else None (a miss)."""
+    path = contexts_cache_path(cache, key)
+    if not path.exists():
+        return None
+    stored = json.loads(path.read_text())
+    if not isinstance(stored, dict) or stored.get("key") != key:  # another format, or a digest collision
+        return None
+    contexts = stored.get("contexts")
+    return contexts if isinstance(contexts, dict) and set(contexts) >= query_ids else None
+
+
+def store_contexts(cache: Path, key: dict[str, Any], contexts: dict) -> Path:
+    path = contexts_cache_path(cache, key)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": key, "contexts": contexts}))
+    tmp.replace(path)  # an interrupted run leaves no half file to be read as a cache
+    return path
 
 
 def collecting_model() -> GradeModel:
@@ -75,16 +153,19 @@ def collecting_model() -> GradeModel:
         return GradeModel(FEATURES, zeros, np.ones(len(FEATURES)), zeros, 0.0, 0.5)
 
 
-def collect_open_corpus(queries: list[EvalQuery], *, index_path: Path, embedder, cache: Path, key: str) -> dict:
-    """query id -> the contexts of its first iteration through the pipeline (cached)."""
-    path = cache / f"fit-grader-first-contexts-{key}.json"
-    if path.exists():
-        stored = json.loads(path.read_text())
-        if set(stored) >= {q.query_id for q in queries}:
-            return stored
+def collect_open_corpus(queries: list[EvalQuery], *, index_path: Path, embedder, cache: Path,
+                        key: dict[str, Any]) -> dict:
+    """query id -> the contexts of its first iteration through the pipeline (cached under ``key``)."""
+    path = contexts_cache_path(cache, key)
+    log.info("first-iteration contexts keyed on %s", json.dumps(key, sort_keys=True))
+    stored = cached_contexts(cache, key, {q.query_id for q in queries})
+    if stored is not None:
+        log.info("  reusing %s", path.name)
+        return stored
+    log.info("  not cached: collecting into %s", path.name)
     model = collecting_model()
     out: dict[str, list[dict]] = {}
-    config = PipelineConfig(name="fit: first iteration", max_iterations=0)
+    config = FIRST_ITERATION
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragbus-fit-", dir=cache) as home, \
             PipelineRunner(Path(home), index_path, config, embedder=embedder, dimension=embedder.dimension) as runner:
@@ -100,7 +181,7 @@ def collect_open_corpus(queries: list[EvalQuery], *, index_path: Path, embedder,
                 if n % 200 == 0:
                     log.info("  %d/%d questions asked", n, len(queries))
     log.info("asked %d questions in %.0fs", len(queries), time.perf_counter() - started)
-    path.write_text(json.dumps(out))
+    store_contexts(cache, key, out)
     return out
 
 
@@ -148,8 +229,9 @@ def main() -> None:
     index.close()
 
     cases = [*cal.queries, *cal.abstain]
-    first = collect_open_corpus(cases, index_path=index_path, embedder=embedder, cache=args.cache,
-                                key=f"{full.key}-{CALIBRATION}")
+    key = contexts_key(full.key, CALIBRATION, settings=pipeline_settings(args.cache, FIRST_ITERATION),
+                       config=FIRST_ITERATION, embedder=embedder.model_name, code=code_fingerprint())
+    first = collect_open_corpus(cases, index_path=index_path, embedder=embedder, cache=args.cache, key=key)
     settings = load_settings({})
     passage_text = {p.passage_id: p.text for p in full.passages}
     index = open_index(index_path, embedder.dimension)

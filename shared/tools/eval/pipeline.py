@@ -38,7 +38,7 @@ from typing import Any
 
 from shared.adapters.local.decomposition import decompose
 from shared.adapters.local.index import HybridIndex
-from shared.contract.config import load_settings
+from shared.contract.config import Settings, load_settings
 from shared.contract.errors import ConfigError
 from shared.contract.ports import Embedder, Grade, LanguageModel, Transformation
 from shared.query.api import submit_query, wait_for_query
@@ -163,16 +163,24 @@ def reduce_record(record: QueryRecord) -> QueryResult:
     )
 
 
+def pipeline_settings(home: Path, config: PipelineConfig) -> Settings:
+    """The settings a :class:`PipelineRunner` for ``config`` runs with: the defaults (no ``RAGBUS_*``
+    variable of the caller's shell leaks into a measurement), the provider's own variables, and
+    ``config.max_iterations``."""
+    env = {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0", **provider_environment(config.provider)}
+    settings = load_settings(env)
+    if config.max_iterations is not None:
+        settings = settings.with_(max_iterations=config.max_iterations)
+    return settings
+
+
 class PipelineRunner:
     """An embedded runtime for one configuration, over an index already holding the passages."""
 
     def __init__(self, home: Path, index_path: Path, config: PipelineConfig, *, embedder: Embedder,
                  dimension: int, query_timeout_s: float = 120.0) -> None:
         self.query_timeout_s = query_timeout_s
-        env = {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0", **provider_environment(config.provider)}
-        settings = load_settings(env)
-        if config.max_iterations is not None:
-            settings = settings.with_(max_iterations=config.max_iterations)
+        settings = pipeline_settings(home, config)
         self.config = config
         self.index = HybridIndex(index_path, dimension, dense_weight=config.dense_weight)
         self.system = build_local(settings, index=self.index, embedder=embedder)
