@@ -32,7 +32,7 @@ from typing import Any
 from shared.contract.deps import Deps
 from shared.contract.messages import MESSAGE_TYPES
 from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
-from shared.runtime.stages import Consumer, consumers_of
+from shared.runtime.stages import STAGE_BY_NAME, Consumer, consumers_of
 from shared.runtime.telemetry import flush_telemetry
 
 log = logging.getLogger("ragbus.functions")
@@ -143,12 +143,16 @@ def check_function_at_start(stage: str, env: dict[str, str] | None = None) -> No
     ``except Exception`` around the import, so the reason is printed without a traceback.
     """
     env = os.environ if env is None else env
-    if env.get("FUNCTION_TARGET") != stage:
-        return
+    if env.get("FUNCTION_TARGET") != stage or not STAGE_BY_NAME[stage].needs:
+        return  # another function's entry point, or a stage with nothing to check: start as before
     from shared.contract.config import load_settings
+    from shared.contract.errors import ConfigError
     from shared.runtime.readiness import unready_stages
 
-    reason = unready_stages(load_settings(dict(env)), (stage,)).get(stage)
+    try:
+        reason = unready_stages(load_settings(dict(env)), (stage,)).get(stage)
+    except ConfigError as exc:  # a setting the checks read is invalid: every message would fail on it too
+        reason = str(exc)
     if reason:
         raise SystemExit(f"ragbus {stage} function is not ready: {reason}")
 
