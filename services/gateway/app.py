@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -503,6 +504,34 @@ class ServerHandle:
             self.thread.join(timeout)
 
 
+def check_listenable(host: str, port: int) -> None:
+    """Refuse, naming the reason, an address the gateway cannot listen on: uvicorn would log a
+    bind failure as a bare ERROR line and exit, and let a port out of range out as a traceback.
+
+    Binds (and closes) a socket for every address ``host`` resolves to, as uvicorn will."""
+    if not 0 <= port <= 65535:
+        raise InvalidInput(f"port {port} is not a TCP port; choose one from 1 to 65535 (0 picks a free one)")
+    if port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InvalidInput(f"cannot listen on host {host!r} ({exc}); give an address of this machine, "
+                           "such as 127.0.0.1") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise InvalidInput(
+                    f"the gateway cannot listen on {host}:{port}: {exc.strerror or exc} (a `ragbus serve` "
+                    "already running?); stop what listens there or choose another --port"
+                ) from None
+
+
 def serve(
     deps: Deps,
     host: str = "127.0.0.1",
@@ -515,7 +544,10 @@ def serve(
     ready_timeout_s: float = 15.0,
 ) -> ServerHandle:
     """Serve the gateway on ``host:port`` (0 picks a free port) until ``.stop()``; ``stages``: the
-    stages this process runs beside it, whose readiness ``/readyz`` reports (see :func:`create_app`)."""
+    stages this process runs beside it, whose readiness ``/readyz`` reports (see :func:`create_app`).
+
+    Raises :class:`InvalidInput` for an address it cannot listen on (see :func:`check_listenable`)."""
+    check_listenable(host, port)
     config = uvicorn.Config(
         app or create_app(deps, host=host, api_token=api_token, stages=stages),
         host=host,

@@ -767,7 +767,10 @@ def serve(
     with LocalRuntime(system.deps, system.bus, consumers):
         poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
         poller.start()
-        server = serve_gateway(system.deps, host, port, api_token=token, stages=stages)
+        try:
+            server = serve_gateway(system.deps, host, port, api_token=token, stages=stages)
+        except RagbusError as exc:
+            raise _fail(str(exc)) from None
         console.print(f"ragbus is serving on [bold]http://{markup(host)}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
         try:
             while True:

@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from shared.contract.config import load_settings
-from shared.contract.errors import RagbusError
+from shared.contract.errors import InvalidInput, RagbusError
 from shared.contract.messages import FeedPollRequested
 from shared.corpus import CORPUS, SAMPLE_PATH
 
@@ -119,6 +119,8 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
     console.print(f"[bold]ragbus demo[/] — data in {markup(settings.home.resolve())}", soft_wrap=True)
     try:
         server = serve_gateway(deps, "127.0.0.1", port)
+    except InvalidInput as exc:
+        raise RagbusError(f"{exc} (RAGBUS_DEMO_PORT sets the demo's port too)") from None
     except RuntimeError:
         raise RagbusError(
             f"the demo serves its page and sample feed on 127.0.0.1:{port}, which is in use "

@@ -145,6 +145,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_serve_on_a_busy_or_impossible_port_says_so_in_one_line(tmp_path):
+    # uvicorn logged a bind failure as a bare "ERROR: [Errno 98] ..." line before ragbus's own
+    # "error: RuntimeError ... (address in use or not allowed?)", and a port over 65535 as a traceback
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = run_cli(tmp_path / "home", "serve", "--port", str(port), check=False, timeout=60)
+    assert taken.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in " ".join(taken.stderr.split())
+    huge = run_cli(tmp_path / "home", "serve", "--port", "70000", check=False, timeout=60)
+    assert huge.returncode == 2
+    assert "port 70000 is not a TCP port" in " ".join(huge.stderr.split())
+    for proc in (taken, huge):
+        assert "Traceback" not in proc.stderr and "ERROR:" not in proc.stderr and "RuntimeError" not in proc.stderr
+
+
 def test_ragbus_serve_refuses_a_text_plain_cross_origin_post_and_a_foreign_host(tmp_path):
     """The issue's check, against the real `ragbus serve` process."""
     port = _free_port()

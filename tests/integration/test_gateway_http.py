@@ -19,7 +19,7 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
-from shared.contract.errors import RetryableError
+from shared.contract.errors import InvalidInput, RetryableError
 from tests.scripted_loop import ANSWER, CONTEXTS, ContextsIndex, ScriptedLoop, WordEmbedder
 
 STAGES = ["gateway", *["transformer", "retriever", "grader"] * 2, "synthesizer"]
@@ -359,8 +359,10 @@ def test_a_hung_query_times_out_and_the_stream_reports_it(tmp_path):
 
 
 def test_serve_reports_a_port_it_cannot_take(server, deps):
-    with pytest.raises(RuntimeError, match="could not start"):
+    with pytest.raises(InvalidInput, match=f"cannot listen on 127.0.0.1:{server.port}: Address already in use"):
         serve(deps, "127.0.0.1", server.port)
+    with pytest.raises(InvalidInput, match="port 65536 is not a TCP port"):
+        serve(deps, "127.0.0.1", 65536)
 
 
 # ---------------------------------------------------- Cloud Function entry
