@@ -10,7 +10,7 @@ only to the local provider (``RAGBUS_LLM=local``), never to Gemini or an
 OpenAI-compatible server.
 
 Where they run: the embedded runtime's commands before they start the stages
-(``ragbus ask`` and ``ragbus demo`` refuse to start, ``ragbus serve`` says so and its
+(``ragbus ask``, ``demo`` and ``eval`` refuse to start, ``ragbus serve`` says so and its
 ``/readyz`` answers 503), a Cloud Function when it starts
 (:func:`shared.runtime.functions.check_function_at_start`), and the gateway's
 ``/readyz`` for the stages its own process runs. A process that runs none of the

@@ -187,7 +187,19 @@ def test_other_model_failures_still_become_the_fallback_grade():
     assert outcome is Outcome.ACK and loop.publisher.of_type(QueryGraded)[-1].decision == "refine"
 
 
-# ------------------------------------------------------------------ the CLI
+# ------------------------------------------------------------------ the CLI and the eval
+
+
+def test_the_eval_refuses_before_any_work(broken_model, monkeypatch, tmp_path):
+    from shared.tools.eval import runner
+
+    def no_work():
+        raise AssertionError("the dataset was loaded before the check")
+
+    monkeypatch.setattr(runner, "build_fitz_gov", no_work)
+    with pytest.raises(ConfigError) as raised:
+        runner.run_eval(runner.EvalOptions(cache_dir=tmp_path, environ={}))
+    assert str(raised.value) == broken_model
 
 
 def _run(monkeypatch, capsys, tmp_path, *args: str) -> tuple[int, str]:

@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.runtime.readiness import require_ready
+from shared.runtime.stages import QUERY_STAGES
 from shared.tools.eval.dataset import (
     HELDOUT,
     SPLIT_RULE,
@@ -47,6 +49,7 @@ from shared.tools.eval.pipeline import (
     PipelineRun,
     QueryResult,
     check_provider,
+    pipeline_settings,
     run_pipeline,
 )
 from shared.tools.eval.quality import answer_quality, calibration, stage_latency
@@ -192,6 +195,9 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     say = progress or (lambda _msg: None)
     providers, not_run = select_providers(options.providers, os.environ if options.environ is None
                                           else options.environ)
+    # local always runs, and its grader needs its fitted model: a missing or stale grade_model.json
+    # fails here with the way to refit, not after the set is embedded and indexed
+    require_ready(pipeline_settings(options.cache_dir, FULL), QUERY_STAGES)
     from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 
     started = time.perf_counter()
