@@ -572,12 +572,14 @@ def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset
 
 
 def states_value(sentence: str, question: str) -> bool | None:
-    """Whether ``sentence`` holds the value (amount, count, quantity, date, name) ``question`` asks for,
-    tied to its terms; None when the question's shape asks for no value (nothing to check)."""
+    """Whether ``sentence`` states the value ``question`` asks for in the unit that names it ("30 days"
+    for a deadline or period, "12 kg" for a weight), tied to the question's terms; None when the
+    question asks for no value with a unit. A bare value is no evidence here: "47 parks" is not the
+    share spent on maintenance, and any capitalised name is not the one who funded an expedition."""
     fact = asked_fact(question)
-    if not fact.kind:
+    if not (fact.kind and fact.unit):
         return None
-    return _sentence_supports(sentence, fact, frozenset(term_set(question)))
+    return _value_with_unit(sentence, fact.unit) and _sentence_supports(sentence, fact, frozenset(term_set(question)))
 
 
 def fact_support(question: str, passages: Sequence[str]) -> FactSupport:

@@ -526,13 +526,13 @@ class _Part:
     label: str
     head: str
     needed: tuple[str, ...]
-    question: str
+    question: str | None  # the part asked on its own, for a sentence stating its value (None: by terms only)
 
     def spoken_to(self, sentence: str, sentence_stems: frozenset[str], value_check: ValueCheck | None) -> bool:
         """A sentence speaks to the part when it holds the value the part asks for ("30 days" for "the
         deadline for the appeal", by ``value_check``), or names its head and half of its own terms ("filing"
         alone, in "30 days to file an appeal", is not "the filing fee")."""
-        if value_check is not None and value_check(sentence, self.question):
+        if value_check is not None and self.question and value_check(sentence, self.question):
             return True
         return self.head in sentence_stems and 2 * sum(t in sentence_stems for t in self.needed) >= len(self.needed)
 
@@ -555,7 +555,8 @@ def _parts(query: str) -> list[_Part]:
             own = tuple(dict.fromkeys([t for t in stems[n] if t not in others] or stems[n]))
             if own:
                 label = text[0].lower() + text[1:] if text[:2].istitle() else text
-                out.append(_Part(label=label, head=own[0], needed=own, question=f"{text}?"))
+                # a clause brings its own words ("what percentage goes to maintenance"): they must be there
+                out.append(_Part(label=label, head=own[0], needed=own, question=None))
         return out
     texts = [_ASKING.sub("", p).strip() for p in raw]
     phrases: list[list[str]] = []
@@ -568,7 +569,7 @@ def _parts(query: str) -> list[_Part]:
         tails.append(" ".join(words[end:]))
     last_tail = tails[-1].split()
     shared_tail = tails[-1] if last_tail and last_tail[0].lower() in _PREPOSITIONS else ""
-    stems = [[stem(t) for t in content_terms(" ".join(p))] for p in phrases]
+    stems = [[stem(t) for t in content_terms(text)] for text in texts]
     out = []
     for n, (text, phrase_words) in enumerate(zip(texts, phrases, strict=True)):
         if not phrase_words:
@@ -580,7 +581,7 @@ def _parts(query: str) -> list[_Part]:
             words.append(phrases[n + 1][-1])  # "economic" asks for the "economic consequences"
             label = f"{label} {phrases[n + 1][-1]}"
         others = {t for m, ts in enumerate(stems) if m != n for t in ts}
-        own = [stem(t) for t in content_terms(" ".join(words))]
+        own = [stem(t) for t in content_terms(" ".join([*words, tails[n]]))]  # its own ending counts, a shared one not
         needed = tuple(dict.fromkeys([t for t in own if t not in others] or own))
         if not needed:
             continue
