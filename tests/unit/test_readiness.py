@@ -6,6 +6,7 @@ file's loader gives; processes that do not grade are not affected."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 
 import pytest
@@ -202,6 +203,15 @@ def test_the_eval_refuses_before_any_work(broken_model, monkeypatch, tmp_path):
     assert str(raised.value) == broken_model
 
 
+@pytest.fixture
+def restored_logging():
+    """cli.main() configures the root logger; give the next tests theirs back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+
+
 def _run(monkeypatch, capsys, tmp_path, *args: str) -> tuple[int, str]:
     monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(sys, "argv", ["ragbus", *args])
@@ -210,7 +220,8 @@ def _run(monkeypatch, capsys, tmp_path, *args: str) -> tuple[int, str]:
     return exit_info.value.code, capsys.readouterr().err
 
 
-def test_ask_refuses_to_start_the_stages_with_the_message(broken_model, monkeypatch, capsys, tmp_path):
+def test_ask_refuses_to_start_the_stages_with_the_message(broken_model, monkeypatch, capsys, tmp_path,
+                                                          restored_logging):
     code, err = _run(monkeypatch, capsys, tmp_path, "ask", "what is BM25?")
     assert code == 1
     assert " ".join(err.split()).count(" ".join(broken_model.split())) == 1
