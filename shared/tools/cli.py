@@ -543,12 +543,14 @@ def search(
 
 
 def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
-         timeout: float) -> QueryRecord:
+         timeout: float | None) -> QueryRecord:
+    """``timeout``: --timeout, or None for RAGBUS_QUERY_TIMEOUT_S (which, like the gateway's default,
+    may exceed the range a caller may ask for)."""
     from shared.query.api import submit_query, wait_for_query
 
     record = submit_query(deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout,
                           field="question")
-    return wait_for_query(deps, record.id, timeout + 5)
+    return wait_for_query(deps, record.id, (timeout or deps.settings.query_timeout_s) + 5)
 
 
 @app.command()
@@ -561,8 +563,14 @@ def ask(
         help="Seconds before the query times out (default: RAGBUS_QUERY_TIMEOUT_S, else 60).")] = None,
 ) -> None:
     """Ask a question; answer with citations from the indexed corpus."""
+    from shared.query.api import TIMEOUT_RANGE_S, validate_seconds
+
+    if timeout is not None:
+        try:  # named as the user typed it, not as the API's 'timeout_s'
+            validate_seconds(timeout, "--timeout", TIMEOUT_RANGE_S)
+        except RagbusError as exc:
+            raise _fail(str(exc)) from None
     session = _session(changes=True)
-    timeout = session.settings.query_timeout_s if timeout is None else timeout
     if session.local is not None and session.deps.index.count_chunks() == 0:
         _empty(f"the index under {_where(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
     with session.stages():

@@ -80,3 +80,13 @@ def test_an_empty_question_is_named_as_the_command_calls_it(monkeypatch, capsys,
     code, err = _run_main(monkeypatch, capsys, command, "  ", RAGBUS_HOME=str(tmp_path / "home"))
     assert code == 2
     assert f"error: '{name}' is empty" in err and "'q'" not in err and "'query'" not in err
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan"])
+def test_a_query_timeout_that_would_end_every_query_at_once_is_a_configuration_error(monkeypatch, capsys, tmp_path,
+                                                                                     value):
+    # it was read as any float: 0 or -5 ended every query timed_out before a stage ran
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(tmp_path), RAGBUS_QUERY_TIMEOUT_S=value)
+    assert code == 1 and "Traceback" not in err
+    assert "RAGBUS_QUERY_TIMEOUT_S=" in err and "must be a positive number of seconds" in err

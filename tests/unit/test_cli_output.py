@@ -94,7 +94,33 @@ def test_ask_timeout_defaults_to_the_configured_query_timeout(monkeypatch):
     runner = CliRunner()
     assert runner.invoke(app, ["ask", "why?", "--json"]).exit_code == 0
     assert runner.invoke(app, ["ask", "why?", "--json", "--timeout", "3"]).exit_code == 0
-    assert asked == [7.0, 3.0]
+    assert asked == [None, 3.0]  # None: submit_query takes RAGBUS_QUERY_TIMEOUT_S, as the gateway does
+
+
+def test_ask_accepts_a_configured_query_timeout_beyond_the_range_of_timeout(monkeypatch):
+    # RAGBUS_QUERY_TIMEOUT_S=900 made every `ragbus ask` fail with "'timeout_s' is 900; send a number
+    # of seconds from 1 to 600": the CLI passed the configured default as if the user had asked for it
+    import contextlib
+    import json
+    from types import SimpleNamespace
+
+    import shared.tools.cli as cli
+    from shared.contract.config import Settings
+    from shared.contract.deps import Deps
+
+    deps = Deps(Settings(query_timeout_s=900.0), state=InMemoryStateStore(), publisher=RecordingPublisher(),
+                clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    session = SimpleNamespace(settings=deps.settings, local=None, deps=deps, stages=lambda: contextlib.nullcontext())
+    monkeypatch.setattr(cli, "_session", lambda *a, **k: session)
+    result = CliRunner().invoke(app, ["ask", "why?", "--json"])
+    # nothing runs the stages here, and the fake clock waits the 900 s out at once
+    assert result.exit_code == 1, result.output
+    record = json.loads(result.stdout)
+    assert record["status"] == "timed_out"
+    took = datetime.fromisoformat(record["deadline"]) - datetime.fromisoformat(record["created_at"])
+    assert took.total_seconds() == 900.0
+    refused = CliRunner().invoke(app, ["ask", "why?", "--timeout", "0"])
+    assert refused.exit_code == 2 and "'--timeout' is 0" in refused.output and "timeout_s" not in refused.output
 
 
 def _state_with_feed_items():
