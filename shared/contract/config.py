@@ -62,6 +62,14 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     return value
 
 
+def _backoff(env: dict[str, str], name: str, default: float) -> float:
+    """A wait before a redelivery: 0 (at once) or more seconds, finite."""
+    value = _float(env, name, default)
+    if not 0.0 <= value < float("inf"):
+        raise ConfigError(f"{name}={value} must be a number of seconds, 0 or more")
+    return value
+
+
 def _fraction(env: dict[str, str], name: str, default: float) -> float:
     value = _float(env, name, default)
     if not 0.0 <= value <= 1.0:
@@ -209,25 +217,29 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     index_backend = env.get("RAGBUS_INDEX", str(DEFAULTS.index_backend)).strip().lower()
     if index_backend not in {"firestore", "vertex"}:
         raise ConfigError(f"RAGBUS_INDEX={index_backend!r}: use 'firestore' (default) or 'vertex'")
+    min_backoff = _backoff(env, "RAGBUS_RETRY_MIN_BACKOFF_S", DEFAULTS.retry_min_backoff_s)
+    max_backoff = _backoff(env, "RAGBUS_RETRY_MAX_BACKOFF_S", DEFAULTS.retry_max_backoff_s)
+    if min_backoff > max_backoff:
+        raise ConfigError(f"RAGBUS_RETRY_MIN_BACKOFF_S={min_backoff} is above RAGBUS_RETRY_MAX_BACKOFF_S={max_backoff}")
     return Settings(
         home=Path(env.get("RAGBUS_HOME", str(DEFAULTS.home))).expanduser(),
         runtime=runtime,
         allow_loopback=_bool(env, "RAGBUS_ALLOW_LOOPBACK", DEFAULTS.allow_loopback),
         llm_provider=provider,
-        fetch_timeout_s=_float(env, "RAGBUS_FETCH_TIMEOUT_S", DEFAULTS.fetch_timeout_s),
+        fetch_timeout_s=_seconds(env, "RAGBUS_FETCH_TIMEOUT_S", DEFAULTS.fetch_timeout_s),
         fetch_max_bytes=_int(env, "RAGBUS_FETCH_MAX_BYTES", DEFAULTS.fetch_max_bytes, 1024),
-        fetch_deadline_s=_float(env, "RAGBUS_FETCH_DEADLINE_S", DEFAULTS.fetch_deadline_s),
+        fetch_deadline_s=_seconds(env, "RAGBUS_FETCH_DEADLINE_S", DEFAULTS.fetch_deadline_s),
         fetch_host_concurrency=_int(env, "RAGBUS_FETCH_HOST_CONCURRENCY", DEFAULTS.fetch_host_concurrency, 1),
         fetch_host_rate=_float(env, "RAGBUS_FETCH_HOST_RATE", DEFAULTS.fetch_host_rate),
         max_title_chars=_int(env, "RAGBUS_MAX_TITLE_CHARS", DEFAULTS.max_title_chars, 20),
         max_chunks_per_document=_int(env, "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", DEFAULTS.max_chunks_per_document, 1),
         max_items_per_poll=_int(env, "RAGBUS_MAX_ITEMS_PER_POLL", DEFAULTS.max_items_per_poll, 1),
         max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", DEFAULTS.max_delivery_attempts, 1),
-        ack_deadline_s=_float(env, "RAGBUS_ACK_DEADLINE_S", DEFAULTS.ack_deadline_s),
-        retry_min_backoff_s=_float(env, "RAGBUS_RETRY_MIN_BACKOFF_S", DEFAULTS.retry_min_backoff_s),
-        retry_max_backoff_s=_float(env, "RAGBUS_RETRY_MAX_BACKOFF_S", DEFAULTS.retry_max_backoff_s),
+        ack_deadline_s=_seconds(env, "RAGBUS_ACK_DEADLINE_S", DEFAULTS.ack_deadline_s),
+        retry_min_backoff_s=min_backoff,
+        retry_max_backoff_s=max_backoff,
         removed_item_policy=policy,
-        poll_interval_s=_float(env, "RAGBUS_POLL_INTERVAL_S", DEFAULTS.poll_interval_s),
+        poll_interval_s=_seconds(env, "RAGBUS_POLL_INTERVAL_S", DEFAULTS.poll_interval_s),
         top_k=_int(env, "RAGBUS_TOP_K", DEFAULTS.top_k, 1),
         max_iterations=_int(env, "RAGBUS_MAX_ITERATIONS", DEFAULTS.max_iterations, 0),
         max_model_calls=_int(env, "RAGBUS_MAX_MODEL_CALLS", DEFAULTS.max_model_calls, 1),
@@ -249,7 +261,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         vertex_endpoint=env.get("RAGBUS_VERTEX_ENDPOINT") or None,
         vertex_deployed_index=env.get("RAGBUS_VERTEX_DEPLOYED_INDEX") or None,
         query_ttl_days=_int(env, "RAGBUS_QUERY_TTL_DAYS", DEFAULTS.query_ttl_days, 1),
-        event_max_age_s=_float(env, "RAGBUS_EVENT_MAX_AGE_S", DEFAULTS.event_max_age_s),
+        event_max_age_s=_seconds(env, "RAGBUS_EVENT_MAX_AGE_S", DEFAULTS.event_max_age_s),
         gateway_host=env.get("RAGBUS_GATEWAY_HOST") or DEFAULTS.gateway_host,
         demo_port=_int(env, "RAGBUS_DEMO_PORT", DEFAULTS.demo_port, 0),
         api_token=(env.get("RAGBUS_API_TOKEN") or "").strip() or None,

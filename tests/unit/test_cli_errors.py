@@ -82,11 +82,35 @@ def test_an_empty_question_is_named_as_the_command_calls_it(monkeypatch, capsys,
     assert f"error: '{name}' is empty" in err and "'q'" not in err and "'query'" not in err
 
 
-@pytest.mark.parametrize("value", ["0", "-5", "nan"])
-def test_a_query_timeout_that_would_end_every_query_at_once_is_a_configuration_error(monkeypatch, capsys, tmp_path,
-                                                                                     value):
-    # it was read as any float: 0 or -5 ended every query timed_out before a stage ran
+@pytest.mark.parametrize("variable", ["RAGBUS_QUERY_TIMEOUT_S", "RAGBUS_FETCH_TIMEOUT_S", "RAGBUS_FETCH_DEADLINE_S",
+                                      "RAGBUS_ACK_DEADLINE_S", "RAGBUS_POLL_INTERVAL_S", "RAGBUS_EVENT_MAX_AGE_S"])
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_a_time_limit_that_would_end_or_break_everything_at_once_is_a_configuration_error(
+        monkeypatch, capsys, tmp_path, variable, value):
+    # they were read as any float: RAGBUS_QUERY_TIMEOUT_S=0 ended every query timed_out before a stage
+    # ran, RAGBUS_ACK_DEADLINE_S=0 lost every delivery's lease at once, RAGBUS_FETCH_TIMEOUT_S=nan failed
+    # every fetch with "ValueError: Invalid value NaN"
     monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
-    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(tmp_path), RAGBUS_QUERY_TIMEOUT_S=value)
+    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(tmp_path), **{variable: value})
     assert code == 1 and "Traceback" not in err
-    assert "RAGBUS_QUERY_TIMEOUT_S=" in err and "must be a positive number of seconds" in err
+    assert f"{variable}=" in err and "must be a positive number of seconds" in err
+
+
+@pytest.mark.parametrize(("env", "said"), [
+    ({"RAGBUS_RETRY_MIN_BACKOFF_S": "-1"}, "RAGBUS_RETRY_MIN_BACKOFF_S=-1.0 must be a number of seconds, 0 or more"),
+    ({"RAGBUS_RETRY_MAX_BACKOFF_S": "nan"}, "RAGBUS_RETRY_MAX_BACKOFF_S=nan must be a number of seconds, 0 or more"),
+    ({"RAGBUS_RETRY_MIN_BACKOFF_S": "5", "RAGBUS_RETRY_MAX_BACKOFF_S": "1"},
+     "RAGBUS_RETRY_MIN_BACKOFF_S=5.0 is above RAGBUS_RETRY_MAX_BACKOFF_S=1.0"),
+])
+def test_a_redelivery_backoff_below_zero_or_above_its_maximum_is_a_configuration_error(
+        monkeypatch, capsys, tmp_path, env, said):
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(tmp_path), **env)
+    assert code == 1 and said in " ".join(err.split())
+
+
+def test_a_redelivery_backoff_of_zero_is_allowed(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    code, err = _run_main(monkeypatch, capsys, "stats", "--json", RAGBUS_HOME=str(tmp_path),
+                          RAGBUS_RETRY_MIN_BACKOFF_S="0")
+    assert code == 0 and "error" not in err
