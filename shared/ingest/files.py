@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 from pathlib import Path
 
 from shared.contract.errors import InvalidInput
@@ -147,10 +148,14 @@ def _ingest_file(
     if content_type is None:
         raise InvalidInput(f"{absolute}{via} has an unsupported suffix {absolute.suffix!r}; supported: {SUPPORTED}")
     try:
-        size = absolute.stat().st_size
-        if size > max_bytes:
+        status = absolute.stat()
+        if not stat.S_ISREG(status.st_mode):
+            # reading a named pipe waits for a writer forever, and a device can be endless
+            raise InvalidInput(f"{absolute}{via} is not a regular file (a named pipe, device or socket); "
+                               f"give a file ({SUPPORTED}) or a directory")
+        if status.st_size > max_bytes:
             raise InvalidInput(
-                f"{absolute}{via} is {size} bytes, over the {max_bytes}-byte cap for one document"
+                f"{absolute}{via} is {status.st_size} bytes, over the {max_bytes}-byte cap for one document"
             )
         data = absolute.read_bytes()
     except OSError as exc:  # unreadable (permissions), gone meanwhile, a directory, a loop

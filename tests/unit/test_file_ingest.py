@@ -220,3 +220,14 @@ def test_a_folder_says_which_symlinks_named_like_documents_lead_nowhere(ports, d
     assert any("dangling.md: it is a symlink to" in w and "which does not exist" in w for w in warned)
     assert sum("and the symlinks loop" in w for w in warned) == 2
     assert not any("elsewhere" in w for w in warned)
+
+
+@pytest.mark.timeout(30)  # before the fix, reading the pipe waited for a writer forever
+def test_a_named_pipe_named_like_a_document_is_refused_not_read(ports, tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match=r"pipe\.txt is not a regular file"):
+        ingest_path(fifo, **ports)
+    assert ports["publisher"].messages == []
