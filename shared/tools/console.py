@@ -100,6 +100,12 @@ def print_answer(record: QueryRecord) -> None:
         if rewrite:
             line.append(f"  (searched: {plain(rewrite)})")
         console.print(line)
+    # as the page lists them: an answer the model had no part in must not read as the model's
+    for f in record.fallbacks:
+        iteration = f.get("iteration")
+        at = f", iteration {iteration + 1}" if isinstance(iteration, int) else ""
+        console.print(Text(f"  without the model: {plain(f.get('stage'))}{at} ({plain(f.get('reason'))})",
+                           style="yellow"))
     if record.error:
         console.print(Text(plain(record.error), style="red"))
     if record.answer:

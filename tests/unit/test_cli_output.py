@@ -228,3 +228,24 @@ def test_a_query_id_prefix_resolves_when_unique_and_is_refused_when_ambiguous():
     for empty in ("", "  "):
         with pytest.raises(typer.Exit):
             resolve_query_id(alone, empty)
+
+
+def test_the_text_answer_lists_what_was_done_without_the_model(monkeypatch):
+    # `ragbus ask` with RAGBUS_LLM=openai and no server listening printed an extractive answer that
+    # read like the model's: the fallbacks were in the JSON and on the page only
+    from rich.console import Console
+
+    import shared.tools.console as console_module
+    from shared.query.record import QueryRecord
+
+    record = QueryRecord.new("q1", "how does rrf work?", top_k=5, max_iterations=1, max_model_calls=12,
+                             now=datetime(2026, 1, 1, tzinfo=UTC), timeout_s=60)
+    record.status, record.outcome, record.answer = "answered", "answered_with_caveat", "RRF merges rankings. [1]"
+    record.fallbacks = [{"stage": "grader", "iteration": 0, "reason": "could not reach http://127.0.0.1:9/v1"},
+                        {"stage": "synthesizer", "iteration": 1, "reason": "[red]markup[/] stays text"}]
+    shown = Console(record=True, width=200)
+    monkeypatch.setattr(console_module, "console", shown)
+    console_module.print_answer(record)
+    out = shown.export_text()
+    assert "without the model: grader, iteration 1 (could not reach http://127.0.0.1:9/v1)" in out
+    assert "without the model: synthesizer, iteration 2 ([red]markup[/] stays text)" in out
