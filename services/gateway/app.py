@@ -232,6 +232,10 @@ class _Api:
         field = "question" if "question" in body or "query" not in body else "query"
         if field not in body:
             return error(400, 'missing \'question\'; send {"question": "your question"}')
+        unready = await anyio.to_thread.run_sync(self._unready_stages)
+        if unready:  # a stage of this process would fail it: say why now, not as a failed query later
+            return error(503, "not ready, so no question is taken: " + "; ".join(
+                f"{stage}: {reason}" for stage, reason in unready.items()) + " (GET /readyz says the same)")
         try:
             wait_s = _wait_seconds(body.get("wait_s"))
             record = await anyio.to_thread.run_sync(

@@ -315,7 +315,8 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                     ),
                     "400": _error("The body or one of its fields is invalid."),
                     "413": _error("The body is too large."),
-                    "503": _error("The bus did not accept the query; retry shortly."),
+                    "503": _error("The bus did not accept the query (retry shortly), or a stage this process "
+                                  "runs cannot work with its configuration (see GET /readyz)."),
                 },
             }
         },

@@ -151,6 +151,17 @@ def test_readyz_reports_an_unready_stage_of_its_process(broken_model):
     assert health.status_code == 200 and health.json()["stages"] == {"grader": broken_model}  # live all the same
 
 
+def test_a_question_is_refused_while_a_stage_of_the_process_is_unready(broken_model):
+    with _gateway(stages=[s.name for s in STAGES]) as client:
+        refused = client.post("/v1/queries", json={"question": "what is BM25?"})
+        invalid = client.post("/v1/queries", json={"nonsense": 1})
+    assert refused.status_code == 503
+    assert refused.json()["error"].startswith(f"not ready, so no question is taken: grader: {broken_model}")
+    assert invalid.status_code == 400  # a bad request is still told what is wrong with it
+    with _gateway(stages=INGESTION_STAGES) as client:  # no grading here: the question goes to the bus
+        assert client.post("/v1/queries", json={"question": "what is BM25?"}).status_code == 202
+
+
 def test_readyz_of_a_gateway_without_grading_stages_stays_ready(broken_model):
     for stages in ((), INGESTION_STAGES):  # a gateway function; a process that only ingests
         with _gateway(stages=stages) as client:
