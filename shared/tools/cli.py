@@ -113,13 +113,21 @@ class Session:
 def _session(allow_loopback: bool = False, *, embedded_only: str | None = None, changes: bool = False) -> Session:
     """``changes``: the command writes to the data directory, so it says which one first
     (running from another folder would otherwise silently use another, empty, one)."""
-    from shared.tools.topology import running_env
+    from shared.tools.topology import running_env, stopped_processes
 
     env = dict(os.environ)
-    topology = running_env(Path(env.get("RAGBUS_HOME", ".ragbus")))
+    home = Path(env.get("RAGBUS_HOME", ".ragbus"))
+    topology = running_env(home)
     if topology and "RAGBUS_RUNTIME" not in env:
         env.update(topology)  # `ragbus up --emulators` is running: talk to it
         os.environ.update(topology)  # the client libraries read the *_EMULATOR_HOST variables
+    elif "RAGBUS_RUNTIME" not in env and (stopped := stopped_processes(home)):
+        # the embedded runtime would quietly take the topology's place in the same home, and what
+        # this command ingests or asks would land where the topology does not look
+        raise _fail(f"the topology `ragbus up --emulators` started under {home.resolve()} is not running "
+                    f"whole ({', '.join(stopped[:3])}{' and more' if len(stopped) > 3 else ''} stopped); "
+                    "run `ragbus down` to stop the rest, then `ragbus up --emulators` to start it again "
+                    "(after `ragbus down` alone, commands here use the embedded runtime)")
     settings = load_settings(env)
     if allow_loopback:
         settings = settings.with_(allow_loopback=True)

@@ -77,6 +77,16 @@ def read_state(home: Path) -> dict[str, Any] | None:
         return None
 
 
+def stopped_processes(home: Path) -> list[str]:
+    """The processes of the topology recorded under ``home`` that no longer run ("grader (pid 123)");
+    empty when nothing is recorded there or all of it runs."""
+    state = read_state(home)
+    if not state:
+        return []
+    return [f"{p.get('name', '?')} (pid {p['pid']})" for p in state.get("processes", [])
+            if not process_alive(int(p["pid"]))]
+
+
 def running_env(home: Path) -> dict[str, str] | None:
     """The client environment of a topology that is up under ``home`` (all its processes alive)."""
     state = read_state(home)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import pytest
@@ -114,3 +115,27 @@ def test_a_redelivery_backoff_of_zero_is_allowed(monkeypatch, capsys, tmp_path):
     code, err = _run_main(monkeypatch, capsys, "stats", "--json", RAGBUS_HOME=str(tmp_path),
                           RAGBUS_RETRY_MIN_BACKOFF_S="0")
     assert code == 0 and "error" not in err
+
+
+def test_a_topology_that_is_partly_down_is_named_not_quietly_replaced_by_the_embedded_runtime(
+        monkeypatch, capsys, tmp_path):
+    # with one stage of `ragbus up --emulators` dead, `ragbus ingest` indexed into the embedded
+    # runtime's files in the same home, where the topology (and the user, later) never looked
+    import json
+    import subprocess
+
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "topology.json").write_text(json.dumps({
+        "processes": [{"name": "pubsub-emulator", "kind": "emulator", "pid": os.getpid()},
+                      {"name": "grader", "kind": "stage", "pid": exited.pid}],
+        "env": {"RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "ragbus-local"},
+    }))
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    monkeypatch.delenv("RAGBUS_RUNTIME", raising=False)
+    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(home))
+    said = " ".join(err.split())
+    assert code == 2 and f"grader (pid {exited.pid}) stopped" in said and "ragbus down" in said
+    assert not (home / "ragbus.db").exists()  # nothing was written to the embedded runtime's files
