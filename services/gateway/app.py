@@ -95,7 +95,8 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     (:mod:`shared.runtime.readiness`), and says why. A gateway whose stages run elsewhere
     (a Cloud Function) checks none: each stage's function checks itself when it starts.
     """
-    mcp = build_mcp_server(deps)
+    api = _Api(deps, tuple(stages))
+    mcp = build_mcp_server(deps, unready=api._unready_stages)
     security = None
     if host in _LOOPBACK_HOSTS:
         security = TransportSecuritySettings(
@@ -108,7 +109,6 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, host=host, stateless_http=True
     )
-    api = _Api(deps, tuple(stages))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

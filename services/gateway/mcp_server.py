@@ -51,8 +51,9 @@ def _quietly(build: Callable[[], MCPServer]) -> MCPServer:
         root.setLevel(level)
 
 
-def build_mcp_server(deps: Deps) -> MCPServer:
-    """An MCP server exposing ``search_documents`` and ``ask`` for ``deps``."""
+def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict) -> MCPServer:
+    """An MCP server exposing ``search_documents`` and ``ask`` for ``deps``; ``unready`` gives the stages of
+    this process that cannot work, with the reason (then a tool refuses the question, as the HTTP API does)."""
     server = _quietly(lambda: MCPServer(
         "ragbus",
         title="ragbus retrieval and answers",
@@ -64,6 +65,9 @@ def build_mcp_server(deps: Deps) -> MCPServer:
     ))
 
     def run_loop(question: str, top_k: int | None) -> QueryRecord:
+        if reasons := unready():
+            raise ToolError("not ready, so no question is taken: "
+                            + "; ".join(f"{stage}: {reason}" for stage, reason in reasons.items()))
         try:
             record = submit_query(deps, question, top_k=top_k, field="question")
         except InvalidInput as exc:

@@ -82,6 +82,32 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
     assert "'question' is empty" in bad.content[0].text
 
 
+def test_a_tool_refuses_the_question_while_a_stage_of_the_process_is_unready(deps, tmp_path, monkeypatch):
+    from shared.adapters.local import grade_model
+
+    grade_model.shipped_model()  # the real file's model, read before it is swapped
+    monkeypatch.setattr(grade_model, "MODEL_FILE", tmp_path / "missing-grade_model.json")
+    grade_model.shipped_model.cache_clear()
+    handle = serve(deps, "127.0.0.1", 0, stages=["transformer", "retriever", "grader", "synthesizer"])
+    try:
+        async def session_run():
+            async with (
+                streamable_http_client(f"{handle.url}/mcp") as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await session.call_tool("ask", {"question": "how does BM25 rank?"})
+
+        refused = anyio.run(session_run)
+    finally:
+        handle.stop()
+        grade_model.shipped_model.cache_clear()  # the next test reads the real file again
+    assert refused.is_error
+    text = refused.content[0].text
+    assert "not ready, so no question is taken: grader:" in text and "fit_grader.py" in text
+    assert deps.state.list(state_collections.QUERIES) == []  # nothing was submitted
+
+
 def test_mcp_refuses_a_foreign_host_header_on_loopback(server):
     # DNS-rebinding protection: a page on another origin must not drive the local server.
     response = httpx.post(
