@@ -887,7 +887,10 @@ def eval_command(
     check: Annotated[bool, typer.Option(
         "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets "
         "(default: report only, exit 0).")] = False,
-    out: Annotated[Path, typer.Option(help="Where the JSON results go.")] = Path("docs/eval_results.json"),
+    out: Annotated[Path | None, typer.Option(
+        help="Where the JSON results go (default: docs/eval_results.json for the full run with every option at "
+        "its default, as `make eval` makes it; <cache>/eval_results.json for any other run, so a sample does not "
+        "overwrite the committed figures).")] = None,
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
 ) -> None:
     r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]').
@@ -908,6 +911,9 @@ def eval_command(
         )
     except RagbusError as exc:
         raise _fail(str(exc)) from None
+    full_run = (sample, abstain_sample, ablations, slice_queries, split, providers, provider_sample) == (
+        500, 200, True, None, "heldout", "auto", None)
+    out = out or (Path("docs/eval_results.json") if full_run else cache / "eval_results.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
     # soft_wrap: Markdown table rows stay one line each in a narrow terminal or a file

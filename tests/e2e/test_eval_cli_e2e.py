@@ -61,6 +61,17 @@ def test_eval_on_a_slice_prints_the_targets_and_check_exits_on_a_miss(tmp_path):
         in printed
 
 
+def test_a_sampled_run_leaves_the_committed_figures_alone(tmp_path):
+    committed = (REPO / "docs" / "eval_results.json").read_bytes()
+    proc = _eval(tmp_path, "--slice", "20", "--sample", "4", "--abstain-sample", "2", "--no-ablations",
+                 "--cache", str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    assert (REPO / "docs" / "eval_results.json").read_bytes() == committed
+    written = tmp_path / "cache" / "eval_results.json"
+    assert json.loads(written.read_text())["pipeline"]["sample"]["split"] == "heldout"
+    assert "wrote " + str(written) in " ".join(proc.stderr.split())
+
+
 def test_a_provider_asked_for_but_not_configured_fails_before_any_work(tmp_path):
     proc = _eval(tmp_path, "--providers", "local,openai", "--cache", str(tmp_path / "cache"),
                  "--out", str(tmp_path / "r.json"), timeout=120)
