@@ -437,6 +437,9 @@ def test_the_sample_corpus_is_served_where_the_demo_citations_point(deps):
         assert articles and all(link.startswith(f"{server.url}/sample/articles/") for link in articles)
         page = httpx.get(articles[0])
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        index = httpx.get(f"{server.url}/sample/")  # the site's root lists what it serves, each link opening
+        assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+        assert f'href="{server.url}/sample/feed.xml"' in index.text and articles[0] in index.text
         for escape in ("/sample/../../shared/config.py", "/sample/%2e%2e/%2e%2e/README.md", "/sample/nope.html"):
             assert httpx.get(f"{server.url}{escape}").status_code == 404, escape
     finally:
