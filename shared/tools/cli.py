@@ -337,8 +337,18 @@ def poll(
     session = _session(allow_loopback, changes=True)
     deps = session.deps
     if not list_feeds(deps.state):
-        # nothing to poll is not a failure: the command did all there was to do
-        _empty("no feeds registered, nothing to poll; add one with `ragbus feeds add URL`")
+        left = session.local.bus.oldest_outstanding(
+            [c.subscription for c in _consumers(INGESTION_STAGES)]) if session.local else None
+        if left is None:
+            # nothing to poll is not a failure: the command did all there was to do
+            _empty("no feeds registered, nothing to poll; add one with `ragbus feeds add URL`")
+            return
+        # an earlier command ran out of time (a `feeds remove --timeout`): its work goes on here
+        with session.stages(INGESTION_STAGES) as runtime:
+            finished = wait_with_progress(session.local, runtime, left, timeout, "poll: work an earlier command left")
+        if not finished:
+            raise typer.Exit(1)
+        console.print("no feeds registered; finished the work an earlier command left")
         return
     since, started = time.time() - 0.001, deps.clock.now()
     dead = 0

@@ -78,7 +78,8 @@ def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float,
             if not task.finished:
                 progress.update(task.id, description=f"{task.description} [yellow](unfinished)[/]")
         progress.stop()
-    err.print(f"[yellow]{label}: still working after {timeout:.0f} s; the rest continues on the next run[/]")
+    err.print(f"[yellow]{label}: still working after {timeout:.0f} s; the rest continues on the next "
+              f"`ragbus poll`, `ingest` or `serve`[/]")
     return False
 
 

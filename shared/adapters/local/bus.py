@@ -357,6 +357,14 @@ class SqliteBus:
             row = conn.execute("SELECT COUNT(*) FROM deliveries WHERE state = 'pending'").fetchone()
         return int(row[0])
 
+    def oldest_outstanding(self, subscriptions: list[str]) -> float | None:
+        """When the oldest message still outstanding for ``subscriptions`` was published (None: none is)."""
+        marks = ",".join("?" * len(subscriptions))
+        row = self._db.connection().execute(
+            f"SELECT MIN(m.published_at) FROM deliveries d JOIN messages m ON m.id = d.message_id "
+            f"WHERE d.state = 'pending' AND d.subscription IN ({marks})", subscriptions).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def progress(self, since: float) -> dict[str, dict[str, int]]:
         """Per subscription, deliveries of messages published since ``since`` by state."""
         rows = self._db.connection().execute(
