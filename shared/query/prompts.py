@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -243,6 +244,11 @@ def _cut_json(reply: str) -> bool:
     return False
 
 
+# Control characters a reply must not carry into an answer (a server answering garbage: NUL, escapes).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_MARKER = re.compile(r"\[(\d{1,3})\]")
+
+
 def answer_from_reply(data: dict[str, Any], language: str) -> Answer:
     """The answer a synthesis reply's JSON object holds; no usable sentence means abstained."""
     sentences = []
@@ -360,8 +366,14 @@ class PromptedLanguageModel(ABC):
             data = extract_json_object(reply)
         except MalformedReply as exc:
             self._malformed("synthesize", str(exc))
-            if not reply.strip():
+            prose = _CONTROL.sub("", reply).strip()
+            if not prose:
                 raise RetryableError(f"{self.label} returned an empty answer") from exc
+            if prose.startswith(("{", "[", "```")):
+                raise RetryableError(f"{self.label} returned broken JSON for an answer ({exc})") from exc
+            if not any(1 <= int(n) <= len(contexts) for n in _MARKER.findall(prose)):
+                raise RetryableError(f"{self.label} answered in prose that cites no source [1]-[{len(contexts)}]") \
+                    from exc
             # Prose with [n] markers is still an answer; the synthesizer reads the markers.
-            return Answer(text=reply.strip(), sentences=[], language=language)
+            return Answer(text=prose, sentences=[], language=language)
         return answer_from_reply(data, language)

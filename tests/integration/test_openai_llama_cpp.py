@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
-from shared.contract.errors import ModelUnusable
+from shared.contract.errors import ModelUnusable, RetryableError
 from shared.contract.ports import GradingContext
 from shared.query.prompts import GRADE_MAX_TOKENS, SYNTHESIS_MAX_TOKENS, TRANSFORM_MAX_TOKENS
 from tests.integration.llama_server import MODEL_ALIAS, gguf_model, start_llama_server
@@ -73,10 +73,14 @@ def test_transform_grade_and_synthesize_through_a_real_model(llama, llm):
     assert not grade.fallback or cut(GRADE_MAX_TOKENS), grade.reasoning
     assert all(0.0 <= v <= 1.0 for v in (grade.score, grade.relevance, grade.completeness))
 
-    answer = llm.synthesize("How does RRF combine rankings?", CONTEXTS, language="en")
-    assert answer.abstained or answer.sentences or cut(SYNTHESIS_MAX_TOKENS), answer
-    for sentence in answer.sentences:
-        assert sentence.text and all(isinstance(c, int) for c in sentence.citations)
+    try:
+        answer = llm.synthesize("How does RRF combine rankings?", CONTEXTS, language="en")
+    except RetryableError:  # JSON cut off inside a string: the synthesizer would answer by itself
+        assert cut(SYNTHESIS_MAX_TOKENS)
+    else:
+        assert answer.abstained or answer.sentences, answer
+        for sentence in answer.sentences:
+            assert sentence.text and all(isinstance(c, int) for c in sentence.citations)
     assert llama.process.poll() is None
 
 

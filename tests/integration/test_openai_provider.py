@@ -200,12 +200,21 @@ def test_prose_wrapped_and_fenced_json_is_parsed(server, llm):
     assert answer.text == "RRF sums reciprocal ranks. [1]" and llm.malformed_replies == 0
 
 
-def test_broken_synthesis_json_keeps_the_prose_and_an_empty_one_is_retryable(server, llm):
-    server.reply('{"abstained": false, "sentences": [{"text": "RRF sums [1]', "")
+def test_cited_prose_is_an_answer_and_broken_json_garbage_or_nothing_is_retryable(server, llm):
+    server.reply("RRF sums reciprocal ranks [1].\x00", '{"abstained": false, "sentences": [{"text": "RRF sums [1]',
+                 "\x00zzzz qqqq\x1b[0m", "RRF sums reciprocal ranks [7].", "")
     answer = llm.synthesize("q", _contexts(), language="en")
-    assert answer.text.startswith('{"abstained"') and not answer.sentences and llm.malformed_replies == 1
+    assert answer.text == "RRF sums reciprocal ranks [1]." and not answer.sentences  # control characters dropped
+    # a synthesizer shown any of these falls back to its own extractive answer, and says so
+    with pytest.raises(RetryableError, match="broken JSON"):
+        llm.synthesize("q", _contexts(), language="en")
+    with pytest.raises(RetryableError, match="cites no source"):
+        llm.synthesize("q", _contexts(), language="en")
+    with pytest.raises(RetryableError, match=r"cites no source \[1\]-\[2\]"):  # [7]: no such context
+        llm.synthesize("q", _contexts(), language="en")
     with pytest.raises(RetryableError, match="empty answer"):
         llm.synthesize("q", _contexts(), language="en")
+    assert llm.malformed_replies == 5
 
 
 def test_a_body_that_is_not_a_chat_completion_is_retryable(server, llm):
