@@ -118,10 +118,23 @@ _SPACES_RE = re.compile(r"[^\S\n]+")  # whitespace except newline
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
 
 
+# Fullwidth digits and Latin letters (what CJK input methods type: "ｂｍ２５"); fullwidth punctuation
+# ("？" in a Chinese question) is how that script writes, and stays.
+_WIDTH = {code: code - 0xFEE0 for start, end in ((0xFF10, 0xFF19), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A))
+          for code in range(start, end + 1)}
+
+
+def fold_width(text: str) -> str:
+    """Fullwidth Latin letters and digits as their ASCII selves ("ｂｍ２５" -> "bm25"), as search engines
+    fold them; nothing else changes (unlike NFKC, which would also make "a²" "a2")."""
+    return text.translate(_WIDTH)
+
+
 def normalize_text(text: str) -> str:
-    """Unix newlines, no control characters, single spaces, at most one blank line in a row."""
+    """Unix newlines, no control characters, fullwidth ASCII folded, single spaces, at most one blank
+    line in a row."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = unicodedata.normalize("NFC", text)
+    text = fold_width(unicodedata.normalize("NFC", text))
     text = _CONTROL_RE.sub("", text)
     text = _SPACES_RE.sub(" ", text)
     text = "\n".join(line.strip() for line in text.split("\n"))

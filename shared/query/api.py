@@ -22,6 +22,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError, RetryableError
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
+from shared.contract.text import fold_width
 from shared.observability import tracing
 from shared.query.record import Iteration, QueryRecord
 from shared.query.state import expire_if_overdue, fail_query, read_record
@@ -58,7 +59,7 @@ def validate_query_text(query: Any, *, max_chars: int, field: str = "query") -> 
             f"'{field}' must be a string, got {_type_name(query)}; "
             f'send the question as text, e.g. {{"{field}": "What is BM25?"}}'
         )
-    text = query.replace("\r\n", "\n").strip()
+    text = fold_width(query.replace("\r\n", "\n")).strip()  # "ｂｍ２５" is searched as "bm25"
     if not text:
         raise InvalidInput(f"'{field}' is empty; send a question of 1 to {max_chars} characters")
     if len(text) > max_chars:

@@ -309,6 +309,14 @@ def test_a_question_with_no_letters_or_digits_is_refused_naming_the_problem(text
         validate_query_text(text, max_chars=2000, field="question")
 
 
+def test_fullwidth_letters_and_digits_are_searched_as_ascii():
+    from shared.contract.text import normalize_text
+
+    assert validate_query_text("ｂｍ２５ ｓａｔｕｒａｔｉｏｎ？", max_chars=2000, field="question") == "bm25 saturation？"
+    assert normalize_text("ＢＭ２５ ranks documents.") == "BM25 ranks documents."
+    assert normalize_text("a² + b² = c²") == "a² + b² = c²"  # not NFKC: superscripts stay
+
+
 @pytest.mark.parametrize("text", ["Wie funktioniert BM25?", "¿Qué es BM25?", "2026?", "什么是向量检索？", "Что такое BM25?"])
 def test_a_question_in_any_script_or_a_bare_number_is_accepted(text):
     assert validate_query_text(text, max_chars=2000, field="question") == text
