@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -121,6 +122,17 @@ def ragbus_env(home: Path, **extra: str) -> dict[str, str]:
                 "RAGBUS_RETRY_MAX_BACKOFF_S": "0.2"})
     env.update(extra)
     return env
+
+
+def interrupt(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """Ctrl-C to ``proc``'s process group (started with ``start_new_session``), as a person stops it;
+    SIGKILL when it has not ended within ``timeout`` seconds."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def run_cli(home: Path, *args: str, check: bool = True, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:

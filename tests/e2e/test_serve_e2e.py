@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +13,7 @@ from tests.support import (
     REPO,
     Site,
     article_html,
+    interrupt,
     ragbus_env,
     rss,
     run_cli,
@@ -71,9 +70,4 @@ def test_serve_polls_on_schedule_and_answers_over_http(tmp_path):
             assert record["status"] == "answered"
             assert record["citations"] and record["citations"][0]["url"].endswith("/posts/volcano.html")
         finally:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            interrupt(proc)

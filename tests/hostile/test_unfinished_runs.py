@@ -25,17 +25,23 @@ def test_ingest_of_a_file_that_is_dead_lettered_exits_1_and_points_at_dead_lette
     assert census(home)["documents"] == 1
 
 
-def test_poll_whose_page_is_dead_lettered_exits_1(tmp_path):
+def _poll_a_good_item_beside(tmp_path, item: dict, pages: dict[str, str]):
+    """``ragbus poll`` of a feed holding a good article and ``item`` (its page among ``pages``, if any)."""
     site = Site()
     with serve_site(site):
         site.put("/good.html", article_html("Good", topic_paragraphs("meadow", 3)))
-        site.put("/tiny.html", "<html><body><p>tiny</p></body></html>")
-        site.put("/feed.xml", rss(site.base, [{"title": "good", "path": "/good.html", "guid": "g"},
-                                              {"title": "tiny", "path": "/tiny.html", "guid": "t"}]),
+        for path, body in pages.items():
+            site.put(path, body)
+        site.put("/feed.xml", rss(site.base, [{"title": "good", "path": "/good.html", "guid": "g"}, item]),
                  "application/rss+xml")
         home = tmp_path / "home"
         run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
-        proc = run_cli(home, "poll", check=False)
+        return home, run_cli(home, "poll", check=False)
+
+
+def test_poll_whose_page_is_dead_lettered_exits_1(tmp_path):
+    home, proc = _poll_a_good_item_beside(tmp_path, {"title": "tiny", "path": "/tiny.html", "guid": "t"},
+                                          {"/tiny.html": "<html><body><p>tiny</p></body></html>"})
     assert proc.returncode == 1
     assert "could not be processed" in proc.stderr and "ragbus dead-letters" in proc.stderr
     assert census(home)["documents"] == 1
@@ -44,15 +50,7 @@ def test_poll_whose_page_is_dead_lettered_exits_1(tmp_path):
 def test_poll_whose_item_cannot_be_fetched_exits_1_and_points_at_feeds_list_not_dead_letters(tmp_path):
     # a fetch that fails publishes nothing, so no dead letter names the item: the pointer must
     # lead to where the reason is (it said "see `ragbus dead-letters`", which then said there were none)
-    site = Site()
-    with serve_site(site):
-        site.put("/good.html", article_html("Good", topic_paragraphs("meadow", 3)))
-        site.put("/feed.xml", rss(site.base, [{"title": "good", "path": "/good.html", "guid": "g"},
-                                              {"title": "gone", "path": "/gone.html", "guid": "x"}]),
-                 "application/rss+xml")
-        home = tmp_path / "home"
-        run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
-        proc = run_cli(home, "poll", check=False)
+    home, proc = _poll_a_good_item_beside(tmp_path, {"title": "gone", "path": "/gone.html", "guid": "x"}, {})
     assert proc.returncode == 1
     assert "1 item(s) could not be fetched" in proc.stderr and "ragbus feeds list" in proc.stderr
     assert "dead-letters" not in proc.stderr

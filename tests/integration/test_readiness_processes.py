@@ -25,7 +25,7 @@ import pytest
 import shared.adapters.local.grade_model as grade_model
 from shared.contract.errors import ConfigError
 from shared.tools.emulators import free_port
-from tests.support import REPO, ragbus_env
+from tests.support import REPO, interrupt, ragbus_env
 
 LAUNCH = (
     "import runpy, sys\n"
@@ -66,12 +66,7 @@ def _process(model: Path, module: str, *args: str, env: dict[str, str]) -> Itera
         yield proc
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            interrupt(proc)
 
 
 def _answer(proc: subprocess.Popen[str], url: str, timeout_s: float = 90.0) -> httpx.Response:
