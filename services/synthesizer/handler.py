@@ -19,7 +19,6 @@ back to an extractive answer, so the query always ends.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +47,7 @@ from shared.query.extractive import extractive_answer
 from shared.query.grading import failed_thresholds, strip_model_directives
 from shared.query.language import detect_language, phrase
 from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.prompts import CITATION_MARKER, cited_numbers
 from shared.query.record import Citation, Context, QueryRecord
 from shared.query.state import SYNTHESIZE, apply_stage, live_record, read_record
 from shared.query.vectors import query_vector
@@ -55,7 +55,6 @@ from shared.query.vectors import query_vector
 log = logging.getLogger("ragbus.synthesizer")
 
 FINAL_DECISIONS = ("accept", "abstain", "exhausted")
-_MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 PassageSimilarity = Callable[[str, Sequence[GradingContext]], dict[int, float]]
@@ -125,9 +124,8 @@ def number_citations(
     out_sentences: list[dict[str, Any]] = []
     for sentence in sentences:
         cited = list(sentence.citations)
-        for match in _MARKER.finditer(sentence.text):
-            cited.extend(int(n) for n in match.group(1).split(","))
-        text = _MARKER.sub("", sentence.text).strip()
+        cited.extend(cited_numbers(sentence.text))
+        text = CITATION_MARKER.sub("", sentence.text).strip()
         numbers: list[int] = []
         for n in cited:
             if 1 <= n <= len(contexts):

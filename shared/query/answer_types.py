@@ -38,6 +38,7 @@ grader does (:mod:`shared.adapters.local.llm`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -394,6 +395,7 @@ def _anchored(specifics: Sequence[str], stems: set[str], edition_years: Sequence
 _CAUSAL_VERBS = frozenset("causes determines drives influences affects explains predicts controls triggers".split())
 
 
+@functools.lru_cache(maxsize=1024)  # the synthesizer checks each part's question against every candidate sentence
 def asked_fact(question: str) -> AskedFact:
     """What ``question`` asks for (see :class:`AskedFact`); an empty fact when its shape says nothing."""
     text = _normalise(question)

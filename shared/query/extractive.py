@@ -537,6 +537,12 @@ class _Part:
         return self.head in sentence_stems and 2 * sum(t in sentence_stems for t in self.needed) >= len(self.needed)
 
 
+def _mid_sentence(text: str) -> str:
+    """``text`` as it reads after "Not mentioned in the sources:": its opening capital lowered ("What
+    is ..." -> "what is ..."), an opening acronym ("EMEA ...") kept."""
+    return text[0].lower() + text[1:] if text[:2].istitle() else text
+
+
 def _parts(query: str) -> list[_Part]:
     """The parts of a question asking several things (:func:`question_parts`). Where the question joins
     noun phrases ("What is the filing fee AND deadline for the appeal?"), each part is named without the
@@ -554,7 +560,7 @@ def _parts(query: str) -> list[_Part]:
             others = {t for m, ts in enumerate(stems) if m != n for t in ts}
             own = tuple(dict.fromkeys([t for t in stems[n] if t not in others] or stems[n]))
             if own:
-                label = text[0].lower() + text[1:] if text[:2].istitle() else text
+                label = _mid_sentence(text)
                 # a clause brings its own words ("what percentage goes to maintenance"): they must be there
                 out.append(_Part(label=label, head=own[0], needed=own, question=None))
         return out
@@ -574,7 +580,7 @@ def _parts(query: str) -> list[_Part]:
     for n, (text, phrase_words) in enumerate(zip(texts, phrases, strict=True)):
         if not phrase_words:
             continue
-        label = text[0].lower() + text[1:] if text[:2].istitle() else text
+        label = _mid_sentence(text)
         words = list(phrase_words)
         if (len(words) == 1 and n + 1 < len(phrases) and len(phrases[n + 1]) >= 2
                 and _ADJECTIVE.search(words[0]) and not tails[n]):

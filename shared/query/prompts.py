@@ -246,7 +246,13 @@ def _cut_json(reply: str) -> bool:
 
 # Control characters a reply must not carry into an answer (a server answering garbage: NUL, escapes).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_MARKER = re.compile(r"\[(\d{1,3})\]")
+#: An inline citation as a model writes it, with the space before it: " [2]" or " [1, 3]".
+CITATION_MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def cited_numbers(text: str) -> list[int]:
+    """The context numbers ``text``'s inline citation markers name, in order (repeats kept)."""
+    return [int(n) for match in CITATION_MARKER.finditer(text) for n in match.group(1).split(",")]
 
 
 def answer_from_reply(data: dict[str, Any], language: str) -> Answer:
@@ -371,7 +377,7 @@ class PromptedLanguageModel(ABC):
                 raise RetryableError(f"{self.label} returned an empty answer") from exc
             if prose.startswith(("{", "[", "```")):
                 raise RetryableError(f"{self.label} returned broken JSON for an answer ({exc})") from exc
-            if not any(1 <= int(n) <= len(contexts) for n in _MARKER.findall(prose)):
+            if not any(1 <= n <= len(contexts) for n in cited_numbers(prose)):
                 raise RetryableError(f"{self.label} answered in prose that cites no source [1]-[{len(contexts)}]") \
                     from exc
             # Prose with [n] markers is still an answer; the synthesizer reads the markers.

@@ -217,6 +217,12 @@ def test_cited_prose_is_an_answer_and_broken_json_garbage_or_nothing_is_retryabl
     assert llm.malformed_replies == 5
 
 
+def test_prose_citing_several_sources_in_one_marker_is_an_answer(server, llm):
+    server.reply("RRF sums reciprocal ranks [1, 2].")
+    answer = llm.synthesize("q", _contexts(), language="en")
+    assert answer.text == "RRF sums reciprocal ranks [1, 2]." and llm.malformed_replies == 1
+
+
 def test_a_body_that_is_not_a_chat_completion_is_retryable(server, llm):
     server.reply(Reply(raw="<html>502 Bad Gateway</html>"), Reply(raw=json.dumps({"choices": []})))
     with pytest.raises(RetryableError, match="not a chat completion"):

@@ -359,6 +359,8 @@ class SqliteBus:
 
     def oldest_outstanding(self, subscriptions: list[str]) -> float | None:
         """When the oldest message still outstanding for ``subscriptions`` was published (None: none is)."""
+        if not subscriptions:
+            return None
         marks = ",".join("?" * len(subscriptions))
         row = self._db.connection().execute(
             f"SELECT MIN(m.published_at) FROM deliveries d JOIN messages m ON m.id = d.message_id "
