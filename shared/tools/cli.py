@@ -9,6 +9,7 @@ Several ``ragbus`` processes may share one ``RAGBUS_HOME`` (a ``serve`` and a
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -921,8 +922,11 @@ def eval_command(
         )
     except RagbusError as exc:
         raise _fail(str(exc)) from None
-    full_run = (sample, abstain_sample, ablations, slice_queries, split, providers, provider_sample) == (
-        500, 200, True, None, "heldout", "auto", None)
+    chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
+              "slice_queries": slice_queries, "split": split, "providers": providers,
+              "provider_sample": provider_sample or None}
+    defaults = inspect.signature(eval_command).parameters
+    full_run = all(value == defaults[name].default for name, value in chosen.items())
     out = out or (Path("docs/eval_results.json") if full_run else cache / "eval_results.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")

@@ -249,3 +249,24 @@ def test_the_text_answer_lists_what_was_done_without_the_model(monkeypatch):
     out = shown.export_text()
     assert "without the model: grader, iteration 1 (could not reach http://127.0.0.1:9/v1)" in out
     assert "without the model: synthesizer, iteration 2 ([red]markup[/] stays text)" in out
+
+
+def test_only_the_full_eval_run_writes_the_committed_figures(monkeypatch, tmp_path):
+    import shared.tools.eval.report as report
+    import shared.tools.eval.runner as runner_module
+
+    monkeypatch.chdir(tmp_path)
+    options = []
+    monkeypatch.setattr(runner_module, "run_eval", lambda opts, progress=None: options.append(opts) or {"ran": 1})
+    monkeypatch.setattr(report, "eval_markdown", lambda results: "figures")
+    monkeypatch.setattr(runner_module, "targets_missed", lambda results: [])
+    runner = CliRunner()
+    assert runner.invoke(app, ["eval"]).exit_code == 0  # every option at its default: make eval's run
+    assert (tmp_path / "docs" / "eval_results.json").exists()
+    (tmp_path / "docs" / "eval_results.json").unlink()
+    for args in (["--sample", "5"], ["--no-ablations"], ["--provider-sample", "openai=4"], ["--split", "all"]):
+        assert runner.invoke(app, ["eval", *args, "--cache", "c"]).exit_code == 0, args
+        assert not (tmp_path / "docs" / "eval_results.json").exists(), args
+        assert (tmp_path / "c" / "eval_results.json").exists(), args
+    assert runner.invoke(app, ["eval", "--sample", "5", "--out", "mine.json"]).exit_code == 0
+    assert (tmp_path / "mine.json").exists() and len(options) == 6
