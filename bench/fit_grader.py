@@ -185,6 +185,13 @@ def collect_open_corpus(queries: list[EvalQuery], *, index_path: Path, embedder,
     return out
 
 
+def refusing_at_most(answerable: np.ndarray, share: float) -> float:
+    """The highest threshold that refuses at most ``share`` of the answerable questions' probabilities."""
+    ordered = np.sort(answerable)
+    allowed = int(np.floor(share * len(ordered)))
+    return float(ordered[allowed]) if allowed < len(ordered) else float(ordered[-1])
+
+
 def auc(scores, labels) -> float:
     return float(roc_curve(list(map(float, scores)), list(map(bool, labels)))["auc"])
 
@@ -268,10 +275,7 @@ def main() -> None:
     open_mask = np.isin(kind, ["open", "open-abstain"])
     own_mask = ~open_mask
     answerable_open = p[kind == "open"]
-    # The highest threshold that refuses at most the allowed share of answerable questions.
-    ordered = np.sort(answerable_open)
-    allowed = int(np.floor(args.false_abstention * len(ordered)))
-    threshold = float(ordered[allowed]) if allowed < len(ordered) else float(ordered[-1])
+    threshold = refusing_at_most(answerable_open, args.false_abstention)
     threshold = min(max(threshold, 1e-4), 1 - 1e-4)
 
     def refused(mask) -> float:

@@ -199,8 +199,7 @@ def report(name: str, cal: list[dict], held: list[dict], extra, *, l2: float = 1
         mean, scale, w, b = fit_logistic(xc, yc.astype(bool), l2=l2)
         pc = 1 / (1 + np.exp(-(b + ((xc - mean) / scale) @ w)))
         ph = 1 / (1 + np.exp(-(b + ((xh - mean) / scale) @ w)))
-    answerable = np.sort(pc[kc == "open"])
-    threshold = answerable[int(0.03 * len(answerable))]
+    threshold = fit_grader.refusing_at_most(pc[kc == "open"], 0.03)  # as the shipped model's is chosen
     open_rows = np.isin(kh, ["open", "open-abstain"])
 
     def refused(kind: str) -> float:

@@ -74,3 +74,13 @@ def test_the_listed_sources_exist_and_include_the_retrieval_code():
     assert {"services/transformer", "services/retriever", "shared/query",
             "shared/adapters/local/index.py"} <= set(fit_grader.CONTEXT_SOURCES)
     assert len(fit_grader.code_fingerprint()) == 16
+
+
+def test_the_threshold_refuses_at_most_the_allowed_share():
+    import numpy as np
+
+    probabilities = np.array([0.9, 0.2, 0.5, 0.7, 0.3, 0.8, 0.6, 0.4, 0.95, 0.1])
+    assert fit_grader.refusing_at_most(probabilities, 0.0) == 0.1  # refuses none (p < 0.1)
+    assert fit_grader.refusing_at_most(probabilities, 0.2) == 0.3  # refuses 0.1 and 0.2: two of ten
+    assert fit_grader.refusing_at_most(probabilities, 0.25) == 0.3  # not a third
+    assert fit_grader.refusing_at_most(probabilities, 1.0) == 0.95
