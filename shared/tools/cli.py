@@ -49,7 +49,14 @@ from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
 from shared.runtime.local import LocalRuntime
 from shared.runtime.readiness import require_ready, unready_stages
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, Consumer
-from shared.tools.console import console, dead_since, err, print_answer, wait_with_progress
+from shared.tools.console import (
+    console,
+    dead_since,
+    err,
+    print_answer,
+    wait_until_stopped,
+    wait_with_progress,
+)
 
 
 def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
@@ -805,10 +812,7 @@ def serve(
             raise _fail(str(exc)) from None
         console.print(f"ragbus is serving on [bold]http://{markup(host)}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
         try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+            wait_until_stopped()
         finally:
             stop.set()
             server.stop()

@@ -5,6 +5,8 @@ Both commands print through these, so neither imports the other.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from typing import Any
 
@@ -26,6 +28,24 @@ from shared.runtime.local import LocalRuntime
 
 console = Console()
 err = Console(stderr=True)
+
+
+def wait_until_stopped() -> None:
+    """Block until SIGINT (Ctrl-C) or SIGTERM (`kill`), then give the previous handlers back.
+
+    Both are caught explicitly: a process started in the background of a non-interactive shell
+    (`nohup ragbus serve &`, a test suite under nohup) inherits SIGINT as ignored, and Python then
+    never raises KeyboardInterrupt; SIGTERM's default would end the process without stopping the
+    server and the stages cleanly."""
+    stopped = threading.Event()
+    stopping = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda *_: stopped.set()) for sig in stopping}
+    try:
+        while not stopped.wait(1.0):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def stage_counts(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:

@@ -107,7 +107,12 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
     from shared.runtime.local import LocalRuntime
     from shared.runtime.readiness import require_ready
     from shared.runtime.stages import STAGES
-    from shared.tools.console import dead_since, print_answer, wait_with_progress
+    from shared.tools.console import (
+        dead_since,
+        print_answer,
+        wait_until_stopped,
+        wait_with_progress,
+    )
 
     # The demo's own feed lives on loopback; allowing loopback is scoped to this run.
     settings = load_settings().with_(allow_loopback=True)
@@ -148,11 +153,7 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
                 print_answer(wait_for_query(deps, record.id, settings.query_timeout_s + 5))
             if serve_after:
                 console.print(f"\nOpen {base}/ to ask your own questions; Ctrl-C to stop.")
-                try:
-                    while True:
-                        time.sleep(3600)
-                except KeyboardInterrupt:
-                    pass
+                wait_until_stopped()
     finally:
         server.stop()
         if feed_url:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -71,3 +73,45 @@ def test_serve_polls_on_schedule_and_answers_over_http(tmp_path):
             assert record["citations"] and record["citations"][0]["url"].endswith("/posts/volcano.html")
         finally:
             interrupt(proc)
+
+
+def _ignore_sigint() -> None:
+    # what a shell does to a job it starts in the background without job control (`nohup ragbus serve &`)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _serve_until(tmp_path, stop_signal: int) -> subprocess.CompletedProcess:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shared.tools.cli", "serve", "--port", str(port)], cwd=REPO,
+        env=ragbus_env(tmp_path / "home"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True, preexec_fn=_ignore_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                _get(f"http://127.0.0.1:{port}/healthz")
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("serve did not start")
+        proc.send_signal(stop_signal)
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"serve did not stop on signal {stop_signal}:\n{out}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+def test_serve_stops_on_sigint_even_when_started_with_sigint_ignored(tmp_path):
+    done = _serve_until(tmp_path, signal.SIGINT)
+    assert done.returncode == 0, done.stdout
+
+
+def test_serve_stops_cleanly_on_sigterm(tmp_path):
+    done = _serve_until(tmp_path, signal.SIGTERM)
+    # a clean stop, not the default SIGTERM death (-15)
+    assert done.returncode == 0, done.stdout
