@@ -44,7 +44,9 @@ def extract_json_object(reply: str) -> dict[str, Any]:
             if end is None:
                 continue
             try:
-                value = json.loads(text[start : end + 1])
+                # strict=False: small models write raw newlines and tabs inside JSON strings
+                # (Gemma 3 270M through llama.cpp does); the reply is still the object they meant.
+                value = json.loads(text[start : end + 1], strict=False)
             except json.JSONDecodeError:
                 continue
             if isinstance(value, dict):

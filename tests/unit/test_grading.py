@@ -77,6 +77,11 @@ def test_transformation_from_json_text_and_empty():
     assert parse_transformation("").rewritten == ""
 
 
+def test_extract_json_object_reads_raw_newlines_inside_strings():
+    reply = '{"answer": "first line\nsecond line\tend", "citations": [1]}'  # raw newline and tab
+    assert extract_json_object(reply) == {"answer": "first line\nsecond line\tend", "citations": [1]}
+
+
 def test_extract_json_object_picks_the_first_object():
     assert extract_json_object('[1, 2] then {"a": [1, {"b": 2}]} and {"c": 3}') == {"a": [1, {"b": 2}]}
 
