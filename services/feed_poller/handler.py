@@ -100,6 +100,7 @@ class PollReport:
     removed: int = 0
     duplicates: int = 0
     skipped: int = 0  # entries with neither guid nor link (or absurdly long ones): nothing to identify them by
+    rejected: list[str] = field(default_factory=list)  # why an entry was skipped, when it said something unusable
     deferred: int = 0  # over max_items_per_poll: left for the next poll
     refused: int = 0  # refused by the fetcher before, unchanged since: not fetched again
     entries: int = 0
@@ -127,6 +128,10 @@ class PollReport:
             text += f", {self.pending} re-sent"
         if self.item_errors:
             text += f", {len(self.item_errors)} failed"
+        if self.rejected:
+            shown = "; ".join(self.rejected[:_MAX_RECORDED_ERRORS])
+            more = len(self.rejected) - _MAX_RECORDED_ERRORS
+            text += f", {len(self.rejected)} skipped ({shown}{f'; and {more} more' if more > 0 else ''})"
         if self.entries == 0:
             text += " (feed is empty; nothing removed)"
         return f"{self.outcome}: {text}"
@@ -193,17 +198,19 @@ def poll_feeds(
         if normal in seen:
             continue
         seen.add(normal)
-        reports.append(
-            poll_feed(
-                normal,
-                state=state,
-                blobs=blobs,
-                publisher=publisher,
-                fetcher=fetcher,
-                clock=clock,
-                settings=settings,
-            )
-        )
+        try:
+            report = poll_feed(normal, state=state, blobs=blobs, publisher=publisher, fetcher=fetcher,
+                               clock=clock, settings=settings)
+        except RagbusError:
+            raise  # the bus or the state store: the message is retried
+        except Exception as exc:
+            # A value this code did not foresee in this listing's bytes: its failure, recorded on it,
+            # and the other listings are polled all the same. Were the state store broken, recording
+            # fails too and that error aborts the poll (the message is retried).
+            log.exception("feed %s: unexpected error", normal)
+            report = _fail(state, PollReport(feed_url=normal), clock,
+                           f"poll failed on an unexpected value: {type(exc).__name__}: {exc}", False)
+        reports.append(report)
     return reports
 
 
@@ -439,8 +446,13 @@ def _parse(url: str, result: FetchResult, report: PollReport) -> list[_Entry]:
     entries: list[_Entry] = []
     seen: set[str] = set()
     for raw in parsed.entries:
-        link = urljoin(result.url, raw["link"]) if raw.get("link") else None
-        guid = raw.get("id") or link
+        try:
+            joined = _joined(result.url, raw["link"]) if raw.get("link") else None
+        except InvalidInput as exc:
+            _reject(url, report, f"entry {_shown(raw.get('id') or raw.get('title'))}: {exc}")
+            continue
+        link = _page_url(joined) if joined else None
+        guid = raw.get("id") or joined  # as before: an item's identity in its feed does not move
         if not guid:
             report.skipped += 1
             log.warning(
@@ -451,16 +463,50 @@ def _parse(url: str, result: FetchResult, report: PollReport) -> list[_Entry]:
             report.duplicates += 1
             log.warning("feed %s: duplicate guid %r ignored (the first entry wins)", url, guid)
             continue
+        try:
+            entry = _entry(guid, link, joined, raw)
+        except (ValueError, TypeError, OverflowError) as exc:  # a field feedparser passed through unread
+            _reject(url, report, f"entry {_shown(guid)}: {type(exc).__name__}: {exc}")
+            continue
         seen.add(guid)
-        entries.append(_entry(guid, link, raw))
+        entries.append(entry)
     report.entries = len(entries)
     return entries
 
 
-def _entry(guid: str, link: str | None, raw: Any) -> _Entry:
+def _joined(base: str, link: str) -> str:
+    """``link`` resolved against ``base``; InvalidInput when it cannot be (``http://[oops/``)."""
+    try:
+        return urljoin(base, link.strip())
+    except ValueError as exc:
+        raise InvalidInput(f"link {_shown(link)} is not a valid URL ({exc})") from None
+
+
+def _page_url(link: str) -> str:
+    """The form a page is known by in every listing; a link that is no http(s) URL stays as
+    written, for the fetcher to refuse as the item's own error."""
+    try:
+        return normalise_url(link)
+    except InvalidInput:
+        return link
+
+
+def _shown(value: Any) -> str:
+    text = str(value or "")
+    return repr(text if len(text) <= 120 else text[:117] + "...")
+
+
+def _reject(url: str, report: PollReport, reason: str) -> None:
+    report.skipped += 1
+    report.rejected.append(reason)
+    log.warning("feed %s: %s; skipped", url, reason)
+
+
+def _entry(guid: str, link: str | None, joined: str | None, raw: Any) -> _Entry:
     own_fields = {
         "title": raw.get("title", ""),
-        "link": link or "",
+        # as written (resolved), not normalised: the hash of an unchanged item stays what it was
+        "link": joined or "",
         # dict.get: FeedParserDict.get("updated") falls back to "published" with
         # a deprecation warning; the entry's own fields are wanted here.
         "updated": dict.get(raw, "updated", ""),
@@ -469,7 +515,13 @@ def _entry(guid: str, link: str | None, raw: Any) -> _Entry:
         "content": [c.get("value", "") for c in raw.get("content", [])],
     }
     when = dict.get(raw, "published_parsed") or dict.get(raw, "updated_parsed")
-    published = datetime(*when[:6], tzinfo=UTC).isoformat() if when else None
+    published = None
+    if when:
+        try:
+            published = datetime(*when[:6], tzinfo=UTC).isoformat()
+        except (ValueError, OverflowError, TypeError):
+            # year 0 and the like: the article is still an article, only its date is unknown
+            log.warning("entry %r: date %r is out of range; kept without a date", raw.get("id"), when)
     return _Entry(
         guid=guid,
         link=link,
@@ -497,6 +549,7 @@ def _feed_entries(url: str, result: FetchResult, report: PollReport, fetcher: Fe
 def _sitemap_entries(url: str, result: FetchResult, report: PollReport, fetcher: Fetcher) -> list[_Entry]:
     sitemap = read_sitemap(result, lambda child: fetcher.fetch(child, accept=sitemaps.MEDIA_TYPES))
     report.skipped += sitemap.skipped
+    report.rejected.extend(sitemap.rejected)
     report.duplicates += sitemap.duplicates
     report.cacheable = not sitemap.is_index  # a 304 for an index says nothing about its sitemaps
     report.entries = len(sitemap.pages)

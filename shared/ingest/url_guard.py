@@ -13,10 +13,11 @@ without DNS.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, quote, urlsplit, urlunsplit
 
 from shared.contract.errors import FetchRefused, InvalidInput, RetryableError
 
@@ -30,8 +31,11 @@ _LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
 
 
 def normalise_url(url: str) -> str:
-    """The canonical form of an http(s) URL: lower-case scheme and host, no default
-    port, no fragment, ``/`` for an empty path. No network access.
+    """The canonical form of an http(s) URL, the identity of a page or a listing whichever
+    listing names it (RFC 3986 section 6.2.2): lower-case scheme and host, no default port,
+    no fragment, no dot segments, percent-encoding normalised (escapes of unreserved
+    characters decoded, the others in upper case, what must be escaped escaped), ``/`` for
+    an empty path. No network access.
 
     Raises :class:`InvalidInput` for another scheme, a missing host or a bad port.
     """
@@ -44,7 +48,41 @@ def normalise_url(url: str) -> str:
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != _DEFAULT_PORTS[parts.scheme.lower()]:
         netloc += f":{port}"
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path or "/", parts.query, ""))
+    path = _escapes(_without_dot_segments(parts.path or "/"), _PATH_SAFE)
+    return urlunsplit((parts.scheme.lower(), netloc, path, _escapes(parts.query, _QUERY_SAFE), ""))
+
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PATH_SAFE = "/:@!$&'()*+,;=%"
+_QUERY_SAFE = _PATH_SAFE + "?"
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _escapes(text: str, safe: str) -> str:
+    decoded = _ESCAPE.sub(lambda m: chr(int(m[1], 16)) if chr(int(m[1], 16)) in _UNRESERVED
+                          else "%" + m[1].upper(), text)
+    # "%" is kept as it stands: every escape left is a valid one, in upper case
+    return quote(decoded, safe=safe)
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 remove_dot_segments, for an absolute path."""
+    out: list[str] = []
+    segments = path.split("/")
+    for n, segment in enumerate(segments):
+        last = n == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    joined = "/".join(out)
+    return joined if joined.startswith("/") else "/" + joined
 
 
 def _split(url: str) -> SplitResult:
