@@ -22,6 +22,8 @@ locals {
       RAGBUS_DOCUMENTS_BUCKET      = google_storage_bucket.documents.name
       RAGBUS_LLM                   = var.llm_provider
       RAGBUS_GEMINI_MODEL          = var.gemini_model
+      RAGBUS_GEMINI_LOCATION       = var.gemini_location
+      RAGBUS_GEMINI_TIMEOUT_S      = tostring(var.gemini_timeout_s)
       RAGBUS_EMBEDDER              = var.embedder
       RAGBUS_EMBED_MODEL           = var.embed_model
       RAGBUS_EMBED_DIMENSION       = tostring(var.embedding_dimension)
@@ -129,6 +131,18 @@ resource "google_cloudfunctions2_function" "function" {
       # (shared/adapters/openai_compatible.py: ATTEMPTS, MAX_RETRY_AFTER_S).
       condition     = var.llm_provider != "openai" || !each.value.model || 2 * var.openai_timeout_s + 20 < each.value.timeout
       error_message = "2 x openai_timeout_s + 20 s must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
+    }
+    precondition {
+      # google-genai's 3 attempts of gemini_timeout_s and its backoffs (at most 2 + 3 s) must end
+      # before the function does (shared/adapters/gcp/gemini.py: retry_budget_s).
+      condition     = var.llm_provider != "gemini" || !each.value.model || 3 * var.gemini_timeout_s + 5 < each.value.timeout
+      error_message = "3 x gemini_timeout_s + 5 s must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
+    }
+    precondition {
+      # Gemini 3.x is served from the global endpoint and the us/eu multi-regions only: a regional
+      # endpoint answers 404 for it (the model's Vertex AI page, "Deployments and endpoints").
+      condition     = var.llm_provider != "gemini" || contains(["global", "us", "eu"], var.gemini_location) || (var.gemini_model != "" && !startswith(var.gemini_model, "gemini-3"))
+      error_message = "gemini_location must be 'global', 'us' or 'eu' for Gemini 3 models (the default gemini_model is one): regional endpoints do not serve them."
     }
   }
 

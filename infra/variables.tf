@@ -179,9 +179,31 @@ variable "gemini_model" {
 }
 
 variable "vertex_location" {
-  description = "Vertex AI location for Gemini calls (GOOGLE_CLOUD_LOCATION); empty means var.region"
+  description = "Region of the Vector Search index and of regional embedding models such as gemini-embedding-001 (GOOGLE_CLOUD_LOCATION); empty means var.region. Gemini itself is placed by gemini_location."
   type        = string
   default     = ""
+}
+
+variable "gemini_location" {
+  description = "Vertex AI location the Gemini model is served from (RAGBUS_GEMINI_LOCATION): 'global' (default), or the 'us' / 'eu' multi-regions to keep processing there. Gemini 3.x is not served from regional endpoints; a region is accepted only for an older gemini_model."
+  type        = string
+  default     = "global"
+
+  validation {
+    condition     = contains(["global", "us", "eu"], var.gemini_location) || can(regex("^[a-z]+-[a-z]+[0-9]+$", var.gemini_location))
+    error_message = "gemini_location must be 'global', 'us', 'eu' or a region name."
+  }
+}
+
+variable "gemini_timeout_s" {
+  description = "llm_provider = \"gemini\": one HTTP attempt's time limit in seconds (RAGBUS_GEMINI_TIMEOUT_S); the SDK makes up to 3 attempts, and all of them must end before the model functions' timeouts"
+  type        = number
+  default     = 40
+
+  validation {
+    condition     = var.gemini_timeout_s > 0
+    error_message = "gemini_timeout_s must be a positive number of seconds."
+  }
 }
 
 variable "feed_poll_schedule" {

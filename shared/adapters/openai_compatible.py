@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from shared.adapters.http_fetch import retry_after_seconds
-from shared.contract.config import Settings, redacted_url
+from shared.contract.config import Settings, redacted_url, require_call_budget
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
@@ -88,6 +88,11 @@ def _refuses_format(response: httpx.Response) -> bool:
     """A refusal of the ``response_format`` asked for: 400 or 422, or the 500 llama-cpp-python's
     server answers for a request that fails its validation, naming the field."""
     return response.status_code in (400, 422, 500) and "response_format" in _error_detail(response)
+
+
+def retry_budget_s(timeout_s: float) -> float:
+    """The longest one invocation's model use can take (see :meth:`OpenAICompatibleLanguageModel.from_settings`)."""
+    return 2 * timeout_s + (ATTEMPTS - 1) * MAX_RETRY_AFTER_S
 
 
 def _never(response: httpx.Response) -> bool:
@@ -145,6 +150,14 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                 "RAGBUS_LLM=openai needs RAGBUS_OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1 for Ollama) "
                 "and RAGBUS_OPENAI_MODEL (a model the server serves); set both, or use RAGBUS_LLM=local"
             )
+        # A cold start's GET /models and the call itself, each up to the timeout (a timeout is not
+        # retried), and the backoffs between retries of fast failures; infra/functions.tf checks the same.
+        require_call_budget(
+            settings, provider="openai", budget_s=retry_budget_s(settings.openai_timeout_s),
+            formula=f"GET /models and the call, each up to RAGBUS_OPENAI_TIMEOUT_S={settings.openai_timeout_s:g} s, "
+                    f"plus {ATTEMPTS - 1} backoffs of up to {MAX_RETRY_AFTER_S:g} s",
+            knob="RAGBUS_OPENAI_TIMEOUT_S",
+        )
         return cls(
             settings.openai_base_url, settings.openai_model, api_key=settings.openai_api_key,
             timeout_s=settings.openai_timeout_s, max_sub_queries=settings.max_sub_queries,

@@ -7,6 +7,7 @@ runtime checks its required settings at start-up and names any that is missing.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -83,6 +84,16 @@ def _fraction(env: dict[str, str], name: str, default: float) -> float:
 #: only place the default is written; infra/ leaves the variable empty to inherit it.
 DEFAULT_GEMINI_MODEL = "gemini-3.8-flash"
 
+#: Where Vertex AI serves Google's models unless RAGBUS_GEMINI_LOCATION names another. Gemini 3.x
+#: is served from the global endpoint and the ``us``/``eu`` multi-regions only: a regional
+#: endpoint answers 404 for it (Vertex AI "Deployments and endpoints" / the Gemini 3.8 Flash model
+#: page; googleapis/python-genai maps ``us``/``eu`` to aiplatform.{us,eu}.rep.googleapis.com).
+#: It is a setting of its own because GOOGLE_CLOUD_LOCATION places the functions' regional
+#: resources (Vector Search has no global location).
+DEFAULT_GEMINI_LOCATION = "global"
+MULTI_REGIONAL_LOCATIONS = ("global", "us", "eu")
+_REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
+
 
 @dataclass(frozen=True)
 class GradeThresholds:
@@ -134,8 +145,12 @@ class Settings:
     tracing: bool = True
     # gemini
     gemini_model: str = DEFAULT_GEMINI_MODEL
+    gemini_location: str = DEFAULT_GEMINI_LOCATION  # Vertex AI location of the Gemini model (not the functions')
+    # one HTTP attempt; the SDK makes up to three (gemini.py), and all of them must end before
+    # the function's timeout (require_call_budget)
+    gemini_timeout_s: float = 40.0
     gcp_project: str | None = None
-    gcp_location: str | None = None
+    gcp_location: str | None = None  # the functions' region: Vector Search, regional embedding models
     # openai: any OpenAI-compatible chat completions server (Ollama, llama.cpp, vLLM, LM Studio)
     openai_base_url: str | None = None  # the API base, as the OpenAI SDK takes it (usually ends in /v1)
     openai_model: str | None = None
@@ -247,6 +262,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", DEFAULTS.redact_query_text),
         tracing=_bool(env, "RAGBUS_TRACING", DEFAULTS.tracing),
         gemini_model=(env.get("RAGBUS_GEMINI_MODEL") or "").strip() or DEFAULTS.gemini_model,
+        gemini_location=model_location(env, "RAGBUS_GEMINI_LOCATION", DEFAULTS.gemini_location),
+        gemini_timeout_s=_seconds(env, "RAGBUS_GEMINI_TIMEOUT_S", DEFAULTS.gemini_timeout_s),
         gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
         gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
         openai_base_url=openai_base_url,
@@ -270,6 +287,35 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
             relevance=_fraction(env, "RAGBUS_MIN_RELEVANCE", DEFAULTS.thresholds.relevance),
             completeness=_fraction(env, "RAGBUS_MIN_COMPLETENESS", DEFAULTS.thresholds.completeness),
         ),
+    )
+
+
+def model_location(env: Mapping[str, str], name: str, default: str | None) -> str | None:
+    """A Vertex AI location for a model: ``global``, a multi-region (``us``, ``eu``) or a region."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    value = raw.lower()
+    if value in MULTI_REGIONAL_LOCATIONS or _REGION.fullmatch(value):
+        return value
+    raise ConfigError(f"{name}={raw!r} is not a Vertex AI location; use 'global' (the default), a "
+                      "multi-region ('us', 'eu') or a region such as europe-west4")
+
+
+def require_call_budget(settings: Settings, *, provider: str, budget_s: float, formula: str, knob: str) -> None:
+    """Refuse a model whose whole retry budget outlasts the function that calls it.
+
+    On Cloud Run a call still running at the function's timeout is killed, the message is
+    redelivered and a delivery attempt is spent on nothing. The function's timeout reaches the
+    code as RAGBUS_ACK_DEADLINE_S (infra/functions.tf sets the two equal), so this is checked in
+    the gcp runtime only; locally the bus simply redelivers.
+    """
+    if settings.runtime != "gcp" or budget_s < settings.ack_deadline_s:
+        return
+    raise ConfigError(
+        f"RAGBUS_LLM={provider}: one model call may take up to {budget_s:g} s ({formula}), not less than "
+        f"this function's timeout of {settings.ack_deadline_s:g} s (RAGBUS_ACK_DEADLINE_S); lower {knob} "
+        "or raise the function's timeout"
     )
 
 
@@ -333,9 +379,13 @@ def require_gcp(settings: Settings) -> None:
                             ("RAGBUS_VERTEX_DEPLOYED_INDEX", settings.vertex_deployed_index)):
             if not value:
                 missing.append(f"{name} (RAGBUS_INDEX=vertex)")
-    if (settings.index_backend == "vertex" or settings.embedder == "genai" or settings.llm_provider == "gemini") \
-            and not settings.gcp_location and not (os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")):
-        missing.append("GOOGLE_CLOUD_LOCATION (Vertex AI region), or GOOGLE_API_KEY for the Gemini API")
+    # Gemini itself has RAGBUS_GEMINI_LOCATION (default global); these are regional resources.
+    if settings.index_backend == "vertex" and not settings.gcp_location:
+        missing.append("GOOGLE_CLOUD_LOCATION (the region of the Vector Search index)")
+    if settings.embedder == "genai" and not settings.gcp_location and not os.environ.get("RAGBUS_EMBED_LOCATION") \
+            and not (os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")):
+        missing.append("GOOGLE_CLOUD_LOCATION or RAGBUS_EMBED_LOCATION (Vertex AI location of the embedding "
+                       "model), or GOOGLE_API_KEY for the Gemini API")
     if missing:
         raise ConfigError("RAGBUS_RUNTIME=gcp needs: " + "; ".join(missing))
 

@@ -1,19 +1,26 @@
 """A local HTTP server speaking the Gemini REST API as strictly as the real one, for google-genai.
 
-It answers ``POST /v1beta/models/{model}:generateContent`` with scripted replies
-(text, or an HTTP error status) in order, and keeps every request so tests can
-assert what the client sent. Where a lenient stand-in would hide a production
+It answers ``POST /{v1,v1beta}/models/{model}:generateContent`` (Gemini API) and
+``POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent``
+(Vertex AI) with scripted replies (text, or an HTTP error status) in order, and
+keeps every request so tests can assert what the client sent. Where a lenient stand-in would hide a production
 failure, it behaves like the service (public REST reference: GenerateContentResponse
 with ``candidates[].finishReason`` and ``usageMetadata.thoughtsTokenCount``):
 
 - a model id that is retired or unknown gets 404 NOT_FOUND, before any script is
   consumed, as the real API answers for a shut-down model;
+- on Vertex AI, a model served only from the global endpoint and the multi-regions
+  (every Gemini 3.x) asked at a regional location gets Vertex's 404 NOT_FOUND
+  "Publisher Model `projects/.../locations/<region>/...` was not found or your
+  project does not have access to it" (the shape reported in
+  GoogleCloudPlatform/generative-ai#3004 and googleapis/java-genai#705);
 - every error body has Google's shape ``{"error": {"code", "message", "status"}}``
   with the canonical status name of the HTTP code;
 - Gemini 3 models think before answering and the thinking tokens count against
   ``maxOutputTokens``: a limit that thinking uses up yields an empty reply with
   ``finishReason: MAX_TOKENS``, a limit that leaves too little room a cut one;
-  a ``thinkingLevel`` the model does not offer is 400 INVALID_ARGUMENT.
+  a ``thinkingLevel`` the model does not offer is 400 INVALID_ARGUMENT, and so is
+  any thinking config for a model that does not think.
 """
 
 from __future__ import annotations
@@ -25,16 +32,23 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-#: Text models the service serves today, with the thinking levels each offers and its default.
+#: Text models the service serves today: the thinking levels each offers (empty: it does not
+#: think and refuses a thinking config), its default level, and whether regional Vertex AI
+#: endpoints serve it (Gemini 3.x: global, us and eu only).
 GEMINI_3_LEVELS = {"LOW", "MEDIUM", "HIGH"}
-SERVED: dict[str, tuple[set[str], str]] = {
-    "gemini-3.8-flash": (GEMINI_3_LEVELS, "MEDIUM"),
-    "gemini-3.7-flash": (GEMINI_3_LEVELS, "MEDIUM"),
-    "gemini-3.6-flash": (GEMINI_3_LEVELS | {"MINIMAL"}, "MEDIUM"),
-    "gemini-3.5-flash": (GEMINI_3_LEVELS | {"MINIMAL"}, "MEDIUM"),
-    "gemini-3.5-flash-lite": (GEMINI_3_LEVELS | {"MINIMAL"}, "MINIMAL"),
-    "gemini-3.1-flash-lite": (GEMINI_3_LEVELS | {"MINIMAL"}, "MINIMAL"),
+SERVED: dict[str, tuple[set[str], str, bool]] = {
+    "gemini-3.8-flash": (GEMINI_3_LEVELS, "MEDIUM", False),
+    "gemini-3.7-flash": (GEMINI_3_LEVELS, "MEDIUM", False),
+    "gemini-3.6-flash": (GEMINI_3_LEVELS | {"MINIMAL"}, "MEDIUM", False),
+    "gemini-3.5-flash": (GEMINI_3_LEVELS | {"MINIMAL"}, "MEDIUM", False),
+    "gemini-3.5-flash-lite": (GEMINI_3_LEVELS | {"MINIMAL"}, "MINIMAL", False),
+    "gemini-3.1-flash-lite": (GEMINI_3_LEVELS | {"MINIMAL"}, "MINIMAL", False),
+    # of no family ragbus knows: one that thinks by default (at MEDIUM, so an answer-sized cap
+    # ends empty), served globally; one that does not think at all, served regionally too
+    "gemini-4-argon": (GEMINI_3_LEVELS, "MEDIUM", False),
+    "gemma-4-26b-it": (set(), "", True),
 }
+MULTI_REGIONS = frozenset({"global", "us", "eu"})
 #: Shut down: the service answers 404 for these as for any id it does not know.
 RETIRED = frozenset({
     "gemini-1.5-flash", "gemini-1.5-pro", "gemini-2.0-flash", "gemini-2.0-flash-001",
@@ -72,6 +86,18 @@ class RecordedRequest:
     @property
     def model(self) -> str:
         return self.path.split("/models/", 1)[-1].split(":", 1)[0]
+
+    @property
+    def location(self) -> str | None:
+        """The Vertex AI location in the path, None on the Gemini API."""
+        parts = self.path.split("/")
+        return parts[parts.index("locations") + 1] if "locations" in parts else None
+
+    @property
+    def response_schema(self) -> dict[str, Any] | None:
+        """The JSON schema asked for (``responseJsonSchema``, or the older ``responseSchema``)."""
+        config = self.generation_config
+        return config.get("responseJsonSchema") or config.get("responseSchema")
 
     @property
     def prompt(self) -> str:
@@ -128,24 +154,33 @@ class FakeGemini:
     def _answer(self, request: RecordedRequest) -> tuple[int, dict[str, Any]]:
         if not request.path.split("?", 1)[0].endswith(":generateContent"):
             return 404, error_body(404, f"unknown path {request.path}")
-        model = request.model
-        if self.refuse_every_model or model in RETIRED or model not in SERVED:
+        model, location = request.model, request.location
+        regional = location is not None and location not in MULTI_REGIONS
+        if self.refuse_every_model or model in RETIRED or model not in SERVED or (regional and not SERVED[model][2]):
+            if location is not None:
+                resource = request.path.split("/", 2)[-1].split(":", 1)[0]
+                return 404, error_body(404, (
+                    f"Publisher Model `{resource}` was not found or your project does not have access to it. "
+                    "Please ensure you are using a valid model version. For more information, see: "
+                    "https://cloud.google.com/vertex-ai/generative-ai/docs/learn/model-versions"))
             return 404, error_body(404, (
                 f"models/{model} is not found for API version v1beta, or is not supported for "
                 "generateContent. Call ListModels to see the list of available models and their "
                 "supported methods."))
-        levels, default_level = SERVED[model]
+        levels, default_level, _ = SERVED[model]
         thinking = request.generation_config.get("thinkingConfig") or {}
+        if thinking and not levels:
+            return 400, error_body(400, f"Thinking is not supported for models/{model}.")
         # proto3 JSON accepts a field's lowerCamelCase and its original name (the SDK sends the latter)
         level = thinking.get("thinkingLevel") or thinking.get("thinking_level") or default_level
-        if level not in levels:
+        if levels and level not in levels:
             return 400, error_body(400, f"Thinking level {level} is not supported for models/{model}.")
         with self._lock:
             reply = self.replies.pop(0) if self.replies else Reply(status=500, text="no reply scripted")
         if reply.status != 200:
             return reply.status, error_body(reply.status, reply.text)
         limit = int(request.generation_config.get("maxOutputTokens") or 65_536)
-        thoughts = THINKING_TOKENS[level] if reply.thinking_tokens is None else reply.thinking_tokens
+        thoughts = THINKING_TOKENS.get(level, 0) if reply.thinking_tokens is None else reply.thinking_tokens
         text, finish = reply.text, "STOP"
         answer_tokens = math.ceil(len(text) / CHARS_PER_TOKEN)
         if thoughts >= limit:  # thinking used the whole limit: nothing of the answer is written

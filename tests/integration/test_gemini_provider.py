@@ -48,7 +48,7 @@ def test_transform_request_shape_and_parsing(server, llm):
     assert result.sub_queries == ["What is CUDA?", "How are CUDA kernels optimised?"]
 
     (request,) = server.requests
-    assert request.path == f"/v1beta/models/{MODEL}:generateContent"
+    assert request.path in {f"/v1beta/models/{MODEL}:generateContent", f"/v1/models/{MODEL}:generateContent"}
     assert request.headers.get("x-goog-api-key") == "test"
     config = request.generation_config
     # Gemini 3: thinking set explicitly, room for it above the answer, no deprecated sampling parameters
@@ -57,7 +57,9 @@ def test_transform_request_shape_and_parsing(server, llm):
     assert config["maxOutputTokens"] == 200 + THINKING_HEADROOM_TOKENS
     assert not {"temperature", "topP", "topK"} & set(config)
     assert config["responseMimeType"] == "application/json"
-    assert set(config["responseSchema"]["properties"]) == {"rewritten", "sub_queries", "reasoning"}
+    # google-genai's response_json_schema: the schema as plain JSON Schema
+    assert "responseSchema" not in config
+    assert set(config["responseJsonSchema"]["properties"]) == {"rewritten", "sub_queries", "reasoning"}
     assert "November 2026" in request.prompt and "2026-11-01" in request.prompt
     assert "Never produce a date-only query" in request.prompt
     assert "<question>\nCUDA tips\n</question>" in request.prompt
@@ -83,7 +85,7 @@ def test_grade_request_wraps_contexts_and_warns_about_injection(server, llm):
     config = request.generation_config
     assert config["maxOutputTokens"] == 300 + THINKING_HEADROOM_TOKENS and "temperature" not in config
     assert config["responseMimeType"] == "application/json"
-    assert {"score", "relevance", "completeness", "grounded", "answerable"} <= set(config["responseSchema"]["required"])
+    assert {"score", "relevance", "completeness", "grounded", "answerable"} <= set(request.response_schema["required"])
     prompt = request.prompt
     assert '<context id="1" source="https://example.org/rrf">\nReciprocal rank fusion sums 1/(k + rank).\n</context>' in prompt
     assert 'source="https://example.org/x?a=&quot;b&quot;"' in prompt
@@ -130,7 +132,7 @@ def test_refine_and_synthesize(server, llm):
     assert not answer.abstained and [s.citations for s in answer.sentences] == [[1], [2, 1]]
     request = server.requests[-1]
     assert "Write the sentences in Spanish" in request.prompt
-    assert request.generation_config["responseSchema"]["required"] == ["abstained", "sentences"]
+    assert request.response_schema["required"] == ["abstained", "sentences"]
 
     server.reply(json.dumps({"abstained": True, "sentences": []}))
     assert llm.synthesize("q", _contexts(), language="en").abstained
@@ -139,13 +141,61 @@ def test_refine_and_synthesize(server, llm):
 def test_from_settings_modes_and_missing_settings():
     with_key = GeminiLanguageModel.from_settings(Settings(), env={"GEMINI_API_KEY": "k"})
     assert with_key.model == DEFAULT_GEMINI_MODEL and not with_key.client.vertexai
+    assert with_key.location == "the Gemini API"
     vertex = GeminiLanguageModel.from_settings(
         Settings(gcp_project="proj", gcp_location="europe-west4", gemini_model="gemini-2.5-flash"), env={})
     assert vertex.client.vertexai and vertex.model == "gemini-2.5-flash"
     with pytest.raises(ConfigError, match="GOOGLE_CLOUD_PROJECT"):
         GeminiLanguageModel.from_settings(Settings(), env={})
-    with pytest.raises(ConfigError, match="GOOGLE_CLOUD_LOCATION"):
-        GeminiLanguageModel.from_settings(Settings(gcp_project="proj"), env={})
+
+
+def _base_url(llm: GeminiLanguageModel) -> str:
+    return llm.client._api_client._http_options.base_url
+
+
+def test_gemini_is_served_from_its_own_location_not_the_functions_region():
+    """GOOGLE_CLOUD_LOCATION (the functions' region) no longer places Gemini: global by default."""
+    vertex = GeminiLanguageModel.from_settings(Settings(gcp_project="proj", gcp_location="europe-west4"), env={})
+    assert vertex.location == "global" and _base_url(vertex) == "https://aiplatform.googleapis.com/"
+    for multi in ("eu", "us"):
+        served = GeminiLanguageModel.from_settings(Settings(gcp_project="proj", gemini_location=multi), env={})
+        assert _base_url(served) == f"https://aiplatform.{multi}.rep.googleapis.com/"
+
+
+def test_a_regional_location_is_refused_for_gemini_3_and_allowed_for_older_families():
+    with pytest.raises(ConfigError, match=r"RAGBUS_GEMINI_LOCATION='europe-west4'.*'gemini-3.8-flash'.*global"):
+        GeminiLanguageModel.from_settings(Settings(gcp_project="proj", gemini_location="europe-west4"), env={})
+    older = GeminiLanguageModel.from_settings(
+        Settings(gcp_project="proj", gemini_location="europe-west4", gemini_model="gemini-2.5-flash"), env={})
+    assert _base_url(older) == "https://europe-west4-aiplatform.googleapis.com/"
+
+
+def _vertex_client(server: FakeGemini, location: str) -> genai.Client:
+    from google.oauth2.credentials import Credentials
+
+    return genai.Client(enterprise=True, project="ragbus-test", location=location,
+                        credentials=Credentials(token="test-token"),
+                        http_options=types.HttpOptions(base_url=server.url))
+
+
+def test_on_vertex_the_global_location_answers(server):
+    llm = GeminiLanguageModel(_vertex_client(server, "global"), MODEL)
+    server.reply('{"query": "reciprocal rank fusion"}')
+    assert llm.refine(RefineRequest("q", "q", "vague", []), today=TODAY) == "reciprocal rank fusion"
+    (request,) = server.requests
+    assert request.location == "global" and request.model == MODEL
+    assert request.headers.get("Authorization") == "Bearer test-token"
+
+
+def test_a_regional_endpoint_refuses_gemini_3_and_the_error_names_model_and_location(server):
+    """What a default deploy did before: every query failed, and the message suggested the same model."""
+    llm = GeminiLanguageModel(_vertex_client(server, "europe-west4"), MODEL)
+    with pytest.raises(ModelUnusable) as caught:
+        llm.grade("q", _contexts())
+    message = str(caught.value)
+    assert f"'{MODEL}'" in message and "location 'europe-west4'" in message and "HTTP 404 NOT_FOUND" in message
+    assert "Publisher Model" in message and "RAGBUS_GEMINI_LOCATION" in message
+    assert server.replies == [] and len(server.requests) == 1  # refused before any script, like the service
 
 
 def test_model_calls_are_genai_spans_with_token_usage(server, llm):
@@ -225,6 +275,42 @@ def test_a_thinking_level_the_model_lacks_is_an_invalid_argument(server):
     assert getattr(caught.value, "code", None) == 400 and "INVALID_ARGUMENT" in str(caught.value)
 
 
+def test_a_model_of_unknown_family_gets_the_safe_settings(server):
+    """gemini-4-argon thinks by default: the old prefix rule gave it sampling and a bare 300-token cap."""
+    from shared.adapters.gcp.gemini import generation_settings
+
+    safe = generation_settings("gemini-4-argon", temperature=0.2, answer_tokens=300)
+    assert not {"temperature", "top_p", "top_k"} & set(safe)
+    assert safe["thinking_config"].thinking_level.value == "LOW"
+    assert safe["max_output_tokens"] == 300 + THINKING_HEADROOM_TOKENS
+
+    client = genai.Client(api_key="test", http_options=types.HttpOptions(base_url=server.url))
+    server.reply('{"score": 0.9}')
+    old_rule = client.models.generate_content(  # what the prefix rule sent it
+        model="gemini-4-argon", contents="grade this",
+        config=types.GenerateContentConfig(max_output_tokens=300, temperature=0.2, top_p=0.95, top_k=40))
+    assert old_rule.candidates[0].finish_reason.value == "MAX_TOKENS" and not old_rule.text
+
+    server.reply('{"score": 0.8, "relevance": 0.8, "completeness": 0.7, "grounded": true, '
+                 '"answerable": true, "reasoning": "ok"}')
+    grade = GeminiLanguageModel(client, "gemini-4-argon").grade("q", _contexts())
+    assert grade.score == 0.8 and not grade.fallback
+    config = server.requests[-1].generation_config
+    assert (config["thinkingConfig"].get("thinkingLevel") or config["thinkingConfig"].get("thinking_level")) == "LOW"
+
+
+def test_a_model_of_unknown_family_that_cannot_think_is_asked_without_thinking(server):
+    client = genai.Client(api_key="test", http_options=types.HttpOptions(base_url=server.url))
+    llm = GeminiLanguageModel(client, "gemma-4-26b-it")
+    server.reply('{"query": "first"}')
+    server.reply('{"query": "second"}')
+    assert llm.refine(RefineRequest("q", "q", "vague", []), today=TODAY) == "first"
+    assert llm.refine(RefineRequest("q", "q", "vague", []), today=TODAY) == "second"
+    sent = [r.generation_config.get("thinkingConfig") for r in server.requests]
+    assert sent[0] and sent[1:] == [None, None]  # refused once (400), then left out
+    assert not {"temperature", "topP", "topK"} & set(server.requests[-1].generation_config)
+
+
 def test_older_families_get_the_settings_they_understand():
     from shared.adapters.gcp.gemini import GEMINI25_THINKING_BUDGET, generation_settings
 
@@ -234,3 +320,30 @@ def test_older_families_get_the_settings_they_understand():
     vertex3 = generation_settings("projects/p/locations/global/publishers/google/models/gemini-3.7-flash",
                                   temperature=0.2, answer_tokens=300)
     assert "temperature" not in vertex3 and vertex3["thinking_config"].thinking_level.value == "LOW"
+
+
+# ------------------------------------------------- the retry budget fits the function
+
+
+def test_the_sdk_makes_exactly_the_attempts_the_budget_counts(server, monkeypatch):
+    from shared.adapters.gcp.gemini import ATTEMPTS, retry_budget_s
+
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
+    settings = Settings(runtime="gcp", ack_deadline_s=150.0, gemini_timeout_s=40.0)
+    llm = GeminiLanguageModel.from_settings(settings, env={"GEMINI_API_KEY": "k"})
+    assert llm.client._api_client._http_options.timeout == 40_000  # milliseconds, per attempt
+    for _ in range(ATTEMPTS + 1):
+        server.reply("overloaded", status=503)
+    with pytest.raises(RetryableError, match="503"):
+        llm.grade("q", _contexts())
+    assert len(server.requests) == ATTEMPTS and len(server.replies) == 1
+    assert retry_budget_s(40.0) < 150.0
+
+
+def test_a_retry_budget_longer_than_the_function_is_refused_at_start_up():
+    """The old 60 s x 3 attempts outlasted the 150 s transformer and grader."""
+    slow = Settings(runtime="gcp", ack_deadline_s=150.0, gemini_timeout_s=60.0)
+    with pytest.raises(ConfigError, match=r"185 s .*RAGBUS_GEMINI_TIMEOUT_S=60.*150 s \(RAGBUS_ACK_DEADLINE_S\)"):
+        GeminiLanguageModel.from_settings(slow, env={"GEMINI_API_KEY": "k"})
+    GeminiLanguageModel.from_settings(slow.with_(ack_deadline_s=190.0), env={"GEMINI_API_KEY": "k"})
+    GeminiLanguageModel.from_settings(slow.with_(runtime="local"), env={"GEMINI_API_KEY": "k"})  # no function

@@ -1,24 +1,36 @@
 """The Gemini language model (google-genai), on Vertex AI or with an API key.
 
 Each operation is one ``generate_content`` call. The answer budgets
-(:mod:`shared.query.prompts`) are sent according to the
-model family (:func:`generation_settings`): Gemini 3 models think before they
+(:mod:`shared.query.prompts`) are sent according to the model's family, looked up
+in :data:`FAMILIES` (:func:`model_family`): Gemini 3 models think before they
 answer and count those thinking tokens inside ``max_output_tokens``, so they get
 an explicit ``thinking_level`` and a limit of answer budget plus thinking
 headroom, and no ``temperature``/``top_p``/``top_k`` (deprecated on Gemini 3);
-Gemini 2.5 gets an explicit ``thinking_budget`` added to the limit; older
-models get the sampling parameters as before.
+Gemini 2.5 gets an explicit ``thinking_budget`` added to the limit; Gemini 2.0
+and 1.5 get the sampling parameters. A model of no known family (a newer one,
+say) gets the safe settings: no sampling parameters, thinking at the low level
+with the headroom, and thinking left out if the service refuses it for that
+model.
+
+Vertex AI serves the model from ``RAGBUS_GEMINI_LOCATION`` (default ``global``),
+not from the functions' region: Gemini 3.x is not on regional endpoints, so a
+regional location with a Gemini 3 model is refused at start-up, and one with a
+model of unknown family is warned about.
 
 An API refusal of the request itself (400, 401, 403, 404: unknown or retired
-model, invalid argument, no permission) is :class:`~shared.contract.errors.ModelUnusable`:
-the stages end the query ``failed`` instead of falling back. 429, 5xx and
-transport failures are retried by the SDK, then raised as
-:class:`~shared.contract.errors.RetryableError` for the stage to fall back on.
+model, a model the location does not serve, invalid argument, no permission) is
+:class:`~shared.contract.errors.ModelUnusable`, naming the model and the location:
+the stages end the query ``failed`` instead of falling back. 429, 5xx, transport
+failures and timeouts are retried by the SDK (:data:`ATTEMPTS` in all, each
+limited to ``RAGBUS_GEMINI_TIMEOUT_S``; the whole must fit the function's timeout,
+:func:`retry_budget_s`), then raised as :class:`~shared.contract.errors.RetryableError`
+for the stage to fall back on.
 
 The prompts, the context delimiters, the reply schemas and the reading of
 replies are :mod:`shared.query.prompts`, shared with every provider that talks
 to a real model; this module is the transport. Transform, grade and synthesis
-ask for JSON with a response schema; replies are parsed robustly anyway
+ask for JSON with a response schema (``response_json_schema``: the schemas are
+plain JSON Schema); replies are parsed robustly anyway
 (:mod:`shared.query.grading`) because a model can still return fenced, wrapped
 or truncated JSON.
 """
@@ -27,29 +39,96 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from shared.contract.config import DEFAULT_GEMINI_MODEL, Settings
+from shared.contract.config import (
+    DEFAULT_GEMINI_MODEL,
+    MULTI_REGIONAL_LOCATIONS,
+    Settings,
+    require_call_budget,
+)
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
 log = logging.getLogger("ragbus.llm.gemini")
 
-#: Gemini 3: how much the model may think. LOW is offered by every Gemini 3 Flash and Pro
-#: model (MINIMAL is not, e.g. on gemini-3.8-flash); rewriting, grading and answering from
-#: given contexts need little reasoning, and every level above costs latency and tokens.
+#: Gemini 3: how much the model may think. LOW is offered by every Gemini 3 Flash, Flash-Lite
+#: and Pro model (MINIMAL is not, e.g. on gemini-3.8-flash or the Pro models; Vertex AI
+#: "Thinking" page, thinking_level table); rewriting, grading and answering from given
+#: contexts need little reasoning, and every level above costs latency and tokens.
 GEMINI3_THINKING_LEVEL = "LOW"
 #: Room for thinking tokens, added to each answer budget on models that think: thinking
 #: counts against max_output_tokens, and a limit without this room ends the reply with
 #: finishReason MAX_TOKENS before the answer starts.
 THINKING_HEADROOM_TOKENS = 4096
-#: Gemini 2.5: an explicit thinking budget (its Flash models accept 0..24576; Pro cannot turn
-#: thinking off), the same size as the headroom it is added to.
+#: Gemini 2.5: an explicit thinking budget (its Flash models accept 0..24576, Flash-Lite
+#: 512..24576, Pro 128..32768 and cannot turn thinking off), the size of the room added for it.
 GEMINI25_THINKING_BUDGET = 1024
 #: Statuses that mean "try again later"; every other 4xx is a refusal of the request itself.
 TRANSIENT_STATUS = frozenset({408, 429})
+#: HTTP attempts per call (the SDK's HttpRetryOptions counts the first one), and the SDK's
+#: backoff between them: initial_delay * 2**n plus up to JITTER_S, capped at MAX_DELAY_S.
+ATTEMPTS = 3
+INITIAL_DELAY_S = 1.0
+MAX_DELAY_S = 4.0
+JITTER_S = 1.0
+RETRY_STATUS = (429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """What a family of Gemini models accepts: how to control thinking, sampling, where it is served.
+
+    ``thinking``: ``"level"`` (thinking_level, Gemini 3 and later), ``"budget"``
+    (thinking_budget, Gemini 2.5) or ``"none"``. ``sampling``: whether
+    temperature/top_p/top_k are sent. ``locations``: the only Vertex AI locations
+    that serve it, or None when regional endpoints do too. ``known`` is False for
+    the safe settings given to a model of no listed family.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    thinking: str
+    sampling: bool
+    locations: frozenset[str] | None
+    known: bool = True
+
+    def matches(self, model_id: str) -> bool:
+        return self.pattern.fullmatch(model_id) is not None
+
+
+_GLOBAL_ONLY = frozenset(MULTI_REGIONAL_LOCATIONS)
+
+#: The families ragbus knows, from Google's model pages and the Vertex AI "Thinking" and
+#: "Deployments and endpoints" pages (November 2026). Matched against the model id (a Vertex
+#: resource name's last part), optionally with a -preview or version suffix.
+FAMILIES: tuple[ModelFamily, ...] = (
+    ModelFamily("Gemini 3", re.compile(r"gemini-3(?:\.\d+)?-(?:flash-lite|flash|pro)(?:-[a-z0-9-]+)?"),
+                thinking="level", sampling=False, locations=_GLOBAL_ONLY),
+    ModelFamily("Gemini 2.5", re.compile(r"gemini-2\.5-(?:flash-lite|flash|pro)(?:-[a-z0-9-]+)?"),
+                thinking="budget", sampling=True, locations=None),
+    ModelFamily("Gemini 2.0 / 1.5", re.compile(r"gemini-(?:2\.0|1\.5)-(?:flash-lite|flash|pro)(?:-[a-z0-9-]+)?"),
+                thinking="none", sampling=True, locations=None),
+)
+#: Any other model: no sampling parameters (deprecated on thinking models), low thinking with
+#: room for it in the output cap (dropped if the service says the model cannot take it).
+UNKNOWN_FAMILY = ModelFamily("unknown", re.compile(r".*"), thinking="level", sampling=False,
+                             locations=None, known=False)
+
+
+def model_id(model: str) -> str:
+    """The model's id: a Vertex resource name (``projects/.../models/gemini-x``) ends with it."""
+    return model.rsplit("/", 1)[-1].lower()
+
+
+def model_family(model: str) -> ModelFamily:
+    name = model_id(model)
+    return next((family for family in FAMILIES if family.matches(name)), UNKNOWN_FAMILY)
 
 
 def _finish_reason(response: Any) -> str | None:
@@ -58,101 +137,148 @@ def _finish_reason(response: Any) -> str | None:
     return getattr(reason, "value", None) or (str(reason) if reason else None)
 
 
-def generation_settings(model: str, *, temperature: float, answer_tokens: int) -> dict[str, Any]:
-    """``GenerateContentConfig`` fields for ``model``: thinking, output limit, sampling."""
+def generation_settings(
+    model: str, *, temperature: float, answer_tokens: int, thinking: bool = True
+) -> dict[str, Any]:
+    """``GenerateContentConfig`` fields for ``model``: thinking, output limit, sampling.
+
+    ``thinking=False`` leaves the thinking config out (a model of unknown family that
+    refused it); the headroom stays, in case the model thinks anyway.
+    """
     from google.genai import types
 
-    name = model.rsplit("/", 1)[-1].lower()  # a Vertex resource name ends with the model id
-    if name.startswith("gemini-3"):
-        return {
-            "thinking_config": types.ThinkingConfig(thinking_level=GEMINI3_THINKING_LEVEL),
-            "max_output_tokens": answer_tokens + THINKING_HEADROOM_TOKENS,
-        }
-    if name.startswith("gemini-2.5"):
-        return {
-            "thinking_config": types.ThinkingConfig(thinking_budget=GEMINI25_THINKING_BUDGET),
-            "max_output_tokens": answer_tokens + GEMINI25_THINKING_BUDGET,
-            "temperature": temperature,
-            "top_p": 0.95,
-        }
-    return {"max_output_tokens": answer_tokens, "temperature": temperature, "top_p": 0.95, "top_k": 40}
+    family = model_family(model)
+    settings: dict[str, Any] = {"max_output_tokens": answer_tokens}
+    if family.thinking == "level":
+        if thinking:
+            settings["thinking_config"] = types.ThinkingConfig(thinking_level=GEMINI3_THINKING_LEVEL)
+        settings["max_output_tokens"] = answer_tokens + THINKING_HEADROOM_TOKENS
+    elif family.thinking == "budget":
+        settings["thinking_config"] = types.ThinkingConfig(thinking_budget=GEMINI25_THINKING_BUDGET)
+        settings["max_output_tokens"] = answer_tokens + GEMINI25_THINKING_BUDGET
+    if family.sampling:
+        settings.update(temperature=temperature, top_p=0.95)
+        if family.thinking == "none":
+            settings["top_k"] = 40
+    return settings
+
+
+def retry_budget_s(timeout_s: float) -> float:
+    """The longest one call can take: every attempt timing out, plus the longest backoffs between them."""
+    backoffs = sum(min(MAX_DELAY_S, INITIAL_DELAY_S * 2**n) + JITTER_S for n in range(ATTEMPTS - 1))
+    return ATTEMPTS * timeout_s + backoffs
+
+
+def check_location(model: str, location: str) -> None:
+    """Refuse a Vertex location that cannot serve ``model``'s family; warn for an unknown family."""
+    family = model_family(model)
+    if location in MULTI_REGIONAL_LOCATIONS:
+        return
+    if family.locations is not None:
+        raise ConfigError(
+            f"RAGBUS_GEMINI_LOCATION={location!r}: Vertex AI serves {family.name} models such as "
+            f"{model_id(model)!r} only from {', '.join(sorted(family.locations))} (a regional endpoint "
+            "answers 404); use RAGBUS_GEMINI_LOCATION=global (the default), us or eu"
+        )
+    if not family.known:
+        log.warning("Gemini model %r is of no family ragbus knows; newer Gemini models are served from "
+                    "global/us/eu only, and %r is a regional location: a 404 will say so", model, location)
 
 
 class GeminiLanguageModel(PromptedLanguageModel):
-    """:class:`~shared.contract.ports.LanguageModel` backed by Gemini through ``google.genai``."""
+    """:class:`~shared.contract.ports.LanguageModel` backed by Gemini through ``google.genai``.
+
+    ``location`` is where the model is served (a Vertex AI location, or "the Gemini API"),
+    for messages.
+    """
 
     provider = "gemini"
     label = "Gemini"
 
-    def __init__(self, client: Any, model: str = DEFAULT_GEMINI_MODEL, *, max_sub_queries: int = 5) -> None:
+    def __init__(
+        self, client: Any, model: str = DEFAULT_GEMINI_MODEL, *, max_sub_queries: int = 5,
+        location: str | None = None,
+    ) -> None:
         super().__init__(model, max_sub_queries=max_sub_queries)
         self.client = client
+        self.location = location or _client_location(client)
+        self.family = model_family(model)
+        # A model of unknown family that refuses thinking_level is asked without it from then on.
+        self._send_thinking = True
+        self._thinking_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings, env: Mapping[str, str] | None = None) -> GeminiLanguageModel:
         """API-key mode when ``GOOGLE_API_KEY``/``GEMINI_API_KEY`` is set, else Vertex AI.
 
-        Vertex AI needs ``GOOGLE_CLOUD_PROJECT`` and ``GOOGLE_CLOUD_LOCATION``;
-        a missing one is a :class:`ConfigError` naming it. The key is read here,
-        when the model is first needed, never at import.
+        Vertex AI needs ``GOOGLE_CLOUD_PROJECT``; the model is served from
+        ``RAGBUS_GEMINI_LOCATION`` (default ``global``), checked against the model's
+        family. The whole retry budget must fit the function's timeout
+        (:func:`~shared.contract.config.require_call_budget`). A missing or wrong
+        setting is a :class:`ConfigError` naming it. The key is read here, when the
+        model is first needed, never at import.
         """
         from google import genai
         from google.genai import types
 
         env = os.environ if env is None else env
+        require_call_budget(
+            settings, provider="gemini", budget_s=retry_budget_s(settings.gemini_timeout_s),
+            formula=f"{ATTEMPTS} attempts of RAGBUS_GEMINI_TIMEOUT_S={settings.gemini_timeout_s:g} s plus backoffs",
+            knob="RAGBUS_GEMINI_TIMEOUT_S",
+        )
         http_options = types.HttpOptions(
-            timeout=60_000,
-            retry_options=types.HttpRetryOptions(attempts=3, http_status_codes=[429, 500, 502, 503, 504]),
+            timeout=int(settings.gemini_timeout_s * 1000),  # milliseconds, per attempt
+            retry_options=types.HttpRetryOptions(
+                attempts=ATTEMPTS, initial_delay=INITIAL_DELAY_S, max_delay=MAX_DELAY_S, exp_base=2,
+                jitter=JITTER_S, http_status_codes=list(RETRY_STATUS),
+            ),
         )
         api_key = env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")
         if api_key:
             client = genai.Client(api_key=api_key, http_options=http_options)
+            location = "the Gemini API"
         else:
             if not settings.gcp_project:
                 raise ConfigError(
                     "RAGBUS_LLM=gemini needs GOOGLE_CLOUD_PROJECT (Vertex AI) or GOOGLE_API_KEY / "
                     "GEMINI_API_KEY (API key mode); set one, or use RAGBUS_LLM=local"
                 )
-            if not settings.gcp_location:
-                raise ConfigError(
-                    "RAGBUS_LLM=gemini on Vertex AI needs GOOGLE_CLOUD_LOCATION (e.g. europe-west4); "
-                    "set it, or set GOOGLE_API_KEY for API key mode"
-                )
+            location = settings.gemini_location
+            check_location(settings.gemini_model, location)
+            # enterprise= is google-genai's current name for the legacy vertexai= flag
             client = genai.Client(
-                vertexai=True, project=settings.gcp_project, location=settings.gcp_location,
-                http_options=http_options,
+                enterprise=True, project=settings.gcp_project, location=location, http_options=http_options,
             )
-        return cls(client, settings.gemini_model, max_sub_queries=settings.max_sub_queries)
+        return cls(client, settings.gemini_model, max_sub_queries=settings.max_sub_queries, location=location)
 
     # ------------------------------------------------------------ calls
 
     def _generate(
         self, operation: str, prompt: str, *, temperature: float, max_tokens: int, schema: dict[str, Any] | None
     ) -> str:
-        from google.genai import errors, types
+        from google.genai import errors
 
-        settings = generation_settings(self.model, temperature=temperature, answer_tokens=max_tokens)
-        config = types.GenerateContentConfig(
-            system_instruction=SYSTEM_INSTRUCTION,
-            response_mime_type="application/json" if schema else None,
-            response_schema=schema,
-            **settings,
-        )
         started = time.monotonic()
+        thinking = self._send_thinking
+        settings = generation_settings(self.model, temperature=temperature, answer_tokens=max_tokens, thinking=thinking)
         try:
-            response = self.client.models.generate_content(model=self.model, contents=prompt, config=config)
+            response = self._call(prompt, schema, settings)
         except errors.APIError as exc:
-            code = int(getattr(exc, "code", None) or 0)
-            if code in TRANSIENT_STATUS or code >= 500:
-                raise RetryableError(f"Gemini {operation} failed with {code}: {exc}; try again later") from exc
-            status = getattr(exc, "status", None) or ""
-            detail = getattr(exc, "message", None) or str(exc)
-            raise ModelUnusable(
-                f"Gemini model {self.model!r} is unusable: {operation} was refused with HTTP {code}"
-                f"{' ' + status if status else ''} ({detail}); check RAGBUS_GEMINI_MODEL (a current model "
-                f"such as {DEFAULT_GEMINI_MODEL}), the credentials and the project's access to the model",
-                model=self.model, status=code, operation=operation,
-            ) from exc
+            if not (thinking and self._refused_thinking(exc)):
+                raise self._failure(operation, exc) from exc
+            with self._thinking_lock:
+                self._send_thinking = False
+            log.warning("Gemini model %r refused thinking_level (%s); asking without it from now on",
+                        self.model, getattr(exc, "message", None) or exc)
+            settings = generation_settings(self.model, temperature=temperature, answer_tokens=max_tokens,
+                                           thinking=False)
+            try:
+                response = self._call(prompt, schema, settings)
+            except errors.APIError as again:
+                raise self._failure(operation, again) from again
+            except Exception as again:
+                raise RetryableError(f"Gemini {operation} could not be reached: {again}") from again
         except Exception as exc:
             raise RetryableError(f"Gemini {operation} could not be reached: {exc}") from exc
         usage = getattr(response, "usage_metadata", None)
@@ -171,3 +297,46 @@ class GeminiLanguageModel(PromptedLanguageModel):
             response_model=getattr(response, "model_version", None), cut=finish == "MAX_TOKENS", text=text,
         )
         return text
+
+    def _call(self, prompt: str, schema: dict[str, Any] | None, settings: dict[str, Any]) -> Any:
+        from google.genai import types
+
+        config = types.GenerateContentConfig(
+            system_instruction=SYSTEM_INSTRUCTION,
+            response_mime_type="application/json" if schema else None,
+            # the SDK's current field for a plain JSON Schema (response_schema is its OpenAPI subset)
+            response_json_schema=schema,
+            **settings,
+        )
+        return self.client.models.generate_content(model=self.model, contents=prompt, config=config)
+
+    def _refused_thinking(self, exc: Exception) -> bool:
+        """A 400 about thinking, for a model whose family is not known to take it."""
+        code = int(getattr(exc, "code", None) or 0)
+        detail = str(getattr(exc, "message", None) or exc).lower()
+        return not self.family.known and code == 400 and "thinking" in detail
+
+    def _failure(self, operation: str, exc: Exception) -> Exception:
+        code = int(getattr(exc, "code", None) or 0)
+        if code in TRANSIENT_STATUS or code >= 500:
+            return RetryableError(f"Gemini {operation} failed with {code}: {exc}; try again later")
+        status = getattr(exc, "status", None) or ""
+        detail = getattr(exc, "message", None) or str(exc)
+        where = f"at {self.location}" if self.location == "the Gemini API" else f"at Vertex AI location {self.location!r}"
+        hint = (f"check RAGBUS_GEMINI_MODEL (a current model such as {DEFAULT_GEMINI_MODEL})"
+                + (", RAGBUS_GEMINI_LOCATION (Gemini 3 is served from global, us and eu only)"
+                   if self.location != "the Gemini API" else "")
+                + ", the credentials and the project's access to the model")
+        return ModelUnusable(
+            f"Gemini model {self.model!r} {where} is unusable: {operation} was refused with HTTP {code}"
+            f"{' ' + status if status else ''} ({detail}); {hint}",
+            model=self.model, status=code, operation=operation,
+        )
+
+
+def _client_location(client: Any) -> str:
+    """The location a ready client calls (for messages): its Vertex location, or the Gemini API."""
+    api = getattr(client, "_api_client", None)
+    if getattr(client, "vertexai", False):
+        return str(getattr(api, "location", None) or "unknown")
+    return "the Gemini API"

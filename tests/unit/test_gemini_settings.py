@@ -1,0 +1,132 @@
+"""Gemini's own location, its settings by model family, and model retry budgets that fit the function."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from shared.adapters.gcp import gemini
+from shared.adapters.gcp.gemini import (
+    GEMINI25_THINKING_BUDGET,
+    THINKING_HEADROOM_TOKENS,
+    check_location,
+    generation_settings,
+    model_family,
+    retry_budget_s,
+)
+from shared.contract.config import DEFAULT_GEMINI_MODEL, Settings, load_settings
+from shared.contract.errors import ConfigError
+from tests.unit.test_infra import _default, _local, _resource
+
+pytestmark = pytest.mark.unit
+
+
+# ------------------------------------------------------------ location
+
+
+def test_gemini_has_its_own_location_default_global():
+    settings = load_settings({"GOOGLE_CLOUD_LOCATION": "europe-west4"})
+    assert (settings.gemini_location, settings.gcp_location) == ("global", "europe-west4")
+    assert load_settings({"RAGBUS_GEMINI_LOCATION": " EU "}).gemini_location == "eu"
+    assert load_settings({"RAGBUS_GEMINI_LOCATION": "us-central1"}).gemini_location == "us-central1"
+    for bad in ("europe", "https://aiplatform.googleapis.com", "global/us"):
+        with pytest.raises(ConfigError, match="RAGBUS_GEMINI_LOCATION=.*not a Vertex AI location"):
+            load_settings({"RAGBUS_GEMINI_LOCATION": bad})
+
+
+def test_a_regional_location_is_refused_for_gemini_3_and_warned_for_an_unknown_family(caplog):
+    for location in ("global", "us", "eu"):
+        check_location(DEFAULT_GEMINI_MODEL, location)
+    with pytest.raises(ConfigError, match="only from eu, global, us"):
+        check_location("projects/p/locations/global/publishers/google/models/gemini-3.1-flash-lite", "europe-west4")
+    check_location("gemini-2.5-flash", "europe-west4")  # older families are served regionally
+    with caplog.at_level(logging.WARNING, logger="ragbus.llm.gemini"):
+        check_location("gemini-4-argon", "europe-west4")
+    assert "no family ragbus knows" in caplog.text
+
+
+# ------------------------------------------------------------ families
+
+
+@pytest.mark.parametrize(("model", "family"), [
+    ("gemini-3.8-flash", "Gemini 3"),
+    ("gemini-3.5-flash-lite", "Gemini 3"),
+    ("gemini-3.1-pro-preview", "Gemini 3"),
+    ("projects/p/locations/eu/publishers/google/models/gemini-3.7-flash", "Gemini 3"),
+    ("gemini-2.5-pro", "Gemini 2.5"),
+    ("gemini-2.5-flash-lite", "Gemini 2.5"),
+    ("gemini-2.0-flash-001", "Gemini 2.0 / 1.5"),
+    ("gemini-4-argon", "unknown"),
+    ("gemini-30-flash", "unknown"),  # not a Gemini 3 model, whatever its prefix
+    ("gemma-4-26b-it", "unknown"),
+])
+def test_the_family_comes_from_the_table_not_a_name_prefix(model, family):
+    assert model_family(model).name == family
+
+
+def test_each_family_gets_the_settings_it_understands():
+    g3 = generation_settings("gemini-3.8-flash", temperature=0.2, answer_tokens=300)
+    assert g3["thinking_config"].thinking_level.value == "LOW"
+    assert g3["max_output_tokens"] == 300 + THINKING_HEADROOM_TOKENS and "temperature" not in g3
+    g25 = generation_settings("gemini-2.5-pro", temperature=0.2, answer_tokens=300)
+    assert g25["thinking_config"].thinking_budget == GEMINI25_THINKING_BUDGET
+    assert (g25["max_output_tokens"], g25["temperature"], g25["top_p"]) == (300 + GEMINI25_THINKING_BUDGET, 0.2, 0.95)
+    assert "top_k" not in g25
+    old = generation_settings("gemini-2.0-flash", temperature=0.2, answer_tokens=300)
+    assert old == {"max_output_tokens": 300, "temperature": 0.2, "top_p": 0.95, "top_k": 40}
+    unknown = generation_settings("gemini-4-argon", temperature=0.2, answer_tokens=300)
+    assert not {"temperature", "top_p", "top_k"} & set(unknown)
+    assert unknown["thinking_config"].thinking_level.value == "LOW"
+    assert unknown["max_output_tokens"] == 300 + THINKING_HEADROOM_TOKENS
+    without = generation_settings("gemini-4-argon", temperature=0.2, answer_tokens=300, thinking=False)
+    assert without == {"max_output_tokens": 300 + THINKING_HEADROOM_TOKENS}
+
+
+# ------------------------------------------------------------ retry budgets
+
+
+def test_the_gemini_budget_counts_every_attempt_and_backoff():
+    assert gemini.ATTEMPTS == 3
+    # two backoffs: 1 s and 2 s, each plus up to 1 s of jitter
+    assert retry_budget_s(40.0) == 3 * 40.0 + (1 + 1) + (2 + 1) == 125.0
+    assert retry_budget_s(60.0) > 150.0  # the old 60 s timeout outlasted the transformer and grader
+
+
+def test_the_default_budgets_fit_every_model_function_and_plan_checks_the_same():
+    from shared.adapters import openai_compatible
+
+    functions = _local("functions")
+    model_timeouts = [int(f["timeout"]) for f in functions.values() if f["model"]]
+    assert model_timeouts and min(model_timeouts) == 150
+    gemini_default = _default("gemini_timeout_s")
+    assert gemini_default == Settings().gemini_timeout_s
+    assert all(retry_budget_s(gemini_default) < t for t in model_timeouts)
+    assert all(openai_compatible.retry_budget_s(_default("openai_timeout_s")) < t for t in model_timeouts)
+    body = _resource("google_cloudfunctions2_function", "function")
+    conditions = " ".join(p["condition"] for p in body["lifecycle"][0]["precondition"])
+    assert "3 * var.gemini_timeout_s + 5 < each.value.timeout" in conditions
+    for timeout in (10.0, 40.0, 47.0):  # the plan's formula is the code's
+        assert 3 * timeout + 5 == retry_budget_s(timeout)
+    assert 'contains(["global", "us", "eu"], var.gemini_location)' in conditions
+
+
+def test_the_functions_get_the_gemini_location_and_timeout():
+    env = str(_local("common_env"))
+    assert "RAGBUS_GEMINI_LOCATION = var.gemini_location" in " ".join(env.split())
+    assert "RAGBUS_GEMINI_TIMEOUT_S = tostring(var.gemini_timeout_s)" in " ".join(env.split())
+    assert _default("gemini_location") == "global"
+
+
+@pytest.mark.parametrize(("timeout", "ok"), [(60.0, True), (66.0, False)])
+def test_the_openai_budget_is_checked_at_start_up_in_the_cloud(timeout, ok):
+    from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
+
+    settings = Settings(runtime="gcp", ack_deadline_s=150.0, llm_provider="openai",
+                        openai_base_url="https://llm.example.com/v1", openai_model="m", openai_timeout_s=timeout)
+    if ok:
+        OpenAICompatibleLanguageModel.from_settings(settings).close()
+        return
+    with pytest.raises(ConfigError, match=r"152 s .*RAGBUS_OPENAI_TIMEOUT_S=66.*150 s"):
+        OpenAICompatibleLanguageModel.from_settings(settings)
+    OpenAICompatibleLanguageModel.from_settings(settings.with_(runtime="local")).close()  # no function to outlast
