@@ -134,8 +134,8 @@ def check_function_at_start(stage: str, env: dict[str, str] | None = None) -> No
     """Refuse to start a function serving ``stage`` when the stage cannot do its work
     (:mod:`shared.runtime.readiness`): the process exits with the reason.
 
-    The one root main.py imports every stage's entry point, so only the stage being
-    served is checked: functions-framework sets ``FUNCTION_TARGET`` to its ``--target``
+    The one root main.py may be imported by any function (and tests import several
+    entry points), so only the stage being served is checked: functions-framework sets ``FUNCTION_TARGET`` to its ``--target``
     before it imports the source (``create_app`` -> ``get_function_target``), and Cloud
     Functions sets it too. Exiting is how a function says it is not ready: the instance
     never takes a message (Pub/Sub keeps redelivering them), a deploy fails instead of

@@ -101,3 +101,36 @@ def test_every_event_entry_point_flushes_telemetry_before_it_returns(deps, monke
         except Exception:  # noqa: BLE001 - a wrong kind of event for this target; the flush still counts
             pass
     assert flushed == targets
+
+
+GATEWAY_STACK = ("starlette", "mcp", "uvicorn", "sse_starlette")
+
+
+@pytest.mark.parametrize("target", ["grader", "indexer", "gcs_finalized"])
+def test_a_stage_function_does_not_import_the_gateway_stack(tmp_path, target):
+    """functions-framework loads the one root main.py for every function: a stage must not pay
+    the gateway's imports (Starlette, MCP, uvicorn) on each cold start."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    probe = (
+        "import json, sys, functions_framework\n"
+        f"functions_framework.create_app(target={target!r}, source='main.py')\n"
+        f"print(json.dumps([m for m in {GATEWAY_STACK!r} if m in sys.modules]))\n"
+    )
+    env = {**os.environ, "RAGBUS_HOME": str(tmp_path), "FUNCTION_TARGET": target, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_gateway_target_still_loads_on_demand():
+    assert root_main().gateway.__name__ == "gateway"
+    assert "gateway" in dir(root_main())
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        root_main().nope  # noqa: B018
