@@ -18,6 +18,8 @@ locals {
     "run.googleapis.com",
     "secretmanager.googleapis.com",
     "storage.googleapis.com",
+    # Traces go over OTLP to the Telemetry API (cloud.google.com/trace/docs/migrate-to-otlp-endpoints).
+    "telemetry.googleapis.com",
   ]
 }
 

@@ -17,7 +17,8 @@ locals {
   function_project_roles = [
     "roles/datastore.user",
     "roles/logging.logWriter",
-    "roles/cloudtrace.agent",
+    # Spans go over OTLP to telemetry.googleapis.com ("Cloud Telemetry Traces Writer").
+    "roles/telemetry.tracesWriter",
     "roles/monitoring.metricWriter",
   ]
 
@@ -26,6 +27,8 @@ locals {
       for pair in setproduct(keys(local.functions), local.function_project_roles) :
       "${pair[0]}/${pair[1]}" => { function = pair[0], role = pair[1] }
     },
+    # GET /v1/queries/{id}/trace reads the query's trace back from Cloud Trace (traces.get).
+    { "gateway/roles/cloudtrace.user" = { function = "gateway", role = "roles/cloudtrace.user" } },
     {
       for name, f in local.functions :
       "${name}/roles/aiplatform.user" => { function = name, role = "roles/aiplatform.user" }

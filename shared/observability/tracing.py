@@ -244,14 +244,24 @@ _provider_lock = threading.Lock()
 _installed: set[int] = set()
 
 
+def process_resource(service_name: str = "ragbus", env: Mapping[str, str] | None = None) -> Resource:
+    """What this process's spans say about where they come from: the service (the Cloud Run
+    service on Google Cloud) and, when known, the project: the Telemetry (OTLP) API files
+    spans under the resource's ``gcp.project_id`` (Google's OTLP migration guide sets it)."""
+    env = os.environ if env is None else env
+    attributes = {"service.name": env.get("OTEL_SERVICE_NAME") or env.get("K_SERVICE") or service_name}
+    if env.get("GOOGLE_CLOUD_PROJECT"):
+        attributes["gcp.project_id"] = env["GOOGLE_CLOUD_PROJECT"]
+    return Resource.create(attributes)
+
+
 def tracer_provider(service_name: str = "ragbus") -> TracerProvider:
     """The process's SDK TracerProvider, installed once."""
     with _provider_lock:
         current = trace.get_tracer_provider()
         if isinstance(current, TracerProvider):
             return current
-        name = os.environ.get("OTEL_SERVICE_NAME") or os.environ.get("K_SERVICE") or service_name
-        provider = TracerProvider(resource=Resource.create({"service.name": name}))
+        provider = TracerProvider(resource=process_resource(service_name))
         trace.set_tracer_provider(provider)
         return provider
 

@@ -1,10 +1,18 @@
 """Where this process's traces and metrics go, chosen once per process from the settings.
 
 - traces: the local span store (``$RAGBUS_HOME/traces.db``) in the embedded
-  runtime and on the emulator topology; Cloud Trace in the gcp runtime; OTLP as
-  well whenever ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set.
+  runtime and on the emulator topology; in the gcp runtime OTLP/HTTP to the
+  Telemetry API (``https://telemetry.googleapis.com/v1/traces``) with the
+  function's Google credentials, which Google recommends over the Cloud Trace
+  exporter ("Migrate from the Trace exporter to the OTLP endpoint",
+  cloud.google.com/trace/docs/migrate-to-otlp-endpoints: an ``AuthorizedSession``
+  from Application Default Credentials as the exporter's session, the project in
+  the ``gcp.project_id`` resource attribute); OTLP as well whenever
+  ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (with Google credentials when it names a
+  googleapis.com host).
 - metrics: Cloud Monitoring in the gcp runtime (as workload.googleapis.com/ragbus.*),
   OTLP when an endpoint is set; otherwise they are recorded but not exported.
+  Either way at most one write per 10 s per instance (:class:`ThrottledMetricExporter`).
 - ``RAGBUS_TRACING=0`` turns both off.
 """
 
@@ -14,8 +22,12 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
 
 from shared.contract.config import Settings
+from shared.observability.metrics import ThrottledMetricExporter
 from shared.observability.tracing import add_exporter
 
 log = logging.getLogger("ragbus.telemetry")
@@ -58,19 +70,20 @@ def setup_telemetry(settings: Settings) -> None:
     readers = []
     if cloud:
         from opentelemetry.exporter.cloud_monitoring import CloudMonitoringMetricsExporter
-        from opentelemetry.exporter.cloud_trace import CloudTraceSpanExporter
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        add_exporter(CloudTraceSpanExporter(project_id=settings.gcp_project))
-        readers.append(PeriodicExportingMetricReader(
-            CloudMonitoringMetricsExporter(project_id=settings.gcp_project), export_interval_millis=60_000))
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        add_exporter(google_otlp_span_exporter())
+        # add_unique_identifier: every instance writes its own time series; without it two
+        # instances of a function write the same series and Cloud Monitoring refuses one.
+        readers.append(metric_reader(CloudMonitoringMetricsExporter(
+            project_id=settings.gcp_project, add_unique_identifier=True), interval_s=60))
+    otlp_endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-        add_exporter(OTLPSpanExporter())
-        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=30_000))
+        session = google_session() if _is_google_host(otlp_endpoint) else None
+        add_exporter(OTLPSpanExporter(session=session))
+        readers.append(metric_reader(OTLPMetricExporter(session=session), interval_s=30))
     if readers:
         from opentelemetry import metrics
         from opentelemetry.sdk.metrics import MeterProvider
@@ -80,6 +93,48 @@ def setup_telemetry(settings: Settings) -> None:
         metrics.set_meter_provider(MeterProvider(metric_readers=readers,
                                                  resource=Resource.create({"service.name": service})))
         log.info("metrics exported by %d reader(s)", len(readers))
+
+
+#: The Telemetry (OTLP) API's trace endpoint (cloud.google.com/stackdriver/docs/reference/telemetry/v1.traces.post).
+TELEMETRY_TRACES_URL = "https://telemetry.googleapis.com/v1/traces"
+_GOOGLE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+
+
+def _is_google_host(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return host == "googleapis.com" or host.endswith(".googleapis.com")
+
+
+def google_session(credentials: Any = None) -> Any:
+    """A requests session that signs every request with Google credentials (Application
+    Default Credentials unless given): the function's service account on Cloud Run."""
+    from google.auth.transport.requests import AuthorizedSession
+
+    if credentials is None:
+        import google.auth
+
+        credentials, _ = google.auth.default(scopes=list(_GOOGLE_SCOPES))
+    return AuthorizedSession(credentials)
+
+
+def google_otlp_span_exporter(endpoint: str = TELEMETRY_TRACES_URL, credentials: Any = None) -> Any:
+    """OTLP/HTTP (protobuf) span exporter to the Telemetry API, authenticated with Google credentials.
+
+    The spans' resource carries ``gcp.project_id`` (:func:`shared.observability.tracing.tracer_provider`
+    reads ``GOOGLE_CLOUD_PROJECT``), which tells the API which project stores them.
+    """
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=endpoint, session=google_session(credentials))
+
+
+def metric_reader(exporter: Any, *, interval_s: float, clock: Callable[[], float] = time.monotonic) -> Any:
+    """A periodic reader whose exporter writes at most once per 10 s (see ThrottledMetricExporter):
+    the end-of-invocation flush and the reader's own timer share that one budget."""
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    return PeriodicExportingMetricReader(ThrottledMetricExporter(exporter, clock=clock),
+                                         export_interval_millis=int(interval_s * 1000))
 
 
 #: How long the end of an invocation may wait for exports. Cloud Functions (Cloud Run)

@@ -155,3 +155,56 @@ def test_a_gateway_request_exports_its_spans_before_the_response_ends(tmp_path, 
         returned = time.monotonic()
         assert accepted.status_code == 202
         assert "gateway submit" in [name for at, name in SPANS.received if at <= returned]
+
+
+class CountingMetricExporter(RecordingMetricExporter):
+    """Each export call as one write, with the cumulative sum of ``test.invocations`` it carried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[float] = []
+
+    def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs):
+        total = 0.0
+        for rm in metrics_data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == "test.invocations":
+                        total += sum(p.value for p in m.data.data_points)
+        self.writes.append(total)
+        return MetricExportResult.SUCCESS
+
+
+def test_metrics_are_written_at_most_once_per_10_s_per_instance_not_per_invocation(monkeypatch):
+    """Cloud Monitoring refuses points written to a series faster than its sampling period:
+    30 invocations within 10 s make one write; the next one after 10 s carries all of them."""
+    from shared.runtime.telemetry import metric_reader
+
+    now = [1000.0]
+    exporter = CountingMetricExporter()
+    provider = MeterProvider(metric_readers=[metric_reader(exporter, interval_s=NEVER_MS / 1000,
+                                                           clock=lambda: now[0])])
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: provider)
+    deps = Deps(Settings(), publisher=RecordingPublisher(), state=InMemoryStateStore(), clock=FakeClock())
+    monkeypatch.setattr(functions, "_deps", deps)
+    counter = provider.get_meter("test").create_counter("test.invocations")
+
+    consumer = functions.consumer_for("transformer", {"type": "QuerySubmitted"})
+    monkeypatch.setattr(type(consumer), "handler", property(lambda self: lambda message, deps: counter.add(1)))
+    client = functions_framework.create_app(target="transformer", source=str(ROOT / "main.py")).test_client()
+
+    def invoke() -> None:
+        response = client.post("/", data=json.dumps(_cloud_event(QuerySubmitted(query_id="q-metrics"))),
+                               headers={"Content-Type": "application/cloudevents+json"})
+        assert response.status_code == 200, response.get_data(as_text=True)
+
+    try:
+        for _ in range(30):  # one every 0.3 s: 9 s in all
+            invoke()
+            now[0] += 0.3
+        assert exporter.writes == [1.0], "one write for the first invocation, none for the next 29"
+        now[0] = 1000.0 + 10.0
+        invoke()
+        assert exporter.writes == [1.0, 31.0], "the next write carries every invocation since (cumulative)"
+    finally:
+        provider.shutdown(timeout_millis=1_000)

@@ -352,9 +352,10 @@ def test_no_identity_gets_owner_or_editor():
 def test_project_level_roles_are_only_the_unavoidable_ones():
     allowed = {
         "roles/datastore.user", "roles/aiplatform.user", "roles/logging.logWriter",
-        "roles/cloudtrace.agent", "roles/monitoring.metricWriter",
+        "roles/telemetry.tracesWriter", "roles/monitoring.metricWriter",
     }
     assert set(_local("function_project_roles")) <= allowed
+    assert "telemetry.googleapis.com" in _local("apis"), "traces go to the Telemetry API: it must be enabled"
     assert _resource("google_project_iam_member", "eventarc_trigger_receiver")["role"] == "roles/eventarc.eventReceiver"
     agent = _resource("google_project_iam_member", "gcs_agent_publishes_events")
     assert agent["role"] == "roles/pubsub.publisher" and "gcs_agent" in agent["member"]
