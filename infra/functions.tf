@@ -102,7 +102,11 @@ resource "google_cloudfunctions2_function" "function" {
       RAGBUS_STAGE          = each.value.stage
       RAGBUS_ACK_DEADLINE_S = tostring(each.value.timeout)
       OTEL_SERVICE_NAME     = "ragbus-${each.key}"
-    })
+      },
+      # Cloud Run's front end terminates TLS and is the only way in: trust its
+      # X-Forwarded-Proto (gunicorn/uvicorn trust only 127.0.0.1 by default), or the
+      # page's own https POST looks cross-origin to the gateway (services/gateway/guard.py).
+    each.value.trigger == "http" ? { FORWARDED_ALLOW_IPS = "*" } : {})
     dynamic "secret_environment_variables" {
       for_each = each.value.model && local.openai_key_secret != "" ? [local.openai_key_secret] : []
       content {

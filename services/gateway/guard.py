@@ -10,10 +10,20 @@
   a "simple" ``text/plain`` fetch cannot send without a preflight that fails.
 - Token: with ``api_token`` (``RAGBUS_API_TOKEN``), every request except the page,
   its static files and the health checks needs ``Authorization: Bearer <token>``.
-  Binding to a non-loopback address requires one (see ``ragbus serve``).
+  Binding to a non-loopback address requires one (see ``ragbus serve``). Behind Cloud
+  Run IAM the caller's identity token goes in ``X-Serverless-Authorization`` instead:
+  Cloud Run checks that header when it is present and leaves ``Authorization`` to the
+  application (Cloud Run, "Authenticating service-to-service"), so the two combine.
 
 Requests without ``Origin`` (curl, MCP clients, scripts) are not browsers acting
 for another site, and pass the origin check.
+
+The scheme an ``Origin`` is compared with is the ASGI scope's. Behind a TLS-terminating
+front end (Cloud Run) the server sees ``http``; uvicorn (under gunicorn in
+functions-framework) rewrites the scope from ``X-Forwarded-Proto`` only for peers in
+``FORWARDED_ALLOW_IPS`` (default 127.0.0.1 and ::1). The deployment sets it where a
+trusted front end is the only way in (``infra/functions.tf``: the gateway function);
+locally nothing trusts a forwarded scheme from elsewhere, so a spoofed header is refused.
 """
 
 from __future__ import annotations
@@ -73,7 +83,8 @@ class RequestGuard:
             origin = headers.get("origin")
             if origin is not None and not _same_origin(origin, host, scope):
                 return (403, f"cross-origin {method} from {origin[:100]!r} refused; the API accepts writes "
-                        "from its own page and from clients that send no Origin", {})
+                        "from its own page and from clients that send no Origin" + _proxy_hint(origin, host, scope),
+                        {})
             if headers.get("sec-fetch-site") == "cross-site":
                 return (403, f"cross-site {method} refused (Sec-Fetch-Site: cross-site)", {})
             media = headers.get("content-type", "").split(";")[0].strip().lower()
@@ -85,7 +96,8 @@ class RequestGuard:
             given = headers.get("authorization", "")
             scheme, _, token = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.api_token.encode()):
-                return (401, "this gateway needs Authorization: Bearer <RAGBUS_API_TOKEN>",
+                return (401, "this gateway needs Authorization: Bearer <RAGBUS_API_TOKEN> (behind Cloud Run IAM, "
+                        "send the identity token as X-Serverless-Authorization: Bearer <ID token>)",
                         {"www-authenticate": 'Bearer realm="ragbus"'})
         return None
 
@@ -98,6 +110,15 @@ def _same_origin(origin: str, host: str, scope: Scope) -> bool:
         return False
     scheme = scope.get("scheme", "http")
     return parts.scheme == scheme and parts.netloc.lower() == host.strip().lower()
+
+
+def _proxy_hint(origin: str, host: str, scope: Scope) -> str:
+    """Why the page's own https origin looks foreign: the server saw plain http from a proxy."""
+    parts = urlsplit(origin)
+    if parts.scheme == "https" and scope.get("scheme") == "http" and parts.netloc.lower() == host.strip().lower():
+        return (" (this server saw http: behind a TLS-terminating proxy, set FORWARDED_ALLOW_IPS to the proxy's "
+                "address so its X-Forwarded-Proto is trusted)")
+    return ""
 
 
 async def _send_error(send, status: int, message: str, extra: dict[str, str]) -> None:

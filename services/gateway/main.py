@@ -8,6 +8,10 @@ the gateway app itself as the "response": Starlette then calls it with the
 original scope, receive and send, and every route, the event stream and the
 MCP endpoint work unchanged. No WSGI bridge is involved, so streaming is real.
 
+``RAGBUS_API_TOKEN`` is enforced as in ``ragbus serve``; with Cloud Run IAM in front,
+callers send their identity token as ``X-Serverless-Authorization`` and the ragbus
+token as ``Authorization`` (:mod:`services.gateway.guard`).
+
 The framework runs no lifespan for our app, so the first request starts it
 (the MCP session manager needs its task group) and it lives as long as the
 event loop. Deps are built once per instance, on first use.
@@ -95,7 +99,9 @@ async def _gateway_app() -> _LifespanApp:
     app = _running.get(loop)
     if app is None:
         gateway_deps = deps()
-        app = _running[loop] = _LifespanApp(create_app(gateway_deps, host=gateway_deps.settings.gateway_host))
+        settings = gateway_deps.settings
+        app = _running[loop] = _LifespanApp(create_app(gateway_deps, host=settings.gateway_host,
+                                                       api_token=settings.api_token))
     await app.start()
     return app
 

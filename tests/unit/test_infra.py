@@ -513,3 +513,14 @@ def test_outputs_name_the_gateway_and_buckets():
     outputs = _tf()["output"]
     assert {"gateway_url", "blobs_bucket", "documents_bucket"} <= set(outputs)
     assert 'function["gateway"]' in outputs["gateway_url"]["value"]
+
+
+def test_only_the_http_function_trusts_the_front_ends_forwarded_scheme():
+    """Cloud Run terminates TLS: the gateway must trust X-Forwarded-Proto from its front end
+    (FORWARDED_ALLOW_IPS) or the page's https POST is refused as cross-origin; the
+    event-driven functions have no browser callers and keep the server's default."""
+    env = _block(_resource("google_cloudfunctions2_function", "function"), "service_config")["environment_variables"]
+    assert 'each.value.trigger == "http" ? {FORWARDED_ALLOW_IPS = "*"} : {}' in env
+    assert "FORWARDED_ALLOW_IPS" not in str(_local("common_env"))
+    http = [name for name, f in _local("functions").items() if f["trigger"] == "http"]
+    assert http == ["gateway"]
