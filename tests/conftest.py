@@ -1,13 +1,41 @@
 """Markers follow the folder: tests/unit -> unit, tests/integration -> integration, tests/e2e -> e2e,
-tests/hostile -> hostile."""
+tests/hostile -> hostile.
+
+The suite never touches the user's data: RAGBUS_HOME points at a fresh temporary folder for the
+whole run (code that reads settings without a home of its own, such as spans recorded by unit
+tests, lands there, not in ./.ragbus or the user's RAGBUS_HOME), and a run that changed ./.ragbus
+or the user's RAGBUS_HOME fails."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 _ROOT = Path(__file__).parent
+_USER_HOMES = [Path(p) for p in {os.environ.get("RAGBUS_HOME") or "", str(Path.cwd() / ".ragbus"),
+                                 str(_ROOT.parent / ".ragbus")} if p]
+_SUITE_HOME = Path(tempfile.mkdtemp(prefix="ragbus-tests-home-"))
+
+
+def _snapshot(homes: list[Path]) -> dict[str, tuple[int, int]]:
+    seen: dict[str, tuple[int, int]] = {}
+    for home in homes:
+        if home.is_dir():
+            for path in home.rglob("*"):
+                if path.is_file():
+                    stat = path.stat()
+                    seen[str(path)] = (stat.st_size, stat.st_mtime_ns)
+        elif home.exists():
+            seen[str(home)] = (home.stat().st_size, home.stat().st_mtime_ns)
+    return seen
+
+
+_BEFORE = _snapshot(_USER_HOMES)
+os.environ["RAGBUS_HOME"] = str(_SUITE_HOME)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -15,3 +43,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kind = Path(str(item.fspath)).relative_to(_ROOT).parts[0]
         if kind in {"unit", "integration", "e2e", "hostile"}:
             item.add_marker(getattr(pytest.mark, kind))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    changed = sorted(set(_snapshot(_USER_HOMES).items()) ^ set(_BEFORE.items()))
+    shutil.rmtree(_SUITE_HOME, ignore_errors=True)
+    if changed:
+        paths = sorted({path for path, _ in changed})
+        session.config.get_terminal_writer().line(
+            "the test run changed the user's data directory: " + ", ".join(paths[:5])
+            + " (a test wrote outside its own home, or a ragbus process was running on it)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

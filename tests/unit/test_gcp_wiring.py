@@ -18,11 +18,12 @@ def test_missing_settings_are_named():
         load_settings({"RAGBUS_INDEX": "pinecone"})
 
 
-def test_gcp_runtime_builds_cloud_adapters(monkeypatch):
+def test_gcp_runtime_builds_cloud_adapters(monkeypatch, tmp_path):
     monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:9")  # no credentials needed with emulators
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:9")
-    deps = build_deps(load_settings({"RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "p", "RAGBUS_BUCKET": "b"}))
+    deps = build_deps(load_settings({"RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "p", "RAGBUS_BUCKET": "b",
+                                     "RAGBUS_HOME": str(tmp_path)}))
     from shared.adapters.gcp.firestore_state import FirestoreStateStore
     from shared.adapters.gcp.gcs_blobs import GcsBlobStore
     from shared.observability.tracing import TracingPublisher

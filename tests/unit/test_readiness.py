@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -251,3 +252,12 @@ def _local(tmp_path):
 
     system = build_local(load_settings({"RAGBUS_HOME": str(tmp_path), "RAGBUS_TRACING": "0"}))
     return system.deps, system
+
+
+def test_the_suite_runs_in_a_home_of_its_own():
+    # conftest points RAGBUS_HOME at a temporary folder: nothing a test records without a home
+    # of its own (spans, the default store) reaches ./.ragbus or the user's RAGBUS_HOME
+    from shared.contract.config import load_settings
+    home = load_settings().home.resolve()
+    assert home.name.startswith("ragbus-tests-home-")
+    assert home != (Path.cwd() / ".ragbus").resolve()
