@@ -292,11 +292,13 @@ class _Api:
         )
 
     async def trace(self, request: Request) -> Response:
-        """The query's trace as waterfall rows, from the local span store."""
+        """The query's trace as waterfall rows: from the local span store, or from Cloud Trace on GCP."""
         query_id = request.path_params["query_id"]
         record = await anyio.to_thread.run_sync(get_query, self.deps, query_id)
         if record is None:
             return _unknown_query(query_id)
+        if cloud_traces(self.deps.settings):
+            return JSONResponse(await anyio.to_thread.run_sync(cloud_query_trace, self.deps.settings, record))
         found = await anyio.to_thread.run_sync(query_trace, self.deps.settings, record)
         if found is None:
             # The query exists; its spans are not stored here (tracing off, or exported to Cloud Trace).
@@ -348,6 +350,44 @@ def query_trace(settings: Any, record: QueryRecord) -> dict[str, Any] | None:
     drawn = rows(spans)
     end = max(r["offset_ms"] + r["duration_ms"] for r in drawn)
     return {"trace_id": trace_id, "duration_ms": round(end, 3), "rows": drawn}
+
+
+def cloud_traces(settings: Any) -> bool:
+    """Whether this gateway's spans go to Cloud Trace (the gcp runtime, not on the emulators)."""
+    from shared.runtime.telemetry import on_emulators
+
+    return settings.runtime == "gcp" and settings.tracing and not on_emulators()
+
+
+@functools.lru_cache(maxsize=2)
+def cloud_trace_reader(project: str) -> Any:
+    """One Cloud Trace reader per project, with the instance's Google credentials."""
+    from shared.adapters.gcp.cloud_trace import CloudTraceReader
+    from shared.runtime.telemetry import google_session
+
+    return CloudTraceReader(project, google_session())
+
+
+def cloud_query_trace(settings: Any, record: QueryRecord) -> dict[str, Any]:
+    """The query's trace read from Cloud Trace, or a note saying why not and where to look."""
+    from shared.adapters.gcp.cloud_trace import TraceUnavailable, console_url
+    from shared.observability.waterfall import rows
+
+    if not record.trace_id:
+        return {"trace_id": None, "duration_ms": 0.0, "rows": [],
+                "note": "this query has no trace id (it was submitted with tracing off)"}
+    link = console_url(settings.gcp_project or "", record.trace_id)
+    try:
+        drawn = rows(cloud_trace_reader(settings.gcp_project or "").spans_of_trace(record.trace_id))
+    except TraceUnavailable as exc:
+        return {"trace_id": record.trace_id, "duration_ms": 0.0, "rows": [], "console_url": link,
+                "note": f"{exc}; open the trace in the Cloud console: {link}"}
+    except Exception as exc:  # noqa: BLE001 - credentials missing or broken: the link still helps
+        return {"trace_id": record.trace_id, "duration_ms": 0.0, "rows": [], "console_url": link,
+                "note": f"Cloud Trace cannot be read from here ({type(exc).__name__}: {str(exc)[:200]}); "
+                        f"open the trace in the Cloud console: {link}"}
+    end = max(r["offset_ms"] + r["duration_ms"] for r in drawn)
+    return {"trace_id": record.trace_id, "duration_ms": round(end, 3), "rows": drawn, "console_url": link}
 
 
 async def _read_json_object(request: Request) -> dict[str, Any] | Response:

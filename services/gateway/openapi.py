@@ -369,7 +369,7 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
         "/v1/queries/{query_id}/trace": {
             "get": {
                 "operationId": "getQueryTrace",
-                "summary": "The query's trace as a waterfall (embedded runtime and emulator topology)",
+                "summary": "The query's trace as a waterfall (local span store; Cloud Trace on Google Cloud)",
                 "description": "Every span of the query's one trace, depth-first, with its depth, offset "
                 "from the first span and duration; the label carries iteration, grades and decision.",
                 "parameters": [_QUERY_ID],
@@ -382,6 +382,7 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                             "properties": {
                                 "trace_id": {"type": ["string", "null"]},
                                 "note": {"type": "string"},
+                                "console_url": {"type": "string"},
                                 "duration_ms": {"type": "number"},
                                 "rows": {"type": "array", "items": {
                                     "type": "object",
