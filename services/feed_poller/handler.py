@@ -103,6 +103,7 @@ class PollReport:
     rejected: list[str] = field(default_factory=list)  # why an entry was skipped, when it said something unusable
     deferred: int = 0  # over max_items_per_poll: left for the next poll
     refused: int = 0  # refused by the fetcher before, unchanged since: not fetched again
+    elsewhere: int = 0  # pages another listing found first: one document, indexed from there
     entries: int = 0
     published: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -126,6 +127,8 @@ class PollReport:
             text += f", {self.refused} refused earlier and unchanged"
         if self.pending:
             text += f", {self.pending} re-sent"
+        if self.elsewhere:
+            text += f", {self.elsewhere} already indexed from another listing"
         if self.item_errors:
             text += f", {len(self.item_errors)} failed"
         if self.rejected:
@@ -491,6 +494,16 @@ def _page_url(link: str) -> str:
         return link
 
 
+def _normal_page(link: str | None) -> str | None:
+    """``link`` when it is a normalised http(s) URL (a page the registry can know), else None."""
+    if not link:
+        return None
+    try:
+        return link if normalise_url(link) == link else None
+    except InvalidInput:
+        return None
+
+
 def _shown(value: Any) -> str:
     text = str(value or "")
     return repr(text if len(text) <= 120 else text[:117] + "...")
@@ -592,6 +605,7 @@ def _process_entry(
         ledger={"feed_url": feed_url, "guid": entry.guid, "link": entry.link, "title": entry.title},
         trace={"guid": entry.guid, "feed_url": feed_url},
         trace_name="feed item",
+        page=_normal_page(entry.link),
     )
 
     def fetch_page() -> Content:
@@ -613,6 +627,8 @@ def _process_entry(
     done = announce(item, fetch_page, state=state, publisher=publisher, clock=clock, blobs=blobs)
     if done.claim == "unchanged":
         report.unchanged += 1
+    elif done.elsewhere is not None:
+        report.elsewhere += 1
     elif done.error is not None:
         message = f"{entry.link or entry.guid}: {done.error}"
         log.warning("feed %s: item failed: %s", report.feed_url, message)

@@ -36,12 +36,19 @@ def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus
     out = IngestionStatus()
     for document_id in document_ids:
         claim = state.get(state_collections.PROCESSED_ITEMS, document_id)
-        document = state.get(state_collections.DOCUMENTS, document_id)
+        indexed_as = (claim or {}).get("indexed_as") or document_id  # a page another listing found first
+        if claim and claim.get("alias"):
+            # done when the record that keeps the page current is done (or gone: nothing to wait for)
+            claim = state.get(state_collections.PROCESSED_ITEMS, indexed_as)
+            if claim is None:
+                out.indexed.add(document_id)
+                continue
+        document = state.get(state_collections.DOCUMENTS, indexed_as)
         if claim is None:  # forgotten: a deletion
             (out.pending if document is not None else out.indexed).add(document_id)
         elif document is not None and document.get("content_hash") == claim.get("item_hash"):
             out.indexed.add(document_id)
-        elif document_id in letters:
+        elif document_id in letters or indexed_as in letters:
             out.failed.add(document_id)
         elif claim.get("status") == "failed":
             out.failed.add(document_id)

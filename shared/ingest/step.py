@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.contract import state_collections
 from shared.contract.errors import FetchRefused, PermanentError, RetryableError
 from shared.contract.messages import DocumentDeleted, DocumentFetched, SourceKind
 from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
-from shared.ingest import processed_items
+from shared.ingest import pages, processed_items
 from shared.ingest.processed_items import Claim
 from shared.observability.tracing import item_trace
 
@@ -51,6 +52,7 @@ class Item:
     ledger: Mapping[str, Any] = field(default_factory=dict)  # kept on its ledger record
     trace: Mapping[str, Any] = field(default_factory=dict)  # attributes of its item trace
     trace_name: str = ""  # "<source> item" when empty
+    page: str | None = None  # a web page's normalised URL: one document however many listings hold it
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Announced:
     claim: Claim
     message: DocumentFetched | None = None
     error: str | None = None  # why its content could not be obtained (a later run retries)
+    elsewhere: str | None = None  # the page is indexed from another listing, under this document id
 
     @property
     def published(self) -> bool:
@@ -98,12 +101,29 @@ def announce(
     later run tries again. Failures of the ledger, the blob store or the bus
     propagate, leaving the claim pending for the next run.
     """
+    before = state.get(state_collections.PROCESSED_ITEMS, item.document_id) if item.page else None
     claim = processed_items.claim(
         state, item.document_id, item.item_hash, now=clock.now(),
-        fields={"source": item.source, **item.ledger},
+        fields={"source": item.source, **item.ledger, **({"page": item.page} if item.page else {})},
     )
     if claim == "unchanged":
         return Announced(claim)
+    target = item.document_id
+    if item.page:
+        moved_from = (before or {}).get("page")
+        if moved_from and moved_from != item.page:
+            # the item now links another page; its old page goes unless another listing holds it
+            # (under this document id, when the new page is published, it is replaced anyway)
+            released = pages.release(state, moved_from, item.document_id)
+            if released is not None and released.last and released.document_id != item.document_id:
+                retract(released.document_id, "link moved", state=state, publisher=publisher, clock=clock)
+        target = pages.hold(state, item.page, item.document_id, item.origin)
+        if target != item.document_id and state.get(state_collections.PROCESSED_ITEMS, target) is not None:
+            # another listing found this page first and keeps it current: this one holds it too
+            processed_items.mark_published(state, item.document_id, item.item_hash, now=clock.now(),
+                                           fields={"indexed_as": target, "alias": True})
+            log.info("%s %s: indexed already as %s (another listing)", claim, item.guid, target)
+            return Announced(claim, elsewhere=target)
     with item_trace(item.trace_name or f"{item.source} item", document_id=item.document_id, claim=claim, **item.trace):
         try:
             content = obtain()
@@ -117,11 +137,11 @@ def announce(
         if raw_ref is None:
             if blobs is None or content.body is None:
                 raise ValueError(f"{item.document_id}: content without bytes or a reference to them")
-            raw_ref = blobs.put(f"raw/{item.document_id}/{item.item_hash}", content.body,
+            raw_ref = blobs.put(f"raw/{target}/{item.item_hash}", content.body,
                                 content.stored_type or content.content_type)
         now = clock.now()
         message = DocumentFetched(
-            document_id=item.document_id,
+            document_id=target,
             source=item.source,
             origin=item.origin,
             guid=item.guid,
@@ -135,8 +155,9 @@ def announce(
             fetched_at=now,
         )
         publisher.publish(message)
+        held = {"indexed_as": target, "alias": False} if item.page else {}
         processed_items.mark_published(
-            state, item.document_id, item.item_hash, now=now, fields={**content.ledger, "raw_ref": raw_ref})
+            state, item.document_id, item.item_hash, now=now, fields={**content.ledger, "raw_ref": raw_ref, **held})
     log.info("%s %s (%s)", claim, item.guid, item.document_id)
     return Announced(claim, message)
 
@@ -172,9 +193,31 @@ def retract_missing(
     for record in processed_items.records(state, where):
         if record.get("guid") in keep:
             continue
+        if record.get("page"):
+            deleted = _let_go(record["page"], record["document_id"], reason, state=state, publisher=publisher,
+                              clock=clock)
+            processed_items.forget(state, record["document_id"])
+            if deleted:
+                gone.append(deleted)
+            continue
         retract(record["document_id"], reason, state=state, publisher=publisher, clock=clock)
         gone.append(record["document_id"])
     return gone
+
+
+def _let_go(page: str, holder: str, reason: str, *, state: StateStore, publisher: Publisher,
+            clock: Clock) -> str | None:
+    """``holder`` no longer holds ``page``; retract the page's document when no other listing
+    holds it, and return that document id (None when the page stays)."""
+    released = pages.release(state, page, holder)
+    if released is None:  # recorded before the page registry: the page is its own document
+        retract(holder, reason, state=state, publisher=publisher, clock=clock)
+        return holder
+    if not released.last:
+        log.info("%s: %s, but another listing still lists %s; kept", holder, reason, page)
+        return None
+    retract(released.document_id, reason, state=state, publisher=publisher, clock=clock)
+    return released.document_id
 
 
 def polled_items(state: StateStore, listing_urls: Iterable[str] | None = None) -> list[dict[str, Any]]:

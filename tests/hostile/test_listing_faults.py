@@ -284,3 +284,76 @@ def test_a_document_type_anywhere_is_refused_by_the_parser(listings, body):
     error = listings.record("/sitemap.xml")["last_error"]
     assert "declares a document type" in error, error
     _nothing_lost(listings)
+
+
+# ------------------------------------------------------------ item 8: one page across listings
+
+
+def test_a_page_listed_by_a_feed_and_a_sitemap_is_one_document(listings):
+    site = listings.site
+    items = _articles(site, 2)
+    site.put("/feed.xml", feed_xml(site.base, items), "application/rss+xml")
+    # the sitemap spells the same pages its own way
+    site.put("/sitemap.xml", urlset([f"{site.base}/./p0.html", f"{site.base}/p1.html#top"]), "application/xml")
+    listings.add("/feed.xml")
+    listings.add("/sitemap.xml", "sitemap")
+    listings.poll()
+    assert sorted(listings.fetched()) == [f"{site.base}/p0.html", f"{site.base}/p1.html"]
+    assert site.hits["/p0.html"] == 1 and site.hits["/p1.html"] == 1
+    assert "2 already indexed from another listing" in listings.record("/sitemap.xml")["last_status"]
+    listings.poll()  # and again: nothing new, nothing twice
+    assert len(listings.fetched()) == 2 and listings.deleted() == []
+
+
+def test_an_index_and_its_child_registered_separately_hold_each_page_once(listings):
+    site = listings.site
+    _articles(site, 3)
+    site.put("/child.xml", urlset([f"{site.base}/p{n}.html" for n in range(3)]), "application/xml")
+    site.put("/index.xml", sitemapindex([f"{site.base}/child.xml"]), "application/xml")
+    listings.add("/index.xml", "sitemap")
+    listings.add("/child.xml", "sitemap")
+    listings.poll()
+    assert sorted(listings.fetched()) == [f"{site.base}/p{n}.html" for n in range(3)]
+
+
+def test_removing_one_listing_keeps_the_pages_another_still_lists(listings):
+    from shared.ingest.feeds import remove_feed
+
+    site = listings.site
+    items = _articles(site, 2)
+    site.put("/feed.xml", feed_xml(site.base, items), "application/rss+xml")
+    site.put("/sitemap.xml", urlset([f"{site.base}/p0.html", f"{site.base}/p1.html"]), "application/xml")
+    feed, sitemap = listings.add("/feed.xml"), listings.add("/sitemap.xml", "sitemap")
+    listings.poll()
+    (first_ids,) = {tuple(sorted(m.document_id for m in listings.deps.publisher.messages))}
+    kw = {"publisher": listings.deps.publisher, "clock": listings.clock}
+    # the feed found the pages first; removing it must not delete what the sitemap lists
+    assert remove_feed(listings.state, feed, **kw) == []
+    assert listings.deleted() == []
+    # the sitemap drops one page: now it is gone, the other stays
+    site.put("/sitemap.xml", urlset([f"{site.base}/p1.html"]), "application/xml")
+    listings.poll()
+    (gone,) = listings.deleted()
+    assert gone in first_ids
+    assert len(listings.fetched()) == 2  # nothing fetched again
+    assert sorted(remove_feed(listings.state, sitemap, kind="sitemap", **kw) + [gone]) == sorted(first_ids)
+
+
+def test_the_same_pages_in_a_feed_and_a_sitemap_are_indexed_once_and_survive_removing_one(tmp_path):
+    """Through the CLI and the real indexer: `stats` counts each page once, and `feeds remove`
+    keeps what the sitemap still lists."""
+    from tests.support import cli_json, run_cli
+
+    home = tmp_path / "home"
+    with hostile_server() as site:
+        items = _articles(site, 3)
+        site.put("/feed.xml", feed_xml(site.base, items), "application/rss+xml")
+        site.put("/sitemap.xml", urlset([f"{site.base}/p{n}.html" for n in range(3)]), "application/xml")
+        run_cli(home, "feeds", "add", f"{site.base}/feed.xml", "--allow-loopback")
+        run_cli(home, "sitemaps", "add", f"{site.base}/sitemap.xml", "--allow-loopback")
+        run_cli(home, "poll", "--allow-loopback", "--timeout", "120")
+        assert cli_json(home, "stats")["documents"] == 3
+        run_cli(home, "feeds", "remove", f"{site.base}/feed.xml", "--timeout", "120")
+        assert cli_json(home, "stats")["documents"] == 3
+        run_cli(home, "sitemaps", "remove", f"{site.base}/sitemap.xml", "--timeout", "120")
+        assert cli_json(home, "stats")["documents"] == 0
