@@ -187,8 +187,24 @@ def extract_markdown(text: str) -> CleanDocument:
     prefix: list[str] = []  # list markers of the items we are inside
     ordered_counters: list[int | None] = []
     lists_seen = 0
+    row: list[str] | None = None  # the cells of the table row being read
+    tables_seen = 0
     for i, token in enumerate(tokens):
         kind = token.type
+        # A table row is one line ("| 304 | Not Modified |") under its header and rule, as it was
+        # written: cell by cell, each a paragraph of its own, no row could be read back.
+        if kind == "table_open":
+            tables_seen += 1
+        elif kind == "tr_open":
+            row = []
+        elif kind == "inline" and row is not None:
+            row.append(" ".join(_inline_text(token).split()))
+            continue
+        elif kind == "tr_close" and row is not None:
+            blocks.append(("| " + " | ".join(row) + " |", -tables_seen))
+            row = None
+        elif kind == "thead_close" and blocks:
+            blocks.append(("|" + "---|" * blocks[-1][0].count(" | ") + "---|", -tables_seen))
         if kind in ("bullet_list_open", "ordered_list_open"):
             if not ordered_counters:
                 lists_seen += 1

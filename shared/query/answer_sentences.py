@@ -4,12 +4,21 @@ the sentence before them.
 An extractive answer copies sentences out of their passages, so a sentence must read
 as a statement on its own, or come right after the sentence it leans on:
 
+- :func:`passage_pieces` reads a passage as documentation is written: lines a text
+  file wraps at 72 or 80 columns are joined back into their sentences, each list item
+  is a piece of its own, a definition list (a short term, then its definition) is one
+  "term: definition" piece, and a table row is quoted with its header ("Code: 304;
+  Meaning: Not Modified");
 - :func:`answer_sentence` cleans a sentence for quoting (list bullets, the source's
   own ``[n]`` reference markers and heading labels such as ``"Facilities Overview
   (2024): "`` are taken off) or rejects it: fragments, sentences ending in a colon
   (a lead-in to a list the answer would not show), questions and sentences quoting
   one, headings (Markdown ``#`` lines, Title Case lines without a lower-case word)
-  and pieces that start in the middle of a sentence;
+  and pieces that start in the middle of a sentence (with a small word such as
+  "into" or "and"; a sentence may open with a lower-case identifier: "libffi is not
+  completely thread-safe.", "ffi_prep_cif returns FFI_OK."). A list item, table row
+  or definition is quoted without a full stop ("pstree - shows the running processes
+  as a tree");
 - :func:`opens_with_reference` tells whether a sentence starts by pointing back at
   what came before ("These ...", "It ...", "At that scale ...", "However, ...",
   "When you do, ...", "BM25 addresses these with ..."): quoted alone it is a riddle;
@@ -107,9 +116,29 @@ def heading_like(text: str) -> bool:
     return True
 
 
-def answer_sentence(sentence: str) -> str | None:
+# Words a sentence does not open with in lower case: a piece starting with one is the tail of a
+# sentence cut at an inner quotation or a chunk edge ("into the search box and ..."), where a
+# lower-case word of another kind opens a sentence about an identifier ("libffi is ...").
+_TAIL_OPENERS = frozenset(
+    """
+    a an the and or but nor so yet for of in on at to into onto from by with without within about as
+    than then that which who whom whose where when while because although though if unless until
+    after before since during over under between through per via is are was were be been being has
+    have had do does did can could will would should may might must not also only even just both
+    either neither each every all any some such this these those its their his her our your my it
+    they them we you he she i there here what how why
+    """.split()
+)
+# An item of a list, a definition or a table row may be short: "-p: show PIDs".
+MIN_ITEM_CHARS = 12
+MIN_ITEM_WORDS = 3
+
+
+def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
     """``sentence`` cleaned for quoting in an answer, or None when it cannot be quoted
-    (see the module docstring for what is cleaned and what is rejected)."""
+    (see the module docstring for what is cleaned and what is rejected). ``item``: the
+    piece is a list item, a definition or a table row (:func:`passage_pieces`), which
+    reads as a statement without a full stop."""
     text = " ".join(sentence.split())
     if text.startswith("#"):
         return None  # a Markdown heading
@@ -117,19 +146,106 @@ def answer_sentence(sentence: str) -> str | None:
     text = _REFERENCE_MARKER.sub("", text).strip()
     label = _LABEL.match(text)
     # a short label with a number ("Q3 2024: Revenue rose") says when or which: it stays
-    if label and heading_like(label["label"]) and not (
+    if not item and label and heading_like(label["label"]) and not (
             len(label["label"].split()) <= 3 and any(ch.isdigit() for ch in label["label"])):
         text = text[label.end():]
-    if len(text) < MIN_CHARS or len(_words(text)) < MIN_WORDS:
+    words = _words(text)
+    if item:
+        if len(text) < MIN_ITEM_CHARS or len(words) < MIN_ITEM_WORDS or text.endswith(":") or "?" in text:
+            return None
+    elif len(text) < MIN_CHARS or len(words) < MIN_WORDS:
         return None
-    if not _STATEMENT_END.search(text) or "?" in text:
+    elif not _STATEMENT_END.search(text) or "?" in text:
         return None  # cut at a colon or a chunk edge, or a question (asked or quoted)
     first = text.lstrip("\"'“‘(")
-    if first[:1].islower() and not any(ch.isdigit() or ch.isupper() for ch in _words(first)[0][1:]):
-        return None  # the tail of a sentence split at an inner quotation or a line break
+    if not item and first[:1].islower() and _words(first)[0].lower() in _TAIL_OPENERS:
+        return None  # the tail of a sentence split at an inner quotation or a chunk edge
     if heading_like(text):
         return None
     return text
+
+
+# A Markdown or text table row ("| 304 | Not Modified |") and the rule under its header ("|---|:-:|").
+_TABLE_ROW = re.compile(r"^\|(.+)\|$")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
+_ITEM = re.compile(r"^(?:[-*•·▪◦]|\d{1,2}[.)])\s+")
+_SENTENCE_CLOSE = re.compile(r"[.!?:;][\"'”’)\]]*$")
+# A wrapped line is long: text files wrap at 72-80 columns, and a heading or a label is short.
+WRAPPED_LINE = 40
+
+
+def _cells(line: str) -> list[str]:
+    return [" ".join(c.replace("`", "").split()) for c in line.strip().strip("|").split("|")]
+
+
+def _is_term(text: str) -> bool:
+    """A definition list's term: short, no sentence of its own ("--max-age", "Accept-Encoding")."""
+    return len(text) <= 40 and len(text.split()) <= 4 and not _SENTENCE_CLOSE.search(text)
+
+
+def passage_pieces(body: str) -> list[tuple[str, bool]]:
+    """The pieces of a passage's body in order, each (text, is an item): paragraphs' lines joined
+    where a text file wrapped them, list items, definitions as "term: definition" and table rows
+    with their header's names (see the module docstring). A paragraph's text is still one piece
+    here; the caller cuts it into sentences."""
+    lines = [" ".join(line.split()) for line in body.split("\n")]
+    # A line wrapped by the text's author comes close to the width it was wrapped at (the longest
+    # line); a shorter line ends its paragraph, or is an entry of a listing.
+    wrapped = max(WRAPPED_LINE, int(0.75 * max((len(line) for line in lines), default=0)))
+    out: list[tuple[str, bool]] = []
+    header: list[str] = []
+    paragraph = ""
+    n = 0
+
+    def flush() -> None:
+        nonlocal paragraph
+        if paragraph:
+            out.append((paragraph, False))
+            paragraph = ""
+
+    while n < len(lines):
+        line = lines[n]
+        following = lines[n + 1] if n + 1 < len(lines) else ""
+        if not line:
+            flush()
+            header = []
+        elif _TABLE_ROW.match(line):
+            flush()
+            if _TABLE_RULE.match(following):
+                header = _cells(line)  # the names of the columns, not a row of values
+                n += 2
+                continue
+            cells = _cells(line)
+            if _TABLE_RULE.match(line):
+                pass
+            elif header and len(header) == len(cells):
+                out.append(("; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c), True))
+            else:
+                out.append((" | ".join(c for c in cells if c), True))
+        elif _ITEM.match(line):
+            flush()
+            term = _ITEM.sub("", line)
+            definition = _ITEM.sub("", following)
+            # trafilatura writes <dt>/<dd> as two bullets: a short term, then a sentence
+            if _ITEM.match(following) and _is_term(term) and not _is_term(definition):
+                out.append((f"{term}: {definition}", True))
+                n += 2
+                continue
+            out.append((term, True))
+        elif paragraph and len(lines[n - 1]) >= wrapped and not heading_like(lines[n - 1]) and (
+                not _SENTENCE_CLOSE.search(lines[n - 1]) or line[:1].islower()):
+            paragraph += " " + line  # the same paragraph, wrapped
+        else:
+            flush()
+            paragraph = line
+        n += 1
+    flush()
+    # Lines of a text file's listing ("pstree   shows processes as a tree"), two or more in a
+    # row, each without a full stop: items too (one such line alone may be a heading).
+    bare = [not item and "\n" not in text and not _SENTENCE_CLOSE.search(text) and len(_words(text)) >= MIN_ITEM_WORDS
+            and not heading_like(text) for text, item in out]
+    return [(text, item or (bare[i] and ((i > 0 and bare[i - 1]) or (i + 1 < len(bare) and bare[i + 1]))))
+            for i, (text, item) in enumerate(out)]
 
 
 def opens_with_reference(sentence: str) -> bool:
