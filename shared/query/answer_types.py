@@ -57,6 +57,13 @@ COUNT = "count"
 QUANTITY = "quantity"
 DATE = "date"
 NAME = "name"
+# What documentation is asked for: an HTTP status code ("Which status code ..."), a command-line
+# flag or option ("Which option shows ..."), what a function returns ("What does ffi_call return?").
+STATUS = "status code"
+FLAG = "flag"
+RETURN = "return value"
+VERSION = "version"
+DEFAULT = "default"
 
 # Heads of "what is the <head> of ..." that ask for a value of a type.
 _MONEY_HEADS = frozenset(
@@ -156,6 +163,19 @@ _HOW_PROCESS = re.compile(
 _HOW_TO = re.compile(r"\bhow\s+(?:do|can|should|could|would)\s+(?:i|we|you|one)\b", re.IGNORECASE)
 _COMPARISON = re.compile(r"\b(versus|vs\.?|compared?|comparison|differ\w*|than)\b", re.IGNORECASE)
 _WHAT_SHARE = re.compile(r"\b(?:what|which)\s+(?:percentage|percent|proportion|share|fraction)\b", re.IGNORECASE)
+_STATUS_Q = re.compile(r"\b(?:status|response|reply|error|http)\s+codes?\b", re.IGNORECASE)
+_FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|flag|switch|command-line\s+option)s?\b",
+                     re.IGNORECASE)
+_RETURN_Q = re.compile(r"\bwhat\s+(?:does|do|did|will|can)\s+.+?\breturns?\b", re.IGNORECASE)
+_STATUS_VALUE = re.compile(r"(?<![\d.,-])[1-5]\d\d(?![\d.,%-])(?!\s*(?:ms|s|seconds?|bytes?|kb|mb|gb|chunks?|words?|"
+                           r"tokens?|dimensions?|-dimensional)\b)", re.IGNORECASE)
+_FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+_RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?:in|is)\b", re.IGNORECASE)
+_VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+)?(?:version|release)s?\b|since\s+(?:which|what)\s+"
+                        r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
+_DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which|how)\b.*\bdefaults?\b|\bby\s+default\b", re.IGNORECASE)
+_VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d", re.IGNORECASE)
+_DEFAULT_VALUE = re.compile(r"\bdefaults?\b|\bdefaulting\b|\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
 _WHAT_FIRST = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<rest>.+)", re.IGNORECASE)
 
 _CAUSAL = re.compile(
@@ -231,6 +251,7 @@ class AskedFact:
     relation: str | None = None
     topic: tuple[str, ...] = ()
     specifics: tuple[str, ...] = ()
+    counted: tuple[str, ...] = ()  # the noun a count counts ("dimensions" of "how many dimensions ...")
 
     @property
     def checkable(self) -> bool:
@@ -405,7 +426,17 @@ def asked_fact(question: str) -> AskedFact:
     named: tuple[str, ...] = ()
     ties: tuple[str, ...] = ()
     relation: str | None = None
-    if m := _HOW_MANY.search(text):
+    if _STATUS_Q.search(text):
+        kind = STATUS
+    elif _FLAG_Q.search(text):
+        kind = FLAG
+    elif _RETURN_Q.search(text):
+        kind = RETURN
+    elif _VERSION_Q.search(text):
+        kind = VERSION
+    elif _DEFAULT_Q.search(text):
+        kind = DEFAULT
+    elif m := _HOW_MANY.search(text):
         kind = COUNT
         counted = [w for w in _phrase_words(m.group("rest")) if w.lower() not in STOPWORDS]
         # the counted noun ("users" of "active users") ties the count to the question, but a
@@ -467,7 +498,8 @@ def asked_fact(question: str) -> AskedFact:
         and not (kind == AMOUNT and t.lower() in _MONEY_HEADS | {"pay", "spend", "charge"})
     )
     return AskedFact(kind=kind, aspect=aspect, unit=unit, named=named, relation=relation,
-                     topic=tuple(dict.fromkeys(topic)), specifics=_specifics(text))
+                     topic=tuple(dict.fromkeys(topic)), specifics=_specifics(text),
+                     counted=tuple(ties[:1]) if kind == COUNT else ())
 
 
 # ----------------------------------------------------------------- values
@@ -497,12 +529,59 @@ def _is_year(token: str, after: str) -> bool:
                                                      or not after.isalpha())
 
 
-def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = frozenset()) -> bool:
+def _akin(word: str, noun: str) -> bool:
+    """The same word in another form: "dimensional" for "dimensions", "users" for "user"."""
+    a, b = stem(word), stem(noun)
+    return a == b or (min(len(a), len(b)) >= 5 and a[:5] == b[:5])
+
+
+def _counts(sentence: str, counted: Sequence[str], question_terms: frozenset[str]) -> bool:
+    """A number that counts the asked noun: right before it, or three words before ("384-dimensional
+    vectors", "6 Transformer layers", "1070 paying users"): "6 layers" counts no dimensions."""
+    words = tokenize(sentence)
+    for i, word in enumerate(words):
+        low = word.lower()
+        head, _, tail = low.partition("-")
+        number = head if tail and (head.replace(".", "").replace(",", "").isdigit() or head in _NUMBER_WORDS) else low
+        if not (any(ch.isdigit() for ch in number) or number in _NUMBER_WORDS):
+            continue
+        if stem(word) in question_terms or _is_year(number, words[i + 1].lower() if i + 1 < len(words) else ""):
+            continue
+        if tail and any(_akin(tail, noun) for noun in counted):
+            return True
+        following = words[i + 1:i + 4]
+        if any(_akin(w, noun) for w in following for noun in counted):
+            return True
+        # "employs 1,240 people" counts employees: people are counted in many words
+        if following and following[0].lower() in _PEOPLE and any(n.lower() in _PEOPLE for n in counted):
+            return True
+    return False
+
+
+_PEOPLE = frozenset("people persons person employees employee staff workers users members customers residents "
+                    "students visitors subscribers inhabitants citizens players participants attendees patients "
+                    "developers contributors maintainers volunteers".split())
+
+
+def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = frozenset(),
+                counted: Sequence[str] = ()) -> bool:
     """Whether ``sentence`` holds a value of ``kind`` (see the module docstring)."""
     if kind == DATE:
         return bool(_DATE_VALUE.search(sentence))
+    if kind == STATUS:
+        return any(stem(m.group()) not in question_terms for m in _STATUS_VALUE.finditer(sentence))
+    if kind == FLAG:
+        return any(stem(m.group()) not in question_terms for m in _FLAG_VALUE.finditer(sentence))
+    if kind == RETURN:
+        return bool(_RETURN_VALUE.search(sentence))
+    if kind == VERSION:
+        return any(stem(m.group()) not in question_terms for m in _VERSION_VALUE.finditer(sentence))
+    if kind == DEFAULT:
+        return bool(_DEFAULT_VALUE.search(sentence))
     if kind == AMOUNT:
         return bool(_CURRENCY.search(sentence))
+    if kind == COUNT and counted:
+        return _counts(sentence, counted, question_terms)
     if kind in (COUNT, QUANTITY):
         for token, after in _numbers(sentence):
             if _is_year(token, after) or stem(token) in question_terms:
@@ -556,10 +635,10 @@ def _restates(topic: Sequence[str], stems: set[str]) -> bool:
     return len(topic) >= 4 and all(_present(t, stems) for t in topic)
 
 
-def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset[str]) -> bool:
+def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset[str], *, strict: bool = False) -> bool:
     """Whether ``sentence`` states what ``fact`` asks (its passage already checked for topic)."""
     stems = term_set(sentence)
-    if fact.kind and not holds_value(sentence, fact.kind, question_stems):
+    if fact.kind and not holds_value(sentence, fact.kind, question_stems, fact.counted if strict else ()):
         return False
     named_aspect = any(_present(a, stems) for a in fact.aspect)
     if fact.aspect and not named_aspect and not (fact.unit and _value_with_unit(sentence, fact.unit)):
@@ -582,6 +661,16 @@ def states_value(sentence: str, question: str) -> bool | None:
     if not (fact.kind and fact.unit):
         return None
     return _value_with_unit(sentence, fact.unit) and _sentence_supports(sentence, fact, frozenset(term_set(question)))
+
+
+def sentence_states(sentence: str, question: str) -> bool | None:
+    """Whether ``sentence`` states what ``question`` asks (a value of the asked type, the asked aspect,
+    a cause or a mechanism, tied to the question's terms); None when the question's shape asks for
+    nothing a rule can check (an open question, another language)."""
+    fact = asked_fact(question)
+    if not (fact.kind or fact.aspect or fact.relation):
+        return None
+    return _sentence_supports(sentence, fact, frozenset(term_set(question)), strict=True)
 
 
 def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
@@ -619,5 +708,5 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found, supporting=supporting)
 
 
-__all__ = ["AMOUNT", "COUNT", "DATE", "NAME", "QUANTITY", "AskedFact", "FactSupport", "asked_fact",
-           "fact_support", "holds_value", "question_names", "states_value"]
+__all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
+           "asked_fact", "fact_support", "holds_value", "question_names", "sentence_states", "states_value"]
