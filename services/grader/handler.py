@@ -65,7 +65,9 @@ def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list
     """
     out = []
     for n, ctx in enumerate(contexts[:limit], start=1):
-        body = " ".join(body_lines(ctx.get("text") or "").split())
+        # line by line: a list item, a table row or a definition is a line, which the reader quotes whole
+        body = "\n".join(line for line in (" ".join(raw.split()) for raw in body_lines(ctx.get("text") or "").splitlines())
+                         if line)
         title = (ctx.get("title") or "").strip()
         text = f"{title}\n{body}" if title else body
         out.append(GradingContext(number=n, source=ctx.get("url") or title or ctx.get("document_id", ""),

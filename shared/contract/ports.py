@@ -365,6 +365,11 @@ class Answer:
     sentences: list[AnswerSentence] = field(default_factory=list)
     language: str = "en"
     abstained: bool = False
+    # The reader's own verdict on what it quoted (the extractive reader gives one; a generative
+    # model does not, None): True when a quoted sentence states what the question asks, tied to its
+    # terms. ``unstated`` names what the question asks that nothing quoted states.
+    states_fact: bool | None = None
+    unstated: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

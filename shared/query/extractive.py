@@ -32,7 +32,13 @@ import numpy as np
 from shared.contract.ports import Answer, AnswerSentence, GradingContext
 from shared.contract.text import split_sentences as _split_sentences
 from shared.contract.text import strip_header
-from shared.query.answer_sentences import answer_sentence, opens_with_reference, question_parts
+from shared.query.answer_sentences import (
+    answer_sentence,
+    heading_like,
+    opens_with_reference,
+    passage_pieces,
+    question_parts,
+)
 from shared.query.grading import strip_model_directives
 from shared.query.language import phrase
 from shared.query.stemming import stemmer
@@ -173,16 +179,35 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     """
     clean, _ = strip_model_directives(body_lines(passage))
     out: list[QuotableSentence] = []
-    for position, piece in enumerate(split_sentences(clean)):
-        sentence = answer_sentence(piece)
+    pieces: list[tuple[str, bool]] = []
+    for text, item in passage_pieces(clean):
+        sentences = split_sentences(text)
+        if item and len(sentences) == 1:
+            pieces.append((text, True))  # "pstree - shows the processes as a tree": no full stop needed
+        else:
+            pieces.extend((sentence, False) for sentence in sentences)
+    for position, (piece, item) in enumerate(pieces):
+        sentence = answer_sentence(piece, item=item)
         if sentence is None:
             continue  # fragments, headings, questions, lead-ins to a list are not answers
         if len(sentence) > 400:
             sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
+        leans = opens_with_reference(sentence)
+        if leans and _names_its_heading(sentence) and (position == 0 or heading_like(pieces[position - 1][0])):
+            leans = False  # "This package contains ..." under the package's heading: the heading is what it names
         # (_term_set's own cache is for whole passages; these stems are kept here)
-        out.append(QuotableSentence(position, sentence, opens_with_reference(sentence),
-                                    _term_set.__wrapped__(sentence)))
+        out.append(QuotableSentence(position, sentence, leans, _term_set.__wrapped__(sentence)))
     return tuple(out)
+
+
+_DETERMINER_USE = re.compile(r"^(?:this|these)\s+(?!(?:is|are|was|were|means|has|have|can|will|way|also|one)\b)[a-z][\w-]*\s",
+                             re.IGNORECASE)
+
+
+def _names_its_heading(sentence: str) -> bool:
+    """"This package ...", "These options ...": a demonstrative with its own noun, which under a
+    heading (or at a passage's start) points at the heading's subject, not at a sentence before."""
+    return bool(_DETERMINER_USE.match(sentence))
 
 
 @dataclass(frozen=True)
@@ -211,6 +236,20 @@ def _candidate_sentences(
 #: Whether a sentence holds the value (amount, date, count ...) a question asks for; None when it asks for
 #: none (e.g. :func:`shared.query.answer_types.states_value`, which builds on this module's terms).
 ValueCheck = Callable[[str, str], "bool | None"]
+#: Whether a sentence states what a question asks (a value of the asked type, tied to its terms); None
+#: when the question's shape asks for nothing checkable (:func:`shared.query.answer_types.sentence_states`).
+FactCheck = Callable[[str, str], "bool | None"]
+
+# How many sentences the reader embeds per question: the cheap score's best. Each costs about one
+# query embedding the first time a process reads it (a short text); they are kept per process.
+READER_POOL = 8
+# The reader's score: cosine of question and sentence, the question's terms the sentence holds, its
+# passage's closeness (scaled 0..1), and whether it states the asked value (+) or lacks it (-).
+READER_WEIGHTS = {"cosine": 0.55, "overlap": 0.25, "passage": 0.10, "states": 0.15, "lacks": 0.10}
+# A quoted sentence this close to an open question (one no rule can check) states its answer.
+STATES_COSINE = 0.5
+# A further sentence for an open question: as strong as this share of the first, with a term it lacks.
+FURTHER_SHARE = 0.85
 
 
 def extractive_answer(
@@ -228,8 +267,22 @@ def extractive_answer(
     source_margin: float = 0.0,
     names: Sequence[str] = (),
     value_check: ValueCheck | None = None,
+    question_vector: np.ndarray | None = None,
+    sentence_embed: Embed | None = None,
+    fact_check: FactCheck | None = None,
 ) -> Answer:
     """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
+
+    The reader (``question_vector``, ``sentence_embed`` and ``context_similarity`` given, as the
+    local model does): every quotable sentence is first scored cheaply (the question's terms it
+    holds, its passage's closeness, and ``fact_check``: whether it states the asked value, e.g.
+    :func:`shared.query.answer_types.sentence_states`); the ``READER_POOL`` best are embedded
+    (``sentence_embed``, a sentence that opens with a reference together with the sentence it
+    leans on) and ranked by their cosine to ``question_vector`` with those signals
+    (:data:`READER_WEIGHTS`). The answer opens with the best; a further sentence is quoted only
+    for a part of the question still unanswered. The answer carries the reader's verdict
+    (``states_fact``, ``unstated``); a question asking for a value of a type (a count, a version,
+    a status code ...) that no sentence states gets an abstention naming what is missing.
 
     Relevance of a sentence: with ``embed``, its cosine to the question plus term
     overlap; with ``context_similarity`` (context number -> cosine of the whole
@@ -266,6 +319,11 @@ def extractive_answer(
     term_stems = [stem(t) for t in terms]
     overlap = np.array([sum(1 for t in term_stems if t in c.stems) / len(terms) if terms else 0.0
                         for c in candidates], dtype=np.float32)
+    if question_vector is not None and sentence_embed is not None and context_similarity is not None:
+        return _read(query, contexts, candidates, overlap, term_stems, language=language,
+                     question_vector=question_vector, sentence_embed=sentence_embed,
+                     context_similarity=context_similarity, names=names, value_check=value_check,
+                     fact_check=fact_check)
     vectors: np.ndarray | None = None
     if context_similarity:
         prior = np.array(
@@ -399,6 +457,137 @@ def extractive_answer(
                   for part in [*missing, unnamed] if part]
     text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
     return Answer(text=text, sentences=sentences, language=language, abstained=False)
+
+
+def _read(
+    query: str,
+    contexts: Sequence[GradingContext],
+    candidates: list[_Candidate],
+    overlap: np.ndarray,
+    term_stems: list[str],
+    *,
+    language: str,
+    question_vector: np.ndarray,
+    sentence_embed: Embed,
+    context_similarity: Mapping[int, float],
+    names: Sequence[str],
+    value_check: ValueCheck | None,
+    fact_check: FactCheck | None,
+) -> Answer:
+    """The reader (see :func:`extractive_answer`)."""
+    w = READER_WEIGHTS
+    at = {(c.number, c.position): i for i, c in enumerate(candidates)}
+
+    def antecedents(i: int) -> list[int] | None:
+        """The sentences ``i`` leans on, back to one that stands alone ("all-MiniLM-L6-v2 comes from
+        ... It is a small encoder ... It produces 384-dimensional vectors."), at most two; None
+        when there is none to quote."""
+        out: list[int] = []
+        while candidates[i].leans_back:
+            j = at.get((candidates[i].number, candidates[i].position - 1))
+            if j is None or len(out) == 2:
+                return None
+            out.insert(0, j)
+            i = j
+        return out
+
+    def predecessor(i: int) -> int | None:
+        back = antecedents(i)
+        return back[-1] if back else None
+
+    def unit(i: int) -> list[int]:
+        return [*(antecedents(i) or []), i]
+
+    def quoted_text(i: int) -> str:
+        """What is quoted for ``i``: with the sentences it leans on, which say what "it" is."""
+        return " ".join(candidates[j].text for j in unit(i))
+
+    usable = [i for i in range(len(candidates)) if antecedents(i) is not None]
+    if not usable:
+        return _abstention(language)
+    prior = np.array([min(1.0, max(0.0, (context_similarity.get(c.number, 0.0) - 0.2) / 0.4)) for c in candidates],
+                     dtype=np.float32)
+    pair_overlap = overlap.copy()
+    for i in usable:
+        pair_overlap[i] = max(overlap[j] for j in unit(i))
+    cheap = 0.6 * pair_overlap + 0.4 * prior
+    asks_fact = fact_check is not None and fact_check("", query) is not None
+    states = np.zeros(len(candidates), dtype=np.float32)  # +1 states the asked value, -1 lacks it, 0 unknown
+    if asks_fact:
+        # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
+        for i in sorted(usable, key=lambda i: -cheap[i])[:max(3 * READER_POOL, 24)]:
+            states[i] = 1.0 if fact_check(quoted_text(i), query) else -1.0
+    pre = cheap + w["states"] * (states > 0)
+    pool = sorted((i for i in usable if pre[i] > 0), key=lambda i: -pre[i])[:READER_POOL]
+    if not pool:
+        return _abstention(language)
+    cosine = np.zeros(len(candidates), dtype=np.float32)
+    cosine[pool] = sentence_embed([quoted_text(i) for i in pool]) @ question_vector
+    relevance = np.full(len(candidates), -1.0, dtype=np.float32)
+    relevance[pool] = (w["cosine"] * cosine[pool] + w["overlap"] * pair_overlap[pool] + w["passage"] * prior[pool]
+                       + w["states"] * (states[pool] > 0) - w["lacks"] * (states[pool] < 0))
+    ranked = sorted(pool, key=lambda i: (-relevance[i], candidates[i].number, candidates[i].position))
+    lead = ranked[0]
+
+    with_predecessor = unit
+    chosen = with_predecessor(lead)
+    # the sentence right after the answer that reads on from it ("It will be FFI_OK if ...") says more of it
+    follower = at.get((candidates[lead].number, candidates[lead].position + 1))
+    if follower is not None and follower in pool and candidates[follower].leans_back \
+            and relevance[follower] >= FURTHER_SHARE * relevance[lead]:
+        chosen.append(follower)
+    stems = [c.stems for c in candidates]
+    missing: list[str] = []
+    parts = _parts(query if language == "en" else "")
+    if parts:
+        for part in parts:
+            def speaks_to(i: int, part: _Part = part) -> bool:
+                return part.spoken_to(quoted_text(i), frozenset().union(*(stems[j] for j in unit(i))), value_check)
+
+            if any(speaks_to(i) for i in chosen):
+                continue
+            found = [i for i in ranked if speaks_to(i)] or [
+                i for i in sorted(usable, key=lambda i: -cheap[i]) if cheap[i] > 0 and speaks_to(i)]
+            if not found:
+                missing.append(part.label)
+                continue
+            chosen += [j for j in with_predecessor(found[0]) if j not in chosen]
+    elif not asks_fact or states[lead] <= 0:
+        # an open question may take one more sentence: as close to the question, holding a term the first lacks
+        covered = set().union(*(stems[j] for j in chosen))
+        for i in ranked[1:]:
+            if relevance[i] < FURTHER_SHARE * relevance[lead]:
+                break
+            if i not in chosen and any(t in stems[i] and t not in covered for t in term_stems) and (
+                    candidates[i].number == candidates[lead].number):
+                chosen += [j for j in with_predecessor(i) if j not in chosen]
+                break
+
+    if parts:
+        states_fact = not missing  # every part has a sentence speaking to it
+    elif asks_fact:
+        states_fact = any(fact_check(quoted_text(i), query) for i in chosen)
+    else:
+        states_fact = float(cosine[lead]) >= STATES_COSINE
+    kind_missing = asks_fact and not states_fact and not parts
+    if kind_missing and not any(fact_check(quoted_text(i), query) for i in usable):
+        # a value of the asked type that no sentence states: a near miss, not an answer
+        return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
+                      states_fact=False, unstated=(_asked_label(query),))
+    sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
+                 for i in _reading_order(chosen, candidates)]
+    unnamed = ", ".join(name for name in unnamed_names(query, names, contexts) if name not in missing)
+    sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
+                  for part in [*missing, unnamed] if part]
+    text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
+    unstated = tuple(missing) + ((unnamed,) if unnamed else ()) + ((_asked_label(query),) if not states_fact and not parts else ())
+    return Answer(text=text, sentences=sentences, language=language, abstained=False,
+                  states_fact=states_fact and not missing and not unnamed, unstated=unstated)
+
+
+def _asked_label(query: str) -> str:
+    """The question as a note names what the sources leave unsaid: "how many dimensions ... have"."""
+    return _mid_sentence(" ".join(query.split()).rstrip(" ?.!"))
 
 
 # Small words a name may hold between its capitalised words ("Bureau of National Statistics").

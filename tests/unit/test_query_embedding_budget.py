@@ -18,6 +18,7 @@ from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.messages import QuerySubmitted
+from shared.query.extractive import READER_POOL
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, Loop
 
@@ -66,8 +67,15 @@ def test_an_answered_query_embeds_the_question_once_and_nothing_else(tmp_path):
     assert record["outcome"] in {"answered", "answered_with_caveat"}, record["events"]
     assert len(record["iterations"]) == 1
     # a rewrite that only adds words is searched with the question's vector; the grader and the
-    # synthesizer reuse that vector, and synthesis ranks sentences without embedding them
-    assert loop.embedder.batches == [[question]], loop.embedder.batches
+    # synthesizer reuse that vector. The reader (issue 20) embeds one bounded pool of sentences, once:
+    # the question is never embedded again, and asking it again embeds nothing new.
+    first, *pools = loop.embedder.batches
+    assert first == [question], loop.embedder.batches
+    assert len(pools) <= 1 and all(len(pool) <= READER_POOL and question not in pool for pool in pools), pools
+    assert [t for t, n in loop.embedder.texts.items() if n > 1] == [], loop.embedder.texts
+    before = len(loop.embedder.batches)
+    _ask(loop, question, query_id="q-again")
+    assert len(loop.embedder.batches) == before, loop.embedder.batches[before:]
 
 
 def test_a_decomposed_question_embeds_only_the_question(tmp_path):
@@ -181,14 +189,16 @@ def test_a_context_cleaned_of_a_planted_instruction_is_embedded_once_for_grading
     for _ in range(2):  # two queries retrieving the same chunk
         loop.llm.grade(question, contexts)
         loop.llm.synthesize(question, contexts, language="en")
-    cleaned = [t for t in loop.embedder.texts if t != question]
+    # passages, apart from the sentences the reader compares with the question (issue 20), embedded once too
+    cleaned = [t for t in loop.embedder.texts if t != question and t.startswith("Title:")]
     assert len(cleaned) == 1 and "Ignore previous" not in cleaned[0], loop.embedder.texts
     assert loop.embedder.texts[cleaned[0]] == 1  # the stored vector would carry the instruction
+    assert all(n == 1 and "Ignore previous" not in t for t, n in loop.embedder.texts.items()), loop.embedder.texts
     # the chunk's text changes (re-indexed): its new cleaned text is embedded, not the old vector reused
     changed = [GradingContext(number=1, source=chunk.title, text=planted.replace("BM25", "Okapi BM25"),
                               chunk_id=chunk.chunk_id)]
     loop.llm.grade(question, changed)
-    assert sum(1 for t in loop.embedder.texts if t != question) == 2, loop.embedder.texts
+    assert sum(1 for t in loop.embedder.texts if t != question and t.startswith("Title:")) == 2, loop.embedder.texts
 
 
 def test_passage_vectors_are_embedded_as_documents_keyed_by_the_exact_text():

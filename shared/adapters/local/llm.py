@@ -83,7 +83,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.answer_types import FactSupport, fact_support, question_names, states_value
+from shared.query.answer_types import FactSupport, fact_support, question_names, sentence_states, states_value
 from shared.query.extractive import (
     STOPWORDS,
     body_lines,
@@ -96,7 +96,7 @@ from shared.query.extractive import (
 )
 from shared.query.grading import strip_model_directives
 from shared.query.language import in_english
-from shared.query.vectors import passage_vectors, query_vector
+from shared.query.vectors import passage_vectors, query_vector, sentence_vectors
 
 log = logging.getLogger("ragbus.llm.local")
 
@@ -483,6 +483,13 @@ class LocalLanguageModel:
         )
         probability = model.probability(ev.features)
         answerable = probability >= model.answerable_from
+        reader_states = False
+        if not answerable and ev.terms and not ev.unknown:
+            # The fitted probability was calibrated on fitz-gov's short synthetic passages and refuses
+            # real documentation it has never seen the like of (issue 20): a question whose asked fact
+            # the reader finds stated in a sentence is not one "the corpus evidently cannot answer".
+            reader_states = bool(self.synthesize(query, contexts, language="en").states_fact)
+            answerable = reader_states
         if not ev.terms:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
             # neutral grade that neither claims an answer nor abstains.
@@ -511,6 +518,7 @@ class LocalLanguageModel:
             + ("; " + "; ".join(support.missing) if support.missing else "")
             + (f"; the corpus never mentions {', '.join(ev.unknown)}" if ev.unknown else "")
             + ("; nothing retrieved is about this question" if off_topic and not answerable else "")
+            + ("; answerable all the same: a retrieved sentence states what is asked" if reader_states else "")
         )
         return Grade(
             score=round(probability, 4),
@@ -537,11 +545,12 @@ class LocalLanguageModel:
         sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector(
             self.embedder, query)
         prior = {c.number: float(sim) for (c, _), sim in zip(usable, sims, strict=True)}
-        # No sentence is embedded at query time: sentences rank by the question's terms and
-        # their passage's closeness (stored vectors), which costs nothing; embedding even six
-        # candidate sentences cost more than the rest of the query together.
+        # The reader embeds the few sentences its cheap score ranks best (kept per process: the same
+        # passages come back question after question) and quotes the one closest to the question.
         return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names,
-                                 value_check=states_value)
+                                 value_check=states_value, question_vector=query_vector(self.embedder, query),
+                                 sentence_embed=lambda texts: sentence_vectors(self.embedder, texts),
+                                 fact_check=sentence_states)
 
 
 __all__ = ["GradeEvidence", "LocalLanguageModel"]

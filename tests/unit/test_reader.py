@@ -1,0 +1,162 @@
+"""The offline reader (issue 20): it quotes the sentence that states the asked fact, reads
+documentation as it is written (lower-case identifiers, list items, table rows, definition
+lists, wrapped text), quotes a sentence that opens with a reference together with the one it
+leans on, and its verdict decides the outcome.
+
+The passages are written for these tests, in the style of package documentation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from services.synthesizer.handler import answer_outcome
+from shared.contract.ports import Answer, AnswerSentence, GradingContext
+from shared.query.answer_sentences import answer_sentence, passage_pieces
+from shared.query.answer_types import sentence_states
+from shared.query.extractive import extractive_answer, quotable_sentences
+from tests.unit.loop_fakes import HashingEmbedder
+
+EMBEDDER = HashingEmbedder()
+
+
+def _read(question: str, *passages: str) -> Answer:
+    """The reader as the local model runs it: stored passage closeness, sentence vectors, the fact check."""
+    contexts = [GradingContext(number=n, source=f"doc{n}", text=t) for n, t in enumerate(passages, start=1)]
+    closeness = EMBEDDER.embed(list(passages)) @ EMBEDDER.embed([question])[0]
+    return extractive_answer(
+        question, contexts, context_similarity={c.number: float(s) for c, s in zip(contexts, closeness, strict=True)},
+        question_vector=EMBEDDER.embed([question])[0], sentence_embed=EMBEDDER.embed, fact_check=sentence_states)
+
+
+def _quoted(answer: Answer) -> list[str]:
+    return [s.text for s in answer.sentences if s.citations]
+
+
+# ------------------------------------------------------------ what can be quoted
+
+
+@pytest.mark.parametrize("sentence", [
+    "libffi is not completely thread-safe.",
+    "ffi_prep_cif returns FFI_OK when the call interface is ready.",
+    "npm install installs every package listed in package.json.",
+])
+def test_a_sentence_opening_with_a_lower_case_identifier_is_quoted(sentence):
+    assert answer_sentence(sentence) == sentence
+
+
+@pytest.mark.parametrize("tail", [
+    "into the search box and expect the reset page to appear.",
+    "and then the cache is emptied before the next request arrives.",
+    "which is why the daemon restarts itself after a crash.",
+])
+def test_the_tail_of_a_sentence_is_still_refused(tail):
+    assert answer_sentence(tail) is None
+
+
+def test_list_items_table_rows_and_definitions_are_quoted_without_a_full_stop():
+    body = ("Tools\n\n"
+            "- pstree - shows the currently running processes as a tree\n"
+            "- fuser - identifies the processes using files or sockets\n\n"
+            "| Option | Effect |\n|---|---|\n| -p | show the PID of each process |\n| -u | show uid transitions |\n\n"
+            "- --max-age\n- How many seconds a cached reply stays fresh.\n")
+    texts = [q.text for q in quotable_sentences(body)]
+    assert texts == [
+        "pstree - shows the currently running processes as a tree",
+        "fuser - identifies the processes using files or sockets",
+        "Option: -p; Effect: show the PID of each process",
+        "Option: -u; Effect: show uid transitions",
+        "--max-age: How many seconds a cached reply stays fresh.",
+    ]
+
+
+def test_wrapped_lines_of_a_text_file_are_one_sentence_and_a_listing_is_items():
+    body = ("A cache keeps a stored reply fresh for the number of seconds given by the\n"
+            "max-age directive of the Cache-Control header. After that the reply is stale\n"
+            "and is revalidated.\n\n"
+            "no-store the reply must not be stored in any cache\n"
+            "private only the browser of the user may store it\n")
+    assert [text for text, _ in passage_pieces(body)][0] == (
+        "A cache keeps a stored reply fresh for the number of seconds given by the max-age directive of the "
+        "Cache-Control header. After that the reply is stale and is revalidated.")
+    texts = [q.text for q in quotable_sentences(body)]
+    assert "no-store the reply must not be stored in any cache" in texts
+    assert "private only the browser of the user may store it" in texts
+
+
+# ------------------------------------------------------------ which sentence answers
+
+MINILM = ("all-MiniLM-L6-v2 comes from the sentence-transformers project. "
+          "It is a small encoder with 6 layers built on MiniLM. "
+          "It produces 384-dimensional vectors by mean pooling.")
+
+
+def test_a_sentence_opening_with_a_reference_is_quoted_with_the_sentences_it_leans_on():
+    answer = _read("How many dimensions do all-MiniLM-L6-v2 vectors have?", MINILM)
+    quoted = _quoted(answer)
+    assert quoted[-1] == "It produces 384-dimensional vectors by mean pooling."
+    assert quoted[0] == "all-MiniLM-L6-v2 comes from the sentence-transformers project."
+    assert answer.states_fact and not answer.unstated
+
+
+def test_the_asked_answer_type_picks_the_sentence_over_term_overlap():
+    feed = ("Conditional requests let a client ask for the feed only if the feed changed. "
+            "If the feed is unchanged, the server replies 304 Not Modified with no body. "
+            "The server sends the feed and new validators when the feed has changed.")
+    answer = _read("Which HTTP status code does the server send when the feed has not changed?", feed)
+    assert _quoted(answer) == ["If the feed is unchanged, the server replies 304 Not Modified with no body."]
+    assert answer.states_fact
+
+
+def test_a_flag_is_read_from_a_table_row_and_one_sentence_answers():
+    readme = ("- pstree - shows the currently running processes as a tree\n"
+              "- killall - kills processes by name\n\n"
+              "| Option | Effect |\n|---|---|\n| -p | show the PID of each process after its name |\n"
+              "| -a | show the command line arguments |\n")
+    answer = _read("Which pstree option shows the PID of each process?", readme)
+    assert _quoted(answer) == ["Option: -p; Effect: show the PID of each process after its name"]
+
+
+def test_a_multi_part_question_answers_each_part_it_can_and_names_the_rest():
+    readme = ("pstree shows the running processes as a tree.\n\n"
+              "| Option | Effect |\n|---|---|\n| -p | show the PID of each process after its name |\n")
+    answer = _read("What does pstree show, and which option shows the PID?", readme)
+    assert "pstree shows the running processes as a tree." in _quoted(answer)
+    assert "Option: -p; Effect: show the PID of each process after its name" in _quoted(answer)
+    assert not any("Not mentioned" in s.text for s in answer.sentences)
+    both = _read("What does pstree show, and who maintains pstree?", readme)
+    assert both.sentences[-1].text == "Not mentioned in the sources: who maintains pstree."
+    assert not both.states_fact and both.unstated == ("who maintains pstree",)
+
+
+# ------------------------------------------------------------ the verdict decides the outcome
+
+
+def test_a_near_miss_is_refused_saying_what_is_missing():
+    answer = _read("Which version of libffi added thread safety?",
+                   "libffi is not completely thread-safe. Many parts are safe if you follow simple rules.")
+    assert answer.abstained and answer.unstated == ("which version of libffi added thread safety",)
+    assert answer_outcome(answer, passes=True) == "not_answerable"
+
+
+def test_answered_only_when_a_quoted_sentence_states_the_fact():
+    states = _read("Is libffi thread-safe?", "libffi is not completely thread-safe. It was first released in 1996.")
+    assert states.states_fact and answer_outcome(states, passes=False) == "answered"
+    weak = Answer(text="x [1]", sentences=[AnswerSentence(text="x", citations=[1])], states_fact=False,
+                  unstated=("how long a reply stays fresh",))
+    assert answer_outcome(weak, passes=True) == "answered_with_caveat"
+    # a generative model's answer carries no verdict: the grade's thresholds decide, as before
+    model = Answer(text="y [1]", sentences=[AnswerSentence(text="y", citations=[1])])
+    assert answer_outcome(model, passes=True) == "answered"
+    assert answer_outcome(model, passes=False) == "answered_with_caveat"
+
+
+def test_the_reader_embeds_a_bounded_pool_of_sentences():
+    embedder = HashingEmbedder()
+    passage = " ".join(f"Option number {n} of pstree changes how the tree is drawn in mode {n}." for n in range(60))
+    contexts = [GradingContext(number=1, source="doc1", text=passage)]
+    question = "Which pstree option changes how the tree is drawn?"
+    extractive_answer(question, contexts, context_similarity={1: 0.5}, question_vector=embedder.embed([question])[0],
+                      sentence_embed=embedder.embed, fact_check=sentence_states)
+    assert sum(len(b) for b in embedder.batches[1:]) <= 8
+    assert np.isfinite(embedder.embed(["x"])).all()
