@@ -18,6 +18,7 @@ back to an extractive answer, so the query always ends.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -248,8 +249,7 @@ def synthesize_answer(
         if answer is None:
             answer = _extract(original, numbered, language, embed, passage_similarity)
             provider = "extractive-fallback"
-        passes = not failed_thresholds(best_grade, settings.thresholds)
-        outcome = "not_answerable" if answer.abstained else ("answered" if passes else "answered_with_caveat")
+        outcome = answer_outcome(answer, passes=not failed_thresholds(best_grade, settings.thresholds))
 
     if outcome == "not_answerable":
         text, sentences, citations = phrase("abstain", language), [], []
@@ -259,9 +259,12 @@ def synthesize_answer(
             outcome, text, sentences, citations = "not_answerable", phrase("abstain", language), [], []
         elif outcome == "answered_with_caveat":
             text = phrase("caveat", language) + "\n\n" + text
+    verdict = reader_verdict(answer, outcome) if answer is not None else ""
     elapsed_ms = (clock.monotonic() - start) * 1000.0
 
     def change(r: QueryRecord) -> None:
+        if verdict:
+            _align_decision(r, best.iteration, iteration, outcome, verdict)
         r.status = "answered"
         r.outcome = outcome
         r.answer = text
@@ -287,6 +290,43 @@ def synthesize_answer(
         publisher.publish(AnswerReady(query_id=query_id, outcome=outcome))
     elif result.record is not None and result.record.status == "answered":
         publisher.publish(AnswerReady(query_id=query_id, outcome=result.record.outcome))
+
+
+def answer_outcome(answer: Answer, *, passes: bool) -> str:
+    """The outcome follows what is quoted: with the reader's verdict (the extractive reader gives
+    one), ``answered`` only when a quoted sentence states what the question asks and no part is left
+    unstated, else ``answered_with_caveat``; a generative model's answer (no verdict) is ``answered``
+    when the grade ``passes`` every threshold. An abstention is ``not_answerable`` either way."""
+    if answer.abstained:
+        return "not_answerable"
+    if answer.states_fact is None:
+        return "answered" if passes else "answered_with_caveat"
+    return "answered" if answer.states_fact and not answer.unstated else "answered_with_caveat"
+
+
+def reader_verdict(answer: Answer, outcome: str) -> str:
+    """Why the reader's verdict decided ``outcome`` (empty when the answer carries none)."""
+    if answer.states_fact is None:
+        return ""
+    if outcome == "answered":
+        return "the answer quotes a sentence stating what is asked"
+    unstated = "; ".join(answer.unstated) or "what is asked"
+    return f"no quoted sentence states: {unstated}"
+
+
+def _align_decision(r: QueryRecord, answered_from: int, final: int, outcome: str, verdict: str) -> None:
+    """One story on every surface: an iteration marked ``accept`` beside ``not_answerable`` (or the
+    grader's ``abstain``/``exhausted`` beside ``answered``) shows the decision the answer's reading
+    made, and the grade's reasoning says why."""
+    want = {"not_answerable": "abstain", "answered": "accept"}.get(outcome)
+    for entry in r.iterations:
+        if entry.iteration not in (answered_from, final) or entry.decision is None or want is None:
+            continue
+        if entry.decision == want or (want == "abstain" and entry.decision == "refine"):
+            continue
+        entry.decision = want
+        if entry.grade is not None:
+            entry.grade = dataclasses.replace(entry.grade, reasoning=f"{entry.grade.reasoning} The reader: {verdict}.")
 
 
 def _extract(query: str, contexts: list[GradingContext], language: str, embed: Embed | None,

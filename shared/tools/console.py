@@ -121,6 +121,10 @@ def print_answer(record: QueryRecord) -> None:
         if rewrite:
             line.append(f"  (searched: {plain(rewrite)})")
         console.print(line)
+        # the decision the answer's reading made (the synthesizer wrote it over the grader's): say why
+        reader = it.grade.reasoning.partition(" The reader: ")[2] if it.grade is not None else ""
+        if reader:
+            console.print(Text(f"    the reader: {plain(reader.rstrip('.'))}"))
     # as the page lists them: an answer the model had no part in must not read as the model's
     for f in record.fallbacks:
         iteration = f.get("iteration")

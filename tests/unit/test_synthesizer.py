@@ -172,3 +172,44 @@ def test_contexts_without_document_or_url_are_never_merged():
     answer = Answer(text="", sentences=[AnswerSentence("One.", [1]), AnswerSentence("Two.", [2])])
     _, _, citations = number_citations(answer, contexts)
     assert [(c["id"], c["chunk_ids"]) for c in citations] == [(1, ["c1"]), (2, ["c2"])]
+
+
+# ------------------------------------------------------------ one story (issue 20, items 3 and 4)
+
+
+def test_a_reader_that_finds_no_stated_fact_is_not_answerable_and_the_record_never_says_accept():
+    refused = Answer(text="", abstained=True, states_fact=False, unstated=("which version added it",))
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[refused]))
+    loop.submit("which version of BM25 added saturation")
+    graded = _run_to_graded(loop, [good_grade()], ["BM25 saturation version"])
+    assert graded.decision == "accept"
+    loop.deliver(graded)
+    record = loop.record()
+    assert record["outcome"] == "not_answerable" and record["citations"] == []
+    iteration = record["iterations"][0]
+    assert iteration["decision"] == "abstain"  # not "accept" beside not_answerable
+    assert iteration["grade"]["reasoning"].endswith("The reader: no quoted sentence states: which version added it.")
+
+
+def test_the_reader_verdict_decides_answered_over_a_failed_threshold_and_the_decision_follows():
+    stated = Answer(text="", sentences=[AnswerSentence("BM25 saturates term frequency with k1.", [1])],
+                    states_fact=True)
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[stated]))
+    loop.submit("how does BM25 saturate term frequency", max_iterations=0)
+    graded = _run_to_graded(loop, [weak_grade(0.5)], ["BM25 saturation"])
+    assert graded.decision == "exhausted"
+    loop.deliver(graded)
+    record = loop.record()
+    assert record["outcome"] == "answered" and not record["answer"].startswith(phrase("caveat", "en"))
+    assert record["iterations"][0]["decision"] == "accept"
+
+
+def test_a_quoted_sentence_that_does_not_state_the_fact_is_a_caveat_even_when_the_grade_passes():
+    partial = Answer(text="", sentences=[AnswerSentence("BM25 is a ranking function.", [1])],
+                     states_fact=False, unstated=("how many parameters BM25 has",))
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[partial]))
+    loop.submit("how many parameters does BM25 have")
+    loop.deliver(_run_to_graded(loop, [good_grade()], ["BM25 parameters"]))
+    record = loop.record()
+    assert record["outcome"] == "answered_with_caveat" and record["answer"].startswith(phrase("caveat", "en"))
+    assert record["iterations"][0]["decision"] == "accept"  # a caveat beside accept tells one story

@@ -303,6 +303,9 @@
         href ? el("span", { class: "url" }, href) : null,
         el("span", { class: "meta" }, `document ${c.document_id || "?"} · ${chunkLabel(c)}`)));
     }
+    // an answer that cites nothing (an abstention) has no sources to head
+    $("sources-heading").hidden = citations.length === 0;
+    list.hidden = citations.length === 0;
   }
 
   // One number per source: the chunks of one document share it (chunk_ids lists them).
