@@ -98,19 +98,33 @@ resource "google_cloudfunctions2_function" "function" {
     # Only Pub/Sub pushes and Eventarc reach the event-driven functions; the gateway
     # answers the internet (still behind IAM unless allow_unauthenticated_gateway).
     ingress_settings = each.value.trigger == "http" ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"
-    environment_variables = merge(local.common_env, {
-      RAGBUS_STAGE          = each.value.stage
-      RAGBUS_ACK_DEADLINE_S = tostring(each.value.timeout)
-      OTEL_SERVICE_NAME     = "ragbus-${each.key}"
+    environment_variables = merge(
+      local.common_env,
+      {
+        RAGBUS_STAGE          = each.value.stage
+        RAGBUS_ACK_DEADLINE_S = tostring(each.value.timeout)
+        OTEL_SERVICE_NAME     = "ragbus-${each.key}"
       },
       # Cloud Run's front end terminates TLS and is the only way in: trust its
       # X-Forwarded-Proto (gunicorn/uvicorn trust only 127.0.0.1 by default), or the
       # page's own https POST looks cross-origin to the gateway (services/gateway/guard.py).
-    each.value.trigger == "http" ? { FORWARDED_ALLOW_IPS = "*" } : {})
+      each.value.trigger == "http" ? { FORWARDED_ALLOW_IPS = "*" } : {},
+    )
     dynamic "secret_environment_variables" {
       for_each = each.value.model && local.openai_key_secret != "" ? [local.openai_key_secret] : []
       content {
         key        = "RAGBUS_OPENAI_API_KEY"
+        project_id = var.project
+        secret     = secret_environment_variables.value
+        version    = "latest"
+      }
+    }
+    # The API token the gateway asks of REST and MCP callers, beside Cloud Run IAM
+    # (callers send the identity token as X-Serverless-Authorization).
+    dynamic "secret_environment_variables" {
+      for_each = each.value.trigger == "http" && var.gateway_api_token_secret != "" ? [var.gateway_api_token_secret] : []
+      content {
+        key        = "RAGBUS_API_TOKEN"
         project_id = var.project
         secret     = secret_environment_variables.value
         version    = "latest"

@@ -97,6 +97,15 @@ resource "google_secret_manager_secret_iam_member" "openai_key" {
   member    = google_service_account.function[each.key].member
 }
 
+# Only the gateway may read its API token.
+resource "google_secret_manager_secret_iam_member" "gateway_api_token" {
+  for_each  = var.gateway_api_token_secret == "" ? {} : { for name, f in local.functions : name => f if f.trigger == "http" }
+  project   = var.project
+  secret_id = var.gateway_api_token_secret
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.function[each.key].member
+}
+
 resource "google_pubsub_topic_iam_member" "function_publisher" {
   for_each = local.function_publishes
   topic    = google_pubsub_topic.topic[each.value.topic].id

@@ -150,6 +150,17 @@ variable "openai_model" {
   default     = ""
 }
 
+variable "gateway_api_token_secret" {
+  description = "The Secret Manager secret (its id, in var.project) holding the gateway's API token, given to the gateway as RAGBUS_API_TOKEN: REST and MCP callers then send Authorization: Bearer <token>, and their Cloud Run identity token as X-Serverless-Authorization. Empty: IAM alone guards the gateway."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{0,255}$", var.gateway_api_token_secret))
+    error_message = "gateway_api_token_secret is a secret's id in var.project (letters, digits, - and _), not its full resource name."
+  }
+}
+
 variable "openai_api_key_secret" {
   description = "llm_provider = \"openai\": the Secret Manager secret (its id, in var.project) holding the server's API key, given to the model-calling functions as RAGBUS_OPENAI_API_KEY; empty for a server that wants no key. Its latest version is read at each cold start."
   type        = string

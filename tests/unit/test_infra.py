@@ -524,3 +524,15 @@ def test_only_the_http_function_trusts_the_front_ends_forwarded_scheme():
     assert "FORWARDED_ALLOW_IPS" not in str(_local("common_env"))
     http = [name for name, f in _local("functions").items() if f["trigger"] == "http"]
     assert http == ["gateway"]
+
+
+def test_the_gateway_alone_reads_its_api_token_from_secret_manager():
+    assert _default("gateway_api_token_secret") == ""
+    function = _resource("google_cloudfunctions2_function", "function")
+    secrets = _block(function, "service_config")["dynamic"]
+    token = [d["secret_environment_variables"] for d in secrets
+             if "RAGBUS_API_TOKEN" in str(d.get("secret_environment_variables"))]
+    assert token and 'each.value.trigger == "http"' in str(token[0]["for_each"])
+    access = _resource("google_secret_manager_secret_iam_member", "gateway_api_token")
+    assert access["role"] == "roles/secretmanager.secretAccessor"
+    assert 'f.trigger == "http"' in access["for_each"]
