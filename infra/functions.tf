@@ -187,5 +187,6 @@ resource "google_cloudfunctions2_function" "function" {
     google_project_iam_member.gcs_agent_publishes_events,
     google_project_iam_member.eventarc_trigger_receiver,
     google_secret_manager_secret_iam_member.openai_key,
+    google_secret_manager_secret_iam_member.gateway_api_token,
   ]
 }

@@ -536,3 +536,4 @@ def test_the_gateway_alone_reads_its_api_token_from_secret_manager():
     access = _resource("google_secret_manager_secret_iam_member", "gateway_api_token")
     assert access["role"] == "roles/secretmanager.secretAccessor"
     assert 'f.trigger == "http"' in access["for_each"]
+    assert "google_secret_manager_secret_iam_member.gateway_api_token" in str(function["depends_on"])

@@ -219,8 +219,8 @@ def test_the_openai_key_is_a_secret_only_the_model_functions_read():
     body = _resource("google_cloudfunctions2_function", "function")
     service = _block(body, "service_config")
     assert "RAGBUS_OPENAI_API_KEY" not in str(service["environment_variables"]) + _common_env()
-    (secret_env,) = service["dynamic"]
-    secret_env = secret_env["secret_environment_variables"]
+    (secret_env,) = [d["secret_environment_variables"] for d in service["dynamic"]
+                     if "RAGBUS_OPENAI_API_KEY" in str(d["secret_environment_variables"])]
     assert secret_env["for_each"] == '${each.value.model && local.openai_key_secret != "" ? [local.openai_key_secret] : []}'
     content = secret_env["content"][0]
     assert content["key"] == "RAGBUS_OPENAI_API_KEY"  # the name the code reads
