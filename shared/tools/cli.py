@@ -907,11 +907,30 @@ def eval_command(
         "its default, as `make eval` makes it; <cache>/eval_results.json for any other run, so a sample does not "
         "overwrite the committed figures).")] = None,
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
+    dataset: Annotated[str, typer.Option(
+        help="fitz-gov (synthetic cases) or realdocs (real package documentation in the repo, issue 20's targets; "
+        "--sample N asks N of its questions).")] = "fitz-gov",
+    kind: Annotated[list[str] | None, typer.Option(
+        help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss.")] = None,
+    show_failures: Annotated[bool, typer.Option(
+        "--show-failures", help="realdocs: print every failed question with its answer and the expected keys.")] = False,
 ) -> None:
-    r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]').
+    r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]'),
+    or on the real-text development set (--dataset realdocs).
 
-    Ends with issue 11's targets and whether each provider meets them (held-out split).
+    Ends with issue 11's targets (fitz-gov, held-out split) or issue 20's (realdocs) and whether each is met.
     """
+    if dataset == "realdocs":
+        chosen = {"abstain_sample": abstain_sample, "ablations": ablations, "slice_queries": slice_queries,
+                  "split": split, "provider_sample": provider_sample}
+        _eval_realdocs(sample=None if sample == inspect.signature(eval_command).parameters["sample"].default
+                       else sample, kinds=tuple(kind or ()), show_failures=show_failures, providers=providers,
+                       query_timeout=query_timeout, check=check, out=out, cache=cache, fitz_gov_only=chosen)
+        return
+    if dataset != "fitz-gov":
+        raise _fail(f"--dataset {dataset!r}: choose fitz-gov or realdocs")
+    if kind or show_failures:
+        raise _fail("--kind and --show-failures apply to --dataset realdocs only")
     from shared.tools.eval.report import eval_markdown
     from shared.tools.eval.runner import EvalOptions, run_eval, targets_missed
     from shared.tools.eval.targets import parse_provider_samples, parse_providers
@@ -938,6 +957,36 @@ def eval_command(
     console.print(eval_markdown(results), markup=False, highlight=False, soft_wrap=True)
     err.print(f"wrote {markup(out)}")
     missed = targets_missed(results)
+    if check and missed:
+        err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures: bool, providers: str,
+                   query_timeout: float, check: bool, out: Path | None, cache: Path,
+                   fitz_gov_only: dict[str, Any]) -> None:
+    from shared.tools.eval import realdocs
+    from shared.tools.eval.realdocs_run import RealDocsOptions, run_realdocs
+
+    defaults = inspect.signature(eval_command).parameters
+    changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in fitz_gov_only.items()
+               if value != defaults[name].default and not (name == "provider_sample" and not value)]
+    if changed or providers.strip().lower() not in ("auto", "local"):
+        raise _fail(f"{', '.join(changed) or '--providers ' + providers} apply to fitz-gov only; realdocs runs the "
+                    "offline reader (RAGBUS_LLM=local)")
+    try:
+        results = run_realdocs(RealDocsOptions(cache_dir=cache, sample=sample, kinds=kinds,
+                                               query_timeout_s=query_timeout), progress=lambda msg: err.print(msg))
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+    full_run = sample is None and not kinds
+    out = out or (Path("docs/eval_realdocs.json") if full_run else cache / "eval_realdocs.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    console.print(realdocs.markdown(results, show_failures=show_failures), markup=False, highlight=False,
+                  soft_wrap=True)
+    err.print(f"wrote {markup(out)}")
+    missed = realdocs.missed(results)
     if check and missed:
         err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
         raise typer.Exit(1)

@@ -121,7 +121,7 @@ def _row(name: str, metrics: dict[str, float], **extra: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def _scratch_home(cache: Path) -> Iterator[Path]:
+def scratch_home(cache: Path) -> Iterator[Path]:
     home = Path(tempfile.mkdtemp(prefix="ragbus-eval-", dir=cache))
     try:
         yield home
@@ -229,7 +229,7 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     remote = [p for p in providers if p != "local"] if options.sample else []
     for provider in remote:  # before the long runs: a provider that cannot answer fails now
         say(f"checking the {provider} provider with one question")
-        with _scratch_home(cache) as home:
+        with scratch_home(cache) as home:
             model = check_provider(PipelineConfig(f"full pipeline ({provider})", provider=provider), home=home,
                                    index_path=index_path, embedder=embedder, dimension=embedder.dimension,
                                    query_timeout_s=options.query_timeout_s)
@@ -284,7 +284,7 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
         default_run = next(r for r in runs if "[default]" in r.name)
 
         def run_config(config: PipelineConfig, qs: list[EvalQuery], abs_: list[EvalQuery]):
-            with _scratch_home(cache) as home:
+            with scratch_home(cache) as home:
                 t = time.perf_counter()
                 say(f"pipeline: {config.name} ({len(qs)} + {len(abs_)} abstain queries)")
                 ran = run_pipeline(qs, config, home=home, index_path=index_path, embedder=embedder,

@@ -1,0 +1,151 @@
+"""``ragbus eval --dataset realdocs``: ingest the real documents as ``ragbus ingest`` does, ask
+every question through the embedded pipeline, score the answers (:mod:`shared.tools.eval.realdocs`).
+
+Each run starts from an empty scratch home under the cache directory (removed afterwards):
+the documents go through the real cleaner and indexer, so a change to cleaning, chunking or
+indexing shows in the figures, and nothing of an earlier run's index is reused.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from shared.contract.errors import ConfigError, RagbusError
+from shared.contract.ids import file_document_id
+from shared.runtime.readiness import require_ready
+from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, QUERY_STAGES
+from shared.tools.eval import realdocs
+from shared.tools.eval.pipeline import FULL, model_name, pipeline_settings
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RealDocsOptions:
+    cache_dir: Path = Path(".ragbus-eval")
+    sample: int | None = None  # questions asked (None: every one), a seeded random draw
+    kinds: tuple[str, ...] = ()  # only these kinds (empty: every kind)
+    seed: int = 7
+    concurrency: int = 2
+    query_timeout_s: float = 120.0
+    ingest_timeout_s: float = 900.0
+
+
+def select(questions: Sequence[realdocs.Question], options: RealDocsOptions) -> tuple[list[realdocs.Question], str]:
+    """The questions to ask, in set order, and how they were chosen (empty: all of them)."""
+    unknown = [k for k in options.kinds if k not in realdocs.KINDS]
+    if unknown:
+        raise ConfigError(f"--kind {', '.join(unknown)}: unknown; choose from {', '.join(realdocs.KINDS)}")
+    chosen = [q for q in questions if not options.kinds or q.kind in options.kinds]
+    how = [f"kind {', '.join(options.kinds)}"] if options.kinds else []
+    if options.sample is not None:
+        if options.sample < 1:
+            raise ConfigError(f"--sample {options.sample}: ask at least one question")
+        if options.sample < len(chosen):
+            keep = set(random.Random(options.seed).sample(range(len(chosen)), options.sample))
+            chosen = [q for i, q in enumerate(chosen) if i in keep]
+            how.append(f"a random {options.sample} (seed {options.seed})")
+    return chosen, "; ".join(how)
+
+
+def _ingest(system: Any, settings: Any, root: Path, timeout_s: float) -> dict[str, str]:
+    """Every document through the cleaner and indexer; the set's file name of each document id."""
+    from shared.ingest.files import ingest_path
+    from shared.ingest.progress import status_of
+    from shared.runtime.local import LocalRuntime
+
+    deps = system.deps
+    require_ready(settings, INGESTION_STAGES)
+    runtime = LocalRuntime(deps, system.bus, [c for c in CONSUMERS if c.stage in INGESTION_STAGES]).start()
+    try:
+        sent = ingest_path(root, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
+        ids = {m.document_id for m in sent}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = status_of(deps.state, ids)
+            if not status.pending:
+                break
+            if time.monotonic() > deadline:
+                raise RagbusError(f"realdocs: {len(status.pending)} document(s) still not indexed after "
+                                  f"{timeout_s:.0f} s")
+            time.sleep(0.2)
+    finally:
+        runtime.stop()
+    files = {file_document_id(str(p.resolve())): p.name for p in root.iterdir() if p.is_file()}
+    if status.failed:
+        names = sorted(files.get(d, d) for d in status.failed)
+        raise RagbusError(f"realdocs: {len(names)} document(s) failed to ingest: {', '.join(names)}; "
+                          "see `ragbus dead-letters` under the scratch home")
+    return files
+
+
+def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> dict[str, Any]:
+    """Ingest, ask, score; the results as one JSON-ready dict (see :func:`realdocs.markdown`)."""
+    from shared.query.api import submit_query, wait_for_query
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+    from shared.tools.eval.pipeline import reduce_record
+    from shared.tools.eval.runner import machine, scratch_home
+
+    say = progress or (lambda _msg: None)
+    dataset = realdocs.load()
+    asked, selection = select(dataset.questions, options)  # a bad --kind/--sample fails before any work
+    if not asked:
+        raise ConfigError(f"no question of kind {', '.join(options.kinds)} in the set")
+    options.cache_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with scratch_home(options.cache_dir) as home:
+        settings = pipeline_settings(home, FULL)
+        require_ready(settings, QUERY_STAGES)
+        system = build_local(settings)
+        say(f"ingesting {len(dataset.documents)} documents into a scratch home")
+        files = _ingest(system, settings, dataset.documents_dir, options.ingest_timeout_s)
+        ingest_s = time.perf_counter() - started
+        chunks = system.deps.index.count_chunks()
+        say(f"  {chunks} chunks in {ingest_s:.1f}s; asking {len(asked)} questions")
+        runtime = LocalRuntime(system.deps, system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES]).start()
+        t = time.perf_counter()
+        scored: list[realdocs.Scored | None] = [None] * len(asked)
+        try:
+            model = model_name(system.deps.llm)
+
+            def one(i: int) -> None:
+                q = asked[i]
+                record = submit_query(system.deps, q.question, timeout_s=min(600.0, options.query_timeout_s))
+                record = wait_for_query(system.deps, record.id, options.query_timeout_s + 5)
+                reduced = reduce_record(record)
+                scored[i] = realdocs.score(q, status=reduced.status, outcome=reduced.outcome, answer=reduced.answer,
+                                           cited_files=[files.get(d, "?") for d in reduced.cited])
+
+            with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
+                for done, _ in enumerate(pool.map(one, range(len(asked))), 1):
+                    if done % 20 == 0 or done == len(asked):
+                        say(f"  {done}/{len(asked)}")
+        finally:
+            runtime.stop()
+            system.deps.index.close()
+        questions_s = time.perf_counter() - t
+    results_scored = [s for s in scored if s is not None]
+    figs = realdocs.figures(results_scored)
+    by_question = {q.id: q for q in asked}
+    formats = sorted({d.format for d in dataset.documents})
+    return {
+        "dataset": {"name": realdocs.NAME, "documents": len(dataset.documents), "formats": ", ".join(formats),
+                    "questions": len(dataset.questions), "answerable": len(dataset.answerable),
+                    "near_misses": len(dataset.near_misses), "chunks": chunks, "selection": selection},
+        "model": model,
+        "machine": machine(),
+        "figures": figs,
+        "verdicts": realdocs.verdicts(figs),
+        "by_kind": realdocs.by_kind(results_scored),
+        "questions": [{**asdict(s), "keys": [realdocs.key_label(k) for k in by_question[s.id].keys]}
+                      for s in results_scored],
+        "timings_s": {"ingest_s": round(ingest_s, 1), "questions_s": round(questions_s, 1),
+                      "per_question_ms": round(questions_s / len(asked) * 1000, 1)},
+    }
