@@ -35,12 +35,16 @@ def api_key_client(server: FakeEmbeddingServer) -> genai.Client:
 
 
 def vertex_client(server: FakeEmbeddingServer) -> genai.Client:
+    return vertex_client_at(server, "europe-west4")
+
+
+def vertex_client_at(server: FakeEmbeddingServer, location: str) -> genai.Client:
     from google.oauth2.credentials import Credentials
 
     return genai.Client(
-        vertexai=True,
+        enterprise=True,
         project="ragbus-test",
-        location="europe-west4",
+        location=location,
         credentials=Credentials(token="test-token"),
         http_options=types.HttpOptions(base_url=server.url),
     )
@@ -84,7 +88,8 @@ def test_request_shape_in_api_key_mode(
     texts = ["Glaciers retreat.", "Qubits decohere.", "Feeds are polled."]
     embedder.embed(texts)
     (request,) = server.requests
-    assert request.path == "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+    assert request.path in {"/v1beta/models/gemini-embedding-001:batchEmbedContents",
+                            "/v1/models/gemini-embedding-001:batchEmbedContents"}
     assert request.headers.get("x-goog-api-key") == "test"
     assert request.texts == texts
     assert request.task_types == ["RETRIEVAL_DOCUMENT"] * 3
@@ -126,8 +131,9 @@ def test_batches_stay_under_the_text_cap(server: FakeEmbeddingServer, sleeps: Sl
     embedder = GenAiEmbedder(api_key_client(server), dimension=DIM, sleep=sleeps)
     texts = [f"chunk {i}" for i in range(230)]
     vectors = embedder.embed(texts)
-    assert [len(r.texts) for r in server.requests] == [100, 100, 30]
-    assert [t for r in server.requests for t in r.texts] == texts
+    # the batches go out together, so they arrive in any order
+    assert sorted(len(r.texts) for r in server.requests) == [30, 100, 100]
+    assert sorted(t for r in server.requests for t in r.texts) == sorted(texts)
     np.testing.assert_allclose(vectors[229], expected("chunk 229"), rtol=1e-5, atol=1e-6)
 
 
@@ -138,7 +144,7 @@ def test_batches_stay_under_the_token_cap(server: FakeEmbeddingServer, sleeps: S
     text = " ".join(["word"] * 45)  # 45 words of 4 letters: 90 estimated tokens
     assert embedder.count_tokens(text) == 90
     embedder.embed([text] * 5)
-    assert [len(r.texts) for r in server.requests] == [2, 2, 1]
+    assert sorted(len(r.texts) for r in server.requests) == [1, 2, 2]
 
 
 def test_a_500_is_retried_then_succeeds(
@@ -297,8 +303,8 @@ def test_vertex_mode_posts_predict_and_refuses_truncation(
     )
     texts = [f"vertex text {i}" for i in range(260)]
     vectors = embedder.embed(texts)
-    assert [len(r.texts) for r in server.requests] == [250, 10]
-    first = server.requests[0]
+    assert sorted(len(r.texts) for r in server.requests) == [10, 250]
+    (first,) = [r for r in server.requests if len(r.texts) == 250]
     assert first.path == (
         "/v1beta1/projects/ragbus-test/locations/europe-west4/publishers/google/models/"
         "text-embedding-005:predict"
@@ -313,9 +319,12 @@ def test_gemini_embedding_on_vertex_goes_one_text_per_call(
     server: FakeEmbeddingServer, sleeps: Sleeps
 ) -> None:
     embedder = GenAiEmbedder(vertex_client(server), dimension=DIM, sleep=sleeps)
-    embedder.embed(["one", "two", "three"])
-    assert [r.texts for r in server.requests] == [["one"], ["two"], ["three"]]
-    assert all(r.path.endswith("gemini-embedding-001:predict") for r in server.requests)
+    vectors = embedder.embed(["one", "two", "three"])
+    assert sorted(r.texts for r in server.requests) == [["one"], ["three"], ["two"]]
+    # google-genai 2.x posts :predict, 3.x :embedContent; the fake refuses more than one text either way
+    assert all(r.model == "gemini-embedding-001" and r.method in {"predict", "embedContent"} for r in server.requests)
+    assert all(r.auto_truncate == [False] and r.task_types == ["RETRIEVAL_DOCUMENT"] for r in server.requests)
+    np.testing.assert_allclose(vectors[2], expected("three"), rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------- from_settings
@@ -345,3 +354,102 @@ def test_from_settings_reads_model_and_dimension() -> None:
         False,
         100,
     )
+
+
+def test_from_settings_places_each_model_where_vertex_serves_it() -> None:
+    regional = GenAiEmbedder.from_settings(Settings(gcp_project="p", gcp_location="europe-west4"), env={})
+    assert regional.client._api_client.location == "europe-west4" and regional.max_batch_texts == 1
+    second = GenAiEmbedder.from_settings(  # served from global/us/eu only: Gemini's location
+        Settings(gcp_project="p", gcp_location="europe-west4", gemini_location="eu"),
+        env={"RAGBUS_EMBED_MODEL": "gemini-embedding-2"})
+    assert second.client._api_client.location == "eu" and second.client.vertexai
+    chosen = GenAiEmbedder.from_settings(
+        Settings(gcp_project="p", gcp_location="europe-west4"),
+        env={"RAGBUS_EMBED_LOCATION": "us", "RAGBUS_EMBED_CONCURRENCY": "3"})
+    assert chosen.client._api_client.location == "us" and chosen.concurrency == 3
+    with pytest.raises(ConfigError, match="gemini-embedding-2 only from eu, global, us, not 'europe-west4'"):
+        GenAiEmbedder.from_settings(Settings(gcp_project="p"), env={
+            "RAGBUS_EMBED_MODEL": "gemini-embedding-2", "RAGBUS_EMBED_LOCATION": "europe-west4"})
+    with pytest.raises(ConfigError, match="RAGBUS_EMBED_LOCATION='moon'"):
+        GenAiEmbedder.from_settings(Settings(gcp_project="p"), env={"RAGBUS_EMBED_LOCATION": "moon"})
+    with pytest.raises(ConfigError, match="RAGBUS_EMBED_CONCURRENCY"):
+        GenAiEmbedder.from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_CONCURRENCY": "many"})
+    with pytest.raises(ConfigError, match="at least 1"):
+        GenAiEmbedder.from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_CONCURRENCY": "0"})
+
+
+# ------------------------------------------------------- in parallel, bounded
+
+
+def test_one_text_per_call_goes_out_in_parallel_up_to_the_bound(sleeps: Sleeps) -> None:
+    texts = [f"chunk {i}" for i in range(48)]
+    with FakeEmbeddingServer(delay_s=0.02) as server:
+        embedder = GenAiEmbedder(vertex_client(server), dimension=DIM, concurrency=6, sleep=sleeps)
+        vectors = embedder.embed(texts)
+        assert len(server.requests) == 48 and 1 < server.max_in_flight <= 6
+    for text, vector in zip(texts, vectors, strict=True):  # in the order given, whatever the arrival
+        np.testing.assert_allclose(vector, expected(text), rtol=1e-5, atol=1e-6)
+    with FakeEmbeddingServer(delay_s=0.01) as server:
+        GenAiEmbedder(vertex_client(server), dimension=DIM, concurrency=1, sleep=sleeps).embed(texts[:8])
+        assert server.max_in_flight == 1
+
+
+def test_one_refused_batch_fails_the_call_and_the_rest_are_not_sent(sleeps: Sleeps) -> None:
+    with FakeEmbeddingServer(delay_s=0.02) as server:
+        server.fail(400)
+        embedder = GenAiEmbedder(vertex_client(server), dimension=DIM, concurrency=2, sleep=sleeps)
+        with pytest.raises(PermanentError, match="HTTP 400"):
+            embedder.embed([f"chunk {i}" for i in range(40)])
+        assert len(server.requests) < 40
+
+
+def test_a_retried_batch_does_not_hold_up_the_others(sleeps: Sleeps) -> None:
+    with FakeEmbeddingServer() as server:
+        server.fail(503)
+        embedder = GenAiEmbedder(vertex_client(server), dimension=DIM, concurrency=4, sleep=sleeps)
+        vectors = embedder.embed([f"chunk {i}" for i in range(12)])
+        assert len(server.requests) == 13 and sleeps == [1.0]
+        np.testing.assert_allclose(vectors[11], expected("chunk 11"), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------- gemini-embedding-2
+
+
+@pytest.mark.parametrize("vertex", [False, True])
+def test_gemini_embedding_2_gets_its_task_written_into_the_text(vertex: bool, sleeps: Sleeps) -> None:
+    with FakeEmbeddingServer() as server:
+        client = vertex_client_at(server, "global") if vertex else api_key_client(server)
+        embedder = GenAiEmbedder(client, "gemini-embedding-2", dimension=DIM, sleep=sleeps)
+        documents = embedder.embed(["Glaciers retreat.", "Qubits decohere."])
+        queries = embedder.embed_queries(["why do glaciers retreat?"])
+        sent = sorted(t for r in server.requests for t in r.texts)
+        assert sent == ["task: search result | query: why do glaciers retreat?",
+                        "title: none | text: Glaciers retreat.", "title: none | text: Qubits decohere."]
+        assert not any(t for r in server.requests for t in r.task_types)  # the model takes no task_type
+        if vertex:
+            assert {r.location for r in server.requests} == {"global"}
+            assert all(len(r.texts) == 1 for r in server.requests)
+    np.testing.assert_allclose(documents[0], expected("title: none | text: Glaciers retreat."), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(queries[0], expected("task: search result | query: why do glaciers retreat?"),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_gemini_embedding_2_at_a_regional_endpoint_is_refused_by_the_service(sleeps: Sleeps) -> None:
+    with FakeEmbeddingServer() as server:
+        embedder = GenAiEmbedder(vertex_client(server), "gemini-embedding-2", dimension=DIM, sleep=sleeps)
+        with pytest.raises(PermanentError, match="404.*Publisher Model"):
+            embedder.embed(["Glaciers retreat."])
+
+
+def test_gemini_embedding_2_takes_longer_texts_and_counts_its_instruction() -> None:
+    long = GenAiEmbedder(None, "gemini-embedding-2", max_tokens=8000)
+    assert long.spec.input_tokens == 8192
+    with pytest.raises(ConfigError, match="between 1 and gemini-embedding-001's 2048"):
+        GenAiEmbedder(None, max_tokens=8000)
+    full = GenAiEmbedder(None, "gemini-embedding-2", max_tokens=8192)
+    text = "tok " * 8190  # 8190 estimated tokens: within max_tokens, not with "title: none | text: "
+    assert full.count_tokens(text) == 8190 and full.count_tokens("title: none | text: ") == 9
+    with pytest.raises(InvalidInput, match="8199 tokens with its task instruction, over gemini-embedding-2's 8192"):
+        full.embed([text])
+    with pytest.raises(ConfigError, match="task type 'RETRIEVAL_EVERYTHING'"):
+        GenAiEmbedder(None, "gemini-embedding-2", task_type="RETRIEVAL_EVERYTHING")
