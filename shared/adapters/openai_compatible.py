@@ -153,7 +153,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
         # A cold start's GET /models and the call itself, each up to the timeout (a timeout is not
         # retried), and the backoffs between retries of fast failures; infra/functions.tf checks the same.
         require_call_budget(
-            settings, provider="openai", budget_s=retry_budget_s(settings.openai_timeout_s),
+            settings, who="RAGBUS_LLM=openai", budget_s=retry_budget_s(settings.openai_timeout_s),
             formula=f"GET /models and the call, each up to RAGBUS_OPENAI_TIMEOUT_S={settings.openai_timeout_s:g} s, "
                     f"plus {ATTEMPTS - 1} backoffs of up to {MAX_RETRY_AFTER_S:g} s",
             knob="RAGBUS_OPENAI_TIMEOUT_S",

@@ -302,7 +302,7 @@ def model_location(env: Mapping[str, str], name: str, default: str | None) -> st
                       "multi-region ('us', 'eu') or a region such as europe-west4")
 
 
-def require_call_budget(settings: Settings, *, provider: str, budget_s: float, formula: str, knob: str) -> None:
+def require_call_budget(settings: Settings, *, who: str, budget_s: float, formula: str, knob: str) -> None:
     """Refuse a model whose whole retry budget outlasts the function that calls it.
 
     On Cloud Run a call still running at the function's timeout is killed, the message is
@@ -313,7 +313,7 @@ def require_call_budget(settings: Settings, *, provider: str, budget_s: float, f
     if settings.runtime != "gcp" or budget_s < settings.ack_deadline_s:
         return
     raise ConfigError(
-        f"RAGBUS_LLM={provider}: one model call may take up to {budget_s:g} s ({formula}), not less than "
+        f"{who}: one model call may take up to {budget_s:g} s ({formula}), not less than "
         f"this function's timeout of {settings.ack_deadline_s:g} s (RAGBUS_ACK_DEADLINE_S); lower {knob} "
         "or raise the function's timeout"
     )

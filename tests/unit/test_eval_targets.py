@@ -62,9 +62,9 @@ def test_local_always_runs_and_unconfigured_providers_are_listed():
 def test_auto_runs_every_configured_provider():
     env = {"RAGBUS_OPENAI_BASE_URL": "http://127.0.0.1:8081/v1", "GOOGLE_API_KEY": "k"}
     assert select_providers(None, env) == (["local", "openai", "gemini"], {})
-    vertex = {"GOOGLE_CLOUD_PROJECT": "p", "GOOGLE_CLOUD_LOCATION": "europe-west4"}
+    vertex = {"GOOGLE_CLOUD_PROJECT": "p"}  # Gemini's location defaults to global
     assert select_providers(None, vertex)[0] == ["local", "gemini"]
-    assert "gemini" in select_providers(None, {"GOOGLE_CLOUD_PROJECT": "p"})[1]  # no location: not configured
+    assert "gemini" in select_providers(None, {"GOOGLE_CLOUD_LOCATION": "europe-west4"})[1]  # no project
 
 
 def test_a_named_provider_that_cannot_run_is_an_error():

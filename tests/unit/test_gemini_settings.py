@@ -130,3 +130,22 @@ def test_the_openai_budget_is_checked_at_start_up_in_the_cloud(timeout, ok):
     with pytest.raises(ConfigError, match=r"152 s .*RAGBUS_OPENAI_TIMEOUT_S=66.*150 s"):
         OpenAICompatibleLanguageModel.from_settings(settings)
     OpenAICompatibleLanguageModel.from_settings(settings.with_(runtime="local")).close()  # no function to outlast
+
+
+def test_the_default_embedding_budget_fits_every_function_that_embeds():
+    from shared.adapters.gcp.genai_embedder import DEFAULT_TIMEOUT_S, GenAiEmbedder
+
+    timeouts = {name: int(f["timeout"]) for name, f in _local("functions").items() if f["embeds"]}
+    assert {"retriever", "synthesizer"} <= set(timeouts)
+    budget = GenAiEmbedder(None).retry_budget_s(DEFAULT_TIMEOUT_S)
+    assert all(budget < t for t in timeouts.values()), (budget, timeouts)
+
+
+def test_gemini_alone_no_longer_needs_the_functions_region():
+    from shared.contract.config import require_gcp
+
+    base = {"RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "p", "RAGBUS_BUCKET": "b"}
+    require_gcp(load_settings({**base, "RAGBUS_LLM": "gemini"}))  # served from global by default
+    with pytest.raises(ConfigError, match="GOOGLE_CLOUD_LOCATION \\(the region of the Vector Search index\\)"):
+        require_gcp(load_settings({**base, "RAGBUS_INDEX": "vertex", "RAGBUS_VERTEX_INDEX": "i",
+                                   "RAGBUS_VERTEX_ENDPOINT": "e", "RAGBUS_VERTEX_DEPLOYED_INDEX": "d"}))

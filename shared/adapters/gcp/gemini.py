@@ -223,7 +223,7 @@ class GeminiLanguageModel(PromptedLanguageModel):
 
         env = os.environ if env is None else env
         require_call_budget(
-            settings, provider="gemini", budget_s=retry_budget_s(settings.gemini_timeout_s),
+            settings, who="RAGBUS_LLM=gemini", budget_s=retry_budget_s(settings.gemini_timeout_s),
             formula=f"{ATTEMPTS} attempts of RAGBUS_GEMINI_TIMEOUT_S={settings.gemini_timeout_s:g} s plus backoffs",
             knob="RAGBUS_GEMINI_TIMEOUT_S",
         )

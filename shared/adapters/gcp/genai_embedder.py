@@ -45,7 +45,12 @@ from typing import Any
 
 import numpy as np
 
-from shared.contract.config import MULTI_REGIONAL_LOCATIONS, Settings, model_location
+from shared.contract.config import (
+    MULTI_REGIONAL_LOCATIONS,
+    Settings,
+    model_location,
+    require_call_budget,
+)
 from shared.contract.errors import ConfigError, InvalidInput, PermanentError, RetryableError
 
 log = logging.getLogger("ragbus.embedder.genai")
@@ -59,6 +64,10 @@ GEMINI_API_BATCH = 100
 #: Texts and tokens per :predict call (Vertex AI text-embedding models).
 VERTEX_BATCH = 250
 VERTEX_BATCH_TOKENS = 20_000
+#: One HTTP attempt (seconds). An online embedding request answers in well under a second; with
+#: the default 4 attempts and backoff the worst case (87 s) still ends inside the shortest
+#: function that embeds (the retriever's 120 s), so Cloud Run never kills a batch mid-retry.
+DEFAULT_TIMEOUT_S = 20.0
 #: Requests in flight at once per embed call: bounded, so one document cannot exhaust the
 #: project's per-minute quota in a burst (429s are retried with backoff all the same).
 DEFAULT_CONCURRENCY = 8
@@ -143,6 +152,17 @@ def _whole(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ConfigError(f"{name}={raw!r} is not a whole number") from exc
+
+
+def _timeout(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name) or str(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < float("inf"):
+        raise ConfigError(f"{name}={raw!r} must be a positive number of seconds")
+    return value
 
 
 def _is_word_char(ch: str) -> bool:
@@ -232,8 +252,11 @@ class GenAiEmbedder:
         """API-key mode when ``GOOGLE_API_KEY``/``GEMINI_API_KEY`` is set, else Vertex AI.
 
         ``RAGBUS_EMBED_MODEL`` (default gemini-embedding-001),
-        ``RAGBUS_EMBED_DIMENSION`` (default 768) and ``RAGBUS_EMBED_CONCURRENCY``
-        (default 8) choose the model, the vector size and the requests in flight.
+        ``RAGBUS_EMBED_DIMENSION`` (default 768), ``RAGBUS_EMBED_CONCURRENCY``
+        (default 8) and ``RAGBUS_EMBED_TIMEOUT_S`` (default 20, one attempt) choose
+        the model, the vector size, the requests in flight and their time limit; in
+        the gcp runtime every attempt of a batch must end before the function's
+        timeout (:func:`~shared.contract.config.require_call_budget`).
         On Vertex AI the model is served from ``RAGBUS_EMBED_LOCATION`` when set,
         else from Gemini's location (``RAGBUS_GEMINI_LOCATION``) for a model served
         only from global/us/eu (gemini-embedding-2), else from the functions'
@@ -246,11 +269,22 @@ class GenAiEmbedder:
         model = env.get("RAGBUS_EMBED_MODEL") or DEFAULT_MODEL
         dimension = _whole(env, "RAGBUS_EMBED_DIMENSION", DEFAULT_DIMENSION)
         options.setdefault("concurrency", _whole(env, "RAGBUS_EMBED_CONCURRENCY", DEFAULT_CONCURRENCY))
-        http_options = types.HttpOptions(timeout=60_000)  # no SDK retries: ours are explicit
+        timeout_s = _timeout(env, "RAGBUS_EMBED_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+        # no SDK retries: ours are explicit (milliseconds, per attempt)
+        http_options = types.HttpOptions(timeout=int(timeout_s * 1000))
+
+        def checked(embedder: GenAiEmbedder) -> GenAiEmbedder:
+            require_call_budget(
+                settings, who="RAGBUS_EMBEDDER=genai", budget_s=embedder.retry_budget_s(timeout_s),
+                formula=f"{embedder.attempts} attempts of RAGBUS_EMBED_TIMEOUT_S={timeout_s:g} s plus backoffs",
+                knob="RAGBUS_EMBED_TIMEOUT_S",
+            )
+            return embedder
+
         api_key = env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")
         if api_key:
-            return cls(genai.Client(api_key=api_key, http_options=http_options), model, dimension=dimension,
-                       **options)
+            return checked(cls(genai.Client(api_key=api_key, http_options=http_options), model,
+                               dimension=dimension, **options))
         spec = embedding_model(model)
         location = model_location(env, "RAGBUS_EMBED_LOCATION", None) or (
             settings.gemini_location if spec.locations is not None else settings.gcp_location
@@ -268,7 +302,12 @@ class GenAiEmbedder:
         # enterprise= is google-genai's current name for the legacy vertexai= flag
         client = genai.Client(enterprise=True, project=settings.gcp_project, location=location,
                               http_options=http_options)
-        return cls(client, model, dimension=dimension, **options)
+        return checked(cls(client, model, dimension=dimension, **options))
+
+    def retry_budget_s(self, timeout_s: float) -> float:
+        """The longest one batch can take: every attempt timing out, plus the backoffs between them."""
+        backoffs = sum(min(self.max_backoff_s, self.backoff_s * 2**n) for n in range(self.attempts - 1))
+        return self.attempts * timeout_s + backoffs
 
     # ------------------------------------------------------------ tokens
 

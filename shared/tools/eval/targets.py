@@ -82,9 +82,9 @@ def provider_configured(name: str, env: Mapping[str, str]) -> str | None:
     if name == "gemini":
         if env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY"):
             return None
-        if env.get("GOOGLE_CLOUD_PROJECT") and env.get("GOOGLE_CLOUD_LOCATION"):
+        if env.get("GOOGLE_CLOUD_PROJECT"):  # Vertex AI, at RAGBUS_GEMINI_LOCATION (default global)
             return None
-        return "neither GOOGLE_API_KEY / GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT + GOOGLE_CLOUD_LOCATION is set"
+        return "neither GOOGLE_API_KEY / GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT is set"
     raise ConfigError(f"unknown provider {name!r}: choose from {', '.join(PROVIDERS)}")
 
 
