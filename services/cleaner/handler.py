@@ -2,8 +2,8 @@
 
 For every ``DocumentFetched`` the cleaner reads the raw bytes from the blob
 store, decodes them (a page's declared charset is often wrong), extracts the
-main text (HTML through trafilatura, Markdown through markdown-it, plain text as
-is), prepends the metadata header and stores the result at
+main text (HTML through trafilatura, Markdown through markdown-it,
+reStructuredText through docutils, plain text as is), prepends the metadata header and stores the result at
 ``clean/{document_id}/{content_hash}.txt`` before publishing
 ``DocumentCleaned``. Running twice for the same (document, content hash)
 publishes the same message and writes the same bytes.
@@ -32,6 +32,7 @@ log = logging.getLogger("ragbus.cleaner")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/xml+html"})
 MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/md"})
 TEXT_TYPES = frozenset({"text/plain"})
+RST_TYPES = frozenset({"text/x-rst", "text/prs.fallenstein.rst"})
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,87 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
 _CONFIRM_BELOW_CHARS = 250
 
 
+# Phrasing content (HTML's term): text and these elements between two blocks read as one paragraph.
+_INLINE = frozenset(
+    "a abbr b bdi bdo big cite code data del dfn em font i ins kbd mark q s samp small span strike strong "
+    "sub sup time tt u var br wbr img".split())
+_CONTAINERS = ("body", "div", "td", "th", "li", "blockquote", "section", "article", "main", "aside", "dd",
+               "center", "form")
+
+
+def _is_inline(node) -> bool:
+    return not isinstance(node.tag, str) or node.tag in _INLINE  # a comment's tail is prose too
+
+
+def _append_text(paragraph, text: str | None) -> None:
+    if not text:
+        return
+    if len(paragraph):
+        paragraph[-1].tail = (paragraph[-1].tail or "") + text
+    else:
+        paragraph.text = (paragraph.text or "") + text
+
+
+def prepare_html(html: str) -> tuple[str, str]:
+    """The page with its loose prose in paragraphs, and the title the page states (<title>).
+
+    Hand-written pages (zlib's zlib_how.html, many man-page exports) put prose as bare text
+    between <pre> blocks; trafilatura keeps only text inside block elements and drops it, so
+    each run of text and inline elements between two blocks becomes the <p> a browser renders
+    it as (an anonymous block box)."""
+    import lxml.html
+    from lxml import etree
+
+    try:
+        tree = lxml.html.document_fromstring(html)
+    except (etree.ParserError, ValueError):
+        return html, ""
+    title = " ".join((tree.findtext(".//title") or "").split())
+    changed = False
+    for container in list(tree.iter(*_CONTAINERS)):
+        children = list(container)
+        if all(_is_inline(c) for c in children):
+            continue  # no block inside: extractors read it as one block already
+        if not (container.text or "").strip() and not any(
+                (c.tail or "").strip() or isinstance(c.tag, str) and c.tag in _INLINE for c in children):
+            continue
+        changed = True
+        run = container.makeelement("p", {})
+        run.text, container.text = container.text, None
+        rebuilt, runs = [], {id(run)}
+        for child in children:
+            container.remove(child)  # its tail goes with it
+            if not isinstance(child.tag, str):
+                _append_text(run, child.tail)
+            elif child.tag in _INLINE:
+                run.append(child)
+            else:
+                tail, child.tail = child.tail, None
+                rebuilt += [run, child]
+                run = container.makeelement("p", {})
+                run.text = tail
+                runs.add(id(run))
+        rebuilt.append(run)
+        for node in rebuilt:
+            if id(node) in runs and not node.text_content().strip() and node.find(".//img") is None:
+                continue
+            container.append(node)
+    return (lxml.html.tostring(tree, encoding="unicode") if changed else html), title
+
+
+def _stated_title(extracted: str, page_title: str) -> str:
+    """trafilatura's title when the page's <title> contains it (a site name cut off), else <title>:
+    it may pick a heading inside the page (an <h3> "Important" in xsltproc.html)."""
+    if not page_title or extracted and extracted.casefold() in page_title.casefold():
+        return extracted or page_title
+    return page_title
+
+
 def extract_html(html: str, url: str) -> CleanDocument:
     """Main content and metadata of a web page, by trafilatura (no hand-written selectors)."""
     import trafilatura
+
+    html, page_title = prepare_html(html)
 
     options = {
         "url": url or None,
@@ -153,9 +232,9 @@ def extract_html(html: str, url: str) -> CleanDocument:
         text = text if precise_text else ""
     if document is None:
         return CleanDocument(body=text)
-    title = getattr(document, "title", None) or ""
+    title = _stated_title((getattr(document, "title", None) or "").strip(), page_title)
     date = getattr(document, "date", None) or None
-    return CleanDocument(body=text, title=title.strip(), published=date)
+    return CleanDocument(body=text, title=title, published=date)
 
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<yaml>.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -262,6 +341,94 @@ def _inline_text(token) -> str:
     return "".join(parts)
 
 
+# Sphinx's roles and directives, which plain docutils does not know: read as their text (a role)
+# or their content (a directive) rather than as an error message in the middle of the prose.
+_SPHINX_ROLES = (
+    "doc ref term class func meth mod attr exc data const obj envvar option program file command kbd samp "
+    "guilabel menuselection abbr dfn mimetype makevar keyword token numref download any"
+).split()
+_SPHINX_DIRECTIVES = (
+    "versionadded versionchanged deprecated seealso option envvar describe glossary hlist only tab tabs "
+    "productionlist centered function class method attribute module data exception program"
+).split()
+_SPHINX_DROPPED = "toctree automodule autoclass autofunction automethod autodata autosummary literalinclude".split()
+_rst_ready = False
+
+
+def _prepare_docutils() -> None:
+    """Register the Sphinx vocabulary once per process (docutils keeps its registry globally)."""
+    global _rst_ready
+    if _rst_ready:
+        return
+    from docutils import nodes
+    from docutils.parsers.rst import Directive, directives, roles
+
+    def as_text(name, rawtext, text, lineno, inliner, options=None, content=None):
+        # "Title <target>" shows the title; "~pkg.mod.func" shows the last part, as Sphinx does
+        shown = re.sub(r"\s*<[^>]*>\s*$", "", text) or text
+        if shown.startswith("~"):
+            shown = shown[1:].rsplit(".", 1)[-1]
+        return [nodes.literal(rawtext, shown.lstrip("!"))], []
+
+    class AnyOption(dict):
+        def __missing__(self, key):
+            return directives.unchanged
+
+    class Passthrough(Directive):
+        has_content = True
+        optional_arguments = 1
+        final_argument_whitespace = True
+        option_spec = AnyOption()
+
+        def run(self):
+            container = nodes.container()
+            if self.arguments:
+                container += nodes.paragraph(text=self.arguments[0])
+            self.state.nested_parse(self.content, self.content_offset, container)
+            return [container]
+
+    class Dropped(Passthrough):
+        def run(self):
+            return []
+
+    for name in _SPHINX_ROLES:
+        for prefix in ("", "py:", "std:", "rst:"):
+            roles.register_local_role(prefix + name, as_text)
+    for name in _SPHINX_DIRECTIVES:
+        directives.register_directive(name, Passthrough)
+    for name in _SPHINX_DROPPED:
+        directives.register_directive(name, Dropped)
+    _rst_ready = True
+
+
+def extract_rst(text: str) -> CleanDocument:
+    """Plain text of reStructuredText, parsed by docutils: the document title is its title,
+    a ``:date:`` field its date; markup, comments and what docutils could not parse dropped."""
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    _prepare_docutils()
+    doctree = publish_doctree(text, settings_overrides={
+        # a document that uses an unknown role still yields its text; never halt, never print
+        "report_level": 5, "halt_level": 5, "warning_stream": False,
+        # a document must not read files or pass raw HTML through (include::, raw::)
+        "file_insertion_enabled": False, "raw_enabled": False,
+        "doctitle_xform": True, "input_encoding": "unicode",
+    })
+    published = None
+    for date in doctree.findall(nodes.date):
+        published = date.astext().strip() or None
+        break
+    title_node = next(iter(doctree.findall(nodes.title)), None)
+    title = title_node.astext().strip() if title_node is not None else ""
+    dropped = (nodes.system_message, nodes.comment, nodes.substitution_definition, nodes.docinfo)
+    for node in list(doctree.findall(lambda n: isinstance(n, dropped))):
+        node.parent.remove(node)
+    for node in list(doctree.findall(nodes.problematic)):
+        node.parent.replace(node, nodes.Text(node.astext()))
+    return CleanDocument(body=normalize_text(doctree.astext()), title=title, published=published)
+
+
 def extract_plain(text: str) -> CleanDocument:
     """Plain text as it is; its first short line serves as title when none is known."""
     body = normalize_text(text)
@@ -276,11 +443,13 @@ def clean_content(raw: bytes, content_type: str, url: str) -> CleanDocument:
         return extract_html(decode_bytes(raw, charset, html=True), url)
     if media in MARKDOWN_TYPES:
         return extract_markdown(decode_bytes(raw, charset))
+    if media in RST_TYPES:
+        return extract_rst(decode_bytes(raw, charset))
     if media in TEXT_TYPES or media.startswith("text/"):
         return extract_plain(decode_bytes(raw, charset))
     raise InvalidInput(
-        f"content type {content_type!r} cannot be cleaned; ragbus reads HTML, Markdown and plain "
-        "text (convert the document to one of these, or leave it out of the feed/folder)"
+        f"content type {content_type!r} cannot be cleaned; ragbus reads HTML, Markdown, reStructuredText "
+        "and plain text (convert the document to one of these, or leave it out of the feed/folder)"
     )
 
 

@@ -15,9 +15,13 @@ was claimed but not yet marked.
 from __future__ import annotations
 
 import errno
+import gzip
 import logging
 import os
 import stat
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared.contract.errors import InvalidInput
@@ -35,9 +39,49 @@ MEDIA_TYPES = {
     ".md": "text/markdown",
     ".markdown": "text/markdown",
     ".txt": "text/plain",
+    ".rst": "text/x-rst",  # reStructuredText, as Python projects keep their docs
+    ".rest": "text/x-rst",
 }
-SUPPORTED = ", ".join(MEDIA_TYPES)
+# Debian ships most of /usr/share/doc gzip-compressed (changelog.gz, README.md.gz): a document
+# type followed by .gz is that document, read through the standard library's gzip.
+COMPRESSED = ".gz"
+SUPPORTED = ", ".join(MEDIA_TYPES)  # a GCS object: the compressed forms are for folders on disk
+FILE_TYPES = f"{SUPPORTED}, each also gzip-compressed ({COMPRESSED})"
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+
+UNSUPPORTED = "not a document type ragbus reads"
+
+
+@dataclass
+class IngestReport:
+    """What one ``ragbus ingest`` of a path did with each file it found."""
+
+    published: list[DocumentFetched] = field(default_factory=list)
+    unchanged: int = 0
+    # (why, suffix) -> how many files: a folder's .png and its unreadable .md are different news
+    skipped: Counter = field(default_factory=Counter)
+
+    def skip(self, file: Path, why: str) -> None:
+        self.skipped[(why, full_suffix(file))] += 1
+
+
+def full_suffix(file: Path) -> str:
+    """``.md.gz`` for a compressed Markdown file, ``.png`` for an image, ``(none)`` without a suffix."""
+    suffixes = [s.lower() for s in file.suffixes[-2:]]
+    if len(suffixes) == 2 and suffixes[-1] != COMPRESSED:
+        suffixes = suffixes[-1:]
+    return "".join(suffixes) or "(none)"
+
+
+def document_type(file: Path) -> tuple[str, bool] | None:
+    """The media type of the document ``file`` holds, and whether it is gzip-compressed; None
+    when it is not a document ragbus reads."""
+    suffix = file.suffix.lower()
+    if suffix == COMPRESSED:
+        inner = MEDIA_TYPES.get(Path(file.stem).suffix.lower())
+        return (inner, True) if inner else None
+    media = MEDIA_TYPES.get(suffix)
+    return (media, False) if media else None
 
 
 def ingest_path(
@@ -48,29 +92,32 @@ def ingest_path(
     publisher: Publisher,
     clock: Clock,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    report: IngestReport | None = None,
 ) -> list[DocumentFetched]:
     """Publish ``DocumentFetched`` for the file, or every supported file under the
     directory (recursive; hidden files and folders are skipped). Returns what was
-    published: unchanged files are not sent again.
+    published: unchanged files are not sent again. ``report``, when given, also
+    counts the unchanged files and the skipped ones by reason and suffix.
 
     Raises :class:`InvalidInput` for a missing path, an unsupported or oversized
     file, or a directory without a single supported file.
     """
+    report = report if report is not None else IngestReport()
     root = Path(path).expanduser()
     if not root.exists():
         if root.is_symlink():
-            raise InvalidInput(f"{root} {broken_link(root)}; give a file ({SUPPORTED}) or a directory")
-        raise InvalidInput(f"{root} does not exist; give a file ({SUPPORTED}) or a directory")
+            raise InvalidInput(f"{root} {broken_link(root)}; give a file ({FILE_TYPES}) or a directory")
+        raise InvalidInput(f"{root} does not exist; give a file ({FILE_TYPES}) or a directory")
     if root.is_dir():
-        files = _supported_files(root)
+        files = _supported_files(root, report)
         if not files:
             raise InvalidInput(
-                f"{root} contains no supported file; supported suffixes: {SUPPORTED}"
+                f"{root} contains no supported file; supported suffixes: {FILE_TYPES}"
             )
     else:
-        if root.suffix.lower() not in MEDIA_TYPES:
+        if document_type(root) is None:
             raise InvalidInput(
-                f"{root} has an unsupported suffix {root.suffix!r}; supported: {SUPPORTED}"
+                f"{root} has an unsupported suffix {root.suffix!r}; supported: {FILE_TYPES}"
             )
         files = [root]
     published: list[DocumentFetched] = []
@@ -89,15 +136,15 @@ def ingest_path(
             if not root.is_dir():
                 raise
             log.warning("skipping %s: %s", file, exc)
+            report.skip(file, getattr(exc, "short_reason", "refused"))
             continue
         if message is not None:
             published.append(message)
-    log.info(
-        "ingested %s: %d published, %d unchanged or skipped",
-        root,
-        len(published),
-        len(files) - len(published),
-    )
+        else:
+            report.unchanged += 1
+    report.published.extend(published)
+    log.info("ingested %s: %d published, %d unchanged, %d skipped", root, len(published),
+             report.unchanged, sum(report.skipped.values()))
     return published
 
 
@@ -114,20 +161,24 @@ def broken_link(link: Path) -> str:
     return f"is a symlink to {target}, which does not exist"
 
 
-def _supported_files(directory: Path) -> list[Path]:
+def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(directory):
-        # Hidden folders (.git, .venv...) are never documents.
+        # Hidden folders (.git, .venv...) and files are never documents: not worth a report line.
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
-            if name.startswith(".") or candidate.suffix.lower() not in MEDIA_TYPES:
+            if name.startswith("."):
+                continue
+            if document_type(candidate) is None:
+                report.skip(candidate, UNSUPPORTED)
                 continue
             if candidate.is_file():
                 out.append(candidate)
             elif candidate.is_symlink() and not candidate.exists():
                 # named like a document, so meant as one: say why it is left out
                 log.warning("skipping %s: it %s", candidate, broken_link(candidate))
+                report.skip(candidate, "a broken symlink")
     return out
 
 
@@ -144,22 +195,24 @@ def _ingest_file(
     absolute = file.resolve()
     # A symlink's target is what is read: it must be a supported, readable file too.
     via = f" (the target of the symlink {file})" if absolute != file.absolute() and file.is_symlink() else ""
-    content_type = MEDIA_TYPES.get(absolute.suffix.lower())
-    if content_type is None:
-        raise InvalidInput(f"{absolute}{via} has an unsupported suffix {absolute.suffix!r}; supported: {SUPPORTED}")
+    kind = document_type(absolute)
+    if kind is None:
+        raise Skipped(f"{absolute}{via} has an unsupported suffix {absolute.suffix!r}; supported: {FILE_TYPES}",
+                      UNSUPPORTED)
+    content_type, compressed = kind
     try:
         status = absolute.stat()
         if not stat.S_ISREG(status.st_mode):
             # reading a named pipe waits for a writer forever, and a device can be endless
-            raise InvalidInput(f"{absolute}{via} is not a regular file (a named pipe, device or socket); "
-                               f"give a file ({SUPPORTED}) or a directory")
+            raise Skipped(f"{absolute}{via} is not a regular file (a named pipe, device or socket); "
+                          f"give a file ({FILE_TYPES}) or a directory", "not a regular file")
         if status.st_size > max_bytes:
-            raise InvalidInput(
-                f"{absolute}{via} is {status.st_size} bytes, over the {max_bytes}-byte cap for one document"
-            )
-        data = absolute.read_bytes()
+            raise Skipped(
+                f"{absolute}{via} is {status.st_size} bytes, over the {max_bytes}-byte cap for one document",
+                f"over the {max_bytes}-byte cap")
+        data = _decompressed(absolute, max_bytes, via) if compressed else absolute.read_bytes()
     except OSError as exc:  # unreadable (permissions), gone meanwhile, a directory, a loop
-        raise InvalidInput(f"{absolute}{via} cannot be read ({exc.strerror or exc}); skipped") from None
+        raise Skipped(f"{absolute}{via} cannot be read ({exc.strerror or exc}); skipped", "unreadable") from None
     item = Item(
         document_id=file_document_id(str(absolute)),
         source="file",
@@ -175,12 +228,34 @@ def _ingest_file(
         item,
         # the cleaner prefers the title the document states; the file's name is the fallback
         lambda: Content(url=absolute.as_uri(), content_type=content_type, body=data,
-                        fallback_title=absolute.stem),
+                        fallback_title=Path(absolute.stem).stem if compressed else absolute.stem),
         state=state, publisher=publisher, clock=clock, blobs=blobs,
     )
     if done.claim == "unchanged":
         log.debug("%s unchanged; not sent again", absolute)
     return done.message
+
+
+class Skipped(InvalidInput):
+    """A file left out of an ingest, with the short ``reason`` its report line groups it by."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.short_reason = reason
+
+
+def _decompressed(file: Path, max_bytes: int, via: str) -> bytes:
+    """The document inside a gzip file, read no further than ``max_bytes`` (a small .gz can
+    expand a thousandfold)."""
+    try:
+        with gzip.open(file, "rb") as stream:
+            data = stream.read(max_bytes + 1)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise Skipped(f"{file}{via} is not valid gzip ({exc}); skipped", "not valid gzip") from None
+    if len(data) > max_bytes:
+        raise Skipped(f"{file}{via} expands to over the {max_bytes}-byte cap for one document",
+                      f"over the {max_bytes}-byte cap")
+    return data
 
 
 def records_under(path: str | os.PathLike[str], state: StateStore) -> list[dict]:

@@ -445,16 +445,24 @@ def _report_unfinished(session: Session, ids: set[str], command: str) -> int:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.html, .htm, .md, .markdown, .txt).")],
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.html, .htm, .md, .markdown, .txt, "
+                                                 ".rst, .rest, and each of them gzip-compressed: .txt.gz ...).")],
     delete: Annotated[bool, typer.Option("--delete", help="Remove these documents' chunks instead.")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="With --delete: delete even from / or a folder wider "
                                       "than any ingested path.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
 ) -> None:
     """Ingest local files through the cleaner and indexer (the twin of a GCS upload)."""
-    from shared.ingest.files import delete_path, ingest_path, needs_confirmation, records_under
+    from shared.ingest.files import (
+        IngestReport,
+        delete_path,
+        ingest_path,
+        needs_confirmation,
+        records_under,
+    )
 
     session = _session(changes=True)
+    report = IngestReport()
     deps = session.deps
     since = time.time() - 0.001
     ids: set[str] = set()
@@ -471,7 +479,8 @@ def ingest(
                     ids.update(delete_path(path, state=deps.state, publisher=deps.publisher, clock=deps.clock))
                 else:
                     ids.update(m.document_id for m in ingest_path(
-                        path, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock))
+                        path, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock,
+                        report=report))
             except RagbusError as exc:
                 raise _fail(str(exc)) from None
         submitted = len(ids)
@@ -485,9 +494,14 @@ def ingest(
         elif ids:
             _wait_for_documents(session, lambda: ids, timeout, "ingest")
     verb = "deleted" if delete else "submitted"
+    unchanged = f", {report.unchanged} unchanged" if report.unchanged else ""
+    skipped = sum(report.skipped.values())
+    skipped_text = f", {skipped} skipped" if skipped else ""
     # the index's total, from every source: "7 submitted; 15 indexed" read as if 15 of the 7 were
-    console.print(f"{submitted} document(s) {verb}; {deps.state.count(state_collections.DOCUMENTS)} "
-                  "document(s) in the index")
+    console.print(f"{submitted} document(s) {verb}{unchanged}{skipped_text}; "
+                  f"{deps.state.count(state_collections.DOCUMENTS)} document(s) in the index", soft_wrap=True)
+    for (why, suffix), count in sorted(report.skipped.items(), key=lambda kv: (-kv[1], kv[0])):
+        console.print(Text(f"  skipped {count} {suffix} file(s): {why}"), soft_wrap=True)
     if delete:
         unfinished = _report_unfinished(session, ids, "ingest")
     else:

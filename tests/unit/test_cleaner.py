@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -253,3 +254,44 @@ def test_a_version_1_file_message_already_on_the_bus_keeps_the_document_title():
     assert (v1.title, v1.fallback_title) == ("", "notes")
     feed = decode(json.dumps({**body, "source": "feed"}).encode(), {**attributes, "schema_version": "1"})
     assert (feed.title, feed.fallback_title) == ("notes", "")
+
+
+def test_restructuredtext_reads_as_its_text_with_its_own_title():
+    rst = (".. _install:\n\n===========\npip install\n===========\n\n:date: 2024-05-01\n\n"
+           "Overview\n--------\n\nNote that ``pip install`` prefers :ref:`the installed version <pins>`.\n\n"
+           ".. versionadded:: 22.1\n\n   The resolver backtracks.\n\n"
+           ".. toctree::\n\n   other\n\n.. a comment nobody reads\n\n"
+           ".. include:: /etc/passwd\n\n.. unknown-directive:: x\n\n   hidden\n")
+    cleaned = clean_content(rst.encode(), "text/x-rst", "file:///docs/pip_install.rst")
+    assert cleaned.title == "pip install" and cleaned.published == "2024-05-01"
+    assert "Note that pip install prefers the installed version." in cleaned.body
+    assert "22.1" in cleaned.body and "The resolver backtracks." in cleaned.body
+    for gone in ("comment nobody", "other", "root:", "ERROR", "hidden", ":ref:", "``", "date"):
+        assert gone not in cleaned.body
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_prose_between_preformatted_blocks_survives_cleaning():
+    raw = (DATA / "zlib_how.html").read_bytes()
+    cleaned = clean_content(raw, "text/html", "file:///usr/share/doc/zlib1g-dev/examples/zlib_how.html")
+    body = " ".join(cleaned.body.split())
+    for prose in ("We often get questions about how the deflate() and inflate() functions should be used.",
+                  "This is an ugly hack required to avoid corruption",
+                  "buffers sizes on the order of 128K or 256K bytes should be used.",
+                  "The def() routine compresses data", "#define CHUNK 16384"):
+        assert prose in body
+    assert body.index("ugly hack") < body.index("128K") < body.index("#define CHUNK 16384")
+    assert "Copyright (c) 2004, 2005 Mark Adler" not in body and cleaned.title == "zlib Usage Example"
+
+
+def test_the_page_title_is_the_documents_own_title_not_a_heading_inside_it():
+    raw = (DATA / "xsltproc.html").read_bytes()
+    assert b"<title>xsltproc</title>" in raw and b"Important</h3>" in raw
+    assert clean_content(raw, "text/html", "file:///x/xsltproc.html").title == "xsltproc"
+    # a site name after the title is still cut, as trafilatura does
+    page = ("<html><head><title>Release notes | Example Site</title></head><body><article><h1>Release notes</h1>"
+            + "<p>The release processes each document in turn, and the options apply to all of them.</p>" * 5
+            + "</article></body></html>").encode()
+    assert clean_content(page, "text/html", "https://example.com/notes").title == "Release notes"

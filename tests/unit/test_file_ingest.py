@@ -231,3 +231,38 @@ def test_a_named_pipe_named_like_a_document_is_refused_not_read(ports, tmp_path)
     with pytest.raises(InvalidInput, match=r"pipe\.txt is not a regular file"):
         ingest_path(fifo, **ports)
     assert ports["publisher"].messages == []
+
+
+def test_a_folder_report_counts_what_was_taken_skipped_and_unchanged(ports, docs):
+    import gzip
+
+    from shared.ingest.files import UNSUPPORTED, IngestReport
+
+    (docs / "guide.rst").write_text("Guide\n=====\n\nGlaciers move.\n")
+    (docs / "changelog.md.gz").write_bytes(gzip.compress(b"# Changes\n\nComets."))
+    (docs / "conf.py.gz").write_bytes(gzip.compress(b"x = 1"))
+    (docs / "broken.txt.gz").write_bytes(b"not gzip at all")
+    first = IngestReport()
+    published = ingest_path(docs, **ports, report=first)
+    by_name = {m.guid.rsplit("/", 1)[-1]: m for m in published}
+    assert by_name["guide.rst"].content_type == "text/x-rst"
+    compressed = by_name["changelog.md.gz"]
+    # the document is what is inside: its bytes, its type, its name without either suffix
+    assert compressed.content_type == "text/markdown" and compressed.fallback_title == "changelog"
+    assert ports["blobs"].get(compressed.raw_ref) == b"# Changes\n\nComets."
+    assert first.published == published and first.unchanged == 0
+    assert first.skipped == {(UNSUPPORTED, ".png"): 1, (UNSUPPORTED, ".py.gz"): 1, ("not valid gzip", ".txt.gz"): 1}
+
+    again = IngestReport()
+    assert ingest_path(docs, **ports, report=again) == []
+    assert again.unchanged == len(published) and again.skipped == first.skipped
+
+
+def test_a_compressed_document_is_read_no_further_than_the_cap(ports, tmp_path):
+    import gzip
+
+    bomb = tmp_path / "bomb.txt.gz"
+    bomb.write_bytes(gzip.compress(b"a" * 100_000))
+    assert bomb.stat().st_size < 1_000
+    with pytest.raises(InvalidInput, match="expands to over the 10000-byte cap"):
+        ingest_path(bomb, **ports, max_bytes=10_000)
