@@ -258,6 +258,8 @@ def _poll_feed(
     record = feeds.get_feed(state, url) or {}
     kind = feeds.kind_of(record)
     listing = LISTINGS[kind]
+    if record.get("allow_loopback"):  # registered with --allow-loopback: its pages live there too
+        fetcher = fetcher.allowing_loopback()
     try:
         result = fetcher.fetch(
             url,

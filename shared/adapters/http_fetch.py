@@ -31,6 +31,7 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 import logging
+import copy
 import socket
 import threading
 import time
@@ -222,6 +223,14 @@ class SafeFetcher:
 
     def close(self) -> None:
         self._client.close()
+
+    def allowing_loopback(self) -> SafeFetcher:
+        """This fetcher allowed on loopback; it shares the connection settings and the per-host gate."""
+        if self.allow_loopback:
+            return self
+        allowed = copy.copy(self)
+        allowed.allow_loopback = True
+        return allowed
 
     def fetch(
         self,

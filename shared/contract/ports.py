@@ -139,6 +139,11 @@ class Fetcher(Protocol):
         last_modified: str | None = None,
     ) -> FetchResult: ...
 
+    def allowing_loopback(self) -> Fetcher:
+        """The same fetcher, allowed on 127.0.0.0/8 and ::1: for a listing registered with
+        ``--allow-loopback``, whose pages live there too."""
+        ...
+
 
 # ----------------------------------------------------------- embed/index
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from shared.contract import state_collections
-from shared.contract.errors import InvalidInput
+from shared.contract.errors import FetchRefused, InvalidInput
 from shared.contract.ids import feed_id
 from shared.contract.ports import Clock, Doc, Publisher, StateStore
 from shared.ingest.step import retract_missing
@@ -98,6 +98,12 @@ def add_feed(
     """
     normal = validate_feed_url(url, allow_loopback=allow_loopback, resolver=resolver)
     record = new_feed_record(normal, now, kind)
+    # --allow-loopback given for a listing on loopback sticks to that listing (a later plain
+    # `ragbus poll` fetches it); it is not recorded for a public one, whose items must not
+    # reach this machine's own services
+    loopback = allow_loopback and _on_loopback(normal, resolver)
+    if loopback:
+        record["allow_loopback"] = True
     state.create(state_collections.FEEDS, feed_id(normal), record)
     stored = state.get(state_collections.FEEDS, feed_id(normal)) or record
     if kind_of(stored) != kind:
@@ -105,7 +111,18 @@ def add_feed(
             f"{normal} is already registered as a {kind_of(stored)}; remove it with "
             f"`ragbus {kind_of(stored)}s remove {normal}` first"
         )
+    if loopback and not stored.get("allow_loopback"):
+        stored = state.update(state_collections.FEEDS, feed_id(normal),
+                              lambda r: r and {**r, "allow_loopback": True}) or stored
     return stored
+
+
+def _on_loopback(url: str, resolver: Resolver) -> bool:
+    try:
+        validate_feed_url(url, allow_loopback=False, resolver=resolver)
+    except FetchRefused:
+        return True
+    return False
 
 
 def get_feed(state: StateStore, url: str) -> dict | None:

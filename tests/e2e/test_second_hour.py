@@ -44,3 +44,20 @@ def test_a_folder_ingest_says_what_it_took_skipped_and_found_unchanged(tmp_path)
     hits = json.loads(run_cli(home, "search", "download packages without network access", "--k", "1",
                               "--json").stdout)
     assert hits[0]["title"] == "pip download" and hits[0]["url"].endswith("pip_download.rst.gz")
+
+
+def test_allow_loopback_sticks_to_the_listing_it_was_given_for(tmp_path):
+    from tests.support import Site, article_html, rss, serve_site, topic_paragraphs
+
+    home = tmp_path / "home"
+    with serve_site(Site()) as site:
+        site.put("/feed.xml", rss(site.base, [{"title": "Volcanoes", "path": "/a.html", "guid": "a"}]),
+                 "application/rss+xml")
+        site.put("/a.html", article_html("Volcanoes", topic_paragraphs("volcano")))
+        refused = run_cli(home, "feeds", "add", f"{site.base}/feed.xml", check=False, **NEWCOMER)
+        assert refused.returncode == 2 and "--allow-loopback" in refused.stderr
+        run_cli(home, "feeds", "add", f"{site.base}/feed.xml", "--allow-loopback", **NEWCOMER)
+        poll = run_cli(home, "poll", **NEWCOMER)  # a plain poll, no flag, no RAGBUS_ALLOW_LOOPBACK
+        assert "refusing" not in poll.stdout + poll.stderr
+        assert json.loads(run_cli(home, "stats", "--json").stdout)["documents"] == 1
+        assert site.hits.get("/a.html") == 1
