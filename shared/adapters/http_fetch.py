@@ -28,10 +28,10 @@ treated as hostile input:
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import ipaddress
 import logging
-import copy
 import socket
 import threading
 import time
