@@ -251,13 +251,31 @@
       if (!response.ok) continue;
       const body = await response.json();
       if (body.rows.length) renderTrace(body);
+      else if (body.console_url) renderTraceLink(body);
     }
+  }
+
+  // On Google Cloud the spans live in Cloud Trace: when the gateway cannot read them
+  // (not there yet, no permission) it says why and where to look.
+  function traceLink(body) {
+    const href = safeUrl(body.console_url);
+    return href ? el("a", { href, target: "_blank", rel: "noopener noreferrer" }, "open it in the Cloud console") : null;
+  }
+
+  function renderTraceLink(body) {
+    $("trace-section").hidden = false;
+    $("trace-summary").replaceChildren(`trace ${body.trace_id} · not readable from here yet · `, traceLink(body));
+    $("trace-summary").title = body.note || "";
+    $("waterfall").replaceChildren();
   }
 
   function renderTrace(body) {
     const total = Math.max(body.duration_ms, 0.001);
     $("trace-section").hidden = false;
-    $("trace-summary").textContent = `trace ${body.trace_id} · ${body.rows.length} spans · ${body.duration_ms.toFixed(1)} ms`;
+    $("trace-summary").title = "";
+    $("trace-summary").replaceChildren(
+      `trace ${body.trace_id} · ${body.rows.length} spans · ${body.duration_ms.toFixed(1)} ms`,
+      body.console_url ? " · " : "", body.console_url ? traceLink(body) : "");
     $("waterfall").replaceChildren(...body.rows.map((row) => {
       // geometry through the CSSOM: the page's Content-Security-Policy forbids style attributes
       const bar = el("span", { class: `bar${row.status === "ERROR" ? " bar-error" : ""}` });
