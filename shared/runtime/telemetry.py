@@ -147,6 +147,10 @@ FLUSH_TIMEOUT_MS = 2_000
 def flush_telemetry(timeout_millis: int = FLUSH_TIMEOUT_MS) -> None:
     """Export this process's pending spans and metrics now, waiting at most ``timeout_millis``.
 
+    Spans are sent every time; metrics are offered every time but written at most once per
+    10 s (:class:`~shared.observability.metrics.ThrottledMetricExporter`), the rest carried
+    by the next write.
+
     Never raises: losing telemetry must not turn a handled message into a redelivery.
     """
     from opentelemetry import metrics, trace
