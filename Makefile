@@ -21,7 +21,8 @@ $(STAMP): pyproject.toml requirements.txt
 $(DEV_STAMP): $(STAMP) requirements-dev.txt
 	@echo "installing the dev extra (tests, evaluation, charts) into $(VENV) ..."
 	@echo "(llama-cpp-python, for the RAGBUS_LLM=openai tests, compiles llama.cpp: several minutes)"
-	CMAKE_ARGS="$${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" $(PY) -m pip install --progress-bar on -r requirements-dev.txt
+	@# GGML_NATIVE=OFF: a native build of 0.3.36 segfaults on its first completion on this kind of machine
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" $(PY) -m pip install --progress-bar on -r requirements-dev.txt
 	$(PY) -m pip install --progress-bar on --no-deps -e '.[dev]'
 	touch $(DEV_STAMP)
 
