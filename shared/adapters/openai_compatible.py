@@ -90,6 +90,18 @@ def _refuses_format(response: httpx.Response) -> bool:
     return response.status_code in (400, 422, 500) and "response_format" in _error_detail(response)
 
 
+def check_settings(settings: Settings) -> None:
+    """The whole of one invocation's model use must end before the function does: a cold start's
+    GET /models and the call itself, each up to the timeout (a timeout is not retried), and the
+    backoffs between retries of fast failures. infra/functions.tf checks the same at plan time."""
+    require_call_budget(
+        settings, who="RAGBUS_LLM=openai", budget_s=retry_budget_s(settings.openai_timeout_s),
+        formula=f"GET /models and the call, each up to RAGBUS_OPENAI_TIMEOUT_S={settings.openai_timeout_s:g} s, "
+                f"plus {ATTEMPTS - 1} backoffs of up to {MAX_RETRY_AFTER_S:g} s",
+        knob="RAGBUS_OPENAI_TIMEOUT_S",
+    )
+
+
 def retry_budget_s(timeout_s: float) -> float:
     """The longest one invocation's model use can take (see :meth:`OpenAICompatibleLanguageModel.from_settings`)."""
     return 2 * timeout_s + (ATTEMPTS - 1) * MAX_RETRY_AFTER_S
@@ -150,14 +162,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                 "RAGBUS_LLM=openai needs RAGBUS_OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1 for Ollama) "
                 "and RAGBUS_OPENAI_MODEL (a model the server serves); set both, or use RAGBUS_LLM=local"
             )
-        # A cold start's GET /models and the call itself, each up to the timeout (a timeout is not
-        # retried), and the backoffs between retries of fast failures; infra/functions.tf checks the same.
-        require_call_budget(
-            settings, who="RAGBUS_LLM=openai", budget_s=retry_budget_s(settings.openai_timeout_s),
-            formula=f"GET /models and the call, each up to RAGBUS_OPENAI_TIMEOUT_S={settings.openai_timeout_s:g} s, "
-                    f"plus {ATTEMPTS - 1} backoffs of up to {MAX_RETRY_AFTER_S:g} s",
-            knob="RAGBUS_OPENAI_TIMEOUT_S",
-        )
+        check_settings(settings)
         return cls(
             settings.openai_base_url, settings.openai_model, api_key=settings.openai_api_key,
             timeout_s=settings.openai_timeout_s, max_sub_queries=settings.max_sub_queries,

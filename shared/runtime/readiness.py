@@ -7,15 +7,16 @@ every question it grades. Each :class:`~shared.runtime.stages.Stage` names the c
 it needs (``Stage.needs``); a check reads the settings and returns the one-line reason
 it fails, or None. A check decides itself whether it applies: the grade model matters
 only to the local provider (``RAGBUS_LLM=local``), never to Gemini or an
-OpenAI-compatible server.
+OpenAI-compatible server; a served model's location and retry budget only to those
+(:func:`served_model`); the Google embedder's only to the gcp runtime (:func:`embedder`).
 
 Where they run: the embedded runtime's commands before they start the stages
 (``ragbus ask``, ``demo`` and ``eval`` refuse to start, ``ragbus serve`` says so and its
 ``/readyz`` answers 503), a Cloud Function when it starts
 (:func:`shared.runtime.functions.check_function_at_start`), and the gateway's
 ``/readyz`` for the stages its own process runs. A process that runs none of the
-stages that need a check (ingestion: the feed poller, cleaner and indexer; a gateway
-whose stages run elsewhere) is never stopped by it.
+stages that need a check (the feed poller and cleaner; a gateway whose stages run
+elsewhere) is never stopped by it.
 """
 
 from __future__ import annotations
@@ -47,7 +48,38 @@ def grade_model(settings: Settings) -> str | None:
     return None
 
 
-CHECKS: dict[str, Check] = {"grade_model": grade_model}
+def served_model(settings: Settings) -> str | None:
+    """A served model's settings (``RAGBUS_LLM=gemini`` or ``openai``): Gemini's Vertex location serves
+    the model, and in the gcp runtime every attempt of a call ends before the function's timeout.
+    Offline: no client is built, nothing is called."""
+    try:
+        if settings.llm_provider == "gemini":
+            from shared.adapters.gcp import gemini
+
+            gemini.check_settings(settings)
+        elif settings.llm_provider == "openai":
+            from shared.adapters import openai_compatible
+
+            openai_compatible.check_settings(settings)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def embedder(settings: Settings) -> str | None:
+    """The gcp runtime's Google embedder (``RAGBUS_EMBEDDER=genai``): its model, location and retry budget."""
+    if settings.runtime != "gcp" or settings.embedder != "genai":
+        return None
+    from shared.adapters.gcp.genai_embedder import GenAiEmbedder
+
+    try:
+        GenAiEmbedder.check_settings(settings)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+CHECKS: dict[str, Check] = {"grade_model": grade_model, "served_model": served_model, "embedder": embedder}
 
 
 def unready_stages(settings: Settings, stages: Iterable[str]) -> dict[str, str]:

@@ -149,3 +149,48 @@ def test_gemini_alone_no_longer_needs_the_functions_region():
     with pytest.raises(ConfigError, match="GOOGLE_CLOUD_LOCATION \\(the region of the Vector Search index\\)"):
         require_gcp(load_settings({**base, "RAGBUS_INDEX": "vertex", "RAGBUS_VERTEX_INDEX": "i",
                                    "RAGBUS_VERTEX_ENDPOINT": "e", "RAGBUS_VERTEX_DEPLOYED_INDEX": "d"}))
+
+
+# ------------------------------------------------- refused when the function starts
+
+
+CLOUD = {"RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "p", "RAGBUS_BUCKET": "b", "RAGBUS_LLM": "gemini",
+         "GOOGLE_CLOUD_LOCATION": "europe-west4"}
+
+
+@pytest.fixture
+def vertex(monkeypatch):
+    for name in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)  # a function reaches Vertex AI with its identity
+
+
+@pytest.mark.parametrize(("stage", "env", "reason"), [
+    ("transformer", {"RAGBUS_GEMINI_LOCATION": "europe-west4", "RAGBUS_ACK_DEADLINE_S": "150"},
+     "RAGBUS_GEMINI_LOCATION='europe-west4'"),
+    ("grader", {"RAGBUS_GEMINI_TIMEOUT_S": "60", "RAGBUS_ACK_DEADLINE_S": "150"}, "185 s"),
+    ("synthesizer", {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
+                     "RAGBUS_OPENAI_MODEL": "m", "RAGBUS_OPENAI_TIMEOUT_S": "90", "RAGBUS_ACK_DEADLINE_S": "180"},
+     "RAGBUS_LLM=openai: .*200 s"),
+    ("retriever", {"RAGBUS_EMBEDDER": "genai", "RAGBUS_EMBED_TIMEOUT_S": "60", "RAGBUS_ACK_DEADLINE_S": "120"},
+     "RAGBUS_EMBEDDER=genai: .*247 s"),
+    ("indexer", {"RAGBUS_EMBEDDER": "genai", "RAGBUS_EMBED_MODEL": "gemini-embedding-2",
+                 "RAGBUS_EMBED_LOCATION": "europe-west4", "RAGBUS_ACK_DEADLINE_S": "300"},
+     "gemini-embedding-2 only from eu, global, us"),
+])
+def test_a_function_whose_model_cannot_work_refuses_to_start(vertex, monkeypatch, stage, env, reason):
+    from shared.runtime.functions import check_function_at_start
+
+    for name, value in env.items():  # the embedder reads its own variables from the process
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit, match=f"ragbus {stage} function is not ready: .*{reason}"):
+        check_function_at_start(stage, {**CLOUD, **env, "FUNCTION_TARGET": stage})
+
+
+@pytest.mark.parametrize(("stage", "timeout"), [("transformer", "150"), ("grader", "150"), ("synthesizer", "180"),
+                                                ("retriever", "120"), ("indexer", "300")])
+def test_the_defaults_start_every_model_function(vertex, monkeypatch, stage, timeout):
+    from shared.runtime.functions import check_function_at_start
+
+    monkeypatch.delenv("RAGBUS_EMBED_TIMEOUT_S", raising=False)
+    env = {**CLOUD, "RAGBUS_EMBEDDER": "genai", "RAGBUS_ACK_DEADLINE_S": timeout, "FUNCTION_TARGET": stage}
+    check_function_at_start(stage, env)  # no SystemExit

@@ -119,7 +119,7 @@ def test_a_grader_function_refuses_to_start_with_the_message(broken_model):
 def test_a_grader_function_with_an_invalid_setting_refuses_to_start_with_it():
     with pytest.raises(SystemExit, match="not ready: RAGBUS_LLM='nope'"):
         check_function_at_start("grader", {"FUNCTION_TARGET": "grader", "RAGBUS_LLM": "nope"})
-    check_function_at_start("indexer", {"FUNCTION_TARGET": "indexer", "RAGBUS_LLM": "nope"})  # needs nothing
+    check_function_at_start("cleaner", {"FUNCTION_TARGET": "cleaner", "RAGBUS_LLM": "nope"})  # needs nothing
 
 
 @pytest.mark.parametrize("stage, env", [

@@ -169,6 +169,19 @@ def retry_budget_s(timeout_s: float) -> float:
     return ATTEMPTS * timeout_s + backoffs
 
 
+def check_settings(settings: Settings, env: Mapping[str, str] | None = None) -> None:
+    """What :meth:`GeminiLanguageModel.from_settings` refuses, without a client (start-up checks):
+    a retry budget the function cannot hold, a Vertex location that does not serve the model."""
+    env = os.environ if env is None else env
+    require_call_budget(
+        settings, who="RAGBUS_LLM=gemini", budget_s=retry_budget_s(settings.gemini_timeout_s),
+        formula=f"{ATTEMPTS} attempts of RAGBUS_GEMINI_TIMEOUT_S={settings.gemini_timeout_s:g} s plus backoffs",
+        knob="RAGBUS_GEMINI_TIMEOUT_S",
+    )
+    if not (env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")):
+        check_location(settings.gemini_model, settings.gemini_location)
+
+
 def check_location(model: str, location: str) -> None:
     """Refuse a Vertex location that cannot serve ``model``'s family; warn for an unknown family."""
     family = model_family(model)
@@ -222,11 +235,7 @@ class GeminiLanguageModel(PromptedLanguageModel):
         from google.genai import types
 
         env = os.environ if env is None else env
-        require_call_budget(
-            settings, who="RAGBUS_LLM=gemini", budget_s=retry_budget_s(settings.gemini_timeout_s),
-            formula=f"{ATTEMPTS} attempts of RAGBUS_GEMINI_TIMEOUT_S={settings.gemini_timeout_s:g} s plus backoffs",
-            knob="RAGBUS_GEMINI_TIMEOUT_S",
-        )
+        check_settings(settings, env)
         http_options = types.HttpOptions(
             timeout=int(settings.gemini_timeout_s * 1000),  # milliseconds, per attempt
             retry_options=types.HttpRetryOptions(
@@ -245,7 +254,6 @@ class GeminiLanguageModel(PromptedLanguageModel):
                     "GEMINI_API_KEY (API key mode); set one, or use RAGBUS_LLM=local"
                 )
             location = settings.gemini_location
-            check_location(settings.gemini_model, location)
             # enterprise= is google-genai's current name for the legacy vertexai= flag
             client = genai.Client(
                 enterprise=True, project=settings.gcp_project, location=location, http_options=http_options,

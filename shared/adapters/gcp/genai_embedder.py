@@ -266,25 +266,36 @@ class GenAiEmbedder:
         from google.genai import types
 
         env = os.environ if env is None else env
+        model, dimension, timeout_s, location = cls._resolve(settings, env, options)
+        # no SDK retries: ours are explicit (milliseconds, per attempt)
+        http_options = types.HttpOptions(timeout=int(timeout_s * 1000))
+        if location is None:
+            client = genai.Client(api_key=env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY"),
+                                  http_options=http_options)
+        else:
+            # enterprise= is google-genai's current name for the legacy vertexai= flag
+            client = genai.Client(enterprise=True, project=settings.gcp_project, location=location,
+                                  http_options=http_options)
+        return cls._checked(settings, cls(client, model, dimension=dimension, **options), timeout_s)
+
+    @classmethod
+    def check_settings(cls, settings: Settings, env: Mapping[str, str] | None = None, **options: Any) -> None:
+        """What :meth:`from_settings` would refuse, without a client: for start-up checks."""
+        env = os.environ if env is None else env
+        model, dimension, timeout_s, _ = cls._resolve(settings, env, options)
+        cls._checked(settings, cls(None, model, dimension=dimension, **options), timeout_s)
+
+    @staticmethod
+    def _resolve(
+        settings: Settings, env: Mapping[str, str], options: dict[str, Any]
+    ) -> tuple[str, int, float, str | None]:
+        """(model, dimension, timeout, Vertex location or None for API-key mode), each checked."""
         model = env.get("RAGBUS_EMBED_MODEL") or DEFAULT_MODEL
         dimension = _whole(env, "RAGBUS_EMBED_DIMENSION", DEFAULT_DIMENSION)
         options.setdefault("concurrency", _whole(env, "RAGBUS_EMBED_CONCURRENCY", DEFAULT_CONCURRENCY))
         timeout_s = _timeout(env, "RAGBUS_EMBED_TIMEOUT_S", DEFAULT_TIMEOUT_S)
-        # no SDK retries: ours are explicit (milliseconds, per attempt)
-        http_options = types.HttpOptions(timeout=int(timeout_s * 1000))
-
-        def checked(embedder: GenAiEmbedder) -> GenAiEmbedder:
-            require_call_budget(
-                settings, who="RAGBUS_EMBEDDER=genai", budget_s=embedder.retry_budget_s(timeout_s),
-                formula=f"{embedder.attempts} attempts of RAGBUS_EMBED_TIMEOUT_S={timeout_s:g} s plus backoffs",
-                knob="RAGBUS_EMBED_TIMEOUT_S",
-            )
-            return embedder
-
-        api_key = env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")
-        if api_key:
-            return checked(cls(genai.Client(api_key=api_key, http_options=http_options), model,
-                               dimension=dimension, **options))
+        if env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY"):
+            return model, dimension, timeout_s, None
         spec = embedding_model(model)
         location = model_location(env, "RAGBUS_EMBED_LOCATION", None) or (
             settings.gemini_location if spec.locations is not None else settings.gcp_location
@@ -299,10 +310,16 @@ class GenAiEmbedder:
                 f"Vertex AI serves {model} only from {', '.join(sorted(spec.locations))}, not {location!r}; "
                 "set RAGBUS_EMBED_LOCATION (or leave it unset to use RAGBUS_GEMINI_LOCATION, default global)"
             )
-        # enterprise= is google-genai's current name for the legacy vertexai= flag
-        client = genai.Client(enterprise=True, project=settings.gcp_project, location=location,
-                              http_options=http_options)
-        return checked(cls(client, model, dimension=dimension, **options))
+        return model, dimension, timeout_s, location
+
+    @staticmethod
+    def _checked(settings: Settings, embedder: GenAiEmbedder, timeout_s: float) -> GenAiEmbedder:
+        require_call_budget(
+            settings, who="RAGBUS_EMBEDDER=genai", budget_s=embedder.retry_budget_s(timeout_s),
+            formula=f"{embedder.attempts} attempts of RAGBUS_EMBED_TIMEOUT_S={timeout_s:g} s plus backoffs",
+            knob="RAGBUS_EMBED_TIMEOUT_S",
+        )
+        return embedder
 
     def retry_budget_s(self, timeout_s: float) -> float:
         """The longest one batch can take: every attempt timing out, plus the backoffs between them."""
