@@ -31,11 +31,12 @@ input every time.
   the probability down; ``missing_aspects`` are the question's terms no context contains.
 - **refine**: the original question plus the missing aspects and acronym
   expansions (plus month/year for temporal questions).
-- **synthesize**: extractive: two to five sentences copied from the contexts,
-  chosen by the question's terms they contain, their passage's similarity to
-  the question (from vectors stored at indexing: no sentence is embedded at
-  query time) and maximal marginal relevance, each cited; an abstention when
-  nothing supports an answer.
+- **synthesize**: the reader (:func:`shared.query.extractive.extractive_answer`): the sentence
+  that states what is asked, cited, chosen by the question's terms, its passage's closeness
+  (vectors stored at indexing), the asked answer type and the MiniLM cosine of the few best
+  candidates (embedded once per process); a sentence opening with a reference comes with
+  the one it leans on; the answer carries the reader's verdict, which decides the outcome;
+  an abstention when nothing states the asked value.
 
 The question is embedded once per process (:mod:`shared.query.vectors`) and
 that vector serves transform, grade and synthesize alike.
