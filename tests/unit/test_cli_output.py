@@ -270,3 +270,25 @@ def test_only_the_full_eval_run_writes_the_committed_figures(monkeypatch, tmp_pa
         assert (tmp_path / "c" / "eval_results.json").exists(), args
     assert runner.invoke(app, ["eval", "--sample", "5", "--out", "mine.json"]).exit_code == 0
     assert (tmp_path / "mine.json").exists() and len(options) == 6
+
+
+def test_the_text_answer_shows_the_decision_the_reading_made_and_why(monkeypatch):
+    # issue 20: `ragbus ask` printed "outcome: not_answerable" beside "iteration 1: score 0.95, accept"
+    from rich.console import Console
+
+    import shared.tools.console as console_module
+    from shared.contract.ports import Grade
+    from shared.query.record import Iteration, QueryRecord
+
+    record = QueryRecord.new("q1", "which version added it?", top_k=5, max_iterations=1, max_model_calls=12,
+                             now=datetime(2026, 1, 1, tzinfo=UTC), timeout_s=60)
+    record.status, record.outcome = "answered", "not_answerable"
+    grade = Grade(0.95, 0.9, 0.9, True, True, reasoning="answer probability 0.95. The reader: no quoted sentence "
+                  "states: which version added it.")
+    record.iterations = [Iteration(iteration=0, grade=grade, decision="abstain")]
+    shown = Console(record=True, width=200)
+    monkeypatch.setattr(console_module, "console", shown)
+    console_module.print_answer(record)
+    out = shown.export_text()
+    assert "iteration 1: score 0.95, abstain" in out and "accept" not in out
+    assert "the reader: no quoted sentence states: which version added it" in out
