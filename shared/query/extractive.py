@@ -246,6 +246,9 @@ READER_POOL = 8
 # The reader's score: cosine of question and sentence, the question's terms the sentence holds, its
 # passage's closeness (scaled 0..1), and whether it states the asked value (+) or lacks it (-).
 READER_WEIGHTS = {"cosine": 0.55, "overlap": 0.25, "passage": 0.10, "states": 0.15, "lacks": 0.10}
+# Below this cosine, sharing none of the question's terms, a sentence is not about the question
+# (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2).
+UNRELATED_COSINE = 0.2
 # A quoted sentence this close to an open question (one no rule can check) states its answer.
 STATES_COSINE = 0.5
 # A further sentence for an open question: as strong as this share of the first, with a term it lacks.
@@ -528,6 +531,8 @@ def _read(
                        + w["states"] * (states[pool] > 0) - w["lacks"] * (states[pool] < 0))
     ranked = sorted(pool, key=lambda i: (-relevance[i], candidates[i].number, candidates[i].position))
     lead = ranked[0]
+    if cosine[lead] < UNRELATED_COSINE and pair_overlap[lead] == 0:
+        return _abstention(language)  # nothing quotable is about the question
 
     with_predecessor = unit
     chosen = with_predecessor(lead)
