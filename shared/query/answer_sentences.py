@@ -183,6 +183,21 @@ def _is_term(text: str) -> bool:
     return len(text) <= 40 and len(text.split()) <= 4 and not _SENTENCE_CLOSE.search(text)
 
 
+# An option as a manual's definition list names it: "--repeat", "-v or --verbose", "--path "PATH(S)"".
+_OPTION_TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[ =][^.!?:;]{0,40})?$")
+
+
+def _continues(line: str, following: str) -> bool:
+    """``following`` carries on the sentence ``line`` breaks off: "... specified" / "by PATHS to load
+    DTDs," / "entities or documents." (a line ending in a comma or a small word, or the next one
+    opening with one)."""
+    if _SENTENCE_CLOSE.search(line) or not following[:1].islower():
+        return False
+    last = line.rsplit(" ", 1)[-1].lower()
+    first = following.split(" ", 1)[0].lower()
+    return line.endswith(",") or last in _TAIL_OPENERS or first in _TAIL_OPENERS
+
+
 def passage_pieces(body: str) -> list[tuple[str, bool]]:
     """The pieces of a passage's body in order, each (text, is an item): paragraphs' lines joined
     where a text file wrapped them, list items, definitions as "term: definition" and table rows
@@ -222,6 +237,13 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
                 out.append(("; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c), True))
             else:
                 out.append((" | ".join(c for c in cells if c), True))
+        elif _OPTION_TERM.match(line) and following and not _OPTION_TERM.match(following) \
+                and not _ITEM.match(following) and not _TABLE_ROW.match(following) and not heading_like(following):
+            # a manual's option list as text: "--repeat" on its line, what it does on the next
+            flush()
+            out.append((f"{line}: {following}", True))
+            n += 2
+            continue
         elif _ITEM.match(line):
             flush()
             term = _ITEM.sub("", line)
@@ -232,8 +254,9 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
                 n += 2
                 continue
             out.append((term, True))
-        elif paragraph and len(lines[n - 1]) >= wrapped and not heading_like(lines[n - 1]) and (
-                not _SENTENCE_CLOSE.search(lines[n - 1]) or line[:1].islower()):
+        elif paragraph and not heading_like(lines[n - 1]) and (
+                (len(lines[n - 1]) >= wrapped and (not _SENTENCE_CLOSE.search(lines[n - 1]) or line[:1].islower()))
+                or _continues(lines[n - 1], line)):
             paragraph += " " + line  # the same paragraph, wrapped
         else:
             flush()

@@ -174,6 +174,8 @@ _RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?
 _VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+)?(?:version|release)s?\b|since\s+(?:which|what)\s+"
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
 _DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which|how)\b.*\bdefaults?\b|\bby\s+default\b", re.IGNORECASE)
+_A_VALUE = re.compile(r"\d|\b(?:true|false|none|null|enabled|disabled|on|off|yes|no|empty)\b|[`\"'“][^`\"'”]+[`\"'”]"
+                      r"|(?<![\w-])--?[A-Za-z]", re.IGNORECASE)
 _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d", re.IGNORECASE)
 _DEFAULT_VALUE = re.compile(r"\bdefaults?\b|\bdefaulting\b|\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
 _WHAT_FIRST = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<rest>.+)", re.IGNORECASE)
@@ -577,7 +579,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
     if kind == VERSION:
         return any(stem(m.group()) not in question_terms for m in _VERSION_VALUE.finditer(sentence))
     if kind == DEFAULT:
-        return bool(_DEFAULT_VALUE.search(sentence))
+        # "Default: true", "defaults to 3000", not "overrides the default value" (no value stated)
+        return bool(_DEFAULT_VALUE.search(sentence)) and bool(_A_VALUE.search(sentence))
     if kind == AMOUNT:
         return bool(_CURRENCY.search(sentence))
     if kind == COUNT and counted:
@@ -663,13 +666,29 @@ def states_value(sentence: str, question: str) -> bool | None:
     return _value_with_unit(sentence, fact.unit) and _sentence_supports(sentence, fact, frozenset(term_set(question)))
 
 
+# What a question names exactly, which the sentence answering it names too: a version ("1.20.2"),
+# a level or size ("level 19"), an identifier with digits ("des3-cbc-sha1", "all-MiniLM-L6-v2").
+_EXACT = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])")
+
+
+def _exact_names(question: str) -> tuple[str, ...]:
+    return tuple(m.group().lower() for m in _EXACT.finditer(question) if not _YEAR.match(m.group()))
+
+
 def sentence_states(sentence: str, question: str) -> bool | None:
-    """Whether ``sentence`` states what ``question`` asks (a value of the asked type, the asked aspect,
-    a cause or a mechanism, tied to the question's terms); None when the question's shape asks for
-    nothing a rule can check (an open question, another language)."""
+    """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named
+    with its aspect or tied to the question's terms); None when the question asks for no value of a
+    type (an open question, a cause, a mechanism, another language: passages say those in too many
+    words for a rule, see :class:`FactSupport`). A question that names a version, a level or an
+    identifier with digits ("the ratio at level 19", "when was 1.20.2 released") is answered only by
+    a sentence naming it too: the ratio at level 1 is a near miss."""
     fact = asked_fact(question)
-    if not (fact.kind or fact.aspect or fact.relation):
+    if not fact.kind:
         return None
+    if sentence:
+        words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
+        if any(name not in words for name in _exact_names(question)):
+            return False
     return _sentence_supports(sentence, fact, frozenset(term_set(question)), strict=True)
 
 

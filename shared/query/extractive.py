@@ -161,6 +161,9 @@ class QuotableSentence:
     stems: frozenset[str]  # term_set(text)
 
 
+# A list item, table row or definition up to this long is quoted whole, its sentences together.
+MAX_ITEM_CHARS = 400
+
 # Passages whose quotable sentences are kept: a query reads ten, and the same chunks come
 # back question after question; about 8 KB each (text, sentences, stems) for a 1.4 KB chunk,
 # ~16 MiB full (tracemalloc, the sample corpus cut in 1,400-character pieces).
@@ -182,8 +185,10 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     pieces: list[tuple[str, bool]] = []
     for text, item in passage_pieces(clean):
         sentences = split_sentences(text)
-        if item and len(sentences) == 1:
-            pieces.append((text, True))  # "pstree - shows the processes as a tree": no full stop needed
+        if item and (len(sentences) == 1 or len(text) <= MAX_ITEM_CHARS):
+            # "pstree - shows the processes as a tree": no full stop needed; an item's sentences are quoted
+            # together ("delay {number} The number of milliseconds ... Default: 1.")
+            pieces.append((text, True))
         else:
             pieces.extend((sentence, False) for sentence in sentences)
     for position, (piece, item) in enumerate(pieces):
@@ -558,15 +563,23 @@ def _read(
                 continue
             chosen += [j for j in with_predecessor(found[0]) if j not in chosen]
     elif not asks_fact or states[lead] <= 0:
-        # an open question may take one more sentence: as close to the question, holding a term the first lacks
+        # The first sentence does not state a value asked for: the passage read on one sentence (a
+        # definition's second sentence often holds what the first announces: "Training is achieved by
+        # providing samples. The result is stored in a file called dictionary."), or, failing that, a
+        # sentence as close to the question holding a term the first lacks.
+        after = at.get((candidates[chosen[-1]].number, candidates[chosen[-1]].position + 1))
         covered = set().union(*(stems[j] for j in chosen))
-        for i in ranked[1:]:
-            if relevance[i] < FURTHER_SHARE * relevance[lead]:
-                break
-            if i not in chosen and any(t in stems[i] and t not in covered for t in term_stems) and (
-                    candidates[i].number == candidates[lead].number):
-                chosen += [j for j in with_predecessor(i) if j not in chosen]
-                break
+        if after is not None and after not in chosen and len(chosen) == len(unit(lead)) and (
+                candidates[after].leans_back or pair_overlap[after] > 0 or states[after] > 0):
+            chosen.append(after)
+        else:
+            for i in ranked[1:]:
+                if relevance[i] < FURTHER_SHARE * relevance[lead]:
+                    break
+                if i not in chosen and any(t in stems[i] and t not in covered for t in term_stems) and (
+                        candidates[i].number == candidates[lead].number):
+                    chosen += [j for j in with_predecessor(i) if j not in chosen]
+                    break
 
     if parts:
         states_fact = not missing  # every part has a sentence speaking to it
@@ -575,13 +588,14 @@ def _read(
     else:
         states_fact = float(cosine[lead]) >= STATES_COSINE
     kind_missing = asks_fact and not states_fact and not parts
-    if kind_missing and not any(fact_check(quoted_text(i), query) for i in usable):
-        # a value of the asked type that no sentence states: a near miss, not an answer
+    unknown = unnamed_names(query, names, contexts)
+    if kind_missing and (unknown or not any(fact_check(quoted_text(i), query) for i in usable)):
+        # a value of the asked type that no sentence states (or of a thing no source names): a near miss
         return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
-                      states_fact=False, unstated=(_asked_label(query),))
+                      states_fact=False, unstated=(_asked_label(query), *unknown))
     sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
                  for i in _reading_order(chosen, candidates)]
-    unnamed = ", ".join(name for name in unnamed_names(query, names, contexts) if name not in missing)
+    unnamed = ", ".join(name for name in unknown if name not in missing)
     sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
                   for part in [*missing, unnamed] if part]
     text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)

@@ -440,9 +440,13 @@ def test_the_local_model_states_a_name_the_sources_do_not_name():
     embedder = HashingEmbedder()
     llm = LocalLanguageModel(MemoryIndex(embedder), embedder)
     contexts = _contexts("The battery of the Lumio X400 e-reader lasts six weeks on one charge.")
+    # Issue 20: a value asked of a product the sources do not name is a near miss, refused with the
+    # name said (this asserted before that the X400's figure was quoted beside the note).
     answer = llm.synthesize("How long does the battery of the Lumio X300 last?", contexts, language="en")
-    assert _texts(answer) == ["The battery of the Lumio X400 e-reader lasts six weeks on one charge.",
-                              "Not mentioned in the sources: Lumio X300."]
+    assert answer.abstained and "Lumio X300" in answer.unstated
+    open_question = llm.synthesize("Is the battery of the Lumio X300 good?", contexts, language="en")
+    assert _texts(open_question) == ["The battery of the Lumio X400 e-reader lasts six weeks on one charge.",
+                                     "Not mentioned in the sources: Lumio X300."]
     german = llm.synthesize("Wie lange hält der Akku des Lumio X300?", contexts, language="de")
     assert not any(t.startswith("Not mentioned") for t in _texts(german))
 
