@@ -69,14 +69,14 @@ DEFAULT = "default"
 _MONEY_HEADS = frozenset(
     "cost costs price prices fee fees tuition salary salaries premium premiums fine fines budget revenue "
     "revenues funding income earnings wage wages rent valuation spending payment payments payout prize "
-    "compensation charge charges".split()
+    "compensation charge charges reward rewards bounty bounties".split()
 )
 _QUANTITY_HEADS = frozenset(
     "lifespan half-life life time rate rates percentage percent share proportion ratio fraction temperature "
     "temperatures speed capacity population weight height length distance size dosage dose limit age duration period deadline number "
     "count average median score level levels density footprint intake value yield efficiency tenure "
     "viewership attendance figure probability odds margin growth volume mileage range amount total "
-    "dimensions".split()
+    "dimensions delay delays interval intervals timeout depth".split()
 )
 _DATE_HEADS = frozenset("year date day month century decade".split())
 # Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
@@ -91,7 +91,8 @@ _MEASURE = re.compile(
 _UNITS = {
     "temperature": r"°|degrees?|[fc]",
     "speed": r"mph|km/h|kph|knots?|m/s|miles\s+per\s+hour|kilomet\w*\s+per\s+hour",
-    "length": _LENGTH, "distance": _LENGTH, "height": _LENGTH, "range": _LENGTH, "size": _LENGTH,
+    "length": _LENGTH, "distance": _LENGTH, "height": _LENGTH, "range": _LENGTH,
+    "size": rf"{_LENGTH}|bits?|bytes?|kb|mb|gb|tb|kib|mib|gib|k|m",
     "dimensions": _LENGTH,
     "weight": r"kg|kilograms?|pounds?|lbs?|tons?|tonnes?|grams?|g|ounces?|oz",
     "capacity": r"seats?|passengers?|people|persons|tons?|tonnes?|teu|liters?|litres?|gallons?|gb|tb|mw|gw|kwh",
@@ -171,13 +172,20 @@ _STATUS_VALUE = re.compile(r"(?<![\d.,-])[1-5]\d\d(?![\d.,%-])(?!\s*(?:ms|s|seco
                            r"tokens?|dimensions?|-dimensional)\b)", re.IGNORECASE)
 _FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?:in|is)\b", re.IGNORECASE)
-_VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+)?(?:version|release)s?\b|since\s+(?:which|what)\s+"
+_VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(?:version|release)s?\b|since\s+(?:which|what)\s+"
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
-_DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which|how)\b.*\bdefaults?\b|\bby\s+default\b", re.IGNORECASE)
-_A_VALUE = re.compile(r"\d|\b(?:true|false|none|null|enabled|disabled|on|off|yes|no|empty)\b|[`\"'“][^`\"'”]+[`\"'”]"
-                      r"|(?<![\w-])--?[A-Za-z]", re.IGNORECASE)
+_DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b",
+                        re.IGNORECASE)
+# What a version or a date is asked about ("In which version was X added?"): the sentence must say the
+# same happened ("added in 1.10"), not that something else did ("deprecated in 3.0" is no removal).
+_EVENT_VERBS = frozenset(stem(w) for w in "added introduced removed deprecated dropped changed fixed supported "
+                         "enabled disabled renamed replaced created founded launched".split())
 _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d", re.IGNORECASE)
-_DEFAULT_VALUE = re.compile(r"\bdefaults?\b|\bdefaulting\b|\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
+# A sentence saying what the default is ("By default, X is set to Release", "default is 75", "Default: 1",
+# "defaults to 3000"), not one only naming a default ("overrides the default value specified ...").
+_DEFAULT_VALUE = re.compile(r"\bby\s+default\b|\bdefaults?\s*(?::|=|\bis\b|\bare\b|\bwas\b|\bto\b|\bof\b)|"
+                            r"\bdefault(?:ing)?\s+to\b|\(default\b|\bdefault\s+[\w-]+\s+(?:[\w-]+\s+)?(?:is|are)\b|"
+                            r"\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
 _WHAT_FIRST = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<rest>.+)", re.IGNORECASE)
 
 _CAUSAL = re.compile(
@@ -443,7 +451,7 @@ def asked_fact(question: str) -> AskedFact:
         counted = [w for w in _phrase_words(m.group("rest")) if w.lower() not in STOPWORDS]
         # the counted noun ("users" of "active users") ties the count to the question, but a
         # sentence may count "deaths" or "viewers" for "people": it is a topic word, not a must
-        ties = tuple(counted[:2])
+        ties = tuple(counted[:2]) + tuple(counted[2:3])  # "Header Magic Bytes": the head may come third
     elif m := _HOW_MUCH.search(text):
         rest = m.group("rest")
         if re.search(r"\b(cost|costs|pay|paid|charge|charged|spend|spent|earn|earned|worth|price|fund\w*|"
@@ -494,6 +502,8 @@ def asked_fact(question: str) -> AskedFact:
         # yes/no and open questions ("is X better than Y?"): nothing specific is asked
         return AskedFact()
     asked = {stem(a) for a in (*aspect, *named)}
+    if kind in (VERSION, DEFAULT):  # "the default", "which version" say what is asked, not what about
+        asked |= {stem(w) for w in ("default", "defaults", "version", "versions", "release", "releases")}
     topic = tuple(
         t for t in (*ties, *content_terms(text, keep_temporal=False))
         if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
@@ -501,7 +511,7 @@ def asked_fact(question: str) -> AskedFact:
     )
     return AskedFact(kind=kind, aspect=aspect, unit=unit, named=named, relation=relation,
                      topic=tuple(dict.fromkeys(topic)), specifics=_specifics(text),
-                     counted=tuple(ties[:1]) if kind == COUNT else ())
+                     counted=tuple(ties) if kind == COUNT else ())
 
 
 # ----------------------------------------------------------------- values
@@ -513,7 +523,7 @@ def _numbers(sentence: str) -> list[tuple[str, str]]:
     out = []
     for i, word in enumerate(words):
         low = word.lower()
-        if any(ch.isdigit() for ch in word) or low in _NUMBER_WORDS:
+        if word[:1].isdigit() or low in _NUMBER_WORDS:  # "win32", "krb5" name things, they count nothing
             out.append((word, words[i + 1].lower() if i + 1 < len(words) else ""))
     return out
 
@@ -579,8 +589,7 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
     if kind == VERSION:
         return any(stem(m.group()) not in question_terms for m in _VERSION_VALUE.finditer(sentence))
     if kind == DEFAULT:
-        # "Default: true", "defaults to 3000", not "overrides the default value" (no value stated)
-        return bool(_DEFAULT_VALUE.search(sentence)) and bool(_A_VALUE.search(sentence))
+        return bool(_DEFAULT_VALUE.search(sentence))
     if kind == AMOUNT:
         return bool(_CURRENCY.search(sentence))
     if kind == COUNT and counted:
@@ -685,8 +694,13 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     fact = asked_fact(question)
     if not fact.kind:
         return None
+    if sentence and fact.kind in (VERSION, DATE):
+        events = [stem(w) for w in tokenize(question) if stem(w) in _EVENT_VERBS]
+        if events and not set(events) & term_set(sentence):
+            return False
     if sentence:
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
+        words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
         if any(name not in words for name in _exact_names(question)):
             return False
     return _sentence_supports(sentence, fact, frozenset(term_set(question)), strict=True)
