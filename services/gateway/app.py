@@ -128,6 +128,10 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
         Route("/v1/queries/{query_id}/events", api.events, methods=["GET"]),
         Route("/v1/queries/{query_id}/trace", api.trace, methods=["GET"]),
         Route("/v1/search", api.search, methods=["GET"]),
+        Route("/v1/dead-letters", api.dead_letters, methods=["GET", "DELETE"]),
+        Route("/v1/dead-letters/retry", api.retry_dead_letters, methods=["POST"]),
+        Route("/v1/dead-letters/{letter_id}", api.purge_dead_letter, methods=["DELETE"]),
+        Route("/v1/dead-letters/{letter_id}/retry", api.retry_dead_letter, methods=["POST"]),
         Route("/sample/{path:path}", api.sample, methods=["GET"]),
         *mcp_app.routes,
     ]
@@ -323,6 +327,46 @@ class _Api:
         except RetryableError as exc:
             return error(503, f"retrieval is unavailable right now: {exc}", {"Retry-After": "2"})
         return JSONResponse({"query": params["q"], "k": k or self.deps.settings.top_k, "results": results})
+
+    # ----------------------------------------------------- dead letters
+
+    async def dead_letters(self, request: Request) -> Response:
+        """GET: every dead letter; DELETE: purge them all."""
+        from services.dead_letters.redrive import letters, purge
+
+        if request.method == "DELETE":
+            return await self._redrive(purge, None, "purged")
+        kept = await anyio.to_thread.run_sync(letters, self.deps.state)
+        return JSONResponse({"dead_letters": kept})
+
+    async def retry_dead_letters(self, request: Request) -> Response:
+        from services.dead_letters.redrive import retry
+
+        return await self._redrive(retry, None, "retried")
+
+    async def retry_dead_letter(self, request: Request) -> Response:
+        from services.dead_letters.redrive import retry
+
+        return await self._redrive(retry, request.path_params["letter_id"], "retried")
+
+    async def purge_dead_letter(self, request: Request) -> Response:
+        from services.dead_letters.redrive import purge
+
+        return await self._redrive(purge, request.path_params["letter_id"], "purged")
+
+    async def _redrive(self, action: Any, letter_id: str | None, verb: str) -> Response:
+        """``{verb: [ids], refused: [{id, error}]}``; 404 for an id that names no dead letter."""
+        from services.dead_letters.redrive import select
+
+        def run() -> Any:
+            return action(self.deps, select(self.deps.state, letter_id, every=letter_id is None))
+
+        try:
+            done = await anyio.to_thread.run_sync(run)
+        except InvalidInput as exc:
+            return error(404, str(exc))
+        status = 409 if letter_id is not None and done.refused else 200
+        return JSONResponse(done.to_doc(verb), status_code=status)
 
 
 # ------------------------------------------------------------- parsing

@@ -27,6 +27,14 @@ def _json(description: str, schema_name: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+_LETTER_ID = {
+    "name": "letter_id",
+    "in": "path",
+    "required": True,
+    "description": "The dead letter's id, or a unique prefix of its message id (as `ragbus dead-letters` shows).",
+    "schema": {"type": "string", "minLength": 1},
+}
+
 _QUERY_ID = {
     "name": "query_id",
     "in": "path",
@@ -45,6 +53,16 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             "required": ["error"],
             "properties": {
                 "error": {"type": "string", "description": "What was wrong and what to send instead."}
+            },
+        },
+        "Redrive": {
+            "type": "object",
+            "description": "retried or purged: the dead letters handled; refused: those that could not be.",
+            "properties": {
+                "retried": {"type": "array", "items": {"type": "string"}},
+                "purged": {"type": "array", "items": {"type": "string"}},
+                "refused": {"type": "array", "items": {"type": "object", "required": ["id", "error"], "properties": {
+                    "id": {"type": "string"}, "error": {"type": "string"}}}},
             },
         },
         "QueryRequest": {
@@ -434,6 +452,46 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                     "400": _error("q or k is invalid."),
                     "503": _error("Retrieval is unavailable right now."),
                 },
+            }
+        },
+        "/v1/dead-letters": {
+            "get": {
+                "operationId": "listDeadLetters",
+                "summary": "Messages that could not be handled, with the reason",
+                "responses": {"200": {"description": "Every dead letter, oldest first.", "content": {
+                    "application/json": {"schema": {"type": "object", "properties": {
+                        "dead_letters": {"type": "array", "items": {"type": "object"}}}}}}}},
+            },
+            "delete": {
+                "operationId": "purgeDeadLetters",
+                "summary": "Purge every dead letter (a document it was about is left out until it changes)",
+                "responses": {"200": _json("What was purged.", "Redrive")},
+            },
+        },
+        "/v1/dead-letters/retry": {
+            "post": {
+                "operationId": "retryDeadLetters",
+                "summary": "Publish every dead letter's message again (after fixing the cause)",
+                "responses": {"200": _json("What was retried, and what could not be.", "Redrive")},
+            }
+        },
+        "/v1/dead-letters/{letter_id}": {
+            "delete": {
+                "operationId": "purgeDeadLetter",
+                "summary": "Purge one dead letter",
+                "parameters": [_LETTER_ID],
+                "responses": {"200": _json("Purged.", "Redrive"),
+                              "404": _error("No dead letter has this id (or several start with it).")},
+            }
+        },
+        "/v1/dead-letters/{letter_id}/retry": {
+            "post": {
+                "operationId": "retryDeadLetter",
+                "summary": "Publish one dead letter's message again (after fixing the cause)",
+                "parameters": [_LETTER_ID],
+                "responses": {"200": _json("Retried.", "Redrive"),
+                              "404": _error("No dead letter has this id (or several start with it)."),
+                              "409": _json("Its message cannot be published again (see refused).", "Redrive")},
             }
         },
         "/healthz": {

@@ -25,6 +25,8 @@ class IngestionStatus:
     #: the part of ``failed`` whose fetch failed: never published, so no dead letter names it
     unfetched: set[str] = field(default_factory=set)
     pending: set[str] = field(default_factory=set)
+    #: failed, and its dead letter purged (`ragbus dead-letters purge`) at this content
+    dropped: set[str] = field(default_factory=set)
 
     @property
     def total(self) -> int:
@@ -50,6 +52,8 @@ def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus
             out.indexed.add(document_id)
         elif document_id in letters or indexed_as in letters:
             out.failed.add(document_id)
+        elif claim.get("dropped_hash") and claim.get("dropped_hash") == claim.get("item_hash"):
+            out.dropped.add(document_id)  # its dead letter was purged: nothing to wait for or report
         elif claim.get("status") == "failed":
             out.failed.add(document_id)
             out.unfetched.add(document_id)

@@ -61,3 +61,107 @@ def test_allow_loopback_sticks_to_the_listing_it_was_given_for(tmp_path):
         assert "refusing" not in poll.stdout + poll.stderr
         assert json.loads(run_cli(home, "stats", "--json").stdout)["documents"] == 1
         assert site.hits.get("/a.html") == 1
+
+
+def _long_markdown(folder: Path, name: str, topic: str, seed: int) -> None:
+    from tests.support import topic_paragraphs
+
+    (folder / name).write_text(f"# {topic}\n\n" + "\n\n".join(topic_paragraphs(topic, n=40, seed=seed)))
+
+
+def test_a_dead_letter_is_retried_once_its_cause_is_fixed_or_purged(tmp_path):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    _long_markdown(docs, "volcano.md", "volcano", 0)
+    _long_markdown(docs, "glacier.md", "glacier", 1)
+    # the cause: a cap too low for these documents (three chunks each)
+    capped = run_cli(home, "ingest", str(docs), check=False, RAGBUS_MAX_CHUNKS_PER_DOCUMENT="1", **NEWCOMER)
+    assert capped.returncode == 1 and "2 document(s) could not be processed" in capped.stderr
+
+    listed = run_cli(home, "dead-letters", **NEWCOMER).stdout.splitlines()
+    assert len(listed) == 2 and all("RAGBUS_MAX_CHUNKS_PER_DOCUMENT" in line for line in listed)
+    volcano_id = next(line.split()[0] for line in listed if "volcano.md" in line)
+    glacier_id = next(line.split()[0] for line in listed if "glacier.md" in line)
+
+    unknown = run_cli(home, "dead-letters", "retry", "feedface", check=False, **NEWCOMER)
+    assert unknown.returncode == 2 and "no dead letter 'feedface'" in unknown.stderr
+
+    # the cap raised back to its default: the retried document is really indexed
+    retried = run_cli(home, "dead-letters", "retry", volcano_id, **NEWCOMER)
+    assert "retried 1 dead letter(s)" in retried.stdout
+    stats = json.loads(run_cli(home, "stats", "--json").stdout)
+    assert (stats["documents"], stats["dead_letters"]) == (1, 1)
+    hits = json.loads(run_cli(home, "search", "volcano", "--k", "1", "--json").stdout)
+    assert hits[0]["url"].endswith("volcano.md")
+
+    purged = run_cli(home, "dead-letters", "purge", glacier_id, **NEWCOMER)
+    assert "purged 1 dead letter(s)" in purged.stdout
+    assert json.loads(run_cli(home, "stats", "--json").stdout)["dead_letters"] == 0
+    assert "no dead letters" in run_cli(home, "dead-letters", **NEWCOMER).stderr
+    # the purged document is neither waited for nor reported again while it is unchanged
+    again = run_cli(home, "ingest", str(docs), **NEWCOMER)
+    assert "0 document(s) submitted, 2 unchanged; 1 document(s) in the index" in again.stdout
+    assert "could not be processed" not in again.stderr and "pending" not in again.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_api_retries_and_purges_dead_letters_behind_the_guard(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.support import REPO, interrupt, ragbus_env
+
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    _long_markdown(docs, "volcano.md", "volcano", 0)
+    _long_markdown(docs, "glacier.md", "glacier", 1)
+    run_cli(home, "ingest", str(docs), check=False, RAGBUS_MAX_CHUNKS_PER_DOCUMENT="1", **NEWCOMER)
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "shared.tools.cli", "serve", "--port", str(port)], cwd=REPO,
+                              env=ragbus_env(home, **NEWCOMER), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    http.get("/healthz")
+                    break
+                except httpx.TransportError:
+                    assert server.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.3)
+            kept = http.get("/v1/dead-letters").json()["dead_letters"]
+            assert len(kept) == 2
+            volcano = next(d for d in kept if "volcano.md" in d["data"])
+            glacier = next(d for d in kept if "glacier.md" in d["data"])
+            # guarded like every write: another site's page cannot redrive or purge
+            assert http.post(f"/v1/dead-letters/{volcano['message_id']}/retry",
+                             headers={"Origin": "https://evil.example"}).status_code == 403
+            json_body = {"Content-Type": "application/json"}  # what the guard asks of every write
+            assert http.delete("/v1/dead-letters/nope").status_code == 415
+            assert http.delete("/v1/dead-letters/nope", headers=json_body).json() == {
+                "error": "no dead letter 'nope'; `ragbus dead-letters` lists them with their ids"}
+
+            retried = http.post(f"/v1/dead-letters/{volcano['message_id'][:12]}/retry",
+                                headers=json_body)
+            assert retried.status_code == 200 and retried.json() == {"retried": [volcano["id"]], "refused": []}
+            deadline = time.monotonic() + 120
+            while not http.get("/v1/search", params={"q": "volcano", "k": 1}).json()["results"]:
+                assert time.monotonic() < deadline, "the retried document was not indexed"
+                time.sleep(0.5)
+
+            purged = http.delete(f"/v1/dead-letters/{glacier['id']}", headers=json_body)
+            assert purged.json() == {"purged": [glacier["id"]], "refused": []}
+            assert http.get("/v1/dead-letters").json() == {"dead_letters": []}
+    finally:
+        interrupt(server)
