@@ -27,7 +27,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.contract.config import Settings
-from shared.observability.metrics import ThrottledMetricExporter
 from shared.observability.tracing import add_exporter
 
 log = logging.getLogger("ragbus.telemetry")
@@ -133,6 +132,8 @@ def metric_reader(exporter: Any, *, interval_s: float, clock: Callable[[], float
     the end-of-invocation flush and the reader's own timer share that one budget."""
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
+    from shared.observability.metric_writes import ThrottledMetricExporter
+
     return PeriodicExportingMetricReader(ThrottledMetricExporter(exporter, clock=clock),
                                          export_interval_millis=int(interval_s * 1000))
 
@@ -148,7 +149,7 @@ def flush_telemetry(timeout_millis: int = FLUSH_TIMEOUT_MS) -> None:
     """Export this process's pending spans and metrics now, waiting at most ``timeout_millis``.
 
     Spans are sent every time; metrics are offered every time but written at most once per
-    10 s (:class:`~shared.observability.metrics.ThrottledMetricExporter`), the rest carried
+    10 s (:class:`~shared.observability.metric_writes.ThrottledMetricExporter`), the rest carried
     by the next write.
 
     Never raises: losing telemetry must not turn a handled message into a redelivery.
