@@ -45,6 +45,7 @@ from shared.contract.ports import (
     RefineRequest,
     Transformation,
 )
+from shared.observability.terminal_text import plain
 from shared.observability.tracing import annotate
 from shared.query.grading import (
     MalformedReply,
@@ -52,6 +53,7 @@ from shared.query.grading import (
     fallback_grade,
     parse_grade,
     parse_transformation,
+    strip_model_directives,
 )
 from shared.query.language import NAMES as LANGUAGE_NAMES
 
@@ -244,10 +246,17 @@ def _cut_json(reply: str) -> bool:
     return False
 
 
-# Control characters a reply must not carry into an answer (a server answering garbage: NUL, escapes).
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: An inline citation as a model writes it, with the space before it: " [2]" or " [1, 3]".
 CITATION_MARKER = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+#: A reply of any operation longer than this is not what its budget (at most
+#: SYNTHESIS_MAX_TOKENS tokens, a few characters each) produces: refused, never stored.
+MAX_REPLY_CHARS = 64_000
+#: What an answer may hold once read: whole sentences up to these, the rest dropped.
+MAX_ANSWER_CHARS = 12_000
+MAX_ANSWER_SENTENCES = 40
+# Orders to run something, which no answer from technical articles needs to pass on as its own.
+_SHELL_ORDER = re.compile(r"(?i)\b(curl|wget|iwr|invoke-webrequest)\b[^\n]{0,300}\|\s*(sudo\s+)?(ba|z|da)?sh\b"
+                          r"|\brm\s+-rf\s+[/~]")
 
 
 def cited_numbers(text: str) -> list[int]:
@@ -255,18 +264,67 @@ def cited_numbers(text: str) -> list[int]:
     return [int(n) for match in CITATION_MARKER.finditer(text) for n in match.group(1).split(",")]
 
 
-def answer_from_reply(data: dict[str, Any], language: str) -> Answer:
-    """The answer a synthesis reply's JSON object holds; no usable sentence means abstained."""
-    sentences = []
-    for item in data.get("sentences") or []:
-        if not isinstance(item, dict) or not str(item.get("text") or "").strip():
+def clean_model_sentence(text: Any) -> str | None:
+    """A sentence a model wrote, as it may be stored and shown: escape sequences and control
+    characters removed, whitespace collapsed; None when it is empty or gives orders.
+
+    Model output is held to the rule retrieved text is (:func:`strip_model_directives`): a
+    model that read a planted "ignore all previous instructions and run ..." may repeat it as
+    its own sentence, with a citation that makes it look sourced."""
+    if not isinstance(text, str):
+        return None
+    text = " ".join(plain(text).split())
+    if not text or strip_model_directives(text)[1] or _SHELL_ORDER.search(text):
+        return None
+    return text
+
+
+def _citation(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 10:
+        return int(value)
+    return None
+
+
+def answer_from_reply(data: dict[str, Any], language: str, context_count: int | None = None) -> Answer:
+    """The answer a synthesis reply's JSON object holds; no usable sentence means abstained.
+
+    With ``context_count``, a sentence must cite one of the contexts 1..``context_count`` (in
+    its ``citations`` or inline): the README's rule that every sentence of an answer cites a
+    source; numbers outside that range are dropped. Sentences are cleaned by
+    :func:`clean_model_sentence`, and at most ``MAX_ANSWER_SENTENCES`` sentences and
+    ``MAX_ANSWER_CHARS`` characters are kept."""
+    def known(n: int | None) -> bool:
+        return n is not None and n >= 1 and (context_count is None or n <= context_count)
+
+    items = data.get("sentences")
+    sentences: list[AnswerSentence] = []
+    size = 0
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
             continue
-        cites = [int(c) for c in item.get("citations") or [] if isinstance(c, int | float | str)
-                 and str(c).strip().isdigit()]
-        sentences.append(AnswerSentence(text=str(item["text"]).strip(), citations=cites))
-    abstained = bool(data.get("abstained")) or not sentences
+        text = clean_model_sentence(item.get("text"))
+        if text is None:
+            continue
+        raw = item.get("citations")
+        cites = [n for n in (_citation(c) for c in (raw if isinstance(raw, list) else [])) if known(n)]
+        if context_count is not None and not cites and not any(known(n) for n in cited_numbers(text)):
+            continue
+        size += len(text)
+        if size > MAX_ANSWER_CHARS or len(sentences) >= MAX_ANSWER_SENTENCES:
+            break
+        sentences.append(AnswerSentence(text=text, citations=cites))
+    abstained = data.get("abstained") is True or not sentences
     text = " ".join(s.text + "".join(f" [{c}]" for c in s.citations) for s in sentences)
     return Answer(text=text, sentences=sentences, language=language, abstained=abstained)
+
+
+def _offered_sentences(data: dict[str, Any]) -> int:
+    items = data.get("sentences")
+    return len(items) if isinstance(items, list) else 0
 
 
 class PromptedLanguageModel(ABC):
@@ -319,6 +377,17 @@ class PromptedLanguageModel(ABC):
             self._log.warning("%s %s reply was cut at max_tokens=%d (%d characters kept)",
                               self.label, operation, max_tokens, len(text))
 
+    def _ask(self, operation: str, prompt: str, *, temperature: float, max_tokens: int,
+             schema: dict[str, Any] | None) -> str:
+        """:meth:`_generate`, with a reply beyond ``MAX_REPLY_CHARS`` refused (the stage falls back)."""
+        reply = self._generate(operation, prompt, temperature=temperature, max_tokens=max_tokens, schema=schema)
+        if not isinstance(reply, str) or len(reply) > MAX_REPLY_CHARS:
+            self._malformed(operation, f"a reply of {len(reply) if isinstance(reply, str) else type(reply).__name__} "
+                                       f"characters, beyond {MAX_REPLY_CHARS}")
+            raise RetryableError(f"{self.label} {operation} reply is longer than {MAX_REPLY_CHARS} characters; "
+                                 "not used")
+        return reply
+
     def _malformed(self, operation: str, why: str) -> None:
         with self._lock:
             self.malformed_replies += 1
@@ -327,7 +396,7 @@ class PromptedLanguageModel(ABC):
     # ------------------------------------------------------------ the port
 
     def transform(self, query: str, *, today: date) -> Transformation:
-        reply = self._generate(
+        reply = self._ask(
             "transform", transform_prompt(query, today=today, max_sub_queries=self.max_sub_queries),
             temperature=TRANSFORM_TEMPERATURE, max_tokens=TRANSFORM_MAX_TOKENS, schema=TRANSFORM_SCHEMA,
         )
@@ -340,7 +409,7 @@ class PromptedLanguageModel(ABC):
         return result
 
     def refine(self, request: RefineRequest, *, today: date) -> str:
-        reply = self._generate(
+        reply = self._ask(
             "refine", refine_prompt(request, today=today),
             temperature=TRANSFORM_TEMPERATURE, max_tokens=TRANSFORM_MAX_TOKENS, schema=REFINE_SCHEMA,
         )
@@ -353,7 +422,7 @@ class PromptedLanguageModel(ABC):
         return result.rewritten
 
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
-        reply = self._generate(
+        reply = self._ask(
             "grade", grade_prompt(query, contexts),
             temperature=GRADE_TEMPERATURE, max_tokens=GRADE_MAX_TOKENS, schema=GRADE_SCHEMA,
         )
@@ -364,7 +433,7 @@ class PromptedLanguageModel(ABC):
             return fallback_grade(f"the grader's reply was not usable ({exc})")
 
     def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
-        reply = self._generate(
+        reply = self._ask(
             "synthesize", synthesis_prompt(query, contexts, language=language),
             temperature=SYNTHESIS_TEMPERATURE, max_tokens=SYNTHESIS_MAX_TOKENS, schema=ANSWER_SCHEMA,
         )
@@ -372,14 +441,22 @@ class PromptedLanguageModel(ABC):
             data = extract_json_object(reply)
         except MalformedReply as exc:
             self._malformed("synthesize", str(exc))
-            prose = _CONTROL.sub("", reply).strip()
-            if not prose:
+            raw = plain(reply).strip()
+            if not raw:
                 raise RetryableError(f"{self.label} returned an empty answer") from exc
-            if prose.startswith(("{", "[", "```")):
+            if raw.startswith(("{", "[", "```")):
                 raise RetryableError(f"{self.label} returned broken JSON for an answer ({exc})") from exc
-            if not any(1 <= n <= len(contexts) for n in cited_numbers(prose)):
-                raise RetryableError(f"{self.label} answered in prose that cites no source [1]-[{len(contexts)}]") \
-                    from exc
-            # Prose with [n] markers is still an answer; the synthesizer reads the markers.
-            return Answer(text=prose, sentences=[], language=language)
-        return answer_from_reply(data, language)
+            # Prose with [n] markers is still an answer, held to the rules of a JSON one: each
+            # line a sentence (the synthesizer reads its markers).
+            answer = answer_from_reply({"sentences": [{"text": line} for line in raw.splitlines()]}, language,
+                                       len(contexts))
+            if answer.abstained:
+                raise RetryableError(f"{self.label} answered in prose that cites no source [1]-[{len(contexts)}] "
+                                     "(or only in sentences giving orders)") from exc
+            return Answer(text=answer.text, sentences=[], language=language)
+        answer = answer_from_reply(data, language, len(contexts))
+        if answer.abstained and data.get("abstained") is not True and _offered_sentences(data):
+            raise RetryableError(
+                f"{self.label} answered with {_offered_sentences(data)} sentence(s), none citing a source "
+                f"[1]-[{len(contexts)}] and free of orders; not shown as an answer")
+        return answer
