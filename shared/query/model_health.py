@@ -24,6 +24,7 @@ from typing import Any
 
 from shared.contract import state_collections
 from shared.contract.errors import ModelUnusable
+from shared.contract.redaction import redact
 from shared.contract.ports import StateStore
 from shared.observability import metrics
 from shared.observability.tracing import annotate, current_trace_id
@@ -55,14 +56,14 @@ def model_unusable(
         "status": error.status,
         "operation": error.operation,
         "stage": stage,
-        "reason": str(error),
+        "reason": redact(str(error)),  # a server's words may quote the key it was sent
         "query_id": query_id,
         "trace_id": trace_id,
         "at": now.isoformat(),
     })
     with _refused_lock:
         _refused.add(error.model)
-    reason = f"{stage}: {error}"
+    reason = redact(f"{stage}: {error}")
     record = fail_query(state, query_id, reason, now)
     if record is not None and record.error == reason:  # ended by this call, not before
         metrics.query_ended("failed", len(record.iterations))
@@ -88,8 +89,10 @@ def model_health(state: StateStore, model: str | None) -> dict[str, Any]:
     record = state.get(state_collections.MODEL_HEALTH, health_key(model))
     if not record or record.get("usable", True):
         return {"model": model, "usable": True}
-    return {"model": model, "usable": False,
-            **{k: record.get(k) for k in ("status", "reason", "stage", "at", "trace_id")}}
+    shown = {k: record.get(k) for k in ("status", "reason", "stage", "at", "trace_id")}
+    if isinstance(shown["reason"], str):
+        shown["reason"] = redact(shown["reason"])  # a record written before redaction, or by another version
+    return {"model": model, "usable": False, **shown}
 
 
 def note_fallback(record: QueryRecord, *, stage: str, iteration: int, reason: str) -> None:

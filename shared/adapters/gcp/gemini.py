@@ -53,6 +53,7 @@ from shared.contract.config import (
     require_call_budget,
 )
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
+from shared.contract.redaction import redact
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
 log = logging.getLogger("ragbus.llm.gemini")
@@ -286,9 +287,9 @@ class GeminiLanguageModel(PromptedLanguageModel):
             except errors.APIError as again:
                 raise self._failure(operation, again) from again
             except Exception as again:
-                raise RetryableError(f"Gemini {operation} could not be reached: {again}") from again
+                raise RetryableError(f"Gemini {operation} could not be reached: {redact(str(again))}") from again
         except Exception as exc:
-            raise RetryableError(f"Gemini {operation} could not be reached: {exc}") from exc
+            raise RetryableError(f"Gemini {operation} could not be reached: {redact(str(exc))}") from exc
         usage = getattr(response, "usage_metadata", None)
         finish = _finish_reason(response)
         try:
@@ -327,9 +328,9 @@ class GeminiLanguageModel(PromptedLanguageModel):
     def _failure(self, operation: str, exc: Exception) -> Exception:
         code = int(getattr(exc, "code", None) or 0)
         if code in TRANSIENT_STATUS or code >= 500:
-            return RetryableError(f"Gemini {operation} failed with {code}: {exc}; try again later")
+            return RetryableError(f"Gemini {operation} failed with {code}: {redact(str(exc))}; try again later")
         status = getattr(exc, "status", None) or ""
-        detail = getattr(exc, "message", None) or str(exc)
+        detail = redact(str(getattr(exc, "message", None) or exc))  # a proxy may quote the key
         where = f"at {self.location}" if self.location == "the Gemini API" else f"at Vertex AI location {self.location!r}"
         hint = (f"check RAGBUS_GEMINI_MODEL (a current model such as {DEFAULT_GEMINI_MODEL})"
                 + (", RAGBUS_GEMINI_LOCATION (Gemini 3 is served from global, us and eu only)"

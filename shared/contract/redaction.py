@@ -1,0 +1,63 @@
+"""Secrets out of text that came from outside, before it is stored, logged or shown.
+
+A model server's error text is written by someone else: some proxies answer a
+bad key with ``401 invalid key sk-abc...`` or echo the request's
+``Authorization`` header, and that text becomes an exception message, then a
+query record's reason, a model-health record, a span, a log line, CLI output and
+the body of ``/readyz``. :func:`redact` is applied where such text enters
+(the providers' error texts, the model-health record), so everything downstream
+holds ``[redacted]`` instead.
+
+Two kinds of secret are removed: the values this process was configured with
+(:func:`remember_secret`, called where a key or token is read), wherever they
+appear, and strings shaped like credentials whatever their value (``Bearer
+...``, ``sk-...``, Google's ``AIza...`` keys and ``ya29.`` tokens, ``api_key=...``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+REDACTED = "[redacted]"
+#: Shorter configured values are not searched for: "abc" would blank ordinary words.
+MIN_SECRET_CHARS = 6
+
+_known: set[str] = set()
+_known_lock = threading.Lock()
+
+_SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{6,}")
+_KEY_SHAPED = re.compile(
+    r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{8,}"  # OpenAI / Anthropic style keys
+    r"|AIza[0-9A-Za-z_-]{20,}"  # Google API keys
+    r"|ya29\.[0-9A-Za-z_.-]{10,}"  # Google OAuth access tokens
+    r"|gh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack tokens
+    r"|hf_[A-Za-z0-9]{20,})"  # Hugging Face tokens
+)
+_NAMED_VALUE = re.compile(
+    r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret|secret|password|passwd)"
+    r"([\"']?\s*[:=]\s*[\"']?)([^\s\"',;&}]{4,})"
+)
+
+
+def remember_secret(value: str | None) -> None:
+    """Redact ``value`` wherever it appears from now on (a configured key or token)."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        with _known_lock:
+            _known.add(value)
+
+
+def redact(text: str) -> str:
+    """``text`` with every configured secret and every credential-shaped string replaced."""
+    if not text:
+        return text
+    with _known_lock:
+        known = sorted(_known, key=len, reverse=True)
+    for secret in known:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _KEY_SHAPED.sub(REDACTED, text)
+    return _NAMED_VALUE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3) == REDACTED else REDACTED),
+                            text)
