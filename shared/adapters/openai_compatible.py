@@ -28,10 +28,22 @@ Some servers (llama-cpp-python's, llama.cpp's) answer a request for a model they
 do not serve with the model they have, so on first use ``GET {base}/models`` is
 read: a model not in that list is a 404 :class:`ModelUnusable` naming the ones
 that are, rather than answers from a model nobody chose.
+
+Bounds: ``RAGBUS_OPENAI_TIMEOUT_S`` is one deadline for the whole call (connecting,
+sending, the headers, every byte of the body, and any retries), never shortened
+below what it says but cut to the query's own remaining time
+(:mod:`shared.query.call_deadline`); httpx's timeouts alone are per read, so a
+server dribbling a byte every 2 s was never cut off. Every socket operation is
+given what is left of the deadline (:class:`DeadlineTransport`). A ``Retry-After``
+beyond :data:`MAX_RETRY_AFTER_S` or beyond the time left is not waited out: the
+stage falls back at once. A body is read up to :data:`MAX_REPLY_BYTES` and
+refused past it. The server's own words in an error (which some proxies fill
+with the key they were sent) pass through :func:`~shared.contract.redaction.redact`.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import math
@@ -41,11 +53,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import httpcore
 import httpx
 
 from shared.adapters.http_fetch import retry_after_seconds
 from shared.contract.config import Settings, redacted_url, require_call_budget
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
+from shared.contract.redaction import redact, remember_secret
+from shared.query.call_deadline import query_time_left
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
 log = logging.getLogger("ragbus.llm.openai")
@@ -57,6 +72,75 @@ BACKOFF_S = 1.0
 MAX_RETRY_AFTER_S = 10.0
 #: The structured-output requests tried in order until the server accepts one.
 JSON_MODES = ("json_schema", "json_object", "none")
+#: The most of one reply read: a chat completion of SYNTHESIS_MAX_TOKENS tokens is a few KB, and
+#: a model list of hundreds of models well under 1 MB. (A 300 MB reply took `ask` to 1.77 GB.)
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+
+# The deadline (time.monotonic()) of the call this thread is making, read by every socket operation.
+_call_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("openai_call_deadline", default=None)
+
+
+def _time_left(timeout: float | None, operation: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of this call's deadline; past it, ``operation`` is raised."""
+    deadline = _call_deadline.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise operation("the call's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write waits at most until the call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname,
+                                                    _time_left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self.inner = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self.inner.connect_tcp(host, port, _time_left(timeout, httpcore.ConnectTimeout),
+                                                      local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self.inner.connect_unix_socket(path, _time_left(timeout, httpcore.ConnectTimeout),
+                                                              socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+class DeadlineTransport(httpx.HTTPTransport):
+    """httpx's transport over connections that honour the call's one deadline (see the module
+    docstring); everything else (TLS, pooling, HTTP/1.1) is httpx's and httpcore's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(),
+                                             network_backend=_DeadlineBackend())
 
 
 def _response_format(mode: str, operation: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -68,10 +152,15 @@ def _response_format(mode: str, operation: str, schema: dict[str, Any]) -> dict[
 
 
 def _error_detail(response: httpx.Response) -> str:
-    """The server's own words: OpenAI's ``{"error": {"message"}}``, FastAPI's ``detail``, or the text."""
+    """The server's own words: OpenAI's ``{"error": {"message"}}``, FastAPI's ``detail``, or the
+    text; with secrets redacted (some proxies quote the key they were sent)."""
+    return redact(_server_words(response))
+
+
+def _server_words(response: httpx.Response) -> str:
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return response.text.strip()[:300] or response.reason_phrase
     if isinstance(body, dict):
         error = body.get("error")
@@ -82,6 +171,23 @@ def _error_detail(response: httpx.Response) -> str:
         if "detail" in body:
             return json.dumps(body["detail"])[:300]
     return json.dumps(body)[:300]
+
+
+def _token_count(usage: Any, key: str) -> int:
+    """A token count from ``usage`` when it is one (``"usage": "lots"`` is no reason to refuse a reply)."""
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _message_text(content: Any) -> str:
+    """The assistant message's content: a string, or OpenAI's list of content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    raise TypeError(f"message content is {type(content).__name__}, not text")
 
 
 def _refuses_format(response: httpx.Response) -> bool:
@@ -109,6 +215,13 @@ def retry_budget_s(timeout_s: float) -> float:
 
 def _never(response: httpx.Response) -> bool:
     return False
+
+
+def _asked_wait(response: httpx.Response | None) -> float | None:
+    """The wait the server's ``Retry-After`` asks for, unbounded; None without a usable one."""
+    header = response.headers.get("retry-after") if response is not None else None
+    asked = retry_after_seconds(header, datetime.now(UTC))
+    return asked if asked is not None and math.isfinite(asked) else None
 
 
 def _retry_after(response: httpx.Response | None, attempt: int) -> float:
@@ -145,9 +258,11 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
         super().__init__(model, max_sub_queries=max_sub_queries)
         self.base_url = base_url.rstrip("/")
         self.shown_url = redacted_url(self.base_url)  # what messages and logs name: no user:password
+        self.timeout_s = timeout_s
+        remember_secret(api_key)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(
-            base_url=self.base_url, headers=headers, transport=transport,
+            base_url=self.base_url, headers=headers, transport=transport or DeadlineTransport(),
             timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
         )
         self.json_mode = JSON_MODES[0]
@@ -189,6 +304,22 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
         return ("check RAGBUS_OPENAI_MODEL and the server's settings (a prompt beyond its context size "
                 "is refused: give it a context of at least 8192 tokens)")
 
+    def _request(self, operation: str, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+        """One request, its body read whole but at most ``MAX_REPLY_BYTES`` (decoded), by the deadline."""
+        with self.client.stream(method, path, json=body) as response:
+            content = bytearray()
+            for chunk in response.iter_bytes():
+                content += chunk
+                if len(content) > MAX_REPLY_BYTES:
+                    raise RetryableError(
+                        f"{self.label} {operation} reply from {self.shown_url} is larger than {MAX_REPLY_BYTES} "
+                        "bytes; refused while reading (a chat completion is a few KB)")
+                _time_left(None, httpcore.ReadTimeout)
+            headers = [(k, v) for k, v in response.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            return httpx.Response(response.status_code, headers=headers, content=bytes(content),
+                                  request=response.request)
+
     def _send(
         self, operation: str, method: str, path: str, body: dict[str, Any] | None = None,
         *, final: Callable[[httpx.Response], bool] = _never,
@@ -198,17 +329,18 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
         for attempt in range(1, ATTEMPTS + 1):
             response = None
             try:
-                response = self.client.request(method, path, json=body)
+                response = self._request(operation, method, path, body)
             except httpx.TimeoutException as exc:
-                # a model too slow for the timeout will be as slow again: no retry
+                # a model too slow for the deadline will be as slow again: no retry
                 raise RetryableError(
-                    f"{self.label} {operation} took longer than the timeout at {self.shown_url}: {exc!r}; "
-                    "raise RAGBUS_OPENAI_TIMEOUT_S or use a smaller model"
+                    f"{self.label} {operation} did not finish within {self._budget_words()} at {self.shown_url} "
+                    f"({type(exc).__name__}); raise RAGBUS_OPENAI_TIMEOUT_S or use a smaller model"
                 ) from exc
             except httpx.TransportError as exc:
                 if attempt == ATTEMPTS:
                     raise RetryableError(
-                        f"{self.label} {operation} could not reach {self.shown_url}: {exc!r}; is the server running?"
+                        f"{self.label} {operation} could not reach {self.shown_url}: {redact(repr(exc))}; "
+                        "is the server running?"
                     ) from exc
             else:
                 if response.status_code not in TRANSIENT_STATUS and response.status_code < 500 or final(response):
@@ -218,8 +350,33 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                         f"{self.label} {operation} failed with HTTP {response.status_code} "
                         f"({_error_detail(response)}) after {ATTEMPTS} attempts; try again later"
                     )
-            time.sleep(_retry_after(response, attempt))
+                asked = _asked_wait(response)
+                left = self._left()
+                if asked is not None and (asked >= MAX_RETRY_AFTER_S or left is not None and asked >= left):
+                    # Waiting would spend the query's time on one call; the stage falls back instead.
+                    raise RetryableError(
+                        f"{self.label} {operation} answered HTTP {response.status_code} asking to retry after "
+                        f"{asked:g}s, beyond {'what the call has left' if left is not None and asked >= left else f'{MAX_RETRY_AFTER_S:g}s'}; "
+                        "not waiting"
+                    )
+            wait = _retry_after(response, attempt)
+            left = self._left()
+            if left is not None and wait >= left:
+                raise RetryableError(f"{self.label} {operation} failed ({self._failure(response)}) and the call "
+                                     f"has {max(left, 0):.1f}s left; not retrying")
+            time.sleep(wait)
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _failure(response: httpx.Response | None) -> str:
+        return f"HTTP {response.status_code}" if response is not None else "no connection"
+
+    def _left(self) -> float | None:
+        deadline = _call_deadline.get()
+        return None if deadline is None else deadline - time.monotonic()
+
+    def _budget_words(self) -> str:
+        return f"its deadline (RAGBUS_OPENAI_TIMEOUT_S={self.timeout_s:g}s, or the query's time left)"
 
     def _check_model(self) -> None:
         """Once: is the model among those ``GET /models`` lists? (See the module docstring.)"""
@@ -234,7 +391,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
             if response.status_code == 200:
                 try:
                     ids = [str(m["id"]) for m in response.json().get("data") or [] if isinstance(m, dict)]
-                except (ValueError, AttributeError, KeyError):
+                except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
                     ids = []
             # A server without a model list (404, 405, an odd body) is judged by its chat replies alone.
             if ids and not serves(self.model, ids):
@@ -245,6 +402,19 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
             self._checked_model = True
 
     def _generate(
+        self, operation: str, prompt: str, *, temperature: float, max_tokens: int, schema: dict[str, Any] | None
+    ) -> str:
+        deadline = time.monotonic() + self.timeout_s
+        query_left = query_time_left()
+        if query_left is not None:
+            deadline = min(deadline, time.monotonic() + query_left)
+        token = _call_deadline.set(deadline)
+        try:
+            return self._call(operation, prompt, temperature=temperature, max_tokens=max_tokens, schema=schema)
+        finally:
+            _call_deadline.reset(token)
+
+    def _call(
         self, operation: str, prompt: str, *, temperature: float, max_tokens: int, schema: dict[str, Any] | None
     ) -> str:
         self._check_model()
@@ -279,17 +449,18 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
         try:
             data = response.json()
             choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            text = _message_text(choice["message"].get("content"))
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
             raise RetryableError(
                 f"{self.label} {operation} answered HTTP {response.status_code} with a body that is not a "
-                f"chat completion: {response.text[:200]!r}"
+                f"chat completion: {redact(response.text[:200])!r}"
             ) from exc
-        usage = data.get("usage") or {}
-        finish = choice.get("finish_reason")
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        finish = finish if isinstance(finish, str) else None
+        response_model = data.get("model") if isinstance(data.get("model"), str) else None
         self._record_call(
-            operation, started=started, input_tokens=int(usage.get("prompt_tokens") or 0),
-            output_tokens=int(usage.get("completion_tokens") or 0), temperature=temperature, max_tokens=max_tokens,
-            finish=finish, response_model=data.get("model"), cut=finish == "length", text=str(text),
+            operation, started=started, input_tokens=_token_count(data.get("usage"), "prompt_tokens"),
+            output_tokens=_token_count(data.get("usage"), "completion_tokens"), temperature=temperature,
+            max_tokens=max_tokens, finish=finish, response_model=response_model, cut=finish == "length", text=text,
         )
-        return str(text)
+        return text

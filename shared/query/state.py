@@ -16,6 +16,7 @@ from typing import Any
 
 from shared.contract import state_collections
 from shared.contract.ports import Doc, StateStore
+from shared.query.call_deadline import note_query_deadline
 from shared.query.record import TERMINAL, QueryRecord, stage_key
 
 __all__ = [
@@ -184,4 +185,5 @@ def live_record(state: StateStore, query_id: str, now: datetime) -> QueryRecord 
     if datetime.fromisoformat(record.deadline) <= now:
         expire_if_overdue(state, query_id, now)
         return None
+    note_query_deadline(record.deadline, now)  # a model call for it waits no longer than this
     return record

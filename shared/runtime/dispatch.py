@@ -10,6 +10,7 @@ query never waits on a message nobody will handle.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import json
 import logging
@@ -72,7 +73,8 @@ def _handle(
         for key, value in message_span_attributes(message).items():
             span.set_attribute(key, value)
         try:
-            consumer.handler(message, deps)
+            # in a copy of the context, so what a delivery notes (its query's deadline) ends with it
+            contextvars.copy_context().run(consumer.handler, message, deps)
         except PermanentError as exc:
             log.warning("%s: permanent error on %s: %s", consumer.subscription, message_id, exc)
             mark_error(span, exc)
