@@ -8,14 +8,16 @@ loop stays free to stream events to many watchers at once.
 from __future__ import annotations
 
 import functools
+import hmac
 import json
 import logging
 import math
 import re
 import socket
+import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ from starlette.staticfiles import StaticFiles
 from services.gateway.guard import RequestGuard
 from services.gateway.mcp_server import build_mcp_server
 from services.gateway.openapi import openapi_document
+from shared.contract.config import check_api_token
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from shared.query.api import (
@@ -59,6 +62,9 @@ MAX_WAIT_S = 60.0
 MAX_STREAM_S = 600.0
 STREAM_GRACE_S = 30.0
 KEEPALIVE_S = 15.0
+#: Worker threads kept for /healthz and /readyz alone, so a crowd of queries cannot delay a probe.
+HEALTH_THREADS = 4
+_LARGEST_FLOAT = int(sys.float_info.max)
 # "question" is the name everywhere (CLI, MCP, page); "query" is its old name here, still accepted.
 _QUERY_FIELDS = ("question", "top_k", "max_iterations", "wait_s", "query")
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -95,7 +101,8 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     (:mod:`shared.runtime.readiness`), and says why. A gateway whose stages run elsewhere
     (a Cloud Function) checks none: each stage's function checks itself when it starts.
     """
-    api = _Api(deps, tuple(stages))
+    check_api_token(api_token, host)
+    api = _Api(deps, tuple(stages), detail_open=host in _LOOPBACK_HOSTS, api_token=api_token)
     mcp = build_mcp_server(deps, unready=api._unready_stages)
     security = None
     if host in _LOOPBACK_HOSTS:
@@ -163,11 +170,35 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 
 class _Api:
-    """The HTTP endpoints, bound to one Deps."""
+    """The HTTP endpoints, bound to one Deps.
 
-    def __init__(self, deps: Deps, stages: tuple[str, ...] = ()) -> None:
+    ``/healthz`` and ``/readyz`` stay open without a token (probes send none), so on an
+    address other machines reach (``detail_open`` false) they answer the status alone,
+    and the detail (the model's refusal, a stage's reason) only to a request bearing the
+    token; the detail is in the log either way.
+    """
+
+    def __init__(self, deps: Deps, stages: tuple[str, ...] = (), *, detail_open: bool = True,
+                 api_token: str | None = None) -> None:
         self.deps = deps
         self.stages = stages
+        self.detail_open = detail_open
+        self.api_token = api_token
+        self._health_threads: anyio.CapacityLimiter | None = None
+
+    async def _health_read(self, read: Callable[[], Any]) -> Any:
+        """``read`` in a worker thread of the health checks' own: never queued behind query work."""
+        if self._health_threads is None:  # made in the event loop, which anyio requires
+            self._health_threads = anyio.CapacityLimiter(HEALTH_THREADS)
+        return await anyio.to_thread.run_sync(read, limiter=self._health_threads)
+
+    def _shows_detail(self, request: Request) -> bool:
+        if self.detail_open:
+            return True
+        if not self.api_token:
+            return False
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_token.encode())
 
     # ------------------------------------------------------------ page
 
@@ -198,22 +229,28 @@ class _Api:
 
     async def health(self, request: Request) -> Response:
         body: dict[str, Any] = {"status": "ok", "runtime": self.deps.settings.runtime}
-        model = await anyio.to_thread.run_sync(self._model_health)
+        if not self._shows_detail(request):
+            return JSONResponse(body)  # live; what is wrong is for token holders and the log
+        model = await self._health_read(self._model_health)
         if not model["usable"]:
             body["model"] = model  # still live (200): restarting the gateway cannot fix the model
-        unready = await anyio.to_thread.run_sync(self._unready_stages)
+        unready = await self._health_read(self._unready_stages)
         if unready:
             body["stages"] = unready  # still live: the fix is a file or a setting, not a restart
         return JSONResponse(body)
 
     async def ready(self, request: Request) -> Response:
-        model = await anyio.to_thread.run_sync(self._model_health)
-        unready = await anyio.to_thread.run_sync(self._unready_stages)
+        model = await self._health_read(self._model_health)
+        unready = await self._health_read(self._unready_stages)
         ready = bool(model["usable"]) and not unready
+        status = 200 if ready else 503
+        if not self._shows_detail(request):
+            return JSONResponse({"status": "ready" if ready else "unready",
+                                 "model": {"model": model["model"], "usable": model["usable"]}}, status_code=status)
         body: dict[str, Any] = {"status": "ready" if ready else "unready", "model": model}
         if unready:
             body["stages"] = unready
-        return JSONResponse(body, status_code=200 if ready else 503)
+        return JSONResponse(body, status_code=status)
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document(self.deps.settings))
@@ -468,8 +505,12 @@ async def _read_json_object(request: Request) -> dict[str, Any] | Response:
 def _wait_seconds(value: Any) -> float:
     if value is None:
         return 0.0
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInput(f"'wait_s' must be a number of seconds (0 to {MAX_WAIT_S:g}), got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or isinstance(value, float) \
+            and not math.isfinite(value):
+        raise InvalidInput(f"'wait_s' must be a number of seconds (0 to {MAX_WAIT_S:g}), got {str(value)[:40]}")
+    if isinstance(value, int) and abs(value) > _LARGEST_FLOAT:  # float() of it would overflow
+        raise InvalidInput(f"'wait_s' is a {len(str(abs(value)))}-digit number; send 0 (return at once) "
+                           f"up to {MAX_WAIT_S:g} seconds")
     if value < 0:
         raise InvalidInput(f"'wait_s' is {value}; send 0 (return at once) up to {MAX_WAIT_S:g}")
     # Longer waits are shortened rather than refused: the query still runs, and

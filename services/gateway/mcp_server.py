@@ -1,19 +1,27 @@
 """The MCP face of the gateway: two tools over the same query operations as HTTP.
 
 Both tools run the whole loop (submit, then wait for the record to end) so an
-agent gets graded contexts or a cited answer in one call. The tools are plain
-functions; the SDK runs them in a worker thread, so waiting does not block the
-event loop that also serves HTTP.
+agent gets graded contexts or a cited answer in one call. The tools are
+coroutines: a tool call waits for its query on the event loop (each read of the
+record a short worker-thread job), never holding a worker thread for the whole
+query. (As plain functions the SDK ran each in a worker thread until its query
+ended, and ~40 pending asks took every thread of anyio's pool: ``/healthz`` then
+waited 58 s.)
+
+Arguments are as strict as the HTTP API's: ``top_k`` is a JSON integer, not
+``"5"`` or ``true`` (pydantic's lax mode would take both).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
@@ -22,7 +30,7 @@ from shared.query.api import (
     answer_summary,
     contexts_summary,
     submit_query,
-    wait_for_query,
+    wait_for_query_async,
 )
 from shared.query.record import QueryRecord
 
@@ -31,6 +39,9 @@ log = logging.getLogger("ragbus.gateway")
 # A query ends by its deadline (readers expire it), so waiting slightly longer
 # than the query timeout always returns a finished record.
 _WAIT_GRACE_S = 2.0
+
+#: ``top_k`` as the HTTP API takes it: a JSON integer in range (strict: no "5", no true).
+TopK = Annotated[int, Field(strict=True, ge=TOP_K_RANGE[0], le=TOP_K_RANGE[1])]
 
 
 def _quietly(build: Callable[[], MCPServer]) -> MCPServer:
@@ -64,17 +75,18 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         version="0.1.0",
     ))
 
-    def run_loop(question: str, top_k: int | None) -> QueryRecord:
-        if reasons := unready():
+    async def run_loop(question: str, top_k: int | None) -> QueryRecord:
+        if reasons := await anyio.to_thread.run_sync(unready):
             raise ToolError("not ready, so no question is taken: "
                             + "; ".join(f"{stage}: {reason}" for stage, reason in reasons.items()))
         try:
-            record = submit_query(deps, question, top_k=top_k, field="question")
+            record = await anyio.to_thread.run_sync(
+                lambda: submit_query(deps, question, top_k=top_k, field="question"))
         except InvalidInput as exc:
             raise ToolError(str(exc)) from exc
         except RetryableError as exc:
             raise ToolError(f"the query could not be started: {exc}") from exc
-        return wait_for_query(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S)
+        return await wait_for_query_async(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S)
 
     @server.tool(
         title="Search documents",
@@ -85,11 +97,12 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
             "grounded) and how many iterations ran. `query` is the old name of `question`."
         ),
     )
-    def search_documents(question: str | None = None, top_k: int = 10, query: str | None = None) -> dict[str, Any]:
+    async def search_documents(question: str | None = None, top_k: TopK = 10,
+                               query: str | None = None) -> dict[str, Any]:
         # "question" is the name everywhere (HTTP, CLI, the ask tool); "query" is still accepted
         if (question is None) == (query is None):
             raise ToolError("send 'question' (or its old name 'query'), not both and not neither")
-        return contexts_summary(run_loop(question if question is not None else query, top_k))
+        return contexts_summary(await run_loop(question if question is not None else query, top_k))
 
     @server.tool(
         title="Ask",
@@ -99,7 +112,7 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
             "(answered, answered_with_caveat, not_answerable, failed, timed_out) and the query id."
         ),
     )
-    def ask(question: str) -> dict[str, Any]:
-        return answer_summary(run_loop(question, None))
+    async def ask(question: str) -> dict[str, Any]:
+        return answer_summary(await run_loop(question, None))
 
     return server

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.contract.errors import ConfigError
+from shared.contract.redaction import remember_secret
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -232,6 +233,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     index_backend = env.get("RAGBUS_INDEX", str(DEFAULTS.index_backend)).strip().lower()
     if index_backend not in {"firestore", "vertex"}:
         raise ConfigError(f"RAGBUS_INDEX={index_backend!r}: use 'firestore' (default) or 'vertex'")
+    api_token = _api_token(env)
+    # Whatever a model server or proxy echoes back is redacted of these (shared.contract.redaction).
+    for secret in (openai_api_key, api_token, env.get("GOOGLE_API_KEY"), env.get("GEMINI_API_KEY")):
+        remember_secret((secret or "").strip())
     min_backoff = _backoff(env, "RAGBUS_RETRY_MIN_BACKOFF_S", DEFAULTS.retry_min_backoff_s)
     max_backoff = _backoff(env, "RAGBUS_RETRY_MAX_BACKOFF_S", DEFAULTS.retry_max_backoff_s)
     if min_backoff > max_backoff:
@@ -281,7 +286,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         event_max_age_s=_seconds(env, "RAGBUS_EVENT_MAX_AGE_S", DEFAULTS.event_max_age_s),
         gateway_host=env.get("RAGBUS_GATEWAY_HOST") or DEFAULTS.gateway_host,
         demo_port=_int(env, "RAGBUS_DEMO_PORT", DEFAULTS.demo_port, 0),
-        api_token=(env.get("RAGBUS_API_TOKEN") or "").strip() or None,
+        api_token=api_token,
         thresholds=GradeThresholds(
             overall=_fraction(env, "RAGBUS_MIN_SCORE", DEFAULTS.thresholds.overall),
             relevance=_fraction(env, "RAGBUS_MIN_RELEVANCE", DEFAULTS.thresholds.relevance),
@@ -320,6 +325,33 @@ def require_call_budget(settings: Settings, *, who: str, budget_s: float, formul
 
 
 OPENAI_API_HOST = "api.openai.com"
+#: The shortest RAGBUS_API_TOKEN accepted for a gateway other machines can reach: 16 random
+#: characters (~95 bits from base64url) cannot be guessed over HTTP; "a" or "secret" can.
+MIN_REMOTE_TOKEN_CHARS = 16
+_TOKEN_HINT = "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def _api_token(env: Mapping[str, str]) -> str | None:
+    """``RAGBUS_API_TOKEN``: printable ASCII only, since an HTTP header carries no other
+    characters intact (a token with "é" could never match what a client sends)."""
+    token = (env.get("RAGBUS_API_TOKEN") or "").strip()
+    if not token:
+        return None
+    bad = next((c for c in token if not "!" <= c <= "~"), None)
+    if bad is not None:
+        raise ConfigError(f"RAGBUS_API_TOKEN holds {'a space' if bad.isspace() else repr(bad)}, which no "
+                          "Authorization header can carry as it is, so no client could ever match it; use "
+                          f"printable ASCII without spaces ({_TOKEN_HINT})")
+    return token
+
+
+def check_api_token(token: str | None, host: str) -> None:
+    """Refuse a token too weak to guard a gateway bound to ``host`` (not loopback)."""
+    if token is None or host in _LOOPBACK_HOSTS:
+        return
+    if len(token) < MIN_REMOTE_TOKEN_CHARS or len(set(token)) < 4:
+        raise ConfigError(f"RAGBUS_API_TOKEN is too weak to guard a gateway on {host}, which other machines "
+                          f"can reach: use at least {MIN_REMOTE_TOKEN_CHARS} random characters ({_TOKEN_HINT})")
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 

@@ -873,6 +873,7 @@ def serve(
     """Gateway, web page, MCP, every stage and scheduled polling in one process."""
     from services.gateway.app import serve as serve_gateway
     from services.gateway.guard import LOOPBACK_HOSTS
+    from shared.contract.config import check_api_token
 
     token = load_settings().api_token
     if host not in LOOPBACK_HOSTS:
@@ -881,6 +882,10 @@ def serve(
             raise _fail(f"warning: --host {host} is reachable from other machines and the gateway has no "
                         "authentication of its own; set RAGBUS_API_TOKEN (clients then send "
                         "Authorization: Bearer <token>) or serve on 127.0.0.1. Not starting.")
+        try:
+            check_api_token(token, host)
+        except RagbusError as exc:
+            raise _fail(f"{exc}. Not starting.") from None
         err.print(f"[yellow]warning:[/] serving on {markup(host)}: every API and MCP request needs "
                   "Authorization: Bearer $RAGBUS_API_TOKEN; use HTTPS in front of it beyond a trusted network")
     session = _session(allow_loopback, embedded_only="serve", changes=True)

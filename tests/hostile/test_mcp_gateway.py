@@ -1,0 +1,172 @@
+"""Hostile MCP and HTTP traffic against the gateway served by uvicorn on 127.0.0.1, driven by the real
+`mcp` SDK client: pending tool calls never hold the threads the health checks need, MCP arguments
+are as strict as REST's, and odd numbers are a 400 naming the field. Nothing is stored for a refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import anyio
+import httpx
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from services.gateway import serve
+from shared.adapters.local.clock import SystemClock
+from shared.adapters.local.state import SqliteStateStore
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from tests.scripted_loop import ScriptedLoop
+
+PENDING_ASKS = 48  # more than anyio's 40 worker threads, which sync tool calls each held
+
+
+def _deps(tmp_path, step_s: float) -> Deps:
+    state = SqliteStateStore(tmp_path / "state.db")
+    clock = SystemClock()
+    return Deps(Settings(home=tmp_path), publisher=ScriptedLoop(state, clock, step_s=step_s), state=state, clock=clock)
+
+
+@pytest.fixture
+def slow(tmp_path):
+    deps = _deps(tmp_path, step_s=1.0)  # a query takes ~7 s
+    handle = serve(deps, "127.0.0.1", 0)
+    yield handle, deps
+    handle.stop()
+
+
+@pytest.fixture
+def quick(tmp_path):
+    deps = _deps(tmp_path, step_s=0.01)
+    handle = serve(deps, "127.0.0.1", 0)
+    yield handle, deps
+    handle.stop()
+
+
+def _queries(deps) -> int:
+    return deps.state.count(state_collections.QUERIES)
+
+
+def test_healthz_answers_while_many_mcp_asks_are_pending(slow):
+    server, deps = slow
+    results: list = []
+    health: dict = {}
+
+    async def main():
+        async with (
+            streamable_http_client(f"{server.url}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+
+            async def ask(n: int) -> None:
+                results.append(await session.call_tool("ask", {"question": f"how does bm25 rank, take {n}?"}))
+
+            async def probe() -> None:
+                # wait until every ask is submitted and waiting on its query
+                with anyio.fail_after(30):
+                    while _queries(deps) < PENDING_ASKS:
+                        await anyio.sleep(0.05)
+                async with httpx.AsyncClient() as client:
+                    for path in ("/healthz", "/readyz", "/openapi.json"):
+                        started = time.monotonic()
+                        response = await client.get(server.url + path, timeout=30)
+                        health[path] = (response.status_code, time.monotonic() - started, len(results))
+
+            async with anyio.create_task_group() as group:
+                for n in range(PENDING_ASKS):
+                    group.start_soon(ask, n)
+                group.start_soon(probe)
+
+    anyio.run(main)
+    for path, (status, seconds, finished) in health.items():
+        assert status == 200 and seconds < 3, (path, status, seconds)
+        assert finished == 0, f"{path} answered only after {finished} asks had ended"
+    assert len(results) == PENDING_ASKS
+    assert all(not r.is_error and r.structured_content["outcome"] == "answered" for r in results)
+    assert _queries(deps) == PENDING_ASKS  # each ask one query, none lost or doubled
+
+
+def _call(server, tool: str, arguments: dict):
+    async def main():
+        async with (
+            streamable_http_client(f"{server.url}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool(tool, arguments)
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("arguments", [
+    {"question": "what is bm25", "top_k": "5"},
+    {"question": "what is bm25", "top_k": True},
+    {"question": "what is bm25", "top_k": 5.5},
+    {"question": "what is bm25", "top_k": "five"},
+    {"question": "what is bm25", "top_k": 0},
+    {"question": "what is bm25", "top_k": 51},
+    {"question": "what is bm25", "top_k": 10**30},
+    {"question": "what is bm25", "top_k": [5]},
+])
+def test_mcp_refuses_a_top_k_rest_refuses(quick, arguments):
+    server, deps = quick
+    result = _call(server, "search_documents", arguments)
+    assert result.is_error and "top_k" in result.content[0].text, result.content
+    assert _queries(deps) == 0
+
+
+@pytest.mark.parametrize("tool,arguments,expected", [
+    ("ask", {"question": 42}, "question"),
+    ("ask", {"question": None}, "question"),
+    ("ask", {"question": ["what", "is", "bm25"]}, "question"),
+    ("ask", {"question": "what\x1b[2J is bm25"}, "control character"),
+    ("ask", {"question": "x" * 5000}, "characters"),
+    ("ask", {"question": "?!?!;;;"}, "no letters or digits"),
+    ("search_documents", {}, "not both and not neither"),
+])
+def test_mcp_refuses_a_bad_question_and_stores_nothing(quick, tool, arguments, expected):
+    server, deps = quick
+    result = _call(server, tool, arguments)
+    assert result.is_error and expected in result.content[0].text, result.content
+    assert _queries(deps) == 0
+
+
+def test_an_mcp_body_beyond_the_bound_is_refused_before_it_is_read(quick):
+    server, deps = quick
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {"question": "q" * (8 * 1024 * 1024)}}}
+    response = httpx.post(server.url + "/mcp", content=json.dumps(call),
+                          headers={"Content-Type": "application/json",
+                                   "Accept": "application/json, text/event-stream"}, timeout=30)
+    assert response.status_code == 413, response.text[:200]
+    assert _queries(deps) == 0
+
+
+@pytest.mark.parametrize("wait_s,expected", [
+    (int("9" * 401), "401-digit"),
+    (-int("9" * 401), "401-digit"),
+    (10**309, "310-digit"),
+])
+def test_a_wait_s_too_large_for_a_float_is_a_400(quick, wait_s, expected):
+    server, deps = quick
+    response = httpx.post(server.url + "/v1/queries", content=json.dumps({"question": "what is bm25", "wait_s": wait_s}),
+                          headers={"Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert "wait_s" in response.json()["error"] and expected in response.json()["error"]
+    assert "Traceback" not in response.text and _queries(deps) == 0
+
+
+@pytest.mark.parametrize("raw", ['{"question": "what is bm25", "wait_s": 1e400}',
+                                 '{"question": "what is bm25", "wait_s": -1e400}',
+                                 '{"question": "what is bm25", "wait_s": NaN}',
+                                 '{"question": "what is bm25", "top_k": 1e400}'])
+def test_infinite_and_nan_numbers_are_a_400(quick, raw):
+    server, deps = quick
+    response = httpx.post(server.url + "/v1/queries", content=raw, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert _queries(deps) == 0
