@@ -194,3 +194,16 @@ def test_the_defaults_start_every_model_function(vertex, monkeypatch, stage, tim
     monkeypatch.delenv("RAGBUS_EMBED_TIMEOUT_S", raising=False)
     env = {**CLOUD, "RAGBUS_EMBEDDER": "genai", "RAGBUS_ACK_DEADLINE_S": timeout, "FUNCTION_TARGET": stage}
     check_function_at_start(stage, env)  # no SystemExit
+
+
+def test_plan_accepts_the_locations_the_code_accepts():
+    import re
+
+    from shared.contract import config
+    from tests.unit.test_infra import _tf
+
+    (rule,) = [v["condition"] for v in _tf()["variable"]["gemini_location"]["validation"]]
+    assert 'contains(["global", "us", "eu"], var.gemini_location)' in rule
+    (pattern,) = re.findall(r'regex\("([^"]+)"', rule)
+    assert pattern.replace("\\\\", "\\") == f"^{config._REGION.pattern}$"
+    assert tuple(config.MULTI_REGIONAL_LOCATIONS) == ("global", "us", "eu")
