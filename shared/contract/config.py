@@ -126,6 +126,10 @@ class Settings:
     # bus
     max_delivery_attempts: int = 5
     ack_deadline_s: float = 60.0
+    # On Cloud Run / Cloud Functions (K_SERVICE set) infra sets RAGBUS_ACK_DEADLINE_S to the
+    # function's timeout: the time a model call's retries must fit in (require_call_budget).
+    # None elsewhere (the embedded runtime, the emulator topology): no function kills a call.
+    function_timeout_s: float | None = None
     retry_min_backoff_s: float = 0.5
     retry_max_backoff_s: float = 60.0
     # feeds
@@ -256,6 +260,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         max_items_per_poll=_int(env, "RAGBUS_MAX_ITEMS_PER_POLL", DEFAULTS.max_items_per_poll, 1),
         max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", DEFAULTS.max_delivery_attempts, 1),
         ack_deadline_s=_seconds(env, "RAGBUS_ACK_DEADLINE_S", DEFAULTS.ack_deadline_s),
+        function_timeout_s=_seconds(env, "RAGBUS_ACK_DEADLINE_S", DEFAULTS.ack_deadline_s) if "K_SERVICE" in env else None,
         retry_min_backoff_s=min_backoff,
         retry_max_backoff_s=max_backoff,
         removed_item_policy=policy,
@@ -312,14 +317,15 @@ def require_call_budget(settings: Settings, *, who: str, budget_s: float, formul
 
     On Cloud Run a call still running at the function's timeout is killed, the message is
     redelivered and a delivery attempt is spent on nothing. The function's timeout reaches the
-    code as RAGBUS_ACK_DEADLINE_S (infra/functions.tf sets the two equal), so this is checked in
-    the gcp runtime only; locally the bus simply redelivers.
+    code as RAGBUS_ACK_DEADLINE_S (infra/functions.tf sets the two equal), so this is checked
+    where a function runs (``settings.function_timeout_s``); elsewhere nothing kills the call.
     """
-    if settings.runtime != "gcp" or budget_s < settings.ack_deadline_s:
+    limit = settings.function_timeout_s
+    if limit is None or budget_s < limit:
         return
     raise ConfigError(
         f"{who}: one model call may take up to {budget_s:g} s ({formula}), not less than "
-        f"this function's timeout of {settings.ack_deadline_s:g} s (RAGBUS_ACK_DEADLINE_S); lower {knob} "
+        f"this function's timeout of {limit:g} s (RAGBUS_ACK_DEADLINE_S); lower {knob} "
         "or raise the function's timeout"
     )
 

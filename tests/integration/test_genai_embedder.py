@@ -460,12 +460,12 @@ def test_gemini_embedding_2_takes_longer_texts_and_counts_its_instruction() -> N
 
 def test_every_attempt_of_a_batch_ends_before_the_function_does() -> None:
     """The old 60 s x 4 attempts + backoff (247 s) outlasted the retriever's 120 s."""
-    default = GenAiEmbedder.from_settings(Settings(runtime="gcp", ack_deadline_s=120.0), env={"GOOGLE_API_KEY": "k"})
+    default = GenAiEmbedder.from_settings(Settings(runtime="gcp", function_timeout_s=120.0), env={"GOOGLE_API_KEY": "k"})
     assert default.client._api_client._http_options.timeout == 20_000
     assert default.retry_budget_s(20.0) == 4 * 20 + 1 + 2 + 4 == 87
     assert GenAiEmbedder(None).retry_budget_s(60.0) == 247
     with pytest.raises(ConfigError, match=r"RAGBUS_EMBEDDER=genai: .*247 s .*RAGBUS_EMBED_TIMEOUT_S=60.*120 s"):
-        GenAiEmbedder.from_settings(Settings(runtime="gcp", ack_deadline_s=120.0),
+        GenAiEmbedder.from_settings(Settings(runtime="gcp", function_timeout_s=120.0),
                                     env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_TIMEOUT_S": "60"})
     with pytest.raises(ConfigError, match="RAGBUS_EMBED_TIMEOUT_S='0'"):
         GenAiEmbedder.from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_TIMEOUT_S": "0"})

@@ -122,14 +122,14 @@ def test_the_functions_get_the_gemini_location_and_timeout():
 def test_the_openai_budget_is_checked_at_start_up_in_the_cloud(timeout, ok):
     from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 
-    settings = Settings(runtime="gcp", ack_deadline_s=150.0, llm_provider="openai",
+    settings = Settings(runtime="gcp", function_timeout_s=150.0, llm_provider="openai",
                         openai_base_url="https://llm.example.com/v1", openai_model="m", openai_timeout_s=timeout)
     if ok:
         OpenAICompatibleLanguageModel.from_settings(settings).close()
         return
     with pytest.raises(ConfigError, match=r"152 s .*RAGBUS_OPENAI_TIMEOUT_S=66.*150 s"):
         OpenAICompatibleLanguageModel.from_settings(settings)
-    OpenAICompatibleLanguageModel.from_settings(settings.with_(runtime="local")).close()  # no function to outlast
+    OpenAICompatibleLanguageModel.from_settings(settings.with_(function_timeout_s=None)).close()  # no function
 
 
 def test_the_default_embedding_budget_fits_every_function_that_embeds():
@@ -155,7 +155,7 @@ def test_gemini_alone_no_longer_needs_the_functions_region():
 
 
 CLOUD = {"RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "p", "RAGBUS_BUCKET": "b", "RAGBUS_LLM": "gemini",
-         "GOOGLE_CLOUD_LOCATION": "europe-west4"}
+         "GOOGLE_CLOUD_LOCATION": "europe-west4", "K_SERVICE": "ragbus-stage"}
 
 
 @pytest.fixture
@@ -207,3 +207,15 @@ def test_plan_accepts_the_locations_the_code_accepts():
     (pattern,) = re.findall(r'regex\("([^"]+)"', rule)
     assert pattern.replace("\\\\", "\\") == f"^{config._REGION.pattern}$"
     assert tuple(config.MULTI_REGIONAL_LOCATIONS) == ("global", "us", "eu")
+
+
+def test_the_function_timeout_is_known_only_where_a_function_runs():
+    """Cloud Run sets K_SERVICE; the emulator topology (RAGBUS_RUNTIME=gcp on this machine) does not,
+    and its 60 s ack deadline is no function timeout: a served model still starts there."""
+    cloud = load_settings({"RAGBUS_RUNTIME": "gcp", "K_SERVICE": "ragbus-grader", "RAGBUS_ACK_DEADLINE_S": "150"})
+    assert cloud.function_timeout_s == 150.0
+    emulators = load_settings({"RAGBUS_RUNTIME": "gcp", "RAGBUS_ACK_DEADLINE_S": "60"})
+    assert emulators.function_timeout_s is None and emulators.ack_deadline_s == 60.0
+    gemini.check_settings(emulators.with_(gemini_timeout_s=60.0), env={"GOOGLE_API_KEY": "k"})
+    with pytest.raises(ConfigError, match="185 s"):
+        gemini.check_settings(cloud.with_(gemini_timeout_s=60.0), env={"GOOGLE_API_KEY": "k"})
