@@ -197,9 +197,10 @@ def _refuses_format(response: httpx.Response) -> bool:
 
 
 def check_settings(settings: Settings) -> None:
-    """The whole of one invocation's model use must end before the function does: a cold start's
-    GET /models and the call itself, each up to the timeout (a timeout is not retried), and the
-    backoffs between retries of fast failures. infra/functions.tf checks the same at plan time."""
+    """The whole of one invocation's model use must end before the function does. Counted as a cold
+    start's GET /models and the call, each up to the timeout, and two backoffs: an upper bound
+    (the call now has one deadline for all of it, :meth:`OpenAICompatibleLanguageModel._generate`),
+    kept equal to the plan's check in infra/functions.tf."""
     require_call_budget(
         settings, who="RAGBUS_LLM=openai", budget_s=retry_budget_s(settings.openai_timeout_s),
         formula=f"GET /models and the call, each up to RAGBUS_OPENAI_TIMEOUT_S={settings.openai_timeout_s:g} s, "
