@@ -32,6 +32,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date
 from typing import Any
 
@@ -279,6 +280,28 @@ def clean_model_sentence(text: Any) -> str | None:
     return text
 
 
+def clean_model_line(text: Any) -> str:
+    """A query, reasoning or aspect a model wrote: escape sequences and control characters
+    removed, whitespace collapsed ("" when nothing is left, or when it gives orders)."""
+    line = " ".join(plain(text).split()) if isinstance(text, str) else ""
+    return "" if not line or strip_model_directives(line)[1] or _SHELL_ORDER.search(line) else line
+
+
+def clean_transformation(result: Transformation) -> Transformation:
+    """A rewrite as it may be searched for, stored and shown (:func:`clean_model_line` on each
+    part; a sub-query giving orders is dropped, and so is a rewrite, which then falls back)."""
+    subs = [line for line in (clean_model_line(q) for q in result.sub_queries) if line]
+    return replace(result, rewritten=clean_model_line(result.rewritten), sub_queries=subs,
+                   reasoning=" ".join(plain(result.reasoning).split()))
+
+
+def clean_grade(grade: Grade) -> Grade:
+    """A grade whose reasoning and missing aspects are clean text (the record stores and the
+    page, the API and the CLI show them; the aspects feed the next query)."""
+    aspects = [line for line in (clean_model_line(a) for a in grade.missing_aspects) if line]
+    return replace(grade, reasoning=" ".join(plain(grade.reasoning).split()), missing_aspects=aspects)
+
+
 def _citation(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -403,9 +426,9 @@ class PromptedLanguageModel(ABC):
         if _cut_json(reply):
             self._malformed("transform", f"cut-off JSON: {reply[:80]!r}")
             return Transformation(rewritten="", reasoning="the reply was cut-off JSON")
-        result = parse_transformation(reply, self.max_sub_queries)
+        result = clean_transformation(parse_transformation(reply, self.max_sub_queries))
         if not result.rewritten:
-            self._malformed("transform", result.reasoning or "no rewritten query")
+            self._malformed("transform", result.reasoning or "no usable rewritten query")
         return result
 
     def refine(self, request: RefineRequest, *, today: date) -> str:
@@ -416,9 +439,9 @@ class PromptedLanguageModel(ABC):
         if _cut_json(reply):
             self._malformed("refine", f"cut-off JSON: {reply[:80]!r}")
             return ""
-        result = parse_transformation(reply)
+        result = clean_transformation(parse_transformation(reply))
         if not result.rewritten:
-            self._malformed("refine", result.reasoning or "no query")
+            self._malformed("refine", result.reasoning or "no usable query")
         return result.rewritten
 
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
@@ -427,7 +450,7 @@ class PromptedLanguageModel(ABC):
             temperature=GRADE_TEMPERATURE, max_tokens=GRADE_MAX_TOKENS, schema=GRADE_SCHEMA,
         )
         try:
-            return parse_grade(reply)
+            return clean_grade(parse_grade(reply))
         except MalformedReply as exc:
             self._malformed("grade", str(exc))
             return fallback_grade(f"the grader's reply was not usable ({exc})")
