@@ -34,7 +34,7 @@ sending, the headers, every byte of the body, and any retries), never shortened
 below what it says but cut to the query's own remaining time
 (:mod:`shared.query.call_deadline`); httpx's timeouts alone are per read, so a
 server dribbling a byte every 2 s was never cut off. Every socket operation is
-given what is left of the deadline (:class:`DeadlineTransport`). A ``Retry-After``
+given what is left of the deadline (:mod:`shared.adapters.deadline_http`). A ``Retry-After``
 beyond :data:`MAX_RETRY_AFTER_S` or beyond the time left is not waited out: the
 stage falls back at once. A body is read up to :data:`MAX_REPLY_BYTES` and
 refused past it. The server's own words in an error (which some proxies fill
@@ -43,7 +43,6 @@ with the key they were sent) pass through :func:`~shared.contract.redaction.reda
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import math
@@ -53,14 +52,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import httpcore
 import httpx
 
+from shared.adapters.deadline_http import DeadlineTransport, check_deadline, one_deadline, time_left
 from shared.adapters.http_fetch import retry_after_seconds
 from shared.contract.config import Settings, redacted_url, require_call_budget
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.redaction import redact, remember_secret
-from shared.query.call_deadline import query_time_left
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
 log = logging.getLogger("ragbus.llm.openai")
@@ -75,73 +73,6 @@ JSON_MODES = ("json_schema", "json_object", "none")
 #: The most of one reply read: a chat completion of SYNTHESIS_MAX_TOKENS tokens is a few KB, and
 #: a model list of hundreds of models well under 1 MB. (A 300 MB reply took `ask` to 1.77 GB.)
 MAX_REPLY_BYTES = 4 * 1024 * 1024
-
-# The deadline (time.monotonic()) of the call this thread is making, read by every socket operation.
-_call_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("openai_call_deadline", default=None)
-
-
-def _time_left(timeout: float | None, operation: type[Exception]) -> float | None:
-    """``timeout`` cut to what is left of this call's deadline; past it, ``operation`` is raised."""
-    deadline = _call_deadline.get()
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise operation("the call's deadline passed")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A connection whose every read and write waits at most until the call's deadline."""
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self.inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.inner.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname,
-                                                    _time_left(timeout, httpcore.ConnectTimeout)))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self.inner.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
-        self.inner = httpcore.SyncBackend()
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self.inner.connect_tcp(host, port, _time_left(timeout, httpcore.ConnectTimeout),
-                                                      local_address, socket_options))
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Any = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self.inner.connect_unix_socket(path, _time_left(timeout, httpcore.ConnectTimeout),
-                                                              socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self.inner.sleep(seconds)
-
-
-class DeadlineTransport(httpx.HTTPTransport):
-    """httpx's transport over connections that honour the call's one deadline (see the module
-    docstring); everything else (TLS, pooling, HTTP/1.1) is httpx's and httpcore's own."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(),
-                                             network_backend=_DeadlineBackend())
-
 
 def _response_format(mode: str, operation: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     if mode == "json_schema":
@@ -315,7 +246,7 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
                     raise RetryableError(
                         f"{self.label} {operation} reply from {self.shown_url} is larger than {MAX_REPLY_BYTES} "
                         "bytes; refused while reading (a chat completion is a few KB)")
-                _time_left(None, httpcore.ReadTimeout)
+                check_deadline()
             headers = [(k, v) for k, v in response.headers.multi_items()
                        if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
             return httpx.Response(response.status_code, headers=headers, content=bytes(content),
@@ -372,9 +303,9 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
     def _failure(response: httpx.Response | None) -> str:
         return f"HTTP {response.status_code}" if response is not None else "no connection"
 
-    def _left(self) -> float | None:
-        deadline = _call_deadline.get()
-        return None if deadline is None else deadline - time.monotonic()
+    @staticmethod
+    def _left() -> float | None:
+        return time_left()
 
     def _budget_words(self) -> str:
         return f"its deadline (RAGBUS_OPENAI_TIMEOUT_S={self.timeout_s:g}s, or the query's time left)"
@@ -405,15 +336,8 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
     def _generate(
         self, operation: str, prompt: str, *, temperature: float, max_tokens: int, schema: dict[str, Any] | None
     ) -> str:
-        deadline = time.monotonic() + self.timeout_s
-        query_left = query_time_left()
-        if query_left is not None:
-            deadline = min(deadline, time.monotonic() + query_left)
-        token = _call_deadline.set(deadline)
-        try:
+        with one_deadline(self.timeout_s):
             return self._call(operation, prompt, temperature=temperature, max_tokens=max_tokens, schema=schema)
-        finally:
-            _call_deadline.reset(token)
 
     def _call(
         self, operation: str, prompt: str, *, temperature: float, max_tokens: int, schema: dict[str, Any] | None

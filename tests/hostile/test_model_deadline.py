@@ -149,3 +149,19 @@ def test_slow_replies_do_not_starve_later_queries_in_the_embedded_runtime(tmp_pa
         assert all(r.status == "answered" for r in ended), [(r.status, r.error) for r in ended]
         assert all(any(f["stage"] == "transformer" for f in r.fallbacks) for r in ended), [r.fallbacks for r in ended]
         assert local.deps.state.count(state_collections.QUERIES) == 3
+
+
+def test_a_dribbling_gemini_endpoint_is_cut_off_at_the_call_budget(monkeypatch):
+    """The same flaw in google-genai (its timeout is per read too): the whole call, the SDK's
+    retries included, ends by retry_budget_s(RAGBUS_GEMINI_TIMEOUT_S)."""
+    from shared.adapters.gcp.gemini import GeminiLanguageModel, retry_budget_s
+
+    with model_server(default=dribble(0.3, total_s=60)) as server:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.base)
+        settings = load_settings({"RAGBUS_LLM": "gemini", "RAGBUS_GEMINI_TIMEOUT_S": "1", "GOOGLE_API_KEY": "x"})
+        llm = GeminiLanguageModel.from_settings(settings, env={"GOOGLE_API_KEY": "x"})
+        started = time.monotonic()
+        with pytest.raises(RetryableError):
+            llm.grade("q", CONTEXTS)
+        assert time.monotonic() - started < retry_budget_s(1.0) + 2
+        assert server.prompts  # it was reached, and dribbled

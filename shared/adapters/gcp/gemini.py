@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared.adapters.deadline_http import DeadlineTransport, one_deadline
 from shared.contract.config import (
     DEFAULT_GEMINI_MODEL,
     MULTI_REGIONAL_LOCATIONS,
@@ -211,10 +212,12 @@ class GeminiLanguageModel(PromptedLanguageModel):
 
     def __init__(
         self, client: Any, model: str = DEFAULT_GEMINI_MODEL, *, max_sub_queries: int = 5,
-        location: str | None = None,
+        location: str | None = None, call_budget_s: float | None = None,
     ) -> None:
         super().__init__(model, max_sub_queries=max_sub_queries)
         self.client = client
+        # One deadline for a whole call, the SDK's retries included (its timeout is per socket read).
+        self.call_budget_s = call_budget_s
         self.location = location or _client_location(client)
         self.family = model_family(model)
         # A model of unknown family that refuses thinking_level is asked without it from then on.
@@ -239,6 +242,7 @@ class GeminiLanguageModel(PromptedLanguageModel):
         check_settings(settings, env)
         http_options = types.HttpOptions(
             timeout=int(settings.gemini_timeout_s * 1000),  # milliseconds, per attempt
+            client_args={"transport": DeadlineTransport()},  # a whole-call deadline (call_budget_s)
             retry_options=types.HttpRetryOptions(
                 attempts=ATTEMPTS, initial_delay=INITIAL_DELAY_S, max_delay=MAX_DELAY_S, exp_base=2,
                 jitter=JITTER_S, http_status_codes=list(RETRY_STATUS),
@@ -259,7 +263,9 @@ class GeminiLanguageModel(PromptedLanguageModel):
             client = genai.Client(
                 enterprise=True, project=settings.gcp_project, location=location, http_options=http_options,
             )
-        return cls(client, settings.gemini_model, max_sub_queries=settings.max_sub_queries, location=location)
+        return cls(client, settings.gemini_model, max_sub_queries=settings.max_sub_queries, location=location,
+                   # the sockets' share of retry_budget_s: the SDK's backoffs come on top
+                   call_budget_s=ATTEMPTS * settings.gemini_timeout_s)
 
     # ------------------------------------------------------------ calls
 
@@ -308,6 +314,12 @@ class GeminiLanguageModel(PromptedLanguageModel):
         return text
 
     def _call(self, prompt: str, schema: dict[str, Any] | None, settings: dict[str, Any]) -> Any:
+        if self.call_budget_s is not None:
+            with one_deadline(self.call_budget_s):
+                return self._request(prompt, schema, settings)
+        return self._request(prompt, schema, settings)
+
+    def _request(self, prompt: str, schema: dict[str, Any] | None, settings: dict[str, Any]) -> Any:
         from google.genai import types
 
         config = types.GenerateContentConfig(
