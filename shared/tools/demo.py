@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import logging
 import threading
 import time
 import uuid
@@ -29,6 +30,8 @@ from shared.contract.config import load_settings
 from shared.contract.errors import InvalidInput, RagbusError
 from shared.contract.messages import FeedPollRequested
 from shared.corpus import CORPUS, SAMPLE_PATH
+
+log = logging.getLogger("ragbus.demo")
 
 QUESTIONS = (
     ("answered at once", "How does BM25 saturate term frequency?"),
@@ -89,12 +92,40 @@ def submit_sample_corpus(deps, base: str) -> str:
     from shared.ingest.files import ingest_path
 
     feed_url = f"{base}/feed.xml"
+    moved = forget_sample_elsewhere(deps, feed_url)
+    if moved:
+        log.info("the sample feed moved to %s: %d article(s) indexed from its earlier address removed",
+                 feed_url, moved)
     if not any(f["url"] == feed_url for f in list_feeds(deps.state)):
         add_feed(deps.state, feed_url, allow_loopback=True, now=deps.clock.now())
     deps.publisher.publish(FeedPollRequested(
         request_id=uuid.uuid4().hex, feed_urls=[feed_url], requested_at=deps.clock.now()))
     ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
     return feed_url
+
+
+#: the sample feed's guids: the same articles whatever address the feed is served from
+SAMPLE_GUID_PREFIX = "ragbus-sample-corpus:"
+
+
+def forget_sample_elsewhere(deps, feed_url: str) -> int:
+    """Retract the sample articles indexed from the feed at another address (a demo on another
+    port), and unregister that feed: the sample corpus is indexed once, under the address that
+    serves it now, instead of once per port. Returns how many articles were retracted."""
+    from shared.ingest import processed_items
+    from shared.ingest.feeds import list_feeds, remove_feed
+    from shared.ingest.step import retract
+
+    moved = [r for r in processed_items.records(deps.state, {"source": "feed"})
+             if str(r.get("guid", "")).startswith(SAMPLE_GUID_PREFIX) and r.get("feed_url") != feed_url]
+    for record in moved:
+        retract(record["document_id"], f"the sample feed moved to {feed_url}", state=deps.state,
+                publisher=deps.publisher, clock=deps.clock)
+    for listing in list_feeds(deps.state, kind="feed"):
+        if listing["url"] != feed_url and listing["url"].endswith(f"{SAMPLE_PATH}/feed.xml") \
+                and listing["url"].startswith("http://127.0.0.1:"):
+            remove_feed(deps.state, listing["url"], publisher=deps.publisher, clock=deps.clock, keep_documents=True)
+    return len(moved)
 
 
 def run_demo(console: Console, *, serve_after: bool = False, port: int | None = None) -> None:
