@@ -21,6 +21,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import Tool as MCPTool
 from pydantic import Field
 
 from shared.contract.deps import Deps
@@ -65,7 +66,7 @@ def _quietly(build: Callable[[], MCPServer]) -> MCPServer:
 def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict) -> MCPServer:
     """An MCP server exposing ``search_documents`` and ``ask`` for ``deps``; ``unready`` gives the stages of
     this process that cannot work, with the reason (then a tool refuses the question, as the HTTP API does)."""
-    server = _quietly(lambda: MCPServer(
+    server = _quietly(lambda: _Server(
         "ragbus",
         title="ragbus retrieval and answers",
         instructions=(
@@ -100,8 +101,10 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
     async def search_documents(question: str | None = None, top_k: TopK = 10,
                                query: str | None = None) -> dict[str, Any]:
         # "question" is the name everywhere (HTTP, CLI, the ask tool); "query" is still accepted
-        if (question is None) == (query is None):
-            raise ToolError("send 'question' (or its old name 'query'), not both and not neither")
+        if question is not None and query is not None:
+            raise ToolError("send 'question' only: 'query' is its old name")
+        if question is None and query is None:
+            raise ToolError(_MISSING_QUESTION)
         return contexts_summary(await run_loop(question if question is not None else query, top_k))
 
     @server.tool(
@@ -112,7 +115,36 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
             "(answered, answered_with_caveat, not_answerable, failed, timed_out) and the query id."
         ),
     )
-    async def ask(question: str) -> dict[str, Any]:
+    async def ask(question: str | None = None) -> dict[str, Any]:
+        if question is None:  # as POST /v1/queries says it, not the SDK's validation text
+            raise ToolError(_MISSING_QUESTION)
         return answer_summary(await run_loop(question, None))
 
     return server
+
+
+_MISSING_QUESTION = 'missing \'question\'; send {"question": "your question"}'
+
+
+class _Server(MCPServer):
+    """The SDK's server, with ``question`` declared required in the listed input schemas, which
+    clients and models read.
+
+    The tool functions take it as optional so that a missing one gets the API's own message
+    rather than the SDK's validation text, and so that search_documents still takes the old
+    name ``query`` alone (marked deprecated in the schema)."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        for tool in tools:
+            schema = dict(tool.input_schema)
+            properties = dict(schema.get("properties") or {})
+            if "question" not in properties:
+                continue
+            properties["question"] = {"type": "string", "title": "Question", "minLength": 1,
+                                      "description": "The question, in words."}
+            if "query" in properties:
+                properties["query"] = {"type": "string", "title": "Query", "deprecated": True,
+                                       "description": "The old name of 'question'; send one of them."}
+            tool.input_schema = {**schema, "properties": properties, "required": ["question"]}
+        return tools

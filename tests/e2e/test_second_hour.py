@@ -6,9 +6,17 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support import run_cli
+import httpx
+
+from tests.support import REPO, interrupt, ragbus_env, run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NEWCOMER = {"RAGBUS_ALLOW_LOOPBACK": "0", "COLUMNS": "200"}
@@ -105,41 +113,41 @@ def test_a_dead_letter_is_retried_once_its_cause_is_fixed_or_purged(tmp_path):
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+@contextmanager
+def serving(home: Path) -> Iterator[str]:
+    """`ragbus serve` on a free port in ``home``, as a user starts it; yields its base URL."""
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "shared.tools.cli", "serve", "--port", str(port)], cwd=REPO,
+                              env=ragbus_env(home, **NEWCOMER), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{base}/healthz", timeout=5)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, "ragbus serve did not start"
+                time.sleep(0.3)
+        yield base
+    finally:
+        interrupt(server)
+
+
 def test_the_api_retries_and_purges_dead_letters_behind_the_guard(tmp_path):
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-
-    from tests.support import REPO, interrupt, ragbus_env
-
     home, docs = tmp_path / "home", tmp_path / "docs"
     docs.mkdir()
     _long_markdown(docs, "volcano.md", "volcano", 0)
     _long_markdown(docs, "glacier.md", "glacier", 1)
     run_cli(home, "ingest", str(docs), check=False, RAGBUS_MAX_CHUNKS_PER_DOCUMENT="1", **NEWCOMER)
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "shared.tools.cli", "serve", "--port", str(port)], cwd=REPO,
-                              env=ragbus_env(home, **NEWCOMER), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              start_new_session=True)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    http.get("/healthz")
-                    break
-                except httpx.TransportError:
-                    assert server.poll() is None and time.monotonic() < deadline
-                    time.sleep(0.3)
+    with serving(home) as base:
+        with httpx.Client(base_url=base, timeout=10) as http:
             kept = http.get("/v1/dead-letters").json()["dead_letters"]
             assert len(kept) == 2
             volcano = next(d for d in kept if "volcano.md" in d["data"])
@@ -163,5 +171,54 @@ def test_the_api_retries_and_purges_dead_letters_behind_the_guard(tmp_path):
             purged = http.delete(f"/v1/dead-letters/{glacier['id']}", headers=json_body)
             assert purged.json() == {"purged": [glacier["id"]], "refused": []}
             assert http.get("/v1/dead-letters").json() == {"dead_letters": []}
-    finally:
-        interrupt(server)
+
+
+def test_mcp_tools_declare_their_required_arguments_and_answer_bad_ones_as_rest_does(tmp_path):
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    home = tmp_path / "home"
+    (tmp_path / "docs").mkdir()
+    _long_markdown(tmp_path / "docs", "volcano.md", "volcano", 0)
+    run_cli(home, "ingest", str(tmp_path / "docs"), **NEWCOMER)
+    with serving(home) as base:
+        rest = httpx.post(f"{base}/v1/queries", json={}, timeout=10).json()["error"]
+
+        async def session_run():
+            async with (streamable_http_client(f"{base}/mcp") as (read, write),
+                        ClientSession(read, write) as session):
+                await session.initialize()
+                tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+                calls = {name: await session.call_tool(*call) for name, call in {
+                    "ask_without": ("ask", {}),
+                    "search_without": ("search_documents", {"top_k": 3}),
+                    "search_by_old_name": ("search_documents", {"query": "volcano eruptions", "top_k": 3}),
+                }.items()}
+                return tools, calls
+
+        tools, calls = anyio.run(session_run)
+    for name in ("ask", "search_documents"):
+        schema = tools[name].input_schema
+        assert schema["required"] == ["question"] and schema["properties"]["question"]["type"] == "string"
+    assert tools["search_documents"].input_schema["properties"]["query"]["deprecated"] is True
+    assert rest == 'missing \'question\'; send {"question": "your question"}'
+    for name in ("ask_without", "search_without"):
+        # the SDK puts "Error executing tool NAME: " before a tool's own message
+        assert calls[name].is_error and calls[name].content[0].text.endswith(f": {rest}"), calls[name]
+    assert not calls["search_by_old_name"].is_error
+
+
+def test_the_demo_on_another_port_does_not_index_the_sample_corpus_twice(tmp_path):
+    home = tmp_path / "home"
+    first_port, second_port = _free_port(), _free_port()
+    run_cli(home, "demo", "--port", str(first_port), timeout=600, **NEWCOMER)
+    before = json.loads(run_cli(home, "stats", "--json").stdout)["documents"]
+    second = run_cli(home, "demo", "--port", str(second_port), timeout=600, **NEWCOMER)
+    assert f"http://127.0.0.1:{second_port}/sample/articles/" in second.stdout
+    assert json.loads(run_cli(home, "stats", "--json").stdout)["documents"] == before
+    hits = json.loads(run_cli(home, "search", "dead-letter topics and retry policies", "--k", "10",
+                              "--json").stdout)
+    urls = {h["url"] for h in hits if "/sample/articles/" in h["url"]}
+    assert urls and all(f":{second_port}/" in url for url in urls), urls
+    assert json.loads(run_cli(home, "feeds", "list", "--json").stdout) == []

@@ -59,7 +59,7 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
 
     tools, search, ask, bad, by_question, both = anyio.run(session_run)
     assert structured(by_question)["status"] == "answered"
-    assert both.is_error and "not both" in both.content[0].text
+    assert both.is_error and "send 'question' only: 'query' is its old name" in both.content[0].text
 
     assert set(tools) == {"search_documents", "ask"}
     assert set(tools["search_documents"].input_schema["properties"]) == {"question", "query", "top_k"}
