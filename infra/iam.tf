@@ -3,12 +3,20 @@
 # (datastore.user), Vertex AI (aiplatform.user) and the telemetry writers have no
 # narrower scope than the project.
 
+# Reading the project (its number names the Pub/Sub service agent) needs the Cloud Resource
+# Manager API, and the GCS agent lookup the Storage API: on a new project neither is on
+# before google_project_service.api, so both reads wait for it (Terraform defers reading a
+# data source to apply while its depends_on has changes pending: after the APIs are on).
 data "google_project" "this" {
   project_id = var.project
+
+  depends_on = [google_project_service.api]
 }
 
 data "google_storage_project_service_account" "gcs_agent" {
   project = var.project
+
+  depends_on = [google_project_service.api]
 }
 
 locals {
@@ -64,6 +72,8 @@ resource "google_service_account" "function" {
   account_id   = "rb-${each.key}"
   display_name = "ragbus ${each.key}"
   description  = "Runs the ragbus ${each.key} function (entry point ${each.value.entry_point})"
+
+  depends_on = [google_project_service.api]
 }
 
 # The identity Cloud Build runs the functions' builds as (build_config.service_account).
@@ -72,6 +82,8 @@ resource "google_service_account" "build" {
   account_id   = "rb-build"
   display_name = "ragbus function builds"
   description  = "Cloud Build builds the ragbus functions' images with this account"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_project_iam_member" "build" {
@@ -79,6 +91,8 @@ resource "google_project_iam_member" "build" {
   project  = var.project
   role     = each.value
   member   = google_service_account.build.member
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_project_iam_member" "function" {
@@ -86,6 +100,8 @@ resource "google_project_iam_member" "function" {
   project  = var.project
   role     = each.value.role
   member   = google_service_account.function[each.value.function].member
+
+  depends_on = [google_project_service.api]
 }
 
 # Only the model-calling functions may read the openai server's key, and only that secret.
@@ -95,6 +111,8 @@ resource "google_secret_manager_secret_iam_member" "openai_key" {
   secret_id = local.openai_key_secret
   role      = "roles/secretmanager.secretAccessor"
   member    = google_service_account.function[each.key].member
+
+  depends_on = [google_project_service.api]
 }
 
 # Only the gateway may read its API token.
@@ -104,6 +122,8 @@ resource "google_secret_manager_secret_iam_member" "gateway_api_token" {
   secret_id = var.gateway_api_token_secret
   role      = "roles/secretmanager.secretAccessor"
   member    = google_service_account.function[each.key].member
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_pubsub_topic_iam_member" "function_publisher" {
@@ -135,6 +155,8 @@ resource "google_service_account" "push_invoker" {
   account_id   = "rb-pubsub-push"
   display_name = "ragbus Pub/Sub push invoker"
   description  = "Identity in the OIDC token of every ragbus push subscription"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
@@ -151,6 +173,8 @@ resource "google_service_account_iam_member" "pubsub_agent_mints_push_tokens" {
   service_account_id = google_service_account.push_invoker.name
   role               = "roles/iam.serviceAccountTokenCreator"
   member             = local.pubsub_service_agent
+
+  depends_on = [google_project_service.api]
 }
 
 # Eventarc delivers the documents bucket's events with this account.
@@ -158,12 +182,16 @@ resource "google_service_account" "eventarc_trigger" {
   account_id   = "rb-eventarc-trigger"
   display_name = "ragbus Eventarc trigger"
   description  = "Delivers documents-bucket events to the gcs-finalized and gcs-deleted functions"
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_project_iam_member" "eventarc_trigger_receiver" {
   project = var.project
   role    = "roles/eventarc.eventReceiver"
   member  = google_service_account.eventarc_trigger.member
+
+  depends_on = [google_project_service.api]
 }
 
 resource "google_cloud_run_v2_service_iam_member" "eventarc_invoker" {
@@ -180,6 +208,8 @@ resource "google_project_iam_member" "gcs_agent_publishes_events" {
   project = var.project
   role    = "roles/pubsub.publisher"
   member  = "serviceAccount:${data.google_storage_project_service_account.gcs_agent.email_address}"
+
+  depends_on = [google_project_service.api]
 }
 
 # Who may call the gateway: named principals, and everyone only when asked for.

@@ -57,6 +57,10 @@ def _tf() -> dict[str, Any]:
             merged["variable"].update(block)
         for block in parsed.get("output", []):
             merged["output"].update(block)
+        for block in parsed.get("data", []):
+            for dtype, named in block.items():
+                for name, body in named.items():
+                    merged["data"][(dtype, name)] = body
     return merged
 
 

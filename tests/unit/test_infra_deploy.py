@@ -246,3 +246,83 @@ def test_the_example_variables_are_declared_and_name_no_model_of_their_own():
     # A pinned model id goes stale (the example once pinned gemini-2.0-flash, shut down on 2026-03-31):
     # the example inherits the code's default, kept current in one place.
     assert example["gemini_model"] == ""
+
+
+# --------------------------------------------- a first apply on a new project
+
+
+_REFERENCE = re.compile(r"\b(data\.)?(google_[a-z0-9_]+)\.([a-z0-9_]+)\b|\blocal\.([a-z0-9_]+)\b")
+_API = ("resource", ("google_project_service", "api"))
+
+
+def _references(value: object) -> set[tuple[str, tuple[str, str]]]:
+    """The resources, data sources and locals an expression names, as ("resource" | "data" |
+    "local", key)."""
+    found: set[tuple[str, tuple[str, str]]] = set()
+    for text in re.findall(r"\$\{.*?\}|[A-Za-z_][\w.]*", str(value)):
+        for data, rtype, name, local in _REFERENCE.findall(text):
+            if local:
+                found.add(("local", ("", local)))
+            else:
+                found.add(("data" if data else "resource", (rtype, name)))
+    return found
+
+
+def _waits_for_the_apis(node: tuple[str, tuple[str, str]], seen: set | None = None) -> bool:
+    """Whether Terraform orders ``node`` after google_project_service.api: a depends_on or a
+    reference to it, or to something that is itself ordered after it."""
+    seen = set() if seen is None else seen
+    if node == _API:
+        return True
+    if node in seen:
+        return False
+    seen.add(node)
+    kind, key = node
+    tf = _tf()
+    body = {"resource": tf["resource"], "data": tf["data"]}.get(kind, {}).get(key)
+    if kind == "local":
+        body = tf["locals"].get(key[1])
+    if body is None:
+        return False
+    return any(_waits_for_the_apis(ref, seen) for ref in _references(body))
+
+
+def test_every_google_resource_and_data_source_waits_for_the_apis():
+    """On a new project no API but Service Usage is on: whatever calls one must come after
+    google_project_service.api, or the first apply fails (e.g. service accounts before the
+    IAM API, project IAM or data.google_project before Cloud Resource Manager)."""
+    tf = _tf()
+    nodes = [("resource", key) for key in tf["resource"] if key[0].startswith("google_")]
+    nodes += [("data", key) for key in tf["data"] if key[0].startswith("google_")]
+    assert len(nodes) > 40, "the test reads too little of infra/"
+    late = [f"{kind} {key[0]}.{key[1]}" for kind, key in nodes
+            if (kind, key) != _API and not _waits_for_the_apis((kind, key))]
+    assert not late, f"not ordered after the APIs are enabled: {late}"
+
+
+def test_the_ordering_check_has_teeth():
+    # a service account with no depends_on, as iam.tf had: named as not waiting
+    account = dict(_resource("google_service_account", "push_invoker"))
+    assert _waits_for_the_apis(("resource", ("google_service_account", "push_invoker")))
+    account.pop("depends_on")
+    assert not any(_waits_for_the_apis(ref) for ref in _references(account))
+    # a reference through a local counts: the dead-letter grants name the Pub/Sub agent via
+    # local.pubsub_service_agent, which reads data.google_project.this
+    assert ("data", ("google_project", "this")) in _references(_local("pubsub_service_agent"))
+    assert _waits_for_the_apis(("local", ("", "pubsub_service_agent")))
+
+
+def test_the_apis_a_new_project_lacks_are_enabled_first():
+    apis = _local("apis")
+    # project IAM and data.google_project call Cloud Resource Manager
+    assert "cloudresourcemanager.googleapis.com" in apis
+    for api in ("iam.googleapis.com", "pubsub.googleapis.com", "run.googleapis.com",
+                "cloudfunctions.googleapis.com", "firestore.googleapis.com", "secretmanager.googleapis.com"):
+        assert api in apis, api
+    assert len(apis) == len(set(apis))
+    # the project's number (the Pub/Sub service agent's name) is read only once the APIs are on
+    for key in (("google_project", "this"), ("google_storage_project_service_account", "gcs_agent")):
+        assert "${google_project_service.api}" in _tf()["data"][key]["depends_on"], key
+    # the Pub/Sub agent's grant on the push identity needs the IAM API and the agent itself
+    assert "${google_project_service.api}" in _resource(
+        "google_service_account_iam_member", "pubsub_agent_mints_push_tokens")["depends_on"]
