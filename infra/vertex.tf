@@ -6,7 +6,9 @@
 # and roles/aiplatform.user where they touch the index (iam.tf).
 #
 # Deploying an index takes tens of minutes, and a deployed index is billed per replica-hour
-# whether or not it is queried.
+# whether or not it is queried. The create timeouts below bound how long an apply waits for
+# each (the provider's defaults are 180 min for an index and 45 min for a deployed index);
+# cloudbuild.yaml's deploy step is timed to outlast them (tests/unit/test_infra_deploy.py).
 
 locals {
   vertex_index = var.index_backend == "vertex"
@@ -39,6 +41,11 @@ resource "google_vertex_ai_index" "chunks" {
     }
   }
 
+  timeouts {
+    create = "60m"
+    update = "60m"
+  }
+
   depends_on = [google_project_service.api]
 }
 
@@ -65,5 +72,10 @@ resource "google_vertex_ai_index_endpoint_deployed_index" "chunks" {
     }
     min_replica_count = var.vertex_index_replicas.min
     max_replica_count = var.vertex_index_replicas.max
+  }
+
+  timeouts {
+    create = "45m"
+    update = "45m"
   }
 }

@@ -71,3 +71,39 @@ def test_substitutions_are_declared_and_used():
     # MUST_MATCH fails a build whose substitutions and uses differ: keep them equal.
     assert used == declared
     assert build["options"]["substitutionOption"] == "MUST_MATCH"
+
+
+def _seconds(duration: str) -> int:
+    """Cloud Build's "1500s" or Terraform's "60m" / "1h" in seconds."""
+    match = re.fullmatch(r"(\d+)([smh])", duration)
+    assert match, f"{duration!r} is not a duration"
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def test_every_step_is_bounded_and_the_build_outlasts_their_sum():
+    """A build's timeout defaults to 60 min (cloud.google.com/build/docs/build-config-file-schema):
+    tests and a first apply that waits for a Vector Search deployment do not fit in it."""
+    build = _build()
+    steps = build["steps"]
+    assert all("timeout" in step for step in steps), [s["id"] for s in steps if "timeout" not in s]
+    total = sum(_seconds(step["timeout"]) for step in steps)
+    # steps run one after another, so each may use its whole bound only if the build allows the sum
+    assert _seconds(build["timeout"]) >= total
+    assert _seconds(build["timeout"]) <= 24 * 3600  # Cloud Build's maximum
+
+
+def test_the_deploy_step_outlasts_what_an_apply_waits_for():
+    from tests.unit.test_infra import _resource
+
+    def create_timeout(rtype: str, name: str, default: str) -> int:
+        blocks = _resource(rtype, name).get("timeouts") or [{}]
+        return _seconds(blocks[0].get("create", default))
+
+    # the chain of an apply in Vector Search mode: the index, then its deployment, then the
+    # functions (their environment names the deployed index); provider defaults where unset
+    chain = (create_timeout("google_vertex_ai_index", "chunks", "180m")
+             + create_timeout("google_vertex_ai_index_endpoint_deployed_index", "chunks", "45m")
+             + create_timeout("google_cloudfunctions2_function", "function", "60m"))
+    assert chain <= 165 * 60, "a create timeout grew: time the deploy step again"
+    deploy = _seconds(_steps()["deploy"]["timeout"])
+    assert deploy >= chain + 15 * 60, "the deploy step would cut a slow first apply short"
