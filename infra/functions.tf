@@ -104,6 +104,10 @@ resource "google_cloudfunctions2_function" "function" {
         RAGBUS_STAGE          = each.value.stage
         RAGBUS_ACK_DEADLINE_S = tostring(each.value.timeout)
         OTEL_SERVICE_NAME     = "ragbus-${each.key}"
+        # functions-framework serves a Python function with gunicorn threads, 4 per CPU unless
+        # THREADS says otherwise: as many as Cloud Run sends it at once, or pushes Cloud Run
+        # admitted would queue inside the instance (cloud.google.com/functions/docs/configuring/concurrency).
+        THREADS = tostring(each.value.concurrency)
       },
       # Cloud Run's front end terminates TLS and is the only way in: trust its
       # X-Forwarded-Proto (gunicorn/uvicorn trust only 127.0.0.1 by default), or the

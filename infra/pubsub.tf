@@ -53,6 +53,13 @@ resource "google_pubsub_subscription" "dead_letter_inbox" {
 # manage their own subscriptions, which Terraform cannot give a dead-letter policy;
 # explicit subscriptions can.
 #
+# Delivery under load (README): Cloud Run answers 429 to a push that finds every instance
+# busy and none may start, and Pub/Sub counts that as a delivery attempt. A burst therefore
+# spends attempts on messages that never ran; max_delivery_attempts (default 100, Pub/Sub's
+# maximum) and the retry backoff give a refused message hours before it is dead-lettered,
+# while a message that really fails is still recorded with its error on the last attempt
+# (shared/runtime/functions.py reads RAGBUS_MAX_DELIVERY_ATTEMPTS).
+#
 # The endpoint path /projects/<p>/topics/<t> lets functions-framework, which turns the raw
 # push envelope into a CloudEvent, name the topic as the event's source. The OIDC token's
 # audience is the function's base URL (what Cloud Run checks).
@@ -79,8 +86,8 @@ resource "google_pubsub_subscription" "consumer" {
   }
 
   retry_policy {
-    minimum_backoff = var.retry_minimum_backoff
-    maximum_backoff = var.retry_maximum_backoff
+    minimum_backoff = coalesce(var.retry_minimum_backoff, local.consumer_backoff[each.key].minimum)
+    maximum_backoff = coalesce(var.retry_maximum_backoff, local.consumer_backoff[each.key].maximum)
   }
 
   # A subscription that sees no traffic for 31 days must not disappear.
@@ -118,8 +125,8 @@ resource "google_pubsub_subscription" "dead_letter_recorder" {
   }
 
   retry_policy {
-    minimum_backoff = var.retry_minimum_backoff
-    maximum_backoff = var.retry_maximum_backoff
+    minimum_backoff = coalesce(var.retry_minimum_backoff, local.retry_backoff.ingestion.minimum)
+    maximum_backoff = coalesce(var.retry_maximum_backoff, local.retry_backoff.ingestion.maximum)
   }
 
   expiration_policy {

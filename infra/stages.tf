@@ -35,6 +35,10 @@ locals {
   #                var.index_backend = "vertex": Vector Search upserts, removals, queries)
   #   memory/cpu/timeout/max_instances/concurrency: sizing. The indexer, retriever,
   #   synthesizer and gateway load the ONNX embedder (~0.5 GiB with its runtime), hence 2Gi.
+  #   max_instances x concurrency is how many messages a function runs at once; a push
+  #   beyond that waits up to 10 s and gets 429, which Pub/Sub retries (pubsub.tf). Each
+  #   function runs `concurrency` gunicorn threads (THREADS, functions.tf), as Cloud Run
+  #   functions' concurrency page recommends for Python.
   #   The model-calling functions' timeouts leave room, with llm_provider = "openai", for a
   #   cold start's GET /models check and one call, each up to openai_timeout_s, plus the
   #   clamped backoffs between retries of fast failures (functions.tf's precondition).
@@ -116,6 +120,20 @@ locals {
       memory = "512Mi", cpu = "1", timeout = 120, max_instances = 5, concurrency = 4
     }
   }
+
+  # Pub/Sub's wait between deliveries of a message its function failed or refused with 429
+  # (the retry policy: exponential between minimum and maximum, each at most 600 s,
+  # cloud.google.com/pubsub/docs/handling-failures). Ingestion has no one waiting: Pub/Sub's
+  # defaults, 10 s .. 600 s, spread a burst's retries over hours. The query loop has a
+  # question waiting (RAGBUS_QUERY_TIMEOUT_S, 60 s by default): 1 s .. 60 s, so a refused hop
+  # is retried while the answer is still wanted. With max_delivery_attempts = 100 either
+  # leaves a refused message far longer than a burst takes to drain (README: Delivery under load).
+  retry_backoff = {
+    ingestion = { minimum = "10s", maximum = "600s" }
+    query     = { minimum = "1s", maximum = "60s" }
+  }
+  query_stages     = ["transformer", "retriever", "grader", "synthesizer"]
+  consumer_backoff = { for name, c in local.consumers : name => contains(local.query_stages, c.stage) ? local.retry_backoff.query : local.retry_backoff.ingestion }
 
   pubsub_functions = { for name, f in local.functions : name => f if f.trigger == "pubsub" }
   gcs_functions    = { for name, f in local.functions : name => f if startswith(f.trigger, "google.cloud.storage.") }

@@ -10,9 +10,9 @@ variable "region" {
 }
 
 variable "max_delivery_attempts" {
-  description = "Deliveries before a message goes to its dead-letter topic (Pub/Sub allows 5-100)"
+  description = "Deliveries before a message goes to its dead-letter topic (Pub/Sub allows 5-100). Cloud Run's 429 when no instance is free counts as one, so a burst spends attempts on work that never ran: 100 keeps it (README: Delivery under load)"
   type        = number
-  default     = 5
+  default     = 100
 
   validation {
     condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
@@ -21,15 +21,15 @@ variable "max_delivery_attempts" {
 }
 
 variable "retry_minimum_backoff" {
-  description = "Shortest wait before Pub/Sub redelivers a message the function failed"
+  description = "Shortest wait before Pub/Sub redelivers a message the function failed or refused, for every subscription; null (the default) keeps each its own (local.retry_backoff: 10s for ingestion, 1s for the query loop)"
   type        = string
-  default     = "10s"
+  default     = null
 }
 
 variable "retry_maximum_backoff" {
-  description = "Longest wait before Pub/Sub redelivers a message the function failed"
+  description = "Longest wait before Pub/Sub redelivers a message the function failed or refused, for every subscription; null (the default) keeps each its own (local.retry_backoff: 600s for ingestion, 60s for the query loop)"
   type        = string
-  default     = "600s"
+  default     = null
 }
 
 variable "source_archive" {

@@ -197,7 +197,10 @@ def test_every_consumer_has_one_push_subscription_with_dead_lettering():
         ] == "${var.max_delivery_attempts}"
 
         retry = _block(sub, "retry_policy")
-        assert retry["minimum_backoff"] == "10s" and retry["maximum_backoff"] == "600s"
+        for bound in ("minimum", "maximum"):
+            assert retry[f"{bound}_backoff"] == (f"${{coalesce(var.retry_{bound}_backoff, "
+                                                 f'local.consumer_backoff["{consumer.subscription}"].{bound})}}')
+        assert _backoff(consumer.subscription) in _local("retry_backoff").values()
 
         push = _block(sub, "push_config")
         rtype, _, function, rest = _follow(push["push_endpoint"])
@@ -237,8 +240,67 @@ def test_ack_deadline_is_the_function_timeout():
         assert 10 <= function["timeout"] <= 600, f"{name}: a push ack deadline must be 10-600 s"
 
 
-def test_delivery_attempts_default_matches_the_local_runtime():
-    assert _default("max_delivery_attempts") == Settings().max_delivery_attempts
+def _backoff(subscription: str) -> dict[str, str]:
+    """The retry backoff local.consumer_backoff gives a consumer, as its for expression would."""
+    assert _local("consumer_backoff") == (
+        "${{for name, c in local.consumers : name => contains(local.query_stages, c.stage) ? "
+        "local.retry_backoff.query : local.retry_backoff.ingestion}}")
+    stage = _local("consumers")[subscription]["stage"]
+    return _local("retry_backoff")["query" if stage in _local("query_stages") else "ingestion"]
+
+
+def _seconds(duration: str) -> int:
+    assert duration.endswith("s"), duration
+    return int(duration[:-1])
+
+
+def _retry_window_s(attempts: int, backoff: dict[str, str], growth: float = 1.3) -> float:
+    """How long Pub/Sub keeps retrying a message refused on every delivery before it is
+    dead-lettered: the waits between ``attempts`` deliveries, growing by ``growth`` from the
+    minimum to the maximum backoff. Pub/Sub documents the growth only as exponential; 1.3 is
+    the Pub/Sub emulator's (slower than doubling, so the window is not overstated)."""
+    low, high = _seconds(backoff["minimum"]), _seconds(backoff["maximum"])
+    return sum(min(high, low * growth**k) for k in range(attempts - 1))
+
+
+def test_delivery_attempts_are_pubsubs_maximum_and_reach_the_code():
+    # Cloud Run's 429 (no free instance) is a NACK: a burst spends attempts on work that never
+    # ran, so the subscriptions allow Pub/Sub's maximum. The local bus never refuses for
+    # capacity and keeps its own default.
+    assert _default("max_delivery_attempts") == 100
+    assert Settings().max_delivery_attempts <= 100
+    assert "RAGBUS_MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)" in _local("common_env")
+    # null: each subscription keeps the backoff of its class; set, they override every one
+    assert _default("retry_minimum_backoff") is None and _default("retry_maximum_backoff") is None
+
+
+def test_query_hops_retry_within_a_question_and_ingestion_spreads_out():
+    backoff = _local("retry_backoff")
+    assert backoff["ingestion"] == {"minimum": "10s", "maximum": "600s"}  # Pub/Sub's defaults
+    assert _seconds(backoff["query"]["maximum"]) <= Settings().query_timeout_s
+    assert set(_local("query_stages")) == {"transformer", "retriever", "grader", "synthesizer"}
+    recorder = _block(_resource("google_pubsub_subscription", "dead_letter_recorder"), "retry_policy")
+    assert recorder["minimum_backoff"] == "${coalesce(var.retry_minimum_backoff, local.retry_backoff.ingestion.minimum)}"
+    for policy in backoff.values():
+        assert 0 <= _seconds(policy["minimum"]) <= _seconds(policy["maximum"]) <= 600  # Pub/Sub's bounds
+
+
+def test_a_burst_drains_long_before_its_messages_run_out_of_attempts():
+    """A 1,000-message burst on any consumer but the feed poller (fed one request per 15
+    minutes by the scheduler) drains within the retry window even if every message took its
+    function's whole timeout on max_instances x concurrency slots."""
+    attempts = _default("max_delivery_attempts")
+    functions = _local("functions")
+    for name, consumer in _local("consumers").items():
+        if consumer["topic"] == topics.FEED_POLL_REQUESTED:
+            continue
+        f = functions[consumer["function"]]
+        slots = int(f["max_instances"]) * int(f["concurrency"])
+        drain_s = 1000 * int(f["timeout"]) / slots
+        window_s = _retry_window_s(attempts, _backoff(name))
+        assert drain_s < window_s, f"{name}: drains in {drain_s:.0f} s, retried for {window_s:.0f} s"
+        # the old 5 attempts covered less than a tenth of that
+        assert _retry_window_s(5, _backoff(name)) < drain_s / 10
 
 
 def test_every_dead_letter_topic_can_be_fed_by_the_pubsub_agent():
@@ -541,3 +603,21 @@ def test_the_gateway_alone_reads_its_api_token_from_secret_manager():
     assert access["role"] == "roles/secretmanager.secretAccessor"
     assert 'f.trigger == "http"' in access["for_each"]
     assert "google_secret_manager_secret_iam_member.gateway_api_token" in str(function["depends_on"])
+
+
+def test_each_function_runs_as_many_threads_as_cloud_run_sends_it():
+    """Cloud Run admits `concurrency` requests to an instance; functions-framework serves them
+    with THREADS gunicorn threads (4 per CPU by default), so the two are set equal, as Cloud Run
+    functions' concurrency page recommends for Python."""
+    import inspect
+
+    from functions_framework._http import gunicorn
+
+    assert 'os.environ.get("THREADS"' in inspect.getsource(gunicorn.GunicornApplication.__init__)
+    env = str(_block(_resource("google_cloudfunctions2_function", "function"), "service_config")
+              ["environment_variables"])
+    assert "THREADS = tostring(each.value.concurrency)" in env
+    for name, function in _local("functions").items():
+        assert 1 <= int(function["concurrency"]) <= 1000, name  # Cloud Run's bounds
+        if int(function["concurrency"]) > 1:
+            assert float(function["cpu"]) >= 1, f"{name}: concurrency above 1 needs a whole vCPU"
