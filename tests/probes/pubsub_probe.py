@@ -49,6 +49,14 @@ def always_failing(event: Any) -> None:
     raise RuntimeError(f"probe: failing delivery of {line['message_id']} on purpose")
 
 
+@functions_framework.cloud_event
+def busy(event: Any) -> None:
+    """Work ``$PROBE_WORK_S`` seconds (a stage handling a message), record the delivery as done and
+    acknowledge it: the function behind the capacity front of tests/probes/burst.py."""
+    time.sleep(float(os.environ.get("PROBE_WORK_S", "0")))
+    _record(event)
+
+
 def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     try:
         with open(path) as log:
