@@ -176,6 +176,14 @@ _VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
 _DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b",
                         re.IGNORECASE)
+# A question asking for a limit ("the maximum reward", "which minimum version") is answered by a
+# sentence stating one ("up to", "at most", "limited to", "or higher"), not by any value of the thing.
+_BOUND_Q = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|upper\s+limit|lower\s+limit|"
+                      r"largest|smallest|highest|lowest)\b", re.IGNORECASE)
+_BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|up\s+to|no\s+(?:more|less|fewer)\s+than|"
+                    r"limit(?:s|ed)?|cap(?:s|ped)?|exceed\w*|(?:larger|greater|more|less|fewer|higher|lower|smaller)\s+than|"
+                    r"or\s+(?:more|less|higher|lower|later|newer|above|greater)|largest|smallest|highest|lowest|"
+                    r"requires?|required|needs?)\b", re.IGNORECASE)
 # What a version or a date is asked about ("In which version was X added?"): the sentence must say the
 # same happened ("added in 1.10"), not that something else did ("deprecated in 3.0" is no removal).
 _EVENT_VERBS = frozenset(stem(w) for w in "added introduced removed deprecated dropped changed fixed supported "
@@ -218,8 +226,8 @@ _CURRENCY = re.compile(
 _NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds "
-    "thousand thousands million millions billion billions dozen dozens half quarter twice double triple "
-    "single".split()
+    "thousand thousands million millions billion billions dozen dozens half quarter twice double triple"
+    .split()
 )
 _NAME_FILLERS = frozenset(
     "The A An In On At For Of And Or But By To From With As This That These Those It Its Their His Her "
@@ -694,6 +702,8 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     fact = asked_fact(question)
     if not fact.kind:
         return None
+    if sentence and _BOUND_Q.search(question) and not _BOUND.search(sentence):
+        return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
     if sentence and fact.kind in (VERSION, DATE):
         events = [stem(w) for w in tokenize(question) if stem(w) in _EVENT_VERBS]
         if events and not set(events) & term_set(sentence):

@@ -250,7 +250,7 @@ FactCheck = Callable[[str, str], "bool | None"]
 READER_POOL = 8
 # The reader's score: cosine of question and sentence, the question's terms the sentence holds, its
 # passage's closeness (scaled 0..1), and whether it states the asked value (+) or lacks it (-).
-READER_WEIGHTS = {"cosine": 0.55, "overlap": 0.25, "passage": 0.10, "states": 0.15, "lacks": 0.10}
+READER_WEIGHTS = {"cosine": 0.55, "overlap": 0.25, "passage": 0.10, "states": 0.15, "lacks": 0.15}
 # Below this cosine, sharing none of the question's terms, a sentence is not about the question
 # (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2).
 UNRELATED_COSINE = 0.2
@@ -532,8 +532,9 @@ def _read(
     cosine = np.zeros(len(candidates), dtype=np.float32)
     cosine[pool] = sentence_embed([quoted_text(i) for i in pool]) @ question_vector
     relevance = np.full(len(candidates), -1.0, dtype=np.float32)
+    shape = np.array([_shape_score(query, quoted_text(i)) for i in pool], dtype=np.float32)
     relevance[pool] = (w["cosine"] * cosine[pool] + w["overlap"] * pair_overlap[pool] + w["passage"] * prior[pool]
-                       + w["states"] * (states[pool] > 0) - w["lacks"] * (states[pool] < 0))
+                       + w["states"] * (states[pool] > 0) - w["lacks"] * (states[pool] < 0) + shape)
     ranked = sorted(pool, key=lambda i: (-relevance[i], candidates[i].number, candidates[i].position))
     lead = ranked[0]
     if cosine[lead] < UNRELATED_COSINE and pair_overlap[lead] == 0:
@@ -602,6 +603,37 @@ def _read(
     unstated = tuple(missing) + ((unnamed,) if unnamed else ()) + ((_asked_label(query),) if not states_fact and not parts else ())
     return Answer(text=text, sentences=sentences, language=language, abstained=False,
                   states_fact=states_fact and not missing and not unnamed, unstated=unstated)
+
+
+_DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
+                           re.IGNORECASE)
+# A command line, a URL on its own or a pointer elsewhere: rarely the answer, unless asked for one.
+_CODE_LIKE = re.compile(r"^\s*(?:\$|#|sudo\b|git\b|brew\b|apt(?:-get)?\b|pip\b|npm\b|cmake\b|make\b|\./)|://|"
+                        r"^\s*(?:please\s+)?see\b|\bfor\s+more\s+info", re.IGNORECASE)
+_ASKS_CODE = re.compile(r"\b(?:command|install\w*|download\w*|url|link|where|get|run|build|clone|type)\b", re.IGNORECASE)
+
+
+def _bigrams(text: str) -> set[tuple[str, str]]:
+    words = [stem(w) for w in tokenize(text) if w.lower() not in STOPWORDS]
+    return set(zip(words, words[1:]))
+
+
+def _shape_score(query: str, text: str) -> float:
+    """Small corrections to MiniLM's closeness for how documentation states things: the question's
+    words in the same order ("distances are limited to" for "match distances limited to"), a
+    definition's subject opening the sentence ("libcbor is a C library ..." for "What is libcbor?"),
+    and a command line or a pointer ("Please see https://... for more info") quoted only when asked for."""
+    score = 0.0
+    asked = _bigrams(query)
+    if asked:
+        score += 0.1 * len(asked & _bigrams(text)) / len(asked)
+    definition = _DEFINITION_Q.match(query)
+    if definition and re.match(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b", text,
+                               re.IGNORECASE):
+        score += 0.15
+    if _CODE_LIKE.search(text) and not _ASKS_CODE.search(query):
+        score -= 0.1
+    return score
 
 
 def _asked_label(query: str) -> str:
