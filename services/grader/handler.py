@@ -58,7 +58,8 @@ def handle(message: Message, deps: Deps) -> None:
 
 
 def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list[GradingContext]:
-    """The first ``limit`` contexts, each its title and the first ``chars`` of its body.
+    """The first ``limit`` contexts, each its title and the first ``chars`` of its body (and, when that
+    cut it, the chunk's whole text as ``whole``, for a reader checking whether a sentence states the answer).
 
     The metadata header is replaced by the bare title so the character budget
     goes to content, not to dates and URLs.
@@ -71,7 +72,8 @@ def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list
         title = (ctx.get("title") or "").strip()
         text = f"{title}\n{body}" if title else body
         out.append(GradingContext(number=n, source=ctx.get("url") or title or ctx.get("document_id", ""),
-                                  text=text[:chars], chunk_id=ctx.get("chunk_id")))
+                                  text=text[:chars], chunk_id=ctx.get("chunk_id"),
+                                  whole=ctx.get("text") if len(text) > chars else None))
     return out
 
 

@@ -347,6 +347,9 @@ class GradingContext:
     source: str
     text: str
     chunk_id: str | None = None  # lets a provider reuse what the index already knows
+    # The passage whole, where ``text`` was cut to a grading budget: what an extractive reader may quote
+    # from (the grade's own measures stay on ``text``, as the grade model was fit on).
+    whole: str | None = None
 
 
 @dataclass(frozen=True)

@@ -225,7 +225,7 @@ _CURRENCY = re.compile(
 )
 _NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds "
+    "zero seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds "
     "thousand thousands million millions billion billions dozen dozens half quarter twice double triple"
     .split()
 )

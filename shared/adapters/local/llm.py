@@ -58,6 +58,7 @@ extraction.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -489,7 +490,9 @@ class LocalLanguageModel:
             # The fitted probability was calibrated on fitz-gov's short synthetic passages and refuses
             # real documentation it has never seen the like of (issue 20): a question whose asked fact
             # the reader finds stated in a sentence is not one "the corpus evidently cannot answer".
-            reader_states = bool(self.synthesize(query, contexts, language="en").states_fact)
+            # the reader reads the passages whole, as the synthesizer will (the grade's budget cut them)
+            whole = [dataclasses.replace(c, text=c.whole) if c.whole else c for c in contexts]
+            reader_states = bool(self.synthesize(query, whole, language="en").states_fact)
             answerable = reader_states
         if not ev.terms:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
