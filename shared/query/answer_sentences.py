@@ -267,7 +267,9 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
     # row, each without a full stop: items too (one such line alone may be a heading).
     bare = [not item and "\n" not in text and not _SENTENCE_CLOSE.search(text) and len(_words(text)) >= MIN_ITEM_WORDS
             and not heading_like(text) for text, item in out]
-    return [(text, item or (bare[i] and ((i > 0 and bare[i - 1]) or (i + 1 < len(bare) and bare[i + 1]))))
+    # one such line alone is an item too when it holds a figure: "Major changes in 1.20.1 (2022-11-15)"
+    return [(text, item or (bare[i] and ((i > 0 and bare[i - 1]) or (i + 1 < len(bare) and bare[i + 1])
+                                         or any(ch.isdigit() for ch in text))))
             for i, (text, item) in enumerate(out)]
 
 

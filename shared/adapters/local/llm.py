@@ -85,6 +85,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
+from shared.query.answer_sentences import question_parts
 from shared.query.answer_types import FactSupport, fact_support, question_names, sentence_states, states_value
 from shared.query.extractive import (
     STOPWORDS,
@@ -492,7 +493,11 @@ class LocalLanguageModel:
             # the reader finds stated in a sentence is not one "the corpus evidently cannot answer".
             # the reader reads the passages whole, as the synthesizer will (the grade's budget cut them)
             whole = [dataclasses.replace(c, text=c.whole) if c.whole else c for c in contexts]
-            reader_states = bool(self.synthesize(query, whole, language="en").states_fact)
+            read = self.synthesize(query, whole, language="en")
+            parts = question_parts(in_english(query)[1])
+            # a question asking several things is answerable when a sentence states one of them
+            reader_states = bool(read.states_fact) or bool(
+                parts and not read.abstained and len(read.unstated) < len(parts))
             answerable = reader_states
         if not ev.terms:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
