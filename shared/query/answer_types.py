@@ -188,7 +188,9 @@ _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|leas
 # same happened ("added in 1.10"), not that something else did ("deprecated in 3.0" is no removal).
 _EVENT_VERBS = frozenset(stem(w) for w in "added introduced removed deprecated dropped changed fixed supported "
                          "enabled disabled renamed replaced created founded launched".split())
-_VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d", re.IGNORECASE)
+_VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d|"
+                            r"\b(?:latest|newest|current|oldest|every|each)\s+(?:[\w-]+\s+)?(?:version|release)s?\b",
+                            re.IGNORECASE)
 # A sentence saying what the default is ("By default, X is set to Release", "default is 75", "Default: 1",
 # "defaults to 3000"), not one only naming a default ("overrides the default value specified ...").
 _DEFAULT_VALUE = re.compile(r"\bby\s+default\b|\bdefaults?\s*(?::|=|\bis\b|\bare\b|\bwas\b|\bto\b|\bof\b)|"
@@ -469,7 +471,9 @@ def asked_fact(question: str) -> AskedFact:
             kind = QUANTITY
     elif m := _HOW_ADJ.search(text):
         adj = m.group("adj").lower()
-        kind = AMOUNT if adj == "expensive" else DATE if adj == "soon" else QUANTITY
+        kind = AMOUNT if adj == "expensive" else QUANTITY
+        if adj == "soon":  # "how soon after X is Y published?": "within 6 hours", a duration
+            unit = _DURATION
     elif _WHEN.search(text):
         kind = DATE
     elif _WHO.search(text):

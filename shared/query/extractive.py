@@ -590,7 +590,7 @@ def _read(
         states_fact = float(cosine[lead]) >= STATES_COSINE
     kind_missing = asks_fact and not states_fact and not parts
     unknown = unnamed_names(query, names, contexts)
-    if kind_missing and (unknown or not any(fact_check(quoted_text(i), query) for i in usable)):
+    if kind_missing:
         # a value of the asked type that no sentence states (or of a thing no source names): a near miss
         return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
                       states_fact=False, unstated=(_asked_label(query), *unknown))
