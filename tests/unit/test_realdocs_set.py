@@ -170,6 +170,19 @@ def test_figures_targets_and_per_kind():
     assert kinds["pronoun_sentence"]["right"] == 2 and kinds["near_miss"]["refused"] == 1
 
 
+def test_keys_in_the_contexts_tell_a_reading_miss_from_a_retrieval_miss():
+    read = realdocs.score(Q, status="answered", outcome="answered", answer="It is small. [1]", cited_files=["a.md"],
+                          contexts=["Other text.", "It produces 384-dimensional\nvectors (dims)."])
+    fetched = realdocs.score(Q, status="answered", outcome="answered", answer="It is small. [1]", cited_files=["a.md"],
+                             contexts=["It produces 384 of them."])
+    assert read.keys_in_contexts is True and fetched.keys_in_contexts is False
+    assert realdocs.score(NEAR, status="answered", outcome="answered", answer="", cited_files=[],
+                          contexts=["x"]).keys_in_contexts is None
+    figs = realdocs.figures([read, fetched])
+    assert figs["keys_in_contexts"] == 0.5 and figs["key_facts_and_citation"] == 0.0
+    assert realdocs.by_kind([read, fetched])["pronoun_sentence"]["keys_in_contexts"] == 1
+
+
 def test_a_figure_with_no_question_behind_it_is_not_met():
     figs = realdocs.figures([realdocs.score(Q, status="answered", outcome="answered", answer="384 dims",
                                             cited_files=["a.md"])])
@@ -179,7 +192,8 @@ def test_a_figure_with_no_question_behind_it_is_not_met():
 
 
 def test_failures_are_printed_with_the_answer_and_the_expected_keys():
-    scored = realdocs.score(Q, status="answered", outcome="answered", answer="It is small. [1]", cited_files=["b.md"])
+    scored = realdocs.score(Q, status="answered", outcome="answered", answer="It is small. [1]", cited_files=["b.md"],
+                            contexts=["Alpha has 384 dims."])
     results = {"dataset": {"name": "realdocs", "documents": 1, "formats": "markdown", "questions": 1,
                            "selection": ""},
                "figures": realdocs.figures([scored]), "machine": {"date": "d", "cpus": 2, "git_commit": "c"},
@@ -188,9 +202,10 @@ def test_failures_are_printed_with_the_answer_and_the_expected_keys():
                "questions": [{**scored.__dict__, "keys": ["384", "dims | dimensions"]}]}
     results["verdicts"] = realdocs.verdicts(results["figures"])
     text = realdocs.markdown(results, show_failures=True)
-    assert "| pronoun_sentence | 1 | 0 | 0.000 | 0 | 0.000 |" in text
+    assert "| pronoun_sentence | 1 | 0 | 0.000 | 0 | 1 | 0.000 |" in text
     assert "expected keys ['384', 'dims | dimensions'] citing a.md" in text
-    assert "missing keys ['384', 'dims | dimensions']; cited ['b.md']" in text and "answer: It is small. [1]" in text
+    assert "missing keys ['384', 'dims | dimensions']; cited ['b.md']; the keys were in its contexts" in text
+    assert "answer: It is small. [1]" in text
     assert "### Failures" not in realdocs.markdown(results)
 
 
@@ -235,7 +250,7 @@ def test_only_the_full_realdocs_run_writes_its_committed_figures(monkeypatch, tm
     (["--dataset", "realdocs", "--providers", "openai"], "--providers openai apply to fitz-gov only"),
     (["--dataset", "realdocs", "--slice", "3"], "--slice apply to fitz-gov only"),
     (["--dataset", "squad"], "--dataset 'squad': choose fitz-gov or realdocs"),
-    (["--kind", "table_row"], "--kind and --show-failures apply to --dataset realdocs only"),
+    (["--kind", "table_row"], "--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only"),
 ])
 def test_options_of_the_other_dataset_are_refused_before_any_work(monkeypatch, tmp_path, args, message):
     import shared.tools.eval.realdocs_run as run_module
@@ -271,3 +286,27 @@ def test_the_sets_readme_states_its_current_size():
     assert f"{len(SET.answerable)} answerable and {len(SET.near_misses)} near misses" in readme
     for d in SET.documents:
         assert f"`{d.file}`" in readme and d.licence in readme
+
+
+def test_a_reused_ingest_keeps_its_home_and_a_fresh_one_leaves_nothing(tmp_path):
+    from shared.tools.eval.realdocs_run import KEPT_HOME, kept_or_scratch_home
+
+    with kept_or_scratch_home(RealDocsOptions(cache_dir=tmp_path)) as scratch:
+        (scratch / "x").write_text("x")
+    assert not scratch.exists() and scratch.parent == tmp_path
+    with kept_or_scratch_home(RealDocsOptions(cache_dir=tmp_path, reuse_ingest=True)) as kept:
+        (kept / "x").write_text("x")
+    assert kept == tmp_path / KEPT_HOME and (kept / "x").exists()
+
+
+def test_reuse_ingest_is_passed_on_and_never_writes_the_committed_figures(monkeypatch, tmp_path):
+    import shared.tools.eval.realdocs_run as run_module
+    from shared.tools.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr(run_module, "run_realdocs", lambda opts, progress=None: ran.append(opts) or {"verdicts": []})
+    monkeypatch.setattr(realdocs, "markdown", lambda results, show_failures=False: "figures")
+    result = CliRunner().invoke(app, ["eval", "--dataset", "realdocs", "--reuse-ingest", "--cache", "c"])
+    assert result.exit_code == 0 and ran[0].reuse_ingest and ran[0].sample is None
+    assert not (tmp_path / "docs").exists() and (tmp_path / "c" / "eval_realdocs.json").exists()

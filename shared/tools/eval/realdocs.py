@@ -18,7 +18,9 @@ opens with ``It ...`` shows up there and not only in the total.
 Scoring follows the issue's targets: an answerable question is right when every key is in
 the answer *and* a citation points at the right file; a question is refused when its
 outcome is ``not_answerable``; citation precision is the share of the files an answer
-cites that are the right one (micro over the answerable questions).
+cites that are the right one (micro over the answerable questions). Beside them, whether
+every key was in the passages the answer was written from (the kept iteration's contexts)
+splits a miss into one of reading (the fact was there) and one of retrieval.
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ class Scored:
     answer: str
     cited_files: list[str]  # distinct, in citation order; "?" for a citation of no document of the set
     keys_missing: list[str] = field(default_factory=list)
+    keys_in_contexts: bool | None = None  # answerable: every key in the passages the answer was written from
     refused: bool = False
     cited_right: bool = False
     correct: bool = False  # answerable: every key and a citation of the right file; near miss: refused
@@ -198,8 +201,10 @@ class Scored:
         return not self.correct
 
 
-def score(question: Question, *, status: str, outcome: str | None, answer: str, cited_files: Sequence[str]) -> Scored:
-    """Score one answer (``cited_files``: the set's file of each citation, in order)."""
+def score(question: Question, *, status: str, outcome: str | None, answer: str, cited_files: Sequence[str],
+          contexts: Sequence[str] | None = None) -> Scored:
+    """Score one answer (``cited_files``: the set's file of each citation, in order; ``contexts``:
+    the texts of the passages it was written from, None when unknown)."""
     cited = list(dict.fromkeys(cited_files))
     refused = outcome == "not_answerable"
     out = Scored(question.id, question.kind, question.question, question.file, status, outcome, answer, cited,
@@ -208,6 +213,9 @@ def score(question: Question, *, status: str, outcome: str | None, answer: str, 
         out.correct = refused
         return out
     out.keys_missing = [key_label(k) for k in question.keys if not key_in(k, answer)]
+    if contexts is not None:
+        retrieved = "\n".join(contexts)
+        out.keys_in_contexts = all(key_in(k, retrieved) for k in question.keys)
     out.cited_right = question.file in cited
     out.correct = status == "answered" and not refused and not out.keys_missing and out.cited_right
     return out
@@ -237,6 +245,8 @@ def figures(scored: Sequence[Scored]) -> dict[str, Any]:
         "key_facts_and_citation": _ratio(right, len(answerable)),
         "key_facts_and_citation_ci95": ci(right, len(answerable)),
         "keys_found": _ratio(sum(not s.keys_missing for s in answerable), len(answerable)),
+        "keys_in_contexts": _ratio(sum(s.keys_in_contexts is True for s in answerable),
+                                   sum(s.keys_in_contexts is not None for s in answerable)),
         "right_file_cited": _ratio(cited_right, len(answerable)),
         "near_misses_refused": _ratio(near_refused, len(near)),
         "near_misses_refused_ci95": ci(near_refused, len(near)),
@@ -260,6 +270,7 @@ def by_kind(scored: Sequence[Scored]) -> dict[str, dict[str, Any]]:
         out[kind] = {"questions": len(rows), "right": sum(s.correct for s in rows),
                      "share_right": _ratio(sum(s.correct for s in rows), len(rows)),
                      "refused": sum(s.refused for s in rows),
+                     "keys_in_contexts": sum(s.keys_in_contexts is True for s in rows),
                      "citation_precision": None if kind == NEAR_MISS else _ratio(sum(s.cited_right for s in rows),
                                                                                   cited)}
     return out
@@ -296,7 +307,8 @@ def markdown(results: Mapping[str, Any], *, show_failures: bool = False) -> str:
     out = [
         f"Dataset: {ds['name']}: {ds['documents']} real documents ({ds['formats']}), "
         f"{figs['answerable']} answerable questions + {figs['near_misses']} near misses asked "
-        f"({ds['questions']} in the set{'; ' + ds['selection'] if ds.get('selection') else ''}). "
+        f"({ds['questions']} in the set{'; ' + ds['selection'] if ds.get('selection') else ''}); "
+        f"documents {ds.get('ingested', 'freshly ingested')}. "
         f"Model: {results['model']}. Measured {m['date']} on {m['cpus']} CPUs, commit {m['git_commit']}, "
         f"ingest {results['timings_s']['ingest_s']} s, questions {results['timings_s']['questions_s']} s.",
         "",
@@ -311,14 +323,16 @@ def markdown(results: Mapping[str, Any], *, show_failures: bool = False) -> str:
         out.append(f"| {row['what']} | {row['goal']} | {_f(row['value'])} | {ci} | {met} |")
     out += ["", f"Citation precision (cited files that are the right file): {_f(figs['citation_precision'])} "
             f"of {figs['cited_files']} cited; every key in the answer: {_f(figs['keys_found'])}; right file cited: "
-            f"{_f(figs['right_file_cited'])}.",
+            f"{_f(figs['right_file_cited'])}; every key in the passages the answer was written from (what a "
+            f"reader could quote): {_f(figs.get('keys_in_contexts'))}.",
             f"Outcomes, answerable: {figs['outcomes_answerable']}; near misses: {figs['outcomes_near_misses']}.",
             "", "### Per kind", "",
-            "| kind | questions | right | share right | refused | citation precision |",
-            "|---|---:|---:|---:|---:|---:|"]
+            "| kind | questions | right | share right | refused | keys in contexts | citation precision |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
     for kind, row in results["by_kind"].items():
+        in_contexts = "–" if kind == NEAR_MISS else row.get("keys_in_contexts", "–")
         out.append(f"| {kind} | {row['questions']} | {row['right']} | {_f(row['share_right'])} | {row['refused']} | "
-                   f"{_f(row['citation_precision'])} |")
+                   f"{in_contexts} | {_f(row['citation_precision'])} |")
     out += ["", "(right: every key in the answer and the right file cited; for near misses, refused.)"]
     if show_failures:
         failed = [q for q in results["questions"] if not q["correct"]]
@@ -334,6 +348,9 @@ def markdown(results: Mapping[str, Any], *, show_failures: bool = False) -> str:
                     why.append(f"cited {q['cited_files'] or 'nothing'}")
                 if q["refused"]:
                     why.append("refused")
+                if q.get("keys_in_contexts") is not None:
+                    why.append("the keys were in its contexts" if q["keys_in_contexts"]
+                               else "the keys were not all in its contexts")
             out += ["", f"- **{q['id']}** ({q['kind']}): {q['question']}",
                     f"  expected {expected}; got {q['status']}/{q['outcome']}"
                     + (f": {'; '.join(why)}" if why else ""),

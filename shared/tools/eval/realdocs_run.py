@@ -4,14 +4,21 @@ every question through the embedded pipeline, score the answers (:mod:`shared.to
 Each run starts from an empty scratch home under the cache directory (removed afterwards):
 the documents go through the real cleaner and indexer, so a change to cleaning, chunking or
 indexing shows in the figures, and nothing of an earlier run's index is reused.
+
+``reuse_ingest`` is the fast path for work on the query side: the home is kept at
+``<cache>/realdocs-home`` and a later run with the option asks straight away (ingestion
+sends only files whose bytes changed). It is the caller's word that cleaning, chunking and
+indexing did not change since; the results say which home and when it was filled.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +42,7 @@ class RealDocsOptions:
     concurrency: int = 2
     query_timeout_s: float = 120.0
     ingest_timeout_s: float = 900.0
+    reuse_ingest: bool = False  # keep <cache>/realdocs-home and reuse what it already holds
 
 
 def select(questions: Sequence[realdocs.Question], options: RealDocsOptions) -> tuple[list[realdocs.Question], str]:
@@ -52,6 +60,22 @@ def select(questions: Sequence[realdocs.Question], options: RealDocsOptions) -> 
             chosen = [q for i, q in enumerate(chosen) if i in keep]
             how.append(f"a random {options.sample} (seed {options.seed})")
     return chosen, "; ".join(how)
+
+
+KEPT_HOME = "realdocs-home"
+
+
+@contextmanager
+def kept_or_scratch_home(options: RealDocsOptions) -> Iterator[Path]:
+    from shared.tools.eval.runner import scratch_home
+
+    if not options.reuse_ingest:
+        with scratch_home(options.cache_dir) as home:
+            yield home
+        return
+    home = options.cache_dir / KEPT_HOME
+    home.mkdir(parents=True, exist_ok=True)
+    yield home
 
 
 def _ingest(system: Any, settings: Any, root: Path, timeout_s: float) -> dict[str, str]:
@@ -91,7 +115,7 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from shared.tools.eval.pipeline import reduce_record
-    from shared.tools.eval.runner import machine, scratch_home
+    from shared.tools.eval.runner import machine
 
     say = progress or (lambda _msg: None)
     dataset = realdocs.load()
@@ -100,12 +124,20 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
         raise ConfigError(f"no question of kind {', '.join(options.kinds)} in the set")
     options.cache_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with scratch_home(options.cache_dir) as home:
+    with kept_or_scratch_home(options) as home:
         settings = pipeline_settings(home, FULL)
         require_ready(settings, QUERY_STAGES)
         system = build_local(settings)
-        say(f"ingesting {len(dataset.documents)} documents into a scratch home")
-        files = _ingest(system, settings, dataset.documents_dir, options.ingest_timeout_s)
+        held = system.deps.index.count_chunks() if options.reuse_ingest else 0
+        say(f"ingesting {len(dataset.documents)} documents into "
+            + (f"{home} (kept; {held} chunks there already)" if options.reuse_ingest else "a scratch home"))
+        try:
+            files = _ingest(system, settings, dataset.documents_dir, options.ingest_timeout_s)
+        except BaseException:
+            if options.reuse_ingest:  # a half-filled home must not pass for a filled one next time
+                system.deps.index.close()
+                shutil.rmtree(home, ignore_errors=True)
+            raise
         ingest_s = time.perf_counter() - started
         chunks = system.deps.index.count_chunks()
         say(f"  {chunks} chunks in {ingest_s:.1f}s; asking {len(asked)} questions")
@@ -120,8 +152,10 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
                 record = submit_query(system.deps, q.question, timeout_s=min(600.0, options.query_timeout_s))
                 record = wait_for_query(system.deps, record.id, options.query_timeout_s + 5)
                 reduced = reduce_record(record)
+                kept = record.kept_iteration()
                 scored[i] = realdocs.score(q, status=reduced.status, outcome=reduced.outcome, answer=reduced.answer,
-                                           cited_files=[files.get(d, "?") for d in reduced.cited])
+                                           cited_files=[files.get(d, "?") for d in reduced.cited],
+                                           contexts=[c.get("text") or "" for c in kept.contexts] if kept else [])
 
             with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
                 for done, _ in enumerate(pool.map(one, range(len(asked))), 1):
@@ -138,7 +172,9 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
     return {
         "dataset": {"name": realdocs.NAME, "documents": len(dataset.documents), "formats": ", ".join(formats),
                     "questions": len(dataset.questions), "answerable": len(dataset.answerable),
-                    "near_misses": len(dataset.near_misses), "chunks": chunks, "selection": selection},
+                    "near_misses": len(dataset.near_misses), "chunks": chunks, "selection": selection,
+                    "ingested": f"reused from {home} ({held} chunks ingested by an earlier run)"
+                    if options.reuse_ingest and held else "freshly ingested"},
         "model": model,
         "machine": machine(),
         "figures": figs,
