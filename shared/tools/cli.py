@@ -221,7 +221,8 @@ def _wait_for_documents(session: Session, ids_of: Callable[[], set[str] | None],
 
 
 @feeds_app.command("add")
-def feeds_add(url: str, allow_loopback: AllowLoopback = False) -> None:
+def feeds_add(url: Annotated[str, typer.Argument(help="The feed's URL (http or https).")],
+              allow_loopback: AllowLoopback = False) -> None:
     """Register a feed URL (RSS 2.0 or Atom)."""
     from shared.ingest.feeds import add_feed
 
@@ -242,7 +243,7 @@ def feeds_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
 
 @feeds_app.command("remove")
 def feeds_remove(
-    url: str,
+    url: Annotated[str, typer.Argument(help="The feed's URL, as `ragbus feeds list` shows it.")],
     keep_documents: Annotated[bool, typer.Option(
         "--keep-documents", help="Keep the documents already indexed from this feed.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the documents' removal.")] = 300.0,
@@ -299,7 +300,8 @@ def _remove_listing(kind: str, url: str, keep_documents: bool, timeout: float) -
 
 
 @sitemaps_app.command("add")
-def sitemaps_add(url: str, allow_loopback: AllowLoopback = False) -> None:
+def sitemaps_add(url: Annotated[str, typer.Argument(help="The sitemap's URL (http or https).")],
+                 allow_loopback: AllowLoopback = False) -> None:
     """Register a sitemap URL (sitemap.xml, or a sitemap index); `ragbus poll` fetches its pages."""
     from shared.ingest.feeds import add_feed
 
@@ -320,7 +322,7 @@ def sitemaps_list(as_json: Annotated[bool, typer.Option("--json", help="Print JS
 
 @sitemaps_app.command("remove")
 def sitemaps_remove(
-    url: str,
+    url: Annotated[str, typer.Argument(help="The sitemap's URL, as `ragbus sitemaps list` shows it.")],
     keep_documents: Annotated[bool, typer.Option(
         "--keep-documents", help="Keep the documents already indexed from this sitemap.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the documents' removal.")] = 300.0,
@@ -334,7 +336,7 @@ def sitemaps_remove(
 
 @app.command()
 def poll(
-    feed: Annotated[list[str] | None, typer.Option("--feed", help="Poll only this feed (repeatable).")] = None,
+    feed: Annotated[list[str] | None, typer.Option("--feed", help="Poll only this feed (repeatable; default: every registered feed and sitemap).")] = None,
     allow_loopback: AllowLoopback = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
 ) -> None:
@@ -559,7 +561,7 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
 
 @app.command()
 def search(
-    text: str,
+    text: Annotated[str, typer.Argument(help="The words to search for.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many chunks.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -600,10 +602,14 @@ def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | 
 
 @app.command()
 def ask(
-    question: str,
+    question: Annotated[str, typer.Argument(help="The question, in words (quote it in the shell).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full query record as JSON.")] = False,
-    top_k: Annotated[int | None, typer.Option(min=1, max=50)] = None,
-    max_iterations: Annotated[int | None, typer.Option(min=0, max=5)] = None,
+    top_k: Annotated[int | None, typer.Option(
+        min=1, max=50, help="How many chunks to retrieve and grade per iteration "
+        "(default: RAGBUS_TOP_K, else 10).")] = None,
+    max_iterations: Annotated[int | None, typer.Option(
+        min=0, max=5, help="Refinements after the first retrieval when the grade is weak; 0: none "
+        "(default: RAGBUS_MAX_ITERATIONS, else 2).")] = None,
     timeout: Annotated[float | None, typer.Option(
         help="Seconds before the query times out (default: RAGBUS_QUERY_TIMEOUT_S, else 60).")] = None,
 ) -> None:
@@ -847,9 +853,11 @@ def traces_cmd(
 
 
 def datetime_local(iso: str) -> str:
+    """The local time with its date and UTC offset: ``2026-11-26 05:55:38+01:00`` (a time without
+    its zone or year cannot be compared with a log line or a colleague's)."""
     from datetime import datetime
 
-    return datetime.fromisoformat(iso).astimezone().strftime("%m-%d %H:%M:%S")
+    return datetime.fromisoformat(iso).astimezone().isoformat(sep=" ", timespec="seconds")
 
 
 # ----------------------------------------------------------------- serving
@@ -983,7 +991,7 @@ def eval_command(
     sample: Annotated[int, typer.Option(help="Answerable queries asked through the full pipeline (0: retrieval only).")] = 500,
     abstain_sample: Annotated[int, typer.Option(help="Abstain cases asked through the pipeline.")] = 200,
     ablations: Annotated[bool, typer.Option(help="Also run the A/B rows (each enhancement off in turn).")] = True,
-    slice_queries: Annotated[int | None, typer.Option("--slice", help="Only the first N queries (smoke slice).")] = None,
+    slice_queries: Annotated[int | None, typer.Option("--slice", help="Only the first N queries (smoke slice; default: all of them).")] = None,
     split: Annotated[str, typer.Option(
         help="Cases the pipeline samples come from: heldout (report), calibration (fit thresholds) or all; "
         "a case's split is decided by a hash of its id.")] = "heldout",
@@ -992,7 +1000,7 @@ def eval_command(
         "auto: local and every configured one. A named provider that cannot run is an error.")] = "auto",
     provider_sample: Annotated[list[str] | None, typer.Option(
         help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE\\[/ABSTAIN], e.g. openai=40/20 "
-        "(a subset of local's sample; repeatable).")] = None,
+        "(a subset of local's sample; repeatable; default: local's sample).")] = None,
     query_timeout: Annotated[float, typer.Option(
         help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,
     check: Annotated[bool, typer.Option(
@@ -1007,7 +1015,7 @@ def eval_command(
         help="fitz-gov (synthetic cases) or realdocs (real package documentation in the repo, issue 20's targets; "
         "--sample N asks N of its questions).")] = "fitz-gov",
     kind: Annotated[list[str] | None, typer.Option(
-        help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss.")] = None,
+        help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss (default: every kind).")] = None,
     show_failures: Annotated[bool, typer.Option(
         "--show-failures", help="realdocs: print every failed question with its answer and the expected keys.")] = False,
     reuse_ingest: Annotated[bool, typer.Option(
@@ -1092,10 +1100,25 @@ def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures:
         raise typer.Exit(1)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("ragbus")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            raise _fail("ragbus is not installed (run `make demo` or pip install -e .), so it has no version") \
+                from None
+        console.print(f"ragbus {installed}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
     debug: Annotated[bool, typer.Option("--debug", help="Log at debug level, with tracebacks "
                                         "(same as RAGBUS_LOG_LEVEL=debug).")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print ragbus's version and exit.")] = False,
 ) -> None:
     if debug:
         os.environ["RAGBUS_LOG_LEVEL"] = "debug"  # stage threads and subprocesses inherit it

@@ -5,12 +5,13 @@ Both commands print through these, so neither imports the other.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -26,8 +27,29 @@ from shared.query.record import QueryRecord
 from shared.runtime.bootstrap import LocalSystem
 from shared.runtime.local import LocalRuntime
 
-console = Console()
-err = Console(stderr=True)
+# Wide enough that no line of ours is ever wrapped, narrow enough that nothing is padded to it.
+PIPED_WIDTH = 100_000
+
+
+class _Console(Console):
+    """Rich's console, except that output into a pipe or a file is not wrapped at 80 columns:
+    a URL, a date or a table row cut in two is wrong data for grep, a pager or a program. A
+    terminal, or COLUMNS when set, gives the width as before."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal and "COLUMNS" not in os.environ:
+            return ConsoleDimensions(PIPED_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = _Console()
+err = _Console(stderr=True)
 
 
 def wait_until_stopped() -> None:

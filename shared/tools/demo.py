@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
+from rich.rule import Rule
 
 from shared.contract.config import load_settings
 from shared.contract.errors import InvalidInput, RagbusError
@@ -179,7 +180,8 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
             console.print(f"   {deps.state.count(state_collections.DOCUMENTS)} documents, "
                           f"{deps.index.count_chunks()} chunks indexed\n")
             for n, (why, question) in enumerate(QUESTIONS, 2):
-                console.rule(f"{n}. {why}: {question}")
+                # as wide as the terminal, at most 100 columns (a pipe's width is unbounded)
+                console.print(Rule(f"{n}. {why}: {question}"), width=min(console.width, 100))
                 record = submit_query(deps, question)
                 print_answer(wait_for_query(deps, record.id, settings.query_timeout_s + 5))
             if serve_after:

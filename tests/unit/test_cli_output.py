@@ -292,3 +292,75 @@ def test_the_text_answer_shows_the_decision_the_reading_made_and_why(monkeypatch
     out = shown.export_text()
     assert "iteration 1: score 0.95, abstain" in out and "accept" not in out
     assert "the reader: no quoted sentence states: which version added it" in out
+
+
+def _every_parameter():
+    import typer.main
+
+    root = typer.main.get_command(app)  # typer's own (vendored) click: duck-typed here
+
+    def walk(command, path, ctx):
+        for param in command.params:
+            yield " ".join(path), param
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                yield from walk(sub, [*path, name], sub.context_class(sub, parent=ctx, info_name=name))
+
+    return list(walk(root, ["ragbus"], root.context_class(root, info_name="ragbus")))
+
+
+def test_every_argument_and_option_says_what_it_is_and_its_default():
+    params = _every_parameter()
+    assert len(params) > 40
+    missing = [f"{path} {param.opts[-1]}" for path, param in params if not getattr(param, "help", None)]
+    assert not missing, f"no help text: {missing}"
+    # an option whose default is None says what it falls back to; typer shows the others' defaults
+    unsaid = [f"{path} {param.opts[-1]}" for path, param in params
+              if param.param_type_name == "option" and not param.is_flag and param.default is None
+              and not param.required and "default" not in param.help.lower()]
+    assert not unsaid, f"no default stated: {unsaid}"
+
+
+def test_ask_help_describes_top_k_and_max_iterations_with_their_defaults():
+    out = CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "200"}).output
+    assert "How many chunks to retrieve" in out and "default: RAGBUS_TOP_K, else 10" in out
+    assert "Refinements after the first" in out and "default: RAGBUS_MAX_ITERATIONS, else 2" in out
+
+
+def test_version_names_the_installed_ragbus():
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"ragbus {version('ragbus')}"
+
+
+def test_trace_times_carry_their_year_and_zone(monkeypatch):
+    import time
+
+    from shared.tools.cli import datetime_local
+
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    time.tzset()
+    try:
+        assert datetime_local("2026-11-26T04:55:38.330010+00:00") == "2026-11-26 05:55:38+01:00"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_piped_output_is_not_wrapped(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support import REPO, ragbus_env
+
+    url = "http://127.0.0.1:8766/" + "/".join(["a-long-path-segment"] * 8) + "/feed.xml"
+    env = ragbus_env(tmp_path / "home")
+    env.pop("COLUMNS", None)
+    run = [sys.executable, "-m", "shared.tools.cli"]
+    subprocess.run([*run, "feeds", "add", url, "--allow-loopback"], cwd=REPO, env=env, check=True,
+                   capture_output=True)
+    listed = subprocess.run([*run, "feeds", "list"], cwd=REPO, env=env, check=True, capture_output=True,
+                            text=True).stdout
+    assert len(url) > 150 and url in listed  # whole, on one line, for grep and a pager
