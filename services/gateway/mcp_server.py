@@ -9,7 +9,9 @@ ended, and ~40 pending asks took every thread of anyio's pool: ``/healthz`` then
 waited 58 s.)
 
 Arguments are as strict as the HTTP API's: ``top_k`` is a JSON integer, not
-``"5"`` or ``true`` (pydantic's lax mode would take both).
+``"5"`` or ``true`` (pydantic's lax mode would take both), and an argument the
+tool does not take is refused, naming it (the SDK dropped ``max_iterations: 99``
+or a misspelt ``top_k`` without a word, where REST answers 400).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
 
 
 _MISSING_QUESTION = 'missing \'question\'; send {"question": "your question"}'
+#: The arguments each tool takes ("query" is search_documents' old name for "question").
+_TAKES = {"search_documents": {"question", "top_k", "query"}, "ask": {"question"}}
 
 
 class _Server(MCPServer):
@@ -133,6 +137,14 @@ class _Server(MCPServer):
     The tool functions take it as optional so that a missing one gets the API's own message
     rather than the SDK's validation text, and so that search_documents still takes the old
     name ``query`` alone (marked deprecated in the schema)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        taken = _TAKES.get(name)
+        unknown = sorted(set(arguments) - taken) if taken is not None else []
+        if unknown:
+            raise ToolError(f"{name} takes no argument {', '.join(map(repr, unknown))}; send only "
+                            f"{', '.join(sorted(taken - {'query'}))}")
+        return await super().call_tool(name, arguments, context)
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()

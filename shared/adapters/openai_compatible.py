@@ -59,6 +59,7 @@ from shared.adapters.http_fetch import retry_after_seconds
 from shared.contract.config import Settings, redacted_url, require_call_budget
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.redaction import redact, remember_secret
+from shared.observability.terminal_text import plain
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
 log = logging.getLogger("ragbus.llm.openai")
@@ -84,8 +85,9 @@ def _response_format(mode: str, operation: str, schema: dict[str, Any]) -> dict[
 
 def _error_detail(response: httpx.Response) -> str:
     """The server's own words: OpenAI's ``{"error": {"message"}}``, FastAPI's ``detail``, or the
-    text; with secrets redacted (some proxies quote the key they were sent)."""
-    return redact(_server_words(response))
+    text; with secrets redacted (some proxies quote the key they were sent) and escape sequences
+    and control characters removed (they go on into records, logs and terminals)."""
+    return " ".join(plain(redact(_server_words(response))).split())
 
 
 def _server_words(response: httpx.Response) -> str:
@@ -222,8 +224,8 @@ class OpenAICompatibleLanguageModel(PromptedLanguageModel):
 
     def _unusable(self, operation: str, status: int, detail: str, hint: str) -> ModelUnusable:
         return ModelUnusable(
-            f"{self.label} model {self.model!r} at {self.shown_url} is unusable: {operation} was refused "
-            f"with HTTP {status} ({detail}); {hint}",
+            redact(f"{self.label} model {self.model!r} at {self.shown_url} is unusable: {operation} was refused "
+                   f"with HTTP {status} ({plain(detail)}); {hint}"),
             model=self.model, status=status, operation=operation,
         )
 

@@ -477,6 +477,9 @@ class PromptedLanguageModel(ABC):
                 raise RetryableError(f"{self.label} answered in prose that cites no source [1]-[{len(contexts)}] "
                                      "(or only in sentences giving orders)") from exc
             return Answer(text=answer.text, sentences=[], language=language)
+        if data.get("abstained") is not True and not isinstance(data.get("sentences"), list):
+            self._malformed("synthesize", f"'sentences' is {type(data.get('sentences')).__name__}, not a list")
+            raise RetryableError(f"{self.label} answered without a list of sentences; not an answer")
         answer = answer_from_reply(data, language, len(contexts))
         if answer.abstained and data.get("abstained") is not True and _offered_sentences(data):
             raise RetryableError(

@@ -127,7 +127,7 @@ def test_mcp_refuses_a_top_k_rest_refuses(quick, arguments):
     ("ask", {"question": "what\x1b[2J is bm25"}, "control character"),
     ("ask", {"question": "x" * 5000}, "characters"),
     ("ask", {"question": "?!?!;;;"}, "no letters or digits"),
-    ("search_documents", {}, "not both and not neither"),
+    ("search_documents", {}, "missing 'question'"),
 ])
 def test_mcp_refuses_a_bad_question_and_stores_nothing(quick, tool, arguments, expected):
     server, deps = quick
@@ -170,3 +170,50 @@ def test_infinite_and_nan_numbers_are_a_400(quick, raw):
     response = httpx.post(server.url + "/v1/queries", content=raw, headers={"Content-Type": "application/json"})
     assert response.status_code == 400, response.text
     assert _queries(deps) == 0
+
+
+@pytest.mark.parametrize("tool,arguments,named", [
+    ("ask", {"question": "what is bm25", "max_iterations": 99}, "max_iterations"),
+    ("ask", {"question": "what is bm25", "top_k": 3}, "top_k"),
+    ("search_documents", {"question": "what is bm25", "topk": 3}, "topk"),
+])
+def test_mcp_refuses_an_argument_the_tool_does_not_take(quick, tool, arguments, named):
+    server, deps = quick
+    result = _call(server, tool, arguments)
+    assert result.is_error and named in result.content[0].text, result.content
+    assert _queries(deps) == 0
+
+
+def test_healthz_answers_while_many_rest_waits_and_event_streams_are_pending(slow):
+    server, deps = slow
+    timings: dict = {}
+
+    async def main():
+        async with httpx.AsyncClient(timeout=60) as client:
+            async def wait() -> None:
+                await client.post(server.url + "/v1/queries", json={"question": "how does bm25 rank?", "wait_s": 30})
+
+            async def stream() -> None:
+                accepted = (await client.post(server.url + "/v1/queries", json={"question": "what is bm25?"})).json()
+                async with client.stream("GET", server.url + accepted["events_url"]) as response:
+                    async for _ in response.aiter_lines():
+                        pass
+
+            async def probe() -> None:
+                with anyio.fail_after(30):
+                    while _queries(deps) < 60:
+                        await anyio.sleep(0.05)
+                for path in ("/healthz", "/readyz"):
+                    started = time.monotonic()
+                    response = await client.get(server.url + path)
+                    timings[path] = (response.status_code, time.monotonic() - started)
+
+            async with anyio.create_task_group() as group:
+                for _ in range(30):
+                    group.start_soon(wait)
+                    group.start_soon(stream)
+                group.start_soon(probe)
+
+    anyio.run(main)
+    assert all(status == 200 and seconds < 3 for status, seconds in timings.values()), timings
+    assert _queries(deps) == 60

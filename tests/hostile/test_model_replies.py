@@ -228,3 +228,33 @@ def test_a_grades_reasoning_and_missing_aspects_are_cleaned(server, llm):
                                                        "\x1b[31m"]})))
     grade = llm.grade("what is bm25?", CONTEXTS)
     assert grade.reasoning == "covers the question" and grade.missing_aspects == ["k1 value"]
+
+
+@pytest.mark.parametrize("sentences", [{"text": "RRF sums reciprocal ranks.", "citations": [1]},
+                                       "RRF sums reciprocal ranks [1].", None, 7])
+def test_an_answer_whose_sentences_are_no_list_is_not_a_clean_abstention(server, llm, sentences):
+    # it was read as "abstained" and the query ended not_answerable; now the synthesizer falls back
+    server.then(answer(json.dumps({"abstained": False, "sentences": sentences})))
+    with pytest.raises(RetryableError, match="without a list of sentences"):
+        synthesize(llm)
+
+
+def test_escape_sequences_in_a_servers_error_do_not_reach_the_message(server, llm):
+    from shared.contract.errors import ModelUnusable
+
+    server.then(lambda h, b: send(h, 400, {"error": {"message": "bad \x1b]52;c;ZXZpbA==\x07request\x1b[2J\x00"}}))
+    with pytest.raises(ModelUnusable) as caught:
+        synthesize(llm)
+    assert "bad request" in str(caught.value) and not any(c in str(caught.value) for c in "\x1b\x07\x00")
+
+
+def test_a_key_in_the_servers_model_list_is_redacted_from_the_refusal():
+    from shared.contract.errors import ModelUnusable
+
+    with model_server() as site:
+        site.models = {"data": [{"id": "sk-listedkey0123456789abcdef"}]}
+        llm = OpenAICompatibleLanguageModel(site.url, MODEL, timeout_s=10)
+        with pytest.raises(ModelUnusable, match="serves") as caught:
+            synthesize(llm)
+        llm.close()
+    assert "sk-listedkey" not in str(caught.value)
