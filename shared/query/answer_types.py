@@ -576,6 +576,10 @@ def _counts(sentence: str, counted: Sequence[str], question_terms: frozenset[str
         following = words[i + 1:i + 4]
         if any(_akin(w, noun) for w in following for noun in counted):
             return True
+        # "name/value pairs up to a maximum of 32": the noun a few words before a bound and the number
+        before = words[max(0, i - 6):i]
+        if any(_akin(w, noun) for w in before for noun in counted) and _BOUND.search(" ".join(before)):
+            return True
         # "employs 1,240 people" counts employees: people are counted in many words
         if following and following[0].lower() in _PEOPLE and any(n.lower() in _PEOPLE for n in counted):
             return True
@@ -693,7 +697,12 @@ _EXACT = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])")
 
 
 def _exact_names(question: str) -> tuple[str, ...]:
-    return tuple(m.group().lower() for m in _EXACT.finditer(question) if not _YEAR.match(m.group()))
+    """The versions and numbers a question names ("1.20.2", "level 19") and its compound identifiers
+    with digits ("des3-cbc-sha1"); not a one-word name with digits ("krb5", "win32"), which a document
+    about it need not repeat in every sentence."""
+    return tuple(m.group().lower() for m in _EXACT.finditer(question)
+                 if not _YEAR.match(m.group()) and (re.fullmatch(r"-?\d[\d.]*", m.group())
+                                                    or re.search(r"\w[-_]\w", m.group().strip("-"))))
 
 
 def sentence_states(sentence: str, question: str) -> bool | None:

@@ -588,9 +588,8 @@ def _read(
         states_fact = any(fact_check(quoted_text(i), query) for i in chosen)
     else:
         states_fact = float(cosine[lead]) >= STATES_COSINE
-    kind_missing = asks_fact and not states_fact and not parts
     unknown = unnamed_names(query, names, contexts)
-    if kind_missing:
+    if asks_fact and not parts and (not states_fact or unknown):
         # a value of the asked type that no sentence states (or of a thing no source names): a near miss
         return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
                       states_fact=False, unstated=(_asked_label(query), *unknown))
