@@ -285,7 +285,7 @@ class GeminiLanguageModel(PromptedLanguageModel):
             with self._thinking_lock:
                 self._send_thinking = False
             log.warning("Gemini model %r refused thinking_level (%s); asking without it from now on",
-                        self.model, getattr(exc, "message", None) or exc)
+                        self.model, redact(str(getattr(exc, "message", None) or exc)))
             settings = generation_settings(self.model, temperature=temperature, answer_tokens=max_tokens,
                                            thinking=False)
             try:
