@@ -1,8 +1,10 @@
 # The Google APIs this deployment uses. Left enabled on destroy: other things in the
-# project may use them too. Every resource, data source and IAM binding that calls one of
-# them depends on google_project_service.api (directly, or through a resource that does),
-# so a first apply on a new project enables them before using them. Enabling them goes
-# through the Service Usage API, which every project has on from creation.
+# project may use them too. A project created in the console or with gcloud has only a
+# default set on (Service Usage, Cloud Storage, Logging, Monitoring, Cloud Trace and a few
+# more; cloud.google.com/service-usage/docs/enabled-service): not Cloud Resource Manager,
+# IAM, Pub/Sub, Cloud Run, ... Every resource and IAM binding that calls one of them depends
+# on google_project_service.api (directly, or through a resource that does), so a first
+# apply enables them before using them (tests/unit/test_infra_deploy.py checks it).
 
 locals {
   apis = [
@@ -10,9 +12,6 @@ locals {
     "aiplatform.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
-    # Project IAM (google_project_iam_member) and reading the project (data.google_project)
-    # go through the Cloud Resource Manager API, which a new project does not have on.
-    "cloudresourcemanager.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtrace.googleapis.com",
     "eventarc.googleapis.com",
@@ -23,7 +22,6 @@ locals {
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
-    "storage.googleapis.com",
     # Traces go over OTLP to the Telemetry API (cloud.google.com/trace/docs/migrate-to-otlp-endpoints).
     "telemetry.googleapis.com",
   ]
@@ -33,4 +31,24 @@ resource "google_project_service" "api" {
   for_each           = toset(local.apis)
   service            = each.value
   disable_on_destroy = false
+
+  depends_on = [google_project_service.read_at_plan]
+}
+
+# What the data sources call (iam.tf): reading the project (its number names the Pub/Sub
+# service agent) and project IAM go through Cloud Resource Manager, the GCS agent lookup
+# through Cloud Storage. They are enabled on their own so the data sources can depend on
+# these alone: Terraform reads a data source only during apply while its depends_on has
+# changes pending, and IAM members naming an agent read that way would be replaced
+# whenever the list above changed.
+resource "google_project_service" "read_at_plan" {
+  for_each           = toset(["cloudresourcemanager.googleapis.com", "storage.googleapis.com"])
+  service            = each.value
+  disable_on_destroy = false
+}
+
+# Storage was in the list above: keep its state instead of forgetting and re-enabling it.
+moved {
+  from = google_project_service.api["storage.googleapis.com"]
+  to   = google_project_service.read_at_plan["storage.googleapis.com"]
 }

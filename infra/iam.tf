@@ -4,19 +4,18 @@
 # narrower scope than the project.
 
 # Reading the project (its number names the Pub/Sub service agent) needs the Cloud Resource
-# Manager API, and the GCS agent lookup the Storage API: on a new project neither is on
-# before google_project_service.api, so both reads wait for it (Terraform defers reading a
-# data source to apply while its depends_on has changes pending: after the APIs are on).
+# Manager API, and the GCS agent lookup the Storage API: the reads wait for those two
+# (apis.tf: only for them, so a change to the other APIs leaves these reads at plan time).
 data "google_project" "this" {
   project_id = var.project
 
-  depends_on = [google_project_service.api]
+  depends_on = [google_project_service.read_at_plan]
 }
 
 data "google_storage_project_service_account" "gcs_agent" {
   project = var.project
 
-  depends_on = [google_project_service.api]
+  depends_on = [google_project_service.read_at_plan]
 }
 
 locals {

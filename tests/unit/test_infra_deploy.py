@@ -253,6 +253,7 @@ def test_the_example_variables_are_declared_and_name_no_model_of_their_own():
 
 _REFERENCE = re.compile(r"\b(data\.)?(google_[a-z0-9_]+)\.([a-z0-9_]+)\b|\blocal\.([a-z0-9_]+)\b")
 _API = ("resource", ("google_project_service", "api"))
+_READ_AT_PLAN = ("resource", ("google_project_service", "read_at_plan"))
 
 
 def _references(value: object) -> set[tuple[str, tuple[str, str]]]:
@@ -268,11 +269,12 @@ def _references(value: object) -> set[tuple[str, tuple[str, str]]]:
     return found
 
 
-def _waits_for_the_apis(node: tuple[str, tuple[str, str]], seen: set | None = None) -> bool:
-    """Whether Terraform orders ``node`` after google_project_service.api: a depends_on or a
-    reference to it, or to something that is itself ordered after it."""
+def _waits_for(target: tuple[str, tuple[str, str]], node: tuple[str, tuple[str, str]],
+               seen: set | None = None) -> bool:
+    """Whether Terraform orders ``node`` after ``target``: a depends_on or a reference to it,
+    or to something that is itself ordered after it."""
     seen = set() if seen is None else seen
-    if node == _API:
+    if node == target:
         return True
     if node in seen:
         return False
@@ -284,20 +286,33 @@ def _waits_for_the_apis(node: tuple[str, tuple[str, str]], seen: set | None = No
         body = tf["locals"].get(key[1])
     if body is None:
         return False
-    return any(_waits_for_the_apis(ref, seen) for ref in _references(body))
+    return any(_waits_for(target, ref, seen) for ref in _references(body))
+
+
+def _waits_for_the_apis(node: tuple[str, tuple[str, str]]) -> bool:
+    return _waits_for(_API, node)
 
 
 def test_every_google_resource_and_data_source_waits_for_the_apis():
-    """On a new project no API but Service Usage is on: whatever calls one must come after
-    google_project_service.api, or the first apply fails (e.g. service accounts before the
-    IAM API, project IAM or data.google_project before Cloud Resource Manager)."""
+    """A new project has only a default set of APIs on (not Cloud Resource Manager, IAM,
+    Pub/Sub, ...): whatever calls one must come after the resource enabling it, or the first
+    apply fails (e.g. service accounts before the IAM API, project IAM or data.google_project
+    before Cloud Resource Manager)."""
     tf = _tf()
-    nodes = [("resource", key) for key in tf["resource"] if key[0].startswith("google_")]
-    nodes += [("data", key) for key in tf["data"] if key[0].startswith("google_")]
-    assert len(nodes) > 40, "the test reads too little of infra/"
-    late = [f"{kind} {key[0]}.{key[1]}" for kind, key in nodes
-            if (kind, key) != _API and not _waits_for_the_apis((kind, key))]
+    resources = [("resource", key) for key in tf["resource"]
+                 if key[0].startswith("google_") and key[0] != "google_project_service"]
+    assert len(resources) > 40, "the test reads too little of infra/"
+    late = [f"{key[0]}.{key[1]}" for _, key in resources if not _waits_for_the_apis(("resource", key))]
     assert not late, f"not ordered after the APIs are enabled: {late}"
+    # the API list itself comes after what the data sources need, so waiting for it is waiting for both
+    assert _waits_for(_READ_AT_PLAN, _API)
+    data = [("data", key) for key in tf["data"] if key[0].startswith("google_")]
+    assert {key for _, key in data} == {("google_project", "this"), ("google_storage_project_service_account", "gcs_agent")}
+    for node in data:
+        assert _waits_for(_READ_AT_PLAN, node), node
+        # not on the whole list: a data source is read only during apply while its depends_on
+        # has changes pending, and the IAM members naming the agents it reads would be replaced
+        assert not _waits_for(_API, node), node
 
 
 def test_the_ordering_check_has_teeth():
@@ -309,20 +324,23 @@ def test_the_ordering_check_has_teeth():
     # a reference through a local counts: the dead-letter grants name the Pub/Sub agent via
     # local.pubsub_service_agent, which reads data.google_project.this
     assert ("data", ("google_project", "this")) in _references(_local("pubsub_service_agent"))
-    assert _waits_for_the_apis(("local", ("", "pubsub_service_agent")))
+    assert _waits_for(_READ_AT_PLAN, ("local", ("", "pubsub_service_agent")))
 
 
 def test_the_apis_a_new_project_lacks_are_enabled_first():
     apis = _local("apis")
-    # project IAM and data.google_project call Cloud Resource Manager
-    assert "cloudresourcemanager.googleapis.com" in apis
+    read_at_plan = _resource("google_project_service", "read_at_plan")
+    # project IAM and data.google_project call Cloud Resource Manager; the GCS agent lookup Storage
+    assert read_at_plan["for_each"] == '${toset(["cloudresourcemanager.googleapis.com", "storage.googleapis.com"])}'
     for api in ("iam.googleapis.com", "pubsub.googleapis.com", "run.googleapis.com",
                 "cloudfunctions.googleapis.com", "firestore.googleapis.com", "secretmanager.googleapis.com"):
         assert api in apis, api
     assert len(apis) == len(set(apis))
-    # the project's number (the Pub/Sub service agent's name) is read only once the APIs are on
-    for key in (("google_project", "this"), ("google_storage_project_service_account", "gcs_agent")):
-        assert "${google_project_service.api}" in _tf()["data"][key]["depends_on"], key
+    assert not {"cloudresourcemanager.googleapis.com", "storage.googleapis.com"} & set(apis)  # one owner each
+    # storage.googleapis.com moved from the list: its state moves with it
+    (moved,) = _parsed("apis.tf")["moved"]
+    assert moved["from"] == '${google_project_service.api["storage.googleapis.com"]}'
+    assert moved["to"] == '${google_project_service.read_at_plan["storage.googleapis.com"]}'
     # the Pub/Sub agent's grant on the push identity needs the IAM API and the agent itself
     assert "${google_project_service.api}" in _resource(
         "google_service_account_iam_member", "pubsub_agent_mints_push_tokens")["depends_on"]
