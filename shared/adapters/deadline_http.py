@@ -22,22 +22,33 @@ import httpx
 
 from shared.query.call_deadline import query_time_left
 
+#: The most of one reply read: a chat completion of SYNTHESIS_MAX_TOKENS tokens is a few KB, and
+#: a model list of hundreds of models well under 1 MB. (A 300 MB reply took `ask` to 1.77 GB.)
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+
 # The deadline (time.monotonic()) of the call this thread is making, read by every socket operation.
 _call_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("http_call_deadline", default=None)
 
 
+# The bytes the call may still read, for an SDK that reads whole bodies itself (google-genai).
+_byte_budget: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("http_byte_budget", default=None)
+
+
 @contextmanager
-def one_deadline(seconds: float) -> Iterator[float]:
+def one_deadline(seconds: float, *, max_bytes: int | None = None) -> Iterator[float]:
     """Every request made inside on a :class:`DeadlineTransport` ends within ``seconds`` (cut to
-    the query's time left, :mod:`shared.query.call_deadline`); yields the deadline (time.monotonic())."""
+    the query's time left, :mod:`shared.query.call_deadline`); yields the deadline (time.monotonic()).
+    With ``max_bytes``, reading more than that off the wire (all attempts together) fails as a read error."""
     deadline = time.monotonic() + seconds
     query_left = query_time_left()
     if query_left is not None:
         deadline = min(deadline, time.monotonic() + query_left)
     token = _call_deadline.set(deadline)
+    budget = _byte_budget.set([max_bytes, max_bytes] if max_bytes is not None else None)
     try:
         yield deadline
     finally:
+        _byte_budget.reset(budget)
         _call_deadline.reset(token)
 
 
@@ -73,7 +84,13 @@ class _DeadlineStream(httpcore.NetworkStream):
         self.inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+        data = self.inner.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+        budget = _byte_budget.get()
+        if budget is not None:
+            budget[1] -= len(data)
+            if budget[1] < 0:
+                raise httpcore.ReadError(f"the reply is larger than {budget[0]} bytes; refused while reading")
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.inner.write(buffer, _time_left(timeout, httpcore.WriteTimeout))

@@ -54,7 +54,13 @@ from typing import Any
 
 import httpx
 
-from shared.adapters.deadline_http import DeadlineTransport, check_deadline, one_deadline, time_left
+from shared.adapters.deadline_http import (
+    MAX_REPLY_BYTES,
+    DeadlineTransport,
+    check_deadline,
+    one_deadline,
+    time_left,
+)
 from shared.adapters.http_fetch import retry_after_seconds
 from shared.contract.config import Settings, redacted_url, require_call_budget
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
@@ -71,9 +77,6 @@ BACKOFF_S = 1.0
 MAX_RETRY_AFTER_S = 10.0
 #: The structured-output requests tried in order until the server accepts one.
 JSON_MODES = ("json_schema", "json_object", "none")
-#: The most of one reply read: a chat completion of SYNTHESIS_MAX_TOKENS tokens is a few KB, and
-#: a model list of hundreds of models well under 1 MB. (A 300 MB reply took `ask` to 1.77 GB.)
-MAX_REPLY_BYTES = 4 * 1024 * 1024
 
 def _response_format(mode: str, operation: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     if mode == "json_schema":

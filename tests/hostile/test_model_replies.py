@@ -258,3 +258,10 @@ def test_a_key_in_the_servers_model_list_is_redacted_from_the_refusal():
             synthesize(llm)
         llm.close()
     assert "sk-listedkey" not in str(caught.value)
+
+
+def test_fifteen_hundred_sub_queries_are_cut_to_the_limit(server, llm):
+    server.then(answer(json.dumps({"rewritten": "bm25 saturation",
+                                   "sub_queries": [f"bm25 aspect number {n}" for n in range(1500)]})))
+    result = llm.transform("what is bm25 saturation?", today=TODAY)
+    assert result.rewritten == "bm25 saturation" and len(result.sub_queries) <= llm.max_sub_queries

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters.deadline_http import DeadlineTransport, one_deadline
+from shared.adapters.deadline_http import MAX_REPLY_BYTES, DeadlineTransport, one_deadline
 from shared.contract.config import (
     DEFAULT_GEMINI_MODEL,
     MULTI_REGIONAL_LOCATIONS,
@@ -315,7 +315,7 @@ class GeminiLanguageModel(PromptedLanguageModel):
 
     def _call(self, prompt: str, schema: dict[str, Any] | None, settings: dict[str, Any]) -> Any:
         if self.call_budget_s is not None:
-            with one_deadline(self.call_budget_s):
+            with one_deadline(self.call_budget_s, max_bytes=MAX_REPLY_BYTES):
                 return self._request(prompt, schema, settings)
         return self._request(prompt, schema, settings)
 
