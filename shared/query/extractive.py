@@ -249,8 +249,9 @@ FactCheck = Callable[[str, str], "bool | None"]
 # query embedding the first time a process reads it (a short text); they are kept per process.
 READER_POOL = 8
 # The reader's score: cosine of question and sentence, the question's terms the sentence holds, its
-# passage's closeness (scaled 0..1), and whether it states the asked value (+) or lacks it (-).
-READER_WEIGHTS = {"cosine": 0.55, "overlap": 0.25, "passage": 0.10, "states": 0.15, "lacks": 0.15}
+# passage's closeness (scaled 0..1), whether it states the asked value (+) or lacks it (-), and its
+# passage's retrieval rank (1 / rank: the retriever's first passage is the likeliest source).
+READER_WEIGHTS = {"cosine": 0.55, "overlap": 0.25, "passage": 0.10, "states": 0.15, "lacks": 0.15, "rank": 0.10}
 # Below this cosine, sharing none of the question's terms, a sentence is not about the question
 # (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2).
 UNRELATED_COSINE = 0.2
@@ -533,8 +534,10 @@ def _read(
     cosine[pool] = sentence_embed([quoted_text(i) for i in pool]) @ question_vector
     relevance = np.full(len(candidates), -1.0, dtype=np.float32)
     shape = np.array([_shape_score(query, quoted_text(i)) for i in pool], dtype=np.float32)
+    rank = np.array([1.0 / candidates[i].number for i in pool], dtype=np.float32)
     relevance[pool] = (w["cosine"] * cosine[pool] + w["overlap"] * pair_overlap[pool] + w["passage"] * prior[pool]
-                       + w["states"] * (states[pool] > 0) - w["lacks"] * (states[pool] < 0) + shape)
+                       + w["states"] * (states[pool] > 0) - w["lacks"] * (states[pool] < 0) + shape
+                       + w["rank"] * rank)
     ranked = sorted(pool, key=lambda i: (-relevance[i], candidates[i].number, candidates[i].position))
     lead = ranked[0]
     if cosine[lead] < UNRELATED_COSINE and pair_overlap[lead] == 0:
