@@ -37,6 +37,17 @@ class InvalidInput(PermanentError):
     """Input from a user or a document that cannot be processed as given."""
 
 
+class DataFileError(PermanentError):
+    """A data file under RAGBUS_HOME (a SQLite database) that is damaged, empty, cannot be
+    written or has no room left; the message names the file and the way out. ``kind`` is
+    ``damaged``, ``empty``, ``unwritable``, ``full`` or ``other``, for an owner that can
+    rebuild what it lost (the index)."""
+
+    def __init__(self, message: str, kind: str = "other") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class ModelUnusable(PermanentError):
     """The model API refused the request itself (unknown or retired model, invalid
     argument, no permission): every call will fail the same way until the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from shared.adapters.local.blobs import FolderBlobStore
@@ -13,6 +14,8 @@ from shared.contract.deps import Deps, Lazy
 from shared.observability.tracing import TracingLanguageModel, TracingPublisher
 from shared.runtime.stages import subscription_topics
 from shared.runtime.telemetry import setup_telemetry
+
+log = logging.getLogger("ragbus.runtime")
 
 
 @dataclass
@@ -33,6 +36,22 @@ def _index(settings: Settings, embedder_dimension: int = 384):
     from shared.adapters.local.index import HybridIndex
 
     return HybridIndex(settings.index_dir, dimension=embedder_dimension)
+
+
+def _rebuilt_if_lost(index, state) -> None:
+    """An index found new while the state store lists indexed documents lost them (its
+    chunks.db was damaged and set aside, emptied or deleted): mark every document to be
+    sent again, so the next poll and ingest rebuild it instead of calling them unchanged."""
+    from shared.contract import state_collections
+    from shared.ingest.recovery import resend_all
+
+    if not getattr(index, "started_new", False) or not state.count(state_collections.DOCUMENTS):
+        return
+    count = resend_all(state)
+    aside = f" (the damaged file is kept as {index.set_aside})" if index.set_aside else ""
+    log.warning("the index at %s is new but the state store listed %d indexed document(s)%s; they are marked to "
+                "be sent again: `ragbus poll` re-reads every feed and sitemap, and `ragbus ingest` on the same "
+                "files sends them again (serve re-polls by itself)", index.path, count, aside)
 
 
 def _fetcher(settings: Settings):
@@ -96,6 +115,11 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
         model = llm()
         return TracingLanguageModel(model) if settings.tracing else model
 
+    def local_index():
+        built = _index(settings)
+        _rebuilt_if_lost(built, holder["deps"].state)
+        return built
+
     deps = Deps(
         settings,
         publisher=TracingPublisher(bus) if settings.tracing else bus,
@@ -104,13 +128,33 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
         clock=SystemClock(),
         fetcher=Lazy(lambda: _fetcher(settings)),
         embedder=Lazy(lambda: _embedder(settings)),
-        index=Lazy(lambda: _index(settings)),
+        index=Lazy(local_index),
         llm=Lazy(traced_llm),
     )
     for name, provider in overrides.items():
         deps.override(name, provider)
     holder["deps"] = deps
+    if "index" not in overrides and _index_file_lost(settings):
+        # open it now, not at the first search: the command about to run (an ingest that would
+        # call every document unchanged) must already see the documents marked to be sent again
+        deps.index  # noqa: B018
     return LocalSystem(settings=settings, bus=bus, deps=deps)
+
+
+def _index_file_lost(settings: Settings) -> bool:
+    """Whether chunks.db is missing, empty or no SQLite file while the state store lists documents
+    (a cheap look at its first bytes; the index itself checks properly when it opens)."""
+    from shared.contract import state_collections
+
+    chunks = settings.index_dir / "chunks.db"
+    try:
+        with chunks.open("rb") as f:
+            intact = f.read(16) == b"SQLite format 3\x00"
+    except FileNotFoundError:
+        intact = False
+    if intact:
+        return False
+    return SqliteStateStore(settings.db_path).count(state_collections.DOCUMENTS) > 0
 
 
 def build_gcp(settings: Settings) -> Deps:

@@ -20,7 +20,7 @@ from typing import Any
 
 from shared.contract import state_collections
 from shared.contract.deps import Deps
-from shared.contract.errors import PermanentError, RagbusError
+from shared.contract.errors import DataFileError, PermanentError, RagbusError
 from shared.contract.messages import Message, decode
 from shared.observability import metrics
 from shared.observability.tracing import consumer_span, mark_error, message_span_attributes
@@ -40,6 +40,9 @@ class Result:
     outcome: Outcome
     error: str | None = None
     message: Message | None = None
+    # This process cannot go on (its disk is full, a data file broke): the delivery is left
+    # unsettled for a later run, never dead-lettered, and the local runtime stops pulling.
+    halt: bool = False
 
 
 def handle_delivery(
@@ -75,6 +78,10 @@ def _handle(
         try:
             # in a copy of the context, so what a delivery notes (its query's deadline) ends with it
             contextvars.copy_context().run(consumer.handler, message, deps)
+        except DataFileError as exc:
+            mark_error(span, exc)
+            span.set_attribute("rag.delivery", Outcome.RETRY.value)
+            return Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}", message, halt=True)
         except PermanentError as exc:
             log.warning("%s: permanent error on %s: %s", consumer.subscription, message_id, exc)
             mark_error(span, exc)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from shared.adapters.local.bus import Delivery, SqliteBus
 from shared.contract.deps import Deps
+from shared.contract.errors import DataFileError
 from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
 from shared.runtime.stages import CONSUMERS, Consumer
 
@@ -31,6 +32,10 @@ class LocalRuntime:
         # Like the Pub/Sub client's max_lease_duration: a handler stuck for longer than
         # this stops being kept alive, and its delivery goes to another worker.
         self.max_lease_s = 3600.0
+        # Why the workers stopped on their own: a data file they cannot write (a full disk).
+        # Retrying cannot help until someone frees space, and every retry would log and write
+        # again; deliveries left unsettled are taken up by the next run.
+        self.halted: str | None = None
 
     def start(self) -> LocalRuntime:
         reclaimed = self.bus.reclaim_orphaned_leases()
@@ -62,11 +67,21 @@ class LocalRuntime:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def halt(self, reason: str) -> None:
+        """Stop every worker of this runtime because of ``reason`` (said once, not per worker)."""
+        with self._in_flight_lock:
+            if self.halted is not None:
+                return
+            self.halted = reason
+        log.error("workers stopped: %s", reason)
+        self.bus.wake_waiters()
+
     def wait_idle(self, timeout: float, subscriptions: list[str] | None = None) -> bool:
-        """Wait until no delivery is outstanding (for ``subscriptions``, or all)."""
+        """Wait until no delivery is outstanding (for ``subscriptions``, or all); False at
+        once when the workers halted."""
         subs = subscriptions or [c.subscription for c in self.consumers]
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.halted is None:
             if self.bus.outstanding(subs) == 0:
                 return True
             time.sleep(0.02)
@@ -90,6 +105,9 @@ class LocalRuntime:
         finally:
             with self._in_flight_lock:
                 self._in_flight.pop(delivery.id, None)
+        if result.halt:
+            self.halt(result.error or "a data file cannot be written")
+            return Outcome.RETRY
         if result.outcome is Outcome.ACK:
             self.bus.ack(delivery)
             return Outcome.ACK
@@ -118,10 +136,13 @@ class LocalRuntime:
                 log.exception("could not extend leases")
 
     def _work(self, consumer: Consumer) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.halted is None:
             seen = self.bus.publish_count(consumer.topic)
             try:
                 deliveries = self.bus.pull(consumer.subscription, 1)
+            except DataFileError as exc:
+                self.halt(str(exc))
+                continue
             except Exception:  # noqa: BLE001 - a locked database must not kill the worker
                 log.exception("%s: pull failed", consumer.subscription)
                 time.sleep(0.5)
@@ -130,7 +151,11 @@ class LocalRuntime:
                 self.bus.wait_for_messages(0.05, seen, consumer.topic, consumer.subscription)
                 continue
             for delivery in deliveries:
+                if self.halted is not None:
+                    break  # pulled before the halt: left unsettled, redelivered to the next run
                 try:
                     self.process_one(consumer, delivery)
+                except DataFileError as exc:
+                    self.halt(str(exc))
                 except Exception:  # noqa: BLE001 - the lease will expire and redeliver
                     log.exception("%s: could not settle delivery %s", consumer.subscription, delivery.id)

@@ -37,14 +37,22 @@ _remote_installed = False
 
 
 def install_local_span_store(settings: Settings):
-    """Export this process's spans to ``$RAGBUS_HOME/traces.db`` (once per path)."""
+    """Export this process's spans to ``$RAGBUS_HOME/traces.db`` (once per path); None when
+    that file cannot be used: traces are telemetry, so a damaged one costs them (with a
+    warning naming the file), never the command."""
     from shared.adapters.local.spans import SqliteSpanStore
+    from shared.contract.errors import DataFileError
 
     key = str(settings.traces_path.resolve())
     with _lock:
         if key not in _span_stores:
             settings.home.mkdir(parents=True, exist_ok=True)
-            store = SqliteSpanStore(settings.traces_path)
+            try:
+                store = SqliteSpanStore(settings.traces_path)
+            except DataFileError as exc:
+                log.warning("traces are not recorded: %s", exc)
+                _span_stores[key] = None
+                return None
             add_exporter(store)
             _span_stores[key] = store
         return _span_stores[key]

@@ -105,7 +105,7 @@ def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float,
                 progress.update(tasks[stage], total=c["total"], completed=c["done"], description=f"{stage:<12}{dead}")
 
         idle_since = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and runtime.halted is None:
             show()
             if system.bus.outstanding(subs) == 0:
                 # a stage may be between acking one message and publishing the next
@@ -120,6 +120,9 @@ def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float,
             if not task.finished:
                 progress.update(task.id, description=f"{task.description} [yellow](unfinished)[/]")
         progress.stop()
+    if runtime.halted is not None:
+        err.print(f"[red]{label}: stopped: {markup(runtime.halted)}[/]")
+        return False
     err.print(f"[yellow]{label}: still working after {timeout:.0f} s; the rest continues on the next "
               f"`ragbus poll`, `ingest` or `serve`[/]")
     return False

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
 from pathlib import Path
 
+from shared.contract.errors import DataFileError
+
 _SAFE = re.compile(r"^[A-Za-z0-9._\-/]+$")
+
+
+def _unwritable(path: Path, exc: OSError) -> OSError | DataFileError:
+    """A full disk or a read-only folder as the error that names it (any other OSError as it is)."""
+    if exc.errno == errno.ENOSPC:
+        return DataFileError(f"{path}: the disk is full ({exc.strerror}); free space on the disk holding {path.parent} "
+                             "and run the command again (what was stored is kept; unfinished work is redone)", "full")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return DataFileError(f"{path} cannot be written ({exc.strerror}); make {path.parent} writable or point "
+                             "RAGBUS_HOME at a writable directory", "unwritable")
+    return exc
 
 
 class FolderBlobStore:
@@ -31,12 +45,18 @@ class FolderBlobStore:
 
     def put(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        except OSError as exc:
+            raise _unwritable(path, exc) from exc
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, path)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise _unwritable(path, exc) from exc
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

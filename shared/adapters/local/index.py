@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from shared.adapters.local.sqlite import SqliteDatabase
-from shared.contract.errors import ConfigError
+from shared.contract.errors import ConfigError, DataFileError
 from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 from shared.contract.text import strip_header
 
@@ -259,8 +259,9 @@ class HybridIndex:
         self.hnsw_m = hnsw_m
         self.ef_search = max(64, ef_search)
         self.ef_construction = ef_construction
-        self._db = SqliteDatabase(self.path / "chunks.db", _SCHEMA)
-        self._check_dimension()
+        self.set_aside: Path | None = None  # where a damaged chunks.db was moved, when it was
+        self._db = self._open()
+        self.started_new = self._check_dimension()
         self._snapshot: _Snapshot | None = None
         self._rebuild_lock = threading.Lock()
         # (generation, query vector bytes) -> its dense top (ids, scores), best first: one query's
@@ -269,16 +270,41 @@ class HybridIndex:
         self._dense_tops: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._dense_tops_lock = threading.Lock()
 
-    def _check_dimension(self) -> None:
+    def _open(self) -> SqliteDatabase:
+        """chunks.db; a damaged or emptied one is moved aside (kept, for a look) and a new one
+        started: the index is derived data, rebuilt from the documents (see ``started_new``)."""
+        chunks = self.path / "chunks.db"
+        try:
+            return SqliteDatabase(chunks, _SCHEMA, way_out="the index is derived data: set aside, and started anew")
+        except DataFileError as exc:
+            if exc.kind not in ("damaged", "empty"):
+                raise
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            self.set_aside = chunks.with_name(f"chunks.db.damaged-{stamp}")
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    chunks.with_name(chunks.name + suffix).rename(self.set_aside.with_name(self.set_aside.name + suffix))
+                except FileNotFoundError:  # another process moved it first
+                    pass
+            log.warning("%s (kept as %s)", exc, self.set_aside)
+            return SqliteDatabase(chunks, _SCHEMA)
+
+    def _check_dimension(self) -> bool:
+        """Check the vectors' dimension; True when this index was created just now."""
         with self._db.transaction() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'dimension'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('dimension', ?)", (str(self.dimension),))
+                # derived structures of an index that stood here before belong to its generations,
+                # which this one's would otherwise reuse by number
+                shutil.rmtree(self.path / "cache", ignore_errors=True)
+                return conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None
             elif int(row[0]) != self.dimension:
                 raise ConfigError(
                     f"the index at {self.path} holds {row[0]}-dimensional vectors but the embedder makes "
                     f"{self.dimension}; point RAGBUS_HOME elsewhere or delete {self.path} and re-ingest"
                 )
+        return False
 
     # ------------------------------------------------------------ writes
 

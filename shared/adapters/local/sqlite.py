@@ -1,12 +1,23 @@
-"""One way to open SQLite for concurrent use by threads and processes."""
+"""One way to open SQLite for concurrent use by threads and processes.
+
+A data file that cannot serve is refused when it is opened, by name, with the way
+out (:class:`~shared.contract.errors.DataFileError`): one that is not a database or
+is damaged, one that is empty where a database stood (a zero-length file is
+otherwise silently a new, empty store), a directory that cannot be written, a disk
+with no room left. A full disk met later, inside a transaction, is the same error,
+so a worker fails at once with the file's name instead of retrying for its timeout.
+"""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from shared.contract.errors import DataFileError
 
 BUSY_TIMEOUT_S = 60.0
 
@@ -29,18 +40,119 @@ def _write_lock(path: Path) -> threading.RLock:
         return lock
 
 
-class SqliteDatabase:
-    """A SQLite file shared by threads (one connection each) and processes (WAL)."""
+def damage(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file itself is broken (not busy, not full)."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text)
 
-    def __init__(self, path: Path | str, schema: str) -> None:
+
+def _full(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "disk is full" in text or "no space left" in text or getattr(exc, "errno", None) == 28
+
+
+def _no_room(path: Path) -> bool:
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False
+
+
+def explain(path: Path, exc: BaseException, way_out: str = "") -> DataFileError:
+    """The :class:`DataFileError` for ``exc`` met on the database file ``path``."""
+    # SQLite says "disk I/O error" when a full disk stops it growing the WAL or the shared memory file
+    if _full(exc) or ("disk i/o error" in str(exc).lower() and _no_room(path)):
+        return DataFileError(
+            f"{path}: the disk is full ({exc}); free space on the disk holding {path.parent} and run the command "
+            "again (what was stored is kept; unfinished work is redone)", "full")
+    if damage(exc):
+        return DataFileError(f"{path} is damaged ({exc}); {way_out or _MOVE_ASIDE.format(path=path)}", "damaged")
+    text = str(exc).lower()
+    if "readonly" in text or "read-only" in text or "unable to open" in text or isinstance(exc, PermissionError):
+        return DataFileError(
+            f"{path} cannot be written ({exc}): {_unwritable(path)}; make it writable or point RAGBUS_HOME at a "
+            "writable directory", "unwritable")
+    return DataFileError(f"{path}: {exc}")
+
+
+_MOVE_ASIDE = "move it aside (mv {path} {path}.broken) and run the command again"
+
+
+def _unwritable(path: Path) -> str:
+    for candidate in (path, path.parent):
+        if candidate.exists() and not os.access(candidate, os.W_OK):
+            return f"{candidate} is not writable"
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return f"{path.parent} is on a read-only file system"
+    except OSError:
+        pass
+    return f"{path.parent} is not writable"
+
+
+def _left_empty(path: Path) -> bool:
+    """A zero-length file where a database stood (truncated, or emptied by hand): a database
+    is created beside its path and linked in with its schema (:func:`_create`), so one that
+    is being created is never seen empty."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False
+    wal = path.with_name(path.name + "-wal")
+    return size == 0 and (not wal.exists() or wal.stat().st_size == 0)
+
+
+def _create(path: Path, schema: str) -> None:
+    """A new database at ``path``, whole: written under a private name, then linked in (a
+    process that created it at the same moment wins and this copy is dropped)."""
+    fresh = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        conn = sqlite3.connect(fresh, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(schema)
+        finally:
+            conn.close()
+        try:
+            os.link(fresh, path)
+        except FileExistsError:
+            pass
+    finally:
+        for leftover in (fresh, fresh.with_name(fresh.name + "-wal"), fresh.with_name(fresh.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+class SqliteDatabase:
+    """A SQLite file shared by threads (one connection each) and processes (WAL).
+
+    ``way_out``: what to do when the file is damaged or empty (the default: move it aside).
+    """
+
+    def __init__(self, path: Path | str, schema: str, *, way_out: str = "") -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise explain(self.path, exc) from None
+        if not self.path.exists():
+            try:
+                _create(self.path, schema)
+            except (sqlite3.DatabaseError, OSError) as exc:
+                raise explain(self.path, exc) from None
+        elif _left_empty(self.path):
+            raise DataFileError(
+                f"{self.path} is empty (0 bytes) where a database stood, so it would be read as a new, empty "
+                f"one; {way_out or _MOVE_ASIDE.format(path=self.path)}", "empty")
         self._local = threading.local()
         self._schema = schema
         self._write_lock = _write_lock(self.path)
         # executescript manages its own transaction (it commits first), so no BEGIN here
-        with self._write_lock:
-            self.connection().executescript(schema)
+        try:
+            with self._write_lock:
+                self.connection().executescript(schema)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise explain(self.path, exc, way_out) from None
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -71,10 +183,15 @@ class SqliteDatabase:
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite rolls back by itself after some errors (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
             else:
                 conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if _full(exc) or damage(exc) or "disk i/o error" in str(exc).lower():
+                raise explain(self.path, exc) from exc
+            raise
         finally:
             self._write_lock.release()
 
