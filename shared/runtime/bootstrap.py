@@ -142,14 +142,14 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
 
 
 def _index_file_lost(settings: Settings) -> bool:
-    """Whether chunks.db is missing, empty or no SQLite file while the state store lists documents
-    (a cheap look at its first bytes; the index itself checks properly when it opens)."""
+    """Whether chunks.db is missing, empty or visibly broken while the state store lists documents
+    (a look at its header, no SQLite call; the index itself checks properly when it opens)."""
+    from shared.adapters.local.sqlite import shortfall
     from shared.contract import state_collections
 
     chunks = settings.index_dir / "chunks.db"
     try:
-        with chunks.open("rb") as f:
-            intact = f.read(16) == b"SQLite format 3\x00"
+        intact = chunks.stat().st_size > 0 and shortfall(chunks) is None
     except FileNotFoundError:
         intact = False
     if intact:

@@ -102,6 +102,36 @@ def _left_empty(path: Path) -> bool:
     return size == 0 and (not wal.exists() or wal.stat().st_size == 0)
 
 
+_HEADER = b"SQLite format 3\x00"
+
+
+def shortfall(path: Path) -> str | None:
+    """Why the file at ``path`` is visibly not a whole SQLite database, from its 100-byte header
+    alone (no SQLite call): not one at all, or shorter than the pages its header counts (a
+    truncated copy). None when it looks whole, or when a write-ahead log may hold the rest."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(100)
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if not header:
+        return None
+    if not header.startswith(_HEADER) or len(header) < 100:
+        return "file is not a database"
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # the header's page count is valid only when the change counter (offset 24) equals the
+    # version-valid-for number (offset 92): sqlite.org/fileformat2.html, "In-header database size"
+    if pages and header[24:28] == header[92:96] and pages * page_size > size:
+        return f"truncated: {size} bytes of the {pages * page_size} its header counts"
+    return None
+
+
 def _create(path: Path, schema: str) -> None:
     """A new database at ``path``, whole: written under a private name, then linked in (a
     process that created it at the same moment wins and this copy is dropped)."""
@@ -143,6 +173,9 @@ class SqliteDatabase:
             raise DataFileError(
                 f"{self.path} is empty (0 bytes) where a database stood, so it would be read as a new, empty "
                 f"one; {way_out or _MOVE_ASIDE.format(path=self.path)}", "empty")
+        elif (short := shortfall(self.path)) is not None:
+            raise DataFileError(f"{self.path} is damaged ({short}); {way_out or _MOVE_ASIDE.format(path=self.path)}",
+                                "damaged")
         self._local = threading.local()
         self._schema = schema
         self._write_lock = _write_lock(self.path)
