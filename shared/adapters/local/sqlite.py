@@ -105,10 +105,22 @@ def _left_empty(path: Path) -> bool:
 _HEADER = b"SQLite format 3\x00"
 
 
+def opened_here(path: Path) -> bool:
+    """Whether this process has opened the database at ``path`` (through this module)."""
+    with _WRITE_LOCKS_GUARD:
+        return path.resolve() in _WRITE_LOCKS
+
+
 def shortfall(path: Path) -> str | None:
     """Why the file at ``path`` is visibly not a whole SQLite database, from its 100-byte header
     alone (no SQLite call): not one at all, or shorter than the pages its header counts (a
-    truncated copy). None when it looks whole, or when a write-ahead log may hold the rest."""
+    truncated copy). None when it looks whole, or when a write-ahead log may hold the rest.
+
+    Never called on a file this process has open: closing any descriptor of a file drops every
+    POSIX lock the process holds on it, SQLite's included (sqlite.org/howtocorrupt.html, 2.2),
+    which corrupted bus.db when a second opening of it read the header."""
+    if opened_here(path):
+        return None
     try:
         with path.open("rb") as f:
             header = f.read(100)
