@@ -134,14 +134,14 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
     for name, provider in overrides.items():
         deps.override(name, provider)
     holder["deps"] = deps
-    if "index" not in overrides and _index_file_lost(settings):
+    if "index" not in overrides and _index_file_lost(settings, deps.state):
         # open it now, not at the first search: the command about to run (an ingest that would
         # call every document unchanged) must already see the documents marked to be sent again
         deps.index  # noqa: B018
     return LocalSystem(settings=settings, bus=bus, deps=deps)
 
 
-def _index_file_lost(settings: Settings) -> bool:
+def _index_file_lost(settings: Settings, state) -> bool:
     """Whether chunks.db is missing, empty or visibly broken while the state store lists documents
     (a look at its header, no SQLite call; the index itself checks properly when it opens)."""
     from shared.adapters.local.sqlite import shortfall
@@ -154,7 +154,7 @@ def _index_file_lost(settings: Settings) -> bool:
         intact = False
     if intact:
         return False
-    return SqliteStateStore(settings.db_path).count(state_collections.DOCUMENTS) > 0
+    return state.count(state_collections.DOCUMENTS) > 0
 
 
 def build_gcp(settings: Settings) -> Deps:
