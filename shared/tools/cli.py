@@ -159,6 +159,10 @@ def _session(allow_loopback: bool = False, *, embedded_only: str | None = None, 
 def _where(settings: Settings) -> str:
     if settings.runtime == "local":
         return f"data directory {settings.home.resolve()} (RAGBUS_HOME)"
+    if os.environ.get("PUBSUB_EMULATOR_HOST") and os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        # the embedded runtime's data under RAGBUS_HOME is untouched and comes back at `ragbus down`
+        return (f"the emulators of `ragbus up --emulators` (project {settings.gcp_project}, Firestore at "
+                f"{os.environ['FIRESTORE_EMULATOR_HOST']}), not the data directory; `ragbus down` returns to it")
     return f"Google Cloud project {settings.gcp_project} (RAGBUS_RUNTIME={settings.runtime})"
 
 
@@ -546,10 +550,12 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
 @app.command()
 def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Documents, chunks, dead letters, feeds and queries."""
-    result = collect_stats(_session().deps)
+    session = _session()
+    result = collect_stats(session.deps)
     if as_json:
         _print_json(result)
         return
+    announce_data(session.settings)  # 0 documents means something else in the topology's storage
     console.print(f"documents: {result['documents']}   chunks: {result['chunks']}   "
                   f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}")
     for feed in result["feeds"]:

@@ -222,3 +222,25 @@ def test_the_demo_on_another_port_does_not_index_the_sample_corpus_twice(tmp_pat
     urls = {h["url"] for h in hits if "/sample/articles/" in h["url"]}
     assert urls and all(f":{second_port}/" in url for url in urls), urls
     assert json.loads(run_cli(home, "feeds", "list", "--json").stdout) == []
+
+
+def test_the_topology_names_its_own_storage_and_leaves_no_orphan_traces(tmp_path):
+    from shared.tools import emulators
+
+    if any(emulators.emulators_available().values()):
+        import pytest
+
+        pytest.skip(f"emulators not installed: {emulators.emulators_available()}")
+    home = tmp_path / "home"
+    run_cli(home, "up", "--emulators", timeout=300, **NEWCOMER)
+    try:
+        stats = run_cli(home, "stats", **NEWCOMER)
+        assert "the emulators of `ragbus up --emulators`" in stats.stderr and "documents: 0" in stats.stdout
+        run_cli(home, "ask", "what is bm25", check=False, timeout=300, **NEWCOMER)
+        assert "what is bm25" in run_cli(home, "traces", **NEWCOMER).stdout
+    finally:
+        down = run_cli(home, "down", **NEWCOMER)
+    assert "stopped gateway" in down.stdout
+    # the embedded runtime's traces hold no row whose record went with the Firestore emulator
+    after = run_cli(home, "traces", "--json", **NEWCOMER)
+    assert json.loads(after.stdout) == []

@@ -35,7 +35,7 @@ def test_a_refined_query_is_one_trace_across_the_stage_processes(tmp_path):
                                     "--json", "--top-k", "20", "--max-iterations", "2", check=False,
                                     timeout=300).stdout)
         assert record["status"] == "answered", record.get("error")
-        store = SqliteSpanStore(home / "traces.db")
+        store = SqliteSpanStore(topology.data_home(home) / "traces.db")
         deadline = time.monotonic() + 30  # each process exports its spans in batches
         spans: list[dict] = []
         while time.monotonic() < deadline:
