@@ -78,3 +78,51 @@ def test_spans_reach_the_telemetry_api_with_a_google_token_and_the_project(telem
 
 def test_a_resource_without_a_project_names_none():
     assert "gcp.project_id" not in process_resource(env={}).attributes
+
+
+SETUP_PROBE = """
+import json, sys
+import google.auth
+from google.auth.transport.requests import AuthorizedSession
+from google.oauth2.credentials import Credentials
+
+# Application Default Credentials as on Cloud Run (the metadata server is not reachable here)
+google.auth.default = lambda scopes=None, **kw: (Credentials(token="ya29.adc"), "proj-setup")
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from shared.contract.config import load_settings
+from shared.runtime.telemetry import TELEMETRY_TRACES_URL, setup_telemetry
+
+setup_telemetry(load_settings())
+processors = trace.get_tracer_provider()._active_span_processor._span_processors
+exporters = [p.span_exporter for p in processors if hasattr(p, "span_exporter")]
+otlp = [e for e in exporters if isinstance(e, OTLPSpanExporter)]
+print(json.dumps({
+    "exporters": sorted(type(e).__name__ for e in exporters),
+    "otlp_endpoints": [e._endpoint for e in otlp],
+    "signed": [isinstance(e._client._transport._session, AuthorizedSession) for e in otlp],
+    "resource": dict(trace.get_tracer_provider().resource.attributes),
+}))
+"""
+
+
+def test_the_gcp_runtime_sends_traces_to_the_telemetry_api_signed_with_google_credentials(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_EMULATOR_HOST") and not k.startswith("OTEL_")}
+    env.update({"RAGBUS_HOME": str(tmp_path), "RAGBUS_RUNTIME": "gcp", "GOOGLE_CLOUD_PROJECT": "proj-setup",
+                "RAGBUS_BUCKET": "b", "PYTHONPATH": str(REPO)})
+    done = subprocess.run([sys.executable, "-c", SETUP_PROBE], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["exporters"] == ["OTLPSpanExporter"], "no Cloud Trace exporter, no local span store"
+    assert seen["otlp_endpoints"] == ["https://telemetry.googleapis.com/v1/traces"]
+    assert seen["signed"] == [True]
+    assert seen["resource"]["gcp.project_id"] == "proj-setup"
