@@ -1010,12 +1010,12 @@ def eval_command(
     query_timeout: Annotated[float, typer.Option(
         help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,
     check: Annotated[bool, typer.Option(
-        "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets "
+        "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets (realdocs: issue 20's) "
         "(default: report only, exit 0).")] = False,
     out: Annotated[Path | None, typer.Option(
         help="Where the JSON results go (default: docs/eval_results.json for the full run with every option at "
         "its default, as `make eval` makes it; <cache>/eval_results.json for any other run, so a sample does not "
-        "overwrite the committed figures).")] = None,
+        "overwrite the committed figures; realdocs: docs/eval_realdocs.json and <cache>/eval_realdocs.json).")] = None,
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
     dataset: Annotated[str, typer.Option(
         help="fitz-gov (synthetic cases) or realdocs (real package documentation in the repo, issue 20's targets; "
