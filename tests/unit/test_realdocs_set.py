@@ -108,6 +108,15 @@ def test_a_bad_question_line_is_an_error_naming_the_line(tmp_path, line, message
         realdocs.load(_tiny_set(tmp_path, line))
 
 
+def test_a_manifest_entry_without_its_provenance_is_an_error(tmp_path):
+    root = _tiny_set(tmp_path, GOOD)
+    manifest = json.loads((root / "manifest.json").read_text())
+    del manifest["documents"][0]["licence"]
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match="manifest.json: document 1 lacks licence"):
+        realdocs.load(root)
+
+
 def test_a_repeated_id_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="line 2: id 'q1' is missing or repeated"):
         realdocs.load(_tiny_set(tmp_path, GOOD, GOOD))

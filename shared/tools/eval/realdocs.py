@@ -124,7 +124,14 @@ def load(root: Path = ROOT) -> RealDocs:
         manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{root / 'manifest.json'}: cannot be read ({exc})") from None
-    documents = tuple(Document(**{k: d[k] for k in Document.__dataclass_fields__}) for d in manifest["documents"])
+    documents = []
+    for number, entry in enumerate(manifest.get("documents") or [], 1):
+        missing = [k for k in Document.__dataclass_fields__ if not isinstance(entry.get(k), str) or not entry[k]]
+        if missing:
+            raise ConfigError(f"{root / 'manifest.json'}: document {number} lacks {', '.join(missing)}")
+        documents.append(Document(**{k: entry[k] for k in Document.__dataclass_fields__}))
+    if not documents:
+        raise ConfigError(f"{root / 'manifest.json'}: no documents listed")
     files = {d.file for d in documents}
     questions: list[Question] = []
     seen: set[str] = set()
@@ -157,7 +164,7 @@ def load(root: Path = ROOT) -> RealDocs:
         if kind != NEAR_MISS and not keys:
             raise ConfigError(f"{where}: an answerable question needs at least one key")
         questions.append(Question(qid, raw["question"], kind, raw["file"], keys, absent, raw.get("note", "")))
-    return RealDocs(root, documents, tuple(questions))
+    return RealDocs(root, tuple(documents), tuple(questions))
 
 
 _SPACE = re.compile(r"\s+")
