@@ -412,11 +412,27 @@
 
   // ------------------------------------------------------------ search only
 
+  // A search replaces what the page showed: the question's answer, stages, iterations and
+  // trace go (and its live stream stops), so the results are not read as that question's.
+  function forgetQuery() {
+    if (source) { source.close(); source = null; }
+    currentId = null;
+    setBusy(false);
+    resetResults();
+    $("progress-section").hidden = true;
+    $("trace-section").hidden = true;
+    $("waterfall").replaceChildren();
+    const url = new URL(window.location.href);
+    url.searchParams.delete("id");
+    history.replaceState(null, "", url);
+  }
+
   async function searchOnly() {
     showError("");
     const q = $("question").value.trim();
     if (!q) { showError("Type some words to search for."); $("question").focus(); return; }
     const k = $("top-k").value.trim() || "10";
+    forgetQuery();
     setStatus("Searching…");
     const response = await fetch(`/v1/search?q=${encodeURIComponent(q)}&k=${encodeURIComponent(k)}`);
     if (!response.ok) { setStatus(""); showError(await readError(response)); return; }
