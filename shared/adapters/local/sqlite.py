@@ -11,6 +11,7 @@ so a worker fails at once with the file's name instead of retrying for its timeo
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -103,6 +104,7 @@ def _left_empty(path: Path) -> bool:
 
 
 _HEADER = b"SQLite format 3\x00"
+_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)", re.IGNORECASE)
 
 
 def opened_here(path: Path) -> bool:
@@ -194,10 +196,22 @@ class SqliteDatabase:
         # executescript manages its own transaction (it commits first), so no BEGIN here
         try:
             with self._write_lock:
+                self._refuse_foreign(schema, way_out)
                 self.connection().executescript(schema)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise explain(self.path, exc, way_out) from None
+
+    def _refuse_foreign(self, schema: str, way_out: str) -> None:
+        """A SQLite file holding tables, none of them this schema's, is another database put in
+        this one's place (a copy of bus.db as ragbus.db): using it would silently start an empty store."""
+        ours = set(_TABLE.findall(schema))
+        theirs = {row[0] for row in self.connection().execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+        if theirs and not theirs & ours:
+            raise DataFileError(
+                f"{self.path} is another database (it holds the tables {', '.join(sorted(theirs))}, none of "
+                f"{', '.join(sorted(ours))}); {way_out or _MOVE_ASIDE.format(path=self.path)}", "damaged")
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
