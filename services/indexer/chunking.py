@@ -161,6 +161,7 @@ def chunk_document(
     url: str = "",
     published: str | None = None,
     source: str = "",
+    origin: str = "",
     overlap: int | None = None,
 ) -> list[Chunk]:
     """The document's chunks, header-only ones dropped, numbered 0.. in reading order."""
@@ -177,6 +178,7 @@ def chunk_document(
             url=url,
             published=published,
             source=source,
+            origin=origin,
         )
         for ordinal, piece in enumerate(kept)
     ]

@@ -115,6 +115,7 @@ def index_document(
         url=message.url,
         published=message.published,
         source=message.source,
+        origin=message.origin,
     )
     if not chunks:
         raise InvalidInput(

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from shared.contract.filters import Filters
 from shared.contract.messages import Message
 
 Doc = dict[str, Any]
@@ -185,11 +186,15 @@ class Chunk:
     title: str = ""
     url: str = ""
     published: str | None = None
-    source: str = ""
+    source: str = ""  # the document's kind: feed, sitemap, file, gcs
+    origin: str = ""  # the feed or sitemap URL, gs://bucket, or the file's folder (what --source matches)
+    metadata: Mapping[str, str] = field(default_factory=dict)  # keys a source set (what --where matches)
 
     def fields(self) -> dict[str, Any]:
         """The chunk as the stored fields every index adapter writes beside its vector."""
-        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["metadata"] = dict(self.metadata)
+        return out
 
     @classmethod
     def from_fields(cls, data: Mapping[str, Any]) -> Chunk:
@@ -203,6 +208,8 @@ class Chunk:
             url=data.get("url", ""),
             published=data.get("published"),
             source=data.get("source", ""),
+            origin=data.get("origin") or "",
+            metadata=dict(data.get("metadata") or {}),
         )
 
 
@@ -260,8 +267,12 @@ class Index(Protocol):
         ...
 
     def search(
-        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
-    ) -> list[ScoredChunk]: ...
+        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
+    ) -> list[ScoredChunk]:
+        """The ``k`` best chunks among those ``filters`` admits (a pre-filter: restricted before
+        ranking, so a narrow filter still gets ``k`` results when ``k`` chunks match)."""
+        ...
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]: ...
 
@@ -313,9 +324,10 @@ class SearchesMany(Protocol):
     """
 
     def search_many(
-        self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid"
+        self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
     ) -> list[list[ScoredChunk]]:
-        """``[search(texts[i], vectors[i], k, mode) for i]``, all against the same snapshot."""
+        """``[search(texts[i], vectors[i], k, mode, filters) for i]``, all against the same snapshot."""
         ...
 
 

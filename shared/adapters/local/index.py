@@ -40,6 +40,7 @@ import numpy as np
 
 from shared.adapters.local.sqlite import SqliteDatabase
 from shared.contract.errors import ConfigError, DataFileError
+from shared.contract.filters import Filters
 from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 from shared.contract.text import strip_header
 
@@ -55,14 +56,19 @@ CREATE TABLE IF NOT EXISTS chunks (
   url TEXT NOT NULL DEFAULT '',
   published TEXT,
   source TEXT NOT NULL DEFAULT '',
-  vector BLOB NOT NULL
+  vector BLOB NOT NULL,
+  origin TEXT NOT NULL DEFAULT '',
+  metadata TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id, ordinal);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
 """
 
-_CHUNK_COLUMNS = "chunk_id, document_id, ordinal, text, title, url, published, source"
+_CHUNK_COLUMNS = "chunk_id, document_id, ordinal, text, title, url, published, source, origin, metadata"
+# Columns added after the first release, with their definitions: an older chunks.db gains them on open.
+_ADDED_COLUMNS = {"origin": "TEXT NOT NULL DEFAULT ''", "metadata": "TEXT NOT NULL DEFAULT '{}'"}
+_FILTER_MASKS_KEPT = 32
 
 # ------------------------------------------------------------------ BM25 text
 
@@ -261,6 +267,7 @@ class HybridIndex:
         self.ef_construction = ef_construction
         self.set_aside: Path | None = None  # where a damaged chunks.db was moved, when it was
         self._db = self._open()
+        self._add_columns()
         self.started_new = self._check_dimension()
         self._snapshot: _Snapshot | None = None
         self._rebuild_lock = threading.Lock()
@@ -269,6 +276,17 @@ class HybridIndex:
         # and at 100k chunks the exact product is the largest cost of a query (18 ms of ~60).
         self._dense_tops: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._dense_tops_lock = threading.Lock()
+        # (generation, filters.key) -> the snapshot's row mask: a filter is usually asked again by the
+        # same question's sub-queries and stages.
+        self._masks: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
+        self._masks_lock = threading.Lock()
+
+    def _add_columns(self) -> None:
+        with self._db.transaction() as conn:
+            present = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
+            for name, definition in _ADDED_COLUMNS.items():
+                if name not in present:
+                    conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {definition}")
 
     def _open(self) -> SqliteDatabase:
         """chunks.db; a damaged or emptied one is moved aside (kept, for a look) and a new one
@@ -313,13 +331,13 @@ class HybridIndex:
         vectors = checked_vectors(document_id, chunks, vectors, self.dimension)
         rows = [
             (c.chunk_id, document_id, c.ordinal, c.text, c.title, c.url, c.published, c.source,
-             np.ascontiguousarray(v).tobytes())
+             c.origin, json.dumps(dict(c.metadata), sort_keys=True), np.ascontiguousarray(v).tobytes())
             for c, v in zip(chunks, vectors, strict=True)
         ]
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
             conn.executemany(
-                f"INSERT OR REPLACE INTO chunks({_CHUNK_COLUMNS}, vector) VALUES (?,?,?,?,?,?,?,?,?)", rows
+                f"INSERT OR REPLACE INTO chunks({_CHUNK_COLUMNS}, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows
             )
             self._bump(conn)
 
@@ -366,7 +384,7 @@ class HybridIndex:
                 found[row["chunk_id"]] = Chunk(
                     chunk_id=row["chunk_id"], document_id=row["document_id"], ordinal=row["ordinal"],
                     text=row["text"], title=row["title"], url=row["url"], published=row["published"],
-                    source=row["source"],
+                    source=row["source"], origin=row["origin"], metadata=json.loads(row["metadata"] or "{}"),
                 )
         return [found[i] for i in chunk_ids if i in found]
 
@@ -397,13 +415,16 @@ class HybridIndex:
         return out
 
     def search(
-        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
+        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
     ) -> list[ScoredChunk]:
-        """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25."""
-        return self.search_many([text], np.asarray(vector).reshape(1, -1), k, mode)[0]
+        """The ``k`` best chunks for the query among those ``filters`` admits; ``mode`` is hybrid,
+        dense or bm25."""
+        return self.search_many([text], np.asarray(vector).reshape(1, -1), k, mode, filters)[0]
 
     def search_many(
-        self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid"
+        self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
     ) -> list[list[ScoredChunk]]:
         """:meth:`search` for each (text, vector), on one snapshot, the dense matrix read once
         and the chunks fetched in one statement (see :class:`~shared.contract.ports.SearchesMany`)."""
@@ -418,15 +439,22 @@ class HybridIndex:
         snap = self.snapshot()
         if snap.size == 0:
             return [[] for _ in texts]
-        pool = min(snap.size, max(50, 5 * k))
+        mask = None if filters is None or filters.is_empty else self.row_mask(snap, filters)
+        admitted = snap.size if mask is None else int(mask.sum())
+        if admitted == 0:
+            return [[] for _ in texts]
+        pool = min(admitted, max(50, 5 * k))
         matrix = np.stack(queries)
-        dense_tops = (
-            self._dense_top_many(snap, matrix, pool) if mode in ("hybrid", "dense") and snap.dense is not None
-            else None
-        )
+        dense_tops = None
+        if mode in ("hybrid", "dense") and snap.dense is not None:
+            dense_tops = (
+                self._dense_top_many(snap, matrix, pool) if mask is None else _masked_dense_tops(snap.dense, matrix, pool, mask)
+            )
         ranked: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         for j, (text, query) in enumerate(zip(texts, queries, strict=True)):
             bm25_all = snap.bm25_scores(text)
+            if mask is not None:
+                bm25_all = np.where(mask, bm25_all, np.float32(0))
             candidates: list[np.ndarray] = []
             if dense_tops is not None:
                 candidates.append(dense_tops[j][0])
@@ -496,6 +524,37 @@ class HybridIndex:
                 while len(self._dense_tops) > _DENSE_TOPS_KEPT:
                     self._dense_tops.popitem(last=False)
         return [found[j] if j in found else found[first_of[keys[j]]] for j in range(len(keys))]
+
+    # ------------------------------------------------------------ filters
+
+    def row_mask(self, snap: _Snapshot, filters: Filters) -> np.ndarray:
+        """Which rows of ``snap`` ``filters`` admits (a boolean per chunk id, in snapshot order).
+
+        Pre-filtering: search restricts its dense and BM25 candidates to these rows before scoring,
+        so a narrow filter still fills ``k``. A chunk id no longer stored is not admitted.
+        """
+        key = (snap.generation, filters.key)
+        with self._masks_lock:
+            hit = self._masks.get(key)
+            if hit is not None:
+                self._masks.move_to_end(key)
+                return hit
+        position = {chunk_id: n for n, chunk_id in enumerate(snap.chunk_ids)}
+        mask = np.zeros(snap.size, dtype=bool)
+        conn = self._db.connection()
+        for row in conn.execute("SELECT chunk_id, document_id, title, url, published, source, origin, metadata FROM chunks"):
+            n = position.get(row[0])
+            if n is None:
+                continue
+            fields = {"document_id": row[1], "title": row[2], "url": row[3], "published": row[4],
+                      "source": row[5], "origin": row[6], "metadata": json.loads(row[7] or "{}")}
+            mask[n] = filters.matches(fields)
+        mask.setflags(write=False)
+        with self._masks_lock:
+            self._masks[key] = mask
+            while len(self._masks) > _FILTER_MASKS_KEPT:
+                self._masks.popitem(last=False)
+        return mask
 
     # --------------------------------------------------- derived structures
 
@@ -651,6 +710,32 @@ class HybridIndex:
 
     def close(self) -> None:
         self._db.close()
+
+
+_EXACT_MASKED_ROWS = 50_000  # below this many admitted rows, scoring them exactly beats a filtered graph walk
+
+
+def _masked_dense_tops(
+    dense: _Dense | _Hnsw, queries: np.ndarray, n: int, mask: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The dense top ``n`` of each query among the rows ``mask`` admits, best first."""
+    rows = np.flatnonzero(mask).astype(np.int64)
+    if isinstance(dense, _Hnsw) and len(rows) > _EXACT_MASKED_ROWS:
+        import faiss
+
+        # faiss's HNSW takes an id selector, so the graph walk itself skips excluded rows.
+        params = faiss.SearchParametersHNSW(efSearch=max(dense.ef_search, n), sel=faiss.IDSelectorBatch(rows))
+        scores, idx = dense.index.search(np.ascontiguousarray(queries, dtype=np.float32), n, params=params)
+        return [(i[i >= 0].astype(np.int64), s[i >= 0]) for i, s in zip(idx, scores, strict=True)]
+    out = []
+    vectors = dense.matrix[rows] if isinstance(dense, _Dense) else dense.index.reconstruct_batch(rows)
+    for query in queries:
+        column = np.einsum("ij,j->i", vectors, query)
+        m = min(n, len(rows))
+        best = np.argpartition(-column, m - 1)[:m] if m < len(column) else np.arange(len(column))
+        best = best[np.argsort(-column[best], kind="stable")]
+        out.append((rows[best], column[best]))
+    return out
 
 
 def _top_positive(scores: np.ndarray, n: int) -> np.ndarray:

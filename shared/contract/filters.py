@@ -1,0 +1,303 @@
+"""Filters over document metadata: which chunks a search may return, decided before ranking.
+
+A :class:`Filters` value is the small filter language of every surface (CLI flags, the
+HTTP ``filters`` object and query parameters, the MCP tools' typed arguments, the query
+record). Its conditions are ANDed:
+
+- ``source``: a prefix of where a document came from: a feed or sitemap URL, ``gs://bucket/prefix``
+  or a file folder. It matches a chunk whose ``origin`` (the feed/sitemap URL, the bucket, the
+  file's folder) or ``url`` (the page, ``gs://`` object or ``file://`` path) starts with it.
+- ``since`` / ``until``: the document's published time, ``since <= published < until``. Given as
+  ISO 8601 (a date alone for ``until`` means the end of that day) or relative to the clock:
+  ``7d``, ``12h``, ``2w``, ``3m`` (months of 30 days), ``1y`` (365 days), meaning that long ago.
+  Relative values are resolved when parsed, so one query's filter means one absolute range
+  however long it runs. A chunk with no published date never matches a date condition.
+- ``kind``: how the document entered (``feed``, ``sitemap``, ``file``, ``gcs``: a chunk's ``source``).
+- ``where``: ``key=value`` pairs, exact equality on a metadata key a source set, or on a chunk field
+  (``title``, ``url``, ``origin``, ``document_id``).
+
+``matches`` evaluates the filter over a chunk's stored fields (:meth:`Chunk.fields`), so every
+index adapter that keeps those fields can pre-filter with it; the GCP indexes translate it to
+their native restricts instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+#: The kinds a document can have (``SourceKind`` in shared.contract.messages).
+KINDS = ("feed", "sitemap", "file", "gcs")
+#: Chunk fields ``where`` may name besides the chunk's metadata.
+WHERE_FIELDS = ("title", "url", "origin", "document_id", "source")
+_RELATIVE = re.compile(r"^\s*(\d{1,5})\s*([hdwmy])\s*$", re.IGNORECASE)
+_UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30, "y": 365}
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+_MAX_VALUE = 1024
+_MAX_WHERE = 16
+
+
+class FilterError(ValueError):
+    """A filter that cannot be understood; the message names the field and what to write."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    source: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    kind: str | None = None
+    where: tuple[tuple[str, str], ...] = field(default=())
+
+    # ---------------------------------------------------------------- parsing
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        now: datetime,
+        source: str | None = None,
+        since: str | date | None = None,
+        until: str | date | None = None,
+        kind: str | None = None,
+        where: Mapping[str, Any] | Iterable[str] | None = None,
+    ) -> Filters:
+        """Filters from user input (strings as typed), relative dates resolved against ``now``.
+
+        Raises :class:`FilterError` naming the field at fault.
+        """
+        if now.tzinfo is None:
+            raise ValueError("now must be an aware datetime")
+        since_at = _instant("since", since, now, end_of_day=False)
+        until_at = _instant("until", until, now, end_of_day=True)
+        if since_at is not None and until_at is not None and since_at >= until_at:
+            raise FilterError(
+                f"since ({since_at.isoformat()}) is not before until ({until_at.isoformat()}): nothing could match"
+            )
+        return cls(
+            source=_source(source),
+            since=since_at,
+            until=until_at,
+            kind=_kind(kind),
+            where=_where(where),
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None, *, now: datetime) -> Filters:
+        """The ``filters`` object of the HTTP API and the query record (keys: source, since, until,
+        kind, where); unknown keys are refused."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise FilterError("filters must be an object with source, since, until, kind and where")
+        unknown = sorted(set(data) - {"source", "since", "until", "kind", "where"})
+        if unknown:
+            raise FilterError(f"filters: unknown key(s) {unknown}; use source, since, until, kind, where")
+        for name in ("source", "since", "until", "kind"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise FilterError(f"filters.{name} must be a string")
+        return cls.parse(now=now, source=data.get("source"), since=data.get("since"), until=data.get("until"),
+                         kind=data.get("kind"), where=data.get("where"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (absolute times); :meth:`from_dict` reads it back to an equal value."""
+        out: dict[str, Any] = {}
+        if self.source is not None:
+            out["source"] = self.source
+        if self.since is not None:
+            out["since"] = self.since.isoformat()
+        if self.until is not None:
+            out["until"] = self.until.isoformat()
+        if self.kind is not None:
+            out["kind"] = self.kind
+        if self.where:
+            out["where"] = dict(self.where)
+        return out
+
+    def replace(self, **changes: Any) -> Filters:
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+    # ------------------------------------------------------------- properties
+
+    @property
+    def is_empty(self) -> bool:
+        return self.source is None and self.since is None and self.until is None and self.kind is None and not self.where
+
+    @property
+    def has_dates(self) -> bool:
+        return self.since is not None or self.until is not None
+
+    @property
+    def key(self) -> str:
+        """A stable string naming this filter (equal filters, equal keys), for caches."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def describe(self) -> str:
+        """One line for pages and logs."""
+        parts = []
+        if self.source is not None:
+            parts.append(f"source {self.source}")
+        if self.since is not None:
+            parts.append(f"since {self.since.date().isoformat()}")
+        if self.until is not None:
+            parts.append(f"until {self.until.date().isoformat()}")
+        if self.kind is not None:
+            parts.append(f"kind {self.kind}")
+        parts.extend(f"{k}={v}" for k, v in self.where)
+        return ", ".join(parts) or "none"
+
+    # --------------------------------------------------------------- matching
+
+    def matches(self, fields: Mapping[str, Any]) -> bool:
+        """Whether a chunk with these stored fields passes every condition."""
+        if self.source is not None:
+            origin = str(fields.get("origin") or "")
+            url = str(fields.get("url") or "")
+            if not (_under(origin, self.source) or _under(url, self.source)):
+                return False
+        if self.kind is not None and fields.get("source") != self.kind:
+            return False
+        if self.has_dates:
+            published = published_at(fields.get("published"))
+            if published is None:
+                return False
+            if self.since is not None and published < self.since:
+                return False
+            if self.until is not None and published >= self.until:
+                return False
+        if self.where:
+            metadata = fields.get("metadata") or {}
+            for key, value in self.where:
+                found = metadata.get(key) if key in metadata else fields.get(key) if key in WHERE_FIELDS else None
+                if found is None or str(found) != value:
+                    return False
+        return True
+
+
+def published_at(value: Any) -> datetime | None:
+    """A stored published value (ISO 8601 date or datetime) as an aware UTC datetime; None when
+    absent or unreadable (such a chunk has no date to filter on)."""
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def _under(value: str, prefix: str) -> bool:
+    if not value.startswith(prefix):
+        return False
+    # A folder or bucket prefix is a string prefix (as Cloud Storage lists), except that a folder
+    # given without its trailing slash does not take in its siblings (/docs is not /docs-old).
+    if prefix.startswith("/") and not prefix.endswith("/") and len(value) > len(prefix):
+        return value[len(prefix)] == "/"
+    return True
+
+
+def _source(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        raise FilterError("source is empty: give a feed or sitemap URL, gs://bucket/prefix or a folder")
+    if len(value) > _MAX_VALUE:
+        raise FilterError(f"source is {len(value)} characters; at most {_MAX_VALUE}")
+    if "://" in value:
+        scheme = value.split("://", 1)[0].lower()
+        if scheme not in ("http", "https", "gs", "file"):
+            raise FilterError(f"source {value!r}: use an http(s) URL, gs://bucket/prefix or a folder")
+        if scheme == "file":
+            return _folder(value[len("file://"):])
+        return value
+    return _folder(value)
+
+
+def _folder(value: str) -> str:
+    path = os.path.abspath(os.path.expanduser(value))
+    return path if path == "/" else path.rstrip("/")
+
+
+def _kind(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if value not in KINDS:
+        raise FilterError(f"kind {value!r}: use one of {', '.join(KINDS)}")
+    return value
+
+
+def _where(value: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    pairs: list[tuple[str, str]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(item, str | int | float | bool) or item is None:
+                raise FilterError(f"where {key!r}: the value must be a string or number")
+            pairs.append((str(key), str(item).lower() if isinstance(item, bool) else str(item)))
+    elif isinstance(value, str):
+        raise FilterError("where must be a list of key=value or an object")
+    else:
+        for item in value:
+            if not isinstance(item, str) or "=" not in item:
+                raise FilterError(f"where {item!r}: write key=value")
+            key, _, text = item.partition("=")
+            pairs.append((key.strip(), text.strip()))
+    if len(pairs) > _MAX_WHERE:
+        raise FilterError(f"where has {len(pairs)} conditions; at most {_MAX_WHERE}")
+    out: dict[str, str] = {}
+    for key, text in pairs:
+        if not _KEY.match(key):
+            raise FilterError(f"where key {key!r}: letters, digits, _ . - only, starting with a letter")
+        if not text:
+            raise FilterError(f"where {key}=: the value is empty")
+        if len(text) > _MAX_VALUE:
+            raise FilterError(f"where {key}: the value is {len(text)} characters; at most {_MAX_VALUE}")
+        if key in out and out[key] != text:
+            raise FilterError(f"where {key} is given twice with different values: nothing could match")
+        out[key] = text
+    return tuple(sorted(out.items()))
+
+
+def _instant(name: str, value: str | date | None, now: datetime, *, end_of_day: bool) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, date):
+        start = datetime(value.year, value.month, value.day, tzinfo=UTC)
+        return start + timedelta(days=1) if end_of_day else start
+    text = str(value).strip()
+    if not text:
+        raise FilterError(f"{name} is empty: give a date (2025-06-01), a time or an age such as 7d")
+    relative = _RELATIVE.match(text)
+    if relative:
+        amount, unit = int(relative.group(1)), relative.group(2).lower()
+        return now.astimezone(UTC) - timedelta(days=amount * _UNIT_DAYS[unit])
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            raise FilterError(f"{name} {text!r} is not a calendar date") from None
+        return _instant(name, day, now, end_of_day=end_of_day)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise FilterError(
+            f"{name} {text!r}: use a date (2025-06-01), an ISO 8601 time or an age such as 12h, 7d, 2w, 3m, 1y"
+        ) from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
