@@ -319,3 +319,16 @@ def test_reuse_ingest_is_passed_on_and_never_writes_the_committed_figures(monkey
     result = CliRunner().invoke(app, ["eval", "--dataset", "realdocs", "--reuse-ingest", "--cache", "c"])
     assert result.exit_code == 0 and ran[0].reuse_ingest and ran[0].sample is None
     assert not (tmp_path / "docs").exists() and (tmp_path / "c" / "eval_realdocs.json").exists()
+
+
+def test_an_installed_ragbus_ships_the_set():
+    # a wheel built from pyproject.toml held all 20 files of the set (checked with `pip wheel .`);
+    # this keeps the package-data glob that puts them there
+    import tomllib
+
+    from tests.support import REPO
+
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["shared"]
+    shared = REPO / "shared"
+    shipped = {p for g in globs for p in shared.glob(g) if p.is_file()}
+    assert {p for p in SET.root.rglob("*") if p.is_file()} <= shipped
