@@ -7,6 +7,12 @@ argument names. It keeps the ``IndexDatapoint`` objects it receives, answers
 with the SDK's ``MatchNeighbor`` (exact cosine search, most similar first, the
 similarity as ``distance`` like a DOT_PRODUCT_DISTANCE index), and records
 every call so tests can assert what the adapter sent.
+
+``filter`` (token restricts) and ``numeric_filter`` are applied as
+cloud.google.com/vertex-ai/docs/vector-search/filtering describes them: a
+datapoint matches a namespace when it has one of the allowed tokens and none of
+the denied ones; namespaces and numeric conditions are ANDed; a datapoint
+without a restricted namespace (token or numeric) does not match it.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ class FakeMatchingEngine:
         )
         if deployed_index_id != self.deployed_index_id:
             raise ValueError(f"no deployed index {deployed_index_id!r}")
-        ids = list(self.datapoints)
+        ids = [i for i in self.datapoints
+               if _admitted(self.datapoints[i], options.get("filter"), options.get("numeric_filter"))]
         out: list[list[Any]] = []
         for query in queries or []:
             if not ids:
@@ -98,3 +105,34 @@ class FakeMatchingEngine:
 
     def of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
+
+
+_OPS = {
+    "LESS": lambda a, b: a < b,
+    "LESS_EQUAL": lambda a, b: a <= b,
+    "EQUAL": lambda a, b: a == b,
+    "GREATER_EQUAL": lambda a, b: a >= b,
+    "GREATER": lambda a, b: a > b,
+    "NOT_EQUAL": lambda a, b: a != b,
+}
+
+
+def _admitted(point: Any, tokens: Sequence[Any] | None, numeric: Sequence[Any] | None) -> bool:
+    held = {r.namespace: set(r.allow_list) for r in point.restricts}
+    for namespace in tokens or []:
+        have = held.get(namespace.name)
+        if have is None:
+            return False
+        if namespace.allow_tokens and not have & set(namespace.allow_tokens):
+            return False
+        if have & set(namespace.deny_tokens or []):
+            return False
+    values = {r.namespace: r.value_int for r in point.numeric_restricts}
+    for condition in numeric or []:
+        if condition.op not in _OPS:
+            raise ValueError(f"numeric filter op {condition.op!r} is not one of {sorted(_OPS)}")
+        if condition.value_int is None:
+            raise ValueError("this stand-in compares value_int only")
+        if condition.name not in values or not _OPS[condition.op](values[condition.name], condition.value_int):
+            return False
+    return True

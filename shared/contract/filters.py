@@ -201,11 +201,36 @@ def published_at(value: Any) -> datetime | None:
 def _under(value: str, prefix: str) -> bool:
     if not value.startswith(prefix):
         return False
-    # A folder or bucket prefix is a string prefix (as Cloud Storage lists), except that a folder
-    # given without its trailing slash does not take in its siblings (/docs is not /docs-old).
-    if prefix.startswith("/") and not prefix.endswith("/") and len(value) > len(prefix):
-        return value[len(prefix)] == "/"
-    return True
+    # A Cloud Storage prefix is a string prefix (as the bucket lists objects); any other source
+    # (a URL, a folder) ends at a path boundary, so /docs is not /docs-old and .../rss not .../rss2.
+    if prefix.startswith("gs://") or prefix.endswith("/") or len(value) == len(prefix):
+        return True
+    return value[len(prefix)] in "/?#"
+
+
+def source_tokens(value: str) -> list[str]:
+    """The prefixes of a stored origin or URL that a ``source`` filter can name exactly: the value
+    itself, and each prefix ending at or just before a ``/`` of its path. Indexes that match tokens,
+    not prefixes (Vertex AI Vector Search restricts), store these."""
+    if not value:
+        return []
+    start = value.find("://")
+    start = start + 3 if start >= 0 else 0
+    tokens = {value}
+    for n in range(start, len(value)):
+        if value[n] == "/":
+            if n > start:
+                tokens.add(value[:n])
+            tokens.add(value[: n + 1])
+    return sorted(tokens)
+
+
+def source_token(prefix: str) -> str:
+    """The token of :func:`source_tokens` every value under ``prefix`` carries (for a Cloud Storage
+    prefix that ends mid-name, its folder: the caller then checks the exact prefix itself)."""
+    if prefix.startswith("gs://") and not prefix.endswith("/"):
+        return prefix[: prefix.rfind("/") + 1] if prefix.count("/") > 2 else prefix
+    return prefix
 
 
 def _source(value: str | None) -> str | None:

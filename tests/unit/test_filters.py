@@ -123,3 +123,23 @@ def test_source_prefixes_for_buckets_and_folders(tmp_path):
     assert f.source == str(folder)
     assert f.matches(inside) and not f.matches(sibling)
     assert Filters.parse(now=NOW, source=folder.as_uri()).matches(inside)
+
+
+def test_a_url_source_ends_at_a_path_boundary():
+    assert Filters.parse(now=NOW, source="https://blog.example/posts").matches(_chunk(origin=""))
+    assert not Filters.parse(now=NOW, source="https://blog.example/post").matches(_chunk(origin=""))
+    assert not Filters.parse(now=NOW, source="https://blog.example/feed").matches(_chunk())
+
+
+def test_source_tokens_cover_every_value_a_prefix_admits():
+    from shared.contract.filters import source_token, source_tokens
+
+    values = ["https://blog.example/feed.xml", "https://blog.example/posts/1", "gs://bucket/reports/2025/q1.pdf",
+              "/data/docs/sub", "/data/docs-old"]
+    prefixes = ["https://blog.example/", "https://blog.example/posts", "https://blog.example/feed.xml",
+                "gs://bucket/rep", "gs://bucket/reports/", "gs://bucket", "/data/docs", "/data/"]
+    for prefix in prefixes:
+        f = Filters.parse(now=NOW, source=prefix)
+        for value in values:
+            if f.matches(_chunk(origin=value, url="")):
+                assert source_token(f.source) in source_tokens(value), (prefix, value)

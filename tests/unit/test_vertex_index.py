@@ -277,3 +277,50 @@ def test_configuration_is_checked(engine: LoggedEngine, state: LoggedState) -> N
         VertexVectorSearchIndex(engine, engine, "", state, dimension=DIM)
     with pytest.raises(ConfigError, match="dense_weight"):
         VertexVectorSearchIndex(engine, engine, "d", state, dimension=DIM, dense_weight=2.0)
+
+
+# ---------------------------------------------------------------- filters
+
+
+def test_filters_become_restricts_that_vector_search_applies_before_ranking():
+    from datetime import UTC, datetime
+
+    from shared.contract.filters import Filters
+
+    now = datetime(2026, 11, 26, tzinfo=UTC)
+    engine = FakeMatchingEngine(DIM)
+    index = VertexVectorSearchIndex(engine, engine, engine.deployed_index_id, InMemoryStateStore(),
+                                    dimension=DIM, max_neighbors=6)
+    rng = np.random.default_rng(3)
+    for n in range(40):
+        feed = f"https://feed{n % 4}.example/rss"
+        chunk = Chunk(chunk_id=f"d{n}:0", document_id=f"d{n}", ordinal=0, text=f"GPU note {n}",
+                      url=f"https://feed{n % 4}.example/p/{n}", published=f"{2025 + n % 2}-0{n % 9 + 1}-10",
+                      source="feed" if n % 5 else "sitemap", origin=feed, metadata={"team": "a" if n % 3 else "b"})
+        vector = rng.normal(size=DIM).astype(np.float32)
+        index.upsert(f"d{n}", [chunk], (vector / np.linalg.norm(vector)).reshape(1, -1))
+    [point] = [p for p in engine.datapoints.values() if p.datapoint_id == "d1:0"]
+    assert {r.namespace: list(r.allow_list) for r in point.restricts}["source"] == [
+        "https://feed1.example", "https://feed1.example/", "https://feed1.example/p", "https://feed1.example/p/",
+        "https://feed1.example/p/1", "https://feed1.example/rss"]
+    assert point.numeric_restricts[0].value_int == int(datetime(2026, 2, 10, tzinfo=UTC).timestamp())
+
+    f = Filters.parse(now=now, source="https://feed1.example/rss", since="2026-01-01", kind="feed", where=["team=a"])
+    admitted = {c for c in (f"d{n}" for n in range(40))
+                if f.matches(index.get_chunks([f"{c}:0"])[0].fields())}
+    assert len(admitted) == 5
+    hits = index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 5, mode="dense", filters=f)
+    # A pool of 6 neighbours out of 40 datapoints: only a pre-filter finds all five.
+    assert {h.chunk.document_id for h in hits} == admitted
+    sent = engine.of("find_neighbors")[-1].kwargs
+    assert [(ns.name, ns.allow_tokens) for ns in sent["filter"]] == [
+        ("kind", ["feed"]), ("source", ["https://feed1.example/rss"]), ("meta.team", ["a"])]
+    assert [(ns.name, ns.op) for ns in sent["numeric_filter"]] == [("published", "GREATER_EQUAL")]
+    assert index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 4,
+                        filters=Filters.parse(now=now, source="https://nowhere.example/")) == []
+    # A Cloud Storage-style prefix that ends mid-name is restricted to its folder and checked exactly.
+    assert Filters.parse(now=now, source="gs://b/rep").source == "gs://b/rep"
+    assert VertexVectorSearchIndex.restricts(Filters.parse(now=now, source="gs://b/rep"))["filter"][0].allow_tokens == ["gs://b/"]
+    # Unfiltered searches send no restricts at all.
+    index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 4)
+    assert "filter" not in engine.of("find_neighbors")[-1].kwargs

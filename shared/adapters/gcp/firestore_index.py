@@ -34,6 +34,7 @@ from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
 from shared.adapters.gcp.firestore_state import FirestoreStateStore, encode_key
 from shared.contract.errors import ConfigError, PermanentError
+from shared.contract.filters import Filters
 from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 
 log = logging.getLogger("ragbus.index.firestore")
@@ -301,9 +302,20 @@ class FirestoreIndex:
     # -------------------------------------------------------------- reads
 
     def search(
-        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
+        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
     ) -> list[ScoredChunk]:
-        """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25 (see the class)."""
+        """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25 (see the class).
+
+        Filters are refused, loudly: Firestore pre-filters a ``find_nearest`` with ``where`` only
+        through a composite index holding each filtered field beside the vector, which is not
+        declared yet; filtering the top k afterwards would silently return too few chunks.
+        """
+        if filters is not None and not filters.is_empty:
+            raise ConfigError(
+                f"the Firestore index cannot filter yet ({filters.describe()}); search without filters, "
+                "or use RAGBUS_INDEX=vertex or the local runtime, which pre-filter"
+            )
         query = checked_query(vector, k, mode, self.dimension)
         if query is None:
             return []

@@ -27,6 +27,7 @@ from google.api_core import exceptions as gexc
 from shared.adapters.gcp.calls import VERTEX_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
 from shared.contract.errors import ConfigError
+from shared.contract.filters import WHERE_FIELDS, Filters, published_at, source_token, source_tokens
 from shared.contract.ports import (
     Chunk,
     Doc,
@@ -43,6 +44,13 @@ CHUNKS = "vector_chunks"
 DOCUMENTS = "vector_documents"
 #: The restrict namespace every datapoint carries, so a query could be limited to documents.
 DOCUMENT_NAMESPACE = "document_id"
+#: Restrict namespaces behind filters (cloud.google.com/vertex-ai/docs/vector-search/filtering: tokens
+#: within a namespace are ORed, namespaces ANDed; a datapoint without a queried namespace is left out).
+KIND_NAMESPACE = "kind"
+SOURCE_NAMESPACE = "source"
+METADATA_NAMESPACE = "meta."  # + the metadata key
+#: The numeric restrict holding the published time, in seconds since the epoch.
+PUBLISHED_NAMESPACE = "published"
 #: Datapoints per upsert or remove request (our choice: keeps each request well under the API's size limit).
 DATAPOINTS_PER_REQUEST = 500
 #: Neighbours asked for at most in one query.
@@ -65,7 +73,8 @@ class VectorSearchEndpointClient(Protocol):
     """What this adapter uses of ``aiplatform.MatchingEngineIndexEndpoint``."""
 
     def find_neighbors(
-        self, *, deployed_index_id: str, queries: Any, num_neighbors: int
+        self, *, deployed_index_id: str, queries: Any, num_neighbors: int,
+        filter: Any = None, numeric_filter: Any = None,  # noqa: A002 - the SDK's name
     ) -> Any: ...
 
 
@@ -171,17 +180,28 @@ class VertexVectorSearchIndex:
     # ------------------------------------------------------------- writes
 
     def datapoint(self, chunk: Chunk, vector: np.ndarray) -> Any:
-        """The SDK's ``IndexDatapoint`` for a chunk: its id, vector and document restrict."""
+        """The SDK's ``IndexDatapoint`` for a chunk: its id, vector, and the restricts its filters
+        query (document, kind, source prefixes, metadata; the published time as a numeric restrict)."""
         from google.cloud.aiplatform_v1.types import IndexDatapoint
 
+        restricts = [IndexDatapoint.Restriction(namespace=DOCUMENT_NAMESPACE, allow_list=[chunk.document_id])]
+        if chunk.source:
+            restricts.append(IndexDatapoint.Restriction(namespace=KIND_NAMESPACE, allow_list=[chunk.source]))
+        tokens = sorted(set(source_tokens(chunk.origin)) | set(source_tokens(chunk.url)))
+        if tokens:
+            restricts.append(IndexDatapoint.Restriction(namespace=SOURCE_NAMESPACE, allow_list=tokens))
+        for key, value in sorted(chunk.metadata.items()):
+            restricts.append(IndexDatapoint.Restriction(namespace=METADATA_NAMESPACE + key, allow_list=[str(value)]))
+        numeric = []
+        published = published_at(chunk.published)
+        if published is not None:
+            numeric.append(IndexDatapoint.NumericRestriction(
+                namespace=PUBLISHED_NAMESPACE, value_int=int(published.timestamp())))
         return IndexDatapoint(
             datapoint_id=chunk.chunk_id,
             feature_vector=[float(x) for x in vector],
-            restricts=[
-                IndexDatapoint.Restriction(
-                    namespace=DOCUMENT_NAMESPACE, allow_list=[chunk.document_id]
-                )
-            ],
+            restricts=restricts,
+            numeric_restricts=numeric,
         )
 
     def upsert(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
@@ -259,20 +279,28 @@ class VertexVectorSearchIndex:
     # -------------------------------------------------------------- reads
 
     def search(
-        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid"
+        self, text: str, vector: np.ndarray, k: int, mode: SearchMode = "hybrid",
+        filters: Filters | None = None,
     ) -> list[ScoredChunk]:
-        """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25 (see the class)."""
+        """The ``k`` best chunks for the query among those ``filters`` admits; ``mode`` is hybrid,
+        dense or bm25 (see the class). Filters become restricts, applied by Vector Search during
+        the neighbour search, and are checked again on each record (a Cloud Storage prefix that
+        ends mid-name, a ``where`` on a chunk field, records written before restricts existed)."""
         query = checked_query(vector, k, mode, self.dimension)
         if query is None:
             return []
         pool = candidate_pool(k, mode, cap=self.max_neighbors)
         if mode == "dense":
             pool = min(pool + _SPARES, self.max_neighbors)
+        restricts: dict[str, Any] = {}
+        if filters is not None and not filters.is_empty:
+            restricts = self.restricts(filters)
         with self._calling("query"):
             results = self.endpoint.find_neighbors(
                 deployed_index_id=self.deployed_index_id,
                 queries=[[float(x) for x in query]],
                 num_neighbors=pool,
+                **restricts,
             )
         neighbours = results[0] if results else []
         ids = list(dict.fromkeys(n.id for n in neighbours))
@@ -283,8 +311,41 @@ class VertexVectorSearchIndex:
             record = records.get(chunk_id)
             if record is None:
                 continue  # removed since (or never fully written): not searchable
+            if restricts and not filters.matches(record):
+                continue
             candidates.append((Chunk.from_fields(record), float(decode_vector(record["vector"]) @ query)))
         return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight)
+
+    @staticmethod
+    def restricts(filters: Filters) -> dict[str, Any]:
+        """``find_neighbors``'s ``filter`` and ``numeric_filter`` arguments for ``filters``."""
+        from google.cloud.aiplatform.matching_engine.matching_engine_index_endpoint import (
+            Namespace,
+            NumericNamespace,
+        )
+
+        tokens: list[Any] = []
+        if filters.kind is not None:
+            tokens.append(Namespace(KIND_NAMESPACE, allow_tokens=[filters.kind]))
+        if filters.source is not None:
+            tokens.append(Namespace(SOURCE_NAMESPACE, allow_tokens=[source_token(filters.source)]))
+        for key, value in filters.where:
+            if key == "document_id":
+                tokens.append(Namespace(DOCUMENT_NAMESPACE, allow_tokens=[value]))
+            elif key not in WHERE_FIELDS:
+                tokens.append(Namespace(METADATA_NAMESPACE + key, allow_tokens=[value]))
+        numeric: list[Any] = []
+        if filters.since is not None:
+            numeric.append(NumericNamespace(PUBLISHED_NAMESPACE, value_int=int(filters.since.timestamp()),
+                                            op="GREATER_EQUAL"))
+        if filters.until is not None:
+            numeric.append(NumericNamespace(PUBLISHED_NAMESPACE, value_int=int(filters.until.timestamp()), op="LESS"))
+        out: dict[str, Any] = {}
+        if tokens:
+            out["filter"] = tokens
+        if numeric:
+            out["numeric_filter"] = numeric
+        return out
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
         """The chunks with these ids, in the order asked; unknown ids are skipped."""
