@@ -89,8 +89,8 @@ class RequestGuard:
                 return (403, f"cross-site {method} refused (Sec-Fetch-Site: cross-site)", {})
             media = headers.get("content-type", "").split(";")[0].strip().lower()
             if media != "application/json":
-                return (415, f"{method} needs Content-Type: application/json (got {media or 'none'!r}); "
-                        'send JSON like {"question": "your question"}', {})
+                return (415, f"{method} needs Content-Type: application/json (got {media[:100] or 'none'!r})"
+                        + _body_hint(method, scope.get("path", "")), {})
         path = scope.get("path", "")
         if self.api_token and path not in _OPEN_PATHS and not path.startswith(_OPEN_PREFIXES):
             given = headers.get("authorization", "")
@@ -100,6 +100,16 @@ class RequestGuard:
                         "send the identity token as X-Serverless-Authorization: Bearer <ID token>)",
                         {"www-authenticate": 'Bearer realm="ragbus"'})
         return None
+
+
+def _body_hint(method: str, path: str) -> str:
+    """What to send, for the one write that takes a question; the dead-letter writes take no body, and a
+    hint naming ``question`` there sends the caller looking for a field that does not exist."""
+    if method == "POST" and path.rstrip("/") == "/v1/queries":
+        return '; send JSON like {"question": "your question"}'
+    if path.startswith("/v1/dead-letters"):
+        return "; the body may be empty"
+    return ""
 
 
 def _same_origin(origin: str, host: str, scope: Scope) -> bool:

@@ -54,3 +54,22 @@ def test_the_token_guards_everything_but_page_and_health():
     assert client.get("/v1/x", headers={"Authorization": "Basic s3cret"}).status_code == 401
     assert client.get("/v1/x", headers={"Authorization": "Bearer s3cret"}).status_code == 200
     assert client.get("/").status_code == 200 and client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("method,path,hint,not_hint", [
+    ("POST", "/v1/queries", '{"question": "your question"}', "body may be empty"),
+    ("POST", "/v1/dead-letters/retry", "the body may be empty", "question"),
+    ("DELETE", "/v1/dead-letters/abc", "the body may be empty", "question"),
+    ("POST", "/mcp", "Content-Type: application/json", "question"),
+])
+def test_a_write_without_json_is_told_what_to_send_for_its_own_endpoint(method, path, hint, not_hint):
+    app = Starlette(routes=[Route(path, ok, methods=[method])],
+                    middleware=[Middleware(RequestGuard, bound_host="127.0.0.1")])
+    response = TestClient(app, base_url="http://127.0.0.1:8080").request(method, path)
+    assert response.status_code == 415
+    assert hint in response.json()["error"] and not_hint not in response.json()["error"]
+
+
+def test_a_415_quotes_a_huge_content_type_only_in_part():
+    response = _client().post("/v1/x", content=b"{}", headers={"Content-Type": "text/" + "x" * 20_000})
+    assert response.status_code == 415 and len(response.json()["error"]) < 300
