@@ -543,8 +543,7 @@ def _read(
     if cosine[lead] < UNRELATED_COSINE and pair_overlap[lead] == 0:
         return _abstention(language)  # nothing quotable is about the question
 
-    with_predecessor = unit
-    chosen = with_predecessor(lead)
+    chosen = unit(lead)
     # the sentence right after the answer that reads on from it ("It will be FFI_OK if ...") says more of it
     follower = at.get((candidates[lead].number, candidates[lead].position + 1))
     if follower is not None and follower in pool and candidates[follower].leans_back \
@@ -565,7 +564,7 @@ def _read(
             if not found:
                 missing.append(part.label)
                 continue
-            chosen += [j for j in with_predecessor(found[0]) if j not in chosen]
+            chosen += [j for j in unit(found[0]) if j not in chosen]
     elif not asks_fact or states[lead] <= 0:
         # The first sentence does not state a value asked for: the passage read on one sentence (a
         # definition's second sentence often holds what the first announces: "Training is achieved by
@@ -582,7 +581,7 @@ def _read(
                     break
                 if i not in chosen and any(t in stems[i] and t not in covered for t in term_stems) and (
                         candidates[i].number == candidates[lead].number):
-                    chosen += [j for j in with_predecessor(i) if j not in chosen]
+                    chosen += [j for j in unit(i) if j not in chosen]
                     break
 
     if parts:
@@ -602,7 +601,7 @@ def _read(
     sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
                   for part in [*missing, unnamed] if part]
     text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
-    unstated = tuple(missing) + ((unnamed,) if unnamed else ()) + ((_asked_label(query),) if not states_fact and not parts else ())
+    unstated = (*missing, *([unnamed] if unnamed else []), *([_asked_label(query)] if not states_fact and not parts else []))
     return Answer(text=text, sentences=sentences, language=language, abstained=False,
                   states_fact=states_fact and not missing and not unnamed, unstated=unstated)
 
@@ -617,7 +616,7 @@ _ASKS_CODE = re.compile(r"\b(?:command|install\w*|download\w*|url|link|where|get
 
 def _bigrams(text: str) -> set[tuple[str, str]]:
     words = [stem(w) for w in tokenize(text) if w.lower() not in STOPWORDS]
-    return set(zip(words, words[1:]))
+    return set(zip(words, words[1:], strict=False))
 
 
 def _shape_score(query: str, text: str) -> float:

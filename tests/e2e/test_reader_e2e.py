@@ -14,11 +14,11 @@ import pytest
 from services.gateway.app import serve
 from shared.contract.config import load_settings
 from shared.ingest.files import ingest_path
+from shared.query.record import QueryRecord
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
-from shared.tools.demo import serve_corpus, submit_sample_corpus
-from shared.query.record import QueryRecord
 from shared.tools.console import console, print_answer
+from shared.tools.demo import serve_corpus, submit_sample_corpus
 
 INSTALLED_DOCS = Path(__file__).parent / "installed_docs"
 

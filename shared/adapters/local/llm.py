@@ -86,7 +86,13 @@ from shared.contract.ports import (
     Transformation,
 )
 from shared.query.answer_sentences import question_parts
-from shared.query.answer_types import FactSupport, fact_support, question_names, sentence_states, states_value
+from shared.query.answer_types import (
+    FactSupport,
+    fact_support,
+    question_names,
+    sentence_states,
+    states_value,
+)
 from shared.query.extractive import (
     STOPWORDS,
     body_lines,
