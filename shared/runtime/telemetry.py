@@ -90,7 +90,12 @@ def setup_telemetry(settings: Settings) -> None:
 
         session = google_session() if _is_google_host(otlp_endpoint) else None
         add_exporter(OTLPSpanExporter(session=session))
-        readers.append(metric_reader(OTLPMetricExporter(session=session), interval_s=30))
+        # Metrics go where the endpoint for every signal points, unless turned off as the
+        # OpenTelemetry SDK's variables say: a traces-only backend (Arize Phoenix answers
+        # /v1/metrics with 405) is named by OTEL_EXPORTER_OTLP_TRACES_ENDPOINT alone.
+        if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") and \
+                os.environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":
+            readers.append(metric_reader(OTLPMetricExporter(session=session), interval_s=30))
     if readers:
         from opentelemetry import metrics
         from opentelemetry.sdk.metrics import MeterProvider
