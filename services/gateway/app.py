@@ -66,7 +66,9 @@ KEEPALIVE_S = 15.0
 HEALTH_THREADS = 4
 _LARGEST_FLOAT = int(sys.float_info.max)
 # "question" is the name everywhere (CLI, MCP, page); "query" is its old name here, still accepted.
-_QUERY_FIELDS = ("question", "top_k", "max_iterations", "wait_s", "query")
+_QUERY_FIELDS = ("question", "top_k", "max_iterations", "wait_s", "filters", "query")
+#: GET /v1/search's filter parameters (``where`` repeats: where=key=value).
+_SEARCH_FILTERS = ("source", "since", "until", "kind", "where")
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 _EVENT_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 # The page loads only its own files; untrusted document text is rendered as text
@@ -286,6 +288,7 @@ class _Api:
                     top_k=body.get("top_k"),
                     max_iterations=body.get("max_iterations"),
                     field=field,
+                    filters=body.get("filters"),
                 )
             )
         except InvalidInput as exc:
@@ -355,10 +358,14 @@ class _Api:
         if "q" not in params:
             return error(400, "missing 'q'; send /v1/search?q=your+words&k=10")
         k: Any = params.get("k")
+        filters: dict[str, Any] = {name: params[name] for name in _SEARCH_FILTERS[:-1] if name in params}
+        if "where" in params:
+            filters["where"] = params.getlist("where")
         try:
             if k is not None:
                 k = validate_int(_int_param(k, "k"), "k", TOP_K_RANGE)
-            results = await anyio.to_thread.run_sync(search_documents, self.deps, params["q"], k)
+            results = await anyio.to_thread.run_sync(
+                lambda: search_documents(self.deps, params["q"], k, filters=filters or None))
         except InvalidInput as exc:
             return error(400, str(exc))
         except RetryableError as exc:

@@ -78,13 +78,13 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         version="0.1.0",
     ))
 
-    async def run_loop(question: str, top_k: int | None) -> QueryRecord:
+    async def run_loop(question: str, top_k: int | None, filters: dict[str, Any] | None = None) -> QueryRecord:
         if reasons := await anyio.to_thread.run_sync(unready):
             raise ToolError("not ready, so no question is taken: "
                             + "; ".join(f"{stage}: {reason}" for stage, reason in reasons.items()))
         try:
             record = await anyio.to_thread.run_sync(
-                lambda: submit_query(deps, question, top_k=top_k, field="question"))
+                lambda: submit_query(deps, question, top_k=top_k, field="question", filters=filters))
         except InvalidInput as exc:
             raise ToolError(str(exc)) from exc
         except RetryableError as exc:
@@ -97,37 +97,59 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
             "Retrieve passages for a question through the full query loop (rewrite, "
             f"retrieve, grade, refine). top_k is {TOP_K_RANGE[0]}..{TOP_K_RANGE[1]}. Returns "
             "the best iteration's contexts with its grade (score, relevance, completeness, "
-            "grounded) and how many iterations ran. `query` is the old name of `question`."
+            "grounded) and how many iterations ran. `query` is the old name of `question`. "
+            + _FILTERS_DESCRIPTION
         ),
     )
     async def search_documents(question: str | None = None, top_k: TopK = 10,
-                               query: str | None = None) -> dict[str, Any]:
+                               query: str | None = None, source: str | None = None,
+                               since: str | None = None, until: str | None = None,
+                               where: dict[str, str] | None = None) -> dict[str, Any]:
         # "question" is the name everywhere (HTTP, CLI, the ask tool); "query" is still accepted
         if question is not None and query is not None:
             raise ToolError("send 'question' only: 'query' is its old name")
         if question is None and query is None:
             raise ToolError(_MISSING_QUESTION)
-        return contexts_summary(await run_loop(question if question is not None else query, top_k))
+        return contexts_summary(await run_loop(question if question is not None else query, top_k,
+                                               _filters(source, since, until, where)))
 
     @server.tool(
         title="Ask",
         description=(
             "Answer a question from the indexed documents. Returns the answer text, its "
             "numbered citations (title, url, document and chunk ids), the outcome "
-            "(answered, answered_with_caveat, not_answerable, failed, timed_out) and the query id."
+            "(answered, answered_with_caveat, not_answerable, failed, timed_out) and the query id. "
+            + _FILTERS_DESCRIPTION
         ),
     )
-    async def ask(question: str | None = None) -> dict[str, Any]:
+    async def ask(question: str | None = None, source: str | None = None, since: str | None = None,
+                  until: str | None = None, where: dict[str, str] | None = None) -> dict[str, Any]:
         if question is None:  # as POST /v1/queries says it, not the SDK's validation text
             raise ToolError(_MISSING_QUESTION)
-        return answer_summary(await run_loop(question, None))
+        return answer_summary(await run_loop(question, None, _filters(source, since, until, where)))
 
     return server
 
 
+_FILTERS_DESCRIPTION = (
+    "Optional filters, all of which must hold: source (a feed or sitemap URL, gs://bucket/prefix or a "
+    "folder the documents came from), since and until (published time: a date such as 2025-06-01, an "
+    "ISO time, or an age such as 7d, 2w, 3m, 1y), where (metadata key: value pairs)."
+)
+
+
+def _filters(source: str | None, since: str | None, until: str | None,
+             where: dict[str, str] | None) -> dict[str, Any] | None:
+    """The tools' filter arguments as the API's ``filters`` object (None when none is set)."""
+    out = {name: value for name, value in (("source", source), ("since", since), ("until", until),
+                                           ("where", where)) if value is not None}
+    return out or None
+
+
 _MISSING_QUESTION = 'missing \'question\'; send {"question": "your question"}'
 #: The arguments each tool takes ("query" is search_documents' old name for "question").
-_TAKES = {"search_documents": {"question", "top_k", "query"}, "ask": {"question"}}
+_TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", "until", "where"},
+          "ask": {"question", "source", "since", "until", "where"}}
 
 
 class _Server(MCPServer):

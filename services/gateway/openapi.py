@@ -106,6 +106,24 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                     "description": "Seconds to wait for the answer before replying 202; values "
                     "above 60 are treated as 60.",
                 },
+                "filters": {"$ref": "#/components/schemas/Filters"},
+            },
+        },
+        "Filters": {
+            "type": "object",
+            "additionalProperties": False,
+            "description": "Which documents every search of the query may return, decided before ranking; "
+            "all conditions must hold. Relative times are resolved when the query is submitted.",
+            "properties": {
+                "source": {"type": "string", "description": "A feed or sitemap URL, gs://bucket/prefix or a "
+                           "folder the documents came from (a prefix)."},
+                "since": {"type": "string", "description": "Published at or after: a date (2025-06-01), an "
+                          "ISO 8601 time or an age (12h, 7d, 2w, 3m, 1y)."},
+                "until": {"type": "string", "description": "Published before: a date (through that day), an "
+                          "ISO 8601 time or an age."},
+                "kind": {"type": "string", "enum": ["feed", "sitemap", "file", "gcs"]},
+                "where": {"type": "object", "additionalProperties": {"type": "string"},
+                          "description": "Metadata key: value pairs that must all be equal."},
             },
         },
         "QueryAccepted": {
@@ -238,6 +256,7 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                 "answer": nullable_str,
                 "citations": {"type": "array", "items": {"$ref": "#/components/schemas/Citation"}},
                 "trace_id": nullable_str,
+                "filters": {"$ref": "#/components/schemas/Filters"},
                 "error": nullable_str,
                 "events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
                 "fallbacks": {
@@ -446,6 +465,19 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                             "default": settings.top_k,
                         },
                     },
+                    *[
+                        {"name": name, "in": "query", "required": False, "schema": {"type": "string"},
+                         "description": text}
+                        for name, text in (
+                            ("source", "Only documents from this feed/sitemap URL, gs://bucket/prefix or folder."),
+                            ("since", "Only documents published since (a date, an ISO time or an age: 7d)."),
+                            ("until", "Only documents published before (a date, an ISO time or an age)."),
+                            ("kind", "Only documents that came in as feed, sitemap, file or gcs."),
+                        )
+                    ],
+                    {"name": "where", "in": "query", "required": False, "style": "form", "explode": True,
+                     "schema": {"type": "array", "items": {"type": "string", "pattern": "^[^=]+=.+$"}},
+                     "description": "key=value on the documents' metadata; repeat for more (all must hold)."},
                 ],
                 "responses": {
                     "200": _json("Chunks, best first.", "SearchResponse"),

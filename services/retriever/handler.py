@@ -60,6 +60,7 @@ import numpy as np
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
+from shared.contract.filters import Filters
 from shared.contract.messages import ContextsRetrieved, Message, QueryTransformed
 from shared.contract.ports import (
     Clock,
@@ -165,7 +166,7 @@ def only_adds_to(question: str, rewrite: str) -> bool:
 
 def search_all(
     queries: list[tuple[str, str]], *, embedder: Embedder, index: Index, k: int,
-    meanings: Sequence[str] | None = None,
+    meanings: Sequence[str] | None = None, filters: Filters | None = None,
 ) -> list[QueryHits]:
     """Search every (label, query) at once (or in parallel); one embedding batch for all of them (texts
     this process embedded already, such as the question, are not embedded again).
@@ -178,12 +179,14 @@ def search_all(
     if len(meanings) != len(queries):
         raise ValueError(f"{len(queries)} queries need as many meanings, got {len(meanings)}")
     vectors = query_vectors(embedder, list(meanings))
+    # Only a filtered search passes the argument, so an index without filters keeps working unfiltered.
+    restrict = {} if filters is None or filters.is_empty else {"filters": filters}
     if len(queries) > 1 and isinstance(index, SearchesMany):
         # One pass over the index for all of them, on one snapshot: the fan-out costs little more
         # than the rewritten query alone. Should the batch fail, the one-by-one searches below
         # tell which query failed.
         try:
-            batch = index.search_many([q for _, q in queries], np.asarray(vectors), k, mode="hybrid")
+            batch = index.search_many([q for _, q in queries], np.asarray(vectors), k, mode="hybrid", **restrict)
         except Exception as exc:  # noqa: BLE001 - retried query by query below
             log.warning("searching %d queries at once failed, searching one by one: %s", len(queries), exc)
         else:
@@ -192,7 +195,7 @@ def search_all(
     def one(i: int) -> QueryHits:
         label, query = queries[i]
         try:
-            hits = index.search(query, np.asarray(vectors[i]), k, mode="hybrid")
+            hits = index.search(query, np.asarray(vectors[i]), k, mode="hybrid", **restrict)
         except Exception as exc:  # noqa: BLE001 - reported per query; the caller decides
             return QueryHits(label, query, [], f"{type(exc).__name__}: {exc}")
         return usable(label, query, hits)
@@ -293,10 +296,12 @@ def retrieve_contexts(
     # (the question alone fills top_k, so fusion is never short). The question is searched
     # deeper only when the header filter left it short.
     start = clock.monotonic()
-    results = search_all(queries, embedder=embedder, index=index, k=top_k, meanings=meanings)
+    filters = record.search_filters()
+    results = search_all(queries, embedder=embedder, index=index, k=top_k, meanings=meanings, filters=filters)
     if results[0].dropped and len(results[0].hits) + results[0].dropped >= top_k:
         deep = max(top_k * 2, top_k + 5)
-        results[0] = search_all(queries[:1], embedder=embedder, index=index, k=deep, meanings=meanings[:1])[0]
+        results[0] = search_all(queries[:1], embedder=embedder, index=index, k=deep, meanings=meanings[:1],
+                                filters=filters)[0]
     main = results[:leading]
     failed_main = next((r for r in main if r.error), None)
     if failed_main is not None:
@@ -320,8 +325,11 @@ def retrieve_contexts(
         entry.sub_queries_succeeded = len(succeeded)
 
     annotate(context_count=len(contexts), sub_query_count=len(subs), sub_queries_succeeded=len(succeeded),
-             query=None if settings.redact_query_text else message.query)
+             query=None if settings.redact_query_text else message.query,
+             filters=filters.key if filters is not None else None)
     detail = f"{len(contexts)} contexts"
+    if filters is not None:
+        detail += f" (filters: {filters.describe()})"
     if subs:
         detail += f"; {len(succeeded)}/{len(subs)} sub-queries found results"
         if len(used) == leading:

@@ -20,6 +20,7 @@ from typing import Any
 from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError, RetryableError
+from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
 from shared.contract.text import fold_width
@@ -140,6 +141,7 @@ def submit_query(
     max_iterations: Any = None,
     timeout_s: Any = None,
     field: str = "query",
+    filters: Any = None,
 ) -> QueryRecord:
     """Create a query record and start the loop; return the record as created.
     ``field`` names the question in error messages (what the caller sent it as).
@@ -161,12 +163,14 @@ def submit_query(
         if timeout_s is None
         else validate_seconds(timeout_s, "timeout_s", TIMEOUT_RANGE_S)
     )
+    search_filters = validate_filters(filters, deps)
     query_id = uuid.uuid4().hex
     # The query's trace starts here: the record keeps its id, and the
     # QuerySubmitted PRODUCER span (and so every stage after it) is a child.
     with tracing.tracer().start_as_current_span(
         "gateway submit",
-        attributes={"rag.query_id": query_id, "rag.top_k": top_k, "rag.max_iterations": max_iterations},
+        attributes={"rag.query_id": query_id, "rag.top_k": top_k, "rag.max_iterations": max_iterations,
+                    **({"rag.filters": search_filters.key} if search_filters is not None else {})},
     ):
         now = deps.clock.now()
         record = QueryRecord.new(
@@ -180,6 +184,8 @@ def submit_query(
             trace_id=tracing.current_trace_id(),
             retention_days=settings.query_ttl_days,
         )
+        if search_filters is not None:
+            record.filters = search_filters.to_dict()
         if not deps.state.create(state_collections.QUERIES, query_id, record.to_doc()):
             # A random 128-bit id colliding means something else is badly wrong.
             raise RetryableError(f"query id {query_id} already exists; submit the query again")
@@ -260,13 +266,33 @@ async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> Quer
         interval = min(interval * 2, POLL_MAX_S)
 
 
-def search_documents(deps: Deps, text: Any, k: Any = None, *, field: str = "q") -> list[dict[str, Any]]:
-    """Retrieval only: the ``k`` chunks nearest ``text`` (hybrid search), best first. ``field`` names
-    the text in error messages (what the caller sent it as)."""
+def validate_filters(filters: Any, deps: Deps) -> Filters | None:
+    """``filters`` as a :class:`Filters` (a ``Filters``, or the ``filters`` object of the API:
+    source, since, until, kind, where), relative times resolved against ``deps.clock``; None when
+    empty. Raises :class:`InvalidInput` naming the field at fault."""
+    if filters is None:
+        return None
+    if not isinstance(filters, Filters):
+        try:
+            filters = Filters.from_dict(filters, now=deps.clock.now())
+        except FilterError as exc:
+            raise InvalidInput(f"filters: {exc}") from None
+    return None if filters.is_empty else filters
+
+
+def search_documents(
+    deps: Deps, text: Any, k: Any = None, *, field: str = "q", filters: Any = None
+) -> list[dict[str, Any]]:
+    """Retrieval only: the ``k`` chunks nearest ``text`` (hybrid search) among those ``filters``
+    admits, best first. ``field`` names the text in error messages (what the caller sent it as)."""
     query = validate_query_text(text, max_chars=deps.settings.max_query_chars, field=field)
     k = deps.settings.top_k if k is None else validate_int(k, "k", TOP_K_RANGE)
+    search_filters = validate_filters(filters, deps)
     vector = embed_queries(deps.embedder, [query])[0]
-    results = deps.index.search(query, vector, k)
+    if search_filters is None:
+        results = deps.index.search(query, vector, k)
+    else:
+        results = deps.index.search(query, vector, k, filters=search_filters)
     return [
         {
             "rank": rank,

@@ -18,7 +18,9 @@ citations[]}]), ``answer_provider``, ``answered_from_iteration``, ``fallbacks``
 ([{stage, iteration, reason}]: each result made without the model); an iteration
 may also hold ``sub_queries_used``, ``sub_queries_succeeded``,
 ``transform_source``, ``grade_source``, ``should_refine``,
-``failed_thresholds`` and ``refined_from``.
+``failed_thresholds`` and ``refined_from``. ``filters`` (the
+:class:`~shared.contract.filters.Filters` the caller set, as its ``to_dict``, absolute
+times) is written when the query has any.
 
 Reading is lenient so records written by older builds keep loading: a missing
 field takes its default, and a field this build does not know is kept as it
@@ -30,9 +32,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NotRequired, TypedDict, get_args
 
+from shared.contract.filters import Filters
 from shared.contract.ports import Doc, Grade
 
 Status = Literal["pending", "running", "answered", "failed", "timed_out"]
@@ -231,6 +234,8 @@ class QueryRecord:
     answered_from_iteration: int | None = None
     # Each stage result made without the model, and why: {stage, iteration, reason}.
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    # The metadata filter every search of this query applies (Filters.to_dict); None: none.
+    filters: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
@@ -239,7 +244,7 @@ class QueryRecord:
     _AFTER = ("iterations", "best_iteration", "answer", "citations", "trace_id", "error", "events")
     # Written only once they hold something (or were stored), as the builds before this one did.
     _LATER = ("expire_at", "stages_done", "model_fallbacks", "language", "answer_sentences",
-              "answer_provider", "answered_from_iteration", "fallbacks")
+              "answer_provider", "answered_from_iteration", "fallbacks", "filters")
 
     # ----------------------------------------------------------- creating
 
@@ -311,6 +316,7 @@ class QueryRecord:
             answer_provider=known.get("answer_provider"),
             answered_from_iteration=known.get("answered_from_iteration"),
             fallbacks=_copy(list(known.get("fallbacks") or [])),
+            filters=_copy(known.get("filters")),
             extra=extra,
             stored_keys=stored,
         )
@@ -333,6 +339,13 @@ class QueryRecord:
         return doc
 
     # ------------------------------------------------------------ reading
+
+    def search_filters(self) -> Filters | None:
+        """The query's filters as a value (None when it has none)."""
+        if not self.filters:
+            return None
+        # Stored times are absolute, so the clock passed here is never read.
+        return Filters.from_dict(self.filters, now=datetime.now(UTC))
 
     @property
     def ended(self) -> bool:

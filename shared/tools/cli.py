@@ -565,19 +565,50 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
         console.print(f"  [red]dead letter[/] {markup(letter['subscription'])}: {markup(letter['error'])}")
 
 
+_SOURCE_HELP = ("Only documents from this source: a feed or sitemap URL, gs://bucket/prefix or a folder "
+                "(default: every source).")
+_SINCE_HELP = ("Only documents published since: a date (2025-06-01), an ISO time or an age (12h, 7d, 2w, 3m, 1y) "
+               "(default: no lower bound).")
+_UNTIL_HELP = ("Only documents published before: a date (through that day), an ISO time or an age "
+               "(7d: a week ago) (default: no upper bound).")
+_WHERE_HELP = "Only documents whose metadata KEY equals VALUE; repeatable, all must hold (default: none)."
+_KIND_HELP = "Only documents that came in as: feed, sitemap, file or gcs (default: any)."
+
+
+def _filters(deps: Deps, source: str | None, since: str | None, until: str | None,
+             where: list[str] | None, kind: str | None = None) -> Any:
+    """The --source/--since/--until/--where/--kind flags as Filters (None when none is given)."""
+    from shared.contract.filters import FilterError, Filters
+
+    if source is None and since is None and until is None and not where and kind is None:
+        return None
+    try:
+        filters = Filters.parse(now=deps.clock.now(), source=source, since=since, until=until,
+                                kind=kind, where=where or None)
+    except FilterError as exc:
+        raise _fail(f"filter: {exc}") from None
+    return None if filters.is_empty else filters
+
+
 @app.command()
 def search(
     text: Annotated[str, typer.Argument(help="The words to search for.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many chunks.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    source: Annotated[str | None, typer.Option(help=_SOURCE_HELP)] = None,
+    since: Annotated[str | None, typer.Option(help=_SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option(help=_UNTIL_HELP)] = None,
+    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=_WHERE_HELP)] = None,
+    kind: Annotated[str | None, typer.Option(help=_KIND_HELP)] = None,
 ) -> None:
     """Retrieval only: the chunks that best match TEXT."""
     from shared.contract.text import snippet
     from shared.query.api import search_documents
 
     session = _session()
+    filters = _filters(session.deps, source, since, until, where, kind)
     try:
-        hits = search_documents(session.deps, text, k, field="text")
+        hits = search_documents(session.deps, text, k, field="text", filters=filters)
     except RagbusError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -586,6 +617,8 @@ def search(
     if not hits:
         if session.deps.index.count_chunks() == 0:
             _empty(f"the index under {_where(session.settings)} is empty; {ADD_DOCUMENTS}")
+        elif filters is not None:
+            _empty(f"no chunk matches within the filters ({filters.describe()}); widen them or try other words")
         else:
             _empty("no chunk matches; try other words")
         return
@@ -596,13 +629,13 @@ def search(
 
 
 def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
-         timeout: float | None) -> QueryRecord:
+         timeout: float | None, filters: Any = None) -> QueryRecord:
     """``timeout``: --timeout, or None for RAGBUS_QUERY_TIMEOUT_S (which, like the gateway's default,
     may exceed the range a caller may ask for)."""
     from shared.query.api import submit_query, wait_for_query
 
     record = submit_query(deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout,
-                          field="question")
+                          field="question", filters=filters)
     return wait_for_query(deps, record.id, (timeout or deps.settings.query_timeout_s) + 5)
 
 
@@ -618,6 +651,11 @@ def ask(
         "(default: RAGBUS_MAX_ITERATIONS, else 2).")] = None,
     timeout: Annotated[float | None, typer.Option(
         help="Seconds before the query times out (default: RAGBUS_QUERY_TIMEOUT_S, else 60).")] = None,
+    source: Annotated[str | None, typer.Option(help=_SOURCE_HELP)] = None,
+    since: Annotated[str | None, typer.Option(help=_SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option(help=_UNTIL_HELP)] = None,
+    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=_WHERE_HELP)] = None,
+    kind: Annotated[str | None, typer.Option(help=_KIND_HELP)] = None,
 ) -> None:
     """Ask a question; answer with citations from the indexed corpus."""
     from shared.query.api import TIMEOUT_RANGE_S, validate_seconds
@@ -628,11 +666,13 @@ def ask(
         except RagbusError as exc:
             raise _fail(str(exc)) from None
     session = _session(changes=True)
+    filters = _filters(session.deps, source, since, until, where, kind)
     if session.local is not None and session.deps.index.count_chunks() == 0:
         _empty(f"the index under {_where(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
     with session.stages():
         try:
-            record = _ask(session.deps, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout)
+            record = _ask(session.deps, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout,
+                          filters=filters)
         except RagbusError as exc:
             raise _fail(str(exc)) from None
     if as_json:

@@ -138,6 +138,9 @@ def print_answer(record: QueryRecord) -> None:
 
     outcome = record.outcome or record.status
     console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.iterations)}")
+    filters = record.search_filters()
+    if filters is not None:
+        console.print(Text(f"  filters: {filters.describe()}"))
     for it in record.iterations:
         score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
         # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field

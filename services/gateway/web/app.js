@@ -130,6 +130,8 @@
     $("outcome").textContent = "";
     $("fallbacks").replaceChildren();
     $("fallbacks").hidden = true;
+    $("filters").textContent = "";
+    $("filters").hidden = true;
     $("answer-section").hidden = true;
     $("iterations-section").hidden = true;
     $("search-section").hidden = true;
@@ -229,9 +231,22 @@
     $("answer-section").hidden = false;
     $("outcome").textContent = record.error && record.status !== "answered" ? `${outcome}: ${record.error}` : outcome;
     $("outcome").className = `outcome outcome-${record.outcome || record.status}`;
+    renderFilters(record.filters);
     renderFallbacks(record.fallbacks || []);
     renderAnswer(record.answer || "", record.citations || []);
     loadTrace(record.id);
+  }
+
+  // The filters every search of this question applied (the record keeps them with absolute times).
+  function renderFilters(filters) {
+    const parts = [];
+    if (filters && filters.source) parts.push(`source ${filters.source}`);
+    if (filters && filters.since) parts.push(`since ${filters.since.slice(0, 10)}`);
+    if (filters && filters.until) parts.push(`until ${filters.until.slice(0, 10)}`);
+    if (filters && filters.kind) parts.push(`kind ${filters.kind}`);
+    for (const [key, value] of Object.entries((filters && filters.where) || {})) parts.push(`${key}=${value}`);
+    $("filters").hidden = !parts.length;
+    $("filters").textContent = parts.length ? `Searched only documents with: ${parts.join(", ")}` : "";
   }
 
   // Every step the model did not do (a transient failure, an unusable reply, a spent budget).

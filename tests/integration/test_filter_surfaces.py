@@ -1,0 +1,150 @@
+"""Filters on every front door: the HTTP API (POST /v1/queries ``filters``, GET /v1/search
+``source``/``since``/``until``/``where``), the CLI flags, the MCP tools' arguments, the query
+record, and the retriever searching the real local index with them."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+from services.gateway import create_app
+from services.retriever.handler import search_all
+from shared.adapters.local.index import HybridIndex
+from shared.adapters.local.state import SqliteStateStore
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput
+from shared.contract.filters import Filters
+from shared.contract.ports import Chunk
+from shared.query.api import search_documents, submit_query
+from shared.query.record import QueryRecord
+from tests.fakes import FakeClock, RecordingPublisher
+from tests.unit.loop_fakes import HashingEmbedder
+
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
+def _index(tmp_path) -> tuple[HybridIndex, HashingEmbedder]:
+    embedder = HashingEmbedder()
+    index = HybridIndex(tmp_path / "index", embedder.dimension)
+    posts = [
+        ("nv-2025", "https://nv.example/rss", "2025-03-04", "CUDA graphs cut launch overhead for small kernels."),
+        ("nv-2026", "https://nv.example/rss", "2026-11-20", "CUDA graphs now capture conditional nodes."),
+        ("amd-2026", "https://amd.example/feed", "2026-11-22", "HIP graphs cut launch overhead as CUDA graphs do."),
+    ]
+    for doc, origin, published, text in posts:
+        chunk = Chunk(chunk_id=f"{doc}:0", document_id=doc, ordinal=0, text=text, title=doc,
+                      url=origin.replace("/rss", "").replace("/feed", "") + f"/{doc}", published=published,
+                      source="feed", origin=origin, metadata={"vendor": doc.split("-")[0]})
+        index.upsert(doc, [chunk], embedder.embed([text]))
+    return index, embedder
+
+
+@pytest.fixture
+def deps(tmp_path):
+    index, embedder = _index(tmp_path)
+    clock = FakeClock(NOW)
+    return Deps(Settings(home=tmp_path), publisher=RecordingPublisher(), state=SqliteStateStore(tmp_path / "s.db"),
+                clock=clock, embedder=embedder, index=index)
+
+
+def test_search_documents_filters_before_ranking(deps):
+    every = [r["document_id"] for r in search_documents(deps, "CUDA graphs launch overhead", 3)]
+    assert set(every) == {"nv-2025", "nv-2026", "amd-2026"}
+    only = search_documents(deps, "CUDA graphs launch overhead", 3,
+                            filters={"source": "https://nv.example/rss", "since": "30d"})
+    assert [r["document_id"] for r in only] == ["nv-2026"]
+    assert [r["document_id"] for r in search_documents(
+        deps, "graphs", 3, filters={"where": {"vendor": "amd"}})] == ["amd-2026"]
+    with pytest.raises(InvalidInput, match="filters: since 'last tuesday'"):
+        search_documents(deps, "graphs", 3, filters={"since": "last tuesday"})
+
+
+def test_the_query_record_keeps_the_filters_resolved_against_the_clock(deps):
+    record = submit_query(deps, "What changed in CUDA graphs?", filters={"since": "7d", "source": "https://nv.example/rss"})
+    stored = deps.state.get(state_collections.QUERIES, record.id)
+    assert stored["filters"] == {"source": "https://nv.example/rss", "since": "2026-11-19T12:00:00+00:00"}
+    assert QueryRecord.from_doc(stored).search_filters() == Filters.parse(
+        now=NOW, since="7d", source="https://nv.example/rss")
+    # A record without filters (every older record) writes none and reads as unfiltered.
+    plain = submit_query(deps, "What changed in CUDA graphs?")
+    stored = deps.state.get(state_collections.QUERIES, plain.id)
+    assert "filters" not in stored and QueryRecord.from_doc(stored).search_filters() is None
+    with pytest.raises(InvalidInput, match="filters: unknown key"):
+        submit_query(deps, "q?", filters={"from": "2025"})
+
+
+def test_the_retriever_searches_with_the_filters(deps):
+    f = Filters.parse(now=NOW, until="2025-12-31")
+    [hits] = search_all([("question", "CUDA graphs launch overhead")], embedder=deps.embedder, index=deps.index,
+                        k=3, filters=f)
+    assert [h.chunk.document_id for h in hits.hits] == ["nv-2025"]
+    both = search_all([("question", "CUDA graphs"), ("sub_query_1", "launch overhead")], embedder=deps.embedder,
+                      index=deps.index, k=3, filters=f)
+    assert {h.chunk.document_id for r in both for h in r.hits} == {"nv-2025"}
+
+
+def test_http_search_and_queries_take_filters_with_clear_400s(deps):
+    with TestClient(create_app(deps), base_url="http://127.0.0.1") as client:
+        body = client.get("/v1/search", params={"q": "CUDA graphs", "source": "https://amd.example/feed"}).json()
+        assert [r["document_id"] for r in body["results"]] == ["amd-2026"]
+        body = client.get("/v1/search", params=[("q", "graphs"), ("since", "2026-01-01"), ("where", "vendor=nv")]).json()
+        assert [r["document_id"] for r in body["results"]] == ["nv-2026"]
+        for params, expected in [({"since": "soon"}, "since 'soon'"), ({"until": "2025-13-01"}, "until '2025-13-01'"),
+                                 ({"source": "ftp://x/"}, "source 'ftp://x/'"),
+                                 ({"since": "2026-01-01", "until": "2025-01-01"}, "is not before until")]:
+            response = client.get("/v1/search", params={"q": "graphs", **params})
+            assert response.status_code == 400 and expected in response.json()["error"], params
+        response = client.post("/v1/queries", json={"question": "What changed?", "filters": {"since": "7d"}})
+        assert response.status_code == 202
+        stored = deps.state.get(state_collections.QUERIES, response.json()["id"])
+        assert stored["filters"] == {"since": "2026-11-19T12:00:00+00:00"}
+        response = client.post("/v1/queries", json={"question": "What changed?", "filters": {"since": 7}})
+        assert response.status_code == 400 and "filters.since must be a string" in response.json()["error"]
+        response = client.post("/v1/queries", json={"question": "What changed?", "filters": "7d"})
+        assert response.status_code == 400 and "filters must be an object" in response.json()["error"]
+
+
+def test_cli_flags_become_filters_and_bad_ones_a_one_line_error(monkeypatch):
+    import shared.tools.cli as cli
+
+    asked = []
+    session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None,
+                              deps=SimpleNamespace(clock=FakeClock(NOW)), stages=lambda: contextlib.nullcontext())
+    monkeypatch.setattr(cli, "_session", lambda *a, **k: session)
+    answered = SimpleNamespace(status="answered", to_doc=lambda: {"status": "answered"})
+    monkeypatch.setattr(cli, "_ask", lambda deps, q, **kw: asked.append(kw["filters"]) or answered)
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["ask", "why?", "--json", "--source", "https://nv.example/rss", "--since", "2w",
+                                     "--where", "vendor=nv", "--where", "team=gpu"])
+    assert result.exit_code == 0, result.output
+    assert asked == [Filters.parse(now=NOW, source="https://nv.example/rss", since="2w",
+                                   where=["vendor=nv", "team=gpu"])]
+    result = runner.invoke(cli.app, ["ask", "why?", "--since", "whenever"])
+    assert result.exit_code == 2 and "since 'whenever'" in result.output
+    result = runner.invoke(cli.app, ["search", "graphs", "--where", "vendor"])
+    assert result.exit_code == 2 and "write key=value" in result.output
+
+
+def test_mcp_tools_take_typed_filter_arguments(deps):
+    import anyio
+
+    from services.gateway.mcp_server import build_mcp_server
+
+    server = build_mcp_server(deps)
+
+    async def schemas():
+        return {tool.name: getattr(tool, "input_schema", None) or tool.inputSchema for tool in await server.list_tools()}
+
+    found = anyio.run(schemas)
+    for name in ("search_documents", "ask"):
+        properties = found[name]["properties"]
+        assert {"source", "since", "until", "where"} <= set(properties), name
+        assert properties["where"]["anyOf"][0]["type"] == "object"
