@@ -90,21 +90,23 @@ def test_bad_input_is_refused(tmp_path):
         HybridIndex(tmp_path, 384)
 
 
-def test_a_new_instance_on_the_same_path_sees_the_data_and_loads_the_cache(tmp_path, caplog):
+def test_a_new_instance_on_the_same_path_sees_the_data_and_loads_the_segments(tmp_path, caplog):
     rng = np.random.default_rng(4)
     vectors = _unit(rng, 40)
-    first = HybridIndex(tmp_path, DIM)
+    first = HybridIndex(tmp_path, DIM, background_merges=False)
     for d in range(10):
         first.upsert(f"d{d}", _chunks(f"d{d}", [f"river meadow {d} {n}" for n in range(4)]), vectors[d * 4 : d * 4 + 4])
     expected = first.search("meadow 7", vectors[29], 5)
-    assert (tmp_path / "cache" / f"gen-{first.generation:012d}" / "complete").exists()
+    assert first.maintain(flush=True)["flushed"][0]["rows"] == 40
+    assert len(list((tmp_path / "segments").glob("seg-*/complete"))) == 1
 
     caplog.set_level(logging.INFO, logger="ragbus.index")
     second = HybridIndex(tmp_path, DIM)
     assert (second.count_chunks(), second.count_documents()) == (40, 10)
     got = second.search("meadow 7", vectors[29], 5)
     assert [(h.chunk, round(h.score, 5)) for h in got] == [(h.chunk, round(h.score, 5)) for h in expected]
-    assert any("loaded" in r.getMessage() for r in caplog.records)
+    assert any("loaded" in r.getMessage() and "1 on disk, 0 rows in memory" in r.getMessage()
+               for r in caplog.records)
     # a write through either instance is seen by the other
     second.delete_document("d7")
     assert not [h for h in first.search("meadow 7", vectors[29], 40) if h.chunk.document_id == "d7"]
@@ -223,13 +225,14 @@ def test_readers_and_a_writer_in_threads(tmp_path):
     assert len(hits) == 1 + 30  # every w-document has exactly one "harbor" chunk, plus the seed
 
 
-def test_exact_and_ann_instances_share_one_cache(tmp_path):
+def test_exact_and_ann_instances_share_one_segment(tmp_path):
     rng = np.random.default_rng(7)
     vectors = _unit(rng, 300)
-    exact = HybridIndex(tmp_path, DIM)
+    exact = HybridIndex(tmp_path, DIM, background_merges=False)
     exact.upsert("a", _chunks("a", [f"ember falcon {n}" for n in range(300)]), vectors)
     expected = [h.chunk.chunk_id for h in exact.search("falcon", vectors[5], 5, mode="dense")]
-    folder = tmp_path / "cache" / f"gen-{exact.generation:012d}"
+    exact.maintain(flush=True)
+    [folder] = (tmp_path / "segments").glob("seg-*")
     assert (folder / "complete").exists() and not (folder / "hnsw.faiss").exists()
     ann = HybridIndex(tmp_path, DIM, ann_threshold=10)
     assert ann.search("falcon", vectors[5], 5, mode="dense")[0].chunk.chunk_id == expected[0]

@@ -96,7 +96,7 @@ def counted_index(tmp_path, monkeypatch):
     products: list[int] = []
     real = local_index._Dense.top_many
     monkeypatch.setattr(local_index._Dense, "top_many",
-                        lambda self, queries, n: products.append(len(queries)) or real(self, queries, n))
+                        lambda self, queries, n, dead=None: products.append(len(queries)) or real(self, queries, n, dead))
     return index, embedder, products
 
 
@@ -107,7 +107,7 @@ def test_a_vector_searched_again_on_the_same_snapshot_reuses_its_dense_top(count
     again = index.search("rank fusion feedback terms", vector, 5)  # same vector, other words, shallower
     assert products == [1]
     assert [h.chunk.chunk_id for h in again] == [h.chunk.chunk_id for h in first][: len(again)]
-    # a new generation is a new matrix: searched afresh, and the new chunk is found
+    # a new generation adds a segment: only it is searched afresh, and the new chunk is found
     index.upsert(CORPUS[1].document_id, [CORPUS[1]], embedder.embed([CORPUS[1].text]))
     after = index.search("reciprocal rank fusion", vector, 10)
     assert products == [1, 1]

@@ -1,16 +1,20 @@
-"""The local hybrid index: SQLite as the source of truth, BM25 and dense search derived.
+"""The local hybrid index: SQLite as the source of truth, BM25 and dense search over segments.
 
 Layout under ``path``::
 
-    chunks.db             every chunk: text, metadata, float32 vector; a generation counter
-    cache/gen-<N>/        derived structures for generation N: chunk id order, the bm25s
-                          index and, above ``ann_threshold`` chunks, the faiss HNSW graph
+    chunks.db             every chunk: text, metadata, float32 vector and the generation that
+                          wrote it; tombstones of replaced and deleted chunks; the generation
+                          counter and the manifest (which segments make up the index)
+    segments/seg-*/       immutable segments (see :mod:`shared.adapters.local.segments`):
+                          memory-mapped vectors, BM25 postings, an HNSW graph when large
 
-Every upsert or delete bumps the generation in the same SQLite transaction as the
-change (WAL mode), so a crash never leaves half a document and a reader can tell
-whether its derived structures are current. They are rebuilt lazily on the first
-search after a change, and persisted per generation so another process (the CLI,
-a restarted runtime) loads them instead of re-tokenising every chunk.
+Every upsert or delete bumps the generation in the same SQLite transaction as the change
+(WAL mode), so a crash never leaves half a document. A search reads the manifest's
+segments (opened once per process) plus the rows written since the last one, held in small
+in-memory segments: the cost of a change is the cost of the rows it wrote, whatever the
+size of the corpus (see :class:`HybridIndex`). Before segments, every change rebuilt the
+whole bm25s index and, above 100k chunks, the whole HNSW graph: the first search after one
+new document took 1.0 s at 10k chunks and 86 s at 150k (issue 26).
 
 Search fuses two candidate lists of ``max(50, 5k)`` chunks each. Plain reciprocal
 rank fusion did worse than dense retrieval alone on the project's eval set (nDCG@10:
@@ -24,20 +28,33 @@ lexical noise outrank clear semantic matches.
 
 from __future__ import annotations
 
+import fcntl
+import itertools
 import json
 import logging
+import os
 import re
 import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shared.adapters.local.segments import (
+    BM25_B,
+    BM25_K1,
+    Postings,
+    Segment,
+    bm25_idf,
+    merge_plan,
+    read_segment_files,
+    write_segment,
+)
 from shared.adapters.local.sqlite import SqliteDatabase
 from shared.contract.errors import ConfigError, DataFileError
 from shared.contract.filters import Filters
@@ -58,17 +75,27 @@ CREATE TABLE IF NOT EXISTS chunks (
   source TEXT NOT NULL DEFAULT '',
   vector BLOB NOT NULL,
   origin TEXT NOT NULL DEFAULT '',
-  metadata TEXT NOT NULL DEFAULT '{}'
+  metadata TEXT NOT NULL DEFAULT '{}',
+  gen INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id, ordinal);
+CREATE TABLE IF NOT EXISTS tombstones (chunk_id TEXT NOT NULL, gen INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS tombstones_by_gen ON tombstones(gen);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('manifest', '[]');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('manifest_previous', '[]');
+INSERT OR IGNORE INTO meta(key, value) VALUES ('manifest_version', '0');
 """
 
 _CHUNK_COLUMNS = "chunk_id, document_id, ordinal, text, title, url, published, source, origin, metadata"
 # Columns added after the first release, with their definitions: an older chunks.db gains them on open.
-_ADDED_COLUMNS = {"origin": "TEXT NOT NULL DEFAULT ''", "metadata": "TEXT NOT NULL DEFAULT '{}'"}
-_FILTER_MASKS_KEPT = 32
+# ``gen`` is the generation that wrote the row: rows of older indexes get 0 and are found by the
+# first refresh (and flushed into a segment by the first maintenance).
+_ADDED_COLUMNS = {"origin": "TEXT NOT NULL DEFAULT ''", "metadata": "TEXT NOT NULL DEFAULT '{}'",
+                  "gen": "INTEGER NOT NULL DEFAULT 0"}
+_NOT_FIELDS = frozenset({"vector", "gen", "text"})  # columns a filter never reads
+_FILTER_MASKS_KEPT = 64  # (segment, filter) row masks kept per index
 
 # ------------------------------------------------------------------ BM25 text
 
@@ -115,11 +142,11 @@ def _bm25_text(title: str, text: str) -> str:
     return f"{title}\n{strip_header(text)}"
 
 
-# ------------------------------------------------------------------ snapshot
+# ------------------------------------------------------------------ dense search
 
 
 _ONE_PASS_BYTES = 16 * 2**20  # about 10k 384-float vectors
-_DENSE_TOPS_KEPT = 256  # recent query vectors' dense tops kept per index (a few hundred KB)
+_DENSE_TOPS_KEPT = 1024  # recent (segment, query vector) dense tops kept per index (about 1 MB)
 
 
 class _Dense:
@@ -143,11 +170,16 @@ class _Dense:
     def top(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         return self.top_many(query.reshape(1, -1), n)[0]
 
+    def __len__(self) -> int:
+        return len(self.matrix)
+
     def scores_of(self, query: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return self.matrix[idx] @ query if len(idx) else np.zeros(0, dtype=np.float32)
 
-    def top_many(self, queries: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`top` of each row of ``queries``, the matrix read once for all of them."""
+    def top_many(self, queries: np.ndarray, n: int, dead: np.ndarray | None = None
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`top` of each row of ``queries``, the matrix read once for all of them; rows
+        marked in ``dead`` (a boolean mask) are never returned."""
         # A matrix too large for the cache is read once for all queries (one product); a small one
         # is cheaper query by query.
         if len(queries) > 1 and self.matrix.nbytes >= _ONE_PASS_BYTES:
@@ -156,8 +188,11 @@ class _Dense:
         else:
             columns = [self._products(query) for query in queries]
         out = []
-        n = min(n, len(self.matrix))
+        live = len(self.matrix) - (int(dead.sum()) if dead is not None else 0)
+        n = min(n, live)
         for column in columns:
+            if dead is not None:
+                column[dead] = -np.inf
             if n <= 0:
                 out.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
                 continue
@@ -192,14 +227,24 @@ class _Hnsw:
             return np.zeros(0, dtype=np.float32)
         return self.index.reconstruct_batch(np.asarray(idx, dtype=np.int64)) @ query
 
-    def top_many(self, queries: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`top` of each row of ``queries`` in one faiss call."""
-        n = min(n, self.index.ntotal)
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    def top_many(self, queries: np.ndarray, n: int, dead: np.ndarray | None = None
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`top` of each row of ``queries`` in one faiss call; rows marked in ``dead``
+        are excluded inside the graph walk (faiss's IDSelector), so the top stays ``n`` deep."""
+        live = self.index.ntotal - (int(dead.sum()) if dead is not None else 0)
+        n = min(n, live)
         if n <= 0:
             return [(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)) for _ in range(len(queries))]
         import faiss
 
-        params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, n))
+        selector = None
+        if dead is not None and dead.any():
+            excluded = faiss.IDSelectorBatch(np.flatnonzero(dead).astype(np.int64))
+            selector = faiss.IDSelectorNot(excluded)  # ``excluded`` stays referenced until the search ends
+        params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, n), sel=selector)
         scores, idx = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), n, params=params)
         out = []
         for row_idx, row_scores in zip(idx, scores, strict=True):
@@ -208,27 +253,147 @@ class _Hnsw:
         return out
 
 
+_MEMORY_DELTAS = 8  # in-memory segments of recent generations before they are folded into one
+_SEGMENT_UIDS = itertools.count(1)
+
+
 @dataclass(frozen=True)
-class _Snapshot:
-    """Immutable derived view of one generation; shared by every reader until replaced."""
+class _DenseKind:
+    kind: str
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """The rows a search may return, per segment: a mask of excluded rows (None: none),
+    and the BM25 statistics of the rest."""
+
+    excluded: tuple[np.ndarray | None, ...]
+    rows: int
+    length: float  # BM25 tokens in the admitted rows
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment], excluded: Sequence[np.ndarray | None]) -> _Scope:
+        rows, length = 0, 0.0
+        for seg, mask in zip(segments, excluded, strict=True):
+            lengths = seg.postings.lengths
+            if mask is None:
+                rows += len(seg)
+                length += float(lengths.sum())
+            else:
+                rows += int((~mask).sum())
+                length += float(lengths[~mask].sum())
+        return cls(tuple(excluded), rows, length)
+
+
+@dataclass(frozen=True)
+class _View:
+    """Immutable view of one generation: the manifest's segments, the in-memory segments of
+    the generations after it, and each segment's dead rows; shared by every reader until
+    replaced."""
 
     generation: int
-    chunk_ids: list[str]
-    dense: _Dense | _Hnsw | None
-    bm25: Any  # bm25s.BM25, or None when there are no chunks
+    manifest_version: int
+    manifest: tuple[dict[str, Any], ...]
+    segments: tuple[Segment, ...]
+    dead: tuple[np.ndarray | None, ...]
+    offsets: np.ndarray  # global row index of each segment's first row; one more at the end
+    live: _Scope  # every row not dead
 
     @property
     def size(self) -> int:
-        return len(self.chunk_ids)
+        return self.live.rows
 
-    def bm25_scores(self, text: str) -> np.ndarray:
-        if self.bm25 is None or not self.chunk_ids:
-            return np.zeros(self.size, dtype=np.float32)
-        vocab = self.bm25.vocab_dict
-        ids = [vocab[t] for t in bm25_tokens(text) if t in vocab]
-        if not ids:
-            return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self.bm25.get_scores(ids), dtype=np.float32)
+    @property
+    def dense(self) -> _DenseKind | None:
+        if not self.segments:
+            return None
+        return _DenseKind("hnsw" if any(s.dense.kind == "hnsw" for s in self.segments) else "exact")
+
+    @property
+    def disk_segments(self) -> tuple[Segment, ...]:
+        return tuple(s for s in self.segments if s.name)
+
+    @property
+    def memory_rows(self) -> int:
+        return sum(len(s) for s in self.segments if not s.name)
+
+    def live_chunk_ids(self) -> list[str]:
+        out: list[str] = []
+        for seg, dead in zip(self.segments, self.dead, strict=True):
+            out.extend(c for i, c in enumerate(seg.chunk_ids) if dead is None or not dead[i])
+        return out
+
+    def locate(self, idx: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets, idx, side="right") - 1
+
+    def chunk_ids_of(self, idx: np.ndarray) -> list[str]:
+        seg_of = self.locate(idx)
+        rows = idx - self.offsets[seg_of]
+        return [self.segments[si].chunk_ids[r] for si, r in zip(seg_of.tolist(), rows.tolist(), strict=True)]
+
+    def chunk_id(self, g: int) -> str:
+        si = int(self.locate(np.asarray([g]))[0])
+        return self.segments[si].chunk_ids[g - int(self.offsets[si])]
+
+    def dense_scores(self, query: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(idx), dtype=np.float32)
+        seg_of = self.locate(idx)
+        for si in np.unique(seg_of):
+            where = seg_of == si
+            rows = idx[where] - int(self.offsets[si])
+            out[where] = np.asarray(self.segments[si].vectors[np.sort(rows)] @ query)[np.argsort(np.argsort(rows))]
+        return out
+
+    def bm25_scores(self, text: str, scope: _Scope | None = None) -> np.ndarray:
+        """Lucene BM25 (bm25s's "lucene" method) with N, document frequencies and the average
+        length taken over the rows in ``scope`` (default: the live rows) of every segment: the
+        scores of one fresh build of only those chunks; excluded rows score 0."""
+        scope = scope or self.live
+        total = int(self.offsets[-1])
+        scores = np.zeros(total, dtype=np.float32)
+        tokens = bm25_tokens(text)
+        if not tokens or not scope.rows:
+            return scores
+        avgdl = scope.length / scope.rows
+        postings: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+        for term in dict.fromkeys(tokens):
+            postings[term] = self._postings(term, scope)
+        for term in tokens:  # a repeated query word counts again, as in bm25s
+            parts = postings[term]
+            df = sum(len(rows) for _, rows, _ in parts)
+            if not df:
+                continue
+            idf = bm25_idf(df, scope.rows)
+            for si, rows, tfs in parts:
+                dl = self.segments[si].postings.lengths[rows]
+                contrib = idf * tfs / (BM25_K1 * ((1 - BM25_B) + BM25_B * dl / avgdl) + tfs)
+                scores[int(self.offsets[si]) + rows] += contrib.astype(np.float32)
+        return scores
+
+    def _postings(self, term: str, scope: _Scope) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        out = []
+        for si, seg in enumerate(self.segments):
+            rows, tfs = seg.postings.term(term)
+            if not len(rows):
+                continue
+            excluded = scope.excluded[si]
+            if excluded is not None:
+                keep = ~excluded[rows]
+                rows, tfs = rows[keep], tfs[keep]
+            if len(rows):
+                out.append((si, np.asarray(rows, dtype=np.int64), np.asarray(tfs, dtype=np.float32)))
+        return out
+
+    def document_frequency(self, term: str) -> int:
+        return sum(len(rows) for _, rows, _ in self._postings(term, self.live))
+
+
+def _make_view(generation: int, manifest_version: int, manifest: Sequence[dict[str, Any]],
+               segments: Sequence[Segment], dead: Sequence[np.ndarray | None]) -> _View:
+    offsets = np.zeros(len(segments) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in segments], out=offsets[1:])
+    return _View(generation, manifest_version, tuple(manifest), tuple(segments), tuple(dead), offsets,
+                 _Scope.of(segments, dead))
 
 
 # --------------------------------------------------------------------- index
@@ -237,11 +402,25 @@ class _Snapshot:
 class HybridIndex:
     """The :class:`~shared.contract.ports.Index` of the local runtime (BM25 + dense, on disk).
 
-    Thread-safe: writers serialise on SQLite's write lock; readers share an
-    immutable snapshot of the derived structures, rebuilt under a lock when the
-    generation moved. A reader that finds another thread already rebuilding
-    keeps answering from the previous (consistent, slightly older) snapshot
-    rather than waiting.
+    Changes cost what they change. SQLite (``chunks.db``) is the source of truth: every
+    row carries the generation that wrote it, and a replaced or deleted row leaves a
+    tombstone. Search runs over immutable segments (see :mod:`.segments`): the ones named
+    by the manifest (in SQLite's ``meta``, so the manifest, the tombstones and the rows
+    are read in one transaction and every process sees one consistent generation), plus
+    small in-memory segments for the generations written since, built from those rows
+    alone. A search after a write therefore reads only the new rows, never the corpus.
+
+    Maintenance (a background thread, or :meth:`maintain`) flushes the in-memory rows into
+    a segment on disk once there are ``flush_rows`` of them and merges ``merge_factor``
+    adjacent segments of one size level into one (Lucene's log merge policy; adjacent,
+    because a segment is a range of generations). A segment above ``ann_threshold`` rows
+    gets a faiss HNSW graph; smaller ones are searched exactly. A merge writes its
+    segment to a temporary folder, renames it, then swaps the manifest in one SQLite
+    transaction: a kill -9 at any point leaves the old manifest and its segments intact.
+
+    Thread-safe: writers serialise on SQLite's write lock; readers share an immutable
+    view, replaced under a lock when the generation or the manifest moved. A reader that
+    finds another thread already refreshing keeps answering from the previous view.
     """
 
     def __init__(
@@ -254,9 +433,14 @@ class HybridIndex:
         hnsw_m: int = 32,
         ef_search: int = 64,
         ef_construction: int = 80,
+        flush_rows: int = 2_000,
+        merge_factor: int = 4,
+        background_merges: bool = True,
     ) -> None:
         if not 0.0 <= dense_weight <= 1.0:
             raise ConfigError(f"dense_weight={dense_weight} must be between 0 and 1")
+        if flush_rows < 1 or merge_factor < 2:
+            raise ConfigError(f"flush_rows={flush_rows} must be >= 1 and merge_factor={merge_factor} >= 2")
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.dimension = dimension
@@ -265,28 +449,35 @@ class HybridIndex:
         self.hnsw_m = hnsw_m
         self.ef_search = max(64, ef_search)
         self.ef_construction = ef_construction
+        self.flush_rows = flush_rows
+        self.merge_factor = merge_factor
+        self.background_merges = background_merges
+        self._segments_dir = self.path / "segments"
         self.set_aside: Path | None = None  # where a damaged chunks.db was moved, when it was
         self._db = self._open()
-        self._add_columns()
+        self._migrate()
         self.started_new = self._check_dimension()
-        self._snapshot: _Snapshot | None = None
-        self._rebuild_lock = threading.Lock()
-        # (generation, query vector bytes) -> its dense top (ids, scores), best first: one query's
-        # vector is searched by several stages (the transformer's feedback search, the retriever),
-        # and at 100k chunks the exact product is the largest cost of a query (18 ms of ~60).
-        self._dense_tops: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._view: _View | None = None
+        self._refresh_lock = threading.Lock()
+        self._maintainer: threading.Thread | None = None
+        self._maintainer_guard = threading.Lock()
+        # (segment, its dead rows, query vector bytes) -> its dense top (rows, scores), best first:
+        # one query's vector is searched by several stages (the transformer's feedback search, the
+        # retriever), and a segment never changes, so a write only costs the new segment's search.
+        self._dense_tops: OrderedDict[tuple[int, int, str, bytes], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._dense_tops_lock = threading.Lock()
-        # (generation, filters.key) -> the snapshot's row mask: a filter is usually asked again by the
-        # same question's sub-queries and stages.
+        # (segment, filters.key) -> the rows of the segment the filter admits: a segment never
+        # changes, so a filter is matched against its rows once, whatever is written later.
         self._masks: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
         self._masks_lock = threading.Lock()
 
-    def _add_columns(self) -> None:
+    def _migrate(self) -> None:
         with self._db.transaction() as conn:
             present = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
             for name, definition in _ADDED_COLUMNS.items():
                 if name not in present:
                     conn.execute(f"ALTER TABLE chunks ADD COLUMN {name} {definition}")
+            conn.execute("CREATE INDEX IF NOT EXISTS chunks_by_gen ON chunks(gen)")
 
     def _open(self) -> SqliteDatabase:
         """chunks.db; a damaged or emptied one is moved aside (kept, for a look) and a new one
@@ -313,9 +504,10 @@ class HybridIndex:
             row = conn.execute("SELECT value FROM meta WHERE key = 'dimension'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta(key, value) VALUES ('dimension', ?)", (str(self.dimension),))
-                # derived structures of an index that stood here before belong to its generations,
-                # which this one's would otherwise reuse by number
+                # segments of an index that stood here before belong to its generations, which this
+                # one's would otherwise reuse by name
                 shutil.rmtree(self.path / "cache", ignore_errors=True)
+                shutil.rmtree(self._segments_dir, ignore_errors=True)
                 return conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None
             elif int(row[0]) != self.dimension:
                 raise ConfigError(
@@ -329,29 +521,44 @@ class HybridIndex:
     def upsert(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Replace every chunk of ``document_id`` with ``chunks`` in one transaction."""
         vectors = checked_vectors(document_id, chunks, vectors, self.dimension)
-        rows = [
-            (c.chunk_id, document_id, c.ordinal, c.text, c.title, c.url, c.published, c.source,
-             c.origin, json.dumps(dict(c.metadata), sort_keys=True), np.ascontiguousarray(v).tobytes())
-            for c, v in zip(chunks, vectors, strict=True)
-        ]
         with self._db.transaction() as conn:
+            generation = self._bump(conn)
+            rows = [
+                (c.chunk_id, document_id, c.ordinal, c.text, c.title, c.url, c.published, c.source,
+                 c.origin, json.dumps(dict(c.metadata), sort_keys=True), np.ascontiguousarray(v).tobytes(),
+                 generation)
+                for c, v in zip(chunks, vectors, strict=True)
+            ]
+            gone = [r[0] for r in conn.execute("SELECT chunk_id FROM chunks WHERE document_id = ?", (document_id,))]
+            new_ids = [c.chunk_id for c in chunks]
+            for start in range(0, len(new_ids), 500):  # ids taken over from another document
+                part = new_ids[start : start + 500]
+                marks = ",".join("?" * len(part))
+                gone += [r[0] for r in conn.execute(
+                    f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks}) AND document_id != ?",
+                    (*part, document_id))]
+            conn.executemany("INSERT INTO tombstones(chunk_id, gen) VALUES (?, ?)",
+                             [(i, generation) for i in gone])
             conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
             conn.executemany(
-                f"INSERT OR REPLACE INTO chunks({_CHUNK_COLUMNS}, vector) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows
+                f"INSERT OR REPLACE INTO chunks({_CHUNK_COLUMNS}, vector, gen) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows
             )
-            self._bump(conn)
 
     def delete_document(self, document_id: str) -> int:
         """Remove the document's chunks; 0 when it had none (deleting twice is fine)."""
         with self._db.transaction() as conn:
-            removed = conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,)).rowcount
-            if removed:
-                self._bump(conn)
-        return removed
+            gone = [r[0] for r in conn.execute("SELECT chunk_id FROM chunks WHERE document_id = ?", (document_id,))]
+            if gone:
+                generation = self._bump(conn)
+                conn.executemany("INSERT INTO tombstones(chunk_id, gen) VALUES (?, ?)",
+                                 [(i, generation) for i in gone])
+                conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+        return len(gone)
 
     @staticmethod
-    def _bump(conn: Any) -> None:
+    def _bump(conn: Any) -> int:
         conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
 
     # ------------------------------------------------------------- reads
 
@@ -359,6 +566,11 @@ class HybridIndex:
     def generation(self) -> int:
         row = self._db.connection().execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0])
+
+    def _versions(self, conn: Any | None = None) -> tuple[int, int]:
+        conn = conn or self._db.connection()
+        values = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('generation', 'manifest_version')"))
+        return int(values["generation"]), int(values.get("manifest_version", 0))
 
     def count_chunks(self) -> int:
         return int(self._db.connection().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
@@ -390,13 +602,10 @@ class HybridIndex:
 
     def document_frequency(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks contain each term (as the BM25 tokenizer sees it; 0 if none)."""
-        snap = self.snapshot()
+        view = self.snapshot()
         out: dict[str, int] = {}
-        if snap.bm25 is None:
-            return {t: 0 for t in terms}
-        vocab, indptr = snap.bm25.vocab_dict, snap.bm25.scores["indptr"]
         for term in terms:
-            counts = [int(indptr[vocab[t] + 1] - indptr[vocab[t]]) if t in vocab else 0 for t in bm25_tokens(term)]
+            counts = [view.document_frequency(t) for t in bm25_tokens(term)]
             out[term] = min(counts) if counts else 0
         return out
 
@@ -426,8 +635,12 @@ class HybridIndex:
         self, texts: Sequence[str], vectors: np.ndarray, k: int, mode: SearchMode = "hybrid",
         filters: Filters | None = None,
     ) -> list[list[ScoredChunk]]:
-        """:meth:`search` for each (text, vector), on one snapshot, the dense matrix read once
-        and the chunks fetched in one statement (see :class:`~shared.contract.ports.SearchesMany`)."""
+        """:meth:`search` for each (text, vector), on one view, each segment's vectors read once
+        and the chunks fetched in one statement (see :class:`~shared.contract.ports.SearchesMany`).
+
+        ``filters`` pre-filter: each segment's rows are restricted by a mask before any scoring
+        (dense and BM25, whose statistics are then those of the admitted rows), so the results
+        are those of an index holding only the admitted chunks, and a narrow filter fills ``k``."""
         if not texts:
             return []
         rows = np.asarray(vectors, dtype=np.float32)
@@ -436,56 +649,49 @@ class HybridIndex:
         queries = [checked_query(row, k, mode, self.dimension) for row in rows]
         if k <= 0:
             return [[] for _ in texts]
-        snap = self.snapshot()
-        if snap.size == 0:
+        view = self.snapshot()
+        scope = view.live if filters is None or filters.is_empty else self._filtered(view, filters)
+        if scope.rows == 0:
             return [[] for _ in texts]
-        mask = None if filters is None or filters.is_empty else self.row_mask(snap, filters)
-        admitted = snap.size if mask is None else int(mask.sum())
-        if admitted == 0:
-            return [[] for _ in texts]
-        pool = min(admitted, max(50, 5 * k))
+        pool = min(scope.rows, max(50, 5 * k))
         matrix = np.stack(queries)
-        dense_tops = None
-        if mode in ("hybrid", "dense") and snap.dense is not None:
-            dense_tops = (
-                self._dense_top_many(snap, matrix, pool) if mask is None else _masked_dense_tops(snap.dense, matrix, pool, mask)
-            )
-        ranked: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        scope_key = "" if scope is view.live else filters.key
+        dense_tops = (self._dense_top_many(view, matrix, pool, scope, scope_key)
+                      if mode in ("hybrid", "dense") else None)
+        ranked: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = []
         for j, (text, query) in enumerate(zip(texts, queries, strict=True)):
-            bm25_all = snap.bm25_scores(text)
-            if mask is not None:
-                bm25_all = np.where(mask, bm25_all, np.float32(0))
+            bm25_all = view.bm25_scores(text, scope) if mode in ("hybrid", "bm25") else None
             candidates: list[np.ndarray] = []
             if dense_tops is not None:
                 candidates.append(dense_tops[j][0])
-            if mode in ("hybrid", "bm25"):
+            if bm25_all is not None:
                 candidates.append(_top_positive(bm25_all, pool))
             idx = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, dtype=np.int64)
             if not len(idx):
-                ranked.append((idx, idx, np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)))
+                ranked.append(([], idx, np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)))
                 continue
-            dense = (
-                np.asarray(snap.dense.scores_of(query, idx), dtype=np.float32)
-                if snap.dense is not None else np.zeros(len(idx), dtype=np.float32)
-            )
-            lexical = bm25_all[idx]
+            dense = view.dense_scores(query, idx)
+            lexical = bm25_all[idx] if bm25_all is not None else view.bm25_scores(text, scope)[idx]
             if mode == "dense":
                 score = dense
             elif mode == "bm25":
                 score = lexical
             else:
                 score = hybrid_scores(dense, lexical, self.dense_weight)
-            order = np.argsort(-score, kind="stable")
-            # A few spares: a chunk replaced since the snapshot is skipped, not returned stale.
+            # Ties go by chunk id, as in one segment sorted by chunk id: the order does not
+            # depend on which segment holds a row.
+            names = view.chunk_ids_of(idx)
+            order = np.lexsort((np.asarray(names), -score))
+            # A few spares: a chunk replaced since the view is skipped, not returned stale.
             picked = order[: k + 8]
-            ranked.append((idx, picked, score, np.stack([dense, lexical])))
-        wanted = [snap.chunk_ids[idx[i]] for idx, picked, _, _ in ranked for i in picked]
+            ranked.append((names, picked, score, np.stack([dense, lexical])))
+        wanted = [names[i] for names, picked, _, _ in ranked for i in picked]
         chunks = {c.chunk_id: c for c in self.get_chunks(wanted)}
         results: list[list[ScoredChunk]] = []
-        for idx, picked, score, parts in ranked:
+        for names, picked, score, parts in ranked:
             out: list[ScoredChunk] = []
             for i in picked:
-                chunk = chunks.get(snap.chunk_ids[idx[i]])
+                chunk = chunks.get(names[i])
                 if chunk is None:
                     continue
                 out.append(ScoredChunk(chunk=chunk, score=float(score[i]), dense_score=float(parts[0][i]),
@@ -495,60 +701,82 @@ class HybridIndex:
             results.append(out)
         return results
 
-    def _dense_top_many(self, snap: _Snapshot, queries: np.ndarray, pool: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``snap.dense.top_many(queries, pool)``, answering rows this snapshot searched before
-        (at least as deep) from memory; the rest in one call."""
-        keys = [(snap.generation, row.tobytes()) for row in queries]
-        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        with self._dense_tops_lock:
-            for j, key in enumerate(keys):
-                hit = self._dense_tops.get(key)
-                if hit is not None and len(hit[0]) >= pool:
-                    self._dense_tops.move_to_end(key)
-                    found[j] = (hit[0][:pool], hit[1][:pool])
-        # Rows not yet searched, each distinct vector once (sub-queries search with the question's).
-        first_of: dict[tuple[int, bytes], int] = {}
-        for j in range(len(keys)):
-            if j not in found:
-                first_of.setdefault(keys[j], j)
-        if first_of:
-            rows = list(first_of.values())
-            fresh = snap.dense.top_many(queries[rows], pool)
+    def _dense_top_many(self, view: _View, queries: np.ndarray, pool: int, scope: _Scope, scope_key: str
+                        ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The ``pool`` best rows in ``scope`` for each query (global row indices, scores): each
+        segment's top, answered from memory where that segment, with the same excluded rows, was
+        searched for the same vector before (at least as deep); the rest in one call per segment."""
+        per_query: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(len(queries))]
+        for si, seg in enumerate(view.segments):
+            dead = scope.excluded[si]
+            n_dead = int(dead.sum()) if dead is not None else 0
+            depth = min(pool, len(seg) - n_dead)
+            if depth <= 0:
+                continue
+            # A segment never changes; its dead rows only grow, so their count tells them apart.
+            n_tomb = int(view.dead[si].sum()) if view.dead[si] is not None else 0
+            keys = [(seg.uid, n_tomb, scope_key, row.tobytes()) for row in queries]
+            found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
             with self._dense_tops_lock:
-                for j, top in zip(rows, fresh, strict=True):
-                    for part in top:
-                        part.setflags(write=False)  # shared by later searches of the same vector
-                    found[j] = top
-                    self._dense_tops[keys[j]] = top
-                    self._dense_tops.move_to_end(keys[j])
-                while len(self._dense_tops) > _DENSE_TOPS_KEPT:
-                    self._dense_tops.popitem(last=False)
-        return [found[j] if j in found else found[first_of[keys[j]]] for j in range(len(keys))]
+                for j, key in enumerate(keys):
+                    hit = self._dense_tops.get(key)
+                    if hit is not None and len(hit[0]) >= depth:
+                        self._dense_tops.move_to_end(key)
+                        found[j] = (hit[0][:depth], hit[1][:depth])
+            # Rows not yet searched, each distinct vector once (sub-queries search with the question's).
+            first_of: dict[tuple[int, int, str, bytes], int] = {}
+            for j in range(len(keys)):
+                if j not in found:
+                    first_of.setdefault(keys[j], j)
+            if first_of:
+                rows = list(first_of.values())
+                fresh = seg.dense.top_many(queries[rows], depth, dead)
+                with self._dense_tops_lock:
+                    for j, top in zip(rows, fresh, strict=True):
+                        for part in top:
+                            part.setflags(write=False)  # shared by later searches of the same vector
+                        found[j] = top
+                        self._dense_tops[keys[j]] = top
+                        self._dense_tops.move_to_end(keys[j])
+                    while len(self._dense_tops) > _DENSE_TOPS_KEPT:
+                        self._dense_tops.popitem(last=False)
+            offset = int(view.offsets[si])
+            for j in range(len(keys)):
+                top = found[j] if j in found else found[first_of[keys[j]]]
+                per_query[j].append((top[0] + offset, top[1]))
+        out = []
+        for parts in per_query:
+            if not parts:
+                out.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)))
+                continue
+            idx = np.concatenate([p[0] for p in parts])
+            scores = np.concatenate([p[1] for p in parts])
+            order = np.argsort(-scores, kind="stable")[:pool]
+            out.append((idx[order], scores[order]))
+        return out
 
     # ------------------------------------------------------------ filters
 
-    def row_mask(self, snap: _Snapshot, filters: Filters) -> np.ndarray:
-        """Which rows of ``snap`` ``filters`` admits (a boolean per chunk id, in snapshot order).
+    def _filtered(self, view: _View, filters: Filters) -> _Scope:
+        """The view's live rows that ``filters`` admits, as a scope (excluded: dead or refused)."""
+        excluded = []
+        for seg, dead in zip(view.segments, view.dead, strict=True):
+            refused = ~self._admitted(seg, filters)
+            excluded.append(refused if dead is None else refused | dead)
+        return _Scope.of(view.segments, excluded)
 
-        Pre-filtering: search restricts its dense and BM25 candidates to these rows before scoring,
-        so a narrow filter still fills ``k``. A chunk id no longer stored is not admitted.
-        """
-        key = (snap.generation, filters.key)
+    def _admitted(self, seg: Segment, filters: Filters) -> np.ndarray:
+        key = (seg.uid, filters.key)
         with self._masks_lock:
             hit = self._masks.get(key)
             if hit is not None:
                 self._masks.move_to_end(key)
                 return hit
-        position = {chunk_id: n for n, chunk_id in enumerate(snap.chunk_ids)}
-        mask = np.zeros(snap.size, dtype=bool)
-        conn = self._db.connection()
-        for row in conn.execute("SELECT chunk_id, document_id, title, url, published, source, origin, metadata FROM chunks"):
-            n = position.get(row[0])
-            if n is None:
-                continue
-            fields = {"document_id": row[1], "title": row[2], "url": row[3], "published": row[4],
-                      "source": row[5], "origin": row[6], "metadata": json.loads(row[7] or "{}")}
-            mask[n] = filters.matches(fields)
+        mask = np.zeros(len(seg), dtype=bool)
+        for chunk_id, fields in self._stored_fields(seg):
+            rows = seg.rows_of([chunk_id])
+            if rows:
+                mask[rows[0]] = filters.matches(fields)
         mask.setflags(write=False)
         with self._masks_lock:
             self._masks[key] = mask
@@ -556,83 +784,145 @@ class HybridIndex:
                 self._masks.popitem(last=False)
         return mask
 
-    # --------------------------------------------------- derived structures
+    def _stored_fields(self, seg: Segment) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The stored fields of the segment's rows still in chunks.db, every column but the text
+        and vector (so a column added to chunks reaches the filter without a change here). A row
+        rewritten since the segment was built is dead in it anyway."""
+        conn = self._db.connection()
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(chunks)") if r[1] not in _NOT_FIELDS]
+        for row in conn.execute(f"SELECT {', '.join(columns)} FROM chunks WHERE gen > ? AND gen <= ?",
+                                (seg.lo, seg.hi)):
+            data = dict(zip(columns, row, strict=True))
+            data["metadata"] = json.loads(data.get("metadata") or "{}")
+            yield data["chunk_id"], Chunk.from_fields(data).fields()
 
-    def snapshot(self) -> _Snapshot:
-        """The derived view of the current generation, rebuilt or loaded when it moved."""
-        current = self._snapshot
-        generation = self.generation
-        if current is not None and current.generation == generation:
+    # --------------------------------------------------------------- view
+
+    def snapshot(self) -> _View:
+        """The view of the current generation and manifest, refreshed when either moved."""
+        current = self._view
+        generation, manifest_version = self._versions()
+        if current is not None and (current.generation, current.manifest_version) == (generation, manifest_version):
             return current
         if current is not None:
-            if not self._rebuild_lock.acquire(blocking=False):
-                return current  # someone is rebuilding; answer from the previous generation
+            if not self._refresh_lock.acquire(blocking=False):
+                return current  # someone is refreshing; answer from the previous view
         else:
-            self._rebuild_lock.acquire()
+            self._refresh_lock.acquire()
         try:
-            current = self._snapshot
-            if current is None or current.generation != self.generation:
-                current = self._load_or_build()
-                self._snapshot = current
-            return current
+            current = self._view
+            if current is None or (current.generation, current.manifest_version) != self._versions():
+                started = time.perf_counter()
+                current = self._refresh(current)
+                self._view = current
+                log.info("index generation %d loaded: %d chunks in %d segments (%d on disk, %d rows in memory), "
+                         "%s search, %.2fs", current.generation, current.size, len(current.segments),
+                         len(current.disk_segments), current.memory_rows,
+                         current.dense.kind if current.dense else "no", time.perf_counter() - started)
         finally:
-            self._rebuild_lock.release()
+            self._refresh_lock.release()
+        self._maybe_maintain(current)
+        return current
 
-    def _cache_dir(self, generation: int) -> Path:
-        return self.path / "cache" / f"gen-{generation:012d}"
-
-    def _load_or_build(self) -> _Snapshot:
-        started = time.perf_counter()
+    def _refresh(self, current: _View | None) -> _View:
         conn = self._db.connection()
-        conn.execute("BEGIN")  # one read transaction: rows and generation agree
+        conn.execute("BEGIN")  # one read transaction: rows, tombstones, manifest and generation agree
         try:
-            generation = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
-            cached = self._load_cached(conn, generation)
-            if cached is not None:
-                snap, how = cached, "loaded"
+            generation, manifest_version = self._versions(conn)
+            manifest = json.loads(
+                conn.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()[0]
+            )
+            covered = manifest[-1]["hi"] if manifest else -1
+            if current is not None and current.manifest_version == manifest_version:
+                segments = list(current.segments)
+                dead = list(current.dead)
+                gone = self._tombstones(conn, current.generation)
+                if gone:
+                    chunk_ids = [chunk_id for chunk_id, _ in gone]
+                    for si, seg in enumerate(segments):
+                        dead[si] = _with_dead(dead[si], len(seg), seg.rows_of(chunk_ids))
+                delta = self._segment_from_rows(conn, current.generation, generation, generation)
+                if len(delta):
+                    segments.append(delta)
+                    dead.append(None)
+                if len(segments) - len(manifest) > _MEMORY_DELTAS:
+                    disk = len(manifest)
+                    segments = segments[:disk] + [self._segment_from_rows(conn, covered, generation, generation)]
+                    dead = dead[:disk] + [None]
             else:
-                snap, how = self._build(conn, generation), "built"
+                known = {s.name: s for s in current.disk_segments} if current is not None else {}
+                segments = [known.get(d["name"]) or self._open_segment(conn, d, generation) for d in manifest]
+                oldest = min((s.built_at for s in segments), default=generation)
+                gone = self._tombstones(conn, oldest)
+                dead = []
+                for seg in segments:
+                    ids = [chunk_id for chunk_id, gen in gone if gen > seg.built_at]
+                    dead.append(_with_dead(None, len(seg), seg.rows_of(ids)) if ids else None)
+                fresh = self._segment_from_rows(conn, covered, generation, generation)
+                if len(fresh):
+                    segments.append(fresh)
+                    dead.append(None)
         finally:
             conn.execute("COMMIT")
-        log.info("index generation %d %s: %d chunks, %s search, %.2fs", snap.generation, how, snap.size,
-                 snap.dense.kind if snap.dense else "no", time.perf_counter() - started)
-        return snap
+        return _make_view(generation, manifest_version, manifest, segments, dead)
 
-    def _use_ann(self, size: int) -> bool:
-        return size > self.ann_threshold
+    @staticmethod
+    def _tombstones(conn: Any, after: int) -> list[tuple[str, int]]:
+        return [(r[0], int(r[1])) for r in conn.execute("SELECT chunk_id, gen FROM tombstones WHERE gen > ?", (after,))]
 
-    def _read_matrix(self, conn: Any, size: int) -> np.ndarray:
-        matrix = np.empty((size, self.dimension), dtype=np.float32)
-        for n, (blob,) in enumerate(conn.execute("SELECT vector FROM chunks ORDER BY chunk_id")):
-            matrix[n] = np.frombuffer(blob, dtype=np.float32)
-        return matrix
+    def _segment_from_rows(self, conn: Any, lo: int, hi: int, built_at: int) -> Segment:
+        """A segment of the rows written in generations (lo, hi] still present now."""
+        chunk_ids: list[str] = []
+        corpus: list[list[str]] = []
+        blobs: list[bytes] = []
+        for row in conn.execute(
+            "SELECT chunk_id, title, text, vector FROM chunks WHERE gen > ? AND gen <= ? ORDER BY chunk_id", (lo, hi)
+        ):
+            chunk_ids.append(row[0])
+            corpus.append(bm25_tokens(_bm25_text(row[1], row[2])))
+            blobs.append(row[3])
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(chunk_ids), self.dimension).copy()
+        del blobs
+        postings = Postings.build(corpus)
+        dense: _Dense | _Hnsw = self._build_hnsw(matrix) if self._use_ann(len(chunk_ids)) else _Dense(matrix)
+        return _segment(name="", lo=lo, hi=hi, built_at=built_at, chunk_ids=chunk_ids, vectors=matrix,
+                        postings=postings, dense=dense)
 
-    def _load_cached(self, conn: Any, generation: int) -> _Snapshot | None:
-        folder = self._cache_dir(generation)
-        if not (folder / "complete").exists():
-            return None
+    def _open_segment(self, conn: Any, desc: dict[str, Any], generation: int) -> Segment:
+        folder = self._segments_dir / desc["name"]
         try:
-            bm25s = import_bm25s()
-
-            chunk_ids = json.loads((folder / "chunk_ids.json").read_text())
-            bm25 = bm25s.BM25.load(str(folder / "bm25"), mmap=False, show_progress=False) if chunk_ids else None
+            _, chunk_ids, vectors, postings = read_segment_files(folder)
             graph = folder / "hnsw.faiss"
             if self._use_ann(len(chunk_ids)) and graph.exists():
                 import faiss
 
                 dense: _Dense | _Hnsw = _Hnsw(faiss.read_index(str(graph)), self.ef_search)
             elif self._use_ann(len(chunk_ids)):
-                # cached by an instance that searched exactly: keep its BM25, add the graph
-                dense = self._build_hnsw(self._read_matrix(conn, len(chunk_ids)))
-                snap = _Snapshot(generation, chunk_ids, dense, bm25)
-                self._persist(snap)
-                return snap
+                # written by an instance that searched it exactly: add the graph
+                dense = self._build_hnsw(np.ascontiguousarray(vectors))
+                self._persist_graph(folder, dense)
             else:
-                dense = _Dense(self._read_matrix(conn, len(chunk_ids)))
+                dense = _Dense(vectors)
+            return _segment(name=desc["name"], lo=desc["lo"], hi=desc["hi"], built_at=desc["built_at"],
+                            chunk_ids=chunk_ids, vectors=vectors, postings=postings, dense=dense)
         except (OSError, ValueError, RuntimeError) as exc:
-            log.warning("index cache %s is unreadable (%s); rebuilding it", folder, exc)
-            return None
-        return _Snapshot(generation, chunk_ids, dense, bm25)
+            # SQLite holds every row: rebuild this range from it rather than fail or lose it.
+            log.warning("index segment %s is unreadable (%s); rebuilding its rows from chunks.db", folder, exc)
+            return self._segment_from_rows(conn, desc["lo"], desc["hi"], generation)
+
+    def _persist_graph(self, folder: Path, dense: _Hnsw) -> None:
+        import faiss
+
+        part = folder / f".hnsw-{threading.get_ident()}-{time.monotonic_ns()}"
+        try:
+            faiss.write_index(dense.index, str(part))
+            part.rename(folder / "hnsw.faiss")
+        except (OSError, RuntimeError) as exc:
+            part.unlink(missing_ok=True)
+            log.warning("could not persist the HNSW graph of %s: %s", folder, exc)
+
+    def _use_ann(self, size: int) -> bool:
+        return size > self.ann_threshold
 
     def _build_hnsw(self, matrix: np.ndarray) -> _Hnsw:
         import faiss
@@ -643,99 +933,121 @@ class HybridIndex:
         hnsw.add(np.ascontiguousarray(matrix))
         return _Hnsw(hnsw, self.ef_search)
 
-    def _build(self, conn: Any, generation: int) -> _Snapshot:
-        bm25s = import_bm25s()
+    # --------------------------------------------------------- maintenance
 
-        chunk_ids: list[str] = []
-        corpus: list[list[str]] = []
-        matrix_rows: list[bytes] = []
-        for row in conn.execute("SELECT chunk_id, title, text, vector FROM chunks ORDER BY chunk_id"):
-            chunk_ids.append(row[0])
-            corpus.append(bm25_tokens(_bm25_text(row[1], row[2])))
-            matrix_rows.append(row[3])
-        size = len(chunk_ids)
-        matrix = np.frombuffer(b"".join(matrix_rows), dtype=np.float32).reshape(size, self.dimension)
-        del matrix_rows
-        bm25 = None
-        dense: _Dense | _Hnsw | None = None
-        if size:
-            bm25 = bm25s.BM25()
-            bm25.index(corpus, show_progress=False)
-            if self._use_ann(size):
-                dense = self._build_hnsw(matrix)
-            else:
-                dense = _Dense(matrix.copy())  # writable, owned copy
-        snap = _Snapshot(generation, chunk_ids, dense, bm25)
-        self._persist(snap)
-        return snap
-
-    def _persist(self, snap: _Snapshot) -> None:
-        """Write the snapshot's derived files for other processes; best effort."""
-        cache = self.path / "cache"
-        final = self._cache_dir(snap.generation)
-        if (final / "complete").exists():
-            # Published already, perhaps by an instance that searched exactly; add the graph.
-            if isinstance(snap.dense, _Hnsw) and not (final / "hnsw.faiss").exists():
-                import faiss
-
-                part = final / f".hnsw-{threading.get_ident()}-{time.monotonic_ns()}"
-                try:
-                    faiss.write_index(snap.dense.index, str(part))
-                    part.rename(final / "hnsw.faiss")
-                except (OSError, RuntimeError) as exc:
-                    part.unlink(missing_ok=True)
-                    log.warning("could not persist the HNSW graph of generation %d: %s", snap.generation, exc)
+    def _maybe_maintain(self, view: _View) -> None:
+        if not self.background_merges:
             return
-        tmp = cache / f".tmp-{snap.generation}-{threading.get_ident()}-{time.monotonic_ns()}"
+        due = view.memory_rows >= self.flush_rows or merge_plan(
+            [len(s) for s in view.disk_segments], self.flush_rows, self.merge_factor) is not None
+        if not due:
+            return
+        with self._maintainer_guard:
+            if self._maintainer is not None and self._maintainer.is_alive():
+                return
+            self._maintainer = threading.Thread(target=self._maintain_quietly, name="ragbus-index-merge",
+                                                daemon=True)
+            self._maintainer.start()
+
+    def _maintain_quietly(self) -> None:
         try:
-            tmp.mkdir(parents=True)
-            (tmp / "chunk_ids.json").write_text(json.dumps(snap.chunk_ids))
-            if snap.bm25 is not None:
-                snap.bm25.save(str(tmp / "bm25"), show_progress=False)
-            if isinstance(snap.dense, _Hnsw):
-                import faiss
+            self.maintain()
+        except Exception:  # noqa: BLE001 - a failed merge leaves the old manifest; searches go on
+            log.exception("index maintenance of %s failed; the previous segments stay in use", self.path)
 
-                faiss.write_index(snap.dense.index, str(tmp / "hnsw.faiss"))
-            (tmp / "complete").write_text(str(snap.generation))
-            tmp.rename(final)
-        except OSError as exc:
-            # Another process may have published the same generation first; that is fine.
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not (final / "complete").exists():
-                log.warning("could not persist index cache for generation %d: %s", snap.generation, exc)
-            return
-        for old in cache.glob("gen-*"):
-            if old != final and old.name < final.name:
-                shutil.rmtree(old, ignore_errors=True)
+    def maintain(self, *, flush: bool = False) -> dict[str, Any]:
+        """Flush the rows written since the last segment (when ``flush_rows`` or more, or any
+        with ``flush``) and run the merges due; one process at a time (a file lock), others
+        return at once with ``busy``. Returns what was done, with timings."""
+        self._segments_dir.mkdir(parents=True, exist_ok=True)
+        report: dict[str, Any] = {"busy": False, "flushed": [], "merged": [], "seconds": 0.0}
+        started = time.perf_counter()
+        with open(self._segments_dir / ".merge.lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                report["busy"] = True
+                return report
+            try:
+                self._collect_garbage(current_only=False)
+                while self._maintain_step(flush, report):
+                    pass
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        report["seconds"] = time.perf_counter() - started
+        return report
+
+    def _maintain_step(self, flush: bool, report: dict[str, Any]) -> bool:
+        conn = self._db.connection()
+        conn.execute("BEGIN")
+        try:
+            generation, _ = self._versions(conn)
+            manifest = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()[0])
+            covered = manifest[-1]["hi"] if manifest else -1
+            fresh = int(conn.execute("SELECT COUNT(*) FROM chunks WHERE gen > ?", (covered,)).fetchone()[0])
+            t0 = time.perf_counter()
+            if fresh and (fresh >= self.flush_rows or flush):
+                segment = self._segment_from_rows(conn, covered, generation, generation)
+                first, last, kind = len(manifest), len(manifest), "flushed"
+            else:
+                plan = merge_plan([d["rows"] for d in manifest], self.flush_rows, self.merge_factor)
+                if plan is None:
+                    return False
+                first, last = plan
+                segment = self._segment_from_rows(conn, manifest[first]["lo"], manifest[last - 1]["hi"], generation)
+                kind = "merged"
+        finally:
+            conn.execute("COMMIT")
+        name = write_segment(self._segments_dir, segment, f".tmp-{os.getpid()}-{threading.get_ident()}")
+        desc = segment.describe() | {"name": name}
+        updated = [*manifest[:first], desc, *manifest[last:]]
+        with self._db.transaction() as conn:
+            now = conn.execute("SELECT value FROM meta WHERE key = 'manifest'").fetchone()[0]
+            if json.loads(now) != manifest:
+                raise RuntimeError(f"the manifest of {self.path} changed during a merge under the merge lock")
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'manifest_previous'", (now,))
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'manifest'", (json.dumps(updated),))
+            conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'manifest_version'")
+            # No view of this manifest needs a tombstone older than its oldest segment.
+            conn.execute("DELETE FROM tombstones WHERE gen <= ?", (min(d["built_at"] for d in updated),))
+        report[kind].append({"rows": len(segment), "segments_in": last - first,
+                             "seconds": round(time.perf_counter() - t0, 3)})
+        self._collect_garbage(current_only=False)
+        return True
+
+    def _collect_garbage(self, *, current_only: bool) -> None:
+        """Remove segment folders neither the manifest nor the previous one names (a process
+        still on the previous manifest may be opening them), and crashed builds' folders."""
+        conn = self._db.connection()
+        keep: set[str] = set()
+        for key in ("manifest",) if current_only else ("manifest", "manifest_previous"):
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            keep |= {d["name"] for d in json.loads(row[0])} if row else set()
+        for folder in self._segments_dir.iterdir():
+            if folder.is_dir() and folder.name not in keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        legacy = self.path / "cache"  # per-generation caches of the index before segments
+        if legacy.exists():
+            shutil.rmtree(legacy, ignore_errors=True)
 
     def close(self) -> None:
         self._db.close()
 
 
-_EXACT_MASKED_ROWS = 50_000  # below this many admitted rows, scoring them exactly beats a filtered graph walk
+def _segment(**fields: Any) -> Segment:
+    seg = Segment(**fields)
+    seg.uid = next(_SEGMENT_UIDS)  # keys the dense-top cache: a segment never changes
+    return seg
 
 
-def _masked_dense_tops(
-    dense: _Dense | _Hnsw, queries: np.ndarray, n: int, mask: np.ndarray
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The dense top ``n`` of each query among the rows ``mask`` admits, best first."""
-    rows = np.flatnonzero(mask).astype(np.int64)
-    if isinstance(dense, _Hnsw) and len(rows) > _EXACT_MASKED_ROWS:
-        import faiss
-
-        # faiss's HNSW takes an id selector, so the graph walk itself skips excluded rows.
-        params = faiss.SearchParametersHNSW(efSearch=max(dense.ef_search, n), sel=faiss.IDSelectorBatch(rows))
-        scores, idx = dense.index.search(np.ascontiguousarray(queries, dtype=np.float32), n, params=params)
-        return [(i[i >= 0].astype(np.int64), s[i >= 0]) for i, s in zip(idx, scores, strict=True)]
-    out = []
-    vectors = dense.matrix[rows] if isinstance(dense, _Dense) else dense.index.reconstruct_batch(rows)
-    for query in queries:
-        column = np.einsum("ij,j->i", vectors, query)
-        m = min(n, len(rows))
-        best = np.argpartition(-column, m - 1)[:m] if m < len(column) else np.arange(len(column))
-        best = best[np.argsort(-column[best], kind="stable")]
-        out.append((rows[best], column[best]))
+def _with_dead(mask: np.ndarray | None, size: int, rows: Sequence[int]) -> np.ndarray | None:
+    """``mask`` with ``rows`` marked dead: a new array (views already handed out keep theirs)."""
+    if not rows:
+        return mask
+    out = np.zeros(size, dtype=bool) if mask is None else mask.copy()
+    out[np.asarray(rows, dtype=np.int64)] = True
     return out
+
 
 
 def _top_positive(scores: np.ndarray, n: int) -> np.ndarray:
