@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import freshness as fresh  # noqa: E402
+import index_scale  # noqa: E402
 import ingest_and_search as ias  # noqa: E402
 import query_latency as ql  # noqa: E402
 
@@ -63,7 +64,8 @@ from shared.tools.eval.report import perf_markdown  # noqa: E402
 from shared.tools.eval.runner import machine  # noqa: E402
 
 DIM = 384
-SECTIONS = ("ingest", "bus", "query", "search", "ann", "ann-real", "memory", "query-path", "freshness")
+SECTIONS = ("ingest", "bus", "query", "search", "ann", "ann-real", "memory", "query-path", "freshness",
+            "index-scale")
 INGEST_TARGET = 0.9  # pipeline chunks/s against the embedder alone on the same chunks
 EMBED_RATIO_TARGET = 5.0  # query p50 against one query-embedding call
 FAN_OUT_TARGET = 1.3  # five sub-queries against one, pipeline p50
@@ -332,6 +334,10 @@ def main() -> None:
                         help="index sizes of the query-path section (default 10000 100000; --quick: 2000)")
     parser.add_argument("--query-rounds", type=int, default=None,
                         help="times each of the 10 questions is asked per variant in query-path (default 3; quick 1)")
+    parser.add_argument("--scale-sizes", type=int, nargs="*", default=None,
+                        help="index sizes of the index-scale section (default 10000 100000 1000000; quick: 2000)")
+    parser.add_argument("--scale-cache", type=Path, default=ROOT / ".ragbus-bench",
+                        help="where index-scale keeps the corpora it builds (once per size)")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, default=None,
                         help="run only these sections and merge them into --out (the rest are kept)")
     args = parser.parse_args()
@@ -392,6 +398,10 @@ def main() -> None:
     if "freshness" in only:
         results["freshness"] = timed("freshness", freshness, 3 if quick else 5)
         results["freshness_emulators"] = timed("freshness on the emulators", freshness, 3, "emulators")
+    if "index-scale" in only:
+        sizes = args.scale_sizes or ([2_000] if quick else [10_000, 100_000, 1_000_000])
+        results["index_scale"] = timed("index at scale", index_scale.run, sizes, args.scale_cache,
+                                       1 if quick else 3, 2 if quick else 5)
     results["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     results["table"] = table(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -415,6 +425,8 @@ def table(r: dict) -> list[dict]:
                      "value": f"{s['p50']:.1f} / {s['p95']:.1f} ms"})
     for a in r.get("ann", []):
         _ann_rows(a, rows)
+    for x in r.get("index_scale", []):
+        _index_scale_rows(x, rows)
     real = r.get("ann_real")
     if real:
         rows.append({"what": f"faiss HNSW (M=32, efConstruction=80) on real MiniLM embeddings ({real['vectors']:,} "
@@ -509,3 +521,20 @@ def _memory_rows(mem: dict, rows: list[dict]) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _index_scale_rows(x: dict, rows: list[dict]) -> None:
+    at = f"{x['chunks']:,} chunks, {x['segments']} segments ({x['dense']}), load {x['load_before']:.1f}"
+    rows.append({"what": f"index at scale, {at}: query p50 / p95 while a writer adds a document a second",
+                 "value": f"{x['p50_ms']:.0f} / {x['p95_ms']:.0f} ms", "target": "<= 60 / 150 ms at 1M"})
+    rows.append({"what": f"index at scale, {at}: committed -> cited, p50 (max)",
+                 "value": f"{x['freshness_p50_s']:.2f} s ({x['freshness_max_s']:.2f} s)", "target": "<= 5 s at 1M"})
+    rows.append({"what": f"index at scale, {at}: open in a fresh process; RSS open / serving / peak",
+                 "value": f"{x['open_s']:.1f} s; {x['rss_open_mb']:.0f} / {x['rss_serving_mb']:.0f} / "
+                          f"{x['rss_peak_mb']:.0f} MB", "target": "<= 10 s; <= 4 GB at 1M"})
+    merge = x["merge"]
+    flushed = merge["flushed"][0] if merge["flushed"] else {"rows": 0, "seconds": 0.0}
+    rows.append({"what": f"index at scale, {at}: merge cost (writer's rows flushed; full base build)",
+                 "value": f"{flushed['rows']} rows {flushed['seconds']:.2f} s; {x['base_build_s']:.0f} s"})
+    rows.append({"what": f"index at scale, {at}: ANN recall@10 against exact", "value": f"{x['recall_at_10']:.3f}",
+                 "target": ">= 0.95"})
