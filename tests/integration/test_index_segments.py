@@ -277,3 +277,38 @@ def test_a_kill_9_in_the_middle_of_a_merge_loses_nothing_and_duplicates_nothing(
         assert not list((path / "segments").glob(".tmp-*"))
         index.close()
     assert killed_mid_merge == 3
+
+
+def test_a_filter_on_many_segments_answers_as_an_index_of_only_the_admitted_chunks(tmp_path):
+    from datetime import UTC, datetime
+
+    from shared.contract.filters import Filters
+
+    def dated(final):
+        out = {}
+        for doc, (chunks, vectors) in final.items():
+            n = int(doc[1:]) if doc[1:].isdigit() else 99
+            out[doc] = ([Chunk(**{**c.__dict__, "origin": f"https://feed{n % 3}.example/rss",
+                                  "published": f"2026-{n % 12 + 1:02d}-10", "metadata": {"team": "ab"[n % 2]}})
+                         for c in chunks], vectors)
+        return out
+
+    segmented = HybridIndex(tmp_path / "seg", DIM, flush_rows=20, merge_factor=3, background_merges=False)
+    final = dated(_history(segmented, 13, maintain=False))
+    for doc, (chunks, vectors) in final.items():  # rewrite with dates and origins, over several segments
+        segmented.upsert(doc, chunks, vectors)
+        segmented.maintain()
+    segmented.delete_document("d3")
+    final.pop("d3")
+    f = Filters.parse(now=datetime(2026, 11, 26, tzinfo=UTC), source="https://feed0.example/rss", since="2026-03-01")
+    admitted = {doc: cv for doc, cv in final.items() if f.matches(cv[0][0].fields())}
+    assert 3 <= len(admitted) < len(final) // 2 and len(segmented.snapshot().disk_segments) >= 2
+    only = _fresh_build(tmp_path / "only", admitted)
+    rng = np.random.default_rng(14)
+    for text, vector in zip(["glacier policy", "merge token", "d6x1"], _unit(rng, 3), strict=True):
+        for mode in ("hybrid", "dense", "bm25"):
+            got = [(h.chunk.chunk_id, round(h.score, 5), round(h.bm25_score, 4))
+                   for h in segmented.search(text, vector, 8, mode=mode, filters=f)]
+            want = [(h.chunk.chunk_id, round(h.score, 5), round(h.bm25_score, 4))
+                    for h in only.search(text, vector, 8, mode=mode)]
+            assert got == want, (text, mode)
