@@ -519,10 +519,6 @@ def _memory_rows(mem: dict, rows: list[dict]) -> None:
                  "value": f"{mem['sqlite_mb'] * 100_000 / mem['chunks']:.0f} MB"})
 
 
-if __name__ == "__main__":
-    main()
-
-
 def _index_scale_rows(x: dict, rows: list[dict]) -> None:
     at = f"{x['chunks']:,} chunks, {x['segments']} segments ({x['dense']}), load {x['load_before']:.1f}"
     rows.append({"what": f"index at scale, {at}: query p50 / p95 while a writer adds a document a second",
@@ -538,3 +534,8 @@ def _index_scale_rows(x: dict, rows: list[dict]) -> None:
                  "value": f"{flushed['rows']} rows {flushed['seconds']:.2f} s; {x['base_build_s']:.0f} s"})
     rows.append({"what": f"index at scale, {at}: ANN recall@10 against exact", "value": f"{x['recall_at_10']:.3f}",
                  "target": ">= 0.95"})
+
+
+if __name__ == "__main__":
+    main()
+
