@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from datetime import UTC, datetime
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.filters import Filters
+from shared.query.temporal import TimeReading
 from shared.contract.messages import ContextsRetrieved, Message, QueryTransformed
 from shared.contract.ports import (
     Clock,
@@ -298,6 +300,11 @@ def retrieve_contexts(
     start = clock.monotonic()
     filters = record.search_filters()
     results = search_all(queries, embedder=embedder, index=index, k=top_k, meanings=meanings, filters=filters)
+    widened: list[str] = []
+    if record.time_filter and not any(r.hits for r in results[:leading]):
+        # The question's own time words left nothing: widen their range (or drop it), never the caller's.
+        filters, results, widened = widen_time_filter(record, queries, meanings, embedder=embedder, index=index,
+                                                      k=top_k, filters=filters, results=results, leading=leading)
     if results[0].dropped and len(results[0].hits) + results[0].dropped >= top_k:
         deep = max(top_k * 2, top_k + 5)
         results[0] = search_all(queries[:1], embedder=embedder, index=index, k=deep, meanings=meanings[:1],
@@ -316,6 +323,9 @@ def retrieve_contexts(
     elapsed_ms = (clock.monotonic() - start) * 1000.0
 
     def change(r: QueryRecord) -> None:
+        if widened:
+            r.filters = filters.to_dict() if filters is not None else None
+            r.time_filter = {**(r.time_filter or {}), "widened": [*(r.time_filter or {}).get("widened", []), *widened]}
         entry = r.ensure_entry(iteration)
         if entry.query is None:
             entry.query = message.query
@@ -330,6 +340,8 @@ def retrieve_contexts(
     detail = f"{len(contexts)} contexts"
     if filters is not None:
         detail += f" (filters: {filters.describe()})"
+    if widened:
+        detail += f"; the question's time range found nothing, widened: {' -> '.join(widened)}"
     if subs:
         detail += f"; {len(succeeded)}/{len(subs)} sub-queries found results"
         if len(used) == leading:
@@ -341,6 +353,32 @@ def retrieve_contexts(
     )
     if result.publish:
         _publish_retrieved(publisher, result.record, iteration)
+
+
+def widen_time_filter(
+    record: QueryRecord, queries: list[tuple[str, str]], meanings: list[str], *, embedder: Embedder, index: Index,
+    k: int, filters: Filters | None, results: list[QueryHits], leading: int,
+) -> tuple[Filters | None, list[QueryHits], list[str]]:
+    """Search again with the question's time range widened step by step (shared.query.temporal) until
+    the leading queries find something; the last step drops the range. Returns the filters used,
+    their results and each step taken, described."""
+    doc = record.time_filter or {}
+    asked_at = datetime.fromisoformat(record.created_at) if record.created_at else datetime.now(UTC)
+    reading: TimeReading | None = TimeReading(
+        doc.get("phrase", ""), since=datetime.fromisoformat(doc["since"]) if doc.get("since") else None,
+        until=datetime.fromisoformat(doc["until"]) if doc.get("until") else None,
+        newest=bool(doc.get("newest")), window_days=doc.get("window_days"),
+    )
+    caller = (filters or Filters()).replace(since=None, until=None)
+    steps: list[str] = []
+    while reading is not None and not any(r.hits for r in results[:leading]):
+        reading = reading.wider(asked_at)
+        filters = caller.replace(since=reading.since, until=reading.until) if reading is not None else caller
+        filters = None if filters.is_empty else filters
+        steps.append(f"since {reading.since.date().isoformat()}" if reading is not None and reading.since
+                     else "any date")
+        results = search_all(queries, embedder=embedder, index=index, k=k, meanings=meanings, filters=filters)
+    return filters, results, steps
 
 
 def _publish_retrieved(publisher: Publisher, record: QueryRecord, iteration: int) -> None:

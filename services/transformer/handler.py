@@ -17,10 +17,14 @@ grade's missing aspects to it, so the loop always moves on.
 from __future__ import annotations
 
 import logging
+import re
+from datetime import datetime
+from typing import Any
 
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import ModelUnusable, RetryableError
+from shared.contract.filters import Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.contract.ports import (
     Clock,
@@ -35,6 +39,7 @@ from shared.query.extractive import TEMPORAL_WORDS, content_terms, stem, term_se
 from shared.query.model_health import model_answered, model_unusable, note_fallback
 from shared.query.record import QueryRecord
 from shared.query.state import TRANSFORM, apply_stage, live_record
+from shared.query.temporal import TimeReading, read_time
 
 log = logging.getLogger("ragbus.transformer")
 
@@ -68,6 +73,49 @@ def handle(message: Message, deps: Deps) -> None:
 
 
 # ----------------------------------------------------------- plain logic
+
+
+def question_time_filter(record: QueryRecord, now: datetime) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The query's filters with the date range its question's time words name, and the reading for
+    the record; None when the question names no time or the caller set a date range already (theirs wins)."""
+    caller = record.search_filters() or Filters()
+    if caller.has_dates:
+        return None
+    reading = read_time(record.original_query, now)
+    if reading is None:
+        return None
+    filters = caller.replace(since=reading.since, until=reading.until)
+    return filters.to_dict(), time_filter_doc(reading)
+
+
+def time_filter_doc(reading: TimeReading, widened: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "phrase": reading.phrase,
+        "since": reading.since.isoformat() if reading.since else None,
+        "until": reading.until.isoformat() if reading.until else None,
+        "newest": reading.newest,
+        "window_days": reading.window_days,
+        "widened": list(widened or []),
+    }
+
+
+def describe_range(doc: dict[str, Any]) -> str:
+    since, until = doc.get("since"), doc.get("until")
+    if since and until:
+        return f"from {since[:10]} to before {until[:10]}"
+    if since:
+        return f"since {since[:10]}"
+    return f"before {until[:10]}" if until else "at any time"
+
+
+def without_month_year(rewritten: str, original: str, now: datetime) -> str:
+    """The rewrite without the month and year a provider added for a temporal question: with a date
+    filter they are no longer a proxy for the date, only words that match posts mentioning them."""
+    month_year = now.strftime("%B %Y")
+    if month_year.lower() in original.lower():
+        return rewritten
+    kept = re.sub(rf"\s*\b{re.escape(month_year)}\b", "", rewritten, flags=re.IGNORECASE).strip()
+    return kept or rewritten
 
 
 def is_date_only(query: str) -> bool:
@@ -184,8 +232,13 @@ def transform_query(
     )
     fallback = source != "model"
     why = failure if proposed is None else source.removeprefix("fallback: ")
+    time_filter = question_time_filter(record, now)
+    if time_filter is not None:
+        rewritten = without_month_year(rewritten, original, now)
 
     def change(r: QueryRecord) -> None:
+        if time_filter is not None and not r.time_filter:
+            r.filters, r.time_filter = time_filter
         entry = r.ensure_entry(0)
         entry.query = rewritten
         entry.sub_queries = sub_queries
@@ -202,6 +255,9 @@ def transform_query(
     detail = f"query: {rewritten!r}" + (f"; {len(sub_queries)} sub-queries" if sub_queries else "")
     if fallback:
         detail += f" ({source})"
+    if time_filter is not None:
+        detail += f"; time: {time_filter[1]['phrase']!r} read as published {describe_range(time_filter[1])}"
+        annotate(time_filter=time_filter[1]["phrase"])
     result = apply_stage(
         state, query_id, iteration=0, stage=TRANSFORM, event_type="transformed", detail=detail,
         now=clock.now(), change=change, model_calls=calls, elapsed_ms=_elapsed_ms(clock, start),

@@ -20,7 +20,8 @@ may also hold ``sub_queries_used``, ``sub_queries_succeeded``,
 ``transform_source``, ``grade_source``, ``should_refine``,
 ``failed_thresholds`` and ``refined_from``. ``filters`` (the
 :class:`~shared.contract.filters.Filters` the caller set, as its ``to_dict``, absolute
-times) is written when the query has any.
+times) is written when the query has any; ``time_filter`` ({phrase, since, until, newest,
+window_days, widened[]}) when the question's own time words set its date range.
 
 Reading is lenient so records written by older builds keep loading: a missing
 field takes its default, and a field this build does not know is kept as it
@@ -236,6 +237,8 @@ class QueryRecord:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
     # The metadata filter every search of this query applies (Filters.to_dict); None: none.
     filters: dict[str, Any] | None = None
+    # The date range read from the question's time words (shared.query.temporal), and its widenings.
+    time_filter: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
@@ -244,7 +247,7 @@ class QueryRecord:
     _AFTER = ("iterations", "best_iteration", "answer", "citations", "trace_id", "error", "events")
     # Written only once they hold something (or were stored), as the builds before this one did.
     _LATER = ("expire_at", "stages_done", "model_fallbacks", "language", "answer_sentences",
-              "answer_provider", "answered_from_iteration", "fallbacks", "filters")
+              "answer_provider", "answered_from_iteration", "fallbacks", "filters", "time_filter")
 
     # ----------------------------------------------------------- creating
 
@@ -317,6 +320,7 @@ class QueryRecord:
             answered_from_iteration=known.get("answered_from_iteration"),
             fallbacks=_copy(list(known.get("fallbacks") or [])),
             filters=_copy(known.get("filters")),
+            time_filter=_copy(known.get("time_filter")),
             extra=extra,
             stored_keys=stored,
         )

@@ -148,3 +148,54 @@ def test_mcp_tools_take_typed_filter_arguments(deps):
         properties = found[name]["properties"]
         assert {"source", "since", "until", "where"} <= set(properties), name
         assert properties["where"]["anyOf"][0]["type"] == "object"
+
+
+# ------------------------------------------------------------- time in the question
+
+
+def _record(question: str, filters: dict | None = None, created: datetime = NOW) -> QueryRecord:
+    record = QueryRecord.new("q1", question, top_k=3, max_iterations=1, max_model_calls=5, now=created,
+                             timeout_s=60)
+    record.filters = filters
+    return record
+
+
+def test_the_question_s_time_words_become_its_date_filter_and_the_caller_s_range_wins():
+    from services.transformer.handler import question_time_filter, without_month_year
+
+    filters, reading = question_time_filter(_record("What did the blog announce last week about CUDA?",
+                                                    {"source": "https://nv.example/rss"}), NOW)
+    assert filters == {"source": "https://nv.example/rss", "since": "2026-11-19T00:00:00+00:00"}
+    assert (reading["phrase"], reading["window_days"], reading["newest"]) == ("last week", 7, False)
+    assert question_time_filter(_record("What is BM25?"), NOW) is None
+    assert question_time_filter(_record("What is the latest?", {"since": "2020-01-01T00:00:00+00:00"}), NOW) is None
+    # The month and year a provider adds are dropped once the date is a filter, unless the user wrote them.
+    assert without_month_year("latest CUDA graphs November 2026", "What is the latest on CUDA graphs?", NOW) == \
+        "latest CUDA graphs"
+    assert without_month_year("CUDA November 2026", "What shipped in November 2026?", NOW) == "CUDA November 2026"
+
+
+def test_a_time_range_that_leaves_nothing_is_widened_and_the_record_says_so(deps):
+    from services.retriever.handler import widen_time_filter
+    from services.transformer.handler import question_time_filter
+
+    record = _record("What is the latest about CUDA graphs launch overhead?", {"where": {"vendor": "nv"}},
+                     created=datetime(2027, 6, 1, tzinfo=UTC))
+    record.filters, record.time_filter = question_time_filter(record, datetime(2027, 6, 1, tzinfo=UTC))
+    queries = [("question", "CUDA graphs launch overhead")]
+    first = search_all(queries, embedder=deps.embedder, index=deps.index, k=3, filters=record.search_filters())
+    assert not first[0].hits  # nothing since March 2027
+    filters, results, steps = widen_time_filter(record, queries, ["CUDA graphs launch overhead"],
+                                                embedder=deps.embedder, index=deps.index, k=3,
+                                                filters=record.search_filters(), results=first, leading=1)
+    assert steps == ["since 2026-12-03", "since 2026-06-06"]
+    assert [h.chunk.document_id for h in results[0].hits] == ["nv-2026"]
+    assert filters == Filters.parse(now=NOW, since="2026-06-06T00:00:00+00:00", where=["vendor=nv"])
+    # A named period is not widened into another: only the caller's own filters remain.
+    record = _record("What did the blog say about CUDA graphs in 2024?")
+    record.filters, record.time_filter = question_time_filter(record, NOW)
+    first = search_all(queries, embedder=deps.embedder, index=deps.index, k=3, filters=record.search_filters())
+    filters, results, steps = widen_time_filter(record, queries, ["CUDA graphs launch overhead"],
+                                                embedder=deps.embedder, index=deps.index, k=3,
+                                                filters=record.search_filters(), results=first, leading=1)
+    assert (filters, steps) == (None, ["any date"]) and results[0].hits

@@ -1,0 +1,79 @@
+"""Time words in the question read as a date range relative to the query's clock, in four languages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from shared.query.temporal import read_time
+
+NOW = datetime(2026, 11, 26, 15, 30, tzinfo=UTC)  # a Thursday
+
+
+def d(*parts):
+    return datetime(*parts, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("question", "since", "until", "newest"),
+    [
+        ("What was announced most recently about CUDA?", d(2026, 8, 28, 15, 30), None, True),
+        ("What is the latest on Grace Hopper?", d(2026, 8, 28, 15, 30), None, True),
+        ("Any recent posts about NCCL?", d(2026, 8, 28, 15, 30), None, True),
+        ("What did the blog publish this month?", d(2026, 11, 1), None, False),
+        ("What did the blog announce last week about CUDA?", d(2026, 11, 19), None, False),
+        ("What changed this week?", d(2026, 11, 23), None, False),
+        ("What changed about TensorRT since March?", d(2026, 3, 1), None, False),
+        ("What changed about TensorRT since December?", d(2025, 12, 1), None, False),
+        ("What changed since June 2025?", d(2025, 6, 1), None, False),
+        ("What changed since 2025?", d(2025, 1, 1), None, False),
+        ("What did the blog say about DOCA in 2025?", d(2025, 1, 1), d(2026, 1, 1), False),
+        ("What was released in March 2025?", d(2025, 3, 1), d(2025, 4, 1), False),
+        ("What happened last month?", d(2026, 10, 1), d(2026, 11, 1), False),
+        ("What shipped last year?", d(2025, 1, 1), d(2026, 1, 1), False),
+        ("What shipped this year?", d(2026, 1, 1), None, False),
+        ("What was published today?", d(2026, 11, 26), None, False),
+        # German
+        ("Was ist die neueste Version von CUDA?", d(2026, 8, 28, 15, 30), None, True),
+        ("Was wurde letzte Woche angekündigt?", d(2026, 11, 19), None, False),
+        ("Was gab es diesen Monat?", d(2026, 11, 1), None, False),
+        ("Was hat sich seit März geändert?", d(2026, 3, 1), None, False),
+        ("Was schrieb der Blog im Jahr 2025 über DOCA?", d(2025, 1, 1), d(2026, 1, 1), False),
+        # French
+        ("Quelle est la dernière annonce sur CUDA ?", d(2026, 8, 28, 15, 30), None, True),
+        ("Qu'a-t-on annoncé la semaine dernière ?", d(2026, 11, 19), None, False),
+        ("Quoi de neuf ce mois-ci ?", d(2026, 11, 1), None, False),
+        ("Qu'est-ce qui a changé depuis mars ?", d(2026, 3, 1), None, False),
+        ("Qu'a dit le blog en 2025 sur DOCA ?", d(2025, 1, 1), d(2026, 1, 1), False),
+        # Spanish
+        ("¿Cuál es la versión más reciente de CUDA?", d(2026, 8, 28, 15, 30), None, True),
+        ("¿Qué se anunció la semana pasada?", d(2026, 11, 19), None, False),
+        ("¿Qué hubo este mes?", d(2026, 11, 1), None, False),
+        ("¿Qué cambió desde marzo?", d(2026, 3, 1), None, False),
+        ("¿Qué dijo el blog en 2025 sobre DOCA?", d(2025, 1, 1), d(2026, 1, 1), False),
+    ],
+)
+def test_each_phrase_in_each_language(question, since, until, newest):
+    reading = read_time(question, NOW)
+    assert reading is not None, question
+    assert (reading.since, reading.until, reading.newest) == (since, until, newest), question
+
+
+@pytest.mark.parametrize("question", [
+    "What is BM25?", "How do CUDA graphs reduce launch overhead?", "Which GPU has 80 GB of memory?",
+    "Since the markets opened, what moved?", "What is new in the may operator?",
+])
+def test_a_question_without_time_words_reads_none(question):
+    assert read_time(question, NOW) is None
+
+
+def test_a_relative_window_widens_by_doubling_then_drops_and_a_named_period_does_not_widen():
+    reading = read_time("What is the latest on NVLink?", NOW)
+    windows = []
+    while reading is not None:
+        windows.append(reading.window_days)
+        reading = reading.wider(NOW)
+    assert windows == [90, 180, 360, 720, 730]
+    assert read_time("What did the blog say in 2025?", NOW).wider(NOW) is None
+    assert read_time("What happened last week?", NOW).wider(NOW).since == d(2026, 11, 12, 15, 30)
