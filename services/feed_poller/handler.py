@@ -456,7 +456,7 @@ def _parse(url: str, result: FetchResult, report: PollReport) -> list[_Entry]:
         except InvalidInput as exc:
             _reject(url, report, f"entry {_shown(raw.get('id') or raw.get('title'))}: {exc}")
             continue
-        link = _page_url(joined) if joined else None
+        link = joined  # fetched and shown as written; its normalised form is the page's identity
         guid = raw.get("id") or joined  # as before: an item's identity in its feed does not move
         if not guid:
             report.skipped += 1
@@ -487,21 +487,13 @@ def _joined(base: str, link: str) -> str:
         raise InvalidInput(f"link {_shown(link)} is not a valid URL ({exc})") from None
 
 
-def _page_url(link: str) -> str:
-    """The form a page is known by in every listing; a link that is no http(s) URL stays as
-    written, for the fetcher to refuse as the item's own error."""
-    try:
-        return normalise_url(link)
-    except InvalidInput:
-        return link
-
-
 def _normal_page(link: str | None) -> str | None:
-    """``link`` when it is a normalised http(s) URL (a page the registry can know), else None."""
+    """The page ``link`` names, as every listing knows it (its normalised URL); None for a link
+    that is no http(s) URL (the fetcher refuses it as the item's own error)."""
     if not link:
         return None
     try:
-        return link if normalise_url(link) == link else None
+        return normalise_url(link)
     except InvalidInput:
         return None
 

@@ -29,15 +29,17 @@ def page_key(url: str) -> str:
     return "page-" + hashlib.sha256(url.encode()).hexdigest()[:32]
 
 
-def hold(state: StateStore, url: str, holder: str, listing: str) -> str:
+def hold(state: StateStore, url: str, holder: str, listing: str, document_id: str | None = None) -> str:
     """Record that ledger record ``holder`` (of ``listing``) holds page ``url``; return the
-    document id the page is indexed under (``holder`` itself when no one else holds it)."""
+    document id the page is indexed under (when no one else holds it: ``document_id``, by
+    default ``holder`` itself)."""
     out: dict[str, str] = {}
+    fresh = document_id or holder
 
     def add(current: Doc | None) -> Doc | None:
         holders = dict((current or {}).get("holders") or {})
         document_id = (current or {}).get("document_id") if holders else None
-        out["document_id"] = document_id or holder
+        out["document_id"] = document_id or fresh
         if holders.get(holder) == listing and document_id:
             return None
         holders[holder] = listing

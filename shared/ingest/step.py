@@ -111,13 +111,17 @@ def announce(
     target = item.document_id
     if item.page:
         moved_from = (before or {}).get("page")
+        preferred = item.document_id
         if moved_from and moved_from != item.page:
-            # the item now links another page; its old page goes unless another listing holds it
-            # (under this document id, when the new page is published, it is replaced anyway)
+            # the item now links another page: its old page goes unless another listing holds it
             released = pages.release(state, moved_from, item.document_id)
             if released is not None and released.last and released.document_id != item.document_id:
-                retract(released.document_id, "link moved", state=state, publisher=publisher, clock=clock)
-        target = pages.hold(state, item.page, item.document_id, item.origin)
+                _drop_page_document(released.document_id, moved_from, "link moved", state=state,
+                                    publisher=publisher, clock=clock)
+            elif released is not None and not released.last and released.document_id == item.document_id:
+                # other listings still read the old page under this item's id: the new page needs its own
+                preferred = f"{item.document_id}-{pages.page_key(item.page)[5:17]}"
+        target = pages.hold(state, item.page, item.document_id, item.origin, document_id=preferred)
         if target != item.document_id and state.get(state_collections.PROCESSED_ITEMS, target) is not None:
             # another listing found this page first and keeps it current: this one holds it too
             processed_items.mark_published(state, item.document_id, item.item_hash, now=clock.now(),
@@ -216,8 +220,19 @@ def _let_go(page: str, holder: str, reason: str, *, state: StateStore, publisher
     if not released.last:
         log.info("%s: %s, but another listing still lists %s; kept", holder, reason, page)
         return None
-    retract(released.document_id, reason, state=state, publisher=publisher, clock=clock)
+    _drop_page_document(released.document_id, page, reason, state=state, publisher=publisher, clock=clock)
     return released.document_id
+
+
+def _drop_page_document(document_id: str, page: str, reason: str, *, state: StateStore, publisher: Publisher,
+                        clock: Clock) -> None:
+    """Retract ``page``'s document; the ledger record of the same id is forgotten only when it is
+    that page's (an item whose link moved keeps its record, now about its new page)."""
+    record = state.get(state_collections.PROCESSED_ITEMS, document_id)
+    if record is None or record.get("page") in (None, page):
+        retract(document_id, reason, state=state, publisher=publisher, clock=clock)
+        return
+    publisher.publish(DocumentDeleted(document_id=document_id, reason=reason, requested_at=clock.now()))
 
 
 def polled_items(state: StateStore, listing_urls: Iterable[str] | None = None) -> list[dict[str, Any]]:

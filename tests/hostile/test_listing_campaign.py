@@ -230,3 +230,30 @@ def test_a_state_file_that_is_another_database_is_refused_not_used_as_a_new_stor
     proc = run_cli(home, "stats", check=False)
     text = (proc.stdout + proc.stderr).replace("\n", "")
     assert proc.returncode == 1 and str(home / "ragbus.db") in text, text
+
+
+def test_a_feed_item_whose_link_moves_keeps_the_old_page_another_listing_still_lists(listings):
+    site = listings.site
+    items = _articles(site, 3)
+    site.put("/feed.xml", feed_xml(site.base, items[:2]), "application/rss+xml")
+    listings.add("/feed.xml")
+    listings.poll()  # the feed finds p0 and p1 first
+    site.put("/sitemap.xml", urlset([f"{site.base}/p0.html"]), "application/xml")
+    listings.add("/sitemap.xml", "sitemap")
+    listings.poll()
+    (p0_id,) = [m.document_id for m in listings.deps.publisher.messages if m.url.endswith("/p0.html")]
+    # the feed's item p0 now links p2: p0 stays (the sitemap lists it), p2 comes in as its own document
+    moved = [dict(items[0], path="/p2.html"), items[1]]
+    site.put("/feed.xml", feed_xml(site.base, moved), "application/rss+xml")
+    listings.poll()
+    assert listings.deleted() == []
+    (p2,) = [m for m in listings.deps.publisher.messages if getattr(m, "url", "").endswith("/p2.html")]
+    assert p2.document_id != p0_id
+    # the sitemap drops p0: now it goes, and the feed item (now about p2) keeps its ledger record
+    site.put("/sitemap.xml", urlset([f"{site.base}/p1.html"]), "application/xml")
+    listings.poll()
+    assert listings.deleted() == [p0_id]
+    assert listings.state.get(state_collections.PROCESSED_ITEMS, p0_id)["page"] == f"{site.base}/p2.html"
+    before = len(listings.fetched())
+    listings.poll()
+    assert len(listings.fetched()) == before and listings.deleted() == [p0_id]
