@@ -295,3 +295,25 @@ def test_the_page_title_is_the_documents_own_title_not_a_heading_inside_it():
             + "<p>The release processes each document in turn, and the options apply to all of them.</p>" * 5
             + "</article></body></html>").encode()
     assert clean_content(page, "text/html", "https://example.com/notes").title == "Release notes"
+
+
+def _page(head: str, body: str) -> str:
+    return (f"<html><head><title>Zorblax guide</title>{head}</head><body><article><h1>Zorblax guide</h1>"
+            f"{body}<p>{'Engineers inspect each zorblax coupling every ninety days and replace it after ten years. ' * 3}"
+            "</p></article></body></html>")
+
+
+def test_a_year_mentioned_in_the_prose_is_not_taken_for_the_published_date():
+    page = _page("", "<p>The zorblax coupling tolerates 17 kilonewtons of axial load, according to the 2024 test "
+                     "series run by the manufacturer.</p>")
+    cleaned = clean_content(page.encode(), "text/html", "https://example.com/zorblax")
+    assert cleaned.published is None
+
+
+@pytest.mark.parametrize("head,body,published", [
+    ('<meta property="article:published_time" content="2025-06-03T10:00:00Z">', "<p>Seen in 2024.</p>", "2025-06-03"),
+    ("", '<p><time datetime="2025-02-11">11 February 2025</time></p>', "2025-02-11"),
+])
+def test_a_date_the_page_states_is_still_read(head, body, published):
+    cleaned = clean_content(_page(head, body).encode(), "text/html", "https://example.com/zorblax")
+    assert cleaned.published and cleaned.published.startswith(published)
