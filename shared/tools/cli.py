@@ -530,7 +530,9 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
         record = QueryRecord.from_doc(doc)
         key = record.outcome or record.status or "unknown"
         outcomes[key] = outcomes.get(key, 0) + 1
-    letters = state.list(state_collections.DEAD_LETTERS)
+    from services.dead_letters.redrive import letters as dead_letters_of
+
+    letters = dead_letters_of(state)  # each with its id: what `ragbus dead-letters retry ID` takes
     letters.sort(key=lambda d: d.get("at") or "", reverse=True)
     return {
         "documents": state.count(state_collections.DOCUMENTS),
@@ -542,7 +544,8 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
         ],
         "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
         "recent_dead_letters": [
-            {k: d.get(k) for k in ("subscription", "type", "error", "attempts", "at")} for d in letters[:10]
+            {k: d.get(k) for k in ("id", "message_id", "subscription", "type", "error", "attempts", "at")}
+            for d in letters[:10]
         ],
     }
 
@@ -561,8 +564,12 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
     for feed in result["feeds"]:
         console.print(f"  feed {markup(feed['url'])}: last poll {markup(feed['last_poll'] or 'never')}"
                       + (f", [red]error: {markup(feed['last_error'])}[/]" if feed["last_error"] else ""))
+    from services.dead_letters.redrive import short_id
+
     for letter in result["recent_dead_letters"]:
-        console.print(f"  [red]dead letter[/] {markup(letter['subscription'])}: {markup(letter['error'])}")
+        # the id `ragbus dead-letters retry ID` / `purge ID` takes
+        console.print(f"  [red]dead letter[/] {markup(short_id(letter))} {markup(letter['subscription'])}: "
+                      f"{markup(letter['error'])}")
 
 
 _SOURCE_HELP = ("Only documents from this source: a feed or sitemap URL, gs://bucket/prefix or a folder "

@@ -86,11 +86,16 @@ def test_a_dead_letter_is_retried_once_its_cause_is_fixed_or_purged(tmp_path):
     capped = run_cli(home, "ingest", str(docs), check=False, RAGBUS_MAX_CHUNKS_PER_DOCUMENT="1", **NEWCOMER)
     assert capped.returncode == 1 and "2 document(s) could not be processed" in capped.stderr
 
+    stats = json.loads(run_cli(home, "stats", "--json").stdout)
+    assert sorted(d["id"] for d in stats["recent_dead_letters"]) == sorted(
+        d["id"] for d in json.loads(run_cli(home, "dead-letters", "--json").stdout))
     listed = run_cli(home, "dead-letters", **NEWCOMER).stdout.splitlines()
     assert len(listed) == 2 and all("RAGBUS_MAX_CHUNKS_PER_DOCUMENT" in line for line in listed)
     volcano_id = next(line.split()[0] for line in listed if "volcano.md" in line)
     glacier_id = next(line.split()[0] for line in listed if "glacier.md" in line)
 
+    shown = run_cli(home, "stats", **NEWCOMER).stdout  # stats names each dead letter by the id retry takes
+    assert f"dead letter {volcano_id} indexer.document-cleaned" in shown
     unknown = run_cli(home, "dead-letters", "retry", "feedface", check=False, **NEWCOMER)
     assert unknown.returncode == 2 and "no dead letter 'feedface'" in unknown.stderr
 
