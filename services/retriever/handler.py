@@ -54,7 +54,7 @@ import re
 from datetime import UTC, datetime
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -62,7 +62,7 @@ from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.filters import Filters
-from shared.query.temporal import TimeReading
+from shared.query.temporal import TimeReading, newest_first
 from shared.contract.messages import ContextsRetrieved, Message, QueryTransformed
 from shared.contract.ports import (
     Clock,
@@ -309,6 +309,9 @@ def retrieve_contexts(
         deep = max(top_k * 2, top_k + 5)
         results[0] = search_all(queries[:1], embedder=embedder, index=index, k=deep, meanings=meanings[:1],
                                 filters=filters)[0]
+    if (record.time_filter or {}).get("newest"):
+        # "the latest": of the leading searches' equally on-topic hits, the most recently published first.
+        results[:leading] = [replace(r, hits=newest_first(r.hits)) for r in results[:leading]]
     main = results[:leading]
     failed_main = next((r for r in main if r.error), None)
     if failed_main is not None:

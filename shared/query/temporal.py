@@ -18,6 +18,8 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from shared.contract.filters import published_at
+
 #: Days "latest" / "recent" look back first; widened by doubling up to _MAX_WINDOW_DAYS, then dropped.
 NEWEST_WINDOW_DAYS = 90
 _MAX_WINDOW_DAYS = 730
@@ -62,6 +64,7 @@ _TODAY = re.compile(r"\b(today|heute|aujourd hui|hoy)\b")
 _SINCE = re.compile(rf"\b(?:since|seit|depuis|desde)\s+(?:(?:le|el|la|dem|den)\s+)?(?:(?:mois|mes)\s+de\s+)?"
                     rf"(?P<month>{_MONTH})?\b\s*(?P<year>{_YEAR})?\b")
 _IN_MONTH = re.compile(rf"\b(?:in|im|en|au mois de|en el mes de)\s+(?P<month>{_MONTH})\s+(?:de\s+)?(?P<year>{_YEAR})\b")
+_MONTH_YEAR = re.compile(rf"\b(?P<month>{_MONTH})\s+(?:de\s+)?(?P<year>{_YEAR})\b")
 _IN_YEAR = re.compile(rf"\b(?:in|im jahr|im jahre|en|en el ano|durante|during|throughout)\s+(?P<year>{_YEAR})\b")
 
 
@@ -98,6 +101,23 @@ def _next_month(year: int, month: int) -> datetime:
     return _month_start(year + month // 12, month % 12 + 1)
 
 
+#: Hits scoring at least this share of the best one count as equally on topic when the question asks
+#: for the newest: among them the most recently published leads.
+NEWEST_MARGIN = 0.9
+
+
+def newest_first(hits: list, margin: float = NEWEST_MARGIN) -> list:
+    """``hits`` (ScoredChunk, best first) with the most recently published of those within ``margin``
+    of the best score moved to the front, for a question asking for the latest."""
+    if len(hits) < 2 or hits[0].score <= 0:
+        return list(hits)
+    close = [h for h in hits if h.score >= margin * hits[0].score]
+    rest = [h for h in hits if h.score < margin * hits[0].score]
+    oldest = datetime.min.replace(tzinfo=UTC)
+    close.sort(key=lambda h: published_at(h.chunk.published) or oldest, reverse=True)
+    return close + rest
+
+
 def read_time(question: str, now: datetime) -> TimeReading | None:
     """The date range the question's time words name, relative to ``now``; None when it names none."""
     now = now.astimezone(UTC)
@@ -109,7 +129,13 @@ def read_time(question: str, now: datetime) -> TimeReading | None:
         month, year = _MONTHS[match.group("month")], int(match.group("year"))
         return TimeReading(match.group(0), since=_month_start(year, month), until=_next_month(year, month))
     match = _SINCE.search(text)
-    if match and (match.group("month") or match.group("year")):
+    since_named = bool(match and (match.group("month") or match.group("year")))
+    named = None if since_named else _MONTH_YEAR.search(text)
+    # "the March 2025 release": a month named with its year (not an abbreviation: "mar" is a word too).
+    if named and (len(named.group("month")) > 3 or named.group("month") in ("may", "mai")):
+        month, year = _MONTHS[named.group("month")], int(named.group("year"))
+        return TimeReading(named.group(0), since=_month_start(year, month), until=_next_month(year, month))
+    if match and since_named:
         year = int(match.group("year")) if match.group("year") else None
         if match.group("month"):
             month = _MONTHS[match.group("month")]

@@ -199,3 +199,34 @@ def test_a_time_range_that_leaves_nothing_is_widened_and_the_record_says_so(deps
                                                 embedder=deps.embedder, index=deps.index, k=3,
                                                 filters=record.search_filters(), results=first, leading=1)
     assert (filters, steps) == (None, ["any date"]) and results[0].hits
+
+
+def test_the_retriever_applies_the_time_filter_widens_it_and_leads_with_the_newest(deps):
+    from services.retriever.handler import retrieve_contexts
+    from services.transformer.handler import question_time_filter
+    from shared.contract.messages import QueryTransformed
+
+    record = _record("What is the latest about CUDA graphs launch overhead?", created=NOW)
+    record.filters, record.time_filter = question_time_filter(record, NOW)
+    deps.state.put(state_collections.QUERIES, record.id, record.to_doc())
+    retrieve_contexts(QueryTransformed(query_id=record.id, iteration=0, query="CUDA graphs launch overhead"),
+                      state=deps.state, publisher=deps.publisher, clock=deps.clock, embedder=deps.embedder,
+                      index=deps.index, settings=deps.settings)
+    stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, record.id))
+    contexts = stored.entry(0).contexts
+    # Within 90 days: the two 2026 posts, not the 2025 one; the newest (amd-2026, 22 Nov) leads.
+    assert [c["document_id"] for c in contexts][:2] == ["amd-2026", "nv-2026"]
+    assert "nv-2025" not in {c["document_id"] for c in contexts}
+    assert "filters: since 2026-08-28" in stored.events[-1]["detail"]
+
+    old = _record("What is the latest about CUDA graphs launch overhead?", created=datetime(2028, 6, 1, tzinfo=UTC))
+    old.id = "q2"
+    old.filters, old.time_filter = question_time_filter(old, datetime(2028, 6, 1, tzinfo=UTC))
+    deps.state.put(state_collections.QUERIES, old.id, old.to_doc())
+    retrieve_contexts(QueryTransformed(query_id=old.id, iteration=0, query="CUDA graphs launch overhead"),
+                      state=deps.state, publisher=deps.publisher, clock=deps.clock, embedder=deps.embedder,
+                      index=deps.index, settings=deps.settings)
+    stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, old.id))
+    assert stored.time_filter["widened"] == ["since 2027-12-04", "since 2027-06-07", "since 2026-06-12"]
+    assert stored.filters == {"since": "2026-06-12T00:00:00+00:00"}
+    assert "widened" in stored.events[-1]["detail"]

@@ -77,3 +77,27 @@ def test_a_relative_window_widens_by_doubling_then_drops_and_a_named_period_does
     assert windows == [90, 180, 360, 720, 730]
     assert read_time("What did the blog say in 2025?", NOW).wider(NOW) is None
     assert read_time("What happened last week?", NOW).wider(NOW).since == d(2026, 11, 12, 15, 30)
+
+
+def test_a_month_named_with_its_year_anywhere_is_that_month():
+    reading = read_time("What new feature did NCCL get in its June 2025 release?", NOW)
+    assert (reading.since, reading.until) == (d(2025, 6, 1), d(2025, 7, 1))
+    assert read_time("Qué trajo la versión de marzo de 2025?", NOW).since == d(2025, 3, 1)
+
+
+def test_newest_first_moves_the_latest_of_the_equally_on_topic_hits_to_the_front():
+    from shared.contract.ports import Chunk, ScoredChunk
+    from shared.query.temporal import newest_first
+
+    def hit(doc, score, published):
+        return ScoredChunk(Chunk(f"{doc}:0", doc, 0, "t", published=published), score)
+
+    hits = [hit("old", 1.0, "2026-09-01"), hit("new", 0.95, "2026-11-20T08:00:00+00:00"),
+            hit("undated", 0.94, None), hit("off-topic", 0.5, "2026-11-25")]
+    assert [h.chunk.document_id for h in newest_first(hits)] == ["new", "old", "undated", "off-topic"]
+    assert newest_first(hits[:1]) == hits[:1]
+
+
+def test_may_with_its_year_is_the_month():
+    assert read_time("What shipped in its May 2025 release?", NOW).since == d(2025, 5, 1)
+    assert read_time("Was kam im Mai 2025?", NOW).until == d(2025, 6, 1)
