@@ -116,6 +116,8 @@ def test_indexing_a_document_records_it_and_announces_it():
         "content_hash": message.content_hash, "chunk_ids": event.chunk_ids, "chunk_count": len(stored),
         "indexed_at": "2026-11-02T09:00:00+00:00",
     }
+    # every chunk carries where its document came from, which --source filters on
+    assert {(c.origin, c.source, c.published) for c, _ in stored} == {("https://x.example/feed.xml", "feed", "2026-10-01")}
     # vectors are those of the chunk texts
     for chunk, vector in stored:
         assert np.allclose(vector, world.embedder.embed([chunk.text])[0])
