@@ -299,8 +299,8 @@ def opens_with_reference(sentence: str) -> bool:
 
 # "X AND Y" (written in capitals to stress it), or "..., and how/what/who ..." starting a new question.
 _PART_BREAK = re.compile(
-    r"\s+AND\s+|,?\s+(?i:and)\s+(?=(?i:how|why|what|when|where|which|who|whom|whose|is|are|was|were|does|do|did|"
-    r"can|could|should|will|would|has|have)\b)"
+    r"\s+AND\s+|,?\s+(?i:and)\s+(?=(?i:(?:in|on|at|for|from|by|with|to|since)\s+)?(?i:how|why|what|when|where|which|who|"
+    r"whom|whose|is|are|was|were|does|do|did|can|could|should|will|would|has|have)\b)"
 )
 
 

@@ -188,6 +188,7 @@ _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|leas
 # same happened ("added in 1.10"), not that something else did ("deprecated in 3.0" is no removal).
 _EVENT_VERBS = frozenset(stem(w) for w in "added introduced removed deprecated dropped changed fixed supported "
                          "enabled disabled renamed replaced created founded launched".split())
+_IN_VERSION = re.compile(r"\b(?:in|since|from|with|as\s+of)\s+(?:[\w-]+\s+){0,2}(?:version|release|v)\s*\d", re.IGNORECASE)
 _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d|"
                             r"\b(?:latest|newest|current|oldest|every|each)\s+(?:[\w-]+\s+)?(?:version|release)s?\b",
                             re.IGNORECASE)
@@ -595,7 +596,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
                 counted: Sequence[str] = ()) -> bool:
     """Whether ``sentence`` holds a value of ``kind`` (see the module docstring)."""
     if kind == DATE:
-        return bool(_DATE_VALUE.search(sentence))
+        # "when was the API introduced?": "in OpenSSL version 0.9.6" dates it as software is dated
+        return bool(_DATE_VALUE.search(sentence) or _IN_VERSION.search(sentence))
     if kind == STATUS:
         return any(stem(m.group()) not in question_terms for m in _STATUS_VALUE.finditer(sentence))
     if kind == FLAG:

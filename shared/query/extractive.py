@@ -555,6 +555,10 @@ def _read(
     if parts:
         for part in parts:
             def speaks_to(i: int, part: _Part = part) -> bool:
+                # a part asking a value ("in which version was it deprecated") needs a sentence stating it
+                stated = fact_check(quoted_text(i), part.question or part.label) if fact_check else None
+                if stated is not None:
+                    return stated
                 return part.spoken_to(quoted_text(i), frozenset().union(*(stems[j] for j in unit(i))), value_check)
 
             if any(speaks_to(i) for i in chosen):
