@@ -312,3 +312,20 @@ def test_a_filter_on_many_segments_answers_as_an_index_of_only_the_admitted_chun
             want = [(h.chunk.chunk_id, round(h.score, 5), round(h.bm25_score, 4))
                     for h in only.search(text, vector, 8, mode=mode)]
             assert got == want, (text, mode)
+
+
+def test_a_segment_mostly_replaced_is_rewritten_without_its_dead_rows(tmp_path):
+    rng = np.random.default_rng(15)
+    index = HybridIndex(tmp_path, DIM, flush_rows=100, merge_factor=4, background_merges=False)
+    for d in range(20):
+        index.upsert(f"d{d}", *_document(rng, f"d{d}", 5))
+    index.maintain(flush=True)
+    [first] = index.snapshot().manifest
+    for d in range(8):  # 40 of its 100 rows replaced, 40% dead
+        index.upsert(f"d{d}", *_document(rng, f"d{d}", 5, tag="v2"))
+    report = index.maintain(flush=True)
+    assert report["flushed"] and report["merged"] == [{"rows": 60, "segments_in": 1,
+                                                        "seconds": report["merged"][0]["seconds"]}]
+    view = index.snapshot()
+    assert [d["rows"] for d in view.manifest] == [60, 40] and first not in view.manifest
+    assert all(d is None or not d.any() for d in view.dead) and view.size == 100

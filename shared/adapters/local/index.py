@@ -253,6 +253,7 @@ class _Hnsw:
         return out
 
 
+_RECLAIM_DEAD = 0.3  # a segment with more dead rows than this share is rewritten without them
 _MEMORY_DELTAS = 8  # in-memory segments of recent generations before they are folded into one
 _SEGMENT_UIDS = itertools.count(1)
 
@@ -992,6 +993,8 @@ class HybridIndex:
             else:
                 plan = merge_plan([d["rows"] for d in manifest], self.flush_rows, self.merge_factor)
                 if plan is None:
+                    plan = self._reclaim_plan(conn, manifest)
+                if plan is None:
                     return False
                 first, last = plan
                 segment = self._segment_from_rows(conn, manifest[first]["lo"], manifest[last - 1]["hi"], generation)
@@ -1014,6 +1017,20 @@ class HybridIndex:
                              "seconds": round(time.perf_counter() - t0, 3)})
         self._collect_garbage(current_only=False)
         return True
+
+    @staticmethod
+    def _reclaim_plan(conn: Any, manifest: Sequence[dict[str, Any]]) -> tuple[int, int] | None:
+        """A segment more than ``_RECLAIM_DEAD`` dead, rewritten alone (Lucene's reclaim of
+        deletes): a segment whose documents were mostly replaced still costs its full size in
+        every search, and a log merge may never come for it. Its live rows are those of its
+        generations still in chunks.db (an indexed count)."""
+        for i, d in enumerate(manifest):
+            if d["rows"] < 2:
+                continue
+            live = conn.execute("SELECT COUNT(*) FROM chunks WHERE gen > ? AND gen <= ?", (d["lo"], d["hi"])).fetchone()[0]
+            if live < (1 - _RECLAIM_DEAD) * d["rows"]:
+                return i, i + 1
+        return None
 
     def _collect_garbage(self, *, current_only: bool) -> None:
         """Remove segment folders neither the manifest nor the previous one names (a process
