@@ -36,6 +36,10 @@ class LocalRuntime:
         # Retrying cannot help until someone frees space, and every retry would log and write
         # again; deliveries left unsettled are taken up by the next run.
         self.halted: str | None = None
+        self._halted_at = 0.0
+        # A long-running process (serve) tries again after this long: someone may have freed
+        # space meanwhile. Once a pause, not per message, so a still-full disk is said once a pause.
+        self.resume_after_s = 60.0
 
     def start(self) -> LocalRuntime:
         reclaimed = self.bus.reclaim_orphaned_leases()
@@ -73,6 +77,7 @@ class LocalRuntime:
             if self.halted is not None:
                 return
             self.halted = reason
+            self._halted_at = time.monotonic()
         log.error("workers stopped: %s", reason)
         self.bus.wake_waiters()
 
@@ -135,8 +140,22 @@ class LocalRuntime:
             except Exception:  # noqa: BLE001 - a locked database: try again next round
                 log.exception("could not extend leases")
 
+    def _resumed(self) -> bool:
+        """Whether the workers may pull (again): not halted, or halted long enough ago to retry."""
+        with self._in_flight_lock:
+            if self.halted is None:
+                return True
+            if time.monotonic() - self._halted_at < self.resume_after_s:
+                return False
+            self.halted = None
+        log.warning("workers resume after %.0f s: trying again", self.resume_after_s)
+        return True
+
     def _work(self, consumer: Consumer) -> None:
-        while not self._stop.is_set() and self.halted is None:
+        while not self._stop.is_set():
+            if not self._resumed():
+                self._stop.wait(1.0)
+                continue
             seen = self.bus.publish_count(consumer.topic)
             try:
                 deliveries = self.bus.pull(consumer.subscription, 1)
