@@ -26,7 +26,10 @@ Rows (all measured in this run, on this machine, with its load noted):
 - freshness (section ``freshness``, bench/freshness.py): publish a new feed item, poll,
   seconds until ``ask`` cites it (target <= 5 s, embedded runtime), and the same on the
   emulator topology of ``ragbus up --emulators`` (reported; "not measured" with the reason
-  when the emulators are not installed).
+  when the emulators are not installed);
+- the index at scale (section ``index-scale``, bench/index_scale.py): at 10k, 100k and 1M
+  chunks (``--scale-sizes``), in a fresh process each, while a writer commits a document a
+  second: query p50/p95, committed -> cited, open time, RSS, merge cost, dense recall@10.
 
 Each row with a target says whether this run met it.
 
