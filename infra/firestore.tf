@@ -106,6 +106,102 @@ resource "google_firestore_index" "chunks_embedding" {
   }
 }
 
+# Filtered searches (ragbus --source/--since/--until/--kind, the API's filters): a where clause
+# before find_nearest needs a composite index of the filtered fields with the vector field
+# (cloud.google.com/firestore/docs/vector-search, pre-filtering). One per combination the
+# FirestoreIndex adapter sends; another combination is refused by Firestore and reported.
+# kind (feed, sitemap, file, gcs)
+resource "google_firestore_index" "chunks_embedding_by_kind" {
+  database   = google_firestore_database.main.name
+  collection = "chunks"
+
+  fields {
+    field_path = "source"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "embedding"
+    vector_config {
+      dimension = var.embedding_dimension
+      flat {}
+    }
+  }
+}
+
+# source prefix: one token of the origin's or URL's prefixes
+resource "google_firestore_index" "chunks_embedding_by_source" {
+  database   = google_firestore_database.main.name
+  collection = "chunks"
+
+  fields {
+    field_path   = "source_tokens"
+    array_config = "CONTAINS"
+  }
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "embedding"
+    vector_config {
+      dimension = var.embedding_dimension
+      flat {}
+    }
+  }
+}
+
+# published date range (epoch seconds)
+resource "google_firestore_index" "chunks_embedding_by_published" {
+  database   = google_firestore_database.main.name
+  collection = "chunks"
+
+  fields {
+    field_path = "published_ts"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "embedding"
+    vector_config {
+      dimension = var.embedding_dimension
+      flat {}
+    }
+  }
+}
+
+# source prefix and published date range
+resource "google_firestore_index" "chunks_embedding_by_source_published" {
+  database   = google_firestore_database.main.name
+  collection = "chunks"
+
+  fields {
+    field_path   = "source_tokens"
+    array_config = "CONTAINS"
+  }
+  fields {
+    field_path = "published_ts"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "embedding"
+    vector_config {
+      dimension = var.embedding_dimension
+      flat {}
+    }
+  }
+}
+
 # Query records expire: Firestore deletes a record some time (typically within a day)
 # after its expire_at timestamp. The query-state code sets expire_at to a timestamp
 # (a datetime, not an ISO string: TTL ignores other types) of created_at +

@@ -621,3 +621,21 @@ def test_each_function_runs_as_many_threads_as_cloud_run_sends_it():
         assert 1 <= int(function["concurrency"]) <= 1000, name  # Cloud Run's bounds
         if int(function["concurrency"]) > 1:
             assert float(function["cpu"]) >= 1, f"{name}: concurrency above 1 needs a whole vCPU"
+
+
+def test_every_filter_the_firestore_index_sends_has_its_composite_vector_index():
+    from shared.adapters.gcp.firestore_index import PUBLISHED_FIELD, SOURCE_TOKENS_FIELD
+
+    wanted = {
+        "chunks_embedding_by_kind": [("source", "order")],
+        "chunks_embedding_by_source": [(SOURCE_TOKENS_FIELD, "array_config")],
+        "chunks_embedding_by_published": [(PUBLISHED_FIELD, "order")],
+        "chunks_embedding_by_source_published": [(SOURCE_TOKENS_FIELD, "array_config"), (PUBLISHED_FIELD, "order")],
+    }
+    for name, filtered in wanted.items():
+        index = _instances("google_firestore_index", name)[""]
+        assert index["collection"] == "chunks"
+        fields = index["fields"]
+        assert [(f["field_path"], "array_config" if "array_config" in f else "order") for f in fields[:-2]] == filtered
+        assert [f["field_path"] for f in fields[-2:]] == ["__name__", "embedding"]
+        assert fields[-1]["vector_config"][0]["dimension"] == str(_default("embedding_dimension"))

@@ -12,7 +12,9 @@ Deploying it needs a vector index on the embedding field, for example::
         --query-scope=COLLECTION \\
         --field-config=field-path=embedding,vector-config='{"dimension":"768","flat":"{}"}'
 
-(the emulator needs none). Firestore caps vectors at 2048 dimensions and one
+(the emulator needs none); filtered searches need the composite indexes of infra/firestore.tf
+(``chunks_embedding_by_*``: kind, source prefix, published range, each with the vector field).
+Firestore caps vectors at 2048 dimensions and one
 ``find_nearest`` at 1000 results.
 """
 
@@ -34,7 +36,7 @@ from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
 from shared.adapters.gcp.firestore_state import FirestoreStateStore, encode_key
 from shared.contract.errors import ConfigError, PermanentError
-from shared.contract.filters import Filters
+from shared.contract.filters import Filters, published_at, source_token, source_tokens
 from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 
 log = logging.getLogger("ragbus.index.firestore")
@@ -52,7 +54,13 @@ _CHUNK_FIELDS = (
     "url",
     "published",
     "source",
+    "origin",
+    "metadata",
 )
+#: Fields written beside each chunk for pre-filtering: the source-prefix tokens
+#: (shared.contract.filters.source_tokens) and the published time in epoch seconds.
+SOURCE_TOKENS_FIELD = "source_tokens"
+PUBLISHED_FIELD = "published_ts"
 
 #: Firestore's own limits.
 MAX_DIMENSION = 2048
@@ -290,7 +298,32 @@ class FirestoreIndex:
 
     @staticmethod
     def _stored(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
-        return {**chunk.fields(), EMBEDDING_FIELD: Vector([float(x) for x in vector])}
+        published = published_at(chunk.published)
+        return {
+            **chunk.fields(),
+            SOURCE_TOKENS_FIELD: sorted(set(source_tokens(chunk.origin)) | set(source_tokens(chunk.url))),
+            PUBLISHED_FIELD: int(published.timestamp()) if published is not None else None,
+            EMBEDDING_FIELD: Vector([float(x) for x in vector]),
+        }
+
+    @staticmethod
+    def _prefiltered(query: Any, filters: Filters) -> Any:
+        """``query`` with the ``where`` clauses of ``filters`` (see :meth:`search`)."""
+        unsupported = [key for key, _ in filters.where]
+        if unsupported:
+            raise ConfigError(
+                f"the Firestore index cannot pre-filter on where {', '.join(unsupported)}: each key needs its own "
+                "composite index with the vector field; filter by source, kind or date, or use RAGBUS_INDEX=vertex"
+            )
+        if filters.kind is not None:
+            query = query.where(filter=FieldFilter("source", "==", filters.kind))
+        if filters.source is not None:
+            query = query.where(filter=FieldFilter(SOURCE_TOKENS_FIELD, "array_contains", source_token(filters.source)))
+        if filters.since is not None:
+            query = query.where(filter=FieldFilter(PUBLISHED_FIELD, ">=", int(filters.since.timestamp())))
+        if filters.until is not None:
+            query = query.where(filter=FieldFilter(PUBLISHED_FIELD, "<", int(filters.until.timestamp())))
+        return query
 
     def _approximate_bytes(self, chunk: Chunk) -> int:
         # Firestore's storage-size rules: strings as UTF-8 plus one, doubles 8 bytes, plus names.
@@ -307,15 +340,16 @@ class FirestoreIndex:
     ) -> list[ScoredChunk]:
         """The ``k`` best chunks for the query; ``mode`` is hybrid, dense or bm25 (see the class).
 
-        Filters are refused, loudly: Firestore pre-filters a ``find_nearest`` with ``where`` only
-        through a composite index holding each filtered field beside the vector, which is not
-        declared yet; filtering the top k afterwards would silently return too few chunks.
+        Filters are a pre-filter: ``where`` clauses before ``find_nearest`` (kind, source prefix
+        token, published range), each combination served by a composite index with the vector
+        field (declared in infra/firestore.tf; cloud.google.com/firestore/docs/vector-search), and
+        each result is checked again. A ``where`` on metadata or a chunk field is refused: no
+        index can be declared for keys nobody knows in advance, and filtering the top k
+        afterwards would silently return too few chunks.
         """
+        base = self._chunks()
         if filters is not None and not filters.is_empty:
-            raise ConfigError(
-                f"the Firestore index cannot filter yet ({filters.describe()}); search without filters, "
-                "or use RAGBUS_INDEX=vertex or the local runtime, which pre-filter"
-            )
+            base = self._prefiltered(base, filters)
         query = checked_query(vector, k, mode, self.dimension)
         if query is None:
             return []
@@ -326,7 +360,7 @@ class FirestoreIndex:
             else DistanceMeasure.COSINE
         )
         nearest = (
-            self._chunks()
+            base
             .select([*_CHUNK_FIELDS, _DISTANCE_FIELD])
             .find_nearest(
                 vector_field=EMBEDDING_FIELD,
@@ -354,6 +388,8 @@ class FirestoreIndex:
                 )
             distance = float(data[_DISTANCE_FIELD])
             cosine = distance if self.distance_measure == "DOT_PRODUCT" else 1.0 - distance
+            if filters is not None and not filters.is_empty and not filters.matches(data):
+                continue
             candidates.append((Chunk.from_fields(data), cosine))
         return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight)
 
