@@ -24,7 +24,7 @@ from typing import Any
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import ModelUnusable, RetryableError
-from shared.contract.filters import Filters
+from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.contract.ports import (
     Clock,
@@ -75,13 +75,26 @@ def handle(message: Message, deps: Deps) -> None:
 # ----------------------------------------------------------- plain logic
 
 
-def question_time_filter(record: QueryRecord, now: datetime) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def question_time_filter(
+    record: QueryRecord, now: datetime, proposed: Transformation | None = None
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The query's filters with the date range its question's time words name, and the reading for
-    the record; None when the question names no time or the caller set a date range already (theirs wins)."""
+    the record; None when the question names no time or the caller set a date range already (theirs wins).
+
+    The words are read by rule (shared.query.temporal); a question they do not cover takes the range
+    a model provider's rewrite gave (``published_since``/``published_until``), widened only to any date.
+    """
     caller = record.search_filters() or Filters()
     if caller.has_dates:
         return None
     reading = read_time(record.original_query, now)
+    if reading is None and proposed is not None and (proposed.published_since or proposed.published_until):
+        try:
+            model = Filters.parse(now=now, since=proposed.published_since, until=proposed.published_until)
+        except FilterError:
+            model = None  # an empty or inverted range: no filter rather than a wrong one
+        if model is not None:
+            reading = TimeReading("the model's reading", since=model.since, until=model.until)
     if reading is None:
         return None
     filters = caller.replace(since=reading.since, until=reading.until)
@@ -232,7 +245,7 @@ def transform_query(
     )
     fallback = source != "model"
     why = failure if proposed is None else source.removeprefix("fallback: ")
-    time_filter = question_time_filter(record, now)
+    time_filter = question_time_filter(record, now, proposed)
     if time_filter is not None:
         rewritten = without_month_year(rewritten, original, now)
 

@@ -339,6 +339,9 @@ class Transformation:
     rewritten: str
     sub_queries: list[str] = field(default_factory=list)
     reasoning: str = ""
+    # The publication-date range the question asks about, as a model read it (YYYY-MM-DD; None: none).
+    published_since: str | None = None
+    published_until: str | None = None
 
 
 @dataclass(frozen=True)

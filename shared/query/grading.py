@@ -18,6 +18,7 @@ import functools
 import json
 import math
 import re
+from datetime import date
 from typing import Any
 
 from shared.contract.config import GradeThresholds
@@ -184,7 +185,20 @@ def parse_transformation(reply: str, max_sub_queries: int = 5) -> Transformation
         rewritten=rewritten,
         sub_queries=_strings(raw_subs, limit=max_sub_queries),
         reasoning=str(data.get("reasoning") or "")[:500],
+        published_since=_iso_date(data.get("published_since")),
+        published_until=_iso_date(data.get("published_until")),
     )
+
+
+def _iso_date(value: Any) -> str | None:
+    """A YYYY-MM-DD the model gave (a bound of the published range it read), else None: a bound
+    that is not a calendar date is left out, not guessed at."""
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+        return None
+    try:
+        return date.fromisoformat(value.strip()).isoformat()
+    except ValueError:
+        return None
 
 
 # ----------------------------------------------------------------- rules

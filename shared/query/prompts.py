@@ -81,6 +81,8 @@ TRANSFORM_SCHEMA: dict[str, Any] = {
         "rewritten": {"type": "string"},
         "sub_queries": {"type": "array", "items": {"type": "string"}},
         "reasoning": {"type": "string"},
+        "published_since": {"type": "string", "description": "YYYY-MM-DD: the earliest publication date asked about"},
+        "published_until": {"type": "string", "description": "YYYY-MM-DD: the last publication date asked about"},
     },
     "required": ["rewritten", "sub_queries"],
 }
@@ -165,13 +167,17 @@ def transform_prompt(query: str, *, today: date, max_sub_queries: int) -> str:
         f"4. Temporal questions ('today', 'recent', 'latest', 'new'): add '{month_year}' "
         "(month and year, never an exact date) AND several content keywords about the "
         "subject. Never produce a date-only query; avoid queries that would match only "
-        "publication-date metadata.\n"
+        "publication-date metadata. When the question asks about documents published in a period "
+        "('last week', 'since March', 'in 2025', 'latest'), also give that period as "
+        "published_since and published_until (YYYY-MM-DD, counted from today's date; leave out a "
+        "bound the question does not set, and both when it names no period).\n"
         f"5. Decompose into at most {max_sub_queries} short sub-queries (under 12 words "
         "each) only when the question warrants it (comparisons, several aspects, multi-part "
         "or broad questions), drawn from: definition/background, method, results/findings, "
         "comparison/trade-offs, applications. Otherwise return an empty list.\n"
         f"{ENGLISH_QUERIES}"
-        "Reply with JSON: {\"rewritten\": string, \"sub_queries\": [string], \"reasoning\": string}.\n\n"
+        "Reply with JSON: {\"rewritten\": string, \"sub_queries\": [string], \"reasoning\": string, "
+        "\"published_since\"?: string, \"published_until\"?: string}.\n\n"
         f"<question>\n{_quoted(query)}\n</question>"
     )
 

@@ -230,3 +230,23 @@ def test_the_retriever_applies_the_time_filter_widens_it_and_leads_with_the_newe
     assert stored.time_filter["widened"] == ["since 2027-12-04", "since 2027-06-07", "since 2026-06-12"]
     assert stored.filters == {"since": "2026-06-12T00:00:00+00:00"}
     assert "widened" in stored.events[-1]["detail"]
+
+
+def test_a_model_provider_s_rewrite_returns_the_date_range_in_its_json():
+    from services.transformer.handler import question_time_filter
+    from shared.contract.ports import Transformation
+    from shared.query.grading import parse_transformation
+    from shared.query.prompts import TRANSFORM_SCHEMA, transform_prompt
+
+    assert {"published_since", "published_until"} <= set(TRANSFORM_SCHEMA["properties"])
+    assert "published_since" in transform_prompt("What shipped lately?", today=NOW.date(), max_sub_queries=3)
+    parsed = parse_transformation('{"rewritten": "CUDA releases", "sub_queries": [], '
+                                  '"published_since": "2026-09-01", "published_until": "2026-13-40"}')
+    assert (parsed.published_since, parsed.published_until) == ("2026-09-01", None)
+    # Words the rules do not read ("during the autumn") take the model's range; the rules win otherwise.
+    filters, reading = question_time_filter(_record("What shipped during the autumn?"), NOW, parsed)
+    assert filters == {"since": "2026-09-01T00:00:00+00:00"} and reading["phrase"] == "the model's reading"
+    filters, _ = question_time_filter(_record("What shipped last week?"), NOW, parsed)
+    assert filters == {"since": "2026-11-19T00:00:00+00:00"}
+    inverted = Transformation("q", published_since="2026-10-01", published_until="2026-01-01")
+    assert question_time_filter(_record("What shipped during the autumn?"), NOW, inverted) is None
