@@ -39,6 +39,14 @@ def _contexts():
     ]
 
 
+def test_transform_reply_carries_the_published_range_it_read(server, llm):
+    server.reply(json.dumps({"rewritten": "CUDA releases", "sub_queries": [], "reasoning": "period",
+                             "published_since": "2026-10-01", "published_until": "2026-10-31"}))
+    result = llm.transform("What did CUDA ship in October?", today=TODAY)
+    assert (result.published_since, result.published_until) == ("2026-10-01", "2026-10-31")
+    assert "published_since" in server.requests[0].prompt
+
+
 def test_transform_request_shape_and_parsing(server, llm):
     server.reply(json.dumps({"rewritten": "CUDA programming best practices November 2026",
                              "sub_queries": ["What is CUDA?", "How are CUDA kernels optimised?"],
@@ -59,7 +67,9 @@ def test_transform_request_shape_and_parsing(server, llm):
     assert config["responseMimeType"] == "application/json"
     # google-genai's response_json_schema: the schema as plain JSON Schema
     assert "responseSchema" not in config
-    assert set(config["responseJsonSchema"]["properties"]) == {"rewritten", "sub_queries", "reasoning"}
+    assert set(config["responseJsonSchema"]["properties"]) == {"rewritten", "sub_queries", "reasoning",
+                                                               "published_since", "published_until"}
+    assert config["responseJsonSchema"]["required"] == ["rewritten", "sub_queries"]
     assert "November 2026" in request.prompt and "2026-11-01" in request.prompt
     assert "Never produce a date-only query" in request.prompt
     assert "<question>\nCUDA tips\n</question>" in request.prompt
