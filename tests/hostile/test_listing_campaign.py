@@ -203,17 +203,16 @@ def test_a_garbage_write_ahead_log_is_ignored_and_nothing_is_lost(tmp_path):
     assert cli_json(home, "stats")["documents"] == 2
 
 
-def test_a_damaged_index_cache_is_rebuilt_and_search_answers(tmp_path):
+def test_stray_index_folders_are_ignored_and_search_answers(tmp_path):
+    """A per-generation cache of the index before segments, and a segment folder no manifest names
+    (a copy or a crash left them): neither is read as part of the index."""
     from tests.support import run_cli
 
     home, _ = _home_with_documents(tmp_path)
-    run_cli(home, "search", "vexillum1")  # writes the cache of this generation
-    caches = list((home / "index" / "cache").glob("gen-*"))
-    assert caches
-    for folder in caches:
-        for path in folder.rglob("*"):
-            if path.is_file() and path.name != "complete":
-                path.write_bytes(b"\x00garbage")
+    for folder in (home / "index" / "cache" / "gen-000000000001", home / "index" / "segments" / "seg-stray"):
+        folder.mkdir(parents=True)
+        for name in ("chunk_ids.json", "complete", "vectors.f32", "manifest.json"):
+            (folder / name).write_bytes(b"\x00garbage")
     search = run_cli(home, "search", "vexillum1", "--json", check=False)
     assert search.returncode == 0 and "vexillum1" in search.stdout, search.stdout + search.stderr
 
