@@ -329,3 +329,32 @@ def test_a_segment_mostly_replaced_is_rewritten_without_its_dead_rows(tmp_path):
     view = index.snapshot()
     assert [d["rows"] for d in view.manifest] == [60, 40] and first not in view.manifest
     assert all(d is None or not d.any() for d in view.dead) and view.size == 100
+
+
+def test_a_reader_process_sees_whole_generations_while_another_process_writes_and_merges(tmp_path):
+    """The CLI, serve and the eval are separate processes over one index: every view a reader
+    takes is one generation, each document whole and no chunk twice, merges or not."""
+    path = tmp_path / "index"
+    proc = subprocess.Popen([sys.executable, "-c", _MERGER, str(path), "7"], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        reader = HybridIndex(path, DIM, background_merges=False)
+        views, manifests = 0, set()
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            view = reader.snapshot()
+            live = view.live_chunk_ids()
+            per_document: dict[str, int] = {}
+            for chunk_id in live:
+                doc = chunk_id.rsplit(":", 1)[0]
+                per_document[doc] = per_document.get(doc, 0) + 1
+            assert len(live) == len(set(live)) == view.size
+            assert all(n == 100 for n in per_document.values()), per_document
+            views += 1
+            manifests.add(view.manifest_version)
+            time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    assert views > 20 and len(manifests) >= 2  # the reader saw the writer's merges land
