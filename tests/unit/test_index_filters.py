@@ -145,3 +145,22 @@ def test_stored_origin_and_metadata_come_back_and_older_databases_gain_the_colum
     assert [h.chunk.chunk_id for h in hits] == ["new:0"]
     hits = index.search("GPU", vector, 5, filters=Filters.parse(now=NOW, until="2025-01-01"))
     assert [h.chunk.chunk_id for h in hits] == ["old:0"]
+
+
+def test_a_new_date_range_reuses_the_segments_filter_columns(tmp_path, corpus, monkeypatch):
+    # A relative date ("7d", "latest") is a new instant in every query: only the first filtered search
+    # may read the stored fields; later ranges are compared against the columns already read.
+    index = HybridIndex(tmp_path, DIM)
+    _fill(index, corpus)
+    reads = []
+    original = index._stored_fields
+    monkeypatch.setattr(index, "_stored_fields", lambda seg: reads.append(seg) or original(seg))
+    query = _unit(np.random.default_rng(9), 1)[0]
+    first = index.search("GPU", query, 50, filters=Filters.parse(now=NOW, since="400d"))
+    read_once = len(reads)
+    assert read_once >= 1
+    for days in (401, 500, 650):
+        f = Filters.parse(now=NOW, since=f"{days}d", source="https://feed2.example/rss")
+        hits = index.search("GPU", query, 50, filters=f)
+        assert hits and all(f.matches(h.chunk.fields()) for h in hits)
+    assert len(reads) == read_once and first
