@@ -248,7 +248,7 @@ _FRONT_FIELD = re.compile(r"^(?P<key>title|date|published)\s*:\s*(?P<value>.+?)\
 _TAG = re.compile(r"<[^>]+>")
 
 
-def extract_markdown(text: str) -> CleanDocument:
+def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
     """Plain text of Markdown: headings, paragraphs, list items and code kept; markup dropped.
 
     A YAML front matter block gives the title and date when present; otherwise
@@ -308,13 +308,20 @@ def extract_markdown(text: str) -> CleanDocument:
             prefix.pop()
         elif kind == "inline":
             line = _inline_text(token)
-            if not line.strip():
+            if not line.strip() or _MYST_TARGET.match(line):
                 continue
             if i and tokens[i - 1].type == "heading_open" and tokens[i - 1].tag == "h1" and not title:
                 title = line.strip()
             if prefix and i >= 2 and tokens[i - 2].type == "list_item_open":
                 line = "  " * (len(prefix) - 1) + prefix[-1] + line
             blocks.append((line, lists_seen if prefix else None))
+        elif kind == "fence" and _depth < _MYST_MAX_DEPTH and (directive := _MYST_DIRECTIVE.match(token.info)):
+            # a MyST directive (```{note}, ```{tab} Unix): its content is Markdown to read, not code;
+            # its argument ("Unix") says what the content is about
+            inner = extract_markdown(_MYST_OPTION.sub("", token.content), _depth=_depth + 1).body.strip()
+            argument = token.info[directive.end():].strip()
+            if inner:
+                blocks.append((f"{argument}\n\n{inner}" if argument else inner, None))
         elif kind in ("fence", "code_block"):
             blocks.append((token.content.rstrip("\n"), None))
         elif kind == "html_block":
@@ -331,10 +338,25 @@ def extract_markdown(text: str) -> CleanDocument:
     return CleanDocument(body=normalize_text(body), title=title, published=published)
 
 
+# MyST, the Markdown of Sphinx projects (pip's docs as Debian ships them): a role is {name} right before
+# an inline code span ({file}`/etc/pip.conf`), a directive a fence whose info is {name}; its options are
+# ':key: value' lines at the start of its content. Read as their text, like the reStructuredText roles below.
+_MYST_ROLE = re.compile(r"\{[A-Za-z][\w:+.-]*\}$")
+_MYST_DIRECTIVE = re.compile(r"\{[A-Za-z][\w:+.-]*\}")
+_MYST_OPTION = re.compile(r"\A(?::[\w-]+:[^\n]*\n)+")
+#: directives nest (a note in a tab); deeper, each level re-reads its content and a hostile page could exhaust
+#: the stack (3000 levels: no answer in 300 s), so deeper content is kept as written
+_MYST_MAX_DEPTH = 2
+_MYST_TARGET = re.compile(r"\A\([\w.:-]+\)=\Z")  # (config-file)= names the heading below it for links
+
+
 def _inline_text(token) -> str:
     parts: list[str] = []
-    for child in token.children or []:
-        if child.type in ("text", "code_inline"):
+    children = token.children or []
+    for n, child in enumerate(children):
+        if child.type == "text" and n + 1 < len(children) and children[n + 1].type == "code_inline":
+            parts.append(_MYST_ROLE.sub("", child.content))
+        elif child.type in ("text", "code_inline"):
             parts.append(child.content)
         elif child.type == "image":
             parts.append(child.content)  # its alt text

@@ -317,3 +317,45 @@ def test_a_year_mentioned_in_the_prose_is_not_taken_for_the_published_date():
 def test_a_date_the_page_states_is_still_read(head, body, published):
     cleaned = clean_content(_page(head, body).encode(), "text/html", "https://example.com/zorblax")
     assert cleaned.published and cleaned.published.startswith(published)
+
+
+MYST = """(config-file)=
+
+# Configuration
+
+```{seealso}
+{doc}`../cli/pip_config` command, which helps manage pip's configuration.
+```
+
+```{tab} Unix
+:sync: unix
+
+The user file is {file}`$HOME/.config/pip/pip.conf`, which respects `XDG_CONFIG_HOME`.
+```
+
+Setting {envvar}`PIP_CONFIG_FILE` to os.devnull disables loading. Plain `{x}` code stays.
+
+```python
+config = {"index-url": "https://example.com/simple"}
+```
+"""
+
+
+def test_myst_markdown_reads_as_its_text():
+    # pip's documentation as Debian ships it (/usr/share/doc/python3-pip/html/topics/configuration.md.gz)
+    body = clean_content(MYST.encode(), "text/markdown", "file:///doc/configuration.md").body
+    assert "The user file is $HOME/.config/pip/pip.conf, which respects XDG_CONFIG_HOME." in body
+    assert "Unix\n\nThe user file" in body
+    assert "Setting PIP_CONFIG_FILE to os.devnull disables loading. Plain {x} code stays." in body
+    assert "../cli/pip_config command, which helps manage pip's configuration." in body
+    for markup in ("{file}", "{doc}", "{envvar}", "```{", "{tab}", ":sync:", "(config-file)="):
+        assert markup not in body, markup
+    assert 'config = {"index-url": "https://example.com/simple"}' in body  # a code fence stays as written
+
+
+def test_myst_directives_nested_beyond_reason_are_read_without_exhausting_the_stack():
+    depth = 1000  # beyond the interpreter's recursion limit
+    text = "".join("`" * (depth - i + 3) + "{note}\n" for i in range(depth)) + "The innermost note.\n" + "".join(
+        "`" * (i + 4) + "\n" for i in range(depth))
+    body = clean_content(("# Deep\n\n" + text).encode(), "text/markdown", "file:///doc/deep.md").body
+    assert "The innermost note." in body
