@@ -139,9 +139,8 @@ def main() -> None:
             reading = read_time(question, NOW)
             month_year = f"{question} {NOW.strftime('%B %Y')}" if reading is not None and reading.window_days else question
             row = {"question": question, "gold": gold, "read": reading.phrase if reading else None}
-            for name, text, filters in (("words", question, None), ("month/year", month_year, None),
+            for name, text, current in (("words", question, None), ("month/year", month_year, None),
                                         ("filter", question, reading)):
-                current = reading if name == "filter" else None
                 hits = []
                 while True:
                     f = (Filters(since=current.since, until=current.until) if current is not None else None)

@@ -51,10 +51,10 @@ from __future__ import annotations
 import logging
 import math
 import re
-from datetime import UTC, datetime
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -62,7 +62,6 @@ from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.filters import Filters
-from shared.query.temporal import TimeReading, newest_first
 from shared.contract.messages import ContextsRetrieved, Message, QueryTransformed
 from shared.contract.ports import (
     Clock,
@@ -78,6 +77,7 @@ from shared.observability.tracing import annotate
 from shared.query.language import in_english
 from shared.query.record import Context, QueryRecord
 from shared.query.state import RETRIEVE, apply_stage, live_record
+from shared.query.temporal import TimeReading, newest_first
 from shared.query.vectors import query_vectors
 
 log = logging.getLogger("ragbus.retriever")

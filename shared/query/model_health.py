@@ -24,8 +24,8 @@ from typing import Any
 
 from shared.contract import state_collections
 from shared.contract.errors import ModelUnusable
-from shared.contract.redaction import redact
 from shared.contract.ports import StateStore
+from shared.contract.redaction import redact
 from shared.observability import metrics
 from shared.observability.tracing import annotate, current_trace_id
 from shared.query.record import QueryRecord

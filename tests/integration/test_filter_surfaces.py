@@ -8,7 +8,6 @@ import contextlib
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
