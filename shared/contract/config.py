@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.contract.errors import ConfigError
-from shared.contract.redaction import remember_secret
+from shared.contract.redaction import remember_secret, remember_url_credentials
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -241,6 +241,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     # Whatever a model server or proxy echoes back is redacted of these (shared.contract.redaction).
     for secret in (openai_api_key, api_token, env.get("GOOGLE_API_KEY"), env.get("GEMINI_API_KEY")):
         remember_secret((secret or "").strip())
+    remember_url_credentials(openai_base_url)
     min_backoff = _backoff(env, "RAGBUS_RETRY_MIN_BACKOFF_S", DEFAULTS.retry_min_backoff_s)
     max_backoff = _backoff(env, "RAGBUS_RETRY_MAX_BACKOFF_S", DEFAULTS.retry_max_backoff_s)
     if min_backoff > max_backoff:

@@ -16,8 +16,10 @@ appear, and strings shaped like credentials whatever their value (``Bearer
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
+from urllib.parse import unquote, urlsplit
 
 REDACTED = "[redacted]"
 #: Shorter configured values are not searched for: "abc" would blank ordinary words.
@@ -26,7 +28,9 @@ MIN_SECRET_CHARS = 6
 _known: set[str] = set()
 _known_lock = threading.Lock()
 
-_SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=-]{6,}")
+# RFC 9110 credentials a proxy may echo from the request's Authorization header: Bearer, and
+# Basic, whose base64 is the user:password of a URL such as http://user:pass@host/v1
+_SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{6,}")
 _KEY_SHAPED = re.compile(
     r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{8,}"  # OpenAI / Anthropic style keys
     r"|AIza[0-9A-Za-z_-]{20,}"  # Google API keys
@@ -46,6 +50,18 @@ def remember_secret(value: str | None) -> None:
     if value and len(value) >= MIN_SECRET_CHARS:
         with _known_lock:
             _known.add(value)
+
+
+def remember_url_credentials(url: str | None) -> None:
+    """Redact the password of ``url``'s ``user:password@`` part, and the Basic credential an HTTP
+    client builds from it, wherever they appear from now on."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.password:
+        remember_secret(parts.password)
+        user_info = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
+        remember_secret(base64.b64encode(user_info).decode())
 
 
 def redact(text: str) -> str:

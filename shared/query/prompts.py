@@ -46,6 +46,7 @@ from shared.contract.ports import (
     RefineRequest,
     Transformation,
 )
+from shared.contract.redaction import redact
 from shared.observability.terminal_text import plain
 from shared.observability.tracing import annotate
 from shared.query.grading import (
@@ -280,7 +281,7 @@ def clean_model_sentence(text: Any) -> str | None:
     its own sentence, with a citation that makes it look sourced."""
     if not isinstance(text, str):
         return None
-    text = " ".join(plain(text).split())
+    text = " ".join(redact(plain(text)).split())
     if not text or strip_model_directives(text)[1] or _SHELL_ORDER.search(text):
         return None
     return text
@@ -289,7 +290,7 @@ def clean_model_sentence(text: Any) -> str | None:
 def clean_model_line(text: Any) -> str:
     """A query, reasoning or aspect a model wrote: escape sequences and control characters
     removed, whitespace collapsed ("" when nothing is left, or when it gives orders)."""
-    line = " ".join(plain(text).split()) if isinstance(text, str) else ""
+    line = " ".join(redact(plain(text)).split()) if isinstance(text, str) else ""
     return "" if not line or strip_model_directives(line)[1] or _SHELL_ORDER.search(line) else line
 
 
@@ -298,14 +299,14 @@ def clean_transformation(result: Transformation) -> Transformation:
     part; a sub-query giving orders is dropped, and so is a rewrite, which then falls back)."""
     subs = [line for line in (clean_model_line(q) for q in result.sub_queries) if line]
     return replace(result, rewritten=clean_model_line(result.rewritten), sub_queries=subs,
-                   reasoning=" ".join(plain(result.reasoning).split()))
+                   reasoning=" ".join(redact(plain(result.reasoning)).split()))
 
 
 def clean_grade(grade: Grade) -> Grade:
     """A grade whose reasoning and missing aspects are clean text (the record stores and the
     page, the API and the CLI show them; the aspects feed the next query)."""
     aspects = [line for line in (clean_model_line(a) for a in grade.missing_aspects) if line]
-    return replace(grade, reasoning=" ".join(plain(grade.reasoning).split()), missing_aspects=aspects)
+    return replace(grade, reasoning=" ".join(redact(plain(grade.reasoning)).split()), missing_aspects=aspects)
 
 
 def _citation(value: Any) -> int | None:

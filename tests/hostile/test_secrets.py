@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import date
 
 import pytest
 from starlette.testclient import TestClient
@@ -21,7 +22,7 @@ from shared.contract.errors import ModelUnusable, RetryableError
 from shared.contract.ports import GradingContext
 from shared.contract.redaction import redact
 from shared.runtime.bootstrap import build_local
-from tests.hostile.model_server import MODEL, model_server, send
+from tests.hostile.model_server import MODEL, answer, model_server, send
 from tests.support import REPO, ragbus_env, run_cli, topic_paragraphs
 
 KEY = "sk-hostile-0123456789abcdefXYZ"
@@ -155,3 +156,35 @@ def test_serve_refuses_a_weak_token_on_a_reachable_bind_before_starting(tmp_path
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "too weak" in proc.stderr and "Not starting" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_basic_credential_from_the_base_url_is_redacted_when_echoed(tmp_path):
+    # http://user:password@host/v1: httpx sends it as "Authorization: Basic base64(user:password)",
+    # which a proxy may quote back in its 401 like a Bearer key
+    with model_server(default=echo_key(401)) as server:
+        base = server.url.replace("http://", "http://admin:hunter2pass@")
+        settings = load_settings({"RAGBUS_HOME": str(tmp_path), "RAGBUS_LLM": "openai",
+                                  "RAGBUS_OPENAI_BASE_URL": base, "RAGBUS_OPENAI_MODEL": MODEL})
+        llm = OpenAICompatibleLanguageModel.from_settings(settings)
+        with pytest.raises(ModelUnusable) as caught:
+            llm.grade("q", CONTEXTS)
+        llm.close()
+    sent = server.headers[0]["authorization"]
+    assert sent.startswith("Basic ")  # the credential really travelled as Basic
+    shown = str(caught.value)
+    assert "hunter2pass" not in shown and sent.removeprefix("Basic ") not in shown, shown
+    assert "YWRtaW46aHVudGVyMnBhc3M=" not in redact("header was 'Basic YWRtaW46aHVudGVyMnBhc3M='")
+
+
+def test_a_configured_key_a_model_writes_into_a_successful_reply_is_not_kept():
+    reply = json.dumps({"sentences": [{"text": f"The key in use is {KEY} as configured.", "citations": [1]},
+                                      {"text": "Reciprocal rank fusion sums 1/(k + rank).", "citations": [1]}]})
+    rewrite = json.dumps({"rewritten": f"rrf {KEY}", "sub_queries": [f"what is {KEY}"]})
+    with model_server(default=answer(reply)) as server:
+        llm = OpenAICompatibleLanguageModel(server.url, MODEL, api_key=KEY, timeout_s=10)
+        answered = llm.synthesize("how does rrf work?", CONTEXTS, language="en")
+        server.default = answer(rewrite)
+        transformed = llm.transform("how does rrf work?", today=date(2026, 11, 26))
+        llm.close()
+    shown = json.dumps([s.text for s in answered.sentences]) + transformed.rewritten + " ".join(transformed.sub_queries)
+    assert KEY not in shown and "[redacted]" in shown, shown
