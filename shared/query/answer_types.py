@@ -64,6 +64,9 @@ FLAG = "flag"
 RETURN = "return value"
 VERSION = "version"
 DEFAULT = "default"
+# An identifier a document assigns ("Filter ID: 0x21", "9073  Fix null deref ...", "port number 8080"):
+# asked as "which ticket ID", "what Filter ID", "what port number"; stated only with a token holding a digit.
+IDENT = "identifier"
 
 # Heads of "what is the <head> of ..." that ask for a value of a type.
 _MONEY_HEADS = frozenset(
@@ -198,6 +201,17 @@ _DEFAULT_VALUE = re.compile(r"\bby\s+default\b|\bdefaults?\s*(?::|=|\bis\b|\bare
                             r"\bdefault(?:ing)?\s+to\b|\(default\b|\bdefault\s+[\w-]+\s+(?:[\w-]+\s+)?(?:is|are)\b|"
                             r"\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
 _WHAT_FIRST = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<rest>.+)", re.IGNORECASE)
+# "Which ticket ID ...", "What Filter ID ...", "what port number ...", not "what is the number of ..." (a count).
+_IDENT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|the|an?)\b)[\w-]+\s+){0,2}"
+                      r"(?:ids?|identifiers?|numbers?)\b", re.IGNORECASE)
+# A token holding a digit ("0x21", "9073", "CVE-2023-1234", "E042"): what an identifier is written as.
+_IDENT_VALUE = re.compile(r"(?<![\w.-])[\w-]*\d[\w.-]*(?<![.-])")
+# "described in Section 5.3", "see page 12": a pointer to another part of the document, not a value it states.
+_CROSS_REFERENCE = re.compile(r"\b(?:sections?|chapters?|pages?|figures?|tables?|appendix|paragraphs?|steps?|lines?|"
+                              r"§)\s*$", re.IGNORECASE)
+# "1 byte", "30 days", "50 %": a measure, not an identifier.
+_MEASURED = re.compile(r"^\s*(?:%|percent\b|(?:bytes?|bits?|[kmgt]i?b|ms|seconds?|minutes?|hours?|days?|weeks?|months?|"
+                       r"years?|times|characters?|lines?)\b)", re.IGNORECASE)
 
 _CAUSAL = re.compile(
     r"\b(caus\w*|due\s+to|because|result(?:s|ed)?\s+(?:from|of)|as\s+a\s+result|trigger\w*|attribut\w*|"
@@ -455,6 +469,8 @@ def asked_fact(question: str) -> AskedFact:
         kind = RETURN
     elif _VERSION_Q.search(text):
         kind = VERSION
+    elif _IDENT_Q.search(text):
+        kind = IDENT
     elif _DEFAULT_Q.search(text):
         kind = DEFAULT
     elif m := _HOW_MANY.search(text):
@@ -515,8 +531,9 @@ def asked_fact(question: str) -> AskedFact:
         # yes/no and open questions ("is X better than Y?"): nothing specific is asked
         return AskedFact()
     asked = {stem(a) for a in (*aspect, *named)}
-    if kind in (VERSION, DEFAULT):  # "the default", "which version" say what is asked, not what about
-        asked |= {stem(w) for w in ("default", "defaults", "version", "versions", "release", "releases")}
+    if kind in (VERSION, DEFAULT, IDENT):  # "the default", "which version", "which ID" say what is asked
+        asked |= {stem(w) for w in ("default", "defaults", "version", "versions", "release", "releases",
+                                    "id", "ids", "identifier", "identifiers", "number", "numbers")}
     topic = tuple(
         t for t in (*ties, *content_terms(text, keep_temporal=False))
         if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
@@ -608,6 +625,10 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         return any(stem(m.group()) not in question_terms for m in _VERSION_VALUE.finditer(sentence))
     if kind == DEFAULT:
         return bool(_DEFAULT_VALUE.search(sentence))
+    if kind == IDENT:
+        return any(stem(m.group()) not in question_terms and not _YEAR.match(m.group())
+                   and not _CROSS_REFERENCE.search(sentence[:m.start()]) and not _MEASURED.match(sentence[m.end():])
+                   for m in _IDENT_VALUE.finditer(sentence))
     if kind == AMOUNT:
         return bool(_CURRENCY.search(sentence))
     if kind == COUNT and counted:
@@ -766,5 +787,5 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found, supporting=supporting)
 
 
-__all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
+__all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
            "asked_fact", "fact_support", "holds_value", "question_names", "sentence_states", "states_value"]

@@ -160,3 +160,25 @@ def test_the_reader_embeds_a_bounded_pool_of_sentences():
                       sentence_embed=embedder.embed, fact_check=sentence_states)
     assert sum(len(b) for b in embedder.batches[1:]) <= 8
     assert np.isfinite(embedder.embed(["x"])).all()
+
+
+def test_an_asked_identifier_is_answered_only_by_a_sentence_stating_one():
+    changes = ("Changes in this release:\n\n"
+               "* Fix a crash in the spooler when reading an empty queue file.\n"
+               "* Fix a memory leak in the TLS handshake.\n\n"
+               "Tickets:\n\n4417    Fix a crash in the spooler when reading an empty queue file\n"
+               "4420    Fix a memory leak in the TLS handshake\n")
+    answer = _read("Which ticket ID fixed the crash in the spooler?", changes)
+    assert _quoted(answer)[0].startswith("4417") and answer.states_fact
+    # the spooler's fix without its number does not answer which ticket it was
+    bare = _read("Which ticket ID fixed the crash in the spooler?",
+                 "Fix a crash in the spooler when reading an empty queue file. Fix a leak in the TLS handshake.")
+    assert bare.abstained and not bare.states_fact
+    assert answer_outcome(bare, passes=True) == "not_answerable"
+    # "what is the number of ..." asks a count, not an identifier
+    assert sentence_states("The spooler keeps three queues.", "What is the number of queues the spooler keeps?")
+    # a pointer to another section holds digits but states no identifier
+    assert not sentence_states("The spooler's tickets are listed in Section 4.2.", "Which ticket ID fixed the spooler?")
+    # nor does a measure ("1 byte"): the size of a field is not its ID
+    assert not sentence_states("Size of Filter Properties: 1 byte", "What Filter ID does the delta filter have?")
+    assert sentence_states("Filter ID: 0x03", "What Filter ID does the delta filter have?")
