@@ -200,6 +200,9 @@ _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|rele
 _DEFAULT_VALUE = re.compile(r"\bby\s+default\b|\bdefaults?\s*(?::|=|\bis\b|\bare\b|\bwas\b|\bto\b|\bof\b)|"
                             r"\bdefault(?:ing)?\s+to\b|\(default\b|\bdefault\s+[\w-]+\s+(?:[\w-]+\s+)?(?:is|are)\b|"
                             r"\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
+# "By default, when a timer is scheduled, the loop keeps running": a default behaviour under a condition,
+# not a default value (unless the sentence gives a number).
+_BEHAVIOUR_BY_DEFAULT = re.compile(r"\bby\s+default\s*,\s*(?:when|if|while|once|as\s+long\s+as|unless)\b", re.IGNORECASE)
 _WHAT_FIRST = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<rest>.+)", re.IGNORECASE)
 # "Which ticket ID ...", "What Filter ID ...", "what port number ...", not "what is the number of ..." (a count).
 _IDENT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|the|an?)\b)[\w-]+\s+){0,2}"
@@ -624,6 +627,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
     if kind == VERSION:
         return any(stem(m.group()) not in question_terms for m in _VERSION_VALUE.finditer(sentence))
     if kind == DEFAULT:
+        if _BEHAVIOUR_BY_DEFAULT.search(sentence) and not re.search(r"\d", sentence):
+            return bool(_DEFAULT_VALUE.search(_BEHAVIOUR_BY_DEFAULT.sub("", sentence)))
         return bool(_DEFAULT_VALUE.search(sentence))
     if kind == IDENT:
         return any(stem(m.group()) not in question_terms and not _YEAR.match(m.group())

@@ -182,3 +182,13 @@ def test_an_asked_identifier_is_answered_only_by_a_sentence_stating_one():
     # nor does a measure ("1 byte"): the size of a field is not its ID
     assert not sentence_states("Size of Filter Properties: 1 byte", "What Filter ID does the delta filter have?")
     assert sentence_states("Filter ID: 0x03", "What Filter ID does the delta filter have?")
+
+
+def test_a_default_behaviour_under_a_condition_is_no_default_value():
+    question = "What is the default delay of the retry timer?"
+    assert not sentence_states("By default, when a retry timer is scheduled, the daemon keeps running.", question)
+    assert sentence_states("By default, if unset, the retry timer's delay is 30 seconds.", question)
+    docs = ("By default, when a retry timer is scheduled, the daemon keeps running as long as the timer is active.\n\n"
+            "- `delay` {number} The number of milliseconds to wait before retrying. **Default:** `1`.\n")
+    answer = _read(question, docs)
+    assert any("Default:" in s for s in _quoted(answer)) and answer.states_fact
