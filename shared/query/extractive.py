@@ -588,6 +588,18 @@ def _read(
                     chosen += [j for j in unit(i) if j not in chosen]
                     break
 
+    # A question naming several options ("the default --maxvars and --maxparserdepth") asks about each:
+    # an option no quoted sentence names gets the best sentence of a quoted passage that names it.
+    for flag in _QUESTION_FLAG.findall(query):
+        if any(flag in quoted_text(i) for i in chosen):
+            continue
+        quoted = {candidates[j].number for j in chosen}
+        naming = [i for i in sorted(usable, key=lambda i: (-cheap[i], candidates[i].number, candidates[i].position))
+                  if candidates[i].number in quoted and re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])",
+                                                                   quoted_text(i))]
+        if naming:
+            chosen += [j for j in unit(naming[0]) if j not in chosen]
+
     if parts:
         states_fact = not missing  # every part has a sentence speaking to it
     elif asks_fact:
@@ -610,6 +622,8 @@ def _read(
                   states_fact=states_fact and not missing and not unnamed, unstated=unstated)
 
 
+# A command-line option a question names ("--maxvars", "-restart").
+_QUESTION_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
                            re.IGNORECASE)
 # A command line, a URL on its own or a pointer elsewhere: rarely the answer, unless asked for one.

@@ -192,3 +192,12 @@ def test_a_default_behaviour_under_a_condition_is_no_default_value():
             "- `delay` {number} The number of milliseconds to wait before retrying. **Default:** `1`.\n")
     answer = _read(question, docs)
     assert any("Default:" in s for s in _quoted(answer)) and answer.states_fact
+
+
+def test_each_option_a_question_names_is_quoted():
+    manual = ("The --maxjobs option limits the number of parallel jobs; its default is 4. "
+              "The --maxdepth option limits the depth of nested includes; its default is 64. "
+              "The --quiet option prints nothing but errors.")
+    answer = _read("What are the tool's default --maxjobs and --maxdepth values?", manual)
+    quoted = " ".join(_quoted(answer))
+    assert "its default is 4." in quoted and "its default is 64." in quoted and "--quiet" not in quoted
