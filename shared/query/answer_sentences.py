@@ -35,6 +35,8 @@ MIN_CHARS = 25
 MIN_WORDS = 5
 
 _WORD = re.compile(r"[^\W_][\w'’\-]*", re.UNICODE)
+# A number standing on its own (a version, a date, a count), not digits inside a name such as BM25
+_FIGURE = re.compile(r"(?<!\w)\d")
 _BULLET = re.compile(r"^(?:[-*•·▪◦>]+|\(?\d{1,2}[.)]|\(?[a-z][)])\s+")
 _REFERENCE_MARKER = re.compile(r"\s*\[\d+(?:\s*[,–-]\s*\d+)*\]")
 # Ends as a statement: a full stop or an exclamation mark, maybe inside quotes or brackets.
@@ -267,9 +269,10 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
     # row, each without a full stop: items too (one such line alone may be a heading).
     bare = [not item and "\n" not in text and not _SENTENCE_CLOSE.search(text) and len(_words(text)) >= MIN_ITEM_WORDS
             and not heading_like(text) for text, item in out]
-    # one such line alone is an item too when it holds a figure: "Major changes in 1.20.1 (2022-11-15)"
+    # one such line alone is an item too when it holds a figure: "Major changes in 1.20.1 (2022-11-15)";
+    # a name with digits in it is no figure ("What BM25 cannot do" is a heading)
     return [(text, item or (bare[i] and ((i > 0 and bare[i - 1]) or (i + 1 < len(bare) and bare[i + 1])
-                                         or any(ch.isdigit() for ch in text))))
+                                         or _FIGURE.search(text) is not None)))
             for i, (text, item) in enumerate(out)]
 
 

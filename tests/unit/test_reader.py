@@ -201,3 +201,12 @@ def test_each_option_a_question_names_is_quoted():
     answer = _read("What are the tool's default --maxjobs and --maxdepth values?", manual)
     quoted = " ".join(_quoted(answer))
     assert "its default is 4." in quoted and "its default is 64." in quoted and "--quiet" not in quoted
+
+
+def test_a_heading_with_a_name_holding_digits_is_not_an_item():
+    # "BM25" is a name, not a figure: the section heading between two paragraphs is no answer
+    body = ("Lucene's defaults are k1 = 1.2 and b = 0.75.\n\nWhat BM25 cannot do\n\n"
+            "BM25 matches words, not meanings.\n\nMajor changes in 1.20.1 (2022-11-15)\n\nA fix landed.")
+    items = {text: item for text, item in passage_pieces(body)}
+    assert items["What BM25 cannot do"] is False
+    assert items["Major changes in 1.20.1 (2022-11-15)"] is True  # a version and a date are figures
