@@ -264,7 +264,7 @@ def synthesize_answer(
 
     def change(r: QueryRecord) -> None:
         if verdict:
-            _align_decision(r, best.iteration, iteration, outcome, verdict)
+            _align_decision(r, iteration, outcome, verdict)
         r.status = "answered"
         r.outcome = outcome
         r.answer = text
@@ -314,13 +314,15 @@ def reader_verdict(answer: Answer, outcome: str) -> str:
     return f"no quoted sentence states: {unstated}"
 
 
-def _align_decision(r: QueryRecord, answered_from: int, final: int, outcome: str, verdict: str) -> None:
-    """One story on every surface: an iteration marked ``accept`` beside ``not_answerable`` (or the
-    grader's ``abstain``/``exhausted`` beside ``answered``) shows the decision the answer's reading
-    made, and the grade's reasoning says why."""
+def _align_decision(r: QueryRecord, final: int, outcome: str, verdict: str) -> None:
+    """One story on every surface: the final iteration marked ``accept`` beside ``not_answerable``
+    (or the grader's ``abstain``/``exhausted`` beside ``answered``) shows the decision the answer's
+    reading made, and the grade's reasoning says why. Only the final one: the earlier iterations'
+    ``refine`` is what the loop did (an ``accept`` there would have ended it), so rewriting them
+    too read "iteration 1: accept" above an iteration 2."""
     want = {"not_answerable": "abstain", "answered": "accept"}.get(outcome)
     for entry in r.iterations:
-        if entry.iteration not in (answered_from, final) or entry.decision is None or want is None:
+        if entry.iteration != final or entry.decision is None or want is None:
             continue
         if entry.decision == want or (want == "abstain" and entry.decision == "refine"):
             continue

@@ -204,6 +204,21 @@ def test_the_reader_verdict_decides_answered_over_a_failed_threshold_and_the_dec
     assert record["iterations"][0]["decision"] == "accept"
 
 
+def test_only_the_final_iteration_takes_the_readers_decision():
+    # iteration 1 refined, iteration 2 exhausted, the reader finds the fact: the record must not say
+    # "iteration 1: accept" above an iteration 2 (an accept would have ended the loop there)
+    stated = Answer(text="", sentences=[AnswerSentence("BM25 saturates term frequency with k1.", [1])],
+                    states_fact=True)
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[stated]))
+    loop.submit("how does BM25 saturate term frequency", max_iterations=1)
+    graded = _run_to_graded(loop, [weak_grade(0.5), weak_grade(0.5)], ["BM25 saturation", "BM25 saturation k1"])
+    assert graded.decision == "exhausted"
+    loop.deliver(graded)
+    record = loop.record()
+    assert record["outcome"] == "answered"
+    assert [it["decision"] for it in record["iterations"]] == ["refine", "accept"]
+
+
 def test_a_quoted_sentence_that_does_not_state_the_fact_is_a_caveat_even_when_the_grade_passes():
     partial = Answer(text="", sentences=[AnswerSentence("BM25 is a ranking function.", [1])],
                      states_fact=False, unstated=("how many parameters BM25 has",))
