@@ -17,6 +17,7 @@ or a misspelt ``top_k`` without a word, where REST answers 400).
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -33,6 +34,8 @@ from shared.query.api import (
     answer_summary,
     contexts_summary,
     submit_query,
+    validate_int,
+    validate_query_text,
     wait_for_query_async,
 )
 from shared.query.record import QueryRecord
@@ -152,6 +155,30 @@ _TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", 
           "ask": {"question", "source", "since", "until", "where"}}
 
 
+def _checked_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The tools' arguments checked by the HTTP API's own rules, so a wrong type or value gets the
+    API's one-line message (the SDK would answer with pydantic's multi-line text and a link)."""
+    out = dict(arguments)
+    try:
+        for field in ("question", "query"):
+            if out.get(field) is not None:
+                # the length limit is the query's own, checked when it is submitted
+                validate_query_text(out[field], max_chars=sys.maxsize, field=field)
+        if out.get("top_k") is not None:
+            out["top_k"] = validate_int(out["top_k"], "top_k", TOP_K_RANGE)
+        for field in ("source", "since", "until"):
+            value = out.get(field)
+            if value is not None and (not isinstance(value, str) or not value.isprintable()):
+                raise InvalidInput(f"'{field}' must be printable text, got {value!r}")
+        where = out.get("where")
+        if where is not None and (not isinstance(where, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in where.items())):
+            raise InvalidInput(f"'where' must be an object of text keys and values, got {where!r}")
+    except InvalidInput as exc:
+        raise ToolError(str(exc)) from None
+    return out
+
+
 class _Server(MCPServer):
     """The SDK's server, with ``question`` declared required in the listed input schemas, which
     clients and models read.
@@ -166,6 +193,8 @@ class _Server(MCPServer):
         if unknown:
             raise ToolError(f"{name} takes no argument {', '.join(map(repr, unknown))}; send only "
                             f"{', '.join(sorted(taken - {'query'}))}")
+        if taken is not None:
+            arguments = _checked_arguments(arguments)
         return await super().call_tool(name, arguments, context)
 
     async def list_tools(self) -> list[MCPTool]:

@@ -117,7 +117,13 @@ def test_mcp_refuses_a_top_k_rest_refuses(quick, arguments):
     server, deps = quick
     result = _call(server, "search_documents", arguments)
     assert result.is_error and "top_k" in result.content[0].text, result.content
+    _assert_api_message(result.content[0].text)
     assert _queries(deps) == 0
+
+
+def _assert_api_message(text: str) -> None:
+    # the HTTP API's one-line message, not pydantic's multi-line text with its link
+    assert "pydantic" not in text and "\n" not in text.strip(), text
 
 
 @pytest.mark.parametrize("tool,arguments,expected", [
@@ -133,6 +139,22 @@ def test_mcp_refuses_a_bad_question_and_stores_nothing(quick, tool, arguments, e
     server, deps = quick
     result = _call(server, tool, arguments)
     assert result.is_error and expected in result.content[0].text, result.content
+    _assert_api_message(result.content[0].text)
+    assert _queries(deps) == 0
+
+
+@pytest.mark.parametrize("arguments,expected", [
+    ({"question": "what is bm25", "source": ["a"]}, "'source'"),
+    ({"question": "what is bm25", "source": "\x00"}, "'source'"),
+    ({"question": "what is bm25", "since": 7}, "'since'"),
+    ({"question": "what is bm25", "where": "kind=feed"}, "'where'"),
+    ({"question": "what is bm25", "where": {"kind": 1}}, "'where'"),
+])
+def test_mcp_refuses_bad_filter_arguments_in_one_line(quick, arguments, expected):
+    server, deps = quick
+    result = _call(server, "ask", arguments)
+    assert result.is_error and expected in result.content[0].text, result.content
+    _assert_api_message(result.content[0].text)
     assert _queries(deps) == 0
 
 
