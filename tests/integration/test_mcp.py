@@ -62,7 +62,8 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
     assert both.is_error and "send 'question' only: 'query' is its old name" in both.content[0].text
 
     assert set(tools) == {"search_documents", "ask"}
-    assert set(tools["search_documents"].input_schema["properties"]) == {"question", "query", "top_k"}
+    assert set(tools["search_documents"].input_schema["properties"]) == {
+        "question", "query", "top_k", "source", "since", "until", "where"}  # the filters of issue 27
     assert "question" in set(tools["ask"].input_schema["properties"])
     assert tools["ask"].input_schema["required"] == ["question"]
 
