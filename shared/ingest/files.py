@@ -197,8 +197,9 @@ def _ingest_file(
     via = f" (the target of the symlink {file})" if absolute != file.absolute() and file.is_symlink() else ""
     kind = document_type(absolute)
     if kind is None:
+        # named like a document, a symlink may lead anywhere (`notes.md -> /etc/shadow`): say where
         raise Skipped(f"{absolute}{via} has an unsupported suffix {absolute.suffix!r}; supported: {FILE_TYPES}",
-                      UNSUPPORTED)
+                      "a symlink to a file of a type ragbus does not read" if via else UNSUPPORTED)
     content_type, compressed = kind
     try:
         status = absolute.stat()

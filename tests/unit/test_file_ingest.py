@@ -8,7 +8,7 @@ from shared.contract import state_collections
 from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
 from shared.contract.messages import DocumentDeleted, decode, encode
-from shared.ingest.files import delete_path, ingest_path
+from shared.ingest.files import IngestReport, delete_path, ingest_path
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 
 
@@ -266,3 +266,16 @@ def test_a_compressed_document_is_read_no_further_than_the_cap(ports, tmp_path):
     assert bomb.stat().st_size < 1_000
     with pytest.raises(InvalidInput, match="expands to over the 10000-byte cap"):
         ingest_path(bomb, **ports, max_bytes=10_000)
+
+
+def test_a_symlink_named_like_a_document_to_another_kind_of_file_is_reported_as_such(ports, tmp_path):
+    # `shadow.md -> /etc/shadow` was counted as "skipped 1 .md file(s): not a document type ragbus reads"
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "notes.md").write_text("# Notes\n\nVolcanoes.")
+    (tmp_path / "secrets").write_text("not a document")
+    (root / "shadow.md").symlink_to(tmp_path / "secrets")
+    report = IngestReport()
+    published = ingest_path(root, report=report, **ports)
+    assert len(published) == 1
+    assert report.skipped == {("a symlink to a file of a type ragbus does not read", ".md"): 1}
