@@ -358,6 +358,9 @@ class _Api:
         if "q" not in params:
             return error(400, "missing 'q'; send /v1/search?q=your+words&k=10")
         k: Any = params.get("k")
+        repeated = [name for name in ("q", "k", *_SEARCH_FILTERS[:-1]) if len(params.getlist(name)) > 1]
+        if repeated:  # which one was meant? (only `where` repeats)
+            return error(400, f"'{repeated[0]}' is given {len(params.getlist(repeated[0]))} times; give it once")
         filters: dict[str, Any] = {name: params[name] for name in _SEARCH_FILTERS[:-1] if name in params}
         if "where" in params:
             filters["where"] = params.getlist("where")

@@ -241,6 +241,9 @@ def _source(value: str | None) -> str | None:
         raise FilterError("source is empty: give a feed or sitemap URL, gs://bucket/prefix or a folder")
     if len(value) > _MAX_VALUE:
         raise FilterError(f"source is {len(value)} characters; at most {_MAX_VALUE}")
+    if not value.isprintable():
+        # a NUL or an escape matches no stored source: a client bug, refused like the question's
+        raise FilterError(f"source {value!r} contains a control character; send plain text")
     if "://" in value:
         scheme = value.split("://", 1)[0].lower()
         if scheme not in ("http", "https", "gs", "file"):
@@ -292,6 +295,8 @@ def _where(value: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, 
             raise FilterError(f"where {key}=: the value is empty")
         if len(text) > _MAX_VALUE:
             raise FilterError(f"where {key}: the value is {len(text)} characters; at most {_MAX_VALUE}")
+        if not text.isprintable():
+            raise FilterError(f"where {key}: the value {text!r} contains a control character; send plain text")
         if key in out and out[key] != text:
             raise FilterError(f"where {key} is given twice with different values: nothing could match")
         out[key] = text

@@ -98,9 +98,13 @@ def test_http_search_and_queries_take_filters_with_clear_400s(deps):
         assert [r["document_id"] for r in body["results"]] == ["nv-2026"]
         for params, expected in [({"since": "soon"}, "since 'soon'"), ({"until": "2025-13-01"}, "until '2025-13-01'"),
                                  ({"source": "ftp://x/"}, "source 'ftp://x/'"),
-                                 ({"since": "2026-01-01", "until": "2025-01-01"}, "is not before until")]:
+                                 ({"since": "2026-01-01", "until": "2025-01-01"}, "is not before until"),
+                                 ({"source": "\x00"}, "control character")]:
             response = client.get("/v1/search", params={"q": "graphs", **params})
             assert response.status_code == 400 and expected in response.json()["error"], params
+        # a single-valued parameter given twice: which one was meant is not guessed
+        response = client.get("/v1/search", params=[("q", "graphs"), ("since", "7d"), ("since", "8d")])
+        assert response.status_code == 400 and "'since' is given 2 times" in response.json()["error"]
         response = client.post("/v1/queries", json={"question": "What changed?", "filters": {"since": "7d"}})
         assert response.status_code == 202
         stored = deps.state.get(state_collections.QUERIES, response.json()["id"])

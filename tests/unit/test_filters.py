@@ -58,6 +58,9 @@ def test_until_of_a_date_is_the_end_of_that_day():
         ({"where": ["a="]}, "value is empty"),
         ({"where": ["a=1", "a=2"]}, "given twice"),
         ({"where": "a=1"}, "list of key=value"),
+        ({"source": "\x00"}, "control character"),
+        ({"source": "https://x/\x1b[2J"}, "control character"),
+        ({"where": ["vendor=nv\x00"]}, "control character"),
     ],
 )
 def test_bad_input_is_one_clear_error_naming_the_field(kwargs, names):
