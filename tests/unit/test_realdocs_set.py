@@ -232,6 +232,21 @@ def test_select_by_kind_and_a_seeded_sample():
         select(SET.questions, RealDocsOptions(sample=0))
 
 
+@pytest.mark.parametrize("n", [5, 9, 10, 30, 100])
+def test_a_sample_is_drawn_in_proportion_to_each_kind(n):
+    # a plain random 5 (seed 7) held no near miss, so that target read "not measured"
+    picked, how = select(SET.questions, RealDocsOptions(sample=n))
+    kinds = {q.kind for q in SET.questions}
+    assert len(picked) == n and "in proportion to each kind" in how
+    counts = {k: sum(q.kind == k for q in picked) for k in kinds}
+    assert counts["near_miss"] >= 1
+    if n >= len(kinds):
+        assert all(counts.values()), counts
+    for kind, count in counts.items():  # never far from its share of the set
+        share = n * sum(q.kind == kind for q in SET.questions) / len(SET.questions)
+        assert abs(count - share) <= 1.5, (kind, count, share)
+
+
 def test_only_the_full_realdocs_run_writes_its_committed_figures(monkeypatch, tmp_path):
     import shared.tools.eval.realdocs_run as run_module
     from shared.tools.cli import app

@@ -56,10 +56,31 @@ def select(questions: Sequence[realdocs.Question], options: RealDocsOptions) -> 
         if options.sample < 1:
             raise ConfigError(f"--sample {options.sample}: ask at least one question")
         if options.sample < len(chosen):
-            keep = set(random.Random(options.seed).sample(range(len(chosen)), options.sample))
+            keep = _stratified(chosen, options.sample, random.Random(options.seed))
             chosen = [q for i, q in enumerate(chosen) if i in keep]
-            how.append(f"a random {options.sample} (seed {options.seed})")
+            how.append(f"a random {options.sample} in proportion to each kind (seed {options.seed})")
     return chosen, "; ".join(how)
+
+
+def _stratified(questions: Sequence[realdocs.Question], n: int, rng: random.Random) -> set[int]:
+    """``n`` indices drawn in proportion to each kind (largest remainders), at least one of every kind
+    when ``n`` allows: a plain draw of 5 could hold no near miss, and its target read "not measured"."""
+    by_kind: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        by_kind.setdefault(q.kind, []).append(i)
+    shares = {k: n * len(ix) / len(questions) for k, ix in by_kind.items()}
+    take = {k: int(share) for k, share in shares.items()}
+    if n >= len(by_kind):
+        take = {k: max(1, t) for k, t in take.items()}
+    for k in sorted(shares, key=lambda k: (take[k] - shares[k], k)):  # largest remainder first
+        if sum(take.values()) >= n:
+            break
+        if take[k] < len(by_kind[k]):
+            take[k] += 1
+    while sum(take.values()) > n:  # the minimum of one each overshot: trim the largest
+        largest = max(take, key=lambda k: (take[k], k))
+        take[largest] -= 1
+    return {i for k, ix in by_kind.items() for i in rng.sample(ix, min(take[k], len(ix)))}
 
 
 KEPT_HOME = "realdocs-home"
