@@ -258,7 +258,7 @@ def synthesize_answer(
         if not text:
             outcome, text, sentences, citations = "not_answerable", phrase("abstain", language), [], []
         elif outcome == "answered_with_caveat":
-            text = phrase("caveat", language) + "\n\n" + text
+            text = phrase("caveat_no_model" if fallback_why else "caveat", language) + "\n\n" + text
     verdict = reader_verdict(answer, outcome) if answer is not None else ""
     elapsed_ms = (clock.monotonic() - start) * 1000.0
 

@@ -171,6 +171,18 @@ _PHRASES: dict[str, dict[str, str]] = {
         "ru": "Примечание: найденные источники лишь частично охватывают этот вопрос; "
         "ответ может быть неполным.",
     },
+    # The caveat when the model could not write the answer and the sources were quoted instead:
+    # "the sources only partly cover this question" would blame the documents for the model's failure.
+    "caveat_no_model": {
+        "en": "Note: the model could not be used, so this answer quotes the retrieved sources directly; "
+        "it may be incomplete.",
+        "es": "Nota: no se pudo usar el modelo, así que esta respuesta cita directamente las fuentes "
+        "recuperadas; puede estar incompleta.",
+        "fr": "Remarque : le modèle n'a pas pu être utilisé, cette réponse cite donc directement les sources "
+        "trouvées ; elle peut être incomplète.",
+        "de": "Hinweis: Das Modell war nicht nutzbar, daher zitiert diese Antwort direkt die gefundenen "
+        "Quellen; sie kann unvollständig sein.",
+    },
     # A part of an English question no retrieved sentence speaks to (``{part}``: its words).
     "not_mentioned": {
         "en": "Not mentioned in the sources: {part}.",

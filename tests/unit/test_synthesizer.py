@@ -96,6 +96,22 @@ def test_a_failing_model_falls_back_to_an_extractive_answer():
     assert record["citations"] and all(c["chunk_id"] for c in record["citations"])
 
 
+def test_a_caveat_after_the_model_failed_names_the_model_not_the_sources(monkeypatch):
+    # the newcomer's failing model server: "the sources only partly cover this question" blamed the documents
+    import services.synthesizer.handler as synthesizer
+
+    partial = Answer(text="", sentences=[AnswerSentence("BM25 is a ranking function.", [1])],
+                     states_fact=False, unstated=("how many parameters BM25 has",))
+    monkeypatch.setattr(synthesizer, "_extract", lambda *args, **kwargs: partial)
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[RuntimeError("500 from the model")]))
+    loop.submit("how many parameters does BM25 have")
+    loop.deliver(_run_to_graded(loop, [good_grade()], ["BM25 parameters"]))
+    record = loop.record()
+    assert record["answer_provider"] == "extractive-fallback" and record["outcome"] == "answered_with_caveat"
+    assert record["answer"].startswith(phrase("caveat_no_model", "en"))
+    assert phrase("caveat", "en") not in record["answer"]
+
+
 def test_the_extractive_fallback_says_which_name_the_sources_do_not_name():
     loop = make_loop(CORPUS, ScriptedLLM(answers=[RuntimeError("503 from the model")]))
     loop.submit("how does Solr rank documents by term frequency with BM25")
