@@ -216,7 +216,9 @@ def test_a_disk_that_fills_while_the_workers_run_stops_them_at_once_and_the_reru
         took = time.monotonic() - started
         text = _out(proc)
         assert filled.is_set()
-        assert proc.returncode == 1 and took < 120, (took, text)
+        # 1: the workers stopped (work left undone); 2: the command's own write hit the full disk first
+        # (which of the two comes first is a race between the filler and the command)
+        assert proc.returncode in (1, 2) and took < 120, (took, text)
         assert "the disk is full" in text and str(home) in text
         assert len(proc.stderr.splitlines()) < 40, "a full disk is said once or twice, not several times a second"
         search = run_cli(home, "search", "quillon1", check=False)
