@@ -19,6 +19,8 @@ import httpx
 from tests.support import REPO, interrupt, ragbus_env, run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+# the same Debian man page the realdocs set holds (one copy in the repo)
+XSLTPROC = Path(__file__).resolve().parents[2] / "shared/tools/eval/datasets/realdocs/documents/xsltproc.html"
 NEWCOMER = {"RAGBUS_ALLOW_LOOPBACK": "0", "COLUMNS": "200"}
 
 
@@ -26,7 +28,7 @@ def test_a_folder_ingest_says_what_it_took_skipped_and_found_unchanged(tmp_path)
     home, docs = tmp_path / "home", tmp_path / "docs"
     (docs / "cli").mkdir(parents=True)
     shutil.copy(DATA / "zlib_how.html", docs)
-    shutil.copy(DATA / "xsltproc.html", docs)
+    shutil.copy(XSLTPROC, docs)
     (docs / "installing.rst").write_text(
         "Installing\n==========\n\nUse :ref:`the resolver <resolver>` to install packages from an index; "
         "``pip install`` reads requirement files as well as single names, and it builds wheels first.\n")
