@@ -37,6 +37,20 @@ class Site:
 
 
 @contextmanager
+def loopback_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[http.server.ThreadingHTTPServer]:
+    """``handler`` served on a free 127.0.0.1 port in a background thread until the block ends."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
 def serve_site(site: Site) -> Iterator[Site]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -57,15 +71,9 @@ def serve_site(site: Site) -> Iterator[Site]:
             self.end_headers()
             self.wfile.write(page[1])
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    site.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(Handler) as server:
+        site.base = f"http://127.0.0.1:{server.server_address[1]}"
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 WORDS = (

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tests.support import loopback_http
+
 MODEL = "tiny-model"
 Behaviour = Callable[[http.server.BaseHTTPRequestHandler, dict[str, Any]], None]
 
@@ -140,15 +142,8 @@ def model_server(default: Behaviour | None = None) -> Iterator[ModelServer]:
                 pass
             self.close_connection = True
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.sent = 0  # type: ignore[attr-defined]
-    site.httpd = server
-    site.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(Handler) as server:
+        server.sent = 0  # type: ignore[attr-defined]
+        site.httpd = server
+        site.base = f"http://127.0.0.1:{server.server_address[1]}"
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tests.support import loopback_http
+
 Route = Callable[[http.server.BaseHTTPRequestHandler], None]
 
 
@@ -64,13 +66,6 @@ def hostile_server() -> Iterator[Hostile]:
                 with site.lock:
                     site.in_flight -= 1
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    site.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(Handler) as server:
+        site.base = f"http://127.0.0.1:{server.server_address[1]}"
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()
