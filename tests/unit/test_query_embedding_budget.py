@@ -18,7 +18,7 @@ from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.messages import QuerySubmitted
-from shared.query.extractive import READER_POOL
+from shared.query.reading.extractive import READER_POOL
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, Loop
 

@@ -12,9 +12,9 @@ import pytest
 
 from services.synthesizer.handler import answer_outcome
 from shared.contract.ports import Answer, AnswerSentence, GradingContext
-from shared.query.answer_sentences import answer_sentence, passage_pieces
-from shared.query.answer_types import sentence_states
-from shared.query.extractive import extractive_answer, quotable_sentences
+from shared.query.reading.answer_sentences import answer_sentence, passage_pieces
+from shared.query.reading.answer_types import sentence_states
+from shared.query.reading.extractive import extractive_answer, quotable_sentences
 from tests.unit.loop_fakes import HashingEmbedder
 
 EMBEDDER = HashingEmbedder()

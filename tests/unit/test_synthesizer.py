@@ -7,7 +7,7 @@ import re
 from services.synthesizer.handler import number_citations
 from shared.contract.messages import AnswerReady, ContextsRetrieved, QueryGraded, QueryTransformed
 from shared.contract.ports import Answer, AnswerSentence
-from shared.query.language import phrase
+from shared.query.reading.language import phrase
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shared.contract.ports import CountsChanges, Embedder, Index
-from shared.query.extractive import tokenize
+from shared.query.reading.extractive import tokenize
 
 log = logging.getLogger("ragbus.llm.local")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from shared.query.extractive import content_terms
+from shared.query.reading.extractive import content_terms
 
 _TRAILING = re.compile(r"[\s?.!]+$")
 _LEADING = re.compile(

@@ -17,7 +17,7 @@ input every time.
   sentence (acronyms, numbers and capitalised names weigh more than common words; an
   index offering :class:`~shared.contract.ports.TermStatistics` tells which terms the
   corpus lacks altogether), whether a sentence holds the asked price, count, date,
-  quantity or name (:mod:`shared.query.answer_types`; a near miss names the entity but
+  quantity or name (:mod:`shared.query.reading.answer_types`; a near miss names the entity but
   not the fact), names and years the question states that no context does, and whether
   it asks for the current state. The **score** is a logistic regression's probability
   that the contexts answer the question, its weights fit on fitz-gov's calibration split
@@ -31,7 +31,7 @@ input every time.
   the probability down; ``missing_aspects`` are the question's terms no context contains.
 - **refine**: the original question plus the missing aspects and acronym
   expansions (plus month/year for temporal questions).
-- **synthesize**: the reader (:func:`shared.query.extractive.extractive_answer`): the sentence
+- **synthesize**: the reader (:func:`shared.query.reading.extractive.extractive_answer`): the sentence
   that states what is asked, cited, chosen by the question's terms, its passage's closeness
   (vectors stored at indexing), the asked answer type and the MiniLM cosine of the few best
   candidates (embedded once per process); a sentence opening with a reference comes with
@@ -42,7 +42,7 @@ The question is embedded once per process (:mod:`shared.query.vectors`) and
 that vector serves transform, grade and synthesize alike.
 
 A German, French or Spanish question is put into English search terms first
-(:mod:`shared.query.translation`, a shipped lexicon), and every step above works
+(:mod:`shared.query.reading.translation`, a shipped lexicon), and every step above works
 on those terms.
 
 Limits: it cannot paraphrase, translate sentences, reason across sentences or
@@ -85,15 +85,15 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.answer_sentences import question_parts
-from shared.query.answer_types import (
+from shared.query.reading.answer_sentences import question_parts
+from shared.query.reading.answer_types import (
     FactSupport,
     fact_support,
     question_names,
     sentence_states,
     states_value,
 )
-from shared.query.extractive import (
+from shared.query.reading.extractive import (
     STOPWORDS,
     body_lines,
     content_terms,
@@ -104,7 +104,7 @@ from shared.query.extractive import (
     tokenize,
 )
 from shared.query.grading import strip_model_directives
-from shared.query.language import in_english
+from shared.query.reading.language import in_english
 from shared.query.vectors import passage_vectors, query_vector, sentence_vectors
 
 log = logging.getLogger("ragbus.llm.local")
@@ -269,7 +269,7 @@ class LocalLanguageModel:
         """Rewrite (acronyms, temporal context, feedback terms) and decompose ``query``.
 
         A German, French or Spanish question is first put into English search terms
-        (:mod:`shared.query.translation`): the corpus and the packaged embedder are English.
+        (:mod:`shared.query.reading.translation`): the corpus and the packaged embedder are English.
         """
         language, question = in_english(" ".join(query.split()))
         translated = [f"{language} -> en: {question}"] if language != "en" and question != query.strip() else []
@@ -546,7 +546,7 @@ class LocalLanguageModel:
         )
 
     def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
-        """An extractive, cited answer (see :func:`shared.query.extractive.extractive_answer`): sentences
+        """An extractive, cited answer (see :func:`shared.query.reading.extractive.extractive_answer`): sentences
         ranked by the question's terms and by how close their passage is to the question; a name the
         question states that no context names is said to be not mentioned.
         A question in German, French or Spanish is matched by its English terms; ``language``

@@ -6,7 +6,7 @@ Korean, Russian, Greek and Arabic; for Latin-script text the count of very
 common function words decides between English, Spanish, French, German,
 Portuguese and Italian; text with no English function word at all, whose words
 are mostly German, French or Spanish ones of the translation lexicon
-(:mod:`shared.query.translation`), is that language. Short or ambiguous text is
+(:mod:`shared.query.reading.translation`), is that language. Short or ambiguous text is
 English. That is enough to tell a model which language to answer in, to pick a
 phrase table, and to put a question's terms into English for the local model.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 
-from shared.query.translation import english_terms, lexicon_language
+from shared.query.reading.translation import english_terms, lexicon_language
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
@@ -193,7 +193,7 @@ _PHRASES: dict[str, dict[str, str]] = {
 @functools.lru_cache(maxsize=1024)  # the transformer, retriever, grader and synthesizer each ask
 def in_english(question: str) -> tuple[str, str]:
     """(``question``'s language, its search terms in English): see
-    :func:`shared.query.translation.english_terms`; English, and languages the lexicon
+    :func:`shared.query.reading.translation.english_terms`; English, and languages the lexicon
     lacks, come back unchanged."""
     language = detect_language(question)
     return language, english_terms(question, language)

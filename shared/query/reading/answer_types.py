@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shared.query.extractive import (
+from shared.query.reading.extractive import (
     STOPWORDS,
     content_terms,
     split_sentences,

@@ -10,7 +10,7 @@ supports an answer, the result is an abstention, never invented text.
 
 So that it reads as an answer (issue 11, item 2): only sentences that can be
 quoted are candidates (no headings, questions, lead-ins ending in a colon:
-:mod:`shared.query.answer_sentences`); the answer opens with the best sentence
+:mod:`shared.query.reading.answer_sentences`); the answer opens with the best sentence
 that stands on its own; a sentence that points back ("These ...", "At that
 scale ...") is quoted only right after the sentence before it, else not at all;
 and a further source is cited only for a part of the question the sources
@@ -32,7 +32,7 @@ import numpy as np
 from shared.contract.ports import Answer, AnswerSentence, GradingContext
 from shared.contract.text import split_sentences as _split_sentences
 from shared.contract.text import strip_header
-from shared.query.answer_sentences import (
+from shared.query.reading.answer_sentences import (
     answer_sentence,
     heading_like,
     opens_with_reference,
@@ -40,8 +40,8 @@ from shared.query.answer_sentences import (
     question_parts,
 )
 from shared.query.grading import strip_model_directives
-from shared.query.language import phrase
-from shared.query.stemming import stemmer
+from shared.query.reading.language import phrase
+from shared.query.reading.stemming import stemmer
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -174,7 +174,7 @@ QUOTABLE_CACHE_SIZE = 2048
 def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     """The sentences of ``passage`` (a chunk's text, header and all) an answer may quote,
     in order: no metadata header, no sentence addressed to a model, each one cleaned or
-    rejected by :func:`~shared.query.answer_sentences.answer_sentence`.
+    rejected by :func:`~shared.query.reading.answer_sentences.answer_sentence`.
 
     A pure function of the text, and the costliest part of extractive synthesis (every
     sentence of ten passages screened), so it is computed once per passage text and kept
@@ -239,10 +239,10 @@ def _candidate_sentences(
 
 
 #: Whether a sentence holds the value (amount, date, count ...) a question asks for; None when it asks for
-#: none (e.g. :func:`shared.query.answer_types.states_value`, which builds on this module's terms).
+#: none (e.g. :func:`shared.query.reading.answer_types.states_value`, which builds on this module's terms).
 ValueCheck = Callable[[str, str], "bool | None"]
 #: Whether a sentence states what a question asks (a value of the asked type, tied to its terms); None
-#: when the question's shape asks for nothing checkable (:func:`shared.query.answer_types.sentence_states`).
+#: when the question's shape asks for nothing checkable (:func:`shared.query.reading.answer_types.sentence_states`).
 FactCheck = Callable[[str, str], "bool | None"]
 
 # How many sentences the reader embeds per question: the cheap score's best. Each costs about one
@@ -285,7 +285,7 @@ def extractive_answer(
     The reader (``question_vector``, ``sentence_embed`` and ``context_similarity`` given, as the
     local model does): every quotable sentence is first scored cheaply (the question's terms it
     holds, its passage's closeness, and ``fact_check``: whether it states the asked value, e.g.
-    :func:`shared.query.answer_types.sentence_states`); the ``READER_POOL`` best are embedded
+    :func:`shared.query.reading.answer_types.sentence_states`); the ``READER_POOL`` best are embedded
     (``sentence_embed``, a sentence that opens with a reference together with the sentence it
     leans on) and ranked by their cosine to ``question_vector`` with those signals
     (:data:`READER_WEIGHTS`). The answer opens with the best; a further sentence is quoted only
@@ -308,7 +308,7 @@ def extractive_answer(
     further, less close passage is rarely one of the question's own.
 
     ``names`` are the proper names, acronyms and model numbers the question states
-    (e.g. :func:`shared.query.answer_types.question_names`); one that no context names
+    (e.g. :func:`shared.query.reading.answer_types.question_names`); one that no context names
     is said plainly ("Not mentioned in the sources: ProTab X1."), so an answer quoting
     what the sources say about a neighbouring product, firm or agency is not taken for
     an answer about the one asked.

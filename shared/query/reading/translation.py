@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from shared.query.stemming import stemmer
+from shared.query.reading.stemming import stemmer
 
 #: Languages the lexicon translates from; every other language is left as it is.
 LEXICON_LANGUAGES = ("de", "fr", "es")
@@ -84,7 +84,7 @@ def _stem_key(language: str, word: str) -> str:
 def _lexicon(language: str) -> _Lexicon:
     if language not in _COLUMNS:
         raise ValueError(f"no lexicon for language {language!r}; there are {', '.join(LEXICON_LANGUAGES)}")
-    text = resources.files("shared.query").joinpath("lexicon/terms.tsv").read_text(encoding="utf-8")
+    text = resources.files("shared.query.reading").joinpath("lexicon/terms.tsv").read_text(encoding="utf-8")
     rows = [line.split("\t") for line in text.splitlines() if line.strip() and not line.startswith("#")]
     header, rows = rows[0], rows[1:]
     english_words = frozenset(_fold(w.lower()) for row in rows for w in _TOKEN.findall(row[0]))
