@@ -1,4 +1,10 @@
-"""Settings from the environment, with local defaults.
+"""Settings from the environment, with local defaults: one declared table.
+
+Every setting is one field of :class:`Settings` (or :class:`GradeThresholds`) declared with
+:func:`setting`: its variable, default, kind (which parses it and holds its bounds or choices)
+and description. :func:`load_settings` reads the environment by that table, and README's
+configuration table is generated from it (``python -m shared.tools.docs``; a unit test fails
+when they differ). Nothing else reads a ``RAGBUS_*`` variable (``tests/unit/test_layers.py``).
 
 Everything has a default that works on a fresh machine with no account; the gcp
 runtime checks its required settings at start-up and names any that is missing.
@@ -6,78 +12,21 @@ runtime checks its required settings at start-up and names any that is missing.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.contract.errors import ConfigError
+from shared.contract.providers import PROVIDER_BY_NAME, PROVIDER_NAMES, PROVIDERS
 from shared.contract.redaction import remember_secret, remember_url_credentials
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-
-
-def _bool(env: dict[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ConfigError(f"{name}={raw!r} is not a boolean; use 1/0, true/false, yes/no")
-
-
-def _int(env: dict[str, str], name: str, default: int, minimum: int = 0) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
-    if value < minimum:
-        raise ConfigError(f"{name}={value} must be >= {minimum}")
-    return value
-
-
-def _float(env: dict[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not a number") from exc
-
-
-def _seconds(env: dict[str, str], name: str, default: float) -> float:
-    """A time limit: a finite number of seconds above zero (0, a negative one or nan would end or
-    break every call, and inf would wait forever)."""
-    value = _float(env, name, default)
-    if not 0.0 < value < float("inf"):
-        raise ConfigError(f"{name}={value} must be a positive number of seconds")
-    return value
-
-
-def _backoff(env: dict[str, str], name: str, default: float) -> float:
-    """A wait before a redelivery: 0 (at once) or more seconds, finite."""
-    value = _float(env, name, default)
-    if not 0.0 <= value < float("inf"):
-        raise ConfigError(f"{name}={value} must be a number of seconds, 0 or more")
-    return value
-
-
-def _fraction(env: dict[str, str], name: str, default: float) -> float:
-    value = _float(env, name, default)
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{name}={value} must be between 0 and 1")
-    return value
-
 
 #: The Gemini model the gemini provider calls unless RAGBUS_GEMINI_MODEL names another: the
 #: latest GA Flash model on both the Gemini API and Vertex AI (released 2026-09-02, no shutdown
@@ -96,86 +45,393 @@ MULTI_REGIONAL_LOCATIONS = ("global", "us", "eu")
 _REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
 
 
+# ---- kinds: how one variable is parsed, and how README names its type -----------------------
+
+class Kind:
+    """How a variable's text becomes a value. ``read`` returns ``default`` when it is unset;
+    ``earlier`` holds the settings read before this one (for a setting that depends on one)."""
+
+    def read(self, env: Mapping[str, str], name: str, default: Any, earlier: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Flag(Kind):
+    def read(self, env, name, default, earlier):
+        raw = env.get(name)
+        if raw is None:
+            return default
+        value = raw.strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise ConfigError(f"{name}={raw!r} is not a boolean; use 1/0, true/false, yes/no")
+
+    def describe(self) -> str:
+        return "boolean"
+
+
+@dataclass(frozen=True)
+class Whole(Kind):
+    minimum: int | None = 0
+    noun: str = "an integer"
+
+    def read(self, env, name, default, earlier):
+        raw = env.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            value = int(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{name}={raw!r} is not {self.noun}") from exc
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{name}={value} must be >= {self.minimum}")
+        return value
+
+    def describe(self) -> str:
+        return "integer" if self.minimum is None else f"integer ≥ {self.minimum}"
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
+
+
+@dataclass(frozen=True)
+class Number(Kind):
+    def read(self, env, name, default, earlier):
+        return _number(env, name, default)
+
+    def describe(self) -> str:
+        return "number"
+
+
+@dataclass(frozen=True)
+class Seconds(Kind):
+    """A time limit: a finite number of seconds above zero (0, a negative one or nan would end or
+    break every call, and inf would wait forever)."""
+
+    quote_raw: bool = False  # the embedder's settings name the text given, not the number
+
+    def read(self, env, name, default, earlier):
+        if self.quote_raw:
+            raw = env.get(name) or str(default)
+            try:
+                value = float(raw)
+            except ValueError:
+                value = math.nan
+            if not 0.0 < value < math.inf:
+                raise ConfigError(f"{name}={raw!r} must be a positive number of seconds")
+            return value
+        value = _number(env, name, default)
+        if not 0.0 < value < math.inf:
+            raise ConfigError(f"{name}={value} must be a positive number of seconds")
+        return value
+
+    def describe(self) -> str:
+        return "seconds > 0"
+
+
+@dataclass(frozen=True)
+class Backoff(Kind):
+    """A wait before a redelivery: 0 (at once) or more seconds, finite."""
+
+    def read(self, env, name, default, earlier):
+        value = _number(env, name, default)
+        if not 0.0 <= value < math.inf:
+            raise ConfigError(f"{name}={value} must be a number of seconds, 0 or more")
+        return value
+
+    def describe(self) -> str:
+        return "seconds ≥ 0"
+
+
+@dataclass(frozen=True)
+class Fraction(Kind):
+    def read(self, env, name, default, earlier):
+        value = _number(env, name, default)
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{name}={value} must be between 0 and 1")
+        return value
+
+    def describe(self) -> str:
+        return "0 to 1"
+
+
+@dataclass(frozen=True)
+class Choice(Kind):
+    """One of ``options``, any case; ``notes`` adds words to a choice in the error's list
+    (the default's note is always "default")."""
+
+    options: tuple[str, ...]
+    notes: tuple[tuple[str, str], ...] = ()
+
+    def read(self, env, name, default, earlier):
+        value = env.get(name, str(default)).strip().lower()
+        if value in self.options:
+            return value
+        notes = dict(self.notes)
+        words = []
+        for option in self.options:
+            note = ", ".join(n for n in ("default" if option == default else "", notes.get(option, "")) if n)
+            words.append(f"'{option}'" + (f" ({note})" if note else ""))
+        listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+        raise ConfigError(f"{name}={value!r}: use {listed}")
+
+    def describe(self) -> str:
+        return " / ".join(f"`{o}`" for o in self.options)
+
+
+@dataclass(frozen=True)
+class Text(Kind):
+    """Free text; unset or empty means the default. ``strip`` trims spaces (and ``rstrip``
+    these characters from the end) first."""
+
+    strip: bool = False
+    rstrip: str = ""
+    secret: bool = False
+
+    def read(self, env, name, default, earlier):
+        raw = env.get(name) or ""
+        if self.strip:
+            raw = raw.strip().rstrip(self.rstrip) if self.rstrip else raw.strip()
+        if self.secret:
+            remember_secret(raw)  # whatever a server echoes back is redacted of it
+        return raw or default
+
+    def describe(self) -> str:
+        return "secret" if self.secret else "text"
+
+
+@dataclass(frozen=True)
+class Directory(Kind):
+    def read(self, env, name, default, earlier):
+        raw = env.get(name)
+        return (default if raw is None else Path(raw)).expanduser()
+
+    def describe(self) -> str:
+        return "path"
+
+
+@dataclass(frozen=True)
+class Location(Kind):
+    """A Vertex AI location for a model: ``global``, a multi-region (``us``, ``eu``) or a region."""
+
+    def read(self, env, name, default, earlier):
+        return model_location(env, name, default)
+
+    def describe(self) -> str:
+        return "Vertex AI location"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the table: a variable, how it is read, and what it means."""
+
+    env: str
+    kind: Kind
+    description: str
+    shown: str | None = None  # the default as README shows it (Markdown), when its value reads badly
+    field: str = ""  # the attribute of Settings (dotted for a nested group), filled in below
+
+
+def setting(env: str, default: Any, kind: Kind, description: str, *, shown: str | None = None,
+            secret: bool = False) -> Any:
+    """A field of :class:`Settings` read from the variable ``env``: the table's row and the
+    dataclass's field in one declaration."""
+    return field(default=default, repr=not secret,
+                 metadata={"setting": Setting(env, kind, description, shown)})
+
+
+def _group(cls: type) -> Any:
+    """A nested group of settings (its own dataclass declared with :func:`setting`)."""
+    return field(default_factory=cls, metadata={"group": cls})
+
+
+# ---- the table -----------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class GradeThresholds:
     """From the reference grader: accept when all hold and the contexts are grounded."""
 
-    overall: float = 0.6
-    relevance: float = 0.65
-    completeness: float = 0.55
+    overall: float = setting("RAGBUS_MIN_SCORE", 0.6, Fraction(), "the grader accepts at this overall score or above")
+    relevance: float = setting("RAGBUS_MIN_RELEVANCE", 0.65, Fraction(), "the grader's minimum relevance to accept")
+    completeness: float = setting("RAGBUS_MIN_COMPLETENESS", 0.55, Fraction(),
+                                  "the grader's minimum completeness to accept")
 
 
 @dataclass(frozen=True)
 class Settings:
-    home: Path = Path(".ragbus")
-    runtime: str = "local"  # local | gcp
-    allow_loopback: bool = False
-    llm_provider: str = "local"  # local | gemini | openai
-    # fetching untrusted pages
-    fetch_timeout_s: float = 10.0
-    fetch_max_bytes: int = 5 * 1024 * 1024
-    fetch_retries: int = 3
-    fetch_max_redirects: int = 5
-    # bounds on the work one untrusted input can cause (issue 10)
-    fetch_deadline_s: float = 30.0  # one fetch, every retry and redirect included
-    fetch_host_concurrency: int = 4  # requests in flight to one host, per process
-    fetch_host_rate: float = 10.0  # requests started per second to one host, per process
-    max_title_chars: int = 500  # titles and other metadata are cut to this
-    max_chunks_per_document: int = 2000
-    max_items_per_poll: int = 200  # items fetched per feed per poll (newest first)
+    home: Path = setting("RAGBUS_HOME", Path(".ragbus"), Directory(), "data directory of the embedded runtime",
+                         shown="`./.ragbus`")
+    runtime: str = setting("RAGBUS_RUNTIME", "local", Choice(("local", "gcp")), "`local` (embedded) or `gcp`")
+    allow_loopback: bool = setting(
+        "RAGBUS_ALLOW_LOOPBACK", False, Flag(),
+        "allow feed/page URLs on 127.0.0.0/8 and ::1 (also `--allow-loopback`); other private, link-local "
+        "and reserved ranges are always refused")
+    llm_provider: str = setting(
+        "RAGBUS_LLM", "local", Choice(("local", *sorted(n for n in PROVIDER_NAMES if n != "local"))),
+        ", ".join(f"`{p.name}` ({p.summary})" for p in PROVIDERS[:-1]) + f" or `{PROVIDERS[-1].name}` "
+        f"({PROVIDERS[-1].summary}); the registry is `shared/contract/providers.py`")
+    # gemini
+    gemini_model: str = setting(
+        "RAGBUS_GEMINI_MODEL", DEFAULT_GEMINI_MODEL, Text(strip=True),
+        "model for the gemini provider (the default is `DEFAULT_GEMINI_MODEL` in `shared/contract/config.py`; "
+        "see [Google Cloud](#google-cloud))")
+    gemini_location: str = setting(
+        "RAGBUS_GEMINI_LOCATION", DEFAULT_GEMINI_LOCATION, Location(),
+        "Vertex AI location of the Gemini model: `global`, `us`, `eu` (Gemini 3.x is served from these only) "
+        "or, for older models, a region; not `GOOGLE_CLOUD_LOCATION`, which places the regional resources")
+    # one HTTP attempt; the SDK makes up to three (gemini.py), and all of them must end before
+    # the function's timeout (require_call_budget)
+    gemini_timeout_s: float = setting(
+        "RAGBUS_GEMINI_TIMEOUT_S", 40.0, Seconds(),
+        "one HTTP attempt of a Gemini call; google-genai makes up to 3 (on Cloud Functions all of them must end "
+        "before the function's timeout, checked at start-up); the attempts' sockets share one deadline of 3 x "
+        "this, however slowly a reply arrives")
+    # openai: any OpenAI-compatible chat completions server (Ollama, llama.cpp, vLLM, LM Studio)
+    openai_base_url: str | None = setting(
+        "RAGBUS_OPENAI_BASE_URL", None, Text(strip=True, rstrip="/"),
+        "`RAGBUS_LLM=openai`: the server's API base as the OpenAI SDK takes it, usually ending in `/v1`, "
+        "without a query or fragment (required)")
+    openai_model: str | None = setting(
+        "RAGBUS_OPENAI_MODEL", None, Text(strip=True),
+        "`RAGBUS_LLM=openai`: a model the server serves, one of the ids `GET <base>/models` lists (required)")
+    openai_api_key: str | None = setting(
+        "RAGBUS_OPENAI_API_KEY", None, Text(strip=True, secret=True),
+        "sent as `Authorization: Bearer` (over https, or plain http to 127.0.0.1/localhost only); "
+        "`OPENAI_API_KEY` is read only for `https://api.openai.com`; local servers need none", secret=True)
+    openai_timeout_s: float = setting(
+        "RAGBUS_OPENAI_TIMEOUT_S", 60.0, Seconds(),
+        "one model call's time limit in seconds, above 0 (a slow local model may need more): one deadline for "
+        "the whole call (connecting, the headers, every byte of the reply, retries), cut to the query's own "
+        "time left; a reply is read up to 4 MiB")
+    # feeds
+    removed_item_policy: str = setting(
+        "RAGBUS_REMOVED_ITEMS", "remove", Choice(("remove", "keep")),
+        "an item gone from a feed that parsed cleanly: `remove` its chunks, or `keep` them (for feeds that "
+        "page old items out)")
+    # query loop
+    max_iterations: int = setting("RAGBUS_MAX_ITERATIONS", 2, Whole(0), "refinement rounds after the first retrieval")
+    max_model_calls: int = setting("RAGBUS_MAX_MODEL_CALLS", 12, Whole(1), "model calls one query may spend")
+    top_k: int = setting("RAGBUS_TOP_K", 10, Whole(1), "contexts kept per iteration")
+    query_timeout_s: float = setting("RAGBUS_QUERY_TIMEOUT_S", 60.0, Seconds(),
+                                     "a query not answered by then ends `timed_out`")
+    thresholds: GradeThresholds = _group(GradeThresholds)
     # bus
-    max_delivery_attempts: int = 5
-    ack_deadline_s: float = 60.0
+    max_delivery_attempts: int = setting("RAGBUS_MAX_DELIVERY_ATTEMPTS", 5, Whole(1),
+                                         "deliveries before a message is dead-lettered")
+    # Cloud Functions: older events are acknowledged unhandled (a poison message cannot retry forever)
+    event_max_age_s: float = setting("RAGBUS_EVENT_MAX_AGE_S", 86400.0, Seconds(),
+                                     "Cloud Functions entry points acknowledge unhandled an event older than this")
+    ack_deadline_s: float = setting(
+        "RAGBUS_ACK_DEADLINE_S", 60.0, Seconds(),
+        "lease of a delivery; extended every third of it while the handler runs (up to an hour), so only a "
+        "dead or stuck worker's delivery goes to another; a delivery whose lease ran out "
+        "`RAGBUS_MAX_DELIVERY_ATTEMPTS` times is dead-lettered; on Cloud Functions, the function's timeout")
     # On Cloud Run / Cloud Functions (K_SERVICE set) infra sets RAGBUS_ACK_DEADLINE_S to the
     # function's timeout: the time a model call's retries must fit in (require_call_budget).
     # None elsewhere (the embedded runtime, the emulator topology): no function kills a call.
     function_timeout_s: float | None = None
-    retry_min_backoff_s: float = 0.5
-    retry_max_backoff_s: float = 60.0
-    # feeds
-    removed_item_policy: str = "remove"  # remove | keep
-    poll_interval_s: float = 900.0
-    # query loop
-    top_k: int = 10
-    max_iterations: int = 2
-    max_model_calls: int = 12
-    query_timeout_s: float = 60.0
+    retry_min_backoff_s: float = setting("RAGBUS_RETRY_MIN_BACKOFF_S", 0.5, Backoff(),
+                                         "first wait of the exponential redelivery backoff")
+    retry_max_backoff_s: float = setting("RAGBUS_RETRY_MAX_BACKOFF_S", 60.0, Backoff(),
+                                         "longest wait of the exponential redelivery backoff")
+    # fetching untrusted pages; bounds on the work one untrusted input can cause (issue 10)
+    fetch_timeout_s: float = setting("RAGBUS_FETCH_TIMEOUT_S", 10.0, Seconds(), "one request of an article fetch")
+    fetch_max_bytes: int = setting(
+        "RAGBUS_FETCH_MAX_BYTES", 5 * 1024 * 1024, Whole(1024),
+        "the largest body fetched (the cap also bounds a body while it is decompressed)", shown="`5242880` (5 MiB)")
+    fetch_retries: int = 3
+    fetch_max_redirects: int = 5
+    fetch_deadline_s: float = setting(
+        "RAGBUS_FETCH_DEADLINE_S", 30.0, Seconds(),
+        "total time for one fetch, every retry and redirect included (a server dripping bytes costs this, "
+        "not minutes)")
+    fetch_host_concurrency: int = setting("RAGBUS_FETCH_HOST_CONCURRENCY", 4, Whole(1),
+                                          "per process, requests in flight to one host")
+    fetch_host_rate: float = setting("RAGBUS_FETCH_HOST_RATE", 10.0, Number(),
+                                     "per process, requests started per second to one host")
+    max_items_per_poll: int = setting(
+        "RAGBUS_MAX_ITEMS_PER_POLL", 200, Whole(1),
+        "items fetched per feed per poll, newest first; the rest on later polls (`feeds list` says how many wait)")
+    max_title_chars: int = setting(
+        "RAGBUS_MAX_TITLE_CHARS", 500, Whole(20),
+        "titles (and dates) from feeds and documents are cut to this before they reach the header and the chunks")
+    max_chunks_per_document: int = setting(
+        "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", 2000, Whole(1),
+        "a longer document is refused whole with a dead letter naming the cap; its earlier version stays indexed")
+    # front doors
+    api_token: str | None = setting(
+        "RAGBUS_API_TOKEN", None, Text(strip=True, secret=True),
+        "bearer token for the API and MCP (printable ASCII, no spaces); required by `ragbus serve --host` on a "
+        "non-loopback address; the cloud gateway honours it too (behind Cloud Run IAM, send the identity token "
+        "as `X-Serverless-Authorization`)", shown="unset", secret=True)
+    gateway_host: str = setting("RAGBUS_GATEWAY_HOST", "0.0.0.0", Text(),
+                                "the gateway function's bind address (the one `RAGBUS_API_TOKEN` is checked for)")
+    poll_interval_s: float = setting("RAGBUS_POLL_INTERVAL_S", 900.0, Seconds(), "scheduled polling in `ragbus serve`")
+    tracing: bool = setting("RAGBUS_TRACING", True, Flag(), "OpenTelemetry spans to `traces.db`")
+    redact_query_text: bool = setting("RAGBUS_REDACT_QUERY_TEXT", False, Flag(), "keep query text out of spans")
+    demo_port: int = setting("RAGBUS_DEMO_PORT", 8080, Whole(0),
+                             "port of `ragbus demo`'s page and sample feed (the sample citations name it); "
+                             "`ragbus serve`'s default")
+    query_ttl_days: int = setting("RAGBUS_QUERY_TTL_DAYS", 30, Whole(1),
+                                  "query records' `expire_at` (Firestore TTL in gcp)")
+    # gcp runtime
+    gcp_project: str | None = setting("GOOGLE_CLOUD_PROJECT", None, Text(),
+                                      "the Google Cloud project (required with `RAGBUS_RUNTIME=gcp`)")
+    # the functions' region: Vector Search, regional embedding models
+    gcp_location: str | None = setting(
+        "GOOGLE_CLOUD_LOCATION", None, Text(),
+        "the functions' region: Vector Search and regional embedding models (not Gemini's location)")
+    bucket: str | None = setting("RAGBUS_BUCKET", None, Text(),
+                                 "the bucket for raw and clean text (required with `RAGBUS_RUNTIME=gcp`)")
+    firestore_database: str | None = setting("RAGBUS_FIRESTORE_DATABASE", None, Text(),
+                                             "gcp: the Firestore database id, when not `(default)`")
+    index_backend: str = setting(
+        "RAGBUS_INDEX", "firestore", Choice(("firestore", "vertex")),
+        "gcp: the vector index, Firestore's `find_nearest` or Vertex AI Vector Search (`vertex`, with "
+        "`RAGBUS_VERTEX_INDEX`, `_ENDPOINT`, `_DEPLOYED_INDEX`)")
+    vertex_index: str | None = setting("RAGBUS_VERTEX_INDEX", None, Text(),
+                                       "`RAGBUS_INDEX=vertex`: the Vector Search index")
+    vertex_endpoint: str | None = setting("RAGBUS_VERTEX_ENDPOINT", None, Text(),
+                                          "`RAGBUS_INDEX=vertex`: the index endpoint")
+    vertex_deployed_index: str | None = setting("RAGBUS_VERTEX_DEPLOYED_INDEX", None, Text(),
+                                                "`RAGBUS_INDEX=vertex`: the deployed index's id")
+    embedder: str = setting(
+        "RAGBUS_EMBEDDER", "local", Choice(("local", "genai"), notes=(("local", "packaged MiniLM"),)),
+        "gcp: the packaged MiniLM (`local`) or google-genai embeddings (`genai`)")
+    embed_model: str = setting("RAGBUS_EMBED_MODEL", "gemini-embedding-001", Text(),
+                               "`RAGBUS_EMBEDDER=genai`: the embedding model")
+    embed_dimension: int = setting("RAGBUS_EMBED_DIMENSION", 768, Whole(None, "a whole number"),
+                                   "`RAGBUS_EMBEDDER=genai`: the vector size")
+    # Requests in flight at once per embed call: bounded, so one document cannot exhaust the
+    # project's per-minute quota in a burst (429s are retried with backoff all the same).
+    embed_concurrency: int = setting("RAGBUS_EMBED_CONCURRENCY", 8, Whole(None, "a whole number"),
+                                     "`RAGBUS_EMBEDDER=genai`: embedding requests in flight at once")
+    # An online embedding request answers in well under a second; with 4 attempts and backoff the
+    # worst case (87 s) still ends inside the shortest function that embeds (the retriever's 120 s).
+    embed_timeout_s: float = setting("RAGBUS_EMBED_TIMEOUT_S", 20.0, Seconds(quote_raw=True),
+                                     "`RAGBUS_EMBEDDER=genai`: one attempt of an embedding request")
+    embed_location: str | None = setting(
+        "RAGBUS_EMBED_LOCATION", None, Location(),
+        "`RAGBUS_EMBEDDER=genai` on Vertex AI: where the model is served; unset, `GOOGLE_CLOUD_LOCATION`, or "
+        "`RAGBUS_GEMINI_LOCATION` for a model served only from global/us/eu (gemini-embedding-2)")
+    # not settings: constants of the query loop
     max_query_chars: int = 2000
-    thresholds: GradeThresholds = field(default_factory=GradeThresholds)
     grade_contexts: int = 15
     grade_context_chars: int = 500
     max_sub_queries: int = 5
     min_sub_queries_for_synthesis: int = 2
-    redact_query_text: bool = False
-    tracing: bool = True
-    # gemini
-    gemini_model: str = DEFAULT_GEMINI_MODEL
-    gemini_location: str = DEFAULT_GEMINI_LOCATION  # Vertex AI location of the Gemini model (not the functions')
-    # one HTTP attempt; the SDK makes up to three (gemini.py), and all of them must end before
-    # the function's timeout (require_call_budget)
-    gemini_timeout_s: float = 40.0
-    gcp_project: str | None = None
-    gcp_location: str | None = None  # the functions' region: Vector Search, regional embedding models
-    # openai: any OpenAI-compatible chat completions server (Ollama, llama.cpp, vLLM, LM Studio)
-    openai_base_url: str | None = None  # the API base, as the OpenAI SDK takes it (usually ends in /v1)
-    openai_model: str | None = None
-    openai_api_key: str | None = field(default=None, repr=False)  # a secret
-    openai_timeout_s: float = 60.0  # one call; a slow local model may need more
-    # gcp runtime
-    bucket: str | None = None  # raw and clean text
-    firestore_database: str | None = None
-    embedder: str = "local"  # local (packaged MiniLM) | genai
-    index_backend: str = "firestore"  # firestore | vertex
-    vertex_index: str | None = None
-    vertex_endpoint: str | None = None
-    vertex_deployed_index: str | None = None
-    query_ttl_days: int = 30
-    # Cloud Functions: older events are acknowledged unhandled (a poison message cannot retry forever)
-    event_max_age_s: float = 86400.0
-    # front doors
-    gateway_host: str = "0.0.0.0"  # the gateway function's bind address
-    api_token: str | None = field(default=None, repr=False)  # a secret: clients send Authorization: Bearer <token>
-    demo_port: int = 8080  # `ragbus demo`'s gateway; `ragbus serve`'s default, which the sample citations name
 
     @property
     def db_path(self) -> Path:
@@ -200,11 +456,8 @@ class Settings:
     @property
     def llm_model(self) -> str | None:
         """The model the configured provider calls (None for the local provider, which has none)."""
-        if self.llm_provider == "gemini":
-            return self.gemini_model
-        if self.llm_provider == "openai":
-            return self.openai_model
-        return None
+        field_name = PROVIDER_BY_NAME[self.llm_provider].model_setting
+        return getattr(self, field_name) if field_name else None
 
     def with_(self, **changes) -> Settings:
         return replace(self, **changes)
@@ -213,92 +466,100 @@ class Settings:
 #: Every default, as the dataclass writes it: load_settings reads none of its own.
 DEFAULTS = Settings()
 
+#: Variables read before (and whether or not) the settings load, or by a library: documented
+#: with the rest; each names its reader.
+OTHER_VARIABLES: tuple[Setting, ...] = (
+    Setting("RAGBUS_LOG_FORMAT", Text(), "`json` for one JSON object per line (automatic on Cloud Functions); "
+            "read by `json_logs_setting`", shown="text"),
+    Setting("RAGBUS_LOG_LEVEL", Text(), "log level, any case; `debug` also shows tracebacks in the CLI (same as "
+            "`ragbus --debug`); read by `log_level_setting`", shown="`WARNING` (CLI)"),
+    Setting("OTEL_EXPORTER_OTLP_ENDPOINT", Text(), "also export traces and metrics over OTLP/HTTP (signed with "
+            "Google credentials when the host is `*.googleapis.com`)"),
+    Setting("FORWARDED_ALLOW_IPS", Text(), "gunicorn/uvicorn: peers whose `X-Forwarded-Proto` is trusted; "
+            "`infra/` sets `*` on the gateway function, behind Cloud Run's TLS front end", shown="`127.0.0.1,::1`"),
+)
 
-def load_settings(env: dict[str, str] | None = None) -> Settings:
-    """Settings from ``env`` (default: the process environment)."""
+
+def _rows(cls: type, prefix: str = "") -> tuple[Setting, ...]:
+    out: list[Setting] = []
+    for f in fields(cls):
+        if "setting" in f.metadata:
+            out.append(replace(f.metadata["setting"], field=prefix + f.name))
+        elif "group" in f.metadata:
+            out.extend(_rows(f.metadata["group"], f"{prefix}{f.name}."))
+    return tuple(out)
+
+
+#: The table: every variable the settings read, in the order README lists them.
+SETTINGS: tuple[Setting, ...] = _rows(Settings)
+SETTING_BY_ENV: dict[str, Setting] = {s.env: s for s in SETTINGS}
+
+
+def _read(cls: type, env: Mapping[str, str], earlier: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if "setting" in f.metadata:
+            row: Setting = f.metadata["setting"]
+            values[f.name] = earlier[f.name] = row.kind.read(env, row.env, f.default, earlier)
+        elif "group" in f.metadata:
+            group = f.metadata["group"]
+            values[f.name] = group(**_read(group, env, {}))
+    return values
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``env`` (default: the process environment), read by the table."""
     env = dict(os.environ if env is None else env)
-    runtime = env.get("RAGBUS_RUNTIME", str(DEFAULTS.runtime)).strip().lower()
-    if runtime not in {"local", "gcp"}:
-        raise ConfigError(f"RAGBUS_RUNTIME={runtime!r}: use 'local' (default) or 'gcp'")
-    provider = env.get("RAGBUS_LLM", str(DEFAULTS.llm_provider)).strip().lower()
-    if provider not in {"local", "gemini", "openai"}:
-        raise ConfigError(f"RAGBUS_LLM={provider!r}: use 'local' (default), 'gemini' or 'openai'")
-    openai_base_url = (env.get("RAGBUS_OPENAI_BASE_URL") or "").strip().rstrip("/") or None
-    openai_model = (env.get("RAGBUS_OPENAI_MODEL") or "").strip() or None
-    openai_api_key = _openai_key(env, openai_base_url)
-    if provider == "openai":
-        _require_openai(openai_base_url, openai_model, openai_api_key)
-    policy = env.get("RAGBUS_REMOVED_ITEMS", str(DEFAULTS.removed_item_policy)).strip().lower()
-    if policy not in {"remove", "keep"}:
-        raise ConfigError(f"RAGBUS_REMOVED_ITEMS={policy!r}: use 'remove' (default) or 'keep'")
-    embedder = env.get("RAGBUS_EMBEDDER", str(DEFAULTS.embedder)).strip().lower()
-    if embedder not in {"local", "genai"}:
-        raise ConfigError(f"RAGBUS_EMBEDDER={embedder!r}: use 'local' (default, packaged MiniLM) or 'genai'")
-    index_backend = env.get("RAGBUS_INDEX", str(DEFAULTS.index_backend)).strip().lower()
-    if index_backend not in {"firestore", "vertex"}:
-        raise ConfigError(f"RAGBUS_INDEX={index_backend!r}: use 'firestore' (default) or 'vertex'")
-    api_token = _api_token(env)
+    values = _read(Settings, env, {})
+    # OPENAI_API_KEY (which the OpenAI SDK reads) only when the base URL is OpenAI's own API: a
+    # user's OpenAI key is not sent to a LAN Ollama box or any other server the base URL names.
+    values["openai_api_key"] = values["openai_api_key"] or _openai_key(env, values["openai_base_url"])
+    if values["llm_provider"] == "openai":
+        _require_openai(values["openai_base_url"], values["openai_model"], values["openai_api_key"])
+    _check_api_token(values["api_token"])
     # Whatever a model server or proxy echoes back is redacted of these (shared.contract.redaction).
-    for secret in (openai_api_key, api_token, env.get("GOOGLE_API_KEY"), env.get("GEMINI_API_KEY")):
+    for secret in (values["openai_api_key"], env.get("GOOGLE_API_KEY"), env.get("GEMINI_API_KEY")):
         remember_secret((secret or "").strip())
-    remember_url_credentials(openai_base_url)
-    min_backoff = _backoff(env, "RAGBUS_RETRY_MIN_BACKOFF_S", DEFAULTS.retry_min_backoff_s)
-    max_backoff = _backoff(env, "RAGBUS_RETRY_MAX_BACKOFF_S", DEFAULTS.retry_max_backoff_s)
-    if min_backoff > max_backoff:
-        raise ConfigError(f"RAGBUS_RETRY_MIN_BACKOFF_S={min_backoff} is above RAGBUS_RETRY_MAX_BACKOFF_S={max_backoff}")
-    return Settings(
-        home=Path(env.get("RAGBUS_HOME", str(DEFAULTS.home))).expanduser(),
-        runtime=runtime,
-        allow_loopback=_bool(env, "RAGBUS_ALLOW_LOOPBACK", DEFAULTS.allow_loopback),
-        llm_provider=provider,
-        fetch_timeout_s=_seconds(env, "RAGBUS_FETCH_TIMEOUT_S", DEFAULTS.fetch_timeout_s),
-        fetch_max_bytes=_int(env, "RAGBUS_FETCH_MAX_BYTES", DEFAULTS.fetch_max_bytes, 1024),
-        fetch_deadline_s=_seconds(env, "RAGBUS_FETCH_DEADLINE_S", DEFAULTS.fetch_deadline_s),
-        fetch_host_concurrency=_int(env, "RAGBUS_FETCH_HOST_CONCURRENCY", DEFAULTS.fetch_host_concurrency, 1),
-        fetch_host_rate=_float(env, "RAGBUS_FETCH_HOST_RATE", DEFAULTS.fetch_host_rate),
-        max_title_chars=_int(env, "RAGBUS_MAX_TITLE_CHARS", DEFAULTS.max_title_chars, 20),
-        max_chunks_per_document=_int(env, "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", DEFAULTS.max_chunks_per_document, 1),
-        max_items_per_poll=_int(env, "RAGBUS_MAX_ITEMS_PER_POLL", DEFAULTS.max_items_per_poll, 1),
-        max_delivery_attempts=_int(env, "RAGBUS_MAX_DELIVERY_ATTEMPTS", DEFAULTS.max_delivery_attempts, 1),
-        ack_deadline_s=_seconds(env, "RAGBUS_ACK_DEADLINE_S", DEFAULTS.ack_deadline_s),
-        function_timeout_s=_seconds(env, "RAGBUS_ACK_DEADLINE_S", DEFAULTS.ack_deadline_s) if "K_SERVICE" in env else None,
-        retry_min_backoff_s=min_backoff,
-        retry_max_backoff_s=max_backoff,
-        removed_item_policy=policy,
-        poll_interval_s=_seconds(env, "RAGBUS_POLL_INTERVAL_S", DEFAULTS.poll_interval_s),
-        top_k=_int(env, "RAGBUS_TOP_K", DEFAULTS.top_k, 1),
-        max_iterations=_int(env, "RAGBUS_MAX_ITERATIONS", DEFAULTS.max_iterations, 0),
-        max_model_calls=_int(env, "RAGBUS_MAX_MODEL_CALLS", DEFAULTS.max_model_calls, 1),
-        query_timeout_s=_seconds(env, "RAGBUS_QUERY_TIMEOUT_S", DEFAULTS.query_timeout_s),
-        redact_query_text=_bool(env, "RAGBUS_REDACT_QUERY_TEXT", DEFAULTS.redact_query_text),
-        tracing=_bool(env, "RAGBUS_TRACING", DEFAULTS.tracing),
-        gemini_model=(env.get("RAGBUS_GEMINI_MODEL") or "").strip() or DEFAULTS.gemini_model,
-        gemini_location=model_location(env, "RAGBUS_GEMINI_LOCATION", DEFAULTS.gemini_location),
-        gemini_timeout_s=_seconds(env, "RAGBUS_GEMINI_TIMEOUT_S", DEFAULTS.gemini_timeout_s),
-        gcp_project=env.get("GOOGLE_CLOUD_PROJECT") or None,
-        gcp_location=env.get("GOOGLE_CLOUD_LOCATION") or None,
-        openai_base_url=openai_base_url,
-        openai_model=openai_model,
-        openai_api_key=openai_api_key,
-        openai_timeout_s=_seconds(env, "RAGBUS_OPENAI_TIMEOUT_S", DEFAULTS.openai_timeout_s),
-        bucket=env.get("RAGBUS_BUCKET") or None,
-        firestore_database=env.get("RAGBUS_FIRESTORE_DATABASE") or None,
-        embedder=embedder,
-        index_backend=index_backend,
-        vertex_index=env.get("RAGBUS_VERTEX_INDEX") or None,
-        vertex_endpoint=env.get("RAGBUS_VERTEX_ENDPOINT") or None,
-        vertex_deployed_index=env.get("RAGBUS_VERTEX_DEPLOYED_INDEX") or None,
-        query_ttl_days=_int(env, "RAGBUS_QUERY_TTL_DAYS", DEFAULTS.query_ttl_days, 1),
-        event_max_age_s=_seconds(env, "RAGBUS_EVENT_MAX_AGE_S", DEFAULTS.event_max_age_s),
-        gateway_host=env.get("RAGBUS_GATEWAY_HOST") or DEFAULTS.gateway_host,
-        demo_port=_int(env, "RAGBUS_DEMO_PORT", DEFAULTS.demo_port, 0),
-        api_token=api_token,
-        thresholds=GradeThresholds(
-            overall=_fraction(env, "RAGBUS_MIN_SCORE", DEFAULTS.thresholds.overall),
-            relevance=_fraction(env, "RAGBUS_MIN_RELEVANCE", DEFAULTS.thresholds.relevance),
-            completeness=_fraction(env, "RAGBUS_MIN_COMPLETENESS", DEFAULTS.thresholds.completeness),
-        ),
-    )
+    remember_url_credentials(values["openai_base_url"])
+    if values["retry_min_backoff_s"] > values["retry_max_backoff_s"]:
+        raise ConfigError(f"RAGBUS_RETRY_MIN_BACKOFF_S={values['retry_min_backoff_s']} is above "
+                          f"RAGBUS_RETRY_MAX_BACKOFF_S={values['retry_max_backoff_s']}")
+    if "K_SERVICE" in env:
+        values["function_timeout_s"] = values["ack_deadline_s"]
+    return Settings(**values)
+
+
+def provider_missing(name: str, env: Mapping[str, str]) -> str | None:
+    """None when the provider ``name`` can run with ``env`` (the eval's test); else what is missing."""
+    provider = PROVIDER_BY_NAME[name]
+    if not provider.needs_one_of or any((env.get(v) or "").strip() for v in provider.needs_one_of):
+        return None
+    return provider.unconfigured
+
+
+def settings_table() -> str:
+    """The table as the Markdown README's "Configuration (environment)" section holds."""
+    lines = ["| variable | type | default | meaning |", "|---|---|---|---|"]
+    for row in (*SETTINGS, *OTHER_VARIABLES):
+        lines.append(f"| `{row.env}` | {row.kind.describe()} | {_shown_default(row)} | {row.description} |")
+    return "\n".join(lines) + "\n"
+
+
+def _shown_default(row: Setting) -> str:
+    if row.shown is not None:
+        return row.shown
+    if not row.field:
+        return "—"
+    value: Any = DEFAULTS
+    for part in row.field.split("."):
+        value = getattr(value, part)
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return f"`{int(value)}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    return f"`{value}`"
 
 
 def model_location(env: Mapping[str, str], name: str, default: str | None) -> str | None:
@@ -338,18 +599,14 @@ MIN_REMOTE_TOKEN_CHARS = 16
 _TOKEN_HINT = "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
-def _api_token(env: Mapping[str, str]) -> str | None:
+def _check_api_token(token: str | None) -> None:
     """``RAGBUS_API_TOKEN``: printable ASCII only, since an HTTP header carries no other
     characters intact (a token with "é" could never match what a client sends)."""
-    token = (env.get("RAGBUS_API_TOKEN") or "").strip()
-    if not token:
-        return None
-    bad = next((c for c in token if not "!" <= c <= "~"), None)
+    bad = next((c for c in token or "" if not "!" <= c <= "~"), None)
     if bad is not None:
         raise ConfigError(f"RAGBUS_API_TOKEN holds {'a space' if bad.isspace() else repr(bad)}, which no "
                           "Authorization header can carry as it is, so no client could ever match it; use "
                           f"printable ASCII without spaces ({_TOKEN_HINT})")
-    return token
 
 
 def check_api_token(token: str | None, host: str) -> None:
@@ -363,12 +620,7 @@ _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
 def _openai_key(env: Mapping[str, str], base_url: str | None) -> str | None:
-    """``RAGBUS_OPENAI_API_KEY``; the standard ``OPENAI_API_KEY`` (which the OpenAI SDK reads) only
-    when the base URL is OpenAI's own API: a user's OpenAI key is not sent to a LAN Ollama box or
-    any other server the base URL names."""
-    own = (env.get("RAGBUS_OPENAI_API_KEY") or "").strip()
-    if own:
-        return own
+    """The standard ``OPENAI_API_KEY``, for OpenAI's own API only."""
     host = (urlsplit(base_url).hostname or "") if base_url else ""
     return (env.get("OPENAI_API_KEY") or "").strip() or None if host == OPENAI_API_HOST else None
 
@@ -421,7 +673,7 @@ def require_gcp(settings: Settings) -> None:
     # Gemini itself has RAGBUS_GEMINI_LOCATION (default global); these are regional resources.
     if settings.index_backend == "vertex" and not settings.gcp_location:
         missing.append("GOOGLE_CLOUD_LOCATION (the region of the Vector Search index)")
-    if settings.embedder == "genai" and not settings.gcp_location and not os.environ.get("RAGBUS_EMBED_LOCATION") \
+    if settings.embedder == "genai" and not settings.gcp_location and not settings.embed_location \
             and not (os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")):
         missing.append("GOOGLE_CLOUD_LOCATION or RAGBUS_EMBED_LOCATION (Vertex AI location of the embedding "
                        "model), or GOOGLE_API_KEY for the Gemini API")
@@ -430,8 +682,7 @@ def require_gcp(settings: Settings) -> None:
 
 
 # Logging is configured before (and whether or not) the other settings load, so its two
-# variables are read on their own; they are defined here all the same.
-DEFAULT_LOG_LEVEL = "WARNING"
+# variables are read on their own (OTHER_VARIABLES documents them).
 
 
 def log_level_setting(env: Mapping[str, str] | None = None) -> str | None:

@@ -11,6 +11,7 @@ from shared.adapters.local.clock import SystemClock
 from shared.adapters.local.state import SqliteStateStore
 from shared.contract.config import Settings
 from shared.contract.deps import Deps, Lazy
+from shared.contract.providers import PROVIDER_BY_NAME
 from shared.observability.tracing import TracingLanguageModel, TracingPublisher
 from shared.runtime.stages import subscription_topics
 from shared.runtime.telemetry import setup_telemetry
@@ -70,16 +71,9 @@ def _fetcher(settings: Settings):
 
 
 def _served_llm(settings: Settings):
-    """The language model a provider serves over an API (``RAGBUS_LLM`` gemini or openai), else None."""
-    if settings.llm_provider == "gemini":
-        from shared.adapters.gcp.gemini import GeminiLanguageModel
-
-        return GeminiLanguageModel.from_settings(settings)
-    if settings.llm_provider == "openai":
-        from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
-
-        return OpenAICompatibleLanguageModel.from_settings(settings)
-    return None
+    """The language model a provider serves over an API (``RAGBUS_LLM``, the provider registry), else None."""
+    provider = PROVIDER_BY_NAME[settings.llm_provider]
+    return provider.model_class().from_settings(settings) if provider.served else None
 
 
 def build_local(settings: Settings, **overrides: object) -> LocalSystem:

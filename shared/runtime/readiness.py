@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 
 from shared.contract.config import Settings
 from shared.contract.errors import ConfigError
+from shared.contract.providers import PROVIDER_BY_NAME
 from shared.runtime.stages import STAGE_BY_NAME
 
 Check = Callable[[Settings], str | None]
@@ -49,18 +50,11 @@ def grade_model(settings: Settings) -> str | None:
 
 
 def served_model(settings: Settings) -> str | None:
-    """A served model's settings (``RAGBUS_LLM=gemini`` or ``openai``): Gemini's Vertex location serves
+    """A served model's settings (``RAGBUS_LLM``: its adapter's ``check_settings``), e.g. Gemini's Vertex location serves
     the model, and in the gcp runtime every attempt of a call ends before the function's timeout.
     Offline: no client is built, nothing is called."""
     try:
-        if settings.llm_provider == "gemini":
-            from shared.adapters.gcp import gemini
-
-            gemini.check_settings(settings)
-        elif settings.llm_provider == "openai":
-            from shared.adapters import openai_compatible
-
-            openai_compatible.check_settings(settings)
+        PROVIDER_BY_NAME[settings.llm_provider].check_settings(settings)
     except ConfigError as exc:
         return str(exc)
     return None

@@ -337,9 +337,6 @@ def up(
                         min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
                     ))
 
-        gateway = servers.get(GATEWAY)
-        if gateway is not None:
-            client_env["RAGBUS_GATEWAY_URL"] = gateway.url
         state = {
             "started_at": datetime.now(UTC).isoformat(),
             "project": project,

@@ -16,7 +16,7 @@ from google import genai
 from google.genai import types
 
 from shared.adapters.gcp.genai_embedder import GenAiEmbedder
-from shared.contract.config import Settings
+from shared.contract.config import Settings, load_settings
 from shared.contract.errors import ConfigError, InvalidInput, PermanentError, RetryableError
 from shared.contract.ports import Embedder
 from tests.integration.fake_genai_embed import FakeEmbeddingServer, text_vector
@@ -329,18 +329,26 @@ def test_gemini_embedding_on_vertex_goes_one_text_per_call(
 
 # ---------------------------------------------------------- from_settings
 
+_EMBED_SETTINGS = ("embed_model", "embed_dimension", "embed_concurrency", "embed_timeout_s", "embed_location")
+
+
+def _from_settings(settings: Settings, env: dict[str, str]) -> GenAiEmbedder:
+    """As a function builds it: RAGBUS_EMBED_* read by the settings from ``env``, the API key from ``env``."""
+    read = load_settings(env)
+    return GenAiEmbedder.from_settings(settings.with_(**{n: getattr(read, n) for n in _EMBED_SETTINGS}), env=env)
+
 
 def test_from_settings_needs_a_key_or_a_project() -> None:
     with pytest.raises(ConfigError, match="GOOGLE_API_KEY"):
-        GenAiEmbedder.from_settings(Settings(), env={})
+        _from_settings(Settings(), env={})
     with pytest.raises(ConfigError, match="RAGBUS_EMBED_DIMENSION"):
-        GenAiEmbedder.from_settings(
+        _from_settings(
             Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_DIMENSION": "wide"}
         )
 
 
 def test_from_settings_reads_model_and_dimension() -> None:
-    api = GenAiEmbedder.from_settings(
+    api = _from_settings(
         Settings(),
         env={
             "GEMINI_API_KEY": "k",
@@ -357,25 +365,25 @@ def test_from_settings_reads_model_and_dimension() -> None:
 
 
 def test_from_settings_places_each_model_where_vertex_serves_it() -> None:
-    regional = GenAiEmbedder.from_settings(Settings(gcp_project="p", gcp_location="europe-west4"), env={})
+    regional = _from_settings(Settings(gcp_project="p", gcp_location="europe-west4"), env={})
     assert regional.client._api_client.location == "europe-west4" and regional.max_batch_texts == 1
-    second = GenAiEmbedder.from_settings(  # served from global/us/eu only: Gemini's location
+    second = _from_settings(  # served from global/us/eu only: Gemini's location
         Settings(gcp_project="p", gcp_location="europe-west4", gemini_location="eu"),
         env={"RAGBUS_EMBED_MODEL": "gemini-embedding-2"})
     assert second.client._api_client.location == "eu" and second.client.vertexai
-    chosen = GenAiEmbedder.from_settings(
+    chosen = _from_settings(
         Settings(gcp_project="p", gcp_location="europe-west4"),
         env={"RAGBUS_EMBED_LOCATION": "us", "RAGBUS_EMBED_CONCURRENCY": "3"})
     assert chosen.client._api_client.location == "us" and chosen.concurrency == 3
     with pytest.raises(ConfigError, match="gemini-embedding-2 only from eu, global, us, not 'europe-west4'"):
-        GenAiEmbedder.from_settings(Settings(gcp_project="p"), env={
+        _from_settings(Settings(gcp_project="p"), env={
             "RAGBUS_EMBED_MODEL": "gemini-embedding-2", "RAGBUS_EMBED_LOCATION": "europe-west4"})
     with pytest.raises(ConfigError, match="RAGBUS_EMBED_LOCATION='moon'"):
-        GenAiEmbedder.from_settings(Settings(gcp_project="p"), env={"RAGBUS_EMBED_LOCATION": "moon"})
+        _from_settings(Settings(gcp_project="p"), env={"RAGBUS_EMBED_LOCATION": "moon"})
     with pytest.raises(ConfigError, match="RAGBUS_EMBED_CONCURRENCY"):
-        GenAiEmbedder.from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_CONCURRENCY": "many"})
+        _from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_CONCURRENCY": "many"})
     with pytest.raises(ConfigError, match="at least 1"):
-        GenAiEmbedder.from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_CONCURRENCY": "0"})
+        _from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_CONCURRENCY": "0"})
 
 
 # ------------------------------------------------------- in parallel, bounded
@@ -460,12 +468,12 @@ def test_gemini_embedding_2_takes_longer_texts_and_counts_its_instruction() -> N
 
 def test_every_attempt_of_a_batch_ends_before_the_function_does() -> None:
     """The old 60 s x 4 attempts + backoff (247 s) outlasted the retriever's 120 s."""
-    default = GenAiEmbedder.from_settings(Settings(runtime="gcp", function_timeout_s=120.0), env={"GOOGLE_API_KEY": "k"})
+    default = _from_settings(Settings(runtime="gcp", function_timeout_s=120.0), env={"GOOGLE_API_KEY": "k"})
     assert default.client._api_client._http_options.timeout == 20_000
     assert default.retry_budget_s(20.0) == 4 * 20 + 1 + 2 + 4 == 87
     assert GenAiEmbedder(None).retry_budget_s(60.0) == 247
     with pytest.raises(ConfigError, match=r"RAGBUS_EMBEDDER=genai: .*247 s .*RAGBUS_EMBED_TIMEOUT_S=60.*120 s"):
-        GenAiEmbedder.from_settings(Settings(runtime="gcp", function_timeout_s=120.0),
+        _from_settings(Settings(runtime="gcp", function_timeout_s=120.0),
                                     env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_TIMEOUT_S": "60"})
     with pytest.raises(ConfigError, match="RAGBUS_EMBED_TIMEOUT_S='0'"):
-        GenAiEmbedder.from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_TIMEOUT_S": "0"})
+        _from_settings(Settings(), env={"GOOGLE_API_KEY": "k", "RAGBUS_EMBED_TIMEOUT_S": "0"})

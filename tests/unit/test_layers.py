@@ -11,6 +11,7 @@ named after a standard-library module; a stage's handler never imports an adapte
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -161,26 +162,69 @@ def test_no_module_is_named_after_the_standard_library():
     assert not clashing, f"named like a standard-library module: {clashing}"
 
 
+def _settings_read(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, variable) for every ``RAGBUS_*`` variable ``tree`` reads: as a key looked up in a
+    mapping (``env["RAGBUS_X"]``, ``env.get("RAGBUS_X")``, ``os.getenv``), tested for membership
+    (``"RAGBUS_X" in env``) or handed to a function together with an environment
+    (``parse(env, "RAGBUS_X")``). Setting or dropping one for a child process
+    (``os.environ[...] = ...``, ``env.pop(...)`` as a statement) is not a read."""
+    def names(node: ast.AST) -> list[ast.Constant]:
+        return [n for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                and re.fullmatch(r"RAGBUS_[A-Z0-9_]+", n.value)]
+
+    discarded = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                 and ast.unparse(n.value.func).endswith(".pop")}
+    reads: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            reads += names(node.slice)
+        elif isinstance(node, ast.Compare) and any(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
+            reads += names(node.left)
+        elif isinstance(node, ast.Call) and id(node) not in discarded:  # env.pop(...) alone changes, not reads
+            func = ast.unparse(node.func)
+            others = " ".join(ast.unparse(a) for a in [*node.args, *(k.value for k in node.keywords)])
+            if re.search(r"\b(get|getenv|pop|setdefault)$", func) or re.search(r"env", func + " " + others):
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    if isinstance(arg, ast.Constant):
+                        reads += names(arg)
+    return sorted({(n.lineno, n.value) for n in reads})
+
+
 def test_every_setting_is_read_in_config_only():
-    """RAGBUS_* variables are read in shared/contract/config.py and nowhere else, and the
-    dataclass's defaults are the only ones: an empty environment gives ``Settings()``."""
+    """RAGBUS_* variables are read in shared/contract/config.py and nowhere else (shared/,
+    services/ and the root main.py), and the dataclass's defaults are the only ones: an empty
+    environment gives ``Settings()``."""
     from shared.contract.config import Settings, load_settings
 
-    readers = []
-    for module, tree in TREES.items():
-        if module == "shared.contract.config":
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("RAGBUS_"):
-                parent_calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-                                and any(a is node for a in ast.walk(n)) and "environ" in ast.unparse(n.func)
-                                + "".join(ast.unparse(a) for a in n.args)]
-                if parent_calls or _is_environ_subscript(tree, node):
-                    readers.append(f"{MODULES[module].relative_to(ROOT)}:{node.lineno} reads {node.value}")
+    trees = dict(TREES, main=ast.parse((ROOT / "main.py").read_text()))
+    readers = [f"{MODULES.get(module, ROOT / 'main.py').relative_to(ROOT)}:{line} reads {name}"
+               for module, tree in trees.items() if module != "shared.contract.config"
+               for line, name in _settings_read(tree)]
     assert not readers, "settings read outside config:\n" + "\n".join(readers)
     assert load_settings({}) == Settings()
 
 
-def _is_environ_subscript(tree: ast.AST, constant: ast.Constant) -> bool:
-    return any(isinstance(n, ast.Subscript) and n.slice is constant and "environ" in ast.unparse(n.value)
-               and isinstance(n.ctx, ast.Load) for n in ast.walk(tree))
+@pytest.mark.parametrize("source", [
+    'os.environ.get("RAGBUS_HOME", ".ragbus")',
+    'env.get("RAGBUS_HOME")',
+    'os.getenv("RAGBUS_HOME")',
+    'os.environ["RAGBUS_HOME"]',
+    'home = env.pop("RAGBUS_HOME", None)',
+    'if "RAGBUS_RUNTIME" not in env: pass',
+    '_whole(env, "RAGBUS_EMBED_DIMENSION", 768)',
+    'model_location(env, "RAGBUS_EMBED_LOCATION", None)',
+])
+def test_the_settings_check_sees_every_way_of_reading_a_variable(source):
+    assert [name for _, name in _settings_read(ast.parse(source))] in (["RAGBUS_HOME"], ["RAGBUS_RUNTIME"],
+                                                                     ["RAGBUS_EMBED_DIMENSION"],
+                                                                     ["RAGBUS_EMBED_LOCATION"])
+
+
+@pytest.mark.parametrize("source", [
+    'os.environ["RAGBUS_LOG_LEVEL"] = "debug"',
+    'env.pop("RAGBUS_RUNTIME", None)',
+    'raise ConfigError("set RAGBUS_HOME")',
+    'require_call_budget(settings, knob="RAGBUS_EMBED_TIMEOUT_S")',
+])
+def test_the_settings_check_lets_messages_and_child_environments_be(source):
+    assert _settings_read(ast.parse(source)) == []

@@ -46,17 +46,18 @@ from typing import Any
 import numpy as np
 
 from shared.contract.config import (
+    DEFAULTS,
     MULTI_REGIONAL_LOCATIONS,
     Settings,
-    model_location,
     require_call_budget,
 )
 from shared.contract.errors import ConfigError, InvalidInput, PermanentError, RetryableError
 
 log = logging.getLogger("ragbus.embedder.genai")
 
-DEFAULT_MODEL = "gemini-embedding-001"
-DEFAULT_DIMENSION = 768
+# The defaults are the settings' (RAGBUS_EMBED_*, shared/contract/config.py).
+DEFAULT_MODEL = DEFAULTS.embed_model
+DEFAULT_DIMENSION = DEFAULTS.embed_dimension
 #: The chunk size the indexer cuts to (tokens): every model's input window holds it.
 MAX_INPUT_TOKENS = 2048
 #: Texts per batchEmbedContents call (Gemini API).
@@ -64,13 +65,8 @@ GEMINI_API_BATCH = 100
 #: Texts and tokens per :predict call (Vertex AI text-embedding models).
 VERTEX_BATCH = 250
 VERTEX_BATCH_TOKENS = 20_000
-#: One HTTP attempt (seconds). An online embedding request answers in well under a second; with
-#: the default 4 attempts and backoff the worst case (87 s) still ends inside the shortest
-#: function that embeds (the retriever's 120 s), so Cloud Run never kills a batch mid-retry.
-DEFAULT_TIMEOUT_S = 20.0
-#: Requests in flight at once per embed call: bounded, so one document cannot exhaust the
-#: project's per-minute quota in a burst (429s are retried with backoff all the same).
-DEFAULT_CONCURRENCY = 8
+DEFAULT_TIMEOUT_S = DEFAULTS.embed_timeout_s
+DEFAULT_CONCURRENCY = DEFAULTS.embed_concurrency
 
 
 @dataclass(frozen=True)
@@ -144,25 +140,6 @@ def _transport_errors() -> tuple[type[Exception], ...]:
 CHARS_PER_TOKEN = 3
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-
-
-def _whole(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name) or str(default)
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not a whole number") from exc
-
-
-def _timeout(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name) or str(default)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value < float("inf"):
-        raise ConfigError(f"{name}={raw!r} must be a positive number of seconds")
-    return value
 
 
 def _is_word_char(ch: str) -> bool:
@@ -249,7 +226,8 @@ class GenAiEmbedder:
     def from_settings(
         cls, settings: Settings, env: Mapping[str, str] | None = None, **options: Any
     ) -> GenAiEmbedder:
-        """API-key mode when ``GOOGLE_API_KEY``/``GEMINI_API_KEY`` is set, else Vertex AI.
+        """API-key mode when ``GOOGLE_API_KEY``/``GEMINI_API_KEY`` is set in ``env`` (default: the
+        process environment), else Vertex AI. The rest comes from ``settings``:
 
         ``RAGBUS_EMBED_MODEL`` (default gemini-embedding-001),
         ``RAGBUS_EMBED_DIMENSION`` (default 768), ``RAGBUS_EMBED_CONCURRENCY``
@@ -290,14 +268,12 @@ class GenAiEmbedder:
         settings: Settings, env: Mapping[str, str], options: dict[str, Any]
     ) -> tuple[str, int, float, str | None]:
         """(model, dimension, timeout, Vertex location or None for API-key mode), each checked."""
-        model = env.get("RAGBUS_EMBED_MODEL") or DEFAULT_MODEL
-        dimension = _whole(env, "RAGBUS_EMBED_DIMENSION", DEFAULT_DIMENSION)
-        options.setdefault("concurrency", _whole(env, "RAGBUS_EMBED_CONCURRENCY", DEFAULT_CONCURRENCY))
-        timeout_s = _timeout(env, "RAGBUS_EMBED_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+        model, dimension, timeout_s = settings.embed_model, settings.embed_dimension, settings.embed_timeout_s
+        options.setdefault("concurrency", settings.embed_concurrency)
         if env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY"):
             return model, dimension, timeout_s, None
         spec = embedding_model(model)
-        location = model_location(env, "RAGBUS_EMBED_LOCATION", None) or (
+        location = settings.embed_location or (
             settings.gemini_location if spec.locations is not None else settings.gcp_location
         )
         if not (settings.gcp_project and location):

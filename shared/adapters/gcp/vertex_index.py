@@ -130,7 +130,7 @@ class VertexVectorSearchIndex:
     ) -> None:
         if not deployed_index_id:
             raise ConfigError(
-                "VertexVectorSearchIndex needs the deployed index id (RAGBUS_VERTEX_DEPLOYED_INDEX_ID)"
+                "VertexVectorSearchIndex needs the deployed index id (RAGBUS_VERTEX_DEPLOYED_INDEX)"
             )
         if dimension <= 0:
             raise ConfigError(f"dimension={dimension} must be positive")

@@ -40,6 +40,7 @@ from shared.adapters.local.decomposition import decompose
 from shared.adapters.local.index import HybridIndex
 from shared.contract.config import Settings, load_settings
 from shared.contract.errors import ConfigError
+from shared.contract.providers import PROVIDERS
 from shared.contract.ports import Embedder, Grade, LanguageModel, Transformation
 from shared.query.api import submit_query, wait_for_query
 from shared.query.record import QueryRecord
@@ -73,7 +74,7 @@ ABLATIONS = (
 
 
 # The variables a provider other than local reads (its endpoint, model, key, project).
-PROVIDER_VARIABLE_PREFIXES = ("RAGBUS_OPENAI_", "OPENAI_", "RAGBUS_GEMINI_", "GOOGLE_", "GEMINI_")
+PROVIDER_VARIABLE_PREFIXES = tuple(dict.fromkeys(x for p in PROVIDERS for x in p.variable_prefixes))
 
 
 def provider_environment(provider: str, environ: dict[str, str] | None = None) -> dict[str, str]:

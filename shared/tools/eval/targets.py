@@ -7,9 +7,9 @@ targets; the interval says how firm it is (a figure 0.02 over its bound on 100
 cases is within noise). ``met`` is None when the figure could not be measured on
 the sample (e.g. no answered case with required elements): never counted as met.
 
-Which providers can run is decided from the environment, the way the runtime decides:
-``local`` always; ``openai`` when ``RAGBUS_OPENAI_BASE_URL`` is set; ``gemini`` with an
-API key (``GOOGLE_API_KEY`` / ``GEMINI_API_KEY``) or a Vertex AI project and location.
+Which providers can run is decided from the environment by the provider registry
+(shared/contract/providers.py): ``local`` always; ``openai`` when ``RAGBUS_OPENAI_BASE_URL`` is
+set; ``gemini`` with an API key (``GOOGLE_API_KEY`` / ``GEMINI_API_KEY``) or a Vertex AI project.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.contract.config import provider_missing
 from shared.contract.errors import ConfigError
+from shared.contract.providers import PROVIDER_NAMES
 
-PROVIDERS = ("local", "openai", "gemini")
+PROVIDERS = PROVIDER_NAMES
 
 
 @dataclass(frozen=True)
@@ -75,17 +77,9 @@ def all_met(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 def provider_configured(name: str, env: Mapping[str, str]) -> str | None:
     """None when ``name`` can be run from ``env``; otherwise what is missing (the "not configured" reason)."""
-    if name == "local":
-        return None
-    if name == "openai":
-        return None if (env.get("RAGBUS_OPENAI_BASE_URL") or "").strip() else "RAGBUS_OPENAI_BASE_URL is not set"
-    if name == "gemini":
-        if env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY"):
-            return None
-        if env.get("GOOGLE_CLOUD_PROJECT"):  # Vertex AI, at RAGBUS_GEMINI_LOCATION (default global)
-            return None
-        return "neither GOOGLE_API_KEY / GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT is set"
-    raise ConfigError(f"unknown provider {name!r}: choose from {', '.join(PROVIDERS)}")
+    if name not in PROVIDERS:
+        raise ConfigError(f"unknown provider {name!r}: choose from {', '.join(PROVIDERS)}")
+    return provider_missing(name, env)
 
 
 def parse_providers(spec: str | None) -> list[str] | None:

@@ -1,0 +1,74 @@
+"""The generated parts of the docs, written from the registries: ``python -m shared.tools.docs``.
+
+Each part sits between two markers in its file; the command rewrites what is between them
+(``--check`` only says which are stale, exit status 1). The unit tests fail on a stale part, so
+a new setting or stage is one declaration and this command.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.contract.config import settings_table
+from shared.runtime.stages import stage_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Generated:
+    path: str  # relative to the repository
+    name: str  # the markers are <!-- name:start --> and <!-- name:end -->
+    render: Callable[[], str]
+
+    @property
+    def markers(self) -> tuple[str, str]:
+        return f"<!-- {self.name}:start -->", f"<!-- {self.name}:end -->"
+
+    def embedded(self, root: Path = ROOT) -> str:
+        start, end = self.markers
+        text = (root / self.path).read_text()
+        if start not in text or end not in text:
+            raise ValueError(f"{self.path} lost its {self.name} markers ({start} ... {end})")
+        return text.split(start, 1)[1].split(end, 1)[0].strip()
+
+    def write(self, root: Path = ROOT) -> bool:
+        """Rewrite the part; True when it changed."""
+        if self.embedded(root) == self.render().strip():
+            return False
+        start, end = self.markers
+        text = (root / self.path).read_text()
+        before, rest = text.split(start, 1)
+        after = rest.split(end, 1)[1]
+        (root / self.path).write_text(f"{before}{start}\n{self.render().strip()}\n{end}{after}")
+        return True
+
+
+PARTS: tuple[Generated, ...] = (
+    Generated("README.md", "settings-table", settings_table),
+    Generated("docs/architecture.md", "stage-table", stage_table),
+)
+
+
+def stale(root: Path = ROOT) -> list[str]:
+    """The parts whose file no longer holds what the registries generate."""
+    return [f"{p.path} ({p.name})" for p in PARTS if p.embedded(root) != p.render().strip()]
+
+
+def main(argv: list[str]) -> int:
+    if "--check" in argv:
+        out_of_date = stale()
+        for part in out_of_date:
+            print(f"stale: {part}; run python -m shared.tools.docs")
+        return 1 if out_of_date else 0
+    for part in PARTS:
+        if part.write():
+            print(f"rewrote {part.path} ({part.name})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

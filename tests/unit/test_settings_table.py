@@ -1,0 +1,122 @@
+"""One table of settings: it builds the loader and README's configuration table.
+
+A setting is one declaration in shared/contract/config.py (variable, default, kind,
+description) and its consumer; ``python -m shared.tools.docs`` regenerates README.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from shared.contract.config import (
+    DEFAULTS,
+    OTHER_VARIABLES,
+    SETTINGS,
+    Choice,
+    Settings,
+    Whole,
+    load_settings,
+    setting,
+    settings_table,
+)
+from shared.contract.errors import ConfigError
+from shared.tools import docs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_holds_the_generated_table():
+    assert docs.stale() == [], "README or docs/architecture.md is stale: run python -m shared.tools.docs"
+
+
+def test_a_stale_readme_is_caught_and_the_command_rewrites_it(tmp_path):
+    for part in docs.PARTS:
+        (tmp_path / part.path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / part.path, tmp_path / part.path)
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace("| `RAGBUS_TOP_K` | integer ≥ 1 | `10` |", "| `RAGBUS_TOP_K` | integer ≥ 1 | `12` |"))
+    assert docs.stale(tmp_path) == ["README.md (settings-table)"]
+    for part in docs.PARTS:
+        part.write(tmp_path)
+    assert docs.stale(tmp_path) == []
+    assert (tmp_path / "README.md").read_text() == (ROOT / "README.md").read_text()
+
+
+def test_the_check_command_names_a_stale_part_and_fails(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "shared.tools.docs", "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_variable_read_is_in_the_table_once():
+    names = [s.env for s in (*SETTINGS, *OTHER_VARIABLES)]
+    assert len(names) == len(set(names))
+    for name in ("RAGBUS_FIRESTORE_DATABASE", "RAGBUS_GATEWAY_HOST", "RAGBUS_EMBED_MODEL", "RAGBUS_MIN_SCORE"):
+        assert f"| `{name}` |" in settings_table()
+    # every RAGBUS_* name the code writes anywhere is a documented variable
+    written = set()
+    for path in [*ROOT.glob("shared/**/*.py"), *ROOT.glob("services/**/*.py"), ROOT / "main.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                written |= set(re.findall(r"\bRAGBUS_[A-Z0-9_]*[A-Z0-9]\b", node.value))
+    prefixes = {n for n in written if n.endswith("_") or any(o.startswith(n + "_") for o in names)}
+    undocumented = written - set(names) - prefixes
+    assert not undocumented, f"read or named but not in the table: {sorted(undocumented)}"
+
+
+def test_an_empty_environment_gives_the_declared_defaults():
+    assert load_settings({}) == Settings() == DEFAULTS
+    assert load_settings({}).thresholds.completeness == 0.55
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"RAGBUS_TRACING": "maybe"}, "RAGBUS_TRACING='maybe' is not a boolean; use 1/0, true/false, yes/no"),
+    ({"RAGBUS_TOP_K": "ten"}, "RAGBUS_TOP_K='ten' is not an integer"),
+    ({"RAGBUS_TOP_K": "0"}, "RAGBUS_TOP_K=0 must be >= 1"),
+    ({"RAGBUS_FETCH_HOST_RATE": "fast"}, "RAGBUS_FETCH_HOST_RATE='fast' is not a number"),
+    ({"RAGBUS_QUERY_TIMEOUT_S": "0"}, "RAGBUS_QUERY_TIMEOUT_S=0.0 must be a positive number of seconds"),
+    ({"RAGBUS_RETRY_MIN_BACKOFF_S": "-1"}, "RAGBUS_RETRY_MIN_BACKOFF_S=-1.0 must be a number of seconds, 0 or more"),
+    ({"RAGBUS_RETRY_MIN_BACKOFF_S": "9", "RAGBUS_RETRY_MAX_BACKOFF_S": "2"},
+     "RAGBUS_RETRY_MIN_BACKOFF_S=9.0 is above RAGBUS_RETRY_MAX_BACKOFF_S=2.0"),
+    ({"RAGBUS_MIN_SCORE": "2"}, "RAGBUS_MIN_SCORE=2.0 must be between 0 and 1"),
+    ({"RAGBUS_RUNTIME": "cloud"}, "RAGBUS_RUNTIME='cloud': use 'local' (default) or 'gcp'"),
+    ({"RAGBUS_LLM": "claude"}, "RAGBUS_LLM='claude': use 'local' (default), 'gemini' or 'openai'"),
+    ({"RAGBUS_REMOVED_ITEMS": "x"}, "RAGBUS_REMOVED_ITEMS='x': use 'remove' (default) or 'keep'"),
+    ({"RAGBUS_EMBEDDER": "x"}, "RAGBUS_EMBEDDER='x': use 'local' (default, packaged MiniLM) or 'genai'"),
+    ({"RAGBUS_INDEX": "x"}, "RAGBUS_INDEX='x': use 'firestore' (default) or 'vertex'"),
+    ({"RAGBUS_EMBED_DIMENSION": "wide"}, "RAGBUS_EMBED_DIMENSION='wide' is not a whole number"),
+    ({"RAGBUS_EMBED_TIMEOUT_S": "0"}, "RAGBUS_EMBED_TIMEOUT_S='0' must be a positive number of seconds"),
+    ({"RAGBUS_GEMINI_LOCATION": "moon"}, "RAGBUS_GEMINI_LOCATION='moon' is not a Vertex AI location"),
+    ({"RAGBUS_API_TOKEN": "a b"}, "RAGBUS_API_TOKEN holds a space"),
+])
+def test_each_kind_keeps_its_error_text(env, message):
+    with pytest.raises(ConfigError) as raised:
+        load_settings(env)
+    assert str(raised.value).startswith(message)
+
+
+def test_a_new_setting_is_one_declaration():
+    """The recipe: a field declared with setting() is read, validated and documented."""
+
+    @dataclass(frozen=True)
+    class Extended(Settings):
+        rerank_depth: int = setting("RAGBUS_RERANK_DEPTH", 20, Whole(1), "contexts the reranker reorders")
+        rerank_mode: str = setting("RAGBUS_RERANK_MODE", "fast", Choice(("fast", "exact")), "how it reranks")
+        unrelated: list = field(default_factory=list)
+
+    from shared.contract import config
+
+    rows = config._rows(Extended)  # noqa: SLF001 - the table builder on a throwaway class
+    assert [r.env for r in rows][-2:] == ["RAGBUS_RERANK_DEPTH", "RAGBUS_RERANK_MODE"]
+    values = config._read(Extended, {"RAGBUS_RERANK_DEPTH": "7"}, {})  # noqa: SLF001
+    assert (values["rerank_depth"], values["rerank_mode"]) == (7, "fast")
+    with pytest.raises(ConfigError, match="RAGBUS_RERANK_MODE='slow': use 'fast' \\(default\\) or 'exact'"):
+        config._read(Extended, {"RAGBUS_RERANK_MODE": "slow"}, {})  # noqa: SLF001
