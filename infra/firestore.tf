@@ -216,6 +216,16 @@ resource "google_firestore_field" "queries_expire_at" {
   index_config {}
 }
 
+# A conversation expires with its newest turn: each turn moves its expire_at to that query's.
+resource "google_firestore_field" "conversations_expire_at" {
+  database   = google_firestore_database.main.name
+  collection = "conversations"
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+}
+
 # Large fields are never filtered or ordered on: exempt them from Firestore's automatic
 # single-field indexes. An indexed field writes one index entry per array element and map
 # value (query records hold every iteration's contexts, chunks their text), which costs
@@ -231,6 +241,8 @@ locals {
     "queries.model_fallbacks"  = { collection = "queries", field = "model_fallbacks" }
     "queries.original_query"   = { collection = "queries", field = "original_query" }
     "queries.current_query"    = { collection = "queries", field = "current_query" }
+    "queries.history"          = { collection = "queries", field = "history" }
+    "conversations.turns"      = { collection = "conversations", field = "turns" }
     "chunks.text"              = { collection = "chunks", field = "text" }
     "dead_letters.data"        = { collection = "dead_letters", field = "data" }
     "dead_letters.error"       = { collection = "dead_letters", field = "error" }

@@ -148,7 +148,7 @@ def grade_iteration(
         calls = 1
         try:
             grade = llm.grade(
-                record.original_query,
+                record.question,
                 grading_contexts(contexts, limit=settings.grade_contexts, chars=settings.grade_context_chars),
             )
             source = "fallback" if grade.fallback else "model"

@@ -287,7 +287,7 @@ def retrieve_contexts(
     top_k = record.top_k or settings.top_k
     # A German, French or Spanish question leads by its English search terms (the corpus's
     # language), as the transformer searched it; English comes back unchanged.
-    question = in_english(record.original_query or message.query)[1]
+    question = in_english(record.question or message.query)[1]
     queries, meanings = leading_queries(question, message.query)
     leading = len(queries)
     for n, sub in enumerate(message.sub_queries[: settings.max_sub_queries], start=1):

@@ -213,8 +213,9 @@ def synthesize_answer(
         log.info("query %s: iteration %d was sent to refinement; not answering", query_id, iteration)
         return
 
-    original = record.original_query
-    language = detect_language(original)
+    # A follow-up is answered as it stands on its own, in the language it was typed in.
+    original = record.question
+    language = detect_language(record.original_query)
     best = record.entry(record.best_iteration) or final
     contexts = list(best.contexts)
     best_grade = best.grade

@@ -385,7 +385,17 @@ class Settings:
                              "port of `ragbus demo`'s page and sample feed (the sample citations name it); "
                              "`ragbus serve`'s default")
     query_ttl_days: int = setting("RAGBUS_QUERY_TTL_DAYS", 30, Whole(1),
-                                  "query records' `expire_at` (Firestore TTL in gcp)")
+                                  "query records' `expire_at` (Firestore TTL in gcp); a conversation expires "
+                                  "with its newest turn")
+    # A follow-up's history (earlier turns of its conversation, or what the caller sent): the newest
+    # turns kept, bounded so a prompt and a stored record stay small whatever a client sends.
+    conversation_max_turns: int = setting(
+        "RAGBUS_CONVERSATION_MAX_TURNS", 6, Whole(1),
+        "the earlier turns of a conversation a follow-up is read with: at most this many, the newest")
+    conversation_max_chars: int = setting(
+        "RAGBUS_CONVERSATION_MAX_CHARS", 6000, Whole(200),
+        "the characters of earlier questions and answers a follow-up is read with (older turns dropped first; "
+        "the newest is cut to fit, never dropped)")
     # gcp runtime
     gcp_project: str | None = setting("GOOGLE_CLOUD_PROJECT", None, Text(),
                                       "the Google Cloud project (required with `RAGBUS_RUNTIME=gcp`)")

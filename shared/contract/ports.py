@@ -377,6 +377,15 @@ class RefineRequest:
 
 
 @dataclass(frozen=True)
+class ConversationTurn:
+    """One earlier turn of a conversation: the question (as it stood on its own) and the answer
+    given ("" when the turn failed, timed out, abstained or has not ended)."""
+
+    question: str
+    answer: str = ""
+
+
+@dataclass(frozen=True)
 class AnswerSentence:
     text: str
     citations: list[int]  # numbers of the contexts that support it
@@ -416,6 +425,11 @@ class LanguageModel(Protocol):
     def transform(self, query: str, *, today: date) -> Transformation: ...
 
     def refine(self, request: RefineRequest, *, today: date) -> str: ...
+
+    def standalone(self, question: str, history: Sequence[ConversationTurn], *, today: date) -> str:
+        """``question`` rewritten so it can be understood without ``history`` (the earlier turns,
+        oldest first, which are data); ``question`` itself when it needs none of them."""
+        ...
 
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade: ...
 

@@ -25,6 +25,16 @@ from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
 from shared.contract.text import fold_width
 from shared.observability import tracing
+from shared.query.conversation import (
+    ConversationNotFound as ConversationNotFound,  # the front doors' name
+)
+from shared.query.conversation import (
+    conversation_turns,
+    history_doc,
+    join_conversation,
+    validate_conversation_id,
+    validate_history,
+)
 from shared.query.record import Iteration, QueryRecord
 from shared.query.state import expire_if_overdue, fail_query, read_record
 
@@ -142,11 +152,19 @@ def submit_query(
     timeout_s: Any = None,
     field: str = "query",
     filters: Any = None,
+    conversation_id: Any = None,
+    history: Any = None,
 ) -> QueryRecord:
     """Create a query record and start the loop; return the record as created.
     ``field`` names the question in error messages (what the caller sent it as).
 
-    Raises :class:`InvalidInput` for bad arguments and
+    The query is a turn of ``conversation_id`` (a new conversation when None; the record's
+    ``conversation_id`` is always set). ``history`` is the conversation so far for a caller that
+    holds it itself (``[{"question", "answer"}]``, oldest first, bounded by
+    ``RAGBUS_CONVERSATION_MAX_TURNS``/``_MAX_CHARS``); a stored conversation's turns win over it.
+
+    Raises :class:`InvalidInput` for bad arguments, :class:`ConversationNotFound` for an unknown
+    ``conversation_id``, and
     :class:`~shared.contract.errors.RetryableError` when the bus cannot take the
     message (the record is then ended as failed, so nobody waits on it).
     """
@@ -164,6 +182,10 @@ def submit_query(
         else validate_seconds(timeout_s, "timeout_s", TIMEOUT_RANGE_S)
     )
     search_filters = validate_filters(filters, deps)
+    continued = validate_conversation_id(conversation_id)
+    earlier_turns = validate_history(
+        history, max_turns=settings.conversation_max_turns, max_chars=settings.conversation_max_chars
+    )
     query_id = uuid.uuid4().hex
     # The query's trace starts here: the record keeps its id, and the
     # QuerySubmitted PRODUCER span (and so every stage after it) is a child.
@@ -171,8 +193,13 @@ def submit_query(
         "gateway submit",
         attributes={"rag.query_id": query_id, "rag.top_k": top_k, "rag.max_iterations": max_iterations,
                     **({"rag.filters": search_filters.key} if search_filters is not None else {})},
-    ):
+    ) as span:
         now = deps.clock.now()
+        conversation, turns_before = join_conversation(
+            deps.state, continued, query_id, now=now, retention_days=settings.query_ttl_days
+        )
+        span.set_attribute("rag.conversation_id", conversation)
+        span.set_attribute("rag.conversation_turn", turns_before + 1)
         record = QueryRecord.new(
             query_id,
             text,
@@ -186,6 +213,11 @@ def submit_query(
         )
         if search_filters is not None:
             record.filters = search_filters.to_dict()
+        record.conversation_id = conversation
+        if continued is None and earlier_turns:
+            record.history = history_doc(earlier_turns)
+        # A question with no earlier turn stands alone as typed; a follow-up's is the transformer's.
+        record.standalone_question = text if turns_before == 0 and record.history is None else None
         if not deps.state.create(state_collections.QUERIES, query_id, record.to_doc()):
             # A random 128-bit id colliding means something else is badly wrong.
             raise RetryableError(f"query id {query_id} already exists; submit the query again")
@@ -219,6 +251,32 @@ def get_query(deps: Deps, query_id: str) -> QueryRecord | None:
         expire_if_overdue(deps.state, query_id, now)
         record = read_record(deps.state, query_id)
     return record
+
+
+def get_conversation(deps: Deps, conversation_id: Any) -> Doc:
+    """The conversation's turns still stored, oldest first:
+    ``{"conversation_id", "turns": [{"query_id", "question", "standalone_question", "status",
+    "outcome", "answer", "citations", "created_at"}]}``. Raises :class:`ConversationNotFound`."""
+    conversation = validate_conversation_id(conversation_id)
+    if conversation is None:
+        raise InvalidInput("'conversation_id' is missing; send the id an earlier answer returned")
+    records = conversation_turns(deps.state, conversation, deps.clock.now())
+    return {
+        "conversation_id": conversation,
+        "turns": [
+            {
+                "query_id": r.id,
+                "question": r.original_query,
+                "standalone_question": r.standalone_question,
+                "status": r.status,
+                "outcome": r.outcome,
+                "answer": r.answer,
+                "citations": list(r.citations),
+                "created_at": r.created_at,
+            }
+            for r in records
+        ],
+    }
 
 
 def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:

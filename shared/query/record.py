@@ -22,6 +22,12 @@ may also hold ``sub_queries_used``, ``sub_queries_succeeded``,
 :class:`~shared.contract.filters.Filters` the caller set, as its ``to_dict``, absolute
 times) is written when the query has any; ``time_filter`` ({phrase, since, until, newest,
 window_days, widened[]}) when the question's own time words set its date range.
+``conversation_id`` names the conversation the query is a turn of (every query from this build
+on has one); ``standalone_question`` is the question as retrieved, graded and answered (the
+typed ``original_query`` when it needed no earlier turn, the transformer's rewrite of a
+follow-up otherwise; null until the transformer has read the history); ``history``
+([{question, answer}], bounded) is the conversation a caller sent with the question
+(:mod:`shared.query.conversation`).
 
 Reading is lenient so records written by older builds keep loading: a missing
 field takes its default, and a field this build does not know is kept as it
@@ -239,6 +245,11 @@ class QueryRecord:
     filters: dict[str, Any] | None = None
     # The date range read from the question's time words (shared.query.temporal), and its widenings.
     time_filter: dict[str, Any] | None = None
+    # The conversation this query is a turn of, the question it stands for on its own, and the
+    # earlier turns a caller sent with it (shared.query.conversation).
+    conversation_id: str | None = None
+    standalone_question: str | None = None
+    history: list[dict[str, str]] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
@@ -247,7 +258,8 @@ class QueryRecord:
     _AFTER = ("iterations", "best_iteration", "answer", "citations", "trace_id", "error", "events")
     # Written only once they hold something (or were stored), as the builds before this one did.
     _LATER = ("expire_at", "stages_done", "model_fallbacks", "language", "answer_sentences",
-              "answer_provider", "answered_from_iteration", "fallbacks", "filters", "time_filter")
+              "answer_provider", "answered_from_iteration", "fallbacks", "filters", "time_filter",
+              "conversation_id", "standalone_question", "history")
 
     # ----------------------------------------------------------- creating
 
@@ -321,6 +333,9 @@ class QueryRecord:
             fallbacks=_copy(list(known.get("fallbacks") or [])),
             filters=_copy(known.get("filters")),
             time_filter=_copy(known.get("time_filter")),
+            conversation_id=known.get("conversation_id"),
+            standalone_question=known.get("standalone_question"),
+            history=_copy(known.get("history")),
             extra=extra,
             stored_keys=stored,
         )
@@ -337,7 +352,9 @@ class QueryRecord:
         defaults = {"stages_done": [], "model_fallbacks": 0, "fallbacks": []}
         for name in self._LATER[1:]:
             value = getattr(self, name)
-            if name in self.stored_keys or value != defaults.get(name):
+            # A turn of a conversation always says what it stands for (null: not read yet).
+            pending = name == "standalone_question" and self.conversation_id is not None
+            if name in self.stored_keys or value != defaults.get(name) or pending:
                 doc[name] = _copy(value)
         doc.update(_copy(self.extra))
         return doc
@@ -354,6 +371,12 @@ class QueryRecord:
     @property
     def ended(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def question(self) -> str:
+        """The question the loop retrieves for, grades and answers: the standalone question once the
+        transformer has read the conversation, else the question as typed."""
+        return self.standalone_question or self.original_query
 
     @property
     def model_calls_left(self) -> int:

@@ -145,7 +145,7 @@ def print_answer(record: QueryRecord) -> None:
         score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
         # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field
         line = Text(f"  iteration {it.iteration + 1}: {score}, {plain(it.decision or '')}")
-        rewrite = meaningful_rewrite(record.original_query or "", it.query or "")
+        rewrite = meaningful_rewrite(record.question or "", it.query or "")
         if rewrite:
             line.append(f"  (searched: {plain(rewrite)})")
         console.print(line)

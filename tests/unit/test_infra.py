@@ -487,6 +487,13 @@ def test_query_records_expire_by_ttl():
     assert "ttl_config" in field
 
 
+def test_conversations_expire_by_ttl():
+    field = _instances("google_firestore_field", "conversations_expire_at")[""]
+    assert field["collection"] == state_collections.CONVERSATIONS
+    assert field["field"] == "expire_at"
+    assert "ttl_config" in field
+
+
 def test_large_fields_are_exempt_from_single_field_indexes():
     fields = _instances("google_firestore_field", "unindexed")
     exempt = {(f["collection"], f["field"]) for f in fields.values()}
