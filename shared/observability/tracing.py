@@ -31,6 +31,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from shared.contract.messages import Message
 from shared.contract.ports import (
     Answer,
+    ConversationTurn,
     Grade,
     GradingContext,
     LanguageModel,
@@ -225,6 +226,10 @@ class TracingLanguageModel:
     def refine(self, request: RefineRequest, *, today: date) -> str:
         with model_call_span("refine", self.provider, self.model):
             return self.inner.refine(request, today=today)
+
+    def standalone(self, question: str, history: Sequence[ConversationTurn], *, today: date) -> str:
+        with model_call_span("standalone", self.provider, self.model, history_turns=len(history)):
+            return self.inner.standalone(question, history, today=today)
 
     def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
         with model_call_span("grade", self.provider, self.model, context_count=len(contexts)):

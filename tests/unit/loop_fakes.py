@@ -20,6 +20,7 @@ from shared.contract.ports import (
     Answer,
     AnswerSentence,
     Chunk,
+    ConversationTurn,
     Grade,
     GradingContext,
     RefineRequest,
@@ -129,6 +130,7 @@ class ScriptedLLM:
     refines: list[Any] = field(default_factory=list)
     grades: list[Any] = field(default_factory=list)
     answers: list[Any] = field(default_factory=list)
+    standalones: list[Any] = field(default_factory=list)
     calls: list[tuple[str, Any]] = field(default_factory=list)
     provider: str = "scripted"
     model: str = "scripted-1"
@@ -143,6 +145,10 @@ class ScriptedLLM:
     def transform(self, query: str, *, today: date) -> Transformation:
         self.calls.append(("transform", query))
         return self._next(self.transforms, Transformation(rewritten=query))
+
+    def standalone(self, question: str, history: Sequence[ConversationTurn], *, today: date) -> str:
+        self.calls.append(("standalone", (question, list(history))))
+        return self._next(self.standalones, question)
 
     def refine(self, request: RefineRequest, *, today: date) -> str:
         self.calls.append(("refine", request))

@@ -76,6 +76,7 @@ from shared.adapters.local.decomposition import decompose
 from shared.adapters.local.grade_model import GradeModel, shipped_model
 from shared.contract.ports import (
     Answer,
+    ConversationTurn,
     Embedder,
     Grade,
     GradingContext,
@@ -85,6 +86,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
+from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import question_parts
 from shared.query.reading.answer_types import (
     FactSupport,
@@ -103,7 +105,7 @@ from shared.query.reading.extractive import (
     term_set,
     tokenize,
 )
-from shared.query.grading import strip_model_directives
+from shared.query.reading.followup import standalone_question
 from shared.query.reading.language import in_english
 from shared.query.vectors import passage_vectors, query_vector, sentence_vectors
 
@@ -299,6 +301,11 @@ class LocalLanguageModel:
         return Transformation(
             rewritten=" ".join(parts), sub_queries=sub_queries, reasoning="; ".join(notes) or "unchanged"
         )
+
+    def standalone(self, question: str, history: Sequence[ConversationTurn], *, today: date) -> str:
+        """The follow-up rule (:mod:`shared.query.followup`): the earlier turn's subject carried into
+        a question that leans on it, a self-contained question unchanged."""
+        return standalone_question(question, history).question
 
     def refine(self, request: RefineRequest, *, today: date) -> str:
         """The original question, aimed at what the grader found missing, with new feedback terms.

@@ -1,0 +1,443 @@
+"""The offline rule that turns a follow-up question into one that stands on its own.
+
+"What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is searched, graded and
+answered as "what is the maximum of the ack deadline in Pub/Sub?": without a model, the rule
+carries the earlier turn's subject into a follow-up that leans on it, and leaves a
+self-contained question as it was typed. Pure: text in, text out, no store and no model.
+
+What counts as leaning on the earlier turn (English, German, French, Spanish):
+
+- a pronoun standing for its subject ("it", "its", "they", "that" used alone; "es", "sein",
+  "ihr"; "il", "son", "ça"; "él", "su", "eso"), but not an empty "it" ("is it possible to",
+  "how long does it take to", "gibt es", "il y a", "il faut");
+- "what about X?" / "and X?" and their equivalents ("was ist mit X?", "et X ?", "¿y X?"):
+  X takes the place of the earlier question's named thing when X names one ("Cloud Tasks"
+  for "Pub/Sub"), or is asked of the earlier subject when it is an attribute ("the maximum");
+- an elided subject: a question whose only content is a relational word ("What is the
+  maximum?", "Is there a limit?", "Wie hoch ist das Limit?").
+
+The earlier turn's subject is read from its standalone question by its shape ("what is X",
+"how does X ...", "how do I configure X", else its named things, else its content).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from shared.contract.ports import ConversationTurn
+from shared.query.reading.language import detect_language
+
+__all__ = ["Resolution", "standalone_question", "subject_of"]
+
+LANGUAGES = ("en", "de", "fr", "es")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A question as it stands on its own, and which rule made it so."""
+
+    question: str
+    rule: str  # "no history", "self-contained", "pronoun", "what about", "ellipsis", "elided subject"
+    subject: str | None = None  # the earlier turn's subject, when it was carried in
+
+    @property
+    def rewritten(self) -> bool:
+        return self.rule not in ("no history", "self-contained")
+
+
+@dataclass(frozen=True)
+class _Language:
+    connectives: re.Pattern[str]  # leading "and", "so", "also" that carry no content
+    what_about: re.Pattern[str]  # "what about X" with X in group "x"
+    frame: re.Pattern[str]  # a question's opening: interrogative and auxiliary
+    copula: tuple[re.Pattern[str], ...]  # "what is X": group "s" is the subject
+    other: tuple[re.Pattern[str], ...]  # "how does X ...": group "s" starts with the subject
+    personal: re.Pattern[str]  # "I configure", "we set": a personal subject and its verb
+    pronoun: re.Pattern[str]  # a pronoun standing for a thing
+    possessive: re.Pattern[str]  # a possessive with the noun phrase after it, group "np"
+    expletive: re.Pattern[str]  # an empty pronoun: left alone
+    relational: frozenset[str]  # words that only mean something of something else
+    stop: frozenset[str]  # function words, for "is the rest only relational words?"
+    of: str  # "the X of Y": the word between
+    about: str  # the opening of a "what about" question written out
+    prepositions: frozenset[str]
+    default_preposition: str
+    possessive_articles: dict[str, str]
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def _p(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE | re.UNICODE)
+
+
+_EN = _Language(
+    connectives=_p(r"^(?:(?:and|so|also|then|ok(?:ay)?|but|well|now)\b[,\s]*)+"),
+    what_about=_p(r"^(?:and\s+)?(?:what|how)\s+about\s+(?P<x>.+)$"),
+    frame=_p(r"^(?:what|which|who|whom|whose|how|why|when|where|is|are|was|were|do|does|did|can|could|should|"
+             r"would|will|has|have|had|may|might|must|shall|tell|explain|describe|define|list|show|give|name)\b"),
+    copula=(
+        _p(r"^(?:what|which|who)(?:'s|\s+(?:is|are|was|were))\s+(?P<s>.+)$"),
+        _p(r"^(?:tell\s+me\s+about|explain|describe|define)\s+(?P<s>.+)$"),
+    ),
+    other=(
+        _p(r"^(?:how|why|when|where|what|which|who)\s+(?:much|many|long|often|big|large|fast|well)?\s*"
+           r"(?:\w+\s+){0,3}?(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have|had)\s+(?P<s>.+)$"),
+        _p(r"^(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have)\s+(?P<s>.+)$"),
+    ),
+    personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?:\w+)\s+(?P<s>.+)$"),
+    pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
+    possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,4}?)(?=\s+(?:in|on|for|of|with|when|if|and|or|"
+                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be)\b|\s*[?.!,;:]|\s*$)"),
+    expletive=_p(r"\b(?:is|was|isn't|wasn't)\s+it\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|"
+                 r"recommended|advisable|ok|okay|required|important|allowed|a\s+good\s+idea|bad)\b"
+                 r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
+                 r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
+                 r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
+    relational=_words(
+        "maximum max minimum min default defaults limit limits limitation limitations cost costs price prices "
+        "pricing size length duration version versions value values range unit units timeout latency speed "
+        "throughput quota quotas author authors owner purpose advantage advantages disadvantage disadvantages "
+        "downside downsides benefit benefits drawback drawbacks alternative alternatives difference "
+        "differences release date year license default value complexity successor predecessor origin "
+        "upper lower bound bounds format syntax example examples requirement requirements cause reason "
+        "meaning definition name names number count amount rate"
+    ),
+    stop=_words(
+        "the a an of is are was were what which who how why when where does do did can could should would "
+        "will has have had there any its their this that these those be for in on to by with it they "
+        "much many there's what's whats"
+    ),
+    of="of",
+    about="What about",
+    prepositions=_words("in for on with of to at about under inside"),
+    default_preposition="for",
+    possessive_articles={"its": "the", "their": "the"},
+)
+
+_DE = _Language(
+    connectives=_p(r"^(?:(?:und|also|dann|aber|ok(?:ay)?|na\s+gut|gut)\b[,\s]*)+"),
+    what_about=_p(r"^(?:und\s+)?(?:was\s+ist\s+mit|wie\s+ist\s+es\s+mit|wie\s+steht\s+es\s+mit|wie\s+sieht\s+es\s+mit)"
+                  r"\s+(?P<x>.+?)(?:\s+aus)?$"),
+    frame=_p(r"^(?:was|wer|wie|warum|wieso|weshalb|wann|wo|welche[rsnm]?|ist|sind|gibt|kann|können|hat|haben|"
+             r"wird|werden|erkläre|beschreibe|nenne)\b"),
+    copula=(_p(r"^(?:was|wer)\s+(?:ist|sind|war|waren)\s+(?P<s>.+)$"),
+            _p(r"^(?:erkläre|beschreibe)\s+(?:mir\s+)?(?P<s>.+)$")),
+    other=(_p(r"^(?:wie|warum|wieso|weshalb|wann|wo|welche[rsnm]?)\s+(?:viel[e]?\s+|lange\s+|hoch\s+|groß\s+)?"
+              r"(?:\w+\s+)(?P<s>.+)$"),),
+    personal=_p(r"^(?:ich|wir|man|du)\s+(?P<s>.+)$"),
+    pronoun=_p(r"\b(?:es|er|ihn|ihm|ihnen|dies|diese|dieses)\b|(?<=\s)sie\b|\bdas(?=\s*[?.!]|\s*$|\s+(?:ist|sind|war|"
+               r"funktioniert|geht|kostet|bedeutet|heißt|hat|kann|macht)\b)"),
+    possessive=_p(r"\b(?P<pos>sein|seine|seinen|seinem|seiner|seines|ihr|ihre|ihren|ihrem|ihrer|ihres|dessen|deren)"
+                  r"\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:in|bei|für|mit|von|und|oder|ist|sind|wenn|an)\b|"
+                  r"\s*[?.!,;:]|\s*$)"),
+    expletive=_p(r"\bgibt\s+es\b|\bes\s+gibt\b|\bgeht\s+es\b|\bist\s+es\s+(?:möglich|sinnvoll|nötig|notwendig|"
+                 r"erlaubt|besser|wichtig)\b|\bes\s+ist\s+(?:möglich|sinnvoll|nötig|notwendig|erlaubt|besser|wichtig)\b"
+                 r"|\bdauert\s+es\b|\bes\s+dauert\b"),
+    relational=_words(
+        "maximum höchstwert minimum mindestwert standard standardwert voreinstellung limit grenze grenzen "
+        "kosten preis preise größe länge dauer version versionen wert werte bereich zeitlimit latenz "
+        "geschwindigkeit durchsatz kontingent autor zweck vorteil vorteile nachteil nachteile alternative "
+        "alternativen unterschied lizenz komplexität nachfolger format beispiel beispiele anforderungen "
+        "grund bedeutung name anzahl rate obergrenze"
+    ),
+    stop=_words("der die das den dem des ein eine einen was wer wie ist sind gibt es hoch viel viele welche "
+                "welcher welches gibt's denn dafür davon hier dabei"),
+    of="von",
+    about="Was ist mit",
+    prepositions=_words("in bei für mit von an auf unter"),
+    default_preposition="für",
+    possessive_articles={},
+)
+
+_FR = _Language(
+    connectives=_p(r"^(?:(?:et|alors|donc|aussi|mais|ok)\b[,\s]*)+"),
+    what_about=_p(r"^(?:et\s+)?(?:qu['’]en\s+est-il\s+(?:de|du|des|d['’])|quid\s+(?:de|du|des)|et\s+pour)\s*(?P<x>.+)$"),
+    frame=_p(r"^(?:qu['’]est-ce|qu['’]|que|quoi|quel|quelle|quels|quelles|qui|comment|pourquoi|quand|où|combien|"
+             r"est-ce|est-il|est-elle|peut-on|puis-je|y\s+a-t-il|c['’]est|explique|décris)\b"),
+    copula=(_p(r"^(?:qu['’]est-ce\s+que|qu['’]est\s+ce\s+que|c['’]est\s+quoi)\s+(?P<s>.+)$"),
+            _p(r"^(?:quel|quelle|quels|quelles)\s+(?:est|sont|était)\s+(?P<s>.+)$"),
+            _p(r"^(?:explique|décris)(?:-moi)?\s+(?P<s>.+)$")),
+    other=(_p(r"^(?:comment|pourquoi|quand|où|combien(?:\s+de\s+\w+)?)\s+(?:\w+\s+)?(?P<s>.+)$"),),
+    personal=_p(r"^(?:je|on|nous|vous)\s+(?:\w+\s+)(?P<s>.+)$"),
+    pronoun=_p(r"\b(?:il|elle|ils|elles|cela|ça|ceci)\b"),
+    possessive=_p(r"\b(?P<pos>son|sa|ses|leur|leurs)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:dans|pour|avec|de|du|"
+                  r"des|et|ou|est|sont|si|en)\b|\s*[?.!,;:]|\s*$)"),
+    expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
+                 r"|\by\s+a-t-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
+    relational=_words(
+        "maximum minimum défaut limite limites coût coûts prix taille longueur durée version versions valeur "
+        "valeurs plage délai latence vitesse débit quota auteur but avantage avantages inconvénient "
+        "inconvénients alternative alternatives différence licence complexité successeur format exemple "
+        "exemples exigences raison signification nom nombre taux"
+    ),
+    stop=_words("le la les l un une des du de d quel quelle quels quelles est sont qu que quoi c ce combien "
+                "valeur y a t il par"),
+    of="de",
+    about="Qu'en est-il de",
+    prepositions=_words("dans pour avec de du des en sur sous chez"),
+    default_preposition="pour",
+    possessive_articles={"son": "le", "sa": "la", "ses": "les", "leur": "le", "leurs": "les"},
+)
+
+_ES = _Language(
+    connectives=_p(r"^¿?(?:(?:y|entonces|también|pero|vale|bueno)\b[,\s]*)+"),
+    what_about=_p(r"^¿?(?:y\s+)?(?:qué\s+hay\s+de|qué\s+pasa\s+con|qué\s+tal)\s+(?P<x>.+)$"),
+    frame=_p(r"^¿?(?:qué|que|cuál|cuáles|quién|quiénes|cómo|por\s+qué|cuándo|dónde|cuánto|cuántos|cuánta|cuántas|"
+             r"es|son|hay|puedo|puede|se|explica|describe)\b"),
+    copula=(_p(r"^¿?(?:qué|cuál|cuáles|quién)\s+(?:es|son|fue|era)\s+(?P<s>.+)$"),
+            _p(r"^¿?(?:explica|describe)(?:me)?\s+(?P<s>.+)$")),
+    other=(_p(r"^¿?(?:cómo|por\s+qué|cuándo|dónde|cuánto|cuántos|cuánta|cuántas)\s+(?:\w+\s+)?(?P<s>.+)$"),),
+    personal=_p(r"^(?:yo|nosotros)\s+(?:\w+\s+)(?P<s>.+)$"),
+    pronoun=_p(r"\b(?:él|ella|ellos|ellas|esto|eso|ello)\b"),
+    possessive=_p(r"\b(?P<pos>su|sus)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:en|para|con|de|del|y|o|es|son|si)\b|"
+                  r"\s*[?.!,;:]|\s*$)"),
+    expletive=_p(r"(?!x)x"),  # Spanish drops the empty subject rather than writing one
+    relational=_words(
+        "máximo mínimo predeterminado límite límites coste costo costes precio precios tamaño longitud "
+        "duración versión versiones valor valores rango latencia velocidad rendimiento cuota autor propósito "
+        "ventaja ventajas desventaja desventajas alternativa alternativas diferencia licencia complejidad "
+        "sucesor formato ejemplo ejemplos requisitos razón significado nombre número tasa"
+    ),
+    stop=_words("el la los las lo un una de del qué que cuál cuáles es son hay cuánto cuántos cuánta cuántas "
+                "por y se"),
+    of="de",
+    about="¿Qué hay de",
+    prepositions=_words("en para con de del sobre bajo"),
+    default_preposition="para",
+    possessive_articles={"su": "", "sus": ""},
+)
+
+_RULES = {"en": _EN, "de": _DE, "fr": _FR, "es": _ES}
+_TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#]|[\w]", re.UNICODE)
+_TRAILING = re.compile(r"[\s?!.¿¡]+$")
+
+
+def _bare(question: str) -> str:
+    """The question without its closing (and opening Spanish) marks and outer whitespace."""
+    return _TRAILING.sub("", " ".join(question.split())).lstrip("¿¡ ").strip()
+
+
+def _named(token: str, first: bool) -> bool:
+    """A token naming a thing: a digit or an inner capital anywhere, a capital after the first word."""
+    if any(c.isdigit() for c in token) or "/" in token:
+        return True
+    if any(c.isupper() for c in token[1:]):
+        return True
+    return not first and token[:1].isupper()
+
+
+_JOINERS = frozenset("of for de von du la le des del".split())
+
+
+def named_runs(text: str) -> list[tuple[int, int]]:
+    """Character spans of the runs of naming tokens in ``text`` ("Cloud Pub/Sub", "BM25", "Gemini 2.5")."""
+    tokens = list(_TOKEN.finditer(text))
+    runs: list[tuple[int, int]] = []
+    start = end = None
+    for position, match in enumerate(tokens):
+        token = match.group()
+        if _named(token, position == 0):
+            if start is None:
+                start = match.start()
+            end = match.end()
+        elif start is not None and token.lower() in _JOINERS and position + 1 < len(tokens) \
+                and _named(tokens[position + 1].group(), False):
+            continue
+        elif start is not None:
+            runs.append((start, end))  # type: ignore[arg-type]
+            start = end = None
+    if start is not None:
+        runs.append((start, end))  # type: ignore[arg-type]
+    return runs
+
+
+def _content_words(text: str, rules: _Language) -> list[str]:
+    return [t for t in (m.group().lower() for m in _TOKEN.finditer(text)) if t not in rules.stop]
+
+
+def subject_of(question: str, language: str | None = None) -> str:
+    """The thing ``question`` asks about, as a phrase that can stand in for a pronoun.
+
+    "What is the ack deadline in Pub/Sub?" gives "the ack deadline in Pub/Sub"; "How do I
+    configure the ack deadline?" gives "the ack deadline"; "How does BM25 saturate term
+    frequency?" gives "BM25" (its named thing); otherwise the question's content after its
+    opening words."""
+    rules = _RULES.get(language or detect_language(question), _EN)
+    text = rules.connectives.sub("", _bare(question)).strip()
+    for pattern in rules.copula:
+        match = pattern.match(text)
+        if match:
+            return match.group("s").strip()
+    for pattern in rules.other:
+        match = pattern.match(text)
+        if match:
+            rest = match.group("s").strip()
+            personal = rules.personal.match(rest)
+            if personal:
+                return personal.group("s").strip()
+            runs = named_runs(rest)
+            if runs and runs[0][0] == 0:
+                return rest[: runs[0][1]]
+            runs = named_runs(text)
+            return text[runs[0][0]: runs[0][1]] if runs else rest
+    runs = named_runs(text)
+    if runs:
+        return text[runs[0][0]: runs[-1][1]] if len(runs) == 1 else text[runs[0][0]: runs[0][1]]
+    return text
+
+
+# ----------------------------------------------------------------- the rule
+
+
+def standalone_question(question: str, history: Sequence[ConversationTurn]) -> Resolution:
+    """``question`` as it stands on its own given the earlier turns (oldest first)."""
+    typed = " ".join(question.split())
+    if not history or not typed:
+        return Resolution(typed, "no history")
+    earlier = history[-1].question
+    language = detect_language(typed)
+    tried = [language] if language in _RULES else []
+    earlier_language = detect_language(earlier)
+    if earlier_language in _RULES and earlier_language not in tried:
+        tried.append(earlier_language)  # a short follow-up says too little to tell its language
+    if not tried:
+        tried = ["en"]
+    for code in tried:
+        resolved = _resolve(typed, earlier, code)
+        if resolved is not None:
+            return resolved
+    return Resolution(typed, "self-contained")
+
+
+def _resolve(typed: str, earlier: str, language: str) -> Resolution | None:
+    rules = _RULES[language]
+    bare = _bare(typed)
+    stripped = rules.connectives.sub("", bare).strip()
+    connective = stripped != bare
+    mark = "?" if typed.rstrip().endswith("?") or typed.lstrip().startswith("¿") else ""
+
+    about = rules.what_about.match(bare) or rules.what_about.match(stripped)
+    if about:
+        return _swap(earlier, about.group("x").strip(), language, rules, "what about")
+    if connective and stripped and not rules.frame.match(stripped):
+        return _swap(earlier, stripped, language, rules, "ellipsis")
+
+    subject = subject_of(earlier, _language_of(earlier, language))
+    if not subject:
+        return None
+    if language == "fr":
+        # "Comment fonctionne-t-elle ?": the pronoun follows its verb; the subject goes there.
+        inverted = _FR_INVERSION.sub(lambda m: f"{m.group('verb')} {subject}", stripped)
+        if inverted != stripped:
+            return Resolution(_finish(inverted, typed, mark), "pronoun", subject)
+    masked = rules.expletive.sub(lambda m: "\0" * len(m.group()), stripped)
+    text = _replace_pronouns(stripped, masked, subject, rules)
+    if text is not None:
+        return Resolution(_finish(text, typed, mark), "pronoun", subject)
+
+    content = _content_words(stripped, rules)
+    if content and not named_runs(stripped) and all(w in rules.relational for w in content) \
+            and rules.frame.match(stripped):
+        text = f"{stripped} {rules.of} {subject}"
+        return Resolution(_finish(text, typed, mark), "elided subject", subject)
+    return None
+
+
+_FR_INVERSION = re.compile(r"\b(?P<verb>\w+)-(?:t-)?(?:il|elle|ils|elles)\b(?!\s+(?:y\s+a|faut)\b)", re.IGNORECASE)
+
+
+def _language_of(text: str, fallback: str) -> str:
+    language = detect_language(text)
+    return language if language in _RULES else fallback
+
+
+def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language) -> str | None:
+    """``text`` with its possessives and pronouns (found in ``masked``, where empty ones are hidden)
+    replaced by ``subject`` (None when it has none); the spans are taken from the masked copy so the
+    offsets agree."""
+    edits: list[tuple[int, int, str]] = []
+    for match in rules.possessive.finditer(masked):
+        article = rules.possessive_articles.get(match.group("pos").lower(), "")
+        phrase = " ".join(p for p in (article, text[match.start("np"): match.end("np")],
+                                      _of(rules, subject)) if p)
+        edits.append((match.start(), match.end(), phrase))
+    taken = [(s, e) for s, e, _ in edits]
+    for match in rules.pronoun.finditer(masked):
+        if any(s <= match.start() < e for s, e in taken):
+            continue
+        if match.group().lower() in ("this", "that", "these", "those") and not _stands_alone(masked, match):
+            continue  # "this limit", "the setting that ...": a determiner or a relative, not a thing
+        edits.append((match.start(), match.end(), subject))
+    if not edits:
+        return None
+    out = text
+    for start, end, phrase in sorted(edits, reverse=True):
+        out = out[:start] + phrase + out[end:]
+    return out
+
+
+_AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|could|will|would|has|have|mean|"
+                        r"means|work|works|cost|costs|support|supports|apply|applies|'s)\b)", re.IGNORECASE)
+
+
+_LAST_WORD = re.compile(r"\s+[\w'’-]+\s*[?.!]?\s*$")
+
+
+def _stands_alone(text: str, match: re.Match[str]) -> bool:
+    """A demonstrative used as a pronoun: before a verb or the end ("how does that work", "why use
+    that?"), or before the one word that ends the question ("is that configurable?")."""
+    return bool(_AUX_AFTER.match(text, match.end()) or _LAST_WORD.match(text, match.end()))
+
+
+def _of(rules: _Language, subject: str) -> str:
+    """"of the ack deadline" in the rules' language, with French and Spanish contractions."""
+    lowered = subject.lower()
+    if rules is _FR:
+        if lowered.startswith("le "):
+            return "du " + subject[3:]
+        if lowered.startswith("les "):
+            return "des " + subject[4:]
+        if lowered[:1] in "aeiouyéèh" and lowered[:1]:
+            return "d'" + subject
+    if rules is _ES and lowered.startswith("el "):
+        return "del " + subject[3:]
+    return f"{rules.of} {subject}"
+
+
+def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: str) -> Resolution:
+    """The earlier question asked of ``fragment`` instead: its named thing replaced when the
+    fragment names one, else the fragment asked of the earlier subject."""
+    mark = "?"
+    fragment = _bare(fragment)
+    words = fragment.split()
+    preposition = ""
+    if len(words) > 1 and words[0].lower() in rules.prepositions:
+        preposition, fragment = words[0], " ".join(words[1:])
+    base = _bare(rules.connectives.sub("", _bare(earlier)))
+    fragment_names = named_runs(fragment)
+    if fragment_names:
+        runs = named_runs(base)
+        if runs:
+            start, end = runs[-1]
+            swapped = base[:start] + fragment + base[end:]
+            return Resolution(_finish(swapped, earlier, mark), rule, base[start:end])
+        joined = f"{base} {preposition or rules.default_preposition} {fragment}"
+        return Resolution(_finish(joined, earlier, mark), rule, base)
+    subject = subject_of(earlier, _language_of(earlier, language))
+    asked = f"{rules.about} {fragment} {_of(rules, subject)}"
+    return Resolution(_finish(asked, asked, mark), rule, subject)
+
+
+def _finish(text: str, like: str, mark: str) -> str:
+    """``text`` as a question: one space between words, a capital first letter, the closing mark."""
+    text = " ".join(text.split())
+    if text[:1].islower() and (like[:1].isupper() or like[:1] in "¿¡"):
+        text = text[0].upper() + text[1:]
+    if like.lstrip().startswith("¿") and not text.startswith("¿"):
+        text = "¿" + text
+    return text + mark if mark and not text.endswith(mark) else text
