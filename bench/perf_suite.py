@@ -289,9 +289,9 @@ def ann_real(cache: Path, ef_values: tuple[int, ...] = (64, 128, 256)) -> dict |
 def _memory(path: str, kind: str, out) -> None:
     import faiss  # noqa: F401 - imported before the baseline, like bm25s below
 
-    from shared.adapters.local.index import HybridIndex, _import_bm25s
+    from shared.adapters.local.index import HybridIndex, import_bm25s
 
-    _import_bm25s()
+    import_bm25s()
     before = _rss_mb()
     index = HybridIndex(path, DIM, ann_threshold=0 if kind == "hnsw" else 10**12)
     index.snapshot()
@@ -523,17 +523,27 @@ def _memory_rows(mem: dict, rows: list[dict]) -> None:
 
 
 def _index_scale_rows(x: dict, rows: list[dict]) -> None:
-    at = f"{x['chunks']:,} chunks, {x['segments']} segments ({x['dense']}), load {x['load_before']:.1f}"
-    rows.append({"what": f"index at scale, {at}: query p50 / p95 while a writer adds a document a second",
-                 "value": f"{x['p50_ms']:.0f} / {x['p95_ms']:.0f} ms", "target": "<= 60 / 150 ms at 1M"})
-    rows.append({"what": f"index at scale, {at}: committed -> cited, p50 (max)",
+    at = f"{x['chunks']:,} chunks, {x['segments']} segments ({x['dense']})"
+    load = x.get("load_latency", [x["load_before"]])[0]
+    client = f"; client {x['client_p50_ms']:.0f} / {x['client_p95_ms']:.0f} ms" if "client_p50_ms" in x else ""
+    rows.append({"what": f"index at scale, {at}: query pipeline p50 / p95 while a writer adds a document a second "
+                         f"(questions asked once before; client: submit -> answer read by polling; load {load:.1f})",
+                 "value": f"{x['p50_ms']:.0f} / {x['p95_ms']:.0f} ms{client}", "target": "<= 60 / 150 ms at 1M"})
+    if "cold_p50_ms" in x:
+        rows.append({"what": f"index at scale, {at}: the same, every per-chunk-text cache emptied before each "
+                             f"question (load {x['cold_load_latency'][0]:.1f})",
+                     "value": f"{x['cold_p50_ms']:.0f} / {x['cold_p95_ms']:.0f} ms; client "
+                              f"{x['cold_client_p50_ms']:.0f} / {x['cold_client_p95_ms']:.0f} ms", "target": ""})
+    fresh_load = x.get("load_freshness", [x["load_before"]])[0]
+    rows.append({"what": f"index at scale, {at}: new feed item -> poll -> cited, p50 (max) (load {fresh_load:.1f})",
                  "value": f"{x['freshness_p50_s']:.2f} s ({x['freshness_max_s']:.2f} s)", "target": "<= 5 s at 1M"})
-    rows.append({"what": f"index at scale, {at}: open in a fresh process; RSS open / serving / peak",
+    rows.append({"what": f"index at scale, {at}: open in a fresh process; RSS open / serving / peak "
+                         f"(load {x['load_before']:.1f})",
                  "value": f"{x['open_s']:.1f} s; {x['rss_open_mb']:.0f} / {x['rss_serving_mb']:.0f} / "
                           f"{x['rss_peak_mb']:.0f} MB", "target": "<= 10 s; <= 4 GB at 1M"})
     merge = x["merge"]
     flushed = merge["flushed"][0] if merge["flushed"] else {"rows": 0, "seconds": 0.0}
-    rows.append({"what": f"index at scale, {at}: merge cost (writer's rows flushed; full base build)",
+    rows.append({"what": f"index at scale, {at}: merge cost (writer's rows flushed; full base build of every row)",
                  "value": f"{flushed['rows']} rows {flushed['seconds']:.2f} s; {x['base_build_s']:.0f} s"})
     rows.append({"what": f"index at scale, {at}: ANN recall@10 against exact", "value": f"{x['recall_at_10']:.3f}",
                  "target": ">= 0.95"})

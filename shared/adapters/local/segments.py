@@ -24,6 +24,7 @@ import bisect
 import json
 import math
 import shutil
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -48,23 +49,10 @@ class Postings:
 
     @classmethod
     def build(cls, documents: Iterable[list[str]]) -> Postings:
-        vocab: dict[str, int] = {}
-        term_ids: list[int] = []
-        rows: list[int] = []
-        tfs: list[int] = []
-        lengths: list[int] = []
-        for row, tokens in enumerate(documents):
-            lengths.append(len(tokens))
-            for term, tf in Counter(tokens).items():
-                term_ids.append(vocab.setdefault(term, len(vocab)))
-                rows.append(row)
-                tfs.append(tf)
-        term_arr = np.asarray(term_ids, dtype=np.int64)
-        order = np.argsort(term_arr, kind="stable")  # rows stay ascending within a term
-        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term_arr, minlength=len(vocab)), out=indptr[1:])
-        return cls(vocab, indptr, np.asarray(rows, dtype=np.int32)[order],
-                   np.asarray(tfs, dtype=np.float32)[order], np.asarray(lengths, dtype=np.float32))
+        builder = PostingsBuilder()
+        for tokens in documents:
+            builder.add(tokens)
+        return builder.finish()
 
     def term(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         tid = self.vocab.get(term)
@@ -72,6 +60,54 @@ class Postings:
             return _NO_ROWS, _NO_TFS
         start, end = int(self.indptr[tid]), int(self.indptr[tid + 1])
         return self.rows[start:end], self.tfs[start:end]
+
+
+class PostingsBuilder:
+    """Postings built row by row in bounded memory: each batch of rows is packed into
+    numpy arrays (12 bytes a posting), so a 1M-row segment never holds its token lists
+    or a Python int per posting (about 10 GB at 1M chunks of ~150 words)."""
+
+    _BATCH = 4096
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._lengths = array("f")
+        self._terms = array("q")
+        self._rows = array("i")
+        self._tfs = array("f")
+
+    def add(self, tokens: list[str]) -> None:
+        row = len(self._lengths)
+        self._lengths.append(len(tokens))
+        vocab = self.vocab
+        for term, tf in Counter(tokens).items():
+            self._terms.append(vocab.setdefault(term, len(vocab)))
+            self._rows.append(row)
+            self._tfs.append(tf)
+        if len(self._terms) >= self._BATCH * 64:
+            self._pack()
+
+    def _pack(self) -> None:
+        if self._terms:
+            self._parts.append((np.frombuffer(self._terms, dtype=np.int64).copy(),
+                                np.frombuffer(self._rows, dtype=np.int32).copy(),
+                                np.frombuffer(self._tfs, dtype=np.float32).copy()))
+            self._terms, self._rows, self._tfs = array("q"), array("i"), array("f")
+
+    def finish(self) -> Postings:
+        self._pack()
+        term_arr = np.concatenate([p[0] for p in self._parts]) if self._parts else np.zeros(0, dtype=np.int64)
+        order = np.argsort(term_arr, kind="stable")  # rows stay ascending within a term
+        indptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term_arr, minlength=len(self.vocab)), out=indptr[1:])
+        del term_arr
+        rows = np.concatenate([p[1] for p in self._parts]) if self._parts else np.zeros(0, dtype=np.int32)
+        rows = rows[order]
+        tfs = np.concatenate([p[2] for p in self._parts]) if self._parts else np.zeros(0, dtype=np.float32)
+        tfs = tfs[order]
+        self._parts = []
+        return Postings(self.vocab, indptr, rows, tfs, np.frombuffer(self._lengths, dtype=np.float32).copy())
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int32)
