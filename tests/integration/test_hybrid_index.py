@@ -245,7 +245,7 @@ def test_exact_and_ann_instances_share_one_segment(tmp_path):
 def test_search_many_answers_as_each_search_would_on_one_snapshot(tmp_path, monkeypatch, ann_threshold,
                                                                    one_pass_bytes):
     if one_pass_bytes is not None:  # as a matrix too large for the cache is searched
-        monkeypatch.setattr("shared.adapters.local.index._ONE_PASS_BYTES", one_pass_bytes)
+        monkeypatch.setattr("shared.adapters.local.dense._ONE_PASS_BYTES", one_pass_bytes)
     rng = np.random.default_rng(9)
     words = ["fusion", "ranking", "vectors", "poller", "feeds", "lease", "retry", "tokens"]
     index = HybridIndex(tmp_path / "index", DIM, ann_threshold=ann_threshold)

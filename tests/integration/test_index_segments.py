@@ -264,12 +264,12 @@ def test_a_kill_9_in_the_middle_of_a_merge_loses_nothing_and_duplicates_nothing(
             written = proc.stdout.read().split()
             proc.stdout.close()
         index = HybridIndex(path, DIM, flush_rows=400, merge_factor=2, background_merges=False)
-        documents = {r[0] for r in index._db.connection().execute("SELECT DISTINCT document_id FROM chunks")}
+        documents = {r[0] for r in index.store.connection().execute("SELECT DISTINCT document_id FROM chunks")}
         assert set(written) <= documents  # each printed after its commit: none lost
         view = index.snapshot()
         assert view.size == index.count_chunks() == 100 * len(documents)
         live = view.live_chunk_ids()
-        stored = [r[0] for r in index._db.connection().execute("SELECT chunk_id FROM chunks")]
+        stored = [r[0] for r in index.store.connection().execute("SELECT chunk_id FROM chunks")]
         assert len(live) == len(set(live)) == view.size and set(live) == set(stored)  # none lost, none twice
         for chunk_id, vector in list(index.get_vectors(stored[:: max(1, len(stored) // 5)]).items()):
             assert index.search("", vector, 1, mode="dense")[0].chunk.chunk_id == chunk_id
@@ -358,3 +358,28 @@ def test_a_reader_process_sees_whole_generations_while_another_process_writes_an
         proc.wait()
         proc.stdout.close()
     assert views > 20 and len(manifests) >= 2  # the reader saw the writer's merges land
+
+
+def test_postings_packed_in_batches_are_those_of_one_pass(monkeypatch):
+    # A large segment's postings are packed batch by batch (bounded memory at 1M rows); the
+    # packing must not change a term's rows, their order or their frequencies.
+    from shared.adapters.local.segments import PostingsBuilder
+
+    rng = np.random.default_rng(21)
+    documents = [list(rng.choice(WORDS, int(rng.integers(0, 20)))) for _ in range(300)]
+    whole = PostingsBuilder()
+    for tokens in documents:
+        whole.add(tokens)
+    expected = whole.finish()
+    monkeypatch.setattr(PostingsBuilder, "_BATCH", 1)  # a pack every 64 postings
+    packed = PostingsBuilder()
+    for tokens in documents:
+        packed.add(tokens)
+    got = packed.finish()
+    assert len(packed._parts) == 0 and got.vocab == expected.vocab
+    np.testing.assert_array_equal(got.lengths, [len(t) for t in documents])
+    for term in WORDS:
+        rows, tfs = got.term(term)
+        want = [(r, d.count(term)) for r, d in enumerate(documents) if term in d]
+        assert list(zip(rows.tolist(), tfs.tolist(), strict=True)) == want
+        np.testing.assert_array_equal(rows, expected.term(term)[0])

@@ -88,14 +88,14 @@ def test_a_search_for_nothing_is_answered_before_the_vector_is_read():
 @pytest.fixture
 def counted_index(tmp_path, monkeypatch):
     """A one-document index and the list of how many query rows each exact dense product searched."""
-    from shared.adapters.local import index as local_index
+    from shared.adapters.local import dense as local_dense
 
     embedder = HashingEmbedder()
     index = HybridIndex(tmp_path / "index", dimension=embedder.dimension)
     index.upsert(CORPUS[0].document_id, [CORPUS[0]], embedder.embed([CORPUS[0].text]))
     products: list[int] = []
-    real = local_index._Dense.top_many
-    monkeypatch.setattr(local_index._Dense, "top_many",
+    real = local_dense.ExactSearch.top_many
+    monkeypatch.setattr(local_dense.ExactSearch, "top_many",
                         lambda self, queries, n, dead=None: products.append(len(queries)) or real(self, queries, n, dead))
     return index, embedder, products
 
