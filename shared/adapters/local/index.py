@@ -478,7 +478,7 @@ class HybridIndex:
             if self._use_ann(len(chunk_ids)) and graph.exists():
                 import faiss
 
-                dense: ExactSearch | HnswSearch = HnswSearch(faiss.read_index(str(graph)), self.ef_search)
+                dense: ExactSearch | HnswSearch = HnswSearch(faiss.read_index(str(graph)), self.ef_search, vectors)
             elif self._use_ann(len(chunk_ids)):
                 # written by an instance that searched it exactly: add the graph
                 dense = self._build_hnsw(np.ascontiguousarray(vectors))
