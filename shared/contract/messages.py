@@ -25,12 +25,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from shared.contract import topics
 from shared.contract.errors import SchemaError
 
 
+#: Every message class by its name (the wire's ``type`` attribute), in the order declared:
+#: a subclass of :class:`Message` is registered as it is defined.
+MESSAGE_TYPES: dict[str, type[Message]] = {}
+
+
 class Message(BaseModel):
-    """Base of every message. Subclasses set TOPIC and SCHEMA_VERSION."""
+    """Base of every message. Subclasses set TOPIC (the one place a topic is named: topics.py,
+    the registry of stages and infra/ follow it) and SCHEMA_VERSION."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -38,6 +43,17 @@ class Message(BaseModel):
     SCHEMA_VERSION: ClassVar[int] = 1
     # Earlier versions this build still reads: version -> the body rewritten in the current shape.
     READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        topic = cls.__dict__.get("TOPIC")
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"message {cls.__name__} names no TOPIC")
+        taken = next((other for other in MESSAGE_TYPES.values() if other.TOPIC == topic), None)
+        if cls.__name__ in MESSAGE_TYPES or taken is not None:
+            raise TypeError(f"message {cls.__name__}: its name or topic {topic!r} is already taken")
+        MESSAGE_TYPES[cls.__name__] = cls
 
     def idempotency_key(self) -> str:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
@@ -52,7 +68,7 @@ SourceKind = Literal["feed", "sitemap", "file", "gcs"]
 class FeedPollRequested(Message):
     """Poll these feeds now (all registered feeds when ``feed_urls`` is empty)."""
 
-    TOPIC: ClassVar[str] = topics.FEED_POLL_REQUESTED
+    TOPIC: ClassVar[str] = "feed-poll-requested"
     request_id: str
     feed_urls: list[str] = []
     requested_at: datetime
@@ -76,7 +92,7 @@ class DocumentFetched(Message):
     the document states no title of its own.
     """
 
-    TOPIC: ClassVar[str] = topics.DOCUMENT_FETCHED
+    TOPIC: ClassVar[str] = "document-fetched"
     SCHEMA_VERSION: ClassVar[int] = 2
     READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _fetched_v1}
     document_id: str
@@ -103,7 +119,7 @@ class DocumentDeleted(Message):
     so a late or redelivered delete never removes a newer generation's document.
     """
 
-    TOPIC: ClassVar[str] = topics.DOCUMENT_DELETED
+    TOPIC: ClassVar[str] = "document-deleted"
     SCHEMA_VERSION: ClassVar[int] = 2
     READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
     document_id: str
@@ -118,7 +134,7 @@ class DocumentDeleted(Message):
 class DocumentCleaned(Message):
     """Main text extracted, metadata header prepended; the text is in the blob store."""
 
-    TOPIC: ClassVar[str] = topics.DOCUMENT_CLEANED
+    TOPIC: ClassVar[str] = "document-cleaned"
     document_id: str
     source: SourceKind
     origin: str
@@ -136,7 +152,7 @@ class DocumentCleaned(Message):
 class DocumentIndexed(Message):
     """The document's chunks are searchable (and its older chunks replaced)."""
 
-    TOPIC: ClassVar[str] = topics.DOCUMENT_INDEXED
+    TOPIC: ClassVar[str] = "document-indexed"
     document_id: str
     content_hash: str
     chunk_ids: list[str]
@@ -151,7 +167,7 @@ class DocumentIndexed(Message):
 class QuerySubmitted(Message):
     """A query record was created by the gateway; start the loop."""
 
-    TOPIC: ClassVar[str] = topics.QUERY_SUBMITTED
+    TOPIC: ClassVar[str] = "query-submitted"
     query_id: str
 
     def idempotency_key(self) -> str:
@@ -161,7 +177,7 @@ class QuerySubmitted(Message):
 class QueryTransformed(Message):
     """Iteration ``iteration`` will retrieve with ``query`` and ``sub_queries``."""
 
-    TOPIC: ClassVar[str] = topics.QUERY_TRANSFORMED
+    TOPIC: ClassVar[str] = "query-transformed"
     query_id: str
     iteration: int
     query: str
@@ -174,7 +190,7 @@ class QueryTransformed(Message):
 class ContextsRetrieved(Message):
     """Contexts for this iteration are stored in the query's state."""
 
-    TOPIC: ClassVar[str] = topics.CONTEXTS_RETRIEVED
+    TOPIC: ClassVar[str] = "contexts-retrieved"
     query_id: str
     iteration: int
     context_count: int
@@ -197,7 +213,7 @@ class QueryGraded(Message):
     decision they route on.
     """
 
-    TOPIC: ClassVar[str] = topics.QUERY_GRADED
+    TOPIC: ClassVar[str] = "query-graded"
     SCHEMA_VERSION: ClassVar[int] = 2
     READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _graded_v1}
     query_id: str
@@ -211,31 +227,12 @@ class QueryGraded(Message):
 class AnswerReady(Message):
     """The query ended; its record holds the outcome, answer and citations."""
 
-    TOPIC: ClassVar[str] = topics.ANSWER_READY
+    TOPIC: ClassVar[str] = "answer-ready"
     query_id: str
     outcome: str
 
     def idempotency_key(self) -> str:
         return f"{self.query_id}/answer"
-
-
-MESSAGE_TYPES: dict[str, type[Message]] = {
-    cls.__name__: cls
-    for cls in (
-        FeedPollRequested,
-        DocumentFetched,
-        DocumentDeleted,
-        DocumentCleaned,
-        DocumentIndexed,
-        QuerySubmitted,
-        QueryTransformed,
-        ContextsRetrieved,
-        QueryGraded,
-        AnswerReady,
-    )
-}
-
-TOPIC_OF: dict[type[Message], str] = {cls: cls.TOPIC for cls in MESSAGE_TYPES.values()}
 
 
 def encode(message: Message) -> tuple[bytes, dict[str, str]]:

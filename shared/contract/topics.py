@@ -1,30 +1,38 @@
-"""Every topic name, in one place. infra/ declares the same set (a test checks)."""
+"""Every topic name, derived from the message classes (each declares its ``TOPIC`` once).
+
+The constants are the names the registry of stages and the services write; infra/ declares
+the same set (a test checks).
+"""
 
 from __future__ import annotations
 
-FEED_POLL_REQUESTED = "feed-poll-requested"
-DOCUMENT_FETCHED = "document-fetched"
-DOCUMENT_DELETED = "document-deleted"
-DOCUMENT_CLEANED = "document-cleaned"
-DOCUMENT_INDEXED = "document-indexed"
-QUERY_SUBMITTED = "query-submitted"
-QUERY_TRANSFORMED = "query-transformed"
-CONTEXTS_RETRIEVED = "contexts-retrieved"
-QUERY_GRADED = "query-graded"
-ANSWER_READY = "answer-ready"
-
-ALL_TOPICS: tuple[str, ...] = (
-    FEED_POLL_REQUESTED,
-    DOCUMENT_FETCHED,
-    DOCUMENT_DELETED,
-    DOCUMENT_CLEANED,
-    DOCUMENT_INDEXED,
-    QUERY_SUBMITTED,
-    QUERY_TRANSFORMED,
-    CONTEXTS_RETRIEVED,
-    QUERY_GRADED,
-    ANSWER_READY,
+from shared.contract.messages import (
+    MESSAGE_TYPES,
+    AnswerReady,
+    ContextsRetrieved,
+    DocumentCleaned,
+    DocumentDeleted,
+    DocumentFetched,
+    DocumentIndexed,
+    FeedPollRequested,
+    QueryGraded,
+    QuerySubmitted,
+    QueryTransformed,
 )
+
+FEED_POLL_REQUESTED = FeedPollRequested.TOPIC
+DOCUMENT_FETCHED = DocumentFetched.TOPIC
+DOCUMENT_DELETED = DocumentDeleted.TOPIC
+DOCUMENT_CLEANED = DocumentCleaned.TOPIC
+DOCUMENT_INDEXED = DocumentIndexed.TOPIC
+QUERY_SUBMITTED = QuerySubmitted.TOPIC
+QUERY_TRANSFORMED = QueryTransformed.TOPIC
+CONTEXTS_RETRIEVED = ContextsRetrieved.TOPIC
+QUERY_GRADED = QueryGraded.TOPIC
+ANSWER_READY = AnswerReady.TOPIC
+
+#: One topic per message class, in the order they are declared.
+ALL_TOPICS: tuple[str, ...] = tuple(cls.TOPIC for cls in MESSAGE_TYPES.values())
 
 
 def dead_letter_topic(topic: str) -> str:

@@ -26,7 +26,32 @@ def test_round_trip_keeps_every_field_and_attributes():
 
 
 def test_every_message_type_has_a_known_topic():
-    assert set(messages.TOPIC_OF.values()) <= set(topics.ALL_TOPICS)
+    assert [cls.TOPIC for cls in messages.MESSAGE_TYPES.values()] == list(topics.ALL_TOPICS)
+    assert len(set(topics.ALL_TOPICS)) == len(topics.ALL_TOPICS) == 10
+
+
+def test_a_message_class_declares_its_topic_once_and_is_registered():
+    from typing import ClassVar
+
+    try:
+        class ContextsReranked(messages.Message):
+            TOPIC: ClassVar[str] = "contexts-reranked"
+            query_id: str
+
+            def idempotency_key(self) -> str:
+                return f"{self.query_id}/reranked"
+
+        assert messages.MESSAGE_TYPES["ContextsReranked"] is ContextsReranked
+        data, attrs = messages.encode(ContextsReranked(query_id="q"))
+        assert messages.decode(data, attrs) == ContextsReranked(query_id="q")
+        with pytest.raises(TypeError, match="'contexts-reranked' is already taken"):
+            class Again(messages.Message):
+                TOPIC: ClassVar[str] = "contexts-reranked"
+        with pytest.raises(TypeError, match="names no TOPIC"):
+            class Nameless(messages.Message):
+                query_id: str
+    finally:
+        messages.MESSAGE_TYPES.pop("ContextsReranked", None)
 
 
 @pytest.mark.parametrize(
