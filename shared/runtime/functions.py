@@ -1,4 +1,4 @@
-"""What every Pub/Sub-triggered Cloud Function shares, so each ``main.py`` stays thin.
+"""What every Pub/Sub-triggered Cloud Function shares: its target is made here from the registry.
 
 A stage's entry point receives a CloudEvent: either Eventarc's
 ``google.cloud.pubsub.topic.v1.messagePublished`` or a raw Pub/Sub push
@@ -155,6 +155,22 @@ def check_function_at_start(stage: str, env: dict[str, str] | None = None) -> No
         reason = str(exc)
     if reason:
         raise SystemExit(f"ragbus {stage} function is not ready: {reason}")
+
+
+def pubsub_target(stage: str) -> Callable[[Any], None]:
+    """The functions-framework target of a Pub/Sub stage, made from the registry: a CloudEvent
+    function named after the stage (functions-framework registers a target's signature type by
+    its ``__name__`` when the decorator runs, and looks the target up by that name)."""
+    import functions_framework
+
+    handle = pubsub_entry_point(stage)
+
+    def target(event: Any) -> None:
+        handle(event)
+
+    target.__name__ = target.__qualname__ = stage
+    target.__doc__ = f"Cloud Function entry point of the {stage} (Pub/Sub push as a CloudEvent)."
+    return functions_framework.cloud_event(target)
 
 
 def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> Callable[[Any], None]:

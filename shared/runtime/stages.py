@@ -2,7 +2,9 @@
 
 Each :class:`Stage` says what starts it (Pub/Sub topics, HTTP, GCS events), what
 it publishes, its entry points in the root ``main.py`` and, for a Pub/Sub
-stage, the handler each topic is delivered to. Everything else is derived:
+stage, the handler each topic is delivered to: a Pub/Sub stage's functions-framework
+target is made from this entry (no ``main.py`` of its own); the others name the module
+that defines theirs. Everything else is derived:
 :data:`CONSUMERS` (one per stage and topic; the embedded runtime and the
 emulator topology subscribe these), the stage groups, the stages the emulator
 topology serves, and the table in docs/architecture.md. ``tests/unit/test_stage_registry.py``
@@ -62,6 +64,9 @@ class Stage:
     consumes: tuple[tuple[str, int], ...] = ()
     handler: str = ""  # "package.module:function" for consumed messages
     entry_points: tuple[str, ...] = ()  # targets in the root main.py; the stage's name when empty
+    # The module defining the targets, for a stage whose entry point is not the generated Pub/Sub
+    # one (HTTP, GCS events, the dead-letter recorder); a Pub/Sub stage with a handler needs none.
+    entry_module: str = ""
     # Pushed every dead-letter topic (in the cloud and the emulator topology; the embedded
     # runtime records dead letters in process instead).
     records_dead_letters: bool = False
@@ -74,6 +79,11 @@ class Stage:
         return self.entry_points or (self.name,)
 
     @property
+    def generated_entry_point(self) -> bool:
+        """Its target is made from the registry (:func:`shared.runtime.functions.pubsub_target`)."""
+        return not self.entry_module
+
+    @property
     def consumers(self) -> tuple[Consumer, ...]:
         return tuple(Consumer(self.name, topic, self.handler, workers) for topic, workers in self.consumes)
 
@@ -84,7 +94,7 @@ STAGES: tuple[Stage, ...] = (
           consumes=((topics.FEED_POLL_REQUESTED, 1),), handler="services.feed_poller.handler:handle"),
     Stage("gcs_ingest", "ingestion", "gcs", "announces objects written to or deleted from the documents bucket",
           publishes=(topics.DOCUMENT_FETCHED, topics.DOCUMENT_DELETED),
-          entry_points=("gcs_finalized", "gcs_deleted")),
+          entry_points=("gcs_finalized", "gcs_deleted"), entry_module="services.gcs_ingest.main"),
     # several cleaner/indexer workers let their embedding calls coalesce into larger batches
     Stage("cleaner", "ingestion", "pubsub", "extracts the main text and prepends a metadata header",
           publishes=(topics.DOCUMENT_CLEANED,),
@@ -112,9 +122,9 @@ STAGES: tuple[Stage, ...] = (
           consumes=((topics.QUERY_GRADED, 2),), handler="services.synthesizer.handler:handle",
           needs=("served_model", "embedder")),
     Stage("dead_letters", "operations", "pubsub", "records what Pub/Sub dead-lettered and fails its query",
-          publishes=(), records_dead_letters=True),
+          publishes=(), records_dead_letters=True, entry_module="services.dead_letters.main"),
     Stage("gateway", "front door", "http", "REST, event stream, MCP and the web page; starts queries and polls",
-          publishes=(topics.QUERY_SUBMITTED, topics.FEED_POLL_REQUESTED)),
+          publishes=(topics.QUERY_SUBMITTED, topics.FEED_POLL_REQUESTED), entry_module="services.gateway.main"),
 )
 
 STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}

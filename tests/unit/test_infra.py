@@ -22,7 +22,7 @@ import pytest
 from shared.contract import state_collections, topics
 from shared.contract.config import Settings
 from shared.contract.messages import FeedPollRequested, decode
-from shared.runtime.stages import CONSUMERS
+from shared.runtime.stages import CONSUMERS, STAGE_BY_NAME
 from tests.support import root_main
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
@@ -348,11 +348,18 @@ def test_entry_point_is_exposed_by_root_main(function):
 
 
 def test_stage_entry_points_are_the_stage_functions():
+    import functions_framework._function_registry as registry
+
     main = root_main()
     for name, function in _local("functions").items():
-        if function["trigger"] in ("pubsub", "http"):
-            target = getattr(main, function["entry_point"])
-            module = importlib.import_module(f"services.{function['stage']}.main")
+        stage = STAGE_BY_NAME[function["stage"]]
+        target = getattr(main, function["entry_point"])
+        if stage.generated_entry_point:
+            # made from the registry: a CloudEvent function functions-framework knows by this name
+            assert target.__name__ == function["entry_point"] == stage.name, name
+            assert registry.REGISTRY_MAP[stage.name] == registry.CLOUDEVENT_SIGNATURE_TYPE, name
+        elif function["trigger"] in ("pubsub", "http"):
+            module = importlib.import_module(stage.entry_module)
             assert target is getattr(module, function["stage"]), name
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from shared.contract import topics
@@ -22,12 +23,23 @@ from tests.support import root_main
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 from tests.unit.test_infra import _local
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "architecture.md"
 TABLE_START, TABLE_END = "<!-- stage-table:start -->", "<!-- stage-table:end -->"
 
 
 def test_the_root_main_exposes_exactly_the_registered_entry_points():
     assert sorted(root_main().__all__) == sorted(ENTRY_POINTS)
+
+
+def test_a_pubsub_stage_needs_no_entry_module_of_its_own():
+    for stage in STAGES:
+        if stage.generated_entry_point:
+            assert stage.trigger == "pubsub" and stage.handler and stage.targets == (stage.name,), stage.name
+            assert not (ROOT / "services" / stage.name / "main.py").exists(), f"{stage.name}: main.py is generated"
+        else:
+            module = importlib.import_module(stage.entry_module)
+            assert all(callable(getattr(module, t)) for t in stage.targets), stage.name
 
 
 def test_infra_deploys_each_registered_entry_point_with_its_trigger_and_publishers():
