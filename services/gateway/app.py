@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import html
 import json
 import logging
 import math
@@ -30,7 +31,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -51,6 +52,7 @@ from shared.query.api import (
     wait_for_query_async,
 )
 from shared.query.record import QueryRecord
+from shared.runtime.stages import QUERY_EVENT_SOURCES
 
 log = logging.getLogger("ragbus.gateway")
 
@@ -205,7 +207,7 @@ class _Api:
     # ------------------------------------------------------------ page
 
     async def page(self, request: Request) -> Response:
-        return FileResponse(WEB_DIR / "index.html", media_type="text/html", headers=_PAGE_HEADERS)
+        return HTMLResponse(page_html(), headers=_PAGE_HEADERS)
 
     async def sample(self, request: Request) -> Response:
         """The bundled sample corpus, as `ragbus demo` fed it: its citations open here."""
@@ -572,6 +574,19 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
     # json.dumps never emits a raw newline, so the payload is one data line.
     lines.append("data: " + json.dumps(data, ensure_ascii=False))
     return "\n".join(lines) + "\n\n"
+
+
+_STAGE_EVENTS_META = '<meta name="ragbus-stage-events" content="">'
+
+
+@functools.cache
+def page_html() -> str:
+    """index.html with the stage registry's event sources, which its script listens for."""
+    page = (WEB_DIR / "index.html").read_text(encoding="utf-8")
+    if _STAGE_EVENTS_META not in page:
+        raise RuntimeError(f"{WEB_DIR / 'index.html'} lost its {_STAGE_EVENTS_META}")
+    return page.replace(_STAGE_EVENTS_META, _STAGE_EVENTS_META.replace(
+        'content=""', f'content="{html.escape(",".join(QUERY_EVENT_SOURCES))}"'))
 
 
 def event_name(event: dict[str, Any]) -> str:

@@ -134,6 +134,11 @@ CONSUMERS: tuple[Consumer, ...] = tuple(c for s in STAGES for c in s.consumers)
 
 INGESTION_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.group == "ingestion" and s.consumes)
 QUERY_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.group == "query")
+#: The sources of a query's live events, each the name of its events on the stream (a record
+#: event's stage): the gateway that starts the query, each query stage, the runtime that ends
+#: one (a timeout, a dead letter) and "message" for an event without a stage. The gateway puts
+#: this list in its page, which listens for exactly these.
+QUERY_EVENT_SOURCES: tuple[str, ...] = ("gateway", *QUERY_STAGES, "runtime", "message")
 # The emulator topology runs one server per Pub/Sub or HTTP stage (GCS events have no emulator).
 SERVED_STAGES: tuple[str, ...] = tuple(s.name for s in STAGES if s.trigger in ("pubsub", "http"))
 ENTRY_POINTS: tuple[str, ...] = tuple(t for s in STAGES for t in s.targets)

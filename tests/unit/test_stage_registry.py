@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 from shared.contract import topics
@@ -11,6 +12,7 @@ from shared.runtime.dispatch import handle_delivery
 from shared.runtime.stages import (
     CONSUMERS,
     ENTRY_POINTS,
+    QUERY_EVENT_SOURCES,
     QUERY_STAGES,
     SERVED_STAGES,
     STAGE_BY_NAME,
@@ -99,3 +101,15 @@ def test_a_query_stage_publishes_only_what_the_registry_says():
     assert set(published_by) == set(QUERY_STAGES)
     for stage, published in published_by.items():
         assert published <= set(STAGE_BY_NAME[stage].publishes), stage
+
+
+def test_the_page_listens_for_every_query_stage_the_registry_has():
+    from services.gateway.app import page_html
+
+    page = page_html()
+    (listed,) = re.findall(r'<meta name="ragbus-stage-events" content="([^"]*)">', page)
+    assert listed.split(",") == list(QUERY_EVENT_SOURCES)
+    assert set(QUERY_STAGES) <= set(listed.split(","))
+    script = (ROOT / "services" / "gateway" / "web" / "app.js").read_text()
+    assert 'meta[name="ragbus-stage-events"]' in script
+    assert not re.search(r'"transformer"|"retriever"|"grader"|"synthesizer"', script), "app.js names stages again"

@@ -4,7 +4,10 @@
 "use strict";
 
 (function () {
-  const STAGE_EVENTS = ["gateway", "transformer", "retriever", "grader", "synthesizer", "runtime", "message"];
+  // The gateway writes the stage registry's event sources into the page (QUERY_EVENT_SOURCES).
+  const STAGE_EVENTS = (document.querySelector('meta[name="ragbus-stage-events"]')?.content || "")
+    .split(",").filter(Boolean);
+  if (!STAGE_EVENTS.length) console.error("ragbus: the page lists no stage events; live progress will not show");
   const OUTCOMES = {
     answered: "Answered",
     answered_with_caveat: "Answered, with a caveat",
