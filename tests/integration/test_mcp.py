@@ -17,6 +17,7 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
+from shared.runtime.stages import QUERY_STAGES
 from tests.scripted_loop import ANSWER, CONTEXTS, ScriptedLoop
 
 
@@ -89,7 +90,7 @@ def test_a_tool_refuses_the_question_while_a_stage_of_the_process_is_unready(dep
     grade_model.shipped_model()  # the real file's model, read before it is swapped
     monkeypatch.setattr(grade_model, "MODEL_FILE", tmp_path / "missing-grade_model.json")
     grade_model.shipped_model.cache_clear()
-    handle = serve(deps, "127.0.0.1", 0, stages=["transformer", "retriever", "grader", "synthesizer"])
+    handle = serve(deps, "127.0.0.1", 0, stages=list(QUERY_STAGES))
     try:
         async def session_run():
             async with (

@@ -30,7 +30,7 @@ from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop
 
 OPENAI = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "RAGBUS_OPENAI_MODEL": "m"}
-NON_GRADING = (*INGESTION_STAGES, "transformer", "retriever", "synthesizer", "dead_letters", "gateway", "gcs_ingest")
+NON_GRADING = tuple(s.name for s in STAGES if "grade_model" not in s.needs)
 
 
 def _write_stale(path):
