@@ -560,9 +560,10 @@ def test_other_message_types_are_refused(world):
 def test_main_entry_point_dispatches_a_pubsub_push_event(world, monkeypatch):
     from cloudevents.http import CloudEvent
 
-    from services.feed_poller import main
     from shared.runtime import functions
+    from tests.support import root_main
 
+    main = root_main()  # the feed poller's target is made from the registry
     serve(world, [item(1)])
     monkeypatch.setattr(functions, "_deps", world.deps())
     data, attributes = encode(request(FEED))
