@@ -51,7 +51,7 @@ def _ask(url: str, question: str) -> dict:
 
 # (question, a string the answer must quote, the cited source's URL ends with)
 ANSWERED = [
-    ("How does BM25 saturate term frequency?", "saturation", "bm25-ranking-explained.html"),
+    ("How does BM25 saturate term frequency?", "then levels off", "bm25-ranking-explained.html"),
     ("How many dimensions do all-MiniLM-L6-v2 vectors have?", "384-dimensional", "dense-retrieval-sentence-embeddings.html"),
     ("Which HTTP status code does the server send when the feed has not changed?", "304 Not Modified",
      "conditional-http-requests-for-feed-polling.md"),

@@ -210,3 +210,71 @@ def test_a_heading_with_a_name_holding_digits_is_not_an_item():
     items = {text: item for text, item in passage_pieces(body)}
     assert items["What BM25 cannot do"] is False
     assert items["Major changes in 1.20.1 (2022-11-15)"] is True  # a version and a date are figures
+
+
+# ------------------------------------------------------- lists, field lists, sections
+
+
+def test_a_list_of_short_items_is_quoted_with_its_lead_in():
+    body = ("Provides the platform-specific path delimiter:\n\n- ; for Windows\n- : for POSIX\n\n"
+            "For example, on POSIX the PATH value is split at each colon.\n")
+    assert [q.text for q in quotable_sentences(body)][0] == (
+        "Provides the platform-specific path delimiter: ; for Windows; : for POSIX")
+    # items that are sentences of their own stay apart from the lead-in
+    long_items = ("The naive count has two problems:\n\n"
+                  "- Every term counts the same, even the words found in almost every document.\n"
+                  "- Long documents win by volume, as they hold more words of every kind.\n")
+    assert [q.text for q in quotable_sentences(long_items)] == [
+        "Every term counts the same, even the words found in almost every document.",
+        "Long documents win by volume, as they hold more words of every kind."]
+
+
+def test_a_field_list_of_a_text_file_is_quoted_whole():
+    body = ("5.3.1. LZMA2\n\nLZMA2 is an extension on top of the original LZMA.\n\n"
+            "Filter ID: 0x21\nSize of Filter Properties: 1 byte\nChanges size of data: Yes\n")
+    sentences = quotable_sentences(body)
+    assert sentences[-1].text == "Filter ID: 0x21; Size of Filter Properties: 1 byte; Changes size of data: Yes"
+    assert {q.heading for q in sentences} == {"LZMA2"}
+    answer = _read("What Filter ID does LZMA2 have?", body)
+    assert "Filter ID: 0x21" in _quoted(answer)[0]
+
+
+def test_a_connective_opening_a_section_stands_alone_but_a_pronoun_still_leans():
+    body = ("### PIP_CONFIG_FILE\n\nAdditionally, the environment variable PIP_CONFIG_FILE names a "
+            "configuration file that is loaded last.\n\n### Model\n\nIt produces 384-dimensional vectors for every sentence.\n")
+    connective, pronoun = quotable_sentences(body)
+    assert not connective.leans_back and pronoun.leans_back
+
+
+def test_a_sentence_leaning_on_a_list_is_not_quoted_with_the_lists_last_item():
+    body = ("Raw counting has three problems:\n\n"
+            "- Every term counts the same, even words found in almost every document.\n"
+            "- Counts grow without limit however often a word is repeated.\n"
+            "- Long documents win by volume, as they hold more words of every kind.\n\n"
+            "BM25 addresses these with term frequency saturation and length normalisation.\n\n"
+            "Term frequency saturation and k1\n\n"
+            "The fraction tf times k1 plus one over tf plus k1 rises quickly for the first occurrences of "
+            "a term and then levels off.\n")
+    sentences = quotable_sentences(body)
+    assert [q.leans_on_list for q in sentences] == [False, False, False, True, False]
+    assert sentences[-1].heading == "Term frequency saturation and k1"
+    answer = _read("How does BM25 saturate term frequency?", body)
+    assert _quoted(answer)[0].startswith("The fraction tf times k1"), answer.text
+    assert not any("Long documents" in s for s in _quoted(answer)), answer.text
+
+
+def test_an_identifiers_parts_tie_it_to_the_question_words():
+    from shared.query.reading.extractive import term_set
+
+    assert {"pip", "config", "file"} <= term_set("Set PIP_CONFIG_FILE to a path.")
+    body = ("User: $HOME/.config/pip/pip.conf, which respects the XDG_CONFIG_HOME environment variable.\n\n"
+            "### PIP_CONFIG_FILE\n\nAdditionally, the environment variable PIP_CONFIG_FILE can be used to "
+            "specify a configuration file that is loaded last.\n")
+    answer = _read("What environment variable sets the pip config file location?", body)
+    assert "PIP_CONFIG_FILE" in _quoted(answer)[0], answer.text
+
+
+def test_who_is_answered_by_a_role_as_by_a_name():
+    assert sentence_states("The report is assigned a primary handler who fixes it.",
+                           "Who coordinates the fix and release?") is True
+    assert sentence_states("pstree shows the running processes as a tree.", "Who maintains pstree?") is False

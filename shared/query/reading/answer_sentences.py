@@ -69,6 +69,17 @@ _REFERRING_PHRASES = (
     "the same", "the above", "the following", "the latter", "the former",
 )
 _REFERRING_PREFIXES = tuple(p + " " for p in _REFERRING_PHRASES)
+# Openers that link to the text before without standing for anything in it: under a heading
+# ("### PIP_CONFIG_FILE" / "Additionally, the environment variable PIP_CONFIG_FILE can ...")
+# the sentence says all it means.
+_CONNECTIVES = frozenset(
+    """
+    however but and or also so thus therefore hence instead otherwise then still yet moreover
+    furthermore additionally similarly likewise consequently accordingly nevertheless nonetheless
+    meanwhile conversely besides finally lastly next again indeed alternatively overall
+    """.split()
+)
+_CONNECTIVE_PREFIXES = ("in addition ", "for example ", "for instance ", "in contrast ", "by contrast ")
 # "At that scale", "In this case", "For these reasons", "Because of this", "All of them":
 # only prepositions (or a quantifier and "of") before a demonstrative or a pronoun.
 _LEAD_IN = frozenset(
@@ -172,6 +183,9 @@ _TABLE_ROW = re.compile(r"^\|(.+)\|$")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
 _ITEM = re.compile(r"^(?:[-*•·▪◦]|\d{1,2}[.)])\s+")
 _SENTENCE_CLOSE = re.compile(r"[.!?:;][\"'”’)\]]*$")
+# A field of a text file's field list: "Filter ID: 0x21", "Size of Filter Properties: 1 byte" (a short
+# name, a colon, a value that is no sentence).
+_FIELD = re.compile(r"^[A-Za-z][\w .()/-]{0,40}:\s+[^:]{1,60}$")
 # A wrapped line is long: text files wrap at 72-80 columns, and a heading or a label is short.
 WRAPPED_LINE = 40
 
@@ -187,6 +201,10 @@ def _is_term(text: str) -> bool:
 
 # An option as a manual's definition list names it: "--repeat", "-v or --verbose", "--path "PATH(S)"".
 _OPTION_TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[ =][^.!?:;]{0,40})?$")
+
+
+def _is_field(line: str) -> bool:
+    return bool(_FIELD.match(line)) and not _SENTENCE_CLOSE.search(line) and not _OPTION_TERM.match(line)
 
 
 def _continues(line: str, following: str) -> bool:
@@ -246,6 +264,14 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
             out.append((f"{line}: {following}", True))
             n += 2
             continue
+        elif _is_field(line) and _is_field(following):
+            # a field list: its fields read together ("Filter ID: 0x21; Size of Filter Properties: 1 byte")
+            flush()
+            fields = [line]
+            while n + 1 < len(lines) and _is_field(lines[n + 1]):
+                n += 1
+                fields.append(lines[n])
+            out.append(("; ".join(fields), True))
         elif _ITEM.match(line):
             flush()
             term = _ITEM.sub("", line)
@@ -298,6 +324,13 @@ def opens_with_reference(sentence: str) -> bool:
     # a back-pointing "these"/"this is" in the sentence's first clause
     first_clause = re.split(r"[,;:]\s", text, maxsplit=1)[0]
     return bool(_BACK_POINTER.search(" ".join(first_clause.split()[:12])))
+
+
+def opens_with_connective(sentence: str) -> bool:
+    """True when ``sentence`` opens with a linking word or phrase ("Additionally, ...", "For example,
+    ...") rather than a word standing for something named before ("It ...", "These ...")."""
+    words = [w.lower() for w in _words(sentence.lstrip("\"'“‘(").strip())[:3]]
+    return bool(words) and (words[0] in _CONNECTIVES or (" ".join(words) + " ").startswith(_CONNECTIVE_PREFIXES))
 
 
 # "X AND Y" (written in capitals to stress it), or "..., and how/what/who ..." starting a new question.

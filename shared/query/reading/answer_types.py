@@ -142,6 +142,15 @@ _HOW_ADJ = re.compile(
 _WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when\s+(?:was|were|did|will|would)|since\s+when|in\s+what\s+year|"
                    r"in\s+which\s+year|what\s+year)\b", re.IGNORECASE)
 _WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b(?P<rest>.*)", re.IGNORECASE)
+# A person's role after an article: "a primary handler", "the release team", "the maintainers".
+_ROLE = re.compile(r"\b(?:a|an|the)\s+(?:[a-z][\w-]*\s+){0,2}?(?P<role>[a-z]{3,}(?:er|or|ist|ian)s?|team|teams|"
+                   r"committee|group|person|people|staff)\b")
+# Words ending like a role that name no one.
+_NOT_ROLES = frozenset("""other others number numbers order orders error errors vector vectors factor factors parameter
+    parameters header headers buffer buffers filter filters folder folders layer layers character characters letter
+    letters matter manner former latter further either neither never after under over later power color colour
+    behavior behaviour register registers identifier identifiers pointer pointers marker markers counter counters
+    cluster clusters container containers interior exterior mirror mirrors minor major super cover river water""".split())
 _WHAT_THE = re.compile(
     r"^\W*(?:\w+\s+)?(?:(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be)|how\s+(?:does|do|did))\s+"
     # "the price", or a name whose possessive was dropped ("What is Tesla('s) stock price")
@@ -647,6 +656,10 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
             return True
         return kind == QUANTITY and bool(_CURRENCY.search(sentence))
     if kind == NAME:
+        for m in _ROLE.finditer(sentence):
+            # "Who coordinates the fix?" - "... is assigned a primary handler": a role answers "who" as a name does
+            if m["role"].lower() not in _NOT_ROLES and stem(m["role"]) not in question_terms:
+                return True
         words = tokenize(sentence)
         for i, word in enumerate(words):
             if not word[:1].isupper() or word in _NAME_FILLERS or word.lower() in _MONTHS or len(word) < 2:

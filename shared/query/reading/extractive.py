@@ -35,6 +35,7 @@ from shared.contract.text import strip_header
 from shared.query.reading.answer_sentences import (
     answer_sentence,
     heading_like,
+    opens_with_connective,
     opens_with_reference,
     passage_pieces,
     question_parts,
@@ -115,8 +116,9 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
 
 
 def term_set(text: str) -> set[str]:
-    """Stems of every word of ``text`` and of the parts of hyphenated words
-    ("all-MiniLM-L6-v2" also gives "minilm"); stopwords included: membership tests only."""
+    """Stems of every word of ``text`` and of the parts of hyphenated and snake_case words
+    ("all-MiniLM-L6-v2" also gives "minilm", "PIP_CONFIG_FILE" "config"); stopwords included:
+    membership tests only."""
     return set(_term_set(text))
 
 
@@ -127,8 +129,9 @@ def _term_set(text: str) -> frozenset[str]:
     out = set()
     for w in tokenize(text):
         out.add(stem(w))
-        if "-" in w:
-            out.update(stem(part) for part in w.split("-") if part)
+        if "-" in w or "_" in w:
+            # an identifier's parts tie it to a question in words ("the pip config file" is PIP_CONFIG_FILE)
+            out.update(stem(part) for part in re.split(r"[-_]", w) if part)
     return frozenset(out)
 
 
@@ -159,10 +162,20 @@ class QuotableSentence:
     text: str  # cleaned for quoting, at most about 400 characters
     leans_back: bool  # opens by pointing at the sentence before it
     stems: frozenset[str]  # term_set(text)
+    # leans back on a list ("BM25 addresses these with ..." after three items): the sentence before
+    # it is the list's last item, not what it points at, so it cannot be quoted with its antecedent
+    leans_on_list: bool = False
+    # the heading of its section in the passage ("Term frequency saturation and k1"), "" when the passage
+    # shows none: what the section is about, which its sentences need not repeat
+    heading: str = ""
 
 
 # A list item, table row or definition up to this long is quoted whole, its sentences together.
 MAX_ITEM_CHARS = 400
+# A list whose items are all this short ("; for Windows", "C99") is quoted with its lead-in as one
+# piece ("Provides the platform-specific path delimiter: ; for Windows; : for POSIX"): an item alone
+# is a fragment, and the lead-in alone (it ends in a colon) says nothing.
+SHORT_ITEM_CHARS = 60
 
 # Passages whose quotable sentences are kept: a query reads ten, and the same chunks come
 # back question after question; about 8 KB each (text, sentences, stems) for a 1.4 KB chunk,
@@ -191,18 +204,67 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
             pieces.append((text, True))
         else:
             pieces.extend((sentence, False) for sentence in sentences)
+    pieces = _lists_with_their_lead_ins(pieces)
+    heading = ""
     for position, (piece, item) in enumerate(pieces):
         sentence = answer_sentence(piece, item=item)
         if sentence is None:
+            if not item and (title := _section_title(piece)):
+                heading = title
             continue  # fragments, headings, questions, lead-ins to a list are not answers
         if len(sentence) > 400:
             sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
         leans = opens_with_reference(sentence)
-        if leans and _names_its_heading(sentence) and (position == 0 or heading_like(pieces[position - 1][0])):
-            leans = False  # "This package contains ..." under the package's heading: the heading is what it names
+        first_of_section = position == 0 or _is_heading(pieces[position - 1][0])
+        if leans and first_of_section and (_names_its_heading(sentence) or opens_with_connective(sentence)):
+            # "This package contains ..." under the package's heading: the heading is what it names;
+            # "Additionally, the variable X ..." opening a section links to nothing it needs
+            leans = False
+        on_list = leans and not item and position > 0 and pieces[position - 1][1]
         # (_term_set's own cache is for whole passages; these stems are kept here)
-        out.append(QuotableSentence(position, sentence, leans, _term_set.__wrapped__(sentence)))
+        out.append(QuotableSentence(position, sentence, leans, _term_set.__wrapped__(sentence), on_list, heading))
     return tuple(out)
+
+
+_SECTION_NUMBER = re.compile(r"^(?:#+\s*)?(?:\d+(?:\.\d+)*\.?\s+)?")
+# A heading is a short line that is no sentence: "Term frequency saturation and k1", "5.3.1. LZMA2".
+MAX_HEADING_CHARS = 80
+
+
+def _section_title(piece: str) -> str:
+    """The title ``piece`` gives its section when it is a heading (a Markdown heading, or a short line
+    that neither ends as a sentence nor leads into a list), else ""."""
+    text = " ".join(piece.split())
+    if not text or len(text) > MAX_HEADING_CHARS or text.endswith((":", ".", "!", "?", ";", ",")):
+        return ""
+    title = _SECTION_NUMBER.sub("", text).strip("`*_ ")
+    return title if len(tokenize(title)) <= 10 else ""
+
+
+def _is_heading(piece: str) -> bool:
+    return piece.lstrip().startswith("#") or heading_like(piece)
+
+
+def _lists_with_their_lead_ins(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """``pieces`` with each list of short items joined to the sentence that leads into it (see
+    :data:`SHORT_ITEM_CHARS`); other pieces as they are."""
+    out: list[tuple[str, bool]] = []
+    n = 0
+    while n < len(pieces):
+        text, item = pieces[n]
+        end = n + 1
+        while end < len(pieces) and pieces[end][1]:
+            end += 1
+        items = [t.strip() for t, _ in pieces[n + 1:end]]
+        if (not item and text.rstrip().endswith(":") and len(items) >= 2
+                and all(len(t) <= SHORT_ITEM_CHARS for t in items)
+                and len(text) + sum(len(t) + 2 for t in items) <= MAX_ITEM_CHARS):
+            out.append((f"{text.rstrip()} {'; '.join(items)}", True))
+            n = end
+            continue
+        out.append((text, item))
+        n += 1
+    return out
 
 
 _DETERMINER_USE = re.compile(r"^(?:this|these)\s+(?!(?:is|are|was|were|means|has|have|can|will|way|also|one)\b)[a-z][\w-]*\s",
@@ -224,6 +286,8 @@ class _Candidate:
     text: str
     leans_back: bool  # opens by pointing at the sentence before it
     stems: frozenset[str]
+    leans_on_list: bool = False  # see QuotableSentence
+    heading: str = ""  # see QuotableSentence
 
 
 def _candidate_sentences(
@@ -232,7 +296,8 @@ def _candidate_sentences(
     out: list[_Candidate] = []
     for ctx in contexts:
         for sentence in quotable_sentences(ctx.text)[:per_context]:
-            out.append(_Candidate(ctx.number, sentence.position, sentence.text, sentence.leans_back, sentence.stems))
+            out.append(_Candidate(ctx.number, sentence.position, sentence.text, sentence.leans_back, sentence.stems,
+                                  sentence.leans_on_list, sentence.heading))
             if len(out) >= total:
                 return out
     return out
@@ -494,7 +559,7 @@ def _read(
         out: list[int] = []
         while candidates[i].leans_back:
             j = at.get((candidates[i].number, candidates[i].position - 1))
-            if j is None or len(out) == 2:
+            if j is None or len(out) == 2 or candidates[i].leans_on_list:
                 return None
             out.insert(0, j)
             i = j
@@ -511,6 +576,10 @@ def _read(
         """What is quoted for ``i``: with the sentences it leans on, which say what "it" is."""
         return " ".join(candidates[j].text for j in unit(i))
 
+    def read_text(i: int) -> str:
+        heading = candidates[i].heading
+        return f"{heading}: {quoted_text(i)}" if heading else quoted_text(i)
+
     usable = [i for i in range(len(candidates)) if antecedents(i) is not None]
     if not usable:
         return _abstention(language)
@@ -518,7 +587,10 @@ def _read(
                      dtype=np.float32)
     pair_overlap = overlap.copy()
     for i in usable:
-        pair_overlap[i] = max(overlap[j] for j in unit(i))
+        # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
+        # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
+        held = frozenset().union(*(candidates[j].stems for j in unit(i)), _term_set(candidates[i].heading))
+        pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
     cheap = 0.6 * pair_overlap + 0.4 * prior
     asks_fact = fact_check is not None and fact_check("", query) is not None
     states = np.zeros(len(candidates), dtype=np.float32)  # +1 states the asked value, -1 lacks it, 0 unknown
@@ -531,7 +603,8 @@ def _read(
     if not pool:
         return _abstention(language)
     cosine = np.zeros(len(candidates), dtype=np.float32)
-    cosine[pool] = sentence_embed([quoted_text(i) for i in pool]) @ question_vector
+    # each read under its section's heading, as a reader of the document reads it
+    cosine[pool] = sentence_embed([read_text(i) for i in pool]) @ question_vector
     relevance = np.full(len(candidates), -1.0, dtype=np.float32)
     shape = np.array([_shape_score(query, quoted_text(i)) for i in pool], dtype=np.float32)
     rank = np.array([1.0 / candidates[i].number for i in pool], dtype=np.float32)
@@ -633,7 +706,8 @@ _ASKS_CODE = re.compile(r"\b(?:command|install\w*|download\w*|url|link|where|get
 
 
 def _bigrams(text: str) -> set[tuple[str, str]]:
-    words = [stem(w) for w in tokenize(text) if w.lower() not in STOPWORDS]
+    # an identifier's parts in its order: "PIP_CONFIG_FILE" says "config file" as the question may
+    words = [stem(part) for w in tokenize(text) if w.lower() not in STOPWORDS for part in re.split(r"[-_]", w) if part]
     return set(zip(words, words[1:], strict=False))
 
 
