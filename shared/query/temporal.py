@@ -55,14 +55,14 @@ _LAST_WEEK = re.compile(
 _THIS_MONTH = re.compile(r"\b(this month|diesen monat|diesem monat|ce mois[- ]ci|ce mois|este mes)\b")
 _LAST_MONTH = re.compile(
     r"\b(last month|past month|previous month|letzten monat|letzter monat|vergangenen monat|le mois dernier|"
-    r"mois dernier|el mes pasado|mes pasado)\b"
+    r"mois dernier|le mois passe|mois passe|el mes pasado|mes pasado)\b"
 )
 _THIS_YEAR = re.compile(r"\b(this year|dieses jahr|diesem jahr|cette annee|este ano)\b")
 _LAST_YEAR = re.compile(r"\b(last year|past year|letztes jahr|letzten jahr|vergangenes jahr|l annee derniere|"
-                        r"annee derniere|el ano pasado|ano pasado)\b")
+                        r"annee derniere|l annee passee|annee passee|l an dernier|l an passe|el ano pasado|ano pasado)\b")
 _TODAY = re.compile(r"\b(today|heute|aujourd hui|hoy)\b")
-_SINCE = re.compile(rf"\b(?:since|seit|depuis|desde)\s+(?:(?:le|el|la|dem|den)\s+)?(?:(?:mois|mes)\s+de\s+)?"
-                    rf"(?P<month>{_MONTH})?\b\s*(?P<year>{_YEAR})?\b")
+_SINCE = re.compile(rf"\b(?:since|seit|depuis|desde)\s+(?:(?:le|el|la|l|dem|den)\s+)?(?:(?:mois|mes)\s+de\s+)?"
+                    rf"(?:(?:jahr|annee|ano)\s+)?(?P<month>{_MONTH})?\b\s*(?:de\s+)?(?P<year>{_YEAR})?\b")
 _IN_MONTH = re.compile(rf"\b(?:in|im|en|au mois de|en el mes de)\s+(?P<month>{_MONTH})\s+(?:de\s+)?(?P<year>{_YEAR})\b")
 _MONTH_YEAR = re.compile(rf"\b(?P<month>{_MONTH})\s+(?:de\s+)?(?P<year>{_YEAR})\b")
 _IN_YEAR = re.compile(rf"\b(?:in|im jahr|im jahre|en|en el ano|durante|during|throughout)\s+(?P<year>{_YEAR})\b")

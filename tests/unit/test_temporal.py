@@ -101,3 +101,49 @@ def test_newest_first_moves_the_latest_of_the_equally_on_topic_hits_to_the_front
 def test_may_with_its_year_is_the_month():
     assert read_time("What shipped in its May 2025 release?", NOW).since == d(2025, 5, 1)
     assert read_time("Was kam im Mai 2025?", NOW).until == d(2025, 6, 1)
+
+
+# Each phrase the reader knows, in each of the four languages (issue 27's check: each phrase, each language).
+_RANGES = {
+    "latest": (d(2026, 8, 28, 15, 30), None), "recent": (d(2026, 8, 28, 15, 30), None),
+    "today": (d(2026, 11, 26), None), "this week": (d(2026, 11, 23), None), "last week": (d(2026, 11, 19), None),
+    "this month": (d(2026, 11, 1), None), "last month": (d(2026, 10, 1), d(2026, 11, 1)),
+    "this year": (d(2026, 1, 1), None), "last year": (d(2025, 1, 1), d(2026, 1, 1)),
+    "since March": (d(2026, 3, 1), None), "since June 2025": (d(2025, 6, 1), None),
+    "since 2025": (d(2025, 1, 1), None), "in 2025": (d(2025, 1, 1), d(2026, 1, 1)),
+    "in March 2025": (d(2025, 3, 1), d(2025, 4, 1)),
+}
+_PHRASES = {
+    "de": [("latest", "Was ist die neueste CUDA-Version?"), ("recent", "Was wurde kürzlich über NCCL veröffentlicht?"),
+           ("today", "Was wurde heute veröffentlicht?"), ("this week", "Was hat sich diese Woche geändert?"),
+           ("last week", "Was kam in der letzten Woche?"), ("this month", "Was kam diesen Monat?"),
+           ("last month", "Was geschah im vergangenen Monat?"), ("this year", "Was kam dieses Jahr?"),
+           ("last year", "Was kam im letzten Jahr?"), ("since March", "Was hat sich seit März geändert?"),
+           ("since June 2025", "Was hat sich seit Juni 2025 geändert?"), ("since 2025", "Was gibt es seit 2025?"),
+           ("in 2025", "Was schrieb der Blog im Jahr 2025?"), ("in March 2025", "Was erschien im März 2025?")],
+    "fr": [("latest", "Quelle est la dernière version de CUDA ?"), ("recent", "Qu'a-t-on publié récemment sur NCCL ?"),
+           ("today", "Qu'a-t-on publié aujourd'hui ?"), ("this week", "Qu'est-ce qui a changé cette semaine ?"),
+           ("last week", "Qu'a-t-on annoncé la semaine passée ?"), ("this month", "Qu'est-il sorti ce mois-ci ?"),
+           ("last month", "Que s'est-il passé le mois passé ?"), ("this year", "Qu'est-il sorti cette année ?"),
+           ("last year", "Qu'est-il sorti l'an dernier ?"), ("last year", "Qu'est-il sorti l'année passée ?"),
+           ("since March", "Qu'est-ce qui a changé depuis mars ?"),
+           ("since June 2025", "Qu'est-ce qui a changé depuis juin 2025 ?"),
+           ("since 2025", "Qu'est-ce qui a changé depuis l'année 2025 ?"), ("in 2025", "Qu'a dit le blog en 2025 ?"),
+           ("in March 2025", "Qu'est-il sorti en mars 2025 ?")],
+    "es": [("latest", "¿Cuál es la última versión de CUDA?"), ("recent", "¿Qué se publicó recientemente sobre NCCL?"),
+           ("today", "¿Qué se publicó hoy?"), ("this week", "¿Qué cambió esta semana?"),
+           ("last week", "¿Qué se anunció la semana pasada?"), ("this month", "¿Qué salió este mes?"),
+           ("last month", "¿Qué pasó el mes pasado?"), ("this year", "¿Qué salió este año?"),
+           ("last year", "¿Qué salió el año pasado?"), ("since March", "¿Qué cambió desde marzo?"),
+           ("since June 2025", "¿Qué cambió desde junio de 2025?"), ("since 2025", "¿Qué cambió desde el año 2025?"),
+           ("in 2025", "¿Qué dijo el blog en el año 2025?"), ("in March 2025", "¿Qué salió en marzo de 2025?")],
+}
+
+
+@pytest.mark.parametrize(("language", "kind", "question"),
+                         [(lang, kind, q) for lang, rows in _PHRASES.items() for kind, q in rows])
+def test_every_phrase_in_german_french_and_spanish(language, kind, question):
+    reading = read_time(question, NOW)
+    assert reading is not None, question
+    assert (reading.since, reading.until) == _RANGES[kind], (language, question)
+    assert {lang for lang, rows in _PHRASES.items() if kind in dict(rows)} == set(_PHRASES)
