@@ -245,7 +245,7 @@ def transform_query(
     )
     fallback = source != "model"
     why = failure if proposed is None else source.removeprefix("fallback: ")
-    time_filter = question_time_filter(record, now, proposed)
+    time_filter = question_time_filter(record, now, proposed) if settings.time_filter else None
     if time_filter is not None:
         rewritten = without_month_year(rewritten, original, now)
 

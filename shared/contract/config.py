@@ -326,6 +326,11 @@ class Settings:
     top_k: int = setting("RAGBUS_TOP_K", 10, Whole(1), "contexts kept per iteration")
     query_timeout_s: float = setting("RAGBUS_QUERY_TIMEOUT_S", 60.0, Seconds(),
                                      "a query not answered by then ends `timed_out`")
+    # issue 27: off, time words are only words, with the month and year a provider adds (the old proxy)
+    time_filter: bool = setting(
+        "RAGBUS_TIME_FILTER", True, Flag(),
+        "read the question's time words (\"latest\", \"last week\", \"in 2025\") as a published-date filter; "
+        "`0` searches them as words, with the month and year the model adds")
     thresholds: GradeThresholds = _group(GradeThresholds)
     # bus
     max_delivery_attempts: int = setting("RAGBUS_MAX_DELIVERY_ATTEMPTS", 5, Whole(1),

@@ -152,3 +152,24 @@ def test_refinement_rule_without_model():
     assert refinement_without_model(request) == "what is RRF fusion"
     request = RefineRequest("what is RRF", "x", "weak", ["rank lists", "RRF"])
     assert refinement_without_model(request) == "what is RRF rank lists"
+
+
+def test_time_words_become_a_date_filter_unless_the_setting_turns_it_off():
+    from shared.contract.config import Settings, load_settings
+
+    rewrite = Transformation("latest CUDA news November 2026")
+    loop = make_loop(CORPUS, ScriptedLLM(transforms=[rewrite]))
+    loop.submit("What is the latest CUDA news?")
+    loop.deliver(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert record["time_filter"]["phrase"] == "latest" and record["filters"]["since"]
+    assert _transformed(loop)[0].query == "latest CUDA news"  # the date is a filter, not words
+
+    off = make_loop(CORPUS, ScriptedLLM(transforms=[rewrite]), settings=Settings(time_filter=False))
+    off.submit("What is the latest CUDA news?")
+    off.deliver(QuerySubmitted(query_id="q1"))
+    record = off.record()
+    assert "time_filter" not in record and "filters" not in record
+    assert _transformed(off)[0].query == "latest CUDA news November 2026"  # the old proxy, words only
+    assert load_settings({"RAGBUS_TIME_FILTER": "0"}).time_filter is False
+    assert load_settings({}).time_filter is True
