@@ -253,3 +253,37 @@ def test_a_model_provider_s_rewrite_returns_the_date_range_in_its_json():
     assert filters == {"since": "2026-11-19T00:00:00+00:00"}
     inverted = Transformation("q", published_since="2026-10-01", published_until="2026-01-01")
     assert question_time_filter(_record("What shipped during the autumn?"), NOW, inverted) is None
+
+
+def test_a_recent_window_holding_only_other_topics_is_widened_to_the_question_s_topic(tmp_path):
+    """"The latest" over a corpus of many topics: the last 90 days hold posts, none about the product
+    asked for, whose last post is from April. Searching the window alone answered with another
+    product's post; the window is widened until it holds the topic, and the record says why."""
+    from services.retriever.handler import retrieve_contexts
+    from services.transformer.handler import question_time_filter
+    from shared.contract.messages import QueryTransformed
+
+    embedder = HashingEmbedder()
+    index = HybridIndex(tmp_path / "index", embedder.dimension)
+    posts = [("nvshmem-2026-04", "2026-04-12", "NVSHMEM 3.5 adds multi-node NVLink support for device puts."),
+             ("nvshmem-2025-10", "2025-10-12", "NVSHMEM 3.3 adds team collectives for device puts."),
+             ("graphs-2026-11", "2026-11-20", "CUDA graphs now capture conditional nodes in the latest toolkit."),
+             ("nccl-2026-11", "2026-11-18", "NCCL 2.29 is the latest release and adds copy-engine collectives.")]
+    for doc, published, text in posts:
+        chunk = Chunk(chunk_id=f"{doc}:0", document_id=doc, ordinal=0, text=text, title=doc,
+                      url=f"https://blog.example/{doc}", published=published, source="feed",
+                      origin="https://blog.example/feed")
+        index.upsert(doc, [chunk], embedder.embed([text]))
+    deps = Deps(Settings(home=tmp_path), publisher=RecordingPublisher(), state=SqliteStateStore(tmp_path / "s.db"),
+                clock=FakeClock(NOW), embedder=embedder, index=index)
+    record = _record("What is the latest NVSHMEM release for device puts?")
+    record.filters, record.time_filter = question_time_filter(record, NOW)
+    deps.state.put(state_collections.QUERIES, record.id, record.to_doc())
+    retrieve_contexts(QueryTransformed(query_id=record.id, iteration=0, query=record.original_query),
+                      state=deps.state, publisher=deps.publisher, clock=deps.clock, embedder=embedder, index=index,
+                      settings=deps.settings)
+    stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, record.id))
+    assert stored.time_filter["widened"] == ["since 2026-05-30", "since 2025-12-01"]
+    assert stored.entry(0).contexts[0]["document_id"] == "nvshmem-2026-04"
+    assert "found nothing on its topic, widened: since 2026-05-30 -> since 2025-12-01" in stored.events[-1]["detail"]
+    index.close()
