@@ -250,6 +250,10 @@ def _source(value: str | None) -> str | None:
             raise FilterError(f"source {value!r}: use an http(s) URL, gs://bucket/prefix or a folder")
         if scheme == "file":
             return _folder(value[len("file://"):])
+        if "@" in value.split("://", 1)[1].split("/", 1)[0]:
+            # No feed or sitemap is stored with credentials (adding one is refused), so this matches
+            # nothing, and the record, the event and the span would keep the password.
+            raise FilterError("source carries credentials; remove the user:password@ part")
         return value
     return _folder(value)
 

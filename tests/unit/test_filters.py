@@ -61,13 +61,14 @@ def test_until_of_a_date_is_the_end_of_that_day():
         ({"source": "\x00"}, "control character"),
         ({"source": "https://x/\x1b[2J"}, "control character"),
         ({"where": ["vendor=nv\x00"]}, "control character"),
+        ({"source": "https://reader:s3cret@blog.example/feed"}, "carries credentials"),
     ],
 )
 def test_bad_input_is_one_clear_error_naming_the_field(kwargs, names):
     with pytest.raises(FilterError) as caught:
         Filters.parse(now=NOW, **kwargs)
     assert names in str(caught.value)
-    assert "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value) and "s3cret" not in str(caught.value)
 
 
 def test_from_dict_refuses_unknown_keys_and_wrong_types():
