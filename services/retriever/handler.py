@@ -347,7 +347,8 @@ def retrieve_contexts(
 
     annotate(context_count=len(contexts), sub_query_count=len(subs), sub_queries_succeeded=len(succeeded),
              query=None if settings.redact_query_text else message.query,
-             filters=filters.key if filters is not None else None)
+             filters=filters.describe() if filters is not None else None,
+             time_widened=" -> ".join(widened) if widened else None)
     detail = f"{len(contexts)} contexts"
     if filters is not None:
         detail += f" (filters: {filters.describe()})"

@@ -129,3 +129,21 @@ def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
     table = run_cli(home, "traces", COLUMNS="200").stdout
     assert record["id"][:8] in table and "volcano report" in table and record["id"] not in table
     assert run_cli(home, "trace", record["id"][:8]).stdout.splitlines()[0] == lines[0]
+
+
+def test_the_trace_shows_the_filters_and_the_time_read_from_the_question(system, tmp_path):
+    local, home = system
+    folder = str(tmp_path / "docs")
+    record = wait_for_query(local.deps, submit_query(local.deps, "What is the latest volcano report?", top_k=2,
+                                                     filters={"source": folder}).id, 60).to_doc()
+    trace.get_tracer_provider().force_flush()
+    lines = run_cli(home, "trace", record["id"]).stdout.splitlines()
+    (transformed,) = [line for line in lines if "transformer.query-submitted process" in line]
+    assert "time 'latest'" in transformed
+    retrieved = [line for line in lines if "retriever.query-transformed process" in line]
+    assert len(retrieved) == len(record["iterations"])
+    # The files carry no published date: the 90 days "latest" reads leave nothing, and the trace
+    # says how the range was widened before the search that found the contexts.
+    assert record["time_filter"]["widened"][-1] == "any date"
+    widened = " -> ".join(record["time_filter"]["widened"])
+    assert f"filters: source {folder}, widened: {widened}" in retrieved[0], retrieved[0]
