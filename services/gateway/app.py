@@ -35,8 +35,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from services.gateway.conversations import Conversations, unknown_conversation
 from services.gateway.guard import RequestGuard
 from services.gateway.mcp_server import build_mcp_server
+from services.gateway.openai_compat import ChatCompletions, error_body, is_openai_path
 from services.gateway.openapi import openapi_document
 from shared.contract.config import check_api_token
 from shared.contract.deps import Deps
@@ -45,6 +47,7 @@ from shared.query.api import (
     POLL_MAX_S,
     POLL_MIN_S,
     TOP_K_RANGE,
+    ConversationNotFound,
     get_query,
     search_documents,
     submit_query,
@@ -68,7 +71,7 @@ KEEPALIVE_S = 15.0
 HEALTH_THREADS = 4
 _LARGEST_FLOAT = int(sys.float_info.max)
 # "question" is the name everywhere (CLI, MCP, page); "query" is its old name here, still accepted.
-_QUERY_FIELDS = ("question", "top_k", "max_iterations", "wait_s", "filters", "query")
+_QUERY_FIELDS = ("question", "top_k", "max_iterations", "wait_s", "filters", "conversation_id", "query")
 #: GET /v1/search's filter parameters (``where`` repeats: where=key=value).
 _SEARCH_FILTERS = ("source", "since", "until", "kind", "where")
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
@@ -139,6 +142,8 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
         Route("/v1/queries/{query_id}/events", api.events, methods=["GET"]),
         Route("/v1/queries/{query_id}/trace", api.trace, methods=["GET"]),
         Route("/v1/search", api.search, methods=["GET"]),
+        *Conversations(deps).routes(),
+        *ChatCompletions(deps, api._unready_stages).routes(),
         Route("/v1/dead-letters", api.dead_letters, methods=["GET", "DELETE"]),
         Route("/v1/dead-letters/retry", api.retry_dead_letters, methods=["POST"]),
         Route("/v1/dead-letters/{letter_id}", api.purge_dead_letter, methods=["DELETE"]),
@@ -165,11 +170,15 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"{request.method} is not allowed on {request.url.path}; see /openapi.json"
     else:
         message = str(exc.detail)
+    if is_openai_path(request.url.path):
+        return JSONResponse(error_body(exc.status_code, message), exc.status_code, headers=dict(exc.headers or {}))
     return error(exc.status_code, message, headers=dict(exc.headers or {}))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    if is_openai_path(request.url.path):
+        return JSONResponse(error_body(500, "internal error in the gateway; the details are in its log"), 500)
     return error(500, "internal error in the gateway; the details are in its log")
 
 
@@ -291,10 +300,13 @@ class _Api:
                     max_iterations=body.get("max_iterations"),
                     field=field,
                     filters=body.get("filters"),
+                    conversation_id=body.get("conversation_id"),
                 )
             )
         except InvalidInput as exc:
             return error(400, str(exc))
+        except ConversationNotFound:
+            return error(404, unknown_conversation(str(body["conversation_id"])))
         except RetryableError as exc:
             return error(503, str(exc), headers={"Retry-After": "2"})
         query_id = record.id
@@ -307,6 +319,7 @@ class _Api:
             {
                 "id": query_id,
                 "status": record.status,
+                "conversation_id": record.conversation_id,
                 "status_url": status_url,
                 "events_url": f"{status_url}/events",
             },

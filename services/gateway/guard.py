@@ -34,6 +34,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from services.gateway.openai_compat import error_body, is_openai_path
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
@@ -69,7 +71,7 @@ class RequestGuard:
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             status, message, extra = refusal
-            await _send_error(send, status, message, extra)
+            await _send_error(send, status, message, extra, openai_shape=is_openai_path(scope.get("path", "")))
             return
         await self.app(scope, receive, send)
 
@@ -107,6 +109,8 @@ def _body_hint(method: str, path: str) -> str:
     hint naming ``question`` there sends the caller looking for a field that does not exist."""
     if method == "POST" and path.rstrip("/") == "/v1/queries":
         return '; send JSON like {"question": "your question"}'
+    if is_openai_path(path):
+        return '; send JSON like {"model": "ragbus", "messages": [{"role": "user", "content": "your question"}]}'
     if path.startswith("/v1/dead-letters"):
         return "; the body may be empty"
     return ""
@@ -131,8 +135,9 @@ def _proxy_hint(origin: str, host: str, scope: Scope) -> str:
     return ""
 
 
-async def _send_error(send, status: int, message: str, extra: dict[str, str]) -> None:
-    body = json.dumps({"error": message}).encode()
+async def _send_error(send, status: int, message: str, extra: dict[str, str], *, openai_shape: bool = False) -> None:
+    # OpenAI-compatible clients read only OpenAI's error shape (the SDKs show error.message)
+    body = json.dumps(error_body(status, message) if openai_shape else {"error": message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in extra.items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -31,6 +31,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from shared.query.api import (
     TOP_K_RANGE,
+    ConversationNotFound,
     answer_summary,
     contexts_summary,
     submit_query,
@@ -81,15 +82,20 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         version="0.1.0",
     ))
 
-    async def run_loop(question: str, top_k: int | None, filters: dict[str, Any] | None = None) -> QueryRecord:
+    async def run_loop(question: str, top_k: int | None, filters: dict[str, Any] | None = None,
+                       conversation_id: str | None = None) -> QueryRecord:
         if reasons := await anyio.to_thread.run_sync(unready):
             raise ToolError("not ready, so no question is taken: "
                             + "; ".join(f"{stage}: {reason}" for stage, reason in reasons.items()))
         try:
             record = await anyio.to_thread.run_sync(
-                lambda: submit_query(deps, question, top_k=top_k, field="question", filters=filters))
+                lambda: submit_query(deps, question, top_k=top_k, field="question", filters=filters,
+                                     conversation_id=conversation_id))
         except InvalidInput as exc:
             raise ToolError(str(exc)) from exc
+        except ConversationNotFound as exc:
+            raise ToolError(f"no conversation with id {conversation_id!r} (it may have expired with its "
+                            "queries); leave conversation_id out to start one") from exc
         except RetryableError as exc:
             raise ToolError(f"the query could not be started: {exc}") from exc
         return await wait_for_query_async(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S)
@@ -121,15 +127,21 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         description=(
             "Answer a question from the indexed documents. Returns the answer text, its "
             "numbered citations (title, url, document and chunk ids), the outcome "
-            "(answered, answered_with_caveat, not_answerable, failed, timed_out) and the query id. "
-            + _FILTERS_DESCRIPTION
+            "(answered, answered_with_caveat, not_answerable, failed, timed_out), the query id and the "
+            "conversation id. To ask a follow-up question (\"and what is its maximum?\"), send the "
+            "conversation_id the previous answer returned: the question is read in the light of the "
+            "earlier turns (standalone_question says how). " + _FILTERS_DESCRIPTION
         ),
     )
     async def ask(question: str | None = None, source: str | None = None, since: str | None = None,
-                  until: str | None = None, where: dict[str, str] | None = None) -> dict[str, Any]:
+                  until: str | None = None, where: dict[str, str] | None = None,
+                  conversation_id: str | None = None) -> dict[str, Any]:
         if question is None:  # as POST /v1/queries says it, not the SDK's validation text
             raise ToolError(_MISSING_QUESTION)
-        return answer_summary(await run_loop(question, None, _filters(source, since, until, where)))
+        record = await run_loop(question, None, _filters(source, since, until, where), conversation_id)
+        doc = record.to_doc()
+        return {**answer_summary(record), "conversation_id": doc.get("conversation_id"),
+                "standalone_question": doc.get("standalone_question")}
 
     return server
 
@@ -152,7 +164,7 @@ def _filters(source: str | None, since: str | None, until: str | None,
 _MISSING_QUESTION = 'missing \'question\'; send {"question": "your question"}'
 #: The arguments each tool takes ("query" is search_documents' old name for "question").
 _TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", "until", "where"},
-          "ask": {"question", "source", "since", "until", "where"}}
+          "ask": {"question", "source", "since", "until", "where", "conversation_id"}}
 
 
 def _checked_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +178,7 @@ def _checked_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
                 validate_query_text(out[field], max_chars=sys.maxsize, field=field)
         if out.get("top_k") is not None:
             out["top_k"] = validate_int(out["top_k"], "top_k", TOP_K_RANGE)
-        for field in ("source", "since", "until"):
+        for field in ("source", "since", "until", "conversation_id"):
             value = out.get(field)
             if value is not None and (not isinstance(value, str) or not value.isprintable()):
                 raise InvalidInput(f"'{field}' must be printable text, got {value!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.gateway import conversations, openai_compat
 from shared.contract.config import Settings
 from shared.query.api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
 
@@ -107,6 +108,11 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                     "above 60 are treated as 60.",
                 },
                 "filters": {"$ref": "#/components/schemas/Filters"},
+                "conversation_id": {
+                    "type": "string",
+                    "description": "Continue this conversation (the id an earlier question returned): "
+                    "the question is read in the light of its earlier turns. Leave it out to start one.",
+                },
             },
         },
         "Filters": {
@@ -557,6 +563,9 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             }
         },
     }
+    for fragment in (conversations.openapi_fragment(), openai_compat.openapi_fragment()):
+        schemas.update(fragment["schemas"])
+        paths.update(fragment["paths"])
     return {
         "openapi": "3.1.0",
         "info": {

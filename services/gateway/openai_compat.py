@@ -1,0 +1,574 @@
+"""The OpenAI-compatible face of the gateway: ``GET /v1/models`` and ``POST /v1/chat/completions``.
+
+Chat front ends (Open WebUI, LibreChat), the ``openai`` SDKs and agent frameworks
+(LangChain's ``ChatOpenAI``, LlamaIndex's ``OpenAILike``) speak the OpenAI Chat
+Completions API, so this module maps it onto the same query operation as
+``POST /v1/queries``: the last user message is the question, the user/assistant turns
+before it are the conversation it follows (``history``), and the assistant message is
+the query's answer, its citations appended as numbered Markdown links and given
+structured in ``citations``. An abstention is an ordinary assistant message saying so;
+a query that failed or ran out of time is an error, in OpenAI's error shape
+(``{"error": {"message", "type", "param", "code"}}``, the shape every client parses).
+
+What the Chat Completions API has and ragbus has not: a system prompt cannot change
+how ragbus answers (its prompts hold the injection rules), so system and developer
+messages are read and set aside; ``temperature``, ``max_tokens`` and the other sampling
+arguments are accepted and ignored (the loop's own prompts set them); arguments that
+ask for something ragbus cannot give (``n`` > 1, log probabilities, audio, a JSON
+``response_format``) are refused by name rather than silently not honoured.
+
+Request shapes are pydantic models, so the OpenAPI document is generated from them
+(:func:`openapi_fragment`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput, RetryableError
+from shared.query import api
+from shared.query.record import QueryRecord
+
+log = logging.getLogger("ragbus.gateway")
+
+#: Chat front ends send the whole conversation every turn; the history ragbus keeps of it is
+#: bounded by the conversation settings, this only bounds what is read off the socket.
+MAX_CHAT_BODY_BYTES = 1024 * 1024
+MAX_MESSAGES = 1000
+# A query ends by its deadline (readers expire it): waiting a little longer always sees it end.
+_WAIT_GRACE_S = 2.0
+KEEPALIVE_S = 10.0
+#: Answer text is sent in pieces of about this many characters (whole words), so a chat
+#: front end shows it arriving; the loop writes the answer whole, at the end.
+_PIECE_CHARS = 48
+_OWNER = "ragbus"
+#: The models a client may name: the loop as configured, and the loop without refinement
+#: (one retrieve-and-grade pass: quicker, at the cost of the questions a rewrite would rescue).
+MODELS: dict[str, dict[str, Any]] = {
+    "ragbus": {},
+    "ragbus-quick": {"max_iterations": 0},
+}
+_TOKENS = re.compile(r"\w+|[^\w\s]")
+_SOURCES_BLOCK = re.compile(r"\n\nSources:\n(?:\d+\. [^\n]*(?:\n|$))+\Z")
+# pydantic names the member of a union it tried in the error's location: not an argument's name
+_UNION_TAG = re.compile(r"(str|int|float|bool|list\[.*\]|dict\[.*\]|TextPart)\Z")
+_SAFE_URL = re.compile(r"https?://[^\s<>]+\Z", re.IGNORECASE)
+
+
+# ------------------------------------------------------------------ request shapes
+
+
+class TextPart(BaseModel):
+    """One part of a message's content; only text parts can be read."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    """A message of the conversation. ``name``, ``tool_calls`` and the like are accepted and not used."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    include_usage: bool | None = None
+
+
+class ChatFilters(BaseModel):
+    """The ``filters`` object of ``POST /v1/queries`` (issue 27), as an extension field."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    source: str | None = None
+    since: str | None = None
+    until: str | None = None
+    kind: str | None = None
+    where: dict[str, str] | list[str] | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    """The OpenAI Chat Completions request, plus ragbus's ``filters``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    model: str = Field(description="`ragbus`, or another id from GET /v1/models.")
+    messages: list[ChatMessage] = Field(
+        min_length=1, max_length=MAX_MESSAGES,
+        description="The conversation: the last user message is the question, the user and assistant "
+                    "messages before it are the conversation it follows. System messages are read and set aside.")
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    filters: ChatFilters | None = Field(
+        default=None, description="ragbus extension: search only documents matching these filters "
+                                  "(the `filters` object of POST /v1/queries).")
+    # Accepted and ignored: the loop's own prompts set how its model samples and how long it writes.
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    user: str | None = None
+    metadata: dict[str, Any] | None = None
+    store: bool | None = None
+    logit_bias: dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    reasoning_effort: str | None = None
+    service_tier: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    verbosity: str | None = None
+    # Refused when set to what ragbus cannot give (checked in _refused_arguments).
+    n: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    response_format: dict[str, Any] | None = None
+    modalities: list[str] | None = None
+    audio: dict[str, Any] | None = None
+
+
+# ------------------------------------------------------------------ errors
+
+
+class ChatError(Exception):
+    """An error to answer in OpenAI's shape."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers
+
+
+def error_type(status: int) -> str:
+    """OpenAI's error ``type`` for an HTTP status."""
+    return {401: "authentication_error", 403: "permission_error", 404: "invalid_request_error",
+            429: "rate_limit_exceeded"}.get(status, "invalid_request_error" if status < 500 else "server_error")
+
+
+def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type(status), "param": param, "code": code}}
+
+
+def openai_error(exc: ChatError) -> JSONResponse:
+    return JSONResponse(error_body(exc.status, exc.message, param=exc.param, code=exc.code),
+                        status_code=exc.status, headers=exc.headers)
+
+
+#: Paths whose errors (the guard's too) are in OpenAI's shape: their clients read no other.
+OPENAI_PATHS = ("/v1/chat/", "/v1/models")
+
+
+def is_openai_path(path: str) -> bool:
+    return path.startswith(OPENAI_PATHS)
+
+
+# ------------------------------------------------------------------ parsing
+
+
+async def _read_request(request: Request) -> ChatCompletionRequest:
+    size = 0
+    chunks: list[bytes] = []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_CHAT_BODY_BYTES:
+            raise ChatError(413, f"the body is larger than {MAX_CHAT_BODY_BYTES} bytes; send fewer or shorter "
+                                 "messages (ragbus reads only the last turns of a conversation anyway)")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ChatError(400, "the body is not UTF-8; send UTF-8 encoded JSON") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise ChatError(400, f"the body is not a JSON chat completion request ({str(exc)[:120]})") from None
+    if not isinstance(body, dict):
+        raise ChatError(400, 'the body must be a JSON object like {"model": "ragbus", "messages": [...]}')
+    try:
+        return ChatCompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        raise _validation_error(exc) from None
+
+
+def _validation_error(exc: ValidationError) -> ChatError:
+    """The first problem pydantic found, as one line naming the argument (``messages[2].role``)."""
+    first = exc.errors(include_url=False)[0]
+    loc = [part for part in first["loc"] if not (isinstance(part, str) and _UNION_TAG.match(part))]
+    param = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    if first["type"] == "extra_forbidden":
+        if param.startswith("filters."):
+            return ChatError(400, f"filters: unknown filter {param.split('.', 1)[1]!r}; send source, since, until, "
+                                  "kind or where", param=param)
+        return ChatError(400, f"unrecognized request argument {param!r}; ragbus takes the OpenAI chat "
+                              "completion arguments and 'filters'", param=param)
+    if first["type"] == "missing":
+        return ChatError(400, f"missing required argument {param!r}", param=param)
+    if param.endswith(".role") and first["type"] == "literal_error":
+        return ChatError(400, f"{param} is {first['input']!r}; ragbus reads system, developer, user and assistant "
+                              "messages (it calls no tools)", param=param)
+    shown = json.dumps(first["input"], ensure_ascii=False)[:60] if _jsonable(first["input"]) else "?"
+    return ChatError(400, f"{param}: {first['msg']} (got {shown})", param=param)
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _refused_arguments(req: ChatCompletionRequest) -> None:
+    """Arguments set to something ragbus cannot give: refused by name, never silently not honoured."""
+    if req.n not in (None, 1):
+        raise ChatError(400, f"n is {req.n}; ragbus gives one answer per question (send n 1 or leave it out)",
+                        param="n")
+    if req.logprobs or req.top_logprobs:
+        param = "logprobs" if req.logprobs else "top_logprobs"
+        raise ChatError(400, "ragbus gives no log probabilities (its answer is assembled from several model "
+                             "calls, or written without a model)", param=param)
+    if req.modalities and set(req.modalities) - {"text"} or req.audio is not None:
+        raise ChatError(400, "ragbus answers in text only", param="modalities" if req.audio is None else "audio")
+    if req.response_format is not None and req.response_format.get("type") not in (None, "text"):
+        raise ChatError(400, f"response_format {req.response_format.get('type')!r} is not available: ragbus answers "
+                             "in text, its citations in the 'citations' field", param="response_format")
+    if req.model not in MODELS:
+        raise ChatError(404, f"the model {req.model!r} does not exist here; use one of "
+                             f"{', '.join(MODELS)} (GET /v1/models)", param="model", code="model_not_found")
+
+
+def message_text(message: ChatMessage, index: int) -> str:
+    """The message's text: the string, or its text parts joined; other parts are refused."""
+    if message.content is None:
+        return ""
+    if isinstance(message.content, str):
+        return message.content
+    texts = []
+    for n, part in enumerate(message.content):
+        if part.type != "text" or part.text is None:
+            raise ChatError(400, f"messages[{index}].content[{n}] is a {part.type!r} part; ragbus reads text only",
+                            param=f"messages[{index}].content[{n}]")
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def strip_sources(answer: str) -> str:
+    """An earlier answer as history: without the sources block this endpoint appended to it."""
+    return _SOURCES_BLOCK.sub("", answer).rstrip()
+
+
+def conversation(messages: list[ChatMessage]) -> tuple[str, int, list[dict[str, str]]]:
+    """``(question, its message index, history)`` from OpenAI ``messages``.
+
+    The question is the last user message; the history pairs each earlier user message
+    with the assistant messages that answered it (``""`` when none did). Nothing but system
+    messages may follow the question: an assistant message there would be an answer ragbus
+    was asked to continue, which it cannot do."""
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    if not users:
+        raise ChatError(400, "the messages hold no user message; send the question as the last "
+                             '{"role": "user", "content": "..."}', param="messages", code="missing_user_message")
+    last = users[-1]
+    after = [i for i in range(last + 1, len(messages)) if messages[i].role == "assistant"]
+    if after:
+        raise ChatError(400, f"messages[{after[0]}] is an assistant message after the last user message; "
+                             "ragbus answers the last user message, so send it last", param=f"messages[{after[0]}]")
+    history: list[dict[str, str]] = []
+    for i, message in enumerate(messages[:last]):
+        text = message_text(message, i)
+        if message.role == "user" and text.strip():
+            history.append({"question": text, "answer": ""})
+        elif message.role == "assistant" and history and text.strip():
+            answer = strip_sources(text)
+            previous = history[-1]["answer"]
+            history[-1]["answer"] = f"{previous}\n\n{answer}" if previous else answer
+        # system/developer messages, empty ones, and an assistant greeting before any question: not a turn
+    return message_text(messages[last], last), last, history
+
+
+# ------------------------------------------------------------------ responses
+
+
+def count_tokens(text: str) -> int:
+    """Words and punctuation marks: ragbus's own count, not any model's tokenizer (see README)."""
+    return len(_TOKENS.findall(text))
+
+
+def _markdown_link(title: str, url: str) -> str:
+    shown = " ".join((title or url or "untitled").split())
+    shown = re.sub(r"([\\\[\]*_`<>])", r"\\\1", shown)
+    if not _SAFE_URL.match(url or ""):
+        return shown  # a javascript: or relative address never becomes a link in a chat client
+    href = url.replace("(", "%28").replace(")", "%29")
+    return f"[{shown}]({href})"
+
+
+def content_of(record: QueryRecord) -> str:
+    """The assistant message: the answer, then its sources as numbered Markdown links."""
+    # A quoted document's ![image](...) would be fetched by a Markdown renderer as the answer shows:
+    # made plain text, so no document can make a chat client load an address.
+    answer = (record.answer or "").replace("![", "!\\[")
+    if not record.citations:
+        return answer
+    lines = [f"{c['id']}. {_markdown_link(c.get('title') or '', c.get('url') or '')}" for c in record.citations]
+    return answer + "\n\nSources:\n" + "\n".join(lines)
+
+
+def _extension(record: QueryRecord) -> dict[str, Any]:
+    doc = record.to_doc()
+    return {
+        "query_id": record.id,
+        "conversation_id": doc.get("conversation_id"),
+        "outcome": record.outcome,
+        "question": record.original_query,
+        "standalone_question": doc.get("standalone_question"),
+        "filters": doc.get("filters"),
+        "status_url": f"/v1/queries/{record.id}",
+        "trace_url": f"/v1/queries/{record.id}/trace",
+    }
+
+
+def _usage(prompt_tokens: int, content: str) -> dict[str, int]:
+    completion = count_tokens(content)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+            "total_tokens": prompt_tokens + completion}
+
+
+def _ended_error(record: QueryRecord) -> ChatError | None:
+    """A query that ended without an answer, as the error a client retries or reports."""
+    if record.status != "answered":
+        log.warning("chat completion of query %s: %s (%s)", record.id, record.status, record.error)
+    if record.status == "timed_out" or not record.ended:
+        return ChatError(504, f"the question was not answered in time ({record.error or 'deadline passed'}); "
+                              f"query {record.id}", code="timed_out")
+    if record.status == "failed":
+        return ChatError(500, f"the question could not be answered: {record.error or 'the query failed'} "
+                              f"(query {record.id})", code="query_failed")
+    return None
+
+
+def _gone(query_id: str) -> ChatError:
+    return ChatError(500, f"the record of query {query_id} went away before it ended (purged?)", code="query_failed")
+
+
+def _created(record: QueryRecord) -> int:
+    try:
+        return int(datetime.fromisoformat(str(record.to_doc().get("created_at"))).timestamp())
+    except ValueError:
+        return int(time.time())
+
+
+# ------------------------------------------------------------------ routes
+
+
+class ChatCompletions:
+    """The endpoints, bound to one Deps. ``unready`` names the stages of this process that
+    cannot work (the same check as POST /v1/queries)."""
+
+    def __init__(self, deps: Deps, unready: Callable[[], dict[str, str]] = dict) -> None:
+        self.deps = deps
+        self.unready = unready
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/models", self.list_models, methods=["GET"]),
+            Route("/v1/models/{model_id:path}", self.read_model, methods=["GET"]),
+            Route("/v1/chat/completions", self.complete, methods=["POST"]),
+        ]
+
+    async def list_models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [_model(name) for name in MODELS]})
+
+    async def read_model(self, request: Request) -> Response:
+        name = request.path_params["model_id"]
+        if name not in MODELS:
+            return openai_error(ChatError(404, f"the model {name!r} does not exist here; use one of "
+                                               f"{', '.join(MODELS)}", param="model", code="model_not_found"))
+        return JSONResponse(_model(name))
+
+    async def complete(self, request: Request) -> Response:
+        try:
+            req = await _read_request(request)
+            _refused_arguments(req)
+            question, index, history = conversation(req.messages)
+            record = await self._submit(req, question, index, history)
+        except ChatError as exc:
+            return openai_error(exc)
+        prompt_tokens = sum(count_tokens(message_text(m, i)) for i, m in enumerate(req.messages))
+        wait_s = self.deps.settings.query_timeout_s + _WAIT_GRACE_S
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        if req.stream:
+            return StreamingResponse(
+                self._chunks(req.model, record, wait_s, prompt_tokens, include_usage),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        try:
+            record = await api.wait_for_query_async(self.deps, record.id, wait_s)
+        except api.QueryNotFound:
+            return openai_error(_gone(record.id))
+        failure = _ended_error(record)
+        if failure is not None:
+            return openai_error(failure)
+        content = content_of(record)
+        return JSONResponse({
+            "id": f"chatcmpl-{record.id}",
+            "object": "chat.completion",
+            "created": _created(record),
+            "model": req.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None},
+                         "logprobs": None, "finish_reason": "stop"}],
+            "usage": _usage(prompt_tokens, content),
+            "citations": list(record.citations),
+            "ragbus": _extension(record),
+        })
+
+    async def _submit(self, req: ChatCompletionRequest, question: str, index: int,
+                      history: list[dict[str, str]]) -> QueryRecord:
+        reasons = await anyio.to_thread.run_sync(self.unready)
+        if reasons:
+            raise ChatError(503, "not ready, so no question is taken: " + "; ".join(
+                f"{stage}: {reason}" for stage, reason in reasons.items()) + " (GET /readyz says the same)",
+                code="not_ready", headers={"Retry-After": "2"})
+        filters = req.filters.model_dump(exclude_none=True) if req.filters is not None else None
+        options = MODELS[req.model]
+        try:
+            return await anyio.to_thread.run_sync(lambda: api.submit_query(
+                self.deps, question, field=f"messages[{index}].content", filters=filters or None,
+                history=history or None, **options))
+        except InvalidInput as exc:
+            message = str(exc)
+            param = f"messages[{index}].content" if f"messages[{index}].content" in message else None
+            if message.startswith("filters"):
+                param = "filters"
+            raise ChatError(400, message, param=param) from None
+        except RetryableError as exc:
+            raise ChatError(503, str(exc), code="unavailable", headers={"Retry-After": "2"}) from None
+
+    async def _chunks(self, model: str, record: QueryRecord, wait_s: float, prompt_tokens: int,
+                      include_usage: bool) -> AsyncIterator[str]:
+        """``chat.completion.chunk`` events: the role at once (a front end shows it is working), a
+        keep-alive comment while the loop runs, then the answer in pieces, then ``[DONE]``."""
+        head = {"id": f"chatcmpl-{record.id}", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": model}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+            body = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                    **extra}
+            return "data: " + json.dumps(body, ensure_ascii=False) + "\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        give_up_at = time.monotonic() + wait_s
+        while True:
+            remaining = give_up_at - time.monotonic()
+            try:
+                record = await api.wait_for_query_async(self.deps, record.id, max(0.0, min(KEEPALIVE_S, remaining)))
+            except api.QueryNotFound:
+                gone = _gone(record.id)
+                yield "data: " + json.dumps(error_body(gone.status, gone.message, code=gone.code)) + "\n\n"
+                yield "data: [DONE]\n\n"
+                return
+            if record.ended or remaining <= KEEPALIVE_S:
+                break
+            yield ": keepalive\n\n"
+        failure = _ended_error(record)
+        if failure is not None:
+            # Headers went out with the first chunk: the error travels as an event, which the SDKs raise.
+            yield "data: " + json.dumps(error_body(failure.status, failure.message, code=failure.code)) + "\n\n"
+            yield "data: [DONE]\n\n"
+            return
+        content = content_of(record)
+        for piece in pieces(content):
+            yield chunk({"content": piece})
+        yield chunk({}, "stop", citations=list(record.citations), ragbus=_extension(record))
+        if include_usage:
+            yield "data: " + json.dumps({**head, "choices": [], "usage": _usage(prompt_tokens, content)}) + "\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def pieces(text: str, size: int = _PIECE_CHARS) -> list[str]:
+    """``text`` cut after whitespace into pieces of about ``size`` characters; joined, they are ``text``."""
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        end = start + size
+        if end >= len(text):
+            out.append(text[start:])
+            break
+        cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+        end = cut + 1 if cut > start else end
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": _OWNER}
+
+
+# ------------------------------------------------------------------ OpenAPI
+
+
+def openapi_fragment() -> dict[str, Any]:
+    """The paths and schemas of this module for the gateway's OpenAPI document."""
+    ref = "#/components/schemas/{model}"
+    schema = ChatCompletionRequest.model_json_schema(ref_template=ref)
+    schemas: dict[str, Any] = dict(schema.pop("$defs", {}))
+    schemas["ChatCompletionRequest"] = schema
+    schemas["OpenAIError"] = {
+        "type": "object", "required": ["error"],
+        "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
+            "message": {"type": "string"}, "type": {"type": "string"},
+            "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}},
+    }
+    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIError"}}}}
+    return {
+        "schemas": schemas,
+        "paths": {
+            "/v1/models": {"get": {
+                "summary": "The models a chat client may name (OpenAI-compatible)",
+                "responses": {"200": {"description": '{"object": "list", "data": [{"id", "object", "created", '
+                                                     '"owned_by"}]}'}}}},
+            "/v1/chat/completions": {"post": {
+                "summary": "Answer the last user message from the documents (OpenAI-compatible)",
+                "description": "The OpenAI Chat Completions API. The answer's citations are numbered Markdown "
+                               "links at the end of the content and a `citations` array; `ragbus` holds the "
+                               "query id, conversation id and outcome. With `stream: true`, Server-Sent Events of "
+                               "`chat.completion.chunk` objects ending with `data: [DONE]`.",
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}}},
+                "responses": {
+                    "200": {"description": "A chat.completion object, or with stream: true an event stream"},
+                    "400": {"description": "A bad request (the error names the argument in param)", **error},
+                    "401": {"description": "No or a wrong bearer token", **error},
+                    "404": {"description": "An unknown model", **error},
+                    "500": {"description": "The question's query failed", **error},
+                    "503": {"description": "Not ready, or the bus took no question", **error},
+                    "504": {"description": "The question was not answered in time", **error},
+                },
+            }},
+        },
+    }

@@ -1,0 +1,237 @@
+"""Conversations and the OpenAI-compatible endpoint on the embedded runtime, driven by clients
+nobody here wrote: the `openai` Python SDK against /v1/chat/completions and /v1/models, the `mcp`
+SDK's client against MCP `ask` with a conversation id, and plain HTTP against POST /v1/queries and
+GET /v1/conversations/{id}. The bundled sample corpus is ingested by the real stages; the loop runs
+with the offline provider (its follow-up rule reads the conversation)."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import httpx
+import openai
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from services.gateway.app import serve
+from shared.contract.config import load_settings
+from shared.runtime.bootstrap import build_local
+from shared.runtime.local import LocalRuntime
+from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
+
+ANSWERED_AT_ONCE, _, UNANSWERABLE = (q for _, q in QUESTIONS)
+BM25_ARTICLE = "/articles/bm25-ranking-explained.html"
+TOKEN = "h7Kq2mZx9PwR4tLs8VbN3cYd6FgJ1eUa"
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    settings = load_settings({"RAGBUS_HOME": str(home)}).with_(allow_loopback=True)
+    system = build_local(settings)
+    with LocalRuntime(system.deps, system.bus) as runtime, serve_corpus(port=0) as base:
+        submit_sample_corpus(system.deps, base)
+        assert runtime.wait_idle(300)
+        yield system.deps
+
+
+@pytest.fixture(scope="module")
+def gateway(system):
+    server = serve(system, "127.0.0.1", 0)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client(gateway) -> openai.OpenAI:
+    # no token on loopback: the SDK insists on a key, the gateway does not read it; no retries, so each
+    # failure is seen as the gateway sent it
+    return openai.OpenAI(base_url=f"{gateway}/v1", api_key="not-needed", max_retries=0, timeout=120)
+
+
+def _extension(response) -> dict:
+    return response.model_extra["ragbus"]
+
+
+# ------------------------------------------------------------------ OpenAI SDK
+
+
+def test_models_lists_ragbus(client):
+    models = {m.id: m for m in client.models.list()}
+    assert {"ragbus", "ragbus-quick"} <= set(models) and models["ragbus"].owned_by == "ragbus"
+    assert client.models.retrieve("ragbus").id == "ragbus"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("gpt-4o")
+    assert missing.value.body["code"] == "model_not_found"
+
+
+def test_a_completion_answers_with_markdown_sources_and_structured_citations(client):
+    completion = client.chat.completions.create(
+        model="ragbus", temperature=0.3, max_tokens=50,  # accepted, and ignored: the loop's prompts set them
+        messages=[{"role": "system", "content": "You are terse."}, {"role": "user", "content": ANSWERED_AT_ONCE}])
+    assert completion.object == "chat.completion" and completion.id.startswith("chatcmpl-")
+    (choice,) = completion.choices
+    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
+    content = choice.message.content
+    answer, sources = content.split("\n\nSources:\n")
+    assert "[1]" in answer
+    citations = completion.model_extra["citations"]
+    assert citations[0]["url"].endswith(BM25_ARTICLE)
+    assert sources.splitlines()[0] == f"1. [{citations[0]['title']}]({citations[0]['url']})"
+    extension = _extension(completion)
+    assert extension["outcome"] == "answered" and completion.id == f"chatcmpl-{extension['query_id']}"
+    usage = completion.usage
+    assert usage.prompt_tokens == 4 + 7  # "You are terse." and the question, as words and punctuation
+    assert usage.completion_tokens > 20 and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_a_streamed_completion_is_the_same_answer_in_chunks_ending_with_done(client):
+    whole = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": ANSWERED_AT_ONCE}])
+    stream = client.chat.completions.create(model="ragbus", stream=True, stream_options={"include_usage": True},
+                                            messages=[{"role": "user", "content": ANSWERED_AT_ONCE}])
+    chunks = list(stream)  # the SDK stops at data: [DONE]
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 3
+    (last_choice,) = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert last_choice.choices[0].finish_reason == "stop"
+    assert last_choice.model_extra["citations"][0]["url"].endswith(BM25_ARTICLE)
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_a_two_turn_conversation_reads_the_follow_up_with_the_first_turn(client, gateway):
+    first = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": "What is BM25?"}])
+    follow_up = "Who developed it?"
+    second = client.chat.completions.create(model="ragbus", messages=[
+        {"role": "user", "content": "What is BM25?"},
+        {"role": "assistant", "content": first.choices[0].message.content},  # sources and all, as a client keeps it
+        {"role": "user", "content": follow_up},
+    ])
+    extension = _extension(second)
+    assert extension["question"] == follow_up
+    assert "bm25" in extension["standalone_question"].lower()
+    assert second.model_extra["citations"][0]["url"].endswith(BM25_ARTICLE)
+    assert "Robertson" in second.choices[0].message.content
+    # the record keeps the history as the client sent it, without the sources block
+    record = httpx.get(f"{gateway}{extension['status_url']}", timeout=10).json()
+    assert record["history"][0]["question"] == "What is BM25?"
+    assert "Sources:" not in record["history"][0]["answer"] and record["history"][0]["answer"]
+
+
+def test_an_abstention_is_an_ordinary_assistant_message(client):
+    completion = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": UNANSWERABLE}])
+    (choice,) = completion.choices
+    assert choice.finish_reason == "stop" and choice.message.content
+    assert "Sources:" not in choice.message.content and "not" in choice.message.content.lower()
+    assert completion.model_extra["citations"] == [] and _extension(completion)["outcome"] == "not_answerable"
+
+
+def test_a_request_without_a_user_message_is_a_400_in_openai_shape(client, system):
+    from shared.contract import state_collections
+
+    before = system.state.count(state_collections.QUERIES)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="ragbus", messages=[{"role": "system", "content": "Be brief."}])
+    error = refused.value.body
+    assert refused.value.status_code == 400
+    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", "messages",
+                                                             "missing_user_message")
+    assert "no user message" in error["message"]
+    with pytest.raises(openai.BadRequestError) as bad_filter:
+        client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": "what is bm25"}],
+                                       extra_body={"filters": {"since": "yesterday-ish"}})
+    assert bad_filter.value.body["param"] == "filters" and "since" in bad_filter.value.body["message"]
+    assert system.state.count(state_collections.QUERIES) == before  # nothing was submitted
+
+
+def test_filters_ride_as_an_extension_field(client):
+    completion = client.chat.completions.create(
+        model="ragbus", messages=[{"role": "user", "content": ANSWERED_AT_ONCE}],
+        extra_body={"filters": {"kind": "file"}})  # the feed's articles are not files: BM25's is left out
+    extension = _extension(completion)
+    assert extension["filters"]["kind"] == "file"
+    assert not any(c["url"].endswith(BM25_ARTICLE) for c in completion.model_extra["citations"])
+
+
+def test_the_token_rule_holds_on_a_non_loopback_bind(system):
+    # 127.0.0.2 is reachable from this machine only, but it is not the loopback name the gateway
+    # trusts without a token: it is served as an address others could reach
+    server = serve(system, "127.0.0.2", 0, api_token=TOKEN)
+    try:
+        base = f"{server.url}/v1"
+        intruder = openai.OpenAI(base_url=base, api_key="not-the-token", max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as refused:
+            intruder.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": "bm25?"}])
+        assert refused.value.body["type"] == "authentication_error"
+        assert "Authorization: Bearer" in refused.value.body["message"]
+        with pytest.raises(openai.AuthenticationError):
+            intruder.models.list()
+        anonymous = httpx.post(f"{base}/chat/completions", timeout=10,
+                               json={"model": "ragbus", "messages": [{"role": "user", "content": "bm25?"}]})
+        assert anonymous.status_code == 401 and anonymous.json()["error"]["type"] == "authentication_error"
+        owner = openai.OpenAI(base_url=base, api_key=TOKEN, max_retries=0, timeout=120)
+        completion = owner.chat.completions.create(model="ragbus",
+                                                   messages=[{"role": "user", "content": ANSWERED_AT_ONCE}])
+        assert _extension(completion)["outcome"] == "answered"
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------ conversations over REST and MCP
+
+
+def test_post_queries_starts_and_continues_a_conversation(gateway):
+    first = httpx.post(f"{gateway}/v1/queries", json={"question": "What is BM25?", "wait_s": 60}, timeout=90).json()
+    conversation = first["conversation_id"]
+    assert first["status"] == "answered" and conversation
+    second = httpx.post(f"{gateway}/v1/queries", json={"question": "Who developed it?", "wait_s": 60,
+                                                       "conversation_id": conversation}, timeout=90).json()
+    assert second["conversation_id"] == conversation and "bm25" in second["standalone_question"].lower()
+    turns = httpx.get(f"{gateway}/v1/conversations/{conversation}", timeout=10).json()["turns"]
+    assert [t["query_id"] for t in turns] == [first["id"], second["id"]]
+    assert [t["question"] for t in turns] == ["What is BM25?", "Who developed it?"]
+    assert turns[1]["standalone_question"] == second["standalone_question"] and turns[1]["citations"]
+
+    unknown = "0" * 32
+    missing = httpx.get(f"{gateway}/v1/conversations/{unknown}", timeout=10)
+    assert missing.status_code == 404 and "no conversation with id" in missing.json()["error"]
+    refused = httpx.post(f"{gateway}/v1/queries", json={"question": "and then?", "conversation_id": unknown},
+                         timeout=10)
+    assert refused.status_code == 404 and "no conversation with id" in refused.json()["error"]
+
+
+def test_mcp_ask_carries_a_conversation(gateway):
+    async def session_run():
+        async with (
+            streamable_http_client(f"{gateway}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            first = await session.call_tool("ask", {"question": "What is BM25?"})
+            conversation = _structured(first)["conversation_id"]
+            second = await session.call_tool("ask", {"question": "Who developed it?",
+                                                     "conversation_id": conversation})
+            unknown = await session.call_tool("ask", {"question": "and then?", "conversation_id": "f" * 32})
+            return tools, _structured(first), _structured(second), unknown
+
+    tools, first, second, unknown = anyio.run(session_run)
+    assert "conversation_id" in tools["ask"].input_schema["properties"]
+    assert first["conversation_id"] and second["conversation_id"] == first["conversation_id"]
+    assert "bm25" in second["standalone_question"].lower()
+    assert second["citations"][0]["url"].endswith(BM25_ARTICLE)
+    assert unknown.is_error and "no conversation with id" in unknown.content[0].text
+
+
+def _structured(result) -> dict:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)

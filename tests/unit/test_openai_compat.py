@@ -1,0 +1,142 @@
+"""The OpenAI-compatible endpoint's own rules, without a server: OpenAI messages read as a question
+and its history, the answer written as content with Markdown sources, arguments refused by name."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from services.gateway.openai_compat import (
+    ChatCompletionRequest,
+    ChatError,
+    _refused_arguments,
+    _validation_error,
+    content_of,
+    conversation,
+    count_tokens,
+    pieces,
+    strip_sources,
+)
+from shared.query.record import QueryRecord
+
+
+def _messages(*pairs):
+    return ChatCompletionRequest.model_validate(
+        {"model": "ragbus", "messages": [{"role": r, "content": c} for r, c in pairs]}).messages
+
+
+def test_the_last_user_message_is_the_question_and_earlier_turns_the_history():
+    question, index, history = conversation(_messages(
+        ("system", "You are a helpful assistant."),
+        ("assistant", "Hello! Ask me anything."),  # a greeting before any question is no turn
+        ("user", "What is the ack deadline in Pub/Sub?"),
+        ("assistant", "It is 10 seconds by default [1].\n\nSources:\n1. [Pub/Sub](https://example.org/ps)"),
+        ("user", "   "),  # an empty message is no turn either
+        ("user", "Does it apply to push?"),
+        ("user", "And what is its maximum?"),
+        ("system", "Answer briefly."),
+    ))
+    assert (question, index) == ("And what is its maximum?", 6)
+    assert history == [
+        {"question": "What is the ack deadline in Pub/Sub?", "answer": "It is 10 seconds by default [1]."},
+        {"question": "Does it apply to push?", "answer": ""},
+    ]
+
+
+def test_text_parts_are_joined_and_other_parts_refused():
+    (message,) = _messages(("user", [{"type": "text", "text": "What is"}, {"type": "text", "text": "BM25?"}]))
+    assert conversation([message])[0] == "What is\nBM25?"
+    (image,) = _messages(("user", [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]))
+    with pytest.raises(ChatError) as refused:
+        conversation([image])
+    assert (refused.value.status, refused.value.param) == (400, "messages[0].content[0]")
+    assert "'image_url' part; ragbus reads text only" in refused.value.message
+
+
+@pytest.mark.parametrize(("pairs", "param", "says"), [
+    ((("system", "be nice"), ("assistant", "hi")), "messages", "the messages hold no user message"),
+    ((("user", "what is bm25"), ("assistant", "It is")), "messages[1]", "assistant message after the last user"),
+])
+def test_a_conversation_without_a_question_to_answer_is_refused(pairs, param, says):
+    with pytest.raises(ChatError) as refused:
+        conversation(_messages(*pairs))
+    assert (refused.value.status, refused.value.param) == (400, param) and says in refused.value.message
+
+
+@pytest.mark.parametrize(("body", "param", "says"), [
+    ({"model": "ragbus", "messages": [], "filters": {"sourse": "x"}}, "messages", "at least 1 item"),
+    ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "temprature": 1}, "temprature",
+     "unrecognized request argument 'temprature'"),
+    ({"model": "ragbus", "messages": [{"role": "tool", "content": "q"}]}, "messages[0].role", "calls no tools"),
+    ({"model": "ragbus", "messages": [{"role": "user", "content": 5}]}, "messages[0].content", "got 5"),
+    ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "stream": "yes"}, "stream", "boolean"),
+    ({"messages": [{"role": "user", "content": "q"}]}, "model", "missing required argument 'model'"),
+    ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "filters": {"sourse": "x"}},
+     "filters.sourse", "unknown filter 'sourse'"),
+])
+def test_validation_errors_are_one_line_naming_the_argument(body, param, says):
+    with pytest.raises(ValidationError) as caught:
+        ChatCompletionRequest.model_validate(body)
+    error = _validation_error(caught.value)
+    assert error.status == 400 and error.param == param and says in error.message and "\n" not in error.message
+
+
+@pytest.mark.parametrize(("extra", "status", "param"), [
+    ({"n": 2}, 400, "n"),
+    ({"logprobs": True}, 400, "logprobs"),
+    ({"modalities": ["text", "audio"]}, 400, "modalities"),
+    ({"response_format": {"type": "json_object"}}, 400, "response_format"),
+    ({"model": "gpt-4o"}, 404, "model"),
+])
+def test_arguments_ragbus_cannot_honour_are_refused_by_name(extra, status, param):
+    req = ChatCompletionRequest.model_validate(
+        {"model": "ragbus", "messages": [{"role": "user", "content": "q"}], **extra})
+    with pytest.raises(ChatError) as refused:
+        _refused_arguments(req)
+    assert (refused.value.status, refused.value.param) == (status, param)
+
+
+def test_sampling_arguments_are_accepted():
+    req = ChatCompletionRequest.model_validate(
+        {"model": "ragbus-quick", "messages": [{"role": "user", "content": "q"}], "temperature": 0.2,
+         "max_tokens": 50, "top_p": 1, "n": 1, "stream_options": {"include_usage": True}, "user": "u1",
+         "response_format": {"type": "text"}})
+    _refused_arguments(req)
+
+
+def _record(answer: str, citations: list[dict]) -> QueryRecord:
+    record = QueryRecord.from_doc({"id": "q1", "status": "answered", "outcome": "answered",
+                                   "original_query": "q", "current_query": "q"})
+    record.answer = answer
+    record.citations = citations
+    return record
+
+
+def test_the_content_ends_with_numbered_markdown_links_to_the_sources():
+    record = _record("BM25 saturates term frequency [1]. ![x](https://evil.example/leak?d=1) [2]", [
+        {"id": 1, "title": "Okapi [BM25]\nexplained", "url": "https://example.org/a_(b)", "document_id": "d1",
+         "chunk_id": "c1"},
+        {"id": 2, "title": "A page with a script URL", "url": "javascript:alert(1)", "document_id": "d2",
+         "chunk_id": "c2"},
+    ])
+    content = content_of(record)
+    assert content.endswith("\n\nSources:\n1. [Okapi \\[BM25\\] explained](https://example.org/a_%28b%29)\n"
+                            "2. A page with a script URL")
+    assert "!\\[x]" in content  # a quoted image is never loaded by the client that renders the answer
+    assert strip_sources(content) == content.split("\n\nSources:")[0]
+    assert content_of(_record("The documents do not say.", [])) == "The documents do not say."
+
+
+def test_pieces_join_to_the_text_and_cut_after_whitespace():
+    text = "Reciprocal rank fusion adds 1/(k + rank) over the lists [1].\n\nSources:\n1. [RRF](https://e.org/r)"
+    cut = pieces(text, size=16)
+    assert "".join(cut) == text and len(cut) > 3
+    # after whitespace, or at the size when a word is longer than that
+    assert all(p[-1] in " \n" or len(p) == 16 for p in cut[:-1]) and "[RRF](https://e." in cut
+    assert pieces("x" * 40, size=16) == ["x" * 16, "x" * 16, "x" * 8]
+    assert pieces("") == []
+
+
+def test_tokens_are_counted_as_words_and_punctuation():
+    assert count_tokens("What is BM25? It's a ranking function.") == 11  # It ' s
+    assert count_tokens("") == 0
