@@ -139,6 +139,9 @@ class ScriptedLoop:
                 doc["iteration"] = n
                 query = doc["original_query"] + (" ranking function" if n else "")
                 doc["current_query"] = query
+                if n == 0 and doc.get("standalone_question") is None and doc.get("conversation_id"):
+                    # a follow-up: the transformer reads it as a question that stands alone
+                    doc["standalone_question"] = f"{doc['original_query']} (read with the turn before)"
                 doc["iterations"] = [*doc["iterations"], {
                     "iteration": n,
                     "query": query,

@@ -552,6 +552,11 @@ def openapi_fragment() -> dict[str, Any]:
                 "summary": "The models a chat client may name (OpenAI-compatible)",
                 "responses": {"200": {"description": '{"object": "list", "data": [{"id", "object", "created", '
                                                      '"owned_by"}]}'}}}},
+            "/v1/models/{model_id}": {"get": {
+                "summary": "One model (OpenAI-compatible)",
+                "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": '{"id", "object": "model", "created", "owned_by"}'},
+                              "404": {"description": "No such model", **error}}}},
             "/v1/chat/completions": {"post": {
                 "summary": "Answer the last user message from the documents (OpenAI-compatible)",
                 "description": "The OpenAI Chat Completions API. The answer's citations are numbered Markdown "

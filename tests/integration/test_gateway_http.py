@@ -226,6 +226,7 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
         "/v1/queries", "/v1/queries/{query_id}", "/v1/queries/{query_id}/events", "/v1/queries/{query_id}/trace",
         "/v1/search", "/healthz", "/readyz", "/openapi.json", "/v1/dead-letters", "/v1/dead-letters/retry",
         "/v1/dead-letters/{letter_id}", "/v1/dead-letters/{letter_id}/retry",
+        "/v1/conversations/{conversation_id}", "/v1/models", "/v1/models/{model_id}", "/v1/chat/completions",
     }
     assert set(doc["paths"]["/v1/queries"]["post"]["responses"]) >= {"200", "202", "400"}
     schemas = doc["components"]["schemas"]

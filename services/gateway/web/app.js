@@ -20,6 +20,8 @@
   let source = null;
   let currentId = null;
   let refreshTimer = null;
+  // The conversation the next question continues (null: the next question starts one).
+  let conversationId = null;
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -99,6 +101,7 @@
     const maxIterations = $("max-iterations").value.trim();
     if (topK) body.top_k = Number(topK);
     if (maxIterations) body.max_iterations = Number(maxIterations);
+    if (conversationId) body.conversation_id = conversationId;
     setBusy(true);
     resetResults();
     setStatus("Submitting…");
@@ -119,10 +122,17 @@
       setBusy(false);
       setStatus("");
       showError(await readError(response));
+      if (response.status === 404 && body.conversation_id) {
+        // the conversation expired: the question is still in the box, and asking again starts a new one
+        setConversation(null);
+        $("thread-section").hidden = true;
+      }
       return;
     }
     const reply = await response.json();
     follow(reply.id);
+    if (reply.conversation_id) setConversation(reply.conversation_id);
+    loadThread();
   }
 
   function resetResults() {
@@ -135,6 +145,8 @@
     $("fallbacks").hidden = true;
     $("filters").textContent = "";
     $("filters").hidden = true;
+    $("read-as").textContent = "";
+    $("read-as").hidden = true;
     $("answer-section").hidden = true;
     $("iterations-section").hidden = true;
     $("search-section").hidden = true;
@@ -235,9 +247,83 @@
     $("outcome").textContent = record.error && record.status !== "answered" ? `${outcome}: ${record.error}` : outcome;
     $("outcome").className = `outcome outcome-${record.outcome || record.status}`;
     renderFilters(record.filters);
+    renderReadAs(record);
     renderFallbacks(record.fallbacks || []);
     renderAnswer(record.answer || "", record.citations || []);
     loadTrace(record.id);
+    if (record.conversation_id && record.conversation_id === conversationId) loadThread();
+  }
+
+  // A follow-up is searched as the standalone question the loop read it as: show that beside it.
+  function renderReadAs(record) {
+    const readAs = record.standalone_question;
+    const shown = Boolean(readAs) && readAs !== record.original_query;
+    $("read-as").hidden = !shown;
+    $("read-as").textContent = shown ? `Read as: ${readAs}` : "";
+  }
+
+  // ---------------------------------------------------------- conversation
+
+  function setConversation(id) {
+    conversationId = id;
+    const url = new URL(window.location.href);
+    if (id) url.searchParams.set("conversation", id);
+    else url.searchParams.delete("conversation");
+    history.replaceState(null, "", url);
+  }
+
+  // The thread is redrawn from GET /v1/conversations/{id}: the turns as the gateway keeps them.
+  async function loadThread() {
+    const id = conversationId;
+    if (!id) return;
+    let response;
+    try {
+      response = await fetch(`/v1/conversations/${encodeURIComponent(id)}`);
+    } catch (_) { return; /* the next answered turn loads it again */ }
+    if (id !== conversationId) return;
+    if (response.status === 404) {
+      setConversation(null);
+      $("thread-section").hidden = true;
+      showError("That conversation is no longer stored (it expired with its questions); the next question " +
+                "starts a new one.");
+      return;
+    }
+    if (!response.ok) return;
+    const body = await response.json();
+    if (id === conversationId) renderThread(body.turns || []);
+  }
+
+  function renderThread(turns) {
+    $("thread-section").hidden = turns.length === 0;
+    $("thread").replaceChildren(...turns.map((turn, n) => {
+      const link = new URL(window.location.href);
+      link.search = "";
+      link.hash = "trace-section";
+      link.searchParams.set("id", turn.query_id);
+      link.searchParams.set("conversation", conversationId);
+      const readAs = turn.standalone_question && turn.standalone_question !== turn.question
+        ? el("p", { class: "turn-read-as" }, `Read as: ${turn.standalone_question}`) : null;
+      const ended = ["answered", "failed", "timed_out"].includes(turn.status);
+      const outcome = OUTCOMES[turn.outcome] || turn.outcome || turn.status;
+      return el("li", { class: `turn${turn.query_id === currentId ? " current" : ""}`, "data-query-id": turn.query_id },
+        el("p", { class: "turn-question" }, `${n + 1}. ${turn.question}`),
+        readAs,
+        el("p", { class: "turn-answer" }, ended ? (turn.answer || outcome) : "Working on it…"),
+        el("p", { class: "turn-links" }, `${outcome} · `,
+          el("a", { href: link.pathname + link.search + link.hash, class: "turn-trace" }, "stages and trace"),
+          (turn.citations || []).length ? ` · ${turn.citations.length} sources` : ""));
+    }));
+  }
+
+  function newConversation() {
+    setConversation(null);
+    forgetQuery();
+    $("thread").replaceChildren();
+    $("thread-section").hidden = true;
+    showError("");
+    setStatus("The next question starts a new conversation.");
+    $("question").value = "";
+    $("question").focus();
   }
 
   // The filters every search of this question applied (the record keeps them with absolute times).
@@ -270,6 +356,8 @@
       const body = await response.json();
       if (body.rows.length) renderTrace(body);
       else if (body.console_url) renderTraceLink(body);
+      // a thread's "stages and trace" link opens the page at the trace, which is drawn only now
+      if (window.location.hash === "#trace-section" && !$("trace-section").hidden) $("trace-section").scrollIntoView();
     }
   }
 
@@ -465,10 +553,16 @@
   document.addEventListener("DOMContentLoaded", () => {
     $("ask-form").addEventListener("submit", ask);
     $("search-only").addEventListener("click", searchOnly);
+    $("new-conversation").addEventListener("click", newConversation);
     $("question").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("ask-form").requestSubmit();
     });
-    const id = new URL(window.location.href).searchParams.get("id");
+    const params = new URL(window.location.href).searchParams;
+    if (params.get("conversation")) {
+      setConversation(params.get("conversation"));
+      loadThread();
+    }
+    const id = params.get("id");
     if (id) {
       fetch(`/v1/queries/${encodeURIComponent(id)}`).then(async (response) => {
         if (response.status === 404) {
@@ -479,6 +573,10 @@
         if (!response.ok) { showError(await readError(response)); return; }
         const record = await response.json();
         $("question").value = record.original_query || "";
+        if (record.conversation_id && record.conversation_id !== conversationId) {
+          setConversation(record.conversation_id);
+          loadThread();
+        }
         follow(id);
       });
     }
