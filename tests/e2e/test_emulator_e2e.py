@@ -174,3 +174,44 @@ def _questions(home: Path, gateway: str) -> None:
     asked = json.loads(run_cli(home, "ask", ANSWERED_AT_ONCE, "--json").stdout)
     assert asked["outcome"] == "answered"
     assert asked["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
+    _conversations(gateway)
+
+
+def _conversations(gateway: str) -> None:
+    """test_chat_surfaces' conversation checks on Firestore: a follow-up over REST, MCP ask with a
+    conversation id (the mcp SDK's client), /v1/chat/completions through the openai SDK, streamed too."""
+    import anyio
+    import openai
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    status, first = _post(gateway, {"question": "What is BM25?", "wait_s": 90})
+    conversation = first["conversation_id"]
+    status, second = _post(gateway, {"question": "Who developed it?", "wait_s": 90, "conversation_id": conversation})
+    assert status == 200 and second["conversation_id"] == conversation
+    assert "bm25" in second["standalone_question"].lower() and "Robertson" in second["answer"]
+    with urllib.request.urlopen(f"{gateway}/v1/conversations/{conversation}", timeout=30) as response:
+        turns = json.loads(response.read())["turns"]
+    assert [t["query_id"] for t in turns] == [first["id"], second["id"]]
+
+    async def ask_twice():
+        async with streamable_http_client(f"{gateway}/mcp") as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            one = (await session.call_tool("ask", {"question": "What is BM25?"})).structured_content
+            two = await session.call_tool("ask", {"question": "Who developed it?",
+                                                  "conversation_id": one["conversation_id"]})
+            return one, two.structured_content
+
+    one, two = anyio.run(ask_twice)
+    assert two["conversation_id"] == one["conversation_id"] and "bm25" in two["standalone_question"].lower()
+
+    client = openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0, timeout=120)
+    answer = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": "What is BM25?"}])
+    follow = client.chat.completions.create(model="ragbus", messages=[
+        {"role": "user", "content": "What is BM25?"},
+        {"role": "assistant", "content": answer.choices[0].message.content},
+        {"role": "user", "content": "Who developed it?"}])
+    assert "Robertson" in follow.choices[0].message.content and "\n\nSources:\n1. [" in follow.choices[0].message.content
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model="ragbus", stream=True, messages=[{"role": "user", "content": ANSWERED_AT_ONCE}]) if c.choices)
+    assert "bm25-ranking-explained.html" in streamed
