@@ -1065,14 +1065,15 @@ def eval_command(
         "overwrite the committed figures; realdocs: docs/eval_realdocs.json and <cache>/eval_realdocs.json).")] = None,
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
     dataset: Annotated[str, typer.Option(
-        help="fitz-gov (synthetic cases) or realdocs (real package documentation in the repo, issue 20's targets; "
-        "--sample N asks N of its questions).")] = "fitz-gov",
+        help="fitz-gov (synthetic cases), realdocs (real package documentation in the repo, issue 20's targets; "
+        "--sample N asks N of its questions) or conversations (follow-up dialogues, issue 24).")] = "fitz-gov",
     kind: Annotated[list[str] | None, typer.Option(
         help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss (default: every kind).")] = None,
     show_failures: Annotated[bool, typer.Option(
-        "--show-failures", help="realdocs: print every failed question with its answer and the expected keys.")] = False,
+        "--show-failures", help="realdocs and conversations: print every failed question with its answer and the expected keys.")] = False,
     reuse_ingest: Annotated[bool, typer.Option(
-        "--reuse-ingest", help="realdocs: keep the ingested documents under <cache>/realdocs-home and reuse them "
+        "--reuse-ingest", help="realdocs and conversations: keep the ingested documents under <cache>/<dataset>-home "
+        "and reuse them "
         "(fast runs while changing the query side; drop it after changing cleaning, chunking or indexing).")] = False,
 ) -> None:
     r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]'),
@@ -1088,10 +1089,23 @@ def eval_command(
                        reuse_ingest=reuse_ingest,
                        query_timeout=query_timeout, check=check, out=out, cache=cache, fitz_gov_only=chosen)
         return
+    if dataset == "conversations":
+        defaults = inspect.signature(eval_command).parameters
+        chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
+                  "slice_queries": slice_queries, "split": split, "kind": kind or None,
+                  "provider_sample": provider_sample or None}
+        changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in chosen.items()
+                   if value != defaults[name].default and value is not None]
+        if changed:
+            raise _fail(f"{', '.join(changed)} do not apply to --dataset conversations (it asks every dialogue)")
+        _eval_conversations(show_failures=show_failures, reuse_ingest=reuse_ingest, query_timeout=query_timeout,
+                            check=check, out=out, cache=cache, providers=providers)
+        return
     if dataset != "fitz-gov":
-        raise _fail(f"--dataset {dataset!r}: choose fitz-gov or realdocs")
+        raise _fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs or conversations")
     if kind or show_failures or reuse_ingest:
-        raise _fail("--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only")
+        raise _fail("--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only (the last two also to "
+                    "conversations)")
     from shared.tools.eval.report import eval_markdown
     from shared.tools.eval.runner import EvalOptions, run_eval, targets_missed
     from shared.tools.eval.targets import parse_provider_samples, parse_providers
@@ -1148,6 +1162,31 @@ def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures:
                   soft_wrap=True)
     err.print(f"wrote {markup(out)}")
     missed = realdocs.missed(results)
+    if check and missed:
+        err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _eval_conversations(*, show_failures: bool, reuse_ingest: bool, query_timeout: float, check: bool,
+                        out: Path | None, cache: Path, providers: str) -> None:
+    from shared.tools.eval import conversations
+    from shared.tools.eval.conversations_run import ConversationOptions, run_conversations
+
+    if providers.strip().lower() not in ("auto", "local"):
+        raise _fail(f"--providers {providers} applies to fitz-gov only; conversations runs the offline provider "
+                    "(RAGBUS_LLM=local)")
+    try:
+        results = run_conversations(ConversationOptions(cache_dir=cache, query_timeout_s=query_timeout,
+                                                        reuse_ingest=reuse_ingest), progress=lambda msg: err.print(msg))
+    except RagbusError as exc:
+        raise _fail(str(exc)) from None
+    out = out or (cache / "eval_conversations.json" if reuse_ingest else Path("docs/eval_conversations.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    console.print(conversations.markdown(results, show_failures=show_failures), markup=False, highlight=False,
+                  soft_wrap=True)
+    err.print(f"wrote {markup(out)}")
+    missed = [row["what"] for row in results["verdicts"] if row["met"] is not True]
     if check and missed:
         err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
         raise typer.Exit(1)

@@ -109,7 +109,8 @@ class RealDocs:
         return [q for q in self.questions if q.near_miss]
 
 
-def _key(value: Any, where: str) -> Key:
+def key_from_json(value: Any, where: str) -> Key:
+    """A key as questions.jsonl writes it: a string, or a list of alternatives; else a ConfigError."""
     if isinstance(value, str) and value.strip():
         return value
     if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
@@ -157,7 +158,7 @@ def load(root: Path = ROOT) -> RealDocs:
         if not qid or qid in seen:
             raise ConfigError(f"{where}: id {qid!r} is missing or repeated")
         seen.add(qid)
-        keys = tuple(_key(k, where) for k in raw.get("keys", []))
+        keys = tuple(key_from_json(k, where) for k in raw.get("keys", []))
         absent = tuple(raw.get("absent", []))
         if kind == NEAR_MISS and (keys or not absent):
             raise ConfigError(f"{where}: a near miss has no keys and at least one absent string")

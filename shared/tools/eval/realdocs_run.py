@@ -99,7 +99,7 @@ def kept_or_scratch_home(options: RealDocsOptions) -> Iterator[Path]:
     yield home
 
 
-def _ingest(system: Any, settings: Any, root: Path, timeout_s: float) -> dict[str, str]:
+def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float) -> dict[str, str]:
     """Every document through the cleaner and indexer; the set's file name of each document id."""
     from shared.ingest.files import ingest_path
     from shared.ingest.progress import status_of
@@ -153,7 +153,7 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
         say(f"ingesting {len(dataset.documents)} documents into "
             + (f"{home} (kept; {held} chunks there already)" if options.reuse_ingest else "a scratch home"))
         try:
-            files = _ingest(system, settings, dataset.documents_dir, options.ingest_timeout_s)
+            files = ingest_documents(system, settings, dataset.documents_dir, options.ingest_timeout_s)
         except BaseException:
             if options.reuse_ingest:  # a half-filled home must not pass for a filled one next time
                 system.deps.index.close()
