@@ -89,7 +89,8 @@ def forget_chunk_caches() -> None:
     passages), as if no chunk had been read by this process before. A new per-text cache
     on the query path belongs here too."""
     from shared.adapters.local import llm
-    from shared.query import extractive, grading
+    from shared.query import grading
+    from shared.query.reading import extractive
 
     extractive.quotable_sentences.cache_clear()
     extractive._term_set.cache_clear()
