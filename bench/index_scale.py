@@ -284,21 +284,63 @@ def _freshness(deps, feed: fr.Feed, feed_url: str, rounds: int) -> dict:
 
 
 def _recall(index, dimension: int, queries: int = 50) -> float:
-    """The index's dense top 10 against exact inner products over every live vector."""
+    """The index's dense top 10 against exact inner products over every live vector (each
+    segment's memory-mapped rows read once for all probes; dead rows left out)."""
     view = index.snapshot()
-    ids = view.live_chunk_ids()
-    vectors = index.get_vectors(ids)
-    matrix = np.stack([vectors[i] for i in ids])
     rng = np.random.default_rng(5)
-    picks = matrix[rng.integers(0, len(matrix), queries)]
+    starts = rng.integers(0, view.size, queries)
+    live = view.live_chunk_ids()
+    picks = np.stack([index.get_vectors([live[i]])[live[i]] for i in starts])
     probes = picks + 0.3 * rng.standard_normal(size=picks.shape, dtype=np.float32) / np.sqrt(dimension)
-    probes /= np.linalg.norm(probes, axis=1, keepdims=True)
+    probes = (probes / np.linalg.norm(probes, axis=1, keepdims=True)).astype(np.float32)
+    best: list[list[tuple[float, str]]] = [[] for _ in range(queries)]
+    for seg, dead in zip(view.segments, view.dead, strict=True):
+        for start in range(0, len(seg), 200_000):
+            block = np.asarray(seg.vectors[start : start + 200_000], dtype=np.float32) @ probes.T
+            if dead is not None:
+                block[dead[start : start + 200_000]] = -np.inf
+            for q in range(queries):
+                top = np.argpartition(-block[:, q], min(10, len(block) - 1))[:10]
+                best[q] += [(float(block[r, q]), seg.chunk_ids[start + r]) for r in top if np.isfinite(block[r, q])]
     hits = []
-    for q in probes:
-        exact = {ids[i] for i in np.argsort(-(matrix @ q))[:10]}
-        got = {h.chunk.chunk_id for h in index.search("", q, 10, mode="dense")}
+    for q, probe in enumerate(probes):
+        exact = {chunk_id for _, chunk_id in sorted(best[q], reverse=True)[:10]}
+        got = {h.chunk.chunk_id for h in index.search("", probe, 10, mode="dense")}
         hits.append(len(exact & got) / 10)
     return float(np.mean(hits))
+
+
+def trickle(n: int, cache: Path, writes: int) -> dict:
+    """A search right after each of ``writes`` 3-chunk writes (the refresh it pays: the new rows,
+    and now and then a fold of in-memory segments), on a copy of the cached ``n``-chunk index,
+    maintenance off so the in-memory rows grow as they do between two background flushes."""
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+    from shared.adapters.local.index import HybridIndex
+
+    base = build_base(n, cache)
+    work = Path(tempfile.mkdtemp(prefix="ragbus-trickle-"))
+    try:
+        shutil.copytree(base / "index", work / "index")
+        index = HybridIndex(work / "index", 384, background_merges=False, flush_rows=10**9)
+        embedder = OnnxMiniLMEmbedder()
+        question = embedder.embed(["what did the harbor pilot log?"])[0]
+        index.search("harbor pilot", question, 10)
+        load = os.getloadavg()[0]
+        ms = []
+        for k in range(writes):
+            doc = f"trickle-{k}"
+            texts = [f"Writer note {k} part {i}: the harbor pilot logged tide {k * 3 + i}." for i in range(3)]
+            index.upsert(doc, [Chunk(chunk_id=f"{doc}:{i}", document_id=doc, ordinal=i, text=t, title=f"Note {k}")
+                               for i, t in enumerate(texts)], embedder.embed(texts))
+            t0 = time.perf_counter()
+            index.search("harbor pilot tide", question, 10)
+            ms.append((time.perf_counter() - t0) * 1000)
+        return {"chunks": n, "writes": writes, "memory_rows": index.snapshot().memory_rows,
+                "segments": len(index.snapshot().segments), "p50_ms": float(np.percentile(ms, 50)),
+                "p95_ms": float(np.percentile(ms, 95)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": max(ms),
+                "load": [round(load, 2), round(os.getloadavg()[0], 2)]}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def run(sizes: list[int], cache: Path, rounds: int, freshness_rounds: int) -> list[dict]:
@@ -326,7 +368,12 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / ".ragbus-bench")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--freshness-rounds", type=int, default=5)
+    parser.add_argument("--trickle", type=int, default=0, metavar="WRITES",
+                        help="instead: a search after each of WRITES writes, on the first size (see trickle())")
     args = parser.parse_args()
+    if args.trickle:
+        print(json.dumps(trickle(args.sizes[0], args.cache, args.trickle), indent=1))
+        return
     print(json.dumps(run(args.sizes, args.cache, args.rounds, args.freshness_rounds), indent=1))
 
 

@@ -383,3 +383,27 @@ def test_postings_packed_in_batches_are_those_of_one_pass(monkeypatch):
         want = [(r, d.count(term)) for r, d in enumerate(documents) if term in d]
         assert list(zip(rows.tolist(), tfs.tolist(), strict=True)) == want
         np.testing.assert_array_equal(rows, expected.term(term)[0])
+
+
+def test_a_trickle_of_writes_never_makes_a_search_fold_more_than_a_few_rows(tmp_path, monkeypatch):
+    # Refolding every in-memory row each 8 deltas cost the unlucky search 1 s at 2,000 rows; the
+    # search's own path now folds at most _FOLD_ROWS rows, the rest waits for the background flush.
+    from shared.adapters.local import index as local_index
+
+    rng = np.random.default_rng(23)
+    index = HybridIndex(tmp_path / "seg", DIM, flush_rows=10_000, background_merges=False)
+    built: list[int] = []
+    real = HybridIndex._segment_from_rows
+    monkeypatch.setattr(HybridIndex, "_segment_from_rows",
+                        lambda self, *a: (lambda seg: built.append(len(seg)) or seg)(real(self, *a)))
+    final = {}
+    for d in range(150):
+        final[f"t{d}"] = _document(rng, f"t{d}", 4)
+        index.upsert(f"t{d}", *final[f"t{d}"])
+        index.snapshot()  # a search after every write
+    view = index.snapshot()
+    assert view.memory_rows == 600 and max(built) <= local_index._FOLD_ROWS
+    assert len(view.segments) <= local_index._MEMORY_DELTAS + 600 // (local_index._FOLD_ROWS // 2)
+    single = _fresh_build(tmp_path / "one", final)
+    for text, vector in zip(["glacier policy", "t7x1 cobalt"], _unit(rng, 2), strict=True):
+        assert _ranking(index, text, vector, "hybrid") == _ranking(single, text, vector, "hybrid")
