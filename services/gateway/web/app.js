@@ -102,6 +102,8 @@
     if (topK) body.top_k = Number(topK);
     if (maxIterations) body.max_iterations = Number(maxIterations);
     if (conversationId) body.conversation_id = conversationId;
+    const filters = filterInputs();
+    if (Object.keys(filters).length) body.filters = filters;
     setBusy(true);
     resetResults();
     setStatus("Submitting…");
@@ -135,6 +137,16 @@
     loadThread();
   }
 
+  // The form's filter inputs that are filled in, as the API's `filters` object (the gateway validates them).
+  function filterInputs() {
+    const filters = {};
+    for (const name of ["source", "since", "until"]) {
+      const value = $(`filter-${name}`).value.trim();
+      if (value) filters[name] = value;
+    }
+    return filters;
+  }
+
   function resetResults() {
     $("timeline").replaceChildren();
     $("iterations").replaceChildren();
@@ -147,6 +159,8 @@
     $("filters").hidden = true;
     $("read-as").textContent = "";
     $("read-as").hidden = true;
+    $("time-read").textContent = "";
+    $("time-read").hidden = true;
     $("answer-section").hidden = true;
     $("iterations-section").hidden = true;
     $("search-section").hidden = true;
@@ -248,6 +262,7 @@
     $("outcome").className = `outcome outcome-${record.outcome || record.status}`;
     renderFilters(record.filters);
     renderReadAs(record);
+    renderTimeRead(record.time_filter);
     renderFallbacks(record.fallbacks || []);
     renderAnswer(record.answer || "", record.citations || []);
     loadTrace(record.id);
@@ -336,6 +351,18 @@
     for (const [key, value] of Object.entries((filters && filters.where) || {})) parts.push(`${key}=${value}`);
     $("filters").hidden = !parts.length;
     $("filters").textContent = parts.length ? `Searched only documents with: ${parts.join(", ")}` : "";
+  }
+
+  // The time the question's words named ("latest", "last week"), read as dates, and each widening
+  // the retriever made when that range held nothing on the question's topic.
+  function renderTimeRead(time) {
+    const box = $("time-read");
+    box.hidden = !(time && time.phrase);
+    if (box.hidden) { box.textContent = ""; return; }
+    const range = time.since && time.until ? `from ${time.since.slice(0, 10)} to before ${time.until.slice(0, 10)}`
+      : time.since ? `since ${time.since.slice(0, 10)}` : time.until ? `before ${time.until.slice(0, 10)}` : "at any time";
+    const widened = (time.widened || []).length ? `; nothing on its topic there, widened: ${time.widened.join(" → ")}` : "";
+    box.textContent = `Read “${time.phrase}” in the question as published ${range}${widened}.`;
   }
 
   // Every step the model did not do (a transient failure, an unusable reply, a spent budget).
@@ -540,7 +567,8 @@
     const k = $("top-k").value.trim() || "10";
     forgetQuery();
     setStatus("Searching…");
-    const response = await fetch(`/v1/search?q=${encodeURIComponent(q)}&k=${encodeURIComponent(k)}`);
+    const params = new URLSearchParams({ q, k, ...filterInputs() });
+    const response = await fetch(`/v1/search?${params}`);
     if (!response.ok) { setStatus(""); showError(await readError(response)); return; }
     const body = await response.json();
     $("search-section").hidden = false;
