@@ -117,13 +117,14 @@ def test_http_search_and_queries_take_filters_with_clear_400s(deps):
 
 def test_cli_flags_become_filters_and_bad_ones_a_one_line_error(monkeypatch):
     import shared.tools.cli as cli
+    import shared.tools.cli.reading as reading  # where `ask` and `search` look their session up
 
     asked = []
     session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None,
                               deps=SimpleNamespace(clock=FakeClock(NOW)), stages=lambda: contextlib.nullcontext())
-    monkeypatch.setattr(cli, "_session", lambda *a, **k: session)
+    monkeypatch.setattr(reading, "open_session", lambda *a, **k: session)
     answered = SimpleNamespace(status="answered", to_doc=lambda: {"status": "answered"})
-    monkeypatch.setattr(cli, "_ask", lambda deps, q, **kw: asked.append(kw["filters"]) or answered)
+    monkeypatch.setattr(reading, "_ask", lambda deps, q, **kw: asked.append(kw["filters"]) or answered)
     runner = CliRunner()
     result = runner.invoke(cli.app, ["ask", "why?", "--json", "--source", "https://nv.example/rss", "--since", "2w",
                                      "--where", "vendor=nv", "--where", "team=gpu"])

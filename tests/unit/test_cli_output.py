@@ -83,14 +83,14 @@ def test_ask_timeout_defaults_to_the_configured_query_timeout(monkeypatch):
     import contextlib
     from types import SimpleNamespace
 
-    import shared.tools.cli as cli
+    import shared.tools.cli.reading as reading
 
     asked = []
     session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None, deps=None,
                               stages=lambda: contextlib.nullcontext())
-    monkeypatch.setattr(cli, "_session", lambda *a, **k: session)
+    monkeypatch.setattr(reading, "open_session", lambda *a, **k: session)
     answered = SimpleNamespace(status="answered", to_doc=lambda: {"status": "answered"})
-    monkeypatch.setattr(cli, "_ask", lambda deps, q, **kw: asked.append(kw["timeout"]) or answered)
+    monkeypatch.setattr(reading, "_ask", lambda deps, q, **kw: asked.append(kw["timeout"]) or answered)
     runner = CliRunner()
     assert runner.invoke(app, ["ask", "why?", "--json"]).exit_code == 0
     assert runner.invoke(app, ["ask", "why?", "--json", "--timeout", "3"]).exit_code == 0
@@ -104,14 +104,14 @@ def test_ask_accepts_a_configured_query_timeout_beyond_the_range_of_timeout(monk
     import json
     from types import SimpleNamespace
 
-    import shared.tools.cli as cli
+    import shared.tools.cli.reading as reading
     from shared.contract.config import Settings
     from shared.contract.deps import Deps
 
     deps = Deps(Settings(query_timeout_s=900.0), state=InMemoryStateStore(), publisher=RecordingPublisher(),
                 clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
     session = SimpleNamespace(settings=deps.settings, local=None, deps=deps, stages=lambda: contextlib.nullcontext())
-    monkeypatch.setattr(cli, "_session", lambda *a, **k: session)
+    monkeypatch.setattr(reading, "open_session", lambda *a, **k: session)
     result = CliRunner().invoke(app, ["ask", "why?", "--json"])
     # nothing runs the stages here, and the fake clock waits the 900 s out at once
     assert result.exit_code == 1, result.output

@@ -1,0 +1,171 @@
+"""``ragbus eval``: retrieval and answer quality on fitz-gov or the real-text set."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from shared.contract.errors import RagbusError
+from shared.observability.terminal_text import markup, plain
+from shared.tools.cli.root import fail
+from shared.tools.console import console, err
+
+commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
+
+
+@commands.command("eval")
+def eval_command(
+    sample: Annotated[int, typer.Option(help="Answerable queries asked through the full pipeline (0: retrieval only).")] = 500,
+    abstain_sample: Annotated[int, typer.Option(help="Abstain cases asked through the pipeline.")] = 200,
+    ablations: Annotated[bool, typer.Option(help="Also run the A/B rows (each enhancement off in turn).")] = True,
+    slice_queries: Annotated[int | None, typer.Option("--slice", help="Only the first N queries (smoke slice; default: all of them).")] = None,
+    split: Annotated[str, typer.Option(
+        help="Cases the pipeline samples come from: heldout (report), calibration (fit thresholds) or all; "
+        "a case's split is decided by a hash of its id.")] = "heldout",
+    providers: Annotated[str, typer.Option(
+        help="Language-model providers whose full pipeline runs, comma-separated (local, openai, gemini); "
+        "auto: local and every configured one. A named provider that cannot run is an error.")] = "auto",
+    provider_sample: Annotated[list[str] | None, typer.Option(
+        help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE\\[/ABSTAIN], e.g. openai=40/20 "
+        "(a subset of local's sample; repeatable; default: local's sample).")] = None,
+    query_timeout: Annotated[float, typer.Option(
+        help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets (realdocs: issue 20's) "
+        "(default: report only, exit 0).")] = False,
+    out: Annotated[Path | None, typer.Option(
+        help="Where the JSON results go (default: docs/eval_results.json for the full run with every option at "
+        "its default, as `make eval` makes it; <cache>/eval_results.json for any other run, so a sample does not "
+        "overwrite the committed figures; realdocs: docs/eval_realdocs.json and <cache>/eval_realdocs.json).")] = None,
+    cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
+    dataset: Annotated[str, typer.Option(
+        help="fitz-gov (synthetic cases), realdocs (real package documentation in the repo, issue 20's targets; "
+        "--sample N asks N of its questions) or conversations (follow-up dialogues, issue 24).")] = "fitz-gov",
+    kind: Annotated[list[str] | None, typer.Option(
+        help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss (default: every kind).")] = None,
+    show_failures: Annotated[bool, typer.Option(
+        "--show-failures", help="realdocs and conversations: print every failed question with its answer and the expected keys.")] = False,
+    reuse_ingest: Annotated[bool, typer.Option(
+        "--reuse-ingest", help="realdocs and conversations: keep the ingested documents under <cache>/<dataset>-home "
+        "and reuse them "
+        "(fast runs while changing the query side; drop it after changing cleaning, chunking or indexing).")] = False,
+) -> None:
+    r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]'),
+    or on the real-text development set (--dataset realdocs).
+
+    Ends with issue 11's targets (fitz-gov, held-out split) or issue 20's (realdocs) and whether each is met.
+    """
+    if dataset == "realdocs":
+        chosen = {"abstain_sample": abstain_sample, "ablations": ablations, "slice_queries": slice_queries,
+                  "split": split, "provider_sample": provider_sample}
+        _eval_realdocs(sample=None if sample == inspect.signature(eval_command).parameters["sample"].default
+                       else sample, kinds=tuple(kind or ()), show_failures=show_failures, providers=providers,
+                       reuse_ingest=reuse_ingest,
+                       query_timeout=query_timeout, check=check, out=out, cache=cache, fitz_gov_only=chosen)
+        return
+    if dataset == "conversations":
+        defaults = inspect.signature(eval_command).parameters
+        chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
+                  "slice_queries": slice_queries, "split": split, "kind": kind or None,
+                  "provider_sample": provider_sample or None}
+        changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in chosen.items()
+                   if value != defaults[name].default and value is not None]
+        if changed:
+            raise fail(f"{', '.join(changed)} do not apply to --dataset conversations (it asks every dialogue)")
+        _eval_conversations(show_failures=show_failures, reuse_ingest=reuse_ingest, query_timeout=query_timeout,
+                            check=check, out=out, cache=cache, providers=providers)
+        return
+    if dataset != "fitz-gov":
+        raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs or conversations")
+    if kind or show_failures or reuse_ingest:
+        raise fail("--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only (the last two also to "
+                    "conversations)")
+    from shared.tools.eval.report import eval_markdown
+    from shared.tools.eval.runner import EvalOptions, run_eval, targets_missed
+    from shared.tools.eval.targets import parse_provider_samples, parse_providers
+
+    try:
+        results = run_eval(
+            EvalOptions(cache_dir=cache, sample=sample, abstain_sample=abstain_sample, ablations=ablations,
+                        slice_queries=slice_queries, split=split, providers=parse_providers(providers),
+                        provider_samples=parse_provider_samples(provider_sample or []),
+                        query_timeout_s=query_timeout),
+            progress=lambda msg: err.print(msg),
+        )
+    except RagbusError as exc:
+        raise fail(str(exc)) from None
+    chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
+              "slice_queries": slice_queries, "split": split, "providers": providers,
+              "provider_sample": provider_sample or None}
+    defaults = inspect.signature(eval_command).parameters
+    full_run = all(value == defaults[name].default for name, value in chosen.items())
+    out = out or (Path("docs/eval_results.json") if full_run else cache / "eval_results.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    # soft_wrap: Markdown table rows stay one line each in a narrow terminal or a file
+    console.print(eval_markdown(results), markup=False, highlight=False, soft_wrap=True)
+    err.print(f"wrote {markup(out)}")
+    missed = targets_missed(results)
+    if check and missed:
+        err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures: bool, providers: str,
+                   reuse_ingest: bool, query_timeout: float, check: bool, out: Path | None, cache: Path,
+                   fitz_gov_only: dict[str, Any]) -> None:
+    from shared.tools.eval import realdocs
+    from shared.tools.eval.realdocs_run import RealDocsOptions, run_realdocs
+
+    defaults = inspect.signature(eval_command).parameters
+    changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in fitz_gov_only.items()
+               if value != defaults[name].default and not (name == "provider_sample" and not value)]
+    if changed or providers.strip().lower() not in ("auto", "local"):
+        raise fail(f"{', '.join(changed) or '--providers ' + providers} apply to fitz-gov only; realdocs runs the "
+                    "offline reader (RAGBUS_LLM=local)")
+    try:
+        results = run_realdocs(RealDocsOptions(cache_dir=cache, sample=sample, kinds=kinds, query_timeout_s=query_timeout,
+                                               reuse_ingest=reuse_ingest), progress=lambda msg: err.print(msg))
+    except RagbusError as exc:
+        raise fail(str(exc)) from None
+    full_run = sample is None and not kinds and not reuse_ingest  # the committed figures come from a fresh ingest
+    out = out or (Path("docs/eval_realdocs.json") if full_run else cache / "eval_realdocs.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    console.print(realdocs.markdown(results, show_failures=show_failures), markup=False, highlight=False,
+                  soft_wrap=True)
+    err.print(f"wrote {markup(out)}")
+    missed = realdocs.missed(results)
+    if check and missed:
+        err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _eval_conversations(*, show_failures: bool, reuse_ingest: bool, query_timeout: float, check: bool,
+                        out: Path | None, cache: Path, providers: str) -> None:
+    from shared.tools.eval import conversations
+    from shared.tools.eval.conversations_run import ConversationOptions, run_conversations
+
+    if providers.strip().lower() not in ("auto", "local"):
+        raise fail(f"--providers {providers} applies to fitz-gov only; conversations runs the offline provider "
+                    "(RAGBUS_LLM=local)")
+    try:
+        results = run_conversations(ConversationOptions(cache_dir=cache, query_timeout_s=query_timeout,
+                                                        reuse_ingest=reuse_ingest), progress=lambda msg: err.print(msg))
+    except RagbusError as exc:
+        raise fail(str(exc)) from None
+    out = out or (cache / "eval_conversations.json" if reuse_ingest else Path("docs/eval_conversations.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    console.print(conversations.markdown(results, show_failures=show_failures), markup=False, highlight=False,
+                  soft_wrap=True)
+    err.print(f"wrote {markup(out)}")
+    missed = [row["what"] for row in results["verdicts"] if row["met"] is not True]
+    if check and missed:
+        err.print(Text.assemble(("targets not met: ", "bold red"), plain("; ".join(missed))), soft_wrap=True)
+        raise typer.Exit(1)

@@ -1,0 +1,206 @@
+"""``ragbus poll`` and ``ragbus ingest``: bring documents in and wait until they are indexed."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from shared.contract import state_collections
+from shared.contract.deps import Deps
+from shared.contract.errors import RagbusError
+from shared.contract.messages import FeedPollRequested
+from shared.observability.terminal_text import markup
+from shared.runtime.stages import INGESTION_STAGES
+from shared.tools.cli.root import AllowLoopback, fail, say_empty
+from shared.tools.cli.session import Session, consumers_of, open_session, wait_for_documents
+from shared.tools.console import console, dead_since, err, wait_with_progress
+
+commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
+
+
+@commands.command()
+def poll(
+    feed: Annotated[list[str] | None, typer.Option("--feed", help="Poll only this feed (repeatable; default: every registered feed and sitemap).")] = None,
+    allow_loopback: AllowLoopback = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
+) -> None:
+    """Poll feeds now and wait until everything new is indexed."""
+    from shared.ingest.feeds import list_feeds
+    from shared.ingest.progress import touched_since
+
+    session = open_session(allow_loopback, changes=True)
+    deps = session.deps
+    if not list_feeds(deps.state):
+        left = session.local.bus.oldest_outstanding(
+            [c.subscription for c in consumers_of(INGESTION_STAGES)]) if session.local else None
+        if left is None:
+            # nothing to poll is not a failure: the command did all there was to do
+            say_empty("no feeds registered, nothing to poll; add one with `ragbus feeds add URL`")
+            return
+        # an earlier command ran out of time (a `feeds remove --timeout`): its work goes on here
+        with session.stages(INGESTION_STAGES) as runtime:
+            finished = wait_with_progress(session.local, runtime, left, timeout, "poll: work an earlier command left")
+        if not finished:
+            raise typer.Exit(1)
+        console.print("no feeds registered; finished the work an earlier command left")
+        return
+    since, started = time.time() - 0.001, deps.clock.now()
+    dead = 0
+    earlier = _announce_earlier(session, _feed_items(deps, feed), "poll")
+    with session.stages(INGESTION_STAGES) as runtime:
+        deps.publisher.publish(FeedPollRequested(
+            request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=started))
+        if runtime is not None:
+            wait_with_progress(session.local, runtime, since, timeout, "poll")
+            dead = dead_since(session.local, since)
+        else:
+            wanted = list(feed or [f["url"] for f in list_feeds(deps.state)])
+
+            def polled() -> set[str] | None:
+                records = [f for f in list_feeds(deps.state) if f["url"] in wanted]
+                if any(not f.get("last_poll") or f["last_poll"] < started.isoformat() for f in records):
+                    return None  # keeps the wait going until the poller ran
+                return touched_since(deps.state, started, wanted)
+
+            dead = wait_for_documents(session, polled, timeout, "poll")
+    feeds = list_feeds(deps.state)
+    failed = [f for f in feeds if f.get("last_error") and (not feed or f["url"] in feed)]
+    for f in feeds:
+        if not feed or f["url"] in feed:
+            status = f"[red]{markup(f['last_error'])}[/]" if f.get("last_error") else markup(f.get("last_status") or "ok")
+            console.print(f"{markup(f['url'])}: {status}")
+    unfinished = _report_unfinished(session, earlier | touched_since(deps.state, started, _wanted_feeds(deps, feed)),
+                                    "poll")
+    if dead and not unfinished:
+        err.print(f"[red]{dead} message(s) could not be processed; see `ragbus dead-letters`[/]")
+    if failed or dead or unfinished:
+        raise typer.Exit(1)
+
+
+def _wanted_feeds(deps: Deps, feed: list[str] | None) -> list[str]:
+    from shared.ingest.feeds import list_feeds
+    from shared.ingest.url_guard import normalise_url
+
+    if not feed:
+        return [f["url"] for f in list_feeds(deps.state)]
+    out = []
+    for url in feed:
+        try:
+            out.append(normalise_url(url))
+        except RagbusError:
+            out.append(url)
+    return out
+
+
+def _feed_items(deps: Deps, feed: list[str] | None) -> set[str]:
+    from shared.ingest.step import polled_items
+
+    return {r["document_id"] for r in polled_items(deps.state, _wanted_feeds(deps, feed))}
+
+
+def _announce_earlier(session: Session, candidates: set[str], command: str) -> set[str]:
+    """Documents among ``candidates`` that an earlier run announced and that are not indexed
+    yet (that run died, or gave up waiting): this run waits for them too."""
+    from shared.ingest.progress import status_of
+
+    pending = status_of(session.deps.state, candidates).pending
+    if pending:
+        err.print(f"{command}: {len(pending)} document(s) announced by an earlier run are not indexed yet; "
+                  "waiting for them too")
+    return pending
+
+
+def _report_unfinished(session: Session, ids: set[str], command: str) -> int:
+    """Say which of ``ids`` are still pending or failed after the wait; return how many."""
+    from shared.ingest.progress import status_of
+
+    status = status_of(session.deps.state, ids)
+    if status.pending:
+        err.print(f"[yellow]{command}: {len(status.pending)} document(s) still pending; they stay queued and "
+                  f"continue on the next `ragbus {command}` (or under `ragbus serve`); see `ragbus stats`[/]")
+    lettered = len(status.failed) - len(status.unfetched)
+    if lettered:
+        err.print(f"[red]{command}: {lettered} document(s) could not be processed; "
+                  "see `ragbus dead-letters` for the reasons[/]")
+    if status.unfetched:
+        # a fetch that failed published nothing, so `ragbus dead-letters` has nothing to show
+        err.print(f"[red]{command}: {len(status.unfetched)} item(s) could not be fetched; "
+                  "`ragbus feeds list` (or `ragbus sitemaps list`) shows why[/]")
+    return len(status.pending) + len(status.failed)
+
+
+@commands.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.html, .htm, .md, .markdown, .txt, "
+                                                 ".rst, .rest, and each of them gzip-compressed: .txt.gz ...).")],
+    delete: Annotated[bool, typer.Option("--delete", help="Remove these documents' chunks instead.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="With --delete: delete even from / or a folder wider "
+                                      "than any ingested path.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
+) -> None:
+    """Ingest local files through the cleaner and indexer (the twin of a GCS upload)."""
+    from shared.ingest.files import (
+        IngestReport,
+        delete_path,
+        ingest_path,
+        needs_confirmation,
+        records_under,
+    )
+
+    session = open_session(changes=True)
+    report = IngestReport()
+    deps = session.deps
+    since = time.time() - 0.001
+    ids: set[str] = set()
+    if delete and not yes:
+        for path in paths:
+            why = needs_confirmation(path, deps.state)
+            if why:
+                raise fail(f"{why}; nothing was deleted. Pass --yes to delete them, or name the ingested "
+                            "folder or file itself")
+    with session.stages(("cleaner", "indexer")) as runtime:
+        for path in paths:
+            try:
+                if delete:
+                    ids.update(delete_path(path, state=deps.state, publisher=deps.publisher, clock=deps.clock))
+                else:
+                    ids.update(m.document_id for m in ingest_path(
+                        path, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock,
+                        report=report))
+            except RagbusError as exc:
+                raise fail(str(exc)) from None
+        submitted = len(ids)
+        if not delete:
+            # every file under these paths is this command's to finish, including files an
+            # earlier run announced and did not see indexed (it was killed, or timed out)
+            under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
+            ids |= _announce_earlier(session, under - ids, "ingest")
+        if ids and runtime is not None:
+            wait_with_progress(session.local, runtime, since, timeout, "ingest")
+        elif ids:
+            wait_for_documents(session, lambda: ids, timeout, "ingest")
+    verb = "deleted" if delete else "submitted"
+    unchanged = f", {report.unchanged} unchanged" if report.unchanged else ""
+    skipped = sum(report.skipped.values())
+    skipped_text = f", {skipped} skipped" if skipped else ""
+    # the index's total, from every source: "7 submitted; 15 indexed" read as if 15 of the 7 were
+    console.print(f"{submitted} document(s) {verb}{unchanged}{skipped_text}; "
+                  f"{deps.state.count(state_collections.DOCUMENTS)} document(s) in the index", soft_wrap=True)
+    for (why, suffix), count in sorted(report.skipped.items(), key=lambda kv: (-kv[1], kv[0])):
+        console.print(Text(f"  skipped {count} {suffix} file(s): {why}"), soft_wrap=True)
+    if delete:
+        unfinished = _report_unfinished(session, ids, "ingest")
+    else:
+        # a file under these paths that failed earlier and is unchanged is still not indexed
+        under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
+        unfinished = _report_unfinished(session, ids | under, "ingest")
+    if unfinished:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------ reading

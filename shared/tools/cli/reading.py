@@ -1,0 +1,188 @@
+"""``ragbus stats``, ``ragbus search`` and ``ragbus ask``: what the index holds and what it answers."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from shared.contract import state_collections
+from shared.contract.deps import Deps
+from shared.contract.errors import RagbusError
+from shared.observability.terminal_text import markup, plain
+from shared.query.record import QueryRecord
+from shared.tools.cli.root import ADD_DOCUMENTS, fail, print_json, say_empty
+from shared.tools.cli.session import announce_data, open_session, where_data_is
+from shared.tools.console import console, print_answer
+
+commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
+
+
+def collect_stats(deps: Deps) -> dict[str, Any]:
+    from shared.ingest.feeds import list_feeds
+
+    state = deps.state
+    outcomes: dict[str, int] = {}
+    for doc in state.list(state_collections.QUERIES):
+        record = QueryRecord.from_doc(doc)
+        key = record.outcome or record.status or "unknown"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    from services.dead_letters.redrive import letters as dead_letters_of
+
+    letters = dead_letters_of(state)  # each with its id: what `ragbus dead-letters retry ID` takes
+    letters.sort(key=lambda d: d.get("at") or "", reverse=True)
+    return {
+        "documents": state.count(state_collections.DOCUMENTS),
+        "chunks": deps.index.count_chunks(),
+        "dead_letters": len(letters),
+        "feeds": [
+            {k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}
+            for f in list_feeds(state)
+        ],
+        "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
+        "recent_dead_letters": [
+            {k: d.get(k) for k in ("id", "message_id", "subscription", "type", "error", "attempts", "at")}
+            for d in letters[:10]
+        ],
+    }
+
+
+@commands.command()
+def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Documents, chunks, dead letters, feeds and queries."""
+    session = open_session()
+    result = collect_stats(session.deps)
+    if as_json:
+        print_json(result)
+        return
+    announce_data(session.settings)  # 0 documents means something else in the topology's storage
+    console.print(f"documents: {result['documents']}   chunks: {result['chunks']}   "
+                  f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}")
+    for feed in result["feeds"]:
+        console.print(f"  feed {markup(feed['url'])}: last poll {markup(feed['last_poll'] or 'never')}"
+                      + (f", [red]error: {markup(feed['last_error'])}[/]" if feed["last_error"] else ""))
+    from services.dead_letters.redrive import short_id
+
+    for letter in result["recent_dead_letters"]:
+        # the id `ragbus dead-letters retry ID` / `purge ID` takes
+        console.print(f"  [red]dead letter[/] {markup(short_id(letter))} {markup(letter['subscription'])}: "
+                      f"{markup(letter['error'])}")
+
+
+_SOURCE_HELP = ("Only documents from this source: a feed or sitemap URL, gs://bucket/prefix or a folder "
+                "(default: every source).")
+_SINCE_HELP = ("Only documents published since: a date (2025-06-01), an ISO time or an age (12h, 7d, 2w, 3m, 1y) "
+               "(default: no lower bound).")
+_UNTIL_HELP = ("Only documents published before: a date (through that day), an ISO time or an age "
+               "(7d: a week ago) (default: no upper bound).")
+_WHERE_HELP = "Only documents whose metadata KEY equals VALUE; repeatable, all must hold (default: none)."
+_KIND_HELP = "Only documents that came in as: feed, sitemap, file or gcs (default: any)."
+
+
+def _filters(deps: Deps, source: str | None, since: str | None, until: str | None,
+             where: list[str] | None, kind: str | None = None) -> Any:
+    """The --source/--since/--until/--where/--kind flags as Filters (None when none is given)."""
+    from shared.contract.filters import FilterError, Filters
+
+    if source is None and since is None and until is None and not where and kind is None:
+        return None
+    try:
+        filters = Filters.parse(now=deps.clock.now(), source=source, since=since, until=until,
+                                kind=kind, where=where or None)
+    except FilterError as exc:
+        raise fail(f"filter: {exc}") from None
+    return None if filters.is_empty else filters
+
+
+@commands.command()
+def search(
+    text: Annotated[str, typer.Argument(help="The words to search for.")],
+    k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many chunks.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    source: Annotated[str | None, typer.Option(help=_SOURCE_HELP)] = None,
+    since: Annotated[str | None, typer.Option(help=_SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option(help=_UNTIL_HELP)] = None,
+    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=_WHERE_HELP)] = None,
+    kind: Annotated[str | None, typer.Option(help=_KIND_HELP)] = None,
+) -> None:
+    """Retrieval only: the chunks that best match TEXT."""
+    from shared.contract.text import snippet
+    from shared.query.api import search_documents
+
+    session = open_session()
+    filters = _filters(session.deps, source, since, until, where, kind)
+    try:
+        hits = search_documents(session.deps, text, k, field="text", filters=filters)
+    except RagbusError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(hits)
+        return
+    if not hits:
+        if session.deps.index.count_chunks() == 0:
+            say_empty(f"the index under {where_data_is(session.settings)} is empty; {ADD_DOCUMENTS}")
+        elif filters is not None:
+            say_empty(f"no chunk matches within the filters ({filters.describe()}); widen them or try other words")
+        else:
+            say_empty("no chunk matches; try other words")
+        return
+    for n, hit in enumerate(hits, 1):
+        console.print(Text.assemble((f"{n}. {plain(hit['title'])}", "bold"), f" ({hit['score']:.3f}) {plain(hit['url'])}"),
+                      soft_wrap=True)
+        console.print(Text("   " + plain(snippet(hit["text"], title=hit.get("title") or ""))))
+
+
+def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | None,
+         timeout: float | None, filters: Any = None) -> QueryRecord:
+    """``timeout``: --timeout, or None for RAGBUS_QUERY_TIMEOUT_S (which, like the gateway's default,
+    may exceed the range a caller may ask for)."""
+    from shared.query.api import submit_query, wait_for_query
+
+    record = submit_query(deps, question, top_k=top_k, max_iterations=max_iterations, timeout_s=timeout,
+                          field="question", filters=filters)
+    return wait_for_query(deps, record.id, (timeout or deps.settings.query_timeout_s) + 5)
+
+
+@commands.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question, in words (quote it in the shell).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full query record as JSON.")] = False,
+    top_k: Annotated[int | None, typer.Option(
+        min=1, max=50, help="How many chunks to retrieve and grade per iteration "
+        "(default: RAGBUS_TOP_K, else 10).")] = None,
+    max_iterations: Annotated[int | None, typer.Option(
+        min=0, max=5, help="Refinements after the first retrieval when the grade is weak; 0: none "
+        "(default: RAGBUS_MAX_ITERATIONS, else 2).")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds before the query times out (default: RAGBUS_QUERY_TIMEOUT_S, else 60).")] = None,
+    source: Annotated[str | None, typer.Option(help=_SOURCE_HELP)] = None,
+    since: Annotated[str | None, typer.Option(help=_SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option(help=_UNTIL_HELP)] = None,
+    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=_WHERE_HELP)] = None,
+    kind: Annotated[str | None, typer.Option(help=_KIND_HELP)] = None,
+) -> None:
+    """Ask a question; answer with citations from the indexed corpus."""
+    from shared.query.api import TIMEOUT_RANGE_S, validate_seconds
+
+    if timeout is not None:
+        try:  # named as the user typed it, not as the API's 'timeout_s'
+            validate_seconds(timeout, "--timeout", TIMEOUT_RANGE_S)
+        except RagbusError as exc:
+            raise fail(str(exc)) from None
+    session = open_session(changes=True)
+    filters = _filters(session.deps, source, since, until, where, kind)
+    if session.local is not None and session.deps.index.count_chunks() == 0:
+        say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
+    with session.stages():
+        try:
+            record = _ask(session.deps, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout,
+                          filters=filters)
+        except RagbusError as exc:
+            raise fail(str(exc)) from None
+    if as_json:
+        print_json(record.to_doc())
+    else:
+        print_answer(record)
+    if record.status != "answered":
+        raise typer.Exit(1)
