@@ -32,9 +32,9 @@ from shared.contract.messages import ContextsRetrieved, Message, QueryGraded
 from shared.contract.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
 from shared.observability import metrics
 from shared.observability.tracing import annotate
-from shared.query.reading.extractive import body_lines
 from shared.query.grading import failed_thresholds, fallback_grade
 from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.reading.extractive import body_lines
 from shared.query.record import Context, QueryRecord
 from shared.query.state import GRADE, RETRIEVE, apply_stage, live_record
 

@@ -43,12 +43,12 @@ from shared.contract.ports import (
 )
 from shared.observability import metrics
 from shared.observability.tracing import annotate
-from shared.query.reading.answer_types import question_names, states_value
-from shared.query.reading.extractive import extractive_answer
 from shared.query.grading import failed_thresholds, strip_model_directives
-from shared.query.reading.language import detect_language, phrase
 from shared.query.model_health import model_answered, model_unusable, note_fallback
 from shared.query.prompts import CITATION_MARKER, cited_numbers
+from shared.query.reading.answer_types import question_names, states_value
+from shared.query.reading.extractive import extractive_answer
+from shared.query.reading.language import detect_language, phrase
 from shared.query.record import Citation, Context, QueryRecord
 from shared.query.state import SYNTHESIZE, apply_stage, live_record, read_record
 from shared.query.vectors import query_vector

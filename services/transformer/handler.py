@@ -35,8 +35,8 @@ from shared.contract.ports import (
     Transformation,
 )
 from shared.observability.tracing import annotate
-from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.query.record import QueryRecord
 from shared.query.state import TRANSFORM, apply_stage, live_record
 from shared.query.temporal import TimeReading, read_time

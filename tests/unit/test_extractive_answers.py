@@ -9,7 +9,11 @@ from __future__ import annotations
 import pytest
 
 from shared.contract.ports import GradingContext
-from shared.query.reading.answer_sentences import answer_sentence, heading_like, opens_with_reference
+from shared.query.reading.answer_sentences import (
+    answer_sentence,
+    heading_like,
+    opens_with_reference,
+)
 from shared.query.reading.extractive import extractive_answer
 
 

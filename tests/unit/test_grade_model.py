@@ -249,7 +249,12 @@ def test_a_question_with_nothing_to_check_is_not_said_to_abstain_below_the_thres
 
 
 def test_sentence_coverage_reads_each_passage_once_and_leaves_the_passage_cache_to_passages():
-    from shared.query.reading.extractive import _term_set, sentence_term_sets, split_sentences, term_set
+    from shared.query.reading.extractive import (
+        _term_set,
+        sentence_term_sets,
+        split_sentences,
+        term_set,
+    )
 
     passage = ("Hybrid search merges keyword and vector rankings. Each ranking is cut at ten. "
                "The merged list keeps the best score of each chunk.")
