@@ -291,8 +291,12 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
             paragraph = line
         n += 1
     flush()
-    # Lines of a text file's listing ("pstree   shows processes as a tree"), two or more in a
-    # row, each without a full stop: items too (one such line alone may be a heading).
+    return _listing_lines_as_items(out)
+
+
+def _listing_lines_as_items(out: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Lines of a text file's listing ("pstree   shows processes as a tree"), two or more in a
+    row, each without a full stop: items too (one such line alone may be a heading)."""
     bare = [not item and "\n" not in text and not _SENTENCE_CLOSE.search(text) and len(_words(text)) >= MIN_ITEM_WORDS
             and not heading_like(text) for text, item in out]
     # one such line alone is an item too when it holds a figure: "Major changes in 1.20.1 (2022-11-15)";

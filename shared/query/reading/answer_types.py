@@ -467,6 +467,33 @@ _CAUSAL_VERBS = frozenset("causes determines drives influences affects explains 
 def asked_fact(question: str) -> AskedFact:
     """What ``question`` asks for (see :class:`AskedFact`); an empty fact when its shape says nothing."""
     text = _normalise(question)
+    kind, aspect, unit, named, ties, relation = _question_shape(text)
+    if kind is None and aspect:
+        # A noun aspect ("the ingredients", "the terms") is checked in the passage, not one sentence:
+        # passages name it once and state its parts in the sentences that follow.
+        named, aspect = aspect, ()
+    if re.match(r"^\W*(?:\w+\s+)?which\b", text, re.IGNORECASE) and kind is None:
+        named = ()  # "which company has more revenue, A or B?" asks to choose among names it gives
+    if not (kind or aspect or relation or named):
+        # yes/no and open questions ("is X better than Y?"): nothing specific is asked
+        return AskedFact()
+    asked = {stem(a) for a in (*aspect, *named)}
+    if kind in (VERSION, DEFAULT, IDENT):  # "the default", "which version", "which ID" say what is asked
+        asked |= {stem(w) for w in ("default", "defaults", "version", "versions", "release", "releases",
+                                    "id", "ids", "identifier", "identifiers", "number", "numbers")}
+    topic = tuple(
+        t for t in (*ties, *content_terms(text, keep_temporal=False))
+        if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
+        and not (kind == AMOUNT and t.lower() in _MONEY_HEADS | {"pay", "spend", "charge"})
+    )
+    return AskedFact(kind=kind, aspect=aspect, unit=unit, named=named, relation=relation,
+                     topic=tuple(dict.fromkeys(topic)), specifics=_specifics(text),
+                     counted=tuple(ties) if kind == COUNT else ())
+
+
+def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None, tuple[str, ...], tuple[str, ...],
+                                        str | None]:
+    """(kind, aspect, unit, named, ties, relation) as the wording of a normalised question gives them."""
     kind: str | None = None
     aspect: tuple[str, ...] = ()
     unit: str | None = None
@@ -533,27 +560,7 @@ def asked_fact(question: str) -> AskedFact:
             # "what materials compose X?": without a verb to end the phrase, one of its first
             # words is only required somewhere in an on-topic passage
             named = tuple(w for w in words[:3] if w.lower() not in STOPWORDS)
-    if kind is None and aspect:
-        # A noun aspect ("the ingredients", "the terms") is checked in the passage, not one sentence:
-        # passages name it once and state its parts in the sentences that follow.
-        named, aspect = aspect, ()
-    if re.match(r"^\W*(?:\w+\s+)?which\b", text, re.IGNORECASE) and kind is None:
-        named = ()  # "which company has more revenue, A or B?" asks to choose among names it gives
-    if not (kind or aspect or relation or named):
-        # yes/no and open questions ("is X better than Y?"): nothing specific is asked
-        return AskedFact()
-    asked = {stem(a) for a in (*aspect, *named)}
-    if kind in (VERSION, DEFAULT, IDENT):  # "the default", "which version", "which ID" say what is asked
-        asked |= {stem(w) for w in ("default", "defaults", "version", "versions", "release", "releases",
-                                    "id", "ids", "identifier", "identifiers", "number", "numbers")}
-    topic = tuple(
-        t for t in (*ties, *content_terms(text, keep_temporal=False))
-        if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
-        and not (kind == AMOUNT and t.lower() in _MONEY_HEADS | {"pay", "spend", "charge"})
-    )
-    return AskedFact(kind=kind, aspect=aspect, unit=unit, named=named, relation=relation,
-                     topic=tuple(dict.fromkeys(topic)), specifics=_specifics(text),
-                     counted=tuple(ties) if kind == COUNT else ())
+    return kind, aspect, unit, named, ties, relation
 
 
 # ----------------------------------------------------------------- values

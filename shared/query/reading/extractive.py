@@ -2,11 +2,12 @@
 the synthesizer's fallback when a model call fails.
 
 An extractive answer is a few sentences copied from the contexts, each cited by
-the number of the context it came from: sentences are scored against the
-question (embedding cosine when an embedding function is given, plus overlap of
-the question's content terms), then chosen by maximal marginal relevance (MMR)
-so that two near-identical sentences are not both kept. When no sentence
-supports an answer, the result is an abstention, never invented text.
+the number of the context it came from. :class:`Reader` (the local model's) quotes
+the sentence that states the asked fact and says whether it does; :class:`SentencePicker`
+(the synthesizer's fallback) scores sentences against the question and chooses them by
+maximal marginal relevance (MMR). Their weights are named (:class:`ReaderWeights`,
+the picker's class attributes). When no sentence supports an answer, the result is an
+abstention, never invented text.
 
 So that it reads as an answer (issue 11, item 2): only sentences that can be
 quoted are candidates (no headings, questions, lead-ins ending in a colon:
@@ -32,6 +33,7 @@ import numpy as np
 from shared.contract.ports import Answer, AnswerSentence, GradingContext
 from shared.contract.text import split_sentences as _split_sentences
 from shared.contract.text import strip_header
+from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import (
     answer_sentence,
     heading_like,
@@ -40,7 +42,6 @@ from shared.query.reading.answer_sentences import (
     passage_pieces,
     question_parts,
 )
-from shared.query.grading import strip_model_directives
 from shared.query.reading.language import phrase
 from shared.query.reading.stemming import stemmer
 
@@ -313,17 +314,54 @@ FactCheck = Callable[[str, str], "bool | None"]
 # How many sentences the reader embeds per question: the cheap score's best. Each costs about one
 # query embedding the first time a process reads it (a short text); they are kept per process.
 READER_POOL = 8
-# The reader's score: cosine of question and sentence, the question's terms the sentence holds, its
-# passage's closeness (scaled 0..1), whether it states the asked value (+) or lacks it (-), and its
-# passage's retrieval rank (1 / rank: the retriever's first passage is the likeliest source).
-READER_WEIGHTS = {"cosine": 0.55, "overlap": 0.25, "passage": 0.10, "states": 0.15, "lacks": 0.15, "rank": 0.10}
-# Below this cosine, sharing none of the question's terms, a sentence is not about the question
-# (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2).
-UNRELATED_COSINE = 0.2
-# A quoted sentence this close to an open question (one no rule can check) states its answer.
-STATES_COSINE = 0.5
-# A further sentence for an open question: as strong as this share of the first, with a term it lacks.
-FURTHER_SHARE = 0.85
+
+
+@dataclass(frozen=True)
+class ReaderWeights:
+    """How the reader (:class:`Reader`) scores a sentence. Chosen on the real-text development set
+    (``ragbus eval --dataset realdocs``), never refit on fitz-gov alone (issue 20)."""
+
+    # The final score: cosine of question and sentence, the question's terms the sentence holds, its
+    # passage's closeness (scaled 0..1), whether it states the asked value (+) or lacks it (-), and its
+    # passage's retrieval rank (1 / rank: the retriever's first passage is the likeliest source).
+    cosine: float = 0.55
+    overlap: float = 0.25
+    passage: float = 0.10
+    states: float = 0.15
+    lacks: float = 0.15
+    rank: float = 0.10
+    # The cheap score that picks the READER_POOL sentences worth embedding: terms held, passage closeness.
+    cheap_overlap: float = 0.6
+    cheap_passage: float = 0.4
+    # How documentation states things (:func:`_shape_score`): the question's words in its order, a
+    # definition's subject opening the sentence, a command line or pointer nobody asked for.
+    word_order: float = 0.1
+    definition: float = 0.15
+    code_like: float = 0.1
+    # Below this cosine, sharing none of the question's terms, a sentence is not about the question
+    # (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2).
+    unrelated_cosine: float = 0.2
+    # A quoted sentence this close to an open question (one no rule can check) states its answer.
+    states_cosine: float = 0.5
+    # A further sentence for an open question: as strong as this share of the first, with a term it lacks.
+    further_share: float = 0.85
+
+
+READER_WEIGHTS = ReaderWeights()
+# (kept under their earlier names: docs/benchmarks.md cites them)
+UNRELATED_COSINE = READER_WEIGHTS.unrelated_cosine
+STATES_COSINE = READER_WEIGHTS.states_cosine
+FURTHER_SHARE = READER_WEIGHTS.further_share
+
+# A passage's closeness to the question (a cosine) read as a prior from 0 to 1: unrelated text scores
+# about 0.2 with all-MiniLM-L6-v2, a passage about the question 0.6 or more.
+PASSAGE_COSINE_FLOOR = 0.2
+PASSAGE_COSINE_SPAN = 0.4
+
+
+def _passage_prior(candidates: Sequence[_Candidate], closeness: Mapping[int, float]) -> np.ndarray:
+    return np.array([min(1.0, max(0.0, (closeness.get(c.number, 0.0) - PASSAGE_COSINE_FLOOR) / PASSAGE_COSINE_SPAN))
+                     for c in candidates], dtype=np.float32)
 
 
 def extractive_answer(
@@ -345,354 +383,428 @@ def extractive_answer(
     sentence_embed: Embed | None = None,
     fact_check: FactCheck | None = None,
 ) -> Answer:
-    """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited.
+    """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited; an
+    abstention when no sentence supports an answer, never invented text.
 
-    The reader (``question_vector``, ``sentence_embed`` and ``context_similarity`` given, as the
-    local model does): every quotable sentence is first scored cheaply (the question's terms it
-    holds, its passage's closeness, and ``fact_check``: whether it states the asked value, e.g.
-    :func:`shared.query.reading.answer_types.sentence_states`); the ``READER_POOL`` best are embedded
-    (``sentence_embed``, a sentence that opens with a reference together with the sentence it
-    leans on) and ranked by their cosine to ``question_vector`` with those signals
-    (:data:`READER_WEIGHTS`). The answer opens with the best; a further sentence is quoted only
-    for a part of the question still unanswered. The answer carries the reader's verdict
-    (``states_fact``, ``unstated``); a question asking for a value of a type (a count, a version,
-    a status code ...) that no sentence states gets an abstention naming what is missing.
-
-    Relevance of a sentence: with ``embed``, its cosine to the question plus term
-    overlap; with ``context_similarity`` (context number -> cosine of the whole
-    passage to the question, e.g. from vectors stored at indexing), term overlap
-    plus that passage prior, and with ``embed`` too only the ``rerank`` best of
-    those are embedded and re-scored by meaning; with neither, term overlap alone.
-    ``min_relevance`` is the floor a sentence must reach to count as support
-    (default 0.3 with embeddings or a prior, where unrelated text scores about
-    0.0-0.2, and 0.34 without: a third of the question's terms). Among supporting
-    sentences, those of the retriever's first contexts are preferred by
-    ``rank_weight`` / context number; a further source must hold a question term the
-    quoted ones lack and, with ``context_similarity``, be at least as close to the
-    question as the closest quoted passage (less ``source_margin``): on fitz-gov a
-    further, less close passage is rarely one of the question's own.
-
-    ``names`` are the proper names, acronyms and model numbers the question states
-    (e.g. :func:`shared.query.reading.answer_types.question_names`); one that no context names
-    is said plainly ("Not mentioned in the sources: ProTab X1."), so an answer quoting
-    what the sources say about a neighbouring product, firm or agency is not taken for
-    an answer about the one asked.
-
-    A question asking several things ("the filing fee AND deadline for the appeal") gets
-    each part answered where a sentence speaks to it and a note naming each part none does;
+    With ``question_vector``, ``sentence_embed`` and ``context_similarity`` (as the local model
+    calls it), the :class:`Reader` answers: the sentence that states the asked fact, and its
+    verdict (``states_fact``, ``unstated``). Otherwise (the synthesizer's fallback when a model
+    call fails) :class:`SentencePicker` chooses by relevance and maximal marginal relevance
+    (``embed``, ``rerank``, ``min_relevance``, ``mmr_lambda``, ``rank_weight``, ``source_margin``:
+    see there). Either way ``names``, the proper names, acronyms and model numbers the question
+    states, that no source names are said plainly ("Not mentioned in the sources: ProTab X1."),
+    and each part of a question asking several things is answered or named missing;
     ``value_check`` (:data:`ValueCheck`) lets a sentence holding the value a part asks for
     ("30 days" for the deadline) speak to it without naming it.
     """
-    floor = min_relevance if min_relevance is not None else (
-        0.3 if embed or context_similarity else 0.34)
     candidates = _candidate_sentences(contexts, per_context=40, total=240)
     terms = content_terms(query, keep_temporal=False) or content_terms(query)
     if not candidates:
         return _abstention(language)
-
     term_stems = [stem(t) for t in terms]
     overlap = np.array([sum(1 for t in term_stems if t in c.stems) / len(terms) if terms else 0.0
                         for c in candidates], dtype=np.float32)
     if question_vector is not None and sentence_embed is not None and context_similarity is not None:
-        return _read(query, contexts, candidates, overlap, term_stems, language=language,
-                     question_vector=question_vector, sentence_embed=sentence_embed,
-                     context_similarity=context_similarity, names=names, value_check=value_check,
-                     fact_check=fact_check)
-    vectors: np.ndarray | None = None
-    if context_similarity:
-        prior = np.array(
-            [min(1.0, max(0.0, (context_similarity.get(c.number, 0.0) - 0.2) / 0.4)) for c in candidates],
-            dtype=np.float32,
-        )
-        # a sentence must share the question's terms; its passage's closeness breaks ties
-        relevance = np.where(overlap > 0, 0.6 * overlap + 0.4 * prior, 0.0).astype(np.float32)
-        if embed is not None:
+        reader = Reader(query, contexts, candidates, overlap, term_stems, language=language,
+                        question_vector=question_vector, sentence_embed=sentence_embed,
+                        context_similarity=context_similarity, names=names, value_check=value_check,
+                        fact_check=fact_check)
+        return reader.answer()
+    picker = SentencePicker(query, contexts, candidates, overlap, term_stems, language=language, embed=embed,
+                            context_similarity=context_similarity, rerank=rerank, max_sentences=max_sentences,
+                            min_relevance=min_relevance, mmr_lambda=mmr_lambda, rank_weight=rank_weight,
+                            source_margin=source_margin, names=names, value_check=value_check)
+    return picker.answer()
+
+
+class SentencePicker:
+    """The extractive answer without the reader's sentence vectors: sentences scored against the
+    question, then chosen by maximal marginal relevance (MMR) so that two near-identical
+    sentences are not both kept.
+
+    Relevance of a sentence: with ``embed``, its cosine to the question plus term overlap; with
+    ``context_similarity`` (context number -> cosine of the whole passage to the question, e.g. from
+    vectors stored at indexing), term overlap plus that passage prior, and with ``embed`` too only
+    the ``rerank`` best of those are embedded and re-scored by meaning; with neither, term overlap
+    alone. ``min_relevance`` is the floor a sentence must reach to count as support (default 0.3
+    with embeddings or a prior, where unrelated text scores about 0.0-0.2, and 0.34 without: a
+    third of the question's terms). Among supporting sentences, those of the retriever's first
+    contexts are preferred by ``rank_weight`` / context number; a further source must hold a
+    question term the quoted ones lack and, with ``context_similarity``, be at least as close to
+    the question as the closest quoted passage (less ``source_margin``): on fitz-gov a further,
+    less close passage is rarely one of the question's own.
+    """
+
+    # Relevance as term overlap and passage prior; re-scored by meaning; by meaning without a prior.
+    PRIOR_WEIGHTS = (0.6, 0.4)
+    RERANK_WEIGHTS = (0.5, 0.3, 0.2)  # cosine, overlap, prior
+    EMBED_WEIGHTS = (0.7, 0.3)  # cosine, overlap
+    FLOOR_WITH_MEANING = 0.3
+    FLOOR_BY_TERMS = 0.34
+    # Once two are chosen, a further source needs this share of the best sentence's strength.
+    FURTHER_SOURCE_SHARE = 0.75
+    # Closer than this to a chosen sentence, a sentence is the same one from another chunk.
+    DUPLICATE = 0.92
+
+    def __init__(self, query: str, contexts: Sequence[GradingContext], candidates: list[_Candidate],
+                 overlap: np.ndarray, term_stems: list[str], *, language: str, embed: Embed | None,
+                 context_similarity: Mapping[int, float] | None, rerank: int, max_sentences: int,
+                 min_relevance: float | None, mmr_lambda: float, rank_weight: float, source_margin: float,
+                 names: Sequence[str], value_check: ValueCheck | None) -> None:
+        self.query, self.contexts, self.candidates = query, contexts, candidates
+        self.overlap, self.term_stems, self.language = overlap, term_stems, language
+        self.embed, self.closeness_of, self.rerank = embed, context_similarity, rerank
+        self.max_sentences, self.mmr_lambda, self.rank_weight = max_sentences, mmr_lambda, rank_weight
+        self.source_margin, self.names, self.value_check = source_margin, names, value_check
+        self.floor = min_relevance if min_relevance is not None else (
+            self.FLOOR_WITH_MEANING if embed or context_similarity else self.FLOOR_BY_TERMS)
+        self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
+        self.stems = [c.stems for c in candidates]
+        self.vectors: np.ndarray | None = None
+        self.relevance = self._relevance()
+
+    def _relevance(self) -> np.ndarray:
+        candidates, overlap, embed = self.candidates, self.overlap, self.embed
+        if self.closeness_of:
+            prior = _passage_prior(candidates, self.closeness_of)
+            by_terms, by_prior = self.PRIOR_WEIGHTS
+            # a sentence must share the question's terms; its passage's closeness breaks ties
+            relevance = np.where(overlap > 0, by_terms * overlap + by_prior * prior, 0.0).astype(np.float32)
+            if embed is None:
+                return relevance
             # Re-rank only the best few by meaning: embedding every sentence of ten
             # passages costs far more than the whole rest of the query.
-            pool = [int(i) for i in np.argsort(-relevance, kind="stable")[:rerank] if relevance[i] > 0]
-            if pool:
-                matrix = embed([query] + [candidates[i].text for i in pool])
-                vectors = np.zeros((len(candidates), matrix.shape[1]), dtype=np.float32)
-                vectors[pool] = matrix[1:]
-                reranked = np.zeros_like(relevance)
-                reranked[pool] = 0.5 * (matrix[1:] @ matrix[0]) + 0.3 * overlap[pool] + 0.2 * prior[pool]
-                relevance = reranked
-    elif embed is not None:
-        matrix = embed([query] + [c.text for c in candidates])
-        query_vec, vectors = matrix[0], matrix[1:]
-        cosine = vectors @ query_vec
-        relevance = 0.7 * cosine + 0.3 * overlap
-    else:
-        relevance = overlap
-    if float(relevance.max()) < floor:
-        return _abstention(language)
-    # Contexts are numbered in retrieval order: the retriever's first passage is the
-    # likeliest source, so among supporting sentences it is read first.
-    score = relevance + np.where(relevance > 0, rank_weight / np.array([c.number for c in candidates]), 0.0)
-    order = [int(i) for i in np.argsort(-score, kind="stable")]
+            pool = [int(i) for i in np.argsort(-relevance, kind="stable")[:self.rerank] if relevance[i] > 0]
+            if not pool:
+                return relevance
+            matrix = embed([self.query] + [candidates[i].text for i in pool])
+            self.vectors = np.zeros((len(candidates), matrix.shape[1]), dtype=np.float32)
+            self.vectors[pool] = matrix[1:]
+            by_meaning, by_terms, by_prior = self.RERANK_WEIGHTS
+            reranked = np.zeros_like(relevance)
+            reranked[pool] = by_meaning * (matrix[1:] @ matrix[0]) + by_terms * overlap[pool] + by_prior * prior[pool]
+            return reranked
+        if embed is not None:
+            matrix = embed([self.query] + [c.text for c in candidates])
+            query_vec, self.vectors = matrix[0], matrix[1:]
+            by_meaning, by_terms = self.EMBED_WEIGHTS
+            return by_meaning * (self.vectors @ query_vec) + by_terms * overlap
+        return overlap
 
-    at = {(c.number, c.position): i for i, c in enumerate(candidates)}
-
-    def predecessor(i: int) -> int | None:
+    def predecessor(self, i: int) -> int | None:
         """The sentence right before ``i`` in its passage, when it can be quoted and
         stands alone: a sentence that leans back is quoted only after it."""
-        j = at.get((candidates[i].number, candidates[i].position - 1))
-        if j is None or candidates[j].leans_back or not (overlap[j] > 0 or relevance[j] >= floor):
+        j = self.at.get((self.candidates[i].number, self.candidates[i].position - 1))
+        if j is None or self.candidates[j].leans_back or not (
+                self.overlap[j] > 0 or self.relevance[j] >= self.floor):
             return None
         return j
 
-    stems = [c.stems for c in candidates]
+    def similarity(self, i: int, j: int) -> float:
+        if self.vectors is not None:
+            return float(self.vectors[i] @ self.vectors[j])
+        union = self.stems[i] | self.stems[j]
+        return len(self.stems[i] & self.stems[j]) / len(union) if union else 0.0
 
-    def similarity(i: int, j: int) -> float:
-        if vectors is not None:
-            return float(vectors[i] @ vectors[j])
-        union = stems[i] | stems[j]
-        return len(stems[i] & stems[j]) / len(union) if union else 0.0
+    def closeness(self, number: int) -> float:
+        return self.closeness_of.get(number, 0.0) if self.closeness_of else 0.0
 
-    def closeness(number: int) -> float:
-        return context_similarity.get(number, 0.0) if context_similarity else 0.0
-
-    def adds_a_source_worth_it(i: int, chosen: list[int]) -> bool:
+    def adds_a_source_worth_it(self, i: int, chosen: list[int]) -> bool:
         """A further source is quoted only for a part of the question the sources
         quoted so far leave out (a question term none of their sentences holds), and,
         where passage closeness is known, only from a passage as close to the question
         as theirs: a loosely related document is not worth a citation."""
-        quoted = {candidates[j].number for j in chosen}
-        if candidates[i].number in quoted:
+        quoted = {self.candidates[j].number for j in chosen}
+        if self.candidates[i].number in quoted:
             return True
-        covered = set().union(*(stems[j] for j in chosen))
-        if not any(t in stems[i] and t not in covered for t in term_stems):
+        covered = set().union(*(self.stems[j] for j in chosen))
+        if not any(t in self.stems[i] and t not in covered for t in self.term_stems):
             return False
-        return not context_similarity or closeness(candidates[i].number) >= max(
-            closeness(n) for n in quoted) - source_margin
+        return not self.closeness_of or self.closeness(self.candidates[i].number) >= max(
+            self.closeness(n) for n in quoted) - self.source_margin
 
-    window = order[: max(60, max_sentences * 6)]
-    # The answer opens with the best sentence that stands alone; only when every
-    # supporting sentence leans back does it open with one and the sentence before it.
-    lead_pool = [i for i in window if relevance[i] >= floor and not candidates[i].leans_back] or [
-        i for i in window if relevance[i] >= floor and predecessor(i) is not None]
-    if not lead_pool:
-        return _abstention(language)
-    best = float(relevance[lead_pool[0]])
-    chosen: list[int] = []
-    while len(chosen) < max_sentences:
-        best_i, best_mmr, best_pred = -1, -1e9, None
-        for i in lead_pool if not chosen else window:
-            if i in chosen or relevance[i] < floor:
+    def answer(self) -> Answer:
+        relevance = self.relevance
+        if float(relevance.max()) < self.floor:
+            return _abstention(self.language)
+        # Contexts are numbered in retrieval order: the retriever's first passage is the
+        # likeliest source, so among supporting sentences it is read first.
+        numbers = np.array([c.number for c in self.candidates])
+        self.score = relevance + np.where(relevance > 0, self.rank_weight / numbers, 0.0)
+        self.order = [int(i) for i in np.argsort(-self.score, kind="stable")]
+        chosen = self._choose()
+        if chosen is None:
+            return _abstention(self.language)
+        missing = self._cover_parts(chosen)
+        sentences = [AnswerSentence(text=self.candidates[i].text, citations=[self.candidates[i].number])
+                     for i in _reading_order(chosen, self.candidates)]
+        # the names in one note, however many the question lists (a part is a clause: one note each)
+        unnamed = ", ".join(name for name in unnamed_names(self.query, self.names, self.contexts)
+                            if name not in missing)
+        sentences += [AnswerSentence(text=phrase("not_mentioned", self.language).format(part=part), citations=[])
+                      for part in [*missing, unnamed] if part]
+        text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
+        return Answer(text=text, sentences=sentences, language=self.language, abstained=False)
+
+    def _choose(self) -> list[int] | None:
+        """The sentences to quote, by MMR; None when no supporting sentence can open the answer."""
+        relevance, candidates, floor = self.relevance, self.candidates, self.floor
+        window = self.order[: max(60, self.max_sentences * 6)]
+        # The answer opens with the best sentence that stands alone; only when every
+        # supporting sentence leans back does it open with one and the sentence before it.
+        lead_pool = [i for i in window if relevance[i] >= floor and not candidates[i].leans_back] or [
+            i for i in window if relevance[i] >= floor and self.predecessor(i) is not None]
+        if not lead_pool:
+            return None
+        best = float(relevance[lead_pool[0]])
+        chosen: list[int] = []
+        while len(chosen) < self.max_sentences:
+            best_i, best_mmr, best_pred = -1, -1e9, None
+            for i in lead_pool if not chosen else window:
+                if i in chosen or relevance[i] < floor:
+                    continue
+                pred = self.predecessor(i) if candidates[i].leans_back else None
+                if candidates[i].leans_back and (pred is None or (
+                        pred not in chosen and len(chosen) + 2 > self.max_sentences)):
+                    continue
+                # Once two are chosen, a further source needs a sentence of comparable strength;
+                # a passage already quoted may go on (it is the same source, read further).
+                quoted = any(candidates[j].number == candidates[i].number for j in chosen)
+                if len(chosen) >= 2 and relevance[i] < self.FURTHER_SOURCE_SHARE * best and not quoted:
+                    continue
+                if chosen and not self.adds_a_source_worth_it(i, chosen):
+                    continue
+                redundancy = max((self.similarity(i, j) for j in chosen), default=0.0)
+                if redundancy > self.DUPLICATE:  # the same sentence from another chunk
+                    continue
+                mmr = self.mmr_lambda * float(self.score[i]) - (1 - self.mmr_lambda) * redundancy
+                if mmr > best_mmr:
+                    best_i, best_mmr, best_pred = i, mmr, pred
+            if best_i < 0:
+                break
+            if best_pred is not None and best_pred not in chosen:
+                chosen.append(best_pred)
+            chosen.append(best_i)
+        return chosen
+
+    def _cover_parts(self, chosen: list[int]) -> list[str]:
+        """A question that asks several things gets each part answered where some sentence speaks
+        to it (added to ``chosen``); the parts its sources leave out, to be said plainly."""
+        candidates, relevance = self.candidates, self.relevance
+        missing: list[str] = []
+        for part in _parts(self.query if self.language == "en" else ""):
+            def speaks_to(i: int, part: _Part = part) -> bool:
+                return part.spoken_to(candidates[i].text, self.stems[i], self.value_check)
+
+            if any(speaks_to(i) for i in chosen):
                 continue
-            pred = predecessor(i) if candidates[i].leans_back else None
-            if candidates[i].leans_back and (pred is None or (
-                    pred not in chosen and len(chosen) + 2 > max_sentences)):
+            found = [i for i in self.order if relevance[i] > 0 and speaks_to(i) and (
+                not candidates[i].leans_back or self.predecessor(i) is not None)]
+            if not found:
+                missing.append(part.label)
                 continue
-            # Once two are chosen, a further source needs a sentence of comparable strength;
-            # a passage already quoted may go on (it is the same source, read further).
-            quoted = any(candidates[j].number == candidates[i].number for j in chosen)
-            if len(chosen) >= 2 and relevance[i] < 0.75 * best and not quoted:
-                continue
-            if chosen and not adds_a_source_worth_it(i, chosen):
-                continue
-            redundancy = max((similarity(i, j) for j in chosen), default=0.0)
-            if redundancy > 0.92:  # the same sentence from another chunk
-                continue
-            mmr = mmr_lambda * float(score[i]) - (1 - mmr_lambda) * redundancy
-            if mmr > best_mmr:
-                best_i, best_mmr, best_pred = i, mmr, pred
-        if best_i < 0:
-            break
-        if best_pred is not None and best_pred not in chosen:
-            chosen.append(best_pred)
-        chosen.append(best_i)
-
-    # A question that asks several things gets each part answered where some sentence
-    # speaks to it, and is told plainly which part its sources leave out.
-    missing: list[str] = []
-    for part in _parts(query if language == "en" else ""):
-        def speaks_to(i: int, part: _Part = part) -> bool:
-            return part.spoken_to(candidates[i].text, stems[i], value_check)
-
-        if any(speaks_to(i) for i in chosen):
-            continue
-        found = [i for i in order if relevance[i] > 0 and speaks_to(i) and (
-            not candidates[i].leans_back or predecessor(i) is not None)]
-        if not found:
-            missing.append(part.label)
-            continue
-        if not adds_a_source_worth_it(found[0], chosen):
-            continue  # only a passage far from the question speaks to it: neither quoted nor denied
-        if candidates[found[0]].leans_back and predecessor(found[0]) not in chosen:
-            chosen.append(predecessor(found[0]))
-        chosen.append(found[0])
-
-    sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
-                 for i in _reading_order(chosen, candidates)]
-    # the names in one note, however many the question lists (a part is a clause: one note each)
-    unnamed = ", ".join(name for name in unnamed_names(query, names, contexts) if name not in missing)
-    sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
-                  for part in [*missing, unnamed] if part]
-    text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
-    return Answer(text=text, sentences=sentences, language=language, abstained=False)
+            if not self.adds_a_source_worth_it(found[0], chosen):
+                continue  # only a passage far from the question speaks to it: neither quoted nor denied
+            if candidates[found[0]].leans_back and self.predecessor(found[0]) not in chosen:
+                chosen.append(self.predecessor(found[0]))
+            chosen.append(found[0])
+        return missing
 
 
-def _read(
-    query: str,
-    contexts: Sequence[GradingContext],
-    candidates: list[_Candidate],
-    overlap: np.ndarray,
-    term_stems: list[str],
-    *,
-    language: str,
-    question_vector: np.ndarray,
-    sentence_embed: Embed,
-    context_similarity: Mapping[int, float],
-    names: Sequence[str],
-    value_check: ValueCheck | None,
-    fact_check: FactCheck | None,
-) -> Answer:
-    """The reader (see :func:`extractive_answer`)."""
-    w = READER_WEIGHTS
-    at = {(c.number, c.position): i for i, c in enumerate(candidates)}
+class Reader:
+    """The reader: the sentence that states the asked fact, quoted with what it leans on.
 
-    def antecedents(i: int) -> list[int] | None:
+    Every quotable sentence is first scored cheaply (the question's terms it holds or its
+    section's heading does, its passage's closeness, and ``fact_check``: whether it states the
+    asked value, e.g. :func:`shared.query.reading.answer_types.sentence_states`); the
+    ``READER_POOL`` best are embedded (``sentence_embed``, under their section's heading, a
+    sentence that opens with a reference together with the sentence it leans on) and ranked by
+    their cosine to ``question_vector`` with those signals (:class:`ReaderWeights`). The answer
+    opens with the best; a further sentence is quoted only for a part of the question still
+    unanswered, or, for an open question, where it reads on from the first. The answer carries
+    the reader's verdict (``states_fact``, ``unstated``); a question asking for a value of a type
+    (a count, a version, a status code ...) that no sentence states gets an abstention naming
+    what is missing.
+    """
+
+    def __init__(self, query: str, contexts: Sequence[GradingContext], candidates: list[_Candidate],
+                 overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
+                 sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
+                 value_check: ValueCheck | None, fact_check: FactCheck | None,
+                 weights: ReaderWeights = READER_WEIGHTS) -> None:
+        self.query, self.contexts, self.candidates = query, contexts, candidates
+        self.term_stems, self.language, self.names = term_stems, language, names
+        self.question_vector, self.sentence_embed = question_vector, sentence_embed
+        self.value_check, self.fact_check, self.w = value_check, fact_check, weights
+        self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
+        self.stems = [c.stems for c in candidates]
+        self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
+        self.prior = _passage_prior(candidates, context_similarity)
+        self.pair_overlap = overlap.copy()
+        for i in self.usable:
+            # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
+            # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
+            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading))
+            self.pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
+        self.cheap = weights.cheap_overlap * self.pair_overlap + weights.cheap_passage * self.prior
+        self.asks_fact = fact_check is not None and fact_check("", query) is not None
+
+    def antecedents(self, i: int) -> list[int] | None:
         """The sentences ``i`` leans on, back to one that stands alone ("all-MiniLM-L6-v2 comes from
         ... It is a small encoder ... It produces 384-dimensional vectors."), at most two; None
         when there is none to quote."""
         out: list[int] = []
-        while candidates[i].leans_back:
-            j = at.get((candidates[i].number, candidates[i].position - 1))
-            if j is None or len(out) == 2 or candidates[i].leans_on_list:
+        while self.candidates[i].leans_back:
+            j = self.at.get((self.candidates[i].number, self.candidates[i].position - 1))
+            if j is None or len(out) == 2 or self.candidates[i].leans_on_list:
                 return None
             out.insert(0, j)
             i = j
         return out
 
-    def predecessor(i: int) -> int | None:
-        back = antecedents(i)
-        return back[-1] if back else None
+    def unit(self, i: int) -> list[int]:
+        return [*(self.antecedents(i) or []), i]
 
-    def unit(i: int) -> list[int]:
-        return [*(antecedents(i) or []), i]
-
-    def quoted_text(i: int) -> str:
+    def quoted_text(self, i: int) -> str:
         """What is quoted for ``i``: with the sentences it leans on, which say what "it" is."""
-        return " ".join(candidates[j].text for j in unit(i))
+        return " ".join(self.candidates[j].text for j in self.unit(i))
 
-    def read_text(i: int) -> str:
-        heading = candidates[i].heading
-        return f"{heading}: {quoted_text(i)}" if heading else quoted_text(i)
+    def read_text(self, i: int) -> str:
+        """``i`` as a reader of the document reads it: under its section's heading."""
+        heading = self.candidates[i].heading
+        return f"{heading}: {self.quoted_text(i)}" if heading else self.quoted_text(i)
 
-    usable = [i for i in range(len(candidates)) if antecedents(i) is not None]
-    if not usable:
-        return _abstention(language)
-    prior = np.array([min(1.0, max(0.0, (context_similarity.get(c.number, 0.0) - 0.2) / 0.4)) for c in candidates],
-                     dtype=np.float32)
-    pair_overlap = overlap.copy()
-    for i in usable:
-        # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
-        # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
-        held = frozenset().union(*(candidates[j].stems for j in unit(i)), _term_set(candidates[i].heading))
-        pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
-    cheap = 0.6 * pair_overlap + 0.4 * prior
-    asks_fact = fact_check is not None and fact_check("", query) is not None
-    states = np.zeros(len(candidates), dtype=np.float32)  # +1 states the asked value, -1 lacks it, 0 unknown
-    if asks_fact:
-        # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
-        for i in sorted(usable, key=lambda i: -cheap[i])[:max(3 * READER_POOL, 24)]:
-            states[i] = 1.0 if fact_check(quoted_text(i), query) else -1.0
-    pre = cheap + w["states"] * (states > 0)
-    pool = sorted((i for i in usable if pre[i] > 0), key=lambda i: -pre[i])[:READER_POOL]
-    if not pool:
-        return _abstention(language)
-    cosine = np.zeros(len(candidates), dtype=np.float32)
-    # each read under its section's heading, as a reader of the document reads it
-    cosine[pool] = sentence_embed([read_text(i) for i in pool]) @ question_vector
-    relevance = np.full(len(candidates), -1.0, dtype=np.float32)
-    shape = np.array([_shape_score(query, quoted_text(i)) for i in pool], dtype=np.float32)
-    rank = np.array([1.0 / candidates[i].number for i in pool], dtype=np.float32)
-    relevance[pool] = (w["cosine"] * cosine[pool] + w["overlap"] * pair_overlap[pool] + w["passage"] * prior[pool]
-                       + w["states"] * (states[pool] > 0) - w["lacks"] * (states[pool] < 0) + shape
-                       + w["rank"] * rank)
-    ranked = sorted(pool, key=lambda i: (-relevance[i], candidates[i].number, candidates[i].position))
-    lead = ranked[0]
-    if cosine[lead] < UNRELATED_COSINE and pair_overlap[lead] == 0:
-        return _abstention(language)  # nothing quotable is about the question
+    def answer(self) -> Answer:
+        if not self.usable or not self._rank():
+            return _abstention(self.language)
+        lead = self.ranked[0]
+        if self.cosine[lead] < self.w.unrelated_cosine and self.pair_overlap[lead] == 0:
+            return _abstention(self.language)  # nothing quotable is about the question
+        chosen = self.unit(lead)
+        # the sentence right after the answer that reads on from it ("It will be FFI_OK if ...") says more of it
+        follower = self.at.get((self.candidates[lead].number, self.candidates[lead].position + 1))
+        if follower is not None and follower in self.pool and self.candidates[follower].leans_back \
+                and self.relevance[follower] >= self.w.further_share * self.relevance[lead]:
+            chosen.append(follower)
+        parts = _parts(self.query if self.language == "en" else "")
+        if parts:
+            missing = self._answer_parts(parts, chosen)
+        else:
+            missing = []
+            if not self.asks_fact or self.states[lead] <= 0:
+                self._read_on(lead, chosen)
+        self._name_each_option(chosen)
+        return self._verdict(lead, chosen, parts, missing)
 
-    chosen = unit(lead)
-    # the sentence right after the answer that reads on from it ("It will be FFI_OK if ...") says more of it
-    follower = at.get((candidates[lead].number, candidates[lead].position + 1))
-    if follower is not None and follower in pool and candidates[follower].leans_back \
-            and relevance[follower] >= FURTHER_SHARE * relevance[lead]:
-        chosen.append(follower)
-    stems = [c.stems for c in candidates]
-    missing: list[str] = []
-    parts = _parts(query if language == "en" else "")
-    if parts:
+    def _rank(self) -> bool:
+        """Score the usable sentences (``self.states``, ``self.pool``, ``self.cosine``,
+        ``self.relevance``, ``self.ranked``); False when none is worth embedding."""
+        w, candidates, usable = self.w, self.candidates, self.usable
+        self.states = np.zeros(len(candidates), dtype=np.float32)  # +1 states the asked value, -1 lacks it, 0 unknown
+        if self.asks_fact:
+            # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
+            for i in sorted(usable, key=lambda i: -self.cheap[i])[:max(3 * READER_POOL, 24)]:
+                self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
+        pre = self.cheap + w.states * (self.states > 0)
+        pool = sorted((i for i in usable if pre[i] > 0), key=lambda i: -pre[i])[:READER_POOL]
+        self.pool = pool
+        if not pool:
+            return False
+        self.cosine = np.zeros(len(candidates), dtype=np.float32)
+        # each read under its section's heading, as a reader of the document reads it
+        self.cosine[pool] = self.sentence_embed([self.read_text(i) for i in pool]) @ self.question_vector
+        self.relevance = np.full(len(candidates), -1.0, dtype=np.float32)
+        shape = np.array([_shape_score(self.query, self.quoted_text(i), w) for i in pool], dtype=np.float32)
+        rank = np.array([1.0 / candidates[i].number for i in pool], dtype=np.float32)
+        states = self.states[pool]
+        self.relevance[pool] = (w.cosine * self.cosine[pool] + w.overlap * self.pair_overlap[pool]
+                                + w.passage * self.prior[pool] + w.states * (states > 0) - w.lacks * (states < 0)
+                                + shape + w.rank * rank)
+        self.ranked = sorted(pool, key=lambda i: (-self.relevance[i], candidates[i].number, candidates[i].position))
+        return True
+
+    def _answer_parts(self, parts: list[_Part], chosen: list[int]) -> list[str]:
+        """Each part of a question asking several things answered where a sentence speaks to it
+        (added to ``chosen``); the parts none does."""
+        missing: list[str] = []
         for part in parts:
             def speaks_to(i: int, part: _Part = part) -> bool:
                 # a part asking a value ("in which version was it deprecated") needs a sentence stating it
-                stated = fact_check(quoted_text(i), part.question or part.label) if fact_check else None
+                stated = self.fact_check(self.quoted_text(i), part.question or part.label) if self.fact_check else None
                 if stated is not None:
                     return stated
-                return part.spoken_to(quoted_text(i), frozenset().union(*(stems[j] for j in unit(i))), value_check)
+                return part.spoken_to(self.quoted_text(i), frozenset().union(*(self.stems[j] for j in self.unit(i))),
+                                      self.value_check)
 
             if any(speaks_to(i) for i in chosen):
                 continue
-            found = [i for i in ranked if speaks_to(i)] or [
-                i for i in sorted(usable, key=lambda i: -cheap[i]) if cheap[i] > 0 and speaks_to(i)]
+            found = [i for i in self.ranked if speaks_to(i)] or [
+                i for i in sorted(self.usable, key=lambda i: -self.cheap[i]) if self.cheap[i] > 0 and speaks_to(i)]
             if not found:
                 missing.append(part.label)
                 continue
-            chosen += [j for j in unit(found[0]) if j not in chosen]
-    elif not asks_fact or states[lead] <= 0:
-        # The first sentence does not state a value asked for: the passage read on one sentence (a
-        # definition's second sentence often holds what the first announces: "Training is achieved by
-        # providing samples. The result is stored in a file called dictionary."), or, failing that, a
-        # sentence as close to the question holding a term the first lacks.
-        after = at.get((candidates[chosen[-1]].number, candidates[chosen[-1]].position + 1))
-        covered = set().union(*(stems[j] for j in chosen))
-        if after is not None and after not in chosen and len(chosen) == len(unit(lead)) and (
-                candidates[after].leans_back or pair_overlap[after] > 0 or states[after] > 0):
+            chosen += [j for j in self.unit(found[0]) if j not in chosen]
+        return missing
+
+    def _read_on(self, lead: int, chosen: list[int]) -> None:
+        """The first sentence does not state a value asked for: the passage read on one sentence (a
+        definition's second sentence often holds what the first announces: "Training is achieved by
+        providing samples. The result is stored in a file called dictionary."), or, failing that, a
+        sentence as close to the question holding a term the first lacks (added to ``chosen``)."""
+        candidates = self.candidates
+        after = self.at.get((candidates[chosen[-1]].number, candidates[chosen[-1]].position + 1))
+        covered = set().union(*(self.stems[j] for j in chosen))
+        if after is not None and after not in chosen and len(chosen) == len(self.unit(lead)) and (
+                candidates[after].leans_back or self.pair_overlap[after] > 0 or self.states[after] > 0):
             chosen.append(after)
+            return
+        for i in self.ranked[1:]:
+            if self.relevance[i] < self.w.further_share * self.relevance[lead]:
+                break
+            if i not in chosen and any(t in self.stems[i] and t not in covered for t in self.term_stems) and (
+                    candidates[i].number == candidates[lead].number):
+                chosen += [j for j in self.unit(i) if j not in chosen]
+                break
+
+    def _name_each_option(self, chosen: list[int]) -> None:
+        """A question naming several options ("the default --maxvars and --maxparserdepth") asks about
+        each: an option no quoted sentence names gets the best sentence of a quoted passage naming it."""
+        candidates = self.candidates
+        for flag in _QUESTION_FLAG.findall(self.query):
+            if any(flag in self.quoted_text(i) for i in chosen):
+                continue
+            quoted = {candidates[j].number for j in chosen}
+            naming = [i for i in sorted(self.usable, key=lambda i: (-self.cheap[i], candidates[i].number,
+                                                                     candidates[i].position))
+                      if candidates[i].number in quoted and re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])",
+                                                                       self.quoted_text(i))]
+            if naming:
+                chosen += [j for j in self.unit(naming[0]) if j not in chosen]
+
+    def _verdict(self, lead: int, chosen: list[int], parts: list[_Part], missing: list[str]) -> Answer:
+        """The answer quoting ``chosen``, with the reader's verdict on whether it states the asked fact."""
+        language, query = self.language, self.query
+        if parts:
+            states_fact = not missing  # every part has a sentence speaking to it
+        elif self.asks_fact:
+            states_fact = any(self.fact_check(self.quoted_text(i), query) for i in chosen)
         else:
-            for i in ranked[1:]:
-                if relevance[i] < FURTHER_SHARE * relevance[lead]:
-                    break
-                if i not in chosen and any(t in stems[i] and t not in covered for t in term_stems) and (
-                        candidates[i].number == candidates[lead].number):
-                    chosen += [j for j in unit(i) if j not in chosen]
-                    break
-
-    # A question naming several options ("the default --maxvars and --maxparserdepth") asks about each:
-    # an option no quoted sentence names gets the best sentence of a quoted passage that names it.
-    for flag in _QUESTION_FLAG.findall(query):
-        if any(flag in quoted_text(i) for i in chosen):
-            continue
-        quoted = {candidates[j].number for j in chosen}
-        naming = [i for i in sorted(usable, key=lambda i: (-cheap[i], candidates[i].number, candidates[i].position))
-                  if candidates[i].number in quoted and re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])",
-                                                                   quoted_text(i))]
-        if naming:
-            chosen += [j for j in unit(naming[0]) if j not in chosen]
-
-    if parts:
-        states_fact = not missing  # every part has a sentence speaking to it
-    elif asks_fact:
-        states_fact = any(fact_check(quoted_text(i), query) for i in chosen)
-    else:
-        states_fact = float(cosine[lead]) >= STATES_COSINE
-    unknown = unnamed_names(query, names, contexts)
-    if asks_fact and not parts and (not states_fact or unknown):
-        # a value of the asked type that no sentence states (or of a thing no source names): a near miss
-        return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
-                      states_fact=False, unstated=(_asked_label(query), *unknown))
-    sentences = [AnswerSentence(text=candidates[i].text, citations=[candidates[i].number])
-                 for i in _reading_order(chosen, candidates)]
-    unnamed = ", ".join(name for name in unknown if name not in missing)
-    sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
-                  for part in [*missing, unnamed] if part]
-    text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
-    unstated = (*missing, *([unnamed] if unnamed else []), *([_asked_label(query)] if not states_fact and not parts else []))
-    return Answer(text=text, sentences=sentences, language=language, abstained=False,
-                  states_fact=states_fact and not missing and not unnamed, unstated=unstated)
+            states_fact = float(self.cosine[lead]) >= self.w.states_cosine
+        unknown = unnamed_names(query, self.names, self.contexts)
+        if self.asks_fact and not parts and (not states_fact or unknown):
+            # a value of the asked type that no sentence states (or of a thing no source names): a near miss
+            return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
+                          states_fact=False, unstated=(_asked_label(query), *unknown))
+        sentences = [AnswerSentence(text=self.candidates[i].text, citations=[self.candidates[i].number])
+                     for i in _reading_order(chosen, self.candidates)]
+        unnamed = ", ".join(name for name in unknown if name not in missing)
+        sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
+                      for part in [*missing, unnamed] if part]
+        text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
+        unstated = (*missing, *([unnamed] if unnamed else []),
+                    *([_asked_label(query)] if not states_fact and not parts else []))
+        return Answer(text=text, sentences=sentences, language=language, abstained=False,
+                      states_fact=states_fact and not missing and not unnamed, unstated=unstated)
 
 
 # A command-line option a question names ("--maxvars", "-restart").
@@ -711,7 +823,7 @@ def _bigrams(text: str) -> set[tuple[str, str]]:
     return set(zip(words, words[1:], strict=False))
 
 
-def _shape_score(query: str, text: str) -> float:
+def _shape_score(query: str, text: str, weights: ReaderWeights = READER_WEIGHTS) -> float:
     """Small corrections to MiniLM's closeness for how documentation states things: the question's
     words in the same order ("distances are limited to" for "match distances limited to"), a
     definition's subject opening the sentence ("libcbor is a C library ..." for "What is libcbor?"),
@@ -719,13 +831,13 @@ def _shape_score(query: str, text: str) -> float:
     score = 0.0
     asked = _bigrams(query)
     if asked:
-        score += 0.1 * len(asked & _bigrams(text)) / len(asked)
+        score += weights.word_order * len(asked & _bigrams(text)) / len(asked)
     definition = _DEFINITION_Q.match(query)
     if definition and re.match(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b", text,
                                re.IGNORECASE):
-        score += 0.15
+        score += weights.definition
     if _CODE_LIKE.search(text) and not _ASKS_CODE.search(query):
-        score -= 0.1
+        score -= weights.code_like
     return score
 
 
