@@ -576,6 +576,7 @@ def _cleaned_event(message: DocumentFetched, ref: str, title: str, published: st
         clean_ref=ref,
         content_hash=message.content_hash,
         characters=characters,
+        metadata=message.metadata,
     )
 
 

@@ -147,6 +147,29 @@ class _Entry:
     title: str
     published: str | None
     item_hash: str
+    metadata: dict[str, str | list[str]] = field(default_factory=dict)
+
+
+#: Categories kept per item (a feed may list hundreds; each becomes a restrict token in Vertex AI).
+MAX_CATEGORIES = 20
+
+
+def _metadata(raw: Any) -> dict[str, str | list[str]]:
+    """The item's author and categories (RSS ``<author>``/``<dc:creator>``/``<category>``, Atom
+    ``<author>``/``<category term>``): what a search's ``where author=...`` / ``category=...`` matches.
+    Not part of the item's hash, so an item indexed before keeps its hash (and is not fetched again)."""
+    out: dict[str, str | list[str]] = {}
+    author = raw.get("author")
+    if isinstance(author, str) and author.strip():
+        out["author"] = author.strip()
+    terms: list[str] = []
+    for tag in raw.get("tags") or []:
+        term = tag.get("term") if hasattr(tag, "get") else None
+        if isinstance(term, str) and term.strip() and term.strip() not in terms:
+            terms.append(term.strip())
+    if terms:
+        out["category"] = terms[:MAX_CATEGORIES]
+    return out
 
 
 # ------------------------------------------------------------------ entry point
@@ -393,7 +416,9 @@ def _bounded(url: str, entries: list[_Entry], report: PollReport, max_title_char
             report.entries -= 1
             log.warning("feed %s: an entry's guid or link is over %d characters; skipped", url, _MAX_ID_CHARS)
             continue
-        out.append(dataclasses.replace(entry, title=clip_metadata(entry.title, max_title_chars)))
+        metadata = {key: [clip_metadata(v, max_title_chars) for v in value] if isinstance(value, list)
+                    else clip_metadata(value, max_title_chars) for key, value in entry.metadata.items()}
+        out.append(dataclasses.replace(entry, title=clip_metadata(entry.title, max_title_chars), metadata=metadata))
     return out
 
 
@@ -535,6 +560,7 @@ def _entry(guid: str, link: str | None, joined: str | None, raw: Any) -> _Entry:
         title=own_fields["title"],
         published=published,
         item_hash=content_hash(json.dumps(own_fields, sort_keys=True, ensure_ascii=False)),
+        metadata=_metadata(raw),
     )
 
 
@@ -616,6 +642,7 @@ def _process_entry(
             title=entry.title,
             published=entry.published,
             ledger={"url": page.url},
+            metadata=entry.metadata,
         )
 
     done = announce(item, fetch_page, state=state, publisher=publisher, clock=clock, blobs=blobs)

@@ -19,7 +19,7 @@ header-only chunks).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.contract.ids import chunk_id
@@ -162,6 +162,7 @@ def chunk_document(
     published: str | None = None,
     source: str = "",
     origin: str = "",
+    metadata: Mapping[str, str | list[str]] | None = None,
     overlap: int | None = None,
 ) -> list[Chunk]:
     """The document's chunks, header-only ones dropped, numbered 0.. in reading order."""
@@ -179,6 +180,7 @@ def chunk_document(
             published=published,
             source=source,
             origin=origin,
+            metadata=dict(metadata or {}),
         )
         for ordinal, piece in enumerate(kept)
     ]

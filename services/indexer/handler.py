@@ -116,6 +116,7 @@ def index_document(
         published=message.published,
         source=message.source,
         origin=message.origin,
+        metadata=message.metadata,
     )
     if not chunks:
         raise InvalidInput(

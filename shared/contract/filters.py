@@ -176,7 +176,10 @@ class Filters:
             metadata = fields.get("metadata") or {}
             for key, value in self.where:
                 found = metadata.get(key) if key in metadata else fields.get(key) if key in WHERE_FIELDS else None
-                if found is None or str(found) != value:
+                if isinstance(found, (list, tuple)):  # several values (categories): any one of them
+                    if value not in [str(v) for v in found]:
+                        return False
+                elif found is None or str(found) != value:
                     return False
         return True
 

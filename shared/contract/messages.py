@@ -93,8 +93,9 @@ class DocumentFetched(Message):
     """
 
     TOPIC: ClassVar[str] = "document-fetched"
-    SCHEMA_VERSION: ClassVar[int] = 2
-    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _fetched_v1}
+    # version 3: metadata (a version 2 body is one without any)
+    SCHEMA_VERSION: ClassVar[int] = 3
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _fetched_v1, 2: dict}
     document_id: str
     source: SourceKind
     origin: str  # the feed or sitemap URL, the file's directory or the bucket
@@ -107,6 +108,8 @@ class DocumentFetched(Message):
     content_type: str
     content_hash: str
     fetched_at: datetime
+    # keys the source set (a feed item's author and categories), what a search's `where` matches
+    metadata: dict[str, str | list[str]] = {}
 
     def idempotency_key(self) -> str:
         return f"{self.document_id}/{self.content_hash}/fetched"
@@ -135,6 +138,9 @@ class DocumentCleaned(Message):
     """Main text extracted, metadata header prepended; the text is in the blob store."""
 
     TOPIC: ClassVar[str] = "document-cleaned"
+    # version 2: metadata, passed on from DocumentFetched (a version 1 body is one without any)
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
     document_id: str
     source: SourceKind
     origin: str
@@ -144,6 +150,7 @@ class DocumentCleaned(Message):
     clean_ref: str
     content_hash: str
     characters: int
+    metadata: dict[str, str | list[str]] = {}
 
     def idempotency_key(self) -> str:
         return f"{self.document_id}/{self.content_hash}/cleaned"

@@ -188,7 +188,8 @@ class Chunk:
     published: str | None = None
     source: str = ""  # the document's kind: feed, sitemap, file, gcs
     origin: str = ""  # the feed or sitemap URL, gs://bucket, or the file's folder (what --source matches)
-    metadata: Mapping[str, str] = field(default_factory=dict)  # keys a source set (what --where matches)
+    # keys a source set (what --where matches); a list holds several values (a feed item's categories)
+    metadata: Mapping[str, str | list[str]] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
         """The chunk as the stored fields every index adapter writes beside its vector."""

@@ -68,6 +68,7 @@ class Content:
     fallback_title: str = ""  # only a name (a file's); used when the document states none
     published: str | None = None
     ledger: Mapping[str, Any] = field(default_factory=dict)  # kept on the ledger once published
+    metadata: Mapping[str, str | list[str]] = field(default_factory=dict)  # keys the source set (--where)
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ def announce(
             content_type=content.content_type,
             content_hash=item.item_hash,
             fetched_at=now,
+            metadata=dict(content.metadata),
         )
         publisher.publish(message)
         held = {"indexed_as": target, "alias": False} if item.page else {}

@@ -288,3 +288,48 @@ def test_a_recent_window_holding_only_other_topics_is_widened_to_the_question_s_
     assert stored.entry(0).contexts[0]["document_id"] == "nvshmem-2026-04"
     assert "found nothing on its topic, widened: since 2026-05-30 -> since 2025-12-01" in stored.events[-1]["detail"]
     index.close()
+
+
+def test_a_feed_item_s_author_and_categories_are_what_where_matches(tmp_path):
+    """From the feed on 127.0.0.1 through fetch, clean, chunk and index: `where category=...` and
+    `where author=...` keep the items that carry them (a key with several values matches any)."""
+    import uuid
+
+    from shared.contract.config import load_settings
+    from shared.contract.messages import FeedPollRequested
+    from shared.ingest.feeds import add_feed
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+    from tests.support import Site, article_html, serve_site, topic_paragraphs
+
+    posts = [("volcano", "Ada", ["CUDA", "Graphs"]), ("glacier", "Grace", ["CUDA"]), ("harbor", "Ada", [])]
+    with serve_site(Site()) as site:
+        items = ""
+        for n, (topic, author, categories) in enumerate(posts):
+            site.put(f"/{topic}.html", article_html(f"{topic.title()} notes", topic_paragraphs(topic, seed=n)))
+            items += (f"<item><title>{topic.title()} notes</title><link>{site.base}/{topic}.html</link>"
+                      f"<guid>{topic}</guid><dc:creator>{author}</dc:creator>"
+                      + "".join(f"<category>{c}</category>" for c in categories)
+                      + "<pubDate>Sun, 01 Nov 2026 10:00:00 GMT</pubDate></item>")
+        site.put("/feed.xml", "<?xml version='1.0'?><rss version='2.0' xmlns:dc='http://purl.org/dc/elements/1.1/'>"
+                 f"<channel><title>t</title><link>{site.base}/</link><description>d</description>{items}"
+                 "</channel></rss>", "application/rss+xml")
+        settings = load_settings({"RAGBUS_HOME": str(tmp_path / "home"), "RAGBUS_TRACING": "0"})
+        local = build_local(settings.with_(allow_loopback=True))
+        feed = f"{site.base}/feed.xml"
+        with LocalRuntime(local.deps, local.bus) as runtime:
+            add_feed(local.deps.state, feed, allow_loopback=True, now=local.deps.clock.now())
+            local.deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, feed_urls=[feed],
+                                                           requested_at=local.deps.clock.now()))
+            assert runtime.wait_idle(120)
+
+            def found(where):
+                hits = search_documents(local.deps, "notes", 10, filters={"where": where})
+                return sorted({h["url"].rsplit("/", 1)[1] for h in hits})
+
+            assert found({"category": "CUDA"}) == ["glacier.html", "volcano.html"]
+            assert found({"category": "Graphs"}) == ["volcano.html"]
+            assert found({"author": "Ada"}) == ["harbor.html", "volcano.html"]
+            assert found({"author": "Ada", "category": "CUDA"}) == ["volcano.html"]
+            assert found({"category": "HIP"}) == []
+        local.deps.index.close()

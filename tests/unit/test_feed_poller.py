@@ -183,6 +183,35 @@ def test_atom_feeds_are_read(world):
     assert message.guid == "urn:a:1" and message.published == "2026-10-02T08:30:00+00:00"
 
 
+def test_an_item_s_author_and_categories_travel_as_metadata_bounded(world):
+    """What `--where author=...` / `--where category=...` match; not part of the item's hash."""
+    long = "x" * 900
+    rss_body = (
+        "<?xml version='1.0' encoding='UTF-8'?><rss version='2.0' xmlns:dc='http://purl.org/dc/elements/1.1/'>"
+        "<channel><title>Blog</title><link>https://blog.example/</link><description>d</description>"
+        "<item><guid>g1</guid><title>Post 1</title><link>https://blog.example/p1</link>"
+        "<dc:creator>Ada Lovelace</dc:creator><category>CUDA</category><category> Graphs </category>"
+        "<category>CUDA</category><description>s</description></item>"
+        "<item><guid>g2</guid><title>Post 2</title><link>https://blog.example/p2</link>"
+        + f"<dc:creator>{long}</dc:creator>" + "".join(f"<category>c{n}</category>" for n in range(30))
+        + "<description>s</description></item>"
+        "<item><guid>g3</guid><title>Post 3</title><link>https://blog.example/p3</link>"
+        "<description>s</description></item></channel></rss>"
+    )
+    world.fetcher.feed(FEED, rss_body.encode())
+    for n in (1, 2, 3):
+        world.fetcher.page(f"https://blog.example/p{n}")
+    world.poll()
+    first, second, third = sorted(world.fetched(), key=lambda m: m.guid)
+    assert first.metadata == {"author": "Ada Lovelace", "category": ["CUDA", "Graphs"]}
+    assert second.metadata["category"] == [f"c{n}" for n in range(20)]
+    assert len(second.metadata["author"]) == world.settings.max_title_chars  # cut as titles are
+    assert third.metadata == {}
+    world.fetcher.feed(FEED, rss_body.replace("Ada Lovelace", "A. Lovelace").encode())
+    world.poll()
+    assert len(world.fetched()) == 3  # the hash did not change: nothing fetched again
+
+
 def test_poll_twice_publishes_nothing_the_second_time(world):
     serve(world, [item(1), item(2)])
     world.poll()

@@ -107,6 +107,14 @@ def test_matching_is_the_and_of_every_condition():
     assert not Filters.parse(now=NOW, kind="feed", since="2026-07-01").matches(chunk)
 
 
+def test_a_metadata_key_with_several_values_matches_any_of_them():
+    chunk = _chunk(metadata={"category": ["CUDA", "Graphs"], "author": "ana"})
+    assert Filters.parse(now=NOW, where=["category=Graphs"]).matches(chunk)
+    assert Filters.parse(now=NOW, where=["category=CUDA", "author=ana"]).matches(chunk)
+    assert not Filters.parse(now=NOW, where=["category=HIP"]).matches(chunk)
+    assert not Filters.parse(now=NOW, where=["category=CUDA,Graphs"]).matches(chunk)
+
+
 def test_a_chunk_without_a_date_never_matches_a_date_condition():
     f = Filters.parse(now=NOW, since="10y")
     assert not f.matches(_chunk(published=None))

@@ -21,7 +21,7 @@ def _fetched(**over):
 def test_round_trip_keeps_every_field_and_attributes():
     msg = _fetched(title="T")
     data, attrs = messages.encode(msg)
-    assert attrs == {"type": "DocumentFetched", "schema_version": "2", "idempotency_key": "feed-1/abc/fetched"}
+    assert attrs == {"type": "DocumentFetched", "schema_version": "3", "idempotency_key": "feed-1/abc/fetched"}
     assert messages.decode(data, attrs) == msg
 
 
@@ -59,7 +59,7 @@ def test_a_message_class_declares_its_topic_once_and_is_registered():
     [
         ({"schema_version": "1"}, "no 'type'"),
         ({"type": "Nope", "schema_version": "1"}, "unknown message type"),
-        ({"type": "DocumentFetched", "schema_version": "3"}, "schema_version '3' is not supported"),
+        ({"type": "DocumentFetched", "schema_version": "4"}, "schema_version '4' is not supported"),
     ],
 )
 def test_decode_refuses_what_it_cannot_understand(attrs, needle):
@@ -110,3 +110,18 @@ def test_a_version_1_document_deleted_still_decodes_and_version_2_carries_the_ge
     data, new_attrs = messages.encode(messages.DocumentDeleted(**{**old, "generation": "17"}))
     assert new_attrs["schema_version"] == "2"
     assert messages.decode(data, new_attrs).generation == "17"
+
+
+def test_documents_carry_their_source_s_metadata_and_older_versions_on_the_bus_decode_without():
+    msg = _fetched(metadata={"author": "Ada", "category": ["CUDA", "Graphs"]})
+    data, attrs = messages.encode(msg)
+    assert messages.decode(data, attrs).metadata == {"author": "Ada", "category": ["CUDA", "Graphs"]}
+    old = {k: v for k, v in json.loads(messages.encode(_fetched(title="T"))[0]).items() if k != "metadata"}
+    decoded = messages.decode(json.dumps(old).encode(), {**attrs, "schema_version": "2"})
+    assert decoded.metadata == {} and decoded.title == "T"
+    cleaned = {"document_id": "feed-1", "source": "feed", "origin": "http://f", "url": "http://f/a", "title": "T",
+               "clean_ref": "blob:clean/1", "content_hash": "abc", "characters": 10}
+    attrs = {"type": "DocumentCleaned", "schema_version": "1", "idempotency_key": "feed-1/abc/cleaned"}
+    assert messages.decode(json.dumps(cleaned).encode(), attrs).metadata == {}
+    data, attrs = messages.encode(messages.DocumentCleaned(**cleaned, metadata={"author": "Ada"}))
+    assert attrs["schema_version"] == "2" and messages.decode(data, attrs).metadata == {"author": "Ada"}

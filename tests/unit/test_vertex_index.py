@@ -296,7 +296,8 @@ def test_filters_become_restricts_that_vector_search_applies_before_ranking():
         feed = f"https://feed{n % 4}.example/rss"
         chunk = Chunk(chunk_id=f"d{n}:0", document_id=f"d{n}", ordinal=0, text=f"GPU note {n}",
                       url=f"https://feed{n % 4}.example/p/{n}", published=f"{2025 + n % 2}-0{n % 9 + 1}-10",
-                      source="feed" if n % 5 else "sitemap", origin=feed, metadata={"team": "a" if n % 3 else "b"})
+                      source="feed" if n % 5 else "sitemap", origin=feed,
+                      metadata={"team": "a" if n % 3 else "b", "tag": ["gpu", f"t{n % 2}"]})
         vector = rng.normal(size=DIM).astype(np.float32)
         index.upsert(f"d{n}", [chunk], (vector / np.linalg.norm(vector)).reshape(1, -1))
     [point] = [p for p in engine.datapoints.values() if p.datapoint_id == "d1:0"]
@@ -304,6 +305,11 @@ def test_filters_become_restricts_that_vector_search_applies_before_ranking():
         "https://feed1.example", "https://feed1.example/", "https://feed1.example/p", "https://feed1.example/p/",
         "https://feed1.example/p/1", "https://feed1.example/rss"]
     assert point.numeric_restricts[0].value_int == int(datetime(2026, 2, 10, tzinfo=UTC).timestamp())
+    # a key with several values (a feed item's categories) is one namespace allowing each of them
+    assert {r.namespace: list(r.allow_list) for r in point.restricts}["meta.tag"] == ["gpu", "t1"]
+    odd = index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 5, mode="dense",
+                       filters=Filters.parse(now=now, where=["tag=t1"]))
+    assert len(odd) == 5 and all(int(h.chunk.document_id[1:]) % 2 == 1 for h in odd)
 
     f = Filters.parse(now=now, source="https://feed1.example/rss", since="2026-01-01", kind="feed", where=["team=a"])
     admitted = {c for c in (f"d{n}" for n in range(40))

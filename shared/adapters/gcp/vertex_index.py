@@ -191,7 +191,8 @@ class VertexVectorSearchIndex:
         if tokens:
             restricts.append(IndexDatapoint.Restriction(namespace=SOURCE_NAMESPACE, allow_list=tokens))
         for key, value in sorted(chunk.metadata.items()):
-            restricts.append(IndexDatapoint.Restriction(namespace=METADATA_NAMESPACE + key, allow_list=[str(value)]))
+            values = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+            restricts.append(IndexDatapoint.Restriction(namespace=METADATA_NAMESPACE + key, allow_list=values))
         numeric = []
         published = published_at(chunk.published)
         if published is not None:
