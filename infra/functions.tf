@@ -33,13 +33,9 @@ locals {
       RAGBUS_INDEX                 = var.index_backend
     },
     var.firestore_database == "(default)" ? {} : { RAGBUS_FIRESTORE_DATABASE = var.firestore_database },
-    # An OpenAI-compatible server (llm_provider = "openai"); its key, if any, is a secret
-    # given only to the functions that call the model (service_config below).
-    var.llm_provider == "openai" ? {
-      RAGBUS_OPENAI_BASE_URL  = var.openai_base_url
-      RAGBUS_OPENAI_MODEL     = var.openai_model
-      RAGBUS_OPENAI_TIMEOUT_S = tostring(var.openai_timeout_s)
-    } : {},
+    # The chosen provider's own variables (registry.tf: provider_env); its key, if any, is a
+    # secret given only to the functions that call the model (service_config below).
+    local.provider_env[var.llm_provider],
     # Vector Search mode (vertex.tf): the resource names the adapter connects to. Referencing
     # the deployed index makes every function wait until the index is served.
     local.vertex_index ? {
@@ -114,10 +110,11 @@ resource "google_cloudfunctions2_function" "function" {
       # page's own https POST looks cross-origin to the gateway (services/gateway/guard.py).
       each.value.trigger == "http" ? { FORWARDED_ALLOW_IPS = "*" } : {},
     )
+    # The chosen provider's secrets that are set (iam.tf: model_secrets), to the model-calling functions.
     dynamic "secret_environment_variables" {
-      for_each = each.value.model && local.openai_key_secret != "" ? [local.openai_key_secret] : []
+      for_each = each.value.model ? local.model_secrets : {}
       content {
-        key        = "RAGBUS_OPENAI_API_KEY"
+        key        = secret_environment_variables.key
         project_id = var.project
         secret     = secret_environment_variables.value
         version    = "latest"
@@ -190,7 +187,7 @@ resource "google_cloudfunctions2_function" "function" {
     google_project_iam_member.build,
     google_project_iam_member.gcs_agent_publishes_events,
     google_project_iam_member.eventarc_trigger_receiver,
-    google_secret_manager_secret_iam_member.openai_key,
+    google_secret_manager_secret_iam_member.model_secret,
     google_secret_manager_secret_iam_member.gateway_api_token,
   ]
 }

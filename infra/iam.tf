@@ -39,8 +39,13 @@ locals {
     {
       for name, f in local.functions :
       "${name}/roles/aiplatform.user" => { function = name, role = "roles/aiplatform.user" }
-      if (f.model && var.llm_provider == "gemini") || (f.embeds && var.embedder == "genai")
-      || (f.index && var.index_backend == "vertex")
+      if (f.embeds && var.embedder == "genai") || (f.index && var.index_backend == "vertex")
+    },
+    # The roles the chosen provider's model calls need (registry.tf: provider_roles; Gemini on
+    # Vertex AI: roles/aiplatform.user), for the functions that call the model.
+    {
+      for pair in setproduct([for name, f in local.functions : name if f.model], local.provider_roles[var.llm_provider]) :
+      "${pair[0]}/${pair[1]}" => { function = pair[0], role = pair[1] }
     },
   )
 
@@ -53,8 +58,16 @@ locals {
     "roles/storage.objectAdmin",
   ]
 
-  # The openai server's key (llm_provider = "openai"), read by the functions that call the model.
+  # The openai server's key (llm_provider = "openai"): functions.tf's preconditions check its URL.
   openai_key_secret = var.llm_provider == "openai" ? var.openai_api_key_secret : ""
+
+  # The chosen provider's secrets (registry.tf: provider_secrets) that are set: variable -> secret id.
+  model_secrets = { for name, secret in local.provider_secrets[var.llm_provider] : name => secret if secret != "" }
+  model_secret_grants = merge([
+    for name, f in local.functions : {
+      for variable, secret in local.model_secrets : "${name}/${variable}" => { function = name, secret = secret }
+    } if f.model
+  ]...)
 
   function_publishes = merge([
     for name, f in local.functions : {
@@ -103,13 +116,14 @@ resource "google_project_iam_member" "function" {
   depends_on = [google_project_service.api]
 }
 
-# Only the model-calling functions may read the openai server's key, and only that secret.
-resource "google_secret_manager_secret_iam_member" "openai_key" {
-  for_each  = local.openai_key_secret == "" ? {} : { for name, f in local.functions : name => f if f.model }
+# Only the model-calling functions may read the model provider's secrets (the openai server's
+# key), and only those.
+resource "google_secret_manager_secret_iam_member" "model_secret" {
+  for_each  = local.model_secret_grants
   project   = var.project
-  secret_id = local.openai_key_secret
+  secret_id = each.value.secret
   role      = "roles/secretmanager.secretAccessor"
-  member    = google_service_account.function[each.key].member
+  member    = google_service_account.function[each.value.function].member
 
   depends_on = [google_project_service.api]
 }

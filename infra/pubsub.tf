@@ -1,20 +1,7 @@
-# Topics, one per message type (shared/contract/topics.py holds the same list; a test keeps them
-# equal), each paired with a dead-letter topic; one push subscription per consumer.
+# Topics, one per message type (local.topics, generated into registry.tf from the message
+# classes), each paired with a dead-letter topic; one push subscription per consumer.
 
 locals {
-  topics = [
-    "feed-poll-requested",
-    "document-fetched",
-    "document-deleted",
-    "document-cleaned",
-    "document-indexed",
-    "query-submitted",
-    "query-transformed",
-    "contexts-retrieved",
-    "query-graded",
-    "answer-ready",
-  ]
-
   pubsub_service_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 }
 

@@ -1,26 +1,14 @@
 # Which function consumes which topic, and how each function is sized.
 #
-# local.consumers mirrors shared.runtime.stages.CONSUMERS: one entry per (stage, topic),
-# keyed by the subscription name the code uses (<stage>.<topic>).
-# tests/unit/test_infra.py keeps the two equal.
+# local.consumers (registry.tf, generated from shared.runtime.stages.CONSUMERS): one entry
+# per (stage, topic), keyed by the subscription name the code uses (<stage>.<topic>).
+# tests/unit/test_infra.py checks that each of its functions is declared here.
 #
 # A gen2 function has one trigger, so a stage that consumes two topics (indexer,
 # transformer) is deployed once per topic: same source, same entry point (the stage's
 # target in main.py picks its consumer by the message's `type` attribute).
 
 locals {
-  consumers = {
-    "feed_poller.feed-poll-requested" = { stage = "feed_poller", topic = "feed-poll-requested", function = "feed-poller" }
-    "cleaner.document-fetched"        = { stage = "cleaner", topic = "document-fetched", function = "cleaner" }
-    "indexer.document-cleaned"        = { stage = "indexer", topic = "document-cleaned", function = "indexer-document-cleaned" }
-    "indexer.document-deleted"        = { stage = "indexer", topic = "document-deleted", function = "indexer-document-deleted" }
-    "transformer.query-submitted"     = { stage = "transformer", topic = "query-submitted", function = "transformer-query-submitted" }
-    "transformer.query-graded"        = { stage = "transformer", topic = "query-graded", function = "transformer-query-graded" }
-    "retriever.query-transformed"     = { stage = "retriever", topic = "query-transformed", function = "retriever" }
-    "grader.contexts-retrieved"       = { stage = "grader", topic = "contexts-retrieved", function = "grader" }
-    "synthesizer.query-graded"        = { stage = "synthesizer", topic = "query-graded", function = "synthesizer" }
-  }
-
   # Every Cloud Function, keyed by its short name (deployed as "ragbus-<key>").
   #   entry_point  the target in the root main.py
   #   trigger      pubsub (a push subscription in pubsub.tf), http, or an Eventarc GCS event
@@ -132,7 +120,6 @@ locals {
     ingestion = { minimum = "10s", maximum = "600s" }
     query     = { minimum = "1s", maximum = "60s" }
   }
-  query_stages     = ["transformer", "retriever", "grader", "synthesizer"]
   consumer_backoff = { for name, c in local.consumers : name => contains(local.query_stages, c.stage) ? local.retry_backoff.query : local.retry_backoff.ingestion }
 
   pubsub_functions = { for name, f in local.functions : name => f if f.trigger == "pubsub" }

@@ -112,17 +112,6 @@ variable "query_retention_days" {
   default     = 30
 }
 
-variable "llm_provider" {
-  description = "Language model of the query loop: 'gemini' (Vertex AI, with the functions' own identities), 'openai' (an OpenAI-compatible server the functions can reach: openai_base_url, openai_model) or 'local' (the deterministic stand-in)"
-  type        = string
-  default     = "gemini"
-
-  validation {
-    condition     = contains(["gemini", "openai", "local"], var.llm_provider)
-    error_message = "llm_provider must be 'gemini', 'openai' or 'local'."
-  }
-}
-
 variable "openai_base_url" {
   description = "llm_provider = \"openai\": the server's API base as the OpenAI SDK takes it (RAGBUS_OPENAI_BASE_URL), e.g. https://llm.example.com/v1; the functions reach it over the internet (or a VPC connector you add)"
   type        = string

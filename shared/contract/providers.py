@@ -16,6 +16,16 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class TerraformVariable:
+    """A variable infra/registry.tf declares for a provider (its model, its key's secret id)."""
+
+    name: str
+    description: str
+    type: str = "string"
+    default: str = '""'  # a Terraform expression
+
+
+@dataclass(frozen=True)
 class Provider:
     name: str
     summary: str  # Markdown, for README's RAGBUS_LLM row and infra's llm_provider description
@@ -32,6 +42,8 @@ class Provider:
     deploy_variables: tuple[tuple[str, str], ...] = ()
     deploy_secrets: tuple[tuple[str, str], ...] = ()
     deploy_roles: tuple[str, ...] = ()
+    deploy_summary: str = ""  # plain text, for infra's llm_provider description
+    terraform_variables: tuple[TerraformVariable, ...] = ()  # declared in infra/registry.tf
 
     @property
     def served(self) -> bool:
@@ -49,7 +61,7 @@ class Provider:
 
 
 PROVIDERS: tuple[Provider, ...] = (
-    Provider("local", "offline, deterministic"),
+    Provider("local", "offline, deterministic", deploy_summary="the deterministic stand-in"),
     Provider("openai",
              "any OpenAI-compatible server: Ollama, llama.cpp, vLLM, LM Studio; see "
              "[A local model](#a-local-model-ollama-llamacpp-vllm-lm-studio)",
@@ -59,7 +71,9 @@ PROVIDERS: tuple[Provider, ...] = (
              deploy_variables=(("RAGBUS_OPENAI_BASE_URL", "var.openai_base_url"),
                                ("RAGBUS_OPENAI_MODEL", "var.openai_model"),
                                ("RAGBUS_OPENAI_TIMEOUT_S", "tostring(var.openai_timeout_s)")),
-             deploy_secrets=(("RAGBUS_OPENAI_API_KEY", "var.openai_api_key_secret"),)),
+             deploy_secrets=(("RAGBUS_OPENAI_API_KEY", "var.openai_api_key_secret"),),
+             deploy_summary="an OpenAI-compatible server the functions can reach (openai_base_url, openai_model, "
+                            "openai_api_key_secret, openai_timeout_s)"),
     Provider("gemini",
              "google-genai; `GOOGLE_API_KEY`/`GEMINI_API_KEY`, else Vertex AI with `GOOGLE_CLOUD_PROJECT`, served "
              "from `RAGBUS_GEMINI_LOCATION`",
@@ -68,7 +82,9 @@ PROVIDERS: tuple[Provider, ...] = (
              unconfigured="neither GOOGLE_API_KEY / GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT is set",
              variable_prefixes=("RAGBUS_GEMINI_", "GOOGLE_", "GEMINI_"),
              # its RAGBUS_GEMINI_* are common to every function (the genai embedder reads the location)
-             deploy_roles=("roles/aiplatform.user",)),
+             deploy_roles=("roles/aiplatform.user",),
+             deploy_summary="Vertex AI, with the functions' own identities (gemini_model, gemini_location, "
+                            "gemini_timeout_s)"),
 )
 
 PROVIDER_BY_NAME: dict[str, Provider] = {p.name: p for p in PROVIDERS}

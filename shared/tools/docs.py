@@ -1,7 +1,7 @@
-"""The generated parts of the docs, written from the registries: ``python -m shared.tools.docs``.
+"""The generated parts of the docs and infra/, written from the registries: ``python -m shared.tools.docs``.
 
-Each part sits between two markers in its file; the command rewrites what is between them
-(``--check`` only says which are stale, exit status 1). The unit tests fail on a stale part, so
+Each part sits between two markers in its file (or is a whole file: infra/registry.tf); the
+command rewrites it (``--check`` only says which are stale, exit status 1). The unit tests fail on a stale part, so
 a new setting or stage is one declaration and this command.
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from shared.contract.config import settings_table
 from shared.runtime.stages import stage_table
+from shared.tools import infra_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class Generated:
     path: str  # relative to the repository
-    name: str  # the markers are <!-- name:start --> and <!-- name:end -->
+    name: str  # the markers are <!-- name:start --> and <!-- name:end -->; "" for a whole file
     render: Callable[[], str]
 
     @property
@@ -29,8 +30,11 @@ class Generated:
         return f"<!-- {self.name}:start -->", f"<!-- {self.name}:end -->"
 
     def embedded(self, root: Path = ROOT) -> str:
+        path = root / self.path
+        if not self.name:
+            return path.read_text().strip() if path.exists() else ""
         start, end = self.markers
-        text = (root / self.path).read_text()
+        text = path.read_text()
         if start not in text or end not in text:
             raise ValueError(f"{self.path} lost its {self.name} markers ({start} ... {end})")
         return text.split(start, 1)[1].split(end, 1)[0].strip()
@@ -39,6 +43,9 @@ class Generated:
         """Rewrite the part; True when it changed."""
         if self.embedded(root) == self.render().strip():
             return False
+        if not self.name:
+            (root / self.path).write_text(self.render())
+            return True
         start, end = self.markers
         text = (root / self.path).read_text()
         before, rest = text.split(start, 1)
@@ -50,12 +57,13 @@ class Generated:
 PARTS: tuple[Generated, ...] = (
     Generated("README.md", "settings-table", settings_table),
     Generated("docs/architecture.md", "stage-table", stage_table),
+    Generated("infra/registry.tf", "", infra_registry.render),
 )
 
 
 def stale(root: Path = ROOT) -> list[str]:
     """The parts whose file no longer holds what the registries generate."""
-    return [f"{p.path} ({p.name})" for p in PARTS if p.embedded(root) != p.render().strip()]
+    return [f"{p.path} ({p.name or 'whole file'})" for p in PARTS if p.embedded(root) != p.render().strip()]
 
 
 def main(argv: list[str]) -> int:
@@ -66,7 +74,7 @@ def main(argv: list[str]) -> int:
         return 1 if out_of_date else 0
     for part in PARTS:
         if part.write():
-            print(f"rewrote {part.path} ({part.name})")
+            print(f"rewrote {part.path} ({part.name or 'whole file'})")
     return 0
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from shared.contract.config import load_settings, require_gcp
 from shared.contract.errors import ConfigError
+from shared.contract.providers import PROVIDER_NAMES
 from tests.unit.test_infra import (
     INFRA,
     _block,
@@ -164,23 +165,27 @@ def _preconditions() -> list[dict]:
 def test_openai_is_a_provider_infra_accepts():
     (condition,) = _validations("llm_provider")
     providers = set(re.findall(r'"(\w+)"', condition.split("]")[0]))
-    assert providers == {"gemini", "openai", "local"}
-    # the same three the code accepts: anything else fails there too
+    assert "openai" in providers and providers == set(PROVIDER_NAMES)
+    # the same the code accepts: anything else fails there too
     for provider in providers:
         env = {"RAGBUS_LLM": provider, "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
                "RAGBUS_OPENAI_MODEL": "m"}
         assert load_settings(env).llm_provider == provider
     with pytest.raises(ConfigError, match="RAGBUS_LLM"):
-        load_settings({"RAGBUS_LLM": "anthropic"})
+        load_settings({"RAGBUS_LLM": "no-such-provider"})
+    # every provider has its entry in each per-provider map the functions read
+    for local in ("provider_env", "provider_secrets", "provider_roles"):
+        assert set(_local(local)) == providers, local
 
 
 def test_the_openai_settings_reach_the_functions_only_in_openai_mode():
     env = _common_env()
-    assert 'var.llm_provider == "openai" ?' in env
-    for name, variable in (("RAGBUS_OPENAI_BASE_URL", "var.openai_base_url"),
-                           ("RAGBUS_OPENAI_MODEL", "var.openai_model"),
-                           ("RAGBUS_OPENAI_TIMEOUT_S", "tostring(var.openai_timeout_s)")):
-        assert re.search(rf"{name}\s*=\s*{re.escape(variable)}", env), name
+    assert "local.provider_env[var.llm_provider]" in env
+    provider_env = _local("provider_env")
+    assert all(not values for name, values in provider_env.items() if name != "openai")
+    assert provider_env["openai"] == {"RAGBUS_OPENAI_BASE_URL": "${var.openai_base_url}",
+                                      "RAGBUS_OPENAI_MODEL": "${var.openai_model}",
+                                      "RAGBUS_OPENAI_TIMEOUT_S": "${tostring(var.openai_timeout_s)}"}
     # what the functions get is what the code needs to start: with them it loads, without it refuses
     values = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
               "RAGBUS_OPENAI_MODEL": "m", "RAGBUS_OPENAI_TIMEOUT_S": str(_default("openai_timeout_s"))}
@@ -219,20 +224,28 @@ def test_the_openai_key_is_a_secret_only_the_model_functions_read():
     body = _resource("google_cloudfunctions2_function", "function")
     service = _block(body, "service_config")
     assert "RAGBUS_OPENAI_API_KEY" not in str(service["environment_variables"]) + _common_env()
+    assert "RAGBUS_OPENAI_API_KEY" not in str(_local("provider_env"))
+    assert _local("provider_secrets")["openai"] == {"RAGBUS_OPENAI_API_KEY": "${var.openai_api_key_secret}"}
+    assert all(not values for name, values in _local("provider_secrets").items() if name != "openai")
     (secret_env,) = [d["secret_environment_variables"] for d in service["dynamic"]
-                     if "RAGBUS_OPENAI_API_KEY" in str(d["secret_environment_variables"])]
-    assert secret_env["for_each"] == '${each.value.model && local.openai_key_secret != "" ? [local.openai_key_secret] : []}'
+                     if "local.model_secrets" in str(d["secret_environment_variables"])]
+    assert secret_env["for_each"] == "${each.value.model ? local.model_secrets : {}}"
     content = secret_env["content"][0]
-    assert content["key"] == "RAGBUS_OPENAI_API_KEY"  # the name the code reads
+    assert content["key"] == "${secret_environment_variables.key}"  # RAGBUS_OPENAI_API_KEY, the name the code reads
+    assert content["secret"] == "${secret_environment_variables.value}"
     assert content["version"] == "latest"
     assert load_settings({"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
                           "RAGBUS_OPENAI_MODEL": "m", "RAGBUS_OPENAI_API_KEY": "k"}).openai_api_key == "k"
+    # only the chosen provider's secrets, only those given
+    assert _local("model_secrets") == ('${{for name, secret in local.provider_secrets[var.llm_provider] : '
+                                       'name => secret if secret != ""}}')
     assert _local("openai_key_secret") == '${var.llm_provider == "openai" ? var.openai_api_key_secret : ""}'
-    grant = _resource("google_secret_manager_secret_iam_member", "openai_key")
+    grant = _resource("google_secret_manager_secret_iam_member", "model_secret")
     assert grant["role"] == "roles/secretmanager.secretAccessor"
-    assert grant["secret_id"] == "${local.openai_key_secret}"
-    assert "if f.model" in grant["for_each"]
-    assert "google_secret_manager_secret_iam_member.openai_key" in str(body["depends_on"])
+    assert grant["secret_id"] == "${each.value.secret}"
+    assert grant["for_each"] == "${local.model_secret_grants}"
+    assert "if f.model" in _local("model_secret_grants") and "local.model_secrets" in _local("model_secret_grants")
+    assert "google_secret_manager_secret_iam_member.model_secret" in str(body["depends_on"])
     assert "secretmanager.googleapis.com" in _local("apis")
     (rule,) = _validations("openai_api_key_secret")
     assert "^[A-Za-z0-9_-]{0,255}$" in rule  # an id, as secret_environment_variables.secret takes it
@@ -344,3 +357,11 @@ def test_the_apis_a_new_project_lacks_are_enabled_first():
     # the Pub/Sub agent's grant on the push identity needs the IAM API and the agent itself
     assert "${google_project_service.api}" in _resource(
         "google_service_account_iam_member", "pubsub_agent_mints_push_tokens")["depends_on"]
+
+
+def test_a_provider_s_roles_go_to_the_model_calling_functions_only():
+    assert _local("provider_roles")["gemini"] == ["roles/aiplatform.user"]  # Gemini on Vertex AI
+    bindings = str(_local("function_project_bindings"))
+    assert "local.provider_roles[var.llm_provider]" in bindings
+    assert "name if f.model" in bindings
+    assert 'var.llm_provider == "gemini"' not in bindings  # the registry says it, not a hand-written test

@@ -1,0 +1,108 @@
+"""infra/registry.tf, written from the registries (``python -m shared.tools.docs`` rewrites it).
+
+From :mod:`shared.runtime.stages`: the topics (one per message class), the consumers (one
+push subscription each, named ``<stage>.<topic>``, delivered to the function named after the
+stage, or ``<stage>-<topic>`` for a stage that consumes several) and the query stages. From
+:mod:`shared.contract.providers`: ``var.llm_provider`` and the values it accepts, and per
+provider the variables, secrets and project roles of the functions that call the model, plus
+the Terraform variables a provider declares for itself. A unit test fails when the file is stale.
+"""
+
+from __future__ import annotations
+
+import json
+
+from shared.contract.providers import PROVIDERS
+from shared.contract.topics import ALL_TOPICS
+from shared.runtime.stages import CONSUMERS, QUERY_STAGES, consumers_of
+
+HEADER = """\
+# Generated from shared/runtime/stages.py and shared/contract/providers.py by
+# `python -m shared.tools.docs`: edit those, then run it (tests/unit/test_settings_table.py
+# fails while this file is stale). Hand-written infra/ reads these locals.
+"""
+
+
+def consumer_function(stage: str, topic: str) -> str:
+    """The function a consumer's subscription pushes to: one per stage, or per topic when the
+    stage consumes several (a gen2 function has one trigger)."""
+    name = stage.replace("_", "-")
+    return f"{name}-{topic}" if len(consumers_of(stage)) > 1 else name
+
+
+def _string(value: str) -> str:
+    return json.dumps(value)  # an HCL string literal is JSON's for these characters
+
+
+def _list(values) -> str:
+    return "[" + ", ".join(_string(v) for v in values) + "]"
+
+
+def _attributes(pairs, indent: str) -> list[str]:
+    """``name = value`` lines aligned as terraform fmt aligns them: consecutive one-line
+    attributes share a column; a multi-line one stands alone."""
+    lines: list[str] = []
+    group: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        width = max((len(k) for k, _ in group), default=0)
+        lines.extend(f"{indent}{k.ljust(width)} = {v}" for k, v in group)
+        group.clear()
+
+    for key, value in pairs:
+        if "\n" in value:
+            flush()
+            lines.append(f"{indent}{key} = {value}")
+        else:
+            group.append((key, value))
+    flush()
+    return lines
+
+
+def _map(pairs, indent: str) -> str:
+    if not pairs:
+        return "{}"
+    return "{\n" + "\n".join(_attributes(pairs, indent + "  ")) + "\n" + indent + "}"
+
+
+def render() -> str:
+    names = [p.name for p in PROVIDERS]
+    quoted = ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
+    lines = [HEADER, "locals {",
+             "  # One per message class (shared/contract/messages.py), each paired with a dead-letter topic (pubsub.tf).",
+             "  topics = [", *[f"    {_string(t)}," for t in ALL_TOPICS], "  ]", "",
+             "  # One push subscription per (stage, consumed topic), keyed by the subscription name the code uses.",
+             "  consumers = {"]
+    width = max(len(_string(c.subscription)) for c in CONSUMERS)
+    for c in CONSUMERS:
+        lines.append(f"    {_string(c.subscription).ljust(width)} = {{ stage = {_string(c.stage)}, "
+                     f"topic = {_string(c.topic)}, function = {_string(consumer_function(c.stage, c.topic))} }}")
+    lines += ["  }", "", "  # The query loop's stages: their subscriptions retry quickly (stages.tf: consumer_backoff).",
+              f"  query_stages = {_list(QUERY_STAGES)}", "",
+              "  # What the functions that call the model get, per provider: plain variables, secrets",
+              "  # (variable -> Secret Manager id, given only when set) and project roles.",
+              "  provider_env = {"]
+    lines += _attributes([(p.name, _map(p.deploy_variables, "    ")) for p in PROVIDERS], "    ")
+    lines += ["  }", "  provider_secrets = {"]
+    lines += _attributes([(p.name, _map(p.deploy_secrets, "    ")) for p in PROVIDERS], "    ")
+    lines += ["  }", "  provider_roles = {"]
+    lines += _attributes([(p.name, _list(p.deploy_roles)) for p in PROVIDERS], "    ")
+    lines += ["  }", "}", "",
+              'variable "llm_provider" {',
+              f"  description = {_string('Language model of the query loop (RAGBUS_LLM), from the provider registry (shared/contract/providers.py): ' + '; '.join(f'{p.name!r}: {p.deploy_summary}' for p in PROVIDERS))}",
+              "  type        = string",
+              '  default     = "gemini"',
+              "",
+              "  validation {",
+              f"    condition     = contains({_list(names)}, var.llm_provider)",
+              f"    error_message = {_string(f'llm_provider must be {quoted}.')}",
+              "  }",
+              "}"]
+    for p in PROVIDERS:
+        for variable in p.terraform_variables:
+            lines += ["", f'variable "{variable.name}" {{',
+                      f"  description = {_string(variable.description)}",
+                      f"  type        = {variable.type}",
+                      f"  default     = {variable.default}",
+                      "}"]
+    return "\n".join(lines) + "\n"
