@@ -337,6 +337,7 @@ def up(
                         min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
                     ))
 
+        gateway = servers.get(GATEWAY)
         state = {
             "started_at": datetime.now(UTC).isoformat(),
             "project": project,
