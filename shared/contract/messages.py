@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.contract.errors import SchemaError
 
-
 #: Every message class by its name (the wire's ``type`` attribute), in the order declared:
 #: a subclass of :class:`Message` is registered as it is defined.
 MESSAGE_TYPES: dict[str, type[Message]] = {}

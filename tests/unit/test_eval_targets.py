@@ -7,6 +7,7 @@ import pytest
 
 from shared.contract.errors import ConfigError
 from shared.contract.ports import Grade
+from shared.contract.providers import PROVIDER_NAMES
 from shared.tools.eval.dataset import EvalQuery
 from shared.tools.eval.pipeline import QueryResult
 from shared.tools.eval.retrieval import RetrievalRun
@@ -61,7 +62,9 @@ def test_local_always_runs_and_unconfigured_providers_are_listed():
 
 def test_auto_runs_every_configured_provider():
     env = {"RAGBUS_OPENAI_BASE_URL": "http://127.0.0.1:8081/v1", "GOOGLE_API_KEY": "k"}
-    assert select_providers(None, env) == (["local", "openai", "gemini"], {})
+    run, skipped = select_providers(None, env)
+    assert run == ["local", "openai", "gemini"]
+    assert set(skipped) == set(PROVIDER_NAMES) - set(run)  # any other registered provider, unconfigured here
     vertex = {"GOOGLE_CLOUD_PROJECT": "p"}  # Gemini's location defaults to global
     assert select_providers(None, vertex)[0] == ["local", "gemini"]
     assert "gemini" in select_providers(None, {"GOOGLE_CLOUD_LOCATION": "europe-west4"})[1]  # no project
@@ -72,7 +75,8 @@ def test_a_named_provider_that_cannot_run_is_an_error():
         select_providers(["local", "openai"], {})
     run, skipped = select_providers(["openai"], {"RAGBUS_OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
                                                  "GEMINI_API_KEY": "k"})
-    assert run == ["local", "openai"] and skipped == {"gemini": "not requested"}
+    assert run == ["local", "openai"] and skipped["gemini"] == "not requested"
+    assert set(skipped) == set(PROVIDER_NAMES) - set(run)
 
 
 def test_provider_lists_and_samples_are_parsed_strictly():

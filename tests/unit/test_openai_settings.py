@@ -7,6 +7,7 @@ import pytest
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract.config import Settings, load_settings
 from shared.contract.errors import ConfigError
+from shared.contract.providers import PROVIDER_NAMES
 
 
 def test_settings_name_what_is_missing():
@@ -17,8 +18,9 @@ def test_settings_name_what_is_missing():
     with pytest.raises(ConfigError, match="not an http"):
         load_settings({"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "127.0.0.1:11434",
                        "RAGBUS_OPENAI_MODEL": "m"})
-    with pytest.raises(ConfigError, match="'local' \\(default\\), 'gemini' or 'openai'"):
+    with pytest.raises(ConfigError, match="RAGBUS_LLM='ollama': use 'local' \\(default\\), ") as refused:
         load_settings({"RAGBUS_LLM": "ollama"})
+    assert all(f"'{name}'" in str(refused.value) for name in PROVIDER_NAMES)  # every registered provider
     with pytest.raises(ConfigError, match="RAGBUS_OPENAI_BASE_URL"):
         OpenAICompatibleLanguageModel.from_settings(Settings(llm_provider="openai"))
 

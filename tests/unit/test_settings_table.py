@@ -28,6 +28,7 @@ from shared.contract.config import (
     settings_table,
 )
 from shared.contract.errors import ConfigError
+from shared.contract.providers import PROVIDER_NAMES
 from shared.tools import docs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +89,8 @@ def test_an_empty_environment_gives_the_declared_defaults():
      "RAGBUS_RETRY_MIN_BACKOFF_S=9.0 is above RAGBUS_RETRY_MAX_BACKOFF_S=2.0"),
     ({"RAGBUS_MIN_SCORE": "2"}, "RAGBUS_MIN_SCORE=2.0 must be between 0 and 1"),
     ({"RAGBUS_RUNTIME": "cloud"}, "RAGBUS_RUNTIME='cloud': use 'local' (default) or 'gcp'"),
-    ({"RAGBUS_LLM": "claude"}, "RAGBUS_LLM='claude': use 'local' (default), 'gemini' or 'openai'"),
+    ({"RAGBUS_LLM": "claude"}, "RAGBUS_LLM='claude': use 'local' (default), " + ", ".join(
+        f"'{n}'" for n in sorted(PROVIDER_NAMES)[:-1] if n != "local") + f" or '{sorted(PROVIDER_NAMES)[-1]}'"),
     ({"RAGBUS_REMOVED_ITEMS": "x"}, "RAGBUS_REMOVED_ITEMS='x': use 'remove' (default) or 'keep'"),
     ({"RAGBUS_EMBEDDER": "x"}, "RAGBUS_EMBEDDER='x': use 'local' (default, packaged MiniLM) or 'genai'"),
     ({"RAGBUS_INDEX": "x"}, "RAGBUS_INDEX='x': use 'firestore' (default) or 'vertex'"),

@@ -40,8 +40,8 @@ from shared.adapters.local.decomposition import decompose
 from shared.adapters.local.index import HybridIndex
 from shared.contract.config import Settings, load_settings
 from shared.contract.errors import ConfigError
-from shared.contract.providers import PROVIDERS
 from shared.contract.ports import Embedder, Grade, LanguageModel, Transformation
+from shared.contract.providers import PROVIDERS
 from shared.query.api import submit_query, wait_for_query
 from shared.query.record import QueryRecord
 from shared.runtime.bootstrap import build_local
