@@ -508,6 +508,12 @@ def _rows(cls: type, prefix: str = "") -> tuple[Setting, ...]:
 #: The table: every variable the settings read, in the order README lists them.
 SETTINGS: tuple[Setting, ...] = _rows(Settings)
 SETTING_BY_ENV: dict[str, Setting] = {s.env: s for s in SETTINGS}
+SETTING_BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS}
+
+
+def is_set(field: str, env: Mapping[str, str]) -> bool:
+    """Whether ``env`` names the setting ``field`` at all: a choice made, even of the default value."""
+    return SETTING_BY_FIELD[field].env in env
 
 
 def _read(cls: type, env: Mapping[str, str], earlier: dict[str, Any]) -> dict[str, Any]:

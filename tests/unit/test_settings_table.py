@@ -23,6 +23,7 @@ from shared.contract.config import (
     Choice,
     Settings,
     Whole,
+    is_set,
     load_settings,
     setting,
     settings_table,
@@ -122,3 +123,24 @@ def test_a_new_setting_is_one_declaration():
     assert (values["rerank_depth"], values["rerank_mode"]) == (7, "fast")
     with pytest.raises(ConfigError, match="RAGBUS_RERANK_MODE='slow': use 'fast' \\(default\\) or 'exact'"):
         config._read(Extended, {"RAGBUS_RERANK_MODE": "slow"}, {})  # noqa: SLF001
+
+
+def test_the_cli_reads_its_data_directory_and_runtime_choice_through_the_settings(tmp_path):
+    """A topology recorded under RAGBUS_HOME (~ expanded) whose processes died stops a command,
+    unless RAGBUS_RUNTIME names a runtime, even the default local one."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from shared.tools.cli import app
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "topology.json").write_text(json.dumps({"processes": [{"name": "grader", "pid": 2**22 + 12345}],
+                                                     "env": {}}))
+    env = {"HOME": str(tmp_path), "RAGBUS_HOME": "~/home", "RAGBUS_TRACING": "0", "COLUMNS": "200"}
+    stopped = CliRunner().invoke(app, ["feeds", "list"], env=env)
+    assert stopped.exit_code != 0 and "is not running whole" in stopped.output, stopped.output
+    chosen = CliRunner().invoke(app, ["feeds", "list"], env={**env, "RAGBUS_RUNTIME": "local"})
+    assert chosen.exit_code == 0, chosen.output
+    assert is_set("runtime", {"RAGBUS_RUNTIME": "local"}) and not is_set("runtime", {})

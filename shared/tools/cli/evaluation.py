@@ -11,6 +11,7 @@ import typer
 from rich.text import Text
 
 from shared.contract.errors import RagbusError
+from shared.contract.providers import PROVIDER_NAMES
 from shared.observability.terminal_text import markup, plain
 from shared.tools.cli.root import fail
 from shared.tools.console import console, err
@@ -28,7 +29,7 @@ def eval_command(
         help="Cases the pipeline samples come from: heldout (report), calibration (fit thresholds) or all; "
         "a case's split is decided by a hash of its id.")] = "heldout",
     providers: Annotated[str, typer.Option(
-        help="Language-model providers whose full pipeline runs, comma-separated (local, openai, gemini); "
+        help=f"Language-model providers whose full pipeline runs, comma-separated ({', '.join(PROVIDER_NAMES)}); "
         "auto: local and every configured one. A named provider that cannot run is an error.")] = "auto",
     provider_sample: Annotated[list[str] | None, typer.Option(
         help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE\\[/ABSTAIN], e.g. openai=40/20 "

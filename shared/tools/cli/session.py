@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.progress import (
     BarColumn,
@@ -20,7 +19,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from shared.contract.config import Settings, load_settings
+from shared.contract.config import Settings, is_set, load_settings
 from shared.contract.deps import Deps
 from shared.contract.errors import RagbusError
 from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
@@ -62,12 +61,13 @@ def open_session(allow_loopback: bool = False, *, embedded_only: str | None = No
     from shared.tools.topology import running_env, stopped_processes
 
     env = dict(os.environ)
-    home = Path(env.get("RAGBUS_HOME", ".ragbus"))
+    home = load_settings(env).home
+    runtime_chosen = is_set("runtime", env)  # a runtime named, even local, is not the topology's
     topology = running_env(home)
-    if topology and "RAGBUS_RUNTIME" not in env:
+    if topology and not runtime_chosen:
         env.update(topology)  # `ragbus up --emulators` is running: talk to it
         os.environ.update(topology)  # the client libraries read the *_EMULATOR_HOST variables
-    elif "RAGBUS_RUNTIME" not in env and (stopped := stopped_processes(home)):
+    elif not runtime_chosen and (stopped := stopped_processes(home)):
         # the embedded runtime would quietly take the topology's place in the same home, and what
         # this command ingests or asks would land where the topology does not look
         raise fail(f"the topology `ragbus up --emulators` started under {home.resolve()} is not running "
