@@ -417,7 +417,21 @@ def widen_time_filter(
         steps.append(f"since {reading.since.date().isoformat()}" if reading is not None and reading.since
                      else "any date")
         results = search_all(queries, embedder=embedder, index=index, k=k, meanings=meanings, filters=filters)
+    if steps and steps[-1] == "any date" and doc.get("window_days") and not _dated(results[:leading]):
+        # Nothing found is dated, so no date filter can help: the month and year the transformer
+        # dropped for the filter are the only proxy for "now" left (issue 27: the words stay only
+        # where no date metadata exists).
+        month_year = asked_at.strftime("%B %Y")
+        worded = [(label, q if month_year.lower() in q.lower() or label != REWRITTEN_LABEL else f"{q} {month_year}")
+                  for label, q in queries]
+        if worded != queries:
+            steps.append(f"no dated document: searched with {month_year!r}")
+            results = search_all(worded, embedder=embedder, index=index, k=k, meanings=meanings, filters=filters)
     return filters, results, steps
+
+
+def _dated(results: list[QueryHits]) -> bool:
+    return any(h.chunk.published for r in results for h in r.hits)
 
 
 def _publish_retrieved(publisher: Publisher, record: QueryRecord, iteration: int) -> None:

@@ -333,3 +333,34 @@ def test_a_feed_item_s_author_and_categories_are_what_where_matches(tmp_path):
             assert found({"author": "Ada", "category": "CUDA"}) == ["volcano.html"]
             assert found({"category": "HIP"}) == []
         local.deps.index.close()
+
+
+def test_in_a_corpus_without_dates_the_month_and_year_are_searched_as_words(tmp_path):
+    """'The latest' over documents none of which is dated: the date filter finds nothing at any width,
+    so the month and year (the old proxy the transformer drops for the filter) are searched as words."""
+    from services.retriever.handler import widen_time_filter
+    from services.transformer.handler import question_time_filter
+
+    embedder = HashingEmbedder()
+    index = HybridIndex(tmp_path / "index", embedder.dimension)
+    notes = [("old", "The harbor crane schedule was revised in March 2024 for the winter season."),
+             ("new", "The harbor crane schedule for November 2026 adds a night shift on weekdays.")]
+    for doc, text in notes:
+        chunk = Chunk(chunk_id=f"{doc}:0", document_id=doc, ordinal=0, text=text, title=doc, url=f"file:///n/{doc}.md",
+                      published=None, source="file", origin="/n")
+        index.upsert(doc, [chunk], embedder.embed([text]))
+    record = _record("What is the latest harbor crane schedule?")
+    record.filters, record.time_filter = question_time_filter(record, NOW)
+    queries = [("rewritten", "latest harbor crane schedule")]
+    first = search_all(queries, embedder=embedder, index=index, k=2, filters=record.search_filters())
+    assert not first[0].hits
+    filters, results, steps = widen_time_filter(record, queries, ["What is the latest harbor crane schedule?"],
+                                                embedder=embedder, index=index, k=2,
+                                                filters=record.search_filters(), results=first, leading=1)
+    assert filters is None
+    assert steps[-2:] == ["any date", "no dated document: searched with 'November 2026'"]
+    assert results[0].query == "latest harbor crane schedule November 2026"
+    # as before the date filter: the words reach the lexical side (the dense side reads the question)
+    lexical = {h.chunk.document_id: h.bm25_score for h in results[0].hits}
+    assert lexical["new"] > lexical["old"]
+    index.close()

@@ -143,7 +143,9 @@ def test_the_trace_shows_the_filters_and_the_time_read_from_the_question(system,
     retrieved = [line for line in lines if "retriever.query-transformed process" in line]
     assert len(retrieved) == len(record["iterations"])
     # The files carry no published date: the 90 days "latest" reads leave nothing, and the trace
-    # says how the range was widened before the search that found the contexts.
-    assert record["time_filter"]["widened"][-1] == "any date"
+    # says how the range was widened (to any date, then the month and year as words) before the
+    # search that found the contexts.
+    assert record["time_filter"]["widened"][-2] == "any date"
+    assert record["time_filter"]["widened"][-1].startswith("no dated document: searched with")
     widened = " -> ".join(record["time_filter"]["widened"])
     assert f"filters: source {folder}, widened: {widened}" in retrieved[0], retrieved[0]
