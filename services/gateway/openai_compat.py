@@ -61,6 +61,7 @@ MODELS: dict[str, dict[str, Any]] = {
     "ragbus": {},
     "ragbus-quick": {"max_iterations": 0},
 }
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _TOKENS = re.compile(r"\w+|[^\w\s]")
 _SOURCES_BLOCK = re.compile(r"\n\nSources:\n(?:\d+\. [^\n]*(?:\n|$))+\Z")
 # pydantic names the member of a union it tried in the error's location: not an argument's name
@@ -265,14 +266,23 @@ def message_text(message: ChatMessage, index: int) -> str:
     if message.content is None:
         return ""
     if isinstance(message.content, str):
-        return message.content
-    texts = []
-    for n, part in enumerate(message.content):
-        if part.type != "text" or part.text is None:
-            raise ChatError(400, f"messages[{index}].content[{n}] is a {part.type!r} part; ragbus reads text only",
-                            param=f"messages[{index}].content[{n}]")
-        texts.append(part.text)
-    return "\n".join(texts)
+        text = message.content
+    else:
+        texts = []
+        for n, part in enumerate(message.content):
+            if part.type != "text" or part.text is None:
+                raise ChatError(400, f"messages[{index}].content[{n}] is a {part.type!r} part; ragbus reads text "
+                                     "only", param=f"messages[{index}].content[{n}]")
+            texts.append(part.text)
+        text = "\n".join(texts)
+    # The rule of every question ragbus takes, said here with the message's place: the history's own
+    # check would name a 'history[n]' the client never sent.
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        raise ChatError(400, f"messages[{index}].content contains the control character U+{ord(bad.group()):04X} "
+                             f"at position {bad.start()}; send plain text (tabs and newlines are fine)",
+                        param=f"messages[{index}].content")
+    return text
 
 
 def strip_sources(answer: str) -> str:

@@ -53,6 +53,13 @@ def test_text_parts_are_joined_and_other_parts_refused():
     assert "'image_url' part; ragbus reads text only" in refused.value.message
 
 
+def test_a_control_character_in_any_message_is_refused_naming_the_message():
+    with pytest.raises(ChatError) as refused:
+        conversation(_messages(("user", "What is BM25?"), ("assistant", "\x1b[31mred\x1b[0m"), ("user", "and?")))
+    assert refused.value.param == "messages[1].content" and "U+001B at position 0" in refused.value.message
+    assert conversation(_messages(("user", "tabs\tand\r\nnewlines are fine")))[0] == "tabs\tand\r\nnewlines are fine"
+
+
 @pytest.mark.parametrize(("pairs", "param", "says"), [
     ((("system", "be nice"), ("assistant", "hi")), "messages", "the messages hold no user message"),
     ((("user", "what is bm25"), ("assistant", "It is")), "messages[1]", "assistant message after the last user"),
