@@ -22,7 +22,16 @@ from rich.text import Text
 from shared.contract.errors import RagbusError
 from shared.observability.logs import configure_logging, debugging
 from shared.observability.terminal_text import plain
-from shared.tools.cli import dead_letters, evaluation, ingestion, listings, reading, serving, traces
+from shared.tools.cli import (
+    chat,
+    dead_letters,
+    evaluation,
+    ingestion,
+    listings,
+    reading,
+    serving,
+    traces,
+)
 from shared.tools.cli.root import app, fail
 from shared.tools.cli.session import Session
 from shared.tools.cli.traces import datetime_local, resolve_query_id, short_ids
@@ -31,7 +40,7 @@ from shared.tools.console import console, err
 __all__ = ["Session", "app", "datetime_local", "main", "resolve_query_id", "short_ids"]
 
 # the order of `ragbus --help`: the commands, then the groups
-for group in (ingestion, reading, traces, serving, evaluation):
+for group in (ingestion, reading, chat, traces, serving, evaluation):
     app.registered_commands.extend(group.commands.registered_commands)
 app.add_typer(listings.feeds_app, name="feeds")
 app.add_typer(listings.sitemaps_app, name="sitemaps")

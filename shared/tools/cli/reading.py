@@ -70,17 +70,17 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
                       f"{markup(letter['error'])}")
 
 
-_SOURCE_HELP = ("Only documents from this source: a feed or sitemap URL, gs://bucket/prefix or a folder "
+SOURCE_HELP = ("Only documents from this source: a feed or sitemap URL, gs://bucket/prefix or a folder "
                 "(default: every source).")
-_SINCE_HELP = ("Only documents published since: a date (2025-06-01), an ISO time or an age (12h, 7d, 2w, 3m, 1y) "
+SINCE_HELP = ("Only documents published since: a date (2025-06-01), an ISO time or an age (12h, 7d, 2w, 3m, 1y) "
                "(default: no lower bound).")
-_UNTIL_HELP = ("Only documents published before: a date (through that day), an ISO time or an age "
+UNTIL_HELP = ("Only documents published before: a date (through that day), an ISO time or an age "
                "(7d: a week ago) (default: no upper bound).")
-_WHERE_HELP = "Only documents whose metadata KEY equals VALUE; repeatable, all must hold (default: none)."
-_KIND_HELP = "Only documents that came in as: feed, sitemap, file or gcs (default: any)."
+WHERE_HELP = "Only documents whose metadata KEY equals VALUE; repeatable, all must hold (default: none)."
+KIND_HELP = "Only documents that came in as: feed, sitemap, file or gcs (default: any)."
 
 
-def _filters(deps: Deps, source: str | None, since: str | None, until: str | None,
+def filters_from_flags(deps: Deps, source: str | None, since: str | None, until: str | None,
              where: list[str] | None, kind: str | None = None) -> Any:
     """The --source/--since/--until/--where/--kind flags as Filters (None when none is given)."""
     from shared.contract.filters import FilterError, Filters
@@ -100,18 +100,18 @@ def search(
     text: Annotated[str, typer.Argument(help="The words to search for.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many chunks.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    source: Annotated[str | None, typer.Option(help=_SOURCE_HELP)] = None,
-    since: Annotated[str | None, typer.Option(help=_SINCE_HELP)] = None,
-    until: Annotated[str | None, typer.Option(help=_UNTIL_HELP)] = None,
-    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=_WHERE_HELP)] = None,
-    kind: Annotated[str | None, typer.Option(help=_KIND_HELP)] = None,
+    source: Annotated[str | None, typer.Option(help=SOURCE_HELP)] = None,
+    since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option(help=UNTIL_HELP)] = None,
+    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=WHERE_HELP)] = None,
+    kind: Annotated[str | None, typer.Option(help=KIND_HELP)] = None,
 ) -> None:
     """Retrieval only: the chunks that best match TEXT."""
     from shared.contract.text import snippet
     from shared.query.api import search_documents
 
     session = open_session()
-    filters = _filters(session.deps, source, since, until, where, kind)
+    filters = filters_from_flags(session.deps, source, since, until, where, kind)
     try:
         hits = search_documents(session.deps, text, k, field="text", filters=filters)
     except RagbusError as exc:
@@ -156,11 +156,11 @@ def ask(
         "(default: RAGBUS_MAX_ITERATIONS, else 2).")] = None,
     timeout: Annotated[float | None, typer.Option(
         help="Seconds before the query times out (default: RAGBUS_QUERY_TIMEOUT_S, else 60).")] = None,
-    source: Annotated[str | None, typer.Option(help=_SOURCE_HELP)] = None,
-    since: Annotated[str | None, typer.Option(help=_SINCE_HELP)] = None,
-    until: Annotated[str | None, typer.Option(help=_UNTIL_HELP)] = None,
-    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=_WHERE_HELP)] = None,
-    kind: Annotated[str | None, typer.Option(help=_KIND_HELP)] = None,
+    source: Annotated[str | None, typer.Option(help=SOURCE_HELP)] = None,
+    since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option(help=UNTIL_HELP)] = None,
+    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=WHERE_HELP)] = None,
+    kind: Annotated[str | None, typer.Option(help=KIND_HELP)] = None,
 ) -> None:
     """Ask a question; answer with citations from the indexed corpus."""
     from shared.query.api import TIMEOUT_RANGE_S, validate_seconds
@@ -171,7 +171,7 @@ def ask(
         except RagbusError as exc:
             raise fail(str(exc)) from None
     session = open_session(changes=True)
-    filters = _filters(session.deps, source, since, until, where, kind)
+    filters = filters_from_flags(session.deps, source, since, until, where, kind)
     if session.local is not None and session.deps.index.count_chunks() == 0:
         say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
     with session.stages():

@@ -1,0 +1,133 @@
+"""``ragbus chat``: a conversation in the terminal.
+
+Each line is a question; a follow-up ("and what is its maximum?") is sent with the
+conversation's id, so the loop reads it with the earlier turns. ``/new`` starts a new
+conversation, Ctrl-D (or ``/quit``) leaves. One-shot questions stay ``ragbus ask``'s.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from shared.contract.deps import Deps
+from shared.contract.errors import RagbusError
+from shared.observability.terminal_text import plain
+from shared.query.record import QueryRecord
+from shared.tools.cli.reading import (
+    KIND_HELP,
+    SINCE_HELP,
+    SOURCE_HELP,
+    UNTIL_HELP,
+    WHERE_HELP,
+    filters_from_flags,
+)
+from shared.tools.cli.root import ADD_DOCUMENTS, say_empty
+from shared.tools.cli.session import open_session, where_data_is
+from shared.tools.console import console, err
+
+commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
+
+PROMPT = "you> "
+_HELP = "Type a question. /new starts a new conversation; Ctrl-D (or /quit) leaves."
+_COMMANDS = {"/new", "/quit", "/exit", "/help"}
+
+
+@commands.command()
+def chat(
+    top_k: Annotated[int | None, typer.Option(
+        min=1, max=50, help="How many chunks to retrieve and grade per iteration "
+        "(default: RAGBUS_TOP_K, else 10).")] = None,
+    max_iterations: Annotated[int | None, typer.Option(
+        min=0, max=5, help="Refinements after the first retrieval when the grade is weak; 0: none "
+        "(default: RAGBUS_MAX_ITERATIONS, else 2).")] = None,
+    source: Annotated[str | None, typer.Option(help=SOURCE_HELP)] = None,
+    since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
+    until: Annotated[str | None, typer.Option(help=UNTIL_HELP)] = None,
+    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=WHERE_HELP)] = None,
+    kind: Annotated[str | None, typer.Option(help=KIND_HELP)] = None,
+) -> None:
+    """A conversation: ask, then follow up; each answer with its citations. /new starts over, Ctrl-D leaves."""
+    session = open_session(changes=True)
+    filters = filters_from_flags(session.deps, source, since, until, where, kind)
+    if session.local is not None and session.deps.index.count_chunks() == 0:
+        say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
+    if sys.stdin.isatty():
+        import readline  # noqa: F401 - line editing and history for input(), as a shell gives them
+    with session.stages():
+        console.print(Text(_HELP + (f"\nSearching only: {filters.describe()}." if filters is not None else ""),
+                           style="dim"))
+        try:
+            _converse(session.deps, top_k=top_k, max_iterations=max_iterations, filters=filters)
+        except KeyboardInterrupt:
+            console.print()
+            raise typer.Exit(130) from None
+
+
+def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filters: Any) -> None:
+    conversation: str | None = None
+    while True:
+        try:
+            line = input(PROMPT)
+        except EOFError:  # Ctrl-D, or the end of piped questions
+            console.print()
+            return
+        question = line.strip()
+        if not question:
+            continue
+        command = question.lower()
+        if command in ("/quit", "/exit"):
+            return
+        if command == "/new":
+            conversation = None
+            console.print(Text("New conversation: the next question stands on its own.", style="dim"))
+            continue
+        if command == "/help" or command.startswith("/") and " " not in command and command not in _COMMANDS:
+            prefix = "" if command == "/help" else f"unknown command {plain(question)}; "
+            console.print(Text(prefix + _HELP, style="dim"))
+            continue
+        record = _turn(deps, question, conversation, top_k=top_k, max_iterations=max_iterations, filters=filters)
+        if record is not None:
+            conversation = record.conversation_id
+            print_turn(record)
+
+
+def _turn(deps: Deps, question: str, conversation: str | None, **options: Any) -> QueryRecord | None:
+    """Ask ``question`` in ``conversation`` and wait for its end; None (said why) when it could not be asked."""
+    from shared.query.api import ConversationNotFound, submit_query, wait_for_query
+
+    try:
+        try:
+            record = submit_query(deps, question, field="question", conversation_id=conversation, **options)
+        except ConversationNotFound:
+            err.print(Text("the conversation is no longer stored (it expired with its questions); "
+                           "asking this as the start of a new one", style="yellow"))
+            record = submit_query(deps, question, field="question", **options)
+        with console.status("searching, grading, answering…"):
+            return wait_for_query(deps, record.id, deps.settings.query_timeout_s + 5)
+    except RagbusError as exc:  # a question too long, a bus that is down: say so, keep the conversation
+        err.print(Text.assemble(("error: ", "bold red"), plain(str(exc))), soft_wrap=True)
+        return None
+
+
+def print_turn(record: QueryRecord) -> None:
+    """The answer as a chat shows it: what the question was read as, the answer, its sources."""
+    if record.standalone_question and record.standalone_question != record.original_query:
+        console.print(Text(f"(read as: {plain(record.standalone_question)})", style="dim"), soft_wrap=True)
+    if record.status != "answered":
+        console.print(Text(f"{plain(record.outcome or record.status)}: {plain(record.error or '')}", style="red"),
+                      soft_wrap=True)
+    if record.answer:
+        console.print(Text(plain(record.answer)), soft_wrap=True)
+    for c in record.citations:
+        console.print(Text(f"  [{plain(c.get('id'))}] {plain(c.get('title'))} — {plain(c.get('url'))}", style="cyan"),
+                      soft_wrap=True)
+    console.print(Text(f"({plain(record.outcome or record.status)}; query {record.id[:8]}: "
+                       f"`ragbus trace {record.id[:8]}` shows its stages)", style="dim"))
+    console.print()
+
+
+__all__ = ["chat", "print_turn"]
