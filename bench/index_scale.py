@@ -264,6 +264,7 @@ def _ask(deps, question: str, *, cold: bool = False) -> tuple[float, float, dict
     from shared.query.api import submit_query, wait_for_query
 
     ql.forget_query_vectors()
+    deps.index.forget_dense_tops()  # a new question's vector is searched afresh in every segment
     if cold:
         ql.forget_chunk_caches()
     started = time.perf_counter()

@@ -326,6 +326,12 @@ class HybridIndex:
             out.append((idx[order], scores[order]))
         return out
 
+    def forget_dense_tops(self) -> None:
+        """Drop the dense tops kept per query vector (a benchmark measuring a new question's
+        whole cost asks the same questions again; nothing else needs this)."""
+        with self._dense_tops_lock:
+            self._dense_tops.clear()
+
     # ------------------------------------------------------------ filters
 
     def _filtered(self, view: View, filters: Filters) -> Scope:
