@@ -21,7 +21,7 @@ from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
 
-ANSWERED_AT_ONCE, _, UNANSWERABLE = (q for _, q in QUESTIONS)
+ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
 BM25_ARTICLE = "/articles/bm25-ranking-explained.html"
 TOKEN = "h7Kq2mZx9PwR4tLs8VbN3cYd6FgJ1eUa"
 
@@ -155,6 +155,14 @@ def test_filters_ride_as_an_extension_field(client):
     extension = _extension(completion)
     assert extension["filters"]["kind"] == "file"
     assert not any(c["url"].endswith(BM25_ARTICLE) for c in completion.model_extra["citations"])
+
+
+def test_the_quick_model_runs_the_loop_without_refinement(client, gateway):
+    completion = client.chat.completions.create(model="ragbus-quick",
+                                                messages=[{"role": "user", "content": REFINED}])
+    record = httpx.get(f"{gateway}{_extension(completion)['status_url']}", timeout=10).json()
+    assert completion.model == "ragbus-quick"
+    assert record["max_iterations"] == 0 and len(record["iterations"]) == 1
 
 
 def test_the_token_rule_holds_on_a_non_loopback_bind(system):
