@@ -202,6 +202,54 @@ resource "google_firestore_index" "chunks_embedding_by_source_published" {
   }
 }
 
+# a metadata key=value a source set (author, category): one array for every key
+resource "google_firestore_index" "chunks_embedding_by_meta" {
+  database   = google_firestore_database.main.name
+  collection = "chunks"
+
+  fields {
+    field_path   = "meta_tokens"
+    array_config = "CONTAINS"
+  }
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "embedding"
+    vector_config {
+      dimension = var.embedding_dimension
+      flat {}
+    }
+  }
+}
+
+# a metadata key=value and published date range
+resource "google_firestore_index" "chunks_embedding_by_meta_published" {
+  database   = google_firestore_database.main.name
+  collection = "chunks"
+
+  fields {
+    field_path   = "meta_tokens"
+    array_config = "CONTAINS"
+  }
+  fields {
+    field_path = "published_ts"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "__name__"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "embedding"
+    vector_config {
+      dimension = var.embedding_dimension
+      flat {}
+    }
+  }
+}
+
 # Query records expire: Firestore deletes a record some time (typically within a day)
 # after its expire_at timestamp. The query-state code sets expire_at to a timestamp
 # (a datetime, not an ISO string: TTL ignores other types) of created_at +

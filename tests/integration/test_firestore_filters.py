@@ -38,5 +38,29 @@ def test_find_nearest_is_pre_filtered_by_kind_source_and_date(firestore_client):
     assert len(early) == 6
     assert {h.chunk.document_id for h in index.search("GPU", query, 30, filters=until)} == early
     assert index.search("GPU", query, 5, filters=Filters.parse(now=NOW, source="https://none.example/")) == []
-    with pytest.raises(ConfigError, match="where team"):
-        index.search("GPU", query, 5, filters=Filters.parse(now=NOW, where=["team=a"]))
+    with pytest.raises(ConfigError, match="where title"):
+        index.search("GPU", query, 5, filters=Filters.parse(now=NOW, where=["title=x"]))
+
+
+def test_find_nearest_is_pre_filtered_by_a_metadata_key_of_one_or_several_values(firestore_client):
+    index = FirestoreIndex(firestore_client, dimension=DIM, namespace=f"t{uuid.uuid4().hex[:8]}")  # type: ignore[arg-type]
+    rng = np.random.default_rng(7)
+    for n in range(30):
+        chunk = Chunk(chunk_id=f"d{n}:0", document_id=f"d{n}", ordinal=0, text=f"GPU note {n}",
+                      url=f"https://feed.example/p/{n}", published=f"{2025 + n % 2}-0{n % 9 + 1}-10",
+                      source="feed", origin="https://feed.example/rss",
+                      metadata={"author": f"a{n % 3}", "category": ["gpu", f"c{n % 5}"]})
+        vector = rng.normal(size=DIM).astype(np.float32)
+        index.upsert(f"d{n}", [chunk], (vector / np.linalg.norm(vector)).reshape(1, -1))
+    query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+    for where, since in ((["category=c3"], None), (["author=a1"], "2026-01-01")):
+        f = Filters.parse(now=NOW, where=where, since=since)
+        admitted = {f"d{n}" for n in range(30) if f.matches(index.get_chunks([f"d{n}:0"])[0].fields())}
+        assert 0 < len(admitted) <= 6
+        # a pool of k: only a pre-filter finds every admitted chunk among 30
+        assert {h.chunk.document_id for h in index.search("GPU", query, len(admitted), mode="dense",
+                                                          filters=f)} == admitted
+    for two in (Filters.parse(now=NOW, where=["author=a1", "category=c3"]),
+                Filters.parse(now=NOW, where=["author=a1"], source="https://feed.example/rss")):
+        with pytest.raises(ConfigError, match="one array-contains per query"):
+            index.search("GPU", query, 5, filters=two)

@@ -638,13 +638,15 @@ def test_each_function_runs_as_many_threads_as_cloud_run_sends_it():
 
 
 def test_every_filter_the_firestore_index_sends_has_its_composite_vector_index():
-    from shared.adapters.gcp.firestore_index import PUBLISHED_FIELD, SOURCE_TOKENS_FIELD
+    from shared.adapters.gcp.firestore_index import META_TOKENS_FIELD, PUBLISHED_FIELD, SOURCE_TOKENS_FIELD
 
     wanted = {
         "chunks_embedding_by_kind": [("source", "order")],
         "chunks_embedding_by_source": [(SOURCE_TOKENS_FIELD, "array_config")],
         "chunks_embedding_by_published": [(PUBLISHED_FIELD, "order")],
         "chunks_embedding_by_source_published": [(SOURCE_TOKENS_FIELD, "array_config"), (PUBLISHED_FIELD, "order")],
+        "chunks_embedding_by_meta": [(META_TOKENS_FIELD, "array_config")],
+        "chunks_embedding_by_meta_published": [(META_TOKENS_FIELD, "array_config"), (PUBLISHED_FIELD, "order")],
     }
     for name, filtered in wanted.items():
         index = _instances("google_firestore_index", name)[""]

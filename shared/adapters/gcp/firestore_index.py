@@ -21,7 +21,7 @@ Firestore caps vectors at 2048 dimensions and one
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -36,7 +36,7 @@ from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
 from shared.adapters.gcp.firestore_state import FirestoreStateStore, encode_key
 from shared.contract.errors import ConfigError, PermanentError
-from shared.contract.filters import Filters, published_at, source_token, source_tokens
+from shared.contract.filters import WHERE_FIELDS, Filters, published_at, source_token, source_tokens
 from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 
 log = logging.getLogger("ragbus.index.firestore")
@@ -61,6 +61,15 @@ _CHUNK_FIELDS = (
 #: (shared.contract.filters.source_tokens) and the published time in epoch seconds.
 SOURCE_TOKENS_FIELD = "source_tokens"
 PUBLISHED_FIELD = "published_ts"
+#: And each metadata key=value a source set (a feed item's author, each of its categories): one
+#: array serves every key with one composite index, where a field per key would need an index per key.
+META_TOKENS_FIELD = "meta_tokens"
+
+
+def meta_tokens(metadata: Mapping[str, Any]) -> list[str]:
+    """``key=value`` for each value of each metadata key (a key holds no ``=``: Filters refuses one)."""
+    return sorted({f"{key}={v}" for key, value in metadata.items()
+                   for v in (value if isinstance(value, (list, tuple)) else [value])})
 
 #: Firestore's own limits.
 MAX_DIMENSION = 2048
@@ -303,18 +312,28 @@ class FirestoreIndex:
             **chunk.fields(),
             SOURCE_TOKENS_FIELD: sorted(set(source_tokens(chunk.origin)) | set(source_tokens(chunk.url))),
             PUBLISHED_FIELD: int(published.timestamp()) if published is not None else None,
+            META_TOKENS_FIELD: meta_tokens(chunk.metadata),
             EMBEDDING_FIELD: Vector([float(x) for x in vector]),
         }
 
     @staticmethod
     def _prefiltered(query: Any, filters: Filters) -> Any:
         """``query`` with the ``where`` clauses of ``filters`` (see :meth:`search`)."""
-        unsupported = [key for key, _ in filters.where]
+        unsupported = [key for key, _ in filters.where if key in WHERE_FIELDS]
         if unsupported:
             raise ConfigError(
-                f"the Firestore index cannot pre-filter on where {', '.join(unsupported)}: each key needs its own "
-                "composite index with the vector field; filter by source, kind or date, or use RAGBUS_INDEX=vertex"
+                f"the Firestore index cannot pre-filter on where {', '.join(unsupported)}: a chunk field has no "
+                "composite index with the vector field; filter by source, kind, date or a metadata key (author, "
+                "category), or use RAGBUS_INDEX=vertex"
             )
+        if filters.where and (len(filters.where) > 1 or filters.source is not None):
+            # Firestore takes one array-contains clause per query, and source and metadata are both arrays.
+            asked = [f"where {key}" for key, _ in filters.where] + (["source"] if filters.source is not None else [])
+            raise ConfigError(
+                f"the Firestore index pre-filters on one of source and a where key at a time, not {' and '.join(asked)} "
+                "(one array-contains per query); drop one, or use RAGBUS_INDEX=vertex")
+        for key, value in filters.where:
+            query = query.where(filter=FieldFilter(META_TOKENS_FIELD, "array_contains", f"{key}={value}"))
         if filters.kind is not None:
             query = query.where(filter=FieldFilter("source", "==", filters.kind))
         if filters.source is not None:
@@ -343,9 +362,10 @@ class FirestoreIndex:
         Filters are a pre-filter: ``where`` clauses before ``find_nearest`` (kind, source prefix
         token, published range), each combination served by a composite index with the vector
         field (declared in infra/firestore.tf; cloud.google.com/firestore/docs/vector-search), and
-        each result is checked again. A ``where`` on metadata or a chunk field is refused: no
-        index can be declared for keys nobody knows in advance, and filtering the top k
-        afterwards would silently return too few chunks.
+        each result is checked again. A ``where`` on a metadata key is a ``key=value`` token of one
+        array field (one index for every key); one on a chunk field, or two array conditions
+        (source and a where key, two where keys: Firestore takes one array-contains per query), is
+        refused, since filtering the top k afterwards would silently return too few chunks.
         """
         base = self._chunks()
         if filters is not None and not filters.is_empty:
