@@ -141,6 +141,14 @@ def print_answer(record: QueryRecord) -> None:
     filters = record.search_filters()
     if filters is not None:
         console.print(Text(f"  filters: {filters.describe()}"))
+    time = record.time_filter or {}
+    if time.get("phrase"):
+        # as the page says it: the question's time words, the range they became, each widening
+        since, until = (time.get("since") or "")[:10], (time.get("until") or "")[:10]
+        span = (f"from {since} to before {until}" if since and until else f"since {since}" if since
+                else f"before {until}" if until else "at any time")
+        widened = f"; widened: {' -> '.join(time['widened'])}" if time.get("widened") else ""
+        console.print(Text(f"  time: {time['phrase']!r} read as published {span}{widened}"))
     for it in record.iterations:
         score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
         # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field

@@ -364,3 +364,23 @@ def test_piped_output_is_not_wrapped(tmp_path):
     listed = subprocess.run([*run, "feeds", "list"], cwd=REPO, env=env, check=True, capture_output=True,
                             text=True).stdout
     assert len(url) > 150 and url in listed  # whole, on one line, for grep and a pager
+
+
+def test_the_text_answer_shows_the_time_read_from_the_question_and_its_widening(monkeypatch):
+    from rich.console import Console
+
+    import shared.tools.console as console_module
+    from shared.query.record import QueryRecord
+
+    record = QueryRecord.new("q1", "What is the latest NVSHMEM release?", top_k=5, max_iterations=1,
+                             max_model_calls=12, now=datetime(2026, 11, 26, tzinfo=UTC), timeout_s=60)
+    record.status, record.outcome = "answered", "answered"
+    record.filters = {"since": "2025-12-01T00:00:00+00:00"}
+    record.time_filter = {"phrase": "latest", "since": "2026-08-28T00:00:00+00:00", "until": None, "newest": True,
+                          "window_days": 90, "widened": ["since 2026-05-30", "since 2025-12-01"]}
+    shown = Console(record=True, width=200)
+    monkeypatch.setattr(console_module, "console", shown)
+    console_module.print_answer(record)
+    out = shown.export_text()
+    assert "filters: since 2025-12-01" in out
+    assert "time: 'latest' read as published since 2026-08-28; widened: since 2026-05-30 -> since 2025-12-01" in out
