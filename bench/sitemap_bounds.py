@@ -34,7 +34,7 @@ NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 _CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from services.feed_poller.handler import poll_feed
+from services.feed_poller.handler import poll_listing
 from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
@@ -49,7 +49,7 @@ add_feed(state, url, allow_loopback=True, now=clock.now(), kind="sitemap")
 fetcher = SafeFetcher(allow_loopback=True, timeout_s=30.0, retries=0, host_rate=1000.0, host_concurrency=8)
 publisher = RecordingPublisher()
 started = time.perf_counter()
-report = poll_feed(url, state=state, blobs=FolderBlobStore(home + "/blobs"), publisher=publisher,
+report = poll_listing(url, state=state, blobs=FolderBlobStore(home + "/blobs"), publisher=publisher,
                    fetcher=fetcher, clock=clock, settings=Settings(home=home, allow_loopback=True,
                    max_items_per_poll=10))
 print(json.dumps({"seconds": round(time.perf_counter() - started, 2),

@@ -1,62 +1,53 @@
-"""Feed poller: turn ``FeedPollRequested`` into ``DocumentFetched`` / ``DocumentDeleted``.
+"""Listing poller: turn ``FeedPollRequested`` into ``DocumentFetched`` / ``DocumentDeleted``.
 
-It polls every registered listing: RSS/Atom feeds and sitemaps. A kind of
-listing is a parser plus one entry in :data:`LISTINGS`; everything after the
-parse (fetching pages, change detection, removal) is shared, and so is the
-ingestion step behind it (:mod:`shared.ingest.step`).
+It polls every registered listing, whatever its kind (RSS/Atom feeds, sitemaps): how a kind
+is read into entries is its :class:`~services.feed_poller.listings.Listing`; everything
+after the read is this module's, the same for every kind, and so is the ingestion step
+behind it (:mod:`shared.ingest.step`).
 
-For each feed: a conditional GET (stored ETag / Last-Modified), parse with
-feedparser (RSS 2.0, Atom, RDF), then per entry:
+For each listing: a conditional GET (stored ETag / Last-Modified), the kind's read, then per
+entry:
 
-- identity is (feed URL, guid or link): ``document_id = feed_item_id(feed, guid)``;
-- change detection hashes the entry's own fields (title, link, dates, summary,
-  content), so unchanged pages are never fetched again;
-- new, changed or pending entries get their article page fetched, stored raw in
-  the blob store and announced with ``DocumentFetched`` (claim -> publish -> mark,
+- identity is (listing URL, guid): ``document_id = feed_item_id(listing, guid)``;
+- change detection compares the entry's hash (a feed entry's own fields, a sitemap page's
+  ``<lastmod>``), so unchanged pages are never fetched again;
+- new, changed or pending entries get their content obtained (their page fetched), stored
+  raw in the blob store and announced with ``DocumentFetched`` (claim -> publish -> mark,
   see :mod:`shared.ingest.processed_items` for why a kill mid-poll loses nothing);
-- with ``removed_item_policy == "remove"`` an item gone from a feed that parsed
-  cleanly with at least one entry gets ``DocumentDeleted(reason="left feed")``.
-  A feed that failed, was malformed, or came back empty never removes anything.
+- with ``removed_item_policy == "remove"`` an item gone from a listing that was read
+  cleanly with at least one entry gets ``DocumentDeleted(reason="left <kind>")``.
+  A listing that failed, was malformed, or came back empty never removes anything.
 
-A sitemap (:mod:`services.feed_poller.sitemaps`) lists pages instead: a page's
-identity is its URL, and its ``<lastmod>`` is what change detection compares.
+One listing's failure is recorded on that listing (``last_error``) and does not stop
+the others. The message is acknowledged unless every listing failed retryably.
 
-One feed's failure is recorded on that feed (``last_error``) and does not stop
-the others. The message is acknowledged unless every feed failed retryably.
-
-Work per feed is bounded: at most ``max_items_per_poll`` items are fetched per
+Work per listing is bounded: at most ``max_items_per_poll`` items are fetched per
 poll, newest first (the rest on later polls); titles are cut to
 ``max_title_chars``; a guid or link over ``_MAX_ID_CHARS`` is refused; an item
 the fetcher refused (address, size, type, redirects) is not fetched again until
-it changes; and one poll of a feed runs at a time (a lease on the feed record),
+it changes; and one poll of a listing runs at a time (a lease on its record),
 so two overlapping polls do the work once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urljoin
 
-import feedparser
-
-from services.feed_poller import sitemaps
-from services.feed_poller.sitemaps import read_sitemap
+from services.feed_poller.entries import Entry, Reading
+from services.feed_poller.listings import LISTINGS, Listing
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.errors import InvalidInput, PermanentError, RagbusError, RetryableError
-from shared.contract.ids import content_hash, feed_item_id
-from shared.contract.messages import FeedPollRequested, Message, SourceKind
+from shared.contract.ids import feed_item_id
+from shared.contract.messages import FeedPollRequested, Message
 from shared.contract.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
 from shared.contract.text import clip_metadata
 from shared.ingest import feeds, processed_items
-from shared.ingest.step import Content, Item, announce, retract_missing
+from shared.ingest.step import Item, announce, retract_missing
 from shared.ingest.url_guard import normalise_url
 
 if TYPE_CHECKING:
@@ -64,32 +55,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ragbus.feed_poller")
 
-# text/html and text/plain are accepted because real feeds are often served with
-# the wrong type; feedparser then decides whether the bytes are a feed at all.
-FEED_MEDIA_TYPES = (
-    "application/rss+xml",
-    "application/atom+xml",
-    "application/rdf+xml",
-    "application/x-rss+xml",
-    "application/xml",
-    "text/xml",
-    "text/html",
-    "text/plain",
-)
-PAGE_MEDIA_TYPES = ("text/html", "application/xhtml+xml")
-
-# feedparser flags these but the feed itself is well-formed.
-_BENIGN_BOZO = (feedparser.CharacterEncodingOverride, feedparser.NonXMLContentType)
 _MAX_RECORDED_ERRORS = 5
 _MAX_ID_CHARS = 2048  # guid and link: longer is no identifier but a payload
-POLL_LEASE_S = 900.0  # a poll of one feed holds it this long at most (unless its process dies)
+POLL_LEASE_S = 900.0  # a poll of one listing holds it this long at most (unless its process dies)
 
 Outcome = Literal["ok", "not_modified", "partial", "failed", "busy"]
 
 
 @dataclass
 class PollReport:
-    """What one poll of one feed did."""
+    """What one poll of one listing did."""
 
     feed_url: str
     outcome: Outcome = "ok"
@@ -139,49 +114,37 @@ class PollReport:
             text += " (feed is empty; nothing removed)"
         return f"{self.outcome}: {text}"
 
+    def took(self, reading: Reading) -> None:
+        """Count what the listing's reader found and left out."""
+        self.skipped += reading.skipped
+        self.rejected.extend(reading.rejected)
+        self.duplicates += reading.duplicates
+        self.cacheable = reading.cacheable
+        self.entries = len(reading.entries)
+
 
 @dataclass(frozen=True)
-class _Entry:
-    guid: str
-    link: str | None
-    title: str
-    published: str | None
-    item_hash: str
-    metadata: dict[str, str | list[str]] = field(default_factory=dict)
+class _Ports:
+    """What a poll works with."""
 
-
-#: Categories kept per item (a feed may list hundreds; each becomes a restrict token in Vertex AI).
-MAX_CATEGORIES = 20
-
-
-def _metadata(raw: Any) -> dict[str, str | list[str]]:
-    """The item's author and categories (RSS ``<author>``/``<dc:creator>``/``<category>``, Atom
-    ``<author>``/``<category term>``): what a search's ``where author=...`` / ``category=...`` matches.
-    Not part of the item's hash, so an item indexed before keeps its hash (and is not fetched again)."""
-    out: dict[str, str | list[str]] = {}
-    author = raw.get("author")
-    if isinstance(author, str) and author.strip():
-        out["author"] = author.strip()
-    terms: list[str] = []
-    for tag in raw.get("tags") or []:
-        term = tag.get("term") if hasattr(tag, "get") else None
-        if isinstance(term, str) and term.strip() and term.strip() not in terms:
-            terms.append(term.strip())
-    if terms:
-        out["category"] = terms[:MAX_CATEGORIES]
-    return out
+    state: StateStore
+    blobs: BlobStore
+    publisher: Publisher
+    fetcher: Fetcher
+    clock: Clock
+    settings: Settings
 
 
 # ------------------------------------------------------------------ entry point
 
 
 def handle(message: Message, deps: Deps) -> None:
-    """Handle a ``FeedPollRequested``; raise RetryableError if every feed failed retryably."""
+    """Handle a ``FeedPollRequested``; raise RetryableError if every listing failed retryably."""
     if not isinstance(message, FeedPollRequested):
         raise PermanentError(
             f"feed_poller cannot handle {type(message).__name__}; it consumes FeedPollRequested only"
         )
-    reports = poll_feeds(
+    reports = poll_listings(
         message.feed_urls,
         state=deps.state,
         blobs=deps.blobs,
@@ -198,8 +161,8 @@ def handle(message: Message, deps: Deps) -> None:
         )
 
 
-def poll_feeds(
-    feed_urls: Sequence[str],
+def poll_listings(
+    listing_urls: Sequence[str],
     *,
     state: StateStore,
     blobs: BlobStore,
@@ -208,8 +171,9 @@ def poll_feeds(
     clock: Clock,
     settings: Settings,
 ) -> list[PollReport]:
-    """Poll ``feed_urls`` (every registered feed when empty), one report each."""
-    urls = list(feed_urls) or [f["url"] for f in feeds.list_feeds(state)]
+    """Poll ``listing_urls`` (every registered listing when empty), one report each."""
+    ports = _Ports(state, blobs, publisher, fetcher, clock, settings)
+    urls = list(listing_urls) or [f["url"] for f in feeds.list_feeds(state)]
     if not urls:
         log.info("poll requested but no feed is registered; add one with `ragbus feeds add URL`")
     reports: list[PollReport] = []
@@ -225,8 +189,7 @@ def poll_feeds(
             continue
         seen.add(normal)
         try:
-            report = poll_feed(normal, state=state, blobs=blobs, publisher=publisher, fetcher=fetcher,
-                               clock=clock, settings=settings)
+            report = _leased_poll(normal, ports)
         except RagbusError:
             raise  # the bus or the state store: the message is retried
         except Exception as exc:
@@ -234,17 +197,17 @@ def poll_feeds(
             # and the other listings are polled all the same. Were the state store broken, recording
             # fails too and that error aborts the poll (the message is retried).
             log.exception("feed %s: unexpected error", normal)
-            report = _fail(state, PollReport(feed_url=normal), clock,
+            report = _fail(ports, PollReport(feed_url=normal),
                            f"poll failed on an unexpected value: {type(exc).__name__}: {exc}", False)
         reports.append(report)
     return reports
 
 
-# ------------------------------------------------------------------ one feed
+# ------------------------------------------------------------------ one listing
 
 
-def poll_feed(
-    feed_url: str,
+def poll_listing(
+    listing_url: str,
     *,
     state: StateStore,
     blobs: BlobStore,
@@ -253,110 +216,81 @@ def poll_feed(
     clock: Clock,
     settings: Settings,
 ) -> PollReport:
-    """Poll one feed; every failure is recorded on the feed and returned, never raised
+    """Poll one listing; every failure is recorded on the listing and returned, never raised
     (except failures of the bus or the state store, which abort so the message retries)."""
-    url = normalise_url(feed_url)
-    token = feeds.take_poll_lease(state, url, now=clock.now(), lease_s=POLL_LEASE_S)
+    return _leased_poll(normalise_url(listing_url), _Ports(state, blobs, publisher, fetcher, clock, settings))
+
+
+def _leased_poll(url: str, ports: _Ports) -> PollReport:
+    token = feeds.take_poll_lease(ports.state, url, now=ports.clock.now(), lease_s=POLL_LEASE_S)
     if token is None:
         log.info("feed %s: another poll of it is running; skipped", url)
         return PollReport(feed_url=url, outcome="busy")
     try:
-        return _poll_feed(url, state=state, blobs=blobs, publisher=publisher, fetcher=fetcher,
-                          clock=clock, settings=settings)
+        return _poll(url, ports)
     finally:
-        feeds.release_poll_lease(state, url, token)
+        feeds.release_poll_lease(ports.state, url, token)
 
 
-def _poll_feed(
-    url: str,
-    *,
-    state: StateStore,
-    blobs: BlobStore,
-    publisher: Publisher,
-    fetcher: Fetcher,
-    clock: Clock,
-    settings: Settings,
-) -> PollReport:
+def _poll(url: str, ports: _Ports) -> PollReport:
     report = PollReport(feed_url=url)
-    record = feeds.get_feed(state, url) or {}
+    record = feeds.get_feed(ports.state, url) or {}
     kind = feeds.kind_of(record)
     listing = LISTINGS[kind]
     if record.get("allow_loopback"):  # registered with --allow-loopback: its pages live there too
-        fetcher = fetcher.allowing_loopback()
-    try:
-        result = fetcher.fetch(
-            url,
-            accept=listing.media_types,
-            etag=record.get("etag"),
-            last_modified=record.get("last_modified"),
-        )
-    except RagbusError as exc:
-        return _fail(
-            state,
-            report,
-            clock,
-            f"fetching the feed failed: {exc}",
-            isinstance(exc, RetryableError),
-        )
-    except Exception as exc:
-        log.exception("unexpected error fetching feed %s", url)
-        return _fail(
-            state, report, clock, f"fetching the feed failed: {type(exc).__name__}: {exc}", True
-        )
-
-    if result.not_modified:
-        report.outcome = "not_modified"
-        report.entries = int(record.get("items") or 0)
-        feeds.record_poll(
-            state,
-            url,
-            now=clock.now(),
-            changes={
-                "last_status": report.summary,
-                "last_error": None,
-                "etag": result.etag or record.get("etag"),
-                "last_modified": result.last_modified or record.get("last_modified"),
-            },
-        )
-        log.info("feed %s not modified", url)
+        ports = dataclasses.replace(ports, fetcher=ports.fetcher.allowing_loopback())
+    result = _fetch_listing(url, listing, record, report, ports)
+    if result is None:
         return report
-
+    if result.not_modified:
+        return _not_modified(url, record, result, report, ports)
     try:
-        entries = listing.read(url, result, report, fetcher)
+        reading = listing.read(url, result, ports.fetcher)
     except InvalidInput as exc:
-        return _fail(state, report, clock, str(exc), False)
-    entries = _bounded(url, entries, report, settings.max_title_chars)
-
+        return _fail(ports, report, str(exc), False)
+    report.took(reading)
+    entries = _bounded(url, reading.entries, report, ports.settings.max_title_chars)
     try:
-        for entry in _this_poll(entries, report, state, url, settings.max_items_per_poll):
-            _process_entry(
-                url,
-                entry,
-                report,
-                state=state,
-                blobs=blobs,
-                publisher=publisher,
-                fetcher=fetcher,
-                clock=clock,
-                source=kind,
-            )
-        if settings.removed_item_policy == "remove" and entries:
-            _remove_missing(
-                url,
-                {e.guid for e in entries},
-                report,
-                state=state,
-                publisher=publisher,
-                clock=clock,
-                source=kind,
-            )
+        for entry in _this_poll(entries, report, ports.state, url, ports.settings.max_items_per_poll):
+            _process_entry(url, entry, report, listing, ports, source=kind)
+        if ports.settings.removed_item_policy == "remove" and entries:
+            _remove_missing(url, {e.guid for e in entries}, report, ports, source=kind)
     except RagbusError as exc:
         # The bus or the state store failed mid-poll: what was claimed stays
         # pending and is re-sent on the next run.
-        return _fail(
-            state, report, clock, f"poll interrupted: {exc}", isinstance(exc, RetryableError)
-        )
+        return _fail(ports, report, f"poll interrupted: {exc}", isinstance(exc, RetryableError))
+    return _record_outcome(url, result, report, ports)
 
+
+def _fetch_listing(url: str, listing: Listing, record: dict[str, Any], report: PollReport,
+                   ports: _Ports) -> FetchResult | None:
+    """The listing's bytes (or its 304); None when the fetch failed, recorded on ``report``."""
+    try:
+        return ports.fetcher.fetch(url, accept=listing.media_types, etag=record.get("etag"),
+                                   last_modified=record.get("last_modified"))
+    except RagbusError as exc:
+        _fail(ports, report, f"fetching the feed failed: {exc}", isinstance(exc, RetryableError))
+    except Exception as exc:
+        log.exception("unexpected error fetching feed %s", url)
+        _fail(ports, report, f"fetching the feed failed: {type(exc).__name__}: {exc}", True)
+    return None
+
+
+def _not_modified(url: str, record: dict[str, Any], result: FetchResult, report: PollReport,
+                  ports: _Ports) -> PollReport:
+    report.outcome = "not_modified"
+    report.entries = int(record.get("items") or 0)
+    feeds.record_poll(ports.state, url, now=ports.clock.now(), changes={
+        "last_status": report.summary,
+        "last_error": None,
+        "etag": result.etag or record.get("etag"),
+        "last_modified": result.last_modified or record.get("last_modified"),
+    })
+    log.info("feed %s not modified", url)
+    return report
+
+
+def _record_outcome(url: str, result: FetchResult, report: PollReport, ports: _Ports) -> PollReport:
     if report.item_errors:
         report.outcome = "partial"
     changes: dict[str, Any] = {
@@ -369,29 +303,20 @@ def _poll_feed(
     if not report.item_errors and not report.deferred and report.cacheable:
         changes["etag"] = result.etag
         changes["last_modified"] = result.last_modified
-    feeds.record_poll(state, url, now=clock.now(), changes=changes)
+    feeds.record_poll(ports.state, url, now=ports.clock.now(), changes=changes)
     log.info("feed %s: %s", url, report.summary)
     return report
 
 
-def _fail(
-    state: StateStore, report: PollReport, clock: Clock, error: str, retryable: bool
-) -> PollReport:
+def _fail(ports: _Ports, report: PollReport, error: str, retryable: bool) -> PollReport:
     report.outcome = "failed"
     report.error = error
     report.retryable = retryable
     log.warning(
         "feed %s failed (%s): %s", report.feed_url, "retryable" if retryable else "permanent", error
     )
-    feeds.record_poll(
-        state,
-        report.feed_url,
-        now=clock.now(),
-        changes={
-            "last_status": "failed",
-            "last_error": error,
-        },
-    )
+    feeds.record_poll(ports.state, report.feed_url, now=ports.clock.now(),
+                      changes={"last_status": "failed", "last_error": error})
     return report
 
 
@@ -406,7 +331,7 @@ def _item_error_summary(report: PollReport) -> str:
 # ------------------------------------------------------------------ bounds
 
 
-def _bounded(url: str, entries: list[_Entry], report: PollReport, max_title_chars: int) -> list[_Entry]:
+def _bounded(url: str, entries: list[Entry], report: PollReport, max_title_chars: int) -> list[Entry]:
     """Entries with their titles cut to ``max_title_chars`` (the hash saw the whole title:
     a change is a change), without those whose guid or link is no identifier but a payload."""
     out = []
@@ -422,8 +347,8 @@ def _bounded(url: str, entries: list[_Entry], report: PollReport, max_title_char
     return out
 
 
-def _this_poll(entries: list[_Entry], report: PollReport, state: StateStore, feed_url: str,
-               limit: int) -> list[_Entry]:
+def _this_poll(entries: list[Entry], report: PollReport, state: StateStore, feed_url: str,
+               limit: int) -> list[Entry]:
     """The entries this poll handles: every unchanged one (cheap, no fetch) and, of those
     that need a fetch, the ``limit`` newest; items the fetcher refused and unchanged since
     are left out."""
@@ -449,203 +374,25 @@ def _this_poll(entries: list[_Entry], report: PollReport, state: StateStore, fee
     return quiet + work
 
 
-# ------------------------------------------------------------------ parsing
-
-
-def _parse(url: str, result: FetchResult, report: PollReport) -> list[_Entry]:
-    """The feed's entries, de-duplicated by guid; InvalidInput when it is not a usable feed."""
-    # No content-location: feedparser would then also "resolve" a relative guid
-    # such as "post-42" into a URL, changing the item's identity. Links are
-    # resolved against the feed's URL below instead.
-    headers = {"content-type": result.content_type}
-    if result.charset:
-        headers["content-type"] += f"; charset={result.charset}"
-    # A BytesIO, never a str: feedparser treats a str as a URL or a file path.
-    parsed = feedparser.parse(io.BytesIO(result.body), response_headers=headers)
-    problem = parsed.get("bozo_exception")
-    if parsed.get("bozo") and not isinstance(problem, _BENIGN_BOZO):
-        raise InvalidInput(
-            f"feed {url} is malformed XML ({type(problem).__name__}: {problem}); nothing was "
-            f"changed or removed, fix the feed or remove it"
-        )
-    if not parsed.get("version") and not parsed.entries:
-        raise InvalidInput(
-            f"{url} is not an RSS or Atom feed (got {result.content_type or 'no content type'}, "
-            f"{len(result.body)} bytes); check that the URL points at the feed, not a web page"
-        )
-    entries: list[_Entry] = []
-    seen: set[str] = set()
-    for raw in parsed.entries:
-        try:
-            joined = _joined(result.url, raw["link"]) if raw.get("link") else None
-        except InvalidInput as exc:
-            _reject(url, report, f"entry {_shown(raw.get('id') or raw.get('title'))}: {exc}")
-            continue
-        link = joined  # fetched and shown as written; its normalised form is the page's identity
-        guid = raw.get("id") or joined  # as before: an item's identity in its feed does not move
-        if not guid:
-            report.skipped += 1
-            log.warning(
-                "feed %s: entry %r has neither guid nor link; skipped", url, raw.get("title", "")
-            )
-            continue
-        if guid in seen:
-            report.duplicates += 1
-            log.warning("feed %s: duplicate guid %r ignored (the first entry wins)", url, guid)
-            continue
-        try:
-            entry = _entry(guid, link, joined, raw)
-        except (ValueError, TypeError, OverflowError) as exc:  # a field feedparser passed through unread
-            _reject(url, report, f"entry {_shown(guid)}: {type(exc).__name__}: {exc}")
-            continue
-        seen.add(guid)
-        entries.append(entry)
-    report.entries = len(entries)
-    return entries
-
-
-def _joined(base: str, link: str) -> str:
-    """``link`` resolved against ``base``; InvalidInput when it cannot be (``http://[oops/``)."""
-    try:
-        return urljoin(base, link.strip())
-    except ValueError as exc:
-        raise InvalidInput(f"link {_shown(link)} is not a valid URL ({exc})") from None
-
-
-def _normal_page(link: str | None) -> str | None:
-    """The page ``link`` names, as every listing knows it (its normalised URL); None for a link
-    that is no http(s) URL (the fetcher refuses it as the item's own error)."""
-    if not link:
-        return None
-    try:
-        return normalise_url(link)
-    except InvalidInput:
-        return None
-
-
-def _shown(value: Any) -> str:
-    text = str(value or "")
-    return repr(text if len(text) <= 120 else text[:117] + "...")
-
-
-def _reject(url: str, report: PollReport, reason: str) -> None:
-    report.skipped += 1
-    report.rejected.append(reason)
-    log.warning("feed %s: %s; skipped", url, reason)
-
-
-def _entry(guid: str, link: str | None, joined: str | None, raw: Any) -> _Entry:
-    own_fields = {
-        "title": raw.get("title", ""),
-        # as written (resolved), not normalised: the hash of an unchanged item stays what it was
-        "link": joined or "",
-        # dict.get: FeedParserDict.get("updated") falls back to "published" with
-        # a deprecation warning; the entry's own fields are wanted here.
-        "updated": dict.get(raw, "updated", ""),
-        "published": dict.get(raw, "published", ""),
-        "summary": raw.get("summary", ""),
-        "content": [c.get("value", "") for c in raw.get("content", [])],
-    }
-    when = dict.get(raw, "published_parsed") or dict.get(raw, "updated_parsed")
-    published = None
-    if when:
-        try:
-            published = datetime(*when[:6], tzinfo=UTC).isoformat()
-        except (ValueError, OverflowError, TypeError):
-            # year 0 and the like: the article is still an article, only its date is unknown
-            log.warning("entry %r: date %r is out of range; kept without a date", raw.get("id"), when)
-    return _Entry(
-        guid=guid,
-        link=link,
-        title=own_fields["title"],
-        published=published,
-        item_hash=content_hash(json.dumps(own_fields, sort_keys=True, ensure_ascii=False)),
-        metadata=_metadata(raw),
-    )
-
-
-# ------------------------------------------------------------------ listings
-
-
-@dataclass(frozen=True)
-class Listing:
-    """How the poller reads one kind of registered listing into entries."""
-
-    media_types: tuple[str, ...]
-    read: Callable[[str, FetchResult, PollReport, Fetcher], list[_Entry]]
-
-
-def _feed_entries(url: str, result: FetchResult, report: PollReport, fetcher: Fetcher) -> list[_Entry]:
-    return _parse(url, result, report)
-
-
-def _sitemap_entries(url: str, result: FetchResult, report: PollReport, fetcher: Fetcher) -> list[_Entry]:
-    sitemap = read_sitemap(result, lambda child: fetcher.fetch(child, accept=sitemaps.MEDIA_TYPES))
-    report.skipped += sitemap.skipped
-    report.rejected.extend(sitemap.rejected)
-    report.duplicates += sitemap.duplicates
-    report.cacheable = not sitemap.is_index  # a 304 for an index says nothing about its sitemaps
-    report.entries = len(sitemap.pages)
-    # A page is fetched again exactly when its <lastmod> changes; the page states its own title.
-    return [
-        _Entry(guid=page.url, link=page.url, title="", published=page.published,
-               item_hash=content_hash(json.dumps({"url": page.url, "lastmod": page.lastmod}, sort_keys=True)))
-        for page in sitemap.pages
-    ]
-
-
-LISTINGS: dict[feeds.Kind, Listing] = {
-    "feed": Listing(FEED_MEDIA_TYPES, _feed_entries),
-    "sitemap": Listing(sitemaps.MEDIA_TYPES, _sitemap_entries),
-}
-
-
 # ------------------------------------------------------------------ items
 
 
-def _process_entry(
-    feed_url: str,
-    entry: _Entry,
-    report: PollReport,
-    *,
-    state: StateStore,
-    blobs: BlobStore,
-    publisher: Publisher,
-    fetcher: Fetcher,
-    clock: Clock,
-    source: SourceKind = "feed",
-) -> None:
-    document_id = feed_item_id(feed_url, entry.guid)
+def _process_entry(url: str, entry: Entry, report: PollReport, listing: Listing, ports: _Ports, *,
+                   source: str) -> None:
+    document_id = feed_item_id(url, entry.guid)
     item = Item(
         document_id=document_id,
         source=source,
-        origin=feed_url,
+        origin=url,
         guid=entry.guid,
         item_hash=entry.item_hash,
-        ledger={"feed_url": feed_url, "guid": entry.guid, "link": entry.link, "title": entry.title},
-        trace={"guid": entry.guid, "feed_url": feed_url},
+        ledger={"feed_url": url, "guid": entry.guid, "link": entry.link, "title": entry.title},
+        trace={"guid": entry.guid, "feed_url": url},
         trace_name="feed item",
         page=_normal_page(entry.link),
     )
-
-    def fetch_page() -> Content:
-        if not entry.link:
-            raise PermanentError("the entry has no link to an article page")
-        page = fetcher.fetch(entry.link, accept=PAGE_MEDIA_TYPES)
-        return Content(
-            url=page.url,
-            # The declared charset travels with the type (the bytes are passed through as
-            # received, right or wrong); the cleaner decides how to decode.
-            content_type=page.content_type + (f"; charset={page.charset}" if page.charset else ""),
-            stored_type=page.content_type,
-            body=page.body,
-            title=entry.title,
-            published=entry.published,
-            ledger={"url": page.url},
-            metadata=entry.metadata,
-        )
-
-    done = announce(item, fetch_page, state=state, publisher=publisher, clock=clock, blobs=blobs)
+    done = announce(item, lambda: listing.obtain(entry, ports.fetcher), state=ports.state,
+                    publisher=ports.publisher, clock=ports.clock, blobs=ports.blobs)
     if done.claim == "unchanged":
         report.unchanged += 1
     elif done.elsewhere is not None:
@@ -664,17 +411,19 @@ def _process_entry(
             report.pending += 1
 
 
-def _remove_missing(
-    feed_url: str,
-    current_guids: set[str],
-    report: PollReport,
-    *,
-    state: StateStore,
-    publisher: Publisher,
-    clock: Clock,
-    source: SourceKind = "feed",
-) -> None:
-    gone = retract_missing({"feed_url": feed_url, "source": source}, current_guids, f"left {source}",
-                           state=state, publisher=publisher, clock=clock)
+def _normal_page(link: str | None) -> str | None:
+    """The page ``link`` names, as every listing knows it (its normalised URL); None for a link
+    that is no http(s) URL (the fetcher refuses it as the item's own error)."""
+    if not link:
+        return None
+    try:
+        return normalise_url(link)
+    except InvalidInput:
+        return None
+
+
+def _remove_missing(url: str, current_guids: set[str], report: PollReport, ports: _Ports, *, source: str) -> None:
+    gone = retract_missing({"feed_url": url, "source": source}, current_guids, f"left {source}",
+                           state=ports.state, publisher=ports.publisher, clock=ports.clock)
     report.removed += len(gone)
     report.deleted.extend(gone)

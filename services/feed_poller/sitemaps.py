@@ -32,6 +32,7 @@ so ``/p1.html``, ``/p1.html#part`` and ``/./p1.html`` are one page. One unusable
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -41,8 +42,10 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
+from services.feed_poller.entries import Entry, Reading
 from shared.contract.errors import InvalidInput, PermanentError, RetryableError
-from shared.contract.ports import FetchResult
+from shared.contract.ids import content_hash
+from shared.contract.ports import Fetcher, FetchResult
 from shared.ingest.url_guard import normalise_url
 
 # application/x-gzip and application/gzip: a sitemap.xml.gz as servers label it (sitemaps.org
@@ -321,3 +324,17 @@ def _w3c_datetime(value: str) -> str | None:
         return when.astimezone(UTC).isoformat()
     except (ValueError, OverflowError):  # 9999-12-31T23:59:59-05:00 is past the last representable instant
         return None
+
+
+def read_pages(url: str, result: FetchResult, fetcher: Fetcher) -> Reading:
+    """A sitemap (or an index's sitemaps) as entries, for the poller: a page's identity is its
+    URL and it is fetched again exactly when its ``<lastmod>`` changes; the page states its own title."""
+    sitemap = read_sitemap(result, lambda child: fetcher.fetch(child, accept=MEDIA_TYPES))
+    entries = [
+        Entry(guid=page.url, link=page.url, title="", published=page.published,
+              item_hash=content_hash(json.dumps({"url": page.url, "lastmod": page.lastmod}, sort_keys=True)))
+        for page in sitemap.pages
+    ]
+    # a 304 for an index says nothing about its sitemaps
+    return Reading(entries, skipped=sitemap.skipped, rejected=sitemap.rejected, duplicates=sitemap.duplicates,
+                   cacheable=not sitemap.is_index)

@@ -11,6 +11,7 @@ from typing import Any
 
 from services.gateway import conversations, openai_compat
 from shared.contract.config import Settings
+from shared.contract.sources import SOURCE_KINDS
 from shared.query.api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
 
 _ERROR_REF = {"$ref": "#/components/schemas/Error"}
@@ -127,7 +128,7 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                           "ISO 8601 time or an age (12h, 7d, 2w, 3m, 1y)."},
                 "until": {"type": "string", "description": "Published before: a date (through that day), an "
                           "ISO 8601 time or an age."},
-                "kind": {"type": "string", "enum": ["feed", "sitemap", "file", "gcs"]},
+                "kind": {"type": "string", "enum": list(SOURCE_KINDS)},
                 "where": {"type": "object", "additionalProperties": {"type": "string"},
                           "description": "Metadata key: value pairs that must all be equal."},
             },
@@ -478,7 +479,7 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                             ("source", "Only documents from this feed/sitemap URL, gs://bucket/prefix or folder."),
                             ("since", "Only documents published since (a date, an ISO time or an age: 7d)."),
                             ("until", "Only documents published before (a date, an ISO time or an age)."),
-                            ("kind", "Only documents that came in as feed, sitemap, file or gcs."),
+                            ("kind", f"Only documents that came in as {', '.join(SOURCE_KINDS[:-1])} or {SOURCE_KINDS[-1]}."),
                         )
                     ],
                     {"name": "where", "in": "query", "required": False, "style": "form", "explode": True,

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-#: The kinds a document can have (``SourceKind`` in shared.contract.messages).
-KINDS = ("feed", "sitemap", "file", "gcs")
+from shared.contract.sources import SOURCE_KINDS
+
 #: Chunk fields ``where`` may name besides the chunk's metadata.
 WHERE_FIELDS = ("title", "url", "origin", "document_id", "source")
 _RELATIVE = re.compile(r"^\s*(\d{1,5})\s*([hdwmy])\s*$", re.IGNORECASE)
@@ -270,8 +270,8 @@ def _kind(value: str | None) -> str | None:
     if value is None:
         return None
     value = value.strip().lower()
-    if value not in KINDS:
-        raise FilterError(f"kind {value!r}: use one of {', '.join(KINDS)}")
+    if value not in SOURCE_KINDS:
+        raise FilterError(f"kind {value!r}: use one of {', '.join(SOURCE_KINDS)}")
     return value
 
 

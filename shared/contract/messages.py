@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.contract.errors import SchemaError
+from shared.contract.sources import SOURCE_KINDS
 
 #: Every message class by its name (the wire's ``type`` attribute), in the order declared:
 #: a subclass of :class:`Message` is registered as it is defined.
@@ -60,8 +61,9 @@ class Message(BaseModel):
 
 # ---------------------------------------------------------------- ingestion
 
-#: Where a document came from: a polled feed or sitemap, a local file, a Cloud Storage object.
-SourceKind = Literal["feed", "sitemap", "file", "gcs"]
+#: Where a document came from: a polled listing's kind, a local file, a Cloud Storage object
+#: (:mod:`shared.contract.sources` lists them).
+SourceKind = Literal[SOURCE_KINDS]  # type: ignore[valid-type]
 
 
 class FeedPollRequested(Message):

@@ -4,8 +4,8 @@ Key: :func:`shared.contract.ids.feed_id` of the normalised URL. Record::
 
     url, added_at, last_poll, last_status, last_error, etag, last_modified, items[, kind]
 
-``kind`` is ``"sitemap"`` for a sitemap; a record without it is a feed (so
-records written before sitemaps existed read as what they are).
+``kind`` names the listing's kind (:data:`shared.contract.sources.LISTING_KINDS`); a record
+without it is a feed (so records written before sitemaps existed read as what they are).
 
 ``add_feed`` checks the URL with the same guard the fetcher applies on every
 request (:mod:`shared.ingest.url_guard`), so a feed on a private address is refused
@@ -19,12 +19,13 @@ import socket
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from shared.contract import state_collections
 from shared.contract.errors import FetchRefused, InvalidInput
 from shared.contract.ids import feed_id
 from shared.contract.ports import Clock, Doc, Publisher, StateStore
+from shared.contract.sources import DEFAULT_LISTING_KIND, LISTING_KINDS
 from shared.ingest.step import retract_missing
 from shared.ingest.url_guard import Resolver, check_url, normalise_url
 
@@ -58,15 +59,17 @@ def feed_key(url: str) -> str:
     return feed_id(normalise_url(url))
 
 
-Kind = Literal["feed", "sitemap"]
+#: A name in :data:`shared.contract.sources.LISTING_KINDS`.
+Kind = str
 
 
 def kind_of(record: Mapping[str, Any]) -> Kind:
-    """What a registry record is: a feed unless it says otherwise."""
-    return "sitemap" if record.get("kind") == "sitemap" else "feed"
+    """What a registry record is: the registered kind it names, else a feed."""
+    kind = record.get("kind")
+    return kind if isinstance(kind, str) and kind in LISTING_KINDS else DEFAULT_LISTING_KIND
 
 
-def new_feed_record(url: str, now: datetime, kind: Kind = "feed") -> Doc:
+def new_feed_record(url: str, now: datetime, kind: Kind = DEFAULT_LISTING_KIND) -> Doc:
     record: Doc = {
         "url": url,
         "added_at": now.isoformat(),
@@ -77,7 +80,7 @@ def new_feed_record(url: str, now: datetime, kind: Kind = "feed") -> Doc:
         "last_modified": None,
         "items": 0,
     }
-    if kind != "feed":
+    if kind != DEFAULT_LISTING_KIND:
         record["kind"] = kind
     return record
 
@@ -89,13 +92,14 @@ def add_feed(
     allow_loopback: bool,
     now: datetime,
     resolver: Resolver = socket.getaddrinfo,
-    kind: Kind = "feed",
+    kind: Kind = DEFAULT_LISTING_KIND,
 ) -> dict:
     """Register ``url`` (validated and normalised) as a ``kind``; return its record.
 
     Adding a URL that is already registered as that kind returns the existing record
     unchanged; one registered as the other kind is refused (InvalidInput).
     """
+    _check_kind(kind)
     normal = validate_feed_url(url, allow_loopback=allow_loopback, resolver=resolver)
     record = new_feed_record(normal, now, kind)
     # --allow-loopback given for a listing on loopback sticks to that listing (a later plain
@@ -109,12 +113,17 @@ def add_feed(
     if kind_of(stored) != kind:
         raise InvalidInput(
             f"{normal} is already registered as a {kind_of(stored)}; remove it with "
-            f"`ragbus {kind_of(stored)}s remove {normal}` first"
+            f"`ragbus {LISTING_KINDS[kind_of(stored)].plural} remove {normal}` first"
         )
     if loopback and not stored.get("allow_loopback"):
         stored = state.update(state_collections.FEEDS, feed_id(normal),
                               lambda r: r and {**r, "allow_loopback": True}) or stored
     return stored
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in LISTING_KINDS:
+        raise InvalidInput(f"kind {kind!r}: use one of {', '.join(LISTING_KINDS)}")
 
 
 def _on_loopback(url: str, resolver: Resolver) -> bool:
@@ -131,16 +140,18 @@ def get_feed(state: StateStore, url: str) -> dict | None:
 
 def remove_feed(
     state: StateStore, url: str, *, publisher: Publisher, clock: Clock, keep_documents: bool = False,
-    kind: Kind = "feed",
+    kind: Kind | None = DEFAULT_LISTING_KIND,
 ) -> list[str]:
-    """Unregister ``url``; unless ``keep_documents``, also delete the documents its items
-    became (``DocumentDeleted(reason="<kind> removed")``). Returns the deleted document ids.
+    """Unregister ``url`` (a listing of ``kind``; of any kind when None); unless ``keep_documents``,
+    also delete the documents its items became (``DocumentDeleted(reason="<kind> removed")``).
+    Returns the deleted document ids.
 
-    Raises :class:`InvalidInput` when no such ``kind`` is registered (a typo deletes nothing).
+    Raises :class:`InvalidInput` when no such listing is registered (a typo deletes nothing).
     """
     record = get_feed(state, url)
-    if record is None or kind_of(record) != kind:
-        raise InvalidInput(f"no {kind} {url!r} is registered; `ragbus {kind}s list` shows the registered ones")
+    if record is None or kind not in (None, kind_of(record)):
+        what, where = (kind, LISTING_KINDS[kind].plural) if kind else ("listing", "sources")
+        raise InvalidInput(f"no {what} {url!r} is registered; `ragbus {where} list` shows the registered ones")
     deleted: list[str] = []
     if not keep_documents:
         kind = kind_of(record)

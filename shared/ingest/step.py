@@ -30,14 +30,13 @@ from shared.contract import state_collections
 from shared.contract.errors import FetchRefused, PermanentError, RetryableError
 from shared.contract.messages import DocumentDeleted, DocumentFetched, SourceKind
 from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
+from shared.contract.sources import LISTING_KINDS
 from shared.ingest import pages, processed_items
 from shared.ingest.processed_items import Claim
 from shared.observability.tracing import item_trace
 
 log = logging.getLogger("ragbus.ingestion")
 
-#: Sources whose items come from a polled listing (feeds and sitemaps), keyed by ``feed_url``.
-POLLED_SOURCES: tuple[SourceKind, ...] = ("feed", "sitemap")
 
 
 @dataclass(frozen=True)
@@ -238,8 +237,8 @@ def _drop_page_document(document_id: str, page: str, reason: str, *, state: Stat
 
 
 def polled_items(state: StateStore, listing_urls: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Ledger records of items found in polled listings (feeds and sitemaps): all of them,
-    or only those of ``listing_urls`` when given."""
+    """Ledger records of items found in polled listings (every registered kind, keyed by
+    ``feed_url``): all of them, or only those of ``listing_urls`` when given."""
     wanted = None if listing_urls is None else set(listing_urls)
-    return [record for source in POLLED_SOURCES for record in processed_items.records(state, {"source": source})
+    return [record for source in LISTING_KINDS for record in processed_items.records(state, {"source": source})
             if wanted is None or record.get("feed_url") in wanted]

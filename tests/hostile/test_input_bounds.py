@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.feed_poller.handler import poll_feed
+from services.feed_poller.handler import poll_listing
 from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
@@ -50,7 +50,7 @@ class Poller:
         self.feed = f"{site.base}/feed.xml"
 
     def poll(self):
-        return poll_feed(self.feed, state=self.state, blobs=self.blobs, publisher=self.publisher,
+        return poll_listing(self.feed, state=self.state, blobs=self.blobs, publisher=self.publisher,
                          fetcher=self.fetcher, clock=FakeClock(), settings=self.settings)
 
     def fetched_guids(self) -> list[str]:

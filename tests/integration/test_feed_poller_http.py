@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from services.feed_poller.handler import handle, poll_feed
+from services.feed_poller.handler import handle, poll_listing
 from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
@@ -129,7 +129,7 @@ class Pipeline:
         )
 
     def poll(self, **settings: Any):
-        return poll_feed(
+        return poll_listing(
             self.feed,
             state=self.state,
             blobs=self.blobs,

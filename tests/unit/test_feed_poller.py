@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.feed_poller.handler import handle, poll_feed
+from services.feed_poller.handler import handle, poll_listing
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
@@ -93,7 +93,7 @@ def world():
         settings = Settings()
 
         def poll(self, url=FEED, **overrides):
-            return poll_feed(
+            return poll_listing(
                 url,
                 state=self.state,
                 blobs=self.blobs,
