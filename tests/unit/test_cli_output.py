@@ -172,7 +172,7 @@ def test_the_readme_names_only_commands_and_flags_that_exist():
             continue
         words = line.split("#", 1)[0].split("ragbus ", 1)[1].split()
         path = [w for w in words[:2] if re.fullmatch(r"[a-z][a-z-]*", w) and w not in ("down",)][:2]
-        if path and path[0] not in ("feeds", "sitemaps", "dead-letters"):
+        if path and path[0] not in ("feeds", "sitemaps", "sources", "dead-letters"):
             path = path[:1]
         flags = set(re.findall(r"--[a-z][a-z-]*", line))
         out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output

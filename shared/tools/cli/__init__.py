@@ -20,6 +20,7 @@ import typer
 from rich.text import Text
 
 from shared.contract.errors import RagbusError
+from shared.contract.sources import LISTING_KINDS
 from shared.observability.logs import configure_logging, debugging
 from shared.observability.terminal_text import plain
 from shared.tools.cli import (
@@ -42,8 +43,9 @@ __all__ = ["Session", "app", "datetime_local", "main", "resolve_query_id", "shor
 # the order of `ragbus --help`: the commands, then the groups
 for group in (ingestion, reading, chat, traces, serving, evaluation):
     app.registered_commands.extend(group.commands.registered_commands)
-app.add_typer(listings.feeds_app, name="feeds")
-app.add_typer(listings.sitemaps_app, name="sitemaps")
+for kind in LISTING_KINDS.values():
+    app.add_typer(listings.kind_group(kind), name=kind.plural)
+app.add_typer(listings.sources_app, name="sources")
 app.add_typer(dead_letters.dead_letters_app, name="dead-letters")
 
 

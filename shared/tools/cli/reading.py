@@ -10,6 +10,7 @@ from rich.text import Text
 from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import RagbusError
+from shared.contract.sources import SOURCE_KINDS
 from shared.observability.terminal_text import markup, plain
 from shared.query.record import QueryRecord
 from shared.tools.cli.root import ADD_DOCUMENTS, fail, print_json, say_empty
@@ -77,7 +78,7 @@ SINCE_HELP = ("Only documents published since: a date (2025-06-01), an ISO time 
 UNTIL_HELP = ("Only documents published before: a date (through that day), an ISO time or an age "
                "(7d: a week ago) (default: no upper bound).")
 WHERE_HELP = "Only documents whose metadata KEY equals VALUE; repeatable, all must hold (default: none)."
-KIND_HELP = "Only documents that came in as: feed, sitemap, file or gcs (default: any)."
+KIND_HELP = f"Only documents that came in as: {', '.join(SOURCE_KINDS[:-1])} or {SOURCE_KINDS[-1]} (default: any)."
 
 
 def filters_from_flags(deps: Deps, source: str | None, since: str | None, until: str | None,
