@@ -30,6 +30,84 @@ locals {
     "synthesizer.query-graded"        = { stage = "synthesizer", topic = "query-graded", function = "synthesizer" }
   }
 
+  # Every Cloud Function, keyed by its short name (deployed as "ragbus-<key>"); the fields are
+  # explained in stages.tf.
+  functions = {
+    "feed-poller" = {
+      # Polls every registered feed with 10 s fetch timeouts and retries: give it time.
+      stage     = "feed_poller", entry_point = "feed_poller", trigger = "pubsub"
+      publishes = ["document-fetched", "document-deleted"], blobs = "write", documents = "none", model = false, embeds = false, index = false
+      memory    = "1Gi", cpu = "1", timeout = 540, max_instances = 3, concurrency = 1
+    }
+    "gcs-finalized" = {
+      # An uploaded or overwritten object in the documents bucket becomes a DocumentFetched.
+      stage     = "gcs_ingest", entry_point = "gcs_finalized", trigger = "google.cloud.storage.object.v1.finalized"
+      publishes = ["document-fetched"], blobs = "none", documents = "read", model = false, embeds = false, index = false
+      memory    = "512Mi", cpu = "1", timeout = 120, max_instances = 5, concurrency = 4
+    }
+    "gcs-deleted" = {
+      # A deleted object becomes a DocumentDeleted (its chunks are removed).
+      stage     = "gcs_ingest", entry_point = "gcs_deleted", trigger = "google.cloud.storage.object.v1.deleted"
+      publishes = ["document-deleted"], blobs = "none", documents = "none", model = false, embeds = false, index = false
+      memory    = "512Mi", cpu = "1", timeout = 120, max_instances = 5, concurrency = 4
+    }
+    "cleaner" = {
+      # Reads raw HTML from the blob bucket, or the uploaded object for GCS-sourced documents.
+      stage     = "cleaner", entry_point = "cleaner", trigger = "pubsub"
+      publishes = ["document-cleaned"], blobs = "write", documents = "read", model = false, embeds = false, index = false
+      memory    = "1Gi", cpu = "1", timeout = 120, max_instances = 10, concurrency = 4
+    }
+    "indexer-document-cleaned" = {
+      stage     = "indexer", entry_point = "indexer", trigger = "pubsub"
+      publishes = ["document-indexed"], blobs = "read", documents = "none", model = false, embeds = true, index = true
+      memory    = "2Gi", cpu = "1", timeout = 300, max_instances = 5, concurrency = 2
+    }
+    "indexer-document-deleted" = {
+      # Deletes chunks only: the embedder is built lazily and never loaded here.
+      stage     = "indexer", entry_point = "indexer", trigger = "pubsub"
+      publishes = ["document-indexed"], blobs = "none", documents = "none", model = false, embeds = false, index = true
+      memory    = "512Mi", cpu = "1", timeout = 120, max_instances = 3, concurrency = 4
+    }
+    "transformer-query-submitted" = {
+      stage     = "transformer", entry_point = "transformer", trigger = "pubsub"
+      publishes = ["query-transformed"], blobs = "none", documents = "none", model = true, embeds = false, index = false
+      memory    = "512Mi", cpu = "1", timeout = 150, max_instances = 20, concurrency = 8
+    }
+    "transformer-query-graded" = {
+      stage     = "transformer", entry_point = "transformer", trigger = "pubsub"
+      publishes = ["query-transformed"], blobs = "none", documents = "none", model = true, embeds = false, index = false
+      memory    = "512Mi", cpu = "1", timeout = 150, max_instances = 20, concurrency = 8
+    }
+    "retriever" = {
+      stage     = "retriever", entry_point = "retriever", trigger = "pubsub"
+      publishes = ["contexts-retrieved"], blobs = "none", documents = "none", model = false, embeds = true, index = true
+      memory    = "2Gi", cpu = "1", timeout = 120, max_instances = 10, concurrency = 4
+    }
+    "grader" = {
+      stage     = "grader", entry_point = "grader", trigger = "pubsub"
+      publishes = ["query-graded"], blobs = "none", documents = "none", model = true, embeds = false, index = false
+      memory    = "512Mi", cpu = "1", timeout = 150, max_instances = 20, concurrency = 8
+    }
+    "synthesizer" = {
+      # Loads the embedder for the extractive answer when the model's answer is unusable.
+      stage     = "synthesizer", entry_point = "synthesizer", trigger = "pubsub"
+      publishes = ["answer-ready"], blobs = "none", documents = "none", model = true, embeds = true, index = false
+      memory    = "2Gi", cpu = "1", timeout = 180, max_instances = 10, concurrency = 4
+    }
+    "dead-letters" = {
+      # Records what Pub/Sub dead-lettered (a push subscription on every dead-letter topic, pubsub.tf) and ends the query it belongs to as failed.
+      stage     = "dead_letters", entry_point = "dead_letters", trigger = "pubsub"
+      publishes = [], blobs = "none", documents = "none", model = false, embeds = false, index = false
+      memory    = "512Mi", cpu = "1", timeout = 60, max_instances = 3, concurrency = 8
+    }
+    "gateway" = {
+      # HTTP: REST, event stream, MCP and the web page; /search embeds the query.
+      stage     = "gateway", entry_point = "gateway", trigger = "http"
+      publishes = ["query-submitted", "feed-poll-requested"], blobs = "none", documents = "none", model = false, embeds = true, index = true
+      memory    = "2Gi", cpu = "1", timeout = 300, max_instances = 10, concurrency = 40
+    }
+  }
+
   # The query loop's stages: their subscriptions retry quickly (stages.tf: consumer_backoff).
   query_stages = ["transformer", "retriever", "grader", "synthesizer"]
 

@@ -52,6 +52,29 @@ class Consumer:
 
 
 @dataclass(frozen=True)
+class Function:
+    """One deployed Cloud Function of a stage: its access and sizing (infra/registry.tf's
+    ``local.functions``; the fields are explained in infra/stages.tf). The defaults suit a small
+    stage that calls nothing heavy."""
+
+    topic: str = ""  # a stage consuming several topics is deployed once per topic (one trigger each)
+    target: str = ""  # a stage with several targets: the one this function runs
+    event: str = ""  # a GCS-triggered target: its Eventarc event type
+    publishes: tuple[str, ...] | None = None  # None: every topic the stage publishes
+    blobs: Literal["none", "read", "write"] = "none"
+    documents: Literal["none", "read"] = "none"
+    model: bool = False
+    embeds: bool = False
+    index: bool = False
+    memory: str = "512Mi"
+    cpu: str = "1"
+    timeout: int = 120
+    max_instances: int = 10
+    concurrency: int = 4
+    note: str = ""  # why it is sized or allowed as it is
+
+
+@dataclass(frozen=True)
 class Stage:
     """One deployable stage of the system."""
 
@@ -73,6 +96,8 @@ class Stage:
     # What the stage needs before it can do its work, by the name of a check in
     # :mod:`shared.runtime.readiness` (each check says when it applies, e.g. only with the local model).
     needs: tuple[str, ...] = ()
+    # Its Cloud Functions (one per consumed topic, or per target for GCS events).
+    functions: tuple[Function, ...] = (Function(),)
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -91,40 +116,68 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("feed_poller", "ingestion", "pubsub", "polls RSS/Atom feeds, announces new, changed and removed items",
           publishes=(topics.DOCUMENT_FETCHED, topics.DOCUMENT_DELETED),
-          consumes=((topics.FEED_POLL_REQUESTED, 1),), handler="services.feed_poller.handler:handle"),
+          consumes=((topics.FEED_POLL_REQUESTED, 1),), handler="services.feed_poller.handler:handle",
+          functions=(Function(blobs="write", memory="1Gi", timeout=540, max_instances=3, concurrency=1,
+                              note="Polls every registered feed with 10 s fetch timeouts and retries: give it time."),)),
     Stage("gcs_ingest", "ingestion", "gcs", "announces objects written to or deleted from the documents bucket",
           publishes=(topics.DOCUMENT_FETCHED, topics.DOCUMENT_DELETED),
-          entry_points=("gcs_finalized", "gcs_deleted"), entry_module="services.gcs_ingest.main"),
+          entry_points=("gcs_finalized", "gcs_deleted"), entry_module="services.gcs_ingest.main",
+          functions=(
+              Function(target="gcs_finalized", event="google.cloud.storage.object.v1.finalized",
+                       publishes=(topics.DOCUMENT_FETCHED,), documents="read", max_instances=5,
+                       note="An uploaded or overwritten object in the documents bucket becomes a DocumentFetched."),
+              Function(target="gcs_deleted", event="google.cloud.storage.object.v1.deleted",
+                       publishes=(topics.DOCUMENT_DELETED,), max_instances=5,
+                       note="A deleted object becomes a DocumentDeleted (its chunks are removed)."))),
     # several cleaner/indexer workers let their embedding calls coalesce into larger batches
     Stage("cleaner", "ingestion", "pubsub", "extracts the main text and prepends a metadata header",
           publishes=(topics.DOCUMENT_CLEANED,),
-          consumes=((topics.DOCUMENT_FETCHED, 2),), handler="services.cleaner.handler:handle"),
+          consumes=((topics.DOCUMENT_FETCHED, 2),), handler="services.cleaner.handler:handle",
+          functions=(Function(blobs="write", documents="read", memory="1Gi",
+                              note="Reads raw HTML from the blob bucket, or the uploaded object for GCS-sourced "
+                                   "documents."),)),
     Stage("indexer", "ingestion", "pubsub", "chunks, embeds and indexes a document; drops a deleted one",
           publishes=(topics.DOCUMENT_INDEXED,),
           consumes=((topics.DOCUMENT_CLEANED, 3), (topics.DOCUMENT_DELETED, 1)),
-          handler="services.indexer.handler:handle", needs=("embedder",)),
+          handler="services.indexer.handler:handle", needs=("embedder",),
+          functions=(
+              Function(topic=topics.DOCUMENT_CLEANED, blobs="read", embeds=True, index=True, memory="2Gi",
+                       timeout=300, max_instances=5, concurrency=2),
+              Function(topic=topics.DOCUMENT_DELETED, index=True, max_instances=3,
+                       note="Deletes chunks only: the embedder is built lazily and never loaded here."))),
     Stage("transformer", "query", "pubsub", "rewrites the question (iteration 0) or refines it after a grade",
           publishes=(topics.QUERY_TRANSFORMED,),
           consumes=((topics.QUERY_SUBMITTED, 2), (topics.QUERY_GRADED, 2)),
-          handler="services.transformer.handler:handle", needs=("served_model",)),
+          handler="services.transformer.handler:handle", needs=("served_model",),
+          functions=tuple(Function(topic=t, model=True, timeout=150, max_instances=20, concurrency=8)
+                          for t in (topics.QUERY_SUBMITTED, topics.QUERY_GRADED))),
     Stage("retriever", "query", "pubsub",
           "searches the index for the question, its rewrite and its sub-queries; "
           "the question's own ranking leads, the rest is fused",
           publishes=(topics.CONTEXTS_RETRIEVED,),
           consumes=((topics.QUERY_TRANSFORMED, 2),), handler="services.retriever.handler:handle",
-          needs=("embedder",)),
+          needs=("embedder",), functions=(Function(embeds=True, index=True, memory="2Gi"),)),
     Stage("grader", "query", "pubsub", "grades the contexts and decides: refine, accept, abstain or exhausted",
           publishes=(topics.QUERY_GRADED,),
           consumes=((topics.CONTEXTS_RETRIEVED, 2),), handler="services.grader.handler:handle",
-          needs=("grade_model", "served_model")),
+          needs=("grade_model", "served_model"),
+          functions=(Function(model=True, timeout=150, max_instances=20, concurrency=8),)),
     Stage("synthesizer", "query", "pubsub", "writes the cited answer from the best iteration and ends the query",
           publishes=(topics.ANSWER_READY,),
           consumes=((topics.QUERY_GRADED, 2),), handler="services.synthesizer.handler:handle",
-          needs=("served_model", "embedder")),
+          needs=("served_model", "embedder"),
+          functions=(Function(model=True, embeds=True, memory="2Gi", timeout=180,
+                              note="Loads the embedder for the extractive answer when the model's answer is "
+                                   "unusable."),)),
     Stage("dead_letters", "operations", "pubsub", "records what Pub/Sub dead-lettered and fails its query",
-          publishes=(), records_dead_letters=True, entry_module="services.dead_letters.main"),
+          publishes=(), records_dead_letters=True, entry_module="services.dead_letters.main",
+          functions=(Function(timeout=60, max_instances=3, concurrency=8,
+                              note="Records what Pub/Sub dead-lettered (a push subscription on every dead-letter "
+                                   "topic, pubsub.tf) and ends the query it belongs to as failed."),)),
     Stage("gateway", "front door", "http", "REST, event stream, MCP and the web page; starts queries and polls",
-          publishes=(topics.QUERY_SUBMITTED, topics.FEED_POLL_REQUESTED), entry_module="services.gateway.main"),
+          publishes=(topics.QUERY_SUBMITTED, topics.FEED_POLL_REQUESTED), entry_module="services.gateway.main",
+          functions=(Function(embeds=True, index=True, memory="2Gi", timeout=300, concurrency=40,
+                              note="HTTP: REST, event stream, MCP and the web page; /search embeds the query."),)),
 )
 
 STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}

@@ -2,7 +2,8 @@
 
 From :mod:`shared.runtime.stages`: the topics (one per message class), the consumers (one
 push subscription each, named ``<stage>.<topic>``, delivered to the function named after the
-stage, or ``<stage>-<topic>`` for a stage that consumes several) and the query stages. From
+stage, or ``<stage>-<topic>`` for a stage that consumes several), every Cloud Function (its
+stage, entry point, trigger, what it publishes, its access and sizing) and the query stages. From
 :mod:`shared.contract.providers`: ``var.llm_provider`` and the values it accepts, and per
 provider the variables, secrets and project roles of the functions that call the model, plus
 the Terraform variables a provider declares for itself. A unit test fails when the file is stale.
@@ -14,7 +15,7 @@ import json
 
 from shared.contract.providers import PROVIDERS
 from shared.contract.topics import ALL_TOPICS
-from shared.runtime.stages import CONSUMERS, QUERY_STAGES, consumers_of
+from shared.runtime.stages import CONSUMERS, QUERY_STAGES, STAGES, Function, Stage, consumers_of
 
 HEADER = """\
 # Generated from shared/runtime/stages.py and shared/contract/providers.py by
@@ -28,6 +29,32 @@ def consumer_function(stage: str, topic: str) -> str:
     stage consumes several (a gen2 function has one trigger)."""
     name = stage.replace("_", "-")
     return f"{name}-{topic}" if len(consumers_of(stage)) > 1 else name
+
+
+def function_name(stage: Stage, function: Function) -> str:
+    """A function's key in local.functions (deployed as ragbus-<key>)."""
+    if function.topic:
+        return consumer_function(stage.name, function.topic)
+    return (function.target or stage.name).replace("_", "-")
+
+
+def _function_block(stage: Stage, function: Function) -> list[str]:
+    target = function.target or stage.targets[0]
+    trigger = function.event or stage.trigger
+    publishes = stage.publishes if function.publishes is None else function.publishes
+    flag = {True: "true", False: "false"}
+    lines = [f"    {_string(function_name(stage, function))} = {{"]
+    if function.note:
+        lines.append(f"      # {function.note}")
+    lines += [
+        f"      stage     = {_string(stage.name)}, entry_point = {_string(target)}, trigger = {_string(trigger)}",
+        f"      publishes = {_list(publishes)}, blobs = {_string(function.blobs)}, "
+        f"documents = {_string(function.documents)}, model = {flag[function.model]}, "
+        f"embeds = {flag[function.embeds]}, index = {flag[function.index]}",
+        f"      memory    = {_string(function.memory)}, cpu = {_string(function.cpu)}, timeout = {function.timeout}, "
+        f"max_instances = {function.max_instances}, concurrency = {function.concurrency}",
+        "    }"]
+    return lines
 
 
 def _string(value: str) -> str:
@@ -77,6 +104,11 @@ def render() -> str:
     for c in CONSUMERS:
         lines.append(f"    {_string(c.subscription).ljust(width)} = {{ stage = {_string(c.stage)}, "
                      f"topic = {_string(c.topic)}, function = {_string(consumer_function(c.stage, c.topic))} }}")
+    lines += ["  }", "", "  # Every Cloud Function, keyed by its short name (deployed as \"ragbus-<key>\"); the fields are",
+              "  # explained in stages.tf.", "  functions = {"]
+    for stage in STAGES:
+        for function in stage.functions:
+            lines += _function_block(stage, function)
     lines += ["  }", "", "  # The query loop's stages: their subscriptions retry quickly (stages.tf: consumer_backoff).",
               f"  query_stages = {_list(QUERY_STAGES)}", "",
               "  # What the functions that call the model get, per provider: plain variables, secrets",

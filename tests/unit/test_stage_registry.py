@@ -120,3 +120,19 @@ def test_the_page_listens_for_every_query_stage_the_registry_has():
     script = (ROOT / "services" / "gateway" / "web" / "app.js").read_text()
     assert 'meta[name="ragbus-stage-events"]' in script
     assert not re.search(r'"transformer"|"retriever"|"grader"|"synthesizer"', script), "app.js names stages again"
+
+
+def test_a_new_stage_is_deployed_from_its_registry_entry_alone():
+    """infra/registry.tf's function for a stage declared with no Function entries: the defaults."""
+    import hcl2
+
+    from shared.runtime.stages import Stage
+    from shared.tools import infra_registry
+
+    reranker = Stage("reranker", "query", "pubsub", "reorders the contexts", publishes=(topics.CONTEXTS_RETRIEVED,),
+                     consumes=((topics.CONTEXTS_RETRIEVED, 2),), handler="services.reranker.handler:handle")
+    (function,) = reranker.functions
+    block = "locals {\n  functions = {\n" + "\n".join(infra_registry._function_block(reranker, function)) + "\n  }\n}\n"
+    parsed = hcl2.loads(block)["locals"][0]["functions"]['"reranker"']
+    assert (parsed["stage"], parsed["entry_point"], parsed["trigger"]) == ('"reranker"', '"reranker"', '"pubsub"')
+    assert parsed["publishes"] == ['"contexts-retrieved"'] and parsed["timeout"] == 120
