@@ -103,7 +103,7 @@ locals {
     "gateway" = {
       # HTTP: REST, event stream, MCP and the web page; /search embeds the query.
       stage     = "gateway", entry_point = "gateway", trigger = "http"
-      publishes = ["query-submitted", "feed-poll-requested"], blobs = "none", documents = "none", model = false, embeds = true, index = true
+      publishes = ["query-submitted"], blobs = "none", documents = "none", model = false, embeds = true, index = true
       memory    = "2Gi", cpu = "1", timeout = 300, max_instances = 10, concurrency = 40
     }
   }

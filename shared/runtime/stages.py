@@ -174,11 +174,15 @@ STAGES: tuple[Stage, ...] = (
           functions=(Function(timeout=60, max_instances=3, concurrency=8,
                               note="Records what Pub/Sub dead-lettered (a push subscription on every dead-letter "
                                    "topic, pubsub.tf) and ends the query it belongs to as failed."),)),
-    Stage("gateway", "front door", "http", "REST, event stream, MCP and the web page; starts queries and polls",
-          publishes=(topics.QUERY_SUBMITTED, topics.FEED_POLL_REQUESTED), entry_module="services.gateway.main",
+    Stage("gateway", "front door", "http", "REST, event stream, MCP and the web page; starts queries",
+          publishes=(topics.QUERY_SUBMITTED,), entry_module="services.gateway.main",
           functions=(Function(embeds=True, index=True, memory="2Gi", timeout=300, concurrency=40,
                               note="HTTP: REST, event stream, MCP and the web page; /search embeds the query."),)),
 )
+
+#: Topics published from outside the stages: Cloud Scheduler's poll (infra/scheduler.tf) and
+#: ``ragbus poll`` / ``serve`` / ``demo`` request one.
+PUBLISHED_OUTSIDE: tuple[str, ...] = (topics.FEED_POLL_REQUESTED,)
 
 STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}
 (DEAD_LETTER_RECORDER,) = (s.name for s in STAGES if s.records_dead_letters)
