@@ -18,7 +18,8 @@ Three ways to search each question with the real local index and the packaged Mi
 Figures: hit@1 (the answering note ranked first) and key fact@1 (the top chunk states the
 note's feature, what an extractive answer would quote).
 
-``--loop`` runs the same set through the whole system instead: the notes are served as an RSS feed
+``--loop`` runs the same set (and nine questions in German, French and Spanish, reported apart)
+through the whole system instead: the notes are served as an RSS feed
 on 127.0.0.1 (each item's pubDate, and the date on each article page), polled and ingested by the
 embedded runtime (fetch, clean, chunk, embed, index), and every question is asked through
 transform -> retrieve -> grade -> synthesize with the offline model, twice: with the time read as a
@@ -157,6 +158,44 @@ def questions(corpus: list[Note]) -> list[tuple[str, str]]:
     return out
 
 
+_MONTH_NAMES = {
+    "de": ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober",
+           "November", "Dezember"],
+    "fr": ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
+           "novembre", "décembre"],
+    "es": ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
+           "noviembre", "diciembre"],
+}
+
+
+def questions_in_other_languages(corpus: list[Note]) -> list[tuple[str, str]]:
+    """The offline provider's other languages (German, French, Spanish): three questions each, the
+    newest release, a named month and last week or last month, each with the note that answers it."""
+    by_product: dict[str, list[Note]] = {}
+    for note in sorted(corpus, key=lambda n: n.published):
+        by_product.setdefault(note.product, []).append(note)
+    newest = {p: items[-1] for p, items in by_product.items()}
+    last_month = {p: n for p, items in by_product.items() for n in items if (n.published.year, n.published.month) == (2026, 10)}
+    last_week = {p: n for p, items in by_product.items() for n in items if 0 <= (NOW.date() - n.published).days < 8}
+
+    def month(language: str, note: Note) -> str:
+        name = _MONTH_NAMES[language][note.published.month - 1]
+        return f"{name} de {note.published.year}" if language == "es" else f"{name} {note.published.year}"
+
+    tensorrt, cudnn, cutlass = by_product["TensorRT"][4], by_product["cuDNN"][1], by_product["CUTLASS"][7]
+    return [
+        ("Was ist die neueste NCCL-Version?", newest["NCCL"].doc),
+        (f"Was hat der Blog im {month('de', tensorrt)} über TensorRT geschrieben?", tensorrt.doc),
+        ("Was wurde letzte Woche über cuDNN angekündigt?", last_week["cuDNN"].doc),
+        ("Quelle est la dernière version de CUTLASS ?", newest["CUTLASS"].doc),
+        ("Qu'a annoncé le blog sur TensorRT le mois dernier ?", last_month["TensorRT"].doc),
+        (f"Qu'a dit le blog sur cuDNN en {month('fr', cudnn)} ?", cudnn.doc),
+        ("¿Cuál es la versión más reciente de NVSHMEM?", newest["NVSHMEM"].doc),
+        ("¿Qué anunció el blog sobre CUTLASS el mes pasado?", last_month["CUTLASS"].doc),
+        (f"¿Qué dijo el blog sobre CUTLASS en {month('es', cutlass)}?", cutlass.doc),
+    ]
+
+
 # ------------------------------------------------------------------ the full loop over a served feed
 
 
@@ -244,8 +283,9 @@ def states(answer: str, fact: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(fact.lower())}(?![\w]|\.\d)", answer.lower()) is not None
 
 
-def ask_through_the_loop(corpus: list[Note], asked: list[tuple[str, str]], *, timeout_s: float) -> dict:
-    """Serve the notes, poll the feed into a fresh home, ask every question with and without the date filter."""
+def ask_through_the_loop(corpus: list[Note], groups: dict[str, list[tuple[str, str]]], *, timeout_s: float) -> dict:
+    """Serve the notes, poll the feed into a fresh home, ask every question of every group with and
+    without the date filter; figures per group."""
     from shared.contract.config import load_settings
     from shared.contract.messages import FeedPollRequested
     from shared.ingest.feeds import add_feed
@@ -275,8 +315,9 @@ def ask_through_the_loop(corpus: list[Note], asked: list[tuple[str, str]], *, ti
             run_settings = settings.with_(time_filter=time_filter)
             runner = build_local(run_settings, clock=clock, index=index, embedder=system.deps.embedder)
             rows = []
+            asked = [(group, q, gold) for group, pairs in groups.items() for q, gold in pairs]
             with LocalRuntime(runner.deps, runner.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES]):
-                for question, gold in asked:
+                for group, question, gold in asked:
                     record = wait_for_query(runner.deps, submit_query(runner.deps, question).id, timeout_s)
                     note = by_doc[gold]
                     final = record.entry(record.answered_from_iteration) if record.answered_from_iteration \
@@ -284,25 +325,30 @@ def ask_through_the_loop(corpus: list[Note], asked: list[tuple[str, str]], *, ti
                     top = final.contexts[0].get("url") if final and final.contexts else None
                     facts = {name: states(record.answer or "", fact) for name, fact in key_facts(note).items()}
                     cited = {c.get("url") for c in record.citations}
-                    rows.append({"question": question, "gold": gold, "status": record.status,
+                    rows.append({"group": group, "question": question, "gold": gold, "status": record.status,
                                  "outcome": record.outcome, "hit": _is_note(top, gold),
                                  "release": facts["release"], "feature": facts["feature"],
                                  "key_facts": all(facts.values()), "cited_gold": any(_is_note(u, gold) for u in cited),
                                  "time_filter": (record.time_filter or {}).get("phrase"),
                                  "widened": (record.time_filter or {}).get("widened", []),
                                  "answer": (record.answer or "")[:300]})
-            n = len(rows)
-            out["runs"][name] = {
-                "hit@1": round(sum(r["hit"] for r in rows) / n, 3),
-                "release_named": round(sum(r["release"] for r in rows) / n, 3),
-                "feature_stated": round(sum(r["feature"] for r in rows) / n, 3),
-                "key_facts": round(sum(r["key_facts"] for r in rows) / n, 3),
-                "right_note_cited": round(sum(r["cited_gold"] for r in rows) / n, 3),
-                "answered": sum(r["outcome"] in ("answered", "answered_with_caveat") for r in rows),
-                "rows": rows,
-            }
+            out["runs"][name] = {group: _scored([r for r in rows if r["group"] == group]) for group in groups}
         index.close()
     return out
+
+
+def _scored(rows: list[dict]) -> dict:
+    n = len(rows)
+    return {
+        "questions": n,
+        "hit@1": round(sum(r["hit"] for r in rows) / n, 3),
+        "release_named": round(sum(r["release"] for r in rows) / n, 3),
+        "feature_stated": round(sum(r["feature"] for r in rows) / n, 3),
+        "key_facts": round(sum(r["key_facts"] for r in rows) / n, 3),
+        "right_note_cited": round(sum(r["cited_gold"] for r in rows) / n, 3),
+        "answered": sum(r["outcome"] in ("answered", "answered_with_caveat") for r in rows),
+        "rows": rows,
+    }
 
 
 def _published_dates(deps) -> set[str]:
@@ -315,21 +361,24 @@ def _is_note(url: str | None, doc: str) -> bool:
     return bool(url) and url.endswith(f"/posts/{doc}.html")
 
 
-def print_loop(result: dict, questions: int) -> None:
+def print_loop(result: dict) -> None:
     print(f"full loop: {result['chunks']} chunks from the served feed ({result['documents_dated']} distinct "
-          f"published dates), ingested in {result['ingest_s']} s; {questions} questions, offline model")
-    print(f"{'asked':<30}{'hit@1':>7}{'release':>9}{'feature':>9}{'both':>7}{'cited':>7}{'answered':>10}")
-    for name, run in result["runs"].items():
-        print(f"{name:<30}{run['hit@1']:>7.3f}{run['release_named']:>9.3f}{run['feature_stated']:>9.3f}"
-              f"{run['key_facts']:>7.3f}{run['right_note_cited']:>7.3f}{run['answered']:>7}/{questions}")
+          f"published dates), ingested in {result['ingest_s']} s; offline model")
+    print(f"{'asked':<30}{'questions':<14}{'hit@1':>7}{'release':>9}{'feature':>9}{'both':>7}{'cited':>7}"
+          f"{'answered':>10}")
+    for name, groups in result["runs"].items():
+        for group, run in groups.items():
+            print(f"{name:<30}{group:<14}{run['hit@1']:>7.3f}{run['release_named']:>9.3f}{run['feature_stated']:>9.3f}"
+                  f"{run['key_facts']:>7.3f}{run['right_note_cited']:>7.3f}{run['answered']:>7}/{run['questions']}")
     print("release: the answer names the answering note's version; feature: it states what that release "
           "added; both: the answer's key facts; cited: the answering note among its citations")
-    for name, run in result["runs"].items():
-        for r in run["rows"]:
-            if not (r["hit"] and r["release"]):
-                widened = f", widened {'/'.join(r['widened'])}" if r["widened"] else ""
-                print(f"  {name}: {r['question']!r} (read {r['time_filter']!r}{widened}) hit={r['hit']} "
-                      f"-> {r['answer'][:100]!r}")
+    for name, groups in result["runs"].items():
+        for run in groups.values():
+            for r in run["rows"]:
+                if not (r["hit"] and r["key_facts"]):
+                    widened = f", widened {'/'.join(r['widened'])}" if r["widened"] else ""
+                    print(f"  {name}: {r['question']!r} (read {r['time_filter']!r}{widened}) hit={r['hit']} "
+                          f"-> {r['answer'][:100]!r}")
 
 
 def main() -> None:
@@ -343,11 +392,12 @@ def main() -> None:
     asked = questions(corpus)
     if args.loop:
         logging.basicConfig(level=logging.WARNING)
-        result = ask_through_the_loop(corpus, asked, timeout_s=args.timeout)
+        groups = {"English": asked, "de / fr / es": questions_in_other_languages(corpus)}
+        result = ask_through_the_loop(corpus, groups, timeout_s=args.timeout)
         if args.json:
-            print(json.dumps({"notes": len(corpus), "questions": len(asked), **result}, indent=2))
+            print(json.dumps({"notes": len(corpus), **result}, indent=2))
         else:
-            print_loop(result, len(asked))
+            print_loop(result)
         return
     facts = {n.doc: n.feature for n in corpus}
     embedder = OnnxMiniLMEmbedder()

@@ -24,6 +24,16 @@ def test_the_set_is_large_enough_spans_two_years_and_every_question_names_a_time
     docs = {n.doc for n in corpus}
     assert all(gold in docs for _, gold in asked)
     assert all(read_time(q, temporal.NOW) is not None for q, _ in asked)
+    other = temporal.questions_in_other_languages(corpus)
+    assert len(other) == 9 and all(gold in docs for _, gold in other)
+    for question, gold in other:
+        reading = read_time(question, temporal.NOW)
+        note = next(n for n in corpus if n.doc == gold)
+        assert reading is not None, question
+        # the note that answers it lies in the range read (before any widening), or the range is "latest"
+        published = temporal.datetime(note.published.year, note.published.month, note.published.day,
+                                      tzinfo=temporal.UTC)
+        assert reading.newest or (reading.since <= published and (reading.until is None or published < reading.until)), question
 
 
 def test_the_feed_and_the_pages_carry_each_note_s_date():
