@@ -22,7 +22,7 @@ import pytest
 from shared.contract import state_collections, topics
 from shared.contract.config import Settings
 from shared.contract.messages import FeedPollRequested, decode
-from shared.runtime.stages import CONSUMERS, STAGE_BY_NAME
+from shared.runtime.stages import CONSUMERS, QUERY_STAGES, STAGE_BY_NAME
 from tests.support import root_main
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
@@ -278,7 +278,7 @@ def test_query_hops_retry_within_a_question_and_ingestion_spreads_out():
     backoff = _local("retry_backoff")
     assert backoff["ingestion"] == {"minimum": "10s", "maximum": "600s"}  # Pub/Sub's defaults
     assert _seconds(backoff["query"]["maximum"]) <= Settings().query_timeout_s
-    assert set(_local("query_stages")) == {"transformer", "retriever", "grader", "synthesizer"}
+    assert _local("query_stages") == list(QUERY_STAGES)
     recorder = _block(_resource("google_pubsub_subscription", "dead_letter_recorder"), "retry_policy")
     assert recorder["minimum_backoff"] == "${coalesce(var.retry_minimum_backoff, local.retry_backoff.ingestion.minimum)}"
     for policy in backoff.values():
