@@ -264,6 +264,21 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                 "citations": {"type": "array", "items": {"$ref": "#/components/schemas/Citation"}},
                 "trace_id": nullable_str,
                 "filters": {"$ref": "#/components/schemas/Filters"},
+                "time_filter": {
+                    "type": "object",
+                    "description": "The question's time words read as a published-date range (issue 27; "
+                                   "absent when it names no time or the caller gave a date range), and each "
+                                   "step the retriever widened it by when it held nothing on the question's topic.",
+                    "required": ["phrase", "since", "until", "newest", "window_days", "widened"],
+                    "properties": {
+                        "phrase": {"type": "string"},
+                        "since": {"type": ["string", "null"], "format": "date-time"},
+                        "until": {"type": ["string", "null"], "format": "date-time"},
+                        "newest": {"type": "boolean"},
+                        "window_days": {"type": ["integer", "null"]},
+                        "widened": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
                 "error": nullable_str,
                 "events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
                 "fallbacks": {

@@ -261,6 +261,16 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
     asked = client.post("/v1/queries", json={"question": "what is bm25", "wait_s": 10}).json()
     check(asked, "QueryRecord")
     assert asked["original_query"] == "what is bm25" and asked["status"] == "answered"
+    # the scripted loop has no transformer: the time reading is the real transformer's, on the real clock
+    from services.transformer.handler import question_time_filter
+    from shared.query.record import QueryRecord
+
+    timed = QueryRecord.from_doc({**asked, "original_query": "what is the latest on bm25", "filters": None})
+    timed.filters, timed.time_filter = question_time_filter(timed, deps.clock.now())
+    timed.time_filter["widened"] = ["since 2026-05-30", "any date"]
+    check(timed.to_doc(), "QueryRecord")
+    with pytest.raises(jsonschema.ValidationError):
+        check({**timed.to_doc(), "time_filter": {**timed.time_filter, "widened": "any date"}}, "QueryRecord")
     check(client.post("/v1/queries", json={"query": "what is bm25"}).json(), "QueryAccepted")
     check(client.post("/v1/queries", json={"query": ""}).json(), "Error")
     check(client.get("/v1/search", params={"q": "bm25"}).json(), "SearchResponse")
