@@ -21,55 +21,20 @@ import re
 from datetime import datetime
 from typing import Any
 
-from shared.contract.config import Settings
 from shared.contract.deps import Deps
-from shared.contract.errors import ModelUnusable, RetryableError
 from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
-from shared.contract.ports import (
-    Clock,
-    LanguageModel,
-    Publisher,
-    RefineRequest,
-    StateStore,
-    Transformation,
-)
-from shared.observability.tracing import annotate
-from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.contract.ports import RefineRequest, Transformation
+from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.query.record import QueryRecord
-from shared.query.state import TRANSFORM, apply_stage, live_record
+from shared.query.runner import Change, ask_model, handle_query_message
 from shared.query.temporal import TimeReading, read_time
+from shared.runtime.query_steps import registered_step
 
 log = logging.getLogger("ragbus.transformer")
 
 MIN_QUERY_CHARS = 3  # the reference transformer's floor for a usable rewrite
-
-
-def handle(message: Message, deps: Deps) -> None:
-    """Dispatch a delivery to :func:`transform_query` or :func:`refine_query`."""
-    if isinstance(message, QuerySubmitted):
-        transform_query(
-            message.query_id,
-            state=deps.state,
-            publisher=deps.publisher,
-            clock=deps.clock,
-            llm=deps.llm,
-            settings=deps.settings,
-        )
-    elif isinstance(message, QueryGraded):
-        if message.decision != "refine":
-            return  # accept / abstain / exhausted are the synthesizer's
-        refine_query(
-            message,
-            state=deps.state,
-            publisher=deps.publisher,
-            clock=deps.clock,
-            llm=deps.llm,
-            settings=deps.settings,
-        )
-    else:
-        log.warning("transformer ignores %s", type(message).__name__)
 
 
 # ----------------------------------------------------------- plain logic
@@ -187,64 +152,29 @@ def refinement_without_model(request: RefineRequest) -> str:
     return " ".join([request.original_query.strip(), *extra[:8]]).strip()
 
 
-def _elapsed_ms(clock: Clock, start: float) -> float:
-    return (clock.monotonic() - start) * 1000.0
-
-
-def _publish_transformed(publisher: Publisher, record: QueryRecord, iteration: int) -> None:
+def transformed(record: QueryRecord, iteration: int) -> QueryTransformed | None:
+    """The message that sends ``iteration``'s recorded query to the retriever."""
     entry = record.entry(iteration)
     if entry is None or not entry.query:
-        return
-    publisher.publish(
-        QueryTransformed(
-            query_id=record.id,
-            iteration=iteration,
-            query=entry.query,
-            sub_queries=list(entry.sub_queries),
-        )
-    )
+        return None
+    return QueryTransformed(query_id=record.id, iteration=iteration, query=entry.query,
+                            sub_queries=list(entry.sub_queries))
 
 
-def transform_query(
-    query_id: str,
-    *,
-    state: StateStore,
-    publisher: Publisher,
-    clock: Clock,
-    llm: LanguageModel,
-    settings: Settings,
-) -> None:
-    """Iteration 0: rewrite and decompose the question, record it, publish ``QueryTransformed``."""
-    now = clock.now()
-    record = live_record(state, query_id, now)
-    if record is None:
-        log.info("query %s is gone, ended or overdue; not transforming", query_id)
-        return
-    if record.stage_done(0, TRANSFORM):
-        _publish_transformed(publisher, record, 0)  # the first publish may have been lost
-        return
-
-    original = record.original_query
-    start = clock.monotonic()
-    calls = 0
-    proposed: Transformation | None = None
-    failure = "no model call: model-call budget spent"
-    if record.model_calls_left > 0:
-        calls = 1
-        try:
-            proposed = llm.transform(original, today=now.date())
-            model_answered(state, getattr(llm, "model", None))
-        except ModelUnusable as exc:
-            model_unusable(state, query_id=query_id, stage=TRANSFORM, error=exc, now=clock.now())
-            return
-        except Exception as exc:  # noqa: BLE001 - any other model failure falls back to the original
-            log.warning("query %s: transform failed, keeping the original query: %s", query_id, exc)
-            failure = f"model call failed ({type(exc).__name__}: {exc})"
+def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Change:
+    """Iteration 0: the question rewritten and decomposed (or kept, when the model gives nothing usable)."""
+    now, settings, original = ports.clock.now(), ports.settings, record.original_query
+    reply = ask_model(ports, record, TRANSFORM, lambda: ports.llm.transform(original, today=now.date()),
+                      instead="keeping the original query")
+    proposed = reply.value
     rewritten, sub_queries, source = settle_transformation(
         original, proposed, max_sub_queries=settings.max_sub_queries, max_chars=settings.max_query_chars
     )
     fallback = source != "model"
-    why = failure if proposed is None else source.removeprefix("fallback: ")
+    if proposed is not None:
+        why = source.removeprefix("fallback: ")
+    else:
+        why = "no model call: model-call budget spent" if reply.error is None else f"model call failed ({reply.error})"
     time_filter = question_time_filter(record, now, proposed) if settings.time_filter else None
     if time_filter is not None:
         rewritten = without_month_year(rewritten, original, now)
@@ -253,61 +183,32 @@ def transform_query(
         if time_filter is not None and not r.time_filter:
             r.filters, r.time_filter = time_filter
         entry = r.ensure_entry(0)
-        entry.query = rewritten
-        entry.sub_queries = sub_queries
-        entry.transform_source = source
-        r.current_query = rewritten
-        r.iteration = 0
+        entry.query, entry.sub_queries, entry.transform_source = rewritten, sub_queries, source
+        r.current_query, r.iteration = rewritten, 0
         if fallback and proposed is not None:
             r.model_fallbacks += 1
         if fallback:
             note_fallback(r, stage=TRANSFORM, iteration=0, reason=why)
 
-    annotate(query=None if settings.redact_query_text else rewritten, sub_query_count=len(sub_queries),
-             transform_source=source)
+    annotations: dict[str, Any] = {"query": None if settings.redact_query_text else rewritten,
+                                   "sub_query_count": len(sub_queries), "transform_source": source}
     detail = f"query: {rewritten!r}" + (f"; {len(sub_queries)} sub-queries" if sub_queries else "")
     if fallback:
         detail += f" ({source})"
     if time_filter is not None:
         detail += f"; time: {time_filter[1]['phrase']!r} read as published {describe_range(time_filter[1])}"
-        annotate(time_filter=time_filter[1]["phrase"])
-    result = apply_stage(
-        state, query_id, iteration=0, stage=TRANSFORM, event_type="transformed", detail=detail,
-        now=clock.now(), change=change, model_calls=calls, elapsed_ms=_elapsed_ms(clock, start),
-    )
-    if result.publish:
-        _publish_transformed(publisher, result.record, 0)
+        annotations["time_filter"] = time_filter[1]["phrase"]
+    return Change(change, "transformed", detail, model_calls=reply.calls, annotations=annotations)
 
 
-def refine_query(
-    message: QueryGraded,
-    *,
-    state: StateStore,
-    publisher: Publisher,
-    clock: Clock,
-    llm: LanguageModel,
-    settings: Settings,
-) -> None:
-    """Iteration n+1 from the grade of iteration n; record it, publish ``QueryTransformed``."""
-    query_id, previous = message.query_id, message.iteration
+def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | None:
+    """Iteration n+1 from the grade of iteration n (None when n was not sent to refinement)."""
+    previous, settings = message.iteration, ports.settings
     iteration = previous + 1
-    now = clock.now()
-    record = live_record(state, query_id, now)
-    if record is None:
-        log.info("query %s is gone, ended or overdue; not refining", query_id)
-        return
-    if record.stage_done(iteration, TRANSFORM):
-        _publish_transformed(publisher, record, iteration)
-        return
     entry = record.entry(previous)
-    if entry is None or entry.decision is None:
-        raise RetryableError(
-            f"query {query_id}: iteration {previous} has no recorded grade yet; retry once the grader's write is visible"
-        )
-    if entry.decision != "refine" or iteration > record.max_iterations:
-        log.info("query %s: iteration %d was not sent to refinement; ignoring", query_id, previous)
-        return
-
+    if entry is None or entry.decision != "refine" or iteration > record.max_iterations:
+        log.info("query %s: iteration %d was not sent to refinement; ignoring", record.id, previous)
+        return None
     request = RefineRequest(
         original_query=record.original_query,
         previous_query=entry.query or record.original_query,
@@ -315,59 +216,66 @@ def refine_query(
         missing_aspects=list(entry.grade.missing_aspects) if entry.grade else [],
         earlier_queries=record.queries_tried(),
     )
-    start = clock.monotonic()
-    calls = 0
-    refined: str | None = None
-    source = "model"
-    failure = ""
-    if record.model_calls_left > 0:
-        calls = 1
-        try:
-            refined = llm.refine(request, today=now.date())
-            model_answered(state, getattr(llm, "model", None))
-        except ModelUnusable as exc:
-            model_unusable(state, query_id=query_id, stage=TRANSFORM, error=exc, now=clock.now())
-            return
-        except Exception as exc:  # noqa: BLE001 - any other model failure falls back to the rule
-            log.warning("query %s: refine failed, appending missing aspects instead: %s", query_id, exc)
-            source = "fallback: model call failed"
-            failure = f"{type(exc).__name__}: {exc}"
-    else:
+    today = ports.clock.now().date()
+    reply = ask_model(ports, record, TRANSFORM, lambda: ports.llm.refine(request, today=today),
+                      instead="appending the missing aspects instead")
+    if reply.spent:
         source = "fallback: model-call budget spent"
-    refined = " ".join((refined or "").split())[: settings.max_query_chars]
+    else:
+        source = "model" if reply.error is None else "fallback: model call failed"
+    refined, source = settle_refinement(request, reply.value, source, max_chars=settings.max_query_chars)
+    # The question's decomposition does not change between iterations; keep it.
+    sub_queries = clean_sub_queries(list(entry.sub_queries), refined, settings.max_sub_queries)
+    model_fallback = reply.calls == 1 and source != "model"
+
+    def change(r: QueryRecord) -> None:
+        new = r.ensure_entry(iteration)
+        new.query, new.sub_queries, new.transform_source, new.refined_from = refined, sub_queries, source, previous
+        r.current_query, r.iteration = refined, iteration
+        if model_fallback:
+            r.model_fallbacks += 1
+        if source != "model":
+            why = source.removeprefix("fallback: ") + (f" ({reply.error})" if reply.error else "")
+            note_fallback(r, stage=TRANSFORM, iteration=iteration, reason=why)
+
+    detail = f"refined query: {refined!r}" + ("" if source == "model" else f" ({source})")
+    return Change(change, "refined", detail, model_calls=reply.calls, annotations={
+        "query": None if settings.redact_query_text else refined, "sub_query_count": len(sub_queries),
+        "transform_source": source, "refined_from": previous})
+
+
+def settle_refinement(request: RefineRequest, proposed: str | None, source: str, *, max_chars: int) -> tuple[str, str]:
+    """The refined query to use and where it came from: the model's, unless it is empty, date-only or
+    the previous query again (which would retrieve the same contexts): then the missing aspects."""
+    refined = " ".join((proposed or "").split())[:max_chars]
     if len(refined) < MIN_QUERY_CHARS or (is_date_only(refined) and not is_date_only(request.original_query)):
         if source == "model":
             source = "fallback: empty or date-only refinement"
         refined = refinement_without_model(request)
     if refined.lower() == str(request.previous_query).strip().lower():
-        # The same query again would retrieve the same contexts: spend the iteration on feedback terms.
         fallback_query = refinement_without_model(request)
         if fallback_query.lower() != refined.lower():
             refined, source = fallback_query, f"{source}; unchanged refinement replaced by missing aspects"
-    # The question's decomposition does not change between iterations; keep it.
-    sub_queries = clean_sub_queries(list(entry.sub_queries), refined, settings.max_sub_queries)
-    model_fallback = calls == 1 and source != "model"
+    return refined, source
 
-    def change(r: QueryRecord) -> None:
-        new = r.ensure_entry(iteration)
-        new.query = refined
-        new.sub_queries = sub_queries
-        new.transform_source = source
-        new.refined_from = previous
-        r.current_query = refined
-        r.iteration = iteration
-        if model_fallback:
-            r.model_fallbacks += 1
-        if source != "model":
-            why = source.removeprefix("fallback: ") + (f" ({failure})" if failure else "")
-            note_fallback(r, stage=TRANSFORM, iteration=iteration, reason=why)
 
-    annotate(query=None if settings.redact_query_text else refined, sub_query_count=len(sub_queries),
-             transform_source=source, refined_from=previous)
-    detail = f"refined query: {refined!r}" + ("" if source == "model" else f" ({source})")
-    result = apply_stage(
-        state, query_id, iteration=iteration, stage=TRANSFORM, event_type="refined", detail=detail,
-        now=clock.now(), change=change, model_calls=calls, elapsed_ms=_elapsed_ms(clock, start),
-    )
-    if result.publish:
-        _publish_transformed(publisher, result.record, iteration)
+def _refines(message: QueryGraded) -> bool:
+    return message.decision == "refine"  # accept / abstain / exhausted are the synthesizer's
+
+
+def _iteration_after(message: QueryGraded) -> int:
+    return message.iteration + 1
+
+
+STEPS = (
+    registered_step(__name__, consumes=QuerySubmitted, run=transform, publishes=transformed,
+                    iteration=lambda message: 0),
+    registered_step(__name__, consumes=QueryGraded, run=refine, publishes=transformed,
+                    accepts=_refines, iteration=_iteration_after),
+)
+TRANSFORM = STEPS[0].stage
+
+
+def handle(message: Message, deps: Deps) -> None:
+    """Rewrite a submitted question (iteration 0) or refine a graded one sent back for refinement."""
+    handle_query_message(STEPS, message, deps)

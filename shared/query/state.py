@@ -34,6 +34,7 @@ __all__ = [
     "new_query_record",
     "read_record",
     "stage_key",
+    "still_live",
 ]
 
 # The stages of the query loop, as recorded in ``stages_done`` and ``events``.
@@ -174,16 +175,20 @@ def apply_stage(
 
 
 def live_record(state: StateStore, query_id: str, now: datetime) -> QueryRecord | None:
-    """The query's record if it may still be worked on, else None.
+    """The query's record if it may still be worked on, else None (see :func:`still_live`)."""
+    return still_live(state, read_record(state, query_id), now)
+
+
+def still_live(state: StateStore, record: QueryRecord | None, now: datetime) -> QueryRecord | None:
+    """``record`` if its query may still be worked on, else None.
 
     A query past its deadline is ended as timed out here, so a stage that
     finds it late stops the loop instead of spending more work on it.
     """
-    record = read_record(state, query_id)
     if record is None or record.ended:
         return None
     if datetime.fromisoformat(record.deadline) <= now:
-        expire_if_overdue(state, query_id, now)
+        expire_if_overdue(state, record.id, now)
         return None
     note_query_deadline(record.deadline, now)  # a model call for it waits no longer than this
     return record
