@@ -27,16 +27,15 @@ import logging
 
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
-from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.messages import ContextsRetrieved, Message, QueryGraded
-from shared.contract.ports import Clock, Grade, GradingContext, LanguageModel, Publisher, StateStore
+from shared.contract.ports import Grade, NumberedContext
 from shared.observability import metrics
-from shared.observability.tracing import annotate
 from shared.query.grading import failed_thresholds, fallback_grade
-from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import body_lines
 from shared.query.record import Context, QueryRecord
-from shared.query.state import GRADE, RETRIEVE, apply_stage, live_record
+from shared.query.runner import Change, ask_model, handle_query_message
+from shared.runtime.query_steps import registered_step
 
 log = logging.getLogger("ragbus.grader")
 
@@ -47,17 +46,7 @@ CALLS_PER_REFINEMENT = 3
 MIN_REFINE_GAIN = 0.01
 
 
-def handle(message: Message, deps: Deps) -> None:
-    """Dispatch ``ContextsRetrieved`` to :func:`grade_iteration`."""
-    if not isinstance(message, ContextsRetrieved):
-        log.warning("grader ignores %s", type(message).__name__)
-        return
-    grade_iteration(
-        message, state=deps.state, publisher=deps.publisher, clock=deps.clock, llm=deps.llm, settings=deps.settings
-    )
-
-
-def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list[GradingContext]:
+def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list[NumberedContext]:
     """The first ``limit`` contexts, each its title and the first ``chars`` of its body (and, when that
     cut it, the chunk's whole text as ``whole``, for a reader checking whether a sentence states the answer).
 
@@ -71,7 +60,7 @@ def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list
                          if line)
         title = (ctx.get("title") or "").strip()
         text = f"{title}\n{body}" if title else body
-        out.append(GradingContext(number=n, source=ctx.get("url") or title or ctx.get("document_id", ""),
+        out.append(NumberedContext(number=n, source=ctx.get("url") or title or ctx.get("document_id", ""),
                                   text=text[:chars], chunk_id=ctx.get("chunk_id"),
                                   whole=ctx.get("text") if len(text) > chars else None))
     return out
@@ -109,116 +98,74 @@ def decide(
     return True, "refine", why
 
 
-def grade_iteration(
-    message: ContextsRetrieved,
-    *,
-    state: StateStore,
-    publisher: Publisher,
-    clock: Clock,
-    llm: LanguageModel,
-    settings: Settings,
-) -> None:
-    """Grade, decide, keep the best iteration, publish ``QueryGraded``."""
-    query_id, iteration = message.query_id, message.iteration
-    record = live_record(state, query_id, clock.now())
-    if record is None:
-        log.info("query %s is gone, ended or overdue; not grading", query_id)
-        return
-    if record.stage_done(iteration, GRADE):
-        _publish_graded(publisher, record, iteration)
-        return
-    if not record.stage_done(iteration, RETRIEVE):
-        raise RetryableError(
-            f"query {query_id}: contexts of iteration {iteration} are not recorded yet; retry once they are"
-        )
+def grade_contexts(record: QueryRecord, contexts: list[Context], ports: Deps) -> tuple[Grade, str, int]:
+    """The grade of ``contexts``, where it came from (``model``, ``fallback``, ``none``) and the model calls
+    spent: none without contexts; the conservative fallback grade when the model cannot be asked or fails."""
+    settings = ports.settings
+    if not contexts:
+        return Grade(score=0.0, relevance=0.0, completeness=0.0, grounded=False, answerable=False,
+                     reasoning="no contexts were retrieved for this query"), "none", 0
+    numbered = grading_contexts(contexts, limit=settings.grade_contexts, chars=settings.grade_context_chars)
+    reply = ask_model(ports, record, GRADE, lambda: ports.llm.grade(record.question, numbered),
+                      instead="using the fallback grade")
+    if reply.value is not None:
+        return reply.value, "fallback" if reply.value.fallback else "model", reply.calls
+    if reply.spent:
+        return fallback_grade("model-call budget spent"), "fallback", 0
+    return fallback_grade(f"the model call failed ({reply.error})"), "fallback", reply.calls
 
+
+def grade(record: QueryRecord, message: ContextsRetrieved, ports: Deps) -> Change:
+    """Grade the iteration's contexts, decide what happens next, keep the best iteration."""
+    iteration, settings = message.iteration, ports.settings
     entry = record.entry(iteration)
     contexts = list(entry.contexts) if entry else []
-    model_calls = record.model_calls
-    max_calls = record.max_model_calls
-    start = clock.monotonic()
-    calls = 0
-    if not contexts:
-        grade = Grade(score=0.0, relevance=0.0, completeness=0.0, grounded=False, answerable=False,
-                      reasoning="no contexts were retrieved for this query")
-        source = "none"
-    elif model_calls >= max_calls:
-        grade, source = fallback_grade("model-call budget spent"), "fallback"
-    else:
-        calls = 1
-        try:
-            grade = llm.grade(
-                record.question,
-                grading_contexts(contexts, limit=settings.grade_contexts, chars=settings.grade_context_chars),
-            )
-            source = "fallback" if grade.fallback else "model"
-            model_answered(state, getattr(llm, "model", None))
-        except ModelUnusable as exc:
-            model_unusable(state, query_id=query_id, stage=GRADE, error=exc, now=clock.now())
-            return
-        except ConfigError:
-            # misconfigured (the local grader's model file is missing or stale): no grade would be honest, so
-            # the query fails with the way to fix it (a permanent error) instead of a fallback grade
-            raise
-        except Exception as exc:  # noqa: BLE001 - any other model failure becomes the conservative grade
-            log.warning("query %s: grading failed, using the fallback grade: %s", query_id, exc)
-            grade, source = fallback_grade(f"the model call failed ({type(exc).__name__}: {exc})"), "fallback"
-
+    given, source, calls = grade_contexts(record, contexts, ports)
     earlier = [e for e in record.iterations if e.iteration != iteration]
-    earlier_answerable = any(e.grade is not None and e.grade.answerable for e in earlier)
     chunk_ids = {c.get("chunk_id") for c in contexts}
-    repeats = next(
-        (e.iteration for e in earlier if e.iteration < iteration and e.chunk_ids() == chunk_ids),
-        None,
-    )
+    repeats = next((e.iteration for e in earlier if e.iteration < iteration and e.chunk_ids() == chunk_ids), None)
     best = record.best_graded()  # this iteration is not graded yet: the best of the earlier ones
     best_entry = record.entry(best) if best is not None else None
     best_earlier = (best, best_entry.grade.score) if best_entry is not None and best_entry.grade else None
-    refine, decision, why = decide(
-        grade,
-        iteration=iteration,
-        max_iterations=record.max_iterations,
-        model_calls=model_calls + calls,
-        max_model_calls=max_calls,
-        earlier_answerable=earlier_answerable,
-        settings=settings,
-        repeats_iteration=repeats if contexts else None,
-        best_earlier=best_earlier,
+    short, decision, why = decide(
+        given, iteration=iteration, max_iterations=record.max_iterations, model_calls=record.model_calls + calls,
+        max_model_calls=record.max_model_calls, settings=settings,
+        earlier_answerable=any(e.grade is not None and e.grade.answerable for e in earlier),
+        repeats_iteration=repeats if contexts else None, best_earlier=best_earlier,
     )
-    elapsed_ms = (clock.monotonic() - start) * 1000.0
-    annotate(**{"grade.score": grade.score, "grade.relevance": grade.relevance,
-                "grade.completeness": grade.completeness, "grade.grounded": grade.grounded,
-                "grade.answerable": grade.answerable, "grade.source": source},
-             decision=decision, context_count=len(contexts), should_refine=refine)
 
     def change(r: QueryRecord) -> None:
         e = r.ensure_entry(iteration)
-        e.grade = grade
-        e.grade_source = source
-        e.should_refine = refine
-        e.failed_thresholds = failed_thresholds(grade, settings.thresholds)
-        e.decision = decision
+        e.grade, e.grade_source, e.should_refine, e.decision = given, source, short, decision
+        e.failed_thresholds = failed_thresholds(given, settings.thresholds)
         r.best_iteration = r.best_graded()
-        if grade.fallback:
+        if given.fallback:
             r.model_fallbacks += 1
         if source == "fallback":
-            note_fallback(r, stage=GRADE, iteration=iteration, reason=grade.reasoning)
+            note_fallback(r, stage=GRADE, iteration=iteration, reason=given.reasoning)
 
-    detail = f"score {grade.score:.2f} (relevance {grade.relevance:.2f}, completeness {grade.completeness:.2f}, " \
-             f"grounded {grade.grounded}) -> {decision}: {why}"
-    result = apply_stage(
-        state, query_id, iteration=iteration, stage=GRADE, event_type="graded", detail=detail,
-        now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,
-    )
-    if result.applied:
-        metrics.query_graded(grade.score, decision)
-    if result.publish:
-        _publish_graded(publisher, result.record, iteration)
+    detail = f"score {given.score:.2f} (relevance {given.relevance:.2f}, completeness {given.completeness:.2f}, " \
+             f"grounded {given.grounded}) -> {decision}: {why}"
+    annotations = {"grade.score": given.score, "grade.relevance": given.relevance,
+                   "grade.completeness": given.completeness, "grade.grounded": given.grounded,
+                   "grade.answerable": given.answerable, "grade.source": source,
+                   "decision": decision, "context_count": len(contexts), "should_refine": short}
+    return Change(change, "graded", detail, model_calls=calls, annotations=annotations,
+                  recorded=lambda _: metrics.query_graded(given.score, decision))
 
 
-def _publish_graded(publisher: Publisher, record: QueryRecord, iteration: int) -> None:
+def graded(record: QueryRecord, iteration: int) -> QueryGraded | None:
+    """The message that routes ``iteration`` on by its decision (the grade stays in the record)."""
     entry = record.entry(iteration)
     if entry is None or entry.grade is None or entry.decision is None:
-        return
-    # The grade itself stays in the record: the transformer and synthesizer read it from there.
-    publisher.publish(QueryGraded(query_id=record.id, iteration=iteration, decision=entry.decision))
+        return None
+    return QueryGraded(query_id=record.id, iteration=iteration, decision=entry.decision)
+
+
+STEP = registered_step(__name__, run=grade, publishes=graded)
+GRADE = STEP.stage
+
+
+def handle(message: Message, deps: Deps) -> None:
+    """Grade the contexts of a retrieved iteration once the stage before has recorded them."""
+    handle_query_message((STEP,), message, deps)

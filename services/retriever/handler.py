@@ -58,27 +58,18 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.filters import Filters
 from shared.contract.messages import ContextsRetrieved, Message, QueryTransformed
-from shared.contract.ports import (
-    Clock,
-    Embedder,
-    Index,
-    Publisher,
-    ScoredChunk,
-    SearchesMany,
-    StateStore,
-)
+from shared.contract.ports import Embedder, Index, ScoredChunk, SearchesMany
 from shared.contract.text import split_header
-from shared.observability.tracing import annotate
 from shared.query.reading.language import in_english
 from shared.query.record import Context, QueryRecord
-from shared.query.state import RETRIEVE, apply_stage, live_record
+from shared.query.runner import Change, handle_query_message
 from shared.query.temporal import TimeReading, newest_first
 from shared.query.vectors import query_vectors
+from shared.runtime.query_steps import registered_step
 
 log = logging.getLogger("ragbus.retriever")
 
@@ -107,22 +98,6 @@ def clip_utf8(text: str | None, max_bytes: int) -> str | None:
     if len(encoded) <= max_bytes:
         return text
     return encoded[:max_bytes].decode("utf-8", "ignore")
-
-
-def handle(message: Message, deps: Deps) -> None:
-    """Dispatch ``QueryTransformed`` to :func:`retrieve_contexts`."""
-    if not isinstance(message, QueryTransformed):
-        log.warning("retriever ignores %s", type(message).__name__)
-        return
-    retrieve_contexts(
-        message,
-        state=deps.state,
-        publisher=deps.publisher,
-        clock=deps.clock,
-        embedder=deps.embedder,
-        index=deps.index,
-        settings=deps.settings,
-    )
 
 
 @dataclass(frozen=True)
@@ -264,26 +239,31 @@ def leading_queries(question: str, rewrite: str) -> tuple[list[tuple[str, str]],
     return [(QUESTION_LABEL, question), (REWRITTEN_LABEL, rewrite)], [question, rewrite]
 
 
-def retrieve_contexts(
-    message: QueryTransformed,
-    *,
-    state: StateStore,
-    publisher: Publisher,
-    clock: Clock,
-    embedder: Embedder,
-    index: Index,
-    settings: Settings,
-) -> None:
-    """Search, fuse, store the iteration's contexts and publish ``ContextsRetrieved``."""
-    query_id, iteration = message.query_id, message.iteration
-    record = live_record(state, query_id, clock.now())
-    if record is None:
-        log.info("query %s is gone, ended or overdue; not retrieving", query_id)
-        return
-    if record.stage_done(iteration, RETRIEVE):
-        _publish_retrieved(publisher, record, iteration)
-        return
+@dataclass(frozen=True)
+class Searched:
+    """One iteration's searches: the filters they used, each query's hits, the time-range widenings,
+    how many leading (question, rewrite) searches there are and which results are used."""
 
+    filters: Filters | None
+    results: list[QueryHits]
+    widened: list[str]
+    leading: int
+    used: list[QueryHits]
+    anywhere: float | None = None  # the leading searches' best cosine at any date, when a window was checked
+
+    @property
+    def subs(self) -> list[QueryHits]:
+        return self.results[self.leading:]
+
+    @property
+    def succeeded(self) -> list[QueryHits]:
+        return [r for r in self.subs if r.succeeded]
+
+
+def search_iteration(record: QueryRecord, message: QueryTransformed, ports: Deps) -> Searched:
+    """Search the question, its rewrite and its sub-queries (module docstring); a failed leading search is
+    retried (raised), a failed sub-query is left out."""
+    settings, embedder, index = ports.settings, ports.embedder, ports.index
     top_k = record.top_k or settings.top_k
     # A German, French or Spanish question leads by its English search terms (the corpus's
     # language), as the transformer searched it; English comes back unchanged.
@@ -297,7 +277,6 @@ def retrieve_contexts(
     # is then the plain search's, and the contexts' leading half is the default retrieval's
     # (the question alone fills top_k, so fusion is never short). The question is searched
     # deeper only when the header filter left it short.
-    start = clock.monotonic()
     filters = record.search_filters()
     results = search_all(queries, embedder=embedder, index=index, k=top_k, meanings=meanings, filters=filters)
     widened: list[str] = []
@@ -323,15 +302,23 @@ def retrieve_contexts(
     main = results[:leading]
     failed_main = next((r for r in main if r.error), None)
     if failed_main is not None:
-        raise RetryableError(f"query {query_id}: searching the {failed_main.label} query failed "
+        raise RetryableError(f"query {record.id}: searching the {failed_main.label} query failed "
                              f"({failed_main.error}); retrying")
     subs = results[leading:]
     succeeded = [r for r in subs if r.succeeded]
     for failed in (r for r in subs if r.error):
-        log.warning("query %s: %s failed: %s", query_id, failed.label, failed.error)
+        log.warning("query %s: %s failed: %s", record.id, failed.label, failed.error)
     used = main + succeeded if len(succeeded) >= settings.min_sub_queries_for_synthesis else main
-    contexts = fuse(used, top_k)
-    elapsed_ms = (clock.monotonic() - start) * 1000.0
+    return Searched(filters, results, widened, leading, used, anywhere)
+
+
+def retrieve(record: QueryRecord, message: QueryTransformed, ports: Deps) -> Change:
+    """The iteration's contexts: every search fused, the ``top_k`` best kept in the record."""
+    settings, iteration = ports.settings, message.iteration
+    searched = search_iteration(record, message, ports)
+    filters, widened, leading, used = searched.filters, searched.widened, searched.leading, searched.used
+    subs, succeeded = searched.subs, searched.succeeded
+    contexts = fuse(used, record.top_k or settings.top_k)
 
     def change(r: QueryRecord) -> None:
         if widened:
@@ -345,27 +332,22 @@ def retrieve_contexts(
         entry.sub_queries_used = [hits.query for hits in used[leading:]]
         entry.sub_queries_succeeded = len(succeeded)
 
-    annotate(context_count=len(contexts), sub_query_count=len(subs), sub_queries_succeeded=len(succeeded),
-             query=None if settings.redact_query_text else message.query,
-             filters=filters.describe() if filters is not None else None,
-             time_widened=" -> ".join(widened) if widened else None)
     detail = f"{len(contexts)} contexts"
     if filters is not None:
         detail += f" (filters: {filters.describe()})"
     if widened:
-        found = "nothing" if anywhere is None else "nothing on its topic"
+        found = "nothing" if searched.anywhere is None else "nothing on its topic"
         detail += f"; the question's time range found {found}, widened: {' -> '.join(widened)}"
     if subs:
         detail += f"; {len(succeeded)}/{len(subs)} sub-queries found results"
         if len(used) == leading:
-            searched = "the question and its rewrite" if leading == 2 else "the question"
-            detail += f" (fewer than {settings.min_sub_queries_for_synthesis}: {searched} only)"
-    result = apply_stage(
-        state, query_id, iteration=iteration, stage=RETRIEVE, event_type="retrieved", detail=detail,
-        now=clock.now(), change=change, elapsed_ms=elapsed_ms,
-    )
-    if result.publish:
-        _publish_retrieved(publisher, result.record, iteration)
+            searched_text = "the question and its rewrite" if leading == 2 else "the question"
+            detail += f" (fewer than {settings.min_sub_queries_for_synthesis}: {searched_text} only)"
+    return Change(change, "retrieved", detail, annotations={
+        "context_count": len(contexts), "sub_query_count": len(subs), "sub_queries_succeeded": len(succeeded),
+        "query": None if settings.redact_query_text else message.query,
+        "filters": filters.describe() if filters is not None else None,
+        "time_widened": " -> ".join(widened) if widened else None})
 
 
 #: A time range's best match (dense cosine) below this share of the best match at any date holds
@@ -434,7 +416,18 @@ def _dated(results: list[QueryHits]) -> bool:
     return any(h.chunk.published for r in results for h in r.hits)
 
 
-def _publish_retrieved(publisher: Publisher, record: QueryRecord, iteration: int) -> None:
+def retrieved(record: QueryRecord, iteration: int) -> ContextsRetrieved:
+    """The message that tells the next stage ``iteration``'s contexts are stored."""
     entry = record.entry(iteration)
-    publisher.publish(ContextsRetrieved(query_id=record.id, iteration=iteration,
-                                        context_count=len(entry.contexts) if entry else 0))
+    return ContextsRetrieved(query_id=record.id, iteration=iteration,
+                             context_count=len(entry.contexts) if entry else 0)
+
+
+# The retriever records the query from the message when the transformer's entry is not there,
+# so it waits for no earlier stage.
+STEP = registered_step(__name__, run=retrieve, publishes=retrieved, waits=False)
+
+
+def handle(message: Message, deps: Deps) -> None:
+    """Retrieve the contexts of a transformed query's iteration."""
+    handle_query_message((STEP,), message, deps)

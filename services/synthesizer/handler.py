@@ -21,75 +21,43 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from shared.contract.config import Settings
 from shared.contract.deps import Deps
-from shared.contract.errors import ModelUnusable, RetryableError
 from shared.contract.messages import AnswerReady, Message, QueryGraded
 from shared.contract.ports import (
     Answer,
     AnswerSentence,
-    Clock,
     Embedder,
-    GradingContext,
     Index,
-    LanguageModel,
-    Publisher,
-    StateStore,
+    NumberedContext,
     StoredVectors,
 )
 from shared.observability import metrics
-from shared.observability.tracing import annotate
 from shared.query.grading import failed_thresholds, strip_model_directives
-from shared.query.model_health import model_answered, model_unusable, note_fallback
+from shared.query.model_health import note_fallback
 from shared.query.prompts import CITATION_MARKER, cited_numbers
 from shared.query.reading.answer_types import question_names, states_value
 from shared.query.reading.extractive import extractive_answer
 from shared.query.reading.language import detect_language, phrase
-from shared.query.record import Citation, Context, QueryRecord
-from shared.query.state import SYNTHESIZE, apply_stage, live_record, read_record
+from shared.query.record import Citation, Context, Iteration, QueryRecord
+from shared.query.runner import Change, ask_model, handle_query_message
 from shared.query.vectors import query_vector
+from shared.runtime.query_steps import registered_step
 
 log = logging.getLogger("ragbus.synthesizer")
 
 FINAL_DECISIONS = ("accept", "abstain", "exhausted")
 
 Embed = Callable[[Sequence[str]], np.ndarray]
-PassageSimilarity = Callable[[str, Sequence[GradingContext]], dict[int, float]]
-
-
-def handle(message: Message, deps: Deps) -> None:
-    """Dispatch a final ``QueryGraded`` to :func:`synthesize_answer`; ignore ``refine``."""
-    if not isinstance(message, QueryGraded):
-        log.warning("synthesizer ignores %s", type(message).__name__)
-        return
-    if message.decision not in FINAL_DECISIONS:
-        return  # the transformer refines
-
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        return deps.embedder.embed(texts)
-
-    def passage_similarity(query: str, contexts: Sequence[GradingContext]) -> dict[int, float]:
-        return stored_passage_similarity(query, contexts, embedder=deps.embedder, index=deps.index)
-
-    has_vectors = deps.provided("embedder") and deps.provided("index")
-    synthesize_answer(
-        message,
-        state=deps.state,
-        publisher=deps.publisher,
-        clock=deps.clock,
-        llm=deps.llm,
-        settings=deps.settings,
-        embed=embed if deps.provided("embedder") else None,
-        passage_similarity=passage_similarity if has_vectors else None,
-    )
+PassageSimilarity = Callable[[str, Sequence[NumberedContext]], dict[int, float]]
 
 
 def stored_passage_similarity(
-    query: str, contexts: Sequence[GradingContext], *, embedder: Embedder, index: Index
+    query: str, contexts: Sequence[NumberedContext], *, embedder: Embedder, index: Index
 ) -> dict[int, float]:
     """Cosine of the question to each context's vector stored at indexing (context number ->
     cosine), for an extractive answer that embeds no sentence. Empty when the index keeps no
@@ -178,119 +146,117 @@ class _SourceNumbers:
         return out
 
 
-def synthesize_answer(
-    message: QueryGraded,
-    *,
-    state: StateStore,
-    publisher: Publisher,
-    clock: Clock,
-    llm: LanguageModel,
-    settings: Settings,
-    embed: Embed | None = None,
-    passage_similarity: PassageSimilarity | None = None,
-) -> None:
-    """Write the answer from the best iteration, end the query, publish ``AnswerReady``.
+@dataclass(frozen=True)
+class Drafted:
+    """The answer drafted from the best iteration, before its citations are numbered."""
 
-    Without a model answer the answer is extractive: ranked by ``passage_similarity``
-    (vectors stored at indexing: no embedding at query time) where it gives any, else by
-    embedding the candidate sentences with ``embed``, else by term overlap."""
-    query_id, iteration = message.query_id, message.iteration
-    current = read_record(state, query_id)
-    if current is not None and current.status == "answered" and current.stage_done_in_any_iteration(SYNTHESIZE):
-        # Redelivery after the answer was stored: the first AnswerReady may have been lost.
-        publisher.publish(AnswerReady(query_id=query_id, outcome=current.outcome))
-        return
-    record = live_record(state, query_id, clock.now())
-    if record is None:
-        log.info("query %s is gone, ended or overdue; not synthesizing", query_id)
-        return
-    final = record.entry(iteration)
-    if final is None or final.decision is None:
-        raise RetryableError(
-            f"query {query_id}: the grade of iteration {iteration} is not recorded yet; retry once it is"
-        )
-    if final.decision not in FINAL_DECISIONS:
-        log.info("query %s: iteration %d was sent to refinement; not answering", query_id, iteration)
-        return
-
-    # A follow-up is answered as it stands on its own, in the language it was typed in.
-    original = record.question
-    language = detect_language(record.original_query)
-    best = record.entry(record.best_iteration) or final
-    contexts = list(best.contexts)
-    best_grade = best.grade
-
-    start = clock.monotonic()
-    calls = 0
-    provider = "none"
+    outcome: str
     answer: Answer | None = None
-    fallback_why = ""
-    if final.decision == "abstain" or not contexts or best_grade is None or not best_grade.answerable:
-        outcome = "not_answerable"
-    else:
-        numbered = [
-            GradingContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "",
-                           chunk_id=c.get("chunk_id"))
-            for n, c in enumerate(contexts, start=1)
-        ]
-        if record.model_calls_left > 0:
-            calls = 1
-            try:
-                answer = llm.synthesize(original, numbered, language=language)
-                provider = getattr(llm, "provider", "model")
-                model_answered(state, getattr(llm, "model", None))
-            except ModelUnusable as exc:
-                model_unusable(state, query_id=query_id, stage=SYNTHESIZE, error=exc, now=clock.now())
-                return
-            except Exception as exc:  # noqa: BLE001 - any other model failure falls back to extraction
-                log.warning("query %s: synthesis failed, answering extractively: %s", query_id, exc)
-                fallback_why = f"model call failed ({type(exc).__name__}: {exc}); answered extractively"
-        else:
-            fallback_why = "no model call: model-call budget spent; answered extractively"
-        if answer is None:
-            answer = _extract(original, numbered, language, embed, passage_similarity)
-            provider = "extractive-fallback"
-        outcome = answer_outcome(answer, passes=not failed_thresholds(best_grade, settings.thresholds))
+    provider: str = "none"
+    fallback_why: str = ""  # why the answer was made without the model ("" when the model answered)
+    calls: int = 0
 
-    if outcome == "not_answerable":
+
+def draft_answer(record: QueryRecord, final: Iteration, best: Iteration, language: str, ports: Deps) -> Drafted:
+    """The model's answer from ``best``'s contexts, or an extractive one when the model cannot be asked
+    or fails; ``not_answerable`` without asking when the grader abstained or nothing answerable was found."""
+    contexts, best_grade = list(best.contexts), best.grade
+    if final.decision == "abstain" or not contexts or best_grade is None or not best_grade.answerable:
+        return Drafted("not_answerable")
+    numbered = [
+        NumberedContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "",
+                        chunk_id=c.get("chunk_id"))
+        for n, c in enumerate(contexts, start=1)
+    ]
+    question = record.question  # a follow-up is answered as it stands on its own
+    reply = ask_model(ports, record, SYNTHESIZE, lambda: ports.llm.synthesize(question, numbered, language=language),
+                      instead="answering extractively")
+    answer, provider, why = reply.value, getattr(ports.llm, "provider", "model"), ""
+    if answer is None:
+        why = ("no model call: model-call budget spent" if reply.spent
+               else f"model call failed ({reply.error})") + "; answered extractively"
+        answer, provider = _extract(question, numbered, language, *_vector_ports(ports)), "extractive-fallback"
+    outcome = answer_outcome(answer, passes=not failed_thresholds(best_grade, ports.settings.thresholds))
+    return Drafted(outcome, answer, provider, why, reply.calls)
+
+
+def _vector_ports(ports: Deps) -> tuple[Embed | None, PassageSimilarity | None]:
+    """How an extractive answer may rank sentences with this runtime's embedder and index."""
+    if not ports.provided("embedder"):
+        return None, None
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        return ports.embedder.embed(texts)
+
+    def passage_similarity(query: str, contexts: Sequence[NumberedContext]) -> dict[int, float]:
+        return stored_passage_similarity(query, contexts, embedder=ports.embedder, index=ports.index)
+
+    return embed, passage_similarity if ports.provided("index") else None
+
+
+def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | None:
+    """Write the answer from the best iteration and end the query (None when the iteration was refined).
+
+    Without a model answer the answer is extractive: ranked by the vectors stored at indexing where the
+    index keeps them (no embedding at query time), else by embedding the candidate sentences, else by
+    term overlap."""
+    iteration = message.iteration
+    final = record.entry(iteration)
+    if final is None or final.decision not in FINAL_DECISIONS:
+        log.info("query %s: iteration %d was sent to refinement; not answering", record.id, iteration)
+        return None
+    language = detect_language(record.original_query)  # the language the question was typed in
+    best = record.entry(record.best_iteration) or final
+    drafted = draft_answer(record, final, best, language, ports)
+    outcome, answer = drafted.outcome, drafted.answer
+    if outcome == "not_answerable" or answer is None:
         text, sentences, citations = phrase("abstain", language), [], []
     else:
-        text, sentences, citations = number_citations(answer, contexts)
+        text, sentences, citations = number_citations(answer, list(best.contexts))
         if not text:
             outcome, text, sentences, citations = "not_answerable", phrase("abstain", language), [], []
         elif outcome == "answered_with_caveat":
-            text = phrase("caveat_no_model" if fallback_why else "caveat", language) + "\n\n" + text
+            text = phrase("caveat_no_model" if drafted.fallback_why else "caveat", language) + "\n\n" + text
     verdict = reader_verdict(answer, outcome) if answer is not None else ""
-    elapsed_ms = (clock.monotonic() - start) * 1000.0
 
     def change(r: QueryRecord) -> None:
         if verdict:
             _align_decision(r, iteration, outcome, verdict)
-        r.status = "answered"
-        r.outcome = outcome
-        r.answer = text
-        r.answer_sentences = sentences
-        r.citations = citations
-        r.language = language
-        r.answer_provider = provider
-        r.answered_from_iteration = best.iteration
-        if provider == "extractive-fallback":
-            note_fallback(r, stage=SYNTHESIZE, iteration=iteration, reason=fallback_why)
+        r.status, r.outcome, r.answer, r.answer_sentences, r.citations = "answered", outcome, text, sentences, citations
+        r.language, r.answer_provider, r.answered_from_iteration = language, drafted.provider, best.iteration
+        if drafted.provider == "extractive-fallback":
+            note_fallback(r, stage=SYNTHESIZE, iteration=iteration, reason=drafted.fallback_why)
 
-    annotate(outcome=outcome, citation_count=len(citations), answered_from_iteration=best.iteration,
-             answer_provider=provider)
     # iterations are numbered from 1 wherever a person reads them (page, CLI, trace)
     n = len(citations)
     detail = f"{outcome} from iteration {best.iteration + 1} with {n} citation{'' if n == 1 else 's'}"
-    result = apply_stage(
-        state, query_id, iteration=iteration, stage=SYNTHESIZE, event_type="answered", detail=detail,
-        now=clock.now(), change=change, model_calls=calls, elapsed_ms=elapsed_ms,
-    )
-    if result.applied:
-        metrics.query_ended(outcome, len(result.record.iterations))
-        publisher.publish(AnswerReady(query_id=query_id, outcome=outcome))
-    elif result.record is not None and result.record.status == "answered":
-        publisher.publish(AnswerReady(query_id=query_id, outcome=result.record.outcome))
+    return Change(change, "answered", detail, model_calls=drafted.calls, annotations={
+        "outcome": outcome, "citation_count": n, "answered_from_iteration": best.iteration,
+        "answer_provider": drafted.provider},
+        recorded=lambda stored: metrics.query_ended(outcome, len(stored.iterations)))
+
+
+def answered(record: QueryRecord, iteration: int) -> AnswerReady:
+    """The message that tells the gateway and observers the query has its answer."""
+    return AnswerReady(query_id=record.id, outcome=record.outcome or "")
+
+
+def _has_answer(record: QueryRecord, iteration: int, stage: str) -> bool:
+    # The answer ends the query, so a redelivery finds it ended: its AnswerReady may have been lost.
+    return record.status == "answered" and record.stage_done_in_any_iteration(stage)
+
+
+def _final(message: QueryGraded) -> bool:
+    return message.decision in FINAL_DECISIONS  # the transformer refines
+
+
+STEP = registered_step(__name__, run=synthesize, publishes=answered, accepts=_final, done=_has_answer)
+SYNTHESIZE = STEP.stage
+
+
+def handle(message: Message, deps: Deps) -> None:
+    """Answer a query whose final iteration the grader has decided."""
+    handle_query_message((STEP,), message, deps)
 
 
 def answer_outcome(answer: Answer, *, passes: bool) -> str:
@@ -332,7 +298,7 @@ def _align_decision(r: QueryRecord, final: int, outcome: str, verdict: str) -> N
             entry.grade = dataclasses.replace(entry.grade, reasoning=f"{entry.grade.reasoning} The reader: {verdict}.")
 
 
-def _extract(query: str, contexts: list[GradingContext], language: str, embed: Embed | None,
+def _extract(query: str, contexts: list[NumberedContext], language: str, embed: Embed | None,
              passage_similarity: PassageSimilarity | None = None) -> Answer:
     names = question_names(query) if language == "en" else ()
     prior: dict[int, float] = {}

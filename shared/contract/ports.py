@@ -358,7 +358,9 @@ class Grade:
 
 
 @dataclass(frozen=True)
-class GradingContext:
+class NumberedContext:
+    """A context as a model reads it, to grade or to answer from: numbered from 1, so a reply cites it by number."""
+
     number: int
     source: str
     text: str
@@ -366,6 +368,9 @@ class GradingContext:
     # The passage whole, where ``text`` was cut to a grading budget: what an extractive reader may quote
     # from (the grade's own measures stay on ``text``, as the grade model was fit on).
     whole: str | None = None
+
+
+GradingContext = NumberedContext  # its name before the synthesizer read it too; adapters and callers still use it
 
 
 @dataclass(frozen=True)

@@ -206,16 +206,14 @@ def test_a_time_range_that_leaves_nothing_is_widened_and_the_record_says_so(deps
 
 
 def test_the_retriever_applies_the_time_filter_widens_it_and_leads_with_the_newest(deps):
-    from services.retriever.handler import retrieve_contexts
+    from services.retriever.handler import handle
     from services.transformer.handler import question_time_filter
     from shared.contract.messages import QueryTransformed
 
     record = _record("What is the latest about CUDA graphs launch overhead?", created=NOW)
     record.filters, record.time_filter = question_time_filter(record, NOW)
     deps.state.put(state_collections.QUERIES, record.id, record.to_doc())
-    retrieve_contexts(QueryTransformed(query_id=record.id, iteration=0, query="CUDA graphs launch overhead"),
-                      state=deps.state, publisher=deps.publisher, clock=deps.clock, embedder=deps.embedder,
-                      index=deps.index, settings=deps.settings)
+    handle(QueryTransformed(query_id=record.id, iteration=0, query="CUDA graphs launch overhead"), deps)
     stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, record.id))
     contexts = stored.entry(0).contexts
     # Within 90 days: the two 2026 posts, not the 2025 one; the newest (amd-2026, 22 Nov) leads.
@@ -227,9 +225,7 @@ def test_the_retriever_applies_the_time_filter_widens_it_and_leads_with_the_newe
     old.id = "q2"
     old.filters, old.time_filter = question_time_filter(old, datetime(2028, 6, 1, tzinfo=UTC))
     deps.state.put(state_collections.QUERIES, old.id, old.to_doc())
-    retrieve_contexts(QueryTransformed(query_id=old.id, iteration=0, query="CUDA graphs launch overhead"),
-                      state=deps.state, publisher=deps.publisher, clock=deps.clock, embedder=deps.embedder,
-                      index=deps.index, settings=deps.settings)
+    handle(QueryTransformed(query_id=old.id, iteration=0, query="CUDA graphs launch overhead"), deps)
     stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, old.id))
     assert stored.time_filter["widened"] == ["since 2027-12-04", "since 2027-06-07", "since 2026-06-12"]
     assert stored.filters == {"since": "2026-06-12T00:00:00+00:00"}
