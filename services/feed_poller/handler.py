@@ -59,7 +59,7 @@ _MAX_RECORDED_ERRORS = 5
 _MAX_ID_CHARS = 2048  # guid and link: longer is no identifier but a payload
 POLL_LEASE_S = 900.0  # a poll of one listing holds it this long at most (unless its process dies)
 
-Outcome = Literal["ok", "not_modified", "partial", "failed", "busy"]
+PollOutcome = Literal["ok", "not_modified", "partial", "failed", "busy"]
 
 
 @dataclass
@@ -67,7 +67,7 @@ class PollReport:
     """What one poll of one listing did."""
 
     feed_url: str
-    outcome: Outcome = "ok"
+    outcome: PollOutcome = "ok"
     new: int = 0
     changed: int = 0
     unchanged: int = 0

@@ -78,7 +78,8 @@ def decide(
     repeats_iteration: int | None = None,
     best_earlier: tuple[int, float] | None = None,
 ) -> tuple[bool, str, str]:
-    """(should_refine, decision, why) for ``grade`` under the thresholds and budgets."""
+    """(below_thresholds, decision, why) for ``grade`` under the thresholds and budgets: ``below_thresholds`` is
+    True for every decision but ``accept``."""
     failed = failed_thresholds(grade, settings.thresholds)
     if not failed:
         return False, "accept", "every threshold passed"
@@ -124,7 +125,7 @@ def grade(record: QueryRecord, message: ContextsRetrieved, ports: Deps) -> Chang
     earlier = [e for e in record.iterations if e.iteration != iteration]
     chunk_ids = {c.get("chunk_id") for c in contexts}
     repeats = next((e.iteration for e in earlier if e.iteration < iteration and e.chunk_ids() == chunk_ids), None)
-    best = record.best_graded()  # this iteration is not graded yet: the best of the earlier ones
+    best = record.best_graded_iteration()  # this iteration is not graded yet: the best of the earlier ones
     best_entry = record.entry(best) if best is not None else None
     best_earlier = (best, best_entry.grade.score) if best_entry is not None and best_entry.grade else None
     short, decision, why = decide(
@@ -136,9 +137,9 @@ def grade(record: QueryRecord, message: ContextsRetrieved, ports: Deps) -> Chang
 
     def change(r: QueryRecord) -> None:
         e = r.ensure_entry(iteration)
-        e.grade, e.grade_source, e.should_refine, e.decision = given, source, short, decision
+        e.grade, e.grade_source, e.below_thresholds, e.decision = given, source, short, decision
         e.failed_thresholds = failed_thresholds(given, settings.thresholds)
-        r.best_iteration = r.best_graded()
+        r.best_iteration = r.best_graded_iteration()
         if given.fallback:
             r.model_fallbacks += 1
         if source == "fallback":

@@ -35,7 +35,7 @@ from shared.query.conversation import (
     validate_conversation_id,
     validate_history,
 )
-from shared.query.record import Iteration, QueryRecord
+from shared.query.record import QueryRecord
 from shared.query.state import expire_if_overdue, fail_query, read_record
 
 log = logging.getLogger("ragbus.gateway")
@@ -369,11 +369,6 @@ def search_documents(
 # ------------------------------------------------------------ summaries
 
 
-def best_iteration(record: QueryRecord) -> Iteration | None:
-    """The iteration the loop kept (``best_iteration``), else the last one, else None."""
-    return record.kept_iteration()
-
-
 def answer_summary(record: QueryRecord) -> Doc:
     """What a caller asking a question needs: the answer, its citations, how it ended."""
     return {
@@ -388,8 +383,8 @@ def answer_summary(record: QueryRecord) -> Doc:
 
 
 def contexts_summary(record: QueryRecord) -> Doc:
-    """What a caller searching needs: the kept iteration's contexts and grade."""
-    best = record.kept_iteration()
+    """What a caller searching needs: the best iteration's contexts and grade."""
+    best = record.best_entry()
     if best is None:
         kept: Doc = {"best_iteration": None, "query": record.current_query, "grade": None, "contexts": []}
     else:

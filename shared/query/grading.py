@@ -218,8 +218,9 @@ def failed_thresholds(grade: Grade, thresholds: GradeThresholds) -> list[str]:
     return failed
 
 
-def should_refine(grade: Grade, thresholds: GradeThresholds) -> bool:
-    """The reference rule: refine when any score is below its threshold or not grounded."""
+def below_thresholds(grade: Grade, thresholds: GradeThresholds) -> bool:
+    """The reference rule: a grade with any score below its threshold, or not grounded, does not pass
+    (the grader then refines, abstains or stops: see services/grader)."""
     return bool(failed_thresholds(grade, thresholds))
 
 

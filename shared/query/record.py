@@ -159,7 +159,9 @@ class Iteration:
     sub_queries_succeeded: int | None = None
     transform_source: str | None = None
     grade_source: str | None = None
-    should_refine: bool | None = None
+    # True when the grade failed a threshold, whatever the grader then decided (refine, abstain or
+    # exhausted); stored as ``should_refine``, the key the API has always shown.
+    below_thresholds: bool | None = None
     failed_thresholds: list[str] | None = None
     refined_from: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -167,11 +169,13 @@ class Iteration:
 
     _BASE = ("iteration", "query", "sub_queries", "contexts", "grade", "decision", "timings")
     _LATER = ("sub_queries_used", "sub_queries_succeeded", "transform_source", "grade_source",
-              "should_refine", "failed_thresholds", "refined_from")
+              "below_thresholds", "failed_thresholds", "refined_from")
+    _STORED_AS = {"below_thresholds": "should_refine"}
 
     @classmethod
     def from_doc(cls, doc: Doc) -> Iteration:
-        known, extra, stored = _split(doc, cls._BASE + cls._LATER)
+        keys = {name: cls._STORED_AS.get(name, name) for name in cls._LATER}
+        known, extra, stored = _split(doc, cls._BASE + tuple(keys.values()))
         grade = known.get("grade")
         return cls(
             iteration=int(known.get("iteration") or 0),
@@ -181,7 +185,7 @@ class Iteration:
             grade=grade_from_doc(grade) if grade else None,
             decision=known.get("decision"),
             timings=dict(known.get("timings") or {}),
-            **{name: _copy(known.get(name)) for name in cls._LATER},
+            **{name: _copy(known.get(key)) for name, key in keys.items()},
             extra=extra,
             stored_keys=stored,
         )
@@ -197,9 +201,9 @@ class Iteration:
             "timings": dict(self.timings),
         }
         for name in self._LATER:
-            value = getattr(self, name)
-            if value is not None or name in self.stored_keys:
-                doc[name] = _copy(value)
+            value, key = getattr(self, name), self._STORED_AS.get(name, name)
+            if value is not None or key in self.stored_keys:
+                doc[key] = _copy(value)
         doc.update(_copy(self.extra))
         return doc
 
@@ -412,8 +416,9 @@ class QueryRecord:
     def stage_done_in_any_iteration(self, stage: str) -> bool:
         return any(key.endswith(f"/{stage}") for key in self.stages_done)
 
-    def best_graded(self) -> int | None:
-        """The iteration with the highest grade score (the earlier one on a tie)."""
+    def best_graded_iteration(self) -> int | None:
+        """The iteration with the highest grade score (the earlier one on a tie): what the grader keeps
+        as ``best_iteration``."""
         best: tuple[float, int] | None = None
         for entry in self.iterations:
             if entry.grade is None:
@@ -423,8 +428,8 @@ class QueryRecord:
                 best = key
         return None if best is None else -best[1]
 
-    def kept_iteration(self) -> Iteration | None:
-        """The iteration the loop kept (``best_iteration``), else the last one, else None."""
+    def best_entry(self) -> Iteration | None:
+        """The entry of ``best_iteration``, else the last one, else None."""
         if self.best_iteration is not None:
             kept = self.entry(self.best_iteration)
             if kept is not None:

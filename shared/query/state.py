@@ -20,11 +20,7 @@ from shared.query.call_deadline import note_query_deadline
 from shared.query.record import TERMINAL, QueryRecord, stage_key
 
 __all__ = [
-    "GRADE",
-    "RETRIEVE",
-    "SYNTHESIZE",
     "TERMINAL",
-    "TRANSFORM",
     "StageResult",
     "StageVerdict",
     "apply_stage",
@@ -36,13 +32,6 @@ __all__ = [
     "stage_key",
     "still_live",
 ]
-
-# The stages of the query loop, as recorded in ``stages_done`` and ``events``.
-TRANSFORM = "transformer"
-RETRIEVE = "retriever"
-GRADE = "grader"
-SYNTHESIZE = "synthesizer"
-
 
 
 def new_query_record(query_id: str, query: str, **fields: Any) -> Doc:

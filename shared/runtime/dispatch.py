@@ -1,6 +1,6 @@
 """From a delivery (bytes + attributes) to a handler call, in both runtimes.
 
-The outcome tells the transport what to do: ``ACK`` (done, or a duplicate),
+The disposition tells the transport what to do: ``ACK`` (done, or a duplicate),
 ``RETRY`` (raise / 5xx / nack with backoff) or ``DEAD`` (permanent: record the
 reason and stop delivering). Recording a dead letter is done here, in the
 state store, so ``ragbus stats`` sees dead letters of either runtime; a dead
@@ -29,7 +29,9 @@ from shared.runtime.stages import Consumer
 log = logging.getLogger("ragbus.dispatch")
 
 
-class Outcome(enum.Enum):
+class Disposition(enum.Enum):
+    """What becomes of a delivery: acknowledged, redelivered later, or dead-lettered."""
+
     ACK = "ack"
     RETRY = "retry"
     DEAD = "dead"
@@ -37,7 +39,7 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True)
 class Result:
-    outcome: Outcome
+    disposition: Disposition
     error: str | None = None
     message: Message | None = None
     # This process cannot go on (its disk is full, a data file broke): the delivery is left
@@ -57,7 +59,7 @@ def handle_delivery(
     """Decode and handle one delivery inside its CONSUMER span; never raises."""
     started = time.perf_counter()
     result = _handle(consumer, data, attributes, deps, attempt=attempt, message_id=message_id)
-    metrics.stage_handled(consumer.stage, (time.perf_counter() - started) * 1000, result.outcome.value)
+    metrics.stage_handled(consumer.stage, (time.perf_counter() - started) * 1000, result.disposition.value)
     return result
 
 
@@ -71,8 +73,8 @@ def _handle(
             message = decode(data, attributes)
         except PermanentError as exc:
             mark_error(span, exc)
-            span.set_attribute("rag.delivery", Outcome.DEAD.value)
-            return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}")
+            span.set_attribute("rag.delivery", Disposition.DEAD.value)
+            return Result(Disposition.DEAD, f"{type(exc).__name__}: {exc}")
         for key, value in message_span_attributes(message).items():
             span.set_attribute(key, value)
         try:
@@ -80,13 +82,13 @@ def _handle(
             contextvars.copy_context().run(consumer.handler, message, deps)
         except DataFileError as exc:
             mark_error(span, exc)
-            span.set_attribute("rag.delivery", Outcome.RETRY.value)
-            return Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}", message, halt=True)
+            span.set_attribute("rag.delivery", Disposition.RETRY.value)
+            return Result(Disposition.RETRY, f"{type(exc).__name__}: {exc}", message, halt=True)
         except PermanentError as exc:
             log.warning("%s: permanent error on %s: %s", consumer.subscription, message_id, exc)
             mark_error(span, exc)
-            span.set_attribute("rag.delivery", Outcome.DEAD.value)
-            return Result(Outcome.DEAD, f"{type(exc).__name__}: {exc}", message)
+            span.set_attribute("rag.delivery", Disposition.DEAD.value)
+            return Result(Disposition.DEAD, f"{type(exc).__name__}: {exc}", message)
         except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry, then dead-letter
             # A RagbusError is a condition the handler diagnosed (its message names the URL or
             # input and the reason): a traceback adds nothing. Anything else is unexpected.
@@ -95,10 +97,10 @@ def _handle(
                 exc_info=attempt == 1 and not isinstance(exc, RagbusError),
             )
             mark_error(span, exc)
-            span.set_attribute("rag.delivery", Outcome.RETRY.value)
-            return Result(Outcome.RETRY, f"{type(exc).__name__}: {exc}", message)
-        span.set_attribute("rag.delivery", Outcome.ACK.value)
-        return Result(Outcome.ACK, None, message)
+            span.set_attribute("rag.delivery", Disposition.RETRY.value)
+            return Result(Disposition.RETRY, f"{type(exc).__name__}: {exc}", message)
+        span.set_attribute("rag.delivery", Disposition.ACK.value)
+        return Result(Disposition.ACK, None, message)
 
 
 def record_dead_letter(

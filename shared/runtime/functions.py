@@ -10,7 +10,7 @@ message: the envelope's ``deliveryAttempt`` and ``subscription`` are dropped
 (``event_conversion.marshal_background_event_data``). The function still runs
 inside the Flask request, so :func:`push_envelope` reads them from the raw body.
 
-The outcome maps onto the platform's delivery semantics: RETRY raises (the
+The disposition maps onto the platform's delivery semantics: RETRY raises (the
 platform answers 500 and redelivers with backoff) until the last attempt the
 subscription allows, where the failure is recorded as a dead letter with its
 real error and the query it belongs to ends ``failed`` (Pub/Sub's own
@@ -31,7 +31,7 @@ from typing import Any
 
 from shared.contract.deps import Deps
 from shared.contract.messages import MESSAGE_TYPES
-from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
+from shared.runtime.dispatch import Disposition, handle_delivery, record_dead_letter
 from shared.runtime.stages import STAGE_BY_NAME, Consumer, consumers_of
 from shared.runtime.telemetry import flush_telemetry
 
@@ -199,7 +199,7 @@ def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> 
                         message_id, published.isoformat(), max_age)
             return
         result = handle_delivery(consumer, data, attributes, deps(), attempt=attempt, message_id=message_id)
-        if result.outcome is Outcome.RETRY:
+        if result.disposition is Disposition.RETRY:
             allowed = deps().settings.max_delivery_attempts
             if attempt < allowed:
                 raise RuntimeError(f"{consumer.subscription}: {result.error}; the platform will redeliver")
@@ -211,7 +211,7 @@ def pubsub_entry_point(stage: str, deps: Callable[[], Deps] = function_deps) -> 
                                f"{result.error} (delivery attempt {attempt} of {allowed})",
                                attempts=attempt, message_id=message_id)
             return
-        if result.outcome is Outcome.DEAD:
+        if result.disposition is Disposition.DEAD:
             record_dead_letter(deps(), consumer, data, attributes, result.error or "",
                                attempts=attempt, message_id=message_id)
 

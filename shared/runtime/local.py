@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from shared.adapters.local.bus import Delivery, SqliteBus
 from shared.contract.deps import Deps
 from shared.contract.errors import DataFileError
-from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
+from shared.runtime.dispatch import Disposition, handle_delivery, record_dead_letter
 from shared.runtime.stages import CONSUMERS, Consumer
 
 log = logging.getLogger("ragbus.runtime")
@@ -92,14 +92,14 @@ class LocalRuntime:
             time.sleep(0.02)
         return False
 
-    def process_one(self, consumer: Consumer, delivery: Delivery) -> Outcome:
+    def process_one(self, consumer: Consumer, delivery: Delivery) -> Disposition:
         if delivery.exhausted:  # the bus dead-lettered it as it came up again
             record_dead_letter(
                 self.deps, consumer, delivery.data, delivery.attributes,
                 self.bus.exhausted_reason(delivery.attempt),
                 attempts=delivery.attempt, message_id=delivery.message_id,
             )
-            return Outcome.DEAD
+            return Disposition.DEAD
         with self._in_flight_lock:
             self._in_flight[delivery.id] = (delivery, time.monotonic())
         try:
@@ -112,18 +112,18 @@ class LocalRuntime:
                 self._in_flight.pop(delivery.id, None)
         if result.halt:
             self.halt(result.error or "a data file cannot be written")
-            return Outcome.RETRY
-        if result.outcome is Outcome.ACK:
+            return Disposition.RETRY
+        if result.disposition is Disposition.ACK:
             self.bus.ack(delivery)
-            return Outcome.ACK
-        dead = self.bus.nack(delivery, result.error or "", permanent=result.outcome is Outcome.DEAD)
+            return Disposition.ACK
+        dead = self.bus.nack(delivery, result.error or "", permanent=result.disposition is Disposition.DEAD)
         if dead:
             record_dead_letter(
                 self.deps, consumer, delivery.data, delivery.attributes, result.error or "",
                 attempts=delivery.attempt, message_id=delivery.message_id,
             )
-            return Outcome.DEAD
-        return Outcome.RETRY
+            return Disposition.DEAD
+        return Disposition.RETRY
 
     def _keep_leases(self) -> None:
         """Extend the lease of every delivery whose handler is still running, a third of

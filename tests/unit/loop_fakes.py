@@ -28,7 +28,7 @@ from shared.contract.ports import (
     Transformation,
 )
 from shared.query.state import new_query_record
-from shared.runtime.dispatch import Outcome, handle_delivery
+from shared.runtime.dispatch import Disposition, handle_delivery
 from shared.runtime.stages import CONSUMERS
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
 
@@ -205,13 +205,13 @@ class Loop:
     def record(self, query_id: str = "q1") -> dict:
         return self.state.get(state_collections.QUERIES, query_id)
 
-    def deliver(self, message: Message) -> list[Outcome]:
+    def deliver(self, message: Message) -> list[Disposition]:
         """Hand ``message`` to every consumer of its topic, as the bus would (encoded and decoded)."""
         data, attributes = encode(message)
         outcomes = []
         for consumer in CONSUMERS:
             if consumer.topic == type(message).TOPIC:
-                outcomes.append(handle_delivery(consumer, data, attributes, self.deps).outcome)
+                outcomes.append(handle_delivery(consumer, data, attributes, self.deps).disposition)
         return outcomes
 
     def pump(self, first: Message, limit: int = 50) -> list[Message]:
@@ -223,7 +223,7 @@ class Loop:
             message = queue.pop(0)
             delivered.append(message)
             outcomes = self.deliver(message)
-            assert Outcome.RETRY not in outcomes and Outcome.DEAD not in outcomes, (message, outcomes)
+            assert Disposition.RETRY not in outcomes and Disposition.DEAD not in outcomes, (message, outcomes)
             queue.extend(self.publisher.messages[seen:])
             seen = len(self.publisher.messages)
         return delivered

@@ -8,7 +8,7 @@ from shared.contract import state_collections
 from shared.contract.messages import ContextsRetrieved, QueryGraded, QueryTransformed
 from shared.contract.ports import Grade
 from shared.query.state import fail_query
-from shared.runtime.dispatch import Outcome
+from shared.runtime.dispatch import Disposition
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, chunk, good_grade, make_loop, weak_grade
 
 
@@ -159,7 +159,7 @@ def test_redelivery_changes_nothing():
 def test_grading_before_the_contexts_are_stored_is_retried():
     loop = make_loop(CORPUS)
     loop.submit("what is BM25")
-    assert loop.deliver(ContextsRetrieved(query_id="q1", iteration=0, context_count=3)) == [Outcome.RETRY]
+    assert loop.deliver(ContextsRetrieved(query_id="q1", iteration=0, context_count=3)) == [Disposition.RETRY]
 
 
 def test_a_terminal_or_overdue_query_is_left_alone():

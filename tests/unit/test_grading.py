@@ -8,12 +8,12 @@ from shared.contract.config import GradeThresholds
 from shared.contract.ports import Grade
 from shared.query.grading import (
     MalformedReply,
+    below_thresholds,
     extract_json_object,
     failed_thresholds,
     fallback_grade,
     parse_grade,
     parse_transformation,
-    should_refine,
     strip_model_directives,
 )
 
@@ -55,7 +55,7 @@ def test_unusable_replies_are_refused(reply):
 def test_fallback_grade_triggers_refinement_and_says_so():
     grade = fallback_grade("reply was prose")
     assert grade.fallback and grade.answerable
-    assert should_refine(grade, GradeThresholds())
+    assert below_thresholds(grade, GradeThresholds())
     assert "fallback" in grade.reasoning and "reply was prose" in grade.reasoning
 
 

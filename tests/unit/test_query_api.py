@@ -17,7 +17,6 @@ from shared.contract.ports import Chunk, Grade, ScoredChunk
 from shared.query.api import (
     QueryNotFound,
     answer_summary,
-    best_iteration,
     contexts_summary,
     get_query,
     search_documents,
@@ -223,8 +222,8 @@ def test_summaries_take_the_kept_iteration():
     assert (ans["answer"], ans["outcome"], ans["iterations"]) == ("A [1].", "answered_with_caveat", 2)
     assert ans["citations"] == [{"id": 1, "url": "https://x"}]
     # without a kept iteration the last one stands
-    assert best_iteration(QueryRecord.from_doc({**doc, "best_iteration": None})).query == "second"
-    assert best_iteration(QueryRecord.from_doc({"iterations": []})) is None
+    assert QueryRecord.from_doc({**doc, "best_iteration": None}).best_entry().query == "second"
+    assert QueryRecord.from_doc({"iterations": []}).best_entry() is None
 
 
 # ---------------------------------------------------------------- search

@@ -9,7 +9,7 @@ from shared.contract.messages import (
     QueryTransformed,
     encode,
 )
-from shared.runtime.dispatch import Outcome, handle_delivery, record_dead_letter
+from shared.runtime.dispatch import Disposition, handle_delivery, record_dead_letter
 from shared.runtime.stages import QUERY_STAGES, consumers_of
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
@@ -86,7 +86,7 @@ def test_a_crashing_stage_is_dead_lettered_and_the_query_fails_with_the_reason()
     data, attributes = encode(message)
     (consumer,) = consumers_of("retriever")
     result = handle_delivery(consumer, data, attributes, loop.deps, attempt=5)
-    assert result.outcome is Outcome.RETRY
+    assert result.disposition is Disposition.RETRY
     record_dead_letter(loop.deps, consumer, data, attributes, result.error, attempts=5, message_id="m1")
 
     record = loop.record()

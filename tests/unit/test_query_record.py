@@ -8,7 +8,7 @@ from datetime import UTC
 from shared.contract import state_collections
 from shared.contract.messages import QuerySubmitted
 from shared.query.record import Iteration, QueryRecord
-from shared.query.state import TRANSFORM, StageVerdict, apply_stage
+from shared.query.state import StageVerdict, apply_stage
 from tests.fakes import FakeClock, InMemoryStateStore
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
@@ -67,7 +67,7 @@ def test_a_stage_advances_an_old_record_and_keeps_what_it_does_not_know():
     def change(record: QueryRecord) -> None:
         record.ensure_entry(1).query = "bm25 saturation"
 
-    result = apply_stage(state, "old1", iteration=1, stage=TRANSFORM, event_type="refined", detail="d",
+    result = apply_stage(state, "old1", iteration=1, stage="transformer", event_type="refined", detail="d",
                          now=clock.now(), change=change, model_calls=1)
     assert result.verdict is StageVerdict.RECORDED
     stored = state.get(state_collections.QUERIES, "old1")

@@ -5,8 +5,6 @@ from __future__ import annotations
 from shared.contract import state_collections
 from shared.query.record import QueryRecord
 from shared.query.state import (
-    GRADE,
-    TRANSFORM,
     StageVerdict,
     apply_stage,
     fail_query,
@@ -14,6 +12,8 @@ from shared.query.state import (
     new_query_record,
 )
 from tests.fakes import FakeClock, InMemoryStateStore
+
+TRANSFORM, GRADE = "transformer", "grader"  # stage names as records store them
 
 
 def _setup():
@@ -72,8 +72,8 @@ def test_best_of_prefers_the_highest_score_and_the_earlier_iteration_on_a_tie():
         {"iteration": 2, "grade": {"score": 0.7}},
         {"iteration": 3, "grade": None},
     ]}
-    assert QueryRecord.from_doc(doc).best_graded() == 1
-    assert QueryRecord.from_doc({"iterations": []}).best_graded() is None
+    assert QueryRecord.from_doc(doc).best_graded_iteration() == 1
+    assert QueryRecord.from_doc({"iterations": []}).best_graded_iteration() is None
 
 
 def test_change_may_run_twice_without_double_counting():

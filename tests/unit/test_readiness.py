@@ -21,7 +21,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import ConfigError
 from shared.contract.messages import ContextsRetrieved, QueryGraded, QueryTransformed
 from shared.runtime import readiness
-from shared.runtime.dispatch import Outcome
+from shared.runtime.dispatch import Disposition
 from shared.runtime.functions import check_function_at_start
 from shared.runtime.readiness import CHECKS, require_ready, unready_stages
 from shared.runtime.stages import INGESTION_STAGES, STAGES
@@ -187,7 +187,7 @@ def test_a_broken_model_file_fails_the_query_instead_of_a_fallback_grade(broken_
     loop.submit("what is BM25 ranking")
     loop.deliver(QueryTransformed(query_id="q1", iteration=0, query="what is BM25 ranking"))
     (outcome,) = loop.deliver(loop.publisher.of_type(ContextsRetrieved)[-1])
-    assert outcome is Outcome.DEAD  # permanent: dead-lettered with the reason, and the query fails
+    assert outcome is Disposition.DEAD  # permanent: dead-lettered with the reason, and the query fails
     assert not loop.publisher.of_type(QueryGraded)
     assert loop.record()["iterations"][0].get("grade") is None
 
@@ -197,7 +197,7 @@ def test_other_model_failures_still_become_the_fallback_grade():
     loop.submit("what is BM25")
     loop.deliver(QueryTransformed(query_id="q1", iteration=0, query="what is BM25"))
     (outcome,) = loop.deliver(loop.publisher.of_type(ContextsRetrieved)[-1])
-    assert outcome is Outcome.ACK and loop.publisher.of_type(QueryGraded)[-1].decision == "refine"
+    assert outcome is Disposition.ACK and loop.publisher.of_type(QueryGraded)[-1].decision == "refine"
 
 
 # ------------------------------------------------------------------ the CLI and the eval

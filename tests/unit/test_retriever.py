@@ -15,7 +15,7 @@ from services.retriever.handler import (
 from shared.contract.config import Settings
 from shared.contract.messages import ContextsRetrieved, QueryTransformed
 from shared.contract.ports import ScoredChunk
-from shared.runtime.dispatch import Outcome
+from shared.runtime.dispatch import Disposition
 from tests.unit.loop_fakes import CORPUS, chunk, make_loop
 
 
@@ -74,7 +74,7 @@ def test_a_failing_search_of_the_rewritten_query_is_retried():
     loop = make_loop(CORPUS)
     loop.index.fail_on = lambda text: text == "BM25 ranking"
     loop.submit("BM25")
-    assert loop.deliver(_message("BM25 ranking")) == [Outcome.RETRY]
+    assert loop.deliver(_message("BM25 ranking")) == [Disposition.RETRY]
     assert loop.publisher.messages == []
 
 

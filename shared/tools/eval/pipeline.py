@@ -138,7 +138,7 @@ def reduce_record(record: QueryRecord) -> QueryResult:
     from datetime import datetime
 
     iterations = sorted(record.iterations, key=lambda e: e.iteration)
-    best = record.kept_iteration()
+    best = record.best_entry()
     first = record.entry(0)
     timings: dict[str, float] = {}
     for entry in iterations:

@@ -173,7 +173,7 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
                 record = submit_query(system.deps, q.question, timeout_s=min(600.0, options.query_timeout_s))
                 record = wait_for_query(system.deps, record.id, options.query_timeout_s + 5)
                 reduced = reduce_record(record)
-                kept = record.kept_iteration()
+                kept = record.best_entry()
                 scored[i] = realdocs.score(q, status=reduced.status, outcome=reduced.outcome, answer=reduced.answer,
                                            cited_files=[files.get(d, "?") for d in reduced.cited],
                                            contexts=[c.get("text") or "" for c in kept.contexts] if kept else [])
