@@ -256,17 +256,7 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
     """
     from markdown_it import MarkdownIt
 
-    title, published = "", None
-    front = _FRONT_MATTER.match(text)
-    if front:
-        for field in _FRONT_FIELD.finditer(front["yaml"]):
-            value = field["value"].strip().strip("\"'")
-            if field["key"].lower() == "title":
-                title = value
-            elif published is None:
-                published = value
-        text = text[front.end():]
-
+    title, published, text = _front_matter(text)
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     blocks: list[tuple[str, int | None]] = []  # (text, the list it belongs to)
     prefix: list[str] = []  # list markers of the items we are inside
@@ -328,14 +318,32 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
             stripped = _TAG.sub(" ", token.content).strip()
             if stripped:
                 blocks.append((stripped, None))
-    # Items of one list read as consecutive lines; other blocks are paragraphs.
+    return CleanDocument(body=normalize_text(_join_blocks(blocks)), title=title, published=published)
+
+
+def _front_matter(text: str) -> tuple[str, str | None, str]:
+    """The title and date a YAML front matter block gives ("" and None without one), and the text after it."""
+    title, published = "", None
+    front = _FRONT_MATTER.match(text)
+    if front:
+        for field in _FRONT_FIELD.finditer(front["yaml"]):
+            value = field["value"].strip().strip("\"'")
+            if field["key"].lower() == "title":
+                title = value
+            elif published is None:
+                published = value
+        text = text[front.end():]
+    return title, published, text
+
+
+def _join_blocks(blocks: list[tuple[str, int | None]]) -> str:
+    """Items of one list read as consecutive lines; other blocks are paragraphs."""
     parts: list[str] = []
     for n, (block, in_list) in enumerate(blocks):
         if n:
             parts.append("\n" if in_list is not None and in_list == blocks[n - 1][1] else "\n\n")
         parts.append(block)
-    body = "".join(parts)
-    return CleanDocument(body=normalize_text(body), title=title, published=published)
+    return "".join(parts)
 
 
 # MyST, the Markdown of Sphinx projects (pip's docs as Debian ships them): a role is {name} right before

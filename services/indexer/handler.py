@@ -61,6 +61,35 @@ def _too_many_chunks(message: DocumentCleaned, size: str, max_chunks: int) -> In
     )
 
 
+def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, max_chunks: int) -> list[Chunk]:
+    """The document's chunks; refused (permanently) when there are none or more than ``max_chunks``."""
+    # Chunking costs time in proportion to the text: refuse what is certain to be over
+    # the cap before doing it (a chunk holds at most max_tokens tokens, a token rarely
+    # more than a dozen characters), and check exactly after.
+    if len(text) > max_chunks * embedder.max_tokens * 12:
+        raise _too_many_chunks(message, f"{len(text)} characters", max_chunks)
+    chunks = chunk_document(
+        text,
+        document_id=message.document_id,
+        content_hash=message.content_hash,
+        embedder=embedder,
+        title=message.title,
+        url=message.url,
+        published=message.published,
+        source=message.source,
+        origin=message.origin,
+        metadata=message.metadata,
+    )
+    if not chunks:
+        raise InvalidInput(
+            f"document {message.document_id} ({message.url}) has no chunk with at least 100 characters "
+            "besides its metadata header; nothing was indexed and its earlier chunks (if any) are kept"
+        )
+    if len(chunks) > max_chunks:
+        raise _too_many_chunks(message, f"{len(chunks)} chunks", max_chunks)
+    return chunks
+
+
 def index_document(
     message: DocumentCleaned,
     *,
@@ -101,30 +130,7 @@ def index_document(
             "the blob store; ingest the document again"
         ) from exc
 
-    # Chunking costs time in proportion to the text: refuse what is certain to be over
-    # the cap before doing it (a chunk holds at most max_tokens tokens, a token rarely
-    # more than a dozen characters), and check exactly after.
-    if len(text) > max_chunks * embedder.max_tokens * 12:
-        raise _too_many_chunks(message, f"{len(text)} characters", max_chunks)
-    chunks = chunk_document(
-        text,
-        document_id=message.document_id,
-        content_hash=message.content_hash,
-        embedder=embedder,
-        title=message.title,
-        url=message.url,
-        published=message.published,
-        source=message.source,
-        origin=message.origin,
-        metadata=message.metadata,
-    )
-    if not chunks:
-        raise InvalidInput(
-            f"document {message.document_id} ({message.url}) has no chunk with at least 100 characters "
-            "besides its metadata header; nothing was indexed and its earlier chunks (if any) are kept"
-        )
-    if len(chunks) > max_chunks:
-        raise _too_many_chunks(message, f"{len(chunks)} chunks", max_chunks)
+    chunks = _chunks_within_cap(message, text, embedder, max_chunks)
     vectors = embed_chunks(embedder, chunks)
     index.upsert(message.document_id, chunks, vectors)
     annotate(chunk_count=len(chunks), document_id=message.document_id)

@@ -1,49 +1,14 @@
 """The retriever stage: finds the contexts of one iteration.
 
-The question leads, in every iteration: whenever the searched text differs from
-the question (a rewrite, a refinement, a translation), the question itself is
-searched too, first, and its own ranking is the first half of the contexts. A
-rewrite that keeps every word of the question and only adds to it (expanded
-acronyms, month and year, feedback terms, missing aspects: what the local model
-writes) is searched with the *question's* vector, which the transformer embedded
-already: its added words are keyword evidence on the BM25 side, and the search
-costs no embedding. A rewrite that changes the question (a model's paraphrase,
-dropped words) is searched with its own vector. Every search asks for exactly
-``top_k``, so each ranking is what a plain index search gives (the index's
-candidate pool depends on k): the contexts' first half is the default
-retrieval's, and a rewrite or a refinement can only change the lower half. On
-fitz-gov's calibration split (1,136 questions), letting the feedback rewrite
-replace the question's search gained nDCG@10 on 164 questions and lost on 128
-(+0.0038 [0.0004, 0.0072] over default retrieval, but -0.001 on a 150-question
-held-out sample); with the question leading, 55 gains and 37 losses, +0.0017
-[0.0003, 0.0031] (issue 11, item 5: the pipeline never ranks worse than its own
-retrieval in its top half).
-
-Sub-queries embed nothing: each one's BM25 side reads the sub-query and its dense
-side uses the leading search's vector (the question's, or a changed rewrite's),
-and all are searched together with the rest (in one call on one snapshot where
-the index offers :class:`~shared.contract.ports.SearchesMany`, else in
-parallel), so five sub-queries cost about what one query does. A sub-query
-names one aspect in the question's own words, which is keyword evidence; its
-own vector added little: on fitz-gov's 92 decomposed questions, nDCG@10 moved
-by -0.0015 [-0.0049, 0.0006] (paired bootstrap) when it was dropped, while the
-fan-out went from 1.71x to 0.98-1.02x one query (docs/benchmarks.md). With several
-rankings, the first half of the contexts is the first ranking's (the
-question's) own order, unchanged; the rest comes from weighted reciprocal rank
-fusion of every ranking (the question and its rewrite weigh twice a
-sub-query). A decomposition or a rewrite therefore adds below the question's
-best hits and cannot push them out: on fitz-gov, plain fusion of the
-pattern-based sub-queries lost 0.06 nDCG@10 on the 92 decomposed questions,
-the leading half kept them level (docs/benchmarks.md). The same chunk found by
-several queries is kept once with every query that found it (``matched_by``),
-chunks that are only a metadata header are dropped, and the ``top_k`` best are
-stored in the query's state (claim check: the message carries only their
-count).
-
-Sub-queries count only when enough of them succeed: with fewer than
-``min_sub_queries_for_synthesis`` sub-queries returning anything, their
-results are set aside and the iteration uses the question's searches alone (the
-reference pipeline's rule for its synthesis step).
+The question leads every iteration: whenever the searched text differs from it, the question is
+searched too, first, and its own ranking is the first half of the contexts; the rest is weighted
+reciprocal rank fusion of every ranking (the question and its rewrite weigh twice a sub-query).
+A rewrite that only adds words to the question is searched with the question's vector, and every
+sub-query with the leading search's vector, all in one batch, so the fan-out embeds nothing new.
+Every search asks for exactly ``top_k`` (the index's ranking depends on k), chunks that are only a
+metadata header are dropped, and the ``top_k`` best go to the query's record (claim check).
+Sub-queries count only when at least ``min_sub_queries_for_synthesis`` of them find something;
+why, with the figures: docs/benchmarks.md, "The retriever's rules, and the measurements behind them".
 """
 
 from __future__ import annotations
