@@ -214,6 +214,23 @@ class Loop:
                 outcomes.append(handle_delivery(consumer, data, attributes, self.deps).disposition)
         return outcomes
 
+    def run_up_to(self, stage: str, first: Message, limit: int = 20) -> Message:
+        """Deliver ``first``, then what the stages publish in turn, until a message ``stage`` consumes is
+        published; return that one, undelivered. The stages on the way are the registry's, so a test of
+        one stage does not name the stages before it."""
+        wanted = {c.topic for c in CONSUMERS if c.stage == stage}
+        queue, seen = [first], len(self.publisher.messages)
+        while queue and limit:
+            limit -= 1
+            outcomes = self.deliver(queue.pop(0))
+            assert Disposition.RETRY not in outcomes and Disposition.DEAD not in outcomes, outcomes
+            published, seen = self.publisher.messages[seen:], len(self.publisher.messages)
+            for message in published:
+                if type(message).TOPIC in wanted:
+                    return message
+            queue.extend(published)
+        raise AssertionError(f"no message for the {stage} was published after {first!r}")
+
     def pump(self, first: Message, limit: int = 50) -> list[Message]:
         """Deliver ``first`` and then every message the handlers publish, until none is left."""
         queue = [first]

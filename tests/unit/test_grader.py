@@ -13,8 +13,7 @@ from tests.unit.loop_fakes import CORPUS, ScriptedLLM, chunk, good_grade, make_l
 
 
 def _retrieved(loop, iteration=0, query="BM25 ranking"):
-    loop.deliver(QueryTransformed(query_id="q1", iteration=iteration, query=query))
-    return loop.publisher.of_type(ContextsRetrieved)[-1]
+    return loop.run_up_to("grader", QueryTransformed(query_id="q1", iteration=iteration, query=query))
 
 
 def _grade(loop, grade, iteration=0, query="BM25 ranking"):

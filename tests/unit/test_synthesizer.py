@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from services.synthesizer.handler import number_citations
-from shared.contract.messages import AnswerReady, ContextsRetrieved, QueryGraded, QueryTransformed
+from shared.contract.messages import AnswerReady, QueryTransformed
 from shared.contract.ports import Answer, AnswerSentence
 from shared.query.reading.language import phrase
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
@@ -14,10 +14,9 @@ from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, we
 def _run_to_graded(loop, grades, queries):
     """Retrieve and grade one iteration per query; return the last QueryGraded."""
     for iteration, (grade, query) in enumerate(zip(grades, queries, strict=True)):
-        loop.deliver(QueryTransformed(query_id="q1", iteration=iteration, query=query))
         loop.llm.grades.append(grade)
-        loop.deliver(loop.publisher.of_type(ContextsRetrieved)[-1])
-    return loop.publisher.of_type(QueryGraded)[-1]
+        graded = loop.run_up_to("synthesizer", QueryTransformed(query_id="q1", iteration=iteration, query=query))
+    return graded
 
 
 def test_accepted_grade_is_answered_with_resolvable_citations():

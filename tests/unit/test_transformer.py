@@ -5,8 +5,6 @@ from __future__ import annotations
 from services.transformer.handler import is_date_only, refinement_without_model
 from shared.contract import state_collections
 from shared.contract.messages import (
-    ContextsRetrieved,
-    QueryGraded,
     QuerySubmitted,
     QueryTransformed,
 )
@@ -100,10 +98,8 @@ def test_a_terminal_query_is_ignored():
 
 def _graded_iteration_zero(loop, grade):
     loop.deliver(QuerySubmitted(query_id="q1"))
-    loop.deliver(_transformed(loop)[-1])
     loop.llm.grades.append(grade)
-    loop.deliver(loop.publisher.of_type(ContextsRetrieved)[-1])
-    return loop.publisher.of_type(QueryGraded)[-1]
+    return loop.run_up_to("transformer", _transformed(loop)[-1])
 
 
 def test_refine_writes_the_next_iteration_from_the_grade():
