@@ -43,7 +43,7 @@ def test_one_trace_from_request_through_a_retried_delivery(tmp_path):
     for _ in range(2):
         (d,) = bus.pull(FLAKY.subscription)
         result = handle_delivery(FLAKY, d.data, d.attributes, deps, attempt=d.attempt, message_id=d.message_id)
-        if result.outcome.value == "retry":
+        if result.disposition.value == "retry":
             bus.nack(d, result.error)
         else:
             bus.ack(d)

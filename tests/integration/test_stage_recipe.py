@@ -1,0 +1,101 @@
+"""docs/architecture.md's recipe for a query stage stays true: its blocks, as written there, make a
+throwaway reranker (in a temporary package) that a query runs through on the embedded runtime."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "architecture.md"
+
+# Run in a fresh interpreter: the blocks extend the message table and the registry, which the
+# handlers read at import, and this process's registry must stay as it is.
+DRIVER = '''
+import json, sys, textwrap
+from dataclasses import replace
+from pathlib import Path
+
+blocks = json.loads(Path(sys.argv[1]).read_text())
+home = sys.argv[2]
+
+from shared.contract import messages, topics
+
+exec(blocks["topic"], vars(topics))
+exec(blocks["message"], vars(messages))
+(added_topic,) = set(vars(topics)) & {k for k in blocks["topic"].split() if k.isupper()}
+topics.ALL_TOPICS += (getattr(topics, added_topic),)
+(added,) = [v for v in vars(messages).values()
+            if isinstance(v, type) and issubclass(v, messages.Message) and v.__name__ not in messages.MESSAGE_TYPES
+            and v is not messages.Message]
+messages.MESSAGE_TYPES[added.__name__] = added
+
+from shared.runtime import stages
+
+stage = eval(blocks["stage"].replace("services.reranker.", "throwaway_reranker."), vars(stages))
+grader = stages.STAGE_BY_NAME["grader"]
+retriever_topics = [t for t, _ in grader.consumes]
+assert [t for t, _ in stage.consumes] == retriever_topics, "the recipe's stage takes the grader's input"
+grader = replace(grader, consumes=((stage.publishes[0], 2),))
+order = []
+for s in stages.STAGES:
+    if s.name == "grader":
+        order += [stage, grader]
+    else:
+        order.append(s)
+stages.STAGES = tuple(order)
+stages.STAGE_BY_NAME = {s.name: s for s in stages.STAGES}
+stages.CONSUMERS = tuple(c for s in stages.STAGES for c in s.consumers)
+stages.QUERY_STAGES = tuple(s.name for s in stages.STAGES if s.group == "query")
+
+from shared.contract.config import Settings
+from shared.query.api import submit_query, wait_for_query
+from shared.runtime.bootstrap import build_local
+from shared.runtime.local import LocalRuntime
+from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, ScriptedLLM
+
+embedder = HashingEmbedder()
+system = build_local(Settings(home=Path(home)), embedder=embedder, index=MemoryIndex(embedder, CORPUS),
+                     llm=ScriptedLLM())
+query_consumers = [c for c in stages.CONSUMERS if c.stage in stages.QUERY_STAGES]
+with LocalRuntime(system.deps, system.bus, query_consumers):
+    submitted = submit_query(system.deps, "how does BM25 rank documents")
+    record = wait_for_query(system.deps, submitted.id, 60.0)
+print(json.dumps(record.to_doc()))
+'''
+
+
+def recipe_blocks(text: str) -> dict[str, str]:
+    """Each ``<!-- recipe: name -->`` marker's following Python block, dedented."""
+    found = re.findall(r"<!-- recipe: (\w+) -->\s*```python\n(.*?)```", text, re.DOTALL)
+    return {name: textwrap.dedent(body) for name, body in found}
+
+
+def test_the_recipe_s_stage_runs_between_the_retriever_and_the_grader(tmp_path):
+    blocks = recipe_blocks(DOC.read_text())
+    assert set(blocks) == {"topic", "message", "handler", "stage"}, sorted(blocks)
+    package = tmp_path / "pkg" / "throwaway_reranker"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "handler.py").write_text(blocks["handler"])
+    (tmp_path / "blocks.json").write_text(json.dumps(blocks))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    home = tmp_path / "home"
+    env = {**os.environ, "RAGBUS_HOME": str(home),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path / "pkg")])}
+    env.pop("RAGBUS_RUNTIME", None)
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "blocks.json"), str(home)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["status"] == "answered" and record["answer"], record.get("error")
+    stages_done = record["stages_done"]
+    assert stages_done[:5] == ["0/transformer", "0/retriever", "0/reranker", "0/grader", "0/synthesizer"]
+    reranked = [e for e in record["events"] if e["stage"] == "reranker"]
+    assert [e["type"] for e in reranked] == ["reranked"]
+    assert "reranker" in record["iterations"][0]["timings"]
