@@ -17,27 +17,24 @@ DOC = ROOT / "docs" / "architecture.md"
 # Run in a fresh interpreter: the blocks extend the message table and the registry, which the
 # handlers read at import, and this process's registry must stay as it is.
 DRIVER = '''
-import json, sys, textwrap
+import json, sys
 from dataclasses import replace
 from pathlib import Path
 
 blocks = json.loads(Path(sys.argv[1]).read_text())
 home = sys.argv[2]
 
-from shared.contract import messages, topics
+from shared.contract import messages
 
-exec(blocks["topic"], vars(topics))
-exec(blocks["message"], vars(messages))
-(added_topic,) = set(vars(topics)) & {k for k in blocks["topic"].split() if k.isupper()}
-topics.ALL_TOPICS += (getattr(topics, added_topic),)
-(added,) = [v for v in vars(messages).values()
-            if isinstance(v, type) and issubclass(v, messages.Message) and v.__name__ not in messages.MESSAGE_TYPES
-            and v is not messages.Message]
-messages.MESSAGE_TYPES[added.__name__] = added
+before = set(messages.MESSAGE_TYPES)
+exec(blocks["message"], vars(messages))  # declaring the class registers it and its topic
+(added,) = [messages.MESSAGE_TYPES[name] for name in set(messages.MESSAGE_TYPES) - before]
+setattr(messages, added.__name__, added)
 
 from shared.runtime import stages
 
-stage = eval(blocks["stage"].replace("services.reranker.", "throwaway_reranker."), vars(stages))
+stage = eval(blocks["stage"].replace("services.reranker.", "throwaway_reranker."),
+             {**vars(stages), added.__name__: added})
 grader = stages.STAGE_BY_NAME["grader"]
 retriever_topics = [t for t, _ in grader.consumes]
 assert [t for t, _ in stage.consumes] == retriever_topics, "the recipe's stage takes the grader's input"
@@ -78,7 +75,7 @@ def recipe_blocks(text: str) -> dict[str, str]:
 
 def test_the_recipe_s_stage_runs_between_the_retriever_and_the_grader(tmp_path):
     blocks = recipe_blocks(DOC.read_text())
-    assert set(blocks) == {"topic", "message", "handler", "stage"}, sorted(blocks)
+    assert set(blocks) == {"message", "handler", "stage"}, sorted(blocks)
     package = tmp_path / "pkg" / "throwaway_reranker"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
