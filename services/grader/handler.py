@@ -1,24 +1,12 @@
 """The grader stage: grades one iteration's contexts and decides what happens next.
 
-The language model scores the contexts (relevance, completeness, grounded,
-answerable); this stage, not the model, applies the thresholds and decides:
-
-- ``accept``: the grade passes every threshold;
-- ``abstain``: the grade says the corpus evidently cannot answer, and no
-  earlier iteration found anything either: stop now instead of spending
-  iterations;
-- ``refine``: below a threshold, iterations left and enough model calls left
-  in the query's budget for another round (refine + grade) and the answer;
-- ``exhausted``: below a threshold with no iteration or budget left, or the
-  refined query retrieved exactly the contexts of an earlier iteration (another
-  round would grade the same evidence again), or a refinement graded no better
-  than the best iteration before it (by less than ``MIN_REFINE_GAIN``): the
-  question's own ranking leads every iteration, so a refinement that moved
-  nothing has shown what refining finds here, and another round only adds
-  latency and model calls.
-
-The best-graded iteration so far is kept in ``best_iteration``; a later,
-worse iteration never replaces it.
+The model scores the contexts; this stage, not the model, applies the thresholds and decides:
+``accept`` when the grade passes every threshold; ``abstain`` when it says the corpus cannot answer
+and no earlier iteration found anything; ``refine`` while iterations and model calls (refine, grade,
+answer) are left; else ``exhausted``, also when the refined query found an earlier iteration's
+contexts again or graded less than ``MIN_REFINE_GAIN`` above the best before it (the question's own
+ranking leads every iteration, so another round would only add latency). The best-graded iteration
+is kept in ``best_iteration``; a worse one never replaces it.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The synthesizer stage: writes the answer once the grader has stopped the loop.
 
-It answers from the best-graded iteration's contexts only, in the question's
-language where the provider can. Outcomes:
-
-- ``answered``: the best grade passes every threshold;
-- ``answered_with_caveat``: it does not, and the answer opens with a caveat
-  saying the sources only partly cover the question;
-- ``not_answerable``: the grader abstained, nothing was retrieved, or the
-  model found nothing to support an answer: a clear abstention, nothing invented.
-
-Citations are numbered in order of first use and resolve to title, URL,
-document id and chunk id. Contexts were already merged across sub-queries by
-chunk, so the same chunk always keeps one number; chunks of one document (or one
-URL) share a number too, so a source is listed once. A model call that fails falls
-back to an extractive answer, so the query always ends.
+It answers from the best-graded iteration's contexts only, in the question's language where the
+provider can: ``answered``, ``answered_with_caveat`` (opening with a caveat) or ``not_answerable``
+(the grader abstained, nothing was retrieved, or nothing supports an answer: nothing invented), as
+:func:`answer_outcome` decides. Citations are numbered in order of first use, one number per source
+(document id or URL), each resolving to title, URL, document id and chunk ids. A model call that
+fails falls back to an extractive answer, so the query always ends.
 """
 
 from __future__ import annotations
