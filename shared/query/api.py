@@ -171,16 +171,10 @@ def submit_query(
     settings = deps.settings
     text = validate_query_text(query, max_chars=settings.max_query_chars, field=field)
     top_k = settings.top_k if top_k is None else validate_int(top_k, "top_k", TOP_K_RANGE)
-    max_iterations = (
-        settings.max_iterations
-        if max_iterations is None
-        else validate_int(max_iterations, "max_iterations", MAX_ITERATIONS_RANGE)
-    )
-    timeout_s = (
-        settings.query_timeout_s
-        if timeout_s is None
-        else validate_seconds(timeout_s, "timeout_s", TIMEOUT_RANGE_S)
-    )
+    max_iterations = (settings.max_iterations if max_iterations is None
+                      else validate_int(max_iterations, "max_iterations", MAX_ITERATIONS_RANGE))
+    timeout_s = (settings.query_timeout_s if timeout_s is None
+                 else validate_seconds(timeout_s, "timeout_s", TIMEOUT_RANGE_S))
     search_filters = validate_filters(filters, deps)
     continued = validate_conversation_id(conversation_id)
     earlier_turns = validate_history(
@@ -221,20 +215,26 @@ def submit_query(
         if not deps.state.create(state_collections.QUERIES, query_id, record.to_doc()):
             # A random 128-bit id colliding means something else is badly wrong.
             raise RetryableError(f"query id {query_id} already exists; submit the query again")
-        try:
-            deps.publisher.publish(QuerySubmitted(query_id=query_id))
-        except Exception as exc:
-            reason = f"could not start the query loop: {exc}"
-            fail_query(deps.state, query_id, reason, deps.clock.now())
-            log.error("query %s: publish failed: %s", query_id, exc)
-            if isinstance(exc, RetryableError):
-                raise
-            raise RetryableError(f"the bus did not accept the query ({exc}); try again shortly") from exc
+        _start_loop(deps, query_id)
     log.info(
         "query %s submitted (%d chars, top_k=%d, max_iterations=%d)",
         query_id, len(text), top_k, max_iterations,
     )
     return record
+
+
+def _start_loop(deps: Deps, query_id: str) -> None:
+    """Publish the stored query's ``QuerySubmitted``; when the bus refuses it, end the query as failed
+    (nobody waits on it) and raise :class:`RetryableError`."""
+    try:
+        deps.publisher.publish(QuerySubmitted(query_id=query_id))
+    except Exception as exc:
+        reason = f"could not start the query loop: {exc}"
+        fail_query(deps.state, query_id, reason, deps.clock.now())
+        log.error("query %s: publish failed: %s", query_id, exc)
+        if isinstance(exc, RetryableError):
+            raise
+        raise RetryableError(f"the bus did not accept the query ({exc}); try again shortly") from exc
 
 
 def get_query(deps: Deps, query_id: str) -> QueryRecord | None:
