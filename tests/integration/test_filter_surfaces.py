@@ -256,7 +256,7 @@ def test_a_recent_window_holding_only_other_topics_is_widened_to_the_question_s_
     """"The latest" over a corpus of many topics: the last 90 days hold posts, none about the product
     asked for, whose last post is from April. Searching the window alone answered with another
     product's post; the window is widened until it holds the topic, and the record says why."""
-    from services.retriever.handler import retrieve_contexts
+    from services.retriever.handler import handle
     from services.transformer.handler import question_time_filter
     from shared.contract.messages import QueryTransformed
 
@@ -276,9 +276,7 @@ def test_a_recent_window_holding_only_other_topics_is_widened_to_the_question_s_
     record = _record("What is the latest NVSHMEM release for device puts?")
     record.filters, record.time_filter = question_time_filter(record, NOW)
     deps.state.put(state_collections.QUERIES, record.id, record.to_doc())
-    retrieve_contexts(QueryTransformed(query_id=record.id, iteration=0, query=record.original_query),
-                      state=deps.state, publisher=deps.publisher, clock=deps.clock, embedder=embedder, index=index,
-                      settings=deps.settings)
+    handle(QueryTransformed(query_id=record.id, iteration=0, query=record.original_query), deps)
     stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, record.id))
     assert stored.time_filter["widened"] == ["since 2026-05-30", "since 2025-12-01"]
     assert stored.entry(0).contexts[0]["document_id"] == "nvshmem-2026-04"
