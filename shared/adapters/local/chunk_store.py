@@ -245,21 +245,33 @@ class ChunkStore:
         """Rows written in generations (lo, hi] still present (an indexed count)."""
         return int(conn.execute("SELECT COUNT(*) FROM chunks WHERE gen > ? AND gen <= ?", (lo, hi)).fetchone()[0])
 
+    def rows(self, conn: Any, lo: int, hi: int) -> Iterator[tuple[str, str, str, bytes, dict[str, Any]]]:
+        """(chunk id, title, text, vector, stored fields) of the rows of generations (lo, hi], by
+        chunk id; the fields are those :meth:`stored_fields` gives."""
+        columns = self._field_columns(conn)
+        for row in conn.execute(f"SELECT text, vector, {', '.join(columns)} FROM chunks WHERE gen > ? AND gen <= ? "
+                                "ORDER BY chunk_id", (lo, hi)):
+            fields = self._fields(columns, row[2:])
+            yield fields["chunk_id"], fields.get("title") or "", row[0], row[1], fields
+
     @staticmethod
-    def rows(conn: Any, lo: int, hi: int) -> Iterator[tuple[str, str, str, bytes]]:
-        """(chunk id, title, text, vector) of the rows of generations (lo, hi], by chunk id."""
-        yield from conn.execute(
-            "SELECT chunk_id, title, text, vector FROM chunks WHERE gen > ? AND gen <= ? ORDER BY chunk_id", (lo, hi))
+    def _field_columns(conn: Any) -> list[str]:
+        return [r[1] for r in conn.execute("PRAGMA table_info(chunks)") if r[1] not in _NOT_FIELDS]
+
+    @staticmethod
+    def _fields(columns: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+        data = dict(zip(columns, values, strict=True))
+        data["metadata"] = json.loads(data.get("metadata") or "{}")
+        return Chunk.from_fields(data).fields()
 
     def stored_fields(self, lo: int, hi: int) -> Iterator[tuple[str, dict[str, Any]]]:
         """The stored fields of the rows of generations (lo, hi], every column but the text and
         vector (so a column added to chunks reaches the filter without a change here)."""
         conn = self.db.connection()
-        columns = [r[1] for r in conn.execute("PRAGMA table_info(chunks)") if r[1] not in _NOT_FIELDS]
+        columns = self._field_columns(conn)
         for row in conn.execute(f"SELECT {', '.join(columns)} FROM chunks WHERE gen > ? AND gen <= ?", (lo, hi)):
-            data = dict(zip(columns, row, strict=True))
-            data["metadata"] = json.loads(data.get("metadata") or "{}")
-            yield data["chunk_id"], Chunk.from_fields(data).fields()
+            fields = self._fields(columns, row)
+            yield fields["chunk_id"], fields
 
     def swap_manifest(self, expected: list[dict[str, Any]], updated: list[dict[str, Any]]) -> None:
         """Replace the manifest ``expected`` by ``updated`` in one transaction (the previous one is

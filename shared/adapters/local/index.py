@@ -355,7 +355,13 @@ class HybridIndex:
             if hit is not None:
                 self._masks.move_to_end(key)
                 return hit
-        mask = self._columns_of(seg).mask(filters)
+        try:
+            mask = self._columns_of(seg).mask(filters)
+        except (OSError, ValueError) as exc:  # the segment's fields file, read on first need
+            log.warning("the filter columns of %s are unreadable (%s); reading chunks.db", seg.folder, exc)
+            with self._masks_lock:
+                self._columns[seg.uid] = self._columns_from_store(seg)
+            mask = self._columns_of(seg).mask(filters)
         mask.setflags(write=False)
         with self._masks_lock:
             self._masks[key] = mask
@@ -372,15 +378,26 @@ class HybridIndex:
             if hit is not None:
                 self._columns.move_to_end(seg.uid)
                 return hit
+        columns = seg.filter_columns
+        if columns is None and seg.folder is not None:
+            try:
+                columns = FilterColumns.load(seg.folder)
+            except (OSError, ValueError) as exc:
+                log.warning("the filter columns of %s are unreadable (%s); reading chunks.db", seg.folder, exc)
+        if columns is None or len(columns.published) != len(seg):
+            columns = self._columns_from_store(seg)
+        with self._masks_lock:
+            self._columns[seg.uid] = columns
+            while len(self._columns) > _FILTER_COLUMNS_KEPT:
+                self._columns.popitem(last=False)
+        return columns
+
+    def _columns_from_store(self, seg: Segment) -> FilterColumns:
         columns = FilterColumns.empty(len(seg))
         for chunk_id, fields in self._stored_fields(seg):
             rows = seg.rows_of([chunk_id])
             if rows:
                 columns.set(rows[0], fields)
-        with self._masks_lock:
-            self._columns[seg.uid] = columns
-            while len(self._columns) > _FILTER_COLUMNS_KEPT:
-                self._columns.popitem(last=False)
         return columns
 
     def _stored_fields(self, seg: Segment) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -477,15 +494,19 @@ class HybridIndex:
         matrix = np.empty((size, self.dimension), dtype=np.float32)
         chunk_ids: list[str] = []
         builder = PostingsBuilder()
-        for chunk_id, title, text, vector in self.store.rows(conn, lo, hi):
+        columns = FilterColumns(size)
+        for chunk_id, title, text, vector, fields in self.store.rows(conn, lo, hi):
+            columns.set(len(chunk_ids), fields)
             matrix[len(chunk_ids)] = np.frombuffer(vector, dtype=np.float32)
             chunk_ids.append(chunk_id)
             builder.add(bm25_tokens(bm25_text(title, text)))
         matrix = matrix[: len(chunk_ids)]
         postings = builder.finish()
         dense = self._build_hnsw(matrix) if self._use_ann(len(chunk_ids)) else ExactSearch(matrix)
-        return new_segment(name="", lo=lo, hi=hi, built_at=built_at, chunk_ids=chunk_ids, vectors=matrix,
-                           postings=postings, dense=dense)
+        seg = new_segment(name="", lo=lo, hi=hi, built_at=built_at, chunk_ids=chunk_ids, vectors=matrix,
+                          postings=postings, dense=dense)
+        seg.filter_columns = columns if len(chunk_ids) == size else None  # (size is read in the same transaction)
+        return seg
 
     def _open_segment(self, conn: Any, desc: dict[str, Any], generation: int) -> Segment:
         folder = self._segments_dir / desc["name"]
@@ -502,8 +523,10 @@ class HybridIndex:
                 self._persist_graph(folder, dense)
             else:
                 dense = ExactSearch(vectors)
-            return new_segment(name=desc["name"], lo=desc["lo"], hi=desc["hi"], built_at=desc["built_at"],
-                               chunk_ids=chunk_ids, vectors=vectors, postings=postings, dense=dense)
+            seg = new_segment(name=desc["name"], lo=desc["lo"], hi=desc["hi"], built_at=desc["built_at"],
+                              chunk_ids=chunk_ids, vectors=vectors, postings=postings, dense=dense)
+            seg.folder = folder  # its filter columns are read from here when a filter first asks
+            return seg
         except (OSError, ValueError, RuntimeError) as exc:
             # SQLite holds every row: rebuild this range from it rather than fail or lose it.
             log.warning("index segment %s is unreadable (%s); rebuilding its rows from chunks.db", folder, exc)
@@ -592,7 +615,9 @@ class HybridIndex:
                 first, last = plan
                 segment = self._segment_from_rows(conn, manifest[first]["lo"], manifest[last - 1]["hi"], generation)
                 kind = "merged"
-        name = write_segment(self._segments_dir, segment, f".tmp-{os.getpid()}-{threading.get_ident()}")
+        columns = segment.filter_columns
+        name = write_segment(self._segments_dir, segment, f".tmp-{os.getpid()}-{threading.get_ident()}",
+                             extra=columns.save if columns is not None else None)
         self.store.swap_manifest(manifest, [*manifest[:first], segment.describe() | {"name": name}, *manifest[last:]])
         report[kind].append({"rows": len(segment), "segments_in": last - first,
                              "seconds": round(time.perf_counter() - t0, 3)})

@@ -8,6 +8,8 @@ when it was built (generation ``built_at``), sorted by chunk id:
     indptr.npy, postings_rows.npy, postings_tfs.npy, lengths.npy
                           BM25 postings in CSR form by term id, and each row's token count
     vocab.json            the terms, by term id
+    filter_*              what filters read of each row (see snapshot.FilterColumns); absent
+                          in segments written before them (then read from chunks.db)
     hnsw.faiss            above the ANN threshold only: the faiss HNSW graph
     complete              written last; a folder without it is a crashed build
 
@@ -26,7 +28,7 @@ import math
 import shutil
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,8 @@ class Segment:
         self.vectors = vectors
         self.postings = postings
         self.dense = dense
+        self.folder: Path | None = None  # where it was read from (None: built in this process)
+        self.filter_columns: Any = None  # what filters read of its rows, when built with them
 
     def __len__(self) -> int:
         return len(self.chunk_ids)
@@ -145,9 +149,11 @@ def segment_folder_name(lo: int, hi: int, built_at: int) -> str:
     return f"seg-{lo + 1:012d}-{hi:012d}-{built_at:012d}"
 
 
-def write_segment(root: Path, segment: Segment, tmp_name: str) -> str:
+def write_segment(root: Path, segment: Segment, tmp_name: str,
+                  extra: Callable[[Path], None] | None = None) -> str:
     """Write ``segment`` under ``root`` through a temporary folder renamed at the end, so a
-    crash leaves either nothing or a complete folder; returns the folder's name."""
+    crash leaves either nothing or a complete folder; ``extra`` writes more files into it
+    first. Returns the folder's name."""
     name = segment_folder_name(segment.lo, segment.hi, segment.built_at)
     final = root / name
     tmp = root / tmp_name
@@ -169,6 +175,8 @@ def write_segment(root: Path, segment: Segment, tmp_name: str) -> str:
             import faiss
 
             faiss.write_index(segment.dense.index, str(tmp / "hnsw.faiss"))
+        if extra is not None:
+            extra(tmp)
         (tmp / "segment.json").write_text(json.dumps(segment.describe() | {"name": name}))
         (tmp / "complete").write_text("")
         _fsync_folder(tmp)
