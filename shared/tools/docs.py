@@ -66,14 +66,14 @@ def stale(root: Path = ROOT) -> list[str]:
     return [f"{p.path} ({p.name or 'whole file'})" for p in PARTS if p.embedded(root) != p.render().strip()]
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], root: Path = ROOT) -> int:
     if "--check" in argv:
-        out_of_date = stale()
+        out_of_date = stale(root)
         for part in out_of_date:
             print(f"stale: {part}; run python -m shared.tools.docs")
         return 1 if out_of_date else 0
     for part in PARTS:
-        if part.write():
+        if part.write(root):
             print(f"rewrote {part.path} ({part.name or 'whole file'})")
     return 0
 

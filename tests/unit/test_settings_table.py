@@ -52,10 +52,17 @@ def test_a_stale_readme_is_caught_and_the_command_rewrites_it(tmp_path):
     assert (tmp_path / "README.md").read_text() == (ROOT / "README.md").read_text()
 
 
-def test_the_check_command_names_a_stale_part_and_fails(tmp_path):
+def test_the_check_command_names_a_stale_part_and_fails(tmp_path, capsys):
     done = subprocess.run([sys.executable, "-m", "shared.tools.docs", "--check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr  # the repository as committed
+    for part in docs.PARTS:
+        (tmp_path / part.path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / part.path, tmp_path / part.path)
+    (tmp_path / "infra" / "registry.tf").write_text("# edited by hand\n")
+    assert docs.main(["--check"], root=tmp_path) == 1
+    assert "stale: infra/registry.tf (whole file)" in capsys.readouterr().out
+    assert docs.main([], root=tmp_path) == 0 and docs.main(["--check"], root=tmp_path) == 0
 
 
 def test_every_variable_read_is_in_the_table_once():
