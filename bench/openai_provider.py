@@ -36,7 +36,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel  # noqa: E402
-from shared.contract.ports import GradingContext  # noqa: E402
+from shared.contract.ports import NumberedContext  # noqa: E402
 from shared.corpus import CORPUS  # noqa: E402
 from tests.integration.llama_server import MODEL_ALIAS, gguf_model, start_llama_server  # noqa: E402
 from tests.support import run_cli  # noqa: E402
@@ -74,7 +74,7 @@ def raw_speeds(url: str, repeats: int) -> dict[str, float]:
 def provider_calls(url: str, calls: int) -> dict[str, dict[str, float]]:
     docs = sorted((CORPUS / "docs").glob("*"))
     paragraphs = [p.strip() for d in docs for p in d.read_text().split("\n\n") if len(p.strip()) > 200]
-    contexts = [GradingContext(n, f"https://example.org/{n}", p[:500]) for n, p in enumerate(paragraphs[:10], 1)]
+    contexts = [NumberedContext(n, f"https://example.org/{n}", p[:500]) for n, p in enumerate(paragraphs[:10], 1)]
     llm = OpenAICompatibleLanguageModel(url, MODEL_ALIAS, timeout_s=300)
     question = QUESTIONS[0]
     operations = {

@@ -370,7 +370,7 @@ class NumberedContext:
     whole: str | None = None
 
 
-GradingContext = NumberedContext  # its name before the synthesizer read it too; adapters and callers still use it
+GradingContext = NumberedContext  # its name before the synthesizer read it too (code written against it still works)
 
 
 @dataclass(frozen=True)
@@ -437,8 +437,8 @@ class LanguageModel(Protocol):
         oldest first, which are data); ``question`` itself when it needs none of them."""
         ...
 
-    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade: ...
+    def grade(self, query: str, contexts: Sequence[NumberedContext]) -> Grade: ...
 
     def synthesize(
-        self, query: str, contexts: Sequence[GradingContext], *, language: str
+        self, query: str, contexts: Sequence[NumberedContext], *, language: str
     ) -> Answer: ...

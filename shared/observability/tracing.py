@@ -33,8 +33,8 @@ from shared.contract.ports import (
     Answer,
     ConversationTurn,
     Grade,
-    GradingContext,
     LanguageModel,
+    NumberedContext,
     Publisher,
     RefineRequest,
     Transformation,
@@ -231,11 +231,11 @@ class TracingLanguageModel:
         with model_call_span("standalone", self.provider, self.model, history_turns=len(history)):
             return self.inner.standalone(question, history, today=today)
 
-    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
+    def grade(self, query: str, contexts: Sequence[NumberedContext]) -> Grade:
         with model_call_span("grade", self.provider, self.model, context_count=len(contexts)):
             return self.inner.grade(query, contexts)
 
-    def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
+    def synthesize(self, query: str, contexts: Sequence[NumberedContext], *, language: str) -> Answer:
         with model_call_span("synthesize", self.provider, self.model, context_count=len(contexts)):
             return self.inner.synthesize(query, contexts, language=language)
 

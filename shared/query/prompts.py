@@ -42,8 +42,8 @@ from shared.contract.ports import (
     AnswerSentence,
     ConversationTurn,
     Grade,
-    GradingContext,
     ModelCall,
+    NumberedContext,
     RefineRequest,
     Transformation,
 )
@@ -135,7 +135,7 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
-def wrap_contexts(contexts: Sequence[GradingContext]) -> str:
+def wrap_contexts(contexts: Sequence[NumberedContext]) -> str:
     """Each context in its own delimited element; delimiters inside the text are escaped.
 
     Only ``<``/``>``/``&`` are escaped in the text, so it stays readable while a
@@ -234,7 +234,7 @@ def refine_prompt(request: RefineRequest, *, today: date) -> str:
     )
 
 
-def grade_prompt(query: str, contexts: Sequence[GradingContext]) -> str:
+def grade_prompt(query: str, contexts: Sequence[NumberedContext]) -> str:
     return (
         "Grade how well the retrieved contexts let someone answer the question.\n"
         "First decide what the question asks for: a value (a price, an amount, a count, a "
@@ -262,7 +262,7 @@ def grade_prompt(query: str, contexts: Sequence[GradingContext]) -> str:
     )
 
 
-def synthesis_prompt(query: str, contexts: Sequence[GradingContext], *, language: str) -> str:
+def synthesis_prompt(query: str, contexts: Sequence[NumberedContext], *, language: str) -> str:
     language_name = LANGUAGE_NAMES.get(language, "the language of the question")
     return (
         "Answer the question using only the contexts below. Every sentence must cite the "
@@ -506,7 +506,7 @@ class PromptedLanguageModel(ABC):
             self._malformed("standalone", "no usable standalone question")
         return line
 
-    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
+    def grade(self, query: str, contexts: Sequence[NumberedContext]) -> Grade:
         reply = self._ask(
             "grade", grade_prompt(query, contexts),
             temperature=GRADE_TEMPERATURE, max_tokens=GRADE_MAX_TOKENS, schema=GRADE_SCHEMA,
@@ -517,7 +517,7 @@ class PromptedLanguageModel(ABC):
             self._malformed("grade", str(exc))
             return fallback_grade(f"the grader's reply was not usable ({exc})")
 
-    def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
+    def synthesize(self, query: str, contexts: Sequence[NumberedContext], *, language: str) -> Answer:
         reply = self._ask(
             "synthesize", synthesis_prompt(query, contexts, language=language),
             temperature=SYNTHESIS_TEMPERATURE, max_tokens=SYNTHESIS_MAX_TOKENS, schema=ANSWER_SCHEMA,

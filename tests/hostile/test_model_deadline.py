@@ -18,14 +18,14 @@ from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract import state_collections
 from shared.contract.config import load_settings
 from shared.contract.errors import RetryableError
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from shared.query.api import submit_query, wait_for_query
 from shared.query.call_deadline import note_query_deadline
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from tests.hostile.model_server import MODEL, answer, completion, dribble, model_server, send
 
-CONTEXTS = [GradingContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank).")]
+CONTEXTS = [NumberedContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank).")]
 GRADE = {"score": 0.9, "relevance": 0.9, "completeness": 0.9, "grounded": True, "answerable": True,
          "reasoning": "ok", "missing_aspects": []}
 

@@ -17,13 +17,13 @@ import pytest
 
 from shared.adapters.openai_compatible import MAX_REPLY_BYTES, OpenAICompatibleLanguageModel
 from shared.contract.errors import RetryableError
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from shared.query.prompts import MAX_ANSWER_CHARS, MAX_ANSWER_SENTENCES, MAX_REPLY_CHARS
 from tests.hostile.model_server import MODEL, answer, completion, flood, model_server, send
 
 CONTEXTS = [
-    GradingContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank) over the lists."),
-    GradingContext(2, "https://example.org/bm25", "BM25 saturates term frequency with k1."),
+    NumberedContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank) over the lists."),
+    NumberedContext(2, "https://example.org/bm25", "BM25 saturates term frequency with k1."),
 ]
 
 

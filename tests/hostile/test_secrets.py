@@ -19,7 +19,7 @@ from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract import state_collections
 from shared.contract.config import ConfigError, load_settings
 from shared.contract.errors import ModelUnusable, RetryableError
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from shared.contract.redaction import redact
 from shared.runtime.bootstrap import build_local
 from tests.hostile.model_server import MODEL, answer, model_server, send
@@ -27,7 +27,7 @@ from tests.support import REPO, ragbus_env, run_cli, topic_paragraphs
 
 KEY = "sk-hostile-0123456789abcdefXYZ"
 TOKEN = "gw-token-0123456789abcdefghij"
-CONTEXTS = [GradingContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank).")]
+CONTEXTS = [NumberedContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank).")]
 
 
 def echo_key(status: int):

@@ -12,7 +12,7 @@ from google.genai import types
 from shared.adapters.gcp.gemini import THINKING_HEADROOM_TOKENS, GeminiLanguageModel
 from shared.contract.config import DEFAULT_GEMINI_MODEL, Settings
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
-from shared.contract.ports import GradingContext, RefineRequest
+from shared.contract.ports import NumberedContext, RefineRequest
 from tests.integration.fake_gemini import FakeGemini
 
 MODEL = DEFAULT_GEMINI_MODEL
@@ -34,8 +34,8 @@ def llm(server):
 
 def _contexts():
     return [
-        GradingContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank)."),
-        GradingContext(2, 'https://example.org/x?a="b"', "BM25 uses term frequency. " + INJECTION),
+        NumberedContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank)."),
+        NumberedContext(2, 'https://example.org/x?a="b"', "BM25 uses term frequency. " + INJECTION),
     ]
 
 

@@ -10,7 +10,7 @@ import pytest
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.llm import LocalLanguageModel
-from shared.contract.ports import Chunk, GradingContext
+from shared.contract.ports import Chunk, NumberedContext
 
 QUESTION = "How does reciprocal rank fusion combine BM25 and dense retrieval results?"
 RELATED = [
@@ -30,7 +30,7 @@ UNRELATED = [
 
 
 def _contexts(texts):
-    return [GradingContext(n, f"s{n}", t) for n, t in enumerate(texts, start=1)]
+    return [NumberedContext(n, f"s{n}", t) for n, t in enumerate(texts, start=1)]
 
 
 @pytest.fixture(scope="module")

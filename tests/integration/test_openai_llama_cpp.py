@@ -25,16 +25,16 @@ import pytest
 
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract.errors import ModelUnusable, RetryableError
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from shared.query.prompts import GRADE_MAX_TOKENS, SYNTHESIS_MAX_TOKENS, TRANSFORM_MAX_TOKENS
 from tests.integration.llama_server import MODEL_ALIAS, gguf_model, start_llama_server
 
 TODAY = date(2026, 11, 1)
 CONTEXTS = [
-    GradingContext(1, "https://example.org/rrf",
+    NumberedContext(1, "https://example.org/rrf",
                    "Reciprocal rank fusion (RRF) merges ranked lists by summing 1/(k + rank) for each "
                    "document, with k usually 60."),
-    GradingContext(2, "https://example.org/bm25",
+    NumberedContext(2, "https://example.org/bm25",
                    "BM25 scores a document by term frequency, inverse document frequency and length."),
 ]
 

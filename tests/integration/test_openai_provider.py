@@ -16,7 +16,7 @@ import pytest
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract.config import load_settings
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
-from shared.contract.ports import GradingContext, RefineRequest
+from shared.contract.ports import NumberedContext, RefineRequest
 from tests.integration.fake_openai import FakeOpenAI, Reply
 
 TODAY = date(2026, 11, 1)
@@ -28,8 +28,8 @@ NOW = {"Retry-After": "0"}  # the retries in these tests do not wait
 
 def _contexts():
     return [
-        GradingContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank)."),
-        GradingContext(2, 'https://example.org/x?a="b"', "BM25 uses term frequency. " + INJECTION),
+        NumberedContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank)."),
+        NumberedContext(2, 'https://example.org/x?a="b"', "BM25 uses term frequency. " + INJECTION),
     ]
 
 

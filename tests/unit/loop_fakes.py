@@ -22,7 +22,7 @@ from shared.contract.ports import (
     Chunk,
     ConversationTurn,
     Grade,
-    GradingContext,
+    NumberedContext,
     RefineRequest,
     ScoredChunk,
     Transformation,
@@ -154,11 +154,11 @@ class ScriptedLLM:
         self.calls.append(("refine", request))
         return self._next(self.refines, request.original_query + " refined")
 
-    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
+    def grade(self, query: str, contexts: Sequence[NumberedContext]) -> Grade:
         self.calls.append(("grade", list(contexts)))
         return self._next(self.grades, good_grade())
 
-    def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
+    def synthesize(self, query: str, contexts: Sequence[NumberedContext], *, language: str) -> Answer:
         self.calls.append(("synthesize", list(contexts)))
         default = Answer(text="From context one. [1]",
                          sentences=[AnswerSentence("From context one.", [1])], language=language)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from shared.adapters.local.llm import LocalLanguageModel
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from shared.query.reading.answer_types import (
     AMOUNT,
     COUNT,
@@ -200,7 +200,7 @@ def _model():
 
 
 def _contexts(*texts):
-    return [GradingContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
+    return [NumberedContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
 
 
 def test_the_local_grader_abstains_on_a_near_miss_and_answers_when_the_fact_is_there():

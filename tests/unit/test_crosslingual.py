@@ -10,7 +10,7 @@ import pytest
 
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.messages import QuerySubmitted
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from shared.query.reading.language import detect_language, in_english, phrase
 from shared.query.reading.translation import LEXICON_LANGUAGES, english_terms
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, make_loop
@@ -43,7 +43,7 @@ def _model():
 
 
 def _contexts(*texts):
-    return [GradingContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
+    return [NumberedContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
 
 
 @pytest.mark.unit

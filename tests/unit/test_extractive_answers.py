@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from shared.query.reading.answer_sentences import (
     answer_sentence,
     heading_like,
@@ -17,8 +17,8 @@ from shared.query.reading.answer_sentences import (
 from shared.query.reading.extractive import extractive_answer
 
 
-def _contexts(*texts: str) -> list[GradingContext]:
-    return [GradingContext(number=n, source=f"doc{n}", text=t) for n, t in enumerate(texts, start=1)]
+def _contexts(*texts: str) -> list[NumberedContext]:
+    return [NumberedContext(number=n, source=f"doc{n}", text=t) for n, t in enumerate(texts, start=1)]
 
 
 def _texts(answer) -> list[str]:
@@ -341,7 +341,7 @@ def test_quotable_sentences_from_many_threads_agree_with_one_thread():
 def test_an_answer_from_cached_sentences_is_the_answer_from_fresh_ones():
     from shared.query.reading.extractive import quotable_sentences
 
-    contexts = [GradingContext(1, "a", _PASSAGE), GradingContext(2, "b", "Title: RRF\n\nReciprocal rank fusion "
+    contexts = [NumberedContext(1, "a", _PASSAGE), NumberedContext(2, "b", "Title: RRF\n\nReciprocal rank fusion "
                                                                           "adds one over rank plus sixty.")]
     quotable_sentences.cache_clear()
     fresh = extractive_answer("How does BM25 saturate term frequency?", contexts)

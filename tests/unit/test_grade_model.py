@@ -20,7 +20,7 @@ from shared.adapters.local.grade_model import (
 )
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.errors import ConfigError
-from shared.contract.ports import GradingContext
+from shared.contract.ports import NumberedContext
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex
 
 PRICE_QUESTION = "How much does the Larkspur Pro licence cost?"
@@ -32,7 +32,7 @@ LARKSPUR_PRICE = "The Larkspur Pro licence costs $240 per seat per year."
 
 
 def _contexts(*texts):
-    return [GradingContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
+    return [NumberedContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
 
 
 def _llm(model: GradeModel | None = None) -> LocalLanguageModel:

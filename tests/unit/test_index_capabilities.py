@@ -9,8 +9,8 @@ from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.ports import (
     CountsChanges,
-    GradingContext,
     Index,
+    NumberedContext,
     SearchesMany,
     StoredVectors,
     TermStatistics,
@@ -51,7 +51,7 @@ class _VectorStoringIndex(MemoryIndex):
 
 
 def _contexts(index):
-    return [GradingContext(number=n, source=c.url, text=c.text, chunk_id=c.chunk_id)
+    return [NumberedContext(number=n, source=c.url, text=c.text, chunk_id=c.chunk_id)
             for n, c in enumerate(index.chunks[:3], start=1)]
 
 

@@ -9,7 +9,7 @@ from services.transformer.handler import is_date_only
 from shared.adapters.local.acronyms import find_acronyms
 from shared.adapters.local.decomposition import decompose
 from shared.adapters.local.llm import LocalLanguageModel
-from shared.contract.ports import GradingContext, RefineRequest
+from shared.contract.ports import NumberedContext, RefineRequest
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, chunk
 
 TODAY = date(2026, 11, 1)
@@ -22,7 +22,7 @@ def _model(chunks=CORPUS):
 
 
 def _contexts(*texts):
-    return [GradingContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
+    return [NumberedContext(number=n, source=f"s{n}", text=t) for n, t in enumerate(texts, start=1)]
 
 
 def test_acronyms_are_found_in_both_directions_and_checked_against_initials():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from services.synthesizer.handler import answer_outcome
-from shared.contract.ports import Answer, AnswerSentence, GradingContext
+from shared.contract.ports import Answer, AnswerSentence, NumberedContext
 from shared.query.reading.answer_sentences import answer_sentence, passage_pieces
 from shared.query.reading.answer_types import sentence_states
 from shared.query.reading.extractive import extractive_answer, quotable_sentences
@@ -22,7 +22,7 @@ EMBEDDER = HashingEmbedder()
 
 def _read(question: str, *passages: str) -> Answer:
     """The reader as the local model runs it: stored passage closeness, sentence vectors, the fact check."""
-    contexts = [GradingContext(number=n, source=f"doc{n}", text=t) for n, t in enumerate(passages, start=1)]
+    contexts = [NumberedContext(number=n, source=f"doc{n}", text=t) for n, t in enumerate(passages, start=1)]
     closeness = EMBEDDER.embed(list(passages)) @ EMBEDDER.embed([question])[0]
     return extractive_answer(
         question, contexts, context_similarity={c.number: float(s) for c, s in zip(contexts, closeness, strict=True)},
@@ -154,7 +154,7 @@ def test_answered_only_when_a_quoted_sentence_states_the_fact():
 def test_the_reader_embeds_a_bounded_pool_of_sentences():
     embedder = HashingEmbedder()
     passage = " ".join(f"Option number {n} of pstree changes how the tree is drawn in mode {n}." for n in range(60))
-    contexts = [GradingContext(number=1, source="doc1", text=passage)]
+    contexts = [NumberedContext(number=1, source="doc1", text=passage)]
     question = "Which pstree option changes how the tree is drawn?"
     extractive_answer(question, contexts, context_similarity={1: 0.5}, question_vector=embedder.embed([question])[0],
                       sentence_embed=embedder.embed, fact_check=sentence_states)

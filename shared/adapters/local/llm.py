@@ -79,8 +79,8 @@ from shared.contract.ports import (
     ConversationTurn,
     Embedder,
     Grade,
-    GradingContext,
     Index,
+    NumberedContext,
     RefineRequest,
     StoredVectors,
     TermStatistics,
@@ -375,7 +375,7 @@ class LocalLanguageModel:
             log.warning("document frequencies unavailable: %s", exc)
             return None
 
-    def _context_vectors(self, contexts: Sequence[GradingContext], cleaned: Sequence[str]) -> np.ndarray:
+    def _context_vectors(self, contexts: Sequence[NumberedContext], cleaned: Sequence[str]) -> np.ndarray:
         """Embeddings of the contexts: the index's stored ones where it has them (computed
         once at indexing, so grading costs one query embedding, not ten passages), else
         computed now. A context that lost text to directive stripping is embedded afresh,
@@ -400,7 +400,7 @@ class LocalLanguageModel:
             out[missing] = passage_vectors(self.embedder, [cleaned[n] for n in missing])
         return out
 
-    def evidence(self, query: str, contexts: Sequence[GradingContext]) -> GradeEvidence | None:
+    def evidence(self, query: str, contexts: Sequence[NumberedContext]) -> GradeEvidence | None:
         """What the grade is made of (similarities, coverage, fact support, unknown names), measured
         on ``contexts`` for ``query``; None when no context has usable text. The values of
         :data:`~shared.adapters.local.grade_model.FEATURES` are in ``features``."""
@@ -478,7 +478,7 @@ class LocalLanguageModel:
                              coverage_most_similar=cov_of_most_similar, support=support, unknown=unknown,
                              features=features)
 
-    def grade(self, query: str, contexts: Sequence[GradingContext]) -> Grade:
+    def grade(self, query: str, contexts: Sequence[NumberedContext]) -> Grade:
         """The calibrated probability that ``contexts`` answer ``query`` (the score), with the
         relevance, completeness and groundedness it rests on (see the module docstring)."""
         model = self.grade_model  # first: a broken model file fails every grade alike, context or none
@@ -552,7 +552,7 @@ class LocalLanguageModel:
             missing_aspects=ev.missing,
         )
 
-    def synthesize(self, query: str, contexts: Sequence[GradingContext], *, language: str) -> Answer:
+    def synthesize(self, query: str, contexts: Sequence[NumberedContext], *, language: str) -> Answer:
         """An extractive, cited answer (see :func:`shared.query.reading.extractive.extractive_answer`): sentences
         ranked by the question's terms and by how close their passage is to the question; a name the
         question states that no context names is said to be not mentioned.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.contract.ports import Answer, AnswerSentence, GradingContext
+from shared.contract.ports import Answer, AnswerSentence, NumberedContext
 from shared.contract.text import split_sentences as _split_sentences
 from shared.contract.text import strip_header
 from shared.query.grading import strip_model_directives
@@ -292,7 +292,7 @@ class _Candidate:
 
 
 def _candidate_sentences(
-    contexts: Sequence[GradingContext], per_context: int, total: int
+    contexts: Sequence[NumberedContext], per_context: int, total: int
 ) -> list[_Candidate]:
     out: list[_Candidate] = []
     for ctx in contexts:
@@ -366,7 +366,7 @@ def _passage_prior(candidates: Sequence[_Candidate], closeness: Mapping[int, flo
 
 def extractive_answer(
     query: str,
-    contexts: Sequence[GradingContext],
+    contexts: Sequence[NumberedContext],
     *,
     language: str = "en",
     embed: Embed | None = None,
@@ -446,7 +446,7 @@ class SentencePicker:
     # Closer than this to a chosen sentence, a sentence is the same one from another chunk.
     DUPLICATE = 0.92
 
-    def __init__(self, query: str, contexts: Sequence[GradingContext], candidates: list[_Candidate],
+    def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
                  overlap: np.ndarray, term_stems: list[str], *, language: str, embed: Embed | None,
                  context_similarity: Mapping[int, float] | None, rerank: int, max_sentences: int,
                  min_relevance: float | None, mmr_lambda: float, rank_weight: float, source_margin: float,
@@ -627,7 +627,7 @@ class Reader:
     what is missing.
     """
 
-    def __init__(self, query: str, contexts: Sequence[GradingContext], candidates: list[_Candidate],
+    def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
                  overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
                  sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
                  value_check: ValueCheck | None, fact_check: FactCheck | None,
@@ -885,7 +885,7 @@ def _named_words(text: str) -> tuple[frozenset[str], frozenset[str], str, frozen
             "".join(part[0] for w in words for part in w.split("-") if part).lower(), frozenset(abbreviations))
 
 
-def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[GradingContext]) -> list[str]:
+def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[NumberedContext]) -> list[str]:
     """The question's names (``names``, words of ``question``) that no context names, each as the
     run of the question's name words it stands in ("ProTab X1" when only "X1" is missing: the
     sources name the ProTab X2), in question order. A run the contexts write by its initials

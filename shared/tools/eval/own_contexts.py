@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared.contract.config import Settings
-from shared.contract.ports import Grade, GradingContext, LanguageModel
+from shared.contract.ports import Grade, LanguageModel, NumberedContext
 from shared.tools.eval.dataset import EvalQuery
 from shared.tools.eval.metrics import auc_bootstrap_ci, roc_curve, wilson_interval
 
@@ -39,7 +39,7 @@ PROTOCOL = ("each sampled case's own contexts graded by the grader stage's code 
             "the stage's decision on the last allowed iteration; abstain = decision 'abstain'")
 
 
-def own_contexts(query: EvalQuery, passage_text: dict[str, str], settings: Settings) -> list[GradingContext]:
+def own_contexts(query: EvalQuery, passage_text: dict[str, str], settings: Settings) -> list[NumberedContext]:
     """The case's own passages (in passage-id order) numbered and clipped by the grader stage's own code."""
     from services.grader.handler import (
         grading_contexts,  # tools may import services (tests/unit/test_layers.py)
