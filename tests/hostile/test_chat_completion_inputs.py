@@ -1,0 +1,63 @@
+"""Hostile bodies for /v1/chat/completions: each is a 4xx in OpenAI's error shape, one line, and no
+question is submitted. The gateway is served by uvicorn on loopback; the loop's stages are scripted."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from services.gateway import serve
+from services.gateway.openai_compat import MAX_CHAT_BODY_BYTES, MAX_MESSAGES
+from shared.contract import state_collections
+from tests.integration.test_gateway_http import make_deps
+
+URL = "/v1/chat/completions"
+USER = {"role": "user", "content": "what is bm25"}
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    deps = make_deps(tmp_path_factory.mktemp("home"))
+    server = serve(deps, "127.0.0.1", 0)
+    yield deps, server.url
+    server.stop()
+
+
+def _post(url: str, content: bytes) -> httpx.Response:
+    return httpx.post(url + URL, content=content, headers={"Content-Type": "application/json"}, timeout=30)
+
+
+@pytest.mark.parametrize(("content", "status", "says"), [
+    (b"x" * (MAX_CHAT_BODY_BYTES + 1), 413, "larger than"),
+    (b"[" * 100_000 + b"]" * 100_000, 400, "not a JSON chat completion request"),
+    (b'{"model": "ragbus", "messages": [], "temperature": ' + b"9" * 5000 + b"}", 400, "not a JSON chat completion"),
+    (b"\xff\xfe{}", 400, "not UTF-8"),
+    (b'"just a string"', 400, "must be a JSON object"),
+    (b"", 400, "not a JSON chat completion request"),
+    (json.dumps({"model": "ragbus", "messages": [USER] * (MAX_MESSAGES + 1)}).encode(), 400, "messages"),
+    (json.dumps({"model": ["ragbus"], "messages": [USER]}).encode(), 400, "model"),
+    (json.dumps({"model": "ragbus", "messages": [{"role": "user", "content": [{"type": 7}]}]}).encode(), 400,
+     "messages[0].content"),
+    (json.dumps({"model": "ragbus", "messages": [{"role": "user", "content": "x" * 100_000}]}).encode(), 400,
+     "more than the limit"),
+    (json.dumps({"model": "ragbus", "messages": [USER], "filters": {"where": {"k": ["v"]}}}).encode(), 400,
+     "filters"),
+])
+def test_each_hostile_body_is_a_one_line_openai_error_and_nothing_is_asked(gateway, content, status, says):
+    deps, url = gateway
+    response = _post(url, content)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    assert says in error["message"] and "\n" not in error["message"]
+    assert deps.state.count(state_collections.QUERIES) == 0
+
+
+def test_unknown_routes_and_methods_under_the_openai_paths_answer_in_its_shape(gateway):
+    _, url = gateway
+    wrong = httpx.get(url + URL, timeout=10)
+    assert wrong.status_code == 405 and wrong.json()["error"]["message"].startswith("GET is not allowed")
+    plain = httpx.post(url + URL, content=b"{}", headers={"Content-Type": "text/plain"}, timeout=10)
+    assert plain.status_code == 415 and '"messages"' in plain.json()["error"]["message"]
