@@ -76,9 +76,10 @@ class LocalRuntime:
         with self._in_flight_lock:
             if self.halted is not None:
                 return
+            # said before it is seen: a waiter that finds ``halted`` set finds the line written too
+            log.error("workers stopped: %s", reason)
             self.halted = reason
             self._halted_at = time.monotonic()
-        log.error("workers stopped: %s", reason)
         self.bus.wake_waiters()
 
     def wait_idle(self, timeout: float, subscriptions: list[str] | None = None) -> bool:

@@ -1,6 +1,7 @@
 """A data file the workers cannot write (a full disk) halts the embedded runtime once, leaves the
 delivery unsettled (never dead-lettered), and a long-running process tries again after a pause."""
 
+import logging
 import threading
 import time
 
@@ -55,3 +56,26 @@ def test_a_full_disk_halts_the_workers_once_and_they_resume_after_the_pause(tmp_
         assert runtime.halted is None and bus.outstanding(["disk"]) == 0
     assert bus.dead_letter_count() == 0, "a message pulled while halted was dead-lettered unrun"
     assert set(CALLS) == {f"q{n}" for n in range(5)}
+
+
+def test_the_halt_is_logged_before_anyone_can_see_it(tmp_path):
+    """A waiter that sees ``halted`` (wait_idle returns False) finds the log line already written:
+    it was written after the flag, and the full-disk test, reading the log as soon as it saw the
+    flag, sometimes found no line."""
+    seen: list[str | None] = []
+    bus = SqliteBus(tmp_path / "bus.db", retry=RetrySettings(max_attempts=2))
+    runtime = LocalRuntime(Deps(Settings(home=tmp_path), publisher=bus, state=InMemoryStateStore(),
+                                clock=FakeClock()), bus, consumers=[])
+
+    class FlagReader(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(runtime.halted)  # what a reader of the flag sees while the line is written
+
+    handler = FlagReader()
+    logger = logging.getLogger("ragbus.runtime")
+    logger.addHandler(handler)
+    try:
+        runtime.halt("DataFileError: the disk is full")
+    finally:
+        logger.removeHandler(handler)
+    assert seen == [None] and runtime.halted == "DataFileError: the disk is full"
