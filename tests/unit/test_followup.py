@@ -27,6 +27,16 @@ def resolve(earlier: str, follow_up: str, *more: str) -> tuple[str, str]:
     ("How does BM25 saturate term frequency?", "What is its time complexity?", "What is the time complexity of BM25?"),
     ("How do I configure the ack deadline?", "What is its default?", "What is the default of the ack deadline?"),
     ("What are sub-queries?", "How are they generated?", "How are sub-queries generated?"),
+    # an identifier is the named thing, not the platform the question mentions after it
+    ("What does timeout.refresh() do in Node.js?", "What is it useful for?", "What is timeout.refresh useful for?"),
+    # a yes/no question's object is what "it" picks up next
+    ("Does Node.js run a bug bounty program?", "Which company's platform runs it?",
+     "Which company's platform runs the Node.js bug bounty program?"),
+    ("Does pip have a standalone zip application?", "Where can it be downloaded from?",
+     "Where can the pip standalone zip application be downloaded from?"),
+    # a possessive's noun phrase keeps its own "of" phrase
+    ("What is xsltproc?", "What is its default maximum depth of the template stack?",
+     "What is the default maximum depth of the template stack of xsltproc?"),
 ])
 def test_an_english_pronoun_takes_the_earlier_subject(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "pronoun")
@@ -67,6 +77,14 @@ def test_what_about_swaps_the_named_thing_or_asks_of_the_subject(follow_up, expe
     ("Was ist die Bestätigungsfrist in Pub/Sub?", "Und bei Cloud Tasks?",
      "Was ist die Bestätigungsfrist in Cloud Tasks?"),
     ("¿Qué es la fecha límite en Pub/Sub?", "¿Y en Cloud Tasks?", "¿Qué es la fecha límite en Cloud Tasks?"),
+    # a phrase of the same head noun is replaced where it stands
+    ("Since which Ninja version is the cleandead tool available?", "And the compdb tool?",
+     "Since which Ninja version is the compdb tool available?"),
+    ("What is the default minimum backoff of Pub/Sub?", "And the maximum backoff?",
+     "What is the maximum backoff of Pub/Sub?"),
+    # another attribute is asked of the earlier turn's thing, not of its attribute
+    ("What is the default maximum depth of the template stack of xsltproc?",
+     "And the default maximum number of variables?", "What about the default maximum number of variables of xsltproc?"),
 ])
 def test_and_with_a_fragment_is_an_ellipsis_of_the_earlier_question(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "ellipsis")

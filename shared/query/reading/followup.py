@@ -65,6 +65,8 @@ class _Language:
     prepositions: frozenset[str]
     default_preposition: str
     possessive_articles: dict[str, str]
+    # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
+    yes_no_object: re.Pattern[str] | None = None
 
 
 def _words(text: str) -> frozenset[str]:
@@ -91,7 +93,7 @@ _EN = _Language(
     ),
     personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?:\w+)\s+(?P<s>.+)$"),
     pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
-    possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,4}?)(?=\s+(?:in|on|for|of|with|when|if|and|or|"
+    possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|"
                   r"to|by|at|from|is|are|was|were|do|does|did|can|could|be)\b|\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"\b(?:is|was|isn't|wasn't)\s+it\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|"
                  r"recommended|advisable|ok|okay|required|important|allowed|a\s+good\s+idea|bad)\b"
@@ -117,6 +119,10 @@ _EN = _Language(
     prepositions=_words("in for on with of to at about under inside"),
     default_preposition="for",
     possessive_articles={"its": "the", "their": "the"},
+    yes_no_object=_p(r"^(?:does|do|did|can|could|will|would|is|are)\s+(?P<x>\S+(?:\s+\S+)?)\s+(?:have|has|run|runs|"
+                     r"offer|offers|provide|provides|support|supports|ship|ships|include|includes|use|uses|keep|"
+                     r"keeps|maintain|maintains|publish|publishes|there)\s+(?:an?|any|its\s+own|a\s+separate)\s+"
+                     r"(?P<y>.+)$"),
 )
 
 _DE = _Language(
@@ -223,8 +229,9 @@ def _bare(question: str) -> str:
 
 
 def _named(token: str, first: bool) -> bool:
-    """A token naming a thing: a digit or an inner capital anywhere, a capital after the first word."""
-    if any(c.isdigit() for c in token) or "/" in token:
+    """A token naming a thing: a digit, an inner capital, a path or an identifier's dot or underscore
+    ("path.isAbsolute", "timeout.refresh", "CMAKE_BUILD_TYPE") anywhere; a capital after the first word."""
+    if any(c.isdigit() for c in token) or "/" in token or "_" in token or "." in token[1:-1]:
         return True
     if any(c.isupper() for c in token[1:]):
         return True
@@ -273,6 +280,13 @@ def subject_of(question: str, language: str | None = None) -> str:
         match = pattern.match(text)
         if match:
             return match.group("s").strip()
+    if rules.yes_no_object is not None:
+        match = rules.yes_no_object.match(text)
+        if match:
+            # "Does Node.js run a bug bounty program?": what a follow-up's "it" picks up is the
+            # thing it was asked to have, of the thing asked about
+            owner = re.sub(r"(?i)^(?:the|a|an)\s+", "", match.group("x"))
+            return f"the {owner} {match.group('y')}"
     for pattern in rules.other:
         match = pattern.match(text)
         if match:
@@ -420,6 +434,9 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         preposition, fragment = words[0], " ".join(words[1:])
     base = _bare(rules.connectives.sub("", _bare(earlier)))
     fragment_names = named_runs(fragment)
+    replaced = _same_head(base, fragment, rules)
+    if replaced is not None:
+        return Resolution(_finish(replaced, earlier, mark), rule, base)
     if fragment_names:
         runs = named_runs(base)
         if runs:
@@ -429,8 +446,36 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         joined = f"{base} {preposition or rules.default_preposition} {fragment}"
         return Resolution(_finish(joined, earlier, mark), rule, base)
     subject = subject_of(earlier, _language_of(earlier, language))
+    content = _content_words(fragment, rules)
+    runs = named_runs(base)
+    if content and not all(w in rules.relational for w in content):
+        # another attribute ("the default number of variables"): asked of the earlier named thing (or
+        # what its subject's last "of" names), not of the earlier attribute ("the maximum" alone is
+        # asked of the whole earlier subject)
+        owner = subject.rsplit(f" {rules.of} ", 1)
+        subject = base[runs[-1][0]: runs[-1][1]] if runs else owner[-1]
     asked = f"{rules.about} {fragment} {_of(rules, subject)}"
     return Resolution(_finish(asked, asked, mark), rule, subject)
+
+
+def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
+    """The earlier question with its phrase of the same head noun replaced by ``fragment``: "Since which
+    Ninja version is the cleandead tool available?" and "the compdb tool" ask about the compdb tool;
+    "the maximum backoff" takes the place of "the default minimum backoff". None when nothing matches."""
+    words = fragment.split()
+    if len(words) < 2 or words[0].lower() not in _DETERMINERS:
+        return None
+    if words[-1].lower() in rules.stop:
+        return None
+    pattern = re.compile(rf"\b(?:{'|'.join(_DETERMINERS)})\s+(?:[\w/+.#'’-]+\s+){{0,4}}?{re.escape(words[-1])}\b",
+                         re.IGNORECASE)
+    match = pattern.search(base)
+    if match is None:
+        return None
+    return base[: match.start()] + fragment + base[match.end():]
+
+
+_DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
 
 
 def _finish(text: str, like: str, mark: str) -> str:
