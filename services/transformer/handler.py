@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,8 +26,10 @@ from shared.contract.deps import Deps
 from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.contract.ports import RefineRequest, Transformation
+from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
+from shared.query.reading.followup import standalone_question
 from shared.query.record import QueryRecord
 from shared.query.runner import Change, ask_model, handle_query_message
 from shared.query.temporal import TimeReading, read_time
@@ -52,7 +55,7 @@ def question_time_filter(
     caller = record.search_filters() or Filters()
     if caller.has_dates:
         return None
-    reading = read_time(record.original_query, now)
+    reading = read_time(record.question, now)
     if reading is None and proposed is not None and (proposed.published_since or proposed.published_until):
         try:
             model = Filters.parse(now=now, since=proposed.published_since, until=proposed.published_until)
@@ -161,9 +164,60 @@ def transformed(record: QueryRecord, iteration: int) -> QueryTransformed | None:
                             sub_queries=list(entry.sub_queries))
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """The question iteration 0 works on, and how it came to stand on its own."""
+
+    question: str
+    source: str | None = None  # None: no earlier turn to read; "model"; "fallback: offline rule (...)"
+    turns: int = 0  # earlier turns read
+    calls: int = 0  # model calls spent
+    note: str | None = None  # what could not be read (a conversation or a turn no longer stored)
+
+    @property
+    def fallback(self) -> bool:
+        return bool(self.source and self.source.startswith("fallback"))
+
+    def detail(self) -> str:
+        if self.source is None:
+            return f"standalone: as typed ({self.note})" if self.note else ""
+        text = f"standalone: {self.question!r} (from {self.turns} earlier turn(s); {self.source})"
+        return text + (f"; {self.note}" if self.note else "")
+
+
+def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
+    """The typed question made to stand on its own before anything else (issue 24): with earlier turns
+    (its conversation's, or the history sent with it) one model call rewrites it, and the offline rule
+    (shared.query.reading.followup) does when the reply is unusable or the budget is spent; with none,
+    the question as typed. The earlier turns are read from state, as every runtime stores them."""
+    typed = record.original_query
+    if record.standalone_question:
+        return FollowUp(record.standalone_question)  # a first turn stands alone as typed
+    settings = ports.settings
+    history = read_history(ports.state, record, max_turns=settings.conversation_max_turns,
+                           max_chars=settings.conversation_max_chars)
+    if not history.turns:
+        return FollowUp(typed, note=history.note)
+    today = ports.clock.now().date()
+    reply = ask_model(ports, record, TRANSFORM, lambda: ports.llm.standalone(typed, history.turns, today=today),
+                      instead="making it stand alone by the offline rule")
+    text = " ".join((reply.value or "").split())[: settings.max_query_chars]
+    if len(text) >= MIN_QUERY_CHARS:
+        return FollowUp(text, "model", len(history.turns), reply.calls, history.note)
+    why = ("model-call budget spent" if reply.spent else
+           f"model call failed ({reply.error})" if reply.error else "empty standalone reply")
+    rule = standalone_question(typed, history.turns)
+    return FollowUp(rule.question, f"fallback: offline rule ({rule.rule}); {why}", len(history.turns), reply.calls,
+                    history.note)
+
+
 def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Change:
-    """Iteration 0: the question rewritten and decomposed (or kept, when the model gives nothing usable)."""
-    now, settings, original = ports.clock.now(), ports.settings, record.original_query
+    """Iteration 0: a follow-up made to stand alone, then rewritten and decomposed (or kept, when the model
+    gives nothing usable)."""
+    follow = stand_alone(record, ports)
+    # What follows reads the standalone question (record.question) and the budget left after its call.
+    record = replace(record, standalone_question=follow.question, model_calls=record.model_calls + follow.calls)
+    now, settings, original = ports.clock.now(), ports.settings, record.question
     reply = ask_model(ports, record, TRANSFORM, lambda: ports.llm.transform(original, today=now.date()),
                       instead="keeping the original query")
     proposed = reply.value
@@ -180,6 +234,10 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
         rewritten = without_month_year(rewritten, original, now)
 
     def change(r: QueryRecord) -> None:
+        r.standalone_question = follow.question
+        if follow.fallback:
+            r.model_fallbacks += 1 if follow.calls else 0
+            note_fallback(r, stage=TRANSFORM, iteration=0, reason=str(follow.source).removeprefix("fallback: "))
         if time_filter is not None and not r.time_filter:
             r.filters, r.time_filter = time_filter
         entry = r.ensure_entry(0)
@@ -192,13 +250,18 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
 
     annotations: dict[str, Any] = {"query": None if settings.redact_query_text else rewritten,
                                    "sub_query_count": len(sub_queries), "transform_source": source}
-    detail = f"query: {rewritten!r}" + (f"; {len(sub_queries)} sub-queries" if sub_queries else "")
+    if record.conversation_id:
+        annotations.update(conversation_id=record.conversation_id, history_turns=follow.turns,
+                           standalone_source=follow.source,
+                           standalone_question=None if settings.redact_query_text else follow.question)
+    detail = "; ".join(p for p in (follow.detail(), f"query: {rewritten!r}") if p)
+    detail += f"; {len(sub_queries)} sub-queries" if sub_queries else ""
     if fallback:
         detail += f" ({source})"
     if time_filter is not None:
         detail += f"; time: {time_filter[1]['phrase']!r} read as published {describe_range(time_filter[1])}"
         annotations["time_filter"] = time_filter[1]["phrase"]
-    return Change(change, "transformed", detail, model_calls=reply.calls, annotations=annotations)
+    return Change(change, "transformed", detail, model_calls=follow.calls + reply.calls, annotations=annotations)
 
 
 def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | None:
@@ -210,8 +273,8 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
         log.info("query %s: iteration %d was not sent to refinement; ignoring", record.id, previous)
         return None
     request = RefineRequest(
-        original_query=record.original_query,
-        previous_query=entry.query or record.original_query,
+        original_query=record.question,
+        previous_query=entry.query or record.question,
         reasoning=entry.grade.reasoning if entry.grade else "",
         missing_aspects=list(entry.grade.missing_aspects) if entry.grade else [],
         earlier_queries=record.queries_tried(),

@@ -1,0 +1,164 @@
+"""The transformer's follow-up step: a follow-up made to stand on its own before anything else, by the
+model when there is one and by the offline rule when its reply is unusable; the standalone question is
+what is retrieved, graded, answered and recorded."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.messages import QuerySubmitted, QueryTransformed
+from shared.contract.ports import ConversationTurn, Transformation
+from shared.observability.tracing import add_exporter
+from shared.query import api
+from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop
+
+ACK = "What is the ack deadline in Pub/Sub?"
+
+
+def _follow_up(loop, question="And what is its maximum?", first=ACK, answer="The default is 10 seconds [1]."):
+    """A first turn that ended with ``answer``, then ``question`` in its conversation; the follow-up's id."""
+    earlier = api.submit_query(loop.deps, first)
+
+    def answered(doc):
+        return {**doc, "status": "answered", "outcome": "answered", "answer": answer}
+
+    loop.state.update(state_collections.QUERIES, earlier.id, answered)
+    return api.submit_query(loop.deps, question, conversation_id=earlier.conversation_id).id
+
+
+def _transform(loop, query_id):
+    loop.deliver(QuerySubmitted(query_id=query_id))
+    return loop.state.get(state_collections.QUERIES, query_id)
+
+
+def test_a_follow_up_is_made_standalone_by_the_model_before_the_rewrite():
+    llm = ScriptedLLM(standalones=["What is the maximum ack deadline in Pub/Sub?"])
+    loop = make_loop(CORPUS, llm)
+    query_id = _follow_up(loop)
+    record = _transform(loop, query_id)
+
+    assert record["standalone_question"] == "What is the maximum ack deadline in Pub/Sub?"
+    assert record["original_query"] == "And what is its maximum?"
+    (standalone,) = [args for op, args in llm.calls if op == "standalone"]
+    assert standalone == ("And what is its maximum?", [ConversationTurn(ACK, "The default is 10 seconds [1].")])
+    assert ("transform", "What is the maximum ack deadline in Pub/Sub?") in llm.calls  # rewritten after
+    assert record["model_calls"] == 2
+    assert record["iterations"][0]["query"] == "What is the maximum ack deadline in Pub/Sub?"
+    detail = record["events"][-1]["detail"]
+    assert "standalone: 'What is the maximum ack deadline in Pub/Sub?'" in detail and "1 earlier turn" in detail
+    assert not record.get("fallbacks")
+
+
+def test_the_loop_retrieves_grades_and_answers_the_standalone_question():
+    llm = ScriptedLLM(standalones=["How does BM25 saturate term frequency?"])
+    loop = make_loop(CORPUS, llm)
+    query_id = _follow_up(loop, "How does it saturate term frequency?", first="What is BM25?")
+    loop.pump(QuerySubmitted(query_id=query_id))
+
+    graded = [args for op, args in llm.calls if op == "grade"]
+    assert graded  # the grader ran on the standalone question's contexts
+    assert loop.index.searches[0][0] == "How does BM25 saturate term frequency?"
+    record = loop.state.get(state_collections.QUERIES, query_id)
+    assert record["status"] == "answered"
+
+
+def test_an_unusable_model_reply_falls_back_to_the_offline_rule():
+    for reply in (TimeoutError("model timed out"), "", "  "):
+        loop = make_loop(CORPUS, ScriptedLLM(standalones=[reply]))
+        record = _transform(loop, _follow_up(loop))
+        assert record["standalone_question"] == "What is the maximum of the ack deadline in Pub/Sub?", reply
+        (fallback,) = record["fallbacks"]
+        assert fallback["stage"] == "transformer" and "offline rule" in fallback["reason"]
+        assert record["model_calls"] == 2
+
+
+def test_a_first_turn_needs_no_standalone_step():
+    llm = ScriptedLLM()
+    loop = make_loop(CORPUS, llm)
+    record = api.submit_query(loop.deps, ACK)
+    stored = _transform(loop, record.id)
+    assert llm.count("standalone") == 0
+    assert stored["standalone_question"] == ACK and stored["model_calls"] == 1
+
+
+def test_a_callers_history_is_read_like_stored_turns():
+    llm = ScriptedLLM(standalones=["What is the maximum ack deadline in Pub/Sub?"])
+    loop = make_loop(CORPUS, llm)
+    record = api.submit_query(loop.deps, "And its maximum?", history=[{"question": ACK, "answer": "10 seconds."}])
+    stored = _transform(loop, record.id)
+    assert stored["standalone_question"] == "What is the maximum ack deadline in Pub/Sub?"
+    assert [args for op, args in llm.calls if op == "standalone"] == [
+        ("And its maximum?", [ConversationTurn(ACK, "10 seconds.")])]
+
+
+def test_a_conversation_gone_before_the_transform_answers_the_question_as_typed():
+    llm = ScriptedLLM()
+    loop = make_loop(CORPUS, llm)
+    query_id = _follow_up(loop)
+    conversation = loop.state.get(state_collections.QUERIES, query_id)["conversation_id"]
+    loop.state.delete(state_collections.CONVERSATIONS, conversation)
+    record = _transform(loop, query_id)
+    assert record["standalone_question"] == "And what is its maximum?"
+    assert "no longer exists" in record["events"][-1]["detail"]
+    assert llm.count("standalone") == 0
+
+
+def test_the_follow_up_call_counts_against_the_budget():
+    llm = ScriptedLLM(standalones=["What is the maximum ack deadline in Pub/Sub?"], transforms=[Transformation("x y z")])
+    loop = make_loop(CORPUS, llm, Settings(max_model_calls=1))
+    record = _transform(loop, _follow_up(loop))
+    # the follow-up's call spent the one model call: the rewrite falls back to the standalone question
+    assert record["standalone_question"] == "What is the maximum ack deadline in Pub/Sub?"
+    assert record["model_calls"] == 1 and llm.count("transform") == 0
+    assert record["iterations"][0]["query"] == "What is the maximum ack deadline in Pub/Sub?"
+
+
+def test_redelivery_does_not_ask_again():
+    llm = ScriptedLLM(standalones=["What is the maximum ack deadline in Pub/Sub?"])
+    loop = make_loop(CORPUS, llm)
+    query_id = _follow_up(loop)
+    before = _transform(loop, query_id)
+    after = _transform(loop, query_id)
+    assert before == after and llm.count("standalone") == 1
+    assert len(loop.publisher.of_type(QueryTransformed)) == 2
+
+
+def test_the_offline_provider_uses_the_rule():
+    loop = make_loop(CORPUS, real_local_llm=True)
+    record = _transform(loop, _follow_up(loop, "How does it saturate term frequency?", first="What is BM25?"))
+    assert record["standalone_question"] == "How does BM25 saturate term frequency?"
+
+
+SPANS = InMemorySpanExporter()
+add_exporter(SPANS, batch=False)
+
+
+def _attributes(name_part: str) -> dict:
+    spans = [s for s in SPANS.get_finished_spans() if name_part in s.name and s.attributes.get("rag.history_turns")]
+    assert spans, [s.name for s in SPANS.get_finished_spans()]
+    return dict(spans[-1].attributes)
+
+
+def test_the_trace_shows_the_standalone_question_beside_the_typed_one():
+    SPANS.clear()
+    loop = make_loop(CORPUS, ScriptedLLM(standalones=["What is the maximum ack deadline in Pub/Sub?"]))
+    query_id = _follow_up(loop)
+    _transform(loop, query_id)
+    attributes = _attributes("transformer")
+    record = loop.state.get(state_collections.QUERIES, query_id)
+    assert attributes["rag.standalone_question"] == "What is the maximum ack deadline in Pub/Sub?"
+    assert attributes["rag.conversation_id"] == record["conversation_id"]
+    assert (attributes["rag.history_turns"], attributes["rag.standalone_source"]) == (1, "model")
+    submits = [s for s in SPANS.get_finished_spans() if s.name == "gateway submit"]
+    assert submits[-1].attributes["rag.conversation_turn"] == 2
+
+
+def test_redaction_keeps_the_standalone_question_out_of_the_trace():
+    SPANS.clear()
+    loop = make_loop(CORPUS, ScriptedLLM(standalones=["What is the maximum ack deadline in Pub/Sub?"]),
+                     Settings(redact_query_text=True))
+    _transform(loop, _follow_up(loop))
+    attributes = _attributes("transformer")
+    assert "rag.standalone_question" not in attributes and attributes["rag.history_turns"] == 1
