@@ -116,6 +116,9 @@ def test_a_two_turn_conversation_reads_the_follow_up_with_the_first_turn(client,
     ])
     extension = _extension(second)
     assert extension["question"] == follow_up
+    assert "bm25" in extension["standalone_question"].lower()
+    assert second.model_extra["citations"][0]["url"].endswith(BM25_ARTICLE)
+    assert "Robertson" in second.choices[0].message.content
     # the record keeps the history as the client sent it, without the sources block
     record = httpx.get(f"{gateway}{extension['status_url']}", timeout=10).json()
     assert record["history"][0]["question"] == "What is BM25?"
@@ -198,11 +201,11 @@ def test_post_queries_starts_and_continues_a_conversation(gateway):
     assert first["status"] == "answered" and conversation
     second = httpx.post(f"{gateway}/v1/queries", json={"question": "Who developed it?", "wait_s": 60,
                                                        "conversation_id": conversation}, timeout=90).json()
-    assert second["conversation_id"] == conversation
+    assert second["conversation_id"] == conversation and "bm25" in second["standalone_question"].lower()
     turns = httpx.get(f"{gateway}/v1/conversations/{conversation}", timeout=10).json()["turns"]
     assert [t["query_id"] for t in turns] == [first["id"], second["id"]]
     assert [t["question"] for t in turns] == ["What is BM25?", "Who developed it?"]
-    assert turns[1]["standalone_question"] == second["standalone_question"]
+    assert turns[1]["standalone_question"] == second["standalone_question"] and turns[1]["citations"]
 
     unknown = "0" * 32
     missing = httpx.get(f"{gateway}/v1/conversations/{unknown}", timeout=10)
@@ -230,6 +233,8 @@ def test_mcp_ask_carries_a_conversation(gateway):
     tools, first, second, unknown = anyio.run(session_run)
     assert "conversation_id" in tools["ask"].input_schema["properties"]
     assert first["conversation_id"] and second["conversation_id"] == first["conversation_id"]
+    assert "bm25" in second["standalone_question"].lower()
+    assert second["citations"][0]["url"].endswith(BM25_ARTICLE)
     assert unknown.is_error and "no conversation with id" in unknown.content[0].text
 
 
