@@ -145,7 +145,7 @@ STAGES: tuple[Stage, ...] = (
                        timeout=300, max_instances=5, concurrency=2),
               Function(topic=topics.DOCUMENT_DELETED, index=True, max_instances=3,
                        note="Deletes chunks only: the embedder is built lazily and never loaded here."))),
-    Stage("transformer", "query", "pubsub", "rewrites the question (iteration 0) or refines it after a grade",
+    Stage("transformer", "query", "pubsub", "makes a follow-up stand alone, rewrites the question (iteration 0) or refines it after a grade",
           publishes=(topics.QUERY_TRANSFORMED,),
           consumes=((topics.QUERY_SUBMITTED, 2), (topics.QUERY_GRADED, 2)),
           handler="services.transformer.handler:handle", needs=("served_model",),
