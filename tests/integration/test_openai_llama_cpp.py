@@ -25,7 +25,7 @@ import pytest
 
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract.errors import ModelUnusable, RetryableError
-from shared.contract.ports import NumberedContext
+from shared.contract.ports import ConversationTurn, NumberedContext
 from shared.query.prompts import GRADE_MAX_TOKENS, SYNTHESIS_MAX_TOKENS, TRANSFORM_MAX_TOKENS
 from tests.integration.llama_server import MODEL_ALIAS, gguf_model, start_llama_server
 
@@ -96,3 +96,15 @@ def test_the_server_answers_an_unknown_model_so_the_provider_checks_the_list(lla
         llm.grade("How does RRF combine rankings?", CONTEXTS)
     assert caught.value.status == 404 and caught.value.model == "no-such-model"
     assert repr(MODEL_ALIAS) in str(caught.value)
+
+
+def test_a_follow_up_made_standalone_through_a_real_model(llm):
+    """The standalone prompt through the server's JSON grammar: the reply is read as a question, or,
+    cut inside its JSON at max_tokens, counted as unusable (the transformer then uses the offline rule)."""
+    history = [ConversationTurn("What is BM25?", "BM25 scores a document by term frequency, inverse document "
+                                                 "frequency and length [2].")]
+    before = llm.malformed_replies
+    text = llm.standalone("Who developed it?", history, today=TODAY)
+    assert (isinstance(text, str) and text.strip()) or llm.malformed_replies == before + 1
+    call = llm.last_call
+    assert call.operation == "standalone" and call.output_tokens <= TRANSFORM_MAX_TOKENS and call.input_tokens > 0
