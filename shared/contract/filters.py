@@ -311,6 +311,17 @@ def _where(value: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, 
 
 
 def _instant(name: str, value: str | date | None, now: datetime, *, end_of_day: bool) -> datetime | None:
+    # A well-formed value can still leave datetime's years 1-9999 ("99999y", the day after
+    # 9999-12-31, a time zone's offset at 0001-01-01): an error naming it, not an OverflowError.
+    try:
+        return _instant_within_range(name, value, now, end_of_day=end_of_day)
+    except OverflowError:
+        raise FilterError(f"{name} {str(value)[:40]!r} falls outside the years 1 to 9999") from None
+
+
+def _instant_within_range(
+    name: str, value: str | date | None, now: datetime, *, end_of_day: bool
+) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -330,7 +341,7 @@ def _instant(name: str, value: str | date | None, now: datetime, *, end_of_day: 
             day = date.fromisoformat(text)
         except ValueError:
             raise FilterError(f"{name} {text!r} is not a calendar date") from None
-        return _instant(name, day, now, end_of_day=end_of_day)
+        return _instant_within_range(name, day, now, end_of_day=end_of_day)
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
