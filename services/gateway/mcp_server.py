@@ -17,7 +17,6 @@ or a misspelt ``top_k`` without a word, where REST answers 400).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -81,6 +80,7 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         ),
         version="0.1.0",
     ))
+    server.max_query_chars = deps.settings.max_query_chars
 
     async def run_loop(question: str, top_k: int | None, filters: dict[str, Any] | None = None,
                        conversation_id: str | None = None) -> QueryRecord:
@@ -167,15 +167,14 @@ _TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", 
           "ask": {"question", "source", "since", "until", "where", "conversation_id"}}
 
 
-def _checked_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> dict[str, Any]:
     """The tools' arguments checked by the HTTP API's own rules, so a wrong type or value gets the
     API's one-line message (the SDK would answer with pydantic's multi-line text and a link)."""
     out = dict(arguments)
     try:
         for field in ("question", "query"):
             if out.get(field) is not None:
-                # the length limit is the query's own, checked when it is submitted
-                validate_query_text(out[field], max_chars=sys.maxsize, field=field)
+                validate_query_text(out[field], max_chars=max_query_chars, field=field)
         if out.get("top_k") is not None:
             out["top_k"] = validate_int(out["top_k"], "top_k", TOP_K_RANGE)
         for field in ("source", "since", "until", "conversation_id"):
@@ -199,6 +198,9 @@ class _Server(MCPServer):
     rather than the SDK's validation text, and so that search_documents still takes the old
     name ``query`` alone (marked deprecated in the schema)."""
 
+    #: The submitted query's limit, so the empty-question message names it (build_mcp_server sets it).
+    max_query_chars: int
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         taken = _TAKES.get(name)
         unknown = sorted(set(arguments) - taken) if taken is not None else []
@@ -206,7 +208,7 @@ class _Server(MCPServer):
             raise ToolError(f"{name} takes no argument {', '.join(map(repr, unknown))}; send only "
                             f"{', '.join(sorted(taken - {'query'}))}")
         if taken is not None:
-            arguments = _checked_arguments(arguments)
+            arguments = _checked_arguments(arguments, max_query_chars=self.max_query_chars)
         return await super().call_tool(name, arguments, context)
 
     async def list_tools(self) -> list[MCPTool]:

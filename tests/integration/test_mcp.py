@@ -81,7 +81,9 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
     assert deps.state.get(state_collections.QUERIES, answered["id"])["original_query"] == "how does BM25 rank?"
 
     assert bad.is_error
-    assert "'question' is empty" in bad.content[0].text
+    # the limit named is the query's own (it named sys.maxsize, 9223372036854775807)
+    assert f"'question' is empty; send a question of 1 to {deps.settings.max_query_chars} characters" \
+        in bad.content[0].text
 
 
 def test_a_tool_refuses_the_question_while_a_stage_of_the_process_is_unready(deps, tmp_path, monkeypatch):
