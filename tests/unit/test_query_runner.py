@@ -118,3 +118,23 @@ def test_ask_model_answers_falls_back_spends_no_call_over_budget_and_ends_a_refu
              _message(), loop.deps)
     ended = read_record(loop.state, "q1")
     assert runs == [] and ended.status == "failed" and "m1 is retired" in ended.error
+
+
+def test_a_query_handler_s_step_is_read_from_the_registry():
+    from services.grader.handler import STEP as GRADER
+    from services.synthesizer.handler import STEP as SYNTHESIZER
+    from services.transformer.handler import STEPS
+    from shared.contract.messages import QueryGraded, QuerySubmitted
+    from shared.runtime.query_steps import producer_of, registered_step, stage_handled_by
+    from shared.runtime.stages import STAGE_BY_NAME
+
+    # the grader waits for whichever stage publishes what the registry delivers to it
+    (topic,) = [t for t, _ in STAGE_BY_NAME["grader"].consumes]
+    assert GRADER.consumes.TOPIC == topic and GRADER.after == producer_of(GRADER.consumes) == "retriever"
+    assert (SYNTHESIZER.stage, SYNTHESIZER.after) == ("synthesizer", "grader")
+    submitted, refined = STEPS
+    assert (submitted.consumes, submitted.after) == (QuerySubmitted, None)  # the gateway is no query stage
+    assert (refined.consumes, refined.after) == (QueryGraded, "grader")
+    assert stage_handled_by("services.retriever.handler").name == "retriever"
+    with pytest.raises(LookupError, match="tests.unit.test_query_runner is the handler of 0 registered stages"):
+        registered_step(__name__, run=lambda r, m, p: None, publishes=lambda r, i: None)
