@@ -329,7 +329,7 @@ def _freshness(deps, feed: fr.Feed, feed_url: str, rounds: int) -> dict:
             "freshness_s": [round(s, 2) for s in cited_s], "load_freshness": [round(load, 2), round(os.getloadavg()[0], 2)]}
 
 
-def _recall(index, dimension: int, queries: int = 50) -> float:
+def _recall(index, dimension: int, queries: int = 200) -> float:
     """The index's dense top 10 against exact inner products over every live vector (each
     segment's memory-mapped rows read once for all probes; dead rows left out)."""
     view = index.snapshot()

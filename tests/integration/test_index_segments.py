@@ -407,3 +407,18 @@ def test_a_trickle_of_writes_never_makes_a_search_fold_more_than_a_few_rows(tmp_
     single = _fresh_build(tmp_path / "one", final)
     for text, vector in zip(["glacier policy", "t7x1 cobalt"], _unit(rng, 2), strict=True):
         assert _ranking(index, text, vector, "hybrid") == _ranking(single, text, vector, "hybrid")
+
+
+def test_a_segments_chunk_ids_are_not_walked_by_every_full_garbage_collection(tmp_path):
+    # As a list, a 1M-row segment's chunk ids made every full collection 57 ms instead of 9.6 ms.
+    import gc
+
+    index = HybridIndex(tmp_path, DIM, background_merges=False)
+    index.upsert("d0", *_document(np.random.default_rng(24), "d0", 5))
+    index.maintain(flush=True)
+    index.upsert("d1", *_document(np.random.default_rng(25), "d1", 3))
+    reopened = HybridIndex(tmp_path, DIM, background_merges=False)
+    view = reopened.snapshot()
+    assert len(view.disk_segments) == 1 and view.memory_rows == 3
+    assert not any(gc.is_tracked(seg.chunk_ids) for seg in view.segments)
+    assert reopened.search("", _unit(np.random.default_rng(26), 1)[0], 8, mode="dense")

@@ -119,11 +119,14 @@ _NO_TFS = np.zeros(0, dtype=np.float32)
 class Segment:
     """One immutable segment; ``dense`` is an exact or HNSW searcher over ``vectors``."""
 
-    def __init__(self, *, name: str, lo: int, hi: int, built_at: int, chunk_ids: list[str],
+    def __init__(self, *, name: str, lo: int, hi: int, built_at: int, chunk_ids: list[str] | np.ndarray,
                  vectors: np.ndarray, postings: Postings, dense: Any) -> None:
         self.name = name  # the folder's name; "" for a segment held only in memory
         self.lo, self.hi, self.built_at = lo, hi, built_at
-        self.chunk_ids = chunk_ids
+        # An object array, not a list: every full collection of the garbage collector walks a list's
+        # items, not an array's (a full collection took 57 ms with a 1M-row segment open, 9.6 ms
+        # before it was opened, load ~10: a pause in whichever search it lands on).
+        self.chunk_ids = np.asarray(chunk_ids, dtype=object).reshape(-1)
         self.vectors = vectors
         self.postings = postings
         self.dense = dense
@@ -160,7 +163,7 @@ def write_segment(root: Path, segment: Segment, tmp_name: str,
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        (tmp / "chunk_ids.json").write_text(json.dumps(segment.chunk_ids))
+        (tmp / "chunk_ids.json").write_text(json.dumps(segment.chunk_ids.tolist()))
         np.save(tmp / "vectors.npy", np.ascontiguousarray(segment.vectors, dtype=np.float32))
         p = segment.postings
         np.save(tmp / "indptr.npy", p.indptr)
