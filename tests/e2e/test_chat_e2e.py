@@ -93,7 +93,9 @@ def test_a_conversation_in_the_terminal_follows_up_starts_over_and_leaves_on_ctr
         assert re.search(r"\(answered; query [0-9a-f]{8}", first)
 
         follow_up = _turn(terminal, "Who developed it?")
-        assert re.search(r"\((answered|not_answerable)[a-z_]*; query [0-9a-f]{8}", follow_up), follow_up
+        read_as = re.search(r"\(read as: ([^)]*)\)", follow_up)
+        assert read_as and "bm25" in read_as.group(1).lower(), follow_up
+        assert "Robertson" in follow_up and BM25_ARTICLE in follow_up
 
         assert "New conversation" in _turn(terminal, "/new")
         alone = _turn(terminal, "Who developed it?")  # nothing before it now: it stands as typed
