@@ -5,6 +5,7 @@ uvicorn in this process (``ragbus serve`` and tests); ``main.py`` is the Cloud
 Function entry point.
 """
 
-from services.gateway.app import ServerHandle, create_app, serve
+from services.gateway.app import create_app
+from services.gateway.server import ServerHandle, serve
 
 __all__ = ["ServerHandle", "create_app", "serve"]

@@ -130,7 +130,7 @@ def forget_sample_elsewhere(deps, feed_url: str) -> int:
 
 
 def run_demo(console: Console, *, serve_after: bool = False, port: int | None = None) -> None:
-    from services.gateway.app import serve as serve_gateway
+    from services.gateway.server import serve as serve_gateway
     from shared.contract import state_collections
     from shared.ingest.feeds import remove_feed
     from shared.observability.terminal_text import markup

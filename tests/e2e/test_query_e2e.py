@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from services.gateway.app import serve
+from services.gateway.server import serve
 from shared.contract.config import load_settings
 from shared.query.reading.language import phrase
 from shared.runtime.bootstrap import build_local

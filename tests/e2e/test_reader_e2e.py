@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.app import serve
+from services.gateway.server import serve
 from shared.contract.config import load_settings
 from shared.ingest.files import ingest_path
 from shared.query.record import QueryRecord

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from services.gateway.app import serve
+from services.gateway.server import serve
 from shared.contract import state_collections
 from shared.contract.config import load_settings
 from shared.runtime.bootstrap import build_local

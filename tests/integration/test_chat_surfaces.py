@@ -15,7 +15,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from services.gateway.app import serve
+from services.gateway.server import serve
 from shared.contract.config import load_settings
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime

@@ -19,8 +19,8 @@ from google.auth.transport.requests import AuthorizedSession
 from google.oauth2.credentials import Credentials
 from starlette.testclient import TestClient
 
-from services.gateway import app as gateway_app
 from services.gateway import create_app
+from services.gateway import traces as gateway_traces
 from shared.adapters.gcp.cloud_trace import CloudTraceReader, TraceUnavailable, _nanos, trace_spans
 from shared.contract.config import Settings
 from shared.observability.tracing import tracer_provider
@@ -95,7 +95,7 @@ def gcp_gateway(tmp_path, cloud_trace, monkeypatch):
     def reader(project: str) -> CloudTraceReader:
         return CloudTraceReader(project, AuthorizedSession(Credentials(token=TOKEN)), base_url=url)
 
-    monkeypatch.setattr(gateway_app, "cloud_trace_reader", reader)
+    monkeypatch.setattr(gateway_traces, "cloud_trace_reader", reader)
     tracer_provider()  # an SDK provider, as every ragbus process has: submitted queries get a trace id
     deps = make_deps(tmp_path, Settings(home=tmp_path, runtime="gcp", gcp_project=PROJECT))
     with TestClient(create_app(deps), base_url="http://127.0.0.1") as client:
@@ -135,7 +135,7 @@ def test_a_trace_cloud_trace_does_not_have_yet_answers_with_the_console_link(gcp
     client, deps = gcp_gateway
     doc = _submit(client)
     doc["trace_id"] = "0000" + doc["trace_id"][4:]  # a trace the server does not hold
-    body = gateway_app.cloud_query_trace(deps.settings, QueryRecord.from_doc(doc))
+    body = gateway_traces.cloud_query_trace(deps.settings, QueryRecord.from_doc(doc))
     assert body["rows"] == [] and body["trace_id"] == doc["trace_id"]
     assert "no trace" in body["note"] and body["console_url"] in body["note"]
 
@@ -151,11 +151,11 @@ def test_a_gateway_without_permission_says_which_role_it_needs(tmp_path, cloud_t
 
 def test_on_the_emulators_the_local_span_store_answers(tmp_path, monkeypatch):
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
-    assert not gateway_app.cloud_traces(Settings(home=tmp_path, runtime="gcp", gcp_project=PROJECT))
+    assert not gateway_traces.cloud_traces(Settings(home=tmp_path, runtime="gcp", gcp_project=PROJECT))
     monkeypatch.delenv("PUBSUB_EMULATOR_HOST")
     monkeypatch.delenv("FIRESTORE_EMULATOR_HOST", raising=False)
-    assert gateway_app.cloud_traces(Settings(home=tmp_path, runtime="gcp", gcp_project=PROJECT))
-    assert not gateway_app.cloud_traces(Settings(home=tmp_path))
+    assert gateway_traces.cloud_traces(Settings(home=tmp_path, runtime="gcp", gcp_project=PROJECT))
+    assert not gateway_traces.cloud_traces(Settings(home=tmp_path))
 
 
 def test_span_times_keep_their_nanoseconds_and_bad_ones_are_refused():

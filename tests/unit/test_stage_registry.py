@@ -113,7 +113,7 @@ def test_a_query_stage_publishes_only_what_the_registry_says():
 
 
 def test_the_page_listens_for_every_query_stage_the_registry_has():
-    from services.gateway.app import page_html
+    from services.gateway.page import page_html
 
     page = page_html()
     (listed,) = re.findall(r'<meta name="ragbus-stage-events" content="([^"]*)">', page)

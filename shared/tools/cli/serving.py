@@ -39,8 +39,8 @@ def serve(
     allow_loopback: AllowLoopback = False,
 ) -> None:
     """Gateway, web page, MCP, every stage and scheduled polling in one process."""
-    from services.gateway.app import serve as serve_gateway
     from services.gateway.guard import LOOPBACK_HOSTS
+    from services.gateway.server import serve as serve_gateway
     from shared.contract.config import check_api_token
 
     token = load_settings().api_token

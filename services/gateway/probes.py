@@ -1,0 +1,85 @@
+"""``/healthz`` and ``/readyz``: whether the gateway is up, and whether the model and the stages
+this process runs can answer a question."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from shared.contract.deps import Deps
+
+#: Worker threads kept for /healthz and /readyz alone, so a crowd of queries cannot delay a probe.
+HEALTH_THREADS = 4
+
+
+class Probes:
+    """The probes, bound to one Deps.
+
+    ``/healthz`` and ``/readyz`` stay open without a token (probes send none), so on an
+    address other machines reach (``detail_open`` false) they answer the status alone,
+    and the detail (the model's refusal, a stage's reason) only to a request bearing the
+    token; the detail is in the log either way.
+    """
+
+    def __init__(self, deps: Deps, stages: tuple[str, ...] = (), *, detail_open: bool = True,
+                 api_token: str | None = None) -> None:
+        self.deps = deps
+        self.stages = stages
+        self.detail_open = detail_open
+        self.api_token = api_token
+        self._health_threads: anyio.CapacityLimiter | None = None
+
+    async def _health_read(self, read: Callable[[], Any]) -> Any:
+        """``read`` in a worker thread of the health checks' own: never queued behind query work."""
+        if self._health_threads is None:  # made in the event loop, which anyio requires
+            self._health_threads = anyio.CapacityLimiter(HEALTH_THREADS)
+        return await anyio.to_thread.run_sync(read, limiter=self._health_threads)
+
+    def _shows_detail(self, request: Request) -> bool:
+        if self.detail_open:
+            return True
+        if not self.api_token:
+            return False
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_token.encode())
+
+    def _model_health(self) -> dict[str, Any]:
+        from shared.query.model_health import model_health
+
+        # The stages that call the model may run elsewhere: what they recorded is the truth.
+        return model_health(self.deps.state, self.deps.settings.llm_model)
+
+    def unready_stages(self) -> dict[str, str]:
+        from shared.runtime.readiness import unready_stages
+
+        return unready_stages(self.deps.settings, self.stages) if self.stages else {}
+
+    async def health(self, request: Request) -> Response:
+        body: dict[str, Any] = {"status": "ok", "runtime": self.deps.settings.runtime}
+        if not self._shows_detail(request):
+            return JSONResponse(body)  # live; what is wrong is for token holders and the log
+        model = await self._health_read(self._model_health)
+        if not model["usable"]:
+            body["model"] = model  # still live (200): restarting the gateway cannot fix the model
+        unready = await self._health_read(self.unready_stages)
+        if unready:
+            body["stages"] = unready  # still live: the fix is a file or a setting, not a restart
+        return JSONResponse(body)
+
+    async def ready(self, request: Request) -> Response:
+        model = await self._health_read(self._model_health)
+        unready = await self._health_read(self.unready_stages)
+        ready = bool(model["usable"]) and not unready
+        status = 200 if ready else 503
+        if not self._shows_detail(request):
+            return JSONResponse({"status": "ready" if ready else "unready",
+                                 "model": {"model": model["model"], "usable": model["usable"]}}, status_code=status)
+        body: dict[str, Any] = {"status": "ready" if ready else "unready", "model": model}
+        if unready:
+            body["stages"] = unready
+        return JSONResponse(body, status_code=status)

@@ -1,0 +1,48 @@
+"""What every route answers with: the API's one error shape, and a request's JSON object read
+within :data:`MAX_BODY_BYTES` while it arrives."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The one error shape of the API: ``{"error": "..."}``."""
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def read_json_object(request: Request) -> dict[str, Any] | Response:
+    size = 0
+    chunks: list[bytes] = []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send a shorter query")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return error(400, 'the body is empty; send JSON like {"question": "your question"}')
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return error(400, "the body is not UTF-8; send UTF-8 encoded JSON")
+    except RecursionError:
+        return error(400, "the body's JSON is nested too deeply; send a flat object like "
+                          '{"question": "your question"}')
+    except json.JSONDecodeError as exc:
+        return error(
+            400,
+            f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            'send JSON like {"question": "your question"}',
+        )
+    except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
+        return error(400, f"the body's JSON has a value that cannot be read ({str(exc)[:120]})")
+    if not isinstance(body, dict):
+        return error(400, 'the body must be a JSON object; send one like {"question": "your question"}')
+    return body

@@ -1,0 +1,129 @@
+"""Serving the gateway with uvicorn in a background thread of this process (``ragbus serve``)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import uvicorn
+from starlette.applications import Starlette
+
+from services.gateway.app import create_app
+from shared.contract.deps import Deps
+from shared.contract.errors import InvalidInput
+
+log = logging.getLogger("ragbus.gateway")
+
+
+@dataclass
+class ServerHandle:
+    """A gateway served by uvicorn in a background thread of this process."""
+
+    host: str
+    port: int
+    server: uvicorn.Server
+    thread: threading.Thread
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def wait(self) -> None:
+        """Block until the server stops (for ``ragbus serve`` in the foreground)."""
+        while self.thread.is_alive():
+            self.thread.join(0.5)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.server.should_exit = True
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.server.force_exit = True
+            self.thread.join(timeout)
+
+
+def check_listenable(host: str, port: int) -> None:
+    """Refuse, naming the reason, an address the gateway cannot listen on: uvicorn would log a
+    bind failure as a bare ERROR line and exit, and let a port out of range out as a traceback.
+
+    Binds (and closes) a socket for every address ``host`` resolves to, as uvicorn will."""
+    if not 0 <= port <= 65535:
+        raise InvalidInput(f"port {port} is not a TCP port; choose one from 1 to 65535 (0 picks a free one)")
+    if port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InvalidInput(f"cannot listen on host {host!r} ({exc}); give an address of this machine, "
+                           "such as 127.0.0.1") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise InvalidInput(
+                    f"the gateway cannot listen on {host}:{port}: {exc.strerror or exc} (a `ragbus serve` "
+                    "already running?); stop what listens there or choose another --port"
+                ) from None
+
+
+def serve(
+    deps: Deps,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    *,
+    app: Starlette | None = None,
+    api_token: str | None = None,
+    stages: Sequence[str] = (),
+    log_level: str = "warning",
+    ready_timeout_s: float = 15.0,
+) -> ServerHandle:
+    """Serve the gateway on ``host:port`` (0 picks a free port) until ``.stop()``; ``stages``: the
+    stages this process runs beside it, whose readiness ``/readyz`` reports (see :func:`create_app`).
+
+    Raises :class:`InvalidInput` for an address it cannot listen on (see :func:`check_listenable`)."""
+    check_listenable(host, port)
+    config = uvicorn.Config(
+        app or create_app(deps, host=host, api_token=api_token, stages=stages),
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        # Open event streams end with their query; do not let one hold shutdown.
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    def run() -> None:
+        try:
+            server.run()
+        except SystemExit:
+            # uvicorn exits when it cannot bind; the caller hears it from serve() below.
+            pass
+
+    thread = threading.Thread(target=run, name=f"gateway@{host}:{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + ready_timeout_s
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(
+                f"the gateway could not start on {host}:{port} (address in use or not allowed?); "
+                "choose another --port or host"
+            )
+        if time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the gateway did not start on {host}:{port} within {ready_timeout_s:g}s")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1] if port == 0 else port
+    log.info("gateway serving on %s:%d", host, bound)
+    return ServerHandle(host=host, port=bound, server=server, thread=thread)
