@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.contract.config import load_settings  # noqa: E402
 from shared.contract.messages import FeedPollRequested  # noqa: E402
-from shared.ingest.feeds import add_feed, list_feeds  # noqa: E402
 from shared.ingest.files import ingest_path  # noqa: E402
+from shared.ingest.listings import add_listing, list_listings  # noqa: E402
 from shared.ingest.progress import status_of, touched_since  # noqa: E402
 from shared.query.api import submit_query, wait_for_query  # noqa: E402
 from shared.runtime.bootstrap import build_deps, build_local  # noqa: E402
@@ -195,7 +195,7 @@ def emulator_runtime(home: Path):
             deadline = time.monotonic() + timeout_s
             stable = 0
             while time.monotonic() < deadline:
-                feeds = [f for f in list_feeds(deps.state) if f["url"] in feed_urls]
+                feeds = [f for f in list_listings(deps.state) if f["url"] in feed_urls]
                 if len(feeds) == len(feed_urls) and all(f.get("last_poll") and f["last_poll"] >= since.isoformat()
                                                         for f in feeds):
                     status = status_of(deps.state, touched_since(deps.state, since, feed_urls) | file_ids)
@@ -233,7 +233,7 @@ def measure(rounds: int, *, runtime: str = "embedded", ask_every_s: float = 0.1,
         since = deps.clock.now()
         corpus_feed = f"{corpus}/feed.xml"
         for url in (feed_url, corpus_feed):
-            add_feed(deps.state, url, allow_loopback=True, now=since)
+            add_listing(deps.state, url, allow_loopback=True, now=since)
         deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, feed_urls=[feed_url, corpus_feed],
                                                  requested_at=since))
         files = ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher,

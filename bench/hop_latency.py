@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from shared.contract import state_collections
 from shared.contract.config import load_settings  # noqa: E402
 from shared.contract.messages import FeedPollRequested  # noqa: E402
-from shared.ingest.feeds import add_feed  # noqa: E402
 from shared.ingest.files import ingest_path  # noqa: E402
+from shared.ingest.listings import add_listing  # noqa: E402
 from shared.query.api import submit_query, wait_for_query  # noqa: E402
 from shared.tools import emulators, topology  # noqa: E402
 from shared.tools.demo import CORPUS, serve_corpus  # noqa: E402
@@ -179,7 +179,7 @@ def ask_all(deps, questions: list[str]) -> tuple[list[float], list[float]]:
 
 def _ingest_corpus(deps, publish_poll) -> None:
     with serve_corpus(port=0) as base:
-        add_feed(deps.state, f"{base}/feed.xml", allow_loopback=True, now=deps.clock.now())
+        add_listing(deps.state, f"{base}/feed.xml", allow_loopback=True, now=deps.clock.now())
         publish_poll()
         ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
         deadline = time.monotonic() + 600

@@ -212,13 +212,13 @@ def _subscribe(deps, runtime, feed: fr.Feed, feed_url: str) -> None:
     from datetime import UTC, datetime, timedelta
 
     from shared.contract.messages import FeedPollRequested
-    from shared.ingest.feeds import add_feed
+    from shared.ingest.listings import add_listing
     from shared.query.api import submit_query, wait_for_query
 
     thing, place, fact = fr.FACTS[-1]
     feed.add("old-0", f"Notes on the {thing}", fr._article(thing, place, fact), datetime.now(UTC) - timedelta(days=1))
     since = deps.clock.now()
-    add_feed(deps.state, feed_url, allow_loopback=True, now=since)
+    add_listing(deps.state, feed_url, allow_loopback=True, now=since)
     deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, feed_urls=[feed_url], requested_at=since))
     if not runtime.wait_idle(600):
         raise SystemExit("the freshness feed's first poll did not finish in 10 minutes")

@@ -39,13 +39,13 @@ from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
 from shared.contract.config import Settings
-from shared.ingest.feeds import add_feed
+from shared.ingest.listings import add_listing
 from tests.fakes import FakeClock, RecordingPublisher
 
 home, url = sys.argv[2], sys.argv[3]
 state = SqliteStateStore(home + "/state.db")
 clock = FakeClock()
-add_feed(state, url, allow_loopback=True, now=clock.now(), kind="sitemap")
+add_listing(state, url, allow_loopback=True, now=clock.now(), kind="sitemap")
 fetcher = SafeFetcher(allow_loopback=True, timeout_s=30.0, retries=0, host_rate=1000.0, host_concurrency=8)
 publisher = RecordingPublisher()
 started = time.perf_counter()

@@ -288,7 +288,7 @@ def ask_through_the_loop(corpus: list[Note], groups: dict[str, list[tuple[str, s
     without the date filter; figures per group."""
     from shared.contract.config import load_settings
     from shared.contract.messages import FeedPollRequested
-    from shared.ingest.feeds import add_feed
+    from shared.ingest.listings import add_listing
     from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
@@ -302,7 +302,7 @@ def ask_through_the_loop(corpus: list[Note], groups: dict[str, list[tuple[str, s
         system = build_local(settings, clock=clock)
         started = time.perf_counter()
         with LocalRuntime(system.deps, system.bus) as runtime:
-            add_feed(system.deps.state, feed_url, allow_loopback=True, now=clock.now())
+            add_listing(system.deps.state, feed_url, allow_loopback=True, now=clock.now())
             system.deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, feed_urls=[feed_url],
                                                             requested_at=clock.now()))
             if not runtime.wait_idle(600):

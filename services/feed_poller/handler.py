@@ -46,7 +46,7 @@ from shared.contract.ids import feed_item_id
 from shared.contract.messages import FeedPollRequested, Message
 from shared.contract.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
 from shared.contract.text import clip_metadata
-from shared.ingest import feeds, processed_items
+from shared.ingest import listings, processed_items
 from shared.ingest.step import Item, announce, retract_missing
 from shared.ingest.url_guard import normalise_url
 
@@ -66,7 +66,7 @@ PollOutcome = Literal["ok", "not_modified", "partial", "failed", "busy"]
 class PollReport:
     """What one poll of one listing did."""
 
-    feed_url: str
+    listing_url: str
     outcome: PollOutcome = "ok"
     new: int = 0
     changed: int = 0
@@ -157,7 +157,7 @@ def handle(message: Message, deps: Deps) -> None:
     if reports and len(failed) == len(reports) and all(r.retryable for r in failed):
         raise RetryableError(
             "every feed failed with a transient error: "
-            + "; ".join(f"{r.feed_url}: {r.error}" for r in failed)
+            + "; ".join(f"{r.listing_url}: {r.error}" for r in failed)
         )
 
 
@@ -173,7 +173,7 @@ def poll_listings(
 ) -> list[PollReport]:
     """Poll ``listing_urls`` (every registered listing when empty), one report each."""
     ports = _Ports(state, blobs, publisher, fetcher, clock, settings)
-    urls = list(listing_urls) or [f["url"] for f in feeds.list_feeds(state)]
+    urls = list(listing_urls) or [f["url"] for f in listings.list_listings(state)]
     if not urls:
         log.info("poll requested but no feed is registered; add one with `ragbus feeds add URL`")
     reports: list[PollReport] = []
@@ -183,7 +183,7 @@ def poll_listings(
             normal = normalise_url(url)
         except InvalidInput as exc:
             log.warning("skipping feed %r: %s", url, exc)
-            reports.append(PollReport(feed_url=url, outcome="failed", error=str(exc)))
+            reports.append(PollReport(listing_url=url, outcome="failed", error=str(exc)))
             continue
         if normal in seen:
             continue
@@ -197,7 +197,7 @@ def poll_listings(
             # and the other listings are polled all the same. Were the state store broken, recording
             # fails too and that error aborts the poll (the message is retried).
             log.exception("feed %s: unexpected error", normal)
-            report = _fail(ports, PollReport(feed_url=normal),
+            report = _fail(ports, PollReport(listing_url=normal),
                            f"poll failed on an unexpected value: {type(exc).__name__}: {exc}", False)
         reports.append(report)
     return reports
@@ -222,20 +222,20 @@ def poll_listing(
 
 
 def _leased_poll(url: str, ports: _Ports) -> PollReport:
-    token = feeds.take_poll_lease(ports.state, url, now=ports.clock.now(), lease_s=POLL_LEASE_S)
+    token = listings.take_poll_lease(ports.state, url, now=ports.clock.now(), lease_s=POLL_LEASE_S)
     if token is None:
         log.info("feed %s: another poll of it is running; skipped", url)
-        return PollReport(feed_url=url, outcome="busy")
+        return PollReport(listing_url=url, outcome="busy")
     try:
         return _poll(url, ports)
     finally:
-        feeds.release_poll_lease(ports.state, url, token)
+        listings.release_poll_lease(ports.state, url, token)
 
 
 def _poll(url: str, ports: _Ports) -> PollReport:
-    report = PollReport(feed_url=url)
-    record = feeds.get_feed(ports.state, url) or {}
-    kind = feeds.kind_of(record)
+    report = PollReport(listing_url=url)
+    record = listings.get_listing(ports.state, url) or {}
+    kind = listings.kind_of(record)
     listing = LISTINGS[kind]
     if record.get("allow_loopback"):  # registered with --allow-loopback: its pages live there too
         ports = dataclasses.replace(ports, fetcher=ports.fetcher.allowing_loopback())
@@ -280,7 +280,7 @@ def _not_modified(url: str, record: dict[str, Any], result: FetchResult, report:
                   ports: _Ports) -> PollReport:
     report.outcome = "not_modified"
     report.entries = int(record.get("items") or 0)
-    feeds.record_poll(ports.state, url, now=ports.clock.now(), changes={
+    listings.record_poll(ports.state, url, now=ports.clock.now(), changes={
         "last_status": report.summary,
         "last_error": None,
         "etag": result.etag or record.get("etag"),
@@ -303,7 +303,7 @@ def _record_outcome(url: str, result: FetchResult, report: PollReport, ports: _P
     if not report.item_errors and not report.deferred and report.cacheable:
         changes["etag"] = result.etag
         changes["last_modified"] = result.last_modified
-    feeds.record_poll(ports.state, url, now=ports.clock.now(), changes=changes)
+    listings.record_poll(ports.state, url, now=ports.clock.now(), changes=changes)
     log.info("feed %s: %s", url, report.summary)
     return report
 
@@ -313,9 +313,9 @@ def _fail(ports: _Ports, report: PollReport, error: str, retryable: bool) -> Pol
     report.error = error
     report.retryable = retryable
     log.warning(
-        "feed %s failed (%s): %s", report.feed_url, "retryable" if retryable else "permanent", error
+        "feed %s failed (%s): %s", report.listing_url, "retryable" if retryable else "permanent", error
     )
-    feeds.record_poll(ports.state, report.feed_url, now=ports.clock.now(),
+    listings.record_poll(ports.state, report.listing_url, now=ports.clock.now(),
                       changes={"last_status": "failed", "last_error": error})
     return report
 
@@ -347,14 +347,14 @@ def _bounded(url: str, entries: list[Entry], report: PollReport, max_title_chars
     return out
 
 
-def _this_poll(entries: list[Entry], report: PollReport, state: StateStore, feed_url: str,
+def _this_poll(entries: list[Entry], report: PollReport, state: StateStore, listing_url: str,
                limit: int) -> list[Entry]:
     """The entries this poll handles: every unchanged one (cheap, no fetch) and, of those
     that need a fetch, the ``limit`` newest; items the fetcher refused and unchanged since
     are left out."""
     work, quiet = [], []
     for entry in entries:
-        record = state.get(state_collections.PROCESSED_ITEMS, feed_item_id(feed_url, entry.guid)) or {}
+        record = state.get(state_collections.PROCESSED_ITEMS, feed_item_id(listing_url, entry.guid)) or {}
         if record.get("item_hash") == entry.item_hash:
             if record.get("status") == processed_items.PUBLISHED:
                 quiet.append(entry)
@@ -370,7 +370,7 @@ def _this_poll(entries: list[Entry], report: PollReport, state: StateStore, feed
         chosen = {id(e) for e in sorted(work, key=lambda e: e.published or "", reverse=True)[:limit]}
         work = [e for e in work if id(e) in chosen]
         log.warning("feed %s: %d items need fetching; %d now (RAGBUS_MAX_ITEMS_PER_POLL), the rest on later polls",
-                    feed_url, len(work) + report.deferred, limit)
+                    listing_url, len(work) + report.deferred, limit)
     return quiet + work
 
 
@@ -399,7 +399,7 @@ def _process_entry(url: str, entry: Entry, report: PollReport, listing: Listing,
         report.elsewhere += 1
     elif done.error is not None:
         message = f"{entry.link or entry.guid}: {done.error}"
-        log.warning("feed %s: item failed: %s", report.feed_url, message)
+        log.warning("feed %s: item failed: %s", report.listing_url, message)
         report.item_errors.append(message)
     else:
         report.published.append(document_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from shared.contract import state_collections
 from shared.contract.ports import Doc, StateStore
 from shared.ingest import processed_items
-from shared.ingest.feeds import feed_key
+from shared.ingest.listings import listing_key
 
 
 def resend_all(state: StateStore) -> int:
@@ -38,7 +38,7 @@ def resend_all(state: StateStore) -> int:
                 return None
             return {**current, "etag": None, "last_modified": None}
 
-        state.update(state_collections.FEEDS, feed_key(listing["url"]), unvalidated)
+        state.update(state_collections.FEEDS, listing_key(listing["url"]), unvalidated)
     for document in documents:
         state.delete(state_collections.DOCUMENTS, document["document_id"])
     return len(documents)

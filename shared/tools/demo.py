@@ -89,16 +89,16 @@ def serve_corpus(port: int = 0) -> Iterator[str]:
 def submit_sample_corpus(deps, base: str) -> str:
     """Register the sample feed served at ``base``, request a poll of it and ingest the
     sample documents; return the feed URL. The stages running somewhere do the rest."""
-    from shared.ingest.feeds import add_feed, list_feeds
     from shared.ingest.files import ingest_path
+    from shared.ingest.listings import add_listing, list_listings
 
     feed_url = f"{base}/feed.xml"
     moved = forget_sample_elsewhere(deps, feed_url)
     if moved:
         log.info("the sample feed moved to %s: %d article(s) indexed from its earlier address removed",
                  feed_url, moved)
-    if not any(f["url"] == feed_url for f in list_feeds(deps.state)):
-        add_feed(deps.state, feed_url, allow_loopback=True, now=deps.clock.now())
+    if not any(f["url"] == feed_url for f in list_listings(deps.state)):
+        add_listing(deps.state, feed_url, allow_loopback=True, now=deps.clock.now())
     deps.publisher.publish(FeedPollRequested(
         request_id=uuid.uuid4().hex, feed_urls=[feed_url], requested_at=deps.clock.now()))
     ingest_path(CORPUS / "docs", state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock)
@@ -114,7 +114,7 @@ def forget_sample_elsewhere(deps, feed_url: str) -> int:
     port), and unregister that feed: the sample corpus is indexed once, under the address that
     serves it now, instead of once per port. Returns how many articles were retracted."""
     from shared.ingest import processed_items
-    from shared.ingest.feeds import list_feeds, remove_feed
+    from shared.ingest.listings import list_listings, remove_listing
     from shared.ingest.step import retract
 
     moved = [r for r in processed_items.records(deps.state, {"source": "feed"})
@@ -122,17 +122,17 @@ def forget_sample_elsewhere(deps, feed_url: str) -> int:
     for record in moved:
         retract(record["document_id"], f"the sample feed moved to {feed_url}", state=deps.state,
                 publisher=deps.publisher, clock=deps.clock)
-    for listing in list_feeds(deps.state, kind="feed"):
+    for listing in list_listings(deps.state, kind="feed"):
         if listing["url"] != feed_url and listing["url"].endswith(f"{SAMPLE_PATH}/feed.xml") \
                 and listing["url"].startswith("http://127.0.0.1:"):
-            remove_feed(deps.state, listing["url"], publisher=deps.publisher, clock=deps.clock, keep_documents=True)
+            remove_listing(deps.state, listing["url"], publisher=deps.publisher, clock=deps.clock, keep_documents=True)
     return len(moved)
 
 
 def run_demo(console: Console, *, serve_after: bool = False, port: int | None = None) -> None:
     from services.gateway.server import serve as serve_gateway
     from shared.contract import state_collections
-    from shared.ingest.feeds import remove_feed
+    from shared.ingest.listings import remove_listing
     from shared.observability.terminal_text import markup
     from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
@@ -192,7 +192,7 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
         if feed_url:
             # Nothing serves the feed once the demo is gone: a registered dead feed would fail every
             # `ragbus poll`. Its documents stay; `ragbus serve` serves their pages under /sample/.
-            remove_feed(deps.state, feed_url, publisher=deps.publisher, clock=deps.clock, keep_documents=True)
+            remove_listing(deps.state, feed_url, publisher=deps.publisher, clock=deps.clock, keep_documents=True)
     if not serve_after:
         console.print(
             f"\nThe sample articles stay indexed here. To ask your own questions in the browser: "

@@ -127,7 +127,7 @@ def test_two_concurrent_polls_of_one_feed_do_the_work_once(tmp_path, site):
 
 
 def test_a_poll_lease_of_a_dead_process_is_taken_over(tmp_path, site):
-    from shared.ingest.feeds import feed_key, take_poll_lease
+    from shared.ingest.listings import listing_key, take_poll_lease
 
     items = _articles(site, 2)
     site.put("/feed.xml", feed_xml(site.base, items), "application/rss+xml")
@@ -136,7 +136,7 @@ def test_a_poll_lease_of_a_dead_process_is_taken_over(tmp_path, site):
     assert poller.poll().outcome == "busy"  # held by this (live) process
     record = poller.state.list(state_collections.FEEDS)[0]
     record["poll_lease"]["owner"] = f"{record['poll_lease']['owner'].rsplit(':', 1)[0]}:{2**22 + 12345}"
-    poller.state.put(state_collections.FEEDS, feed_key(poller.feed), record)
+    poller.state.put(state_collections.FEEDS, listing_key(poller.feed), record)
     assert poller.poll().new == 2  # a killed poller does not block the feed until its lease ends
 
 

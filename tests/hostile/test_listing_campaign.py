@@ -159,7 +159,7 @@ def test_two_items_of_one_feed_linking_one_page_are_one_document(listings):
 
 
 def test_a_listing_removed_and_added_again_does_not_duplicate_a_shared_page(listings):
-    from shared.ingest.feeds import remove_feed
+    from shared.ingest.listings import remove_listing
 
     site = listings.site
     items = _articles(site, 2)
@@ -168,7 +168,7 @@ def test_a_listing_removed_and_added_again_does_not_duplicate_a_shared_page(list
     feed = listings.add("/feed.xml")
     listings.add("/sitemap.xml", "sitemap")
     listings.poll()
-    remove_feed(listings.state, feed, publisher=listings.deps.publisher, clock=listings.clock)
+    remove_listing(listings.state, feed, publisher=listings.deps.publisher, clock=listings.clock)
     listings.add("/feed.xml")
     listings.poll()
     # the sitemap kept both pages; the feed back holds them again (fetched again under the same

@@ -21,7 +21,7 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.messages import FeedPollRequested
-from shared.ingest.feeds import add_feed, get_feed
+from shared.ingest.listings import add_listing, get_listing
 from tests.fakes import FakeClock, RecordingPublisher
 from tests.hostile.servers import hostile_server
 from tests.hostile.test_input_bounds import START, _articles, feed_xml
@@ -59,7 +59,7 @@ class Listings:
         return self.deps.state
 
     def add(self, path: str, kind: str = "feed") -> str:
-        return add_feed(self.state, f"{self.site.base}{path}", allow_loopback=True, now=self.clock.now(),
+        return add_listing(self.state, f"{self.site.base}{path}", allow_loopback=True, now=self.clock.now(),
                         kind=kind)["url"]
 
     def poll(self) -> None:
@@ -67,7 +67,7 @@ class Listings:
         handle(FeedPollRequested(request_id="r", feed_urls=[], requested_at=START), self.deps)
 
     def record(self, path: str) -> dict:
-        return get_feed(self.state, f"{self.site.base}{path}") or {}
+        return get_listing(self.state, f"{self.site.base}{path}") or {}
 
     def fetched(self) -> list[str]:
         return [m.url for m in self.deps.publisher.messages if type(m).__name__ == "DocumentFetched"]
@@ -317,7 +317,7 @@ def test_an_index_and_its_child_registered_separately_hold_each_page_once(listin
 
 
 def test_removing_one_listing_keeps_the_pages_another_still_lists(listings):
-    from shared.ingest.feeds import remove_feed
+    from shared.ingest.listings import remove_listing
 
     site = listings.site
     items = _articles(site, 2)
@@ -328,7 +328,7 @@ def test_removing_one_listing_keeps_the_pages_another_still_lists(listings):
     (first_ids,) = {tuple(sorted(m.document_id for m in listings.deps.publisher.messages))}
     kw = {"publisher": listings.deps.publisher, "clock": listings.clock}
     # the feed found the pages first; removing it must not delete what the sitemap lists
-    assert remove_feed(listings.state, feed, **kw) == []
+    assert remove_listing(listings.state, feed, **kw) == []
     assert listings.deleted() == []
     # the sitemap drops one page: now it is gone, the other stays
     site.put("/sitemap.xml", urlset([f"{site.base}/p1.html"]), "application/xml")
@@ -336,7 +336,7 @@ def test_removing_one_listing_keeps_the_pages_another_still_lists(listings):
     (gone,) = listings.deleted()
     assert gone in first_ids
     assert len(listings.fetched()) == 2  # nothing fetched again
-    assert sorted(remove_feed(listings.state, sitemap, kind="sitemap", **kw) + [gone]) == sorted(first_ids)
+    assert sorted(remove_listing(listings.state, sitemap, kind="sitemap", **kw) + [gone]) == sorted(first_ids)
 
 
 def test_the_same_pages_in_a_feed_and_a_sitemap_are_indexed_once_and_survive_removing_one(tmp_path):

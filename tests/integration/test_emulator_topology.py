@@ -24,8 +24,8 @@ from shared.contract import state_collections, topics
 from shared.contract.config import load_settings
 from shared.contract.deps import Deps
 from shared.contract.messages import ContextsRetrieved, DocumentIndexed, FeedPollRequested, decode
-from shared.ingest.feeds import add_feed
 from shared.ingest.files import ingest_path
+from shared.ingest.listings import add_listing
 from shared.query.state import new_query_record
 from shared.tools import emulators, topology
 from tests.probes.pubsub_probe import read_log
@@ -310,7 +310,7 @@ def test_two_polls_racing_on_one_feed_index_each_item_once(topo, client):
         site.put("/race.xml", rss(site.base, items), "application/rss+xml")
         site.delay_s = 0.2  # slow pages: the two polls overlap item by item
         feed = f"{site.base}/race.xml"
-        add_feed(client.state, feed, allow_loopback=True, now=client.clock.now())
+        add_listing(client.state, feed, allow_loopback=True, now=client.clock.now())
         barrier = threading.Barrier(2)
 
         def request_poll() -> None:

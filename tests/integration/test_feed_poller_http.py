@@ -22,7 +22,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.ids import feed_item_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched, FeedPollRequested
-from shared.ingest.feeds import add_feed, get_feed
+from shared.ingest.listings import add_listing, get_listing
 from tests.fakes import FakeClock, RecordingPublisher
 
 
@@ -149,7 +149,7 @@ class Pipeline:
         return self.publisher.of_type(DocumentDeleted)
 
     def record(self) -> dict:
-        return get_feed(self.state, self.feed)
+        return get_listing(self.state, self.feed)
 
 
 @pytest.fixture
@@ -173,7 +173,7 @@ def articles(site: Site, names: list[str]) -> list[dict[str, str]]:
 
 def test_poll_twice_then_change_and_remove(tmp_path, site):
     p = Pipeline(tmp_path, site)
-    add_feed(p.state, p.feed, allow_loopback=True, now=p.clock.now())
+    add_listing(p.state, p.feed, allow_loopback=True, now=p.clock.now())
     items = articles(site, ["volcano", "glacier", "satellite"])
     p.publish_feed(items)
 

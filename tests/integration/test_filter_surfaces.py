@@ -291,7 +291,7 @@ def test_a_feed_item_s_author_and_categories_are_what_where_matches(tmp_path):
 
     from shared.contract.config import load_settings
     from shared.contract.messages import FeedPollRequested
-    from shared.ingest.feeds import add_feed
+    from shared.ingest.listings import add_listing
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from tests.support import Site, article_html, serve_site, topic_paragraphs
@@ -312,7 +312,7 @@ def test_a_feed_item_s_author_and_categories_are_what_where_matches(tmp_path):
         local = build_local(settings.with_(allow_loopback=True))
         feed = f"{site.base}/feed.xml"
         with LocalRuntime(local.deps, local.bus) as runtime:
-            add_feed(local.deps.state, feed, allow_loopback=True, now=local.deps.clock.now())
+            add_listing(local.deps.state, feed, allow_loopback=True, now=local.deps.clock.now())
             local.deps.publisher.publish(FeedPollRequested(request_id=uuid.uuid4().hex, feed_urls=[feed],
                                                            requested_at=local.deps.clock.now()))
             assert runtime.wait_idle(120)

@@ -12,7 +12,7 @@ from shared.contract import state_collections
 from shared.contract.errors import InvalidInput
 from shared.contract.messages import DocumentDeleted
 from shared.contract.text import meaningful_rewrite, snippet, with_header
-from shared.ingest.feeds import add_feed, list_feeds, remove_feed
+from shared.ingest.listings import add_listing, list_listings, remove_listing
 from shared.tools.cli import app, short_ids
 from shared.tools.console import stage_counts
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
@@ -125,7 +125,7 @@ def test_ask_accepts_a_configured_query_timeout_beyond_the_range_of_timeout(monk
 
 def _state_with_feed_items():
     state, publisher, clock = InMemoryStateStore(), RecordingPublisher(), FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
-    url = add_feed(state, "https://blog.example/feed.xml", allow_loopback=False, now=clock.now(),
+    url = add_listing(state, "https://blog.example/feed.xml", allow_loopback=False, now=clock.now(),
                    resolver=lambda *a, **k: [(2, 1, 6, "", ("93.184.216.34", 0))])["url"]
     for n in range(2):
         state.put(state_collections.PROCESSED_ITEMS, f"feed-{n}", {"document_id": f"feed-{n}", "source": "feed",
@@ -137,9 +137,9 @@ def _state_with_feed_items():
 
 def test_removing_a_feed_deletes_its_documents_only():
     state, publisher, clock, url = _state_with_feed_items()
-    deleted = remove_feed(state, url, publisher=publisher, clock=clock)
+    deleted = remove_listing(state, url, publisher=publisher, clock=clock)
     assert sorted(deleted) == ["feed-0", "feed-1"]
-    assert list_feeds(state) == []
+    assert list_listings(state) == []
     sent = [m for m in publisher.messages if isinstance(m, DocumentDeleted)]
     assert sorted(m.document_id for m in sent) == ["feed-0", "feed-1"]
     assert state.get(state_collections.PROCESSED_ITEMS, "feed-0") is None
@@ -148,16 +148,16 @@ def test_removing_a_feed_deletes_its_documents_only():
 
 def test_removing_a_feed_can_keep_its_documents():
     state, publisher, clock, url = _state_with_feed_items()
-    assert remove_feed(state, url, publisher=publisher, clock=clock, keep_documents=True) == []
-    assert list_feeds(state) == [] and not publisher.messages
+    assert remove_listing(state, url, publisher=publisher, clock=clock, keep_documents=True) == []
+    assert list_listings(state) == [] and not publisher.messages
     assert state.get(state_collections.PROCESSED_ITEMS, "feed-0") is not None
 
 
 def test_removing_an_unknown_feed_is_an_error_that_changes_nothing():
     state, publisher, clock, url = _state_with_feed_items()
     with pytest.raises(InvalidInput, match="feeds list"):
-        remove_feed(state, url + "x", publisher=publisher, clock=clock)
-    assert len(list_feeds(state)) == 1 and not publisher.messages
+        remove_listing(state, url + "x", publisher=publisher, clock=clock)
+    assert len(list_listings(state)) == 1 and not publisher.messages
 
 
 def test_the_readme_names_only_commands_and_flags_that_exist():

@@ -17,7 +17,7 @@ from shared.contract.errors import FetchRefused, InvalidInput, PermanentError, R
 from shared.contract.ids import feed_id, feed_item_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched, FeedPollRequested, encode
 from shared.contract.ports import FetchResult
-from shared.ingest.feeds import add_feed, get_feed, list_feeds, validate_feed_url
+from shared.ingest.listings import add_listing, get_listing, list_listings, validate_listing_url
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 
 FEED = "https://blog.example/feed.xml"
@@ -120,7 +120,7 @@ def world():
             return self.publisher.of_type(DocumentDeleted)
 
         def feed_record(self, url=FEED):
-            return get_feed(self.state, url)
+            return get_listing(self.state, url)
 
     return World()
 
@@ -546,14 +546,14 @@ def test_empty_request_polls_every_registered_feed_and_one_failure_does_not_stop
     def loopback_ok(host, port, type=0):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
 
-    add_feed(world.state, other, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
-    add_feed(world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
+    add_listing(world.state, other, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
+    add_listing(world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=loopback_ok)
     world.fetcher.responses[FEED] = RetryableError("GET feed failed after 4 attempts: HTTP 500")
     world.fetcher.feed(other, rss([item(9)]))
     world.fetcher.page("https://blog.example/p9")
     handle(request(), world.deps())  # acked: one feed succeeded
     assert [m.guid for m in world.fetched()] == ["g9"]
-    feeds = {f["url"]: f for f in list_feeds(world.state)}
+    feeds = {f["url"]: f for f in list_listings(world.state)}
     assert "HTTP 500" in feeds[FEED]["last_error"] and feeds[other]["last_error"] is None
 
 
@@ -635,8 +635,8 @@ def public(host, port, type=0):
     return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
 
 
-def test_add_feed_normalises_and_is_idempotent(world):
-    record = add_feed(
+def test_add_listing_normalises_and_is_idempotent(world):
+    record = add_listing(
         world.state,
         "HTTPS://Blog.Example:443/feed.xml#top",
         allow_loopback=False,
@@ -646,11 +646,11 @@ def test_add_feed_normalises_and_is_idempotent(world):
     assert record["url"] == FEED and record["added_at"] == world.clock.now().isoformat()
     assert world.state.get(state_collections.FEEDS, feed_id(FEED)) == record
     world.clock.advance(60)
-    again = add_feed(
+    again = add_listing(
         world.state, FEED, allow_loopback=False, now=world.clock.now(), resolver=public
     )
     assert again["added_at"] == record["added_at"]
-    (listed,) = list_feeds(world.state)
+    (listed,) = list_listings(world.state)
     assert set(listed) >= {
         "url",
         "added_at",
@@ -676,10 +676,10 @@ def test_add_feed_normalises_and_is_idempotent(world):
         ("http://[::ffff:192.168.0.1]/feed", FetchRefused, "private"),
     ],
 )
-def test_add_feed_refuses_bad_urls_clearly(world, url, error, message):
+def test_add_listing_refuses_bad_urls_clearly(world, url, error, message):
     with pytest.raises(error, match=message):
-        add_feed(world.state, url, allow_loopback=False, now=world.clock.now(), resolver=public)
-    assert list_feeds(world.state) == []
+        add_listing(world.state, url, allow_loopback=False, now=world.clock.now(), resolver=public)
+    assert list_listings(world.state) == []
 
 
 def test_loopback_feeds_only_when_allowed():
@@ -687,11 +687,11 @@ def test_loopback_feeds_only_when_allowed():
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
 
     assert (
-        validate_feed_url("http://127.0.0.1:8000/f", allow_loopback=True, resolver=loop)
+        validate_listing_url("http://127.0.0.1:8000/f", allow_loopback=True, resolver=loop)
         == "http://127.0.0.1:8000/f"
     )
     with pytest.raises(FetchRefused, match="10.1.1.1 is a private"):
-        validate_feed_url("http://10.1.1.1/f", allow_loopback=True, resolver=loop)
+        validate_listing_url("http://10.1.1.1/f", allow_loopback=True, resolver=loop)
 
 
 def test_an_entry_with_neither_link_nor_permalink_is_a_recorded_item_error(world):

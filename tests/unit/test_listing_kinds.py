@@ -14,7 +14,7 @@ from services.feed_poller.listings import LISTINGS, Listing
 from shared.contract.errors import InvalidInput
 from shared.contract.messages import DocumentFetched
 from shared.contract.sources import LISTING_KINDS, SOURCE_KINDS
-from shared.ingest.feeds import add_feed, kind_of, list_feeds, remove_feed
+from shared.ingest.listings import add_listing, kind_of, list_listings, remove_listing
 from shared.ingest.step import Content, polled_items
 from tests.unit.test_feed_poller import FakeFetcher, request, world  # noqa: F401 - the fixture
 
@@ -52,30 +52,30 @@ def test_poll_reads_every_registered_kind_with_its_reader_and_counts_its_items(w
         monkeypatch.setitem(LISTINGS, kind, _inline_reader(kind, read_urls))
         urls[kind] = f"https://{kind}.example/listing"
         world.fetcher.feed(urls[kind], b"listing", content_type="text/plain")
-        add_feed(world.state, urls[kind], allow_loopback=False, now=world.clock.now(), kind=kind, resolver=_public)
+        add_listing(world.state, urls[kind], allow_loopback=False, now=world.clock.now(), kind=kind, resolver=_public)
     handle(request(), world.deps())
     assert read_urls == {kind: [url] for kind, url in urls.items()}
     assert sorted(m.source for m in world.publisher.of_type(DocumentFetched)) == sorted(LISTING_KINDS)
     assert sorted(r["source"] for r in polled_items(world.state)) == sorted(LISTING_KINDS)
-    assert {kind_of(record) for record in list_feeds(world.state)} == set(LISTING_KINDS)
-    records = {r["url"]: r for r in list_feeds(world.state)}
+    assert {kind_of(record) for record in list_listings(world.state)} == set(LISTING_KINDS)
+    records = {r["url"]: r for r in list_listings(world.state)}
     assert all(records[url]["last_status"].startswith("ok: 1 new") for url in urls.values())
 
 
 def test_a_listing_keeps_its_kind_and_is_removed_by_it(world):  # noqa: F811
     for kind in LISTING_KINDS:
-        add_feed(world.state, f"https://{kind}.example/l", allow_loopback=False, now=world.clock.now(), kind=kind,
+        add_listing(world.state, f"https://{kind}.example/l", allow_loopback=False, now=world.clock.now(), kind=kind,
                  resolver=_public)
     with pytest.raises(InvalidInput, match="registered as a sitemap; remove it with `ragbus sitemaps remove"):
-        add_feed(world.state, "https://sitemap.example/l", allow_loopback=False, now=world.clock.now(),
+        add_listing(world.state, "https://sitemap.example/l", allow_loopback=False, now=world.clock.now(),
                  resolver=_public)
     with pytest.raises(InvalidInput, match="kind 'nope': use one of feed, sitemap"):
-        add_feed(world.state, "https://x.example/l", allow_loopback=False, now=world.clock.now(), kind="nope",
+        add_listing(world.state, "https://x.example/l", allow_loopback=False, now=world.clock.now(), kind="nope",
                  resolver=_public)
     with pytest.raises(InvalidInput, match="no feed .* `ragbus feeds list`"):
-        remove_feed(world.state, "https://sitemap.example/l", publisher=world.publisher, clock=world.clock)
-    remove_feed(world.state, "https://sitemap.example/l", publisher=world.publisher, clock=world.clock, kind=None)
-    assert [kind_of(r) for r in list_feeds(world.state)] == [k for k in LISTING_KINDS if k != "sitemap"]
+        remove_listing(world.state, "https://sitemap.example/l", publisher=world.publisher, clock=world.clock)
+    remove_listing(world.state, "https://sitemap.example/l", publisher=world.publisher, clock=world.clock, kind=None)
+    assert [kind_of(r) for r in list_listings(world.state)] == [k for k in LISTING_KINDS if k != "sitemap"]
 
 
 def test_every_kind_has_its_command_group_and_sources_takes_any(tmp_path, monkeypatch):

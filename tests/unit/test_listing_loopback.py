@@ -8,7 +8,7 @@ import pytest
 
 from shared.adapters.http_fetch import SafeFetcher
 from shared.contract.errors import FetchRefused
-from shared.ingest.feeds import add_feed, get_feed
+from shared.ingest.listings import add_listing, get_listing
 from tests.fakes import FakeClock, InMemoryStateStore
 
 pytestmark = pytest.mark.unit
@@ -22,27 +22,27 @@ def _resolver(address: str):
 
 def test_a_listing_on_loopback_remembers_it_was_allowed_there():
     state, now = InMemoryStateStore(), FakeClock().now()
-    add_feed(state, "http://127.0.0.1:8766/feed.xml", allow_loopback=True, now=now)
-    add_feed(state, "http://127.0.0.1:8767/sitemap.xml", allow_loopback=True, now=now, kind="sitemap")
-    assert get_feed(state, "http://127.0.0.1:8766/feed.xml")["allow_loopback"] is True
-    assert get_feed(state, "http://127.0.0.1:8767/sitemap.xml")["allow_loopback"] is True
+    add_listing(state, "http://127.0.0.1:8766/feed.xml", allow_loopback=True, now=now)
+    add_listing(state, "http://127.0.0.1:8767/sitemap.xml", allow_loopback=True, now=now, kind="sitemap")
+    assert get_listing(state, "http://127.0.0.1:8766/feed.xml")["allow_loopback"] is True
+    assert get_listing(state, "http://127.0.0.1:8767/sitemap.xml")["allow_loopback"] is True
 
 
 def test_a_public_listing_added_with_the_flag_does_not_keep_it():
     # its items must not reach this machine's own services later
     state = InMemoryStateStore()
-    add_feed(state, "https://news.example/feed.xml", allow_loopback=True, now=FakeClock().now(),
+    add_listing(state, "https://news.example/feed.xml", allow_loopback=True, now=FakeClock().now(),
              resolver=_resolver("93.184.215.14"))
-    assert "allow_loopback" not in get_feed(state, "https://news.example/feed.xml")
+    assert "allow_loopback" not in get_listing(state, "https://news.example/feed.xml")
 
 
 def test_adding_again_with_the_flag_records_it_on_the_existing_listing():
     state, now = InMemoryStateStore(), FakeClock().now()
     url = "http://localhost:8766/feed.xml"
     with pytest.raises(FetchRefused):
-        add_feed(state, url, allow_loopback=False, now=now)
-    add_feed(state, url, allow_loopback=True, now=now)
-    assert get_feed(state, url)["allow_loopback"] is True
+        add_listing(state, url, allow_loopback=False, now=now)
+    add_listing(state, url, allow_loopback=True, now=now)
+    assert get_listing(state, url)["allow_loopback"] is True
 
 
 def test_the_fetcher_allowed_on_loopback_is_another_one_with_the_same_settings():

@@ -9,7 +9,7 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import feed_item_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.contract.ports import FetchResult
-from shared.ingest.feeds import add_feed, list_feeds, remove_feed
+from shared.ingest.listings import add_listing, list_listings, remove_listing
 from tests.unit.test_feed_poller import FakeFetcher, world  # noqa: F401 - the fixture
 
 SITEMAP = "https://site.example/sitemap.xml"
@@ -39,7 +39,7 @@ def publish(world, url, body, pages=()):  # noqa: F811
 
 
 def register(world, url=SITEMAP):  # noqa: F811
-    add_feed(world.state, url, allow_loopback=False, now=world.clock.now(), kind="sitemap",
+    add_listing(world.state, url, allow_loopback=False, now=world.clock.now(), kind="sitemap",
              resolver=lambda *a, **k: [(2, 1, 6, "", ("93.184.216.34", 443))])
 
 
@@ -167,18 +167,18 @@ def test_an_index_is_never_polled_conditionally(world):  # noqa: F811
 def test_sitemaps_and_feeds_share_one_registry_but_keep_their_kind(world):  # noqa: F811
     register(world)
     with pytest.raises(InvalidInput, match="already registered as a sitemap"):
-        add_feed(world.state, SITEMAP, allow_loopback=False, now=world.clock.now(),
+        add_listing(world.state, SITEMAP, allow_loopback=False, now=world.clock.now(),
                  resolver=lambda *a, **k: [(2, 1, 6, "", ("93.184.216.34", 443))])
-    assert [s["url"] for s in list_feeds(world.state, kind="sitemap")] == [SITEMAP]
-    assert list_feeds(world.state, kind="feed") == []
+    assert [s["url"] for s in list_listings(world.state, kind="sitemap")] == [SITEMAP]
+    assert list_listings(world.state, kind="feed") == []
     with pytest.raises(InvalidInput, match="no feed"):
-        remove_feed(world.state, SITEMAP, publisher=world.publisher, clock=world.clock)
+        remove_listing(world.state, SITEMAP, publisher=world.publisher, clock=world.clock)
     pages = {"https://site.example/a": None}
     publish(world, SITEMAP, urlset(pages), pages)
     world.poll(SITEMAP)
-    deleted = remove_feed(world.state, SITEMAP, publisher=world.publisher, clock=world.clock, kind="sitemap")
+    deleted = remove_listing(world.state, SITEMAP, publisher=world.publisher, clock=world.clock, kind="sitemap")
     assert deleted == [feed_item_id(SITEMAP, "https://site.example/a")]
-    assert world.deleted()[-1].reason == "sitemap removed" and list_feeds(world.state) == []
+    assert world.deleted()[-1].reason == "sitemap removed" and list_listings(world.state) == []
 
 
 def test_the_cleaner_takes_a_sitemap_page_title_from_the_page(world):  # noqa: F811

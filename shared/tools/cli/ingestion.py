@@ -30,12 +30,12 @@ def poll(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
 ) -> None:
     """Poll feeds now and wait until everything new is indexed."""
-    from shared.ingest.feeds import list_feeds
+    from shared.ingest.listings import list_listings
     from shared.ingest.progress import touched_since
 
     session = open_session(allow_loopback, changes=True)
     deps = session.deps
-    if not list_feeds(deps.state):
+    if not list_listings(deps.state):
         left = session.local.bus.oldest_outstanding(
             [c.subscription for c in consumers_of(INGESTION_STAGES)]) if session.local else None
         if left is None:
@@ -51,7 +51,7 @@ def poll(
         return
     since, started = time.time() - 0.001, deps.clock.now()
     dead = 0
-    earlier = _announce_earlier(session, _feed_items(deps, feed), "poll")
+    earlier = _announce_earlier(session, _listing_items(deps, feed), "poll")
     with session.stages(INGESTION_STAGES) as runtime:
         deps.publisher.publish(FeedPollRequested(
             request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=started))
@@ -59,22 +59,22 @@ def poll(
             wait_with_progress(session.local, runtime, since, timeout, "poll")
             dead = dead_since(session.local, since)
         else:
-            wanted = list(feed or [f["url"] for f in list_feeds(deps.state)])
+            wanted = list(feed or [f["url"] for f in list_listings(deps.state)])
 
             def polled() -> set[str] | None:
-                records = [f for f in list_feeds(deps.state) if f["url"] in wanted]
+                records = [f for f in list_listings(deps.state) if f["url"] in wanted]
                 if any(not f.get("last_poll") or f["last_poll"] < started.isoformat() for f in records):
                     return None  # keeps the wait going until the poller ran
                 return touched_since(deps.state, started, wanted)
 
             dead = wait_for_documents(session, polled, timeout, "poll")
-    feeds = list_feeds(deps.state)
-    failed = [f for f in feeds if f.get("last_error") and (not feed or f["url"] in feed)]
-    for f in feeds:
+    listed = list_listings(deps.state)
+    failed = [f for f in listed if f.get("last_error") and (not feed or f["url"] in feed)]
+    for f in listed:
         if not feed or f["url"] in feed:
             status = f"[red]{markup(f['last_error'])}[/]" if f.get("last_error") else markup(f.get("last_status") or "ok")
             console.print(f"{markup(f['url'])}: {status}")
-    unfinished = _report_unfinished(session, earlier | touched_since(deps.state, started, _wanted_feeds(deps, feed)),
+    unfinished = _report_unfinished(session, earlier | touched_since(deps.state, started, _wanted_listings(deps, feed)),
                                     "poll")
     if dead and not unfinished:
         err.print(f"[red]{dead} message(s) could not be processed; see `ragbus dead-letters`[/]")
@@ -82,12 +82,12 @@ def poll(
         raise typer.Exit(1)
 
 
-def _wanted_feeds(deps: Deps, feed: list[str] | None) -> list[str]:
-    from shared.ingest.feeds import list_feeds
+def _wanted_listings(deps: Deps, feed: list[str] | None) -> list[str]:
+    from shared.ingest.listings import list_listings
     from shared.ingest.url_guard import normalise_url
 
     if not feed:
-        return [f["url"] for f in list_feeds(deps.state)]
+        return [f["url"] for f in list_listings(deps.state)]
     out = []
     for url in feed:
         try:
@@ -97,10 +97,10 @@ def _wanted_feeds(deps: Deps, feed: list[str] | None) -> list[str]:
     return out
 
 
-def _feed_items(deps: Deps, feed: list[str] | None) -> set[str]:
+def _listing_items(deps: Deps, feed: list[str] | None) -> set[str]:
     from shared.ingest.step import polled_items
 
-    return {r["document_id"] for r in polled_items(deps.state, _wanted_feeds(deps, feed))}
+    return {r["document_id"] for r in polled_items(deps.state, _wanted_listings(deps, feed))}
 
 
 def _announce_earlier(session: Session, candidates: set[str], command: str) -> set[str]:

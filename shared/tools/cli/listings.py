@@ -94,11 +94,11 @@ def _kind_named(name: str) -> ListingKind:
 
 
 def _add_listing(kind: ListingKind, url: str, allow_loopback: bool) -> None:
-    from shared.ingest.feeds import add_feed
+    from shared.ingest.listings import add_listing
 
     session = open_session(allow_loopback, changes=True)
     try:
-        listing = add_feed(session.deps.state, url, allow_loopback=session.settings.allow_loopback,
+        listing = add_listing(session.deps.state, url, allow_loopback=session.settings.allow_loopback,
                            now=session.deps.clock.now(), kind=kind.name)
     except RagbusError as exc:
         raise fail(str(exc)) from None
@@ -108,9 +108,9 @@ def _add_listing(kind: ListingKind, url: str, allow_loopback: bool) -> None:
 
 def _list_listings(kind: ListingKind | None, as_json: bool) -> None:
     """One kind's listings as that kind's group shows them, or (None) every listing with its kind."""
-    from shared.ingest.feeds import kind_of, list_feeds
+    from shared.ingest.listings import kind_of, list_listings
 
-    listings = list_feeds(open_session().deps.state, kind=kind.name if kind else None)
+    listings = list_listings(open_session().deps.state, kind=kind.name if kind else None)
     if kind is None:
         listings = [{**listing, "kind": kind_of(listing)} for listing in listings]
     if as_json:
@@ -132,7 +132,7 @@ def _list_listings(kind: ListingKind | None, as_json: bool) -> None:
 
 def _remove_listing(kind: ListingKind | None, url: str, keep_documents: bool, timeout: float) -> None:
     """Remove ``url``, a listing of ``kind`` (of whatever kind it is when None)."""
-    from shared.ingest.feeds import get_feed, kind_of, remove_feed
+    from shared.ingest.listings import get_listing, kind_of, remove_listing
 
     session = open_session(changes=True)
     deps = session.deps
@@ -141,8 +141,8 @@ def _remove_listing(kind: ListingKind | None, url: str, keep_documents: bool, ti
     label = f"{kind.plural if kind else 'sources'} remove"
     with session.stages(("indexer",)) as runtime:
         try:
-            found = kind or LISTING_KINDS[kind_of(get_feed(deps.state, url) or {})]
-            deleted = remove_feed(deps.state, url, publisher=deps.publisher, clock=deps.clock,
+            found = kind or LISTING_KINDS[kind_of(get_listing(deps.state, url) or {})]
+            deleted = remove_listing(deps.state, url, publisher=deps.publisher, clock=deps.clock,
                                   keep_documents=keep_documents, kind=kind.name if kind else None)
         except RagbusError as exc:
             raise fail(str(exc)) from None

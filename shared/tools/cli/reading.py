@@ -21,7 +21,7 @@ commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
 
 def collect_stats(deps: Deps) -> dict[str, Any]:
-    from shared.ingest.feeds import list_feeds
+    from shared.ingest.listings import list_listings
 
     state = deps.state
     outcomes: dict[str, int] = {}
@@ -39,7 +39,7 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
         "dead_letters": len(letters),
         "feeds": [
             {k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}
-            for f in list_feeds(state)
+            for f in list_listings(state)
         ],
         "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
         "recent_dead_letters": [

@@ -24,10 +24,10 @@ commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
 
 def _poll_periodically(system: LocalSystem, stop: threading.Event) -> None:
-    from shared.ingest.feeds import list_feeds
+    from shared.ingest.listings import list_listings
 
     while not stop.wait(system.settings.poll_interval_s):
-        if list_feeds(system.deps.state):
+        if list_listings(system.deps.state):
             system.bus.publish(FeedPollRequested(
                 request_id=uuid.uuid4().hex, feed_urls=[], requested_at=system.deps.clock.now()))
 

@@ -7,7 +7,7 @@ Key: :func:`shared.contract.ids.feed_id` of the normalised URL. Record::
 ``kind`` names the listing's kind (:data:`shared.contract.sources.LISTING_KINDS`); a record
 without it is a feed (so records written before sitemaps existed read as what they are).
 
-``add_feed`` checks the URL with the same guard the fetcher applies on every
+``add_listing`` checks the URL with the same guard the fetcher applies on every
 request (:mod:`shared.ingest.url_guard`), so a feed on a private address is refused
 when it is added, not only when it is first polled.
 """
@@ -29,7 +29,7 @@ from shared.contract.sources import DEFAULT_LISTING_KIND, LISTING_KINDS
 from shared.ingest.step import retract_missing
 from shared.ingest.url_guard import Resolver, check_url, normalise_url
 
-FEED_FIELDS = (
+LISTING_FIELDS = (
     "url",
     "added_at",
     "last_poll",
@@ -41,7 +41,7 @@ FEED_FIELDS = (
 )
 
 
-def validate_feed_url(
+def validate_listing_url(
     url: str, *, allow_loopback: bool, resolver: Resolver = socket.getaddrinfo
 ) -> str:
     """The normalised feed URL, after checking scheme, host and every address.
@@ -54,7 +54,7 @@ def validate_feed_url(
     return normal
 
 
-def feed_key(url: str) -> str:
+def listing_key(url: str) -> str:
     """The registry key of ``url`` (normalised first, so spellings agree)."""
     return feed_id(normalise_url(url))
 
@@ -69,7 +69,7 @@ def kind_of(record: Mapping[str, Any]) -> Kind:
     return kind if isinstance(kind, str) and kind in LISTING_KINDS else DEFAULT_LISTING_KIND
 
 
-def new_feed_record(url: str, now: datetime, kind: Kind = DEFAULT_LISTING_KIND) -> Doc:
+def new_listing_record(url: str, now: datetime, kind: Kind = DEFAULT_LISTING_KIND) -> Doc:
     record: Doc = {
         "url": url,
         "added_at": now.isoformat(),
@@ -85,7 +85,7 @@ def new_feed_record(url: str, now: datetime, kind: Kind = DEFAULT_LISTING_KIND) 
     return record
 
 
-def add_feed(
+def add_listing(
     state: StateStore,
     url: str,
     *,
@@ -100,8 +100,8 @@ def add_feed(
     unchanged; one registered as the other kind is refused (InvalidInput).
     """
     _check_kind(kind)
-    normal = validate_feed_url(url, allow_loopback=allow_loopback, resolver=resolver)
-    record = new_feed_record(normal, now, kind)
+    normal = validate_listing_url(url, allow_loopback=allow_loopback, resolver=resolver)
+    record = new_listing_record(normal, now, kind)
     # --allow-loopback given for a listing on loopback sticks to that listing (a later plain
     # `ragbus poll` fetches it); it is not recorded for a public one, whose items must not
     # reach this machine's own services
@@ -128,17 +128,17 @@ def _check_kind(kind: str) -> None:
 
 def _on_loopback(url: str, resolver: Resolver) -> bool:
     try:
-        validate_feed_url(url, allow_loopback=False, resolver=resolver)
+        validate_listing_url(url, allow_loopback=False, resolver=resolver)
     except FetchRefused:
         return True
     return False
 
 
-def get_feed(state: StateStore, url: str) -> dict | None:
-    return state.get(state_collections.FEEDS, feed_key(url))
+def get_listing(state: StateStore, url: str) -> dict | None:
+    return state.get(state_collections.FEEDS, listing_key(url))
 
 
-def remove_feed(
+def remove_listing(
     state: StateStore, url: str, *, publisher: Publisher, clock: Clock, keep_documents: bool = False,
     kind: Kind | None = DEFAULT_LISTING_KIND,
 ) -> list[str]:
@@ -148,7 +148,7 @@ def remove_feed(
 
     Raises :class:`InvalidInput` when no such listing is registered (a typo deletes nothing).
     """
-    record = get_feed(state, url)
+    record = get_listing(state, url)
     if record is None or kind not in (None, kind_of(record)):
         what, where = (kind, LISTING_KINDS[kind].plural) if kind else ("listing", "sources")
         raise InvalidInput(f"no {what} {url!r} is registered; `ragbus {where} list` shows the registered ones")
@@ -157,15 +157,15 @@ def remove_feed(
         kind = kind_of(record)
         deleted = retract_missing({"feed_url": record["url"], "source": kind}, (), f"{kind} removed",
                                   state=state, publisher=publisher, clock=clock)
-    state.delete(state_collections.FEEDS, feed_key(record["url"]))
+    state.delete(state_collections.FEEDS, listing_key(record["url"]))
     return deleted
 
 
-def list_feeds(state: StateStore, kind: Kind | None = None) -> list[dict]:
+def list_listings(state: StateStore, kind: Kind | None = None) -> list[dict]:
     """Every registered listing (only those of ``kind`` when given), ordered by URL, with
     every field of the record."""
     feeds = [f for f in state.list(state_collections.FEEDS) if kind is None or kind_of(f) == kind]
-    out = [{name: feed.get(name) for name in FEED_FIELDS} | feed for feed in feeds]
+    out = [{name: feed.get(name) for name in LISTING_FIELDS} | feed for feed in feeds]
     return sorted(out, key=lambda feed: feed["url"] or "")
 
 
@@ -174,7 +174,7 @@ def record_poll(state: StateStore, url: str, *, now: datetime, changes: Mapping[
     normal = normalise_url(url)
 
     def merge(current: Doc | None) -> Doc:
-        base = current if current is not None else new_feed_record(normal, now)
+        base = current if current is not None else new_listing_record(normal, now)
         return {**base, **changes, "last_poll": now.isoformat()}
 
     return state.update(state_collections.FEEDS, feed_id(normal), merge) or {}
@@ -205,7 +205,7 @@ def take_poll_lease(state: StateStore, url: str, *, now: datetime, lease_s: floa
     taken: dict[str, bool] = {}
 
     def take(current: Doc | None) -> Doc | None:
-        base = current if current is not None else new_feed_record(normal, now)
+        base = current if current is not None else new_listing_record(normal, now)
         lease = base.get("poll_lease") or {}
         held = (lease.get("token") and lease.get("until", "") > now.isoformat()
                 and _owner_alive(str(lease.get("owner", ""))))
