@@ -69,7 +69,7 @@ def test_a_listing_keeps_its_kind_and_is_removed_by_it(world):  # noqa: F811
     with pytest.raises(InvalidInput, match="registered as a sitemap; remove it with `ragbus sitemaps remove"):
         add_listing(world.state, "https://sitemap.example/l", allow_loopback=False, now=world.clock.now(),
                  resolver=_public)
-    with pytest.raises(InvalidInput, match="kind 'nope': use one of feed, sitemap"):
+    with pytest.raises(InvalidInput, match=f"kind 'nope': use one of {', '.join(LISTING_KINDS)}"):
         add_listing(world.state, "https://x.example/l", allow_loopback=False, now=world.clock.now(), kind="nope",
                  resolver=_public)
     with pytest.raises(InvalidInput, match="no feed .* `ragbus feeds list`"):
@@ -85,7 +85,7 @@ def test_every_kind_has_its_command_group_and_sources_takes_any(tmp_path, monkey
     monkeypatch.setenv("RAGBUS_ALLOW_LOOPBACK", "1")
     runner = CliRunner()
     for kind in LISTING_KINDS.values():
-        out = runner.invoke(app, [kind.plural, "--help"]).output
+        out = runner.invoke(app, [kind.plural, "--help"], env={"COLUMNS": "200"}).output
         assert f"Register, list and remove {kind.described}." in out
     added = runner.invoke(app, ["sources", "add", "http://127.0.0.1:9/map.xml", "--kind", "sitemap"])
     assert added.exit_code == 0 and "added sitemap" in added.output, added.output
@@ -98,7 +98,7 @@ def test_every_kind_has_its_command_group_and_sources_takes_any(tmp_path, monkey
     table = runner.invoke(app, ["sources", "list", "--kind", "feed"], env={"COLUMNS": "200"}).output
     assert "feed.xml" in table and "map.xml" not in table
     bad = runner.invoke(app, ["sources", "add", "http://127.0.0.1:9/x", "--kind", "atom"])
-    assert bad.exit_code == 2 and "--kind 'atom': use one of feed, sitemap" in bad.output
+    assert bad.exit_code == 2 and f"--kind 'atom': use one of {', '.join(LISTING_KINDS)}" in bad.output
     removed = runner.invoke(app, ["sources", "remove", "http://127.0.0.1:9/map.xml"])
     assert removed.exit_code == 0 and "removed sitemap http://127.0.0.1:9/map.xml" in removed.output
     assert [r["kind"] for r in json.loads(runner.invoke(app, ["sources", "list", "--json"]).stdout)] == ["feed"]
