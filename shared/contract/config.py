@@ -79,6 +79,7 @@ class Flag(Kind):
 class Whole(Kind):
     minimum: int | None = 0
     noun: str = "an integer"
+    maximum: int | None = None
 
     def read(self, env, name, default, earlier):
         raw = env.get(name)
@@ -90,9 +91,13 @@ class Whole(Kind):
             raise ConfigError(f"{name}={raw!r} is not {self.noun}") from exc
         if self.minimum is not None and value < self.minimum:
             raise ConfigError(f"{name}={value} must be >= {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(f"{name}={value} must be <= {self.maximum}")
         return value
 
     def describe(self) -> str:
+        if self.maximum is not None:
+            return f"integer {self.minimum}–{self.maximum}"
         return "integer" if self.minimum is None else f"integer ≥ {self.minimum}"
 
 
@@ -395,12 +400,13 @@ class Settings:
     # A follow-up's history (earlier turns of its conversation, or what the caller sent): the newest
     # turns kept, bounded so a prompt and a stored record stay small whatever a client sends.
     conversation_max_turns: int = setting(
-        "RAGBUS_CONVERSATION_MAX_TURNS", 6, Whole(1),
+        "RAGBUS_CONVERSATION_MAX_TURNS", 6, Whole(1, maximum=50),
         "the earlier turns of a conversation a follow-up is read with: at most this many, the newest")
     conversation_max_chars: int = setting(
-        "RAGBUS_CONVERSATION_MAX_CHARS", 6000, Whole(200),
+        "RAGBUS_CONVERSATION_MAX_CHARS", 6000, Whole(200, maximum=100_000),
         "the characters of earlier questions and answers a follow-up is read with (older turns dropped first; "
-        "the newest is cut to fit, never dropped)")
+        "the newest is cut to fit, never dropped); at most 100000, so a query record holding a caller's "
+        "history stays far below Firestore's 1 MiB")
     # gcp runtime
     gcp_project: str | None = setting("GOOGLE_CLOUD_PROJECT", None, Text(),
                                       "the Google Cloud project (required with `RAGBUS_RUNTIME=gcp`)")

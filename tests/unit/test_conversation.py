@@ -122,6 +122,11 @@ def test_the_bounds_are_settings():
         load_settings({"RAGBUS_CONVERSATION_MAX_TURNS": "0"})
     with pytest.raises(ConfigError, match="RAGBUS_CONVERSATION_MAX_CHARS"):
         load_settings({"RAGBUS_CONVERSATION_MAX_CHARS": "ten"})
+    # bounded above: a record holding a caller's history must stay within Firestore's document limit
+    with pytest.raises(ConfigError, match="RAGBUS_CONVERSATION_MAX_CHARS=2000000 must be <= 100000"):
+        load_settings({"RAGBUS_CONVERSATION_MAX_CHARS": "2000000"})
+    with pytest.raises(ConfigError, match="RAGBUS_CONVERSATION_MAX_TURNS=51 must be <= 50"):
+        load_settings({"RAGBUS_CONVERSATION_MAX_TURNS": "51"})
 
 
 # ------------------------------------------------------------ the bounds
