@@ -5,6 +5,7 @@ turn links to its stages and trace, a reload keeps the thread, and "New conversa
 from __future__ import annotations
 
 from shared.contract import state_collections
+from tests import scripted_loop
 from tests.integration.test_web_page import loop_and_server, page  # noqa: F401 - the fixtures
 
 
@@ -66,3 +67,13 @@ def test_an_expired_conversation_says_so_and_the_next_question_starts_one(loop_a
     assert "conversation=" not in page.url
     _ask(page, "What is BM25?", 1)
     assert page.locator("#thread li.turn").count() == 1
+
+
+def test_a_turn_with_one_source_says_source(loop_and_server, page, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(scripted_loop, "CONTEXTS", scripted_loop.CONTEXTS[:1])  # the answer cites one
+    _, server = loop_and_server
+    page.goto(server.url + "/")
+    _ask(page, "What is BM25?", 1)
+    links = page.locator("#thread li.turn .turn-links").inner_text()
+    assert links.endswith(" · 1 source"), links  # it said "1 sources"
+    assert page.problems == []

@@ -326,7 +326,8 @@
         el("p", { class: "turn-answer" }, ended ? (turn.answer || outcome) : "Working on it…"),
         el("p", { class: "turn-links" }, `${outcome} · `,
           el("a", { href: link.pathname + link.search + link.hash, class: "turn-trace" }, "stages and trace"),
-          (turn.citations || []).length ? ` · ${turn.citations.length} sources` : ""));
+          (turn.citations || []).length
+            ? ` · ${turn.citations.length} ${turn.citations.length === 1 ? "source" : "sources"}` : ""));
     }));
   }
 
