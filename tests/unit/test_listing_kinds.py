@@ -95,6 +95,9 @@ def test_every_kind_has_its_command_group_and_sources_takes_any(tmp_path, monkey
                                                        ("http://127.0.0.1:9/map.xml", "sitemap")]
     assert [r["url"] for r in json.loads(runner.invoke(app, ["sitemaps", "list", "--json"]).stdout)] == [
         "http://127.0.0.1:9/map.xml"]
+    stats = json.loads(runner.invoke(app, ["stats", "--json"]).stdout)
+    assert [(r["url"], r["kind"]) for r in stats["feeds"]] == [(r["url"], r["kind"]) for r in listed]
+    assert "  sitemap http://127.0.0.1:9/map.xml: last poll never" in runner.invoke(app, ["stats"]).output
     table = runner.invoke(app, ["sources", "list", "--kind", "feed"], env={"COLUMNS": "200"}).output
     assert "feed.xml" in table and "map.xml" not in table
     bad = runner.invoke(app, ["sources", "add", "http://127.0.0.1:9/x", "--kind", "atom"])

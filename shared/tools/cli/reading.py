@@ -21,7 +21,7 @@ commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
 
 def collect_stats(deps: Deps) -> dict[str, Any]:
-    from shared.ingest.listings import list_listings
+    from shared.ingest.listings import kind_of, list_listings
 
     state = deps.state
     outcomes: dict[str, int] = {}
@@ -37,8 +37,8 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
         "documents": state.count(state_collections.DOCUMENTS),
         "chunks": deps.index.count_chunks(),
         "dead_letters": len(letters),
-        "feeds": [
-            {k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}
+        "feeds": [  # every polled listing, whatever its kind (the key is older than sitemaps)
+            {**{k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}, "kind": kind_of(f)}
             for f in list_listings(state)
         ],
         "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
@@ -61,7 +61,7 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
     console.print(f"documents: {result['documents']}   chunks: {result['chunks']}   "
                   f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}")
     for feed in result["feeds"]:
-        console.print(f"  feed {markup(feed['url'])}: last poll {markup(feed['last_poll'] or 'never')}"
+        console.print(f"  {feed['kind']} {markup(feed['url'])}: last poll {markup(feed['last_poll'] or 'never')}"
                       + (f", [red]error: {markup(feed['last_error'])}[/]" if feed["last_error"] else ""))
     from services.dead_letters.redrive import short_id
 
