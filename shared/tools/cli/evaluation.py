@@ -86,6 +86,14 @@ def eval_command(
     if kind or show_failures or reuse_ingest:
         raise fail("--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only (the last two also to "
                     "conversations)")
+    _eval_fitz_gov(sample=sample, abstain_sample=abstain_sample, ablations=ablations, slice_queries=slice_queries,
+                   split=split, providers=providers, provider_sample=provider_sample, query_timeout=query_timeout,
+                   check=check, out=out, cache=cache)
+
+
+def _eval_fitz_gov(*, sample: int, abstain_sample: int, ablations: bool, slice_queries: int | None, split: str,
+                   providers: str, provider_sample: list[str] | None, query_timeout: float, check: bool,
+                   out: Path | None, cache: Path) -> None:
     from shared.tools.eval.report import eval_markdown
     from shared.tools.eval.runner import EvalOptions, run_eval, targets_missed
     from shared.tools.eval.targets import parse_provider_samples, parse_providers
