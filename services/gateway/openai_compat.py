@@ -270,18 +270,22 @@ def message_text(message: ChatMessage, index: int) -> str:
     else:
         texts = []
         for n, part in enumerate(message.content):
-            if part.type != "text" or part.text is None:
+            if part.type != "text":
                 raise ChatError(400, f"messages[{index}].content[{n}] is a {part.type!r} part; ragbus reads text "
                                      "only", param=f"messages[{index}].content[{n}]")
+            if part.text is None:
+                raise ChatError(400, f"messages[{index}].content[{n}] is a text part without 'text'; send "
+                                     '{"type": "text", "text": "..."}', param=f"messages[{index}].content[{n}].text")
             texts.append(part.text)
         text = "\n".join(texts)
     # The rule of every question ragbus takes, said here with the message's place: the history's own
     # check would name a 'history[n]' the client never sent.
     bad = _CONTROL.search(text)
     if bad is not None:
-        raise ChatError(400, f"messages[{index}].content contains the control character U+{ord(bad.group()):04X} "
-                             f"at position {bad.start()}; send plain text (tabs and newlines are fine)",
-                        param=f"messages[{index}].content")
+        code = ord(bad.group())
+        what = "an unpaired surrogate" if 0xD800 <= code <= 0xDFFF else "the control character"
+        raise ChatError(400, f"messages[{index}].content contains {what} U+{code:04X} at position {bad.start()}; "
+                             "send plain text (tabs and newlines are fine)", param=f"messages[{index}].content")
     return text
 
 

@@ -51,12 +51,21 @@ def test_text_parts_are_joined_and_other_parts_refused():
         conversation([image])
     assert (refused.value.status, refused.value.param) == (400, "messages[0].content[0]")
     assert "'image_url' part; ragbus reads text only" in refused.value.message
+    (textless,) = _messages(("user", [{"type": "text"}]))
+    with pytest.raises(ChatError) as refused:
+        conversation([textless])  # it was told "is a 'text' part; ragbus reads text only"
+    assert refused.value.param == "messages[0].content[0].text"
+    assert refused.value.message == ("messages[0].content[0] is a text part without 'text'; "
+                                     'send {"type": "text", "text": "..."}')
 
 
 def test_a_control_character_in_any_message_is_refused_naming_the_message():
     with pytest.raises(ChatError) as refused:
         conversation(_messages(("user", "What is BM25?"), ("assistant", "\x1b[31mred\x1b[0m"), ("user", "and?")))
     assert refused.value.param == "messages[1].content" and "U+001B at position 0" in refused.value.message
+    with pytest.raises(ChatError) as refused:  # a lone surrogate (JSON's "\\ud800") is no control character
+        conversation(_messages(("user", "What is BM25?\ud800")))
+    assert "contains an unpaired surrogate U+D800 at position 13" in refused.value.message
     assert conversation(_messages(("user", "tabs\tand\r\nnewlines are fine")))[0] == "tabs\tand\r\nnewlines are fine"
 
 
