@@ -253,7 +253,11 @@ def _source(value: str | None) -> str | None:
             raise FilterError(f"source {value!r}: use an http(s) URL, gs://bucket/prefix or a folder")
         if scheme == "file":
             return _folder(value[len("file://"):])
-        if "@" in value.split("://", 1)[1].split("/", 1)[0]:
+        host = value.split("://", 1)[1].split("/", 1)[0]
+        if not host:  # "gs://" or "https://" would admit nothing, silently
+            raise FilterError(f"source {value!r} names no {'bucket' if scheme == 'gs' else 'host'}: use "
+                              "gs://bucket/prefix or the feed's or sitemap's URL")
+        if "@" in host:
             # No feed or sitemap is stored with credentials (adding one is refused), so this matches
             # nothing, and the record, the event and the span would keep the password.
             raise FilterError("source carries credentials; remove the user:password@ part")

@@ -62,6 +62,8 @@ def test_until_of_a_date_is_the_end_of_that_day():
         ({"source": "https://x/\x1b[2J"}, "control character"),
         ({"where": ["vendor=nv\x00"]}, "control character"),
         ({"source": "https://reader:s3cret@blog.example/feed"}, "carries credentials"),
+        ({"source": "gs://"}, "source 'gs://' names no bucket"),  # admitted nothing, said nothing
+        ({"source": "https:///feed.xml"}, "source 'https:///feed.xml' names no host"),
         # well-formed, but past datetime's years 1-9999: an OverflowError (HTTP 500) before
         ({"since": "99999y"}, "since '99999y' falls outside the years 1 to 9999"),
         ({"until": "9999-12-31"}, "until '9999-12-31' falls outside"),
