@@ -61,6 +61,7 @@ MODELS: dict[str, dict[str, Any]] = {
     "ragbus": {},
     "ragbus-quick": {"max_iterations": 0},
 }
+_ECHO_CHARS = 80
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _TOKENS = re.compile(r"\w+|[^\w\s]")
 _SOURCES_BLOCK = re.compile(r"\n\nSources:\n(?:\d+\. [^\n]*(?:\n|$))+\Z")
@@ -242,6 +243,12 @@ def _jsonable(value: Any) -> bool:
     return True
 
 
+def _echo(value: Any) -> str:
+    """A client's value quoted back in an error, cut short: a 100 kB model name made a 100 kB error line."""
+    text = repr(value)
+    return text if len(text) <= _ECHO_CHARS else text[:_ECHO_CHARS] + "…"
+
+
 def _refused_arguments(req: ChatCompletionRequest) -> None:
     """Arguments set to something ragbus cannot give: refused by name, never silently not honoured."""
     if req.n not in (None, 1):
@@ -254,10 +261,10 @@ def _refused_arguments(req: ChatCompletionRequest) -> None:
     if req.modalities and set(req.modalities) - {"text"} or req.audio is not None:
         raise ChatError(400, "ragbus answers in text only", param="modalities" if req.audio is None else "audio")
     if req.response_format is not None and req.response_format.get("type") not in (None, "text"):
-        raise ChatError(400, f"response_format {req.response_format.get('type')!r} is not available: ragbus answers "
+        raise ChatError(400, f"response_format {_echo(req.response_format.get('type'))} is not available: ragbus answers "
                              "in text, its citations in the 'citations' field", param="response_format")
     if req.model not in MODELS:
-        raise ChatError(404, f"the model {req.model!r} does not exist here; use one of "
+        raise ChatError(404, f"the model {_echo(req.model)} does not exist here; use one of "
                              f"{', '.join(MODELS)} (GET /v1/models)", param="model", code="model_not_found")
 
 
@@ -419,7 +426,7 @@ class ChatCompletions:
     async def read_model(self, request: Request) -> Response:
         name = request.path_params["model_id"]
         if name not in MODELS:
-            return openai_error(ChatError(404, f"the model {name!r} does not exist here; use one of "
+            return openai_error(ChatError(404, f"the model {_echo(name)} does not exist here; use one of "
                                                f"{', '.join(MODELS)}", param="model", code="model_not_found"))
         return JSONResponse(_model(name))
 

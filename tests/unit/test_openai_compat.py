@@ -112,6 +112,15 @@ def test_arguments_ragbus_cannot_honour_are_refused_by_name(extra, status, param
     assert (refused.value.status, refused.value.param) == (status, param)
 
 
+@pytest.mark.parametrize("extra", [{"model": "m" * 100_000}, {"response_format": {"type": "j" * 100_000}}])
+def test_a_refused_value_is_quoted_back_cut_short(extra):
+    req = ChatCompletionRequest.model_validate(
+        {"model": "ragbus", "messages": [{"role": "user", "content": "q"}], **extra})
+    with pytest.raises(ChatError) as refused:
+        _refused_arguments(req)
+    assert len(refused.value.message) < 300  # the whole value came back: a 100 kB error line
+
+
 def test_sampling_arguments_are_accepted():
     req = ChatCompletionRequest.model_validate(
         {"model": "ragbus-quick", "messages": [{"role": "user", "content": "q"}], "temperature": 0.2,
