@@ -40,10 +40,17 @@ _UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30, "y": 365}
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 _MAX_VALUE = 1024
 _MAX_WHERE = 16
+_SHOWN_CHARS = 80
 
 
 class FilterError(ValueError):
     """A filter that cannot be understood; the message names the field and what to write."""
+
+
+def _shown(value: Any) -> str:
+    """A value quoted in an error, cut short: the message stays one readable line however much was sent."""
+    text = repr(str(value) if isinstance(value, date) else value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,8 @@ class Filters:
             raise FilterError("filters must be an object with source, since, until, kind and where")
         unknown = sorted(set(data) - {"source", "since", "until", "kind", "where"})
         if unknown:
-            raise FilterError(f"filters: unknown key(s) {unknown}; use source, since, until, kind, where")
+            named = ", ".join(map(_shown, unknown[:5]))
+            raise FilterError(f"filters: unknown key(s) {named}; use source, since, until, kind, where")
         for name in ("source", "since", "until", "kind"):
             if data.get(name) is not None and not isinstance(data[name], str):
                 raise FilterError(f"filters.{name} must be a string")
@@ -246,16 +254,16 @@ def _source(value: str | None) -> str | None:
         raise FilterError(f"source is {len(value)} characters; at most {_MAX_VALUE}")
     if not value.isprintable():
         # a NUL or an escape matches no stored source: a client bug, refused like the question's
-        raise FilterError(f"source {value!r} contains a control character; send plain text")
+        raise FilterError(f"source {_shown(value)} contains a control character; send plain text")
     if "://" in value:
         scheme = value.split("://", 1)[0].lower()
         if scheme not in ("http", "https", "gs", "file"):
-            raise FilterError(f"source {value!r}: use an http(s) URL, gs://bucket/prefix or a folder")
+            raise FilterError(f"source {_shown(value)}: use an http(s) URL, gs://bucket/prefix or a folder")
         if scheme == "file":
             return _folder(value[len("file://"):])
         host = value.split("://", 1)[1].split("/", 1)[0]
         if not host:  # "gs://" or "https://" would admit nothing, silently
-            raise FilterError(f"source {value!r} names no {'bucket' if scheme == 'gs' else 'host'}: use "
+            raise FilterError(f"source {_shown(value)} names no {'bucket' if scheme == 'gs' else 'host'}: use "
                               "gs://bucket/prefix or the feed's or sitemap's URL")
         if "@" in host:
             # No feed or sitemap is stored with credentials (adding one is refused), so this matches
@@ -275,7 +283,7 @@ def _kind(value: str | None) -> str | None:
         return None
     value = value.strip().lower()
     if value not in SOURCE_KINDS:
-        raise FilterError(f"kind {value!r}: use one of {', '.join(SOURCE_KINDS)}")
+        raise FilterError(f"kind {_shown(value)}: use one of {', '.join(SOURCE_KINDS)}")
     return value
 
 
@@ -286,14 +294,14 @@ def _where(value: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, 
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(item, str | int | float | bool) or item is None:
-                raise FilterError(f"where {key!r}: the value must be a string or number")
+                raise FilterError(f"where {_shown(key)}: the value must be a string or number")
             pairs.append((str(key), str(item).lower() if isinstance(item, bool) else str(item)))
     elif isinstance(value, str):
         raise FilterError("where must be a list of key=value or an object")
     else:
         for item in value:
             if not isinstance(item, str) or "=" not in item:
-                raise FilterError(f"where {item!r}: write key=value")
+                raise FilterError(f"where {_shown(item)}: write key=value")
             key, _, text = item.partition("=")
             pairs.append((key.strip(), text.strip()))
     if len(pairs) > _MAX_WHERE:
@@ -301,13 +309,14 @@ def _where(value: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, 
     out: dict[str, str] = {}
     for key, text in pairs:
         if not _KEY.match(key):
-            raise FilterError(f"where key {key!r}: letters, digits, _ . - only, starting with a letter")
+            raise FilterError(f"where key {_shown(key)}: letters, digits, _ . - only, starting with a letter")
         if not text:
             raise FilterError(f"where {key}=: the value is empty")
         if len(text) > _MAX_VALUE:
             raise FilterError(f"where {key}: the value is {len(text)} characters; at most {_MAX_VALUE}")
         if not text.isprintable():
-            raise FilterError(f"where {key}: the value {text!r} contains a control character; send plain text")
+            raise FilterError(
+                f"where {key}: the value {_shown(text)} contains a control character; send plain text")
         if key in out and out[key] != text:
             raise FilterError(f"where {key} is given twice with different values: nothing could match")
         out[key] = text
@@ -320,7 +329,7 @@ def _instant(name: str, value: str | date | None, now: datetime, *, end_of_day: 
     try:
         return _instant_within_range(name, value, now, end_of_day=end_of_day)
     except OverflowError:
-        raise FilterError(f"{name} {str(value)[:40]!r} falls outside the years 1 to 9999") from None
+        raise FilterError(f"{name} {_shown(value)} falls outside the years 1 to 9999") from None
 
 
 def _instant_within_range(
@@ -344,12 +353,12 @@ def _instant_within_range(
         try:
             day = date.fromisoformat(text)
         except ValueError:
-            raise FilterError(f"{name} {text!r} is not a calendar date") from None
+            raise FilterError(f"{name} {_shown(text)} is not a calendar date") from None
         return _instant_within_range(name, day, now, end_of_day=end_of_day)
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise FilterError(
-            f"{name} {text!r}: use a date (2025-06-01), an ISO 8601 time or an age such as 12h, 7d, 2w, 3m, 1y"
+            f"{name} {_shown(text)}: use a date (2025-06-01), an ISO 8601 time or an age such as 12h, 7d, 2w, 3m, 1y"
         ) from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)

@@ -78,6 +78,19 @@ def test_bad_input_is_one_clear_error_naming_the_field(kwargs, names):
     assert "\n" not in str(caught.value) and "s3cret" not in str(caught.value)
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"kind": "k" * 100_000}, {"since": "s" * 100_000}, {"where": ["w" * 100_000]}, {"where": ["k" * 100_000 + "=v"]},
+    {"source": "ftp://" + "x" * 1000},
+])
+def test_a_bad_value_is_quoted_back_cut_short(kwargs):
+    with pytest.raises(FilterError) as caught:
+        Filters.parse(now=NOW, **kwargs)
+    assert len(str(caught.value)) < 300  # the whole value came back: a 100 kB error line
+    with pytest.raises(FilterError) as caught:
+        Filters.from_dict({"k" * 100_000: "v"}, now=NOW)
+    assert len(str(caught.value)) < 300
+
+
 def test_from_dict_refuses_unknown_keys_and_wrong_types():
     with pytest.raises(FilterError, match="unknown key"):
         Filters.from_dict({"sources": "x"}, now=NOW)
