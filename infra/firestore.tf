@@ -106,18 +106,43 @@ resource "google_firestore_index" "chunks_embedding" {
   }
 }
 
-# Filtered searches (ragbus --source/--since/--until/--kind, the API's filters): a where clause
-# before find_nearest needs a composite index of the filtered fields with the vector field
-# (cloud.google.com/firestore/docs/vector-search, pre-filtering). One per combination the
-# FirestoreIndex adapter sends; another combination is refused by Firestore and reported.
-# kind (feed, sitemap, file, gcs)
-resource "google_firestore_index" "chunks_embedding_by_kind" {
+# Filtered searches (ragbus --source/--since/--until/--kind/--where, the API's filters): where
+# clauses before find_nearest need a composite index of the filtered fields with the vector field
+# last (cloud.google.com/firestore/docs/vector-search, "Pre-filter with a where clause"). One index
+# per shape the FirestoreIndex adapter sends (shared.adapters.gcp.firestore_index.prefilter_index):
+# at most one array-contains (source prefix token or a metadata key=value; Firestore takes one per
+# query, the adapter refuses two), the kind equality, the published range (since and until share
+# the field). tests/unit/test_infra.py enumerates every combination Filters accepts and fails when
+# a shape the adapter builds is missing here, or one here is never built. 11 indexes of Firestore's
+# 200 composite indexes per database (1000 with billing; cloud.google.com/firestore/quotas).
+locals {
+  chunk_prefilter_indexes = {
+    kind                  = [["source", "ASCENDING"]]
+    source                = [["source_tokens", "CONTAINS"]]
+    published             = [["published_ts", "ASCENDING"]]
+    meta                  = [["meta_tokens", "CONTAINS"]]
+    kind_source           = [["source_tokens", "CONTAINS"], ["source", "ASCENDING"]]
+    kind_meta             = [["meta_tokens", "CONTAINS"], ["source", "ASCENDING"]]
+    kind_published        = [["source", "ASCENDING"], ["published_ts", "ASCENDING"]]
+    source_published      = [["source_tokens", "CONTAINS"], ["published_ts", "ASCENDING"]]
+    meta_published        = [["meta_tokens", "CONTAINS"], ["published_ts", "ASCENDING"]]
+    kind_source_published = [["source_tokens", "CONTAINS"], ["source", "ASCENDING"], ["published_ts", "ASCENDING"]]
+    kind_meta_published   = [["meta_tokens", "CONTAINS"], ["source", "ASCENDING"], ["published_ts", "ASCENDING"]]
+  }
+}
+
+resource "google_firestore_index" "chunks_embedding_filtered" {
+  for_each   = local.chunk_prefilter_indexes
   database   = google_firestore_database.main.name
   collection = "chunks"
 
-  fields {
-    field_path = "source"
-    order      = "ASCENDING"
+  dynamic "fields" {
+    for_each = each.value
+    content {
+      field_path   = fields.value[0]
+      order        = fields.value[1] == "CONTAINS" ? null : fields.value[1]
+      array_config = fields.value[1] == "CONTAINS" ? "CONTAINS" : null
+    }
   }
   fields {
     field_path = "__name__"
@@ -132,122 +157,30 @@ resource "google_firestore_index" "chunks_embedding_by_kind" {
   }
 }
 
-# source prefix: one token of the origin's or URL's prefixes
-resource "google_firestore_index" "chunks_embedding_by_source" {
-  database   = google_firestore_database.main.name
-  collection = "chunks"
-
-  fields {
-    field_path   = "source_tokens"
-    array_config = "CONTAINS"
-  }
-  fields {
-    field_path = "__name__"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "embedding"
-    vector_config {
-      dimension = var.embedding_dimension
-      flat {}
-    }
-  }
+# The indexes once declared one resource each: moved, not rebuilt.
+moved {
+  from = google_firestore_index.chunks_embedding_by_kind
+  to   = google_firestore_index.chunks_embedding_filtered["kind"]
 }
-
-# published date range (epoch seconds)
-resource "google_firestore_index" "chunks_embedding_by_published" {
-  database   = google_firestore_database.main.name
-  collection = "chunks"
-
-  fields {
-    field_path = "published_ts"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "__name__"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "embedding"
-    vector_config {
-      dimension = var.embedding_dimension
-      flat {}
-    }
-  }
+moved {
+  from = google_firestore_index.chunks_embedding_by_source
+  to   = google_firestore_index.chunks_embedding_filtered["source"]
 }
-
-# source prefix and published date range
-resource "google_firestore_index" "chunks_embedding_by_source_published" {
-  database   = google_firestore_database.main.name
-  collection = "chunks"
-
-  fields {
-    field_path   = "source_tokens"
-    array_config = "CONTAINS"
-  }
-  fields {
-    field_path = "published_ts"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "__name__"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "embedding"
-    vector_config {
-      dimension = var.embedding_dimension
-      flat {}
-    }
-  }
+moved {
+  from = google_firestore_index.chunks_embedding_by_published
+  to   = google_firestore_index.chunks_embedding_filtered["published"]
 }
-
-# a metadata key=value a source set (author, category): one array for every key
-resource "google_firestore_index" "chunks_embedding_by_meta" {
-  database   = google_firestore_database.main.name
-  collection = "chunks"
-
-  fields {
-    field_path   = "meta_tokens"
-    array_config = "CONTAINS"
-  }
-  fields {
-    field_path = "__name__"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "embedding"
-    vector_config {
-      dimension = var.embedding_dimension
-      flat {}
-    }
-  }
+moved {
+  from = google_firestore_index.chunks_embedding_by_source_published
+  to   = google_firestore_index.chunks_embedding_filtered["source_published"]
 }
-
-# a metadata key=value and published date range
-resource "google_firestore_index" "chunks_embedding_by_meta_published" {
-  database   = google_firestore_database.main.name
-  collection = "chunks"
-
-  fields {
-    field_path   = "meta_tokens"
-    array_config = "CONTAINS"
-  }
-  fields {
-    field_path = "published_ts"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "__name__"
-    order      = "ASCENDING"
-  }
-  fields {
-    field_path = "embedding"
-    vector_config {
-      dimension = var.embedding_dimension
-      flat {}
-    }
-  }
+moved {
+  from = google_firestore_index.chunks_embedding_by_meta
+  to   = google_firestore_index.chunks_embedding_filtered["meta"]
+}
+moved {
+  from = google_firestore_index.chunks_embedding_by_meta_published
+  to   = google_firestore_index.chunks_embedding_filtered["meta_published"]
 }
 
 # Query records expire: Firestore deletes a record some time (typically within a day)

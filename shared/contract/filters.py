@@ -192,6 +192,32 @@ class Filters:
         return True
 
 
+def firestore_prefilter_refusal(filters: Filters) -> str | None:
+    """Why Firestore vector search cannot pre-filter on ``filters``; None when it can.
+
+    The Firestore index (shared/adapters/gcp/firestore_index.py) keeps source prefixes and metadata
+    ``key=value`` pairs in array fields, and Firestore takes one array-contains clause per query
+    (cloud.google.com/firestore/docs/query-data/queries, query limitations); chunk fields named by
+    ``where`` have no composite index with the vector field. The gateway refuses these when a query
+    is submitted and the adapter when it searches: filtering the top k afterwards would silently
+    return too few chunks.
+    """
+    chunk_fields = [key for key, _ in filters.where if key in WHERE_FIELDS]
+    if chunk_fields:
+        return (
+            f"the Firestore index cannot pre-filter on where {', '.join(chunk_fields)}: a chunk field has no "
+            "composite index with the vector field; filter by source, kind, date or a metadata key (author, "
+            "category), or use RAGBUS_INDEX=vertex"
+        )
+    if filters.where and (len(filters.where) > 1 or filters.source is not None):
+        asked = [f"where {key}" for key, _ in filters.where] + (["source"] if filters.source is not None else [])
+        return (
+            f"the Firestore index pre-filters on one of source and a where key at a time, not {' and '.join(asked)} "
+            "(one array-contains per query); drop one, or use RAGBUS_INDEX=vertex"
+        )
+    return None
+
+
 def published_at(value: Any) -> datetime | None:
     """A stored published value (ISO 8601 date or datetime) as an aware UTC datetime; None when
     absent or unreadable (such a chunk has no date to filter on)."""

@@ -48,13 +48,15 @@ def test_find_nearest_is_pre_filtered_by_a_metadata_key_of_one_or_several_values
     for n in range(30):
         chunk = Chunk(chunk_id=f"d{n}:0", document_id=f"d{n}", ordinal=0, text=f"GPU note {n}",
                       url=f"https://feed.example/p/{n}", published=f"{2025 + n % 2}-0{n % 9 + 1}-10",
-                      source="feed", origin="https://feed.example/rss",
+                      source="feed" if n % 4 else "sitemap", origin="https://feed.example/rss",
                       metadata={"author": f"a{n % 3}", "category": ["gpu", f"c{n % 5}"]})
         vector = rng.normal(size=DIM).astype(np.float32)
         index.upsert(f"d{n}", [chunk], (vector / np.linalg.norm(vector)).reshape(1, -1))
     query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
-    for where, since in ((["category=c3"], None), (["author=a1"], "2026-01-01")):
-        f = Filters.parse(now=NOW, where=where, since=since)
+    # one metadata key alone, with a date, and with a kind and a date (each its own composite index)
+    for where, since, kind in ((["category=c3"], None, None), (["author=a1"], "2026-01-01", None),
+                               (["author=a0"], "2025-01-01", "sitemap")):
+        f = Filters.parse(now=NOW, where=where, since=since, kind=kind)
         admitted = {f"d{n}" for n in range(30) if f.matches(index.get_chunks([f"d{n}:0"])[0].fields())}
         assert 0 < len(admitted) <= 6
         # a pool of k: only a pre-filter finds every admitted chunk among 30

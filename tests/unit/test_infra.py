@@ -10,8 +10,10 @@ are followed to the instance they name.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import re
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ import pytest
 
 from shared.contract import state_collections, topics
 from shared.contract.config import Settings
+from shared.contract.errors import ConfigError
+from shared.contract.filters import Filters
 from shared.contract.messages import FeedPollRequested, decode
 from shared.runtime.stages import CONSUMERS, QUERY_STAGES, STAGE_BY_NAME
 from tests.support import root_main
@@ -637,21 +641,52 @@ def test_each_function_runs_as_many_threads_as_cloud_run_sends_it():
             assert float(function["cpu"]) >= 1, f"{name}: concurrency above 1 needs a whole vCPU"
 
 
-def test_every_filter_the_firestore_index_sends_has_its_composite_vector_index():
-    from shared.adapters.gcp.firestore_index import META_TOKENS_FIELD, PUBLISHED_FIELD, SOURCE_TOKENS_FIELD
+def _accepted_filter_combinations() -> list[Filters]:
+    """One Filters per combination of conditions the filter language accepts: kind or not, source,
+    one metadata key, two keys, a chunk-field key or no array condition, and since, until, both or
+    no date (``where`` beyond two keys adds nothing new to the shape)."""
+    now = datetime(2026, 11, 26, tzinfo=UTC)
+    kinds = [None, "feed"]
+    arrays = [{}, {"source": "https://example.com/feed"}, {"where": {"author": "ada"}},
+              {"where": {"author": "ada", "category": "gpu"}}, {"where": {"title": "GPUs"}},
+              {"source": "https://example.com/feed", "where": {"author": "ada"}}]
+    dates = [{}, {"since": "30d"}, {"until": "2026-06-01"}, {"since": "2025-01-01", "until": "2026-01-01"}]
+    return [Filters.parse(now=now, kind=kind, **array, **dated)
+            for kind, array, dated in itertools.product(kinds, arrays, dates)]
 
-    wanted = {
-        "chunks_embedding_by_kind": [("source", "order")],
-        "chunks_embedding_by_source": [(SOURCE_TOKENS_FIELD, "array_config")],
-        "chunks_embedding_by_published": [(PUBLISHED_FIELD, "order")],
-        "chunks_embedding_by_source_published": [(SOURCE_TOKENS_FIELD, "array_config"), (PUBLISHED_FIELD, "order")],
-        "chunks_embedding_by_meta": [(META_TOKENS_FIELD, "array_config")],
-        "chunks_embedding_by_meta_published": [(META_TOKENS_FIELD, "array_config"), (PUBLISHED_FIELD, "order")],
-    }
-    for name, filtered in wanted.items():
-        index = _instances("google_firestore_index", name)[""]
-        assert index["collection"] == "chunks"
-        fields = index["fields"]
-        assert [(f["field_path"], "array_config" if "array_config" in f else "order") for f in fields[:-2]] == filtered
-        assert [f["field_path"] for f in fields[-2:]] == ["__name__", "embedding"]
-        assert fields[-1]["vector_config"][0]["dimension"] == str(_default("embedding_dimension"))
+
+def test_every_filter_combination_the_firestore_index_accepts_has_its_composite_vector_index():
+    from shared.adapters.gcp.firestore_index import CHUNKS, EMBEDDING_FIELD, prefilter_index
+
+    declared = {name: tuple(tuple(pair) for pair in shape)
+                for name, shape in _local("chunk_prefilter_indexes").items()}
+    assert len(set(declared.values())) == len(declared), "two declared indexes have the same fields"
+    needed, refused = set(), 0
+    for filters in _accepted_filter_combinations():
+        if filters.is_empty:
+            continue  # the plain vector index (chunks_embedding) serves it
+        try:
+            shape = prefilter_index(filters)
+        except ConfigError as exc:
+            # refused before Firestore is asked, naming what was combined
+            assert "where" in str(exc), exc
+            refused += 1
+            continue
+        assert shape in declared.values(), f"{filters.describe()}: no composite vector index {shape}"
+        needed.add(shape)
+    assert refused == 2 * 4 * 3  # a chunk-field key, two keys, source and a key: per kind and date
+    assert needed == set(declared.values()), f"declared but never sent: {set(declared.values()) - needed}"
+
+    # Each declared shape becomes an index of those fields, then __name__, then the vector field.
+    index = _resource("google_firestore_index", "chunks_embedding_filtered")
+    assert index["for_each"] == "${local.chunk_prefilter_indexes}"
+    assert index["collection"] == CHUNKS
+    dynamic = index["dynamic"][0]["fields"]
+    assert dynamic["for_each"] == "${each.value}"
+    content = dynamic["content"][0]
+    assert content["field_path"] == "${fields.value[0]}"
+    assert content["order"] == '${fields.value[1] == "CONTAINS" ? null : fields.value[1]}'
+    assert content["array_config"] == '${fields.value[1] == "CONTAINS" ? "CONTAINS" : null}'
+    fields = index["fields"]
+    assert [f["field_path"] for f in fields] == ["__name__", EMBEDDING_FIELD]
+    assert fields[-1]["vector_config"][0]["dimension"] == "${var.embedding_dimension}"

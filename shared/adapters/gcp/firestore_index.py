@@ -13,7 +13,8 @@ Deploying it needs a vector index on the embedding field, for example::
         --field-config=field-path=embedding,vector-config='{"dimension":"768","flat":"{}"}'
 
 (the emulator needs none); filtered searches need the composite indexes of infra/firestore.tf
-(``chunks_embedding_by_*``: kind, source prefix, published range, each with the vector field).
+(``chunks_embedding_filtered``: one per shape :func:`prefilter_index` gives, each combination of
+kind, one array condition (source prefix or a metadata key) and published range, with the vector field).
 Firestore caps vectors at 2048 dimensions and one
 ``find_nearest`` at 1000 results.
 """
@@ -36,7 +37,13 @@ from shared.adapters.gcp.calls import FIRESTORE_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
 from shared.adapters.gcp.firestore_state import FirestoreStateStore, encode_key
 from shared.contract.errors import ConfigError, PermanentError
-from shared.contract.filters import WHERE_FIELDS, Filters, published_at, source_token, source_tokens
+from shared.contract.filters import (
+    Filters,
+    firestore_prefilter_refusal,
+    published_at,
+    source_token,
+    source_tokens,
+)
 from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query, checked_vectors
 
 log = logging.getLogger("ragbus.index.firestore")
@@ -70,6 +77,46 @@ def meta_tokens(metadata: Mapping[str, Any]) -> list[str]:
     """``key=value`` for each value of each metadata key (a key holds no ``=``: Filters refuses one)."""
     return sorted({f"{key}={v}" for key, value in metadata.items()
                    for v in (value if isinstance(value, (list, tuple)) else [value])})
+
+def prefilter_clauses(filters: Filters) -> list[tuple[str, str, Any]]:
+    """The ``where`` clauses (field, operator, value) a search with ``filters`` sends before
+    ``find_nearest``, in the order of the composite index that serves them (:func:`prefilter_index`).
+
+    Raises :class:`ConfigError` naming the combination for one no index can serve.
+    """
+    refusal = firestore_prefilter_refusal(filters)
+    if refusal is not None:
+        raise ConfigError(refusal)
+    # The array-contains clause, then the equality, then the range: a composite index lists the
+    # range field after the others, and the vector field last
+    # (cloud.google.com/firestore/docs/vector-search, "Pre-filter with a where clause").
+    clauses: list[tuple[str, str, Any]] = [
+        (META_TOKENS_FIELD, "array_contains", f"{key}={value}") for key, value in filters.where
+    ]
+    if filters.source is not None:
+        clauses.append((SOURCE_TOKENS_FIELD, "array_contains", source_token(filters.source)))
+    if filters.kind is not None:
+        clauses.append(("source", "==", filters.kind))
+    if filters.since is not None:
+        clauses.append((PUBLISHED_FIELD, ">=", int(filters.since.timestamp())))
+    if filters.until is not None:
+        clauses.append((PUBLISHED_FIELD, "<", int(filters.until.timestamp())))
+    return clauses
+
+
+def prefilter_index(filters: Filters) -> tuple[tuple[str, str], ...]:
+    """The filtered fields of the composite vector index a search with ``filters`` needs, in order:
+    ``(field, "CONTAINS")`` for an array-contains clause, ``(field, "ASCENDING")`` for the others;
+    the index then ends with ``__name__`` and the vector field. infra/firestore.tf declares one
+    index per shape (``local.chunk_prefilter_indexes``); tests/unit/test_infra.py checks that every
+    combination :class:`Filters` accepts and this adapter sends has its shape declared."""
+    shape: list[tuple[str, str]] = []
+    for field_path, op, _ in prefilter_clauses(filters):
+        entry = (field_path, "CONTAINS" if op == "array_contains" else "ASCENDING")
+        if entry not in shape:  # since and until are one range on one field
+            shape.append(entry)
+    return tuple(shape)
+
 
 #: Firestore's own limits.
 MAX_DIMENSION = 2048
@@ -319,29 +366,8 @@ class FirestoreIndex:
     @staticmethod
     def _prefiltered(query: Any, filters: Filters) -> Any:
         """``query`` with the ``where`` clauses of ``filters`` (see :meth:`search`)."""
-        unsupported = [key for key, _ in filters.where if key in WHERE_FIELDS]
-        if unsupported:
-            raise ConfigError(
-                f"the Firestore index cannot pre-filter on where {', '.join(unsupported)}: a chunk field has no "
-                "composite index with the vector field; filter by source, kind, date or a metadata key (author, "
-                "category), or use RAGBUS_INDEX=vertex"
-            )
-        if filters.where and (len(filters.where) > 1 or filters.source is not None):
-            # Firestore takes one array-contains clause per query, and source and metadata are both arrays.
-            asked = [f"where {key}" for key, _ in filters.where] + (["source"] if filters.source is not None else [])
-            raise ConfigError(
-                f"the Firestore index pre-filters on one of source and a where key at a time, not {' and '.join(asked)} "
-                "(one array-contains per query); drop one, or use RAGBUS_INDEX=vertex")
-        for key, value in filters.where:
-            query = query.where(filter=FieldFilter(META_TOKENS_FIELD, "array_contains", f"{key}={value}"))
-        if filters.kind is not None:
-            query = query.where(filter=FieldFilter("source", "==", filters.kind))
-        if filters.source is not None:
-            query = query.where(filter=FieldFilter(SOURCE_TOKENS_FIELD, "array_contains", source_token(filters.source)))
-        if filters.since is not None:
-            query = query.where(filter=FieldFilter(PUBLISHED_FIELD, ">=", int(filters.since.timestamp())))
-        if filters.until is not None:
-            query = query.where(filter=FieldFilter(PUBLISHED_FIELD, "<", int(filters.until.timestamp())))
+        for field_path, op, value in prefilter_clauses(filters):
+            query = query.where(filter=FieldFilter(field_path, op, value))
         return query
 
     def _approximate_bytes(self, chunk: Chunk) -> int:
