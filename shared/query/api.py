@@ -20,7 +20,7 @@ from typing import Any
 from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError, RetryableError
-from shared.contract.filters import FilterError, Filters
+from shared.contract.filters import FilterError, Filters, firestore_prefilter_refusal
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
 from shared.contract.text import fold_width
@@ -327,7 +327,8 @@ async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> Quer
 def validate_filters(filters: Any, deps: Deps) -> Filters | None:
     """``filters`` as a :class:`Filters` (a ``Filters``, or the ``filters`` object of the API:
     source, since, until, kind, where), relative times resolved against ``deps.clock``; None when
-    empty. Raises :class:`InvalidInput` naming the field at fault."""
+    empty. Raises :class:`InvalidInput` naming the field at fault, or the combination the
+    deployed Firestore index cannot pre-filter (one array condition: source or one metadata key)."""
     if filters is None:
         return None
     if not isinstance(filters, Filters):
@@ -335,6 +336,11 @@ def validate_filters(filters: Any, deps: Deps) -> Filters | None:
             filters = Filters.from_dict(filters, now=deps.clock.now())
         except FilterError as exc:
             raise InvalidInput(f"filters: {exc}") from None
+    if deps.settings.runtime == "gcp" and deps.settings.index_backend == "firestore":
+        # refused here, as the caller's error, not later in the retriever as a failed query
+        refusal = firestore_prefilter_refusal(filters)
+        if refusal is not None:
+            raise InvalidInput(f"filters: {refusal}")
     return None if filters.is_empty else filters
 
 

@@ -319,3 +319,35 @@ def test_fullwidth_letters_and_digits_are_searched_as_ascii():
 @pytest.mark.parametrize("text", ["Wie funktioniert BM25?", "¿Qué es BM25?", "2026?", "什么是向量检索？", "Что такое BM25?"])
 def test_a_question_in_any_script_or_a_bare_number_is_accepted(text):
     assert validate_query_text(text, max_chars=2000, field="question") == text
+
+
+# ------------------------------------------------------- filters the index cannot serve
+
+
+@pytest.mark.parametrize(("filters", "named"), [
+    ({"source": "https://example.com/feed", "where": {"author": "ada"}}, "not where author and source"),
+    ({"where": {"author": "ada", "category": "gpu"}}, "not where author and where category"),
+    ({"where": {"title": "GPUs"}, "kind": "feed"}, "cannot pre-filter on where title"),
+])
+def test_a_filter_combination_the_firestore_index_cannot_serve_is_refused_when_submitted(
+    state, clock, publisher, filters, named
+):
+    # On GCP with the Firestore index the combination would fail later in the retriever, as a
+    # failed query; the caller gets the error at once, and nothing is stored or published.
+    deps = Deps(Settings(runtime="gcp", index_backend="firestore"), publisher=publisher, state=state, clock=clock)
+    with pytest.raises(InvalidInput, match=named):
+        submit_query(deps, "What did Ada write?", filters=filters)
+    assert publisher.messages == []
+    assert state.list(state_collections.QUERIES) == []
+
+    # The embedded index and Vertex AI Vector Search take any combination.
+    for settings in (Settings(), Settings(runtime="gcp", index_backend="vertex")):
+        accepted = Deps(settings, publisher=publisher, state=state, clock=clock)
+        assert submit_query(accepted, "What did Ada write?", filters=filters).filters
+
+
+def test_a_filter_combination_the_firestore_index_serves_is_accepted_on_gcp(state, clock, publisher):
+    deps = Deps(Settings(runtime="gcp", index_backend="firestore"), publisher=publisher, state=state, clock=clock)
+    record = submit_query(deps, "What did Ada write?",
+                          filters={"kind": "feed", "where": {"author": "ada"}, "since": "30d"})
+    assert record.filters["where"] == {"author": "ada"}
