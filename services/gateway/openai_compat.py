@@ -219,17 +219,18 @@ def _validation_error(exc: ValidationError) -> ChatError:
     """The first problem pydantic found, as one line naming the argument (``messages[2].role``)."""
     first = exc.errors(include_url=False)[0]
     loc = [part for part in first["loc"] if not (isinstance(part, str) and _UNION_TAG.match(part))]
-    param = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    # an unknown argument's name is the client's text: cut short like any value quoted back
+    param = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")[:_ECHO_CHARS]
     if first["type"] == "extra_forbidden":
         if param.startswith("filters."):
-            return ChatError(400, f"filters: unknown filter {param.split('.', 1)[1]!r}; send source, since, until, "
+            return ChatError(400, f"filters: unknown filter {_echo(param.split('.', 1)[1])}; send source, since, until, "
                                   "kind or where", param=param)
-        return ChatError(400, f"unrecognized request argument {param!r}; ragbus takes the OpenAI chat "
+        return ChatError(400, f"unrecognized request argument {_echo(param)}; ragbus takes the OpenAI chat "
                               "completion arguments and 'filters'", param=param)
     if first["type"] == "missing":
         return ChatError(400, f"missing required argument {param!r}", param=param)
     if param.endswith(".role") and first["type"] == "literal_error":
-        return ChatError(400, f"{param} is {first['input']!r}; ragbus reads system, developer, user and assistant "
+        return ChatError(400, f"{param} is {_echo(first['input'])}; ragbus reads system, developer, user and assistant "
                               "messages (it calls no tools)", param=param)
     shown = json.dumps(first["input"], ensure_ascii=False)[:60] if _jsonable(first["input"]) else "?"
     return ChatError(400, f"{param}: {first['msg']} (got {shown})", param=param)
@@ -278,7 +279,7 @@ def message_text(message: ChatMessage, index: int) -> str:
         texts = []
         for n, part in enumerate(message.content):
             if part.type != "text":
-                raise ChatError(400, f"messages[{index}].content[{n}] is a {part.type!r} part; ragbus reads text "
+                raise ChatError(400, f"messages[{index}].content[{n}] is a {_echo(part.type)} part; ragbus reads text "
                                      "only", param=f"messages[{index}].content[{n}]")
             if part.text is None:
                 raise ChatError(400, f"messages[{index}].content[{n}] is a text part without 'text'; send "

@@ -121,6 +121,25 @@ def test_a_refused_value_is_quoted_back_cut_short(extra):
     assert len(refused.value.message) < 300  # the whole value came back: a 100 kB error line
 
 
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": "w" * 100_000, "content": "q"}]},
+    {"messages": [{"role": "user", "content": "q"}], "k" * 100_000: 1},
+    {"messages": [{"role": "user", "content": "q"}], "filters": {"k" * 100_000: "v"}},
+])
+def test_a_refused_argument_or_role_is_quoted_back_cut_short(body):
+    with pytest.raises(ValidationError) as caught:
+        ChatCompletionRequest.model_validate({"model": "ragbus", **body})
+    refused = _validation_error(caught.value)
+    assert len(refused.message) < 300 and len(refused.param) <= 80  # both came back whole (100 kB)
+
+
+def test_a_refused_content_part_type_is_quoted_back_cut_short():
+    (message,) = _messages(("user", [{"type": "t" * 100_000}]))
+    with pytest.raises(ChatError) as refused:
+        conversation([message])
+    assert len(refused.value.message) < 300
+
+
 def test_sampling_arguments_are_accepted():
     req = ChatCompletionRequest.model_validate(
         {"model": "ragbus-quick", "messages": [{"role": "user", "content": "q"}], "temperature": 0.2,
