@@ -110,11 +110,12 @@ resource "google_firestore_index" "chunks_embedding" {
 # clauses before find_nearest need a composite index of the filtered fields with the vector field
 # last (cloud.google.com/firestore/docs/vector-search, "Pre-filter with a where clause"). One index
 # per shape the FirestoreIndex adapter sends (shared.adapters.gcp.firestore_index.prefilter_index):
-# at most one array-contains (source prefix token or a metadata key=value; Firestore takes one per
-# query, the adapter refuses two), the kind equality, the published range (since and until share
-# the field). tests/unit/test_infra.py enumerates every combination Filters accepts and fails when
-# a shape the adapter builds is missing here, or one here is never built. 11 indexes of Firestore's
-# 200 composite indexes per database (1000 with billing; cloud.google.com/firestore/quotas).
+# at most one array-contains (source prefix token or a metadata key=value: a composite index holds
+# at most one array field, cloud.google.com/firestore/docs/concepts/index-overview; the adapter
+# refuses two), the kind equality, the published range (since and until share the field).
+# tests/unit/test_infra.py enumerates every combination Filters accepts and fails when a shape the
+# adapter builds is missing here, or one here is never built. 11 indexes, 16 composite in all:
+# far below Firestore's per-database limit (cloud.google.com/firestore/quotas).
 locals {
   chunk_prefilter_indexes = {
     kind                  = [["source", "ASCENDING"]]

@@ -196,8 +196,9 @@ def firestore_prefilter_refusal(filters: Filters) -> str | None:
     """Why Firestore vector search cannot pre-filter on ``filters``; None when it can.
 
     The Firestore index (shared/adapters/gcp/firestore_index.py) keeps source prefixes and metadata
-    ``key=value`` pairs in array fields, and Firestore takes one array-contains clause per query
-    (cloud.google.com/firestore/docs/query-data/queries, query limitations); chunk fields named by
+    ``key=value`` pairs in array fields, and a composite index (which a pre-filtered vector search
+    needs) holds at most one array field (cloud.google.com/firestore/docs/concepts/index-overview),
+    so one array-contains clause per search; chunk fields named by
     ``where`` have no composite index with the vector field. The gateway refuses these when a query
     is submitted and the adapter when it searches: filtering the top k afterwards would silently
     return too few chunks.
