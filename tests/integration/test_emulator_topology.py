@@ -284,7 +284,7 @@ def test_a_push_on_the_last_allowed_attempt_ends_the_query_in_a_real_stage_serve
     assert client.state.get(state_collections.QUERIES, query_id)["status"] == "pending"
     assert push(MAX_ATTEMPTS) == 200  # the last one: recorded and acknowledged
     record = client.state.get(state_collections.QUERIES, query_id)
-    assert record["status"] == "failed" and "not recorded yet" in record["error"]
+    assert record["status"] == "failed" and "has not recorded iteration 0 yet" in record["error"]
     (letter,) = [d for d in client.state.list(state_collections.DEAD_LETTERS) if query_id in d.get("data", "")]
     assert letter["attempts"] == MAX_ATTEMPTS and f"attempt {MAX_ATTEMPTS} of {MAX_ATTEMPTS}" in letter["error"]
 

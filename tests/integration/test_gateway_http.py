@@ -265,7 +265,8 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
     from services.transformer.handler import question_time_filter
     from shared.query.record import QueryRecord
 
-    timed = QueryRecord.from_doc({**asked, "original_query": "what is the latest on bm25", "filters": None})
+    timed = QueryRecord.from_doc({**asked, "original_query": "what is the latest on bm25",
+                                  "standalone_question": None, "filters": None})
     timed.filters, timed.time_filter = question_time_filter(timed, deps.clock.now())
     timed.time_filter["widened"] = ["since 2026-05-30", "any date"]
     check(timed.to_doc(), "QueryRecord")
