@@ -18,26 +18,32 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from shared.contract.deps import Deps
 from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
-from shared.contract.ports import RefineRequest, Transformation
+from shared.contract.ports import ConversationTurn, RefineRequest, Transformation
 from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
-from shared.query.reading.followup import standalone_question
+from shared.query.reading.followup import carried_form, standalone_question
 from shared.query.record import QueryRecord
 from shared.query.runner import Change, ask_model, handle_query_message
 from shared.query.temporal import TimeReading, read_time
+from shared.query.vectors import query_vectors
 from shared.runtime.query_steps import registered_step
 
 log = logging.getLogger("ragbus.transformer")
 
 MIN_QUERY_CHARS = 3  # the reference transformer's floor for a usable rewrite
+# How many of the carried form's best chunks are read for the earlier turn's document (see carry_by_corpus)
+LEANING_DEPTH = 5
 
 
 # ----------------------------------------------------------- plain logic
@@ -173,6 +179,7 @@ class FollowUp:
     turns: int = 0  # earlier turns read
     calls: int = 0  # model calls spent
     note: str | None = None  # what could not be read (a conversation or a turn no longer stored)
+    decision: str | None = None  # an "And ..." question's form (typed or carried) and the corpus's reason
 
     @property
     def fallback(self) -> bool:
@@ -182,7 +189,7 @@ class FollowUp:
         if self.source is None:
             return f"standalone: as typed ({self.note})" if self.note else ""
         text = f"standalone: {self.question!r} (from {self.turns} earlier turn(s); {self.source})"
-        return text + (f"; {self.note}" if self.note else "")
+        return text + "".join(f"; {part}" for part in (self.decision, self.note) if part)
 
 
 def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
@@ -203,12 +210,47 @@ def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
                       instead="making it stand alone by the offline rule")
     text = " ".join((reply.value or "").split())[: settings.max_query_chars]
     if len(text) >= MIN_QUERY_CHARS:
-        return FollowUp(text, "model", len(history.turns), reply.calls, history.note)
+        follow = FollowUp(text, "model", len(history.turns), reply.calls, history.note)
+        # a model reads the turns itself; the offline provider's reply is the rule's, which cannot
+        return carry_by_corpus(follow, typed, history.turns, ports) if settings.llm_provider == "local" else follow
     why = ("model-call budget spent" if reply.spent else
            f"model call failed ({reply.error})" if reply.error else "empty standalone reply")
     rule = standalone_question(typed, history.turns)
-    return FollowUp(rule.question, f"fallback: offline rule ({rule.rule}); {why}", len(history.turns), reply.calls,
-                    history.note)
+    follow = FollowUp(rule.question, f"fallback: offline rule ({rule.rule}); {why}", len(history.turns), reply.calls,
+                      history.note)
+    return carry_by_corpus(follow, typed, history.turns, ports)
+
+
+def carry_by_corpus(follow: FollowUp, typed: str, turns: Sequence[ConversationTurn], ports: Deps) -> FollowUp:
+    """An "And ..." question the offline rule left as typed, asked within the earlier turn's scope when
+    the corpus says it leans on that turn (issue 24): "And what does make check do?" after a question
+    on zstd's build, not "And what is chunking?" after one on Pub/Sub. Both are whole questions, so
+    their form cannot tell them apart; the corpus can: the question leans on the earlier turn when the
+    earlier turn's document speaks of every content word of the question, i.e. one of its chunks among
+    the carried form's best few holds them all (the earlier question's best match stands in for the
+    document its answer cited: history keeps no citations). A document on Pub/Sub retries says nothing
+    of chunking or HNSW, zstd's README does say what make check does. Deterministic: two searches of
+    the index, no model."""
+    candidate = carried_form(typed, turns)
+    if candidate is None or follow.question != " ".join(typed.split()):
+        return follow
+    earlier = turns[-1].question
+    vectors = query_vectors(ports.embedder, [candidate.question, earlier])
+    earlier_hits = ports.index.search(earlier, np.asarray(vectors[1]), 1, mode="hybrid")
+    if not earlier_hits:
+        return replace(follow, decision=f"kept as typed: the earlier turn finds no document to carry "
+                                        f"{candidate.subject!r} from")
+    document = earlier_hits[0].chunk.document_id
+    words = {stem(t) for t in content_terms(follow.question)}
+    carried_hits = ports.index.search(candidate.question, np.asarray(vectors[0]), LEANING_DEPTH, mode="hybrid")
+    for rank, hit in enumerate(carried_hits, 1):
+        if hit.chunk.document_id == document and words <= term_set(hit.chunk.text):
+            return replace(follow, question=candidate.question,
+                           decision=f"carried {candidate.subject!r} in: the earlier turn's document {document} "
+                                    f"holds every word of the question (the carried form's #{rank} chunk)")
+    return replace(follow, decision=f"kept as typed: none of the carried form's {LEANING_DEPTH} best chunks "
+                                    f"from the earlier turn's document {document} holds every word of the question "
+                                    f"(a new topic)")
 
 
 def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Change:

@@ -9,7 +9,7 @@ import pytest
 
 from shared.contract.ports import ConversationTurn
 from shared.query.prompts import STANDALONE_SCHEMA, PromptedLanguageModel, standalone_prompt
-from shared.query.reading.followup import standalone_question, subject_of
+from shared.query.reading.followup import carried_form, standalone_question, subject_of
 
 ACK = "What is the ack deadline in Pub/Sub?"
 
@@ -186,3 +186,27 @@ def test_the_model_reply_is_read_and_cleaned():
     assert model.malformed_replies == 2
     assert model.standalone("What is BM25?", [], today=today) == "What is BM25?"  # no history: no call
     assert len(model.prompts) == 4
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    ("Which build system is officially maintained for zstd?", "And what does make check do?",
+     ("What does make check do for zstd?", "zstd")),
+    (ACK, "And what is chunking?", ("What is chunking in Pub/Sub?", "Pub/Sub")),
+])
+def test_an_and_question_gets_a_carried_form_for_the_corpus_to_judge(earlier, follow_up, expected):
+    # the rule itself leaves both as typed: only the transformer's corpus check tells them apart
+    turns = [ConversationTurn(earlier)]
+    assert standalone_question(follow_up, turns).rule == "self-contained"
+    carried = carried_form(follow_up, turns)
+    assert carried is not None and (carried.question, carried.subject) == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up", [
+    (ACK, "And what is its maximum?"),  # the rule rewrites it already
+    (ACK, "What is chunking?"),  # no connective: a new question
+    (ACK, "And what is the ack deadline in Pub/Sub for push subscriptions?"),  # names the scope itself
+    ("Why are documents split up?", "And what is BM25?"),  # the earlier turn has no scope to carry
+    (ACK, "Und was ist Chunking?"),  # English only
+])
+def test_no_carried_form(earlier, follow_up):
+    assert carried_form(follow_up, [ConversationTurn(earlier)]) is None

@@ -12,7 +12,7 @@ from shared.contract.messages import QuerySubmitted, QueryTransformed
 from shared.contract.ports import ConversationTurn, Transformation
 from shared.observability.tracing import add_exporter
 from shared.query import api
-from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop
+from tests.unit.loop_fakes import CORPUS, ScriptedLLM, chunk, make_loop
 
 ACK = "What is the ack deadline in Pub/Sub?"
 
@@ -162,3 +162,40 @@ def test_redaction_keeps_the_standalone_question_out_of_the_trace():
     _transform(loop, _follow_up(loop))
     attributes = _attributes("transformer")
     assert "rag.standalone_question" not in attributes and attributes["rag.history_turns"] == 1
+
+
+# An "And ..." question that is a whole question: the corpus tells a continuation from a topic change.
+BUILDS = [
+    chunk(1, "Building zstd", "The Makefile is the build system officially maintained for zstd. make check: create "
+          "and run zstd, test its behavior on local platform.", doc="zstd"),
+    chunk(2, "Makefile targets", "By convention a Makefile's make check target runs a package's own test suite "
+          "before make install copies it into place. What make check does is up to each package.", doc="make"),
+    chunk(3, "Chunking", "Chunking splits documents into passages of a few hundred words before they are embedded.",
+          doc="chunking"),
+]
+ZSTD_BUILD = "Which build system is officially maintained for zstd?"
+
+
+def _offline(question):
+    loop = make_loop(BUILDS, real_local_llm=True)
+    record = _transform(loop, _follow_up(loop, question, first=ZSTD_BUILD, answer="The Makefile [1]."))
+    return record["standalone_question"], record["events"][-1]["detail"]
+
+
+def test_an_and_question_the_earlier_document_answers_is_asked_within_the_earlier_scope():
+    standalone, detail = _offline("And what does make check do?")
+    assert standalone == "What does make check do for zstd?"
+    assert "carried 'zstd' in: the earlier turn's document zstd holds every word of the question" in detail
+
+
+def test_an_and_question_on_another_topic_is_left_as_typed():
+    standalone, detail = _offline("And what is chunking?")
+    assert standalone == "And what is chunking?"
+    assert "kept as typed" in detail and "document zstd holds every word" in detail
+
+
+def test_a_model_reply_is_not_second_guessed_by_the_corpus():
+    llm = ScriptedLLM(standalones=["And what does make check do?"])
+    loop = make_loop(BUILDS, llm, Settings(llm_provider="openai"))
+    record = _transform(loop, _follow_up(loop, "And what does make check do?", first=ZSTD_BUILD))
+    assert record["standalone_question"] == "And what does make check do?"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from shared.contract.ports import ConversationTurn
 from shared.query.reading.language import detect_language
 
-__all__ = ["Resolution", "standalone_question", "subject_of"]
+__all__ = ["Resolution", "carried_form", "standalone_question", "subject_of"]
 
 LANGUAGES = ("en", "de", "fr", "es")
 
@@ -326,6 +326,54 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
         if resolved is not None:
             return resolved
     return Resolution(typed, "self-contained")
+
+
+_SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\w/+.#'’-]+\s*){1,4})$", re.IGNORECASE)
+
+
+def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resolution | None:
+    """A candidate for a whole question opened by "and" that :func:`standalone_question` leaves as
+    typed: the question asked within the earlier turn's scope ("Which build system is officially
+    maintained for zstd?" then "And what does make check do?" gives "What does make check do for
+    zstd?"). Only a candidate: "And what is chunking?" is as whole a question and changes the topic,
+    and nothing in its form tells the two apart, so the caller decides with the corpus. None when the
+    question does not open with a connective, is not a whole question, the rule rewrote it, or the
+    earlier turn has no scope the question lacks (English only: the scope is read by its prepositions).
+
+    The scope is the earlier question's last named thing with the preposition before it ("in Pub/Sub"),
+    else its closing prepositional phrase ("for zstd")."""
+    typed = " ".join(question.split())
+    if not history or not typed or standalone_question(typed, history).rewritten:
+        return None
+    if detect_language(typed) != "en":
+        return None
+    bare = _bare(typed)
+    stripped = _EN.connectives.sub("", bare).strip()
+    if stripped == bare or not stripped or not _EN.frame.match(stripped):
+        return None
+    earlier = _bare(_EN.connectives.sub("", _bare(history[-1].question)))
+    scope = _scope(earlier)
+    if scope is None:
+        return None
+    preposition, phrase = scope
+    asked = {w.lower() for w in _TOKEN.findall(stripped)}
+    if all(w.lower() in asked or w.lower() in _EN.stop for w in _TOKEN.findall(phrase)):
+        return None  # the question names the scope already
+    mark = "?" if typed.endswith("?") else ""
+    return Resolution(_finish(f"{stripped} {preposition} {phrase}", typed, mark), "carried scope", phrase)
+
+
+def _scope(earlier: str) -> tuple[str, str] | None:
+    runs = named_runs(earlier)
+    if runs:
+        start, end = runs[-1]
+        before = earlier[:start].split()
+        preposition = before[-1] if before and before[-1].lower() in _EN.prepositions else _EN.default_preposition
+        return preposition, earlier[start:end]
+    match = _SCOPE.search(earlier)
+    if match is None:
+        return None
+    return match.group("prep"), match.group("scope").strip()
 
 
 def _resolve(typed: str, earlier: str, language: str) -> Resolution | None:
