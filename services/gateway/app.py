@@ -34,6 +34,7 @@ from services.gateway.replies import error
 from services.gateway.search import SearchRoute
 from shared.contract.config import check_api_token
 from shared.contract.deps import Deps
+from shared.contract.text import cut
 
 log = logging.getLogger("ragbus.gateway")
 
@@ -116,9 +117,9 @@ def _mcp_routes(mcp: MCPServer, host: str) -> list[BaseRoute]:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        message = f"no such endpoint {request.url.path}; see /openapi.json for the API"
+        message = f"no such endpoint {cut(request.url.path)}; see /openapi.json for the API"
     elif exc.status_code == 405:
-        message = f"{request.method} is not allowed on {request.url.path}; see /openapi.json"
+        message = f"{cut(request.method)} is not allowed on {cut(request.url.path)}; see /openapi.json"
     else:
         message = str(exc.detail)
     if is_openai_path(request.url.path):

@@ -28,6 +28,7 @@ from pydantic import Field
 
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
+from shared.contract.text import shown
 from shared.query.api import (
     TOP_K_RANGE,
     ConversationNotFound,
@@ -94,7 +95,7 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         except InvalidInput as exc:
             raise ToolError(str(exc)) from exc
         except ConversationNotFound as exc:
-            raise ToolError(f"no conversation with id {conversation_id!r} (it may have expired with its "
+            raise ToolError(f"no conversation with id {shown(conversation_id)} (it may have expired with its "
                             "queries); leave conversation_id out to start one") from exc
         except RetryableError as exc:
             raise ToolError(f"the query could not be started: {exc}") from exc
@@ -180,11 +181,11 @@ def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> di
         for field in ("source", "since", "until", "conversation_id"):
             value = out.get(field)
             if value is not None and (not isinstance(value, str) or not value.isprintable()):
-                raise InvalidInput(f"'{field}' must be printable text, got {value!r}")
+                raise InvalidInput(f"'{field}' must be printable text, got {shown(value)}")
         where = out.get("where")
         if where is not None and (not isinstance(where, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in where.items())):
-            raise InvalidInput(f"'where' must be an object of text keys and values, got {where!r}")
+            raise InvalidInput(f"'where' must be an object of text keys and values, got {shown(where)}")
     except InvalidInput as exc:
         raise ToolError(str(exc)) from None
     return out
@@ -205,7 +206,7 @@ class _Server(MCPServer):
         taken = _TAKES.get(name)
         unknown = sorted(set(arguments) - taken) if taken is not None else []
         if unknown:
-            raise ToolError(f"{name} takes no argument {', '.join(map(repr, unknown))}; send only "
+            raise ToolError(f"{name} takes no argument {', '.join(map(shown, unknown))}; send only "
                             f"{', '.join(sorted(taken - {'query'}))}")
         if taken is not None:
             arguments = _checked_arguments(arguments, max_query_chars=self.max_query_chars)

@@ -39,6 +39,8 @@ from starlette.routing import Route
 
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
+from shared.contract.text import SHOWN_CHARS
+from shared.contract.text import shown as _echo
 from shared.query import api
 from shared.query.record import QueryRecord
 
@@ -61,7 +63,6 @@ MODELS: dict[str, dict[str, Any]] = {
     "ragbus": {},
     "ragbus-quick": {"max_iterations": 0},
 }
-_ECHO_CHARS = 80
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _TOKENS = re.compile(r"\w+|[^\w\s]")
 _SOURCES_BLOCK = re.compile(r"\n\nSources:\n(?:\d+\. [^\n]*(?:\n|$))+\Z")
@@ -220,7 +221,7 @@ def _validation_error(exc: ValidationError) -> ChatError:
     first = exc.errors(include_url=False)[0]
     loc = [part for part in first["loc"] if not (isinstance(part, str) and _UNION_TAG.match(part))]
     # an unknown argument's name is the client's text: cut short like any value quoted back
-    param = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")[:_ECHO_CHARS]
+    param = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")[:SHOWN_CHARS]
     if first["type"] == "extra_forbidden":
         if param.startswith("filters."):
             return ChatError(400, f"filters: unknown filter {_echo(param.split('.', 1)[1])}; send source, since, until, "
@@ -242,12 +243,6 @@ def _jsonable(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
-
-
-def _echo(value: Any) -> str:
-    """A client's value quoted back in an error, cut short: a 100 kB model name made a 100 kB error line."""
-    text = repr(value)
-    return text if len(text) <= _ECHO_CHARS else text[:_ECHO_CHARS] + "…"
 
 
 def _refused_arguments(req: ChatCompletionRequest) -> None:

@@ -21,6 +21,7 @@ from services.gateway.schemas import MAX_WAIT_S, QueryRequest
 from services.gateway.traces import cloud_query_trace, cloud_traces, query_trace
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
+from shared.contract.text import shown
 from shared.query.api import (
     POLL_MAX_S,
     POLL_MIN_S,
@@ -57,7 +58,7 @@ class QueryRoutes:
         if unknown:
             return error(
                 400,
-                f"unknown field(s) {', '.join(map(repr, unknown))}; send only "
+                f"unknown field(s) {', '.join(map(shown, unknown))}; send only "
                 f"{', '.join(f for f in _QUERY_FIELDS if f != 'query')}",
             )
         if "question" in body and "query" in body:
@@ -168,9 +169,9 @@ def _stream_seconds(raw: str | None, deps: Deps) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise InvalidInput(f"'timeout_s' must be a number of seconds, got {raw!r}") from None
+        raise InvalidInput(f"'timeout_s' must be a number of seconds, got {shown(raw)}") from None
     if not 0 < value <= MAX_STREAM_S:
-        raise InvalidInput(f"'timeout_s' is {raw}; send a number of seconds above 0 up to {MAX_STREAM_S:g}")
+        raise InvalidInput(f"'timeout_s' is {shown(raw)}; send a number of seconds above 0 up to {MAX_STREAM_S:g}")
     return value
 
 
@@ -181,11 +182,11 @@ def _resume_index(raw: str | None) -> int:
     try:
         return max(0, int(raw) + 1)
     except ValueError:
-        raise InvalidInput(f"Last-Event-ID {raw!r} is not an event index from this stream") from None
+        raise InvalidInput(f"Last-Event-ID {shown(raw)} is not an event index from this stream") from None
 
 
 def _unknown_query(query_id: str) -> Response:
-    return error(404, f"no query with id {query_id!r}; submit one with POST /v1/queries")
+    return error(404, f"no query with id {shown(query_id)}; submit one with POST /v1/queries")
 
 
 def _sse(event: str, data: Any, event_id: int | None = None) -> str:

@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 from services.gateway.replies import error
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
+from shared.contract.text import shown
 from shared.query.api import TOP_K_RANGE, search_documents, validate_int
 
 #: GET /v1/search's filter parameters (``where`` repeats: where=key=value).
@@ -48,4 +49,4 @@ def _int_param(raw: str, name: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise InvalidInput(f"'{name}' must be a whole number, got {raw!r}") from None
+        raise InvalidInput(f"'{name}' must be a whole number, got {shown(raw)}") from None

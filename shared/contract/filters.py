@@ -32,6 +32,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from shared.contract.sources import SOURCE_KINDS
+from shared.contract.text import shown as _shown
 
 #: Chunk fields ``where`` may name besides the chunk's metadata.
 WHERE_FIELDS = ("title", "url", "origin", "document_id", "source")
@@ -40,17 +41,10 @@ _UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30, "y": 365}
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 _MAX_VALUE = 1024
 _MAX_WHERE = 16
-_SHOWN_CHARS = 80
 
 
 class FilterError(ValueError):
     """A filter that cannot be understood; the message names the field and what to write."""
-
-
-def _shown(value: Any) -> str:
-    """A value quoted in an error, cut short: the message stays one readable line however much was sent."""
-    text = repr(str(value) if isinstance(value, date) else value)
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import date
+from typing import Any
 
 UNKNOWN_DATE = "unknown"
+
+#: How much of a client's value an error message quotes back.
+SHOWN_CHARS = 80
 
 _HEADER_RE = re.compile(
     r"\ATitle: (?P<title>[^\n]*)\nPublished: (?P<published>[^\n]*)\nSource: (?P<source>[^\n]*)(?:\n\n|\n?\Z)"
@@ -185,3 +190,18 @@ def clip_metadata(value: str | None, limit: int) -> str:
     (an ellipsis marks a cut): it goes into the header and every chunk's record."""
     text = " ".join((value or "").split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def shown(value: Any) -> str:
+    """A client's value quoted in an error, cut short: the message stays one readable line however
+    much was sent (a 30 kB field name made a 30 kB error line)."""
+    try:
+        text = repr(str(value) if isinstance(value, date) else value)
+    except ValueError:  # an int past Python's 4300-digit str() limit
+        text = f"a number of {value.bit_length()} bits"
+    return cut(text)
+
+
+def cut(text: str) -> str:
+    """Text from a client (a request path, say) cut to :data:`SHOWN_CHARS` for an error message."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"

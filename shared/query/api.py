@@ -24,6 +24,7 @@ from shared.contract.filters import FilterError, Filters, firestore_prefilter_re
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
 from shared.contract.text import fold_width
+from shared.contract.text import shown
 from shared.observability import tracing
 from shared.query.conversation import (
     ConversationNotFound as ConversationNotFound,  # the front doors' name
@@ -108,10 +109,10 @@ def validate_int(value: Any, field: str, bounds: tuple[int, int]) -> int:
         else:
             raise InvalidInput(
                 f"'{field}' must be a whole number from {low} to {high}, got {_type_name(value)} "
-                f"{value!r}"
+                f"{shown(value)}"
             )
     if not low <= value <= high:
-        raise InvalidInput(f"'{field}' is {value}; send a whole number from {low} to {high}")
+        raise InvalidInput(f"'{field}' is {shown(value)}; send a whole number from {low} to {high}")
     return value
 
 
@@ -121,7 +122,7 @@ def validate_seconds(value: Any, field: str, bounds: tuple[float, float]) -> flo
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInput(
             f"'{field}' must be a number of seconds from {low:g} to {high:g}, got "
-            f"{_type_name(value)} {value!r}"
+            f"{_type_name(value)} {shown(value)}"
         )
     if not low <= value <= high:
         raise InvalidInput(f"'{field}' is {value:g}; send a number of seconds from {low:g} to {high:g}")
@@ -291,7 +292,7 @@ def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:
     while True:
         record = get_query(deps, query_id)
         if record is None:
-            raise QueryNotFound(f"no query with id {query_id!r}; submit one first")
+            raise QueryNotFound(f"no query with id {shown(query_id)}; submit one first")
         if record.ended:
             return record
         remaining = give_up_at - clock.monotonic()
@@ -314,7 +315,7 @@ async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> Quer
     while True:
         record = await anyio.to_thread.run_sync(get_query, deps, query_id)
         if record is None:
-            raise QueryNotFound(f"no query with id {query_id!r}; submit one first")
+            raise QueryNotFound(f"no query with id {shown(query_id)}; submit one first")
         if record.ended:
             return record
         remaining = give_up_at - time.monotonic()

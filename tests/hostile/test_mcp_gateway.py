@@ -206,6 +206,42 @@ def test_mcp_refuses_an_argument_the_tool_does_not_take(quick, tool, arguments, 
     assert _queries(deps) == 0
 
 
+LONG = "k" * 30_000
+
+
+def _echo_is_cut(message: str, named: str) -> None:
+    # the client's input is quoted to 80 characters, not repeated whole (30 kB error lines)
+    assert named in message and len(message) < 400 and "k" * 81 not in message and "9" * 81 not in message, message[:300]
+
+
+@pytest.mark.parametrize("method,path,body,status,named", [
+    ("POST", "/v1/queries", {"question": "x", LONG: 1}, 400, "unknown field(s) 'kkk"),
+    ("POST", "/v1/queries", {"question": "what is bm25", "top_k": LONG}, 400, "'top_k' must be a whole number"),
+    ("GET", "/v1/search?q=bm25&k=" + "9" * 5000, None, 400, "'k' must be a whole number, got '999"),
+    ("GET", "/v1/queries/" + "k" * 5000, None, 404, "no query with id 'kkk"),
+    ("GET", "/v1/dead-letters/" + "k" * 5000, None, 405, "GET is not allowed on /v1/dead-letters/kkk"),
+    ("GET", "/v1/nowhere/" + "k" * 5000, None, 404, "no such endpoint /v1/nowhere/kkk"),
+])
+def test_rest_errors_quote_the_client_input_cut_short(quick, method, path, body, status, named):
+    server, deps = quick
+    response = httpx.request(method, server.url + path, json=body, timeout=30)
+    assert response.status_code == status, response.text[:300]
+    _echo_is_cut(response.json()["error"], named)
+    assert _queries(deps) == 0
+
+
+@pytest.mark.parametrize("arguments,named", [
+    ({"question": "what is bm25", LONG: 1}, "ask takes no argument 'kkk"),
+    ({"question": "what is bm25", "source": "k" * 5000 + "\x00"}, "'source' must be printable text, got 'kkk"),
+])
+def test_mcp_errors_quote_the_client_input_cut_short(quick, arguments, named):
+    server, deps = quick
+    result = _call(server, "ask", arguments)
+    assert result.is_error, result.content
+    _echo_is_cut(result.content[0].text, named)
+    assert _queries(deps) == 0
+
+
 def test_healthz_answers_while_many_rest_waits_and_event_streams_are_pending(slow):
     server, deps = slow
     timings: dict = {}
