@@ -129,6 +129,48 @@ def test_a_multi_part_question_answers_each_part_it_can_and_names_the_rest():
     assert not both.states_fact and both.unstated == ("who maintains pstree",)
 
 
+def _read_with(question: str, passages: dict[str, float], cosines: dict[str, float], *,
+               one_document: bool = False) -> Answer:
+    """The reader with set closeness of each passage (``passages``: text -> cosine to the question) and
+    of each sentence (``cosines``: a word the sentence holds -> its cosine; others unrelated); the
+    passages are chunks of one document with ``one_document``, else of unnamed documents (fitz-gov's)."""
+    contexts = [NumberedContext(number=n, source="doc" if one_document else "", text=t)
+                for n, t in enumerate(passages, start=1)]
+
+    def sentence_embed(texts: list[str]) -> np.ndarray:
+        cos = [next((c for word, c in cosines.items() if word in t), 0.0) for t in texts]
+        return np.array([[c, (1 - c * c) ** 0.5] for c in cos], dtype=np.float32)
+
+    return extractive_answer(question, contexts, context_similarity={c.number: passages[c.text] for c in contexts},
+                             question_vector=np.array([1.0, 0.0], dtype=np.float32), sentence_embed=sentence_embed,
+                             fact_check=sentence_states)
+
+
+IRELAND = "The famine of 1845 killed about 1 million people in Ireland."
+BENGAL = "The famine of 1943 killed about 3 million people in Bengal."
+
+
+def test_a_sentence_nearly_as_strong_from_the_passage_about_the_question_opens_the_answer():
+    # the Irish sentence sounds more like the question, but its passage is about something else
+    answer = _read_with("How many people died in the famine?", {IRELAND: 0.4, BENGAL: 0.7},
+                        {"1845": 0.8, "1943": 0.7})
+    assert _quoted(answer) == [BENGAL]
+    assert answer.sentences[0].citations == [2]
+
+
+def test_a_much_stronger_sentence_from_a_less_close_passage_still_opens_the_answer():
+    answer = _read_with("How many people died in the famine?", {IRELAND: 0.4, BENGAL: 0.7},
+                        {"1845": 0.8, "1943": 0.1})
+    assert _quoted(answer) == [IRELAND]
+
+
+def test_between_chunks_of_one_document_the_sentence_decides():
+    # a document's introduction can be closer to the question as a whole than the section answering it
+    answer = _read_with("How many people died in the famine?", {IRELAND: 0.4, BENGAL: 0.7},
+                        {"1845": 0.8, "1943": 0.7}, one_document=True)
+    assert _quoted(answer) == [IRELAND]
+
+
 # ------------------------------------------------------------ the verdict decides the outcome
 
 

@@ -640,6 +640,7 @@ class Reader:
         self.stems = [c.stems for c in candidates]
         self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
         self.prior = _passage_prior(candidates, context_similarity)
+        self.closeness = context_similarity
         self.pair_overlap = overlap.copy()
         for i in self.usable:
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
@@ -677,7 +678,7 @@ class Reader:
     def answer(self) -> Answer:
         if not self.usable or not self._rank():
             return _abstention(self.language)
-        lead = self.ranked[0]
+        lead = self._from_the_closest_passage(self.ranked[0])
         if self.cosine[lead] < self.w.unrelated_cosine and self.pair_overlap[lead] == 0:
             return _abstention(self.language)  # nothing quotable is about the question
         chosen = self.unit(lead)
@@ -722,6 +723,32 @@ class Reader:
                                 + shape + w.rank * rank)
         self.ranked = sorted(pool, key=lambda i: (-self.relevance[i], candidates[i].number, candidates[i].position))
         return True
+
+    def _from_the_closest_passage(self, best: int) -> int:
+        """The sentence that opens the answer: ``best``, unless its document is less about the question
+        than another retrieved document and that document has a sentence nearly as strong (``further_share``
+        of ``best``'s score, and stating the asked value if ``best`` does): then that one. A sentence can sound
+        like the question in a document about something else ("approximately 1 million people died ... during
+        the Great Famine of 1845-1852" for the Bengal famine of 1943); the passage as a whole says what it is
+        about. Between chunks of one document the sentence decides: a document's introduction is often closer
+        to a question as a whole than the section that answers it (realdocs: node path's delimiter, xz's
+        Filter IDs)."""
+        # a passage whose document is not named (no URL, no title) is taken as a document of its own
+        source = {c.number: c.source or f"#{c.number}" for c in self.contexts}
+        nearest: dict[str, float] = {}  # a document's closeness: its closest chunk's
+        for number, closeness in self.closeness.items():
+            if number in source:
+                nearest[source[number]] = max(closeness, nearest.get(source[number], closeness))
+        own = source.get(self.candidates[best].number)
+        closest = max(nearest, key=lambda s: nearest[s], default=None)
+        if closest is None or own is None or closest == own or nearest[closest] <= nearest.get(own, 0.0):
+            return best
+        for i in self.ranked[1:]:
+            if self.relevance[i] < self.w.further_share * self.relevance[best]:
+                break
+            if source.get(self.candidates[i].number) == closest and self.states[i] >= self.states[best]:
+                return i
+        return best
 
     def _answer_parts(self, parts: list[_Part], chosen: list[int]) -> list[str]:
         """Each part of a question asking several things answered where a sentence speaks to it
