@@ -136,6 +136,22 @@ def test_ingest_and_delete_files(tmp_path):
     assert bad.returncode == 2 and "missing.pdf" in bad.stderr
 
 
+def test_a_folder_with_nothing_readable_is_skipped_and_the_other_paths_are_ingested(tmp_path):
+    home = tmp_path / "home"
+    first, empty, last = tmp_path / "apt", tmp_path / "bash", tmp_path / "relnotes"
+    for folder in (first, empty, last):
+        folder.mkdir()
+    (first / "notes.md").write_text("# Volcano notes\n\n" + "\n\n".join(topic_paragraphs("volcano")))
+    (empty / "bash.png").write_bytes(b"\x89PNG\r\n")
+    (last / "plain.txt").write_text("\n\n".join(topic_paragraphs("saxophone", seed=3)))
+    result = run_cli(home, "ingest", str(first), str(empty), str(last), str(tmp_path / "missing"), check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = result.stderr.replace("\n", "")
+    assert f"{empty} contains no supported file" in said and f"{tmp_path / 'missing'} does not exist" in said
+    assert "2 path(s) skipped" in said and "2 document(s) submitted" in result.stdout
+    assert cli_json(home, "stats")["documents"] == 2
+
+
 def test_kill_mid_ingestion_then_restart_indexes_every_item_exactly_once(tmp_path):
     home = tmp_path / "home"
     topics = [f"topic{n:02d}" for n in range(24)]

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from shared.contract import state_collections
 from shared.contract.deps import Deps
-from shared.contract.errors import RagbusError
+from shared.contract.errors import InvalidInput, RagbusError
 from shared.contract.messages import FeedPollRequested
 from shared.observability.terminal_text import markup
 from shared.runtime.stages import INGESTION_STAGES
@@ -163,6 +163,7 @@ def ingest(
             if why:
                 raise fail(f"{why}; nothing was deleted. Pass --yes to delete them, or name the ingested "
                             "folder or file itself")
+    refused: list[Path] = []
     with session.stages(("cleaner", "indexer")) as runtime:
         for path in paths:
             try:
@@ -172,8 +173,15 @@ def ingest(
                     ids.update(m.document_id for m in ingest_path(
                         path, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock,
                         report=report))
+            except InvalidInput as exc:
+                # one bad path (missing, or a folder with nothing readable) fails alone: the rest go on
+                err.print(Text.assemble(("error:", "bold red"), f" {exc}"), soft_wrap=True)
+                refused.append(path)
             except RagbusError as exc:
                 raise fail(str(exc)) from None
+        if len(refused) == len(paths):
+            raise typer.Exit(2)  # each path's error is said above; there is nothing to wait for
+        paths = [p for p in paths if p not in refused]
         submitted = len(ids)
         if not delete:
             # every file under these paths is this command's to finish, including files an
@@ -199,6 +207,10 @@ def ingest(
         # a file under these paths that failed earlier and is unchanged is still not indexed
         under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
         unfinished = _report_unfinished(session, ids | under, "ingest")
+    if refused:
+        err.print(Text(f"ingest: {len(refused)} path(s) skipped, the rest {'deleted' if delete else 'ingested'}: "
+                       + ", ".join(str(p) for p in refused), style="red"), soft_wrap=True)
+        raise typer.Exit(2)  # as a lone bad path does: the command line named something it could not take
     if unfinished:
         raise typer.Exit(1)
 
