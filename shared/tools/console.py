@@ -52,6 +52,13 @@ console = _Console()
 err = _Console(stderr=True)
 
 
+def stage_progress() -> Progress:
+    """The progress display every waiting command shows on stderr: a spinner, a label, a bar
+    and a count per row; the rows stay on screen when done, so the counts can be read after."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False)
+
+
 def wait_until_stopped() -> None:
     """Block until SIGINT (Ctrl-C) or SIGTERM (`kill`), then give the previous handlers back.
 
@@ -90,10 +97,7 @@ def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float,
     stage as soon as it has work, its count moving; every row complete when the work is."""
     subs = [c.subscription for c in runtime.consumers]
     deadline = time.monotonic() + timeout
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-        MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
-    ) as progress:
+    with stage_progress() as progress:
         tasks: dict[str, Any] = {}
 
         def show() -> None:

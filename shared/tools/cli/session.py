@@ -9,14 +9,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.text import Text
 
 from shared.contract.config import Settings, is_set, load_settings
@@ -27,7 +19,7 @@ from shared.runtime.local import LocalRuntime
 from shared.runtime.readiness import require_ready
 from shared.runtime.stages import CONSUMERS, Consumer
 from shared.tools.cli.root import fail
-from shared.tools.console import err
+from shared.tools.console import err, stage_progress
 
 
 @dataclass
@@ -119,8 +111,7 @@ def wait_for_documents(session: Session, ids_of: Callable[[], set[str] | None], 
     from shared.ingest.progress import status_of
 
     deadline = time.monotonic() + timeout
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err) as progress:
+    with stage_progress() as progress:
         task = progress.add_task(f"{label:<12}", total=1)
         stable = 0
         while time.monotonic() < deadline:
