@@ -121,21 +121,6 @@ def build_base(n: int, cache: Path) -> Path:
                                                  "fill_s": json.loads(filled.read_text())["fill_s"],
                                                  "base_build_s": report["seconds"]}))
     return home
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
-    settings = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0"})
-    system = build_local(settings.with_(allow_loopback=True))
-    deps = system.deps
-    with LocalRuntime(deps, system.bus) as runtime, serve_corpus(port=0) as base:
-        submit_sample_corpus(deps, base)
-        runtime.wait_idle(600)
-    t0 = time.perf_counter()
-    add_scale_chunks(deps.index, max(0, n - deps.index.count_chunks()), deps.embedder.dimension)
-    fill_s = time.perf_counter() - t0
-    report = deps.index.maintain(flush=True)
-    (home / "built.json").write_text(json.dumps({"chunks": deps.index.count_chunks(), "fill_s": fill_s,
-                                                 "base_build_s": report["seconds"]}))
-    return home
 
 
 def measure(n: int, cache: Path, rounds: int, freshness_rounds: int, out) -> None:
