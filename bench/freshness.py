@@ -28,8 +28,6 @@ into publish -> indexed and indexed -> cited.
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
 import json
 import logging
 import os
@@ -57,6 +55,7 @@ from shared.query.api import submit_query, wait_for_query  # noqa: E402
 from shared.runtime.bootstrap import build_deps, build_local  # noqa: E402
 from shared.runtime.local import LocalRuntime  # noqa: E402
 from shared.tools.demo import CORPUS, serve_corpus  # noqa: E402
+from tests.support import serve_get  # noqa: E402
 
 TARGET_S = 5.0  # embedded runtime (issue 14); the emulator topology's figure is reported without one
 RUNTIMES = ("embedded", "emulators")
@@ -108,35 +107,17 @@ class Feed:
 
 @contextmanager
 def serve_feed(feed: Feed):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
+    def page_of(path: str) -> tuple[str, bytes] | None:
+        if path == "/feed.xml":
+            return "application/rss+xml", feed.rss()
+        if path.startswith("/articles/") and path.endswith(".html"):
+            body = feed.page(path[len("/articles/"):-len(".html")])
+            return None if body is None else ("text/html; charset=utf-8", body)
+        return None
 
-        def do_GET(self) -> None:  # noqa: N802
-            if self.path == "/feed.xml":
-                body, kind = feed.rss(), "application/rss+xml"
-            elif self.path.startswith("/articles/") and self.path.endswith(".html"):
-                body, kind = feed.page(self.path[len("/articles/"):-len(".html")]), "text/html; charset=utf-8"
-            else:
-                body, kind = None, ""
-            if body is None:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler))
-    feed.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve_get(page_of) as base:
+        feed.base = base
         yield f"{feed.base}/feed.xml"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _article(thing: str, place: str, fact: str) -> list[str]:

@@ -37,13 +37,11 @@ from __future__ import annotations
 
 import argparse
 import html
-import http.server
 import json
 import logging
 import re
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -62,6 +60,7 @@ from shared.contract.filters import Filters  # noqa: E402
 from shared.contract.ports import Chunk, embed_queries  # noqa: E402
 from shared.contract.text import with_header  # noqa: E402
 from shared.query.temporal import newest_first, read_time  # noqa: E402
+from tests.support import Site, serve_site  # noqa: E402
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 FEED = "https://blog.example.com/feed.xml"
@@ -241,36 +240,12 @@ def page_html(note: Note) -> bytes:
 @contextmanager
 def serve_notes(corpus: list[Note]) -> Iterator[str]:
     """The notes as an RSS feed and article pages on 127.0.0.1 (a free port); yields the feed's URL."""
-    pages = {f"/posts/{n.doc}.html": n for n in corpus}
-    site: dict[str, str] = {}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802
-            if self.path == "/feed.xml":
-                body, kind = feed_xml(corpus, site["base"]), "application/rss+xml"
-            elif self.path in pages:
-                body, kind = page_html(pages[self.path]), "text/html; charset=utf-8"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    site["base"] = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"{site['base']}/feed.xml"
-    finally:
-        server.shutdown()
-        server.server_close()
+    site = Site()
+    with serve_site(site):
+        site.put("/feed.xml", feed_xml(corpus, site.base), "application/rss+xml")
+        for note in corpus:
+            site.put(f"/posts/{note.doc}.html", page_html(note))
+        yield f"{site.base}/feed.xml"
 
 
 def key_facts(note: Note) -> dict[str, str]:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -51,16 +51,16 @@ def loopback_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator
 
 
 @contextmanager
-def serve_site(site: Site) -> Iterator[Site]:
+def serve_get(page_of: Callable[[str], tuple[str, bytes] | None]) -> Iterator[str]:
+    """GET answered from ``page_of(path)`` (content type and body; None is a 404) on a free
+    127.0.0.1 port until the block ends; yields the base URL."""
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
             pass
 
         def do_GET(self) -> None:  # noqa: N802
-            site.hits[self.path] = site.hits.get(self.path, 0) + 1
-            if site.delay_s and self.path != "/feed.xml":
-                time.sleep(site.delay_s)
-            page = site.pages.get(self.path)
+            page = page_of(self.path)
             if page is None:
                 self.send_response(404)
                 self.end_headers()
@@ -72,7 +72,19 @@ def serve_site(site: Site) -> Iterator[Site]:
             self.wfile.write(page[1])
 
     with loopback_http(Handler) as server:
-        site.base = f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@contextmanager
+def serve_site(site: Site) -> Iterator[Site]:
+    def page_of(path: str) -> tuple[str, bytes] | None:
+        site.hits[path] = site.hits.get(path, 0) + 1
+        if site.delay_s and path != "/feed.xml":
+            time.sleep(site.delay_s)
+        return site.pages.get(path)
+
+    with serve_get(page_of) as base:
+        site.base = base
         yield site
 
 
