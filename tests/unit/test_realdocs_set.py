@@ -313,12 +313,13 @@ def test_the_sets_readme_states_its_current_size():
 
 
 def test_a_reused_ingest_keeps_its_home_and_a_fresh_one_leaves_nothing(tmp_path):
-    from shared.tools.eval.realdocs_run import KEPT_HOME, kept_or_scratch_home
+    from shared.tools.eval.realdocs_run import KEPT_HOME
+    from shared.tools.eval.runner import kept_or_scratch_home
 
-    with kept_or_scratch_home(RealDocsOptions(cache_dir=tmp_path)) as scratch:
+    with kept_or_scratch_home(tmp_path, KEPT_HOME, reuse_ingest=False) as scratch:
         (scratch / "x").write_text("x")
     assert not scratch.exists() and scratch.parent == tmp_path
-    with kept_or_scratch_home(RealDocsOptions(cache_dir=tmp_path, reuse_ingest=True)) as kept:
+    with kept_or_scratch_home(tmp_path, KEPT_HOME, reuse_ingest=True) as kept:
         (kept / "x").write_text("x")
     assert kept == tmp_path / KEPT_HOME and (kept / "x").exists()
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,32 +37,19 @@ class ConversationOptions:
     reuse_ingest: bool = False
 
 
-@contextmanager
-def _home(options: ConversationOptions) -> Iterator[Path]:
-    from shared.tools.eval.runner import scratch_home
-
-    if not options.reuse_ingest:
-        with scratch_home(options.cache_dir) as home:
-            yield home
-        return
-    home = options.cache_dir / KEPT_HOME
-    home.mkdir(parents=True, exist_ok=True)
-    yield home
-
-
 def run_conversations(options: ConversationOptions, progress: Progress | None = None) -> dict[str, Any]:
     """Ingest, ask, score; the results as one JSON-ready dict (see :func:`conversations.markdown`)."""
     from shared.query.api import submit_query, wait_for_query
     from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from shared.tools.eval.pipeline import reduce_record
-    from shared.tools.eval.runner import machine
+    from shared.tools.eval.runner import kept_or_scratch_home, machine
 
     say = progress or (lambda _msg: None)
     dialogues = conversations.load()
     folders = [realdocs.ROOT / "documents", *conversations.SAMPLE_FOLDERS]
     options.cache_dir.mkdir(parents=True, exist_ok=True)
-    with _home(options) as home:
+    with kept_or_scratch_home(options.cache_dir, KEPT_HOME, options.reuse_ingest) as home:
         settings = pipeline_settings(home, FULL)
         require_ready(settings, QUERY_STAGES)
         system = build_local(settings)

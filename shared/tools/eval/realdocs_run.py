@@ -16,9 +16,8 @@ from __future__ import annotations
 import random
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -86,19 +85,6 @@ def _stratified(questions: Sequence[realdocs.Question], n: int, rng: random.Rand
 KEPT_HOME = "realdocs-home"
 
 
-@contextmanager
-def kept_or_scratch_home(options: RealDocsOptions) -> Iterator[Path]:
-    from shared.tools.eval.runner import scratch_home
-
-    if not options.reuse_ingest:
-        with scratch_home(options.cache_dir) as home:
-            yield home
-        return
-    home = options.cache_dir / KEPT_HOME
-    home.mkdir(parents=True, exist_ok=True)
-    yield home
-
-
 def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float) -> dict[str, str]:
     """Every document through the cleaner and indexer; the set's file name of each document id."""
     from shared.ingest.files import ingest_path
@@ -145,7 +131,9 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
         raise ConfigError(f"no question of kind {', '.join(options.kinds)} in the set")
     options.cache_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with kept_or_scratch_home(options) as home:
+    from shared.tools.eval.runner import kept_or_scratch_home
+
+    with kept_or_scratch_home(options.cache_dir, KEPT_HOME, options.reuse_ingest) as home:
         settings = pipeline_settings(home, FULL)
         require_ready(settings, QUERY_STAGES)
         system = build_local(settings)

@@ -129,6 +129,19 @@ def scratch_home(cache: Path) -> Iterator[Path]:
         shutil.rmtree(home, ignore_errors=True)
 
 
+@contextmanager
+def kept_or_scratch_home(cache: Path, kept: str, reuse_ingest: bool) -> Iterator[Path]:
+    """``cache/kept``, left in place so the next ``--reuse-ingest`` run skips the ingest, when
+    reusing; otherwise a scratch home removed at the end."""
+    if not reuse_ingest:
+        with scratch_home(cache) as home:
+            yield home
+        return
+    home = cache / kept
+    home.mkdir(parents=True, exist_ok=True)
+    yield home
+
+
 def provider_figures(
     answerable: Sequence[QueryResult], abstain: Sequence[QueryResult], queries: Sequence[EvalQuery],
     abstain_queries: Sequence[EvalQuery], positions: Sequence[int], default_run: RetrievalRun,
