@@ -21,7 +21,6 @@ is wrong where the question asked alone is right.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,22 +70,11 @@ def document_folders() -> dict[str, Path]:
 
 def load(root: Path = ROOT) -> tuple[Dialogue, ...]:
     """The dialogues; a malformed line is a :class:`ConfigError` naming it."""
-    path = root / "dialogues.jsonl"
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    rows = realdocs.jsonl_lines(root / "dialogues.jsonl")
     files = document_folders()
     out: list[Dialogue] = []
     seen: set[str] = set()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path.name} line {number}"
-        try:
-            raw = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(f"{where}: not JSON ({exc})") from None
+    for where, raw in rows:
         if raw.get("kind") not in KINDS:
             raise ConfigError(f"{where}: kind {raw.get('kind')!r} is not one of {', '.join(KINDS)}")
         if raw.get("corpus") not in CORPORA:

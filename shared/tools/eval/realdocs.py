@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +118,28 @@ def key_from_json(value: Any, where: str) -> Key:
     raise ConfigError(f"{where}: a key is a non-empty string or a list of non-empty alternatives, not {value!r}")
 
 
+def jsonl_lines(path: Path) -> Iterator[tuple[str, Any]]:
+    """Each non-blank line of a set's JSON-lines file, parsed, with where it stands ("name line N")
+    for the caller's errors. The file is read now, so an unreadable one fails before anything
+    else is checked; a line that is not JSON is a :class:`ConfigError` when it is reached."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    return _parsed(path.name, lines)
+
+
+def _parsed(name: str, lines: list[str]) -> Iterator[tuple[str, Any]]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name} line {number}"
+        try:
+            yield where, json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: not JSON ({exc})") from None
+
+
 def load(root: Path = ROOT) -> RealDocs:
     """Read the manifest and the questions; a malformed line or a reference to an unknown file
     is a :class:`ConfigError` naming the line."""
@@ -136,19 +158,7 @@ def load(root: Path = ROOT) -> RealDocs:
     files = {d.file for d in documents}
     questions: list[Question] = []
     seen: set[str] = set()
-    path = root / "questions.jsonl"
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc})") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path.name} line {number}"
-        try:
-            raw = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(f"{where}: not JSON ({exc})") from None
+    for where, raw in jsonl_lines(root / "questions.jsonl"):
         kind = raw.get("kind")
         if kind not in KINDS:
             raise ConfigError(f"{where}: unknown kind {kind!r}; one of {', '.join(KINDS)}")
