@@ -8,7 +8,7 @@ conversation, Ctrl-D (or ``/quit``) leaves. One-shot questions stay ``ragbus ask
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -18,15 +18,17 @@ from shared.contract.errors import RagbusError
 from shared.observability.terminal_text import plain
 from shared.query.record import QueryRecord
 from shared.tools.cli.reading import (
-    KIND_HELP,
-    SINCE_HELP,
-    SOURCE_HELP,
-    UNTIL_HELP,
-    WHERE_HELP,
+    KindOption,
+    MaxIterationsOption,
+    SinceOption,
+    SourceOption,
+    TopKOption,
+    UntilOption,
+    WhereOption,
     filters_from_flags,
+    say_if_nothing_can_answer,
 )
-from shared.tools.cli.root import ADD_DOCUMENTS, say_empty
-from shared.tools.cli.session import open_session, where_data_is
+from shared.tools.cli.session import open_session
 from shared.tools.console import console, err
 
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
@@ -38,23 +40,18 @@ _COMMANDS = {"/new", "/quit", "/exit", "/help"}
 
 @commands.command()
 def chat(
-    top_k: Annotated[int | None, typer.Option(
-        min=1, max=50, help="How many chunks to retrieve and grade per iteration "
-        "(default: RAGBUS_TOP_K, else 10).")] = None,
-    max_iterations: Annotated[int | None, typer.Option(
-        min=0, max=5, help="Refinements after the first retrieval when the grade is weak; 0: none "
-        "(default: RAGBUS_MAX_ITERATIONS, else 2).")] = None,
-    source: Annotated[str | None, typer.Option(help=SOURCE_HELP)] = None,
-    since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
-    until: Annotated[str | None, typer.Option(help=UNTIL_HELP)] = None,
-    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=WHERE_HELP)] = None,
-    kind: Annotated[str | None, typer.Option(help=KIND_HELP)] = None,
+    top_k: TopKOption = None,
+    max_iterations: MaxIterationsOption = None,
+    source: SourceOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    where: WhereOption = None,
+    kind: KindOption = None,
 ) -> None:
     """A conversation: ask, then follow up; each answer with its citations. /new starts over, Ctrl-D leaves."""
     session = open_session(changes=True)
     filters = filters_from_flags(session.deps, source, since, until, where, kind)
-    if session.local is not None and session.deps.index.count_chunks() == 0:
-        say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
+    say_if_nothing_can_answer(session)
     if sys.stdin.isatty():
         import readline  # noqa: F401 - line editing and history for input(), as a shell gives them
     with session.stages():

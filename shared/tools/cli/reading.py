@@ -14,7 +14,7 @@ from shared.contract.sources import SOURCE_KINDS
 from shared.observability.terminal_text import markup, plain
 from shared.query.record import QueryRecord
 from shared.tools.cli.root import ADD_DOCUMENTS, fail, print_json, say_empty
-from shared.tools.cli.session import announce_data, open_session, where_data_is
+from shared.tools.cli.session import Session, announce_data, open_session, where_data_is
 from shared.tools.console import console, print_answer
 
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
@@ -81,6 +81,26 @@ WHERE_HELP = "Only documents whose metadata KEY equals VALUE; repeatable, all mu
 KIND_HELP = f"Only documents that came in as: {', '.join(SOURCE_KINDS[:-1])} or {SOURCE_KINDS[-1]} (default: any)."
 
 
+# The options search, ask and chat share, spelled once so their flags and help stay the same.
+SourceOption = Annotated[str | None, typer.Option("--source", help=SOURCE_HELP)]
+SinceOption = Annotated[str | None, typer.Option("--since", help=SINCE_HELP)]
+UntilOption = Annotated[str | None, typer.Option("--until", help=UNTIL_HELP)]
+WhereOption = Annotated[list[str] | None, typer.Option("--where", metavar="KEY=VALUE", help=WHERE_HELP)]
+KindOption = Annotated[str | None, typer.Option("--kind", help=KIND_HELP)]
+TopKOption = Annotated[int | None, typer.Option(
+    "--top-k", min=1, max=50, help="How many chunks to retrieve and grade per iteration "
+    "(default: RAGBUS_TOP_K, else 10).")]
+MaxIterationsOption = Annotated[int | None, typer.Option(
+    "--max-iterations", min=0, max=5, help="Refinements after the first retrieval when the grade is weak; 0: none "
+    "(default: RAGBUS_MAX_ITERATIONS, else 2).")]
+
+
+def say_if_nothing_can_answer(session: Session) -> None:
+    """Say so before asking when the embedded index is empty (the topology's index is elsewhere)."""
+    if session.local is not None and session.deps.index.count_chunks() == 0:
+        say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
+
+
 def filters_from_flags(deps: Deps, source: str | None, since: str | None, until: str | None,
              where: list[str] | None, kind: str | None = None) -> Any:
     """The --source/--since/--until/--where/--kind flags as Filters (None when none is given)."""
@@ -101,11 +121,11 @@ def search(
     text: Annotated[str, typer.Argument(help="The words to search for.")],
     k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many chunks.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    source: Annotated[str | None, typer.Option(help=SOURCE_HELP)] = None,
-    since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
-    until: Annotated[str | None, typer.Option(help=UNTIL_HELP)] = None,
-    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=WHERE_HELP)] = None,
-    kind: Annotated[str | None, typer.Option(help=KIND_HELP)] = None,
+    source: SourceOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    where: WhereOption = None,
+    kind: KindOption = None,
 ) -> None:
     """Retrieval only: the chunks that best match TEXT."""
     from shared.contract.text import snippet
@@ -149,19 +169,15 @@ def _ask(deps: Deps, question: str, *, top_k: int | None, max_iterations: int | 
 def ask(
     question: Annotated[str, typer.Argument(help="The question, in words (quote it in the shell).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full query record as JSON.")] = False,
-    top_k: Annotated[int | None, typer.Option(
-        min=1, max=50, help="How many chunks to retrieve and grade per iteration "
-        "(default: RAGBUS_TOP_K, else 10).")] = None,
-    max_iterations: Annotated[int | None, typer.Option(
-        min=0, max=5, help="Refinements after the first retrieval when the grade is weak; 0: none "
-        "(default: RAGBUS_MAX_ITERATIONS, else 2).")] = None,
+    top_k: TopKOption = None,
+    max_iterations: MaxIterationsOption = None,
     timeout: Annotated[float | None, typer.Option(
         help="Seconds before the query times out (default: RAGBUS_QUERY_TIMEOUT_S, else 60).")] = None,
-    source: Annotated[str | None, typer.Option(help=SOURCE_HELP)] = None,
-    since: Annotated[str | None, typer.Option(help=SINCE_HELP)] = None,
-    until: Annotated[str | None, typer.Option(help=UNTIL_HELP)] = None,
-    where: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=WHERE_HELP)] = None,
-    kind: Annotated[str | None, typer.Option(help=KIND_HELP)] = None,
+    source: SourceOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    where: WhereOption = None,
+    kind: KindOption = None,
 ) -> None:
     """Ask a question; answer with citations from the indexed corpus."""
     from shared.query.api import TIMEOUT_RANGE_S, validate_seconds
@@ -173,8 +189,7 @@ def ask(
             raise fail(str(exc)) from None
     session = open_session(changes=True)
     filters = filters_from_flags(session.deps, source, since, until, where, kind)
-    if session.local is not None and session.deps.index.count_chunks() == 0:
-        say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
+    say_if_nothing_can_answer(session)
     with session.stages():
         try:
             record = _ask(session.deps, question, top_k=top_k, max_iterations=max_iterations, timeout=timeout,
