@@ -10,8 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -86,6 +86,34 @@ def serve_site(site: Site) -> Iterator[Site]:
     with serve_get(page_of) as base:
         site.base = base
         yield site
+
+
+@asynccontextmanager
+async def mcp_session(url: str, **transport: Any) -> AsyncIterator[Any]:
+    """An initialised session of the MCP SDK's own client over streamable HTTP at ``url``
+    (``transport``: streamable_http_client's options, such as http_client)."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with (
+        streamable_http_client(url, **transport) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def mcp_tools(session: Any) -> dict[str, Any]:
+    """The session's tools by name."""
+    return {tool.name: tool for tool in (await session.list_tools()).tools}
+
+
+def mcp_structured(result: Any) -> dict:
+    """A successful tool result as the client sees it: structured content, else the JSON text."""
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
 
 
 WORDS = (

@@ -6,20 +6,17 @@ with the offline provider (its follow-up rule reads the conversation)."""
 
 from __future__ import annotations
 
-import json
-
 import anyio
 import httpx
 import openai
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from services.gateway.server import serve
 from shared.contract.config import load_settings
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
+from tests.support import mcp_session, mcp_structured, mcp_tools
 
 ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
 BM25_ARTICLE = "/articles/bm25-ranking-explained.html"
@@ -217,18 +214,14 @@ def test_post_queries_starts_and_continues_a_conversation(gateway):
 
 def test_mcp_ask_carries_a_conversation(gateway):
     async def session_run():
-        async with (
-            streamable_http_client(f"{gateway}/mcp") as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        async with mcp_session(f"{gateway}/mcp") as session:
+            tools = await mcp_tools(session)
             first = await session.call_tool("ask", {"question": "What is BM25?"})
-            conversation = _structured(first)["conversation_id"]
+            conversation = mcp_structured(first)["conversation_id"]
             second = await session.call_tool("ask", {"question": "Who developed it?",
                                                      "conversation_id": conversation})
             unknown = await session.call_tool("ask", {"question": "and then?", "conversation_id": "f" * 32})
-            return tools, _structured(first), _structured(second), unknown
+            return tools, mcp_structured(first), mcp_structured(second), unknown
 
     tools, first, second, unknown = anyio.run(session_run)
     assert "conversation_id" in tools["ask"].input_schema["properties"]
@@ -238,8 +231,3 @@ def test_mcp_ask_carries_a_conversation(gateway):
     assert unknown.is_error and "no conversation with id" in unknown.content[0].text
 
 
-def _structured(result) -> dict:
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
-        return result.structured_content
-    return json.loads(result.content[0].text)

@@ -3,13 +3,9 @@ gateway served by uvicorn on loopback; the loop's stages are scripted."""
 
 from __future__ import annotations
 
-import json
-
 import anyio
 import httpx
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from services.gateway import serve
 from shared.adapters.local.clock import SystemClock
@@ -19,6 +15,7 @@ from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.runtime.stages import QUERY_STAGES
 from tests.scripted_loop import ANSWER, CONTEXTS, ScriptedLoop
+from tests.support import mcp_session, mcp_structured, mcp_tools
 
 
 @pytest.fixture
@@ -35,22 +32,10 @@ def server(deps):
     handle.stop()
 
 
-def structured(result) -> dict:
-    """The tool's result as the client sees it: structured content, else the JSON text."""
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
-        return result.structured_content
-    return json.loads(result.content[0].text)
-
-
 def test_tools_are_listed_and_both_run_the_loop(server, deps):
     async def session_run():
-        async with (
-            streamable_http_client(f"{server.url}/mcp") as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        async with mcp_session(f"{server.url}/mcp") as session:
+            tools = await mcp_tools(session)
             search = await session.call_tool("search_documents", {"query": "what is bm25", "top_k": 3})
             ask = await session.call_tool("ask", {"question": "how does BM25 rank?"})
             bad = await session.call_tool("ask", {"question": "   "})
@@ -59,7 +44,7 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
             return tools, search, ask, bad, by_question, both
 
     tools, search, ask, bad, by_question, both = anyio.run(session_run)
-    assert structured(by_question)["status"] == "answered"
+    assert mcp_structured(by_question)["status"] == "answered"
     assert both.is_error and "send 'question' only: 'query' is its old name" in both.content[0].text
 
     assert set(tools) == {"search_documents", "ask"}
@@ -68,14 +53,14 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
     assert "question" in set(tools["ask"].input_schema["properties"])
     assert tools["ask"].input_schema["required"] == ["question"]
 
-    found = structured(search)
+    found = mcp_structured(search)
     assert (found["status"], found["iterations"], found["best_iteration"]) == ("answered", 2, 1)
     assert [c["chunk_id"] for c in found["contexts"]] == [c["chunk_id"] for c in CONTEXTS]
     assert found["grade"]["score"] == 0.82 and found["grade"]["grounded"] is True
     record = deps.state.get(state_collections.QUERIES, found["id"])
     assert record["top_k"] == 3
 
-    answered = structured(ask)
+    answered = mcp_structured(ask)
     assert (answered["outcome"], answered["answer"]) == ("answered", ANSWER)
     assert [c["url"] for c in answered["citations"]] == [c["url"] for c in CONTEXTS]
     assert deps.state.get(state_collections.QUERIES, answered["id"])["original_query"] == "how does BM25 rank?"
@@ -95,11 +80,7 @@ def test_a_tool_refuses_the_question_while_a_stage_of_the_process_is_unready(dep
     handle = serve(deps, "127.0.0.1", 0, stages=list(QUERY_STAGES))
     try:
         async def session_run():
-            async with (
-                streamable_http_client(f"{handle.url}/mcp") as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
+            async with mcp_session(f"{handle.url}/mcp") as session:
                 return await session.call_tool("ask", {"question": "how does BM25 rank?"})
 
         refused = anyio.run(session_run)
@@ -193,12 +174,7 @@ def test_one_client_alternating_between_two_gateway_processes_works(tmp_path):
             return await _run(client)
 
     async def _run(client):
-        async with (
-            client,
-            streamable_http_client(f"http://127.0.0.1:{ports[0]}/mcp", http_client=client) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with client, mcp_session(f"http://127.0.0.1:{ports[0]}/mcp", http_client=client) as session:
             tools = (await session.list_tools()).tools
             first = await session.call_tool("ask", {"question": "how does BM25 rank?"})
             second = await session.call_tool("search_documents", {"query": "what is bm25", "top_k": 3})
@@ -212,8 +188,8 @@ def test_one_client_alternating_between_two_gateway_processes_works(tmp_path):
             proc.wait(timeout=30)
 
     assert {tool.name for tool in tools} == {"search_documents", "ask"}
-    assert structured(first)["outcome"] == "answered"
-    assert structured(second)["status"] == "answered"
+    assert mcp_structured(first)["outcome"] == "answered"
+    assert mcp_structured(second)["status"] == "answered"
     posts = [(port, status) for method, port, status in sent if method == "POST"]
     assert {port for port, _ in posts} == set(ports) and len(posts) >= 4
     assert all(status < 400 for _, status in posts), sent
