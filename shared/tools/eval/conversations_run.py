@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from shared.contract.errors import ConfigError
 from shared.runtime.readiness import require_ready
 from shared.runtime.stages import CONSUMERS, QUERY_STAGES
 from shared.tools.eval import conversations, realdocs
-from shared.tools.eval.pipeline import FULL, model_name, pipeline_settings
+from shared.tools.eval.pipeline import FULL, ask_each, model_name, pipeline_settings
 from shared.tools.eval.realdocs_run import ingest_documents
 
 Progress = Callable[[str], None]
@@ -107,10 +106,7 @@ def run_conversations(options: ConversationOptions, progress: Progress | None = 
         t = time.perf_counter()
         try:
             model = model_name(deps.llm)
-            with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
-                for done, _ in enumerate(pool.map(one, range(len(dialogues))), 1):
-                    if done % 10 == 0 or done == len(dialogues):
-                        say(f"  {done}/{len(dialogues)}")
+            ask_each(len(dialogues), one, options.concurrency, every=10, progress=lambda d, n: say(f"  {d}/{n}"))
         finally:
             runtime.stop()
             deps.index.close()

@@ -134,6 +134,16 @@ class PipelineRun:
     model: str = ""  # provider/model that answered, e.g. "local/extractive" or "openai/gemma3"
 
 
+def ask_each(count: int, one: Callable[[int], None], concurrency: int, *, every: int,
+             progress: Callable[[int, int], None] | None = None) -> None:
+    """``one(i)`` for every i below ``count``, ``concurrency`` at once; ``progress(done, count)``
+    every ``every`` done and at the end. The first exception from ``one`` ends the run."""
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for done, _ in enumerate(pool.map(one, range(count)), 1):
+            if progress and (done % every == 0 or done == count):
+                progress(done, count)
+
+
 def reduce_record(record: QueryRecord) -> QueryResult:
     from datetime import datetime
 
@@ -259,7 +269,6 @@ def run_pipeline(
     results: list[QueryResult | None] = [None] * len(queries)
     errors: list[str] = []
     started = time.perf_counter()
-    done = 0
     with PipelineRunner(home, index_path, config, embedder=embedder, dimension=dimension,
                         query_timeout_s=query_timeout_s) as runner:
         warm_up(runner)
@@ -273,10 +282,6 @@ def run_pipeline(
             if record.status != "answered":
                 errors.append(f"{queries[i].query_id}: {record.status} {record.error or ''}".strip())
 
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            for _ in pool.map(one, range(len(queries))):
-                done += 1
-                if progress and (done % 50 == 0 or done == len(queries)):
-                    progress(done, len(queries))
+        ask_each(len(queries), one, concurrency, every=50, progress=progress)
     return PipelineRun(config, [r for r in results if r is not None], time.perf_counter() - started, errors,
                        model=model)

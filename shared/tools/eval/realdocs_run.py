@@ -17,7 +17,6 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from shared.contract.ids import file_document_id
 from shared.runtime.readiness import require_ready
 from shared.runtime.stages import CONSUMERS, INGESTION_STAGES, QUERY_STAGES
 from shared.tools.eval import realdocs
-from shared.tools.eval.pipeline import FULL, model_name, pipeline_settings
+from shared.tools.eval.pipeline import FULL, ask_each, model_name, pipeline_settings
 
 Progress = Callable[[str], None]
 
@@ -166,10 +165,7 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
                                            cited_files=[files.get(d, "?") for d in reduced.cited],
                                            contexts=[c.get("text") or "" for c in kept.contexts] if kept else [])
 
-            with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
-                for done, _ in enumerate(pool.map(one, range(len(asked))), 1):
-                    if done % 20 == 0 or done == len(asked):
-                        say(f"  {done}/{len(asked)}")
+            ask_each(len(asked), one, options.concurrency, every=20, progress=lambda d, n: say(f"  {d}/{n}"))
         finally:
             runtime.stop()
             system.deps.index.close()
