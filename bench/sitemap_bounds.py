@@ -39,6 +39,7 @@ from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
 from shared.contract.config import Settings
+from shared.contract.deps import Deps
 from shared.ingest.listings import add_listing
 from tests.fakes import FakeClock, RecordingPublisher
 
@@ -49,9 +50,9 @@ add_listing(state, url, allow_loopback=True, now=clock.now(), kind="sitemap")
 fetcher = SafeFetcher(allow_loopback=True, timeout_s=30.0, retries=0, host_rate=1000.0, host_concurrency=8)
 publisher = RecordingPublisher()
 started = time.perf_counter()
-report = poll_listing(url, state=state, blobs=FolderBlobStore(home + "/blobs"), publisher=publisher,
-                   fetcher=fetcher, clock=clock, settings=Settings(home=home, allow_loopback=True,
-                   max_items_per_poll=10))
+report = poll_listing(url, Deps(Settings(home=home, allow_loopback=True, max_items_per_poll=10), state=state,
+                                blobs=FolderBlobStore(home + "/blobs"), publisher=publisher, fetcher=fetcher,
+                                clock=clock))
 print(json.dumps({"seconds": round(time.perf_counter() - started, 2),
                   # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so it would report this
                   # bench's own peak (building the bomb) as the child's

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
+from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
-from shared.contract.ports import BlobStore, Publisher
 from shared.contract.text import clip_metadata, normalize_text, split_header, with_header
 
 log = logging.getLogger("ragbus.cleaner")
@@ -520,15 +520,15 @@ def binary_reason(raw: bytes, text: str | None = None) -> str | None:
     return None
 
 
-def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Publisher,
-                   max_title_chars: int = 500) -> DocumentCleaned:
+def clean_document(message: DocumentFetched, ports: Deps) -> DocumentCleaned:
     """Clean one fetched document, store the clean text and announce it.
 
-    Titles and the date are untrusted metadata, cut to ``max_title_chars``: the header
+    Titles and the date are untrusted metadata, cut to ``RAGBUS_MAX_TITLE_CHARS``: the header
     goes into the first chunk and the title into every chunk's record."""
     # Cleaning is deterministic, so a redelivery rewrites the same bytes under the
     # same key and announces the same event: no separate "already done" check needed.
     key = clean_key(message.document_id, message.content_hash)
+    blobs = ports.blobs
     try:
         raw = blobs.get(message.raw_ref)
     except KeyError as exc:
@@ -554,7 +554,7 @@ def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Pub
     # says about itself (<title>, front matter, first heading); else the name it was found under.
     candidates = (message.title.strip(), cleaned.title, message.fallback_title.strip())
     title = next((t for t in candidates if t), "") or _title_from_url(message.url) or "Untitled"
-    title = clip_metadata(title, max_title_chars)
+    title = clip_metadata(title, ports.settings.max_title_chars)
     published = clip_metadata(message.published or cleaned.published, 64) or None
     text = with_header(title, published, message.url, cleaned.body)
     ref = blobs.put(key, text.encode("utf-8"), "text/plain; charset=utf-8")
@@ -562,7 +562,7 @@ def clean_document(message: DocumentFetched, *, blobs: BlobStore, publisher: Pub
     event = _cleaned_event(message, ref, header.title if header else title, published, len(text))
     log.info("%s: cleaned %d bytes of %s into %d characters", message.document_id, len(raw),
              message.content_type, len(text))
-    publisher.publish(event)
+    ports.publisher.publish(event)
     return event
 
 
@@ -588,9 +588,8 @@ def _cleaned_event(message: DocumentFetched, ref: str, title: str, published: st
     )
 
 
-def handle(message: Message, deps) -> None:
+def handle(message: Message, deps: Deps) -> None:
     """Entry point for the runtime: ``DocumentFetched`` -> ``DocumentCleaned``."""
     if not isinstance(message, DocumentFetched):
         raise InvalidInput(f"the cleaner handles DocumentFetched, not {type(message).__name__}")
-    clean_document(message, blobs=deps.blobs, publisher=deps.publisher,
-                   max_title_chars=deps.settings.max_title_chars)
+    clean_document(message, deps)

@@ -40,11 +40,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from services.feed_poller.entries import Entry, Reading
 from services.feed_poller.listings import LISTINGS, Listing
 from shared.contract import state_collections
-from shared.contract.config import Settings
 from shared.contract.errors import InvalidInput, PermanentError, RagbusError, RetryableError
 from shared.contract.ids import feed_item_id
 from shared.contract.messages import FeedPollRequested, Message
-from shared.contract.ports import BlobStore, Clock, Fetcher, FetchResult, Publisher, StateStore
+from shared.contract.ports import FetchResult, StateStore
 from shared.contract.text import clip_metadata
 from shared.ingest import listings, processed_items
 from shared.ingest.step import Item, announce, retract_missing
@@ -123,18 +122,6 @@ class PollReport:
         self.entries = len(reading.entries)
 
 
-@dataclass(frozen=True)
-class _Ports:
-    """What a poll works with."""
-
-    state: StateStore
-    blobs: BlobStore
-    publisher: Publisher
-    fetcher: Fetcher
-    clock: Clock
-    settings: Settings
-
-
 # ------------------------------------------------------------------ entry point
 
 
@@ -144,15 +131,7 @@ def handle(message: Message, deps: Deps) -> None:
         raise PermanentError(
             f"feed_poller cannot handle {type(message).__name__}; it consumes FeedPollRequested only"
         )
-    reports = poll_listings(
-        message.feed_urls,
-        state=deps.state,
-        blobs=deps.blobs,
-        publisher=deps.publisher,
-        fetcher=deps.fetcher,
-        clock=deps.clock,
-        settings=deps.settings,
-    )
+    reports = poll_listings(message.feed_urls, deps)
     failed = [r for r in reports if r.outcome == "failed"]
     if reports and len(failed) == len(reports) and all(r.retryable for r in failed):
         raise RetryableError(
@@ -161,19 +140,9 @@ def handle(message: Message, deps: Deps) -> None:
         )
 
 
-def poll_listings(
-    listing_urls: Sequence[str],
-    *,
-    state: StateStore,
-    blobs: BlobStore,
-    publisher: Publisher,
-    fetcher: Fetcher,
-    clock: Clock,
-    settings: Settings,
-) -> list[PollReport]:
+def poll_listings(listing_urls: Sequence[str], ports: Deps) -> list[PollReport]:
     """Poll ``listing_urls`` (every registered listing when empty), one report each."""
-    ports = _Ports(state, blobs, publisher, fetcher, clock, settings)
-    urls = list(listing_urls) or [f["url"] for f in listings.list_listings(state)]
+    urls = list(listing_urls) or [f["url"] for f in listings.list_listings(ports.state)]
     if not urls:
         log.info("poll requested but no feed is registered; add one with `ragbus feeds add URL`")
     reports: list[PollReport] = []
@@ -206,22 +175,13 @@ def poll_listings(
 # ------------------------------------------------------------------ one listing
 
 
-def poll_listing(
-    listing_url: str,
-    *,
-    state: StateStore,
-    blobs: BlobStore,
-    publisher: Publisher,
-    fetcher: Fetcher,
-    clock: Clock,
-    settings: Settings,
-) -> PollReport:
+def poll_listing(listing_url: str, ports: Deps) -> PollReport:
     """Poll one listing; every failure is recorded on the listing and returned, never raised
     (except failures of the bus or the state store, which abort so the message retries)."""
-    return _leased_poll(normalise_url(listing_url), _Ports(state, blobs, publisher, fetcher, clock, settings))
+    return _leased_poll(normalise_url(listing_url), ports)
 
 
-def _leased_poll(url: str, ports: _Ports) -> PollReport:
+def _leased_poll(url: str, ports: Deps) -> PollReport:
     token = listings.take_poll_lease(ports.state, url, now=ports.clock.now(), lease_s=POLL_LEASE_S)
     if token is None:
         log.info("feed %s: another poll of it is running; skipped", url)
@@ -232,13 +192,13 @@ def _leased_poll(url: str, ports: _Ports) -> PollReport:
         listings.release_poll_lease(ports.state, url, token)
 
 
-def _poll(url: str, ports: _Ports) -> PollReport:
+def _poll(url: str, ports: Deps) -> PollReport:
     report = PollReport(listing_url=url)
     record = listings.get_listing(ports.state, url) or {}
     kind = listings.kind_of(record)
     listing = LISTINGS[kind]
     if record.get("allow_loopback"):  # registered with --allow-loopback: its pages live there too
-        ports = dataclasses.replace(ports, fetcher=ports.fetcher.allowing_loopback())
+        ports = ports.replacing(fetcher=ports.fetcher.allowing_loopback())
     result = _fetch_listing(url, listing, record, report, ports)
     if result is None:
         return report
@@ -263,7 +223,7 @@ def _poll(url: str, ports: _Ports) -> PollReport:
 
 
 def _fetch_listing(url: str, listing: Listing, record: dict[str, Any], report: PollReport,
-                   ports: _Ports) -> FetchResult | None:
+                   ports: Deps) -> FetchResult | None:
     """The listing's bytes (or its 304); None when the fetch failed, recorded on ``report``."""
     try:
         return ports.fetcher.fetch(url, accept=listing.media_types, etag=record.get("etag"),
@@ -277,7 +237,7 @@ def _fetch_listing(url: str, listing: Listing, record: dict[str, Any], report: P
 
 
 def _not_modified(url: str, record: dict[str, Any], result: FetchResult, report: PollReport,
-                  ports: _Ports) -> PollReport:
+                  ports: Deps) -> PollReport:
     report.outcome = "not_modified"
     report.entries = int(record.get("items") or 0)
     listings.record_poll(ports.state, url, now=ports.clock.now(), changes={
@@ -290,7 +250,7 @@ def _not_modified(url: str, record: dict[str, Any], result: FetchResult, report:
     return report
 
 
-def _record_outcome(url: str, result: FetchResult, report: PollReport, ports: _Ports) -> PollReport:
+def _record_outcome(url: str, result: FetchResult, report: PollReport, ports: Deps) -> PollReport:
     if report.item_errors:
         report.outcome = "partial"
     changes: dict[str, Any] = {
@@ -308,7 +268,7 @@ def _record_outcome(url: str, result: FetchResult, report: PollReport, ports: _P
     return report
 
 
-def _fail(ports: _Ports, report: PollReport, error: str, retryable: bool) -> PollReport:
+def _fail(ports: Deps, report: PollReport, error: str, retryable: bool) -> PollReport:
     report.outcome = "failed"
     report.error = error
     report.retryable = retryable
@@ -377,7 +337,7 @@ def _this_poll(entries: list[Entry], report: PollReport, state: StateStore, list
 # ------------------------------------------------------------------ items
 
 
-def _process_entry(url: str, entry: Entry, report: PollReport, listing: Listing, ports: _Ports, *,
+def _process_entry(url: str, entry: Entry, report: PollReport, listing: Listing, ports: Deps, *,
                    source: str) -> None:
     document_id = feed_item_id(url, entry.guid)
     item = Item(
@@ -422,7 +382,7 @@ def _normal_page(link: str | None) -> str | None:
         return None
 
 
-def _remove_missing(url: str, current_guids: set[str], report: PollReport, ports: _Ports, *, source: str) -> None:
+def _remove_missing(url: str, current_guids: set[str], report: PollReport, ports: Deps, *, source: str) -> None:
     gone = retract_missing({"feed_url": url, "source": source}, current_guids, f"left {source}",
                            state=ports.state, publisher=ports.publisher, clock=ports.clock)
     report.removed += len(gone)

@@ -20,9 +20,10 @@ import numpy as np
 
 from services.indexer.chunking import chunk_document
 from shared.contract import state_collections
+from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
-from shared.contract.ports import BlobStore, Chunk, Clock, Embedder, Index, Publisher, StateStore
+from shared.contract.ports import Chunk, Embedder, Index, StateStore
 from shared.observability import metrics
 from shared.observability.tracing import annotate
 
@@ -90,23 +91,14 @@ def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, 
     return chunks
 
 
-def index_document(
-    message: DocumentCleaned,
-    *,
-    blobs: BlobStore,
-    embedder: Embedder,
-    index: Index,
-    state: StateStore,
-    publisher: Publisher,
-    clock: Clock,
-    max_chunks: int = 2000,
-) -> DocumentIndexed | None:
+def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | None:
     """Chunk, embed and index one cleaned document; announce it.
 
     A message for a version the ledger has already moved past (a redelivered or
     late message about content the source has since changed) is skipped, so an
     older version can never replace a newer one, whatever the delivery order.
     """
+    state, index, publisher = ports.state, ports.index, ports.publisher
     claim = state.get(state_collections.PROCESSED_ITEMS, message.document_id)
     if claim and claim.get("item_hash") and claim["item_hash"] != message.content_hash:
         log.info("%s: skipping version %s, the current one is %s", message.document_id,
@@ -123,15 +115,15 @@ def index_document(
         return event
 
     try:
-        text = blobs.get(message.clean_ref).decode("utf-8")
+        text = ports.blobs.get(message.clean_ref).decode("utf-8")
     except KeyError as exc:
         raise PermanentError(
             f"document {message.document_id} ({message.url}): clean text {message.clean_ref!r} is not in "
             "the blob store; ingest the document again"
         ) from exc
 
-    chunks = _chunks_within_cap(message, text, embedder, max_chunks)
-    vectors = embed_chunks(embedder, chunks)
+    chunks = _chunks_within_cap(message, text, ports.embedder, ports.settings.max_chunks_per_document)
+    vectors = embed_chunks(ports.embedder, chunks)
     index.upsert(message.document_id, chunks, vectors)
     annotate(chunk_count=len(chunks), document_id=message.document_id)
     metrics.document_indexed(message.source, len(chunks))
@@ -150,7 +142,7 @@ def index_document(
             "content_hash": message.content_hash,
             "chunk_ids": chunk_ids,
             "chunk_count": len(chunk_ids),
-            "indexed_at": clock.now().isoformat(),
+            "indexed_at": ports.clock.now().isoformat(),
         },
     )
     log.info("%s: indexed %d chunks (%s)", message.document_id, len(chunks), message.url)
@@ -182,34 +174,25 @@ def superseded(message: DocumentDeleted, state: StateStore) -> int | None:
     return current if current is not None and current > deleted else None
 
 
-def delete_document(message: DocumentDeleted, *, index: Index, state: StateStore) -> int:
+def delete_document(message: DocumentDeleted, ports: Deps) -> int:
     """Drop the document's chunks and record; deleting what is already gone is fine."""
-    newer = superseded(message, state)
+    newer = superseded(message, ports.state)
     if newer is not None:
         log.info("%s: ignoring the delete of generation %s: generation %d is current",
                  message.document_id, message.generation, newer)
         return 0
-    removed = index.delete_document(message.document_id)
-    state.delete(state_collections.DOCUMENTS, message.document_id)
+    removed = ports.index.delete_document(message.document_id)
+    ports.state.delete(state_collections.DOCUMENTS, message.document_id)
     log.info("%s: removed %d chunks (%s)", message.document_id, removed, message.reason)
     return removed
 
 
-def handle(message: Message, deps) -> None:
+def handle(message: Message, deps: Deps) -> None:
     """Entry point for the runtime."""
     if isinstance(message, DocumentCleaned):
-        index_document(
-            message,
-            blobs=deps.blobs,
-            embedder=deps.embedder,
-            index=deps.index,
-            state=deps.state,
-            publisher=deps.publisher,
-            clock=deps.clock,
-            max_chunks=deps.settings.max_chunks_per_document,
-        )
+        index_document(message, deps)
     elif isinstance(message, DocumentDeleted):
-        delete_document(message, index=deps.index, state=deps.state)
+        delete_document(message, deps)
     else:
         raise InvalidInput(
             f"the indexer handles DocumentCleaned and DocumentDeleted, not {type(message).__name__}"

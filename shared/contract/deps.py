@@ -8,6 +8,7 @@ clients.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +61,15 @@ class Deps:
 
     def provided(self, name: str) -> bool:
         return name in self._providers
+
+    def replacing(self, **providers: Any) -> Deps:
+        """These ports replaced for one caller (a poll's loopback fetcher); the rest are this
+        ``Deps``'s own, built once whichever of the two asks first. This ``Deps`` is unchanged."""
+        unknown = set(providers) - set(self._NAMES)
+        if unknown:
+            raise TypeError(f"unknown dependencies: {sorted(unknown)}")
+        shared = {name: Lazy(functools.partial(self._get, name)) for name in self._providers if name not in providers}
+        return Deps(self.settings, **shared, **providers)
 
     @property
     def publisher(self) -> Publisher:

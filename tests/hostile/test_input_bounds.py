@@ -18,6 +18,7 @@ from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
+from shared.contract.deps import Deps
 from tests.fakes import FakeClock, RecordingPublisher
 from tests.hostile.crash import census
 from tests.hostile.servers import hostile_server
@@ -50,8 +51,8 @@ class Poller:
         self.feed = f"{site.base}/feed.xml"
 
     def poll(self):
-        return poll_listing(self.feed, state=self.state, blobs=self.blobs, publisher=self.publisher,
-                         fetcher=self.fetcher, clock=FakeClock(), settings=self.settings)
+        return poll_listing(self.feed, Deps(self.settings, state=self.state, blobs=self.blobs,
+                                            publisher=self.publisher, fetcher=self.fetcher, clock=FakeClock()))
 
     def fetched_guids(self) -> list[str]:
         return [m.guid for m in self.publisher.messages if type(m).__name__ == "DocumentFetched"]

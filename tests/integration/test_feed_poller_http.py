@@ -118,9 +118,9 @@ class Pipeline:
         )
         self.feed = f"{site.base}/feed.xml"
 
-    def deps(self) -> Deps:
+    def deps(self, settings: Settings | None = None) -> Deps:
         return Deps(
-            self.settings,
+            settings or self.settings,
             publisher=self.publisher,
             state=self.state,
             blobs=self.blobs,
@@ -129,15 +129,7 @@ class Pipeline:
         )
 
     def poll(self, **settings: Any):
-        return poll_listing(
-            self.feed,
-            state=self.state,
-            blobs=self.blobs,
-            publisher=self.publisher,
-            fetcher=self.fetcher,
-            clock=self.clock,
-            settings=self.settings.with_(**settings),
-        )
+        return poll_listing(self.feed, self.deps(self.settings.with_(**settings)))
 
     def publish_feed(self, items: list[dict[str, str]]) -> None:
         self.site.put("/feed.xml", rss(self.site.base, items), "application/rss+xml")

@@ -99,19 +99,11 @@ def world():
         settings = Settings()
 
         def poll(self, url=FEED, **overrides):
-            return poll_listing(
-                url,
-                state=self.state,
-                blobs=self.blobs,
-                publisher=self.publisher,
-                fetcher=self.fetcher,
-                clock=self.clock,
-                settings=overrides.get("settings", self.settings),
-            )
+            return poll_listing(url, self.deps(**overrides))
 
         def deps(self, **overrides):
             return Deps(
-                self.settings,
+                overrides.get("settings", self.settings),
                 publisher=overrides.get("publisher", self.publisher),
                 state=self.state,
                 blobs=self.blobs,

@@ -190,5 +190,5 @@ def test_the_cleaner_takes_a_sitemap_page_title_from_the_page(world):  # noqa: F
     world.poll(SITEMAP)
     (fetched,) = world.fetched()
     assert isinstance(fetched, DocumentFetched)
-    cleaned = clean_document(fetched, blobs=world.blobs, publisher=world.publisher)
+    cleaned = clean_document(fetched, world.deps())
     assert cleaned.title == "About https://site.example/a"
