@@ -199,7 +199,7 @@ def _poll(url: str, ports: Deps) -> PollReport:
     listing = LISTINGS[kind]
     if record.get("allow_loopback"):  # registered with --allow-loopback: its pages live there too
         ports = ports.replacing(fetcher=ports.fetcher.allowing_loopback())
-    result = _fetch_listing(url, listing, record, report, ports)
+    result = _fetch_listing(url, kind, listing, record, report, ports)
     if result is None:
         return report
     if result.not_modified:
@@ -222,17 +222,17 @@ def _poll(url: str, ports: Deps) -> PollReport:
     return _record_outcome(url, result, report, ports)
 
 
-def _fetch_listing(url: str, listing: Listing, record: dict[str, Any], report: PollReport,
+def _fetch_listing(url: str, kind: str, listing: Listing, record: dict[str, Any], report: PollReport,
                    ports: Deps) -> FetchResult | None:
     """The listing's bytes (or its 304); None when the fetch failed, recorded on ``report``."""
     try:
         return ports.fetcher.fetch(url, accept=listing.media_types, etag=record.get("etag"),
                                    last_modified=record.get("last_modified"))
     except RagbusError as exc:
-        _fail(ports, report, f"fetching the feed failed: {exc}", isinstance(exc, RetryableError))
+        _fail(ports, report, f"fetching the {kind} failed: {exc}", isinstance(exc, RetryableError))
     except Exception as exc:
-        log.exception("unexpected error fetching feed %s", url)
-        _fail(ports, report, f"fetching the feed failed: {type(exc).__name__}: {exc}", True)
+        log.exception("unexpected error fetching %s %s", kind, url)
+        _fail(ports, report, f"fetching the {kind} failed: {type(exc).__name__}: {exc}", True)
     return None
 
 

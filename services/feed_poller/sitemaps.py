@@ -50,8 +50,13 @@ from shared.ingest.url_guard import normalise_url
 
 # application/x-gzip and application/gzip: a sitemap.xml.gz as servers label it (sitemaps.org
 # allows gzip); octet-stream, as others do. Whatever the label, the bytes must be a sitemap.
+#: A feed's own types are let through so that a feed registered as a sitemap is named as one
+#: (by its root element) rather than refused for its content type with no hint.
+FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/rdf+xml", "application/x-rss+xml")
 MEDIA_TYPES = ("application/xml", "text/xml", "application/x-sitemap+xml",
-               "application/x-gzip", "application/gzip", "application/octet-stream")
+               "application/x-gzip", "application/gzip", "application/octet-stream", *FEED_TYPES)
+#: Root elements of RSS 2.0 (and 0.9x), Atom and RSS 1.0 (RDF).
+_FEED_ROOTS = ("rss", "feed", "RDF")
 MAX_PAGES = 50_000  # the protocol's limit for one sitemap file
 MAX_CHILD_SITEMAPS = 50
 MAX_UNCOMPRESSED_BYTES = 50 * 1024 * 1024  # the protocol's limit for one file, uncompressed (52,428,800 bytes)
@@ -124,6 +129,11 @@ def _parse(url: str, body: bytes, *, cap: int, index: str | None = None) -> tupl
     sitemap index ``url`` belongs to, named in that refusal)."""
     reader = _Reader(url, body)
     kind = reader.root()
+    if kind in _FEED_ROOTS:
+        raise InvalidInput(
+            f"{url} is not a sitemap but an RSS or Atom feed (its root element is <{kind}>); remove it and add it "
+            "as a feed: `ragbus sources add URL --kind feed` (or `ragbus feeds add URL`)"
+        )
     if kind not in ("urlset", "sitemapindex"):
         raise InvalidInput(
             f"{url} is not a sitemap (its root element is <{kind}>, expected <urlset> or <sitemapindex>); "

@@ -10,6 +10,7 @@ costs that entry only, with its reason kept.
 from __future__ import annotations
 
 import io
+import re
 import json
 import logging
 from datetime import UTC, datetime
@@ -36,7 +37,11 @@ MEDIA_TYPES = (
     "text/xml",
     "text/html",
     "text/plain",
+    # let through so that a sitemap registered as a feed is named as one, not refused for its type
+    "application/x-sitemap+xml",
 )
+#: The root element of a sitemap or sitemap index, with or without a namespace prefix.
+_SITEMAP_ROOT = re.compile(rb"<(?:[\w.-]+:)?(?:urlset|sitemapindex)[\s>/]")
 
 # feedparser flags these but the feed itself is well-formed.
 _BENIGN_BOZO = (feedparser.CharacterEncodingOverride, feedparser.NonXMLContentType)
@@ -61,6 +66,11 @@ def read_feed(url: str, result: FetchResult, fetcher: Fetcher) -> Reading:
             f"changed or removed, fix the feed or remove it"
         )
     if not parsed.get("version") and not parsed.entries:
+        if _SITEMAP_ROOT.search(result.body[:4096]):
+            raise InvalidInput(
+                f"{url} is a sitemap, not an RSS or Atom feed; remove it and add it as a sitemap: "
+                "`ragbus sources add URL --kind sitemap` (or `ragbus sitemaps add URL`)"
+            )
         raise InvalidInput(
             f"{url} is not an RSS or Atom feed (got {result.content_type or 'no content type'}, "
             f"{len(result.body)} bytes); check that the URL points at the feed, not a web page"

@@ -66,6 +66,8 @@ def _entries(base: str, n: int) -> str:
     ("a web page served as a sitemap", lambda b: "<html><body>hello</body></html>", "text/html", "content type"),
     ("an RSS feed registered as a sitemap", lambda b: "<rss version='2.0'><channel/></rss>", "application/xml",
      "is not a sitemap"),
+    ("an RSS feed served as such registered as a sitemap", lambda b: "<rss version='2.0'><channel/></rss>",
+     "application/rss+xml", "--kind feed"),
     ("an empty body", lambda b: b"", "application/xml", "sitemap"),
     ("a processing instruction and an XInclude",
      lambda b: "<?xml-stylesheet href='file:///etc/passwd'?><urlset xmlns:xi='http://www.w3.org/2001/XInclude'>"

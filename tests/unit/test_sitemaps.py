@@ -192,3 +192,43 @@ def test_the_cleaner_takes_a_sitemap_page_title_from_the_page(world):  # noqa: F
     assert isinstance(fetched, DocumentFetched)
     cleaned = clean_document(fetched, world.deps())
     assert cleaned.title == "About https://site.example/a"
+
+
+# ------------------------------------------------------ the wrong kind of listing
+
+
+def _accepted(world, url):  # noqa: F811
+    """Whether the listing's own fetch accepted the type the server sent (the real fetcher's rule)."""
+    from shared.adapters.http_fetch import media_type_accepted
+
+    served = world.fetcher.responses[url].content_type
+    return all(media_type_accepted(served, c["accept"]) for u, c in world.fetcher.calls if u == url)
+
+
+def test_a_sitemap_that_cannot_be_fetched_says_sitemap_not_feed(world):  # noqa: F811
+    register(world)
+    report = world.poll(SITEMAP)
+    assert report.outcome == "failed" and report.error.startswith("fetching the sitemap failed: GET "), report.error
+
+
+@pytest.mark.parametrize("content_type", ["application/rss+xml", "application/xml"])
+def test_a_feed_added_as_a_sitemap_is_named_a_feed_with_the_kind_to_use(world, content_type):  # noqa: F811
+    from tests.unit.test_feed_poller import item, rss
+
+    register(world)
+    world.fetcher.feed(SITEMAP, rss([item(1)]), content_type=content_type)
+    report = world.poll(SITEMAP)
+    assert _accepted(world, SITEMAP)
+    assert report.outcome == "failed" and "is not a sitemap but an RSS or Atom feed" in report.error, report.error
+    assert "--kind feed" in report.error and world.fetched() == []
+
+
+@pytest.mark.parametrize("content_type", ["application/x-sitemap+xml", "application/xml"])
+def test_a_sitemap_added_as_a_feed_is_named_a_sitemap_with_the_kind_to_use(world, content_type):  # noqa: F811
+    add_listing(world.state, SITEMAP, allow_loopback=False, now=world.clock.now(), kind="feed",
+                resolver=lambda *a, **k: [(2, 1, 6, "", ("93.184.216.34", 443))])
+    world.fetcher.feed(SITEMAP, urlset({"https://site.example/a": None}), content_type=content_type)
+    report = world.poll(SITEMAP)
+    assert _accepted(world, SITEMAP)
+    assert report.outcome == "failed" and "is a sitemap, not an RSS or Atom feed" in report.error, report.error
+    assert "--kind sitemap" in report.error and world.fetched() == []
