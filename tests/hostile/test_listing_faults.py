@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -20,6 +19,7 @@ from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
+from shared.contract.deps import Deps
 from shared.contract.messages import FeedPollRequested
 from shared.ingest.listings import add_listing, get_listing
 from tests.fakes import FakeClock, RecordingPublisher
@@ -47,12 +47,12 @@ class Listings:
     def __init__(self, tmp_path, site) -> None:
         self.site = site
         self.clock = FakeClock()
-        self.deps = SimpleNamespace(
+        self.deps = Deps(
+            Settings(home=tmp_path, allow_loopback=True),
             state=SqliteStateStore(tmp_path / "state.db"), blobs=FolderBlobStore(tmp_path / "blobs"),
             publisher=RecordingPublisher(), clock=self.clock,
             fetcher=SafeFetcher(allow_loopback=True, timeout_s=5.0, retries=0, host_rate=1000.0,
-                                host_concurrency=8),
-            settings=Settings(home=tmp_path, allow_loopback=True))
+                                host_concurrency=8))
 
     @property
     def state(self):
