@@ -27,6 +27,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, SchemaError
 from shared.contract.messages import Message, decode
 from shared.contract.ports import StateStore
+from shared.contract.text import shown
 
 log = logging.getLogger("ragbus.dead_letters")
 
@@ -74,15 +75,14 @@ def select(state: StateStore, given: str | None, *, every: bool) -> list[dict[st
     if every:
         return kept
     given = (given or "").strip()
-    shown = given if len(given) <= 80 else given[:80] + "..."  # an id from outside is echoed bounded
     exact = [d for d in kept if d.get("id") == given]
     if exact:
         return exact
     matches = [d for d in kept if given and str(d.get("message_id") or "").startswith(given)]
     if len(matches) > 1:
-        raise InvalidInput(f"{len(matches)} dead letters start with {shown!r}; give more characters")
+        raise InvalidInput(f"{len(matches)} dead letters start with {shown(given)}; give more characters")
     if not matches:
-        raise InvalidInput(f"no dead letter {shown!r}; `ragbus dead-letters` lists them with their ids")
+        raise InvalidInput(f"no dead letter {shown(given)}; `ragbus dead-letters` lists them with their ids")
     return matches
 
 

@@ -220,11 +220,13 @@ def _echo_is_cut(message: str, named: str) -> None:
     ("GET", "/v1/search?q=bm25&k=" + "9" * 5000, None, 400, "'k' must be a whole number, got '999"),
     ("GET", "/v1/queries/" + "k" * 5000, None, 404, "no query with id 'kkk"),
     ("GET", "/v1/dead-letters/" + "k" * 5000, None, 405, "GET is not allowed on /v1/dead-letters/kkk"),
+    ("DELETE", "/v1/dead-letters/" + "k" * 5000, None, 404, "no dead letter 'kkk"),
     ("GET", "/v1/nowhere/" + "k" * 5000, None, 404, "no such endpoint /v1/nowhere/kkk"),
 ])
 def test_rest_errors_quote_the_client_input_cut_short(quick, method, path, body, status, named):
     server, deps = quick
-    response = httpx.request(method, server.url + path, json=body, timeout=30)
+    response = httpx.request(method, server.url + path, json=body, headers={"Content-Type": "application/json"},
+                             timeout=30)
     assert response.status_code == status, response.text[:300]
     _echo_is_cut(response.json()["error"], named)
     assert _queries(deps) == 0
