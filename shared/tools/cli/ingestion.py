@@ -14,7 +14,7 @@ from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RagbusError
 from shared.contract.messages import FeedPollRequested
-from shared.observability.terminal_text import markup
+from shared.observability.terminal_text import markup, plain
 from shared.runtime.stages import INGESTION_STAGES
 from shared.tools.cli.root import AllowLoopback, fail, say_empty
 from shared.tools.cli.session import Session, consumers_of, open_session, wait_for_documents
@@ -175,7 +175,7 @@ def ingest(
                         report=report))
             except InvalidInput as exc:
                 # one bad path (missing, or a folder with nothing readable) fails alone: the rest go on
-                err.print(Text.assemble(("error:", "bold red"), f" {exc}"), soft_wrap=True)
+                err.print(Text.assemble(("error:", "bold red"), f" {plain(exc)}"), soft_wrap=True)
                 refused.append(path)
             except RagbusError as exc:
                 raise fail(str(exc)) from None
@@ -209,7 +209,7 @@ def ingest(
         unfinished = _report_unfinished(session, ids | under, "ingest")
     if refused:
         err.print(Text(f"ingest: {len(refused)} path(s) skipped, the rest {'deleted' if delete else 'ingested'}: "
-                       + ", ".join(str(p) for p in refused), style="red"), soft_wrap=True)
+                       + ", ".join(plain(p) for p in refused), style="red"), soft_wrap=True)
         raise typer.Exit(2)  # as a lone bad path does: the command line named something it could not take
     if unfinished:
         raise typer.Exit(1)
