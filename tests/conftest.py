@@ -54,3 +54,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "the test run changed the user's data directory: " + ", ".join(paths[:5])
             + " (a test wrote outside its own home, or a ragbus process was running on it)", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=True)
+def _message_types_restored():
+    """A message class a test declares registers itself in the process-wide message table; it is
+    taken out again after the test, so no later test sees a topic only that test needed."""
+    from shared.contract import messages
+
+    before = dict(messages.MESSAGE_TYPES)
+    yield
+    messages.MESSAGE_TYPES.clear()
+    messages.MESSAGE_TYPES.update(before)
+
+
+@pytest.fixture(autouse=True)
+def _no_query_deadline_carried_over():
+    """A stage called directly by a test (not through a delivery, which runs in a copy of the
+    context) notes its query's deadline in this thread's context; without this, a later test's model
+    call was cut to what an earlier test's query had left ("the call's deadline passed" in CI)."""
+    from shared.query import call_deadline
+
+    token = call_deadline._deadline.set(None)
+    yield
+    call_deadline._deadline.reset(token)
