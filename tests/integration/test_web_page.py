@@ -107,7 +107,8 @@ def test_asking_shows_live_stages_iterations_and_a_cited_answer(loop_and_server,
     assert kept.locator(".badge.kept").count() == 1
     # document text is shown as text, never parsed as markup
     kept.locator("details.sources summary").click()
-    assert "<b>not bold</b>" in kept.locator(".snippet").first.inner_text()
+    # the details element opens after the click: wait for its text rather than read it at once
+    sync_api.expect(kept.locator(".snippet").first).to_contain_text("<b>not bold</b>", use_inner_text=True)
     assert kept.locator(".snippet b").count() == 0
 
     page.screenshot(path=str(SCREENSHOT), full_page=True)
