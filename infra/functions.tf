@@ -10,6 +10,17 @@ locals {
     "node_modules/**", ".terraform/**", "cloudbuild.yaml", "Makefile", "requirements-dev.txt",
   ]
 
+  # Where each Gemini model is served: the same table the code checks at start-up
+  # (shared/contract/model_locations.py). An unlisted model is checked by the code alone.
+  gemini_table    = jsondecode(file("${path.module}/../shared/contract/gemini_locations.json"))
+  gemini_model_id = lower(var.gemini_model != "" ? var.gemini_model : local.gemini_table.default_model)
+  gemini_location = var.gemini_location != "" ? var.gemini_location : (startswith(var.region, "europe-") ? local.gemini_table.eu_default.location : "global")
+  gemini_served   = try(local.gemini_table.models[local.gemini_model_id], endswith(local.gemini_model_id, "-preview") ? local.gemini_table.preview : null)
+  gemini_location_served = try(
+    contains(local.gemini_served.locations, local.gemini_location) || (local.gemini_served.regional && !contains(["global", "us", "eu"], local.gemini_location)),
+    true,
+  )
+
   source_zip = var.source_archive != "" ? var.source_archive : data.archive_file.source[0].output_path
   source_md5 = var.source_archive != "" ? filemd5(var.source_archive) : data.archive_file.source[0].output_md5
 
@@ -22,7 +33,7 @@ locals {
       RAGBUS_DOCUMENTS_BUCKET      = google_storage_bucket.documents.name
       RAGBUS_LLM                   = var.llm_provider
       RAGBUS_GEMINI_MODEL          = var.gemini_model
-      RAGBUS_GEMINI_LOCATION       = var.gemini_location
+      RAGBUS_GEMINI_LOCATION       = local.gemini_location
       RAGBUS_GEMINI_TIMEOUT_S      = tostring(var.gemini_timeout_s)
       RAGBUS_EMBEDDER              = var.embedder
       RAGBUS_EMBED_MODEL           = var.embed_model
@@ -158,10 +169,10 @@ resource "google_cloudfunctions2_function" "function" {
       error_message = "3 x gemini_timeout_s + 5 s must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
     }
     precondition {
-      # Gemini 3.x is served from the global endpoint and the us/eu multi-regions only: a regional
-      # endpoint answers 404 for it (the model's Vertex AI page, "Deployments and endpoints").
-      condition     = var.llm_provider != "gemini" || contains(["global", "us", "eu"], var.gemini_location) || (var.gemini_model != "" && !startswith(var.gemini_model, "gemini-3"))
-      error_message = "gemini_location must be 'global', 'us' or 'eu' for Gemini 3 models (the default gemini_model is one): regional endpoints do not serve them."
+      # A location that does not serve the model answers 404 on every call: refused here as
+      # the code refuses it at start-up (shared/contract/gemini_locations.json).
+      condition     = var.llm_provider != "gemini" || local.gemini_location_served
+      error_message = "gemini_location '${local.gemini_location}' does not serve ${local.gemini_model_id}: it is served from ${try(join(", ", local.gemini_served.locations), "?")}${try(local.gemini_served.regional, false) ? " and regional endpoints" : ""} (shared/contract/gemini_locations.json)."
     }
   }
 

@@ -185,13 +185,13 @@ variable "vertex_location" {
 }
 
 variable "gemini_location" {
-  description = "Vertex AI location the Gemini model is served from (RAGBUS_GEMINI_LOCATION): 'global' (default), or the 'us' / 'eu' multi-regions to keep processing there. Gemini 3.x is not served from regional endpoints; a region is accepted only for an older gemini_model."
+  description = "Vertex AI location the Gemini model is served from (RAGBUS_GEMINI_LOCATION): 'global', the 'us' / 'eu' multi-regions, or a region for a model regional endpoints serve. Empty (the default) means 'eu' when region is a europe-* region (processing stays in the EU) and 'global' otherwise. Each model's locations are the table in shared/contract/gemini_locations.json; the plan refuses a location the table says does not serve gemini_model."
   type        = string
-  default     = "global"
+  default     = ""
 
   validation {
-    condition     = contains(["global", "us", "eu"], var.gemini_location) || can(regex("^[a-z]+-[a-z]+[0-9]+$", var.gemini_location))
-    error_message = "gemini_location must be 'global', 'us', 'eu' or a region name."
+    condition     = var.gemini_location == "" || contains(["global", "us", "eu"], var.gemini_location) || can(regex("^[a-z]+-[a-z]+[0-9]+$", var.gemini_location))
+    error_message = "gemini_location must be empty, 'global', 'us', 'eu' or a region name."
   }
 }
 

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.contract.errors import ConfigError
+from shared.contract.model_locations import default_location
 from shared.contract.providers import PROVIDER_BY_NAME, PROVIDER_NAMES, PROVIDERS
 from shared.contract.redaction import remember_secret, remember_url_credentials
 
@@ -30,14 +31,15 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 #: The Gemini model the gemini provider calls unless RAGBUS_GEMINI_MODEL names another: the
 #: latest GA Flash model on both the Gemini API and Vertex AI (released 2026-09-02, no shutdown
-#: date announced; gemini-2.0-flash, the old default, was shut down on 2026-03-31). This is the
-#: only place the default is written; infra/ leaves the variable empty to inherit it.
+#: date announced; gemini-2.0-flash, the old default, was shut down on 2026-03-31). infra/ leaves
+#: the variable empty to inherit it; gemini_locations.json's ``default_model`` names it for the
+#: plan's location check (a unit test keeps the two equal).
 DEFAULT_GEMINI_MODEL = "gemini-3.8-flash"
 
-#: Where Vertex AI serves Google's models unless RAGBUS_GEMINI_LOCATION names another. Gemini 3.x
-#: is served from the global endpoint and the ``us``/``eu`` multi-regions only: a regional
-#: endpoint answers 404 for it (Vertex AI "Deployments and endpoints" / the Gemini 3.8 Flash model
-#: page; googleapis/python-genai maps ``us``/``eu`` to aiplatform.{us,eu}.rep.googleapis.com).
+#: Where Vertex AI serves Google's models unless RAGBUS_GEMINI_LOCATION names another, or the
+#: functions' region is in Europe (then ``eu``: shared.contract.model_locations.default_location).
+#: Which locations serve which model is the table in shared/contract/gemini_locations.json
+#: (googleapis/python-genai maps ``us``/``eu`` to aiplatform.{us,eu}.rep.googleapis.com).
 #: It is a setting of its own because GOOGLE_CLOUD_LOCATION places the functions' regional
 #: resources (Vector Search has no global location).
 DEFAULT_GEMINI_LOCATION = "global"
@@ -294,8 +296,10 @@ class Settings:
         "see [Google Cloud](#google-cloud))")
     gemini_location: str = setting(
         "RAGBUS_GEMINI_LOCATION", DEFAULT_GEMINI_LOCATION, Location(),
-        "Vertex AI location of the Gemini model: `global`, `us`, `eu` (Gemini 3.x is served from these only) "
-        "or, for older models, a region; not `GOOGLE_CLOUD_LOCATION`, which places the regional resources")
+        "Vertex AI location of the Gemini model: `global`, `us`, `eu` or, for a model regional endpoints serve, "
+        "a region (each model's locations: `shared/contract/gemini_locations.json`; a location that does not "
+        "serve the model is refused at start-up); not `GOOGLE_CLOUD_LOCATION`, which places the regional resources",
+        shown="`global`; `eu` when `GOOGLE_CLOUD_LOCATION` is a `europe-*` region")
     # one HTTP attempt; the SDK makes up to three (gemini.py), and all of them must end before
     # the function's timeout (require_call_budget)
     gemini_timeout_s: float = setting(
@@ -553,6 +557,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
                           f"RAGBUS_RETRY_MAX_BACKOFF_S={values['retry_max_backoff_s']}")
     if "K_SERVICE" in env:
         values["function_timeout_s"] = values["ack_deadline_s"]
+    if not (env.get("RAGBUS_GEMINI_LOCATION") or "").strip():
+        # An EU deployment keeps Gemini's processing in the EU multi-region unless told otherwise.
+        values["gemini_location"] = default_location(values["gcp_location"])
     return Settings(**values)
 
 

@@ -55,7 +55,8 @@ RETIRED = frozenset({
     "gemini-2.0-flash-lite", "gemini-2.0-flash-lite-001", "gemini-2.5-flash", "gemini-2.5-pro",
     "gemini-2.5-flash-lite",
 })
-#: Thinking tokens a reply spends at each level (the real counts vary; these are typical sizes).
+#: Thinking tokens a reply spends at each level (the real counts vary with the question; these are
+#: the stand-in's fixed sizes, so a cost measured on it is a model of the lever, not of the service).
 THINKING_TOKENS = {"MINIMAL": 0, "LOW": 400, "MEDIUM": 1500, "HIGH": 6000}
 CHARS_PER_TOKEN = 4
 
@@ -189,8 +190,10 @@ class FakeGemini:
             answer_tokens = limit - thoughts
             text, finish = text[: answer_tokens * CHARS_PER_TOKEN], "MAX_TOKENS"
         content: dict[str, Any] = {"role": "model", "parts": [{"text": text}] if text else []}
-        usage = {"promptTokenCount": 120, "candidatesTokenCount": answer_tokens,
-                 "totalTokenCount": 120 + answer_tokens + thoughts}
+        # the prompt's tokens at the same rough rate as the answer's (the service's tokenizer differs)
+        prompt_tokens = math.ceil(len(request.system_instruction + request.prompt) / CHARS_PER_TOKEN)
+        usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": answer_tokens,
+                 "totalTokenCount": prompt_tokens + answer_tokens + thoughts}
         if thoughts:
             usage["thoughtsTokenCount"] = thoughts
         return 200, {

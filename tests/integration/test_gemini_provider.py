@@ -75,7 +75,7 @@ def test_transform_request_shape_and_parsing(server, llm):
     assert "<question>\nCUDA tips\n</question>" in request.prompt
     assert "must be ignored" in request.system_instruction
     # thinking tokens are output tokens (400 at LOW in the fake, plus the reply's own)
-    assert llm.last_call.input_tokens == 120 and llm.last_call.output_tokens > 400
+    assert llm.last_call.input_tokens > 120 and llm.last_call.output_tokens > 400
 
 
 def test_an_empty_transformer_reply_is_an_empty_rewrite(server, llm):
@@ -175,6 +175,9 @@ def test_gemini_is_served_from_its_own_location_not_the_functions_region():
 def test_a_regional_location_is_refused_for_gemini_3_and_allowed_for_older_families():
     with pytest.raises(ConfigError, match=r"RAGBUS_GEMINI_LOCATION='europe-west4'.*'gemini-3.8-flash'.*global"):
         GeminiLanguageModel.from_settings(Settings(gcp_project="proj", gemini_location="europe-west4"), env={})
+    with pytest.raises(ConfigError, match=r"RAGBUS_GEMINI_LOCATION='eu'.*'gemini-3.1-pro-preview' only from global"):
+        GeminiLanguageModel.from_settings(
+            Settings(gcp_project="proj", gemini_location="eu", gemini_model="gemini-3.1-pro-preview"), env={})
     older = GeminiLanguageModel.from_settings(
         Settings(gcp_project="proj", gemini_location="europe-west4", gemini_model="gemini-2.5-flash"), env={})
     assert _base_url(older) == "https://europe-west4-aiplatform.googleapis.com/"
@@ -223,7 +226,7 @@ def test_model_calls_are_genai_spans_with_token_usage(server, llm):
     assert attrs["gen_ai.operation.name"] == "grade" and attrs["gen_ai.system"] == "gemini"
     assert attrs["gen_ai.request.model"] == MODEL and "gen_ai.request.temperature" not in attrs
     assert attrs["gen_ai.request.max_tokens"] == 300 + THINKING_HEADROOM_TOKENS
-    assert attrs["gen_ai.usage.input_tokens"] == 120 and attrs["gen_ai.usage.output_tokens"] > 400
+    assert attrs["gen_ai.usage.input_tokens"] > 120 and attrs["gen_ai.usage.output_tokens"] > 400
     assert attrs["gen_ai.response.finish_reasons"] == ("STOP",)
     assert attrs["rag.context_count"] == 2
 

@@ -15,6 +15,7 @@ from shared.adapters.gcp.gemini import (
     model_family,
     retry_budget_s,
 )
+from shared.contract import model_locations
 from shared.contract.config import DEFAULT_GEMINI_MODEL, Settings, load_settings
 from shared.contract.errors import ConfigError
 from tests.unit.test_infra import _default, _local, _resource
@@ -25,9 +26,14 @@ pytestmark = pytest.mark.unit
 # ------------------------------------------------------------ location
 
 
-def test_gemini_has_its_own_location_default_global():
-    settings = load_settings({"GOOGLE_CLOUD_LOCATION": "europe-west4"})
-    assert (settings.gemini_location, settings.gcp_location) == ("global", "europe-west4")
+def test_gemini_has_its_own_location_default_global_and_eu_for_an_eu_region():
+    settings = load_settings({"GOOGLE_CLOUD_LOCATION": "us-central1"})
+    assert (settings.gemini_location, settings.gcp_location) == ("global", "us-central1")
+    assert load_settings({}).gemini_location == "global"
+    # an EU deployment keeps Gemini's processing in the EU multi-region unless told otherwise
+    assert load_settings({"GOOGLE_CLOUD_LOCATION": "europe-west4"}).gemini_location == "eu"
+    assert load_settings({"GOOGLE_CLOUD_LOCATION": "europe-west4", "RAGBUS_GEMINI_LOCATION": "global"}
+                         ).gemini_location == "global"
     assert load_settings({"RAGBUS_GEMINI_LOCATION": " EU "}).gemini_location == "eu"
     assert load_settings({"RAGBUS_GEMINI_LOCATION": "us-central1"}).gemini_location == "us-central1"
     for bad in ("europe", "https://aiplatform.googleapis.com", "global/us"):
@@ -35,15 +41,53 @@ def test_gemini_has_its_own_location_default_global():
             load_settings({"RAGBUS_GEMINI_LOCATION": bad})
 
 
-def test_a_regional_location_is_refused_for_gemini_3_and_warned_for_an_unknown_family(caplog):
-    for location in ("global", "us", "eu"):
-        check_location(DEFAULT_GEMINI_MODEL, location)
-    with pytest.raises(ConfigError, match="only from eu, global, us"):
-        check_location("projects/p/locations/global/publishers/google/models/gemini-3.1-flash-lite", "europe-west4")
-    check_location("gemini-2.5-flash", "europe-west4")  # older families are served regionally
+@pytest.mark.parametrize(("model", "location"), [
+    ("gemini-3.1-pro-preview", "eu"),
+    ("gemini-3.1-pro-preview", "us"),
+    ("projects/p/locations/global/publishers/google/models/gemini-3-pro-preview", "eu"),
+    ("gemini-3.9-flash-preview", "us"),  # an unlisted preview model: the preview rule
+    (DEFAULT_GEMINI_MODEL, "europe-west4"),
+])
+def test_a_location_that_does_not_serve_the_model_is_refused_naming_the_model_and_its_locations(model, location):
+    row = model_locations.served(model)
+    with pytest.raises(ConfigError) as refused:
+        check_location(model, location)
+    message = str(refused.value)
+    assert f"RAGBUS_GEMINI_LOCATION={location!r}" in message and repr(row.model) in message
+    assert f"only from {', '.join(row.locations)}" in message
+
+
+def test_the_locations_that_serve_a_model_pass_and_an_unlisted_model_is_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="ragbus.llm.gemini"):
-        check_location("gemini-4-argon", "europe-west4")
-    assert "no family ragbus knows" in caplog.text
+        for location in ("global", "us", "eu"):
+            check_location(DEFAULT_GEMINI_MODEL, location)
+            check_location(f"{DEFAULT_GEMINI_MODEL}-001", location)  # a version suffix is the same model
+        check_location("gemini-3.1-pro-preview", "global")
+        check_location("gemini-4-argon", "global")
+        assert not caplog.text
+        check_location("gemini-2.5-flash", "europe-west4")  # unlisted (retired): let through, warned
+    assert "not in ragbus's location table" in caplog.text
+
+
+def test_the_location_table_names_its_sources_and_the_default_model():
+    table = model_locations.TABLE
+    assert table["default_model"] == DEFAULT_GEMINI_MODEL  # the plan's check reads it from here
+    for model, row in table["models"].items():
+        assert row["source"] and set(row["locations"]) <= {"global", "us", "eu"}, model
+    assert model_locations.served(DEFAULT_GEMINI_MODEL).serves(model_locations.EU_DEFAULT_LOCATION)
+    assert model_locations.default_location("europe-north1") == "eu"
+    assert model_locations.default_location("us-east1") == model_locations.default_location(None) == "global"
+
+
+def test_the_plan_reads_the_same_table_and_defaults_eu_for_an_eu_region():
+    functions = _local("gemini_table")
+    assert "shared/contract/gemini_locations.json" in functions
+    assert 'startswith(var.region, "europe-")' in _local("gemini_location")
+    assert "local.gemini_table.eu_default.location" in _local("gemini_location")
+    body = _resource("google_cloudfunctions2_function", "function")
+    conditions = " ".join(p["condition"] for p in body["lifecycle"][0]["precondition"])
+    assert "local.gemini_location_served" in conditions
+    assert _default("gemini_location") == ""
 
 
 # ------------------------------------------------------------ families
@@ -108,14 +152,12 @@ def test_the_default_budgets_fit_every_model_function_and_plan_checks_the_same()
     assert "3 * var.gemini_timeout_s + 5 < each.value.timeout" in conditions
     for timeout in (10.0, 40.0, 47.0):  # the plan's formula is the code's
         assert 3 * timeout + 5 == retry_budget_s(timeout)
-    assert 'contains(["global", "us", "eu"], var.gemini_location)' in conditions
 
 
 def test_the_functions_get_the_gemini_location_and_timeout():
     env = str(_local("common_env"))
-    assert "RAGBUS_GEMINI_LOCATION = var.gemini_location" in " ".join(env.split())
+    assert "RAGBUS_GEMINI_LOCATION = local.gemini_location" in " ".join(env.split())
     assert "RAGBUS_GEMINI_TIMEOUT_S = tostring(var.gemini_timeout_s)" in " ".join(env.split())
-    assert _default("gemini_location") == "global"
 
 
 @pytest.mark.parametrize(("timeout", "ok"), [(60.0, True), (66.0, False)])
@@ -203,7 +245,7 @@ def test_plan_accepts_the_locations_the_code_accepts():
     from tests.unit.test_infra import _tf
 
     (rule,) = [v["condition"] for v in _tf()["variable"]["gemini_location"]["validation"]]
-    assert 'contains(["global", "us", "eu"], var.gemini_location)' in rule
+    assert 'var.gemini_location == "" || contains(["global", "us", "eu"], var.gemini_location)' in rule
     (pattern,) = re.findall(r'regex\("([^"]+)"', rule)
     assert pattern.replace("\\\\", "\\") == f"^{config._REGION.pattern}$"
     assert tuple(config.MULTI_REGIONAL_LOCATIONS) == ("global", "us", "eu")

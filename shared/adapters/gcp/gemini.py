@@ -12,10 +12,12 @@ say) gets the safe settings: no sampling parameters, thinking at the low level
 with the headroom, and thinking left out if the service refuses it for that
 model.
 
-Vertex AI serves the model from ``RAGBUS_GEMINI_LOCATION`` (default ``global``),
-not from the functions' region: Gemini 3.x is not on regional endpoints, so a
-regional location with a Gemini 3 model is refused at start-up, and one with a
-model of unknown family is warned about.
+Vertex AI serves the model from ``RAGBUS_GEMINI_LOCATION`` (default ``global``,
+``eu`` for a ``europe-*`` region), not from the functions' region. Where each model
+is served is one table (:mod:`shared.contract.model_locations`); a location the
+table says does not serve the model is refused at start-up, naming the model and
+the locations it is served from; a model the table does not list is warned about
+at a location other than ``global``.
 
 An API refusal of the request itself (400, 401, 403, 404: unknown or retired
 model, a model the location does not serve, invalid argument, no permission) is
@@ -49,11 +51,11 @@ from typing import Any
 from shared.adapters.deadline_http import MAX_REPLY_BYTES, DeadlineTransport, one_deadline
 from shared.contract.config import (
     DEFAULT_GEMINI_MODEL,
-    MULTI_REGIONAL_LOCATIONS,
     Settings,
     require_call_budget,
 )
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
+from shared.contract.model_locations import model_id, served
 from shared.contract.redaction import redact
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
@@ -84,48 +86,39 @@ RETRY_STATUS = (429, 500, 502, 503, 504)
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """What a family of Gemini models accepts: how to control thinking, sampling, where it is served.
+    """What a family of Gemini models accepts: how to control thinking and sampling.
 
     ``thinking``: ``"level"`` (thinking_level, Gemini 3 and later), ``"budget"``
     (thinking_budget, Gemini 2.5) or ``"none"``. ``sampling``: whether
-    temperature/top_p/top_k are sent. ``locations``: the only Vertex AI locations
-    that serve it, or None when regional endpoints do too. ``known`` is False for
-    the safe settings given to a model of no listed family.
+    temperature/top_p/top_k are sent. ``known`` is False for the safe settings given
+    to a model of no listed family. Where a model is served is not a family's
+    property: :mod:`shared.contract.model_locations` holds it per model.
     """
 
     name: str
     pattern: re.Pattern[str]
     thinking: str
     sampling: bool
-    locations: frozenset[str] | None
     known: bool = True
 
     def matches(self, model_id: str) -> bool:
         return self.pattern.fullmatch(model_id) is not None
 
 
-_GLOBAL_ONLY = frozenset(MULTI_REGIONAL_LOCATIONS)
-
 #: The families ragbus knows, from Google's model pages and the Vertex AI "Thinking" and
 #: "Deployments and endpoints" pages (November 2026). Matched against the model id (a Vertex
 #: resource name's last part), optionally with a -preview or version suffix.
 FAMILIES: tuple[ModelFamily, ...] = (
     ModelFamily("Gemini 3", re.compile(r"gemini-3(?:\.\d+)?-(?:flash-lite|flash|pro)(?:-[a-z0-9-]+)?"),
-                thinking="level", sampling=False, locations=_GLOBAL_ONLY),
+                thinking="level", sampling=False),
     ModelFamily("Gemini 2.5", re.compile(r"gemini-2\.5-(?:flash-lite|flash|pro)(?:-[a-z0-9-]+)?"),
-                thinking="budget", sampling=True, locations=None),
+                thinking="budget", sampling=True),
     ModelFamily("Gemini 2.0 / 1.5", re.compile(r"gemini-(?:2\.0|1\.5)-(?:flash-lite|flash|pro)(?:-[a-z0-9-]+)?"),
-                thinking="none", sampling=True, locations=None),
+                thinking="none", sampling=True),
 )
 #: Any other model: no sampling parameters (deprecated on thinking models), low thinking with
 #: room for it in the output cap (dropped if the service says the model cannot take it).
-UNKNOWN_FAMILY = ModelFamily("unknown", re.compile(r".*"), thinking="level", sampling=False,
-                             locations=None, known=False)
-
-
-def model_id(model: str) -> str:
-    """The model's id: a Vertex resource name (``projects/.../models/gemini-x``) ends with it."""
-    return model.rsplit("/", 1)[-1].lower()
+UNKNOWN_FAMILY = ModelFamily("unknown", re.compile(r".*"), thinking="level", sampling=False, known=False)
 
 
 def model_family(model: str) -> ModelFamily:
@@ -140,12 +133,14 @@ def _finish_reason(response: Any) -> str | None:
 
 
 def generation_settings(
-    model: str, *, temperature: float, answer_tokens: int, thinking: bool = True
+    model: str, *, temperature: float, answer_tokens: int, thinking: bool = True,
+    thinking_level: str = GEMINI3_THINKING_LEVEL,
 ) -> dict[str, Any]:
     """``GenerateContentConfig`` fields for ``model``: thinking, output limit, sampling.
 
     ``thinking=False`` leaves the thinking config out (a model of unknown family that
-    refused it); the headroom stays, in case the model thinks anyway.
+    refused it); the headroom stays, in case the model thinks anyway. ``thinking_level``
+    is the cost lever of Gemini 3 (thinking tokens are billed as output; docs/capacity.md).
     """
     from google.genai import types
 
@@ -153,7 +148,7 @@ def generation_settings(
     settings: dict[str, Any] = {"max_output_tokens": answer_tokens}
     if family.thinking == "level":
         if thinking:
-            settings["thinking_config"] = types.ThinkingConfig(thinking_level=GEMINI3_THINKING_LEVEL)
+            settings["thinking_config"] = types.ThinkingConfig(thinking_level=thinking_level)
         settings["max_output_tokens"] = answer_tokens + THINKING_HEADROOM_TOKENS
     elif family.thinking == "budget":
         settings["thinking_config"] = types.ThinkingConfig(thinking_budget=GEMINI25_THINKING_BUDGET)
@@ -185,19 +180,18 @@ def check_settings(settings: Settings, env: Mapping[str, str] | None = None) -> 
 
 
 def check_location(model: str, location: str) -> None:
-    """Refuse a Vertex location that cannot serve ``model``'s family; warn for an unknown family."""
-    family = model_family(model)
-    if location in MULTI_REGIONAL_LOCATIONS:
-        return
-    if family.locations is not None:
+    """Refuse a Vertex location the table says does not serve ``model``; warn for an unlisted model."""
+    row = served(model)
+    serves = row.serves(location)
+    if serves is False:
         raise ConfigError(
-            f"RAGBUS_GEMINI_LOCATION={location!r}: Vertex AI serves {family.name} models such as "
-            f"{model_id(model)!r} only from {', '.join(sorted(family.locations))} (a regional endpoint "
-            "answers 404); use RAGBUS_GEMINI_LOCATION=global (the default), us or eu"
+            f"RAGBUS_GEMINI_LOCATION={location!r}: Vertex AI serves {row.model!r} only from "
+            f"{row.described()} (elsewhere it answers 404; {row.source}); set RAGBUS_GEMINI_LOCATION to "
+            f"{' or '.join(repr(loc) for loc in row.locations or ())}, or choose a model served from {location!r}"
         )
-    if not family.known:
-        log.warning("Gemini model %r is of no family ragbus knows; newer Gemini models are served from "
-                    "global/us/eu only, and %r is a regional location: a 404 will say so", model, location)
+    if serves is None and location != "global":
+        log.warning("Gemini model %r is not in ragbus's location table (shared/contract/gemini_locations.json), "
+                    "so whether %r serves it is unchecked: a 404 will say so", model, location)
 
 
 class GeminiLanguageModel(PromptedLanguageModel):
@@ -213,9 +207,11 @@ class GeminiLanguageModel(PromptedLanguageModel):
     def __init__(
         self, client: Any, model: str = DEFAULT_GEMINI_MODEL, *, max_sub_queries: int = 5,
         location: str | None = None, call_budget_s: float | None = None,
+        thinking_level: str = GEMINI3_THINKING_LEVEL,
     ) -> None:
         super().__init__(model, max_sub_queries=max_sub_queries)
         self.client = client
+        self.thinking_level = thinking_level
         # One deadline for a whole call, the SDK's retries included (its timeout is per socket read).
         self.call_budget_s = call_budget_s
         self.location = location or _client_location(client)
@@ -276,7 +272,8 @@ class GeminiLanguageModel(PromptedLanguageModel):
 
         started = time.monotonic()
         thinking = self._send_thinking
-        settings = generation_settings(self.model, temperature=temperature, answer_tokens=max_tokens, thinking=thinking)
+        settings = generation_settings(self.model, temperature=temperature, answer_tokens=max_tokens, thinking=thinking,
+                                       thinking_level=self.thinking_level)
         try:
             response = self._call(prompt, schema, settings)
         except errors.APIError as exc:
