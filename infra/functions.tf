@@ -41,7 +41,7 @@ locals {
       RAGBUS_MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)
       RAGBUS_QUERY_TTL_DAYS        = tostring(var.query_retention_days)
       RAGBUS_TRACING               = "1"
-      RAGBUS_INDEX                 = var.index_backend
+      RAGBUS_INDEX                 = local.index_backend
     },
     var.firestore_database == "(default)" ? {} : { RAGBUS_FIRESTORE_DATABASE = var.firestore_database },
     # The chosen provider's own variables (registry.tf: provider_env); its key, if any, is a
@@ -167,6 +167,11 @@ resource "google_cloudfunctions2_function" "function" {
       # before the function does (shared/adapters/gcp/gemini.py: retry_budget_s).
       condition     = var.llm_provider != "gemini" || !each.value.model || 3 * var.gemini_timeout_s + 5 < each.value.timeout
       error_message = "3 x gemini_timeout_s + 5 s must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
+    }
+    precondition {
+      # Firestore's index cost grows with the corpus times the questions (vertex.tf: the index choice).
+      condition     = var.index_backend != "firestore" || local.firestore_index_read_usd_per_day <= var.max_index_read_usd_per_day
+      error_message = "index_backend = \"firestore\" at expected_chunks = ${var.expected_chunks} and expected_questions_per_day = ${var.expected_questions_per_day}: its vector index reads would cost about ${floor(local.firestore_index_read_usd_per_day)} US dollars a day, past max_index_read_usd_per_day = ${var.max_index_read_usd_per_day}. Leave index_backend empty (Vertex AI Vector Search is chosen), or raise the bound knowingly (docs/capacity.md)."
     }
     precondition {
       # A location that does not serve the model answers 404 on every call: refused here as

@@ -39,7 +39,7 @@ locals {
     {
       for name, f in local.functions :
       "${name}/roles/aiplatform.user" => { function = name, role = "roles/aiplatform.user" }
-      if(f.embeds && var.embedder == "genai") || (f.index && var.index_backend == "vertex")
+      if(f.embeds && var.embedder == "genai") || (f.index && local.vertex_index)
     },
     # The roles the chosen provider's model calls need (registry.tf: provider_roles; Gemini on
     # Vertex AI: roles/aiplatform.user), for the functions that call the model.

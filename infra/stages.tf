@@ -19,7 +19,7 @@ locals {
   #   embeds       embeds text: in process (var.embedder = "local", the packaged ONNX
   #                model) or on Vertex AI (var.embedder = "genai", roles/aiplatform.user)
   #   index        reads or writes the chunk index (roles/aiplatform.user when
-  #                var.index_backend = "vertex": Vector Search upserts, removals, queries)
+  #                local.index_backend is "vertex": Vector Search upserts, removals, queries)
   #   memory/cpu/timeout/max_instances/concurrency: sizing. The indexer, retriever,
   #   synthesizer and gateway load the ONNX embedder (~0.5 GiB with its runtime), hence 2Gi.
   #   max_instances x concurrency is how many messages a function runs at once; a push

@@ -84,14 +84,42 @@ variable "embedding_dimension" {
 }
 
 variable "index_backend" {
-  description = "Where chunk vectors are searched (RAGBUS_INDEX): 'firestore' (vector index on chunks.embedding) or 'vertex' (Vertex AI Vector Search: an index, a public endpoint and a deployed index, vertex.tf)"
+  description = "Where chunk vectors are searched (RAGBUS_INDEX): 'firestore' (vector index on chunks.embedding), 'vertex' (Vertex AI Vector Search: an index, a public endpoint and a deployed index, vertex.tf; hybrid dense + sparse queries), or empty (the default): chosen by cost, Firestore while its vector index reads at expected_chunks and expected_questions_per_day cost at most max_index_read_usd_per_day, else Vertex AI Vector Search (docs/capacity.md, 'The index choice')"
   type        = string
-  default     = "firestore"
+  default     = ""
 
   validation {
-    condition     = contains(["firestore", "vertex"], var.index_backend)
-    error_message = "index_backend must be 'firestore' or 'vertex'."
+    condition     = contains(["", "firestore", "vertex"], var.index_backend)
+    error_message = "index_backend must be empty (chosen by cost), 'firestore' or 'vertex'."
   }
+}
+
+variable "expected_chunks" {
+  description = "The corpus this deployment is sized for, in chunks (~10 a document): with expected_questions_per_day, what Firestore's vector index reads would cost (each query reads every entry, billed one read per 100)"
+  type        = number
+  default     = 100000
+
+  validation {
+    condition     = var.expected_chunks >= 0
+    error_message = "expected_chunks must be 0 or more."
+  }
+}
+
+variable "expected_questions_per_day" {
+  description = "Questions a day this deployment is sized for (the index choice's cost, docs/capacity.md)"
+  type        = number
+  default     = 1000
+
+  validation {
+    condition     = var.expected_questions_per_day >= 0
+    error_message = "expected_questions_per_day must be 0 or more."
+  }
+}
+
+variable "max_index_read_usd_per_day" {
+  description = "The stated bound of the index choice (bench/data/capacity/bounds.json): Firestore is chosen, or accepted when named, only while its vector index reads cost at most this many US dollars a day"
+  type        = number
+  default     = 20
 }
 
 variable "vertex_index_machine_type" {

@@ -11,7 +11,16 @@
 # cloudbuild.yaml's deploy step is timed to outlast them (tests/unit/test_infra_deploy.py).
 
 locals {
-  vertex_index = var.index_backend == "vertex"
+  # The index choice (docs/capacity.md, "The index choice"): the same workload and prices files
+  # and the same formula as bench/capacity.py (firestore_index_usd_per_day; a unit test
+  # evaluates both). A Firestore vector query reads every index entry, billed one read per 100,
+  # plus the documents it returns; Vector Search costs its nodes whatever the questions.
+  capacity_workload = jsondecode(file("${path.module}/../bench/data/capacity/workload.json"))
+  capacity_prices   = jsondecode(file("${path.module}/../bench/data/capacity/prices.json"))
+  index_searches_per_day = var.expected_questions_per_day * local.capacity_workload.vector_searches_per_question.value * (1 + local.capacity_workload.refinements_per_question.value)
+  firestore_index_read_usd_per_day = local.index_searches_per_day * (ceil(var.expected_chunks / local.capacity_prices.firestore_vector_entries_per_read.value) + local.capacity_workload.results_per_search.value) * local.capacity_prices.firestore_read_per_100k.value / 100000
+  index_backend = var.index_backend != "" ? var.index_backend : (local.firestore_index_read_usd_per_day <= var.max_index_read_usd_per_day ? "firestore" : "vertex")
+  vertex_index  = local.index_backend == "vertex"
   # Letters, digits and underscores, starting with a letter (the API's rule).
   vertex_deployed_index_id = "ragbus_chunks"
 }

@@ -74,7 +74,7 @@ def test_an_existing_firestore_database_can_be_adopted():
 
 
 def test_vector_search_mode_deploys_an_index_endpoint_and_deployed_index():
-    assert _default("index_backend") == "firestore"
+    assert _default("index_backend") == ""  # chosen by cost (test_capacity.py)
     index = _resource("google_vertex_ai_index", "chunks")
     assert index["count"] == "${local.vertex_index ? 1 : 0}"
     assert index["index_update_method"] == "STREAM_UPDATE"  # the adapter streams upserts/removals
@@ -86,12 +86,12 @@ def test_vector_search_mode_deploys_an_index_endpoint_and_deployed_index():
     assert deployed["index"] == "${google_vertex_ai_index.chunks[0].id}"
     assert deployed["index_endpoint"] == "${google_vertex_ai_index_endpoint.chunks[0].id}"
     assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", _local("vertex_deployed_index_id"))
-    assert _local("vertex_index") == '${var.index_backend == "vertex"}'
+    assert _local("vertex_index") == '${local.index_backend == "vertex"}'
     # the functions that touch the index may call Vector Search in that mode
     functions = _local("functions")
     assert {n for n, f in functions.items() if f["index"]} == {
         "indexer-document-cleaned", "indexer-document-deleted", "retriever", "gateway"}
-    assert "var.index_backend" in str(_local("function_project_bindings"))
+    assert "local.vertex_index" in str(_local("function_project_bindings"))
 
 
 # --------------------------------------------- what the code reads at start-up
@@ -147,7 +147,7 @@ def test_the_vertex_variables_are_set_only_in_vertex_mode_and_from_the_deployed_
                            ("RAGBUS_VERTEX_DEPLOYED_INDEX",
                             "google_vertex_ai_index_endpoint_deployed_index.chunks[0].deployed_index_id")):
         assert re.search(rf"{name}\s*=\s*{re.escape(resource)}", env), name
-    assert re.search(r"RAGBUS_INDEX\s*=\s*var\.index_backend", env)
+    assert re.search(r"RAGBUS_INDEX\s*=\s*local\.index_backend", env)
 
 
 # --------------------------------------------- llm_provider = "openai"
