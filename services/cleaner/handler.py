@@ -25,7 +25,14 @@ from urllib.parse import unquote, urlsplit
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
-from shared.contract.text import clip_metadata, normalize_text, split_header, with_header
+from shared.contract.text import (
+    clip_metadata,
+    normalize_text,
+    opens_code_element,
+    split_header,
+    with_header,
+    without_code_elements,
+)
 
 log = logging.getLogger("ragbus.cleaner")
 
@@ -264,8 +271,18 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
     lists_seen = 0
     row: list[str] | None = None  # the cells of the table row being read
     tables_seen = 0
+    code: str | None = None  # the <script> (or other code element) an HTML block left open
     for i, token in enumerate(tokens):
         kind = token.type
+        if code is not None and kind in ("inline", "fence", "code_block", "html_block"):
+            # the element's content, up to its closing tag, is code: dropped, never read as prose
+            if kind not in ("inline", "html_block") or not _closes(code, token.content):
+                continue
+            if kind == "inline":
+                line, code = _inline_text(token, code)
+                if line.strip():
+                    blocks.append((line, lists_seen if prefix else None))
+                continue
         # A table row is one line ("| 304 | Not Modified |") under its header and rule, as it was
         # written: cell by cell, each a paragraph of its own, no row could be read back.
         if kind == "table_open":
@@ -273,7 +290,8 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
         elif kind == "tr_open":
             row = []
         elif kind == "inline" and row is not None:
-            row.append(" ".join(_inline_text(token).split()))
+            cell, code = _inline_text(token)
+            row.append(" ".join(cell.split()))
             continue
         elif kind == "tr_close" and row is not None:
             blocks.append(("| " + " | ".join(row) + " |", -tables_seen))
@@ -297,7 +315,7 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
         elif kind == "list_item_close":
             prefix.pop()
         elif kind == "inline":
-            line = _inline_text(token)
+            line, code = _inline_text(token)
             if not line.strip() or _MYST_TARGET.match(line):
                 continue
             if i and tokens[i - 1].type == "heading_open" and tokens[i - 1].tag == "h1" and not title:
@@ -315,7 +333,8 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
         elif kind in ("fence", "code_block"):
             blocks.append((token.content.rstrip("\n"), None))
         elif kind == "html_block":
-            stripped = _TAG.sub(" ", token.content).strip()
+            html, code = _outside_code(token.content, code)
+            stripped = _TAG.sub(" ", html).strip()
             if stripped:
                 blocks.append((stripped, None))
     return CleanDocument(body=normalize_text(_join_blocks(blocks)), title=title, published=published)
@@ -358,10 +377,33 @@ _MYST_MAX_DEPTH = 2
 _MYST_TARGET = re.compile(r"\A\([\w.:-]+\)=\Z")  # (config-file)= names the heading below it for links
 
 
-def _inline_text(token) -> str:
+def _closes(code: str, html: str) -> bool:
+    return re.search(rf"</{code}\s*>", html, re.IGNORECASE) is not None
+
+
+def _outside_code(html: str, code: str | None) -> tuple[str, str | None]:
+    """``html`` without the code elements' content (a ``<script>``'s code is not prose), from the
+    closing tag of ``code`` when an earlier token left that element open; and the element this one
+    leaves open."""
+    if code is not None:
+        closing = re.search(rf"</{code}\s*>", html, re.IGNORECASE)
+        if closing is None:
+            return "", code
+        html = html[closing.end():]
+    return without_code_elements(html), opens_code_element(html)
+
+
+def _inline_text(token, code: str | None = None) -> tuple[str, str | None]:
+    """The text of an inline token, and the code element it leaves open (``code``: the one open
+    before it): text inside a ``<script>``…``</script>`` is dropped with the tags."""
     parts: list[str] = []
     children = token.children or []
     for n, child in enumerate(children):
+        if child.type == "html_inline":
+            _, code = _outside_code(child.content, code)
+            continue
+        if code is not None:
+            continue
         if child.type == "text" and n + 1 < len(children) and children[n + 1].type == "code_inline":
             parts.append(_MYST_ROLE.sub("", child.content))
         elif child.type in ("text", "code_inline"):
@@ -372,9 +414,7 @@ def _inline_text(token) -> str:
             parts.append(" ")
         elif child.type == "hardbreak":
             parts.append("\n")
-        elif child.type == "html_inline":
-            continue
-    return "".join(parts)
+    return "".join(parts), code
 
 
 # Sphinx's roles and directives, which plain docutils does not know: read as their text (a role)

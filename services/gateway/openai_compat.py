@@ -345,9 +345,9 @@ def _markdown_link(title: str, url: str) -> str:
 
 def content_of(record: QueryRecord) -> str:
     """The assistant message: the answer, then its sources as numbered Markdown links."""
-    # A quoted document's ![image](...) would be fetched by a Markdown renderer as the answer shows:
-    # made plain text, so no document can make a chat client load an address.
-    answer = (record.answer or "").replace("![", "!\\[")
+    # The answer is stored plain (services/synthesizer number_citations): no tag, image or link other
+    # than to its own sources, so no document or model can make a chat client load an address.
+    answer = record.answer or ""
     if not record.citations:
         return answer
     lines = [f"{c['id']}. {_markdown_link(c.get('title') or '', c.get('url') or '')}" for c in record.citations]

@@ -31,6 +31,7 @@ from shared.contract.ports import (
 from shared.observability import metrics
 from shared.query.grading import failed_thresholds, strip_model_directives
 from shared.query.model_health import note_fallback
+from shared.query.plain_answer import plain_answer_text
 from shared.query.prompts import CITATION_MARKER, cited_numbers
 from shared.query.reading.answer_types import question_names, states_value
 from shared.query.reading.extractive import extractive_answer
@@ -76,25 +77,29 @@ def number_citations(
     the same URL) share one citation id, whose ``chunk_id`` is the first chunk cited
     and ``chunk_ids`` every chunk cited under it: a reader sees each source once. A
     sentence's inline ``[n]`` markers are folded into its citations so text and
-    citation list never disagree.
+    citation list never disagree. Each sentence's text is made plain
+    (:func:`~shared.query.plain_answer.plain_answer_text`): no markup, image or link other
+    than to a cited source is stored, whichever provider wrote it.
     """
     sentences = list(answer.sentences)
     if not sentences and answer.text.strip():
         sentences = [AnswerSentence(text=answer.text, citations=[])]
     sources = _SourceNumbers(contexts)
+    cites = [[*s.citations, *cited_numbers(s.text)] for s in sentences]
+    # the one place an answer's text is made plain before it is stored: every surface shows this
+    linkable = {contexts[n - 1].get("url") or "" for cited in cites for n in cited if 1 <= n <= len(contexts)}
     out_sentences: list[dict[str, Any]] = []
-    for sentence in sentences:
-        cited = list(sentence.citations)
-        cited.extend(cited_numbers(sentence.text))
-        text = CITATION_MARKER.sub("", sentence.text).strip()
+    for sentence, cited in zip(sentences, cites, strict=True):
+        text = plain_answer_text(CITATION_MARKER.sub("", sentence.text), linkable).strip()
+        if not text:
+            continue  # nothing but markup or markers: its sources are not cited by anything shown
         numbers: list[int] = []
         for n in cited:
             if 1 <= n <= len(contexts):
                 citation_id = sources.cite(n)
                 if citation_id not in numbers:
                     numbers.append(citation_id)
-        if text:
-            out_sentences.append({"text": text, "citations": sorted(numbers)})
+        out_sentences.append({"text": text, "citations": sorted(numbers)})
     text = " ".join(s["text"] + "".join(f" [{n}]" for n in s["citations"]) for s in out_sentences)
     return text, out_sentences, sources.citations()
 

@@ -205,3 +205,31 @@ def shown(value: Any) -> str:
 def cut(text: str) -> str:
     """Text from a client (a request path, say) cut to :data:`SHOWN_CHARS` for an error message."""
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+# ------------------------------------------------------------- markup
+
+#: Elements whose content is code, styles or another document, never prose to read or quote.
+CODE_ELEMENTS = ("script", "style", "iframe", "frame", "frameset", "object", "embed", "applet", "svg", "math",
+                 "template", "noscript", "noembed", "xmp", "textarea", "title")
+_CODE_ELEMENT = re.compile(rf"<({'|'.join(CODE_ELEMENTS)})\b[^>]*>.*?(?:</\1\s*>|\Z)", re.IGNORECASE | re.DOTALL)
+_CODE_ELEMENT_OPEN = re.compile(rf"<({'|'.join(CODE_ELEMENTS)})\b", re.IGNORECASE)
+
+
+def without_code_elements(html: str) -> str:
+    """``html`` with every ``<script>``, ``<style>``, ``<iframe>``… element removed with its content
+    (an element left open runs to the end): the tag alone stripped, its code would read as text."""
+    return _CODE_ELEMENT.sub(" ", html)
+
+
+def opens_code_element(html: str) -> str | None:
+    """The code element (lower case) that ``html`` leaves open at its end, else None: the text after
+    it, up to its closing tag, is its content."""
+    last = None
+    for match in _CODE_ELEMENT_OPEN.finditer(html):
+        last = match
+    if last is None:
+        return None
+    name = last.group(1).lower()
+    closed = re.search(rf"</{name}\s*>", html[last.end():], re.IGNORECASE)
+    return None if closed else name

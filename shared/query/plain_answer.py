@@ -1,0 +1,90 @@
+"""An answer as text and citations only: the one sanitiser every answer passes before it is stored.
+
+An answer quotes documents (the extractive reader) or is written by a model that read them, so
+whatever markup a planted document holds, or a steered model writes, would otherwise reach every
+surface that shows the answer: a chat client renders Markdown and often HTML, so an ``<img>`` or
+``![img](http://…?d=SECRET)`` makes it load an address, and ``[here](http://…/phish)`` or
+``javascript:`` hides where a link goes. The synthesizer passes every sentence through
+:func:`plain_answer_text` before the record is written, so the page, the CLI, REST and its events,
+MCP and ``/v1/chat/completions`` all show the same clean text (no copy of this rule per surface):
+
+- HTML comments, processing instructions, declarations and every tag are removed; the elements
+  whose content is code or another document (``script``, ``style``, ``iframe``, ``svg``, …) are
+  removed with their content; what is left of an unclosed tag is made plain text (``< img``), so
+  no two sentences joined later can close it;
+- Markdown images (``![alt](url)``, ``![alt][ref]``) are removed and reference definitions
+  (``[ref]: url``) too;
+- a Markdown link or ``<scheme:…>`` autolink is kept only when it points at one of the answer's
+  own cited sources over http(s); any other keeps its text and loses its address;
+- a bare web address that is not one of those sources is set in a code span, so no Markdown
+  renderer makes it a link (its text stays readable).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from shared.contract.text import without_code_elements
+
+_ATTRIBUTES = r"""(?:[^<>"']|"[^"]*"|'[^']*')*"""
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.DOTALL)
+_DECLARATION = re.compile(r"<[!?][^>]*>")
+_TAG = re.compile(rf"</?[A-Za-z][A-Za-z0-9:-]*(?:[\s/]{_ATTRIBUTES})?>")
+_UNCLOSED = re.compile(r"<(?=[A-Za-z/!?])")
+
+_LABEL = r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"
+_DESTINATION = r"""\(\s*(<[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)(?:\s+(?:"[^"]*"|'[^']*'|\([^)]*\)))?\s*\)"""
+_INLINE_IMAGE = re.compile(rf"!{_LABEL}{_DESTINATION}")
+_REFERENCE_IMAGE = re.compile(rf"!{_LABEL}(?:\[[^\[\]]*\])?")
+_INLINE_LINK = re.compile(rf"{_LABEL}{_DESTINATION}")
+_DEFINITION = re.compile(r"^ {0,3}\[[^\[\]]+\]:[ \t]*\S+.*$", re.MULTILINE)
+_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
+_BARE_ADDRESS = re.compile(r"(?<![\w@`/])(?:(?:https?|ftp)://|www\.)[^\s<>`\x00]+", re.IGNORECASE)
+_TRAILING = ".,:;!?\"'*_~)]"
+_WEB = re.compile(r"https?://\S+\Z", re.IGNORECASE)
+_KEPT = re.compile(r"\x00(\d+)\x00")
+
+
+def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
+    """``text`` with markup removed and links kept only to ``sources`` (the answer's cited
+    URLs), as the module's docstring lists; whitespace left by a removal is collapsed."""
+    allowed = {s for s in sources if s and _WEB.match(s)}
+    text = text.replace("\x00", "")
+    kept: list[str] = []
+
+    def keep(markdown: str) -> str:
+        kept.append(markdown)
+        return f"\x00{len(kept) - 1}\x00"
+
+    def autolink(match: re.Match[str]) -> str:
+        address = match.group(1)
+        return keep(match.group(0)) if address in allowed else address
+
+    text = _AUTOLINK.sub(autolink, text)  # before tags: <http://…> would read as one
+    text = without_code_elements(text)
+    text = _COMMENT.sub(" ", text)
+    text = _DECLARATION.sub(" ", text)
+    text = _TAG.sub(" ", text)
+    text = _UNCLOSED.sub("< ", text)
+    text = _INLINE_IMAGE.sub(" ", text)
+    text = _REFERENCE_IMAGE.sub(" ", text)
+    text = _DEFINITION.sub(" ", text)
+
+    def link(match: re.Match[str]) -> str:
+        label, destination = match.group(1), match.group(2).strip("<>")
+        return keep(match.group(0)) if destination in allowed else label
+
+    text = _INLINE_LINK.sub(link, text)
+
+    def bare(match: re.Match[str]) -> str:
+        address = match.group(0)
+        cut = len(address.rstrip(_TRAILING))
+        address, tail = address[:cut], address[cut:]
+        if not address or address in allowed:
+            return match.group(0)
+        return f"`{address}`{tail}"
+
+    text = _BARE_ADDRESS.sub(bare, text)
+    text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)
+    return "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip())

