@@ -46,13 +46,17 @@ def eval_command(
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
     dataset: Annotated[str, typer.Option(
         help="fitz-gov (synthetic cases), realdocs (real package documentation in the repo, issue 20's targets; "
-        "--sample N asks N of its questions) or conversations (follow-up dialogues, issue 24).")] = "fitz-gov",
+        "--sample N asks N of its questions), conversations (follow-up dialogues, issue 24), realtext (real text "
+        "of five genres, issue 36's targets; --part dev or test) or the path of a folder laid out as a realtext "
+        "part.")] = "fitz-gov",
+    part: Annotated[str | None, typer.Option(
+        help="realtext: the part asked, dev (the writers' dev folders and the realdocs set) or test (sealed).")] = None,
     kind: Annotated[list[str] | None, typer.Option(
         help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss (default: every kind).")] = None,
     show_failures: Annotated[bool, typer.Option(
         "--show-failures", help="realdocs and conversations: print every failed question with its answer and the expected keys.")] = False,
     reuse_ingest: Annotated[bool, typer.Option(
-        "--reuse-ingest", help="realdocs and conversations: keep the ingested documents under <cache>/<dataset>-home "
+        "--reuse-ingest", help="realdocs, realtext and conversations: keep the ingested documents under <cache>/<dataset>-home "
         "and reuse them "
         "(fast runs while changing the query side; drop it after changing cleaning, chunking or indexing).")] = False,
 ) -> None:
@@ -61,6 +65,18 @@ def eval_command(
 
     Ends with issue 11's targets (fitz-gov, held-out split) or issue 20's (realdocs) and whether each is met.
     """
+    if part is not None and dataset != "realtext":
+        raise fail(f"--part applies to --dataset realtext only, not {dataset!r}")
+    if dataset == "realtext" or (dataset not in ("realdocs", "conversations", "fitz-gov") and Path(dataset).is_dir()):
+        if dataset == "realtext" and part not in ("dev", "test"):
+            raise fail("--dataset realtext needs --part dev or --part test")
+        chosen = {"abstain_sample": abstain_sample, "ablations": ablations, "slice_queries": slice_queries,
+                  "split": split, "provider_sample": provider_sample}
+        _eval_realdocs(sample=None if sample == inspect.signature(eval_command).parameters["sample"].default
+                       else sample, kinds=tuple(kind or ()), show_failures=show_failures, providers=providers,
+                       reuse_ingest=reuse_ingest, query_timeout=query_timeout, check=check, out=out, cache=cache,
+                       fitz_gov_only=chosen, part=part if dataset == "realtext" else dataset)
+        return
     if dataset == "realdocs":
         chosen = {"abstain_sample": abstain_sample, "ablations": ablations, "slice_queries": slice_queries,
                   "split": split, "provider_sample": provider_sample}
@@ -82,7 +98,7 @@ def eval_command(
                             check=check, out=out, cache=cache, providers=providers)
         return
     if dataset != "fitz-gov":
-        raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs or conversations")
+        raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs, conversations, realtext or a folder")
     if kind or show_failures or reuse_ingest:
         raise fail("--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only (the last two also to "
                     "conversations)")
@@ -127,27 +143,36 @@ def _eval_fitz_gov(*, sample: int, abstain_sample: int, ablations: bool, slice_q
 
 def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures: bool, providers: str,
                    reuse_ingest: bool, query_timeout: float, check: bool, out: Path | None, cache: Path,
-                   fitz_gov_only: dict[str, Any]) -> None:
-    from shared.tools.eval import realdocs
+                   fitz_gov_only: dict[str, Any], part: str | None = None) -> None:
+    """realdocs, or with ``part`` a realtext part (its name or a folder)."""
+    from shared.tools.eval import realdocs, realtext
     from shared.tools.eval.realdocs_run import RealDocsOptions, run_realdocs
+    from shared.tools.eval.realtext_run import RealTextOptions, default_out, run_realtext
 
     defaults = inspect.signature(eval_command).parameters
     changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in fitz_gov_only.items()
                if value != defaults[name].default and not (name == "provider_sample" and not value)]
     if changed or providers.strip().lower() not in ("auto", "local"):
-        raise fail(f"{', '.join(changed) or '--providers ' + providers} apply to fitz-gov only; realdocs runs the "
-                    "offline reader (RAGBUS_LLM=local)")
+        raise fail(f"{', '.join(changed) or '--providers ' + providers} apply to fitz-gov only; "
+                   f"{'realtext' if part else 'realdocs'} runs the offline reader (RAGBUS_LLM=local)")
     try:
-        results = run_realdocs(RealDocsOptions(cache_dir=cache, sample=sample, kinds=kinds, query_timeout_s=query_timeout,
-                                               reuse_ingest=reuse_ingest), progress=lambda msg: err.print(msg))
+        if part is None:
+            results = run_realdocs(RealDocsOptions(cache_dir=cache, sample=sample, kinds=kinds,
+                                                   query_timeout_s=query_timeout, reuse_ingest=reuse_ingest),
+                                   progress=lambda msg: err.print(msg))
+        else:
+            results = run_realtext(RealTextOptions(cache_dir=cache, sample=sample, kinds=kinds,
+                                                   query_timeout_s=query_timeout, reuse_ingest=reuse_ingest, part=part),
+                                   progress=lambda msg: err.print(msg))
     except RagbusError as exc:
         raise fail(str(exc)) from None
     full_run = sample is None and not kinds and not reuse_ingest  # the committed figures come from a fresh ingest
-    out = out or (Path("docs/eval_realdocs.json") if full_run else cache / "eval_realdocs.json")
+    committed = Path("docs/eval_realdocs.json") if part is None else default_out(part)
+    out = out or (committed if full_run else cache / committed.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
-    console.print(realdocs.markdown(results, show_failures=show_failures), markup=False, highlight=False,
-                  soft_wrap=True)
+    report = realdocs.markdown if part is None else realtext.markdown
+    console.print(report(results, show_failures=show_failures), markup=False, highlight=False, soft_wrap=True)
     err.print(f"wrote {markup(out)}")
     missed = realdocs.missed(results)
     if check and missed:

@@ -21,7 +21,7 @@ is wrong where the question asked alone is right.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,20 +70,32 @@ def document_folders() -> dict[str, Path]:
 
 def load(root: Path = ROOT) -> tuple[Dialogue, ...]:
     """The dialogues; a malformed line is a :class:`ConfigError` naming it."""
-    rows = realdocs.jsonl_lines(root / "dialogues.jsonl")
-    files = document_folders()
+    return tuple(load_rows(realdocs.jsonl_lines(root / "dialogues.jsonl"), document_folders()))
+
+
+def load_rows(rows: Iterable[tuple[str, Any]], files: Mapping[str, Path], *, corpora: Sequence[str] = CORPORA,
+              max_turns: int = 3, seen: set[str] | None = None, where_prefix: str = "",
+              topic_change_as_typed: bool = True) -> list[Dialogue]:
+    """Dialogues from parsed JSON lines (``(where, object)``), each naming a file of ``files`` and a
+    corpus of ``corpora``, with 2 to ``max_turns`` turns; ids are added to ``seen`` (a repeat is an error).
+    ``topic_change_as_typed``: a topic change's standalone question must be its last turn as typed."""
     out: list[Dialogue] = []
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     for where, raw in rows:
+        where = where_prefix + where
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: not an object")
         if raw.get("kind") not in KINDS:
             raise ConfigError(f"{where}: kind {raw.get('kind')!r} is not one of {', '.join(KINDS)}")
-        if raw.get("corpus") not in CORPORA:
-            raise ConfigError(f"{where}: corpus {raw.get('corpus')!r} is not one of {', '.join(CORPORA)}")
+        if raw.get("corpus") not in corpora:
+            raise ConfigError(f"{where}: corpus {raw.get('corpus')!r} is not one of {', '.join(corpora)}")
         if raw.get("file") not in files:
-            raise ConfigError(f"{where}: file {raw.get('file')!r} is neither a realdocs document nor a sample one")
+            raise ConfigError(f"{where}: file {raw.get('file')!r} is not a document of the set")
         turns = raw.get("turns")
-        if not isinstance(turns, list) or not 2 <= len(turns) <= 3 or not all(isinstance(t, str) and t for t in turns):
-            raise ConfigError(f"{where}: 'turns' must be two or three questions")
+        if not isinstance(turns, list) or not 2 <= len(turns) <= max_turns or not all(
+                isinstance(t, str) and t for t in turns):
+            words = {3: "two or three", 4: "two to four"}.get(max_turns, f"2 to {max_turns}")
+            raise ConfigError(f"{where}: 'turns' must be {words} questions")
         qid = raw.get("id") or ""
         if not qid or qid in seen:
             raise ConfigError(f"{where}: id {qid!r} is missing or repeated")
@@ -94,10 +106,10 @@ def load(root: Path = ROOT) -> tuple[Dialogue, ...]:
         standalone = raw.get("standalone")
         if not isinstance(standalone, str) or not standalone:
             raise ConfigError(f"{where}: 'standalone' is missing")
-        if raw["kind"] == TOPIC_CHANGE and standalone != turns[-1]:
+        if topic_change_as_typed and raw["kind"] == TOPIC_CHANGE and standalone != turns[-1]:
             raise ConfigError(f"{where}: a topic change's standalone question is its last turn")
         out.append(Dialogue(qid, raw["kind"], raw["corpus"], raw["file"], tuple(turns), standalone, keys))
-    return tuple(out)
+    return out
 
 
 # ------------------------------------------------------------ scoring

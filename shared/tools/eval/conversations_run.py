@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,12 +36,63 @@ class ConversationOptions:
     reuse_ingest: bool = False
 
 
-def run_conversations(options: ConversationOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Ingest, ask, score; the results as one JSON-ready dict (see :func:`conversations.markdown`)."""
+def ask_dialogues(system: Any, dialogues: Sequence[conversations.Dialogue], files: dict[str, str], *,
+                  concurrency: int, query_timeout_s: float,
+                  say: Progress) -> tuple[list[conversations.DialogueResult], int]:
+    """Ask each dialogue's turns in one conversation, its standalone form alone and (a follow-up) its
+    last turn as typed alone, through the embedded pipeline's query stages; the scored results and how
+    many queries were asked (``files``: the set's file name of each document id)."""
     from shared.query.api import submit_query, wait_for_query
-    from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from shared.tools.eval.pipeline import reduce_record
+
+    deps = system.deps
+    timeout = min(600.0, query_timeout_s)
+    asked = [0]
+
+    def ask(text: str, conversation_id: str | None = None) -> Any:
+        record = submit_query(deps, text, timeout_s=timeout, conversation_id=conversation_id)
+        asked[0] += 1
+        return wait_for_query(deps, record.id, query_timeout_s + 5)
+
+    def scored(dialogue: conversations.Dialogue, text: str, record: Any) -> realdocs.Scored:
+        reduced = reduce_record(record)
+        kept = record.entry(record.best_iteration) if record.best_iteration is not None else None
+        kept = kept or (record.iterations[-1] if record.iterations else None)  # the iteration answered from
+        return realdocs.score(dialogue.as_question(text), status=reduced.status, outcome=reduced.outcome,
+                              answer=reduced.answer, cited_files=[files.get(d, "?") for d in reduced.cited],
+                              contexts=[c.get("text") or "" for c in kept.contexts] if kept else [])
+
+    results: list[conversations.DialogueResult | None] = [None] * len(dialogues)
+
+    def one(i: int) -> None:
+        dialogue = dialogues[i]
+        conversation = None
+        for turn in dialogue.turns:
+            record = ask(turn, conversation)
+            conversation = record.conversation_id
+        last = record
+        alone = ask(dialogue.standalone)
+        typed = ask(dialogue.last) if dialogue.kind == conversations.FOLLOW_UP else None
+        results[i] = conversations.DialogueResult(
+            id=dialogue.id, kind=dialogue.kind, corpus=dialogue.corpus, turns=list(dialogue.turns),
+            standalone=dialogue.standalone, asked_as=last.standalone_question,
+            in_conversation=scored(dialogue, dialogue.last, last),
+            standalone_alone=scored(dialogue, dialogue.standalone, alone),
+            typed_alone=None if typed is None else scored(dialogue, dialogue.last, typed),
+        )
+
+    runtime = LocalRuntime(deps, system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES]).start()
+    try:
+        ask_each(len(dialogues), one, concurrency, every=10, progress=lambda d, n: say(f"  {d}/{n}"))
+    finally:
+        runtime.stop()
+    return [r for r in results if r is not None], asked[0]
+
+
+def run_conversations(options: ConversationOptions, progress: Progress | None = None) -> dict[str, Any]:
+    """Ingest, ask, score; the results as one JSON-ready dict (see :func:`conversations.markdown`)."""
+    from shared.runtime.bootstrap import build_local
     from shared.tools.eval.runner import kept_or_scratch_home, machine
 
     say = progress or (lambda _msg: None)
@@ -67,51 +118,14 @@ def run_conversations(options: ConversationOptions, progress: Progress | None = 
         ingest_s = time.perf_counter() - started
         chunks = deps.index.count_chunks()
         say(f"  {len(files)} documents, {chunks} chunks in {ingest_s:.1f}s; asking {len(dialogues)} dialogues")
-        runtime = LocalRuntime(deps, system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES]).start()
-        timeout = min(600.0, options.query_timeout_s)
-        asked = [0]
-
-        def ask(text: str, conversation_id: str | None = None) -> Any:
-            record = submit_query(deps, text, timeout_s=timeout, conversation_id=conversation_id)
-            asked[0] += 1
-            return wait_for_query(deps, record.id, options.query_timeout_s + 5)
-
-        def scored(dialogue: conversations.Dialogue, text: str, record: Any) -> realdocs.Scored:
-            reduced = reduce_record(record)
-            kept = record.entry(record.best_iteration) if record.best_iteration is not None else None
-            kept = kept or (record.iterations[-1] if record.iterations else None)  # the iteration answered from
-            return realdocs.score(dialogue.as_question(text), status=reduced.status, outcome=reduced.outcome,
-                                  answer=reduced.answer, cited_files=[files.get(d, "?") for d in reduced.cited],
-                                  contexts=[c.get("text") or "" for c in kept.contexts] if kept else [])
-
-        results: list[conversations.DialogueResult | None] = [None] * len(dialogues)
-
-        def one(i: int) -> None:
-            dialogue = dialogues[i]
-            conversation = None
-            for turn in dialogue.turns:
-                record = ask(turn, conversation)
-                conversation = record.conversation_id
-            last = record
-            alone = ask(dialogue.standalone)
-            typed = ask(dialogue.last) if dialogue.kind == conversations.FOLLOW_UP else None
-            results[i] = conversations.DialogueResult(
-                id=dialogue.id, kind=dialogue.kind, corpus=dialogue.corpus, turns=list(dialogue.turns),
-                standalone=dialogue.standalone, asked_as=last.standalone_question,
-                in_conversation=scored(dialogue, dialogue.last, last),
-                standalone_alone=scored(dialogue, dialogue.standalone, alone),
-                typed_alone=None if typed is None else scored(dialogue, dialogue.last, typed),
-            )
-
         t = time.perf_counter()
         try:
             model = model_name(deps.llm)
-            ask_each(len(dialogues), one, options.concurrency, every=10, progress=lambda d, n: say(f"  {d}/{n}"))
+            done_results, queries = ask_dialogues(system, dialogues, files, concurrency=options.concurrency,
+                                                  query_timeout_s=options.query_timeout_s, say=say)
         finally:
-            runtime.stop()
             deps.index.close()
         questions_s = time.perf_counter() - t
-    done_results = [r for r in results if r is not None]
     if not done_results:
         raise ConfigError("no dialogue was asked")
     figs = conversations.figures(done_results)
@@ -123,5 +137,5 @@ def run_conversations(options: ConversationOptions, progress: Progress | None = 
         "figures": figs,
         "verdicts": conversations.verdicts(figs),
         "dialogues": [{**asdict(r), "rewritten": r.rewritten} for r in done_results],
-        "timings_s": {"ingest_s": round(ingest_s, 1), "questions_s": round(questions_s, 1), "queries": asked[0]},
+        "timings_s": {"ingest_s": round(ingest_s, 1), "questions_s": round(questions_s, 1), "queries": queries},
     }

@@ -254,6 +254,8 @@ def figures(scored: Sequence[Scored]) -> dict[str, Any]:
     near_refused = sum(s.refused for s in near)
     cited = sum(len(s.cited_files) for s in answerable)
     cited_right = sum(s.cited_right for s in answerable)
+    answered = [s for s in scored if s.outcome == "answered"]
+    answered_right = sum(s.correct for s in answered if s.kind != NEAR_MISS)  # a near miss answered is wrong
 
     def ci(k: int, n: int) -> list[float] | None:
         return None if n == 0 else [round(x, 4) for x in wilson_interval(k, n)]
@@ -272,6 +274,9 @@ def figures(scored: Sequence[Scored]) -> dict[str, Any]:
         "answerable_refused_ci95": ci(refused, len(answerable)),
         "citation_precision": _ratio(cited_right, cited),
         "cited_files": cited,
+        "answered": len(answered), "answered_right": answered_right,
+        "answered_precision": _ratio(answered_right, len(answered)),
+        "answered_precision_ci95": ci(answered_right, len(answered)),
         "outcomes_answerable": dict(Counter(str(s.outcome or s.status) for s in answerable)),
         "outcomes_near_misses": dict(Counter(str(s.outcome or s.status) for s in near)),
     }
@@ -339,7 +344,11 @@ def markdown(results: Mapping[str, Any], *, show_failures: bool = False) -> str:
         ci = "–" if not row["ci95"] else f"{row['ci95'][0]:.3f}–{row['ci95'][1]:.3f}"
         met = {True: "yes", False: "**no**", None: "not measured"}[row["met"]]
         out.append(f"| {row['what']} | {row['goal']} | {_f(row['value'])} | {ci} | {met} |")
-    out += ["", f"Citation precision (cited files that are the right file): {_f(figs['citation_precision'])} "
+    out += ["", f"Precision of `answered` (answerable and near misses together): "
+            f"{_f(figs.get('answered_precision'))} ({figs.get('answered_right')} right of {figs.get('answered')}"
+            + (f"; 95% interval {figs['answered_precision_ci95'][0]:.3f}–{figs['answered_precision_ci95'][1]:.3f}"
+               if figs.get("answered_precision_ci95") else "") + ").",
+            "", f"Citation precision (cited files that are the right file): {_f(figs['citation_precision'])} "
             f"of {figs['cited_files']} cited; every key in the answer: {_f(figs['keys_found'])}; right file cited: "
             f"{_f(figs['right_file_cited'])}; every key in the passages the answer was written from (what a "
             f"reader could quote): {_f(figs.get('keys_in_contexts'))}.",
@@ -353,24 +362,31 @@ def markdown(results: Mapping[str, Any], *, show_failures: bool = False) -> str:
                    f"{in_contexts} | {_f(row['citation_precision'])} |")
     out += ["", "(right: every key in the answer and the right file cited; for near misses, refused.)"]
     if show_failures:
-        failed = [q for q in results["questions"] if not q["correct"]]
-        out += ["", f"### Failures ({len(failed)})"]
-        for q in failed:
-            expected = ("a refusal (not_answerable)" if q["kind"] == NEAR_MISS
-                        else f"keys {q['keys']} citing {q['file']}")
-            why = []
-            if q["kind"] != NEAR_MISS:
-                if q["keys_missing"]:
-                    why.append(f"missing keys {q['keys_missing']}")
-                if not q["cited_right"]:
-                    why.append(f"cited {q['cited_files'] or 'nothing'}")
-                if q["refused"]:
-                    why.append("refused")
-                if q.get("keys_in_contexts") is not None:
-                    why.append("the keys were in its contexts" if q["keys_in_contexts"]
-                               else "the keys were not all in its contexts")
-            out += ["", f"- **{q['id']}** ({q['kind']}): {q['question']}",
-                    f"  expected {expected}; got {q['status']}/{q['outcome']}"
-                    + (f": {'; '.join(why)}" if why else ""),
-                    "  answer: " + " ".join((q["answer"] or "(none)").split())]
+        out += ["", markdown_failures(results["questions"])]
     return "\n".join(out)
+
+
+def markdown_failures(questions: Sequence[Mapping[str, Any]]) -> str:
+    """Every failed question of a run's ``questions`` with its answer and what was expected."""
+    out: list[str] = []
+    failed = [q for q in questions if not q["correct"]]
+    out += ["", f"### Failures ({len(failed)})"]
+    for q in failed:
+        expected = ("a refusal (not_answerable)" if q["kind"] == NEAR_MISS
+                    else f"keys {q['keys']} citing {q['file']}")
+        why = []
+        if q["kind"] != NEAR_MISS:
+            if q["keys_missing"]:
+                why.append(f"missing keys {q['keys_missing']}")
+            if not q["cited_right"]:
+                why.append(f"cited {q['cited_files'] or 'nothing'}")
+            if q["refused"]:
+                why.append("refused")
+            if q.get("keys_in_contexts") is not None:
+                why.append("the keys were in its contexts" if q["keys_in_contexts"]
+                           else "the keys were not all in its contexts")
+        out += ["", f"- **{q['id']}** ({q['kind']}): {q['question']}",
+                f"  expected {expected}; got {q['status']}/{q['outcome']}"
+                + (f": {'; '.join(why)}" if why else ""),
+                "  answer: " + " ".join((q["answer"] or "(none)").split())]
+    return "\n".join(out).lstrip("\n")

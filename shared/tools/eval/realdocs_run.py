@@ -115,12 +115,40 @@ def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float) -
     return files
 
 
-def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Ingest, ask, score; the results as one JSON-ready dict (see :func:`realdocs.markdown`)."""
+def ask_questions(system: Any, asked: Sequence[realdocs.Question], files: dict[str, str], *, concurrency: int,
+                  query_timeout_s: float, say: Progress,
+                  on_record: Callable[[realdocs.Question, Any, Any], None] | None = None) -> list[realdocs.Scored]:
+    """Ask every question through the embedded pipeline's query stages and score its answer
+    (``files``: the set's file name of each document id; ``on_record`` sees each question, its finished
+    record and the runtime's deps)."""
     from shared.query.api import submit_query, wait_for_query
-    from shared.runtime.bootstrap import build_local
     from shared.runtime.local import LocalRuntime
     from shared.tools.eval.pipeline import reduce_record
+
+    runtime = LocalRuntime(system.deps, system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES]).start()
+    scored: list[realdocs.Scored | None] = [None] * len(asked)
+    try:
+        def one(i: int) -> None:
+            q = asked[i]
+            record = submit_query(system.deps, q.question, timeout_s=min(600.0, query_timeout_s))
+            record = wait_for_query(system.deps, record.id, query_timeout_s + 5)
+            if on_record is not None:
+                on_record(q, record, system.deps)
+            reduced = reduce_record(record)
+            kept = record.best_entry()
+            scored[i] = realdocs.score(q, status=reduced.status, outcome=reduced.outcome, answer=reduced.answer,
+                                       cited_files=[files.get(d, "?") for d in reduced.cited],
+                                       contexts=[c.get("text") or "" for c in kept.contexts] if kept else [])
+
+        ask_each(len(asked), one, concurrency, every=20, progress=lambda d, n: say(f"  {d}/{n}"))
+    finally:
+        runtime.stop()
+    return [s for s in scored if s is not None]
+
+
+def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> dict[str, Any]:
+    """Ingest, ask, score; the results as one JSON-ready dict (see :func:`realdocs.markdown`)."""
+    from shared.runtime.bootstrap import build_local
     from shared.tools.eval.runner import machine
 
     say = progress or (lambda _msg: None)
@@ -149,28 +177,14 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
         ingest_s = time.perf_counter() - started
         chunks = system.deps.index.count_chunks()
         say(f"  {chunks} chunks in {ingest_s:.1f}s; asking {len(asked)} questions")
-        runtime = LocalRuntime(system.deps, system.bus, [c for c in CONSUMERS if c.stage in QUERY_STAGES]).start()
         t = time.perf_counter()
-        scored: list[realdocs.Scored | None] = [None] * len(asked)
         try:
             model = model_name(system.deps.llm)
-
-            def one(i: int) -> None:
-                q = asked[i]
-                record = submit_query(system.deps, q.question, timeout_s=min(600.0, options.query_timeout_s))
-                record = wait_for_query(system.deps, record.id, options.query_timeout_s + 5)
-                reduced = reduce_record(record)
-                kept = record.best_entry()
-                scored[i] = realdocs.score(q, status=reduced.status, outcome=reduced.outcome, answer=reduced.answer,
-                                           cited_files=[files.get(d, "?") for d in reduced.cited],
-                                           contexts=[c.get("text") or "" for c in kept.contexts] if kept else [])
-
-            ask_each(len(asked), one, options.concurrency, every=20, progress=lambda d, n: say(f"  {d}/{n}"))
+            results_scored = ask_questions(system, asked, files, concurrency=options.concurrency,
+                                           query_timeout_s=options.query_timeout_s, say=say)
         finally:
-            runtime.stop()
             system.deps.index.close()
         questions_s = time.perf_counter() - t
-    results_scored = [s for s in scored if s is not None]
     figs = realdocs.figures(results_scored)
     by_question = {q.id: q for q in asked}
     formats = sorted({d.format for d in dataset.documents})
