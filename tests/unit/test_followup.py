@@ -210,3 +210,64 @@ def test_an_and_question_gets_a_carried_form_for_the_corpus_to_judge(earlier, fo
 ])
 def test_no_carried_form(earlier, follow_up):
     assert carried_form(follow_up, [ConversationTurn(earlier)]) is None
+
+
+# ---------------------------------------------------------------- well-formed rewrites (issue 36.4)
+
+
+def test_a_demonstrative_standing_for_a_clause_gets_a_noun_phrase_not_the_clause():
+    # the earlier question asks "which status code ... a server send ...": "that" stands for the
+    # status code the server sends, not for the words after "does"
+    question, rule = resolve("Which status code does a server send when a polled feed has not changed?",
+                             "Which request headers make that possible?")
+    assert rule == "pronoun"
+    assert question == ("Which request headers make the status code a server sends when a polled feed has "
+                        "not changed possible?")
+
+
+def test_a_clause_with_no_noun_phrase_to_make_is_kept_as_context_not_spliced_in():
+    question, rule = resolve("Why do clients retry when the broker restarts?", "What makes that necessary?")
+    assert rule == "pronoun"
+    assert question == "What makes that necessary (why do clients retry when the broker restarts)?"
+    assert "necessary" in question and "clients retry when the broker restarts" in question
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "Which GID": the named thing after "which" is what was asked for, not a thing to swap out
+    ("Which GID must the tty group have on systemd systems?", "And what about the nobody UID?",
+     "What is the nobody UID on systemd systems?"),
+    ("Which port does the daemon listen on in Debian?", "What about IPv6?",
+     "Which port does the daemon listen on in IPv6?"),
+])
+def test_what_about_keeps_the_question_well_formed(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "what about")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # the asked noun with its clause is what "it" stands for after a "which N <verb>" question
+    ("Which daemon writes the audit log?", "How do I restart it?", "How do I restart the daemon that writes the audit log?"),
+    ("Which module must be imported to read the config?", "Where is it documented?",
+     "Where is the module that must be imported to read the config documented?"),
+    # "what does X <verb>": the clause ends with its verb, X is the subject
+    ("What does the Keep-Alive header declare?", "What is its default?", "What is the default of the Keep-Alive header?"),
+    # "how does X <verb> ...": a one-word subject
+    ("How does gzip store file names?", "What is its default level?", "What is the default level of gzip?"),
+    # a determiner's noun phrase before its verb
+    ("Where does the cache index of a repository go in the tree?", "How large may it get?",
+     "How large may the cache index of a repository get?"),
+    # an inverted question: the noun after "which" is the object, the topic is the clause's subject
+    ("Which C standard is libfoo written in?", "Is it thread-safe?", "Is libfoo thread-safe?"),
+])
+def test_the_earlier_questions_referent_is_a_noun_phrase(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "pronoun")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected, rule", [
+    ("How do I pin a package with apt?", "And with aptitude?", "How do I pin a package with aptitude?", "ellipsis"),
+    ("What is the Foo protocol?", "And its port?", "What is the port of the Foo protocol?", "pronoun"),
+    ("¿Qué lista es para los principiantes?", "¿Y para expertos?", "¿Qué lista es para expertos?", "ellipsis"),
+    ("What happens to the spool when the daemon stops?", "And if the disk then fails, what state is it in?",
+     "If the disk then fails, what state is it in (what happens to the spool when the daemon stops)?", "pronoun"),
+])
+def test_an_and_follow_up_stays_a_well_formed_question(earlier, follow_up, expected, rule):
+    assert resolve(earlier, follow_up) == (expected, rule)

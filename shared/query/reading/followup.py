@@ -67,6 +67,7 @@ class _Language:
     possessive_articles: dict[str, str]
     # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
     yes_no_object: re.Pattern[str] | None = None
+    what_is: str = "What is"  # "what is X" opening a question about a named value
 
 
 def _words(text: str) -> frozenset[str]:
@@ -80,7 +81,8 @@ def _p(pattern: str) -> re.Pattern[str]:
 _EN = _Language(
     connectives=_p(r"^(?:(?:and|so|also|then|ok(?:ay)?|but|well|now)\b[,\s]*)+"),
     what_about=_p(r"^(?:and\s+)?(?:what|how)\s+about\s+(?P<x>.+)$"),
-    frame=_p(r"^(?:what|which|who|whom|whose|how|why|when|where|is|are|was|were|do|does|did|can|could|should|"
+    frame=_p(r"^(?:(?:in|on|at|from|for|to|with|by|since|until|under|of)\s+(?:which|what|whom|when|where)\b|"
+             r"what|which|who|whom|whose|how|why|when|where|is|are|was|were|do|does|did|can|could|should|"
              r"would|will|has|have|had|may|might|must|shall|tell|explain|describe|define|list|show|give|name)\b"),
     copula=(
         _p(r"^(?:what|which|who)(?:'s|\s+(?:is|are|was|were))\s+(?P<s>.+)$"),
@@ -94,7 +96,7 @@ _EN = _Language(
     personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?:\w+)\s+(?P<s>.+)$"),
     pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
     possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|"
-                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be)\b|\s*[?.!,;:]|\s*$)"),
+                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+ed)\b|\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"\b(?:is|was|isn't|wasn't)\s+it\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|"
                  r"recommended|advisable|ok|okay|required|important|allowed|a\s+good\s+idea|bad)\b"
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
@@ -129,7 +131,9 @@ _DE = _Language(
     connectives=_p(r"^(?:(?:und|also|dann|aber|ok(?:ay)?|na\s+gut|gut)\b[,\s]*)+"),
     what_about=_p(r"^(?:und\s+)?(?:was\s+ist\s+mit|wie\s+ist\s+es\s+mit|wie\s+steht\s+es\s+mit|wie\s+sieht\s+es\s+mit)"
                   r"\s+(?P<x>.+?)(?:\s+aus)?$"),
-    frame=_p(r"^(?:was|wer|wie|warum|wieso|weshalb|wann|wo|welche[rsnm]?|ist|sind|gibt|kann|können|hat|haben|"
+    frame=_p(r"^(?:(?:in|an|auf|mit|seit|bis|für|von|aus|zu|bei)\s+(?:welche[rsnm]?|was|wem|wen|wann)\b|"
+             r"wo(?:mit|für|von|rauf|ran|rin|durch|zu|bei|nach)\b|"
+             r"was|wer|wie|warum|wieso|weshalb|wann|wo|welche[rsnm]?|ist|sind|gibt|kann|können|hat|haben|"
              r"wird|werden|erkläre|beschreibe|nenne)\b"),
     copula=(_p(r"^(?:was|wer)\s+(?:ist|sind|war|waren)\s+(?P<s>.+)$"),
             _p(r"^(?:erkläre|beschreibe)\s+(?:mir\s+)?(?P<s>.+)$")),
@@ -155,6 +159,7 @@ _DE = _Language(
                 "welcher welches gibt's denn dafür davon hier dabei"),
     of="von",
     about="Was ist mit",
+    what_is="Was ist",
     prepositions=_words("in bei für mit von an auf unter"),
     default_preposition="für",
     possessive_articles={},
@@ -163,7 +168,9 @@ _DE = _Language(
 _FR = _Language(
     connectives=_p(r"^(?:(?:et|alors|donc|aussi|mais|ok)\b[,\s]*)+"),
     what_about=_p(r"^(?:et\s+)?(?:qu['’]en\s+est-il\s+(?:de|du|des|d['’])|quid\s+(?:de|du|des)|et\s+pour)\s*(?P<x>.+)$"),
-    frame=_p(r"^(?:qu['’]est-ce|qu['’]|que|quoi|quel|quelle|quels|quelles|qui|comment|pourquoi|quand|où|combien|"
+    frame=_p(r"^(?:(?:d['’]|de\s+|par\s+|à\s+|pour\s+|avec\s+|en\s+|dans\s+|sur\s+|depuis\s+)"
+             r"(?:où|quoi|qui|quel\w*|lequel|laquelle|lesquel\w*|combien)|lequel|laquelle|lesquel\w*|"
+             r"qu['’]est-ce|qu['’]|que|quoi|quel|quelle|quels|quelles|qui|comment|pourquoi|quand|où|combien|"
              r"est-ce|est-il|est-elle|peut-on|puis-je|y\s+a-t-il|c['’]est|explique|décris)\b"),
     copula=(_p(r"^(?:qu['’]est-ce\s+que|qu['’]est\s+ce\s+que|c['’]est\s+quoi)\s+(?P<s>.+)$"),
             _p(r"^(?:quel|quelle|quels|quelles)\s+(?:est|sont|était)\s+(?P<s>.+)$"),
@@ -185,6 +192,7 @@ _FR = _Language(
                 "valeur y a t il par"),
     of="de",
     about="Qu'en est-il de",
+    what_is="Quel est",
     prepositions=_words("dans pour avec de du des en sur sous chez"),
     default_preposition="pour",
     possessive_articles={"son": "le", "sa": "la", "ses": "les", "leur": "le", "leurs": "les"},
@@ -193,7 +201,8 @@ _FR = _Language(
 _ES = _Language(
     connectives=_p(r"^¿?(?:(?:y|entonces|también|pero|vale|bueno)\b[,\s]*)+"),
     what_about=_p(r"^¿?(?:y\s+)?(?:qué\s+hay\s+de|qué\s+pasa\s+con|qué\s+tal)\s+(?P<x>.+)$"),
-    frame=_p(r"^¿?(?:qué|que|cuál|cuáles|quién|quiénes|cómo|por\s+qué|cuándo|dónde|cuánto|cuántos|cuánta|cuántas|"
+    frame=_p(r"^¿?(?:(?:a|de|en|con|para|por|desde|hasta)\s+(?:qué|quién|quiénes|cuál|cuáles|dónde|cuándo|cuánt\w+)|"
+             r"qué|que|cuál|cuáles|quién|quiénes|cómo|por\s+qué|cuándo|dónde|cuánto|cuántos|cuánta|cuántas|"
              r"es|son|hay|puedo|puede|se|explica|describe)\b"),
     copula=(_p(r"^¿?(?:qué|cuál|cuáles|quién)\s+(?:es|son|fue|era)\s+(?P<s>.+)$"),
             _p(r"^¿?(?:explica|describe)(?:me)?\s+(?P<s>.+)$")),
@@ -213,7 +222,8 @@ _ES = _Language(
                 "por y se"),
     of="de",
     about="¿Qué hay de",
-    prepositions=_words("en para con de del sobre bajo"),
+    what_is="¿Cuál es",
+    prepositions=_words("en para con de del sobre bajo por"),
     default_preposition="para",
     possessive_articles={"su": "", "sus": ""},
 )
@@ -231,6 +241,8 @@ def _bare(question: str) -> str:
 def _named(token: str, first: bool) -> bool:
     """A token naming a thing: a digit, an inner capital, a path or an identifier's dot or underscore
     ("path.isAbsolute", "timeout.refresh", "CMAKE_BUILD_TYPE") anywhere; a capital after the first word."""
+    if token == "I":
+        return False  # the personal pronoun, capitalised wherever it stands
     if any(c.isdigit() for c in token) or "/" in token or "_" in token or "." in token[1:-1]:
         return True
     if any(c.isupper() for c in token[1:]):
@@ -272,37 +284,164 @@ def subject_of(question: str, language: str | None = None) -> str:
 
     "What is the ack deadline in Pub/Sub?" gives "the ack deadline in Pub/Sub"; "How do I
     configure the ack deadline?" gives "the ack deadline"; "How does BM25 saturate term
-    frequency?" gives "BM25" (its named thing); otherwise the question's content after its
-    opening words."""
+    frequency?" gives "BM25" (its named thing); "Which status code does a server send when ...?"
+    gives "the status code a server sends when ..."; otherwise the question's content after its
+    opening words (a clause: :func:`_referent` says so)."""
+    return _referent(question, language)[0]
+
+
+def _referent(question: str, language: str | None = None, *, demonstrative: bool = True) -> tuple[str, bool]:
+    """:func:`subject_of`, and whether it is a clause ("a server send when ...") rather than a noun
+    phrase: a clause cannot take a pronoun's place without breaking the question. ``demonstrative``:
+    the pronoun to replace is "that" or "this", which stands for what the earlier question asked
+    ("which status code does a server send": that status code), where "it" stands for its topic."""
     rules = _RULES.get(language or detect_language(question), _EN)
     text = rules.connectives.sub("", _bare(question)).strip()
+    if rules is _EN and demonstrative:
+        relative = _relative_phrase(text)
+        if relative is not None:
+            return relative, False
     for pattern in rules.copula:
         match = pattern.match(text)
         if match:
-            return match.group("s").strip()
+            return match.group("s").strip(), False
+    if rules is _EN:
+        relative = _subject_relative_phrase(text)
+        if relative is not None:
+            return relative, False
     if rules.yes_no_object is not None:
         match = rules.yes_no_object.match(text)
         if match:
             # "Does Node.js run a bug bounty program?": what a follow-up's "it" picks up is the
             # thing it was asked to have, of the thing asked about
             owner = re.sub(r"(?i)^(?:the|a|an)\s+", "", match.group("x"))
-            return f"the {owner} {match.group('y')}"
+            return f"the {owner} {match.group('y')}", False
     for pattern in rules.other:
         match = pattern.match(text)
         if match:
             rest = match.group("s").strip()
             personal = rules.personal.match(rest)
             if personal:
-                return personal.group("s").strip()
+                return personal.group("s").strip(), False
+            words = rest.split()
+            if rules is _EN and _WHAT_DOES.match(text):
+                # "What does the Rules-Requires-Root field declare": the clause ends with its verb
+                phrase = _object_clause_subject(words)
+                if phrase:
+                    return phrase, False
             runs = named_runs(rest)
             if runs and runs[0][0] == 0:
-                return rest[: runs[0][1]]
+                return rest[: runs[0][1]], False
+            if rules is _EN and words[0].lower() in _NOUN_PHRASE_OPENERS:
+                # "Where does the short description of a package go in debian/control": the noun phrase
+                # before the verb, or (when the verb cannot be told) the whole earlier question
+                phrase = _noun_phrase_before_verb(words)
+                return (phrase, False) if phrase else (rest, True)
+            if rules is _EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
+                    and words[1].islower():
+                # "How does deflate find repeated strings", "Which C standard is libfoo written in": a
+                # one-word subject ("it" stands for the topic, not for what was asked of it)
+                return words[0], False
             runs = named_runs(text)
-            return text[runs[0][0]: runs[0][1]] if runs else rest
+            return (text[runs[0][0]: runs[0][1]], False) if runs else (rest, True)
     runs = named_runs(text)
     if runs:
-        return text[runs[0][0]: runs[-1][1]] if len(runs) == 1 else text[runs[0][0]: runs[0][1]]
-    return text
+        return (text[runs[0][0]: runs[-1][1]] if len(runs) == 1 else text[runs[0][0]: runs[0][1]]), False
+    return text, True
+
+
+# "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
+_ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)(?P<aux>does|do)\s+(?P<s>.+)$",
+                         re.IGNORECASE)
+_NOUN_PHRASE_OPENERS = frozenset("a an the this that each every my your our their its i we you they".split())
+# words that end a verb's own phrase: a clause's subject and verb come before the first of them
+_CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before while because so than unless until "
+                           "whenever where once".split())
+
+
+def _noun_phrase_before_verb(words: list[str]) -> str | None:
+    """The subject of a clause whose verb comes right before a word that opens an adverbial phrase
+    ("the short description of a package | go | in ..."); None when no such word is near."""
+    breaks = [i for i, w in enumerate(words) if w.lower() in _CLAUSE_BREAKS and i >= 2]
+    if not breaks or breaks[0] > 8 or not words[breaks[0] - 1].isalpha():
+        return None
+    return " ".join(words[: breaks[0] - 1])
+
+
+_WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
+_HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+.#-]+\s+){1,3}?)"
+                       r"(?:does|do|did|is|are|was|were)\s", re.IGNORECASE)
+_PARTICLES = frozenset("for to with about on in of at from".split())
+
+
+def _object_clause_subject(words: list[str]) -> str | None:
+    """"What does | the Rules-Requires-Root field | declare": "what" is the verb's object, so the clause
+    ends with its verb (and perhaps a particle: "stand for") and the rest is its subject."""
+    end = len(words) - (2 if words[-1].lower() in _PARTICLES else 1)
+    if end < 1 or not words[end].isalpha() or not words[end].islower():
+        return None
+    return " ".join(words[:end])
+
+
+def _relative_phrase(text: str) -> str | None:
+    """"Which status code does a server send when a polled feed has not changed" as the noun phrase
+    "the status code a server sends when a polled feed has not changed"; None when the clause's
+    subject and verb cannot be told apart with confidence (its subject must open with a determiner or
+    be a personal pronoun, its verb come right before a word that opens an adverbial phrase)."""
+    match = _ASKED_NOUN.match(text)
+    if match is None:
+        return None
+    words = match.group("s").split()
+    breaks = [i for i, w in enumerate(words) if w.lower() in _CLAUSE_BREAKS]
+    if not breaks or not 2 <= breaks[0] <= 5 or words[0].lower() not in _NOUN_PHRASE_OPENERS:
+        return None
+    verb_at = breaks[0] - 1
+    verb = words[verb_at]
+    if not verb.isalpha() or not verb.islower():
+        return None
+    if match.group("aux").lower() == "does":
+        verb = _third_person(verb)
+    phrase = [*words[:verb_at], verb, *words[verb_at + 1:]]
+    return f"the {' '.join(match.group('noun').split())} {' '.join(phrase)}"
+
+
+# "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
+_SUBJECT_ASKED = re.compile(
+    r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
+    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed))\s+"
+    r"(?P<rest>\S.*)$")
+
+
+def _subject_relative_phrase(text: str) -> str | None:
+    """"Which marker fires when a cycle starts" as "the marker that fires when a cycle starts"; None for
+    an inverted question ("Which GID must the tty group have": the noun is the verb's object) or a verb
+    the pattern cannot tell from a noun."""
+    match = _SUBJECT_ASKED.match(text)
+    if match is None:
+        return None
+    noun, verb, rest = match.group("noun"), match.group("verb"), match.group("rest")
+    first = rest.split()[0]
+    # after an auxiliary, the asked noun is its subject only when a participle or "be"/"not" follows
+    # ("which function must be called"); else the question is inverted ("which C standard is libcbor
+    # written in": the noun is the object)
+    inverted = verb.lower() in _AUXILIARIES and not (first.lower() in ("be", "been", "not", "being")
+                                                      or re.fullmatch(r"[a-z]+(?:ed|en)", first))
+    if noun.split()[0].lower() in _AUXILIARIES or inverted:
+        return None
+    return f"the {noun} that {verb} {rest}"
+
+
+_AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
+
+
+def _third_person(verb: str) -> str:
+    if verb in ("have", "be"):
+        return {"have": "has", "be": "is"}[verb]
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
 
 
 # ----------------------------------------------------------------- the rule
@@ -386,13 +525,21 @@ def _resolve(typed: str, earlier: str, language: str) -> Resolution | None:
     about = rules.what_about.match(bare) or rules.what_about.match(stripped)
     if about:
         return _swap(earlier, about.group("x").strip(), language, rules, "what about")
-    if connective and stripped and not rules.frame.match(stripped):
+    if connective and stripped and rules.possessive.match(stripped):
+        stripped = f"{rules.what_is} {stripped}"  # "And its hostmask?": what is its hostmask?
+    elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
 
-    subject = subject_of(earlier, _language_of(earlier, language))
+    demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
+        and _TOPIC_PRONOUN.search(stripped) is None
+    subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
     if not subject:
         return None
-    if language == "fr":
+    if clause:
+        # "Why do clients retry when ...?" then "What makes that necessary?": the earlier question
+        # names no thing that could take the pronoun's place, so it stays, with what it stands for
+        subject = _in_context(earlier)
+    if language == "fr" and not clause:
         # "Comment fonctionne-t-elle ?": the pronoun follows its verb; the subject goes there.
         inverted = _FR_INVERSION.sub(lambda m: f"{m.group('verb')} {subject}", stripped)
         if inverted != stripped:
@@ -400,14 +547,31 @@ def _resolve(typed: str, earlier: str, language: str) -> Resolution | None:
     masked = rules.expletive.sub(lambda m: "\0" * len(m.group()), stripped)
     text = _replace_pronouns(stripped, masked, subject, rules)
     if text is not None:
+        if clause:
+            text = f"{stripped} {subject}"
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
 
     content = _content_words(stripped, rules)
     if content and not named_runs(stripped) and all(w in rules.relational for w in content) \
             and rules.frame.match(stripped):
-        text = f"{stripped} {rules.of} {subject}"
+        text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
     return None
+
+
+_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
+_TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
+
+
+def _asks(text: str, rules: _Language) -> bool:
+    """A whole question, or one after a leading clause ("if postrm purge then fails, what state is it in")."""
+    return bool(rules.frame.match(text)) or any(rules.frame.match(part.strip()) for part in text.split(",")[1:])
+
+
+def _in_context(earlier: str) -> str:
+    """The earlier question in brackets, to follow a question whose pronoun it explains."""
+    bare = _bare(earlier)
+    return f"({bare[:1].lower() + bare[1:]})"
 
 
 _FR_INVERSION = re.compile(r"\b(?P<verb>\w+)-(?:t-)?(?:il|elle|ils|elles)\b(?!\s+(?:y\s+a|faut)\b)", re.IGNORECASE)
@@ -481,19 +645,35 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
     if len(words) > 1 and words[0].lower() in rules.prepositions:
         preposition, fragment = words[0], " ".join(words[1:])
     base = _bare(rules.connectives.sub("", _bare(earlier)))
+    if preposition:
+        # "How do I put a package on hold with apt?" then "And with aptitude?"
+        closing = re.search(rf"(?i)\b{re.escape(preposition)}\s+(?P<x>(?:[\w/+.#'’-]+\s*){{1,4}})$", base)
+        if closing is not None:
+            swapped = base[: closing.start("x")] + fragment
+            return Resolution(_finish(swapped, earlier, mark), rule, closing.group("x").strip())
     fragment_names = named_runs(fragment)
     replaced = _same_head(base, fragment, rules)
     if replaced is not None:
         return Resolution(_finish(replaced, earlier, mark), rule, base)
     if fragment_names:
         runs = named_runs(base)
+        if runs and _ASKED_BEFORE.search(base[: runs[-1][0]]):
+            # "Which GID must the tty group have on systemd systems?" then "what about the nobody UID?":
+            # the named thing is the kind of value asked for; the fragment names a value of that kind
+            closing = _SCOPE.search(base, runs[-1][1])  # "on systemd systems": where it was asked
+            scope = (closing.group("prep"), closing.group("scope").strip()) if closing else ()
+            asked = " ".join(p for p in (rules.what_is, fragment, *scope) if p)
+            return Resolution(_finish(asked, earlier, mark), rule, base[runs[-1][0]: runs[-1][1]])
         if runs:
             start, end = runs[-1]
             swapped = base[:start] + fragment + base[end:]
             return Resolution(_finish(swapped, earlier, mark), rule, base[start:end])
         joined = f"{base} {preposition or rules.default_preposition} {fragment}"
         return Resolution(_finish(joined, earlier, mark), rule, base)
-    subject = subject_of(earlier, _language_of(earlier, language))
+    subject, clause = _referent(earlier, _language_of(earlier, language))
+    if clause:
+        asked = f"{rules.about} {fragment} {_in_context(earlier)}"
+        return Resolution(_finish(asked, asked, mark), rule, subject)
     content = _content_words(fragment, rules)
     runs = named_runs(base)
     if content and not all(w in rules.relational for w in content):
@@ -504,6 +684,10 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         subject = base[runs[-1][0]: runs[-1][1]] if runs else owner[-1]
     asked = f"{rules.about} {fragment} {_of(rules, subject)}"
     return Resolution(_finish(asked, asked, mark), rule, subject)
+
+
+# an interrogative determiner right before a named thing ("Which GID", "Welche UID", "Quel port")
+_ASKED_BEFORE = re.compile(r"(?:^|\s)(?:which|what|welche[rsnm]?|quel(?:le)?s?|qu[ée]|cu[áa]l(?:es)?)\s+$", re.IGNORECASE)
 
 
 def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
