@@ -179,6 +179,9 @@ class ScriptedLoop:
                     "missing_aspects": [] if good else ["method"],
                 }
                 item["decision"] = "accept" if good else "refine"
+                # as the grader records them (shared.query.grading.failed_thresholds)
+                item["failed_thresholds"] = [] if good else [
+                    "score 0.41 < 0.6", "relevance 0.50 < 0.65", "completeness 0.30 < 0.55", "not grounded"]
                 item["timings"] = {**item["timings"], "grader": 8.0}
                 doc["iterations"] = [*doc["iterations"][:-1], item]
                 self._event(doc, "grader", "graded", n, {"decision": item["decision"]})

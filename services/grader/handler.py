@@ -134,7 +134,7 @@ def grade(record: QueryRecord, message: ContextsRetrieved, ports: Deps) -> Chang
             note_fallback(r, stage=GRADE, iteration=iteration, reason=given.reasoning)
 
     detail = f"score {given.score:.2f} (relevance {given.relevance:.2f}, completeness {given.completeness:.2f}, " \
-             f"grounded {given.grounded}) -> {decision}: {why}"
+             f"{'grounded' if given.grounded else 'not grounded'}) -> {decision}: {why}"
     annotations = {"grade.score": given.score, "grade.relevance": given.relevance,
                    "grade.completeness": given.completeness, "grade.grounded": given.grounded,
                    "grade.answerable": given.answerable, "grade.source": source,

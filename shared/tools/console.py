@@ -155,6 +155,9 @@ def print_answer(record: QueryRecord) -> None:
         console.print(Text(f"  time: {time['phrase']!r} read as published {span}{widened}"))
     for it in record.iterations:
         score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
+        if it.failed_thresholds:
+            # the rule the decision follows, so "0.79, refine" above "0.72, accept" reads true
+            score += f" ({', '.join(it.failed_thresholds)})"
         # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field
         line = Text(f"  iteration {it.iteration + 1}: {score}, {plain(it.decision or '')}")
         rewrite = meaningful_rewrite(record.question or "", it.query or "")

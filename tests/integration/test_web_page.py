@@ -102,8 +102,15 @@ def test_asking_shows_live_stages_iterations_and_a_cited_answer(loop_and_server,
     kept = page.locator('.iteration[data-iteration="1"]')
     assert "How does BM25 rank documents?" in first.locator(".query").inner_text()
     assert first.locator(".sub-queries li").count() == 2
-    assert first.locator("table.grade td").all_inner_texts()[:5] == ["0.41", "0.50", "0.30", "no", "refine"]
+    # the decision names the rule it follows (issue 36.5): a score next to "refine" says why
+    assert first.locator("table.grade td").all_inner_texts()[:5] == [
+        "0.41", "0.50", "0.30", "no",
+        "refine (score 0.41 < 0.6, relevance 0.50 < 0.65, completeness 0.30 < 0.55, not grounded)"]
     assert kept.locator("table.grade td").all_inner_texts()[:5] == ["0.82", "0.90", "0.75", "yes", "accept"]
+    # terms the rewrite appended are shown apart from the question a person asked
+    assert kept.locator(".query").inner_text() == "How does BM25 rank documents?"
+    assert kept.locator(".added-terms").inner_text() == "ranking function"
+    assert first.locator(".added-terms").count() == 0
     assert kept.locator(".badge.kept").count() == 1
     # document text is shown as text, never parsed as markup
     kept.locator("details.sources summary").click()

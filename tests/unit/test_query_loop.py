@@ -96,3 +96,25 @@ def test_a_crashing_stage_is_dead_lettered_and_the_query_fails_with_the_reason()
     loop.embedder.embed = type(loop.embedder)().embed
     loop.deliver(message)
     assert loop.record() == record
+
+
+def test_events_read_as_words_and_each_decision_names_the_rule_it_follows(capsys):
+    # issue 36.5: "grounded True" leaked into the event stream; "score 0.79, refine" then "0.72, accept"
+    # did not say that the 0.79 was not grounded
+    import re
+
+    from shared.query.record import QueryRecord
+    from shared.tools.console import print_answer
+
+    llm = ScriptedLLM(grades=[weak_grade(0.8, missing=["saturation"]), good_grade(0.7)])
+    loop = make_loop(CORPUS, llm)
+    loop.submit("how does BM25 work")
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    for event in record["events"]:
+        assert not re.search(r"\b(?:True|False|None)\b|\[\]|\{'", event.get("detail") or ""), event
+    print_answer(QueryRecord.from_doc(record))
+    printed = capsys.readouterr().out
+    first, second = (line for line in printed.splitlines() if line.strip().startswith("iteration"))
+    assert "refine" in first and re.search(r"\((?:.*<.*|.*not grounded.*)\)", first), first
+    assert "accept" in second and "(" not in second.partition(",")[0], second

@@ -490,10 +490,10 @@
           item.decision ? el("span", { class: `badge decision-${item.decision}` }, item.decision) : null,
           kept ? el("span", { class: "badge kept" }, "kept") : null),
         el("dl", { class: "facts" },
-          el("dt", null, "Query"), el("dd", { class: "query" }, item.query || "—"),
+          queryFacts(record.standalone_question || record.original_query || record.question || "", item.query),
           (item.sub_queries || []).length ? [el("dt", null, "Sub-queries"),
             el("dd", null, el("ul", { class: "sub-queries" }, item.sub_queries.map((q) => el("li", null, q))))] : null),
-        item.grade ? gradeTable(grade, item.decision) : el("p", { class: "pending" }, "Not graded yet."),
+        item.grade ? gradeTable(grade, item.decision, item.failed_thresholds) : el("p", { class: "pending" }, "Not graded yet."),
         item.timings ? el("p", { class: "timings" }, "Timings: ",
           Object.entries(item.timings).map(([stage, ms]) => `${stage} ${Math.round(ms)} ms`).join(" · ")) : null,
         contextsList(item.contexts || []));
@@ -501,13 +501,26 @@
     }
   }
 
-  function gradeTable(grade, decision) {
+  // The query searched, with the search terms the rewrite appended after the question shown apart:
+  // "How does BM25 saturate term frequency? speed less" is the question plus two corpus words.
+  function queryFacts(question, query) {
+    const text = query || "";
+    const end = text.lastIndexOf("?");
+    const added = question.trim().endsWith("?") && end >= 0 ? text.slice(end + 1).trim() : "";
+    const searched = added ? text.slice(0, end + 1) : text;
+    const shown = [el("dt", null, "Query"), el("dd", { class: "query" }, searched || "—")];
+    return added ? [...shown, el("dt", null, "Search terms added"), el("dd", { class: "added-terms" }, added)] : shown;
+  }
+
+  function gradeTable(grade, decision, failed) {
+    // the decision with the rule it follows: "refine (not grounded)" under a 0.79 that passed the score
+    const why = (failed || []).length ? ` (${failed.join(", ")})` : "";
     const cells = [
       ["Score", fmt(grade.score)],
       ["Relevance", fmt(grade.relevance)],
       ["Completeness", fmt(grade.completeness)],
       ["Grounded", grade.grounded === true ? "yes" : grade.grounded === false ? "no" : "—"],
-      ["Decision", decision || "—"],
+      ["Decision", decision ? `${decision}${why}` : "—"],
     ];
     return el("table", { class: "grade" },
       el("caption", null, "Grade"),
