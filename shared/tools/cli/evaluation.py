@@ -50,7 +50,8 @@ def eval_command(
         "of five genres, issue 36's targets; --part dev or test) or the path of a folder laid out as a realtext "
         "part.")] = "fitz-gov",
     part: Annotated[str | None, typer.Option(
-        help="realtext: the part asked, dev (the writers' dev folders and the realdocs set) or test (sealed).")] = None,
+        help="realtext: the part asked, dev (the writers' dev folders and the realdocs set) or test (sealed); "
+        "no default: --dataset realtext needs one.")] = None,
     kind: Annotated[list[str] | None, typer.Option(
         help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss (default: every kind).")] = None,
     show_failures: Annotated[bool, typer.Option(
