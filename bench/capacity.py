@@ -296,9 +296,9 @@ def measure(levels: tuple[str, ...] = LEVELS) -> dict[str, Any]:
         for level in levels:
             llm = GeminiLanguageModel(client, "gemini-3.8-flash", thinking_level=level)
             calls = {
-                "transform": lambda: llm.transform(question, today=date(2026, 11, 28)),
-                "grade": lambda: llm.grade(question, graded),
-                "synthesize": lambda: llm.synthesize(question, answered, language="en"),
+                "transform": lambda llm=llm: llm.transform(question, today=date(2026, 11, 28)),
+                "grade": lambda llm=llm: llm.grade(question, graded),
+                "synthesize": lambda llm=llm: llm.synthesize(question, answered, language="en"),
             }
             result[level] = {}
             for operation in OPERATIONS:

@@ -1,5 +1,5 @@
 """One Index contract, run against the local HybridIndex, FirestoreIndex (emulator) and
-VertexVectorSearchIndex (in-memory Vector Search client objects + a state store).
+VertexVectorSearchIndex (an in-memory Vector Search speaking its REST bodies + a state store).
 
 What the indexer and the retriever rely on: search finds the right chunk first
 in every mode, an upsert replaces the document's chunks (old ids gone, nothing
@@ -47,13 +47,13 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Index]:
     elif request.param == "vertex":
         engine = FakeMatchingEngine(dimension=DIM)
         yield VertexVectorSearchIndex(
-            engine, engine, engine.deployed_index_id, InMemoryStateStore(), dimension=DIM
+            engine, engine.deployed_index_id, InMemoryStateStore(), dimension=DIM
         )
     else:
         engine = FakeMatchingEngine(dimension=DIM)
         state = SqliteStateStore(tmp_path / "state.db")
         yield VertexVectorSearchIndex(
-            engine, engine, engine.deployed_index_id, state, dimension=DIM, datapoints_per_request=2
+            engine, engine.deployed_index_id, state, dimension=DIM, datapoints_per_request=2
         )
         state.close()
 

@@ -1,12 +1,13 @@
 """VertexVectorSearchIndex beyond the shared contract: what it sends to Vector Search,
 in which order relative to the state store, and how an interrupted upsert is repaired.
 
-The Vector Search client objects are the in-memory :class:`FakeMatchingEngine`;
-the datapoints it receives are the SDK's own ``IndexDatapoint`` messages.
+Vector Search is the in-memory :class:`FakeMatchingEngine`, which takes the REST API's JSON
+bodies (IndexDatapoint, FindNeighborsRequest.Query) and refuses malformed ones as the service does.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -67,12 +68,12 @@ class LoggedEngine(FakeMatchingEngine):
     log: list[tuple[str, str]]
     outcomes: list[bool]  # scripted upsert calls, in order: True fails that call
 
-    def upsert_datapoints(self, datapoints, update_mask=None):  # type: ignore[no-untyped-def]
+    def upsert_datapoints(self, datapoints):  # type: ignore[no-untyped-def]
         if self.outcomes and self.outcomes.pop(0):
             raise gexc.ServiceUnavailable("vector search is busy")
         for point in datapoints:
-            self.log.append(("upsert_datapoints", point.datapoint_id))
-        return super().upsert_datapoints(datapoints, update_mask)
+            self.log.append(("upsert_datapoints", point["datapointId"]))
+        return super().upsert_datapoints(datapoints)
 
     def remove_datapoints(self, datapoint_ids):  # type: ignore[no-untyped-def]
         for datapoint_id in datapoint_ids:
@@ -100,9 +101,7 @@ def state(log: list[tuple[str, str]]) -> LoggedState:
 
 @pytest.fixture
 def index(engine: LoggedEngine, state: LoggedState) -> VertexVectorSearchIndex:
-    return VertexVectorSearchIndex(
-        engine, engine, engine.deployed_index_id, state, dimension=DIM, datapoints_per_request=2
-    )
+    return VertexVectorSearchIndex(engine, engine.deployed_index_id, state, dimension=DIM, datapoints_per_request=2)
 
 
 def chunks(document_id: str, version: str, n: int) -> list[Chunk]:
@@ -123,25 +122,22 @@ def vectors(n: int, seed: int = 0) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def test_datapoints_are_the_sdks_index_datapoints_with_a_document_restrict(
+def test_datapoints_are_rest_index_datapoints_with_a_document_restrict_and_a_sparse_embedding(
     index: VertexVectorSearchIndex, engine: LoggedEngine
 ) -> None:
-    from google.cloud.aiplatform.compat.types import (
-        matching_engine_index as gca_matching_engine_index,
-    )
-
     vecs = vectors(3)
     index.upsert("doc-a", chunks("doc-a", "v1", 3), vecs)
     sent = [p for call in engine.of("upsert_datapoints") for p in call.kwargs["datapoints"]]
-    # The class MatchingEngineIndex.upsert_datapoints puts into its UpsertDatapointsRequest.
-    assert all(type(p) is gca_matching_engine_index.IndexDatapoint for p in sent)
-    assert [p.datapoint_id for p in sent] == ["doc-a:v1:0", "doc-a:v1:1", "doc-a:v1:2"]
-    np.testing.assert_allclose([list(p.feature_vector) for p in sent], vecs, rtol=1e-6)
+    assert [p["datapointId"] for p in sent] == ["doc-a:v1:0", "doc-a:v1:1", "doc-a:v1:2"]
+    np.testing.assert_allclose([p["featureVector"] for p in sent], vecs, rtol=1e-6)
     for p in sent:
-        (restrict,) = p.restricts
-        assert restrict.namespace == "document_id"
-        assert list(restrict.allow_list) == ["doc-a"]
-        assert list(restrict.deny_list) == []
+        assert p["restricts"] == [{"namespace": "document_id", "allowList": ["doc-a"]}]
+        # BM25 term weights of the chunk's own words, one dimension per term, made at indexing
+        sparse = p["sparseEmbedding"]
+        assert len(sparse["dimensions"]) == len(sparse["values"]) == len({"v1", "chunk", p["datapointId"][-1:],
+                                                                         "doc"}) or len(sparse["dimensions"]) >= 3
+        assert sparse["dimensions"] == sorted(sparse["dimensions"]) and all(v > 0 for v in sparse["values"])
+    json.dumps(sent)  # the REST body as sent
 
 
 def test_requests_are_batched(index: VertexVectorSearchIndex, engine: LoggedEngine) -> None:
@@ -250,18 +246,68 @@ def test_find_neighbors_gets_the_deployed_index_and_the_pool(
     index.search("chunk", query, k, mode=mode)  # type: ignore[arg-type]
     (call,) = engine.of("find_neighbors")
     assert call.kwargs["deployed_index_id"] == "ragbus_deployed"
-    assert call.kwargs["num_neighbors"] == pool
-    np.testing.assert_allclose(call.kwargs["queries"], [query], rtol=1e-6)
-    assert all(isinstance(x, float) for x in call.kwargs["queries"][0])
+    (sent,) = call.kwargs["queries"]
+    assert sent["neighborCount"] == pool
+    point = sent["datapoint"]
+    if mode == "bm25":  # sparse only
+        assert "featureVector" not in point and "rrf" not in sent
+    else:
+        np.testing.assert_allclose(point["featureVector"], query, rtol=1e-6)
+        assert all(isinstance(x, float) for x in point["featureVector"])
+    if mode == "dense":
+        assert "sparseEmbedding" not in point and "rrf" not in sent
+    else:  # "chunk" is in both chunks: its IDF is the query's one sparse weight
+        assert len(point["sparseEmbedding"]["dimensions"]) == 1
+    if mode == "hybrid":
+        assert sent["rrf"] == {"alpha": 0.5}
+
+
+def test_a_hybrid_query_finds_a_chunk_only_its_words_match(engine: LoggedEngine, state: LoggedState) -> None:
+    """The identifier case: the chunk naming the error code is far from the query's vector, outside any
+    dense pool, and still found, because the sparse side of the hybrid query searches every chunk."""
+    index = VertexVectorSearchIndex(engine, engine.deployed_index_id, state, dimension=DIM, max_neighbors=50)
+    rng = np.random.default_rng(11)
+    query = np.array([1.0, 0, 0, 0], dtype=np.float32)
+    for n in range(200):
+        v = rng.normal(size=DIM).astype(np.float32)
+        v[0] = abs(v[0]) + 3.0  # every filler chunk is nearer the query than the one that names the code
+        if n == 137:
+            v = np.array([-1.0, 0.2, 0.1, 0.0], dtype=np.float32)
+        text = f"retry backoff settings for delivery {n}" if n != 137 else "error ERR_QUOTA_7731 means the quota ran out"
+        index.upsert(f"d{n}", [Chunk(chunk_id=f"d{n}:0", document_id=f"d{n}", ordinal=0, text=text, title="t")],
+                     (v / np.linalg.norm(v)).reshape(1, -1))
+    question = "what does ERR_QUOTA_7731 mean"
+    dense = index.search(question, query, 10, mode="dense")
+    assert "d137:0" not in [h.chunk.chunk_id for h in dense]
+    # the hybrid query's sparse side brings it into the candidates from anywhere in the corpus; the
+    # final order is the local index's fusion (dense-led), so it is scored, not pushed to the top
+    hybrid = {h.chunk.chunk_id: h for h in index.search(question, query, 10, mode="hybrid")}
+    (call,) = engine.of("find_neighbors")[-1:]
+    returned = [n["datapoint"]["datapointId"] for n in engine._answer(call.kwargs["queries"][0])]
+    assert "d137:0" in returned[:2]  # first of the sparse ranking, fused at alpha 0.5
+    scored = {h.chunk.chunk_id: h for h in index.search(question, query, 50, mode="hybrid")}
+    assert scored["d137:0"].bm25_score > 0 and all(h.bm25_score == 0 for i, h in scored.items() if i != "d137:0")
+    assert len(hybrid) == 10
+    assert [h.chunk.chunk_id for h in index.search("ERR_QUOTA_7731", query, 3, mode="bm25")] == ["d137:0"]
+    # a word no chunk holds sends no sparse part, and a bm25 search for it asks nothing
+    calls = len(engine.of("find_neighbors"))
+    assert index.search("zyzzyva", query, 3, mode="bm25") == [] and len(engine.of("find_neighbors")) == calls
+
+
+def test_document_frequencies_are_counted_corpus_wide(index: VertexVectorSearchIndex) -> None:
+    index.upsert("doc-a", chunks("doc-a", "v1", 3), vectors(3))
+    index.upsert("doc-b", chunks("doc-b", "v1", 2), vectors(2, seed=1))
+    assert index.document_frequency(["chunk", "doc", "zyzzyva"]) == {"chunk": 5, "doc": 5, "zyzzyva": 0}
+    assert index.document_frequency(["0"]) == {"0": 0}  # one-character words are not BM25 terms
 
 
 def test_refusals_are_permanent_and_outages_retryable(
     index: VertexVectorSearchIndex, engine: LoggedEngine
 ) -> None:
-    def refuse(**kwargs: Any) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
         raise gexc.InvalidArgument("dimension mismatch")
 
-    def outage(**kwargs: Any) -> Any:
+    def outage(*args: Any, **kwargs: Any) -> Any:
         raise gexc.DeadlineExceeded("slow")
 
     engine.find_neighbors = refuse  # type: ignore[method-assign]
@@ -274,9 +320,9 @@ def test_refusals_are_permanent_and_outages_retryable(
 
 def test_configuration_is_checked(engine: LoggedEngine, state: LoggedState) -> None:
     with pytest.raises(ConfigError, match="deployed index id"):
-        VertexVectorSearchIndex(engine, engine, "", state, dimension=DIM)
+        VertexVectorSearchIndex(engine, "", state, dimension=DIM)
     with pytest.raises(ConfigError, match="dense_weight"):
-        VertexVectorSearchIndex(engine, engine, "d", state, dimension=DIM, dense_weight=2.0)
+        VertexVectorSearchIndex(engine, "d", state, dimension=DIM, dense_weight=2.0)
 
 
 # ---------------------------------------------------------------- filters
@@ -289,7 +335,7 @@ def test_filters_become_restricts_that_vector_search_applies_before_ranking():
 
     now = datetime(2026, 11, 26, tzinfo=UTC)
     engine = FakeMatchingEngine(DIM)
-    index = VertexVectorSearchIndex(engine, engine, engine.deployed_index_id, InMemoryStateStore(),
+    index = VertexVectorSearchIndex(engine, engine.deployed_index_id, InMemoryStateStore(),
                                     dimension=DIM, max_neighbors=6)
     rng = np.random.default_rng(3)
     for n in range(40):
@@ -300,13 +346,14 @@ def test_filters_become_restricts_that_vector_search_applies_before_ranking():
                       metadata={"team": "a" if n % 3 else "b", "tag": ["gpu", f"t{n % 2}"]})
         vector = rng.normal(size=DIM).astype(np.float32)
         index.upsert(f"d{n}", [chunk], (vector / np.linalg.norm(vector)).reshape(1, -1))
-    [point] = [p for p in engine.datapoints.values() if p.datapoint_id == "d1:0"]
-    assert {r.namespace: list(r.allow_list) for r in point.restricts}["source"] == [
+    point = engine.datapoints["d1:0"]
+    assert {r["namespace"]: r["allowList"] for r in point["restricts"]}["source"] == [
         "https://feed1.example", "https://feed1.example/", "https://feed1.example/p", "https://feed1.example/p/",
         "https://feed1.example/p/1", "https://feed1.example/rss"]
-    assert point.numeric_restricts[0].value_int == int(datetime(2026, 2, 10, tzinfo=UTC).timestamp())
+    assert point["numericRestricts"] == [{"namespace": "published",
+                                          "valueInt": int(datetime(2026, 2, 10, tzinfo=UTC).timestamp())}]
     # a key with several values (a feed item's categories) is one namespace allowing each of them
-    assert {r.namespace: list(r.allow_list) for r in point.restricts}["meta.tag"] == ["gpu", "t1"]
+    assert {r["namespace"]: r["allowList"] for r in point["restricts"]}["meta.tag"] == ["gpu", "t1"]
     odd = index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 5, mode="dense",
                        filters=Filters.parse(now=now, where=["tag=t1"]))
     assert len(odd) == 5 and all(int(h.chunk.document_id[1:]) % 2 == 1 for h in odd)
@@ -318,15 +365,16 @@ def test_filters_become_restricts_that_vector_search_applies_before_ranking():
     hits = index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 5, mode="dense", filters=f)
     # A pool of 6 neighbours out of 40 datapoints: only a pre-filter finds all five.
     assert {h.chunk.document_id for h in hits} == admitted
-    sent = engine.of("find_neighbors")[-1].kwargs
-    assert [(ns.name, ns.allow_tokens) for ns in sent["filter"]] == [
+    sent = engine.of("find_neighbors")[-1].kwargs["queries"][0]["datapoint"]
+    assert [(ns["namespace"], ns["allowList"]) for ns in sent["restricts"]] == [
         ("kind", ["feed"]), ("source", ["https://feed1.example/rss"]), ("meta.team", ["a"])]
-    assert [(ns.name, ns.op) for ns in sent["numeric_filter"]] == [("published", "GREATER_EQUAL")]
+    assert [(ns["namespace"], ns["op"]) for ns in sent["numericRestricts"]] == [("published", "GREATER_EQUAL")]
     assert index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 4,
                         filters=Filters.parse(now=now, source="https://nowhere.example/")) == []
     # A Cloud Storage-style prefix that ends mid-name is restricted to its folder and checked exactly.
     assert Filters.parse(now=now, source="gs://b/rep").source == "gs://b/rep"
-    assert VertexVectorSearchIndex.restricts(Filters.parse(now=now, source="gs://b/rep"))["filter"][0].allow_tokens == ["gs://b/"]
+    assert VertexVectorSearchIndex.restricts(Filters.parse(now=now, source="gs://b/rep"))["restricts"][0][
+        "allowList"] == ["gs://b/"]
     # Unfiltered searches send no restricts at all.
     index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 4)
-    assert "filter" not in engine.of("find_neighbors")[-1].kwargs
+    assert "restricts" not in engine.of("find_neighbors")[-1].kwargs["queries"][0]["datapoint"]

@@ -1,7 +1,6 @@
-"""Keyword scoring for the cloud indexes, which only search by vector.
+"""Keyword scoring for the cloud indexes: the final ranking, and Firestore's only keyword search.
 
-Neither Firestore nor Vertex AI Vector Search has BM25, so the cloud indexes
-rank in two steps: the vector service returns a pool of dense candidates, and
+Firestore has no keyword search, so a Firestore index ranks in two steps: the vector service returns a pool of dense candidates, and
 this module scores those candidates here with Okapi BM25 (k1 = 1.2, b = 0.75)
 over the pool itself, then orders them by mode:
 
@@ -10,7 +9,9 @@ over the pool itself, then orders them by mode:
   normalised cosine plus the rest times BM25 over the pool's best BM25);
 - ``bm25``: BM25 alone, chunks sharing no query term left out.
 
-What this is not: a corpus-wide keyword search. A chunk the embedder ranks
+Vertex AI Vector Search does find candidates by keywords corpus-wide (hybrid queries,
+:mod:`shared.adapters.gcp.vertex_index`) and passes their corpus BM25 in as ``lexical``.
+For Firestore, what this is not: a corpus-wide keyword search. A chunk the embedder ranks
 below the pool never becomes a candidate however well its words match, and the
 document frequencies behind the IDF come from the pool (chunks already close
 to the query), so a term common in the pool weighs less than it would over the
@@ -85,14 +86,20 @@ def rank_candidates(
     mode: SearchMode,
     *,
     dense_weight: float = 0.7,
+    lexical: Sequence[float] | None = None,
 ) -> list[ScoredChunk]:
-    """The ``k`` best of ``candidates`` (chunk, cosine) for the query, best first."""
+    """The ``k`` best of ``candidates`` (chunk, cosine) for the query, best first. ``lexical``:
+    each candidate's BM25 when the index knows it corpus-wide (Vector Search's sparse side);
+    otherwise BM25 over the pool."""
     if mode not in SEARCH_MODES:
         raise ValueError(f"search mode {mode!r}: use 'hybrid', 'dense' or 'bm25'")
     if k <= 0 or not candidates:
         return []
     dense = np.array([score for _, score in candidates], dtype=np.float32)
-    lexical = bm25_over_pool(text, [keyword_text(c) for c, _ in candidates])
+    if lexical is None:
+        lexical = bm25_over_pool(text, [keyword_text(c) for c, _ in candidates])
+    else:
+        lexical = np.asarray(lexical, dtype=np.float32)
     if mode == "dense":
         score = dense
         keep = np.arange(len(candidates))

@@ -9,8 +9,15 @@ belong to which document live in the companion
     vector_documents/<document id>  chunk_ids (searchable), pending (being written), indexed
 
 The index must be created with ``index_update_method="STREAM_UPDATE"`` (streamed
-upserts and removals), deployed to an endpoint, and its dimension must match the
-embedder's.
+upserts and removals), deployed to a public endpoint, and its dimension must match the
+embedder's. The service is called over its REST API (:mod:`shared.adapters.gcp.vector_search_rest`):
+google-cloud-aiplatform is not needed.
+
+Keyword search is corpus-wide: every datapoint carries a sparse embedding, its chunk's
+BM25 term weights made at indexing with the local index's tokenisation
+(:mod:`shared.adapters.gcp.sparse_terms`), and a hybrid search sends a hybrid query (the
+dense vector and the query's IDF-weighted terms, fused by Vector Search with reciprocal rank
+fusion), so a chunk that only keyword search finds is found as it is locally.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 from google.api_core import exceptions as gexc
 
+from shared.adapters.gcp import sparse_terms
 from shared.adapters.gcp.calls import VERTEX_TRANSIENT, calling
 from shared.adapters.gcp.candidate_rescoring import candidate_pool, rank_candidates
 from shared.contract.errors import ConfigError
@@ -55,27 +63,26 @@ PUBLISHED_NAMESPACE = "published"
 DATAPOINTS_PER_REQUEST = 500
 #: Neighbours asked for at most in one query.
 MAX_NEIGHBORS = 1000
+#: rrf.alpha of a hybrid query: the candidate pool takes the dense and the sparse ranking's best
+#: alike, as the local index takes two candidate lists of the same size; dense_weight then ranks
+#: the pool (hybrid_scores), as it does locally.
+RRF_ALPHA = 0.5
 # Neighbours beyond k in dense mode: a datapoint whose chunk record is already gone
 # (a replacement in flight; streamed removals take seconds to show) is skipped, not returned.
 _SPARES = 8
 
 
 
-class VectorSearchIndexClient(Protocol):
-    """What this adapter uses of ``aiplatform.MatchingEngineIndex``."""
+class VectorSearchClient(Protocol):
+    """What this adapter calls of Vector Search: the REST calls of
+    :class:`~shared.adapters.gcp.vector_search_rest.VectorSearchRest`, in their JSON shapes."""
 
-    def upsert_datapoints(self, datapoints: Sequence[Any]) -> Any: ...
+    def upsert_datapoints(self, datapoints: Sequence[dict[str, Any]]) -> Any: ...
 
     def remove_datapoints(self, datapoint_ids: Sequence[str]) -> Any: ...
 
-
-class VectorSearchEndpointClient(Protocol):
-    """What this adapter uses of ``aiplatform.MatchingEngineIndexEndpoint``."""
-
-    def find_neighbors(
-        self, *, deployed_index_id: str, queries: Any, num_neighbors: int,
-        filter: Any = None, numeric_filter: Any = None,  # noqa: A002 - the SDK's name
-    ) -> Any: ...
+    def find_neighbors(self, deployed_index_id: str, queries: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        ...
 
 
 def encode_vector(vector: np.ndarray) -> str:
@@ -89,8 +96,8 @@ def decode_vector(text: str) -> np.ndarray:
 class VertexVectorSearchIndex:
     """:class:`~shared.contract.ports.Index` on Vertex AI Vector Search (vectors) and a StateStore (the rest).
 
-    Pass the ``aiplatform.MatchingEngineIndex`` and ``MatchingEngineIndexEndpoint``
-    (or :meth:`connect` to build them), the deployed index id, and the state store.
+    Pass the Vector Search client (:class:`~shared.adapters.gcp.vector_search_rest.VectorSearchRest`,
+    or :meth:`connect` to build it), the deployed index id, and the state store.
 
     Ordering and atomicity. Vector Search and the state store share no
     transaction, so nothing here is atomic; the order of the steps makes every
@@ -108,18 +115,20 @@ class VertexVectorSearchIndex:
     within seconds (Vector Search is eventually consistent), and counts follow the
     state store, so they can run ahead of search.
 
-    Scores and keyword search. Vector Search finds the candidates; their cosine is
-    recomputed exactly from the vectors kept in the chunk records, so scores do not
-    depend on the index's distance type or on ANN approximation. ``hybrid`` and
-    ``bm25`` re-score a dense candidate pool with BM25 over the pool
-    (:mod:`shared.adapters.gcp.candidate_rescoring`): a chunk that only matches the
-    query's words, outside the pool, is not found.
+    Scores and keyword search. Vector Search finds the candidates: ``dense`` by the
+    vector alone, ``hybrid`` by a hybrid query (the vector and the query's sparse BM25
+    embedding, fused by reciprocal rank, :data:`RRF_ALPHA`), ``bm25``
+    by the sparse embedding alone (alpha 0). The candidates are then scored as the local
+    index scores its own: the cosine recomputed exactly from the vectors kept in the chunk
+    records, BM25 with corpus-wide document frequencies (counted on the chunk records'
+    ``terms``), fused by the local index's formula
+    (:func:`shared.adapters.local.scoring.hybrid_scores`). A chunk whose words match the
+    query is found wherever it ranks by vector.
     """
 
     def __init__(
         self,
-        index: VectorSearchIndexClient,
-        endpoint: VectorSearchEndpointClient,
+        service: VectorSearchClient,
         deployed_index_id: str,
         state: StateStore,
         *,
@@ -136,8 +145,7 @@ class VertexVectorSearchIndex:
             raise ConfigError(f"dimension={dimension} must be positive")
         if not 0.0 <= dense_weight <= 1.0:
             raise ConfigError(f"dense_weight={dense_weight} must be between 0 and 1")
-        self.index = index
-        self.endpoint = endpoint
+        self.service = service
         self.deployed_index_id = deployed_index_id
         self.state = state
         self.dimension = dimension
@@ -158,52 +166,52 @@ class VertexVectorSearchIndex:
         location: str | None = None,
         **options: Any,
     ) -> VertexVectorSearchIndex:
-        """Look up the index and endpoint (resource names or ids) with google-cloud-aiplatform."""
-        from google.cloud import aiplatform
+        """The index and endpoint (resource names or ids) over REST, with Application Default Credentials."""
+        from shared.adapters.gcp.vector_search_rest import VectorSearchRest
 
-        index = aiplatform.MatchingEngineIndex(
-            index_name=index_name, project=project, location=location
-        )
-        endpoint = aiplatform.MatchingEngineIndexEndpoint(
-            index_endpoint_name=endpoint_name, project=project, location=location
-        )
-        return cls(index, endpoint, deployed_index_id, state, dimension=dimension, **options)
+        with calling("Vertex AI Vector Search", "connection", transient=VERTEX_TRANSIENT,
+                     refused=(gexc.InvalidArgument,), refused_hint="set GOOGLE_CLOUD_LOCATION and the resource names"):
+            service = VectorSearchRest.connect(index_name=index_name, endpoint_name=endpoint_name,
+                                               project=project, location=location)
+        return cls(service, deployed_index_id, state, dimension=dimension, **options)
 
     def _calling(self, what: str) -> AbstractContextManager[None]:
+        # Over REST an error is the class of its HTTP status (400 BadRequest, 403 Forbidden, 504
+        # GatewayTimeout), the parents of the gRPC-named ones (InvalidArgument, PermissionDenied, ...).
         return calling(
-            "Vertex AI Vector Search", what, transient=VERTEX_TRANSIENT,
-            refused=(gexc.NotFound, gexc.PermissionDenied, gexc.InvalidArgument, gexc.FailedPrecondition),
+            "Vertex AI Vector Search", what, transient=(*VERTEX_TRANSIENT, gexc.GatewayTimeout, gexc.BadGateway),
+            refused=(gexc.NotFound, gexc.Forbidden, gexc.Unauthorized, gexc.BadRequest),
             refused_hint="check the index, endpoint and deployed index id, that the index uses "
                          "STREAM_UPDATE, and its dimension",
         )
 
     # ------------------------------------------------------------- writes
 
-    def datapoint(self, chunk: Chunk, vector: np.ndarray) -> Any:
-        """The SDK's ``IndexDatapoint`` for a chunk: its id, vector, and the restricts its filters
-        query (document, kind, source prefixes, metadata; the published time as a numeric restrict)."""
-        from google.cloud.aiplatform_v1.types import IndexDatapoint
-
-        restricts = [IndexDatapoint.Restriction(namespace=DOCUMENT_NAMESPACE, allow_list=[chunk.document_id])]
+    def datapoint(self, chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
+        """The REST ``IndexDatapoint`` of a chunk: its id, dense vector, sparse BM25 embedding, and the
+        restricts its filters query (document, kind, source prefixes, metadata; the published time
+        as a numeric restrict)."""
+        restricts = [{"namespace": DOCUMENT_NAMESPACE, "allowList": [chunk.document_id]}]
         if chunk.source:
-            restricts.append(IndexDatapoint.Restriction(namespace=KIND_NAMESPACE, allow_list=[chunk.source]))
+            restricts.append({"namespace": KIND_NAMESPACE, "allowList": [chunk.source]})
         tokens = sorted(set(source_tokens(chunk.origin)) | set(source_tokens(chunk.url)))
         if tokens:
-            restricts.append(IndexDatapoint.Restriction(namespace=SOURCE_NAMESPACE, allow_list=tokens))
+            restricts.append({"namespace": SOURCE_NAMESPACE, "allowList": tokens})
         for key, value in sorted(chunk.metadata.items()):
             values = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-            restricts.append(IndexDatapoint.Restriction(namespace=METADATA_NAMESPACE + key, allow_list=values))
-        numeric = []
+            restricts.append({"namespace": METADATA_NAMESPACE + key, "allowList": values})
+        point: dict[str, Any] = {
+            "datapointId": chunk.chunk_id,
+            "featureVector": [float(x) for x in vector],
+            "restricts": restricts,
+        }
+        dims, values = sparse_terms.document_sparse(chunk.title, chunk.text)
+        if dims:
+            point["sparseEmbedding"] = {"values": values, "dimensions": dims}
         published = published_at(chunk.published)
         if published is not None:
-            numeric.append(IndexDatapoint.NumericRestriction(
-                namespace=PUBLISHED_NAMESPACE, value_int=int(published.timestamp())))
-        return IndexDatapoint(
-            datapoint_id=chunk.chunk_id,
-            feature_vector=[float(x) for x in vector],
-            restricts=restricts,
-            numeric_restricts=numeric,
-        )
+            point["numericRestricts"] = [{"namespace": PUBLISHED_NAMESPACE, "valueInt": int(published.timestamp())}]
+        return point
 
     def upsert(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         """Replace every chunk of ``document_id`` with ``chunks`` (ordered, not atomic: see the class)."""
@@ -228,9 +236,7 @@ class VertexVectorSearchIndex:
         datapoints = [self.datapoint(c, v) for c, v in zip(chunks, vectors, strict=True)]
         with self._calling(f"upsert of {document_id}"):
             for start in range(0, len(datapoints), self.datapoints_per_request):
-                self.index.upsert_datapoints(
-                    datapoints=datapoints[start : start + self.datapoints_per_request]
-                )
+                self.service.upsert_datapoints(datapoints[start : start + self.datapoints_per_request])
 
         def commit(current: Doc | None) -> Doc:
             current = current or {"document_id": document_id}
@@ -269,9 +275,7 @@ class VertexVectorSearchIndex:
             return 0
         with self._calling(f"removal of {document_id}'s datapoints"):
             for start in range(0, len(chunk_ids), self.datapoints_per_request):
-                self.index.remove_datapoints(
-                    datapoint_ids=chunk_ids[start : start + self.datapoints_per_request]
-                )
+                self.service.remove_datapoints(chunk_ids[start : start + self.datapoints_per_request])
         return sum(1 for chunk_id in chunk_ids if self.state.delete(CHUNKS, chunk_id))
 
     def _checked(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> np.ndarray:
@@ -293,59 +297,70 @@ class VertexVectorSearchIndex:
         pool = candidate_pool(k, mode, cap=self.max_neighbors)
         if mode == "dense":
             pool = min(pool + _SPARES, self.max_neighbors)
-        restricts: dict[str, Any] = {}
+        terms = sparse_terms.query_terms(text) if mode != "dense" else []
+        frequencies = self.document_frequency(terms) if terms else {}
+        total = self.count_chunks() if terms else 0
+        dims, weights = sparse_terms.query_sparse(terms, frequencies, total)
+        if mode == "bm25" and not dims:
+            return []  # no query term is in the corpus: nothing can match
+        datapoint: dict[str, Any] = {"datapointId": "query"}
+        if mode != "bm25":
+            datapoint["featureVector"] = [float(x) for x in query]
+        if dims:
+            datapoint["sparseEmbedding"] = {"values": weights, "dimensions": dims}
         if filters is not None and not filters.is_empty:
-            restricts = self.restricts(filters)
+            datapoint.update(self.restricts(filters))
+        request: dict[str, Any] = {"datapoint": datapoint, "neighborCount": pool}
+        if dims and mode != "bm25":
+            # a hybrid query: Vector Search fuses the dense and the sparse ranking by reciprocal rank
+            request["rrf"] = {"alpha": RRF_ALPHA}
         with self._calling("query"):
-            results = self.endpoint.find_neighbors(
-                deployed_index_id=self.deployed_index_id,
-                queries=[[float(x) for x in query]],
-                num_neighbors=pool,
-                **restricts,
-            )
+            results = self.service.find_neighbors(self.deployed_index_id, [request])
         neighbours = results[0] if results else []
-        ids = list(dict.fromkeys(n.id for n in neighbours))
+        ids = list(dict.fromkeys(n["datapoint"]["datapointId"] for n in neighbours))
         # One batched read of every neighbour's record (Firestore get_all), not one per neighbour.
         records = self.state.get_many(CHUNKS, ids)
+        filtered = filters is not None and not filters.is_empty
         candidates: list[tuple[Chunk, float]] = []
         for chunk_id in ids:
             record = records.get(chunk_id)
             if record is None:
                 continue  # removed since (or never fully written): not searchable
-            if restricts and not filters.matches(record):
+            if filtered and not filters.matches(record):
                 continue
             candidates.append((Chunk.from_fields(record), float(decode_vector(record["vector"]) @ query)))
-        return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight)
+        lexical = [sparse_terms.bm25_score(dims, weights, c.title, c.text) for c, _ in candidates]
+        return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight, lexical=lexical)
+
+    def document_frequency(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each term (corpus-wide: counted on the chunk records' ``terms``)."""
+        return {term: self.state.count(CHUNKS, {f"{sparse_terms.TERMS_FIELD}.{sparse_terms.term_key(term)}": 1})
+                for term in dict.fromkeys(terms)}
 
     @staticmethod
     def restricts(filters: Filters) -> dict[str, Any]:
-        """``find_neighbors``'s ``filter`` and ``numeric_filter`` arguments for ``filters``."""
-        from google.cloud.aiplatform.matching_engine.matching_engine_index_endpoint import (
-            Namespace,
-            NumericNamespace,
-        )
-
-        tokens: list[Any] = []
+        """The query datapoint's ``restricts`` and ``numericRestricts`` for ``filters``."""
+        tokens: list[dict[str, Any]] = []
         if filters.kind is not None:
-            tokens.append(Namespace(KIND_NAMESPACE, allow_tokens=[filters.kind]))
+            tokens.append({"namespace": KIND_NAMESPACE, "allowList": [filters.kind]})
         if filters.source is not None:
-            tokens.append(Namespace(SOURCE_NAMESPACE, allow_tokens=[source_token(filters.source)]))
+            tokens.append({"namespace": SOURCE_NAMESPACE, "allowList": [source_token(filters.source)]})
         for key, value in filters.where:
             if key == "document_id":
-                tokens.append(Namespace(DOCUMENT_NAMESPACE, allow_tokens=[value]))
+                tokens.append({"namespace": DOCUMENT_NAMESPACE, "allowList": [value]})
             elif key not in WHERE_FIELDS:
-                tokens.append(Namespace(METADATA_NAMESPACE + key, allow_tokens=[value]))
-        numeric: list[Any] = []
+                tokens.append({"namespace": METADATA_NAMESPACE + key, "allowList": [value]})
+        numeric: list[dict[str, Any]] = []
         if filters.since is not None:
-            numeric.append(NumericNamespace(PUBLISHED_NAMESPACE, value_int=int(filters.since.timestamp()),
-                                            op="GREATER_EQUAL"))
+            numeric.append({"namespace": PUBLISHED_NAMESPACE, "valueInt": int(filters.since.timestamp()),
+                            "op": "GREATER_EQUAL"})
         if filters.until is not None:
-            numeric.append(NumericNamespace(PUBLISHED_NAMESPACE, value_int=int(filters.until.timestamp()), op="LESS"))
+            numeric.append({"namespace": PUBLISHED_NAMESPACE, "valueInt": int(filters.until.timestamp()), "op": "LESS"})
         out: dict[str, Any] = {}
         if tokens:
-            out["filter"] = tokens
+            out["restricts"] = tokens
         if numeric:
-            out["numeric_filter"] = numeric
+            out["numericRestricts"] = numeric
         return out
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> list[Chunk]:
@@ -366,4 +381,6 @@ class VertexVectorSearchIndex:
 
 
 def _chunk_record(chunk: Chunk, vector: np.ndarray) -> Doc:
-    return {**chunk.fields(), "vector": encode_vector(vector)}
+    # terms: each distinct BM25 term's key, so the corpus's document frequencies can be counted
+    return {**chunk.fields(), "vector": encode_vector(vector),
+            sparse_terms.TERMS_FIELD: sparse_terms.record_terms(chunk.title, chunk.text)}
