@@ -141,9 +141,11 @@ def configuration(backend: str, chunks: int, workload: Mapping[str, Any], prices
         lines.append(Line("Firestore vector query reads (1 per 100 entries read)", reads, "reads",
                           reads * read_price))
     else:
-        # the returned chunks' texts are read from Firestore; the nodes serve whatever the questions
-        reads = searches_per_day(workload) * _value(workload, "results_per_search")
-        lines.append(Line("Firestore reads of returned chunks", reads, "reads", reads * read_price))
+        # the returned chunks' texts are read from Firestore, and the query terms' document
+        # frequencies counted there; the nodes serve whatever the questions
+        reads = searches_per_day(workload) * (_value(workload, "results_per_search")
+                                              + _value(workload, "statistics_count_reads_per_search"))
+        lines.append(Line("Firestore reads of returned chunks and term counts", reads, "reads", reads * read_price))
         shards = math.ceil(chunks / _value(workload, "vertex_shard_vectors"))
         node_hours = shards * _value(workload, "vertex_replicas") * 24
         node_price = _value(prices, "vertex_node_hour")

@@ -378,3 +378,21 @@ def test_filters_become_restricts_that_vector_search_applies_before_ranking():
     # Unfiltered searches send no restricts at all.
     index.search("GPU", np.ones(DIM, dtype=np.float32) / 2, 4)
     assert "restricts" not in engine.of("find_neighbors")[-1].kwargs["queries"][0]["datapoint"]
+
+
+def test_document_frequencies_are_counted_once_per_interval_but_an_absent_term_every_time(
+    index: VertexVectorSearchIndex, state: LoggedState
+) -> None:
+    counts: list[Mapping[str, Any] | None] = []
+    real = state.count
+    state.count = lambda collection, where=None: counts.append(where) or real(collection, where)  # type: ignore[method-assign]
+    index.upsert("doc-a", chunks("doc-a", "v1", 2), vectors(2))
+    index.search("chunk zyzzyva", vectors(1)[0], 2)
+    first = len(counts)
+    assert first == 3  # two terms and the corpus size
+    index.search("chunk zyzzyva", vectors(1)[0], 2)
+    assert len(counts) == first + 1  # only the term no chunk held is counted again
+    index.upsert("doc-b", [Chunk(chunk_id="b:0", document_id="doc-b", ordinal=0, text="zyzzyva", title="b")],
+                 vectors(1, seed=4))
+    hits = index.search("zyzzyva", vectors(1)[0], 2, mode="bm25")
+    assert [h.chunk.chunk_id for h in hits] == ["b:0"]  # found at once, not after the interval

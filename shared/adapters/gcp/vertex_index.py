@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -67,6 +69,11 @@ MAX_NEIGHBORS = 1000
 #: alike, as the local index takes two candidate lists of the same size; dense_weight then ranks
 #: the pool (hybrid_scores), as it does locally.
 RRF_ALPHA = 0.5
+#: How long a counted document frequency (and the corpus size) is reused: a count aggregation is
+#: billed one read per 1,000 index entries it counts (10,000 reads for the size of a 10M-chunk
+#: corpus), and IDF barely moves in minutes. Bounded, so a stream of odd words cannot grow it.
+STATISTICS_TTL_S = 600.0
+STATISTICS_MAX_TERMS = 50_000
 # Neighbours beyond k in dense mode: a datapoint whose chunk record is already gone
 # (a replacement in flight; streamed removals take seconds to show) is skipped, not returned.
 _SPARES = 8
@@ -152,6 +159,8 @@ class VertexVectorSearchIndex:
         self.dense_weight = dense_weight
         self.datapoints_per_request = max(1, datapoints_per_request)
         self.max_neighbors = max(1, max_neighbors)
+        self._statistics: dict[str, tuple[float, int]] = {}  # term (or "" for the corpus size) -> (when, count)
+        self._statistics_lock = threading.Lock()
 
     @classmethod
     def connect(
@@ -298,8 +307,8 @@ class VertexVectorSearchIndex:
         if mode == "dense":
             pool = min(pool + _SPARES, self.max_neighbors)
         terms = sparse_terms.query_terms(text) if mode != "dense" else []
-        frequencies = self.document_frequency(terms) if terms else {}
-        total = self.count_chunks() if terms else 0
+        frequencies = self._counted(terms) if terms else {}
+        total = self._counted([""])[""] if terms else 0
         dims, weights = sparse_terms.query_sparse(terms, frequencies, total)
         if mode == "bm25" and not dims:
             return []  # no query term is in the corpus: nothing can match
@@ -336,6 +345,23 @@ class VertexVectorSearchIndex:
         """How many chunks hold each term (corpus-wide: counted on the chunk records' ``terms``)."""
         return {term: self.state.count(CHUNKS, {f"{sparse_terms.TERMS_FIELD}.{sparse_terms.term_key(term)}": 1})
                 for term in dict.fromkeys(terms)}
+
+    def _counted(self, terms: Sequence[str]) -> dict[str, int]:
+        """Document frequencies (``""``: the corpus size) for search, counted at most every
+        :data:`STATISTICS_TTL_S` per term (a term found in no chunk, every time)."""
+        now = time.monotonic()
+        with self._statistics_lock:
+            known = {t: c for t in terms if (hit := self._statistics.get(t)) and now - hit[0] < STATISTICS_TTL_S
+                     for c in (hit[1],)}
+        missing = [t for t in dict.fromkeys(terms) if t not in known]
+        counted = {t: self.count_chunks() if t == "" else self.document_frequency([t])[t] for t in missing}
+        with self._statistics_lock:
+            if len(self._statistics) + len(counted) > STATISTICS_MAX_TERMS:
+                self._statistics.clear()
+            # a term no chunk holds yet is counted again next time: a new document's new identifier
+            # must be searchable by keyword as soon as it is indexed
+            self._statistics.update({t: (now, c) for t, c in counted.items() if c > 0})
+        return {**known, **counted}
 
     @staticmethod
     def restricts(filters: Filters) -> dict[str, Any]:
