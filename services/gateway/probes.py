@@ -54,6 +54,11 @@ class Probes:
         # The stages that call the model may run elsewhere: what they recorded is the truth.
         return model_health(self.deps.state, self.deps.settings.llm_model)
 
+    def index_damage(self) -> dict[str, dict[str, Any]]:
+        """The index segments found damaged and not yet written anew (the local index names them)."""
+        damage = getattr(self.deps.built("index"), "damage", None)
+        return damage() if callable(damage) else {}
+
     def unready_stages(self) -> dict[str, str]:
         from shared.runtime.readiness import unready_stages
 
@@ -74,12 +79,17 @@ class Probes:
     async def ready(self, request: Request) -> Response:
         model = await self._health_read(self._model_health)
         unready = await self._health_read(self.unready_stages)
-        ready = bool(model["usable"]) and not unready
+        damaged = await self._health_read(self.index_damage)
+        ready = bool(model["usable"]) and not unready and all(d.get("answering", True) for d in damaged.values())
         status = 200 if ready else 503
+        # degraded: answering (a damaged segment's rows are rebuilt from chunks.db) until it is written anew
+        word = ("degraded" if damaged else "ready") if ready else "unready"
         if not self._shows_detail(request):
-            return JSONResponse({"status": "ready" if ready else "unready",
-                                 "model": {"model": model["model"], "usable": model["usable"]}}, status_code=status)
-        body: dict[str, Any] = {"status": "ready" if ready else "unready", "model": model}
+            return JSONResponse({"status": word, "model": {"model": model["model"], "usable": model["usable"]}},
+                                status_code=status)
+        body: dict[str, Any] = {"status": word, "model": model}
         if unready:
             body["stages"] = unready
+        if damaged:
+            body["index"] = {"damaged": damaged}
         return JSONResponse(body, status_code=status)

@@ -62,6 +62,11 @@ class Deps:
     def provided(self, name: str) -> bool:
         return name in self._providers
 
+    def built(self, name: str) -> Any | None:
+        """The port ``name`` when it was built already, else None (never builds it): what a probe
+        reads of a port without paying for one this process did not need."""
+        return self._built.get(name)
+
     def replacing(self, **providers: Any) -> Deps:
         """These ports replaced for one caller (a poll's loopback fetcher); the rest are this
         ``Deps``'s own, built once whichever of the two asks first. This ``Deps`` is unchanged."""

@@ -23,6 +23,7 @@ HNSW graph: the first search after one new document took 1.0 s at 10k chunks and
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import logging
 import os
@@ -48,8 +49,11 @@ from shared.adapters.local.scoring import (
 from shared.adapters.local.segments import (
     PostingsBuilder,
     Segment,
+    SegmentDamaged,
     merge_plan,
+    read_graph,
     read_segment_files,
+    write_graph,
     write_segment,
 )
 from shared.adapters.local.snapshot import (
@@ -161,6 +165,12 @@ class HybridIndex:
         self._masks: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
         self._masks_lock = threading.Lock()
         self._columns: OrderedDict[int, FilterColumns] = OrderedDict()
+        # segment name -> what was found damaged in it (file, why, where its folder was set aside), until
+        # the manifest no longer names it: the rows are rebuilt from chunks.db and written back meanwhile
+        self._damaged: dict[str, dict[str, Any]] = {}
+        self._moved: set[str] = set()
+        self._damaged_lock = threading.Lock()
+        self._repair_at_exit = False
 
     # ------------------------------------------------------------ writes
 
@@ -231,6 +241,17 @@ class HybridIndex:
         if k <= 0:
             return [[] for _ in texts]
         view = self.snapshot()
+        try:
+            return self._search_view(view, texts, queries, k, mode, filters)
+        except (IndexError, ValueError, _NotFinite) as exc:
+            # checked when opened, a segment's files may still change under a running process (written
+            # over in place: the memory map reads the new bytes); found and set aside, search again once
+            if not self._recheck(view, exc):
+                raise
+        return self._search_view(self.snapshot(), texts, queries, k, mode, filters)
+
+    def _search_view(self, view: View, texts: Sequence[str], queries: list[np.ndarray], k: int, mode: SearchMode,
+                     filters: Filters | None) -> list[list[ScoredChunk]]:
         scope = view.live if filters is None or filters.is_empty else self._filtered(view, filters)
         if scope.rows == 0:
             return [[] for _ in texts]
@@ -259,6 +280,8 @@ class HybridIndex:
                 score = lexical
             else:
                 score = hybrid_scores(dense, lexical, self.dense_weight)
+            if not (np.isfinite(score).all() and np.isfinite(dense).all() and np.isfinite(lexical).all()):
+                raise _NotFinite("a score that is not a finite number")
             # Ties go by chunk id, as in one segment sorted by chunk id: the order does not
             # depend on which segment holds a row.
             names = view.chunk_ids_of(idx)
@@ -438,11 +461,11 @@ class HybridIndex:
         self._maybe_maintain(current)
         return current
 
-    def _refresh(self, current: View | None) -> View:
+    def _refresh(self, current: View | None, *, reopen: bool = False) -> View:
         with self.store.read() as conn:
             generation, manifest_version = self.store.versions(conn)
             manifest = self.store.manifest(conn)
-            if current is not None and current.manifest_version == manifest_version:
+            if current is not None and current.manifest_version == manifest_version and not reopen:
                 segments, dead = self._advanced(conn, current, manifest, generation)
             else:
                 segments, dead = self._reopened(conn, current, manifest, generation)
@@ -475,7 +498,7 @@ class HybridIndex:
                   ) -> tuple[list[Segment], list[np.ndarray | None]]:
         """A new manifest: its segments (those already open kept), each with the tombstones written
         after it was built, and the rows written after it in one in-memory segment."""
-        known = {s.name: s for s in current.disk_segments} if current is not None else {}
+        known = {s.name: s for s in current.disk_segments if s.name not in self._damaged} if current else {}
         segments = [known.get(d["name"]) or self._open_segment(conn, d, generation) for d in manifest]
         oldest = min((s.built_at for s in segments), default=generation)
         gone = self.store.tombstones(conn, oldest)
@@ -514,13 +537,14 @@ class HybridIndex:
 
     def _open_segment(self, conn: Any, desc: dict[str, Any], generation: int) -> Segment:
         folder = self._segments_dir / desc["name"]
+        if desc["name"] in self._damaged:  # set aside already: its rows until it is written anew
+            return self._segment_from_rows(conn, desc["lo"], desc["hi"], generation)
         try:
-            _, chunk_ids, vectors, postings = read_segment_files(folder)
+            _, chunk_ids, vectors, postings = read_segment_files(folder, self.dimension)
             graph = folder / "hnsw.faiss"
             if self._use_ann(len(chunk_ids)) and graph.exists():
-                import faiss
-
-                dense: ExactSearch | HnswSearch = HnswSearch(faiss.read_index(str(graph)), self.ef_search, vectors)
+                index = read_graph(folder, len(chunk_ids), self.dimension)
+                dense: ExactSearch | HnswSearch = HnswSearch(index, self.ef_search, vectors)
             elif self._use_ann(len(chunk_ids)):
                 # written by an instance that searched it exactly: add the graph
                 dense = self._build_hnsw(np.ascontiguousarray(vectors))
@@ -532,19 +556,94 @@ class HybridIndex:
             seg.folder = folder  # its filter columns are read from here when a filter first asks
             return seg
         except (OSError, ValueError, RuntimeError) as exc:
-            # SQLite holds every row: rebuild this range from it rather than fail or lose it.
-            log.warning("index segment %s is unreadable (%s); rebuilding its rows from chunks.db", folder, exc)
+            # SQLite holds every row: rebuild this range from it rather than fail or lose it, and
+            # write it back (maintenance rewrites a manifest segment whose folder is gone).
+            self._set_aside(desc["name"], exc)
             return self._segment_from_rows(conn, desc["lo"], desc["hi"], generation)
 
-    def _persist_graph(self, folder: Path, dense: HnswSearch) -> None:
-        import faiss
+    def _set_aside(self, name: str, exc: Exception) -> None:
+        """Note segment ``name`` damaged, naming the file and what is wrong, and move its folder to
+        ``damaged/`` (kept for a look, never read again): maintenance then writes the segment anew
+        from chunks.db, and until it has, :meth:`damage` names it (``/readyz`` says degraded)."""
+        folder = self._segments_dir / name
+        if name in self._damaged:
+            return
+        file = str(exc.path) if isinstance(exc, SegmentDamaged) else str(getattr(exc, "filename", None) or folder)
+        why = exc.why if isinstance(exc, SegmentDamaged) else f"unreadable ({exc})"
+        aside = ""
+        if folder.exists():
+            target = self.path / "damaged" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                folder.rename(target)
+                aside = str(target)
+            except OSError as move:
+                log.warning("could not set the damaged index segment %s aside: %s", folder, move)
+        with self._damaged_lock:
+            self._damaged[name] = {"file": file, "reason": why, "set_aside": aside, "answering": True}
+            if not folder.exists():
+                self._moved.add(name)  # a complete folder of this name later is the segment written anew
+        log.error("index segment file %s is damaged: %s; the segment %s%s is rebuilt from chunks.db and "
+                  "written anew", file, why, name, f" is set aside as {aside} and" if aside else "")
+        if not self._repair_at_exit:
+            # a short command (ragbus search) ends before the background rewrite: without this, every
+            # run would rebuild the segment in memory again (problem 9 of issue 35)
+            self._repair_at_exit = True
+            atexit.register(self._finish_repairs)
+        self._maybe_maintain(self._view, damaged=True)
 
-        part = folder / f".hnsw-{threading.get_ident()}-{time.monotonic_ns()}"
+    def _finish_repairs(self) -> None:
+        """At exit: wait for the rewrite of a damaged segment, or run it when none is under way."""
+        thread = self._maintainer
+        if thread is not None and thread.is_alive():
+            thread.join()
+        if self._damaged:
+            log.warning("writing the damaged index segment(s) %s anew before exiting", ", ".join(self._damaged))
+            self._maintain_quietly(False)
+
+    def damage(self) -> dict[str, dict[str, Any]]:
+        """The damage found and not yet repaired (empty when none): segment name (or chunks.db) ->
+        file, reason, where a damaged folder was set aside, and whether searches answer meanwhile (a
+        segment's rows are rebuilt in memory from chunks.db) or fail (chunks.db itself is malformed).
+        ``/readyz`` says degraded, or unready when searches fail, and names them."""
+        found = self.store.damage()
+        with self._damaged_lock:
+            if not self._damaged:
+                return found
+        named = {d["name"] for d in self.store.manifest(self.store.connection())}
+        with self._damaged_lock:
+            for name in list(self._damaged):
+                # written anew (by any process): the manifest names its successor, or the same name
+                # again once the damaged folder was moved away
+                if name not in named or (name in self._moved and (self._segments_dir / name / "complete").exists()):
+                    del self._damaged[name]
+                    self._moved.discard(name)
+            return found | {name: dict(seen) for name, seen in self._damaged.items()}
+
+    def _recheck(self, view: View, exc: Exception) -> bool:
+        """After a search of ``view`` failed or scored a non-finite number (a segment's files
+        changed under it since they were checked at open): check each of its segments' files
+        again, set the damaged ones aside and reload the view without them. True when one was."""
+        found = False
+        for seg in view.disk_segments:
+            if seg.folder is None or seg.name in self._damaged:
+                continue
+            try:
+                read_segment_files(seg.folder, self.dimension)
+            except (OSError, ValueError) as damage:
+                self._set_aside(seg.name, damage)
+                found = True
+        if not found:
+            return False
+        log.warning("a search failed on changed index files (%s); reloading the index without them", exc)
+        with self._refresh_lock:
+            self._view = self._refresh(self._view, reopen=True)
+        return True
+
+    def _persist_graph(self, folder: Path, dense: HnswSearch) -> None:
         try:
-            faiss.write_index(dense.index, str(part))
-            part.rename(folder / "hnsw.faiss")
+            write_graph(dense.index, folder, f".hnsw-{threading.get_ident()}-{time.monotonic_ns()}")
         except (OSError, RuntimeError) as exc:
-            part.unlink(missing_ok=True)
             log.warning("could not persist the HNSW graph of %s: %s", folder, exc)
 
     def _use_ann(self, size: int) -> bool:
@@ -555,13 +654,14 @@ class HybridIndex:
 
     # --------------------------------------------------------- maintenance
 
-    def _maybe_maintain(self, view: View) -> None:
+    def _maybe_maintain(self, view: View | None, *, damaged: bool = False) -> None:
         if not self.background_merges:
             return
         # many in-memory segments, however few their rows, are flushed: each costs every search a little
-        crowded = len(view.segments) - len(view.disk_segments) >= 2 * _MEMORY_DELTAS
-        due = crowded or view.memory_rows >= self.flush_rows or merge_plan(
-            [len(s) for s in view.disk_segments], self.flush_rows, self.merge_factor) is not None
+        crowded = view is not None and len(view.segments) - len(view.disk_segments) >= 2 * _MEMORY_DELTAS
+        due = damaged or bool(self._damaged) or bool(self.store.unreadable) or crowded or (view is not None and (
+            view.memory_rows >= self.flush_rows or merge_plan(
+                [len(s) for s in view.disk_segments], self.flush_rows, self.merge_factor) is not None))
         if not due:
             return
         with self._maintainer_guard:
@@ -608,25 +708,45 @@ class HybridIndex:
             manifest = self.store.manifest(conn)
             covered = manifest[-1]["hi"] if manifest else -1
             fresh = self.store.count_rows(conn, covered, generation)
+            flush = flush or bool(self.store.unreadable)  # a manifest read as empty: its rows written anew
+            segment = None
             if fresh and (fresh >= self.flush_rows or flush):
                 segment = self._segment_from_rows(conn, covered, generation, generation)
                 first, last, kind = len(manifest), len(manifest), "flushed"
             else:
-                plan = merge_plan([d["rows"] for d in manifest], self.flush_rows, self.merge_factor)
+                plan = self._rewrite_plan(manifest)
+                plan = plan or merge_plan([d["rows"] for d in manifest], self.flush_rows, self.merge_factor)
                 plan = plan or self._reclaim_plan(conn, manifest)
-                if plan is None:
-                    return False
-                first, last = plan
-                segment = self._segment_from_rows(conn, manifest[first]["lo"], manifest[last - 1]["hi"], generation)
-                kind = "merged"
+                if plan is not None:
+                    first, last = plan
+                    segment = self._segment_from_rows(conn, manifest[first]["lo"], manifest[last - 1]["hi"],
+                                                      generation)
+                    kind = "merged"
+        if segment is None:
+            if self.store.unreadable:  # nothing to write but a whole manifest
+                self.store.swap_manifest(manifest, manifest)
+            return False
         columns = segment.filter_columns
         name = write_segment(self._segments_dir, segment, f".tmp-{os.getpid()}-{threading.get_ident()}",
                              extra=columns.save if columns is not None else None)
         self.store.swap_manifest(manifest, [*manifest[:first], segment.describe() | {"name": name}, *manifest[last:]])
+        with self._damaged_lock:
+            for replaced in manifest[first:last]:
+                self._moved.discard(replaced["name"])
+                if self._damaged.pop(replaced["name"], None) is not None:
+                    log.warning("index segment %s was written anew from chunks.db as %s", replaced["name"], name)
         report[kind].append({"rows": len(segment), "segments_in": last - first,
                              "seconds": round(time.perf_counter() - t0, 3)})
         self._collect_garbage(current_only=False)
         return True
+
+    def _rewrite_plan(self, manifest: Sequence[dict[str, Any]]) -> tuple[int, int] | None:
+        """A manifest segment whose folder was set aside as damaged (by this process or another),
+        or is gone: written anew from chunks.db, so no process rebuilds it in memory at every start."""
+        for i, d in enumerate(manifest):
+            if d["name"] in self._damaged or not (self._segments_dir / d["name"] / "complete").exists():
+                return i, i + 1
+        return None
 
     def _reclaim_plan(self, conn: Any, manifest: Sequence[dict[str, Any]]) -> tuple[int, int] | None:
         """A segment more than ``_RECLAIM_DEAD`` dead, rewritten alone (Lucene's reclaim of
@@ -654,6 +774,10 @@ class HybridIndex:
 
     def close(self) -> None:
         self.store.close()
+
+
+class _NotFinite(ArithmeticError):
+    """A search scored a row NaN or infinite: a segment's numbers changed since they were checked."""
 
 
 def _fold_start(segments: Sequence[Segment], disk: int) -> int | None:

@@ -175,9 +175,7 @@ def write_segment(root: Path, segment: Segment, tmp_name: str,
             terms[tid] = term
         (tmp / "vocab.json").write_text(json.dumps(terms))
         if getattr(segment.dense, "kind", "") == "hnsw":
-            import faiss
-
-            faiss.write_index(segment.dense.index, str(tmp / "hnsw.faiss"))
+            write_graph(segment.dense.index, tmp, ".hnsw-part")
         if extra is not None:
             extra(tmp)
         (tmp / "segment.json").write_text(json.dumps(segment.describe() | {"name": name}))
@@ -200,24 +198,167 @@ def _fsync_folder(folder: Path) -> None:
             os.fsync(fh.fileno())
 
 
-def read_segment_files(folder: Path) -> tuple[dict[str, Any], list[str], np.ndarray, Postings]:
-    """The folder's description, chunk ids, memory-mapped vectors and postings."""
+class SegmentDamaged(ValueError):
+    """A segment file that cannot be what was written: ``path`` names the file, ``why`` what is wrong."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+#: Rows checked at a time for finite values: a 1M-row segment's vectors are never all in memory at once.
+_CHECK_ROWS = 65_536
+
+
+def _load(path: Path, *, mmap: bool = True) -> Any:
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise SegmentDamaged(path, "missing") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise SegmentDamaged(path, f"not a readable array ({exc})") from None
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SegmentDamaged(path, "missing") from None
+    except (OSError, ValueError) as exc:
+        raise SegmentDamaged(path, f"not readable JSON ({exc})") from None
+
+
+def _all_finite(path: Path, values: np.ndarray) -> None:
+    for start in range(0, len(values), _CHECK_ROWS):
+        block = np.asarray(values[start:start + _CHECK_ROWS])
+        if not np.isfinite(block).all():
+            bad = start + int(np.flatnonzero(~np.isfinite(block.reshape(len(block), -1)).all(axis=1))[0])
+            raise SegmentDamaged(path, f"row {bad} holds a value that is not a finite number")
+
+
+def _in_range(path: Path, values: np.ndarray, low: float, high: float | None, what: str) -> None:
+    """Every value in ``[low, high)`` (no upper bound when ``high`` is None), checked block by block."""
+    for start in range(0, len(values), _CHECK_ROWS * 16):
+        block = np.asarray(values[start:start + _CHECK_ROWS * 16])
+        if not len(block):
+            continue
+        if block.dtype.kind == "f" and not np.isfinite(block).all():
+            raise SegmentDamaged(path, f"{what}: a value that is not a finite number")
+        lo, hi = block.min(), block.max()
+        if lo < low or (high is not None and hi >= high):
+            raise SegmentDamaged(path, f"{what}: {lo if lo < low else hi} is out of range "
+                                       f"[{low:g}, {'inf' if high is None else f'{high:g}'})")
+
+
+def read_segment_files(folder: Path, dimension: int | None = None
+                       ) -> tuple[dict[str, Any], list[str], np.ndarray, Postings]:
+    """The folder's description, chunk ids, memory-mapped vectors and postings, each file checked
+    as it is read: shapes and lengths agree, row numbers are in bounds, offsets ascend, every
+    number is finite (and a length or frequency not negative). Damage raises
+    :class:`SegmentDamaged` naming the file; a search never indexes out of bounds or ranks by NaN."""
     if not (folder / "complete").exists():
         raise FileNotFoundError(f"segment {folder} is incomplete")
-    info = json.loads((folder / "segment.json").read_text())
-    chunk_ids = json.loads((folder / "chunk_ids.json").read_text())
-    vectors = np.load(folder / "vectors.npy", mmap_mode="r")
-    terms = json.loads((folder / "vocab.json").read_text())
-    postings = Postings(
-        dict(zip(terms, range(len(terms)), strict=True)),  # 1.8 s for the 1M corpus's 2M terms; 2.4 s as a comprehension
-        np.load(folder / "indptr.npy", mmap_mode="r"),
-        np.load(folder / "postings_rows.npy", mmap_mode="r"),
-        np.load(folder / "postings_tfs.npy", mmap_mode="r"),
-        np.load(folder / "lengths.npy"),
-    )
-    if len(chunk_ids) != len(vectors) or len(postings.lengths) != len(chunk_ids):
-        raise ValueError(f"segment {folder} is inconsistent: {len(chunk_ids)} ids, {len(vectors)} vectors")
+    info = _json(folder / "segment.json")
+    chunk_ids = _json(folder / "chunk_ids.json")
+    if not isinstance(chunk_ids, list) or not all(isinstance(c, str) for c in chunk_ids):
+        raise SegmentDamaged(folder / "chunk_ids.json", "not a list of chunk ids")
+    if any(a >= b for a, b in zip(chunk_ids, chunk_ids[1:], strict=False)):  # rows are found by binary search
+        raise SegmentDamaged(folder / "chunk_ids.json", "the chunk ids are not in ascending order")
+    rows = len(chunk_ids)
+    vectors = _load(folder / "vectors.npy")
+    if vectors.ndim != 2 or len(vectors) != rows or (dimension is not None and vectors.shape[1] != dimension):
+        raise SegmentDamaged(folder / "vectors.npy", f"shape {vectors.shape}, expected ({rows}, "
+                                                     f"{dimension if dimension is not None else 'dim'})")
+    _all_finite(folder / "vectors.npy", vectors)
+    terms = _json(folder / "vocab.json")
+    if not isinstance(terms, list):
+        raise SegmentDamaged(folder / "vocab.json", "not a list of terms")
+    try:
+        vocab = dict(zip(terms, range(len(terms)), strict=True))  # 1.8 s for the 1M corpus's 2M terms
+    except TypeError:
+        raise SegmentDamaged(folder / "vocab.json", "a term that is not a string") from None
+    postings = Postings(vocab, _load(folder / "indptr.npy"), _load(folder / "postings_rows.npy"),
+                        _load(folder / "postings_tfs.npy"), _load(folder / "lengths.npy", mmap=False))
+    _check_postings(folder, postings, rows)
     return info, chunk_ids, vectors, postings
+
+
+def _check_postings(folder: Path, p: Postings, rows: int) -> None:
+    indptr, lengths = folder / "indptr.npy", folder / "lengths.npy"
+    rows_file, tfs_file = folder / "postings_rows.npy", folder / "postings_tfs.npy"
+    for path, values in ((indptr, p.indptr), (rows_file, p.rows), (tfs_file, p.tfs), (lengths, p.lengths)):
+        if values.ndim != 1:
+            raise SegmentDamaged(path, f"{values.ndim} dimensions, expected 1")
+    if len(p.indptr) != len(p.vocab) + 1:
+        raise SegmentDamaged(indptr, f"{len(p.indptr)} offsets for {len(p.vocab)} terms")
+    if len(p.rows) != len(p.tfs):
+        raise SegmentDamaged(tfs_file, f"{len(p.tfs)} frequencies for {len(p.rows)} postings")
+    if len(p.lengths) != rows:
+        raise SegmentDamaged(lengths, f"{len(p.lengths)} lengths for {rows} rows")
+    if len(p.indptr) and (int(p.indptr[0]) != 0 or int(p.indptr[-1]) != len(p.rows)):
+        raise SegmentDamaged(indptr, f"the offsets run from {int(p.indptr[0])} to {int(p.indptr[-1])}, "
+                                     f"not from 0 to {len(p.rows)} postings")
+    for start in range(0, len(p.indptr), _CHECK_ROWS * 16):
+        block = np.asarray(p.indptr[start:start + _CHECK_ROWS * 16 + 1])
+        if len(block) > 1 and (np.diff(block) < 0).any():
+            raise SegmentDamaged(indptr, "the offsets do not ascend")
+    _in_range(rows_file, p.rows, 0, rows, "a row number")
+    _in_range(tfs_file, p.tfs, 0, None, "a term frequency")
+    _in_range(lengths, p.lengths, 0, None, "a row length")
+
+
+GRAPH_SUM = "hnsw.faiss.sha256"  # the graph's checksum, written with it: a loadable but altered graph is found
+
+
+def graph_checksum(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def write_graph(index: Any, folder: Path, part_name: str) -> None:
+    """``index`` (a faiss graph) as ``folder``/hnsw.faiss with its checksum beside it, each through a
+    temporary file renamed at the end (the checksum first: a graph without one is re-checked by
+    shape alone, as those written before checksums are)."""
+    import faiss
+
+    part = folder / part_name
+    try:
+        faiss.write_index(index, str(part))
+        summed = folder / f"{part_name}.sha256"
+        summed.write_text(graph_checksum(part))
+        summed.rename(folder / GRAPH_SUM)
+        part.rename(folder / "hnsw.faiss")
+    except BaseException:
+        part.unlink(missing_ok=True)
+        (folder / f"{part_name}.sha256").unlink(missing_ok=True)
+        raise
+
+
+def read_graph(folder: Path, rows: int, dimension: int) -> Any:
+    """The faiss graph of the folder, its checksum (when one was written with it), row count and
+    dimension checked; :class:`SegmentDamaged` naming hnsw.faiss otherwise. A graph written before
+    checksums gets one once its shape is found right."""
+    import faiss
+
+    graph, summed = folder / "hnsw.faiss", folder / GRAPH_SUM
+    expected = summed.read_text().strip() if summed.exists() else None
+    if expected is not None and graph_checksum(graph) != expected:
+        raise SegmentDamaged(graph, f"its checksum differs from the one written with it ({GRAPH_SUM})")
+    try:
+        index = faiss.read_index(str(graph))
+    except RuntimeError as exc:
+        raise SegmentDamaged(graph, f"not a readable faiss graph ({str(exc).splitlines()[0]})") from None
+    if index.ntotal != rows or index.d != dimension:
+        raise SegmentDamaged(graph, f"{index.ntotal} rows of dimension {index.d}, expected {rows} of {dimension}")
+    if expected is None:
+        try:
+            summed.write_text(graph_checksum(graph))
+        except OSError:
+            pass  # checked by shape again next time
+    return index
 
 
 def bm25_idf(df: int, n: int) -> float:

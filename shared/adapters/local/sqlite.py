@@ -166,14 +166,31 @@ def _create(path: Path, schema: str) -> None:
             leftover.unlink(missing_ok=True)
 
 
+def suspect_marker(path: Path) -> Path:
+    """The file that says ``path`` met a "malformed" error: its next opening checks it whole."""
+    return path.with_name(path.name + ".suspect")
+
+
+def quick_check(conn: sqlite3.Connection) -> str | None:
+    """SQLite's ``PRAGMA quick_check`` (every page and record read, no index cross-check): its first
+    complaint, or None when the file is sound. Zeroed pages inside a file are found only so."""
+    row = conn.execute("PRAGMA quick_check(1)").fetchone()
+    first = str(row[0]) if row else "ok"
+    return None if first == "ok" else " ".join(first.split())
+
+
 class SqliteDatabase:
     """A SQLite file shared by threads (one connection each) and processes (WAL).
 
     ``way_out``: what to do when the file is damaged or empty (the default: move it aside).
+    ``check_below_bytes``: a file up to this size is checked whole when opened (:func:`quick_check`,
+    about a second per few hundred MB), as is one that met a "malformed" error before (its
+    :func:`suspect_marker`); 0 checks none. ``damaged`` holds the error once one was met.
     """
 
-    def __init__(self, path: Path | str, schema: str, *, way_out: str = "") -> None:
+    def __init__(self, path: Path | str, schema: str, *, way_out: str = "", check_below_bytes: int = 0) -> None:
         self.path = Path(path)
+        self.damaged: DataFileError | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -197,6 +214,7 @@ class SqliteDatabase:
         try:
             with self._write_lock:
                 self._refuse_foreign(schema, way_out)
+                self._check_whole(check_below_bytes, way_out)
                 self.connection().executescript(schema)
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -212,6 +230,38 @@ class SqliteDatabase:
             raise DataFileError(
                 f"{self.path} is another database (it holds the tables {', '.join(sorted(theirs))}, none of "
                 f"{', '.join(sorted(ours))}); {way_out or _MOVE_ASIDE.format(path=self.path)}", "damaged")
+
+    def _check_whole(self, below: int, way_out: str) -> None:
+        marker = suspect_marker(self.path)
+        if not below or (self.path.stat().st_size > below and not marker.exists()):
+            return
+        problem = quick_check(self.connection())
+        if problem is not None:
+            raise DataFileError(f"{self.path} is damaged (integrity check: {problem}); "
+                                f"{way_out or _MOVE_ASIDE.format(path=self.path)}", "damaged")
+        marker.unlink(missing_ok=True)
+
+    @contextmanager
+    def checked(self) -> Iterator[None]:
+        """Reads inside: a damaged file, a full disk or an I/O error raise :func:`explain`'s
+        :class:`DataFileError` naming the file, and damage is noted (``damaged``, and the
+        :func:`suspect_marker` so the next opening checks the file whole)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise self._explained(exc) from exc
+
+    def _explained(self, exc: sqlite3.DatabaseError) -> BaseException:
+        if not (_full(exc) or damage(exc) or "disk i/o error" in str(exc).lower()):
+            return exc
+        error = explain(self.path, exc)
+        if error.kind == "damaged":
+            self.damaged = error
+            try:
+                suspect_marker(self.path).touch()
+            except OSError:
+                pass
+        return error
 
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -247,10 +297,11 @@ class SqliteDatabase:
                 raise
             else:
                 conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            if _full(exc) or damage(exc) or "disk i/o error" in str(exc).lower():
-                raise explain(self.path, exc) from exc
-            raise
+        except sqlite3.DatabaseError as exc:
+            error = self._explained(exc)
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             self._write_lock.release()
 
