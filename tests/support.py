@@ -150,6 +150,14 @@ def topic_paragraphs(topic: str, n: int = 4, seed: int = 0) -> list[str]:
     return out
 
 
+def topic_files(folder: Path, topic: str, count: int, paragraphs: int = 4) -> Path:
+    """``folder`` created with ``count`` text files d0.txt... about ``topic``0, ``topic``1, ..."""
+    folder.mkdir(parents=True)
+    for n in range(count):
+        (folder / f"d{n}.txt").write_text("\n\n".join(topic_paragraphs(f"{topic}{n}", paragraphs, seed=n)))
+    return folder
+
+
 def rss(base: str, items: list[dict[str, str]]) -> str:
     start = datetime(2026, 10, 1, tzinfo=UTC)
     entries = "".join(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from shared.adapters.local.index import HybridIndex
 from shared.adapters.local.sqlite import suspect_marker
 from shared.contract.errors import DataFileError
 from shared.contract.ports import Chunk
+from tests.hostile.test_index_damage import index_path  # noqa: F401 - the fixture: a copy of this module's `built`
 
 pytestmark = pytest.mark.hostile
 
@@ -53,13 +53,6 @@ def built(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture
-def index_path(built, tmp_path) -> Path:
-    copy = tmp_path / "index"
-    shutil.copytree(built, copy)
-    return copy
-
-
 def _zero_pages(db: Path, pages: range) -> None:
     data = bytearray(db.read_bytes())
     for page in pages:
@@ -87,7 +80,7 @@ def _query(index: HybridIndex, topic: int) -> list[str]:
 
 
 @pytest.mark.parametrize("pages", [range(5, 8), range(20, 21), range(40, 60)])
-def test_zeroed_pages_are_found_when_opened_and_the_file_set_aside(index_path, pages, caplog):
+def test_zeroed_pages_are_found_when_opened_and_the_file_set_aside(index_path, pages, caplog):  # noqa: F811
     db = index_path / "chunks.db"
     _zero_pages(db, pages)
     caplog.set_level(logging.WARNING, logger="ragbus.index")
@@ -101,7 +94,7 @@ def test_zeroed_pages_are_found_when_opened_and_the_file_set_aside(index_path, p
         index.close()
 
 
-def test_a_malformed_error_while_reading_names_the_file_and_the_next_opening_checks_it(index_path, monkeypatch):
+def test_a_malformed_error_while_reading_names_the_file_and_the_next_opening_checks_it(index_path, monkeypatch):  # noqa: F811
     monkeypatch.setattr(chunk_store, "CHECK_BELOW_BYTES", 1)  # as if the file were too big to check when opened
     index = HybridIndex(index_path, DIM, background_merges=False)
     db = index_path / "chunks.db"
@@ -127,7 +120,7 @@ def test_a_malformed_error_while_reading_names_the_file_and_the_next_opening_che
 
 
 @pytest.mark.parametrize("value", ["{not json", "[1, 2]", '[{"name": "seg-x"}]', '"a string"'])
-def test_an_unreadable_manifest_row_is_named_read_around_and_written_whole(index_path, value, caplog):
+def test_an_unreadable_manifest_row_is_named_read_around_and_written_whole(index_path, value, caplog):  # noqa: F811
     conn = sqlite3.connect(index_path / "chunks.db")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'manifest'", (value,))
     conn.commit()
@@ -150,7 +143,7 @@ def test_an_unreadable_manifest_row_is_named_read_around_and_written_whole(index
         index.close()
 
 
-def test_a_metadata_row_that_is_not_json_is_named_and_read_without_it(index_path, caplog):
+def test_a_metadata_row_that_is_not_json_is_named_and_read_without_it(index_path, caplog):  # noqa: F811
     conn = sqlite3.connect(index_path / "chunks.db")
     conn.execute("UPDATE chunks SET metadata = '{broken' WHERE chunk_id = 'd03:v1:0'")
     conn.commit()
@@ -166,12 +159,9 @@ def test_a_metadata_row_that_is_not_json_is_named_and_read_without_it(index_path
 
 
 def test_the_cli_on_zeroed_pages_names_the_file_and_the_rerun_rebuilds(tmp_path):
-    from tests.support import cli_json, run_cli, topic_paragraphs
+    from tests.support import cli_json, run_cli, topic_files
 
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for n in range(3):
-        (docs / f"d{n}.txt").write_text("\n\n".join(topic_paragraphs(f"zorblax{n}", 12, seed=n)))
+    docs = topic_files(tmp_path / "docs", "zorblax", 3, paragraphs=12)
     home = tmp_path / "home"
     run_cli(home, "ingest", str(docs))
     db = home / "index" / "chunks.db"

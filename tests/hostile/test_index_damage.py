@@ -258,13 +258,10 @@ def test_concurrent_searches_on_a_damaged_segment_all_answer(index_path, expecte
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
-    from tests.support import cli_json, run_cli, topic_paragraphs
+    from tests.support import cli_json, run_cli, topic_files
 
     root = tmp_path_factory.mktemp("damaged-home")
-    docs = root / "docs"
-    docs.mkdir()
-    for n in range(3):
-        (docs / f"d{n}.txt").write_text("\n\n".join(topic_paragraphs(f"zorblax{n}", 4, seed=n)))
+    docs = topic_files(root / "docs", "zorblax", 3)
     run_cli(root / "home", "ingest", str(docs))
     assert cli_json(root / "home", "stats")["documents"] == 3
     return root / "home"
