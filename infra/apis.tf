@@ -35,16 +35,35 @@ resource "google_project_service" "api" {
   depends_on = [google_project_service.read_at_plan]
 }
 
+# Enabling goes through Service Usage, and the provider reads every google_project_service
+# back through Cloud Resource Manager (it checks the project): Resource Manager is enabled
+# first and alone, so no other service is enabled or read before it is on. Service Usage
+# itself is on in every new project (it is what enables the rest) and cloudbuild.yaml's
+# enable-apis step turns both on with gcloud before Terraform runs, so a first apply does not
+# meet SERVICE_DISABLED while the enablement propagates.
+resource "google_project_service" "resource_manager" {
+  service            = "cloudresourcemanager.googleapis.com"
+  disable_on_destroy = false
+}
+
 # What the data sources call (iam.tf): reading the project (its number names the Pub/Sub
-# service agent) and project IAM go through Cloud Resource Manager, the GCS agent lookup
-# through Cloud Storage. They are enabled on their own so the data sources can depend on
-# these alone: Terraform reads a data source only during apply while its depends_on has
+# service agent) and project IAM go through Cloud Resource Manager (above), the GCS agent
+# lookup through Cloud Storage. They are enabled on their own so the data sources can depend
+# on these alone: Terraform reads a data source only during apply while its depends_on has
 # changes pending, and IAM members naming an agent read that way would be replaced
 # whenever the list above changed.
 resource "google_project_service" "read_at_plan" {
-  for_each           = toset(["cloudresourcemanager.googleapis.com", "storage.googleapis.com"])
+  for_each           = toset(["storage.googleapis.com"])
   service            = each.value
   disable_on_destroy = false
+
+  depends_on = [google_project_service.resource_manager]
+}
+
+# Resource Manager was in read_at_plan's set: keep its state.
+moved {
+  from = google_project_service.read_at_plan["cloudresourcemanager.googleapis.com"]
+  to   = google_project_service.resource_manager
 }
 
 # Storage was in the list above: keep its state instead of forgetting and re-enabling it.

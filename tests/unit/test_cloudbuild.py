@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 CLOUDBUILD = Path(__file__).resolve().parents[2] / "cloudbuild.yaml"
-ORDER = ["install", "lint", "unit", "integration", "deploy"]
+ORDER = ["install", "lint", "unit", "integration", "enable-apis", "deploy"]
 
 
 def _build() -> dict:
@@ -107,3 +107,13 @@ def test_the_deploy_step_outlasts_what_an_apply_waits_for():
     assert chain <= 165 * 60, "a create timeout grew: time the deploy step again"
     deploy = _seconds(_steps()["deploy"]["timeout"])
     assert deploy >= chain + 15 * 60, "the deploy step would cut a slow first apply short"
+
+
+def test_service_usage_and_resource_manager_are_enabled_before_terraform_runs():
+    steps = _steps()
+    enable = steps["enable-apis"]
+    assert enable["name"].startswith("gcr.io/google.com/cloudsdktool/cloud-sdk")
+    assert enable["entrypoint"] == "gcloud" and enable["args"][:2] == ["services", "enable"]
+    assert {"serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com"} <= set(enable["args"])
+    assert "--project=$PROJECT_ID" in enable["args"]
+    assert steps["deploy"]["waitFor"] == ["enable-apis"]

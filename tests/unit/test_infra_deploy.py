@@ -340,18 +340,40 @@ def test_the_ordering_check_has_teeth():
     assert _waits_for(_READ_AT_PLAN, ("local", ("", "pubsub_service_agent")))
 
 
+_RESOURCE_MANAGER = ("resource", ("google_project_service", "resource_manager"))
+
+
+def test_resource_manager_is_enabled_alone_before_any_other_service_is_enabled_or_read():
+    """The provider reads every google_project_service back through Cloud Resource Manager: in the
+    plan's order, Resource Manager comes first and alone, then Storage (the data sources' other
+    API), then every other API, then everything that uses them."""
+    manager = _resource("google_project_service", "resource_manager")
+    assert manager["service"] == "cloudresourcemanager.googleapis.com"
+    assert "for_each" not in manager and "depends_on" not in manager  # nothing before it
+    assert _waits_for(_RESOURCE_MANAGER, _READ_AT_PLAN) and _waits_for(_RESOURCE_MANAGER, _API)
+    assert not _waits_for(_READ_AT_PLAN, _RESOURCE_MANAGER) and not _waits_for(_API, _RESOURCE_MANAGER)
+    for key, body in _tf()["resource"].items():
+        if key[0] == "google_project_service" and key != _RESOURCE_MANAGER[1]:
+            assert _waits_for(_RESOURCE_MANAGER, ("resource", key)), key
+    for key in _tf()["data"]:  # every Google data source (archive_file zips the source locally)
+        if key[0].startswith("google_"):
+            assert _waits_for(_RESOURCE_MANAGER, ("data", key)), key
+    moved = [m for m in _parsed("apis.tf")["moved"] if "resource_manager" in m["to"]]
+    assert moved and moved[0]["from"] == '${google_project_service.read_at_plan["cloudresourcemanager.googleapis.com"]}'
+
+
 def test_the_apis_a_new_project_lacks_are_enabled_first():
     apis = _local("apis")
     read_at_plan = _resource("google_project_service", "read_at_plan")
-    # project IAM and data.google_project call Cloud Resource Manager; the GCS agent lookup Storage
-    assert read_at_plan["for_each"] == '${toset(["cloudresourcemanager.googleapis.com", "storage.googleapis.com"])}'
+    # project IAM and data.google_project call Cloud Resource Manager (resource_manager); the GCS agent lookup Storage
+    assert read_at_plan["for_each"] == '${toset(["storage.googleapis.com"])}'
     for api in ("iam.googleapis.com", "pubsub.googleapis.com", "run.googleapis.com",
                 "cloudfunctions.googleapis.com", "firestore.googleapis.com", "secretmanager.googleapis.com"):
         assert api in apis, api
     assert len(apis) == len(set(apis))
     assert not {"cloudresourcemanager.googleapis.com", "storage.googleapis.com"} & set(apis)  # one owner each
     # storage.googleapis.com moved from the list: its state moves with it
-    (moved,) = _parsed("apis.tf")["moved"]
+    (moved,) = [m for m in _parsed("apis.tf")["moved"] if "storage" in m["from"]]
     assert moved["from"] == '${google_project_service.api["storage.googleapis.com"]}'
     assert moved["to"] == '${google_project_service.read_at_plan["storage.googleapis.com"]}'
     # the Pub/Sub agent's grant on the push identity needs the IAM API and the agent itself
