@@ -33,6 +33,8 @@ from shared.contract.text import (
     with_header,
     without_code_elements,
 )
+from shared.ingest import processed_items
+from shared.observability.tracing import annotate
 
 log = logging.getLogger("ragbus.cleaner")
 
@@ -560,11 +562,18 @@ def binary_reason(raw: bytes, text: str | None = None) -> str | None:
     return None
 
 
-def clean_document(message: DocumentFetched, ports: Deps) -> DocumentCleaned:
-    """Clean one fetched document, store the clean text and announce it.
+def clean_document(message: DocumentFetched, ports: Deps) -> DocumentCleaned | None:
+    """Clean one fetched document, store the clean text and announce it; None when the document
+    was deleted (or sent anew) since it was fetched: deletes win, and the work is dropped here.
 
     Titles and the date are untrusted metadata, cut to ``RAGBUS_MAX_TITLE_CHARS``: the header
     goes into the first chunk and the title into every chunk's record."""
+    stale = processed_items.stale(ports.state, message.document_id, content_hash=message.content_hash,
+                                  revision=message.revision)
+    if stale:
+        log.info("%s: not cleaned: %s", message.document_id, stale)
+        annotate(skipped=stale)
+        return None
     # Cleaning is deterministic, so a redelivery rewrites the same bytes under the
     # same key and announces the same event: no separate "already done" check needed.
     key = clean_key(message.document_id, message.content_hash)
@@ -625,6 +634,7 @@ def _cleaned_event(message: DocumentFetched, ref: str, title: str, published: st
         content_hash=message.content_hash,
         characters=characters,
         metadata=message.metadata,
+        revision=message.revision,
     )
 
 

@@ -35,6 +35,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from services.feed_poller.entries import Entry, Reading
@@ -58,7 +59,7 @@ _MAX_RECORDED_ERRORS = 5
 _MAX_ID_CHARS = 2048  # guid and link: longer is no identifier but a payload
 POLL_LEASE_S = 900.0  # a poll of one listing holds it this long at most (unless its process dies)
 
-PollOutcome = Literal["ok", "not_modified", "partial", "failed", "busy"]
+PollOutcome = Literal["ok", "not_modified", "partial", "failed", "busy", "removed"]
 
 
 @dataclass
@@ -85,6 +86,8 @@ class PollReport:
     error: str | None = None
     retryable: bool = False
     cacheable: bool = True  # False: a 304 would not prove the listing unchanged (a sitemap index)
+    deleted_meanwhile: int = 0  # items deleted (their listing removed) after this poll began
+    registered: str | None = None  # the listing's added_at when the poll began: which registration it polls
 
     @property
     def summary(self) -> str:
@@ -94,6 +97,8 @@ class PollReport:
             return "not modified"
         if self.outcome == "busy":
             return "skipped: another poll of this feed is running"
+        if self.outcome == "removed":
+            return f"removed while it was polled: {len(self.deleted)} of its documents deleted"
         text = f"{self.new} new, {self.changed} changed, {self.removed} removed"
         if self.deferred:
             text += f", {self.deferred} left for the next poll (RAGBUS_MAX_ITEMS_PER_POLL)"
@@ -103,6 +108,8 @@ class PollReport:
             text += f", {self.pending} re-sent"
         if self.elsewhere:
             text += f", {self.elsewhere} already indexed from another listing"
+        if self.deleted_meanwhile:
+            text += f", {self.deleted_meanwhile} deleted while it was polled (not sent again)"
         if self.item_errors:
             text += f", {len(self.item_errors)} failed"
         if self.rejected:
@@ -142,6 +149,8 @@ def handle(message: Message, deps: Deps) -> None:
 
 def poll_listings(listing_urls: Sequence[str], ports: Deps) -> list[PollReport]:
     """Poll ``listing_urls`` (every registered listing when empty), one report each."""
+    # every registered listing: one removed while the others are polled is not polled (nor registered again)
+    registered_only = not listing_urls
     urls = list(listing_urls) or [f["url"] for f in listings.list_listings(ports.state)]
     if not urls:
         log.info("poll requested but no feed is registered; add one with `ragbus feeds add URL`")
@@ -158,7 +167,7 @@ def poll_listings(listing_urls: Sequence[str], ports: Deps) -> list[PollReport]:
             continue
         seen.add(normal)
         try:
-            report = _leased_poll(normal, ports)
+            report = _leased_poll(normal, ports, registered_only=registered_only)
         except RagbusError:
             raise  # the bus or the state store: the message is retried
         except Exception as exc:
@@ -181,9 +190,13 @@ def poll_listing(listing_url: str, ports: Deps) -> PollReport:
     return _leased_poll(normalise_url(listing_url), ports)
 
 
-def _leased_poll(url: str, ports: Deps) -> PollReport:
-    token = listings.take_poll_lease(ports.state, url, now=ports.clock.now(), lease_s=POLL_LEASE_S)
+def _leased_poll(url: str, ports: Deps, *, registered_only: bool = False) -> PollReport:
+    token = listings.take_poll_lease(ports.state, url, now=ports.clock.now(), lease_s=POLL_LEASE_S,
+                                     registered_only=registered_only)
     if token is None:
+        if registered_only and listings.get_listing(ports.state, url) is None:
+            log.info("feed %s: removed before its turn; not polled", url)
+            return PollReport(listing_url=url, outcome="removed")
         log.info("feed %s: another poll of it is running; skipped", url)
         return PollReport(listing_url=url, outcome="busy")
     try:
@@ -193,7 +206,7 @@ def _leased_poll(url: str, ports: Deps) -> PollReport:
 
 
 def _poll(url: str, ports: Deps) -> PollReport:
-    report = PollReport(listing_url=url)
+    report = PollReport(listing_url=url, registered=(listings.get_listing(ports.state, url) or {}).get("added_at"))
     record = listings.get_listing(ports.state, url) or {}
     kind = listings.kind_of(record)
     listing = LISTINGS[kind]
@@ -210,9 +223,14 @@ def _poll(url: str, ports: Deps) -> PollReport:
         return _fail(ports, report, str(exc), False)
     report.took(reading)
     entries = _bounded(url, reading.entries, report, ports.settings.max_title_chars)
+    started = ports.clock.now()
     try:
         for entry in _this_poll(entries, report, ports.state, url, ports.settings.max_items_per_poll):
-            _process_entry(url, entry, report, listing, ports, source=kind)
+            if not listings.still_registered(ports.state, url, report.registered):
+                break
+            _process_entry(url, entry, report, listing, ports, source=kind, started=started)
+        if not listings.still_registered(ports.state, url, report.registered):
+            return _removed_meanwhile(url, report, ports, source=kind)
         if ports.settings.removed_item_policy == "remove" and entries:
             _remove_missing(url, {e.guid for e in entries}, report, ports, source=kind)
     except RagbusError as exc:
@@ -220,6 +238,16 @@ def _poll(url: str, ports: Deps) -> PollReport:
         # pending and is re-sent on the next run.
         return _fail(ports, report, f"poll interrupted: {exc}", isinstance(exc, RetryableError))
     return _record_outcome(url, result, report, ports)
+
+
+def _removed_meanwhile(url: str, report: PollReport, ports: Deps, *, source: str) -> PollReport:
+    """The listing was removed while this poll ran: what the poll announced after the removal
+    looked is deleted too (the removal deleted the rest), and nothing is recorded on it."""
+    report.outcome = "removed"
+    report.deleted.extend(retract_missing({"feed_url": url, "source": source}, (), f"{source} removed",
+                                          state=ports.state, publisher=ports.publisher, clock=ports.clock))
+    log.info("feed %s: %s", url, report.summary)
+    return report
 
 
 def _fetch_listing(url: str, kind: str, listing: Listing, record: dict[str, Any], report: PollReport,
@@ -240,7 +268,7 @@ def _not_modified(url: str, record: dict[str, Any], result: FetchResult, report:
                   ports: Deps) -> PollReport:
     report.outcome = "not_modified"
     report.entries = int(record.get("items") or 0)
-    listings.record_poll(ports.state, url, now=ports.clock.now(), changes={
+    listings.record_poll(ports.state, url, now=ports.clock.now(), registered=report.registered, changes={
         "last_status": report.summary,
         "last_error": None,
         "etag": result.etag or record.get("etag"),
@@ -263,7 +291,7 @@ def _record_outcome(url: str, result: FetchResult, report: PollReport, ports: De
     if not report.item_errors and not report.deferred and report.cacheable:
         changes["etag"] = result.etag
         changes["last_modified"] = result.last_modified
-    listings.record_poll(ports.state, url, now=ports.clock.now(), changes=changes)
+    listings.record_poll(ports.state, url, now=ports.clock.now(), changes=changes, registered=report.registered)
     log.info("feed %s: %s", url, report.summary)
     return report
 
@@ -275,8 +303,8 @@ def _fail(ports: Deps, report: PollReport, error: str, retryable: bool) -> PollR
     log.warning(
         "feed %s failed (%s): %s", report.listing_url, "retryable" if retryable else "permanent", error
     )
-    listings.record_poll(ports.state, report.listing_url, now=ports.clock.now(),
-                      changes={"last_status": "failed", "last_error": error})
+    listings.record_poll(ports.state, report.listing_url, now=ports.clock.now(), registered=report.registered,
+                         changes={"last_status": "failed", "last_error": error})
     return report
 
 
@@ -338,7 +366,7 @@ def _this_poll(entries: list[Entry], report: PollReport, state: StateStore, list
 
 
 def _process_entry(url: str, entry: Entry, report: PollReport, listing: Listing, ports: Deps, *,
-                   source: str) -> None:
+                   source: str, started: datetime | None = None) -> None:
     document_id = feed_item_id(url, entry.guid)
     item = Item(
         document_id=document_id,
@@ -352,9 +380,11 @@ def _process_entry(url: str, entry: Entry, report: PollReport, listing: Listing,
         page=_normal_page(entry.link),
     )
     done = announce(item, lambda: listing.obtain(entry, ports.fetcher), state=ports.state,
-                    publisher=ports.publisher, clock=ports.clock, blobs=ports.blobs)
+                    publisher=ports.publisher, clock=ports.clock, blobs=ports.blobs, started=started)
     if done.claim == "unchanged":
         report.unchanged += 1
+    elif done.claim == "deleted":
+        report.deleted_meanwhile += 1
     elif done.elsewhere is not None:
         report.elsewhere += 1
     elif done.error is not None:

@@ -22,6 +22,7 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import file_document_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.contract.ports import Clock, Publisher, StateStore
+from shared.ingest import processed_items
 from shared.ingest.files import MEDIA_TYPES, SUPPORTED
 from shared.ingest.step import Content, Item, announce, retract
 
@@ -70,7 +71,10 @@ def on_object_finalized(
     # Claim check: the object itself is the raw reference, nothing is copied.
     content = Content(url=uri, content_type=content_type, raw_ref=uri, fallback_title=PurePosixPath(name).stem,
                       published=data.get("timeCreated"), ledger={"generation": generation})
-    return announce(item, lambda: content, state=state, publisher=publisher, clock=clock).message
+    # a replayed event of a generation not newer than one deleted is refused: deletes win
+    return announce(item, lambda: content, state=state, publisher=publisher, clock=clock,
+                    generation=processed_items.generation_number(generation)).message
+
 
 
 def on_object_deleted(
@@ -81,9 +85,11 @@ def on_object_deleted(
     document_id = file_document_id(uri)
     record = state.get(state_collections.PROCESSED_ITEMS, document_id)
     generation = str(data.get("generation", ""))
-    if record is not None and record.get("generation") and generation and record["generation"] != generation:
+    current = processed_items.generation_number((record or {}).get("generation"))
+    deleted = processed_items.generation_number(generation)
+    if current is not None and deleted is not None and current > deleted:
         log.info("ignoring delete of %s generation %s: generation %s is current", uri, generation,
-                 record["generation"])
+                 record["generation"])  # type: ignore[index]
         return None
     return retract(document_id, "object deleted", state=state, publisher=publisher, clock=clock,
                    generation=generation or None)

@@ -24,6 +24,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
 from shared.contract.ports import Chunk, Embedder, Index, StateStore
+from shared.ingest import processed_items
 from shared.observability import metrics
 from shared.observability.tracing import annotate
 
@@ -35,6 +36,8 @@ EMBED_BATCH = 128  # chunks per embed call: bounds memory for very long document
 def _already_indexed(record: dict | None, message: DocumentCleaned, index: Index) -> bool:
     if not record or record.get("content_hash") != message.content_hash:
         return False
+    if message.revision is not None and record.get("revision") != message.revision:
+        return False  # indexed at another revision, which a delete may be about to take out
     chunk_ids = record.get("chunk_ids") or []
     if not chunk_ids:
         return False
@@ -91,19 +94,27 @@ def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, 
     return chunks
 
 
+def _stale(message: DocumentCleaned, state: StateStore) -> str | None:
+    return processed_items.stale(state, message.document_id, content_hash=message.content_hash,
+                                 revision=message.revision)
+
+
 def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | None:
     """Chunk, embed and index one cleaned document; announce it.
 
     A message for a version the ledger has already moved past (a redelivered or
     late message about content the source has since changed) is skipped, so an
-    older version can never replace a newer one, whatever the delivery order.
+    older version can never replace a newer one, whatever the delivery order; so
+    is a message of a revision that was deleted since (deletes win: a tombstone in the
+    ledger, :mod:`shared.ingest.processed_items`). The ledger is read again once the
+    chunks are written: a delete that came in meanwhile finds them, or is found and
+    undoes them, whichever of the two ran first.
     """
     state, index, publisher = ports.state, ports.index, ports.publisher
-    claim = state.get(state_collections.PROCESSED_ITEMS, message.document_id)
-    if claim and claim.get("item_hash") and claim["item_hash"] != message.content_hash:
-        log.info("%s: skipping version %s, the current one is %s", message.document_id,
-                 message.content_hash[:12], str(claim["item_hash"])[:12])
-        annotate(skipped="stale version")
+    stale = _stale(message, state)
+    if stale:
+        log.info("%s: not indexed: %s", message.document_id, stale)
+        annotate(skipped=stale)
         return None
     record = state.get(state_collections.DOCUMENTS, message.document_id)
     if _already_indexed(record, message, index):
@@ -143,19 +154,19 @@ def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | N
             "chunk_ids": chunk_ids,
             "chunk_count": len(chunk_ids),
             "indexed_at": ports.clock.now().isoformat(),
+            **({"revision": message.revision} if message.revision is not None else {}),
         },
     )
+    # A delete whose tombstone was written after the check above may have been handled before
+    # these chunks were: read the ledger again and take them out (the delete wins either way).
+    gone = processed_items.deleted(state, message.document_id, message.revision)
+    if gone:
+        _undo(message, ports, gone)
+        return None
     log.info("%s: indexed %d chunks (%s)", message.document_id, len(chunks), message.url)
     event = DocumentIndexed(document_id=message.document_id, content_hash=message.content_hash, chunk_ids=chunk_ids)
     publisher.publish(event)
     return event
-
-
-def _generation(value: object) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
 
 
 def superseded(message: DocumentDeleted, state: StateStore) -> int | None:
@@ -166,21 +177,42 @@ def superseded(message: DocumentDeleted, state: StateStore) -> int | None:
     record when a delete goes out). A delete of an older generation arriving after a
     newer one was announced (late, or redelivered) must not remove the newer document.
     """
-    deleted = _generation(message.generation)
+    deleted = processed_items.generation_number(message.generation)
     if deleted is None:
         return None
     record = state.get(state_collections.PROCESSED_ITEMS, message.document_id)
-    current = _generation((record or {}).get("generation"))
+    current = processed_items.generation_number((record or {}).get("generation"))
     return current if current is not None and current > deleted else None
 
 
+def _undo(message: DocumentCleaned, ports: Deps, why: str) -> None:
+    """Take out the chunks just written for ``message``, deleted meanwhile (unless a later
+    revision replaced them already)."""
+    record = ports.state.get(state_collections.DOCUMENTS, message.document_id) or {}
+    if record.get("content_hash") == message.content_hash and record.get("revision") == message.revision:
+        ports.index.delete_document(message.document_id)
+        ports.state.delete(state_collections.DOCUMENTS, message.document_id)
+    log.info("%s: indexed, then taken out again: %s", message.document_id, why)
+    annotate(skipped=why)
+
+
 def delete_document(message: DocumentDeleted, ports: Deps) -> int:
-    """Drop the document's chunks and record; deleting what is already gone is fine."""
+    """Drop the document's chunks and record; deleting what is already gone is fine.
+
+    A delete names the revision it deleted: chunks a later revision indexed (a re-ingest after
+    the delete, the delete replayed from a dead letter) are not its to remove."""
     newer = superseded(message, ports.state)
     if newer is not None:
         log.info("%s: ignoring the delete of generation %s: generation %d is current",
                  message.document_id, message.generation, newer)
         return 0
+    if message.revision is not None:
+        indexed = ports.state.get(state_collections.DOCUMENTS, message.document_id)
+        at = processed_items.revision_of(indexed)
+        if indexed is not None and at > message.revision:
+            log.info("%s: ignoring the delete of revision %d: revision %d was indexed since",
+                     message.document_id, message.revision, at)
+            return 0
     removed = ports.index.delete_document(message.document_id)
     ports.state.delete(state_collections.DOCUMENTS, message.document_id)
     log.info("%s: removed %d chunks (%s)", message.document_id, removed, message.reason)

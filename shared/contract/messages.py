@@ -94,9 +94,10 @@ class DocumentFetched(Message):
     """
 
     TOPIC: ClassVar[str] = "document-fetched"
-    # version 3: metadata (a version 2 body is one without any)
-    SCHEMA_VERSION: ClassVar[int] = 3
-    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _fetched_v1, 2: dict}
+    # version 3: metadata (a version 2 body is one without any); version 4: revision (none before)
+    SCHEMA_VERSION: ClassVar[int] = 4
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+        1: _fetched_v1, 2: dict, 3: dict}
     document_id: str
     source: SourceKind
     origin: str  # the feed or sitemap URL, the file's directory or the bucket
@@ -111,6 +112,9 @@ class DocumentFetched(Message):
     fetched_at: datetime
     # keys the source set (a feed item's author and categories), what a search's `where` matches
     metadata: dict[str, str | list[str]] = {}
+    # the ledger's revision of the document (shared.ingest.processed_items): a delete of this
+    # revision or a later one makes the message stale; None on a message from before revisions
+    revision: int | None = None
 
     def idempotency_key(self) -> str:
         return f"{self.document_id}/{self.content_hash}/fetched"
@@ -121,15 +125,18 @@ class DocumentDeleted(Message):
 
     ``generation`` (version 2) is the Cloud Storage generation of the deleted object,
     so a late or redelivered delete never removes a newer generation's document.
+    ``revision`` (version 3) is the ledger's revision deleted: a replayed delete never
+    removes what a later ingest indexed.
     """
 
     TOPIC: ClassVar[str] = "document-deleted"
-    SCHEMA_VERSION: ClassVar[int] = 2
-    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
+    SCHEMA_VERSION: ClassVar[int] = 3
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict, 2: dict}
     document_id: str
     reason: str
     requested_at: datetime
     generation: str | None = None
+    revision: int | None = None
 
     def idempotency_key(self) -> str:
         return f"{self.document_id}/deleted/{self.requested_at.isoformat()}"
@@ -139,9 +146,10 @@ class DocumentCleaned(Message):
     """Main text extracted, metadata header prepended; the text is in the blob store."""
 
     TOPIC: ClassVar[str] = "document-cleaned"
-    # version 2: metadata, passed on from DocumentFetched (a version 1 body is one without any)
-    SCHEMA_VERSION: ClassVar[int] = 2
-    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
+    # version 2: metadata, passed on from DocumentFetched (a version 1 body is one without any);
+    # version 3: revision, passed on too
+    SCHEMA_VERSION: ClassVar[int] = 3
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict, 2: dict}
     document_id: str
     source: SourceKind
     origin: str
@@ -152,6 +160,7 @@ class DocumentCleaned(Message):
     content_hash: str
     characters: int
     metadata: dict[str, str | list[str]] = {}
+    revision: int | None = None
 
     def idempotency_key(self) -> str:
         return f"{self.document_id}/{self.content_hash}/cleaned"

@@ -22,14 +22,15 @@ import stat
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
-from shared.contract.messages import DocumentFetched
+from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
 from shared.ingest import processed_items
-from shared.ingest.step import Content, Item, announce, retract
+from shared.ingest.step import Content, Item, announce, retract, unfinished_deletes
 
 log = logging.getLogger("ragbus.file_ingest")
 
@@ -50,6 +51,7 @@ FILE_TYPES = f"{SUPPORTED}, each also gzip-compressed ({COMPRESSED})"
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 
 UNSUPPORTED = "not a document type ragbus reads"
+DELETED_MEANWHILE = "deleted while this ingest ran"
 
 
 @dataclass
@@ -103,6 +105,7 @@ def ingest_path(
     file, or a directory without a single supported file.
     """
     report = report if report is not None else IngestReport()
+    started = clock.now()  # a file deleted after this moment is not brought back by this run
     root = Path(path).expanduser()
     if not root.exists():
         if root.is_symlink():
@@ -131,6 +134,7 @@ def ingest_path(
                 clock=clock,
                 max_bytes=max_bytes,
                 root=root.resolve(),
+                started=started,
             )
         except InvalidInput as exc:
             if not root.is_dir():
@@ -191,6 +195,7 @@ def _ingest_file(
     clock: Clock,
     max_bytes: int,
     root: Path | None = None,
+    started: datetime | None = None,
 ) -> DocumentFetched | None:
     absolute = file.resolve()
     # A symlink's target is what is read: it must be a supported, readable file too.
@@ -230,10 +235,13 @@ def _ingest_file(
         # the cleaner prefers the title the document states; the file's name is the fallback
         lambda: Content(url=absolute.as_uri(), content_type=content_type, body=data,
                         fallback_title=Path(absolute.stem).stem if compressed else absolute.stem),
-        state=state, publisher=publisher, clock=clock, blobs=blobs,
+        state=state, publisher=publisher, clock=clock, blobs=blobs, started=started,
     )
     if done.claim == "unchanged":
         log.debug("%s unchanged; not sent again", absolute)
+    if done.claim == "deleted":
+        raise Skipped(f"{absolute}{via} was deleted (`ragbus ingest --delete`) while this ingest ran; "
+                      "not ingested again (ingest it again to bring it back)", DELETED_MEANWHILE)
     return done.message
 
 
@@ -293,19 +301,62 @@ def delete_path(
     path: str | os.PathLike[str], *, state: StateStore, publisher: Publisher, clock: Clock
 ) -> list[str]:
     """Publish ``DocumentDeleted(reason="file deleted")`` for the file, or for every
-    previously ingested file under the directory, and forget their records.
-    Works when the files are already gone from disk. Returns the document ids.
+    previously ingested file under the directory, and bury their records (tombstones:
+    deletes win, see :mod:`shared.ingest.processed_items`). Works when the files are
+    already gone from disk. Returns the document ids.
+
+    Every document file still on disk under ``path`` gets a tombstone too, ingested or not
+    yet: an ``ingest`` of the folder that started before this delete and has not reached a
+    file cannot claim it afterwards. A delete interrupted before its message went out (the
+    tombstone written, the document still indexed) is sent again.
 
     Raises :class:`InvalidInput` when nothing was ingested at ``path`` and it does
     not exist either (most likely a typo).
     """
     target = Path(path).expanduser().resolve()
     doomed = records_under(target, state)
-    if not doomed and not target.exists():
+    unfinished = unfinished_deletes(state, _tombstones_under(target, state))
+    if not doomed and not unfinished and not target.exists():
         raise InvalidInput(f"{target} was never ingested and does not exist; check the path")
     deleted = []
     for record in sorted(doomed, key=lambda r: r.get("path", "")):
         retract(record["document_id"], "file deleted", state=state, publisher=publisher, clock=clock)
         deleted.append(record["document_id"])
+    for document_id in unfinished:
+        if document_id not in deleted:
+            retract(document_id, "file deleted", state=state, publisher=publisher, clock=clock)
+            deleted.append(document_id)
+    deleted += _bury_files_on_disk(target, set(deleted), state=state, publisher=publisher, clock=clock)
     log.info("deleted %d document(s) under %s", len(deleted), target)
     return deleted
+
+
+def _tombstones_under(target: Path, state: StateStore) -> list[dict]:
+    prefix = str(target).rstrip(os.sep) + os.sep
+    return [t for t in processed_items.tombstones(state, {"source": "file"})
+            if t.get("path") == str(target) or str(t.get("path", "")).startswith(prefix)]
+
+
+def _bury_files_on_disk(target: Path, done: set[str], *, state: StateStore, publisher: Publisher,
+                        clock: Clock) -> list[str]:
+    """Tombstones for the document files under ``target`` that no record named when the delete
+    began; return those that turned out live meanwhile (an ingest claimed them): their delete
+    is published too."""
+    if target.is_dir():
+        files = _supported_files(target, IngestReport())
+    else:
+        files = [target] if target.is_file() and document_type(target) is not None else []
+    live = []
+    for file in files:
+        absolute = file.resolve()
+        document_id = file_document_id(str(absolute))
+        if document_id in done:
+            continue
+        tombstone = processed_items.bury(state, document_id, now=clock.now(), reason="file deleted",
+                                         fields={"source": "file", "path": str(absolute),
+                                                 "origin": str(absolute.parent)})
+        if tombstone.get("was_live"):
+            publisher.publish(DocumentDeleted(document_id=document_id, reason="file deleted",
+                                              requested_at=clock.now(), revision=tombstone["revision"]))
+            live.append(document_id)
+    return live

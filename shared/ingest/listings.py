@@ -169,15 +169,26 @@ def list_listings(state: StateStore, kind: Kind | None = None) -> list[dict]:
     return sorted(out, key=lambda feed: feed["url"] or "")
 
 
-def record_poll(state: StateStore, url: str, *, now: datetime, changes: Mapping[str, Any]) -> dict:
-    """Merge the outcome of a poll into the feed's record (creating it if absent)."""
+def record_poll(state: StateStore, url: str, *, now: datetime, changes: Mapping[str, Any],
+                registered: str | None = None) -> dict:
+    """Merge the outcome of a poll into the feed's record (creating it if absent), or, with
+    ``registered`` (the ``added_at`` the poll found), only into that same registration: a
+    listing removed while it was polled stays removed, and one added again is not the poll's."""
     normal = normalise_url(url)
 
-    def merge(current: Doc | None) -> Doc:
+    def merge(current: Doc | None) -> Doc | None:
+        if registered is not None and (current is None or current.get("added_at") != registered):
+            return None
         base = current if current is not None else new_listing_record(normal, now)
         return {**base, **changes, "last_poll": now.isoformat()}
 
     return state.update(state_collections.FEEDS, feed_id(normal), merge) or {}
+
+
+def still_registered(state: StateStore, url: str, registered: str | None) -> bool:
+    """Whether the listing ``url`` is registered still, as it was when ``added_at`` was ``registered``."""
+    record = get_listing(state, url)
+    return record is not None and record.get("added_at") == registered
 
 
 _HOST = socket.gethostname()
@@ -197,14 +208,19 @@ def _owner_alive(owner: str) -> bool:
     return True
 
 
-def take_poll_lease(state: StateStore, url: str, *, now: datetime, lease_s: float) -> str | None:
+def take_poll_lease(state: StateStore, url: str, *, now: datetime, lease_s: float,
+                    registered_only: bool = False) -> str | None:
     """Hold ``url`` for one poll; a token to release it with, or None when another poll
-    holds it (until its lease runs out, or at once if its process is gone)."""
+    holds it (until its lease runs out, or at once if its process is gone), or, with
+    ``registered_only``, when it is not registered (removed since the poll was asked for)."""
     normal = normalise_url(url)
     token = uuid.uuid4().hex
     taken: dict[str, bool] = {}
 
     def take(current: Doc | None) -> Doc | None:
+        if current is None and registered_only:
+            taken["ok"] = False
+            return None
         base = current if current is not None else new_listing_record(normal, now)
         lease = base.get("poll_lease") or {}
         held = (lease.get("token") and lease.get("until", "") > now.isoformat()

@@ -13,22 +13,80 @@ The three steps are not one transaction. A run killed after the claim but before
 the mark leaves the record ``claimed``; the next run finds the same hash not yet
 ``published`` and publishes again. Downstream stages are idempotent by
 (document_id, content_hash), so the repeat is harmless and nothing is lost.
+
+Deletes win. Every claim that sends a document anew gives it the next ``revision`` (1, 2, ...),
+which travels on its messages; a delete does not forget the record but turns it into a
+tombstone (:func:`bury`: ``deleted``, the ``revision`` deleted, ``deleted_at``). So:
+
+- a message of a revision the tombstone covers (a fetch, clean or index started before the
+  delete, a redelivery, a dead letter retried after it) is stale (:func:`stale`), and the
+  cleaner and the indexer drop it;
+- a run that started before the delete cannot claim the document again (``claim`` says
+  ``deleted``), nor can a Cloud Storage event of a generation not newer than the deleted one;
+- a run started after the delete (a re-ingest) claims the next revision, which is live again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from shared.contract import state_collections
+from shared.contract.errors import RagbusError
+from shared.contract.ids import feed_id
 from shared.contract.ports import Doc, StateStore
+from shared.contract.sources import LISTING_KINDS
+from shared.ingest.url_guard import normalise_url
 
-Claim = Literal["new", "changed", "unchanged", "pending"]
+Claim = Literal["new", "changed", "unchanged", "pending", "deleted"]  # Claimed.kind
 
 CLAIMED = "claimed"
 PUBLISHED = "published"
 FAILED = "failed"
+DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What :func:`claim` decided, and the revision the document is sent at."""
+
+    kind: Claim
+    revision: int = 0
+
+
+def is_tombstone(record: Doc | None) -> bool:
+    """Whether ``record`` says its document was deleted (see :func:`bury`)."""
+    return bool(record and record.get("deleted"))
+
+
+def revision_of(record: Doc | None) -> int:
+    """The revision ``record`` holds (0 for a record written before revisions existed)."""
+    value = (record or {}).get("revision")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def generation_number(value: object) -> int | None:
+    """A Cloud Storage generation (a decimal string on the wire) as a number; None when it is none."""
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _refused_by(tombstone: Doc, started: datetime | None, generation: int | None) -> bool:
+    """Whether ``tombstone`` outlaws a claim by a run that started at ``started`` (or of an object
+    ``generation``): the delete came after that run began, or deleted that generation or a newer one."""
+    deleted_at = tombstone.get("deleted_at")
+    if started is not None and isinstance(deleted_at, str):
+        try:
+            if datetime.fromisoformat(deleted_at) > started:
+                return True
+        except ValueError:
+            pass
+    buried = generation_number(tombstone.get("generation"))
+    return generation is not None and buried is not None and buried >= generation
 
 
 def claim(
@@ -38,48 +96,62 @@ def claim(
     *,
     now: datetime,
     fields: Mapping[str, Any],
-) -> Claim:
-    """Claim ``document_id`` at ``item_hash``; say what the caller must do.
+    started: datetime | None = None,
+    generation: int | None = None,
+) -> Claimed:
+    """Claim ``document_id`` at ``item_hash``; say what the caller must do (``kind``), and at which
+    revision.
 
     ``unchanged``: the same hash was published, do nothing. ``new``, ``changed``
     or ``pending`` (same hash, earlier run did not finish): fetch and publish.
+    ``deleted``: the document was deleted after the run that found it ``started`` (or the
+    Cloud Storage ``generation`` found is not newer than the one deleted): send nothing.
     """
-    decision: dict[str, Claim] = {}
+    decision: dict[str, Claimed] = {}
 
     def decide(current: Doc | None) -> Doc | None:
         # May run more than once under contention: keep it pure apart from
         # recording the decision of the (last, committed) run.
-        if current is None:
-            decision["kind"] = "new"
+        if is_tombstone(current):
+            assert current is not None
+            if _refused_by(current, started, generation):
+                decision["out"] = Claimed("deleted", revision_of(current))
+                return None
+            current = {"revision": revision_of(current)}  # sent again after its delete: a new revision
+        if current is None or "item_hash" not in current:
+            revision = revision_of(current) + 1
+            decision["out"] = Claimed("new", revision)
             return {
                 **fields,
                 "document_id": document_id,
                 "item_hash": item_hash,
+                "revision": revision,
                 "status": CLAIMED,
                 "claimed_at": now.isoformat(),
                 "published_at": None,
                 "error": None,
             }
+        revision = revision_of(current)
         if current.get("item_hash") == item_hash:
             if current.get("status") == PUBLISHED:
-                decision["kind"] = "unchanged"
+                decision["out"] = Claimed("unchanged", revision)
                 return None
-            decision["kind"] = "pending"
+            kind: Claim = "pending"
         else:
-            decision["kind"] = "changed"
+            kind, revision = "changed", revision + 1
+        decision["out"] = Claimed(kind, revision)
         return {
             **current,
             **fields,
             "item_hash": item_hash,
-            "previous_hash": current.get("item_hash")
-            if decision["kind"] == "changed"
-            else current.get("previous_hash"),
+            "revision": revision,
+            "previous_hash": current.get("item_hash") if kind == "changed" else current.get("previous_hash"),
             "status": CLAIMED,
             "claimed_at": now.isoformat(),
         }
 
     state.update(state_collections.PROCESSED_ITEMS, document_id, decide)
-    return decision["kind"]
+    return decision["out"]
 
 
 def mark_published(
@@ -88,8 +160,8 @@ def mark_published(
     """Record that ``item_hash`` of ``document_id`` was published downstream."""
 
     def mark(current: Doc | None) -> Doc | None:
-        # A newer claim (another hash) owns the record now; leave it to that run.
-        if current is None or current.get("item_hash") != item_hash:
+        # A newer claim (another hash) owns the record now, or a delete: leave it to them.
+        if current is None or is_tombstone(current) or current.get("item_hash") != item_hash:
             return None
         return {
             **current,
@@ -110,7 +182,7 @@ def mark_failed(
     the failure was ``permanent`` (then only once the item changes)."""
 
     def mark(current: Doc | None) -> Doc | None:
-        if current is None or current.get("item_hash") != item_hash:
+        if current is None or is_tombstone(current) or current.get("item_hash") != item_hash:
             return None
         return {**current, "status": FAILED, "error": error, "failed_at": now.isoformat(),
                 "permanent": permanent}
@@ -119,10 +191,99 @@ def mark_failed(
 
 
 def records(state: StateStore, where: Mapping[str, Any]) -> list[Doc]:
-    """Every ledger record matching ``where`` (e.g. ``{"feed_url": url}``)."""
-    return state.list(state_collections.PROCESSED_ITEMS, where)
+    """Every live ledger record matching ``where`` (e.g. ``{"feed_url": url}``); no tombstone."""
+    return [r for r in state.list(state_collections.PROCESSED_ITEMS, where) if not is_tombstone(r)]
+
+
+def tombstones(state: StateStore, where: Mapping[str, Any]) -> list[Doc]:
+    """Every tombstone matching ``where``."""
+    return [r for r in state.list(state_collections.PROCESSED_ITEMS, where) if is_tombstone(r)]
 
 
 def forget(state: StateStore, document_id: str) -> bool:
-    """Drop the record once its ``DocumentDeleted`` went out."""
+    """Drop the record: its document is not deleted, the record only stops holding it (a page
+    another listing still holds); a delete buries the record instead (:func:`bury`)."""
     return state.delete(state_collections.PROCESSED_ITEMS, document_id)
+
+
+#: What a tombstone keeps of the live record: where the document came from, so that a delete of
+#: its folder or listing finds it again (and finishes a delete a crash interrupted).
+_KEPT = ("source", "path", "origin", "root", "feed_url", "guid", "page", "generation")
+
+
+def bury(
+    state: StateStore, document_id: str, *, now: datetime, reason: str,
+    fields: Mapping[str, Any] | None = None, generation: str | None = None,
+) -> Doc:
+    """Turn the record of ``document_id`` into a tombstone (creating one when there is no record);
+    return it. The tombstone holds the revision deleted (the record's latest, or what the index
+    lists when that is later: a page indexed under a record since dropped): every message of it
+    or an older one is stale from now on. Burying a tombstone again keeps it, with the later
+    time (a run that started before this delete cannot bring the document back either)."""
+    out: dict[str, Doc] = {}
+    indexed = revision_of(state.get(state_collections.DOCUMENTS, document_id))
+
+    def buried(current: Doc | None) -> Doc:
+        kept = {k: current[k] for k in _KEPT if current and current.get(k) is not None}
+        tombstone = {
+            **kept,
+            **(fields or {}),
+            **({"generation": generation} if generation else {}),
+            "document_id": document_id,
+            "deleted": True,
+            "status": DELETED,
+            "revision": max(revision_of(current), indexed),
+            "deleted_at": now.isoformat(),
+            "reason": reason,
+            "was_live": bool(current) and not is_tombstone(current) and "item_hash" in current,
+        }
+        out["tombstone"] = tombstone
+        return tombstone
+
+    state.update(state_collections.PROCESSED_ITEMS, document_id, buried)
+    return out["tombstone"]
+
+
+def stale(state: StateStore, document_id: str, *, content_hash: str, revision: int | None) -> str | None:
+    """Why a message about ``document_id`` at ``content_hash`` and ``revision`` must not change the
+    index (a delete came after it, or the source sent a newer version meanwhile), or None.
+
+    ``revision`` None: a message published before revisions existed (a kept dead letter)."""
+    record = state.get(state_collections.PROCESSED_ITEMS, document_id)
+    gone = _deleted(state, record, revision)
+    if gone or record is None or is_tombstone(record):
+        return gone
+    if record.get("item_hash") and record["item_hash"] != content_hash:
+        return f"stale version {content_hash[:12]}: the current one is {str(record['item_hash'])[:12]}"
+    current = revision_of(record)
+    if revision is not None and revision < current:
+        return f"stale revision {revision}: the current one is {current}"
+    return None
+
+
+def deleted(state: StateStore, document_id: str, revision: int | None) -> str | None:
+    """Why ``revision`` of ``document_id`` is deleted (a tombstone covers it, or its listing was
+    removed), or None."""
+    return _deleted(state, state.get(state_collections.PROCESSED_ITEMS, document_id), revision)
+
+
+def _deleted(state: StateStore, record: Doc | None, revision: int | None) -> str | None:
+    if record is None:
+        return None  # a record dropped while its page stays (another listing holds it)
+    if is_tombstone(record):
+        current = revision_of(record)
+        if revision is None or revision <= current:
+            return f"deleted ({record.get('reason') or 'no reason recorded'}) at revision {current}"
+        return None
+    listing = record.get("feed_url")
+    if listing and record.get("source") in LISTING_KINDS and _unregistered(state, str(listing)):
+        return f"its {record.get('source')} {listing} is no longer registered"
+    return None
+
+
+def _unregistered(state: StateStore, url: str) -> bool:
+    try:
+        key = feed_id(normalise_url(url))  # the registry's key (shared.ingest.listings.listing_key)
+    except RagbusError:
+        return False
+    return state.get(state_collections.FEEDS, key) is None

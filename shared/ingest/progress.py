@@ -15,6 +15,7 @@ from datetime import datetime
 
 from shared.contract import state_collections
 from shared.contract.ports import StateStore
+from shared.ingest import processed_items
 from shared.ingest.step import polled_items
 
 
@@ -27,10 +28,12 @@ class IngestionStatus:
     pending: set[str] = field(default_factory=set)
     #: failed, and its dead letter purged (`ragbus dead-letters purge`) at this content
     dropped: set[str] = field(default_factory=set)
+    #: deleted (a tombstone), and the index no longer lists what was deleted
+    removed: set[str] = field(default_factory=set)
 
     @property
     def total(self) -> int:
-        return len(self.indexed) + len(self.failed) + len(self.pending)
+        return len(self.indexed) + len(self.failed) + len(self.pending) + len(self.removed)
 
 
 def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus:
@@ -39,14 +42,20 @@ def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus
     for document_id in document_ids:
         claim = state.get(state_collections.PROCESSED_ITEMS, document_id)
         indexed_as = (claim or {}).get("indexed_as") or document_id  # a page another listing found first
-        if claim and claim.get("alias"):
+        if claim and claim.get("alias") and not processed_items.is_tombstone(claim):
             # done when the record that keeps the page current is done (or gone: nothing to wait for)
             claim = state.get(state_collections.PROCESSED_ITEMS, indexed_as)
             if claim is None:
                 out.indexed.add(document_id)
                 continue
         document = state.get(state_collections.DOCUMENTS, indexed_as)
-        if claim is None:  # forgotten: a deletion
+        if processed_items.is_tombstone(claim):
+            # deleted: done once the index no longer lists the revision deleted (a later one is
+            # a re-ingest's)
+            unfinished = document is not None and (processed_items.revision_of(document)
+                                                   <= processed_items.revision_of(claim))
+            (out.pending if unfinished else out.removed).add(document_id)
+        elif claim is None:  # forgotten: a page another listing holds, or a record from before tombstones
             (out.pending if document is not None else out.indexed).add(document_id)
         elif document is not None and document.get("content_hash") == claim.get("item_hash"):
             out.indexed.add(document_id)

@@ -11,10 +11,11 @@ for all of them:
   ``DocumentFetched`` and mark the claim published. An unchanged item costs one
   ledger transaction and nothing else. Claim -> publish -> mark is what makes a
   run killed half-way lose nothing (see :mod:`shared.ingest.processed_items`).
-- :func:`retract`: publish ``DocumentDeleted`` and forget the ledger record
-  (publish first: a crash in between re-sends the delete, which the indexer
-  handles idempotently); :func:`retract_missing` does it for every item of a
-  listing (a feed, a sitemap) that is gone from it.
+- :func:`retract`: bury the ledger record (a tombstone, so that deletes win: see
+  :mod:`shared.ingest.processed_items`), then publish ``DocumentDeleted`` (a crash in
+  between leaves the delete to send again, :func:`unfinished_deletes`);
+  :func:`retract_missing` does it for every item of a listing (a feed, a sitemap) that
+  is gone from it.
 
 Each announced item is a trace of its own, linked to the request that found it.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from shared.contract import state_collections
@@ -92,6 +94,8 @@ def announce(
     publisher: Publisher,
     clock: Clock,
     blobs: BlobStore | None = None,
+    started: datetime | None = None,
+    generation: int | None = None,
 ) -> Announced:
     """Claim ``item``; unless it is unchanged, obtain its content and publish ``DocumentFetched``.
 
@@ -100,13 +104,23 @@ def announce(
     that fails to fetch); the claim is then marked failed with the reason and a
     later run tries again. Failures of the ledger, the blob store or the bus
     propagate, leaving the claim pending for the next run.
+
+    ``started``: when the run that found the item began; a document deleted since is not
+    claimed again by it (``claim == "deleted"``), nor is an object ``generation`` not newer
+    than one deleted.
     """
     before = state.get(state_collections.PROCESSED_ITEMS, item.document_id) if item.page else None
-    claim = processed_items.claim(
+    if processed_items.is_tombstone(before):
+        before = None
+    claimed = processed_items.claim(
         state, item.document_id, item.item_hash, now=clock.now(),
         fields={"source": item.source, **item.ledger, **({"page": item.page} if item.page else {})},
+        started=started, generation=generation,
     )
-    if claim == "unchanged":
+    claim = claimed.kind
+    if claim in ("unchanged", "deleted"):
+        if claim == "deleted":
+            log.info("%s (%s): deleted after this run began; not sent again", item.guid, item.document_id)
         return Announced(claim)
     target = item.document_id
     if item.page:
@@ -122,7 +136,8 @@ def announce(
                 # other listings still read the old page under this item's id: the new page needs its own
                 preferred = f"{item.document_id}-{pages.page_key(item.page)[5:17]}"
         target = pages.hold(state, item.page, item.document_id, item.origin, document_id=preferred)
-        if target != item.document_id and state.get(state_collections.PROCESSED_ITEMS, target) is not None:
+        primary = state.get(state_collections.PROCESSED_ITEMS, target) if target != item.document_id else None
+        if primary is not None and not processed_items.is_tombstone(primary):
             # another listing found this page first and keeps it current: this one holds it too
             processed_items.mark_published(state, item.document_id, item.item_hash, now=clock.now(),
                                            fields={"indexed_as": target, "alias": True})
@@ -158,6 +173,7 @@ def announce(
             content_hash=item.item_hash,
             fetched_at=now,
             metadata=dict(content.metadata),
+            revision=claimed.revision if target == item.document_id else None,
         )
         publisher.publish(message)
         held = {"indexed_as": target, "alias": False} if item.page else {}
@@ -171,15 +187,29 @@ def retract(
     document_id: str, reason: str, *, state: StateStore, publisher: Publisher, clock: Clock,
     generation: str | None = None,
 ) -> DocumentDeleted:
-    """Announce that ``document_id`` is gone (``DocumentDeleted``), then forget its ledger record.
+    """Bury the ledger record of ``document_id`` (a tombstone: deletes win, see
+    :mod:`shared.ingest.processed_items`), then announce that it is gone (``DocumentDeleted``).
+
+    The tombstone comes first: from then on no fetch, clean or index of the revision deleted can
+    bring the document back, whatever order the stages see the messages in. A crash before the
+    publish leaves a tombstone whose document is still indexed; deleting its folder or listing
+    again sends the delete again (:func:`unfinished_deletes`).
 
     ``generation``: the Cloud Storage generation deleted, so the indexer can ignore a late delete.
     """
+    tombstone = processed_items.bury(state, document_id, now=clock.now(), reason=reason, generation=generation)
     message = DocumentDeleted(document_id=document_id, reason=reason, requested_at=clock.now(),
-                              generation=generation)
+                              generation=generation, revision=processed_items.revision_of(tombstone))
     publisher.publish(message)
-    processed_items.forget(state, document_id)
     return message
+
+
+def unfinished_deletes(state: StateStore, tombstones: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Of these tombstones, the documents the index still lists at (or before) the revision
+    deleted: their delete was interrupted, or lost a race, and must be sent again."""
+    wanted = {str(t["document_id"]): processed_items.revision_of(t) for t in tombstones if t.get("document_id")}
+    indexed = state.get_many(state_collections.DOCUMENTS, list(wanted)) if wanted else {}
+    return sorted(d for d, record in indexed.items() if processed_items.revision_of(record) <= wanted[d])
 
 
 def retract_missing(
@@ -201,7 +231,13 @@ def retract_missing(
         if record.get("page"):
             deleted = _let_go(record["page"], record["document_id"], reason, state=state, publisher=publisher,
                               clock=clock)
-            processed_items.forget(state, record["document_id"])
+            if deleted is None:
+                # the page stays, indexed under this record's id or another's: the record only lets go
+                processed_items.forget(state, record["document_id"])
+            elif deleted != record["document_id"]:
+                # its page went under another id: this record is buried too, so that a poll that
+                # began before cannot claim the item again
+                processed_items.bury(state, record["document_id"], now=clock.now(), reason=reason)
             if deleted:
                 gone.append(deleted)
             continue
@@ -230,7 +266,7 @@ def _drop_page_document(document_id: str, page: str, reason: str, *, state: Stat
     """Retract ``page``'s document; the ledger record of the same id is forgotten only when it is
     that page's (an item whose link moved keeps its record, now about its new page)."""
     record = state.get(state_collections.PROCESSED_ITEMS, document_id)
-    if record is None or record.get("page") in (None, page):
+    if record is None or record.get("page") in (None, page) or processed_items.is_tombstone(record):
         retract(document_id, reason, state=state, publisher=publisher, clock=clock)
         return
     publisher.publish(DocumentDeleted(document_id=document_id, reason=reason, requested_at=clock.now()))

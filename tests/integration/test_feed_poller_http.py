@@ -22,6 +22,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.ids import feed_item_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched, FeedPollRequested
+from shared.ingest import processed_items
 from shared.ingest.listings import add_listing, get_listing
 from tests.fakes import FakeClock, RecordingPublisher
 
@@ -198,7 +199,8 @@ def test_poll_twice_then_change_and_remove(tmp_path, site):
         and deleted.reason == "left feed"
     )
     assert site.hits["/posts/volcano.html"] == 1
-    assert p.state.count(state_collections.PROCESSED_ITEMS) == 2
+    assert len(processed_items.records(p.state, {})) == 2  # and the removed item's tombstone
+    assert processed_items.is_tombstone(p.state.get(state_collections.PROCESSED_ITEMS, deleted.document_id))
 
 
 def test_keep_policy_leaves_removed_items(tmp_path, site):

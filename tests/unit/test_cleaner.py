@@ -14,7 +14,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched
 from shared.contract.text import split_header
-from tests.fakes import FakeClock, InMemoryBlobStore, RecordingPublisher
+from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 
 ARTICLE = [
     ("Volcanic eruptions on the Kamchatka peninsula have been monitored by a network of seismometers "
@@ -70,7 +70,7 @@ def _fetched(raw_ref: str, content_type: str, *, title: str = "", published: str
 
 
 def _deps(blobs: InMemoryBlobStore, publisher: RecordingPublisher) -> Deps:
-    return Deps(Settings(), blobs=blobs, publisher=publisher, clock=FakeClock())
+    return Deps(Settings(), blobs=blobs, publisher=publisher, clock=FakeClock(), state=InMemoryStateStore())
 
 
 def _run(raw: bytes, content_type: str, **kwargs) -> tuple[str, DocumentCleaned, InMemoryBlobStore]:

@@ -12,6 +12,7 @@ from shared.contract import state_collections
 from shared.contract.errors import InvalidInput
 from shared.contract.messages import DocumentDeleted
 from shared.contract.text import meaningful_rewrite, snippet, with_header
+from shared.ingest import processed_items
 from shared.ingest.listings import add_listing, list_listings, remove_listing
 from shared.tools.cli import app, short_ids
 from shared.tools.console import stage_counts
@@ -142,8 +143,9 @@ def test_removing_a_feed_deletes_its_documents_only():
     assert list_listings(state) == []
     sent = [m for m in publisher.messages if isinstance(m, DocumentDeleted)]
     assert sorted(m.document_id for m in sent) == ["feed-0", "feed-1"]
-    assert state.get(state_collections.PROCESSED_ITEMS, "feed-0") is None
-    assert state.get(state_collections.PROCESSED_ITEMS, "other") is not None
+    # a tombstone: no poll that began before the removal, nor a retry, brings it back
+    assert processed_items.is_tombstone(state.get(state_collections.PROCESSED_ITEMS, "feed-0"))
+    assert not processed_items.is_tombstone(state.get(state_collections.PROCESSED_ITEMS, "other"))
 
 
 def test_removing_a_feed_can_keep_its_documents():

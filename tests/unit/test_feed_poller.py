@@ -17,6 +17,7 @@ from shared.contract.errors import FetchRefused, InvalidInput, PermanentError, R
 from shared.contract.ids import feed_id, feed_item_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched, FeedPollRequested, encode
 from shared.contract.ports import FetchResult
+from shared.ingest import processed_items
 from shared.ingest.listings import (
     LISTING_FIELDS,
     add_listing,
@@ -299,7 +300,7 @@ def test_removed_item_is_deleted_under_the_remove_policy(world):
     assert report.removed == 1
     (deleted,) = world.deleted()
     assert deleted.document_id == feed_item_id(FEED, "g2") and deleted.reason == "left feed"
-    assert world.state.get(state_collections.PROCESSED_ITEMS, deleted.document_id) is None
+    assert processed_items.is_tombstone(world.state.get(state_collections.PROCESSED_ITEMS, deleted.document_id))
     assert world.feed_record()["last_status"] == "ok: 0 new, 0 changed, 1 removed"
 
 

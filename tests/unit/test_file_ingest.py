@@ -8,6 +8,7 @@ from shared.contract import state_collections
 from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
 from shared.contract.messages import DocumentDeleted, decode, encode
+from shared.ingest import processed_items
 from shared.ingest.files import IngestReport, delete_path, ingest_path
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 
@@ -150,8 +151,9 @@ def test_delete_a_file_even_when_it_is_gone(ports, docs):
     assert deleted == [file_document_id(str(target.resolve()))]
     (message,) = ports["publisher"].of_type(DocumentDeleted)
     assert message.document_id == deleted[0] and message.reason == "file deleted"
-    assert ports["state"].get(state_collections.PROCESSED_ITEMS, deleted[0]) is None
-    assert ports["state"].count(state_collections.PROCESSED_ITEMS) == 4
+    # its record is a tombstone now: deletes win (no earlier ingest or retry brings it back)
+    assert processed_items.is_tombstone(ports["state"].get(state_collections.PROCESSED_ITEMS, deleted[0]))
+    assert len(processed_items.records(ports["state"], {})) == 4
 
 
 def test_delete_a_directory_deletes_every_file_ingested_under_it(ports, docs):
@@ -160,7 +162,7 @@ def test_delete_a_directory_deletes_every_file_ingested_under_it(ports, docs):
         docs / "sub", state=ports["state"], publisher=ports["publisher"], clock=ports["clock"]
     )
     assert len(deleted) == 3
-    remaining = {r["path"] for r in ports["state"].list(state_collections.PROCESSED_ITEMS)}
+    remaining = {r["path"] for r in processed_items.records(ports["state"], {})}
     assert remaining == {str((docs / "notes.md").resolve()), str((docs / "plain.TXT").resolve())}
     # a sibling whose name merely starts the same is untouched
     sibling = docs / "sub2"

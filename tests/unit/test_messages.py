@@ -21,7 +21,7 @@ def _fetched(**over):
 def test_round_trip_keeps_every_field_and_attributes():
     msg = _fetched(title="T")
     data, attrs = messages.encode(msg)
-    assert attrs == {"type": "DocumentFetched", "schema_version": "3", "idempotency_key": "feed-1/abc/fetched"}
+    assert attrs == {"type": "DocumentFetched", "schema_version": "4", "idempotency_key": "feed-1/abc/fetched"}
     assert messages.decode(data, attrs) == msg
 
 
@@ -59,7 +59,7 @@ def test_a_message_class_declares_its_topic_once_and_is_registered():
     [
         ({"schema_version": "1"}, "no 'type'"),
         ({"type": "Nope", "schema_version": "1"}, "unknown message type"),
-        ({"type": "DocumentFetched", "schema_version": "4"}, "schema_version '4' is not supported"),
+        ({"type": "DocumentFetched", "schema_version": "5"}, "schema_version '5' is not supported"),
     ],
 )
 def test_decode_refuses_what_it_cannot_understand(attrs, needle):
@@ -108,8 +108,10 @@ def test_a_version_1_document_deleted_still_decodes_and_version_2_carries_the_ge
     decoded = messages.decode(json.dumps(old).encode(), attrs)
     assert decoded.document_id == "d1" and decoded.generation is None
     data, new_attrs = messages.encode(messages.DocumentDeleted(**{**old, "generation": "17"}))
-    assert new_attrs["schema_version"] == "2"
+    assert new_attrs["schema_version"] == "3"
     assert messages.decode(data, new_attrs).generation == "17"
+    decoded = messages.decode(json.dumps({**old, "generation": "17"}).encode(), {**attrs, "schema_version": "2"})
+    assert decoded.generation == "17" and decoded.revision is None
 
 
 def test_documents_carry_their_source_s_metadata_and_older_versions_on_the_bus_decode_without():
@@ -124,4 +126,16 @@ def test_documents_carry_their_source_s_metadata_and_older_versions_on_the_bus_d
     attrs = {"type": "DocumentCleaned", "schema_version": "1", "idempotency_key": "feed-1/abc/cleaned"}
     assert messages.decode(json.dumps(cleaned).encode(), attrs).metadata == {}
     data, attrs = messages.encode(messages.DocumentCleaned(**cleaned, metadata={"author": "Ada"}))
-    assert attrs["schema_version"] == "2" and messages.decode(data, attrs).metadata == {"author": "Ada"}
+    assert attrs["schema_version"] == "3" and messages.decode(data, attrs).metadata == {"author": "Ada"}
+
+
+def test_document_messages_carry_the_ledgers_revision_and_older_versions_decode_without_one():
+    msg = _fetched(revision=3)
+    data, attrs = messages.encode(msg)
+    assert messages.decode(data, attrs).revision == 3
+    old = {k: v for k, v in json.loads(data).items() if k != "revision"}
+    assert messages.decode(json.dumps(old).encode(), {**attrs, "schema_version": "3"}).revision is None
+    cleaned = {"document_id": "feed-1", "source": "feed", "origin": "http://f", "url": "http://f/a", "title": "T",
+               "clean_ref": "blob:clean/1", "content_hash": "abc", "characters": 10}
+    attrs = {"type": "DocumentCleaned", "schema_version": "2", "idempotency_key": "feed-1/abc/cleaned"}
+    assert messages.decode(json.dumps(cleaned).encode(), attrs).revision is None

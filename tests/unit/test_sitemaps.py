@@ -148,7 +148,7 @@ def test_a_page_gone_from_the_sitemap_is_retracted_and_a_broken_sitemap_retracts
     report = world.poll(SITEMAP)
     (gone,) = world.deleted()
     assert gone == DocumentDeleted(document_id=feed_item_id(SITEMAP, "https://site.example/b"),
-                                   reason="left sitemap", requested_at=gone.requested_at)
+                                   reason="left sitemap", requested_at=gone.requested_at, revision=1)
     assert report.removed == 1
 
 

@@ -115,11 +115,15 @@ def _announce_earlier(session: Session, candidates: set[str], command: str) -> s
     return pending
 
 
-def _report_unfinished(session: Session, ids: set[str], command: str) -> int:
+def _report_unfinished(session: Session, ids: set[str], command: str, *, deleting: bool = False) -> int:
     """Say which of ``ids`` are still pending or failed after the wait; return how many."""
     from shared.ingest.progress import status_of
 
     status = status_of(session.deps.state, ids)
+    if status.removed and not deleting:
+        # another command's delete won (deletes do): not this command's failure, nor pending
+        err.print(f"[yellow]{command}: {len(status.removed)} document(s) were deleted by another command "
+                  "while this one ran; they stay deleted[/]")
     if status.pending:
         err.print(f"[yellow]{command}: {len(status.pending)} document(s) still pending; they stay queued and "
                   f"continue on the next `ragbus {command}` (or under `ragbus serve`); see `ragbus stats`[/]")
@@ -202,7 +206,7 @@ def ingest(
     for (why, suffix), count in sorted(report.skipped.items(), key=lambda kv: (-kv[1], kv[0])):
         console.print(Text(f"  skipped {count} {suffix} file(s): {why}"), soft_wrap=True)
     if delete:
-        unfinished = _report_unfinished(session, ids, "ingest")
+        unfinished = _report_unfinished(session, ids, "ingest", deleting=True)
     else:
         # a file under these paths that failed earlier and is unchanged is still not indexed
         under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}

@@ -122,7 +122,7 @@ def wait_for_documents(session: Session, ids_of: Callable[[], set[str] | None], 
                 continue
             status = status_of(session.deps.state, ids)
             failed = f" [red]{len(status.failed)} failed[/]" if status.failed else ""
-            progress.update(task, total=max(status.total, 1), completed=len(status.indexed) + len(status.failed),
+            progress.update(task, total=max(status.total, 1), completed=len(status.indexed) + len(status.failed) + len(status.removed),
                             description=f"{label:<12}{failed}")
             stable = stable + 1 if not status.pending else 0
             if stable >= 3:  # nothing pending three reads in a row
