@@ -51,16 +51,21 @@ perf: $(DEV_STAMP)
 	$(PY) bench/perf_suite.py $(ARGS)
 	$(PY) bench/charts.py
 
-# Re-resolve the locks from pyproject.toml for the deploy's Python (3.11, linux x86_64):
-# requirements.txt (what Cloud Functions installs) and requirements-dev.txt. The machine's uv
-# configuration (files: UV_NO_CONFIG; index variables: unset) is set aside, so uv resolves from
-# its default index, PyPI; no address is written here.
+# Re-resolve the locks from pyproject.toml for linux x86_64 and the oldest Python the project
+# supports (3.11, what CI and `make test` run): requirements.txt (what Cloud Functions installs)
+# and requirements-dev.txt. The functions run Python 3.13 (infra/functions.tf): the last line
+# re-resolves the runtime lock for 3.13 from wheels only, pinned to requirements.txt, so a pin
+# without a 3.13 wheel fails here, not in a deploy. The machine's uv configuration (files:
+# UV_NO_CONFIG; index variables: unset) is set aside, so uv resolves from its default index,
+# PyPI; no address is written here.
 LOCK_FLAGS := --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	--custom-compile-command "make lock" --quiet
 LOCK_ENV := env -u UV_INDEX -u UV_INDEX_URL -u UV_DEFAULT_INDEX -u UV_EXTRA_INDEX_URL -u UV_FIND_LINKS UV_NO_CONFIG=1
 lock: $(DEV_STAMP)
 	$(LOCK_ENV) $(VENV)/bin/uv pip compile pyproject.toml $(LOCK_FLAGS) -o requirements.txt
 	$(LOCK_ENV) $(VENV)/bin/uv pip compile pyproject.toml --extra dev $(LOCK_FLAGS) -o requirements-dev.txt
+	$(LOCK_ENV) $(VENV)/bin/uv pip compile pyproject.toml --python-version 3.13 --python-platform x86_64-manylinux_2_28 \
+		--only-binary :all: -c requirements.txt --quiet -o /dev/null
 
 clean:
 	rm -rf $(VENV) .ragbus

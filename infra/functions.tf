@@ -80,7 +80,10 @@ resource "google_cloudfunctions2_function" "function" {
   labels   = merge(var.labels, { stage = replace(each.value.stage, "_", "-") })
 
   build_config {
-    runtime     = "python311"
+    # python311 is deprecated on 2027-10-24 (issue 32; the stored runtimes table was cut before its
+    # row); python313 and python314 are GA (docs.cloud.google.com/run/docs/runtimes/python). `make lock`
+    # checks that every runtime pin has a 3.13 wheel.
+    runtime     = "python313"
     entry_point = each.value.entry_point
     # Projects created since mid-2024 give Cloud Build's default identity no build rights:
     # the build runs as rb-build (iam.tf) with only what a function build needs.

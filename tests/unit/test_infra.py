@@ -329,10 +329,10 @@ def test_every_consumed_topic_has_a_publisher():
 # ----------------------------------------------------------------- functions
 
 
-def test_functions_deploy_one_source_with_python311():
+def test_functions_deploy_one_source_with_python313():
     for name, function in _functions().items():
         build = _block(function, "build_config")
-        assert build["runtime"] == "python311", name
+        assert build["runtime"] == "python313", name
         storage = _block(_block(build, "source"), "storage_source")
         assert storage["object"] == "${google_storage_bucket_object.source.name}", name
     assert {f["function"] for f in _local("consumers").values()} <= set(_functions())

@@ -48,4 +48,4 @@ def test_ci_and_the_lock_set_the_machines_configuration_aside():
     for variable in ("UV_INDEX", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS"):
         assert f"-u {variable} " in lock_env + " ", variable
     assert "UV_NO_CONFIG=1" in lock_env
-    assert makefile.count("$(LOCK_ENV) $(VENV)/bin/uv pip compile") == 2
+    assert makefile.count("$(LOCK_ENV) $(VENV)/bin/uv pip compile") == 3  # the two locks, and the 3.13 wheel check
