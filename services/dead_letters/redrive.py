@@ -13,13 +13,21 @@ failed again; a changed document is tried afresh.
 
 One letter that cannot be redriven (its kept body was cut, or its type is unknown to this
 code) is reported alone; the others are retried all the same.
+
+Retries running at once (two `POST /v1/dead-letters/retry`, two `ragbus dead-letters retry
+--all`) each take a letter before publishing it (a lease on its record, one transaction): one of
+them retries it, the others leave it, so a letter is published again once, not once a request.
+A retry that dies between taking and publishing leaves the letter to the next retry once its
+lease ran out.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from shared.contract import state_collections
@@ -35,12 +43,18 @@ log = logging.getLogger("ragbus.dead_letters")
 KEPT_BODY_CHARS = 4000
 
 
+#: how long a retry holds a dead letter it took (publishing it takes well under a second)
+RETRY_LEASE_S = 120.0
+
+
 @dataclass
 class Redrive:
     """What a retry or purge did: the dead letters it handled, and those it could not, with why."""
 
     done: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    #: what the retried messages were about (document or query ids): whose new dead letters are this retry's
+    subjects: set[str] = field(default_factory=set)
 
     def to_doc(self, verb: str) -> dict[str, Any]:
         return {verb: self.done, "refused": [{"id": k, "error": v} for k, v in self.refused.items()]}
@@ -87,7 +101,8 @@ def select(state: StateStore, given: str | None, *, every: bool) -> list[dict[st
 
 
 def retry(deps: Deps, chosen: list[dict[str, Any]]) -> Redrive:
-    """Publish each chosen dead letter's message again, then forget the dead letter."""
+    """Publish each chosen dead letter's message again, then forget the dead letter; a letter
+    another retry took meanwhile (or already forgot) is left to it."""
     out = Redrive()
     for letter in chosen:
         key = str(letter["id"])
@@ -96,13 +111,43 @@ def retry(deps: Deps, chosen: list[dict[str, Any]]) -> Redrive:
         except InvalidInput as exc:
             out.refused[key] = str(exc)
             continue
+        if not _take(deps, key):
+            log.info("dead letter %s: another retry took it; left to that one", key)
+            continue
         # publish first: a crash before the delete leaves the dead letter to retry again
         deps.publisher.publish(message)
         deps.state.delete(state_collections.DEAD_LETTERS, key)
+        subject = subject_of(letter)
+        if subject:
+            out.subjects.add(subject)
         log.info("dead letter %s retried: %s published again to %s", key, type(message).__name__,
                  letter.get("topic"))
         out.done.append(key)
     return out
+
+
+def _take(deps: Deps, key: str) -> bool:
+    """Take the dead letter ``key`` for this retry (a lease on its record); False when it is gone
+    or another retry holds it."""
+    now = deps.clock.now()
+    token = uuid.uuid4().hex
+    taken: dict[str, bool] = {}
+
+    def take(current: dict[str, Any] | None) -> dict[str, Any] | None:
+        lease = (current or {}).get("retrying") or {}
+        taken["ok"] = current is not None and not (lease.get("until") and lease["until"] > now.isoformat())
+        if not taken["ok"]:
+            return None
+        until = now + timedelta(seconds=RETRY_LEASE_S)
+        return {**current, "retrying": {"token": token, "until": until.isoformat()}}
+
+    deps.state.update(state_collections.DEAD_LETTERS, key, take)
+    return taken["ok"]
+
+
+def subject_of(letter: dict[str, Any]) -> str | None:
+    """What a dead letter's message was about: its document id, query id or poll request."""
+    return _document_id(letter) or _body_field(letter, "query_id") or _body_field(letter, "request_id")
 
 
 def purge(deps: Deps, chosen: list[dict[str, Any]]) -> Redrive:
@@ -125,11 +170,15 @@ def _dropped(claim: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _document_id(letter: dict[str, Any]) -> str | None:
+    return _body_field(letter, "document_id")
+
+
+def _body_field(letter: dict[str, Any], name: str) -> str | None:
     try:
         body = json.loads(str(letter.get("data") or ""))
     except ValueError:
         return None
-    value = body.get("document_id") if isinstance(body, dict) else None
+    value = body.get(name) if isinstance(body, dict) else None
     return value if isinstance(value, str) and value else None
 
 

@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 from rich.console import Console, ConsoleDimensions
@@ -92,16 +93,19 @@ def stage_counts(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]
     return out
 
 
-def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float, timeout: float, label: str) -> bool:
+def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float, timeout: float, label: str,
+                       subjects: Collection[str] | None = None) -> bool:
     """Show what each stage has done with the messages published since ``since``: one row per
-    stage as soon as it has work, its count moving; every row complete when the work is."""
+    stage as soon as it has work, its count moving; every row complete when the work is.
+    ``subjects``: count only messages about these documents (or queries), the command's own:
+    another command running beside it has its own counts."""
     subs = [c.subscription for c in runtime.consumers]
     deadline = time.monotonic() + timeout
     with stage_progress() as progress:
         tasks: dict[str, Any] = {}
 
         def show() -> None:
-            counts = {sub: c for sub, c in system.bus.progress(since).items() if sub in subs}
+            counts = {sub: c for sub, c in system.bus.progress(since, subjects).items() if sub in subs}
             for stage, c in stage_counts(counts).items():
                 if stage not in tasks:
                     tasks[stage] = progress.add_task(f"{stage:<12}", total=c["total"])
@@ -132,9 +136,9 @@ def wait_with_progress(system: LocalSystem, runtime: LocalRuntime, since: float,
     return False
 
 
-def dead_since(system: LocalSystem, since: float) -> int:
-    """How many messages published since ``since`` were dead-lettered."""
-    return sum(c.get("dead", 0) for c in system.bus.progress(since).values())
+def dead_since(system: LocalSystem, since: float, subjects: Collection[str] | None = None) -> int:
+    """How many messages published since ``since`` (about ``subjects``, when given) were dead-lettered."""
+    return sum(c.get("dead", 0) for c in system.bus.progress(since, subjects).values())
 
 
 def print_answer(record: QueryRecord) -> None:

@@ -279,3 +279,21 @@ def test_one_publish_wakes_one_worker_of_each_subscription(tmp_path):
     for t in threads:
         t.join(10.0)
     assert sorted(woke) == ["a.query-submitted"] * 2 + ["b.query-submitted"] * 2
+
+
+def test_progress_about_given_subjects_counts_only_their_messages(tmp_path):
+    # two commands share the bus: each counts its own work (issue 35, problem 17: an ingest's
+    # progress counted another command's failures)
+    bus = _bus(tmp_path)
+    bus.publish(QuerySubmitted(query_id="mine"))
+    bus.publish(QuerySubmitted(query_id="theirs"))
+    bus.publish(QuerySubmitted(query_id="theirs-too"))
+    for delivery in bus.pull("a.query-submitted", 3):
+        if delivery.attributes["idempotency_key"].startswith("mine/"):
+            bus.ack(delivery)
+        else:
+            bus.nack(delivery, "boom", permanent=True)
+    assert bus.progress(0, {"mine"})["a.query-submitted"] == {"pending": 0, "acked": 1, "dead": 0}
+    assert bus.progress(0, {"mine"})["b.query-submitted"] == {"pending": 1, "acked": 0, "dead": 0}
+    assert bus.progress(0)["a.query-submitted"] == {"pending": 0, "acked": 1, "dead": 2}
+    assert bus.progress(0, set()) == {}

@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -367,15 +367,29 @@ class SqliteBus:
             f"WHERE d.state = 'pending' AND d.subscription IN ({marks})", subscriptions).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
-    def progress(self, since: float) -> dict[str, dict[str, int]]:
-        """Per subscription, deliveries of messages published since ``since`` by state."""
-        rows = self._db.connection().execute(
-            "SELECT d.subscription, d.state, COUNT(*) FROM deliveries d "
-            "JOIN messages m ON m.id = d.message_id WHERE m.published_at >= ? "
-            "GROUP BY d.subscription, d.state",
-            (since,),
-        ).fetchall()
+    def progress(self, since: float, subjects: Collection[str] | None = None) -> dict[str, dict[str, int]]:
+        """Per subscription, deliveries of messages published since ``since`` by state; with
+        ``subjects``, only of messages about them (a document or query id: what a message's
+        idempotency key starts with), so a command counts its own work, not another's beside it."""
+        conn = self._db.connection()
         out: dict[str, dict[str, int]] = {}
+        if subjects is None:
+            rows = conn.execute(
+                "SELECT d.subscription, d.state, COUNT(*) FROM deliveries d "
+                "JOIN messages m ON m.id = d.message_id WHERE m.published_at >= ? "
+                "GROUP BY d.subscription, d.state",
+                (since,),
+            ).fetchall()
+        else:
+            wanted = set(subjects)
+            keyed = conn.execute(
+                "SELECT d.subscription, d.state, json_extract(m.attributes, '$.idempotency_key') FROM deliveries d "
+                "JOIN messages m ON m.id = d.message_id WHERE m.published_at >= ?",
+                (since,),
+            ).fetchall()
+            counted: Counter = Counter((sub, state) for sub, state, key in keyed
+                                       if str(key or "").partition("/")[0] in wanted)
+            rows = [(sub, state, count) for (sub, state), count in counted.items()]
         for subscription, state, count in rows:
             out.setdefault(subscription, {"pending": 0, "acked": 0, "dead": 0})[state] = int(count)
         return out

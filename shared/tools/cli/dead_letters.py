@@ -56,7 +56,7 @@ def dead_letters_retry(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the retried work.")] = 900.0,
 ) -> None:
     """Publish a dead letter's message again (the cause fixed), and wait until the stages handled it."""
-    from services.dead_letters.redrive import retry, select
+    from services.dead_letters.redrive import retry, select, subject_of
 
     session = open_session(changes=True)
     since = time.time() - 0.001
@@ -66,8 +66,9 @@ def dead_letters_retry(
         except RagbusError as exc:
             raise fail(str(exc)) from None
         if done.done and runtime is not None:
-            wait_with_progress(session.local, runtime, since, timeout, "dead-letters retry")
-    again = len(letters_since(session, since))
+            wait_with_progress(session.local, runtime, since, timeout, "dead-letters retry", subjects=done.subjects)
+    # only the letters of what this command retried: a retry running beside it fails its own
+    again = len([d for d in letters_since(session, since) if subject_of(d) in done.subjects])
     console.print(f"retried {len(done.done)} dead letter(s)"
                   + (f"; {again} failed again (`ragbus dead-letters` shows why)" if again else ""))
     for key, why in done.refused.items():

@@ -193,7 +193,7 @@ def ingest(
             under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
             ids |= _announce_earlier(session, under - ids, "ingest")
         if ids and runtime is not None:
-            wait_with_progress(session.local, runtime, since, timeout, "ingest")
+            wait_with_progress(session.local, runtime, since, timeout, "ingest", subjects=ids)
         elif ids:
             wait_for_documents(session, lambda: ids, timeout, "ingest")
     verb = "deleted" if delete else "submitted"
