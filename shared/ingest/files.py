@@ -52,6 +52,8 @@ DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 
 UNSUPPORTED = "not a document type ragbus reads"
 DELETED_MEANWHILE = "deleted while this ingest ran"
+NOT_UTF8 = "its name is not UTF-8"
+NOT_REGULAR = "not a regular file"
 
 
 @dataclass
@@ -111,6 +113,8 @@ def ingest_path(
         if root.is_symlink():
             raise InvalidInput(f"{root} {broken_link(root)}; give a file ({FILE_TYPES}) or a directory")
         raise InvalidInput(f"{root} does not exist; give a file ({FILE_TYPES}) or a directory")
+    if not utf8_name(root):
+        raise InvalidInput(f"{shown_path(root)}: {NOT_UTF8}; rename it (its bytes are shown as \\x escapes)")
     if root.is_dir():
         files = _supported_files(root, report)
         if not files:
@@ -177,13 +181,36 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
             if document_type(candidate) is None:
                 report.skip(candidate, UNSUPPORTED)
                 continue
-            if candidate.is_file():
+            if not utf8_name(candidate):
+                # its path could be neither stored nor sent: it fails alone, named by its bytes
+                log.warning("skipping %s: %s", shown_path(candidate), NOT_UTF8)
+                report.skip(candidate, NOT_UTF8)
+            elif candidate.is_file():
                 out.append(candidate)
             elif candidate.is_symlink() and not candidate.exists():
                 # named like a document, so meant as one: say why it is left out
                 log.warning("skipping %s: it %s", candidate, broken_link(candidate))
                 report.skip(candidate, "a broken symlink")
+            else:
+                # a named pipe, a socket, a device or a link to one (`zero.txt -> /dev/zero`): reading
+                # it would wait forever or never end
+                log.warning("skipping %s: it is not a regular file (a named pipe, device or socket)", candidate)
+                report.skip(candidate, NOT_REGULAR)
     return out
+
+
+def utf8_name(path: Path) -> bool:
+    """Whether ``path`` is valid UTF-8 (a Latin-1 name read from disk holds surrogate escapes)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as text whatever its bytes: what is not UTF-8 is shown as ``\\xe9`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _ingest_file(
@@ -211,7 +238,7 @@ def _ingest_file(
         if not stat.S_ISREG(status.st_mode):
             # reading a named pipe waits for a writer forever, and a device can be endless
             raise Skipped(f"{absolute}{via} is not a regular file (a named pipe, device or socket); "
-                          f"give a file ({FILE_TYPES}) or a directory", "not a regular file")
+                          f"give a file ({FILE_TYPES}) or a directory", NOT_REGULAR)
         if status.st_size > max_bytes:
             raise Skipped(
                 f"{absolute}{via} is {status.st_size} bytes, over the {max_bytes}-byte cap for one document",
@@ -314,6 +341,8 @@ def delete_path(
     not exist either (most likely a typo).
     """
     target = Path(path).expanduser().resolve()
+    if not utf8_name(target):
+        raise InvalidInput(f"{shown_path(target)}: {NOT_UTF8}, so nothing was ever ingested from it; check the path")
     doomed = records_under(target, state)
     unfinished = unfinished_deletes(state, _tombstones_under(target, state))
     if not doomed and not unfinished and not target.exists():
