@@ -26,7 +26,7 @@ from services.gateway.conversations import Conversations
 from services.gateway.dead_letters import DeadLetterRoutes
 from services.gateway.guard import LOOPBACK_HOSTS, RequestGuard
 from services.gateway.mcp_server import build_mcp_server
-from services.gateway.openai_compat import ChatCompletions, error_body, is_openai_path
+from services.gateway.openai_compat import OPENAI_SERVED, ChatCompletions, error_body, is_openai_path
 from services.gateway.openapi import openapi_document
 from services.gateway.probes import Probes
 from services.gateway.queries import QueryRoutes
@@ -116,7 +116,9 @@ def _mcp_routes(mcp: MCPServer, host: str) -> list[BaseRoute]:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    if exc.status_code == 404:
+    if exc.status_code == 404 and is_openai_path(request.url.path):
+        message = f"ragbus does not serve {cut(request.url.path)}; of the OpenAI API it serves {OPENAI_SERVED}"
+    elif exc.status_code == 404:
         message = f"no such endpoint {cut(request.url.path)}; see /openapi.json for the API"
     elif exc.status_code == 405:
         message = f"{cut(request.method)} is not allowed on {cut(request.url.path)}; see /openapi.json"

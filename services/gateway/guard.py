@@ -43,7 +43,7 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message],
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 _WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 _OPEN_PATHS = ("/", "/healthz", "/readyz")
-_OPEN_PREFIXES = ("/static/",)
+_OPEN_PREFIXES = ("/static/", "/sample/")  # the page's files and the bundled sample corpus, public already
 
 
 def _host_name(value: str) -> str:
@@ -93,6 +93,11 @@ class RequestGuard:
             if media != "application/json":
                 return (415, f"{method} needs Content-Type: application/json (got {media[:100] or 'none'!r})"
                         + _body_hint(method, scope.get("path", "")), {})
+            encoding = headers.get("content-encoding", "").strip().lower()
+            if encoding not in ("", "identity"):
+                # read as sent, a compressed body is "not UTF-8"; inflating it would need a bound of its own
+                return (415, f"{method} bodies are read as sent: send it without Content-Encoding "
+                        f"(got {encoding[:100]!r})", {})
         path = scope.get("path", "")
         if self.api_token and path not in _OPEN_PATHS and not path.startswith(_OPEN_PREFIXES):
             given = headers.get("authorization", "")

@@ -181,8 +181,13 @@ def openai_error(exc: ChatError) -> JSONResponse:
                         status_code=exc.status, headers=exc.headers)
 
 
-#: Paths whose errors (the guard's too) are in OpenAI's shape: their clients read no other.
-OPENAI_PATHS = ("/v1/chat/", "/v1/models")
+#: Paths whose errors (the guard's too) are in OpenAI's shape: their clients read no other. Besides the
+#: two ragbus serves, the OpenAI API's other endpoints, so an SDK pointed here reads why they are missing.
+OPENAI_PATHS = ("/v1/chat/", "/v1/models", "/v1/responses", "/v1/completions", "/v1/embeddings", "/v1/audio/",
+                "/v1/images/", "/v1/moderations", "/v1/files", "/v1/batches", "/v1/assistants", "/v1/threads",
+                "/v1/fine_tuning/", "/v1/vector_stores", "/v1/uploads", "/v1/realtime")
+#: What ragbus serves of the OpenAI API, named when a client asks for another endpoint.
+OPENAI_SERVED = "POST /v1/chat/completions and GET /v1/models"
 
 
 def is_openai_path(path: str) -> bool:
@@ -259,6 +264,11 @@ def _refused_arguments(req: ChatCompletionRequest) -> None:
     if req.response_format is not None and req.response_format.get("type") not in (None, "text"):
         raise ChatError(400, f"response_format {_echo(req.response_format.get('type'))} is not available: ragbus answers "
                              "in text, its citations in the 'citations' field", param="response_format")
+    if req.tool_choice not in (None, "auto", "none"):
+        # "required" or a named function asks the model to call a tool: ragbus's loop calls none
+        raise ChatError(400, f"tool_choice {_echo(req.tool_choice if isinstance(req.tool_choice, str) else 'function')} "
+                             "is not available: ragbus answers from its documents and calls no tools (send 'auto', "
+                             "'none' or leave it out)", param="tool_choice")
     if req.model not in MODELS:
         raise ChatError(404, f"the model {_echo(req.model)} does not exist here; use one of "
                              f"{', '.join(MODELS)} (GET /v1/models)", param="model", code="model_not_found")

@@ -207,11 +207,11 @@ def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change
     drafted = draft_answer(record, final, best, language, ports)
     outcome, answer = drafted.outcome, drafted.answer
     if outcome == "not_answerable" or answer is None:
-        text, sentences, citations = phrase("abstain", language), [], []
+        text, sentences, citations = abstention(record, language), [], []
     else:
         text, sentences, citations = number_citations(answer, list(best.contexts))
         if not text:
-            outcome, text, sentences, citations = "not_answerable", phrase("abstain", language), [], []
+            outcome, text, sentences, citations = "not_answerable", abstention(record, language), [], []
         elif outcome == "answered_with_caveat":
             text = phrase("caveat_no_model" if drafted.fallback_why else "caveat", language) + "\n\n" + text
     verdict = reader_verdict(answer, outcome) if answer is not None else ""
@@ -231,6 +231,16 @@ def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change
         "outcome": outcome, "citation_count": n, "answered_from_iteration": best.iteration,
         "answer_provider": drafted.provider},
         recorded=lambda stored: metrics.query_ended(outcome, len(stored.iterations)))
+
+
+def abstention(record: QueryRecord, language: str) -> str:
+    """The refusal: when the query's filters let no document through (no iteration retrieved anything),
+    it names them, as `ragbus search` does, rather than "could not find anything"."""
+    filters = record.search_filters()
+    if filters is not None and not any(entry.contexts for entry in record.iterations):
+        # the filters are the caller's text: plain like any answer
+        return plain_answer_text(phrase("abstain_filtered", language).format(filters=filters.describe()), ())
+    return phrase("abstain", language)
 
 
 def answered(record: QueryRecord, iteration: int) -> AnswerReady:

@@ -38,7 +38,7 @@ from shared.contract.text import shown as _shown
 WHERE_FIELDS = ("title", "url", "origin", "document_id", "source")
 _RELATIVE = re.compile(r"^\s*(\d{1,5})\s*([hdwmy])\s*$", re.IGNORECASE)
 _UNIT_DAYS = {"h": 1 / 24, "d": 1, "w": 7, "m": 30, "y": 365}
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,63}")  # fullmatch: "$" would let a trailing newline through
 _MAX_VALUE = 1024
 _MAX_WHERE = 16
 
@@ -329,7 +329,7 @@ def _where(value: Mapping[str, Any] | Iterable[str] | None) -> tuple[tuple[str, 
         raise FilterError(f"where has {len(pairs)} conditions; at most {_MAX_WHERE}")
     out: dict[str, str] = {}
     for key, text in pairs:
-        if not _KEY.match(key):
+        if not _KEY.fullmatch(key):
             raise FilterError(f"where key {_shown(key)}: letters, digits, _ . - only, starting with a letter")
         if not text:
             raise FilterError(f"where {key}=: the value is empty")

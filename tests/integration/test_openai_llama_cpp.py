@@ -75,8 +75,10 @@ def test_transform_grade_and_synthesize_through_a_real_model(llama, llm):
 
     try:
         answer = llm.synthesize("How does RRF combine rankings?", CONTEXTS, language="en")
-    except RetryableError:  # JSON cut off inside a string: the synthesizer would answer by itself
-        assert cut(SYNTHESIS_MAX_TOKENS)
+    except RetryableError as refused:
+        # the designed refusals, after which the synthesizer answers by itself: JSON cut off inside a
+        # string, or sentences that cite no source (a tiny model's wording varies with the build pip made)
+        assert cut(SYNTHESIS_MAX_TOKENS) or "none citing a source" in str(refused), refused
     else:
         assert answer.abstained or answer.sentences, answer
         for sentence in answer.sentences:

@@ -183,6 +183,17 @@ _PHRASES: dict[str, dict[str, str]] = {
         "de": "Hinweis: Das Modell war nicht nutzbar, daher zitiert diese Antwort direkt die gefundenen "
         "Quellen; sie kann unvollständig sein.",
     },
+    # The refusal when the query's filters let no indexed document through (``{filters}``: as described).
+    "abstain_filtered": {
+        "en": "No indexed document matches the filters ({filters}), so there is nothing to answer from; "
+        "widen or remove them.",
+        "de": "Kein indiziertes Dokument passt zu den Filtern ({filters}), daher gibt es nichts, woraus "
+        "geantwortet werden kann; erweitern oder entfernen Sie sie.",
+        "fr": "Aucun document indexé ne correspond aux filtres ({filters}) : il n'y a rien pour répondre ; "
+        "élargissez-les ou retirez-les.",
+        "es": "Ningún documento indexado coincide con los filtros ({filters}), así que no hay nada con qué "
+        "responder; amplíelos o quítelos.",
+    },
     # A part of an English question no retrieved sentence speaks to (``{part}``: its words).
     "not_mentioned": {
         "en": "Not mentioned in the sources: {part}.",
