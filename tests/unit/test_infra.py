@@ -655,6 +655,32 @@ def _accepted_filter_combinations() -> list[Filters]:
             for kind, array, dated in itertools.product(kinds, arrays, dates)]
 
 
+def test_every_prefilter_the_firestore_index_sends_keeps_to_firestores_documented_query_rules():
+    """The where clauses before find_nearest, checked against what Firestore documents (issue 32.7):
+    StructuredQuery runs where before findNearest ("applies after all other filters and ordering",
+    the v1 REST reference), so a range on the published time is a pre-filter; a range operator needs
+    its field first in order_by (FieldFilter.Operator), so every range is on one field, published_ts;
+    one array-contains per query, and a composite index holds at most one array field
+    (cloud.google.com/firestore/docs/concepts/index-overview); equality on the kind. A combination
+    outside these is refused by name before Firestore is asked, never filtered after the top k."""
+    from shared.adapters.gcp.firestore_index import PUBLISHED_FIELD, prefilter_clauses
+
+    seen_ops = set()
+    for filters in _accepted_filter_combinations():
+        try:
+            clauses = prefilter_clauses(filters)
+        except ConfigError as exc:
+            assert any(f"where {key}" in str(exc) for key, _ in filters.where), exc
+            continue
+        ops = [op for _, op, _ in clauses]
+        seen_ops |= set(ops)
+        assert ops.count("array_contains") <= 1, filters.describe()
+        assert {f for f, op, _ in clauses if op in (">=", "<", ">", "<=")} <= {PUBLISHED_FIELD}, filters.describe()
+        assert {f for f, op, _ in clauses if op == "=="} <= {"source"}, filters.describe()
+        assert set(ops) <= {"array_contains", "==", ">=", "<"}, filters.describe()
+    assert seen_ops == {"array_contains", "==", ">=", "<"}  # every kind of clause was exercised
+
+
 def test_every_filter_combination_the_firestore_index_accepts_has_its_composite_vector_index():
     from shared.adapters.gcp.firestore_index import CHUNKS, EMBEDDING_FIELD, prefilter_index
 

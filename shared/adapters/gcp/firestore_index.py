@@ -83,6 +83,12 @@ def prefilter_clauses(filters: Filters) -> list[tuple[str, str, Any]]:
     ``find_nearest``, in the order of the composite index that serves them (:func:`prefilter_index`).
 
     Raises :class:`ConfigError` naming the combination for one no index can serve.
+
+    Checked against Firestore's documented query rules (tests/unit/test_infra.py): where runs before
+    findNearest ("applies after all other filters and ordering", StructuredQuery in the v1 REST
+    reference), so a range on the published time pre-filters; a range needs its field first in
+    order_by (FieldFilter.Operator), so ranges are on one field only; one array-contains per query,
+    a composite index holding at most one array field.
     """
     refusal = firestore_prefilter_refusal(filters)
     if refusal is not None:
