@@ -401,6 +401,15 @@ class Settings:
     query_ttl_days: int = setting("RAGBUS_QUERY_TTL_DAYS", 30, Whole(1),
                                   "query records' `expire_at` (Firestore TTL in gcp); a conversation expires "
                                   "with its newest turn")
+    # Retention of the embedded runtime (issue 35, problem 8): without it a long-running `serve` grows
+    # until the disk is full. Swept when a runtime starts and every hour while it runs.
+    trace_retention_days: int = setting(
+        "RAGBUS_TRACE_RETENTION_DAYS", 7, Whole(1),
+        "embedded runtime: spans in `traces.db` older than this are deleted (Cloud Trace keeps its own 30 days)")
+    bus_retention_s: float = setting(
+        "RAGBUS_BUS_RETENTION_S", 3600.0, Seconds(),
+        "embedded runtime: delivered (acknowledged) bus messages older than this are deleted; query records "
+        "and conversations past their `expire_at` (RAGBUS_QUERY_TTL_DAYS) are deleted by the same sweep")
     # A follow-up's history (earlier turns of its conversation, or what the caller sent): the newest
     # turns kept, bounded so a prompt and a stored record stay small whatever a client sends.
     conversation_max_turns: int = setting(

@@ -199,6 +199,9 @@ def join_conversation(
         if doc is None:
             seen["missing"] = True
             return None
+        if _expired(doc, at):
+            seen["missing"] = True  # past its expire_at: gone, whether or not a sweep or TTL deleted it yet
+            return None
         turns = list(doc.get("turns") or [])
         seen["before"] = len(turns)
         if query_id in turns:
@@ -222,12 +225,19 @@ def join_conversation(
     return conversation_id, int(seen.get("before", 0))
 
 
+def _expired(doc: Doc, now_iso: str) -> bool:
+    """Past its ``expire_at``: Firestore's TTL deletes such a document within a day or so, the embedded
+    runtime's sweep within the hour; until then it is refused as if gone."""
+    expire_at = doc.get("expire_at")
+    return isinstance(expire_at, str) and expire_at < now_iso
+
+
 def conversation_turns(state: StateStore, conversation_id: str, now: datetime) -> list[QueryRecord]:
     """The records of the conversation's turns that are still stored, oldest first; a turn past its
     deadline is ended as timed out first (as reading one query does). Raises
     :class:`ConversationNotFound`."""
     doc = state.get(state_collections.CONVERSATIONS, conversation_id)
-    if doc is None:
+    if doc is None or _expired(doc, now.isoformat()):
         raise ConversationNotFound(
             f"no conversation with id {conversation_id!r} (it never existed or has expired)"
         )

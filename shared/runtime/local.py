@@ -12,6 +12,7 @@ from shared.adapters.local.bus import Delivery, SqliteBus
 from shared.contract.deps import Deps
 from shared.contract.errors import DataFileError
 from shared.runtime.dispatch import Disposition, handle_delivery, record_dead_letter
+from shared.runtime.retention import SWEEP_INTERVAL_S, sweep_quietly
 from shared.runtime.stages import CONSUMERS, Consumer
 
 log = logging.getLogger("ragbus.runtime")
@@ -55,7 +56,17 @@ class LocalRuntime:
         keeper = threading.Thread(target=self._keep_leases, name="lease-keeper", daemon=True)
         keeper.start()
         self._threads.append(keeper)
+        sweeper = threading.Thread(target=self._sweep, name="retention", daemon=True)
+        sweeper.start()
+        self._threads.append(sweeper)
         return self
+
+    def _sweep(self) -> None:
+        """Retention (:mod:`shared.runtime.retention`): now, then every hour while the runtime runs."""
+        while True:
+            sweep_quietly(self.deps.settings, self.bus, self.deps.state, self.deps.clock.now())
+            if self._stop.wait(SWEEP_INTERVAL_S):
+                return
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()

@@ -82,6 +82,11 @@ class SqliteSpanStore(SpanExporter):
 
     # ---------------------------------------------------------------- read
 
+    def delete_ended_before(self, cutoff_ns: int) -> int:
+        """Delete the spans that ended before ``cutoff_ns`` (nanoseconds since the epoch)."""
+        with self._db.transaction() as conn:
+            return conn.execute("DELETE FROM spans WHERE end_ns < ?", (cutoff_ns,)).rowcount
+
     def spans_of_trace(self, trace_id: str) -> list[dict[str, Any]]:
         rows = self._db.connection().execute(
             "SELECT * FROM spans WHERE trace_id = ? ORDER BY start_ns", (trace_id,)

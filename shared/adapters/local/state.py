@@ -108,6 +108,16 @@ class SqliteStateStore:
         rows = self._db.connection().execute(query, [collection, *params]).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def delete_expired(self, collection: str, now_iso: str) -> int:
+        """Delete the documents of ``collection`` whose ``expire_at`` (an ISO time in UTC, as written
+        with ``+00:00``) is before ``now_iso``; what Firestore's TTL policy does in the cloud."""
+        with self._db.transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM docs WHERE collection = ? AND json_extract(doc, '$.expire_at') < ?",
+                (collection, now_iso),
+            )
+            return cur.rowcount
+
     def count(self, collection: str, where: Mapping[str, Any] | None = None) -> int:
         sql, params = _where_sql(where)
         row = self._db.connection().execute(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -42,11 +44,32 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
             for f in list_listings(state)
         ],
         "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
+        # what the retention settings keep in check (shared.runtime.retention)
+        "data_dir": str(deps.settings.home), "data_dir_bytes": _tree_bytes(deps.settings.home),
         "recent_dead_letters": [
             {k: d.get(k) for k in ("id", "message_id", "subscription", "type", "error", "attempts", "at")}
             for d in letters[:10]
         ],
     }
+
+
+def _tree_bytes(root: Path) -> int:
+    """The bytes of the regular files under ``root`` (links not followed; a file deleted meanwhile skipped)."""
+    total, folders = 0, [root]
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
 
 
 @commands.command()
@@ -59,7 +82,8 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
         return
     announce_data(session.settings)  # 0 documents means something else in the topology's storage
     console.print(f"documents: {result['documents']}   chunks: {result['chunks']}   "
-                  f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}")
+                  f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}   "
+                  f"data directory: {result['data_dir_bytes'] / 1e6:.1f} MB")
     for feed in result["feeds"]:
         console.print(f"  {feed['kind']} {markup(feed['url'])}: last poll {markup(feed['last_poll'] or 'never')}"
                       + (f", [red]error: {markup(feed['last_error'])}[/]" if feed["last_error"] else ""))

@@ -1,0 +1,122 @@
+"""Retention of the embedded runtime (issue 35, problem 8): delivered bus messages, expired query
+records and conversations, and old spans are deleted; an expired conversation is refused though its
+document is still stored; `ragbus stats` shows the data directory's size."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from services.gateway.server import serve
+from shared.adapters.local.spans import SqliteSpanStore
+from shared.contract import state_collections
+from shared.contract.config import load_settings
+from shared.contract.messages import QuerySubmitted
+from shared.query.conversation import ConversationNotFound, conversation_turns, join_conversation
+from shared.runtime.bootstrap import build_local
+from shared.runtime.local import LocalRuntime
+from shared.runtime.retention import sweep
+from tests.support import cli_json
+
+pytestmark = pytest.mark.hostile
+
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+
+
+def _system(tmp_path, **env):
+    return build_local(load_settings({"RAGBUS_HOME": str(tmp_path / "home"), **env}))
+
+
+def _messages(settings) -> int:
+    with sqlite3.connect(settings.bus_path) as db:
+        return db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+
+
+def _span(store: SqliteSpanStore, trace_id: str, ended: datetime) -> None:
+    end_ns = int(ended.timestamp() * 1e9)
+    with store._db.transaction() as conn:  # a span as the exporter writes it, at a chosen time
+        conn.execute("INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (trace_id, "0" * 16, None, "gateway.submit", "SERVER", end_ns - 1000, end_ns, "OK", None,
+                      "{}", "[]", None))
+
+
+def test_a_sweep_deletes_what_is_past_its_time_and_keeps_the_rest(tmp_path):
+    system = _system(tmp_path, RAGBUS_BUS_RETENTION_S="0.001")
+    settings, bus, state = system.settings, system.bus, system.deps.state
+    bus.publish(QuerySubmitted(query_id="delivered"))
+    for delivery in bus.pull("transformer.query-submitted", max_messages=10):
+        bus.ack(delivery)
+    bus.publish(QuerySubmitted(query_id="waiting"))  # not delivered yet: kept whatever its age
+    state.put(state_collections.QUERIES, "old", {"id": "old", "expire_at": (NOW - timedelta(days=1)).isoformat()})
+    state.put(state_collections.QUERIES, "new", {"id": "new", "expire_at": (NOW + timedelta(days=29)).isoformat()})
+    state.put(state_collections.CONVERSATIONS, "c-old", {"turns": ["old"], "expire_at": "2020-01-01T00:00:00+00:00"})
+    state.put(state_collections.DOCUMENTS, "doc", {"document_id": "doc"})  # no expire_at: never swept
+    spans = SqliteSpanStore(settings.traces_path)
+    _span(spans, "a" * 32, NOW - timedelta(days=settings.trace_retention_days + 1))
+    _span(spans, "b" * 32, NOW - timedelta(hours=1))
+    spans.shutdown()
+    time.sleep(0.01)  # the delivered message is older than 1 ms
+
+    swept = sweep(settings, bus, state, NOW)
+
+    assert (swept.records, swept.spans) == (2, 1) and swept.messages >= 1
+    assert state.get(state_collections.QUERIES, "old") is None and state.get(state_collections.QUERIES, "new")
+    assert state.get(state_collections.CONVERSATIONS, "c-old") is None
+    assert state.get(state_collections.DOCUMENTS, "doc") is not None
+    assert [d.message_id for d in bus.pull("transformer.query-submitted", max_messages=10)]  # "waiting" is kept
+    spans = SqliteSpanStore(settings.traces_path)
+    assert spans.spans_of_trace("a" * 32) == [] and spans.spans_of_trace("b" * 32)
+    spans.shutdown()
+    assert sweep(settings, bus, state, NOW).records == 0  # a second sweep finds nothing more
+
+
+def test_the_runtime_sweeps_when_it_starts(tmp_path):
+    system = _system(tmp_path, RAGBUS_BUS_RETENTION_S="0.001")
+    system.deps.state.put(state_collections.QUERIES, "old", {"id": "old", "expire_at": "2020-01-01T00:00:00+00:00"})
+    system.bus.publish(QuerySubmitted(query_id="x"))
+    for delivery in system.bus.pull("transformer.query-submitted", max_messages=10):
+        system.bus.ack(delivery)
+    before = _messages(system.settings)
+    time.sleep(0.01)
+    with LocalRuntime(system.deps, system.bus, consumers=()):
+        deadline = time.monotonic() + 30
+        while system.deps.state.get(state_collections.QUERIES, "old") is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert system.deps.state.get(state_collections.QUERIES, "old") is None
+    assert _messages(system.settings) < before
+
+
+def test_an_expired_conversation_is_refused_though_still_stored(tmp_path):
+    state = _system(tmp_path).deps.state
+    state.put(state_collections.CONVERSATIONS, "c1", {"conversation_id": "c1", "turns": [],
+                                                      "expire_at": "2020-01-01T00:00:00+00:00"})
+    with pytest.raises(ConversationNotFound, match="expired"):
+        join_conversation(state, "c1", "q2", now=NOW, retention_days=30)
+    with pytest.raises(ConversationNotFound, match="expired"):
+        conversation_turns(state, "c1", NOW)
+    assert state.get(state_collections.CONVERSATIONS, "c1")["turns"] == []  # not continued
+
+
+def test_the_api_refuses_to_continue_an_expired_conversation(tmp_path):
+    system = _system(tmp_path)
+    system.deps.state.put(state_collections.CONVERSATIONS, "c1", {"conversation_id": "c1", "turns": [],
+                                                                  "expire_at": "2020-01-01T00:00:00+00:00"})
+    server = serve(system.deps, "127.0.0.1", 0)
+    try:
+        asked = httpx.post(server.url + "/v1/queries", json={"question": "and its maximum?", "conversation_id": "c1"},
+                           timeout=30)
+        assert asked.status_code == 404 and "expired" in asked.json()["error"]
+        assert httpx.get(server.url + "/v1/conversations/c1", timeout=30).status_code == 404
+        assert system.deps.state.count(state_collections.QUERIES) == 0
+    finally:
+        server.stop()
+
+
+def test_stats_shows_the_data_directorys_size(tmp_path):
+    home = tmp_path / "home"
+    result = cli_json(home, "stats")
+    assert result["data_dir"] == str(home) and result["data_dir_bytes"] > 0
