@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.support import send_json
+
 RRF_CONSTANT = 60
 
 
@@ -226,12 +228,7 @@ class FakeVectorSearchServer:
                     self._send(404, _error(404, str(exc)))
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def log_message(self, *args: Any) -> None:
                 pass

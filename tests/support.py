@@ -36,6 +36,16 @@ class Site:
         self.pages.pop(path, None)
 
 
+def send_json(handler: http.server.BaseHTTPRequestHandler, status: int, payload: Any) -> None:
+    """Answer a stand-in server's request with ``payload`` as JSON, as Google's REST APIs answer."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 @contextmanager
 def loopback_http(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[http.server.ThreadingHTTPServer]:
     """``handler`` served on a free 127.0.0.1 port in a background thread until the block ends."""

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support import send_json
+
 #: Text models the service serves today: the thinking levels each offers (empty: it does not
 #: think and refuses a thinking config), its default level, and whether regional Vertex AI
 #: endpoints serve it (Gemini 3.x: global, us and eu only).
@@ -139,12 +141,7 @@ class FakeGemini:
                 self._send(status, payload)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
