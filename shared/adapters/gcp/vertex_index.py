@@ -342,9 +342,13 @@ class VertexVectorSearchIndex:
         return rank_candidates(text, candidates, k, mode, dense_weight=self.dense_weight, lexical=lexical)
 
     def document_frequency(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many chunks hold each term (corpus-wide: counted on the chunk records' ``terms``)."""
-        return {term: self.state.count(CHUNKS, {f"{sparse_terms.TERMS_FIELD}.{sparse_terms.term_key(term)}": 1})
-                for term in dict.fromkeys(terms)}
+        """How many chunks hold each term (corpus-wide: counted on the chunk records' ``terms``; a
+        count is reused for :data:`STATISTICS_TTL_S`, as searches reuse it)."""
+        counted = self._counted([t for t in dict.fromkeys(terms) if t])
+        return {term: counted.get(term, 0) for term in dict.fromkeys(terms)}
+
+    def _count_term(self, term: str) -> int:
+        return self.state.count(CHUNKS, {f"{sparse_terms.TERMS_FIELD}.{sparse_terms.term_key(term)}": 1})
 
     def _counted(self, terms: Sequence[str]) -> dict[str, int]:
         """Document frequencies (``""``: the corpus size) for search, counted at most every
@@ -354,7 +358,7 @@ class VertexVectorSearchIndex:
             known = {t: c for t in terms if (hit := self._statistics.get(t)) and now - hit[0] < STATISTICS_TTL_S
                      for c in (hit[1],)}
         missing = [t for t in dict.fromkeys(terms) if t not in known]
-        counted = {t: self.count_chunks() if t == "" else self.document_frequency([t])[t] for t in missing}
+        counted = {t: self.count_chunks() if t == "" else self._count_term(t) for t in missing}
         with self._statistics_lock:
             if len(self._statistics) + len(counted) > STATISTICS_MAX_TERMS:
                 self._statistics.clear()
