@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway import page
 from services.gateway.conversations import Conversations
@@ -34,6 +35,7 @@ from services.gateway.replies import error
 from services.gateway.search import SearchRoute
 from shared.contract.config import check_api_token
 from shared.contract.deps import Deps
+from shared.contract.errors import DataFileError
 from shared.contract.text import cut
 
 log = logging.getLogger("ragbus.gateway")
@@ -55,7 +57,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     """
     check_api_token(api_token, host)
     probes = Probes(deps, tuple(stages), detail_open=host in LOOPBACK_HOSTS, api_token=api_token)
-    mcp = build_mcp_server(deps, unready=probes.unready_stages)
+    mcp = build_mcp_server(deps, unready=lambda: probes.unready_stages() | _full_disk(probes))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -88,11 +90,16 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
         Route("/sample/{path:path}", page.sample, methods=["GET"]),
         *_mcp_routes(mcp, host),
     ]
+    async def data_file_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, DataFileError)
+        return _data_file_error(request, exc, probes)
+
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
-        middleware=[Middleware(RequestGuard, bound_host=host, api_token=api_token)],
+        exception_handlers={HTTPException: _http_error, DataFileError: data_file_error, Exception: _internal_error},
+        middleware=[Middleware(RequestGuard, bound_host=host, api_token=api_token),
+                    Middleware(RefuseWritesWhenFull, probes=probes)],
     )
     app.state.deps = deps
     app.state.mcp = mcp
@@ -127,6 +134,46 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if is_openai_path(request.url.path):
         return JSONResponse(error_body(exc.status_code, message), exc.status_code, headers=dict(exc.headers or {}))
     return error(exc.status_code, message, headers=dict(exc.headers or {}))
+
+
+def _full_disk(probes: Probes) -> dict[str, str]:
+    full = probes.disk_full()
+    return {"storage": full} if full is not None else {}
+
+
+class RefuseWritesWhenFull:
+    """A request that would store something (POST, PUT, PATCH, DELETE) while the data directory's
+    disk is full is answered 507 at once, naming the disk: a question that got into the bus's spare
+    room would otherwise wait for stages that cannot write, and end timed out. MCP is left to its
+    tools (``search_documents`` stores nothing; ``ask`` says the same)."""
+
+    def __init__(self, app: ASGIApp, probes: Probes) -> None:
+        self.app = app
+        self.probes = probes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH", "DELETE")
+                and not scope["path"].startswith("/mcp")):
+            full = self.probes.disk_full()  # one statvfs: no thread needed
+            if full is not None:
+                request = Request(scope, receive)
+                # not noted: /readyz reads the free space itself, so it is ready again the moment there is room
+                await _data_file_error(request, DataFileError(full, "full"), None)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _data_file_error(request: Request, exc: DataFileError, probes: Probes | None) -> Response:
+    """A data file that cannot be written (a full disk: 507 Insufficient Storage, as WebDAV names it)
+    or read (damaged: 503), named as the file's owner said it; ``/readyz`` says so too meanwhile."""
+    if probes is not None:
+        probes.note_data_error(exc)
+    status, code = (507, "insufficient_storage") if exc.kind == "full" else (503, f"data_file_{exc.kind}")
+    log.error("%s %s: %s", request.method, request.url.path, exc)
+    message = f"the gateway cannot store this request: {exc}"
+    if is_openai_path(request.url.path):
+        return JSONResponse(error_body(status, message, code=code), status)
+    return error(status, message)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

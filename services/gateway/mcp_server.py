@@ -27,7 +27,7 @@ from mcp.types import Tool as MCPTool
 from pydantic import Field
 
 from shared.contract.deps import Deps
-from shared.contract.errors import InvalidInput, RetryableError
+from shared.contract.errors import DataFileError, InvalidInput, RetryableError
 from shared.contract.text import shown
 from shared.query.api import (
     TOP_K_RANGE,
@@ -99,6 +99,8 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
                             "queries); leave conversation_id out to start one") from exc
         except RetryableError as exc:
             raise ToolError(f"the query could not be started: {exc}") from exc
+        except DataFileError as exc:  # a full disk: named, as on REST (507) and chat completions
+            raise ToolError(f"the query could not be stored: {exc}") from exc
         return await wait_for_query_async(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S)
 
     @server.tool(

@@ -60,7 +60,9 @@ OPERATIONS = (
                          "404": ("No conversation has this conversation_id.", schemas.Error),
                          "413": ("The body is too large.", schemas.Error),
                          "503": ("The bus did not accept the query (retry shortly), or a stage this process runs "
-                                 "cannot work with its configuration (see GET /readyz).", schemas.Error)},
+                                 "cannot work with its configuration (see GET /readyz).", schemas.Error),
+                         "507": ("The data directory's disk is full: nothing can be stored (see GET /readyz).",
+                                 schemas.Error)},
               extra={"202": {"headers": {"Location": {"description": "The status URL.",
                                                        "schema": {"type": "string"}}}}}),
     Operation("/v1/queries/{query_id}", "get", "getQuery", "The query's record", parameters=(_QUERY_ID,),
@@ -120,9 +122,11 @@ OPERATIONS = (
               responses={"200": ("The gateway is up (with ``model`` when the model is unusable).", schemas.Health)}),
     Operation("/readyz", "get", "readiness",
               "Readiness: can queries be answered by the configured model and the stages this process runs?",
-              responses={"200": ("The model is usable and every stage here is ready.", schemas.Readiness),
-                         "503": ("The model API refused a stage (see model.reason), or a stage this process runs "
-                                 "cannot work (see stages).", schemas.Readiness)}),
+              responses={"200": ("The model is usable and every stage here is ready (status degraded: a damaged "
+                                 "index file is being rebuilt, see index).", schemas.Readiness),
+                         "503": ("The model API refused a stage (see model.reason), a stage this process runs "
+                                 "cannot work (see stages), chunks.db is damaged (see index), or the data "
+                                 "directory's disk is full (see storage).", schemas.Readiness)}),
     Operation("/openapi.json", "get", "openapi", "This document", responses={"200": ("OpenAPI 3.1", None)},
               extra={"200": {"content": {"application/json": {"schema": {"type": "object"}}}}}),
 )

@@ -4,6 +4,8 @@ this process runs can answer a question."""
 from __future__ import annotations
 
 import hmac
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +17,9 @@ from shared.contract.deps import Deps
 
 #: Worker threads kept for /healthz and /readyz alone, so a crowd of queries cannot delay a probe.
 HEALTH_THREADS = 4
+#: How long a data file error a request met keeps /readyz unready after it (a full disk that frees
+#: itself, a quota lifted): the free space of the data directory's disk is read at every probe besides.
+DATA_ERROR_HOLD_S = 15.0
 
 
 class Probes:
@@ -33,6 +38,39 @@ class Probes:
         self.detail_open = detail_open
         self.api_token = api_token
         self._health_threads: anyio.CapacityLimiter | None = None
+        self._data_error: tuple[float, str] | None = None  # (monotonic time, message) of the last one met
+        self._data_error_lock = threading.Lock()
+
+    def note_data_error(self, exc: Exception) -> None:
+        """A request met a data file that cannot be written or read (a full disk): ``/readyz`` says so."""
+        with self._data_error_lock:
+            self._data_error = (time.monotonic(), str(exc))
+
+    def disk_full(self) -> str | None:
+        """Why nothing can be stored: the disk holding the embedded runtime's data directory has
+        (almost) no room left (None otherwise, and always for the gcp runtime)."""
+        settings = self.deps.settings
+        if settings.runtime != "local":
+            return None
+        from shared.adapters.local.disk import LOW_SPACE_BYTES, free_bytes
+
+        free = free_bytes(settings.home)
+        if free is None or free >= LOW_SPACE_BYTES:
+            return None
+        return (f"the disk holding {settings.home} is full ({free} bytes free); free space on it: questions, "
+                "ingestion and index flushes cannot be stored meanwhile")
+
+    def storage_problem(self) -> str | None:
+        """Why this process cannot store what it is asked to (None when it can): the disk holding
+        the data directory is (nearly) full, or a request met a data file error a moment ago."""
+        full = self.disk_full()
+        if full is not None:
+            return full
+        with self._data_error_lock:
+            noted = self._data_error
+        if noted is not None and time.monotonic() - noted[0] < DATA_ERROR_HOLD_S:
+            return noted[1]
+        return None
 
     async def _health_read(self, read: Callable[[], Any]) -> Any:
         """``read`` in a worker thread of the health checks' own: never queued behind query work."""
@@ -80,7 +118,9 @@ class Probes:
         model = await self._health_read(self._model_health)
         unready = await self._health_read(self.unready_stages)
         damaged = await self._health_read(self.index_damage)
-        ready = bool(model["usable"]) and not unready and all(d.get("answering", True) for d in damaged.values())
+        storage = await self._health_read(self.storage_problem)
+        ready = (bool(model["usable"]) and not unready and storage is None
+                 and all(d.get("answering", True) for d in damaged.values()))
         status = 200 if ready else 503
         # degraded: answering (a damaged segment's rows are rebuilt from chunks.db) until it is written anew
         word = ("degraded" if damaged else "ready") if ready else "unready"
@@ -92,4 +132,6 @@ class Probes:
             body["stages"] = unready
         if damaged:
             body["index"] = {"damaged": damaged}
+        if storage is not None:
+            body["storage"] = storage
         return JSONResponse(body, status_code=status)

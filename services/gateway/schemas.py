@@ -256,7 +256,24 @@ class Health(TypedDict):
     stages: NotRequired[UnreadyStages]
 
 
+class DamagedFile(TypedDict):
+    """A damaged index file found and not yet repaired."""
+
+    file: str
+    reason: str
+    set_aside: str  # where the damaged folder was moved ("" when it was not)
+    answering: bool  # searches answer meanwhile (rows rebuilt from chunks.db), or fail (chunks.db itself)
+
+
+class IndexDamage(TypedDict):
+    damaged: dict[str, DamagedFile]
+
+
 class Readiness(TypedDict):
-    status: Literal["ready", "unready"]
+    """``degraded``: answering, while a damaged index file is rebuilt (``index``)."""
+
+    status: Literal["ready", "degraded", "unready"]
     model: ModelHealth
     stages: NotRequired[UnreadyStages]
+    index: NotRequired[IndexDamage]
+    storage: NotRequired[str]  # why nothing can be stored: the data directory's disk is full

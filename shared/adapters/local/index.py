@@ -64,7 +64,7 @@ from shared.adapters.local.snapshot import (
     new_segment,
     with_dead,
 )
-from shared.contract.errors import ConfigError
+from shared.contract.errors import ConfigError, DataFileError
 from shared.contract.filters import Filters
 from shared.contract.ports import Chunk, ScoredChunk, SearchMode, checked_query
 
@@ -674,6 +674,8 @@ class HybridIndex:
     def _maintain_quietly(self, flush: bool) -> None:
         try:
             self.maintain(flush=flush)
+        except DataFileError as exc:  # a full disk, a damaged chunks.db: said plainly, named, no traceback
+            log.error("index maintenance of %s failed; the previous segments stay in use: %s", self.path, exc)
         except Exception:  # noqa: BLE001 - a failed merge leaves the old manifest; searches go on
             log.exception("index maintenance of %s failed; the previous segments stay in use", self.path)
 

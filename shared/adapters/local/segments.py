@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from shared.adapters.local.disk import full_error, is_full
+
 BM25_K1 = 1.5
 BM25_B = 0.75
 
@@ -184,6 +186,11 @@ def write_segment(root: Path, segment: Segment, tmp_name: str,
         if final.exists():  # the same range from a build that crashed before its manifest swap
             shutil.rmtree(final)
         tmp.rename(final)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if is_full(exc, root):  # np.save says only "814080 requested and 337888 written"
+            raise full_error(final, exc, "writing an index segment") from exc
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
