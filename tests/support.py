@@ -227,3 +227,44 @@ def root_main():
         sys.modules["ragbus_root_main"] = module
         spec.loader.exec_module(module)
     return module
+
+
+@contextmanager
+def tmpfs(tmp_path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted under ``tmp_path`` (root only: the test is skipped elsewhere, saying why)."""
+    import uuid
+
+    import pytest
+
+    mount = tmp_path / f"mnt-{uuid.uuid4().hex[:6]}"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@contextmanager
+def serving_documents(env: dict[str, str], docs: Path) -> Iterator[Any]:
+    """The embedded runtime of ``env``'s settings, ``docs`` ingested and indexed by its real stages,
+    and its gateway served on 127.0.0.1 (the handle: ``.url``, ``.stop()``), stopped afterwards."""
+    from services.gateway.server import serve
+    from shared.contract.config import load_settings
+    from shared.ingest.files import ingest_path
+    from shared.runtime.bootstrap import build_local
+    from shared.runtime.local import LocalRuntime
+
+    local = build_local(load_settings(env))
+    with LocalRuntime(local.deps, local.bus) as runtime:
+        ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
+                    clock=local.deps.clock)
+        assert runtime.wait_idle(120)
+        server = serve(local.deps, "127.0.0.1", 0)
+        try:
+            yield server
+        finally:
+            server.stop()

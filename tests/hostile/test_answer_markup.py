@@ -21,17 +21,12 @@ import openai
 import pytest
 
 from services.cleaner.handler import extract_markdown
-from services.gateway.server import serve
 from services.synthesizer.handler import number_citations
-from shared.contract.config import load_settings
 from shared.contract.messages import QueryTransformed
 from shared.contract.ports import Answer, AnswerSentence
-from shared.ingest.files import ingest_path
 from shared.query.plain_answer import plain_answer_text
-from shared.runtime.bootstrap import build_local
-from shared.runtime.local import LocalRuntime
 from tests.integration.fake_openai import FakeOpenAI, Reply
-from tests.support import mcp_session, mcp_structured, run_cli
+from tests.support import mcp_session, mcp_structured, run_cli, serving_documents
 
 SOURCE = "https://example.org/blimp"
 LEAK = "127.0.0.1:9"  # where every planted address points: none may reach a surface
@@ -176,16 +171,8 @@ def planted(request, tmp_path_factory):
     with FakeOpenAI(responder=_synthesis_reply) as model:
         if request.param == "openai":
             env |= {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": model.url, "RAGBUS_OPENAI_MODEL": "tiny-model"}
-        local = build_local(load_settings(env))
-        with LocalRuntime(local.deps, local.bus) as runtime:
-            ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
-                        clock=local.deps.clock)
-            assert runtime.wait_idle(120)
-            server = serve(local.deps, "127.0.0.1", 0)
-            try:
-                yield request.param, server.url, env
-            finally:
-                server.stop()
+        with serving_documents(env, docs) as server:
+            yield request.param, server.url, env
 
 
 def _provider_answered(record: dict, provider: str) -> None:

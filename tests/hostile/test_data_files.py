@@ -15,12 +15,11 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, cli_json, ragbus_env, run_cli, topic_paragraphs
+from tests.support import REPO, cli_json, ragbus_env, run_cli, tmpfs, topic_paragraphs
 
 pytestmark = pytest.mark.hostile
 
@@ -159,18 +158,7 @@ def test_a_broken_state_or_bus_file_is_refused_by_name_and_left_as_it_is(home, n
 # ------------------------------------------------------------ a read-only home, a full disk (tmpfs)
 
 
-@contextlib.contextmanager
-def _tmpfs(tmp_path: Path, size: str):
-    mount = tmp_path / f"mnt-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+_tmpfs = tmpfs
 
 
 def test_a_read_only_home_names_the_path_that_is_not_writable(ingested, tmp_path):

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import subprocess
-import uuid
 from pathlib import Path
 
 import anyio
@@ -23,23 +21,9 @@ import openai
 import pytest
 
 from shared.contract.errors import DataFileError
-from tests.support import mcp_session, topic_files
+from tests.support import mcp_session, serving_documents, tmpfs, topic_files
 
 pytestmark = pytest.mark.hostile
-
-
-@contextlib.contextmanager
-def _tmpfs(tmp_path: Path, size: str):
-    mount = tmp_path / f"mnt-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def _fill(mount: Path) -> Path:
@@ -54,26 +38,10 @@ def _fill(mount: Path) -> Path:
 @pytest.fixture(scope="module")
 def serving(tmp_path_factory):
     """(gateway URL, home, mount) of a runtime serving a home on a 48 MB tmpfs."""
-    from services.gateway.server import serve
-    from shared.contract.config import load_settings
-    from shared.ingest.files import ingest_path
-    from shared.runtime.bootstrap import build_local
-    from shared.runtime.local import LocalRuntime
-
     root = tmp_path_factory.mktemp("full")
     docs = topic_files(root / "docs", "quillon", 3)
-    with _tmpfs(root, "48m") as mount:
-        home = mount / "home"
-        local = build_local(load_settings({"RAGBUS_HOME": str(home)}))
-        with LocalRuntime(local.deps, local.bus) as runtime:
-            ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
-                        clock=local.deps.clock)
-            assert runtime.wait_idle(120)
-            server = serve(local.deps, "127.0.0.1", 0)
-            try:
-                yield server.url, home, mount
-            finally:
-                server.stop()
+    with tmpfs(root, "48m") as mount, serving_documents({"RAGBUS_HOME": str(mount / "home")}, docs) as server:
+        yield server.url, mount / "home", mount
 
 
 def test_a_full_disk_is_a_named_507_on_every_write_path_and_a_readyz_reason(serving):
@@ -155,7 +123,7 @@ def test_a_flush_that_fills_the_disk_says_so_plainly(tmp_path, caplog):
     from shared.adapters.local.index import HybridIndex
     from shared.contract.ports import Chunk
 
-    with _tmpfs(tmp_path, "24m") as mount:
+    with tmpfs(tmp_path, "24m") as mount:
         index = HybridIndex(mount / "index", 384, background_merges=False)
         rng = np.random.default_rng(0)
         for d in range(40):
