@@ -321,3 +321,27 @@ def test_readyz_says_degraded_naming_the_file_until_the_segment_is_written_anew(
     finally:
         server.stop()
         index.close()
+
+
+@pytest.mark.parametrize("name,damage", [
+    ("filter_kind.npy", lambda p: _rewrite(p, lambda v: np.full_like(v, 999))),
+    ("filter_kinds.json", lambda p: p.write_text('{"file": 1}')),
+    ("filter_fields.json", lambda p: p.write_text("[1, 2, 3]")),
+    ("filter_published.npy", lambda p: p.write_bytes(b"garbage")),
+])
+def test_damaged_filter_columns_are_named_and_the_filter_reads_chunks_db(index_path, name, damage, caplog):
+    from shared.contract.filters import Filters
+
+    folder = _segment(index_path)
+    damage(folder / name)
+    caplog.set_level(logging.WARNING, logger="ragbus.index")
+    index = _open(index_path, background_merges=False)
+    try:
+        wanted = Filters(kind="file", source="https://x.example/1") if "fields" in name else Filters(kind="file")
+        hits = index.search("fusion ranking merge", QUERY_VECTOR, 10, filters=wanted)
+        assert hits and all(h.chunk.source == "file" for h in hits)
+        if "fields" in name:
+            assert {h.chunk.url for h in hits} == {"https://x.example/1"}
+        assert str(folder / name) in caplog.text or str(folder) in caplog.text
+    finally:
+        index.close()

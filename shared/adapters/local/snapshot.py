@@ -48,9 +48,12 @@ class FilterColumns:
     def fields(self) -> list[dict[str, Any] | None]:
         if self._fields is None:
             assert self._fields_file is not None
-            self._fields = json.loads(self._fields_file.read_text())
-            if len(self._fields) != len(self.published):
+            fields = json.loads(self._fields_file.read_text())
+            if not isinstance(fields, list) or not all(f is None or isinstance(f, dict) for f in fields):
+                raise ValueError(f"{self._fields_file} is not a list of each row's fields")
+            if len(fields) != len(self.published):
                 raise ValueError(f"{self._fields_file} does not match its segment's rows")
+            self._fields = fields
         return self._fields
 
     @classmethod
@@ -80,10 +83,14 @@ class FilterColumns:
         if not (folder / "filter_fields.json").exists():
             return None
         kinds = json.loads((folder / "filter_kinds.json").read_text())
-        published = np.load(folder / "filter_published.npy")
-        codes = np.load(folder / "filter_kind.npy")
-        if len(codes) != len(published):
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            raise ValueError(f"{folder / 'filter_kinds.json'} is not a list of kinds")
+        published = np.load(folder / "filter_published.npy", allow_pickle=False)
+        codes = np.load(folder / "filter_kind.npy", allow_pickle=False)
+        if published.ndim != 1 or codes.ndim != 1 or len(codes) != len(published):
             raise ValueError(f"the filter columns of {folder} do not match its rows")
+        if len(codes) and kinds and (codes.dtype.kind not in "iu" or codes.min() < 0 or codes.max() >= len(kinds)):
+            raise ValueError(f"{folder / 'filter_kind.npy'} holds a kind number out of range [0, {len(kinds)})")
         out = cls(len(published))
         out.present[:] = True  # rows deleted since are dead in the view, not here
         out.published = published
