@@ -16,9 +16,12 @@ from services.feed_poller.entries import Entry, Reading
 from shared.contract.errors import PermanentError
 from shared.contract.ports import Fetcher, FetchResult
 from shared.contract.sources import LISTING_KINDS
+from shared.formats.registry import readable_media_types
 from shared.ingest.step import Content
 
-PAGE_MEDIA_TYPES = ("text/html", "application/xhtml+xml")
+#: what an entry's link may be: a page, or a file of any kind the registry of formats reads (a PDF)
+PAGE_MEDIA_TYPES = ("text/html", "application/xhtml+xml",
+                    *(m for m in readable_media_types() if m not in ("text/html", "application/xhtml+xml")))
 
 
 def fetch_page(entry: Entry, fetcher: Fetcher) -> Content:

@@ -360,7 +360,8 @@ def content_of(record: QueryRecord) -> str:
     answer = record.answer or ""
     if not record.citations:
         return answer
-    lines = [f"{c['id']}. {_markdown_link(c.get('title') or '', c.get('url') or '')}" for c in record.citations]
+    lines = [f"{c['id']}. {_markdown_link(c.get('title') or '', c.get('url') or '')}"
+             + (f" ({c['position']})" if c.get("position") else "") for c in record.citations]
     return answer + "\n\nSources:\n" + "\n".join(lines)
 
 

@@ -114,6 +114,7 @@ class Context(TypedDict, total=False):
     url: str
     text: str
     score: float
+    position: str
 
 
 class Iteration(TypedDict):
@@ -135,6 +136,9 @@ class Citation(TypedDict):
     chunk_ids: NotRequired[Annotated[list[str], Field(
         description="Every chunk of this source the answer cites: chunks of one document (or one URL) share "
         "one number.")]]
+    position: NotRequired[Annotated[str, Field(
+        description="Where in its file the cited chunks stand: \"p. 12\", \"pp. 12, 15\", \"slide 3\", "
+        "\"Sales, rows 4–9\"; absent for a web page or text file. A PDF's url then ends #page=12.")]]
 
 
 class Event(TypedDict):
@@ -201,6 +205,9 @@ class SearchResult(TypedDict):
     title: str
     url: str
     published: NotRequired[str | None]
+    position: NotRequired[Annotated[str, Field(
+        description="Where in its file the chunk stands: \"p. 12\", \"slide 3\", \"Sales, rows 4–9\"; absent "
+        "for a web page or text file.")]]
 
 
 class SearchResponse(TypedDict):

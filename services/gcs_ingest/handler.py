@@ -22,8 +22,8 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import file_document_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.contract.ports import Clock, Publisher, StateStore
+from shared.formats.registry import by_suffix, suffix_list
 from shared.ingest import processed_items
-from shared.ingest.files import MEDIA_TYPES, SUPPORTED
 from shared.ingest.step import Content, Item, announce, retract
 
 log = logging.getLogger("ragbus.gcs_ingest")
@@ -53,10 +53,12 @@ def on_object_finalized(
     """Announce a new or changed object; unchanged re-deliveries publish nothing."""
     bucket, name, uri = _object(data)
     suffix = PurePosixPath(name).suffix.lower()
-    content_type = MEDIA_TYPES.get(suffix)
-    if content_type is None:
-        log.info("ignoring %s: unsupported suffix %r (supported: %s)", uri, suffix, SUPPORTED)
+    kind = by_suffix(suffix)
+    if kind is None or kind.refused:
+        log.info("ignoring %s: %s", uri, kind.refused if kind is not None else
+                 f"unsupported suffix {suffix!r} (supported: {suffix_list()})")
         return None
+    content_type = kind.media_type
     generation = str(data.get("generation", ""))
     item = Item(
         document_id=file_document_id(uri),

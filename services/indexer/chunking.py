@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from shared.contract.ids import chunk_id
 from shared.contract.ports import Chunk, Embedder
 from shared.contract.text import header_length, sentence_ends
+from shared.formats.passages import Marks, position_label, positions_between
 
 MIN_BODY_CHARS = 100
 OVERLAP_FRACTION = 1 / 6
@@ -131,7 +132,20 @@ def chunk_text(
     first_min_chars: int = 0,
 ) -> list[str]:
     """Chunk texts (header included where it falls), each re-checked to fit ``max_tokens``."""
-    pieces: list[str] = []
+    return [piece for piece, _, _ in chunk_spans(text, token_spans, max_tokens, overlap,
+                                                 first_min_chars=first_min_chars)]
+
+
+def chunk_spans(
+    text: str,
+    token_spans: Callable[[str], list[tuple[int, int]]],
+    max_tokens: int,
+    overlap: int | None = None,
+    *,
+    first_min_chars: int = 0,
+) -> list[tuple[str, int, int]]:
+    """:func:`chunk_text`'s chunks with the characters ``[start, end)`` of ``text`` each came from."""
+    pieces: list[tuple[str, int, int]] = []
     windows = plan_windows(text, token_spans(text), max_tokens, overlap, first_min_chars=first_min_chars)
     for window in windows:
         piece = normalize_chunk_text(text[window.start : window.end])
@@ -142,7 +156,7 @@ def chunk_text(
             piece = piece[: spans[max_tokens - 1][1]].rstrip()
             spans = token_spans(piece)
         if piece:
-            pieces.append(piece)
+            pieces.append((piece, window.start, window.end))
     return pieces
 
 
@@ -164,11 +178,15 @@ def chunk_document(
     origin: str = "",
     metadata: Mapping[str, str | list[str]] | None = None,
     overlap: int | None = None,
+    marks: Marks = (),
 ) -> list[Chunk]:
-    """The document's chunks, header-only ones dropped, numbered 0.. in reading order."""
-    pieces = chunk_text(text, embedder.token_spans, embedder.max_tokens, overlap,
-                        first_min_chars=header_length(text) + MIN_BODY_CHARS)
-    kept = [p for p in pieces if body_characters(p) >= MIN_BODY_CHARS]
+    """The document's chunks, header-only ones dropped, numbered 0.. in reading order; each
+    with the position (pages, slides, rows) of the passages it covers, when ``marks`` (where
+    each passage of ``text`` starts, :func:`shared.formats.passages.lay_out`) are given."""
+    pieces = chunk_spans(text, embedder.token_spans, embedder.max_tokens, overlap,
+                         first_min_chars=header_length(text) + MIN_BODY_CHARS)
+    kept = [(p, position_label(positions_between(marks, max(start, header_length(text)), end)))
+            for p, start, end in pieces if body_characters(p) >= MIN_BODY_CHARS]
     return [
         Chunk(
             chunk_id=chunk_id(document_id, content_hash, ordinal),
@@ -181,6 +199,7 @@ def chunk_document(
             source=source,
             origin=origin,
             metadata=dict(metadata or {}),
+            position=position,
         )
-        for ordinal, piece in enumerate(kept)
+        for ordinal, (piece, position) in enumerate(kept)
     ]

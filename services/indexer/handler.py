@@ -13,6 +13,7 @@ header-only is a permanent error naming it; its earlier chunks stay.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 
@@ -24,6 +25,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed, Message
 from shared.contract.ports import Chunk, Embedder, Index, StateStore
+from shared.formats.passages import Marks
 from shared.ingest import processed_items
 from shared.observability import metrics
 from shared.observability.tracing import annotate
@@ -65,7 +67,8 @@ def _too_many_chunks(message: DocumentCleaned, size: str, max_chunks: int) -> In
     )
 
 
-def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, max_chunks: int) -> list[Chunk]:
+def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, max_chunks: int,
+                      marks: Marks = ()) -> list[Chunk]:
     """The document's chunks; refused (permanently) when there are none or more than ``max_chunks``."""
     # Chunking costs time in proportion to the text: refuse what is certain to be over
     # the cap before doing it (a chunk holds at most max_tokens tokens, a token rarely
@@ -74,6 +77,7 @@ def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, 
         raise _too_many_chunks(message, f"{len(text)} characters", max_chunks)
     chunks = chunk_document(
         text,
+        marks=marks,
         document_id=message.document_id,
         content_hash=message.content_hash,
         embedder=embedder,
@@ -133,7 +137,8 @@ def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | N
             "the blob store; ingest the document again"
         ) from exc
 
-    chunks = _chunks_within_cap(message, text, ports.embedder, ports.settings.max_chunks_per_document)
+    chunks = _chunks_within_cap(message, text, ports.embedder, ports.settings.max_chunks_per_document,
+                                _marks(message, ports))
     vectors = embed_chunks(ports.embedder, chunks)
     index.upsert(message.document_id, chunks, vectors)
     annotate(chunk_count=len(chunks), document_id=message.document_id)
@@ -153,6 +158,7 @@ def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | N
             "content_hash": message.content_hash,
             "chunk_ids": chunk_ids,
             "chunk_count": len(chunk_ids),
+            **({"unread": message.unread, "unread_reason": message.unread_reason} if message.unread else {}),
             "indexed_at": ports.clock.now().isoformat(),
             **({"revision": message.revision} if message.revision is not None else {}),
         },
@@ -167,6 +173,19 @@ def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | N
     event = DocumentIndexed(document_id=message.document_id, content_hash=message.content_hash, chunk_ids=chunk_ids)
     publisher.publish(event)
     return event
+
+
+def _marks(message: DocumentCleaned, ports: Deps) -> Marks:
+    """Where each passage of the clean text stands (pages, slides, rows); none for a text without."""
+    if not message.positions_ref:
+        return []
+    try:
+        stored = json.loads(ports.blobs.get(message.positions_ref))
+    except KeyError as exc:
+        raise PermanentError(
+            f"document {message.document_id} ({message.url}): positions {message.positions_ref!r} are not in "
+            "the blob store; ingest the document again") from exc
+    return [(int(offset), dict(position)) for offset, position in stored.get("marks", [])]
 
 
 def superseded(message: DocumentDeleted, state: StateStore) -> int | None:

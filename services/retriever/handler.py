@@ -172,6 +172,7 @@ def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
                     "score": 0.0,
                     "index_score": float(hit.score),
                     "matched_by": [],
+                    **({"position": chunk.position} if chunk.position else {}),
                 }
             entry["score"] += weight / (RRF_K + rank)
             entry["index_score"] = max(entry["index_score"], float(hit.score))

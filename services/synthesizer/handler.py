@@ -28,6 +28,7 @@ from shared.contract.ports import (
     NumberedContext,
     StoredVectors,
 )
+from shared.formats.passages import first_page, page_link
 from shared.observability import metrics
 from shared.query.grading import failed_thresholds, strip_model_directives
 from shared.query.model_health import note_fallback
@@ -132,15 +133,33 @@ class _SourceNumbers:
         for citation_id, numbers in self.chunks.items():
             ctx = self.contexts[numbers[0] - 1]
             chunk_ids = [self.contexts[n - 1].get("chunk_id", "") for n in numbers]
-            out.append({
+            position = cited_position([self.contexts[n - 1].get("position", "") for n in numbers])
+            citation: Citation = {
                 "id": citation_id,
                 "title": ctx.get("title", ""),
-                "url": ctx.get("url", ""),
+                # a PDF's link opens at the cited page
+                "url": page_link(ctx.get("url", ""), position),
                 "document_id": ctx.get("document_id", ""),
                 "chunk_id": ctx.get("chunk_id", ""),
                 "chunk_ids": list(dict.fromkeys(c for c in chunk_ids if c)),
-            })
+            }
+            if position:
+                citation["position"] = position
+            out.append(citation)
         return out
+
+
+def cited_position(labels: list[str]) -> str:
+    """One citation's position from its chunks' labels: the pages they start on ("p. 12" and
+    "p. 15" -> "pp. 12, 15"), or, for slides and rows, the labels side by side."""
+    labels = [label for label in dict.fromkeys(labels) if label]
+    if len(labels) <= 1:
+        return labels[0] if labels else ""
+    pages = [first_page(label) for label in labels]
+    if all(p is not None for p in pages):
+        ordered = sorted(set(pages))
+        return f"p. {ordered[0]}" if len(ordered) == 1 else "pp. " + ", ".join(str(p) for p in ordered)
+    return "; ".join(labels)
 
 
 @dataclass(frozen=True)

@@ -384,6 +384,33 @@ class Settings:
     max_chunks_per_document: int = setting(
         "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", 2000, Whole(1),
         "a longer document is refused whole with a dead letter naming the cap; its earlier version stays indexed")
+    # reading files (shared/formats): a bound reached refuses or cuts that file alone, named
+    max_pages: int = setting(
+        "RAGBUS_MAX_PAGES", 1000, Whole(1),
+        "pages (slides, e-book chapters) of one file read; the rest are cut and counted as not read")
+    max_rows: int = setting(
+        "RAGBUS_MAX_ROWS", 100_000, Whole(1), "rows of one spreadsheet (.xlsx, .csv, .tsv) read; the rest are cut")
+    parse_seconds: float = setting(
+        "RAGBUS_PARSE_SECONDS", 120.0, Seconds(),
+        "time to read one PDF, Office file or e-book (its own process); a slower file is stopped and refused")
+    parse_memory_mb: int = setting(
+        "RAGBUS_PARSE_MEMORY_MB", 1024, Whole(64),
+        "address space of the process reading one PDF, Office file or e-book; a file needing more is refused")
+    zip_max_entries: int = setting(
+        "RAGBUS_ZIP_MAX_ENTRIES", 10_000, Whole(1),
+        "entries of an Office file or e-book (a zip container); more is refused as a zip bomb")
+    zip_max_mb: int = setting(
+        "RAGBUS_ZIP_MAX_MB", 200, Whole(1),
+        "expanded size of an Office file's or e-book's entries, all together; more is refused as a zip bomb")
+    zip_max_ratio: int = setting(
+        "RAGBUS_ZIP_MAX_RATIO", 200, Whole(1),
+        "how many times its compressed size one entry (over 1 MB) may expand to; more is refused as a zip bomb")
+    ocr: bool = setting(
+        "RAGBUS_OCR", True, Flag(),
+        "read PDF pages without a text layer by OCR (Debian's `tesseract-ocr`); without the engine, or off, such "
+        "pages are skipped and counted")
+    ocr_max_pages: int = setting(
+        "RAGBUS_OCR_MAX_PAGES", 50, Whole(0), "pages of one PDF read by OCR (about 2 s each); the rest are skipped and counted")
     # front doors
     api_token: str | None = setting(
         "RAGBUS_API_TOKEN", None, Text(strip=True, secret=True),

@@ -147,9 +147,10 @@ class DocumentCleaned(Message):
 
     TOPIC: ClassVar[str] = "document-cleaned"
     # version 2: metadata, passed on from DocumentFetched (a version 1 body is one without any);
-    # version 3: revision, passed on too
-    SCHEMA_VERSION: ClassVar[int] = 3
-    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict, 2: dict}
+    # version 3: revision, passed on too;
+    # version 4: positions_ref, unread and unread_reason (an older body is a text without positions)
+    SCHEMA_VERSION: ClassVar[int] = 4
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict, 2: dict, 3: dict}
     document_id: str
     source: SourceKind
     origin: str
@@ -161,6 +162,10 @@ class DocumentCleaned(Message):
     characters: int
     metadata: dict[str, str | list[str]] = {}
     revision: int | None = None
+    # where each passage of the clean text stands (pages, slides, rows): a JSON blob, "" for none
+    positions_ref: str = ""
+    unread: int = 0  # pages (slides, rows) the reader could not read or cut at a bound
+    unread_reason: str = ""
 
     def idempotency_key(self) -> str:
         return f"{self.document_id}/{self.content_hash}/cleaned"

@@ -190,6 +190,9 @@ class Chunk:
     origin: str = ""  # the feed or sitemap URL, gs://bucket, or the file's folder (what --source matches)
     # keys a source set (what --where matches); a list holds several values (a feed item's categories)
     metadata: Mapping[str, str | list[str]] = field(default_factory=dict)
+    # where in its file the chunk stands, as a citation shows it: "p. 12", "pp. 12–13", "slide 3",
+    # "Sales, rows 4–9" ("" for a web page or a text file)
+    position: str = ""
 
     def fields(self) -> dict[str, Any]:
         """The chunk as the stored fields every index adapter writes beside its vector."""
@@ -211,6 +214,7 @@ class Chunk:
             source=data.get("source", ""),
             origin=data.get("origin") or "",
             metadata=dict(data.get("metadata") or {}),
+            position=data.get("position") or "",
         )
 
 

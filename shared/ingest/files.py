@@ -29,24 +29,16 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
+from shared.formats.registry import FileKind, by_suffix, suffix_list
 from shared.ingest import processed_items
 from shared.ingest.step import Content, Item, announce, retract, unfinished_deletes
 
 log = logging.getLogger("ragbus.file_ingest")
 
-MEDIA_TYPES = {
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
-    ".rst": "text/x-rst",  # reStructuredText, as Python projects keep their docs
-    ".rest": "text/x-rst",
-}
-# Debian ships most of /usr/share/doc gzip-compressed (changelog.gz, README.md.gz): a document
-# type followed by .gz is that document, read through the standard library's gzip.
+# Debian ships most of /usr/share/doc gzip-compressed (changelog.gz, README.md.gz, policy.pdf.gz): a
+# document type followed by .gz is that document, read through the standard library's gzip.
 COMPRESSED = ".gz"
-SUPPORTED = ", ".join(MEDIA_TYPES)  # a GCS object: the compressed forms are for folders on disk
+SUPPORTED = suffix_list()  # a GCS object: the compressed forms are for folders on disk
 FILE_TYPES = f"{SUPPORTED}, each also gzip-compressed ({COMPRESSED})"
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 
@@ -77,15 +69,22 @@ def full_suffix(file: Path) -> str:
     return "".join(suffixes) or "(none)"
 
 
+def file_kind(file: Path) -> tuple[FileKind, bool] | None:
+    """The registered kind of ``file`` (:mod:`shared.formats.registry`), refused kinds included,
+    and whether it is gzip-compressed; None when its suffix names no kind."""
+    suffix = file.suffix.lower()
+    compressed = suffix == COMPRESSED
+    kind = by_suffix(Path(file.stem).suffix if compressed else suffix)
+    return (kind, compressed) if kind is not None else None
+
+
 def document_type(file: Path) -> tuple[str, bool] | None:
     """The media type of the document ``file`` holds, and whether it is gzip-compressed; None
     when it is not a document ragbus reads."""
-    suffix = file.suffix.lower()
-    if suffix == COMPRESSED:
-        inner = MEDIA_TYPES.get(Path(file.stem).suffix.lower())
-        return (inner, True) if inner else None
-    media = MEDIA_TYPES.get(suffix)
-    return (media, False) if media else None
+    found = file_kind(file)
+    if found is None or found[0].refused:
+        return None
+    return found[0].media_type, found[1]
 
 
 def ingest_path(
@@ -122,7 +121,10 @@ def ingest_path(
                 f"{root} contains no supported file; supported suffixes: {FILE_TYPES}"
             )
     else:
-        if document_type(root) is None:
+        found = file_kind(root)
+        if found is not None and found[0].refused:
+            raise InvalidInput(f"{root} is {found[0].refused}")
+        if found is None:
             raise InvalidInput(
                 f"{root} has an unsupported suffix {root.suffix!r}; supported: {FILE_TYPES}"
             )
@@ -178,7 +180,11 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
             candidate = Path(dirpath) / name
             if name.startswith("."):
                 continue
-            if document_type(candidate) is None:
+            found = file_kind(candidate)
+            if found is not None and found[0].refused:
+                report.skip(candidate, found[0].refused)
+                continue
+            if found is None:
                 report.skip(candidate, UNSUPPORTED)
                 continue
             if not utf8_name(candidate):

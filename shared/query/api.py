@@ -368,6 +368,7 @@ def search_documents(
             "title": hit.chunk.title,
             "url": hit.chunk.url,
             "published": hit.chunk.published,
+            **({"position": hit.chunk.position} if hit.chunk.position else {}),
         }
         for rank, hit in enumerate(results, start=1)
     ]

@@ -10,7 +10,7 @@ gateway, CLI, MCP and web page publish:
 max_iterations, model_calls, max_model_calls, created_at, updated_at,
 deadline, expire_at, iterations[] ({iteration, query, sub_queries, contexts[],
 grade{}, decision, timings{stage: ms}}), best_iteration, answer, citations[]
-({id, title, url, document_id, chunk_id}), trace_id, error, events[] ({stage,
+({id, title, url, document_id, chunk_id, chunk_ids, position}), trace_id, error, events[] ({stage,
 type, at, iteration, detail})``, plus what the query-loop stages add:
 ``stages_done`` (``"<iteration>/<stage>"`` keys, the idempotency record),
 ``model_fallbacks``, ``language``, ``answer_sentences`` ([{text,
@@ -81,6 +81,7 @@ class Context(TypedDict, total=False):
     score: float
     index_score: float
     matched_by: list[str]
+    position: str  # "p. 12", "slide 3", "Sales, rows 4–9"; absent for a web page or text file
 
 
 class Citation(TypedDict):
@@ -90,6 +91,9 @@ class Citation(TypedDict):
     document_id: str
     chunk_id: str  # the first chunk cited under this number
     chunk_ids: NotRequired[list[str]]  # every chunk of that source cited; absent in older records
+    # where the cited chunks stand in their file ("p. 12", "pp. 12, 14", "slide 3"); absent without one.
+    # A PDF's ``url`` then opens at that page (``#page=12``).
+    position: NotRequired[str]
 
 
 class Event(TypedDict, total=False):

@@ -53,6 +53,12 @@ console = _Console()
 err = _Console(stderr=True)
 
 
+
+def cited_place(citation: dict[str, Any]) -> str:
+    """A citation's title and, when it has one, where in its file it stands: "Policy Manual (p. 12)"."""
+    position = citation.get("position")
+    return plain(citation.get("title")) + (f" ({plain(position)})" if position else "")
+
 def stage_progress() -> Progress:
     """The progress display every waiting command shows on stderr: a spinner, a label, a bar
     and a count per row; the rows stay on screen when done, so the counts can be read after."""
@@ -183,4 +189,4 @@ def print_answer(record: QueryRecord) -> None:
     if record.answer:
         console.print(Text(f"\n{plain(record.answer)}\n"))
     for c in record.citations:
-        console.print(Text(f"  [{plain(c.get('id'))}] {plain(c.get('title'))} — {plain(c.get('url'))}"), soft_wrap=True)
+        console.print(Text(f"  [{plain(c.get('id'))}] {cited_place(c)} — {plain(c.get('url'))}"), soft_wrap=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.contract.config import settings_table
+from shared.formats.registry import kinds_table
 from shared.runtime.stages import stage_table
 from shared.tools import infra_registry
 
@@ -57,6 +58,8 @@ class Generated:
 PARTS: tuple[Generated, ...] = (
     Generated("README.md", "settings-table", settings_table),
     Generated("docs/architecture.md", "stage-table", stage_table),
+    Generated("README.md", "file-kinds", kinds_table),
+    Generated("docs/architecture.md", "file-kinds", kinds_table),
     Generated("infra/registry.tf", "", infra_registry.render),
 )
 

@@ -201,7 +201,13 @@ def test_empty_article_is_a_permanent_error_naming_the_document():
 
 
 def test_unsupported_content_type_is_a_permanent_error():
-    with pytest.raises(InvalidInput, match="application/pdf"):
+    with pytest.raises(InvalidInput, match="image/png"):
+        clean_content(b"\x89PNG\r\n", "image/png", "https://x.example/a.png")
+
+
+def test_a_truncated_pdf_is_refused_with_the_reason():
+    # PDF is read now (shared/formats/pdf.py): a file that is not one is refused, named as such
+    with pytest.raises(InvalidInput, match="the PDF cannot be opened"):
         clean_content(b"%PDF-1.7", "application/pdf", "https://x.example/a.pdf")
 
 

@@ -163,8 +163,9 @@ def test_new_items_are_fetched_stored_and_published(world):
     assert feed["last_status"] == "ok: 2 new, 0 changed, 0 removed"
     assert feed["last_error"] is None and feed["items"] == 2
     assert feed["last_poll"] == world.clock.now().isoformat()
-    # article pages are asked for as HTML
-    assert world.fetcher.calls[1][1]["accept"] == ("text/html", "application/xhtml+xml")
+    # article pages are asked for as HTML first, then as any file kind the registry of formats reads
+    accepted = world.fetcher.calls[1][1]["accept"]
+    assert accepted[:2] == ("text/html", "application/xhtml+xml") and "application/pdf" in accepted
 
 
 def test_atom_feeds_are_read(world):
@@ -440,6 +441,14 @@ def test_a_bad_page_is_recorded_on_item_and_feed_and_retried_while_it_may_work(w
     serve(world, [item(1), item(2, title="Post 2, corrected"), item(3)], etag='"v2"')
     report = world.poll()
     assert report.changed == 1 and [m.guid for m in world.fetched()] == ["g1", "g3", "g2"]
+
+
+def test_an_item_linking_a_pdf_is_fetched_as_one_for_the_cleaner_to_read(world):
+    serve(world, [item(1)])
+    world.fetcher.page("https://blog.example/p1", b"%PDF-1.7 ...", charset=None, content_type="application/pdf")
+    assert world.poll().new == 1
+    (message,) = world.fetched()
+    assert message.content_type == "application/pdf" and world.blobs.get(message.raw_ref) == b"%PDF-1.7 ..."
 
 
 def test_an_empty_article_page_is_still_published(world):

@@ -93,7 +93,7 @@ def test_an_empty_file_is_published_for_the_cleaner_to_judge(ports, tmp_path):
     assert ports["blobs"].get(message.raw_ref) == b""
 
 
-@pytest.mark.parametrize("name", ["report.pdf", "image.png", "noext"])
+@pytest.mark.parametrize("name", ["slides.key", "image.png", "noext"])
 def test_unsupported_files_are_refused_naming_path_and_suffixes(ports, tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"x")
@@ -110,7 +110,7 @@ def test_missing_paths_are_refused(ports, tmp_path):
 
 
 def test_a_directory_without_supported_files_is_refused(ports, tmp_path):
-    (tmp_path / "a.pdf").write_bytes(b"%PDF")
+    (tmp_path / "a.png").write_bytes(b"\x89PNG")
     with pytest.raises(InvalidInput, match="contains no supported file"):
         ingest_path(tmp_path, **ports)
 

@@ -97,3 +97,13 @@ def test_event_without_object_name_is_dropped_not_retried(monkeypatch):
     deps = _deps(monkeypatch)
     root_main().gcs_finalized(_event("finalized", {"bucket": "uploads"}))
     assert deps.publisher.messages == []
+
+
+def test_an_object_s_kind_comes_from_the_registry_of_formats_and_a_legacy_file_is_ignored(monkeypatch):
+    deps = _deps(monkeypatch)
+    root_main().gcs_finalized(_event("finalized", _obj(name="reports/q3.PDF", body=b"%PDF-1.7")))
+    root_main().gcs_finalized(_event("finalized", _obj(name="decks/kickoff.pptx", body=b"PK")))
+    root_main().gcs_finalized(_event("finalized", _obj(name="old/minutes.doc", body=b"\xd0\xcf")))
+    types = {m.guid.rsplit("/", 1)[-1]: m.content_type for m in deps.publisher.of_type(DocumentFetched)}
+    assert types == {"q3.PDF": "application/pdf",
+                     "kickoff.pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation"}

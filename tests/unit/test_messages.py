@@ -126,7 +126,7 @@ def test_documents_carry_their_source_s_metadata_and_older_versions_on_the_bus_d
     attrs = {"type": "DocumentCleaned", "schema_version": "1", "idempotency_key": "feed-1/abc/cleaned"}
     assert messages.decode(json.dumps(cleaned).encode(), attrs).metadata == {}
     data, attrs = messages.encode(messages.DocumentCleaned(**cleaned, metadata={"author": "Ada"}))
-    assert attrs["schema_version"] == "3" and messages.decode(data, attrs).metadata == {"author": "Ada"}
+    assert attrs["schema_version"] == "4" and messages.decode(data, attrs).metadata == {"author": "Ada"}
 
 
 def test_document_messages_carry_the_ledgers_revision_and_older_versions_decode_without_one():
@@ -139,3 +139,14 @@ def test_document_messages_carry_the_ledgers_revision_and_older_versions_decode_
                "clean_ref": "blob:clean/1", "content_hash": "abc", "characters": 10}
     attrs = {"type": "DocumentCleaned", "schema_version": "2", "idempotency_key": "feed-1/abc/cleaned"}
     assert messages.decode(json.dumps(cleaned).encode(), attrs).revision is None
+
+
+def test_a_cleaned_document_carries_where_its_passages_stand_and_older_versions_decode_without():
+    cleaned = {"document_id": "feed-1", "source": "feed", "origin": "http://f", "url": "http://f/a", "title": "T",
+               "clean_ref": "blob:clean/1", "content_hash": "abc", "characters": 10}
+    data, attrs = messages.encode(messages.DocumentCleaned(**cleaned, positions_ref="blob:p", unread=2,
+                                                           unread_reason="scans"))
+    assert attrs["schema_version"] == "4" and messages.decode(data, attrs).positions_ref == "blob:p"
+    # version 3 (before positions): a text without pages, nothing left unread
+    decoded = messages.decode(json.dumps(cleaned).encode(), {**attrs, "schema_version": "3"})
+    assert decoded.positions_ref == "" and decoded.unread == 0

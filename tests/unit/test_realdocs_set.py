@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from services.cleaner.handler import clean_content
 from shared.contract.errors import ConfigError
-from shared.ingest.files import MEDIA_TYPES
+from shared.ingest.files import document_type
 from shared.tools.eval import realdocs
 from shared.tools.eval.realdocs_run import RealDocsOptions, select
 
@@ -23,7 +23,7 @@ SET = realdocs.load()
 
 def _cleaned(document: realdocs.Document) -> str:
     path = SET.path_of(document)
-    return clean_content(path.read_bytes(), MEDIA_TYPES[path.suffix], "file://" + str(path)).body
+    return clean_content(path.read_bytes(), document_type(path)[0], "file://" + str(path)).body
 
 
 CLEANED = {d.file: _cleaned(d) for d in SET.documents}

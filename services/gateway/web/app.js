@@ -452,8 +452,8 @@
       list.append(el("li", { id: `source-${c.id}`, value: Number.isInteger(Number(c.id)) ? c.id : null },
         href ? el("a", { href, target: "_blank", rel: "noopener noreferrer", class: "source-title" }, c.title || href)
              : el("span", { class: "source-title unlinked" }, c.title || "(untitled)"),
-        href ? el("span", { class: "url" }, href) : null,
-        el("span", { class: "meta" }, `document ${c.document_id || "?"} · ${chunkLabel(c)}`)));
+        href ? el("span", { class: "url" }, href) : (c.url ? el("span", { class: "url" }, c.url) : null),
+        el("span", { class: "meta" }, `${c.position ? `${c.position} · ` : ""}document ${c.document_id || "?"} · ${chunkLabel(c)}`)));
     }
     // an answer that cites nothing (an abstention) has no sources to head
     $("sources-heading").hidden = citations.length === 0;
@@ -470,7 +470,8 @@
 
   function citeLink(number, citation) {
     const href = citation ? safeUrl(citation.url) : null;
-    const title = citation ? `${citation.title || ""}${citation.chunk_id ? ` (${chunkLabel(citation)})` : ""}` : "";
+    const place = citation && citation.position ? `, ${citation.position}` : "";
+    const title = citation ? `${citation.title || ""}${citation.chunk_id ? ` (${chunkLabel(citation)}${place})` : ""}` : "";
     if (href) {
       return el("a", { class: "cite", href, target: "_blank", rel: "noopener noreferrer", title, "data-cite": number }, number);
     }

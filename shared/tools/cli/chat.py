@@ -29,7 +29,7 @@ from shared.tools.cli.reading import (
     say_if_nothing_can_answer,
 )
 from shared.tools.cli.session import open_session
-from shared.tools.console import console, err
+from shared.tools.console import cited_place, console, err
 
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
@@ -120,7 +120,7 @@ def print_turn(record: QueryRecord) -> None:
     if record.answer:
         console.print(Text(plain(record.answer)), soft_wrap=True)
     for c in record.citations:
-        console.print(Text(f"  [{plain(c.get('id'))}] {plain(c.get('title'))} — {plain(c.get('url'))}", style="cyan"),
+        console.print(Text(f"  [{plain(c.get('id'))}] {cited_place(c)} — {plain(c.get('url'))}", style="cyan"),
                       soft_wrap=True)
     console.print(Text(f"({plain(record.outcome or record.status)}; query {record.id[:8]}: "
                        f"`ragbus trace {record.id[:8]}` shows its stages)", style="dim"))

@@ -14,6 +14,7 @@ from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RagbusError
 from shared.contract.messages import FeedPollRequested
+from shared.formats.registry import suffix_list
 from shared.observability.terminal_text import markup, plain
 from shared.runtime.stages import INGESTION_STAGES
 from shared.tools.cli.root import AllowLoopback, fail, say_empty
@@ -140,8 +141,8 @@ def _report_unfinished(session: Session, ids: set[str], command: str, *, deletin
 
 @commands.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.html, .htm, .md, .markdown, .txt, "
-                                                 ".rst, .rest, and each of them gzip-compressed: .txt.gz ...).")],
+    paths: Annotated[list[Path], typer.Argument(help=f"Files or folders ({suffix_list()}, and each of them "
+                                                 "gzip-compressed: .txt.gz ...).")],
     delete: Annotated[bool, typer.Option("--delete", help="Remove these documents' chunks instead.")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="With --delete: delete even from / or a folder wider "
                                       "than any ingested path.")] = False,

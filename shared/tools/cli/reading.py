@@ -173,8 +173,9 @@ def search(
             say_empty("no chunk matches; try other words")
         return
     for n, hit in enumerate(hits, 1):
-        console.print(Text.assemble((f"{n}. {plain(hit['title'])}", "bold"), f" ({hit['score']:.3f}) {plain(hit['url'])}"),
-                      soft_wrap=True)
+        place = f", {plain(hit['position'])}" if hit.get("position") else ""
+        console.print(Text.assemble((f"{n}. {plain(hit['title'])}", "bold"),
+                                    f" ({hit['score']:.3f}{place}) {plain(hit['url'])}"), soft_wrap=True)
         console.print(Text("   " + plain(snippet(hit["text"], title=hit.get("title") or ""))))
 
 

@@ -1,0 +1,122 @@
+"""The one registry of document formats: a file's suffix or a response's media type -> the reader
+that turns its bytes into passages (:mod:`shared.formats.passages`).
+
+Every way in reads it: ``ragbus ingest`` (which suffixes are documents), the GCS trigger (an
+object's media type), the feed poller (which linked files it fetches), the cleaner (which reader
+runs), and the generated lists in the CLI help, README and docs/architecture.md. A new file kind
+is one reader and one row of :data:`KINDS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shared.formats.passages import Reading
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on reading one file (settings: ``RAGBUS_MAX_PAGES`` and the rest)."""
+
+    max_pages: int = 1000  # pages (slides, sheets' rows / 100) read; the rest are cut and counted
+    ocr: bool = True  # read a page without a text layer by OCR when an engine is installed
+    ocr_max_pages: int = 50  # pages of one file read by OCR (about 2 s each)
+    zip_max_entries: int = 10_000  # an OOXML/EPUB/ODT container's entries
+    zip_max_bytes: int = 200 * 1024 * 1024  # their expanded total
+    zip_max_ratio: int = 200  # one entry's expanded size over its compressed size
+    max_rows: int = 100_000  # a spreadsheet's rows, all sheets together
+
+
+#: reader(raw bytes, media type with its parameters, url, limits) -> Reading
+Reader = Callable[[bytes, str, str, Limits], Reading]
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """One kind of document file: its names, its reader, and how it is read."""
+
+    name: str
+    suffixes: tuple[str, ...]  # lower case, with the dot; the first is the usual one
+    media_types: tuple[str, ...]  # the first is announced for a file of this kind
+    reader: str  # "module:function", imported on first use (a PDF library loads only for PDFs)
+    binary: bool = False  # read in a separate, bounded process (shared.formats.sandbox), never decoded as text
+    refused: str = ""  # why files of this kind are refused by name (a legacy binary format)
+
+    @property
+    def media_type(self) -> str:
+        return self.media_types[0]
+
+    def load(self) -> Reader:
+        module, _, function = self.reader.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+_LEGACY = "a legacy binary Office file (OLE), which ragbus does not read; save it as {modern} and ingest that"
+
+KINDS: list[FileKind] = [
+    FileKind("HTML", (".html", ".htm"), ("text/html", "application/xhtml+xml", "application/xml+html"),
+             "shared.formats.text:read_html"),
+    FileKind("Markdown", (".md", ".markdown"), ("text/markdown", "text/x-markdown", "text/md"),
+             "shared.formats.text:read_markdown"),
+    FileKind("plain text", (".txt",), ("text/plain",), "shared.formats.text:read_plain"),
+    FileKind("reStructuredText", (".rst", ".rest"), ("text/x-rst", "text/prs.fallenstein.rst"),
+             "shared.formats.text:read_rst"),
+    FileKind("PDF", (".pdf",), ("application/pdf",), "shared.formats.pdf:read_pdf", binary=True),
+    FileKind("Word", (".docx",), ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
+             "shared.formats.office:read_docx", binary=True),
+    FileKind("PowerPoint", (".pptx",),
+             ("application/vnd.openxmlformats-officedocument.presentationml.presentation",),
+             "shared.formats.office:read_pptx", binary=True),
+    FileKind("Excel", (".xlsx",), ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",),
+             "shared.formats.sheets:read_xlsx", binary=True),
+    FileKind("CSV", (".csv",), ("text/csv",), "shared.formats.sheets:read_csv"),
+    FileKind("TSV", (".tsv", ".tab"), ("text/tab-separated-values",), "shared.formats.sheets:read_tsv"),
+    FileKind("EPUB", (".epub",), ("application/epub+zip",), "shared.formats.office:read_epub", binary=True),
+    FileKind("OpenDocument text", (".odt",), ("application/vnd.oasis.opendocument.text",),
+             "shared.formats.office:read_odt", binary=True),
+    FileKind("legacy Word", (".doc",), ("application/msword",), "", refused=_LEGACY.format(modern=".docx")),
+    FileKind("legacy PowerPoint", (".ppt",), ("application/vnd.ms-powerpoint",), "",
+             refused=_LEGACY.format(modern=".pptx")),
+    FileKind("legacy Excel", (".xls",), ("application/vnd.ms-excel",), "", refused=_LEGACY.format(modern=".xlsx")),
+]
+
+
+def by_suffix(suffix: str) -> FileKind | None:
+    """The kind of a file named with ``suffix`` (".PDF" too), or None."""
+    suffix = suffix.lower()
+    return next((k for k in KINDS if suffix in k.suffixes), None)
+
+
+def by_media_type(media_type: str) -> FileKind | None:
+    """The kind of a response or object of ``media_type`` (parameters ignored), or None. Any other
+    ``text/*`` reads as plain text, as a browser shows it."""
+    media = media_type.partition(";")[0].strip().lower()
+    kind = next((k for k in KINDS if media in k.media_types), None)
+    if kind is None and media.startswith("text/"):
+        return by_suffix(".txt")
+    return kind
+
+
+def readable() -> list[FileKind]:
+    return [k for k in KINDS if not k.refused]
+
+
+def suffix_list() -> str:
+    """".html, .htm, .md, ..." : every suffix ragbus reads."""
+    return ", ".join(s for k in readable() for s in k.suffixes)
+
+
+def readable_media_types() -> tuple[str, ...]:
+    """Every media type a reader takes (what a feed item's link may be fetched as)."""
+    return tuple(m for k in readable() for m in k.media_types)
+
+
+def kinds_table() -> str:
+    """The Markdown table the README and docs/architecture.md carry (``python -m shared.tools.docs``)."""
+    lines = ["| kind | suffixes | media types | read by |", "|---|---|---|---|"]
+    for k in KINDS:
+        how = f"refused: {k.refused}" if k.refused else f"`{k.reader}`" + (" (separate process)" if k.binary else "")
+        lines.append(f"| {k.name} | {' '.join(k.suffixes)} | {' '.join(f'`{m}`' for m in k.media_types)} | {how} |")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""Spreadsheets: .xlsx (openpyxl, read-only and values only: formulas are never evaluated, links
+never followed), .csv and .tsv. Each row reads "header: value; header: value" under the sheet's
+first row, at position {"sheet": name, "row": n} (n as the spreadsheet numbers it)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from shared.contract.errors import InvalidInput
+from shared.formats.containers import open_zip
+from shared.formats.passages import Passage, Reading
+from shared.formats.registry import Limits
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return " ".join(str(value).split())
+
+
+def sheet_passages(sheet: str, rows: Iterable[tuple[int, list[str]]], reading: Reading, budget: int) -> int:
+    """Append ``rows`` (numbered) of one sheet as passages; return how many of ``budget`` were used."""
+    header: list[str] | None = None
+    used = 0
+    for number, cells in rows:
+        if not any(cells):
+            continue
+        if header is None:
+            header = cells
+            reading.passages.append(Passage(sheet or "Rows", "heading", {"sheet": sheet, "row": number}))
+            continue
+        if used >= budget:
+            reading.skip(1, f"rows past the first {budget} (RAGBUS_MAX_ROWS) were cut")
+            continue
+        used += 1
+        text = "; ".join(f"{header[i]}: {value}" if i < len(header) and header[i] else value
+                         for i, value in enumerate(cells) if value)
+        reading.passages.append(Passage(text, "row", {"sheet": sheet, "row": number}))
+    return used
+
+
+def read_xlsx(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    import openpyxl
+
+    open_zip(raw, limits, "Excel")
+    try:
+        workbook = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=True, keep_links=False)
+    except Exception as exc:  # openpyxl raises several kinds on a damaged package
+        raise InvalidInput(f"the Excel file cannot be read ({type(exc).__name__}: {exc})") from None
+    reading = Reading(title=(workbook.properties.title or "").strip())
+    budget = limits.max_rows
+    try:
+        for sheet in workbook.worksheets:
+            rows = ((n, [_cell(v) for v in values])
+                    for n, values in enumerate(sheet.iter_rows(values_only=True), start=1))
+            budget -= sheet_passages(sheet.title, rows, reading, budget)
+    finally:
+        workbook.close()
+    return reading
+
+
+def _read_delimited(raw: bytes, content_type: str, url: str, limits: Limits, delimiter: str) -> Reading:
+    from shared.formats.text import binary_reason, decode_bytes, parse_content_type
+
+    why = binary_reason(raw)
+    if why:
+        raise InvalidInput(f"the file looks like binary data, not delimited text ({why})")
+    text = decode_bytes(raw, parse_content_type(content_type)[1])
+    name = PurePosixPath(unquote(urlsplit(url).path or "")).stem
+    reading = Reading(title=name)
+    csv.field_size_limit(1024 * 1024)
+    rows = ((n, [" ".join(c.split()) for c in cells])
+            for n, cells in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), start=1))
+    try:
+        sheet_passages("", rows, reading, limits.max_rows)
+    except csv.Error as exc:
+        raise InvalidInput(f"the file is not valid delimited text ({exc})") from None
+    return reading
+
+
+def read_csv(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return _read_delimited(raw, content_type, url, limits, ",")
+
+
+def read_tsv(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return _read_delimited(raw, content_type, url, limits, "\t")

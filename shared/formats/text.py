@@ -1,0 +1,533 @@
+"""The text kinds: HTML (trafilatura), Markdown (markdown-it), reStructuredText (docutils) and
+plain text, each decoded from bytes whose declared charset may be wrong; and the check that
+refuses binary bytes posing as text. Moved here from the cleaner so the registry of formats
+(:mod:`shared.formats.registry`) can name them; the cleaner reads every kind through it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+from shared.contract.text import normalize_text, opens_code_element, without_code_elements
+from shared.formats.passages import Passage, Reading
+from shared.formats.registry import Limits
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/xml+html"})
+MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/md"})
+TEXT_TYPES = frozenset({"text/plain"})
+RST_TYPES = frozenset({"text/x-rst", "text/prs.fallenstein.rst"})
+
+
+@dataclass(frozen=True)
+class CleanDocument:
+    """The main text of a document and what its content says about itself."""
+
+    body: str
+    title: str = ""
+    published: str | None = None
+
+
+# ------------------------------------------------------------- decoding
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+# WHATWG: these labels mean windows-1252 on the web.
+_WEB_ALIASES = {"iso-8859-1": "cp1252", "latin-1": "cp1252", "latin1": "cp1252", "ascii": "cp1252",
+                "us-ascii": "cp1252", "iso8859-1": "cp1252", "l1": "cp1252"}
+
+
+def parse_content_type(value: str) -> tuple[str, str | None]:
+    """``"text/html; charset=UTF-8"`` -> ``("text/html", "utf-8")``."""
+    media, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        name, _, val = param.partition("=")
+        if name.strip().lower() == "charset" and val.strip():
+            charset = val.strip().strip("\"'").lower()
+    return media.strip().lower(), charset
+
+
+def _codec(label: str | None) -> str | None:
+    if not label:
+        return None
+    label = _WEB_ALIASES.get(label.lower(), label.lower())
+    try:
+        return codecs.lookup(label).name
+    except LookupError:
+        return None
+
+
+def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False) -> str:
+    """Text from bytes whose declared charset may be wrong or missing.
+
+    Order: a byte-order mark; strict UTF-8 (valid UTF-8 with non-ASCII bytes is
+    almost never anything else, so it beats a wrong label); the declared charset
+    and a ``<meta charset>``, if they decode strictly; then detection by
+    charset_normalizer, preferring windows-1252 whenever it is among the
+    plausible code pages (the usual truth behind a mislabelled Western page);
+    last, windows-1252 with replacement characters.
+    """
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            return raw[len(bom):].decode(encoding, errors="replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    labels = [declared]
+    if html:
+        match = _META_CHARSET.search(raw[:4096])
+        labels.append(match.group(1).decode("ascii", "ignore") if match else None)
+    for label in labels:
+        codec = _codec(label)
+        if codec and codec != "utf-8":
+            try:
+                return raw.decode(codec)
+            except UnicodeDecodeError:
+                continue
+    from charset_normalizer import from_bytes
+
+    matches = from_bytes(raw)
+    encodings = [m.encoding for m in matches]
+    if "cp1252" in encodings:
+        return raw.decode("cp1252", errors="replace")
+    best = matches.best()
+    if best is not None:
+        return str(best)
+    return raw.decode("cp1252", errors="replace")
+
+
+# ------------------------------------------------------------ extraction
+
+
+# Below this many characters an extraction is checked again in precision mode:
+# trafilatura's fallbacks return *some* text for any page (a lone "Home" link),
+# and a short result is only main text if the precise extractor agrees.
+_CONFIRM_BELOW_CHARS = 250
+
+
+# Phrasing content (HTML's term): text and these elements between two blocks read as one paragraph.
+_INLINE = frozenset(
+    "a abbr b bdi bdo big cite code data del dfn em font i ins kbd mark q s samp small span strike strong "
+    "sub sup time tt u var br wbr img".split())
+_CONTAINERS = ("body", "div", "td", "th", "li", "blockquote", "section", "article", "main", "aside", "dd",
+               "center", "form")
+
+
+def _is_inline(node) -> bool:
+    return not isinstance(node.tag, str) or node.tag in _INLINE  # a comment's tail is prose too
+
+
+def _append_text(paragraph, text: str | None) -> None:
+    if not text:
+        return
+    if len(paragraph):
+        paragraph[-1].tail = (paragraph[-1].tail or "") + text
+    else:
+        paragraph.text = (paragraph.text or "") + text
+
+
+def prepare_html(html: str) -> tuple[str, str]:
+    """The page with its loose prose in paragraphs, and the title the page states (<title>).
+
+    Hand-written pages (zlib's zlib_how.html, many man-page exports) put prose as bare text
+    between <pre> blocks; trafilatura keeps only text inside block elements and drops it, so
+    each run of text and inline elements between two blocks becomes the <p> a browser renders
+    it as (an anonymous block box)."""
+    import lxml.html
+    from lxml import etree
+
+    try:
+        tree = lxml.html.document_fromstring(html)
+    except (etree.ParserError, ValueError):
+        return html, ""
+    title = " ".join((tree.findtext(".//title") or "").split())
+    changed = False
+    for container in list(tree.iter(*_CONTAINERS)):
+        children = list(container)
+        if all(_is_inline(c) for c in children):
+            continue  # no block inside: extractors read it as one block already
+        if not (container.text or "").strip() and not any(
+                (c.tail or "").strip() or isinstance(c.tag, str) and c.tag in _INLINE for c in children):
+            continue
+        changed = True
+        run = container.makeelement("p", {})
+        run.text, container.text = container.text, None
+        rebuilt, runs = [], {id(run)}
+        for child in children:
+            container.remove(child)  # its tail goes with it
+            if not isinstance(child.tag, str):
+                _append_text(run, child.tail)
+            elif child.tag in _INLINE:
+                run.append(child)
+            else:
+                tail, child.tail = child.tail, None
+                rebuilt += [run, child]
+                run = container.makeelement("p", {})
+                run.text = tail
+                runs.add(id(run))
+        rebuilt.append(run)
+        for node in rebuilt:
+            if id(node) in runs and not node.text_content().strip() and node.find(".//img") is None:
+                continue
+            container.append(node)
+    return (lxml.html.tostring(tree, encoding="unicode") if changed else html), title
+
+
+def _stated_title(extracted: str, page_title: str) -> str:
+    """trafilatura's title when the page's <title> contains it (a site name cut off), else <title>:
+    it may pick a heading inside the page (an <h3> "Important" in xsltproc.html)."""
+    if not page_title or extracted and extracted.casefold() in page_title.casefold():
+        return extracted or page_title
+    return page_title
+
+
+def extract_html(html: str, url: str) -> CleanDocument:
+    """Main content and metadata of a web page, by trafilatura (no hand-written selectors)."""
+    import trafilatura
+    from trafilatura.settings import set_date_params
+
+    html, page_title = prepare_html(html)
+
+    options = {
+        "url": url or None,
+        "with_metadata": True,
+        # The date a page states (its meta tags, <time>, URL), never one guessed from a year its prose
+        # mentions: htmldate's extensive mode, on by default, took "the 2024 test series" for a published
+        # date of 2024-01-01, which a since/until filter then trusts (htmldate docs: "extensive mode
+        # collects all potential dates [in bare content] and uses a disambiguation algorithm").
+        "date_extraction_params": set_date_params(extensive=False),
+        "include_comments": False,
+        "include_tables": True,
+        "include_images": False,
+        "include_links": False,
+        "deduplicate": False,
+    }
+    document = trafilatura.bare_extraction(html, **options)
+    text = normalize_text(getattr(document, "text", None) or "") if document is not None else ""
+    if len(text) < _CONFIRM_BELOW_CHARS:
+        precise = trafilatura.bare_extraction(html, fast=True, favor_precision=True, **options)
+        precise_text = normalize_text(getattr(precise, "text", None) or "") if precise is not None else ""
+        text = text if precise_text else ""
+    if document is None:
+        return CleanDocument(body=text)
+    title = _stated_title((getattr(document, "title", None) or "").strip(), page_title)
+    date = getattr(document, "date", None) or None
+    return CleanDocument(body=text, title=title, published=date)
+
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<yaml>.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+_FRONT_FIELD = re.compile(r"^(?P<key>title|date|published)\s*:\s*(?P<value>.+?)\s*$", re.MULTILINE | re.IGNORECASE)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
+    """Plain text of Markdown: headings, paragraphs, list items and code kept; markup dropped.
+
+    A YAML front matter block gives the title and date when present; otherwise
+    the first level-1 heading is the title.
+    """
+    from markdown_it import MarkdownIt
+
+    title, published, text = _front_matter(text)
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    blocks: list[tuple[str, int | None]] = []  # (text, the list it belongs to)
+    prefix: list[str] = []  # list markers of the items we are inside
+    ordered_counters: list[int | None] = []
+    lists_seen = 0
+    row: list[str] | None = None  # the cells of the table row being read
+    tables_seen = 0
+    code: str | None = None  # the <script> (or other code element) an HTML block left open
+    for i, token in enumerate(tokens):
+        kind = token.type
+        if code is not None and kind in ("inline", "fence", "code_block", "html_block"):
+            # the element's content, up to its closing tag, is code: dropped, never read as prose
+            if kind not in ("inline", "html_block") or not _closes(code, token.content):
+                continue
+            if kind == "inline":
+                line, code = _inline_text(token, code)
+                if line.strip():
+                    blocks.append((line, lists_seen if prefix else None))
+                continue
+        # A table row is one line ("| 304 | Not Modified |") under its header and rule, as it was
+        # written: cell by cell, each a paragraph of its own, no row could be read back.
+        if kind == "table_open":
+            tables_seen += 1
+        elif kind == "tr_open":
+            row = []
+        elif kind == "inline" and row is not None:
+            cell, code = _inline_text(token)
+            row.append(" ".join(cell.split()))
+            continue
+        elif kind == "tr_close" and row is not None:
+            blocks.append(("| " + " | ".join(row) + " |", -tables_seen))
+            row = None
+        elif kind == "thead_close" and blocks:
+            blocks.append(("|" + "---|" * blocks[-1][0].count(" | ") + "---|", -tables_seen))
+        if kind in ("bullet_list_open", "ordered_list_open"):
+            if not ordered_counters:
+                lists_seen += 1
+            start = token.attrs.get("start", 1) if kind == "ordered_list_open" else None
+            ordered_counters.append(None if start is None else int(start or 1))
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            ordered_counters.pop()
+        elif kind == "list_item_open":
+            counter = ordered_counters[-1] if ordered_counters else None
+            if counter is None:
+                prefix.append("- ")
+            else:
+                prefix.append(f"{counter}. ")
+                ordered_counters[-1] = counter + 1
+        elif kind == "list_item_close":
+            prefix.pop()
+        elif kind == "inline":
+            line, code = _inline_text(token)
+            if not line.strip() or _MYST_TARGET.match(line):
+                continue
+            if i and tokens[i - 1].type == "heading_open" and tokens[i - 1].tag == "h1" and not title:
+                title = line.strip()
+            if prefix and i >= 2 and tokens[i - 2].type == "list_item_open":
+                line = "  " * (len(prefix) - 1) + prefix[-1] + line
+            blocks.append((line, lists_seen if prefix else None))
+        elif kind == "fence" and _depth < _MYST_MAX_DEPTH and (directive := _MYST_DIRECTIVE.match(token.info)):
+            # a MyST directive (```{note}, ```{tab} Unix): its content is Markdown to read, not code;
+            # its argument ("Unix") says what the content is about
+            inner = extract_markdown(_MYST_OPTION.sub("", token.content), _depth=_depth + 1).body.strip()
+            argument = token.info[directive.end():].strip()
+            if inner:
+                blocks.append((f"{argument}\n\n{inner}" if argument else inner, None))
+        elif kind in ("fence", "code_block"):
+            blocks.append((token.content.rstrip("\n"), None))
+        elif kind == "html_block":
+            html, code = _outside_code(token.content, code)
+            stripped = _TAG.sub(" ", html).strip()
+            if stripped:
+                blocks.append((stripped, None))
+    return CleanDocument(body=normalize_text(_join_blocks(blocks)), title=title, published=published)
+
+
+def _front_matter(text: str) -> tuple[str, str | None, str]:
+    """The title and date a YAML front matter block gives ("" and None without one), and the text after it."""
+    title, published = "", None
+    front = _FRONT_MATTER.match(text)
+    if front:
+        for field in _FRONT_FIELD.finditer(front["yaml"]):
+            value = field["value"].strip().strip("\"'")
+            if field["key"].lower() == "title":
+                title = value
+            elif published is None:
+                published = value
+        text = text[front.end():]
+    return title, published, text
+
+
+def _join_blocks(blocks: list[tuple[str, int | None]]) -> str:
+    """Items of one list read as consecutive lines; other blocks are paragraphs."""
+    parts: list[str] = []
+    for n, (block, in_list) in enumerate(blocks):
+        if n:
+            parts.append("\n" if in_list is not None and in_list == blocks[n - 1][1] else "\n\n")
+        parts.append(block)
+    return "".join(parts)
+
+
+# MyST, the Markdown of Sphinx projects (pip's docs as Debian ships them): a role is {name} right before
+# an inline code span ({file}`/etc/pip.conf`), a directive a fence whose info is {name}; its options are
+# ':key: value' lines at the start of its content. Read as their text, like the reStructuredText roles below.
+_MYST_ROLE = re.compile(r"\{[A-Za-z][\w:+.-]*\}$")
+_MYST_DIRECTIVE = re.compile(r"\{[A-Za-z][\w:+.-]*\}")
+_MYST_OPTION = re.compile(r"\A(?::[\w-]+:[^\n]*\n)+")
+#: directives nest (a note in a tab); deeper, each level re-reads its content and a hostile page could exhaust
+#: the stack (3000 levels: no answer in 300 s), so deeper content is kept as written
+_MYST_MAX_DEPTH = 2
+_MYST_TARGET = re.compile(r"\A\([\w.:-]+\)=\Z")  # (config-file)= names the heading below it for links
+
+
+def _closes(code: str, html: str) -> bool:
+    return re.search(rf"</{code}\s*>", html, re.IGNORECASE) is not None
+
+
+def _outside_code(html: str, code: str | None) -> tuple[str, str | None]:
+    """``html`` without the code elements' content (a ``<script>``'s code is not prose), from the
+    closing tag of ``code`` when an earlier token left that element open; and the element this one
+    leaves open."""
+    if code is not None:
+        closing = re.search(rf"</{code}\s*>", html, re.IGNORECASE)
+        if closing is None:
+            return "", code
+        html = html[closing.end():]
+    return without_code_elements(html), opens_code_element(html)
+
+
+def _inline_text(token, code: str | None = None) -> tuple[str, str | None]:
+    """The text of an inline token, and the code element it leaves open (``code``: the one open
+    before it): text inside a ``<script>``…``</script>`` is dropped with the tags."""
+    parts: list[str] = []
+    children = token.children or []
+    for n, child in enumerate(children):
+        if child.type == "html_inline":
+            _, code = _outside_code(child.content, code)
+            continue
+        if code is not None:
+            continue
+        if child.type == "text" and n + 1 < len(children) and children[n + 1].type == "code_inline":
+            parts.append(_MYST_ROLE.sub("", child.content))
+        elif child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type == "image":
+            parts.append(child.content)  # its alt text
+        elif child.type in ("softbreak",):
+            parts.append(" ")
+        elif child.type == "hardbreak":
+            parts.append("\n")
+    return "".join(parts), code
+
+
+# Sphinx's roles and directives, which plain docutils does not know: read as their text (a role)
+# or their content (a directive) rather than as an error message in the middle of the prose.
+_SPHINX_ROLES = (
+    "doc ref term class func meth mod attr exc data const obj envvar option program file command kbd samp "
+    "guilabel menuselection abbr dfn mimetype makevar keyword token numref download any"
+).split()
+_SPHINX_DIRECTIVES = (
+    "versionadded versionchanged deprecated seealso option envvar describe glossary hlist only tab tabs "
+    "productionlist centered function class method attribute module data exception program"
+).split()
+_SPHINX_DROPPED = "toctree automodule autoclass autofunction automethod autodata autosummary literalinclude".split()
+_rst_ready = False
+
+
+def _prepare_docutils() -> None:
+    """Register the Sphinx vocabulary once per process (docutils keeps its registry globally)."""
+    global _rst_ready
+    if _rst_ready:
+        return
+    from docutils import nodes
+    from docutils.parsers.rst import Directive, directives, roles
+
+    def as_text(name, rawtext, text, lineno, inliner, options=None, content=None):
+        # "Title <target>" shows the title; "~pkg.mod.func" shows the last part, as Sphinx does
+        shown = re.sub(r"\s*<[^>]*>\s*$", "", text) or text
+        if shown.startswith("~"):
+            shown = shown[1:].rsplit(".", 1)[-1]
+        return [nodes.literal(rawtext, shown.lstrip("!"))], []
+
+    class AnyOption(dict):
+        def __missing__(self, key):
+            return directives.unchanged
+
+    class Passthrough(Directive):
+        has_content = True
+        optional_arguments = 1
+        final_argument_whitespace = True
+        option_spec = AnyOption()
+
+        def run(self):
+            container = nodes.container()
+            if self.arguments:
+                container += nodes.paragraph(text=self.arguments[0])
+            self.state.nested_parse(self.content, self.content_offset, container)
+            return [container]
+
+    class Dropped(Passthrough):
+        def run(self):
+            return []
+
+    for name in _SPHINX_ROLES:
+        for prefix in ("", "py:", "std:", "rst:"):
+            roles.register_local_role(prefix + name, as_text)
+    for name in _SPHINX_DIRECTIVES:
+        directives.register_directive(name, Passthrough)
+    for name in _SPHINX_DROPPED:
+        directives.register_directive(name, Dropped)
+    _rst_ready = True
+
+
+def extract_rst(text: str) -> CleanDocument:
+    """Plain text of reStructuredText, parsed by docutils: the document title is its title,
+    a ``:date:`` field its date; markup, comments and what docutils could not parse dropped."""
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    _prepare_docutils()
+    doctree = publish_doctree(text, settings_overrides={
+        # a document that uses an unknown role still yields its text; never halt, never print
+        "report_level": 5, "halt_level": 5, "warning_stream": False,
+        # a document must not read files or pass raw HTML through (include::, raw::)
+        "file_insertion_enabled": False, "raw_enabled": False,
+        "doctitle_xform": True, "input_encoding": "unicode",
+    })
+    published = None
+    for date in doctree.findall(nodes.date):
+        published = date.astext().strip() or None
+        break
+    title_node = next(iter(doctree.findall(nodes.title)), None)
+    title = title_node.astext().strip() if title_node is not None else ""
+    dropped = (nodes.system_message, nodes.comment, nodes.substitution_definition, nodes.docinfo)
+    for node in list(doctree.findall(lambda n: isinstance(n, dropped))):
+        node.parent.remove(node)
+    for node in list(doctree.findall(nodes.problematic)):
+        node.parent.replace(node, nodes.Text(node.astext()))
+    return CleanDocument(body=normalize_text(doctree.astext()), title=title, published=published)
+
+
+def extract_plain(text: str) -> CleanDocument:
+    """Plain text as it is; its first short line serves as title when none is known."""
+    body = normalize_text(text)
+    first = body.split("\n", 1)[0].strip() if body else ""
+    return CleanDocument(body=body, title=first if 0 < len(first) <= 200 else "")
+
+
+_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27)) + b"\x7f"
+
+
+def binary_reason(raw: bytes, text: str | None = None) -> str | None:
+    """Why ``raw`` (or its decoded ``text``) is binary data rather than a document; None if it is text.
+
+    Binary bytes with a text suffix or type (an image named .txt, a PDF served as
+    text/html) would decode into hundreds of garbage chunks."""
+    head = raw[:8192]
+    if head.startswith(_WIDE_BOMS):
+        return None  # UTF-16/32 text has NUL bytes of its own
+    if b"\0" in head:
+        return "it contains NUL bytes"
+    if head and sum(head.count(bytes([b])) for b in _CONTROL_BYTES) > len(head) * 0.05:
+        return "over 5% of its first bytes are control characters"
+    if text:
+        sample = text[:65536]
+        if sample.count("\ufffd") > len(sample) * 0.05:
+            return "over 5% of it is not valid in any text encoding"
+    return None
+
+
+# ------------------------------------------------------------ the readers the registry names
+
+
+def _reading(document: CleanDocument) -> Reading:
+    return Reading(passages=[Passage(document.body, "body")] if document.body.strip() else [],
+                   title=document.title, published=document.published)
+
+
+def read_html(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return _reading(extract_html(decode_bytes(raw, parse_content_type(content_type)[1], html=True), url))
+
+
+def read_markdown(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return _reading(extract_markdown(decode_bytes(raw, parse_content_type(content_type)[1])))
+
+
+def read_rst(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return _reading(extract_rst(decode_bytes(raw, parse_content_type(content_type)[1])))
+
+
+def read_plain(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return _reading(extract_plain(decode_bytes(raw, parse_content_type(content_type)[1])))

@@ -1,0 +1,105 @@
+"""The registry of document formats and what its readers yield: passages, positions, labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.indexer.chunking import chunk_document
+from services.synthesizer.handler import cited_position
+from shared.contract.errors import InvalidInput
+from shared.formats import registry
+from shared.formats.passages import Passage, lay_out, page_link, position_label, positions_between
+from shared.formats.pdf import read_pdf
+from shared.formats.registry import Limits, by_media_type, by_suffix
+from tests.unit.loop_fakes import HashingEmbedder
+
+pytestmark = pytest.mark.unit
+
+PDF = Path(__file__).resolve().parents[1] / "data" / "formats" / "fontconfig-user.pdf"
+
+
+def test_a_suffix_and_a_media_type_name_the_same_kind():
+    for kind in registry.KINDS:
+        for suffix in kind.suffixes:
+            assert by_suffix(suffix.upper()) is kind
+        for media in kind.media_types:
+            assert by_media_type(f"{media}; charset=utf-8") is kind
+    assert by_suffix(".png") is None and by_media_type("image/png") is None
+    assert by_media_type("text/x-log").name == "plain text"  # any other text/* reads as plain text
+    assert by_suffix(".doc").refused and "save it as .docx" in by_suffix(".doc").refused
+    # every reader named exists
+    for kind in registry.readable():
+        assert callable(kind.load())
+
+
+def test_passages_are_laid_out_with_where_each_starts():
+    passages = [Passage("Intro", "heading", {"page": 1}), Passage("Body text.", "paragraph", {"page": 1}),
+                Passage("a: 1", "row", {"page": 2}), Passage("a: 2", "row", {"page": 2}),
+                Passage("Next page.", "paragraph", {"page": 3})]
+    text, marks = lay_out(passages, start=10)
+    assert text == "Intro\n\nBody text.\n\na: 1\na: 2\n\nNext page."
+    assert marks == [(10, {"page": 1}), (10 + text.index("a: 1"), {"page": 2}),
+                     (10 + text.index("Next"), {"page": 3})]
+    start = 10 + text.index("a: 2")
+    assert positions_between(marks, start, start + 20) == [{"page": 2}, {"page": 3}]
+    assert position_label(positions_between(marks, start, start + 20)) == "pp. 2–3"
+
+
+@pytest.mark.parametrize(("positions", "label"), [
+    ([{"page": 12}], "p. 12"), ([{"page": 3}, {"page": 5}], "pp. 3, 5"), ([{"slide": 2}], "slide 2"),
+    ([{"sheet": "Sales", "row": 4}, {"sheet": "Sales", "row": 5}], "Sales, rows 4–5"),
+    ([{"sheet": "", "row": 7}], "row 7"), ([{"chapter": 2}], "chapter 2"), ([], ""),
+])
+def test_position_labels(positions, label):
+    assert position_label(positions) == label
+
+
+def test_a_pdf_link_opens_at_the_cited_page_and_a_citation_joins_its_chunks_pages():
+    assert page_link("https://x.example/a.pdf", "pp. 12–13") == "https://x.example/a.pdf#page=12"
+    assert page_link("https://x.example/a.html", "") == "https://x.example/a.html"
+    assert page_link("https://x.example/deck.pptx", "slide 3") == "https://x.example/deck.pptx"
+    assert cited_position(["p. 12", "pp. 15–16", "p. 12"]) == "pp. 12, 15"
+    assert cited_position(["slide 2", "slide 4"]) == "slide 2; slide 4"
+
+
+def test_a_real_pdf_reads_in_order_without_page_furniture_and_every_passage_knows_its_page():
+    reading = read_pdf(PDF.read_bytes(), "application/pdf", PDF.as_uri(), Limits())
+    pages = {p.position["page"] for p in reading.passages}
+    # page 14 holds nothing but its running header and number
+    assert pages == set(range(1, 16)) - {14} and reading.unread == 0
+    text, _ = lay_out(reading.passages)
+    assert "fonts-conf" not in text  # the running header at the top of every page
+    # PDFium's hyphen at a line end (U+0002) is gone, the word whole again
+    assert "\x02" not in text and "customization and application access" in text
+    # the page numbers printed at each page's foot are not text
+    for passage in reading.passages:
+        assert not passage.text.strip().isdigit(), passage
+    first = [p.text for p in reading.passages if p.position["page"] == 1]
+    assert first[:2] == ["Name", "fonts.conf — Font configuration files"]
+    # a file list stays one path a line (rows), not one wrapped paragraph
+    assert "/etc/fonts/fonts.conf\n/etc/fonts/fonts.dtd" in text
+
+
+def test_a_pdf_cut_at_the_page_bound_says_how_many_pages_were_not_read():
+    reading = read_pdf(PDF.read_bytes(), "application/pdf", "", Limits(max_pages=4))
+    assert {p.position["page"] for p in reading.passages} == {1, 2, 3, 4}
+    assert reading.unread == 11 and "RAGBUS_MAX_PAGES" in reading.unread_reason
+
+
+def test_bytes_that_are_no_pdf_are_refused_with_the_reason():
+    with pytest.raises(InvalidInput, match="cannot be opened"):
+        read_pdf(b"%PDF-1.7\nnot really", "application/pdf", "", Limits())
+
+
+def test_every_chunk_knows_the_pages_it_covers():
+    reading = read_pdf(PDF.read_bytes(), "application/pdf", "", Limits())
+    header = "Title: fonts.conf\nPublished: unknown\nSource: file:///f.pdf\n\n"
+    body, marks = lay_out(reading.passages, start=len(header))
+    chunks = chunk_document(header + body, document_id="d", content_hash="h", embedder=HashingEmbedder(),
+                            marks=marks)
+    assert chunks and all(c.position.startswith(("p. ", "pp. ")) for c in chunks)
+    assert chunks[0].position == "p. 1" and chunks[-1].position.endswith("15")
+    pages = [int(c.position.split()[-1].split("–")[-1]) for c in chunks]
+    assert pages == sorted(pages)  # reading order kept, page by page
