@@ -10,9 +10,9 @@ costs that entry only, with its reason kept.
 from __future__ import annotations
 
 import io
-import re
 import json
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin

@@ -71,6 +71,17 @@ def status_of(state: StateStore, document_ids: Iterable[str]) -> IngestionStatus
     return out
 
 
+def failures(state: StateStore, document_ids: Iterable[str]) -> dict[str, str]:
+    """Why each of ``document_ids`` that has a dead letter failed: its latest letter's error."""
+    wanted = set(document_ids)
+    out: dict[str, tuple[str, str]] = {}
+    for letter in state.list(state_collections.DEAD_LETTERS):
+        document_id = str(letter.get("idempotency_key") or "").split("/", 1)[0]
+        if document_id in wanted and (document_id not in out or str(letter.get("at")) > out[document_id][0]):
+            out[document_id] = (str(letter.get("at")), str(letter.get("error") or ""))
+    return {k: error for k, (_, error) in out.items()}
+
+
 def touched_since(state: StateStore, since: datetime, feed_urls: Iterable[str] | None = None) -> set[str]:
     """Document ids of feed and sitemap items claimed or published at or after ``since``."""
     out = set()

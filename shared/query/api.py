@@ -23,8 +23,7 @@ from shared.contract.errors import InvalidInput, PermanentError, RetryableError
 from shared.contract.filters import FilterError, Filters, firestore_prefilter_refusal
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
-from shared.contract.text import fold_width
-from shared.contract.text import shown
+from shared.contract.text import fold_width, shown
 from shared.observability import tracing
 from shared.query.conversation import (
     ConversationNotFound as ConversationNotFound,  # the front doors' name

@@ -5,14 +5,11 @@ is ingested on the embedded runtime with every chunk knowing its row."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.integration.test_stage_recipe import recipe_blocks
+from tests.integration.test_stage_recipe import recipe_blocks, run_recipe
 
 pytestmark = pytest.mark.integration
 
@@ -67,22 +64,11 @@ FACTS = [
 def test_the_recipe_s_file_kind_is_ingested_with_its_rows(tmp_path):
     blocks = recipe_blocks(DOC.read_text())
     assert {"reader", "kind"} <= set(blocks), sorted(blocks)
-    package = tmp_path / "pkg" / "throwaway_formats"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "jsonl.py").write_text(blocks["reader"])
-    (tmp_path / "blocks.json").write_text(json.dumps(blocks))
-    (tmp_path / "driver.py").write_text(DRIVER)
     notes = tmp_path / "notes.jsonl"
     # the Debian Policy Manual's own sentences (section 2.5), one note a line, a blank line between
     notes.write_text("\n".join(json.dumps({"text": fact * 3}) + "\n" for fact in FACTS))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path / "pkg")])}
-    env.pop("RAGBUS_RUNTIME", None)
-    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "blocks.json"),
-                           str(tmp_path / "home"), str(notes)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_recipe(tmp_path, blocks, "throwaway_formats", {"jsonl.py": "reader"}, DRIVER, str(notes),
+                        timeout=240)
     assert result["content_type"] == "application/jsonl"
     assert result["positions"] and all(p.startswith("row") for p in result["positions"]), result["positions"]
     # the notes stand on lines 1, 3 and 5 (a blank line between each): the first chunk starts at row 1

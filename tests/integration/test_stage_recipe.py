@@ -73,23 +73,31 @@ def recipe_blocks(text: str) -> dict[str, str]:
     return {name: textwrap.dedent(body) for name, body in found}
 
 
-def test_the_recipe_s_stage_runs_between_the_retriever_and_the_grader(tmp_path):
-    blocks = recipe_blocks(DOC.read_text())
-    assert set(blocks) == {"message", "handler", "stage"}, sorted(blocks)
-    package = tmp_path / "pkg" / "throwaway_reranker"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "handler.py").write_text(blocks["handler"])
+def run_recipe(tmp_path: Path, blocks: dict[str, str], package: str, modules: dict[str, str], driver: str,
+               *args: str, timeout: float = 180) -> dict:
+    """Write ``modules`` (file name -> the block that is its text) as the throwaway ``package``, run
+    ``driver`` in a fresh interpreter with the blocks, ``home`` and ``args``; its last line as JSON."""
+    folder = tmp_path / "pkg" / package
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    for name, block in modules.items():
+        (folder / name).write_text(blocks[block])
     (tmp_path / "blocks.json").write_text(json.dumps(blocks))
-    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "driver.py").write_text(driver)
     home = tmp_path / "home"
     env = {**os.environ, "RAGBUS_HOME": str(home),
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path / "pkg")])}
     env.pop("RAGBUS_RUNTIME", None)
-    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "blocks.json"), str(home)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "blocks.json"), str(home),
+                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-4000:]
-    record = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_recipe_s_stage_runs_between_the_retriever_and_the_grader(tmp_path):
+    blocks = recipe_blocks(DOC.read_text())
+    assert {"message", "handler", "stage"} <= set(blocks), sorted(blocks)
+    record = run_recipe(tmp_path, blocks, "throwaway_reranker", {"handler.py": "handler"}, DRIVER)
     assert record["status"] == "answered" and record["answer"], record.get("error")
     stages_done = record["stages_done"]
     assert stages_done[:5] == ["0/transformer", "0/retriever", "0/reranker", "0/grader", "0/synthesizer"]

@@ -103,3 +103,47 @@ def test_every_chunk_knows_the_pages_it_covers():
     assert chunks[0].position == "p. 1" and chunks[-1].position.endswith("15")
     pages = [int(c.position.split()[-1].split("–")[-1]) for c in chunks]
     assert pages == sorted(pages)  # reading order kept, page by page
+
+
+def _scanned_pdf() -> bytes:
+    """Page 1 of the fontconfig manual as a scan: its rendering at 150 dpi, the only thing on an
+    image-only page (no text layer)."""
+    import io
+
+    import pypdfium2 as pdfium
+
+    source = pdfium.PdfDocument(PDF.read_bytes())
+    width, height = source[0].get_size()
+    bitmap = source[0].render(scale=150 / 72, grayscale=True)
+    scan = pdfium.PdfDocument.new()
+    page = scan.new_page(width, height)
+    image = pdfium.PdfImage.new(scan)
+    image.set_bitmap(bitmap)
+    image.set_matrix(pdfium.PdfMatrix().scale(width, height))
+    page.insert_obj(image)
+    page.gen_content()
+    buffer = io.BytesIO()
+    scan.save(buffer)
+    return buffer.getvalue()
+
+
+def test_a_scanned_page_is_read_by_ocr():
+    import shutil
+
+    if shutil.which("tesseract") is None:
+        pytest.skip("Debian's tesseract-ocr is not installed (.ci/run installs it)")
+    reading = read_pdf(_scanned_pdf(), "application/pdf", "", Limits())
+    text, _ = lay_out(reading.passages)
+    assert reading.unread == 0 and {p.position["page"] for p in reading.passages} == {1}
+    assert "Fontconfig is a library designed to provide" in " ".join(text.split()), text[:500]
+
+
+def test_without_an_ocr_engine_a_scanned_page_is_skipped_and_counted(monkeypatch):
+    from shared.formats import pdf
+
+    monkeypatch.setattr(pdf.shutil, "which", lambda name: None)
+    reading = read_pdf(_scanned_pdf(), "application/pdf", "", Limits())
+    assert reading.passages == [] and reading.unread == 1
+    assert "no OCR engine installed" in reading.unread_reason and "tesseract-ocr" in reading.unread_reason
+    off = read_pdf(_scanned_pdf(), "application/pdf", "", Limits(ocr=False))
+    assert off.unread == 1 and "RAGBUS_OCR" in off.unread_reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from pathlib import Path
@@ -211,6 +212,7 @@ def ingest(
     else:
         # a file under these paths that failed earlier and is unchanged is still not indexed
         under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
+        _name_outcomes(deps, ids | under)
         unfinished = _report_unfinished(session, ids | under, "ingest")
     if refused:
         err.print(Text(f"ingest: {len(refused)} path(s) skipped, the rest {'deleted' if delete else 'ingested'}: "
@@ -218,6 +220,35 @@ def ingest(
         raise typer.Exit(2)  # as a lone bad path does: the command line named something it could not take
     if unfinished:
         raise typer.Exit(1)
+
+
+_ERROR_CLASS = re.compile(r"\A[A-Z]\w*(?:Error|Input|Exception): ")
+#: files named one by one in the ingest summary; past it, a count (the dead letters hold them all)
+NAMED_FILES = 20
+
+
+def _name_outcomes(deps: Deps, ids: set[str]) -> None:
+    """Name each file that failed, with its reason, and each indexed with pages left unread."""
+    from shared.ingest.progress import failures
+
+    failed = failures(deps.state, ids)
+    partly = [d for d in deps.state.get_many(state_collections.DOCUMENTS, sorted(ids)).values() if d.get("unread")]
+    ledger = deps.state.get_many(state_collections.PROCESSED_ITEMS, sorted(failed))
+    lines = [Text(f"  failed {plain(ledger.get(i, {}).get('path') or i)}: {plain(_reason(error))}", style="red")
+             for i, error in sorted(failed.items())]
+    lines += [Text(f"  partly read {plain(d.get('url'))}: {d['unread']} page(s) not read "
+                   f"({plain(d.get('unread_reason'))})", style="yellow") for d in partly]
+    for line in lines[:NAMED_FILES]:
+        err.print(line, soft_wrap=True)
+    if len(lines) > NAMED_FILES:
+        err.print(f"  ... and {len(lines) - NAMED_FILES} more (`ragbus dead-letters`, `ragbus stats`)")
+
+
+def _reason(error: str) -> str:
+    """A dead letter's error without the delivery preamble and the document's own id and URL."""
+    reason = error.split(": ", 1)[1] if error.startswith("Pub/Sub dead-lettered") and ": " in error else error
+    reason = _ERROR_CLASS.sub("", reason)
+    return reason.split("): ", 1)[1] if reason.startswith("document ") and "): " in reason else reason
 
 
 # ------------------------------------------------------------------ reading

@@ -50,6 +50,11 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
             {k: d.get(k) for k in ("id", "message_id", "subscription", "type", "error", "attempts", "at")}
             for d in letters[:10]
         ],
+        # documents indexed with pages (slides, rows) left out: a scan without OCR, a cut at a bound
+        "partly_read": [
+            {"url": d.get("url"), "unread": d.get("unread"), "reason": d.get("unread_reason")}
+            for d in state.list(state_collections.DOCUMENTS) if d.get("unread")
+        ],
     }
 
 
@@ -89,6 +94,9 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
                       + (f", [red]error: {markup(feed['last_error'])}[/]" if feed["last_error"] else ""))
     from services.dead_letters.redrive import short_id
 
+    for doc in result["partly_read"]:
+        console.print(f"  [yellow]partly read[/] {markup(doc['url'])}: {doc['unread']} page(s) not read "
+                      f"({markup(doc['reason'])})")
     for letter in result["recent_dead_letters"]:
         # the id `ragbus dead-letters retry ID` / `purge ID` takes
         console.print(f"  [red]dead letter[/] {markup(short_id(letter))} {markup(letter['subscription'])}: "

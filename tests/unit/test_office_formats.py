@@ -1,0 +1,194 @@
+"""Office files and e-books through their readers: structure (headings, items, table rows as
+"header: value") and position (slide, sheet and row, chapter), on real text: the Debian Policy
+Manual's section 2.5 and the FHS's /etc section, written into each kind by the kind's own writer
+(python-docx, python-pptx, openpyxl) or, for ODT and EPUB, as the zip of XML their standards define."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from services.cleaner.handler import read_content
+from shared.contract.errors import InvalidInput
+from shared.formats.passages import lay_out, position_label
+
+pytestmark = pytest.mark.unit
+
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+PRIORITY = ("Each package must have a priority value, which is set in the metadata for the Debian archive and "
+            "is also included in the package's control files.")
+PRIORITIES = [("required", "Packages which are necessary for the proper functioning of the system."),
+              ("important", "Important programs, including those which one would expect to find on any "
+                            "Unix-like system."),
+              ("standard", "These packages provide a reasonably small but not too limited character-mode system.")]
+ETC = "The /etc hierarchy contains configuration files. A configuration file is a local file used to control " \
+      "the operation of a program; it must be static and cannot be an executable binary."
+
+
+def _docx() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = "Debian Policy: priorities"
+    document.add_heading("2.5 Priorities", level=1)
+    document.add_paragraph(PRIORITY)
+    document.add_paragraph("required", style="List Bullet")
+    document.add_paragraph("optional", style="List Bullet")
+    table = document.add_table(rows=1, cols=2)
+    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "Priority", "Meaning"
+    for name, meaning in PRIORITIES:
+        cells = table.add_row().cells
+        cells[0].text, cells[1].text = name, meaning
+    buffer = io.BytesIO()
+    document.save(buffer)
+    # a footnote part, as Word writes one (python-docx writes none)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as source, zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            target.writestr(item, source.read(item.filename))
+        target.writestr("word/footnotes.xml", (
+            '<w:footnotes xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+            '<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:t>----</w:t></w:r></w:p></w:footnote>'
+            '<w:footnote w:id="1"><w:p><w:r><w:t>The extra priority is deprecated; use optional instead.'
+            "</w:t></w:r></w:p></w:footnote></w:footnotes>"))
+    return out.getvalue()
+
+
+def test_a_docx_keeps_its_headings_items_table_rows_and_footnotes():
+    reading = read_content(_docx(), DOCX, "file:///policy.docx")
+    kinds = [(p.kind, p.text) for p in reading.passages]
+    assert reading.title == "Debian Policy: priorities"
+    assert ("heading", "2.5 Priorities") in kinds and ("paragraph", PRIORITY) in kinds
+    assert ("item", "- required") in kinds and ("item", "- optional") in kinds
+    assert ("row", f"Priority: important; Meaning: {PRIORITIES[1][1]}") in kinds
+    assert ("paragraph", "Footnote: The extra priority is deprecated; use optional instead.") in kinds
+    assert "----" not in lay_out(reading.passages)[0]
+
+
+def _pptx() -> bytes:
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[1])
+    first.shapes.title.text = "Priorities"
+    body = first.placeholders[1].text_frame
+    body.text = PRIORITY
+    point = body.add_paragraph()
+    point.text, point.level = "optional is the default", 1
+    first.notes_slide.notes_text_frame.text = "Mention that extra is deprecated."
+    second = deck.slides.add_slide(deck.slide_layouts[5])
+    second.shapes.title.text = "The priorities"
+    table = second.shapes.add_table(len(PRIORITIES) + 1, 2, Inches(1), Inches(1.5), Inches(8), Inches(3)).table
+    table.cell(0, 0).text, table.cell(0, 1).text = "Priority", "Meaning"
+    for row, (name, meaning) in enumerate(PRIORITIES, start=1):
+        table.cell(row, 0).text, table.cell(row, 1).text = name, meaning
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    return buffer.getvalue()
+
+
+def test_a_pptx_reads_slide_by_slide_with_titles_tables_and_speaker_notes():
+    reading = read_content(_pptx(), PPTX, "file:///deck.pptx")
+    by_slide = {}
+    for p in reading.passages:
+        by_slide.setdefault(p.position["slide"], []).append((p.kind, p.text))
+    assert by_slide[1][0] == ("heading", "Priorities") and ("paragraph", PRIORITY) in by_slide[1]
+    assert ("item", "- optional is the default") in by_slide[1]
+    assert ("paragraph", "Speaker notes: Mention that extra is deprecated.") in by_slide[1]
+    assert ("row", f"Priority: standard; Meaning: {PRIORITIES[2][1]}") in by_slide[2]
+    assert reading.title == "Priorities"
+
+
+def test_a_spreadsheet_reads_row_by_row_as_header_value_at_its_sheet_and_row():
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = "Priorities"
+    sheet.append(["Priority", "Meaning", "Order"])
+    for n, (name, meaning) in enumerate(PRIORITIES, start=1):
+        sheet.append([name, meaning, n])
+    other = workbook.create_sheet("FHS")
+    other.append(["Directory", "Holds"])
+    other.append(["/etc", ETC])
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    reading = read_content(buffer.getvalue(), XLSX, "file:///book.xlsx")
+    rows = [(p.text, p.position) for p in reading.passages if p.kind == "row"]
+    assert rows[0] == (f"Priority: required; Meaning: {PRIORITIES[0][1]}; Order: 1", {"sheet": "Priorities", "row": 2})
+    assert rows[-1] == (f"Directory: /etc; Holds: {ETC}", {"sheet": "FHS", "row": 2})
+    assert position_label([p for _, p in rows[:3]]) == "Priorities, rows 2–4"
+
+
+@pytest.mark.parametrize(("media", "separator"), [("text/csv", ","), ("text/tab-separated-values", "\t")])
+def test_csv_and_tsv_rows_read_as_header_value(media, separator):
+    lines = [separator.join(["Priority", "Meaning"])] + [separator.join([n, f'"{m}"' if separator == "," else m])
+                                                        for n, m in PRIORITIES]
+    reading = read_content("\n".join(lines).encode(), media, "file:///priorities.csv")
+    rows = [p for p in reading.passages if p.kind == "row"]
+    assert rows[1].text == f"Priority: important; Meaning: {PRIORITIES[1][1]}" and rows[1].position["row"] == 3
+    assert position_label([rows[1].position]) == "row 3"
+
+
+def _zip(parts: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in parts.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def test_an_epub_reads_its_chapters_in_spine_order():
+    chapter = ('<html xmlns="http://www.w3.org/1999/xhtml"><head><title>{0}</title></head><body><h1>{0}</h1>'
+               "<p>{1}</p><p>{1}</p></body></html>")
+    book = _zip({
+        "mimetype": "application/epub+zip",
+        "META-INF/container.xml": '<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+                                  '<rootfile full-path="OEBPS/content.opf"/></rootfiles></container>',
+        "OEBPS/content.opf": '<package xmlns="http://www.idpf.org/2007/opf" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+                             "<metadata><dc:title>Filesystem Hierarchy Standard</dc:title></metadata><manifest>"
+                             '<item id="b" href="text/etc.xhtml"/><item id="a" href="text/priorities.xhtml"/>'
+                             '</manifest><spine><itemref idref="a"/><itemref idref="b"/></spine></package>',
+        "OEBPS/text/priorities.xhtml": chapter.format("Priorities", PRIORITY),
+        "OEBPS/text/etc.xhtml": chapter.format("The /etc hierarchy", ETC),
+    })
+    reading = read_content(book, "application/epub+zip", "file:///fhs.epub")
+    assert reading.title == "Filesystem Hierarchy Standard"
+    assert [p.position for p in reading.passages] == [{"chapter": 1}, {"chapter": 2}]
+    assert "Debian archive" in reading.passages[0].text and "/etc hierarchy" in reading.passages[1].text
+
+
+def test_an_odt_keeps_headings_lists_and_tables():
+    office = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+    text = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+    table = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+    rows = "".join(f"<table:table-row><table:table-cell><text:p>{n}</text:p></table:table-cell><table:table-cell>"
+                   f"<text:p>{m}</text:p></table:table-cell></table:table-row>" for n, m in
+                   [("Priority", "Meaning"), *PRIORITIES])
+    content = (f'<office:document-content xmlns:office="{office}" xmlns:text="{text}" xmlns:table="{table}">'
+               "<office:body><office:text><text:h>Priorities</text:h>"
+               f"<text:p>{PRIORITY}</text:p><text:list><text:list-item><text:p>optional</text:p></text:list-item>"
+               f"</text:list><table:table>{rows}</table:table></office:text></office:body></office:document-content>")
+    document = _zip({"mimetype": "application/vnd.oasis.opendocument.text", "content.xml": content,
+                     "meta.xml": f'<office:document-meta xmlns:office="{office}" '
+                                 'xmlns:dc="http://purl.org/dc/elements/1.1/"><office:meta>'
+                                 "<dc:title>Policy excerpt</dc:title></office:meta></office:document-meta>"})
+    reading = read_content(document, "application/vnd.oasis.opendocument.text", "file:///p.odt")
+    kinds = [(p.kind, p.text) for p in reading.passages]
+    assert reading.title == "Policy excerpt"
+    assert kinds[:3] == [("heading", "Priorities"), ("paragraph", PRIORITY), ("item", "- optional")]
+    assert ("row", f"Priority: required; Meaning: {PRIORITIES[0][1]}") in kinds
+
+
+@pytest.mark.parametrize(("media", "modern"), [("application/msword", ".docx"),
+                                                ("application/vnd.ms-powerpoint", ".pptx"),
+                                                ("application/vnd.ms-excel", ".xlsx")])
+def test_legacy_office_files_are_refused_by_name_with_the_reason(media, modern):
+    with pytest.raises(InvalidInput, match=f"legacy binary Office file.*save it as \\{modern}"):
+        read_content(b"\xd0\xcf\x11\xe0", media, "file:///old")
