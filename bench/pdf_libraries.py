@@ -16,10 +16,8 @@ import argparse
 import gzip
 import json
 import re
-import resource
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -119,10 +117,10 @@ def main() -> None:
     two_column = args.pdf_dir / "two-column-policy.pdf"
     two_column.write_bytes(two_column_pdf(column_text))
     totals = {lib: {"pages": 0, "seconds": 0.0, "rss_mb": 0.0} for lib in libs}
-    for pdf in sorted(args.pdf_dir.glob("*.pdf")):
-        row = {"file": pdf.name}
+    for path in sorted(args.pdf_dir.glob("*.pdf")):
+        row = {"file": path.name}
         for lib in libs:
-            result = run(lib, pdf, args.python)
+            result = run(lib, path, args.python)
             if "error" in result:
                 row[lib] = result["error"][:80]
                 continue
@@ -132,10 +130,10 @@ def main() -> None:
             t["rss_mb"] = max(t["rss_mb"], result["rss_mb"])
             cell = {"pages/s": round(result["pages"] / max(result["seconds"], 1e-9), 1),
                     "rss_mb": round(result["rss_mb"])}
-            if pdf.name in truths:
-                recall, precision = fidelity(result["text"], gzip.open(truths[pdf.name], "rt").read())
+            if path.name in truths:
+                recall, precision = fidelity(result["text"], gzip.open(truths[path.name], "rt").read())
                 cell.update(recall=round(recall, 3), precision=round(precision, 3))
-            if pdf.name == two_column.name:
+            if path.name == two_column.name:
                 cell["order"] = round(pair_order(result["text"], column_text), 3)
             row[lib] = cell
         print(json.dumps(row), flush=True)

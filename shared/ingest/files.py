@@ -29,7 +29,7 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
-from shared.formats.registry import FileKind, by_suffix, suffix_list
+from shared.formats.registry import FileKind, by_suffix, readable, suffix_list
 from shared.ingest import processed_items
 from shared.ingest.step import Content, Item, announce, retract, unfinished_deletes
 
@@ -39,6 +39,8 @@ log = logging.getLogger("ragbus.file_ingest")
 # document type followed by .gz is that document, read through the standard library's gzip.
 COMPRESSED = ".gz"
 SUPPORTED = suffix_list()  # a GCS object: the compressed forms are for folders on disk
+#: suffix -> the media type announced for it, derived from the registry (which is what is read)
+MEDIA_TYPES = {suffix: kind.media_type for kind in readable() for suffix in kind.suffixes}
 FILE_TYPES = f"{SUPPORTED}, each also gzip-compressed ({COMPRESSED})"
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 

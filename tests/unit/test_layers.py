@@ -1,6 +1,6 @@
 """shared/ shows its layers, and the import graph keeps them (docs/architecture.md).
 
-contract <- observability <- {ingest, query} <- adapters <- runtime <- tools: a layer imports
+contract <- {observability, formats} <- {ingest, query} <- adapters <- runtime <- tools: a layer imports
 only the layers before it (and itself); ingest and query never import each other. Over the
 whole of shared/ and services/: no import cycle (function-level imports count too), no private
 name imported from another module, no private attribute of another module's objects, no module
@@ -24,11 +24,13 @@ ALLOWED: dict[str, set[str]] = {
     "contract": {"contract"},
     "corpus": {"corpus"},
     "observability": {"contract", "observability"},
-    "ingest": {"contract", "observability", "ingest"},
+    "formats": {"contract", "formats"},
+    "ingest": {"contract", "observability", "formats", "ingest"},
     "query": {"contract", "observability", "query"},
-    "adapters": {"contract", "observability", "ingest", "query", "adapters"},
-    "runtime": {"contract", "observability", "ingest", "query", "adapters", "runtime"},
-    "tools": {"contract", "corpus", "observability", "ingest", "query", "adapters", "runtime", "tools", "services"},
+    "adapters": {"contract", "observability", "formats", "ingest", "query", "adapters"},
+    "runtime": {"contract", "observability", "formats", "ingest", "query", "adapters", "runtime"},
+    "tools": {"contract", "corpus", "observability", "formats", "ingest", "query", "adapters", "runtime", "tools",
+              "services"},
 }
 
 

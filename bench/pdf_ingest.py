@@ -1,0 +1,123 @@
+"""PDF ingestion (issue 31): extraction speed, ingest ratio against the embedder alone, and peak
+memory while a 1,000-page PDF is ingested. Prints Markdown.
+
+(a) extraction alone: each PDF of the corpus through the cleaner's reading (a bounded child
+    process per file, as ingestion does), pages per second; and PDFium's reader in-process;
+(b) the corpus through `ingest_path` and the real embedded runtime (cleaner, indexer, MiniLM,
+    hybrid index), against the embedder alone on the very same chunks, in the same run;
+(c) peak RSS of the ingesting process and of the reading child while a 1,000-page PDF is ingested.
+
+The corpus: the PDFs Debian ships under /usr/share/doc (gzip-compressed ones decompressed into a
+temporary folder), the first --files of them by name; tests/data/formats' PDF when there are none.
+
+    python bench/pdf_ingest.py --files 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.ingest_and_search import measure_ingest  # noqa: E402
+from services.cleaner.handler import clean_content  # noqa: E402
+from shared.formats.pdf import read_pdf  # noqa: E402
+from shared.formats.registry import Limits  # noqa: E402
+from tests.hostile.bad_files import many_pages  # noqa: E402
+
+DEBIAN_PDFS = ["/usr/share/doc/fontconfig/fontconfig-user.pdf.gz", "/usr/share/doc/zlib1g-dev/crc-doc.1.0.pdf.gz",
+               "/usr/share/doc/libtasn1-doc/libtasn1.pdf", "/usr/share/doc/debian-policy/fhs/fhs-3.0.pdf.gz",
+               "/usr/share/doc/maint-guide/maint-guide.en.pdf", "/usr/share/doc/debian/FAQ/debian-faq.en.pdf.gz",
+               "/usr/share/doc/nettle-dev/nettle.pdf.gz", "/usr/share/doc/debian-policy/policy.pdf.gz"]
+
+
+def corpus(folder: Path, files: int) -> list[Path]:
+    out = []
+    for source in map(Path, DEBIAN_PDFS):
+        if len(out) >= files or not source.exists():
+            continue
+        target = folder / source.name.removesuffix(".gz")
+        target.write_bytes(gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes())
+        out.append(target)
+    if not out:
+        target = folder / "fontconfig-user.pdf"
+        target.write_bytes((ROOT / "tests" / "data" / "formats" / "fontconfig-user.pdf").read_bytes())
+        out.append(target)
+    return out
+
+
+def extraction(pdfs: list[Path]) -> dict[str, float]:
+    pages, isolated_s, inline_s = 0, 0.0, 0.0
+    for pdf in pdfs:
+        raw = pdf.read_bytes()
+        started = time.perf_counter()
+        reading = read_pdf(raw, "application/pdf", "", Limits())
+        inline_s += time.perf_counter() - started
+        pages += len({p.position["page"] for p in reading.passages})
+        started = time.perf_counter()
+        clean_content(raw, "application/pdf", pdf.as_uri())
+        isolated_s += time.perf_counter() - started
+    return {"pages": pages, "inline_pps": pages / inline_s, "isolated_pps": pages / isolated_s}
+
+
+PEAK = '''
+import json, resource, sys
+sys.path.insert(0, sys.argv[3])
+from bench.ingest_and_search import measure_ingest
+from pathlib import Path
+result = measure_ingest(Path(sys.argv[1]), Path(sys.argv[2]), 1)
+result["self_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+result["child_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps(result))
+'''
+
+
+def peak_rss(folder: Path, pages: int) -> dict[str, float]:
+    big = folder / "big"
+    big.mkdir()
+    (big / f"register-{pages}.pdf").write_bytes(many_pages(pages))
+    done = subprocess.run([sys.executable, "-c", PEAK, str(big), str(folder / "home-big"), str(ROOT)],
+                          capture_output=True, text=True, timeout=3600,
+                          env={**os.environ, "RAGBUS_MAX_PAGES": str(pages)})
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=3, help="PDFs of the corpus (default 3)")
+    parser.add_argument("--pages", type=int, default=1000, help="pages of the big PDF (default 1000)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ragbus-pdf-bench-") as tmp:
+        folder = Path(tmp) / "pdfs"
+        folder.mkdir()
+        pdfs = corpus(folder, args.files)
+        speed = extraction(pdfs)
+        ingest = measure_ingest(folder, Path(tmp) / "home", len(pdfs))
+        peak = peak_rss(Path(tmp), args.pages)
+    load = open("/proc/loadavg").read().split()[:3]
+    print(f"PDF corpus: {', '.join(p.name for p in pdfs)} ({speed['pages']} pages with text); load {' '.join(load)}\n")
+    print("| figure | value |\n|---|---|")
+    print(f"| extraction, PDFium in-process | {speed['inline_pps']:.0f} pages/s |")
+    print(f"| extraction, as ingestion reads (a bounded child per file) | {speed['isolated_pps']:.0f} pages/s |")
+    print(f"| ingest, files -> indexed | {ingest['pipeline_s']:.1f} s ({ingest['chunks']} chunks, "
+          f"{ingest['pipeline_cps']:.1f} chunks/s) |")
+    print(f"| embedder alone, same chunks | {ingest['embed_s']:.1f} s ({ingest['embed_cps']:.1f} chunks/s) |")
+    print(f"| ingest ratio (embedder alone / ingest) | {ingest['embed_s'] / ingest['pipeline_s']:.2f} |")
+    print(f"| {args.pages}-page PDF: ingest | {peak['pipeline_s']:.1f} s, {peak['chunks']} chunks |")
+    print(f"| {args.pages}-page PDF: peak RSS, ingesting process | {peak['self_mb']:.0f} MB |")
+    print(f"| {args.pages}-page PDF: peak RSS, reading child | {peak['child_mb']:.0f} MB |")
+
+
+if __name__ == "__main__":
+    main()
