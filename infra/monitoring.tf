@@ -1,6 +1,7 @@
 # One dashboard: executions, errors and latency of every function; Pub/Sub backlog and
 # dead-lettering; and the OpenTelemetry metrics the stages export (workload.googleapis.com/
-# ragbus.*: queries by outcome, refinements, stage duration, ingested chunks, dead letters).
+# ragbus.*: queries by outcome, refinements, stage duration, ingested chunks, dead letters,
+# answers rated up/down per outcome).
 # The layout is plain JSON in dashboard.json (tests read it; the console can export edits
 # back into it).
 

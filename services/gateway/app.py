@@ -25,9 +25,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.gateway import page
 from services.gateway.conversations import Conversations
 from services.gateway.dead_letters import DeadLetterRoutes
+from services.gateway.feedback import FeedbackRoute, RateBound
 from services.gateway.guard import LOOPBACK_HOSTS, RequestGuard
 from services.gateway.mcp_server import build_mcp_server
-from services.gateway.openai_compat import OPENAI_SERVED, ChatCompletions, error_body, is_openai_path
+from services.gateway.openai_compat import (
+    OPENAI_SERVED,
+    ChatCompletions,
+    error_body,
+    is_openai_path,
+)
 from services.gateway.openapi import openapi_document
 from services.gateway.probes import Probes
 from services.gateway.queries import QueryRoutes
@@ -57,7 +63,8 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     """
     check_api_token(api_token, host)
     probes = Probes(deps, tuple(stages), detail_open=host in LOOPBACK_HOSTS, api_token=api_token)
-    mcp = build_mcp_server(deps, unready=lambda: probes.unready_stages() | _full_disk(probes))
+    ratings = RateBound()  # one bound for the HTTP route and the MCP tool
+    mcp = build_mcp_server(deps, unready=lambda: probes.unready_stages() | _full_disk(probes), ratings=ratings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -80,6 +87,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
         Route("/v1/queries/{query_id}", queries.read, methods=["GET"]),
         Route("/v1/queries/{query_id}/events", queries.events, methods=["GET"]),
         Route("/v1/queries/{query_id}/trace", queries.trace, methods=["GET"]),
+        Route("/v1/queries/{query_id}/feedback", FeedbackRoute(deps, ratings).feedback, methods=["POST"]),
         Route("/v1/search", SearchRoute(deps).search, methods=["GET"]),
         *Conversations(deps).routes(),
         *ChatCompletions(deps, probes.unready_stages).routes(),

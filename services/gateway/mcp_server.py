@@ -1,4 +1,5 @@
-"""The MCP face of the gateway: two tools over the same query operations as HTTP.
+"""The MCP face of the gateway: three tools over the same query operations as HTTP (``search_documents``,
+``ask``, and ``feedback``, which rates an answer as ``POST /v1/queries/{id}/feedback`` does).
 
 Both tools run the whole loop (submit, then wait for the record to end) so an
 agent gets graded contexts or a cited answer in one call. The tools are
@@ -21,23 +22,32 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool as MCPTool
 from pydantic import Field
 
+from services.gateway.feedback import RateBound, client_of, remote_address
 from shared.contract.deps import Deps
 from shared.contract.errors import DataFileError, InvalidInput, RetryableError
 from shared.contract.text import shown
 from shared.query.api import (
     TOP_K_RANGE,
     ConversationNotFound,
+    QueryNotFound,
     answer_summary,
     contexts_summary,
     submit_query,
     validate_int,
     validate_query_text,
     wait_for_query_async,
+)
+from shared.query.feedback import (
+    QueryNotEnded,
+    feedback_counts,
+    give_feedback,
+    strip_completion_prefix,
+    validate_feedback,
 )
 from shared.query.record import QueryRecord
 
@@ -69,15 +79,19 @@ def _quietly(build: Callable[[], MCPServer]) -> MCPServer:
         root.setLevel(level)
 
 
-def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict) -> MCPServer:
-    """An MCP server exposing ``search_documents`` and ``ask`` for ``deps``; ``unready`` gives the stages of
-    this process that cannot work, with the reason (then a tool refuses the question, as the HTTP API does)."""
+def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict,
+                     ratings: RateBound | None = None) -> MCPServer:
+    """An MCP server exposing ``search_documents``, ``ask`` and ``feedback`` for ``deps``; ``unready`` gives the
+    stages of this process that cannot work, with the reason (then a tool refuses the question, as the HTTP API
+    does); ``ratings`` bounds the ratings per remote address and minute (shared with the HTTP route)."""
+    bound = ratings or RateBound()
     server = _quietly(lambda: _Server(
         "ragbus",
         title="ragbus retrieval and answers",
         instructions=(
             "Use search_documents to get graded passages from the indexed documents for a "
-            "question, and ask to get a written answer with numbered citations."
+            "question, and ask to get a written answer with numbered citations. When the user says an "
+            "answer was right or wrong, call feedback with its query_id."
         ),
         version="0.1.0",
     ))
@@ -146,6 +160,42 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         return {**answer_summary(record), "conversation_id": doc.get("conversation_id"),
                 "standalone_question": doc.get("standalone_question")}
 
+    @server.tool(
+        title="Rate an answer",
+        description=(
+            "Say whether an answer was right: query_id is the id ask returned; rating is up or down; comment "
+            "(optional, plain text) says why; wrong_citations (optional) lists the numbers [n] of the citations "
+            "that were wrong; expected (optional) is the answer that was expected. One rating per query and "
+            "client: rating again replaces the earlier one. Returns the answer's counts of up and down ratings."
+        ),
+    )
+    async def feedback(query_id: str, rating: str, ctx: Context, comment: str | None = None,
+                       wrong_citations: list[int] | None = None, expected: str | None = None) -> dict[str, Any]:
+        given = {name: value for name, value in (("rating", rating), ("comment", comment),
+                                                 ("wrong_citations", wrong_citations), ("expected", expected))
+                 if value is not None}
+        try:
+            request = ctx.request_context.request  # the HTTP request on the streamable HTTP transport
+        except ValueError:  # called in-process, outside a request
+            request = None
+        try:
+            checked = validate_feedback(given)
+            client = client_of(request) if request is not None else "mcp:in-process"
+        except InvalidInput as exc:
+            raise ToolError(str(exc)) from exc
+        if request is not None and (wait := bound.take(remote_address(request))) > 0:
+            raise ToolError(f"more than {bound.limit} ratings a minute from this address; try again in "
+                            f"{max(1, round(wait))} s")
+        query_id = strip_completion_prefix(query_id)
+        try:
+            record, replaced = await anyio.to_thread.run_sync(
+                lambda: give_feedback(deps, query_id, checked, client=client))
+        except QueryNotFound as exc:
+            raise ToolError(f"no query with id {shown(query_id)}; send the query_id ask returned") from exc
+        except (QueryNotEnded, InvalidInput) as exc:
+            raise ToolError(str(exc)) from exc
+        return {"query_id": record.id, "rating": checked.rating, "replaced": replaced, **feedback_counts(record)}
+
     return server
 
 
@@ -167,7 +217,8 @@ def _filters(source: str | None, since: str | None, until: str | None,
 _MISSING_QUESTION = 'missing \'question\'; send {"question": "your question"}'
 #: The arguments each tool takes ("query" is search_documents' old name for "question").
 _TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", "until", "where"},
-          "ask": {"question", "source", "since", "until", "where", "conversation_id"}}
+          "ask": {"question", "source", "since", "until", "where", "conversation_id"},
+          "feedback": {"query_id", "rating", "comment", "wrong_citations", "expected"}}
 
 
 def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> dict[str, Any]:
@@ -180,7 +231,7 @@ def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> di
                 validate_query_text(out[field], max_chars=max_query_chars, field=field)
         if out.get("top_k") is not None:
             out["top_k"] = validate_int(out["top_k"], "top_k", TOP_K_RANGE)
-        for field in ("source", "since", "until", "conversation_id"):
+        for field in ("source", "since", "until", "conversation_id", "query_id"):
             value = out.get(field)
             if value is not None and (not isinstance(value, str) or not value.isprintable()):
                 raise InvalidInput(f"'{field}' must be printable text, got {shown(value)}")
@@ -188,6 +239,8 @@ def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> di
         if where is not None and (not isinstance(where, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in where.items())):
             raise InvalidInput(f"'where' must be an object of text keys and values, got {shown(where)}")
+        if "rating" in out:  # the feedback tool: the API's own checks, before pydantic's lax conversions
+            validate_feedback({k: v for k, v in out.items() if k != "query_id" and v is not None})
     except InvalidInput as exc:
         raise ToolError(str(exc)) from None
     return out

@@ -376,6 +376,8 @@ def _extension(record: QueryRecord) -> dict[str, Any]:
         "filters": doc.get("filters"),
         "status_url": f"/v1/queries/{record.id}",
         "trace_url": f"/v1/queries/{record.id}/trace",
+        # POST {"rating": "up"|"down", ...} there; the completion's own id (chatcmpl-<query id>) is taken too
+        "feedback_url": f"/v1/queries/{record.id}/feedback",
     }
 
 
@@ -589,7 +591,9 @@ def openapi_fragment() -> dict[str, Any]:
                 "summary": "Answer the last user message from the documents (OpenAI-compatible)",
                 "description": "The OpenAI Chat Completions API. The answer's citations are numbered Markdown "
                                "links at the end of the content and a `citations` array; `ragbus` holds the "
-                               "query id, conversation id and outcome. With `stream: true`, Server-Sent Events of "
+                               "query id (`query_id`), conversation id and outcome, and `feedback_url`: a chat front "
+                               "end rates the answer by POSTing {\"rating\": \"up\"|\"down\"} there (the "
+                               "completion's `id`, chatcmpl-<query id>, is taken as the query id too). With `stream: true`, Server-Sent Events of "
                                "`chat.completion.chunk` objects ending with `data: [DONE]`.",
                 "requestBody": {"required": True, "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}}},

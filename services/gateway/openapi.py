@@ -17,6 +17,7 @@ from services.gateway import conversations, openai_compat, schemas
 from shared.contract.config import Settings
 from shared.contract.sources import SOURCE_KINDS
 from shared.query.api import TOP_K_RANGE
+from shared.query.feedback import RATINGS_PER_MINUTE
 
 _REF = "#/components/schemas/{model}"
 _STREAM_MAX_S = 600
@@ -87,6 +88,26 @@ OPERATIONS = (
               description="Every span of the query's one trace, depth-first, with its depth, offset from the "
               "first span and duration; the label carries iteration, grades and decision.",
               parameters=(_QUERY_ID,), responses={"200": ("The waterfall.", schemas.Trace), "404": _NOT_FOUND}),
+    Operation("/v1/queries/{query_id}/feedback", "post", "giveFeedback", "Rate the query's answer",
+              body=schemas.FeedbackRequest, parameters=(
+                  _parameter("query_id", "path", {"type": "string"}, "The query's id, or the `id` /v1/chat/completions "
+                             "returned (chatcmpl-<query id>)."),
+                  _parameter("X-Ragbus-Client", "header", {"type": "string", "minLength": 1, "maxLength": 64,
+                                                           "pattern": "^[!-~]+$"},
+                             "Who rates (the page sends a random id it keeps); without it, the remote address. "
+                             "One rating per query and client: a second replaces the first.")),
+              description="Keeps the rating (and the comment, the wrong citations and the expected answer) in the "
+              f"query's record under `feedback`. At most {RATINGS_PER_MINUTE} ratings per remote address and minute. "
+              "Comments are stored as data and never sent to a model.",
+              responses={"200": ("Kept; the answer's ratings so far.", schemas.FeedbackAccepted),
+                         "400": ("The body, a field or X-Ragbus-Client is invalid, or a wrong citation is not one "
+                                 "the answer has.", schemas.Error),
+                         "404": _NOT_FOUND,
+                         "409": ("The query has not ended: it has no answer to rate yet.", schemas.Error),
+                         "413": ("The body is too large.", schemas.Error),
+                         "429": ("Too many ratings from this address in the last minute.", schemas.Error)},
+              extra={"429": {"headers": {"Retry-After": {"description": "Seconds until a rating is taken again.",
+                                                          "schema": {"type": "integer"}}}}}),
     Operation("/v1/search", "get", "searchDocuments", "Retrieval only: the chunks nearest the words",
               parameters=(
                   _parameter("q", "query", {"type": "string", "minLength": 1}, required=True),
@@ -194,7 +215,7 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             "version": "0.1.0",
             "description": "Ask questions answered from indexed documents with citations, follow "
             "the query loop live, or search the index. The MCP endpoint (streamable HTTP) is at "
-            "/mcp with the tools search_documents and ask; the web page is at /.",
+            "/mcp with the tools search_documents, ask and feedback; the web page is at /.",
         },
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
         "paths": paths,

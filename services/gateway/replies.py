@@ -17,32 +17,32 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> J
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def read_json_object(request: Request) -> dict[str, Any] | Response:
+async def read_json_object(request: Request, example: str = '{"question": "your question"}') -> dict[str, Any] | Response:
+    """The body as a JSON object, else the error to answer with; ``example`` is what the errors say to send."""
     size = 0
     chunks: list[bytes] = []
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send a shorter query")
+            return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send a shorter one, like {example}")
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
-        return error(400, 'the body is empty; send JSON like {"question": "your question"}')
+        return error(400, f"the body is empty; send JSON like {example}")
     try:
         body = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return error(400, "the body is not UTF-8; send UTF-8 encoded JSON")
     except RecursionError:
-        return error(400, "the body's JSON is nested too deeply; send a flat object like "
-                          '{"question": "your question"}')
+        return error(400, f"the body's JSON is nested too deeply; send a flat object like {example}")
     except json.JSONDecodeError as exc:
         return error(
             400,
             f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            'send JSON like {"question": "your question"}',
+            f"send JSON like {example}",
         )
     except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
         return error(400, f"the body's JSON has a value that cannot be read ({str(exc)[:120]})")
     if not isinstance(body, dict):
-        return error(400, 'the body must be a JSON object; send one like {"question": "your question"}')
+        return error(400, f"the body must be a JSON object; send one like {example}")
     return body

@@ -16,6 +16,7 @@ from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only 
 
 from shared.contract.sources import SOURCE_KINDS
 from shared.query.api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
+from shared.query.feedback import MAX_COMMENT_CHARS, MAX_EXPECTED_CHARS
 from shared.query.record import Outcome, Status
 
 SourceKind = Literal[SOURCE_KINDS]  # type: ignore[valid-type]
@@ -168,6 +169,40 @@ class TimeFilter(TypedDict):
     widened: list[str]
 
 
+class FeedbackRequest(BaseModel):
+    """POST /v1/queries/{query_id}/feedback: a rating of the query's answer. One rating per query and
+    client: a second one from the same client replaces the first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rating: Literal["up", "down"] = Field(description="up: the answer was right; down: it was not.")
+    comment: str = Field(None, max_length=MAX_COMMENT_CHARS, description="Why, in plain text (control "
+                         "characters other than tab and newline are refused). Kept as data, shown as text, never "
+                         "sent to a model.")
+    wrong_citations: list[int] = Field(None, description="The numbers of the citations ([n]) that were wrong; each "
+                                       "must be one the answer has.")
+    expected: str = Field(None, max_length=MAX_EXPECTED_CHARS, description="The answer that was expected, in plain "
+                          "text (an evaluation case exported with `ragbus eval --from-feedback` keeps it).")
+
+
+class Rating(TypedDict):
+    client: Annotated[str, Field(description="A hash of who rated (X-Ragbus-Client and the remote address), "
+                                 "never the name or address itself.")]
+    rating: Literal["up", "down"]
+    comment: str | None
+    wrong_citations: list[int]
+    expected: str | None
+    at: DateTime
+
+
+class FeedbackAccepted(TypedDict):
+    query_id: str
+    rating: Literal["up", "down"]
+    replaced: Annotated[bool, Field(description="True when this client's earlier rating was replaced.")]
+    up: Annotated[int, Field(ge=0, description="Clients that rated the answer up.")]
+    down: Annotated[int, Field(ge=0, description="Clients that rated the answer down.")]
+
+
 class QueryRecord(TypedDict):
     id: str
     status: Status
@@ -194,6 +229,8 @@ class QueryRecord(TypedDict):
     fallbacks: NotRequired[Annotated[list[Fallback], Field(
         description="Each stage result made without the model (a transient model failure, an unusable reply "
         "or a spent model-call budget), and why.")]]
+    feedback: NotRequired[Annotated[list[Rating], Field(
+        description="The ratings people gave the answer, one per client (POST /v1/queries/{query_id}/feedback).")]]
 
 
 class SearchResult(TypedDict):

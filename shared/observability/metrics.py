@@ -29,6 +29,8 @@ def _instruments() -> dict[str, object]:
         "dead": meter.create_counter("ragbus.dead_letters", unit="1", description="messages dead-lettered"),
         "unusable": meter.create_counter("ragbus.model.unusable", unit="1",
                                          description="model calls the API refused as misconfigured"),
+        "feedback": meter.create_counter("ragbus.feedback", unit="1",
+                                         description="answers rated, by rating (up, down) and outcome"),
     }
 
 
@@ -61,3 +63,7 @@ def dead_lettered(subscription: str) -> None:
 
 def model_unusable(model: str, status: int, stage: str) -> None:
     _instruments()["unusable"].add(1, {"model": model, "status": str(status), "stage": stage})
+
+
+def feedback_given(rating: str, outcome: str) -> None:
+    _instruments()["feedback"].add(1, {"rating": rating, "outcome": outcome})

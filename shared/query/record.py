@@ -27,7 +27,8 @@ on has one); ``standalone_question`` is the question as retrieved, graded and an
 typed ``original_query`` when it needed no earlier turn, the transformer's rewrite of a
 follow-up otherwise; null until the transformer has read the history); ``history``
 ([{question, answer}], bounded) is the conversation a caller sent with the question
-(:mod:`shared.query.conversation`).
+(:mod:`shared.query.conversation`). ``feedback`` ([{client, rating, comment, wrong_citations, expected,
+at}]) holds the ratings people gave the answer, one per client (:mod:`shared.query.feedback`).
 
 Reading is lenient so records written by older builds keep loading: a missing
 field takes its default, and a field this build does not know is kept as it
@@ -258,6 +259,8 @@ class QueryRecord:
     conversation_id: str | None = None
     standalone_question: str | None = None
     history: list[dict[str, str]] | None = None
+    # Ratings people gave the answer, one per client (shared.query.feedback).
+    feedback: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
@@ -267,7 +270,7 @@ class QueryRecord:
     # Written only once they hold something (or were stored), as the builds before this one did.
     _LATER = ("expire_at", "stages_done", "model_fallbacks", "language", "answer_sentences",
               "answer_provider", "answered_from_iteration", "fallbacks", "filters", "time_filter",
-              "conversation_id", "standalone_question", "history")
+              "conversation_id", "standalone_question", "history", "feedback")
 
     # ----------------------------------------------------------- creating
 
@@ -344,6 +347,7 @@ class QueryRecord:
             conversation_id=known.get("conversation_id"),
             standalone_question=known.get("standalone_question"),
             history=_copy(known.get("history")),
+            feedback=_copy(list(known.get("feedback") or [])),
             extra=extra,
             stored_keys=stored,
         )
@@ -357,7 +361,7 @@ class QueryRecord:
         doc["iterations"] = [entry.to_doc() for entry in self.iterations]
         for name in self._AFTER[1:]:
             doc[name] = _copy(getattr(self, name))
-        defaults = {"stages_done": [], "model_fallbacks": 0, "fallbacks": []}
+        defaults = {"stages_done": [], "model_fallbacks": 0, "fallbacks": [], "feedback": []}
         for name in self._LATER[1:]:
             value = getattr(self, name)
             # A turn of a conversation always says what it stands for (null: not read yet).

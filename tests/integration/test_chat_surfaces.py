@@ -231,3 +231,15 @@ def test_mcp_ask_carries_a_conversation(gateway):
     assert unknown.is_error and "no conversation with id" in unknown.content[0].text
 
 
+
+
+def test_a_chat_front_end_rates_the_answer_with_the_id_the_completion_returned(client, gateway):
+    completion = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": "What is BM25?"}])
+    extension = _extension(completion)
+    assert completion.id == f"chatcmpl-{extension['query_id']}"
+    assert extension["feedback_url"] == f"/v1/queries/{extension['query_id']}/feedback"
+    by_completion_id = httpx.post(f"{gateway}/v1/queries/{completion.id}/feedback", timeout=10,
+                                  json={"rating": "down", "comment": "too long"})
+    assert by_completion_id.status_code == 200, by_completion_id.text
+    by_url = httpx.post(f"{gateway}{extension['feedback_url']}", json={"rating": "up"}, timeout=10)
+    assert by_url.json() == {"query_id": extension["query_id"], "rating": "up", "replaced": True, "up": 1, "down": 0}

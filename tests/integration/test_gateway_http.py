@@ -224,7 +224,7 @@ def test_openapi_document_describes_every_route_and_validates_real_responses(cli
     assert doc["openapi"].startswith("3.1")
     assert set(doc["paths"]) == {
         "/v1/queries", "/v1/queries/{query_id}", "/v1/queries/{query_id}/events", "/v1/queries/{query_id}/trace",
-        "/v1/search", "/healthz", "/readyz", "/openapi.json", "/v1/dead-letters", "/v1/dead-letters/retry",
+        "/v1/queries/{query_id}/feedback", "/v1/search", "/healthz", "/readyz", "/openapi.json", "/v1/dead-letters", "/v1/dead-letters/retry",
         "/v1/dead-letters/{letter_id}", "/v1/dead-letters/{letter_id}/retry",
         "/v1/conversations/{conversation_id}", "/v1/models", "/v1/models/{model_id}", "/v1/chat/completions",
     }

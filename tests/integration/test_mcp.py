@@ -47,7 +47,7 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
     assert mcp_structured(by_question)["status"] == "answered"
     assert both.is_error and "send 'question' only: 'query' is its old name" in both.content[0].text
 
-    assert set(tools) == {"search_documents", "ask"}
+    assert set(tools) == {"search_documents", "ask", "feedback"}
     assert set(tools["search_documents"].input_schema["properties"]) == {
         "question", "query", "top_k", "source", "since", "until", "where"}  # the filters of issue 27
     assert "question" in set(tools["ask"].input_schema["properties"])
@@ -187,7 +187,7 @@ def test_one_client_alternating_between_two_gateway_processes_works(tmp_path):
             proc.stdin.close()
             proc.wait(timeout=30)
 
-    assert {tool.name for tool in tools} == {"search_documents", "ask"}
+    assert {tool.name for tool in tools} == {"search_documents", "ask", "feedback"}
     assert mcp_structured(first)["outcome"] == "answered"
     assert mcp_structured(second)["status"] == "answered"
     posts = [(port, status) for method, port, status in sent if method == "POST"]

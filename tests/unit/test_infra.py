@@ -587,6 +587,7 @@ def test_dashboard_charts_functions_pubsub_and_ragbus_metrics():
         "workload.googleapis.com/ragbus.ingested.chunks",
         "workload.googleapis.com/ragbus.dead_letters",
         "workload.googleapis.com/ragbus.model.unusable",
+        "workload.googleapis.com/ragbus.feedback",
     ):
         assert f'metric.type="{metric}"' in text, metric
     assert any("response_code_class" in f for f in filters), "no error chart"

@@ -1,0 +1,71 @@
+"""The MCP ``feedback`` tool, called by the MCP SDK's own streamable-HTTP client against the gateway
+served by uvicorn on loopback (the loop's stages scripted): the rating kept in the record, the SDK's
+client identified by its remote address (or X-Ragbus-Client), and bad ratings refused with the API's
+own messages."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from services.gateway import serve
+from shared.adapters.local.clock import SystemClock
+from shared.adapters.local.state import SqliteStateStore
+from shared.contract import state_collections
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.query.feedback import client_key
+from tests.scripted_loop import ScriptedLoop
+from tests.support import mcp_session, mcp_structured, mcp_tools
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def deps(tmp_path) -> Deps:
+    state = SqliteStateStore(tmp_path / "state.db")
+    clock = SystemClock()
+    return Deps(Settings(home=tmp_path), publisher=ScriptedLoop(state, clock, step_s=0.01), state=state, clock=clock)
+
+
+@pytest.fixture
+def server(deps):
+    handle = serve(deps, "127.0.0.1", 0)
+    yield handle
+    handle.stop()
+
+
+def test_the_sdk_rates_an_answer_it_was_given(server, deps):
+    async def session_run():
+        async with mcp_session(f"{server.url}/mcp") as session:
+            tools = await mcp_tools(session)
+            asked = mcp_structured(await session.call_tool("ask", {"question": "how does BM25 rank?"}))
+            down = await session.call_tool("feedback", {"query_id": asked["id"], "rating": "down",
+                                                        "comment": "cites <b>the wrong</b> page",
+                                                        "wrong_citations": [2], "expected": "by term frequency"})
+            up = await session.call_tool("feedback", {"query_id": asked["id"], "rating": "up"})
+            refusals = [await session.call_tool("feedback", arguments) for arguments in (
+                {"query_id": "nope", "rating": "up"},
+                {"query_id": asked["id"], "rating": "sideways"},
+                {"query_id": asked["id"], "rating": "down", "wrong_citations": ["2"]},
+                {"query_id": asked["id"], "rating": "down", "comment": "\x1b[2J"},
+                {"query_id": asked["id"], "rating": "down", "stars": 1},
+            )]
+            return tools, asked, down, up, refusals
+
+    tools, asked, down, up, refusals = anyio.run(session_run)
+    schema = tools["feedback"].input_schema
+    assert set(schema["properties"]) == {"query_id", "rating", "comment", "wrong_citations", "expected"}
+    assert set(schema["required"]) == {"query_id", "rating"}
+    assert not down.is_error, down.content
+    assert mcp_structured(down) == {"query_id": asked["id"], "rating": "down", "replaced": False, "up": 0, "down": 1}
+    assert mcp_structured(up)["replaced"] is True  # the same client (this address) rated again
+    (kept,) = deps.state.get(state_collections.QUERIES, asked["id"])["feedback"]
+    assert (kept["client"], kept["rating"]) == (client_key("address:127.0.0.1"), "up")
+    messages = [r.content[0].text for r in refusals]
+    assert all(r.is_error for r in refusals), messages
+    assert "no query with id 'nope'" in messages[0]
+    assert "'rating' must be \"up\" or \"down\"" in messages[1]
+    assert "'wrong_citations' must be a list of citation numbers" in messages[2]
+    assert "control character U+001B" in messages[3]
+    assert "feedback takes no argument 'stars'" in messages[4]
