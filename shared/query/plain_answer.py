@@ -13,7 +13,8 @@ MCP and ``/v1/chat/completions`` all show the same clean text (no copy of this r
   removed with their content; what is left of an unclosed tag is made plain text (``< img``), so
   no two sentences joined later can close it;
 - Markdown images (``![alt](url)``, ``![alt][ref]``) are removed and reference definitions
-  (``[ref]: url``) too;
+  (``[ref]: url``) too; what is left of one (a ``![`` or ``](`` alone) is spaced apart, so no
+  two sentences joined later make a link or an image;
 - a Markdown link or ``<scheme:…>`` autolink is kept only when it points at one of the answer's
   own cited sources over http(s); any other keeps its text and loses its address;
 - a bare web address that is not one of those sources is set in a code span, so no Markdown
@@ -76,6 +77,9 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
         return keep(match.group(0)) if destination in allowed else label
 
     text = _INLINE_LINK.sub(link, text)
+    # what is left of a link or an image (a "](" or "![" without its other half) could close one with a
+    # later sentence's text once the sentences are joined: kept apart (kept links are placeholders here)
+    text = text.replace("![", "! [").replace("](", "] (")
 
     def bare(match: re.Match[str]) -> str:
         address = match.group(0)
@@ -86,5 +90,7 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
         return f"`{address}`{tail}"
 
     text = _BARE_ADDRESS.sub(bare, text)
+    text = _UNCLOSED.sub("< ", text)  # a "<" a removed link or image left beside a letter ("<[img](…)")
+    text = text.replace("!\x00", "! \x00")  # "!" before a kept link would make it an image
     text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)
     return "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip())

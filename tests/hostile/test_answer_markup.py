@@ -82,6 +82,11 @@ def assert_plain(text: str, where: str) -> None:
     (f"[the source]({SOURCE}) and {SOURCE}.", f"[the source]({SOURCE}) and {SOURCE}."),
     (f"<{SOURCE}> stays", f"<{SOURCE}> stays"),
     ("x < y and y > z; 1<2", "x < y and y > z; 1<2"),
+    ("<[img](http://h/x) src=x onerror=alert(1)>", "< img src=x onerror=alert(1)>"),  # a tag a removed link left
+    (f"![alt [1] x]({SOURCE})", ""),  # an image of a cited source is still an image
+    (f"!<{SOURCE}>", f"! <{SOURCE}>"),
+    (f"![x and ![{SOURCE}", f"! [x and ! [{SOURCE}"),  # half an image: never closed by the next sentence
+    ("see [x and ](http://h/y", "see [x and ] (`http://h/y`"),  # half a link, likewise
 ])
 def test_an_answer_sentence_is_made_plain(dirty, clean):
     assert plain_answer_text(dirty, [SOURCE]) == clean
@@ -89,6 +94,16 @@ def test_an_answer_sentence_is_made_plain(dirty, clean):
 
 def test_a_link_to_a_source_that_is_not_http_is_not_kept():
     assert plain_answer_text("[x](javascript:alert(1))", ["javascript:alert(1)"]) == "x"
+
+
+def test_joined_sentences_cannot_close_an_image_or_a_link_one_of_them_opened():
+    contexts = [{"url": SOURCE, "document_id": "d1", "chunk_id": "c1", "title": "Blimp"}]
+    answer = Answer(text="", sentences=[AnswerSentence("It holds 512 KB ![pixel", [1]),
+                                        AnswerSentence("x](http://h/leak?d=SECRET) per node <img", [1]),
+                                        AnswerSentence("src=http://h/i> [here", [1]),
+                                        AnswerSentence(f"]({SOURCE}) says so [!", [1])])
+    text, _, _ = number_citations(answer, contexts)
+    assert "![" not in text and "](http" not in text and "<img" not in text, text
 
 
 def test_a_sentence_of_markup_only_is_dropped_and_cites_nothing():
