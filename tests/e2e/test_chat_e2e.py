@@ -5,6 +5,7 @@ then Ctrl-D; the answers carry their citations."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -121,3 +122,44 @@ def test_questions_piped_in_are_a_conversation_too_with_ask_s_filters(home):
     bad = subprocess.run([sys.executable, "-m", "shared.tools.cli", "chat", "--since", "soonish"], cwd=REPO,
                          env=ragbus_env(home), input="", capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "since" in bad.stderr
+
+
+def test_chat_rates_answers_and_the_cli_shows_and_changes_the_rating(home):
+    """/up and /down in chat, then `ragbus trace`, `traces`, `stats` and `feedback` on the same record."""
+    terminal = Terminal([sys.executable, "-m", "shared.tools.cli", "chat"], ragbus_env(home))
+    try:
+        terminal.read_until(PROMPT, 0, timeout=180)
+        assert "no answer to rate yet" in _turn(terminal, "/up")
+        answer = _turn(terminal, "What is BM25?")
+        query = re.search(r"query ([0-9a-f]{8})", answer).group(1)
+        assert "/up or /down rates it" in answer
+        rated = _turn(terminal, "/down [bold]cites[/bold] <b>the wrong</b> page")
+        assert f"rated down for query {query} (up 0, down 1)" in rated
+        assert "replaced your rating: up" in _turn(terminal, "/up")
+        assert "replaced your rating: down" in _turn(terminal, "/down the wrong year")
+        terminal.type("\x04")
+        assert terminal.proc.wait(timeout=30) == 0
+    finally:
+        terminal.close()
+    trace = run_cli(home, "trace", query).stdout
+    assert "rated down" in trace and "comment: the wrong year" in trace
+    rows = {row["query_id"][:8]: row for row in json.loads(run_cli(home, "traces", "--json", "--limit", "50").stdout)}
+    assert rows[query]["feedback"] == {"up": 0, "down": 1}
+    assert re.search(rf"{query}\S*\s.*\bdown\b", run_cli(home, "traces", "--limit", "50").stdout)
+    assert json.loads(run_cli(home, "stats", "--json").stdout)["feedback"]["down"] >= 1
+    # `ragbus feedback` is the same person at the same terminal: it replaces the chat's rating
+    changed = run_cli(home, "feedback", query, "up", "--comment", "on reflection, right", "--wrong-citation", "1",
+                      "--json")
+    assert json.loads(changed.stdout) == {"query_id": rows[query]["query_id"], "rating": "up", "replaced": True,
+                                          "up": 1, "down": 0}
+    trace = run_cli(home, "trace", query).stdout
+    assert "rated up" in trace and "comment: on reflection, right" in trace and "wrong citations: [1]" in trace
+    markup = run_cli(home, "feedback", query, "down", "--comment", "[red]x[/red] <script>").stdout
+    assert "replaced your rating: down" in markup
+    assert "comment: [red]x[/red] <script>" in run_cli(home, "trace", query).stdout  # text, not markup
+    for args, said in (((query, "sideways"), "the rating is up or down"),
+                       (("ffffffffff", "up"), "no query 'ffffffffff'"),
+                       ((query, "down", "--wrong-citation", "99"), "names 99, which the answer does not cite"),
+                       ((query, "down", "--comment", "x" * 2001), "more than the limit of 2000")):
+        failed = run_cli(home, "feedback", *args, check=False)
+        assert failed.returncode != 0 and said in failed.stderr.replace("\n", " "), failed.stderr

@@ -27,6 +27,7 @@ from shared.tools.cli import (
     chat,
     dead_letters,
     evaluation,
+    feedback,
     ingestion,
     listings,
     reading,
@@ -41,7 +42,7 @@ from shared.tools.console import console, err
 __all__ = ["Session", "app", "datetime_local", "main", "resolve_query_id", "short_ids"]
 
 # the order of `ragbus --help`: the commands, then the groups
-for group in (ingestion, reading, chat, traces, serving, evaluation):
+for group in (ingestion, reading, chat, feedback, traces, serving, evaluation):
     app.registered_commands.extend(group.commands.registered_commands)
 for kind in LISTING_KINDS.values():
     app.add_typer(listings.kind_group(kind), name=kind.plural)

@@ -2,7 +2,8 @@
 
 Each line is a question; a follow-up ("and what is its maximum?") is sent with the
 conversation's id, so the loop reads it with the earlier turns. ``/new`` starts a new
-conversation, Ctrl-D (or ``/quit``) leaves. One-shot questions stay ``ragbus ask``'s.
+conversation, ``/up`` and ``/down`` (with an optional comment after them) rate the last answer as
+``ragbus feedback`` does, Ctrl-D (or ``/quit``) leaves. One-shot questions stay ``ragbus ask``'s.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from shared.tools.console import cited_place, console, err
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
 PROMPT = "you> "
-_HELP = "Type a question. /new starts a new conversation; Ctrl-D (or /quit) leaves."
-_COMMANDS = {"/new", "/quit", "/exit", "/help"}
+_HELP = ("Type a question. /up or /down [comment] rates the last answer; /new starts a new conversation; "
+         "Ctrl-D (or /quit) leaves.")
+_COMMANDS = {"/new", "/quit", "/exit", "/help", "/up", "/down"}
 
 
 @commands.command()
@@ -48,7 +50,8 @@ def chat(
     where: WhereOption = None,
     kind: KindOption = None,
 ) -> None:
-    """A conversation: ask, then follow up; each answer with its citations. /new starts over, Ctrl-D leaves."""
+    """A conversation: ask, then follow up; each answer with its citations. /up or /down [comment] rates the last
+    answer, /new starts over, Ctrl-D leaves."""
     session = open_session(changes=True)
     filters = filters_from_flags(session.deps, source, since, until, where, kind)
     say_if_nothing_can_answer(session)
@@ -66,6 +69,7 @@ def chat(
 
 def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filters: Any) -> None:
     conversation: str | None = None
+    last: str | None = None  # the query id of the last answer, which /up and /down rate
     while True:
         try:
             line = input(PROMPT)
@@ -76,6 +80,10 @@ def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filt
         if not question:
             continue
         command = question.lower()
+        word, _, rest = question.partition(" ")
+        if word.lower() in ("/up", "/down"):
+            _rate_last(deps, last, word.lower()[1:], rest.strip() or None)
+            continue
         if command in ("/quit", "/exit"):
             return
         if command == "/new":
@@ -88,8 +96,21 @@ def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filt
             continue
         record = _turn(deps, question, conversation, top_k=top_k, max_iterations=max_iterations, filters=filters)
         if record is not None:
-            conversation = record.conversation_id
+            conversation, last = record.conversation_id, record.id
             print_turn(record)
+
+
+def _rate_last(deps: Deps, query_id: str | None, rating: str, comment: str | None) -> None:
+    """/up or /down: rate the last answer (said why when there is none, or the rating is refused)."""
+    from shared.tools.cli.feedback import rate, say_rated
+
+    if query_id is None:
+        console.print(Text(f"no answer to rate yet; ask a question first, then /{rating}", style="dim"))
+        return
+    try:
+        say_rated(rate(deps, query_id, rating, comment=comment))
+    except RagbusError as exc:  # a comment too long, say: the conversation goes on
+        err.print(Text.assemble(("error: ", "bold red"), plain(str(exc))), soft_wrap=True)
 
 
 def _turn(deps: Deps, question: str, conversation: str | None, **options: Any) -> QueryRecord | None:
@@ -123,7 +144,7 @@ def print_turn(record: QueryRecord) -> None:
         console.print(Text(f"  [{plain(c.get('id'))}] {cited_place(c)} — {plain(c.get('url'))}", style="cyan"),
                       soft_wrap=True)
     console.print(Text(f"({plain(record.outcome or record.status)}; query {record.id[:8]}: "
-                       f"`ragbus trace {record.id[:8]}` shows its stages)", style="dim"))
+                       f"`ragbus trace {record.id[:8]}` shows its stages; /up or /down rates it)", style="dim"))
     console.print()
 
 

@@ -14,6 +14,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import RagbusError
 from shared.contract.sources import SOURCE_KINDS
 from shared.observability.terminal_text import markup, plain
+from shared.query.feedback import feedback_counts
 from shared.query.record import QueryRecord
 from shared.tools.cli.root import ADD_DOCUMENTS, fail, print_json, say_empty
 from shared.tools.cli.session import Session, announce_data, open_session, where_data_is
@@ -27,10 +28,15 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
 
     state = deps.state
     outcomes: dict[str, int] = {}
+    rated: dict[str, dict[str, int]] = {}  # outcome -> ratings up and down (every client's)
     for doc in state.list(state_collections.QUERIES):
         record = QueryRecord.from_doc(doc)
         key = record.outcome or record.status or "unknown"
         outcomes[key] = outcomes.get(key, 0) + 1
+        if record.feedback:
+            counts = rated.setdefault(key, {"up": 0, "down": 0})
+            for rating, n in feedback_counts(record).items():
+                counts[rating] += n
     from services.dead_letters.redrive import letters as dead_letters_of
 
     letters = dead_letters_of(state)  # each with its id: what `ragbus dead-letters retry ID` takes
@@ -44,6 +50,9 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
             for f in list_listings(state)
         ],
         "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
+        # ratings people gave answers (shared.query.feedback), by the answer's outcome
+        "feedback": {"up": sum(c["up"] for c in rated.values()), "down": sum(c["down"] for c in rated.values()),
+                     "by_outcome": rated},
         # what the retention settings keep in check (shared.runtime.retention)
         "data_dir": str(deps.settings.home), "data_dir_bytes": _tree_bytes(deps.settings.home),
         "recent_dead_letters": [
@@ -88,6 +97,7 @@ def stats(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] =
     announce_data(session.settings)  # 0 documents means something else in the topology's storage
     console.print(f"documents: {result['documents']}   chunks: {result['chunks']}   "
                   f"dead letters: {result['dead_letters']}   queries: {result['queries']['total']}   "
+                  f"rated up/down: {result['feedback']['up']}/{result['feedback']['down']}   "
                   f"data directory: {result['data_dir_bytes'] / 1e6:.1f} MB")
     for feed in result["feeds"]:
         console.print(f"  {feed['kind']} {markup(feed['url'])}: last poll {markup(feed['last_poll'] or 'never')}"

@@ -12,6 +12,8 @@ from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.observability.terminal_text import plain
+from shared.query.feedback import feedback_counts
+from shared.query.record import QueryRecord
 from shared.query.state import read_record
 from shared.tools.cli.root import fail, print_json, say_empty
 from shared.tools.cli.session import open_session, where_data_is
@@ -79,6 +81,22 @@ def trace_cmd(
     console.print(Text(f"trace {plain(trace_id)} — {len(spans)} spans", style="bold"))
     for line in render(spans):
         console.print(plain(line), markup=False, highlight=False, soft_wrap=True)
+    if record is not None:
+        print_feedback(record)
+
+
+def print_feedback(record: QueryRecord) -> None:
+    """The ratings people gave the answer, newest last, each with its comment (as text, never markup)."""
+    for entry in record.feedback:
+        line = Text(f"rated {plain(entry.get('rating'))}", style="green" if entry.get("rating") == "up" else "red")
+        line.append(f" at {plain(entry.get('at'))}", style="dim")
+        if entry.get("wrong_citations"):
+            line.append(f"  wrong citations: {', '.join(f'[{n}]' for n in entry['wrong_citations'])}")
+        if entry.get("comment"):
+            line.append(f"  comment: {plain(entry['comment'])}")
+        if entry.get("expected"):
+            line.append(f"  expected: {plain(entry['expected'])}")
+        console.print(line, soft_wrap=True)
 
 
 def traced_queries(deps: Deps, settings: Settings, *, slow: bool, failed: bool, limit: int) -> list[dict[str, Any]]:
@@ -91,6 +109,7 @@ def traced_queries(deps: Deps, settings: Settings, *, slow: bool, failed: bool, 
     for r in rows:
         record = deps.state.get(state_collections.QUERIES, str(r["query_id"])) or {}
         outcome = record.get("outcome") or record.get("status") or "unknown"
+        ratings = feedback_counts(QueryRecord.from_doc(record)) if record else {"up": 0, "down": 0}
         if failed and outcome not in FAILED_OUTCOMES:
             continue
         question = "[redacted]" if settings.redact_query_text else record.get("original_query")
@@ -99,6 +118,7 @@ def traced_queries(deps: Deps, settings: Settings, *, slow: bool, failed: bool, 
             "started_at": datetime.fromtimestamp(r["start_ns"] / 1e9, UTC).isoformat(),
             "outcome": outcome, "duration_ms": round(r["duration_ms"], 1),
             "iterations": len(record.get("iterations") or []), "spans": r["spans"], "question": question,
+            "feedback": ratings,
         })
         if len(out) >= limit:
             break
@@ -112,7 +132,7 @@ def traces_cmd(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many queries.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List traced queries (time, outcome, duration, iterations, question): newest first, or slowest."""
+    """List traced queries (time, outcome, duration, iterations, ratings, question): newest first, or slowest."""
     session = open_session()
     if not session.settings.traces_path.exists():
         if as_json:
@@ -129,15 +149,25 @@ def traces_cmd(
         return
     every = [str(r["id"]) for r in session.deps.state.list(state_collections.QUERIES)]
     short = short_ids(sorted(set(every) | {str(r["query_id"]) for r in rows}))
-    table = Table("id", "time", "outcome", "ms", "iter", "question")
+    table = Table("id", "time", "outcome", "ms", "iter", "rated", "question")
     table.columns[0].no_wrap = True
     table.columns[1].no_wrap = True
     for r in rows:
         local_time = datetime_local(r["started_at"])
         table.add_row(Text(plain(short[str(r["query_id"])])), local_time, Text(plain(r["outcome"])),
-                      f"{r['duration_ms']:.0f}", str(r["iterations"]), Text(plain(r["question"] or "")))
+                      f"{r['duration_ms']:.0f}", str(r["iterations"]), rated_cell(r["feedback"]),
+                      Text(plain(r["question"] or "")))
     console.print(table)
     err.print(Text("`ragbus trace ID` shows one query's waterfall", style="dim"))
+
+
+def rated_cell(counts: dict[str, int]) -> Text:
+    """``up``, ``down``, ``2 up 1 down`` or nothing: how the answer was rated."""
+    if not counts["up"] and not counts["down"]:
+        return Text("")
+    if counts["up"] + counts["down"] == 1:
+        return Text("up" if counts["up"] else "down", style="green" if counts["up"] else "red")
+    return Text(f"{counts['up']} up {counts['down']} down")
 
 
 def datetime_local(iso: str) -> str:
