@@ -168,6 +168,16 @@ def topic_files(folder: Path, topic: str, count: int, paragraphs: int = 4) -> Pa
     return folder
 
 
+
+def put_article_feed(site: Site, n: int, topic: str) -> list[dict[str, str]]:
+    """``n`` articles about ``topic`` on ``site`` and ``/feed.xml`` listing them (call it with the
+    site served: the feed names its base URL); returns the feed's items."""
+    items = [{"title": f"{topic} {i}", "path": f"/{topic}{i}.html", "guid": f"{topic}-{i}"} for i in range(n)]
+    for i, item in enumerate(items):
+        site.put(item["path"], article_html(f"{topic} {i}", topic_paragraphs(f"{topic}{i}", 3, seed=i)))
+    site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
+    return items
+
 def rss(base: str, items: list[dict[str, str]]) -> str:
     start = datetime(2026, 10, 1, tzinfo=UTC)
     entries = "".join(

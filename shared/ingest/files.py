@@ -27,11 +27,11 @@ from pathlib import Path
 
 from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
-from shared.contract.messages import DocumentDeleted, DocumentFetched
+from shared.contract.messages import DocumentFetched
 from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
 from shared.formats.registry import FileKind, by_suffix, readable, suffix_list
 from shared.ingest import processed_items
-from shared.ingest.step import Content, Item, announce, retract, unfinished_deletes
+from shared.ingest.step import Content, Item, announce, retract
 
 log = logging.getLogger("ragbus.file_ingest")
 
@@ -352,13 +352,15 @@ def delete_path(
     if not utf8_name(target):
         raise InvalidInput(f"{shown_path(target)}: {NOT_UTF8}, so nothing was ever ingested from it; check the path")
     doomed = records_under(target, state)
-    unfinished = unfinished_deletes(state, _tombstones_under(target, state))
+    unfinished = processed_items.unannounced(_tombstones_under(target, state))
     if not doomed and not unfinished and not target.exists():
         raise InvalidInput(f"{target} was never ingested and does not exist; check the path")
     deleted = []
     for record in sorted(doomed, key=lambda r: r.get("path", "")):
-        retract(record["document_id"], "file deleted", state=state, publisher=publisher, clock=clock)
-        deleted.append(record["document_id"])
+        # a delete of the same files running beside this one may have buried it first: its own
+        if retract(record["document_id"], "file deleted", state=state, publisher=publisher, clock=clock,
+                   if_live=True):
+            deleted.append(record["document_id"])
     for document_id in unfinished:
         if document_id not in deleted:
             retract(document_id, "file deleted", state=state, publisher=publisher, clock=clock)
@@ -389,11 +391,8 @@ def _bury_files_on_disk(target: Path, done: set[str], *, state: StateStore, publ
         document_id = file_document_id(str(absolute))
         if document_id in done:
             continue
-        tombstone = processed_items.bury(state, document_id, now=clock.now(), reason="file deleted",
-                                         fields={"source": "file", "path": str(absolute),
-                                                 "origin": str(absolute.parent)})
-        if tombstone.get("was_live"):
-            publisher.publish(DocumentDeleted(document_id=document_id, reason="file deleted",
-                                              requested_at=clock.now(), revision=tombstone["revision"]))
+        # a live record (an ingest claimed the file since the delete began) owes its message: retract it
+        if retract(document_id, "file deleted", state=state, publisher=publisher, clock=clock, if_live=True,
+                   fields={"source": "file", "path": str(absolute), "origin": str(absolute.parent)}):
             live.append(document_id)
     return live

@@ -14,7 +14,6 @@ when it is added, not only when it is first polled.
 
 from __future__ import annotations
 
-import os
 import socket
 import uuid
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from shared.contract.errors import FetchRefused, InvalidInput
 from shared.contract.ids import feed_id
 from shared.contract.ports import Clock, Doc, Publisher, StateStore
 from shared.contract.sources import DEFAULT_LISTING_KIND, LISTING_KINDS
+from shared.ingest.owners import owner_alive, this_process
 from shared.ingest.step import retract_missing
 from shared.ingest.url_guard import Resolver, check_url, normalise_url
 
@@ -191,23 +191,6 @@ def still_registered(state: StateStore, url: str, registered: str | None) -> boo
     return record is not None and record.get("added_at") == registered
 
 
-_HOST = socket.gethostname()
-
-
-def _owner_alive(owner: str) -> bool:
-    """Whether the process named ``host:pid`` may still run (another host's: assume so)."""
-    host, _, pid = owner.rpartition(":")
-    if host != _HOST or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def take_poll_lease(state: StateStore, url: str, *, now: datetime, lease_s: float,
                     registered_only: bool = False) -> str | None:
     """Hold ``url`` for one poll; a token to release it with, or None when another poll
@@ -224,12 +207,12 @@ def take_poll_lease(state: StateStore, url: str, *, now: datetime, lease_s: floa
         base = current if current is not None else new_listing_record(normal, now)
         lease = base.get("poll_lease") or {}
         held = (lease.get("token") and lease.get("until", "") > now.isoformat()
-                and _owner_alive(str(lease.get("owner", ""))))
+                and owner_alive(str(lease.get("owner", ""))))
         taken["ok"] = not held
         if held:
             return None
         until = datetime.fromtimestamp(now.timestamp() + lease_s, now.tzinfo)
-        return {**base, "poll_lease": {"token": token, "owner": f"{_HOST}:{os.getpid()}",
+        return {**base, "poll_lease": {"token": token, "owner": this_process(),
                                        "until": until.isoformat()}}
 
     state.update(state_collections.FEEDS, feed_id(normal), take)

@@ -28,7 +28,7 @@ tombstone (:func:`bury`: ``deleted``, the ``revision`` deleted, ``deleted_at``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from shared.contract.errors import RagbusError
 from shared.contract.ids import feed_id
 from shared.contract.ports import Doc, StateStore
 from shared.contract.sources import LISTING_KINDS
+from shared.ingest.owners import owner_alive, this_process
 from shared.ingest.url_guard import normalise_url
 
 Claim = Literal["new", "changed", "unchanged", "pending", "deleted"]  # Claimed.kind
@@ -213,18 +214,25 @@ _KEPT = ("source", "path", "origin", "root", "feed_url", "guid", "page", "genera
 
 def bury(
     state: StateStore, document_id: str, *, now: datetime, reason: str,
-    fields: Mapping[str, Any] | None = None, generation: str | None = None,
+    fields: Mapping[str, Any] | None = None, generation: str | None = None, announcing: bool = False,
 ) -> Doc:
     """Turn the record of ``document_id`` into a tombstone (creating one when there is no record);
     return it. The tombstone holds the revision deleted (the record's latest, or what the index
     lists when that is later: a page indexed under a record since dropped): every message of it
     or an older one is stale from now on. Burying a tombstone again keeps it, with the later
-    time (a run that started before this delete cannot bring the document back either)."""
+    time (a run that started before this delete cannot bring the document back either).
+
+    ``announcing``: the caller publishes the delete next; a live record's tombstone names this
+    process as owing it (``unannounced``) until :func:`announced`, so that a delete that died in
+    between is finished by the next (:func:`unannounced`), and one still at work is left alone."""
     out: dict[str, Doc] = {}
     indexed = revision_of(state.get(state_collections.DOCUMENTS, document_id))
 
     def buried(current: Doc | None) -> Doc:
         kept = {k: current[k] for k in _KEPT if current and current.get(k) is not None}
+        live = bool(current) and not is_tombstone(current)
+        owed = {"unannounced": this_process()} if announcing and live else (
+            {"unannounced": current["unannounced"]} if current and "unannounced" in current else {})
         tombstone = {
             **kept,
             **(fields or {}),
@@ -235,13 +243,35 @@ def bury(
             "revision": max(revision_of(current), indexed),
             "deleted_at": now.isoformat(),
             "reason": reason,
-            "was_live": bool(current) and not is_tombstone(current) and "item_hash" in current,
+            "was_live": live,
+            **owed,
         }
         out["tombstone"] = tombstone
         return tombstone
 
     state.update(state_collections.PROCESSED_ITEMS, document_id, buried)
     return out["tombstone"]
+
+
+def announced(state: StateStore, document_id: str) -> None:
+    """The delete of ``document_id`` went out: its tombstone owes nothing any more."""
+    state.update(state_collections.PROCESSED_ITEMS, document_id,
+                 lambda current: {k: v for k, v in current.items() if k != "unannounced"}
+                 if is_tombstone(current) and current and "unannounced" in current else None)
+
+
+def abandoned(state: StateStore, document_id: str) -> None:
+    """This process will not send the delete it owes (its publish failed): any later delete may."""
+    state.update(state_collections.PROCESSED_ITEMS, document_id,
+                 lambda current: {**current, "unannounced": ""}
+                 if is_tombstone(current) and current and current.get("unannounced") else None)
+
+
+def unannounced(tombstones: Iterable[Doc]) -> list[str]:
+    """Of these tombstones, the documents whose delete is owed by a process that is gone (or that
+    gave it up): the next delete of their folder or listing sends it."""
+    return sorted(str(t["document_id"]) for t in tombstones
+                  if "unannounced" in t and not (t["unannounced"] and owner_alive(str(t["unannounced"]))))
 
 
 def stale(state: StateStore, document_id: str, *, content_hash: str, revision: int | None) -> str | None:

@@ -13,7 +13,7 @@ for all of them:
   run killed half-way lose nothing (see :mod:`shared.ingest.processed_items`).
 - :func:`retract`: bury the ledger record (a tombstone, so that deletes win: see
   :mod:`shared.ingest.processed_items`), then publish ``DocumentDeleted`` (a crash in
-  between leaves the delete to send again, :func:`unfinished_deletes`);
+  between leaves it owed, and the next delete sends it);
   :func:`retract_missing` does it for every item of a listing (a feed, a sitemap) that
   is gone from it.
 
@@ -185,31 +185,35 @@ def announce(
 
 def retract(
     document_id: str, reason: str, *, state: StateStore, publisher: Publisher, clock: Clock,
-    generation: str | None = None,
-) -> DocumentDeleted:
+    generation: str | None = None, if_live: bool = False, fields: Mapping[str, Any] | None = None,
+) -> DocumentDeleted | None:
     """Bury the ledger record of ``document_id`` (a tombstone: deletes win, see
     :mod:`shared.ingest.processed_items`), then announce that it is gone (``DocumentDeleted``).
 
     The tombstone comes first: from then on no fetch, clean or index of the revision deleted can
     bring the document back, whatever order the stages see the messages in. A crash before the
-    publish leaves a tombstone whose document is still indexed; deleting its folder or listing
-    again sends the delete again (:func:`unfinished_deletes`).
+    publish leaves a tombstone that owes its message; deleting its folder again sends it
+    (:func:`shared.ingest.processed_items.unannounced`).
 
     ``generation``: the Cloud Storage generation deleted, so the indexer can ignore a late delete.
+    ``if_live``: publish (and return) nothing when the record was no live one: a tombstone
+    already (another delete running at the same time buried it, and its message is that delete's
+    to send), or none (a file never ingested: its tombstone only keeps earlier runs from claiming
+    it). ``fields``: kept on the tombstone (where a document without a record came from).
     """
-    tombstone = processed_items.bury(state, document_id, now=clock.now(), reason=reason, generation=generation)
+    tombstone = processed_items.bury(state, document_id, now=clock.now(), reason=reason, generation=generation,
+                                     announcing=True, fields=fields)
+    if if_live and not tombstone.get("was_live"):
+        return None
     message = DocumentDeleted(document_id=document_id, reason=reason, requested_at=clock.now(),
                               generation=generation, revision=processed_items.revision_of(tombstone))
-    publisher.publish(message)
+    try:
+        publisher.publish(message)
+    except BaseException:
+        processed_items.abandoned(state, document_id)  # the next delete sends it
+        raise
+    processed_items.announced(state, document_id)
     return message
-
-
-def unfinished_deletes(state: StateStore, tombstones: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Of these tombstones, the documents the index still lists at (or before) the revision
-    deleted: their delete was interrupted, or lost a race, and must be sent again."""
-    wanted = {str(t["document_id"]): processed_items.revision_of(t) for t in tombstones if t.get("document_id")}
-    indexed = state.get_many(state_collections.DOCUMENTS, list(wanted)) if wanted else {}
-    return sorted(d for d, record in indexed.items() if processed_items.revision_of(record) <= wanted[d])
 
 
 def retract_missing(
@@ -241,8 +245,8 @@ def retract_missing(
             if deleted:
                 gone.append(deleted)
             continue
-        retract(record["document_id"], reason, state=state, publisher=publisher, clock=clock)
-        gone.append(record["document_id"])
+        if retract(record["document_id"], reason, state=state, publisher=publisher, clock=clock, if_live=True):
+            gone.append(record["document_id"])  # (not when a removal beside this one buried it first)
     return gone
 
 

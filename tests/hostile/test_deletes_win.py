@@ -5,46 +5,22 @@ stays deleted, each command reports only its own work, and a re-ingest afterward
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 
-from tests.hostile.crash import census, write_corpus
+from tests.hostile.crash import census, start_captured, wait_for, write_corpus
 from tests.support import (
-    REPO,
     Site,
-    article_html,
-    ragbus_env,
-    rss,
+    put_article_feed,
     run_cli,
     serve_site,
-    topic_paragraphs,
 )
-
-
-def _start(home, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=ragbus_env(home),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for(condition, limit_s: float = 120) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except Exception:  # noqa: BLE001 - the database may be mid-creation
-            pass
-        time.sleep(0.05)
-    raise AssertionError("the condition never held")
 
 
 def test_a_delete_during_an_ingest_of_the_folder_wins_and_each_command_reports_its_own_work(tmp_path):
     home, docs = tmp_path / "home", tmp_path / "docs"
     write_corpus(docs, 40)
-    ingest = _start(home, "ingest", str(docs))
+    ingest = start_captured(home, "ingest", str(docs))
     try:
-        _wait_for(lambda: (home / "ragbus.db").exists() and census(home)["documents"] >= 2)
+        wait_for(lambda: (home / "ragbus.db").exists() and census(home)["documents"] >= 2)
         delete = run_cli(home, "ingest", "--delete", str(docs), check=False)
         out, errors = ingest.communicate(timeout=300)
     finally:
@@ -79,17 +55,14 @@ def test_a_deleted_documents_dead_letter_retried_does_not_bring_it_back(tmp_path
 def test_a_feed_removed_during_its_poll_stays_removed_with_none_of_its_documents(tmp_path):
     site = Site()
     site.delay_s = 0.08  # each page a little slow: the removal lands mid-poll
-    items = [{"title": f"item {i}", "path": f"/p{i}.html", "guid": f"g{i}"} for i in range(80)]
     with serve_site(site):
-        for i, item in enumerate(items):
-            site.put(item["path"], article_html(f"Item {i}", topic_paragraphs(f"meadow{i}", 3, seed=i)))
-        site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
+        items = put_article_feed(site, 80, "meadow")
         home = tmp_path / "home"
         feed = f"{site.base}/feed.xml"
         run_cli(home, "feeds", "add", feed, "--allow-loopback")
-        poll = _start(home, "poll")
+        poll = start_captured(home, "poll")
         try:
-            _wait_for(lambda: sum(site.hits.get(item["path"], 0) for item in items) >= 12)
+            wait_for(lambda: sum(site.hits.get(item["path"], 0) for item in items) >= 12)
             removed = run_cli(home, "feeds", "remove", feed, check=False)
             poll.communicate(timeout=300)
         finally:
