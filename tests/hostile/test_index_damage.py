@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -345,3 +346,23 @@ def test_damaged_filter_columns_are_named_and_the_filter_reads_chunks_db(index_p
         assert str(folder / name) in caplog.text or str(folder) in caplog.text
     finally:
         index.close()
+
+
+def test_a_segment_is_read_whole_once_per_change_and_damage_that_hides_its_time_is_still_found(index_path, expected):
+    folder = _segment(index_path)
+    first = _open(index_path, background_merges=False)
+    try:
+        assert _ranking(first) == expected["hybrid"]
+    finally:
+        first.close()
+    assert (folder / "checked.json").exists()  # the next start checks shapes only
+    vectors = folder / "vectors.npy"
+    before = vectors.stat()
+    _rewrite(vectors, lambda v: np.full_like(v, np.nan))
+    os.utime(vectors, ns=(before.st_atime_ns, before.st_mtime_ns))  # damage that keeps the file's time
+    again = _open(index_path, background_merges=False)
+    try:
+        assert _ranking(again) == expected["hybrid"]  # the NaN scores sent the search to check it whole
+        assert again.damage()[folder.name]["file"] == str(vectors)
+    finally:
+        again.close()

@@ -50,7 +50,9 @@ from shared.adapters.local.segments import (
     PostingsBuilder,
     Segment,
     SegmentDamaged,
+    checked_before,
     merge_plan,
+    note_checked,
     read_graph,
     read_segment_files,
     write_graph,
@@ -540,10 +542,13 @@ class HybridIndex:
         if desc["name"] in self._damaged:  # set aside already: its rows until it is written anew
             return self._segment_from_rows(conn, desc["lo"], desc["hi"], generation)
         try:
-            _, chunk_ids, vectors, postings = read_segment_files(folder, self.dimension)
+            # every number is read once per change of the files (1.1 s for a 100k-row HNSW segment at
+            # load 19), not at every start: shapes and lengths are checked every time
+            thorough = not checked_before(folder)
+            _, chunk_ids, vectors, postings = read_segment_files(folder, self.dimension, thorough=thorough)
             graph = folder / "hnsw.faiss"
             if self._use_ann(len(chunk_ids)) and graph.exists():
-                index = read_graph(folder, len(chunk_ids), self.dimension)
+                index = read_graph(folder, len(chunk_ids), self.dimension, thorough=thorough)
                 dense: ExactSearch | HnswSearch = HnswSearch(index, self.ef_search, vectors)
             elif self._use_ann(len(chunk_ids)):
                 # written by an instance that searched it exactly: add the graph
@@ -554,6 +559,8 @@ class HybridIndex:
             seg = new_segment(name=desc["name"], lo=desc["lo"], hi=desc["hi"], built_at=desc["built_at"],
                               chunk_ids=chunk_ids, vectors=vectors, postings=postings, dense=dense)
             seg.folder = folder  # its filter columns are read from here when a filter first asks
+            if thorough:
+                note_checked(folder)
             return seg
         except (OSError, ValueError, RuntimeError) as exc:
             # SQLite holds every row: rebuild this range from it rather than fail or lose it, and
