@@ -135,8 +135,36 @@ def _append_text(paragraph, text: str | None) -> None:
         paragraph.text = (paragraph.text or "") + text
 
 
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
+
+
+def _unwrap_headings(tree) -> bool:
+    """Each section heading lifted out of the wrappers that hold nothing else and made a paragraph of its
+    own, so it stays in the text as a line before its section (as a Markdown heading does).
+
+    DocBook's HTML (the Debian FAQ, Policy, the New Maintainers' Guide) wraps every heading in bare divs
+    (``div.titlepage > div > div > h2``), and trafilatura 2.3 dropped those headings however they were
+    nested (measured on the Debian FAQ: no h2 or h3 survived, a <p> did), and with them the FAQ's
+    questions and the specifications' field names. The page's <h1> stays a heading: trafilatura may
+    take the title from it."""
+    changed = False
+    for heading in list(tree.iter(*_HEADINGS[1:])):
+        parent = heading.getparent()
+        while (parent is not None and parent.tag == "div" and len(parent) == 1
+               and not (parent.text or "").strip() and not (heading.tail or "").strip()
+               and parent.getparent() is not None):
+            heading.tail, parent.tail = parent.tail, None
+            parent.getparent().replace(parent, heading)
+            parent = heading.getparent()
+        heading.tag, changed = "p", True
+        heading.attrib.clear()
+    return changed
+
+
 def prepare_html(html: str) -> tuple[str, str]:
-    """The page with its loose prose in paragraphs, and the title the page states (<title>).
+    """The page with its headings out of empty wrappers and its loose prose in paragraphs, and the
+    title the page states (<title>).
 
     Hand-written pages (zlib's zlib_how.html, many man-page exports) put prose as bare text
     between <pre> blocks; trafilatura keeps only text inside block elements and drops it, so
@@ -146,11 +174,12 @@ def prepare_html(html: str) -> tuple[str, str]:
     from lxml import etree
 
     try:
-        tree = lxml.html.document_fromstring(html)
+        # an XHTML page's "<?xml ... encoding=...?>" makes lxml refuse the (already decoded) text
+        tree = lxml.html.document_fromstring(_XML_DECLARATION.sub("", html, count=1))
     except (etree.ParserError, ValueError):
         return html, ""
     title = " ".join((tree.findtext(".//title") or "").split())
-    changed = False
+    changed = _unwrap_headings(tree)
     for container in list(tree.iter(*_CONTAINERS)):
         children = list(container)
         if all(_is_inline(c) for c in children):

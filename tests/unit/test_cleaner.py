@@ -367,3 +367,24 @@ def test_myst_directives_nested_beyond_reason_are_read_without_exhausting_the_st
         "`" * (i + 4) + "\n" for i in range(depth))
     body = clean_content(("# Deep\n\n" + text).encode(), "text/markdown", "file:///doc/deep.md").body
     assert "The innermost note." in body
+
+
+def test_docbook_section_headings_stay_in_the_text_of_an_xhtml_page():
+    # the Debian FAQ, Policy and the New Maintainers' Guide are DocBook XHTML: an XML declaration
+    # (which made lxml refuse the page, so nothing of it was prepared) and every heading three bare
+    # divs deep (which trafilatura dropped): the FAQ's questions and the field names were lost
+    paragraph = "<p>" + "The kernel supports replacing files even while they are being used. " * 6 + "</p>"
+    section = ('<div class="section"><div class="titlepage"><div><div><h2 class="title"><a id="q{n}"></a>'
+               '8.{n}. How is question {n} answered?</h2></div></div></div>' + paragraph + "</div>")
+    page = ('<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 '
+            'Transitional//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">'
+            '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Chapter 8. Tools</title></head><body>'
+            '<div class="chapter"><div class="titlepage"><div><div><h1 class="title">Chapter 8. Tools</h1>'
+            "</div></div></div>" + "".join(section.format(n=n) for n in range(1, 4)) + "</div></body></html>")
+    cleaned = clean_content(page.encode(), "text/html", "file:///faq/tools.html")
+    lines = cleaned.body.splitlines()
+    for n in range(1, 4):
+        heading = f"8.{n}. How is question {n} answered?"
+        assert heading in lines, cleaned.body
+        assert lines[lines.index(heading) + 1].startswith("The kernel supports")  # it stands before its section
+    assert cleaned.title == "Chapter 8. Tools"
