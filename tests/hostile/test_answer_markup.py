@@ -20,10 +20,10 @@ import httpx
 import openai
 import pytest
 
-from services.cleaner.handler import extract_markdown
 from services.synthesizer.handler import number_citations
 from shared.contract.messages import QueryTransformed
 from shared.contract.ports import Answer, AnswerSentence
+from shared.formats.text import extract_markdown
 from shared.query.plain_answer import plain_answer_text
 from tests.integration.fake_openai import FakeOpenAI, Reply
 from tests.support import mcp_session, mcp_structured, run_cli, serving_documents
