@@ -148,28 +148,20 @@ resource "google_cloudfunctions2_function" "function" {
   }
 
   lifecycle {
-    # What the code would refuse at its first query (RAGBUS_LLM=openai without a server or a
-    # model), refused at plan time instead.
+    # What the code would refuse at its first query, refused at plan time instead: per provider,
+    # from its registry row (shared/contract/providers.py; registry.tf: provider_checks).
     precondition {
-      condition     = var.llm_provider != "openai" || (var.openai_base_url != "" && var.openai_model != "")
-      error_message = "llm_provider = \"openai\" needs openai_base_url and openai_model."
+      condition     = local.provider_checks[var.llm_provider].ready
+      error_message = local.provider_checks[var.llm_provider].needs
     }
     precondition {
-      condition     = var.llm_provider != "openai" || local.openai_key_secret == "" || startswith(var.openai_base_url, "https://")
-      error_message = "openai_api_key_secret is set, so openai_base_url must be https:// (the key is never sent in clear text)."
+      condition     = !local.provider_checks[var.llm_provider].clear_key
+      error_message = "llm_provider = \"${var.llm_provider}\": its key's secret is set, so its API base must be https:// (the key is never sent in clear text)."
     }
     precondition {
-      # One invocation may wait for a cold start's GET /models and one call (each up to
-      # openai_timeout_s; a timeout is not retried) and two backoffs of at most 10 s
-      # (shared/adapters/openai_compatible.py: ATTEMPTS, MAX_RETRY_AFTER_S).
-      condition     = var.llm_provider != "openai" || !each.value.model || 2 * var.openai_timeout_s + 20 < each.value.timeout
-      error_message = "2 x openai_timeout_s + 20 s must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
-    }
-    precondition {
-      # google-genai's 3 attempts of gemini_timeout_s and its backoffs (at most 2 + 3 s) must end
-      # before the function does (shared/adapters/gcp/gemini.py: retry_budget_s).
-      condition     = var.llm_provider != "gemini" || !each.value.model || 3 * var.gemini_timeout_s + 5 < each.value.timeout
-      error_message = "3 x gemini_timeout_s + 5 s must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
+      # One invocation's model use, at most (the row's call budget), must end before the function does.
+      condition     = !each.value.model || local.provider_checks[var.llm_provider].budget_s < each.value.timeout
+      error_message = "${local.provider_checks[var.llm_provider].budget} must be shorter than the timeout of every function that calls the model (150 s for the transformer and grader, 180 s for the synthesizer)."
     }
     precondition {
       # Firestore's index cost grows with the corpus times the questions (vertex.tf: the index choice).

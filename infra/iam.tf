@@ -58,9 +58,6 @@ locals {
     "roles/storage.objectAdmin",
   ]
 
-  # The openai server's key (llm_provider = "openai"): functions.tf's preconditions check its URL.
-  openai_key_secret = var.llm_provider == "openai" ? var.openai_api_key_secret : ""
-
   # The chosen provider's secrets (registry.tf: provider_secrets) that are set: variable -> secret id.
   model_secrets = { for name, secret in local.provider_secrets[var.llm_provider] : name => secret if secret != "" }
   model_secret_grants = merge([

@@ -134,6 +134,33 @@ locals {
     openai = []
     gemini = ["roles/aiplatform.user"]
   }
+
+  # What the plan refuses per provider (functions.tf's preconditions): a required variable
+  # left empty (ready, needs), its key's secret sent to a plain-http API base (clear_key), one
+  # invocation's model use (budget_s, budget: its call budget) outlasting a model function.
+  provider_checks = {
+    local = {
+      ready     = true
+      needs     = ""
+      clear_key = false
+      budget_s  = 0
+      budget    = ""
+    }
+    openai = {
+      ready     = var.openai_base_url != "" && var.openai_model != ""
+      needs     = "llm_provider = \"openai\" needs openai_base_url and openai_model."
+      clear_key = var.openai_api_key_secret != "" && !startswith(var.openai_base_url, "https://")
+      budget_s  = 2 * var.openai_timeout_s + 20
+      budget    = "2 x openai_timeout_s + 20 s"
+    }
+    gemini = {
+      ready     = true
+      needs     = ""
+      clear_key = false
+      budget_s  = 3 * var.gemini_timeout_s + 5
+      budget    = "3 x gemini_timeout_s + 5 s"
+    }
+  }
 }
 
 variable "llm_provider" {

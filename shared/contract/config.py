@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from shared.contract.errors import ConfigError
 from shared.contract.model_locations import default_location
-from shared.contract.providers import PROVIDER_BY_NAME, PROVIDER_NAMES, PROVIDERS
+from shared.contract.providers import PROVIDER_BY_NAME, PROVIDER_NAMES, PROVIDERS, Provider
 from shared.contract.redaction import remember_secret, remember_url_credentials
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -578,16 +578,21 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Settings from ``env`` (default: the process environment), read by the table."""
     env = dict(os.environ if env is None else env)
     values = _read(Settings, env, {})
-    # OPENAI_API_KEY (which the OpenAI SDK reads) only when the base URL is OpenAI's own API: a
-    # user's OpenAI key is not sent to a LAN Ollama box or any other server the base URL names.
-    values["openai_api_key"] = values["openai_api_key"] or _openai_key(env, values["openai_base_url"])
-    if values["llm_provider"] == "openai":
-        _require_openai(values["openai_base_url"], values["openai_model"], values["openai_api_key"])
+    for provider in PROVIDERS:
+        if provider.standard_key and provider.key_setting:
+            # e.g. OPENAI_API_KEY (which the OpenAI SDK reads) only when the base URL is OpenAI's own
+            # API: a user's OpenAI key is not sent to a LAN Ollama box or any other server.
+            values[provider.key_setting] = values[provider.key_setting] or _standard_key(env, provider, values)
+    require_provider(PROVIDER_BY_NAME[values["llm_provider"]], values)
     _check_api_token(values["api_token"])
     # Whatever a model server or proxy echoes back is redacted of these (shared.contract.redaction).
-    for secret in (values["openai_api_key"], env.get("GOOGLE_API_KEY"), env.get("GEMINI_API_KEY")):
+    for provider in PROVIDERS:
+        if provider.key_setting:
+            remember_secret((values[provider.key_setting] or "").strip())
+        if provider.base_url_setting:
+            remember_url_credentials(values[provider.base_url_setting])
+    for secret in (env.get("GOOGLE_API_KEY"), env.get("GEMINI_API_KEY")):
         remember_secret((secret or "").strip())
-    remember_url_credentials(values["openai_base_url"])
     if values["retry_min_backoff_s"] > values["retry_max_backoff_s"]:
         raise ConfigError(f"RAGBUS_RETRY_MIN_BACKOFF_S={values['retry_min_backoff_s']} is above "
                           f"RAGBUS_RETRY_MAX_BACKOFF_S={values['retry_max_backoff_s']}")
@@ -662,7 +667,18 @@ def require_call_budget(settings: Settings, *, who: str, budget_s: float, formul
     )
 
 
-OPENAI_API_HOST = "api.openai.com"
+def require_provider_budget(settings: Settings, provider: Provider) -> None:
+    """:func:`require_call_budget` for a model provider, from its row's
+    :class:`~shared.contract.providers.CallBudget` (the plan checks the same, infra/registry.tf)."""
+    budget = provider.call_budget
+    if budget is None:
+        return
+    timeout_s = getattr(settings, budget.setting)
+    knob = SETTING_BY_FIELD[budget.setting].env
+    require_call_budget(settings, who=f"RAGBUS_LLM={provider.name}", budget_s=budget.seconds(timeout_s),
+                        formula=f"{budget.formula}; {knob}={timeout_s:g} s", knob=knob)
+
+
 #: The shortest RAGBUS_API_TOKEN accepted for a gateway other machines can reach: 16 random
 #: characters (~95 bits from base64url) cannot be guessed over HTTP; "a" or "secret" can.
 MIN_REMOTE_TOKEN_CHARS = 16
@@ -689,10 +705,13 @@ def check_api_token(token: str | None, host: str) -> None:
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
-def _openai_key(env: Mapping[str, str], base_url: str | None) -> str | None:
-    """The standard ``OPENAI_API_KEY``, for OpenAI's own API only."""
+def _standard_key(env: Mapping[str, str], provider: Provider, values: Mapping[str, Any]) -> str | None:
+    """The vendor's standard key variable (``OPENAI_API_KEY``), for the vendor's own API only."""
+    assert provider.standard_key and provider.base_url_setting
+    variable, api_host = provider.standard_key
+    base_url = values[provider.base_url_setting]
     host = (urlsplit(base_url).hostname or "") if base_url else ""
-    return (env.get("OPENAI_API_KEY") or "").strip() or None if host == OPENAI_API_HOST else None
+    return (env.get(variable) or "").strip() or None if host == api_host else None
 
 
 def redacted_url(url: str) -> str:
@@ -703,28 +722,30 @@ def redacted_url(url: str) -> str:
     return urlunsplit((scheme, "***@" + netloc.rsplit("@", 1)[1], path, query, fragment))
 
 
-def _require_openai(base_url: str | None, model: str | None, api_key: str | None = None) -> None:
-    missing = []
-    if not base_url:
-        missing.append("RAGBUS_OPENAI_BASE_URL (the server's API base, e.g. http://127.0.0.1:11434/v1 for "
-                       "Ollama, http://127.0.0.1:8080/v1 for llama.cpp's llama-server)")
-    elif urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).netloc:
-        raise ConfigError(f"RAGBUS_OPENAI_BASE_URL={redacted_url(base_url)!r} is not an http(s) URL; "
-                          "use e.g. http://127.0.0.1:11434/v1")
-    elif urlsplit(base_url).query or urlsplit(base_url).fragment or base_url.endswith(("?", "#")):
-        # requests would go to ".../v1?query/chat/completions", and a key in the query would be named
-        # wherever the server is (redacted_url drops only user:password)
+def require_provider(provider: Provider, values: Mapping[str, Any]) -> None:
+    """What the chosen provider's row requires (:class:`~shared.contract.providers.Required`), its API
+    base an http(s) URL without query or fragment, and its key never sent in clear text."""
+    missing = [f"{SETTING_BY_FIELD[r.setting].env} ({r.hint})" for r in provider.required if not values[r.setting]]
+    base_url = values[provider.base_url_setting] if provider.base_url_setting else None
+    if base_url:
+        variable = SETTING_BY_FIELD[provider.base_url_setting].env
         parts = urlsplit(base_url)
-        raise ConfigError(f"RAGBUS_OPENAI_BASE_URL={redacted_url(urlunsplit(parts[:3] + ('', '')))!r} carries a "
-                          "query or fragment; the API base is scheme, host and path (e.g. https://llm.example.com/v1), "
-                          "and a key goes in RAGBUS_OPENAI_API_KEY")
-    elif api_key and urlsplit(base_url).scheme == "http" and urlsplit(base_url).hostname not in _LOOPBACK_HOSTS:
-        raise ConfigError(f"RAGBUS_OPENAI_API_KEY would be sent in clear text to {redacted_url(base_url)}: "
-                          "use https for a server on another host (plain http only to 127.0.0.1/localhost)")
-    if not model:
-        missing.append("RAGBUS_OPENAI_MODEL (a model the server serves, e.g. llama3.2 for Ollama)")
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"{variable}={redacted_url(base_url)!r} is not an http(s) URL; "
+                              "use e.g. http://127.0.0.1:11434/v1")
+        if parts.query or parts.fragment or base_url.endswith(("?", "#")):
+            # requests would go to ".../v1?query/chat/completions", and a key in the query would be named
+            # wherever the server is (redacted_url drops only user:password)
+            raise ConfigError(f"{variable}={redacted_url(urlunsplit(parts[:3] + ('', '')))!r} carries a query or "
+                              "fragment; the API base is scheme, host and path (e.g. https://llm.example.com/v1), "
+                              f"and a key goes in {SETTING_BY_FIELD[provider.key_setting].env if provider.key_setting else 'its key setting'}")
+        if provider.key_setting and values[provider.key_setting] and parts.scheme == "http" \
+                and parts.hostname not in _LOOPBACK_HOSTS:
+            raise ConfigError(f"{SETTING_BY_FIELD[provider.key_setting].env} would be sent in clear text to "
+                              f"{redacted_url(base_url)}: use https for a server on another host (plain http only "
+                              "to 127.0.0.1/localhost)")
     if missing:
-        raise ConfigError("RAGBUS_LLM=openai needs: " + "; ".join(missing) + "; or use RAGBUS_LLM=local")
+        raise ConfigError(f"RAGBUS_LLM={provider.name} needs: " + "; ".join(missing) + "; or use RAGBUS_LLM=local")
 
 
 def require_gcp(settings: Settings) -> None:

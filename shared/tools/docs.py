@@ -25,10 +25,11 @@ class Generated:
     path: str  # relative to the repository
     name: str  # the markers are <!-- name:start --> and <!-- name:end -->; "" for a whole file
     render: Callable[[], str]
+    comment: str = "<!-- {} -->"  # how the file writes a marker ("# {}" in Terraform)
 
     @property
     def markers(self) -> tuple[str, str]:
-        return f"<!-- {self.name}:start -->", f"<!-- {self.name}:end -->"
+        return self.comment.format(f"{self.name}:start"), self.comment.format(f"{self.name}:end")
 
     def embedded(self, root: Path = ROOT) -> str:
         path = root / self.path
@@ -61,6 +62,7 @@ PARTS: tuple[Generated, ...] = (
     Generated("README.md", "file-kinds", kinds_table),
     Generated("docs/architecture.md", "file-kinds", kinds_table),
     Generated("infra/registry.tf", "", infra_registry.render),
+    Generated("infra/terraform.tfvars.example", "models", infra_registry.render_tfvars, comment="# {}"),
 )
 
 

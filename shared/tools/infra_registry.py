@@ -5,15 +5,18 @@ push subscription each, named ``<stage>.<topic>``, delivered to the function nam
 stage, or ``<stage>-<topic>`` for a stage that consumes several), every Cloud Function (its
 stage, entry point, trigger, what it publishes, its access and sizing) and the query stages. From
 :mod:`shared.contract.providers`: ``var.llm_provider`` and the values it accepts, and per
-provider the variables, secrets and project roles of the functions that call the model, plus
-the Terraform variables a provider declares for itself. A unit test fails when the file is stale.
+provider the variables, secrets and project roles of the functions that call the model, what
+the plan refuses (``provider_checks``: its required variables, a key sent over plain http, a call
+budget the model functions cannot hold; functions.tf's preconditions read it), plus the
+Terraform variables a provider declares for itself. A unit test fails when the file is stale.
+:func:`render_tfvars` writes terraform.tfvars.example's models section from the same rows.
 """
 
 from __future__ import annotations
 
 import json
 
-from shared.contract.providers import PROVIDERS
+from shared.contract.providers import PROVIDERS, Provider
 from shared.contract.topics import ALL_TOPICS
 from shared.runtime.stages import CONSUMERS, QUERY_STAGES, STAGES, Function, Stage, consumers_of
 
@@ -92,6 +95,49 @@ def _map(pairs, indent: str) -> str:
     return "{\n" + "\n".join(_attributes(pairs, indent + "  ")) + "\n" + indent + "}"
 
 
+#: The provider a deploy uses unless llm_provider says otherwise.
+DEFAULT_PROVIDER = "gemini"
+
+
+def _terraform_name(expression: str) -> str:
+    return expression.removeprefix("var.")
+
+
+def provider_checks(provider: Provider) -> list[tuple[str, str]]:
+    """What the plan refuses for ``provider``, as Terraform attributes (see the module docstring)."""
+    required = [r for r in provider.required if r.terraform]
+    ready = " && ".join(f'{r.terraform} != ""' for r in required) or "true"
+    names = " and ".join(_terraform_name(r.terraform) for r in required)
+    needs = f'llm_provider = "{provider.name}" needs {names}.' if required else ""
+    base_url = next((r.terraform for r in required if r.setting == provider.base_url_setting), None)
+    secret = next((expression for _, expression in provider.deploy_secrets), None)
+    clear_key = f'{secret} != "" && !startswith({base_url}, "https://")' if base_url and secret else "false"
+    budget = provider.call_budget
+    return [("ready", ready), ("needs", _string(needs)), ("clear_key", clear_key),
+            ("budget_s", budget.terraform_seconds() if budget else "0"),
+            ("budget", _string(f"{budget.timeouts} x {_terraform_name(budget.terraform)} + {budget.waits_s:g} s"
+                               if budget else ""))]
+
+
+def render_tfvars() -> str:
+    """terraform.tfvars.example's models section: the default provider's variables set, every
+    other provider's commented out."""
+    names = ", ".join(_string(p.name) for p in PROVIDERS)
+    lines = [f"# The model of the query loop: one of {names} (shared/contract/providers.py)."]
+    for p in sorted(PROVIDERS, key=lambda p: p.name != DEFAULT_PROVIDER):
+        rows = list(p.tfvars)
+        prefix = ""
+        if p.name == DEFAULT_PROVIDER:
+            rows.insert(0, ("llm_provider", _string(p.name), ""))
+        elif rows:
+            prefix = "# "
+            lines.append(f'# llm_provider = "{p.name}": {p.deploy_summary}:')
+        width = max((len(name) for name, _, _ in rows), default=0)
+        lines += [f"{prefix}{name.ljust(width)} = {value}" + (f" # {comment}" if comment else "")
+                  for name, value, comment in rows]
+    return "\n".join(lines) + "\n"
+
+
 def render() -> str:
     names = [p.name for p in PROVIDERS]
     quoted = ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
@@ -119,11 +165,17 @@ def render() -> str:
     lines += _attributes([(p.name, _map(p.deploy_secrets, "    ")) for p in PROVIDERS], "    ")
     lines += ["  }", "  provider_roles = {"]
     lines += _attributes([(p.name, _list(p.deploy_roles)) for p in PROVIDERS], "    ")
+    lines += ["  }", "",
+              "  # What the plan refuses per provider (functions.tf's preconditions): a required variable",
+              "  # left empty (ready, needs), its key's secret sent to a plain-http API base (clear_key), one",
+              "  # invocation's model use (budget_s, budget: its call budget) outlasting a model function.",
+              "  provider_checks = {"]
+    lines += _attributes([(p.name, _map(provider_checks(p), "    ")) for p in PROVIDERS], "    ")
     lines += ["  }", "}", "",
               'variable "llm_provider" {',
               f"  description = {_string('Language model of the query loop (RAGBUS_LLM), from the provider registry (shared/contract/providers.py): ' + '; '.join(f'{p.name!r}: {p.deploy_summary}' for p in PROVIDERS))}",
               "  type        = string",
-              '  default     = "gemini"',
+              f"  default     = {_string(DEFAULT_PROVIDER)}",
               "",
               "  validation {",
               f"    condition     = contains({_list(names)}, var.llm_provider)",

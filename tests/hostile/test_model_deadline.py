@@ -185,7 +185,7 @@ def test_a_megabyte_of_headers_is_refused_quickly():
 
 def test_a_300_mb_gemini_reply_is_refused_while_it_is_read(monkeypatch):
     from shared.adapters.gcp.gemini import GeminiLanguageModel
-    from shared.adapters.openai_compatible import MAX_REPLY_BYTES
+    from shared.adapters.http_model import MAX_REPLY_BYTES
     from tests.hostile.model_server import flood
 
     with model_server(default=flood(300 * 1024 * 1024)) as server:

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from shared.adapters.openai_compatible import MAX_REPLY_BYTES, OpenAICompatibleLanguageModel
+from shared.adapters.http_model import MAX_REPLY_BYTES
+from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
 from shared.contract.errors import RetryableError
 from shared.contract.ports import NumberedContext
 from shared.query.prompts import MAX_ANSWER_CHARS, MAX_ANSWER_SENTENCES, MAX_REPLY_CHARS

@@ -138,7 +138,7 @@ def test_the_gemini_budget_counts_every_attempt_and_backoff():
 
 
 def test_the_default_budgets_fit_every_model_function_and_plan_checks_the_same():
-    from shared.adapters import openai_compatible
+    from shared.contract.providers import PROVIDER_BY_NAME
 
     functions = _local("functions")
     model_timeouts = [int(f["timeout"]) for f in functions.values() if f["model"]]
@@ -146,12 +146,14 @@ def test_the_default_budgets_fit_every_model_function_and_plan_checks_the_same()
     gemini_default = _default("gemini_timeout_s")
     assert gemini_default == Settings().gemini_timeout_s
     assert all(retry_budget_s(gemini_default) < t for t in model_timeouts)
-    assert all(openai_compatible.retry_budget_s(_default("openai_timeout_s")) < t for t in model_timeouts)
+    openai_budget = PROVIDER_BY_NAME["openai"].call_budget
+    assert all(openai_budget.seconds(_default("openai_timeout_s")) < t for t in model_timeouts)
     body = _resource("google_cloudfunctions2_function", "function")
     conditions = " ".join(p["condition"] for p in body["lifecycle"][0]["precondition"])
-    assert "3 * var.gemini_timeout_s + 5 < each.value.timeout" in conditions
+    assert "local.provider_checks[var.llm_provider].budget_s < each.value.timeout" in conditions
+    assert _local("provider_checks")["gemini"]["budget_s"] == "${3 * var.gemini_timeout_s + 5}"
     for timeout in (10.0, 40.0, 47.0):  # the plan's formula is the code's
-        assert 3 * timeout + 5 == retry_budget_s(timeout)
+        assert PROVIDER_BY_NAME["gemini"].call_budget.seconds(timeout) == 3 * timeout + 5 == retry_budget_s(timeout)
 
 
 def test_the_functions_get_the_gemini_location_and_timeout():

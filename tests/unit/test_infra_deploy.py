@@ -198,14 +198,24 @@ def test_the_openai_settings_reach_the_functions_only_in_openai_mode():
 
 def test_plan_refuses_openai_without_a_server_a_model_or_with_a_key_in_clear_text():
     conditions = " ".join(p["condition"] for p in _preconditions())
-    assert 'var.llm_provider != "openai" || (var.openai_base_url != "" && var.openai_model != "")' in conditions
-    assert 'startswith(var.openai_base_url, "https://")' in conditions
-    assert "2 * var.openai_timeout_s + 20 < each.value.timeout" in conditions
+    # functions.tf applies each provider's checks, which registry.tf derives from its row
+    assert "${local.provider_checks[var.llm_provider].ready}" in conditions
+    assert "!local.provider_checks[var.llm_provider].clear_key" in conditions
+    assert "local.provider_checks[var.llm_provider].budget_s < each.value.timeout" in conditions
+    checks = _local("provider_checks")
+    assert set(checks) == set(PROVIDER_NAMES)
+    assert checks["openai"]["ready"] == '${var.openai_base_url != "" && var.openai_model != ""}'
+    assert 'startswith(var.openai_base_url, "https://")' in checks["openai"]["clear_key"]
+    assert "var.openai_api_key_secret" in checks["openai"]["clear_key"]
+    assert checks["openai"]["budget_s"] == "${2 * var.openai_timeout_s + 20}"
+    assert checks["gemini"]["budget_s"] == "${3 * var.gemini_timeout_s + 5}"
     # the model functions' timeouts leave room, at the default call time limit, for the model check
     # and one call, each up to the limit, and the clamped backoffs between the code's attempts
-    from shared.adapters import openai_compatible as oc
-    worst = 2 * _default("openai_timeout_s") + (oc.ATTEMPTS - 1) * oc.MAX_RETRY_AFTER_S
-    assert worst == 2 * _default("openai_timeout_s") + 20, "the precondition's 20 s no longer matches the code"
+    from shared.adapters import http_model
+    from shared.adapters.gcp import gemini
+    worst = 2 * _default("openai_timeout_s") + (http_model.ATTEMPTS - 1) * http_model.MAX_RETRY_AFTER_S
+    assert worst == 2 * _default("openai_timeout_s") + 20, "the row's 20 s no longer matches the code"
+    assert gemini.retry_budget_s(7.0) == 3 * 7.0 + 5, "the gemini row's budget no longer matches the code"
     functions = _local("functions")
     assert all(int(f["timeout"]) > worst for f in functions.values() if f["model"])
     url_rules = _validations("openai_base_url")
@@ -239,7 +249,6 @@ def test_the_openai_key_is_a_secret_only_the_model_functions_read():
     # only the chosen provider's secrets, only those given
     assert _local("model_secrets") == ('${{for name, secret in local.provider_secrets[var.llm_provider] : '
                                        'name => secret if secret != ""}}')
-    assert _local("openai_key_secret") == '${var.llm_provider == "openai" ? var.openai_api_key_secret : ""}'
     grant = _resource("google_secret_manager_secret_iam_member", "model_secret")
     assert grant["role"] == "roles/secretmanager.secretAccessor"
     assert grant["secret_id"] == "${each.value.secret}"

@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from shared.adapters.openai_compatible import BACKOFF_S, MAX_RETRY_AFTER_S, _retry_after
+from shared.adapters.http_model import BACKOFF_S, MAX_RETRY_AFTER_S, retry_after
 
 pytestmark = pytest.mark.unit
 
@@ -19,8 +19,8 @@ def _response(value):
     ("-1", BACKOFF_S), ("nan", BACKOFF_S), ("soon", BACKOFF_S), (None, BACKOFF_S),  # backoff, no crash
 ])
 def test_retry_after_is_read_and_bounded(value, wait):
-    assert _retry_after(_response(value), 1) == wait
+    assert retry_after(_response(value), 1) == wait
 
 
 def test_without_a_header_the_backoff_doubles():
-    assert _retry_after(None, 3) == BACKOFF_S * 4
+    assert retry_after(None, 3) == BACKOFF_S * 4

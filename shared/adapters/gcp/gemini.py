@@ -52,10 +52,11 @@ from shared.adapters.deadline_http import MAX_REPLY_BYTES, DeadlineTransport, on
 from shared.contract.config import (
     DEFAULT_GEMINI_MODEL,
     Settings,
-    require_call_budget,
+    require_provider_budget,
 )
 from shared.contract.errors import ConfigError, ModelUnusable, RetryableError
 from shared.contract.model_locations import model_id, served
+from shared.contract.providers import PROVIDER_BY_NAME
 from shared.contract.redaction import redact
 from shared.query.prompts import SYSTEM_INSTRUCTION, PromptedLanguageModel
 
@@ -170,11 +171,7 @@ def check_settings(settings: Settings, env: Mapping[str, str] | None = None) -> 
     """What :meth:`GeminiLanguageModel.from_settings` refuses, without a client (start-up checks):
     a retry budget the function cannot hold, a Vertex location that does not serve the model."""
     env = os.environ if env is None else env
-    require_call_budget(
-        settings, who="RAGBUS_LLM=gemini", budget_s=retry_budget_s(settings.gemini_timeout_s),
-        formula=f"{ATTEMPTS} attempts of RAGBUS_GEMINI_TIMEOUT_S={settings.gemini_timeout_s:g} s plus backoffs",
-        knob="RAGBUS_GEMINI_TIMEOUT_S",
-    )
+    require_provider_budget(settings, PROVIDER_BY_NAME["gemini"])  # retry_budget_s, as its row states it
     if not (env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")):
         check_location(settings.gemini_model, settings.gemini_location)
 
@@ -200,6 +197,8 @@ class GeminiLanguageModel(PromptedLanguageModel):
     ``location`` is where the model is served (a Vertex AI location, or "the Gemini API"),
     for messages.
     """
+
+    check_settings = staticmethod(check_settings)  # the registry's start-up check (Provider.check_settings)
 
     provider = "gemini"
     label = "Gemini"
