@@ -12,9 +12,9 @@ import re
 import hcl2
 import pytest
 
-from shared.contract.config import load_settings, require_gcp
+from shared.contract.config import SETTING_BY_FIELD, load_settings, require_gcp
 from shared.contract.errors import ConfigError
-from shared.contract.providers import PROVIDER_NAMES
+from shared.contract.providers import PROVIDER_BY_NAME, PROVIDER_NAMES
 from tests.unit.test_infra import (
     INFRA,
     _block,
@@ -168,8 +168,9 @@ def test_openai_is_a_provider_infra_accepts():
     assert "openai" in providers and providers == set(PROVIDER_NAMES)
     # the same the code accepts: anything else fails there too
     for provider in providers:
-        env = {"RAGBUS_LLM": provider, "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1",
-               "RAGBUS_OPENAI_MODEL": "m"}
+        row = PROVIDER_BY_NAME[provider]
+        env = {"RAGBUS_LLM": provider, **{SETTING_BY_FIELD[r.setting].env: "https://llm.example.com/v1"
+                                          if r.setting == row.base_url_setting else "m" for r in row.required}}
         assert load_settings(env).llm_provider == provider
     with pytest.raises(ConfigError, match="RAGBUS_LLM"):
         load_settings({"RAGBUS_LLM": "no-such-provider"})
