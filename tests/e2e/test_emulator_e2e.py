@@ -164,6 +164,7 @@ def _questions(home: Path, gateway: str) -> None:
     assert record["citations"] and all(c["title"] and c["url"] and c["document_id"] for c in record["citations"])
     assert record["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
     assert "[1]" in record["answer"]
+    _feedback(home, gateway, record["id"])
 
     status, record = _post(gateway, {"query": UNANSWERABLE, "wait_s": 90})
     assert status == 200 and record["outcome"] == "not_answerable"
@@ -175,6 +176,23 @@ def _questions(home: Path, gateway: str) -> None:
     assert asked["outcome"] == "answered"
     assert asked["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
     _conversations(gateway)
+
+
+def _feedback(home: Path, gateway: str, query_id: str) -> None:
+    """A rating through the gateway function, kept in Firestore; `ragbus feedback` and `stats` on the same state."""
+    request = urllib.request.Request(
+        f"{gateway}/v1/queries/{query_id}/feedback", method="POST",
+        data=json.dumps({"rating": "down", "comment": "wrong <b>page</b>", "wrong_citations": [1]}).encode(),
+        headers={"Content-Type": "application/json", "X-Ragbus-Client": "page-e2e"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert json.loads(response.read()) == {"query_id": query_id, "rating": "down", "replaced": False,
+                                               "up": 0, "down": 1}
+    with urllib.request.urlopen(f"{gateway}/v1/queries/{query_id}", timeout=30) as response:
+        (kept,) = json.loads(response.read())["feedback"]
+    assert (kept["rating"], kept["comment"], kept["wrong_citations"]) == ("down", "wrong <b>page</b>", [1])
+    rated = json.loads(run_cli(home, "feedback", query_id[:10], "up", "--comment", "fine after all", "--json").stdout)
+    assert rated == {"query_id": query_id, "rating": "up", "replaced": False, "up": 1, "down": 1}
+    assert cli_json(home, "stats")["feedback"]["by_outcome"]["answered"] == {"up": 1, "down": 1}
 
 
 def _conversations(gateway: str) -> None:

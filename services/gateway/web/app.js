@@ -22,6 +22,9 @@
   let refreshTimer = null;
   // The conversation the next question continues (null: the next question starts one).
   let conversationId = null;
+  // The answer the feedback form rates, and the rating chosen for it.
+  let feedbackFor = null;
+  let chosenRating = null;
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -265,6 +268,7 @@
     renderTimeRead(record.time_filter);
     renderFallbacks(record.fallbacks || []);
     renderAnswer(record.answer || "", record.citations || []);
+    if (record.id !== feedbackFor) resetFeedback(record);
     loadTrace(record.id);
     if (record.conversation_id && record.conversation_id === conversationId) loadThread();
   }
@@ -327,8 +331,114 @@
         el("p", { class: "turn-links" }, `${outcome} · `,
           el("a", { href: link.pathname + link.search + link.hash, class: "turn-trace" }, "stages and trace"),
           (turn.citations || []).length
-            ? ` · ${turn.citations.length} ${turn.citations.length === 1 ? "source" : "sources"}` : ""));
+            ? ` · ${turn.citations.length} ${turn.citations.length === 1 ? "source" : "sources"}` : ""),
+        ended ? turnThumbs(turn.query_id, n + 1) : null);
     }));
+  }
+
+  // Every answer of the thread can be rated in one click; the form below the answer adds a comment.
+  function turnThumbs(queryId, number) {
+    const said = el("span", { class: "turn-rated", role: "status" });
+    const thumb = (rating, symbol, word) => {
+      const button = el("button", { type: "button", class: "secondary turn-rate", "data-rating": rating,
+        "aria-label": `Rate answer ${number} ${word}`, title: `The answer was ${word}` }, symbol);
+      button.addEventListener("click", async () => {
+        const result = await sendFeedback(queryId, { rating });
+        said.textContent = result.ok ? ` rated ${rating}` : ` ${result.error}`;
+      });
+      return button;
+    };
+    return el("p", { class: "turn-thumbs" }, "Was it right? ", thumb("up", "✓ right", "right"), thumb("down", "✗ wrong", "wrong"),
+      said);
+  }
+
+  // ------------------------------------------------------------- feedback
+
+  // Who rates: a random id this browser keeps, so a second rating of an answer replaces the first.
+  function clientId() {
+    let id = null;
+    try { id = window.localStorage.getItem("ragbus-client"); } catch (_) { /* storage blocked */ }
+    if (!id || !/^page-[0-9a-f]{32}$/.test(id)) {
+      const bytes = new Uint8Array(16);
+      window.crypto.getRandomValues(bytes);
+      id = "page-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+      try { window.localStorage.setItem("ragbus-client", id); } catch (_) { /* a rating per page load then */ }
+    }
+    return id;
+  }
+
+  async function sendFeedback(queryId, body) {
+    let response;
+    try {
+      response = await fetch(`/v1/queries/${encodeURIComponent(queryId)}/feedback`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-Ragbus-Client": clientId() },
+        body: JSON.stringify(body),
+      });
+    } catch (err) {
+      return { ok: false, error: `Could not reach the gateway: ${err.message}` };
+    }
+    if (!response.ok) return { ok: false, error: await readError(response) };
+    return { ok: true, body: await response.json() };
+  }
+
+  function resetFeedback(record) {
+    feedbackFor = record.id;
+    chosenRating = null;
+    for (const id of ["rate-up", "rate-down"]) $(id).setAttribute("aria-pressed", "false");
+    $("feedback-details").hidden = true;
+    $("feedback-comment").value = "";
+    $("feedback-expected").value = "";
+    $("feedback-status").textContent = "";
+    $("feedback-comment-shown").textContent = "";
+    $("feedback-comment-shown").hidden = true;
+    $("feedback-error").textContent = "";
+    $("feedback-error").hidden = true;
+    const citations = record.citations || [];
+    $("feedback-citations").hidden = citations.length === 0;
+    $("feedback-citation-list").replaceChildren(...citations.map((c) => el("label", {},
+      el("input", { type: "checkbox", name: "wrong_citations", value: c.id, "data-cite": c.id }),
+      `[${c.id}] ${c.title || c.url || ""}`)));
+  }
+
+  function feedbackError(text) {
+    $("feedback-error").textContent = text;
+    $("feedback-error").hidden = !text;
+  }
+
+  // A thumb rates at once; the details (comment, wrong citations, right answer) go with "Send feedback".
+  async function rate(rating) {
+    if (!feedbackFor) return;
+    chosenRating = rating;
+    $("rate-up").setAttribute("aria-pressed", String(rating === "up"));
+    $("rate-down").setAttribute("aria-pressed", String(rating === "down"));
+    $("feedback-details").hidden = false;
+    feedbackError("");
+    const result = await sendFeedback(feedbackFor, { rating });
+    if (!result.ok) { feedbackError(result.error); return; }
+    $("feedback-status").textContent = `Thanks: rated ${rating === "up" ? "right" : "wrong"}. ` +
+      "Add a comment below if you like.";
+  }
+
+  async function submitFeedback(event) {
+    event.preventDefault();
+    if (!feedbackFor || !chosenRating) { feedbackError("Choose Right or Wrong first."); return; }
+    const body = { rating: chosenRating };
+    const comment = $("feedback-comment").value.trim();
+    const expected = $("feedback-expected").value.trim();
+    const wrong = Array.from(document.querySelectorAll('#feedback-citation-list input:checked'),
+      (box) => Number(box.value));
+    if (comment) body.comment = comment;
+    if (expected) body.expected = expected;
+    if (wrong.length) body.wrong_citations = wrong;
+    feedbackError("");
+    const result = await sendFeedback(feedbackFor, body);
+    if (!result.ok) { feedbackError(result.error); return; }
+    $("feedback-status").textContent = `Feedback sent: rated ${chosenRating === "up" ? "right" : "wrong"}` +
+      (wrong.length ? `, citation ${wrong.map((n) => `[${n}]`).join(" ")} wrong.` : ".");
+    // what was kept, shown as the text it is (a comment is never markup)
+    $("feedback-comment-shown").textContent = comment ? `Your comment: ${comment}` : "";
+    $("feedback-comment-shown").hidden = !comment;
   }
 
   function newConversation() {
@@ -597,6 +707,9 @@
     $("ask-form").addEventListener("submit", ask);
     $("search-only").addEventListener("click", searchOnly);
     $("new-conversation").addEventListener("click", newConversation);
+    $("rate-up").addEventListener("click", () => rate("up"));
+    $("rate-down").addEventListener("click", () => rate("down"));
+    $("feedback-form").addEventListener("submit", submitFeedback);
     $("question").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("ask-form").requestSubmit();
     });
