@@ -58,6 +58,7 @@ from shared.query.grading import (
     parse_transformation,
     strip_model_directives,
 )
+from shared.query.plain_answer import plain_answer_text
 from shared.query.reading.language import NAMES as LANGUAGE_NAMES
 
 TRANSFORM_TEMPERATURE = 0.3
@@ -322,10 +323,17 @@ def clean_model_sentence(text: Any) -> str | None:
     return text
 
 
+def _shown_text(text: Any) -> str:
+    """What a model wrote, as every surface may show it: escape sequences, control characters,
+    secrets and markup (tags, images, links: :func:`~shared.query.plain_answer.plain_answer_text`)
+    removed, whitespace collapsed."""
+    return " ".join(plain_answer_text(redact(plain(text))).split()) if isinstance(text, str) else ""
+
+
 def clean_model_line(text: Any) -> str:
-    """A query, reasoning or aspect a model wrote: escape sequences and control characters
+    """A query, reasoning or aspect a model wrote: escape sequences, control characters and markup
     removed, whitespace collapsed ("" when nothing is left, or when it gives orders)."""
-    line = " ".join(redact(plain(text)).split()) if isinstance(text, str) else ""
+    line = _shown_text(text)
     return "" if not line or strip_model_directives(line)[1] or _SHELL_ORDER.search(line) else line
 
 
@@ -334,14 +342,14 @@ def clean_transformation(result: Transformation) -> Transformation:
     part; a sub-query giving orders is dropped, and so is a rewrite, which then falls back)."""
     subs = [line for line in (clean_model_line(q) for q in result.sub_queries) if line]
     return replace(result, rewritten=clean_model_line(result.rewritten), sub_queries=subs,
-                   reasoning=" ".join(redact(plain(result.reasoning)).split()))
+                   reasoning=_shown_text(result.reasoning))
 
 
 def clean_grade(grade: Grade) -> Grade:
     """A grade whose reasoning and missing aspects are clean text (the record stores and the
     page, the API and the CLI show them; the aspects feed the next query)."""
     aspects = [line for line in (clean_model_line(a) for a in grade.missing_aspects) if line]
-    return replace(grade, reasoning=" ".join(redact(plain(grade.reasoning)).split()), missing_aspects=aspects)
+    return replace(grade, reasoning=_shown_text(grade.reasoning), missing_aspects=aspects)
 
 
 def _citation(value: Any) -> int | None:

@@ -249,3 +249,32 @@ def test_the_cli_shows_plain_text(planted):
     shown = run_cli(Path(env["RAGBUS_HOME"]), "ask", QUESTION, timeout=300, **extra)
     assert "512 KB" in shown.stdout, shown.stdout + shown.stderr[-2000:]
     assert_plain(shown.stdout, "ragbus ask")
+
+
+def test_what_a_steered_model_writes_beside_the_answer_is_plain_too():
+    """The rewrite, its sub-queries, the grade's reasoning and missing aspects are shown on the page,
+    the CLI, the record and the SSE events: a steered model's markup is removed from them as well."""
+    from datetime import date
+
+    from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
+    from shared.contract.ports import NumberedContext
+    from tests.hostile.model_server import MODEL, answer, model_server
+
+    with model_server() as server:
+        llm = OpenAICompatibleLanguageModel(server.url, MODEL, timeout_s=10)
+        try:
+            server.then(answer(json.dumps({
+                "rewritten": f'blimp buffer size <img src="http://{LEAK}/q">',
+                "sub_queries": [f"[blimp](javascript:alert(1)) node size ![i](http://{LEAK}/s)"],
+                "reasoning": "<script>fetch('http://x')</script>expanded [here](http://h/phish)"})))
+            rewrite = llm.transform(QUESTION, today=date(2026, 11, 28))
+            server.then(answer(json.dumps({
+                "score": 0.4, "relevance": 0.5, "completeness": 0.3, "grounded": True, "answerable": True,
+                "reasoning": f'weak <iframe src="http://{LEAK}/g"></iframe>', "missing_aspects": [
+                    f"<b onmouseover=alert(1)>node</b> count ![x](http://{LEAK}/a)"]})))
+            grade = llm.grade(QUESTION, [NumberedContext(1, SOURCE, "The blimp buffer is 512 KB.")])
+        finally:
+            llm.close()
+    assert rewrite.rewritten == "blimp buffer size" and rewrite.sub_queries == ["blimp node size"]
+    assert rewrite.reasoning == "expanded here" and grade.reasoning == "weak"
+    assert grade.missing_aspects == ["node count"]

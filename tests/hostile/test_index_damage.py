@@ -364,5 +364,7 @@ def test_a_segment_is_read_whole_once_per_change_and_damage_that_hides_its_time_
     try:
         assert _ranking(again) == expected["hybrid"]  # the NaN scores sent the search to check it whole
         assert again.damage()[folder.name]["file"] == str(vectors)
+        again.maintain()
+        assert again.damage() == {}
     finally:
         again.close()
