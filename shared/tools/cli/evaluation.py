@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from shared.contract import state_collections
 from shared.contract.errors import RagbusError
 from shared.contract.providers import PROVIDER_NAMES
 from shared.observability.terminal_text import markup, plain
@@ -37,35 +38,64 @@ def eval_command(
     query_timeout: Annotated[float, typer.Option(
         help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,
     check: Annotated[bool, typer.Option(
-        "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets (realdocs: issue 20's) "
-        "(default: report only, exit 0).")] = False,
+        "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets (realdocs: issue 20's; a "
+        "feedback dataset: when an up-rated answer changed) (default: report only, exit 0).")] = False,
     out: Annotated[Path | None, typer.Option(
         help="Where the JSON results go (default: docs/eval_results.json for the full run with every option at "
         "its default, as `make eval` makes it; <cache>/eval_results.json for any other run, so a sample does not "
-        "overwrite the committed figures; realdocs: docs/eval_realdocs.json and <cache>/eval_realdocs.json).")] = None,
+        "overwrite the committed figures; realdocs: docs/eval_realdocs.json and <cache>/eval_realdocs.json; a "
+        "feedback dataset: <cache>/eval_feedback.json; with --from-feedback, the dataset written).")] = None,
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
     dataset: Annotated[str, typer.Option(
         help="fitz-gov (synthetic cases), realdocs (real package documentation in the repo, issue 20's targets; "
         "--sample N asks N of its questions), conversations (follow-up dialogues, issue 24), realtext (real text "
-        "of five genres, issue 36's targets; --part dev or test) or the path of a folder laid out as a realtext "
-        "part.")] = "fitz-gov",
+        "of five genres, issue 36's targets; --part dev or test), the path of a folder laid out as a realtext "
+        "part, or a file --from-feedback wrote (or a folder holding feedback.jsonl): its rated questions asked again, "
+        "counting the down-rated answers that change and the up-rated ones that stay the same.")] = "fitz-gov",
     part: Annotated[str | None, typer.Option(
         help="realtext: the part asked, dev (the writers' dev folders and the realdocs set) or test (sealed); "
         "no default: --dataset realtext needs one.")] = None,
     kind: Annotated[list[str] | None, typer.Option(
         help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss (default: every kind).")] = None,
     show_failures: Annotated[bool, typer.Option(
-        "--show-failures", help="realdocs and conversations: print every failed question with its answer and the expected keys.")] = False,
+        "--show-failures", help="realdocs and conversations: print every failed question with its answer and the expected keys "
+        "(a feedback dataset: every case, then and now).")] = False,
     reuse_ingest: Annotated[bool, typer.Option(
         "--reuse-ingest", help="realdocs, realtext and conversations: keep the ingested documents under <cache>/<dataset>-home "
         "and reuse them "
         "(fast runs while changing the query side; drop it after changing cleaning, chunking or indexing).")] = False,
+    from_feedback: Annotated[bool, typer.Option(
+        "--from-feedback", help="Export the rated queries of the data directory as a dataset (JSON Lines: question, "
+        "answer, outcome, citations, rating, comment, expected) to --out (default: <cache>/feedback.jsonl); "
+        "`--dataset FILE` (or a folder holding feedback.jsonl) asks them again.")] = False,
 ) -> None:
     r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]'),
     or on the real-text development set (--dataset realdocs).
 
     Ends with issue 11's targets (fitz-gov, held-out split) or issue 20's (realdocs) and whether each is met.
     """
+    if from_feedback or _is_feedback_path(dataset):
+        chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
+                  "slice_queries": slice_queries, "split": split, "kind": kind or None, "part": part,
+                  "reuse_ingest": reuse_ingest, "provider_sample": provider_sample or None}
+        defaults = inspect.signature(eval_command).parameters
+        changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in chosen.items()
+                   if value != defaults[name].default and value is not None]
+        if from_feedback and dataset != defaults["dataset"].default:
+            changed.append("--dataset")
+        if from_feedback and (check or show_failures):
+            changed += ["--check"] * check + ["--show-failures"] * show_failures
+        if changed or providers.strip().lower() not in ("auto", "local"):
+            what = "--from-feedback" if from_feedback else "a feedback dataset"
+            raise fail(f"{', '.join(changed) or '--providers ' + providers} do not apply to {what} (it "
+                       + ("exports the rated queries)" if from_feedback else "asks its rated questions again in the "
+                          "data directory's own documents)"))
+        if from_feedback:
+            _export_feedback(out or cache / "feedback.jsonl")
+        else:
+            _eval_feedback(Path(dataset), show_failures=show_failures, query_timeout=query_timeout, check=check,
+                           out=out or cache / "eval_feedback.json")
+        return
     if part is not None and dataset != "realtext":
         raise fail(f"--part applies to --dataset realtext only, not {dataset!r}")
     if dataset == "realtext" or (dataset not in ("realdocs", "conversations", "fitz-gov") and Path(dataset).is_dir()):
@@ -99,13 +129,66 @@ def eval_command(
                             check=check, out=out, cache=cache, providers=providers)
         return
     if dataset != "fitz-gov":
-        raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs, conversations, realtext or a folder")
+        raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs, conversations, realtext or a folder (or a file "
+                   "--from-feedback wrote)")
     if kind or show_failures or reuse_ingest:
         raise fail("--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only (the last two also to "
                     "conversations)")
     _eval_fitz_gov(sample=sample, abstain_sample=abstain_sample, ablations=ablations, slice_queries=slice_queries,
                    split=split, providers=providers, provider_sample=provider_sample, query_timeout=query_timeout,
                    check=check, out=out, cache=cache)
+
+
+def _is_feedback_path(dataset: str) -> bool:
+    """A file (what --from-feedback wrote), or a folder holding feedback.jsonl: not a named dataset."""
+    from shared.tools.eval.feedback import is_feedback_dataset
+
+    return dataset not in ("fitz-gov", "realdocs", "conversations", "realtext") and is_feedback_dataset(Path(dataset))
+
+
+def _export_feedback(out: Path) -> None:
+    from shared.tools.cli.session import open_session
+    from shared.tools.eval.feedback import export_cases, write_cases
+
+    session = open_session()
+    cases = export_cases(session.deps.state.list(state_collections.QUERIES))
+    write_cases(cases, out)
+    down = sum(c["rating"] == "down" for c in cases)
+    err.print(f"wrote {len(cases)} rated queries ({len(cases) - down} up, {down} down) to {markup(out)}; "
+              f"`ragbus eval --dataset {markup(out)}` asks them again")
+    if not cases:
+        err.print(Text("no query is rated yet: rate answers with `ragbus feedback ID up|down`, /up and /down in "
+                       "`ragbus chat`, the page or POST /v1/queries/{id}/feedback", style="yellow"), soft_wrap=True)
+
+
+def _eval_feedback(path: Path, *, show_failures: bool, query_timeout: float, check: bool, out: Path) -> None:
+    from shared.query.api import submit_query, wait_for_query
+    from shared.tools.cli.session import open_session
+    from shared.tools.eval import feedback
+
+    try:
+        cases = feedback.load_cases(path)
+    except RagbusError as exc:
+        raise fail(str(exc)) from None
+    session = open_session(changes=True)
+
+    def ask(case: dict[str, Any]):
+        record = submit_query(session.deps, case["question"], field="question", filters=case.get("filters"),
+                              timeout_s=query_timeout)
+        return wait_for_query(session.deps, record.id, query_timeout + 5)
+
+    with session.stages():
+        results = feedback.run_cases(cases, ask, progress=lambda msg: err.print(plain(msg), markup=False))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    console.print(plain(feedback.markdown(results, show_failures=show_failures)), markup=False, highlight=False,
+                  soft_wrap=True)
+    err.print(f"wrote {markup(out)}")
+    changed = feedback.regressions(results)
+    if check and changed:
+        err.print(Text.assemble(("up-rated answers that changed: ", "bold red"), plain(", ".join(changed))),
+                  soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _eval_fitz_gov(*, sample: int, abstain_sample: int, ablations: bool, slice_queries: int | None, split: str,
