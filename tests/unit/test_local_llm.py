@@ -218,3 +218,13 @@ def test_the_per_text_caches_of_the_query_path_stay_bounded():
             cached(f"Passage {n} explains saturation of term frequency.")
         info = cached.cache_info()
         assert info.maxsize == size and info.currsize == size
+
+
+def test_a_question_with_content_words_is_searched_without_feedback_terms():
+    # issue 36.5: two corpus words appended to every question ("...? speed less") did not help retrieval
+    # on the development part (bench/feedback_terms.py); only a question with no content of its own gets them
+    llm, _ = _model()
+    asked = "How does BM25 rank documents?"
+    assert llm.transform(asked, today=date(2026, 3, 14)).rewritten == asked
+    date_only = llm.transform("What's new today?", today=date(2026, 3, 14)).rewritten
+    assert date_only.startswith("What's new today? March 2026") and len(date_only.split()) > 5
