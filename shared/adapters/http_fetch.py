@@ -43,6 +43,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from shared.contract.config import Settings
 from shared.contract.errors import FetchRefused, InvalidInput, PermanentError, RetryableError
 from shared.contract.ports import FetchResult
 from shared.ingest.url_guard import IPAddress, Resolver, check_url
@@ -221,6 +222,14 @@ class SafeFetcher:
             limits=httpx.Limits(max_keepalive_connections=0),
         )
 
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SafeFetcher:
+        """The fetcher the ``RAGBUS_FETCH_*`` settings describe (and ``--allow-loopback``)."""
+        return cls(allow_loopback=settings.allow_loopback, timeout_s=settings.fetch_timeout_s,
+                   max_bytes=settings.fetch_max_bytes, retries=settings.fetch_retries,
+                   max_redirects=settings.fetch_max_redirects, total_deadline_s=settings.fetch_deadline_s,
+                   host_concurrency=settings.fetch_host_concurrency, host_rate=settings.fetch_host_rate)
     def close(self) -> None:
         self._client.close()
 

@@ -12,10 +12,15 @@ so that a poll reads it whole instead of taking a 304 for "nothing to do".
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from shared.contract import state_collections
 from shared.contract.ports import Doc, StateStore
 from shared.ingest import processed_items
 from shared.ingest.listings import listing_key
+
+log = logging.getLogger("ragbus.runtime")
 
 
 def resend_all(state: StateStore) -> int:
@@ -43,3 +48,16 @@ def resend_all(state: StateStore) -> int:
         state.delete(state_collections.DOCUMENTS, document["document_id"])
     return len(documents)
 
+
+def resend_if_index_lost(index: Any, state: StateStore) -> Any:
+    """``index``, after marking every document to be sent again when it was found new (its
+    ``started_new``: its file damaged and set aside, emptied or deleted) while the state store lists
+    indexed documents, so the next poll and ingest rebuild it instead of calling them unchanged."""
+    if not getattr(index, "started_new", False) or not state.count(state_collections.DOCUMENTS):
+        return index
+    count = resend_all(state)
+    aside = f" (the damaged file is kept as {index.set_aside})" if getattr(index, "set_aside", None) else ""
+    log.warning("the index at %s is new but the state store listed %d indexed document(s)%s; they are marked to "
+                "be sent again: `ragbus poll` re-reads every feed and sitemap, and `ragbus ingest` on the same "
+                "files sends them again (serve re-polls by itself)", getattr(index, "path", "?"), count, aside)
+    return index

@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 from shared.adapters.local.processes import process_alive
 from shared.adapters.local.sqlite import SqliteDatabase
+from shared.contract.config import Settings
 from shared.contract.messages import Message, encode
 
 _SCHEMA = """
@@ -119,6 +120,14 @@ class SqliteBus:
         self._wakes = 0  # wake_waiters calls (a stopping runtime)
         if subscriptions:
             self.ensure_subscriptions(subscriptions)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, subscriptions: Mapping[str, str]) -> SqliteBus:
+        """The bus under ``settings.home`` with its redelivery settings (``RAGBUS_MAX_DELIVERY_ATTEMPTS``,
+        ``RAGBUS_ACK_DEADLINE_S``, ``RAGBUS_RETRY_*_BACKOFF_S``), ``subscriptions`` created."""
+        return cls(settings.bus_path, subscriptions, RetrySettings(
+            max_attempts=settings.max_delivery_attempts, ack_deadline_s=settings.ack_deadline_s,
+            min_backoff_s=settings.retry_min_backoff_s, max_backoff_s=settings.retry_max_backoff_s))
 
     # ------------------------------------------------------------ set-up
 

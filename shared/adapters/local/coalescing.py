@@ -94,3 +94,10 @@ class CoalescingEmbedder:
             raise request.error
         assert request.vectors is not None
         return request.vectors
+
+
+def packaged_embedder() -> Embedder:
+    """The packaged all-MiniLM-L6-v2 (ONNX, offline), its concurrent callers' texts batched."""
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+
+    return CoalescingEmbedder(OnnxMiniLMEmbedder())

@@ -113,6 +113,15 @@ def opened_here(path: Path) -> bool:
         return path.resolve() in _WRITE_LOCKS
 
 
+def file_lost(path: Path) -> bool:
+    """Whether the database at ``path`` is missing, empty or visibly broken (a look at its header,
+    no SQLite call; the database itself checks properly when it opens)."""
+    try:
+        return path.stat().st_size == 0 or shortfall(path) is not None
+    except FileNotFoundError:
+        return True
+
+
 def shortfall(path: Path) -> str | None:
     """Why the file at ``path`` is visibly not a whole SQLite database, from its 100-byte header
     alone (no SQLite call): not one at all, or shorter than the pages its header counts (a

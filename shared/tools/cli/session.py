@@ -14,7 +14,7 @@ from rich.text import Text
 from shared.contract.config import Settings, is_set, load_settings
 from shared.contract.deps import Deps
 from shared.contract.errors import RagbusError
-from shared.runtime.bootstrap import LocalSystem, build_deps, build_local
+from shared.runtime.bootstrap import LocalSystem, build_runtime
 from shared.runtime.local import LocalRuntime
 from shared.runtime.readiness import require_ready
 from shared.runtime.stages import CONSUMERS, Consumer
@@ -71,9 +71,14 @@ def open_session(allow_loopback: bool = False, *, embedded_only: str | None = No
         settings = settings.with_(allow_loopback=True)
     if changes:
         announce_data(settings)
-    if settings.runtime == "local":
-        system = build_local(settings)
-        return Session(settings, system.deps, system)
+    if settings.runtime != "local":
+        check_cloud_session(settings, embedded_only)
+    runtime = build_runtime(settings)
+    return Session(settings, runtime.deps, runtime.local)
+
+
+def check_cloud_session(settings: Settings, embedded_only: str | None) -> None:
+    """Refuse a command that runs only embedded, and emulators that do not answer."""
     if embedded_only:
         raise RagbusError(
             f"`ragbus {embedded_only}` runs the embedded runtime; unset RAGBUS_RUNTIME (it is {settings.runtime!r})"
@@ -83,7 +88,6 @@ def open_session(allow_loopback: bool = False, *, embedded_only: str | None = No
     if unreachable := unreachable_emulators(os.environ):
         raise fail("; ".join(unreachable) + "; start the emulators (`ragbus up --emulators` does), or unset "
                     "the variable to use Google Cloud itself")
-    return Session(settings, build_deps(settings), None)
 
 
 def where_data_is(settings: Settings) -> str:
