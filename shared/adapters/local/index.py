@@ -573,20 +573,20 @@ class HybridIndex:
         ``damaged/`` (kept for a look, never read again): maintenance then writes the segment anew
         from chunks.db, and until it has, :meth:`damage` names it (``/readyz`` says degraded)."""
         folder = self._segments_dir / name
-        if name in self._damaged:
-            return
         file = str(exc.path) if isinstance(exc, SegmentDamaged) else str(getattr(exc, "filename", None) or folder)
         why = exc.why if isinstance(exc, SegmentDamaged) else f"unreadable ({exc})"
         aside = ""
-        if folder.exists():
-            target = self.path / "damaged" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                folder.rename(target)
-                aside = str(target)
-            except OSError as move:
-                log.warning("could not set the damaged index segment %s aside: %s", folder, move)
-        with self._damaged_lock:
+        with self._damaged_lock:  # two searches tripping on one segment at once: set aside once
+            if name in self._damaged:
+                return
+            if folder.exists():
+                target = self.path / "damaged" / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{time.monotonic_ns()}"
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    folder.rename(target)
+                    aside = str(target)
+                except OSError as move:
+                    log.warning("could not set the damaged index segment %s aside: %s", folder, move)
             self._damaged[name] = {"file": file, "reason": why, "set_aside": aside, "answering": True}
             if not folder.exists():
                 self._moved.add(name)  # a complete folder of this name later is the segment written anew
