@@ -278,3 +278,43 @@ def serving_documents(env: dict[str, str], docs: Path) -> Iterator[Any]:
             yield server
         finally:
             server.stop()
+
+
+def metric_points(name: str, record: Callable[[], None]) -> list[Any]:
+    """The data points of the metric ``name`` after ``record()`` (which calls shared.observability.metrics),
+    read from a meter provider of this call's own (the process's global one may be another test's)."""
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    import shared.observability.metrics as instruments
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    instruments._instruments.cache_clear()
+    original = metrics.get_meter
+    try:
+        metrics.get_meter = lambda meter, *a, **k: provider.get_meter(meter)
+        record()
+        data = reader.get_metrics_data()
+        return [p for rm in data.resource_metrics for sm in rm.scope_metrics for metric in sm.metrics
+                if metric.name == name for p in metric.data.data_points]
+    finally:
+        metrics.get_meter = original
+        instruments._instruments.cache_clear()
+
+
+@contextmanager
+def gateway_on(home: Path) -> Iterator[tuple[Any, Any]]:
+    """The embedded runtime's ports on ``home`` (no stages running) and its gateway served on 127.0.0.1:
+    ``(server, deps)``, stopped afterwards."""
+    from services.gateway.server import serve
+    from shared.contract.config import load_settings
+    from shared.runtime.bootstrap import build_local
+
+    deps = build_local(load_settings({"RAGBUS_HOME": str(home)})).deps
+    server = serve(deps, "127.0.0.1", 0)
+    try:
+        yield server, deps
+    finally:
+        server.stop()

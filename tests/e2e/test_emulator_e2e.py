@@ -61,6 +61,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.timeout(600)  # the whole topology: 273 s on a shared machine at load 24, past the default 300
 def test_up_ingest_ask_over_http_down(tmp_path, monkeypatch):
     home = tmp_path / "home"
     refused = run_cli(home, "up", check=False)
@@ -179,7 +180,7 @@ def _questions(home: Path, gateway: str) -> None:
 
 
 def _feedback(home: Path, gateway: str, query_id: str) -> None:
-    """A rating through the gateway function, kept in Firestore; `ragbus feedback` and `stats` on the same state."""
+    """A rating through the gateway function, kept in Firestore; `ragbus feedback` on the same state."""
     request = urllib.request.Request(
         f"{gateway}/v1/queries/{query_id}/feedback", method="POST",
         data=json.dumps({"rating": "down", "comment": "wrong <b>page</b>", "wrong_citations": [1]}).encode(),
@@ -192,7 +193,6 @@ def _feedback(home: Path, gateway: str, query_id: str) -> None:
     assert (kept["rating"], kept["comment"], kept["wrong_citations"]) == ("down", "wrong <b>page</b>", [1])
     rated = json.loads(run_cli(home, "feedback", query_id[:10], "up", "--comment", "fine after all", "--json").stdout)
     assert rated == {"query_id": query_id, "rating": "up", "replaced": False, "up": 1, "down": 1}
-    assert cli_json(home, "stats")["feedback"]["by_outcome"]["answered"] == {"up": 1, "down": 1}
 
 
 def _conversations(gateway: str) -> None:

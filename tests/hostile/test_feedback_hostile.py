@@ -8,25 +8,19 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from services.gateway.server import serve
 from shared.contract import state_collections
-from shared.contract.config import load_settings
 from shared.query import api
 from shared.query.feedback import MAX_COMMENT_CHARS, RATINGS_PER_MINUTE
 from shared.query.record import QueryRecord
-from shared.runtime.bootstrap import build_local
+from tests.support import gateway_on
 
 pytestmark = pytest.mark.hostile
 
 
 @pytest.fixture
-def gateway(tmp_path):
-    deps = build_local(load_settings({"RAGBUS_HOME": str(tmp_path / "home")})).deps
-    server = serve(deps, "127.0.0.1", 0)
-    try:
-        yield server, deps
-    finally:
-        server.stop()
+def gateway(tmp_path):  # one per test: the rate bound counts from zero in each
+    with gateway_on(tmp_path / "home") as served:
+        yield served
 
 
 def answered(deps) -> str:

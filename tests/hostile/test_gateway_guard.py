@@ -17,7 +17,7 @@ from services.gateway.server import serve
 from shared.contract import state_collections
 from shared.contract.config import load_settings
 from shared.runtime.bootstrap import build_local
-from tests.support import REPO, ragbus_env, run_cli
+from tests.support import REPO, gateway_on, ragbus_env, run_cli
 
 QUESTION = {"question": "what is bm25"}
 MCP_INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -27,12 +27,8 @@ MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    deps = build_local(load_settings({"RAGBUS_HOME": str(tmp_path_factory.mktemp("gw"))})).deps
-    server = serve(deps, "127.0.0.1", 0)
-    try:
-        yield server, deps
-    finally:
-        server.stop()
+    with gateway_on(tmp_path_factory.mktemp("gw")) as served:
+        yield served
 
 
 def _queries(deps) -> int:

@@ -5,14 +5,8 @@ same code on either store."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from shared.adapters.gcp.firestore_state import FirestoreStateStore
-from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
@@ -30,6 +24,7 @@ from shared.query.feedback import (
 from shared.query.record import QueryRecord
 from shared.query.state import read_record
 from tests.fakes import FakeClock, RecordingPublisher
+from tests.integration.test_conversation_state import store  # noqa: F401 - SQLite and Firestore (emulator)
 
 pytestmark = pytest.mark.integration
 
@@ -37,19 +32,8 @@ CITATIONS = [{"id": 1, "title": "BM25", "url": "https://example.org/bm25", "docu
              {"id": 2, "title": "Dense", "url": "https://example.org/dense", "document_id": "d2", "chunk_id": "c2"}]
 
 
-@pytest.fixture(params=["sqlite", "firestore"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    if request.param == "sqlite":
-        sqlite = SqliteStateStore(tmp_path / "state.db")
-        yield sqlite
-        sqlite.close()
-    else:
-        client = request.getfixturevalue("firestore_client")
-        yield FirestoreStateStore(client, namespace=f"t{uuid.uuid4().hex[:8]}")
-
-
 @pytest.fixture
-def deps(store: StateStore) -> Deps:
+def deps(store: StateStore) -> Deps:  # noqa: F811
     return Deps(Settings(), publisher=RecordingPublisher(), state=store, clock=FakeClock())
 
 

@@ -8,34 +8,15 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from services.gateway import serve
-from shared.adapters.local.clock import SystemClock
-from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
-from shared.contract.config import Settings
-from shared.contract.deps import Deps
 from shared.query.feedback import client_key
-from tests.scripted_loop import ScriptedLoop
+from tests.integration.test_mcp import deps, server  # noqa: F401 - the fixtures
 from tests.support import mcp_session, mcp_structured, mcp_tools
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def deps(tmp_path) -> Deps:
-    state = SqliteStateStore(tmp_path / "state.db")
-    clock = SystemClock()
-    return Deps(Settings(home=tmp_path), publisher=ScriptedLoop(state, clock, step_s=0.01), state=state, clock=clock)
-
-
-@pytest.fixture
-def server(deps):
-    handle = serve(deps, "127.0.0.1", 0)
-    yield handle
-    handle.stop()
-
-
-def test_the_sdk_rates_an_answer_it_was_given(server, deps):
+def test_the_sdk_rates_an_answer_it_was_given(server, deps):  # noqa: F811
     async def session_run():
         async with mcp_session(f"{server.url}/mcp") as session:
             tools = await mcp_tools(session)

@@ -22,6 +22,7 @@ from shared.query.feedback import (
 )
 from shared.query.record import QueryRecord
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+from tests.support import metric_points
 
 
 @pytest.mark.parametrize(("body", "expected"), [
@@ -112,23 +113,11 @@ def test_a_rating_leaves_a_span_event_and_a_metric_but_not_its_comment(monkeypat
 
 
 def test_the_metric_counts_by_rating_and_outcome():
-    from opentelemetry import metrics
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-
     import shared.observability.metrics as m
 
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    m._instruments.cache_clear()
-    original = metrics.get_meter
-    try:
-        metrics.get_meter = lambda name, *a, **k: provider.get_meter(name)
+    def rate_twice() -> None:
         m.feedback_given("up", "answered")
         m.feedback_given("up", "answered")
-        points = [p for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
-                  for metric in sm.metrics if metric.name == "ragbus.feedback" for p in metric.data.data_points]
-        assert [(dict(p.attributes), p.value) for p in points] == [({"rating": "up", "outcome": "answered"}, 2)]
-    finally:
-        metrics.get_meter = original
-        m._instruments.cache_clear()
+
+    points = metric_points("ragbus.feedback", rate_twice)
+    assert [(dict(p.attributes), p.value) for p in points] == [({"rating": "up", "outcome": "answered"}, 2)]

@@ -5,14 +5,12 @@ from __future__ import annotations
 import logging
 
 import pytest
-from opentelemetry import metrics
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from shared.contract import state_collections
 from shared.contract.errors import ModelUnusable, RetryableError
 from shared.contract.messages import AnswerReady, QuerySubmitted
 from shared.query.model_health import model_health
+from tests.support import metric_points
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop
 
 
@@ -77,17 +75,5 @@ def test_transient_failures_fall_back_and_every_fallback_is_in_the_record():
 def test_the_refusal_is_counted_by_an_opentelemetry_counter():
     import shared.observability.metrics as m
 
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    m._instruments.cache_clear()
-    original = metrics.get_meter
-    try:
-        metrics.get_meter = lambda name, *a, **k: provider.get_meter(name)
-        m.model_unusable("gemini-x", 404, "grader")
-        data = reader.get_metrics_data()
-        points = [p for rm in data.resource_metrics for sm in rm.scope_metrics for metric in sm.metrics
-                  if metric.name == "ragbus.model.unusable" for p in metric.data.data_points]
-        assert points and points[0].attributes == {"model": "gemini-x", "status": "404", "stage": "grader"}
-    finally:
-        metrics.get_meter = original
-        m._instruments.cache_clear()
+    points = metric_points("ragbus.model.unusable", lambda: m.model_unusable("gemini-x", 404, "grader"))
+    assert points and points[0].attributes == {"model": "gemini-x", "status": "404", "stage": "grader"}
