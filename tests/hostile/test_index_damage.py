@@ -368,3 +368,14 @@ def test_a_segment_is_read_whole_once_per_change_and_damage_that_hides_its_time_
         assert again.damage() == {}
     finally:
         again.close()
+
+
+def test_ragbus_ask_on_a_damaged_index_answers_instead_of_giving_up(damaged_home):
+    from tests.support import run_cli
+
+    home, folder = damaged_home
+    proc = run_cli(home, "ask", "what does the zorblax1 report describe?", "--json", check=False)
+    record = json.loads(proc.stdout)
+    assert proc.returncode == 0 and record["status"] == "answered", proc.stderr[-2000:]
+    assert record["citations"] and "gave up" not in proc.stdout + proc.stderr
+    assert str(folder) in proc.stderr  # named once, with the file
