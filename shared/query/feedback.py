@@ -20,6 +20,7 @@ and the metric ``ragbus.feedback`` (by rating and outcome).
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +36,11 @@ RATINGS = ("up", "down")
 #: A comment's and an expected answer's length, in characters; longer is refused, not cut.
 MAX_COMMENT_CHARS = 2000
 MAX_EXPECTED_CHARS = 2000
-#: Ratings kept per query (one per client); past it the oldest rating is dropped.
+#: Ratings kept per query (one per client), and their bytes together (UTF-8 JSON); past either the oldest
+#: ratings are dropped, so a record holding the loop's largest contents still fits one Firestore document
+#: (1 MiB; tests/unit/test_query_record_size.py). One rating at its limits is about 16 KB: six always fit.
 MAX_RATINGS_PER_QUERY = 100
+MAX_FEEDBACK_BYTES = 96 * 1024
 #: Ratings one client may give per minute (the gateway answers 429 with Retry-After past it).
 RATINGS_PER_MINUTE = 30
 #: A client id a caller names itself (``X-Ragbus-Client``): what it may hold.
@@ -162,7 +166,7 @@ def give_feedback(deps: Deps, query_id: str, feedback: Feedback, *, client: str)
         at = deps.clock.now().isoformat()
         kept = [entry for entry in stored.feedback if entry.get("client") != key]
         checked["replaced"] = len(kept) != len(stored.feedback)
-        stored.feedback = (kept + [feedback.to_doc(key, at)])[-MAX_RATINGS_PER_QUERY:]
+        stored.feedback = within_budget(kept + [feedback.to_doc(key, at)])
         return stored.to_doc()
 
     saved = deps.state.update(state_collections.QUERIES, record.id, change)
@@ -179,6 +183,15 @@ def give_feedback(deps: Deps, query_id: str, feedback: Feedback, *, client: str)
     replaced = bool(checked.get("replaced"))
     _observe(stored, feedback, replaced=replaced)
     return stored, replaced
+
+
+def within_budget(ratings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest ``ratings`` within :data:`MAX_RATINGS_PER_QUERY` and :data:`MAX_FEEDBACK_BYTES`."""
+    kept = ratings[-MAX_RATINGS_PER_QUERY:]
+    sizes = [len(json.dumps(entry, ensure_ascii=False).encode("utf-8")) for entry in kept]
+    while len(kept) > 1 and sum(sizes) > MAX_FEEDBACK_BYTES:
+        kept, sizes = kept[1:], sizes[1:]
+    return kept
 
 
 def _observe(record: QueryRecord, feedback: Feedback, *, replaced: bool) -> None:

@@ -86,3 +86,28 @@ def test_the_firestore_store_refuses_a_document_over_the_limit_by_name():
     with pytest.raises(PermanentError, match=r"queries/big would be \d+ bytes"):
         store.put("queries", "big", {"text": "x" * MAX_DOCUMENT_BYTES})
     assert len(client.written) == 1
+
+
+def test_the_largest_record_with_its_ratings_at_their_limits_still_fits():
+    from shared.query.feedback import (
+        MAX_COMMENT_CHARS,
+        MAX_EXPECTED_CHARS,
+        MAX_FEEDBACK_BYTES,
+        MAX_RATINGS_PER_QUERY,
+        Feedback,
+        within_budget,
+    )
+
+    loop = make_loop([_long_chunk(n) for n in range(120)])
+    loop.submit("BM25 ranking", top_k=TOP_K_RANGE[1], max_iterations=MAX_ITERATIONS_RANGE[1])
+    for iteration in range(MAX_ITERATIONS_RANGE[1] + 1):
+        loop.deliver(QueryTransformed(query_id="q1", iteration=iteration, query=f"BM25 ranking {iteration}",
+                                      sub_queries=[f"What is BM25 ranking detail {iteration}?"] * 3))
+    # every client at the limits, in 4-byte characters
+    largest = Feedback("down", "😀" * MAX_COMMENT_CHARS, tuple(range(1, 51)), "😀" * MAX_EXPECTED_CHARS)
+    ratings = within_budget([largest.to_doc(f"{n:016x}", "2026-11-28T20:00:00+00:00")
+                             for n in range(MAX_RATINGS_PER_QUERY)])
+    assert 6 <= len(ratings) < MAX_RATINGS_PER_QUERY and ratings[-1]["client"] == f"{MAX_RATINGS_PER_QUERY - 1:016x}"
+    size = document_size("queries", "q1", {**loop.record(), "feedback": ratings})
+    assert size < MAX_DOCUMENT_BYTES, f"{size} bytes"
+    assert document_size("queries", "q1", {"feedback": ratings}) <= MAX_FEEDBACK_BYTES + 4096
