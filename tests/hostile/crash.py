@@ -43,6 +43,10 @@ def census(home: Path) -> dict[str, Any]:
     }
 
 
+#: what census() finds once every document is deleted
+NOTHING = {"documents": 0, "chunks": 0, "duplicates": 0, "index_documents": 0}
+
+
 def start(home: Path, *args: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=ragbus_env(home, **env),

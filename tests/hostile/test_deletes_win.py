@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.hostile.crash import census, start_captured, wait_for, write_corpus
+from tests.hostile.crash import NOTHING, census, start_captured, wait_for, write_corpus
 from tests.support import (
     Site,
     put_article_feed,
@@ -30,7 +30,7 @@ def test_a_delete_during_an_ingest_of_the_folder_wins_and_each_command_reports_i
     assert "still pending" not in delete.stderr
     assert ingest.returncode == 0, errors
     assert "still pending" not in errors  # what the delete took is not this ingest's to wait for
-    assert census(home)["documents"] == 0
+    assert census(home) == NOTHING  # no record, and no chunk left in the index either
     assert "0 document(s) deleted" in run_cli(home, "ingest", "--delete", str(docs)).stdout
     # a re-ingest after the delete is the documents' next revision: all of them come back
     again = run_cli(home, "ingest", str(docs))
@@ -48,7 +48,7 @@ def test_a_deleted_documents_dead_letter_retried_does_not_bring_it_back(tmp_path
     # the cause is fixed (the default cap), and every dead letter retried: the deletes still win
     retried = run_cli(home, "dead-letters", "retry", "--all")
     assert "retried 3 dead letter(s)" in retried.stdout and "failed again" not in retried.stdout
-    assert census(home)["documents"] == 0
+    assert census(home) == NOTHING  # no record, and no chunk left in the index either
     assert json.loads(run_cli(home, "search", "subject1 report", "--json").stdout) == []
 
 
@@ -70,4 +70,4 @@ def test_a_feed_removed_during_its_poll_stays_removed_with_none_of_its_documents
                 poll.kill()
     assert removed.returncode == 0, removed.stderr
     assert json.loads(run_cli(home, "feeds", "list", "--json").stdout) == []  # not registered again
-    assert census(home)["documents"] == 0
+    assert census(home) == NOTHING  # no record, and no chunk left in the index either
