@@ -50,3 +50,24 @@ def test_the_sdk_rates_an_answer_it_was_given(server, deps):  # noqa: F811
     assert "'wrong_citations' must be a list of citation numbers" in messages[2]
     assert "control character U+001B" in messages[3]
     assert "feedback takes no argument 'stars'" in messages[4]
+
+
+def test_the_tool_shares_the_rate_bound_of_the_http_route(server, deps):  # noqa: F811
+    import httpx
+
+    from shared.query.feedback import RATINGS_PER_MINUTE
+
+    async def session_run():
+        async with mcp_session(f"{server.url}/mcp") as session:
+            asked = mcp_structured(await session.call_tool("ask", {"question": "how does BM25 rank?"}))
+            results = [await session.call_tool("feedback", {"query_id": asked["id"], "rating": "up"})
+                       for _ in range(RATINGS_PER_MINUTE)]
+            return asked, results, await session.call_tool("feedback", {"query_id": asked["id"], "rating": "down"})
+
+    asked, results, refused = anyio.run(session_run)
+    assert not any(r.is_error for r in results)
+    assert refused.is_error and f"more than {RATINGS_PER_MINUTE} ratings a minute" in refused.content[0].text
+    over_http = httpx.post(f"{server.url}/v1/queries/{asked['id']}/feedback", json={"rating": "down"}, timeout=10)
+    assert over_http.status_code == 429  # one bound for both doors
+    (kept,) = deps.state.get(state_collections.QUERIES, asked["id"])["feedback"]
+    assert kept["rating"] == "up"
