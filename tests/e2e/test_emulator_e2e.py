@@ -160,7 +160,7 @@ def _questions(home: Path, gateway: str) -> None:
         assert json.loads(response.read())["runtime"] == "gcp"
 
     status, record = _post(gateway, {"query": ANSWERED_AT_ONCE, "wait_s": 90})
-    assert status == 200 and record["outcome"] == "answered"
+    assert status == 200 and record["outcome"] in ("answered", "answered_with_caveat")  # issue 36: a caveat when unsure
     assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "accept"
     assert record["citations"] and all(c["title"] and c["url"] and c["document_id"] for c in record["citations"])
     assert record["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
@@ -174,7 +174,7 @@ def _questions(home: Path, gateway: str) -> None:
 
     # `ragbus ask` on the same topology reads the same query state
     asked = json.loads(run_cli(home, "ask", ANSWERED_AT_ONCE, "--json").stdout)
-    assert asked["outcome"] == "answered"
+    assert asked["outcome"] in ("answered", "answered_with_caveat")  # issue 36: a caveat when unsure
     assert asked["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
     _conversations(gateway)
 

@@ -53,7 +53,7 @@ def test_the_corpus_is_indexed(gateway):
 def test_a_question_answered_at_once_cites_the_right_document(gateway):
     url, _ = gateway
     status, record = _post(url, {"query": ANSWERED_AT_ONCE, "wait_s": 60})
-    assert status == 200 and record["outcome"] == "answered"
+    assert status == 200 and record["outcome"] in ("answered", "answered_with_caveat")  # issue 36: a caveat when unsure
     assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "accept"
     assert record["citations"] and all(c["title"] and c["url"] and c["document_id"] for c in record["citations"])
     assert record["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")

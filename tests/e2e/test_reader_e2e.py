@@ -66,7 +66,8 @@ ANSWERED = [
 def test_the_newcomers_question_is_answered_by_the_sentence_that_states_it(gateway, question, quoted, source):
     url, _ = gateway
     record = _ask(url, question)
-    assert record["outcome"] == "answered", (record["answer"], record["iterations"][-1]["grade"])
+    # answered, or with a caveat where the reader's learned verdict is not sure (issue 36); never refused
+    assert record["outcome"] in ("answered", "answered_with_caveat"), (record["answer"], record["iterations"][-1]["grade"])
     first = record["answer_sentences"][0]
     assert quoted in " ".join(s["text"] for s in record["answer_sentences"]), record["answer"]
     cited = {c["id"]: c for c in record["citations"]}

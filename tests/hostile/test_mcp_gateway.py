@@ -87,7 +87,8 @@ def test_healthz_answers_while_many_mcp_asks_are_pending(slow):
         assert status == 200 and seconds < 3, (path, status, seconds)
         assert finished == 0, f"{path} answered only after {finished} asks had ended"
     assert len(results) == PENDING_ASKS
-    assert all(not r.is_error and r.structured_content["outcome"] == "answered" for r in results)
+    assert all(not r.is_error and r.structured_content["outcome"] in ("answered", "answered_with_caveat")
+               for r in results)  # issue 36: a caveat where the reader's learned verdict is not sure
     assert _queries(deps) == PENDING_ASKS  # each ask one query, none lost or doubled
 
 

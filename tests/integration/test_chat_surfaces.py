@@ -20,6 +20,7 @@ from tests.support import mcp_session, mcp_structured, mcp_tools
 
 ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
 BM25_ARTICLE = "/articles/bm25-ranking-explained.html"
+ANSWERED = ("answered", "answered_with_caveat")
 TOKEN = "h7Kq2mZx9PwR4tLs8VbN3cYd6FgJ1eUa"
 
 
@@ -80,7 +81,8 @@ def test_a_completion_answers_with_markdown_sources_and_structured_citations(cli
     assert citations[0]["url"].endswith(BM25_ARTICLE)
     assert sources.splitlines()[0] == f"1. [{citations[0]['title']}]({citations[0]['url']})"
     extension = _extension(completion)
-    assert extension["outcome"] == "answered" and completion.id == f"chatcmpl-{extension['query_id']}"
+    # answered, or with a caveat where the reader's learned verdict is not sure (issue 36): the surface is tested here
+    assert extension["outcome"] in ANSWERED and completion.id == f"chatcmpl-{extension['query_id']}"
     usage = completion.usage
     assert usage.prompt_tokens == 4 + 7  # "You are terse." and the question, as words and punctuation
     assert usage.completion_tokens > 20 and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
@@ -184,7 +186,7 @@ def test_the_token_rule_holds_on_a_non_loopback_bind(system):
         owner = openai.OpenAI(base_url=base, api_key=TOKEN, max_retries=0, timeout=120)
         completion = owner.chat.completions.create(model="ragbus",
                                                    messages=[{"role": "user", "content": ANSWERED_AT_ONCE}])
-        assert _extension(completion)["outcome"] == "answered"
+        assert _extension(completion)["outcome"] in ANSWERED
     finally:
         server.stop()
 

@@ -188,7 +188,8 @@ def test_one_client_alternating_between_two_gateway_processes_works(tmp_path):
             proc.wait(timeout=30)
 
     assert {tool.name for tool in tools} == {"search_documents", "ask", "feedback"}
-    assert mcp_structured(first)["outcome"] == "answered"
+    # answered, or with a caveat where the reader's learned verdict is not sure (issue 36)
+    assert mcp_structured(first)["outcome"] in ("answered", "answered_with_caveat")
     assert mcp_structured(second)["status"] == "answered"
     posts = [(port, status) for method, port, status in sent if method == "POST"]
     assert {port for port, _ in posts} == set(ports) and len(posts) >= 4

@@ -277,3 +277,14 @@ CORPUS = [
           "CUDA kernels are launched over a grid of thread blocks to process data in parallel."),
     chunk(5, "Header only", "Short."),
 ]
+
+
+def stating_verdict():
+    """A reader's verdict for tests with the hashing embedder (whose cosines the shipped model was not fit on):
+    it refuses an asked value no quoted sentence states, and answers one that is stated."""
+    from shared.query.reading.verdict import FEATURES, Logistic, VerdictModel
+
+    zero, one = np.zeros(len(FEATURES)), np.ones(len(FEATURES))
+    near = np.zeros(len(FEATURES))
+    near[FEATURES.index("asks_value")], near[FEATURES.index("states_value")] = 5.0, -10.0
+    return VerdictModel(Logistic(zero, one, -near, 0.0), Logistic(zero, one, near, -2.0), 0.5, 0.5)

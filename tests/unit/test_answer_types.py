@@ -21,7 +21,7 @@ from shared.query.reading.answer_types import (
     fact_support,
     holds_value,
 )
-from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex, chunk
+from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex, chunk, stating_verdict
 
 pytestmark = pytest.mark.unit
 
@@ -188,7 +188,7 @@ class CountingIndex(MemoryIndex):
         return {t: sum(stem(t) in s for s in sets) for t in terms}
 
 
-def _model():
+def _model(verdict=None):
     embedder = HashingEmbedder()
     corpus = [chunk(n, f"doc {n}", text) for n, text in enumerate([
         *AURORA, *HALVORSEN, *BRIGHTWATER,
@@ -196,7 +196,7 @@ def _model():
         "Hybrid search merges keyword and vector rankings; consumers of the search API can rebalance weights.",
         "Reciprocal rank fusion sums one over sixty plus the rank of each document across the result lists.",
     ])]
-    return LocalLanguageModel(index=CountingIndex(embedder, corpus), embedder=embedder)
+    return LocalLanguageModel(index=CountingIndex(embedder, corpus), embedder=embedder, verdict_model=verdict)
 
 
 def _contexts(*texts):
@@ -204,7 +204,9 @@ def _contexts(*texts):
 
 
 def test_the_local_grader_abstains_on_a_near_miss_and_answers_when_the_fact_is_there():
-    llm = _model()
+    # the fitted grade refuses the near miss, and the reader's verdict (here one that refuses an unstated value)
+    # does not overrule it; with the price stated, the reader answers (the grade defers to it)
+    llm = _model(stating_verdict())
     question = "How much does the Aurora Plus subscription cost?"
     miss = llm.grade(question, _contexts(*AURORA))
     assert not miss.answerable and not miss.grounded

@@ -21,7 +21,7 @@ from shared.adapters.local.grade_model import (
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.errors import ConfigError
 from shared.contract.ports import NumberedContext
-from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex
+from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, stating_verdict
 
 PRICE_QUESTION = "How much does the Larkspur Pro licence cost?"
 LARKSPUR = [
@@ -37,7 +37,8 @@ def _contexts(*texts):
 
 def _llm(model: GradeModel | None = None) -> LocalLanguageModel:
     embedder = HashingEmbedder()
-    return LocalLanguageModel(index=MemoryIndex(embedder, CORPUS), embedder=embedder, grade_model=model)
+    return LocalLanguageModel(index=MemoryIndex(embedder, CORPUS), embedder=embedder, grade_model=model,
+                              verdict_model=stating_verdict())
 
 
 def _model(weights: dict[str, float], *, threshold: float = 0.5, intercept: float = 0.0) -> GradeModel:
@@ -92,11 +93,11 @@ def test_the_grade_score_is_the_models_probability_and_its_threshold_decides_ans
     doubting = _model({"sim_max": 1.0}, threshold=0.99, intercept=-2.0)
     refused = _llm(doubting).grade(PRICE_QUESTION, _contexts(*LARKSPUR))
     assert not refused.answerable and refused.score < 0.2
-    # Issue 20: below the threshold, a retrieved sentence stating the asked fact (the price) still keeps
-    # the question answerable (the threshold was fit on fitz-gov and refused real questions); the score
-    # stays the model's probability.
+    # Issues 20 and 36: below the threshold, the question stays answerable when the reader's verdict does not
+    # refuse what it would quote (here: a sentence states the price; the threshold was fit on fitz-gov and
+    # refused real questions); the score stays the model's probability.
     kept = _llm(doubting).grade(PRICE_QUESTION, contexts)
-    assert kept.answerable and kept.score < 0.2 and "a retrieved sentence states what is asked" in kept.reasoning
+    assert kept.answerable and kept.score < 0.2 and "the reader's verdict finds what it would quote likely right" in kept.reasoning
 
 
 def test_a_near_miss_grades_below_the_answer_and_the_reasoning_says_why():

@@ -15,18 +15,28 @@ from shared.contract.ports import Answer, AnswerSentence, NumberedContext
 from shared.query.reading.answer_sentences import answer_sentence, passage_pieces
 from shared.query.reading.answer_types import sentence_states
 from shared.query.reading.extractive import extractive_answer, quotable_sentences
+from shared.query.reading.verdict import FEATURES, Logistic, VerdictModel
 from tests.unit.loop_fakes import HashingEmbedder
 
 EMBEDDER = HashingEmbedder()
 
 
-def _read(question: str, *passages: str) -> Answer:
+# These tests are about what the reader quotes and which parts it names unstated; its outcome is the learned
+# verdict's (tests/unit/test_reader_verdict.py, with the packaged embedder the model was fit with, not this
+# hashing fake): here a verdict that answers whatever is quoted, so what is quoted shows whatever the fake's cosines.
+_ZERO = np.zeros(len(FEATURES))
+ANSWERS_WHAT_IS_QUOTED = VerdictModel(Logistic(_ZERO, np.ones(len(FEATURES)), _ZERO, 20.0),
+                                      Logistic(_ZERO, np.ones(len(FEATURES)), _ZERO, -20.0), 0.5, 0.5)
+
+
+def _read(question: str, *passages: str, observe=None, verdict: VerdictModel = ANSWERS_WHAT_IS_QUOTED) -> Answer:
     """The reader as the local model runs it: stored passage closeness, sentence vectors, the fact check."""
     contexts = [NumberedContext(number=n, source=f"doc{n}", text=t) for n, t in enumerate(passages, start=1)]
     closeness = EMBEDDER.embed(list(passages)) @ EMBEDDER.embed([question])[0]
     return extractive_answer(
         question, contexts, context_similarity={c.number: float(s) for c, s in zip(contexts, closeness, strict=True)},
-        question_vector=EMBEDDER.embed([question])[0], sentence_embed=EMBEDDER.embed, fact_check=sentence_states)
+        question_vector=EMBEDDER.embed([question])[0], sentence_embed=EMBEDDER.embed, fact_check=sentence_states,
+        verdict=verdict, observe=observe)
 
 
 def _quoted(answer: Answer) -> list[str]:
@@ -143,7 +153,7 @@ def _read_with(question: str, passages: dict[str, float], cosines: dict[str, flo
 
     return extractive_answer(question, contexts, context_similarity={c.number: passages[c.text] for c in contexts},
                              question_vector=np.array([1.0, 0.0], dtype=np.float32), sentence_embed=sentence_embed,
-                             fact_check=sentence_states)
+                             fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED)
 
 
 IRELAND = "The famine of 1845 killed about 1 million people in Ireland."
@@ -175,8 +185,9 @@ def test_between_chunks_of_one_document_the_sentence_decides():
 
 
 def test_a_near_miss_is_refused_saying_what_is_missing():
+    refuses = VerdictModel(ANSWERS_WHAT_IS_QUOTED.near_miss, ANSWERS_WHAT_IS_QUOTED.right, 0.5, 0.5)
     answer = _read("Which version of libffi added thread safety?",
-                   "libffi is not completely thread-safe. Many parts are safe if you follow simple rules.")
+                   "libffi is not completely thread-safe. Many parts are safe if you follow simple rules.", verdict=refuses)
     assert answer.abstained and answer.unstated == ("which version of libffi added thread safety",)
     assert answer_outcome(answer, passes=True) == "not_answerable"
 
@@ -213,10 +224,12 @@ def test_an_asked_identifier_is_answered_only_by_a_sentence_stating_one():
     answer = _read("Which ticket ID fixed the crash in the spooler?", changes)
     assert _quoted(answer)[0].startswith("4417") and answer.states_fact
     # the spooler's fix without its number does not answer which ticket it was
-    bare = _read("Which ticket ID fixed the crash in the spooler?",
-                 "Fix a crash in the spooler when reading an empty queue file. Fix a leak in the TLS handshake.")
-    assert bare.abstained and not bare.states_fact
-    assert answer_outcome(bare, passes=True) == "not_answerable"
+    # (the reader's evidence says so; the learned verdict weighs it: tests/unit/test_reader_verdict.py)
+    seen = []
+    _read("Which ticket ID fixed the crash in the spooler?",
+          "Fix a crash in the spooler when reading an empty queue file. Fix a leak in the TLS handshake.",
+          observe=lambda evidence, answer, reader: seen.append(evidence))
+    assert seen[0]["asks_value"] == 1.0 and seen[0]["states_value"] == 0.0
     # "what is the number of ..." asks a count, not an identifier
     assert sentence_states("The spooler keeps three queues.", "What is the number of queues the spooler keeps?")
     # a pointer to another section holds digits but states no identifier
@@ -301,7 +314,8 @@ def test_a_sentence_leaning_on_a_list_is_not_quoted_with_the_lists_last_item():
     assert [q.leans_on_list for q in sentences] == [False, False, False, True, False]
     assert sentences[-1].heading == "Term frequency saturation and k1"
     answer = _read("How does BM25 saturate term frequency?", body)
-    assert _quoted(answer)[0].startswith("The fraction tf times k1"), answer.text
+    # quoted under its heading, which holds the question's terms the sentence lacks (issue 36)
+    assert _quoted(answer)[0].startswith("Term frequency saturation and k1: The fraction tf times k1"), answer.text
     assert not any("Long documents" in s for s in _quoted(answer)), answer.text
 
 

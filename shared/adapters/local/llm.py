@@ -36,8 +36,11 @@ input every time.
   that states what is asked, cited, chosen by the question's terms, its passage's closeness
   (vectors stored at indexing), the asked answer type and the MiniLM cosine of the few best
   candidates (embedded once per process); a sentence opening with a reference comes with
-  the one it leans on; the answer carries the reader's verdict, which decides the outcome;
-  an abstention when nothing states the asked value.
+  the one it leans on; the answer carries the reader's verdict, which decides the outcome:
+  two logistic regressions over the reader's evidence (:mod:`shared.query.reading.verdict`,
+  fitted on the real-text development part by ``bench/fit_reader.py``) make it ``answered``,
+  a caveat, or an abstention. The grade defers to that verdict when its own fitted
+  probability would refuse: a question is answerable when the reader does not refuse it.
 
 The question is embedded once per process (:mod:`shared.query.vectors`) and
 that vector serves transform, grade and synthesize alike.
@@ -88,7 +91,6 @@ from shared.contract.ports import (
     Transformation,
 )
 from shared.query.grading import strip_model_directives
-from shared.query.reading.answer_sentences import question_parts
 from shared.query.reading.answer_types import (
     FactSupport,
     fact_support,
@@ -98,6 +100,7 @@ from shared.query.reading.answer_types import (
 )
 from shared.query.reading.extractive import (
     STOPWORDS,
+    Observe,
     body_lines,
     content_terms,
     extractive_answer,
@@ -107,6 +110,7 @@ from shared.query.reading.extractive import (
     tokenize,
 )
 from shared.query.reading.followup import standalone_question
+from shared.query.reading.verdict import VerdictModel, shipped_verdict_model
 from shared.query.reading.language import in_english
 from shared.query.vectors import passage_vectors, query_vector, sentence_vectors
 
@@ -182,7 +186,7 @@ class LocalLanguageModel:
     model = "ragbus-local-1"
 
     def __init__(self, index: Index, embedder: Embedder, *, feedback_terms: int = 2,
-                 grade_model: GradeModel | None = None) -> None:
+                 grade_model: GradeModel | None = None, verdict_model: VerdictModel | None = None) -> None:
         self.index = index
         self.embedder = embedder
         self.feedback_terms = feedback_terms
@@ -192,6 +196,12 @@ class LocalLanguageModel:
         # raises ConfigError with the way to refit (the grader fails the query, never falls back).
         self._grade_model = grade_model
         self.acronyms = AcronymTable(index, embedder)
+        self._verdict_model = verdict_model  # None: the reader's shipped verdict model (verdict_model.json)
+
+    @property
+    def verdict_model(self) -> VerdictModel:
+        """The reader's verdict model (the shipped ``verdict_model.json`` unless one was given)."""
+        return self._verdict_model or shipped_verdict_model()
 
     @property
     def grade_model(self) -> GradeModel:
@@ -505,17 +515,18 @@ class LocalLanguageModel:
         probability = model.probability(ev.features)
         answerable = probability >= model.answerable_from
         reader_states = False
-        if not answerable and ev.terms and not ev.unknown:
+        # nothing retrieved is about the question: neither similar nor sharing its terms ("the boiling point of
+        # tungsten" in a corpus about retrieval); the real-text set the reader's verdict is fit on has no such case
+        off_topic = sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE
+        if not answerable and ev.terms and not ev.unknown and not off_topic:
             # The fitted probability was calibrated on fitz-gov's short synthetic passages and refuses
-            # real documentation it has never seen the like of (issue 20): a question whose asked fact
-            # the reader finds stated in a sentence is not one "the corpus evidently cannot answer".
+            # real documentation it has never seen the like of (issue 20): a question the reader's learned
+            # verdict (issue 36) does not refuse is not one "the corpus evidently cannot answer".
             # the reader reads the passages whole, as the synthesizer will (the grade's budget cut them)
             whole = [dataclasses.replace(c, text=c.whole) if c.whole else c for c in contexts]
-            read = self.synthesize(query, whole, language="en")
-            parts = question_parts(in_english(query)[1])
-            # a question asking several things is answerable when a sentence states one of them
-            reader_states = bool(read.states_fact) or bool(
-                parts and not read.abstained and len(read.unstated) < len(parts))
+            seen: list[dict[str, float]] = []
+            read = self.synthesize(query, whole, language="en", observe=lambda evidence, *_: seen.append(evidence))
+            reader_states = not read.abstained and bool(seen) and self.verdict_model.rescues(seen[-1])
             answerable = reader_states
         if not ev.terms:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
@@ -530,7 +541,6 @@ class LocalLanguageModel:
         elif support.checked and not support.supported:
             completeness *= ASPECT_MISS_FACTOR  # a named aspect no passage names: weaker, not refused
         concerns = model.concerns(ev.features)
-        off_topic = sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE
         reasoning = (
             f"answer probability {probability:.2f} "
             + (f"(abstains below {model.answerable_from:.2f})" if ev.terms
@@ -545,7 +555,8 @@ class LocalLanguageModel:
             + ("; " + "; ".join(support.missing) if support.missing else "")
             + (f"; the corpus never mentions {', '.join(ev.unknown)}" if ev.unknown else "")
             + ("; nothing retrieved is about this question" if off_topic and not answerable else "")
-            + ("; answerable all the same: a retrieved sentence states what is asked" if reader_states else "")
+            + ("; answerable all the same: the reader's verdict finds what it would quote likely right"
+               if reader_states else "")
         )
         return Grade(
             score=round(probability, 4),
@@ -557,12 +568,14 @@ class LocalLanguageModel:
             missing_aspects=ev.missing,
         )
 
-    def synthesize(self, query: str, contexts: Sequence[NumberedContext], *, language: str) -> Answer:
+    def synthesize(self, query: str, contexts: Sequence[NumberedContext], *, language: str,
+                   observe: Observe | None = None) -> Answer:
         """An extractive, cited answer (see :func:`shared.query.reading.extractive.extractive_answer`): sentences
         ranked by the question's terms and by how close their passage is to the question; a name the
         question states that no context names is said to be not mentioned.
         A question in German, French or Spanish is matched by its English terms; ``language``
-        (the question's) still decides the language of the abstention."""
+        (the question's) still decides the language of the abstention. ``observe`` sees the reader's
+        evidence and answer before its verdict (``bench/fit_reader.py`` fits the verdict on it)."""
         asked_in, query = in_english(query)
         names = question_names(query) if asked_in == "en" else ()  # a translation's capitals are not names
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
@@ -577,7 +590,7 @@ class LocalLanguageModel:
         return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names,
                                  value_check=states_value, question_vector=query_vector(self.embedder, query),
                                  sentence_embed=lambda texts: sentence_vectors(self.embedder, texts),
-                                 fact_check=sentence_states)
+                                 fact_check=sentence_states, verdict=self._verdict_model, observe=observe)
 
 
 __all__ = ["GradeEvidence", "LocalLanguageModel"]

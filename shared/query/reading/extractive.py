@@ -44,8 +44,12 @@ from shared.query.reading.answer_sentences import (
 )
 from shared.query.reading.language import phrase
 from shared.query.reading.stemming import stemmer
+from shared.query.reading.verdict import ANSWERED, REFUSE, VerdictModel, shipped_verdict_model
 
 Embed = Callable[[Sequence[str]], np.ndarray]
+#: sees the reader's evidence (:data:`shared.query.reading.verdict.FEATURES`) and the answer before its verdict,
+#: and the :class:`Reader` itself (its ranked sentences and what each was scored on: ``bench/fit_reader.py``)
+Observe = Callable[[dict[str, float], Answer, "Reader"], None]
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#\-_.]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\W\d_]{2,}", re.UNICODE)
 
@@ -333,24 +337,27 @@ class ReaderWeights:
     # The cheap score that picks the READER_POOL sentences worth embedding: terms held, passage closeness.
     cheap_overlap: float = 0.6
     cheap_passage: float = 0.4
-    # How documentation states things (:func:`_shape_score`): the question's words in its order, a
+    # How documentation states things (:func:`_shape_parts`): the question's words in its order, a
     # definition's subject opening the sentence, a command line or pointer nobody asked for.
     word_order: float = 0.1
     definition: float = 0.15
     code_like: float = 0.1
-    # Below this cosine, sharing none of the question's terms, a sentence is not about the question
-    # (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2).
-    unrelated_cosine: float = 0.2
-    # A quoted sentence this close to an open question (one no rule can check) states its answer.
-    states_cosine: float = 0.5
     # A further sentence for an open question: as strong as this share of the first, with a term it lacks.
     further_share: float = 0.85
+    # Below this cosine, holding under half the question's terms, the best sentence is not about the question
+    # (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2): nothing quotable is, and the answer is refused.
+    # The real-text set the verdict is fit on has almost no such question (3 of its 1,128 dev questions quote
+    # a sentence under this cosine), so the verdict cannot learn it.
+    unrelated_cosine: float = 0.2
+
+    def vector(self) -> np.ndarray:
+        """The weights of what a sentence is scored on (``Reader.scored_on``'s columns), in order."""
+        return np.array([self.cosine, self.overlap, self.passage, self.states, -self.lacks, self.rank,
+                         self.word_order, self.definition, -self.code_like], dtype=np.float32)
 
 
 READER_WEIGHTS = ReaderWeights()
-# (kept under their earlier names: docs/benchmarks.md cites them)
-UNRELATED_COSINE = READER_WEIGHTS.unrelated_cosine
-STATES_COSINE = READER_WEIGHTS.states_cosine
+# (kept under its earlier name: docs/benchmarks.md cites it)
 FURTHER_SHARE = READER_WEIGHTS.further_share
 
 # A passage's closeness to the question (a cosine) read as a prior from 0 to 1: unrelated text scores
@@ -382,6 +389,8 @@ def extractive_answer(
     question_vector: np.ndarray | None = None,
     sentence_embed: Embed | None = None,
     fact_check: FactCheck | None = None,
+    verdict: VerdictModel | None = None,
+    observe: Observe | None = None,
 ) -> Answer:
     """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited; an
     abstention when no sentence supports an answer, never invented text.
@@ -395,7 +404,9 @@ def extractive_answer(
     states, that no source names are said plainly ("Not mentioned in the sources: ProTab X1."),
     and each part of a question asking several things is answered or named missing;
     ``value_check`` (:data:`ValueCheck`) lets a sentence holding the value a part asks for
-    ("30 days" for the deadline) speak to it without naming it.
+    ("30 days" for the deadline) speak to it without naming it. The reader's outcome is
+    ``verdict``'s decision over its evidence (:mod:`shared.query.reading.verdict`; default: the
+    shipped model); ``observe`` sees that evidence and the answer before the decision.
     """
     candidates = _candidate_sentences(contexts, per_context=40, total=240)
     terms = content_terms(query, keep_temporal=False) or content_terms(query)
@@ -408,7 +419,7 @@ def extractive_answer(
         reader = Reader(query, contexts, candidates, overlap, term_stems, language=language,
                         question_vector=question_vector, sentence_embed=sentence_embed,
                         context_similarity=context_similarity, names=names, value_check=value_check,
-                        fact_check=fact_check)
+                        fact_check=fact_check, verdict=verdict, observe=observe)
         return reader.answer()
     picker = SentencePicker(query, contexts, candidates, overlap, term_stems, language=language, embed=embed,
                             context_similarity=context_similarity, rerank=rerank, max_sentences=max_sentences,
@@ -621,17 +632,19 @@ class Reader:
     sentence that opens with a reference together with the sentence it leans on) and ranked by
     their cosine to ``question_vector`` with those signals (:class:`ReaderWeights`). The answer
     opens with the best; a further sentence is quoted only for a part of the question still
-    unanswered, or, for an open question, where it reads on from the first. The answer carries
-    the reader's verdict (``states_fact``, ``unstated``); a question asking for a value of a type
-    (a count, a version, a status code ...) that no sentence states gets an abstention naming
-    what is missing.
+    unanswered, or, for an open question, where it reads on from the first; the first sentence is
+    quoted under its section's heading when the heading holds question terms it lacks. The answer
+    carries the reader's verdict (``states_fact``, ``unstated``), decided by the learned model
+    over the reader's evidence (:mod:`shared.query.reading.verdict`): ``answered``, a caveat naming
+    what is not stated, or an abstention.
     """
 
     def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
                  overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
                  sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
                  value_check: ValueCheck | None, fact_check: FactCheck | None,
-                 weights: ReaderWeights = READER_WEIGHTS) -> None:
+                 weights: ReaderWeights = READER_WEIGHTS, verdict: VerdictModel | None = None,
+                 observe: Observe | None = None) -> None:
         self.query, self.contexts, self.candidates = query, contexts, candidates
         self.term_stems, self.language, self.names = term_stems, language, names
         self.question_vector, self.sentence_embed = question_vector, sentence_embed
@@ -641,6 +654,7 @@ class Reader:
         self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
         self.prior = _passage_prior(candidates, context_similarity)
         self.closeness = context_similarity
+        self.verdict, self.observe = verdict, observe
         self.pair_overlap = overlap.copy()
         for i in self.usable:
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
@@ -679,7 +693,7 @@ class Reader:
         if not self.usable or not self._rank():
             return _abstention(self.language)
         lead = self._from_the_closest_passage(self.ranked[0])
-        if self.cosine[lead] < self.w.unrelated_cosine and self.pair_overlap[lead] == 0:
+        if self.cosine[lead] < self.w.unrelated_cosine and 2 * self.pair_overlap[lead] < 1:
             return _abstention(self.language)  # nothing quotable is about the question
         chosen = self.unit(lead)
         # the sentence right after the answer that reads on from it ("It will be FFI_OK if ...") says more of it
@@ -715,12 +729,13 @@ class Reader:
         # each read under its section's heading, as a reader of the document reads it
         self.cosine[pool] = self.sentence_embed([self.read_text(i) for i in pool]) @ self.question_vector
         self.relevance = np.full(len(candidates), -1.0, dtype=np.float32)
-        shape = np.array([_shape_score(self.query, self.quoted_text(i), w) for i in pool], dtype=np.float32)
+        shape = np.array([_shape_parts(self.query, self.quoted_text(i)) for i in pool], dtype=np.float32)
         rank = np.array([1.0 / candidates[i].number for i in pool], dtype=np.float32)
         states = self.states[pool]
-        self.relevance[pool] = (w.cosine * self.cosine[pool] + w.overlap * self.pair_overlap[pool]
-                                + w.passage * self.prior[pool] + w.states * (states > 0) - w.lacks * (states < 0)
-                                + shape + w.rank * rank)
+        # what each sentence is scored on (ReaderWeights' order), kept for bench/fit_reader.py's ranking fit
+        self.scored_on = np.column_stack([self.cosine[pool], self.pair_overlap[pool], self.prior[pool], states > 0,
+                                          states < 0, rank, shape]).astype(np.float32)
+        self.relevance[pool] = self.scored_on @ w.vector()
         self.ranked = sorted(pool, key=lambda i: (-self.relevance[i], candidates[i].number, candidates[i].position))
         return True
 
@@ -809,29 +824,122 @@ class Reader:
                 chosen += [j for j in self.unit(naming[0]) if j not in chosen]
 
     def _verdict(self, lead: int, chosen: list[int], parts: list[_Part], missing: list[str]) -> Answer:
-        """The answer quoting ``chosen``, with the reader's verdict on whether it states the asked fact."""
+        """The answer quoting ``chosen`` with the verdict of the learned model over the reader's evidence
+        (:mod:`shared.query.reading.verdict`): refused, a caveat (``states_fact`` False, ``unstated`` naming
+        what is not stated), or ``answered``."""
         language, query = self.language, self.query
-        if parts:
-            states_fact = not missing  # every part has a sentence speaking to it
-        elif self.asks_fact:
-            states_fact = any(self.fact_check(self.quoted_text(i), query) for i in chosen)
-        else:
-            states_fact = float(self.cosine[lead]) >= self.w.states_cosine
         unknown = unnamed_names(query, self.names, self.contexts)
-        if self.asks_fact and not parts and (not states_fact or unknown):
-            # a value of the asked type that no sentence states (or of a thing no source names): a near miss
-            return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
-                          states_fact=False, unstated=(_asked_label(query), *unknown))
-        sentences = [AnswerSentence(text=self.candidates[i].text, citations=[self.candidates[i].number])
+        sentences = [AnswerSentence(text=self._under_heading(lead) if i == self.unit(lead)[0] else self.candidates[i].text,
+                                    citations=[self.candidates[i].number])
                      for i in _reading_order(chosen, self.candidates)]
         unnamed = ", ".join(name for name in unknown if name not in missing)
         sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
                       for part in [*missing, unnamed] if part]
         text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
+        evidence = self._evidence(lead, chosen, parts, missing, unknown)
+        quoted = Answer(text=text, sentences=sentences, language=language, abstained=False)
+        if self.observe is not None:
+            self.observe(evidence, quoted, self)
+        decision, _, _ = (self.verdict or shipped_verdict_model()).decide(evidence)
+        if decision == REFUSE:
+            return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
+                          states_fact=False, unstated=(_asked_label(query), *unknown))
+        states_fact = decision == ANSWERED and not missing and not unnamed
+        # what is not stated: the parts and names no source speaks to, else (a caveat) the question itself
         unstated = (*missing, *([unnamed] if unnamed else []),
-                    *([_asked_label(query)] if not states_fact and not parts else []))
-        return Answer(text=text, sentences=sentences, language=language, abstained=False,
-                      states_fact=states_fact and not missing and not unnamed, unstated=unstated)
+                    *([_asked_label(query)] if not states_fact and not missing and not unnamed else []))
+        return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
+                      unstated=tuple(dict.fromkeys(unstated)))
+
+    def _under_heading(self, lead: int) -> str:
+        """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
+        the heading holds question terms its sentences lack, as a reader sees it (the heading names what the
+        section's sentences are about without repeating it)."""
+        unit = self.unit(lead)
+        candidate = self.candidates[unit[0]]
+        heading = self.candidates[lead].heading
+        if not heading or heading.lower() in candidate.text.lower():
+            return candidate.text
+        held = frozenset().union(*(self.candidates[j].stems for j in unit))
+        if any(t in _term_set(heading) and t not in held for t in self.term_stems):
+            return f"{heading}: {candidate.text}"
+        return candidate.text
+
+    def _evidence(self, lead: int, chosen: list[int], parts: list[_Part], missing: list[str],
+                  unknown: list[str]) -> dict[str, float]:
+        """The values of :data:`~shared.query.reading.verdict.FEATURES` for the answer quoting ``chosen``."""
+        candidates, query, terms = self.candidates, self.query, self.term_stems
+        quoted = " ".join(self.quoted_text(i) for i in chosen)
+        unit_stems = frozenset().union(*(candidates[j].stems for j in self.unit(lead)))
+        source = {c.number: c.source or f"#{c.number}" for c in self.contexts}
+        own = source.get(candidates[lead].number)
+        others = [i for i in self.pool if source.get(candidates[i].number) != own]
+        passage = next((c.text for c in self.contexts if c.number == candidates[lead].number), "")
+        closeness = {s: max((v for n, v in self.closeness.items() if source.get(n) == s), default=0.0)
+                     for s in set(source.values())}
+        other_closeness = max((v for s, v in closeness.items() if s != own), default=0.0)
+        specific = _specific_terms(query)
+        quoted_stems = frozenset().union(*(self.stems[i] for i in chosen), *(self.stems[j] for i in chosen
+                                                                              for j in self.unit(i)))
+        retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
+        states = self.asks_fact and any(self.fact_check(self.quoted_text(i), query) for i in chosen)
+        asks_list = bool(_ASKS_LIST.search(query))
+
+        def share(stems: frozenset[str]) -> float:
+            return sum(t in stems for t in terms) / len(terms) if terms else 0.0
+
+        in_sentence = share(unit_stems)
+        return {
+            "asks_value": float(self.asks_fact), "states_value": float(states),
+            "cosine": float(self.cosine[lead]),
+            "cosine_margin": float(self.cosine[lead] - max((self.cosine[i] for i in others), default=0.0)),
+            "overlap_sentence": in_sentence,
+            "overlap_heading_only": max(0.0, float(self.pair_overlap[lead]) - in_sentence),
+            "overlap_passage": share(_term_set(passage)),
+            "closeness": float(self.closeness.get(candidates[lead].number, 0.0)),
+            "closeness_margin": float(closeness.get(own, 0.0) - other_closeness),
+            "rank": 1.0 / candidates[lead].number,
+            "relevance_margin": float(self.relevance[lead] - max((self.relevance[i] for i in others), default=0.0)),
+            "specific_missing": sum(t not in quoted_stems for t in specific) / len(specific) if specific else 0.0,
+            "specific_unretrieved": sum(t not in retrieved for t in specific) / len(specific) if specific else 0.0,
+            "asks_list": float(asks_list),
+            "list_unquoted": float(asks_list and len(_LIST_SEPARATOR.findall(quoted)) < 2),
+            "parts_missing": len(missing) / len(parts) if parts else 0.0,
+            "names_unnamed": float(bool(unknown)),
+            "asks_open": float(bool(_ASKS_OPEN.match(query))),
+            "asks_yes_no": float(bool(_ASKS_YES_NO.match(query))),
+            "stated_anywhere": float(np.log1p(int(np.sum(self.states > 0)))),
+            "coverage_retrieved": share(retrieved),
+            "overlap_best": float(max(self.pair_overlap[i] for i in self.usable)),
+            "quoted": float(np.log1p(len(chosen))),
+            "leans_back": float(len(self.unit(lead)) > 1),
+        }
+
+
+# A question asking for several items: "Which options ...", "What are the ...s", "List ...", "two limits".
+_ASKS_LIST = re.compile(
+    r"^\W*(?:which|what)\s+(?:[\w-]+\s+){0,2}?[\w-]+s\s+(?:are|were|do|does|can|could|must|should|make|have|has|"
+    r"did|will|is)\b|^\W*(?:what|which)\s+(?:are|were)\s+the\b|\blist\b|\bname\s+(?:the|all|every)\b|"
+    r"\b(?:two|three|four|five|six|several|all)\s+(?:[\w-]+\s+)?[\w-]+s\b",
+    re.IGNORECASE)
+# What separates a list's items once quoted: commas, semicolons, bullets, "and"/"or" between items.
+_LIST_SEPARATOR = re.compile(r"[,;•]|\s(?:and|or)\s")
+_ASKS_OPEN = re.compile(r"^\W*(?:why\b|how\s+(?!many|much|long|often|old|big|large|far|fast)\w+)", re.IGNORECASE)
+_ASKS_YES_NO = re.compile(r"^\W*(?:is|are|does|do|can|could|should|will|was|were|has|have|did|may|must)\b",
+                          re.IGNORECASE)
+
+
+def _specific_terms(query: str) -> list[str]:
+    """Stems of the question's specific words: numbers, names (capitalised past its first word), acronyms and
+    identifiers ("--maxvars", "PIP_CONFIG_FILE", "1.20.2"): what an answer about the asked thing names too."""
+    out = []
+    for n, word in enumerate(tokenize(query)):
+        if word.lower() in STOPWORDS:
+            continue
+        if any(ch.isdigit() for ch in word) or any(ch in word for ch in "_-./") or word.isupper() and len(word) > 1 \
+                or (n > 0 and word[:1].isupper()):
+            out.append(stem(word))
+    return list(dict.fromkeys(out))
 
 
 # A command-line option a question names ("--maxvars", "-restart").
@@ -850,22 +958,17 @@ def _bigrams(text: str) -> set[tuple[str, str]]:
     return set(zip(words, words[1:], strict=False))
 
 
-def _shape_score(query: str, text: str, weights: ReaderWeights = READER_WEIGHTS) -> float:
-    """Small corrections to MiniLM's closeness for how documentation states things: the question's
-    words in the same order ("distances are limited to" for "match distances limited to"), a
-    definition's subject opening the sentence ("libcbor is a C library ..." for "What is libcbor?"),
-    and a command line or a pointer ("Please see https://... for more info") quoted only when asked for."""
-    score = 0.0
+def _shape_parts(query: str, text: str) -> tuple[float, float, float]:
+    """How documentation states things, beside MiniLM's closeness: the share of the question's word pairs
+    in the same order ("distances are limited to" for "match distances limited to"), a definition's subject
+    opening the sentence ("libcbor is a C library ..." for "What is libcbor?": 1), and a command line or a
+    pointer ("Please see https://... for more info") nobody asked for (1)."""
     asked = _bigrams(query)
-    if asked:
-        score += weights.word_order * len(asked & _bigrams(text)) / len(asked)
+    order = len(asked & _bigrams(text)) / len(asked) if asked else 0.0
     definition = _DEFINITION_Q.match(query)
-    if definition and re.match(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b", text,
-                               re.IGNORECASE):
-        score += weights.definition
-    if _CODE_LIKE.search(text) and not _ASKS_CODE.search(query):
-        score -= weights.code_like
-    return score
+    opens = bool(definition and re.match(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
+                                         text, re.IGNORECASE))
+    return order, float(opens), float(bool(_CODE_LIKE.search(text) and not _ASKS_CODE.search(query)))
 
 
 def _asked_label(query: str) -> str:

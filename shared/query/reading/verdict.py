@@ -1,0 +1,193 @@
+"""The reader's verdict (issue 36): whether what it quotes is ``answered``, a caveat, or a refusal,
+decided by weights learned over its evidence, not by a rule per question.
+
+The reader (:class:`shared.query.reading.extractive.Reader`) measures its evidence for the answer it
+would give (:data:`FEATURES`: does a quoted sentence state a value of the asked type; the question's
+key terms in the quoted sentence, only in its section's heading, or only elsewhere in its passage;
+its passage's rank and closeness, and the margins to the best other document; a list asked for
+and no items quoted; parts of the question or names no source speaks to ...). Two logistic
+regressions read it:
+
+- ``right``: the probability that the answer holds the asked facts and cites the document that
+  states them;
+- ``near_miss``: the probability that no retrieved document states the asked fact at all.
+
+The answer is refused (``not_answerable``) when ``near_miss`` reaches ``refuse_from``; otherwise
+it is ``answered`` when ``right`` reaches ``answered_from``, and a caveat below. Where the local
+grader's own fitted probability refuses the passages, the question stays answerable only when
+``right`` reaches ``rescue_from`` (:meth:`VerdictModel.rescues`). Both models and
+both thresholds are fitted by ``bench/fit_reader.py`` on the development part of the real-text set
+(``ragbus eval --dataset realtext --part dev``), the thresholds chosen on held-out folds (split by
+document): ``answered_from`` for a precision of ``answered`` of at least 0.9, ``refuse_from`` for
+at most 5 % of answerable questions refused. They are shipped in ``verdict_model.json`` beside
+this module; a file fitted on other features is refused with the way to refit.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.contract.errors import ConfigError
+
+# Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
+FEATURE_VERSION = 1
+
+#: The reader's evidence for the answer it would give, in the order of each model's weights.
+FEATURES: tuple[str, ...] = (
+    "asks_value",  # 1 when the question asks for a value of a type (a count, date, version, default, flag ...)
+    "states_value",  # 1 when a quoted sentence states a value of the asked type, tied to the question's terms
+    "cosine",  # MiniLM cosine of the question and the opening sentence (under its section's heading)
+    "cosine_margin",  # that cosine minus the best of a sentence of another document (0: no other)
+    "overlap_sentence",  # share of the question's key terms in the quoted sentence (with what it leans on)
+    "overlap_heading_only",  # ... held only by its section's heading
+    "overlap_passage",  # ... anywhere in its passage
+    "closeness",  # cosine of the question and the opening sentence's passage
+    "closeness_margin",  # its document's closeness minus the closest other document's
+    "rank",  # 1 / the retrieval rank of the opening sentence's passage
+    "relevance_margin",  # the opening sentence's score minus the best of another document's sentence
+    "specific_missing",  # share of the question's specific terms (numbers, names, identifiers) not quoted
+    "specific_unretrieved",  # ... in no retrieved passage at all
+    "asks_list",  # 1 when the question asks for several items
+    "list_unquoted",  # 1 when it does and what is quoted holds no list (a lead-in without its items)
+    "parts_missing",  # share of the question's parts no quoted sentence speaks to (0: one part)
+    "names_unnamed",  # 1 when a name the question states is named by no source
+    "asks_open",  # 1 for a how/why question (a method or a reason)
+    "asks_yes_no",  # 1 for a yes/no question
+    "stated_anywhere",  # log(1 + sentences of the retrieved passages stating a value of the asked type)
+    "coverage_retrieved",  # share of the question's key terms in any retrieved passage
+    "overlap_best",  # the best share of the question's key terms one quotable sentence holds (with its heading)
+    "quoted",  # log(1 + sentences quoted)
+    "leans_back",  # 1 when the opening sentence is quoted with the sentence it leans on
+)
+
+MODEL_FILE = Path(__file__).with_name("verdict_model.json")
+REFIT = "refit it with `python bench/fit_reader.py` (fits on the realtext set's development part)"
+
+ANSWERED, CAVEAT, REFUSE = "answered", "caveat", "refuse"
+
+
+@dataclass(frozen=True, eq=False)  # numpy arrays: compared by identity
+class Logistic:
+    """Standardised logistic regression: ``p = sigmoid(intercept + weights . (x - mean) / scale)``."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    intercept: float
+
+    def probability(self, values: Mapping[str, float]) -> float:
+        missing = [f for f in FEATURES if f not in values]
+        if missing:
+            raise ValueError(f"the reader's verdict: no value for {', '.join(missing)}")
+        x = np.array([float(values[f]) for f in FEATURES])
+        z = self.intercept + float(((x - self.mean) / self.scale) @ self.weights)
+        return float(1.0 / (1.0 + np.exp(-min(max(z, -60.0), 60.0))))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": _rounded(self.mean), "scale": _rounded(self.scale), "weights": _rounded(self.weights),
+                "intercept": round(float(self.intercept), 6)}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Logistic:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where} is not an object: {REFIT}")
+        try:
+            arrays = [_numbers(data[k], f"{where}.{k}") for k in ("mean", "scale", "weights")]
+            intercept = _number(data["intercept"], f"{where}.intercept")
+        except KeyError as exc:
+            raise ConfigError(f"{where} is incomplete (no {exc}): {REFIT}") from None
+        if np.any(arrays[1] < 1e-9):
+            raise ConfigError(f"{where}.scale holds a value below 1e-9: {REFIT}")
+        return cls(*arrays, intercept)
+
+
+@dataclass(frozen=True, eq=False)
+class VerdictModel:
+    """The two models and their thresholds (see the module docstring); ``fitted`` records how and on what."""
+
+    right: Logistic
+    near_miss: Logistic
+    answered_from: float
+    refuse_from: float
+    rescue_from: float = 0.0
+    fitted: dict[str, Any] = field(default_factory=dict)
+
+    def decide(self, values: Mapping[str, float]) -> tuple[str, float, float]:
+        """(``answered``, ``caveat`` or ``refuse``; the probability right; the probability of a near miss)."""
+        p_right, p_near = self.right.probability(values), self.near_miss.probability(values)
+        if p_near >= self.refuse_from:
+            return REFUSE, p_right, p_near
+        return (ANSWERED if p_right >= self.answered_from else CAVEAT), p_right, p_near
+
+    def rescues(self, values: Mapping[str, float]) -> bool:
+        """Whether passages the grader's fitted probability refuses are still read as answering: the answer is
+        not refused and likely right (``right`` at least ``rescue_from``)."""
+        decision, p_right, _ = self.decide(values)
+        return decision != REFUSE and p_right >= self.rescue_from
+
+    def to_json(self) -> dict[str, Any]:
+        return {"feature_version": FEATURE_VERSION, "features": list(FEATURES), "right": self.right.to_json(),
+                "near_miss": self.near_miss.to_json(), "answered_from": round(self.answered_from, 4),
+                "refuse_from": round(self.refuse_from, 4), "rescue_from": round(self.rescue_from, 4),
+                "fitted": self.fitted}
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "the reader's verdict model") -> VerdictModel:
+        """The model ``data`` describes; :class:`ConfigError` when it was fit on other features or a value is
+        not a finite number of the right shape (a damaged or hand-edited file is refused, never misread)."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source} holds a JSON {type(data).__name__}, not the model's object: {REFIT}")
+        if data.get("feature_version") != FEATURE_VERSION or data.get("features") != list(FEATURES):
+            raise ConfigError(f"{source} was fit on feature version {data.get('feature_version')!r}, but the reader "
+                              f"measures version {FEATURE_VERSION} ({len(FEATURES)} features): {REFIT}")
+        try:
+            thresholds = [_number(data[k], f"{source}: {k}") for k in ("answered_from", "refuse_from", "rescue_from")]
+        except KeyError as exc:
+            raise ConfigError(f"{source} is incomplete (no {exc}): {REFIT}") from None
+        if not all(0.0 <= t <= 1.0 for t in thresholds) or not thresholds[0] > 0.0 or not thresholds[1] > 0.0:
+            raise ConfigError(f"{source}: a threshold outside (0, 1]: {REFIT}")
+        fitted = data.get("fitted") or {}
+        if not isinstance(fitted, Mapping):
+            raise ConfigError(f"{source}: 'fitted' is not an object: {REFIT}")
+        return cls(Logistic.from_json(data.get("right"), f"{source}: right"),
+                   Logistic.from_json(data.get("near_miss"), f"{source}: near_miss"), *thresholds, dict(fitted))
+
+    def save(self, path: Path = MODEL_FILE) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+@functools.cache
+def shipped_verdict_model() -> VerdictModel:
+    """The model shipped beside this module (read once per process)."""
+    try:
+        data = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"the reader's verdict model {MODEL_FILE} cannot be read ({exc}): {REFIT}") from exc
+    return VerdictModel.from_json(data, source=str(MODEL_FILE))
+
+
+def _rounded(values: np.ndarray) -> list[float]:
+    return [round(float(v), 6) for v in values]
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise ConfigError(f"{where} is {value!r:.60}, not a finite number: {REFIT}")
+    return float(value)
+
+
+def _numbers(values: Any, where: str) -> np.ndarray:
+    if not isinstance(values, list) or len(values) != len(FEATURES):
+        raise ConfigError(f"{where} is not a list of one number per feature ({len(FEATURES)}): {REFIT}")
+    return np.array([_number(v, f"{where}[{n}]") for n, v in enumerate(values)], dtype=float)
+
+
+__all__ = ["ANSWERED", "CAVEAT", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
+           "shipped_verdict_model"]

@@ -1,0 +1,142 @@
+"""The reader's verdict (issue 36 item 2): ``answered`` only when a quoted sentence states the asked
+value, list or reason tied to the question's terms; otherwise a caveat or a refusal. The decision
+is the shipped learned model's (:mod:`shared.query.reading.verdict`), read as the local model reads
+(the packaged MiniLM embedder, the answer-type check); the passages are written for these tests."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from services.synthesizer.handler import answer_outcome
+from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+from shared.contract.errors import ConfigError
+from shared.contract.ports import Answer, NumberedContext
+from shared.query.reading.answer_types import question_names, sentence_states, states_value
+from shared.query.reading.extractive import extractive_answer
+from shared.query.reading.verdict import (
+    ANSWERED,
+    CAVEAT,
+    FEATURES,
+    REFUSE,
+    Logistic,
+    VerdictModel,
+    shipped_verdict_model,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return OnnxMiniLMEmbedder()
+
+
+# The retriever always brings several documents: the reader decides among them (a neighbour is in every read)
+NEIGHBOUR = "Logging\n\nThe daemon writes its log to /var/log/frob.log. Log rotation is handled by logrotate every week."
+
+
+def _read(embedder, question: str, *passages: str, observe=None) -> Answer:
+    """The reader as the local model runs it (``LocalLanguageModel.synthesize``), each passage a document."""
+    passages = (*passages, NEIGHBOUR) if len(passages) == 1 else passages
+    contexts = [NumberedContext(number=n, source=f"file:///doc{n}.txt", text=t) for n, t in enumerate(passages, 1)]
+    q = embedder.embed([question])[0]
+    closeness = embedder.embed(list(passages)) @ q
+    return extractive_answer(question, contexts, context_similarity={c.number: float(s) for c, s in
+                                                                      zip(contexts, closeness, strict=True)},
+                             names=question_names(question), value_check=states_value, question_vector=q,
+                             sentence_embed=embedder.embed, fact_check=sentence_states, observe=observe)
+
+
+def _outcome(answer: Answer) -> str:
+    return answer_outcome(answer, passes=True)
+
+
+PORT = ("Configuration\n\nThe frobnicator daemon reads its settings from /etc/frob.conf at start. "
+        "It listens on TCP port 7412 by default; the port directive changes it.")
+
+
+def test_a_sentence_stating_the_asked_value_is_answered(embedder):
+    answer = _read(embedder, "Which TCP port does the frobnicator daemon listen on by default?", PORT)
+    assert "7412" in answer.text and _outcome(answer) == "answered"
+
+
+def test_a_sentence_that_names_the_subject_only_is_not_answered(embedder):
+    history = ("History\n\nThe frobnicator daemon was written in 1998 to replace the older frobd tool. "
+               "It has been maintained by a small group of volunteers ever since.")
+    answer = _read(embedder, "Which TCP port does the frobnicator daemon listen on by default?", history)
+    assert _outcome(answer) in ("answered_with_caveat", "not_answerable")
+
+
+def test_a_list_lead_in_without_its_items_is_not_answered(embedder):
+    lead_in = ("Formats\n\nThe packer tool supports several compression formats, and more can be added with "
+               "plugins. The formats it supports are described in the reference manual.")
+    answer = _read(embedder, "Which compression formats does the packer tool support?", lead_in)
+    assert _outcome(answer) in ("answered_with_caveat", "not_answerable")
+
+
+def test_the_value_of_a_neighbouring_document_is_not_answered(embedder):
+    osprey = "Osprey limits\n\nThe Osprey broker accepts messages of at most 4 MB each."
+    kestrel = "Kestrel overview\n\nThe Kestrel broker stores messages on disk and replicates them to two peers."
+    answer = _read(embedder, "What is the maximum message size of the Kestrel broker?", kestrel, osprey)
+    assert _outcome(answer) in ("answered_with_caveat", "not_answerable")
+
+
+def test_the_reader_shows_its_evidence_before_the_verdict(embedder):
+    seen = []
+    _read(embedder, "Which TCP port does the frobnicator daemon listen on by default?", PORT,
+          observe=lambda features, answer, reader: seen.append((features, answer)))
+    features, answer = seen[0]
+    assert set(features) == set(FEATURES) and features["states_value"] == 1.0 and "7412" in answer.text
+    assert all(np.isfinite(v) for v in features.values())
+
+
+def _model(right_bias: float, near_bias: float, answered_from=0.5, refuse_from=0.5) -> VerdictModel:
+    zero, one = np.zeros(len(FEATURES)), np.ones(len(FEATURES))
+    return VerdictModel(Logistic(zero, one, zero, right_bias), Logistic(zero, one, zero, near_bias),
+                        answered_from, refuse_from)
+
+
+def test_the_decision_follows_the_two_probabilities_and_thresholds():
+    values = dict.fromkeys(FEATURES, 0.0)
+    assert _model(2.0, -2.0).decide(values)[0] == ANSWERED
+    assert _model(-2.0, -2.0).decide(values)[0] == CAVEAT
+    assert _model(2.0, 2.0).decide(values)[0] == REFUSE  # a likely near miss is refused whatever its answer
+
+
+def test_a_refused_verdict_abstains_and_a_caveat_says_what_is_not_stated(embedder):
+    question = "Which TCP port does the frobnicator daemon listen on by default?"
+    contexts = [NumberedContext(number=1, source="doc1", text=PORT)]
+    q = embedder.embed([question])[0]
+    kwargs = {"context_similarity": {1: 0.6}, "question_vector": q, "sentence_embed": embedder.embed,
+              "fact_check": sentence_states}
+    refused = extractive_answer(question, contexts, verdict=_model(2.0, 2.0), **kwargs)
+    assert refused.abstained and _outcome(refused) == "not_answerable"
+    caveat = extractive_answer(question, contexts, verdict=_model(-2.0, -2.0), **kwargs)
+    assert _outcome(caveat) == "answered_with_caveat" and caveat.unstated and "7412" in caveat.text
+
+
+def test_the_shipped_model_loads_and_a_damaged_one_is_refused():
+    model = shipped_verdict_model()
+    assert 0 < model.answered_from <= 1 and 0 < model.refuse_from <= 1
+    data = model.to_json()
+    assert VerdictModel.from_json(json.loads(json.dumps(data))).answered_from == model.answered_from
+    for damage, message in ((lambda d: d.update(features=["x"]), "feature version"),
+                            (lambda d: d["right"].update(weights=[1e999] * len(FEATURES)), "not a finite number"),
+                            (lambda d: d["near_miss"].update(mean=[0.0]), "one number per feature"),
+                            (lambda d: d.update(refuse_from=0), "threshold outside"),
+                            (lambda d: d.pop("answered_from"), "incomplete")):
+        broken = json.loads(json.dumps(data))
+        damage(broken)
+        with pytest.raises(ConfigError, match=message):
+            VerdictModel.from_json(broken)
+
+
+def test_passages_the_grader_doubts_are_read_on_only_when_the_answer_is_likely_right():
+    values = dict.fromkeys(FEATURES, 0.0)
+    assert _model(2.0, -2.0, answered_from=0.9).rescues(values)  # likely right (0.88), though a caveat
+    doubting = VerdictModel(_model(0.0, -2.0).right, _model(0.0, -2.0).near_miss, 0.9, 0.5, 0.6)
+    assert not doubting.rescues(values)  # right 0.5, below rescue_from 0.6
+    assert not _model(2.0, 2.0).rescues(values)  # refused: never read on
