@@ -17,7 +17,7 @@ from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.messages import DocumentCleaned, encode
-from tests.hostile.crash import start_captured, write_corpus
+from tests.hostile.crash import start_captured, wait_for, write_corpus
 from tests.support import run_cli
 
 
@@ -91,3 +91,23 @@ def test_two_concurrent_retry_all_commands_each_count_only_their_own_letters(tmp
     assert sum(r for r, _ in counts) >= 7, outputs
     assert all(again == retried for retried, again in counts), outputs
     assert len(run_cli(home, "dead-letters", "--json").stdout.split('"message_id"')) - 1 == 7  # not 14
+
+
+def test_a_poll_does_not_fail_on_an_ingests_dead_letter_beside_it(tmp_path):
+    from tests.support import Site, put_article_feed, serve_site
+
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tiny.txt").write_text("too short to make a chunk")  # dead-lettered by any indexer
+    site = Site()
+    site.delay_s = 0.3  # a poll long enough for the ingest to run beside it
+    with serve_site(site):
+        items = put_article_feed(site, 20, "tundra")
+        run_cli(home, "feeds", "add", f"{site.base}/feed.xml", "--allow-loopback")
+        poll = start_captured(home, "poll")
+        wait_for(lambda: sum(site.hits.get(item["path"], 0) for item in items) >= 2)
+        ingest = run_cli(home, "ingest", str(docs), check=False)
+        out, errors = poll.communicate(timeout=300)
+    assert ingest.returncode == 1 and "1 document(s) could not be processed" in ingest.stderr
+    assert poll.returncode == 0, errors  # the ingest's failure is the ingest's, not the poll's
+    assert "could not be processed" not in errors

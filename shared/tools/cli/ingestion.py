@@ -59,7 +59,9 @@ def poll(
             request_id=uuid.uuid4().hex, feed_urls=list(feed or []), requested_at=started))
         if runtime is not None:
             wait_with_progress(session.local, runtime, since, timeout, "poll")
-            dead = dead_since(session.local, since)
+            # this poll's own: what it announced or waited for (an ingest beside it fails its own)
+            mine = earlier | touched_since(deps.state, started, _wanted_listings(deps, feed)) | {"poll"}
+            dead = dead_since(session.local, since, mine)
         else:
             wanted = list(feed or [f["url"] for f in list_listings(deps.state)])
 

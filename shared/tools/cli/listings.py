@@ -149,7 +149,7 @@ def _remove_listing(kind: ListingKind | None, url: str, keep_documents: bool, ti
         if deleted and runtime is not None:
             if not wait_with_progress(session.local, runtime, since, timeout, label):
                 raise typer.Exit(1)
-            dead = dead_since(session.local, since)
+            dead = dead_since(session.local, since, set(deleted))
         elif deleted:
             dead = wait_for_documents(session, lambda: set(deleted), timeout, label)
     kept = "; its documents stay indexed" if keep_documents else f" and {len(deleted)} document(s) from it"
