@@ -90,21 +90,21 @@ def test_a_huge_feed_is_fetched_newest_first_a_bounded_number_per_poll(tmp_path,
 
 def test_an_item_the_fetcher_refused_is_not_fetched_again_until_it_changes(tmp_path, site):
     items = _articles(site, 2)
-    site.put("/doc.pdf", b"%PDF-1.4 ...", "application/pdf")
-    items.append({"guid": "pdf", "path": "/doc.pdf"})
+    site.put("/doc.png", b"\x89PNG\r\n", "image/png")  # a kind no reader takes (a PDF now is one)
+    items.append({"guid": "png", "path": "/doc.png"})
     site.put("/feed.xml", feed_xml(site.base, items), "application/rss+xml")
     poller = Poller(tmp_path, site)
     report = poller.poll()
-    assert report.new == 2 and "'application/pdf'" in report.item_errors[0]
+    assert report.new == 2 and "'image/png'" in report.item_errors[0]
     for _ in range(3):
         again = poller.poll()
         assert again.refused == 1 and not again.item_errors
-    assert site.hits["/doc.pdf"] == 1
-    items[-1]["title"] = "the PDF, now as a page"
-    site.put("/doc.pdf", article_html("Now HTML", topic_paragraphs("pdf", 2)))
+    assert site.hits["/doc.png"] == 1
+    items[-1]["title"] = "the image, now as a page"
+    site.put("/doc.png", article_html("Now HTML", topic_paragraphs("png", 2)))
     site.put("/feed.xml", feed_xml(site.base, items), "application/rss+xml")
     changed = poller.poll()
-    assert changed.changed == 1 and site.hits["/doc.pdf"] == 2
+    assert changed.changed == 1 and site.hits["/doc.png"] == 2
 
 
 def test_two_concurrent_polls_of_one_feed_do_the_work_once(tmp_path, site):
