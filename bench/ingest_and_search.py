@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import resource
 import sys
 import tempfile
 import threading
@@ -91,6 +92,7 @@ def measure_ingest(folder: Path, home: Path, docs: int) -> dict[str, float]:
         if not runtime.wait_idle(3600):
             raise RuntimeError("ingestion did not finish within an hour")
         pipeline_s = time.perf_counter() - started
+        ingest_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before the embedder alone
     finally:
         runtime.stop()
     records = deps.state.list(state_collections.DOCUMENTS)
@@ -112,6 +114,7 @@ def measure_ingest(folder: Path, home: Path, docs: int) -> dict[str, float]:
         "embed_s": embed_s,
         "pipeline_cps": len(texts) / pipeline_s,
         "embed_cps": len(texts) / embed_s,
+        "ingest_rss_mb": ingest_rss_mb,
     }
 
 

@@ -138,7 +138,10 @@ def clean_document(message: DocumentFetched, ports: Deps) -> DocumentCleaned | N
     candidates = (message.title.strip(), reading.title, message.fallback_title.strip())
     title = next((t for t in candidates if t), "") or _title_from_url(message.url) or "Untitled"
     title = clip_metadata(title, ports.settings.max_title_chars)
-    published = clip_metadata(message.published or reading.published, 64) or None
+    # a feed's date is the publisher's; a file's (its modification time) yields to one it states
+    dates = (reading.published, message.published) if message.source == "file" else (message.published,
+                                                                                      reading.published)
+    published = clip_metadata(next((d for d in dates if d), None), 64) or None
     header = build_header(title, published, message.url)
     text = header + body + "\n"
     ref = blobs.put(key, text.encode("utf-8"), "text/plain; charset=utf-8")

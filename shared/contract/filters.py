@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
+from urllib.parse import unquote
 
 from shared.contract.sources import SOURCE_KINDS
 from shared.contract.text import shown as _shown
@@ -162,7 +163,9 @@ class Filters:
         if self.source is not None:
             origin = str(fields.get("origin") or "")
             url = str(fields.get("url") or "")
-            if not (_under(origin, self.source) or _under(url, self.source)):
+            # a file's URL (file:///docs/a%20b.txt) is its path too: --source names one file by either
+            path = unquote(url[len("file://"):]) if url.startswith("file://") else ""
+            if not (_under(origin, self.source) or _under(url, self.source) or path and _under(path, self.source)):
                 return False
         if self.kind is not None and fields.get("source") != self.kind:
             return False
@@ -281,7 +284,7 @@ def _source(value: str | None) -> str | None:
         if scheme not in ("http", "https", "gs", "file"):
             raise FilterError(f"source {_shown(value)}: use an http(s) URL, gs://bucket/prefix or a folder")
         if scheme == "file":
-            return _folder(value[len("file://"):])
+            return _folder(unquote(value[len("file://"):]))
         host = value.split("://", 1)[1].split("/", 1)[0]
         if not host:  # "gs://" or "https://" would admit nothing, silently
             raise FilterError(f"source {_shown(value)} names no {'bucket' if scheme == 'gs' else 'host'}: use "

@@ -508,11 +508,62 @@ def extract_rst(text: str) -> CleanDocument:
     return CleanDocument(body=normalize_text(doctree.astext()), title=title, published=published)
 
 
+_LIST_START = re.compile(r"^(?:[-*+•o]|\d{1,3}[.)]|[a-z][.)])\s")
+_UNDERLINE = re.compile(r"^\s*([=\-~*#^])\1{2,}\s*$")
+_HYPHEN_END = re.compile(r"[A-Za-zÀ-ÿ]-$")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def join_wrapped(text: str) -> str:
+    """Plain text with its hard-wrapped prose lines joined: a line reaching towards the wrap width
+    (60% of the document's long lines) runs on into the next unless that one starts a list item, a
+    deeper-indented block or follows a colon; short lines (a heading, a table's or a list's) stay
+    lines. A line's sentence is then whole, never cut at the wrap ("... not even [1]")."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lengths = sorted(len(line.rstrip()) for line in lines if line.strip())
+    if not lengths:
+        return text
+    width = lengths[int(len(lengths) * 0.9)] if len(lengths) >= 10 else lengths[-1]
+    if width < 40:
+        return text  # short lines throughout: a list or a poem, not wrapped prose
+    out: list[str] = []
+    for line in lines:
+        previous = out[-1] if out else ""
+        stripped = line.strip()
+        runs_on = (previous.strip() and stripped and len(previous.rstrip()) >= 0.6 * width
+                   and not _LIST_START.match(stripped) and not _UNDERLINE.match(stripped)
+                   and not previous.rstrip().endswith(":") and _indent(line) <= _indent(previous) + 4
+                   and _indent(line) >= _indent(previous) - 4)
+        if not runs_on:
+            out.append(line.rstrip())
+        elif _HYPHEN_END.search(previous.rstrip()) and stripped[:1].islower():
+            out[-1] = previous.rstrip()[:-1] + stripped
+        else:
+            out[-1] = previous.rstrip() + " " + stripped
+    return "\n".join(out)
+
+
+def plain_title(text: str) -> str:
+    """A plain-text document's heading: its first line when a blank line or an underline
+    (=====, -----) follows it, it is short and does not end a sentence; "" otherwise (the file's
+    name serves)."""
+    lines = [line.strip() for line in text.replace("\r\n", "\n").split("\n")]
+    first = next((i for i, line in enumerate(lines) if line and not _UNDERLINE.match(line)), None)
+    if first is None:
+        return ""
+    heading = lines[first]
+    after = lines[first + 1] if first + 1 < len(lines) else ""
+    if len(heading) > 80 or heading.endswith((".", ",", ";")) or not any(c.isalpha() for c in heading):
+        return ""
+    return heading if not after or _UNDERLINE.match(after) else ""
+
+
 def extract_plain(text: str) -> CleanDocument:
-    """Plain text as it is; its first short line serves as title when none is known."""
-    body = normalize_text(text)
-    first = body.split("\n", 1)[0].strip() if body else ""
-    return CleanDocument(body=body, title=first if 0 < len(first) <= 200 else "")
+    """Plain text with its wrapped lines joined; its heading is its title (else none is stated)."""
+    return CleanDocument(body=normalize_text(join_wrapped(text)), title=plain_title(text))
 
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

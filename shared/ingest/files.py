@@ -18,11 +18,12 @@ import errno
 import gzip
 import logging
 import os
+import re
 import stat
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.contract.errors import InvalidInput
@@ -63,27 +64,64 @@ class IngestReport:
         self.skipped[(why, full_suffix(file))] += 1
 
 
+#: what a file type's suffix looks like: ``.md``, ``.pdf``, ``.py`` (not ``.30-ReleaseNotes`` or ``.Debian``)
+_TYPE_SUFFIX = re.compile(r"\.[a-z0-9]{1,5}")
+
+
+def _type_suffix(name: str) -> str:
+    """The suffix of ``name`` that names a file type, or "" ("v2.30-ReleaseNotes" has none)."""
+    suffix = Path(name).suffix
+    return suffix.lower() if _TYPE_SUFFIX.fullmatch(suffix) else ""
+
+
 def full_suffix(file: Path) -> str:
-    """``.md.gz`` for a compressed Markdown file, ``.png`` for an image, ``(none)`` without a suffix."""
-    suffixes = [s.lower() for s in file.suffixes[-2:]]
-    if len(suffixes) == 2 and suffixes[-1] != COMPRESSED:
-        suffixes = suffixes[-1:]
-    return "".join(suffixes) or "(none)"
+    """``.md.gz`` for a compressed Markdown file, ``.png`` for an image, ``.gz`` for
+    ``v2.30-ReleaseNotes.gz``, ``(none)`` without a suffix."""
+    suffix = _type_suffix(file.name)
+    if suffix == COMPRESSED:
+        return (_type_suffix(file.stem) + COMPRESSED) if _type_suffix(file.stem) else COMPRESSED
+    return suffix or "(none)"
 
 
-def file_kind(file: Path) -> tuple[FileKind, bool] | None:
+def file_kind(file: Path, *, sniff: bool = True) -> tuple[FileKind, bool] | None:
     """The registered kind of ``file`` (:mod:`shared.formats.registry`), refused kinds included,
-    and whether it is gzip-compressed; None when its suffix names no kind."""
+    and whether it is gzip-compressed; None when its suffix names no kind.
+
+    A name without a type's suffix (``README``, ``NEWS.gz``, ``changelog.Debian.gz``,
+    ``v2.30-ReleaseNotes.gz``: most of /usr/share/doc) is plain text when its first bytes are
+    text (:data:`SNIFF_BYTES` of them, decompressed no further). Never through a symlink
+    (``sniff=False`` for a link's target): ``notes -> /etc/shadow`` would be text too."""
     suffix = file.suffix.lower()
     compressed = suffix == COMPRESSED
-    kind = by_suffix(Path(file.stem).suffix if compressed else suffix)
+    inner = Path(file.stem) if compressed else file
+    kind = by_suffix(inner.suffix)
+    if kind is None and sniff and not file.is_symlink() and not _type_suffix(inner.name) \
+            and _starts_as_text(file, compressed):
+        kind = by_suffix(".txt")
     return (kind, compressed) if kind is not None else None
 
 
-def document_type(file: Path) -> tuple[str, bool] | None:
+#: how much of a file without a type's suffix is read to decide whether it is text
+SNIFF_BYTES = 8192
+
+
+def _starts_as_text(file: Path, compressed: bool) -> bool:
+    from shared.formats.text import binary_reason
+
+    try:
+        if not file.is_file():
+            return False
+        with (gzip.open(file, "rb") if compressed else file.open("rb")) as stream:
+            head = stream.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return bool(head.strip()) and binary_reason(head) is None
+
+
+def document_type(file: Path, *, sniff: bool = True) -> tuple[str, bool] | None:
     """The media type of the document ``file`` holds, and whether it is gzip-compressed; None
     when it is not a document ragbus reads."""
-    found = file_kind(file)
+    found = file_kind(file, sniff=sniff)
     if found is None or found[0].refused:
         return None
     return found[0].media_type, found[1]
@@ -235,7 +273,7 @@ def _ingest_file(
     absolute = file.resolve()
     # A symlink's target is what is read: it must be a supported, readable file too.
     via = f" (the target of the symlink {file})" if absolute != file.absolute() and file.is_symlink() else ""
-    kind = document_type(absolute)
+    kind = document_type(absolute, sniff=not via)
     if kind is None:
         # named like a document, a symlink may lead anywhere (`notes.md -> /etc/shadow`): say where
         raise Skipped(f"{absolute}{via} has an unsupported suffix {absolute.suffix!r}; supported: {FILE_TYPES}",
@@ -254,6 +292,8 @@ def _ingest_file(
         data = _decompressed(absolute, max_bytes, via) if compressed else absolute.read_bytes()
     except OSError as exc:  # unreadable (permissions), gone meanwhile, a directory, a loop
         raise Skipped(f"{absolute}{via} cannot be read ({exc.strerror or exc}); skipped", "unreadable") from None
+    # a file's date is when it was last changed (the cleaner prefers a date the document states)
+    modified = datetime.fromtimestamp(status.st_mtime, UTC).isoformat(timespec="seconds")
     item = Item(
         document_id=file_document_id(str(absolute)),
         source="file",
@@ -269,7 +309,8 @@ def _ingest_file(
         item,
         # the cleaner prefers the title the document states; the file's name is the fallback
         lambda: Content(url=absolute.as_uri(), content_type=content_type, body=data,
-                        fallback_title=Path(absolute.stem).stem if compressed else absolute.stem),
+                        fallback_title=_name_as_title(absolute),
+                        published=modified),
         state=state, publisher=publisher, clock=clock, blobs=blobs, started=started,
     )
     if done.claim == "unchanged":
@@ -278,6 +319,14 @@ def _ingest_file(
         raise Skipped(f"{absolute}{via} was deleted (`ragbus ingest --delete`) while this ingest ran; "
                       "not ingested again (ingest it again to bring it back)", DELETED_MEANWHILE)
     return done.message
+
+
+def _name_as_title(file: Path) -> str:
+    """A file's name less its .gz and its kind's suffix: "policy" for policy.pdf.gz,
+    "v2.30-ReleaseNotes" for v2.30-ReleaseNotes.gz, "README.Debian" for README.Debian."""
+    name = file.name.removesuffix(COMPRESSED) if file.name.lower().endswith(COMPRESSED) else file.name
+    suffix = Path(name).suffix
+    return name[: -len(suffix)] if suffix and by_suffix(suffix) is not None else name
 
 
 class Skipped(InvalidInput):

@@ -116,9 +116,10 @@ def test_header_has_exactly_the_agreed_shape():
 
 
 def test_unknown_date_is_written_as_unknown():
+    # the first line is prose, not a heading: the file's name is the title (issue 31)
     text, event, _ = _run(b"Just a plain note about copper and quartz.\nSecond line.", "text/plain",
                           url="file:///notes/copper.txt")
-    assert text.startswith("Title: Just a plain note about copper and quartz.\nPublished: unknown\n"
+    assert text.startswith("Title: copper\nPublished: unknown\n"
                            "Source: file:///notes/copper.txt\n\n")
     assert event.published is None
 

@@ -96,7 +96,7 @@ def test_an_empty_file_is_published_for_the_cleaner_to_judge(ports, tmp_path):
 @pytest.mark.parametrize("name", ["slides.key", "image.png", "noext"])
 def test_unsupported_files_are_refused_naming_path_and_suffixes(ports, tmp_path, name):
     path = tmp_path / name
-    path.write_bytes(b"x")
+    path.write_bytes(b"\x00x")  # binary: a name without a suffix is read when it starts as text
     with pytest.raises(InvalidInput) as caught:
         ingest_path(path, **ports)
     assert str(path) in str(caught.value) and ".html, .htm, .md, .markdown, .txt" in str(
@@ -281,3 +281,48 @@ def test_a_symlink_named_like_a_document_to_another_kind_of_file_is_reported_as_
     published = ingest_path(root, report=report, **ports)
     assert len(published) == 1
     assert report.skipped == {("a symlink to a file of a type ragbus does not read", ".md"): 1}
+
+
+def test_files_without_a_type_s_suffix_are_plain_text_when_they_start_as_text(ports, tmp_path):
+    # as Debian ships /usr/share/doc: README, changelog.Debian.gz, v2.30-ReleaseNotes.gz (issue 31)
+    import gzip
+
+    from shared.ingest.files import UNSUPPORTED, IngestReport
+
+    (tmp_path / "README.Debian").write_text("Periodic fstrim for SSD disks\n-----------------------------\n")
+    (tmp_path / "changelog.Debian.gz").write_bytes(gzip.compress(b"util-linux (2.38.1-5) unstable; urgency=medium\n"))
+    (tmp_path / "v2.30-ReleaseNotes.gz").write_bytes(gzip.compress(b"Release notes for util-linux 2.30\n"))
+    (tmp_path / "v2.31-ReleaseNotes.gz").write_bytes(b"\x1f\x8b broken")
+    (tmp_path / "v2.32-ReleaseNotes.gz").write_bytes(b"\x1f\x8b broken too")
+    (tmp_path / "blob").write_bytes(b"\x00\x01\x02 binary")
+    report = IngestReport()
+    published = {m.guid.rsplit("/", 1)[-1]: m for m in ingest_path(tmp_path, **ports, report=report)}
+    assert set(published) == {"README.Debian", "changelog.Debian.gz", "v2.30-ReleaseNotes.gz"}
+    assert {m.content_type for m in published.values()} == {"text/plain"}
+    assert published["v2.30-ReleaseNotes.gz"].fallback_title == "v2.30-ReleaseNotes"
+    assert published["README.Debian"].fallback_title == "README.Debian"
+    # grouped by the real suffix, not ".31-releasenotes.gz" and ".32-releasenotes.gz" apart
+    assert report.skipped == {(UNSUPPORTED, ".gz"): 2, (UNSUPPORTED, "(none)"): 1}
+
+
+def test_a_file_s_date_is_its_modification_time(ports, tmp_path):
+    import os
+
+    note = tmp_path / "note.txt"
+    note.write_text("A note.")
+    os.utime(note, (1_767_225_600, 1_767_225_600))  # 2026-01-01T00:00:00Z
+    (message,) = ingest_path(note, **ports)
+    assert message.published == "2026-01-01T00:00:00+00:00"
+
+
+def test_a_symlink_without_a_suffix_is_never_read_as_text(ports, tmp_path):
+    # `notes -> /etc/shadow`: the target is text, but only a file reached directly is sniffed
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "README").write_text("Read me first.")
+    (tmp_path / "secrets").write_text("root:$6$hash:19000:0:99999:7:::")
+    (root / "notes").symlink_to(tmp_path / "secrets")
+    published = ingest_path(root, **ports)
+    assert [m.guid.rsplit("/", 1)[-1] for m in published] == ["README"]
+    with pytest.raises(InvalidInput):
+        ingest_path(root / "notes", **ports)

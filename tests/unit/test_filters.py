@@ -175,3 +175,13 @@ def test_source_tokens_cover_every_value_a_prefix_admits():
         for value in values:
             if f.matches(_chunk(origin=value, url="")):
                 assert source_token(f.source) in source_tokens(value), (prefix, value)
+
+
+def test_a_source_names_one_file_by_its_path_or_its_file_url():
+    # issue 31: `--source /usr/share/doc/adduser/users-and-groups.txt.gz` (or its file:// URL) matched nothing
+    fields = {"origin": "/usr/share/doc/adduser", "url": "file:///usr/share/doc/adduser/users%20and%20groups.txt.gz"}
+    for source in ("/usr/share/doc/adduser/users and groups.txt.gz",
+                   "file:///usr/share/doc/adduser/users%20and%20groups.txt.gz", "/usr/share/doc/adduser"):
+        assert Filters.parse(now=datetime(2026, 11, 1, tzinfo=UTC), source=source).matches(fields), source
+    other = Filters.parse(now=datetime(2026, 11, 1, tzinfo=UTC), source="/usr/share/doc/adduser/other.txt")
+    assert not other.matches(fields)

@@ -147,3 +147,30 @@ def test_without_an_ocr_engine_a_scanned_page_is_skipped_and_counted(monkeypatch
     assert "no OCR engine installed" in reading.unread_reason and "tesseract-ocr" in reading.unread_reason
     off = read_pdf(_scanned_pdf(), "application/pdf", "", Limits(ocr=False))
     assert off.unread == 1 and "RAGBUS_OCR" in off.unread_reason
+
+
+HWCLOCK = (  # util-linux's hwclock.txt as Debian ships it (/usr/share/doc/util-linux), wrapped at 72
+    "Hwclock is a program that runs under Linux and sets and queries the\n"
+    "Hardware Clock, which is often called the Real Time Clock, RTC, or CMOS\n"
+    "clock.  Sometimes, you have to install hwclock in a different way.\n"
+)
+RULES = (  # debian-policy's upgrading-checklist: a heading, its underline, a cut sentence
+    "Rules-Requires-Root\n===================\n\n"
+    'If "no", then "debian/rules binary" will not require root at all (not even\n'
+    "[1]), and dpkg-buildpackage will not run it under fakeroot or similar.\n\n"
+    "  * first item of a list\n  * second item\n"
+)
+
+
+def test_a_text_file_s_wrapped_lines_are_joined_and_its_title_is_its_heading_or_none():
+    from shared.formats.text import extract_plain
+
+    wrapped = extract_plain(HWCLOCK)
+    assert wrapped.title == ""  # a wrapped first line is no title: the file's name serves
+    assert wrapped.body.startswith("Hwclock is a program that runs under Linux and sets and queries the Hardware "
+                                   "Clock, which is often called the Real Time Clock, RTC, or CMOS clock.")
+    rules = extract_plain(RULES)
+    assert rules.title == "Rules-Requires-Root"
+    assert ('If "no", then "debian/rules binary" will not require root at all (not even [1]), and '
+            "dpkg-buildpackage will not run it under fakeroot or similar.") in rules.body
+    assert "* first item of a list\n* second item" in rules.body  # list items stay lines
