@@ -1,0 +1,142 @@
+"""Deletes against every kind of neighbour (issue 35's own campaign): a delete of what was never
+ingested, of a path that is gone, of one file or one subfolder beside others, of a folder whose
+name prefixes another's, of the newest document kinds; and a delete racing `dead-letters retry
+--all`. Each deletes exactly what it names, says how many, and leaves the rest indexed once."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from tests.hostile import bad_files
+from tests.hostile.crash import NOTHING, census, start_captured, write_corpus
+from tests.support import run_cli, topic_paragraphs
+
+pytestmark = pytest.mark.hostile
+
+
+def _deleted(proc: subprocess.CompletedProcess) -> int:
+    return int(re.search(r"(\d+) document\(s\) deleted", proc.stdout).group(1))
+
+
+def _files(folder, topic: str, n: int) -> None:
+    folder.mkdir(parents=True)
+    for i in range(n):
+        (folder / f"{topic}{i}.md").write_text(f"# {topic} {i}\n\n" + "\n\n".join(topic_paragraphs(f"{topic}{i}", 3, i)))
+
+
+def _urls(home) -> set[str]:
+    from shared.adapters.local.state import SqliteStateStore
+    from shared.contract import state_collections
+    return {d["url"].rsplit("/", 1)[1] for d in SqliteStateStore(home / "ragbus.db").list(state_collections.DOCUMENTS)}
+
+
+def _found(home, query: str) -> list:
+    return json.loads(run_cli(home, "search", query, "--json").stdout)
+
+
+def test_deleting_a_file_that_was_never_ingested_deletes_nothing_else(tmp_path):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    _files(docs, "gabbro", 3)
+    run_cli(home, "ingest", str(docs / "gabbro0.md"))
+    run_cli(home, "ingest", str(docs / "gabbro1.md"))
+    done = run_cli(home, "ingest", "--delete", str(docs / "gabbro2.md"), check=False)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert _deleted(done) == 0
+    assert _urls(home) == {"gabbro0.md", "gabbro1.md"} and census(home)["duplicates"] == 0
+
+
+def test_deleting_a_path_that_never_existed_is_a_clear_error_and_keeps_the_rest(tmp_path):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    _files(docs, "dolerite", 2)
+    run_cli(home, "ingest", str(docs))
+    done = run_cli(home, "ingest", "--delete", str(tmp_path / "nowhere" / "x.md"), check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "nowhere/x.md was never ingested and does not exist" in done.stderr
+    assert _urls(home) == {"dolerite0.md", "dolerite1.md"}
+
+
+def test_a_file_ingested_then_removed_from_disk_can_still_be_deleted_by_its_path(tmp_path):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    _files(docs, "andesite", 2)
+    run_cli(home, "ingest", str(docs))
+    (docs / "andesite0.md").unlink()
+    done = run_cli(home, "ingest", "--delete", str(docs / "andesite0.md"), check=False)
+    assert done.returncode == 0 and _deleted(done) == 1, (done.stdout, done.stderr)
+    assert _urls(home) == {"andesite1.md"}
+    assert not any("andesite0" in json.dumps(hit) for hit in _found(home, "andesite0 report"))
+
+
+def test_a_folder_whose_name_prefixes_anothers_is_deleted_alone(tmp_path):
+    home = tmp_path / "home"
+    _files(tmp_path / "notes", "tuff", 2)
+    _files(tmp_path / "notes-archive", "pumice", 2)
+    _files(tmp_path / "notes2", "scoria", 1)
+    for folder in ("notes", "notes-archive", "notes2"):
+        run_cli(home, "ingest", str(tmp_path / folder))
+    done = run_cli(home, "ingest", "--delete", str(tmp_path / "notes"))
+    assert _deleted(done) == 2
+    assert _urls(home) == {"pumice0.md", "pumice1.md", "scoria0.md"}
+    assert _found(home, "pumice0 report") and _found(home, "scoria0 report")
+
+
+def test_a_subfolder_and_a_single_file_are_deleted_alone_and_come_back_when_ingested_again(tmp_path):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    _files(docs, "chert", 2)
+    _files(docs / "sub", "flint", 2)
+    run_cli(home, "ingest", str(docs))
+    assert _deleted(run_cli(home, "ingest", "--delete", str(docs / "sub") + "/")) == 2
+    assert _deleted(run_cli(home, "ingest", "--delete", str(docs / "chert0.md"))) == 1
+    assert _urls(home) == {"chert1.md"}
+    assert _deleted(run_cli(home, "ingest", "--delete", str(docs / "chert0.md"))) == 0  # twice: nothing more
+    run_cli(home, "ingest", str(docs))
+    assert _urls(home) == {"chert0.md", "chert1.md", "flint0.md", "flint1.md"}
+    assert census(home)["duplicates"] == 0 and _found(home, "flint1 report")
+
+
+@pytest.mark.parametrize("name,data", [
+    ("slate.docx", lambda: bad_files.docx(topic_paragraphs("slate", 3, seed=3))),
+    ("marble.pdf", lambda: bad_files.pdf([bad_files.text_page(*topic_paragraphs("marble", 1, seed=4)[0].split(". "))])),
+    ("quartz.csv", lambda: ("kind,note\n" + "".join(f"quartz{i},{p}\n" for i, p in enumerate(
+        topic_paragraphs("quartz", 3, seed=5)))).encode()),
+])
+def test_a_document_of_a_new_kind_deleted_stays_deleted_and_comes_back_when_ingested_again(tmp_path, name, data):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    (docs / name).write_bytes(data())
+    _files(docs / "beside", "shale", 1)
+    run_cli(home, "ingest", str(docs))
+    assert _urls(home) == {name, "shale0.md"}
+    assert _deleted(run_cli(home, "ingest", "--delete", str(docs / name))) == 1
+    assert _urls(home) == {"shale0.md"} and census(home)["duplicates"] == 0
+    topic = name.split(".")[0]
+    assert not any(name in json.dumps(hit) for hit in _found(home, f"{topic} report"))
+    again = run_cli(home, "ingest", str(docs))
+    assert "1 document(s) submitted" in again.stdout, again.stdout
+    assert _urls(home) == {name, "shale0.md"}
+    assert any(name in json.dumps(hit) for hit in _found(home, f"{topic} report"))
+
+
+def test_a_delete_racing_a_retry_of_its_dead_letters_wins(tmp_path):
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    write_corpus(docs, 12)
+    first = run_cli(home, "ingest", str(docs), check=False, RAGBUS_MAX_CHUNKS_PER_DOCUMENT="1")
+    assert "12 document(s) could not be processed" in first.stderr
+    retry = start_captured(home, "dead-letters", "retry", "--all")
+    try:
+        time.sleep(0.3)
+        delete = run_cli(home, "ingest", "--delete", str(docs), check=False)
+        out, err = retry.communicate(timeout=300)
+    finally:
+        if retry.poll() is None:
+            retry.kill()
+    assert delete.returncode == 0 and "Traceback" not in delete.stderr + err, (delete.stderr, err)
+    assert census(home) == NOTHING
+    # whatever the retry had taken before the delete, nothing it finishes later brings a document back
+    again = run_cli(home, "dead-letters", "retry", "--all", check=False)
+    assert "Traceback" not in again.stderr
+    assert census(home) == NOTHING
