@@ -8,7 +8,7 @@ for a slot (Cloud Run with every instance busy), to a functions-framework proces
 works ``--work-s`` per message (tests/probes/burst.py). The subscriptions differ only in
 max_delivery_attempts: 5 (infra/ before) and 100 (infra/ now, Pub/Sub's maximum).
 
-What the emulator does differently from Pub/Sub (measured with this script; the README's
+What the emulator does differently from Pub/Sub (measured with this script; docs/google-cloud.md's
 "Delivery under load" has the figures):
 - it pushes about two messages of a subscription at a time (Pub/Sub widens its push
   window to many more), so the front refuses at once (``--pending-s 0``): holding a push

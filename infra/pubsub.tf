@@ -40,7 +40,7 @@ resource "google_pubsub_subscription" "dead_letter_inbox" {
 # manage their own subscriptions, which Terraform cannot give a dead-letter policy;
 # explicit subscriptions can.
 #
-# Delivery under load (README): Cloud Run answers 429 to a push that finds every instance
+# Delivery under load (docs/google-cloud.md): Cloud Run answers 429 to a push that finds every instance
 # busy and none may start, and Pub/Sub counts that as a delivery attempt. A burst therefore
 # spends attempts on messages that never ran; max_delivery_attempts (default 100, Pub/Sub's
 # maximum) and the retry backoff give a refused message hours before it is dead-lettered,

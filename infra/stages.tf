@@ -38,7 +38,7 @@ locals {
   # defaults, 10 s .. 600 s, spread a burst's retries over hours. The query loop has a
   # question waiting (RAGBUS_QUERY_TIMEOUT_S, 60 s by default): 1 s .. 60 s, so a refused hop
   # is retried while the answer is still wanted. With max_delivery_attempts = 100 either
-  # leaves a refused message far longer than a burst takes to drain (README: Delivery under load).
+  # leaves a refused message far longer than a burst takes to drain (docs/google-cloud.md: Delivery under load).
   retry_backoff = {
     ingestion = { minimum = "10s", maximum = "600s" }
     query     = { minimum = "1s", maximum = "60s" }

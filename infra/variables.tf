@@ -10,7 +10,7 @@ variable "region" {
 }
 
 variable "max_delivery_attempts" {
-  description = "Deliveries before a message goes to its dead-letter topic (Pub/Sub allows 5-100). Cloud Run's 429 when no instance is free counts as one, so a burst spends attempts on work that never ran: 100 keeps it (README: Delivery under load)"
+  description = "Deliveries before a message goes to its dead-letter topic (Pub/Sub allows 5-100). Cloud Run's 429 when no instance is free counts as one, so a burst spends attempts on work that never ran: 100 keeps it (docs/google-cloud.md: Delivery under load)"
   type        = number
   default     = 100
 

@@ -2,7 +2,7 @@
 
 Every setting is one field of :class:`Settings` (or :class:`GradeThresholds`) declared with
 :func:`setting`: its variable, default, kind (which parses it and holds its bounds or choices)
-and description. :func:`load_settings` reads the environment by that table, and README's
+and description. :func:`load_settings` reads the environment by that table, and docs/configuration.md's
 configuration table is generated from it (``python -m shared.tools.docs``; a unit test fails
 when they differ). Nothing else reads a ``RAGBUS_*`` variable (``tests/unit/test_layers.py``).
 
@@ -47,7 +47,7 @@ MULTI_REGIONAL_LOCATIONS = ("global", "us", "eu")
 _REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
 
 
-# ---- kinds: how one variable is parsed, and how README names its type -----------------------
+# ---- kinds: how one variable is parsed, and how docs/configuration.md names its type -----------------------
 
 class Kind:
     """How a variable's text becomes a value. ``read`` returns ``default`` when it is unset;
@@ -247,7 +247,7 @@ class Setting:
     env: str
     kind: Kind
     description: str
-    shown: str | None = None  # the default as README shows it (Markdown), when its value reads badly
+    shown: str | None = None  # the default as docs/configuration.md shows it (Markdown), when its value reads badly
     field: str = ""  # the attribute of Settings (dotted for a nested group), filled in below
 
 
@@ -293,7 +293,7 @@ class Settings:
     gemini_model: str = setting(
         "RAGBUS_GEMINI_MODEL", DEFAULT_GEMINI_MODEL, Text(strip=True),
         "model for the gemini provider (the default is `DEFAULT_GEMINI_MODEL` in `shared/contract/config.py`; "
-        "see [Google Cloud](#google-cloud))")
+        "see [Google Cloud](google-cloud.md#the-gemini-model))")
     gemini_location: str = setting(
         "RAGBUS_GEMINI_LOCATION", DEFAULT_GEMINI_LOCATION, Location(),
         "Vertex AI location of the Gemini model: `global`, `us`, `eu` or, for a model regional endpoints serve, "
@@ -551,7 +551,7 @@ def _rows(cls: type, prefix: str = "") -> tuple[Setting, ...]:
     return tuple(out)
 
 
-#: The table: every variable the settings read, in the order README lists them.
+#: The table: every variable the settings read, in the order docs/configuration.md lists them.
 SETTINGS: tuple[Setting, ...] = _rows(Settings)
 SETTING_BY_ENV: dict[str, Setting] = {s.env: s for s in SETTINGS}
 SETTING_BY_FIELD: dict[str, Setting] = {s.field: s for s in SETTINGS}
@@ -613,7 +613,7 @@ def provider_missing(name: str, env: Mapping[str, str]) -> str | None:
 
 
 def settings_table() -> str:
-    """The table as the Markdown README's "Configuration (environment)" section holds."""
+    """The table as docs/configuration.md holds it (``python -m shared.tools.docs``)."""
     lines = ["| variable | type | default | meaning |", "|---|---|---|---|"]
     for row in (*SETTINGS, *OTHER_VARIABLES):
         lines.append(f"| `{row.env}` | {row.kind.describe()} | {_shown_default(row)} | {row.description} |")

@@ -4,7 +4,7 @@ Each :class:`Provider` names its adapter (a class with ``from_settings(settings)
 ``check_settings(settings)``, imported only when the provider is chosen), the setting naming
 its model, the settings it requires and its call budget, what the eval needs set to run it,
 the variables it reads, and what a deploy gives the functions that call it. Derived from it:
-config's accepted values, README's row and ``load_settings``' checks (required settings, an
+config's accepted values, docs/configuration.md's row and ``load_settings``' checks (required settings, an
 http(s) API base, no key in clear text), the runtime's model (bootstrap), the start-up check
 (readiness: the call budget against the function's timeout), ``ragbus eval``'s providers,
 and infra/'s generated ``registry.tf`` (per provider its variables, secrets, roles and the
@@ -60,7 +60,7 @@ class CallBudget:
 @dataclass(frozen=True)
 class Provider:
     name: str
-    summary: str  # Markdown, for README's RAGBUS_LLM row and infra's llm_provider description
+    summary: str  # Markdown, for docs/configuration.md's RAGBUS_LLM row and infra's llm_provider description
     adapter: str = ""  # "package.module:Class"; "" for the local model, which the runtime builds itself
     model_setting: str | None = None  # the Settings field naming the model it calls
     required: tuple[Required, ...] = ()
@@ -111,7 +111,7 @@ PROVIDERS: tuple[Provider, ...] = (
     Provider("local", "offline, deterministic", deploy_summary="the deterministic stand-in"),
     Provider("openai",
              "any OpenAI-compatible server: Ollama, llama.cpp, vLLM, LM Studio; see "
-             "[A local model](#a-local-model-ollama-llamacpp-vllm-lm-studio)",
+             "[A local model](models.md#a-local-model-ollama-llamacpp-vllm-lm-studio)",
              adapter="shared.adapters.openai_compatible:OpenAICompatibleLanguageModel", model_setting="openai_model",
              required=(Required("openai_base_url", "the server's API base, e.g. http://127.0.0.1:11434/v1 for Ollama, "
                                 "http://127.0.0.1:8080/v1 for llama.cpp's llama-server", "var.openai_base_url"),

@@ -1,6 +1,6 @@
 """PDF: text by PDFium (pypdfium2), page by page, in reading order; scanned pages by OCR.
 
-Chosen by measurement against pypdf and pdfplumber on Debian's own PDFs (README, "PDF"): PDFium
+Chosen by measurement against pypdf and pdfplumber on Debian's own PDFs (docs/formats.md, "PDF"): PDFium
 was 5-10x faster than pypdf and 20-40x faster than pdfplumber, used the least memory, and its
 text matched the plain-text edition Debian ships beside the same manual best.
 

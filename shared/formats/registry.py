@@ -3,7 +3,7 @@ that turns its bytes into passages (:mod:`shared.formats.passages`).
 
 Every way in reads it: ``ragbus ingest`` (which suffixes are documents), the GCS trigger (an
 object's media type), the feed poller (which linked files it fetches), the cleaner (which reader
-runs), and the generated lists in the CLI help, README and docs/architecture.md. A new file kind
+runs), and the generated lists in the CLI help, docs/formats.md and docs/architecture.md. A new file kind
 is one reader and one row of :data:`KINDS`.
 """
 
@@ -114,7 +114,7 @@ def readable_media_types() -> tuple[str, ...]:
 
 
 def kinds_table() -> str:
-    """The Markdown table the README and docs/architecture.md carry (``python -m shared.tools.docs``)."""
+    """The Markdown table docs/formats.md and docs/architecture.md carry (``python -m shared.tools.docs``)."""
     lines = ["| kind | suffixes | media types | read by |", "|---|---|---|---|"]
     for k in KINDS:
         how = f"refused: {k.refused}" if k.refused else f"`{k.reader}`" + (" (separate process)" if k.binary else "")

@@ -56,10 +56,23 @@ class Generated:
         return True
 
 
+def endpoints_table() -> str:
+    """The HTTP API's operations as ``/openapi.json`` lists them (method, path, summary), for docs/http-api.md."""
+    from services.gateway.openapi import openapi_document  # the gateway's types: only this part needs them
+    from shared.contract.config import load_settings
+
+    document = openapi_document(load_settings({}))  # the defaults: the paths do not depend on settings
+    rows = [(method.upper(), path, operation["summary"].replace("|", "\\|"))  # a bar would split the cell
+            for path, methods in document["paths"].items() for method, operation in methods.items()]
+    return "\n".join(["| method | path | what it does |", "|---|---|---|",
+                      *(f"| {method} | `{path}` | {summary} |" for method, path, summary in rows)])
+
+
 PARTS: tuple[Generated, ...] = (
-    Generated("README.md", "settings-table", settings_table),
+    Generated("docs/configuration.md", "settings-table", settings_table),
     Generated("docs/architecture.md", "stage-table", stage_table),
-    Generated("README.md", "file-kinds", kinds_table),
+    Generated("docs/formats.md", "file-kinds", kinds_table),
+    Generated("docs/http-api.md", "endpoints", endpoints_table),
     Generated("docs/architecture.md", "file-kinds", kinds_table),
     Generated("infra/registry.tf", "", infra_registry.render),
     Generated("infra/terraform.tfvars.example", "models", infra_registry.render_tfvars, comment="# {}"),

@@ -1,6 +1,6 @@
 """A burst into a function with no free capacity, on the Pub/Sub emulator: Cloud Run's 429
 spends a delivery attempt, so max_delivery_attempts decides whether work that never ran is
-dead-lettered (infra/pubsub.tf, the README's "Delivery under load").
+dead-lettered (infra/pubsub.tf, docs/google-cloud.md's "Delivery under load").
 
 A front admitting one push at a time answers 429 to the rest at once, in front of a
 functions-framework process (tests/probes/burst.py). The emulator redelivers a refused push

@@ -162,11 +162,11 @@ def test_removing_an_unknown_feed_is_an_error_that_changes_nothing():
     assert len(list_listings(state)) == 1 and not publisher.messages
 
 
-def test_the_readme_names_only_commands_and_flags_that_exist():
+def test_the_command_reference_names_only_commands_and_flags_that_exist():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("## Using it", 1)[1].split("```", 2)[1]
+    reference = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    block = reference.split("## Every command", 1)[1].split("```", 2)[1]
     runner = CliRunner()
     checked = 0
     for line in block.splitlines():

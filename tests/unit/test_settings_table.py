@@ -1,7 +1,7 @@
-"""One table of settings: it builds the loader and README's configuration table.
+"""One table of settings: it builds the loader and docs/configuration.md's table.
 
 A setting is one declaration in shared/contract/config.py (variable, default, kind,
-description) and its consumer; ``python -m shared.tools.docs`` regenerates README.
+description) and its consumer; ``python -m shared.tools.docs`` regenerates docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -35,21 +35,21 @@ from shared.tools import docs
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_readme_holds_the_generated_table():
-    assert docs.stale() == [], "README or docs/architecture.md is stale: run python -m shared.tools.docs"
+def test_the_docs_hold_the_generated_tables():
+    assert docs.stale() == [], "a generated part of docs/ or infra/ is stale: run python -m shared.tools.docs"
 
 
-def test_a_stale_readme_is_caught_and_the_command_rewrites_it(tmp_path):
+def test_a_stale_settings_table_is_caught_and_the_command_rewrites_it(tmp_path):
     for part in docs.PARTS:
         (tmp_path / part.path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / part.path, tmp_path / part.path)
-    readme = tmp_path / "README.md"
-    readme.write_text(readme.read_text().replace("| `RAGBUS_TOP_K` | integer ≥ 1 | `10` |", "| `RAGBUS_TOP_K` | integer ≥ 1 | `12` |"))
-    assert docs.stale(tmp_path) == ["README.md (settings-table)"]
+    page = tmp_path / "docs" / "configuration.md"
+    page.write_text(page.read_text().replace("| `RAGBUS_TOP_K` | integer ≥ 1 | `10` |", "| `RAGBUS_TOP_K` | integer ≥ 1 | `12` |"))
+    assert docs.stale(tmp_path) == ["docs/configuration.md (settings-table)"]
     for part in docs.PARTS:
         part.write(tmp_path)
     assert docs.stale(tmp_path) == []
-    assert (tmp_path / "README.md").read_text() == (ROOT / "README.md").read_text()
+    assert page.read_text() == (ROOT / "docs" / "configuration.md").read_text()
 
 
 def test_the_check_command_names_a_stale_part_and_fails(tmp_path, capsys):
