@@ -83,7 +83,9 @@ class SqliteSpanStore(SpanExporter):
     # ---------------------------------------------------------------- read
 
     def delete_ended_before(self, cutoff_ns: int) -> int:
-        """Delete the spans that ended before ``cutoff_ns`` (nanoseconds since the epoch)."""
+        """Delete the spans that ended before ``cutoff_ns`` (nanoseconds since the epoch). A cutoff
+        past what SQLite's 64-bit integers hold (a clock set beyond the year 2262) is every span."""
+        cutoff_ns = max(-(2**63), min(cutoff_ns, 2**63 - 1))
         with self._db.transaction() as conn:
             return conn.execute("DELETE FROM spans WHERE end_ns < ?", (cutoff_ns,)).rowcount
 
