@@ -26,7 +26,7 @@ from typing import Any
 from shared.contract import state_collections
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.ports import ConversationTurn, Doc, StateStore
-from shared.query.record import QueryRecord
+from shared.query.record import QueryRecord, later
 from shared.query.state import expire_if_overdue
 
 __all__ = [
@@ -183,7 +183,7 @@ def join_conversation(
     already holding :data:`MAX_TURNS` turns.
     """
     at = now.isoformat()
-    expire_at = (now + timedelta(days=retention_days)).isoformat()
+    expire_at = later(now, timedelta(days=retention_days)).isoformat()
     if conversation_id is None:
         conversation_id = uuid.uuid4().hex
         doc = {"conversation_id": conversation_id, "created_at": at, "updated_at": at, "expire_at": expire_at,

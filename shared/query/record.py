@@ -46,6 +46,16 @@ from typing import Any, Literal, NotRequired, TypedDict, get_args
 from shared.contract.filters import Filters
 from shared.contract.ports import Doc, Grade
 
+
+def later(now: datetime, delta: timedelta) -> datetime:
+    """``now + delta``, or the last representable moment when a clock set near the year 9999 would
+    overflow it (a deadline or an expiry then never comes, rather than every query failing)."""
+    try:
+        return now + delta
+    except OverflowError:
+        return datetime.max.replace(tzinfo=now.tzinfo)
+
+
 Status = Literal["pending", "running", "answered", "failed", "timed_out"]
 Outcome = Literal["answered", "answered_with_caveat", "not_answerable", "failed", "timed_out"]
 Decision = Literal["refine", "accept", "abstain", "exhausted"]
@@ -300,9 +310,9 @@ class QueryRecord:
             max_model_calls=max_model_calls,
             created_at=at,
             updated_at=at,
-            deadline=(now + timedelta(seconds=timeout_s)).isoformat(),
+            deadline=later(now, timedelta(seconds=timeout_s)).isoformat(),
             # when the record may be deleted (Firestore TTL in gcp; see infra/firestore.tf)
-            expire_at=(now + timedelta(days=retention_days)).isoformat(),
+            expire_at=later(now, timedelta(days=retention_days)).isoformat(),
             trace_id=trace_id,
             events=[{"stage": "gateway", "type": "submitted", "at": at, "iteration": 0}],
         )

@@ -75,6 +75,21 @@ def test_a_sweep_with_the_clock_far_in_the_future_deletes_what_expires_and_keeps
     assert sweep(system.settings, system.bus, state, future) == type(swept)()  # nothing more, no error
 
 
+def test_a_query_asked_with_the_clock_at_the_year_9999_is_accepted_not_a_500(tmp_path):
+    system = _system(tmp_path / "home")
+    system.deps.override("clock", FixedClock(datetime(9999, 12, 31, 12, tzinfo=UTC)))
+    server = serve(system.deps, "127.0.0.1", 0)
+    try:
+        asked = httpx.post(server.url + "/v1/queries", json={"question": "what is basalt?"}, timeout=30)
+        assert asked.status_code == 202, asked.text  # was 500: OverflowError computing its expiry
+        record = system.deps.state.get(state_collections.QUERIES, asked.json()["id"])
+        assert record["expire_at"].startswith("9999-12-31T23:59:59")
+        conversation = system.deps.state.get(state_collections.CONVERSATIONS, asked.json()["conversation_id"])
+        assert conversation["turns"] == [asked.json()["id"]]
+    finally:
+        server.stop()
+
+
 def test_a_conversation_that_expires_between_two_turns_refuses_the_second_and_keeps_the_first(tmp_path):
     system = _system(tmp_path / "home")
     start = datetime.now(UTC)
