@@ -340,7 +340,7 @@ def conversation(messages: list[ChatMessage]) -> tuple[str, int, list[dict[str, 
 
 
 def count_tokens(text: str) -> int:
-    """Words and punctuation marks: ragbus's own count, not any model's tokenizer (see README)."""
+    """Words and punctuation marks: ragbus's own count, not any model's tokenizer (see docs/mcp-and-openai.md)."""
     return len(_TOKENS.findall(text))
 
 

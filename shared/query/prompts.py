@@ -366,7 +366,7 @@ def answer_from_reply(data: dict[str, Any], language: str, context_count: int | 
     """The answer a synthesis reply's JSON object holds; no usable sentence means abstained.
 
     With ``context_count``, a sentence must cite one of the contexts 1..``context_count`` (in
-    its ``citations`` or inline): the README's rule that every sentence of an answer cites a
+    its ``citations`` or inline): docs/models.md's rule that every sentence of an answer cites a
     source; numbers outside that range are dropped. Sentences are cleaned by
     :func:`clean_model_sentence`, and at most ``MAX_ANSWER_SENTENCES`` sentences and
     ``MAX_ANSWER_CHARS`` characters are kept."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.contract.config import settings_table
+from shared.contract.config import load_settings, settings_table
 from shared.formats.registry import kinds_table
 from shared.runtime.stages import stage_table
 from shared.tools import infra_registry
@@ -58,8 +58,8 @@ class Generated:
 
 def endpoints_table() -> str:
     """The HTTP API's operations as ``/openapi.json`` lists them (method, path, summary), for docs/http-api.md."""
-    from services.gateway.openapi import openapi_document  # the gateway's types: only this part needs them
-    from shared.contract.config import load_settings
+    # the gateway's types, imported only for this part
+    from services.gateway.openapi import openapi_document
 
     document = openapi_document(load_settings({}))  # the defaults: the paths do not depend on settings
     rows = [(method.upper(), path, operation["summary"].replace("|", "\\|"))  # a bar would split the cell

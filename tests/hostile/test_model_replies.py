@@ -1,10 +1,11 @@
 """Hostile replies from an OpenAI-compatible model server on 127.0.0.1, read by the real provider.
 
-What a model writes is held to the README's rules before anything stores or shows it: every
-sentence of an answer cites a source that exists, no control character or escape sequence gets
-through, a sentence giving orders is dropped as one in a retrieved context is, and a reply is
-bounded while it is read. A reply that breaks the rules is a RetryableError (the synthesizer then
-answers extractively, and says so in the record's fallbacks), never an `answered` without sources.
+What a model writes is held to docs/models.md's rules (Structured replies) before anything stores or
+shows it: every sentence of an answer cites a source that exists, no control character or escape
+sequence gets through, a sentence giving orders is dropped as one in a retrieved context is, and a
+reply is bounded while it is read. A reply that breaks the rules is a RetryableError (the
+synthesizer then answers extractively, and says so in the record's fallbacks), never an `answered`
+without sources.
 """
 
 from __future__ import annotations
