@@ -19,12 +19,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from shared.runtime.stages import QUERY_STAGES  # noqa: E402
+
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def latency_by_stage(results: dict, out: Path) -> None:
     full = results["pipeline"]["rows"][0]
-    stages = [s for s in ("transformer", "retriever", "grader", "synthesizer", "total") if s in full["stage_latency_ms"]]
+    stages = [s for s in (*QUERY_STAGES, "total") if s in full["stage_latency_ms"]]  # the registry's order
     stages += [s for s in full["stage_latency_ms"] if s not in stages]
     p50 = [full["stage_latency_ms"][s]["p50"] for s in stages]
     p95 = [full["stage_latency_ms"][s]["p95"] for s in stages]

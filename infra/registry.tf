@@ -3,7 +3,7 @@
 # fails while this file is stale). Hand-written infra/ reads these locals.
 
 locals {
-  # One per message class (shared/contract/messages.py), each paired with a dead-letter topic (pubsub.tf).
+  # One per message class (shared/contract/messages.py) and stage hop, each paired with a dead-letter topic (pubsub.tf).
   topics = [
     "feed-poll-requested",
     "document-fetched",

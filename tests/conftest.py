@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+# The registry of stages makes the hop message of each stage another follows (and so its topic):
+# every test sees the same message table, whichever module it imports first.
+import shared.runtime.stages  # noqa: E402,F401
+
 _ROOT = Path(__file__).parent
 _USER_HOMES = [Path(p) for p in {os.environ.get("RAGBUS_HOME") or "", str(Path.cwd() / ".ragbus"),
                                  str(_ROOT.parent / ".ragbus")} if p]

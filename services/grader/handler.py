@@ -15,7 +15,7 @@ import logging
 
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
-from shared.contract.messages import ContextsRetrieved, Message, QueryGraded
+from shared.contract.messages import Message, QueryGraded, QueryHop
 from shared.contract.ports import Grade, NumberedContext
 from shared.observability import metrics
 from shared.query.grading import failed_thresholds, fallback_grade
@@ -104,7 +104,7 @@ def grade_contexts(record: QueryRecord, contexts: list[Context], ports: Deps) ->
     return fallback_grade(f"the model call failed ({reply.error})"), "fallback", reply.calls
 
 
-def grade(record: QueryRecord, message: ContextsRetrieved, ports: Deps) -> Change:
+def grade(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
     """Grade the iteration's contexts, decide what happens next, keep the best iteration."""
     iteration, settings = message.iteration, ports.settings
     entry = record.entry(iteration)

@@ -26,7 +26,7 @@ import numpy as np
 from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.filters import Filters
-from shared.contract.messages import ContextsRetrieved, Message, QueryTransformed
+from shared.contract.messages import Message, QueryHop
 from shared.contract.ports import Embedder, Index, ScoredChunk, SearchesMany
 from shared.contract.text import split_header
 from shared.query.reading.language import in_english
@@ -226,17 +226,21 @@ class Searched:
         return [r for r in self.subs if r.succeeded]
 
 
-def search_iteration(record: QueryRecord, message: QueryTransformed, ports: Deps) -> Searched:
+def search_iteration(record: QueryRecord, message: QueryHop, ports: Deps) -> Searched:
     """Search the question, its rewrite and its sub-queries (module docstring); a failed leading search is
     retried (raised), a failed sub-query is left out."""
     settings, embedder, index = ports.settings, ports.embedder, ports.index
     top_k = record.top_k or settings.top_k
     # A German, French or Spanish question leads by its English search terms (the corpus's
     # language), as the transformer searched it; English comes back unchanged.
-    question = in_english(record.question or message.query)[1]
-    queries, meanings = leading_queries(question, message.query)
+    entry = record.entry(message.iteration)
+    if entry is None or not entry.query:
+        raise RetryableError(f"query {record.id}: iteration {message.iteration} has no recorded query yet; "
+                             "retry once the transformer's write is visible")
+    question = in_english(record.question or entry.query)[1]
+    queries, meanings = leading_queries(question, entry.query)
     leading = len(queries)
-    for n, sub in enumerate(message.sub_queries[: settings.max_sub_queries], start=1):
+    for n, sub in enumerate(entry.sub_queries[: settings.max_sub_queries], start=1):
         queries.append((f"sub_query_{n}", sub))
         meanings.append(meanings[leading - 1])
     # Every ranking is asked for exactly top_k: the index's candidate pool, and so its ranking,
@@ -278,7 +282,7 @@ def search_iteration(record: QueryRecord, message: QueryTransformed, ports: Deps
     return Searched(filters, results, widened, leading, used, anywhere)
 
 
-def retrieve(record: QueryRecord, message: QueryTransformed, ports: Deps) -> Change:
+def retrieve(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
     """The iteration's contexts: every search fused, the ``top_k`` best kept in the record."""
     settings, iteration = ports.settings, message.iteration
     searched = search_iteration(record, message, ports)
@@ -291,9 +295,6 @@ def retrieve(record: QueryRecord, message: QueryTransformed, ports: Deps) -> Cha
             r.filters = filters.to_dict() if filters is not None else None
             r.time_filter = {**(r.time_filter or {}), "widened": [*(r.time_filter or {}).get("widened", []), *widened]}
         entry = r.ensure_entry(iteration)
-        if entry.query is None:
-            entry.query = message.query
-            entry.sub_queries = list(message.sub_queries)
         entry.contexts = contexts
         entry.sub_queries_used = [hits.query for hits in used[leading:]]
         entry.sub_queries_succeeded = len(succeeded)
@@ -311,7 +312,7 @@ def retrieve(record: QueryRecord, message: QueryTransformed, ports: Deps) -> Cha
             detail += f" (fewer than {settings.min_sub_queries_for_synthesis}: {searched_text} only)"
     return Change(change, "retrieved", detail, annotations={
         "context_count": len(contexts), "sub_query_count": len(subs), "sub_queries_succeeded": len(succeeded),
-        "query": None if settings.redact_query_text else message.query,
+        "query": None if settings.redact_query_text else record.entry(iteration).query,
         "filters": filters.describe() if filters is not None else None,
         "time_widened": " -> ".join(widened) if widened else None})
 
@@ -382,16 +383,8 @@ def _dated(results: list[QueryHits]) -> bool:
     return any(h.chunk.published for r in results for h in r.hits)
 
 
-def retrieved(record: QueryRecord, iteration: int) -> ContextsRetrieved:
-    """The message that tells the next stage ``iteration``'s contexts are stored."""
-    entry = record.entry(iteration)
-    return ContextsRetrieved(query_id=record.id, iteration=iteration,
-                             context_count=len(entry.contexts) if entry else 0)
-
-
-# The retriever records the query from the message when the transformer's entry is not there,
-# so it waits for no earlier stage.
-STEP = registered_step(__name__, run=retrieve, publishes=retrieved, waits=False)
+# It publishes its hop (contexts-retrieved) for the stage that follows it in the registry.
+STEP = registered_step(__name__, run=retrieve)
 
 
 def handle(message: Message, deps: Deps) -> None:

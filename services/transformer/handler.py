@@ -166,8 +166,7 @@ def transformed(record: QueryRecord, iteration: int) -> QueryTransformed | None:
     entry = record.entry(iteration)
     if entry is None or not entry.query:
         return None
-    return QueryTransformed(query_id=record.id, iteration=iteration, query=entry.query,
-                            sub_queries=list(entry.sub_queries))
+    return QueryTransformed(query_id=record.id, iteration=iteration)
 
 
 @dataclass(frozen=True)

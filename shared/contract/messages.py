@@ -47,6 +47,8 @@ class Message(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
+        if cls.__dict__.get("GENERIC"):
+            return  # a base whose subclasses name the topics (QueryHop)
         topic = cls.__dict__.get("TOPIC")
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"message {cls.__name__} names no TOPIC")
@@ -196,29 +198,51 @@ class QuerySubmitted(Message):
         return f"{self.query_id}/submitted"
 
 
-class QueryTransformed(Message):
-    """Iteration ``iteration`` will retrieve with ``query`` and ``sub_queries``."""
+def _hop_v1(body: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 of a hop (QueryTransformed, ContextsRetrieved) also carried what the record holds
+    (the query and sub-queries, the context count); a consumer reads them from the record, so
+    they are dropped. Kept while a version-1 message can still be delivered: Pub/Sub keeps an
+    unacknowledged message 7 days (infra/pubsub.tf's message_retention_duration), so until the
+    build after the first deploy of version 2 that is older than 7 days."""
+    return {k: v for k, v in body.items() if k in ("query_id", "iteration")}
 
-    TOPIC: ClassVar[str] = "query-transformed"
+
+class QueryHop(Message):
+    """A query stage recorded iteration ``iteration`` in the query's record: the next stage reads
+    what it needs from there (claim check), so the hop carries nothing else.
+
+    One class for every hop of the loop that routes on nothing: each hop's topic is its producing
+    stage's (:func:`hop_message` makes the subclass named after the topic, once; the registry of
+    stages makes one per stage that another stage follows). Typed messages remain where a hop
+    routes on data (:class:`QueryGraded`'s decision) and for ingestion.
+    """
+
+    GENERIC: ClassVar[bool] = True
+    SCHEMA_VERSION: ClassVar[int] = 2
+    READS_OLDER: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _hop_v1}
     query_id: str
     iteration: int
-    query: str
-    sub_queries: list[str] = []
 
     def idempotency_key(self) -> str:
-        return f"{self.query_id}/{self.iteration}/transformed"
+        return f"{self.query_id}/{self.iteration}/{self.TOPIC}"
 
 
-class ContextsRetrieved(Message):
-    """Contexts for this iteration are stored in the query's state."""
+def hop_message(topic: str) -> type[QueryHop]:
+    """The :class:`QueryHop` of ``topic``, made (and registered) the first time it is asked for; its
+    name, the wire's ``type``, is the topic in CamelCase ("query-transformed": QueryTransformed)."""
+    name = "".join(part.capitalize() for part in topic.replace("_", "-").split("-"))
+    found = MESSAGE_TYPES.get(name)
+    if found is not None:
+        if not (isinstance(found, type) and issubclass(found, QueryHop) and found.TOPIC == topic):
+            raise TypeError(f"hop topic {topic!r}: its name {name} is taken by another message")
+        return found
+    return type(name, (QueryHop,), {"__module__": __name__, "__doc__": f"A hop on {topic}.",
+                                    "GENERIC": False, "TOPIC": topic, "__annotations__": {}})
 
-    TOPIC: ClassVar[str] = "contexts-retrieved"
-    query_id: str
-    iteration: int
-    context_count: int
 
-    def idempotency_key(self) -> str:
-        return f"{self.query_id}/{self.iteration}/retrieved"
+#: The loop's two hops that existed as classes of their own (their old bodies read by ``_hop_v1``).
+QueryTransformed = hop_message("query-transformed")
+ContextsRetrieved = hop_message("contexts-retrieved")
 
 
 def _graded_v1(body: dict[str, Any]) -> dict[str, Any]:

@@ -31,8 +31,15 @@ CONTEXTS_RETRIEVED = ContextsRetrieved.TOPIC
 QUERY_GRADED = QueryGraded.TOPIC
 ANSWER_READY = AnswerReady.TOPIC
 
-#: One topic per message class, in the order they are declared.
-ALL_TOPICS: tuple[str, ...] = tuple(cls.TOPIC for cls in MESSAGE_TYPES.values())
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``ALL_TOPICS``: one topic per message class, in the order they are registered, read when asked
+    for: the registry of stages (:mod:`shared.runtime.stages`) adds the hop of a stage another one
+    follows as it is imported, and what imports the registry sees those too."""
+    if name == "ALL_TOPICS":
+        return tuple(cls.TOPIC for cls in MESSAGE_TYPES.values())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def dead_letter_topic(topic: str) -> str:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 from shared.contract import topics
+from shared.contract.messages import hop_message
 
 if TYPE_CHECKING:
     from shared.contract.deps import Deps
@@ -82,7 +83,7 @@ class Stage:
     group: Group
     trigger: Trigger
     summary: str
-    publishes: tuple[str, ...]
+    publishes: tuple[str, ...] = ()  # its hop, when another stage follows it, is added (linked)
     # Pub/Sub stages: (topic, workers in the embedded runtime), delivered to ``handler``.
     consumes: tuple[tuple[str, int], ...] = ()
     handler: str = ""  # "package.module:function" for consumed messages
@@ -98,6 +99,17 @@ class Stage:
     needs: tuple[str, ...] = ()
     # Its Cloud Functions (one per consumed topic, or per target for GCS events).
     functions: tuple[Function, ...] = (Function(),)
+    # A query stage that follows another: its predecessor's name (it consumes that stage's hop,
+    # with ``after_workers`` workers in the embedded runtime, and waits for its iteration's record).
+    after: str = ""
+    after_workers: int = 2
+    # The topic of its own hop (:class:`~shared.contract.messages.QueryHop`), published when another
+    # stage follows it; empty: ``<name>-done``.
+    hop: str = ""
+
+    @property
+    def hop_topic(self) -> str:
+        return self.hop or f"{self.name.replace('_', '-')}-done"
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -113,7 +125,7 @@ class Stage:
         return tuple(Consumer(self.name, topic, self.handler, workers) for topic, workers in self.consumes)
 
 
-STAGES: tuple[Stage, ...] = (
+DECLARED: tuple[Stage, ...] = (
     Stage("feed_poller", "ingestion", "pubsub", "polls RSS/Atom feeds, announces new, changed and removed items",
           publishes=(topics.DOCUMENT_FETCHED, topics.DOCUMENT_DELETED),
           consumes=((topics.FEED_POLL_REQUESTED, 1),), handler="services.feed_poller.handler:handle",
@@ -146,7 +158,7 @@ STAGES: tuple[Stage, ...] = (
               Function(topic=topics.DOCUMENT_DELETED, index=True, max_instances=3,
                        note="Deletes chunks only: the embedder is built lazily and never loaded here."))),
     Stage("transformer", "query", "pubsub", "makes a follow-up stand alone, rewrites the question (iteration 0) or refines it after a grade",
-          publishes=(topics.QUERY_TRANSFORMED,),
+          publishes=(), hop=topics.QUERY_TRANSFORMED,
           consumes=((topics.QUERY_SUBMITTED, 2), (topics.QUERY_GRADED, 2)),
           handler="services.transformer.handler:handle", needs=("served_model",),
           functions=tuple(Function(topic=t, model=True, timeout=150, max_instances=20, concurrency=8)
@@ -154,12 +166,12 @@ STAGES: tuple[Stage, ...] = (
     Stage("retriever", "query", "pubsub",
           "searches the index for the question, its rewrite and its sub-queries; "
           "the question's own ranking leads, the rest is fused",
-          publishes=(topics.CONTEXTS_RETRIEVED,),
-          consumes=((topics.QUERY_TRANSFORMED, 2),), handler="services.retriever.handler:handle",
+          publishes=(), hop=topics.CONTEXTS_RETRIEVED, after="transformer",
+          handler="services.retriever.handler:handle",
           needs=("embedder",), functions=(Function(embeds=True, index=True, memory="2Gi"),)),
     Stage("grader", "query", "pubsub", "grades the contexts and decides: refine, accept, abstain or exhausted",
-          publishes=(topics.QUERY_GRADED,),
-          consumes=((topics.CONTEXTS_RETRIEVED, 2),), handler="services.grader.handler:handle",
+          publishes=(topics.QUERY_GRADED,), after="retriever",
+          handler="services.grader.handler:handle",
           needs=("grade_model", "served_model"),
           functions=(Function(model=True, timeout=150, max_instances=20, concurrency=8),)),
     Stage("synthesizer", "query", "pubsub", "writes the cited answer from the best iteration and ends the query",
@@ -179,6 +191,30 @@ STAGES: tuple[Stage, ...] = (
           functions=(Function(embeds=True, index=True, memory="2Gi", timeout=300, concurrency=40,
                               note="HTTP: REST, event stream, MCP and the web page; /search embeds the query."),)),
 )
+
+
+
+def linked(declared: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    """The stages with their hops filled in: a stage that names ``after`` consumes its predecessor's
+    hop topic, which the predecessor publishes (its :class:`QueryHop` class is made here)."""
+    by_name = {s.name: s for s in declared}
+    followed = {s.after for s in declared if s.after}
+    unknown = followed - set(by_name)
+    if unknown:
+        raise LookupError(f"a stage follows {sorted(unknown)}, which is no registered stage")
+    linked = []
+    for stage in declared:
+        publishes, consumes = stage.publishes, stage.consumes
+        if stage.name in followed and stage.hop_topic not in publishes:
+            publishes = (*publishes, hop_message(stage.hop_topic).TOPIC)
+        if stage.after:
+            hop = by_name[stage.after].hop_topic
+            consumes = ((hop, stage.after_workers), *((t, w) for t, w in consumes if t != hop))
+        linked.append(replace(stage, publishes=publishes, consumes=consumes))
+    return tuple(linked)
+
+
+STAGES: tuple[Stage, ...] = linked(DECLARED)
 
 #: Topics published from outside the stages: Cloud Scheduler's poll (infra/scheduler.tf) and
 #: ``ragbus poll`` / ``serve`` / ``demo`` request one.

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 
+from shared.contract import topics
 from shared.contract.providers import PROVIDERS, Provider
-from shared.contract.topics import ALL_TOPICS
 from shared.runtime.stages import CONSUMERS, QUERY_STAGES, STAGES, Function, Stage, consumers_of
 
 HEADER = """\
@@ -142,8 +142,8 @@ def render() -> str:
     names = [p.name for p in PROVIDERS]
     quoted = ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
     lines = [HEADER, "locals {",
-             "  # One per message class (shared/contract/messages.py), each paired with a dead-letter topic (pubsub.tf).",
-             "  topics = [", *[f"    {_string(t)}," for t in ALL_TOPICS], "  ]", "",
+             "  # One per message class (shared/contract/messages.py) and stage hop, each paired with a dead-letter topic (pubsub.tf).",
+             "  topics = [", *[f"    {_string(t)}," for t in topics.ALL_TOPICS], "  ]", "",
              "  # One push subscription per (stage, consumed topic), keyed by the subscription name the code uses.",
              "  consumers = {"]
     width = max(len(_string(c.subscription)) for c in CONSUMERS)

@@ -21,7 +21,6 @@ import openai
 import pytest
 
 from services.synthesizer.handler import number_citations
-from shared.contract.messages import QueryTransformed
 from shared.contract.ports import Answer, AnswerSentence
 from shared.formats.text import extract_markdown
 from shared.query.plain_answer import plain_answer_text
@@ -136,8 +135,7 @@ def test_a_gemini_answer_is_stored_plain():
             {"text": s.replace("blimp buffer", "fusion"), "citations": [1]} for s in STEERED]}))
         loop = make_loop(CORPUS, llm)
         loop.submit("how does reciprocal rank fusion work")
-        loop.deliver(loop.run_up_to("synthesizer", QueryTransformed(query_id="q1", iteration=0,
-                                                                    query="reciprocal rank fusion")))
+        loop.deliver(loop.run_up_to("synthesizer", loop.transformed("reciprocal rank fusion")))
     record = loop.record()
     assert record["answer_provider"] == "gemini" and "512 KB" in record["answer"]
     assert_plain(record["answer"], "the stored Gemini answer")

@@ -237,7 +237,7 @@ def test_a_query_message_that_keeps_failing_is_recorded_and_its_query_fails(topo
         query_id, "what is a volcano?", top_k=5, max_iterations=1, max_model_calls=5,
         now=client.clock.now(), timeout_s=600))
     # The grader retries until the retriever has stored the iteration's contexts: never, here.
-    client.publisher.publish(ContextsRetrieved(query_id=query_id, iteration=0, context_count=3))
+    client.publisher.publish(ContextsRetrieved(query_id=query_id, iteration=0))
 
     def failed():
         record = client.state.get(state_collections.QUERIES, query_id)
@@ -263,7 +263,7 @@ def test_a_push_on_the_last_allowed_attempt_ends_the_query_in_a_real_stage_serve
     client.state.put(state_collections.QUERIES, query_id, new_query_record(
         query_id, "what is a volcano?", top_k=5, max_iterations=1, max_model_calls=5,
         now=client.clock.now(), timeout_s=600))
-    data, attributes = encode(ContextsRetrieved(query_id=query_id, iteration=0, context_count=3))
+    data, attributes = encode(ContextsRetrieved(query_id=query_id, iteration=0))
     grader = next(p for p in topo["processes"] if p["name"] == "grader")
 
     def push(attempt: int) -> int:

@@ -208,12 +208,12 @@ def test_a_time_range_that_leaves_nothing_is_widened_and_the_record_says_so(deps
 def test_the_retriever_applies_the_time_filter_widens_it_and_leads_with_the_newest(deps):
     from services.retriever.handler import handle
     from services.transformer.handler import question_time_filter
-    from shared.contract.messages import QueryTransformed
+    from tests.unit.loop_fakes import transformed_hop
 
     record = _record("What is the latest about CUDA graphs launch overhead?", created=NOW)
     record.filters, record.time_filter = question_time_filter(record, NOW)
     deps.state.put(state_collections.QUERIES, record.id, record.to_doc())
-    handle(QueryTransformed(query_id=record.id, iteration=0, query="CUDA graphs launch overhead"), deps)
+    handle(transformed_hop(deps, record.id, 0, "CUDA graphs launch overhead"), deps)
     stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, record.id))
     contexts = stored.entry(0).contexts
     # Within 90 days: the two 2026 posts, not the 2025 one; the newest (amd-2026, 22 Nov) leads.
@@ -225,7 +225,7 @@ def test_the_retriever_applies_the_time_filter_widens_it_and_leads_with_the_newe
     old.id = "q2"
     old.filters, old.time_filter = question_time_filter(old, datetime(2028, 6, 1, tzinfo=UTC))
     deps.state.put(state_collections.QUERIES, old.id, old.to_doc())
-    handle(QueryTransformed(query_id=old.id, iteration=0, query="CUDA graphs launch overhead"), deps)
+    handle(transformed_hop(deps, old.id, 0, "CUDA graphs launch overhead"), deps)
     stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, old.id))
     assert stored.time_filter["widened"] == ["since 2027-12-04", "since 2027-06-07", "since 2026-06-12"]
     assert stored.filters == {"since": "2026-06-12T00:00:00+00:00"}
@@ -258,7 +258,7 @@ def test_a_recent_window_holding_only_other_topics_is_widened_to_the_question_s_
     product's post; the window is widened until it holds the topic, and the record says why."""
     from services.retriever.handler import handle
     from services.transformer.handler import question_time_filter
-    from shared.contract.messages import QueryTransformed
+    from tests.unit.loop_fakes import transformed_hop
 
     embedder = HashingEmbedder()
     index = HybridIndex(tmp_path / "index", embedder.dimension)
@@ -276,7 +276,7 @@ def test_a_recent_window_holding_only_other_topics_is_widened_to_the_question_s_
     record = _record("What is the latest NVSHMEM release for device puts?")
     record.filters, record.time_filter = question_time_filter(record, NOW)
     deps.state.put(state_collections.QUERIES, record.id, record.to_doc())
-    handle(QueryTransformed(query_id=record.id, iteration=0, query=record.original_query), deps)
+    handle(transformed_hop(deps, record.id, 0, record.original_query), deps)
     stored = QueryRecord.from_doc(deps.state.get(state_collections.QUERIES, record.id))
     assert stored.time_filter["widened"] == ["since 2026-05-30", "since 2025-12-01"]
     assert stored.entry(0).contexts[0]["document_id"] == "nvshmem-2026-04"

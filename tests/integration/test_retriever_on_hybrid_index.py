@@ -7,7 +7,6 @@ import math
 
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 from shared.adapters.local.index import HybridIndex
-from shared.contract.messages import QueryTransformed
 from tests.unit.loop_fakes import chunk, make_loop
 
 TOPICS = {
@@ -55,7 +54,7 @@ def test_the_contexts_first_half_is_the_plain_search_of_the_question_whatever_th
         query_id = f"q{q}"
         loop.submit(question, query_id=query_id, top_k=top_k)
         rewrite = f"{question} {added}"
-        loop.deliver(QueryTransformed(query_id=query_id, iteration=0, query=rewrite, sub_queries=[]))
+        loop.deliver(loop.transformed(rewrite, query_id=query_id))
         contexts = [c["chunk_id"] for c in loop.record(query_id)["iterations"][0]["contexts"]]
         vector = embedder.embed([question])[0]
         plain = [h.chunk.chunk_id for h in index.search(question, vector, top_k)]

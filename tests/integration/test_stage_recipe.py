@@ -14,8 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
 
-# Run in a fresh interpreter: the blocks extend the message table and the registry, which the
-# handlers read at import, and this process's registry must stay as it is.
+# Run in a fresh interpreter: the blocks extend the registry (and so the message table: the new
+# stage's hop), which the handlers read at import, and this process's registry must stay as it is.
 DRIVER = '''
 import json, sys
 from dataclasses import replace
@@ -24,28 +24,16 @@ from pathlib import Path
 blocks = json.loads(Path(sys.argv[1]).read_text())
 home = sys.argv[2]
 
-from shared.contract import messages
-
-before = set(messages.MESSAGE_TYPES)
-exec(blocks["message"], vars(messages))  # declaring the class registers it and its topic
-(added,) = [messages.MESSAGE_TYPES[name] for name in set(messages.MESSAGE_TYPES) - before]
-setattr(messages, added.__name__, added)
-
 from shared.runtime import stages
 
-stage = eval(blocks["stage"].replace("services.reranker.", "throwaway_reranker."),
-             {**vars(stages), added.__name__: added})
-grader = stages.STAGE_BY_NAME["grader"]
-retriever_topics = [t for t, _ in grader.consumes]
-assert [t for t, _ in stage.consumes] == retriever_topics, "the recipe's stage takes the grader's input"
-grader = replace(grader, consumes=((stage.publishes[0], 2),))
-order = []
-for s in stages.STAGES:
-    if s.name == "grader":
-        order += [stage, grader]
-    else:
-        order.append(s)
-stages.STAGES = tuple(order)
+stage = eval(blocks["stage"].replace("services.reranker.", "throwaway_reranker."), vars(stages))
+(grader,) = [s for s in stages.DECLARED if s.name == "grader"]
+assert stage.after == "retriever", "the recipe's stage follows the retriever"
+stage = replace(stage, after=grader.after)  # the retriever, or a stage since put before the grader
+declared = []
+for s in stages.DECLARED:
+    declared += [stage, replace(s, after=stage.name)] if s.name == "grader" else [s]
+stages.STAGES = stages.linked(tuple(declared))
 stages.STAGE_BY_NAME = {s.name: s for s in stages.STAGES}
 stages.CONSUMERS = tuple(c for s in stages.STAGES for c in s.consumers)
 stages.QUERY_STAGES = tuple(s.name for s in stages.STAGES if s.group == "query")
@@ -63,7 +51,7 @@ query_consumers = [c for c in stages.CONSUMERS if c.stage in stages.QUERY_STAGES
 with LocalRuntime(system.deps, system.bus, query_consumers):
     submitted = submit_query(system.deps, "how does BM25 rank documents")
     record = wait_for_query(system.deps, submitted.id, 60.0)
-print(json.dumps(record.to_doc()))
+print(json.dumps({**record.to_doc(), "query_stages": stages.QUERY_STAGES}))
 '''
 
 
@@ -96,11 +84,13 @@ def run_recipe(tmp_path: Path, blocks: dict[str, str], package: str, modules: di
 
 def test_the_recipe_s_stage_runs_between_the_retriever_and_the_grader(tmp_path):
     blocks = recipe_blocks(DOC.read_text())
-    assert {"message", "handler", "stage"} <= set(blocks), sorted(blocks)
+    assert {"handler", "stage"} <= set(blocks) and "message" not in blocks, sorted(blocks)
     record = run_recipe(tmp_path, blocks, "throwaway_reranker", {"handler.py": "handler"}, DRIVER)
     assert record["status"] == "answered" and record["answer"], record.get("error")
     stages_done = record["stages_done"]
-    assert stages_done[:5] == ["0/transformer", "0/retriever", "0/reranker", "0/grader", "0/synthesizer"]
+    order = record["query_stages"]  # the registry's, the reranker just before the grader
+    assert order[order.index("reranker") + 1] == "grader"
+    assert stages_done[:len(order)] == [f"0/{s}" for s in order]
     reranked = [e for e in record["events"] if e["stage"] == "reranker"]
     assert [e["type"] for e in reranked] == ["reranked"]
     assert "reranker" in record["iterations"][0]["timings"]

@@ -15,7 +15,7 @@ import numpy as np
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
-from shared.contract.messages import Message, encode
+from shared.contract.messages import Message, QueryTransformed, encode
 from shared.contract.ports import (
     Answer,
     AnswerSentence,
@@ -27,7 +27,7 @@ from shared.contract.ports import (
     ScoredChunk,
     Transformation,
 )
-from shared.query.state import new_query_record
+from shared.query.state import apply_stage, new_query_record
 from shared.runtime.dispatch import Disposition, handle_delivery
 from shared.runtime.stages import CONSUMERS
 from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
@@ -178,6 +178,20 @@ def weak_grade(score: float = 0.4, missing: Sequence[str] = ("latency",), answer
                  reasoning="weak", missing_aspects=list(missing))
 
 
+def transformed_hop(deps: Deps, query_id: str, iteration: int, query: str,
+                    sub_queries: Sequence[str] = ()) -> QueryTransformed:
+    """Iteration ``iteration``'s query recorded as the transformer records it, and the hop it then
+    publishes (the hop carries no query: the retriever reads it from the record)."""
+
+    def change(record: Any) -> None:
+        entry = record.ensure_entry(iteration)
+        entry.query, entry.sub_queries = query, list(sub_queries)
+
+    apply_stage(deps.state, query_id, iteration=iteration, stage="transformer", event_type="transformed",
+                detail=query, now=deps.clock.now(), change=change)
+    return QueryTransformed(query_id=query_id, iteration=iteration)
+
+
 @dataclass
 class Loop:
     """Everything a query-loop test touches."""
@@ -204,6 +218,11 @@ class Loop:
 
     def record(self, query_id: str = "q1") -> dict:
         return self.state.get(state_collections.QUERIES, query_id)
+
+    def transformed(self, query: str, iteration: int = 0, sub_queries: Sequence[str] = (),
+                    query_id: str = "q1") -> QueryTransformed:
+        """The transformer's work for ``iteration`` done by hand: :func:`transformed_hop`."""
+        return transformed_hop(self.deps, query_id, iteration, query, sub_queries)
 
     def deliver(self, message: Message) -> list[Disposition]:
         """Hand ``message`` to every consumer of its topic, as the bus would (encoded and decoded)."""

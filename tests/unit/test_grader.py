@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.contract import state_collections
-from shared.contract.messages import ContextsRetrieved, QueryGraded, QueryTransformed
+from shared.contract.messages import ContextsRetrieved, QueryGraded
 from shared.contract.ports import Grade
 from shared.query.state import fail_query
 from shared.runtime.dispatch import Disposition
@@ -13,7 +13,7 @@ from tests.unit.loop_fakes import CORPUS, ScriptedLLM, chunk, good_grade, make_l
 
 
 def _retrieved(loop, iteration=0, query="BM25 ranking"):
-    return loop.run_up_to("grader", QueryTransformed(query_id="q1", iteration=iteration, query=query))
+    return loop.run_up_to("grader", loop.transformed(query, iteration))
 
 
 def _grade(loop, grade, iteration=0, query="BM25 ranking"):
@@ -158,7 +158,7 @@ def test_redelivery_changes_nothing():
 def test_grading_before_the_contexts_are_stored_is_retried():
     loop = make_loop(CORPUS)
     loop.submit("what is BM25")
-    assert loop.deliver(ContextsRetrieved(query_id="q1", iteration=0, context_count=3)) == [Disposition.RETRY]
+    assert loop.deliver(ContextsRetrieved(query_id="q1", iteration=0)) == [Disposition.RETRY]
 
 
 def test_a_terminal_or_overdue_query_is_left_alone():

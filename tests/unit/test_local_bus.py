@@ -194,7 +194,7 @@ def test_a_waiter_wakes_for_its_own_topic_only(tmp_path):
     bus.publish(QuerySubmitted(query_id="q1"))  # another topic: the waiter sleeps on
     assert not woke.wait(0.3)
     assert bus.publish_count("query-submitted") == 1 and bus.publish_count() == 1
-    bus.publish(QueryTransformed(query_id="q1", iteration=0, query="q"))
+    bus.publish(QueryTransformed(query_id="q1", iteration=0))
     assert woke.wait(10.0)
     waiter.join(10.0)
 
@@ -243,7 +243,7 @@ def test_a_publish_notifies_only_the_waiters_of_its_topic_and_of_any_topic(tmp_p
         condition = bus._waiting[topic][subscription]
         condition.notify = lambda n=1, key=(topic, subscription): notified.append((*key, "one"))
         condition.notify_all = lambda key=(topic, subscription): notified.append((*key, "all"))
-    bus.publish(QueryTransformed(query_id="q1", iteration=0, query="q"))
+    bus.publish(QueryTransformed(query_id="q1", iteration=0))
     # one worker of the subscription leases it; waiters naming no subscription (or topic) all wake
     assert sorted(notified, key=str) == sorted([("query-transformed", "a.query-transformed", "one"),
                                                 ("query-transformed", None, "all"), (None, None, "all")], key=str)

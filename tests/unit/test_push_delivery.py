@@ -105,7 +105,7 @@ def test_a_push_without_an_attempt_counts_as_the_first(deps, failing_transformer
 
 def test_the_dead_letter_function_records_the_reason_and_fails_the_query(deps):
     client = _client("dead_letters")
-    body = _push(QueryTransformed(query_id="q1", iteration=0, query="BM25", sub_queries=[]), attempt=1,
+    body = _push(QueryTransformed(query_id="q1", iteration=0), attempt=1,
                  subscription="dead_letters.query-transformed-dead-letter", message_id="dl-7",
                  extra_attributes={"CloudPubSubDeadLetterSourceSubscription": "retriever.query-transformed",
                                    "CloudPubSubDeadLetterSourceSubscriptionProject": "p",

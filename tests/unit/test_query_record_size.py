@@ -11,7 +11,6 @@ import pytest
 
 from services.retriever.handler import CONTEXT_TEXT_MAX_BYTES, clip_utf8
 from shared.adapters.gcp.firestore_state import MAX_DOCUMENT_BYTES, document_size
-from shared.contract.messages import QueryTransformed
 from shared.query.api import MAX_ITERATIONS_RANGE, TOP_K_RANGE
 from tests.unit.loop_fakes import chunk, make_loop
 
@@ -31,8 +30,8 @@ def test_six_iterations_of_fifty_contexts_fit_in_one_firestore_document():
     loop = make_loop([_long_chunk(n) for n in range(120)])
     loop.submit("BM25 ranking", top_k=top_k, max_iterations=max_iterations)
     for iteration in range(max_iterations + 1):
-        loop.deliver(QueryTransformed(query_id="q1", iteration=iteration, query=f"BM25 ranking {iteration}",
-                                      sub_queries=[f"What is BM25 ranking detail {iteration}?"] * 3))
+        loop.deliver(loop.transformed(f"BM25 ranking {iteration}", iteration,
+                                      [f"What is BM25 ranking detail {iteration}?"] * 3))
     record = loop.record()
     assert [len(e["contexts"]) for e in record["iterations"]] == [50] * 6
     size = document_size("queries", "q1", record)
@@ -101,8 +100,8 @@ def test_the_largest_record_with_its_ratings_at_their_limits_still_fits():
     loop = make_loop([_long_chunk(n) for n in range(120)])
     loop.submit("BM25 ranking", top_k=TOP_K_RANGE[1], max_iterations=MAX_ITERATIONS_RANGE[1])
     for iteration in range(MAX_ITERATIONS_RANGE[1] + 1):
-        loop.deliver(QueryTransformed(query_id="q1", iteration=iteration, query=f"BM25 ranking {iteration}",
-                                      sub_queries=[f"What is BM25 ranking detail {iteration}?"] * 3))
+        loop.deliver(loop.transformed(f"BM25 ranking {iteration}", iteration,
+                                      [f"What is BM25 ranking detail {iteration}?"] * 3))
     # every client at the limits, in 4-byte characters
     largest = Feedback("down", "😀" * MAX_COMMENT_CHARS, tuple(range(1, 51)), "😀" * MAX_EXPECTED_CHARS)
     ratings = within_budget([largest.to_doc(f"{n:016x}", "2026-11-28T20:00:00+00:00")

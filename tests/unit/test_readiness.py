@@ -19,7 +19,7 @@ from services.gateway.openapi import openapi_document
 from shared.contract.config import Settings, load_settings
 from shared.contract.deps import Deps
 from shared.contract.errors import ConfigError
-from shared.contract.messages import QueryGraded, QueryTransformed
+from shared.contract.messages import QueryGraded
 from shared.runtime import readiness
 from shared.runtime.dispatch import Disposition
 from shared.runtime.functions import check_function_at_start
@@ -185,7 +185,7 @@ def test_the_openapi_document_describes_the_stages_entry():
 def test_a_broken_model_file_fails_the_query_instead_of_a_fallback_grade(broken_model):
     loop = make_loop(CORPUS, real_local_llm=True)  # built, and it transforms: only grading reads the file
     loop.submit("what is BM25 ranking")
-    (outcome,) = loop.deliver(loop.run_up_to("grader", QueryTransformed(query_id="q1", iteration=0, query="what is BM25 ranking")))
+    (outcome,) = loop.deliver(loop.run_up_to("grader", loop.transformed("what is BM25 ranking")))
     assert outcome is Disposition.DEAD  # permanent: dead-lettered with the reason, and the query fails
     assert not loop.publisher.of_type(QueryGraded)
     assert loop.record()["iterations"][0].get("grade") is None
@@ -194,7 +194,7 @@ def test_a_broken_model_file_fails_the_query_instead_of_a_fallback_grade(broken_
 def test_other_model_failures_still_become_the_fallback_grade():
     loop = make_loop(CORPUS, ScriptedLLM(grades=[ValueError("reply was not JSON")]))
     loop.submit("what is BM25")
-    (outcome,) = loop.deliver(loop.run_up_to("grader", QueryTransformed(query_id="q1", iteration=0, query="what is BM25")))
+    (outcome,) = loop.deliver(loop.run_up_to("grader", loop.transformed("what is BM25")))
     assert outcome is Disposition.ACK and loop.publisher.of_type(QueryGraded)[-1].decision == "refine"
 
 

@@ -13,20 +13,20 @@ from services.retriever.handler import (
     only_adds_to,
 )
 from shared.contract.config import Settings
-from shared.contract.messages import ContextsRetrieved, QueryTransformed
+from shared.contract.messages import ContextsRetrieved
 from shared.contract.ports import ScoredChunk
 from shared.runtime.dispatch import Disposition
 from tests.unit.loop_fakes import CORPUS, chunk, make_loop
 
 
-def _message(query, subs=(), iteration=0):
-    return QueryTransformed(query_id="q1", iteration=iteration, query=query, sub_queries=list(subs))
+def _message(loop, query, subs=(), iteration=0):
+    return loop.transformed(query, iteration, subs)
 
 
 def test_contexts_are_fused_deduplicated_and_stored():
     loop = make_loop(CORPUS)
     loop.submit("compare BM25 and dense retrieval")
-    loop.deliver(_message("BM25 dense retrieval", ["What is BM25 ranking?", "What is dense retrieval?"]))
+    loop.deliver(_message(loop, "BM25 dense retrieval", ["What is BM25 ranking?", "What is dense retrieval?"]))
 
     # the rewrite dropped words of the question: both are searched, each with its own vector; the
     # sub-queries embed nothing (their dense side is the rewrite's vector, their BM25 side their words)
@@ -38,7 +38,7 @@ def test_contexts_are_fused_deduplicated_and_stored():
     (message,) = loop.publisher.of_type(ContextsRetrieved)
     entry = loop.record()["iterations"][0]
     contexts = entry["contexts"]
-    assert message.context_count == len(contexts) == 4  # the header-only chunk is gone
+    assert message.iteration == 0 and len(contexts) == 4  # the header-only chunk is gone
     ids = [c["chunk_id"] for c in contexts]
     assert len(ids) == len(set(ids))
     assert "doc5:h:5" not in ids
@@ -54,7 +54,7 @@ def test_top_k_is_kept():
     many = [chunk(n, f"Doc {n}", f"BM25 ranking notes number {n}. " * 8) for n in range(10, 30)]
     loop = make_loop(many)
     loop.submit("BM25 ranking", top_k=3)
-    loop.deliver(_message("BM25 ranking"))
+    loop.deliver(_message(loop, "BM25 ranking"))
     assert len(loop.record()["iterations"][0]["contexts"]) == 3
 
 
@@ -62,7 +62,7 @@ def test_fewer_than_two_successful_sub_queries_fall_back_to_the_rewritten_query(
     loop = make_loop(CORPUS, settings=Settings())
     loop.index.fail_on = lambda text: text.startswith("What is dense")
     loop.submit("BM25 and dense retrieval")
-    loop.deliver(_message("BM25 ranking", ["What is BM25?", "What is dense retrieval?"]))
+    loop.deliver(_message(loop, "BM25 ranking", ["What is BM25?", "What is dense retrieval?"]))
     entry = loop.record()["iterations"][0]
     assert entry["sub_queries_used"] == [] and entry["sub_queries_succeeded"] == 1
     assert all(set(c["matched_by"]) <= {"question", "rewritten"} for c in entry["contexts"])
@@ -74,16 +74,16 @@ def test_a_failing_search_of_the_rewritten_query_is_retried():
     loop = make_loop(CORPUS)
     loop.index.fail_on = lambda text: text == "BM25 ranking"
     loop.submit("BM25")
-    assert loop.deliver(_message("BM25 ranking")) == [Disposition.RETRY]
+    assert loop.deliver(_message(loop, "BM25 ranking")) == [Disposition.RETRY]
     assert loop.publisher.messages == []
 
 
 def test_redelivery_republishes_without_searching_again():
     loop = make_loop(CORPUS)
     loop.submit("BM25")
-    loop.deliver(_message("BM25 ranking"))
+    loop.deliver(_message(loop, "BM25 ranking"))
     before, searches = loop.record(), len(loop.index.searches)
-    loop.deliver(_message("BM25 ranking"))
+    loop.deliver(_message(loop, "BM25 ranking"))
     assert loop.record() == before and len(loop.index.searches) == searches
     first, second = loop.publisher.of_type(ContextsRetrieved)
     assert first == second
@@ -92,8 +92,8 @@ def test_redelivery_republishes_without_searching_again():
 def test_an_empty_index_gives_zero_contexts():
     loop = make_loop([])
     loop.submit("anything")
-    loop.deliver(_message("anything"))
-    assert loop.publisher.of_type(ContextsRetrieved)[0].context_count == 0
+    loop.deliver(_message(loop, "anything"))
+    assert loop.publisher.of_type(ContextsRetrieved) and not loop.record()["iterations"][0]["contexts"]
 
 
 def test_fusion_weighs_the_rewritten_query_highest():
@@ -135,7 +135,7 @@ def test_a_rewrite_that_only_adds_words_searches_bm25_with_it_and_dense_with_the
     loop.deps.override("index", recording)
     loop.submit("What is BM25?")
     batches = len(loop.embedder.batches)
-    loop.deliver(_message("What is BM25 (Best Matching 25)? ranking zebrafish"))
+    loop.deliver(_message(loop, "What is BM25 (Best Matching 25)? ranking zebrafish"))
 
     # the rewrite itself was never embedded (its words are keyword evidence only), the question was
     assert loop.embedder.batches[batches:] == [["What is BM25?"]]
@@ -154,7 +154,7 @@ def test_the_contexts_first_half_is_the_questions_own_search_whatever_a_rewrite_
                                                   "is not a water test. Zebrafish tanks are kept at 26 degrees.")]
     loop = make_loop(corpus)
     loop.submit("How does BM25 score documents?", top_k=4)
-    loop.deliver(_message("How does BM25 score documents? zebrafish tanks zebrafish tanks"))
+    loop.deliver(_message(loop, "How does BM25 score documents? zebrafish tanks zebrafish tanks"))
     question = "How does BM25 score documents?"
     plain = [h.chunk.chunk_id for h in loop.index.search(question, loop.embedder.embed([question])[0], 4)
              if "Header only" not in h.chunk.title]
@@ -169,7 +169,7 @@ def test_the_contexts_first_half_is_the_questions_own_search_whatever_a_rewrite_
 def test_a_rewrite_that_changes_the_question_is_searched_beside_it_and_the_question_leads():
     loop = make_loop(CORPUS)
     loop.submit("How do search engines combine rankings?")
-    loop.deliver(_message("GPU kernels"))  # a bad rewrite
+    loop.deliver(_message(loop, "GPU kernels"))  # a bad rewrite
     contexts = loop.record()["iterations"][0]["contexts"]
     question_top = [h.chunk.chunk_id for h in loop.index.search(
         "How do search engines combine rankings?",
@@ -220,7 +220,7 @@ def _fan_out(fail):
     batching = _BatchSearchingIndex(loop.index, fail=fail)
     loop.deps.override("index", batching)
     loop.submit("compare BM25 and dense retrieval")
-    loop.deliver(_message("BM25 dense retrieval", ["What is BM25 ranking?", "What is dense retrieval?"]))
+    loop.deliver(_message(loop, "BM25 dense retrieval", ["What is BM25 ranking?", "What is dense retrieval?"]))
     return loop, batching
 
 
@@ -251,7 +251,7 @@ def test_a_refinement_is_searched_beside_the_question_and_the_question_leads():
     recording = _VectorRecordingIndex(loop.index)
     loop.deps.override("index", recording)
     loop.submit("What is BM25?", top_k=4)
-    loop.deliver(_message("What is BM25? reciprocal rank fusion", iteration=1))
+    loop.deliver(_message(loop, "What is BM25? reciprocal rank fusion", iteration=1))
 
     texts = sorted(t for t, _, _ in recording.vectors)
     assert texts == ["What is BM25?", "What is BM25? reciprocal rank fusion"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from services.synthesizer.handler import number_citations
-from shared.contract.messages import AnswerReady, QueryTransformed
+from shared.contract.messages import AnswerReady
 from shared.contract.ports import Answer, AnswerSentence
 from shared.query.reading.language import phrase
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
@@ -15,7 +15,7 @@ def _run_to_graded(loop, grades, queries):
     """Retrieve and grade one iteration per query; return the last QueryGraded."""
     for iteration, (grade, query) in enumerate(zip(grades, queries, strict=True)):
         loop.llm.grades.append(grade)
-        graded = loop.run_up_to("synthesizer", QueryTransformed(query_id="q1", iteration=iteration, query=query))
+        graded = loop.run_up_to("synthesizer", loop.transformed(query, iteration))
     return graded
 
 

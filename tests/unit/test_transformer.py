@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from services.transformer.handler import is_date_only, refinement_without_model
 from shared.contract import state_collections
 from shared.contract.messages import (
@@ -9,12 +11,17 @@ from shared.contract.messages import (
     QueryTransformed,
 )
 from shared.contract.ports import RefineRequest, Transformation
+from shared.query.record import QueryRecord
 from shared.query.state import fail_query
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, make_loop, weak_grade
 
 
 def _transformed(loop):
-    return loop.publisher.of_type(QueryTransformed)
+    """Each published hop with the query and sub-queries it sent the retriever (in the record)."""
+    record = QueryRecord.from_doc(loop.record())
+    return [SimpleNamespace(iteration=m.iteration, query=record.entry(m.iteration).query,
+                            sub_queries=record.entry(m.iteration).sub_queries)
+            for m in loop.publisher.of_type(QueryTransformed)]
 
 
 def test_iteration_zero_is_recorded_and_published():
@@ -99,7 +106,7 @@ def test_a_terminal_query_is_ignored():
 def _graded_iteration_zero(loop, grade):
     loop.deliver(QuerySubmitted(query_id="q1"))
     loop.llm.grades.append(grade)
-    return loop.run_up_to("transformer", _transformed(loop)[-1])
+    return loop.run_up_to("transformer", loop.publisher.of_type(QueryTransformed)[-1])
 
 
 def test_refine_writes_the_next_iteration_from_the_grade():
