@@ -248,10 +248,78 @@ def up(
     topology is already running under ``home``; on any failure, stops what it
     started before raising.
     """
-    from shared.runtime.stages import CONSUMERS
     from shared.tools import emulators
 
     home = Path(home).resolve()
+    _refuse_to_start(home, stages)
+    home.mkdir(parents=True, exist_ok=True)
+    log_dir = home / "logs"
+    bucket = bucket or f"{project}-blobs"
+    started: list[Any] = []  # EmulatorProcess or StageServer, in start order
+    try:
+        for start in (emulators.start_pubsub_emulator, emulators.start_firestore_emulator,
+                      emulators.start_gcs_emulator):
+            started.append(start(log_dir))
+        client_env = {
+            "RAGBUS_RUNTIME": "gcp",
+            # the topology's own files (its spans): the embedded runtime's traces.db under home
+            # must not gain rows whose query records live in the Firestore emulator, which
+            # forgets them at `ragbus down` ("unknown" rows with no question, ever after)
+            "RAGBUS_HOME": str(data_home(home)),
+            "GOOGLE_CLOUD_PROJECT": project,
+            "RAGBUS_BUCKET": bucket,
+            **{k: v for emulator in started for k, v in emulator.env.items()},
+        }
+        with _environment(client_env):
+            dead_letter_subscriptions = _lay_out(project, bucket)
+        env = _server_env(client_env, allow_loopback, stage_env)
+        servers = _start_stages(stages, env, log_dir, started, base_port=base_port, python=python)
+        wait_until_answering(list(servers.values()), startup_timeout_s)
+        with _environment(client_env):
+            subscriptions = _subscribe(project, servers, max_delivery_attempts=max_delivery_attempts,
+                                       ack_deadline_s=ack_deadline_s, min_backoff_s=min_backoff_s,
+                                       max_backoff_s=max_backoff_s)
+        gateway = servers.get(GATEWAY)
+        return _write_state(home, {
+            "started_at": datetime.now(UTC).isoformat(),
+            "project": project,
+            "bucket": bucket,
+            "gateway_url": gateway.url if gateway else None,
+            "processes": _processes(started),
+            "subscriptions": subscriptions,
+            "dead_letter_subscriptions": dead_letter_subscriptions,
+            "env": client_env,
+        })
+    except BaseException:
+        _undo(started)
+        raise
+
+
+def _processes(started: list[Any]) -> list[dict[str, Any]]:
+    """What the state file says of each started process: the emulators, then the stage servers."""
+    return [
+        {"name": f"{e.name}-emulator", "kind": "emulator", "pid": e.pid, "address": e.host_port,
+         "log": str(e.log_path)}
+        for e in started if not isinstance(e, StageServer)
+    ] + [
+        {"name": s.name, "kind": "stage", "pid": s.pid, "port": s.port, "url": s.url, "log": str(s.log_path)}
+        for s in started if isinstance(s, StageServer)
+    ]
+
+
+def _write_state(home: Path, state: dict[str, Any]) -> dict[str, Any]:
+    path = home / STATE_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(path)  # readers never see half a file
+    log.info("topology up under %s: %d processes", home, len(state["processes"]))
+    return state
+
+
+def _refuse_to_start(home: Path, stages: Sequence[str]) -> None:
+    """Refuse unknown stages, a topology already running under ``home``, and missing emulators."""
+    from shared.tools import emulators
+
     unknown = [s for s in stages if s not in ALL_STAGES]
     if unknown:
         raise TopologyError(f"unknown stage(s) {unknown}; choose from {list(ALL_STAGES)}")
@@ -265,114 +333,82 @@ def up(
     if missing:
         raise TopologyError("cannot start the emulators: " + "; ".join(f"{k}: {v}" for k, v in missing.items()))
 
-    home.mkdir(parents=True, exist_ok=True)
-    log_dir = home / "logs"
-    bucket = bucket or f"{project}-blobs"
-    started: list[Any] = []  # EmulatorProcess or StageServer, in start order
-    try:
-        pubsub = emulators.start_pubsub_emulator(log_dir)
-        started.append(pubsub)
-        firestore = emulators.start_firestore_emulator(log_dir)
-        started.append(firestore)
-        gcs = emulators.start_gcs_emulator(log_dir)
-        started.append(gcs)
-        client_env = {
-            "RAGBUS_RUNTIME": "gcp",
-            # the topology's own files (its spans): the embedded runtime's traces.db under home
-            # must not gain rows whose query records live in the Firestore emulator, which
-            # forgets them at `ragbus down` ("unknown" rows with no question, ever after)
-            "RAGBUS_HOME": str(data_home(home)),
-            "GOOGLE_CLOUD_PROJECT": project,
-            "RAGBUS_BUCKET": bucket,
-            **pubsub.env,
-            **firestore.env,
-            **gcs.env,
-        }
-        with _environment(client_env):
-            dead_letter_subscriptions = _lay_out(project, bucket)
 
-        env = dict(os.environ)
-        env.pop("RAGBUS_RUNTIME", None)
-        env.update(client_env)
-        env.update({
-            "RAGBUS_GATEWAY_HOST": HOST,
-            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p),
-        })
-        if allow_loopback is not None:
-            env["RAGBUS_ALLOW_LOOPBACK"] = "1" if allow_loopback else "0"
-        env.update(stage_env or {})
+def _server_env(client_env: dict[str, str], allow_loopback: bool | None,
+                stage_env: dict[str, str] | None) -> dict[str, str]:
+    """The stage servers' environment: this process's, pointed at the emulators."""
+    env = dict(os.environ)
+    env.pop("RAGBUS_RUNTIME", None)
+    env.update(client_env)
+    env.update({
+        "RAGBUS_GATEWAY_HOST": HOST,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p),
+    })
+    if allow_loopback is not None:
+        env["RAGBUS_ALLOW_LOOPBACK"] = "1" if allow_loopback else "0"
+    env.update(stage_env or {})
+    return env
 
-        servers: dict[str, StageServer] = {}
-        for n, stage in enumerate(stages):
-            port = base_port + n if base_port else emulators.free_port()
-            # one service name per stage, so a trace shows which process ran each span
-            stage_process_env = {**env, "OTEL_SERVICE_NAME": env.get("OTEL_SERVICE_NAME") or f"ragbus-{stage}"}
-            server = start_server(stage, stage_command(stage, port, python=python), port, stage_process_env, log_dir)
-            servers[stage] = server
-            started.append(server)
-        wait_until_answering(list(servers.values()), startup_timeout_s)
 
-        subscriptions = []
-        with _environment(client_env):
-            from shared.adapters.gcp.pubsub import ensure_push_subscription
-            from shared.contract.topics import ALL_TOPICS, dead_letter_topic
+def _start_stages(stages: Sequence[str], env: dict[str, str], log_dir: Path, started: list[Any], *,
+                  base_port: int | None, python: str | None) -> dict[str, StageServer]:
+    """One functions-framework server per stage (each added to ``started`` as it starts)."""
+    from shared.tools import emulators
 
-            for consumer in CONSUMERS:
-                if consumer.stage not in servers:
-                    continue
-                subscriptions.append(ensure_push_subscription(
-                    project, consumer.subscription, consumer.topic, servers[consumer.stage].url + "/",
-                    dead_letter_topic=dead_letter_topic(consumer.topic),
-                    max_delivery_attempts=max_delivery_attempts, ack_deadline_s=ack_deadline_s,
-                    min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
-                ))
+    servers: dict[str, StageServer] = {}
+    for n, stage in enumerate(stages):
+        port = base_port + n if base_port else emulators.free_port()
+        # one service name per stage, so a trace shows which process ran each span
+        stage_process_env = {**env, "OTEL_SERVICE_NAME": env.get("OTEL_SERVICE_NAME") or f"ragbus-{stage}"}
+        server = start_server(stage, stage_command(stage, port, python=python), port, stage_process_env, log_dir)
+        servers[stage] = server
+        started.append(server)
+    return servers
 
-            recorder = servers.get(DEAD_LETTERS)
-            if recorder is not None:
-                for dead_topic in (dead_letter_topic(t) for t in ALL_TOPICS):
-                    subscriptions.append(ensure_push_subscription(
-                        project, f"{DEAD_LETTERS}.{dead_topic}", dead_topic,
-                        f"{recorder.url}/projects/{project}/topics/{dead_topic}",
-                        dead_letter_topic=None, ack_deadline_s=ack_deadline_s,
-                        min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
-                    ))
 
-        gateway = servers.get(GATEWAY)
-        state = {
-            "started_at": datetime.now(UTC).isoformat(),
-            "project": project,
-            "bucket": bucket,
-            "gateway_url": gateway.url if gateway else None,
-            "processes": [
-                {"name": f"{e.name}-emulator", "kind": "emulator", "pid": e.pid,
-                 "address": e.host_port, "log": str(e.log_path)}
-                for e in (pubsub, firestore, gcs)
-            ] + [
-                {"name": s.name, "kind": "stage", "pid": s.pid, "port": s.port, "url": s.url,
-                 "log": str(s.log_path)}
-                for s in servers.values()
-            ],
-            "subscriptions": subscriptions,
-            "dead_letter_subscriptions": dead_letter_subscriptions,
-            "env": client_env,
-        }
-        path = home / STATE_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(path)  # readers never see half a file
-        log.info("topology up under %s: %d processes", home, len(state["processes"]))
-        return state
-    except BaseException:
-        for item in reversed(started):
-            try:
-                if isinstance(item, StageServer):
-                    emulators.stop_process_group(item.pid, timeout_s=5.0)
-                    item.popen.poll()
-                else:
-                    item.stop(timeout_s=5.0)
-            except Exception:  # keep stopping the rest
-                log.exception("could not stop %s while undoing a failed start", item.name)
-        raise
+def _subscribe(project: str, servers: dict[str, StageServer], *, max_delivery_attempts: int,
+               ack_deadline_s: float, min_backoff_s: float, max_backoff_s: float) -> list[str]:
+    """A push subscription per consumer of a running stage (with its dead-letter topic), and the
+    dead-letter recorder's on every dead-letter topic."""
+    from shared.adapters.gcp.pubsub import ensure_push_subscription
+    from shared.contract.topics import ALL_TOPICS, dead_letter_topic
+    from shared.runtime.stages import CONSUMERS
+
+    subscriptions = []
+    for consumer in CONSUMERS:
+        if consumer.stage not in servers:
+            continue
+        subscriptions.append(ensure_push_subscription(
+            project, consumer.subscription, consumer.topic, servers[consumer.stage].url + "/",
+            dead_letter_topic=dead_letter_topic(consumer.topic),
+            max_delivery_attempts=max_delivery_attempts, ack_deadline_s=ack_deadline_s,
+            min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
+        ))
+    recorder = servers.get(DEAD_LETTERS)
+    if recorder is not None:
+        for dead_topic in (dead_letter_topic(t) for t in ALL_TOPICS):
+            subscriptions.append(ensure_push_subscription(
+                project, f"{DEAD_LETTERS}.{dead_topic}", dead_topic,
+                f"{recorder.url}/projects/{project}/topics/{dead_topic}",
+                dead_letter_topic=None, ack_deadline_s=ack_deadline_s,
+                min_backoff_s=min_backoff_s, max_backoff_s=max_backoff_s,
+            ))
+    return subscriptions
+
+
+def _undo(started: list[Any]) -> None:
+    """Stop what a failed start started, newest first."""
+    from shared.tools import emulators
+
+    for item in reversed(started):
+        try:
+            if isinstance(item, StageServer):
+                emulators.stop_process_group(item.pid, timeout_s=5.0)
+                item.popen.poll()
+            else:
+                item.stop(timeout_s=5.0)
+        except Exception:  # keep stopping the rest
+            log.exception("could not stop %s while undoing a failed start", item.name)
 
 
 def _lay_out(project: str, bucket: str) -> list[str]:
