@@ -35,90 +35,103 @@ def eval_markdown(results: dict[str, Any]) -> str:
     for row in results["retrieval"]:
         out.append(f"| {row['name']} | {_f(row['ndcg@10'])} | {_f(row['recall@10'])} | {_f(row['mrr'])} | "
                    f"{row['queries']:,} |")
-    pipe = results.get("pipeline")
-    if pipe:
-        s = pipe["sample"]
-        out += [
-            "",
-            f"### Full pipeline and A/B (sample: {s['answerable']} answerable queries + {s['abstain']} abstain cases "
-            f"of the {s.get('split', 'all')} split, seed {s['seed']})",
-            "",
-            "| configuration | nDCG@10 | recall@10 | MRR | abstention acc. | false abstention | element coverage "
-            "| element pass | citation precision | refinement rate | mean iterations | ms/query |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for row in pipe["rows"]:
-            q = row["answer_quality"]
-            out.append(
-                f"| {row['name']} | {_f(row['ndcg@10'])} | {_f(row['recall@10'])} | {_f(row['mrr'])} | "
-                f"{_pct(q['abstention_accuracy'])} | {_pct(q['false_abstention_rate'])} | {_f(q['element_coverage'])} | "
-                f"{_pct(q['element_pass_rate'])} | {_f(q['citation_precision'])} | {_pct(q['refinement_rate'])} | "
-                f"{_f(q['mean_iterations'], 2)} | {_f(row['per_query_ms'], 0)} |"
-            )
-        full = pipe["rows"][0]
-        out += ["", f"Stage latency of the {full['name']} (ms per query, iterations summed):", "",
-                "| stage | p50 | p95 | mean |", "|---|---:|---:|---:|"]
-        for stage, v in full["stage_latency_ms"].items():
-            out.append(f"| {stage} | {v['p50']:.1f} | {v['p95']:.1f} | {v['mean']:.1f} |")
-        q = full["answer_quality"]
-        out += ["", f"Outcomes, answerable: {q['outcomes_answerable']}; abstain cases: {q['outcomes_abstain']}; "
-                f"iterations: {q['iterations_histogram']}; relevance cases with required elements: "
-                f"{q['element_cases']} ({q['element_cases_answered']} answered)."]
+    if results.get("pipeline"):
+        out += _pipeline_markdown(results["pipeline"])
     split = results.get("split")
     if split:
         out += ["", f"Splits ({split['rule']}): calibration {split['calibration']['answerable']} answerable + "
                 f"{split['calibration']['abstain']} abstain cases, held-out {split['heldout']['answerable']} + "
                 f"{split['heldout']['abstain']}; the pipeline figures are on the "
                 f"**{split['pipeline_reported_on']}** split."]
-    cal = results.get("calibration")
-    if cal:
-        y, c, a = cal["youden"], cal["configured_overall"], cal["accept_rule"]
-        out += [
-            "",
-            "### Grader calibration (first iteration's overall score vs. its contexts holding a relevant passage)",
-            "",
-            f"{cal['cases']} graded queries ({cal['positives']} positive, {cal['negatives']} negative); "
-            f"ROC AUC **{cal['auc']:.3f}**.",
-            "",
-            "| operating point | threshold | TPR | FPR |",
-            "|---|---:|---:|---:|",
-            f"| Youden's J optimum (J={y['j']:.3f}) | {y['threshold']:.3f} | {y['tpr']:.3f} | {y['fpr']:.3f} |",
-            f"| configured overall threshold | {c['threshold']:.2f} | {c['tpr']:.3f} | {c['fpr']:.3f} |",
-            f"| the stage's whole accept rule (all thresholds + grounded) | – | {a['tpr']:.3f} | {a['fpr']:.3f} |",
-        ]
-        model = cal.get("local_grade_model")
-        if model:
-            out += ["", f"The local grader's score is the probability of `{model['file']}` (feature version "
-                        f"{model['feature_version']}, {model['features']} features, fit on the {model['split']} "
-                        f"split of fitz-gov {model['fitz_gov']} on {model['date']}); it abstains below "
-                        f"{model['answerable_from']:.2f}. Refit: `python bench/fit_grader.py`."]
-    own = results.get("own_contexts")
-    if own:
-        out += [
-            "",
-            "### The grader on each case's own contexts (fitz-gov's protocol; beside the targets, not one of them)",
-            "",
-            f"The same {own['answerable']} answerable + {own['abstain']} abstain cases, each graded on only the "
-            f"passages fitz-gov wrote for it ({own['provider']} model, the grader stage's own decision rule): "
-            "no other case's passage can answer an abstain question here, as it can in the pipeline's "
-            "shared index.",
-            "",
-            "| figure | value | 95% interval |",
-            "|---|---:|---|",
-            f"| abstention accuracy | {own['abstention_accuracy']:.3f} | {_ci(own['abstention_accuracy_ci95'])} |",
-            f"| false abstention | {own['false_abstention']:.3f} | {_ci(own['false_abstention_ci95'])} |",
-            f"| grader ROC AUC (score: answerable vs. abstain) | {own['grader_auc']:.3f} | "
-            f"{_ci(own['grader_auc_ci95'])} |",
-            "",
-            f"Decisions: answerable {own['decisions']['answerable']}; abstain {own['decisions']['abstain']}.",
-        ]
-        pipeline = results.get("targets", {}).get("providers", {}).get("local", {}).get("abstained_by_subcategory")
-        out += subcategory_markdown(own.get("abstained_by_subcategory") or {}, pipeline or {})
-
+    if results.get("calibration"):
+        out += _calibration_markdown(results["calibration"])
+    if results.get("own_contexts"):
+        out += _own_contexts_markdown(results["own_contexts"], results)
     tg = results.get("targets")
     if tg:
         out += ["", *targets_markdown(tg)]
     return "\n".join(out) + "\n"
+
+
+def _pipeline_markdown(pipe: dict[str, Any]) -> list[str]:
+    """The full pipeline's A/B table, its stage latency and its outcomes."""
+    s = pipe["sample"]
+    out = [
+        "",
+        f"### Full pipeline and A/B (sample: {s['answerable']} answerable queries + {s['abstain']} abstain cases "
+        f"of the {s.get('split', 'all')} split, seed {s['seed']})",
+        "",
+        "| configuration | nDCG@10 | recall@10 | MRR | abstention acc. | false abstention | element coverage "
+        "| element pass | citation precision | refinement rate | mean iterations | ms/query |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in pipe["rows"]:
+        q = row["answer_quality"]
+        out.append(
+            f"| {row['name']} | {_f(row['ndcg@10'])} | {_f(row['recall@10'])} | {_f(row['mrr'])} | "
+            f"{_pct(q['abstention_accuracy'])} | {_pct(q['false_abstention_rate'])} | {_f(q['element_coverage'])} | "
+            f"{_pct(q['element_pass_rate'])} | {_f(q['citation_precision'])} | {_pct(q['refinement_rate'])} | "
+            f"{_f(q['mean_iterations'], 2)} | {_f(row['per_query_ms'], 0)} |"
+        )
+    full = pipe["rows"][0]
+    out += ["", f"Stage latency of the {full['name']} (ms per query, iterations summed):", "",
+            "| stage | p50 | p95 | mean |", "|---|---:|---:|---:|"]
+    for stage, v in full["stage_latency_ms"].items():
+        out.append(f"| {stage} | {v['p50']:.1f} | {v['p95']:.1f} | {v['mean']:.1f} |")
+    q = full["answer_quality"]
+    out += ["", f"Outcomes, answerable: {q['outcomes_answerable']}; abstain cases: {q['outcomes_abstain']}; "
+            f"iterations: {q['iterations_histogram']}; relevance cases with required elements: "
+            f"{q['element_cases']} ({q['element_cases_answered']} answered)."]
+    return out
+
+
+def _calibration_markdown(cal: dict[str, Any]) -> list[str]:
+    """The grader's ROC operating points and the local grade model it used."""
+    y, c, a = cal["youden"], cal["configured_overall"], cal["accept_rule"]
+    out = [
+        "",
+        "### Grader calibration (first iteration's overall score vs. its contexts holding a relevant passage)",
+        "",
+        f"{cal['cases']} graded queries ({cal['positives']} positive, {cal['negatives']} negative); "
+        f"ROC AUC **{cal['auc']:.3f}**.",
+        "",
+        "| operating point | threshold | TPR | FPR |",
+        "|---|---:|---:|---:|",
+        f"| Youden's J optimum (J={y['j']:.3f}) | {y['threshold']:.3f} | {y['tpr']:.3f} | {y['fpr']:.3f} |",
+        f"| configured overall threshold | {c['threshold']:.2f} | {c['tpr']:.3f} | {c['fpr']:.3f} |",
+        f"| the stage's whole accept rule (all thresholds + grounded) | – | {a['tpr']:.3f} | {a['fpr']:.3f} |",
+    ]
+    model = cal.get("local_grade_model")
+    if model:
+        out += ["", f"The local grader's score is the probability of `{model['file']}` (feature version "
+                    f"{model['feature_version']}, {model['features']} features, fit on the {model['split']} "
+                    f"split of fitz-gov {model['fitz_gov']} on {model['date']}); it abstains below "
+                    f"{model['answerable_from']:.2f}. Refit: `python bench/fit_grader.py`."]
+    return out
+
+
+def _own_contexts_markdown(own: dict[str, Any], results: dict[str, Any]) -> list[str]:
+    """The grader on each case's own contexts (fitz-gov's protocol), by abstained subcategory."""
+    out = [
+        "",
+        "### The grader on each case's own contexts (fitz-gov's protocol; beside the targets, not one of them)",
+        "",
+        f"The same {own['answerable']} answerable + {own['abstain']} abstain cases, each graded on only the "
+        f"passages fitz-gov wrote for it ({own['provider']} model, the grader stage's own decision rule): "
+        "no other case's passage can answer an abstain question here, as it can in the pipeline's "
+        "shared index.",
+        "",
+        "| figure | value | 95% interval |",
+        "|---|---:|---|",
+        f"| abstention accuracy | {own['abstention_accuracy']:.3f} | {_ci(own['abstention_accuracy_ci95'])} |",
+        f"| false abstention | {own['false_abstention']:.3f} | {_ci(own['false_abstention_ci95'])} |",
+        f"| grader ROC AUC (score: answerable vs. abstain) | {own['grader_auc']:.3f} | "
+        f"{_ci(own['grader_auc_ci95'])} |",
+        "",
+        f"Decisions: answerable {own['decisions']['answerable']}; abstain {own['decisions']['abstain']}.",
+    ]
+    pipeline = results.get("targets", {}).get("providers", {}).get("local", {}).get("abstained_by_subcategory")
+    return out + subcategory_markdown(own.get("abstained_by_subcategory") or {}, pipeline or {})
 
 
 def _ci(interval: list[float]) -> str:
