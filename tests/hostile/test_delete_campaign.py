@@ -1,7 +1,8 @@
 """Deletes against every kind of neighbour (issue 35's own campaign): a delete of what was never
 ingested, of a path that is gone, of one file or one subfolder beside others, of a folder whose
 name prefixes another's, of the newest document kinds; and a delete racing `dead-letters retry
---all`. Each deletes exactly what it names, says how many, and leaves the rest indexed once."""
+--all` or an ingest of DOCX and PDF files read in their sandbox. Each deletes exactly what it
+names, says how many, and leaves the rest indexed once."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from tests.hostile import bad_files
-from tests.hostile.crash import NOTHING, census, start_captured, write_corpus
+from tests.hostile.crash import NOTHING, census, start_captured, wait_for, write_corpus
 from tests.support import run_cli, topic_paragraphs
 
 pytestmark = pytest.mark.hostile
@@ -140,3 +141,28 @@ def test_a_delete_racing_a_retry_of_its_dead_letters_wins(tmp_path):
     again = run_cli(home, "dead-letters", "retry", "--all", check=False)
     assert "Traceback" not in again.stderr
     assert census(home) == NOTHING
+
+
+def test_a_delete_racing_an_ingest_of_binary_documents_read_in_their_sandbox_wins(tmp_path):
+    # DOCX and PDF are read in a separate bounded process: the delete lands while some are mid-read
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"slate{i}.docx").write_bytes(bad_files.docx(topic_paragraphs(f"slate{i}", 3, seed=i)))
+        lines = topic_paragraphs(f"marble{i}", 1, seed=i)[0].split(". ")
+        (docs / f"marble{i}.pdf").write_bytes(bad_files.pdf([bad_files.text_page(*lines)]))
+    ingest = start_captured(home, "ingest", str(docs))
+    try:
+        wait_for(lambda: (home / "ragbus.db").exists() and census(home)["documents"] >= 2)
+        delete = run_cli(home, "ingest", "--delete", str(docs), check=False)
+        out, err = ingest.communicate(timeout=300)
+    finally:
+        if ingest.poll() is None:
+            ingest.kill()
+    assert delete.returncode == 0 and "Traceback" not in delete.stderr + err, (delete.stderr, err)
+    assert "still pending" not in delete.stderr + err
+    assert census(home) == NOTHING
+    again = run_cli(home, "ingest", str(docs))
+    assert "24 document(s) submitted" in again.stdout, again.stdout
+    assert census(home)["documents"] == 24 and census(home)["duplicates"] == 0
+
