@@ -39,18 +39,26 @@ _REL = ('<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://sche
 _OD = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 
 
+_MAIN = "application/vnd.openxmlformats-officedocument."
+
+
+def _package(main: str, overrides: dict[str, str], parts: dict[str, bytes]) -> bytes:
+    """An OOXML package whose main part is ``main``; ``overrides``: part name -> content type (less
+    its common prefix)."""
+    types = "".join(f'<Override PartName="/{name}" ContentType="{_MAIN}{kind}"/>' for name, kind in overrides.items())
+    return zipped({
+        "[Content_Types].xml": _TYPES.format(overrides=types).encode(),
+        "_rels/.rels": _REL.format(rels=f'<Relationship Id="rId1" Type="{_OD}officeDocument" Target="{main}"/>').encode(),
+        **parts,
+    })
+
+
 def xlsx(shared_strings: bytes, sheet_rows: bytes) -> bytes:
     """A minimal .xlsx: one sheet of ``sheet_rows`` (``<row>`` elements) over ``shared_strings``."""
     ns = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-    return zipped({
-        "[Content_Types].xml": _TYPES.format(overrides=(
-            '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.'
-            'spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="'
-            'application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/><Override PartName="'
-            '/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.'
-            'sharedStrings+xml"/>')).encode(),
-        "_rels/.rels": _REL.format(rels=f'<Relationship Id="rId1" Type="{_OD}officeDocument" '
-                                   'Target="xl/workbook.xml"/>').encode(),
+    return _package("xl/workbook.xml", {
+        "xl/workbook.xml": "spreadsheetml.sheet.main+xml", "xl/worksheets/sheet1.xml": "spreadsheetml.worksheet+xml",
+        "xl/sharedStrings.xml": "spreadsheetml.sharedStrings+xml"}, {
         "xl/workbook.xml": (f'<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="{ns}" xmlns:r="{_OD[:-14]}'
                             'relationships"><sheets><sheet name="S" sheetId="1" r:id="rId1"/></sheets>'
                             '</workbook>').encode(),
@@ -72,13 +80,9 @@ def huge_shared_strings(count: int) -> bytes:
 
 def pptx(slide_xml: bytes, *, slide_target: str = "slides/slide1.xml") -> bytes:
     p = "http://schemas.openxmlformats.org/presentationml/2006/main"
-    return zipped({
-        "[Content_Types].xml": _TYPES.format(overrides=(
-            '<Override PartName="/ppt/presentation.xml" ContentType="application/vnd.openxmlformats-'
-            'officedocument.presentationml.presentation.main+xml"/><Override PartName="/ppt/slides/slide1.xml" '
-            'ContentType="application/vnd.openxmlformats-officedocument.presentationml.slide+xml"/>')).encode(),
-        "_rels/.rels": _REL.format(rels=f'<Relationship Id="rId1" Type="{_OD}officeDocument" '
-                                   'Target="ppt/presentation.xml"/>').encode(),
+    return _package("ppt/presentation.xml", {
+        "ppt/presentation.xml": "presentationml.presentation.main+xml",
+        "ppt/slides/slide1.xml": "presentationml.slide+xml"}, {
         "ppt/presentation.xml": (f'<?xml version="1.0" encoding="UTF-8"?><p:presentation xmlns:p="{p}" '
                                  f'xmlns:r="{_OD[:-14]}relationships"><p:sldIdLst><p:sldId id="256" r:id="rId2"/>'
                                  '</p:sldIdLst></p:presentation>').encode(),

@@ -36,6 +36,18 @@ def _urls(home) -> set[str]:
     return {d["url"].rsplit("/", 1)[1] for d in SqliteStateStore(home / "ragbus.db").list(state_collections.DOCUMENTS)}
 
 
+def _while_running(home, args: tuple[str, ...], action):
+    """``action()`` run while ``ragbus ARGS`` runs in the background: its result, and the command's output."""
+    proc = start_captured(home, *args)
+    try:
+        result = action()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return result, out, err
+
+
 def _found(home, query: str) -> list:
     return json.loads(run_cli(home, "search", query, "--json").stdout)
 
@@ -127,14 +139,12 @@ def test_a_delete_racing_a_retry_of_its_dead_letters_wins(tmp_path):
     write_corpus(docs, 12)
     first = run_cli(home, "ingest", str(docs), check=False, RAGBUS_MAX_CHUNKS_PER_DOCUMENT="1")
     assert "12 document(s) could not be processed" in first.stderr
-    retry = start_captured(home, "dead-letters", "retry", "--all")
-    try:
+
+    def delete_soon():
         time.sleep(0.3)
-        delete = run_cli(home, "ingest", "--delete", str(docs), check=False)
-        out, err = retry.communicate(timeout=300)
-    finally:
-        if retry.poll() is None:
-            retry.kill()
+        return run_cli(home, "ingest", "--delete", str(docs), check=False)
+
+    delete, _, err = _while_running(home, ("dead-letters", "retry", "--all"), delete_soon)
     assert delete.returncode == 0 and "Traceback" not in delete.stderr + err, (delete.stderr, err)
     assert census(home) == NOTHING
     # whatever the retry had taken before the delete, nothing it finishes later brings a document back
@@ -151,14 +161,12 @@ def test_a_delete_racing_an_ingest_of_binary_documents_read_in_their_sandbox_win
         (docs / f"slate{i}.docx").write_bytes(bad_files.docx(topic_paragraphs(f"slate{i}", 3, seed=i)))
         lines = topic_paragraphs(f"marble{i}", 1, seed=i)[0].split(". ")
         (docs / f"marble{i}.pdf").write_bytes(bad_files.pdf([bad_files.text_page(*lines)]))
-    ingest = start_captured(home, "ingest", str(docs))
-    try:
+
+    def delete_once_two_are_indexed():
         wait_for(lambda: (home / "ragbus.db").exists() and census(home)["documents"] >= 2)
-        delete = run_cli(home, "ingest", "--delete", str(docs), check=False)
-        out, err = ingest.communicate(timeout=300)
-    finally:
-        if ingest.poll() is None:
-            ingest.kill()
+        return run_cli(home, "ingest", "--delete", str(docs), check=False)
+
+    delete, _, err = _while_running(home, ("ingest", str(docs)), delete_once_two_are_indexed)
     assert delete.returncode == 0 and "Traceback" not in delete.stderr + err, (delete.stderr, err)
     assert "still pending" not in delete.stderr + err
     assert census(home) == NOTHING

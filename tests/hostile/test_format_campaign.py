@@ -231,8 +231,10 @@ def test_the_neighbours_are_indexed_once_and_the_command_says_how_many_failed(in
     assert len(letters) == len(_hostile())
     found = census(home)
     assert found["documents"] == len(GOOD) and found["duplicates"] == 0
-    for name in ("loop.pdf", "count.pdf", "ledger.xlsx"):  # bounded: no page or row read twice or invented
-        assert indexed[name]["chunk_count"] == 1, (name, indexed[name])
+    # bounded: the one page read once (not 2**31 of them, not round a loop), the 20 rows the sheet uses
+    # (not 300,000 strings): a few chunks each, however the chunker cuts them
+    for name in ("loop.pdf", "count.pdf", "ledger.xlsx"):
+        assert 1 <= indexed[name]["chunk_count"] <= 3, (name, indexed[name])
     for name, topic in GOOD.items():
         assert name in run_cli(home, "search", topic, "--json").stdout, name
     # nothing a link or a spine pointed at outside the folder was read
