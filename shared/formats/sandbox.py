@@ -38,9 +38,7 @@ def read_isolated(kind: FileKind, raw: bytes, content_type: str, url: str, limit
 
     Raises :class:`InvalidInput` naming the bound when the child ran out of memory or time, and
     the parser's error when the file is malformed (both permanent: the file is refused)."""
-    request = {"reader": kind.reader, "name": kind.name, "content_type": content_type, "url": url,
-               "limits": asdict(limits), "memory": bounds.memory_bytes}
-    payload = json.dumps(request).encode() + b"\n" + raw
+    payload = request_payload(kind, raw, content_type, url, limits, bounds)
     megabytes = bounds.memory_bytes // (1024 * 1024)
     started = time.monotonic()
     try:
@@ -67,6 +65,14 @@ def read_isolated(kind: FileKind, raw: bytes, content_type: str, url: str, limit
     if status == "refused":
         raise InvalidInput(value)
     raise InvalidInput(f"the {kind.name} file cannot be read: {value}")
+
+
+def request_payload(kind: FileKind, raw: bytes, content_type: str, url: str, limits: Limits,
+                    bounds: Bounds) -> bytes:
+    """What the child reads on stdin: the request as one JSON line, then the file's bytes."""
+    request = {"reader": kind.reader, "name": kind.name, "content_type": content_type, "url": url,
+               "limits": asdict(limits), "memory": bounds.memory_bytes}
+    return json.dumps(request).encode() + b"\n" + raw
 
 
 def _child_environment() -> dict[str, str]:
