@@ -91,7 +91,8 @@ def test_a_conversation_in_the_terminal_follows_up_starts_over_and_leaves_on_ctr
 
         first = _turn(terminal, "What is BM25?")
         assert "[1]" in first and BM25_ARTICLE in first and "(read as:" not in first
-        assert re.search(r"\(answered; query [0-9a-f]{8}", first)
+        # the outcome and the query id to trace it by (the learned verdict may caveat this one: issue 36)
+        assert re.search(r"\(answered(?:_with_caveat)?; query [0-9a-f]{8}", first)
 
         follow_up = _turn(terminal, "Who developed it?")
         read_as = re.search(r"\(read as: ([^)]*)\)", follow_up)
