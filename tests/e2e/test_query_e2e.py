@@ -121,7 +121,8 @@ def test_demo_runs_offline_and_shows_the_three_outcomes(tmp_path):
     result = run_cli(tmp_path / "home", "demo", timeout=600, RAGBUS_DEMO_PORT="0")
     blocks = re.split(r"\n─+ \d\. ", result.stdout)
     at_once, refined, unanswerable = blocks[-3:]
-    assert re.search(r"outcome: answered\s+iterations: 1\b", at_once)
+    # answered in one pass; the learned verdict (issue 36) may add a caveat rather than claim `answered`
+    assert re.search(r"outcome: answered(?:_with_caveat)?\s+iterations: 1\b", at_once)
     assert re.search(r"iterations: [2-9]", refined) and "refine" in refined
     assert re.search(r"outcome: not_answerable\s+iterations: 1\b", unanswerable)
     assert "ragbus serve" in unanswerable  # where to open the page

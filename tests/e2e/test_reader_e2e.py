@@ -81,12 +81,18 @@ def test_the_newcomers_question_is_answered_by_the_sentence_that_states_it(gatew
     "Which version of libffi added thread safety?",
     "What is the default max-age of a cached reply?",
 ])
-def test_a_near_miss_is_refused_and_every_surface_says_so(gateway, question):
+def test_a_near_miss_is_never_answered_and_every_surface_says_so(gateway, question):
+    # refused, or (the learned verdict of issue 36 is not sure) quoted under a caveat saying so: never
+    # `answered`, and the CLI shows the record's own outcome
     url, _ = gateway
     record = _ask(url, question)
-    assert record["outcome"] == "not_answerable" and record["citations"] == [], record["answer"]
+    assert record["outcome"] in {"not_answerable", "answered_with_caveat"}, record["answer"]
+    if record["outcome"] == "not_answerable":
+        assert record["citations"] == [], record["answer"]
+    else:
+        assert record["answer"].startswith("Note: the retrieved sources only partly cover this question"), record["answer"]
     assert all(it["decision"] != "accept" for it in record["iterations"]), record["iterations"]
     with console.capture() as captured:  # what `ragbus ask` prints for this record
         print_answer(QueryRecord.from_doc(record))
     printed = captured.get()
-    assert "outcome: not_answerable" in printed and ", accept" not in printed, printed
+    assert f"outcome: {record['outcome']}" in printed and ", accept" not in printed, printed
