@@ -414,7 +414,10 @@ def delete_path(
         if document_id not in deleted:
             retract(document_id, "file deleted", state=state, publisher=publisher, clock=clock)
             deleted.append(document_id)
-    deleted += _bury_files_on_disk(target, set(deleted), state=state, publisher=publisher, clock=clock)
+    known = [Path(r.get("root") or Path(r["path"]).parent)  # the paths given to `ragbus ingest`
+             for r in (*doomed, *_tombstones_under(target, state)) if r.get("path")]
+    for folder in _folders_to_bury(target, known):
+        deleted += _bury_files_on_disk(folder, set(deleted), state=state, publisher=publisher, clock=clock)
     log.info("deleted %d document(s) under %s", len(deleted), target)
     return deleted
 
@@ -423,6 +426,21 @@ def _tombstones_under(target: Path, state: StateStore) -> list[dict]:
     prefix = str(target).rstrip(os.sep) + os.sep
     return [t for t in processed_items.tombstones(state, {"source": "file"})
             if t.get("path") == str(target) or str(t.get("path", "")).startswith(prefix)]
+
+
+def _folders_to_bury(target: Path, known: list[Path]) -> list[Path]:
+    """Where to look on disk for files an ingest running beside the delete may still claim: the target
+    itself when it is a file, lies inside a path given to `ragbus ingest` (``known``), or nothing under
+    it was ingested yet (the delete racing the first ingest of a folder); else only those ingested paths
+    under it. Never the whole disk: ``ragbus ingest --delete / --yes`` walked every file of the file
+    system before (it looks at the ingested folders under / instead)."""
+    if not target.is_dir():
+        return [target]
+    inside = sorted({k for k in known if k != target and target in k.parents})
+    if (not inside or any(k == target or k in target.parents for k in known)) and target.parent != target:
+        return [target]
+    # the outermost of them: a folder inside another is walked with it
+    return [k for k in inside if not any(o in k.parents for o in inside)]
 
 
 def _bury_files_on_disk(target: Path, done: set[str], *, state: StateStore, publisher: Publisher,
