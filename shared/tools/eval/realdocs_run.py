@@ -115,6 +115,22 @@ def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float) -
     return files
 
 
+def ingest_into(system: Any, settings: Any, folders: Sequence[Path], options: RealDocsOptions,
+                home: Path) -> dict[str, str]:
+    """Every folder's documents (:func:`ingest_documents`); a kept home left half-filled by a failure is
+    removed, so it cannot pass for a filled one next time."""
+    files: dict[str, str] = {}
+    try:
+        for folder in folders:
+            files.update(ingest_documents(system, settings, folder, options.ingest_timeout_s))
+    except BaseException:
+        if options.reuse_ingest:
+            system.deps.index.close()
+            shutil.rmtree(home, ignore_errors=True)
+        raise
+    return files
+
+
 def ask_questions(system: Any, asked: Sequence[realdocs.Question], files: dict[str, str], *, concurrency: int,
                   query_timeout_s: float, say: Progress,
                   on_record: Callable[[realdocs.Question, Any, Any], None] | None = None) -> list[realdocs.Scored]:
@@ -167,13 +183,7 @@ def run_realdocs(options: RealDocsOptions, progress: Progress | None = None) -> 
         held = system.deps.index.count_chunks() if options.reuse_ingest else 0
         say(f"ingesting {len(dataset.documents)} documents into "
             + (f"{home} (kept; {held} chunks there already)" if options.reuse_ingest else "a scratch home"))
-        try:
-            files = ingest_documents(system, settings, dataset.documents_dir, options.ingest_timeout_s)
-        except BaseException:
-            if options.reuse_ingest:  # a half-filled home must not pass for a filled one next time
-                system.deps.index.close()
-                shutil.rmtree(home, ignore_errors=True)
-            raise
+        files = ingest_into(system, settings, [dataset.documents_dir], options, home)
         ingest_s = time.perf_counter() - started
         chunks = system.deps.index.count_chunks()
         say(f"  {chunks} chunks in {ingest_s:.1f}s; asking {len(asked)} questions")

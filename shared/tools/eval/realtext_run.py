@@ -9,7 +9,6 @@ afterwards, or with ``reuse_ingest`` ``<cache>/realtext-<part>-home``, kept for 
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,7 +21,7 @@ from shared.runtime.stages import QUERY_STAGES
 from shared.tools.eval import conversations, realdocs, realtext
 from shared.tools.eval.conversations_run import ask_dialogues
 from shared.tools.eval.pipeline import FULL, model_name, pipeline_settings
-from shared.tools.eval.realdocs_run import RealDocsOptions, ask_questions, ingest_documents, select
+from shared.tools.eval.realdocs_run import RealDocsOptions, ask_questions, ingest_into, select
 
 Progress = Callable[[str], None]
 OnRecord = Callable[[realdocs.Question, Any, Any], None]  # question, its record, the runtime's deps
@@ -58,15 +57,7 @@ def run_realtext(options: RealTextOptions, progress: Progress | None = None,
         held = system.deps.index.count_chunks() if options.reuse_ingest else 0
         say(f"ingesting {len(part.documents)} documents into "
             + (f"{home} (kept; {held} chunks there already)" if options.reuse_ingest else "a scratch home"))
-        files: dict[str, str] = {}
-        try:
-            for folder in part.document_folders:
-                files.update(ingest_documents(system, settings, folder, options.ingest_timeout_s))
-        except BaseException:
-            if options.reuse_ingest:  # a half-filled home must not pass for a filled one next time
-                system.deps.index.close()
-                shutil.rmtree(home, ignore_errors=True)
-            raise
+        files = ingest_into(system, settings, part.document_folders, options, home)
         ingest_s = time.perf_counter() - started
         chunks = system.deps.index.count_chunks()
         say(f"  {chunks} chunks in {ingest_s:.1f}s; asking {len(asked)} questions and {len(dialogues)} dialogues")
