@@ -268,79 +268,123 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
 
     title, published, text = _front_matter(text)
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
-    blocks: list[tuple[str, int | None]] = []  # (text, the list it belongs to)
-    prefix: list[str] = []  # list markers of the items we are inside
-    ordered_counters: list[int | None] = []
-    lists_seen = 0
-    row: list[str] | None = None  # the cells of the table row being read
-    tables_seen = 0
-    code: str | None = None  # the <script> (or other code element) an HTML block left open
+    reader = _MarkdownBlocks(tokens, title, _depth)
     for i, token in enumerate(tokens):
+        reader.read(i, token)
+    return CleanDocument(body=normalize_text(_join_blocks(reader.blocks)), title=reader.title, published=published)
+
+
+class _MarkdownBlocks:
+    """The blocks of text (each with the list it belongs to) that a Markdown token stream holds,
+    read one token at a time; the first level-1 heading becomes the title when none was given."""
+
+    def __init__(self, tokens: list, title: str, depth: int) -> None:
+        self.tokens = tokens
+        self.title = title
+        self.depth = depth
+        self.blocks: list[tuple[str, int | None]] = []  # (text, the list it belongs to)
+        self.prefix: list[str] = []  # list markers of the items we are inside
+        self.ordered_counters: list[int | None] = []
+        self.lists_seen = 0
+        self.row: list[str] | None = None  # the cells of the table row being read
+        self.tables_seen = 0
+        self.code: str | None = None  # the <script> (or other code element) an HTML block left open
+
+    def read(self, i: int, token) -> None:
+        if self._inside_code(token) or self._table(token):
+            return
         kind = token.type
-        if code is not None and kind in ("inline", "fence", "code_block", "html_block"):
-            # the element's content, up to its closing tag, is code: dropped, never read as prose
-            if kind not in ("inline", "html_block") or not _closes(code, token.content):
-                continue
-            if kind == "inline":
-                line, code = _inline_text(token, code)
-                if line.strip():
-                    blocks.append((line, lists_seen if prefix else None))
-                continue
-        # A table row is one line ("| 304 | Not Modified |") under its header and rule, as it was
-        # written: cell by cell, each a paragraph of its own, no row could be read back.
-        if kind == "table_open":
-            tables_seen += 1
-        elif kind == "tr_open":
-            row = []
-        elif kind == "inline" and row is not None:
-            cell, code = _inline_text(token)
-            row.append(" ".join(cell.split()))
-            continue
-        elif kind == "tr_close" and row is not None:
-            blocks.append(("| " + " | ".join(row) + " |", -tables_seen))
-            row = None
-        elif kind == "thead_close" and blocks:
-            blocks.append(("|" + "---|" * blocks[-1][0].count(" | ") + "---|", -tables_seen))
-        if kind in ("bullet_list_open", "ordered_list_open"):
-            if not ordered_counters:
-                lists_seen += 1
-            start = token.attrs.get("start", 1) if kind == "ordered_list_open" else None
-            ordered_counters.append(None if start is None else int(start or 1))
-        elif kind in ("bullet_list_close", "ordered_list_close"):
-            ordered_counters.pop()
-        elif kind == "list_item_open":
-            counter = ordered_counters[-1] if ordered_counters else None
-            if counter is None:
-                prefix.append("- ")
-            else:
-                prefix.append(f"{counter}. ")
-                ordered_counters[-1] = counter + 1
-        elif kind == "list_item_close":
-            prefix.pop()
+        if kind in ("bullet_list_open", "ordered_list_open", "bullet_list_close", "ordered_list_close",
+                    "list_item_open", "list_item_close"):
+            self._list(token)
         elif kind == "inline":
-            line, code = _inline_text(token)
-            if not line.strip() or _MYST_TARGET.match(line):
-                continue
-            if i and tokens[i - 1].type == "heading_open" and tokens[i - 1].tag == "h1" and not title:
-                title = line.strip()
-            if prefix and i >= 2 and tokens[i - 2].type == "list_item_open":
-                line = "  " * (len(prefix) - 1) + prefix[-1] + line
-            blocks.append((line, lists_seen if prefix else None))
-        elif kind == "fence" and _depth < _MYST_MAX_DEPTH and (directive := _MYST_DIRECTIVE.match(token.info)):
-            # a MyST directive (```{note}, ```{tab} Unix): its content is Markdown to read, not code;
-            # its argument ("Unix") says what the content is about
-            inner = extract_markdown(_MYST_OPTION.sub("", token.content), _depth=_depth + 1).body.strip()
-            argument = token.info[directive.end():].strip()
-            if inner:
-                blocks.append((f"{argument}\n\n{inner}" if argument else inner, None))
+            self._inline(i, token)
+        elif kind == "fence" and self.depth < _MYST_MAX_DEPTH and (directive := _MYST_DIRECTIVE.match(token.info)):
+            self._directive(token, directive.end())
         elif kind in ("fence", "code_block"):
-            blocks.append((token.content.rstrip("\n"), None))
+            self.blocks.append((token.content.rstrip("\n"), None))
         elif kind == "html_block":
-            html, code = _outside_code(token.content, code)
+            html, self.code = _outside_code(token.content, self.code)
             stripped = _TAG.sub(" ", html).strip()
             if stripped:
-                blocks.append((stripped, None))
-    return CleanDocument(body=normalize_text(_join_blocks(blocks)), title=title, published=published)
+                self.blocks.append((stripped, None))
+
+    def _list_number(self) -> int | None:
+        return self.lists_seen if self.prefix else None
+
+    def _inside_code(self, token) -> bool:
+        """Whether ``token`` is (part of) the content of a code element an HTML block left open: that
+        content, up to its closing tag, is code, dropped and never read as prose. An HTML block that
+        closes it is read on as any other."""
+        kind = token.type
+        if self.code is None or kind not in ("inline", "fence", "code_block", "html_block"):
+            return False
+        if kind not in ("inline", "html_block") or not _closes(self.code, token.content):
+            return True
+        if kind == "inline":
+            line, self.code = _inline_text(token, self.code)
+            if line.strip():
+                self.blocks.append((line, self._list_number()))
+            return True
+        return False
+
+    def _table(self, token) -> bool:
+        """A table row is one line ("| 304 | Not Modified |") under its header and rule, as it was
+        written: cell by cell, each a paragraph of its own, no row could be read back. True when
+        ``token`` was a cell's text (read here, and nothing more to do with it)."""
+        kind = token.type
+        if kind == "table_open":
+            self.tables_seen += 1
+        elif kind == "tr_open":
+            self.row = []
+        elif kind == "inline" and self.row is not None:
+            cell, self.code = _inline_text(token)
+            self.row.append(" ".join(cell.split()))
+            return True
+        elif kind == "tr_close" and self.row is not None:
+            self.blocks.append(("| " + " | ".join(self.row) + " |", -self.tables_seen))
+            self.row = None
+        elif kind == "thead_close" and self.blocks:
+            self.blocks.append(("|" + "---|" * self.blocks[-1][0].count(" | ") + "---|", -self.tables_seen))
+        return False
+
+    def _list(self, token) -> None:
+        kind = token.type
+        if kind in ("bullet_list_open", "ordered_list_open"):
+            if not self.ordered_counters:
+                self.lists_seen += 1
+            start = token.attrs.get("start", 1) if kind == "ordered_list_open" else None
+            self.ordered_counters.append(None if start is None else int(start or 1))
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            self.ordered_counters.pop()
+        elif kind == "list_item_open":
+            counter = self.ordered_counters[-1] if self.ordered_counters else None
+            if counter is None:
+                self.prefix.append("- ")
+            else:
+                self.prefix.append(f"{counter}. ")
+                self.ordered_counters[-1] = counter + 1
+        else:  # list_item_close
+            self.prefix.pop()
+
+    def _inline(self, i: int, token) -> None:
+        line, self.code = _inline_text(token)
+        if not line.strip() or _MYST_TARGET.match(line):
+            return
+        tokens = self.tokens
+        if i and tokens[i - 1].type == "heading_open" and tokens[i - 1].tag == "h1" and not self.title:
+            self.title = line.strip()
+        if self.prefix and i >= 2 and tokens[i - 2].type == "list_item_open":
+            line = "  " * (len(self.prefix) - 1) + self.prefix[-1] + line
+        self.blocks.append((line, self._list_number()))
+
+    def _directive(self, token, name_end: int) -> None:
+        """A MyST directive (```{note}, ```{tab} Unix): its content is Markdown to read, not code;
+        its argument ("Unix") says what the content is about."""
+        inner = extract_markdown(_MYST_OPTION.sub("", token.content), _depth=self.depth + 1).body.strip()
+        argument = token.info[name_end:].strip()
+        if inner:
+            self.blocks.append((f"{argument}\n\n{inner}" if argument else inner, None))
 
 
 def _front_matter(text: str) -> tuple[str, str | None, str]:
