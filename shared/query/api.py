@@ -238,15 +238,18 @@ def _start_loop(deps: Deps, query_id: str) -> None:
 
 
 def get_query(deps: Deps, query_id: str) -> QueryRecord | None:
-    """The query's record, or None; a query past its deadline is ended as timed out first.
+    """The query's record, or None (never stored, or past its ``expire_at``); a query past its
+    deadline is ended as timed out first.
 
     Reading is what enforces the deadline, so no reader waits on a hung query
     even when every stage has died.
     """
     record = read_record(deps.state, query_id)
-    if record is None or record.ended:
-        return record
     now = deps.clock.now()
+    if record is None or record.expired(now):
+        return None  # past its expire_at: gone, whether or not the sweep or the TTL deleted it yet
+    if record.ended:
+        return record
     if record.deadline_passed(now):
         expire_if_overdue(deps.state, query_id, now)
         record = read_record(deps.state, query_id)

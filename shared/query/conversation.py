@@ -26,7 +26,7 @@ from typing import Any
 from shared.contract import state_collections
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.ports import ConversationTurn, Doc, StateStore
-from shared.query.record import QueryRecord, later
+from shared.query.record import QueryRecord, later, past_expiry
 from shared.query.state import expire_if_overdue
 
 __all__ = [
@@ -199,7 +199,7 @@ def join_conversation(
         if doc is None:
             seen["missing"] = True
             return None
-        if _expired(doc, at):
+        if _expired(doc, now):
             seen["missing"] = True  # past its expire_at: gone, whether or not a sweep or TTL deleted it yet
             return None
         turns = list(doc.get("turns") or [])
@@ -225,11 +225,10 @@ def join_conversation(
     return conversation_id, int(seen.get("before", 0))
 
 
-def _expired(doc: Doc, now_iso: str) -> bool:
+def _expired(doc: Doc, now: datetime) -> bool:
     """Past its ``expire_at``: Firestore's TTL deletes such a document within a day or so, the embedded
     runtime's sweep within the hour; until then it is refused as if gone."""
-    expire_at = doc.get("expire_at")
-    return isinstance(expire_at, str) and expire_at < now_iso
+    return past_expiry(doc.get("expire_at"), now)
 
 
 def conversation_turns(state: StateStore, conversation_id: str, now: datetime) -> list[QueryRecord]:
@@ -237,7 +236,7 @@ def conversation_turns(state: StateStore, conversation_id: str, now: datetime) -
     deadline is ended as timed out first (as reading one query does). Raises
     :class:`ConversationNotFound`."""
     doc = state.get(state_collections.CONVERSATIONS, conversation_id)
-    if doc is None or _expired(doc, now.isoformat()):
+    if doc is None or _expired(doc, now):
         raise ConversationNotFound(
             f"no conversation with id {conversation_id!r} (it never existed or has expired)"
         )

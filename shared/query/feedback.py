@@ -151,10 +151,10 @@ def give_feedback(deps: Deps, query_id: str, feedback: Feedback, *, client: str)
 
     def change(doc: dict[str, Any] | None) -> dict[str, Any] | None:
         checked.clear()
-        if doc is None:
+        stored = None if doc is None else QueryRecord.from_doc(doc)
+        if stored is None or stored.expired(deps.clock.now()):
             checked["missing"] = True
             return None
-        stored = QueryRecord.from_doc(doc)
         if not stored.ended:
             checked["pending"] = stored.status
             return None

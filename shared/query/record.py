@@ -47,6 +47,16 @@ from shared.contract.filters import Filters
 from shared.contract.ports import Doc, Grade
 
 
+def past_expiry(expire_at: object, now: datetime) -> bool:
+    """Whether a stored ``expire_at`` (an ISO time; None or unreadable: never) lies before ``now``."""
+    if not isinstance(expire_at, str):
+        return False
+    try:
+        return datetime.fromisoformat(expire_at) < now
+    except (TypeError, ValueError):  # unreadable, or without a time zone
+        return False
+
+
 def later(now: datetime, delta: timedelta) -> datetime:
     """``now + delta``, or the last representable moment when a clock set near the year 9999 would
     overflow it (a deadline or an expiry then never comes, rather than every query failing)."""
@@ -411,6 +421,11 @@ class QueryRecord:
             return datetime.fromisoformat(self.deadline) <= now
         except (TypeError, ValueError):
             return True
+
+    def expired(self, now: datetime) -> bool:
+        """Past its ``expire_at``: Firestore's TTL deletes such a record within a day or so, the
+        embedded runtime's sweep within the hour; until then every reader takes it as gone."""
+        return past_expiry(self.expire_at, now)
 
     def entry(self, iteration: int | None) -> Iteration | None:
         """The ``iterations[]`` entry of ``iteration`` (None if not recorded yet)."""

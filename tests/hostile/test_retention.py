@@ -17,6 +17,7 @@ from shared.contract import state_collections
 from shared.contract.config import load_settings
 from shared.contract.messages import QuerySubmitted
 from shared.query.conversation import ConversationNotFound, conversation_turns, join_conversation
+from shared.query.record import QueryRecord
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from shared.runtime.retention import sweep
@@ -120,3 +121,33 @@ def test_stats_shows_the_data_directorys_size(tmp_path):
     home = tmp_path / "home"
     result = cli_json(home, "stats")
     assert result["data_dir"] == str(home) and result["data_dir_bytes"] > 0
+
+
+def _answered_record(expire_at: str) -> dict:
+    record = QueryRecord.new("q-old", "What is BM25?", top_k=5, max_iterations=3, max_model_calls=8,
+                             now=NOW - timedelta(days=40), timeout_s=60)
+    record.status, record.outcome, record.answer = "answered", "answered", "A ranking function [1]."
+    record.citations = [{"id": 1, "source": "file:///notes/bm25.md", "document_id": "d", "chunk_id": "c"}]
+    record.expire_at = expire_at
+    return record.to_doc()
+
+
+def test_an_expired_query_is_neither_served_nor_rated_though_still_stored(tmp_path):
+    """Between its expire_at and the sweep (an hour here, a day or so for Firestore's TTL), a query's
+    record is still stored: it is gone for every reader all the same."""
+    system = _system(tmp_path)
+    system.deps.state.put(state_collections.QUERIES, "q-old", _answered_record("2020-01-01T00:00:00+00:00"))
+    system.deps.state.put(state_collections.QUERIES, "q-kept", {**_answered_record("2999-01-01T00:00:00+00:00"),
+                                                               "id": "q-kept"})
+    server = serve(system.deps, "127.0.0.1", 0)
+    try:
+        read = httpx.get(server.url + "/v1/queries/q-old", timeout=30)
+        assert read.status_code == 404 and "q-old" in read.json()["error"]
+        rated = httpx.post(server.url + "/v1/queries/q-old/feedback", json={"rating": "down"}, timeout=30)
+        assert rated.status_code == 404
+        assert httpx.get(server.url + "/v1/queries/q-kept", timeout=30).json()["outcome"] == "answered"
+        assert httpx.post(server.url + "/v1/queries/q-kept/feedback", json={"rating": "up"},
+                          timeout=30).status_code == 200
+    finally:
+        server.stop()
+    assert not system.deps.state.get(state_collections.QUERIES, "q-old").get("feedback")  # not rated
