@@ -167,7 +167,8 @@ def _genre_of(folder: Path) -> dict[str, str]:
 
 
 def check_questions(folder: Path, part_texts: dict[str, tuple[str, str]]) -> list[str]:
-    """``part_texts``: every document of the folder's part, file name -> (cleaned, raw)."""
+    """``part_texts``: every document of the folder's part, file name -> (cleaned, raw), each
+    ``realdocs.normalised``."""
     problems: list[str] = []
     genres = _genre_of(folder)
     answered = set()
@@ -193,8 +194,9 @@ def check_questions(folder: Path, part_texts: dict[str, tuple[str, str]]) -> lis
             if not isinstance(q.get("note"), str) or not q["note"].strip():
                 problems.append(f"{where}: a near miss says in its note what the documents say instead")
             for a in absent:
-                holders = sorted(f for f, (clean, text) in part_texts.items()
-                                 if realdocs.key_in(a, clean) or realdocs.key_in(a, text))
+                # realdocs.key_in(a, text) for each text, with each text normalised once, not per key
+                needle = realdocs.normalised(a)
+                holders = sorted(f for f, texts in part_texts.items() if any(needle in t for t in texts))
                 if holders:
                     problems.append(f"{where}: absent {a!r} is in {holders}")
         elif q["kind"] in KINDS:
@@ -289,13 +291,15 @@ def check_across(root: Path = ROOT) -> list[str]:
 
 
 def part_texts(root: Path, part: str) -> dict[str, tuple[str, str]]:
+    """Every document of ``part`` under ``root``: file name -> (cleaned, raw), each normalised as
+    ``realdocs.key_in`` normalises the text it looks in."""
     texts = {}
     for folder in folders(root):
         if folder.parent.name == part:
             for d in manifest(folder, []):
                 path = folder / "documents" / str(d.get("file"))
                 if path.is_file() and path.suffix in MEDIA_TYPES:
-                    texts[path.name] = (cleaned(path), raw(path))
+                    texts[path.name] = (realdocs.normalised(cleaned(path)), realdocs.normalised(raw(path)))
     return texts
 
 
