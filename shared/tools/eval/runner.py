@@ -198,6 +198,29 @@ def provider_figures(
             "abstained_by_subcategory": by_subcategory}
 
 
+@dataclass
+class _EvalContext:
+    """What every step of one :func:`run_eval` reads: the options, the set, its embedded index."""
+
+    options: EvalOptions
+    say: Progress
+    evalset: EvalSet
+    embedder: Any
+    index_path: Path
+
+
+@dataclass
+class _Sample:
+    """The pipeline's sample: positions in the set's answerable queries and abstain cases, in
+    draw order (a provider's smaller sample is a prefix of the draw) and sorted (local's)."""
+
+    draw: list[int]
+    abstain_draw: list[int]
+    positions: list[int]
+    queries: list[EvalQuery]
+    abstain: list[EvalQuery]
+
+
 def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str, Any]:
     """Every measurement of the issue's items 1-3 and 6; the results as one JSON-ready dict.
 
@@ -211,17 +234,40 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     # local always runs, and its grader needs its fitted model: a missing or stale grade_model.json
     # fails here with the way to refit, not after the set is embedded and indexed
     require_ready(pipeline_settings(options.cache_dir, FULL), QUERY_STAGES)
-    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 
     started = time.perf_counter()
+    timings: dict[str, float] = {}
+    ctx, query_vectors = _embed_and_index(options, say, timings)
+    remote = [p for p in providers if p != "local"] if options.sample else []
+    _check_providers(ctx, remote)
+
+    t = time.perf_counter()
+    runs = retrieval_rows(ctx.index_path, ctx.evalset, query_vectors, dimension=ctx.embedder.dimension,
+                          weights=options.weights, progress=say)
+    timings["retrieval_rows_s"] = time.perf_counter() - t
+    results = _retrieval_results(ctx, runs)
+    sample = _draw_sample(ctx)
+    if sample is not None:
+        results["retrieval"] += _sample_retrieval_rows(runs, sample)
+        _pipeline_results(ctx, results, sample, next(r for r in runs if "[default]" in r.name), remote, not_run)
+    timings["total_s"] = time.perf_counter() - started
+    results["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
+    return results
+
+
+def _embed_and_index(options: EvalOptions, say: Progress,
+                     timings: dict[str, float]) -> tuple[_EvalContext, Any]:
+    """The set (an unknown split name fails here, before any work), its passages embedded into an
+    index under the cache and its answerable queries' vectors."""
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+
     full = build_fitz_gov()
     evalset: EvalSet = full.slice(options.slice_queries) if options.slice_queries else full
-    evalset.split(options.split)  # an unknown split name fails here, before any work
+    evalset.split(options.split)
     say(f"set {evalset.key}: {len(evalset.passages)} passages, {len(evalset.queries)} queries, "
         f"{len(evalset.abstain)} abstain cases")
     embedder = OnnxMiniLMEmbedder()
     cache = options.cache_dir
-    timings: dict[str, float] = {}
 
     t = time.perf_counter()
     passage_vectors = embed_cached([p.text for p in evalset.passages], embedder, cache, evalset.key)
@@ -238,32 +284,33 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     index.close()
     timings["index_s"] = time.perf_counter() - t
     say(f"embedded and indexed in {timings['embed_s'] + timings['index_s']:.1f}s")
+    return _EvalContext(options, say, evalset, embedder, index_path), query_vectors
 
-    remote = [p for p in providers if p != "local"] if options.sample else []
-    for provider in remote:  # before the long runs: a provider that cannot answer fails now
-        say(f"checking the {provider} provider with one question")
-        with scratch_home(cache) as home:
+
+def _check_providers(ctx: _EvalContext, remote: list[str]) -> None:
+    """One question to each remote provider before the long runs: one that cannot answer fails now."""
+    for provider in remote:
+        ctx.say(f"checking the {provider} provider with one question")
+        with scratch_home(ctx.options.cache_dir) as home:
             model = check_provider(PipelineConfig(f"full pipeline ({provider})", provider=provider), home=home,
-                                   index_path=index_path, embedder=embedder, dimension=embedder.dimension,
-                                   query_timeout_s=options.query_timeout_s)
-        say(f"  {provider}: {model} answers")
+                                   index_path=ctx.index_path, embedder=ctx.embedder,
+                                   dimension=ctx.embedder.dimension, query_timeout_s=ctx.options.query_timeout_s)
+        ctx.say(f"  {provider}: {model} answers")
 
-    t = time.perf_counter()
-    runs = retrieval_rows(index_path, evalset, query_vectors, dimension=embedder.dimension,
-                          weights=options.weights, progress=say)
-    timings["retrieval_rows_s"] = time.perf_counter() - t
-    retrieval = [_row(r.name, r.metrics, seconds=round(r.seconds, 2)) for r in runs]
 
-    results: dict[str, Any] = {
+def _retrieval_results(ctx: _EvalContext, runs: list[RetrievalRun]) -> dict[str, Any]:
+    """The results' head: the dataset, the embedder, the machine, the retrieval rows and the split."""
+    evalset, options = ctx.evalset, ctx.options
+    return {
         "dataset": {
             "name": "fitz-gov", "version": evalset.version, "tier": "tier1_core (core)", "synthetic": True,
             "passages": len(evalset.passages), "queries": len(evalset.queries), "abstain_cases": len(evalset.abstain),
             "passages_under_100_chars": len(short_passages(evalset)),
             "queries_with_required_elements": sum(1 for q in evalset.queries if q.required_elements),
         },
-        "embedder": f"{embedder.model_name} (int8 ONNX)",
+        "embedder": f"{ctx.embedder.model_name} (int8 ONNX)",
         "machine": machine(),
-        "retrieval": retrieval,
+        "retrieval": [_row(r.name, r.metrics, seconds=round(r.seconds, 2)) for r in runs],
         "split": {
             "rule": SPLIT_RULE,
             "pipeline_reported_on": options.split,
@@ -272,6 +319,11 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
         },
     }
 
+
+def _draw_sample(ctx: _EvalContext) -> _Sample | None:
+    """The pipeline's sample from the options' split (None when it is empty: ``--sample 0``)."""
+    options, evalset = ctx.options, ctx.evalset
+
     def in_split(q) -> bool:
         return options.split == "all" or split_of(q.query_id) == options.split
 
@@ -279,104 +331,126 @@ def run_eval(options: EvalOptions, progress: Progress | None = None) -> dict[str
     eligible = [i for i, q in enumerate(evalset.queries) if in_split(q)]
     eligible_abstain = [i for i, q in enumerate(evalset.abstain) if in_split(q)]
     sample_n = min(options.sample, len(eligible))
-    if sample_n:
-        # Draw order is kept: a provider's smaller sample is a prefix of the draw, so it is a
-        # subset of local's sample and local's figures on exactly those queries sit beside it.
-        draw = random.Random(options.seed).sample(eligible, sample_n) if sample_n < len(eligible) else eligible
-        abstain_n = min(options.abstain_sample, len(eligible_abstain))
-        abstain_draw = random.Random(options.seed + 1).sample(eligible_abstain, abstain_n)
-        sample, abstain_idx = sorted(draw), sorted(abstain_draw)
-        queries = [evalset.queries[i] for i in sample]
-        abstain = [evalset.abstain[i] for i in abstain_idx]
-        # The fast rows again on exactly the sample, so pipeline rows compare like with like.
-        for r in runs:
-            if r.name == "dense" or r.name.startswith(("bm25 ", "rrf k=60 (dense + H")) or "[default]" in r.name:
-                ranks = [r.rankings[i] for i in sample]
-                retrieval.append(_row(f"{r.name} (pipeline sample)",
-                                      ranking_metrics(ranks, [q.relevant for q in queries])))
-        default_run = next(r for r in runs if "[default]" in r.name)
+    if not sample_n:
+        return None
+    # Draw order is kept: a provider's smaller sample is a prefix of the draw, so it is a
+    # subset of local's sample and local's figures on exactly those queries sit beside it.
+    draw = random.Random(options.seed).sample(eligible, sample_n) if sample_n < len(eligible) else eligible
+    abstain_n = min(options.abstain_sample, len(eligible_abstain))
+    abstain_draw = random.Random(options.seed + 1).sample(eligible_abstain, abstain_n)
+    positions, abstain_idx = sorted(draw), sorted(abstain_draw)
+    return _Sample(draw, abstain_draw, positions, [evalset.queries[i] for i in positions],
+                   [evalset.abstain[i] for i in abstain_idx])
 
-        def run_config(config: PipelineConfig, qs: list[EvalQuery], abs_: list[EvalQuery]):
-            with scratch_home(cache) as home:
-                t = time.perf_counter()
-                say(f"pipeline: {config.name} ({len(qs)} + {len(abs_)} abstain queries)")
-                ran = run_pipeline(qs, config, home=home, index_path=index_path, embedder=embedder,
-                                   dimension=embedder.dimension, concurrency=options.concurrency,
-                                   progress=lambda d, n: say(f"  {d}/{n}"), query_timeout_s=options.query_timeout_s)
-                ran_abstain = run_pipeline(abs_, config, home=home / "abstain", index_path=index_path,
-                                           embedder=embedder, dimension=embedder.dimension,
-                                           concurrency=options.concurrency,
-                                           query_timeout_s=options.query_timeout_s) if abs_ else None
-                seconds = time.perf_counter() - t
-            metrics = ranking_metrics([r.ranking for r in ran.results], [q.relevant for q in qs])
-            quality = answer_quality(ran.results, ran_abstain.results if ran_abstain else [], qs)
-            latency = stage_latency(ran.results)
-            row = _row(config.name, metrics, config=asdict(config), model=ran.model, seconds=round(seconds, 1),
-                       per_query_ms=round(ran.seconds / max(1, len(qs)) * 1000, 1),
-                       errors=ran.errors[:10] + (ran_abstain.errors[:10] if ran_abstain else []),
-                       answer_quality=quality, stage_latency_ms=latency)
-            say(f"  nDCG@10 {metrics['ndcg@10']:.3f}, abstention {quality['abstention_accuracy']}, "
-                f"{seconds:.0f}s")
-            return row, ran, ran_abstain.results if ran_abstain else []
 
-        configs = options.configs or ([FULL, *ABLATIONS] if options.ablations else [FULL])
-        pipeline_rows: list[dict[str, Any]] = []
-        full_run: tuple[PipelineRun, list[QueryResult]] | None = None
-        for config in configs:
-            row, ran, abstain_results = run_config(config, queries, abstain)
-            pipeline_rows.append(row)
-            if config == FULL:
-                full_run = (ran, abstain_results)
-        provider_reports: dict[str, Any] = {name: {"status": why} for name, why in not_run.items()}
-        if full_run is not None:
-            ran, abstain_results = full_run
-            provider_reports["local"] = {
-                "status": "ran", "model": ran.model, "answerable": len(queries), "abstain": len(abstain),
-                **provider_figures(ran.results, abstain_results, queries, abstain, sample, default_run)}
-        for provider in remote:
-            a, b = options.provider_samples.get(provider, (sample_n, None))
-            a = min(a, sample_n)
-            b = min(abstain_n, round(abstain_n * a / sample_n) if b is None else b)
-            sub, sub_abstain = sorted(draw[:a]), sorted(abstain_draw[:b])
-            qs = [evalset.queries[i] for i in sub]
-            abs_ = [evalset.abstain[i] for i in sub_abstain]
-            row, ran, abstain_results = run_config(PipelineConfig(f"full pipeline ({provider})", provider=provider),
-                                                   qs, abs_)
-            pipeline_rows.append(row)
-            report = {"status": "ran", "model": ran.model, "answerable": len(qs), "abstain": len(abs_),
-                      **provider_figures(ran.results, abstain_results, qs, abs_, sub, default_run)}
-            if full_run is not None:  # local on exactly these queries, for a side-by-side
-                ids = {q.query_id for q in (*qs, *abs_)}
-                local_ran, local_abstain = full_run
-                report["local_on_the_same_queries"] = provider_figures(
-                    [r for r in local_ran.results if r.query_id in ids],
-                    [r for r in local_abstain if r.query_id in ids], qs, abs_, sub, default_run)["figures"]
-            provider_reports[provider] = report
-        results["pipeline"] = {
-            "sample": {"answerable": len(queries), "abstain": len(abstain), "seed": options.seed,
-                       "split": options.split,
-                       "how": f"random.Random(seed).sample of the {options.split} split's answerable query "
-                              "positions; its abstain cases with seed+1"},
-            "rows": pipeline_rows,
-        }
-        if full_run is not None:
-            ran, abstain_results = full_run
-            results["calibration"] = calibration(ran.results, abstain_results, [*queries, *abstain])
-            results["calibration"]["local_grade_model"] = _grade_model_provenance()
-        if queries and abstain:
-            say(f"grader on the sample's own contexts (fitz-gov's protocol): {len(queries)} + {len(abstain)} cases")
-            results["own_contexts"] = {"provider": "local", **_own_contexts_figures(
-                queries, abstain, evalset, index_path, embedder)}
-        results["targets"] = {
-            "reported_on": options.split,
-            "verdict_rule": "met on the point estimate; ci95 is a 95% interval (Wilson for the abstention rates, "
-                            "bootstrap over cases otherwise); a figure that could not be measured is not met",
-            "targets": [{"figure": t.figure, "what": t.what, "goal": t.goal} for t in TARGETS],
-            "providers": {name: provider_reports[name] for name in PROVIDERS if name in provider_reports},
-        }
-    timings["total_s"] = time.perf_counter() - started
-    results["timings_s"] = {k: round(v, 1) for k, v in timings.items()}
-    return results
+def _sample_retrieval_rows(runs: list[RetrievalRun], sample: _Sample) -> list[dict[str, Any]]:
+    """The fast rows again on exactly the sample, so pipeline rows compare like with like."""
+    rows = []
+    for r in runs:
+        if r.name == "dense" or r.name.startswith(("bm25 ", "rrf k=60 (dense + H")) or "[default]" in r.name:
+            ranks = [r.rankings[i] for i in sample.positions]
+            rows.append(_row(f"{r.name} (pipeline sample)",
+                             ranking_metrics(ranks, [q.relevant for q in sample.queries])))
+    return rows
+
+
+def _run_config(ctx: _EvalContext, config: PipelineConfig, qs: list[EvalQuery],
+                abs_: list[EvalQuery]) -> tuple[dict[str, Any], PipelineRun, list[QueryResult]]:
+    """One pipeline configuration over answerable ``qs`` and abstain cases ``abs_``: its row, its
+    run and the abstain cases' results."""
+    options, say, embedder = ctx.options, ctx.say, ctx.embedder
+    with scratch_home(options.cache_dir) as home:
+        t = time.perf_counter()
+        say(f"pipeline: {config.name} ({len(qs)} + {len(abs_)} abstain queries)")
+        ran = run_pipeline(qs, config, home=home, index_path=ctx.index_path, embedder=embedder,
+                           dimension=embedder.dimension, concurrency=options.concurrency,
+                           progress=lambda d, n: say(f"  {d}/{n}"), query_timeout_s=options.query_timeout_s)
+        ran_abstain = run_pipeline(abs_, config, home=home / "abstain", index_path=ctx.index_path,
+                                   embedder=embedder, dimension=embedder.dimension,
+                                   concurrency=options.concurrency,
+                                   query_timeout_s=options.query_timeout_s) if abs_ else None
+        seconds = time.perf_counter() - t
+    metrics = ranking_metrics([r.ranking for r in ran.results], [q.relevant for q in qs])
+    quality = answer_quality(ran.results, ran_abstain.results if ran_abstain else [], qs)
+    latency = stage_latency(ran.results)
+    row = _row(config.name, metrics, config=asdict(config), model=ran.model, seconds=round(seconds, 1),
+               per_query_ms=round(ran.seconds / max(1, len(qs)) * 1000, 1),
+               errors=ran.errors[:10] + (ran_abstain.errors[:10] if ran_abstain else []),
+               answer_quality=quality, stage_latency_ms=latency)
+    say(f"  nDCG@10 {metrics['ndcg@10']:.3f}, abstention {quality['abstention_accuracy']}, "
+        f"{seconds:.0f}s")
+    return row, ran, ran_abstain.results if ran_abstain else []
+
+
+def _pipeline_results(ctx: _EvalContext, results: dict[str, Any], sample: _Sample, default_run: RetrievalRun,
+                      remote: list[str], not_run: dict[str, str]) -> None:
+    """The pipeline rows (local's configurations, then each remote provider's full pipeline), the
+    calibration, the grader on the sample's own contexts and the targets, added to ``results``."""
+    options, queries, abstain = ctx.options, sample.queries, sample.abstain
+    configs = options.configs or ([FULL, *ABLATIONS] if options.ablations else [FULL])
+    pipeline_rows: list[dict[str, Any]] = []
+    full_run: tuple[PipelineRun, list[QueryResult]] | None = None
+    for config in configs:
+        row, ran, abstain_results = _run_config(ctx, config, queries, abstain)
+        pipeline_rows.append(row)
+        if config == FULL:
+            full_run = (ran, abstain_results)
+    provider_reports: dict[str, Any] = {name: {"status": why} for name, why in not_run.items()}
+    if full_run is not None:
+        ran, abstain_results = full_run
+        provider_reports["local"] = {
+            "status": "ran", "model": ran.model, "answerable": len(queries), "abstain": len(abstain),
+            **provider_figures(ran.results, abstain_results, queries, abstain, sample.positions, default_run)}
+    for provider in remote:
+        provider_reports[provider] = _remote_report(ctx, provider, sample, default_run, full_run, pipeline_rows)
+    results["pipeline"] = {
+        "sample": {"answerable": len(queries), "abstain": len(abstain), "seed": options.seed,
+                   "split": options.split,
+                   "how": f"random.Random(seed).sample of the {options.split} split's answerable query "
+                          "positions; its abstain cases with seed+1"},
+        "rows": pipeline_rows,
+    }
+    if full_run is not None:
+        ran, abstain_results = full_run
+        results["calibration"] = calibration(ran.results, abstain_results, [*queries, *abstain])
+        results["calibration"]["local_grade_model"] = _grade_model_provenance()
+    if queries and abstain:
+        ctx.say(f"grader on the sample's own contexts (fitz-gov's protocol): {len(queries)} + {len(abstain)} cases")
+        results["own_contexts"] = {"provider": "local", **_own_contexts_figures(
+            queries, abstain, ctx.evalset, ctx.index_path, ctx.embedder)}
+    results["targets"] = {
+        "reported_on": options.split,
+        "verdict_rule": "met on the point estimate; ci95 is a 95% interval (Wilson for the abstention rates, "
+                        "bootstrap over cases otherwise); a figure that could not be measured is not met",
+        "targets": [{"figure": t.figure, "what": t.what, "goal": t.goal} for t in TARGETS],
+        "providers": {name: provider_reports[name] for name in PROVIDERS if name in provider_reports},
+    }
+
+
+def _remote_report(ctx: _EvalContext, provider: str, sample: _Sample, default_run: RetrievalRun,
+                   full_run: tuple[PipelineRun, list[QueryResult]] | None,
+                   pipeline_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A remote provider's full pipeline on a prefix of local's draw (its row appended to
+    ``pipeline_rows``): its report, with local's figures on exactly those queries beside it."""
+    sample_n, abstain_n = len(sample.draw), len(sample.abstain_draw)
+    a, b = ctx.options.provider_samples.get(provider, (sample_n, None))
+    a = min(a, sample_n)
+    b = min(abstain_n, round(abstain_n * a / sample_n) if b is None else b)
+    sub, sub_abstain = sorted(sample.draw[:a]), sorted(sample.abstain_draw[:b])
+    qs = [ctx.evalset.queries[i] for i in sub]
+    abs_ = [ctx.evalset.abstain[i] for i in sub_abstain]
+    row, ran, abstain_results = _run_config(ctx, PipelineConfig(f"full pipeline ({provider})", provider=provider),
+                                            qs, abs_)
+    pipeline_rows.append(row)
+    report = {"status": "ran", "model": ran.model, "answerable": len(qs), "abstain": len(abs_),
+              **provider_figures(ran.results, abstain_results, qs, abs_, sub, default_run)}
+    if full_run is not None:  # local on exactly these queries, for a side-by-side
+        ids = {q.query_id for q in (*qs, *abs_)}
+        local_ran, local_abstain = full_run
+        report["local_on_the_same_queries"] = provider_figures(
+            [r for r in local_ran.results if r.query_id in ids],
+            [r for r in local_abstain if r.query_id in ids], qs, abs_, sub, default_run)["figures"]
+    return report
 
 
 def _grade_model_provenance() -> dict[str, Any]:
