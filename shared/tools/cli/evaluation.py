@@ -20,6 +20,33 @@ from shared.tools.console import console, err
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
 
+CheckOption = Annotated[bool, typer.Option(
+    "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets (realdocs: issue 20's; a "
+    "feedback dataset: when an up-rated answer changed) (default: report only, exit 0).")]
+OutOption = Annotated[Path | None, typer.Option(
+    help="Where the JSON results go (default: docs/eval_results.json for the full run with every option at "
+    "its default, as `make eval` makes it; <cache>/eval_results.json for any other run, so a sample does not "
+    "overwrite the committed figures; realdocs: docs/eval_realdocs.json and <cache>/eval_realdocs.json; a "
+    "feedback dataset: <cache>/eval_feedback.json; with --from-feedback, the dataset written).")]
+DatasetOption = Annotated[str, typer.Option(
+    help="fitz-gov (synthetic cases), realdocs (real package documentation in the repo, issue 20's targets; "
+    "--sample N asks N of its questions), conversations (follow-up dialogues, issue 24), realtext (real text "
+    "of five genres, issue 36's targets; --part dev or test), the path of a folder laid out as a realtext "
+    "part, or a file --from-feedback wrote (or a folder holding feedback.jsonl): its rated questions asked again, "
+    "counting the down-rated answers that change and the up-rated ones that stay the same.")]
+ShowFailuresOption = Annotated[bool, typer.Option(
+    "--show-failures", help="realdocs and conversations: print every failed question with its answer and the expected keys "
+    "(a feedback dataset: every case, then and now).")]
+ReuseIngestOption = Annotated[bool, typer.Option(
+    "--reuse-ingest", help="realdocs, realtext and conversations: keep the ingested documents under <cache>/<dataset>-home "
+    "and reuse them "
+    "(fast runs while changing the query side; drop it after changing cleaning, chunking or indexing).")]
+FromFeedbackOption = Annotated[bool, typer.Option(
+    "--from-feedback", help="Export the rated queries of the data directory as a dataset (JSON Lines: question, "
+    "answer, outcome, citations, rating, comment, expected) to --out (default: <cache>/feedback.jsonl); "
+    "`--dataset FILE` (or a folder holding feedback.jsonl) asks them again.")]
+
+
 @commands.command("eval")
 def eval_command(
     sample: Annotated[int, typer.Option(help="Answerable queries asked through the full pipeline (0: retrieval only).")] = 500,
@@ -37,37 +64,18 @@ def eval_command(
         "(a subset of local's sample; repeatable; default: local's sample).")] = None,
     query_timeout: Annotated[float, typer.Option(
         help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,
-    check: Annotated[bool, typer.Option(
-        "--check", help="Exit 1 when a provider that ran misses one of issue 11's targets (realdocs: issue 20's; a "
-        "feedback dataset: when an up-rated answer changed) (default: report only, exit 0).")] = False,
-    out: Annotated[Path | None, typer.Option(
-        help="Where the JSON results go (default: docs/eval_results.json for the full run with every option at "
-        "its default, as `make eval` makes it; <cache>/eval_results.json for any other run, so a sample does not "
-        "overwrite the committed figures; realdocs: docs/eval_realdocs.json and <cache>/eval_realdocs.json; a "
-        "feedback dataset: <cache>/eval_feedback.json; with --from-feedback, the dataset written).")] = None,
+    check: CheckOption = False,
+    out: OutOption = None,
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
-    dataset: Annotated[str, typer.Option(
-        help="fitz-gov (synthetic cases), realdocs (real package documentation in the repo, issue 20's targets; "
-        "--sample N asks N of its questions), conversations (follow-up dialogues, issue 24), realtext (real text "
-        "of five genres, issue 36's targets; --part dev or test), the path of a folder laid out as a realtext "
-        "part, or a file --from-feedback wrote (or a folder holding feedback.jsonl): its rated questions asked again, "
-        "counting the down-rated answers that change and the up-rated ones that stay the same.")] = "fitz-gov",
+    dataset: DatasetOption = "fitz-gov",
     part: Annotated[str | None, typer.Option(
         help="realtext: the part asked, dev (the writers' dev folders and the realdocs set) or test (sealed); "
         "no default: --dataset realtext needs one.")] = None,
     kind: Annotated[list[str] | None, typer.Option(
         help="realdocs: only questions of this kind (repeatable), e.g. table_row, near_miss (default: every kind).")] = None,
-    show_failures: Annotated[bool, typer.Option(
-        "--show-failures", help="realdocs and conversations: print every failed question with its answer and the expected keys "
-        "(a feedback dataset: every case, then and now).")] = False,
-    reuse_ingest: Annotated[bool, typer.Option(
-        "--reuse-ingest", help="realdocs, realtext and conversations: keep the ingested documents under <cache>/<dataset>-home "
-        "and reuse them "
-        "(fast runs while changing the query side; drop it after changing cleaning, chunking or indexing).")] = False,
-    from_feedback: Annotated[bool, typer.Option(
-        "--from-feedback", help="Export the rated queries of the data directory as a dataset (JSON Lines: question, "
-        "answer, outcome, citations, rating, comment, expected) to --out (default: <cache>/feedback.jsonl); "
-        "`--dataset FILE` (or a folder holding feedback.jsonl) asks them again.")] = False,
+    show_failures: ShowFailuresOption = False,
+    reuse_ingest: ReuseIngestOption = False,
+    from_feedback: FromFeedbackOption = False,
 ) -> None:
     r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]'),
     or on the real-text development set (--dataset realdocs).
@@ -75,58 +83,31 @@ def eval_command(
     Ends with issue 11's targets (fitz-gov, held-out split) or issue 20's (realdocs) and whether each is met.
     """
     if from_feedback or _is_feedback_path(dataset):
-        chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
-                  "slice_queries": slice_queries, "split": split, "kind": kind or None, "part": part,
-                  "reuse_ingest": reuse_ingest, "provider_sample": provider_sample or None}
-        defaults = inspect.signature(eval_command).parameters
-        changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in chosen.items()
-                   if value != defaults[name].default and value is not None]
-        if from_feedback and dataset != defaults["dataset"].default:
-            changed.append("--dataset")
-        if from_feedback and (check or show_failures):
-            changed += ["--check"] * check + ["--show-failures"] * show_failures
-        if changed or providers.strip().lower() not in ("auto", "local"):
-            what = "--from-feedback" if from_feedback else "a feedback dataset"
-            raise fail(f"{', '.join(changed) or '--providers ' + providers} do not apply to {what} (it "
-                       + ("exports the rated queries)" if from_feedback else "asks its rated questions again in the "
-                          "data directory's own documents)"))
-        if from_feedback:
-            _export_feedback(out or cache / "feedback.jsonl")
-        else:
-            _eval_feedback(Path(dataset), show_failures=show_failures, query_timeout=query_timeout, check=check,
-                           out=out or cache / "eval_feedback.json")
+        _eval_feedback_dataset(dataset, from_feedback=from_feedback, check=check, show_failures=show_failures,
+                               providers=providers, query_timeout=query_timeout, out=out, cache=cache, chosen={
+                                   "sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
+                                   "slice_queries": slice_queries, "split": split, "kind": kind or None, "part": part,
+                                   "reuse_ingest": reuse_ingest, "provider_sample": provider_sample or None})
         return
     if part is not None and dataset != "realtext":
         raise fail(f"--part applies to --dataset realtext only, not {dataset!r}")
-    if dataset == "realtext" or (dataset not in ("realdocs", "conversations", "fitz-gov") and Path(dataset).is_dir()):
+    if dataset in ("realtext", "realdocs") or (dataset not in ("conversations", "fitz-gov") and Path(dataset).is_dir()):
         if dataset == "realtext" and part not in ("dev", "test"):
             raise fail("--dataset realtext needs --part dev or --part test")
-        chosen = {"abstain_sample": abstain_sample, "ablations": ablations, "slice_queries": slice_queries,
-                  "split": split, "provider_sample": provider_sample}
-        _eval_realdocs(sample=None if sample == inspect.signature(eval_command).parameters["sample"].default
-                       else sample, kinds=tuple(kind or ()), show_failures=show_failures, providers=providers,
-                       reuse_ingest=reuse_ingest, query_timeout=query_timeout, check=check, out=out, cache=cache,
-                       fitz_gov_only=chosen, part=part if dataset == "realtext" else dataset)
-        return
-    if dataset == "realdocs":
-        chosen = {"abstain_sample": abstain_sample, "ablations": ablations, "slice_queries": slice_queries,
-                  "split": split, "provider_sample": provider_sample}
-        _eval_realdocs(sample=None if sample == inspect.signature(eval_command).parameters["sample"].default
-                       else sample, kinds=tuple(kind or ()), show_failures=show_failures, providers=providers,
-                       reuse_ingest=reuse_ingest,
-                       query_timeout=query_timeout, check=check, out=out, cache=cache, fitz_gov_only=chosen)
+        _eval_realdocs(sample=None if sample == _default("sample") else sample, kinds=tuple(kind or ()),
+                       show_failures=show_failures, providers=providers, reuse_ingest=reuse_ingest,
+                       query_timeout=query_timeout, check=check, out=out, cache=cache,
+                       fitz_gov_only={"abstain_sample": abstain_sample, "ablations": ablations,
+                                      "slice_queries": slice_queries, "split": split,
+                                      "provider_sample": provider_sample or None},
+                       part={"realdocs": None, "realtext": part}.get(dataset, dataset))
         return
     if dataset == "conversations":
-        defaults = inspect.signature(eval_command).parameters
-        chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
-                  "slice_queries": slice_queries, "split": split, "kind": kind or None,
-                  "provider_sample": provider_sample or None}
-        changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in chosen.items()
-                   if value != defaults[name].default and value is not None]
-        if changed:
-            raise fail(f"{', '.join(changed)} do not apply to --dataset conversations (it asks every dialogue)")
         _eval_conversations(show_failures=show_failures, reuse_ingest=reuse_ingest, query_timeout=query_timeout,
-                            check=check, out=out, cache=cache, providers=providers)
+                            check=check, out=out, cache=cache, providers=providers, fitz_gov_only={
+                                "sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
+                                "slice_queries": slice_queries, "split": split, "kind": kind or None,
+                                "provider_sample": provider_sample or None})
         return
     if dataset != "fitz-gov":
         raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs, conversations, realtext or a folder (or a file "
@@ -137,6 +118,37 @@ def eval_command(
     _eval_fitz_gov(sample=sample, abstain_sample=abstain_sample, ablations=ablations, slice_queries=slice_queries,
                    split=split, providers=providers, provider_sample=provider_sample, query_timeout=query_timeout,
                    check=check, out=out, cache=cache)
+
+
+def _default(option: str) -> Any:
+    """The default of one of ``ragbus eval``'s options."""
+    return inspect.signature(eval_command).parameters[option].default
+
+
+def _changed(chosen: dict[str, Any]) -> list[str]:
+    """The flags, of the options in ``chosen``, given a value other than their default."""
+    return [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in chosen.items()
+            if value != _default(name) and value is not None]
+
+
+def _eval_feedback_dataset(dataset: str, *, from_feedback: bool, check: bool, show_failures: bool, providers: str,
+                           query_timeout: float, out: Path | None, cache: Path, chosen: dict[str, Any]) -> None:
+    """--from-feedback (the rated queries exported), or a dataset it wrote asked again; no fitz-gov option applies."""
+    changed = _changed(chosen)
+    if from_feedback and dataset != _default("dataset"):
+        changed.append("--dataset")
+    if from_feedback and (check or show_failures):
+        changed += ["--check"] * check + ["--show-failures"] * show_failures
+    if changed or providers.strip().lower() not in ("auto", "local"):
+        what = "--from-feedback" if from_feedback else "a feedback dataset"
+        raise fail(f"{', '.join(changed) or '--providers ' + providers} do not apply to {what} (it "
+                   + ("exports the rated queries)" if from_feedback else "asks its rated questions again in the "
+                      "data directory's own documents)"))
+    if from_feedback:
+        _export_feedback(out or cache / "feedback.jsonl")
+    else:
+        _eval_feedback(Path(dataset), show_failures=show_failures, query_timeout=query_timeout, check=check,
+                       out=out or cache / "eval_feedback.json")
 
 
 def _is_feedback_path(dataset: str) -> bool:
@@ -211,8 +223,7 @@ def _eval_fitz_gov(*, sample: int, abstain_sample: int, ablations: bool, slice_q
     chosen = {"sample": sample, "abstain_sample": abstain_sample, "ablations": ablations,
               "slice_queries": slice_queries, "split": split, "providers": providers,
               "provider_sample": provider_sample or None}
-    defaults = inspect.signature(eval_command).parameters
-    full_run = all(value == defaults[name].default for name, value in chosen.items())
+    full_run = all(value == _default(name) for name, value in chosen.items())
     out = out or (Path("docs/eval_results.json") if full_run else cache / "eval_results.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n")
@@ -233,9 +244,7 @@ def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures:
     from shared.tools.eval.realdocs_run import RealDocsOptions, run_realdocs
     from shared.tools.eval.realtext_run import RealTextOptions, default_out, run_realtext
 
-    defaults = inspect.signature(eval_command).parameters
-    changed = [f"--{name.replace('_queries', '').replace('_', '-')}" for name, value in fitz_gov_only.items()
-               if value != defaults[name].default and not (name == "provider_sample" and not value)]
+    changed = _changed(fitz_gov_only)
     if changed or providers.strip().lower() not in ("auto", "local"):
         raise fail(f"{', '.join(changed) or '--providers ' + providers} apply to fitz-gov only; "
                    f"{'realtext' if part else 'realdocs'} runs the offline reader (RAGBUS_LLM=local)")
@@ -265,10 +274,13 @@ def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures:
 
 
 def _eval_conversations(*, show_failures: bool, reuse_ingest: bool, query_timeout: float, check: bool,
-                        out: Path | None, cache: Path, providers: str) -> None:
+                        out: Path | None, cache: Path, providers: str, fitz_gov_only: dict[str, Any]) -> None:
     from shared.tools.eval import conversations
     from shared.tools.eval.conversations_run import ConversationOptions, run_conversations
 
+    changed = _changed(fitz_gov_only)
+    if changed:
+        raise fail(f"{', '.join(changed)} do not apply to --dataset conversations (it asks every dialogue)")
     if providers.strip().lower() not in ("auto", "local"):
         raise fail(f"--providers {providers} applies to fitz-gov only; conversations runs the offline provider "
                     "(RAGBUS_LLM=local)")
