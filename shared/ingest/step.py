@@ -124,24 +124,8 @@ def announce(
         return Announced(claim)
     target = item.document_id
     if item.page:
-        moved_from = (before or {}).get("page")
-        preferred = item.document_id
-        if moved_from and moved_from != item.page:
-            # the item now links another page: its old page goes unless another listing holds it
-            released = pages.release(state, moved_from, item.document_id)
-            if released is not None and released.last and released.document_id != item.document_id:
-                _drop_page_document(released.document_id, moved_from, "link moved", state=state,
-                                    publisher=publisher, clock=clock)
-            elif released is not None and not released.last and released.document_id == item.document_id:
-                # other listings still read the old page under this item's id: the new page needs its own
-                preferred = f"{item.document_id}-{pages.page_key(item.page)[5:17]}"
-        target = pages.hold(state, item.page, item.document_id, item.origin, document_id=preferred)
-        primary = state.get(state_collections.PROCESSED_ITEMS, target) if target != item.document_id else None
-        if primary is not None and not processed_items.is_tombstone(primary):
-            # another listing found this page first and keeps it current: this one holds it too
-            processed_items.mark_published(state, item.document_id, item.item_hash, now=clock.now(),
-                                           fields={"indexed_as": target, "alias": True})
-            log.info("%s %s: indexed already as %s (another listing)", claim, item.guid, target)
+        target = _hold_page(item, item.page, before, state=state, publisher=publisher, clock=clock)
+        if _indexed_elsewhere(item, target, claim, state=state, clock=clock):
             return Announced(claim, elsewhere=target)
     with item_trace(item.trace_name or f"{item.source} item", document_id=item.document_id, claim=claim, **item.trace):
         try:
@@ -152,35 +136,74 @@ def announce(
             processed_items.mark_failed(state, item.document_id, item.item_hash, now=clock.now(), error=str(exc),
                                         permanent=isinstance(exc, FetchRefused))
             return Announced(claim, error=str(exc))
-        raw_ref = content.raw_ref
-        if raw_ref is None:
-            if blobs is None or content.body is None:
-                raise ValueError(f"{item.document_id}: content without bytes or a reference to them")
-            raw_ref = blobs.put(f"raw/{target}/{item.item_hash}", content.body,
-                                content.stored_type or content.content_type)
-        now = clock.now()
-        message = DocumentFetched(
-            document_id=target,
-            source=item.source,
-            origin=item.origin,
-            guid=item.guid,
-            url=content.url,
-            title=content.title,
-            fallback_title=content.fallback_title,
-            published=content.published,
-            raw_ref=raw_ref,
-            content_type=content.content_type,
-            content_hash=item.item_hash,
-            fetched_at=now,
-            metadata=dict(content.metadata),
-            revision=claimed.revision if target == item.document_id else None,
-        )
-        publisher.publish(message)
-        held = {"indexed_as": target, "alias": False} if item.page else {}
-        processed_items.mark_published(
-            state, item.document_id, item.item_hash, now=now, fields={**content.ledger, "raw_ref": raw_ref, **held})
+        message = _publish(item, content, target, claimed.revision, state=state, publisher=publisher, clock=clock,
+                           blobs=blobs)
     log.info("%s %s (%s)", claim, item.guid, item.document_id)
     return Announced(claim, message)
+
+
+def _hold_page(item: Item, page: str, before: Mapping[str, Any] | None, *, state: StateStore, publisher: Publisher,
+               clock: Clock) -> str:
+    """The document id ``item``'s web ``page`` is indexed under, held for it (pages.hold); when the
+    item linked another page before, that page is released and, held by no other listing, dropped."""
+    moved_from = (before or {}).get("page")
+    preferred = item.document_id
+    if moved_from and moved_from != page:
+        # the item now links another page: its old page goes unless another listing holds it
+        released = pages.release(state, moved_from, item.document_id)
+        if released is not None and released.last and released.document_id != item.document_id:
+            _drop_page_document(released.document_id, moved_from, "link moved", state=state,
+                                publisher=publisher, clock=clock)
+        elif released is not None and not released.last and released.document_id == item.document_id:
+            # other listings still read the old page under this item's id: the new page needs its own
+            preferred = f"{item.document_id}-{pages.page_key(page)[5:17]}"
+    return pages.hold(state, page, item.document_id, item.origin, document_id=preferred)
+
+
+def _indexed_elsewhere(item: Item, target: str, claim: str, *, state: StateStore, clock: Clock) -> bool:
+    """Whether another listing found this page first and keeps it current under ``target``: this
+    one then holds it too (its claim marked published as an alias), and nothing is fetched."""
+    primary = state.get(state_collections.PROCESSED_ITEMS, target) if target != item.document_id else None
+    if primary is None or processed_items.is_tombstone(primary):
+        return False
+    processed_items.mark_published(state, item.document_id, item.item_hash, now=clock.now(),
+                                   fields={"indexed_as": target, "alias": True})
+    log.info("%s %s: indexed already as %s (another listing)", claim, item.guid, target)
+    return True
+
+
+def _publish(item: Item, content: Content, target: str, revision: int, *, state: StateStore,
+             publisher: Publisher, clock: Clock, blobs: BlobStore | None) -> DocumentFetched:
+    """Store the content's bytes (unless they are stored already), publish ``DocumentFetched`` under
+    ``target`` and mark the claim published."""
+    raw_ref = content.raw_ref
+    if raw_ref is None:
+        if blobs is None or content.body is None:
+            raise ValueError(f"{item.document_id}: content without bytes or a reference to them")
+        raw_ref = blobs.put(f"raw/{target}/{item.item_hash}", content.body,
+                            content.stored_type or content.content_type)
+    now = clock.now()
+    message = DocumentFetched(
+        document_id=target,
+        source=item.source,
+        origin=item.origin,
+        guid=item.guid,
+        url=content.url,
+        title=content.title,
+        fallback_title=content.fallback_title,
+        published=content.published,
+        raw_ref=raw_ref,
+        content_type=content.content_type,
+        content_hash=item.item_hash,
+        fetched_at=now,
+        metadata=dict(content.metadata),
+        revision=revision if target == item.document_id else None,
+    )
+    publisher.publish(message)
+    held = {"indexed_as": target, "alias": False} if item.page else {}
+    processed_items.mark_published(
+        state, item.document_id, item.item_hash, now=now, fields={**content.ledger, "raw_ref": raw_ref, **held})
+    return message
 
 
 def retract(
