@@ -121,7 +121,6 @@ def gemini_usd_per_question(tokens_in: float, tokens_out: float, prices: Mapping
 def configuration(backend: str, chunks: int, workload: Mapping[str, Any], prices: Mapping[str, Any],
                   tokens: Mapping[str, Any], *, period: str = "2027") -> Configuration:
     questions = _value(workload, "questions_per_day")
-    refine = 1 + _value(workload, "refinements_per_question")
     level = _value(workload, "thinking_level")
     tokens_in, tokens_out = tokens_per_question(tokens, workload, level)
     read_price = _value(prices, "firestore_read_per_100k") / 100_000
@@ -150,18 +149,45 @@ def configuration(backend: str, chunks: int, workload: Mapping[str, Any], prices
         node_hours = shards * _value(workload, "vertex_replicas") * 24
         node_price = _value(prices, "vertex_node_hour")
         lines.append(Line(f"Vector Search nodes ({shards} shard(s) x {_value(workload, 'vertex_replicas')} replicas)",
-                          node_hours, "node-hours", None if node_price is None else node_hours * node_price))
+                          node_hours, "node-hours", _priced(node_hours, node_price)))
+        ingested = _value(workload, "chunks_updated_per_day") * _value(workload, "vertex_bytes_per_datapoint") / 2**30
+        lines.append(Line("Vector Search index updates (daily churn)", ingested, "GiB",
+                          _priced(ingested, _value(prices, "vertex_index_build_per_gib"))))
     tib = questions * _value(workload, "pubsub_bytes_per_question") / 2**40
     lines.append(Line("Pub/Sub throughput", tib * 2**40 / 1e9, "GB",
                       tib * _value(prices, "pubsub_per_tib")))
+    lines += function_lines(workload, prices)
+    return Configuration(backend, chunks, tuple(lines))
+
+
+#: The stages a refined question runs again (workload.json: refinements_per_question).
+REFINED_STAGES = ("transformer", "retriever", "grader")
+
+
+def _priced(quantity: float, price: float | None, scale: float = 1.0) -> float | None:
+    return None if price is None else quantity * price / scale
+
+
+def function_lines(workload: Mapping[str, Any], prices: Mapping[str, Any]) -> list[Line]:
+    """Cloud Run functions under request-based billing: each stage's instances are billed for their
+    vCPU and memory while they serve (the time a request holds a slot, shared by ``concurrency``
+    requests), and per request."""
+    questions = _value(workload, "questions_per_day")
+    refine = 1 + _value(workload, "refinements_per_question")
     seconds = _value(workload, "function_seconds_per_question")
     concurrency = _value(workload, "function_concurrency")
-    cpu = questions * sum(seconds[s] / concurrency[s] * (refine if s in ("transformer", "grader") else 1)
-                          for s in seconds)
-    cpu_price = _value(prices, "function_vcpu_second")
-    lines.append(Line("Cloud Run functions (1 vCPU instances)", cpu, "vCPU-seconds",
-                      None if cpu_price is None else cpu * cpu_price))
-    return Configuration(backend, chunks, tuple(lines))
+    memory = _value(workload, "function_memory_gib")
+    runs = {stage: questions * (refine if stage in REFINED_STAGES else 1) for stage in seconds}
+    cpu = sum(runs[s] * seconds[s] / concurrency[s] for s in seconds)
+    gib = sum(runs[s] * seconds[s] / concurrency[s] * memory[s] for s in seconds)
+    requests = sum(runs.values())
+    return [
+        Line("Cloud Run functions vCPU (1 vCPU instances)", cpu, "vCPU-seconds",
+             _priced(cpu, _value(prices, "function_vcpu_second"))),
+        Line("Cloud Run functions memory", gib, "GiB-seconds", _priced(gib, _value(prices, "function_gib_second"))),
+        Line("Cloud Run functions requests", requests, "requests",
+             _priced(requests, _value(prices, "function_request_per_million"), 1e6)),
+    ]
 
 
 # ------------------------------------------------------------ the document

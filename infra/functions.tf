@@ -80,9 +80,10 @@ resource "google_cloudfunctions2_function" "function" {
   labels   = merge(var.labels, { stage = replace(each.value.stage, "_", "-") })
 
   build_config {
-    # python311 is deprecated on 2027-10-24 (issue 32; the stored runtimes table was cut before its
-    # row); python313 and python314 are GA (docs.cloud.google.com/run/docs/runtimes/python). `make lock`
-    # checks that every runtime pin has a 3.13 wheel.
+    # python311 is deprecated on 2027-10-24 and decommissioned on 2028-04-24; python313 is GA until
+    # its deprecation on 2029-10-10 (python314 GA, python315 in preview): the Python table of
+    # docs.cloud.google.com/run/docs/runtimes/python and of Cloud Run functions' runtime support
+    # schedule. `make lock` checks that every runtime pin has a 3.13 wheel.
     runtime     = "python313"
     entry_point = each.value.entry_point
     # Projects created since mid-2024 give Cloud Build's default identity no build rights:

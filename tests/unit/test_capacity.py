@@ -39,7 +39,7 @@ def test_firestore_bills_one_read_per_100_entries_of_the_whole_index(tmp_path):
         searches * 100_010 * 0.10 / 100_000)
 
 
-def test_the_index_cost_grows_with_the_corpus_on_firestore_and_not_on_vector_search(tmp_path):
+def test_the_index_cost_grows_with_the_corpus_on_firestore_and_only_by_shards_on_vector_search(tmp_path):
     data = _fixed(tmp_path, vertex_node_hour=1.0)
     workload, prices, tokens = (capacity.load(n, data) for n in ("workload", "prices", "tokens"))
     firestore = [capacity.configuration("firestore", n, workload, prices, tokens).priced_usd_per_day
@@ -47,12 +47,46 @@ def test_the_index_cost_grows_with_the_corpus_on_firestore_and_not_on_vector_sea
     vertex = [capacity.configuration("vertex", n, workload, prices, tokens).priced_usd_per_day
               for n in (100_000, 1_000_000, 10_000_000)]
     assert firestore[0] < firestore[1] < firestore[2] and firestore[2] - firestore[0] > 10_000
-    assert vertex[0] == vertex[1] == vertex[2]  # one shard of 2 replicas holds 10M 384-dim vectors
-    nodes = next(line for line in capacity.configuration("vertex", 10_000_000, workload, prices, tokens).lines
-                 if line.resource.startswith("Vector Search"))
-    assert (nodes.quantity, nodes.usd_per_day) == (48, 48.0)
-    assert next(line for line in capacity.configuration("vertex", 20_000_000, workload, prices, tokens).lines
-                if line.resource.startswith("Vector Search")).quantity == 96
+    # one 2 GB SMALL shard (1.3M 384-dim vectors) of 2 replicas holds 1M chunks; 10M need 8 shards
+    assert vertex[0] == vertex[1] and vertex[2] - vertex[1] == pytest.approx((8 - 1) * 2 * 24 * 1.0)
+
+    def nodes(chunks: int, load: dict) -> capacity.Line:
+        return next(line for line in capacity.configuration("vertex", chunks, load, prices, tokens).lines
+                    if line.resource.startswith("Vector Search nodes"))
+
+    assert (nodes(10_000_000, workload).quantity, nodes(10_000_000, workload).usd_per_day) == (384, 384.0)
+    assert nodes(20_000_000, workload).quantity == 16 * 2 * 24
+    busier = {**workload, "questions_per_day": {"value": 10 * workload["questions_per_day"]["value"]}}
+    assert nodes(10_000_000, busier) == nodes(10_000_000, workload)  # the questions do not add nodes
+
+
+def test_cloud_run_functions_are_billed_for_vcpu_memory_and_requests(tmp_path):
+    data = _fixed(tmp_path, function_vcpu_second=1.0, function_gib_second=10.0, function_request_per_million=1e6)
+    workload, prices = capacity.load("workload", data), capacity.load("prices", data)
+    seconds, slots = workload["function_seconds_per_question"]["value"], workload["function_concurrency"]["value"]
+    memory = workload["function_memory_gib"]["value"]
+    runs = {stage: 100_000 * (1.3 if stage in ("transformer", "retriever", "grader") else 1) for stage in seconds}
+    cpu, gib, requests = capacity.function_lines(workload, prices)
+    assert cpu.quantity == pytest.approx(sum(runs[s] * seconds[s] / slots[s] for s in seconds))
+    assert gib.quantity == pytest.approx(sum(runs[s] * seconds[s] / slots[s] * memory[s] for s in seconds))
+    assert requests.quantity == pytest.approx(100_000 * (2 + 3 * 1.3))
+    assert (cpu.usd_per_day, gib.usd_per_day, requests.usd_per_day) == pytest.approx(
+        (cpu.quantity, 10 * gib.quantity, requests.quantity))
+
+
+def test_the_workloads_function_sizes_are_the_deployed_ones():
+    from tests.unit.test_infra import _functions
+
+    deployed = _functions()
+    names = {"gateway": "gateway", "transformer": "transformer-query-submitted", "retriever": "retriever",
+             "grader": "grader", "synthesizer": "synthesizer"}
+    gib = {"512Mi": 0.5, "1Gi": 1.0, "2Gi": 2.0}
+    workload = capacity.load("workload")
+    for stage, name in names.items():
+        (service,) = deployed[name]["service_config"]
+        assert workload["function_concurrency"]["value"][stage] == int(service["max_instance_request_concurrency"])
+        assert workload["function_memory_gib"]["value"][stage] == gib[service["available_memory"]], stage
+        assert service["available_cpu"] == "1", stage
 
 
 def test_gemini_is_costed_with_thinking_tokens_as_output_at_the_2027_price(tmp_path):
@@ -70,13 +104,13 @@ def test_gemini_is_costed_with_thinking_tokens_as_output_at_the_2027_price(tmp_p
 
 
 def test_a_price_not_found_is_reported_as_a_quantity_never_as_a_cost(tmp_path):
-    data = _fixed(tmp_path)
+    data = _fixed(tmp_path, vertex_node_hour=None, function_vcpu_second=None)
     workload, prices, tokens = (capacity.load(n, data) for n in ("workload", "prices", "tokens"))
-    assert prices["vertex_node_hour"]["value"] is None and prices["function_vcpu_second"]["value"] is None
     config = capacity.configuration("vertex", 1_000_000, workload, prices, tokens)
     assert {line.unit for line in config.unpriced} == {"node-hours", "vCPU-seconds"}
     table = capacity.cost_table(workload, prices, tokens)
-    assert "48.0 node-hours (Vector Search nodes)" in table and "vCPU-seconds (Cloud Run functions)" in table
+    assert "48.0 node-hours (Vector Search nodes)" in table and "vCPU-seconds (Cloud Run functions vCPU)" in table
+    assert prices["provisioned_throughput_gsu_month"]["value"] is None  # not found: the tables do not use it
 
 
 def test_every_price_names_its_page_or_says_it_was_not_found():
