@@ -18,7 +18,7 @@ or a misspelt ``top_k`` without a word, where REST answers 400).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import anyio
@@ -84,7 +84,6 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
     """An MCP server exposing ``search_documents``, ``ask`` and ``feedback`` for ``deps``; ``unready`` gives the
     stages of this process that cannot work, with the reason (then a tool refuses the question, as the HTTP API
     does); ``ratings`` bounds the ratings per remote address and minute (shared with the HTTP route)."""
-    bound = ratings or RateBound()
     server = _quietly(lambda: _Server(
         "ragbus",
         title="ragbus retrieval and answers",
@@ -96,6 +95,20 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         version="0.1.0",
     ))
     server.max_query_chars = deps.settings.max_query_chars
+
+    run_loop = _query_loop(deps, unready)
+    _add_search_documents(server, run_loop)
+    _add_ask(server, run_loop)
+    _add_feedback(server, deps, ratings or RateBound())
+    return server
+
+
+#: Runs one question through the whole query loop: (question, top_k, filters, conversation_id) -> the ended record.
+_RunLoop = Callable[..., Awaitable[QueryRecord]]
+
+
+def _query_loop(deps: Deps, unready: Callable[[], dict[str, str]]) -> _RunLoop:
+    """Submit a question and wait for its record to end, each failure a tool error the agent can read."""
 
     async def run_loop(question: str, top_k: int | None, filters: dict[str, Any] | None = None,
                        conversation_id: str | None = None) -> QueryRecord:
@@ -116,7 +129,10 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         except DataFileError as exc:  # a full disk: named, as on REST (507) and chat completions
             raise ToolError(f"the query could not be stored: {exc}") from exc
         return await wait_for_query_async(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S)
+    return run_loop
 
+
+def _add_search_documents(server: MCPServer, run_loop: _RunLoop) -> None:
     @server.tool(
         title="Search documents",
         description=(
@@ -139,6 +155,8 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         return contexts_summary(await run_loop(question if question is not None else query, top_k,
                                                _filters(source, since, until, where)))
 
+
+def _add_ask(server: MCPServer, run_loop: _RunLoop) -> None:
     @server.tool(
         title="Ask",
         description=(
@@ -160,6 +178,8 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         return {**answer_summary(record), "conversation_id": doc.get("conversation_id"),
                 "standalone_question": doc.get("standalone_question")}
 
+
+def _add_feedback(server: MCPServer, deps: Deps, bound: RateBound) -> None:
     @server.tool(
         title="Rate an answer",
         description=(
@@ -195,8 +215,6 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         except (QueryNotEnded, InvalidInput) as exc:
             raise ToolError(str(exc)) from exc
         return {"query_id": record.id, "rating": checked.rating, "replaced": replaced, **feedback_counts(record)}
-
-    return server
 
 
 _FILTERS_DESCRIPTION = (
