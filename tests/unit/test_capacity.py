@@ -110,7 +110,6 @@ def test_a_price_not_found_is_reported_as_a_quantity_never_as_a_cost(tmp_path):
     assert {line.unit for line in config.unpriced} == {"node-hours", "vCPU-seconds"}
     table = capacity.cost_table(workload, prices, tokens)
     assert "48.0 node-hours (Vector Search nodes)" in table and "vCPU-seconds (Cloud Run functions vCPU)" in table
-    assert prices["provisioned_throughput_gsu_month"]["value"] is None  # not found: the tables do not use it
 
 
 def test_every_price_names_its_page_or_says_it_was_not_found():
