@@ -4,8 +4,8 @@ contract <- {observability, formats} <- {ingest, query} <- adapters <- runtime <
 only the layers before it (and itself); ingest and query never import each other. Over the
 whole of shared/ and services/: no import cycle (function-level imports count too), no private
 name imported from another module, no private attribute of another module's objects, no module
-named after a standard-library module; a stage's handler never imports an adapter or a tool
-(it receives its adapters from the runtime's bootstrap).
+named after a standard-library module, no function or method over 80 lines (tools included); a
+stage's handler never imports an adapter or a tool (it receives its adapters from the runtime's bootstrap).
 """
 
 from __future__ import annotations
@@ -162,6 +162,31 @@ def test_no_module_is_named_after_the_standard_library():
     clashing = [str(path.relative_to(ROOT)) for name, path in MODULES.items()
                 if name.rpartition(".")[2] in sys.stdlib_module_names]
     assert not clashing, f"named like a standard-library module: {clashing}"
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(tree: ast.AST) -> list[tuple[str, int, int]]:
+    """(name, first line, lines) of every function, method and nested function in ``tree`` longer than
+    :data:`MAX_FUNCTION_LINES`, counted from its ``def`` line to its last line."""
+    return [(node.name, node.lineno, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = [f"{MODULES[module].relative_to(ROOT)}:{line} {name} is {lines} lines"
+            for module, tree in TREES.items() for name, line, lines in _long_functions(tree)]
+    assert not long, "split into steps of their own:\n" + "\n".join(long)
+
+
+def test_the_length_check_sees_methods_and_nested_functions():
+    body = "".join(f"        x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+    # m: its def and 79 lines (80, allowed); inner: 81; outer: inner and its own def line (82)
+    source = f"class C:\n    async def m(self):\n{body}\n\ndef outer():\n    def inner():\n{body}        pass\n"
+    assert [(name, lines) for name, _, lines in _long_functions(ast.parse(source))] == [
+        ("outer", MAX_FUNCTION_LINES + 2), ("inner", MAX_FUNCTION_LINES + 1)]
 
 
 def _settings_read(tree: ast.AST) -> list[tuple[int, str]]:
