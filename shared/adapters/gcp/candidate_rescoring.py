@@ -1,6 +1,8 @@
 """Keyword scoring for the cloud indexes: the final ranking, and Firestore's only keyword search.
 
-Firestore has no keyword search, so a Firestore index ranks in two steps: the vector service returns a pool of dense candidates, and
+Firestore's Standard edition (the one infra/firestore.tf creates) has no keyword search (the
+Enterprise edition's text search, firebase.google.com/docs/firestore/enterprise/text-search, is not
+used here), so a Firestore index ranks in two steps: the vector service returns a pool of dense candidates, and
 this module scores those candidates here with Okapi BM25 (k1 = 1.2, b = 0.75)
 over the pool itself, then orders them by mode:
 
