@@ -29,7 +29,7 @@ from shared.contract.config import load_settings  # noqa: E402
 from shared.query.reading.language import in_english  # noqa: E402
 from shared.runtime.bootstrap import build_local  # noqa: E402
 from shared.tools.eval import realtext  # noqa: E402
-from shared.tools.eval.realdocs_run import ingest_documents  # noqa: E402
+from shared.tools.eval.realdocs_run import RealDocsOptions, ingest_into  # noqa: E402
 
 
 def _rank_of(contexts: list[dict], doc_ids: set[str]) -> int | None:
@@ -40,11 +40,9 @@ def measure(home: Path, part_name: str, sample: int | None, seed: int) -> dict:
     settings = load_settings({"RAGBUS_HOME": str(home)})
     system = build_local(settings)
     part = realtext.load_part(part_name)
-    files: dict[str, str] = {}
     started = time.perf_counter()
     held = system.deps.index.count_chunks()
-    for folder in part.document_folders:
-        files.update(ingest_documents(system, settings, folder, timeout_s=3600))
+    files = ingest_into(system, settings, part.document_folders, RealDocsOptions(ingest_timeout_s=3600), home)
     ingest_s = time.perf_counter() - started
     by_file: dict[str, set[str]] = {}
     for doc_id, name in files.items():

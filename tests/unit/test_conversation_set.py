@@ -108,3 +108,34 @@ def test_the_cli_runs_the_set_and_refuses_options_of_the_other_datasets(monkeypa
         result = runner.invoke(app, ["eval", "--dataset", "conversations", *args])
         assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
     assert len(ran) == 2
+
+
+@pytest.mark.parametrize("reuse_ingest", [True, False])
+def test_a_failed_ingest_removes_a_kept_home_it_half_filled(monkeypatch, tmp_path, reuse_ingest):
+    """conversations ingests through realdocs_run.ingest_into, as realdocs and realtext do: a failure in
+    the second folder removes a kept home (it would pass for a filled one next time); a scratch home is
+    its caller's to remove."""
+    from types import SimpleNamespace
+
+    from shared.tools.eval import realdocs_run
+    from shared.tools.eval.conversations_run import ConversationOptions
+
+    home = tmp_path / "conversations-home"
+    home.mkdir()
+    closed = []
+    system = SimpleNamespace(deps=SimpleNamespace(index=SimpleNamespace(close=lambda: closed.append(True))))
+    seen = []
+
+    def ingest(system, settings, folder, timeout_s):
+        seen.append((folder.name, timeout_s))
+        if folder.name == "b":
+            raise RuntimeError("disk full")
+        return {f"doc-{folder.name}": f"{folder.name}.md"}
+
+    monkeypatch.setattr(realdocs_run, "ingest_documents", ingest)
+    options = ConversationOptions(ingest_timeout_s=12.0, reuse_ingest=reuse_ingest)
+    assert realdocs_run.ingest_into(system, None, [tmp_path / "a"], options, home) == {"doc-a": "a.md"}
+    with pytest.raises(RuntimeError, match="disk full"):
+        realdocs_run.ingest_into(system, None, [tmp_path / "a", tmp_path / "b"], options, home)
+    assert seen == [("a", 12.0), ("a", 12.0), ("b", 12.0)]
+    assert home.exists() is not reuse_ingest and closed == [True] * reuse_ingest

@@ -9,7 +9,6 @@ Each run ingests into a scratch home under the cache directory (removed afterwar
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -21,7 +20,7 @@ from shared.runtime.readiness import require_ready
 from shared.runtime.stages import CONSUMERS, QUERY_STAGES
 from shared.tools.eval import conversations, realdocs
 from shared.tools.eval.pipeline import FULL, ask_each, model_name, pipeline_settings
-from shared.tools.eval.realdocs_run import ingest_documents
+from shared.tools.eval.realdocs_run import ingest_into
 
 Progress = Callable[[str], None]
 KEPT_HOME = "conversations-home"
@@ -106,15 +105,7 @@ def run_conversations(options: ConversationOptions, progress: Progress | None = 
         deps = system.deps
         say(f"ingesting the realdocs documents and the sample corpus into {home}")
         started = time.perf_counter()
-        files: dict[str, str] = {}
-        try:
-            for folder in folders:
-                files.update(ingest_documents(system, settings, folder, options.ingest_timeout_s))
-        except BaseException:
-            if options.reuse_ingest:
-                deps.index.close()
-                shutil.rmtree(home, ignore_errors=True)
-            raise
+        files = ingest_into(system, settings, folders, options, home)
         ingest_s = time.perf_counter() - started
         chunks = deps.index.count_chunks()
         say(f"  {len(files)} documents, {chunks} chunks in {ingest_s:.1f}s; asking {len(dialogues)} dialogues")

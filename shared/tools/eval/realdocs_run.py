@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shared.contract.errors import ConfigError, RagbusError
 from shared.contract.ids import file_document_id
@@ -115,7 +115,14 @@ def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float) -
     return files
 
 
-def ingest_into(system: Any, settings: Any, folders: Sequence[Path], options: RealDocsOptions,
+class IngestOptions(Protocol):
+    """What :func:`ingest_into` reads of a run's options (realdocs', realtext's, conversations')."""
+
+    ingest_timeout_s: float
+    reuse_ingest: bool  # the home is kept for the next run
+
+
+def ingest_into(system: Any, settings: Any, folders: Sequence[Path], options: IngestOptions,
                 home: Path) -> dict[str, str]:
     """Every folder's documents (:func:`ingest_documents`); a kept home left half-filled by a failure is
     removed, so it cannot pass for a filled one next time."""
