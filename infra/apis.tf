@@ -14,6 +14,9 @@ locals {
     "cloudfunctions.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtrace.googleapis.com",
+    # Document AI's layout parser when pdf_reader = "documentai" (documentai.tf); on either way,
+    # since enabling costs nothing and the list stays one literal.
+    "documentai.googleapis.com",
     "eventarc.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",

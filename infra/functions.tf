@@ -54,6 +54,12 @@ locals {
       RAGBUS_VERTEX_ENDPOINT       = google_vertex_ai_index_endpoint.chunks[0].id
       RAGBUS_VERTEX_DEPLOYED_INDEX = google_vertex_ai_index_endpoint_deployed_index.chunks[0].deployed_index_id
     } : {},
+    # PDFs read by Document AI's layout parser (documentai.tf): the processor's full name.
+    var.pdf_reader == "documentai" ? {
+      RAGBUS_PDF_READER           = "documentai"
+      RAGBUS_DOCUMENTAI_PROCESSOR = google_document_ai_processor.layout[0].id
+      RAGBUS_DOCUMENTAI_LOCATION  = var.documentai_location
+    } : {},
   )
 }
 

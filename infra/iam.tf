@@ -1,7 +1,7 @@
 # Identities, least privilege: one service account per function, holding only what its
 # code touches. Bindings sit on the topic or bucket where IAM allows it; only Firestore
-# (datastore.user), Vertex AI (aiplatform.user) and the telemetry writers have no
-# narrower scope than the project.
+# (datastore.user), Vertex AI (aiplatform.user), Document AI (documentai.apiUser) and the
+# telemetry writers have no narrower scope than the project.
 
 # Reading the project (its number names the Pub/Sub service agent) needs the Cloud Resource
 # Manager API, and the GCS agent lookup the Storage API: the reads wait for those two
@@ -40,6 +40,13 @@ locals {
       for name, f in local.functions :
       "${name}/roles/aiplatform.user" => { function = name, role = "roles/aiplatform.user" }
       if(f.embeds && var.embedder == "genai") || (f.index && local.vertex_index)
+    },
+    # The cleaner reads PDFs through Document AI's layout parser (pdf_reader = "documentai"):
+    # documentai.processors.processOnline, which no narrower scope than the project grants.
+    {
+      for name, f in local.functions :
+      "${name}/roles/documentai.apiUser" => { function = name, role = "roles/documentai.apiUser" }
+      if f.stage == "cleaner" && var.pdf_reader == "documentai"
     },
     # The roles the chosen provider's model calls need (registry.tf: provider_roles; Gemini on
     # Vertex AI: roles/aiplatform.user), for the functions that call the model.

@@ -83,6 +83,28 @@ variable "embedding_dimension" {
   default     = 384
 }
 
+variable "pdf_reader" {
+  description = "Who reads PDFs (RAGBUS_PDF_READER): 'local' (PDFium, and OCR where the engine is installed, in the cleaner) or 'documentai' (Document AI's layout parser: documentai.tf creates the processor, and Google bills its pages; docs/google-cloud.md, 'PDFs read by Document AI')"
+  type        = string
+  default     = "local"
+
+  validation {
+    condition     = contains(["local", "documentai"], var.pdf_reader)
+    error_message = "pdf_reader must be 'local' or 'documentai'."
+  }
+}
+
+variable "documentai_location" {
+  description = "Where the layout parser processor lives and processes the documents (RAGBUS_DOCUMENTAI_LOCATION), pdf_reader = 'documentai': 'us' or 'eu'"
+  type        = string
+  default     = "us"
+
+  validation {
+    condition     = contains(["us", "eu"], var.documentai_location)
+    error_message = "documentai_location must be 'us' or 'eu'."
+  }
+}
+
 variable "index_backend" {
   description = "Where chunk vectors are searched (RAGBUS_INDEX): 'firestore' (vector index on chunks.embedding), 'vertex' (Vertex AI Vector Search: an index, a public endpoint and a deployed index, vertex.tf; hybrid dense + sparse queries), or empty (the default): chosen by cost, Firestore while its vector index reads at expected_chunks and expected_questions_per_day cost at most max_index_read_usd_per_day, else Vertex AI Vector Search (docs/capacity.md, 'The index choice')"
   type        = string

@@ -28,7 +28,7 @@ from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
 from shared.contract.text import build_header, clip_metadata, split_header
 from shared.formats.passages import Reading, lay_out
-from shared.formats.registry import Limits, by_media_type, readable
+from shared.formats.registry import Limits, by_media_type, chosen, readable
 from shared.formats.sandbox import Bounds, read_isolated
 from shared.formats.text import (  # noqa: F401  (decode_bytes: the cleaner's tests read it here)
     CleanDocument,
@@ -71,6 +71,7 @@ def read_content(raw: bytes, content_type: str, url: str, settings: Settings | N
         raise InvalidInput(f"content type {content_type!r} cannot be cleaned: {why}")
     settings = settings or Settings()
     limits = format_limits(settings)
+    kind = chosen(kind, limits)  # RAGBUS_PDF_READER
     if not kind.binary:
         return kind.load()(raw, content_type, url, limits)
     bounds = Bounds(seconds=settings.parse_seconds, memory_bytes=settings.parse_memory_mb * 1024 * 1024)
@@ -80,7 +81,10 @@ def read_content(raw: bytes, content_type: str, url: str, settings: Settings | N
 def format_limits(settings: Settings) -> Limits:
     return Limits(max_pages=settings.max_pages, ocr=settings.ocr, ocr_max_pages=settings.ocr_max_pages,
                   zip_max_entries=settings.zip_max_entries, zip_max_bytes=settings.zip_max_mb * 1024 * 1024,
-                  zip_max_ratio=settings.zip_max_ratio, max_rows=settings.max_rows)
+                  zip_max_ratio=settings.zip_max_ratio, max_rows=settings.max_rows, pdf_reader=settings.pdf_reader,
+                  documentai_processor=settings.documentai_processor or "",
+                  documentai_endpoint=settings.documentai_endpoint or "", documentai_pages=settings.documentai_pages,
+                  documentai_timeout_s=settings.documentai_timeout_s)
 
 
 def positions_key(document_id: str, content_hash: str) -> str:

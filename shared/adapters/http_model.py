@@ -4,7 +4,8 @@
 context delimiters, reply schemas and the reading of replies) whose subclass supplies only the
 wire format: the request body (:meth:`HttpModelAPI.build_request`) and the reading of a reply
 (:meth:`HttpModelAPI.read_reply`), and where it differs, its headers and its hints. The base holds
-the mechanics, the same for every provider:
+the mechanics, the same for every provider (the HTTP ones in :class:`~shared.adapters.http_api.HttpAPI`,
+which other HTTP adapters extend too):
 
 - **One deadline** for the whole call (connecting, sending, the headers, every byte of the body,
   and any retries): the time limit the provider's :class:`~shared.contract.providers.CallBudget`
@@ -29,29 +30,26 @@ key and time-limit settings; ``load_settings`` has already refused what the row 
 
 from __future__ import annotations
 
-import json
-import math
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
-from shared.adapters.deadline_http import (
-    MAX_REPLY_BYTES,
-    DeadlineTransport,
-    check_deadline,
-    one_deadline,
-    time_left,
+from shared.adapters.deadline_http import MAX_REPLY_BYTES, one_deadline
+from shared.adapters.http_api import (
+    ATTEMPTS,
+    BACKOFF_S,
+    MAX_RETRY_AFTER_S,
+    TRANSIENT_STATUS,
+    HttpAPI,
+    error_detail,
+    retry_after,
 )
-from shared.adapters.http_fetch import retry_after_seconds
 from shared.contract.config import (
     SETTING_BY_FIELD,
     Settings,
-    redacted_url,
     require_provider,
     require_provider_budget,
 )
@@ -63,12 +61,6 @@ from shared.query.prompts import PromptedLanguageModel
 
 __all__ = ["ATTEMPTS", "BACKOFF_S", "MAX_REPLY_BYTES", "MAX_RETRY_AFTER_S", "TRANSIENT_STATUS", "HttpModelAPI",
            "Reply", "error_detail", "retry_after", "token_count"]
-
-#: Statuses that mean "try again later"; every other 4xx is a refusal of the request itself.
-TRANSIENT_STATUS = frozenset({408, 429})
-ATTEMPTS = 3
-BACKOFF_S = 1.0
-MAX_RETRY_AFTER_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -83,53 +75,13 @@ class Reply:
     cut: bool = False  # stopped at max_tokens
 
 
-def error_detail(response: httpx.Response) -> str:
-    """The server's own words: ``{"error": {"message"}}`` (OpenAI, Anthropic), ``{"error": "..."}``,
-    FastAPI's ``detail``, or the text; with secrets redacted (some proxies quote the key they were
-    sent) and escape sequences and control characters removed (they go on into records, logs and
-    terminals)."""
-    return " ".join(plain(redact(_server_words(response))).split())
-
-
-def _server_words(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except (ValueError, RecursionError):
-        return response.text.strip()[:300] or response.reason_phrase
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-        if isinstance(error, str):
-            return error[:300]
-        if "detail" in body:
-            return json.dumps(body["detail"])[:300]
-    return json.dumps(body)[:300]
-
-
 def token_count(usage: Any, key: str) -> int:
     """A token count from ``usage`` when it is one (``"usage": "lots"`` is no reason to refuse a reply)."""
     value = usage.get(key) if isinstance(usage, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _asked_wait(response: httpx.Response | None) -> float | None:
-    """The wait the server's ``Retry-After`` asks for, unbounded; None without a usable one."""
-    header = response.headers.get("retry-after") if response is not None else None
-    asked = retry_after_seconds(header, datetime.now(UTC))
-    return asked if asked is not None and math.isfinite(asked) else None
-
-
-def retry_after(response: httpx.Response | None, attempt: int) -> float:
-    """The server's ``Retry-After`` (seconds or an HTTP date) within [0, MAX_RETRY_AFTER_S], else
-    exponential backoff; "-1", "nan" or garbage are backoff, never an error."""
-    asked = _asked_wait(response)
-    if asked is None:
-        return BACKOFF_S * 2 ** (attempt - 1)
-    return min(max(0.0, asked), MAX_RETRY_AFTER_S)
-
-
-class HttpModelAPI(PromptedLanguageModel):
+class HttpModelAPI(PromptedLanguageModel, HttpAPI):
     """A :class:`~shared.contract.ports.LanguageModel` over an HTTP API (see the module docstring).
 
     A subclass sets ``provider`` (its row's name) and ``label``, and implements
@@ -151,15 +103,9 @@ class HttpModelAPI(PromptedLanguageModel):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(model, max_sub_queries=max_sub_queries)
-        self.base_url = base_url.rstrip("/")
-        self.shown_url = redacted_url(self.base_url)  # what messages and logs name: no user:password
-        self.timeout_s = timeout_s
         remember_secret(api_key)
-        self.client = httpx.Client(
-            base_url=self.base_url, headers=self.auth_headers(api_key) if api_key else {},
-            transport=transport or DeadlineTransport(),
-            timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)),
-        )
+        self.open_client(base_url, timeout_s=timeout_s, headers=self.auth_headers(api_key) if api_key else {},
+                         transport=transport)
         self.setup_lock = threading.Lock()
 
     # ------------------------------------------------------------ settings
@@ -192,9 +138,6 @@ class HttpModelAPI(PromptedLanguageModel):
     def variable(cls, field: str | None) -> str:
         """The environment variable of one of the row's settings, for messages."""
         return SETTING_BY_FIELD[field].env if field else "its settings"
-
-    def close(self) -> None:
-        self.client.close()
 
     # ------------------------------------------------------------ what a provider supplies
 
@@ -272,71 +215,7 @@ class HttpModelAPI(PromptedLanguageModel):
 
     # ------------------------------------------------------------ HTTP
 
-    def read_bounded(self, operation: str, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
-        """One request, its body read whole but at most ``MAX_REPLY_BYTES`` (decoded), by the deadline."""
-        with self.client.stream(method, path, json=body) as response:
-            content = bytearray()
-            for chunk in response.iter_bytes():
-                content += chunk
-                if len(content) > MAX_REPLY_BYTES:
-                    raise RetryableError(
-                        f"{self.label} {operation} reply from {self.shown_url} is larger than {MAX_REPLY_BYTES} "
-                        "bytes; refused while reading (a model's reply is a few KB)")
-                check_deadline()
-            headers = [(k, v) for k, v in response.headers.multi_items()
-                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-            return httpx.Response(response.status_code, headers=headers, content=bytes(content),
-                                  request=response.request)
-
-    def send(
-        self, operation: str, method: str, path: str, body: dict[str, Any] | None = None,
-        *, final: Callable[[httpx.Response], bool] | None = None,
-    ) -> httpx.Response:
-        """One request with retries of transient failures; any other status, or a transient one
-        that ``final`` says retrying cannot change, is returned as it is."""
-        for attempt in range(1, ATTEMPTS + 1):
-            response = None
-            try:
-                response = self.read_bounded(operation, method, path, body)
-            except httpx.TimeoutException as exc:
-                raise self._too_slow(operation, exc) from exc  # it would be as slow again: no retry
-            except httpx.TransportError as exc:
-                if attempt == ATTEMPTS:
-                    raise RetryableError(
-                        f"{self.label} {operation} could not reach {self.shown_url}: {redact(repr(exc))}; "
-                        "is the server running?"
-                    ) from exc
-            else:
-                if response.status_code not in TRANSIENT_STATUS and response.status_code < 500 \
-                        or final is not None and final(response):
-                    return response
-                self._refuse_to_wait(operation, response, attempt)
-            wait = retry_after(response, attempt)
-            left = time_left()
-            if left is not None and wait >= left:
-                failure = f"HTTP {response.status_code}" if response is not None else "no connection"
-                raise RetryableError(f"{self.label} {operation} failed ({failure}) and the call "
-                                     f"has {max(left, 0):.1f}s left; not retrying")
-            time.sleep(wait)
-        raise AssertionError("unreachable")
-
-    def _refuse_to_wait(self, operation: str, response: httpx.Response, attempt: int) -> None:
-        """Raise when a transient failure is the last attempt, or asks for a wait the call cannot spend."""
-        if attempt == ATTEMPTS:
-            raise RetryableError(
-                f"{self.label} {operation} failed with HTTP {response.status_code} "
-                f"({error_detail(response)}) after {ATTEMPTS} attempts; try again later"
-            )
-        asked = _asked_wait(response)
-        left = time_left()
-        if asked is None or asked < MAX_RETRY_AFTER_S and (left is None or asked < left):
-            return
-        # Waiting would spend the query's time on one call; the stage falls back instead.
-        beyond = "what the call has left" if left is not None and asked >= left else f"{MAX_RETRY_AFTER_S:g}s"
-        raise RetryableError(f"{self.label} {operation} answered HTTP {response.status_code} asking to retry "
-                             f"after {asked:g}s, beyond {beyond}; not waiting")
-
-    def _too_slow(self, operation: str, exc: httpx.TimeoutException) -> RetryableError:
+    def too_slow(self, operation: str, exc: httpx.TimeoutException) -> RetryableError:
         return RetryableError(
             f"{self.label} {operation} did not finish within {self._budget_words()} at {self.shown_url} "
             f"({type(exc).__name__}); raise {self.variable(self._timeout_setting())} or use a smaller model")

@@ -411,6 +411,29 @@ class Settings:
         "pages are skipped and counted")
     ocr_max_pages: int = setting(
         "RAGBUS_OCR_MAX_PAGES", 50, Whole(0), "pages of one PDF read by OCR (about 2 s each); the rest are skipped and counted")
+    # Document AI's layout parser as the PDF reader (shared/adapters/gcp/document_ai.py; checked at start-up)
+    pdf_reader: str = setting(
+        "RAGBUS_PDF_READER", "local", Choice(("local", "documentai"), notes=(("documentai", "Google Cloud"),)),
+        "who reads a PDF: PDFium and OCR in process (`local`) or Document AI's layout parser (`documentai`, "
+        "with `RAGBUS_DOCUMENTAI_PROCESSOR`; pages billed by Google; see [Google Cloud](google-cloud.md#pdfs-read-by-document-ai))")
+    documentai_processor: str | None = setting(
+        "RAGBUS_DOCUMENTAI_PROCESSOR", None, Text(strip=True),
+        "`RAGBUS_PDF_READER=documentai`: the layout parser processor, `projects/P/locations/L/processors/ID` "
+        "or its id (with `GOOGLE_CLOUD_PROJECT`; infra/ sets it)")
+    documentai_location: str = setting(
+        "RAGBUS_DOCUMENTAI_LOCATION", "us", Choice(("us", "eu")),
+        "`RAGBUS_PDF_READER=documentai`: the processor's location, where its documents are processed")
+    documentai_endpoint: str | None = setting(
+        "RAGBUS_DOCUMENTAI_ENDPOINT", None, Text(strip=True, rstrip="/"),
+        "`RAGBUS_PDF_READER=documentai`: the API base (default `https://{location}-documentai.googleapis.com`); "
+        "plain http to 127.0.0.1/localhost only, which is sent no credentials (a stand-in in tests)")
+    documentai_pages: int = setting(
+        "RAGBUS_DOCUMENTAI_PAGES", 15, Whole(1, maximum=15),
+        "pages of a PDF sent in one request: a longer PDF is split into pieces of this many pages (15 is the "
+        "layout parser's online limit)")
+    documentai_timeout_s: float = setting(
+        "RAGBUS_DOCUMENTAI_TIMEOUT_S", 60.0, Seconds(),
+        "one request to Document AI, its retries included; the whole file is bounded by `RAGBUS_PARSE_SECONDS`")
     # front doors
     api_token: str | None = setting(
         "RAGBUS_API_TOKEN", None, Text(strip=True, secret=True),
@@ -584,6 +607,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             # API: a user's OpenAI key is not sent to a LAN Ollama box or any other server.
             values[provider.key_setting] = values[provider.key_setting] or _standard_key(env, provider, values)
     require_provider(PROVIDER_BY_NAME[values["llm_provider"]], values)
+    if values["pdf_reader"] == "documentai":
+        values["documentai_processor"] = documentai_processor_name(values, env)
     _check_api_token(values["api_token"])
     # Whatever a model server or proxy echoes back is redacted of these (shared.contract.redaction).
     for provider in PROVIDERS:
@@ -746,6 +771,56 @@ def require_provider(provider: Provider, values: Mapping[str, Any]) -> None:
                               "to 127.0.0.1/localhost)")
     if missing:
         raise ConfigError(f"RAGBUS_LLM={provider.name} needs: " + "; ".join(missing) + "; or use RAGBUS_LLM=local")
+
+
+_DOCUMENTAI_PROCESSOR = re.compile(r"projects/([^/]+)/locations/([^/]+)/processors/([^/]+)")
+
+
+def documentai_processor_name(values: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """The layout parser processor's full resource name for ``RAGBUS_PDF_READER=documentai``:
+    ``RAGBUS_DOCUMENTAI_PROCESSOR`` as given, or its id in ``GOOGLE_CLOUD_PROJECT`` and
+    ``RAGBUS_DOCUMENTAI_LOCATION``. What is missing or contradicts itself is named, at start-up."""
+    given = values["documentai_processor"]
+    location = values["documentai_location"]
+    if not given:
+        raise ConfigError("RAGBUS_PDF_READER=documentai needs RAGBUS_DOCUMENTAI_PROCESSOR (the layout parser "
+                          "processor: projects/P/locations/L/processors/ID, or its id with GOOGLE_CLOUD_PROJECT); "
+                          "or use RAGBUS_PDF_READER=local")
+    named = _DOCUMENTAI_PROCESSOR.fullmatch(given)
+    if named:
+        if named.group(2) not in ("us", "eu"):
+            raise ConfigError(f"RAGBUS_DOCUMENTAI_PROCESSOR={given!r} is in location {named.group(2)!r}; Document "
+                              "AI processors live in 'us' or 'eu'")
+        if is_set("documentai_location", env) and named.group(2) != location:
+            raise ConfigError(f"RAGBUS_DOCUMENTAI_PROCESSOR={given!r} is in {named.group(2)!r} but "
+                              f"RAGBUS_DOCUMENTAI_LOCATION={location!r}; name one location (or leave the second unset)")
+        name = given
+    elif "/" in given:
+        raise ConfigError(f"RAGBUS_DOCUMENTAI_PROCESSOR={given!r} is neither a processor id nor "
+                          "projects/P/locations/L/processors/ID")
+    elif not values["gcp_project"]:
+        raise ConfigError(f"RAGBUS_DOCUMENTAI_PROCESSOR={given!r} is an id: its project (GOOGLE_CLOUD_PROJECT) is "
+                          "needed, or give the full name projects/P/locations/L/processors/ID")
+    else:
+        name = f"projects/{values['gcp_project']}/locations/{location}/processors/{given}"
+    endpoint = values["documentai_endpoint"]
+    if endpoint:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ConfigError(f"RAGBUS_DOCUMENTAI_ENDPOINT={redacted_url(endpoint)!r} is not an http(s) API base "
+                              "(scheme, host and an optional path)")
+        if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+            raise ConfigError(f"RAGBUS_DOCUMENTAI_ENDPOINT={redacted_url(endpoint)!r}: plain http only to "
+                              "127.0.0.1/localhost (a stand-in); Google's endpoint is https")
+    return name
+
+
+def documentai_location_of(processor: str) -> str:
+    """The location a full processor name lives in ("us" for projects/p/locations/us/processors/x)."""
+    named = _DOCUMENTAI_PROCESSOR.fullmatch(processor)
+    if not named:
+        raise ConfigError(f"{processor!r} is not a processor name (projects/P/locations/L/processors/ID)")
+    return named.group(2)
 
 
 def require_gcp(settings: Settings) -> None:

@@ -45,19 +45,24 @@ _EDGE_LINES = 2
 
 
 def read_pdf(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    document = open_pdf(raw)
+    try:
+        return _read(document, limits)
+    finally:
+        document.close()
+
+
+def open_pdf(raw: bytes):
+    """``raw`` opened by PDFium; :class:`InvalidInput` naming why it cannot be (encrypted, damaged)."""
     import pypdfium2 as pdfium
 
     try:
-        document = pdfium.PdfDocument(raw)
+        return pdfium.PdfDocument(raw)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise InvalidInput("the PDF is encrypted (password-protected); ragbus cannot read it without the "
                                "password: remove the protection and ingest it again") from None
         raise InvalidInput(f"the PDF cannot be opened ({exc}); it is damaged or not a PDF") from None
-    try:
-        return _read(document, limits)
-    finally:
-        document.close()
 
 
 def _read(document, limits: Limits) -> Reading:
@@ -234,13 +239,21 @@ def _line_kind(line: str) -> str:
 
 
 def _title(document, reading: Reading) -> str:
-    try:
-        title = (document.get_metadata_value("Title") or "").strip()
-    except Exception:  # a malformed info dictionary: the first heading serves
-        title = ""
-    if title and not title.lower().startswith(("untitled", "microsoft word")):
-        return " ".join(title.split())
+    title = metadata_title(document)
+    if title:
+        return title
     # the first heading of the first page that says something ("Name" or "CHAPTER" does not):
     # without one the file's name serves (the cleaner's fallback)
     opening = [p for p in reading.passages if p.position.get("page") == 1][:5]
     return next((p.text for p in opening if p.kind == "heading" and len(p.text.split()) >= 3), "")
+
+
+def metadata_title(document) -> str:
+    """The title the PDF's information dictionary states, or "" (none, or a placeholder)."""
+    try:
+        title = (document.get_metadata_value("Title") or "").strip()
+    except Exception:  # a malformed info dictionary: the first heading serves
+        return ""
+    if title and not title.lower().startswith(("untitled", "microsoft word")):
+        return " ".join(title.split())
+    return ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shared.formats.passages import Reading
 
@@ -27,6 +27,12 @@ class Limits:
     zip_max_bytes: int = 200 * 1024 * 1024  # their expanded total
     zip_max_ratio: int = 200  # one entry's expanded size over its compressed size
     max_rows: int = 100_000  # a spreadsheet's rows, all sheets together
+    # RAGBUS_PDF_READER=documentai: PDFs read by Document AI's layout parser (READER_CHOICES)
+    pdf_reader: str = "local"
+    documentai_processor: str = ""  # projects/P/locations/L/processors/ID
+    documentai_endpoint: str = ""  # the API base ("": the processor location's own)
+    documentai_pages: int = 15  # pages of one request
+    documentai_timeout_s: float = 60.0  # one request, its retries included
 
 
 #: reader(raw bytes, media type with its parameters, url, limits) -> Reading
@@ -83,6 +89,20 @@ KINDS: list[FileKind] = [
 ]
 
 
+#: Readers a setting puts in place of a kind's own: (kind, the setting's choice) -> reader. The
+#: service's reader runs where the kind's would (a bounded process of its own) and yields the same
+#: passages and positions.
+READER_CHOICES: dict[tuple[str, str], str] = {
+    ("PDF", "documentai"): "shared.adapters.gcp.document_ai:read_pdf",
+}
+
+
+def chosen(kind: FileKind, limits: Limits) -> FileKind:
+    """``kind`` with the reader the settings choose for it (``RAGBUS_PDF_READER``)."""
+    reader = READER_CHOICES.get((kind.name, limits.pdf_reader)) if kind.name == "PDF" else None
+    return replace(kind, reader=reader) if reader else kind
+
+
 def by_suffix(suffix: str) -> FileKind | None:
     """The kind of a file named with ``suffix`` (".PDF" too), or None."""
     suffix = suffix.lower()
@@ -118,5 +138,7 @@ def kinds_table() -> str:
     lines = ["| kind | suffixes | media types | read by |", "|---|---|---|---|"]
     for k in KINDS:
         how = f"refused: {k.refused}" if k.refused else f"`{k.reader}`" + (" (separate process)" if k.binary else "")
+        how += "".join(f"; with `RAGBUS_PDF_READER={choice}`, `{reader}`"
+                       for (name, choice), reader in READER_CHOICES.items() if name == k.name)
         lines.append(f"| {k.name} | {' '.join(k.suffixes)} | {' '.join(f'`{m}`' for m in k.media_types)} | {how} |")
     return "\n".join(lines)

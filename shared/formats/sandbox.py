@@ -21,7 +21,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from shared.contract.errors import InvalidInput
+from shared.contract.errors import InvalidInput, RetryableError
 from shared.formats.passages import Passage, Reading
 from shared.formats.registry import FileKind, Limits
 
@@ -64,6 +64,8 @@ def read_isolated(kind: FileKind, raw: bytes, content_type: str, url: str, limit
                            f"after {time.monotonic() - started:.1f} s; it was refused")
     if status == "refused":
         raise InvalidInput(value)
+    if status == "retry":  # a service the reader called failed for now (Document AI's 429s, 5xx)
+        raise RetryableError(value)
     raise InvalidInput(f"the {kind.name} file cannot be read: {value}")
 
 
@@ -104,6 +106,9 @@ def main() -> None:
         return
     except InvalidInput as exc:
         _answer("refused", str(exc))
+        return
+    except RetryableError as exc:
+        _answer("retry", str(exc))
         return
     except Exception as exc:  # a parser's own error on a malformed file: the file is refused
         _answer("error", "".join(traceback.format_exception_only(type(exc), exc)).strip()[:500])

@@ -118,7 +118,8 @@ def _names_set_by_infra(vertex: bool) -> dict[str, str]:
         "RAGBUS_ACK_DEADLINE_S": "60", "RAGBUS_GEMINI_MODEL": "", "RAGBUS_GEMINI_LOCATION": "global",
         "RAGBUS_GEMINI_TIMEOUT_S": "40",
         "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1", "RAGBUS_OPENAI_MODEL": "m",
-        "RAGBUS_OPENAI_TIMEOUT_S": "60",
+        "RAGBUS_OPENAI_TIMEOUT_S": "60", "RAGBUS_PDF_READER": "documentai",
+        "RAGBUS_DOCUMENTAI_PROCESSOR": "projects/p/locations/eu/processors/0123abcd", "RAGBUS_DOCUMENTAI_LOCATION": "eu",
     })
     return {k: v for k, v in values.items() if k in names}
 

@@ -32,12 +32,12 @@ import httpx
 from google.api_core import exceptions as gexc
 
 from shared.adapters.deadline_http import DeadlineTransport, one_deadline
+from shared.adapters.gcp.access_token import default_token
 
 #: One call's time limit; a findNeighbors answers in milliseconds, an upsert of 500 datapoints in seconds.
 CALL_TIMEOUT_S = 30.0
 #: The largest reply read (a findNeighbors of 1,000 neighbours without full datapoints is ~100 KB).
 MAX_REPLY_BYTES = 8 * 1024 * 1024
-SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 class VectorSearchRest:
@@ -64,21 +64,10 @@ class VectorSearchRest:
     def connect(cls, *, index_name: str, endpoint_name: str, project: str | None,
                 location: str | None) -> VectorSearchRest:
         """With Application Default Credentials; ``index_name``/``endpoint_name`` may be ids."""
-        import google.auth
-        from google.auth.transport.requests import Request
-
         if not location:
             raise gexc.InvalidArgument("Vector Search needs its region (GOOGLE_CLOUD_LOCATION)")
-        credentials, default_project = google.auth.default(scopes=[SCOPE])
+        token, default_project = default_token()
         project = project or default_project
-        lock = threading.Lock()
-
-        def token() -> str:
-            with lock:
-                if not credentials.valid:
-                    credentials.refresh(Request())
-                return str(credentials.token)
-
         return cls(_resource(index_name, project, location, "indexes"),
                    _resource(endpoint_name, project, location, "indexEndpoints"),
                    api_base=f"https://{location}-aiplatform.googleapis.com", token=token)
