@@ -126,7 +126,7 @@ def test_a_failed_ingest_removes_a_kept_home_it_half_filled(monkeypatch, tmp_pat
     system = SimpleNamespace(deps=SimpleNamespace(index=SimpleNamespace(close=lambda: closed.append(True))))
     seen = []
 
-    def ingest(system, settings, folder, timeout_s):
+    def ingest(system, settings, folder, timeout_s, failed=None):
         seen.append((folder.name, timeout_s))
         if folder.name == "b":
             raise RuntimeError("disk full")

@@ -31,7 +31,9 @@ OutOption = Annotated[Path | None, typer.Option(
 DatasetOption = Annotated[str, typer.Option(
     help="fitz-gov (synthetic cases), realdocs (real package documentation in the repo, issue 20's targets; "
     "--sample N asks N of its questions), conversations (follow-up dialogues, issue 24), realtext (real text "
-    "of five genres, issue 36's targets; --part dev or test), the path of a folder laid out as a realtext "
+    "of five genres, issue 36's targets; --part dev or test), formats (PDF, scanned, Office, sheet and e-book files, "
+    "issue 31's targets: each answer's page, against the same questions over plain text; --sample N asks N of them), "
+    "the path of a folder laid out as a realtext "
     "part, or a file --from-feedback wrote (or a folder holding feedback.jsonl): its rated questions asked again, "
     "counting the down-rated answers that change and the up-rated ones that stay the same.")]
 ShowFailuresOption = Annotated[bool, typer.Option(
@@ -89,6 +91,9 @@ def eval_command(
                                    "slice_queries": slice_queries, "split": split, "kind": kind or None, "part": part,
                                    "reuse_ingest": reuse_ingest, "provider_sample": provider_sample or None})
         return
+    if dataset == "formats":  # issue 31's format set: shared/tools/cli/evaluation_formats.py
+        _eval_formats_hook(locals())
+        return
     if part is not None and dataset != "realtext":
         raise fail(f"--part applies to --dataset realtext only, not {dataset!r}")
     if dataset in ("realtext", "realdocs") or (dataset not in ("conversations", "fitz-gov") and Path(dataset).is_dir()):
@@ -110,7 +115,7 @@ def eval_command(
                                 "provider_sample": provider_sample or None})
         return
     if dataset != "fitz-gov":
-        raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs, conversations, realtext or a folder (or a file "
+        raise fail(f"--dataset {dataset!r}: choose fitz-gov, realdocs, conversations, realtext, formats or a folder (or a file "
                    "--from-feedback wrote)")
     if kind or show_failures or reuse_ingest:
         raise fail("--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only (the last two also to "
@@ -151,11 +156,23 @@ def _eval_feedback_dataset(dataset: str, *, from_feedback: bool, check: bool, sh
                        out=out or cache / "eval_feedback.json")
 
 
+def _eval_formats_hook(chosen: dict[str, Any]) -> None:
+    """``--dataset formats``, with the options that do not apply to it named."""
+    from shared.tools.cli.evaluation_formats import eval_formats
+
+    others = ("abstain_sample", "ablations", "slice_queries", "split", "provider_sample", "part", "kind")
+    eval_formats(sample=None if chosen["sample"] == _default("sample") else chosen["sample"],
+                 show_failures=chosen["show_failures"], reuse_ingest=chosen["reuse_ingest"],
+                 query_timeout=chosen["query_timeout"], check=chosen["check"], out=chosen["out"],
+                 cache=chosen["cache"], providers=chosen["providers"],
+                 not_for_formats=dict.fromkeys(_changed({k: chosen[k] for k in others})))
+
+
 def _is_feedback_path(dataset: str) -> bool:
     """A file (what --from-feedback wrote), or a folder holding feedback.jsonl: not a named dataset."""
     from shared.tools.eval.feedback import is_feedback_dataset
 
-    return dataset not in ("fitz-gov", "realdocs", "conversations", "realtext") and is_feedback_dataset(Path(dataset))
+    return dataset not in ("fitz-gov", "realdocs", "conversations", "realtext", "formats") and is_feedback_dataset(Path(dataset))
 
 
 def _export_feedback(out: Path) -> None:

@@ -84,8 +84,11 @@ def _stratified(questions: Sequence[realdocs.Question], n: int, rng: random.Rand
 KEPT_HOME = "realdocs-home"
 
 
-def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float) -> dict[str, str]:
-    """Every document through the cleaner and indexer; the set's file name of each document id."""
+def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float,
+                     failed: list[str] | None = None) -> dict[str, str]:
+    """Every document through the cleaner and indexer; the set's file name of each document id. A
+    document that fails is an error, or with ``failed`` its name is added there (the format set
+    counts its questions wrong and says which files failed)."""
     from shared.ingest.files import ingest_path
     from shared.ingest.progress import status_of
     from shared.runtime.local import LocalRuntime
@@ -108,8 +111,10 @@ def ingest_documents(system: Any, settings: Any, root: Path, timeout_s: float) -
     finally:
         runtime.stop()
     files = {file_document_id(str(p.resolve())): p.name for p in root.iterdir() if p.is_file()}
-    if status.failed:
-        names = sorted(files.get(d, d) for d in status.failed)
+    names = sorted(files.get(d, d) for d in status.failed)
+    if names and failed is not None:
+        failed.extend(names)
+    elif names:
         raise RagbusError(f"realdocs: {len(names)} document(s) failed to ingest: {', '.join(names)}; "
                           "see `ragbus dead-letters` under the scratch home")
     return files
@@ -123,13 +128,13 @@ class IngestOptions(Protocol):
 
 
 def ingest_into(system: Any, settings: Any, folders: Sequence[Path], options: IngestOptions,
-                home: Path) -> dict[str, str]:
-    """Every folder's documents (:func:`ingest_documents`); a kept home left half-filled by a failure is
-    removed, so it cannot pass for a filled one next time."""
+                home: Path, failed: list[str] | None = None) -> dict[str, str]:
+    """Every folder's documents (:func:`ingest_documents`, ``failed`` as there); a kept home left
+    half-filled by a failure is removed, so it cannot pass for a filled one next time."""
     files: dict[str, str] = {}
     try:
         for folder in folders:
-            files.update(ingest_documents(system, settings, folder, options.ingest_timeout_s))
+            files.update(ingest_documents(system, settings, folder, options.ingest_timeout_s, failed=failed))
     except BaseException:
         if options.reuse_ingest:
             system.deps.index.close()

