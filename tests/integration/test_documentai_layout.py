@@ -127,3 +127,20 @@ def test_pdfs_are_read_by_the_layout_parser_split_retried_and_cited_to_their_pag
         on_page = sum(w in cited for w in chunk_words)
         assert on_page >= 0.9 * len(chunk_words), (hit["position"], hit["text"][:200])
     assert "pieces of at most fifteen" in search_documents(deps, "layout parser pieces", 3)[0]["text"]  # the neighbour
+
+
+def test_a_service_still_failing_after_its_retries_leaves_the_file_to_be_redelivered_not_refused():
+    """503s past the adapter's 3 attempts cross the reading process as RetryableError (the bus
+    redelivers the message), never as the file refused."""
+    from services.cleaner.handler import read_content
+    from shared.contract.config import load_settings
+    from shared.contract.errors import RetryableError
+
+    with FakeDocumentAI() as service:
+        for _ in range(3):
+            service.fail(503, retry_after="0")
+        settings = load_settings({"RAGBUS_PDF_READER": "documentai", "RAGBUS_DOCUMENTAI_PROCESSOR": PROCESSOR,
+                                  "RAGBUS_DOCUMENTAI_ENDPOINT": service.url})
+        with pytest.raises(RetryableError, match="HTTP 503 .*after 3 attempts"):
+            read_content(_pages_of(MANUAL.read_bytes(), 1, 2), "application/pdf", "file:///m.pdf", settings)
+    assert service.answered == [503, 503, 503]

@@ -248,6 +248,12 @@ def test_an_answer_without_a_layout_is_retryable():
         _parser(lambda request: httpx.Response(200, text="<html>proxy</html>")).process(_piece(), "file:///x.pdf")
 
 
+def test_a_document_the_service_could_not_process_is_refused_with_its_status():
+    reply = {"document": {"error": {"code": 3, "message": "Document is password protected."}}}
+    with pytest.raises(InvalidInput, match="could not process pages 7–8: Document is password protected"):
+        _parser(lambda request: httpx.Response(200, json=reply)).process(_piece(), "file:///x.pdf")
+
+
 def test_a_stand_in_on_loopback_is_sent_no_credentials():
     seen = []
 

@@ -119,9 +119,13 @@ class LayoutParser(HttpAPI):
             blocks = (document.get("documentLayout") or {}).get("blocks") or []
             if not isinstance(blocks, list):
                 raise TypeError("documentLayout.blocks is not a list")
+            failed = document.get("error") or {}  # Document.error: google.rpc.Status
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RetryableError(f"{self.label} answered {piece.label} of {url} with HTTP {response.status_code} "
                                  f"but no document layout ({type(exc).__name__}: {exc})") from exc
+        if isinstance(failed, dict) and failed.get("code") and not blocks:
+            raise InvalidInput(f"{self.label} could not process {piece.label}: {failed.get('message') or failed} "
+                               f"(code {failed.get('code')}); {_hint(400, self.processor)}")
         return blocks
 
 
