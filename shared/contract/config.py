@@ -433,7 +433,7 @@ class Settings:
         "layout parser's online limit)")
     documentai_timeout_s: float = setting(
         "RAGBUS_DOCUMENTAI_TIMEOUT_S", 60.0, Seconds(),
-        "one request to Document AI, its retries included; the whole file is bounded by `RAGBUS_PARSE_SECONDS`")
+        "one request to Document AI, its retries included; below `RAGBUS_PARSE_SECONDS`, which bounds the whole file")
     # front doors
     api_token: str | None = setting(
         "RAGBUS_API_TOKEN", None, Text(strip=True, secret=True),
@@ -803,6 +803,10 @@ def documentai_processor_name(values: Mapping[str, Any], env: Mapping[str, str])
                           "needed, or give the full name projects/P/locations/L/processors/ID")
     else:
         name = f"projects/{values['gcp_project']}/locations/{location}/processors/{given}"
+    if values["documentai_timeout_s"] >= values["parse_seconds"]:
+        raise ConfigError(f"RAGBUS_DOCUMENTAI_TIMEOUT_S={values['documentai_timeout_s']:g} is not below "
+                          f"RAGBUS_PARSE_SECONDS={values['parse_seconds']:g}, which bounds the whole file: one "
+                          "request could never finish in time; lower the first or raise the second")
     endpoint = values["documentai_endpoint"]
     if endpoint:
         parts = urlsplit(endpoint)

@@ -168,6 +168,7 @@ def test_the_layout_parser_is_chosen_for_pdfs_only():
     ({"RAGBUS_DOCUMENTAI_PROCESSOR": PROCESSOR, "RAGBUS_DOCUMENTAI_ENDPOINT": "http://docai.example.com"},
      "plain http only to 127.0.0.1"),
     ({"RAGBUS_DOCUMENTAI_PROCESSOR": PROCESSOR, "RAGBUS_DOCUMENTAI_PAGES": "30"}, "must be <= 15"),
+    ({"RAGBUS_DOCUMENTAI_PROCESSOR": PROCESSOR, "RAGBUS_DOCUMENTAI_TIMEOUT_S": "120"}, "RAGBUS_PARSE_SECONDS=120"),
 ])
 def test_a_misconfigured_layout_parser_is_refused_at_start_up_naming_what_is_wrong(env, named):
     with pytest.raises(ConfigError, match=named.replace("(", r"\(")):
