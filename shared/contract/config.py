@@ -419,7 +419,8 @@ class Settings:
     documentai_processor: str | None = setting(
         "RAGBUS_DOCUMENTAI_PROCESSOR", None, Text(strip=True),
         "`RAGBUS_PDF_READER=documentai`: the layout parser processor, `projects/P/locations/L/processors/ID` "
-        "or its id (with `GOOGLE_CLOUD_PROJECT`; infra/ sets it)")
+        "(its default version; add `/processorVersions/V` to pin one) or its id (with `GOOGLE_CLOUD_PROJECT`; "
+        "infra/ sets it)")
     documentai_location: str = setting(
         "RAGBUS_DOCUMENTAI_LOCATION", "us", Choice(("us", "eu")),
         "`RAGBUS_PDF_READER=documentai`: the processor's location, where its documents are processed")
@@ -773,7 +774,8 @@ def require_provider(provider: Provider, values: Mapping[str, Any]) -> None:
         raise ConfigError(f"RAGBUS_LLM={provider.name} needs: " + "; ".join(missing) + "; or use RAGBUS_LLM=local")
 
 
-_DOCUMENTAI_PROCESSOR = re.compile(r"projects/([^/]+)/locations/([^/]+)/processors/([^/]+)")
+# a processor (served at its default version) or one of its versions (a pinned one)
+_DOCUMENTAI_PROCESSOR = re.compile(r"projects/([^/]+)/locations/([^/]+)/processors/([^/]+)(?:/processorVersions/([^/]+))?")
 
 
 def documentai_processor_name(values: Mapping[str, Any], env: Mapping[str, str]) -> str:
@@ -797,7 +799,7 @@ def documentai_processor_name(values: Mapping[str, Any], env: Mapping[str, str])
         name = given
     elif "/" in given:
         raise ConfigError(f"RAGBUS_DOCUMENTAI_PROCESSOR={given!r} is neither a processor id nor "
-                          "projects/P/locations/L/processors/ID")
+                          "projects/P/locations/L/processors/ID[/processorVersions/V]")
     elif not values["gcp_project"]:
         raise ConfigError(f"RAGBUS_DOCUMENTAI_PROCESSOR={given!r} is an id: its project (GOOGLE_CLOUD_PROJECT) is "
                           "needed, or give the full name projects/P/locations/L/processors/ID")

@@ -179,6 +179,10 @@ def test_a_processor_id_is_named_in_its_project_and_location():
     settings = load_settings({"RAGBUS_PDF_READER": "DocumentAI", "RAGBUS_DOCUMENTAI_PROCESSOR": "abc123",
                               "GOOGLE_CLOUD_PROJECT": "p1", "RAGBUS_DOCUMENTAI_LOCATION": "eu"})
     assert settings.pdf_reader == "documentai" and settings.documentai_processor == PROCESSOR
+    pinned = f"{PROCESSOR}/processorVersions/pretrained-layout-parser-v1.5-2025-08-25"  # a version, pinned
+    assert load_settings({"RAGBUS_PDF_READER": "documentai", "RAGBUS_DOCUMENTAI_PROCESSOR": pinned}
+                         ).documentai_processor == pinned
+    assert LayoutParser(pinned, token=lambda: "t").base_url == "https://eu-documentai.googleapis.com"
     assert load_settings({}).pdf_reader == "local"
     with pytest.raises(ConfigError, match="'local' \\(default\\) or 'documentai'"):
         load_settings({"RAGBUS_PDF_READER": "tika"})
