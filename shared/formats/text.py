@@ -224,6 +224,9 @@ def extract_html(html: str, url: str) -> CleanDocument:
     import trafilatura
     from trafilatura.settings import set_date_params
 
+    from shared.formats.docbook import docbook_text
+
+    book = docbook_text(html)
     html, page_title = prepare_html(html)
 
     options = {
@@ -240,6 +243,14 @@ def extract_html(html: str, url: str) -> CleanDocument:
         "include_links": False,
         "deduplicate": False,
     }
+    if book is not None and len(book) >= _CONFIRM_BELOW_CHARS:
+        # DocBook's pages say in their markup what is content (shared.formats.docbook): only their title
+        # and date are trafilatura's
+        from trafilatura.metadata import extract_metadata
+
+        metadata = extract_metadata(html, url or None, options["date_extraction_params"], extensive=False)
+        return CleanDocument(body=book, title=_stated_title((metadata.title or "").strip(), page_title),
+                             published=metadata.date or None)
     document = trafilatura.bare_extraction(html, **options)
     text = normalize_text(getattr(document, "text", None) or "") if document is not None else ""
     if len(text) < _CONFIRM_BELOW_CHARS:
