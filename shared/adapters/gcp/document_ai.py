@@ -33,7 +33,6 @@ Credentials (the function's service account); an endpoint on 127.0.0.1 (a stand-
 from __future__ import annotations
 
 import base64
-import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,8 +49,6 @@ from shared.formats.office import table_rows
 from shared.formats.passages import Passage, PassageKind, Reading
 from shared.formats.pdf_pieces import PdfPiece, PdfPieces
 from shared.formats.registry import Limits
-
-log = logging.getLogger("ragbus.documentai")
 
 #: Online processing's limits for the layout parser (cloud.google.com/document-ai/docs/layout-parse-chunk,
 #: "Limitations"): 15 pages of a PDF (RAGBUS_DOCUMENTAI_PAGES may ask for fewer) and 20 MB per file.
