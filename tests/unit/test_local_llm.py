@@ -72,6 +72,9 @@ def test_decomposition_follows_the_question_structure():
         "What are the benefits of RAG?", "What are the limitations of RAG?"]
     assert decompose("What is HNSW and how does it work?") == ["What is HNSW?", "How does HNSW work?"]
     assert decompose("What is BM25?") == []
+    # a subject with a backslash (a TeX command) is put in as written, not read as a replacement's escape
+    subs = decompose(r"What does \include{mychap.tex} load now, and which aux file does it use?")
+    assert subs[0] == r"What does \include{mychap.tex} load now?" and r"does \include{mychap.tex}" in subs[1]
     assert len(decompose("Explain reciprocal rank fusion")) == 3
 
 

@@ -81,7 +81,7 @@ def decompose(question: str, limit: int = 5) -> list[str]:
             for piece in pieces[1:]:
                 text = _phrase(piece)
                 if subject:
-                    text = _PRONOUN.sub(subject, text, count=1)
+                    text = _PRONOUN.sub(lambda _: subject, text, count=1)  # the subject as written: \include is no escape
                 subs.append(text[:1].upper() + text[1:] + "?")
     if not subs:
         match = _BROAD.match(q)
