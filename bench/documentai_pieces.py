@@ -16,7 +16,6 @@ A PDF of --copies x fontconfig's 15-page manual (tests/data/formats) is
 from __future__ import annotations
 
 import argparse
-import io
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from services.cleaner.handler import read_content  # noqa: E402
 from shared.contract.config import load_settings  # noqa: E402
-from tests.integration.fake_documentai import PROCESSOR, FakeDocumentAI  # noqa: E402
+from tests.integration.fake_documentai import PROCESSOR, FakeDocumentAI, pdf_of_pages  # noqa: E402
 
 MANUAL = ROOT / "tests" / "data" / "formats" / "fontconfig-user.pdf"
 
@@ -50,18 +49,7 @@ print(count, sent, seconds, peak)
 
 
 def long_pdf(copies: int) -> bytes:
-    import pypdfium2 as pdfium
-
-    source, out = pdfium.PdfDocument(MANUAL.read_bytes()), pdfium.PdfDocument.new()
-    try:
-        for _ in range(copies):
-            out.import_pages(source)
-        buffer = io.BytesIO()
-        out.save(buffer)
-        return buffer.getvalue()
-    finally:
-        out.close()
-        source.close()
+    return pdf_of_pages(MANUAL.read_bytes(), list(range(15)) * copies)
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import itertools
 import json
 import re
@@ -154,6 +155,22 @@ class FakeDocumentAI:
             document = {"mimeType": "application/pdf", **document, "pages": [{"pageNumber": n}
                                                                             for n in range(1, pages + 1)]}
         return 200, {"document": document}, {}
+
+
+def pdf_of_pages(raw: bytes, pages: list[int]) -> bytes:
+    """A PDF of its own holding ``raw``'s pages at these 0-based indexes, in this order (repeats
+    allowed): real pages of a real file, for a piece the service refuses or a long document."""
+    import pypdfium2 as pdfium
+
+    source, out = pdfium.PdfDocument(raw), pdfium.PdfDocument.new()
+    try:
+        out.import_pages(source, pages)
+        buffer = io.BytesIO()
+        out.save(buffer)
+        return buffer.getvalue()
+    finally:
+        out.close()
+        source.close()
 
 
 def _check(body: Any) -> tuple[str, bytes]:

@@ -7,13 +7,12 @@ alone, named with the service's words, while its neighbours are indexed."""
 
 from __future__ import annotations
 
-import io
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.integration.fake_documentai import PROCESSOR, FakeDocumentAI
+from tests.integration.fake_documentai import PROCESSOR, FakeDocumentAI, pdf_of_pages
 from tests.unit.loop_fakes import HashingEmbedder
 
 pytestmark = pytest.mark.integration
@@ -28,21 +27,6 @@ class WordHashingEmbedder(HashingEmbedder):
     citing, and loading the packaged model would take most of this test's time."""
 
     dimension = 384
-
-
-def _pages_of(raw: bytes, first: int, count: int) -> bytes:
-    """Pages ``first``.. of ``raw`` as a PDF of their own (a real file's real pages)."""
-    import pypdfium2 as pdfium
-
-    source, piece = pdfium.PdfDocument(raw), pdfium.PdfDocument.new()
-    try:
-        piece.import_pages(source, list(range(first - 1, first - 1 + count)))
-        out = io.BytesIO()
-        piece.save(out)
-        return out.getvalue()
-    finally:
-        piece.close()
-        source.close()
 
 
 def _page_words(raw: bytes) -> dict[int, set[str]]:
@@ -76,7 +60,7 @@ def test_pdfs_are_read_by_the_layout_parser_split_retried_and_cited_to_their_pag
     folder, home = tmp_path / "docs", tmp_path / "home"
     folder.mkdir()
     shutil.copy(MANUAL, folder / "fontconfig-user.pdf")
-    (folder / "excerpt.pdf").write_bytes(_pages_of(MANUAL.read_bytes(), 9, 2))  # the one the service refuses
+    (folder / "excerpt.pdf").write_bytes(pdf_of_pages(MANUAL.read_bytes(), [8, 9]))  # the one the service refuses
     (folder / "notes.md").write_text("# Notes on reading PDFs\n\nCalled online, the layout parser reads PDFs in "
                                      "pieces of at most fifteen pages and twenty megabytes; ragbus cuts a longer "
                                      "file into such pieces and sends a few of them at once.\n", encoding="utf-8")
@@ -142,5 +126,5 @@ def test_a_service_still_failing_after_its_retries_leaves_the_file_to_be_redeliv
         settings = load_settings({"RAGBUS_PDF_READER": "documentai", "RAGBUS_DOCUMENTAI_PROCESSOR": PROCESSOR,
                                   "RAGBUS_DOCUMENTAI_ENDPOINT": service.url})
         with pytest.raises(RetryableError, match="HTTP 503 .*after 3 attempts"):
-            read_content(_pages_of(MANUAL.read_bytes(), 1, 2), "application/pdf", "file:///m.pdf", settings)
+            read_content(pdf_of_pages(MANUAL.read_bytes(), [0, 1]), "application/pdf", "file:///m.pdf", settings)
     assert service.answered == [503, 503, 503]
