@@ -13,7 +13,8 @@ window, else to a word boundary, and only as a last resort (one enormous
 "word") fall inside a word. Each chunk's text is the original substring with
 its whitespace normalised. Chunks with fewer than 100 characters once the
 metadata header is removed are dropped (the reference's rule against
-header-only chunks).
+header-only chunks), unless the document has no longer one: a short note is
+one chunk of its own, not lost.
 """
 
 from __future__ import annotations
@@ -180,13 +181,15 @@ def chunk_document(
     overlap: int | None = None,
     marks: Marks = (),
 ) -> list[Chunk]:
-    """The document's chunks, header-only ones dropped, numbered 0.. in reading order; each
+    """The document's chunks, header-only ones dropped (a document whose every chunk has a body
+    under :data:`MIN_BODY_CHARS` keeps those with any), numbered 0.. in reading order; each
     with the position (pages, slides, rows) of the passages it covers, when ``marks`` (where
     each passage of ``text`` starts, :func:`shared.formats.passages.lay_out`) are given."""
     pieces = chunk_spans(text, embedder.token_spans, embedder.max_tokens, overlap,
                          first_min_chars=header_length(text) + MIN_BODY_CHARS)
+    least = MIN_BODY_CHARS if any(body_characters(p) >= MIN_BODY_CHARS for p, _, _ in pieces) else 1
     kept = [(p, position_label(positions_between(marks, max(start, header_length(text)), end)))
-            for p, start, end in pieces if body_characters(p) >= MIN_BODY_CHARS]
+            for p, start, end in pieces if body_characters(p) >= least]
     return [
         Chunk(
             chunk_id=chunk_id(document_id, content_hash, ordinal),

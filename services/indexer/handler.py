@@ -90,8 +90,8 @@ def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, 
     )
     if not chunks:
         raise InvalidInput(
-            f"document {message.document_id} ({message.url}) has no chunk with at least 100 characters "
-            "besides its metadata header; nothing was indexed and its earlier chunks (if any) are kept"
+            f"document {message.document_id} ({message.url}) has no chunk: no text besides its metadata "
+            "header; nothing was indexed and its earlier chunks (if any) are kept"
         )
     if len(chunks) > max_chunks:
         raise _too_many_chunks(message, f"{len(chunks)} chunks", max_chunks)

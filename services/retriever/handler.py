@@ -38,7 +38,6 @@ from shared.runtime.query_steps import registered_step
 
 log = logging.getLogger("ragbus.retriever")
 
-MIN_BODY_CHARS = 100  # shorter than this once the header is removed: a header-only chunk
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 LEAD_SHARE = 0.5  # this share of the contexts is the first ranking's own order, whatever else found
 REWRITTEN_LABEL = "rewritten"  # the question, or its rewrite when that only adds words (one search)
@@ -87,15 +86,14 @@ def usable(label: str, query: str, hits: list[ScoredChunk]) -> QueryHits:
 
 
 def is_header_only(text: str) -> bool:
-    """A metadata header with (next to) no body, or no text at all.
+    """A metadata header with no body, or no text at all.
 
-    Only a chunk that carries the header can be header-only: a chunk without one is
-    body text, however short (the indexer never stores a body under
-    ``MIN_BODY_CHARS``; a short passage indexed some other way is still an answer).
+    A short body is still an answer: the indexer keeps no short sliver of a long document
+    (its first chunk holds at least 100 characters of body, a short last window is
+    dropped), so a short chunk is a whole short document (a note, a stub README), or a
+    short passage indexed some other way.
     """
-    header, body = split_header(text)
-    body = body.strip()
-    return not body or (header is not None and len(body) < MIN_BODY_CHARS)
+    return not split_header(text)[1].strip()
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

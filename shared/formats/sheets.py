@@ -28,6 +28,7 @@ def sheet_passages(sheet: str, rows: Iterable[tuple[int, list[str]]], reading: R
     """Append ``rows`` (numbered) of one sheet as passages; return how many of ``budget`` were used."""
     header: list[str] | None = None
     used = 0
+    heading = len(reading.passages)
     for number, cells in rows:
         if not any(cells):
             continue
@@ -42,6 +43,8 @@ def sheet_passages(sheet: str, rows: Iterable[tuple[int, list[str]]], reading: R
         text = "; ".join(f"{header[i]}: {value}" if i < len(header) and header[i] else value
                          for i, value in enumerate(cells) if value)
         reading.passages.append(Passage(text, "row", {"sheet": sheet, "row": number}))
+    if header is not None and len(reading.passages) == heading + 1:
+        del reading.passages[heading]  # a header row with no row under it holds nothing to read
     return used
 
 

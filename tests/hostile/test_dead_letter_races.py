@@ -98,7 +98,7 @@ def test_a_poll_does_not_fail_on_an_ingests_dead_letter_beside_it(tmp_path):
 
     home, docs = tmp_path / "home", tmp_path / "docs"
     docs.mkdir()
-    (docs / "tiny.txt").write_text("too short to make a chunk")  # dead-lettered by any indexer
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.7 this is no PDF")  # dead-lettered by any cleaner
     site = Site()
     site.delay_s = 0.3  # a poll long enough for the ingest to run beside it
     with serve_site(site):

@@ -90,7 +90,7 @@ def _hostile() -> dict[str, tuple[bytes, tuple[str, ...]]]:
         "longline.csv": (b"a,b\n" + b"x" * (10 * 1024 * 1024) + b",y\n", ("field larger than field limit",)),
         "wide.csv": (b",".join(b"c%d" % i for i in range(1_000_000)) + b"\n" + b"1," * 999_999 + b"1\n",
                      ("RAGBUS_MAX_CHUNKS_PER_DOCUMENT",)),
-        "wide.tsv": (b"\t".join(b"c" for _ in range(1_000_000)) + b"\n", ("no chunk",)),
+        "wide.tsv": (b"\t".join(b"c" for _ in range(1_000_000)) + b"\n", ("no main text",)),
     })
     return HOSTILE
     docx = _good_docx()
@@ -245,7 +245,9 @@ def test_the_neighbours_are_indexed_once_and_the_command_says_how_many_failed(in
 def test_a_rerun_of_the_folder_adds_no_duplicate_and_no_second_dead_letter(ingested):
     folder, home, _, _, _ = ingested
     again = run_cli(home, "ingest", str(folder), check=False, timeout=600, RAGBUS_PARSE_SECONDS="60")
-    assert again.returncode == 1 and "Traceback" not in again.stderr
+    # the failures are an earlier run's: named, but this run did all of its own work (issue 31)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr[-3000:]
+    assert f"{len(_hostile())} unchanged document(s) under these paths failed in an earlier run" in again.stderr
     assert census(home)["documents"] == len(GOOD) and census(home)["duplicates"] == 0
     letters = SqliteStateStore(home / "ragbus.db").list(state_collections.DEAD_LETTERS)
     for name in _hostile():

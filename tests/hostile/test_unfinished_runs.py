@@ -14,15 +14,21 @@ def test_ingest_of_a_file_that_is_dead_lettered_exits_1_and_points_at_dead_lette
     home, docs = tmp_path / "home", tmp_path / "docs"
     docs.mkdir()
     (docs / "good.md").write_text("\n\n".join(topic_paragraphs("harbor", 3)))
-    (docs / "tiny.txt").write_text("too short to make a chunk")
+    (docs / "tiny.md").write_text("# Note\n\nShort note.\n")  # a tiny document is indexed, not a failure
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.7 this is no PDF")
     first = run_cli(home, "ingest", str(docs), check=False)
-    assert first.returncode == 1
+    assert first.returncode == 1  # this run's own work did not all finish
     assert "1 document(s) could not be processed" in first.stderr and "ragbus dead-letters" in first.stderr
-    # unchanged, the file is still not indexed: a rerun does not pretend otherwise
+    assert "broken.pdf" in first.stderr
+    # unchanged, the file is still not indexed: a rerun says so, but it did all of its own work
     again = run_cli(home, "ingest", str(docs), check=False)
-    assert again.returncode == 1 and "0 document(s) submitted" in again.stdout
-    assert "1 document(s) in the index" in again.stdout  # the index's total, not this run's
-    assert census(home)["documents"] == 1
+    assert again.returncode == 0, again.stderr
+    assert "0 document(s) submitted, 3 unchanged" in again.stdout
+    assert "2 document(s) in the index" in again.stdout  # the index's total, not this run's
+    assert "failed earlier, unchanged," in again.stderr and "broken.pdf" in again.stderr
+    assert "1 unchanged document(s) under these paths failed in an earlier run" in again.stderr
+    assert "could not be processed" not in again.stderr
+    assert census(home)["documents"] == 2
 
 
 def _poll_a_good_item_beside(tmp_path, item: dict, pages: dict[str, str]):
@@ -40,8 +46,8 @@ def _poll_a_good_item_beside(tmp_path, item: dict, pages: dict[str, str]):
 
 
 def test_poll_whose_page_is_dead_lettered_exits_1(tmp_path):
-    home, proc = _poll_a_good_item_beside(tmp_path, {"title": "tiny", "path": "/tiny.html", "guid": "t"},
-                                          {"/tiny.html": "<html><body><p>tiny</p></body></html>"})
+    home, proc = _poll_a_good_item_beside(tmp_path, {"title": "empty", "path": "/empty.html", "guid": "t"},
+                                          {"/empty.html": "<html><body><nav>menu</nav></body></html>"})
     assert proc.returncode == 1
     assert "could not be processed" in proc.stderr and "ragbus dead-letters" in proc.stderr
     assert census(home)["documents"] == 1

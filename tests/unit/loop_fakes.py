@@ -294,7 +294,7 @@ CORPUS = [
     chunk(4, "GPU kernels",
           "Compute Unified Device Architecture (CUDA) lets developers write kernels that run on the GPU. "
           "CUDA kernels are launched over a grid of thread blocks to process data in parallel."),
-    chunk(5, "Header only", "Short."),
+    chunk(5, "Header only", ""),
 ]
 
 

@@ -104,11 +104,20 @@ def test_one_enormous_word_still_fits_the_model(minilm):
 
 def test_header_only_chunks_are_dropped():
     embedder = WordEmbedder()
-    short = with_header("A title", None, "https://x.example/a", "Too short to index.")
-    assert _chunks(short, embedder) == []
+    assert _chunks(with_header("A title", None, "https://x.example/a", ""), embedder) == []
     enough = with_header("A title", None, "https://x.example/a", "word " * 25)
     (only,) = _chunks(enough, embedder)
     assert len(strip_header(only.text)) >= 100
+    # a long document's short last window is dropped (its words are in the overlap before it)
+    long = _chunks(with_header("A title", None, "https://x.example/a", "word " * 28 + "end."), embedder)
+    assert long and all(len(strip_header(c.text)) >= 100 for c in long)
+
+
+def test_a_document_shorter_than_a_chunk_body_is_one_chunk_not_lost():
+    # a new user's two-line README.md was a dead letter that failed the whole ingest (issue 31)
+    embedder = WordEmbedder()
+    (only,) = _chunks(with_header("A title", None, "https://x.example/a", "Too short to index."), embedder)
+    assert strip_header(only.text) == "Too short to index." and only.ordinal == 0
 
 
 def test_a_long_header_still_leaves_every_kept_chunk_a_body():

@@ -169,10 +169,17 @@ def test_header_only_document_is_refused_and_old_chunks_are_kept():
     before = list(world.index.docs["doc-a"])
     record = world.state.get(state_collections.DOCUMENTS, "doc-a")
 
-    with pytest.raises(InvalidInput, match=r"doc-a \(https://x.example/doc-a\) has no chunk"):
-        handle(world.cleaned("doc-a", "Too short."), world.deps)
+    with pytest.raises(InvalidInput, match=r"doc-a \(https://x.example/doc-a\) has no chunk: no text besides"):
+        handle(world.cleaned("doc-a", ""), world.deps)
     assert world.index.docs["doc-a"] == before
     assert world.state.get(state_collections.DOCUMENTS, "doc-a") == record
+
+
+def test_a_tiny_document_is_indexed_as_one_chunk():
+    world = World()
+    handle(world.cleaned("doc-a", "Too short."), world.deps)
+    assert len(world.index.docs["doc-a"]) == 1
+    assert world.state.get(state_collections.DOCUMENTS, "doc-a")["chunk_count"] == 1
 
 
 def test_delete_removes_chunks_and_record_and_is_idempotent():

@@ -136,6 +136,11 @@ def test_csv_and_tsv_rows_read_as_header_value(media, separator):
     assert position_label([rows[1].position]) == "row 3"
 
 
+def test_a_sheet_of_a_header_row_alone_has_nothing_to_read():
+    # its heading alone was a 4-character document ("Rows"), which a tiny document's one chunk would index
+    assert read_content(b"Priority,Meaning\n", "text/csv", "file:///empty.csv").passages == []
+
+
 def _zip(parts: dict[str, str]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

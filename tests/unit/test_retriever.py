@@ -113,6 +113,8 @@ def test_header_only_chunks_are_recognised():
     # without a header a short text is a body, not a header: a short passage still answers
     assert not is_header_only("The pension fund was 92% funded at the end of 2024.")
     assert is_header_only("  \n ")
+    # a whole short document's one chunk (header and a short body) answers too (issue 31)
+    assert not is_header_only("Title: Note\nPublished: unknown\nSource: file:///n.md\n\nShort note.")
 
 
 class _VectorRecordingIndex:

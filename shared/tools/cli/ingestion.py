@@ -212,10 +212,12 @@ def ingest(
     if delete:
         unfinished = _report_unfinished(session, ids, "ingest", deleting=True)
     else:
-        # a file under these paths that failed earlier and is unchanged is still not indexed
-        under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
-        _name_outcomes(deps, ids | under)
-        unfinished = _report_unfinished(session, ids | under, "ingest")
+        # a file under these paths that failed earlier and is unchanged is still not indexed: it is
+        # named, but it was not this run's work, so it does not fail this run (issue 31)
+        earlier = {r["document_id"] for path in paths for r in records_under(path, deps.state)} - ids
+        _name_outcomes(deps, ids, earlier)
+        unfinished = _report_unfinished(session, ids, "ingest")
+        _report_earlier_failures(session, earlier)
     if refused:
         err.print(Text(f"ingest: {len(refused)} path(s) skipped, the rest {'deleted' if delete else 'ingested'}: "
                        + ", ".join(plain(p) for p in refused), style="red"), soft_wrap=True)
@@ -229,21 +231,36 @@ _ERROR_CLASS = re.compile(r"\A[A-Z]\w*(?:Error|Input|Exception): ")
 NAMED_FILES = 20
 
 
-def _name_outcomes(deps: Deps, ids: set[str]) -> None:
-    """Name each file that failed, with its reason, and each indexed with pages left unread."""
+def _name_outcomes(deps: Deps, ids: set[str], earlier: set[str] = frozenset()) -> None:
+    """Name each file that failed, with its reason, and each indexed with pages left unread;
+    those of ``earlier`` (unchanged since an earlier run failed them) as failed earlier."""
     from shared.ingest.progress import failures
 
-    failed = failures(deps.state, ids)
+    failed = failures(deps.state, ids | earlier)
     partly = [d for d in deps.state.get_many(state_collections.DOCUMENTS, sorted(ids)).values() if d.get("unread")]
     ledger = deps.state.get_many(state_collections.PROCESSED_ITEMS, sorted(failed))
-    lines = [Text(f"  failed {plain(ledger.get(i, {}).get('path') or i)}: {plain(_reason(error))}", style="red")
-             for i, error in sorted(failed.items())]
+    lines = [Text(f"  {'failed earlier, unchanged,' if i in earlier else 'failed'} "
+                  f"{plain(ledger.get(i, {}).get('path') or i)}: {plain(_reason(error))}",
+                  style="yellow" if i in earlier else "red")
+             for i, error in sorted(failed.items(), key=lambda kv: (kv[0] in earlier, kv[0]))]
     lines += [Text(f"  partly read {plain(d.get('url'))}: {d['unread']} page(s) not read "
                    f"({plain(d.get('unread_reason'))})", style="yellow") for d in partly]
     for line in lines[:NAMED_FILES]:
         err.print(line, soft_wrap=True)
     if len(lines) > NAMED_FILES:
         err.print(f"  ... and {len(lines) - NAMED_FILES} more (`ragbus dead-letters`, `ragbus stats`)")
+
+
+def _report_earlier_failures(session: Session, earlier: set[str]) -> None:
+    """Say how many of ``earlier`` (not this run's work) are still failed; the exit code does not count them."""
+    from shared.ingest.progress import status_of
+
+    status = status_of(session.deps.state, earlier)
+    lettered = len(status.failed - status.unfetched)
+    if lettered:
+        err.print(f"[yellow]ingest: {lettered} unchanged document(s) under these paths failed in an earlier run "
+                  "and are still not indexed; see `ragbus dead-letters` (`ragbus dead-letters retry --all` "
+                  "once the cause is fixed)[/]")
 
 
 def _reason(error: str) -> str:
