@@ -1,8 +1,10 @@
 """The HTML cleaner on real DocBook/XHTML pages: how much of each page's body text, headings and link
 text three extractions keep, page by page.
 
-- ``trafilatura``: trafilatura alone (``extract_html`` of the baseline with ``prepare_html`` a no-op);
-- ``base``: ``extract_html`` as the baseline revision has it (``--baseline``, default ``main``);
+- ``trafilatura``: trafilatura alone (``extract_html`` as main had it before the DocBook path, 81d16cd^,
+  with ``prepare_html`` a no-op);
+- ``base``: ``extract_html`` as the baseline revision has it (``--baseline``, default 81d16cd^: main
+  with a6ef60c's heading unwrapping, before the DocBook path);
 - ``now``: ``extract_html`` of the working tree.
 
 The reference is read from the page itself, with no extractor: every block of text (paragraphs,
@@ -18,7 +20,9 @@ A page *loses* when ``now`` finds fewer body sentences than the better of ``traf
 ``base``.
 
     PYTHONPATH=$PWD python bench/html_cleaner.py                  # the default sample (see SAMPLE)
-    PYTHONPATH=$PWD python bench/html_cleaner.py --baseline a6ef60c PAGE.html ...
+    PYTHONPATH=$PWD python bench/html_cleaner.py --baseline main PAGE.html ...
+    PYTHONPATH=$PWD python bench/html_cleaner.py --edition /usr/share/doc/debian/FAQ/debian-faq.en.txt.gz \
+        /usr/share/doc/debian/FAQ/*.en.html
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BEFORE_DOCBOOK = "81d16cd^"  # main before shared.formats.docbook (which every later revision calls)
 
 # (glob, stride): every stride-th file of the sorted glob. DocBook XSL (Debian FAQ, Reference, New
 # Maintainers' Guide, copyright-format, debconf spec, valgrind), Publican DocBook (the Debian
@@ -54,9 +59,9 @@ SAMPLE = (
     ("/usr/share/doc/debian-history/docs/*.en.html", 3),
 )
 
-_NAV_CLASSES = re.compile(
-    r"\b(navheader|navfooter|docnav|toc|list-of-\w+|sphinxsidebar\w*|related|footer|header|breadcrumbs?|"
-    r"headerlink|banner)\b")
+_NAV_CLASSES = re.compile(  # whole class names: "toc", not Sphinx's "toc-backref" (a heading's own link)
+    r"(?:^|\s)(navheader|navfooter|docnav|toc|list-of-[\w-]+|sphinxsidebar\w*|related|footer|header|"
+    r"breadcrumbs?|headerlink|banner)(?=\s|$)")
 _NAV_TAGS = ("nav", "header", "footer")
 _INLINE = frozenset(
     "a abbr b bdi bdo big cite code data del dfn em font i ins kbd mark q s samp small span strike strong "
@@ -169,10 +174,34 @@ def score(ref: dict, text: str) -> dict:
     }
 
 
+def _sentences(text: str) -> list[str]:
+    return [_words(s) for s in _SENTENCE.split(" ".join(text.split())) if len(_WORDS.findall(s)) >= 4]
+
+
+def edition_scores(edition: Path, texts: dict[str, list[str]]) -> None:
+    """The pages together against the book's plain-text edition, which no extractor wrote: the share of
+    the edition's sentences some page's extraction holds (recall), and the share of the extractions'
+    sentences the edition holds (precision: navigation or a table of contents left in lowers it)."""
+    import gzip
+
+    raw = edition.read_bytes()
+    book = (gzip.decompress(raw) if edition.suffix == ".gz" else raw).decode("utf-8", "replace")
+    wanted = set(_sentences(book))
+    flat_book = " " + _words(book) + " "
+    print(f"\nagainst {edition} ({len(wanted)} sentences):")
+    for name, pages in texts.items():
+        flat = " " + " ".join(_words(text) for text in pages) + " "
+        found = sum(f" {s} " in flat for s in wanted)
+        extracted = {s for text in pages for s in _sentences(text)}
+        held = sum(f" {s} " in flat_book for s in extracted)
+        print(f"{name:12} recall {found / max(1, len(wanted)):.3f} ({found}), precision "
+              f"{held / max(1, len(extracted)):.3f} ({held} of {len(extracted)})")
+
+
 def baseline_module(revision: str) -> types.ModuleType:
     source = subprocess.run(["git", "show", f"{revision}:shared/formats/text.py"], cwd=REPO, check=True,
                             capture_output=True, text=True).stdout
-    module = types.ModuleType(f"text_at_{revision}")
+    module = types.ModuleType(f"text_at_{revision.replace('^', '_parent')}")
     module.__file__ = f"{revision}:shared/formats/text.py"
     sys.modules[module.__name__] = module  # dataclasses look their module up
     exec(compile(source, module.__file__, "exec"), module.__dict__)
@@ -182,22 +211,27 @@ def baseline_module(revision: str) -> types.ModuleType:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pages", nargs="*", type=Path, help="pages to read (default: the sample)")
-    parser.add_argument("--baseline", default="main", help="the revision 'base' is (default main)")
+    parser.add_argument("--baseline", default=BEFORE_DOCBOOK,
+                        help=f"the revision 'base' is (default {BEFORE_DOCBOOK})")
     parser.add_argument("--show", type=Path, help="print, for this page, the sentences 'now' misses")
+    parser.add_argument("--edition", type=Path,
+                        help="the book's plain-text edition (.txt or .txt.gz) the pages were built with: also "
+                             "score the pages together against it")
     args = parser.parse_args()
 
     from shared.formats import text as now
 
     base = baseline_module(args.baseline)
-    alone = baseline_module(args.baseline)
+    alone = baseline_module(BEFORE_DOCBOOK)
     alone.prepare_html = lambda html: (html, "")
     variants = (("trafilatura", alone.extract_html), ("base", base.extract_html), ("now", now.extract_html))
 
-    pages = args.pages or sample_pages()
+    pages = [page.resolve() for page in args.pages] or sample_pages()
     totals = {name: dict.fromkeys(("sentences", "sentence_chars", "headings", "links", "nav", "seconds"), 0.0)
               for name, _ in variants}
     ref_totals = dict.fromkeys(("sentences", "headings", "links"), 0)
     losses = 0
+    texts: dict[str, list[str]] = {name: [] for name, _ in variants}
     print(f"{'page':58} {'sent':>5} | {'traf':>5} {'base':>5} {'now':>5} | {'head t/b/n':>12} | "
           f"{'links t/b/n':>13} | {'nav t/b/n':>9} | chars t/b/n")
     for page in pages:
@@ -207,6 +241,7 @@ def main() -> int:
         for name, extract in variants:
             start = time.perf_counter()
             text = extract(html, page.as_uri()).body
+            texts[name].append(text)
             totals[name]["seconds"] += time.perf_counter() - start
             row[name] = score(ref, text)
             for key in ("sentences", "sentence_chars", "headings", "links", "nav"):
@@ -235,6 +270,8 @@ def main() -> int:
               f"links {total['links'] / max(1, ref_totals['links']):.3f}, nav lines {int(total['nav'])}, "
               f"{total['seconds']:.1f} s")
     print(f"pages where 'now' finds fewer body sentences than the better of trafilatura and base: {losses}")
+    if args.edition:
+        edition_scores(args.edition, texts)
     return 0
 
 

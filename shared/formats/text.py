@@ -140,25 +140,27 @@ _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 
 
 def _unwrap_headings(tree) -> bool:
-    """Each section heading lifted out of the wrappers that hold nothing else and made a paragraph of its
-    own, so it stays in the text as a line before its section (as a Markdown heading does).
+    """Each section heading wrapped in divs that hold nothing else lifted out of them and made a paragraph
+    of its own, so it stays in the text as a line before its section (as a Markdown heading does).
 
-    DocBook's HTML (the Debian FAQ, Policy, the New Maintainers' Guide) wraps every heading in bare divs
-    (``div.titlepage > div > div > h2``), and trafilatura 2.3 dropped those headings however they were
-    nested (measured on the Debian FAQ: no h2 or h3 survived, a <p> did), and with them the FAQ's
-    questions and the specifications' field names. The page's <h1> stays a heading: trafilatura may
-    take the title from it."""
+    Such wrappers (DocBook's ``div.titlepage > div > div > h2``, which shared.formats.docbook now reads
+    itself) made trafilatura 2.3 drop the heading however deep it was (measured on the Debian FAQ: no
+    h2 or h3 survived, a <p> did). A heading that stands in its section (Sphinx's ``<section><h2>``)
+    stays one: trafilatura keeps it, and as a paragraph that is mostly a link to itself it was dropped
+    (Python's library reference, 2to3.html). The page's <h1> stays a heading: trafilatura may take the
+    title from it."""
     changed = False
     for heading in list(tree.iter(*_HEADINGS[1:])):
-        parent = heading.getparent()
+        parent, lifted = heading.getparent(), False
         while (parent is not None and parent.tag == "div" and len(parent) == 1
                and not (parent.text or "").strip() and not (heading.tail or "").strip()
                and parent.getparent() is not None):
             heading.tail, parent.tail = parent.tail, None
             parent.getparent().replace(parent, heading)
-            parent = heading.getparent()
-        heading.tag, changed = "p", True
-        heading.attrib.clear()
+            parent, lifted = heading.getparent(), True
+        if lifted:  # a heading that stands in its section (Sphinx's <section><h2>) trafilatura keeps as it is
+            heading.tag, changed = "p", True
+            heading.attrib.clear()
     return changed
 
 

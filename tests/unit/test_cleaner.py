@@ -390,3 +390,23 @@ def test_docbook_section_headings_stay_in_the_text_of_an_xhtml_page():
         following = next(line for line in lines[lines.index(heading) + 1:] if line)
         assert following.startswith("The kernel supports")  # it stands before its section
     assert cleaned.title == "Chapter 8. Tools"
+
+
+def test_a_heading_that_stands_in_its_section_stays_a_heading_trafilatura_keeps():
+    # Python's library reference (Sphinx): "lib2to3 — 2to3's library" is an <h2> in its <section>, mostly
+    # a link to itself; made a paragraph (as a6ef60c made every heading) trafilatura dropped it as a run of
+    # links, where it keeps a heading
+    prose = "<p>" + "The fixers read the parse tree and rewrite the nodes they recognise into Python 3 code. " * 4
+    sections = "".join(
+        f'<section id="module-{name}"><h2><a class="reference internal" href="#module-{name}" title="{name}: x">'
+        f'<code class="xref py py-mod docutils literal notranslate"><span class="pre">{name}</span></code></a> — '
+        f'{name}’s library<a class="headerlink" href="#module-{name}" title="Permalink to this heading">¶</a></h2>'
+        + prose + "</p></section>" for name in ("lib2to3", "fixers", "refactor"))
+    page = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8" /><meta name="generator" content="Docutils '
+            '0.19: https://docutils.sourceforge.io/" /><title>2to3 — Automated Python 2 to 3 code translation'
+            '</title></head><body><div class="body" role="main"><section id="to3-automated"><h1>2to3 — Automated '
+            'Python 2 to 3 code translation</h1>' + prose + "</p>" + sections + "</section></div></body></html>")
+    lines = clean_content(page.encode(), "text/html", "file:///usr/share/doc/python3.11/html/library/2to3.html"
+                          ).body.splitlines()
+    for name in ("lib2to3", "fixers", "refactor"):
+        assert f"{name} — {name}’s library¶" in lines, lines
