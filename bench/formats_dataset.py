@@ -82,18 +82,20 @@ def image_only_pdf(source: Path, out: Path, pages: list[int], dpi: int = 150) ->
     images[0].save(out, "PDF", resolution=dpi, save_all=True, append_images=images[1:], quality=70)
 
 
-def pdftotext(path: Path, pages: list[int] | None = None, raw: bytes | None = None) -> str:
-    """poppler's text of a PDF, a form feed after each page."""
+def pdftotext(path: Path, pages: list[int] | None = None, raw: bytes | None = None, layout: bool = False) -> str:
+    """poppler's text of a PDF, a form feed after each page; ``layout``: ``-layout`` (a table's row stays a
+    line; for one-column pages only: it sets columns side by side)."""
     tmp = None
     if raw is not None:
         tmp = path.with_suffix(".tmp.pdf")
         tmp.write_bytes(raw)
         path = tmp
     try:
+        mode = ["-layout"] if layout else []
         if pages is None:
-            return subprocess.run(["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True,
+            return subprocess.run(["pdftotext", *mode, "-enc", "UTF-8", str(path), "-"], capture_output=True,
                                   text=True, check=True).stdout
-        return "".join(subprocess.run(["pdftotext", "-enc", "UTF-8", "-f", str(p), "-l", str(p), str(path), "-"],
+        return "".join(subprocess.run(["pdftotext", *mode, "-enc", "UTF-8", "-f", str(p), "-l", str(p), str(path), "-"],
                                       capture_output=True, text=True, check=True).stdout for p in pages)
     finally:
         if tmp:
@@ -153,11 +155,19 @@ def html_blocks(path: Path, *, sections: int | None = None, stop_at: str | None 
     return blocks
 
 
+def _rows_text(rows: list[list[str]]) -> list[str]:
+    """A table's rows as plain text, "header: value; ..." each (its first row the header)."""
+    header, *body = rows
+    return ["; ".join(f"{h}: {v}" for h, v in zip(header, row, strict=False) if v) for row in body]
+
+
 def blocks_text(blocks: list[tuple[str, object]]) -> str:
+    """The blocks as plain text, a blank line after each paragraph and each table row (so a reader of
+    plain text never takes rows of one width for a wrapped paragraph)."""
     out = []
     for kind, value in blocks:
         if kind == "table":
-            out.append("\n".join(" | ".join(row) for row in value))  # type: ignore[union-attr]
+            out.extend(_rows_text(value))  # type: ignore[arg-type]
         elif kind == "li":
             out.append(f"- {value}")
         else:
@@ -273,13 +283,12 @@ def render_xlsx(sheets: dict[str, list[list[str]]], out: Path, title: str) -> No
 
 
 def sheet_text(sheets: dict[str, list[list[str]]]) -> str:
+    """Each sheet's name, then its rows as "header: value; ..." lines, a blank line between rows."""
     out = []
     for name, rows in sheets.items():
-        header, *body = rows
         out.append(name)
-        for row in body:
-            out.append("; ".join(f"{h}: {v}" for h, v in zip(header, row, strict=False) if v))
-    return "\n".join(out) + "\n"
+        out.extend(_rows_text(rows))
+    return "\n\n".join(out) + "\n"
 
 
 def epub_text(path: Path) -> str:
@@ -348,7 +357,7 @@ def build(src: Path, out: Path) -> list[Made]:
     ]
     for file, source, pages, layout, package, version, licence in pdfs:
         count = excerpt_pdf(source, docs / file, pages)
-        (plain / (file + ".txt")).write_text(pdftotext(docs / file))
+        (plain / (file + ".txt")).write_text(pdftotext(docs / file, layout=layout not in ("two-column", "three-column")))
         how = "copied as it is" if pages is None else f"pages {pages[0]}-{pages[-1]} of the source's {_count(source)}"
         made.append(Made(file, "pdf", layout, package, version, str(source).replace(str(src), "<sources>"), licence,
                          f"{how} ({count} pages)"))
@@ -371,7 +380,7 @@ def build(src: Path, out: Path) -> list[Made]:
     ]
     for file, source, pages, package, version, licence, how in scans:
         image_only_pdf(source, docs / file, pages)
-        (plain / (file + ".txt")).write_text(pdftotext(source, pages, raw=_raw(source)))
+        (plain / (file + ".txt")).write_text(pdftotext(source, pages, raw=_raw(source), layout=file in ("fhs-var-scan.pdf", "debian-faq-scan.pdf")))
         made.append(Made(file, "pdf", "scanned", package, version, str(source).replace(str(src), "<sources>"),
                          licence, f"{how}; pages {', '.join(map(str, pages))} of the source's {_count(source)}"))
     made += build_office(src, docs, plain)
