@@ -352,8 +352,8 @@ def build(src: Path, out: Path) -> list[Made]:
         ("debian-reference-permissions.pdf", src / "src/debian-reference.en.pdf", [37, 38, 39, 40], "table",
          "debian-reference-en", dpkg_version("debian-reference-en"), "GPL-2+ (recorded as such; /usr/share/doc/"
          "debian-reference-en/copyright)"),
-        ("policy-versions.pdf", src / "src/policy.pdf", [47, 48, 49], "one-column", "debian-policy",
-         dpkg_version("debian-policy"), "GPL-2+ (recorded as such; /usr/share/doc/debian-policy/copyright)"),
+        ("maint-guide-build.pdf", Path("/usr/share/doc/maint-guide/maint-guide.en.pdf"), [15, 16], "one-column",
+         "maint-guide", dpkg_version("maint-guide"), "GPL-2.0+ (recorded as such; /usr/share/doc/maint-guide/copyright)"),
     ]
     for file, source, pages, layout, package, version, licence in pdfs:
         count = excerpt_pdf(source, docs / file, pages)
