@@ -50,7 +50,7 @@ def _at(place: dict, position: dict) -> bool:
         return True
     if "row" in place:
         return position.get("row") == place["row"] and str(position.get("sheet") or "") == place.get("sheet", "")
-    return all(position.get(k) == v for k, v in place.items())
+    return all(position.get(k) in (v if isinstance(v, list) else [v]) for k, v in place.items())
 
 
 def reader_text(question: formats.Question) -> str:
@@ -62,6 +62,17 @@ def plain_text(question: formats.Question) -> str:
     text = (dataset().plain_dir / dataset().plain_of(question.file)).read_text(encoding="utf-8")
     number = question.place.get("page") or question.place.get("slide") or question.place.get("chapter")
     return text.split("\f")[number - 1] if number else text
+
+
+def each_place(question: formats.Question) -> list[formats.Question]:
+    """The question once for each place it names (a list of chapters: the answer is in every one)."""
+    from dataclasses import replace
+
+    lists = {k: v for k, v in question.place.items() if isinstance(v, list)}
+    if not lists:
+        return [question]
+    (unit, values), = lists.items()
+    return [replace(question, place={**question.place, unit: v}) for v in values]
 
 
 def test_every_document_is_listed_with_its_provenance_and_its_plain_text() -> None:
@@ -93,7 +104,7 @@ def test_the_set_meets_the_issues_minimums() -> None:
 
 def test_every_key_is_on_the_named_place_as_ragbus_reads_the_file_and_in_the_plain_text() -> None:
     problems = []
-    for q in dataset().questions:
+    for q in (one for question in dataset().questions for one in each_place(question)):
         scanned = q.where == "scan" or q.file in SLOW_TO_READ
         if q.where == "scan":
             read = reading(q.file)
@@ -116,7 +127,8 @@ def test_every_key_is_on_the_named_place_as_ragbus_reads_the_file_and_in_the_pla
     ({"page": 3}, "slide 3", False), ({"slide": 5}, "slides 2, 5", True), ({"slide": 4}, "slides 2, 5", False),
     ({"sheet": "Levels", "row": 4}, "Levels, rows 2–9", True), ({"sheet": "Levels", "row": 4}, "Other, rows 2–9", False),
     ({"sheet": "B", "row": 3}, "A, row 1; B, rows 2–4", True), ({"row": 7}, "rows 5–9", True), ({"row": 10}, "rows 5–9", False),
-    ({"chapter": 4}, "chapters 3–4", True), ({}, "", True), ({"page": 1}, "", False),
+    ({"chapter": 4}, "chapters 3–4", True), ({"chapter": [3, 13]}, "chapter 13", True), ({"chapter": [3, 13]}, "chapter 12", False),
+    ({}, "", True), ({"page": 1}, "", False),
 ])
 def test_a_citation_covers_the_place_its_position_label_names(place: dict, label: str, covered: bool) -> None:
     assert formats.place_in_label(place, label) is covered
@@ -150,3 +162,15 @@ def test_a_document_that_fails_to_ingest_is_named_and_fails_alone_when_asked(mon
     assert failed == ["bad.pdf"] and set(files.values()) == {"good.pdf", "bad.pdf"}
     with pytest.raises(RagbusError, match="1 document\\(s\\) failed to ingest: bad.pdf"):
         realdocs_run.ingest_documents(system, None, tmp_path, 5.0)
+
+
+def test_a_sample_draws_from_every_place_an_answer_lies_and_a_bad_one_is_refused() -> None:
+    from shared.contract.errors import ConfigError
+    from shared.tools.eval.formats_run import FormatsOptions, _select
+
+    asked, how = _select(dataset(), FormatsOptions(sample=8))
+    assert len(asked) == 8 and {q.where for q in asked} == set(formats.WHERE) and "seed 7" in how
+    assert _select(dataset(), FormatsOptions()) == (list(dataset().questions), "")
+    for bad, message in ((FormatsOptions(sample=0), "at least one"), (FormatsOptions(kinds=("table_row",)), "--kind")):
+        with pytest.raises(ConfigError, match=message):
+            _select(dataset(), bad)

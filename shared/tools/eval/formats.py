@@ -63,7 +63,8 @@ class Question:
     where: str
     file: str
     format: str
-    place: dict[str, Any]  # {"page": 3} | {"slide": 2} | {"sheet": "Levels", "row": 4} | {"row": 9} | {"chapter": 4} | {}
+    place: dict[str, Any]  # {"page": 3} | {"slide": 2} | {"sheet": "Levels", "row": 4} | {"row": 9} | {"chapter": 4}
+    # (or {"chapter": [3, 13]}: every place stating the answer) | {} (a DOCX)
     keys: tuple[realdocs.Key, ...]
 
     def as_realdocs(self, file: str | None = None) -> realdocs.Question:
@@ -140,13 +141,23 @@ def _question(raw: Any, where: str, formats: dict[str, str], seen: set[str]) -> 
     place = {k: raw[k] for k in ("page", "slide", "sheet", "row", "chapter") if k in raw}
     expected = {"pdf": {"page"}, "pptx": {"slide"}, "xlsx": {"sheet", "row"}, "csv": {"row"}, "tsv": {"row"},
                 "epub": {"chapter"}, "docx": set()}[formats[file]]
-    if set(place) != expected or any(not isinstance(v, str if k == "sheet" else int) for k, v in place.items()):
+    if set(place) != expected or any(not _place_value(k, v) for k, v in place.items()):
         raise ConfigError(f"{where}: a {formats[file]} question names its place as "
                           f"{', '.join(sorted(expected)) or 'nothing (a DOCX has no pages)'}, not {place or 'nothing'}")
     return Question(qid, raw["question"], raw["kind"], raw["where"], file, formats[file], place, keys)
 
 
 # ------------------------------------------------------------ places
+
+
+def _place_value(unit: str, value: Any) -> bool:
+    """A sheet is named; a row is a number; a page, slide or chapter a number, or a list of them where
+    the answer is stated in more than one (the same sentence in a chapter and an appendix)."""
+    if unit == "sheet":
+        return isinstance(value, str)
+    if unit != "row" and isinstance(value, list):
+        return bool(value) and all(isinstance(v, int) for v in value)
+    return isinstance(value, int)
 
 
 _SPAN = re.compile(r"(\d+)(?:\s*[–-]\s*(\d+))?")
@@ -167,12 +178,10 @@ def place_in_label(place: dict[str, Any], label: str) -> bool:
     label = (label or "").strip()
     if not place:
         return True
-    if "page" in place:
-        return label.startswith("p") and place["page"] in _numbers(label.split(" ", 1)[-1])
-    if "slide" in place:
-        return label.startswith("slide") and place["slide"] in _numbers(label.split(" ", 1)[-1])
-    if "chapter" in place:
-        return label.startswith("chapter") and place["chapter"] in _numbers(label.split(" ", 1)[-1])
+    for unit, prefix in (("page", "p"), ("slide", "slide"), ("chapter", "chapter")):
+        if unit in place:  # one number, or the numbers of every place that states the answer
+            wanted = set(place[unit]) if isinstance(place[unit], list) else {place[unit]}
+            return label.startswith(prefix) and bool(wanted & _numbers(label.split(" ", 1)[-1]))
     for part in label.split(";"):  # "Sheet, rows 4–9; Other, row 2"
         sheet, _, rows = part.strip().rpartition(", ") if ", row" in part else ("", "", part.strip())
         if sheet.strip() == str(place.get("sheet", "")) and rows.startswith("row") and \
