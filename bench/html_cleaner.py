@@ -226,7 +226,7 @@ def main() -> int:
     alone.prepare_html = lambda html: (html, "")
     variants = (("trafilatura", alone.extract_html), ("base", base.extract_html), ("now", now.extract_html))
 
-    pages = [page.resolve() for page in args.pages] or sample_pages()
+    pages = [page.resolve() for page in args.pages if page.is_file()] or sample_pages()
     totals = {name: dict.fromkeys(("sentences", "sentence_chars", "headings", "links", "nav", "seconds"), 0.0)
               for name, _ in variants}
     ref_totals = dict.fromkeys(("sentences", "headings", "links"), 0)

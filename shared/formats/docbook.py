@@ -2,8 +2,8 @@
 
 trafilatura guesses a page's main content from how its blocks look, and on DocBook's output it guesses
 wrong: it dropped whole sections of the Debian Administrator's Handbook (5.2 "Package Meta-Information":
-10,112 of its 19,000 characters kept), every heading nested in DocBook's ``div.titlepage`` (the Debian
-FAQ's questions), and the prose around admonitions. DocBook's HTML says itself what is what, the same
+168 of its 276 body sentences kept, 66 once the cleaner had unwrapped its headings), its sidebars
+("BACK TO BASICS"), and every heading nested in DocBook's ``div.titlepage`` (the Debian FAQ's questions). DocBook's HTML says itself what is what, the same
 way in every book: the content is the body less its navigation (``div.navheader``/``div.navfooter``,
 Publican's ``ul.docnav``), its tables of contents (``div.toc``, ``dl.toc``, a qandaset's list of
 questions) and Publican's banner. So such a page is read block by block, in the conventions of
@@ -56,13 +56,6 @@ def is_docbook(tree) -> bool:
         if (meta.get("name") or "").lower() == "generator" and _GENERATOR.search(meta.get("content") or ""):
             return True
     return any(_has_class(div, "titlepage") for div in tree.iter("div"))
-
-
-def _local_names(tree) -> None:
-    """XHTML parsed as XML names its elements ``{http://www.w3.org/1999/xhtml}p``: plain names here."""
-    for element in tree.iter():
-        if isinstance(element.tag, str) and "}" in element.tag:
-            element.tag = element.tag.split("}", 1)[1]
 
 
 class _Reader:
@@ -216,7 +209,8 @@ def _owner_table(row):
 
 def docbook_text(html: str) -> str | None:
     """The text of a page DocBook's stylesheets wrote, its navigation and tables of contents left out;
-    None when another tool wrote the page (or lxml cannot read it)."""
+    None when another tool wrote the page (or lxml cannot read it). XHTML is read by lxml's HTML parser
+    (as the rest of the cleaner reads it): its element names carry no namespace."""
     import lxml.html
     from lxml import etree
 
@@ -224,7 +218,6 @@ def docbook_text(html: str) -> str | None:
         tree = lxml.html.document_fromstring(_XML_DECLARATION.sub("", html, count=1))
     except (etree.ParserError, ValueError):
         return None
-    _local_names(tree)
     if not is_docbook(tree):
         return None
     body = tree.find("body")

@@ -136,31 +136,36 @@ def _append_text(paragraph, text: str | None) -> None:
 
 
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_NAVIGATION_TAGS = ("nav", "header", "footer", "aside")
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 
 
 def _unwrap_headings(tree) -> bool:
-    """Each section heading wrapped in divs that hold nothing else lifted out of them and made a paragraph
-    of its own, so it stays in the text as a line before its section (as a Markdown heading does).
+    """Each section heading lifted out of the wrappers that hold nothing else and made a paragraph of its
+    own, so it stays in the text as a line before its section (as a Markdown heading does).
 
-    Such wrappers (DocBook's ``div.titlepage > div > div > h2``, which shared.formats.docbook now reads
-    itself) made trafilatura 2.3 drop the heading however deep it was (measured on the Debian FAQ: no
-    h2 or h3 survived, a <p> did). A heading that stands in its section (Sphinx's ``<section><h2>``)
-    stays one: trafilatura keeps it, and as a paragraph that is mostly a link to itself it was dropped
-    (Python's library reference, 2to3.html). The page's <h1> stays a heading: trafilatura may take the
-    title from it."""
+    trafilatura 2.3 keeps a heading or drops it by where it stands: an <h2> in a bare div (DocBook's
+    ``div.titlepage > div > div > h2``, which shared.formats.docbook now reads itself) or followed by a
+    list (Policy's README) is dropped, one in a <section> before a paragraph kept; a <p> is kept
+    wherever it stands. The links in a heading are unwrapped (their text stays): a paragraph that is
+    mostly links trafilatura drops (Python's "lib2to3 — 2to3's library", a link to itself). Headings in
+    navigation (<nav>, <aside>, role="navigation": Sphinx's "Previous topic") stay headings, which
+    trafilatura leaves out. The page's <h1> stays a heading: trafilatura may take the title from it."""
     changed = False
     for heading in list(tree.iter(*_HEADINGS[1:])):
-        parent, lifted = heading.getparent(), False
+        if any(a.tag in _NAVIGATION_TAGS or a.get("role") == "navigation" for a in heading.iterancestors()):
+            continue  # a sidebar's "Previous topic": as a paragraph it would be kept as prose
+        parent = heading.getparent()
         while (parent is not None and parent.tag == "div" and len(parent) == 1
                and not (parent.text or "").strip() and not (heading.tail or "").strip()
                and parent.getparent() is not None):
             heading.tail, parent.tail = parent.tail, None
             parent.getparent().replace(parent, heading)
-            parent, lifted = heading.getparent(), True
-        if lifted:  # a heading that stands in its section (Sphinx's <section><h2>) trafilatura keeps as it is
-            heading.tag, changed = "p", True
-            heading.attrib.clear()
+            parent = heading.getparent()
+        for link in list(heading.iter("a")):
+            link.drop_tag()  # its text stays: a paragraph that is mostly links trafilatura drops
+        heading.tag, changed = "p", True
+        heading.attrib.clear()
     return changed
 
 

@@ -392,10 +392,10 @@ def test_docbook_section_headings_stay_in_the_text_of_an_xhtml_page():
     assert cleaned.title == "Chapter 8. Tools"
 
 
-def test_a_heading_that_stands_in_its_section_stays_a_heading_trafilatura_keeps():
+def test_a_heading_that_is_mostly_a_link_to_itself_stays_in_the_text():
     # Python's library reference (Sphinx): "lib2to3 — 2to3's library" is an <h2> in its <section>, mostly
-    # a link to itself; made a paragraph (as a6ef60c made every heading) trafilatura dropped it as a run of
-    # links, where it keeps a heading
+    # a link to itself; made a paragraph with its links (as a6ef60c made every heading) trafilatura dropped
+    # it as a run of links
     prose = "<p>" + "The fixers read the parse tree and rewrite the nodes they recognise into Python 3 code. " * 4
     sections = "".join(
         f'<section id="module-{name}"><h2><a class="reference internal" href="#module-{name}" title="{name}: x">'
@@ -410,3 +410,60 @@ def test_a_heading_that_stands_in_its_section_stays_a_heading_trafilatura_keeps(
                           ).body.splitlines()
     for name in ("lib2to3", "fixers", "refactor"):
         assert f"{name} — {name}’s library¶" in lines, lines
+
+
+def test_headings_trafilatura_would_drop_before_a_list_stay_and_a_sidebars_headings_stay_out():
+    # Debian Policy's README.html (XHTML written from Markdown), its start: each <h2> stands in <body> before
+    # a list, where trafilatura dropped it (kept as a heading, as 7d6449c kept it, none of its 17 stayed);
+    # Sphinx's sidebar (role="navigation") has a "Previous topic" heading that must not become prose
+    mail = '<a href="mailto:debian-policy@lists.debian.org">debian-policy@lists.debian.org</a>'
+    readme = (
+        '<h1 id="debianpolicy">Debian Policy</h1>\n\n<h2 id="infrastructure">Infrastructure</h2>\n\n<ul>\n'
+        '<li>Website:: <a href="https://www.debian.org/doc/devel-manuals#policy">https://www.debian.org/doc/devel-'
+        f'manuals#policy</a></li>\n<li>Mailing list:: {mail}</li>\n<li>Source::\n<ul>\n<li><code>git clone '
+        "https://salsa.debian.org/dbnpolicy/policy</code></li>\n<li>Browser: <a href=\"https://salsa.debian.org/"
+        'dbnpolicy/policy">https://salsa.debian.org/dbnpolicy/policy</a></li>\n</ul></li>\n<li>Salsa group:: <a '
+        'href="https://salsa.debian.org/dbnpolicy">https://salsa.debian.org/dbnpolicy</a> (exists\nto manage the '
+        'repository but not otherwise used)</li>\n</ul>\n\n<h2 id="interactingwiththeteam">Interacting with the '
+        f'team</h2>\n\n<ul>\n<li>Email contact:: {mail}</li>\n<li>Request tracker:: <a href="https://bugs.debian.'
+        'org/src:debian-policy">https://bugs.debian.org/src:debian-policy</a></li>\n</ul>\n\n<p>Debian Policy uses '
+        "a formal procedure and a set of BTS usertags to\nmanage the lifecycle of change proposals. For definitions "
+        "of those\ntags and proposal states and information about what the next step is\nfor each phase, see "
+        'Appendix 8 of the Debian Policy Manual, "Debian\nPolicy changes process."</p>\n\n<p>Given that most '
+        "changes need to be discussed according to this\nprocess, we have merge requests on salsa turned off.  "
+        "Please submit a\nbug to the BTS, either with patches attached, or a reference to a git\nbranch that is "
+        'publically fetchable.  See "Seeking seconds for a\npatch", below, for more details.</p>\n')
+    page = ('<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict'
+            '.dtd">\n<html>\n<head>\n<title>Debian Policy</title>\n</head>\n<body>\n' + readme + "</body></html>")
+    body = clean_content(page.encode(), "text/html", "file:///usr/share/doc/debian-policy/README.html").body
+    lines = body.splitlines()
+    assert "Infrastructure" in lines, body
+    assert "Interacting with the team" in lines
+
+
+def test_headings_in_a_pages_navigation_stay_headings_trafilatura_leaves_out():
+    # Python's library/concurrent.html, a short page: its menu and sidebar (<nav>, role="navigation") head
+    # their links "Previous topic", "Next topic", "This Page"; made paragraphs, trafilatura kept them as prose
+    def topics(tag):
+        return (f'<{tag} class="menu" role="navigation" aria-label="main navigation"><div><h4>Previous topic</h4>'
+                '<p class="topless"><a href="multiprocessing.shared_memory.html" title="previous chapter"><code>'
+                "multiprocessing.shared_memory</code> — Shared memory for direct access across processes</a></p></div>"
+                '<div><h4>Next topic</h4><p class="topless"><a href="concurrent.futures.html" title="next chapter">'
+                "<code>concurrent.futures</code> — Launching parallel tasks</a></p></div><div role=\"note\" aria-"
+                'label="source link"><h3>This Page</h3><ul class="this-page-menu"><li><a href="../bugs.html">Report a '
+                f"Bug</a></li><li><a href=\"https://github.com/python/cpython/blob/3.11/Doc/library/concurrent.rst\">"
+                f"Show Source</a></li></ul></div></{tag}>")
+    page = ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8" /><title>The concurrent package</title>'
+            '</head><body><div class="mobile-nav"><div class="menu-wrapper">' + topics("nav") + "</div></div>"
+            '<div class="document"><div class="documentwrapper"><div class="bodywrapper"><div class="body" role="main">'
+            '<section id="the-concurrent-package"><h1>The <code>concurrent</code> package<a class="headerlink" '
+            'href="#the-concurrent-package">¶</a></h1><p>Currently, there is only one module in this package:</p>'
+            '<ul class="simple"><li><p><a class="reference internal" href="concurrent.futures.html"><code>'
+            "concurrent.futures</code></a> – Launching parallel tasks</p></li></ul></section></div></div></div>"
+            '<div class="sphinxsidebar" role="navigation" aria-label="main navigation"><div class="sphinxsidebar'
+            'wrapper">' + topics("div") + "</div></div></div></body></html>")
+    body = clean_content(page.encode(), "text/html", "file:///usr/share/doc/python3.11/html/library/concurrent.html"
+                         ).body
+    assert "Currently, there is only one module in this package:" in body
+    for heading in ("Previous topic", "Next topic", "This Page"):
+        assert heading not in body.splitlines(), body
