@@ -250,9 +250,10 @@ def extract_html(html: str, url: str) -> CleanDocument:
         "include_links": False,
         "deduplicate": False,
     }
-    if book is not None and len(book) >= _CONFIRM_BELOW_CHARS:
+    if book:
         # DocBook's pages say in their markup what is content (shared.formats.docbook): only their title
-        # and date are trafilatura's
+        # and date are trafilatura's. A short page too (trafilatura kept its Prev/Next lists); one with no
+        # text of its own (a front page that is all table of contents) is read the general way
         from trafilatura.metadata import extract_metadata
 
         metadata = extract_metadata(html, url or None, options["date_extraction_params"], extensive=False)

@@ -179,3 +179,40 @@ def test_pages_other_tools_wrote_are_not_read_as_docbook():
               '<body><div class="section"><h2>Heading</h2><p>Text of a section.</p></div></body></html>')
     assert docbook_text(sphinx) is None
     assert docbook_text('<div class="titlepage"><h2>A</h2></div><p>Text.</p>') == "A\n\nText."
+
+
+def test_a_short_docbook_page_is_its_content_without_its_navigation():
+    # the Securing Debian Manual's 12.3, whole: under 250 characters of content, which sent it back to
+    # trafilatura, and trafilatura kept both docnav lists ("Prev", "Up", "Home", "Next" and the neighbours)
+    page = (XHTML_HEAD.format(title="12.3. Questions regarding the Debian security team",
+                              meta='<meta xmlns:d="http://docbook.org/ns/docbook" name="generator" content="publican '
+                                   'v4.3.2" />')
+            + '<p id="title"><a class="left" href="http://www.debian.org"><img alt="Product Site" src="l.png" /></a>'
+            '</p><ul class="docnav top"><li class="previous"><a accesskey="p" href="ch12s02.html"><strong>Prev</strong>'
+            '</a></li><li class="home">Securing Debian Manual</li><li class="next"><a accesskey="n" href="changelog_'
+            'history.html"><strong>Next</strong></a></li></ul><div class="section"><div class="titlepage"><div><div>'
+            '<h2 class="title"><a xmlns="" id="debian-sec-team-faq"></a>12.3. Questions regarding the Debian security '
+            'team</h2></div></div></div>'
+            + _para('The security team keeps its list of Frequently Asked Questions at the <a href="http://www.debian.'
+                    'org/security/faq">http://www.debian.org/security/faq</a>. Please refer to that web page for up to '
+                    "date information.")
+            + '</div><ul class="docnav"><li class="previous"><a accesskey="p" href="ch12s02.html"><strong>Prev</strong>'
+            '12.2. Specific software</a></li><li class="up"><a accesskey="u" href="#"><strong>Up</strong></a></li><li '
+            'class="home"><a accesskey="h" href="index.html"><strong>Home</strong></a></li><li class="next"><a '
+            'accesskey="n" href="changelog_history.html"><strong>Next</strong>Appendix A. Changelog/History</a></li>'
+            "</ul></body></html>")
+    body = clean_content(page.encode(), "application/xhtml+xml",
+                         "file:///usr/share/doc/harden-doc/html/en-US/debian-sec-team-faq.html").body
+    assert body == ("12.3. Questions regarding the Debian security team\n\nThe security team keeps its list of "
+                    "Frequently Asked Questions at the http://www.debian.org/security/faq. Please refer to that web "
+                    "page for up to date information.")
+
+
+def test_a_book_front_page_that_is_all_table_of_contents_has_no_docbook_text_so_it_is_read_as_any_page():
+    # the Debian FAQ's index: nothing of DocBook's reading is left, and extract_html reads the page the
+    # general way (an empty text never replaces it)
+    page = ('<html><head><title>Debian FAQ</title><meta name="generator" content="DocBook XSL Stylesheets" /></head>'
+            '<body><div class="toc"><p><b>Table of Contents</b></p><dl class="toc"><dt><span class="chapter"><a href='
+            '"basic-defs.en.html">1. Definitions and overview</a></span></dt><dt><span class="chapter"><a href="'
+            'choosing.en.html">2. Choosing a Debian distribution</a></span></dt></dl></div></body></html>')
+    assert docbook_text(page) == ""
