@@ -20,6 +20,7 @@ from shared.query.reading.answer_types import (
     asked_fact,
     fact_support,
     holds_value,
+    sentence_states,
 )
 from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex, chunk, stating_verdict
 
@@ -248,3 +249,13 @@ def test_every_supporting_sentence_is_counted():
     two = fact_support(question, [*AURORA, "The Aurora Plus subscription costs $12.99 a month.",
                                   "Billed yearly, the Aurora Plus subscription costs $129."])
     assert two.supporting == 2 and "$12.99" in two.sentence  # the first one found is quoted
+
+
+def test_a_status_code_is_asked_only_when_the_question_asks_for_one():
+    # issue 36: a follow-up carrying its earlier turn's subject ("the status code a server sends ...") asks for
+    # what its own opening names, the headers; read as asking a status code, a sentence stating 304 won
+    assert asked_fact("Which status code does a server send when a polled feed has not changed?").kind == "status code"
+    assert asked_fact("What is the status code for a missing page?").kind == "status code"
+    follow_up = "Which request headers make the status code a server sends when a polled feed has not changed possible?"
+    assert asked_fact(follow_up).kind != "status code"
+    assert sentence_states("The server replies 304 Not Modified with no body.", follow_up) is not True

@@ -178,7 +178,30 @@ def test_between_chunks_of_one_document_the_sentence_decides():
     # a document's introduction can be closer to the question as a whole than the section answering it
     answer = _read_with("How many people died in the famine?", {IRELAND: 0.4, BENGAL: 0.7},
                         {"1845": 0.8, "1943": 0.7}, one_document=True)
-    assert _quoted(answer) == [IRELAND]
+    assert _quoted(answer)[0] == IRELAND
+
+
+def test_the_next_best_sentences_of_the_answers_document_are_quoted_when_nearly_as_strong():
+    # which of two close sentences holds the asked reason the scores cannot tell: both are quoted; a sentence
+    # far weaker, or one from another document, is not
+    lasted = "The famine lasted two years in Bengal."
+    hoarded = "Traders hoarded the rice stocks of Bengal, so prices stayed high."
+    cyclone = "Bengal had been hit by a cyclone."  # read on to: it follows the answer's first sentence
+    weak = "The Bengal famine is remembered in many novels."
+    elsewhere = "In Ireland the famine lasted seven years."
+    contexts = [NumberedContext(number=1, source="bengal", text=f"{lasted} {cyclone} {weak} {hoarded}"),
+                NumberedContext(number=2, source="ireland", text=elsewhere)]
+    cosines = {"two years": 0.8, "hoarded": 0.75, "cyclone": 0.3, "novels": 0.2, "seven": 0.75}
+
+    def sentence_embed(texts: list[str]) -> np.ndarray:
+        cos = [next((c for word, c in cosines.items() if word in t), 0.0) for t in texts]
+        return np.array([[c, (1 - c * c) ** 0.5] for c in cos], dtype=np.float32)
+
+    answer = extractive_answer("Why did the famine in Bengal last so long?", contexts,
+                               context_similarity={1: 0.7, 2: 0.4}, question_vector=np.array([1.0, 0.0], np.float32),
+                               sentence_embed=sentence_embed, fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED)
+    assert _quoted(answer) == [lasted, cyclone, hoarded]
+    assert {c for s in answer.sentences for c in s.citations} == {1}
 
 
 # ------------------------------------------------------------ the verdict decides the outcome

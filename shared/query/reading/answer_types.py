@@ -177,6 +177,12 @@ _HOW_TO = re.compile(r"\bhow\s+(?:do|can|should|could|would)\s+(?:i|we|you|one)\
 _COMPARISON = re.compile(r"\b(versus|vs\.?|compared?|comparison|differ\w*|than)\b", re.IGNORECASE)
 _WHAT_SHARE = re.compile(r"\b(?:what|which)\s+(?:percentage|percent|proportion|share|fraction)\b", re.IGNORECASE)
 _STATUS_Q = re.compile(r"\b(?:status|response|reply|error|http)\s+codes?\b", re.IGNORECASE)
+# "Which request headers make the status code ... possible?" asks for headers: a question opening with which/what
+# and a noun asks for what that noun names, so it asks for a status code only when the code is that noun.
+_WHICH_NOUN = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?!(?:is|are|was|were|does|do|did|can|could|should|will|"
+                         r"would|has|have|had|the|an?|kind|sort|type)\b)[\w-]+", re.IGNORECASE)
+_STATUS_OPENING = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:status|response|reply|error|http)"
+                             r"\s+codes?\b", re.IGNORECASE)
 _FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|flag|switch|command-line\s+option)s?\b",
                      re.IGNORECASE)
 _RETURN_Q = re.compile(r"\bwhat\s+(?:does|do|did|will|can)\s+.+?\breturns?\b", re.IGNORECASE)
@@ -500,7 +506,7 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
     named: tuple[str, ...] = ()
     ties: tuple[str, ...] = ()
     relation: str | None = None
-    if _STATUS_Q.search(text):
+    if _STATUS_Q.search(text) and (not _WHICH_NOUN.match(text) or _STATUS_OPENING.match(text)):
         kind = STATUS
     elif _FLAG_Q.search(text):
         kind = FLAG
