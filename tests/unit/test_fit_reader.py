@@ -1,0 +1,46 @@
+"""bench/fit_reader.py's verdict fit judged for unseen writers (issue 36): a feature whose weight changes sign
+from one writer to another is left out, and ``answered_from`` holds the precision goal for each writer, not
+only over all of them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import fit_reader  # noqa: E402
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_feature_whose_sign_changes_between_writers_weighs_nothing():
+    rng = np.random.default_rng(7)
+    n = 300
+    writer = np.repeat([0, 1, 2, 3], n)
+    general = rng.normal(size=4 * n)  # means the same for every writer
+    local = rng.normal(size=4 * n)  # says "right" for writers 0 and 1, "wrong" for writers 2 and 3
+    z = 2.0 * general + np.where(writer < 2, 2.0, -2.0) * local
+    y = (rng.random(4 * n) < 1 / (1 + np.exp(-z))).astype(float)
+    x = np.column_stack([general, local])
+    mean, scale, weights, _ = fit_reader.fit_stable(x, y, writer, l2=1.0)
+    assert weights[0] > 0.5 and weights[1] == 0.0 and (mean[1], scale[1]) == (0.0, 1.0)
+    # one group: nothing to compare, every feature kept
+    assert fit_reader.fit_stable(x, y, np.zeros(4 * n), l2=1.0)[2][1] != 0.0
+
+
+def test_answered_from_holds_the_precision_for_each_writer():
+    # writer a: the top two of five answers right (0.4 precision at 0.5); writer b: all right
+    p_right = np.array([0.95, 0.9, 0.7, 0.6, 0.5, 0.9, 0.8, 0.7, 0.6, 0.5])
+    right = np.array([1, 1, 0, 0, 0, 1, 1, 1, 1, 1], dtype=bool)
+    none = np.zeros(10, dtype=bool)
+    groups = np.array(list("aaaaabbbbb"))
+    kwargs = {"precision": 0.7, "refused": 0.0}
+    pooled, _, _ = fit_reader.choose_thresholds(p_right, np.zeros(10), right, none, none, none, ~none, **kwargs)
+    assert pooled == 0.5  # 7 right of 10 over both writers
+    each, _, _ = fit_reader.choose_thresholds(p_right, np.zeros(10), right, none, none, none, ~none, groups=groups,
+                                              min_answered=2, **kwargs)
+    assert each == 0.8  # a: 2 of 2 right from 0.9 up; b: 2 of 2 at 0.8 (from 0.7, a is 2 of 3)
