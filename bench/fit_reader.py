@@ -50,7 +50,13 @@ from shared.adapters.local.grade_model import fit_logistic, shipped_model  # noq
 from shared.contract.ports import NumberedContext  # noqa: E402
 from shared.query.reading import extractive  # noqa: E402
 from shared.query.reading.language import detect_language  # noqa: E402
-from shared.query.reading.verdict import FEATURES, MODEL_FILE, Logistic, VerdictModel  # noqa: E402
+from shared.query.reading.verdict import (  # noqa: E402
+    FEATURES,
+    MODEL_FILE,
+    Logistic,
+    VerdictModel,
+    states_what_is_asked,
+)
 from shared.tools.eval import realdocs, realtext  # noqa: E402
 from shared.tools.eval.realtext_run import RealTextOptions, run_realtext  # noqa: E402
 
@@ -146,8 +152,8 @@ def fit_stable(x: np.ndarray, y: np.ndarray, fold: np.ndarray,
                l2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The logistic regression over the features whose standardised weight keeps its sign, at least
     ``STABLE_WEIGHT`` strong, in every fit that leaves one of ``fold``'s groups out (a writer: evidence that
-    means the same for every writer); the others get weight 0 (mean 0, scale 1). All features when fewer than
-    two groups, or none is stable."""
+    means the same for every writer), the sign the feature's own correlation with ``y`` has; the others get
+    weight 0 (mean 0, scale 1). All features when fewer than two groups, or none is stable."""
     groups = np.unique(fold)
     keep = np.ones(x.shape[1], dtype=bool)
     if len(groups) >= 2:
@@ -156,6 +162,10 @@ def fit_stable(x: np.ndarray, y: np.ndarray, fold: np.ndarray,
         if fits:
             weights = np.array(fits)
             keep = (np.abs(weights).min(axis=0) >= STABLE_WEIGHT) & (np.abs(np.sign(weights).sum(axis=0)) == len(fits))
+            # and the sign the feature has on its own: a weight against it only corrects another feature here
+            # (closeness, once cosine is in), which another writer's text need not repeat
+            alone = np.array([np.corrcoef(x[:, j], y)[0, 1] if x[:, j].std() > 0 else 0.0 for j in range(x.shape[1])])
+            keep &= np.sign(weights[0]) == np.sign(alone)
         keep = keep if keep.any() else np.ones(x.shape[1], dtype=bool)
     mean, scale, weights, intercept = fit_logistic(x[:, keep], y, l2=l2)
     full = [np.zeros(x.shape[1]), np.ones(x.shape[1]), np.zeros(x.shape[1])]
@@ -190,10 +200,11 @@ def refused_by(p_right: np.ndarray, p_near: np.ndarray, refused_always: np.ndarr
 
 
 def figures(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np.ndarray, refused_always: np.ndarray,
-            doubted: np.ndarray, answered_from: float, refuse_from: float, rescue_from: float) -> dict[str, Any]:
+            doubted: np.ndarray, stating: np.ndarray, answered_from: float, refuse_from: float,
+            rescue_from: float) -> dict[str, Any]:
     """The figures the harness reports, from held-out probabilities and the thresholds."""
     refused = refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from)
-    answered = ~refused & (p_right >= answered_from)
+    answered = ~refused & (p_right >= answered_from) & stating
     answerable = ~near
     n_answered = int(answered.sum())
     return {
@@ -207,15 +218,17 @@ def figures(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np
 
 
 def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np.ndarray,
-                      refused_always: np.ndarray, doubted: np.ndarray, *, precision: float,
+                      refused_always: np.ndarray, doubted: np.ndarray, stating: np.ndarray, *, precision: float,
                       refused: float, groups: np.ndarray | None = None,
-                      group_precision: float | None = None) -> tuple[float, float, float]:
+                      group_precision: float | None = None,
+                      min_answered: int = MIN_ANSWERED) -> tuple[float, float, float]:
     """(``answered_from``, ``refuse_from``, ``rescue_from``): of the pairs (``rescue_from``, ``refuse_from``) that
     refuse at most ``refused`` of the answerable questions, the one refusing the most near misses (the lower
     ``refuse_from`` on a tie); then the lowest ``answered_from`` at which the precision of ``answered`` (over the
     questions not refused, answerable and near misses together) is at least ``precision`` overall and at least
     ``group_precision`` (default ``precision``) within each of ``groups`` (a writer per question) with at least
-    ``MIN_ANSWERED`` answers."""
+    ``min_answered`` answers (``stating``: the questions whose quoted sentences state what is asked, the only
+    ones ever ``answered``)."""
     answerable = ~near
     budget = refused * answerable.sum()
     best: tuple[int, float, float] | None = None
@@ -232,14 +245,14 @@ def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray
         if best is None or caught > best[0]:
             best = (caught, refuse_from, float(rescue_from))
     _, refuse_from, rescue_from = best or (0, 1.0, 0.0)
-    shown = ~refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from)
+    shown = ~refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from) & stating
     answered_from = 1.0
     each = [] if groups is None else [groups == g for g in np.unique(groups)]
     floor = precision if group_precision is None else group_precision
     for t in sorted(set(np.round(p_right[shown], 4))):
         chosen = shown & (p_right >= t)
         if chosen.sum() and (chosen & right).sum() / chosen.sum() >= precision and all(
-                (chosen & g).sum() < MIN_ANSWERED or (chosen & g & right).sum() / (chosen & g).sum() >= floor
+                (chosen & g).sum() < min_answered or (chosen & g & right).sum() / (chosen & g).sum() >= floor
                 for g in each):
             answered_from = float(t)
             break
@@ -338,6 +351,7 @@ def main() -> None:
                       for r in rows])
     right = np.array([r["right"] for r in rows])
     near = np.array([r["near_miss"] for r in rows])
+    stating = np.array([bool(r["features"]) and states_what_is_asked(r["features"]) for r in rows])
     writers = _document_writers()
     writer = np.array([writers[r["file"]] for r in rows])
     fold = grouped_folds([r["file"] for r in rows], args.folds) if args.split == "document" else \
@@ -349,12 +363,13 @@ def main() -> None:
     p_right, p_near = np.zeros(len(rows)), np.ones(len(rows))
     p_right[mask], p_near[mask] = oof_right, oof_near
     answered_from, refuse_from, rescue_from = choose_thresholds(p_right, p_near, right, near, refused_always, doubted,
+                                                                stating,
                                                                 precision=args.precision, refused=args.refused,
                                                                 groups=writer, group_precision=args.writer_precision)
     thresholds = (answered_from, refuse_from, rescue_from)
-    held_out = figures(p_right, p_near, right, near, refused_always, doubted, *thresholds)
-    by_writer = {w: figures(*(a[writer == w] for a in (p_right, p_near, right, near, refused_always, doubted)),
-                            *thresholds) for w in sorted(set(writer))}
+    held_out = figures(p_right, p_near, right, near, refused_always, doubted, stating, *thresholds)
+    by_writer = {w: figures(*(a[writer == w] for a in (p_right, p_near, right, near, refused_always, doubted,
+                                                       stating)), *thresholds) for w in sorted(set(writer))}
     split = "by writer (leave one writer out)" if args.split == "writer" else f"by document ({args.folds} folds)"
     say(f"{len(rows)} questions ({int(near.sum())} near misses), {len(usable)} with the reader's evidence; "
         f"right if shown {float(right[~near].mean()):.3f}")

@@ -64,6 +64,8 @@ def test_a_follow_up_in_another_language_than_the_earlier_turn_keeps_the_subject
     ("What about Cloud Tasks?", "What is the ack deadline in Cloud Tasks?"),
     ("And what about Cloud Tasks?", "What is the ack deadline in Cloud Tasks?"),
     ("What about the maximum?", "What about the maximum of the ack deadline in Pub/Sub?"),
+    # a possessive stands for the subject the question is then asked of: "its maximum of the ack deadline" is none
+    ("And what about its maximum?", "What about the maximum of the ack deadline in Pub/Sub?"),
     ("how about Cloud Tasks", "What is the ack deadline in Cloud Tasks?"),
 ])
 def test_what_about_swaps_the_named_thing_or_asks_of_the_subject(follow_up, expected):

@@ -93,6 +93,17 @@ def test_the_reader_shows_its_evidence_before_the_verdict(embedder):
     assert all(np.isfinite(v) for v in features.values())
 
 
+def test_a_list_is_quoted_when_its_short_items_are(embedder):
+    # a lead-in's clauses ("several formats, and more can be added") are no items; "gzip, bzip2 and xz" are
+    question = "Which compression formats does the packer tool support?"
+    seen = []
+    for text in ("Formats\n\nThe packer tool supports several compression formats, and more can be added with "
+                 "plugins. The formats it supports are described in the reference manual.",
+                 "Formats\n\nThe packer tool supports the gzip, bzip2 and xz compression formats."):
+        _read(embedder, question, text, observe=lambda features, answer, reader: seen.append(features))
+    assert [features["list_unquoted"] for features in seen] == [1.0, 0.0]
+
+
 def _model(right_bias: float, near_bias: float, answered_from=0.5, refuse_from=0.5) -> VerdictModel:
     zero, one = np.zeros(len(FEATURES)), np.ones(len(FEATURES))
     return VerdictModel(Logistic(zero, one, zero, right_bias), Logistic(zero, one, zero, near_bias),

@@ -816,7 +816,7 @@ class Reader:
 
     def _quote_close(self, lead: int, chosen: list[int]) -> None:
         """The next best sentences of ``lead``'s document, nearly as strong as it (``close_share``), added to
-        ``chosen`` until it holds ``close_more`` sentences beyond ``lead``'s own: which of close sentences states
+        ``chosen`` while it holds at most ``close_more`` sentences beyond ``lead``'s own: which of close sentences states
         the asked value the scores cannot tell, so each is quoted, from the one document the answer cites (after a
         sentence the answer-type check finds stating the value, only sentences it finds stating one too)."""
         source = {c.number: c.source or f"#{c.number}" for c in self.contexts}
@@ -824,9 +824,12 @@ class Reader:
         for i in self.ranked[1:]:
             if len(chosen) - len(self.unit(lead)) >= self.w.close_more or self.relevance[i] < floor or floor <= 0:
                 break
-            # after a sentence stating the asked value, only another stating one
-            if i not in chosen and source.get(self.candidates[i].number) == own and self.states[i] >= self.states[lead]:
-                chosen += [j for j in self.unit(i) if j not in chosen]
+            added = [j for j in self.unit(i) if j not in chosen]
+            # after a sentence stating the asked value, only another stating one; a unit that would pass the budget
+            # (a sentence with the one it leans on) is left out
+            if added and source.get(self.candidates[i].number) == own and self.states[i] >= self.states[lead] \
+                    and len(chosen) + len(added) - len(self.unit(lead)) <= self.w.close_more:
+                chosen += added
 
     def _name_each_option(self, chosen: list[int]) -> None:
         """A question naming several options ("the default --maxvars and --maxparserdepth") asks about
@@ -923,7 +926,7 @@ class Reader:
             "specific_missing": sum(t not in quoted_stems for t in specific) / len(specific) if specific else 0.0,
             "specific_unretrieved": sum(t not in retrieved for t in specific) / len(specific) if specific else 0.0,
             "asks_list": float(asks_list),
-            "list_unquoted": float(asks_list and len(_LIST_SEPARATOR.findall(quoted)) < 2),
+            "list_unquoted": float(asks_list and _short_items(quoted) < 2),
             "parts_missing": len(missing) / len(parts) if parts else 0.0,
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
@@ -943,7 +946,15 @@ _ASKS_LIST = re.compile(
     r"\b(?:two|three|four|five|six|several|all)\s+(?:[\w-]+\s+)?[\w-]+s\b",
     re.IGNORECASE)
 # What separates a list's items once quoted: commas, semicolons, bullets, "and"/"or" between items.
-_LIST_SEPARATOR = re.compile(r"[,;•]|\s(?:and|or)\s")
+_LIST_SEPARATOR = re.compile(r"[,;•:]|\s(?:and|or|und|oder|et|ou|y|o)\s")
+# A list's item is a few words ("gzip", "the Exim server"); a clause after a comma is not an item.
+LIST_ITEM_WORDS = 4
+
+
+def _short_items(text: str) -> int:
+    """How many pieces of ``text`` between list separators are short enough to be a list's items: "supports
+    gzip, bzip2 and xz" has two ("bzip2", "xz"); "supports several formats, and more can be added" none."""
+    return sum(1 for piece in _LIST_SEPARATOR.split(text) if 0 < len(tokenize(piece)) <= LIST_ITEM_WORDS)
 _ASKS_OPEN = re.compile(r"^\W*(?:why\b|how\s+(?!many|much|long|often|old|big|large|far|fast)\w+)", re.IGNORECASE)
 _ASKS_YES_NO = re.compile(r"^\W*(?:is|are|does|do|can|could|should|will|was|were|has|have|did|may|must)\b",
                           re.IGNORECASE)

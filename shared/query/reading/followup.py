@@ -671,6 +671,10 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         joined = f"{base} {preposition or rules.default_preposition} {fragment}"
         return Resolution(_finish(joined, earlier, mark), rule, base)
     subject, clause = _referent(earlier, _language_of(earlier, language))
+    first, _, rest = fragment.partition(" ")
+    if rest and first.lower() in rules.possessive_articles:
+        # "its maximum" is asked of the earlier subject: "the maximum of the ack deadline", not "its maximum of" it
+        fragment = " ".join(p for p in (rules.possessive_articles[first.lower()], rest) if p)
     if clause:
         asked = f"{rules.about} {fragment} {_in_context(earlier)}"
         return Resolution(_finish(asked, asked, mark), rule, subject)
