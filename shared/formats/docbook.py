@@ -224,6 +224,6 @@ def docbook_text(html: str) -> str | None:
     reader = _Reader()
     reader.block(body if body is not None else tree)
     from shared.contract.text import normalize_text
-    from shared.formats.text import _join_blocks
+    from shared.formats.passages import join_blocks
 
-    return normalize_text(_join_blocks(reader.blocks))
+    return normalize_text(join_blocks(reader.blocks))

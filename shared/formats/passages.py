@@ -134,3 +134,13 @@ def page_link(url: str, label: str) -> str:
     if page is None or not url or "#" in url:
         return url
     return f"{url}#page={page}"
+
+
+def join_blocks(blocks: list[tuple[str, int | None]]) -> str:
+    """Items of one list read as consecutive lines; other blocks are paragraphs."""
+    parts: list[str] = []
+    for n, (block, in_list) in enumerate(blocks):
+        if n:
+            parts.append("\n" if in_list is not None and in_list == blocks[n - 1][1] else "\n\n")
+        parts.append(block)
+    return "".join(parts)

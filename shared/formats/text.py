@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from shared.contract.text import normalize_text, opens_code_element, without_code_elements
-from shared.formats.passages import Passage, Reading
+from shared.formats.passages import Passage, Reading, join_blocks
 from shared.formats.registry import Limits
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/xml+html"})
@@ -290,7 +290,7 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
     reader = _MarkdownBlocks(tokens, title, _depth)
     for i, token in enumerate(tokens):
         reader.read(i, token)
-    return CleanDocument(body=normalize_text(_join_blocks(reader.blocks)), title=reader.title, published=published)
+    return CleanDocument(body=normalize_text(join_blocks(reader.blocks)), title=reader.title, published=published)
 
 
 class _MarkdownBlocks:
@@ -419,16 +419,6 @@ def _front_matter(text: str) -> tuple[str, str | None, str]:
                 published = value
         text = text[front.end():]
     return title, published, text
-
-
-def _join_blocks(blocks: list[tuple[str, int | None]]) -> str:
-    """Items of one list read as consecutive lines; other blocks are paragraphs."""
-    parts: list[str] = []
-    for n, (block, in_list) in enumerate(blocks):
-        if n:
-            parts.append("\n" if in_list is not None and in_list == blocks[n - 1][1] else "\n\n")
-        parts.append(block)
-    return "".join(parts)
 
 
 # MyST, the Markdown of Sphinx projects (pip's docs as Debian ships them): a role is {name} right before

@@ -273,7 +273,7 @@ def test_only_the_full_realdocs_run_writes_its_committed_figures(monkeypatch, tm
     (["--dataset", "realdocs", "--no-ablations"], "--ablations apply to fitz-gov only"),
     (["--dataset", "realdocs", "--providers", "openai"], "--providers openai apply to fitz-gov only"),
     (["--dataset", "realdocs", "--slice", "3"], "--slice apply to fitz-gov only"),
-    (["--dataset", "squad"], "--dataset 'squad': choose fitz-gov, realdocs, conversations, realtext or a folder"),
+    (["--dataset", "squad"], "--dataset 'squad': choose fitz-gov, realdocs, conversations, realtext, formats or a folder"),
     (["--dataset", "realdocs", "--part", "dev"], "--part applies to --dataset realtext only"),
     (["--dataset", "realtext"], "--dataset realtext needs --part dev or --part test"),
     (["--kind", "table_row"], "--kind, --show-failures and --reuse-ingest apply to --dataset realdocs only"),

@@ -6,7 +6,7 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -21,6 +21,9 @@ from shared.runtime.stages import INGESTION_STAGES
 from shared.tools.cli.root import AllowLoopback, fail, say_empty
 from shared.tools.cli.session import Session, consumers_of, open_session, wait_for_documents
 from shared.tools.console import console, dead_since, err, wait_with_progress
+
+if TYPE_CHECKING:
+    from shared.ingest.files import IngestReport
 
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
@@ -200,15 +203,7 @@ def ingest(
             wait_with_progress(session.local, runtime, since, timeout, "ingest", subjects=ids)
         elif ids:
             wait_for_documents(session, lambda: ids, timeout, "ingest")
-    verb = "deleted" if delete else "submitted"
-    unchanged = f", {report.unchanged} unchanged" if report.unchanged else ""
-    skipped = sum(report.skipped.values())
-    skipped_text = f", {skipped} skipped" if skipped else ""
-    # the index's total, from every source: "7 submitted; 15 indexed" read as if 15 of the 7 were
-    console.print(f"{submitted} document(s) {verb}{unchanged}{skipped_text}; "
-                  f"{deps.state.count(state_collections.DOCUMENTS)} document(s) in the index", soft_wrap=True)
-    for (why, suffix), count in sorted(report.skipped.items(), key=lambda kv: (-kv[1], kv[0])):
-        console.print(Text(f"  skipped {count} {suffix} file(s): {why}"), soft_wrap=True)
+    _print_ingest_summary(deps, report, submitted, "deleted" if delete else "submitted")
     if delete:
         unfinished = _report_unfinished(session, ids, "ingest", deleting=True)
     else:
@@ -224,6 +219,18 @@ def ingest(
         raise typer.Exit(2)  # as a lone bad path does: the command line named something it could not take
     if unfinished:
         raise typer.Exit(1)
+
+
+def _print_ingest_summary(deps: Deps, report: IngestReport, submitted: int, verb: str) -> None:
+    """One line of counts, then each kind of file skipped with its reason."""
+    unchanged = f", {report.unchanged} unchanged" if report.unchanged else ""
+    skipped = sum(report.skipped.values())
+    skipped_text = f", {skipped} skipped" if skipped else ""
+    # the index's total, from every source: "7 submitted; 15 indexed" read as if 15 of the 7 were
+    console.print(f"{submitted} document(s) {verb}{unchanged}{skipped_text}; "
+                  f"{deps.state.count(state_collections.DOCUMENTS)} document(s) in the index", soft_wrap=True)
+    for (why, suffix), count in sorted(report.skipped.items(), key=lambda kv: (-kv[1], kv[0])):
+        console.print(Text(f"  skipped {count} {suffix} file(s): {why}"), soft_wrap=True)
 
 
 _ERROR_CLASS = re.compile(r"\A[A-Z]\w*(?:Error|Input|Exception): ")
