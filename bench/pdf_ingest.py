@@ -76,12 +76,19 @@ def extraction(pdfs: list[Path]) -> dict[str, float]:
 
 
 PEAK = '''
-import json, resource, sys
+import json, resource, sys, threading, time
 sys.path.insert(0, sys.argv[3])
 from bench.ingest_and_search import measure_ingest
 from pathlib import Path
+samples, done = [], threading.Event()
+def sample():  # the process's RSS over time: tracemalloc sees nothing of ONNX Runtime's arena
+    while not done.wait(0.2):
+        samples.append(int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) / 1024)
+threading.Thread(target=sample, daemon=True).start()
 result = measure_ingest(Path(sys.argv[1]), Path(sys.argv[2]), 1)
+done.set()
 result["self_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+result["rss_mb"] = [samples[min(len(samples) - 1, len(samples) * i // 8)] for i in range(9)] if samples else []
 print(json.dumps(result))
 '''
 
@@ -155,6 +162,9 @@ def main() -> None:
         print(f"| {args.pages}-page PDF: peak RSS, ingesting process, {label} | {peak[key]:.0f} MB "
               f"(the same text as .txt: {same_text[key]:.0f} MB) |")
     print(f"| {args.pages}-page PDF: peak RSS, reading child (its own VmHWM) | {child_mb:.0f} MB |")
+    for label, run in (("PDF", peak), (".txt", same_text)):
+        print(f"| RSS of the ingesting process at each eighth of its run (the ingest, then the embedder alone), {label} | "
+              f"{' → '.join(f'{mb:.0f}' for mb in run['rss_mb'])} MB |")
 
 
 if __name__ == "__main__":

@@ -103,3 +103,15 @@ def test_a_question_and_its_sub_queries_are_embedded_in_one_run():
     # token counts of a rewritten query and five sub-queries: split by the 10% rule, they took two runs
     assert embedder._batches([11, 9, 10, 11, 12, 10]) == [[1, 2, 5, 0, 3, 4]]
     assert len(embedder._batches([9, 30, 60])) == 2  # beyond 32 tokens padding counts again
+
+
+def test_a_batch_of_long_texts_is_bounded_by_its_attention_memory():
+    # ONNX Runtime's memory follows the largest run: 32 full chunks took the ingesting process past
+    # 1 GB on a 1,000-page PDF (issue 31); a run is bounded by texts x padded length^2, not texts
+    embedder = OnnxMiniLMEmbedder()
+    full = embedder._batches([256] * 40)
+    assert [len(b) for b in full] == [8] * 5
+    assert [len(b) for b in embedder._batches([180] * 40)] == [16, 16, 8]
+    # a question's runs and the reader's sentences' are unchanged: 32 texts of up to 128 tokens
+    assert [len(b) for b in embedder._batches([20] * 40)] == [32, 8]
+    assert [len(b) for b in embedder._batches([128] * 40)] == [32, 8]

@@ -34,6 +34,13 @@ _MAX_PADDING = 0.10  # share of a batch's tokens that may be padding
 # Up to this many tokens a run costs mostly its fixed overhead: a question and its sub-queries
 # (10-20 tokens each) go in one padded run rather than two unpadded ones.
 _SHORT_TOKENS = 32
+# ONNX Runtime's memory for a run grows with its texts x their padded length squared (the
+# attention scores: 12 heads x length x length a text, per layer), and its arena keeps the largest
+# run's memory: 32 chunks of 256 tokens took the process from 223 MB to 935 MB, 8 of them to
+# 378 MB, embedding as fast on CPU (docs/benchmarks.md, "Peak memory ingesting a 1,000-page PDF").
+# A run holds at most this many texts x length^2: 8 full chunks, 16 of 181 tokens, and 32 texts of
+# up to 128 tokens (questions, sub-queries and the reader's sentences run as before).
+_MAX_BATCH_CELLS = 8 * _MODEL_SEQUENCE * _MODEL_SEQUENCE
 
 
 def _tokenizer_path() -> Path:
@@ -79,8 +86,10 @@ class OnnxMiniLMEmbedder:
     dimension = 384
     max_tokens = _MODEL_SEQUENCE - 2
 
-    def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None,
+                 max_batch_cells: int = _MAX_BATCH_CELLS) -> None:
         self.batch_size = max(1, batch_size)
+        self.max_batch_cells = max(_MODEL_SEQUENCE * _MODEL_SEQUENCE, max_batch_cells)
         self.threads = threads or os.cpu_count() or 1
         self._lock = threading.Lock()
         self._session: Any = None
@@ -157,7 +166,8 @@ class OnnxMiniLMEmbedder:
         return out
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
-        """Indices grouped by length, so that padding wastes at most ~10% of a batch.
+        """Indices grouped by length, so that padding wastes at most ~10% of a batch, and
+        no batch's texts x padded length^2 exceed ``max_batch_cells`` (the run's memory).
 
         A document's last chunk is often much shorter than the others; padding it to
         a full window with them cost more than the batching saved. Short texts (queries)
@@ -168,8 +178,10 @@ class OnnxMiniLMEmbedder:
         total = 0
         for i in sorted(range(len(lengths)), key=lengths.__getitem__):
             length = lengths[i]  # ascending: the newest is the longest of its batch
-            wasted = 1 - (total + length) / (length * (len(batch) + 1))
-            if batch and (len(batch) >= self.batch_size or (wasted > _MAX_PADDING and length > _SHORT_TOKENS)):
+            padded = length * (len(batch) + 1)
+            wasted = 1 - (total + length) / padded
+            if batch and (len(batch) >= self.batch_size or padded * length > self.max_batch_cells
+                          or (wasted > _MAX_PADDING and length > _SHORT_TOKENS)):
                 batches.append(batch)
                 batch, total = [], 0
             batch.append(i)
