@@ -31,8 +31,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/ragbus demo $(ARGS)
 
+# The suite in two processes (pytest-xdist), one per core of this project's 2-core machines: much of
+# its time waits on `ragbus` subprocesses, servers and emulators, leaving a core idle in one process
+# (docs/development.md). Each test file runs whole in one of them (--dist loadfile), so a module's
+# fixture (a server, an ingested corpus) is still built once.
 test: $(DEV_STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 test-unit: $(DEV_STAMP)
 	$(PY) -m pytest -m unit

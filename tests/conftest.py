@@ -8,6 +8,7 @@ or the user's RAGBUS_HOME fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -15,13 +16,32 @@ from pathlib import Path
 
 import pytest
 
+# GNU readline, imported in pytest-xdist's workers (`make test` runs two), exports COLUMNS=80 and LINES=24
+# into their environment; rich then wraps at 80 columns what the tests read as unwrapped (a pipe's output).
+# Every process of a run keeps the terminal size the run was started with (none in CI).
+_STARTED_TERMINAL = json.loads(os.environ.setdefault(
+    "TESTS_STARTED_TERMINAL", json.dumps({name: os.environ.get(name) for name in ("COLUMNS", "LINES")})))
+
+
+def _terminal_as_started() -> None:
+    for name, value in _STARTED_TERMINAL.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+_terminal_as_started()
+
 # The registry of stages makes the hop message of each stage another follows (and so its topic):
 # every test sees the same message table, whichever module it imports first.
 import shared.runtime.stages  # noqa: E402,F401
 
 _ROOT = Path(__file__).parent
-_USER_HOMES = [Path(p) for p in {os.environ.get("RAGBUS_HOME") or "", str(Path.cwd() / ".ragbus"),
-                                 str(_ROOT.parent / ".ragbus")} if p]
+# pytest-xdist's workers (`make test` runs two) inherit the controller's environment, whose RAGBUS_HOME
+# is already the controller's suite home: each guards the user's home the controller was started with
+_USER_HOME = os.environ.setdefault("TESTS_USER_RAGBUS_HOME", os.environ.get("RAGBUS_HOME") or "")
+_USER_HOMES = [Path(p) for p in {_USER_HOME, str(Path.cwd() / ".ragbus"), str(_ROOT.parent / ".ragbus")} if p]
 _SUITE_HOME = Path(tempfile.mkdtemp(prefix="ragbus-tests-home-"))
 
 
@@ -40,6 +60,10 @@ def _snapshot(homes: list[Path]) -> dict[str, tuple[int, int]]:
 
 _BEFORE = _snapshot(_USER_HOMES)
 os.environ["RAGBUS_HOME"] = str(_SUITE_HOME)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _terminal_as_started()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
