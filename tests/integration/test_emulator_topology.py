@@ -23,6 +23,7 @@ import pytest
 from shared.contract import state_collections, topics
 from shared.contract.config import load_settings
 from shared.contract.deps import Deps
+from shared.contract.ids import file_document_id
 from shared.contract.messages import ContextsRetrieved, DocumentIndexed, FeedPollRequested, decode
 from shared.ingest.files import ingest_path
 from shared.ingest.listings import add_listing
@@ -364,3 +365,35 @@ def test_query_state_updates_from_two_clients_are_transactions(topo):
     for store in stores:
         store.close()
     json.dumps(record)  # the record stays plain JSON (no Firestore types leak out)
+
+
+def test_a_pdf_uploaded_to_the_bucket_is_indexed_cited_to_its_pages(topo, client, monkeypatch):
+    """Issue 31: a real PDF written to the documents bucket (fake-gcs-server) and announced by the
+    Cloud Storage trigger's own entry point, with the object's metadata as the bucket reports it; the
+    cleaner and indexer servers, pushed by the Pub/Sub emulator, read it from the bucket and index
+    chunks that know their pages."""
+    from cloudevents.http import CloudEvent
+
+    from shared.runtime import functions
+    from tests.support import root_main
+
+    indexed = _observer("document-indexed")
+    manual = (REPO / "tests" / "data" / "formats" / "fontconfig-user.pdf").read_bytes()
+    ref = client.blobs.put("manuals/fontconfig-user.pdf", manual, content_type="application/pdf")
+    bucket, name = ref[len("gs://"):].split("/", 1)
+    blob = client.blobs.client.bucket(bucket).get_blob(name)  # what Cloud Storage's event carries of it
+    data = {"bucket": bucket, "name": name, "generation": str(blob.generation), "md5Hash": blob.md5_hash,
+            "contentType": blob.content_type, "size": str(blob.size), "timeCreated": blob.time_created.isoformat()}
+    monkeypatch.setattr(functions, "_deps", client)  # the function's deps, built from the same environment
+    root_main().gcs_finalized(CloudEvent({"type": "google.cloud.storage.object.v1.finalized",
+                                          "source": f"//storage.googleapis.com/projects/_/buckets/{bucket}",
+                                          "id": uuid.uuid4().hex}, data))
+
+    (done,) = _decoded(_pull(indexed, 1, timeout_s=240))
+    assert done.document_id == file_document_id(ref)
+    chunks = client.index.get_chunks(done.chunk_ids)
+    assert len(chunks) == len(done.chunk_ids) >= 5
+    assert all(c.position.startswith(("p. ", "pp. ")) for c in chunks), [c.position for c in chunks]
+    assert len({c.position for c in chunks}) >= 5  # the manual's pages, not one position for all
+    document = client.state.get(state_collections.DOCUMENTS, done.document_id)
+    assert document and document["chunk_count"] == len(chunks)

@@ -21,6 +21,7 @@ Firestore caps vectors at 2048 dimensions and one
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -52,18 +53,9 @@ CHUNKS = "chunks"
 DOCUMENTS = "index_documents"
 EMBEDDING_FIELD = "embedding"
 _DISTANCE_FIELD = "_ragbus_distance"
-_CHUNK_FIELDS = (
-    "chunk_id",
-    "document_id",
-    "ordinal",
-    "text",
-    "title",
-    "url",
-    "published",
-    "source",
-    "origin",
-    "metadata",
-)
+#: What a chunk's document holds of it, read back by searches and get_chunks: every field of
+#: :class:`Chunk` (a hand-kept list here once left out ``position``, so cloud citations lost their pages).
+_CHUNK_FIELDS = tuple(f.name for f in dataclasses.fields(Chunk))
 #: Fields written beside each chunk for pre-filtering: the source-prefix tokens
 #: (shared.contract.filters.source_tokens) and the published time in epoch seconds.
 SOURCE_TOKENS_FIELD = "source_tokens"
