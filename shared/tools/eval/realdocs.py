@@ -390,3 +390,25 @@ def markdown_failures(questions: Sequence[Mapping[str, Any]]) -> str:
                 + (f": {'; '.join(why)}" if why else ""),
                 "  answer: " + " ".join((q["answer"] or "(none)").split())]
     return "\n".join(out).lstrip("\n")
+
+
+def manifest_documents(where: Path, fields: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
+    """The document entries of a dataset's ``manifest.json``, numbered from 1, each an object holding
+    every one of ``fields`` as a non-empty string; :class:`ConfigError` naming the file and the entry
+    otherwise (the real-text and format sets read theirs through it)."""
+    try:
+        manifest = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{where}: cannot be read ({exc})") from None
+    entries = manifest.get("documents") if isinstance(manifest, dict) else None
+    out = []
+    for number, entry in enumerate(entries or [], 1):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: document {number} is not an object")
+        missing = [k for k in fields if not isinstance(entry.get(k), str) or not entry[k]]
+        if missing:
+            raise ConfigError(f"{where}: document {number} lacks {', '.join(missing)}")
+        out.append((number, entry))
+    if not out:
+        raise ConfigError(f"{where}: no documents listed")
+    return out

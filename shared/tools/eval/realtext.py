@@ -18,7 +18,6 @@ miss ``answered`` is wrong), by genre and by kind, each share with its Wilson in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,17 +93,8 @@ def writer_folders(part: str, root: Path = ROOT) -> list[Path]:
 
 def _documents(folder: Path) -> list[Document]:
     where = folder / "manifest.json"
-    try:
-        manifest = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{where}: cannot be read ({exc})") from None
     out = []
-    for number, entry in enumerate(manifest.get("documents") or [], 1):
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: document {number} is not an object")
-        missing = [k for k in DOCUMENT_FIELDS if not isinstance(entry.get(k), str) or not entry[k]]
-        if missing:
-            raise ConfigError(f"{where}: document {number} lacks {', '.join(missing)}")
+    for number, entry in realdocs.manifest_documents(where, DOCUMENT_FIELDS):
         for field, allowed in (("genre", GENRES), ("language", LANGUAGES), ("format", FORMATS)):
             if entry[field] not in allowed:
                 raise ConfigError(f"{where}: document {number}: {field} {entry[field]!r} is not one of "
@@ -113,8 +103,6 @@ def _documents(folder: Path) -> list[Document]:
             raise ConfigError(f"{where}: document {number}: documents/{entry['file']} is missing")
         out.append(Document(entry["file"], folder / "documents", entry["genre"], entry["language"], entry["format"],
                             entry["package"], entry["source"], entry["licence"]))
-    if not out:
-        raise ConfigError(f"{where}: no documents listed")
     return out
 
 
