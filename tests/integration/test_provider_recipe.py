@@ -5,7 +5,6 @@ and the deploy (infra/registry.tf, terraform.tfvars.example) and ``load_settings
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from pathlib import Path

@@ -363,7 +363,7 @@ def test_resource_manager_is_enabled_alone_before_any_other_service_is_enabled_o
     assert "for_each" not in manager and "depends_on" not in manager  # nothing before it
     assert _waits_for(_RESOURCE_MANAGER, _READ_AT_PLAN) and _waits_for(_RESOURCE_MANAGER, _API)
     assert not _waits_for(_READ_AT_PLAN, _RESOURCE_MANAGER) and not _waits_for(_API, _RESOURCE_MANAGER)
-    for key, body in _tf()["resource"].items():
+    for key in _tf()["resource"]:
         if key[0] == "google_project_service" and key != _RESOURCE_MANAGER[1]:
             assert _waits_for(_RESOURCE_MANAGER, ("resource", key)), key
     for key in _tf()["data"]:  # every Google data source (archive_file zips the source locally)

@@ -110,8 +110,8 @@ from shared.query.reading.extractive import (
     tokenize,
 )
 from shared.query.reading.followup import standalone_question
-from shared.query.reading.verdict import VerdictModel, shipped_verdict_model
 from shared.query.reading.language import in_english
+from shared.query.reading.verdict import VerdictModel, shipped_verdict_model
 from shared.query.vectors import passage_vectors, query_vector, sentence_vectors
 
 log = logging.getLogger("ragbus.llm.local")
