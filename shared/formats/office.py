@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from shared.contract.errors import InvalidInput
 from shared.formats.containers import open_zip, read_xml
-from shared.formats.passages import Passage, Reading
+from shared.formats.passages import Passage, Reading, labelled_row
 from shared.formats.registry import Limits
 
 
@@ -30,10 +30,9 @@ def table_rows(rows: list[list[str]]) -> list[str]:
     if len(rows) == 1:
         return [" | ".join(c for c in header if c)]
     for row in rows[1:]:
-        cells = [f"{header[i]}: {value}" if i < len(header) and header[i] else value
-                 for i, value in enumerate(row) if value]
-        if cells:
-            out.append("; ".join(cells))
+        text = labelled_row(header, row)
+        if text:
+            out.append(text)
     return out
 
 

@@ -144,3 +144,10 @@ def join_blocks(blocks: list[tuple[str, int | None]]) -> str:
             parts.append("\n" if in_list is not None and in_list == blocks[n - 1][1] else "\n\n")
         parts.append(block)
     return "".join(parts)
+
+
+def labelled_row(header: Sequence[str], cells: Sequence[str]) -> str:
+    """A table's row as "column: value; column: value" (a cell without a column name stands as it is,
+    an empty cell is left out): how every reader writes a table's row (Office tables, sheets, Document AI)."""
+    return "; ".join(f"{header[i]}: {value}" if i < len(header) and header[i] else value
+                     for i, value in enumerate(cells) if value)

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 from shared.contract.errors import InvalidInput
 from shared.formats.containers import open_zip
-from shared.formats.passages import Passage, Reading
+from shared.formats.passages import Passage, Reading, labelled_row
 from shared.formats.registry import Limits
 
 
@@ -40,8 +40,7 @@ def sheet_passages(sheet: str, rows: Iterable[tuple[int, list[str]]], reading: R
             reading.skip(1, f"rows past the first {budget} (RAGBUS_MAX_ROWS) were cut")
             continue
         used += 1
-        text = "; ".join(f"{header[i]}: {value}" if i < len(header) and header[i] else value
-                         for i, value in enumerate(cells) if value)
+        text = labelled_row(header, cells)
         reading.passages.append(Passage(text, "row", {"sheet": sheet, "row": number}))
     if header is not None and len(reading.passages) == heading + 1:
         del reading.passages[heading]  # a header row with no row under it holds nothing to read
