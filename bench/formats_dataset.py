@@ -6,6 +6,9 @@ PyPI packages and public-domain PDFs of pdfplumber's test suite, fetched beside 
 
     python bench/formats_dataset.py --sources /tmp/fd --out shared/tools/eval/datasets/formats
 
+The two decks with tables (``pyhowto-curses.pptx``, ``pywhatsnew-3.11-faster.pptx``) were added later
+with ``--table-decks`` (no other file is rewritten; they need only python3.11-doc installed).
+
 It writes ``documents/`` (each file as its source made it, or an excerpt of its pages, or the
 text of a real document rendered to DOCX/PPTX/XLSX, or real pages rasterised to an image-only
 PDF, each said in the manifest), ``plain/`` (an independent plain-text rendering of the same
@@ -205,68 +208,97 @@ def _sentences(text: str, n: int) -> tuple[str, str]:
     return " ".join(parts[:n]), " ".join(parts[n:])
 
 
-def render_pptx(blocks, out: Path, title: str, max_slides: int = 12) -> list[str]:
-    """A deck: a title slide, then one slide per section (its heading as the title, the first
-    sentence of its paragraphs and its list items as bullets, the rest of its paragraphs as speaker
-    notes; a table as a table slide). Returns each slide's text (the plain rendering, slide by slide)."""
+def render_pptx(blocks, out: Path, title: str, max_slides: int = 12, split_at: tuple[str, ...] = ("h2", "h3"),
+                subtitle: str = "Rendered from the Python 3.11 documentation (python3.11-doc)",
+                notes_cap: int = 1500) -> list[str]:
+    """A deck: a title slide, then one slide per section (a heading in ``split_at``; its text as the title,
+    the first sentence of its paragraphs and its list items as bullets, the rest of its paragraphs as
+    speaker notes, at most ``notes_cap`` characters). A section with a table is cut there: what comes
+    before it is that slide; the table is a slide of its own (the heading as its title) whose speaker
+    notes are the text after the table. Returns each slide's text (the plain rendering, slide by slide;
+    a table's rows as "header: value" lines, a blank line between rows)."""
     from pptx import Presentation
-    from pptx.util import Inches, Pt
 
     deck = Presentation()
     deck.core_properties.title = title
-    slides_text: list[str] = []
     first = deck.slides.add_slide(deck.slide_layouts[0])
     first.shapes.title.text = title
-    first.placeholders[1].text = "Rendered from the Python 3.11 documentation (python3.11-doc)"
-    slides_text.append(f"{title}\nRendered from the Python 3.11 documentation (python3.11-doc)")
+    first.placeholders[1].text = subtitle
+    slides_text = [f"{title}\n{subtitle}"]
+    for heading, content in _sections(blocks, split_at):
+        at = next((i for i, (kind, _) in enumerate(content) if kind == "table"), len(content))
+        bullets, notes = _slide_parts(content[:at])
+        if bullets and len(slides_text) < max_slides:
+            slides_text.append(_bullet_slide(deck, heading, bullets, notes, notes_cap))
+        if at < len(content) and len(slides_text) < max_slides:
+            after = " ".join(str(value) for kind, value in content[at + 1:] if kind in ("p", "li"))
+            slides_text.append(_table_slide(deck, heading, content[at][1], after[:notes_cap]))
+    deck.save(out)
+    return slides_text
+
+
+def _sections(blocks, split_at: tuple[str, ...]) -> list[tuple[str, list[tuple[str, object]]]]:
     sections: list[tuple[str, list[tuple[str, object]]]] = []
     for kind, value in blocks:
-        if kind in ("h2", "h3"):
+        if kind in split_at:
             sections.append((str(value), []))
         elif sections:
             sections[-1][1].append((kind, value))
-    for heading, content in sections:
-        if len(slides_text) >= max_slides:
-            break
-        bullets, notes, tables = [], [], []
-        for kind, value in content:
-            if kind == "p":
-                head, rest = _sentences(str(value), 1)
-                bullets.append(head)
-                if rest:
-                    notes.append(rest)
-            elif kind == "li":
-                bullets.append(_sentences(str(value), 1)[0])
-            elif kind == "table":
-                tables.append(value)
-        if not bullets and not tables:
-            continue
-        slide = deck.slides.add_slide(deck.slide_layouts[1 if bullets else 5])
-        slide.shapes.title.text = heading
-        text = [heading]
-        if bullets:
-            frame = slide.placeholders[1].text_frame
-            for i, bullet in enumerate(bullets[:6]):
-                para = frame.paragraphs[0] if i == 0 else frame.add_paragraph()
-                para.text = bullet
-                para.font.size = Pt(14)
-            text += bullets[:6]
-            notes = bullets[6:] + notes
-        for rows in tables[:1]:
-            rows = rows[:12]
-            width = max(len(r) for r in rows)
-            shape = slide.shapes.add_table(len(rows), width, Inches(0.5), Inches(1.5), Inches(9), Inches(0.3 * len(rows)))
-            for r, row in enumerate(rows):
-                for c, cell in enumerate(row):
-                    shape.table.cell(r, c).text = cell
-            text += [" | ".join(row) for row in rows]
-        if notes:
-            note = " ".join(notes)[:1500]
-            slide.notes_slide.notes_text_frame.text = note
-            text.append(note)
-        slides_text.append("\n".join(text))
-    deck.save(out)
-    return slides_text
+    return sections
+
+
+def _slide_parts(content) -> tuple[list[str], list[str]]:
+    """A section's bullets (each paragraph's first sentence, each list item's) and notes (the rest of
+    each paragraph)."""
+    bullets, notes = [], []
+    for kind, value in content:
+        if kind == "p":
+            head, rest = _sentences(str(value), 1)
+            bullets.append(head)
+            if rest:
+                notes.append(rest)
+        elif kind == "li":
+            bullets.append(_sentences(str(value), 1)[0])
+    return bullets, notes
+
+
+def _bullet_slide(deck, heading: str, bullets: list[str], notes: list[str], notes_cap: int) -> str:
+    from pptx.util import Pt
+
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = heading
+    frame = slide.placeholders[1].text_frame
+    for i, bullet in enumerate(bullets[:6]):
+        para = frame.paragraphs[0] if i == 0 else frame.add_paragraph()
+        para.text = bullet
+        para.font.size = Pt(14)
+    text = [heading, *bullets[:6]]
+    notes = bullets[6:] + notes
+    if notes:
+        note = " ".join(notes)[:notes_cap]
+        slide.notes_slide.notes_text_frame.text = note
+        text.append(note)
+    return "\n".join(text)
+
+
+def _table_slide(deck, heading: str, rows: list[list[str]], note: str) -> str:
+    from pptx.util import Inches, Pt
+
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = heading
+    rows = rows[:12]
+    width = max(len(r) for r in rows)
+    shape = slide.shapes.add_table(len(rows), width, Inches(0.5), Inches(1.5), Inches(9), Inches(0.3 * len(rows)))
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            shape.table.cell(r, c).text = cell
+            for para in shape.table.cell(r, c).text_frame.paragraphs:
+                para.font.size = Pt(10)
+    text = [heading, "\n\n".join(_rows_text(rows))]
+    if note:
+        slide.notes_slide.notes_text_frame.text = note
+        text.append(note)
+    return "\n\n".join(text)
 
 
 def render_xlsx(sheets: dict[str, list[list[str]]], out: Path, title: str) -> None:
@@ -419,6 +451,7 @@ def build_office(src: Path, docs: Path, plain: Path) -> list[Made]:
                          PSF, "the page's first sections rendered to PPTX with python-pptx: a title slide, then a "
                          "slide per section (heading as title; each paragraph's first sentence and each list item "
                          "as bullets, at most 6; a table as a table; the rest as speaker notes), at most 12 slides"))
+    made += build_table_decks(docs, plain)
     # XLSX: tables of the Python library reference rendered with openpyxl
     codecs = [b[1] for b in html_blocks(PYDOC / "library/codecs.html") if b[0] == "table"]
     encodings = next(t for t in codecs if t[0] == ["Codec", "Aliases", "Languages"])
@@ -469,6 +502,31 @@ def build_office(src: Path, docs: Path, plain: Path) -> list[Made]:
     return made
 
 
+def build_table_decks(docs: Path, plain: Path) -> list[Made]:
+    """Two decks added later (the five above have speaker notes but no table): the Curses HOWTO (two
+    tables) and the "Faster CPython" and bytecode sections of What's New In Python 3.11 (two tables),
+    split at every heading down to h4 there (its table sits under an h4)."""
+    made: list[Made] = []
+    pyver = dpkg_version("python3.11-doc")
+    whatsnew = html_blocks(PYDOC / "whatsnew/3.11.html")
+    start = whatsnew.index(("h2", "Faster CPython"))
+    for file, page, blocks, split_at, title, which in [
+        ("pyhowto-curses.pptx", "howto/curses.html", html_blocks(PYDOC / "howto/curses.html"), ("h2", "h3"),
+         "Curses Programming with Python", "the page's sections"),
+        ("pywhatsnew-3.11-faster.pptx", "whatsnew/3.11.html", whatsnew[start:], ("h2", "h3", "h4"),
+         "What's New In Python 3.11: Faster CPython", "the page's sections from \"Faster CPython\" on"),
+    ]:
+        slides = render_pptx(blocks, docs / file, title, split_at=split_at)
+        (plain / (file + ".txt")).write_text("\f".join(slides) + "\n")
+        made.append(Made(file, "pptx", "slides", "python3.11-doc", pyver, f"/usr/share/doc/python3.11/html/{page}",
+                         PSF, f"{which} rendered to PPTX with python-pptx: a title slide, then a slide per section "
+                         f"(heading, {'/'.join(split_at)}, as title; each paragraph's first sentence and each list "
+                         "item as bullets, at most 6; the rest as speaker notes); a section's table as a slide of "
+                         "its own after the text before it, the text after it as its speaker notes; at most 12 "
+                         "slides"))
+    return made
+
+
 def _count(path: Path) -> int:
     import pypdfium2 as pdfium
 
@@ -477,10 +535,19 @@ def _count(path: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sources", type=Path, required=True)
+    parser.add_argument("--sources", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--table-decks", action="store_true",
+                        help="write only the two decks with tables (added later) under --out")
     args = parser.parse_args()
-    made = build(args.sources, args.out)
+    if args.table_decks:
+        for folder in ("documents", "plain"):
+            (args.out / folder).mkdir(parents=True, exist_ok=True)
+        made = build_table_decks(args.out / "documents", args.out / "plain")
+    elif args.sources is None:
+        parser.error("--sources is required (but for --table-decks)")
+    else:
+        made = build(args.sources, args.out)
     print(json.dumps([m.__dict__ for m in made], indent=1, ensure_ascii=False))
 
 
