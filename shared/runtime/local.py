@@ -4,9 +4,12 @@ and hand each delivery to its stage's handler."""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
+from atexit import _run_exitfuncs  # the exit handlers, run before os._exit skips them (CPython's)
 from collections.abc import Iterable
+from os import _exit
 
 from shared.adapters.local.bus import Delivery, SqliteBus
 from shared.contract.deps import Deps
@@ -16,6 +19,9 @@ from shared.runtime.retention import SWEEP_INTERVAL_S, sweep_quietly
 from shared.runtime.stages import CONSUMERS, Consumer
 
 log = logging.getLogger("ragbus.runtime")
+
+# Workers a stopped runtime left busy in a handler (see :func:`exit_past_busy_workers`).
+_LEFT_BUSY: list[threading.Thread] = []
 
 
 class LocalRuntime:
@@ -68,13 +74,21 @@ class LocalRuntime:
             if self._stop.wait(SWEEP_INTERVAL_S):
                 return
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop pulling and wait up to ``timeout`` for the workers; False when one is still busy in
+        a handler (it finishes or dies with the process; its delivery stays leased, and the next
+        run takes it up)."""
         self._stop.set()
         self.bus.wake_waiters()  # idle workers notice the stop
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        busy = [thread for thread in self._threads if thread.is_alive()]
         self._threads.clear()
+        if busy:
+            log.debug("stopped with %d worker(s) still in a handler: %s", len(busy), ", ".join(t.name for t in busy))
+            _LEFT_BUSY.extend(busy)
+        return not busy
 
     def __enter__(self) -> LocalRuntime:
         return self.start()
@@ -190,3 +204,28 @@ class LocalRuntime:
                     self.halt(str(exc))
                 except Exception:  # noqa: BLE001 - the lease will expire and redeliver
                     log.exception("%s: could not settle delivery %s", consumer.subscription, delivery.id)
+
+
+def exit_past_busy_workers(code: object) -> None:
+    """End the process now with the status ``sys.exit(code)`` gives when a stopped runtime left a worker busy in a handler;
+    return otherwise.
+
+    Python's own exit ends such a daemon thread where it stands. Inside onnxruntime (or another C++
+    library) that is a forced unwind through C++ frames, which aborts the whole process (SIGABRT,
+    "terminate called without an active exception"): a command that had printed its answer exited
+    134. Here the exit handlers run first (spans exported, index repairs finished), the streams are
+    flushed, and the process ends without finalising the interpreter. The busy worker's delivery
+    stays leased by a process that died, and the next run takes it up.
+    """
+    if not any(thread.is_alive() for thread in _LEFT_BUSY):
+        return
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)  # what sys.exit does with a message
+        code = 1
+    _run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    _exit(code or 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from typing import Annotated
 
 import typer
@@ -79,10 +80,26 @@ def main() -> None:
     configure_logging(tracebacks=None)
     try:
         app()
+    except SystemExit as exc:
+        _leave(exc.code)
+        raise
     except Exception as exc:  # noqa: BLE001 - the last stop before a traceback reaches a newcomer
         if debugging():
+            traceback.print_exc()
+            _leave(1)
             raise
         reason = str(exc) if isinstance(exc, RagbusError) else f"{type(exc).__name__}: {exc}"
         err.print(Text.assemble(("error: ", "bold red"), plain(reason)), soft_wrap=True)
         err.print(Text("(ragbus --debug ... or RAGBUS_LOG_LEVEL=debug shows the traceback)", style="dim"))
+        _leave(1)
         sys.exit(1)
+    _leave(0)
+
+
+def _leave(code: object) -> None:
+    """Exit past workers a stopped runtime left busy (:func:`shared.runtime.local.exit_past_busy_workers`);
+    a command that never ran the runtime has none."""
+    runtime = sys.modules.get("shared.runtime.local")
+    if runtime is not None:
+        runtime.exit_past_busy_workers(code)
+

@@ -1,0 +1,100 @@
+"""A command that ends while a stopped runtime's worker is still busy in a handler exits with its own
+status: before, Python's exit ended that thread inside onnxruntime and the process aborted (134,
+"terminate called without an active exception") after printing its answer."""
+
+import subprocess
+import sys
+import textwrap
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from shared.adapters.local.bus import SqliteBus
+from shared.contract import topics
+from shared.contract.config import Settings
+from shared.contract.deps import Deps
+from shared.contract.messages import QuerySubmitted
+from shared.runtime import local
+from shared.runtime.local import LocalRuntime
+from shared.runtime.stages import Consumer
+from tests.fakes import FakeClock, InMemoryStateStore
+
+pytestmark = pytest.mark.unit
+
+ENTERED = threading.Event()
+RELEASE = threading.Event()
+
+
+def busy_handler(message, deps):
+    ENTERED.set()
+    RELEASE.wait(30)
+
+
+BUSY = Consumer("busy", topics.QUERY_SUBMITTED, "tests.unit.test_runtime_exit:busy_handler")
+
+
+def test_stop_says_when_a_worker_is_still_in_a_handler(tmp_path):
+    ENTERED.clear()
+    RELEASE.clear()
+    bus = SqliteBus(tmp_path / "bus.db")
+    deps = Deps(Settings(home=tmp_path), publisher=bus, state=InMemoryStateStore(),
+                clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    runtime = LocalRuntime(deps, bus, consumers=[BUSY]).start()
+    try:
+        bus.publish(QuerySubmitted(query_id="q1"))
+        assert ENTERED.wait(10)
+        assert runtime.stop(timeout=0.2) is False
+        assert any(t.name.startswith(BUSY.subscription) for t in local._LEFT_BUSY)
+    finally:
+        RELEASE.set()
+        for thread in local._LEFT_BUSY:
+            thread.join(10)
+        local._LEFT_BUSY.clear()
+    idle = LocalRuntime(deps, bus, consumers=[BUSY]).start()
+    assert idle.stop(timeout=5) is True
+
+
+def test_no_busy_worker_leaves_the_exit_to_python():
+    assert not any(t.is_alive() for t in local._LEFT_BUSY)
+    assert local.exit_past_busy_workers(0) is None  # returned: nothing to exit past
+
+
+SCRIPT = textwrap.dedent("""
+    import atexit, sys, threading, time
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+    from shared.runtime import local
+
+    embedder = OnnxMiniLMEmbedder()
+    embedder.embed(["warm"])
+    running = threading.Event()
+
+    def work():  # a handler still embedding when the command ends
+        while True:
+            embedder.embed(["a passage long enough to keep the session busy for a while " * 6] * 8)
+            running.set()
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    local._LEFT_BUSY.append(worker)
+    running.wait(60)
+    time.sleep(0.3)  # inside the next call
+    atexit.register(lambda: print("exit handlers ran", flush=True))
+    print("the answer", flush=True)
+    local.exit_past_busy_workers(3)
+    sys.exit(3)  # Python's own exit: aborts inside onnxruntime
+""")
+
+
+def test_a_command_ends_with_its_own_status_while_a_worker_embeds(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(_repo())})
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["the answer", "exit handlers ran"]
+    assert "terminate called" not in done.stderr
+
+
+def _repo():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[2]
