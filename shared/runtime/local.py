@@ -76,8 +76,8 @@ class LocalRuntime:
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Stop pulling and wait up to ``timeout`` for the workers; False when one is still busy in
-        a handler (it finishes or dies with the process; its delivery stays leased, and the next
-        run takes it up)."""
+        a handler. Its delivery is handed back uncounted (:meth:`SqliteBus.release`) for the next run
+        to take up; the handler finishes, or dies with the process."""
         self._stop.set()
         self.bus.wake_waiters()  # idle workers notice the stop
         deadline = time.monotonic() + timeout
@@ -86,7 +86,11 @@ class LocalRuntime:
         busy = [thread for thread in self._threads if thread.is_alive()]
         self._threads.clear()
         if busy:
-            log.debug("stopped with %d worker(s) still in a handler: %s", len(busy), ", ".join(t.name for t in busy))
+            with self._in_flight_lock:
+                unfinished = [delivery for delivery, _ in self._in_flight.values()]
+            handed_back = self.bus.release(unfinished)
+            log.debug("stopped with %d worker(s) still in a handler (%s); %d delivery(ies) handed back",
+                      len(busy), ", ".join(t.name for t in busy), handed_back)
             _LEFT_BUSY.extend(busy)
         return not busy
 
@@ -214,8 +218,8 @@ def exit_past_busy_workers(code: object) -> None:
     library) that is a forced unwind through C++ frames, which aborts the whole process (SIGABRT,
     "terminate called without an active exception"): a command that had printed its answer exited
     134. Here the exit handlers run first (spans exported, index repairs finished), the streams are
-    flushed, and the process ends without finalising the interpreter. The busy worker's delivery
-    stays leased by a process that died, and the next run takes it up.
+    flushed, and the process ends without finalising the interpreter. The busy worker's delivery was
+    handed back when the runtime stopped, and the next run takes it up.
     """
     if not any(thread.is_alive() for thread in _LEFT_BUSY):
         return

@@ -46,13 +46,19 @@ def test_stop_says_when_a_worker_is_still_in_a_handler(tmp_path):
         assert ENTERED.wait(10)
         assert runtime.stop(timeout=0.2) is False
         assert any(t.name.startswith(BUSY.subscription) for t in local._LEFT_BUSY)
+        # handed back uncounted: the next run takes it up as a first attempt, at once
+        (again,) = bus.pull(BUSY.subscription)
+        assert again.attempt == 1 and again.data
+        bus.release([again])
     finally:
         RELEASE.set()
         for thread in local._LEFT_BUSY:
             thread.join(10)
         local._LEFT_BUSY.clear()
     idle = LocalRuntime(deps, bus, consumers=[BUSY]).start()
+    assert idle.wait_idle(10)  # the handed-back delivery, done by the next runtime
     assert idle.stop(timeout=5) is True
+    assert bus.progress(0)[BUSY.subscription] == {"pending": 0, "acked": 1, "dead": 0}
 
 
 def test_no_busy_worker_leaves_the_exit_to_python():

@@ -12,7 +12,9 @@
   moves to the dead-letter store with the error that killed it. A delivery
   whose lease ran out ``max_attempts`` times (its process died each time) is
   dead-lettered when it would be delivered once more, as Pub/Sub counts an
-  expired ack deadline as a failed attempt.
+  expired ack deadline as a failed attempt. A process that stops on purpose while
+  a handler still runs hands its delivery back uncounted (:meth:`SqliteBus.release`):
+  short commands come and go, and ending one is not the message's failure.
 
 Publishing writes the message and one delivery row per subscription in one
 transaction, so a crash never leaves a message half-published.
@@ -285,6 +287,23 @@ class SqliteBus:
                     (time.time() + self.retry.backoff(delivery.attempt), error, delivery.id),
                 )
         return dead
+
+    def release(self, deliveries: list[Delivery]) -> int:
+        """Hand these in-flight deliveries back, the attempt uncounted: this process stops on purpose
+        before their handlers finished (a command ending while a worker indexes a large file another
+        run left behind). Counted, five short commands in a row would dead-letter a good document as
+        if its handler had died five times. Returns how many were still this process's to hand back."""
+        if not deliveries:
+            return 0
+        released = 0
+        with self._db.transaction() as conn:
+            for delivery in deliveries:
+                released += conn.execute(
+                    "UPDATE deliveries SET attempts = attempts - 1, lease_until = NULL, lease_owner = NULL "
+                    "WHERE id = ? AND state = 'pending' AND attempts = ? AND lease_owner = ?",
+                    (delivery.id, delivery.attempt, _OWNER),
+                ).rowcount
+        return released
 
     def reclaim_orphaned_leases(self) -> int:
         """Release leases held by processes of this host that no longer exist.
