@@ -3,6 +3,9 @@
     .venv/bin/python bench/fit_reader.py                  # collect, fit, report, write shared/query/reading/verdict_model.json
     .venv/bin/python bench/fit_reader.py --dry-run        # fit and report only
     .venv/bin/python bench/fit_reader.py --reuse-ingest --cache /tmp/c   # keep the ingested part between runs
+    .venv/bin/python bench/fit_reader.py --dry-run --rows /tmp/rows.jsonl          # keep the evidence and passages read
+    .venv/bin/python bench/fit_reader.py --from-rows /tmp/rows.jsonl --reread       # after a change to the reader's
+                                                  # evidence: read those passages again (minutes, nothing retrieved)
 
 The reader's outcome (``answered``, a caveat, or a refusal) is decided by two logistic
 regressions over the evidence it measures (:mod:`shared.query.reading.verdict`). This script:
@@ -86,35 +89,67 @@ def collect(options: RealTextOptions, say) -> tuple[list[dict[str, Any]], dict[s
         grade = kept.grade if kept else None
         row: dict[str, Any] = {"id": question.id, "file": question.file, "kind": question.kind,
                                "near_miss": question.near_miss, "features": None, "right": False,
+                               "keys": [k if isinstance(k, str) else list(k) for k in question.keys],
+                               # what the reader read, so that --reread can read it again after a change
+                               "question": record.question, "language": detect_language(record.original_query),
+                               "contexts": [{k: c.get(k) for k in ("url", "title", "text", "chunk_id", "document_id")}
+                                            for c in contexts],
                                # the grader's fitted probability, and whether it refused whatever the reader read
                                # (a name the corpus never mentions, nothing retrieved about the question)
                                "grade_score": grade.score if grade else 0.0,
                                "grade_refused": grade is None or not grade.answerable}
-        if contexts:
-            numbered = [NumberedContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "",
-                                        chunk_id=c.get("chunk_id")) for n, c in enumerate(contexts, start=1)]
-            seen: list[tuple[dict[str, float], Any]] = []
-            deps.llm.synthesize(record.question, numbered, language=detect_language(record.original_query),
-                                observe=lambda features, answer, reader: seen.append((features, answer, reader)))
-            if seen:
-                features, answer, reader = seen[-1]
-                document = {n: c.get("document_id", "") for n, c in enumerate(contexts, start=1)}
-                cited = {document.get(n) for s in answer.sentences for n in s.citations}
-                row["features"] = features
-                row["cited_document_ids"] = sorted(d for d in cited if d)
-                row["answer"] = answer.text
-                if not question.near_miss:  # what each ranked sentence was scored on, and whether it holds the keys
-                    row["pool"] = [[*map(float, reader.scored_on[k]),
-                                    float(all(realdocs.key_in(key, reader.quoted_text(i)) for key in question.keys))]
-                                   for k, i in enumerate(reader.pool)]
-                    row["keys_in_a_candidate"] = any(all(realdocs.key_in(key, reader.quoted_text(i))
-                                                         for key in question.keys) for i in reader.usable)
-                row["keys_in_answer"] = not question.near_miss and all(realdocs.key_in(k, answer.text)
-                                                                       for k in question.keys)
+        read_row(row, deps.llm)
         with lock:
             rows.append(row)
 
     return rows, run_realtext(options, progress=say, on_record=on_record)
+
+
+def read_row(row: dict[str, Any], llm: Any) -> None:
+    """The reader's evidence and answer for ``row``'s question over its kept passages (``row["contexts"]``), with
+    ``llm`` (the local model), written into ``row``: ``features``, the cited documents, the answer, whether every
+    key is in it, and (answerable) what each ranked sentence was scored on."""
+    contexts, keys = row["contexts"], [k if isinstance(k, str) else tuple(k) for k in row["keys"]]
+    row.update(features=None, cited_document_ids=[], answer="", keys_in_answer=False)
+    row.pop("pool", None)
+    if not contexts:
+        return
+    numbered = [NumberedContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "",
+                                chunk_id=c.get("chunk_id")) for n, c in enumerate(contexts, start=1)]
+    seen: list[tuple[dict[str, float], Any, Any]] = []
+    llm.synthesize(row["question"], numbered, language=row["language"],
+                   observe=lambda features, answer, reader: seen.append((features, answer, reader)))
+    if not seen:
+        return
+    features, answer, reader = seen[-1]
+    document = {n: c.get("document_id", "") for n, c in enumerate(contexts, start=1)}
+    cited = {document.get(n) for s in answer.sentences for n in s.citations}
+    row["features"] = features
+    row["cited_document_ids"] = sorted(d for d in cited if d)
+    row["answer"] = answer.text
+    if not row["near_miss"]:  # what each ranked sentence was scored on, and whether it holds the keys
+        row["pool"] = [[*map(float, reader.scored_on[k]),
+                        float(all(realdocs.key_in(key, reader.quoted_text(i)) for key in keys))]
+                       for k, i in enumerate(reader.pool)]
+        row["keys_in_a_candidate"] = any(all(realdocs.key_in(key, reader.quoted_text(i)) for key in keys)
+                                         for i in reader.usable)
+    row["keys_in_answer"] = not row["near_miss"] and all(realdocs.key_in(k, answer.text) for k in keys)
+
+
+def reread(rows: list[dict[str, Any]], say) -> None:
+    """Read every row's kept passages again with this checkout's reader (nothing ingested, nothing retrieved: the
+    passages are those the collecting run kept), for a change to the reader's evidence; the passages' closeness
+    is computed afresh from their text (the collecting run read the index's stored vectors of the same text)."""
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+
+    llm = llm_module.LocalLanguageModel(None, OnnxMiniLMEmbedder())
+    for n, row in enumerate(rows, start=1):
+        if "contexts" not in row:
+            raise SystemExit(f"--reread: {row['id']} has no kept passages (rows written before they were kept): "
+                             "collect again")
+        read_row(row, llm)
+        if n % 100 == 0:
+            say(f"  read again {n} of {len(rows)}")
 
 
 def label_rows(rows: list[dict[str, Any]], files: dict[str, str]) -> None:
@@ -321,6 +356,9 @@ def main() -> None:
                         help="where the collected evidence is written (JSON lines), to look at or to refit from")
     parser.add_argument("--from-rows", type=Path, default=None,
                         help="refit from evidence an earlier run wrote with --rows (nothing is asked)")
+    parser.add_argument("--reread", action="store_true",
+                        help="with --from-rows: read the kept passages again with this checkout's reader before "
+                             "fitting (after a change to its evidence; nothing is retrieved)")
     args = parser.parse_args()
 
     def say(msg: str) -> None:
@@ -334,6 +372,11 @@ def main() -> None:
     commit = machine()["git_commit"]
     if args.from_rows:
         rows = [json.loads(line) for line in args.from_rows.read_text().splitlines() if line.strip()]
+        if args.reread:
+            reread(rows, say)
+            label_rows(rows, _document_files())
+            if args.rows:
+                args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
     else:
         options = RealTextOptions(cache_dir=args.cache, reuse_ingest=args.reuse_ingest, part="dev", dialogues=False,
                                   sample=args.sample)

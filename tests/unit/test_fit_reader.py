@@ -44,3 +44,22 @@ def test_answered_from_holds_the_precision_for_each_writer():
     each, _, _ = fit_reader.choose_thresholds(p_right, np.zeros(10), right, none, none, none, ~none, groups=groups,
                                               min_answered=2, **kwargs)
     assert each == 0.8  # a: 2 of 2 right from 0.9 up; b: 2 of 2 at 0.8 (from 0.7, a is 2 of 3)
+
+
+def test_a_row_is_read_again_from_its_kept_passages():
+    # --reread: the passages the collecting run kept are read again by this checkout's reader, nothing retrieved
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+    from shared.adapters.local.llm import LocalLanguageModel
+
+    port = ("Configuration\n\nThe frobnicator daemon reads its settings from /etc/frob.conf at start. "
+            "It listens on TCP port 7412 by default; the port directive changes it.")
+    logs = "Logging\n\nThe daemon writes its log to /var/log/frob.log. Log rotation is handled by logrotate."
+    row = {"id": "q", "near_miss": False, "keys": ["7412"], "language": "en",
+           "question": "Which TCP port does the frobnicator daemon listen on by default?",
+           "contexts": [{"url": "file:///port.txt", "text": port, "document_id": "d1"},
+                        {"url": "file:///logs.txt", "text": logs, "document_id": "d2"}]}
+    fit_reader.read_row(row, LocalLanguageModel(None, OnnxMiniLMEmbedder()))
+    assert row["keys_in_answer"] and row["cited_document_ids"] == ["d1"] and row["features"]["states_value"] == 1.0
+    empty = {**row, "contexts": []}
+    fit_reader.read_row(empty, None)
+    assert empty["features"] is None and not empty["keys_in_answer"]
