@@ -23,6 +23,7 @@ from statistics import median
 
 from shared.contract.errors import InvalidInput
 from shared.formats.passages import Passage, Reading
+from shared.formats.pdf_tables import Table, find_tables
 from shared.formats.registry import Limits
 
 log = logging.getLogger("ragbus.formats.pdf")
@@ -72,35 +73,79 @@ def _read(document, limits: Limits) -> Reading:
     if total > pages:
         reading.skip(total - pages, f"pages past the first {limits.max_pages} (RAGBUS_MAX_PAGES) were cut")
     texts: list[list[str]] = []
+    tables: list[dict[int, Table]] = []  # each page's tables by the lines of its text they take
+    above: Table | None = None  # the last table of the page before, whose header a table run on takes
     ocr_left = limits.ocr_max_pages if limits.ocr else 0
     engine = shutil.which("tesseract") if limits.ocr else None
     for number in range(pages):
         page = document[number]
         try:
-            text = _page_text(page)
+            text, found = _page_text(page)
             if len(text.strip()) < SCANNED_BELOW_CHARS and _has_image(page):
-                text = _scanned(page, number + 1, engine, ocr_left, limits, reading)
+                text, found = _scanned(page, number + 1, engine, ocr_left, limits, reading), []
                 ocr_left -= 1 if engine else 0
         finally:
             page.close()
-        texts.append([line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")])
+        if found:
+            found[0] = found[0].runs_on(above)
+        above = found[-1] if found else None
+        lines, origin = _lines(text)
+        texts.append(lines)
+        taken = {n: table for table in found for n in range(table.first, table.last + 1)}
+        tables.append({i: taken[n] for i, n in enumerate(origin) if n in taken})
     running = _running_lines(texts)
     offset = _printed_offset(texts)
-    for number, lines in enumerate(texts, start=1):
+    for number, (lines, in_table) in enumerate(zip(texts, tables, strict=True), start=1):
         kept = _without_edges(lines, running, None if offset is None else number + offset)
-        reading.passages.extend(Passage(text, kind, {"page": number}) for text, kind in _paragraphs(kept))
+        full = _usual_width([lines[i] for i in kept])
+        reading.passages.extend(Passage(text, kind, {"page": number})
+                                for text, kind in _paragraphs(_with_tables(lines, kept, in_table), full))
     reading.title = _title(document, reading)
     return reading
 
 
-def _page_text(page) -> str:
+def _page_text(page) -> tuple[str, list[Table]]:
+    """The page's text as PDFium reads it (lines apart by ``\r\n``) and the tables on it."""
     textpage = page.get_textpage()
     try:
         text = textpage.get_text_bounded()
+        return text, find_tables(textpage, text) if page.get_rotation() == 0 else []
     finally:
         textpage.close()
-    # PDFium marks a hyphen it found at a line's end as U+0002: the word is whole without it
-    return _SOFT_HYPHEN.sub("", text)
+
+
+def _lines(text: str) -> tuple[list[str], list[int]]:
+    """The text's lines, stripped, and the line of PDFium's text each begins on: a word hyphenated
+    at a line's end (PDFium marks the hyphen U+0002) is made whole, its two lines one."""
+    lines: list[str] = []
+    origin: list[int] = []
+    carry, start = "", 0
+    for number, raw in enumerate(text.split("\r\n")):
+        if not carry:
+            start = number
+        if raw.endswith("\x02"):
+            carry += raw[:-1]
+            continue
+        joined, carry = _SOFT_HYPHEN.sub("", carry + raw), ""
+        for piece in joined.replace("\r", "\n").split("\n"):
+            lines.append(piece.strip())
+            origin.append(start)
+    if carry:
+        lines.append(_SOFT_HYPHEN.sub("", carry).strip())
+        origin.append(start)
+    return lines, origin
+
+
+def _with_tables(lines: list[str], kept: list[int], in_table: dict[int, Table]) -> list[str | Table]:
+    """The kept lines, each table's in one piece where its first kept line stood."""
+    out: list[str | Table] = []
+    for i in kept:
+        table = in_table.get(i)
+        if table is None:
+            out.append(lines[i])
+        elif not out or out[-1] is not table:
+            out.append(table)
+    return out
 
 
 def _has_image(page) -> bool:
@@ -188,7 +233,8 @@ def _printed_offset(pages: list[list[str]]) -> int | None:
     return offset if count >= max(3, len(pages) // 3) else None
 
 
-def _without_edges(lines: list[str], running: set[str], printed: int | None) -> list[str]:
+def _without_edges(lines: list[str], running: set[str], printed: int | None) -> list[int]:
+    """The indexes of the lines that are not a running header, footer or page number."""
     content = [i for i, line in enumerate(lines) if line]
     edges = set(content[:_EDGE_LINES] + content[-_EDGE_LINES:])
 
@@ -200,14 +246,19 @@ def _without_edges(lines: list[str], running: set[str], printed: int | None) -> 
         return any(m and int(m.group(1)) == printed
                    for m in (_LEADING_NUMBER.match(line), _TRAILING_NUMBER.search(line)))
 
-    return [line for i, line in enumerate(lines) if not (i in edges and is_edge_furniture(line))]
+    return [i for i, line in enumerate(lines) if not (i in edges and is_edge_furniture(line))]
 
 
-def _paragraphs(lines: list[str]) -> list[tuple[str, str]]:
-    """A page's lines as (text, kind) blocks: wrapped lines of a paragraph joined (a hyphenated
-    word made whole), short lines kept apart as rows of their own (a table's, a list's)."""
+def _usual_width(lines: list[str]) -> float:
+    """The page's usual width of a line, in characters (the median of those over 20)."""
     widths = [len(line) for line in lines if len(line) > 20]
-    full = median(widths) if widths else 60
+    return median(widths) if widths else 60
+
+
+def _paragraphs(lines: list[str | Table], full: float) -> list[tuple[str, str]]:
+    """A page's lines as (text, kind) blocks: wrapped lines of a paragraph joined (a hyphenated
+    word made whole), short lines (``full``: the usual width) kept apart as rows of their own (a
+    list's); a table's rows each a row."""
     blocks: list[tuple[str, str]] = []
     current: list[str] = []
 
@@ -219,6 +270,10 @@ def _paragraphs(lines: list[str]) -> list[tuple[str, str]]:
             current.clear()
 
     for line in lines:
+        if isinstance(line, Table):
+            close()
+            blocks.extend((row, "row") for row in line.rows)
+            continue
         if not line:
             close()
             continue

@@ -1,0 +1,112 @@
+"""A PDF table's rows are passages of their own (issue 31, item 2: "tables kept as rows"), found by
+where their words stand on the page; prose beside and under a table, two- and three-column pages,
+lists and tables of contents are left as they read."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from shared.formats.passages import Reading
+from shared.formats.pdf import open_pdf, read_pdf
+from shared.formats.pdf_tables import find_tables
+from shared.formats.registry import Limits
+from tests.hostile.bad_files import pdf
+
+pytestmark = pytest.mark.unit
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "formats"
+DOCUMENTS = Path(__file__).resolve().parents[2] / "shared" / "tools" / "eval" / "datasets" / "formats" / "documents"
+
+
+@cache
+def _read(path: Path) -> Reading:
+    return read_pdf(path.read_bytes(), "application/pdf", "", Limits(ocr=False))
+
+
+def _passages(path: Path, page: int) -> list[tuple[str, str]]:
+    return [(p.kind, p.text) for p in _read(path).passages if p.position["page"] == page]
+
+
+def _page(lines: list[tuple[float, float, str]]) -> bytes:
+    """One page of Helvetica 10 pt text, each (x, y, text) placed where it says."""
+    out = [b"BT /F1 10 Tf"]
+    for x, y, text in lines:
+        out.append(b"1 0 0 1 %.1f %.1f Tm (%s) Tj" % (x, y, text.encode("latin-1")))
+    return b" ".join(out) + b" ET"
+
+
+PROSE_ABOVE = "The sizes below were measured on the archive mirror during the last release of the suite"
+PROSE_UNDER = "Each of these packages is rebuilt whenever its source changes and the mirror is updated again"
+TABLE = [("Package", "Version", "Size"), ("zlib", "1.2.13", "160k"), ("bzip2", "1.0.8", "96k"),
+         ("xz-utils", "5.4.1", "472k"), ("gzip", "1.12", "212k")]
+
+
+def _table_pdf() -> bytes:
+    lines = [(60, 760, PROSE_ABOVE)]
+    for n, row in enumerate(TABLE):
+        y = 730 - 16 * n
+        lines += [(60, y, row[0]), (200, y, row[1]), (320, y, row[2])]
+    lines.append((60, 730 - 16 * len(TABLE) - 4, PROSE_UNDER))
+    return pdf([_page(lines)])
+
+
+def test_each_row_of_a_table_is_a_passage_with_its_columns_named_and_the_prose_around_it_stays_prose():
+    reading = read_pdf(_table_pdf(), "application/pdf", "", Limits(ocr=False))
+    passages = [(p.kind, p.text) for p in reading.passages]
+    assert ("row", "Package: bzip2; Version: 1.0.8; Size: 96k") in passages
+    assert [text for kind, text in passages if kind == "row" and "Package:" in text] == [
+        f"Package: {name}; Version: {version}; Size: {size}" for name, version, size in TABLE[1:]]
+    texts = [text for _, text in passages]
+    assert PROSE_ABOVE in texts and PROSE_UNDER in texts  # neither swallowed by a row
+    assert all(p.position == {"page": 1} for p in reading.passages)
+
+
+def test_a_table_run_on_from_the_page_before_takes_its_header():
+    """fontconfig's property table (real, tests/data/formats) starts on page 1 under "Property Type
+    Description" and a ruled line, and runs on over page 2 without them."""
+    page_1 = _passages(DATA / "fontconfig-user.pdf", 1)
+    assert ("row", "Property: family; Type: String; Description: Font family names") in page_1
+    page_2 = _passages(DATA / "fontconfig-user.pdf", 2)
+    assert ("row", "Property: pixelsize; Type: Double; Description: Pixel size") in page_2
+    # a cell wrapped onto a second line is one cell
+    assert ("row", "Property: rgba; Type: Int; Description: unknown, rgb, bgr, vrgb, vbgr, none - subpixel "
+                   "geometry") in page_2
+    # the section after the table reads as it did
+    assert ("heading", "Font Matching") in page_2
+
+
+def test_a_header_of_two_lines_over_figures_names_each_column():
+    """bzip2's manual (a dataset PDF): a memory table whose header takes two lines, after prose."""
+    page = _passages(DOCUMENTS / "bzip2-manual-memory.pdf", 2)
+    assert ("row", "Flag: -5; Compress usage: 4400k; Decompress usage: 2100k; Decompress -s usage: 1350k; "
+                   "Corpus Size: 845160") in page
+    prose = [text for kind, text in page if kind == "paragraph"]
+    assert any(text.startswith("Here is a table which summarises") for text in prose)
+    assert not any("1200k" in text for text in prose)
+
+
+def test_a_wide_table_keeps_each_state_s_total_in_its_own_row():
+    page = _passages(DOCUMENTS / "nics-background-checks-2015-11.pdf", 1)
+    illinois = [text for kind, text in page if kind == "row" and text.startswith("State / Territory: Illinois;")]
+    assert len(illinois) == 1 and illinois[0].endswith("Totals: 129,861")
+    assert "Indiana" not in illinois[0]
+
+
+@pytest.mark.parametrize("name", ["ltnews11.pdf", "ltnews28.pdf", "ltnews33.pdf", "federal-register-2020-17221.pdf"])
+def test_two_and_three_column_prose_and_tables_of_contents_hold_no_table(name):
+    document = open_pdf((DOCUMENTS / name).read_bytes())
+    try:
+        for index in range(len(document)):
+            page = document[index]
+            textpage = page.get_textpage()
+            try:
+                tables = find_tables(textpage, textpage.get_text_bounded())
+                assert tables == [], (name, index + 1, tables)
+            finally:
+                textpage.close()
+                page.close()
+    finally:
+        document.close()
