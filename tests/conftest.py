@@ -60,6 +60,9 @@ def _snapshot(homes: list[Path]) -> dict[str, tuple[int, int]]:
 
 _BEFORE = _snapshot(_USER_HOMES)
 os.environ["RAGBUS_HOME"] = str(_SUITE_HOME)
+# One optimised-graph cache of the embedder for the whole run (xdist's workers inherit the controller's),
+# not one of about 90 MB in every test's home: the CLI's processes load it instead of optimising the model
+os.environ["RAGBUS_MODEL_CACHE"] = os.environ.setdefault("TESTS_MODEL_CACHE", str(_SUITE_HOME / "model-cache"))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -50,7 +50,7 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
         blobs=FolderBlobStore(settings.blob_dir),
         clock=SystemClock(),
         fetcher=Lazy(lambda: SafeFetcher.from_settings(settings)),
-        embedder=Lazy(packaged_embedder),
+        embedder=Lazy(lambda: packaged_embedder(settings.model_cache_dir)),
         index=Lazy(local_index),
         llm=Lazy(lambda: language_model(settings, deps)),
     )

@@ -1,13 +1,16 @@
-"""The real MiniLM embedder: shape, normalisation, quality sanity, token spans, threads."""
+"""The real MiniLM embedder: shape, normalisation, quality sanity, token spans, threads, and its
+optimised graph cached (the same vectors; a damaged cache rebuilt)."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder, _tokenizer_path
+from shared.adapters.local.graph_cache import GRAPH, MANIFEST, WEIGHTS, file_digests
 from shared.contract.ports import Embedder
 
 
@@ -115,3 +118,23 @@ def test_a_batch_of_long_texts_is_bounded_by_its_attention_memory():
     # a question's runs and the reader's sentences' are unchanged: 32 texts of up to 128 tokens
     assert [len(b) for b in embedder._batches([20] * 40)] == [32, 8]
     assert [len(b) for b in embedder._batches([128] * 40)] == [32, 8]
+
+
+def test_the_cached_optimised_graph_gives_the_uncached_vectors_and_a_damaged_one_is_rebuilt(embedder, tmp_path):
+    texts = ["The volcano erupted and lava flowed down the mountain.", "a much longer sentence " * 40, "x"]
+    expected = embedder.embed(texts)  # optimised in memory, as without a cache
+    built = OnnxMiniLMEmbedder(cache_dir=tmp_path)
+    assert np.array_equal(built.embed(texts), expected)
+    (entry,) = tmp_path.iterdir()
+    assert {p.name for p in entry.iterdir()} == {GRAPH, WEIGHTS, MANIFEST}
+    loaded = OnnxMiniLMEmbedder(cache_dir=tmp_path)
+    assert np.array_equal(loaded.embed(texts), expected)
+    assert loaded._session.get_session_options().graph_optimization_level.name == "ORT_DISABLE_ALL"
+    # weights changed where the 'x' probe's vector would never show it: the entry is rebuilt, not used
+    weights = bytearray((entry / WEIGHTS).read_bytes())
+    weights[len(weights) // 3: len(weights) // 3 + 4096] = bytes(4096)
+    (entry / WEIGHTS).write_bytes(bytes(weights))
+    rebuilt = OnnxMiniLMEmbedder(cache_dir=tmp_path)
+    assert np.array_equal(rebuilt.embed(texts), expected)
+    assert rebuilt._session.get_session_options().graph_optimization_level.name == "ORT_ENABLE_ALL"
+    assert file_digests(entry / WEIGHTS) == json.loads((entry / MANIFEST).read_text())["files"][WEIGHTS]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,8 +97,9 @@ class CoalescingEmbedder:
         return request.vectors
 
 
-def packaged_embedder() -> Embedder:
-    """The packaged all-MiniLM-L6-v2 (ONNX, offline), its concurrent callers' texts batched."""
+def packaged_embedder(cache_dir: Path | None = None) -> Embedder:
+    """The packaged all-MiniLM-L6-v2 (ONNX, offline), its concurrent callers' texts batched; its
+    optimised graph cached under ``cache_dir`` when one is given."""
     from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 
-    return CoalescingEmbedder(OnnxMiniLMEmbedder())
+    return CoalescingEmbedder(OnnxMiniLMEmbedder(cache_dir=cache_dir))

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.adapters.local.graph_cache import WEIGHTS, GraphCache, cpu_features
 from shared.contract.errors import ConfigError
 
 log = logging.getLogger("ragbus.embedder")
@@ -87,7 +88,8 @@ class OnnxMiniLMEmbedder:
     max_tokens = _MODEL_SEQUENCE - 2
 
     def __init__(self, *, batch_size: int = 32, threads: int | None = None,
-                 max_batch_cells: int = _MAX_BATCH_CELLS) -> None:
+                 max_batch_cells: int = _MAX_BATCH_CELLS, cache_dir: Path | None = None) -> None:
+        self.cache_dir = cache_dir  # of the optimised graph (graph_cache.py); None: optimise at every start
         self.batch_size = max(1, batch_size)
         self.max_batch_cells = max(_MODEL_SEQUENCE * _MODEL_SEQUENCE, max_batch_cells)
         self.threads = threads or os.cpu_count() or 1
@@ -126,21 +128,8 @@ class OnnxMiniLMEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
-
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            # Idle worker threads must not spin: on a two-core machine the spinning thread
-            # competes with the one doing the work (measured: ~35% slower on mixed shapes),
-            # and every input shape differs, so a memory pattern is never reused.
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.enable_mem_pattern = False
             model_file = _model_path()
-            session = ort.InferenceSession(
-                str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            session = self._new_session(model_file)
             names = tuple(i.name for i in session.get_inputs())
             missing = {"input_ids", "attention_mask"} - set(names)
             if missing:
@@ -151,6 +140,37 @@ class OnnxMiniLMEmbedder:
             self._input_names = names
             log.info("loaded %s from %s (%d threads)", self.model_name, model_file, self.threads)
             self._session = session  # last: other threads test it without the lock
+
+    def _new_session(self, model_file: Path) -> Any:
+        """The model's session with every graph optimisation: its optimised graph from the cache
+        under ``cache_dir`` (loaded without optimising again), or optimised here (and saved there)."""
+        import onnxruntime as ort
+
+        def session(path: Path, *, optimise: bool, save_to: Path | None = None) -> Any:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimise
+                                                else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+            # Idle worker threads must not spin: on a two-core machine the spinning thread
+            # competes with the one doing the work (measured: ~35% slower on mixed shapes),
+            # and every input shape differs, so a memory pattern is never reused.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.enable_mem_pattern = False
+            if save_to is not None:
+                options.optimized_model_filepath = str(save_to)
+                # the weights in a file of their own, which a later load maps instead of copying
+                options.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                                 WEIGHTS)
+                options.log_severity_level = 3  # not the warning that the saved graph suits this CPU only
+            return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+        if self.cache_dir is None:
+            return session(model_file, optimise=True)
+        key = {"onnxruntime": ort.__version__, "optimisation": "ORT_ENABLE_ALL", "cpu": cpu_features()}
+        return GraphCache(self.cache_dir, model_file, key).session(
+            lambda graph: session(graph, optimise=False),
+            lambda graph: session(model_file, optimise=True, save_to=graph))
 
     # ------------------------------------------------------------- port
 
