@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 from pathlib import Path
 
@@ -117,6 +118,15 @@ def test_a_cache_that_cannot_be_written_still_gives_a_session(tmp_path, model, c
     with caplog.at_level(logging.WARNING, "ragbus.embedder"):
         assert cache_session(tmp_path / "cache", model, runtime) == "built"
     assert runtime.builds == [None] and "cannot be written" in caplog.text
+
+
+def test_a_disk_without_room_for_the_entry_and_the_reserve_is_left_alone(tmp_path, model, caplog):
+    runtime = FakeRuntime()
+    free = shutil.disk_usage(tmp_path).free
+    cache = GraphCache(tmp_path / "cache", model, KEY, reserve_bytes=free)  # the entry would eat the reserve
+    with caplog.at_level(logging.WARNING, "ragbus.embedder"):
+        assert cache.session(runtime.load, runtime.build) == "built"
+    assert runtime.builds == [None] and "MB free" in caplog.text and list((tmp_path / "cache").iterdir()) == []
 
 
 def test_a_build_that_cannot_save_is_optimised_in_memory(tmp_path, model, caplog):

@@ -105,41 +105,63 @@ class OnnxMiniLMEmbedder:
         if self._span_tokenizer is not None:
             return
         with self._lock:
-            if self._span_tokenizer is not None:
-                return
-            from tokenizers import Tokenizer
+            if self._span_tokenizer is None:
+                self._read_tokenizers()
 
-            tokenizer_file = _tokenizer_path()
-            model_tokenizer = Tokenizer.from_file(str(tokenizer_file))
-            # The shipped file pads and truncates to a fixed 128; we want the model's 256
-            # and pad each batch ourselves, to its longest text.
-            model_tokenizer.enable_truncation(max_length=_MODEL_SEQUENCE)
-            model_tokenizer.no_padding()
-            span_tokenizer = Tokenizer.from_file(str(tokenizer_file))
-            span_tokenizer.no_truncation()
-            span_tokenizer.no_padding()
-            self._model_tokenizer = model_tokenizer
-            self._span_tokenizer = span_tokenizer  # last: other threads test it without the lock
+    def _read_tokenizers(self) -> None:
+        from tokenizers import Tokenizer
+
+        tokenizer_file = _tokenizer_path()
+        model_tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        # The shipped file pads and truncates to a fixed 128; we want the model's 256
+        # and pad each batch ourselves, to its longest text.
+        model_tokenizer.enable_truncation(max_length=_MODEL_SEQUENCE)
+        model_tokenizer.no_padding()
+        span_tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        span_tokenizer.no_truncation()
+        span_tokenizer.no_padding()
+        self._model_tokenizer = model_tokenizer
+        self._span_tokenizer = span_tokenizer  # last: other threads test it without the lock
 
     def _load(self) -> None:
+        if self._session is None:
+            with self._lock:
+                if self._session is None:
+                    self._open_session()
         self._load_tokenizers()
-        if self._session is not None:
-            return
-        with self._lock:
-            if self._session is not None:
-                return
-            model_file = _model_path()
-            session = self._new_session(model_file)
-            names = tuple(i.name for i in session.get_inputs())
-            missing = {"input_ids", "attention_mask"} - set(names)
-            if missing:
-                raise ConfigError(f"{model_file} lacks the inputs {sorted(missing)}; it is not a BERT encoder")
-            outputs = [o.name for o in session.get_outputs()]
-            if "last_hidden_state" not in outputs:
-                raise ConfigError(f"{model_file} has outputs {outputs}, not 'last_hidden_state'")
-            self._input_names = names
-            log.info("loaded %s from %s (%d threads)", self.model_name, model_file, self.threads)
-            self._session = session  # last: other threads test it without the lock
+
+    def _open_session(self) -> None:
+        """The session (and the tokenizers, if not read yet), under the lock. ONNX Runtime lets go
+        of the GIL while it builds a session, so the tokenizers (which hold it) are read meanwhile."""
+        model_file = _model_path()
+        built: dict[str, Any] = {}
+
+        def build() -> None:
+            try:
+                built["session"] = self._new_session(model_file)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                built["error"] = exc
+
+        worker = threading.Thread(target=build, name="ragbus-embedder-session", daemon=True)
+        worker.start()
+        try:
+            if self._span_tokenizer is None:
+                self._read_tokenizers()
+        finally:
+            worker.join()
+        if "error" in built:
+            raise built["error"]
+        session = built["session"]
+        names = tuple(i.name for i in session.get_inputs())
+        missing = {"input_ids", "attention_mask"} - set(names)
+        if missing:
+            raise ConfigError(f"{model_file} lacks the inputs {sorted(missing)}; it is not a BERT encoder")
+        outputs = [o.name for o in session.get_outputs()]
+        if "last_hidden_state" not in outputs:
+            raise ConfigError(f"{model_file} has outputs {outputs}, not 'last_hidden_state'")
+        self._input_names = names
+        log.info("loaded %s from %s (%d threads)", self.model_name, model_file, self.threads)
+        self._session = session  # last: other threads test it without the lock
 
     def _new_session(self, model_file: Path) -> Any:
         """The model's session with every graph optimisation: its optimised graph from the cache

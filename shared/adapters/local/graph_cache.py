@@ -44,6 +44,10 @@ WEIGHTS = "model.data"  # ONNX Runtime writes the graph's initializers here, bes
 MANIFEST = "manifest.json"
 KEEP = 3  # entries kept: one per model, ONNX Runtime version and CPU a data home is used with
 _LEFTOVER_S = 3600  # a temporary folder this old is a crashed start's
+# Free space a build leaves on the cache's disk: the runtime beside it (its bus, index, a serve's stages
+# writing now) must never meet a disk the cache filled. An entry holds the weights in float32: four
+# times the int8 model.
+RESERVE_BYTES = 1 << 30
 _READ_BLOCK = 1 << 22
 
 
@@ -81,8 +85,10 @@ def sha256_of(path: Path) -> str:
 class GraphCache:
     """The cached optimised graph of one model, for one ONNX Runtime and CPU, under ``root``."""
 
-    def __init__(self, root: Path, model: Path, key: Mapping[str, str]) -> None:
+    def __init__(self, root: Path, model: Path, key: Mapping[str, str], *,
+                 reserve_bytes: int = RESERVE_BYTES) -> None:
         self.root = root
+        self.reserve_bytes = reserve_bytes
         self.model = model
         self.key = {"format": str(FORMAT), "model": str(model.resolve()), "model_bytes": str(model.stat().st_size),
                     **key}
@@ -188,6 +194,9 @@ class GraphCache:
     def _rebuild(self, build: Callable[[Path | None], T], seen: str | None) -> T:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            free, need = shutil.disk_usage(self.root).free, 4 * self.model.stat().st_size + self.reserve_bytes
+            if free < need:
+                raise OSError(f"{free // 2**20} MB free, {need // 2**20} MB wanted")
             staging = Path(tempfile.mkdtemp(prefix=".building-", dir=self.root))
         except OSError as exc:
             log.warning("the embedder's graph cache cannot be written under %s (%s); optimising in memory",
