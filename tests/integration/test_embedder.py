@@ -1,5 +1,5 @@
 """The real MiniLM embedder: shape, normalisation, quality sanity, token spans, threads, and its
-optimised graph cached (the same vectors; a damaged cache rebuilt)."""
+optimised graph cached (the same vectors)."""
 
 from __future__ import annotations
 
@@ -120,21 +120,16 @@ def test_a_batch_of_long_texts_is_bounded_by_its_attention_memory():
     assert [len(b) for b in embedder._batches([128] * 40)] == [32, 8]
 
 
-def test_the_cached_optimised_graph_gives_the_uncached_vectors_and_a_damaged_one_is_rebuilt(embedder, tmp_path):
+def test_the_cached_optimised_graph_gives_the_uncached_vectors(embedder, tmp_path):
+    # (a damaged, stale or unwritable cache: tests/unit/test_graph_cache.py)
     texts = ["The volcano erupted and lava flowed down the mountain.", "a much longer sentence " * 40, "x"]
     expected = embedder.embed(texts)  # optimised in memory, as without a cache
     built = OnnxMiniLMEmbedder(cache_dir=tmp_path)
     assert np.array_equal(built.embed(texts), expected)
     (entry,) = tmp_path.iterdir()
     assert {p.name for p in entry.iterdir()} == {GRAPH, WEIGHTS, MANIFEST}
+    assert file_digests(entry / WEIGHTS) == json.loads((entry / MANIFEST).read_text())["files"][WEIGHTS]
     loaded = OnnxMiniLMEmbedder(cache_dir=tmp_path)
     assert np.array_equal(loaded.embed(texts), expected)
     assert loaded._session.get_session_options().graph_optimization_level.name == "ORT_DISABLE_ALL"
-    # weights changed where the 'x' probe's vector would never show it: the entry is rebuilt, not used
-    weights = bytearray((entry / WEIGHTS).read_bytes())
-    weights[len(weights) // 3: len(weights) // 3 + 4096] = bytes(4096)
-    (entry / WEIGHTS).write_bytes(bytes(weights))
-    rebuilt = OnnxMiniLMEmbedder(cache_dir=tmp_path)
-    assert np.array_equal(rebuilt.embed(texts), expected)
-    assert rebuilt._session.get_session_options().graph_optimization_level.name == "ORT_ENABLE_ALL"
-    assert file_digests(entry / WEIGHTS) == json.loads((entry / MANIFEST).read_text())["files"][WEIGHTS]
+    assert loaded.token_spans("Café prices") == embedder.token_spans("Café prices")

