@@ -109,7 +109,14 @@ def _page_text(page) -> tuple[str, list[Table]]:
     textpage = page.get_textpage()
     try:
         text = textpage.get_text_bounded()
-        return text, find_tables(textpage, text) if page.get_rotation() == 0 else []
+        rotation = page.get_rotation()
+        if rotation and len(text) != textpage.count_chars():
+            # on a turned page PDFium's bounded text runs some lines together; its text by index
+            # has the same characters with every line apart
+            lines = textpage.get_text_range().replace("\ufffe", "\x02")
+            if lines.replace("\r\n", "") == text.replace("\r\n", ""):
+                text = lines
+        return text, find_tables(textpage, text, rotation)
     finally:
         textpage.close()
 

@@ -113,7 +113,7 @@ class Table:
 class _Boxes:
     """Character boxes of one text page (PDFium's loose boxes: the font's height, the advance's width)."""
 
-    def __init__(self, textpage) -> None:
+    def __init__(self, textpage, rotation: int = 0) -> None:
         import pypdfium2.raw as pdfium_c
 
         self._c = pdfium_c
@@ -122,19 +122,33 @@ class _Boxes:
         self._name = ctypes.create_string_buffer(128)
         self._flags = ctypes.c_int()
         self._x, self._y = ctypes.c_double(), ctypes.c_double()  # passed by reference
+        # the page as it is shown: turned clockwise by its /Rotate (x, y) -> (y, -x), (-x, -y), (-y, x)
+        self._turn = {90: (0, 1, -1, 0), 180: (-1, 0, 0, -1), 270: (0, -1, 1, 0)}.get(rotation % 360)
+
+    def _shown(self, x: float, y: float) -> tuple[float, float]:
+        if self._turn is None:
+            return x, y
+        a, b, c, d = self._turn
+        return a * x + b * y, c * x + d * y
 
     def box(self, index: int) -> tuple[float, float, float, float]:
-        """(left, right, bottom, height) of character ``index``."""
+        """(left, right, bottom, height) of character ``index`` on the page as it is shown."""
         r = self._rect
         self._c.FPDFText_GetLooseCharBox(self._page, index, r)
-        return r.left, r.right, r.bottom, r.top - r.bottom
+        if self._turn is None:
+            return r.left, r.right, r.bottom, r.top - r.bottom
+        (x0, y0), (x1, y1) = self._shown(r.left, r.bottom), self._shown(r.right, r.top)
+        return min(x0, x1), max(x0, x1), min(y0, y1), abs(y1 - y0)
+
+    def origin(self, index: int) -> tuple[float, float]:
+        self._c.FPDFText_GetCharOrigin(self._page, index, self._x, self._y)
+        return self._shown(self._x.value, self._y.value)
 
     def gapped(self, text: str, start: int) -> bool:
         """Whether two words of this line of the page's text (its first character ``start``) stand
         a cell's gap apart, or one a line below the other. The characters' origins first (PDFium
         finds them 4x faster than boxes): a gap is narrower than the step from the origin of the
         character before it to the one after, and most lines of a page have no step that wide."""
-        origin, page, x, y = self._c.FPDFText_GetCharOrigin, self._page, self._x, self._y
         height = 0.0
         for run in _SPACES.finditer(text, 1):
             after = run.end()
@@ -145,20 +159,17 @@ class _Boxes:
                 height = self.box(start)[3]
                 if height <= 0:
                     return False
-            origin(page, start + before, x, y)
-            x0, y0 = x.value, y.value
-            origin(page, start + after, x, y)
-            if (x.value - x0 > CELL_GAP * height or abs(y.value - y0) > 0.5 * height) and self._apart(
+            x0, y0 = self.origin(start + before)
+            x1, y1 = self.origin(start + after)
+            if (x1 - x0 > CELL_GAP * height or abs(y1 - y0) > 0.5 * height) and self._apart(
                     start + before, start + after, height):
                 return True
         return False
 
     def _apart(self, before: int, after: int, height: float) -> bool:
-        r = self._rect
-        self._c.FPDFText_GetLooseCharBox(self._page, before, r)
-        right, bottom = r.right, r.bottom
-        self._c.FPDFText_GetLooseCharBox(self._page, after, r)
-        return r.left - right > CELL_GAP * height or abs(r.bottom - bottom) > 0.5 * height
+        _, right, bottom, _ = self.box(before)
+        left, _, after_bottom, _ = self.box(after)
+        return left - right > CELL_GAP * height or abs(after_bottom - bottom) > 0.5 * height
 
     def bold(self, index: int) -> bool:
         weight = self._c.FPDFText_GetFontWeight(self._page, index)
@@ -229,12 +240,13 @@ def page_lines(boxes: _Boxes, raws: Sequence[str], starts: Sequence[int], first:
     return lines
 
 
-def find_tables(textpage, text: str) -> list[Table]:
-    """The tables of a page whose text (``get_text_bounded``) is ``text``; none where its characters
-    cannot be placed (the text and the page's character count differ)."""
+def find_tables(textpage, text: str, rotation: int = 0) -> list[Table]:
+    """The tables of a page whose text (``get_text_bounded``) is ``text`` and which is shown turned
+    by ``rotation`` degrees; none where its characters cannot be placed (the text and the page's
+    character count differ)."""
     if len(text) != textpage.count_chars() or "\r\n" not in text:
         return []
-    boxes = _Boxes(textpage)
+    boxes = _Boxes(textpage, rotation)
     raws = text.split("\r\n")
     starts = [0]
     for raw in raws[:-1]:
@@ -367,10 +379,17 @@ def _table(run: Sequence[Line], lines: Sequence[Line], boxes: _Boxes) -> Table |
 
 
 def _cells_of(line: Line, gutters: Sequence[tuple[float, float]]) -> list[str]:
+    """The line's text by column: each cell in the column its first word stands in (a wrapped
+    description that runs on into the gutter stays whole), a cell cut where a gap between two of
+    its words holds a gutter's middle (cells PDFium set closer than a cell's gap)."""
+    middles = [(a + b) / 2 for a, b in gutters]
     cells = [""] * (len(gutters) + 1)
-    for word in line.words:
-        n = _column(word, gutters)
-        cells[n] = f"{cells[n]} {word.text}".strip()
+    for cell in line.cells:
+        n = _column(cell[0], gutters)
+        for before, word in zip([None, *cell], cell, strict=False):
+            if before is not None and any(before.x1 <= m <= word.x0 for m in middles):
+                n = _column(word, gutters)
+            cells[n] = f"{cells[n]} {word.text}".strip()
     return cells
 
 
@@ -415,16 +434,19 @@ def _words_over_figures(lines: Sequence[Line]) -> int:
 
 
 def _rows(lines: Sequence[Line], gutters: Sequence[tuple[float, float]]) -> tuple[tuple[str, ...], ...]:
-    """Each row's cells: a line with two cells or more, or one in the first column, starts a row;
-    a line of one cell elsewhere continues it (a cell wrapped onto the next line); ruled lines are
-    dropped."""
+    """Each row's cells. A line continues the row above (cells wrapped onto the next line) when it
+    has nothing in the first column and one cell, or at most half as many as a row above that has
+    its first; any other line starts a row. Ruled lines are dropped."""
     rows: list[list[str]] = []
     for line in lines:
         if _is_rule(line):
             continue
         cells = _cells_of(line, gutters)
-        if cells[0] or sum(bool(cell) for cell in cells) >= 2 or not rows:
-            rows.append(cells)
+        filled = sum(bool(cell) for cell in cells)
+        above = rows[-1] if rows else None
+        if above is not None and not cells[0] and (
+                filled == 1 or above[0] and 2 * filled <= sum(bool(cell) for cell in above)):
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(above, cells, strict=True)]
         else:
-            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells, strict=True)]
+            rows.append(cells)
     return tuple(tuple(cells) for cells in rows)

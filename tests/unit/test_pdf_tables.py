@@ -110,3 +110,14 @@ def test_two_and_three_column_prose_and_tables_of_contents_hold_no_table(name):
                 page.close()
     finally:
         document.close()
+
+
+def test_a_turned_page_s_rows_keep_their_wrapped_description_and_amount_together():
+    """The Senate's expenditure report (a dataset PDF) is a landscape page (/Rotate 90): each row's
+    description wraps onto a second line, and the row is one passage with its amount."""
+    page = _passages(DOCUMENTS / "senate-expenditures.pdf", 1)
+    rows = [text for kind, text in page if kind == "row" and text.startswith("DHAW20190031;")]
+    assert len(rows) == 1, rows
+    assert "TRAIN FARE FOR SEN HAWLEY WASHINGTON DC TO NEW YORK NY AND RETURN" in rows[0]
+    assert rows[0].endswith("; 618.00")
+    assert ("row", "BAIN, J MATTHEW; DISTRICT DIRECTOR; 37,499.96") in page
