@@ -73,7 +73,8 @@ def _read(document, limits: Limits) -> Reading:
     if total > pages:
         reading.skip(total - pages, f"pages past the first {limits.max_pages} (RAGBUS_MAX_PAGES) were cut")
     texts: list[list[str]] = []
-    tables: list[dict[int, Table]] = []  # each page's tables by the lines of its text they take
+    # each page's lines' first line of PDFium's text, and its tables by the lines they take
+    tables: list[tuple[list[int], dict[int, Table]]] = []
     above: Table | None = None  # the last table of the page before, whose header a table run on takes
     ocr_left = limits.ocr_max_pages if limits.ocr else 0
     engine = shutil.which("tesseract") if limits.ocr else None
@@ -92,14 +93,14 @@ def _read(document, limits: Limits) -> Reading:
         lines, origin = _lines(text)
         texts.append(lines)
         taken = {n: table for table in found for n in range(table.first, table.last + 1)}
-        tables.append({i: taken[n] for i, n in enumerate(origin) if n in taken})
+        tables.append((origin, {i: taken[n] for i, n in enumerate(origin) if n in taken}))
     running = _running_lines(texts)
     offset = _printed_offset(texts)
-    for number, (lines, in_table) in enumerate(zip(texts, tables, strict=True), start=1):
+    for number, (lines, (origin, in_table)) in enumerate(zip(texts, tables, strict=True), start=1):
         kept = _without_edges(lines, running, None if offset is None else number + offset)
         full = _usual_width([lines[i] for i in kept])
-        reading.passages.extend(Passage(text, kind, {"page": number})
-                                for text, kind in _paragraphs(_with_tables(lines, kept, in_table), full))
+        reading.passages.extend(Passage(text, kind, {"page": number}) for text, kind in _paragraphs(
+            _with_tables(lines, origin, kept, in_table), full))
     reading.title = _title(document, reading)
     return reading
 
@@ -143,15 +144,20 @@ def _lines(text: str) -> tuple[list[str], list[int]]:
     return lines, origin
 
 
-def _with_tables(lines: list[str], kept: list[int], in_table: dict[int, Table]) -> list[str | Table]:
-    """The kept lines, each table's in one piece where its first kept line stood."""
+def _with_tables(lines: list[str], origin: list[int], kept: list[int],
+                 in_table: dict[int, Table]) -> list[str | Table]:
+    """The kept lines, each table's in one piece where its first kept line stood, less any row that
+    begins on a line dropped as a running header, footer or page number."""
+    dropped = {origin[i] for i in set(range(len(lines))) - set(kept)}
     out: list[str | Table] = []
+    placed: set[int] = set()
     for i in kept:
         table = in_table.get(i)
         if table is None:
             out.append(lines[i])
-        elif not out or out[-1] is not table:
-            out.append(table)
+        elif id(table) not in placed:
+            placed.add(id(table))
+            out.append(table.without(dropped))
     return out
 
 

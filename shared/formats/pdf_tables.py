@@ -93,6 +93,14 @@ class Table:
     last: int
     cells: tuple[tuple[str, ...], ...]  # row by row
     header: tuple[str, ...] = ()
+    starts: tuple[int, ...] = ()  # the line of PDFium's text each row begins on
+
+    def without(self, lines: set[int]) -> Table:
+        """The table less the rows that begin on ``lines`` (a running header or footer, a page number)."""
+        keep = [n for n, start in enumerate(self.starts) if start not in lines]
+        if len(keep) == len(self.cells):
+            return self
+        return replace(self, cells=tuple(self.cells[n] for n in keep), starts=tuple(self.starts[n] for n in keep))
 
     @property
     def rows(self) -> list[str]:
@@ -372,10 +380,10 @@ def _table(run: Sequence[Line], lines: Sequence[Line], boxes: _Boxes) -> Table |
     if columns[0] and all(_MARKER.match(w.text) for w in columns[0]):
         return None  # a list: bullets or numbers, then text
     header, body = _header(whole, gutters, boxes)
-    rows = _rows(body, gutters)
+    rows, starts = _rows(body, gutters)
     if not rows:
         return None
-    return Table(whole[0].number, whole[-1].number, rows, header)
+    return Table(whole[0].number, whole[-1].number, tuple(map(tuple, rows)), header, tuple(starts))
 
 
 def _cells_of(line: Line, gutters: Sequence[tuple[float, float]]) -> list[str]:
@@ -433,11 +441,12 @@ def _words_over_figures(lines: Sequence[Line]) -> int:
     return top if sum(bool(_DIGIT.search(line.text)) for line in body) >= 0.6 * len(body) else 0
 
 
-def _rows(lines: Sequence[Line], gutters: Sequence[tuple[float, float]]) -> tuple[tuple[str, ...], ...]:
+def _rows(lines: Sequence[Line], gutters: Sequence[tuple[float, float]]) -> tuple[list[list[str]], list[int]]:
     """Each row's cells. A line continues the row above (cells wrapped onto the next line) when it
     has nothing in the first column and one cell, or at most half as many as a row above that has
-    its first; any other line starts a row. Ruled lines are dropped."""
+    its first; any other line starts a row. Ruled lines are dropped. Also the line each row begins on."""
     rows: list[list[str]] = []
+    starts: list[int] = []
     for line in lines:
         if _is_rule(line):
             continue
@@ -449,4 +458,5 @@ def _rows(lines: Sequence[Line], gutters: Sequence[tuple[float, float]]) -> tupl
             rows[-1] = [f"{a} {b}".strip() for a, b in zip(above, cells, strict=True)]
         else:
             rows.append(cells)
-    return tuple(tuple(cells) for cells in rows)
+            starts.append(line.number)
+    return rows, starts

@@ -64,6 +64,25 @@ def test_each_row_of_a_table_is_a_passage_with_its_columns_named_and_the_prose_a
     assert all(p.position == {"page": 1} for p in reading.passages)
 
 
+def test_a_running_footer_under_a_table_is_no_row_of_it():
+    """A footer set in the table's columns just under its last row ("Mirror report ... Page 2" on
+    every page) is dropped as page furniture, not read as a row."""
+    names = ["zlib", "bzip2", "gzip", "lzip", "xz-utils", "zstd", "brotli", "lz4", "snappy", "pigz", "pbzip2", "lzop"]
+    pages = []
+    for number in range(3):
+        lines = [(60, 760, ["Archive sizes", "Mirror sizes", "Release sizes"][number]),
+                 (60, 730, "Package"), (200, 730, "Version"), (320, 730, "Size")]
+        for n in range(4):
+            y = 714 - 16 * n
+            lines += [(60, y, names[4 * number + n]), (200, y, f"1.{n}"), (320, y, f"{n + 1}00k")]
+        lines += [(60, 714 - 16 * 4, "Mirror report"), (320, 714 - 16 * 4, f"Page {number + 1}")]
+        pages.append(_page(lines))
+    reading = read_pdf(pdf(pages), "application/pdf", "", Limits(ocr=False))
+    texts = [p.text for p in reading.passages]
+    assert not [text for text in texts if "Mirror report" in text or "Page " in text], texts
+    assert "Package: lzop; Version: 1.3; Size: 400k" in texts and "Package: zlib; Version: 1.0; Size: 100k" in texts
+
+
 def test_a_table_run_on_from_the_page_before_takes_its_header():
     """fontconfig's property table (real, tests/data/formats) starts on page 1 under "Property Type
     Description" and a ruled line, and runs on over page 2 without them."""
