@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.adapters.http_fetch import SafeFetcher
 from shared.adapters.language_models import language_model
 from shared.adapters.local.blobs import FolderBlobStore
 from shared.adapters.local.bus import SqliteBus
@@ -15,10 +14,19 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps, Lazy
+from shared.contract.ports import Fetcher
 from shared.ingest.recovery import resend_if_index_lost
 from shared.observability.tracing import TracingPublisher
 from shared.runtime.stages import subscription_topics
 from shared.runtime.telemetry import setup_telemetry
+
+
+def safe_fetcher(settings: Settings) -> Fetcher:
+    """The fetcher of feeds and pages, imported when a command first fetches: its httpx was about
+    70 ms of every CLI start (docs/benchmarks.md, "CLI cold start")."""
+    from shared.adapters.http_fetch import SafeFetcher
+
+    return SafeFetcher.from_settings(settings)
 
 
 @dataclass
@@ -49,7 +57,7 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
         state=SqliteStateStore(settings.db_path),
         blobs=FolderBlobStore(settings.blob_dir),
         clock=SystemClock(),
-        fetcher=Lazy(lambda: SafeFetcher.from_settings(settings)),
+        fetcher=Lazy(lambda: safe_fetcher(settings)),
         embedder=Lazy(lambda: packaged_embedder(settings.model_cache_dir)),
         index=Lazy(local_index),
         llm=Lazy(lambda: language_model(settings, deps)),
@@ -121,7 +129,7 @@ def build_gcp(settings: Settings) -> Deps:
         state=Lazy(state),
         blobs=Lazy(blobs),
         clock=SystemClock(),
-        fetcher=Lazy(lambda: SafeFetcher.from_settings(settings)),
+        fetcher=Lazy(lambda: safe_fetcher(settings)),
         embedder=Lazy(embedder),
         index=Lazy(index),
         llm=Lazy(lambda: language_model(settings, holder["deps"])),
