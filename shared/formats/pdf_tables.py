@@ -21,8 +21,7 @@ import ctypes
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import dataclass, replace
 from statistics import median
 
 from shared.formats.passages import labelled_row
@@ -58,33 +57,23 @@ class Word:
         return (self.x0 + self.x1) / 2
 
 
-@dataclass
 class Line:
-    number: int  # the line of PDFium's text it is (or is part of)
-    words: list[Word] = field(default_factory=list)
+    """One line as it stands on the page: its words, where it sits, its cells (words more than a
+    cell's gap apart)."""
 
-    # read once the line is whole (page_lines)
-    @cached_property
-    def bottom(self) -> float:
-        return median(w.bottom for w in self.words)
-
-    @cached_property
-    def height(self) -> float:
-        return max(w.height for w in self.words)
-
-    @cached_property
-    def cells(self) -> list[list[Word]]:
-        out: list[list[Word]] = []
+    def __init__(self, number: int, words: list[Word]) -> None:
+        self.number = number  # the line of PDFium's text it is (or is part of)
+        self.words = words
+        self.bottom = median(w.bottom for w in words)
+        self.height = max(w.height for w in words)
+        self.text = " ".join(w.text for w in words)
+        self.cells: list[list[Word]] = []
         gap = CELL_GAP * self.height
-        for word in self.words:
-            if not out or word.x0 - out[-1][-1].x1 > (2 * gap if _STOP.search(out[-1][-1].text) else gap):
-                out.append([])
-            out[-1].append(word)
-        return out
-
-    @cached_property
-    def text(self) -> str:
-        return " ".join(w.text for w in self.words)
+        for word in words:
+            if not self.cells or word.x0 - self.cells[-1][-1].x1 > (
+                    2 * gap if _STOP.search(self.cells[-1][-1].text) else gap):
+                self.cells.append([])
+            self.cells[-1].append(word)
 
 
 @dataclass(frozen=True)
@@ -155,8 +144,9 @@ class _Boxes:
     def gapped(self, text: str, start: int) -> bool:
         """Whether two words of this line of the page's text (its first character ``start``) stand
         a cell's gap apart, or one a line below the other. The characters' origins first (PDFium
-        finds them 4x faster than boxes): a gap is narrower than the step from the origin of the
-        character before it to the one after, and most lines of a page have no step that wide."""
+        finds them 4x faster than boxes): the step from the origin of the character before a gap
+        to the one after is the gap and that character's width (a fifth of a line height at
+        least: a full stop), and most lines of a page have no step that wide."""
         height = 0.0
         for run in _SPACES.finditer(text, 1):
             after = run.end()
@@ -169,7 +159,7 @@ class _Boxes:
                     return False
             x0, y0 = self.origin(start + before)
             x1, y1 = self.origin(start + after)
-            if (x1 - x0 > CELL_GAP * height or abs(y1 - y0) > 0.5 * height) and self._apart(
+            if (x1 - x0 > (CELL_GAP + 0.2) * height or abs(y1 - y0) > 0.5 * height) and self._apart(
                     start + before, start + after, height):
                 return True
         return False
@@ -219,8 +209,25 @@ def _split_word(boxes: _Boxes, text: str, first: int) -> list[Word]:
 
 def _wide_gaps(boxes: _Boxes, raws: Sequence[str], starts: Sequence[int]) -> list[int]:
     """The lines of PDFium's text with two words a cell apart (or one a line below the other): the
-    only ones a table's row can be. Two character boxes a space, no more: most pages have none."""
-    return [number for number, raw in enumerate(raws) if " " in raw and boxes.gapped(raw, starts[number])]
+    only ones a table's row can be. Half the lines are looked at first, two in every four: any
+    MIN_ROWS such lines at most three apart (a table) have one among them; the lines around each
+    found are looked at next, outwards, until three in a row have no such gap."""
+    seen: dict[int, bool] = {}
+
+    def gapped(number: int) -> bool:
+        if number not in seen:
+            raw = raws[number]
+            seen[number] = " " in raw and boxes.gapped(raw, starts[number])
+        return seen[number]
+
+    for number in range(len(raws)):
+        if number % 4 < 2 and gapped(number):
+            for step in (-1, 1):
+                k, misses = number + step, 0
+                while 0 <= k < len(raws) and misses < 3:
+                    misses = 0 if gapped(k) else misses + 1
+                    k += step
+    return sorted(number for number, wide in seen.items() if wide)
 
 
 def _groups(numbers: Sequence[int]) -> list[tuple[int, int]]:
@@ -239,12 +246,12 @@ def page_lines(boxes: _Boxes, raws: Sequence[str], starts: Sequence[int], first:
     words step down to another line (PDFium runs a table's stacked rows together at times)."""
     lines: list[Line] = []
     for number in range(first, last + 1):
-        current: Line | None = None
+        groups: list[list[Word]] = []
         for word in _words(boxes, raws[number], starts[number]):
-            if current is None or abs(word.bottom - current.words[-1].bottom) > 0.6 * word.height:
-                current = Line(number)
-                lines.append(current)
-            current.words.append(word)
+            if not groups or abs(word.bottom - groups[-1][-1].bottom) > 0.6 * word.height:
+                groups.append([])
+            groups[-1].append(word)
+        lines.extend(Line(number, words) for words in groups)
     return lines
 
 
