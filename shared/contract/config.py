@@ -283,8 +283,8 @@ class Settings:
     model_cache: str = setting(
         "RAGBUS_MODEL_CACHE", "", Text(strip=True),
         "local runtime: folder of the packaged embedder's optimised ONNX graph (about 90 MB; a start loads it "
-        "instead of optimising the model again, and rebuilds it when missing, stale or damaged); `off`: optimise "
-        "at every start, saving nothing", shown="`$RAGBUS_HOME/cache`")
+        "instead of optimising the model again, and rebuilds it when missing, stale or damaged); `off` (or `0`, "
+        "`false`, `no`): optimise at every start, saving nothing", shown="`$RAGBUS_HOME/cache`")
     runtime: str = setting("RAGBUS_RUNTIME", "local", Choice(("local", "gcp")), "`local` (embedded) or `gcp`")
     allow_loopback: bool = setting(
         "RAGBUS_ALLOW_LOOPBACK", False, Flag(),
@@ -546,9 +546,9 @@ class Settings:
     @property
     def model_cache_dir(self) -> Path | None:
         """Where the local embedder caches its optimised graph; None when RAGBUS_MODEL_CACHE is ``off``."""
-        if self.model_cache.lower() == "off":
-            return None
-        return Path(self.model_cache).expanduser() if self.model_cache else self.home / "cache"
+        if not self.model_cache:
+            return self.home / "cache"
+        return None if self.model_cache.lower() in _FALSE else Path(self.model_cache).expanduser()
 
     @property
     def llm_model(self) -> str | None:

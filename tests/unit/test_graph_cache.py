@@ -172,3 +172,17 @@ def test_an_entry_another_start_installed_meanwhile_is_kept(tmp_path, model):
 
     assert cache.session(second.load, build) == "built"
     assert cache_session(tmp_path / "cache", model, FakeRuntime()) == "loaded:aaaaaaaa"
+
+
+def test_the_cache_is_in_the_data_home_unless_moved_or_off_and_the_local_runtime_uses_it(tmp_path):
+    from shared.contract.config import load_settings
+    from shared.runtime.bootstrap import build_local
+
+    home = tmp_path / "home"
+    assert load_settings({"RAGBUS_HOME": str(home)}).model_cache_dir == home / "cache"
+    moved = load_settings({"RAGBUS_HOME": str(home), "RAGBUS_MODEL_CACHE": str(tmp_path / "elsewhere")})
+    assert moved.model_cache_dir == tmp_path / "elsewhere"
+    for off in ("off", "OFF", "0", "false", "no"):
+        assert load_settings({"RAGBUS_HOME": str(home), "RAGBUS_MODEL_CACHE": off}).model_cache_dir is None
+    embedder = build_local(moved, index=object()).deps.embedder  # built, not loaded: no model read
+    assert embedder.inner.cache_dir == tmp_path / "elsewhere"
