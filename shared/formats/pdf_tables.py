@@ -283,15 +283,16 @@ def find_tables(textpage, text: str, rotation: int = 0) -> list[Table]:
 
 def _run(lines: Sequence[Line], start: int) -> int:
     """The end of the run of lines from ``start`` that may be one table: lines of two cells or more,
-    each close below the one above it, with single-cell lines (wrapped cells) among them."""
+    each close below the one before it (or a little above: a header's lines PDFium reads out of
+    order), with single-cell lines (wrapped cells) among them."""
     if len(lines[start].cells) < 2:
         return start
     end = start + 1
     last_full = start
     while end < len(lines):
         line, above = lines[end], lines[end - 1]
-        drop = above.bottom - line.bottom
-        if not 0 < drop <= ROW_GAP * max(line.height, above.height):
+        drop, height = above.bottom - line.bottom, max(line.height, above.height)
+        if not -1.5 * height <= drop <= ROW_GAP * height:
             break
         if len(line.cells) >= 2:
             last_full = end
@@ -334,10 +335,14 @@ def _column(word: Word, gutters: Sequence[tuple[float, float]]) -> int:
     return sum(word.middle > (a + b) / 2 for a, b in gutters)
 
 
-def _fits(line: Line, middles: Sequence[float]) -> bool:
-    """Whether none of the line's cells covers the middle of two columns (prose under a table does;
-    a header's name, wider than its column, reaches over a gutter but not that far)."""
-    return all(sum(cell[0].x0 <= m <= cell[-1].x1 for m in middles) <= 1 for cell in line.cells)
+def _fits(line: Line, middles: Sequence[float], most: int = 1) -> bool:
+    """Whether none of the line's cells covers the middle of more than ``most`` columns (prose under
+    a table does; a header's name, wider than its column, reaches over a gutter but not that far)."""
+    return all(sum(cell[0].x0 <= m <= cell[-1].x1 for m in middles) <= most for cell in line.cells)
+
+
+def _bold(line: Line, boxes: _Boxes) -> bool:
+    return all(boxes.bold(w.index) for w in line.words)
 
 
 def _page_numbers(rows: Sequence[Line]) -> bool:
@@ -356,6 +361,7 @@ def _middles(rows: Sequence[Line], gutters: Sequence[tuple[float, float]]) -> li
 
 
 def _table(run: Sequence[Line], lines: Sequence[Line], boxes: _Boxes) -> Table | None:
+    run = sorted(run, key=lambda line: -line.bottom)  # as the lines stand, top to bottom
     full = [line for line in run if len(line.cells) >= 2]
     if any(_LEADERS.search(line.text) for line in full) or _page_numbers(full):
         return None  # a table of contents
@@ -366,7 +372,9 @@ def _table(run: Sequence[Line], lines: Sequence[Line], boxes: _Boxes) -> Table |
     # the table: from its first line to its last in the columns, past a row whose wide cell crosses
     # a gutter (the few the gutters allow) but not past a line of prose (one cell across them)
     middles = _middles(full, gutters)
-    fits = [_fits(line, middles) or _is_rule(line) for line in run]
+    # (a bold header's name may span two columns: "OBLIGATION/SERVICE DATES" over START and END)
+    fits = [_fits(line, middles) or _is_rule(line) or (
+        len(line.cells) >= 2 and _fits(line, middles, 2) and _bold(line, boxes)) for line in run]
     if not fits[0]:
         return None  # prose above: the table is looked for from the next line on
     end = next((k for k in range(len(run)) if not fits[k] and len(run[k].cells) < 2), len(run))
@@ -390,7 +398,8 @@ def _table(run: Sequence[Line], lines: Sequence[Line], boxes: _Boxes) -> Table |
     rows, starts = _rows(body, gutters)
     if not rows:
         return None
-    return Table(whole[0].number, whole[-1].number, tuple(map(tuple, rows)), header, tuple(starts))
+    numbers = [line.number for line in whole]
+    return Table(min(numbers), max(numbers), tuple(map(tuple, rows)), header, tuple(starts))
 
 
 def _cells_of(line: Line, gutters: Sequence[tuple[float, float]]) -> list[str]:
@@ -432,7 +441,7 @@ def _header(lines: Sequence[Line], gutters: Sequence[tuple[float, float]],
 
 def _bold_top(lines: Sequence[Line], boxes: _Boxes) -> int:
     """How many of the first lines are bold (at most three), when the line under them is not."""
-    bold = [all(boxes.bold(w.index) for w in line.words) for line in lines[:4]]
+    bold = [_bold(line, boxes) for line in lines[:4]]
     top = 0
     while top < min(3, len(bold)) and bold[top]:
         top += 1
