@@ -136,20 +136,32 @@ def read_row(row: dict[str, Any], llm: Any) -> None:
     row["keys_in_answer"] = not row["near_miss"] and all(realdocs.key_in(k, answer.text) for k in keys)
 
 
-def reread(rows: list[dict[str, Any]], say) -> None:
+def reread(rows: list[dict[str, Any]], say, home: Path | None = None) -> None:
     """Read every row's kept passages again with this checkout's reader (nothing ingested, nothing retrieved: the
-    passages are those the collecting run kept), for a change to the reader's evidence; the passages' closeness
-    is computed afresh from their text (the collecting run read the index's stored vectors of the same text)."""
-    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+    passages are those the collecting run kept), for a change to the reader's evidence. With ``home`` (the part
+    ingested and kept by ``--reuse-ingest``) the passages' closeness comes from the index's stored vectors, as
+    when they were collected; without it, from their text embedded afresh."""
+    if home is not None:
+        from shared.runtime.bootstrap import build_local
+        from shared.tools.eval.pipeline import FULL, pipeline_settings
 
-    llm = llm_module.LocalLanguageModel(None, OnnxMiniLMEmbedder())
-    for n, row in enumerate(rows, start=1):
-        if "contexts" not in row:
-            raise SystemExit(f"--reread: {row['id']} has no kept passages (rows written before they were kept): "
-                             "collect again")
-        read_row(row, llm)
-        if n % 100 == 0:
-            say(f"  read again {n} of {len(rows)}")
+        system = build_local(pipeline_settings(home, FULL))
+        llm = system.deps.llm
+    else:
+        from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+
+        system, llm = None, llm_module.LocalLanguageModel(None, OnnxMiniLMEmbedder())
+    try:
+        for n, row in enumerate(rows, start=1):
+            if "contexts" not in row:
+                raise SystemExit(f"--reread: {row['id']} has no kept passages (rows written before they were kept): "
+                                 "collect again")
+            read_row(row, llm)
+            if n % 100 == 0:
+                say(f"  read again {n} of {len(rows)}")
+    finally:
+        if system is not None:
+            system.deps.index.close()
 
 
 def label_rows(rows: list[dict[str, Any]], files: dict[str, str]) -> None:
@@ -373,7 +385,8 @@ def main() -> None:
     if args.from_rows:
         rows = [json.loads(line) for line in args.from_rows.read_text().splitlines() if line.strip()]
         if args.reread:
-            reread(rows, say)
+            home = args.cache / "realtext-dev-home"
+            reread(rows, say, home if args.reuse_ingest and home.is_dir() else None)
             label_rows(rows, _document_files())
             if args.rows:
                 args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -436,7 +449,8 @@ def main() -> None:
         "refused_goal": args.refused, "held_out": held_out,
         "held_out_by_writer": by_writer,
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": commit,
-        "evidence": "read again from an earlier run's --rows" if args.from_rows else "collected in this run",
+        "evidence": ("the passages an earlier run kept (--rows), read again by this checkout's reader" if args.reread
+                     else "read from an earlier run's --rows" if args.from_rows else "collected in this run"),
         "seconds": round(time.perf_counter() - started, 1),
     }
     model = VerdictModel(right_model, near_model, answered_from, refuse_from, rescue_from, fitted)

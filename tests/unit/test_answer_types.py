@@ -259,3 +259,32 @@ def test_a_status_code_is_asked_only_when_the_question_asks_for_one():
     follow_up = "Which request headers make the status code a server sends when a polled feed has not changed possible?"
     assert asked_fact(follow_up).kind != "status code"
     assert sentence_states("The server replies 304 Not Modified with no body.", follow_up) is not True
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        # a which/what question opening with a noun asks for one of what that noun names, whatever else it names
+        ("Which options does version 2 of the packer add?", "flag"),
+        ("Which GNU frob option randomises the order of the jobs?", "flag"),
+        ("What uid does the backup user have on Debian?", "identifier"),
+        ("Which GID must the tty group have?", "identifier"),
+        ("Which exit code must a maintainer script return to be retried?", "identifier"),
+        ("Since which frob version is the sandbox enabled?", "version"),
+        ("Which request headers make the status code a server sends possible?", None),
+        # what the question is about, not what it asks for
+        ("What does the --quiet option do?", None),
+        ("What did version 1.1.0 of the format add?", None),
+        # no noun opening: the kinds are read from the rest of the question as before
+        ("What is the status code for a missing page?", "status code"),
+        ("What is the option that turns colours off?", "flag"),
+    ],
+)
+def test_a_which_question_asks_for_its_own_noun(question, kind):
+    assert asked_fact(question).kind == kind
+
+
+def test_a_uid_is_stated_by_a_number_tied_to_its_user():
+    question = "What uid does the backup user have?"
+    assert sentence_states("The backup user has uid 34 on every Debian system.", question)
+    assert not sentence_states("The backup user runs the nightly backup scripts.", question)

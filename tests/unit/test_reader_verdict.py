@@ -151,3 +151,17 @@ def test_passages_the_grader_doubts_are_read_on_only_when_the_answer_is_likely_r
     doubting = VerdictModel(_model(0.0, -2.0).right, _model(0.0, -2.0).near_miss, 0.9, 0.5, 0.6)
     assert not doubting.rescues(values)  # right 0.5, below rescue_from 0.6
     assert not _model(2.0, 2.0).rescues(values)  # refused: never read on
+
+
+def test_the_asked_subject_in_a_stating_sentence_is_evidence_of_its_own(embedder):
+    # issue 36: a value of the asked type stated for a neighbour ("www-data has uid 33") is not the backup user's
+    # uid; the question's rare terms ("backup") in a sentence stating a uid is what tells the two apart
+    question = "Which uid does the backup user have?"
+    stated = "Users\n\nThe backup user has uid 34 on every Debian system. The www-data user has uid 33."
+    neighbour = ("Users\n\nThe www-data user has uid 33 on every Debian system. The proxy user has uid 13.\n\n"
+                 "Backups\n\nNightly backups of the user database are written to /var/backups.")
+    seen = []
+    for text in (stated, neighbour):
+        _read(embedder, question, text, observe=lambda features, answer, reader: seen.append(features))
+    assert seen[0]["subject_stated"] > seen[1]["subject_stated"]
+    assert seen[0]["subject_best"] >= seen[0]["subject_stated"] and seen[0]["subject_quoted"] > 0

@@ -177,12 +177,26 @@ _HOW_TO = re.compile(r"\bhow\s+(?:do|can|should|could|would)\s+(?:i|we|you|one)\
 _COMPARISON = re.compile(r"\b(versus|vs\.?|compared?|comparison|differ\w*|than)\b", re.IGNORECASE)
 _WHAT_SHARE = re.compile(r"\b(?:what|which)\s+(?:percentage|percent|proportion|share|fraction)\b", re.IGNORECASE)
 _STATUS_Q = re.compile(r"\b(?:status|response|reply|error|http)\s+codes?\b", re.IGNORECASE)
-# "Which request headers make the status code ... possible?" asks for headers: a question opening with which/what
-# and a noun asks for what that noun names, so it asks for a status code only when the code is that noun.
-_WHICH_NOUN = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?!(?:is|are|was|were|does|do|did|can|could|should|will|"
-                         r"would|has|have|had|the|an?|kind|sort|type)\b)[\w-]+", re.IGNORECASE)
-_STATUS_OPENING = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:status|response|reply|error|http)"
-                             r"\s+codes?\b", re.IGNORECASE)
+# A which/what question opening with a noun asks for one of what that noun names: "Which request headers make the
+# status code ... possible?" asks for headers, "Which options does version 2 add?" for options, "What uid does the
+# backup user have?" for a uid. The noun phrase runs up to an auxiliary, an article or a preposition (so it may end
+# with the verb: "Which GNU make option randomises the order"), at most OPENING_WORDS words; the last word of it
+# that names a kind below says what is asked.
+_OPENING = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?P<rest>.+)", re.IGNORECASE)
+_AUXILIARIES = frozenset("is are was were be do does did has have had will would can could should shall must may might"
+                         .split())
+_PHRASE_BREAKS = frozenset("the a an its their this that these those whether if of for in on at to from with by as into "
+                           "when where".split())
+OPENING_WORDS = 3
+_OPENING_KINDS = {"option": FLAG, "options": FLAG, "flag": FLAG, "flags": FLAG, "switch": FLAG, "switches": FLAG,
+                  "version": VERSION, "versions": VERSION, "release": VERSION, "releases": VERSION,
+                  "id": IDENT, "ids": IDENT, "identifier": IDENT, "identifiers": IDENT, "number": IDENT,
+                  "numbers": IDENT, "uid": IDENT, "uids": IDENT, "gid": IDENT, "gids": IDENT, "port": IDENT}
+# A code is a status code ("Which HTTP status code ...") or a number a program exits with ("Which exit code ...").
+_CODE_KINDS = {"status": STATUS, "response": STATUS, "reply": STATUS, "error": STATUS, "http": STATUS, "exit": IDENT,
+               "return": IDENT}
+# "What does the --foo option do?", "What did version 2 add?": what the question is about, not what it asks for.
+_ASKS_ABOUT = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:do|does|did)\b", re.IGNORECASE)
 _FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|flag|switch|command-line\s+option)s?\b",
                      re.IGNORECASE)
 _RETURN_Q = re.compile(r"\bwhat\s+(?:does|do|did|will|can)\s+.+?\breturns?\b", re.IGNORECASE)
@@ -497,6 +511,27 @@ def asked_fact(question: str) -> AskedFact:
                      counted=tuple(ties) if kind == COUNT else ())
 
 
+def _opening_noun(text: str) -> tuple[str | None, ...]:
+    """``(kind,)`` when a which/what question opens with a noun phrase, the kind its last word of
+    :data:`_OPENING_KINDS` asks for (None: none there, "Which request headers ..."); ``()`` when a verb or an
+    article follows which/what ("What does ...", "Which is ...")."""
+    m = _OPENING.match(text)
+    words = [w.lower().strip(".,;:") for w in m["rest"].split()] if m else []
+    phrase: list[str] = []
+    for word in words[:OPENING_WORDS]:
+        if word in _AUXILIARIES or word in _PHRASE_BREAKS:
+            break
+        phrase.append(word)
+    if not phrase or phrase[0] in {"kind", "sort", "type"}:
+        return ()
+    for n in range(len(phrase) - 1, -1, -1):
+        if phrase[n] in ("code", "codes") and n and phrase[n - 1] in _CODE_KINDS:
+            return (_CODE_KINDS[phrase[n - 1]],)
+        if phrase[n] in _OPENING_KINDS:
+            return (_OPENING_KINDS[phrase[n]],)
+    return (None,)
+
+
 def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None, tuple[str, ...], tuple[str, ...],
                                         str | None]:
     """(kind, aspect, unit, named, ties, relation) as the wording of a normalised question gives them."""
@@ -506,15 +541,18 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
     named: tuple[str, ...] = ()
     ties: tuple[str, ...] = ()
     relation: str | None = None
-    if _STATUS_Q.search(text) and (not _WHICH_NOUN.match(text) or _STATUS_OPENING.match(text)):
+    opening = _opening_noun(text)  # (kind,) when it opens with a noun (kind None: a noun of no kind), else ()
+    if opening and opening[0]:
+        kind = opening[0]
+    elif _STATUS_Q.search(text) and not opening:
         kind = STATUS
-    elif _FLAG_Q.search(text):
+    elif _FLAG_Q.search(text) and not opening and not _ASKS_ABOUT.match(text):
         kind = FLAG
     elif _RETURN_Q.search(text):
         kind = RETURN
-    elif _VERSION_Q.search(text):
+    elif _VERSION_Q.search(text) and not opening and not _ASKS_ABOUT.match(text):
         kind = VERSION
-    elif _IDENT_Q.search(text):
+    elif _IDENT_Q.search(text) and not opening and not _ASKS_ABOUT.match(text):
         kind = IDENT
     elif _DEFAULT_Q.search(text):
         kind = DEFAULT

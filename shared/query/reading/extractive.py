@@ -911,6 +911,18 @@ class Reader:
         def share(stems: frozenset[str]) -> float:
             return sum(t in stems for t in terms) / len(terms) if terms else 0.0
 
+        # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
+        # "package") names the corpus, one few hold ("tty", "backup") the asked subject
+        rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
+                  for t in dict.fromkeys(terms)}
+        total = sum(rarity.values())
+
+        def subject(stems: frozenset[str]) -> float:
+            return sum(w for t, w in rarity.items() if t in stems) / total if total > 0 else 0.0
+
+        def held(i: int) -> frozenset[str]:  # a sentence's terms with those of what it leans on and its heading
+            return frozenset().union(*(self.stems[j] for j in self.unit(i)), _term_set(candidates[i].heading))
+
         in_sentence = share(unit_stems)
         return {
             "asks_value": float(self.asks_fact), "states_value": float(states),
@@ -931,11 +943,12 @@ class Reader:
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
             "asks_yes_no": float(bool(_ASKS_YES_NO.match(query))),
-            "stated_anywhere": float(np.log1p(int(np.sum(self.states > 0)))),
             "coverage_retrieved": share(retrieved),
-            "overlap_best": float(max(self.pair_overlap[i] for i in self.usable)),
             "quoted": float(np.log1p(len(chosen))),
             "leans_back": float(len(self.unit(lead)) > 1),
+            "subject_quoted": max((subject(held(i)) for i in chosen), default=0.0),
+            "subject_best": max((subject(held(i)) for i in self.usable), default=0.0),
+            "subject_stated": max((subject(held(i)) for i in self.usable if self.states[i] > 0), default=0.0),
         }
 
 

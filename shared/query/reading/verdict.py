@@ -5,7 +5,9 @@ The reader (:class:`shared.query.reading.extractive.Reader`) measures its eviden
 would give (:data:`FEATURES`: does a quoted sentence state a value of the asked type; the question's
 key terms in the quoted sentence, only in its section's heading, or only elsewhere in its passage;
 its passage's rank and closeness, and the margins to the best other document; a list asked for
-and no items quoted; parts of the question or names no source speaks to ...). Two logistic
+and no items quoted; parts of the question or names no source speaks to; the asked subject's terms, weighed by how
+few retrieved sentences hold them, in a quoted sentence, in any sentence, in a sentence stating a value of the
+asked type ...). Two logistic
 regressions read it:
 
 - ``right``: the probability that the answer holds the asked facts and cites the document that
@@ -42,7 +44,7 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 2  # 2: list_unquoted counts a list's short items, not its separators
+FEATURE_VERSION = 3  # 3: the asked subject's terms by rarity (subject_*), for stated_anywhere and overlap_best
 
 #: The reader's evidence for the answer it would give, in the order of each model's weights.
 FEATURES: tuple[str, ...] = (
@@ -65,11 +67,14 @@ FEATURES: tuple[str, ...] = (
     "names_unnamed",  # 1 when a name the question states is named by no source
     "asks_open",  # 1 for a how/why question (a method or a reason)
     "asks_yes_no",  # 1 for a yes/no question
-    "stated_anywhere",  # log(1 + sentences of the retrieved passages stating a value of the asked type)
     "coverage_retrieved",  # share of the question's key terms in any retrieved passage
-    "overlap_best",  # the best share of the question's key terms one quotable sentence holds (with its heading)
     "quoted",  # log(1 + sentences quoted)
     "leans_back",  # 1 when the opening sentence is quoted with the sentence it leans on
+    # the question's terms weighed by how few retrieved sentences hold them (a term most hold names the corpus, one
+    # few hold the asked subject), the best share one sentence holds with what it leans on and its heading:
+    "subject_quoted",  # ... a quoted sentence
+    "subject_best",  # ... any quotable sentence retrieved (low: no sentence is about the asked subject as a whole)
+    "subject_stated",  # ... a sentence stating a value of the asked type (0: none does, or none is asked)
 )
 
 MODEL_FILE = Path(__file__).with_name("verdict_model.json")
