@@ -9,6 +9,9 @@ Every search asks for exactly ``top_k`` (the index's ranking depends on k), chun
 metadata header are dropped, and the ``top_k`` best go to the query's record (claim check).
 Sub-queries count only when at least ``min_sub_queries_for_synthesis`` of them find something;
 why, with the figures: docs/benchmarks.md, "The retriever's rules, and the measurements behind them".
+A follow-up that leans on the earlier turn (the record's ``follows``) is also searched, with the
+earlier question, for that turn's document: when it points back at the earlier turn those chunks are
+its contexts; when it only opens with "and", they lead only if its own search finds that document too.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from shared.contract.filters import Filters
 from shared.contract.messages import Message, QueryHop
 from shared.contract.ports import Embedder, Index, ScoredChunk, SearchesMany
 from shared.contract.text import split_header
+from shared.query.reading.followup import CONNECTIVE
 from shared.query.reading.language import in_english
 from shared.query.record import Context, QueryRecord
 from shared.query.runner import Change, handle_query_message
@@ -214,6 +218,7 @@ class Searched:
     leading: int
     used: list[QueryHits]
     anywhere: float | None = None  # the leading searches' best cosine at any date, when a window was checked
+    earlier: EarlierDocument | None = None  # a follow-up's search of the earlier turn's document
 
     @property
     def subs(self) -> list[QueryHits]:
@@ -277,7 +282,58 @@ def search_iteration(record: QueryRecord, message: QueryHop, ports: Deps) -> Sea
     for failed in (r for r in subs if r.error):
         log.warning("query %s: %s failed: %s", record.id, failed.label, failed.error)
     used = main + succeeded if len(succeeded) >= settings.min_sub_queries_for_synthesis else main
-    return Searched(filters, results, widened, leading, used, anywhere)
+    earlier = None
+    follows = record.follows or {}
+    if follows.get("document_id"):
+        earlier = search_earlier_document(follows, question, main, embedder=embedder, index=index, k=top_k,
+                                          filters=filters)
+    return Searched(filters, results, widened, leading, used, anywhere, earlier)
+
+
+EARLIER_LABEL = "earlier_document"
+EARLIER_DEPTH = 5  # how many times top_k the follow-up is searched for the earlier turn's document
+
+
+@dataclass(frozen=True)
+class EarlierDocument:
+    """A follow-up's best chunks of the earlier turn's document, and how they take part in its contexts."""
+
+    document_id: str
+    hits: QueryHits
+    points_back: bool  # the question points back at the earlier turn: it cannot change topic
+    on_topic: bool  # the question's own search finds that document among its best
+
+    @property
+    def leads(self) -> bool:
+        return bool(self.hits.hits) and (self.points_back or self.on_topic)
+
+    def describe(self) -> str:
+        name = f"the earlier turn's document {self.document_id}"
+        if not self.hits.hits:
+            return f"{name} has none of the follow-up's best chunks"
+        if self.points_back:
+            return f"{name} gives the contexts (the question points back at the earlier turn)"
+        if self.on_topic:
+            return f"{name} leads (the question's own search finds it too)"
+        return f"{name} is not among the question's own best: a new topic, not preferred"
+
+
+def search_earlier_document(follows: dict[str, str], question: str, main: list[QueryHits], *, embedder: Embedder,
+                            index: Index, k: int, filters: Filters | None) -> EarlierDocument:
+    """A follow-up's best ``k`` chunks of the document its earlier turn was answered from (``follows``:
+    the record's, :mod:`services.transformer.handler`), searched with the question and the earlier
+    question together (what a pronoun or "that release" stands for is in the earlier one; retrieval only,
+    the question shown stays as it is). Searched ``EARLIER_DEPTH`` times deeper and kept to that document,
+    not filtered by it: every index can, where a filter on a chunk field is one the Firestore index
+    refuses. A question that only opens with "and" may change topic ("And what is chunking?"): it is on
+    the earlier topic when its own search finds that document among its best; one that points back at
+    the earlier turn cannot change topic."""
+    document_id = str(follows["document_id"])
+    text = " ".join(f"{question} {in_english(str(follows.get('earlier_question') or ''))[1]}".split())
+    (deep,) = search_all([(EARLIER_LABEL, text)], embedder=embedder, index=index, k=k * EARLIER_DEPTH, filters=filters)
+    hits = replace(deep, hits=[h for h in deep.hits if h.chunk.document_id == document_id][:k])
+    on_topic = any(h.chunk.document_id == document_id for r in main for h in r.hits)
+    return EarlierDocument(document_id, hits, follows.get("leans") != CONNECTIVE, on_topic)
 
 
 def retrieve(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
@@ -287,6 +343,14 @@ def retrieve(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
     filters, widened, leading, used = searched.filters, searched.widened, searched.leading, searched.used
     subs, succeeded = searched.subs, searched.succeeded
     contexts = fuse(used, record.top_k or settings.top_k)
+    earlier = searched.earlier
+    if earlier is not None and earlier.leads:
+        # a follow-up's best chunks of the earlier turn's document: all the contexts when it points back at
+        # that turn, the leading share when it only opens with "and" and its own search finds them too
+        contexts = fuse([earlier.hits, *used], record.top_k or settings.top_k) if not earlier.points_back else \
+            fuse([earlier.hits], record.top_k or settings.top_k) + [
+                c for c in contexts if c["document_id"] != earlier.document_id]
+        contexts = contexts[: record.top_k or settings.top_k]
 
     def change(r: QueryRecord) -> None:
         if widened:
@@ -303,6 +367,8 @@ def retrieve(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
     if widened:
         found = "nothing" if searched.anywhere is None else "nothing on its topic"
         detail += f"; the question's time range found {found}, widened: {' -> '.join(widened)}"
+    if searched.earlier is not None:
+        detail += f"; {searched.earlier.describe()}"
     if subs:
         detail += f"; {len(succeeded)}/{len(subs)} sub-queries found results"
         if len(used) == leading:

@@ -32,7 +32,8 @@ from shared.contract.ports import ConversationTurn, RefineRequest, Transformatio
 from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
-from shared.query.reading.followup import carried_form, standalone_question
+from shared.query.reading.followup import carried_form, leans_on, standalone_question
+from shared.query.reading.language import phrase
 from shared.query.record import QueryRecord
 from shared.query.runner import Change, ask_model, handle_query_message
 from shared.query.temporal import TimeReading, read_time
@@ -179,6 +180,8 @@ class FollowUp:
     calls: int = 0  # model calls spent
     note: str | None = None  # what could not be read (a conversation or a turn no longer stored)
     decision: str | None = None  # an "And ..." question's form (typed or carried) and the corpus's reason
+    follows: dict[str, str] | None = None  # the earlier turn's document the question leans on, and why it leans
+    leaning: str | None = None  # the same, and how the document was found, in words
 
     @property
     def fallback(self) -> bool:
@@ -188,7 +191,7 @@ class FollowUp:
         if self.source is None:
             return f"standalone: as typed ({self.note})" if self.note else ""
         text = f"standalone: {self.question!r} (from {self.turns} earlier turn(s); {self.source})"
-        return text + "".join(f"; {part}" for part in (self.decision, self.note) if part)
+        return text + "".join(f"; {part}" for part in (self.decision, self.leaning, self.note) if part)
 
 
 def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
@@ -211,13 +214,53 @@ def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
     if len(text) >= MIN_QUERY_CHARS:
         follow = FollowUp(text, "model", len(history.turns), reply.calls, history.note)
         # a model reads the turns itself; the offline provider's reply is the rule's, which cannot
-        return carry_by_corpus(follow, typed, history.turns, ports) if settings.llm_provider == "local" else follow
+        if settings.llm_provider == "local":
+            follow = carry_by_corpus(follow, typed, history.turns, ports)
+        return follow_earlier_document(follow, typed, history.turns, ports)
     why = ("model-call budget spent" if reply.spent else
            f"model call failed ({reply.error})" if reply.error else "empty standalone reply")
     rule = standalone_question(typed, history.turns)
     follow = FollowUp(rule.question, f"fallback: offline rule ({rule.rule}); {why}", len(history.turns), reply.calls,
                       history.note)
-    return carry_by_corpus(follow, typed, history.turns, ports)
+    return follow_earlier_document(carry_by_corpus(follow, typed, history.turns, ports), typed, history.turns, ports)
+
+
+# the fixed notes an answer may open with ("Note: the retrieved sources only partly cover ..."): not its content
+_NOTES = frozenset(phrase(key, language) for key in ("caveat", "caveat_no_model") for language in ("en", "de", "fr", "es"))
+_CITATION_MARK = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+
+
+def earlier_document(turn: ConversationTurn, ports: Deps) -> tuple[str, str] | None:
+    """The document the earlier turn was answered from, and what found it: the best match of its answer
+    (sentences quoted from that document, so the best match is the document they came from), else, when
+    it gave none, of its question. The same on every surface: a client sends the answer it was given,
+    not the documents it cited. None when nothing matches."""
+    answer = "\n\n".join(p for p in turn.answer.split("\n\n") if p.strip() not in _NOTES)
+    answer = " ".join(_CITATION_MARK.sub(" ", answer).split())
+    text, found_by = (answer, "its answer") if answer else (" ".join(turn.question.split()), "its question")
+    if not text:
+        return None
+    text = text[: ports.settings.max_query_chars]
+    hits = ports.index.search(text, np.asarray(query_vectors(ports.embedder, [text])[0]), 1, mode="hybrid")
+    return (hits[0].chunk.document_id, found_by) if hits else None
+
+
+def follow_earlier_document(follow: FollowUp, typed: str, turns: Sequence[ConversationTurn], ports: Deps) -> FollowUp:
+    """A follow-up that leans on the earlier turn (:func:`shared.query.reading.followup.leans_on`: the
+    rule rewrote it, it opens with "and", or a word in it points back) names the earlier turn's
+    document, which its retrieval prefers ("Which calling convention makes that possible?" is answered
+    from the document that said how a method reaches the module state). Whether it stays on that
+    document's topic is the retriever's to tell, with the question's own search (a question that opens
+    with "and" may change topic)."""
+    why = leans_on(typed, turns)
+    if why is None:
+        return follow
+    found = earlier_document(turns[-1], ports)
+    if found is None:
+        return follow
+    document, found_by = found
+    return replace(follow, follows={"document_id": document, "leans": why, "earlier_question": turns[-1].question},
+                   leaning=f"leans on the earlier turn ({why}): prefers its document {document} (found by {found_by})")
 
 
 def carry_by_corpus(follow: FollowUp, typed: str, turns: Sequence[ConversationTurn], ports: Deps) -> FollowUp:
@@ -257,7 +300,8 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
     gives nothing usable)."""
     follow = stand_alone(record, ports)
     # What follows reads the standalone question (record.question) and the budget left after its call.
-    record = replace(record, standalone_question=follow.question, model_calls=record.model_calls + follow.calls)
+    record = replace(record, standalone_question=follow.question, model_calls=record.model_calls + follow.calls,
+                     follows=follow.follows)
     now, settings, original = ports.clock.now(), ports.settings, record.question
     reply = ask_model(ports, record, TRANSFORM, lambda: ports.llm.transform(original, today=now.date()),
                       instead="keeping the original query")
@@ -276,6 +320,7 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
 
     def change(r: QueryRecord) -> None:
         r.standalone_question = follow.question
+        r.follows = follow.follows
         if follow.fallback:
             r.model_fallbacks += 1 if follow.calls else 0
             note_fallback(r, stage=TRANSFORM, iteration=0, reason=str(follow.source).removeprefix("fallback: "))
@@ -294,7 +339,8 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
     if record.conversation_id:
         annotations.update(conversation_id=record.conversation_id, history_turns=follow.turns,
                            standalone_source=follow.source,
-                           standalone_question=None if settings.redact_query_text else follow.question)
+                           standalone_question=None if settings.redact_query_text else follow.question,
+                           follows_document=(follow.follows or {}).get("document_id"))
     detail = "; ".join(p for p in (follow.detail(), f"query: {rewritten!r}") if p)
     detail += f"; {len(sub_queries)} sub-queries" if sub_queries else ""
     if fallback:

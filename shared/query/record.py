@@ -27,7 +27,9 @@ on has one); ``standalone_question`` is the question as retrieved, graded and an
 typed ``original_query`` when it needed no earlier turn, the transformer's rewrite of a
 follow-up otherwise; null until the transformer has read the history); ``history``
 ([{question, answer}], bounded) is the conversation a caller sent with the question
-(:mod:`shared.query.conversation`). ``feedback`` ([{client, rating, comment, wrong_citations, expected,
+(:mod:`shared.query.conversation`). ``follows`` ({document_id, leans, earlier_question}) names the
+document of the earlier turn a follow-up leans on, why it leans and the earlier question (the retriever puts that document's best chunks
+first; :mod:`services.transformer.handler`). ``feedback`` ([{client, rating, comment, wrong_citations, expected,
 at}]) holds the ratings people gave the answer, one per client (:mod:`shared.query.feedback`).
 
 Reading is lenient so records written by older builds keep loading: a missing
@@ -279,6 +281,9 @@ class QueryRecord:
     conversation_id: str | None = None
     standalone_question: str | None = None
     history: list[dict[str, str]] | None = None
+    # The earlier turn's document a follow-up leans on, why, and that turn's question: {document_id, leans,
+    # earlier_question}; its retrieval prefers that document (services.transformer, services.retriever).
+    follows: dict[str, str] | None = None
     # Ratings people gave the answer, one per client (shared.query.feedback).
     feedback: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -290,7 +295,7 @@ class QueryRecord:
     # Written only once they hold something (or were stored), as the builds before this one did.
     _LATER = ("expire_at", "stages_done", "model_fallbacks", "language", "answer_sentences",
               "answer_provider", "answered_from_iteration", "fallbacks", "filters", "time_filter",
-              "conversation_id", "standalone_question", "history", "feedback")
+              "conversation_id", "standalone_question", "history", "follows", "feedback")
 
     # ----------------------------------------------------------- creating
 
@@ -367,6 +372,7 @@ class QueryRecord:
             conversation_id=known.get("conversation_id"),
             standalone_question=known.get("standalone_question"),
             history=_copy(known.get("history")),
+            follows=_copy(known.get("follows")),
             feedback=_copy(list(known.get("feedback") or [])),
             extra=extra,
             stored_keys=stored,

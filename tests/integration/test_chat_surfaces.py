@@ -124,6 +124,27 @@ def test_a_two_turn_conversation_reads_the_follow_up_with_the_first_turn(client,
     assert "Sources:" not in record["history"][0]["answer"] and record["history"][0]["answer"]
 
 
+@pytest.mark.e2e
+def test_a_follow_up_that_leans_on_the_earlier_question_is_answered_right(client):
+    # issue 36: "Which request headers make that possible?" was read as "Which request headers make a
+    # server send when a polled feed has not changed possible?", and the answer named no header
+    first_question = "Which status code does a server send when a polled feed has not changed?"
+    first = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": first_question}])
+    assert "304" in first.choices[0].message.content
+    second = client.chat.completions.create(model="ragbus", messages=[
+        {"role": "user", "content": first_question},
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "Which request headers make that possible?"},
+    ])
+    standalone = _extension(second)["standalone_question"]
+    assert standalone.startswith("Which request headers make ") and standalone.endswith("possible?")
+    assert "polled feed has not changed" in standalone and "make a server send" not in standalone
+    answer = second.choices[0].message.content
+    assert "If-None-Match" in answer or "If-Modified-Since" in answer, answer
+    assert _extension(second)["outcome"] in {"answered", "answered_with_caveat"}
+    assert second.model_extra["citations"][0]["url"].endswith("conditional-http-requests-for-feed-polling.md")
+
+
 def test_an_abstention_is_an_ordinary_assistant_message(client):
     completion = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": UNANSWERABLE}])
     (choice,) = completion.choices

@@ -9,7 +9,7 @@ import pytest
 
 from shared.contract.ports import ConversationTurn
 from shared.query.prompts import STANDALONE_SCHEMA, PromptedLanguageModel, standalone_prompt
-from shared.query.reading.followup import carried_form, standalone_question, subject_of
+from shared.query.reading.followup import carried_form, leans_on, standalone_question, subject_of
 
 ACK = "What is the ack deadline in Pub/Sub?"
 
@@ -273,3 +273,93 @@ def test_the_earlier_questions_referent_is_a_noun_phrase(earlier, follow_up, exp
 ])
 def test_an_and_follow_up_stays_a_well_formed_question(earlier, follow_up, expected, rule):
     assert resolve(earlier, follow_up) == (expected, rule)
+
+
+@pytest.mark.parametrize("earlier, follow_up, why", [
+    (ACK, "And what is its maximum?", "pronoun"),
+    (ACK, "And in Cloud Tasks?", "ellipsis"),
+    # the rule leaves these as typed (it has no subject to put in their place), yet they lean
+    ("Who started the Frobnicator project?", "Where did he study?", "refers back ('he')"),
+    ("Which release of frob added the --quiet option?", "Who wrote that patch?", "refers back ('that patch')"),
+    ("Where does frob keep its cache?", "Can I move it somewhere else?", "pronoun"),
+    ("Which mirror does frob use by default?", "Is there anything faster?", "refers back ('there')"),
+    ("How do I enable caching in frob?", "And how do I clear the cache?", "connective"),
+    ("How do I enable caching in frob?", "And how do I clear the cache afterwards?", "refers back ('afterwards')"),
+    ("Wie installiere ich frob?", "Wo finde ich danach die Protokolldatei?", "refers back ('danach')"),
+    ("¿Qué formato usa frob?", "¿Dónde se guardan esos archivos?", "refers back ('esos archivos')"),
+    ("Quel port utilise frob ?", "Comment changer ce port ?", "refers back ('ce port')"),
+])
+def test_a_follow_up_that_points_back_leans_on_the_earlier_turn(earlier, follow_up, why):
+    assert leans_on(follow_up, [ConversationTurn(earlier)]) == why
+
+
+@pytest.mark.parametrize("follow_up", [
+    "How many replicas does Spanner keep?",
+    "What is chunking?",
+    "Something else: what is the default port of frob?",
+    "Unrelated: which licence does frob use?",
+])
+def test_a_whole_question_or_a_stated_change_of_topic_does_not_lean(follow_up):
+    assert leans_on(follow_up, [ConversationTurn(ACK)]) is None
+    assert leans_on(ACK, []) is None
+
+
+@pytest.mark.parametrize("earlier, answer, follow_up, expected", [
+    # the name written beside the asked noun's head
+    ("Which field of a frob manifest says who may edit it?",
+     "Note: the retrieved sources only partly cover this question; the answer below may be incomplete.\n\n"
+     "The Editors field lists who may edit the manifest. [1] It holds user names. [1]",
+     "Which values can it take?",
+     "Which values can the Editors field of a frob manifest that says who may edit it take?"),
+    # else the one name of the answer's first sentence the question did not have
+    ("Which status code does a frob server send when a mirror is full?",
+     "When the mirror is full, the server replies 507 Insufficient Storage at once. [1] Clients wait. [1]",
+     "Which request headers make that possible?",
+     "Which request headers make the 507 Insufficient Storage status code a frob server sends when a mirror is full "
+     "possible?"),
+])
+def test_the_thing_the_earlier_answer_identified_is_named_in_the_subject(earlier, answer, follow_up, expected):
+    result = standalone_question(follow_up, [ConversationTurn(earlier, answer)])
+    assert (result.question, result.rule) == (expected, "pronoun")
+
+
+@pytest.mark.parametrize("earlier, answer", [
+    # the answer names two things (which one was meant cannot be told), or none the question lacks
+    ("Which status code does a frob server send when a mirror is full?",
+     "Since RFC 4918 the server replies 507 Insufficient Storage. [1]"),
+    ("Which status code does a frob server send when a mirror is full?", "It replies with an error. [1]"),
+    # a clause's opening capital is no name
+    ("Which status code does a frob server send when a mirror is full?", "Status: This depends on the server. [1]"),
+    # the earlier question asked for no "which X"
+    ("How does a frob server answer when a mirror is full?", "The server replies 507 Insufficient Storage. [1]"),
+])
+def test_no_name_is_carried_when_the_answer_does_not_identify_one_thing(earlier, answer):
+    plain = standalone_question("Which request headers make that possible?", [ConversationTurn(earlier)])
+    result = standalone_question("Which request headers make that possible?", [ConversationTurn(earlier, answer)])
+    assert result == plain and "507" not in result.question
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "it" and "them" are two things: only the pronoun of the subject's number takes its place
+    ("Where does Frob keep compiled plugin files?", "How can I stop it from writing them?",
+     "How can I stop Frob from writing them?"),
+    ("What are frob snapshots?", "Can it delete them?", "Can it delete frob snapshots?"),
+    # an adverb before the verb stays with it: "the vendor that accidentally shipped ...", not "the vendor accidentally that"
+    ("Which mirror silently dropped the frob 2.0 tarball?", "When did it and Frob announce the fix?",
+     "When did the mirror that silently dropped the frob 2.0 tarball and Frob announce the fix?"),
+])
+def test_pronouns_take_the_subject_that_agrees_with_them(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "pronoun")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a thing of its own takes the earlier subject's place; what was asked of it stays
+    ("What is the frob group used for?", "And what about the backup user?", "What is the backup user used for?"),
+    # the subject goes where the question first names it; a later "its" refers back to that mention
+    ("What is the frob cache size?", "Which tool also reads it as its default?",
+     "Which tool also reads the frob cache size as its default?"),
+    # a condition asked of the earlier subject is not part of it
+    ("What is the FROB_LIMIT setting if not specified?", "Who reads it?", "Who reads the FROB_LIMIT setting?"),
+])
+def test_rewrites_keep_one_mention_of_the_earlier_subject(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

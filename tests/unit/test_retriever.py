@@ -12,6 +12,7 @@ from services.retriever.handler import (
     leading_queries,
     only_adds_to,
 )
+from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.messages import ContextsRetrieved
 from shared.contract.ports import ScoredChunk
@@ -264,3 +265,48 @@ def test_a_refinement_is_searched_beside_the_question_and_the_question_leads():
     question_top = [h.chunk.chunk_id for h in loop.index.search("What is BM25?", question_vector, 20)
                     if "Header only" not in h.chunk.title]
     assert [c["chunk_id"] for c in contexts[:2]] == question_top[:2]
+
+
+# A follow-up's earlier turn's document (the transformer's follows) leads its contexts.
+TARGETS = [
+    chunk(50, "Generic make", "The make check target runs the test suite of a package built with make.", doc="make"),
+    chunk(51, "Generic make", "The make install target copies a package into place.", doc="make"),
+    chunk(52, "zstd make check", "In zstd the make check target runs the zstd test suite on this platform.",
+          doc="zstd"),
+    chunk(53, "Chunking", "Passages of a few hundred words are embedded one by one.", doc="chunking"),
+]
+
+
+def _follow_up_contexts(document, leans="pronoun", question="What does the make check target run?"):
+    loop = make_loop(TARGETS)
+    loop.submit(question, top_k=2)
+    follows = {"document_id": document, "leans": leans, "earlier_question": "Which build system does zstd use?"} \
+        if document else None
+    loop.state.update(state_collections.QUERIES, "q1", lambda doc: {**doc, "follows": follows})
+    loop.deliver(_message(loop, question))
+    return loop.record()["iterations"][0]["contexts"], loop.record()["events"][-1]["detail"], loop.index.searches
+
+
+def test_a_follow_up_that_points_back_is_read_from_the_earlier_turns_document():
+    plain, _, _ = _follow_up_contexts(None)
+    assert [c["chunk_id"] for c in plain] == ["make:h:50", "zstd:h:52"]  # the generic page first
+    contexts, detail, searches = _follow_up_contexts("zstd", "refers back ('that target')")
+    # the earlier document's chunks first (it has one), then the question's own best from elsewhere
+    assert [c["chunk_id"] for c in contexts] == ["zstd:h:52", "make:h:50"]
+    assert contexts[0]["matched_by"] == ["earlier_document"]
+    assert "the earlier turn's document zstd gives the contexts" in detail
+    # searched with the earlier question beside it (retrieval only), deeper than top_k
+    assert ("What does the make check target run? Which build system does zstd use?", 10, "hybrid") in searches
+    # even a document the question's own search does not find: a question that points back keeps the topic
+    contexts, _, _ = _follow_up_contexts("chunking", "pronoun")
+    assert contexts[0]["chunk_id"] == "chunking:h:53"
+
+
+def test_a_question_that_only_opens_with_and_leads_with_the_earlier_document_when_its_own_search_finds_it():
+    contexts, detail, _ = _follow_up_contexts("zstd", "connective")
+    assert contexts[0]["chunk_id"] == "zstd:h:52" and "make:h:50" in [c["chunk_id"] for c in contexts]
+    assert "the earlier turn's document zstd leads (the question's own search finds it too)" in detail
+    plain, _, _ = _follow_up_contexts(None)
+    contexts, detail, _ = _follow_up_contexts("chunking", "connective")
+    assert [c["chunk_id"] for c in contexts] == [c["chunk_id"] for c in plain]
+    assert "the earlier turn's document chunking is not among the question's own best: a new topic" in detail

@@ -59,7 +59,10 @@ def test_the_loop_retrieves_grades_and_answers_the_standalone_question():
 
     graded = [args for op, args in llm.calls if op == "grade"]
     assert graded  # the grader ran on the standalone question's contexts
-    assert loop.index.searches[0][0] == "How does BM25 saturate term frequency?"
+    # the transformer finds the earlier turn's document by its answer (the follow-up leans on it), then
+    # the retriever searches the standalone question
+    searched = [text for text, _, _ in loop.index.searches]
+    assert searched[:2] == ["The default is 10 seconds .", "How does BM25 saturate term frequency?"]
     record = loop.state.get(state_collections.QUERIES, query_id)
     assert record["status"] == "answered"
 
@@ -199,3 +202,32 @@ def test_a_model_reply_is_not_second_guessed_by_the_corpus():
     loop = make_loop(BUILDS, llm, Settings(llm_provider="openai"))
     record = _transform(loop, _follow_up(loop, "And what does make check do?", first=ZSTD_BUILD))
     assert record["standalone_question"] == "And what does make check do?"
+
+
+# A follow-up that leans on the earlier turn names that turn's document, for its retrieval to prefer.
+
+
+def test_a_follow_up_that_points_back_names_the_earlier_answers_document():
+    loop = make_loop(BUILDS, real_local_llm=True)
+    answer = "Note: the retrieved sources only partly cover this question; the answer below may be incomplete.\n\n" \
+             "The Makefile is the build system officially maintained for zstd. [1]"
+    record = _transform(loop, _follow_up(loop, "Who maintains that file?", first=ZSTD_BUILD, answer=answer))
+    assert record["standalone_question"] == "Who maintains that file?"  # nothing the rule could put in its place
+    assert record["follows"] == {"document_id": "zstd", "leans": "refers back ('that file')",
+                                 "earlier_question": ZSTD_BUILD}
+    assert ("leans on the earlier turn (refers back ('that file')): prefers its document zstd (found by its answer)"
+            in record["events"][-1]["detail"])
+
+
+def test_an_earlier_turn_without_an_answer_is_found_by_its_question():
+    loop = make_loop(BUILDS, real_local_llm=True)
+    record = _transform(loop, _follow_up(loop, "And what does make check do?", first=ZSTD_BUILD, answer=""))
+    assert record["follows"] == {"document_id": "zstd", "leans": "connective", "earlier_question": ZSTD_BUILD}
+    assert "(found by its question)" in record["events"][-1]["detail"]
+
+
+def test_a_whole_question_names_no_earlier_document():
+    loop = make_loop(BUILDS, real_local_llm=True)
+    record = _transform(loop, _follow_up(loop, "How are documents split before embedding?", first=ZSTD_BUILD,
+                                         answer="The Makefile [1]."))
+    assert "follows" not in record and "leans on" not in record["events"][-1]["detail"]

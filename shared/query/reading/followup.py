@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from shared.contract.ports import ConversationTurn
 from shared.query.reading.language import detect_language
 
-__all__ = ["Resolution", "carried_form", "standalone_question", "subject_of"]
+__all__ = ["CONNECTIVE", "Resolution", "carried_form", "leans_on", "standalone_question", "subject_of"]
 
 LANGUAGES = ("en", "de", "fr", "es")
 
@@ -304,7 +304,8 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     for pattern in rules.copula:
         match = pattern.match(text)
         if match:
-            return match.group("s").strip(), False
+            # "What is the UMASK setting if not specified": the condition is asked of it, it is not part of it
+            return _CONDITION.sub("", match.group("s")).strip() or match.group("s").strip(), False
     if rules is _EN:
         relative = _subject_relative_phrase(text)
         if relative is not None:
@@ -350,6 +351,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     return text, True
 
 
+_CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
 _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)(?P<aux>does|do)\s+(?P<s>.+)$",
                          re.IGNORECASE)
@@ -408,6 +410,7 @@ def _relative_phrase(text: str) -> str | None:
 # "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
 _SUBJECT_ASKED = re.compile(
     r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
+    r"(?:(?P<adverb>[a-z]+ly)\s+)?"
     r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed))\s+"
     r"(?P<rest>\S.*)$")
 
@@ -428,7 +431,8 @@ def _subject_relative_phrase(text: str) -> str | None:
                                                       or re.fullmatch(r"[a-z]+(?:ed|en)", first))
     if noun.split()[0].lower() in _AUXILIARIES or inverted:
         return None
-    return f"the {noun} that {verb} {rest}"
+    adverb = f"{match.group('adverb')} " if match.group("adverb") else ""
+    return f"the {noun} that {adverb}{verb} {rest}"
 
 
 _AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
@@ -461,10 +465,106 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     if not tried:
         tried = ["en"]
     for code in tried:
-        resolved = _resolve(typed, earlier, code)
+        resolved = _resolve(typed, earlier, code, history[-1].answer)
         if resolved is not None:
             return resolved
     return Resolution(typed, "self-contained")
+
+
+_ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
+                         r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
+                         r"had|[a-z]+(?:s|ed))\s", re.IGNORECASE)
+_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+
+
+def _identified(earlier: str, subject: str, answer: str) -> str | None:
+    """``subject`` with the thing the earlier answer identified named in it, when the earlier question
+    asked "which X" and the subject is that X: "Which status code does a server send when ...?"
+    answered "... the server replies 304 Not Modified ..." gives "the 304 Not Modified status code a
+    server sends when ...". The answer's first sentence names it: a name written beside X's head noun
+    ("the Urgency field"), else the one name in that sentence the question did not have. None when
+    the question asked something else, or the answer names no such thing or more than one."""
+    asked = _ASKS_WHICH.match(earlier)
+    words = subject.split()
+    if asked is None or len(words) < 2 or words[0].lower() != "the" \
+            or words[1].lower() != asked.group("noun").split()[0].lower():
+        return None
+    head = re.escape(asked.group("noun").split()[-1])
+    first = _first_sentence(answer)
+    known = {w.lower() for w in _TOKEN.findall(earlier)}
+    new = [first[a:b] for a, b in named_runs(first)
+           if not all(w.lower() in known for w in _TOKEN.findall(first[a:b])) and not _opens_a_clause(first, a, b)]
+    beside = [run for run in new if re.search(rf"(?i)(?:{re.escape(run)}\s+{head}|\b{head}\s+{re.escape(run)})\b", first)]
+    if len(beside) == 1 or (not beside and len(new) == 1):
+        return f"the {(beside or new)[0]} {' '.join(words[1:])}"
+    return None
+
+
+def _opens_a_clause(text: str, start: int, end: int) -> bool:
+    """A capitalised word that only opens a clause ("Urgency: This is ..."), not a name."""
+    word = text[start:end]
+    return word.isalpha() and word[1:].islower() and bool(re.search(r"[:.;!?]\s*$", text[:start]))
+
+
+def _first_sentence(answer: str) -> str:
+    """An answer's first quoted sentence: its text up to the first citation mark, after any fixed note."""
+    paragraphs = [p for p in answer.split("\n\n") if p.strip() and not _NOTE.match(p.strip())]
+    text = " ".join(" ".join(paragraphs).split())
+    mark = _CITATION.search(text)
+    return text[: mark.start()] if mark else text
+
+
+# the fixed note an answer may open with ("Note: the retrieved sources only partly cover ...")
+_NOTE = re.compile(r"^(?:Note|Nota|Remarque|Hinweis)\s?:", re.IGNORECASE)
+
+
+# Words that point back at the earlier turn where the rule cannot put its subject in their place: a
+# person ("he", "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"), a place or
+# a time ("there", "danach"), "the old one", "anything else". Per language; the Spanish and French
+# articles of "qu'est-ce" and "¿qué es" are not demonstratives.
+_REFERRING = {
+    "en": _p(r"\b(?:he|she|him|her|his|hers|there|then|afterwards|such|else|instead|anyway|the\s+same|"
+             r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*)\b"),
+    "de": _p(r"\b(?:er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
+             r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
+    "fr": _p(r"\b(?:lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
+    "es": _p(r"\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
+             r"aquel|aquella|aquellos|aquellas)\s+\w+)\b"),
+}
+
+
+# A question that says it changes the topic ("Something else: ...", "Unrelated: ...")
+_NEW_TOPIC = _p(r"^(?:something\s+else|unrelated|another\s+(?:question|topic|thing)|new\s+(?:question|topic)|"
+                r"by\s+the\s+way|anderes\s+thema|etwas\s+anderes|autre\s+(?:question|sujet)|rien\s+à\s+voir|"
+                r"otra\s+(?:pregunta|cosa)|cambiando\s+de\s+tema)\b")
+
+
+CONNECTIVE = "connective"  # what leans_on says of a whole question that only opens with "and"
+
+
+def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
+    """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it; None when
+    nothing in its form points back at it (a whole question: the same topic or another).
+
+    It leans when the rule rewrote it, when it opens with a connective ("And when does --color stop
+    colorizing?"), or when it holds a word that points back (:data:`_REFERRING`: "When was that series
+    broadcast?", "Which organisation did he later spearhead?"). What leans may still change topic
+    ("And what is chunking?" after a question on Pub/Sub): the caller checks with the corpus."""
+    typed = " ".join(question.split())
+    if not history or not typed or _NEW_TOPIC.match(_bare(typed)):
+        return None
+    resolved = standalone_question(typed, history)
+    if resolved.rewritten:
+        return resolved.rule
+    bare = _bare(typed)
+    codes = [c for c in dict.fromkeys((detect_language(typed), detect_language(history[-1].question), "en"))
+             if c in _RULES]
+    referring = next((m for m in (_REFERRING[c].search(bare) for c in codes) if m is not None), None)
+    if referring is not None:
+        return f"refers back ({referring.group().lower()!r})"
+    if any(m is not None and m.end() > 0 for m in (_RULES[c].connectives.match(bare) for c in codes)):
+        return CONNECTIVE
+    return None
 
 
 _SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\w/+.#'’-]+\s*){1,4})$", re.IGNORECASE)
@@ -515,7 +615,7 @@ def _scope(earlier: str) -> tuple[str, str] | None:
     return match.group("prep"), match.group("scope").strip()
 
 
-def _resolve(typed: str, earlier: str, language: str) -> Resolution | None:
+def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resolution | None:
     rules = _RULES[language]
     bare = _bare(typed)
     stripped = rules.connectives.sub("", bare).strip()
@@ -535,6 +635,8 @@ def _resolve(typed: str, earlier: str, language: str) -> Resolution | None:
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
     if not subject:
         return None
+    identified = _identified(earlier, subject, answer) if answer and not clause else None
+    subject = identified or subject
     if clause:
         # "Why do clients retry when ...?" then "What makes that necessary?": the earlier question
         # names no thing that could take the pronoun's place, so it stays, with what it stands for
@@ -585,9 +687,13 @@ def _language_of(text: str, fallback: str) -> str:
 def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language) -> str | None:
     """``text`` with its possessives and pronouns (found in ``masked``, where empty ones are hidden)
     replaced by ``subject`` (None when it has none); the spans are taken from the masked copy so the
-    offsets agree."""
+    offsets agree. In English, a question with both "it" and "them" has two referents ("How can I stop
+    it from writing them?"): only the pronouns of the subject's number take its place."""
     edits: list[tuple[int, int, str]] = []
+    agrees = _agreeing(masked, subject) if rules is _EN else (lambda _word: True)
     for match in rules.possessive.finditer(masked):
+        if not agrees(match.group("pos")):
+            continue
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
         phrase = " ".join(p for p in (article, text[match.start("np"): match.end("np")],
                                       _of(rules, subject)) if p)
@@ -598,13 +704,35 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language) ->
             continue
         if match.group().lower() in ("this", "that", "these", "those") and not _stands_alone(masked, match):
             continue  # "this limit", "the setting that ...": a determiner or a relative, not a thing
+        if not agrees(match.group()):
+            continue
         edits.append((match.start(), match.end(), subject))
     if not edits:
         return None
+    # the subject goes where the question first names it; a later "its" refers back to that mention
+    # ("Which module also uses it as its default?": "... uses the UMASK setting as its default")
+    edits = sorted(edits)[:1]
     out = text
     for start, end, phrase in sorted(edits, reverse=True):
         out = out[:start] + phrase + out[end:]
     return out
+
+
+_SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
+_HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
+
+
+def _agreeing(text: str, subject: str):
+    """Which pronouns may stand for ``subject``: all of them, unless ``text`` has singular and plural
+    ones; then those of the subject's number (plural: a lower-case head noun ending in "s")."""
+    found = {w.lower() for w in re.findall(r"\b\w+\b", text)}
+    if not (found & _SINGULAR and found & _PLURAL):
+        return lambda _word: True
+    words = subject.split()
+    cut = next((i for i, w in enumerate(words) if i and w.lower() in _HEAD_ENDS), len(words))
+    head = words[cut - 1] if cut else ""
+    plural = head.isalpha() and head.islower() and head.endswith("s") and not head.endswith(("ss", "us", "is"))
+    return lambda word: word.lower() in (_PLURAL if plural else _SINGULAR)
 
 
 _AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|could|will|would|has|have|mean|"
@@ -614,10 +742,18 @@ _AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|co
 _LAST_WORD = re.compile(r"\s+[\w'’-]+\s*[?.!]?\s*$")
 
 
+# "is that configurable", "makes that possible": a verb whose object or subject an adjective follows
+_COPULA_BEFORE = re.compile(r"(?:^|\b(?:is|are|was|were|be|been|isn't|aren't|wasn't|weren't|make|makes|made|making|"
+                            r"keep|keeps|kept|render|renders))\s*$", re.IGNORECASE)
+
+
 def _stands_alone(text: str, match: re.Match[str]) -> bool:
     """A demonstrative used as a pronoun: before a verb or the end ("how does that work", "why use
-    that?"), or before the one word that ends the question ("is that configurable?")."""
-    return bool(_AUX_AFTER.match(text, match.end()) or _LAST_WORD.match(text, match.end()))
+    that?"), or after "is" or "make" before the one word that ends the question ("is that configurable?",
+    "what makes that necessary?"; "who wrote that patch?" names a thing with it: a determiner)."""
+    if _AUX_AFTER.match(text, match.end()):
+        return True
+    return bool(_LAST_WORD.match(text, match.end()) and _COPULA_BEFORE.search(text, 0, match.start()))
 
 
 def _of(rules: _Language, subject: str) -> str:
@@ -655,6 +791,9 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
     replaced = _same_head(base, fragment, rules)
     if replaced is not None:
         return Resolution(_finish(replaced, earlier, mark), rule, base)
+    parallel = _parallel(base, fragment, language, rules) if not fragment_names else None
+    if parallel is not None:
+        return Resolution(_finish(parallel[0], earlier, mark), rule, parallel[1])
     if fragment_names:
         runs = named_runs(base)
         if runs and _ASKED_BEFORE.search(base[: runs[-1][0]]):
@@ -688,6 +827,23 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         subject = base[runs[-1][0]: runs[-1][1]] if runs else owner[-1]
     asked = f"{rules.about} {fragment} {_of(rules, subject)}"
     return Resolution(_finish(asked, asked, mark), rule, subject)
+
+
+def _parallel(base: str, fragment: str, language: str, rules: _Language) -> tuple[str, str] | None:
+    """The earlier question asked of ``fragment`` in its subject's place, when the fragment is a thing of its
+    own ("the nobody user", not an attribute such as "the maximum") and the earlier subject is a noun
+    phrase with something asked of it after it ("What is the tty group used for?" and "What about the
+    nobody user?" give "What is the nobody user used for?"); with the subject replaced. None otherwise."""
+    words = fragment.split()
+    content = _content_words(fragment, rules)
+    if rules is not _EN or len(words) < 2 or words[0].lower() not in _DETERMINERS or not content \
+            or all(w in rules.relational for w in content):
+        return None
+    subject, clause = _referent(base, language, demonstrative=False)
+    phrase = _noun_phrase_before_verb(subject.split()) if not clause else None
+    if not phrase or phrase == subject or phrase.split()[0].lower() not in _DETERMINERS or phrase not in base:
+        return None
+    return base.replace(phrase, fragment, 1), phrase
 
 
 # an interrogative determiner right before a named thing ("Which GID", "Welche UID", "Quel port")
