@@ -8,6 +8,10 @@ PyPI packages and public-domain PDFs of pdfplumber's test suite, fetched beside 
 
 The two decks with tables (``pyhowto-curses.pptx``, ``pywhatsnew-3.11-faster.pptx``) were added later
 with ``--table-decks`` (no other file is rewritten; they need only python3.11-doc installed).
+The PDFs' plain texts were first written as poppler wrote them; ``--clean-plain`` then cleaned them
+once (:func:`clean_pdf_text`: running heads, feet and page numbers out, hyphenation joined, table
+rows apart), as
+``build`` now does when it writes them.
 
 It writes ``documents/`` (each file as its source made it, or an excerpt of its pages, or the
 text of a real document rendered to DOCX/PPTX/XLSX, or real pages rasterised to an image-only
@@ -103,6 +107,86 @@ def pdftotext(path: Path, pages: list[int] | None = None, raw: bytes | None = No
     finally:
         if tmp:
             tmp.unlink()
+
+
+# ------------------------------------------------------- the plain text of a PDF, cleaned (the ceiling)
+
+#: a line that is only a page number: "12", "– 2", "—4", "9 / 233", "Page 3", "iv"
+_PAGE_NUMBER = re.compile(r"(?i)^(?:page\s+)?[–—-]?\s*(?:\d{1,4}|(?=[ivx])x{0,3}(?:ix|iv|v?i{0,3}))\s*[–—-]?"
+                          r"(?:\s*(?:/|of)\s*\d{1,5})?$")
+#: how many lines at the top and at the bottom of a page may be running heads, feet or page numbers
+_EDGE = 3
+
+
+def _edge_key(line: str) -> str:
+    """What a running line has in common from page to page: its first stretch (a -layout line's parts
+    are cut by runs of 3 or more spaces), whitespace collapsed, digits as #."""
+    first = re.split(r"\s{3,}", line.strip())[0]
+    return re.sub(r"\d+", "#", " ".join(first.split())).casefold()
+
+
+def without_running_lines(text: str) -> str:
+    """``text`` (pages cut by form feeds) without running heads, feet and page numbers: at each page's
+    top and bottom, up to ``_EDGE`` lines, from the edge inward, that are a page number or whose
+    :func:`_edge_key` begins an edge line on at least half the pages (and at least two). A rule of its
+    own, with nothing of ragbus's PDF reader: a one-page file loses only its page numbers."""
+    pages = [page.split("\n") for page in text.split("\f")]
+    real = [i for i, lines in enumerate(pages) if any(line.strip() for line in lines)]
+    seen: dict[str, set[int]] = {}
+    for i in real:
+        lines = [line for line in pages[i] if line.strip()]
+        for line in lines[:_EDGE] + lines[-_EDGE:]:
+            seen.setdefault(_edge_key(line), set()).add(i)
+    running = {key for key, where in seen.items() if len(where) >= max(2, len(real) / 2)}
+
+    def is_running(line: str) -> bool:
+        return bool(_PAGE_NUMBER.match(line.strip())) or _edge_key(line) in running
+
+    out = []
+    for lines in pages:
+        keep = [j for j, line in enumerate(lines) if line.strip()]
+        dropped: set[int] = set()
+        for order in (keep[:_EDGE], keep[::-1][:_EDGE]):
+            for j in order:
+                if not is_running(lines[j]):
+                    break
+                dropped.add(j)
+        out.append("\n".join(line for j, line in enumerate(lines) if j not in dropped))
+    return "\f".join(out)
+
+
+def joined_hyphens(text: str) -> str:
+    """A word hyphenated at a line's end joined again ("confed-" / "eracy" -> "confederacy"): a lower-case
+    letter and a hyphen ending a line, a lower-case letter starting the next. Where the text writes the
+    two parts with a hyphen elsewhere ("full-upgrade"), the hyphen is kept and only the line break goes."""
+    hyphenated = set(re.findall(r"[A-Za-z]+-[a-z]+", re.sub(r"-[ \t]*\n", "\n", text)))
+
+    def join(match: re.Match) -> str:
+        first, second = match.group(1), match.group(2)
+        return f"{first}-{second}" if f"{first}-{second}" in hyphenated else first + second
+
+    return re.sub(r"([A-Za-z]+)-[ \t]*\n[ \t]*([a-z]+)", join, text)
+
+
+def rows_apart(text: str) -> str:
+    """Each line that reads as a table's row (``-layout`` keeps a row on one line, its cells apart by runs
+    of 3 or more spaces) set apart by blank lines: plain text's reader joins lines of one width as a
+    wrapped paragraph, and would run a table's rows together (as the sheets' rows are kept apart)."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        row = bool(re.search(r"\S\s{3,}\S", line.strip()))
+        if row and out and out[-1].strip() and not out[-1].endswith("\f"):
+            out.append("")
+        out.append(line)
+        if row:
+            out.append("")
+    return "\n".join(out)
+
+
+def clean_pdf_text(text: str) -> str:
+    """The ceiling's plain text of a PDF: poppler's text without running lines, hyphenation joined, a
+    table's rows apart."""
+    return rows_apart(joined_hyphens(without_running_lines(text)))
 
 
 # ------------------------------------------------------------------ HTML -> blocks (for rendering)
@@ -389,7 +473,8 @@ def build(src: Path, out: Path) -> list[Made]:
     ]
     for file, source, pages, layout, package, version, licence in pdfs:
         count = excerpt_pdf(source, docs / file, pages)
-        (plain / (file + ".txt")).write_text(pdftotext(docs / file, layout=layout not in ("two-column", "three-column")))
+        text = pdftotext(docs / file, layout=layout not in ("two-column", "three-column"))
+        (plain / (file + ".txt")).write_text(clean_pdf_text(text))
         how = "copied as it is" if pages is None else f"pages {pages[0]}-{pages[-1]} of the source's {_count(source)}"
         made.append(Made(file, "pdf", layout, package, version, str(source).replace(str(src), "<sources>"), licence,
                          f"{how} ({count} pages)"))
@@ -412,7 +497,8 @@ def build(src: Path, out: Path) -> list[Made]:
     ]
     for file, source, pages, package, version, licence, how in scans:
         image_only_pdf(source, docs / file, pages)
-        (plain / (file + ".txt")).write_text(pdftotext(source, pages, raw=_raw(source), layout=file in ("fhs-var-scan.pdf", "debian-faq-scan.pdf")))
+        text = pdftotext(source, pages, raw=_raw(source), layout=file in ("fhs-var-scan.pdf", "debian-faq-scan.pdf"))
+        (plain / (file + ".txt")).write_text(clean_pdf_text(text))
         made.append(Made(file, "pdf", "scanned", package, version, str(source).replace(str(src), "<sources>"),
                          licence, f"{how}; pages {', '.join(map(str, pages))} of the source's {_count(source)}"))
     made += build_office(src, docs, plain)
@@ -539,8 +625,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--table-decks", action="store_true",
                         help="write only the two decks with tables (added later) under --out")
+    parser.add_argument("--clean-plain", action="store_true",
+                        help="clean the PDFs' plain texts under --out/plain once (running lines, hyphenation, "
+                             "table rows apart; how the committed ones, first written raw, were cleaned)")
     args = parser.parse_args()
-    if args.table_decks:
+    if args.clean_plain:
+        made = []
+        for path in sorted((args.out / "plain").glob("*.pdf.txt")):
+            path.write_text(clean_pdf_text(path.read_text()))
+    elif args.table_decks:
         for folder in ("documents", "plain"):
             (args.out / folder).mkdir(parents=True, exist_ok=True)
         made = build_table_decks(args.out / "documents", args.out / "plain")

@@ -120,7 +120,8 @@ def run_formats(options: FormatsOptions, progress: Progress | None = None) -> di
                     "chunks": docs.chunks, "plain_chunks": plain.chunks if plain else None,
                     "failed_to_ingest": docs.failed, "plain_failed_to_ingest": plain.failed if plain else [],
                     "ceiling": "the same questions over plain/ (poppler's pdftotext of each PDF: -layout for one "
-                               "column, reading order for two or three; for a scan the text of the pages it was "
+                               "column, reading order for two or three, running lines out, hyphenation joined, "
+                               "a table's rows apart; for a scan the text of the pages it was "
                                "rasterised from; the text each rendered file was made from; the XHTML text of each "
                                "EPUB; a table's rows as 'header: value' lines), ingested into an index of its own"
                     if plain else "not asked"},

@@ -1,0 +1,49 @@
+"""The format set's plain-text ceiling for PDFs (``bench/formats_dataset.py``): poppler's text without
+running heads, feet and page numbers, and with words hyphenated at a line's end joined, by rules of
+its own (nothing of ragbus's PDF reader)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.formats_dataset import clean_pdf_text, joined_hyphens, rows_apart, without_running_lines
+
+pytestmark = pytest.mark.unit
+
+
+def _pages(*pages: str) -> str:
+    return "\f".join(pages)
+
+
+def test_a_running_head_and_the_page_numbers_go_and_the_text_stays() -> None:
+    text = _pages("Chapter 7: Reference        8\nSHA256 is a member.\nIt is good.\n8",
+                  "Chapter 7: Reference        9\nSHA512 is another.\n- 9 -",
+                  "Chapter 7: Reference       10\nThe end.\nPage 10 of 12")
+    assert without_running_lines(text) == _pages("SHA256 is a member.\nIt is good.", "SHA512 is another.", "The end.")
+
+
+def test_a_head_on_fewer_than_half_the_pages_and_a_one_page_file_keep_their_lines() -> None:
+    text = _pages("LaTeX News\nIssue 28\nBody one.", "Body two.\nMore.", "Body three.", "Body four.")
+    assert without_running_lines(text) == text
+    table = "NAME     DATE     AMOUNT\nsmith    01/02    100\njones    01/03    200"
+    assert without_running_lines(table) == table
+    assert without_running_lines("A word at the foot:\nill") == "A word at the foot:\nill"  # not a roman page number
+
+
+def test_only_lines_at_the_edges_go_from_the_edge_inward() -> None:
+    text = _pages("Head\nbody a\nHead\nbody b", "Head\nbody c")
+    assert without_running_lines(text) == _pages("body a\nHead\nbody b", "body c")
+
+
+def test_a_hyphenated_line_end_is_joined_unless_the_text_writes_the_word_with_its_hyphen() -> None:
+    assert joined_hyphens("the confed-\n   eracy will fall") == "the confederacy will fall"
+    assert joined_hyphens("run apt full-\nupgrade; or aptitude full-upgrade") == \
+        "run apt full-upgrade; or aptitude full-upgrade"
+    assert joined_hyphens("options -i -f\nand A-\nB stay") == "options -i -f\nand A-\nB stay"
+    assert clean_pdf_text(_pages("Head\nbod-\ny one\n1", "Head\nbody two\n2")) == _pages("body one", "body two")
+
+
+def test_a_tables_rows_are_set_apart_and_prose_stays_as_it_is() -> None:
+    text = "Command     Description\nping        The ICMP network test utility\nA wrapped\nparagraph line."
+    assert rows_apart(text) == ("Command     Description\n\nping        The ICMP network test utility\n\n"
+                                "A wrapped\nparagraph line.")
