@@ -142,3 +142,17 @@ def test_a_turned_page_s_rows_keep_their_wrapped_description_and_amount_together
     # a header of three lines, one name over two columns ("OBLIGATION/SERVICE DATES": START, END)
     assert "; DATE POSTED: 05/28/2019;" in rows[0] and "DATES START: 05/10/2019; END: 05/11/2019;" in rows[0]
     assert ("row", "PAYEE NAME: BAIN, J MATTHEW; DESCRIPTION: DISTRICT DIRECTOR; AMOUNT ($): 37,499.96") in page
+
+
+def test_the_reader_quotes_each_row_alone_not_run_on_into_the_next():
+    """The offline reader joined consecutive rows ("Property: ...; Type: ...", "sx | Semi Expanded |
+    112.5%") as the wrapped lines of one paragraph, so an answer quoted a run of rows or none."""
+    from shared.query.reading.extractive import quotable_sentences
+
+    rows = [p.text for p in _read(DATA / "fontconfig-user.pdf").passages if p.kind == "row" and p.position["page"] == 2]
+    rows = [row for row in rows if row.startswith("Property: ")][:6]
+    assert len(rows) == 6
+    quoted = [s.text for s in quotable_sentences("Title: fonts.conf\n\n" + "\n".join(rows))]
+    assert quoted == rows
+    cells = ["uc | Ultra Condensed | 50%", "ec | Extra Condensed | 62.5%", "sx | Semi Expanded | 112.5%"]
+    assert [s.text for s in quotable_sentences("Title: fntguide\n\n" + "\n".join(cells))] == cells

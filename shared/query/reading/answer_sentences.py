@@ -8,7 +8,8 @@ as a statement on its own, or come right after the sentence it leans on:
   file wraps at 72 or 80 columns are joined back into their sentences, each list item
   is a piece of its own, a definition list (a short term, then its definition) is one
   "term: definition" piece, and a table row is quoted with its header ("Code: 304;
-  Meaning: Not Modified");
+  Meaning: Not Modified"); a row as the document readers write it ("Flag: -5; Compress
+  usage: 4400k", or "sx | Semi Expanded | 112.5%") is a piece of its own;
 - :func:`answer_sentence` cleans a sentence for quoting (list bullets, the source's
   own ``[n]`` reference markers and heading labels such as ``"Facilities Overview
   (2024): "`` are taken off) or rejects it: fragments, sentences ending in a colon
@@ -185,6 +186,7 @@ _ITEM = re.compile(r"^(?:[-*•·▪◦]|\d{1,2}[.)])\s+")
 _SENTENCE_CLOSE = re.compile(r"[.!?:;][\"'”’)\]]*$")
 # A field of a text file's field list: "Filter ID: 0x21", "Size of Filter Properties: 1 byte" (a short
 # name, a colon, a value that is no sentence).
+_NAMED_CELL = re.compile(r"^[^:;|]{1,60}: \S")
 _FIELD = re.compile(r"^[A-Za-z][\w .()/-]{0,40}:\s+[^:]{1,60}$")
 # A wrapped line is long: text files wrap at 72-80 columns, and a heading or a label is short.
 WRAPPED_LINE = 40
@@ -205,6 +207,14 @@ _OPTION_TERM = re.compile(r"^--?[A-Za-z][\w-]*(?:[ =][^.!?:;]{0,40})?$")
 
 def _is_field(line: str) -> bool:
     return bool(_FIELD.match(line)) and not _SENTENCE_CLOSE.search(line) and not _OPTION_TERM.match(line)
+
+
+def _is_table_row(line: str) -> bool:
+    """A row as :func:`shared.formats.passages.labelled_row` writes it, two of its cells or more
+    named ("Property: pixelsize; Type: Double; Description: Pixel size"), or three cells or more
+    joined by " | " ("sx | Semi Expanded | 112.5%")."""
+    named = sum(bool(_NAMED_CELL.match(cell)) for cell in line.split("; "))
+    return named >= 2 or line.count(" | ") >= 2 and not line.startswith("|")
 
 
 def _continues(line: str, following: str) -> bool:
@@ -264,6 +274,11 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
             out.append((f"{line}: {following}", True))
             n += 2
             continue
+        elif _is_table_row(line):
+            # a table's row as a reader writes it ("Flag: -5; Compress usage: 4400k; ...", or cells
+            # joined by " | "): a piece of its own, never run on into the next row as a wrapped line
+            flush()
+            out.append((line, True))
         elif _is_field(line) and _is_field(following):
             # a field list: its fields read together ("Filter ID: 0x21; Size of Filter Properties: 1 byte")
             flush()
