@@ -502,6 +502,7 @@ def build(src: Path, out: Path) -> list[Made]:
         made.append(Made(file, "pdf", "scanned", package, version, str(source).replace(str(src), "<sources>"),
                          licence, f"{how}; pages {', '.join(map(str, pages))} of the source's {_count(source)}"))
     made += build_office(src, docs, plain)
+    made += build_table_decks(docs, plain)
     return made
 
 
@@ -537,7 +538,6 @@ def build_office(src: Path, docs: Path, plain: Path) -> list[Made]:
                          PSF, "the page's first sections rendered to PPTX with python-pptx: a title slide, then a "
                          "slide per section (heading as title; each paragraph's first sentence and each list item "
                          "as bullets, at most 6; a table as a table; the rest as speaker notes), at most 12 slides"))
-    made += build_table_decks(docs, plain)
     # XLSX: tables of the Python library reference rendered with openpyxl
     codecs = [b[1] for b in html_blocks(PYDOC / "library/codecs.html") if b[0] == "table"]
     encodings = next(t for t in codecs if t[0] == ["Codec", "Aliases", "Languages"])
