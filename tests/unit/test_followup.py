@@ -363,3 +363,18 @@ def test_pronouns_take_the_subject_that_agrees_with_them(earlier, follow_up, exp
 ])
 def test_rewrites_keep_one_mention_of_the_earlier_subject(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, answer, expected", [
+    # a name in a list is mentioned, not what was asked for
+    ("Which frob release added the --fast option?", "frob now accepts --fast, for consistency with xz and bzip2. [1]",
+     "Why was the frob release that added the --fast option added?"),
+    # an appositive names the asked thing: "Acme, a mirror vendor"
+    ("Which mirror vendor shipped a broken frob 1.0?", "Frob 1.0 was never released: Acme, a mirror vendor, shipped a "
+     "snapshot. [1]", "Why was the Acme mirror vendor that shipped a broken frob 1.0 added?"),
+    # of several names, the one identifier
+    ("Which hook fires when frob starts a sweep?", "sweep__begin(int depth): Fires when the Frob daemon starts a "
+     "sweep. [1]", "Why was the sweep__begin hook that fires when frob starts a sweep added?"),
+])
+def test_the_identified_name_is_the_answers_own(earlier, answer, expected):
+    assert standalone_question("Why was it added?", [ConversationTurn(earlier, answer)]).question == expected

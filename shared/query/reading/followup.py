@@ -482,8 +482,10 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
     asked "which X" and the subject is that X: "Which status code does a server send when ...?"
     answered "... the server replies 304 Not Modified ..." gives "the 304 Not Modified status code a
     server sends when ...". The answer's first sentence names it: a name written beside X's head noun
-    ("the Urgency field"), else the one name in that sentence the question did not have. None when
-    the question asked something else, or the answer names no such thing or more than one."""
+    ("the Urgency field", "InfoMagic, a CD vendor"), else the one name in that sentence the question did
+    not have, not counting names in a list ("tools like xz, lzip and bzip2"), else of several such names
+    the one identifier ("gc__start"). None when the question asked something else, or the answer names
+    no such thing or more than one."""
     asked = _ASKS_WHICH.match(earlier)
     words = subject.split()
     if asked is None or len(words) < 2 or words[0].lower() != "the" \
@@ -492,12 +494,21 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
     head = re.escape(asked.group("noun").split()[-1])
     first = _first_sentence(answer)
     known = {w.lower() for w in _TOKEN.findall(earlier)}
-    new = [first[a:b] for a, b in named_runs(first)
-           if not all(w.lower() in known for w in _TOKEN.findall(first[a:b])) and not _opens_a_clause(first, a, b)]
-    beside = [run for run in new if re.search(rf"(?i)(?:{re.escape(run)}\s+{head}|\b{head}\s+{re.escape(run)})\b", first)]
-    if len(beside) == 1 or (not beside and len(new) == 1):
-        return f"the {(beside or new)[0]} {' '.join(words[1:])}"
-    return None
+    names = [(a, b) for a, b in named_runs(first)
+             if not all(w.lower() in known for w in _TOKEN.findall(first[a:b])) and not _listed(first, a, b)]
+    # a capitalised word that opens a clause is a name only beside the head noun ("Acme, a mirror vendor")
+    new = [first[a:b] for a, b in names if not _opens_a_clause(first, a, b)]
+    beside = [run for run in (first[a:b] for a, b in names) if re.search(rf"(?i)(?:{re.escape(run)}(?:,\s+(?:an?|the)(?:\s+[\w-]+){{0,2}})?\s+{head}|"
+                                              rf"\b{head}\s+{re.escape(run)})\b", first)]
+    # of several names, an identifier ("gc__start(int generation): Fires when the Python interpreter ...")
+    code = [run for run in new if re.search(r"[_()]|\w\.\w|^-", run)]
+    found = beside if beside else new if len(new) == 1 else code
+    return f"the {found[0]} {' '.join(words[1:])}" if len(found) == 1 else None
+
+
+def _listed(text: str, start: int, end: int) -> bool:
+    """A name among others ("tools like xz, lzip and bzip2"): mentioned, not what was asked for."""
+    return "," in text[start:end] or bool(re.search(r"(?:,|\band|\bor)\s*$", text[:start]))
 
 
 def _opens_a_clause(text: str, start: int, end: int) -> bool:
