@@ -106,7 +106,6 @@ def test_an_elided_subject_is_filled_in(follow_up, expected):
     "How many replicas does Spanner keep?",
     "Is it possible to run Spanner locally?",
     "How long does it take to index 1000 documents?",
-    "Does this limit apply to push subscriptions in Cloud Tasks?",
     "Gibt es eine Obergrenze für Anfragen in Cloud Run?",
     "Il y a combien de régions dans Google Cloud ?",
     "And how many replicas does Spanner keep?",
@@ -282,7 +281,7 @@ def test_an_and_follow_up_stays_a_well_formed_question(earlier, follow_up, expec
     ("Who started the Frobnicator project?", "Where did he study?", "refers back ('he')"),
     ("Which release of frob added the --quiet option?", "Who wrote that patch?", "refers back ('that patch')"),
     ("Where does frob keep its cache?", "Can I move it somewhere else?", "pronoun"),
-    ("Which mirror does frob use by default?", "Is there anything faster?", "refers back ('there')"),
+    ("Which mirror does frob use by default?", "Who runs the servers there?", "refers back ('there')"),
     ("How do I enable caching in frob?", "And how do I clear the cache?", "connective"),
     ("How do I enable caching in frob?", "And how do I clear the cache afterwards?", "refers back ('afterwards')"),
     ("Wie installiere ich frob?", "Wo finde ich danach die Protokolldatei?", "refers back ('danach')"),
@@ -378,3 +377,21 @@ def test_rewrites_keep_one_mention_of_the_earlier_subject(earlier, follow_up, ex
 ])
 def test_the_identified_name_is_the_answers_own(earlier, answer, expected):
     assert standalone_question("Why was it added?", [ConversationTurn(earlier, answer)]).question == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a word that points back with no subject the rule could put in its place: the earlier question follows
+    (ACK, "Does this limit apply to push subscriptions in Cloud Tasks?",
+     "Does this limit apply to push subscriptions in Cloud Tasks (what is the ack deadline in Pub/Sub)?"),
+    ("Who started the Frobnicator project?", "Where did he study?",
+     "Where did he study (who started the Frobnicator project)?"),
+    # the newest earlier question only, without its own opening "and" or bracketed context
+    ("And which release of frob added it (what is the --quiet option)?", "Who wrote that patch?",
+     "Who wrote that patch (which release of frob added it)?"),
+])
+def test_a_question_that_points_back_keeps_the_earlier_question_in_brackets(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "refers back")
+
+
+def test_an_expletive_there_does_not_point_back():
+    assert standalone_question("Is there a faster mirror?", [ConversationTurn(ACK)]).rule == "self-contained"

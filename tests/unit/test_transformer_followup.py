@@ -212,7 +212,8 @@ def test_a_follow_up_that_points_back_names_the_earlier_answers_document():
     answer = "Note: the retrieved sources only partly cover this question; the answer below may be incomplete.\n\n" \
              "The Makefile is the build system officially maintained for zstd. [1]"
     record = _transform(loop, _follow_up(loop, "Who maintains that file?", first=ZSTD_BUILD, answer=answer))
-    assert record["standalone_question"] == "Who maintains that file?"  # nothing the rule could put in its place
+    # nothing the rule could put in the place of "that file": the earlier question follows in brackets
+    assert record["standalone_question"] == f"Who maintains that file ({ZSTD_BUILD[0].lower()}{ZSTD_BUILD[1:-1]})?"
     assert record["follows"] == {"document_id": "zstd", "leans": "refers back ('that file')",
                                  "earlier_question": ZSTD_BUILD}
     assert ("leans on the earlier turn (refers back ('that file')): prefers its document zstd (found by its answer)"

@@ -39,8 +39,8 @@ class Resolution:
     """A question as it stands on its own, and which rule made it so."""
 
     question: str
-    rule: str  # "no history", "self-contained", "pronoun", "what about", "ellipsis", "elided subject"
-    subject: str | None = None  # the earlier turn's subject, when it was carried in
+    rule: str  # "no history", "self-contained", "pronoun", "what about", "ellipsis", "elided subject", "refers back"
+    subject: str | None = None  # the earlier turn's subject, when it was carried in (refers back: the word)
 
     @property
     def rewritten(self) -> bool:
@@ -468,6 +468,12 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
         resolved = _resolve(typed, earlier, code, history[-1].answer)
         if resolved is not None:
             return resolved
+    referring = _refers_back(typed, earlier) if not _NEW_TOPIC.match(_bare(typed)) else None
+    if referring is not None:
+        # "When was that series broadcast?": no subject to put in its place, so the earlier question follows
+        # in brackets, as it does a pronoun that stands for a clause
+        mark = "?" if typed.endswith("?") else ""
+        return Resolution(_finish(f"{_bare(typed)} {_in_context(earlier)}", typed, mark), "refers back", referring)
     return Resolution(typed, "self-contained")
 
 
@@ -534,7 +540,7 @@ _NOTE = re.compile(r"^(?:Note|Nota|Remarque|Hinweis)\s?:", re.IGNORECASE)
 # a time ("there", "danach"), "the old one", "anything else". Per language; the Spanish and French
 # articles of "qu'est-ce" and "¿qué es" are not demonstratives.
 _REFERRING = {
-    "en": _p(r"\b(?:he|she|him|her|his|hers|there|then|afterwards|such|else|instead|anyway|the\s+same|"
+    "en": _p(r"\b(?:he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
              r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*)\b"),
     "de": _p(r"\b(?:er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
              r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
@@ -553,6 +559,17 @@ _NEW_TOPIC = _p(r"^(?:something\s+else|unrelated|another\s+(?:question|topic|thi
 CONNECTIVE = "connective"  # what leans_on says of a whole question that only opens with "and"
 
 
+def _codes(typed: str, earlier: str) -> list[str]:
+    return [c for c in dict.fromkeys((detect_language(typed), detect_language(earlier), "en")) if c in _RULES]
+
+
+def _refers_back(typed: str, earlier: str) -> str | None:
+    """The word of ``typed`` that points back at the earlier turn (:data:`_REFERRING`), if any."""
+    bare = _bare(typed)
+    found = next((m for m in (_REFERRING[c].search(bare) for c in _codes(typed, earlier)) if m is not None), None)
+    return found.group().lower() if found is not None else None
+
+
 def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
     """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it; None when
     nothing in its form points back at it (a whole question: the same topic or another).
@@ -565,14 +582,12 @@ def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
     if not history or not typed or _NEW_TOPIC.match(_bare(typed)):
         return None
     resolved = standalone_question(typed, history)
+    if resolved.rule == "refers back":
+        return f"refers back ({resolved.subject!r})"
     if resolved.rewritten:
         return resolved.rule
     bare = _bare(typed)
-    codes = [c for c in dict.fromkeys((detect_language(typed), detect_language(history[-1].question), "en"))
-             if c in _RULES]
-    referring = next((m for m in (_REFERRING[c].search(bare) for c in codes) if m is not None), None)
-    if referring is not None:
-        return f"refers back ({referring.group().lower()!r})"
+    codes = _codes(typed, history[-1].question)
     if any(m is not None and m.end() > 0 for m in (_RULES[c].connectives.match(bare) for c in codes)):
         return CONNECTIVE
     return None
@@ -682,8 +697,10 @@ def _asks(text: str, rules: _Language) -> bool:
 
 
 def _in_context(earlier: str) -> str:
-    """The earlier question in brackets, to follow a question whose pronoun it explains."""
-    bare = _bare(earlier)
+    """The earlier question in brackets, to follow a question whose pronoun it explains: without its own
+    opening "and" or bracketed context (brackets do not nest: the newest earlier question is enough)."""
+    bare = _bare(re.sub(r"\s*\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?=[?.!]?\s*$)", "", _bare(earlier)))
+    bare = _bare(_EN.connectives.sub("", bare)) or bare
     return f"({bare[:1].lower() + bare[1:]})"
 
 
