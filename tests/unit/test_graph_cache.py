@@ -186,3 +186,23 @@ def test_the_cache_is_in_the_data_home_unless_moved_or_off_and_the_local_runtime
         assert load_settings({"RAGBUS_HOME": str(home), "RAGBUS_MODEL_CACHE": off}).model_cache_dir is None
     embedder = build_local(moved, index=object()).deps.embedder  # built, not loaded: no model read
     assert embedder.inner.cache_dir == tmp_path / "elsewhere"
+
+
+def test_a_cache_set_to_a_folder_of_other_things_deletes_none_of_them(tmp_path, model):
+    """RAGBUS_MODEL_CACHE=~ (or /tmp, or a project folder) by mistake: pruning removes only the
+    cache's own entries and leftovers, never the user's folders, old dot-folders among them."""
+    import os
+
+    root = tmp_path / "home"
+    mine = [root / name for name in ("projects", "photos", "notes", ".ssh", ".config", ".building-mine")]
+    for folder in mine:
+        folder.mkdir(parents=True)
+        (folder / "keep.txt").write_text("the user's")
+        os.utime(folder, (1, 1))  # old: what a crashed start's leftover would look like
+    runtime = FakeRuntime()
+    for version in ("1.0", "1.1", "1.2", "1.3"):
+        cache_session(root, model, runtime, onnxruntime=version)
+    assert all((folder / "keep.txt").read_text() == "the user's" for folder in mine[:-1])
+    assert not mine[-1].exists()  # a crashed start's leftover is still cleared
+    entries = [p for p in root.iterdir() if p not in mine]
+    assert len(entries) == graph_cache.KEEP and all((p / MANIFEST).is_file() for p in entries)

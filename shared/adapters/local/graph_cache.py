@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -44,6 +45,10 @@ WEIGHTS = "model.data"  # ONNX Runtime writes the graph's initializers here, bes
 MANIFEST = "manifest.json"
 KEEP = 3  # entries kept: one per model, ONNX Runtime version and CPU a data home is used with
 _LEFTOVER_S = 3600  # a temporary folder this old is a crashed start's
+# What the cache itself names, and so the only things pruning may delete: RAGBUS_MODEL_CACHE may name a
+# folder that holds other things too (a home folder, by mistake), and none of them is the cache's.
+_ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
+_LEFTOVER_PREFIXES = (".building-", ".stale-")
 # Free space a build leaves on the cache's disk: the runtime beside it (its bus, index, a serve's stages
 # writing now) must never meet a disk the cache filled. An entry holds the weights in float32: four
 # times the int8 model.
@@ -248,7 +253,8 @@ class GraphCache:
         raise OSError(f"other starts kept replacing {self.entry}")
 
     def _prune(self) -> None:
-        """Delete crashed starts' leftovers and all but the ``KEEP`` newest entries."""
+        """Delete crashed starts' leftovers and all but the ``KEEP`` newest entries; nothing else
+        under ``root`` (see ``_ENTRY_NAME``)."""
         entries: list[tuple[float, Path]] = []
         now = time.time()
         for path in self.root.iterdir():
@@ -256,10 +262,10 @@ class GraphCache:
                 changed = path.stat().st_mtime
             except OSError:
                 continue
-            if path.name.startswith("."):
+            if path.name.startswith(_LEFTOVER_PREFIXES):
                 if now - changed > _LEFTOVER_S:
                     shutil.rmtree(path, ignore_errors=True)
-            elif path != self.entry and path.is_dir():
+            elif path != self.entry and _ENTRY_NAME.fullmatch(path.name) and path.is_dir():
                 entries.append((changed, path))
         for _, path in sorted(entries, reverse=True)[KEEP - 1:]:
             shutil.rmtree(path, ignore_errors=True)
