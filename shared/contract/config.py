@@ -230,6 +230,33 @@ class Directory(Kind):
 
 
 @dataclass(frozen=True)
+class FolderOrOff(Kind):
+    """A folder, or ``off`` (``0``, ``false``, ``no``); unset or empty means the default. A word meant as
+    "on" (``1``, ``true``, ``yes``) is refused, not taken as a folder of that name in whatever folder a
+    command starts in, and so is a path that exists and is not a folder (a file, a link to nothing)."""
+
+    def read(self, env, name, default, earlier):
+        raw = (env.get(name) or "").strip()
+        if raw.lower() in _TRUE:
+            raise ConfigError(f"{name}={raw!r} is not a folder: name a folder, or 'off' (0, false, no) to keep "
+                              "nothing; unset, it is $RAGBUS_HOME/cache")
+        if raw and raw.lower() not in _FALSE:
+            path = Path(raw).expanduser()
+            try:
+                dangling, not_folder = path.is_symlink() and not path.exists(), path.exists() and not path.is_dir()
+            except OSError:  # not even looked at (a folder above it unreadable): the cache warns at start
+                dangling = not_folder = False
+            if dangling:
+                raise ConfigError(f"{name}={raw!r} links to nothing; name a folder")
+            if not_folder:
+                raise ConfigError(f"{name}={raw!r} is a file, not a folder; name a folder")
+        return raw or default
+
+    def describe(self) -> str:
+        return "path or `off`"
+
+
+@dataclass(frozen=True)
 class Location(Kind):
     """A Vertex AI location for a model: ``global``, a multi-region (``us``, ``eu``) or a region."""
 
@@ -281,7 +308,7 @@ class Settings:
     home: Path = setting("RAGBUS_HOME", Path(".ragbus"), Directory(), "data directory of the embedded runtime",
                          shown="`./.ragbus`")
     model_cache: str = setting(
-        "RAGBUS_MODEL_CACHE", "", Text(strip=True),
+        "RAGBUS_MODEL_CACHE", "", FolderOrOff(),
         "local runtime: folder of the packaged embedder's optimised ONNX graph (about 90 MB; a start loads it "
         "instead of optimising the model again, and rebuilds it when missing, stale or damaged); `off` (or `0`, "
         "`false`, `no`): optimise at every start, saving nothing", shown="`$RAGBUS_HOME/cache`")

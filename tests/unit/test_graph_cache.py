@@ -206,3 +206,21 @@ def test_a_cache_set_to_a_folder_of_other_things_deletes_none_of_them(tmp_path, 
     assert not mine[-1].exists()  # a crashed start's leftover is still cleared
     entries = [p for p in root.iterdir() if p not in mine]
     assert len(entries) == graph_cache.KEEP and all((p / MANIFEST).is_file() for p in entries)
+
+
+@pytest.mark.parametrize("value, says", [
+    ("on", "is not a folder"), ("1", "is not a folder"), ("TRUE", "is not a folder"), ("yes", "is not a folder"),
+    ("{file}", "is a file"), ("{dangling}", "links to nothing"),
+])
+def test_a_model_cache_value_that_names_no_usable_folder_is_an_error_naming_the_variable(tmp_path, value, says):
+    """RAGBUS_MODEL_CACHE=on (or 1, true, yes) would otherwise be a folder named 'on' in whatever folder a
+    command starts in; a file or a dangling link would be a warning at every start, the cache never kept."""
+    from shared.contract.config import load_settings
+    from shared.contract.errors import ConfigError
+
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    value = value.format(file=tmp_path / "file", dangling=tmp_path / "dangling")
+    with pytest.raises(ConfigError, match="RAGBUS_MODEL_CACHE=") as raised:
+        load_settings({"RAGBUS_HOME": str(tmp_path / "home"), "RAGBUS_MODEL_CACHE": value})
+    assert says in str(raised.value)
