@@ -395,3 +395,18 @@ def test_a_question_that_points_back_keeps_the_earlier_question_in_brackets(earl
 
 def test_an_expletive_there_does_not_point_back():
     assert standalone_question("Is there a faster mirror?", [ConversationTurn(ACK)]).rule == "self-contained"
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a thing of its own with no owner to ask it of: the earlier question follows, not "X of <a clause>"
+    ("What is the fastest way to join many frob lists?", "What about frob sets?",
+     "What about frob sets (what is the fastest way to join many frob lists)?"),
+    # the named thing is the kind asked for ("Which UID range"), not an owner
+    ("Which UID range does frobadd use for regular users?", "What about guest users?",
+     "What about guest users (which UID range does frobadd use for regular users)?"),
+    # the fragment leans on the earlier question itself
+    ("What priority does Frob give packages from the pinned suite?", "And packages that do not belong to it?",
+     "What about packages that do not belong to it (what priority does Frob give packages from the pinned suite)?"),
+])
+def test_what_about_a_thing_with_no_owner_keeps_the_earlier_question(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

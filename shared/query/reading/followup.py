@@ -847,6 +847,13 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         return Resolution(_finish(asked, asked, mark), rule, subject)
     content = _content_words(fragment, rules)
     runs = named_runs(base)
+    owned = (runs and not _ASKED_BEFORE.search(base[: runs[-1][0]])) or f" {rules.of} " in subject
+    if content and not all(w in rules.relational for w in content) and (not owned or rules.pronoun.search(fragment)):
+        # a thing of its own with no named owner to ask it of ("What about bytes objects?" after "What is the
+        # most efficient way to join many strings?"), or one that leans on the earlier question itself
+        # ("versions that do not belong to it"): the earlier question follows in brackets
+        asked = f"{rules.about} {fragment} {_in_context(earlier)}"
+        return Resolution(_finish(asked, asked, mark), rule, subject)
     if content and not all(w in rules.relational for w in content):
         # another attribute ("the default number of variables"): asked of the earlier named thing (or
         # what its subject's last "of" names), not of the earlier attribute ("the maximum" alone is
