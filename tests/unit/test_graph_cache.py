@@ -224,3 +224,29 @@ def test_a_model_cache_value_that_names_no_usable_folder_is_an_error_naming_the_
     with pytest.raises(ConfigError, match="RAGBUS_MODEL_CACHE=") as raised:
         load_settings({"RAGBUS_HOME": str(tmp_path / "home"), "RAGBUS_MODEL_CACHE": value})
     assert says in str(raised.value)
+
+
+@pytest.mark.parametrize("name, target", [("model.data", "/dev/zero"), ("../../zero", None)])
+def test_a_manifest_naming_an_endless_or_outside_file_is_rebuilt_not_read_forever(tmp_path, model, name, target,
+                                                                                  caplog):
+    runtime = FakeRuntime()
+    cache_session(tmp_path / "cache", model, runtime)
+    (entry,) = (tmp_path / "cache").iterdir()
+    manifest = json.loads((entry / MANIFEST).read_text())
+    if target:  # the weights a link to a device that never ends, its size 0 as the manifest says
+        (entry / name).unlink()
+        (entry / name).symlink_to(target)
+    else:  # a name that leaves the entry
+        (tmp_path / "zero").symlink_to("/dev/zero")
+    manifest["files"][name] = {"bytes": 0, "crc32": 0}
+    (entry / MANIFEST).write_text(json.dumps(manifest))
+    with caplog.at_level(logging.WARNING, "ragbus.embedder"):
+        assert cache_session(tmp_path / "cache", model, runtime) == "built"
+    assert len(runtime.builds) == 2 and "rebuilding it" in caplog.text
+
+
+def test_a_cache_folder_that_is_a_file_is_said_so_not_called_a_bad_manifest(tmp_path, model, caplog):
+    (tmp_path / "cache").write_text("a file")
+    with caplog.at_level(logging.WARNING, "ragbus.embedder"):
+        assert cache_session(tmp_path / "cache", model, FakeRuntime()) == "built"
+    assert "manifest" not in caplog.text and "not a folder" in caplog.text

@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -73,9 +74,12 @@ def cpu_features() -> str:
 
 
 def file_digests(path: Path) -> dict[str, Any]:
-    """Size and CRC-32 of a file, read in blocks (zlib releases the GIL over each)."""
+    """Size and CRC-32 of a regular file, read in blocks (zlib releases the GIL over each); OSError for
+    anything else (a device such as /dev/zero would be read forever)."""
     crc, size = 0, 0
     with path.open("rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
         while block := stream.read(_READ_BLOCK):
             crc = zlib.crc32(block, crc)
             size += len(block)
@@ -85,6 +89,11 @@ def file_digests(path: Path) -> dict[str, Any]:
 def sha256_of(path: Path) -> str:
     with path.open("rb") as stream:
         return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+def _plain_name(name: Any) -> bool:
+    """A file name of the entry's own, not a path that leaves it."""
+    return isinstance(name, str) and name not in {"", ".", ".."} and "/" not in name and "\\" not in name
 
 
 class GraphCache:
@@ -117,7 +126,7 @@ class GraphCache:
     def _manifest_text(self) -> str | None:
         try:
             return (self.entry / MANIFEST).read_text(encoding="utf-8")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no entry, or no cache folder (the build says why)
             return None
         except (OSError, ValueError) as exc:  # ValueError: not UTF-8
             return f"unreadable: {exc}"
@@ -130,7 +139,8 @@ class GraphCache:
         except ValueError:
             manifest = None
         if not isinstance(manifest, dict) or manifest.get("key") != self.key or not isinstance(
-                manifest.get("files"), dict) or GRAPH not in manifest["files"]:
+                manifest.get("files"), dict) or GRAPH not in manifest["files"] or not all(
+                _plain_name(name) for name in manifest["files"]):
             log.warning("the embedder's graph cache %s has a manifest that is unreadable or made for "
                         "something else; rebuilding it", self.entry)
             return None
@@ -170,9 +180,12 @@ class GraphCache:
     def _sizes_differ(self, files: Mapping[str, Any]) -> str | None:
         for name, want in files.items():
             try:
-                size = (self.entry / name).stat().st_size
+                found = (self.entry / name).stat()
             except OSError:
                 return f"missing {name}"
+            if not stat.S_ISREG(found.st_mode):
+                return f"damaged ({name} is not a regular file)"
+            size = found.st_size
             if not isinstance(want, dict) or size != want.get("bytes"):
                 return f"damaged ({name} has {size} bytes, not {want})"
         return None
@@ -198,6 +211,10 @@ class GraphCache:
 
     def _rebuild(self, build: Callable[[Path | None], T], seen: str | None) -> T:
         try:
+            if self.root.is_symlink() and not self.root.exists():
+                raise OSError("a link to nothing")
+            if self.root.exists() and not self.root.is_dir():
+                raise OSError("a file, not a folder")
             self.root.mkdir(parents=True, exist_ok=True)
             free, need = shutil.disk_usage(self.root).free, 4 * self.model.stat().st_size + self.reserve_bytes
             if free < need:
