@@ -225,8 +225,10 @@ def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
     return follow_earlier_document(carry_by_corpus(follow, typed, history.turns, ports), typed, history.turns, ports)
 
 
-# the fixed notes an answer may open with ("Note: the retrieved sources only partly cover ..."): not its content
-_NOTES = frozenset(phrase(key, language) for key in ("caveat", "caveat_no_model") for language in ("en", "de", "fr", "es"))
+# the fixed notes an answer may open with ("Note: the retrieved sources only partly cover ...") and the refusal a
+# client keeps as the assistant's message (a stored turn that abstained has no answer): not an answer's content
+_NOTES = frozenset(phrase(key, language) for key in ("caveat", "caveat_no_model", "abstain")
+                   for language in ("en", "de", "fr", "es", "pt", "it", "ja", "zh", "ko", "ru"))
 _CITATION_MARK = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 
 

@@ -232,3 +232,15 @@ def test_a_whole_question_names_no_earlier_document():
     record = _transform(loop, _follow_up(loop, "How are documents split before embedding?", first=ZSTD_BUILD,
                                          answer="The Makefile [1]."))
     assert "follows" not in record and "leans on" not in record["events"][-1]["detail"]
+
+
+def test_a_refusal_a_client_kept_as_the_earlier_answer_does_not_name_a_document():
+    # a chat client sends the assistant's refusal back as the earlier answer; the earlier question finds the document
+    from shared.query.reading.language import phrase
+
+    loop = make_loop(BUILDS, real_local_llm=True)
+    record = api.submit_query(loop.deps, "Who maintains that file?",
+                              history=[{"question": ZSTD_BUILD, "answer": phrase("abstain", "en")}])
+    stored = _transform(loop, record.id)
+    assert stored["follows"]["document_id"] == "zstd"
+    assert "(found by its question)" in stored["events"][-1]["detail"]
