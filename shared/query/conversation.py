@@ -26,6 +26,7 @@ from typing import Any
 from shared.contract import state_collections
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.ports import ConversationTurn, Doc, StateStore
+from shared.query.reading.followup import standalone_question
 from shared.query.record import QueryRecord, later, past_expiry
 from shared.query.state import expire_if_overdue
 
@@ -261,8 +262,7 @@ def read_history(state: StateStore, record: QueryRecord, *, max_turns: int, max_
     the caller sent. A turn that failed, timed out or abstained still carries its question (the
     subject a follow-up leans on) with no answer; a turn no longer stored is left out and named in
     the note, as is a conversation that no longer exists."""
-    supplied = [ConversationTurn(str(t.get("question") or ""), str(t.get("answer") or ""))
-                for t in record.history or [] if isinstance(t, dict) and t.get("question")]
+    supplied = _as_stored(record.history)
     if not record.conversation_id:
         return History(tuple(bound_history(supplied, max_turns=max_turns, max_chars=max_chars)))
     doc = state.get(state_collections.CONVERSATIONS, record.conversation_id)
@@ -278,8 +278,7 @@ def read_history(state: StateStore, record: QueryRecord, *, max_turns: int, max_
     turns: list[ConversationTurn] = []
     if wanted[0] == ids[0] and ids[0] in stored:
         first = QueryRecord.from_doc(stored[ids[0]])  # the turn that started it may carry a caller's history
-        turns.extend(ConversationTurn(str(t.get("question") or ""), str(t.get("answer") or ""))
-                     for t in first.history or [] if isinstance(t, dict) and t.get("question"))
+        turns.extend(_as_stored(first.history))
     missing = 0
     for query_id in wanted:
         if query_id not in stored:
@@ -290,6 +289,20 @@ def read_history(state: StateStore, record: QueryRecord, *, max_turns: int, max_
         turns.append(ConversationTurn(question=turn.question, answer=answer))
     note = f"{missing} earlier turn(s) of the conversation are no longer stored" if missing else None
     return History(tuple(bound_history(turns, max_turns=max_turns, max_chars=max_chars)), note=note)
+
+
+def _as_stored(history: list[dict[str, str]] | None) -> list[ConversationTurn]:
+    """A caller's history as stored turns read: each question as it stands on its own (the offline rule
+    with the turns before it), as a stored turn keeps its standalone question; so a chat client that
+    sends the whole conversation is read as a conversation kept here is ("Which tool picks the ids in
+    those ranges?" leans on the standalone form of "And which one for ordinary user accounts?")."""
+    turns: list[ConversationTurn] = []
+    for turn in history or []:
+        if isinstance(turn, dict) and turn.get("question"):
+            question = str(turn.get("question") or "")
+            standing = standalone_question(question, turns).question if turns else question
+            turns.append(ConversationTurn(standing, str(turn.get("answer") or "")))
+    return turns
 
 
 def history_doc(turns: Sequence[ConversationTurn]) -> list[dict[str, str]]:

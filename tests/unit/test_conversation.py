@@ -256,3 +256,13 @@ def test_get_conversation_ends_an_overdue_turn_as_timed_out(deps):
     deps.clock.advance(10)
     (turn,) = api.get_conversation(deps, first.conversation_id)["turns"]
     assert turn["status"] == "timed_out"
+
+
+def test_a_callers_history_is_read_with_each_question_standing_on_its_own(deps):
+    # a chat client sends the questions as typed; stored turns keep their standalone forms: both read alike
+    record = api.submit_query(deps, "Who maintains that file?", history=[
+        {"question": "What is the frob cache file?", "answer": "A file of hashes [1]."},
+        {"question": "Where is it kept?", "answer": "Under /var/cache/frob [1]."}])
+    turns = history(deps, record).turns
+    assert [t.question for t in turns] == ["What is the frob cache file?", "Where is the frob cache file kept?"]
+    assert turns[1].answer == "Under /var/cache/frob [1]."
