@@ -6,10 +6,11 @@ text matched the plain-text edition Debian ships beside the same manual best.
 
 From each page's text: running headers and footers (a top or bottom line that recurs, digits
 aside, on many pages) and page numbers are dropped; a word hyphenated at a line end is joined;
-wrapped lines of a paragraph are joined, while short lines (a table's rows, a list, a heading)
-stay lines of their own. A page without a text layer is read by Tesseract when it is installed
-(Debian's ``tesseract-ocr``); otherwise it is skipped and counted. The title is the document's
-metadata title, else its first line.
+wrapped lines of a paragraph are joined, while short lines (a list, a heading) stay lines of their
+own; a table's rows, found by where their words stand (:mod:`shared.formats.pdf_tables`), are a
+passage each ("column: value; ..."). A page without a text layer is read by Tesseract when it is
+installed (Debian's ``tesseract-ocr``); otherwise it is skipped and counted. The title is the
+document's metadata title, else its first line.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def _read(document, limits: Limits) -> Reading:
 
 
 def _page_text(page) -> tuple[str, list[Table]]:
-    """The page's text as PDFium reads it (lines apart by ``\r\n``) and the tables on it."""
+    """The page's text as PDFium reads it (lines apart by CR LF) and the tables on it."""
     textpage = page.get_textpage()
     try:
         text = textpage.get_text_bounded()
