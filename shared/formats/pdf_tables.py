@@ -38,6 +38,7 @@ _DIGIT = re.compile(r"\d")
 _SPACES = re.compile(r" +")
 #: after a sentence's end, prose set by TeX leaves a wider space: twice the gap before a new cell
 _STOP = re.compile(r"[.:;?!]$")
+_STOPS = frozenset(".:;?!")
 _RULE = re.compile(r"^[-=_─—–]{3,}$")
 _LEADERS = re.compile(r"(?:\.\s?){4,}")
 _MARKER = re.compile(r"^(?:[•▪◦‣∙·*–—-]|\(?\d{1,3}[.)]|\(?[a-z][.)])$")
@@ -137,16 +138,15 @@ class _Boxes:
         (x0, y0), (x1, y1) = self._shown(r.left, r.bottom), self._shown(r.right, r.top)
         return min(x0, x1), max(x0, x1), min(y0, y1), abs(y1 - y0)
 
-    def origin(self, index: int) -> tuple[float, float]:
-        self._c.FPDFText_GetCharOrigin(self._page, index, self._x, self._y)
-        return self._shown(self._x.value, self._y.value)
-
     def gapped(self, text: str, start: int) -> bool:
         """Whether two words of this line of the page's text (its first character ``start``) stand
         a cell's gap apart, or one a line below the other. The characters' origins first (PDFium
         finds them 4x faster than boxes): the step from the origin of the character before a gap
         to the one after is the gap and that character's width (a fifth of a line height at
         least: a full stop), and most lines of a page have no step that wide."""
+        # (the loop runs for every space of a page: PDFium's calls inline, the page turned only
+        # for a step that is long enough)
+        origin, page, x, y, turn = self._c.FPDFText_GetCharOrigin, self._page, self._x, self._y, self._turn
         height = 0.0
         for run in _SPACES.finditer(text, 1):
             after = run.end()
@@ -157,17 +157,22 @@ class _Boxes:
                 height = self.box(start)[3]
                 if height <= 0:
                     return False
-            x0, y0 = self.origin(start + before)
-            x1, y1 = self.origin(start + after)
-            if (x1 - x0 > (CELL_GAP + 0.2) * height or abs(y1 - y0) > 0.5 * height) and self._apart(
-                    start + before, start + after, height):
+            origin(page, start + before, x, y)
+            x0, y0 = x.value, y.value
+            origin(page, start + after, x, y)
+            dx, dy = x.value - x0, y.value - y0
+            if turn is not None:
+                dx, dy = turn[0] * dx + turn[1] * dy, turn[2] * dx + turn[3] * dy
+            gap = (2 if text[before] in _STOPS else 1) * CELL_GAP * height  # as Line.cells reads it
+            if (dx > gap + 0.2 * height or abs(dy) > 0.5 * height) and self._apart(
+                    start + before, start + after, gap, height):
                 return True
         return False
 
-    def _apart(self, before: int, after: int, height: float) -> bool:
+    def _apart(self, before: int, after: int, gap: float, height: float) -> bool:
         _, right, bottom, _ = self.box(before)
         left, _, after_bottom, _ = self.box(after)
-        return left - right > CELL_GAP * height or abs(after_bottom - bottom) > 0.5 * height
+        return left - right > gap or abs(after_bottom - bottom) > 0.5 * height
 
     def bold(self, index: int) -> bool:
         weight = self._c.FPDFText_GetFontWeight(self._page, index)
