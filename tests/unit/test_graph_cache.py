@@ -250,3 +250,32 @@ def test_a_cache_folder_that_is_a_file_is_said_so_not_called_a_bad_manifest(tmp_
     with caplog.at_level(logging.WARNING, "ragbus.embedder"):
         assert cache_session(tmp_path / "cache", model, FakeRuntime()) == "built"
     assert "manifest" not in caplog.text and "not a folder" in caplog.text
+
+
+@pytest.mark.parametrize("loosen", [lambda entry: entry, lambda entry: entry / WEIGHTS, lambda entry: entry / GRAPH])
+def test_an_entry_other_users_can_write_is_not_trusted_and_rebuilt(tmp_path, model, loosen, caplog):
+    """RAGBUS_MODEL_CACHE in a folder others write (/tmp): an entry they could have made, its manifest
+    matching their own files, would change every vector; it is rebuilt, and the rebuilt one is this
+    user's alone."""
+    runtime = FakeRuntime()
+    cache_session(tmp_path / "cache", model, runtime)
+    (entry,) = (tmp_path / "cache").iterdir()
+    loose = loosen(entry)
+    loose.chmod(loose.stat().st_mode | 0o022)
+    with caplog.at_level(logging.WARNING, "ragbus.embedder"):
+        assert cache_session(tmp_path / "cache", model, runtime) == "built"
+    assert "writable by other users" in caplog.text and len(runtime.builds) == 2
+    assert cache_session(tmp_path / "cache", model, runtime) == "loaded:wwwwwwww"
+
+
+def test_an_entry_built_under_a_group_writable_umask_is_still_loaded(tmp_path, model):
+    runtime = FakeRuntime()
+
+    def build(graph: Path | None) -> str:
+        built = runtime.build(graph)
+        for path in graph.parent.iterdir():  # as ONNX Runtime writes them under umask 002
+            path.chmod(0o664)
+        return built
+
+    assert GraphCache(tmp_path / "cache", model, KEY).session(runtime.load, build) == "built"
+    assert cache_session(tmp_path / "cache", model, runtime) == "loaded:wwwwwwww"

@@ -96,6 +96,20 @@ def _plain_name(name: Any) -> bool:
     return isinstance(name, str) and name not in {"", ".", ".."} and "/" not in name and "\\" not in name
 
 
+def _not_ours(found: os.stat_result, what: str) -> str | None:
+    """Why a file or folder of an entry may hold what another user put there: owned by another, or
+    writable by others (RAGBUS_MODEL_CACHE in a shared folder such as /tmp, where anyone can write an
+    entry whose manifest matches its own files, and so change every vector)."""
+    uid = getattr(os, "geteuid", None)  # Windows: no owners to compare
+    if uid is None:
+        return None
+    if found.st_uid != uid():
+        return f"not trusted ({what} is owned by user {found.st_uid}, not this one)"
+    if found.st_mode & 0o022:
+        return f"not trusted ({what} is writable by other users)"
+    return None
+
+
 class GraphCache:
     """The cached optimised graph of one model, for one ONNX Runtime and CPU, under ``root``."""
 
@@ -153,7 +167,7 @@ class GraphCache:
         the bytes) are checked while it loads, and the session is dropped unused if they differ.
         """
         files = manifest["files"]
-        problem = self._differs({GRAPH: files[GRAPH]}) or self._sizes_differ(files)
+        problem = self._sizes_differ(files) or self._differs({GRAPH: files[GRAPH]})
         if problem is None:
             found: list[str | None] = []
             rest = {name: want for name, want in files.items() if name != GRAPH}
@@ -178,6 +192,14 @@ class GraphCache:
         return None
 
     def _sizes_differ(self, files: Mapping[str, Any]) -> str | None:
+        """Why the entry's files cannot be what the manifest lists, seen without opening any (a FIFO
+        would block the open): one missing, not a regular file, not this user's alone, or another size."""
+        try:
+            problem = _not_ours(self.entry.stat(), "its folder")
+        except OSError as exc:
+            return f"unreadable ({exc})"
+        if problem:
+            return problem
         for name, want in files.items():
             try:
                 found = (self.entry / name).stat()
@@ -185,6 +207,8 @@ class GraphCache:
                 return f"missing {name}"
             if not stat.S_ISREG(found.st_mode):
                 return f"damaged ({name} is not a regular file)"
+            if problem := _not_ours(found, name):
+                return problem
             size = found.st_size
             if not isinstance(want, dict) or size != want.get("bytes"):
                 return f"damaged ({name} has {size} bytes, not {want})"
@@ -245,6 +269,8 @@ class GraphCache:
         """Write the manifest and rename ``staging`` to the entry. The entry found at the start
         (``seen``: its manifest), damaged or stale, is renamed away first; one another start
         installed meanwhile is kept."""
+        for path in staging.iterdir():  # a umask of 002 leaves them group-writable, and so never trusted
+            path.chmod(path.stat().st_mode & ~0o022)
         files = {p.name: file_digests(p) for p in sorted(staging.iterdir()) if p.is_file()}
         if GRAPH not in files:
             raise OSError(f"ONNX Runtime wrote no {GRAPH}")
