@@ -410,3 +410,15 @@ def test_an_expletive_there_does_not_point_back():
 ])
 def test_what_about_a_thing_with_no_owner_keeps_the_earlier_question(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "its" of another thing is asked of what the earlier attribute belonged to: a value has no quote character
+    ("What is the default separator of a frob table?", "And its quote character?",
+     "What is the quote character of a frob table?"),
+    # a relational word is still asked of the attribute itself
+    ("What is the default separator of a frob table?", "What is its maximum?",
+     "What is the maximum of the default separator of a frob table?"),
+])
+def test_its_other_thing_is_asked_of_the_attributes_owner(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

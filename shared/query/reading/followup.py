@@ -723,8 +723,8 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language) ->
         if not agrees(match.group("pos")):
             continue
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
-        phrase = " ".join(p for p in (article, text[match.start("np"): match.end("np")],
-                                      _of(rules, subject)) if p)
+        noun = text[match.start("np"): match.end("np")]
+        phrase = " ".join(p for p in (article, noun, _of(rules, _owner(subject, noun, rules))) if p)
         edits.append((match.start(), match.end(), phrase))
     taken = [(s, e) for s, e, _ in edits]
     for match in rules.pronoun.finditer(masked):
@@ -744,6 +744,18 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language) ->
     for start, end, phrase in sorted(edits, reverse=True):
         out = out[:start] + phrase + out[end:]
     return out
+
+
+def _owner(subject: str, noun: str, rules: _Language) -> str:
+    """What "its <noun>" is asked of: ``subject``, or, when the subject is an attribute of something ("the
+    default delimiter of a csv dialect") and the noun is another thing, not a relational word ("its
+    quotechar", not "its maximum"), that something: a value has no quotechar, its owner has."""
+    content = _content_words(noun, rules)
+    head, of, owner = subject.partition(f" {rules.of} ")
+    if rules is not _EN or not of or not content or all(w in rules.relational for w in content) \
+            or not head.lower().startswith("the ") or len(head.split()) > 4:
+        return subject
+    return owner
 
 
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
