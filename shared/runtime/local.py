@@ -4,11 +4,13 @@ and hand each delivery to its stage's handler."""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import threading
 import time
 from atexit import _run_exitfuncs  # the exit handlers, run before os._exit skips them (CPython's)
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from os import _exit
 
 from shared.adapters.local.bus import Delivery, SqliteBus
@@ -81,17 +83,19 @@ class LocalRuntime:
         self._stop.set()
         self.bus.wake_waiters()  # idle workers notice the stop
         deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        busy = [thread for thread in self._threads if thread.is_alive()]
-        self._threads.clear()
-        if busy:
-            with self._in_flight_lock:
-                unfinished = [delivery for delivery, _ in self._in_flight.values()]
-            handed_back = self.bus.release(unfinished)
-            log.debug("stopped with %d worker(s) still in a handler (%s); %d delivery(ies) handed back",
-                      len(busy), ", ".join(t.name for t in busy), handed_back)
-            _LEFT_BUSY.extend(busy)
+        with _hurried_by_interrupt() as hurry:
+            for thread in self._threads:
+                while thread.is_alive() and not hurry.is_set() and (left := deadline - time.monotonic()) > 0:
+                    thread.join(min(left, 0.1))
+            busy = [thread for thread in self._threads if thread.is_alive()]
+            self._threads.clear()
+            if busy:
+                with self._in_flight_lock:
+                    unfinished = [delivery for delivery, _ in self._in_flight.values()]
+                handed_back = self.bus.release(unfinished)
+                log.debug("stopped with %d worker(s) still in a handler (%s); %d delivery(ies) handed back",
+                          len(busy), ", ".join(t.name for t in busy), handed_back)
+                _LEFT_BUSY.extend(busy)
         return not busy
 
     def __enter__(self) -> LocalRuntime:
@@ -208,6 +212,25 @@ class LocalRuntime:
                     self.halt(str(exc))
                 except Exception:  # noqa: BLE001 - the lease will expire and redeliver
                     log.exception("%s: could not settle delivery %s", consumer.subscription, delivery.id)
+
+
+@contextmanager
+def _hurried_by_interrupt() -> Iterator[threading.Event]:
+    """An event set by Ctrl-C (SIGINT) while the block runs, instead of a KeyboardInterrupt: a second
+    Ctrl-C while a stopping runtime waits for a busy worker means "stop waiting", and raised in the
+    wait it skipped the hand-back (the delivery stayed leased, its attempt counted) and the busy
+    worker aborted the process at exit. Only the main thread can catch signals; elsewhere, and where
+    SIGINT is ignored, the event is never set."""
+    hurry = threading.Event()
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) in (
+            signal.SIG_IGN, None):
+        yield hurry
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: hurry.set())
+    try:
+        yield hurry
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def exit_past_busy_workers(code: object) -> None:

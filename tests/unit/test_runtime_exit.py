@@ -104,3 +104,39 @@ def _repo():
     from pathlib import Path
 
     return Path(__file__).resolve().parents[2]
+
+
+def test_a_second_ctrl_c_while_stopping_stops_waiting_and_still_hands_the_delivery_back(tmp_path):
+    """Ctrl-C, then Ctrl-C again during stop's wait for a busy worker: the KeyboardInterrupt raised in
+    the join skipped the hand-back, the delivery stayed leased with its attempt counted, and the
+    process aborted inside onnxruntime ("terminate called", -6). Now the second one cuts the wait."""
+    import os
+    import signal
+    import time
+
+    ENTERED.clear()
+    RELEASE.clear()
+    bus = SqliteBus(tmp_path / "bus.db")
+    deps = Deps(Settings(home=tmp_path), publisher=bus, state=InMemoryStateStore(),
+                clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
+    runtime = LocalRuntime(deps, bus, consumers=[BUSY]).start()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupt = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        bus.publish(QuerySubmitted(query_id="q1"))
+        assert ENTERED.wait(10)
+        started = time.monotonic()
+        interrupt.start()
+        assert runtime.stop(timeout=30) is False  # no KeyboardInterrupt out of it
+        assert time.monotonic() - started < 10
+        assert any(t.name.startswith(BUSY.subscription) for t in local._LEFT_BUSY)
+        (again,) = bus.pull(BUSY.subscription)
+        assert again.attempt == 1
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+    finally:
+        interrupt.cancel()
+        signal.signal(signal.SIGINT, previous)
+        RELEASE.set()
+        for thread in local._LEFT_BUSY:
+            thread.join(10)
+        local._LEFT_BUSY.clear()
