@@ -43,6 +43,11 @@ class Session:
         runtime = LocalRuntime(self.deps, self.local.bus, consumers).start()
         try:
             yield runtime
+        except KeyboardInterrupt:  # the stop below may wait for a busy worker: say so, or it reads as a hang
+            err.print(Text("interrupted: stopping (up to 10 s while a stage finishes its item; Ctrl-C again "
+                           "stops at once). Unfinished work is kept: the next `ragbus ingest`, `ragbus poll` "
+                           "or `ragbus serve` in this data directory does it.", style="yellow"), soft_wrap=True)
+            raise
         finally:
             runtime.stop()
 
