@@ -42,3 +42,25 @@ def test_a_command_that_ends_normally_says_nothing_of_it(monkeypatch, capsys):
     with Session(settings=None, deps=None, local=SimpleNamespace(bus=None)).stages(("indexer",)):
         pass
     assert capsys.readouterr().err == ""
+
+
+def test_a_rerun_waiting_for_an_earlier_runs_document_counts_it_in_the_progress_rows(tmp_path):
+    """`ragbus ingest big.gz`, Ctrl-C, `ragbus ingest big.gz` again: the rerun waited minutes for the
+    earlier run's document with no progress row, its messages older than the rerun's start."""
+    import time
+
+    from shared.adapters.local.bus import SqliteBus
+    from shared.runtime.stages import INGESTION_STAGES
+    from shared.tools.cli.ingestion import _counted_since
+    from shared.tools.cli.session import consumers_of
+    from shared.tools.console import stage_counts
+
+    bus = SqliteBus(tmp_path / "bus.db")
+    bus.ensure_subscriptions({c.subscription: c.topic for c in consumers_of(INGESTION_STAGES)})
+    indexer = next(c for c in consumers_of(INGESTION_STAGES) if c.stage == "indexer")
+    bus.publish_raw(indexer.topic, b"{}", {"idempotency_key": "doc1/cleaned"})  # the earlier run's
+    session = Session(settings=None, deps=None, local=SimpleNamespace(bus=bus))
+    rerun_started = time.time() + 1
+    assert _counted_since(session, rerun_started, set()) == rerun_started  # no earlier work: its own
+    since = _counted_since(session, rerun_started, {"doc1"})
+    assert stage_counts(bus.progress(since, {"doc1"}))["indexer"] == {"done": 0, "dead": 0, "total": 1}

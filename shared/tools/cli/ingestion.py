@@ -122,6 +122,17 @@ def _announce_earlier(session: Session, candidates: set[str], command: str) -> s
     return pending
 
 
+def _counted_since(session: Session, since: float, earlier: set[str]) -> float:
+    """When the progress display starts counting: ``since``, or, when this run waits for documents an
+    earlier run announced, when the oldest message still outstanding for the ingestion stages was
+    published (their messages are older than this run: counted from ``since`` the display showed no
+    row at all while it waited minutes for a large file)."""
+    if not earlier or session.local is None:
+        return since
+    oldest = session.local.bus.oldest_outstanding([c.subscription for c in consumers_of(INGESTION_STAGES)])
+    return since if oldest is None else min(since, oldest)
+
+
 def _report_unfinished(session: Session, ids: set[str], command: str, *, deleting: bool = False) -> int:
     """Say which of ``ids`` are still pending or failed after the wait; return how many."""
     from shared.ingest.progress import status_of
@@ -198,7 +209,9 @@ def ingest(
             # every file under these paths is this command's to finish, including files an
             # earlier run announced and did not see indexed (it was killed, or timed out)
             under = {r["document_id"] for path in paths for r in records_under(path, deps.state)}
-            ids |= _announce_earlier(session, under - ids, "ingest")
+            earlier = _announce_earlier(session, under - ids, "ingest")
+            ids |= earlier
+            since = _counted_since(session, since, earlier)
         if ids and runtime is not None:
             wait_with_progress(session.local, runtime, since, timeout, "ingest", subjects=ids)
         elif ids:
