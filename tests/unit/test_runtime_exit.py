@@ -34,13 +34,18 @@ def busy_handler(message, deps):
 BUSY = Consumer("busy", topics.QUERY_SUBMITTED, "tests.unit.test_runtime_exit:busy_handler")
 
 
-def test_stop_says_when_a_worker_is_still_in_a_handler(tmp_path):
+def busy_runtime(tmp_path):
+    """A bus, its deps and a started runtime whose one worker blocks in ``busy_handler``."""
     ENTERED.clear()
     RELEASE.clear()
     bus = SqliteBus(tmp_path / "bus.db")
     deps = Deps(Settings(home=tmp_path), publisher=bus, state=InMemoryStateStore(),
                 clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
-    runtime = LocalRuntime(deps, bus, consumers=[BUSY]).start()
+    return bus, deps, LocalRuntime(deps, bus, consumers=[BUSY]).start()
+
+
+def test_stop_says_when_a_worker_is_still_in_a_handler(tmp_path):
+    bus, deps, runtime = busy_runtime(tmp_path)
     try:
         bus.publish(QuerySubmitted(query_id="q1"))
         assert ENTERED.wait(10)
@@ -114,27 +119,32 @@ def test_a_second_ctrl_c_while_stopping_stops_waiting_and_still_hands_the_delive
     import signal
     import time
 
-    ENTERED.clear()
-    RELEASE.clear()
-    bus = SqliteBus(tmp_path / "bus.db")
-    deps = Deps(Settings(home=tmp_path), publisher=bus, state=InMemoryStateStore(),
-                clock=FakeClock(datetime(2026, 1, 1, tzinfo=UTC)))
-    runtime = LocalRuntime(deps, bus, consumers=[BUSY]).start()
+    bus, deps, runtime = busy_runtime(tmp_path)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    interrupt = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    done = threading.Event()
+
+    def ctrl_c_again() -> None:
+        # only while stop() catches it: a KeyboardInterrupt anywhere else would end the whole test run
+        # (without that, stop() waits out its timeout and the time is asserted below)
+        while not done.wait(0.01):
+            if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+
+    interrupt = threading.Thread(target=ctrl_c_again, daemon=True)
     try:
         bus.publish(QuerySubmitted(query_id="q1"))
         assert ENTERED.wait(10)
         started = time.monotonic()
         interrupt.start()
-        assert runtime.stop(timeout=30) is False  # no KeyboardInterrupt out of it
+        assert runtime.stop(timeout=15) is False  # no KeyboardInterrupt out of it
         assert time.monotonic() - started < 10
         assert any(t.name.startswith(BUSY.subscription) for t in local._LEFT_BUSY)
         (again,) = bus.pull(BUSY.subscription)
         assert again.attempt == 1
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
     finally:
-        interrupt.cancel()
+        done.set()
         signal.signal(signal.SIGINT, previous)
         RELEASE.set()
         for thread in local._LEFT_BUSY:
