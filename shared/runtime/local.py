@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from atexit import _run_exitfuncs  # the exit handlers, run before os._exit skips them (CPython's)
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from os import _exit
 
@@ -24,6 +24,7 @@ log = logging.getLogger("ragbus.runtime")
 
 # Workers a stopped runtime left busy in a handler (see :func:`exit_past_busy_workers`).
 _LEFT_BUSY: list[threading.Thread] = []
+_SAY_WAITING_S = 1.0  # a stop still waiting for a worker after this long says so (LocalRuntime.stop's waiting)
 
 
 class LocalRuntime:
@@ -76,17 +77,22 @@ class LocalRuntime:
             if self._stop.wait(SWEEP_INTERVAL_S):
                 return
 
-    def stop(self, timeout: float = 10.0) -> bool:
+    def stop(self, timeout: float = 10.0, waiting: Callable[[], None] | None = None) -> bool:
         """Stop pulling and wait up to ``timeout`` for the workers; False when one is still busy in
         a handler. Its delivery is handed back uncounted (:meth:`SqliteBus.release`) for the next run
-        to take up; the handler finishes, or dies with the process."""
+        to take up; the handler finishes, or dies with the process. ``waiting`` is called once when a
+        worker is still busy after a second (a command says why it has not ended yet)."""
         self._stop.set()
         self.bus.wake_waiters()  # idle workers notice the stop
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         with _hurried_by_interrupt() as hurry:
             for thread in self._threads:
                 while thread.is_alive() and not hurry.is_set() and (left := deadline - time.monotonic()) > 0:
                     thread.join(min(left, 0.1))
+                    if waiting is not None and thread.is_alive() and time.monotonic() - started >= _SAY_WAITING_S:
+                        waiting()
+                        waiting = None
             busy = [thread for thread in self._threads if thread.is_alive()]
             self._threads.clear()
             if busy:

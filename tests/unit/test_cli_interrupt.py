@@ -12,7 +12,9 @@ pytestmark = pytest.mark.unit
 
 
 class Runtime:
-    stopped = False
+    """Stands in for LocalRuntime: its stop waits for a busy worker (calls ``waiting``) when ``busy``."""
+
+    busy = False
 
     def __init__(self, *args):
         pass
@@ -20,27 +22,35 @@ class Runtime:
     def start(self):
         return self
 
-    def stop(self):
-        Runtime.stopped = True
-        return False
+    def stop(self, waiting=None):
+        if Runtime.busy:
+            waiting()
+        return not Runtime.busy
 
 
-def test_ctrl_c_says_the_stop_may_wait_and_that_the_next_run_takes_the_work_up(monkeypatch, capsys):
+@pytest.mark.parametrize("ending", ["ctrl-c", "ctrl-d"])
+def test_a_stop_that_waits_for_a_busy_stage_says_so_and_that_the_next_run_takes_the_work_up(
+        monkeypatch, capsys, ending):
     monkeypatch.setattr(session_module, "LocalRuntime", Runtime)
     monkeypatch.setattr(session_module, "require_ready", lambda *_: None)
+    monkeypatch.setattr(Runtime, "busy", True)
     session = Session(settings=None, deps=None, local=SimpleNamespace(bus=None))
-    with pytest.raises(KeyboardInterrupt), session.stages(("indexer",)):
-        raise KeyboardInterrupt
+    if ending == "ctrl-c":
+        with pytest.raises(KeyboardInterrupt), session.stages(("indexer",)):
+            raise KeyboardInterrupt
+    else:  # chat's Ctrl-D: the command ends as it normally does
+        with session.stages(("indexer",)):
+            pass
     said = " ".join(capsys.readouterr().err.split())
-    assert Runtime.stopped
-    assert "Ctrl-C again" in said and "next `ragbus ingest`" in said
+    assert "Ctrl-C stops at once" in said and "next `ragbus ingest`" in said
 
 
-def test_a_command_that_ends_normally_says_nothing_of_it(monkeypatch, capsys):
+def test_a_stop_with_no_busy_stage_says_nothing(monkeypatch, capsys):
     monkeypatch.setattr(session_module, "LocalRuntime", Runtime)
     monkeypatch.setattr(session_module, "require_ready", lambda *_: None)
-    with Session(settings=None, deps=None, local=SimpleNamespace(bus=None)).stages(("indexer",)):
-        pass
+    with pytest.raises(KeyboardInterrupt), Session(settings=None, deps=None, local=SimpleNamespace(bus=None)).stages(
+            ("indexer",)):
+        raise KeyboardInterrupt
     assert capsys.readouterr().err == ""
 
 

@@ -49,7 +49,9 @@ def test_stop_says_when_a_worker_is_still_in_a_handler(tmp_path):
     try:
         bus.publish(QuerySubmitted(query_id="q1"))
         assert ENTERED.wait(10)
-        assert runtime.stop(timeout=0.2) is False
+        said: list[str] = []
+        assert runtime.stop(timeout=1.5, waiting=lambda: said.append("waiting")) is False
+        assert said == ["waiting"]  # once, after a second
         assert any(t.name.startswith(BUSY.subscription) for t in local._LEFT_BUSY)
         # handed back uncounted: the next run takes it up as a first attempt, at once
         (again,) = bus.pull(BUSY.subscription)
@@ -62,7 +64,7 @@ def test_stop_says_when_a_worker_is_still_in_a_handler(tmp_path):
         local._LEFT_BUSY.clear()
     idle = LocalRuntime(deps, bus, consumers=[BUSY]).start()
     assert idle.wait_idle(10)  # the handed-back delivery, done by the next runtime
-    assert idle.stop(timeout=5) is True
+    assert idle.stop(timeout=5, waiting=lambda: pytest.fail("an idle runtime's stop does not wait")) is True
     assert bus.progress(0)[BUSY.subscription] == {"pending": 0, "acked": 1, "dead": 0}
 
 

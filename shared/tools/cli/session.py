@@ -43,13 +43,15 @@ class Session:
         runtime = LocalRuntime(self.deps, self.local.bus, consumers).start()
         try:
             yield runtime
-        except KeyboardInterrupt:  # the stop below may wait for a busy worker: say so, or it reads as a hang
-            err.print(Text("interrupted: stopping (up to 10 s while a stage finishes its item; Ctrl-C again "
-                           "stops at once). Unfinished work is kept: the next `ragbus ingest`, `ragbus poll` "
-                           "or `ragbus serve` in this data directory does it.", style="yellow"), soft_wrap=True)
-            raise
         finally:
-            runtime.stop()
+            runtime.stop(waiting=_say_stopping)  # Ctrl-C, Ctrl-D or the command's end alike
+
+
+def _say_stopping() -> None:
+    """A stop that waits for a busy worker (a large file's indexing) says so: silent, it read as a hang."""
+    err.print(Text("stopping: a stage is finishing its item (up to 10 s; Ctrl-C stops at once). Unfinished "
+                   "work is kept: the next `ragbus ingest`, `ragbus poll` or `ragbus serve` in this data "
+                   "directory does it.", style="yellow"), soft_wrap=True)
 
 
 def open_session(allow_loopback: bool = False, *, embedded_only: str | None = None, changes: bool = False) -> Session:
