@@ -74,3 +74,20 @@ def test_a_rerun_waiting_for_an_earlier_runs_document_counts_it_in_the_progress_
     assert _counted_since(session, rerun_started, set()) == rerun_started  # no earlier work: its own
     since = _counted_since(session, rerun_started, {"doc1"})
     assert stage_counts(bus.progress(since, {"doc1"}))["indexer"] == {"done": 0, "dead": 0, "total": 1}
+
+
+def test_an_empty_index_with_indexing_still_queued_says_the_next_run_does_it_not_add_documents(tmp_path):
+    """`ragbus ask` after an interrupted `ragbus ingest big.gz` said "add documents", as if they were lost."""
+    from shared.adapters.local.bus import SqliteBus
+    from shared.runtime.stages import INGESTION_STAGES
+    from shared.tools.cli.reading import what_fills_it
+    from shared.tools.cli.root import ADD_DOCUMENTS
+    from shared.tools.cli.session import consumers_of
+
+    bus = SqliteBus(tmp_path / "bus.db")
+    bus.ensure_subscriptions({c.subscription: c.topic for c in consumers_of(INGESTION_STAGES)})
+    session = Session(settings=None, deps=None, local=SimpleNamespace(bus=bus))
+    assert what_fills_it(session) == ADD_DOCUMENTS
+    indexer = next(c for c in consumers_of(INGESTION_STAGES) if c.stage == "indexer")
+    bus.publish_raw(indexer.topic, b"{}", {"idempotency_key": "doc1/cleaned"})
+    assert "still queued for indexing" in what_fills_it(session) and "`ragbus ingest`" in what_fills_it(session)

@@ -140,7 +140,21 @@ MaxIterationsOption = Annotated[int | None, typer.Option(
 def say_if_nothing_can_answer(session: Session) -> None:
     """Say so before asking when the embedded index is empty (the topology's index is elsewhere)."""
     if session.local is not None and session.deps.index.count_chunks() == 0:
-        say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; {ADD_DOCUMENTS}")
+        say_empty(f"the index under {where_data_is(session.settings)} is empty, so nothing can answer; "
+                  f"{what_fills_it(session)}")
+
+
+def what_fills_it(session: Session) -> str:
+    """What to do about an empty index: finish the indexing an earlier command left queued (an
+    interrupted `ragbus ingest` of a large file: "add documents" read as if they were lost), or add some."""
+    from shared.runtime.stages import INGESTION_STAGES
+    from shared.tools.cli.session import consumers_of
+
+    if session.local is not None and session.local.bus.outstanding(
+            [c.subscription for c in consumers_of(INGESTION_STAGES)]):
+        return ("documents an earlier command announced are still queued for indexing: the next `ragbus ingest`, "
+                "`ragbus poll` or `ragbus serve` in this data directory indexes them")
+    return ADD_DOCUMENTS
 
 
 def filters_from_flags(deps: Deps, source: str | None, since: str | None, until: str | None,
@@ -184,7 +198,7 @@ def search(
         return
     if not hits:
         if session.deps.index.count_chunks() == 0:
-            say_empty(f"the index under {where_data_is(session.settings)} is empty; {ADD_DOCUMENTS}")
+            say_empty(f"the index under {where_data_is(session.settings)} is empty; {what_fills_it(session)}")
         elif filters is not None:
             say_empty(f"no chunk matches within the filters ({filters.describe()}); widen them or try other words")
         else:
