@@ -91,3 +91,20 @@ def test_an_empty_index_with_indexing_still_queued_says_the_next_run_does_it_not
     indexer = next(c for c in consumers_of(INGESTION_STAGES) if c.stage == "indexer")
     bus.publish_raw(indexer.topic, b"{}", {"idempotency_key": "doc1/cleaned"})
     assert "still queued for indexing" in what_fills_it(session) and "`ragbus ingest`" in what_fills_it(session)
+
+
+def test_serve_stopped_while_a_stage_is_busy_says_so_too(monkeypatch, capsys):
+    """`ragbus serve`, Ctrl-C while it indexes a large file: up to 10 s of silence after "Ctrl-C to stop"."""
+    from services.gateway import server as gateway_server
+    from shared.tools.cli import serving
+
+    system = SimpleNamespace(deps=None, bus=None, settings=SimpleNamespace(poll_interval_s=3600))
+    monkeypatch.setattr(serving, "open_session", lambda *_, **__: SimpleNamespace(local=system, settings=None))
+    monkeypatch.setattr(serving, "unready_stages", lambda *_: {})
+    monkeypatch.setattr(serving, "LocalRuntime", Runtime)
+    monkeypatch.setattr(Runtime, "busy", True)
+    monkeypatch.setattr(serving, "wait_until_stopped", lambda: None)  # Ctrl-C at once
+    monkeypatch.setattr(gateway_server, "serve", lambda *_, **__: SimpleNamespace(stop=lambda: None))
+    serving.serve(host="127.0.0.1", port=8080, allow_loopback=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "stopping: a stage is finishing its item" in said

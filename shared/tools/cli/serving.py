@@ -17,7 +17,7 @@ from shared.runtime.bootstrap import LocalSystem
 from shared.runtime.local import LocalRuntime
 from shared.runtime.readiness import unready_stages
 from shared.tools.cli.root import AllowLoopback, fail
-from shared.tools.cli.session import announce_data, consumers_of, open_session
+from shared.tools.cli.session import announce_data, consumers_of, open_session, say_stopping
 from shared.tools.console import console, err, wait_until_stopped
 
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
@@ -67,7 +67,8 @@ def serve(
         err.print(Text.assemble(("not ready: ", "bold red"), f"{stage}: ", plain(reason),
                                 " (/readyz answers 503 until this is fixed; ingestion and search work)"),
                   soft_wrap=True)
-    with LocalRuntime(system.deps, system.bus, consumers):
+    runtime = LocalRuntime(system.deps, system.bus, consumers).start()
+    try:
         poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
         poller.start()
         try:
@@ -80,6 +81,8 @@ def serve(
         finally:
             stop.set()
             server.stop()
+    finally:
+        runtime.stop(waiting=say_stopping)  # Ctrl-C while a stage indexes a large file: up to 10 s, said
 
 
 @commands.command()

@@ -44,10 +44,10 @@ class Session:
         try:
             yield runtime
         finally:
-            runtime.stop(waiting=_say_stopping)  # Ctrl-C, Ctrl-D or the command's end alike
+            runtime.stop(waiting=say_stopping)  # Ctrl-C, Ctrl-D or the command's end alike
 
 
-def _say_stopping() -> None:
+def say_stopping() -> None:
     """A stop that waits for a busy worker (a large file's indexing) says so: silent, it read as a hang."""
     err.print(Text("stopping: a stage is finishing its item (up to 10 s; Ctrl-C stops at once). Unfinished "
                    "work is kept: the next `ragbus ingest`, `ragbus poll` or `ragbus serve` in this data "
