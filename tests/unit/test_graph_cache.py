@@ -194,7 +194,8 @@ def test_a_cache_set_to_a_folder_of_other_things_deletes_none_of_them(tmp_path, 
     import os
 
     root = tmp_path / "home"
-    mine = [root / name for name in ("projects", "photos", "notes", ".ssh", ".config", ".building-mine")]
+    mine = [root / name for name in ("projects", "photos", "notes", ".ssh", ".config", "0123456789abcdef" * 2,
+                                     ".building-mine")]
     for folder in mine:
         folder.mkdir(parents=True)
         (folder / "keep.txt").write_text("the user's")

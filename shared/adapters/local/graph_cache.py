@@ -46,7 +46,7 @@ WEIGHTS = "model.data"  # ONNX Runtime writes the graph's initializers here, bes
 MANIFEST = "manifest.json"
 KEEP = 3  # entries kept: one per model, ONNX Runtime version and CPU a data home is used with
 _LEFTOVER_S = 3600  # a temporary folder this old is a crashed start's
-# What the cache itself names, and so the only things pruning may delete: RAGBUS_MODEL_CACHE may name a
+# What the cache itself names (an entry: also holding a manifest), and so the only things pruning may delete: RAGBUS_MODEL_CACHE may name a
 # folder that holds other things too (a home folder, by mistake), and none of them is the cache's.
 _ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 _LEFTOVER_PREFIXES = (".building-", ".stale-")
@@ -308,7 +308,7 @@ class GraphCache:
             if path.name.startswith(_LEFTOVER_PREFIXES):
                 if now - changed > _LEFTOVER_S:
                     shutil.rmtree(path, ignore_errors=True)
-            elif path != self.entry and _ENTRY_NAME.fullmatch(path.name) and path.is_dir():
+            elif path != self.entry and _ENTRY_NAME.fullmatch(path.name) and (path / MANIFEST).is_file():
                 entries.append((changed, path))
         for _, path in sorted(entries, reverse=True)[KEEP - 1:]:
             shutil.rmtree(path, ignore_errors=True)
