@@ -422,3 +422,21 @@ def test_what_about_a_thing_with_no_owner_keeps_the_earlier_question(earlier, fo
 ])
 def test_its_other_thing_is_asked_of_the_attributes_owner(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, answer, follow_up, expected", [
+    # a way, place or tool the earlier question has no phrase of is added to it, never asked "of" its subject
+    ("How do I report a bug in Debian?", "Run reportbug.", "What about by email?",
+     "How do I report a bug in Debian by email?"),
+    ("How do I install pip?", "", "And from source?", "How do I install pip from source?"),
+    # a named thing swapped for one with its own article: one article
+    ("What does the 1st digit of the chmod octal mode mean?", "", "And the 3rd?",
+     "What does the 3rd digit of the chmod octal mode mean?"),
+    # a caption's number is not the thing the earlier answer identified
+    ("Which umask makes files writable by the group?",
+     "Table 1.6: The umask that makes files writable by the group: 0002 [1]",
+     "What permissions do new directories get with it?",
+     "What permissions do new directories get with the umask that makes files writable by the group?"),
+])
+def test_rewrites_a_newcomer_found_malformed(earlier, answer, follow_up, expected):
+    assert standalone_question(follow_up, [ConversationTurn(earlier, answer)]).question == expected

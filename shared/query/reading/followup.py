@@ -118,7 +118,7 @@ _EN = _Language(
     ),
     of="of",
     about="What about",
-    prepositions=_words("in for on with of to at about under inside"),
+    prepositions=_words("in for on with of to at about under inside by via using without from"),
     default_preposition="for",
     possessive_articles={"its": "the", "their": "the"},
     yes_no_object=_p(r"^(?:does|do|did|can|could|will|would|is|are)\s+(?P<x>\S+(?:\s+\S+)?)\s+(?:have|has|run|runs|"
@@ -501,7 +501,8 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
     first = _first_sentence(answer)
     known = {w.lower() for w in _TOKEN.findall(earlier)}
     names = [(a, b) for a, b in named_runs(first)
-             if not all(w.lower() in known for w in _TOKEN.findall(first[a:b])) and not _listed(first, a, b)]
+             if not all(w.lower() in known for w in _TOKEN.findall(first[a:b])) and not _listed(first, a, b)
+             and re.search(r"[^\W\d_]", first[a:b]) and not re.search(r"[:;]\s", first[a:b])]
     # a capitalised word that opens a clause is a name only beside the head noun ("Acme, a mirror vendor")
     new = [first[a:b] for a, b in names if not _opens_a_clause(first, a, b)]
     beside = [run for run in (first[a:b] for a, b in names) if re.search(rf"(?i)(?:{re.escape(run)}(?:,\s+(?:an?|the)(?:\s+[\w-]+){{0,2}})?\s+{head}|"
@@ -827,6 +828,10 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         if closing is not None:
             swapped = base[: closing.start("x")] + fragment
             return Resolution(_finish(swapped, earlier, mark), rule, closing.group("x").strip())
+        if not named_runs(fragment) or not named_runs(base):
+            # "How do I report a bug in Debian?" then "What about by email?": the way, place or tool is
+            # added to the earlier question ("... in Debian by email?"), never asked "of" its subject
+            return Resolution(_finish(f"{base} {preposition} {fragment}", earlier, mark), rule, base)
     fragment_names = named_runs(fragment)
     replaced = _same_head(base, fragment, rules)
     if replaced is not None:
@@ -845,6 +850,8 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
             return Resolution(_finish(asked, earlier, mark), rule, base[runs[-1][0]: runs[-1][1]])
         if runs:
             start, end = runs[-1]
+            if fragment.split()[0].lower() in _DETERMINERS and re.search(r"(?i)\b(?:the|a|an)\s+$", base[:start]):
+                fragment = fragment.split(None, 1)[1]  # "the 1st digit" and "the 3rd": "the 3rd digit"
             swapped = base[:start] + fragment + base[end:]
             return Resolution(_finish(swapped, earlier, mark), rule, base[start:end])
         joined = f"{base} {preposition or rules.default_preposition} {fragment}"
