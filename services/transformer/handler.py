@@ -32,8 +32,12 @@ from shared.contract.ports import ConversationTurn, RefineRequest, Transformatio
 from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
-from shared.query.reading.followup import carried_form, leans_on, standalone_question
-from shared.query.reading.language import phrase
+from shared.query.reading.followup import (
+    answer_paragraphs,
+    carried_form,
+    leans_on,
+    standalone_question,
+)
 from shared.query.record import QueryRecord
 from shared.query.runner import Change, ask_model, handle_query_message
 from shared.query.temporal import TimeReading, read_time
@@ -225,10 +229,6 @@ def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
     return follow_earlier_document(carry_by_corpus(follow, typed, history.turns, ports), typed, history.turns, ports)
 
 
-# the fixed notes an answer may open with ("Note: the retrieved sources only partly cover ...") and the refusal a
-# client keeps as the assistant's message (a stored turn that abstained has no answer): not an answer's content
-_NOTES = frozenset(phrase(key, language) for key in ("caveat", "caveat_no_model", "abstain")
-                   for language in ("en", "de", "fr", "es", "pt", "it", "ja", "zh", "ko", "ru"))
 _CITATION_MARK = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 
 
@@ -237,7 +237,7 @@ def earlier_document(turn: ConversationTurn, ports: Deps) -> tuple[str, str] | N
     (sentences quoted from that document, so the best match is the document they came from), else, when
     it gave none, of its question. The same on every surface: a client sends the answer it was given,
     not the documents it cited. None when nothing matches."""
-    answer = "\n\n".join(p for p in turn.answer.split("\n\n") if p.strip() not in _NOTES)
+    answer = "\n\n".join(answer_paragraphs(turn.answer))
     answer = " ".join(_CITATION_MARK.sub(" ", answer).split())
     text, found_by = (answer, "its answer") if answer else (" ".join(turn.question.split()), "its question")
     if not text:

@@ -9,7 +9,14 @@ import pytest
 
 from shared.contract.ports import ConversationTurn
 from shared.query.prompts import STANDALONE_SCHEMA, PromptedLanguageModel, standalone_prompt
-from shared.query.reading.followup import carried_form, leans_on, standalone_question, subject_of
+from shared.query.reading.followup import (
+    answer_paragraphs,
+    carried_form,
+    leans_on,
+    standalone_question,
+    subject_of,
+)
+from shared.query.reading.language import phrase
 
 ACK = "What is the ack deadline in Pub/Sub?"
 
@@ -440,3 +447,12 @@ def test_its_other_thing_is_asked_of_the_attributes_owner(earlier, follow_up, ex
 ])
 def test_rewrites_a_newcomer_found_malformed(earlier, answer, follow_up, expected):
     assert standalone_question(follow_up, [ConversationTurn(earlier, answer)]).question == expected
+
+
+@pytest.mark.parametrize("note", [phrase("caveat", "ru"), phrase("caveat_no_model", "de")])
+def test_any_fixed_note_is_passed_over_and_a_quoted_note_is_the_answer(note):
+    # the fixed notes of every language are not the earlier answer's first sentence (a prefix rule knew four)
+    answer = f"{note}\n\nThe Editors field lists who may edit the manifest. [1]"
+    assert answer_paragraphs(answer) == ["The Editors field lists who may edit the manifest. [1]"]
+    # a document's own "Note: ..." sentence, quoted, is content
+    assert answer_paragraphs("Note: the Editors field is optional. [1]") == ["Note: the Editors field is optional. [1]"]

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.contract.ports import ConversationTurn
-from shared.query.reading.language import detect_language
+from shared.query.reading.language import detect_language, fixed_notes
 
-__all__ = ["CONNECTIVE", "Resolution", "carried_form", "leans_on", "standalone_question", "subject_of"]
+__all__ = ["CONNECTIVE", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
 
 LANGUAGES = ("en", "de", "fr", "es")
 
@@ -526,14 +526,17 @@ def _opens_a_clause(text: str, start: int, end: int) -> bool:
 
 def _first_sentence(answer: str) -> str:
     """An answer's first quoted sentence: its text up to the first citation mark, after any fixed note."""
-    paragraphs = [p for p in answer.split("\n\n") if p.strip() and not _NOTE.match(p.strip())]
-    text = " ".join(" ".join(paragraphs).split())
+    text = " ".join(" ".join(answer_paragraphs(answer)).split())
     mark = _CITATION.search(text)
     return text[: mark.start()] if mark else text
 
 
-# the fixed note an answer may open with ("Note: the retrieved sources only partly cover ...")
-_NOTE = re.compile(r"^(?:Note|Nota|Remarque|Hinweis)\s?:", re.IGNORECASE)
+_FIXED_NOTES = fixed_notes()
+
+
+def answer_paragraphs(answer: str) -> list[str]:
+    """An earlier answer's own paragraphs: without the fixed notes and refusal ragbus writes around them."""
+    return [p for p in answer.split("\n\n") if p.strip() and p.strip() not in _FIXED_NOTES]
 
 
 # Words that point back at the earlier turn where the rule cannot put its subject in their place: a

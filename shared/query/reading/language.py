@@ -210,6 +210,13 @@ def in_english(question: str) -> tuple[str, str]:
     return language, english_terms(question, language)
 
 
+def fixed_notes() -> frozenset[str]:
+    """The fixed paragraphs ragbus writes around an answer's content, in every language: the notes an answer
+    may open with ("Note: the retrieved sources only partly cover ...") and the refusal a chat client keeps
+    as the assistant's message. Not an earlier answer's content when a follow-up reads it."""
+    return frozenset(text for key in ("caveat", "caveat_no_model", "abstain") for text in _PHRASES[key].values())
+
+
 def phrase(key: str, language: str) -> str:
     """A fixed sentence (``"abstain"``, ``"caveat"``, ``"not_mentioned"``) in ``language``,
     else English."""
