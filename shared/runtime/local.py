@@ -239,6 +239,11 @@ def _hurried_by_interrupt() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+def workers_left_busy() -> bool:
+    """Whether a stopped runtime of this process left a worker still in a handler."""
+    return any(thread.is_alive() for thread in _LEFT_BUSY)
+
+
 def exit_past_busy_workers(code: object) -> None:
     """End the process now with the status ``sys.exit(code)`` gives when a stopped runtime left a worker busy in a handler;
     return otherwise.
@@ -250,7 +255,7 @@ def exit_past_busy_workers(code: object) -> None:
     flushed, and the process ends without finalising the interpreter. The busy worker's delivery was
     handed back when the runtime stopped, and the next run takes it up.
     """
-    if not any(thread.is_alive() for thread in _LEFT_BUSY):
+    if not workers_left_busy():
         return
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)  # what sys.exit does with a message

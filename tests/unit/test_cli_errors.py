@@ -74,6 +74,17 @@ def test_debugging_shows_the_traceback(monkeypatch, tmp_path, args, env):
         cli.main()
 
 
+def test_debugging_leaves_the_traceback_to_python_once(monkeypatch, capsys, tmp_path):
+    # main printed it itself and re-raised, so Python's exit printed it a second time
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "file" / "home"))
+    monkeypatch.setattr(sys, "argv", ["ragbus", "--debug", "stats"])
+    with pytest.raises(NotADirectoryError):
+        cli.main()
+    assert "Traceback" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("command", "name"), [("ask", "question"), ("search", "text")])
 def test_an_empty_question_is_named_as_the_command_calls_it(monkeypatch, capsys, tmp_path, command, name):
     # not 'query' or 'q', the HTTP API's names, which a CLI user never typed

@@ -85,8 +85,7 @@ def main() -> None:
         raise
     except Exception as exc:  # noqa: BLE001 - the last stop before a traceback reaches a newcomer
         if debugging():
-            traceback.print_exc()
-            _leave(1)
+            _leave(1, show_traceback=True)  # only returns when Python's own exit will print it
             raise
         reason = str(exc) if isinstance(exc, RagbusError) else f"{type(exc).__name__}: {exc}"
         err.print(Text.assemble(("error: ", "bold red"), plain(reason)), soft_wrap=True)
@@ -96,10 +95,12 @@ def main() -> None:
     _leave(0)
 
 
-def _leave(code: object) -> None:
-    """Exit past workers a stopped runtime left busy (:func:`shared.runtime.local.exit_past_busy_workers`);
-    a command that never ran the runtime has none."""
+def _leave(code: object, *, show_traceback: bool = False) -> None:
+    """Exit past workers a stopped runtime left busy (:func:`shared.runtime.local.exit_past_busy_workers`),
+    after the exception's traceback when asked; a command that never ran the runtime has none."""
     runtime = sys.modules.get("shared.runtime.local")
-    if runtime is not None:
+    if runtime is not None and runtime.workers_left_busy():
+        if show_traceback:
+            traceback.print_exc()
         runtime.exit_past_busy_workers(code)
 
