@@ -342,15 +342,17 @@ def retrieve(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
     searched = search_iteration(record, message, ports)
     filters, widened, leading, used = searched.filters, searched.widened, searched.leading, searched.used
     subs, succeeded = searched.subs, searched.succeeded
-    contexts = fuse(used, record.top_k or settings.top_k)
+    top_k = record.top_k or settings.top_k
+    contexts = fuse(used, top_k)
     earlier = searched.earlier
     if earlier is not None and earlier.leads:
-        # a follow-up's best chunks of the earlier turn's document: all the contexts when it points back at
-        # that turn, the leading share when it only opens with "and" and its own search finds them too
-        contexts = fuse([earlier.hits, *used], record.top_k or settings.top_k) if not earlier.points_back else \
-            fuse([earlier.hits], record.top_k or settings.top_k) + [
-                c for c in contexts if c["document_id"] != earlier.document_id]
-        contexts = contexts[: record.top_k or settings.top_k]
+        # a follow-up's best chunks of the earlier turn's document: first, then the question's own from other
+        # documents, when it points back at that turn; fused with its own when it only opens with "and"
+        if earlier.points_back:
+            contexts = fuse([earlier.hits], top_k) + [c for c in contexts if c["document_id"] != earlier.document_id]
+        else:
+            contexts = fuse([earlier.hits, *used], top_k)
+        contexts = contexts[:top_k]
 
     def change(r: QueryRecord) -> None:
         if widened:
