@@ -11,9 +11,13 @@ an external reference (an XXE, a linked template, a remote image) is never fetch
 from __future__ import annotations
 
 import io
+import posixpath
 import zipfile
+from collections.abc import Callable
+from urllib.parse import unquote
 
 from shared.contract.errors import InvalidInput
+from shared.formats.passages import Reading
 from shared.formats.registry import Limits
 
 #: below this an entry's expansion ratio is not worth a refusal (a tiny, very repetitive XML part)
@@ -62,3 +66,91 @@ def read_xml(archive: zipfile.ZipFile, name: str):
         return etree.fromstring(data, xml_parser())
     except etree.XMLSyntaxError as exc:
         raise InvalidInput(f"the part {name[:80]!r} is not well-formed XML ({exc})") from None
+
+
+# ------------------------------------------------------------- OOXML (OPC) packages
+
+CONTENT_TYPES = "[Content_Types].xml"
+_CONTENT_TYPES_ROOT = "{http://schemas.openxmlformats.org/package/2006/content-types}Types"
+
+
+def read_ooxml(raw: bytes, limits: Limits, what: str, read: Callable[[zipfile.ZipFile], Reading]) -> Reading:
+    """``read(archive)`` of a Word, PowerPoint or Excel file within ``limits``; when its library fails
+    on the file, or finds nothing in it, the refusal names the damage :func:`package_damage` finds.
+
+    python-docx, python-pptx and openpyxl answer a damaged package with their own internals
+    (``KeyError: "no relationship with key 'rId7'"``, ``AttributeError: ... 'overrides'``, an
+    ``xml.etree`` ParseError while a sheet's rows are read, or, for a missing sheet, no rows at
+    all); the package is examined only then, so a file they read is never refused by this check."""
+    archive = open_zip(raw, limits, what)
+    try:
+        reading = read(archive)
+    except (InvalidInput, MemoryError):
+        raise
+    except Exception as exc:  # each library raises several kinds on a damaged package
+        damage = package_damage(archive)
+        if damage:
+            raise InvalidInput(f"the {what} file is damaged: {damage}; {_RESAVE}") from None
+        raise InvalidInput(f"the {what} file cannot be read ({type(exc).__name__}: {exc})") from None
+    if not reading.passages and (damage := package_damage(archive)):
+        raise InvalidInput(f"the {what} file is damaged: {damage}; {_RESAVE}")
+    return reading
+
+
+_RESAVE = "it was cut short or altered since it was saved: save it again from the program that made it"
+
+
+def package_damage(archive: zipfile.ZipFile) -> str | None:
+    """The first damage found in an Office Open XML package, in words; None when none is found.
+
+    Checked in order: the list of parts (``[Content_Types].xml``) is there and is one; every XML
+    part is well-formed (read as a stream, so a large sheet is never held whole); every
+    relationship inside the package points at a part the package holds (OPC part names compare
+    without regard to case; a ``TargetMode="External"`` link points outside and is not followed)."""
+    names = {name.casefold() for name in archive.namelist()}
+    if CONTENT_TYPES.casefold() not in names:
+        return f"it has no {CONTENT_TYPES} (the list of its parts every Office file holds)"
+    for name in archive.namelist():
+        if name.endswith((".xml", ".rels")) and (problem := _xml_problem(archive, name)):
+            return f"its part {name[:120]!r} is not well-formed XML ({problem})"
+    if read_xml(archive, _member(archive, CONTENT_TYPES)).tag != _CONTENT_TYPES_ROOT:
+        return f"its {CONTENT_TYPES} is not an Office list of parts (its root is not <Types> in the OPC namespace)"
+    for rels in (name for name in archive.namelist() if name.endswith(".rels")):
+        for target in _internal_targets(archive, rels):
+            if target.casefold() not in names:
+                return f"its part {rels[:120]!r} refers to {target[:120]!r}, which the file does not hold"
+    return None
+
+
+def _member(archive: zipfile.ZipFile, name: str) -> str:
+    return next(n for n in archive.namelist() if n.casefold() == name.casefold())
+
+
+def _xml_problem(archive: zipfile.ZipFile, name: str) -> str | None:
+    from lxml import etree
+
+    try:
+        with archive.open(name) as stream:
+            for _, element in etree.iterparse(stream, events=("end",), resolve_entities=False, no_network=True,
+                                              load_dtd=False, huge_tree=False):
+                element.clear()
+    except etree.XMLSyntaxError as exc:
+        return str(exc)[:200]
+    except (zipfile.BadZipFile, EOFError, OSError) as exc:  # the entry's compressed bytes are damaged
+        return f"its compressed bytes cannot be read: {exc}"[:200]
+    return None
+
+
+def _internal_targets(archive: zipfile.ZipFile, rels: str) -> list[str]:
+    """The part names ``rels`` points at inside the package: a target is relative to the folder of
+    the part the relationships belong to (``word/_rels/document.xml.rels`` -> ``word/``), or
+    absolute from the package's root when it starts with ``/``."""
+    source_folder = posixpath.dirname(posixpath.dirname(rels))  # "word/_rels/x.rels" -> "word"
+    out = []
+    for relationship in read_xml(archive, rels).iter("{*}Relationship"):
+        target = unquote(relationship.get("Target") or "")
+        if relationship.get("TargetMode") == "External" or not target:
+            continue
+        path = target if target.startswith("/") else posixpath.join("/", source_folder, target)
+        out.append(posixpath.normpath(path).lstrip("/"))
+    return out

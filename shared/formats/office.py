@@ -14,7 +14,7 @@ import posixpath
 from urllib.parse import unquote
 
 from shared.contract.errors import InvalidInput
-from shared.formats.containers import open_zip, read_xml
+from shared.formats.containers import open_zip, read_ooxml, read_xml
 from shared.formats.passages import Passage, Reading, labelled_row
 from shared.formats.registry import Limits
 
@@ -40,15 +40,15 @@ def table_rows(rows: list[list[str]]) -> list[str]:
 
 
 def read_docx(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return read_ooxml(raw, limits, "Word", lambda archive: _docx_reading(raw, archive))
+
+
+def _docx_reading(raw: bytes, archive) -> Reading:
     import docx
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
-    archive = open_zip(raw, limits, "Word")
-    try:
-        document = docx.Document(io.BytesIO(raw))
-    except Exception as exc:  # python-docx raises several kinds on a damaged package
-        raise InvalidInput(f"the Word file cannot be read ({type(exc).__name__}: {exc})") from None
+    document = docx.Document(io.BytesIO(raw))
     reading = Reading(title=(document.core_properties.title or "").strip())
     body = document.element.body
     for child in body.iterchildren():
@@ -93,13 +93,13 @@ def _footnotes(archive) -> list[Passage]:
 
 
 def read_pptx(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return read_ooxml(raw, limits, "PowerPoint", lambda archive: _pptx_reading(raw, limits))
+
+
+def _pptx_reading(raw: bytes, limits: Limits) -> Reading:
     from pptx import Presentation
 
-    open_zip(raw, limits, "PowerPoint")
-    try:
-        deck = Presentation(io.BytesIO(raw))
-    except Exception as exc:
-        raise InvalidInput(f"the PowerPoint file cannot be read ({type(exc).__name__}: {exc})") from None
+    deck = Presentation(io.BytesIO(raw))
     reading = Reading(title=(deck.core_properties.title or "").strip())
     slides = list(deck.slides)
     if len(slides) > limits.max_pages:

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from shared.contract.errors import InvalidInput
-from shared.formats.containers import open_zip
+from shared.formats.containers import read_ooxml
 from shared.formats.passages import Passage, Reading, labelled_row
 from shared.formats.registry import Limits
 
@@ -48,13 +48,13 @@ def sheet_passages(sheet: str, rows: Iterable[tuple[int, list[str]]], reading: R
 
 
 def read_xlsx(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
+    return read_ooxml(raw, limits, "Excel", lambda archive: _xlsx_reading(raw, limits))
+
+
+def _xlsx_reading(raw: bytes, limits: Limits) -> Reading:
     import openpyxl
 
-    open_zip(raw, limits, "Excel")
-    try:
-        workbook = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=True, keep_links=False)
-    except Exception as exc:  # openpyxl raises several kinds on a damaged package
-        raise InvalidInput(f"the Excel file cannot be read ({type(exc).__name__}: {exc})") from None
+    workbook = openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=True, keep_links=False)
     reading = Reading(title=(workbook.properties.title or "").strip())
     budget = limits.max_rows
     try:

@@ -1,0 +1,114 @@
+"""A damaged Office file is refused with its damage named: the part that is missing, cut short or
+not XML, or the reference that points at nothing (not a parser's KeyError or AttributeError, and
+not "no main text"). The readers are called directly: the damage is found inside them, and the
+cleaner's sandbox passes a refusal's text on as it is (tests/hostile/test_bad_files.py)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from shared.contract.errors import InvalidInput
+from shared.formats.registry import Limits, by_suffix
+
+pytestmark = pytest.mark.unit
+
+TEXT = "Each package must have a priority value, which is set in the metadata for the Debian archive."
+
+
+def _docx() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph(TEXT)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def _pptx() -> bytes:
+    from pptx import Presentation
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Priorities"
+    slide.placeholders[1].text_frame.text = TEXT
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    return buffer.getvalue()
+
+
+def _xlsx() -> bytes:
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    workbook.active.append(["Priority", "Meaning"])
+    workbook.active.append(["required", TEXT])
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return buffer.getvalue()
+
+
+MADE = {".docx": (_docx, "Word", "word/document.xml"), ".pptx": (_pptx, "PowerPoint", "ppt/slides/slide1.xml"),
+        ".xlsx": (_xlsx, "Excel", "xl/worksheets/sheet1.xml")}
+
+
+def _rewritten(raw: bytes, part: str, data: bytes | None) -> bytes:
+    """``raw`` with ``part`` replaced by ``data`` (left out when None)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(raw)) as source, zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            if item.filename != part:
+                target.writestr(item, source.read(item.filename))
+            elif data is not None:
+                target.writestr(item, data)
+    return out.getvalue()
+
+
+def _read(suffix: str, raw: bytes):
+    return by_suffix(suffix).load()(raw, "", f"file:///damaged{suffix}", Limits())
+
+
+@pytest.mark.parametrize("suffix", sorted(MADE))
+def test_an_office_file_whose_main_part_is_cut_short_names_the_part(suffix):
+    make, what, main = MADE[suffix]
+    raw = make()
+    assert _read(suffix, raw).passages  # whole, it reads
+    cut = zipfile.ZipFile(io.BytesIO(raw)).read(main)
+    with pytest.raises(InvalidInput) as refused:
+        _read(suffix, _rewritten(raw, main, cut[: len(cut) // 2]))
+    message = str(refused.value)
+    assert message.startswith(f"the {what} file is damaged: its part '{main}' is not well-formed XML"), message
+
+
+@pytest.mark.parametrize("suffix", sorted(MADE))
+def test_an_office_file_missing_a_part_it_refers_to_names_the_part(suffix):
+    make, what, main = MADE[suffix]
+    with pytest.raises(InvalidInput) as refused:
+        _read(suffix, _rewritten(make(), main, None))
+    message = str(refused.value)
+    assert message.startswith(f"the {what} file is damaged: "), message
+    assert f"refers to '{main}', which the file does not hold" in message, message
+
+
+@pytest.mark.parametrize("suffix", sorted(MADE))
+def test_an_office_file_without_its_list_of_parts_says_so(suffix):
+    make, what, _ = MADE[suffix]
+    for damaged, says in ((None, "it has no [Content_Types].xml"),
+                          (b"<Types/>", "its [Content_Types].xml is not an Office list of parts")):
+        with pytest.raises(InvalidInput) as refused:
+            _read(suffix, _rewritten(make(), "[Content_Types].xml", damaged))
+        assert str(refused.value).startswith(f"the {what} file is damaged: {says}"), str(refused.value)
+
+
+def test_a_whole_file_with_a_reference_outside_the_package_still_reads():
+    """A link to a web address (TargetMode="External") is not a missing part: the file reads."""
+    raw = _docx()
+    rels = zipfile.ZipFile(io.BytesIO(raw)).read("word/_rels/document.xml.rels").decode()
+    linked = rels.replace("</Relationships>", '<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/'
+                          'officeDocument/2006/relationships/hyperlink" Target="https://www.debian.org/doc/" '
+                          'TargetMode="External"/></Relationships>')
+    reading = _read(".docx", _rewritten(raw, "word/_rels/document.xml.rels", linked.encode()))
+    assert [p.text for p in reading.passages] == [TEXT]
