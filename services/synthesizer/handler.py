@@ -35,6 +35,7 @@ from shared.query.model_health import note_fallback
 from shared.query.plain_answer import plain_answer_text
 from shared.query.prompts import CITATION_MARKER, cited_numbers
 from shared.query.reading.answer_types import question_names, states_value
+from shared.query.reading.caveat import caveat_note
 from shared.query.reading.extractive import extractive_answer
 from shared.query.reading.language import detect_language, phrase
 from shared.query.record import Citation, Context, Iteration, QueryRecord
@@ -232,7 +233,7 @@ def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change
         if not text:
             outcome, text, sentences, citations = "not_answerable", abstention(record, language), [], []
         elif outcome == "answered_with_caveat":
-            text = phrase("caveat_no_model" if drafted.fallback_why else "caveat", language) + "\n\n" + text
+            text = caveat(record, drafted, language) + "\n\n" + text
     verdict = reader_verdict(answer, outcome) if answer is not None else ""
 
     def change(r: QueryRecord) -> None:
@@ -250,6 +251,14 @@ def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change
         "outcome": outcome, "citation_count": n, "answered_from_iteration": best.iteration,
         "answer_provider": drafted.provider},
         recorded=lambda stored: metrics.query_ended(outcome, len(stored.iterations)))
+
+
+def caveat(record: QueryRecord, drafted: Drafted, language: str) -> str:
+    """The note a caveat opens with: what the reader found and did not (:func:`caveat_note`), or, when the model
+    failed and the sources were quoted instead, that; plain text like the answer (it names the question's words)."""
+    if drafted.fallback_why:
+        return phrase("caveat_no_model", language)
+    return plain_answer_text(caveat_note(record.question, drafted.answer, language), ())
 
 
 def abstention(record: QueryRecord, language: str) -> str:

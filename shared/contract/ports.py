@@ -402,6 +402,20 @@ class AnswerSentence:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """What the reader found for a question and what it did not, in the question's own words: the evidence a
+    caveat names (:func:`shared.query.reading.caveat.caveat_note`). Measured on what is quoted, never guessed."""
+
+    found: tuple[str, ...] = ()  # runs of the question's words the quoted text holds ("tty group")
+    missing: tuple[str, ...] = ()  # parts of the question, and its names, numbers and identifiers, nothing quoted holds
+    unquoted: tuple[str, ...] = ()  # the question's other words nothing quoted holds ("nobody", "changed")
+    asks: str = ""  # "value" when the question asks for a value of a type, "list" for several items, else ""
+    # a value: some sentence the reader checked (quoted or not) states one of the asked type; a list: the quoted
+    # text lists items
+    stated: bool = False
+
+
+@dataclass(frozen=True)
 class Answer:
     text: str
     sentences: list[AnswerSentence] = field(default_factory=list)
@@ -412,6 +426,7 @@ class Answer:
     # terms. ``unstated`` names what the question asks that nothing quoted states.
     states_fact: bool | None = None
     unstated: tuple[str, ...] = ()
+    finding: Finding | None = None  # what the reader found and did not (None: no reader measured it)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import re
 
 from services.synthesizer.handler import number_citations
 from shared.contract.messages import AnswerReady
-from shared.contract.ports import Answer, AnswerSentence
+from shared.contract.ports import Answer, AnswerSentence, Finding
 from shared.query.reading.language import phrase
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
 
@@ -243,3 +243,17 @@ def test_a_quoted_sentence_that_does_not_state_the_fact_is_a_caveat_even_when_th
     record = loop.record()
     assert record["outcome"] == "answered_with_caveat" and record["answer"].startswith(phrase("caveat", "en"))
     assert record["iterations"][0]["decision"] == "accept"  # a caveat beside accept tells one story
+
+
+def test_the_caveat_says_what_the_reader_found_and_what_it_did_not():
+    # issue 36: one note on every right-looking answer taught nothing; the reader's finding is named
+    partial = Answer(text="", sentences=[AnswerSentence("BM25 is a ranking function.", [1])], states_fact=False,
+                     unstated=("how many parameters BM25 has",),
+                     finding=Finding(found=("BM25",), asks="value", stated=False))
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[partial]))
+    loop.submit("how many parameters does BM25 have")
+    loop.deliver(_run_to_graded(loop, [good_grade()], ["BM25 parameters"]))
+    record = loop.record()
+    assert record["outcome"] == "answered_with_caveat"
+    assert record["answer"] == ("Note: the sources mention “BM25”, but I found no sentence stating the number of "
+                                "parameters; the closest passages are quoted below.\n\nBM25 is a ranking function. [1]")

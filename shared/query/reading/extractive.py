@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.contract.ports import Answer, AnswerSentence, NumberedContext
+from shared.contract.ports import Answer, AnswerSentence, Finding, NumberedContext
 from shared.contract.text import split_sentences as _split_sentences
 from shared.contract.text import strip_header
 from shared.query.grading import strip_model_directives
@@ -872,7 +872,18 @@ class Reader:
         unstated = (*missing, *([unnamed] if unnamed else []),
                     *([_asked_label(query)] if not states_fact and not missing and not unnamed else []))
         return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
-                      unstated=tuple(dict.fromkeys(unstated)))
+                      unstated=tuple(dict.fromkeys(unstated)), finding=self._finding(sentences, missing, unnamed))
+
+    def _finding(self, sentences: list[AnswerSentence], missing: list[str], unnamed: str) -> Finding:
+        """What the quoted ``sentences`` hold of the question and what they lack: the evidence a caveat names."""
+        quoted = " ".join(s.text for s in sentences if s.citations)  # not the "Not mentioned ..." notes
+        found, lacking = question_runs(self.query, _term_set(quoted))
+        specific = set(_specific_terms(self.query))
+        absent = [run for run in lacking if any(stem(w) in specific for w in tokenize(run))]
+        asks, stated = ("value", bool((self.states > 0).any())) if self.asks_fact else (
+            ("list", _short_items(quoted) >= 2) if _ASKS_LIST.search(self.query) else ("", False))
+        return Finding(found=found, missing=tuple(dict.fromkeys([*missing, *([unnamed] if unnamed else []), *absent])),
+                       unquoted=tuple(run for run in lacking if run not in absent), asks=asks, stated=stated)
 
     def _under_heading(self, lead: int) -> str:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
@@ -971,6 +982,36 @@ def _short_items(text: str) -> int:
 _ASKS_OPEN = re.compile(r"^\W*(?:why\b|how\s+(?!many|much|long|often|old|big|large|far|fast)\w+)", re.IGNORECASE)
 _ASKS_YES_NO = re.compile(r"^\W*(?:is|are|does|do|can|could|should|will|was|were|has|have|did|may|must)\b",
                           re.IGNORECASE)
+
+
+def question_runs(query: str, held: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the runs of ``query``'s content words, as it writes them, whose stems ``held`` holds; the runs it lacks):
+    "Which GID must the tty group have?" over a text naming the tty group gives (("tty group",), ("GID",)). A run
+    is broken by a stopword or punctuation, and by a word held where the one before is not; the words that ask
+    ("how many", "what is") are not what is asked about."""
+    runs: tuple[list[str], list[str]] = ([], [])  # (lacking, found)
+    start = end = -1
+    run_held = False
+    asking = _ASKING.match(query)
+    for match in _WORD.finditer(query, asking.end() if asking else 0):
+        word, low = match.group(), match.group().lower()
+        content = low not in STOPWORDS and len(low) >= 2 and not (low.isdigit() and len(low) < 4)
+        is_held = content and stem(word) in held
+        gap = query[end:match.start()]
+        # words a path or an identifier joins ("/var/mail") stay one run
+        if start >= 0 and (not content or is_held != run_held or (gap.strip() and not _JOINED.fullmatch(gap))):
+            runs[run_held].append(query[start:end])
+            start = -1
+        if content:
+            if start < 0:
+                start = match.start() - (1 if match.start() and query[match.start() - 1] in "/~$" else 0)
+            run_held, end = is_held, match.end()
+    if start >= 0:
+        runs[run_held].append(query[start:end])
+    return tuple(dict.fromkeys(runs[1])), tuple(dict.fromkeys(runs[0]))
+
+
+_JOINED = re.compile(r"[/._:-]+")
 
 
 def _specific_terms(query: str) -> list[str]:

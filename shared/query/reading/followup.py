@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.contract.ports import ConversationTurn
-from shared.query.reading.language import detect_language, fixed_notes
+from shared.query.reading.language import detect_language, is_note
 
 __all__ = ["CONNECTIVE", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
 
@@ -531,12 +531,9 @@ def _first_sentence(answer: str) -> str:
     return text[: mark.start()] if mark else text
 
 
-_FIXED_NOTES = fixed_notes()
-
-
 def answer_paragraphs(answer: str) -> list[str]:
-    """An earlier answer's own paragraphs: without the fixed notes and refusal ragbus writes around them."""
-    return [p for p in answer.split("\n\n") if p.strip() and p.strip() not in _FIXED_NOTES]
+    """An earlier answer's own paragraphs: without the notes and refusal ragbus writes around them."""
+    return [p for p in answer.split("\n\n") if p.strip() and not is_note(p)]
 
 
 # Words that point back at the earlier turn where the rule cannot put its subject in their place: a

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 
 from shared.query.reading.translation import english_terms, lexicon_language
 
@@ -171,6 +172,72 @@ _PHRASES: dict[str, dict[str, str]] = {
         "ru": "Примечание: найденные источники лишь частично охватывают этот вопрос; "
         "ответ может быть неполным.",
     },
+    # The caveat the reader's answer opens with, built from what it found (``{found}``: the question's words the
+    # quoted passages hold) and did not (``{asked}``: the value or list the question asks for, in its words;
+    # ``{missing}``: parts of the question and its names the quoted passages lack). "Which GID ...?": the note
+    # names the GID. The value and list notes are English: only an English question's shape names what it asks.
+    "caveat_value": {
+        "en": "Note: the sources mention {found}, but I found no sentence stating {asked}; "
+        "the closest passages are quoted below.",
+    },
+    "caveat_value_alone": {
+        "en": "Note: I found no sentence stating {asked}; the closest passages are quoted below.",
+    },
+    "caveat_list": {
+        "en": "Note: the sources mention {found}, but I found no sentence listing {asked}; "
+        "the closest passages are quoted below.",
+    },
+    "caveat_list_alone": {
+        "en": "Note: I found no sentence listing {asked}; the closest passages are quoted below.",
+    },
+    "caveat_missing": {
+        "en": "Note: the quoted passages mention {found} but not {missing}; they may not answer the whole question.",
+        "es": "Nota: los pasajes citados mencionan {found}, pero no {missing}; puede que no respondan a toda "
+        "la pregunta.",
+        "fr": "Remarque : les passages cités mentionnent {found}, mais pas {missing} ; ils ne répondent peut-être "
+        "pas à toute la question.",
+        "de": "Hinweis: Die zitierten Stellen erwähnen {found}, aber nicht {missing}; sie beantworten die Frage "
+        "womöglich nicht ganz.",
+        "pt": "Nota: os trechos citados mencionam {found}, mas não {missing}; talvez não respondam à pergunta inteira.",
+        "it": "Nota: i passi citati menzionano {found}, ma non {missing}; potrebbero non rispondere a tutta "
+        "la domanda.",
+        "ja": "注意：引用した箇所は{found}に触れていますが、{missing}には触れていません。質問全体には答えていない可能性があります。",
+        "zh": "注意：引用的段落提到了{found}，但没有提到{missing}，可能没有完整回答这个问题。",
+        "ko": "참고: 인용한 구절은 {found}을(를) 언급하지만 {missing}은(는) 언급하지 않으므로 질문 전체에 답하지 못할 수 있습니다.",
+        "ru": "Примечание: в приведённых отрывках упоминается {found}, но не {missing}; возможно, они отвечают "
+        "не на весь вопрос.",
+    },
+    "caveat_missing_alone": {
+        "en": "Note: the quoted passages do not mention {missing}; they may not answer the question.",
+        "es": "Nota: los pasajes citados no mencionan {missing}; puede que no respondan a la pregunta.",
+        "fr": "Remarque : les passages cités ne mentionnent pas {missing} ; ils ne répondent peut-être pas "
+        "à la question.",
+        "de": "Hinweis: Die zitierten Stellen erwähnen {missing} nicht; sie beantworten die Frage womöglich nicht.",
+        "pt": "Nota: os trechos citados não mencionam {missing}; talvez não respondam à pergunta.",
+        "it": "Nota: i passi citati non menzionano {missing}; potrebbero non rispondere alla domanda.",
+        "ja": "注意：引用した箇所は{missing}に触れていません。質問に答えていない可能性があります。",
+        "zh": "注意：引用的段落没有提到{missing}，可能没有回答这个问题。",
+        "ko": "참고: 인용한 구절은 {missing}을(를) 언급하지 않으므로 질문에 답하지 못할 수 있습니다.",
+        "ru": "Примечание: в приведённых отрывках не упоминается {missing}; возможно, они не отвечают на вопрос.",
+    },
+    "caveat_unsure": {
+        "en": "Note: the quoted passages mention {found}, but I am not sure they answer the question as asked.",
+        "es": "Nota: los pasajes citados mencionan {found}, pero no estoy seguro de que respondan a la pregunta "
+        "tal como se formuló.",
+        "fr": "Remarque : les passages cités mentionnent {found}, mais je ne suis pas sûr qu'ils répondent "
+        "à la question telle qu'elle est posée.",
+        "de": "Hinweis: Die zitierten Stellen erwähnen {found}, aber ich bin nicht sicher, dass sie die Frage "
+        "so beantworten, wie sie gestellt ist.",
+        "pt": "Nota: os trechos citados mencionam {found}, mas não tenho certeza de que respondam à pergunta "
+        "tal como foi feita.",
+        "it": "Nota: i passi citati menzionano {found}, ma non sono sicuro che rispondano alla domanda così "
+        "come è posta.",
+        "ja": "注意：引用した箇所は{found}に触れていますが、質問にそのまま答えているかは確かではありません。",
+        "zh": "注意：引用的段落提到了{found}，但我不确定它们是否正面回答了这个问题。",
+        "ko": "참고: 인용한 구절은 {found}을(를) 언급하지만 질문에 그대로 답하는지는 확실하지 않습니다.",
+        "ru": "Примечание: в приведённых отрывках упоминается {found}, но я не уверен, что они отвечают именно "
+        "на заданный вопрос.",
+    },
     # The caveat when the model could not write the answer and the sources were quoted instead:
     # "the sources only partly cover this question" would blame the documents for the model's failure.
     "caveat_no_model": {
@@ -212,9 +279,55 @@ def in_english(question: str) -> tuple[str, str]:
 
 def fixed_notes() -> frozenset[str]:
     """The fixed paragraphs ragbus writes around an answer's content, in every language: the notes an answer
-    may open with ("Note: the retrieved sources only partly cover ...") and the refusal a chat client keeps
-    as the assistant's message. Not an earlier answer's content when a follow-up reads it."""
+    may open with ("Note: the retrieved sources only partly cover ...", which every caveat said until the
+    reader's notes named what it found, and which earlier answers a chat client sends back still hold) and
+    the refusal a chat client keeps as the assistant's message. Not an earlier answer's content when a
+    follow-up reads it; :func:`is_note` also knows the notes built from what the reader found."""
     return frozenset(text for key in ("caveat", "caveat_no_model", "abstain") for text in _PHRASES[key].values())
+
+
+#: the notes built from what the reader found (see the "caveat_*" phrases)
+CAVEAT_NOTES = ("caveat_value", "caveat_value_alone", "caveat_list", "caveat_list_alone", "caveat_missing",
+                "caveat_missing_alone", "caveat_unsure")
+
+
+@functools.cache
+def _note_patterns() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(re.sub(r"\\{\w+\\}", ".+?", re.escape(text)) + r"\Z", re.DOTALL)
+                 for key in CAVEAT_NOTES for text in _PHRASES[key].values())
+
+
+def is_note(paragraph: str) -> bool:
+    """Whether ``paragraph`` is a note ragbus wrote around an answer (a fixed one, or one built from what the
+    reader found), not content: a document's own "Note: ..." sentence, quoted, carries its citation mark."""
+    text = paragraph.strip()
+    return text in _FIXED or (not _CITATION_MARK.search(text) and any(p.match(text) for p in _note_patterns()))
+
+
+_CITATION_MARK = re.compile(r"\[\d+\]")
+
+# How a note quotes the question's words and lists them: opening and closing quotation marks, then the word
+# joining the last two ("and"), and the one joining things the passages lack ("but not A or B").
+_QUOTES: dict[str, tuple[str, str, str, str]] = {
+    "en": ("“", "”", " and ", " or "), "es": ("«", "»", " y ", " ni "), "fr": ("« ", " »", " et ", " ni "),
+    "de": ("„", "“", " und ", " oder "), "pt": ("“", "”", " e ", " nem "), "it": ("«", "»", " e ", " né "),
+    "ja": ("「", "」", "と", "や"), "zh": ("“", "”", "和", "或"), "ko": ("‘", "’", ", ", ", "),
+    "ru": ("«", "»", " и ", " и "),
+}
+
+
+def quoted_words(words: Sequence[str], language: str, *, either: bool = False) -> str:
+    """``words`` quoted and listed as a note in ``language`` writes them: “tty group” and “systemd”
+    (``either``: “GID” or “UID”, for what the passages lack)."""
+    opening, closing, both, one = _QUOTES.get(language, _QUOTES["en"])
+    items = [f"{opening}{w}{closing}" for w in words]
+    if len(items) <= 1:
+        return "".join(items)
+    comma = "、" if language in ("ja", "zh") else ", "
+    return comma.join(items[:-1]) + (one if either else both) + items[-1]
+
+
+_FIXED = fixed_notes()
 
 
 def phrase(key: str, language: str) -> str:

@@ -1,0 +1,163 @@
+"""The note a caveat opens with (issue 36 item 2): it says what the reader found and what it did not,
+from the evidence it measured, in the question's language; notes written before (one generic sentence)
+are still recognised wherever notes are. The findings and passages are written for these tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shared.contract.ports import Answer, Finding, NumberedContext
+from shared.query.reading.answer_types import sentence_states
+from shared.query.reading.caveat import caveat_note
+from shared.query.reading.extractive import extractive_answer, question_runs, term_set
+from shared.query.reading.followup import answer_paragraphs
+from shared.query.reading.language import CAVEAT_NOTES, SUPPORTED, fixed_notes, is_note, phrase
+from shared.query.reading.verdict import FEATURES, Logistic, VerdictModel
+from tests.unit.loop_fakes import HashingEmbedder
+
+pytestmark = pytest.mark.unit
+
+GID = "Which GID must the tty group have on systemd systems?"
+
+
+def _answer(finding: Finding | None, language: str = "en") -> Answer:
+    return Answer(text="The tty group owns the terminals. [1]", language=language, states_fact=False, finding=finding)
+
+
+# ------------------------------------------------------------ what the note says
+
+
+def test_a_value_no_sentence_states_is_named_with_the_subject_found():
+    finding = Finding(found=("tty group", "systemd systems"), missing=("GID",), asks="value", stated=False)
+    assert caveat_note(GID, _answer(finding), "en") == (
+        "Note: the sources mention “tty group” and “systemd systems”, but I found no sentence stating the GID; "
+        "the closest passages are quoted below.")
+
+
+@pytest.mark.parametrize("question, asked", [
+    ("Which status code does a server send when a feed has not changed?", "the status code"),
+    ("In which version was the --foo option removed?", "the version"),
+    ("What is the default value of k1 in BM25?", "the default value"),
+    ("How many dimensions does the model produce?", "the number of dimensions"),
+    ("When was the frob daemon first released?", "a date"),
+])
+def test_the_asked_value_is_named_in_the_question_s_words_or_by_its_kind(question, asked):
+    note = caveat_note(question, _answer(Finding(found=("frob",), asks="value", stated=False)), "en")
+    assert f"I found no sentence stating {asked};" in note
+
+
+def test_a_list_whose_items_are_not_quoted_is_named():
+    finding = Finding(found=("conditional requests",), asks="list", stated=False)
+    assert caveat_note("Which request headers make conditional requests possible?", _answer(finding), "en") == (
+        "Note: the sources mention “conditional requests”, but I found no sentence listing the request headers; "
+        "the closest passages are quoted below.")
+
+
+def test_a_name_no_quoted_passage_holds_comes_before_the_value():
+    # the sources describe the nobody user's group, not the user the question names
+    finding = Finding(found=("UID", "user"), missing=("ProTab X1",), unquoted=("nobody",), asks="value", stated=False)
+    assert caveat_note("What UID does the ProTab X1 use?", _answer(finding), "en") == (
+        "Note: the quoted passages mention “UID” and “user” but not “ProTab X1”; "
+        "they may not answer the whole question.")
+
+
+def test_a_stated_value_leaves_the_question_s_other_words_the_passages_lack():
+    finding = Finding(found=("UID", "user"), unquoted=("nobody",), asks="value", stated=True)
+    assert caveat_note("What is the UID of the nobody user?", _answer(finding), "en") == (
+        "Note: the quoted passages mention “UID” and “user” but not “nobody”; they may not answer the whole question.")
+
+
+def test_what_is_found_alone_is_said_with_the_doubt_the_verdict_has():
+    finding = Finding(found=("BM25 saturate term frequency",))
+    assert caveat_note("How does BM25 saturate term frequency?", _answer(finding), "en") == (
+        "Note: the quoted passages mention “BM25 saturate term frequency”, but I am not sure they answer the "
+        "question as asked.")
+
+
+def test_what_is_missing_alone_is_said_when_nothing_is_found():
+    finding = Finding(missing=("ProTab X1",))
+    assert caveat_note("What does the ProTab X1 weigh?", _answer(finding), "en") == (
+        "Note: the quoted passages do not mention “ProTab X1”; they may not answer the question.")
+
+
+@pytest.mark.parametrize("finding", [None, Finding()])
+def test_no_evidence_gives_the_generic_note(finding):
+    # a generative model's answer carries no finding; a finding of nothing says nothing specific
+    assert caveat_note(GID, _answer(finding), "de") == phrase("caveat", "de")
+    assert caveat_note(GID, None, "en") == phrase("caveat", "en")
+
+
+@pytest.mark.parametrize("language", SUPPORTED)
+def test_each_language_has_its_own_note_naming_what_was_found_and_missing(language):
+    missing = caveat_note("q", _answer(Finding(found=("tty",), unquoted=("gid",)), language), language)
+    unsure = caveat_note("q", _answer(Finding(found=("tty", "group")), language), language)
+    for note in (missing, unsure):
+        assert "tty" in note and "{" not in note and "None" not in note
+        assert is_note(note) and answer_paragraphs(f"{note}\n\nThe tty group has GID 5. [1]") == [
+            "The tty group has GID 5. [1]"]
+    assert "gid" in missing and "gid" not in unsure
+    if language != "en":
+        assert missing != caveat_note("q", _answer(Finding(found=("tty",), unquoted=("gid",))), "en")
+
+
+def test_another_language_names_the_english_terms_word_by_word():
+    # a German question is read by its English terms: their order is not the question's
+    note = caveat_note("Welche GID hat die Gruppe tty?", _answer(Finding(found=("tty group",)), "de"), "de")
+    assert note.startswith("Hinweis: Die zitierten Stellen erwähnen „tty“ und „group“, aber ich bin nicht sicher")
+
+
+# ------------------------------------------------------------ notes recognised, old and new
+
+
+@pytest.mark.parametrize("language", SUPPORTED)
+def test_the_old_generic_notes_are_still_recognised(language):
+    old = phrase("caveat", language)
+    assert old in fixed_notes() and is_note(old)
+    assert answer_paragraphs(f"{old}\n\nThe Editors field lists who may edit. [1]") == [
+        "The Editors field lists who may edit. [1]"]
+
+
+def test_a_document_s_own_note_quoted_is_content():
+    quoted = "Note: the quoted passages mention “tty” but not “gid”; they may not answer the whole question. [1]"
+    assert not is_note(quoted) and not is_note("Note: the Editors field is optional. [1]")
+
+
+@pytest.mark.parametrize("key", CAVEAT_NOTES)
+def test_every_note_built_from_evidence_is_recognised_whatever_it_names(key):
+    note = phrase(key, "en").format(found="“a”, “b” and “c”", asked="the GID", missing="“d”")
+    assert note.startswith("Note: ") and is_note(note) and not is_note(f"{note} [2]")
+
+
+# ------------------------------------------------------------ what the reader measures
+
+
+def test_the_question_s_words_are_split_into_runs_held_and_lacking():
+    held = frozenset(term_set("The tty group is used on systemd systems; mailboxes in /var/mail."))
+    assert question_runs(GID, held) == (("tty group", "systemd systems"), ("GID",))
+    assert question_runs("Which group owns /var/mail?", held) == (("group", "/var/mail"), ("owns",))
+    # the words that ask are not what is asked about
+    assert question_runs("How many dimensions does the model produce?", frozenset()) == (
+        (), ("dimensions", "model produce"))
+
+
+_ZERO = np.zeros(len(FEATURES))
+# a verdict that is never sure: every answer a caveat, so what it found is what the note says
+NEVER_SURE = VerdictModel(Logistic(_ZERO, np.ones(len(FEATURES)), _ZERO, -20.0),
+                          Logistic(_ZERO, np.ones(len(FEATURES)), _ZERO, -20.0), 0.5, 0.5)
+
+
+def test_the_reader_s_answer_carries_what_it_found_and_what_it_did_not():
+    embedder = HashingEmbedder()
+    passage = ("Terminals\n\nThe tty group owns the terminal devices on systemd systems. "
+               "Members of the tty group may write to other users' terminals.")
+    contexts = [NumberedContext(number=1, source="doc1", text=passage)]
+    answer = extractive_answer(GID, contexts, context_similarity={1: 0.6},
+                               question_vector=embedder.embed([GID])[0], sentence_embed=embedder.embed,
+                               fact_check=sentence_states, verdict=NEVER_SURE)
+    assert answer.states_fact is False and answer.finding is not None
+    assert answer.finding.found == ("tty group", "systemd systems") and answer.finding.missing == ("GID",)
+    assert answer.finding.asks == "value" and answer.finding.stated is False
+    assert caveat_note(GID, answer, "en") == (
+        "Note: the sources mention “tty group” and “systemd systems”, but I found no sentence stating the GID; "
+        "the closest passages are quoted below.")
