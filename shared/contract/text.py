@@ -212,6 +212,17 @@ def cut(text: str) -> str:
 #: Elements whose content is code, styles or another document, never prose to read or quote.
 CODE_ELEMENTS = ("script", "style", "iframe", "frame", "frameset", "object", "embed", "applet", "svg", "math",
                  "template", "noscript", "noembed", "xmp", "textarea", "title")
+#: Every element name HTML parsers know (WHATWG's current and obsolete elements, and the two foreign roots): a
+#: name outside this set, as in a document's ``<key>=<value>``, is text a browser would hide, not markup.
+HTML_ELEMENTS = frozenset("""
+a abbr acronym address applet area article aside audio b base basefont bdi bdo bgsound big blink blockquote body br
+button canvas caption center cite code col colgroup data datalist dd del details dfn dialog dir div dl dt em embed
+fieldset figcaption figure font footer form frame frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html i iframe image
+img input ins isindex kbd keygen label legend li link listing main map mark marquee math menu menuitem meta meter
+multicol nav nextid nobr noembed noframes noscript object ol optgroup option output p param picture plaintext pre
+progress q rb rp rt rtc ruby s samp script search section select slot small source spacer span strike strong style sub
+summary sup svg table tbody td template textarea tfoot th thead time title tr track tt u ul var video wbr xmp
+""".split())
 _CODE_ELEMENT = re.compile(rf"<({'|'.join(CODE_ELEMENTS)})\b[^>]*>.*?(?:</\1\s*>|\Z)", re.IGNORECASE | re.DOTALL)
 _CODE_ELEMENT_OPEN = re.compile(rf"<({'|'.join(CODE_ELEMENTS)})\b", re.IGNORECASE)
 

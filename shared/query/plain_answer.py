@@ -8,7 +8,10 @@ surface that shows the answer: a chat client renders Markdown and often HTML, so
 :func:`plain_answer_text` before the record is written, so the page, the CLI, REST and its events,
 MCP and ``/v1/chat/completions`` all show the same clean text (no copy of this rule per surface):
 
-- HTML comments, processing instructions, declarations and every tag are removed; the elements
+- a placeholder a document shows as text (``<key>=<value>``, ``git checkout <branch>``: an opening tag
+  without attributes whose name is no HTML element's) is kept, set in a code span, so a Markdown renderer
+  shows it rather than hide it as an unknown element; a browser would make nothing of it either;
+- HTML comments, processing instructions, declarations and every other tag are removed; the elements
   whose content is code or another document (``script``, ``style``, ``iframe``, ``svg``, …) are
   removed with their content; what is left of an unclosed tag is made plain text (``< img``), so
   no two sentences joined later can close it;
@@ -26,13 +29,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from shared.contract.text import without_code_elements
+from shared.contract.text import HTML_ELEMENTS, without_code_elements
 
 _ATTRIBUTES = r"""(?:[^<>"']|"[^"]*"|'[^']*')*"""
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)|<!\[CDATA\[.*?(?:\]\]>|\Z)", re.DOTALL)
 _DECLARATION = re.compile(r"<[!?][^>]*>")
 _TAG = re.compile(rf"</?[A-Za-z][A-Za-z0-9:-]*(?:[\s/]{_ATTRIBUTES})?>")
 _UNCLOSED = re.compile(r"<(?=[A-Za-z/!?])")
+# a browser's tag name runs to a space, "/" or ">": "<dir_fd>" is one too, though _TAG's names stop at "_"
+_PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.:-]*)>")
 
 _LABEL = r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"
 _DESTINATION = r"""\(\s*(<[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)(?:\s+(?:"[^"]*"|'[^']*'|\([^)]*\)))?\s*\)"""
@@ -62,8 +67,12 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
         address = match.group(1)
         return keep(match.group(0)) if address in allowed else address
 
+    def placeholder(match: re.Match[str]) -> str:
+        return match.group(0) if match.group(1).lower() in HTML_ELEMENTS else keep(f"`{match.group(0)}`")
+
     text = _AUTOLINK.sub(autolink, text)  # before tags: <http://…> would read as one
     text = without_code_elements(text)
+    text = _PLACEHOLDER.sub(placeholder, text)
     text = _COMMENT.sub(" ", text)
     text = _DECLARATION.sub(" ", text)
     text = _TAG.sub(" ", text)

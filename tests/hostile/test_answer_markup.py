@@ -86,6 +86,10 @@ def assert_plain(text: str, where: str) -> None:
     (f"!<{SOURCE}>", f"! <{SOURCE}>"),
     (f"![x and ![{SOURCE}", f"! [x and ! [{SOURCE}"),  # half an image: never closed by the next sentence
     ("see [x and ](http://h/y", "see [x and ] (`http://h/y`"),  # half a link, likewise
+    # a placeholder a document shows as text (no HTML element's name, no attributes) stays, in a code span
+    ("The configuration is written as <key>=<value> pairs.", "The configuration is written as `<key>`=`<value>` pairs."),
+    ("Run git checkout <branch> -- <pathspec>, or <dir_fd>.", "Run git checkout `<branch>` -- `<pathspec>`, or `<dir_fd>`."),
+    ("A <key name=x>b</key> and <b>bold</b> <source> <image> <br>c", "A b and bold c"),  # markup still goes
 ])
 def test_an_answer_sentence_is_made_plain(dirty, clean):
     assert plain_answer_text(dirty, [SOURCE]) == clean
