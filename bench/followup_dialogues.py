@@ -1,0 +1,127 @@
+"""The development part's dialogues alone, figures per writer (issue 36.4).
+
+``ragbus eval --dataset realtext --part dev`` asks every question and every dialogue (4-10 minutes on
+2 cores, most of it the 1,145 questions); work on the follow-up rule needs only the dialogues, and
+needs them per writer (design on one writer's dialogues, check on the other's). This asks each
+dev dialogue's turns in one conversation through the embedded pipeline, as the eval does
+(:func:`shared.tools.eval.conversations_run.ask_dialogues`), and prints, per writer, how many
+follow-ups were right in conversation, right asked as their standalone form, and how many were
+rewritten. ``--out`` writes every turn's standalone question and answer as JSON (what the earlier
+turns answered is what the rule reads: ``tests/data/followup_rewrites.jsonl`` keeps those answers).
+
+    RAGBUS_LLM=local python bench/followup_dialogues.py --cache .ragbus-eval [--out F]
+
+The documents are ingested once into ``<cache>/realtext-dialogues-home`` and reused by later runs
+(delete it after changing cleaning, chunking or indexing). The sealed test part is never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from shared.runtime.bootstrap import build_local  # noqa: E402
+from shared.runtime.readiness import require_ready  # noqa: E402
+from shared.runtime.stages import QUERY_STAGES  # noqa: E402
+from shared.tools.eval import conversations, realtext  # noqa: E402
+from shared.tools.eval.conversations_run import ask_dialogues  # noqa: E402
+from shared.tools.eval.pipeline import FULL, pipeline_settings  # noqa: E402
+from shared.tools.eval.realdocs_run import RealDocsOptions, ingest_into  # noqa: E402
+
+
+def writer_of(part: realtext.Part) -> dict[str, str]:
+    """Each dialogue id's writer (its folder's name)."""
+    out: dict[str, str] = {}
+    for folder in part.folders:
+        path = folder / "dialogues.jsonl"
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    out[json.loads(line)["id"]] = folder.name
+    return out
+
+
+def earlier_turns(state, dialogues, since: str) -> dict[str, list[dict[str, str]]]:
+    """Each dialogue's turns as its conversation stored them (question typed, standalone question, answer,
+    outcome), matched by the typed questions in order; records created before ``since`` (an earlier
+    run's, in a kept home) are left out."""
+    from shared.contract import state_collections  # noqa: PLC0415
+    from shared.query.record import QueryRecord  # noqa: PLC0415
+
+    by_conversation: dict[str, list[QueryRecord]] = {}
+    for doc in state.list(state_collections.QUERIES):
+        record = QueryRecord.from_doc(doc)
+        if record.conversation_id and record.created_at >= since:
+            by_conversation.setdefault(record.conversation_id, []).append(record)
+    wanted = {tuple(d.turns): d.id for d in dialogues}
+    out: dict[str, list[dict[str, str]]] = {}
+    for records in by_conversation.values():
+        records.sort(key=lambda r: r.created_at)
+        typed = tuple(r.original_query for r in records)
+        if typed in wanted:
+            out[wanted[typed]] = [{"question": r.original_query, "standalone": r.standalone_question or r.original_query,
+                                   "outcome": r.outcome, "answer": r.answer or ""} for r in records]
+    return out
+
+
+def per_writer(results: list[conversations.DialogueResult], writers: dict[str, str]) -> dict[str, dict[str, int]]:
+    table: dict[str, dict[str, int]] = {}
+    for r in results:
+        if r.kind != conversations.FOLLOW_UP:
+            continue
+        row = table.setdefault(writers.get(r.id, "?"), {"follow_ups": 0, "right_in_conversation": 0,
+                                                         "right_standalone": 0, "rewritten": 0})
+        row["follow_ups"] += 1
+        row["right_in_conversation"] += r.in_conversation.correct
+        row["right_standalone"] += r.standalone_alone.correct
+        row["rewritten"] += r.rewritten
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path(".ragbus-eval"))
+    parser.add_argument("--out", type=Path, help="every dialogue's turns, rewrites and answers as JSON")
+    args = parser.parse_args()
+    part = realtext.load_part("dev")
+    writers = writer_of(part)
+    home = args.cache / "realtext-dialogues-home"
+    home.mkdir(parents=True, exist_ok=True)
+    settings = pipeline_settings(home, FULL)
+    require_ready(settings, QUERY_STAGES)
+    system = build_local(settings)
+    started = time.perf_counter()
+    try:
+        files = ingest_into(system, settings, part.document_folders,
+                            RealDocsOptions(cache_dir=args.cache, reuse_ingest=True, ingest_timeout_s=3600), home)
+        print(f"ingest {time.perf_counter() - started:.0f}s, {system.deps.index.count_chunks()} chunks", file=sys.stderr)
+        started, since = time.perf_counter(), system.deps.clock.now().isoformat()
+        results, _ = ask_dialogues(system, list(part.dialogues), files, concurrency=2, query_timeout_s=120,
+                                   say=lambda msg: print(msg, file=sys.stderr))
+        earlier = earlier_turns(system.deps.state, part.dialogues, since)
+    finally:
+        system.deps.index.close()
+    print(f"dialogues {time.perf_counter() - started:.0f}s", file=sys.stderr)
+    table = per_writer(results, writers)
+    for writer, row in sorted(table.items()):
+        n = row["follow_ups"]
+        print(f"writer {writer}: {n} follow-ups; right in conversation {row['right_in_conversation']}/{n} "
+              f"({row['right_in_conversation'] / n:.3f}); right standalone {row['right_standalone']}/{n}; "
+              f"rewritten {row['rewritten']}")
+    if args.out:
+        args.out.write_text(json.dumps({"per_writer": table, "dialogues": [
+            {"writer": writers.get(r.id), "id": r.id, "kind": r.kind, "turns": r.turns, "standalone": r.standalone,
+             "asked_as": r.asked_as, "right_in_conversation": r.in_conversation.correct,
+             "right_standalone": r.standalone_alone.correct, "answer": r.in_conversation.answer,
+             "conversation": earlier.get(r.id, [])}
+            for r in results]}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
