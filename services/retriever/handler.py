@@ -31,7 +31,7 @@ from shared.contract.errors import RetryableError
 from shared.contract.filters import Filters
 from shared.contract.messages import Message, QueryHop
 from shared.contract.ports import Embedder, Index, ScoredChunk, SearchesMany
-from shared.contract.text import split_header
+from shared.contract.text import in_quotes, split_header
 from shared.query.reading.followup import CONNECTIVE
 from shared.query.reading.language import in_english
 from shared.query.record import Context, QueryRecord
@@ -440,7 +440,7 @@ def widen_time_filter(
         worded = [(label, q if month_year.lower() in q.lower() or label != REWRITTEN_LABEL else f"{q} {month_year}")
                   for label, q in queries]
         if worded != queries:
-            steps.append(f"no dated document: searched with {month_year!r}")
+            steps.append(f"no dated document: searched with {in_quotes(month_year)}")
             results = search_all(worded, embedder=embedder, index=index, k=k, meanings=meanings, filters=filters)
     return filters, results, steps
 

@@ -29,6 +29,7 @@ from shared.contract.deps import Deps
 from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.contract.ports import ConversationTurn, RefineRequest, Transformation
+from shared.contract.text import in_quotes
 from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
@@ -194,7 +195,7 @@ class FollowUp:
     def detail(self) -> str:
         if self.source is None:
             return f"standalone: as typed ({self.note})" if self.note else ""
-        text = f"standalone: {self.question!r} (from {self.turns} earlier turn(s); {self.source})"
+        text = f"standalone: {in_quotes(self.question)} (from {self.turns} earlier turn(s); {self.source})"
         return text + "".join(f"; {part}" for part in (self.decision, self.leaning, self.note) if part)
 
 
@@ -283,14 +284,14 @@ def carry_by_corpus(follow: FollowUp, typed: str, turns: Sequence[ConversationTu
     earlier_hits = ports.index.search(earlier, np.asarray(vectors[1]), 1, mode="hybrid")
     if not earlier_hits:
         return replace(follow, decision=f"kept as typed: the earlier turn finds no document to carry "
-                                        f"{candidate.subject!r} from")
+                                        f"{in_quotes(candidate.subject)} from")
     document = earlier_hits[0].chunk.document_id
     words = {stem(t) for t in content_terms(follow.question)}
     carried_hits = ports.index.search(candidate.question, np.asarray(vectors[0]), LEANING_DEPTH, mode="hybrid")
     for rank, hit in enumerate(carried_hits, 1):
         if hit.chunk.document_id == document and words <= term_set(hit.chunk.text):
             return replace(follow, question=candidate.question,
-                           decision=f"carried {candidate.subject!r} in: the earlier turn's document {document} "
+                           decision=f"carried {in_quotes(candidate.subject)} in: the earlier turn's document {document} "
                                     f"holds every word of the question (the carried form's #{rank} chunk)")
     return replace(follow, decision=f"kept as typed: none of the carried form's {LEANING_DEPTH} best chunks "
                                     f"from the earlier turn's document {document} holds every word of the question "
@@ -343,12 +344,12 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
                            standalone_source=follow.source,
                            standalone_question=None if settings.redact_query_text else follow.question,
                            follows_document=(follow.follows or {}).get("document_id"))
-    detail = "; ".join(p for p in (follow.detail(), f"query: {rewritten!r}") if p)
+    detail = "; ".join(p for p in (follow.detail(), f"query: {in_quotes(rewritten)}") if p)
     detail += f"; {len(sub_queries)} sub-queries" if sub_queries else ""
     if fallback:
         detail += f" ({source})"
     if time_filter is not None:
-        detail += f"; time: {time_filter[1]['phrase']!r} read as published {describe_range(time_filter[1])}"
+        detail += f"; time: {in_quotes(time_filter[1]['phrase'])} read as published {describe_range(time_filter[1])}"
         annotations["time_filter"] = time_filter[1]["phrase"]
     return Change(change, "transformed", detail, model_calls=follow.calls + reply.calls, annotations=annotations)
 
@@ -390,7 +391,7 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
             why = source.removeprefix("fallback: ") + (f" ({reply.error})" if reply.error else "")
             note_fallback(r, stage=TRANSFORM, iteration=iteration, reason=why)
 
-    detail = f"refined query: {refined!r}" + ("" if source == "model" else f" ({source})")
+    detail = f"refined query: {in_quotes(refined)}" + ("" if source == "model" else f" ({source})")
     return Change(change, "refined", detail, model_calls=reply.calls, annotations={
         "query": None if settings.redact_query_text else refined, "sub_query_count": len(sub_queries),
         "transform_source": source, "refined_from": previous})

@@ -202,6 +202,12 @@ def shown(value: Any) -> str:
     return cut(text)
 
 
+def in_quotes(text: str) -> str:
+    """``text`` quoted as a person reads it in an event's detail or a line of output: “When is exact search good
+    enough?”, on one line; not Python's repr ('...' or "...", escapes), which the page and the event stream showed."""
+    return f"“{' '.join(str(text).split())}”"
+
+
 def cut(text: str) -> str:
     """Text from a client (a request path, say) cut to :data:`SHOWN_CHARS` for an error message."""
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"

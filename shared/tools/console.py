@@ -148,7 +148,7 @@ def dead_since(system: LocalSystem, since: float, subjects: Collection[str] | No
 
 
 def print_answer(record: QueryRecord) -> None:
-    from shared.contract.text import meaningful_rewrite
+    from shared.contract.text import in_quotes, meaningful_rewrite
 
     outcome = record.outcome or record.status
     console.print(f"[bold]outcome:[/] {markup(outcome)}   [bold]iterations:[/] {len(record.iterations)}")
@@ -162,7 +162,7 @@ def print_answer(record: QueryRecord) -> None:
         span = (f"from {since} to before {until}" if since and until else f"since {since}" if since
                 else f"before {until}" if until else "at any time")
         widened = f"; widened: {' -> '.join(time['widened'])}" if time.get("widened") else ""
-        console.print(Text(f"  time: {time['phrase']!r} read as published {span}{widened}"))
+        console.print(Text(f"  time: {in_quotes(time['phrase'])} read as published {span}{widened}"))
     for it in record.iterations:
         score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
         if it.failed_thresholds:
@@ -170,6 +170,10 @@ def print_answer(record: QueryRecord) -> None:
             score += f" ({', '.join(it.failed_thresholds)})"
         # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field
         line = Text(f"  iteration {it.iteration + 1}: {score}, {plain(it.decision or '')}")
+        if len(record.iterations) > 1 and it.iteration == record.best_iteration:
+            # the answer quotes this iteration's passages, as the page's "kept" badge says: a refined
+            # iteration may be kept over the one the loop ended on
+            line.append(", kept")
         rewrite = meaningful_rewrite(record.question or "", it.query or "")
         if rewrite:
             line.append(f"  (searched: {plain(rewrite)})")

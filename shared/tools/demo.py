@@ -3,8 +3,11 @@
 Starts the gateway on 127.0.0.1 (port 8080 unless told otherwise), which serves
 the bundled sample corpus (an RSS feed and its article pages) under ``/sample/``,
 registers that feed, polls it, ingests the bundled Markdown and text files, then
-asks three questions chosen to show the loop at work: one answered at once, one
-that needs a refinement, one the corpus cannot answer.
+asks three questions chosen to show the loop at work: one the first search answers, one
+that needs a refinement, one the corpus cannot answer. Each is headed by what happened to
+it (:func:`what_happened`), never by what it was chosen to show: the reader's verdict may
+add a caveat to an answer the first search found ("answered at once" above
+``answered_with_caveat`` told two stories).
 
 It leaves a home the everyday commands work in: on the way out it unregisters
 its feed (keeping the documents), so a later ``ragbus poll`` has no dead feed
@@ -34,11 +37,28 @@ from shared.corpus import CORPUS, SAMPLE_PATH
 
 log = logging.getLogger("ragbus.demo")
 
+#: one the first search answers, one the loop refines, one the corpus cannot answer
 QUESTIONS = (
-    ("answered at once", "How does BM25 saturate term frequency?"),
-    ("needs refinement", "When is exact search good enough?"),
-    ("not answerable from the corpus", "What is the boiling point of tungsten?"),
+    "How does BM25 saturate term frequency?",
+    "When is exact search good enough?",
+    "What is the boiling point of tungsten?",
 )
+
+
+def what_happened(record) -> str:
+    """A query's path as the demo heads it, from its record: "answered with a caveat after 1 refinement",
+    "not answerable from the corpus"; the outcome it names is the record's own."""
+    refinements = max(0, len(record.iterations) - 1)
+    path = (f"after {refinements} refinement{'' if refinements == 1 else 's'}" if refinements
+            else "from the first search")
+    outcome = record.outcome or record.status
+    if outcome == "answered":
+        return f"answered {path}"
+    if outcome == "answered_with_caveat":
+        return f"answered with a caveat {path}"
+    if outcome == "not_answerable":
+        return f"not answerable from the corpus ({path})" if refinements else "not answerable from the corpus"
+    return f"{outcome.replace('_', ' ')} {path}"
 
 
 class _CorpusHandler(http.server.SimpleHTTPRequestHandler):
@@ -179,11 +199,11 @@ def run_demo(console: Console, *, serve_after: bool = False, port: int | None = 
                                   "dead-lettered; see `ragbus dead-letters` for the reasons")
             console.print(f"   {deps.state.count(state_collections.DOCUMENTS)} documents, "
                           f"{deps.index.count_chunks()} chunks indexed\n")
-            for n, (why, question) in enumerate(QUESTIONS, 2):
-                # as wide as the terminal, at most 100 columns (a pipe's width is unbounded)
-                console.print(Rule(f"{n}. {why}: {question}"), width=min(console.width, 100))
-                record = submit_query(deps, question)
-                print_answer(wait_for_query(deps, record.id, settings.query_timeout_s + 5))
+            for n, question in enumerate(QUESTIONS, 2):
+                record = wait_for_query(deps, submit_query(deps, question).id, settings.query_timeout_s + 5)
+                # headed by what happened, as wide as the terminal, at most 100 columns (a pipe's is unbounded)
+                console.print(Rule(f"{n}. {what_happened(record)}: {question}"), width=min(console.width, 100))
+                print_answer(record)
             if serve_after:
                 console.print(f"\nOpen {base}/ to ask your own questions; Ctrl-C to stop.")
                 wait_until_stopped()

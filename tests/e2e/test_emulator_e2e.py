@@ -21,7 +21,7 @@ from shared.tools.demo import CORPUS, QUESTIONS, serve_corpus
 from tests.support import Site, article_html, cli_json, rss, run_cli, serve_site, topic_paragraphs
 
 TOPICS = ["volcano", "saxophone", "glacier", "satellite"]
-ANSWERED_AT_ONCE, _REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
+ANSWERED_AT_ONCE, _REFINED, UNANSWERABLE = QUESTIONS
 
 pytestmark = pytest.mark.skipif(
     any(emulators.emulators_available().values()),

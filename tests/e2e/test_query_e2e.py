@@ -18,7 +18,7 @@ from shared.runtime.local import LocalRuntime
 from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
 from tests.support import run_cli
 
-ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
+ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = QUESTIONS
 
 
 @pytest.fixture(scope="module")

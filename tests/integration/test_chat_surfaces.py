@@ -18,7 +18,7 @@ from shared.runtime.local import LocalRuntime
 from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
 from tests.support import mcp_session, mcp_structured, mcp_tools
 
-ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = (q for _, q in QUESTIONS)
+ANSWERED_AT_ONCE, REFINED, UNANSWERABLE = QUESTIONS
 BM25_ARTICLE = "/articles/bm25-ranking-explained.html"
 ANSWERED = ("answered", "answered_with_caveat")
 TOKEN = "h7Kq2mZx9PwR4tLs8VbN3cYd6FgJ1eUa"

@@ -352,7 +352,7 @@ def test_in_a_corpus_without_dates_the_month_and_year_are_searched_as_words(tmp_
                                                 embedder=embedder, index=index, k=2,
                                                 filters=record.search_filters(), results=first, leading=1)
     assert filters is None
-    assert steps[-2:] == ["any date", "no dated document: searched with 'November 2026'"]
+    assert steps[-2:] == ["any date", "no dated document: searched with “November 2026”"]
     assert results[0].query == "latest harbor crane schedule November 2026"
     # as before the date filter: the words reach the lexical side (the dense side reads the question)
     lexical = {h.chunk.document_id: h.bm25_score for h in results[0].hits}

@@ -296,6 +296,45 @@ def test_the_text_answer_shows_the_decision_the_reading_made_and_why(monkeypatch
     assert "the reader: no quoted sentence states: which version added it" in out
 
 
+def test_the_text_answer_marks_the_iteration_the_answer_was_kept_from(monkeypatch):
+    # issue 36 item 5: "iteration 1: score 0.79 (not grounded), refine" then "iteration 2: score 0.72, accept" above
+    # an answer quoting iteration 1's passages; the page marks it "kept", so does the CLI
+    from shared.contract.ports import Grade
+    from shared.query.record import Iteration
+
+    record = _record("When is exact search good enough?", outcome="answered_with_caveat", best_iteration=0)
+    record.iterations = [Iteration(iteration=0, grade=Grade(0.79, 0.74, 0.75, False, True), decision="refine",
+                                   failed_thresholds=["not grounded"]),
+                         Iteration(iteration=1, grade=Grade(0.72, 0.74, 0.87, True, True), decision="accept")]
+    out = _printed(monkeypatch, record)
+    assert "iteration 1: score 0.79 (not grounded), refine, kept\n" in out
+    assert "iteration 2: score 0.72, accept\n" in out
+
+
+def _record(question: str, **fields):
+    """A query record that ended answered, with ``fields`` set."""
+    from shared.query.record import QueryRecord
+
+    record = QueryRecord.new("q1", question, top_k=5, max_iterations=2, max_model_calls=12,
+                             now=datetime(2026, 1, 1, tzinfo=UTC), timeout_s=60)
+    record.status = "answered"
+    for name, value in fields.items():
+        setattr(record, name, value)
+    return record
+
+
+def _printed(monkeypatch, record) -> str:
+    """What `ragbus ask` prints for ``record``."""
+    from rich.console import Console
+
+    import shared.tools.console as console_module
+
+    shown = Console(record=True, width=200)
+    monkeypatch.setattr(console_module, "console", shown)
+    console_module.print_answer(record)
+    return shown.export_text()
+
+
 def _every_parameter():
     import typer.main
 
@@ -385,4 +424,22 @@ def test_the_text_answer_shows_the_time_read_from_the_question_and_its_widening(
     console_module.print_answer(record)
     out = shown.export_text()
     assert "filters: since 2025-12-01" in out
-    assert "time: 'latest' read as published since 2026-08-28; widened: since 2026-05-30 -> since 2025-12-01" in out
+    assert "time: “latest” read as published since 2026-08-28; widened: since 2026-05-30 -> since 2025-12-01" in out
+
+
+@pytest.mark.parametrize("outcome, iterations, heading", [
+    ("answered", 1, "answered from the first search"),
+    ("answered_with_caveat", 1, "answered with a caveat from the first search"),
+    ("answered_with_caveat", 2, "answered with a caveat after 1 refinement"),
+    ("answered", 3, "answered after 2 refinements"),
+    ("not_answerable", 1, "not answerable from the corpus"),
+    ("not_answerable", 2, "not answerable from the corpus (after 1 refinement)"),
+])
+def test_the_demo_heads_each_question_by_what_happened_to_it(outcome, iterations, heading):
+    # issue 36 item 5: the demo headed "answered at once" an answer that ended answered_with_caveat
+    from shared.query.record import Iteration
+    from shared.tools.demo import what_happened
+
+    record = _record("How does BM25 saturate term frequency?", outcome=outcome,
+                     iterations=[Iteration(iteration=n) for n in range(iterations)])
+    assert what_happened(record) == heading

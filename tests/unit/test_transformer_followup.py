@@ -47,7 +47,7 @@ def test_a_follow_up_is_made_standalone_by_the_model_before_the_rewrite():
     assert record["model_calls"] == 2
     assert record["iterations"][0]["query"] == "What is the maximum ack deadline in Pub/Sub?"
     detail = record["events"][-1]["detail"]
-    assert "standalone: 'What is the maximum ack deadline in Pub/Sub?'" in detail and "1 earlier turn" in detail
+    assert "standalone: “What is the maximum ack deadline in Pub/Sub?”" in detail and "1 earlier turn" in detail
     assert not record.get("fallbacks")
 
 
@@ -188,7 +188,7 @@ def _offline(question):
 def test_an_and_question_the_earlier_document_answers_is_asked_within_the_earlier_scope():
     standalone, detail = _offline("And what does make check do?")
     assert standalone == "What does make check do for zstd?"
-    assert "carried 'zstd' in: the earlier turn's document zstd holds every word of the question" in detail
+    assert "carried “zstd” in: the earlier turn's document zstd holds every word of the question" in detail
 
 
 def test_an_and_question_on_another_topic_is_left_as_typed():

@@ -1,0 +1,37 @@
+"""One story on every surface (issue 36 item 5): what the event stream and the page show of a query is
+plain text a person reads, never a Python value (``True``, ``None``, a string's repr with its quotes and
+escapes), and an answer that is not ``answered`` says so in its first paragraph."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from shared.contract.messages import QuerySubmitted
+from shared.contract.text import in_quotes
+from shared.query.reading.language import is_note, phrase
+from tests.unit.loop_fakes import CORPUS, make_loop
+
+pytestmark = pytest.mark.unit
+
+# a question holding both quote marks: Python's repr escapes one of them ('What\'s ...')
+QUESTION = "What's the \"k1\" parameter's role when BM25 ranks documents by term frequency?"
+PYTHON_VALUE = re.compile(r"\b(?:True|False|None)\b|\\'|\\\"|'[^']*'$")
+
+
+def test_the_events_a_page_shows_quote_the_question_as_text_not_as_a_repr():
+    loop = make_loop(CORPUS, real_local_llm=True)
+    loop.submit(QUESTION)
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    details = [e.get("detail") or "" for e in record["events"]]
+    assert f"query: {in_quotes(QUESTION)}" in details[1], details
+    assert not [d for d in details if PYTHON_VALUE.search(d)], details
+    if record["outcome"] != "answered":  # the first paragraph says the answer is not sure, or refuses
+        first = record["answer"].split("\n\n")[0]
+        assert is_note(first) or first == phrase("abstain", "en"), first
+
+
+def test_text_in_quotes_is_one_line_in_typographic_quotes():
+    assert in_quotes("It's   the\n'k1' one") == "“It's the 'k1' one”"
