@@ -349,7 +349,8 @@ class Settings:
         "`RAGBUS_LLM=openai`: a model the server serves, one of the ids `GET <base>/models` lists (required)")
     openai_api_key: str | None = setting(
         "RAGBUS_OPENAI_API_KEY", None, Text(strip=True, secret=True),
-        "sent as `Authorization: Bearer` (over https, or plain http to 127.0.0.1/localhost only); "
+        "sent as `Authorization: Bearer` (over https, or plain http to 127.0.0.1/localhost only; printable ASCII, "
+        "no spaces or line breaks: refused at start-up otherwise); "
         "`OPENAI_API_KEY` is read only for `https://api.openai.com`; local servers need none", secret=True)
     openai_timeout_s: float = setting(
         "RAGBUS_OPENAI_TIMEOUT_S", 60.0, Seconds(),
@@ -650,6 +651,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if values["pdf_reader"] == "documentai":
         values["documentai_processor"] = documentai_processor_name(values, env)
     _check_api_token(values["api_token"])
+    _check_provider_key(PROVIDER_BY_NAME[values["llm_provider"]], values, env)
     # Whatever a model server or proxy echoes back is redacted of these (shared.contract.redaction).
     for provider in PROVIDERS:
         if provider.key_setting:
@@ -750,14 +752,34 @@ MIN_REMOTE_TOKEN_CHARS = 16
 _TOKEN_HINT = "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
+def _check_header_secret(variable: str, value: str | None, consequence: str, remedy: str) -> None:
+    """A token or key sent in an ``Authorization`` header: printable ASCII only, since a header
+    carries no other characters intact (a token with "é" could never match what a client sends; a
+    key with a pasted line break fails every call before it leaves). The message never shows the
+    secret, only what kind of character is wrong."""
+    bad = next((c for c in value or "" if not "!" <= c <= "~"), None)
+    if bad is None:
+        return
+    what = ("a line break" if bad in "\r\n" else "a space" if bad.isspace()
+            else f"the control character U+{ord(bad):04X}" if not bad.isprintable() else repr(bad))
+    raise ConfigError(f"{variable} holds {what}, which no Authorization header can carry as it is, so {consequence}; "
+                      f"use {remedy}")
+
+
 def _check_api_token(token: str | None) -> None:
-    """``RAGBUS_API_TOKEN``: printable ASCII only, since an HTTP header carries no other
-    characters intact (a token with "é" could never match what a client sends)."""
-    bad = next((c for c in token or "" if not "!" <= c <= "~"), None)
-    if bad is not None:
-        raise ConfigError(f"RAGBUS_API_TOKEN holds {'a space' if bad.isspace() else repr(bad)}, which no "
-                          "Authorization header can carry as it is, so no client could ever match it; use "
-                          f"printable ASCII without spaces ({_TOKEN_HINT})")
+    _check_header_secret("RAGBUS_API_TOKEN", token, "no client could ever match it",
+                         f"printable ASCII without spaces ({_TOKEN_HINT})")
+
+
+def _check_provider_key(provider: Provider, values: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    """The chosen provider's key (``RAGBUS_OPENAI_API_KEY``, else the vendor's ``OPENAI_API_KEY``)."""
+    if not provider.key_setting:
+        return
+    variable = SETTING_BY_FIELD[provider.key_setting].env
+    if not (env.get(variable) or "").strip() and provider.standard_key:
+        variable = provider.standard_key[0]
+    _check_header_secret(variable, values[provider.key_setting], "every call to the model would fail",
+                         "the key exactly as the server issued it")
 
 
 def check_api_token(token: str | None, host: str) -> None:

@@ -86,6 +86,9 @@ def test_an_empty_environment_gives_the_declared_defaults():
     assert load_settings({}).thresholds.completeness == 0.55
 
 
+OPENAI = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "RAGBUS_OPENAI_MODEL": "m"}
+
+
 @pytest.mark.parametrize(("env", "message"), [
     ({"RAGBUS_TRACING": "maybe"}, "RAGBUS_TRACING='maybe' is not a boolean; use 1/0, true/false, yes/no"),
     ({"RAGBUS_TOP_K": "ten"}, "RAGBUS_TOP_K='ten' is not an integer"),
@@ -106,11 +109,17 @@ def test_an_empty_environment_gives_the_declared_defaults():
     ({"RAGBUS_EMBED_TIMEOUT_S": "0"}, "RAGBUS_EMBED_TIMEOUT_S='0' must be a positive number of seconds"),
     ({"RAGBUS_GEMINI_LOCATION": "moon"}, "RAGBUS_GEMINI_LOCATION='moon' is not a Vertex AI location"),
     ({"RAGBUS_API_TOKEN": "a b"}, "RAGBUS_API_TOKEN holds a space"),
+    # a model key is sent in a header too: a pasted line break failed every call as "could not reach the server"
+    ({**OPENAI, "RAGBUS_OPENAI_API_KEY": "sk-abc123\ndef456"}, "RAGBUS_OPENAI_API_KEY holds a line break, which no "
+                                                              "Authorization header can carry"),
+    ({**OPENAI, "RAGBUS_OPENAI_BASE_URL": "https://api.openai.com/v1", "OPENAI_API_KEY": "sk-abc 123def456"},
+     "OPENAI_API_KEY holds a space"),
 ])
 def test_each_kind_keeps_its_error_text(env, message):
     with pytest.raises(ConfigError) as raised:
         load_settings(env)
     assert str(raised.value).startswith(message)
+    assert "123" not in str(raised.value)  # no part of a secret is shown
 
 
 def test_a_new_setting_is_one_declaration():
