@@ -169,6 +169,51 @@ def _unwrap_headings(tree) -> bool:
     return changed
 
 
+#: HTML's link types for a link to a neighbouring page of a set (rel="next", HTML 4's "start", "contents"…)
+_NAVIGATION_RELS = frozenset("next prev previous up start first last contents toc index".split())
+_NAVIGATION_BLOCKS = ("p", "div", "nav", "header", "footer")  # not a menu's cell or item
+_WORD = re.compile(r"\w+")
+
+
+def _drop_page_navigation(tree) -> bool:
+    """Each block that is only links to the neighbouring pages of a manual left out: every link in it
+    goes to a neighbour and its own words are no more than its links ("Next:", "Up:").
+
+    A link goes to a neighbour when it says so (``rel="next"``, ``"prev"``, ``"up"``…) or when it goes
+    where the page's own ``<link rel="next" href=...>`` elements say its neighbours are. GNU Texinfo
+    heads each node page with "Next: X, Previous: Y, Up: Z [Index]" (``div.header`` in makeinfo 6,
+    ``div.node`` in makeinfo 4; links with rel), and ends it with the same line (links without),
+    which trafilatura keeps as lines of the page. A sentence of the content that links to the next
+    chapter has more words of its own, or is one link ("See Memory Management."), and stays. Only the innermost block around such a link is
+    judged (a page's few, not each of its blocks)."""
+    def navigation_rel(element) -> bool:
+        return bool(_NAVIGATION_RELS & set((element.get("rel") or "").lower().split()))
+
+    neighbours = {link.get("href", "").split("#", 1)[0] for link in tree.iter("link") if navigation_rel(link)}
+    neighbours.discard("")
+
+    def to_neighbour(link) -> bool:
+        return navigation_rel(link) or (link.get("href") or "").split("#", 1)[0] in neighbours
+
+    blocks = {}
+    for link in tree.iter("a"):
+        if to_neighbour(link):
+            block = next(link.iterancestors(*_NAVIGATION_BLOCKS), None)
+            if block is not None and block.getparent() is not None:
+                blocks[id(block)] = block
+    changed = False
+    for block in blocks.values():
+        links = [a for a in block.iter("a") if a.get("href")]  # an anchor (<a name=...>) is no link
+        if not all(to_neighbour(a) for a in links):
+            continue
+        own_words = sum(len(_WORD.findall(t)) for t in block.itertext()) - sum(
+            len(_WORD.findall(a.text_content())) for a in links)
+        if len(links) >= 2 and own_words <= len(links):  # one link with a word ("See X.") is a sentence
+            block.drop_tree()  # its tail (text after it) stays
+            changed = True
+    return changed
+
+
 def prepare_html(html: str) -> tuple[str, str]:
     """The page with its headings out of empty wrappers and its loose prose in paragraphs, and the
     title the page states (<title>).
@@ -186,7 +231,8 @@ def prepare_html(html: str) -> tuple[str, str]:
     except (etree.ParserError, ValueError):
         return html, ""
     title = " ".join((tree.findtext(".//title") or "").split())
-    changed = _unwrap_headings(tree)
+    changed = _drop_page_navigation(tree)
+    changed = _unwrap_headings(tree) or changed
     for container in list(tree.iter(*_CONTAINERS)):
         children = list(container)
         if all(_is_inline(c) for c in children):
