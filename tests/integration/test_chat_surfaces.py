@@ -13,6 +13,7 @@ import pytest
 
 from services.gateway.server import serve
 from shared.contract.config import load_settings
+from shared.query.reading.language import is_note, phrase
 from shared.runtime.bootstrap import build_local
 from shared.runtime.local import LocalRuntime
 from shared.tools.demo import QUESTIONS, serve_corpus, submit_sample_corpus
@@ -252,6 +253,26 @@ def test_mcp_ask_carries_a_conversation(gateway):
     assert "bm25" in second["standalone_question"].lower()
     assert second["citations"][0]["url"].endswith(BM25_ARTICLE)
     assert unknown.is_error and "no conversation with id" in unknown.content[0].text
+
+
+@pytest.mark.parametrize("question", [REFINED, UNANSWERABLE])
+def test_rest_mcp_and_the_openai_reply_tell_one_story(client, gateway, question):
+    # issue 36 item 5: the same outcome and the same answer, note and all, on each surface; a reply that is not
+    # `answered` says so in its first paragraph (the reader's note, or the refusal)
+    rest = httpx.post(f"{gateway}/v1/queries", json={"question": question, "wait_s": 60}, timeout=90).json()
+
+    async def ask():
+        async with mcp_session(f"{gateway}/mcp") as session:
+            return mcp_structured(await session.call_tool("ask", {"question": question}))
+
+    mcp = anyio.run(ask)
+    completion = client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": question}])
+    reply = completion.choices[0].message.content.split("\n\nSources:\n")[0]
+    assert rest["outcome"] == mcp["outcome"] == _extension(completion)["outcome"]
+    assert rest["answer"] == mcp["answer"] == reply
+    if rest["outcome"] != "answered":
+        first = reply.split("\n\n")[0]
+        assert is_note(first) or first == phrase("abstain", "en"), first
 
 
 
