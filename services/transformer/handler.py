@@ -29,7 +29,7 @@ from shared.contract.deps import Deps
 from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.contract.ports import ConversationTurn, RefineRequest, Transformation
-from shared.contract.text import in_quotes
+from shared.contract.text import in_quotes, searched_as
 from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
@@ -344,7 +344,7 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
                            standalone_source=follow.source,
                            standalone_question=None if settings.redact_query_text else follow.question,
                            follows_document=(follow.follows or {}).get("document_id"))
-    detail = "; ".join(p for p in (follow.detail(), f"query: {in_quotes(rewritten)}") if p)
+    detail = "; ".join(p for p in (follow.detail(), f"query: {searched_as(record.question, rewritten)}") if p)
     detail += f"; {len(sub_queries)} sub-queries" if sub_queries else ""
     if fallback:
         detail += f" ({source})"
@@ -391,7 +391,7 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
             why = source.removeprefix("fallback: ") + (f" ({reply.error})" if reply.error else "")
             note_fallback(r, stage=TRANSFORM, iteration=iteration, reason=why)
 
-    detail = f"refined query: {in_quotes(refined)}" + ("" if source == "model" else f" ({source})")
+    detail = f"refined query: {searched_as(record.question, refined)}" + ("" if source == "model" else f" ({source})")
     return Change(change, "refined", detail, model_calls=reply.calls, annotations={
         "query": None if settings.redact_query_text else refined, "sub_query_count": len(sub_queries),
         "transform_source": source, "refined_from": previous})

@@ -114,6 +114,17 @@ def meaningful_rewrite(original: str, rewritten: str) -> str | None:
     return question
 
 
+def searched_as(question: str, query: str) -> str:
+    """A query as an event's detail shows it: quoted, with the search terms a rewrite appended after the
+    question apart from it ("“How does BM25 saturate term frequency?” + search terms “speed less”"), as the
+    page shows them; a rewording is shown whole."""
+    text = " ".join(query.split())
+    end = text.rfind("?")
+    if question.rstrip().endswith("?") and 0 <= end < len(text) - 1:
+        return f"{in_quotes(text[:end + 1])} + search terms {in_quotes(text[end + 1:])}"
+    return in_quotes(text)
+
+
 # ------------------------------------------------------------ normalising
 
 # Control characters other than tab and newline, and the Unicode "format"

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from shared.contract.messages import QuerySubmitted
-from shared.contract.text import in_quotes
+from shared.contract.text import in_quotes, searched_as
 from shared.query.reading.language import is_note, phrase
 from tests.unit.loop_fakes import CORPUS, make_loop
 
@@ -35,3 +35,14 @@ def test_the_events_a_page_shows_quote_the_question_as_text_not_as_a_repr():
 
 def test_text_in_quotes_is_one_line_in_typographic_quotes():
     assert in_quotes("It's   the\n'k1' one") == "“It's the 'k1' one”"
+
+
+@pytest.mark.parametrize("query, shown", [
+    ("When is exact search good enough? retrieval model",
+     "“When is exact search good enough?” + search terms “retrieval model”"),
+    ("How does BM25 (Best Matching 25) saturate term frequency?",
+     "“How does BM25 (Best Matching 25) saturate term frequency?”"),
+])
+def test_search_terms_a_rewrite_appends_are_shown_apart_from_the_question(query, shown):
+    # issue 36 item 5: "How does BM25 saturate term frequency? speed less" read as the question asked
+    assert searched_as("When is exact search good enough?", query) == shown
