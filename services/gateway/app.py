@@ -8,6 +8,7 @@ loop stays free to stream events to many watchers at once.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -47,7 +48,7 @@ from shared.contract.text import cut
 log = logging.getLogger("ragbus.gateway")
 
 def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = None,
-               stages: Sequence[str] = ()) -> Starlette:
+               stages: Sequence[str] = (), stopping: threading.Event | None = None) -> Starlette:
     """The gateway for ``deps``.
 
     ``host`` is where it will be reachable: on a loopback host every route refuses
@@ -60,11 +61,17 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     of them); ``/readyz`` answers 503 while one of them cannot do its work
     (:mod:`shared.runtime.readiness`), and says why. A gateway whose stages run elsewhere
     (a Cloud Function) checks none: each stage's function checks itself when it starts.
+
+    ``stopping`` is set by whoever stops the server (:class:`services.gateway.server.ServerHandle`)
+    before it stops: a client waiting for an answer (``wait_s``, an event stream, a chat completion,
+    MCP ``ask``) is then told at once in its protocol, not cancelled by the server's shutdown.
     """
+    stopping = stopping or threading.Event()
     check_api_token(api_token, host)
     probes = Probes(deps, tuple(stages), detail_open=host in LOOPBACK_HOSTS, api_token=api_token)
     ratings = RateBound()  # one bound for the HTTP route and the MCP tool
-    mcp = build_mcp_server(deps, unready=lambda: probes.unready_stages() | _full_disk(probes), ratings=ratings)
+    mcp = build_mcp_server(deps, unready=lambda: probes.unready_stages() | _full_disk(probes), ratings=ratings,
+                           stopping=stopping)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -76,7 +83,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(deps.settings))
 
-    queries, dead_letters = QueryRoutes(deps, probes.unready_stages), DeadLetterRoutes(deps)
+    queries, dead_letters = QueryRoutes(deps, probes.unready_stages, stopping), DeadLetterRoutes(deps)
     routes: list[BaseRoute] = [
         Route("/", page.page, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=page.WEB_DIR), name="static"),
@@ -90,7 +97,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
         Route("/v1/queries/{query_id}/feedback", FeedbackRoute(deps, ratings).feedback, methods=["POST"]),
         Route("/v1/search", SearchRoute(deps).search, methods=["GET"]),
         *Conversations(deps).routes(),
-        *ChatCompletions(deps, probes.unready_stages).routes(),
+        *ChatCompletions(deps, probes.unready_stages, stopping).routes(),
         Route("/v1/dead-letters", dead_letters.dead_letters, methods=["GET", "DELETE"]),
         Route("/v1/dead-letters/retry", dead_letters.retry_dead_letters, methods=["POST"]),
         Route("/v1/dead-letters/{letter_id}", dead_letters.purge_dead_letter, methods=["DELETE"]),

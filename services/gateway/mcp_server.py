@@ -18,6 +18,7 @@ or a misspelt ``top_k`` without a word, where REST answers 400).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ from mcp.types import Tool as MCPTool
 from pydantic import Field
 
 from services.gateway.feedback import RateBound, client_of, remote_address
+from services.gateway.replies import stopping_note
 from shared.contract.deps import Deps
 from shared.contract.errors import DataFileError, InvalidInput, RetryableError
 from shared.contract.text import shown
@@ -80,10 +82,11 @@ def _quietly(build: Callable[[], MCPServer]) -> MCPServer:
 
 
 def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict,
-                     ratings: RateBound | None = None) -> MCPServer:
+                     ratings: RateBound | None = None, stopping: threading.Event | None = None) -> MCPServer:
     """An MCP server exposing ``search_documents``, ``ask`` and ``feedback`` for ``deps``; ``unready`` gives the
     stages of this process that cannot work, with the reason (then a tool refuses the question, as the HTTP API
-    does); ``ratings`` bounds the ratings per remote address and minute (shared with the HTTP route)."""
+    does); ``ratings`` bounds the ratings per remote address and minute (shared with the HTTP route);
+    ``stopping`` is set when the server stops (a tool waiting for an answer then says so)."""
     server = _quietly(lambda: _Server(
         "ragbus",
         title="ragbus retrieval and answers",
@@ -96,7 +99,7 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
     ))
     server.max_query_chars = deps.settings.max_query_chars
 
-    run_loop = _query_loop(deps, unready)
+    run_loop = _query_loop(deps, unready, stopping or threading.Event())
     _add_search_documents(server, run_loop)
     _add_ask(server, run_loop)
     _add_feedback(server, deps, ratings or RateBound())
@@ -107,7 +110,7 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
 _RunLoop = Callable[..., Awaitable[QueryRecord]]
 
 
-def _query_loop(deps: Deps, unready: Callable[[], dict[str, str]]) -> _RunLoop:
+def _query_loop(deps: Deps, unready: Callable[[], dict[str, str]], stopping: threading.Event) -> _RunLoop:
     """Submit a question and wait for its record to end, each failure a tool error the agent can read."""
 
     async def run_loop(question: str, top_k: int | None, filters: dict[str, Any] | None = None,
@@ -128,7 +131,10 @@ def _query_loop(deps: Deps, unready: Callable[[], dict[str, str]]) -> _RunLoop:
             raise ToolError(f"the query could not be started: {exc}") from exc
         except DataFileError as exc:  # a full disk: named, as on REST (507) and chat completions
             raise ToolError(f"the query could not be stored: {exc}") from exc
-        return await wait_for_query_async(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S)
+        record = await wait_for_query_async(deps, record.id, deps.settings.query_timeout_s + _WAIT_GRACE_S, stopping)
+        if not record.ended and stopping.is_set():
+            raise ToolError(stopping_note(record.id))
+        return record
     return run_loop
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
@@ -37,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from services.gateway.replies import stopping_note
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from shared.contract.text import SHOWN_CHARS
@@ -418,9 +420,11 @@ class ChatCompletions:
     """The endpoints, bound to one Deps. ``unready`` names the stages of this process that
     cannot work (the same check as POST /v1/queries)."""
 
-    def __init__(self, deps: Deps, unready: Callable[[], dict[str, str]] = dict) -> None:
+    def __init__(self, deps: Deps, unready: Callable[[], dict[str, str]] = dict,
+                 stopping: threading.Event | None = None) -> None:
         self.deps = deps
         self.unready = unready
+        self.stopping = stopping or threading.Event()  # set when the server stops: a wait ends, said so
 
     def routes(self) -> list[Route]:
         return [
@@ -457,10 +461,10 @@ class ChatCompletions:
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         try:
-            record = await api.wait_for_query_async(self.deps, record.id, wait_s)
+            record = await api.wait_for_query_async(self.deps, record.id, wait_s, self.stopping)
         except api.QueryNotFound:
             return openai_error(_gone(record.id))
-        failure = _ended_error(record)
+        failure = self._unfinished(record) or _ended_error(record)
         if failure is not None:
             return openai_error(failure)
         content = content_of(record)
@@ -475,6 +479,12 @@ class ChatCompletions:
             "citations": list(record.citations),
             "ragbus": _extension(record),
         })
+
+    def _unfinished(self, record: QueryRecord) -> ChatError | None:
+        """A query still running when the server stops: a 503 the SDKs retry, naming the kept query."""
+        if record.ended or not self.stopping.is_set():
+            return None
+        return ChatError(503, stopping_note(record.id), code="unavailable", headers={"Retry-After": "2"})
 
     async def _submit(self, req: ChatCompletionRequest, question: str, index: int,
                       history: list[dict[str, str]]) -> QueryRecord:
@@ -515,16 +525,17 @@ class ChatCompletions:
         while True:
             remaining = give_up_at - time.monotonic()
             try:
-                record = await api.wait_for_query_async(self.deps, record.id, max(0.0, min(KEEPALIVE_S, remaining)))
+                record = await api.wait_for_query_async(self.deps, record.id, max(0.0, min(KEEPALIVE_S, remaining)),
+                                                        self.stopping)
             except api.QueryNotFound:
                 gone = _gone(record.id)
                 yield "data: " + json.dumps(error_body(gone.status, gone.message, code=gone.code)) + "\n\n"
                 yield "data: [DONE]\n\n"
                 return
-            if record.ended or remaining <= KEEPALIVE_S:
+            if record.ended or remaining <= KEEPALIVE_S or self.stopping.is_set():
                 break
             yield ": keepalive\n\n"
-        failure = _ended_error(record)
+        failure = self._unfinished(record) or _ended_error(record)
         if failure is not None:
             # Headers went out with the first chunk: the error travels as an event, which the SDKs raise.
             yield "data: " + json.dumps(error_body(failure.status, failure.message, code=failure.code)) + "\n\n"

@@ -7,6 +7,7 @@ import json
 import math
 import re
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -46,9 +47,13 @@ class QueryRoutes:
     """The query endpoints, bound to one Deps; ``unready`` names the stages of this process that
     cannot work (a question is refused while one cannot)."""
 
-    def __init__(self, deps: Deps, unready: Callable[[], dict[str, str]]) -> None:
+    def __init__(self, deps: Deps, unready: Callable[[], dict[str, str]],
+                 stopping: threading.Event | None = None) -> None:
         self.deps = deps
         self.unready = unready
+        # set when the server stops: a wait ends at once (202, as when wait_s ends) and an event stream
+        # closes without its `end`, so the client's EventSource reconnects (Last-Event-ID) once it is back
+        self.stopping = stopping or threading.Event()
 
     async def submit(self, request: Request) -> Response:
         body = await read_json_object(request)
@@ -91,7 +96,7 @@ class QueryRoutes:
             return error(503, str(exc), headers={"Retry-After": "2"})
         query_id = record.id
         if wait_s > 0:
-            record = await wait_for_query_async(self.deps, query_id, wait_s)
+            record = await wait_for_query_async(self.deps, query_id, wait_s, self.stopping)
             if record.ended:
                 return JSONResponse(record.to_doc())
         status_url = f"/v1/queries/{query_id}"
@@ -125,7 +130,7 @@ class QueryRoutes:
         if record is None:
             return _unknown_query(query_id)
         return StreamingResponse(
-            _event_stream(self.deps, query_id, start, limit_s),
+            _event_stream(self.deps, query_id, start, limit_s, self.stopping),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -205,8 +210,10 @@ def event_name(event: dict[str, Any]) -> str:
     return _EVENT_NAME.sub("_", name) or "message"
 
 
-async def _event_stream(deps: Deps, query_id: str, start: int, limit_s: float) -> AsyncIterator[str]:
-    """Each record event once, in order, as it appears; then ``end`` with the record."""
+async def _event_stream(deps: Deps, query_id: str, start: int, limit_s: float,
+                        stopping: threading.Event) -> AsyncIterator[str]:
+    """Each record event once, in order, as it appears; then ``end`` with the record. When the server
+    stops first, the stream closes without ``end``: the client reconnects from its last event."""
     give_up_at = time.monotonic() + limit_s
     last_sent = time.monotonic()
     sent = start
@@ -226,6 +233,8 @@ async def _event_stream(deps: Deps, query_id: str, start: int, limit_s: float) -
             interval = POLL_MIN_S
         if record.ended or time.monotonic() >= give_up_at:
             yield _sse("end", record.to_doc())
+            return
+        if stopping.is_set():
             return
         if time.monotonic() - last_sent >= KEEPALIVE_S:
             yield ": keepalive\n\n"

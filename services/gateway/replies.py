@@ -12,6 +12,13 @@ from starlette.responses import JSONResponse, Response
 MAX_BODY_BYTES = 64 * 1024
 
 
+def stopping_note(query_id: str) -> str:
+    """What a client waiting for query ``query_id`` is told when the server stops under it: its
+    work is kept, and the next ``ragbus serve`` (or ingest, poll) in the data directory finishes it."""
+    return (f"ragbus is stopping, so the answer is not waited for here; the question is kept as query {query_id}, "
+            f"answered once ragbus runs again (GET /v1/queries/{query_id})")
+
+
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The one error shape of the API: ``{"error": "..."}``."""
     return JSONResponse({"error": message}, status_code=status, headers=headers)

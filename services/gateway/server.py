@@ -27,6 +27,9 @@ class ServerHandle:
     port: int
     server: uvicorn.Server
     thread: threading.Thread
+    # set first by stop(): the app's waits for answers end, answered, before uvicorn's graceful
+    # shutdown (2 s) would cancel them as crashes (see create_app)
+    stopping: threading.Event = field(default_factory=threading.Event)
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -43,6 +46,7 @@ class ServerHandle:
         if self._stopped:
             return
         self._stopped = True
+        self.stopping.set()
         self.server.should_exit = True
         self.thread.join(timeout)
         if self.thread.is_alive():
@@ -94,8 +98,9 @@ def serve(
 
     Raises :class:`InvalidInput` for an address it cannot listen on (see :func:`check_listenable`)."""
     check_listenable(host, port)
+    stopping = threading.Event()
     config = uvicorn.Config(
-        app or create_app(deps, host=host, api_token=api_token, stages=stages),
+        app or create_app(deps, host=host, api_token=api_token, stages=stages, stopping=stopping),
         host=host,
         port=port,
         log_level=log_level,
@@ -126,4 +131,4 @@ def serve(
         time.sleep(0.01)
     bound = server.servers[0].sockets[0].getsockname()[1] if port == 0 else port
     log.info("gateway serving on %s:%d", host, bound)
-    return ServerHandle(host=host, port=bound, server=server, thread=thread)
+    return ServerHandle(host=host, port=bound, server=server, thread=thread, stopping=stopping)

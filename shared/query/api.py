@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 import unicodedata
 import uuid
@@ -304,11 +305,13 @@ def wait_for_query(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:
         interval = min(interval * 2, POLL_MAX_S)
 
 
-async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> QueryRecord:
+async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float,
+                               stop: threading.Event | None = None) -> QueryRecord:
     """:func:`wait_for_query` for an event loop: reads in a worker thread, sleeps without blocking.
 
     Measured in wall time (not ``deps.clock``) because it bounds how long an
-    HTTP request stays open, whatever clock the system runs on.
+    HTTP request stays open, whatever clock the system runs on. Once ``stop`` is set (the
+    server is stopping) it returns the record as it is, ended or not, within one poll.
     """
     import anyio
 
@@ -321,7 +324,7 @@ async def wait_for_query_async(deps: Deps, query_id: str, wait_s: float) -> Quer
         if record.ended:
             return record
         remaining = give_up_at - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or stop is not None and stop.is_set():
             return record
         await anyio.sleep(min(interval, remaining))
         interval = min(interval * 2, POLL_MAX_S)
