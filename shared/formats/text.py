@@ -332,7 +332,11 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
     from markdown_it import MarkdownIt
 
     title, published, text = _front_matter(text)
-    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    parser = MarkdownIt("commonmark").enable("table")
+    # markdown-it leaves a link to javascript:, vbscript:, file: or data: unparsed (a renderer's safety
+    # rule), raw Markdown in the text; nothing here is rendered, and only a link's words are kept
+    parser.validateLink = lambda url: True
+    tokens = parser.parse(text)
     reader = _MarkdownBlocks(tokens, title, _depth)
     for i, token in enumerate(tokens):
         reader.read(i, token)

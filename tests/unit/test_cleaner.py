@@ -175,6 +175,18 @@ def test_markdown_becomes_plain_text_with_headings_and_list_items():
         assert markup not in body, markup
 
 
+def test_a_markdown_link_keeps_its_words_whatever_its_address():
+    """markdown-it refuses to make a link of a javascript:, vbscript:, file: or data: address (a renderer's
+    safety rule), so such a link stayed in the text as raw Markdown, address and all, where search results
+    and MCP showed it; the cleaner renders nothing, so every link is read for its words alone."""
+    markdown = ("The quux tool compresses files. [Quux homepage](javascript:alert('md')) has more, as do "
+                "[the notes](file:///etc/quux/notes.txt), [v](vbscript:msgbox) and [d](data:text/html,hi).\n")
+    body = clean_content(markdown.encode(), "text/markdown", "file:///quux.md").body
+    assert body.endswith("Quux homepage has more, as do the notes, v and d."), body
+    for markup in ("](", "javascript:", "file:", "vbscript:", "data:"):
+        assert markup not in body, markup
+
+
 def test_markdown_title_falls_back_to_first_heading():
     result = clean_content(b"# The real title\n\nSome body text here.", "text/x-markdown", "file:///a.md")
     assert result.title == "The real title"
