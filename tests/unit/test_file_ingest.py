@@ -305,6 +305,25 @@ def test_files_without_a_type_s_suffix_are_plain_text_when_they_start_as_text(po
     assert report.skipped == {(UNSUPPORTED, ".gz"): 2, (UNSUPPORTED, "(none)"): 1}
 
 
+def test_a_cut_short_gzip_without_a_type_s_suffix_is_named_as_damaged_gzip(ports, tmp_path):
+    """A changelog.Debian.gz cut short (a partial copy) whose text up to the cut is shorter than the sniff
+    was skipped as "not a document type ragbus reads": the stream ended before 8 KB of it could be read.
+    What it starts with is text, so it is named for what is wrong with it."""
+    import gzip
+
+    from shared.ingest.files import IngestReport
+
+    whole = gzip.compress("".join(f"util-linux (2.38.1-{n}) unstable; urgency=medium\n  * Fix {n}.\n"
+                                  for n in range(150)).encode())
+    (tmp_path / "changelog.Debian.gz").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "README").write_text("util-linux for Debian\n")
+    report = IngestReport()
+    ingest_path(tmp_path, **ports, report=report)
+    assert report.skipped == {("not valid gzip", ".gz"): 1}, report.skipped
+    with pytest.raises(InvalidInput, match="changelog.Debian.gz is not valid gzip"):
+        ingest_path(tmp_path / "changelog.Debian.gz", **ports)
+
+
 def test_a_file_s_date_is_its_modification_time(ports, tmp_path):
     import os
 
