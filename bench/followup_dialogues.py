@@ -12,7 +12,10 @@ turns answered is what the rule reads: ``tests/data/followup_rewrites.jsonl`` ke
     RAGBUS_LLM=local python bench/followup_dialogues.py --cache .ragbus-eval [--out F]
 
 The documents are ingested once into ``<cache>/realtext-dialogues-home`` and reused by later runs
-(delete it after changing cleaning, chunking or indexing). The sealed test part is never read.
+(delete it after changing cleaning, chunking or indexing). A document's id is derived from its
+absolute path: reuse a kept home only from the same checkout (to compare two versions of the code,
+swap the files in one checkout), or every document is ingested a second time beside the first. The
+sealed test part is never read.
 """
 
 from __future__ import annotations

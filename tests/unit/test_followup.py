@@ -35,7 +35,7 @@ def resolve(earlier: str, follow_up: str, *more: str) -> tuple[str, str]:
     ("How do I configure the ack deadline?", "What is its default?", "What is the default of the ack deadline?"),
     ("What are sub-queries?", "How are they generated?", "How are sub-queries generated?"),
     # an identifier is the named thing, not the platform the question mentions after it
-    ("What does timeout.refresh() do in Node.js?", "What is it useful for?", "What is timeout.refresh useful for?"),
+    ("What does timeout.refresh() do in Node.js?", "What is it useful for?", "What is timeout.refresh() useful for?"),
     # a yes/no question's object is what "it" picks up next
     ("Does Node.js run a bug bounty program?", "Which company's platform runs it?",
      "Which company's platform runs the Node.js bug bounty program?"),
@@ -70,9 +70,9 @@ def test_a_follow_up_in_another_language_than_the_earlier_turn_keeps_the_subject
 @pytest.mark.parametrize("follow_up, expected", [
     ("What about Cloud Tasks?", "What is the ack deadline in Cloud Tasks?"),
     ("And what about Cloud Tasks?", "What is the ack deadline in Cloud Tasks?"),
-    ("What about the maximum?", "What about the maximum of the ack deadline in Pub/Sub?"),
+    ("What about the maximum?", "What is the maximum of the ack deadline in Pub/Sub?"),
     # a possessive stands for the subject the question is then asked of: "its maximum of the ack deadline" is none
-    ("And what about its maximum?", "What about the maximum of the ack deadline in Pub/Sub?"),
+    ("And what about its maximum?", "What is the maximum of the ack deadline in Pub/Sub?"),
     ("how about Cloud Tasks", "What is the ack deadline in Cloud Tasks?"),
 ])
 def test_what_about_swaps_the_named_thing_or_asks_of_the_subject(follow_up, expected):
@@ -93,7 +93,7 @@ def test_what_about_swaps_the_named_thing_or_asks_of_the_subject(follow_up, expe
      "What is the maximum backoff of Pub/Sub?"),
     # another attribute is asked of the earlier turn's thing, not of its attribute
     ("What is the default maximum depth of the template stack of xsltproc?",
-     "And the default maximum number of variables?", "What about the default maximum number of variables of xsltproc?"),
+     "And the default maximum number of variables?", "What is the default maximum number of variables of xsltproc?"),
 ])
 def test_and_with_a_fragment_is_an_ellipsis_of_the_earlier_question(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "ellipsis")
@@ -346,9 +346,9 @@ def test_no_name_is_carried_when_the_answer_does_not_identify_one_thing(earlier,
 
 
 @pytest.mark.parametrize("earlier, follow_up, expected", [
-    # "it" and "them" are two things: only the pronoun of the subject's number takes its place
+    # "it" and "them" are two things: each pronoun takes the noun phrase of its number
     ("Where does Frob keep compiled plugin files?", "How can I stop it from writing them?",
-     "How can I stop Frob from writing them?"),
+     "How can I stop Frob from writing compiled plugin files?"),
     ("What are frob snapshots?", "Can it delete them?", "Can it delete frob snapshots?"),
     # an adverb before the verb stays with it: "the vendor that accidentally shipped ...", not "the vendor accidentally that"
     ("Which mirror silently dropped the frob 2.0 tarball?", "When did it and Frob announce the fix?",
@@ -405,17 +405,17 @@ def test_an_expletive_there_does_not_point_back():
 
 
 @pytest.mark.parametrize("earlier, follow_up, expected", [
-    # a thing of its own with no owner to ask it of: the earlier question follows, not "X of <a clause>"
+    # a plural fragment takes the place of the earlier plural noun phrase
     ("What is the fastest way to join many frob lists?", "What about frob sets?",
-     "What about frob sets (what is the fastest way to join many frob lists)?"),
-    # the named thing is the kind asked for ("Which UID range"), not an owner
+     "What is the fastest way to join frob sets?"),
+    # a phrase of the same head noun ("regular users") gives way to the fragment
     ("Which UID range does frobadd use for regular users?", "What about guest users?",
-     "What about guest users (which UID range does frobadd use for regular users)?"),
+     "Which UID range does frobadd use for guest users?"),
     # the fragment leans on the earlier question itself
     ("What priority does Frob give packages from the pinned suite?", "And packages that do not belong to it?",
      "What about packages that do not belong to it (what priority does Frob give packages from the pinned suite)?"),
 ])
-def test_what_about_a_thing_with_no_owner_keeps_the_earlier_question(earlier, follow_up, expected):
+def test_what_about_takes_the_place_of_the_phrase_it_parallels(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
 
 

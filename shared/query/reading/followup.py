@@ -5,19 +5,23 @@ answered as "what is the maximum of the ack deadline in Pub/Sub?": without a mod
 carries the earlier turn's subject into a follow-up that leans on it, and leaves a
 self-contained question as it was typed. Pure: text in, text out, no store and no model.
 
-What counts as leaning on the earlier turn (English, German, French, Spanish):
+One mechanism: a word or phrase of the follow-up that stands for something of the earlier turn
+gives way to the earlier question's phrase it stands for (English, German, French, Spanish):
 
-- a pronoun standing for its subject ("it", "its", "they", "that" used alone; "es", "sein",
-  "ihr"; "il", "son", "ça"; "él", "su", "eso"), but not an empty "it" ("is it possible to",
-  "how long does it take to", "gibt es", "il y a", "il faut");
-- "what about X?" / "and X?" and their equivalents ("was ist mit X?", "et X ?", "¿y X?"):
-  X takes the place of the earlier question's named thing when X names one ("Cloud Tasks"
-  for "Pub/Sub"), or is asked of the earlier subject when it is an attribute ("the maximum");
-- an elided subject: a question whose only content is a relational word ("What is the
-  maximum?", "Is there a limit?", "Wie hoch ist das Limit?").
+- a pronoun ("it", "its", "they", "that" used alone; "es", "sein", "ihr"; "il", "son", "ça"; "él",
+  "su", "eso") takes the earlier question's noun phrase of its number: "it" its subject, "they" its
+  plural noun phrase ("Do they match leading dots?" after "Which wildcards can the Files field use?":
+  the wildcards the Files field can use), "that" what it asked for; an empty "it" ("is it possible to",
+  "gibt es", "il y a") is left alone;
+- a demonstrative with a noun ("that release", "those ranges") takes the earlier phrase of the same head;
+- a fragment ("what about X?", "and X?", "was ist mit X?", "et X ?", "¿y X?") takes the place of the
+  earlier phrase it parallels: the one opening with the same preposition or "if", the one of the same
+  head noun, the named thing, the plural noun phrase, the subject; an attribute ("the maximum") is
+  asked of the earlier subject, as is an elided one ("What is the maximum?", "Is there a limit?").
 
-The earlier turn's subject is read from its standalone question by its shape ("what is X",
-"how does X ...", "how do I configure X", else its named things, else its content).
+The earlier question's phrases are read by its shape: its interrogative and auxiliary, the noun phrase
+before its verb (the verb comes before a word that opens an adverbial, or ends a short clause), its
+named things. Where nothing can stand in a pronoun's place, the earlier question follows in brackets.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ class Resolution:
     """A question as it stands on its own, and which rule made it so."""
 
     question: str
-    rule: str  # "no history", "self-contained", "pronoun", "what about", "ellipsis", "elided subject", "refers back"
+    rule: str  # "no history", "self-contained", "pronoun", "demonstrative", "what about", "ellipsis", "elided subject",
+    # "refers back"
     subject: str | None = None  # the earlier turn's subject, when it was carried in (refers back: the word)
 
     @property
@@ -96,7 +101,8 @@ _EN = _Language(
     personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?:\w+)\s+(?P<s>.+)$"),
     pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
     possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|"
-                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+ed)\b|\s*[?.!,;:]|\s*$)"),
+                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+ed)\b|\s*[?.!,;:]|\s*$"
+                  r"|\s+[a-z]+\s+(?:for|to|with|about|on|in|of|at|from)\s*[?.!]?\s*$)"),  # "its GID | stand for"
     expletive=_p(r"\b(?:is|was|isn't|wasn't)\s+it\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|"
                  r"recommended|advisable|ok|okay|required|important|allowed|a\s+good\s+idea|bad)\b"
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
@@ -229,7 +235,7 @@ _ES = _Language(
 )
 
 _RULES = {"en": _EN, "de": _DE, "fr": _FR, "es": _ES}
-_TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#]|[\w]", re.UNICODE)
+_TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#](?:\(\))?|[\w](?:\(\))?", re.UNICODE)
 _TRAILING = re.compile(r"[\s?!.¿¡]+$")
 
 
@@ -239,28 +245,31 @@ def _bare(question: str) -> str:
 
 
 def _named(token: str, first: bool) -> bool:
-    """A token naming a thing: a digit, an inner capital, a path or an identifier's dot or underscore
-    ("path.isAbsolute", "timeout.refresh", "CMAKE_BUILD_TYPE") anywhere; a capital after the first word."""
+    """A token naming a thing: a digit, an inner capital, a path, an identifier's dot or underscore or a
+    call's brackets ("path.isAbsolute", "timeout.refresh", "CMAKE_BUILD_TYPE", "getch()") anywhere; a
+    capital after the first word."""
     if token == "I":
         return False  # the personal pronoun, capitalised wherever it stands
-    if any(c.isdigit() for c in token) or "/" in token or "_" in token or "." in token[1:-1]:
+    if any(c.isdigit() for c in token) or "/" in token or "_" in token or "." in token[1:-1] or token.endswith("()"):
         return True
     if any(c.isupper() for c in token[1:]):
         return True
     return not first and token[:1].isupper()
 
 
+_DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
 _JOINERS = frozenset("of for de von du la le des del".split())
 
 
-def named_runs(text: str) -> list[tuple[int, int]]:
-    """Character spans of the runs of naming tokens in ``text`` ("Cloud Pub/Sub", "BM25", "Gemini 2.5")."""
+def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
+    """Character spans of the runs of naming tokens in ``text`` ("Cloud Pub/Sub", "BM25", "Gemini 2.5");
+    ``opening``: the text opens a sentence, so its first word's capital names nothing."""
     tokens = list(_TOKEN.finditer(text))
     runs: list[tuple[int, int]] = []
     start = end = None
     for position, match in enumerate(tokens):
         token = match.group()
-        if _named(token, position == 0):
+        if _named(token, opening and position == 0):
             if start is None:
                 start = match.start()
             end = match.end()
@@ -305,7 +314,9 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
         match = pattern.match(text)
         if match:
             # "What is the UMASK setting if not specified": the condition is asked of it, it is not part of it
-            return _CONDITION.sub("", match.group("s")).strip() or match.group("s").strip(), False
+            # "What is the tty group used for": a passive participle and its preposition are asked of it too
+            subject = _PARTICIPLE.sub("", _CONDITION.sub("", match.group("s"))).strip()
+            return subject or match.group("s").strip(), False
     if rules is _EN:
         relative = _subject_relative_phrase(text)
         if relative is not None:
@@ -325,21 +336,20 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             if personal:
                 return personal.group("s").strip(), False
             words = rest.split()
-            if rules is _EN and _WHAT_DOES.match(text):
-                # "What does the Rules-Requires-Root field declare": the clause ends with its verb
-                phrase = _object_clause_subject(words)
+            opens = words[0].lower() in _NOUN_PHRASE_OPENERS
+            if rules is _EN and (opens or _WHAT_DOES.match(text)):
+                # "Where does the short description of a package go in debian/control", "What does the
+                # Rules-Requires-Root field declare": the noun phrase before the verb
+                phrase = _noun_phrase_before_verb(words)
                 if phrase:
                     return phrase, False
             runs = named_runs(rest)
             if runs and runs[0][0] == 0:
                 return rest[: runs[0][1]], False
-            if rules is _EN and words[0].lower() in _NOUN_PHRASE_OPENERS:
-                # "Where does the short description of a package go in debian/control": the noun phrase
-                # before the verb, or (when the verb cannot be told) the whole earlier question
-                phrase = _noun_phrase_before_verb(words)
-                return (phrase, False) if phrase else (rest, True)
+            if rules is _EN and opens:
+                return rest, True  # the verb cannot be told: the whole earlier question
             if rules is _EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
-                    and words[1].islower():
+                    and words[1].islower() and words[0].lower() not in _CLOSED and words[0].lower() not in _PRONOUNS:
                 # "How does deflate find repeated strings", "Which C standard is libfoo written in": a
                 # one-word subject ("it" stands for the topic, not for what was asked of it)
                 return words[0], False
@@ -352,8 +362,10 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
 
 
 _CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
+_PARTICIPLE = re.compile(r"\s+[a-z]+(?:ed|en)\s+(?:for|in|as|on|of|by|to|with|from)$")
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
-_ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)(?P<aux>does|do)\s+(?P<s>.+)$",
+_ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)"
+                         r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$",
                          re.IGNORECASE)
 _NOUN_PHRASE_OPENERS = frozenset("a an the this that each every my your our their its i we you they".split())
 # words that end a verb's own phrase: a clause's subject and verb come before the first of them
@@ -363,46 +375,44 @@ _CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before wh
 
 def _noun_phrase_before_verb(words: list[str]) -> str | None:
     """The subject of a clause whose verb comes right before a word that opens an adverbial phrase
-    ("the short description of a package | go | in ..."); None when no such word is near."""
+    ("the short description of a package | go | in ..."), or ends the clause (perhaps with a particle:
+    "the Rules-Requires-Root field | declare", "the user nobody | have", "X | stand for": a short clause
+    with no such word); None when neither can be told."""
     breaks = [i for i, w in enumerate(words) if w.lower() in _CLAUSE_BREAKS and i >= 2]
-    if not breaks or breaks[0] > 8 or not words[breaks[0] - 1].isalpha():
-        return None
-    return " ".join(words[: breaks[0] - 1])
-
-
-_WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
-_HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+.#-]+\s+){1,3}?)"
-                       r"(?:does|do|did|is|are|was|were)\s", re.IGNORECASE)
-_PARTICLES = frozenset("for to with about on in of at from".split())
-
-
-def _object_clause_subject(words: list[str]) -> str | None:
-    """"What does | the Rules-Requires-Root field | declare": "what" is the verb's object, so the clause
-    ends with its verb (and perhaps a particle: "stand for") and the rest is its subject."""
+    if breaks and breaks[0] <= 8 and words[breaks[0] - 1].isalpha():
+        return " ".join(words[: breaks[0] - 1])
     end = len(words) - (2 if words[-1].lower() in _PARTICLES else 1)
-    if end < 1 or not words[end].isalpha() or not words[end].islower():
+    if breaks or len(words) > 6 or end < 1 or not words[end].isalpha() or not words[end].islower():
         return None
     return " ".join(words[:end])
 
 
+_WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
+_HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+.#-]+\s+){1,3}?)?"
+                       r"(?:does|do|did|is|are|was|were)\s", re.IGNORECASE)
+_PARTICLES = frozenset("for to with about on in of at from".split())
+
+
 def _relative_phrase(text: str) -> str | None:
     """"Which status code does a server send when a polled feed has not changed" as the noun phrase
-    "the status code a server sends when a polled feed has not changed"; None when the clause's
-    subject and verb cannot be told apart with confidence (its subject must open with a determiner or
-    be a personal pronoun, its verb come right before a word that opens an adverbial phrase)."""
+    "the status code a server sends when a polled feed has not changed", "Which wildcards can the Files
+    field use" as "the wildcards the Files field can use"; None when the clause's subject and verb
+    cannot be told apart with confidence (its subject must open with a determiner, be a personal
+    pronoun or a named thing, its verb come right before a word that opens an adverbial phrase or
+    end the question)."""
     match = _ASKED_NOUN.match(text)
-    if match is None:
+    words = match.group("s").split() if match else []
+    subject = _noun_phrase_before_verb(words) if words else None
+    if subject is None or match.group("aux").lower() == "did":
         return None
-    words = match.group("s").split()
-    breaks = [i for i, w in enumerate(words) if w.lower() in _CLAUSE_BREAKS]
-    if not breaks or not 2 <= breaks[0] <= 5 or words[0].lower() not in _NOUN_PHRASE_OPENERS:
+    verb_at, named = len(subject.split()), named_runs(subject)
+    if verb_at > 4 or words[0].lower() not in _NOUN_PHRASE_OPENERS and named != [(0, len(subject))]:
         return None
-    verb_at = breaks[0] - 1
-    verb = words[verb_at]
-    if not verb.isalpha() or not verb.islower():
-        return None
-    if match.group("aux").lower() == "does":
+    verb, aux = words[verb_at], match.group("aux").lower()
+    if aux == "does":
         verb = _third_person(verb)
+    elif aux != "do":
+        verb = f"{aux} {verb}"  # "can use": a modal stays with its verb
     phrase = [*words[:verb_at], verb, *words[verb_at + 1:]]
     return f"the {' '.join(match.group('noun').split())} {' '.join(phrase)}"
 
@@ -416,9 +426,14 @@ _SUBJECT_ASKED = re.compile(
 
 
 def _subject_relative_phrase(text: str) -> str | None:
-    """"Which marker fires when a cycle starts" as "the marker that fires when a cycle starts"; None for
+    """"Which marker fires when a cycle starts" as "the marker that fires when a cycle starts" ("Which of
+    the parts is ..." as "the one of the parts that is ..."); None for
     an inverted question ("Which GID must the tty group have": the noun is the verb's object) or a verb
     the pattern cannot tell from a noun."""
+    chosen = re.match(r"(?i)^(?:which|what)\s+(?P<noun>of\s.+?)\s+(?P<aux>is|are|was|were|has|can|must)\s+(?P<rest>.+)$", text)
+    if chosen is not None:
+        # "Which of the three parts of a version number is a small integer": one of them, asked by what it is
+        return f"the one {chosen.group('noun')} that {chosen.group('aux')} {chosen.group('rest')}"
     match = _SUBJECT_ASKED.match(text)
     if match is None:
         return None
@@ -656,6 +671,12 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         stripped = f"{rules.what_is} {stripped}"  # "And its hostmask?": what is its hostmask?
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
+    pointed = _demonstrative_phrase(stripped, earlier) if rules is _EN else None
+    if pointed is not None:
+        return Resolution(_finish(pointed[0], typed, mark), "demonstrative", pointed[1])
+    one = _WHICH_ONE.match(stripped) if rules is _EN else None
+    if one and one.group("x").split()[0].lower() in rules.prepositions:
+        return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
 
     demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
         and _TOPIC_PRONOUN.search(stripped) is None
@@ -664,6 +685,13 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         return None
     identified = _identified(earlier, subject, answer) if answer and not clause else None
     subject = identified or subject
+    plural = None
+    if language == "en" and (clause or not _plural(subject)):
+        # "Do they match leading dots?": a plural pronoun stands for a plural noun phrase
+        refs = {w.lower() for w in re.findall(r"\w+", rules.expletive.sub(" ", stripped))}
+        plural = _plural_phrase(earlier) if refs & _PLURAL else None
+        if plural and not refs & _SINGULAR:
+            subject, clause = plural, False
     if clause:
         # "Why do clients retry when ...?" then "What makes that necessary?": the earlier question
         # names no thing that could take the pronoun's place, so it stays, with what it stands for
@@ -674,7 +702,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         if inverted != stripped:
             return Resolution(_finish(inverted, typed, mark), "pronoun", subject)
     masked = rules.expletive.sub(lambda m: "\0" * len(m.group()), stripped)
-    text = _replace_pronouns(stripped, masked, subject, rules)
+    text = _replace_pronouns(stripped, masked, subject, rules, plural)
     if text is not None:
         if clause:
             text = f"{stripped} {subject}"
@@ -688,6 +716,32 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     return None
 
 
+def _demonstrative_phrase(text: str, earlier: str) -> tuple[str, str] | None:
+    """``text`` with its "that release", "those ranges" in the place of the earlier question's phrase of
+    the same head noun: the asked noun with its clause ("Which UID range is used for ...": the UID range
+    that is used for ...), else its noun phrase ("the target release"); and that phrase. None when the
+    earlier question has no such phrase."""
+    match = _POINTED.search(text)
+    if match is None:
+        return None
+    stem = match.group("noun").lower().removesuffix("s")
+    base = _bare(_EN.connectives.sub("", _bare(earlier)))
+    asked = _ASKS_WHICH.match(base)
+    phrase = None
+    if asked is not None and asked.group("noun").split()[-1].lower().removesuffix("s") == stem:
+        phrase = _relative_phrase(base) or _subject_relative_phrase(base)
+    if phrase is None:
+        found = re.search(rf"(?i)\b(?:the|a|an)\s+(?:[\w/+.#'’-]+\s+){{0,3}}?{re.escape(stem)}s?\b", base)
+        phrase = found.group() if found is not None else None
+    if phrase is None:
+        return None
+    if phrase[:2].lower() == "a ":
+        phrase = "the " + phrase[2:]
+    return text[: match.start()] + phrase + text[match.end():], phrase
+
+
+_POINTED = re.compile(r"\b(?:that|this|those|these|such\s+an?)\s+(?P<noun>[a-z]{3,})\b(?!\s+(?:is|are|was|were|do|does|did|can|has|have)\b)")
+_WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
 _TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
 
@@ -713,36 +767,47 @@ def _language_of(text: str, fallback: str) -> str:
     return language if language in _RULES else fallback
 
 
-def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language) -> str | None:
+def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, plural: str | None = None) -> str | None:
     """``text`` with its possessives and pronouns (found in ``masked``, where empty ones are hidden)
     replaced by ``subject`` (None when it has none); the spans are taken from the masked copy so the
-    offsets agree. In English, a question with both "it" and "them" has two referents ("How can I stop
-    it from writing them?"): only the pronouns of the subject's number take its place."""
-    edits: list[tuple[int, int, str]] = []
-    agrees = _agreeing(masked, subject) if rules is _EN else (lambda _word: True)
+    offsets agree. In English a pronoun takes a referent of its number: "them" takes ``plural`` when
+    there is one ("How can I stop it from writing them?": Python, compiled .pyc files), and in a question
+    with both numbers only the pronouns of the subject's number take the subject."""
+    numbers = {w.lower() in _PLURAL for w in re.findall(r"\w+", masked) if w.lower() in _PLURAL | _SINGULAR}
+
+    def referent(word: str) -> str | None:
+        many = rules is _EN and word.lower() in _PLURAL
+        if many and plural:
+            return plural
+        return None if rules is _EN and len(numbers) == 2 and many != _plural(subject) else subject
+
+    edits: list[tuple[int, int, str, bool]] = []
     for match in rules.possessive.finditer(masked):
-        if not agrees(match.group("pos")):
+        owner = referent(match.group("pos"))
+        if owner is None:
             continue
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
         noun = text[match.start("np"): match.end("np")]
-        phrase = " ".join(p for p in (article, noun, _of(rules, _owner(subject, noun, rules))) if p)
-        edits.append((match.start(), match.end(), phrase))
-    taken = [(s, e) for s, e, _ in edits]
+        phrase = " ".join(p for p in (article, noun, _of(rules, _owner(owner, noun, rules))) if p)
+        edits.append((match.start(), match.end(), phrase, match.group("pos").lower() in _PLURAL))
+    taken = [(e[0], e[1]) for e in edits]
     for match in rules.pronoun.finditer(masked):
         if any(s <= match.start() < e for s, e in taken):
             continue
         if match.group().lower() in ("this", "that", "these", "those") and not _stands_alone(masked, match):
             continue  # "this limit", "the setting that ...": a determiner or a relative, not a thing
-        if not agrees(match.group()):
-            continue
-        edits.append((match.start(), match.end(), subject))
+        phrase = referent(match.group())
+        if phrase is not None:
+            edits.append((match.start(), match.end(), phrase, match.group().lower() in _PLURAL))
     if not edits:
         return None
-    # the subject goes where the question first names it; a later "its" refers back to that mention
+    # a referent goes where the question first names it; a later "its" refers back to that mention
     # ("Which module also uses it as its default?": "... uses the UMASK setting as its default")
-    edits = sorted(edits)[:1]
+    first = {}
+    for edit in sorted(edits):
+        first.setdefault(edit[2] if edit[3] else subject, edit)
     out = text
-    for start, end, phrase in sorted(edits, reverse=True):
+    for start, end, phrase, _ in sorted(first.values(), reverse=True):
         out = out[:start] + phrase + out[end:]
     return out
 
@@ -760,20 +825,51 @@ def _owner(subject: str, noun: str, rules: _Language) -> str:
 
 
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
+_PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
 _HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
 
 
-def _agreeing(text: str, subject: str):
-    """Which pronouns may stand for ``subject``: all of them, unless ``text`` has singular and plural
-    ones; then those of the subject's number (plural: a lower-case head noun ending in "s")."""
-    found = {w.lower() for w in re.findall(r"\b\w+\b", text)}
-    if not (found & _SINGULAR and found & _PLURAL):
-        return lambda _word: True
-    words = subject.split()
+def _plural(phrase: str) -> bool:
+    """A noun phrase whose head noun (before its "of", "that", "in" ...) is a lower-case plural."""
+    words = phrase.split()
     cut = next((i for i, w in enumerate(words) if i and w.lower() in _HEAD_ENDS), len(words))
-    head = words[cut - 1] if cut else ""
-    plural = head.isalpha() and head.islower() and head.endswith("s") and not head.endswith(("ss", "us", "is"))
-    return lambda word: word.lower() in (_PLURAL if plural else _SINGULAR)
+    return bool(cut) and _plural_noun(words[cut - 1])
+
+
+def _plural_noun(word: str) -> bool:
+    return word.isalpha() and word.islower() and len(word) > 3 and word.endswith("s") \
+        and not word.endswith(("ss", "us", "is")) and word not in _EN.stop and word not in _AUXILIARIES
+
+
+_CLOSED = (_EN.stop | _EN.prepositions | _AUXILIARIES | frozenset("and or not to why how when where".split())) \
+    - frozenset(_DETERMINERS) - frozenset(["many"])
+
+
+def _plural_phrase(earlier: str) -> str | None:
+    """What "they" or "them" stands for in ``earlier``: the asked noun with its clause when that is plural
+    ("the wildcards the Files field can use"), else its last plural noun phrase, with the determiner,
+    names and participles before its head ("the Debian patches", "compiled .pyc files")."""
+    text = _bare(_EN.connectives.sub("", _bare(earlier)))
+    relative = _relative_phrase(text)
+    if relative is not None and _plural_noun(_ASKED_NOUN.match(text).group("noun").split()[-1]):
+        return relative
+    words = text.split()
+    for end in range(len(words) - 1, 0, -1):
+        if not _plural_noun(words[end]):
+            continue
+        start = end
+        # left over its modifiers, to a determiner; not over a closed-class word or a verb (the word
+        # after a named subject or after "to": "does Python put | compiled .pyc files", "to join | many strings")
+        while start > 0 and words[start - 1].lower() not in _CLOSED:
+            before = words[start - 2] if start > 1 else ""
+            if before and (_named(before, False) or before.lower() == "to") \
+                    and words[start - 1].lower() not in _DETERMINERS:
+                break
+            start -= 1
+            if words[start].lower() in _DETERMINERS:
+                break
+        return " ".join(words[start: end + 1])
+    return None
 
 
 _AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|could|will|would|has|have|mean|"
@@ -813,91 +909,75 @@ def _of(rules: _Language, subject: str) -> str:
 
 
 def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: str) -> Resolution:
-    """The earlier question asked of ``fragment`` instead: its named thing replaced when the
-    fragment names one, else the fragment asked of the earlier subject."""
+    """The earlier question asked of ``fragment`` instead: the fragment takes the place of the earlier
+    phrase it parallels, the first of these that the earlier question has: the phrase opening with the
+    same preposition or conjunction ("with apt" / "with aptitude", "if postrm fails" / "if postrm remove
+    fails"), the phrase of the same head noun ("the cleandead tool" / "the compdb tool", "regular users" /
+    "system users"), the named thing ("Pub/Sub" / "Cloud Tasks"), the plural noun phrase (a plural
+    fragment: "many strings" / "bytes objects"), the subject ("the tty group" / "the nobody user"); an
+    attribute ("the maximum") is asked of the earlier subject. Failing all, the earlier question follows
+    in brackets."""
     mark = "?"
     fragment = _bare(fragment)
-    words = fragment.split()
-    preposition = ""
-    if len(words) > 1 and words[0].lower() in rules.prepositions:
-        preposition, fragment = words[0], " ".join(words[1:])
     base = _bare(rules.connectives.sub("", _bare(earlier)))
-    if preposition:
+    words = fragment.split()
+    opener = words[0].lower() if len(words) > 1 else ""
+    if opener in rules.prepositions or opener in _SUBORDINATORS:
         # "How do I put a package on hold with apt?" then "And with aptitude?"
-        closing = re.search(rf"(?i)\b{re.escape(preposition)}\s+(?P<x>(?:[\w/+.#'’-]+\s*){{1,4}})$", base)
-        if closing is not None:
-            swapped = base[: closing.start("x")] + fragment
-            return Resolution(_finish(swapped, earlier, mark), rule, closing.group("x").strip())
+        limit = 6 if opener in rules.prepositions else 20
+        closing = [m for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base) if len(base[m.end():].split()) <= limit]
+        if closing:
+            start = closing[-1].start()
+            return Resolution(_finish(base[:start] + fragment, earlier, mark), rule, base[start:])
         if not named_runs(fragment) or not named_runs(base):
             # "How do I report a bug in Debian?" then "What about by email?": the way, place or tool is
             # added to the earlier question ("... in Debian by email?"), never asked "of" its subject
-            return Resolution(_finish(f"{base} {preposition} {fragment}", earlier, mark), rule, base)
-    fragment_names = named_runs(fragment)
+            return Resolution(_finish(f"{base} {fragment}", earlier, mark), rule, base)
+        fragment = " ".join(words[1:])
     replaced = _same_head(base, fragment, rules)
     if replaced is not None:
         return Resolution(_finish(replaced, earlier, mark), rule, base)
-    parallel = _parallel(base, fragment, language, rules) if not fragment_names else None
-    if parallel is not None:
-        return Resolution(_finish(parallel[0], earlier, mark), rule, parallel[1])
-    if fragment_names:
-        runs = named_runs(base)
-        if runs and _ASKED_BEFORE.search(base[: runs[-1][0]]):
+    content = _content_words(fragment, rules)
+    attribute = not content or all(w in rules.relational for w in content)
+    fragment_names = named_runs(fragment, opening=False)
+    runs = named_runs(base)
+    if fragment_names and runs:
+        start, end = runs[-1]
+        if _ASKED_BEFORE.search(base[:start]):
             # "Which GID must the tty group have on systemd systems?" then "what about the nobody UID?":
             # the named thing is the kind of value asked for; the fragment names a value of that kind
-            closing = _SCOPE.search(base, runs[-1][1])  # "on systemd systems": where it was asked
+            closing = _SCOPE.search(base, end)  # "on systemd systems": where it was asked
             scope = (closing.group("prep"), closing.group("scope").strip()) if closing else ()
             asked = " ".join(p for p in (rules.what_is, fragment, *scope) if p)
-            return Resolution(_finish(asked, earlier, mark), rule, base[runs[-1][0]: runs[-1][1]])
-        if runs:
-            start, end = runs[-1]
-            if fragment.split()[0].lower() in _DETERMINERS and re.search(r"(?i)\b(?:the|a|an)\s+$", base[:start]):
-                fragment = fragment.split(None, 1)[1]  # "the 1st digit" and "the 3rd": "the 3rd digit"
-            swapped = base[:start] + fragment + base[end:]
-            return Resolution(_finish(swapped, earlier, mark), rule, base[start:end])
-        joined = f"{base} {preposition or rules.default_preposition} {fragment}"
-        return Resolution(_finish(joined, earlier, mark), rule, base)
-    subject, clause = _referent(earlier, _language_of(earlier, language))
+            return Resolution(_finish(asked, earlier, mark), rule, base[start:end])
+        alias = re.match(r"\s*\([^()]*\)", base[end:])  # "OpenStack Compute (nova)": the alias goes with the name
+        end += alias.end() if alias else 0
+        if fragment.split()[0].lower() in _DETERMINERS and re.search(r"(?i)\b(?:the|a|an)\s+$", base[:start]):
+            fragment = fragment.split(None, 1)[1]  # "the 1st digit" and "the 3rd": "the 3rd digit"
+        return Resolution(_finish(base[:start] + fragment + base[end:], earlier, mark), rule, base[start:end])
+    subject, clause = _referent(base, _language_of(earlier, language), demonstrative=False)
+    leans = rules.pronoun.search(fragment) is not None  # "versions that do not belong to it": the earlier question
+    plural = _plural_phrase(base) if rules is _EN and _plural(fragment) and not attribute and not leans else None
+    if plural and plural in base:
+        return Resolution(_finish(base.replace(plural, fragment, 1), earlier, mark), rule, plural)
+    if not attribute and not clause and not leans and not fragment_names and subject in base:
+        # the subject's head gives way; what it is "of" stays ("the default maximum depth of ... of xsltproc")
+        head = subject.rsplit(f" {rules.of} ", 1)[0]
+        return Resolution(_finish(base.replace(head, fragment, 1), earlier, mark), rule, head)
     first, _, rest = fragment.partition(" ")
     if rest and first.lower() in rules.possessive_articles:
         # "its maximum" is asked of the earlier subject: "the maximum of the ack deadline", not "its maximum of" it
         fragment = " ".join(p for p in (rules.possessive_articles[first.lower()], rest) if p)
-    if clause:
+    if clause or leans or not attribute and not fragment_names:
         asked = f"{rules.about} {fragment} {_in_context(earlier)}"
         return Resolution(_finish(asked, asked, mark), rule, subject)
-    content = _content_words(fragment, rules)
-    runs = named_runs(base)
-    owned = (runs and not _ASKED_BEFORE.search(base[: runs[-1][0]])) or f" {rules.of} " in subject
-    if content and not all(w in rules.relational for w in content) and (not owned or rules.pronoun.search(fragment)):
-        # a thing of its own with no named owner to ask it of ("What about bytes objects?" after "What is the
-        # most efficient way to join many strings?"), or one that leans on the earlier question itself
-        # ("versions that do not belong to it"): the earlier question follows in brackets
-        asked = f"{rules.about} {fragment} {_in_context(earlier)}"
-        return Resolution(_finish(asked, asked, mark), rule, subject)
-    if content and not all(w in rules.relational for w in content):
-        # another attribute ("the default number of variables"): asked of the earlier named thing (or
-        # what its subject's last "of" names), not of the earlier attribute ("the maximum" alone is
-        # asked of the whole earlier subject)
-        owner = subject.rsplit(f" {rules.of} ", 1)
-        subject = base[runs[-1][0]: runs[-1][1]] if runs else owner[-1]
-    asked = f"{rules.about} {fragment} {_of(rules, subject)}"
+    if fragment_names:
+        return Resolution(_finish(f"{base} {rules.default_preposition} {fragment}", earlier, mark), rule, base)
+    asked = f"{rules.what_is} {fragment} {_of(rules, subject)}"
     return Resolution(_finish(asked, asked, mark), rule, subject)
 
 
-def _parallel(base: str, fragment: str, language: str, rules: _Language) -> tuple[str, str] | None:
-    """The earlier question asked of ``fragment`` in its subject's place, when the fragment is a thing of its
-    own ("the nobody user", not an attribute such as "the maximum") and the earlier subject is a noun
-    phrase with something asked of it after it ("What is the tty group used for?" and "What about the
-    nobody user?" give "What is the nobody user used for?"); with the subject replaced. None otherwise."""
-    words = fragment.split()
-    content = _content_words(fragment, rules)
-    if rules is not _EN or len(words) < 2 or words[0].lower() not in _DETERMINERS or not content \
-            or all(w in rules.relational for w in content):
-        return None
-    subject, clause = _referent(base, language, demonstrative=False)
-    phrase = _noun_phrase_before_verb(subject.split()) if not clause else None
-    if not phrase or phrase == subject or phrase.split()[0].lower() not in _DETERMINERS or phrase not in base:
-        return None
-    return base.replace(phrase, fragment, 1), phrase
+_SUBORDINATORS = frozenset("if when unless wenn falls si cuando".split())
 
 
 # an interrogative determiner right before a named thing ("Which GID", "Welche UID", "Quel port")
@@ -907,21 +987,20 @@ _ASKED_BEFORE = re.compile(r"(?:^|\s)(?:which|what|welche[rsnm]?|quel(?:le)?s?|q
 def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
     """The earlier question with its phrase of the same head noun replaced by ``fragment``: "Since which
     Ninja version is the cleandead tool available?" and "the compdb tool" ask about the compdb tool;
-    "the maximum backoff" takes the place of "the default minimum backoff". None when nothing matches."""
+    "the maximum backoff" takes the place of "the default minimum backoff", "system users" that of
+    "regular users" (a phrase with no determiner replaces as many words). None when nothing matches."""
     words = fragment.split()
-    if len(words) < 2 or words[0].lower() not in _DETERMINERS:
+    if len(words) < 2 or words[-1].lower() in rules.stop or not words[-1].isalpha():
         return None
-    if words[-1].lower() in rules.stop:
-        return None
-    pattern = re.compile(rf"\b(?:{'|'.join(_DETERMINERS)})\s+(?:[\w/+.#'’-]+\s+){{0,4}}?{re.escape(words[-1])}\b",
-                         re.IGNORECASE)
-    match = pattern.search(base)
+    if words[0].lower() in _DETERMINERS:
+        modifiers = rf"\b(?:{'|'.join(_DETERMINERS)})\s+(?:[\w/+.#'’-]+\s+){{0,4}}?"
+    else:
+        closed = "|".join(sorted(_CLOSED))
+        modifiers = rf"(?<=\s)(?:(?!(?:{closed})\s)[\w/+.#'’-]+\s+){{{len(words) - 1}}}"
+    match = re.search(rf"{modifiers}{re.escape(words[-1])}\b", base, re.IGNORECASE)
     if match is None:
         return None
     return base[: match.start()] + fragment + base[match.end():]
-
-
-_DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
 
 
 def _finish(text: str, like: str, mark: str) -> str:
