@@ -411,9 +411,9 @@ def test_an_expletive_there_does_not_point_back():
     # a phrase of the same head noun ("regular users") gives way to the fragment
     ("Which UID range does frobadd use for regular users?", "What about guest users?",
      "Which UID range does frobadd use for guest users?"),
-    # the fragment leans on the earlier question itself
+    # the fragment leans on the earlier question: its "it" is what the phrase it replaces was about
     ("What priority does Frob give packages from the pinned suite?", "And packages that do not belong to it?",
-     "What about packages that do not belong to it (what priority does Frob give packages from the pinned suite)?"),
+     "What priority does Frob give packages that do not belong to the pinned suite?"),
 ])
 def test_what_about_takes_the_place_of_the_phrase_it_parallels(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected

@@ -31,11 +31,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.contract.ports import ConversationTurn
+from shared.query.reading.followup_languages import EN as _EN
+from shared.query.reading.followup_languages import ES as _ES
+from shared.query.reading.followup_languages import FR as _FR
+from shared.query.reading.followup_languages import NEW_TOPIC as _NEW_TOPIC
+from shared.query.reading.followup_languages import REFERRING as _REFERRING
+from shared.query.reading.followup_languages import RULES as _RULES
+from shared.query.reading.followup_languages import Language as _Language
 from shared.query.reading.language import detect_language, is_note
 
 __all__ = ["CONNECTIVE", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
-
-LANGUAGES = ("en", "de", "fr", "es")
 
 
 @dataclass(frozen=True)
@@ -52,189 +57,6 @@ class Resolution:
         return self.rule not in ("no history", "self-contained")
 
 
-@dataclass(frozen=True)
-class _Language:
-    connectives: re.Pattern[str]  # leading "and", "so", "also" that carry no content
-    what_about: re.Pattern[str]  # "what about X" with X in group "x"
-    frame: re.Pattern[str]  # a question's opening: interrogative and auxiliary
-    copula: tuple[re.Pattern[str], ...]  # "what is X": group "s" is the subject
-    other: tuple[re.Pattern[str], ...]  # "how does X ...": group "s" starts with the subject
-    personal: re.Pattern[str]  # "I configure", "we set": a personal subject and its verb
-    pronoun: re.Pattern[str]  # a pronoun standing for a thing
-    possessive: re.Pattern[str]  # a possessive with the noun phrase after it, group "np"
-    expletive: re.Pattern[str]  # an empty pronoun: left alone
-    relational: frozenset[str]  # words that only mean something of something else
-    stop: frozenset[str]  # function words, for "is the rest only relational words?"
-    of: str  # "the X of Y": the word between
-    about: str  # the opening of a "what about" question written out
-    prepositions: frozenset[str]
-    default_preposition: str
-    possessive_articles: dict[str, str]
-    # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
-    yes_no_object: re.Pattern[str] | None = None
-    what_is: str = "What is"  # "what is X" opening a question about a named value
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-def _p(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE | re.UNICODE)
-
-
-_EN = _Language(
-    connectives=_p(r"^(?:(?:and|so|also|then|ok(?:ay)?|but|well|now)\b[,\s]*)+"),
-    what_about=_p(r"^(?:and\s+)?(?:what|how)\s+about\s+(?P<x>.+)$"),
-    frame=_p(r"^(?:(?:in|on|at|from|for|to|with|by|since|until|under|of)\s+(?:which|what|whom|when|where)\b|"
-             r"what|which|who|whom|whose|how|why|when|where|is|are|was|were|do|does|did|can|could|should|"
-             r"would|will|has|have|had|may|might|must|shall|tell|explain|describe|define|list|show|give|name)\b"),
-    copula=(
-        _p(r"^(?:what|which|who)(?:'s|\s+(?:is|are|was|were))\s+(?P<s>.+)$"),
-        _p(r"^(?:tell\s+me\s+about|explain|describe|define)\s+(?P<s>.+)$"),
-    ),
-    other=(
-        _p(r"^(?:how|why|when|where|what|which|who)\s+(?:much|many|long|often|big|large|fast|well)?\s*"
-           r"(?:\w+\s+){0,3}?(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have|had)\s+(?P<s>.+)$"),
-        _p(r"^(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have)\s+(?P<s>.+)$"),
-    ),
-    personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?:\w+)\s+(?P<s>.+)$"),
-    pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
-    possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|"
-                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+ed)\b|\s*[?.!,;:]|\s*$"
-                  r"|\s+[a-z]+\s+(?:for|to|with|about|on|in|of|at|from)\s*[?.!]?\s*$)"),  # "its GID | stand for"
-    expletive=_p(r"\b(?:is|was|isn't|wasn't)\s+it\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|"
-                 r"recommended|advisable|ok|okay|required|important|allowed|a\s+good\s+idea|bad)\b"
-                 r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
-                 r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
-                 r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
-    relational=_words(
-        "maximum max minimum min default defaults limit limits limitation limitations cost costs price prices "
-        "pricing size length duration version versions value values range unit units timeout latency speed "
-        "throughput quota quotas author authors owner purpose advantage advantages disadvantage disadvantages "
-        "downside downsides benefit benefits drawback drawbacks alternative alternatives difference "
-        "differences release date year license default value complexity successor predecessor origin "
-        "upper lower bound bounds format syntax example examples requirement requirements cause reason "
-        "meaning definition name names number count amount rate"
-    ),
-    stop=_words(
-        "the a an of is are was were what which who how why when where does do did can could should would "
-        "will has have had there any its their this that these those be for in on to by with it they "
-        "much many there's what's whats"
-    ),
-    of="of",
-    about="What about",
-    prepositions=_words("in for on with of to at about under inside by via using without from"),
-    default_preposition="for",
-    possessive_articles={"its": "the", "their": "the"},
-    yes_no_object=_p(r"^(?:does|do|did|can|could|will|would|is|are)\s+(?P<x>\S+(?:\s+\S+)?)\s+(?:have|has|run|runs|"
-                     r"offer|offers|provide|provides|support|supports|ship|ships|include|includes|use|uses|keep|"
-                     r"keeps|maintain|maintains|publish|publishes|there)\s+(?:an?|any|its\s+own|a\s+separate)\s+"
-                     r"(?P<y>.+)$"),
-)
-
-_DE = _Language(
-    connectives=_p(r"^(?:(?:und|also|dann|aber|ok(?:ay)?|na\s+gut|gut)\b[,\s]*)+"),
-    what_about=_p(r"^(?:und\s+)?(?:was\s+ist\s+mit|wie\s+ist\s+es\s+mit|wie\s+steht\s+es\s+mit|wie\s+sieht\s+es\s+mit)"
-                  r"\s+(?P<x>.+?)(?:\s+aus)?$"),
-    frame=_p(r"^(?:(?:in|an|auf|mit|seit|bis|für|von|aus|zu|bei)\s+(?:welche[rsnm]?|was|wem|wen|wann)\b|"
-             r"wo(?:mit|für|von|rauf|ran|rin|durch|zu|bei|nach)\b|"
-             r"was|wer|wie|warum|wieso|weshalb|wann|wo|welche[rsnm]?|ist|sind|gibt|kann|können|hat|haben|"
-             r"wird|werden|erkläre|beschreibe|nenne)\b"),
-    copula=(_p(r"^(?:was|wer)\s+(?:ist|sind|war|waren)\s+(?P<s>.+)$"),
-            _p(r"^(?:erkläre|beschreibe)\s+(?:mir\s+)?(?P<s>.+)$")),
-    other=(_p(r"^(?:wie|warum|wieso|weshalb|wann|wo|welche[rsnm]?)\s+(?:viel[e]?\s+|lange\s+|hoch\s+|groß\s+)?"
-              r"(?:\w+\s+)(?P<s>.+)$"),),
-    personal=_p(r"^(?:ich|wir|man|du)\s+(?P<s>.+)$"),
-    pronoun=_p(r"\b(?:es|er|ihn|ihm|ihnen|dies|diese|dieses)\b|(?<=\s)sie\b|\bdas(?=\s*[?.!]|\s*$|\s+(?:ist|sind|war|"
-               r"funktioniert|geht|kostet|bedeutet|heißt|hat|kann|macht)\b)"),
-    possessive=_p(r"\b(?P<pos>sein|seine|seinen|seinem|seiner|seines|ihr|ihre|ihren|ihrem|ihrer|ihres|dessen|deren)"
-                  r"\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:in|bei|für|mit|von|und|oder|ist|sind|wenn|an)\b|"
-                  r"\s*[?.!,;:]|\s*$)"),
-    expletive=_p(r"\bgibt\s+es\b|\bes\s+gibt\b|\bgeht\s+es\b|\bist\s+es\s+(?:möglich|sinnvoll|nötig|notwendig|"
-                 r"erlaubt|besser|wichtig)\b|\bes\s+ist\s+(?:möglich|sinnvoll|nötig|notwendig|erlaubt|besser|wichtig)\b"
-                 r"|\bdauert\s+es\b|\bes\s+dauert\b"),
-    relational=_words(
-        "maximum höchstwert minimum mindestwert standard standardwert voreinstellung limit grenze grenzen "
-        "kosten preis preise größe länge dauer version versionen wert werte bereich zeitlimit latenz "
-        "geschwindigkeit durchsatz kontingent autor zweck vorteil vorteile nachteil nachteile alternative "
-        "alternativen unterschied lizenz komplexität nachfolger format beispiel beispiele anforderungen "
-        "grund bedeutung name anzahl rate obergrenze"
-    ),
-    stop=_words("der die das den dem des ein eine einen was wer wie ist sind gibt es hoch viel viele welche "
-                "welcher welches gibt's denn dafür davon hier dabei"),
-    of="von",
-    about="Was ist mit",
-    what_is="Was ist",
-    prepositions=_words("in bei für mit von an auf unter"),
-    default_preposition="für",
-    possessive_articles={},
-)
-
-_FR = _Language(
-    connectives=_p(r"^(?:(?:et|alors|donc|aussi|mais|ok)\b[,\s]*)+"),
-    what_about=_p(r"^(?:et\s+)?(?:qu['’]en\s+est-il\s+(?:de|du|des|d['’])|quid\s+(?:de|du|des)|et\s+pour)\s*(?P<x>.+)$"),
-    frame=_p(r"^(?:(?:d['’]|de\s+|par\s+|à\s+|pour\s+|avec\s+|en\s+|dans\s+|sur\s+|depuis\s+)"
-             r"(?:où|quoi|qui|quel\w*|lequel|laquelle|lesquel\w*|combien)|lequel|laquelle|lesquel\w*|"
-             r"qu['’]est-ce|qu['’]|que|quoi|quel|quelle|quels|quelles|qui|comment|pourquoi|quand|où|combien|"
-             r"est-ce|est-il|est-elle|peut-on|puis-je|y\s+a-t-il|c['’]est|explique|décris)\b"),
-    copula=(_p(r"^(?:qu['’]est-ce\s+que|qu['’]est\s+ce\s+que|c['’]est\s+quoi)\s+(?P<s>.+)$"),
-            _p(r"^(?:quel|quelle|quels|quelles)\s+(?:est|sont|était)\s+(?P<s>.+)$"),
-            _p(r"^(?:explique|décris)(?:-moi)?\s+(?P<s>.+)$")),
-    other=(_p(r"^(?:comment|pourquoi|quand|où|combien(?:\s+de\s+\w+)?)\s+(?:\w+\s+)?(?P<s>.+)$"),),
-    personal=_p(r"^(?:je|on|nous|vous)\s+(?:\w+\s+)(?P<s>.+)$"),
-    pronoun=_p(r"\b(?:il|elle|ils|elles|cela|ça|ceci)\b"),
-    possessive=_p(r"\b(?P<pos>son|sa|ses|leur|leurs)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:dans|pour|avec|de|du|"
-                  r"des|et|ou|est|sont|si|en)\b|\s*[?.!,;:]|\s*$)"),
-    expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
-                 r"|\by\s+a-t-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
-    relational=_words(
-        "maximum minimum défaut limite limites coût coûts prix taille longueur durée version versions valeur "
-        "valeurs plage délai latence vitesse débit quota auteur but avantage avantages inconvénient "
-        "inconvénients alternative alternatives différence licence complexité successeur format exemple "
-        "exemples exigences raison signification nom nombre taux"
-    ),
-    stop=_words("le la les l un une des du de d quel quelle quels quelles est sont qu que quoi c ce combien "
-                "valeur y a t il par"),
-    of="de",
-    about="Qu'en est-il de",
-    what_is="Quel est",
-    prepositions=_words("dans pour avec de du des en sur sous chez"),
-    default_preposition="pour",
-    possessive_articles={"son": "le", "sa": "la", "ses": "les", "leur": "le", "leurs": "les"},
-)
-
-_ES = _Language(
-    connectives=_p(r"^¿?(?:(?:y|entonces|también|pero|vale|bueno)\b[,\s]*)+"),
-    what_about=_p(r"^¿?(?:y\s+)?(?:qué\s+hay\s+de|qué\s+pasa\s+con|qué\s+tal)\s+(?P<x>.+)$"),
-    frame=_p(r"^¿?(?:(?:a|de|en|con|para|por|desde|hasta)\s+(?:qué|quién|quiénes|cuál|cuáles|dónde|cuándo|cuánt\w+)|"
-             r"qué|que|cuál|cuáles|quién|quiénes|cómo|por\s+qué|cuándo|dónde|cuánto|cuántos|cuánta|cuántas|"
-             r"es|son|hay|puedo|puede|se|explica|describe)\b"),
-    copula=(_p(r"^¿?(?:qué|cuál|cuáles|quién)\s+(?:es|son|fue|era)\s+(?P<s>.+)$"),
-            _p(r"^¿?(?:explica|describe)(?:me)?\s+(?P<s>.+)$")),
-    other=(_p(r"^¿?(?:cómo|por\s+qué|cuándo|dónde|cuánto|cuántos|cuánta|cuántas)\s+(?:\w+\s+)?(?P<s>.+)$"),),
-    personal=_p(r"^(?:yo|nosotros)\s+(?:\w+\s+)(?P<s>.+)$"),
-    pronoun=_p(r"\b(?:él|ella|ellos|ellas|esto|eso|ello)\b"),
-    possessive=_p(r"\b(?P<pos>su|sus)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:en|para|con|de|del|y|o|es|son|si)\b|"
-                  r"\s*[?.!,;:]|\s*$)"),
-    expletive=_p(r"(?!x)x"),  # Spanish drops the empty subject rather than writing one
-    relational=_words(
-        "máximo mínimo predeterminado límite límites coste costo costes precio precios tamaño longitud "
-        "duración versión versiones valor valores rango latencia velocidad rendimiento cuota autor propósito "
-        "ventaja ventajas desventaja desventajas alternativa alternativas diferencia licencia complejidad "
-        "sucesor formato ejemplo ejemplos requisitos razón significado nombre número tasa"
-    ),
-    stop=_words("el la los las lo un una de del qué que cuál cuáles es son hay cuánto cuántos cuánta cuántas "
-                "por y se"),
-    of="de",
-    about="¿Qué hay de",
-    what_is="¿Cuál es",
-    prepositions=_words("en para con de del sobre bajo por"),
-    default_preposition="para",
-    possessive_articles={"su": "", "sus": ""},
-)
-
-_RULES = {"en": _EN, "de": _DE, "fr": _FR, "es": _ES}
 _TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#](?:\(\))?|[\w](?:\(\))?", re.UNICODE)
 _TRAILING = re.compile(r"[\s?!.¿¡]+$")
 
@@ -551,25 +373,6 @@ def answer_paragraphs(answer: str) -> list[str]:
     return [p for p in answer.split("\n\n") if p.strip() and not is_note(p)]
 
 
-# Words that point back at the earlier turn where the rule cannot put its subject in their place: a
-# person ("he", "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"), a place or
-# a time ("there", "danach"), "the old one", "anything else". Per language; the Spanish and French
-# articles of "qu'est-ce" and "¿qué es" are not demonstratives.
-_REFERRING = {
-    "en": _p(r"\b(?:he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
-             r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*)\b"),
-    "de": _p(r"\b(?:er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
-             r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
-    "fr": _p(r"\b(?:lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
-    "es": _p(r"\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
-             r"aquel|aquella|aquellos|aquellas)\s+\w+)\b"),
-}
-
-
-# A question that says it changes the topic ("Something else: ...", "Unrelated: ...")
-_NEW_TOPIC = _p(r"^(?:something\s+else|unrelated|another\s+(?:question|topic|thing)|new\s+(?:question|topic)|"
-                r"by\s+the\s+way|anderes\s+thema|etwas\s+anderes|autre\s+(?:question|sujet)|rien\s+à\s+voir|"
-                r"otra\s+(?:pregunta|cosa)|cambiando\s+de\s+tema)\b")
 
 
 CONNECTIVE = "connective"  # what leans_on says of a whole question that only opens with "and"
@@ -957,8 +760,15 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         return Resolution(_finish(base[:start] + fragment + base[end:], earlier, mark), rule, base[start:end])
     subject, clause = _referent(base, _language_of(earlier, language), demonstrative=False)
     leans = rules.pronoun.search(fragment) is not None  # "versions that do not belong to it": the earlier question
-    plural = _plural_phrase(base) if rules is _EN and _plural(fragment) and not attribute and not leans else None
-    if plural and plural in base:
+    plural = _plural_phrase(base) if rules is _EN and _plural(fragment) and not attribute else None
+    if plural and plural in base and leans:
+        # "versions that do not belong to it" for "versions from the target release": the fragment's
+        # pronoun stands for what the phrase it replaces was about
+        about_it = re.search(rf"{re.escape(plural)}\s+(?:{'|'.join(rules.prepositions)})\s+(?P<np>(?:the|a|an)\s[^,;]+)$", base)
+        if about_it is not None:
+            fragment = _TOPIC_PRONOUN.sub(about_it.group("np"), fragment, count=1)
+            return Resolution(_finish(base[: about_it.start()] + fragment, earlier, mark), rule, about_it.group())
+    elif plural and plural in base:
         return Resolution(_finish(base.replace(plural, fragment, 1), earlier, mark), rule, plural)
     if not attribute and not clause and not leans and not fragment_names and subject in base:
         # the subject's head gives way; what it is "of" stays ("the default maximum depth of ... of xsltproc")
