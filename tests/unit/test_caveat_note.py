@@ -141,6 +141,17 @@ def test_the_question_s_words_are_split_into_runs_held_and_lacking():
         (), ("dimensions", "model produce"))
 
 
+@pytest.mark.parametrize("question, runs", [
+    # a preposition before the asking word asks too; "how many" anywhere asks, it is not asked about
+    ("Since which Ninja version is the cleandead tool available?", (("Ninja",), ("version", "cleandead tool available"))),
+    ("What is the Check ID of SHA-256, and how many bytes does it take?", ((), ("Check ID", "SHA-256", "bytes", "take"))),
+    # a run a longer one holds is not named again
+    ("What is in the README of the zstd README?", ((), ("zstd README",))),
+])
+def test_the_words_that_ask_and_repeated_runs_are_not_named(question, runs):
+    assert question_runs(question, frozenset(term_set("Ninja"))) == runs
+
+
 _ZERO = np.zeros(len(FEATURES))
 # a verdict that is never sure: every answer a caveat, so what it found is what the note says
 NEVER_SURE = VerdictModel(Logistic(_ZERO, np.ones(len(FEATURES)), _ZERO, -20.0),
@@ -161,3 +172,20 @@ def test_the_reader_s_answer_carries_what_it_found_and_what_it_did_not():
     assert caveat_note(GID, answer, "en") == (
         "Note: the sources mention “tty group” and “systemd systems”, but I found no sentence stating the GID; "
         "the closest passages are quoted below.")
+
+
+def test_the_cited_source_s_name_counts_and_only_words_no_source_holds_are_said_unsaid():
+    embedder = HashingEmbedder()
+    question = "What is the default quality of cjpeg for progressive baseline files?"
+    contexts = [NumberedContext(number=1, source="file:///usr/share/man/man1/cjpeg.1",
+                                text="-quality N Scale quantization tables to adjust image quality. "
+                                     "Quality is 0 (worst) to 100 (best); the default is 75."),
+                NumberedContext(number=2, source="file:///usr/share/doc/djpeg.txt",
+                                text="djpeg writes baseline files only when asked.")]
+    answer = extractive_answer(question, contexts, context_similarity={1: 0.6, 2: 0.3},
+                               question_vector=embedder.embed([question])[0], sentence_embed=embedder.embed,
+                               fact_check=sentence_states, verdict=NEVER_SURE)
+    assert [s.citations for s in answer.sentences] == [[1]]
+    # the citation shows cjpeg.1: the answer names cjpeg; "baseline" is in a passage not quoted, "progressive" in none
+    assert "cjpeg" in answer.finding.found and "default quality" in answer.finding.found
+    assert answer.finding.unquoted == ("progressive",)

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.contract.ports import Answer, AnswerSentence, Finding, NumberedContext
+from shared.contract.text import split_header, strip_header
 from shared.contract.text import split_sentences as _split_sentences
-from shared.contract.text import strip_header
 from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import (
     answer_sentence,
@@ -875,15 +875,26 @@ class Reader:
                       unstated=tuple(dict.fromkeys(unstated)), finding=self._finding(sentences, missing, unnamed))
 
     def _finding(self, sentences: list[AnswerSentence], missing: list[str], unnamed: str) -> Finding:
-        """What the quoted ``sentences`` hold of the question and what they lack: the evidence a caveat names."""
+        """What the quoted ``sentences`` hold of the question and what they lack: the evidence a caveat names. What
+        the answer shows counts: the quoted text and the names of the sources it cites ("cjpeg" of cjpeg.1)."""
         quoted = " ".join(s.text for s in sentences if s.citations)  # not the "Not mentioned ..." notes
-        found, lacking = question_runs(self.query, _term_set(quoted))
+        cited = {n for s in sentences for n in s.citations}
+        names = " ".join(_source_name(c) for c in self.contexts if c.number in cited)
+        shown = _term_set(f"{quoted} {names}")
+        found, lacking = question_runs(self.query, shown)
         specific = set(_specific_terms(self.query))
-        absent = [run for run in lacking if any(stem(w) in specific for w in tokenize(run))]
+
+        def names_specific(run: str) -> bool:
+            return any(stem(w) in specific for w in tokenize(run))
+
+        absent = [run for run in lacking if names_specific(run)]
+        # the question's other words no retrieved passage holds either: what the sources never say
+        _, never = question_runs(self.query, shown | frozenset().union(*(_term_set(c.text) for c in self.contexts)))
+        unsaid = [run for run in never if not names_specific(run)]
         asks, stated = ("value", bool((self.states > 0).any())) if self.asks_fact else (
             ("list", _short_items(quoted) >= 2) if _ASKS_LIST.search(self.query) else ("", False))
         return Finding(found=found, missing=tuple(dict.fromkeys([*missing, *([unnamed] if unnamed else []), *absent])),
-                       unquoted=tuple(run for run in lacking if run not in absent), asks=asks, stated=stated)
+                       unquoted=tuple(unsaid), asks=asks, stated=stated)
 
     def _under_heading(self, lead: int) -> str:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
@@ -992,10 +1003,13 @@ def question_runs(query: str, held: frozenset[str]) -> tuple[tuple[str, ...], tu
     runs: tuple[list[str], list[str]] = ([], [])  # (lacking, found)
     start = end = -1
     run_held = False
-    asking = _ASKING.match(query)
-    for match in _WORD.finditer(query, asking.end() if asking else 0):
+    lead = _ASKED_AFTER.match(query)  # "Since which version ...": the preposition asks too
+    asking = _ASKING.match(query[lead.end():]) if lead else None
+    degree = {m.start("adverb") for m in _HOW_MUCH.finditer(query)}  # "..., and how MANY bytes"
+    for match in _WORD.finditer(query, lead.end() + asking.end() if lead and asking else 0):
         word, low = match.group(), match.group().lower()
-        content = low not in STOPWORDS and len(low) >= 2 and not (low.isdigit() and len(low) < 4)
+        content = low not in STOPWORDS and len(low) >= 2 and not (low.isdigit() and len(low) < 4) \
+            and match.start() not in degree
         is_held = content and stem(word) in held
         gap = query[end:match.start()]
         # words a path or an identifier joins ("/var/mail") stay one run
@@ -1008,10 +1022,31 @@ def question_runs(query: str, held: frozenset[str]) -> tuple[tuple[str, ...], tu
             run_held, end = is_held, match.end()
     if start >= 0:
         runs[run_held].append(query[start:end])
-    return tuple(dict.fromkeys(runs[1])), tuple(dict.fromkeys(runs[0]))
+    return _longest(runs[1]), _longest(runs[0])
+
+
+def _longest(runs: list[str]) -> tuple[str, ...]:
+    """``runs`` once each, without one a longer run holds ("README" beside "zstd README")."""
+    return tuple(run for run in dict.fromkeys(runs)
+                 if not any(other != run and re.search(rf"(?<!\w){re.escape(run)}(?!\w)", other) for other in runs))
+
+
+def _source_name(context: NumberedContext) -> str:
+    """What a citation shows of a context's source: its title (the chunk's header, when it has one) and the
+    last part of its address ("cjpeg.1" of file:///usr/share/man/cjpeg.1), not the address's scheme or folders."""
+    header, _ = split_header(context.text)
+    address = context.source.rstrip("/")
+    name = address.rsplit("/", 1)[-1] if "://" in address else address
+    return " ".join(filter(None, (header.title if header else "", name, name.replace(".", " "))))
 
 
 _JOINED = re.compile(r"[/._:-]+")
+# A preposition before the asking word ("Since which ...", "Within how many days ..."), and "how" with the
+# adverb that asks for a degree anywhere in a question ("..., and how many bytes does it take?").
+_ASKED_AFTER = re.compile(r"^\W*(?:(?:in|on|at|for|from|since|to|by|with|of|within|after|before|until|during)\s+"
+                          r"(?=(?:which|what|how|when|whom|whose)\b))?", re.IGNORECASE)
+_HOW_MUCH = re.compile(r"\bhow\s+(?P<adverb>long|much|many|often|far|old|big|large|soon|quickly|fast|well)\b",
+                       re.IGNORECASE)
 
 
 def _specific_terms(query: str) -> list[str]:
