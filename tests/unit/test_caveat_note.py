@@ -189,3 +189,16 @@ def test_the_cited_source_s_name_counts_and_only_words_no_source_holds_are_said_
     # the citation shows cjpeg.1: the answer names cjpeg; "baseline" is in a passage not quoted, "progressive" in none
     assert "cjpeg" in answer.finding.found and "default quality" in answer.finding.found
     assert answer.finding.unquoted == ("progressive",)
+
+
+def test_a_name_the_answer_says_no_source_names_is_not_found_whatever_the_cited_file_is_called():
+    embedder = HashingEmbedder()
+    question = "What compression ratio did zlib reach in the Acme Zstd benchmark?"
+    contexts = [NumberedContext(number=1, source="file:///docs/Acme-Zstd-benchmarks.md",
+                                text="Benchmarks\n\nzlib reached a compression ratio of 2.743 at level 1.")]
+    answer = extractive_answer(question, contexts, context_similarity={1: 0.6}, names=("Acme", "Zstd"),
+                               question_vector=embedder.embed([question])[0], sentence_embed=embedder.embed,
+                               fact_check=sentence_states, verdict=NEVER_SURE)
+    assert answer.text.endswith("Not mentioned in the sources: Acme Zstd.")
+    # the body and the note tell one story: the name is missing, not found in the file's name
+    assert answer.finding.missing == ("Acme Zstd",) and not any("Acme" in run for run in answer.finding.found)

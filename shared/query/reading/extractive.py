@@ -880,7 +880,9 @@ class Reader:
         quoted = " ".join(s.text for s in sentences if s.citations)  # not the "Not mentioned ..." notes
         cited = {n for s in sentences for n in s.citations}
         names = " ".join(_source_name(c) for c in self.contexts if c.number in cited)
-        shown = _term_set(f"{quoted} {names}")
+        # a name the answer says no source names ("Not mentioned in the sources: README.") is not found, whatever
+        # a cited file is called (zstd-README.md)
+        shown = _term_set(f"{quoted} {names}") - {stem(w) for w in tokenize(unnamed)}
         found, lacking = question_runs(self.query, shown)
         specific = set(_specific_terms(self.query))
 
@@ -893,7 +895,7 @@ class Reader:
         unsaid = [run for run in never if not names_specific(run)]
         asks, stated = ("value", bool((self.states > 0).any())) if self.asks_fact else (
             ("list", _short_items(quoted) >= 2) if _ASKS_LIST.search(self.query) else ("", False))
-        return Finding(found=found, missing=tuple(dict.fromkeys([*missing, *([unnamed] if unnamed else []), *absent])),
+        return Finding(found=found, missing=_longest([*missing, *([unnamed] if unnamed else []), *absent]),
                        unquoted=tuple(unsaid), asks=asks, stated=stated)
 
     def _under_heading(self, lead: int) -> str:
