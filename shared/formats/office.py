@@ -216,13 +216,22 @@ def read_epub(raw: bytes, content_type: str, url: str, limits: Limits) -> Readin
     chapters = [c for c in chapters if c]
     if len(chapters) > limits.max_pages:
         reading.skip(len(chapters) - limits.max_pages, f"chapters past the first {limits.max_pages} were cut")
+    missing = []  # listed by the spine, not held by the file: named, not skipped without a word
     for number, href in enumerate(chapters[:limits.max_pages], start=1):
         name = posixpath.normpath(posixpath.join(base, unquote(href.split("#", 1)[0])))
         try:
             data = archive.read(name)
         except KeyError:
+            missing.append(name)
             continue
         chapter = extract_html(decode_bytes(data, None, html=True), "")
         if chapter.body.strip():
             reading.passages.append(Passage(chapter.body, "body", {"chapter": number}))
+    if missing:
+        named = ", ".join(repr(name[:80]) for name in missing[:3]) + (f" and {len(missing) - 3} more"
+                                                                      if len(missing) > 3 else "")
+        if not reading.passages:
+            raise InvalidInput(f"the EPUB file is damaged: every chapter its spine lists is missing "
+                               f"({named}); save it again from the program that made it")
+        reading.skip(len(missing), f"chapters the book lists but does not hold, so it is damaged: {named}")
     return reading

@@ -103,6 +103,36 @@ def test_an_office_file_without_its_list_of_parts_says_so(suffix):
         assert str(refused.value).startswith(f"the {what} file is damaged: {says}"), str(refused.value)
 
 
+def _epub(chapters: dict[str, str | None]) -> bytes:
+    """A book whose spine lists ``chapters`` in order; one whose text is None is listed but not held."""
+    manifest = "".join(f'<item id="c{n}" href="{name}"/>' for n, name in enumerate(chapters))
+    spine = "".join(f'<itemref idref="c{n}"/>' for n in range(len(chapters)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as book:
+        book.writestr("mimetype", "application/epub+zip")
+        book.writestr("META-INF/container.xml", '<container xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+                      '<rootfiles><rootfile full-path="OEBPS/content.opf"/></rootfiles></container>')
+        book.writestr("OEBPS/content.opf", '<package xmlns="http://www.idpf.org/2007/opf" xmlns:dc="http://purl.org/'
+                      f'dc/elements/1.1/"><metadata><dc:title>Policy</dc:title></metadata><manifest>{manifest}'
+                      f"</manifest><spine>{spine}</spine></package>")
+        for name, text in chapters.items():
+            if text is not None:
+                book.writestr(f"OEBPS/{name}", f"<html><body><h1>{name}</h1><p>{text}</p><p>{text}</p></body></html>")
+    return out.getvalue()
+
+
+def test_an_epub_missing_a_chapter_it_lists_says_so():
+    """A chapter the spine lists but the file lacks was skipped without a word: the book was indexed as
+    whole; a book lacking every chapter was refused as having "no main text"."""
+    reading = _read(".epub", _epub({"one.xhtml": TEXT, "two.xhtml": None, "three.xhtml": TEXT}))
+    assert [p.position for p in reading.passages] == [{"chapter": 1}, {"chapter": 3}]
+    assert reading.unread == 1 and "'OEBPS/two.xhtml'" in reading.unread_reason, reading.unread_reason
+    with pytest.raises(InvalidInput) as refused:
+        _read(".epub", _epub({"one.xhtml": None, "two.xhtml": None}))
+    assert str(refused.value).startswith("the EPUB file is damaged: every chapter its spine lists is missing "
+                                         "('OEBPS/one.xhtml', 'OEBPS/two.xhtml')"), str(refused.value)
+
+
 def test_a_whole_file_with_a_reference_outside_the_package_still_reads():
     """A link to a web address (TargetMode="External") is not a missing part: the file reads."""
     raw = _docx()
