@@ -456,3 +456,51 @@ def test_any_fixed_note_is_passed_over_and_a_quoted_note_is_the_answer(note):
     assert answer_paragraphs(answer) == ["The Editors field lists who may edit the manifest. [1]"]
     # a document's own "Note: ..." sentence, quoted, is content
     assert answer_paragraphs("Note: the Editors field is optional. [1]") == ["Note: the Editors field is optional. [1]"]
+
+
+# ------------------------------------------------ one substitution by role (issue 36.4, this round)
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a plural pronoun takes the earlier question's plural noun phrase: the asked noun with its clause
+    ("Which flags can the frob parser accept?", "Do they combine?", "Do the flags the frob parser can accept combine?"),
+    # ... or its first plural noun phrase, with what qualifies it
+    ("Where does the frob daemon keep the spool files?", "How do I delete them?", "How do I delete the spool files?"),
+    # a possessive before a verb with its particle ends its noun phrase there
+    ("What port does the user frob have?", "Which group does its GID stand for?",
+     "Which group does the GID of the user frob stand for?"),
+])
+def test_a_pronoun_takes_the_earlier_phrase_of_its_number_and_role(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "pronoun")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected, rule", [
+    # a demonstrative with a noun takes the earlier phrase of the same head
+    ("What priority does frob give to the packages of the pinned suite?", "How do I set that suite?",
+     "How do I set the pinned suite?", "demonstrative"),
+    ("Which port range is used for frob workers?", "Which tool picks the ports in those ranges?",
+     "Which tool picks the ports in the port range that is used for frob workers?", "demonstrative"),
+    # "one" is one of the earlier plural noun phrase
+    ("Which two modes does frob come in?", "Which one is faster?", "Which of the two modes frob comes in is faster?",
+     "pronoun"),
+    ("Where does frob write .lock files?", "Is one written for every job?", "Is a .lock file written for every job?",
+     "pronoun"),
+    ("Which port range is used for frob workers?", "And which one for frob clients?",
+     "Which port range is used for frob clients?", "ellipsis"),
+])
+def test_a_phrase_that_points_back_takes_the_earlier_phrase_it_names(earlier, follow_up, expected, rule):
+    assert resolve(earlier, follow_up) == (expected, rule)
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # the fragment takes the place of the phrase it parallels: the same opening word ...
+    ("What state is the frob job in if its hook fails?", "And if its cleanup fails instead?",
+     "What state is the frob job in if its cleanup fails instead?"),
+    # ... the subject of a yes/no question ...
+    ("Does the stable branch get frob updates?", "What about the nightly branch?",
+     "Does the nightly branch get frob updates?"),
+    # ... a name written after the sentence's start, with its alias in brackets
+    ("Which port does Frob Server (frobd) use?", "And the Frob Proxy?", "Which port does the Frob Proxy use?"),
+])
+def test_a_fragment_takes_the_place_of_the_phrase_it_parallels(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

@@ -228,7 +228,7 @@ def _relative_phrase(text: str) -> str | None:
     if subject is None or match.group("aux").lower() == "did":
         return None
     verb_at, named = len(subject.split()), named_runs(subject)
-    if verb_at > 4 or words[0].lower() not in _NOUN_PHRASE_OPENERS and named != [(0, len(subject))]:
+    if verb_at > 4 or words[0].lower() not in _NOUN_PHRASE_OPENERS and named != [(0, len(subject))] and verb_at > 1:
         return None
     verb, aux = words[verb_at], match.group("aux").lower()
     if aux == "does":
@@ -480,6 +480,9 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     one = _WHICH_ONE.match(stripped) if rules is _EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
+    ones = _one_of(stripped, earlier) if rules is _EN else None
+    if ones is not None:
+        return Resolution(_finish(ones[0], typed, mark), "pronoun", ones[1])
 
     demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
         and _TOPIC_PRONOUN.search(stripped) is None
@@ -544,6 +547,32 @@ def _demonstrative_phrase(text: str, earlier: str) -> tuple[str, str] | None:
 
 
 _POINTED = re.compile(r"\b(?:that|this|those|these|such\s+an?)\s+(?P<noun>[a-z]{3,})\b(?!\s+(?:is|are|was|were|do|does|did|can|has|have)\b)")
+def _one_of(text: str, earlier: str) -> tuple[str, str] | None:
+    """``text`` with its "one" standing for one of the earlier question's plural noun phrase: "Which one
+    is ..." after "Which two flavours does BLAKE2 come in?" asks "Which of the two flavours BLAKE2 comes
+    in is ..." (when what was asked for is plural); "Is one written ..." after "Where does Python write
+    .pyc files?" asks "Is a .pyc file written ..."; and that phrase. None otherwise."""
+    base = _bare(_EN.connectives.sub("", _bare(earlier)))
+    plural = _plural_phrase(base)
+    which = re.match(r"(?i)^(which|what)\s+one\b", text)
+    if plural is None or which is None and not re.search(r"(?i)(?:^(?:is|was|are|can|does)\s+|\b(?:for|of|to|with|on|get|want|"
+                                                       r"need|use|ask)\s+)one\b(?!\s+(?:of|another)\b)", text):
+        return None
+    if which is not None:
+        asked = _ASKED_NOUN.match(base) or _ASKS_WHICH.match(base)
+        if asked is None or not _plural_noun(asked.group("noun").split()[-1]):
+            return None
+        return f"{which.group(1)} of {plural}{text[which.end():]}", plural
+    words = plural.split()
+    if words[0].lower() in _DETERMINERS or words[0].lower() in ("many", "some", "all", "two", "three") or len(words) > 4:
+        words = words[1:] if len(words) <= 4 else []
+    if not words:
+        return None
+    single = " ".join([*words[:-1], words[-1][:-1]])
+    found = re.search(r"(?i)\bone\b", text)
+    return f"{text[: found.start()]}{'an' if single[:1].lower() in 'aeiou' else 'a'} {single}{text[found.end():]}", plural
+
+
 _WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
 _TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
@@ -622,7 +651,7 @@ def _owner(subject: str, noun: str, rules: _Language) -> str:
     content = _content_words(noun, rules)
     head, of, owner = subject.partition(f" {rules.of} ")
     if rules is not _EN or not of or not content or all(w in rules.relational for w in content) \
-            or not head.lower().startswith("the ") or len(head.split()) > 4:
+            or not head.lower().startswith("the ") or len(head.split()) > 4 or head.lower() == "the one":
         return subject
     return owner
 
@@ -650,23 +679,25 @@ _CLOSED = (_EN.stop | _EN.prepositions | _AUXILIARIES | frozenset("and or not to
 
 def _plural_phrase(earlier: str) -> str | None:
     """What "they" or "them" stands for in ``earlier``: the asked noun with its clause when that is plural
-    ("the wildcards the Files field can use"), else its last plural noun phrase, with the determiner,
+    ("the wildcards the Files field can use"), else its first plural noun phrase, with the determiner,
     names and participles before its head ("the Debian patches", "compiled .pyc files")."""
     text = _bare(_EN.connectives.sub("", _bare(earlier)))
     relative = _relative_phrase(text)
     if relative is not None and _plural_noun(_ASKED_NOUN.match(text).group("noun").split()[-1]):
         return relative
     words = text.split()
-    for end in range(len(words) - 1, 0, -1):
+    for end in range(1, len(words)):
         if not _plural_noun(words[end]):
             continue
         start = end
-        # left over its modifiers, to a determiner; not over a closed-class word or a verb (the word
-        # after a named subject or after "to": "does Python put | compiled .pyc files", "to join | many strings")
+        # left over its modifiers, to a determiner; not over a closed-class word or a verb (the word after
+        # a named subject, after "to" or after an auxiliary and one word: "does Python put | compiled .pyc
+        # files", "to join | many strings", "does frob write | .lock files")
         while start > 0 and words[start - 1].lower() not in _CLOSED:
             before = words[start - 2] if start > 1 else ""
-            if before and (_named(before, False) or before.lower() == "to") \
-                    and words[start - 1].lower() not in _DETERMINERS:
+            verb = before and (_named(before, start == 2) or before.lower() == "to"
+                               or start > 2 and words[start - 3].lower() in _AUXILIARIES)
+            if verb and words[start - 1].lower() not in _DETERMINERS:
                 break
             start -= 1
             if words[start].lower() in _DETERMINERS:
