@@ -187,6 +187,25 @@ def test_a_markdown_link_keeps_its_words_whatever_its_address():
         assert markup not in body, markup
 
 
+def test_terminal_formatting_in_a_text_file_is_read_as_the_text_it_formats():
+    """man-db's manual as Debian ships it (/usr/share/doc/man-db/man-db-manual.txt.gz, grotty's output) sets
+    bold and italic with terminal escapes and its bullets by overstriking; the escapes' control characters
+    went and their parameters stayed: the title read "[1mman-db - the database cached manual pager
+    suite[0m" and the text held 1,042 such remnants. The lines are cut from that file."""
+    raw = ("               \x1b[1mman-db - the database cached manual pager suite\x1b[0m\n\n"
+           "                  \x1b[4mColin\x1b[24m \x1b[4mWatson\x1b[24m \x1b[4m<cjwatson@debian.org>\x1b[0m\n\n"
+           " +\x08o file names and paths in \x1b[4mitalic\x1b[24m, e.g.  \x1b[4m/usr/share/man\x1b[24m.\n"
+           " +\x08o program names in \x1b[1mbold\x1b[22m, eg.  \x1b[1mman\x1b[22m.\n\n"
+           "N\x08NA\x08AM\x08ME\x08E\n     _\x08m_\x08a_\x08n - an interface to the \x1b]8;;man:man(1)\x07manuals\x1b]8;;\x07\n")
+    result = clean_content(raw.encode(), "text/plain", "file:///usr/share/doc/man-db/man-db-manual.txt")
+    assert result.title == "man-db - the database cached manual pager suite"
+    assert "Colin Watson <cjwatson@debian.org>" in result.body
+    assert "• file names and paths in italic, e.g. /usr/share/man." in result.body
+    assert "• program names in bold, eg. man." in result.body
+    assert "NAME\nman - an interface to the manuals" in result.body, result.body
+    assert "[1m" not in result.body and "[24m" not in result.body and "8;;" not in result.body
+
+
 def test_markdown_title_falls_back_to_first_heading():
     result = clean_content(b"# The real title\n\nSome body text here.", "text/x-markdown", "file:///a.md")
     assert result.title == "The real title"
