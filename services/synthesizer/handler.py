@@ -79,7 +79,8 @@ def number_citations(
     the same URL) share one citation id, whose ``chunk_id`` is the first chunk cited
     and ``chunk_ids`` every chunk cited under it: a reader sees each source once. A
     sentence's inline ``[n]`` markers are folded into its citations so text and
-    citation list never disagree. Each sentence's text is made plain
+    citation list never disagree; a sentence given twice is said once, with the citations of both.
+    Each sentence's text is made plain
     (:func:`~shared.query.plain_answer.plain_answer_text`): no markup, image or link other
     than to a cited source is stored, whichever provider wrote it.
     """
@@ -91,6 +92,7 @@ def number_citations(
     # the one place an answer's text is made plain before it is stored: every surface shows this
     linkable = {contexts[n - 1].get("url") or "" for cited in cites for n in cited if 1 <= n <= len(contexts)}
     out_sentences: list[dict[str, Any]] = []
+    said: dict[str, dict[str, Any]] = {}  # a sentence's text -> where the answer says it
     for sentence, cited in zip(sentences, cites, strict=True):
         text = plain_answer_text(CITATION_MARKER.sub("", sentence.text), linkable).strip()
         if not text:
@@ -101,7 +103,11 @@ def number_citations(
                 citation_id = sources.cite(n)
                 if citation_id not in numbers:
                     numbers.append(citation_id)
-        out_sentences.append({"text": text, "citations": sorted(numbers)})
+        if text in said:  # quoted again (from an overlapping chunk, say): said once, with both citations
+            said[text]["citations"] = sorted({*said[text]["citations"], *numbers})
+            continue
+        said[text] = {"text": text, "citations": sorted(numbers)}
+        out_sentences.append(said[text])
     text = " ".join(s["text"] + "".join(f" [{n}]" for n in s["citations"]) for s in out_sentences)
     return text, out_sentences, sources.citations()
 

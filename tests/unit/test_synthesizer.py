@@ -51,6 +51,21 @@ def test_one_citation_is_not_citations():
     assert loop.record()["events"][-1]["detail"] == "answered from iteration 1 with 1 citation"
 
 
+def test_a_sentence_said_twice_is_said_once_with_the_citations_of_both():
+    """The reader quoted one sentence from two overlapping chunks of Debian's users-and-groups.html, and
+    the answer said it twice ("What does the irc user do?"); an answer says each sentence once."""
+    irc = "A statically allocated user is needed only because of a bug in ircd."
+    contexts = [{"url": "https://example.org/users", "document_id": "d1", "chunk_id": "c7", "title": "Users"},
+                {"url": "https://example.org/users", "document_id": "d1", "chunk_id": "c8", "title": "Users"},
+                {"url": "https://example.org/ircd", "document_id": "d2", "chunk_id": "c1", "title": "ircd"}]
+    answer = Answer(text="", sentences=[AnswerSentence("Used by IRC daemons.", [1]), AnswerSentence(irc, [1]),
+                                        AnswerSentence(f" {irc} [3]", [2])])
+    text, sentences, citations = number_citations(answer, contexts)
+    assert text == f"Used by IRC daemons. [1] {irc} [1] [2]"
+    assert sentences == [{"text": "Used by IRC daemons.", "citations": [1]}, {"text": irc, "citations": [1, 2]}]
+    assert [c["chunk_ids"] for c in citations] == [["c7", "c8"], ["c1"]]
+
+
 def test_the_answer_comes_from_the_best_iteration_with_a_caveat():
     loop = make_loop(CORPUS)
     loop.submit("BM25 ranking in search engines", max_iterations=1)
