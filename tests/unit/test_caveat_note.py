@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.contract.ports import Answer, Finding, NumberedContext
+from shared.contract.ports import Answer, AnswerSentence, Finding, NumberedContext
 from shared.query.reading.answer_types import sentence_states
 from shared.query.reading.caveat import caveat_note
 from shared.query.reading.extractive import extractive_answer, question_runs, term_set
@@ -21,8 +21,9 @@ pytestmark = pytest.mark.unit
 GID = "Which GID must the tty group have on systemd systems?"
 
 
-def _answer(finding: Finding | None, language: str = "en") -> Answer:
-    return Answer(text="The tty group owns the terminals. [1]", language=language, states_fact=False, finding=finding)
+def _answer(finding: Finding | None, language: str = "en", quoted: str = "The tty group owns the terminals.") -> Answer:
+    return Answer(text=f"{quoted} [1]", sentences=[AnswerSentence(quoted, [1])], language=language, states_fact=False,
+                  finding=finding)
 
 
 # ------------------------------------------------------------ what the note says
@@ -52,6 +53,18 @@ def test_a_list_whose_items_are_not_quoted_is_named():
     assert caveat_note("Which request headers make conditional requests possible?", _answer(finding), "en") == (
         "Note: the sources mention “conditional requests”, but I found no sentence listing the request headers; "
         "the closest passages are quoted below.")
+
+
+@pytest.mark.parametrize("question, listing", [
+    ("What are the limits on match distance in deflate?", "listing the limits;"),
+    ("In which two ways can users run multiple interpreters?", "listing the two ways;"),
+    ("Which positions did Ian Murdock hold after Debian?", "listing the positions;"),
+    # "lists" is the verb here, and "all files" what it lists: no phrase names the asked items, none is named
+    ("Which command lists all files of an installed package?", None),
+])
+def test_the_asked_items_are_named_only_where_the_question_names_them(question, listing):
+    note = caveat_note(question, _answer(Finding(found=("Debian",), asks="list", stated=False)), "en")
+    assert (listing in note) if listing else note.startswith("Note: the quoted passages mention “Debian”, but I am")
 
 
 def test_a_name_no_quoted_passage_holds_comes_before_the_value():
@@ -88,23 +101,43 @@ def test_no_evidence_gives_the_generic_note(finding):
     assert caveat_note(GID, None, "en") == phrase("caveat", "en")
 
 
+# (question, a quoted sentence in its language)
+IN_EACH_LANGUAGE = {
+    "en": ("Which GID does the tty group have?", "The tty group owns the terminals."),
+    "es": ("¿Qué GID tiene el grupo tty?", "El grupo tty es el dueño de los terminales."),
+    "fr": ("Quel GID a le groupe tty ?", "Le groupe tty est le propriétaire des terminaux."),
+    "de": ("Welche GID hat die Gruppe tty?", "Die Gruppe tty ist die Eigentümerin der Terminals und der Geräte."),
+    "pt": ("Qual GID tem o grupo tty?", "O grupo tty é o dono dos terminais e não dos discos."),
+    "it": ("Quale GID ha il gruppo tty?", "Il gruppo tty è il proprietario dei terminali e della console."),
+    "ja": ("tty グループの GID は何ですか？", "tty グループは端末を所有します。"),
+    "zh": ("tty 组的 GID 是多少？", "tty 组拥有终端设备。"),
+    "ko": ("tty 그룹의 GID 는 무엇입니까?", "tty 그룹은 터미널을 소유합니다."),
+    "ru": ("Какой GID у группы tty?", "Группа tty владеет терминалами."),
+}
+
+
 @pytest.mark.parametrize("language", SUPPORTED)
 def test_each_language_has_its_own_note_naming_what_was_found_and_missing(language):
-    missing = caveat_note("q", _answer(Finding(found=("tty",), unquoted=("gid",)), language), language)
-    unsure = caveat_note("q", _answer(Finding(found=("tty", "group")), language), language)
+    question, quoted = IN_EACH_LANGUAGE[language]
+    missing = caveat_note(question, _answer(Finding(found=("tty",), unquoted=("GID",)), language, quoted), language)
+    unsure = caveat_note(question, _answer(Finding(found=("tty",)), language, quoted), language)
     for note in (missing, unsure):
         assert "tty" in note and "{" not in note and "None" not in note
         assert is_note(note) and answer_paragraphs(f"{note}\n\nThe tty group has GID 5. [1]") == [
             "The tty group has GID 5. [1]"]
-    assert "gid" in missing and "gid" not in unsure
+    assert "GID" in missing and "GID" not in unsure
     if language != "en":
-        assert missing != caveat_note("q", _answer(Finding(found=("tty",), unquoted=("gid",))), "en")
+        english = IN_EACH_LANGUAGE["en"]
+        assert missing != caveat_note(english[0], _answer(Finding(found=("tty",), unquoted=("GID",))), "en")
 
 
-def test_another_language_names_the_english_terms_word_by_word():
-    # a German question is read by its English terms: their order is not the question's
-    note = caveat_note("Welche GID hat die Gruppe tty?", _answer(Finding(found=("tty group",)), "de"), "de")
-    assert note.startswith("Hinweis: Die zitierten Stellen erwähnen „tty“ und „group“, aber ich bin nicht sicher")
+def test_another_language_over_english_text_names_only_its_own_words_found():
+    # a German question is read by its English terms ("tty group", "length"): the note names the words the question
+    # writes itself, and nothing the English passages lack (they lack every German word)
+    finding = Finding(found=("tty group",), unquoted=("length",))
+    note = caveat_note("Welche GID hat die Gruppe tty?", _answer(finding, "de"), "de")
+    assert note == ("Hinweis: Die zitierten Stellen erwähnen „tty“, aber ich bin nicht sicher, dass sie die Frage "
+                    "so beantworten, wie sie gestellt ist.")
 
 
 # ------------------------------------------------------------ notes recognised, old and new

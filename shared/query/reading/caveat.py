@@ -29,7 +29,7 @@ from shared.query.reading.answer_types import (
     asked_fact,
 )
 from shared.query.reading.extractive import STOPWORDS, stem, tokenize
-from shared.query.reading.language import phrase, quoted_words
+from shared.query.reading.language import detect_language, phrase, quoted_words
 
 # A note names at most this many of the question's words found, and of what is missing: a note is a line.
 MOST_NAMED = 3
@@ -50,7 +50,13 @@ _KIND_NOUNS = {
 # the words after the asking word name what is asked, up to the first small word.
 _OPENING = re.compile(r"^\W*(?:(?:in|on|at|for|from|since|to|by|with|of)\s+)?(?:which|what)\s+"
                       r"(?:(?:is|are|was|were)\s+)?(?:(?:the|an?)\s+)?(?P<rest>.+)", re.IGNORECASE | re.DOTALL)
-_LIST_OPENING = re.compile(r"^\W*(?:list|name)\s+(?:(?:the|all|every)\s+)?(?P<rest>.+)", re.IGNORECASE | re.DOTALL)
+# The items a question asking a list names: "Which request HEADERS make ...", "What are the LIMITS on ...",
+# "List the OPTIONS ...", "In which TWO WAYS ...".
+_LIST_PHRASE = re.compile(
+    r"^\W*(?:which|what)\s+((?:[\w-]+\s+){0,2}?[\w-]+s)\s+(?:are|were|do|does|can|could|must|should|make|have|has|"
+    r"did|will|is)\b|^\W*(?:what|which)\s+(?:are|were)\s+the\s+((?:[\w-]+\s+){0,2}?[\w-]+s)\b|"
+    r"^\W*(?:list|name)\s+(?:the\s+|all\s+|every\s+)?((?:[\w-]+\s+){0,2}?[\w-]+s)\b|"
+    r"\b((?:two|three|four|five|six|several)\s+(?:[\w-]+\s+)?[\w-]+s)\b", re.IGNORECASE)
 OPENING_WORDS = 4
 
 
@@ -58,19 +64,31 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     """The note an ``answered_with_caveat`` answer to ``question`` opens with, in ``language``: what the reader
     found and did not (``answer.finding``), else the generic note."""
     finding = answer.finding if answer is not None else None
-    if finding is None:
+    if finding is None or answer is None:
         return phrase("caveat", language)
     english = language == "en"
     asked = _asked(question, finding) if english else ""
     asked_stems = {stem(w) for w in tokenize(asked)}
+    # A question in another language is read by its English terms: a note names only the words it writes itself,
+    # and what the passages lack only where they are in its language ("but not “length”" for "longueur" over
+    # English text would name a word nobody asked for)
+    written = None if english else {w.lower() for w in tokenize(question)}
+    quoted = " ".join(s.text for s in answer.sentences if s.citations)
+    says_lacking = english or detect_language(quoted) == language
+
+    def named(runs: tuple[str, ...]) -> list[str]:
+        if written is not None:
+            runs = tuple(dict.fromkeys(w for run in runs for w in run.split() if w.lower() in written))
+        return list(runs[:MOST_NAMED])
 
     def unasked(runs: tuple[str, ...]) -> list[str]:
         # what the note names as asked is not named again as missing ("the GID" and "“GID”")
-        return _named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems), english)
+        return named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems)) if says_lacking \
+            else []
 
-    found = quoted_words(_named(finding.found, english), language)
+    found = quoted_words(named(finding.found), language)
     # the most telling first: a part or a name of the question no quoted passage holds, then the asked value
-    # or list none states, then the question's other words they lack; else only what they hold
+    # or list none states, then the question's other words no passage holds; else only what they hold
     missing = unasked(finding.missing)
     if not missing and asked and not finding.stated:
         key = "caveat_value" if finding.asks == "value" else "caveat_list"
@@ -83,14 +101,6 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     if found:
         return phrase("caveat_unsure", language).format(found=found)
     return phrase("caveat", language)
-
-
-def _named(runs: tuple[str, ...], english: bool) -> list[str]:
-    """The runs a note names: as the question writes them; in another language word by word (a German,
-    French or Spanish question is read by its English terms, whose order is not the question's)."""
-    if not english:
-        runs = tuple(dict.fromkeys(word for run in runs for word in run.split()))
-    return list(runs[:MOST_NAMED])
 
 
 def _asked(question: str, finding: Finding) -> str:
@@ -109,16 +119,15 @@ def _asked(question: str, finding: Finding) -> str:
         if fact.kind == QUANTITY and fact.aspect:
             return f"the {fact.aspect[0]}"
         return _KIND_LABELS.get(fact.kind, "")
-    if finding.asks == "list":
-        words = _opening_words(question)
-        return "the " + " ".join(words) if words else "the asked items"
-    return ""
+    if finding.asks == "list" and (m := _LIST_PHRASE.search(question)):
+        return "the " + " ".join(next(g for g in m.groups() if g).split())
+    return ""  # a list asked in words no phrase names ("Which command lists all files ...?"): not named
 
 
 def _opening_words(question: str) -> list[str]:
     """The words naming what ``question`` asks for, after its asking word ("GID" of "Which GID must ..."), up to
     the first small word; none when it opens otherwise."""
-    m = _OPENING.match(question) or _LIST_OPENING.match(question)
+    m = _OPENING.match(question)
     if not m:
         return []
     words: list[str] = []

@@ -1002,26 +1002,32 @@ def question_runs(query: str, held: frozenset[str]) -> tuple[tuple[str, ...], tu
     "Which GID must the tty group have?" over a text naming the tty group gives (("tty group",), ("GID",)). A run
     is broken by a stopword or punctuation, and by a word held where the one before is not; the words that ask
     ("how many", "what is") are not what is asked about."""
-    runs: tuple[list[str], list[str]] = ([], [])  # (lacking, found)
-    start = end = -1
-    run_held = False
     lead = _ASKED_AFTER.match(query)  # "Since which version ...": the preposition asks too
     asking = _ASKING.match(query[lead.end():]) if lead else None
     degree = {m.start("adverb") for m in _HOW_MUCH.finditer(query)}  # "..., and how MANY bytes"
+    # words a path or an identifier joins ("/etc/cron.daily") are one unit, held when each of its words is
+    units: list[tuple[int, int, bool, bool]] = []  # (start, end, holds a content word, held)
     for match in _WORD.finditer(query, lead.end() + asking.end() if lead and asking else 0):
         word, low = match.group(), match.group().lower()
         content = low not in STOPWORDS and len(low) >= 2 and not (low.isdigit() and len(low) < 4) \
             and match.start() not in degree
-        is_held = content and stem(word) in held
-        gap = query[end:match.start()]
-        # words a path or an identifier joins ("/var/mail") stay one run
-        if start >= 0 and (not content or is_held != run_held or (gap.strip() and not _JOINED.fullmatch(gap))):
+        is_held = not content or stem(word) in held
+        if units and _JOINED.fullmatch(query[units[-1][1]:match.start()]):
+            first, _, some, all_held = units[-1]
+            units[-1] = (first, match.end(), some or content, all_held and is_held)
+        else:
+            first = match.start() - (1 if match.start() and query[match.start() - 1] in "/~$" else 0)
+            units.append((first, match.end(), content, is_held))
+    runs: tuple[list[str], list[str]] = ([], [])  # (lacking, found)
+    start = end = -1
+    run_held = False
+    for first, last, content, is_held in units:
+        if start >= 0 and (not content or is_held != run_held or query[end:first].strip()):
             runs[run_held].append(query[start:end])
             start = -1
         if content:
-            if start < 0:
-                start = match.start() - (1 if match.start() and query[match.start() - 1] in "/~$" else 0)
-            run_held, end = is_held, match.end()
+            start = first if start < 0 else start
+            run_held, end = is_held, last
     if start >= 0:
         runs[run_held].append(query[start:end])
     return _longest(runs[1]), _longest(runs[0])
