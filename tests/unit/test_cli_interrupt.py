@@ -108,3 +108,42 @@ def test_serve_stopped_while_a_stage_is_busy_says_so_too(monkeypatch, capsys):
     serving.serve(host="127.0.0.1", port=8080, allow_loopback=False)
     said = " ".join(capsys.readouterr().err.split())
     assert "stopping: a stage is finishing its item" in said
+
+
+def test_ctrl_c_while_chat_waits_for_an_answer_returns_to_the_prompt_in_the_same_conversation(monkeypatch, capsys):
+    """Ctrl-C while an answer was awaited ended `ragbus chat` (exit 130, a blank line): the conversation
+    was lost and the next chat started a new one. It now stops the wait only, says where the question
+    went, and the next question follows up in the same conversation; Ctrl-D still leaves."""
+    from shared.query import api
+    from shared.tools.cli import chat
+
+    asked: list[tuple[str, str | None]] = []
+
+    def submit(deps, question, *, conversation_id=None, **_):
+        asked.append((question, conversation_id))
+        return SimpleNamespace(id=f"q{len(asked)}0000000", conversation_id="c1", ended=False)
+
+    def wait(deps, query_id, timeout):
+        if query_id.startswith("q1"):
+            raise KeyboardInterrupt  # the person pressed Ctrl-C while the first answer was awaited
+        return SimpleNamespace(id=query_id, conversation_id="c1", ended=True)
+
+    lines = iter(["What is the nogroup group for?", "And the nobody user?"])
+
+    def typed(prompt):
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None  # Ctrl-D
+
+    shown = []
+    monkeypatch.setattr(api, "submit_query", submit)
+    monkeypatch.setattr(api, "wait_for_query", wait)
+    monkeypatch.setattr("builtins.input", typed)
+    monkeypatch.setattr(chat, "print_turn", lambda record: shown.append(record.id))
+    chat._converse(SimpleNamespace(settings=SimpleNamespace(query_timeout_s=60)), top_k=None, max_iterations=None,
+                   filters=None)
+    assert asked == [("What is the nogroup group for?", None), ("And the nobody user?", "c1")]
+    assert shown == ["q20000000"]
+    said = " ".join(capsys.readouterr().out.split())
+    assert "stopped waiting (Ctrl-C)" in said and "ragbus trace q1000000" in said, said

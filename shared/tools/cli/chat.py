@@ -36,7 +36,7 @@ commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
 PROMPT = "you> "
 _HELP = ("Type a question. /up or /down [comment] rates the last answer; /new starts a new conversation; "
-         "Ctrl-D (or /quit) leaves.")
+         "Ctrl-C stops waiting for an answer; Ctrl-D (or /quit) leaves.")
 _COMMANDS = {"/new", "/quit", "/exit", "/help", "/up", "/down"}
 
 
@@ -51,7 +51,7 @@ def chat(
     kind: KindOption = None,
 ) -> None:
     """A conversation: ask, then follow up; each answer with its citations. /up or /down [comment] rates the last
-    answer, /new starts over, Ctrl-D leaves."""
+    answer, /new starts over, Ctrl-C stops waiting for an answer, Ctrl-D leaves."""
     session = open_session(changes=True)
     filters = filters_from_flags(session.deps, source, since, until, where, kind)
     say_if_nothing_can_answer(session)
@@ -97,7 +97,8 @@ def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filt
         record = _turn(deps, question, conversation, top_k=top_k, max_iterations=max_iterations, filters=filters)
         if record is not None:
             conversation, last = record.conversation_id, record.id
-            print_turn(record)
+            if record.ended:
+                print_turn(record)
 
 
 def _rate_last(deps: Deps, query_id: str | None, rating: str, comment: str | None) -> None:
@@ -114,9 +115,14 @@ def _rate_last(deps: Deps, query_id: str | None, rating: str, comment: str | Non
 
 
 def _turn(deps: Deps, question: str, conversation: str | None, **options: Any) -> QueryRecord | None:
-    """Ask ``question`` in ``conversation`` and wait for its end; None (said why) when it could not be asked."""
+    """Ask ``question`` in ``conversation`` and wait for its end; None (said why) when it could not be asked.
+
+    Ctrl-C stops this turn only, not the chat: while the answer is awaited, the record is returned as it
+    is, not ended (the question goes on in this process's stages, and the conversation at the prompt);
+    while the question is still being asked, it may or may not have been, and None is returned."""
     from shared.query.api import ConversationNotFound, submit_query, wait_for_query
 
+    record: QueryRecord | None = None
     try:
         try:
             record = submit_query(deps, question, field="question", conversation_id=conversation, **options)
@@ -129,6 +135,12 @@ def _turn(deps: Deps, question: str, conversation: str | None, **options: Any) -
     except RagbusError as exc:  # a question too long, a bus that is down: say so, keep the conversation
         err.print(Text.assemble(("error: ", "bold red"), plain(str(exc))), soft_wrap=True)
         return None
+    except KeyboardInterrupt:
+        where = (f"the question goes on as query {record.id[:8]}: `ragbus trace {record.id[:8]}` shows it"
+                 if record is not None else "`ragbus traces` shows whether the question was asked")
+        console.print(Text(f"stopped waiting (Ctrl-C); {where}. Ask on, or Ctrl-D to leave.", style="dim"),
+                      soft_wrap=True)
+        return record
 
 
 def print_turn(record: QueryRecord) -> None:
