@@ -235,3 +235,12 @@ def test_a_name_the_answer_says_no_source_names_is_not_found_whatever_the_cited_
     assert answer.text.endswith("Not mentioned in the sources: Acme Zstd.")
     # the body and the note tell one story: the name is missing, not found in the file's name
     assert answer.finding.missing == ("Acme Zstd",) and not any("Acme" in run for run in answer.finding.found)
+
+
+def test_a_word_cut_short_at_an_accent_is_not_the_question_s_word():
+    # "conseillé" read by an ASCII pattern is "conseill": not a word the question writes
+    quoted = "Il est conseillé de garder la version amont courte et de ne pas la changer."
+    finding = Finding(found=("conseill", "version amont"))
+    note = caveat_note("Sous quelle longueur est-il conseillé de garder la version amont ?",
+                       _answer(finding, "fr", quoted), "fr")
+    assert note.startswith("Remarque : les passages cités mentionnent « version » et « amont », mais je ne suis pas")

@@ -58,6 +58,9 @@ _LIST_PHRASE = re.compile(
     r"^\W*(?:list|name)\s+(?:the\s+|all\s+|every\s+)?((?:[\w-]+\s+){0,2}?[\w-]+s)\b|"
     r"\b((?:two|three|four|five|six|several)\s+(?:[\w-]+\s+)?[\w-]+s)\b", re.IGNORECASE)
 OPENING_WORDS = 4
+# A word as a question in any language writes it, accents and all ("conseillé", not the "conseill" an ASCII
+# identifier pattern would cut from it), with the dots and hyphens inside it ("exim4", "Pre-Depends").
+_WRITTEN = re.compile(r"[^\W_]+(?:[.\-_'][^\W_]+)*")
 
 
 def caveat_note(question: str, answer: Answer | None, language: str) -> str:
@@ -72,7 +75,7 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     # A question in another language is read by its English terms: a note names only the words it writes itself,
     # and what the passages lack only where they are in its language ("but not “length”" for "longueur" over
     # English text would name a word nobody asked for)
-    written = None if english else {w.lower() for w in tokenize(question)}
+    written = None if english else {w.lower() for w in _WRITTEN.findall(question)}
     quoted = " ".join(s.text for s in answer.sentences if s.citations)
     says_lacking = english or detect_language(quoted) == language
 
