@@ -214,6 +214,35 @@ def _drop_page_navigation(tree) -> bool:
     return changed
 
 
+#: elements whose text keeps its line breaks as a browser shows it (a code block), and code set inline,
+#: whose own text is left as written
+_PREFORMATTED = frozenset({"pre", "textarea", "listing", "xmp", "plaintext", "code", "samp", "kbd", "tt"})
+_SOURCE_LINE_BREAK = re.compile(r"[ \t]*[\r\n]\s*")
+
+
+def _unwrap_source_lines(tree) -> bool:
+    """The line breaks of the page's source in running text made spaces, as a browser shows them.
+
+    trafilatura keeps them in a paragraph that holds a ``<code>`` (and only there), and a line break
+    ends a sentence: libffi's "provides a portable, high level programming\\ninterface to ..." was
+    quoted in two pieces. Text inside ``<pre>`` (and the other preformatted and code elements) stays
+    as written. The walk is iterative: a page may nest deeper than Python's recursion allows."""
+    changed = False
+    stack = [(tree, False)]
+    while stack:
+        element, kept = stack.pop()
+        if not isinstance(element.tag, str):
+            continue  # a comment or a processing instruction: its tail is handled by its parent's walk
+        inside = kept or element.tag in _PREFORMATTED
+        if element.text and not inside and "\n" in element.text:
+            element.text, changed = _SOURCE_LINE_BREAK.sub(" ", element.text), True
+        for child in element:
+            if child.tail and not inside and "\n" in child.tail:
+                child.tail, changed = _SOURCE_LINE_BREAK.sub(" ", child.tail), True
+            stack.append((child, inside))
+    return changed
+
+
 def prepare_html(html: str) -> tuple[str, str]:
     """The page with its headings out of empty wrappers and its loose prose in paragraphs, and the
     title the page states (<title>).
@@ -233,6 +262,7 @@ def prepare_html(html: str) -> tuple[str, str]:
     title = " ".join((tree.findtext(".//title") or "").split())
     changed = _drop_page_navigation(tree)
     changed = _unwrap_headings(tree) or changed
+    changed = _unwrap_source_lines(tree) or changed
     for container in list(tree.iter(*_CONTAINERS)):
         children = list(container)
         if all(_is_inline(c) for c in children):

@@ -206,6 +206,27 @@ def test_terminal_formatting_in_a_text_file_is_read_as_the_text_it_formats():
     assert "[1m" not in result.body and "[24m" not in result.body and "8;;" not in result.body
 
 
+def test_a_web_pages_paragraph_reads_as_one_line_whatever_inline_code_it_holds():
+    """trafilatura kept the source's line breaks in a paragraph that holds a <code> (and only there), and a
+    line break ends a sentence: libffi's Introduction.html was quoted as "The libffi library provides a
+    portable, high level programming [1] interface to various calling conventions." A browser shows a
+    line break in a paragraph as a space; a <pre> block keeps its lines. Cut from that page."""
+    page = ("<html><head><title>Introduction (libffi)</title></head><body><h2>1 What is libffi?</h2>"
+            "<p>Compilers for high level languages generate code that follow certain conventions.  These\n"
+            "conventions are necessary, in part, for separate compilation to work.</p>\n"
+            "<p>The <code>libffi</code> library provides a portable, high level programming\n"
+            "interface to various calling conventions.  This allows a programmer to\n"
+            "call any function specified by a call interface description at run\ntime.</p>\n"
+            "<pre class=\"example\">ffi_status ffi_prep_cif (ffi_cif *cif,\n    ffi_abi abi)</pre>\n"
+            "<p>Some programs may not know at the time of compilation what arguments\nare to be passed to "
+            "a function.</p></body></html>")
+    body = clean_content(page.encode(), "text/html", "file:///usr/share/doc/libffi8/html/Introduction.html").body
+    assert ("The libffi library provides a portable, high level programming interface to various calling "
+            "conventions. This allows a programmer to call any function specified by a call interface description "
+            "at run time.") in body, body
+    assert "ffi_prep_cif (ffi_cif *cif,\n" in body  # a code block keeps its lines
+
+
 def test_markdown_title_falls_back_to_first_heading():
     result = clean_content(b"# The real title\n\nSome body text here.", "text/x-markdown", "file:///a.md")
     assert result.title == "The real title"
