@@ -469,6 +469,11 @@ def test_any_fixed_note_is_passed_over_and_a_quoted_note_is_the_answer(note):
     # a possessive before a verb with its particle ends its noun phrase there
     ("What port does the user frob have?", "Which group does its GID stand for?",
      "Which group does the GID of the user frob stand for?"),
+    # ... or before the verb that ends an inverted question
+    ("What is the Frob protocol?", "Which port did its authors pick?", "Which port did the authors of the Frob protocol pick?"),
+    # a passive "be" ends the subject of the clause before it
+    ("Where can frob's offline installer be downloaded from?", "Is it safe to rely on it in production?",
+     "Is it safe to rely on frob's offline installer in production?"),
 ])
 def test_a_pronoun_takes_the_earlier_phrase_of_its_number_and_role(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "pronoun")

@@ -159,7 +159,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
                 return personal.group("s").strip(), False
             words = rest.split()
             opens = words[0].lower() in _NOUN_PHRASE_OPENERS
-            if rules is _EN and (opens or _WHAT_DOES.match(text)):
+            if rules is _EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])):
                 # "Where does the short description of a package go in debian/control", "What does the
                 # Rules-Requires-Root field declare": the noun phrase before the verb
                 phrase = _noun_phrase_before_verb(words)
@@ -201,6 +201,9 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
     "the Rules-Requires-Root field | declare", "the user nobody | have", "X | stand for": a short clause
     with no such word); None when neither can be told."""
     breaks = [i for i, w in enumerate(words) if w.lower() in _CLAUSE_BREAKS and i >= 2]
+    passive = next((i for i, w in enumerate(words) if w.lower() == "be" and i >= 1), None)
+    if passive is not None and passive <= 8:
+        return " ".join(words[:passive])  # "Where can | pip's zip application | be downloaded from"
     if breaks and breaks[0] <= 8 and words[breaks[0] - 1].isalpha():
         return " ".join(words[: breaks[0] - 1])
     end = len(words) - (2 if words[-1].lower() in _PARTICLES else 1)
@@ -619,8 +622,11 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, pl
         if owner is None:
             continue
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
-        noun = text[match.start("np"): match.end("np")]
-        phrase = " ".join(p for p in (article, noun, _of(rules, _owner(owner, noun, rules))) if p)
+        noun, verb = text[match.start("np"): match.end("np")], ""
+        if rules is _EN and not text[match.end():].strip(" ?.!") and len(noun.split()) > 1 \
+                and _INVERTED.search(text, 0, match.start()):
+            noun, verb = noun.rsplit(" ", 1)  # "Which value did its authors | fix": the clause ends with its verb
+        phrase = " ".join(p for p in (article, noun, _of(rules, _owner(owner, noun, rules)), verb) if p)
         edits.append((match.start(), match.end(), phrase, match.group("pos").lower() in _PLURAL))
     taken = [(e[0], e[1]) for e in edits]
     for match in rules.pronoun.finditer(masked):
@@ -656,6 +662,7 @@ def _owner(subject: str, noun: str, rules: _Language) -> str:
     return owner
 
 
+_INVERTED = re.compile(r"\b(?:did|does|do|can|could|will|would|should|must)\s", re.IGNORECASE)
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
 _PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
 _HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
