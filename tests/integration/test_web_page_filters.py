@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-OLD_MTIME = 1_500_000_000  # 2017-07-14
-
 from services.gateway import serve
 from tests.integration.test_web_page import page  # noqa: F401 - the browser fixture
+
+OLD_MTIME = 1_500_000_000  # 2017-07-14
 
 
 def test_the_form_s_filters_reach_the_query_and_the_answer_shows_them(tmp_path, page):  # noqa: F811

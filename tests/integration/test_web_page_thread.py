@@ -9,7 +9,7 @@ from tests import scripted_loop
 from tests.integration.test_web_page import loop_and_server, page  # noqa: F401 - the fixtures
 
 
-def _ask(page, question: str, turns: int) -> None:
+def _ask(page, question: str, turns: int) -> None:  # noqa: F811 - the fixture, passed on
     page.get_by_label("Your question").fill(question)
     page.get_by_role("button", name="Ask", exact=True).click()
     page.locator("#thread li.turn").nth(turns - 1).filter(has_text="Answered").wait_for()
