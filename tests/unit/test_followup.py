@@ -285,15 +285,15 @@ def test_an_and_follow_up_stays_a_well_formed_question(earlier, follow_up, expec
     (ACK, "And what is its maximum?", "pronoun"),
     (ACK, "And in Cloud Tasks?", "ellipsis"),
     # the rule leaves these as typed (it has no subject to put in their place), yet they lean
-    ("Who started the Frobnicator project?", "Where did he study?", "refers back ('he')"),
-    ("Which release of frob added the --quiet option?", "Who wrote that patch?", "refers back ('that patch')"),
+    ("Who started the Frobnicator project?", "Where did he study?", "refers back (“he”)"),
+    ("Which release of frob added the --quiet option?", "Who wrote that patch?", "refers back (“that patch”)"),
     ("Where does frob keep its cache?", "Can I move it somewhere else?", "pronoun"),
-    ("Which mirror does frob use by default?", "Who runs the servers there?", "refers back ('there')"),
+    ("Which mirror does frob use by default?", "Who runs the servers there?", "refers back (“there”)"),
     ("How do I enable caching in frob?", "And how do I clear the cache?", "connective"),
-    ("How do I enable caching in frob?", "And how do I clear the cache afterwards?", "refers back ('afterwards')"),
-    ("Wie installiere ich frob?", "Wo finde ich danach die Protokolldatei?", "refers back ('danach')"),
-    ("¿Qué formato usa frob?", "¿Dónde se guardan esos archivos?", "refers back ('esos archivos')"),
-    ("Quel port utilise frob ?", "Comment changer ce port ?", "refers back ('ce port')"),
+    ("How do I enable caching in frob?", "And how do I clear the cache afterwards?", "refers back (“afterwards”)"),
+    ("Wie installiere ich frob?", "Wo finde ich danach die Protokolldatei?", "refers back (“danach”)"),
+    ("¿Qué formato usa frob?", "¿Dónde se guardan esos archivos?", "refers back (“esos archivos”)"),
+    ("Quel port utilise frob ?", "Comment changer ce port ?", "refers back (“ce port”)"),
 ])
 def test_a_follow_up_that_points_back_leans_on_the_earlier_turn(earlier, follow_up, why):
     assert leans_on(follow_up, [ConversationTurn(earlier)]) == why

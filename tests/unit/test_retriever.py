@@ -290,7 +290,7 @@ def _follow_up_contexts(document, leans="pronoun", question="What does the make 
 def test_a_follow_up_that_points_back_is_read_from_the_earlier_turns_document():
     plain, _, _ = _follow_up_contexts(None)
     assert [c["chunk_id"] for c in plain] == ["make:h:50", "zstd:h:52"]  # the generic page first
-    contexts, detail, searches = _follow_up_contexts("zstd", "refers back ('that target')")
+    contexts, detail, searches = _follow_up_contexts("zstd", "refers back (“that target”)")
     # the earlier document's chunks first (it has one), then the question's own best from elsewhere
     assert [c["chunk_id"] for c in contexts] == ["zstd:h:52", "make:h:50"]
     assert contexts[0]["matched_by"] == ["earlier_document"]

@@ -214,9 +214,9 @@ def test_a_follow_up_that_points_back_names_the_earlier_answers_document():
     record = _transform(loop, _follow_up(loop, "Who maintains that file?", first=ZSTD_BUILD, answer=answer))
     # nothing the rule could put in the place of "that file": the earlier question follows in brackets
     assert record["standalone_question"] == f"Who maintains that file ({ZSTD_BUILD[0].lower()}{ZSTD_BUILD[1:-1]})?"
-    assert record["follows"] == {"document_id": "zstd", "leans": "refers back ('that file')",
+    assert record["follows"] == {"document_id": "zstd", "leans": "refers back (“that file”)",
                                  "earlier_question": ZSTD_BUILD}
-    assert ("leans on the earlier turn (refers back ('that file')): prefers its document zstd (found by its answer)"
+    assert ("leans on the earlier turn (refers back (“that file”)): prefers its document zstd (found by its answer)"
             in record["events"][-1]["detail"])
 
 

@@ -405,7 +405,7 @@ def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
         return None
     resolved = standalone_question(typed, history)
     if resolved.rule == "refers back":
-        return f"refers back ({resolved.subject!r})"
+        return f"refers back (“{resolved.subject}”)"
     if resolved.rewritten:
         return resolved.rule
     bare = _bare(typed)
