@@ -652,6 +652,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         values["documentai_processor"] = documentai_processor_name(values, env)
     _check_api_token(values["api_token"])
     _check_provider_key(PROVIDER_BY_NAME[values["llm_provider"]], values, env)
+    if values["llm_provider"] == "gemini" or values["embedder"] == "genai":
+        for variable in ("GOOGLE_API_KEY", "GEMINI_API_KEY"):  # google-genai reads them itself
+            _check_header_secret(variable, (env.get(variable) or "").strip(), "every call to Gemini would fail",
+                                 "the key exactly as Google issued it")
     # Whatever a model server or proxy echoes back is redacted of these (shared.contract.redaction).
     for provider in PROVIDERS:
         if provider.key_setting:

@@ -114,6 +114,7 @@ OPENAI = {"RAGBUS_LLM": "openai", "RAGBUS_OPENAI_BASE_URL": "http://127.0.0.1:11
                                                               "Authorization header can carry"),
     ({**OPENAI, "RAGBUS_OPENAI_BASE_URL": "https://api.openai.com/v1", "OPENAI_API_KEY": "sk-abc 123def456"},
      "OPENAI_API_KEY holds a space"),
+    ({"RAGBUS_LLM": "gemini", "GEMINI_API_KEY": "AIzaSyA1b2C3\n123d4E5f6G7h8I9j0KLmnOp"}, "GEMINI_API_KEY holds a line break"),
 ])
 def test_each_kind_keeps_its_error_text(env, message):
     with pytest.raises(ConfigError) as raised:
