@@ -107,10 +107,11 @@ def collect(options: RealTextOptions, say) -> tuple[list[dict[str, Any]], dict[s
 
 def read_row(row: dict[str, Any], llm: Any) -> None:
     """The reader's evidence and answer for ``row``'s question over its kept passages (``row["contexts"]``), with
-    ``llm`` (the local model), written into ``row``: ``features``, the cited documents, the answer, whether every
-    key is in it, and (answerable) what each ranked sentence was scored on."""
+    ``llm`` (the local model), written into ``row``: ``features``, the files it cites, the answer, whether every
+    key is in it, and (answerable) each sentence the reader scored (``pool``: what it was scored on, ``scored_on``;
+    whether it holds every key, ``keys``; whether it is from the question's file, ``own_file``)."""
     contexts, keys = row["contexts"], [k if isinstance(k, str) else tuple(k) for k in row["keys"]]
-    row.update(features=None, cited_document_ids=[], answer="", keys_in_answer=False)
+    row.update(features=None, cited_files=[], answer="", keys_in_answer=False)
     row.pop("pool", None)
     if not contexts:
         return
@@ -122,17 +123,20 @@ def read_row(row: dict[str, Any], llm: Any) -> None:
     if not seen:
         return
     features, answer, reader = seen[-1]
-    document = {n: c.get("document_id", "") for n, c in enumerate(contexts, start=1)}
-    cited = {document.get(n) for s in answer.sentences for n in s.citations}
+    # a document by its file name (unique across the set), from the URL it was ingested under: rows collected in
+    # another checkout (another path, so other document ids) are labelled alike
+    file_of = {n: (c.get("url") or "").rsplit("/", 1)[-1] for n, c in enumerate(contexts, start=1)}
     row["features"] = features
-    row["cited_document_ids"] = sorted(d for d in cited if d)
+    row["cited_files"] = sorted({file_of[n] for s in answer.sentences for n in s.citations if file_of.get(n)})
     row["answer"] = answer.text
-    if not row["near_miss"]:  # what each ranked sentence was scored on, and whether it holds the keys
-        row["pool"] = [[*map(float, reader.scored_on[k]),
-                        float(all(realdocs.key_in(key, reader.quoted_text(i)) for key in keys))]
+    if not row["near_miss"]:
+        def holds_keys(i: int) -> bool:
+            return all(realdocs.key_in(key, reader.quoted_text(i)) for key in keys)
+
+        row["pool"] = [{"scored_on": [float(v) for v in reader.scored_on[k]], "keys": holds_keys(i),
+                        "own_file": file_of.get(reader.candidates[i].number) == row["file"]}
                        for k, i in enumerate(reader.pool)]
-        row["keys_in_a_candidate"] = any(all(realdocs.key_in(key, reader.quoted_text(i)) for key in keys)
-                                         for i in reader.usable)
+        row["keys_in_a_candidate"] = any(holds_keys(i) for i in reader.usable)
     row["keys_in_answer"] = not row["near_miss"] and all(realdocs.key_in(k, answer.text) for k in keys)
 
 
@@ -164,11 +168,10 @@ def reread(rows: list[dict[str, Any]], say, home: Path | None = None) -> None:
             system.deps.index.close()
 
 
-def label_rows(rows: list[dict[str, Any]], files: dict[str, str]) -> None:
+def label_rows(rows: list[dict[str, Any]]) -> None:
     """``right``: every key in the answer the reader would give and the question's file among its citations."""
     for row in rows:
-        cited = {files.get(d, "?") for d in row.get("cited_document_ids", [])}
-        row["right"] = bool(row.get("keys_in_answer")) and row["file"] in cited
+        row["right"] = bool(row.get("keys_in_answer")) and row["file"] in row.get("cited_files", [])
 
 
 def grouped_folds(groups: list[str], folds: int) -> np.ndarray:
@@ -195,6 +198,12 @@ def _predict(model: tuple[np.ndarray, np.ndarray, np.ndarray, float], x: np.ndar
     return 1.0 / (1.0 + np.exp(-(intercept + ((x - mean) / scale) @ weights)))
 
 
+def stable_columns(weights: np.ndarray) -> np.ndarray:
+    """The columns whose standardised weight has one sign, at least ``STABLE_WEIGHT`` strong, in every row of
+    ``weights`` (a fit leaving one writer out each)."""
+    return (np.abs(weights).min(axis=0) >= STABLE_WEIGHT) & (np.abs(np.sign(weights).sum(axis=0)) == len(weights))
+
+
 def fit_stable(x: np.ndarray, y: np.ndarray, fold: np.ndarray,
                l2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The logistic regression over the features whose standardised weight keeps its sign, at least
@@ -208,7 +217,7 @@ def fit_stable(x: np.ndarray, y: np.ndarray, fold: np.ndarray,
                 if y[fold != g].min() != y[fold != g].max()]
         if fits:
             weights = np.array(fits)
-            keep = (np.abs(weights).min(axis=0) >= STABLE_WEIGHT) & (np.abs(np.sign(weights).sum(axis=0)) == len(fits))
+            keep = stable_columns(weights)
             # and the sign the feature has on its own: a weight against it only corrects another feature here
             # (closeness, once cosine is in), which another writer's text need not repeat
             alone = np.array([np.corrcoef(x[:, j], y)[0, 1] if x[:, j].std() > 0 else 0.0 for j in range(x.shape[1])])
@@ -306,49 +315,58 @@ def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray
     return max(answered_from, 1e-4), max(refuse_from, 1e-4), rescue_from
 
 
-RANKING = ("cosine", "overlap", "passage", "states", "lacks", "rank", "word_order", "definition", "code_like")
+def add_row_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say where the evidence comes from (asked now, or an earlier run's rows read again)."""
+    parser.add_argument("--cache", type=Path, default=Path(".ragbus-eval"))
+    parser.add_argument("--reuse-ingest", action="store_true")
+    parser.add_argument("--sample", type=int, default=None, help="only N questions (a seeded draw; to try the script)")
+    parser.add_argument("--rows", type=Path, default=None,
+                        help="where the collected evidence is written (JSON lines), to look at or to refit from")
+    parser.add_argument("--from-rows", type=Path, default=None,
+                        help="refit from evidence an earlier run wrote with --rows (nothing is asked)")
+    parser.add_argument("--reread", action="store_true",
+                        help="with --from-rows: read the kept passages again with this checkout's reader before "
+                             "fitting (after a change to its evidence; nothing is retrieved)")
 
 
-def fit_ranking(rows: list[dict[str, Any]], folds: int, say) -> None:
-    """The reader's sentence weights (:class:`~shared.query.reading.extractive.ReaderWeights`) refit as a
-    logistic regression over the ranked sentences of the answerable questions (a sentence is positive when it
-    holds every key), compared with the weights in use by how often the best-scored sentence holds the keys,
-    on held-out folds split by document. Printed, not written: the weights are the reader's code."""
-    from shared.query.reading.extractive import READER_WEIGHTS
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
-    pools = [r for r in rows if r.get("pool")]
-    with_key = [r for r in pools if any(p[-1] for p in r["pool"])]
-    say(f"ranking: {len(pools)} answerable questions read; a key-holding sentence among the ranked ones for "
-        f"{len(with_key)}, among every quotable one for {sum(bool(r.get('keys_in_a_candidate')) for r in pools)}")
-    fold = grouped_folds([r["file"] for r in with_key], folds)
-    current = READER_WEIGHTS.vector()
 
-    def top1(weights: np.ndarray, chosen: list[dict[str, Any]]) -> int:
-        return sum(int(np.array(r["pool"])[np.argmax(np.array(r["pool"])[:, :-1] @ weights), -1] > 0) for r in chosen)
+def rows_from_arguments(args: argparse.Namespace, say) -> list[dict[str, Any]]:
+    """Each question's row (see :func:`collect`) as :func:`add_row_arguments`'s options say: asked through the
+    embedded pipeline, or read from ``--from-rows`` (and read again with ``--reread``); written to ``--rows``."""
+    # collect with every answer kept and every question the grader doubts read on (see NEUTRAL)
+    extractive.shipped_verdict_model = llm_module.shipped_verdict_model = lambda: NEUTRAL
+    if args.from_rows:
+        rows = read_rows(args.from_rows)
+        if not args.reread:
+            return rows
+        reread(rows, say, reread_home(args))
+    else:
+        options = RealTextOptions(cache_dir=args.cache, reuse_ingest=args.reuse_ingest, part="dev", dialogues=False,
+                                  sample=args.sample)
+        rows, _ = collect(options, say)
+        rows.sort(key=lambda r: r["id"])
+    label_rows(rows)
+    if args.rows:
+        args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
 
-    hits_new = 0
-    for f in range(folds):
-        train = [r for r, g in zip(with_key, fold, strict=True) if g != f]
-        test = [r for r, g in zip(with_key, fold, strict=True) if g == f]
-        x = np.array([p[:-1] for r in train for p in r["pool"]])
-        y = np.array([p[-1] for r in train for p in r["pool"]])
-        mean, scale, weights, _ = fit_logistic(x, y, l2=3.0)
-        hits_new += top1(weights / scale, test)
-    say(f"ranking, held-out folds: the best-scored sentence holds the keys for {top1(current, with_key)} of "
-        f"{len(with_key)} with the weights in use, {hits_new} with refit weights")
-    x = np.array([p[:-1] for r in with_key for p in r["pool"]])
-    y = np.array([p[-1] for r in with_key for p in r["pool"]])
-    mean, scale, weights, _ = fit_logistic(x, y, l2=3.0)
-    raw = weights / scale
-    raw *= float(np.abs(current).sum() / np.abs(raw).sum())  # the scale of the weights in use
-    say("refit ReaderWeights: " + ", ".join(f"{n}={v if n not in ('lacks', 'code_like') else -v:.3f}"
-                                            for n, v in zip(RANKING, raw, strict=True)))
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def reread_home(args: argparse.Namespace) -> Path | None:
+    """The part ingested and kept by ``--reuse-ingest`` (its stored passage vectors), if there is one."""
+    home = args.cache / "realtext-dev-home"
+    return home if args.reuse_ingest and home.is_dir() else None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", type=Path, default=Path(".ragbus-eval"))
-    parser.add_argument("--reuse-ingest", action="store_true")
+    add_row_arguments(parser)
     parser.add_argument("--split", choices=("writer", "document"), default="writer",
                         help="held-out folds: leave one writer out (default), or --folds folds split by document")
     parser.add_argument("--folds", type=int, default=5, help="folds split by document (with --split document)")
@@ -361,45 +379,13 @@ def main() -> None:
     parser.add_argument("--refused", type=float, default=0.045,
                         help="answerable questions refused at most (issue 36: <= 0.05; the shipped model used 0.045)")
     parser.add_argument("--dry-run", action="store_true")
-    parser.add_argument("--ranking", action="store_true",
-                        help="also refit the reader's sentence weights and compare them with those in use (printed)")
-    parser.add_argument("--sample", type=int, default=None, help="only N questions (a seeded draw; to try the script)")
-    parser.add_argument("--rows", type=Path, default=None,
-                        help="where the collected evidence is written (JSON lines), to look at or to refit from")
-    parser.add_argument("--from-rows", type=Path, default=None,
-                        help="refit from evidence an earlier run wrote with --rows (nothing is asked)")
-    parser.add_argument("--reread", action="store_true",
-                        help="with --from-rows: read the kept passages again with this checkout's reader before "
-                             "fitting (after a change to its evidence; nothing is retrieved)")
     args = parser.parse_args()
 
-    def say(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    # collect with every answer kept and every question the grader doubts read on (see NEUTRAL)
-    extractive.shipped_verdict_model = llm_module.shipped_verdict_model = lambda: NEUTRAL
     started = time.perf_counter()
     from shared.tools.eval.runner import machine
 
     commit = machine()["git_commit"]
-    if args.from_rows:
-        rows = [json.loads(line) for line in args.from_rows.read_text().splitlines() if line.strip()]
-        if args.reread:
-            home = args.cache / "realtext-dev-home"
-            reread(rows, say, home if args.reuse_ingest and home.is_dir() else None)
-            label_rows(rows, _document_files())
-            if args.rows:
-                args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    else:
-        options = RealTextOptions(cache_dir=args.cache, reuse_ingest=args.reuse_ingest, part="dev", dialogues=False,
-                                  sample=args.sample)
-        rows, _ = collect(options, say)
-        label_rows(rows, _document_files())
-        rows.sort(key=lambda r: r["id"])
-        if args.rows:
-            args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    if args.ranking:
-        fit_ranking(rows, args.folds, say)
+    rows = rows_from_arguments(args, say)
     usable = [r for r in rows if r["features"] is not None]
     refused_always = np.array([r["features"] is None or r.get("grade_refused", False) for r in rows])
     doubted = np.array([r.get("grade_score", 1.0) < shipped_model().answerable_from for r in rows])
@@ -408,7 +394,7 @@ def main() -> None:
     right = np.array([r["right"] for r in rows])
     near = np.array([r["near_miss"] for r in rows])
     stating = np.array([bool(r["features"]) and states_what_is_asked(r["features"]) for r in rows])
-    writers = _document_writers()
+    writers = document_writers()
     writer = np.array([writers[r["file"]] for r in rows])
     fold = grouped_folds([r["file"] for r in rows], args.folds) if args.split == "document" else \
         np.unique(writer, return_inverse=True)[1]
@@ -461,17 +447,9 @@ def main() -> None:
     say(f"wrote {MODEL_FILE}")
 
 
-def _document_writers() -> dict[str, str]:
+def document_writers() -> dict[str, str]:
     """File name -> the writer whose folder holds it (``a``, ``b``; ``realdocs`` for the older set)."""
     return {d.file: d.folder.parent.name for d in realtext.load_part("dev").documents}
-
-
-def _document_files() -> dict[str, str]:
-    """Document id -> file name, from the ids of the part's files as ``ragbus ingest`` names them."""
-    from shared.contract.ids import file_document_id
-
-    part = realtext.load_part("dev")
-    return {file_document_id(str((d.folder / d.file).resolve())): d.file for d in part.documents}
 
 
 if __name__ == "__main__":

@@ -32,22 +32,26 @@ Check = Callable[[Settings], str | None]
 
 
 def grade_model(settings: Settings) -> str | None:
-    """The local grader's fitted model (``grade_model.json``) and the local reader's verdict model
-    (``verdict_model.json``, which the grader reads too) load and match the features they measure.
+    """The local grader's fitted model (``grade_model.json``), the local reader's verdict model
+    (``verdict_model.json``, which the grader reads too) and its sentence score (``sentence_score.json``) load
+    and match the features they measure.
 
     The reason is :func:`~shared.adapters.local.grade_model.shipped_model`'s (or
-    :func:`~shared.query.reading.verdict.shipped_verdict_model`'s) own error,
+    :func:`~shared.query.reading.verdict.shipped_verdict_model`'s, or
+    :func:`~shared.query.reading.sentence_score.shipped_sentence_score`'s) own error,
     which names the file and the way to refit. A model that loaded is kept for the
     process; a failure is not, so a refit file is seen by the next check.
     """
     if settings.llm_provider != "local":
         return None
     from shared.adapters.local.grade_model import shipped_model
+    from shared.query.reading.sentence_score import shipped_sentence_score
     from shared.query.reading.verdict import shipped_verdict_model
 
     try:
         shipped_model()
         shipped_verdict_model()
+        shipped_sentence_score()
     except ConfigError as exc:
         return str(exc)
     return None

@@ -54,12 +54,17 @@ def test_a_row_is_read_again_from_its_kept_passages():
     port = ("Configuration\n\nThe frobnicator daemon reads its settings from /etc/frob.conf at start. "
             "It listens on TCP port 7412 by default; the port directive changes it.")
     logs = "Logging\n\nThe daemon writes its log to /var/log/frob.log. Log rotation is handled by logrotate."
-    row = {"id": "q", "near_miss": False, "keys": ["7412"], "language": "en",
+    row = {"id": "q", "near_miss": False, "keys": ["7412"], "language": "en", "file": "port.txt",
            "question": "Which TCP port does the frobnicator daemon listen on by default?",
            "contexts": [{"url": "file:///port.txt", "text": port, "document_id": "d1"},
                         {"url": "file:///logs.txt", "text": logs, "document_id": "d2"}]}
     fit_reader.read_row(row, LocalLanguageModel(None, OnnxMiniLMEmbedder()))
-    assert row["keys_in_answer"] and row["cited_document_ids"] == ["d1"] and row["features"]["states_value"] == 1.0
+    assert row["keys_in_answer"] and row["cited_files"] == ["port.txt"] and row["features"]["states_value"] == 1.0
+    # each scored sentence: what it was scored on, whether it holds every key, whether it is from the question's file
+    holding = [p for p in row["pool"] if p["keys"]]
+    assert holding and all(p["own_file"] for p in holding) and not all(p["own_file"] for p in row["pool"])
+    fit_reader.label_rows([row])
+    assert row["right"]
     empty = {**row, "contexts": []}
     fit_reader.read_row(empty, None)
     assert empty["features"] is None and not empty["keys_in_answer"]

@@ -76,6 +76,22 @@ def test_a_broken_grade_model_makes_the_local_grader_unready_with_the_loaders_me
     assert str(raised.value) == broken_model  # the same one line as the loader's, nothing added
 
 
+def test_a_broken_sentence_score_makes_the_local_grader_unready_with_the_loaders_message(tmp_path, monkeypatch):
+    import shared.query.reading.sentence_score as score_module
+
+    data = score_module.shipped_sentence_score().to_json()
+    data["columns"] = data["columns"][::-1]  # fit on the columns in another order
+    path = tmp_path / "sentence_score.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(score_module, "SCORE_FILE", path)
+    score_module.shipped_sentence_score.cache_clear()
+    try:
+        (message,) = unready_stages(Settings(), ("grader",)).values()
+        assert "sentence_score.json" in message and "fit_scorer" in message
+    finally:
+        score_module.shipped_sentence_score.cache_clear()  # the next test reads the real file again
+
+
 def test_processes_that_do_not_grade_are_not_affected(broken_model):
     assert unready_stages(Settings(), NON_GRADING) == {}
     require_ready(Settings(), NON_GRADING)  # no error

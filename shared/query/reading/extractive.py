@@ -5,9 +5,10 @@ An extractive answer is a few sentences copied from the contexts, each cited by
 the number of the context it came from. :class:`Reader` (the local model's) quotes
 the sentence that states the asked fact and says whether it does; :class:`SentencePicker`
 (the synthesizer's fallback) scores sentences against the question and chooses them by
-maximal marginal relevance (MMR). Their weights are named (:class:`ReaderWeights`,
-the picker's class attributes). When no sentence supports an answer, the result is an
-abstention, never invented text.
+maximal marginal relevance (MMR). The reader's sentence score is learned
+(:mod:`shared.query.reading.sentence_score`), its other choices named (:class:`ReaderWeights`);
+the picker's weights are its class attributes. When no sentence supports an answer, the result
+is an abstention, never invented text.
 
 So that it reads as an answer (issue 11, item 2): only sentences that can be
 quoted are candidates (no headings, questions, lead-ins ending in a colon:
@@ -43,6 +44,7 @@ from shared.query.reading.answer_sentences import (
     question_parts,
 )
 from shared.query.reading.language import phrase
+from shared.query.reading.sentence_score import SentenceScore, shipped_sentence_score
 from shared.query.reading.stemming import stemmer
 from shared.query.reading.verdict import ANSWERED, REFUSE, VerdictModel, shipped_verdict_model
 
@@ -322,26 +324,15 @@ READER_POOL = 8
 
 @dataclass(frozen=True)
 class ReaderWeights:
-    """How the reader (:class:`Reader`) scores a sentence. Chosen on the real-text development set
+    """How the reader (:class:`Reader`) chooses beyond a sentence's score (its weights: the learned
+    :class:`~shared.query.reading.sentence_score.SentenceScore`). Chosen on the real-text development set
     (``ragbus eval --dataset realdocs``), never refit on fitz-gov alone (issue 20)."""
 
-    # The final score: cosine of question and sentence, the question's terms the sentence holds, its
-    # passage's closeness (scaled 0..1), whether it states the asked value (+) or lacks it (-), and its
-    # passage's retrieval rank (1 / rank: the retriever's first passage is the likeliest source).
-    cosine: float = 0.55
-    overlap: float = 0.25
-    passage: float = 0.10
-    states: float = 0.15
-    lacks: float = 0.15
-    rank: float = 0.10
-    # The cheap score that picks the READER_POOL sentences worth embedding: terms held, passage closeness.
+    # The cheap score that picks the READER_POOL sentences worth embedding: terms held, passage closeness, and
+    # stating a value of the asked type.
     cheap_overlap: float = 0.6
     cheap_passage: float = 0.4
-    # How documentation states things (:func:`_shape_parts`): the question's words in its order, a
-    # definition's subject opening the sentence, a command line or pointer nobody asked for.
-    word_order: float = 0.1
-    definition: float = 0.15
-    code_like: float = 0.1
+    cheap_states: float = 0.15
     # A further sentence for an open question: as strong as this share of the first, with a term it lacks.
     further_share: float = 0.85
     # The next best sentences of the first one's document, as strong as this share of it, are quoted after it,
@@ -354,11 +345,6 @@ class ReaderWeights:
     # The real-text set the verdict is fit on has almost no such question (3 of its 1,128 dev questions quote
     # a sentence under this cosine), so the verdict cannot learn it.
     unrelated_cosine: float = 0.2
-
-    def vector(self) -> np.ndarray:
-        """The weights of what a sentence is scored on (``Reader.scored_on``'s columns), in order."""
-        return np.array([self.cosine, self.overlap, self.passage, self.states, -self.lacks, self.rank,
-                         self.word_order, self.definition, -self.code_like], dtype=np.float32)
 
 
 READER_WEIGHTS = ReaderWeights()
@@ -635,7 +621,8 @@ class Reader:
     asked value, e.g. :func:`shared.query.reading.answer_types.sentence_states`); the
     ``READER_POOL`` best are embedded (``sentence_embed``, under their section's heading, a
     sentence that opens with a reference together with the sentence it leans on) and ranked by
-    their cosine to ``question_vector`` with those signals (:class:`ReaderWeights`). The answer
+    their cosine to ``question_vector`` with those signals, weighed by the learned sentence score
+    (:class:`~shared.query.reading.sentence_score.SentenceScore`). The answer
     opens with the best; a further sentence is quoted only for a part of the question still
     unanswered, or, for an open question, where it reads on from the first; the first sentence is
     quoted under its section's heading when the heading holds question terms it lacks. The answer
@@ -648,25 +635,33 @@ class Reader:
                  overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
                  sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
                  value_check: ValueCheck | None, fact_check: FactCheck | None,
-                 weights: ReaderWeights = READER_WEIGHTS, verdict: VerdictModel | None = None,
-                 observe: Observe | None = None) -> None:
+                 weights: ReaderWeights | None = None, score: SentenceScore | None = None,
+                 verdict: VerdictModel | None = None, observe: Observe | None = None) -> None:
         self.query, self.contexts, self.candidates = query, contexts, candidates
         self.term_stems, self.language, self.names = term_stems, language, names
         self.question_vector, self.sentence_embed = question_vector, sentence_embed
-        self.value_check, self.fact_check, self.w = value_check, fact_check, weights
+        self.value_check, self.fact_check, self.w = value_check, fact_check, weights or READER_WEIGHTS
+        self.score = score or shipped_sentence_score()
         self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
         self.stems = [c.stems for c in candidates]
         self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
         self.prior = _passage_prior(candidates, context_similarity)
         self.closeness = context_similarity
         self.verdict, self.observe = verdict, observe
+        # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
+        # "package") names the corpus, one few hold ("tty", "backup") the asked subject
+        rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
+                  for t in dict.fromkeys(term_stems)}
+        total = sum(rarity.values())
         self.pair_overlap = overlap.copy()
+        self.subject = np.zeros(len(candidates), dtype=np.float32)  # the share of the asked subject, by rarity
         for i in self.usable:
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
             # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
             held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading))
             self.pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
-        self.cheap = weights.cheap_overlap * self.pair_overlap + weights.cheap_passage * self.prior
+            self.subject[i] = sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
+        self.cheap = self.w.cheap_overlap * self.pair_overlap + self.w.cheap_passage * self.prior
         self.asks_fact = fact_check is not None and fact_check("", query) is not None
 
     def antecedents(self, i: int) -> list[int] | None:
@@ -726,7 +721,7 @@ class Reader:
             # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
             for i in sorted(usable, key=lambda i: -self.cheap[i])[:max(3 * READER_POOL, 24)]:
                 self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
-        pre = self.cheap + w.states * (self.states > 0)
+        pre = self.cheap + w.cheap_states * (self.states > 0)
         pool = sorted((i for i in usable if pre[i] > 0), key=lambda i: -pre[i])[:READER_POOL]
         self.pool = pool
         if not pool:
@@ -738,10 +733,10 @@ class Reader:
         shape = np.array([_shape_parts(self.query, self.quoted_text(i)) for i in pool], dtype=np.float32)
         rank = np.array([1.0 / candidates[i].number for i in pool], dtype=np.float32)
         states = self.states[pool]
-        # what each sentence is scored on (ReaderWeights' order), kept for bench/fit_reader.py's ranking fit
-        self.scored_on = np.column_stack([self.cosine[pool], self.pair_overlap[pool], self.prior[pool], states > 0,
-                                          states < 0, rank, shape]).astype(np.float32)
-        self.relevance[pool] = self.scored_on @ w.vector()
+        # what each sentence is scored on (SCORED_ON's order), kept for bench/fit_scorer.py's fit
+        self.scored_on = np.column_stack([self.cosine[pool], self.subject[pool], states > 0, states < 0, rank,
+                                          shape]).astype(np.float32)
+        self.relevance[pool] = self.scored_on @ self.score.vector()
         self.ranked = sorted(pool, key=lambda i: (-self.relevance[i], candidates[i].number, candidates[i].position))
         return True
 
@@ -935,18 +930,6 @@ class Reader:
         def share(stems: frozenset[str]) -> float:
             return sum(t in stems for t in terms) / len(terms) if terms else 0.0
 
-        # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
-        # "package") names the corpus, one few hold ("tty", "backup") the asked subject
-        rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
-                  for t in dict.fromkeys(terms)}
-        total = sum(rarity.values())
-
-        def subject(stems: frozenset[str]) -> float:
-            return sum(w for t, w in rarity.items() if t in stems) / total if total > 0 else 0.0
-
-        def held(i: int) -> frozenset[str]:  # a sentence's terms with those of what it leans on and its heading
-            return frozenset().union(*(self.stems[j] for j in self.unit(i)), _term_set(candidates[i].heading))
-
         in_sentence = share(unit_stems)
         return {
             "asks_value": float(self.asks_fact), "states_value": float(states),
@@ -970,9 +953,9 @@ class Reader:
             "coverage_retrieved": share(retrieved),
             "quoted": float(np.log1p(len(chosen))),
             "leans_back": float(len(self.unit(lead)) > 1),
-            "subject_quoted": max((subject(held(i)) for i in chosen), default=0.0),
-            "subject_best": max((subject(held(i)) for i in self.usable), default=0.0),
-            "subject_stated": max((subject(held(i)) for i in self.usable if self.states[i] > 0), default=0.0),
+            "subject_quoted": max((float(self.subject[i]) for i in chosen), default=0.0),
+            "subject_best": max((float(self.subject[i]) for i in self.usable), default=0.0),
+            "subject_stated": max((float(self.subject[i]) for i in self.usable if self.states[i] > 0), default=0.0),
         }
 
 
@@ -1074,10 +1057,6 @@ def _specific_terms(query: str) -> list[str]:
 _QUESTION_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
                            re.IGNORECASE)
-# A command line, a URL on its own or a pointer elsewhere: rarely the answer, unless asked for one.
-_CODE_LIKE = re.compile(r"^\s*(?:\$|#|sudo\b|git\b|brew\b|apt(?:-get)?\b|pip\b|npm\b|cmake\b|make\b|\./)|://|"
-                        r"^\s*(?:please\s+)?see\b|\bfor\s+more\s+info", re.IGNORECASE)
-_ASKS_CODE = re.compile(r"\b(?:command|install\w*|download\w*|url|link|where|get|run|build|clone|type)\b", re.IGNORECASE)
 
 
 def _bigrams(text: str) -> set[tuple[str, str]]:
@@ -1086,17 +1065,16 @@ def _bigrams(text: str) -> set[tuple[str, str]]:
     return set(zip(words, words[1:], strict=False))
 
 
-def _shape_parts(query: str, text: str) -> tuple[float, float, float]:
+def _shape_parts(query: str, text: str) -> tuple[float, float]:
     """How documentation states things, beside MiniLM's closeness: the share of the question's word pairs
-    in the same order ("distances are limited to" for "match distances limited to"), a definition's subject
-    opening the sentence ("libcbor is a C library ..." for "What is libcbor?": 1), and a command line or a
-    pointer ("Please see https://... for more info") nobody asked for (1)."""
+    in the same order ("distances are limited to" for "match distances limited to"), and a definition's subject
+    opening the sentence ("libcbor is a C library ..." for "What is libcbor?": 1)."""
     asked = _bigrams(query)
     order = len(asked & _bigrams(text)) / len(asked) if asked else 0.0
     definition = _DEFINITION_Q.match(query)
     opens = bool(definition and re.match(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
                                          text, re.IGNORECASE))
-    return order, float(opens), float(bool(_CODE_LIKE.search(text) and not _ASKS_CODE.search(query)))
+    return order, float(opens)
 
 
 def _asked_label(query: str) -> str:

@@ -109,8 +109,8 @@ class Logistic:
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where} is not an object: {REFIT}")
         try:
-            arrays = [_numbers(data[k], f"{where}.{k}") for k in ("mean", "scale", "weights")]
-            intercept = _number(data["intercept"], f"{where}.intercept")
+            arrays = [finite_numbers(data[k], f"{where}.{k}") for k in ("mean", "scale", "weights")]
+            intercept = finite_number(data["intercept"], f"{where}.intercept")
         except KeyError as exc:
             raise ConfigError(f"{where} is incomplete (no {exc}): {REFIT}") from None
         if np.any(arrays[1] < 1e-9):
@@ -160,7 +160,7 @@ class VerdictModel:
             raise ConfigError(f"{source} was fit on feature version {data.get('feature_version')!r}, but the reader "
                               f"measures version {FEATURE_VERSION} ({len(FEATURES)} features): {REFIT}")
         try:
-            thresholds = [_number(data[k], f"{source}: {k}") for k in ("answered_from", "refuse_from", "rescue_from")]
+            thresholds = [finite_number(data[k], f"{source}: {k}") for k in ("answered_from", "refuse_from", "rescue_from")]
         except KeyError as exc:
             raise ConfigError(f"{source} is incomplete (no {exc}): {REFIT}") from None
         if not all(0.0 <= t <= 1.0 for t in thresholds) or not thresholds[0] > 0.0 or not thresholds[1] > 0.0:
@@ -196,17 +196,19 @@ def _rounded(values: np.ndarray) -> list[float]:
     return [round(float(v), 6) for v in values]
 
 
-def _number(value: Any, where: str) -> float:
+def finite_number(value: Any, where: str, refit: str = REFIT) -> float:
+    """``value`` read from a model file, which must be a finite number (``where`` and ``refit`` say, if not)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
-        raise ConfigError(f"{where} is {value!r:.60}, not a finite number: {REFIT}")
+        raise ConfigError(f"{where} is {value!r:.60}, not a finite number: {refit}")
     return float(value)
 
 
-def _numbers(values: Any, where: str) -> np.ndarray:
-    if not isinstance(values, list) or len(values) != len(FEATURES):
-        raise ConfigError(f"{where} is not a list of one number per feature ({len(FEATURES)}): {REFIT}")
-    return np.array([_number(v, f"{where}[{n}]") for n, v in enumerate(values)], dtype=float)
+def finite_numbers(values: Any, where: str, count: int = len(FEATURES), refit: str = REFIT) -> np.ndarray:
+    """``values`` read from a model file, which must be a list of ``count`` finite numbers."""
+    if not isinstance(values, list) or len(values) != count:
+        raise ConfigError(f"{where} is not a list of one number per feature ({count}): {refit}")
+    return np.array([finite_number(v, f"{where}[{n}]", refit) for n, v in enumerate(values)], dtype=float)
 
 
 __all__ = ["ANSWERED", "CAVEAT", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
-           "shipped_verdict_model", "states_what_is_asked"]
+           "finite_number", "finite_numbers", "shipped_verdict_model", "states_what_is_asked"]
