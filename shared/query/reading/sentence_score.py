@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from shared.contract.errors import ConfigError
-from shared.query.reading.verdict import finite_numbers
+from shared.query.reading.verdict import finite_numbers, read_model_file
 
 #: What a sentence is scored on, in the order of the weights (bump SCORE_VERSION with any change of meaning).
 SCORED_ON: tuple[str, ...] = (
@@ -80,11 +80,8 @@ class SentenceScore:
 @functools.cache
 def shipped_sentence_score() -> SentenceScore:
     """The score shipped beside this module (read once per process)."""
-    try:
-        data = json.loads(SCORE_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"the reader's sentence score {SCORE_FILE} cannot be read ({exc}): {REFIT}") from exc
-    return SentenceScore.from_json(data, source=str(SCORE_FILE))
+    return SentenceScore.from_json(read_model_file(SCORE_FILE, "the reader's sentence score", REFIT),
+                                   source=str(SCORE_FILE))
 
 
 __all__ = ["SCORED_ON", "SCORE_FILE", "SCORE_VERSION", "SentenceScore", "shipped_sentence_score"]

@@ -185,11 +185,16 @@ def states_what_is_asked(values: Mapping[str, float]) -> bool:
 @functools.cache
 def shipped_verdict_model() -> VerdictModel:
     """The model shipped beside this module (read once per process)."""
+    return VerdictModel.from_json(read_model_file(MODEL_FILE, "the reader's verdict model", REFIT),
+                                  source=str(MODEL_FILE))
+
+
+def read_model_file(path: Path, what: str, refit: str) -> Any:
+    """The JSON a shipped model file holds; :class:`ConfigError` naming ``what`` and ``refit`` when it cannot be read."""
     try:
-        data = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"the reader's verdict model {MODEL_FILE} cannot be read ({exc}): {REFIT}") from exc
-    return VerdictModel.from_json(data, source=str(MODEL_FILE))
+        raise ConfigError(f"{what} {path} cannot be read ({exc}): {refit}") from exc
 
 
 def _rounded(values: np.ndarray) -> list[float]:
@@ -211,4 +216,4 @@ def finite_numbers(values: Any, where: str, count: int = len(FEATURES), refit: s
 
 
 __all__ = ["ANSWERED", "CAVEAT", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
-           "finite_number", "finite_numbers", "shipped_verdict_model", "states_what_is_asked"]
+           "finite_number", "finite_numbers", "read_model_file", "shipped_verdict_model", "states_what_is_asked"]
