@@ -360,3 +360,23 @@ def test_who_is_answered_by_a_role_as_by_a_name():
     assert sentence_states("The report is assigned a primary handler who fixes it.",
                            "Who coordinates the fix and release?") is True
     assert sentence_states("pstree shows the running processes as a tree.", "Who maintains pstree?") is False
+
+
+def test_a_word_the_question_negates_is_not_counted_as_held_by_a_sentence_that_states_it():
+    # "has not changed": a sentence saying "has changed" holds the stem, not the fact; only the sentences'
+    # meaning (their cosine) can tell which of the two states what is asked
+    cache = ("If the cache is unchanged, the daemon replies 304 with no body. "
+             "If the cache has changed, the daemon replies 200 with the new entries.")
+    seen = []
+    _read("Which code does the daemon reply with when the cache has not changed?", cache,
+          observe=lambda features, answer, reader: seen.append(reader))
+    (reader,) = seen
+    assert "chang" not in reader.term_stems and "cach" in reader.term_stems
+    unchanged, changed = (next(i for i in reader.usable if word in reader.candidates[i].text)
+                          for word in ("unchanged", "has changed"))
+    assert reader.subject[unchanged] == reader.subject[changed]
+    # a question negating nothing keeps every term
+    seen.clear()
+    _read("Which code does the daemon reply with when the cache has changed?", cache,
+          observe=lambda features, answer, reader: seen.append(reader))
+    assert "chang" in seen[0].term_stems

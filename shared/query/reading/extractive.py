@@ -401,6 +401,10 @@ def extractive_answer(
     """
     candidates = _candidate_sentences(contexts, per_context=40, total=240)
     terms = content_terms(query, keep_temporal=False) or content_terms(query)
+    # a word the question negates ("has not changed") is not what a sentence holding it states ("has changed"):
+    # stems cannot tell the two apart, so it does not count as a term held (the sentences' meaning still does)
+    negated = {stem(m["word"]) for m in _NEGATED.finditer(query)}
+    terms = [t for t in terms if stem(t) not in negated] or terms
     if not candidates:
         return _abstention(language)
     term_stems = [stem(t) for t in terms]
@@ -1053,6 +1057,9 @@ def _specific_terms(query: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# The word a negation applies to: "has not changed", "does not yet support", "never called", "isn't set".
+_NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|ever|even)\s+)?(?P<word>[A-Za-z][\w-]*)",
+                      re.IGNORECASE)
 # A command-line option a question names ("--maxvars", "-restart").
 _QUESTION_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
