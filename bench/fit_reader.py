@@ -376,8 +376,9 @@ def main() -> None:
     parser.add_argument("--writer-precision", type=float, default=0.9,
                         help="... and on each writer's held-out questions (with --split writer: judged by models that "
                              "never saw that writer)")
-    parser.add_argument("--refused", type=float, default=0.045,
-                        help="answerable questions refused at most (issue 36: <= 0.05; the shipped model used 0.045)")
+    parser.add_argument("--refused", type=float, default=0.04,
+                        help="answerable questions refused at most, held out (issue 36: <= 0.05 on the sealed part; "
+                             "asked through the pipeline the dev part refuses about 0.01 more than held out)")
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
 

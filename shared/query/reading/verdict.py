@@ -25,7 +25,7 @@ both thresholds are fitted by ``bench/fit_reader.py`` on the development part of
 folds leave one writer out, each model weighs only the features whose weight has one sign in every
 fit leaving a writer out (the others weigh 0), and the thresholds are chosen on those folds:
 ``answered_from`` for a precision of ``answered`` of at least 0.92 overall and 0.9 for each writer,
-``refuse_from`` for at most 4.5 % of answerable questions refused. They are shipped in
+``refuse_from`` for at most 4 % of answerable questions refused. They are shipped in
 ``verdict_model.json`` beside this module; a file fitted on other features is refused with the way
 to refit.
 """
