@@ -327,6 +327,14 @@ def add_row_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reread", action="store_true",
                         help="with --from-rows: read the kept passages again with this checkout's reader before "
                              "fitting (after a change to its evidence; nothing is retrieved)")
+    parser.add_argument("--dry-run", action="store_true", help="fit and report; write nothing")
+
+
+def checkout_commit() -> str:
+    """The commit of the checkout that fits (recorded with what it writes)."""
+    from shared.tools.eval.runner import machine
+
+    return machine()["git_commit"]
 
 
 def say(msg: str) -> None:
@@ -379,13 +387,8 @@ def main() -> None:
     parser.add_argument("--refused", type=float, default=0.04,
                         help="answerable questions refused at most, held out (issue 36: <= 0.05 on the sealed part; "
                              "asked through the pipeline the dev part refuses about 0.01 more than held out)")
-    parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
-
-    started = time.perf_counter()
-    from shared.tools.eval.runner import machine
-
-    commit = machine()["git_commit"]
+    started, commit = time.perf_counter(), checkout_commit()
     rows = rows_from_arguments(args, say)
     usable = [r for r in rows if r["features"] is not None]
     refused_always = np.array([r["features"] is None or r.get("grade_refused", False) for r in rows])

@@ -176,12 +176,8 @@ def main() -> None:
     parser.add_argument("--answers", action="store_true",
                         help="also read each writer's passages again with the weights fit without it, and with the "
                              "weights in use (minutes): how often the quoted answer is right, held out")
-    parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args()
-    started = time.perf_counter()
-    from shared.tools.eval.runner import machine
-
-    commit = machine()["git_commit"]
+    started, commit = time.perf_counter(), fit_reader.checkout_commit()
     rows = fit_reader.rows_from_arguments(args, say)
     writers = fit_reader.document_writers()
     answerable = [r for r in rows if not r["near_miss"]]
