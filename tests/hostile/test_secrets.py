@@ -143,7 +143,7 @@ def test_a_weak_token_is_refused_for_a_reachable_bind(tmp_path, token):
 
 
 @pytest.mark.parametrize("token,named", [("pässwörd-0123456789abc", "'ä'"), ("two words-0123456789abc", "a space"),
-                                         ("tab\there-0123456789abc", "a space"), ("nul\x01-0123456789abc", "'\\x01'")])
+                                         ("tab\there-0123456789abc", "a space"), ("nul\x01-0123456789abc", "U+0001")])
 def test_a_token_no_client_could_send_is_refused_at_start_up(token, named):
     with pytest.raises(ConfigError, match="RAGBUS_API_TOKEN holds") as caught:
         load_settings({"RAGBUS_API_TOKEN": token})
