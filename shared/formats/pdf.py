@@ -19,6 +19,7 @@ import logging
 import re
 import shutil
 import subprocess
+import threading
 from collections import Counter
 from statistics import median
 
@@ -44,14 +45,19 @@ _HYPHENATED = re.compile(r"([a-zà-ÿ])-\n([a-zà-ÿ])")
 _SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
 #: lines kept at the top and bottom of a page as candidates for running headers and footers
 _EDGE_LINES = 2
+#: PDFium is not thread-safe: no two of its calls may run at once in one process, not even on different
+#: documents (pypdfium2's documentation), and a worker's call beside another's can end the process with a
+#: segmentation fault. Every use of PDFium in ragbus holds this lock.
+PDFIUM_LOCK = threading.RLock()
 
 
 def read_pdf(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
-    document = open_pdf(raw)
-    try:
-        return _read(document, limits)
-    finally:
-        document.close()
+    with PDFIUM_LOCK:
+        document = open_pdf(raw)
+        try:
+            return _read(document, limits)
+        finally:
+            document.close()
 
 
 def open_pdf(raw: bytes):

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shared.formats.passages import Reading
-from shared.formats.pdf import metadata_title, open_pdf
+from shared.formats.pdf import PDFIUM_LOCK, metadata_title, open_pdf
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,24 @@ class PdfPieces:
         self.per_piece = pages
         self.max_bytes = max_bytes
         self.reading = reading
-        self.document = open_pdf(raw)
-        total = len(self.document)
+        with PDFIUM_LOCK:
+            self.document = open_pdf(raw)
+            try:
+                total = len(self.document)
+                self.title = metadata_title(self.document)
+            except BaseException:
+                self.document.close()
+                raise
         self.pages = min(total, max_pages)
         if total > self.pages:
             reading.skip(total - self.pages, f"pages past the first {max_pages} (RAGBUS_MAX_PAGES) were cut")
-        self.title = metadata_title(self.document)
 
     def __enter__(self) -> PdfPieces:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.document.close()
+        with PDFIUM_LOCK:
+            self.document.close()
 
     def pieces(self) -> Iterator[PdfPiece]:
         """The pieces in page order, made one at a time (only the one being sent is in memory)."""
@@ -79,11 +85,12 @@ class PdfPieces:
     def _extract(self, first: int, pages: int) -> bytes:
         import pypdfium2 as pdfium
 
-        piece = pdfium.PdfDocument.new()
-        try:
-            piece.import_pages(self.document, list(range(first - 1, first - 1 + pages)))
-            out = io.BytesIO()
-            piece.save(out)
-            return out.getvalue()
-        finally:
-            piece.close()
+        with PDFIUM_LOCK:
+            piece = pdfium.PdfDocument.new()
+            try:
+                piece.import_pages(self.document, list(range(first - 1, first - 1 + pages)))
+                out = io.BytesIO()
+                piece.save(out)
+                return out.getvalue()
+            finally:
+                piece.close()

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from shared.formats.pdf import PDFIUM_LOCK
 from tests.integration.fake_gemini import error_body
 from tests.support import send_json
 
@@ -135,7 +136,8 @@ class FakeDocumentAI:
         problem, pdf = _check(body)
         if problem:
             return 400, error_body(400, problem), {}
-        pages, texts = _pages(pdf)
+        with PDFIUM_LOCK:  # the client's thread reads PDFs with PDFium in this process too
+            pages, texts = _pages(pdf)
         with self._lock:
             self.requests.append(Seen(time.monotonic(), pages if isinstance(pages, int) else 0, body, headers))
             failure = self.failures.pop(0) if self.failures else None
@@ -162,15 +164,16 @@ def pdf_of_pages(raw: bytes, pages: list[int]) -> bytes:
     allowed): real pages of a real file, for a piece the service refuses or a long document."""
     import pypdfium2 as pdfium
 
-    source, out = pdfium.PdfDocument(raw), pdfium.PdfDocument.new()
-    try:
-        out.import_pages(source, pages)
-        buffer = io.BytesIO()
-        out.save(buffer)
-        return buffer.getvalue()
-    finally:
-        out.close()
-        source.close()
+    with PDFIUM_LOCK:
+        source, out = pdfium.PdfDocument(raw), pdfium.PdfDocument.new()
+        try:
+            out.import_pages(source, pages)
+            buffer = io.BytesIO()
+            out.save(buffer)
+            return buffer.getvalue()
+        finally:
+            out.close()
+            source.close()
 
 
 def _check(body: Any) -> tuple[str, bytes]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.formats.pdf import PDFIUM_LOCK
 from tests.integration.fake_documentai import PROCESSOR, FakeDocumentAI, pdf_of_pages
 from tests.unit.loop_fakes import HashingEmbedder
 
@@ -32,12 +33,19 @@ class WordHashingEmbedder(HashingEmbedder):
 def _page_words(raw: bytes) -> dict[int, set[str]]:
     import pypdfium2 as pdfium
 
-    document = pdfium.PdfDocument(raw)
-    try:
-        return {n + 1: set(document[n].get_textpage().get_text_bounded().replace("\x02", "").split())
-                for n in range(len(document))}
-    finally:
-        document.close()
+    words: dict[int, set[str]] = {}
+    with PDFIUM_LOCK:  # a PDFium object left to the garbage collector is closed in whichever thread runs it
+        document = pdfium.PdfDocument(raw)
+        try:
+            for n in range(len(document)):
+                page = document[n]
+                textpage = page.get_textpage()
+                words[n + 1] = set(textpage.get_text_bounded().replace("\x02", "").split())
+                textpage.close()
+                page.close()
+        finally:
+            document.close()
+    return words
 
 
 def _cited_pages(label: str) -> list[int]:
