@@ -127,9 +127,18 @@ def searched_as(question: str, query: str) -> str:
 
 # ------------------------------------------------------------ normalising
 
-# Control characters other than tab and newline, and the Unicode "format"
-# characters that only confuse tokenizers (zero-width spaces, soft hyphens, BOMs).
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200d\u2060\ufeff]")
+# Control characters other than tab and newline, the Unicode "format" characters that only confuse
+# tokenizers (zero-width spaces, soft hyphens, BOMs), and the bidirectional embeddings, overrides and
+# isolates that make a quoted sentence read as something it is not ("port \u202e0808" shows as "port 8080").
+_BIDI_CONTROLS = "\u202a-\u202e\u2066-\u2069"
+_CONTROL_RE = re.compile(rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200d\u2060\ufeff{_BIDI_CONTROLS}]")
+_BIDI_RE = re.compile(f"[{_BIDI_CONTROLS}]")
+
+
+def without_bidi_controls(text: str) -> str:
+    """``text`` without bidirectional embeddings, overrides and isolates (right-to-left letters and the
+    U+200E/U+200F marks stay): what a person typed, as every surface can show it without reordering it."""
+    return _BIDI_RE.sub("", text)
 _SPACES_RE = re.compile(r"[^\S\n]+")  # whitespace except newline
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
 
@@ -198,8 +207,9 @@ def split_sentences(text: str) -> list[str]:
 
 def clip_metadata(value: str | None, limit: int) -> str:
     """Untrusted metadata (a title, a date) as one line of at most ``limit`` characters
-    (an ellipsis marks a cut): it goes into the header and every chunk's record."""
-    text = " ".join((value or "").split())
+    (an ellipsis marks a cut), without control or bidirectional characters: it goes into the header and
+    every chunk's record."""
+    text = " ".join(_CONTROL_RE.sub("", value or "").split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

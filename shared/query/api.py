@@ -24,7 +24,7 @@ from shared.contract.errors import InvalidInput, PermanentError, RetryableError
 from shared.contract.filters import FilterError, Filters, firestore_prefilter_refusal
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
-from shared.contract.text import fold_width, shown
+from shared.contract.text import fold_width, shown, without_bidi_controls
 from shared.observability import tracing
 from shared.query.conversation import (
     ConversationNotFound as ConversationNotFound,  # the front doors' name
@@ -71,7 +71,8 @@ def validate_query_text(query: Any, *, max_chars: int, field: str = "query") -> 
             f"'{field}' must be a string, got {_type_name(query)}; "
             f'send the question as text, e.g. {{"{field}": "What is BM25?"}}'
         )
-    text = fold_width(query.replace("\r\n", "\n")).strip()  # "ｂｍ２５" is searched as "bm25"
+    # "ｂｍ２５" is searched as "bm25"; a bidirectional override would show the question reordered
+    text = without_bidi_controls(fold_width(query.replace("\r\n", "\n"))).strip()
     if not text:
         raise InvalidInput(f"'{field}' is empty; send a question of 1 to {max_chars} characters")
     if len(text) > max_chars:

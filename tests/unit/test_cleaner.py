@@ -238,6 +238,25 @@ def test_plain_text_is_normalised():
     assert result.body == "Line one\nLine two with spaces\n\nPara two end"
 
 
+def test_bidirectional_overrides_and_isolates_never_reach_the_clean_text_or_the_title():
+    # "Trojan Source": U+202E shows "port 0808" as "port 8080"; the clean text feeds every answer and
+    # citation, so no surface (page, JSON, OpenAI reply) may carry them, whatever the format
+    bidi = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    page = (f"<html><head><title>Widget{bidi} manual</title></head><body><article><p>The widget port is "
+            f"\u202e0808\u202c and it listens on every interface of the host that runs it, day and night.</p>"
+            f"<p>Written by \u2066Alice\u2069 in 2019{bidi}, the widget also rotates its logs every week.</p>"
+            "</article></body></html>")
+    text, event, _ = _run(page.encode("utf-8"), "text/html; charset=utf-8")
+    assert not any(char in text for char in bidi), ascii(text)
+    assert "The widget port is 0808 and it listens" in text
+    assert event.title == "Widget manual"
+    result = clean_content(f"The port is \u202e0808\u202c.{bidi}".encode(), "text/plain", "file:///x.txt")
+    assert result.body == "The port is 0808."
+    # right-to-left text itself and its marks (U+200E/U+200F) stay: only the overrides and isolates go
+    assert clean_content("\u05e9\u05dc\u05d5\u05dd \u200fport 80.".encode(), "text/plain",
+                         "file:///y.txt").body == "\u05e9\u05dc\u05d5\u05dd \u200fport 80."
+
+
 def test_empty_article_is_a_permanent_error_naming_the_document():
     blobs, publisher = InMemoryBlobStore(), RecordingPublisher()
     ref = blobs.put("raw/empty", b"<html><body><nav><a href='/'>Home</a></nav><script>x()</script>"

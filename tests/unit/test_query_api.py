@@ -316,6 +316,15 @@ def test_fullwidth_letters_and_digits_are_searched_as_ascii():
     assert normalize_text("a² + b² = c²") == "a² + b² = c²"  # not NFKC: superscripts stay
 
 
+def test_bidirectional_overrides_are_dropped_from_a_question_and_right_to_left_text_stays():
+    # the page and every record would show "\u202eport" reordered; the letters are what was asked
+    assert validate_query_text("What is the \u202edefault\u202c port?\u2066\u2069", max_chars=2000,
+                               field="question") == "What is the default port?"
+    assert validate_query_text("\u05de\u05d4 \u200fBM25?", max_chars=2000) == "\u05de\u05d4 \u200fBM25?"
+    with pytest.raises(InvalidInput, match="has no letters or digits"):
+        validate_query_text("\u202e?\u202c", max_chars=2000)
+
+
 @pytest.mark.parametrize("text", ["Wie funktioniert BM25?", "¿Qué es BM25?", "2026?", "什么是向量检索？", "Что такое BM25?"])
 def test_a_question_in_any_script_or_a_bare_number_is_accepted(text):
     assert validate_query_text(text, max_chars=2000, field="question") == text
