@@ -132,7 +132,8 @@ def test_serve_on_a_public_address_without_a_token_warns_and_refuses_to_start(tm
     proc = run_cli(tmp_path / "home", "serve", "--host", "0.0.0.0", "--port", "0", check=False, timeout=60,
                    RAGBUS_API_TOKEN="")
     assert proc.returncode == 2
-    assert "warning" in proc.stderr and "RAGBUS_API_TOKEN" in proc.stderr and "Not starting" in proc.stderr
+    assert "error: --host 0.0.0.0 is reachable" in proc.stderr and "RAGBUS_API_TOKEN" in proc.stderr
+    assert "Not starting" in proc.stderr and "warning" not in proc.stderr
 
 
 def _free_port() -> int:

@@ -94,6 +94,18 @@ def test_an_empty_question_is_named_as_the_command_calls_it(monkeypatch, capsys,
     assert f"error: '{name}' is empty" in err and "'q'" not in err and "'query'" not in err
 
 
+def test_serving_on_a_public_address_without_a_token_is_one_error_not_an_error_and_a_warning(
+        monkeypatch, capsys, tmp_path):
+    # it read "error: warning: --host 0.0.0.0 is reachable ..."
+    monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
+    code, err = _run_main(monkeypatch, capsys, "serve", "--host", "0.0.0.0", "--port", "0",
+                          RAGBUS_HOME=str(tmp_path / "home"), RAGBUS_API_TOKEN="")
+    line = " ".join(err.split())
+    assert code == 2 and line.startswith("error: --host 0.0.0.0 is reachable from other machines"), line
+    assert "warning" not in line and "RAGBUS_API_TOKEN" in line and line.endswith("Not starting.")
+    assert not (tmp_path / "home").exists()  # refused before anything was opened
+
+
 @pytest.mark.parametrize("variable", ["RAGBUS_QUERY_TIMEOUT_S", "RAGBUS_FETCH_TIMEOUT_S", "RAGBUS_FETCH_DEADLINE_S",
                                       "RAGBUS_ACK_DEADLINE_S", "RAGBUS_POLL_INTERVAL_S", "RAGBUS_EVENT_MAX_AGE_S"])
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])

@@ -47,7 +47,7 @@ def serve(
     if host not in LOOPBACK_HOSTS:
         if token is None:
             # anyone who can reach the address could read the index and spend the model budget
-            raise fail(f"warning: --host {host} is reachable from other machines and the gateway has no "
+            raise fail(f"--host {host} is reachable from other machines and the gateway has no "
                         "authentication of its own; set RAGBUS_API_TOKEN (clients then send "
                         "Authorization: Bearer <token>) or serve on 127.0.0.1. Not starting.")
         try:
