@@ -28,7 +28,7 @@ from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
 from shared.contract.text import build_header, clip_metadata, split_header
 from shared.formats.passages import Reading, lay_out
-from shared.formats.registry import Limits, by_media_type, chosen, readable
+from shared.formats.registry import ISOLATED_OVER_BYTES, Limits, by_media_type, chosen, readable
 from shared.formats.sandbox import Bounds, read_isolated
 from shared.formats.text import (  # noqa: F401  (decode_bytes: the cleaner's tests read it here)
     CleanDocument,
@@ -61,8 +61,8 @@ def clean_content(raw: bytes, content_type: str, url: str, settings: Settings | 
 
 
 def read_content(raw: bytes, content_type: str, url: str, settings: Settings | None = None) -> Reading:
-    """``raw`` read by its kind's reader (:mod:`shared.formats.registry`); a binary kind in a
-    bounded process of its own. :class:`InvalidInput` for a kind ragbus does not read."""
+    """``raw`` read by its kind's reader (:mod:`shared.formats.registry`); a binary kind, or a text file
+    over :data:`~shared.formats.registry.ISOLATED_OVER_BYTES`, in a bounded process of its own. :class:`InvalidInput` for a kind ragbus does not read."""
     kind = by_media_type(content_type)
     if kind is None or kind.refused:
         why = kind.refused if kind is not None else (
@@ -72,8 +72,12 @@ def read_content(raw: bytes, content_type: str, url: str, settings: Settings | N
     settings = settings or Settings()
     limits = format_limits(settings)
     kind = chosen(kind, limits)  # RAGBUS_PDF_READER
-    if not kind.binary:
-        return kind.load()(raw, content_type, url, limits)
+    if not kind.binary and len(raw) <= ISOLATED_OVER_BYTES:
+        try:
+            return kind.load()(raw, content_type, url, limits)
+        except RecursionError:  # reading it again would nest as deep: refused, not retried
+            raise InvalidInput(f"the {kind.name} file nests deeper than its reader can follow (Python's "
+                               "recursion limit)") from None
     bounds = Bounds(seconds=settings.parse_seconds, memory_bytes=settings.parse_memory_mb * 1024 * 1024)
     return read_isolated(kind, raw, content_type, url, limits, bounds)
 

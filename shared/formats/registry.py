@@ -35,6 +35,14 @@ class Limits:
     documentai_timeout_s: float = 60.0  # one request, its retries included
 
 
+#: A text file (HTML, Markdown, plain text, reStructuredText, CSV/TSV) larger than this is read in a bounded
+#: process of its own too (``RAGBUS_PARSE_SECONDS``, ``RAGBUS_PARSE_MEMORY_MB``), as a binary kind always is: a
+#: 300 kB page of 30,000 attributes on one element kept the cleaner's thread 40 s (lxml, htmldate and jusText
+#: cost their count squared), an 8.4 MB page 45 s, and nothing can stop a thread. A smaller file is read in the
+#: cleaner's own process, where the same markup costs at most about a second and a process's start (0.3-0.6 s)
+#: would cost more than the reading.
+ISOLATED_OVER_BYTES = 128 * 1024
+
 #: reader(raw bytes, media type with its parameters, url, limits) -> Reading
 Reader = Callable[[bytes, str, str, Limits], Reading]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -255,6 +256,37 @@ def test_bidirectional_overrides_and_isolates_never_reach_the_clean_text_or_the_
     # right-to-left text itself and its marks (U+200E/U+200F) stay: only the overrides and isolates go
     assert clean_content("\u05e9\u05dc\u05d5\u05dd \u200fport 80.".encode(), "text/plain",
                          "file:///y.txt").body == "\u05e9\u05dc\u05d5\u05dd \u200fport 80."
+
+
+def test_markup_slower_than_the_time_bound_is_stopped_and_refused_not_read_for_minutes():
+    # 30,000 attributes on one element (300 kB): lxml, htmldate and jusText each cost their count squared,
+    # about 40 s in the cleaner's own thread, where nothing could stop it
+    page = ("<html><body><p " + " ".join(f"a{i}='x'" for i in range(30_000)) + ">The text.</p></body></html>")
+    started = time.monotonic()
+    with pytest.raises(InvalidInput, match=r"reading this HTML file took over 1 s \(RAGBUS_PARSE_SECONDS\)"):
+        clean_content(page.encode(), "text/html", "file:///slow.html", Settings(parse_seconds=1.0))
+    assert time.monotonic() - started < 20
+
+
+def test_markup_nested_past_the_readers_recursion_is_refused_at_once_by_name():
+    # 95 kB of reStructuredText lists 250 deep: docutils' RecursionError was retried five times as if the
+    # file might read next time, then dead-lettered as "maximum recursion depth exceeded", naming no file kind
+    deep = "".join("   " * depth + "- item\n\n" for depth in range(250)).encode()
+    with pytest.raises(InvalidInput, match="the reStructuredText file nests deeper than its reader can follow"):
+        clean_content(deep, "text/x-rst", "file:///deep.rst")
+
+
+def test_a_large_text_file_read_in_its_own_process_reads_as_it_would_in_the_cleaners():
+    from shared.formats.passages import lay_out
+    from shared.formats.registry import ISOLATED_OVER_BYTES, Limits, by_suffix
+
+    rows = "".join(f"<p>Paragraph {n} says that the widget number {n} is blue, and it is.</p>" for n in range(3000))
+    page = f"<html><head><title>Widgets</title></head><body><article>{rows}</article></body></html>".encode()
+    assert len(page) > ISOLATED_OVER_BYTES
+    isolated = clean_content(page, "text/html", "file:///w.html")
+    here = by_suffix(".html").load()(page, "text/html", "file:///w.html", Limits())
+    assert isolated.title == here.title == "Widgets"
+    assert isolated.body == lay_out(here.passages)[0] and "widget number 2999 is blue" in isolated.body
 
 
 def test_empty_article_is_a_permanent_error_naming_the_document():
