@@ -15,7 +15,7 @@ from services.gateway.server import serve
 from shared.adapters.local.spans import SqliteSpanStore
 from shared.contract import state_collections
 from shared.contract.config import load_settings
-from shared.contract.messages import QuerySubmitted
+from shared.contract.messages import DocumentDeleted, QuerySubmitted
 from shared.query.conversation import ConversationNotFound, conversation_turns, join_conversation
 from shared.query.record import QueryRecord
 from shared.runtime.bootstrap import build_local
@@ -73,6 +73,33 @@ def test_a_sweep_deletes_what_is_past_its_time_and_keeps_the_rest(tmp_path):
     assert spans.spans_of_trace("a" * 32) == [] and spans.spans_of_trace("b" * 32)
     spans.shutdown()
     assert sweep(settings, bus, state, NOW).records == 0  # a second sweep finds nothing more
+
+
+def test_a_sweep_purges_old_tombstones_that_nothing_can_still_need(tmp_path):
+    # every delete (and every item a feed pages out) left a ledger record forever, listed by each poll
+    from shared.ingest import processed_items
+
+    system = _system(tmp_path)
+    settings, bus, state = system.settings, system.bus, system.deps.state
+    old = NOW - timedelta(days=settings.tombstone_retention_days + 1)
+    for document_id in ("old", "lettered", "queued", "owed", "recent", "again"):
+        processed_items.bury(state, document_id, now=old, reason="file deleted", fields={"source": "file"})
+    processed_items.bury(state, "recent", now=NOW - timedelta(days=1), reason="file deleted")
+    state.update(state_collections.PROCESSED_ITEMS, "owed", lambda d: {**d, "unannounced": ""})  # delete not sent
+    state.put(state_collections.DEAD_LETTERS, "cleaner:1", {"data": '{"document_id": "lettered", "revision": 1}'})
+    assert processed_items.claim(state, "again", "h2", now=NOW, fields={}).kind == "new"  # ingested anew: live
+    bus.publish(DocumentDeleted(document_id="queued", reason="file deleted", requested_at=old))  # not delivered
+
+    swept = sweep(settings, bus, state, NOW)
+
+    assert swept.tombstones == 1 and state.get(state_collections.PROCESSED_ITEMS, "old") is None
+    # a retried dead letter (or a message still queued) of a deleted document is dropped while its tombstone
+    # stays; a delete a crash left
+    # unsent is still found by the next delete of its folder; a recent one may still meet a run begun before it
+    for kept in ("lettered", "queued", "owed", "recent"):
+        assert processed_items.stale(state, kept, content_hash="h", revision=0), kept
+    assert processed_items.records(state, {}) == [state.get(state_collections.PROCESSED_ITEMS, "again")]
+    assert sweep(settings, bus, state, NOW).tombstones == 0
 
 
 def test_the_runtime_sweeps_when_it_starts(tmp_path):

@@ -450,6 +450,13 @@ class SqliteBus:
         ).fetchone()
         return int(row[0])
 
+    def pending_data(self) -> list[str]:
+        """The data of every message some subscription has still to handle (as text)."""
+        rows = self._db.connection().execute(
+            "SELECT data FROM messages WHERE id IN (SELECT message_id FROM deliveries WHERE state = 'pending')"
+        ).fetchall()
+        return [bytes(row[0]).decode("utf-8", "replace") for row in rows]
+
     def purge_acknowledged(self, older_than_s: float = 3600.0) -> int:
         """Drop acknowledged deliveries (and orphaned messages) older than ``older_than_s``."""
         cutoff = time.time() - older_than_s

@@ -118,6 +118,13 @@ class SqliteStateStore:
             )
             return cur.rowcount
 
+    def delete_matching(self, collection: str, key: str, where: Mapping[str, Any]) -> bool:
+        """Delete the document ``key`` only while it still matches ``where`` (one transaction)."""
+        sql, params = _where_sql(where)
+        with self._db.transaction() as conn:
+            cur = conn.execute(f"DELETE FROM docs WHERE collection = ? AND key = ?{sql}", [collection, key, *params])
+            return cur.rowcount == 1
+
     def count(self, collection: str, where: Mapping[str, Any] | None = None) -> int:
         sql, params = _where_sql(where)
         row = self._db.connection().execute(
