@@ -132,6 +132,13 @@ def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
     table = run_cli(home, "traces", COLUMNS="200").stdout
     assert record["id"][:8] in table and "volcano report" in table and record["id"] not in table
     assert run_cli(home, "trace", record["id"][:8]).stdout.splitlines()[0] == lines[0]
+    # a rating: the text form prints it under the waterfall, and --json carries it on the root span
+    run_cli(home, "feedback", record["id"][:8], "down", "--comment", "wrong year", "--wrong-citation", "1")
+    spans = json.loads(run_cli(home, "trace", record["id"], "--json").stdout)
+    (root,) = [span for span in spans if span["parent_id"] is None]
+    assert root["name"] == "gateway submit" and len(spans) == len(lines) - 1
+    assert [(f["rating"], f["comment"], f["wrong_citations"]) for f in root["feedback"]] == [("down", "wrong year", [1])]
+    assert all("feedback" not in span for span in spans if span is not root)
 
 
 def test_the_trace_shows_the_filters_and_the_time_read_from_the_question(system, tmp_path):

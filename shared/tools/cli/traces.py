@@ -62,7 +62,8 @@ def short_ids(ids: list[str], minimum: int = 8) -> dict[str, str]:
 def trace_cmd(
     query_id: Annotated[str, typer.Argument(help="A query id or a unique prefix of one (as `ragbus traces` "
                                             "shows it), or a trace id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the spans as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the spans as JSON; the root span carries the "
+                                          "answer's ratings under `feedback`, as the text form prints them.")] = False,
 ) -> None:
     """The waterfall of one query: every stage of every iteration, with durations and grades."""
     from shared.observability.waterfall import render
@@ -76,7 +77,8 @@ def trace_cmd(
     if not spans:
         raise fail(f"no spans for {query_id!r}; `ragbus traces` lists the traced queries")
     if as_json:
-        print_json(spans)
+        ratings = list(record.feedback) if record is not None else []
+        print_json([{**span, "feedback": ratings} if span.get("parent_id") is None else span for span in spans])
         return
     console.print(Text(f"trace {plain(trace_id)} — {len(spans)} spans", style="bold"))
     for line in render(spans):
