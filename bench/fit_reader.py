@@ -138,6 +138,57 @@ def read_row(row: dict[str, Any], llm: Any) -> None:
                        for k, i in enumerate(reader.pool)]
         row["keys_in_a_candidate"] = any(holds_keys(i) for i in reader.usable)
     row["keys_in_answer"] = not row["near_miss"] and all(realdocs.key_in(k, answer.text) for k in keys)
+    if not row["near_miss"]:
+        row["lost_at"] = lost_at(reader, keys, row["file"], file_of, right=bool(
+            row["keys_in_answer"] and row["file"] in row["cited_files"]))
+
+
+#: Where an answerable question's key strings are lost on their way to the answer (:func:`lost_at`), in order.
+LOSS_STAGES = ("right", "not_in_contexts", "other_file_only", "spread_in_passage", "spans_sentences",
+               "not_quotable", "candidate_cap", "leans_on_nothing", "outside_pool", "not_first", "composed_wrong")
+# Consecutive quotable sentences that count as keys "spanning sentences" (a lead and what completes it).
+SPAN = 3
+
+
+def lost_at(reader: Any, keys: list[Any], file: str, file_of: dict[int, str], *, right: bool) -> str:
+    """The first of :data:`LOSS_STAGES` at which the question's keys (all of them, from its ``file``) are lost: not in
+    the retrieved passages; only in another file's (or spread over several); in one passage of the file but not
+    within :data:`SPAN` of its quotable sentences, or only across up to SPAN of them (never one sentence); in one of
+    its sentences that is not quotable; quotable but cut by the candidate caps; a candidate that leans on a sentence
+    it cannot be quoted with; outside the embedded pool; in the pool but not the answer's lead; the lead holds them
+    and the composed answer or its citation is still wrong. ``right``: the answer holds every key and cites
+    ``file``."""
+    if right:
+        return "right"
+
+    def holds(text: str) -> bool:
+        return all(realdocs.key_in(key, text) for key in keys)
+
+    contexts = reader.contexts
+    if not holds("\n".join(c.text for c in contexts)):
+        return "not_in_contexts"
+    own = [c for c in contexts if file_of.get(c.number) == file and holds(c.text)]
+    if not own:
+        return "other_file_only"
+    quotable = {c.number: [s.text for s in extractive.quotable_sentences(c.text)] for c in own}
+    if not any(holds(s) for c in own for s in extractive.split_sentences(c.text)) and not any(
+            holds(s) for texts in quotable.values() for s in texts):
+        windows = any(holds(" ".join(texts[n:n + SPAN])) for texts in quotable.values() for n in range(len(texts)))
+        return "spans_sentences" if windows else "spread_in_passage"
+    if not any(holds(s) for texts in quotable.values() for s in texts):
+        return "not_quotable"
+    candidates = [i for i, c in enumerate(reader.candidates)
+                  if file_of.get(c.number) == file and holds(reader.quoted_text(i) if reader.antecedents(i) is not None
+                                                             else c.text)]
+    if not candidates:
+        return "candidate_cap"
+    usable = [i for i in candidates if i in set(reader.usable)]
+    if not usable:
+        return "leans_on_nothing"
+    if not any(i in reader.pool for i in usable):
+        return "outside_pool"
+    lead = reader._from_the_closest_passage(reader.ranked[0])
+    return "composed_wrong" if lead in usable else "not_first"
 
 
 def reread(rows: list[dict[str, Any]], say, home: Path | None = None) -> None:

@@ -18,7 +18,9 @@ has one sign, and some strength, in every fit that leaves a writer out (:func:`f
 It reports, for each writer held out, how often the best-scored sentence holds the keys from the right file with
 the weights fit on the other writers and with the weights in use, in the same run; with ``--answers`` also how
 often the answer the reader quotes holds the keys and cites the question's file (each writer's passages read again
-with the weights fit without that writer: minutes). Unless ``--dry-run`` it writes the weights fit on the whole part,
+with the weights fit without that writer: minutes). It also counts, per writer, where each answerable question's
+keys are lost on their way from the retrieved passages to the answer (:func:`fit_reader.lost_at`: not retrieved, not
+in one quotable sentence, outside the embedded pool, not ranked first ...). Unless ``--dry-run`` it writes the weights fit on the whole part,
 scaled to the sum of the weights in use (the reader's shares, ``further_share`` and ``close_share``, compare
 scores), with how they were fit, to ``shared/query/reading/sentence_score.json``.
 
@@ -170,6 +172,18 @@ def answers_right(rows: list[dict[str, Any]], weights: np.ndarray, home: Path | 
     return sum(r["right"] for r in again)
 
 
+def losses_by_writer(rows: list[dict[str, Any]], writers: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Per writer, how many answerable questions lose their keys at each of :data:`fit_reader.LOSS_STAGES` (rows read
+    by this checkout's reader; ``"no_reading"``: it quoted nothing it could judge, e.g. no passage kept)."""
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        if not row["near_miss"]:
+            stages = out.setdefault(writers[row["file"]], dict.fromkeys(fit_reader.LOSS_STAGES, 0))
+            stage = row.get("lost_at", "no_reading")
+            stages[stage] = stages.get(stage, 0) + 1
+    return {w: {s: n for s, n in stages.items() if n} for w, stages in sorted(out.items())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     fit_reader.add_row_arguments(parser)
@@ -205,6 +219,9 @@ def main() -> None:
             by_writer[g]["answer_right_fit"] = round(answers_right(theirs, scaled_like(fits[g], in_use), home) / n, 4)
     for g, figures in by_writer.items():
         say(f"  writer {g} held out: {figures}")
+    losses = losses_by_writer(rows, writers)
+    for g, stages in losses.items():
+        say(f"  writer {g}, where the keys are lost: {stages}")
     weights = scaled_like(fit_stable_softmax(questions, writer, l2), in_use)
     say("fitted weights: " + ", ".join(f"{c} {w:+.3f}" for c, w in zip(SCORED_ON, weights, strict=True)))
     say("in use:         " + ", ".join(f"{c} {w:+.3f}" for c, w in zip(SCORED_ON, in_use, strict=True)))
@@ -214,6 +231,7 @@ def main() -> None:
         "questions": len(read), "taught": int(sum(y.any() for _, y in questions)),
         "target": "the scored sentences holding every key string, from the question's file",
         "split": "by writer (leave one writer out)", "l2": l2, "held_out_by_writer": by_writer,
+        "lost_at_by_writer": losses,
         "in_use": {"weights": [round(float(w), 6) for w in in_use], "by": shipped.fitted.get("by", "bench/fit_scorer.py")},
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": commit,
         "seconds": round(time.perf_counter() - started, 1),

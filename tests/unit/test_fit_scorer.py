@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import fit_reader  # noqa: E402
 import fit_scorer  # noqa: E402
 
 pytestmark = pytest.mark.unit
@@ -67,3 +68,34 @@ def test_fitted_weights_are_scaled_to_the_size_of_those_in_use():
     scaled = fit_scorer.scaled_like(np.array([2.0, -6.0]), np.array([0.5, 0.25, -0.25]))
     assert np.allclose(scaled, [0.25, -0.75])
     assert np.allclose(fit_scorer.scaled_like(np.zeros(2), np.ones(2)), 0.0)
+
+
+def test_each_answerable_question_says_where_its_keys_were_lost():
+    # issue 36: the first stage at which the key strings are lost between the retrieved passages and the answer
+    from shared.adapters.local.embedder import OnnxMiniLMEmbedder
+    from shared.adapters.local.llm import LocalLanguageModel
+
+    port = ("Configuration\n\nThe frobnicator daemon reads its settings from /etc/frob.conf at start. "
+            "It listens on TCP port 7412 by default; the port directive changes it.")
+    logs = "Logging\n\nThe daemon writes its log to /var/log/frob.log. Log rotation is handled by logrotate."
+    contexts = [{"url": "file:///port.txt", "text": port}, {"url": "file:///logs.txt", "text": logs}]
+    llm = LocalLanguageModel(None, OnnxMiniLMEmbedder())
+
+    def stage(question, keys, file="port.txt"):
+        row = {"id": "q", "near_miss": False, "keys": keys, "language": "en", "file": file, "question": question,
+               "contexts": contexts}
+        fit_reader.read_row(row, llm)
+        return row["lost_at"]
+
+    asked = "Which TCP port does the frobnicator daemon listen on by default?"
+    assert stage(asked, ["7412"]) == "right"
+    assert stage(asked, ["7413"]) == "not_in_contexts"
+    assert stage(asked, ["logrotate"]) == "other_file_only"  # in the contexts, not in the question's file
+    # the keys are in the file, in two sentences the answer never quotes together
+    assert stage("Where does the frobnicator daemon write its log?", ["/etc/frob.conf", "7412"]) == "spans_sentences"
+    rows = [{"file": "port.txt", "near_miss": False, "lost_at": "right"},
+            {"file": "logs.txt", "near_miss": False, "lost_at": "not_first"},
+            {"file": "port.txt", "near_miss": False},  # nothing read (no passage kept)
+            {"file": "port.txt", "near_miss": True}]
+    assert fit_scorer.losses_by_writer(rows, {"port.txt": "a", "logs.txt": "b"}) == {
+        "a": {"right": 1, "no_reading": 1}, "b": {"not_first": 1}}
