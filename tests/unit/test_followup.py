@@ -53,7 +53,7 @@ def test_an_english_pronoun_takes_the_earlier_subject(earlier, follow_up, expect
     ("Was ist die Bestätigungsfrist in Pub/Sub?", "Wie kann man sie ändern?",
      "Wie kann man die Bestätigungsfrist in Pub/Sub ändern?"),
     ("Was ist BM25?", "Wie funktioniert es?", "Wie funktioniert BM25?"),
-    ("Qu'est-ce que la fusion RRF ?", "Comment fonctionne-t-elle ?", "Comment fonctionne la fusion RRF?"),
+    ("Qu'est-ce que la fusion RRF ?", "Comment fonctionne-t-elle ?", "Comment la fusion RRF fonctionne-t-elle?"),
     ("Qu'est-ce que le BM25 ?", "Quelle est sa complexité ?", "Quelle est la complexité du BM25?"),
     ("¿Qué es BM25?", "¿Cómo funciona eso?", "¿Cómo funciona BM25?"),
     ("¿Qué es BM25?", "¿Y cuál es su complejidad?", "¿Cuál es complejidad de BM25?"),
@@ -509,3 +509,38 @@ def test_a_phrase_that_points_back_takes_the_earlier_phrase_it_names(earlier, fo
 ])
 def test_a_fragment_takes_the_place_of_the_phrase_it_parallels(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected, rule", [
+    # a noun of the same head takes the earlier phrase's place: a compound and its last part, two
+    # compounds of one last part, an attribute in place of the attribute before the earlier head
+    ("How do I read the netmask of a frob interface?", "And its hostmask?",
+     "How do I read the hostmask of a frob interface?", "ellipsis"),
+    ("What is the default minimum backoff of a frob queue?", "And the maximum?",
+     "What is the default maximum backoff of a frob queue?", "ellipsis"),
+    # "which N" asks for the earlier phrase of N's head, named as fully as the earlier question named it
+    ("Whom do I ask for a static gid?", "Which id would I get?", "Which static gid would I get?", "same head"),
+    ("Welche Kompressionsstufe empfiehlt das Frob-Handbuch?", "Und welche Stufe ist die schnellste?",
+     "Welche Kompressionsstufe ist die schnellste?", "same head"),
+    # "that" standing for what the earlier question asked to be done: "it", and the action after it
+    ("Can a frob client resume an interrupted download?", "Which header makes that possible?",
+     "Which header makes it possible for a frob client to resume an interrupted download?", "proposition"),
+    ("How do you pin a frob package?", "Since which release did that become possible?",
+     "Since which release did it become possible to pin a frob package?", "proposition"),
+    # a subject that names a thing before its verb, or before the participle of a passive question
+    ("Where does frob 1.34 look for its config file?", "Where does it write its logs?",
+     "Where does frob 1.34 write its logs?", "pronoun"),
+    ("When is postinst configure called?", "What does it get as arguments?",
+     "What does postinst configure get as arguments?", "pronoun"),
+    # French: the subject goes before the inverted verb, in a compound tense too
+    ("Qu'est-ce que le paquet frob ?", "Pour quelle raison a-t-il été créé ?",
+     "Pour quelle raison le paquet frob a-t-il été créé?", "pronoun"),
+])
+def test_one_noun_phrase_stands_for_another_of_its_head_or_role(earlier, follow_up, expected, rule):
+    assert resolve(earlier, follow_up) == (expected, rule)
+
+
+def test_an_object_that_is_not_moved_after_the_question():
+    # "prevents it for heap types to be mutable" is not English: the earlier question follows in brackets
+    question, rule = resolve("Are frob types mutable by default?", "Which flag prevents that?")
+    assert question == "Which flag prevents that (are frob types mutable by default)?" and rule != "proposition"

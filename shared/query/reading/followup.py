@@ -11,9 +11,10 @@ gives way to the earlier question's phrase it stands for (English, German, Frenc
 - a pronoun ("it", "its", "they", "that" used alone; "es", "sein", "ihr"; "il", "son", "ça"; "él",
   "su", "eso") takes the earlier question's noun phrase of its number: "it" its subject, "they" its
   plural noun phrase ("Do they match leading dots?" after "Which wildcards can the Files field use?":
-  the wildcards the Files field can use), "that" what it asked for; an empty "it" ("is it possible to",
-  "gibt es", "il y a") is left alone;
-- a demonstrative with a noun ("that release", "those ranges") takes the earlier phrase of the same head;
+  the wildcards the Files field can use), "that" what it asked for, or "it" and, after the question, what
+  it asked to be done ("makes it possible for X to ..."); an empty "it" ("gibt es", "il y a") is left alone;
+- a noun after "that" or "which" ("that release", "which id", "welche Stufe") takes the earlier phrase of
+  the same head ("the target release", "static uid", "debhelper-Kompatibilitätsstufe");
 - a fragment ("what about X?", "and X?", "was ist mit X?", "et X ?", "¿y X?") takes the place of the
   earlier phrase it parallels: the one opening with the same preposition or "if", the one of the same
   head noun, the named thing, the plural noun phrase, the subject; an attribute ("the maximum") is
@@ -26,6 +27,7 @@ named things. Where nothing can stand in a pronoun's place, the earlier question
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -168,6 +170,12 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             runs = named_runs(rest)
             if runs and runs[0][0] == 0:
                 return rest[: runs[0][1]], False
+            phrase = _noun_phrase_before_verb(words) if rules is _EN and words[0].lower() not in _CLOSED else None
+            if phrase and len(phrase.split()) <= 3 and (named_runs(phrase, opening=False)
+                                                        or re.fullmatch(r"[a-z]+(?:ed|en)", words[-1])):
+                # "Where does less 590 look for ...", "When is postrm purge called": a subject that names
+                # a thing before its verb, or before the participle that ends a passive question
+                return phrase, False
             if rules is _EN and opens:
                 return rest, True  # the verb cannot be told: the whole earlier question
             if rules is _EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
@@ -473,8 +481,16 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     about = rules.what_about.match(bare) or rules.what_about.match(stripped)
     if about:
         return _swap(earlier, about.group("x").strip(), language, rules, "what about")
-    if connective and stripped and rules.possessive.match(stripped):
-        stripped = f"{rules.what_is} {stripped}"  # "And its hostmask?": what is its hostmask?
+    possessive = rules.possessive.match(stripped) if connective and stripped else None
+    if possessive is not None and possessive.end() == len(stripped):
+        # "And its hostmask?" after "How do I get the netmask of ...?": asked as the netmask was, else what it is
+        owned = f"{rules.possessive_articles.get(possessive.group('pos').lower()) or 'the'} {possessive.group('np')}"
+        replaced = _same_head(_bare(rules.connectives.sub("", _bare(earlier))), owned, rules)
+        if replaced is not None:
+            return Resolution(_finish(replaced, earlier, mark), "ellipsis", earlier)
+        stripped = f"{rules.what_is} {stripped}"
+    elif possessive is not None:
+        stripped = f"{rules.what_is} {stripped}"
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
     pointed = _demonstrative_phrase(stripped, earlier) if rules is _EN else None
@@ -487,6 +503,9 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     if ones is not None:
         return Resolution(_finish(ones[0], typed, mark), "pronoun", ones[1])
 
+    extraposed = _extraposed(stripped, earlier) if rules is _EN else None
+    if extraposed is not None:
+        return Resolution(_finish(extraposed[0], typed, mark), "proposition", extraposed[1])
     demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
         and _TOPIC_PRONOUN.search(stripped) is None
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
@@ -505,12 +524,13 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         # "Why do clients retry when ...?" then "What makes that necessary?": the earlier question
         # names no thing that could take the pronoun's place, so it stays, with what it stands for
         subject = _in_context(earlier)
-    if language == "fr" and not clause:
-        # "Comment fonctionne-t-elle ?": the pronoun follows its verb; the subject goes there.
-        inverted = _FR_INVERSION.sub(lambda m: f"{m.group('verb')} {subject}", stripped)
-        if inverted != stripped:
-            return Resolution(_finish(inverted, typed, mark), "pronoun", subject)
     masked = rules.expletive.sub(lambda m: "\0" * len(m.group()), stripped)
+    inverted = _FR_INVERSION.search(masked) if language == "fr" and not clause else None
+    if inverted is not None:
+        # "Comment fonctionne-t-elle ?", "Pour quelle transition a-t-il été créé ?": the subject goes before
+        # the inverted verb, which keeps its pronoun (French complex inversion, right in every tense)
+        text = f"{stripped[: inverted.start()]}{subject} {stripped[inverted.start():]}"
+        return Resolution(_finish(text, typed, mark), "pronoun", subject)
     text = _replace_pronouns(stripped, masked, subject, rules, plural)
     if text is not None:
         if clause:
@@ -522,7 +542,44 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             and rules.frame.match(stripped):
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
+    narrowed = _narrowed(stripped, _bare(rules.connectives.sub("", _bare(earlier))), rules)
+    if narrowed is not None:
+        return Resolution(_finish(narrowed, typed, mark), "same head", subject)
     return None
+
+
+def _extraposed(text: str, earlier: str) -> tuple[str, str] | None:
+    """``text`` whose "that" stands for what the earlier question asked to be done, with "it" in its place
+    and that action after the question as an infinitive: "Will APT ever downgrade a package?" then "What
+    priority does that take?" asks "What priority does it take for APT to downgrade a package?"; "Which
+    calling convention makes that possible?" asks what makes it possible for a method to reach the module
+    state. Only for a "that" before its verb or an adjective that ends the question (an object "that"
+    cannot go after the question: "Which flag prevents that?"); None otherwise."""
+    that = re.search(r"(?i)\b(?:that|this)\b(?=\s+(?:(?:is|was|does|did|do|can|could|would|will|make|makes|"
+                     r"made|take|takes|took|become|became|require|requires|need|needs|cost|costs)\b|[a-z]+\s*$))", text)
+    asked = _ACTION.match(_bare(_EN.connectives.sub("", _bare(earlier))))
+    if that is None or asked is None or text[that.end():].strip().split()[0].lower() in _CLOSED - _AUXILIARIES:
+        return None
+    words = asked.group("rest").split()
+    if words[0].lower() in ("i", "you", "we", "one"):
+        subject, verb_at = "", 1
+    else:
+        runs = named_runs(" ".join(words), opening=False)
+        verb_at = len(" ".join(words)[: runs[0][1]].split()) if runs and runs[0][0] == 0 else next(
+            (i for i in range(1, min(len(words) - 1, 7)) if words[i].isalpha() and words[i].islower()
+             and words[i] not in _CLOSED and words[i - 1].lower() not in _CLOSED and words[i + 1].lower() in _DETERMINERS), 0)
+        if not verb_at or words[0].lower() not in _NOUN_PHRASE_OPENERS and not runs:
+            return None
+        subject = f"for {' '.join(words[:verb_at])} "
+    rest = [w for w in words[verb_at:] if w.lower() not in ("ever", "still", "also", "always", "actually")]
+    if not rest or not rest[0].isalpha() or rest[0].lower() in _CLOSED:
+        return None
+    clause = f"{subject}to {' '.join(rest)}"
+    return f"{text[: that.start()]}it{text[that.end():]} {clause}", clause
+
+
+_ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|may|might|must)\s+(?P<rest>\S+\s+\S.*)$",
+                     re.IGNORECASE)
 
 
 def _demonstrative_phrase(text: str, earlier: str) -> tuple[str, str] | None:
@@ -533,23 +590,22 @@ def _demonstrative_phrase(text: str, earlier: str) -> tuple[str, str] | None:
     match = _POINTED.search(text)
     if match is None:
         return None
-    stem = match.group("noun").lower().removesuffix("s")
     base = _bare(_EN.connectives.sub("", _bare(earlier)))
     asked = _ASKS_WHICH.match(base)
     phrase = None
-    if asked is not None and asked.group("noun").split()[-1].lower().removesuffix("s") == stem:
+    if asked is not None and _same_noun(asked.group("noun").split()[-1], match.group("noun")):
         phrase = _relative_phrase(base) or _subject_relative_phrase(base)
-    if phrase is None:
-        found = re.search(rf"(?i)\b(?:the|a|an)\s+(?:[\w/+.#'’-]+\s+){{0,3}}?{re.escape(stem)}s?\b", base)
-        phrase = found.group() if found is not None else None
+    found = _earlier_phrase(base, match.group("noun")) if phrase is None else None
+    if found is not None and base[found[0]: found[2]].strip().lower() in ("the", "a", "an"):
+        phrase = f"the {base[found[2]: found[1]]}"
     if phrase is None:
         return None
-    if phrase[:2].lower() == "a ":
-        phrase = "the " + phrase[2:]
     return text[: match.start()] + phrase + text[match.end():], phrase
 
 
 _POINTED = re.compile(r"\b(?:that|this|those|these|such\s+an?)\s+(?P<noun>[a-z]{3,})\b(?!\s+(?:is|are|was|were|do|does|did|can|has|have)\b)")
+
+
 def _one_of(text: str, earlier: str) -> tuple[str, str] | None:
     """``text`` with its "one" standing for one of the earlier question's plural noun phrase: "Which one
     is ..." after "Which two flavours does BLAKE2 come in?" asks "Which of the two flavours BLAKE2 comes
@@ -594,7 +650,7 @@ def _in_context(earlier: str) -> str:
     return f"({bare[:1].lower() + bare[1:]})"
 
 
-_FR_INVERSION = re.compile(r"\b(?P<verb>\w+)-(?:t-)?(?:il|elle|ils|elles)\b(?!\s+(?:y\s+a|faut)\b)", re.IGNORECASE)
+_FR_INVERSION = re.compile(r"(?<![\w-])\w+-(?:t-)?(?:il|elle|ils|elles)\b", re.IGNORECASE)
 
 
 def _language_of(text: str, fallback: str) -> str:
@@ -835,20 +891,72 @@ _ASKED_BEFORE = re.compile(r"(?:^|\s)(?:which|what|welche[rsnm]?|quel(?:le)?s?|q
 def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
     """The earlier question with its phrase of the same head noun replaced by ``fragment``: "Since which
     Ninja version is the cleandead tool available?" and "the compdb tool" ask about the compdb tool;
-    "the maximum backoff" takes the place of "the default minimum backoff", "system users" that of
-    "regular users" (a phrase with no determiner replaces as many words). None when nothing matches."""
+    "system users" takes the place of "regular users" (a phrase with no determiner replaces as many
+    words), "the hostmask" that of "the netmask" (:func:`_same_noun`); an attribute alone takes the place
+    of the attribute before the earlier head ("the maximum" for "the default minimum backoff": the default
+    maximum backoff). None when nothing matches."""
     words = fragment.split()
     if len(words) < 2 or words[-1].lower() in rules.stop or not words[-1].isalpha():
         return None
+    head = words[-1]
     if words[0].lower() in _DETERMINERS:
-        modifiers = rf"\b(?:{'|'.join(_DETERMINERS)})\s+(?:[\w/+.#'’-]+\s+){{0,4}}?"
+        found = _earlier_phrase(base, head, exact=head.lower() in rules.relational)
+        if found is not None:
+            return base[: found[0]] + fragment + base[found[1]:]
     else:
         closed = "|".join(sorted(_CLOSED))
-        modifiers = rf"(?<=\s)(?:(?!(?:{closed})\s)[\w/+.#'’-]+\s+){{{len(words) - 1}}}"
-    match = re.search(rf"{modifiers}{re.escape(words[-1])}\b", base, re.IGNORECASE)
-    if match is None:
+        match = re.search(rf"(?<=\s)(?:(?!(?:{closed})\s)[\w/+.#'’-]+\s+){{{len(words) - 1}}}{re.escape(head)}\b", base,
+                          re.IGNORECASE)
+        if match is not None:
+            return base[: match.start()] + fragment + base[match.end():]
+    if len(words) == 2 and head.lower() in rules.relational:
+        before = [m for m in re.finditer(r"\b(?P<attribute>[\w'’-]+)\s+(?P<head>[\w'’-]+)", base)
+                  if m.group("attribute").lower() in rules.relational and m.group("head").lower() not in rules.stop
+                  and m.group("head").lower() not in rules.relational and m.group("attribute").lower() != head.lower()]
+        if before:
+            return base[: before[-1].start()] + head + base[before[-1].end("attribute"):]
+    return None
+
+
+def _same_noun(word: str, other: str) -> bool:
+    """Two nouns of one head: the same word (either plural), a compound and its last part ("uid" and "id",
+    "debhelper-Kompatibilitätsstufe" and "Stufe"), or two compounds of one last part ("netmask" and
+    "hostmask")."""
+    a, b = word.lower().removesuffix("s"), other.lower().removesuffix("s")
+    short, long = sorted((a, b), key=len)
+    if long.endswith(short):
+        return True
+    common = len(os.path.commonprefix([a[::-1], b[::-1]]))
+    return common >= 4 and min(len(a), len(b)) - common >= 2
+
+
+def _earlier_phrase(base: str, noun: str, exact: bool = False) -> tuple[int, int, int] | None:
+    """Where the earlier question's noun phrase whose head is ``noun``'s (:func:`_same_noun`; ``exact``: the
+    same word) starts, where it ends, and where its words after the determiner or interrogative that opens
+    it start (at most three words: "a static uid"). None when it has none."""
+    for match in _OPENS_PHRASE.finditer(base):
+        for word in list(re.finditer(r"[\w/+.#'’-]+", base[match.end():]))[:3]:
+            if word.group()[:1].isalpha() and (word.group().lower() == noun.lower() if exact else _same_noun(word.group(), noun)):
+                return match.start(), match.end() + word.end(), match.end()
+    return None
+def _narrowed(text: str, base: str, rules: _Language) -> str | None:
+    """``text`` asking "which N" with the earlier question's fuller phrase of the same head in N's place:
+    "Which id would be handed out next?" after "Whom do I ask for a static uid?" asks which static uid;
+    "Welche Stufe ...?" after "Welche debhelper-Kompatibilitätsstufe ...?" asks which
+    debhelper-Kompatibilitätsstufe. None when the earlier question has no such phrase."""
+    asked = _WHICH_NOUN.match(text)
+    found = _earlier_phrase(base, asked.group("noun")) if asked and asked.group("noun").lower() not in rules.stop else None
+    if found is None or base[found[2]: found[1]].lower() == asked.group("noun").lower():
         return None
-    return base[: match.start()] + fragment + base[match.end():]
+    return text[: asked.start("noun")] + base[found[2]: found[1]] + text[asked.end("noun"):]
+
+
+_WHICH_NOUN = re.compile(r"^(?:which|what|welche[rsnm]?|quel(?:le)?s?|cu[áa]l(?:es)?)\s+(?P<noun>[^\W\d_][\w-]*)"
+                         r"(?=\s+(?:is|are|was|were|would|will|should|must|can|could|does|do|did|has|have|ist|sind|war|"
+                         r"wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)", re.IGNORECASE)
+# what opens a noun phrase: a determiner or an interrogative
+_OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|einen|le|la|les|un|une|el|los|las|"
+                           r"which|what|welche[rsnm]?|quel(?:le)?s?)\s+", re.IGNORECASE)
 
 
 def _finish(text: str, like: str, mark: str) -> str:

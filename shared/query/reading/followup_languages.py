@@ -145,7 +145,7 @@ FR = Language(
     possessive=_p(r"\b(?P<pos>son|sa|ses|leur|leurs)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:dans|pour|avec|de|du|"
                   r"des|et|ou|est|sont|si|en)\b|\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
-                 r"|\by\s+a-t-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
+                 r"|\by\s+a-t-il\b|\bfaut-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
     relational=_words(
         "maximum minimum défaut limite limites coût coûts prix taille longueur durée version versions valeur "
         "valeurs plage délai latence vitesse débit quota auteur but avantage avantages inconvénient "
