@@ -17,7 +17,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -112,7 +112,8 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={HTTPException: _http_error, DataFileError: data_file_error, Exception: _internal_error},
+        exception_handlers={HTTPException: _http_error, DataFileError: data_file_error,
+                            ClientDisconnect: _client_gone, Exception: _internal_error},
         middleware=[Middleware(RequestGuard, bound_host=host, api_token=api_token),
                     Middleware(RefuseWritesWhenFull, probes=probes)],
     )
@@ -189,6 +190,13 @@ def _data_file_error(request: Request, exc: DataFileError, probes: Probes | None
     if is_openai_path(request.url.path):
         return JSONResponse(error_body(status, message, code=code), status)
     return error(status, message)
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    """The client went away (or was let go, too slow: see services.gateway.server) before its body was
+    read: nothing to answer, and no error of the gateway's to log with a traceback."""
+    log.info("%s %s: the client went away before sending its whole body", request.method, request.url.path)
+    return Response(status_code=400)  # goes nowhere: the connection is closed
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

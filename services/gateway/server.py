@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
 import logging
 import socket
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from services.gateway.app import create_app
 from shared.contract.deps import Deps
@@ -52,6 +57,66 @@ class ServerHandle:
         if self.thread.is_alive():
             self.server.force_exit = True
             self.thread.join(timeout)
+
+
+class BoundedRequestProtocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline on reading each request: a client that has not sent
+    one whole request, headers and body, ``read_timeout_s`` after it connected (or after the response
+    before) is answered 408 and disconnected. uvicorn bounds neither (only the idle time between
+    requests): fifty connections dripping a header line or a body byte every few seconds were held for
+    as long as they went on. The answer, once the request is read, takes what it takes (an event stream)."""
+
+    def __init__(self, *args: Any, read_timeout_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_timeout_s = read_timeout_s
+        self.read_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._watch()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_watching()
+        super().connection_lost(exc)
+
+    def _watch(self) -> None:
+        """Start the deadline while a request is still to come or coming; stop it once it is read."""
+        cycle = self.cycle  # None, or done, until a request's headers are in; then its body is read
+        reading = (cycle is None or cycle.response_complete or cycle.more_body) and not self.transport.is_closing()
+        if not reading:
+            self._stop_watching()
+        elif self.read_deadline is None:
+            self.read_deadline = self.loop.call_later(self.read_timeout_s, self._too_slow)
+
+    def _stop_watching(self) -> None:
+        if self.read_deadline is not None:
+            self.read_deadline.cancel()
+            self.read_deadline = None
+
+    def _too_slow(self) -> None:
+        self.read_deadline = None
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            if cycle.response_started:  # (an app that answers before reading the body) ends as it is
+                self.transport.close()
+                return
+            cycle.disconnected = True  # the app reading the body hears a disconnect; its answer goes nowhere
+            cycle.message_event.set()
+        body = json.dumps({"error": f"the request was not sent within {self.read_timeout_s:g} s "
+                                    "(RAGBUS_REQUEST_READ_TIMEOUT_S); send it whole, at once"}).encode()
+        self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                             b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        self.transport.close()
 
 
 def check_listenable(host: str, port: int) -> None:
@@ -107,6 +172,7 @@ def serve(
         lifespan="on",
         # Open event streams end with their query; do not let one hold shutdown.
         timeout_graceful_shutdown=2,
+        http=functools.partial(BoundedRequestProtocol, read_timeout_s=deps.settings.request_read_timeout_s),
     )
     server = uvicorn.Server(config)
     def run() -> None:

@@ -408,6 +408,10 @@ class Settings:
                                           "per process, requests in flight to one host")
     fetch_host_rate: float = setting("RAGBUS_FETCH_HOST_RATE", 10.0, Number(),
                                      "per process, requests started per second to one host")
+    request_read_timeout_s: float = setting(
+        "RAGBUS_REQUEST_READ_TIMEOUT_S", 30.0, Seconds(),
+        "time a client of `ragbus serve` has to send one whole request, headers and body; a slower one is "
+        "answered 408 and disconnected (the answer, an event stream included, is not bounded by it)")
     max_items_per_poll: int = setting(
         "RAGBUS_MAX_ITEMS_PER_POLL", 200, Whole(1),
         "items fetched per feed per poll, newest first; the rest on later polls (`feeds list` says how many wait)")

@@ -1,0 +1,79 @@
+"""Slow clients (slow-loris): the gateway bounds the time a client takes to send one request, headers
+and body (RAGBUS_REQUEST_READ_TIMEOUT_S). Fifty connections dripping a header line, or a body byte, every
+few seconds were held open for as long as they went on, each a socket and a file descriptor."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+
+import httpx
+import pytest
+
+from services.gateway.server import serve
+from shared.contract.config import Settings
+from tests.integration.test_gateway_http import make_deps
+
+POST = (b"POST /v1/queries HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 60000\r\n\r\n{")
+
+
+@pytest.fixture
+def server(tmp_path):
+    handle = serve(make_deps(tmp_path, Settings(home=tmp_path, request_read_timeout_s=1.0), step_s=0.3),
+                   "127.0.0.1", 0)
+    yield handle
+    handle.stop()
+
+
+def _drip(port: int, first: bytes, drip: bytes, seconds: float = 8.0) -> tuple[bytes, float]:
+    """Send ``first``, then ``drip`` every 0.2 s until the server closes (or ``seconds`` pass); what it
+    answered, and when."""
+    started = time.monotonic()
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.sendall(first)
+        conn.settimeout(0.2)
+        while time.monotonic() - started < seconds:
+            try:
+                data = conn.recv(4096)
+            except TimeoutError:
+                try:
+                    conn.sendall(drip)
+                except OSError:
+                    break
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            answer += data
+    return answer, time.monotonic() - started
+
+
+@pytest.mark.parametrize(("first", "drip"), [
+    (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n", b"X-Slow: 1\r\n"),  # headers that never end
+    (POST, b" "),  # a body one byte at a time
+    (b"", b""),  # connected, silent
+], ids=["headers", "body", "silent"])
+def test_a_request_not_sent_within_the_bound_is_answered_408_and_let_go(server, first, drip, caplog):
+    answer, took = _drip(server.port, first, drip)
+    assert took < 4, (took, answer)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 "), answer
+    assert "RAGBUS_REQUEST_READ_TIMEOUT_S" in json.loads(body)["error"]
+    assert httpx.get(server.url + "/healthz").status_code == 200
+    # a client gone before its body was read is no error of the gateway's: no traceback per connection
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_a_response_that_takes_longer_than_the_bound_is_not_cut(server):
+    # the bound is on reading the request: an answer waited for, or streamed, takes what it takes
+    with httpx.Client(base_url=server.url, timeout=20) as http:
+        started = time.monotonic()
+        record = http.post("/v1/queries", json={"query": "what is bm25", "wait_s": 10}).json()
+        assert record["status"] == "answered" and time.monotonic() - started > 1.5
+        with http.stream("GET", f"/v1/queries/{record['id']}/events") as response:
+            assert response.status_code == 200 and b"event: end" in response.read()
