@@ -11,7 +11,8 @@ holds ``[redacted]`` instead.
 Two kinds of secret are removed: the values this process was configured with
 (:func:`remember_secret`, called where a key or token is read), wherever they
 appear, and strings shaped like credentials whatever their value (``Bearer
-...``, ``sk-...``, Google's ``AIza...`` keys and ``ya29.`` tokens, ``api_key=...``).
+...``, ``sk-...``, Google's ``AIza...`` keys and ``ya29.`` tokens, ``api_key=...``, a URL's
+``?feed_token=...``). Logs, dead letters, spans and listings' errors pass through it too.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ _NAMED_VALUE = re.compile(
 )
 
 
+# A credential in a URL's query (a private feed's ?feed_token=, Jira's &os_authkey=, a signed URL's &sig= or
+# X-Amz-Signature=): a parameter whose name holds one of these words keeps its name, not its value
+_QUERY_CREDENTIAL = re.compile(
+    r"(?i)([?&;](?:[a-z0-9]+[_.-])*(?:token|key|apikey|secret|password|passwd|pwd|sig|signature|auth|authkey"
+    r"|credentials?|session)(?:[_.-][a-z0-9]+)*=)([^&#\s\"'<>;]+)")
+
+
 def remember_secret(value: str | None) -> None:
     """Redact ``value`` wherever it appears from now on (a configured key or token)."""
     if value and len(value) >= MIN_SECRET_CHARS:
@@ -75,5 +83,6 @@ def redact(text: str) -> str:
             text = text.replace(secret, REDACTED)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _KEY_SHAPED.sub(REDACTED, text)
+    text = _QUERY_CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
     return _NAMED_VALUE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3) == REDACTED else REDACTED),
                             text)

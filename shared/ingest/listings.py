@@ -24,6 +24,7 @@ from shared.contract import state_collections
 from shared.contract.errors import FetchRefused, InvalidInput
 from shared.contract.ids import feed_id
 from shared.contract.ports import Clock, Doc, Publisher, StateStore
+from shared.contract.redaction import redact
 from shared.contract.sources import DEFAULT_LISTING_KIND, LISTING_KINDS
 from shared.ingest.owners import owner_alive, this_process
 from shared.ingest.step import retract_missing
@@ -180,7 +181,8 @@ def record_poll(state: StateStore, url: str, *, now: datetime, changes: Mapping[
         if registered is not None and (current is None or current.get("added_at") != registered):
             return None
         base = current if current is not None else new_listing_record(normal, now)
-        return {**base, **changes, "last_poll": now.isoformat()}
+        error = changes.get("last_error")  # shown by `feeds list` and the API: no ?token= its address named
+        return {**base, **changes, **({"last_error": redact(error)} if error else {}), "last_poll": now.isoformat()}
 
     return state.update(state_collections.FEEDS, feed_id(normal), merge) or {}
 

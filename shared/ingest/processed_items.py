@@ -37,6 +37,7 @@ from shared.contract import state_collections
 from shared.contract.errors import RagbusError
 from shared.contract.ids import feed_id
 from shared.contract.ports import Doc, StateStore
+from shared.contract.redaction import redact
 from shared.contract.sources import LISTING_KINDS
 from shared.ingest.owners import owner_alive, this_process
 from shared.ingest.url_guard import normalise_url
@@ -185,7 +186,7 @@ def mark_failed(
     def mark(current: Doc | None) -> Doc | None:
         if current is None or is_tombstone(current) or current.get("item_hash") != item_hash:
             return None
-        return {**current, "status": FAILED, "error": error, "failed_at": now.isoformat(),
+        return {**current, "status": FAILED, "error": redact(error), "failed_at": now.isoformat(),
                 "permanent": permanent}
 
     state.update(state_collections.PROCESSED_ITEMS, document_id, mark)

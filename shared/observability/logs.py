@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from opentelemetry import trace
 
 from shared.contract.config import json_logs_setting, log_level_setting
+from shared.contract.redaction import redact
 from shared.observability.terminal_text import plain
 
 
@@ -44,7 +45,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "severity": record.levelname,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),  # a URL's ?token=, a key a server echoed
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "logger": record.name,
         }
@@ -56,7 +57,7 @@ class JsonFormatter(logging.Formatter):
             entry["logging.googleapis.com/spanId"] = record.otel_span_id
             entry["logging.googleapis.com/trace_sampled"] = bool(record.otel_sampled)
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(entry, ensure_ascii=False)
 
 
@@ -76,7 +77,8 @@ class TextFormatter(logging.Formatter):
             if exc is not None and str(exc) not in record.getMessage():
                 record.msg, record.args = f"{record.getMessage()} ({type(exc).__name__}: {exc})", None
         # a logged URL or error text comes from outside: no escape sequence reaches the terminal
-        line = plain(super().format(record))
+        # (and no credential: a feed address's ?token=, a key a server echoed)
+        line = plain(redact(super().format(record)))
         trace_id = getattr(record, "otel_trace_id", None)
         return f"{line}  trace={trace_id}" if trace_id else line
 

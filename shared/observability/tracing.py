@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date
@@ -39,6 +40,7 @@ from shared.contract.ports import (
     RefineRequest,
     Transformation,
 )
+from shared.contract.redaction import redact
 
 TRACER_NAME = "ragbus"
 
@@ -183,8 +185,11 @@ def item_trace(name: str, **attributes: Any) -> Iterator[trace.Span]:
 
 
 def mark_error(span: trace.Span, exc: BaseException) -> None:
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    """``exc`` on ``span``, without a credential its message names (a feed address's ?token=)."""
+    shown = redact(str(exc))
+    span.record_exception(exc, attributes={"exception.message": shown, "exception.stacktrace": redact(
+        "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))})
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {shown}"))
 
 
 @contextmanager

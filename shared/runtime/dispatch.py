@@ -22,6 +22,7 @@ from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import DataFileError, PermanentError, RagbusError
 from shared.contract.messages import Message, decode
+from shared.contract.redaction import redact
 from shared.observability import metrics
 from shared.observability.tracing import consumer_span, mark_error, message_span_attributes
 from shared.runtime.stages import Consumer
@@ -144,7 +145,7 @@ def keep_dead_letter(
             "schema_version": attributes.get("schema_version"),
             "idempotency_key": attributes.get("idempotency_key"),
             "attempts": attempts,
-            "error": error,
+            "error": redact(error),  # the data keeps what a retry needs; the reason is shown and logged
             "data": data.decode("utf-8", "replace")[:4000],
             "at": deps.clock.now().isoformat(),
         },

@@ -188,3 +188,27 @@ def test_a_configured_key_a_model_writes_into_a_successful_reply_is_not_kept():
         llm.close()
     shown = json.dumps([s.text for s in answered.sentences]) + transformed.rewritten + " ".join(transformed.sub_queries)
     assert KEY not in shown and "[redacted]" in shown, shown
+
+
+FEED_TOKEN = "feedtok-0123456789abcdef"
+
+
+def test_a_token_in_a_feeds_address_reaches_no_log_dead_letter_span_or_listing_error(tmp_path):
+    # private feeds carry their credential in the query (GitLab's ?feed_token=, Jira's &os_authkey=, a
+    # signed URL's &sig=): a poll that failed wrote it into every log line, dead letter, span and error
+    from tests.hostile.servers import hostile_server
+
+    home = tmp_path / "home"
+    with hostile_server() as site:  # every path is a 404
+        url = f"{site.base}/private.atom?feed_token={FEED_TOKEN}&format=atom"
+        run_cli(home, "feeds", "add", url, "--allow-loopback")
+        proc = run_cli(home, "poll", check=False, timeout=120, RAGBUS_LOG_LEVEL="debug")
+        assert site.hits, "the feed was never fetched"
+    assert "404" in proc.stderr and "feed_token=[redacted]" in proc.stderr, proc.stderr
+    assert FEED_TOKEN not in proc.stdout + proc.stderr
+    listed = run_cli(home, "feeds", "list", "--json")
+    assert FEED_TOKEN in listed.stdout  # the registration itself is the user's own, and how it is polled
+    assert FEED_TOKEN not in run_cli(home, "dead-letters", "--json").stdout
+    assert FEED_TOKEN.encode() not in (home / "traces.db").read_bytes()
+    errors = [feed.get("last_error") or "" for feed in json.loads(listed.stdout)]
+    assert any("[redacted]" in error for error in errors) and not any(FEED_TOKEN in error for error in errors)

@@ -15,6 +15,7 @@ from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RagbusError
 from shared.contract.messages import FeedPollRequested
+from shared.contract.redaction import redact
 from shared.formats.registry import suffix_list
 from shared.observability.terminal_text import markup, plain
 from shared.runtime.stages import INGESTION_STAGES
@@ -80,7 +81,7 @@ def poll(
     for f in listed:
         if not feed or f["url"] in feed:
             status = f"[red]{markup(f['last_error'])}[/]" if f.get("last_error") else markup(f.get("last_status") or "ok")
-            console.print(f"{markup(f['url'])}: {status}")
+            console.print(f"{markup(redact(f['url']))}: {status}")  # a cron job's mail holds no ?token=
     unfinished = _report_unfinished(session, earlier | touched_since(deps.state, started, _wanted_listings(deps, feed)),
                                     "poll")
     if dead and not unfinished:
