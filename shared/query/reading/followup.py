@@ -51,7 +51,7 @@ class Resolution:
 
     question: str
     rule: str  # "no history", "self-contained", "pronoun", "demonstrative", "what about", "ellipsis", "elided subject",
-    # "refers back"
+    # "same head", "proposition", "refers back"
     subject: str | None = None  # the earlier turn's subject, when it was carried in (refers back: the word)
 
     @property
@@ -82,7 +82,6 @@ def _named(token: str, first: bool) -> bool:
 
 
 _DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
-_JOINERS = frozenset("of for de von du la le des del".split())
 
 
 def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
@@ -97,9 +96,6 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
             if start is None:
                 start = match.start()
             end = match.end()
-        elif start is not None and token.lower() in _JOINERS and position + 1 < len(tokens) \
-                and _named(tokens[position + 1].group(), False):
-            continue
         elif start is not None:
             runs.append((start, end))  # type: ignore[arg-type]
             start = end = None
@@ -176,8 +172,6 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
                 # "Where does less 590 look for ...", "When is postrm purge called": a subject that names
                 # a thing before its verb, or before the participle that ends a passive question
                 return phrase, False
-            if rules is _EN and opens:
-                return rest, True  # the verb cannot be told: the whole earlier question
             if rules is _EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
                     and words[1].islower() and words[0].lower() not in _CLOSED and words[0].lower() not in _PRONOUNS:
                 # "How does deflate find repeated strings", "Which C standard is libfoo written in": a
@@ -493,9 +487,10 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         stripped = f"{rules.what_is} {stripped}"
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
-    pointed = _demonstrative_phrase(stripped, earlier) if rules is _EN else None
+    pointed = _pointed_phrase(stripped, _bare(rules.connectives.sub("", _bare(earlier))))
     if pointed is not None:
-        return Resolution(_finish(pointed[0], typed, mark), "demonstrative", pointed[1])
+        return Resolution(_finish(pointed[0], typed, mark), "same head" if _POINTED.match(stripped) else "demonstrative",
+                          pointed[1])
     one = _WHICH_ONE.match(stripped) if rules is _EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
@@ -542,9 +537,6 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             and rules.frame.match(stripped):
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
-    narrowed = _narrowed(stripped, _bare(rules.connectives.sub("", _bare(earlier))), rules)
-    if narrowed is not None:
-        return Resolution(_finish(narrowed, typed, mark), "same head", subject)
     return None
 
 
@@ -561,16 +553,20 @@ def _extraposed(text: str, earlier: str) -> tuple[str, str] | None:
     if that is None or asked is None or text[that.end():].strip().split()[0].lower() in _CLOSED - _AUXILIARIES:
         return None
     words = asked.group("rest").split()
+    runs = named_runs(asked.group("rest"), opening=False)
     if words[0].lower() in ("i", "you", "we", "one"):
-        subject, verb_at = "", 1
-    else:
-        runs = named_runs(" ".join(words), opening=False)
-        verb_at = len(" ".join(words)[: runs[0][1]].split()) if runs and runs[0][0] == 0 else next(
-            (i for i in range(1, min(len(words) - 1, 7)) if words[i].isalpha() and words[i].islower()
-             and words[i] not in _CLOSED and words[i - 1].lower() not in _CLOSED and words[i + 1].lower() in _DETERMINERS), 0)
-        if not verb_at or words[0].lower() not in _NOUN_PHRASE_OPENERS and not runs:
+        subject = ""
+    elif runs and runs[0][0] == 0:
+        subject = asked.group("rest")[: runs[0][1]]  # "Will APT ever downgrade a package": APT
+    else:  # "Can a method of a C class reach the module state": the verb is before its object's determiner
+        verb = next((i for i in range(1, min(len(words) - 1, 8)) if words[i].isalpha() and words[i].islower()
+                     and words[i] not in _CLOSED and words[i - 1].lower() not in _CLOSED
+                     and words[i + 1].lower() in _DETERMINERS), None)
+        if verb is None or words[0].lower() not in _NOUN_PHRASE_OPENERS:
             return None
-        subject = f"for {' '.join(words[:verb_at])} "
+        subject = " ".join(words[:verb])
+    verb_at = len(subject.split()) or 1
+    subject = f"for {subject} " if subject else ""
     rest = [w for w in words[verb_at:] if w.lower() not in ("ever", "still", "also", "always", "actually")]
     if not rest or not rest[0].isalpha() or rest[0].lower() in _CLOSED:
         return None
@@ -582,28 +578,36 @@ _ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|ma
                      re.IGNORECASE)
 
 
-def _demonstrative_phrase(text: str, earlier: str) -> tuple[str, str] | None:
-    """``text`` with its "that release", "those ranges" in the place of the earlier question's phrase of
-    the same head noun: the asked noun with its clause ("Which UID range is used for ...": the UID range
-    that is used for ...), else its noun phrase ("the target release"); and that phrase. None when the
-    earlier question has no such phrase."""
+def _pointed_phrase(text: str, base: str) -> tuple[str, str] | None:
+    """``text`` with a noun the earlier question (``base``) named more fully in its place, and that phrase:
+    after a demonstrative ("that release", "those ranges") the earlier phrase of the same head with "the"
+    (the asked noun with its clause: "Which UID range is used for ...": the UID range that is used for
+    ...); after an interrogative ("which id", "welche Stufe") that phrase's words ("static uid",
+    "debhelper-Kompatibilitätsstufe"). None when the earlier question has no such phrase."""
     match = _POINTED.search(text)
     if match is None:
         return None
-    base = _bare(_EN.connectives.sub("", _bare(earlier)))
-    asked = _ASKS_WHICH.match(base)
-    phrase = None
-    if asked is not None and _same_noun(asked.group("noun").split()[-1], match.group("noun")):
+    key = "noun" if match.group("noun") else "which_noun"
+    noun, asked = match.group(key), _ASKS_WHICH.match(base)
+    if match.group("which") is None and asked is not None and _same_noun(asked.group("noun").split()[-1], noun):
         phrase = _relative_phrase(base) or _subject_relative_phrase(base)
-    found = _earlier_phrase(base, match.group("noun")) if phrase is None else None
-    if found is not None and base[found[0]: found[2]].strip().lower() in ("the", "a", "an"):
-        phrase = f"the {base[found[2]: found[1]]}"
-    if phrase is None:
+        if phrase is not None:
+            return text[: match.start()] + phrase + text[match.end():], phrase
+    found = _earlier_phrase(base, noun)
+    if found is None or base[found[2]: found[1]].lower() == noun.lower():
         return None
-    return text[: match.start()] + phrase + text[match.end():], phrase
+    if match.group("which") is not None:
+        return text[: match.start(key)] + base[found[2]: found[1]] + text[match.end():], base[found[2]: found[1]]
+    if base[found[0]: found[2]].strip().lower() not in ("the", "a", "an"):
+        return None
+    return text[: match.start()] + f"the {base[found[2]: found[1]]}" + text[match.end():], base[found[2]: found[1]]
 
 
-_POINTED = re.compile(r"\b(?:that|this|those|these|such\s+an?)\s+(?P<noun>[a-z]{3,})\b(?!\s+(?:is|are|was|were|do|does|did|can|has|have)\b)")
+# "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
+_POINTED = re.compile(r"\b(?:that|this|those|these|such\s+an?)\s+(?P<noun>[a-z]{3,})\b(?!\s+(?:is|are|was|were|do|does|did|can|"
+                      r"has|have)\b)|^(?P<which>(?i:which|what|welche[rsnm]?|quel(?:le)?s?|cu[áa]l(?:es)?))\s+"
+                      r"(?P<which_noun>[^\W\d_][\w-]*)(?=\s+(?i:is|are|was|were|would|will|should|must|can|could|does|do|did|has|"
+                      r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 
 
 def _one_of(text: str, earlier: str) -> tuple[str, str] | None:
@@ -891,24 +895,17 @@ _ASKED_BEFORE = re.compile(r"(?:^|\s)(?:which|what|welche[rsnm]?|quel(?:le)?s?|q
 def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
     """The earlier question with its phrase of the same head noun replaced by ``fragment``: "Since which
     Ninja version is the cleandead tool available?" and "the compdb tool" ask about the compdb tool;
-    "system users" takes the place of "regular users" (a phrase with no determiner replaces as many
-    words), "the hostmask" that of "the netmask" (:func:`_same_noun`); an attribute alone takes the place
+    "system users" takes the place of "the regular users" (after its determiner), "the hostmask" that of
+    "the netmask" (:func:`_same_noun`); an attribute alone takes the place
     of the attribute before the earlier head ("the maximum" for "the default minimum backoff": the default
     maximum backoff). None when nothing matches."""
     words = fragment.split()
     if len(words) < 2 or words[-1].lower() in rules.stop or not words[-1].isalpha():
         return None
     head = words[-1]
-    if words[0].lower() in _DETERMINERS:
-        found = _earlier_phrase(base, head, exact=head.lower() in rules.relational)
-        if found is not None:
-            return base[: found[0]] + fragment + base[found[1]:]
-    else:
-        closed = "|".join(sorted(_CLOSED))
-        match = re.search(rf"(?<=\s)(?:(?!(?:{closed})\s)[\w/+.#'’-]+\s+){{{len(words) - 1}}}{re.escape(head)}\b", base,
-                          re.IGNORECASE)
-        if match is not None:
-            return base[: match.start()] + fragment + base[match.end():]
+    found = _earlier_phrase(base, head, exact=head.lower() in rules.relational)
+    if found is not None:  # the fragment's determiner, if it has one, in place of the earlier one
+        return base[: found[0] if words[0].lower() in _DETERMINERS else found[2]] + fragment + base[found[1]:]
     if len(words) == 2 and head.lower() in rules.relational:
         before = [m for m in re.finditer(r"\b(?P<attribute>[\w'’-]+)\s+(?P<head>[\w'’-]+)", base)
                   if m.group("attribute").lower() in rules.relational and m.group("head").lower() not in rules.stop
@@ -939,21 +936,6 @@ def _earlier_phrase(base: str, noun: str, exact: bool = False) -> tuple[int, int
             if word.group()[:1].isalpha() and (word.group().lower() == noun.lower() if exact else _same_noun(word.group(), noun)):
                 return match.start(), match.end() + word.end(), match.end()
     return None
-def _narrowed(text: str, base: str, rules: _Language) -> str | None:
-    """``text`` asking "which N" with the earlier question's fuller phrase of the same head in N's place:
-    "Which id would be handed out next?" after "Whom do I ask for a static uid?" asks which static uid;
-    "Welche Stufe ...?" after "Welche debhelper-Kompatibilitätsstufe ...?" asks which
-    debhelper-Kompatibilitätsstufe. None when the earlier question has no such phrase."""
-    asked = _WHICH_NOUN.match(text)
-    found = _earlier_phrase(base, asked.group("noun")) if asked and asked.group("noun").lower() not in rules.stop else None
-    if found is None or base[found[2]: found[1]].lower() == asked.group("noun").lower():
-        return None
-    return text[: asked.start("noun")] + base[found[2]: found[1]] + text[asked.end("noun"):]
-
-
-_WHICH_NOUN = re.compile(r"^(?:which|what|welche[rsnm]?|quel(?:le)?s?|cu[áa]l(?:es)?)\s+(?P<noun>[^\W\d_][\w-]*)"
-                         r"(?=\s+(?:is|are|was|were|would|will|should|must|can|could|does|do|did|has|have|ist|sind|war|"
-                         r"wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)", re.IGNORECASE)
 # what opens a noun phrase: a determiner or an interrogative
 _OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|einen|le|la|les|un|une|el|los|las|"
                            r"which|what|welche[rsnm]?|quel(?:le)?s?)\s+", re.IGNORECASE)
