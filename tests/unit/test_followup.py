@@ -544,3 +544,23 @@ def test_an_object_that_is_not_moved_after_the_question():
     # "prevents it for heap types to be mutable" is not English: the earlier question follows in brackets
     question, rule = resolve("Are frob types mutable by default?", "Which flag prevents that?")
     assert question == "Which flag prevents that (are frob types mutable by default)?" and rule != "proposition"
+
+
+@pytest.mark.parametrize("earlier, answer, follow_up, expected", [
+    # a demonstrative's noun the earlier question lacks: the earlier answer's, with the name it stands beside ...
+    ("Why is the tool called frob?", "Its author was watching “Frobnitz Weekly”, a radio series from the 1980s. [1]",
+     "When was that series broadcast?", "When was Frobnitz Weekly broadcast?"),
+    # ... or the place it is in
+    ("Where should a package put a frob job?", "The package should install a file in /etc/frob.d for it. [1]",
+     "How many fields does a line of such a file have?", "How many fields does a line of a file in /etc/frob.d have?"),
+])
+def test_a_demonstrative_takes_the_earlier_answers_phrase_when_the_question_has_none(earlier, answer, follow_up,
+                                                                                      expected):
+    assert standalone_question(follow_up, [ConversationTurn(earlier, answer)]).question == expected
+
+
+def test_an_answers_phrase_that_says_no_more_than_the_demonstrative_is_not_carried():
+    result = standalone_question("How must the entries in that file be separated?",
+                                 [ConversationTurn("Which option does frob accept for inputs?",
+                                                   "It reads the file named by --files0-from. [1]")])
+    assert result.question == "How must the entries in that file be separated (which option does frob accept for inputs)?"

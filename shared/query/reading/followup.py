@@ -476,18 +476,17 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     if about:
         return _swap(earlier, about.group("x").strip(), language, rules, "what about")
     possessive = rules.possessive.match(stripped) if connective and stripped else None
-    if possessive is not None and possessive.end() == len(stripped):
+    if possessive is not None:
         # "And its hostmask?" after "How do I get the netmask of ...?": asked as the netmask was, else what it is
         owned = f"{rules.possessive_articles.get(possessive.group('pos').lower()) or 'the'} {possessive.group('np')}"
-        replaced = _same_head(_bare(rules.connectives.sub("", _bare(earlier))), owned, rules)
+        replaced = _same_head(_bare(rules.connectives.sub("", _bare(earlier))), owned, rules) \
+            if possessive.end() == len(stripped) else None
         if replaced is not None:
             return Resolution(_finish(replaced, earlier, mark), "ellipsis", earlier)
         stripped = f"{rules.what_is} {stripped}"
-    elif possessive is not None:
-        stripped = f"{rules.what_is} {stripped}"
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
-    pointed = _pointed_phrase(stripped, _bare(rules.connectives.sub("", _bare(earlier))))
+    pointed = _pointed_phrase(stripped, _bare(rules.connectives.sub("", _bare(earlier))), answer)
     if pointed is not None:
         return Resolution(_finish(pointed[0], typed, mark), "same head" if _POINTED.match(stripped) else "demonstrative",
                           pointed[1])
@@ -578,12 +577,14 @@ _ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|ma
                      re.IGNORECASE)
 
 
-def _pointed_phrase(text: str, base: str) -> tuple[str, str] | None:
+def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] | None:
     """``text`` with a noun the earlier question (``base``) named more fully in its place, and that phrase:
     after a demonstrative ("that release", "those ranges") the earlier phrase of the same head with "the"
     (the asked noun with its clause: "Which UID range is used for ...": the UID range that is used for
-    ...); after an interrogative ("which id", "welche Stufe") that phrase's words ("static uid",
-    "debhelper-Kompatibilitätsstufe"). None when the earlier question has no such phrase."""
+    ...), else the earlier answer's, with the name it stands beside ("“Monty Python’s Flying Circus”, a
+    comedy series") or the place it is in ("a file in /etc/cron.d"); after an interrogative ("which id",
+    "welche Stufe") the question's phrase's words ("static uid", "debhelper-Kompatibilitätsstufe"). None
+    when neither has such a phrase."""
     match = _POINTED.search(text)
     if match is None:
         return None
@@ -593,19 +594,32 @@ def _pointed_phrase(text: str, base: str) -> tuple[str, str] | None:
         phrase = _relative_phrase(base) or _subject_relative_phrase(base)
         if phrase is not None:
             return text[: match.start()] + phrase + text[match.end():], phrase
-    found = _earlier_phrase(base, noun)
-    if found is None or base[found[2]: found[1]].lower() == noun.lower():
+    found, told = _earlier_phrase(base, noun), False
+    if found is None and match.group("which") is None and answer:
+        base = _CITATION.sub("", " ".join(answer_paragraphs(answer)))  # named only in the earlier answer
+        found, told = _earlier_phrase(base, noun), True
+    if found is None or base[found[2]: found[1]].lower() == noun.lower() and not told:
         return None
+    phrase = base[found[2]: found[1]]
     if match.group("which") is not None:
-        return text[: match.start(key)] + base[found[2]: found[1]] + text[match.end():], base[found[2]: found[1]]
-    if base[found[0]: found[2]].strip().lower() not in ("the", "a", "an"):
+        return text[: match.start(key)] + phrase + text[match.end():], phrase
+    opener = base[found[0]: found[2]].strip().lower()
+    if opener not in ("the", "a", "an"):
         return None
-    return text[: match.start()] + f"the {base[found[2]: found[1]]}" + text[match.end():], base[found[2]: found[1]]
-
-
+    beside = re.search(r"(?P<name>[“\"]?[^\s,“”\"][^,“”\"]*[”\"]?),\s*$", base[: found[0]])
+    place = re.match(r"\s+(?:in|of|for|on|under)\s+\S+", base[found[1]:])
+    if beside and named_runs(beside.group("name").strip("“”\""), opening=False) == [(0, len(beside.group("name").strip("“”\"")))]:
+        phrase = beside.group("name").strip("“”\"")
+    elif place and named_runs(place.group(), opening=False):
+        phrase = f"{'a' if match.group().startswith('such') else 'the'} {phrase}{place.group().rstrip('.,;:')}"
+    elif told:
+        return None  # "the file": the answer's phrase says no more than the demonstrative did
+    else:
+        phrase = f"the {phrase}"
+    return text[: match.start()] + phrase + text[match.end():], phrase
 # "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
-_POINTED = re.compile(r"\b(?:that|this|those|these|such\s+an?)\s+(?P<noun>[a-z]{3,})\b(?!\s+(?:is|are|was|were|do|does|did|can|"
-                      r"has|have)\b)|^(?P<which>(?i:which|what|welche[rsnm]?|quel(?:le)?s?|cu[áa]l(?:es)?))\s+"
+_POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:is|are|was|were|do|does|did|can|has|"
+                      r"have)\b))|such\s+an?)\s+(?P<noun>[a-z]{3,})\b|^(?P<which>(?i:which|what|welche[rsnm]?|quel(?:le)?s?|cu[áa]l(?:es)?))\s+"
                       r"(?P<which_noun>[^\W\d_][\w-]*)(?=\s+(?i:is|are|was|were|would|will|should|must|can|could|does|do|did|has|"
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 
@@ -932,7 +946,7 @@ def _earlier_phrase(base: str, noun: str, exact: bool = False) -> tuple[int, int
     same word) starts, where it ends, and where its words after the determiner or interrogative that opens
     it start (at most three words: "a static uid"). None when it has none."""
     for match in _OPENS_PHRASE.finditer(base):
-        for word in list(re.finditer(r"[\w/+.#'’-]+", base[match.end():]))[:3]:
+        for word in list(re.finditer(r"[\w/+.#'’-]*[\w/+#'’-]", re.split(r"[.,;:!?](?:\s|$)", base[match.end():])[0]))[:3]:
             if word.group()[:1].isalpha() and (word.group().lower() == noun.lower() if exact else _same_noun(word.group(), noun)):
                 return match.start(), match.end() + word.end(), match.end()
     return None
