@@ -764,16 +764,21 @@ def _reading(document: CleanDocument) -> Reading:
                    title=document.title, published=document.published)
 
 
+def _decoded(raw: bytes, content_type: str, *, html: bool = False) -> str:
+    """``raw`` as text, read as a terminal shows it (an escape's parameters are no words of the document)."""
+    return without_terminal_formatting(decode_bytes(raw, parse_content_type(content_type)[1], html=html))
+
+
 def read_html(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
-    return _reading(extract_html(decode_bytes(raw, parse_content_type(content_type)[1], html=True), url))
+    return _reading(extract_html(_decoded(raw, content_type, html=True), url))
 
 
 def read_markdown(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
-    return _reading(extract_markdown(decode_bytes(raw, parse_content_type(content_type)[1])))
+    return _reading(extract_markdown(_decoded(raw, content_type)))
 
 
 def read_rst(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
-    return _reading(extract_rst(decode_bytes(raw, parse_content_type(content_type)[1])))
+    return _reading(extract_rst(_decoded(raw, content_type)))
 
 
 def read_plain(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:

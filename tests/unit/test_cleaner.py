@@ -207,6 +207,18 @@ def test_terminal_formatting_in_a_text_file_is_read_as_the_text_it_formats():
     assert "[1m" not in result.body and "[24m" not in result.body and "8;;" not in result.body
 
 
+@pytest.mark.parametrize(("raw", "content_type"), [
+    ("# Timeouts\n\nThe \x1b[1mdefault\x1b[0m timeout is \x1b[31mforty\x1b[0m seconds.\n", "text/markdown"),
+    ("Timeouts\n========\n\nThe \x1b[1mdefault\x1b[0m timeout is \x1b[31mforty\x1b[0m seconds.\n", "text/x-rst"),
+    ("<html><body><article><p>The \x1b[1mdefault\x1b[0m timeout is \x1b[31mforty\x1b[0m seconds, and that "
+     "is how long the service waits for its peers before it gives up.</p></article></body></html>", "text/html"),
+], ids=["markdown", "rst", "html"])
+def test_terminal_escapes_in_any_text_kind_leave_no_remnant(raw, content_type):
+    # only plain text was read as a terminal shows it: Markdown kept "The [1mdefault[0m timeout"
+    body = clean_content(raw.encode(), content_type, "file:///notes").body
+    assert "The default timeout is forty seconds" in body and "[1m" not in body and "[31m" not in body, body
+
+
 def test_a_web_pages_paragraph_reads_as_one_line_whatever_inline_code_it_holds():
     """trafilatura kept the source's line breaks in a paragraph that holds a <code> (and only there), and a
     line break ends a sentence: libffi's Introduction.html was quoted as "The libffi library provides a
