@@ -606,7 +606,7 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] |
     opener = base[found[0]: found[2]].strip().lower()
     if opener not in ("the", "a", "an"):
         return None
-    beside = re.search(r"(?P<name>[“\"]?[^\s,“”\"][^,“”\"]*[”\"]?),\s*$", base[: found[0]])
+    beside = re.search(r"(?P<name>[“\"]?[^\s,“”\"][^,“”\"]*[”\"]?),\s*$", base[max(0, found[0] - 120): found[0]])
     place = re.match(r"\s+(?:in|of|for|on|under)\s+\S+", base[found[1]:])
     if beside and named_runs(beside.group("name").strip("“”\""), opening=False) == [(0, len(beside.group("name").strip("“”\"")))]:
         phrase = beside.group("name").strip("“”\"")
@@ -936,7 +936,7 @@ def _same_noun(word: str, other: str) -> bool:
     a, b = word.lower().removesuffix("s"), other.lower().removesuffix("s")
     short, long = sorted((a, b), key=len)
     if long.endswith(short):
-        return True
+        return len(short) >= 2
     common = len(os.path.commonprefix([a[::-1], b[::-1]]))
     return common >= 4 and min(len(a), len(b)) - common >= 2
 
@@ -946,7 +946,8 @@ def _earlier_phrase(base: str, noun: str, exact: bool = False) -> tuple[int, int
     same word) starts, where it ends, and where its words after the determiner or interrogative that opens
     it start (at most three words: "a static uid"). None when it has none."""
     for match in _OPENS_PHRASE.finditer(base):
-        for word in list(re.finditer(r"[\w/+.#'’-]*[\w/+#'’-]", re.split(r"[.,;:!?](?:\s|$)", base[match.end():])[0]))[:3]:
+        window = re.split(r"[.,;:!?](?:\s|$)", base[match.end(): match.end() + 200])[0]  # three words, one sentence
+        for word in list(re.finditer(r"[\w/+.#'’-]*[\w/+#'’-]", window))[:3]:
             if word.group()[:1].isalpha() and (word.group().lower() == noun.lower() if exact else _same_noun(word.group(), noun)):
                 return match.start(), match.end() + word.end(), match.end()
     return None
