@@ -78,6 +78,11 @@ def test_help_text_is_not_eaten_by_markup():
     assert result.exit_code == 0 and "PROVIDER=ANSWERABLE[/ABSTAIN]" in out
     assert "RAGBUS_QUERY_TIMEOUT_S" in CliRunner().invoke(app, ["ask", "--help"], env={"COLUMNS": "200"}).output
     assert "RAGBUS_DEMO_PORT" in CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "200"}).output
+    # "/up or /down [comment] rates" read "/up or /down  rates": rich took [comment] for a style and dropped it
+    chat = " ".join(CliRunner().invoke(app, ["chat", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "/up or /down [comment] rates the last answer" in chat, chat
+    listing = " ".join(CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output.split())
+    assert "/up or /down [comment] rates" in listing, listing
 
 
 def test_ask_timeout_defaults_to_the_configured_query_timeout(monkeypatch):

@@ -50,7 +50,7 @@ def chat(
     where: WhereOption = None,
     kind: KindOption = None,
 ) -> None:
-    """A conversation: ask, then follow up; each answer with its citations. /up or /down [comment] rates the last
+    r"""A conversation: ask, then follow up; each answer with its citations. /up or /down \[comment] rates the last
     answer, /new starts over, Ctrl-C stops waiting for an answer, Ctrl-D leaves."""
     session = open_session(changes=True)
     filters = filters_from_flags(session.deps, source, since, until, where, kind)
