@@ -46,6 +46,19 @@ def test_answered_from_holds_the_precision_for_each_writer():
     assert each == 0.8  # a: 2 of 2 right from 0.9 up; b: 2 of 2 at 0.8 (from 0.7, a is 2 of 3)
 
 
+def test_refuse_from_holds_the_refusal_budget_for_each_writer():
+    # writer a's answerable questions look like near misses (0.6), writer b's do not: pooled, 1 of 10 answerable
+    # refused (0.1) lets 0.6 refuse; for each writer, 1 of a's 5 is 0.2, over its 0.1
+    p_near = np.array([0.6, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.7, 0.65])
+    near = np.array([0] * 10 + [1, 1], dtype=bool)
+    none, groups = np.zeros(12, dtype=bool), np.array(list("aaaaabbbbbab"))
+    args = (np.zeros(12), p_near, none, near, none, none, ~none)
+    _, pooled, _ = fit_reader.choose_thresholds(*args, precision=0.9, refused=0.1)
+    assert pooled == 0.6
+    _, each, _ = fit_reader.choose_thresholds(*args, precision=0.9, refused=0.1, groups=groups)
+    assert each == 0.65  # a's answerable question at 0.6 is no longer refused; both near misses still are
+
+
 def test_a_row_is_read_again_from_its_kept_passages():
     # --reread: the passages the collecting run kept are read again by this checkout's reader, nothing retrieved
     from shared.adapters.local.embedder import OnnxMiniLMEmbedder

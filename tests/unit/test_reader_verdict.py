@@ -165,3 +165,18 @@ def test_the_asked_subject_in_a_stating_sentence_is_evidence_of_its_own(embedder
         _read(embedder, question, text, observe=lambda features, answer, reader: seen.append(features))
     assert seen[0]["subject_stated"] > seen[1]["subject_stated"]
     assert seen[0]["subject_best"] >= seen[0]["subject_stated"] and seen[0]["subject_quoted"] > 0
+
+
+def test_a_sentence_standing_out_from_the_next_candidates_is_evidence_of_its_own(embedder):
+    # a near miss often has many weak, alike candidates (each about the subject, none stating the asked value); an
+    # answer has one sentence well above the next ones (relevance_gap: the lead's score minus the next three's mean)
+    question = "Which TCP port does the frobnicator daemon listen on by default?"
+    alike = ("Daemons\n\nThe frobnicator daemon starts at boot. The frobnicator daemon logs to syslog. "
+             "The frobnicator daemon reloads on SIGHUP. The frobnicator daemon runs as the frob user.")
+    seen = []
+    for text in (PORT, alike):
+        _read(embedder, question, text, observe=lambda features, answer, reader: seen.append((features, reader)))
+    (stands_out, reader), (among_alike, _) = seen
+    assert stands_out["relevance_gap"] > 0.3 > 0.1 > among_alike["relevance_gap"]
+    lead, *rest = reader.ranked  # the port sentence leads; the gap is to the mean of the next three
+    assert stands_out["relevance_gap"] == pytest.approx(reader.relevance[lead] - np.mean(reader.relevance[rest[:3]]))

@@ -920,13 +920,7 @@ class Reader:
         source = {c.number: c.source or f"#{c.number}" for c in self.contexts}
         own = source.get(candidates[lead].number)
         others = [i for i in self.pool if source.get(candidates[i].number) != own]
-        passage = next((c.text for c in self.contexts if c.number == candidates[lead].number), "")
-        closeness = {s: max((v for n, v in self.closeness.items() if source.get(n) == s), default=0.0)
-                     for s in set(source.values())}
-        other_closeness = max((v for s, v in closeness.items() if s != own), default=0.0)
-        specific = _specific_terms(query)
-        quoted_stems = frozenset().union(*(self.stems[i] for i in chosen), *(self.stems[j] for i in chosen
-                                                                              for j in self.unit(i)))
+        next_three = [self.relevance[i] for i in self.ranked if i != lead][:3]
         retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
         states = self.asks_fact and any(self.fact_check(self.quoted_text(i), query) for i in chosen)
         asks_list = bool(_ASKS_LIST.search(query))
@@ -934,29 +928,19 @@ class Reader:
         def share(stems: frozenset[str]) -> float:
             return sum(t in stems for t in terms) / len(terms) if terms else 0.0
 
-        in_sentence = share(unit_stems)
         return {
             "asks_value": float(self.asks_fact), "states_value": float(states),
             "cosine": float(self.cosine[lead]),
-            "cosine_margin": float(self.cosine[lead] - max((self.cosine[i] for i in others), default=0.0)),
-            "overlap_sentence": in_sentence,
-            "overlap_heading_only": max(0.0, float(self.pair_overlap[lead]) - in_sentence),
-            "overlap_passage": share(_term_set(passage)),
-            "closeness": float(self.closeness.get(candidates[lead].number, 0.0)),
-            "closeness_margin": float(closeness.get(own, 0.0) - other_closeness),
+            "overlap_heading_only": max(0.0, float(self.pair_overlap[lead]) - share(unit_stems)),
             "rank": 1.0 / candidates[lead].number,
             "relevance_margin": float(self.relevance[lead] - max((self.relevance[i] for i in others), default=0.0)),
-            "specific_missing": sum(t not in quoted_stems for t in specific) / len(specific) if specific else 0.0,
-            "specific_unretrieved": sum(t not in retrieved for t in specific) / len(specific) if specific else 0.0,
+            "relevance_gap": float(self.relevance[lead] - np.mean(next_three)) if next_three else 1.0,
             "asks_list": float(asks_list),
             "list_unquoted": float(asks_list and _short_items(quoted) < 2),
             "parts_missing": len(missing) / len(parts) if parts else 0.0,
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
-            "asks_yes_no": float(bool(_ASKS_YES_NO.match(query))),
             "coverage_retrieved": share(retrieved),
-            "quoted": float(np.log1p(len(chosen))),
-            "leans_back": float(len(self.unit(lead)) > 1),
             "subject_quoted": max((float(self.subject[i]) for i in chosen), default=0.0),
             "subject_best": max((float(self.subject[i]) for i in self.usable), default=0.0),
             "subject_stated": max((float(self.subject[i]) for i in self.usable if self.states[i] > 0), default=0.0),
@@ -979,9 +963,10 @@ def _short_items(text: str) -> int:
     """How many pieces of ``text`` between list separators are short enough to be a list's items: "supports
     gzip, bzip2 and xz" has two ("bzip2", "xz"); "supports several formats, and more can be added" none."""
     return sum(1 for piece in _LIST_SEPARATOR.split(text) if 0 < len(tokenize(piece)) <= LIST_ITEM_WORDS)
+
+
+# A question asking a method or a reason ("Why ...", "How does ..."), not a degree ("How many ...").
 _ASKS_OPEN = re.compile(r"^\W*(?:why\b|how\s+(?!many|much|long|often|old|big|large|far|fast)\w+)", re.IGNORECASE)
-_ASKS_YES_NO = re.compile(r"^\W*(?:is|are|does|do|can|could|should|will|was|were|has|have|did|may|must)\b",
-                          re.IGNORECASE)
 
 
 def question_runs(query: str, held: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -3,8 +3,8 @@ decided by weights learned over its evidence, not by a rule per question.
 
 The reader (:class:`shared.query.reading.extractive.Reader`) measures its evidence for the answer it
 would give (:data:`FEATURES`: does a quoted sentence state a value of the asked type; the question's
-key terms in the quoted sentence, only in its section's heading, or only elsewhere in its passage;
-its passage's rank and closeness, and the margins to the best other document; a list asked for
+key terms only in the quoted sentence's section heading; its passage's rank; how far its
+score stands above the best other document's sentence and above the next sentences'; a list asked for
 and no items quoted; parts of the question or names no source speaks to; the asked subject's terms, weighed by how
 few retrieved sentences hold them, in a quoted sentence, in any sentence, in a sentence stating a value of the
 asked type ...). Two logistic
@@ -25,7 +25,7 @@ both thresholds are fitted by ``bench/fit_reader.py`` on the development part of
 folds leave one writer out, each model weighs only the features whose weight has one sign in every
 fit leaving a writer out (the others weigh 0), and the thresholds are chosen on those folds:
 ``answered_from`` for a precision of ``answered`` of at least 0.92 overall and 0.9 for each writer,
-``refuse_from`` for at most 4 % of answerable questions refused. They are shipped in
+``refuse_from`` for at most 4 % of each writer's answerable questions refused. They are shipped in
 ``verdict_model.json`` beside this module; a file fitted on other features is refused with the way
 to refit.
 """
@@ -44,32 +44,23 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 3  # 3: the asked subject's terms by rarity (subject_*), for stated_anywhere and overlap_best
+FEATURE_VERSION = 4  # 4: relevance_gap; ten columns both models weighed 0 left out (closeness ..., quoted)
 
 #: The reader's evidence for the answer it would give, in the order of each model's weights.
 FEATURES: tuple[str, ...] = (
     "asks_value",  # 1 when the question asks for a value of a type (a count, date, version, default, flag ...)
     "states_value",  # 1 when a quoted sentence states a value of the asked type, tied to the question's terms
     "cosine",  # MiniLM cosine of the question and the opening sentence (under its section's heading)
-    "cosine_margin",  # that cosine minus the best of a sentence of another document (0: no other)
-    "overlap_sentence",  # share of the question's key terms in the quoted sentence (with what it leans on)
-    "overlap_heading_only",  # ... held only by its section's heading
-    "overlap_passage",  # ... anywhere in its passage
-    "closeness",  # cosine of the question and the opening sentence's passage
-    "closeness_margin",  # its document's closeness minus the closest other document's
+    "overlap_heading_only",  # share of the question's key terms held only by the opening sentence's section heading
     "rank",  # 1 / the retrieval rank of the opening sentence's passage
     "relevance_margin",  # the opening sentence's score minus the best of another document's sentence
-    "specific_missing",  # share of the question's specific terms (numbers, names, identifiers) not quoted
-    "specific_unretrieved",  # ... in no retrieved passage at all
+    "relevance_gap",  # ... minus the mean of the next three's, any document's (low: many weak, alike candidates)
     "asks_list",  # 1 when the question asks for several items
     "list_unquoted",  # 1 when it does and what is quoted holds no list of short items (a lead-in without them)
     "parts_missing",  # share of the question's parts no quoted sentence speaks to (0: one part)
     "names_unnamed",  # 1 when a name the question states is named by no source
     "asks_open",  # 1 for a how/why question (a method or a reason)
-    "asks_yes_no",  # 1 for a yes/no question
     "coverage_retrieved",  # share of the question's key terms in any retrieved passage
-    "quoted",  # log(1 + sentences quoted)
-    "leans_back",  # 1 when the opening sentence is quoted with the sentence it leans on
     # the question's terms weighed by how few retrieved sentences hold them (a term most hold names the corpus, one
     # few hold the asked subject), the best share one sentence holds with what it leans on and its heading:
     "subject_quoted",  # ... a quoted sentence
