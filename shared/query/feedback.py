@@ -28,7 +28,7 @@ from typing import Any
 from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
-from shared.contract.text import shown
+from shared.contract.text import shown, without_bidi_controls
 from shared.observability import metrics, tracing
 from shared.query.record import QueryRecord
 
@@ -101,7 +101,7 @@ def _user_text(value: Any, field: str, limit: int) -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidInput(f"'{field}' must be text, got {shown(value)}")
-    text = value.replace("\r\n", "\n").strip()
+    text = without_bidi_controls(value.replace("\r\n", "\n")).strip()
     if len(text) > limit:
         raise InvalidInput(f"'{field}' has {len(text)} characters, more than the limit of {limit}; shorten it")
     for position, char in enumerate(text):

@@ -50,6 +50,9 @@ def test_a_valid_rating_is_normalised():
                               "expected": "  "}) == Feedback("down", "wrong year", (1, 3), None)
     assert validate_feedback({"rating": "up", "comment": "<b>tab\tand\nnewline</b>"}).comment == \
         "<b>tab\tand\nnewline</b>"  # markup is kept as the text it is; surfaces show it as text
+    # a bidirectional override would show the comment reordered on the page, as in a question
+    assert validate_feedback({"rating": "down", "comment": "port \u202e0808\u202c", "expected": "\u2066x\u2069"}) == \
+        Feedback("down", "port 0808", (), "x")
 
 
 def test_client_ids_and_completion_ids():
