@@ -205,11 +205,32 @@ def split_sentences(text: str) -> list[str]:
     return [p for p in pieces if p]
 
 
+# ECMA-48 control sequences a terminal reads and does not show: CSI (ESC [ parameters, intermediates, a
+# final byte: colours, bold, cursor moves), OSC (ESC ] ... ended by BEL or ESC \: a title, a hyperlink),
+# and the other two-character escapes
+_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_NROFF_BULLET = re.compile("\\+\x08o")  # nroff's bullet: an o struck over a +
+_OVERSTRUCK = re.compile("_\x08(.)|(.)\x08(?=(.))")  # underlined (_ then the letter) or bold (a letter twice)
+
+
+def without_terminal_formatting(text: str) -> str:
+    """``text`` as a terminal shows it: its escape sequences gone and each overstruck letter once.
+
+    Text captured from a terminal, and nroff's or grotty's output as Debian ships manuals
+    (man-db-manual.txt: ``\\x1b[1mbold\\x1b[22m``, ``N\\x08NA\\x08A`` for bold, ``+\\x08o`` for a bullet),
+    otherwise kept the sequences' parameters once their control characters went ("[1mman-db[0m")."""
+    if "\x1b" not in text and "\x08" not in text:
+        return text
+    text = _TERMINAL_ESCAPE.sub("", text)
+    text = _NROFF_BULLET.sub("•", text)
+    return _OVERSTRUCK.sub(lambda m: m.group(1) or "", text)
+
+
 def clip_metadata(value: str | None, limit: int) -> str:
     """Untrusted metadata (a title, a date) as one line of at most ``limit`` characters
     (an ellipsis marks a cut), without control or bidirectional characters: it goes into the header and
     every chunk's record."""
-    text = " ".join(_CONTROL_RE.sub("", value or "").split())
+    text = " ".join(_CONTROL_RE.sub("", without_terminal_formatting(value or "")).split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

@@ -10,7 +10,12 @@ import codecs
 import re
 from dataclasses import dataclass
 
-from shared.contract.text import normalize_text, opens_code_element, without_code_elements
+from shared.contract.text import (
+    normalize_text,
+    opens_code_element,
+    without_code_elements,
+    without_terminal_formatting,
+)
 from shared.formats.passages import Passage, Reading, join_blocks
 from shared.formats.registry import Limits
 
@@ -710,27 +715,6 @@ def extract_plain(text: str) -> CleanDocument:
     """Plain text with its wrapped lines joined; its heading is its title (else none is stated)."""
     text = without_terminal_formatting(text)
     return CleanDocument(body=normalize_text(join_wrapped(text)), title=plain_title(text))
-
-
-# ECMA-48 control sequences a terminal reads and does not show: CSI (ESC [ parameters, intermediates, a
-# final byte: colours, bold, cursor moves), OSC (ESC ] ... ended by BEL or ESC \: a title, a hyperlink),
-# and the other two-character escapes
-_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_NROFF_BULLET = re.compile("\\+\x08o")  # nroff's bullet: an o struck over a +
-_OVERSTRUCK = re.compile("_\x08(.)|(.)\x08(?=(.))")  # underlined (_ then the letter) or bold (a letter twice)
-
-
-def without_terminal_formatting(text: str) -> str:
-    """``text`` as a terminal shows it: its escape sequences gone and each overstruck letter once.
-
-    Text captured from a terminal, and nroff's or grotty's output as Debian ships manuals
-    (man-db-manual.txt: ``\\x1b[1mbold\\x1b[22m``, ``N\\x08NA\\x08A`` for bold, ``+\\x08o`` for a bullet),
-    otherwise kept the sequences' parameters once their control characters went ("[1mman-db[0m")."""
-    if "\x1b" not in text and "\x08" not in text:
-        return text
-    text = _TERMINAL_ESCAPE.sub("", text)
-    text = _NROFF_BULLET.sub("•", text)
-    return _OVERSTRUCK.sub(lambda m: m.group(1) or "", text)
 
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

@@ -137,6 +137,14 @@ def request(*urls):
     )
 
 
+def test_a_feed_items_title_loses_terminal_escapes_and_bidi_overrides_whole():
+    # the ESC went and its parameters stayed: "\x1b[31mRed alert\x1b[0m" was stored as "[31mRed alert[0m"
+    from shared.contract.text import clip_metadata
+
+    assert clip_metadata("\x1b[31mRed\x1b[0m alert \u202eon\u202c \x1b]8;;https://x.example\x07now\x1b]8;;\x07", 500) \
+        == "Red alert on now"
+
+
 # ------------------------------------------------------------------ happy path
 
 
