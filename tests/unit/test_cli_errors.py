@@ -38,6 +38,19 @@ def test_text_logs_carry_no_traceback_unless_debugging():
     assert "Traceback (most recent call last)" in full
 
 
+def test_a_credential_in_a_logged_address_is_redacted_in_text_and_json_logs():
+    from shared.observability.logs import JsonFormatter
+
+    try:
+        raise ConnectionError("GET https://feeds.example/private.atom?feed_token=abc123secret&x=1 refused")
+    except ConnectionError:
+        record = logging.LogRecord("ragbus.feed_poller", logging.WARNING, __file__, 1, "feed %s failed",
+                                   ("https://feeds.example/private.atom?feed_token=abc123secret",), sys.exc_info())
+    for line in (TextFormatter(tracebacks=False).format(record), TextFormatter(tracebacks=True).format(record),
+                 JsonFormatter().format(record)):
+        assert "abc123secret" not in line and "feed_token=[redacted]" in line, line
+
+
 def _run_main(monkeypatch, capsys, *args: str, **env: str) -> tuple[int, str]:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
