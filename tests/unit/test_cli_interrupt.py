@@ -147,3 +147,24 @@ def test_ctrl_c_while_chat_waits_for_an_answer_returns_to_the_prompt_in_the_same
     assert shown == ["q20000000"]
     said = " ".join(capsys.readouterr().out.split())
     assert "stopped waiting (Ctrl-C)" in said and "ragbus trace q1000000" in said, said
+
+
+def test_piped_questions_are_echoed_after_the_prompt_so_the_transcript_reads_as_typed(monkeypatch, capsys):
+    """`printf 'Q1\nQ2\n' | ragbus chat` printed "you> Note: the quoted passages ..." : a prompt with no
+    question after it, the answer run on from it. Read from a pipe, the question is echoed (a terminal
+    echoes it itself)."""
+    import io
+
+    from shared.query import api
+    from shared.tools.cli import chat
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("What is the nogroup group for?\n"))
+    monkeypatch.setattr(api, "submit_query", lambda deps, question, **_: SimpleNamespace(
+        id="q10000000", conversation_id="c1", ended=True))
+    monkeypatch.setattr(api, "wait_for_query", lambda deps, query_id, timeout: SimpleNamespace(
+        id=query_id, conversation_id="c1", ended=True))
+    monkeypatch.setattr(chat, "print_turn", lambda record: print("ANSWER"))
+    chat._converse(SimpleNamespace(settings=SimpleNamespace(query_timeout_s=60)), top_k=None, max_iterations=None,
+                   filters=None)
+    out = capsys.readouterr().out
+    assert "you> What is the nogroup group for?\n" in out and "you> ANSWER" not in out, out

@@ -76,6 +76,8 @@ def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filt
         except EOFError:  # Ctrl-D, or the end of piped questions
             console.print()
             return
+        if not sys.stdin.isatty():  # a terminal echoes what was typed; from a pipe the prompt stood alone
+            console.print(plain(line), markup=False, highlight=False, soft_wrap=True)
         question = line.strip()
         if not question:
             continue
