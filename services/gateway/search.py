@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from services.gateway.replies import error
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
-from shared.contract.text import shown
+from shared.contract.text import shown, without_bidi_controls
 from shared.query.api import TOP_K_RANGE, search_documents, validate_int
 
 #: GET /v1/search's filter parameters (``where`` repeats: where=key=value).
@@ -42,7 +42,9 @@ class SearchRoute:
             return error(400, str(exc))
         except RetryableError as exc:
             return error(503, f"retrieval is unavailable right now: {exc}", {"Retry-After": "2"})
-        return JSONResponse({"query": params["q"], "k": k or self.deps.settings.top_k, "results": results})
+        # the query as searched, which drops bidirectional overrides (shared.query.api.validate_query_text)
+        query = without_bidi_controls(params["q"])
+        return JSONResponse({"query": query, "k": k or self.deps.settings.top_k, "results": results})
 
 
 def _int_param(raw: str, name: str) -> int:

@@ -196,6 +196,8 @@ def test_search_returns_chunks_best_first(client):
     assert body["results"][0]["chunk_id"] == CONTEXTS[1]["chunk_id"]
     assert [r["rank"] for r in body["results"]] == [1, 2]
     assert body["results"][0]["score"] >= body["results"][1]["score"]
+    # the query echoed is the one searched: no bidirectional override shows it reordered
+    assert client.get("/v1/search", params={"q": "dense \u202eretrieval\u202c"}).json()["query"] == "dense retrieval"
 
 
 @pytest.mark.parametrize(
