@@ -35,6 +35,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, SchemaError
 from shared.contract.messages import Message, decode
 from shared.contract.ports import StateStore
+from shared.contract.redaction import redact
 from shared.contract.text import shown
 
 log = logging.getLogger("ragbus.dead_letters")
@@ -64,6 +65,13 @@ def letters(state: StateStore) -> list[dict[str, Any]]:
     """Every dead letter, oldest first, each with its ``id`` (its key in the state store)."""
     kept = [{"id": letter_key(d), **d} for d in state.list(state_collections.DEAD_LETTERS)]
     return sorted(kept, key=lambda d: (d.get("at") or "", d["id"]))
+
+
+def as_shown(kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``kept`` as a person or client is shown it: a message's data (kept whole, since a retry
+    publishes it again) with its credentials redacted, as its reason already is. A poll of
+    ``https://host/feed?feed_token=...`` that failed keeps the token in its data."""
+    return [{**d, "data": redact(d["data"])} if isinstance(d.get("data"), str) else d for d in kept]
 
 
 def letter_key(letter: dict[str, Any]) -> str:

@@ -19,12 +19,12 @@ class DeadLetterRoutes:
 
     async def dead_letters(self, request: Request) -> Response:
         """GET: every dead letter; DELETE: purge them all."""
-        from services.dead_letters.redrive import letters, purge
+        from services.dead_letters.redrive import as_shown, letters, purge
 
         if request.method == "DELETE":
             return await self._redrive(purge, None, "purged")
         kept = await anyio.to_thread.run_sync(letters, self.deps.state)
-        return JSONResponse({"dead_letters": kept})
+        return JSONResponse({"dead_letters": as_shown(kept)})
 
     async def retry_dead_letters(self, request: Request) -> Response:
         from services.dead_letters.redrive import retry

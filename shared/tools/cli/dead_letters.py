@@ -25,13 +25,13 @@ def dead_letters(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Messages that could not be handled, with the reason (`retry ID|--all`, `purge ID|--all`)."""
-    from services.dead_letters.redrive import letters, short_id
+    from services.dead_letters.redrive import as_shown, letters, short_id
 
     if ctx.invoked_subcommand is not None:
         return
     kept = letters(open_session().deps.state)
     if as_json:
-        print_json(kept)
+        print_json(as_shown(kept))
         return
     if not kept:
         say_empty("no dead letters: every message was handled")
