@@ -64,15 +64,20 @@ class BoundedRequestProtocol(H11Protocol):
     one whole request, headers and body, ``read_timeout_s`` after it connected (or after the response
     before) is answered 408 and disconnected. uvicorn bounds neither (only the idle time between
     requests): fifty connections dripping a header line or a body byte every few seconds were held for
-    as long as they went on. The answer, once the request is read, takes what it takes (an event stream)."""
+    as long as they went on. The answer, once the request is read, takes what it takes (an event stream).
+    A connection past ``max_connections`` held at once is answered 503 and disconnected as it arrives."""
 
-    def __init__(self, *args: Any, read_timeout_s: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, read_timeout_s: float, max_connections: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.read_timeout_s = read_timeout_s
+        self.read_timeout_s, self.max_connections = read_timeout_s, max_connections
         self.read_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if len(self.connections) > self.max_connections:  # this one counted
+            self._refuse(503, "Service Unavailable", f"the gateway holds {self.max_connections} connections "
+                         "already (RAGBUS_MAX_CONNECTIONS); try again shortly", retry_after_s=1)
+            return
         self._watch()
 
     def data_received(self, data: bytes) -> None:
@@ -112,10 +117,15 @@ class BoundedRequestProtocol(H11Protocol):
                 return
             cycle.disconnected = True  # the app reading the body hears a disconnect; its answer goes nowhere
             cycle.message_event.set()
-        body = json.dumps({"error": f"the request was not sent within {self.read_timeout_s:g} s "
-                                    "(RAGBUS_REQUEST_READ_TIMEOUT_S); send it whole, at once"}).encode()
-        self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-                             b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        self._refuse(408, "Request Timeout", f"the request was not sent within {self.read_timeout_s:g} s "
+                     "(RAGBUS_REQUEST_READ_TIMEOUT_S); send it whole, at once")
+
+    def _refuse(self, status: int, reason: str, error: str, retry_after_s: int | None = None) -> None:
+        """Answer ``status`` with ``{"error": ...}`` whatever the client has sent, and disconnect."""
+        body = json.dumps({"error": error}).encode()
+        retry = b"retry-after: %d\r\n" % retry_after_s if retry_after_s is not None else b""
+        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n%sconnection: close\r\n"
+                             b"content-length: %d\r\n\r\n%s" % (status, reason.encode(), retry, len(body), body))
         self.transport.close()
 
 
@@ -172,7 +182,8 @@ def serve(
         lifespan="on",
         # Open event streams end with their query; do not let one hold shutdown.
         timeout_graceful_shutdown=2,
-        http=functools.partial(BoundedRequestProtocol, read_timeout_s=deps.settings.request_read_timeout_s),
+        http=functools.partial(BoundedRequestProtocol, read_timeout_s=deps.settings.request_read_timeout_s,
+                               max_connections=deps.settings.max_connections),
     )
     server = uvicorn.Server(config)
     def run() -> None:

@@ -412,6 +412,10 @@ class Settings:
         "RAGBUS_REQUEST_READ_TIMEOUT_S", 30.0, Seconds(),
         "time a client of `ragbus serve` has to send one whole request, headers and body; a slower one is "
         "answered 408 and disconnected (the answer, an event stream included, is not bounded by it)")
+    max_connections: int = setting(
+        "RAGBUS_MAX_CONNECTIONS", 256, Whole(1),
+        "connections `ragbus serve` holds at once, event streams included; one more is answered 503 and "
+        "disconnected at once (each is a socket and a file descriptor)")
     max_items_per_poll: int = setting(
         "RAGBUS_MAX_ITEMS_PER_POLL", 200, Whole(1),
         "items fetched per feed per poll, newest first; the rest on later polls (`feeds list` says how many wait)")

@@ -77,3 +77,25 @@ def test_a_response_that_takes_longer_than_the_bound_is_not_cut(server):
         assert record["status"] == "answered" and time.monotonic() - started > 1.5
         with http.stream("GET", f"/v1/queries/{record['id']}/events") as response:
             assert response.status_code == 200 and b"event: end" in response.read()
+
+
+def test_a_connection_past_the_cap_is_answered_503_and_the_held_ones_still_served(tmp_path):
+    # each connection is a socket and a descriptor: RAGBUS_MAX_CONNECTIONS bounds how many are held
+    handle = serve(make_deps(tmp_path, Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=2),
+                             step_s=0.3), "127.0.0.1", 0)
+    try:
+        held = [socket.create_connection(("127.0.0.1", handle.port)) for _ in range(2)]
+        time.sleep(0.3)  # both accepted
+        answer, took = _drip(handle.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"", seconds=4)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in head.lower(), answer
+        assert "RAGBUS_MAX_CONNECTIONS" in json.loads(body)["error"] and took < 2
+        held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        held[0].settimeout(5)
+        assert held[0].recv(4096).startswith(b"HTTP/1.1 200 ")
+        for conn in held:
+            conn.close()
+        time.sleep(0.3)  # both let go: a new client is served again
+        assert httpx.get(handle.url + "/healthz").status_code == 200
+    finally:
+        handle.stop()
