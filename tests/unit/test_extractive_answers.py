@@ -131,6 +131,22 @@ def test_sentences_ending_in_a_colon_are_never_quoted():
     assert _texts(answer) == ["Exact vector search has perfect recall by definition."]
 
 
+def test_a_value_in_a_sentence_too_short_to_stand_alone_is_quoted_with_the_statement_before_it():
+    # issue 36: "Defaults to 0700." alone is a fragment, so the value it holds was never quotable
+    from shared.query.reading.extractive import quotable_sentences
+
+    manual = ("DIR_MODE The permissions mode for home directories of non-system users.\nDefaults to 0700.\n\n"
+              "The dialect is registered with the name unix.\n\nNew in version 3.2.\n\n"
+              "## Options\n\nSee below.")
+    assert [q.text for q in quotable_sentences(manual)] == [
+        "DIR_MODE The permissions mode for home directories of non-system users. Defaults to 0700.",
+        "The dialect is registered with the name unix. New in version 3.2.",
+    ]  # a short sentence after a heading is not joined to it
+    answer = extractive_answer("What is the permissions mode of home directories of non-system users?",
+                               _contexts(manual))
+    assert "0700" in answer.text
+
+
 def test_questions_and_quoted_questions_are_never_quoted():
     assert answer_sentence("How does the password reset flow work for locked accounts?") is None
     assert answer_sentence('Users often type "how do I reset my password?" into the search box.') is None

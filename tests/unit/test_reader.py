@@ -241,6 +241,23 @@ def test_the_reader_embeds_a_bounded_pool_of_sentences():
     assert np.isfinite(embedder.embed(["x"])).all()
 
 
+def test_the_sentences_embedded_are_the_best_by_the_learned_score_short_of_its_cosine():
+    # issue 36: the pool was picked by term overlap and passage closeness alone, so a definition ("frobnicatord is
+    # ...") late in a passage whose every sentence names the subject was never embedded, never quoted
+    embedder = HashingEmbedder()
+    mentions = " ".join(f"The frobnicatord writes record {n} to its journal." for n in range(12))
+    passage = f"{mentions} frobnicatord is a small service that balances widget queues."
+    contexts = [NumberedContext(number=1, source="doc1", text=passage)]
+    question = "What is frobnicatord?"
+    seen = []
+    extractive_answer(question, contexts, context_similarity={1: 0.5}, question_vector=embedder.embed([question])[0],
+                      sentence_embed=embedder.embed, fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED,
+                      observe=lambda evidence, answer, reader: seen.append(reader))
+    (reader,) = seen
+    assert any("balances widget queues" in reader.quoted_text(i) for i in reader.pool)
+    assert "balances widget queues" in reader.quoted_text(reader.ranked[0])
+
+
 def test_an_asked_identifier_is_answered_only_by_a_sentence_stating_one():
     changes = ("Changes in this release:\n\n"
                "* Fix a crash in the spooler when reading an empty queue file.\n"

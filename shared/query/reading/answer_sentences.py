@@ -41,7 +41,7 @@ _FIGURE = re.compile(r"(?<!\w)\d")
 _BULLET = re.compile(r"^(?:[-*•·▪◦>]+|\(?\d{1,2}[.)]|\(?[a-z][)])\s+")
 _REFERENCE_MARKER = re.compile(r"\s*\[\d+(?:\s*[,–-]\s*\d+)*\]")
 # Ends as a statement: a full stop or an exclamation mark, maybe inside quotes or brackets.
-_STATEMENT_END = re.compile(r"[.!][\"'”’)\]]*$")
+STATEMENT_END = re.compile(r"[.!][\"'”’)\]]*$")
 # "Atlas Corporation — Facilities Overview (Internal Documentation, 2024): The building ..."
 _LABEL = re.compile(r"^(?P<label>[^:]{2,120}?):\s+(?=[\"'“‘(]?[A-Z0-9])")
 
@@ -169,7 +169,7 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
             return None
     elif len(text) < MIN_CHARS or len(words) < MIN_WORDS:
         return None
-    elif not _STATEMENT_END.search(text) or "?" in text:
+    elif not STATEMENT_END.search(text) or "?" in text:
         return None  # cut at a colon or a chunk edge, or a question (asked or quoted)
     first = text.lstrip("\"'“‘(")
     if not item and first[:1].islower() and _words(first)[0].lower() in _TAIL_OPENERS:

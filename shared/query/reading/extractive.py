@@ -36,6 +36,9 @@ from shared.contract.text import split_header, strip_header
 from shared.contract.text import split_sentences as _split_sentences
 from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import (
+    MIN_CHARS,
+    MIN_WORDS,
+    STATEMENT_END,
     answer_sentence,
     heading_like,
     opens_with_connective,
@@ -44,7 +47,7 @@ from shared.query.reading.answer_sentences import (
     question_parts,
 )
 from shared.query.reading.language import phrase
-from shared.query.reading.sentence_score import SentenceScore, shipped_sentence_score
+from shared.query.reading.sentence_score import SCORED_ON, SentenceScore, shipped_sentence_score
 from shared.query.reading.stemming import stemmer
 from shared.query.reading.verdict import ANSWERED, REFUSE, VerdictModel, shipped_verdict_model
 
@@ -175,6 +178,7 @@ class QuotableSentence:
     # the heading of its section in the passage ("Term frequency saturation and k1"), "" when the passage
     # shows none: what the section is about, which its sentences need not repeat
     heading: str = ""
+    pairs: frozenset[tuple[str, str]] = frozenset()  # its content words' stems, pair by pair in order (_bigrams)
 
 
 # A list item, table row or definition up to this long is quoted whole, its sentences together.
@@ -211,7 +215,7 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
             pieces.append((text, True))
         else:
             pieces.extend((sentence, False) for sentence in sentences)
-    pieces = _lists_with_their_lead_ins(pieces)
+    pieces = _joined(pieces)
     heading = ""
     for position, (piece, item) in enumerate(pieces):
         sentence = answer_sentence(piece, item=item)
@@ -229,7 +233,8 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
             leans = False
         on_list = leans and not item and position > 0 and pieces[position - 1][1]
         # (_term_set's own cache is for whole passages; these stems are kept here)
-        out.append(QuotableSentence(position, sentence, leans, _term_set.__wrapped__(sentence), on_list, heading))
+        out.append(QuotableSentence(position, sentence, leans, _term_set.__wrapped__(sentence), on_list, heading,
+                                    _bigrams(sentence)))
     return tuple(out)
 
 
@@ -252,9 +257,11 @@ def _is_heading(piece: str) -> bool:
     return piece.lstrip().startswith("#") or heading_like(piece)
 
 
-def _lists_with_their_lead_ins(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """``pieces`` with each list of short items joined to the sentence that leads into it (see
-    :data:`SHORT_ITEM_CHARS`); other pieces as they are."""
+def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """``pieces`` with what cannot be quoted alone joined to what it belongs to: each list of short items, or the one
+    short line, that a sentence ending in a colon leads into, to that sentence (see :data:`SHORT_ITEM_CHARS`); a
+    statement too short to stand alone ("Defaults to 0700.", "New in version 3.2.", "It had uid 37."), to the
+    statement before it (the value is often in it)."""
     out: list[tuple[str, bool]] = []
     n = 0
     while n < len(pieces):
@@ -263,13 +270,22 @@ def _lists_with_their_lead_ins(pieces: list[tuple[str, bool]]) -> list[tuple[str
         while end < len(pieces) and pieces[end][1]:
             end += 1
         items = [t.strip() for t, _ in pieces[n + 1:end]]
-        if (not item and text.rstrip().endswith(":") and len(items) >= 2
+        # one line after it that is no item (a command, an example, a value) is read as its one item
+        one_line = not items and end < len(pieces) and not pieces[end][0].rstrip().endswith(":")
+        if one_line:
+            items, end = [pieces[end][0].strip()], end + 1
+        if (not item and text.rstrip().endswith(":") and (len(items) >= 2 or one_line)
                 and all(len(t) <= SHORT_ITEM_CHARS for t in items)
                 and len(text) + sum(len(t) + 2 for t in items) <= MAX_ITEM_CHARS):
             out.append((f"{text.rstrip()} {'; '.join(items)}", True))
             n = end
             continue
-        out.append((text, item))
+        before, words = out[-1][0] if out and not item and not out[-1][1] else "", len(tokenize(text))
+        if before and len(before) + len(text) < MAX_ITEM_CHARS and STATEMENT_END.search(before) \
+                and STATEMENT_END.search(text) and 2 <= words and (len(text) < MIN_CHARS or words < MIN_WORDS):
+            out[-1] = (f"{before} {text}", False)
+        else:
+            out.append((text, item))
         n += 1
     return out
 
@@ -285,26 +301,17 @@ def _names_its_heading(sentence: str) -> bool:
 
 
 @dataclass(frozen=True)
-class _Candidate:
-    """A sentence that can be quoted, and where it stands in its passage."""
+class _Candidate(QuotableSentence):
+    """A sentence that can be quoted, and the number of its context (which the answer cites)."""
 
-    number: int  # the context's number, which the answer cites
-    position: int  # the sentence's place among its passage's sentences
-    text: str
-    leans_back: bool  # opens by pointing at the sentence before it
-    stems: frozenset[str]
-    leans_on_list: bool = False  # see QuotableSentence
-    heading: str = ""  # see QuotableSentence
+    number: int = 0
 
 
-def _candidate_sentences(
-    contexts: Sequence[NumberedContext], per_context: int, total: int
-) -> list[_Candidate]:
+def _candidate_sentences(contexts: Sequence[NumberedContext], per_context: int, total: int) -> list[_Candidate]:
     out: list[_Candidate] = []
     for ctx in contexts:
         for sentence in quotable_sentences(ctx.text)[:per_context]:
-            out.append(_Candidate(ctx.number, sentence.position, sentence.text, sentence.leans_back, sentence.stems,
-                                  sentence.leans_on_list, sentence.heading))
+            out.append(_Candidate(**vars(sentence), number=ctx.number))
             if len(out) >= total:
                 return out
     return out
@@ -328,11 +335,6 @@ class ReaderWeights:
     :class:`~shared.query.reading.sentence_score.SentenceScore`). Chosen on the real-text development set
     (``ragbus eval --dataset realdocs``), never refit on fitz-gov alone (issue 20)."""
 
-    # The cheap score that picks the READER_POOL sentences worth embedding: terms held, passage closeness, and
-    # stating a value of the asked type.
-    cheap_overlap: float = 0.6
-    cheap_passage: float = 0.4
-    cheap_states: float = 0.15
     # A further sentence for an open question: as strong as this share of the first, with a term it lacks.
     further_share: float = 0.85
     # The next best sentences of the first one's document, as strong as this share of it, are quoted after it,
@@ -348,8 +350,6 @@ class ReaderWeights:
 
 
 READER_WEIGHTS = ReaderWeights()
-# (kept under its earlier name: docs/benchmarks.md cites it)
-FURTHER_SHARE = READER_WEIGHTS.further_share
 
 # A passage's closeness to the question (a cosine) read as a prior from 0 to 1: unrelated text scores
 # about 0.2 with all-MiniLM-L6-v2, a passage about the question 0.6 or more.
@@ -620,13 +620,11 @@ class SentencePicker:
 class Reader:
     """The reader: the sentence that states the asked fact, quoted with what it leans on.
 
-    Every quotable sentence is first scored cheaply (the question's terms it holds or its
-    section's heading does, its passage's closeness, and ``fact_check``: whether it states the
-    asked value, e.g. :func:`shared.query.reading.answer_types.sentence_states`); the
-    ``READER_POOL`` best are embedded (``sentence_embed``, under their section's heading, a
-    sentence that opens with a reference together with the sentence it leans on) and ranked by
-    their cosine to ``question_vector`` with those signals, weighed by the learned sentence score
-    (:class:`~shared.query.reading.sentence_score.SentenceScore`). The answer
+    Every quotable sentence is scored by the learned sentence score
+    (:class:`~shared.query.reading.sentence_score.SentenceScore`; ``fact_check`` says whether it states the asked
+    value, e.g. :func:`shared.query.reading.answer_types.sentence_states`) short of its cosine; the ``READER_POOL``
+    best are embedded (``sentence_embed``, under their section's heading, with the sentences it leans on) and
+    ranked with their cosine to ``question_vector`` too. The answer
     opens with the best; a further sentence is quoted only for a part of the question still
     unanswered, or, for an open question, where it reads on from the first; the first sentence is
     quoted under its section's heading when the heading holds question terms it lacks. The answer
@@ -659,13 +657,27 @@ class Reader:
         total = sum(rarity.values())
         self.pair_overlap = overlap.copy()
         self.subject = np.zeros(len(candidates), dtype=np.float32)  # the share of the asked subject, by rarity
+        # what each sentence is scored on (SCORED_ON's order): before it is embedded, all but its cosine, which is
+        # the first stage of the ranking (which sentences are worth embedding)
+        self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
+        self.columns[:, 4] = [1.0 / c.number for c in candidates]
+        asked, definition = _bigrams(query), _DEFINITION_Q.match(query)
+        opens = re.compile(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
+                           re.IGNORECASE) if definition else None
         for i in self.usable:
+            unit = [candidates[j] for j in self.unit(i)]
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
             # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
-            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading))
+            held = frozenset().union(*(c.stems for c in unit), _term_set(candidates[i].heading))
             self.pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
             self.subject[i] = sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
-        self.cheap = self.w.cheap_overlap * self.pair_overlap + self.w.cheap_passage * self.prior
+            # how documentation states things, beside MiniLM's closeness: the share of the question's word pairs in
+            # the same order ("distances are limited to" for "match distances limited to"), and a definition's
+            # subject opening the sentence ("libcbor is a C library ..." for "What is libcbor?")
+            self.columns[i, 5] = len(asked & frozenset().union(*(c.pairs for c in unit))) / len(asked) if asked else 0
+            self.columns[i, 6] = bool(opens and opens.match(unit[0].text))
+        self.columns[:, 1] = self.subject
+        self.cheap = self.columns @ self.score.vector()
         self.asks_fact = fact_check is not None and fact_check("", query) is not None
 
     def antecedents(self, i: int) -> list[int] | None:
@@ -719,27 +731,24 @@ class Reader:
     def _rank(self) -> bool:
         """Score the usable sentences (``self.states``, ``self.pool``, ``self.cosine``,
         ``self.relevance``, ``self.ranked``); False when none is worth embedding."""
-        w, candidates, usable = self.w, self.candidates, self.usable
+        candidates, usable = self.candidates, self.usable
         self.states = np.zeros(len(candidates), dtype=np.float32)  # +1 states the asked value, -1 lacks it, 0 unknown
         if self.asks_fact:
             # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
             for i in sorted(usable, key=lambda i: -self.cheap[i])[:max(3 * READER_POOL, 24)]:
                 self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
-        pre = self.cheap + w.cheap_states * (self.states > 0)
-        pool = sorted((i for i in usable if pre[i] > 0), key=lambda i: -pre[i])[:READER_POOL]
-        self.pool = pool
+        self.columns[:, 2], self.columns[:, 3] = self.states > 0, self.states < 0
+        pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
+        self.pool = pool = sorted((i for i in usable if self.pair_overlap[i] > 0 or self.prior[i] > 0),
+                                  key=lambda i: -pre[i])[:READER_POOL]
         if not pool:
             return False
         self.cosine = np.zeros(len(candidates), dtype=np.float32)
         # each read under its section's heading, as a reader of the document reads it
         self.cosine[pool] = self.sentence_embed([self.read_text(i) for i in pool]) @ self.question_vector
         self.relevance = np.full(len(candidates), -1.0, dtype=np.float32)
-        shape = np.array([_shape_parts(self.query, self.quoted_text(i)) for i in pool], dtype=np.float32)
-        rank = np.array([1.0 / candidates[i].number for i in pool], dtype=np.float32)
-        states = self.states[pool]
-        # what each sentence is scored on (SCORED_ON's order), kept for bench/fit_scorer.py's fit
-        self.scored_on = np.column_stack([self.cosine[pool], self.subject[pool], states > 0, states < 0, rank,
-                                          shape]).astype(np.float32)
+        self.columns[pool, 0] = self.cosine[pool]
+        self.scored_on = self.columns[pool]  # kept for bench/fit_scorer.py's fit
         self.relevance[pool] = self.scored_on @ self.score.vector()
         self.ranked = sorted(pool, key=lambda i: (-self.relevance[i], candidates[i].number, candidates[i].position))
         return True
@@ -1051,22 +1060,10 @@ _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(
                            re.IGNORECASE)
 
 
-def _bigrams(text: str) -> set[tuple[str, str]]:
+def _bigrams(text: str) -> frozenset[tuple[str, str]]:
     # an identifier's parts in its order: "PIP_CONFIG_FILE" says "config file" as the question may
     words = [stem(part) for w in tokenize(text) if w.lower() not in STOPWORDS for part in re.split(r"[-_]", w) if part]
-    return set(zip(words, words[1:], strict=False))
-
-
-def _shape_parts(query: str, text: str) -> tuple[float, float]:
-    """How documentation states things, beside MiniLM's closeness: the share of the question's word pairs
-    in the same order ("distances are limited to" for "match distances limited to"), and a definition's subject
-    opening the sentence ("libcbor is a C library ..." for "What is libcbor?": 1)."""
-    asked = _bigrams(query)
-    order = len(asked & _bigrams(text)) / len(asked) if asked else 0.0
-    definition = _DEFINITION_Q.match(query)
-    opens = bool(definition and re.match(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
-                                         text, re.IGNORECASE))
-    return order, float(opens)
+    return frozenset(zip(words, words[1:], strict=False))
 
 
 def _asked_label(query: str) -> str:

@@ -1,12 +1,12 @@
 """The reader's sentence score (issue 36): how strongly :class:`~shared.query.reading.extractive.Reader` weighs
 what it scores a sentence on, learned on the development part instead of chosen by hand.
 
-The reader embeds the few sentences its cheap score ranks best and scores each on :data:`SCORED_ON`
-(``Reader.scored_on``'s columns); the answer opens with the best-scored. The weights are a ranking model fit by
-``bench/fit_scorer.py`` on the realtext set's development part (a softmax over each question's scored sentences,
-toward those holding the question's key strings from its file; judged leaving one writer out) and shipped in
-``sentence_score.json`` beside this module with how they were fit; a file fit on other columns is refused with the
-way to refit.
+The reader scores every quotable sentence on :data:`SCORED_ON` short of its cosine, embeds the few that rank best
+and scores those on all of it (``Reader.scored_on``'s columns); the answer opens with the best-scored. The weights
+are a ranking model fit by ``bench/fit_scorer.py`` on the realtext set's development part (a softmax over each
+question's scored sentences, toward those holding the question's key strings from its file; judged leaving one
+writer out) and shipped in ``sentence_score.json`` beside this module with how they were fit; a file fit on other
+columns is refused with the way to refit.
 """
 
 from __future__ import annotations
