@@ -192,8 +192,8 @@ def test_a_disk_that_fills_while_the_workers_run_stops_them_at_once_and_the_reru
                 if raw.exists() and sum(1 for p in raw.rglob("*") if p.is_file()) >= 60:
                     break
                 time.sleep(0.01)
-            # on a loaded machine the workers may have filled the disk themselves by now: opening the
-            # filler then fails as writing it would, and the disk is full either way
+            # the suppress holds the file's close too: closing flushes what the last write left buffered,
+            # which fails on the full disk as that write did
             with contextlib.suppress(OSError), open(mount / "filler", "wb") as f:
                 while True:
                     f.write(b"\0" * 65536)
