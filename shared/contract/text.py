@@ -139,6 +139,8 @@ def without_bidi_controls(text: str) -> str:
     """``text`` without bidirectional embeddings, overrides and isolates (right-to-left letters and the
     U+200E/U+200F marks stay): what a person typed, as every surface can show it without reordering it."""
     return _BIDI_RE.sub("", text)
+
+
 _SPACES_RE = re.compile(r"[^\S\n]+")  # whitespace except newline
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
 
