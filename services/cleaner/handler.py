@@ -29,7 +29,7 @@ from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
 from shared.contract.text import build_header, clip_metadata, split_header
 from shared.formats.passages import Reading, lay_out
 from shared.formats.registry import ISOLATED_OVER_BYTES, Limits, by_media_type, chosen, readable
-from shared.formats.sandbox import Bounds, read_isolated
+from shared.formats.sandbox import Bounds, read_isolated, too_deep
 from shared.formats.text import (  # noqa: F401  (decode_bytes: the cleaner's tests read it here)
     CleanDocument,
     binary_reason,
@@ -75,9 +75,8 @@ def read_content(raw: bytes, content_type: str, url: str, settings: Settings | N
     if not kind.binary and len(raw) <= ISOLATED_OVER_BYTES:
         try:
             return kind.load()(raw, content_type, url, limits)
-        except RecursionError:  # reading it again would nest as deep: refused, not retried
-            raise InvalidInput(f"the {kind.name} file nests deeper than its reader can follow (Python's "
-                               "recursion limit)") from None
+        except RecursionError:
+            raise too_deep(kind.name) from None
     bounds = Bounds(seconds=settings.parse_seconds, memory_bytes=settings.parse_memory_mb * 1024 * 1024)
     return read_isolated(kind, raw, content_type, url, limits, bounds)
 

@@ -69,6 +69,11 @@ def read_isolated(kind: FileKind, raw: bytes, content_type: str, url: str, limit
     raise InvalidInput(f"the {kind.name} file cannot be read: {value}")
 
 
+def too_deep(kind_name: str) -> InvalidInput:
+    """A file nested past its reader's recursion: refused by kind, not retried (reading it again nests as deep)."""
+    return InvalidInput(f"the {kind_name} file nests deeper than its reader can follow (Python's recursion limit)")
+
+
 def request_payload(kind: FileKind, raw: bytes, content_type: str, url: str, limits: Limits,
                     bounds: Bounds) -> bytes:
     """What the child reads on stdin: the request as one JSON line, then the file's bytes."""
@@ -103,6 +108,9 @@ def main() -> None:
         reading = kind.load()(raw, request["content_type"], request["url"], Limits(**request["limits"]))
     except MemoryError:
         _answer("memory", "")
+        return
+    except RecursionError:
+        _answer("refused", str(too_deep(request["name"])))
         return
     except InvalidInput as exc:
         _answer("refused", str(exc))

@@ -288,6 +288,18 @@ def test_markup_nested_past_the_readers_recursion_is_refused_at_once_by_name():
         clean_content(deep, "text/x-rst", "file:///deep.rst")
 
 
+def test_markup_nested_past_the_readers_recursion_is_refused_by_name_in_a_process_of_its_own_too():
+    # over ISOLATED_OVER_BYTES the same file is read in the bounded process: refused the same way, not as
+    # "cannot be read: RecursionError: maximum recursion depth exceeded"
+    from shared.formats.registry import ISOLATED_OVER_BYTES
+
+    opening = b"An opening paragraph of plain words. " * (ISOLATED_OVER_BYTES // 30) + b"\n\n"
+    deep = opening + "".join("   " * depth + "- item\n\n" for depth in range(250)).encode()
+    assert len(deep) > ISOLATED_OVER_BYTES
+    with pytest.raises(InvalidInput, match="the reStructuredText file nests deeper than its reader can follow"):
+        clean_content(deep, "text/x-rst", "file:///deep.rst")
+
+
 def test_a_large_text_file_read_in_its_own_process_reads_as_it_would_in_the_cleaners():
     from shared.formats.passages import lay_out
     from shared.formats.registry import ISOLATED_OVER_BYTES, Limits, by_suffix
