@@ -631,6 +631,9 @@ def extract_rst(text: str) -> CleanDocument:
         # a document must not read files or pass raw HTML through (include::, raw::)
         "file_insertion_enabled": False, "raw_enabled": False,
         "doctitle_xform": True, "input_encoding": "unicode",
+        # docutils drops a whole document with a line over 10,000 characters (its default); the file's size is
+        # bounded where it is fetched and read, so a long line (a paragraph not wrapped) is read as any other
+        "line_length_limit": max(10_000, len(text) + 1),
     })
     published = None
     for date in doctree.findall(nodes.date):

@@ -288,6 +288,13 @@ def test_markup_nested_past_the_readers_recursion_is_refused_at_once_by_name():
         clean_content(deep, "text/x-rst", "file:///deep.rst")
 
 
+def test_a_restructuredtext_paragraph_on_one_long_line_is_read():
+    # docutils' line_length_limit (10,000 characters) dropped the whole document: no passage, no error
+    line = "An opening paragraph of plain words, never wrapped. " * 400
+    body = clean_content(f"{line}\n\nA second paragraph.\n".encode(), "text/x-rst", "file:///long.rst").body
+    assert line.strip() in body and "A second paragraph." in body
+
+
 def test_markup_nested_past_the_readers_recursion_is_refused_by_name_in_a_process_of_its_own_too():
     # over ISOLATED_OVER_BYTES the same file is read in the bounded process: refused the same way, not as
     # "cannot be read: RecursionError: maximum recursion depth exceeded"
