@@ -649,6 +649,8 @@ class Reader:
         self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
         self.prior = _passage_prior(candidates, context_similarity)
         self.closeness = context_similarity
+        # a passage whose document is not named (no URL, no title) is taken as a document of its own
+        self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
         self.verdict, self.observe = verdict, observe
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
         # "package") names the corpus, one few hold ("tty", "backup") the asked subject
@@ -656,10 +658,10 @@ class Reader:
                   for t in dict.fromkeys(term_stems)}
         total = sum(rarity.values())
         self.pair_overlap = overlap.copy()
-        self.subject = np.zeros(len(candidates), dtype=np.float32)  # the share of the asked subject, by rarity
         # what each sentence is scored on (SCORED_ON's order): before it is embedded, all but its cosine, which is
         # the first stage of the ranking (which sentences are worth embedding)
         self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
+        self.subject = self.columns[:, 1]  # the share of the asked subject, by rarity (a view of its column)
         self.columns[:, 4] = [1.0 / c.number for c in candidates]
         asked, definition = _bigrams(query), _DEFINITION_Q.match(query)
         opens = re.compile(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
@@ -676,7 +678,6 @@ class Reader:
             # subject opening the sentence ("libcbor is a C library ..." for "What is libcbor?")
             self.columns[i, 5] = len(asked & frozenset().union(*(c.pairs for c in unit))) / len(asked) if asked else 0
             self.columns[i, 6] = bool(opens and opens.match(unit[0].text))
-        self.columns[:, 1] = self.subject
         self.cheap = self.columns @ self.score.vector()
         self.asks_fact = fact_check is not None and fact_check("", query) is not None
 
@@ -743,11 +744,10 @@ class Reader:
                                   key=lambda i: -pre[i])[:READER_POOL]
         if not pool:
             return False
-        self.cosine = np.zeros(len(candidates), dtype=np.float32)
+        self.cosine = self.columns[:, 0]  # (a view of its column: 0 for those not embedded)
         # each read under its section's heading, as a reader of the document reads it
         self.cosine[pool] = self.sentence_embed([self.read_text(i) for i in pool]) @ self.question_vector
         self.relevance = np.full(len(candidates), -1.0, dtype=np.float32)
-        self.columns[pool, 0] = self.cosine[pool]
         self.scored_on = self.columns[pool]  # kept for bench/fit_scorer.py's fit
         self.relevance[pool] = self.scored_on @ self.score.vector()
         self.ranked = sorted(pool, key=lambda i: (-self.relevance[i], candidates[i].number, candidates[i].position))
@@ -762,20 +762,18 @@ class Reader:
         about. Between chunks of one document the sentence decides: a document's introduction is often closer
         to a question as a whole than the section that answers it (realdocs: node path's delimiter, xz's
         Filter IDs)."""
-        # a passage whose document is not named (no URL, no title) is taken as a document of its own
-        source = {c.number: c.source or f"#{c.number}" for c in self.contexts}
         nearest: dict[str, float] = {}  # a document's closeness: its closest chunk's
         for number, closeness in self.closeness.items():
-            if number in source:
-                nearest[source[number]] = max(closeness, nearest.get(source[number], closeness))
-        own = source.get(self.candidates[best].number)
+            if number in self.source:
+                nearest[self.source[number]] = max(closeness, nearest.get(self.source[number], closeness))
+        own = self.source.get(self.candidates[best].number)
         closest = max(nearest, key=lambda s: nearest[s], default=None)
         if closest is None or own is None or closest == own or nearest[closest] <= nearest.get(own, 0.0):
             return best
         for i in self.ranked[1:]:
             if self.relevance[i] < self.w.further_share * self.relevance[best]:
                 break
-            if source.get(self.candidates[i].number) == closest and self.states[i] >= self.states[best]:
+            if self.source.get(self.candidates[i].number) == closest and self.states[i] >= self.states[best]:
                 return i
         return best
 
@@ -827,15 +825,14 @@ class Reader:
         ``chosen`` while it holds at most ``close_more`` sentences beyond ``lead``'s own: which of close sentences states
         the asked value the scores cannot tell, so each is quoted, from the one document the answer cites (after a
         sentence the answer-type check finds stating the value, only sentences it finds stating one too)."""
-        source = {c.number: c.source or f"#{c.number}" for c in self.contexts}
-        own, floor = source.get(self.candidates[lead].number), self.w.close_share * self.relevance[lead]
+        own, floor = self.source.get(self.candidates[lead].number), self.w.close_share * self.relevance[lead]
         for i in self.ranked[1:]:
             if len(chosen) - len(self.unit(lead)) >= self.w.close_more or self.relevance[i] < floor or floor <= 0:
                 break
             added = [j for j in self.unit(i) if j not in chosen]
             # after a sentence stating the asked value, only another stating one; a unit that would pass the budget
             # (a sentence with the one it leans on) is left out
-            if added and source.get(self.candidates[i].number) == own and self.states[i] >= self.states[lead] \
+            if added and self.source.get(self.candidates[i].number) == own and self.states[i] >= self.states[lead] \
                     and len(chosen) + len(added) - len(self.unit(lead)) <= self.w.close_more:
                 chosen += added
 
@@ -926,9 +923,8 @@ class Reader:
         candidates, query, terms = self.candidates, self.query, self.term_stems
         quoted = " ".join(self.quoted_text(i) for i in chosen)
         unit_stems = frozenset().union(*(candidates[j].stems for j in self.unit(lead)))
-        source = {c.number: c.source or f"#{c.number}" for c in self.contexts}
-        own = source.get(candidates[lead].number)
-        others = [i for i in self.pool if source.get(candidates[i].number) != own]
+        own = self.source.get(candidates[lead].number)
+        others = [i for i in self.pool if self.source.get(candidates[i].number) != own]
         next_three = [self.relevance[i] for i in self.ranked if i != lead][:3]
         retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
         states = self.asks_fact and any(self.fact_check(self.quoted_text(i), query) for i in chosen)

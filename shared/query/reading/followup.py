@@ -68,6 +68,11 @@ def _bare(question: str) -> str:
     return _TRAILING.sub("", " ".join(question.split())).lstrip("¿¡ ").strip()
 
 
+def _plain(question: str, rules: _Language = _EN) -> str:
+    """:func:`_bare` ``question`` without its opening connective ("And", "Und", "Et")."""
+    return _bare(rules.connectives.sub("", _bare(question)))
+
+
 def _named(token: str, first: bool) -> bool:
     """A token naming a thing: a digit, an inner capital, a path, an identifier's dot or underscore or a
     call's brackets ("path.isAbsolute", "timeout.refresh", "CMAKE_BUILD_TYPE", "getch()") anywhere; a
@@ -440,7 +445,7 @@ def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resoluti
     stripped = _EN.connectives.sub("", bare).strip()
     if stripped == bare or not stripped or not _EN.frame.match(stripped):
         return None
-    earlier = _bare(_EN.connectives.sub("", _bare(history[-1].question)))
+    earlier = _plain(history[-1].question)
     scope = _scope(earlier)
     if scope is None:
         return None
@@ -475,29 +480,29 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     about = rules.what_about.match(bare) or rules.what_about.match(stripped)
     if about:
         return _swap(earlier, about.group("x").strip(), language, rules, "what about")
+    base = _plain(earlier, rules)
     possessive = rules.possessive.match(stripped) if connective and stripped else None
     if possessive is not None:
         # "And its hostmask?" after "How do I get the netmask of ...?": asked as the netmask was, else what it is
         owned = f"{rules.possessive_articles.get(possessive.group('pos').lower()) or 'the'} {possessive.group('np')}"
-        replaced = _same_head(_bare(rules.connectives.sub("", _bare(earlier))), owned, rules) \
-            if possessive.end() == len(stripped) else None
+        replaced = _same_head(base, owned, rules) if possessive.end() == len(stripped) else None
         if replaced is not None:
             return Resolution(_finish(replaced, earlier, mark), "ellipsis", earlier)
         stripped = f"{rules.what_is} {stripped}"
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
-    pointed = _pointed_phrase(stripped, _bare(rules.connectives.sub("", _bare(earlier))), answer)
+    pointed = _pointed_phrase(stripped, base, answer)
     if pointed is not None:
         return Resolution(_finish(pointed[0], typed, mark), "same head" if _POINTED.match(stripped) else "demonstrative",
                           pointed[1])
     one = _WHICH_ONE.match(stripped) if rules is _EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    ones = _one_of(stripped, earlier) if rules is _EN else None
+    ones = _one_of(stripped, base) if rules is _EN else None
     if ones is not None:
         return Resolution(_finish(ones[0], typed, mark), "pronoun", ones[1])
 
-    extraposed = _extraposed(stripped, earlier) if rules is _EN else None
+    extraposed = _extraposed(stripped, base) if rules is _EN else None
     if extraposed is not None:
         return Resolution(_finish(extraposed[0], typed, mark), "proposition", extraposed[1])
     demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
@@ -539,8 +544,8 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     return None
 
 
-def _extraposed(text: str, earlier: str) -> tuple[str, str] | None:
-    """``text`` whose "that" stands for what the earlier question asked to be done, with "it" in its place
+def _extraposed(text: str, base: str) -> tuple[str, str] | None:
+    """``text`` whose "that" stands for what the earlier question (``base``) asked to be done, with "it" in its place
     and that action after the question as an infinitive: "Will APT ever downgrade a package?" then "What
     priority does that take?" asks "What priority does it take for APT to downgrade a package?"; "Which
     calling convention makes that possible?" asks what makes it possible for a method to reach the module
@@ -548,7 +553,7 @@ def _extraposed(text: str, earlier: str) -> tuple[str, str] | None:
     cannot go after the question: "Which flag prevents that?"); None otherwise."""
     that = re.search(r"(?i)\b(?:that|this)\b(?=\s+(?:(?:is|was|does|did|do|can|could|would|will|make|makes|"
                      r"made|take|takes|took|become|became|require|requires|need|needs|cost|costs)\b|[a-z]+\s*$))", text)
-    asked = _ACTION.match(_bare(_EN.connectives.sub("", _bare(earlier))))
+    asked = _ACTION.match(base)
     if that is None or asked is None or text[that.end():].strip().split()[0].lower() in _CLOSED - _AUXILIARIES:
         return None
     words = asked.group("rest").split()
@@ -608,8 +613,8 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] |
         return None
     beside = re.search(r"(?P<name>[“\"]?[^\s,“”\"][^,“”\"]*[”\"]?),\s*$", base[max(0, found[0] - 120): found[0]])
     place = re.match(r"\s+(?:in|of|for|on|under)\s+\S+", base[found[1]:])
-    if beside and named_runs(beside.group("name").strip("“”\""), opening=False) == [(0, len(beside.group("name").strip("“”\"")))]:
-        phrase = beside.group("name").strip("“”\"")
+    if beside and named_runs(name := beside.group("name").strip("“”\""), opening=False) == [(0, len(name))]:
+        phrase = name
     elif place and named_runs(place.group(), opening=False):
         phrase = f"{'a' if match.group().startswith('such') else 'the'} {phrase}{place.group().rstrip('.,;:')}"
     elif told:
@@ -624,12 +629,11 @@ _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 
 
-def _one_of(text: str, earlier: str) -> tuple[str, str] | None:
-    """``text`` with its "one" standing for one of the earlier question's plural noun phrase: "Which one
+def _one_of(text: str, base: str) -> tuple[str, str] | None:
+    """``text`` with its "one" standing for one of the earlier question's (``base``) plural noun phrase: "Which one
     is ..." after "Which two flavours does BLAKE2 come in?" asks "Which of the two flavours BLAKE2 comes
     in is ..." (when what was asked for is plural); "Is one written ..." after "Where does Python write
     .pyc files?" asks "Is a .pyc file written ..."; and that phrase. None otherwise."""
-    base = _bare(_EN.connectives.sub("", _bare(earlier)))
     plural = _plural_phrase(base)
     which = re.match(r"(?i)^(which|what)\s+one\b", text)
     if plural is None or which is None and not re.search(r"(?i)(?:^(?:is|was|are|can|does)\s+|\b(?:for|of|to|with|on|get|want|"
@@ -762,7 +766,7 @@ def _plural_phrase(earlier: str) -> str | None:
     """What "they" or "them" stands for in ``earlier``: the asked noun with its clause when that is plural
     ("the wildcards the Files field can use"), else its first plural noun phrase, with the determiner,
     names and participles before its head ("the Debian patches", "compiled .pyc files")."""
-    text = _bare(_EN.connectives.sub("", _bare(earlier)))
+    text = _plain(earlier)
     relative = _relative_phrase(text)
     if relative is not None and _plural_noun(_ASKED_NOUN.match(text).group("noun").split()[-1]):
         return relative
@@ -834,7 +838,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
     in brackets."""
     mark = "?"
     fragment = _bare(fragment)
-    base = _bare(rules.connectives.sub("", _bare(earlier)))
+    base = _plain(earlier, rules)
     words = fragment.split()
     opener = words[0].lower() if len(words) > 1 else ""
     if opener in rules.prepositions or opener in _SUBORDINATORS:
