@@ -171,18 +171,19 @@ def lost_at(reader: Any, keys: list[Any], file: str, file_of: dict[int, str], *,
     if not own:
         return "other_file_only"
     quotable = {c.number: [s.text for s in extractive.quotable_sentences(c.text)] for c in own}
-    if not any(holds(s) for c in own for s in extractive.split_sentences(c.text)) and not any(
-            holds(s) for texts in quotable.values() for s in texts):
+    in_quotable = any(holds(s) for texts in quotable.values() for s in texts)
+    if not in_quotable and not any(holds(s) for c in own for s in extractive.split_sentences(c.text)):
         windows = any(holds(" ".join(texts[n:n + SPAN])) for texts in quotable.values() for n in range(len(texts)))
         return "spans_sentences" if windows else "spread_in_passage"
-    if not any(holds(s) for texts in quotable.values() for s in texts):
+    if not in_quotable:
         return "not_quotable"
-    candidates = [i for i, c in enumerate(reader.candidates)
-                  if file_of.get(c.number) == file and holds(reader.quoted_text(i) if reader.antecedents(i) is not None
-                                                             else c.text)]
+    # (quoted_text is the sentence alone when it has nothing to lean on)
+    candidates = [i for i, c in enumerate(reader.candidates) if file_of.get(c.number) == file
+                  and holds(reader.quoted_text(i))]
     if not candidates:
         return "candidate_cap"
-    usable = [i for i in candidates if i in set(reader.usable)]
+    usable_set = set(reader.usable)
+    usable = [i for i in candidates if i in usable_set]
     if not usable:
         return "leans_on_nothing"
     if not any(i in reader.pool for i in usable):
@@ -338,11 +339,12 @@ def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray
     ``min_answered`` answers (``stating``: the questions whose quoted sentences state what is asked, the only
     ones ever ``answered``)."""
     answerable = ~near
-    each = [np.ones(len(near), dtype=bool)] if groups is None else [groups == g for g in np.unique(groups)]
+    each = [] if groups is None else [groups == g for g in np.unique(groups)]
+    budgeted = each or [np.ones(len(near), dtype=bool)]  # the budget holds for each writer, or over all questions
 
     def within_budget(refuse_from: float, rescue_from: float) -> bool:
         refusing = refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from) & answerable
-        return all((refusing & g).sum() <= refused * (answerable & g).sum() for g in each)
+        return all((refusing & g).sum() <= refused * (answerable & g).sum() for g in budgeted)
 
     best: tuple[int, float, float] | None = None
     for rescue_from in sorted({0.0, *np.round(np.quantile(p_right[doubted], np.linspace(0, 0.9, 10)), 4)}
@@ -360,7 +362,6 @@ def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray
     _, refuse_from, rescue_from = best or (0, 1.0, 0.0)
     shown = ~refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from) & stating
     answered_from = 1.0
-    each = [] if groups is None else each
     floor = precision if group_precision is None else group_precision
     for t in sorted(set(np.round(p_right[shown], 4))):
         chosen = shown & (p_right >= t)
