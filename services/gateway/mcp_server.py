@@ -143,13 +143,14 @@ def _add_search_documents(server: MCPServer, run_loop: _RunLoop) -> None:
         title="Search documents",
         description=(
             "Retrieve passages for a question through the full query loop (rewrite, "
-            f"retrieve, grade, refine). top_k is {TOP_K_RANGE[0]}..{TOP_K_RANGE[1]}. Returns "
+            f"retrieve, grade, refine). top_k is {TOP_K_RANGE[0]}..{TOP_K_RANGE[1]} (default: RAGBUS_TOP_K, as on "
+            "REST and the CLI). Returns "
             "the best iteration's contexts with its grade (score, relevance, completeness, "
             "grounded) and how many iterations ran. `query` is the old name of `question`. "
             + _FILTERS_DESCRIPTION
         ),
     )
-    async def search_documents(question: str | None = None, top_k: TopK = 10,
+    async def search_documents(question: str | None = None, top_k: TopK | None = None,
                                query: str | None = None, source: str | None = None,
                                since: str | None = None, until: str | None = None,
                                where: dict[str, str] | None = None) -> dict[str, Any]:

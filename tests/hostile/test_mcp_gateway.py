@@ -20,6 +20,7 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps
+from shared.query.api import get_query
 from tests.scripted_loop import ScriptedLoop
 
 PENDING_ASKS = 48  # more than anyio's 40 worker threads, which sync tool calls each held
@@ -120,6 +121,22 @@ def test_mcp_refuses_a_top_k_rest_refuses(quick, arguments):
     assert result.is_error and "top_k" in result.content[0].text, result.content
     _assert_api_message(result.content[0].text)
     assert _queries(deps) == 0
+
+
+@pytest.mark.parametrize("arguments", [{"question": "what is bm25"}, {"question": "what is bm25", "top_k": None}])
+def test_mcp_search_keeps_the_configured_top_k_as_rest_does(tmp_path, arguments):
+    # RAGBUS_TOP_K is the default on every surface; the tool had its own 10, and refused a null top_k
+    # (which REST reads as "the default") with pydantic's multi-line text
+    state, clock = SqliteStateStore(tmp_path / "state.db"), SystemClock()
+    deps = Deps(Settings(home=tmp_path, top_k=4), publisher=ScriptedLoop(state, clock, step_s=0.01), state=state,
+                clock=clock)
+    handle = serve(deps, "127.0.0.1", 0)
+    try:
+        result = _call(handle, "search_documents", arguments)
+    finally:
+        handle.stop()
+    assert not result.is_error, result.content
+    assert get_query(deps, result.structured_content["id"]).top_k == 4
 
 
 def _assert_api_message(text: str) -> None:
