@@ -59,6 +59,8 @@ class Resolution:
         return self.rule not in ("no history", "self-contained")
 
 
+# the interrogatives that open a noun phrase ("which id", "welche Stufe", "quel port"), every language's
+_WHICH = "|".join(sorted({w for rules in _RULES.values() for w in rules.which}, key=len, reverse=True))
 _TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#](?:\(\))?|[\w](?:\(\))?", re.UNICODE)
 _TRAILING = re.compile(r"[\s?!.¿¡]+$")
 
@@ -304,14 +306,7 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     if not history or not typed:
         return Resolution(typed, "no history")
     earlier = history[-1].question
-    language = detect_language(typed)
-    tried = [language] if language in _RULES else []
-    earlier_language = detect_language(earlier)
-    if earlier_language in _RULES and earlier_language not in tried:
-        tried.append(earlier_language)  # a short follow-up says too little to tell its language
-    if not tried:
-        tried = ["en"]
-    for code in tried:
+    for code in _codes(typed, earlier):  # a short follow-up says too little to tell its language
         resolved = _resolve(typed, earlier, code, history[-1].answer)
         if resolved is not None:
             return resolved
@@ -517,8 +512,6 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         # "Do they match leading dots?": a plural pronoun stands for a plural noun phrase
         refs = {w.lower() for w in re.findall(r"\w+", rules.expletive.sub(" ", stripped))}
         plural = _plural_phrase(earlier) if refs & _PLURAL else None
-        if plural and not refs & _SINGULAR:
-            subject, clause = plural, False
     if clause:
         # "Why do clients retry when ...?" then "What makes that necessary?": the earlier question
         # names no thing that could take the pronoun's place, so it stays, with what it stands for
@@ -624,7 +617,8 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] |
     return text[: match.start()] + phrase + text[match.end():], phrase
 # "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
 _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:is|are|was|were|do|does|did|can|has|"
-                      r"have)\b))|such\s+an?)\s+(?P<noun>[a-z]{3,})\b|^(?P<which>(?i:which|what|welche[rsnm]?|quel(?:le)?s?|cu[áa]l(?:es)?))\s+"
+                      r"have)\b))|such\s+an?)\s+(?P<noun>[a-z]{3,})\b|"
+                      rf"^(?P<which>(?i:{_WHICH}))\s+"
                       r"(?P<which_noun>[^\W\d_][\w-]*)(?=\s+(?i:is|are|was|were|would|will|should|must|can|could|does|do|did|has|"
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 
@@ -907,7 +901,7 @@ _SUBORDINATORS = frozenset("if when unless wenn falls si cuando".split())
 
 
 # an interrogative determiner right before a named thing ("Which GID", "Welche UID", "Quel port")
-_ASKED_BEFORE = re.compile(r"(?:^|\s)(?:which|what|welche[rsnm]?|quel(?:le)?s?|qu[ée]|cu[áa]l(?:es)?)\s+$", re.IGNORECASE)
+_ASKED_BEFORE = re.compile(rf"(?:^|\s)(?:{_WHICH})\s+$", re.IGNORECASE)
 
 
 def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
@@ -957,7 +951,7 @@ def _earlier_phrase(base: str, noun: str, exact: bool = False) -> tuple[int, int
     return None
 # what opens a noun phrase: a determiner or an interrogative
 _OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|einen|le|la|les|un|une|el|los|las|"
-                           r"which|what|welche[rsnm]?|quel(?:le)?s?)\s+", re.IGNORECASE)
+                           rf"{_WHICH})\s+", re.IGNORECASE)
 
 
 def _finish(text: str, like: str, mark: str) -> str:

@@ -28,6 +28,7 @@ class Language:
     prepositions: frozenset[str]
     default_preposition: str
     possessive_articles: dict[str, str]
+    which: frozenset[str]  # the interrogatives that open a noun phrase: "which id", "welche Stufe", "quel port"
     # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
     yes_no_object: re.Pattern[str] | None = None
     what_is: str = "What is"  # "what is X" opening a question about a named value
@@ -85,6 +86,7 @@ EN = Language(
     prepositions=_words("in for on with of to at about under inside by via using without from"),
     default_preposition="for",
     possessive_articles={"its": "the", "their": "the"},
+    which=_words("which what"),
     yes_no_object=_p(r"^(?:does|do|did|can|could|will|would|is|are)\s+(?P<x>\S+(?:\s+\S+)?)\s+(?:have|has|run|runs|"
                      r"offer|offers|provide|provides|support|supports|ship|ships|include|includes|use|uses|keep|"
                      r"keeps|maintain|maintains|publish|publishes|there)\s+(?:an?|any|its\s+own|a\s+separate)\s+"
@@ -127,6 +129,7 @@ DE = Language(
     prepositions=_words("in bei für mit von an auf unter"),
     default_preposition="für",
     possessive_articles={},
+    which=_words("welche welcher welches welchen welchem"),
 )
 
 FR = Language(
@@ -160,6 +163,7 @@ FR = Language(
     prepositions=_words("dans pour avec de du des en sur sous chez"),
     default_preposition="pour",
     possessive_articles={"son": "le", "sa": "la", "ses": "les", "leur": "le", "leurs": "les"},
+    which=_words("quel quelle quels quelles"),
 )
 
 ES = Language(
@@ -190,6 +194,7 @@ ES = Language(
     prepositions=_words("en para con de del sobre bajo por"),
     default_preposition="para",
     possessive_articles={"su": "", "sus": ""},
+    which=_words("qué cuál cuáles cual cuales"),
 )
 
 RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
