@@ -65,11 +65,14 @@ class BoundedRequestProtocol(H11Protocol):
     before) is answered 408 and disconnected. uvicorn bounds neither (only the idle time between
     requests): fifty connections dripping a header line or a body byte every few seconds were held for
     as long as they went on. The answer, once the request is read, takes what it takes (an event stream).
-    A connection past ``max_connections`` held at once is answered 503 and disconnected as it arrives."""
+    A connection past ``max_connections`` held at once is answered 503 and disconnected as it arrives, and
+    one past ``per_address`` from one client address 429 (one address held them all: every other client
+    was refused)."""
 
-    def __init__(self, *args: Any, read_timeout_s: float, max_connections: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, read_timeout_s: float, max_connections: int, per_address: int,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.read_timeout_s, self.max_connections = read_timeout_s, max_connections
+        self.read_timeout_s, self.max_connections, self.per_address = read_timeout_s, max_connections, per_address
         self.read_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -77,6 +80,13 @@ class BoundedRequestProtocol(H11Protocol):
         if len(self.connections) > self.max_connections:  # this one counted
             self._refuse(503, "Service Unavailable", f"the gateway holds {self.max_connections} connections "
                          "already (RAGBUS_MAX_CONNECTIONS); try again shortly", retry_after_s=1)
+            return
+        address = self.client[0] if self.client else None
+        if address is not None and len(self.connections) > self.per_address and sum(
+                1 for other in self.connections if other.client and other.client[0] == address) > self.per_address:
+            self._refuse(429, "Too Many Requests", f"this address holds {self.per_address} connections to the "
+                         "gateway already (RAGBUS_MAX_CONNECTIONS_PER_ADDRESS); close one or try again shortly",
+                         retry_after_s=1)
             return
         self._watch()
 
@@ -183,7 +193,8 @@ def serve(
         # Open event streams end with their query; do not let one hold shutdown.
         timeout_graceful_shutdown=2,
         http=functools.partial(BoundedRequestProtocol, read_timeout_s=deps.settings.request_read_timeout_s,
-                               max_connections=deps.settings.max_connections),
+                               max_connections=deps.settings.max_connections,
+                               per_address=deps.settings.max_connections_per_address),
     )
     server = uvicorn.Server(config)
     def run() -> None:

@@ -416,6 +416,11 @@ class Settings:
         "RAGBUS_MAX_CONNECTIONS", 256, Whole(1),
         "connections `ragbus serve` holds at once, event streams included; one more is answered 503 and "
         "disconnected at once (each is a socket and a file descriptor)")
+    max_connections_per_address: int = setting(
+        "RAGBUS_MAX_CONNECTIONS_PER_ADDRESS", 64, Whole(1),
+        "connections `ragbus serve` holds at once from one client address, so that one cannot take all of "
+        "RAGBUS_MAX_CONNECTIONS; one more from it is answered 429 and disconnected at once. Behind a reverse "
+        "proxy every client has the proxy's address: raise it to RAGBUS_MAX_CONNECTIONS")
     max_items_per_poll: int = setting(
         "RAGBUS_MAX_ITEMS_PER_POLL", 200, Whole(1),
         "items fetched per feed per poll, newest first; the rest on later polls (`feeds list` says how many wait)")
