@@ -208,6 +208,20 @@ resource "google_firestore_field" "conversations_expire_at" {
   index_config {}
 }
 
+# A delete leaves a tombstone in processed_items (so that no older fetch, redelivery or retried dead
+# letter brings the document back). Once the indexer has carried the delete out it sets expire_at to
+# the delete's time + RAGBUS_TOMBSTONE_RETENTION_DAYS (at least the 7 days Pub/Sub keeps a message),
+# and Firestore deletes the tombstone after it. A tombstone a dead letter names has no expire_at, and a
+# live record never has one: neither is deleted.
+resource "google_firestore_field" "processed_items_expire_at" {
+  database   = google_firestore_database.main.name
+  collection = "processed_items"
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+}
+
 # Large fields are never filtered or ordered on: exempt them from Firestore's automatic
 # single-field indexes. An indexed field writes one index entry per array element and map
 # value (query records hold every iteration's contexts, chunks their text), which costs

@@ -26,22 +26,23 @@ locals {
 
   common_env = merge(
     {
-      RAGBUS_RUNTIME               = "gcp"
-      GOOGLE_CLOUD_PROJECT         = var.project
-      GOOGLE_CLOUD_LOCATION        = local.vertex_location
-      RAGBUS_BUCKET                = google_storage_bucket.blobs.name
-      RAGBUS_DOCUMENTS_BUCKET      = google_storage_bucket.documents.name
-      RAGBUS_LLM                   = var.llm_provider
-      RAGBUS_GEMINI_MODEL          = var.gemini_model
-      RAGBUS_GEMINI_LOCATION       = local.gemini_location
-      RAGBUS_GEMINI_TIMEOUT_S      = tostring(var.gemini_timeout_s)
-      RAGBUS_EMBEDDER              = var.embedder
-      RAGBUS_EMBED_MODEL           = var.embed_model
-      RAGBUS_EMBED_DIMENSION       = tostring(var.embedding_dimension)
-      RAGBUS_MAX_DELIVERY_ATTEMPTS = tostring(var.max_delivery_attempts)
-      RAGBUS_QUERY_TTL_DAYS        = tostring(var.query_retention_days)
-      RAGBUS_TRACING               = "1"
-      RAGBUS_INDEX                 = local.index_backend
+      RAGBUS_RUNTIME                  = "gcp"
+      GOOGLE_CLOUD_PROJECT            = var.project
+      GOOGLE_CLOUD_LOCATION           = local.vertex_location
+      RAGBUS_BUCKET                   = google_storage_bucket.blobs.name
+      RAGBUS_DOCUMENTS_BUCKET         = google_storage_bucket.documents.name
+      RAGBUS_LLM                      = var.llm_provider
+      RAGBUS_GEMINI_MODEL             = var.gemini_model
+      RAGBUS_GEMINI_LOCATION          = local.gemini_location
+      RAGBUS_GEMINI_TIMEOUT_S         = tostring(var.gemini_timeout_s)
+      RAGBUS_EMBEDDER                 = var.embedder
+      RAGBUS_EMBED_MODEL              = var.embed_model
+      RAGBUS_EMBED_DIMENSION          = tostring(var.embedding_dimension)
+      RAGBUS_MAX_DELIVERY_ATTEMPTS    = tostring(var.max_delivery_attempts)
+      RAGBUS_QUERY_TTL_DAYS           = tostring(var.query_retention_days)
+      RAGBUS_TOMBSTONE_RETENTION_DAYS = tostring(var.tombstone_retention_days)
+      RAGBUS_TRACING                  = "1"
+      RAGBUS_INDEX                    = local.index_backend
     },
     var.firestore_database == "(default)" ? {} : { RAGBUS_FIRESTORE_DATABASE = var.firestore_database },
     # The chosen provider's own variables (registry.tf: provider_env); its key, if any, is a

@@ -162,6 +162,12 @@ variable "query_retention_days" {
   default     = 30
 }
 
+variable "tombstone_retention_days" {
+  description = "Days the record a delete leaves is kept once the delete is carried out (at least 7): the indexer sets the tombstone's expire_at, and Firestore TTL deletes it after it; a tombstone a dead letter names is kept"
+  type        = number
+  default     = 30
+}
+
 variable "openai_base_url" {
   description = "llm_provider = \"openai\": the server's API base as the OpenAI SDK takes it (RAGBUS_OPENAI_BASE_URL), e.g. https://llm.example.com/v1; the functions reach it over the internet (or a VPC connector you add)"
   type        = string

@@ -234,6 +234,7 @@ def delete_document(message: DocumentDeleted, ports: Deps) -> int:
             return 0
     removed = ports.index.delete_document(message.document_id)
     ports.state.delete(state_collections.DOCUMENTS, message.document_id)
+    processed_items.let_expire(ports.state, message.document_id, keep_days=ports.settings.tombstone_retention_days)
     log.info("%s: removed %d chunks (%s)", message.document_id, removed, message.reason)
     return removed
 

@@ -507,9 +507,10 @@ class Settings:
         "embedded runtime: spans in `traces.db` older than this are deleted (Cloud Trace keeps its own 30 days)")
     tombstone_retention_days: int = setting(
         "RAGBUS_TOMBSTONE_RETENTION_DAYS", 30, Whole(1),
-        "embedded runtime: the record a delete leaves (so that no older fetch, retry or run brings the document "
-        "back) is deleted this long after the delete, unless a dead letter names the document or the delete's "
-        "message is still owed")
+        "the record a delete leaves (so that no older fetch, retry or run brings the document back) is deleted "
+        "this long after the delete, unless a dead letter names the document or the delete's message is still "
+        "owed: by the embedded runtime's sweep; in gcp by Firestore TTL on its `expire_at` (at least 7 days, the "
+        "time Pub/Sub keeps a message)")
     bus_retention_s: float = setting(
         "RAGBUS_BUS_RETENTION_S", 3600.0, Seconds(),
         "embedded runtime: delivered (acknowledged) bus messages older than this are deleted; query records "

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from shared.contract import state_collections
@@ -252,6 +252,41 @@ def bury(
 
     state.update(state_collections.PROCESSED_ITEMS, document_id, buried)
     return out["tombstone"]
+
+
+#: Days Pub/Sub keeps a message not yet acknowledged (``message_retention_duration`` in infra/pubsub.tf): a
+#: tombstone that may expire outlives every message it may still have to refuse.
+PUBSUB_RETENTION_DAYS = 7
+
+
+def let_expire(state: StateStore, document_id: str, *, keep_days: int) -> None:
+    """The delete of ``document_id`` is carried out (its chunks are gone): give its tombstone an ``expire_at``,
+    ``keep_days`` (at least :data:`PUBSUB_RETENTION_DAYS`) after its delete. On Google Cloud, Firestore's TTL
+    policy on the field (infra/firestore.tf) deletes the tombstone then; the embedded runtime's sweep has its
+    own rule (:func:`shared.runtime.retention.purge_tombstones`). A tombstone a dead letter names gets none:
+    a retried letter is dropped as stale only while the tombstone stands (see :func:`keep_for_letter`)."""
+    if state.list(state_collections.DEAD_LETTERS, {"document_id": document_id}, limit=1):
+        return
+    days = max(keep_days, PUBSUB_RETENTION_DAYS)
+
+    def stamped(current: Doc | None) -> Doc | None:
+        if not is_tombstone(current) or current is None:
+            return None  # ingested again meanwhile (live), or never recorded
+        try:
+            deleted_at = datetime.fromisoformat(str(current.get("deleted_at")))
+        except ValueError:
+            return None  # not a time: kept
+        return {**current, "expire_at": (deleted_at + timedelta(days=days)).isoformat()}
+
+    state.update(state_collections.PROCESSED_ITEMS, document_id, stamped)
+
+
+def keep_for_letter(state: StateStore, document_id: str) -> None:
+    """A dead letter names ``document_id``: its tombstone, if it has one, no longer expires (a retry of the
+    letter after the tombstone went would bring the deleted document back)."""
+    state.update(state_collections.PROCESSED_ITEMS, document_id,
+                 lambda current: {k: v for k, v in current.items() if k != "expire_at"}
+                 if current is not None and "expire_at" in current else None)
 
 
 def announced(state: StateStore, document_id: str) -> None:

@@ -134,6 +134,11 @@ def keep_dead_letter(
     """Store one dead letter (idempotent per subscription and message) and fail its query."""
     metrics.dead_lettered(subscription)
     key = f"{subscription}:{message_id or attributes.get('idempotency_key', '')}"
+    document_id = _field_of(data, "document_id")
+    if document_id:  # named, so that its tombstone does not expire while the letter may be retried
+        from shared.ingest.processed_items import keep_for_letter
+
+        keep_for_letter(deps.state, document_id)
     deps.state.put(
         state_collections.DEAD_LETTERS,
         key,
@@ -148,19 +153,21 @@ def keep_dead_letter(
             "error": redact(error),  # the data keeps what a retry needs; the reason is shown and logged
             "data": data.decode("utf-8", "replace")[:4000],
             "at": deps.clock.now().isoformat(),
+            **({"document_id": document_id} if document_id else {}),
         },
     )
-    query_id = _query_id_of(data)
+    query_id = _field_of(data, "query_id")
     if query_id:
         from shared.query.state import fail_query
 
         fail_query(deps.state, query_id, f"{stage} gave up: {error}", deps.clock.now())
 
 
-def _query_id_of(data: bytes) -> str | None:
+def _field_of(data: bytes, name: str) -> str | None:
+    """The text field ``name`` of a message body (a query's id, a document's), or None."""
     try:
         body: Any = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
-    value = body.get("query_id") if isinstance(body, dict) else None
+    value = body.get(name) if isinstance(body, dict) else None
     return value if isinstance(value, str) and value else None

@@ -5,7 +5,7 @@ cleaner and indexer, with the messages delivered in the orders a bus may deliver
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -30,6 +30,7 @@ from shared.ingest import processed_items
 from shared.ingest.files import delete_path, ingest_path
 from shared.ingest.listings import add_listing, get_listing, remove_listing
 from shared.ingest.progress import status_of
+from shared.runtime.dispatch import keep_dead_letter
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 from tests.support import topic_paragraphs
 from tests.unit.test_indexer import CountingEmbedder, DictIndex
@@ -52,9 +53,12 @@ class World:
         self.clock = FakeClock(datetime(2026, 11, 28, 9, 0, tzinfo=UTC))
         self.index = DictIndex()
         self.fetcher = PagesFetcher()
-        self.deps = Deps(Settings(), blobs=self.blobs, state=self.state, publisher=self.publisher,
-                         clock=self.clock, embedder=CountingEmbedder(), index=self.index, fetcher=self.fetcher)
+        self.configure(Settings())
         self.delivered = 0
+
+    def configure(self, settings: Settings) -> None:
+        self.deps = Deps(settings, blobs=self.blobs, state=self.state, publisher=self.publisher,
+                         clock=self.clock, embedder=CountingEmbedder(), index=self.index, fetcher=self.fetcher)
 
     def take(self) -> list[Message]:
         """The messages published since the last take, in order."""
@@ -316,3 +320,58 @@ def test_claims_racing_a_delete_in_another_thread_end_buried_every_one(world):
         assert tombstone["revision"] == (1 if claims[document_id] == "new" else 0), (document_id, claims[document_id])
         if claims[document_id] == "new":
             assert processed_items.stale(world.state, document_id, content_hash="h", revision=1) is not None
+
+
+def _expiry(world: World, document_id: str) -> str | None:
+    return world.state.get(state_collections.PROCESSED_ITEMS, document_id).get("expire_at")
+
+
+def test_a_tombstone_expires_once_its_delete_is_carried_out(world, tmp_path):
+    # Firestore's TTL policy on processed_items.expire_at (infra/firestore.tf) deletes it then: on Google
+    # Cloud no sweep runs, and every delete left a tombstone for good
+    folder = _folder(tmp_path, n=2)
+    ids = [m.document_id for m in _ingest(world, folder)]
+    world.drain()
+    _delete(world, folder)
+    assert [_expiry(world, i) for i in ids] == [None, None]  # the delete is not carried out yet
+    world.drain()
+    for document_id in ids:
+        deleted_at = datetime.fromisoformat(world.state.get(state_collections.PROCESSED_ITEMS, document_id)["deleted_at"])
+        assert _expiry(world, document_id) == (deleted_at + timedelta(days=30)).isoformat()
+    world.clock.advance(1)
+    _ingest(world, folder)  # ingested again: live, and it never expires
+    assert [_expiry(world, i) for i in ids] == [None, None]
+
+
+def test_a_tombstone_outlives_the_messages_pub_sub_still_holds(world, tmp_path):
+    world.configure(Settings(tombstone_retention_days=1))
+    folder = _folder(tmp_path, n=1)
+    (document_id,) = [m.document_id for m in _ingest(world, folder)]
+    world.drain()
+    _delete(world, folder)
+    world.drain()
+    deleted_at = datetime.fromisoformat(world.state.get(state_collections.PROCESSED_ITEMS, document_id)["deleted_at"])
+    assert _expiry(world, document_id) == (deleted_at + timedelta(days=processed_items.PUBSUB_RETENTION_DAYS)).isoformat()
+
+
+def _letter(world: World, message: Message, message_id: str) -> None:
+    data, attributes = encode(message)
+    keep_dead_letter(world.deps, subscription="indexer.document-cleaned", topic="document-cleaned", stage="indexer",
+                     data=data, attributes=attributes, error="the embedder was down", attempts=5,
+                     message_id=message_id)
+
+
+def test_a_dead_letter_keeps_its_document_s_tombstone_from_expiring(world, tmp_path):
+    # a retried letter is dropped as stale only while the tombstone stands (the embedded sweep's rule too)
+    folder = _folder(tmp_path, n=2)
+    first, second = world.cleaned_of(_ingest(world, folder))
+    _letter(world, first, "m1")
+    _delete(world, folder)
+    world.drain()
+    assert _expiry(world, first.document_id) is None and _expiry(world, second.document_id) is not None
+    _letter(world, second, "m2")  # a letter kept after the delete was carried out: the expiry goes
+    assert _expiry(world, second.document_id) is None
+    done = redrive.retry(world.deps, redrive.select(world.state, None, every=True))
+    assert sorted(done.done) == ["indexer.document-cleaned:m1", "indexer.document-cleaned:m2"]
+    world.drain()
+    assert world.index.docs == {}

@@ -505,6 +505,19 @@ def test_conversations_expire_by_ttl():
     assert "ttl_config" in field
 
 
+def test_tombstones_expire_by_ttl_after_every_message_pub_sub_holds():
+    from shared.ingest.processed_items import PUBSUB_RETENTION_DAYS
+
+    field = _instances("google_firestore_field", "processed_items_expire_at")[""]
+    assert field["collection"] == state_collections.PROCESSED_ITEMS
+    assert field["field"] == "expire_at"
+    assert "ttl_config" in field
+    # a tombstone expires no sooner than Pub/Sub drops the last message it may have to refuse
+    for name in ("consumer", "dead_letter_inbox", "dead_letter_recorder"):
+        kept = _resource("google_pubsub_subscription", name)["message_retention_duration"]
+        assert int(kept.removesuffix("s")) <= PUBSUB_RETENTION_DAYS * 86400, (name, kept)
+
+
 def test_large_fields_are_exempt_from_single_field_indexes():
     fields = _instances("google_firestore_field", "unindexed")
     exempt = {(f["collection"], f["field"]) for f in fields.values()}

@@ -114,7 +114,8 @@ def _names_set_by_infra(vertex: bool) -> dict[str, str]:
     values.update({
         "RAGBUS_RUNTIME": "gcp", "RAGBUS_LLM": "gemini", "RAGBUS_EMBEDDER": "genai",
         "RAGBUS_INDEX": "vertex" if vertex else "firestore", "RAGBUS_EMBED_DIMENSION": "768",
-        "RAGBUS_MAX_DELIVERY_ATTEMPTS": "5", "RAGBUS_QUERY_TTL_DAYS": "30", "RAGBUS_TRACING": "1",
+        "RAGBUS_MAX_DELIVERY_ATTEMPTS": "5", "RAGBUS_QUERY_TTL_DAYS": "30", "RAGBUS_TOMBSTONE_RETENTION_DAYS": "30",
+        "RAGBUS_TRACING": "1",
         "RAGBUS_ACK_DEADLINE_S": "60", "RAGBUS_GEMINI_MODEL": "", "RAGBUS_GEMINI_LOCATION": "global",
         "RAGBUS_GEMINI_TIMEOUT_S": "40",
         "RAGBUS_OPENAI_BASE_URL": "https://llm.example.com/v1", "RAGBUS_OPENAI_MODEL": "m",
