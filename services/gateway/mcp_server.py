@@ -153,14 +153,14 @@ def _add_search_documents(server: MCPServer, run_loop: _RunLoop) -> None:
     async def search_documents(question: str | None = None, top_k: TopK | None = None,
                                query: str | None = None, source: str | None = None,
                                since: str | None = None, until: str | None = None,
-                               where: dict[str, str] | None = None) -> dict[str, Any]:
+                               where: dict[str, str] | None = None, kind: str | None = None) -> dict[str, Any]:
         # "question" is the name everywhere (HTTP, CLI, the ask tool); "query" is still accepted
         if question is not None and query is not None:
             raise ToolError("send 'question' only: 'query' is its old name")
         if question is None and query is None:
             raise ToolError(_MISSING_QUESTION)
         return contexts_summary(await run_loop(question if question is not None else query, top_k,
-                                               _filters(source, since, until, where)))
+                                               _filters(source, since, until, where, kind)))
 
 
 def _add_ask(server: MCPServer, run_loop: _RunLoop) -> None:
@@ -177,10 +177,10 @@ def _add_ask(server: MCPServer, run_loop: _RunLoop) -> None:
     )
     async def ask(question: str | None = None, source: str | None = None, since: str | None = None,
                   until: str | None = None, where: dict[str, str] | None = None,
-                  conversation_id: str | None = None) -> dict[str, Any]:
+                  conversation_id: str | None = None, kind: str | None = None) -> dict[str, Any]:
         if question is None:  # as POST /v1/queries says it, not the SDK's validation text
             raise ToolError(_MISSING_QUESTION)
-        record = await run_loop(question, None, _filters(source, since, until, where), conversation_id)
+        record = await run_loop(question, None, _filters(source, since, until, where, kind), conversation_id)
         doc = record.to_doc()
         return {**answer_summary(record), "conversation_id": doc.get("conversation_id"),
                 "standalone_question": doc.get("standalone_question")}
@@ -227,22 +227,23 @@ def _add_feedback(server: MCPServer, deps: Deps, bound: RateBound) -> None:
 _FILTERS_DESCRIPTION = (
     "Optional filters, all of which must hold: source (a feed or sitemap URL, gs://bucket/prefix or a "
     "folder the documents came from), since and until (published time: a date such as 2025-06-01, an "
-    "ISO time, or an age such as 7d, 2w, 3m, 1y), where (metadata key: value pairs)."
+    "ISO time, or an age such as 7d, 2w, 3m, 1y), kind (how the document came in: feed, sitemap, file or gcs), "
+    "where (metadata key: value pairs)."
 )
 
 
 def _filters(source: str | None, since: str | None, until: str | None,
-             where: dict[str, str] | None) -> dict[str, Any] | None:
+             where: dict[str, str] | None, kind: str | None) -> dict[str, Any] | None:
     """The tools' filter arguments as the API's ``filters`` object (None when none is set)."""
     out = {name: value for name, value in (("source", source), ("since", since), ("until", until),
-                                           ("where", where)) if value is not None}
+                                           ("kind", kind), ("where", where)) if value is not None}
     return out or None
 
 
 _MISSING_QUESTION = 'missing \'question\'; send {"question": "your question"}'
 #: The arguments each tool takes ("query" is search_documents' old name for "question").
-_TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", "until", "where"},
-          "ask": {"question", "source", "since", "until", "where", "conversation_id"},
+_TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", "until", "kind", "where"},
+          "ask": {"question", "source", "since", "until", "kind", "where", "conversation_id"},
           "feedback": {"query_id", "rating", "comment", "wrong_citations", "expected"}}
 
 
@@ -256,7 +257,7 @@ def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> di
                 validate_query_text(out[field], max_chars=max_query_chars, field=field)
         if out.get("top_k") is not None:
             out["top_k"] = validate_int(out["top_k"], "top_k", TOP_K_RANGE)
-        for field in ("source", "since", "until", "conversation_id", "query_id"):
+        for field in ("source", "since", "until", "kind", "conversation_id", "query_id"):
             value = out.get(field)
             if value is not None and (not isinstance(value, str) or not value.isprintable()):
                 raise InvalidInput(f"'{field}' must be printable text, got {shown(value)}")

@@ -139,6 +139,18 @@ def test_mcp_search_keeps_the_configured_top_k_as_rest_does(tmp_path, arguments)
     assert get_query(deps, result.structured_content["id"]).top_k == 4
 
 
+def test_mcp_tools_take_the_kind_filter_as_rest_and_the_cli_do(quick):
+    # --kind (CLI) and filters.kind (REST) had no MCP argument: an agent could not ask the same question
+    server, deps = quick
+    for tool in ("ask", "search_documents"):
+        result = _call(server, tool, {"question": "what is bm25", "kind": "feed"})
+        assert not result.is_error, result.content
+        assert get_query(deps, result.structured_content["id"]).filters == {"kind": "feed"}
+    result = _call(server, "ask", {"question": "what is bm25", "kind": "rss"})
+    assert result.is_error and "kind" in result.content[0].text, result.content
+    _assert_api_message(result.content[0].text)
+
+
 def _assert_api_message(text: str) -> None:
     # the HTTP API's one-line message, not pydantic's multi-line text with its link
     assert "pydantic" not in text and "\n" not in text.strip(), text

@@ -150,7 +150,7 @@ def test_mcp_tools_take_typed_filter_arguments(deps):
     found = anyio.run(schemas)
     for name in ("search_documents", "ask"):
         properties = found[name]["properties"]
-        assert {"source", "since", "until", "where"} <= set(properties), name
+        assert {"source", "since", "until", "kind", "where"} <= set(properties), name
         assert properties["where"]["anyOf"][0]["type"] == "object"
 
 

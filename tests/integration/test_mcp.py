@@ -49,7 +49,7 @@ def test_tools_are_listed_and_both_run_the_loop(server, deps):
 
     assert set(tools) == {"search_documents", "ask", "feedback"}
     assert set(tools["search_documents"].input_schema["properties"]) == {
-        "question", "query", "top_k", "source", "since", "until", "where"}  # the filters of issue 27
+        "question", "query", "top_k", "source", "since", "until", "kind", "where"}  # the filters of issue 27
     assert "question" in set(tools["ask"].input_schema["properties"])
     assert tools["ask"].input_schema["required"] == ["question"]
 
