@@ -285,7 +285,7 @@ def test_an_and_follow_up_stays_a_well_formed_question(earlier, follow_up, expec
     (ACK, "And what is its maximum?", "pronoun"),
     (ACK, "And in Cloud Tasks?", "ellipsis"),
     # the rule leaves these as typed (it has no subject to put in their place), yet they lean
-    ("Who started the Frobnicator project?", "Where did he study?", "refers back (“he”)"),
+    ("What is the Frobnicator project?", "Where did he study?", "refers back (“he”)"),
     ("Which release of frob added the --quiet option?", "Who wrote that patch?", "refers back (“that patch”)"),
     ("Where does frob keep its cache?", "Can I move it somewhere else?", "pronoun"),
     ("Which mirror does frob use by default?", "Who runs the servers there?", "refers back (“there”)"),
@@ -390,8 +390,10 @@ def test_the_identified_name_is_the_answers_own(earlier, answer, expected):
     # a word that points back with no subject the rule could put in its place: the earlier question follows
     (ACK, "Does this limit apply to push subscriptions in Cloud Tasks?",
      "Does this limit apply to push subscriptions in Cloud Tasks (what is the ack deadline in Pub/Sub)?"),
-    ("Who started the Frobnicator project?", "Where did he study?",
-     "Where did he study (who started the Frobnicator project)?"),
+    ("What is the Frobnicator project?", "Where did he study?", "Where did he study (what is the Frobnicator project)?"),
+    # one phrase cannot stand for both "he" and "it"
+    ("Which project did Ada Frobson lead?", "How did she describe it?",
+     "How did she describe it (which project did Ada Frobson lead)?"),
     # the newest earlier question only, without its own opening "and" or bracketed context
     ("And which release of frob added it (what is the --quiet option)?", "Who wrote that patch?",
      "Who wrote that patch (which release of frob added it)?"),
@@ -474,6 +476,17 @@ def test_any_fixed_note_is_passed_over_and_a_quoted_note_is_the_answer(note):
     # a passive "be" ends the subject of the clause before it
     ("Where can frob's offline installer be downloaded from?", "Is it safe to rely on it in production?",
      "Is it safe to rely on frob's offline installer in production?"),
+    # a named subject before its verb is the subject, not the words up to a preposition
+    ("What does __frob__ replace the instance dictionary with?", "How much faster does it make lookups?",
+     "How much faster does __frob__ make lookups?"),
+    # the thing a personal question names ("I make X non-blocking"), and a name with its version number
+    ("How do I make frob_read() non-blocking in frob?", "What does it return when no input is ready?",
+     "What does frob_read() return when no input is ready?"),
+    ("Which new variable does GNU frob 4.3 add?", "And what new feature does it bring for rules?",
+     "What new feature does GNU frob 4.3 bring for rules?"),
+    # "he" and "she": the person asked about, else the person named
+    ("Who started the Frobnicator project?", "Where did he study?", "Where did the person who started the Frobnicator project study?"),
+    ("Which project did Ada Frobson lead?", "When did she leave?", "When did Ada Frobson leave?"),
 ])
 def test_a_pronoun_takes_the_earlier_phrase_of_its_number_and_role(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "pronoun")
@@ -492,6 +505,9 @@ def test_a_pronoun_takes_the_earlier_phrase_of_its_number_and_role(earlier, foll
      "pronoun"),
     ("Which port range is used for frob workers?", "And which one for frob clients?",
      "Which port range is used for frob clients?", "ellipsis"),
+    # "which one" before the earlier question's verb: the same asked noun, with what qualifies it
+    ("Which variable added in frob 2.0 gives the uptime?", "And which one gives the load?",
+     "Which variable added in frob 2.0 gives the load?", "ellipsis"),
 ])
 def test_a_phrase_that_points_back_takes_the_earlier_phrase_it_names(earlier, follow_up, expected, rule):
     assert resolve(earlier, follow_up) == (expected, rule)

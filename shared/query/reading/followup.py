@@ -99,7 +99,9 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
     start = end = None
     for position, match in enumerate(tokens):
         token = match.group()
-        if _named(token, opening and position == 0):
+        following = tokens[position + 1].group() if position + 1 < len(tokens) else ""
+        if _named(token, opening and position == 0) or _VERSION.fullmatch(following) and token.isalpha() \
+                and token.islower() and token not in _CLOSED:
             if start is None:
                 start = match.start()
             end = match.end()
@@ -109,6 +111,9 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
     if start is not None:
         runs.append((start, end))  # type: ignore[arg-type]
     return runs
+
+
+_VERSION = re.compile(r"\d+(?:\.\d+)+")
 
 
 def _content_words(text: str, rules: _Language) -> list[str]:
@@ -161,9 +166,16 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             rest = match.group("s").strip()
             personal = rules.personal.match(rest)
             if personal:
+                runs = named_runs(personal.group("s"), opening=False)
+                if runs and runs[0][0] == 0:  # "How do I make getch() non-blocking": the thing named
+                    return personal.group("s")[: runs[0][1]], False
                 return personal.group("s").strip(), False
             words = rest.split()
             opens = words[0].lower() in _NOUN_PHRASE_OPENERS
+            runs = named_runs(rest)
+            if not opens and runs and runs[0][0] == 0 and len(words) > 1 and words[1].islower() \
+                    and not rest[: runs[0][1]].endswith(("'s", "’s")):
+                return rest[: runs[0][1]], False  # "What does __slots__ replace ...": a named subject, then its verb
             if rules is _EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])):
                 # "Where does the short description of a package go in debian/control", "What does the
                 # Rules-Requires-Root field declare": the noun phrase before the verb
@@ -486,6 +498,16 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         stripped = f"{rules.what_is} {stripped}"
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
+    person = _person(base) if rules is _EN and _PERSONAL.search(stripped) else None
+    if person is not None:
+        # "Who became Debian leader ...?" then "What was he trying to build?": the person asked about, or named
+        found = _PERSONAL.search(stripped)
+        said = f"{person}'s" if found.group().lower() == "his" else person
+        stripped = stripped[: found.start()] + said + stripped[found.end():]
+        if _TOPIC_PRONOUN.search(stripped) is None:
+            return Resolution(_finish(stripped, typed, mark), "pronoun", person)
+        if person in _referent(earlier, language)[0]:
+            return None  # "How did he describe it?": one phrase cannot stand for both
     pointed = _pointed_phrase(stripped, base, answer)
     if pointed is not None:
         return Resolution(_finish(pointed[0], typed, mark), "same head" if _POINTED.match(stripped) else "demonstrative",
@@ -493,6 +515,11 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     one = _WHICH_ONE.match(stripped) if rules is _EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
+    parallel = re.match(rf"(?i)^(?:which|what)\s+(?P<noun>.+?)\s+{re.escape(one.group('x').split()[0])}\s", base) if one else None
+    if parallel is not None:
+        # "Which variable added in bash 5.0 gives ...?" then "And which one gives ...?": the same asked noun
+        asked = f"{stripped[: one.start('x')].split()[0]} {parallel.group('noun')} {one.group('x')}"
+        return Resolution(_finish(asked, typed, mark), "ellipsis", parallel.group("noun"))
     ones = _one_of(stripped, base) if rules is _EN else None
     if ones is not None:
         return Resolution(_finish(ones[0], typed, mark), "pronoun", ones[1])
@@ -535,6 +562,20 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
     return None
+
+
+_PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
+
+
+def _person(base: str) -> str | None:
+    """Who "he" or "she" stands for in the earlier question: the person it asked about ("Who became Debian
+    leader ...": the person who became ...), else the person it names ("Ian Murdock"); None when neither, or
+    when it carries such a person already (a name in that person's clause is someone else)."""
+    who = re.match(r"(?i)^who\s+(?P<rest>\S.*)$", base)
+    if who is not None or " person who " in base:
+        return f"the person who {who.group('rest')}" if who else None
+    names = [base[a:b] for a, b in named_runs(base) if re.fullmatch(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+){1,2}", base[a:b])]
+    return names[0] if names else None
 
 
 def _extraposed(text: str, base: str) -> tuple[str, str] | None:
