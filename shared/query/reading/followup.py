@@ -508,6 +508,13 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             return Resolution(_finish(stripped, typed, mark), "pronoun", person)
         if person in _referent(earlier, language)[0]:
             return None  # "How did he describe it?": one phrase cannot stand for both
+    passive = _PASSIVE_IT.search(stripped) if rules is _EN else None
+    acted = re.search(rf"(?i)\b{passive.group('verb')}\s+(?P<np>(?:the|a|an)\s+[^?,;]+?)\s*(?:\b(?:in|on|for|to|from|by|with|when|if)\b|$)",
+                      base) if passive else None
+    if acted is not None:
+        # "Which gzip release added the --keep option?" then "Why was it added?": what that verb acted on
+        text = stripped[: passive.start("it")] + acted.group("np") + stripped[passive.end("it"):]
+        return Resolution(_finish(text, typed, mark), "pronoun", acted.group("np"))
     pointed = _pointed_phrase(stripped, base, answer)
     if pointed is not None:
         return Resolution(_finish(pointed[0], typed, mark), "same head" if _POINTED.match(stripped) else "demonstrative",
@@ -564,6 +571,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     return None
 
 
+_PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
 _PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 
 
@@ -648,7 +656,7 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] |
     beside = re.search(r"(?P<name>[“\"]?[^\s,“”\"][^,“”\"]*[”\"]?),\s*$", base[max(0, found[0] - 120): found[0]])
     place = re.match(r"\s+(?:in|of|for|on|under)\s+\S+", base[found[1]:])
     if beside and named_runs(name := beside.group("name").strip("“”\""), opening=False) == [(0, len(name))]:
-        phrase = name
+        phrase = name.replace("’", "'")  # the answer's typography is not the question's
     elif place and named_runs(place.group(), opening=False):
         phrase = f"{'a' if match.group().startswith('such') else 'the'} {phrase}{place.group().rstrip('.,;:')}"
     elif told:
