@@ -23,11 +23,19 @@ regressions over the evidence it measures (:mod:`shared.query.reading.verdict`).
    earlier five folds split by document), each over the features whose weight keeps its sign in every
    fit that leaves a writer out (:func:`fit_stable`; the others weigh 0);
 4. chooses, on the held-out folds' probabilities, ``refuse_from`` (the lowest at which at most
-   ``--refused`` of **each writer's** answerable questions are refused) and then ``answered_from`` (the lowest at
-   which the precision of ``answered`` is at least ``--precision`` (0.92) over all the held-out
-   questions **and** ``--writer-precision`` (0.9) **for each writer** with at least ``MIN_ANSWERED``
-   answers: a threshold that holds for each writer the model did not see), reports the held-out figures, overall and per writer, and writes
-   both models, fit on the whole part, with how they were fit.
+   ``--refused`` of **each writer's** answerable questions are refused) and then ``answered_from``: the lowest
+   at which the precision of ``answered`` holds **with a margin**, not on its edge (:func:`holds_with_margin`):
+   its Wilson 95 % lower bound over all the held-out questions is at least ``--precision`` (0.9), and for
+   **each writer** with at least ``MIN_ANSWERED`` answers the precision counting one more of its answers wrong
+   is at least ``--writer-precision`` (0.9). A writer's own 95 % bound cannot be the per-writer margin: about
+   30 answers held out per writer reach 0.9 only with none wrong from 35 answers up (writer a's bound stays
+   under 0.80 at every threshold). The margin was decided because the held-out figure sat on the edge (writer
+   a 0.907 at e2b8f81, the sealed part then 0.882): a general criterion, not a threshold read off the test
+   part. Questions whose shape is checked (a value or a list asked: :func:`~shared.query.reading.verdict.
+   asks_checked`) and the others (how, why, what is, yes or no) get a threshold each, each holding the margin on
+   its own answers (``open_answered_from``; 1.0 where none holds: such answers are a caveat); it reports the
+   held-out figures, overall and per writer, with the precision's interval, and writes both models, fit on the
+   whole part, with how they were fit.
 
 Nothing here reads the sealed test part.
 """
@@ -58,6 +66,7 @@ from shared.query.reading.verdict import (  # noqa: E402
     MODEL_FILE,
     Logistic,
     VerdictModel,
+    asks_checked,
     states_what_is_asked,
 )
 from shared.tools.eval import realdocs, realtext  # noqa: E402
@@ -67,6 +76,8 @@ L2_GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
 # A writer whose held-out questions get fewer answers than this does not bound answered_from (a precision of
 # 2 answers says nothing); the pooled precision still does.
 MIN_ANSWERED = 5
+# The Wilson lower bound's z: 95 % two-sided (see holds_with_margin).
+WILSON_Z = 1.96
 # A feature is kept when its standardised weight has one sign, at least this strong, in every fit leaving a writer
 # out (:func:`fit_stable`): fewer, more general features (evidence that reads the same whoever wrote the text).
 STABLE_WEIGHT = 0.05
@@ -308,36 +319,71 @@ def refused_by(p_right: np.ndarray, p_near: np.ndarray, refused_always: np.ndarr
 
 
 def figures(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np.ndarray, refused_always: np.ndarray,
-            doubted: np.ndarray, stating: np.ndarray, answered_from: float, refuse_from: float,
-            rescue_from: float) -> dict[str, Any]:
-    """The figures the harness reports, from held-out probabilities and the thresholds."""
+            doubted: np.ndarray, stating: np.ndarray, checked: np.ndarray, answered_from: float,
+            open_answered_from: float, refuse_from: float, rescue_from: float) -> dict[str, Any]:
+    """The figures the harness reports, from held-out probabilities and the thresholds (see
+    :func:`choose_thresholds`), with the precision of ``answered``'s Wilson 95 % interval."""
     refused = refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from)
-    answered = ~refused & (p_right >= answered_from) & stating
+    answered = ~refused & (p_right >= np.where(checked, answered_from, open_answered_from)) & stating
     answerable = ~near
-    n_answered = int(answered.sum())
+    n_answered, n_right = int(answered.sum()), int((answered & right).sum())
     return {
         # as the harness scores it: right keys and citation, answered or with a caveat (not refused)
         "key_facts_and_citation": round(float((~refused & right).sum()) / max(1, int(answerable.sum())), 4),
-        "answered_precision": round(float((answered & right).sum()) / n_answered, 4) if n_answered else None,
+        "answered_precision": round(n_right / n_answered, 4) if n_answered else None,
+        "answered_precision_interval": [round(b, 4) for b in wilson(n_right, n_answered)],
         "answered": n_answered,
         "near_misses_refused": round(float((refused & near).sum()) / max(1, int(near.sum())), 4),
         "answerable_refused": round(float((refused & answerable).sum()) / max(1, int(answerable.sum())), 4),
     }
 
 
+def wilson(right: int, answered: int, z: float = WILSON_Z) -> tuple[float, float]:
+    """The Wilson score interval of a precision of ``right`` of ``answered`` ((0, 1) when none)."""
+    if not answered:
+        return 0.0, 1.0
+    p, z2 = right / answered, z * z
+    centre, spread = p + z2 / (2 * answered), z * np.sqrt(p * (1 - p) / answered + z2 / (4 * answered * answered))
+    return float((centre - spread) / (1 + z2 / answered)), float((centre + spread) / (1 + z2 / answered))
+
+
+def holds_with_margin(chosen: np.ndarray, right: np.ndarray, each: list[np.ndarray], *, precision: float,
+                      group_precision: float, min_answered: int = MIN_ANSWERED) -> bool:
+    """Whether the precision of ``answered`` (``chosen``) holds with a margin: its Wilson 95 % lower bound over all
+    the held-out questions is at least ``precision``, and within each of ``each`` (a writer's questions, held out)
+    with at least ``min_answered`` answers the precision counting one more of its answers wrong is at least
+    ``group_precision``."""
+    n = int(chosen.sum())
+    return bool(n) and wilson(int((chosen & right).sum()), n)[0] >= precision and all(
+        (chosen & g).sum() < min_answered or (chosen & g & right).sum() / ((chosen & g).sum() + 1) >= group_precision
+        for g in each)
+
+
+def lowest_holding(p_right: np.ndarray, candidates: np.ndarray, right: np.ndarray, each: list[np.ndarray],
+                   **goals: Any) -> float:
+    """The lowest threshold on ``p_right`` at which the ``candidates`` reaching it hold the precision with a margin
+    (:func:`holds_with_margin`); 1.0 (none answered) when none does."""
+    for t in sorted(set(np.round(p_right[candidates], 4))):
+        if holds_with_margin(candidates & (p_right >= t), right, each, **goals):
+            return float(t)
+    return 1.0
+
+
 def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np.ndarray,
-                      refused_always: np.ndarray, doubted: np.ndarray, stating: np.ndarray, *, precision: float,
-                      refused: float, groups: np.ndarray | None = None,
+                      refused_always: np.ndarray, doubted: np.ndarray, stating: np.ndarray, checked: np.ndarray, *,
+                      precision: float, refused: float, groups: np.ndarray | None = None,
                       group_precision: float | None = None,
-                      min_answered: int = MIN_ANSWERED) -> tuple[float, float, float]:
-    """(``answered_from``, ``refuse_from``, ``rescue_from``): of the pairs (``rescue_from``, ``refuse_from``) that
-    refuse at most ``refused`` of the answerable questions (of each of ``groups``' when given: a writer's questions,
-    held out, as a new writer's would be), the one refusing the most near misses (the lower
-    ``refuse_from`` on a tie); then the lowest ``answered_from`` at which the precision of ``answered`` (over the
-    questions not refused, answerable and near misses together) is at least ``precision`` overall and at least
-    ``group_precision`` (default ``precision``) within each of ``groups`` (a writer per question) with at least
-    ``min_answered`` answers (``stating``: the questions whose quoted sentences state what is asked, the only
-    ones ever ``answered``)."""
+                      min_answered: int = MIN_ANSWERED) -> tuple[float, float, float, float]:
+    """(``answered_from``, ``open_answered_from``, ``refuse_from``, ``rescue_from``): of the pairs (``rescue_from``,
+    ``refuse_from``) that refuse at most ``refused`` of the answerable questions (of each of ``groups``' when given:
+    a writer's questions, held out, as a new writer's would be), the one refusing the most near misses (the lower
+    ``refuse_from`` on a tie); then the lowest ``answered_from`` at which the precision of ``answered`` over the
+    questions not refused whose shape is ``checked`` (a value or a list asked) holds with a margin
+    (:func:`holds_with_margin`: ``precision`` for the Wilson lower bound over all, ``group_precision``, default
+    ``precision``, for each of ``groups`` with at least ``min_answered`` answers), and ``open_answered_from`` the
+    same for the other questions (how, why, what is, yes or no), judged apart: answers whose shape is checked must
+    not lend their precision to those whose shape is not, as a new writer asks them in another mix (``stating``:
+    the questions whose quoted sentences state what is asked, the only ones ever ``answered``)."""
     answerable = ~near
     each = [] if groups is None else [groups == g for g in np.unique(groups)]
     budgeted = each or [np.ones(len(near), dtype=bool)]  # the budget holds for each writer, or over all questions
@@ -361,16 +407,11 @@ def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray
             best = (caught, refuse_from, float(rescue_from))
     _, refuse_from, rescue_from = best or (0, 1.0, 0.0)
     shown = ~refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from) & stating
-    answered_from = 1.0
-    floor = precision if group_precision is None else group_precision
-    for t in sorted(set(np.round(p_right[shown], 4))):
-        chosen = shown & (p_right >= t)
-        if chosen.sum() and (chosen & right).sum() / chosen.sum() >= precision and all(
-                (chosen & g).sum() < min_answered or (chosen & g & right).sum() / (chosen & g).sum() >= floor
-                for g in each):
-            answered_from = float(t)
-            break
-    return max(answered_from, 1e-4), max(refuse_from, 1e-4), rescue_from
+    goals = {"precision": precision, "group_precision": precision if group_precision is None else group_precision,
+             "min_answered": min_answered}
+    answered_from, open_from = (lowest_holding(p_right, shown & shape, right, each, **goals)
+                                for shape in (checked, ~checked))
+    return max(answered_from, 1e-4), max(open_from, 1e-4), max(refuse_from, 1e-4), rescue_from
 
 
 def add_row_arguments(parser: argparse.ArgumentParser) -> None:
@@ -436,12 +477,12 @@ def main() -> None:
     parser.add_argument("--split", choices=("writer", "document"), default="writer",
                         help="held-out folds: leave one writer out (default), or --folds folds split by document")
     parser.add_argument("--folds", type=int, default=5, help="folds split by document (with --split document)")
-    parser.add_argument("--precision", type=float, default=0.92,
-                        help="precision of `answered` the threshold is chosen for on held-out folds (issue 36: >= 0.9; "
-                             "a little above, as a sealed part is not the folds)")
+    parser.add_argument("--precision", type=float, default=0.9,
+                        help="the Wilson 95%% lower bound of the precision of `answered` over all held-out questions "
+                             "the thresholds are chosen for (issue 36: >= 0.9 on the sealed part: a margin, not an edge)")
     parser.add_argument("--writer-precision", type=float, default=0.9,
-                        help="... and on each writer's held-out questions (with --split writer: judged by models that "
-                             "never saw that writer)")
+                        help="... and each writer's held-out precision counting one more of its answers wrong (with "
+                             "--split writer: judged by models that never saw that writer)")
     parser.add_argument("--refused", type=float, default=0.04,
                         help="answerable questions refused at most, held out, for each writer (issue 36: <= 0.05 on "
                              "the sealed part; "
@@ -457,6 +498,7 @@ def main() -> None:
     right = np.array([r["right"] for r in rows])
     near = np.array([r["near_miss"] for r in rows])
     stating = np.array([bool(r["features"]) and states_what_is_asked(r["features"]) for r in rows])
+    checked = np.array([bool(r["features"]) and asks_checked(r["features"]) for r in rows])
     writers = document_writers()
     writer = np.array([writers[r["file"]] for r in rows])
     fold = grouped_folds([r["file"] for r in rows], args.folds) if args.split == "document" else \
@@ -467,18 +509,18 @@ def main() -> None:
     l2_near, oof_near = choose_l2(x, near[mask].astype(float), fold_u)
     p_right, p_near = np.zeros(len(rows)), np.ones(len(rows))
     p_right[mask], p_near[mask] = oof_right, oof_near
-    answered_from, refuse_from, rescue_from = choose_thresholds(p_right, p_near, right, near, refused_always, doubted,
-                                                                stating,
-                                                                precision=args.precision, refused=args.refused,
-                                                                groups=writer, group_precision=args.writer_precision)
-    thresholds = (answered_from, refuse_from, rescue_from)
-    held_out = figures(p_right, p_near, right, near, refused_always, doubted, stating, *thresholds)
+    thresholds = choose_thresholds(p_right, p_near, right, near, refused_always, doubted, stating, checked,
+                                   precision=args.precision, refused=args.refused, groups=writer,
+                                   group_precision=args.writer_precision)
+    answered_from, open_answered_from, refuse_from, rescue_from = thresholds
+    held_out = figures(p_right, p_near, right, near, refused_always, doubted, stating, checked, *thresholds)
     by_writer = {w: figures(*(a[writer == w] for a in (p_right, p_near, right, near, refused_always, doubted,
-                                                       stating)), *thresholds) for w in sorted(set(writer))}
+                                                       stating, checked)), *thresholds) for w in sorted(set(writer))}
     split = "by writer (leave one writer out)" if args.split == "writer" else f"by document ({args.folds} folds)"
     say(f"{len(rows)} questions ({int(near.sum())} near misses), {len(usable)} with the reader's evidence; "
         f"right if shown {float(right[~near].mean()):.3f}")
-    say(f"l2: right {l2_right}, near_miss {l2_near}; thresholds: answered_from {answered_from:.4f}, "
+    say(f"l2: right {l2_right}, near_miss {l2_near}; thresholds: answered_from {answered_from:.4f} "
+        f"(open questions {open_answered_from:.4f}), "
         f"refuse_from {refuse_from:.4f}, rescue_from {rescue_from:.4f} ({int(doubted.sum())} questions the grader's "
         f"fitted probability doubts, {int(refused_always.sum())} it refuses whatever is read)")
     say(f"held-out folds (split {split}): {held_out}")
@@ -502,7 +544,7 @@ def main() -> None:
                      else "read from an earlier run's --rows" if args.from_rows else "collected in this run"),
         "seconds": round(time.perf_counter() - started, 1),
     }
-    model = VerdictModel(right_model, near_model, answered_from, refuse_from, rescue_from, fitted)
+    model = VerdictModel(right_model, near_model, answered_from, refuse_from, rescue_from, fitted, open_answered_from)
     if args.dry_run:
         say("dry run: nothing written")
         return

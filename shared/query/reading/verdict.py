@@ -15,16 +15,18 @@ regressions read it:
 - ``near_miss``: the probability that no retrieved document states the asked fact at all.
 
 The answer is refused (``not_answerable``) when ``near_miss`` reaches ``refuse_from``; otherwise
-it is ``answered`` when ``right`` reaches ``answered_from`` and a quoted sentence states what the
-question's shape asks (:func:`states_what_is_asked`: a value of the asked type, a list's items), and
-a caveat otherwise. Where the local
+it is ``answered`` when a quoted sentence states what the question's shape asks
+(:func:`states_what_is_asked`: a value of the asked type, a list's items) and ``right`` reaches the
+threshold of that shape: ``answered_from`` where the question asks a value or a list (:func:`asks_checked`),
+``open_answered_from`` where it asks neither (1.0: never), and a caveat otherwise. Where the local
 grader's own fitted probability refuses the passages, the question stays answerable only when
 ``right`` reaches ``rescue_from`` (:meth:`VerdictModel.rescues`). Both models and
-both thresholds are fitted by ``bench/fit_reader.py`` on the development part of the real-text set
+the thresholds are fitted by ``bench/fit_reader.py`` on the development part of the real-text set
 (``ragbus eval --dataset realtext --part dev``), judged for writers they did not see: the held-out
 folds leave one writer out, each model weighs only the features whose weight has one sign in every
 fit leaving a writer out (the others weigh 0), and the thresholds are chosen on those folds:
-``answered_from`` for a precision of ``answered`` of at least 0.92 overall and 0.9 for each writer,
+each ``answered`` threshold for a precision of ``answered`` that holds with a margin (a Wilson 95 %
+lower bound of 0.9 over all writers, 0.9 for each writer counting one more answer wrong),
 ``refuse_from`` for at most 4 % of each writer's answerable questions refused. They are shipped in
 ``verdict_model.json`` beside this module; a file fitted on other features is refused with the way
 to refit.
@@ -89,7 +91,7 @@ class Logistic:
             raise ValueError(f"the reader's verdict: no value for {', '.join(missing)}")
         x = np.array([float(values[f]) for f in FEATURES])
         z = self.intercept + float(((x - self.mean) / self.scale) @ self.weights)
-        return float(1.0 / (1.0 + np.exp(-min(max(z, -60.0), 60.0))))
+        return float(1.0 / (1.0 + np.exp(-min(max(z, -30.0), 30.0))))  # below 1.0: a threshold of 1 is never
 
     def to_json(self) -> dict[str, Any]:
         return {"mean": _rounded(self.mean), "scale": _rounded(self.scale), "weights": _rounded(self.weights),
@@ -119,14 +121,22 @@ class VerdictModel:
     refuse_from: float
     rescue_from: float = 0.0
     fitted: dict[str, Any] = field(default_factory=dict)
+    open_answered_from: float | None = None  # None: answered_from (a model made by hand, as in tests)
+
+    @property
+    def open_from(self) -> float:
+        """``answered_from`` for a question asking neither a value nor a list (:func:`asks_checked`)."""
+        return self.answered_from if self.open_answered_from is None else self.open_answered_from
 
     def decide(self, values: Mapping[str, float]) -> tuple[str, float, float]:
         """(``answered``, ``caveat`` or ``refuse``; the probability right; the probability of a near miss).
-        ``answered`` also needs :func:`states_what_is_asked`, whatever the probability."""
+        ``answered`` also needs :func:`states_what_is_asked`, whatever the probability, and ``right`` reaching
+        the threshold of the question's shape (``answered_from`` where :func:`asks_checked`, else ``open_from``)."""
         p_right, p_near = self.right.probability(values), self.near_miss.probability(values)
         if p_near >= self.refuse_from:
             return REFUSE, p_right, p_near
-        answered = p_right >= self.answered_from and states_what_is_asked(values)
+        threshold = self.answered_from if asks_checked(values) else self.open_from
+        answered = p_right >= threshold and states_what_is_asked(values)
         return (ANSWERED if answered else CAVEAT), p_right, p_near
 
     def rescues(self, values: Mapping[str, float]) -> bool:
@@ -138,6 +148,7 @@ class VerdictModel:
     def to_json(self) -> dict[str, Any]:
         return {"feature_version": FEATURE_VERSION, "features": list(FEATURES), "right": self.right.to_json(),
                 "near_miss": self.near_miss.to_json(), "answered_from": round(self.answered_from, 4),
+                "open_answered_from": round(self.open_from, 4),
                 "refuse_from": round(self.refuse_from, 4), "rescue_from": round(self.rescue_from, 4),
                 "fitted": self.fitted}
 
@@ -151,16 +162,19 @@ class VerdictModel:
             raise ConfigError(f"{source} was fit on feature version {data.get('feature_version')!r}, but the reader "
                               f"measures version {FEATURE_VERSION} ({len(FEATURES)} features): {REFIT}")
         try:
-            thresholds = [finite_number(data[k], f"{source}: {k}") for k in ("answered_from", "refuse_from", "rescue_from")]
+            answered, refuse, rescue, open_answered = (
+                finite_number(data[k], f"{source}: {k}")
+                for k in ("answered_from", "refuse_from", "rescue_from", "open_answered_from"))
         except KeyError as exc:
             raise ConfigError(f"{source} is incomplete (no {exc}): {REFIT}") from None
-        if not all(0.0 <= t <= 1.0 for t in thresholds) or not thresholds[0] > 0.0 or not thresholds[1] > 0.0:
+        if not all(0.0 < t <= 1.0 for t in (answered, refuse, open_answered)) or not 0.0 <= rescue <= 1.0:
             raise ConfigError(f"{source}: a threshold outside (0, 1]: {REFIT}")
         fitted = data.get("fitted") or {}
         if not isinstance(fitted, Mapping):
             raise ConfigError(f"{source}: 'fitted' is not an object: {REFIT}")
         return cls(Logistic.from_json(data.get("right"), f"{source}: right"),
-                   Logistic.from_json(data.get("near_miss"), f"{source}: near_miss"), *thresholds, dict(fitted))
+                   Logistic.from_json(data.get("near_miss"), f"{source}: near_miss"), answered, refuse, rescue,
+                   dict(fitted), open_answered)
 
     def save(self, path: Path = MODEL_FILE) -> None:
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
@@ -171,6 +185,13 @@ def states_what_is_asked(values: Mapping[str, float]) -> bool:
     a value of the asked type when it asks one (``states_value``), a list's items when it asks a list
     (``list_unquoted``). A question asking neither passes; the learned ``right`` decides the rest."""
     return not (values["asks_value"] and not values["states_value"]) and not values["list_unquoted"]
+
+
+def asks_checked(values: Mapping[str, float]) -> bool:
+    """Whether the question asks for a value of a type or for a list: a shape whose answer
+    :func:`states_what_is_asked` checks in the quoted sentences (an open question's, a how, why, what-is or yes/no,
+    it cannot), so ``answered`` rests on that check as well as on ``right``."""
+    return bool(values["asks_value"] or values["asks_list"])
 
 
 @functools.cache
@@ -206,5 +227,5 @@ def finite_numbers(values: Any, where: str, count: int = len(FEATURES), refit: s
     return np.array([finite_number(v, f"{where}[{n}]", refit) for n, v in enumerate(values)], dtype=float)
 
 
-__all__ = ["ANSWERED", "CAVEAT", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
+__all__ = ["ANSWERED", "CAVEAT", "asks_checked", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
            "finite_number", "finite_numbers", "read_model_file", "shipped_verdict_model", "states_what_is_asked"]
