@@ -358,3 +358,23 @@ def test_in_a_corpus_without_dates_the_month_and_year_are_searched_as_words(tmp_
     lexical = {h.chunk.document_id: h.bm25_score for h in results[0].hits}
     assert lexical["new"] > lexical["old"]
     index.close()
+
+
+def test_cli_search_defaults_to_rag_top_k_and_refuses_a_k_the_api_refuses(monkeypatch, deps):
+    # `--k` defaulted to a fixed 10 (RAGBUS_TOP_K unread, where REST, MCP and `ask` read it) and offered up to
+    # 100, then failed past 50 with "'k' is 60" from the API
+    import json
+
+    import shared.tools.cli as cli
+    import shared.tools.cli.reading as reading
+
+    configured = Deps(deps.settings.with_(top_k=2), publisher=deps.publisher, state=deps.state, clock=deps.clock,
+                      embedder=deps.embedder, index=deps.index)
+    monkeypatch.setattr(reading, "open_session", lambda *a, **k: SimpleNamespace(deps=configured,
+                                                                                 settings=configured.settings))
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["search", "CUDA graphs", "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)) == 2
+    result = runner.invoke(cli.app, ["search", "CUDA graphs", "--k", "60"])
+    assert result.exit_code == 2 and "--k" in result.output and "50" in result.output, result.output

@@ -175,7 +175,8 @@ def filters_from_flags(deps: Deps, source: str | None, since: str | None, until:
 @commands.command()
 def search(
     text: Annotated[str, typer.Argument(help="The words to search for.")],
-    k: Annotated[int, typer.Option("--k", min=1, max=100, help="How many chunks.")] = 10,
+    k: Annotated[int | None, typer.Option("--k", min=1, max=50,  # TOP_K_RANGE, as --top-k
+                                          help="How many chunks (default: RAGBUS_TOP_K, else 10).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     source: SourceOption = None,
     since: SinceOption = None,
