@@ -424,7 +424,7 @@ def test_what_about_takes_the_place_of_the_phrase_it_parallels(earlier, follow_u
 @pytest.mark.parametrize("earlier, follow_up, expected", [
     # "its" of another thing is asked of what the earlier attribute belonged to: a value has no quote character
     ("What is the default separator of a frob table?", "And its quote character?",
-     "What is the quote character of a frob table?"),
+     "What is the default quote character of a frob table?"),
     # a relational word is still asked of the attribute itself
     ("What is the default separator of a frob table?", "What is its maximum?",
      "What is the maximum of the default separator of a frob table?"),

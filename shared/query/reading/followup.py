@@ -747,7 +747,8 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, pl
         if rules is _EN and not text[match.end():].strip(" ?.!") and len(noun.split()) > 1 \
                 and _INVERTED.search(text, 0, match.start()):
             noun, verb = noun.rsplit(" ", 1)  # "Which value did its authors | fix": the clause ends with its verb
-        phrase = " ".join(p for p in (article, noun, _of(rules, _owner(owner, noun, rules)), verb) if p)
+        noun, owner = _owner(owner, noun, rules)
+        phrase = " ".join(p for p in (article, noun, _of(rules, owner), verb) if p)
         edits.append((match.start(), match.end(), phrase, match.group("pos").lower() in _PLURAL))
     taken = [(e[0], e[1]) for e in edits]
     for match in rules.pronoun.finditer(masked):
@@ -771,16 +772,17 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, pl
     return out
 
 
-def _owner(subject: str, noun: str, rules: _Language) -> str:
-    """What "its <noun>" is asked of: ``subject``, or, when the subject is an attribute of something ("the
-    default delimiter of a csv dialect") and the noun is another thing, not a relational word ("its
-    quotechar", not "its maximum"), that something: a value has no quotechar, its owner has."""
+def _owner(subject: str, noun: str, rules: _Language) -> tuple[str, str]:
+    """"its <noun>" as the noun and what it is asked of: ``subject``, or, when the subject is an attribute of
+    something ("the default delimiter of a csv dialect") and the noun is another thing, not a relational word
+    ("its quotechar", not "its maximum"), that something, with the attribute's own relational words: a value
+    has no quotechar, its owner has a default quotechar."""
     content = _content_words(noun, rules)
     head, of, owner = subject.partition(f" {rules.of} ")
     if rules is not _EN or not of or not content or all(w in rules.relational for w in content) \
             or not head.lower().startswith("the ") or len(head.split()) > 4 or head.lower() == "the one":
-        return subject
-    return owner
+        return noun, subject
+    return " ".join([*(w for w in head.split()[1:-1] if w.lower() in rules.relational), noun]), owner
 
 
 _INVERTED = re.compile(r"\b(?:did|does|do|can|could|will|would|should|must)\s", re.IGNORECASE)
