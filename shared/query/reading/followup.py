@@ -1,28 +1,19 @@
 """The offline rule that turns a follow-up question into one that stands on its own.
 
-"What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is searched, graded and
-answered as "what is the maximum of the ack deadline in Pub/Sub?": without a model, the rule
-carries the earlier turn's subject into a follow-up that leans on it, and leaves a
-self-contained question as it was typed. Pure: text in, text out, no store and no model.
+"What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is asked as "What is the maximum
+of the ack deadline in Pub/Sub?"; a self-contained question is left as typed. Pure: text in, text out.
+One mechanism, in English, German, French and Spanish: a word or phrase of the follow-up that stands for
+something of the earlier turn gives way to the earlier question's phrase it stands for:
 
-One mechanism: a word or phrase of the follow-up that stands for something of the earlier turn
-gives way to the earlier question's phrase it stands for (English, German, French, Spanish):
+- a pronoun ("it", "its", "they", "that" alone; "es", "sein"; "il", "son"; "él", "su") takes the earlier
+  noun phrase of its number and role: "it" the subject, "they" the plural noun phrase, "that" what was
+  asked for or asked to be done, "he" the person asked about; an empty "it" ("gibt es") is left alone;
+- a noun after "that" or "which" ("that release", "welche Stufe") takes the earlier phrase of its head;
+- a fragment ("what about X?", "and X?", "et X ?") takes the place of the earlier phrase it parallels;
+  an attribute ("the maximum", or an elided "What is the maximum?") is asked of the earlier subject.
 
-- a pronoun ("it", "its", "they", "that" used alone; "es", "sein", "ihr"; "il", "son", "ça"; "él",
-  "su", "eso") takes the earlier question's noun phrase of its number: "it" its subject, "they" its
-  plural noun phrase ("Do they match leading dots?" after "Which wildcards can the Files field use?":
-  the wildcards the Files field can use), "that" what it asked for, or "it" and, after the question, what
-  it asked to be done ("makes it possible for X to ..."); an empty "it" ("gibt es", "il y a") is left alone;
-- a noun after "that" or "which" ("that release", "which id", "welche Stufe") takes the earlier phrase of
-  the same head ("the target release", "static uid", "debhelper-Kompatibilitätsstufe");
-- a fragment ("what about X?", "and X?", "was ist mit X?", "et X ?", "¿y X?") takes the place of the
-  earlier phrase it parallels: the one opening with the same preposition or "if", the one of the same
-  head noun, the named thing, the plural noun phrase, the subject; an attribute ("the maximum") is
-  asked of the earlier subject, as is an elided one ("What is the maximum?", "Is there a limit?").
-
-The earlier question's phrases are read by its shape: its interrogative and auxiliary, the noun phrase
-before its verb (the verb comes before a word that opens an adverbial, or ends a short clause), its
-named things. Where nothing can stand in a pronoun's place, the earlier question follows in brackets.
+The earlier question is read by its shape: its interrogative and auxiliary, the noun phrase before its
+verb, its named things. Where nothing can stand in a pronoun's place, it follows in brackets.
 """
 
 from __future__ import annotations
@@ -121,21 +112,16 @@ def _content_words(text: str, rules: _Language) -> list[str]:
 
 
 def subject_of(question: str, language: str | None = None) -> str:
-    """The thing ``question`` asks about, as a phrase that can stand in for a pronoun.
-
-    "What is the ack deadline in Pub/Sub?" gives "the ack deadline in Pub/Sub"; "How do I
-    configure the ack deadline?" gives "the ack deadline"; "How does BM25 saturate term
-    frequency?" gives "BM25" (its named thing); "Which status code does a server send when ...?"
-    gives "the status code a server sends when ..."; otherwise the question's content after its
-    opening words (a clause: :func:`_referent` says so)."""
+    """The thing ``question`` asks about, as a phrase that can stand in for a pronoun: "What is the ack
+    deadline in Pub/Sub?" gives "the ack deadline in Pub/Sub", "How does BM25 saturate term frequency?" gives
+    "BM25", "Which status code does a server send when ...?" "the status code a server sends when ..."."""
     return _referent(question, language)[0]
 
 
 def _referent(question: str, language: str | None = None, *, demonstrative: bool = True) -> tuple[str, bool]:
-    """:func:`subject_of`, and whether it is a clause ("a server send when ...") rather than a noun
-    phrase: a clause cannot take a pronoun's place without breaking the question. ``demonstrative``:
-    the pronoun to replace is "that" or "this", which stands for what the earlier question asked
-    ("which status code does a server send": that status code), where "it" stands for its topic."""
+    """:func:`subject_of`, and whether it is a clause ("a server send when ...") that cannot take a
+    pronoun's place; ``demonstrative``: the pronoun is "that", which stands for what the earlier question
+    asked ("which status code ...": that status code), where "it" stands for its topic."""
     rules = _RULES.get(language or detect_language(question), _EN)
     text = rules.connectives.sub("", _bare(question)).strip()
     if rules is _EN and demonstrative:
@@ -145,8 +131,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     for pattern in rules.copula:
         match = pattern.match(text)
         if match:
-            # "What is the UMASK setting if not specified": the condition is asked of it, it is not part of it
-            # "What is the tty group used for": a passive participle and its preposition are asked of it too
+            # a condition ("... if not specified") or a participle ("What is the tty group used for") is asked of it
             subject = _PARTICIPLE.sub("", _CONDITION.sub("", match.group("s"))).strip()
             return subject or match.group("s").strip(), False
     if rules is _EN:
@@ -156,8 +141,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     if rules.yes_no_object is not None:
         match = rules.yes_no_object.match(text)
         if match:
-            # "Does Node.js run a bug bounty program?": what a follow-up's "it" picks up is the
-            # thing it was asked to have, of the thing asked about
+            # "Does Node.js run a bug bounty program?": "it" is the thing it was asked to have
             owner = re.sub(r"(?i)^(?:the|a|an)\s+", "", match.group("x"))
             return f"the {owner} {match.group('y')}", False
     for pattern in rules.other:
@@ -177,8 +161,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
                     and not rest[: runs[0][1]].endswith(("'s", "’s")):
                 return rest[: runs[0][1]], False  # "What does __slots__ replace ...": a named subject, then its verb
             if rules is _EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])):
-                # "Where does the short description of a package go in debian/control", "What does the
-                # Rules-Requires-Root field declare": the noun phrase before the verb
+                # "What does the Rules-Requires-Root field declare": the noun phrase before the verb
                 phrase = _noun_phrase_before_verb(words)
                 if phrase:
                     return phrase, False
@@ -188,13 +171,11 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             phrase = _noun_phrase_before_verb(words) if rules is _EN and words[0].lower() not in _CLOSED else None
             if phrase and len(phrase.split()) <= 3 and (named_runs(phrase, opening=False)
                                                         or re.fullmatch(r"[a-z]+(?:ed|en)", words[-1])):
-                # "Where does less 590 look for ...", "When is postrm purge called": a subject that names
-                # a thing before its verb, or before the participle that ends a passive question
+                # "Where does less 590 look for ...", "When is postrm purge called": a named subject, or a passive's
                 return phrase, False
             if rules is _EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
                     and words[1].islower() and words[0].lower() not in _CLOSED and words[0].lower() not in _PRONOUNS:
-                # "How does deflate find repeated strings", "Which C standard is libfoo written in": a
-                # one-word subject ("it" stands for the topic, not for what was asked of it)
+                # "How does deflate find repeated strings": a one-word subject ("it" is the topic, not what was asked)
                 return words[0], False
             runs = named_runs(text)
             return (text[runs[0][0]: runs[0][1]], False) if runs else (rest, True)
@@ -217,10 +198,9 @@ _CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before wh
 
 
 def _noun_phrase_before_verb(words: list[str]) -> str | None:
-    """The subject of a clause whose verb comes right before a word that opens an adverbial phrase
-    ("the short description of a package | go | in ..."), or ends the clause (perhaps with a particle:
-    "the Rules-Requires-Root field | declare", "the user nobody | have", "X | stand for": a short clause
-    with no such word); None when neither can be told."""
+    """The subject of a clause whose verb comes right before a word that opens an adverbial
+    ("the short description of a package | go | in ...") or ends a short clause, perhaps with a particle
+    ("the Rules-Requires-Root field | declare", "X | stand for"); None when neither can be told."""
     breaks = [i for i, w in enumerate(words) if w.lower() in _CLAUSE_BREAKS and i >= 2]
     passive = next((i for i, w in enumerate(words) if w.lower() == "be" and i >= 1), None)
     if passive is not None and passive <= 8:
@@ -240,12 +220,9 @@ _PARTICLES = frozenset("for to with about on in of at from".split())
 
 
 def _relative_phrase(text: str) -> str | None:
-    """"Which status code does a server send when a polled feed has not changed" as the noun phrase
-    "the status code a server sends when a polled feed has not changed", "Which wildcards can the Files
-    field use" as "the wildcards the Files field can use"; None when the clause's subject and verb
-    cannot be told apart with confidence (its subject must open with a determiner, be a personal
-    pronoun or a named thing, its verb come right before a word that opens an adverbial phrase or
-    end the question)."""
+    """"Which wildcards can the Files field use" as "the wildcards the Files field can use"; None
+    unless the clause's subject opens with a determiner, is a personal pronoun or a named thing, and its verb
+    comes right before a word that opens an adverbial or ends the question."""
     match = _ASKED_NOUN.match(text)
     words = match.group("s").split() if match else []
     subject = _noun_phrase_before_verb(words) if words else None
@@ -272,10 +249,9 @@ _SUBJECT_ASKED = re.compile(
 
 
 def _subject_relative_phrase(text: str) -> str | None:
-    """"Which marker fires when a cycle starts" as "the marker that fires when a cycle starts" ("Which of
-    the parts is ..." as "the one of the parts that is ..."); None for
-    an inverted question ("Which GID must the tty group have": the noun is the verb's object) or a verb
-    the pattern cannot tell from a noun."""
+    """"Which marker fires when ..." as "the marker that fires when ..." ("Which of the parts
+    is ..." as "the one of the parts that is ..."); None for an inverted question ("Which GID must the tty
+    group have") or a verb the pattern cannot tell from a noun."""
     chosen = re.match(r"(?i)^(?:which|what)\s+(?P<noun>of\s.+?)\s+(?P<aux>is|are|was|were|has|can|must)\s+(?P<rest>.+)$", text)
     if chosen is not None:
         # "Which of the three parts of a version number is a small integer": one of them, asked by what it is
@@ -285,9 +261,8 @@ def _subject_relative_phrase(text: str) -> str | None:
         return None
     noun, verb, rest = match.group("noun"), match.group("verb"), match.group("rest")
     first = rest.split()[0]
-    # after an auxiliary, the asked noun is its subject only when a participle or "be"/"not" follows
-    # ("which function must be called"); else the question is inverted ("which C standard is libcbor
-    # written in": the noun is the object)
+    # after an auxiliary the asked noun is its subject only before a participle or "be"/"not" ("which function must
+    # be called"); else the question is inverted ("which C standard is libcbor written in": the noun is the object)
     inverted = verb.lower() in _AUXILIARIES and not (first.lower() in ("be", "been", "not", "being")
                                                       or re.fullmatch(r"[a-z]+(?:ed|en)", first))
     if noun.split()[0].lower() in _AUXILIARIES or inverted:
@@ -324,8 +299,7 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
             return resolved
     referring = _refers_back(typed, earlier) if not _NEW_TOPIC.match(_bare(typed)) else None
     if referring is not None:
-        # "When was that series broadcast?": no subject to put in its place, so the earlier question follows
-        # in brackets, as it does a pronoun that stands for a clause
+        # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets
         mark = "?" if typed.endswith("?") else ""
         return Resolution(_finish(f"{_bare(typed)} {_in_context(earlier)}", typed, mark), "refers back", referring)
     return Resolution(typed, "self-contained")
@@ -338,14 +312,11 @@ _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 
 
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
-    """``subject`` with the thing the earlier answer identified named in it, when the earlier question
-    asked "which X" and the subject is that X: "Which status code does a server send when ...?"
-    answered "... the server replies 304 Not Modified ..." gives "the 304 Not Modified status code a
-    server sends when ...". The answer's first sentence names it: a name written beside X's head noun
-    ("the Urgency field", "InfoMagic, a CD vendor"), else the one name in that sentence the question did
-    not have, not counting names in a list ("tools like xz, lzip and bzip2"), else of several such names
-    the one identifier ("gc__start"). None when the question asked something else, or the answer names
-    no such thing or more than one."""
+    """``subject`` with the thing the earlier answer identified, when the earlier question asked
+    "which X" and the subject is that X ("... the server replies 304 Not Modified ...": "the 304 Not Modified
+    status code a server sends when ..."): the name beside X's head noun in the answer's first sentence
+    ("the Urgency field", "InfoMagic, a CD vendor"), else the one name there the question lacks, not counting
+    names in a list. None when there is no such thing or more than one."""
     asked = _ASKS_WHICH.match(earlier)
     words = subject.split()
     if asked is None or len(words) < 2 or words[0].lower() != "the" \
@@ -361,9 +332,7 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
     new = [first[a:b] for a, b in names if not _opens_a_clause(first, a, b)]
     beside = [run for run in (first[a:b] for a, b in names) if re.search(rf"(?i)(?:{re.escape(run)}(?:,\s+(?:an?|the)(?:\s+[\w-]+){{0,2}})?\s+{head}|"
                                               rf"\b{head}\s+{re.escape(run)})\b", first)]
-    # of several names, an identifier ("gc__start(int generation): Fires when the Python interpreter ...")
-    code = [run for run in new if re.search(r"[_()]|\w\.\w|^-", run)]
-    found = beside if beside else new if len(new) == 1 else code
+    found = beside or new
     return f"the {found[0]} {' '.join(words[1:])}" if len(found) == 1 else None
 
 
@@ -407,13 +376,10 @@ def _refers_back(typed: str, earlier: str) -> str | None:
 
 
 def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
-    """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it; None when
-    nothing in its form points back at it (a whole question: the same topic or another).
-
-    It leans when the rule rewrote it, when it opens with a connective ("And when does --color stop
-    colorizing?"), or when it holds a word that points back (:data:`_REFERRING`: "When was that series
-    broadcast?", "Which organisation did he later spearhead?"). What leans may still change topic
-    ("And what is chunking?" after a question on Pub/Sub): the caller checks with the corpus."""
+    """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it: the rule
+    rewrote it, it opens with a connective ("And when does --color stop colorizing?"), or a word in it points
+    back (:data:`_REFERRING`: "When was that series broadcast?"). None when nothing in its form leans; what
+    leans may still change topic ("And what is chunking?"): the caller checks with the corpus."""
     typed = " ".join(question.split())
     if not history or not typed or _NEW_TOPIC.match(_bare(typed)):
         return None
@@ -433,16 +399,11 @@ _SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\
 
 
 def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resolution | None:
-    """A candidate for a whole question opened by "and" that :func:`standalone_question` leaves as
-    typed: the question asked within the earlier turn's scope ("Which build system is officially
-    maintained for zstd?" then "And what does make check do?" gives "What does make check do for
-    zstd?"). Only a candidate: "And what is chunking?" is as whole a question and changes the topic,
-    and nothing in its form tells the two apart, so the caller decides with the corpus. None when the
-    question does not open with a connective, is not a whole question, the rule rewrote it, or the
-    earlier turn has no scope the question lacks (English only: the scope is read by its prepositions).
-
-    The scope is the earlier question's last named thing with the preposition before it ("in Pub/Sub"),
-    else its closing prepositional phrase ("for zstd")."""
+    """A candidate for an "And ..." question :func:`standalone_question` leaves as typed, asked
+    within the earlier turn's scope: its last named thing with the preposition before it ("in Pub/Sub"),
+    else its closing prepositional phrase ("for zstd": "And what does make check do?" gives "What does make
+    check do for zstd?"). Only a candidate ("And what is chunking?" changes the topic): the caller decides
+    with the corpus. None when there is no such scope or the question names it (English only)."""
     typed = " ".join(question.split())
     if not history or not typed or standalone_question(typed, history).rewritten:
         return None
@@ -508,32 +469,13 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             return Resolution(_finish(stripped, typed, mark), "pronoun", person)
         if person in _referent(earlier, language)[0]:
             return None  # "How did he describe it?": one phrase cannot stand for both
-    passive = _PASSIVE_IT.search(stripped) if rules is _EN else None
-    acted = re.search(rf"(?i)\b{passive.group('verb')}\s+(?P<np>(?:the|a|an)\s+[^?,;]+?)\s*(?:\b(?:in|on|for|to|from|by|with|when|if)\b|$)",
-                      base) if passive else None
-    if acted is not None:
-        # "Which gzip release added the --keep option?" then "Why was it added?": what that verb acted on
-        text = stripped[: passive.start("it")] + acted.group("np") + stripped[passive.end("it"):]
-        return Resolution(_finish(text, typed, mark), "pronoun", acted.group("np"))
-    pointed = _pointed_phrase(stripped, base, answer)
-    if pointed is not None:
-        return Resolution(_finish(pointed[0], typed, mark), "same head" if _POINTED.match(stripped) else "demonstrative",
-                          pointed[1])
     one = _WHICH_ONE.match(stripped) if rules is _EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    parallel = re.match(rf"(?i)^(?:which|what)\s+(?P<noun>.+?)\s+{re.escape(one.group('x').split()[0])}\s", base) if one else None
-    if parallel is not None:
-        # "Which variable added in bash 5.0 gives ...?" then "And which one gives ...?": the same asked noun
-        asked = f"{stripped[: one.start('x')].split()[0]} {parallel.group('noun')} {one.group('x')}"
-        return Resolution(_finish(asked, typed, mark), "ellipsis", parallel.group("noun"))
-    ones = _one_of(stripped, base) if rules is _EN else None
-    if ones is not None:
-        return Resolution(_finish(ones[0], typed, mark), "pronoun", ones[1])
-
-    extraposed = _extraposed(stripped, base) if rules is _EN else None
-    if extraposed is not None:
-        return Resolution(_finish(extraposed[0], typed, mark), "proposition", extraposed[1])
+    for reading in (_acted_on, _pointed_phrase, _same_asked_noun, _one_of, _extraposed):
+        found = reading(stripped, base, answer) if rules is _EN or reading is _pointed_phrase else None
+        if found is not None:  # the question as read, the rule, and the earlier phrase it took
+            return Resolution(_finish(found[0], typed, mark), found[1], found[2])
     demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
         and _TOPIC_PRONOUN.search(stripped) is None
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
@@ -547,14 +489,12 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         refs = {w.lower() for w in re.findall(r"\w+", rules.expletive.sub(" ", stripped))}
         plural = _plural_phrase(earlier) if refs & _PLURAL else None
     if clause:
-        # "Why do clients retry when ...?" then "What makes that necessary?": the earlier question
-        # names no thing that could take the pronoun's place, so it stays, with what it stands for
+        # "Why do clients retry when ...?" then "What makes that necessary?": the pronoun stays, explained
         subject = _in_context(earlier)
     masked = rules.expletive.sub(lambda m: "\0" * len(m.group()), stripped)
     inverted = _FR_INVERSION.search(masked) if language == "fr" and not clause else None
     if inverted is not None:
-        # "Comment fonctionne-t-elle ?", "Pour quelle transition a-t-il été créé ?": the subject goes before
-        # the inverted verb, which keeps its pronoun (French complex inversion, right in every tense)
+        # "Comment fonctionne-t-elle ?": the subject before the inverted verb (French complex inversion)
         text = f"{stripped[: inverted.start()]}{subject} {stripped[inverted.start():]}"
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
     text = _replace_pronouns(stripped, masked, subject, rules, plural)
@@ -571,14 +511,30 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     return None
 
 
+def _acted_on(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """"Which gzip release added the --keep option?" then "Why was it added?": what that verb acted on."""
+    passive = _PASSIVE_IT.search(text)
+    acted = re.search(rf"(?i)\b{passive.group('verb')}\s+(?P<np>(?:the|a|an)\s+[^?,;]+?)\s*(?:\b(?:in|on|for|to|from|by|"
+                      r"with|when|if)\b|$)", base) if passive else None
+    return (text[: passive.start("it")] + acted.group("np") + text[passive.end("it"):], "pronoun",
+            acted.group("np")) if acted else None
+
+
+def _same_asked_noun(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """"Which variable added in bash 5.0 gives ...?" then "And which one gives ...?": the asked noun."""
+    one = _WHICH_ONE.match(text)
+    parallel = re.match(rf"(?i)^(?:which|what)\s+(?P<noun>.+?)\s+{re.escape(one.group('x').split()[0])}\s", base) if one else None
+    return (f"{text.split()[0]} {parallel.group('noun')} {one.group('x')}", "ellipsis",
+            parallel.group("noun")) if parallel else None
+
+
 _PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
 _PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 
 
 def _person(base: str) -> str | None:
-    """Who "he" or "she" stands for in the earlier question: the person it asked about ("Who became Debian
-    leader ...": the person who became ...), else the person it names ("Ian Murdock"); None when neither, or
-    when it carries such a person already (a name in that person's clause is someone else)."""
+    """Who "he" or "she" is: the person the earlier question asked about ("Who became ...": the person
+    who became ...) or named ("Ian Murdock"); None when neither, or it holds such a person already."""
     who = re.match(r"(?i)^who\s+(?P<rest>\S.*)$", base)
     if who is not None or " person who " in base:
         return f"the person who {who.group('rest')}" if who else None
@@ -586,13 +542,11 @@ def _person(base: str) -> str | None:
     return names[0] if names else None
 
 
-def _extraposed(text: str, base: str) -> tuple[str, str] | None:
-    """``text`` whose "that" stands for what the earlier question (``base``) asked to be done, with "it" in its place
-    and that action after the question as an infinitive: "Will APT ever downgrade a package?" then "What
-    priority does that take?" asks "What priority does it take for APT to downgrade a package?"; "Which
-    calling convention makes that possible?" asks what makes it possible for a method to reach the module
-    state. Only for a "that" before its verb or an adjective that ends the question (an object "that"
-    cannot go after the question: "Which flag prevents that?"); None otherwise."""
+def _extraposed(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """``text`` whose "that" stands for what the earlier question asked to be done, with "it" in its
+    place and that action after it: "Will APT ever downgrade a package?" then "What priority does that take?"
+    asks "What priority does it take for APT to downgrade a package?". Only for a "that" before its verb or
+    an adjective that ends the question ("Which flag prevents that?" cannot take it)."""
     that = re.search(r"(?i)\b(?:that|this)\b(?=\s+(?:(?:is|was|does|did|do|can|could|would|will|make|makes|"
                      r"made|take|takes|took|become|became|require|requires|need|needs|cost|costs)\b|[a-z]+\s*$))", text)
     asked = _ACTION.match(base)
@@ -617,30 +571,28 @@ def _extraposed(text: str, base: str) -> tuple[str, str] | None:
     if not rest or not rest[0].isalpha() or rest[0].lower() in _CLOSED:
         return None
     clause = f"{subject}to {' '.join(rest)}"
-    return f"{text[: that.start()]}it{text[that.end():]} {clause}", clause
+    return f"{text[: that.start()]}it{text[that.end():]} {clause}", "proposition", clause
 
 
 _ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|may|might|must)\s+(?P<rest>\S+\s+\S.*)$",
                      re.IGNORECASE)
 
 
-def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] | None:
-    """``text`` with a noun the earlier question (``base``) named more fully in its place, and that phrase:
-    after a demonstrative ("that release", "those ranges") the earlier phrase of the same head with "the"
-    (the asked noun with its clause: "Which UID range is used for ...": the UID range that is used for
-    ...), else the earlier answer's, with the name it stands beside ("“Monty Python’s Flying Circus”, a
+def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """``text`` with a noun the earlier question (``base``) named more fully in its place: after a
+    demonstrative ("that release", "those ranges") the earlier phrase of its head with "the" (the asked noun
+    with its clause), else the earlier answer's, with the name beside it ("“Monty Python’s Flying Circus”, a
     comedy series") or the place it is in ("a file in /etc/cron.d"); after an interrogative ("which id",
-    "welche Stufe") the question's phrase's words ("static uid", "debhelper-Kompatibilitätsstufe"). None
-    when neither has such a phrase."""
+    "welche Stufe") the earlier phrase's words ("static uid"). None when neither has one."""
     match = _POINTED.search(text)
     if match is None:
         return None
-    key = "noun" if match.group("noun") else "which_noun"
+    key, rule = "noun" if match.group("noun") else "which_noun", "same head" if match.start() == 0 else "demonstrative"
     noun, asked = match.group(key), _ASKS_WHICH.match(base)
     if match.group("which") is None and asked is not None and _same_noun(asked.group("noun").split()[-1], noun):
         phrase = _relative_phrase(base) or _subject_relative_phrase(base)
         if phrase is not None:
-            return text[: match.start()] + phrase + text[match.end():], phrase
+            return text[: match.start()] + phrase + text[match.end():], rule, phrase
     found, told = _earlier_phrase(base, noun), False
     if found is None and match.group("which") is None and answer:
         base = _CITATION.sub("", " ".join(answer_paragraphs(answer)))  # named only in the earlier answer
@@ -649,7 +601,7 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] |
         return None
     phrase = base[found[2]: found[1]]
     if match.group("which") is not None:
-        return text[: match.start(key)] + phrase + text[match.end():], phrase
+        return text[: match.start(key)] + phrase + text[match.end():], rule, phrase
     opener = base[found[0]: found[2]].strip().lower()
     if opener not in ("the", "a", "an"):
         return None
@@ -663,7 +615,7 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str] |
         return None  # "the file": the answer's phrase says no more than the demonstrative did
     else:
         phrase = f"the {phrase}"
-    return text[: match.start()] + phrase + text[match.end():], phrase
+    return text[: match.start()] + phrase + text[match.end():], rule, phrase
 # "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
 _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:is|are|was|were|do|does|did|can|has|"
                       r"have)\b))|such\s+an?)\s+(?P<noun>[a-z]{3,})\b|"
@@ -672,11 +624,10 @@ _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 
 
-def _one_of(text: str, base: str) -> tuple[str, str] | None:
-    """``text`` with its "one" standing for one of the earlier question's (``base``) plural noun phrase: "Which one
-    is ..." after "Which two flavours does BLAKE2 come in?" asks "Which of the two flavours BLAKE2 comes
-    in is ..." (when what was asked for is plural); "Is one written ..." after "Where does Python write
-    .pyc files?" asks "Is a .pyc file written ..."; and that phrase. None otherwise."""
+def _one_of(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """``text`` with "one" standing for one of the earlier plural noun phrase: "Which one is ..." after
+    "Which two flavours does BLAKE2 come in?" asks "Which of the two flavours BLAKE2 comes in is ...", "Is
+    one written ..." after "Where does Python write .pyc files?" asks "Is a .pyc file written ..."."""
     plural = _plural_phrase(base)
     which = re.match(r"(?i)^(which|what)\s+one\b", text)
     if plural is None or which is None and not re.search(r"(?i)(?:^(?:is|was|are|can|does)\s+|\b(?:for|of|to|with|on|get|want|"
@@ -686,7 +637,7 @@ def _one_of(text: str, base: str) -> tuple[str, str] | None:
         asked = _ASKED_NOUN.match(base) or _ASKS_WHICH.match(base)
         if asked is None or not _plural_noun(asked.group("noun").split()[-1]):
             return None
-        return f"{which.group(1)} of {plural}{text[which.end():]}", plural
+        return f"{which.group(1)} of {plural}{text[which.end():]}", "pronoun", plural
     words = plural.split()
     if words[0].lower() in _DETERMINERS or words[0].lower() in ("many", "some", "all", "two", "three") or len(words) > 4:
         words = words[1:] if len(words) <= 4 else []
@@ -694,7 +645,8 @@ def _one_of(text: str, base: str) -> tuple[str, str] | None:
         return None
     single = " ".join([*words[:-1], words[-1][:-1]])
     found = re.search(r"(?i)\bone\b", text)
-    return f"{text[: found.start()]}{'an' if single[:1].lower() in 'aeiou' else 'a'} {single}{text[found.end():]}", plural
+    return f"{text[: found.start()]}{'an' if single[:1].lower() in 'aeiou' else 'a'} {single}{text[found.end():]}", \
+        "pronoun", plural
 
 
 _WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
@@ -725,10 +677,8 @@ def _language_of(text: str, fallback: str) -> str:
 
 def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, plural: str | None = None) -> str | None:
     """``text`` with its possessives and pronouns (found in ``masked``, where empty ones are hidden)
-    replaced by ``subject`` (None when it has none); the spans are taken from the masked copy so the
-    offsets agree. In English a pronoun takes a referent of its number: "them" takes ``plural`` when
-    there is one ("How can I stop it from writing them?": Python, compiled .pyc files), and in a question
-    with both numbers only the pronouns of the subject's number take the subject."""
+    replaced by ``subject``; None when it has none. In English "them" takes ``plural`` when there is one, and
+    in a question with both numbers only the pronouns of the subject's number take the subject."""
     numbers = {w.lower() in _PLURAL for w in re.findall(r"\w+", masked) if w.lower() in _PLURAL | _SINGULAR}
 
     def referent(word: str) -> str | None:
@@ -761,8 +711,7 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, pl
             edits.append((match.start(), match.end(), phrase, match.group().lower() in _PLURAL))
     if not edits:
         return None
-    # a referent goes where the question first names it; a later "its" refers back to that mention
-    # ("Which module also uses it as its default?": "... uses the UMASK setting as its default")
+    # a referent goes where the question first names it; a later "its" refers back to it ("uses it as its default")
     first = {}
     for edit in sorted(edits):
         first.setdefault(edit[2] if edit[3] else subject, edit)
@@ -820,9 +769,8 @@ def _plural_phrase(earlier: str) -> str | None:
         if not _plural_noun(words[end]):
             continue
         start = end
-        # left over its modifiers, to a determiner; not over a closed-class word or a verb (the word after
-        # a named subject, after "to" or after an auxiliary and one word: "does Python put | compiled .pyc
-        # files", "to join | many strings", "does frob write | .lock files")
+        # left over its modifiers, to a determiner; not over a closed-class word or a verb (after a named
+        # subject, "to" or an auxiliary and one word: "does Python put | compiled .pyc files", "to join | many strings")
         while start > 0 and words[start - 1].lower() not in _CLOSED:
             before = words[start - 2] if start > 1 else ""
             verb = before and (_named(before, start == 2) or before.lower() == "to"
@@ -873,14 +821,11 @@ def _of(rules: _Language, subject: str) -> str:
 
 
 def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: str) -> Resolution:
-    """The earlier question asked of ``fragment`` instead: the fragment takes the place of the earlier
-    phrase it parallels, the first of these that the earlier question has: the phrase opening with the
-    same preposition or conjunction ("with apt" / "with aptitude", "if postrm fails" / "if postrm remove
-    fails"), the phrase of the same head noun ("the cleandead tool" / "the compdb tool", "regular users" /
-    "system users"), the named thing ("Pub/Sub" / "Cloud Tasks"), the plural noun phrase (a plural
-    fragment: "many strings" / "bytes objects"), the subject ("the tty group" / "the nobody user"); an
-    attribute ("the maximum") is asked of the earlier subject. Failing all, the earlier question follows
-    in brackets."""
+    """The earlier question asked of ``fragment`` instead: the fragment takes the place of the first
+    earlier phrase it parallels: the one opening with its preposition or conjunction ("with apt" / "with
+    aptitude"), of its head noun ("the cleandead tool" / "the compdb tool"), the named thing ("Pub/Sub" /
+    "Cloud Tasks"), the plural noun phrase, the subject; an attribute ("the maximum") is asked of the earlier
+    subject. Failing all, the earlier question follows in brackets."""
     mark = "?"
     fragment = _bare(fragment)
     base = _plain(earlier, rules)
@@ -894,8 +839,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
             start = closing[-1].start()
             return Resolution(_finish(base[:start] + fragment, earlier, mark), rule, base[start:])
         if not named_runs(fragment) or not named_runs(base):
-            # "How do I report a bug in Debian?" then "What about by email?": the way, place or tool is
-            # added to the earlier question ("... in Debian by email?"), never asked "of" its subject
+            # "How do I report a bug in Debian?" then "What about by email?": added, never asked "of" the subject
             return Resolution(_finish(f"{base} {fragment}", earlier, mark), rule, base)
         fragment = " ".join(words[1:])
     replaced = _same_head(base, fragment, rules)
@@ -908,8 +852,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
     if fragment_names and runs:
         start, end = runs[-1]
         if _ASKED_BEFORE.search(base[:start]):
-            # "Which GID must the tty group have on systemd systems?" then "what about the nobody UID?":
-            # the named thing is the kind of value asked for; the fragment names a value of that kind
+            # "Which GID must the tty group have ...?" then "what about the nobody UID?": a value of the asked kind
             closing = _SCOPE.search(base, end)  # "on systemd systems": where it was asked
             scope = (closing.group("prep"), closing.group("scope").strip()) if closing else ()
             asked = " ".join(p for p in (rules.what_is, fragment, *scope) if p)
@@ -923,8 +866,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
     leans = rules.pronoun.search(fragment) is not None  # "versions that do not belong to it": the earlier question
     plural = _plural_phrase(base) if rules is _EN and _plural(fragment) and not attribute else None
     if plural and plural in base and leans:
-        # "versions that do not belong to it" for "versions from the target release": the fragment's
-        # pronoun stands for what the phrase it replaces was about
+        # "versions that do not belong to it" for "versions from the target release": "it" is the target release
         about_it = re.search(rf"{re.escape(plural)}\s+(?:{'|'.join(rules.prepositions)})\s+(?P<np>(?:the|a|an)\s[^,;]+)$", base)
         if about_it is not None:
             fragment = _TOPIC_PRONOUN.sub(about_it.group("np"), fragment, count=1)
@@ -956,12 +898,10 @@ _ASKED_BEFORE = re.compile(rf"(?:^|\s)(?:{_WHICH})\s+$", re.IGNORECASE)
 
 
 def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
-    """The earlier question with its phrase of the same head noun replaced by ``fragment``: "Since which
-    Ninja version is the cleandead tool available?" and "the compdb tool" ask about the compdb tool;
-    "system users" takes the place of "the regular users" (after its determiner), "the hostmask" that of
-    "the netmask" (:func:`_same_noun`); an attribute alone takes the place
-    of the attribute before the earlier head ("the maximum" for "the default minimum backoff": the default
-    maximum backoff). None when nothing matches."""
+    """The earlier question with its phrase of the same head noun (:func:`_same_noun`) replaced by
+    ``fragment`` ("the cleandead tool" by "the compdb tool", "the regular users" by "system users"), or the
+    attribute before its head by an attribute alone ("the maximum" for "the default minimum backoff": the
+    default maximum backoff). None when nothing matches."""
     words = fragment.split()
     if len(words) < 2 or words[-1].lower() in rules.stop or not words[-1].isalpha():
         return None
