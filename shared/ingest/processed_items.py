@@ -234,6 +234,8 @@ def bury(
         live = bool(current) and not is_tombstone(current)
         owed = {"unannounced": this_process()} if announcing and live else (
             {"unannounced": current["unannounced"]} if current and "unannounced" in current else {})
+        # buried again (a second delete sends nothing): the expiry the first one's delete gave it stays
+        expiry = {"expire_at": current["expire_at"]} if not live and current and current.get("expire_at") else {}
         tombstone = {
             **kept,
             **(fields or {}),
@@ -246,6 +248,7 @@ def bury(
             "reason": reason,
             "was_live": live,
             **owed,
+            **expiry,
         }
         out["tombstone"] = tombstone
         return tombstone

@@ -338,6 +338,10 @@ def test_a_tombstone_expires_once_its_delete_is_carried_out(world, tmp_path):
     for document_id in ids:
         deleted_at = datetime.fromisoformat(world.state.get(state_collections.PROCESSED_ITEMS, document_id)["deleted_at"])
         assert _expiry(world, document_id) == (deleted_at + timedelta(days=30)).isoformat()
+    expiries = [_expiry(world, i) for i in ids]
+    _delete(world, folder)  # deleted again: nothing is sent, and the tombstones keep their expiry
+    world.drain()
+    assert [_expiry(world, i) for i in ids] == expiries
     world.clock.advance(1)
     _ingest(world, folder)  # ingested again: live, and it never expires
     assert [_expiry(world, i) for i in ids] == [None, None]
