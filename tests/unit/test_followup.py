@@ -482,6 +482,8 @@ def test_any_fixed_note_is_passed_over_and_a_quoted_note_is_the_answer(note):
     # the thing a personal question names ("I make X non-blocking"), and a name with its version number
     ("How do I make frob_read() non-blocking in frob?", "What does it return when no input is ready?",
      "What does frob_read() return when no input is ready?"),
+    # ... only after a verb that makes it so: a name that qualifies a noun stays with it
+    ("How do I configure Frob/Queue retry policy?", "What is its default?", "What is the default of Frob/Queue retry policy?"),
     ("Which new variable does GNU frob 4.3 add?", "And what new feature does it bring for rules?",
      "What new feature does GNU frob 4.3 bring for rules?"),
     # "he" and "she": the person asked about, else the person named

@@ -92,7 +92,7 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
         token = match.group()
         following = tokens[position + 1].group() if position + 1 < len(tokens) else ""
         if _named(token, opening and position == 0) or _VERSION.fullmatch(following) and token.isalpha() \
-                and token.islower() and token not in _CLOSED:
+                and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS:
             if start is None:
                 start = match.start()
             end = match.end()
@@ -150,7 +150,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             rest = match.group("s").strip()
             personal = rules.personal.match(rest)
             if personal:
-                runs = named_runs(personal.group("s"), opening=False)
+                runs = named_runs(personal.group("s"), opening=False) if (personal.groupdict().get("verb") or "").lower() in _RESULTATIVE else []
                 if runs and runs[0][0] == 0:  # "How do I make getch() non-blocking": the thing named
                     return personal.group("s")[: runs[0][1]], False
                 return personal.group("s").strip(), False
@@ -193,7 +193,7 @@ _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)"
                          re.IGNORECASE)
 _NOUN_PHRASE_OPENERS = frozenset("a an the this that each every my your our their its i we you they".split())
 # words that end a verb's own phrase: a clause's subject and verb come before the first of them
-_CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before while because so than unless until "
+_CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before while because so than unless until since "
                            "whenever where once".split())
 
 
@@ -271,6 +271,7 @@ def _subject_relative_phrase(text: str) -> str | None:
     return f"the {noun} that {adverb}{verb} {rest}"
 
 
+_RESULTATIVE = frozenset("make makes keep keeps leave leaves render renders get gets turn turns set sets".split())
 _AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
 
 

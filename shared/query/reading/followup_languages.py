@@ -57,7 +57,7 @@ EN = Language(
            r"(?:\w+\s+){0,3}?(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have|had)\s+(?P<s>.+)$"),
         _p(r"^(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have)\s+(?P<s>.+)$"),
     ),
-    personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?:\w+)\s+(?P<s>.+)$"),
+    personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?P<verb>\w+)\s+(?P<s>.+)$"),
     pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
     possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|"
                   r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+ed)\b|\s*[?.!,;:]|\s*$"
