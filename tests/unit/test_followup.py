@@ -55,6 +55,9 @@ def test_an_english_pronoun_takes_the_earlier_subject(earlier, follow_up, expect
     ("Was ist BM25?", "Wie funktioniert es?", "Wie funktioniert BM25?"),
     ("Qu'est-ce que la fusion RRF ?", "Comment fonctionne-t-elle ?", "Comment la fusion RRF fonctionne-t-elle?"),
     ("Qu'est-ce que le BM25 ?", "Quelle est sa complexité ?", "Quelle est la complexité du BM25?"),
+    # a subject read before its inverted verb, as one is written there
+    ("Quels champs le fichier frob peut-il contenir ?", "Et par quoi doit-il commencer ?",
+     "Par quoi le fichier frob doit-il commencer?"),
     ("¿Qué es BM25?", "¿Cómo funciona eso?", "¿Cómo funciona BM25?"),
     ("¿Qué es BM25?", "¿Y cuál es su complejidad?", "¿Cuál es complejidad de BM25?"),
 ])

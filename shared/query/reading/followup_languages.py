@@ -141,6 +141,8 @@ FR = Language(
              r"est-ce|est-il|est-elle|peut-on|puis-je|y\s+a-t-il|c['’]est|explique|décris)\b"),
     copula=(_p(r"^(?:qu['’]est-ce\s+que|qu['’]est\s+ce\s+que|c['’]est\s+quoi)\s+(?P<s>.+)$"),
             _p(r"^(?:quel|quelle|quels|quelles)\s+(?:est|sont|était)\s+(?P<s>.+)$"),
+            # complex inversion: "Quels caractères la version amont peut-elle contenir": the subject before the verb
+            _p(r"^(?:quel|quelle|quels|quelles)\s+\S+\s+(?P<s>(?:le|la|les|l['’]|un|une)\s*\S.*?)\s+\S+-(?:t-)?(?:il|elle|ils|elles)\b"),
             _p(r"^(?:explique|décris)(?:-moi)?\s+(?P<s>.+)$")),
     other=(_p(r"^(?:comment|pourquoi|quand|où|combien(?:\s+de\s+\w+)?)\s+(?:\w+\s+)?(?P<s>.+)$"),),
     personal=_p(r"^(?:je|on|nous|vous)\s+(?:\w+\s+)(?P<s>.+)$"),
