@@ -42,7 +42,7 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
     ``overrides`` replace a port by name (a ready object or a :class:`Lazy`), for
     tests and benchmarks that need, say, a scripted model in the real runtime.
     """
-    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its owner's alone: documents, questions
     bus = SqliteBus.from_settings(settings, subscription_topics())
     setup_telemetry(settings)
 

@@ -46,7 +46,7 @@ def install_local_span_store(settings: Settings):
     key = str(settings.traces_path.resolve())
     with _lock:
         if key not in _span_stores:
-            settings.home.mkdir(parents=True, exist_ok=True)
+            settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its owner's alone: documents, questions
             try:
                 store = SqliteSpanStore(settings.traces_path)
             except DataFileError as exc:

@@ -252,7 +252,7 @@ def up(
 
     home = Path(home).resolve()
     _refuse_to_start(home, stages)
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its owner's alone, as the embedded runtime's
     log_dir = home / "logs"
     bucket = bucket or f"{project}-blobs"
     started: list[Any] = []  # EmulatorProcess or StageServer, in start order
