@@ -138,6 +138,13 @@ class ChatCompletionRequest(BaseModel):
     parallel_tool_calls: bool | None = None
     tools: list[Any] | None = None
     tool_choice: Any = None
+    functions: list[Any] | None = None  # tools' older name, as function_call is tool_choice's
+    function_call: Any = None
+    prediction: dict[str, Any] | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    prompt_cache_retention: str | None = None
+    moderation: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None  # ragbus searches its documents, as it does for every question
     reasoning_effort: str | None = None
     service_tier: str | None = None
     safety_identifier: str | None = None
@@ -266,11 +273,12 @@ def _refused_arguments(req: ChatCompletionRequest) -> None:
     if req.response_format is not None and req.response_format.get("type") not in (None, "text"):
         raise ChatError(400, f"response_format {_echo(req.response_format.get('type'))} is not available: ragbus answers "
                              "in text, its citations in the 'citations' field", param="response_format")
-    if req.tool_choice not in (None, "auto", "none"):
-        # "required" or a named function asks the model to call a tool: ragbus's loop calls none
-        raise ChatError(400, f"tool_choice {_echo(req.tool_choice if isinstance(req.tool_choice, str) else 'function')} "
-                             "is not available: ragbus answers from its documents and calls no tools (send 'auto', "
-                             "'none' or leave it out)", param="tool_choice")
+    for param, choice in (("tool_choice", req.tool_choice), ("function_call", req.function_call)):
+        if choice not in (None, "auto", "none"):
+            # "required" or a named function asks the model to call a tool: ragbus's loop calls none
+            raise ChatError(400, f"{param} {_echo(choice if isinstance(choice, str) else 'function')} is not "
+                                 "available: ragbus answers from its documents and calls no tools (send 'auto', "
+                                 "'none' or leave it out)", param=param)
     if req.model not in MODELS:
         raise ChatError(404, f"the model {_echo(req.model)} does not exist here; use one of "
                              f"{', '.join(MODELS)} (GET /v1/models)", param="model", code="model_not_found")

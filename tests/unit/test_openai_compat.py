@@ -184,3 +184,26 @@ def test_pieces_join_to_the_text_and_cut_after_whitespace():
 def test_tokens_are_counted_as_words_and_punctuation():
     assert count_tokens("What is BM25? It's a ranking function.") == 11  # It ' s
     assert count_tokens("") == 0
+
+
+def test_every_argument_of_the_openai_sdk_is_known():
+    # "any chat client or SDK works unchanged": `functions` (older clients' tools), `prediction` (editors) and
+    # `prompt_cache_retention` were answered 400 "unrecognized request argument"; known, each is ignored or refused
+    # by name. Read from the installed SDK, so a new argument of a new release shows up here.
+    from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+
+    sdk = set(CompletionCreateParamsBase.__annotations__)
+    assert sdk - set(ChatCompletionRequest.model_fields) == set()
+    for name in ("functions", "function_call", "prediction", "prompt_cache_retention", "web_search_options"):
+        assert name in ChatCompletionRequest.model_fields
+    request = ChatCompletionRequest.model_validate({
+        "model": "ragbus", "messages": [{"role": "user", "content": "What is BM25?"}],
+        "functions": [{"name": "f", "parameters": {}}], "function_call": "auto",
+        "prediction": {"type": "content", "content": "BM25 is"}, "prompt_cache_retention": "24h",
+        "prompt_cache_options": {"ttl": "24h"}, "moderation": None, "web_search_options": {}})
+    assert _refused_arguments(request) is None
+    named = ChatCompletionRequest.model_validate({
+        "model": "ragbus", "messages": [{"role": "user", "content": "What is BM25?"}], "function_call": {"name": "f"}})
+    with pytest.raises(ChatError) as refused:  # as a named tool_choice is: ragbus calls no functions
+        _refused_arguments(named)
+    assert refused.value.param == "function_call"
