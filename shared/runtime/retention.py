@@ -25,7 +25,9 @@ from shared.contract.config import Settings
 log = logging.getLogger("ragbus.retention")
 
 SWEEP_INTERVAL_S = 3600.0
-#: The collections whose documents carry ``expire_at`` (Firestore's TTL fields in infra/firestore.tf).
+#: The collections whose documents carry ``expire_at`` (Firestore's TTL fields in infra/firestore.tf). Tombstones
+#: carry one too, but here :func:`purge_tombstones` decides: the local bus may hold a message for a runtime stopped
+#: longer than Pub/Sub keeps one.
 EXPIRING = (state_collections.QUERIES, state_collections.CONVERSATIONS)
 
 
