@@ -1,39 +1,26 @@
 """Does the retrieved text hold the *asked* fact, not only the question's topic?
 
-A near miss is a question whose entity the corpus knows but whose asked fact it
-lacks: "How much does the Aurora plan cost?" against passages that describe the
-plan and never name a price. Topic similarity and term coverage cannot tell the
-two apart; this module can, for the questions whose shape says what an answer
-must hold:
+A near miss is a question whose entity the corpus knows but whose asked fact it lacks: "How much does the
+Aurora plan cost?" against passages that describe the plan and never name a price. Topic similarity and term
+coverage cannot tell the two apart; this module can, for the questions whose shape says what an answer holds:
 
-- **answer type** (a *firm* check: a miss is a near miss, strong evidence against answering): how
-  much / what is the price, fee, salary (an *amount*: a currency figure or a
-  percentage); how many (a *count*); what is the rate, temperature, population,
-  how long / far / old, what percentage (a *quantity*: a number that is not just
-  a year); when was / did / will, what year (a *date*); who (a *name* the question
-  does not already hold). A sentence supports the question when it holds a value
-  of that type and names the asked attribute or states the value in its unit
-  ("40 tons" for a load capacity), or, without an attribute, names a question term;
-- **asked aspect, cause, mechanism** (*soft* checks: a miss only weakens the
-  grade): "what are the ingredients of X" needs a passage naming the ingredients,
-  "what causes X" a causal sentence, "how does X work" a mechanistic one. On
-  fitz-gov's calibration split these refused as many answerable questions as they
-  caught near misses, since passages say such things in other words;
-- **the entity**: the supporting passage must name every proper name, acronym and
-  model number the question states ("Stanford", "Model Y") and the year of an
-  edition ("the 2024 World Series"), so a value about a neighbouring thing (MIT's
-  graduation rate for Stanford's) does not count.
+- **answer type** (a *firm* check: a miss is strong evidence against answering): an *amount* (how much, the
+  price, fee, salary: a currency figure or a percentage), a *count* (how many), a *quantity* (the rate,
+  temperature, population, how long / far / old, what percentage: a number that is not just a year), a *date*
+  (when, what year), a *name* (who), and in documentation a status code, a flag, a return value, a version, a
+  default or an identifier. A sentence supports the question when it holds a value of that type and names the
+  asked attribute or states the value in its unit ("40 tons" for a load capacity), or names a question term;
+- **asked aspect, cause, mechanism** (*soft* checks: a miss only weakens the grade): "the ingredients of X"
+  needs a passage naming them, "what causes X" a causal sentence, "how does X work" a mechanistic one (on
+  fitz-gov these refused as many answerable questions as they caught near misses: passages use other words);
+- **the entity**: the supporting passage names every proper name, acronym and model number the question states
+  and the year of an edition ("the 2024 World Series"): MIT's graduation rate is not Stanford's.
 
-The supporting sentence's passage must also cover a third (or two) of the
-question's other terms. :func:`question_names` gives a question's names whatever
-its shape, for the off-topic check (a question whose every name the corpus never
-mentions).
-
-The rules are English: :func:`asked_fact` returns a fact with no requirement for
-a question it cannot parse (another language, an open question such as "is X
-better than Y?"), and :func:`fact_support` then reports ``checked=False``, which
-no caller may read as a reason to abstain. Any provider can use them; the local
-grader does (:mod:`shared.adapters.local.llm`).
+The supporting sentence's passage must also cover a third (or two) of the question's other terms.
+:func:`question_names` gives a question's names whatever its shape, for the off-topic check. The rules are
+English: a question they cannot parse (another language, "is X better than Y?") gets a fact with no requirement,
+and :func:`fact_support` reports ``checked=False``, which no caller may read as a reason to abstain. The local
+grader (:mod:`shared.adapters.local.llm`) and the reader's verdict use them.
 """
 
 from __future__ import annotations
@@ -299,16 +286,13 @@ ANCHOR_SHARE = 1.0
 class AskedFact:
     """What a question asks for, as far as its shape tells.
 
-    ``kind`` is the value type an answer must hold (``amount``, ``count``,
-    ``quantity``, ``date``, ``name``) or None. ``aspect`` names the asked
-    attribute ("price", "ingredients"): a supporting sentence names one of these
-    words, or, for a value, states it in one of the head's units (``unit``, a
-    regular expression: "40 tons" is a load capacity). ``named`` are words an
-    on-topic passage (not necessarily the sentence) must contain. ``relation`` is
-    ``cause`` or ``mechanism`` for what-causes and how-does-it-work questions.
-    ``topic`` are the remaining content terms (the entity asked about), of which a
-    supporting sentence names at least one; ``specifics`` the years and proper
-    names the question states.
+    ``kind`` is the value type an answer must hold (``amount``, ``count``, ... ``identifier``) or None.
+    ``aspect`` names the asked attribute ("price", "ingredients"): a supporting sentence names one of these words,
+    or, for a value, states it in one of the head's units (``unit``, a regular expression: "40 tons" is a load
+    capacity). ``named`` are words an on-topic passage (not necessarily the sentence) must contain. ``relation``
+    is ``cause`` or ``mechanism`` for what-causes and how-does-it-work questions. ``topic`` are the remaining
+    content terms (the entity asked about), of which a supporting sentence names at least one; ``specifics`` the
+    years and proper names the question states.
     """
 
     kind: str | None = None
@@ -329,14 +313,8 @@ class AskedFact:
 @dataclass(frozen=True)
 class FactSupport:
     """The verdict of :func:`fact_support`: ``missing`` says what no sentence holds (empty when supported).
-
-    ``firm`` tells how much a miss says: a missing value (amount, count, quantity,
-    date, name) is a near miss, strong evidence against answering; a missing noun aspect ("the
-    ingredients"), cause or mechanism only weakens the grade, because passages often
-    state those in other words ("contains citric acid", "the motor recovers energy")
-    and on fitz-gov's calibration split the rule refused as many answerable questions
-    as it caught near misses.
-    """
+    ``firm``: a missing value is a near miss; a missing aspect, cause or mechanism only weakens the grade (see the
+    module docstring)."""
 
     fact: AskedFact
     checked: bool
@@ -456,14 +434,9 @@ def question_names(question: str) -> tuple[str, ...]:
 
 
 # Names a passage may write another way ("the U.S." for "the United States").
-_ALIASES = {
-    "united": ("us", "u.s", "usa", "america", "american", "uk", "u.k", "britain", "british"),
-    "states": ("us", "u.s", "usa", "america", "american"),
-    "kingdom": ("uk", "u.k", "britain", "british"),
-    "america": ("us", "u.s", "usa", "american"),
-    "european": ("eu",),
-    "union": ("eu",),
-}
+_US, _UK = ("us", "u.s", "usa", "america", "american"), ("uk", "u.k", "britain", "british")
+_ALIASES = {"united": (*_US, *_UK), "states": _US, "kingdom": _UK, "america": ("us", "u.s", "usa", "american"),
+            "european": ("eu",), "union": ("eu",)}
 
 
 def _anchored(specifics: Sequence[str], stems: set[str], edition_years: Sequence[str] = ()) -> bool:
@@ -678,14 +651,11 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
     if kind == DATE:
         # "when was the API introduced?": "in OpenSSL version 0.9.6" dates it as software is dated
         return bool(_DATE_VALUE.search(sentence) or _IN_VERSION.search(sentence))
-    if kind == STATUS:
-        return any(stem(m.group()) not in question_terms for m in _STATUS_VALUE.finditer(sentence))
-    if kind == FLAG:
-        return any(stem(m.group()) not in question_terms for m in _FLAG_VALUE.finditer(sentence))
+    if kind in (STATUS, FLAG, VERSION):  # a code, a flag or a version the question does not itself name
+        written = {STATUS: _STATUS_VALUE, FLAG: _FLAG_VALUE, VERSION: _VERSION_VALUE}[kind]
+        return any(stem(m.group()) not in question_terms for m in written.finditer(sentence))
     if kind == RETURN:
         return bool(_RETURN_VALUE.search(sentence))
-    if kind == VERSION:
-        return any(stem(m.group()) not in question_terms for m in _VERSION_VALUE.finditer(sentence))
     if kind == DEFAULT:
         if _BEHAVIOUR_BY_DEFAULT.search(sentence) and not re.search(r"\d", sentence):
             return bool(_DEFAULT_VALUE.search(_BEHAVIOUR_BY_DEFAULT.sub("", sentence)))

@@ -14,20 +14,8 @@ from __future__ import annotations
 import re
 
 from shared.contract.ports import Answer, Finding
-from shared.query.reading.answer_types import (
-    AMOUNT,
-    COUNT,
-    DATE,
-    DEFAULT,
-    FLAG,
-    IDENT,
-    NAME,
-    QUANTITY,
-    RETURN,
-    STATUS,
-    VERSION,
-    asked_fact,
-)
+from shared.query.reading import answer_types as kinds
+from shared.query.reading.answer_types import asked_fact
 from shared.query.reading.extractive import STOPWORDS, stem, tokenize
 from shared.query.reading.language import detect_language, phrase, quoted_words
 
@@ -36,15 +24,15 @@ MOST_NAMED = 3
 
 # What a value of each kind is called when the question's own words do not name it.
 _KIND_LABELS = {
-    AMOUNT: "an amount", COUNT: "a count", QUANTITY: "a value", DATE: "a date", NAME: "a name",
-    STATUS: "a status code", FLAG: "an option", RETURN: "a return value", VERSION: "a version",
-    DEFAULT: "a default", IDENT: "an identifier",
+    kinds.AMOUNT: "an amount", kinds.COUNT: "a count", kinds.QUANTITY: "a value", kinds.DATE: "a date",
+    kinds.NAME: "a name", kinds.STATUS: "a status code", kinds.FLAG: "an option", kinds.RETURN: "a return value",
+    kinds.VERSION: "a version", kinds.DEFAULT: "a default", kinds.IDENT: "an identifier",
 }
 # The nouns that name a value of each kind: "Which GID ...", "What port number ...", "Which status code ...".
 _KIND_NOUNS = {
-    STATUS: "code codes status", FLAG: "option options flag flags switch switches",
-    VERSION: "version versions release releases", DEFAULT: "default defaults value values",
-    IDENT: "id ids identifier identifiers number numbers uid uids gid gids port ports code codes",
+    kinds.STATUS: "code codes status", kinds.FLAG: "option options flag flags switch switches",
+    kinds.VERSION: "version versions release releases", kinds.DEFAULT: "default defaults value values",
+    kinds.IDENT: "id ids identifier identifiers number numbers uid uids gid gids port ports code codes",
 }
 # "Which GID must ...", "In which version ...", "What is the default value of ...", "What are the ...":
 # the words after the asking word name what is asked, up to the first small word.
@@ -117,9 +105,9 @@ def _asked(question: str, finding: Finding) -> str:
         nouns = set(_KIND_NOUNS.get(fact.kind, "").split()) | {a.lower() for a in fact.aspect}
         if words and words[-1].lower() in nouns:
             return "the " + " ".join(words)
-        if fact.kind == COUNT and fact.counted:
+        if fact.kind == kinds.COUNT and fact.counted:
             return f"the number of {fact.counted[0]}"
-        if fact.kind == QUANTITY and fact.aspect:
+        if fact.kind == kinds.QUANTITY and fact.aspect:
             return f"the {fact.aspect[0]}"
         return _KIND_LABELS.get(fact.kind, "")
     if finding.asks == "list" and (m := _LIST_PHRASE.search(question)):

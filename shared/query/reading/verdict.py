@@ -1,35 +1,21 @@
-"""The reader's verdict (issue 36): whether what it quotes is ``answered``, a caveat, or a refusal,
-decided by weights learned over its evidence, not by a rule per question.
+"""The reader's verdict (issue 36): whether what it quotes is ``answered``, a caveat, or a refusal, decided by
+weights learned over its evidence (:data:`FEATURES`, measured by :class:`shared.query.reading.extractive.Reader`),
+not by a rule per question. Two logistic regressions read the evidence:
 
-The reader (:class:`shared.query.reading.extractive.Reader`) measures its evidence for the answer it
-would give (:data:`FEATURES`: does a quoted sentence state a value of the asked type; the question's
-key terms only in the quoted sentence's section heading; its passage's rank; how far its
-score stands above the best other document's sentence and above the next sentences'; a list asked for
-and no items quoted; parts of the question or names no source speaks to; the asked subject's terms, weighed by how
-few retrieved sentences hold them, in a quoted sentence, in any sentence, in a sentence stating a value of the
-asked type ...). Two logistic
-regressions read it:
-
-- ``right``: the probability that the answer holds the asked facts and cites the document that
-  states them;
+- ``right``: the probability that the answer holds the asked facts and cites the document that states them;
 - ``near_miss``: the probability that no retrieved document states the asked fact at all.
 
-The answer is refused (``not_answerable``) when ``near_miss`` reaches ``refuse_from``; otherwise
-it is ``answered`` when a quoted sentence states what the question's shape asks
-(:func:`states_what_is_asked`: a value of the asked type, a list's items) and ``right`` reaches the
-threshold of that shape: ``answered_from`` where the question asks a value or a list (:func:`asks_checked`),
-``open_answered_from`` where it asks neither (1.0: never), and a caveat otherwise. Where the local
-grader's own fitted probability refuses the passages, the question stays answerable only when
-``right`` reaches ``rescue_from`` (:meth:`VerdictModel.rescues`). Both models and
-the thresholds are fitted by ``bench/fit_reader.py`` on the development part of the real-text set
-(``ragbus eval --dataset realtext --part dev``), judged for writers they did not see: the held-out
-folds leave one writer out, each model weighs only the features whose weight has one sign in every
-fit leaving a writer out (the others weigh 0), and the thresholds are chosen on those folds:
-each ``answered`` threshold for a precision of ``answered`` that holds with a margin (a Wilson 95 %
-lower bound of 0.9 over all writers, 0.9 for each writer counting one more answer wrong),
+The answer is refused (``not_answerable``) when ``near_miss`` reaches ``refuse_from``. Otherwise it is
+``answered`` when a quoted sentence states what the question's shape asks (:func:`states_what_is_asked`) and
+``right`` reaches that shape's threshold: ``answered_from`` for a value or a list asked (:func:`asks_checked`),
+``open_answered_from`` for the other questions (1.0: never); else a caveat. Passages the local grader's fitted
+probability refuses stay answerable only when ``right`` reaches ``rescue_from`` (:meth:`VerdictModel.rescues`).
+
+``bench/fit_reader.py`` fits both models and the thresholds on the real-text set's development part, judged for
+writers they did not see (leave one writer out; a feature whose weight changes sign between those fits weighs
+0): each ``answered`` threshold where the precision of ``answered`` holds with a margin (see that script), and
 ``refuse_from`` for at most 4 % of each writer's answerable questions refused. They are shipped in
-``verdict_model.json`` beside this module; a file fitted on other features is refused with the way
-to refit.
+``verdict_model.json`` beside this module; a file fitted on other features is refused with the way to refit.
 """
 
 from __future__ import annotations
@@ -94,8 +80,8 @@ class Logistic:
         return float(1.0 / (1.0 + np.exp(-min(max(z, -30.0), 30.0))))  # below 1.0: a threshold of 1 is never
 
     def to_json(self) -> dict[str, Any]:
-        return {"mean": _rounded(self.mean), "scale": _rounded(self.scale), "weights": _rounded(self.weights),
-                "intercept": round(float(self.intercept), 6)}
+        return {k: [round(float(v), 6) for v in getattr(self, k)] for k in ("mean", "scale", "weights")} | {
+            "intercept": round(float(self.intercept), 6)}
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> Logistic:
@@ -124,14 +110,12 @@ class VerdictModel:
     open_answered_from: float | None = None  # None: answered_from (a model made by hand, as in tests)
 
     @property
-    def open_from(self) -> float:
-        """``answered_from`` for a question asking neither a value nor a list (:func:`asks_checked`)."""
+    def open_from(self) -> float:  # the threshold for a question asking neither a value nor a list
         return self.answered_from if self.open_answered_from is None else self.open_answered_from
 
     def decide(self, values: Mapping[str, float]) -> tuple[str, float, float]:
-        """(``answered``, ``caveat`` or ``refuse``; the probability right; the probability of a near miss).
-        ``answered`` also needs :func:`states_what_is_asked`, whatever the probability, and ``right`` reaching
-        the threshold of the question's shape (``answered_from`` where :func:`asks_checked`, else ``open_from``)."""
+        """(``answered``, ``caveat`` or ``refuse``; the probability right; the probability of a near miss): see the
+        module docstring (``answered`` needs :func:`states_what_is_asked`, whatever the probability)."""
         p_right, p_near = self.right.probability(values), self.near_miss.probability(values)
         if p_near >= self.refuse_from:
             return REFUSE, p_right, p_near
@@ -140,8 +124,7 @@ class VerdictModel:
         return (ANSWERED if answered else CAVEAT), p_right, p_near
 
     def rescues(self, values: Mapping[str, float]) -> bool:
-        """Whether passages the grader's fitted probability refuses are still read as answering: the answer is
-        not refused and likely right (``right`` at least ``rescue_from``)."""
+        """Whether passages the grader's fitted probability refuses are read on: not refused, ``rescue_from`` reached."""
         decision, p_right, _ = self.decide(values)
         return decision != REFUSE and p_right >= self.rescue_from
 
@@ -181,16 +164,14 @@ class VerdictModel:
 
 
 def states_what_is_asked(values: Mapping[str, float]) -> bool:
-    """Whether the quoted sentences state what the question's shape asks (issue 36: ``answered`` only then):
-    a value of the asked type when it asks one (``states_value``), a list's items when it asks a list
-    (``list_unquoted``). A question asking neither passes; the learned ``right`` decides the rest."""
+    """Whether the quoted sentences state what the question's shape asks (``answered`` only then): a value of the
+    asked type when it asks one (``states_value``), a list's items when it asks a list; else it passes."""
     return not (values["asks_value"] and not values["states_value"]) and not values["list_unquoted"]
 
 
 def asks_checked(values: Mapping[str, float]) -> bool:
-    """Whether the question asks for a value of a type or for a list: a shape whose answer
-    :func:`states_what_is_asked` checks in the quoted sentences (an open question's, a how, why, what-is or yes/no,
-    it cannot), so ``answered`` rests on that check as well as on ``right``."""
+    """Whether the question asks a value of a type or a list: what :func:`states_what_is_asked` checks in the quoted
+    sentences (an open question's answer, a how, why, what-is or yes/no, it cannot check)."""
     return bool(values["asks_value"] or values["asks_list"])
 
 
@@ -209,10 +190,6 @@ def read_model_file(path: Path, what: str, refit: str) -> Any:
         raise ConfigError(f"{what} {path} cannot be read ({exc}): {refit}") from exc
 
 
-def _rounded(values: np.ndarray) -> list[float]:
-    return [round(float(v), 6) for v in values]
-
-
 def finite_number(value: Any, where: str, refit: str = REFIT) -> float:
     """``value`` read from a model file, which must be a finite number (``where`` and ``refit`` say, if not)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
@@ -227,5 +204,6 @@ def finite_numbers(values: Any, where: str, count: int = len(FEATURES), refit: s
     return np.array([finite_number(v, f"{where}[{n}]", refit) for n, v in enumerate(values)], dtype=float)
 
 
-__all__ = ["ANSWERED", "CAVEAT", "asks_checked", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
-           "finite_number", "finite_numbers", "read_model_file", "shipped_verdict_model", "states_what_is_asked"]
+__all__ = ["ANSWERED", "CAVEAT", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
+           "asks_checked", "finite_number", "finite_numbers", "read_model_file", "shipped_verdict_model",
+           "states_what_is_asked"]
