@@ -461,7 +461,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
     person = _person(base) if rules is _EN and _PERSONAL.search(stripped) else None
-    if person is not None:
+    if person is not None and not (_PERSONAL.search(stripped).group().lower() == "his" and " who " in person):
         # "Who became Debian leader ...?" then "What was he trying to build?": the person asked about, or named
         found = _PERSONAL.search(stripped)
         said = f"{person}'s" if found.group().lower() == "his" else person
