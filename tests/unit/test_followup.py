@@ -515,6 +515,10 @@ def test_a_pronoun_takes_the_earlier_phrase_of_its_number_and_role(earlier, foll
      "pronoun"),
     ("Which port range is used for frob workers?", "And which one for frob clients?",
      "Which port range is used for frob clients?", "ellipsis"),
+    # another way, or something faster, is asked to do what the earlier question asked how to do
+    ("How do I find which package owns a frob file?", "Is there anything faster?",
+     "Is there anything faster to find which package owns a frob file?", "ellipsis"),
+    ("How can I list frob jobs?", "Is there another way?", "Is there another way to list frob jobs?", "ellipsis"),
     # "which one" before the earlier question's verb: the same asked noun, with what qualifies it
     ("Which variable added in frob 2.0 gives the uptime?", "And which one gives the load?",
      "Which variable added in frob 2.0 gives the load?", "ellipsis"),

@@ -324,7 +324,8 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
             or words[1].lower() != asked.group("noun").split()[0].lower():
         return None
     head = re.escape(asked.group("noun").split()[-1])
-    first = _first_sentence(answer)
+    text = " ".join(" ".join(answer_paragraphs(answer)).split())
+    first = text[: mark.start()] if (mark := _CITATION.search(text)) else text  # its first quoted sentence
     known = {w.lower() for w in _TOKEN.findall(earlier)}
     names = [(a, b) for a, b in named_runs(first)
              if not all(w.lower() in known for w in _TOKEN.findall(first[a:b])) and not _listed(first, a, b)
@@ -346,13 +347,6 @@ def _opens_a_clause(text: str, start: int, end: int) -> bool:
     """A capitalised word that only opens a clause ("Urgency: This is ..."), not a name."""
     word = text[start:end]
     return word.isalpha() and word[1:].islower() and bool(re.search(r"[:.;!?]\s*$", text[:start]))
-
-
-def _first_sentence(answer: str) -> str:
-    """An answer's first quoted sentence: its text up to the first citation mark, after any fixed note."""
-    text = " ".join(" ".join(answer_paragraphs(answer)).split())
-    mark = _CITATION.search(text)
-    return text[: mark.start()] if mark else text
 
 
 def answer_paragraphs(answer: str) -> list[str]:
@@ -473,7 +467,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     one = _WHICH_ONE.match(stripped) if rules is _EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    for reading in (_acted_on, _pointed_phrase, _same_asked_noun, _one_of, _extraposed):
+    for reading in (_acted_on, _pointed_phrase, _same_asked_noun, _one_of, _extraposed, _for_the_same_end):
         found = reading(stripped, base, answer) if rules is _EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
@@ -529,6 +523,14 @@ def _same_asked_noun(text: str, base: str, answer: str = "") -> tuple[str, str, 
             parallel.group("noun")) if parallel else None
 
 
+def _for_the_same_end(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """"How do I find which package a file belongs to?" then "Is there anything faster?": faster to do that."""
+    done, other = re.match(r"(?i)^how\s+(?:do|can|should|would)\s+(?:i|you|we|one)\s+(?P<vp>\S.*)$", base), _OTHER_WAY.match(text)
+    return (f"{text} to {done.group('vp')}", "ellipsis", done.group("vp")) if done and other else None
+
+
+_OTHER_WAY = re.compile(r"(?i)^(?:is|are)\s+there\s+(?:anything|something|(?:an?|any|another)\s+(?:\w+\s+)?(?:way|tool|command|method))"
+                        r"(?:\s+\w+er|\s+(?:more|less)\s+\w+|\s+else)?$")
 _PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
 _PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 
