@@ -141,14 +141,11 @@ def read_row(row: dict[str, Any], llm: Any) -> None:
     row["cited_files"] = sorted({file_of[n] for s in answer.sentences for n in s.citations if file_of.get(n)})
     row["answer"] = answer.text
     if not row["near_miss"]:
-        def holds_keys(i: int) -> bool:
-            return all(realdocs.key_in(key, reader.quoted_text(i)) for key in keys)
-
-        row["pool"] = [{"scored_on": [float(v) for v in reader.scored_on[k]], "keys": holds_keys(i),
+        row["pool"] = [{"scored_on": [float(v) for v in reader.scored_on[k]], "keys": holds(keys, reader.quoted_text(i)),
                         "own_file": file_of.get(reader.candidates[i].number) == row["file"]}
                        for k, i in enumerate(reader.pool)]
-        row["keys_in_a_candidate"] = any(holds_keys(i) for i in reader.usable)
-    row["keys_in_answer"] = not row["near_miss"] and all(realdocs.key_in(k, answer.text) for k in keys)
+        row["keys_in_a_candidate"] = any(holds(keys, reader.quoted_text(i)) for i in reader.usable)
+    row["keys_in_answer"] = not row["near_miss"] and holds(keys, answer.text)
     if not row["near_miss"]:
         row["lost_at"] = lost_at(reader, keys, row["file"], file_of, right=bool(
             row["keys_in_answer"] and row["file"] in row["cited_files"]))
@@ -161,6 +158,11 @@ LOSS_STAGES = ("right", "not_in_contexts", "other_file_only", "spread_in_passage
 SPAN = 3
 
 
+def holds(keys: list[Any], text: str) -> bool:
+    """Every key string (or one of a key's alternatives) is in ``text``."""
+    return all(realdocs.key_in(key, text) for key in keys)
+
+
 def lost_at(reader: Any, keys: list[Any], file: str, file_of: dict[int, str], *, right: bool) -> str:
     """The first of :data:`LOSS_STAGES` at which the question's keys (all of them, from its ``file``) are lost: not in
     the retrieved passages; only in another file's (or spread over several); in one passage of the file but not
@@ -171,26 +173,22 @@ def lost_at(reader: Any, keys: list[Any], file: str, file_of: dict[int, str], *,
     ``file``."""
     if right:
         return "right"
-
-    def holds(text: str) -> bool:
-        return all(realdocs.key_in(key, text) for key in keys)
-
     contexts = reader.contexts
-    if not holds("\n".join(c.text for c in contexts)):
+    if not holds(keys, "\n".join(c.text for c in contexts)):
         return "not_in_contexts"
-    own = [c for c in contexts if file_of.get(c.number) == file and holds(c.text)]
+    own = [c for c in contexts if file_of.get(c.number) == file and holds(keys, c.text)]
     if not own:
         return "other_file_only"
     quotable = {c.number: [s.text for s in extractive.quotable_sentences(c.text)] for c in own}
-    in_quotable = any(holds(s) for texts in quotable.values() for s in texts)
-    if not in_quotable and not any(holds(s) for c in own for s in extractive.split_sentences(c.text)):
-        windows = any(holds(" ".join(texts[n:n + SPAN])) for texts in quotable.values() for n in range(len(texts)))
+    in_quotable = any(holds(keys, s) for texts in quotable.values() for s in texts)
+    if not in_quotable and not any(holds(keys, s) for c in own for s in extractive.split_sentences(c.text)):
+        windows = any(holds(keys, " ".join(texts[n:n + SPAN])) for texts in quotable.values() for n in range(len(texts)))
         return "spans_sentences" if windows else "spread_in_passage"
     if not in_quotable:
         return "not_quotable"
     # (quoted_text is the sentence alone when it has nothing to lean on)
     candidates = [i for i, c in enumerate(reader.candidates) if file_of.get(c.number) == file
-                  and holds(reader.quoted_text(i))]
+                  and holds(keys, reader.quoted_text(i))]
     if not candidates:
         return "candidate_cap"
     usable_set = set(reader.usable)

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared.contract.ports import NumberedContext
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import fit_reader  # noqa: E402
@@ -99,3 +101,59 @@ def test_each_answerable_question_says_where_its_keys_were_lost():
             {"file": "port.txt", "near_miss": True}]
     assert fit_scorer.losses_by_writer(rows, {"port.txt": "a", "logs.txt": "b"}) == {
         "a": {"right": 1, "no_reading": 1}, "b": {"not_first": 1}}
+
+
+def _bag_of_words(texts):
+    """A cheap stand-in for MiniLM: each text's words hashed into 64 dimensions, unit length."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for n, text in enumerate(texts):
+        for word in text.lower().split():
+            out[n, sum(map(ord, word.strip(".,:?"))) % 64] += 1.0
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+@pytest.mark.parametrize("keys, passage, stage", [
+    # the keys in one passage of the file, sentences apart, and never in a quotable sentence
+    (["7412", "logrotate"], "Frob listens on TCP port 7412. " + "The weather report for the coast says rain again. " * 3
+     + "Log rotation is done by logrotate.", "spread_in_passage"),
+    (["7412"], "Is the TCP port of the frobnicator daemon 7412 or not?", "not_quotable"),
+    # the 41st quotable sentence of a passage (the reader screens 40 of each)
+    (["7412"], "A filler sentence that says nothing of note here. " * 40 + "Frob listens on TCP port 7412.",
+     "candidate_cap"),
+    # leans back on a sentence that cannot be quoted (a question)
+    (["7412"], "Why does the frobnicator daemon need a TCP port?\n\nIt listens there on 7412.",
+     "leans_on_nothing"),
+    # holds no term of the question, from a passage far from it: never embedded
+    (["7412"], "Seventy-four twelve: 7412 it is, said Bob once.", "outside_pool"),
+])
+def test_each_stage_where_the_keys_are_lost_is_told_apart(keys, passage, stage):
+    # issue 36: lost_at's stages past "other_file_only" (the test above reads the first four through the local model)
+    from shared.query.reading import extractive
+
+    asked = "Which TCP port does the frobnicator daemon listen on by default?"
+    related = "The frobnicator daemon is a small TCP server. The frobnicator daemon listens on a port by default."
+    contexts = [NumberedContext(number=1, source="file:///port.txt", text=passage),
+                NumberedContext(number=2, source="file:///other.txt", text=related)]
+    seen = []
+    extractive.extractive_answer(asked, contexts, question_vector=_bag_of_words([asked])[0],
+                                 sentence_embed=_bag_of_words, context_similarity={1: 0.0, 2: 0.7},
+                                 verdict=fit_reader.NEUTRAL, observe=lambda _, __, reader: seen.append(reader))
+    file_of = {1: "port.txt", 2: "other.txt"}
+    assert fit_reader.lost_at(seen[-1], keys, "port.txt", file_of, right=False) == stage
+
+
+def test_keys_in_the_pool_but_not_its_lead_are_lost_as_not_first_and_a_right_lead_as_composed_wrong():
+    from shared.query.reading import extractive
+
+    asked = "Which TCP port does the frobnicator daemon listen on by default?"
+    passage = ("The frobnicator daemon listens on a TCP port by default, which the frobnicator daemon opens at start. "
+               "Its number is 7412 in the shipped configuration file.")
+    seen = []
+    extractive.extractive_answer(asked, [NumberedContext(number=1, source="file:///port.txt", text=passage)],
+                                 question_vector=_bag_of_words([asked])[0], sentence_embed=_bag_of_words,
+                                 context_similarity={1: 0.7}, verdict=fit_reader.NEUTRAL,
+                                 observe=lambda _, __, reader: seen.append(reader))
+    reader = seen[-1]
+    assert fit_reader.lost_at(reader, ["7412"], "port.txt", {1: "port.txt"}, right=False) == "not_first"
+    assert fit_reader.lost_at(reader, ["frobnicator"], "port.txt", {1: "port.txt"}, right=False) == "composed_wrong"
+    assert fit_reader.lost_at(reader, ["frobnicator"], "port.txt", {1: "port.txt"}, right=True) == "right"
