@@ -394,6 +394,8 @@ def test_the_identified_name_is_the_answers_own(earlier, answer, expected):
     (ACK, "Does this limit apply to push subscriptions in Cloud Tasks?",
      "Does this limit apply to push subscriptions in Cloud Tasks (what is the ack deadline in Pub/Sub)?"),
     ("What is the Frobnicator project?", "Where did he study?", "Where did he study (what is the Frobnicator project)?"),
+    # "anything else" asks for more of the answer, not for another way to do it
+    ("How can I list frob jobs?", "Is there anything else?", "Is there anything else (how can I list frob jobs)?"),
     # "his" cannot follow a clause ("the person who founded ...'s")
     ("Who founded the Frobnicator project?", "What was his first release?",
      "What was his first release (who founded the Frobnicator project)?"),

@@ -530,7 +530,7 @@ def _for_the_same_end(text: str, base: str, answer: str = "") -> tuple[str, str,
 
 
 _OTHER_WAY = re.compile(r"(?i)^(?:is|are)\s+there\s+(?:anything|something|(?:an?|any|another)\s+(?:\w+\s+)?(?:way|tool|command|method))"
-                        r"(?:\s+\w+er|\s+(?:more|less)\s+\w+|\s+else)?$")
+                        r"(?:\s+\w+er|\s+(?:more|less)\s+\w+)?$")  # not "anything else": more of it, not another way
 _PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
 _PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 
