@@ -94,6 +94,55 @@ def test_wrapped_lines_of_a_text_file_are_one_sentence_and_a_listing_is_items():
     assert "private only the browser of the user may store it" in texts
 
 
+def test_a_text_files_definitions_and_sentences_broken_short_are_quoted_whole():
+    # issue 36 ("not quotable"): a term on its line and what it means on the next (text or two bullets, the term
+    # ending in a colon), a line broken after "to" before its value, and one broken before a lower-case word in a
+    # passage whose longest line is far wider than the break
+    body = ("A keyring holds the public keys of every archive a system trusts, and apt refuses a release file "
+            "signed by any key that is missing from the keyrings it reads.\n\n"
+            "P < 0\nprevents the version from being installed\n\n"
+            "wheel\nMembers of this group may become root with sudo.\n\n"
+            "- 65534:\n- The user nobody.\n\n"
+            "SHELL The login shell given to every new user. Defaults to\n/bin/sh.\n\n"
+            "Note that complex numbers are always written out\nwith their parentheses kept.\n")
+    assert [q.text for q in quotable_sentences(body)][1:] == [
+        "P < 0: prevents the version from being installed",
+        "wheel: Members of this group may become root with sudo.",
+        "65534: The user nobody.",
+        "SHELL The login shell given to every new user. Defaults to /bin/sh.",
+        "Note that complex numbers are always written out with their parentheses kept."]
+
+
+def test_a_sphinx_heading_is_no_answer_but_the_heading_of_its_section():
+    # issue 36: Sphinx ends a heading with a link to it (¶); a numbered one was quoted as a list item
+    body = ("5.6.26. Version control system fields¶\n\n"
+            "The field names the version control system that holds the packaging, such as Git.\n")
+    (sentence,) = quotable_sentences(body)
+    assert sentence.heading == "Version control system fields" and not sentence.text.endswith("¶")
+    faq = "How do I write an octal literal?¶\n\nPrecede the digits with a zero and a lower or upper case o.\n"
+    assert [(q.heading, q.text) for q in quotable_sentences(faq)] == [
+        ("How do I write an octal literal?", "Precede the digits with a zero and a lower or upper case o.")]
+
+
+def test_code_is_not_read_as_a_definition_or_a_wrapped_sentence():
+    body = ("if (err.name === 'AbortError')\nconsole.error('The request was aborted');\n\n"
+            "The handler logs the error and returns\n{ status: 'aborted' } to its caller.\n")
+    pieces = [text for text, _ in passage_pieces(body)]
+    assert "if (err.name === 'AbortError')" in pieces and not quotable_sentences(body)[1:]
+
+
+@pytest.mark.parametrize("sentence, quotable", [
+    ("Both wildcards * and ? also match a slash and a leading dot.", True),
+    ("A path with a space, like foo bar, is selected by the pattern foo?bar.", True),
+    ("The links in /etc/rc?.d are replaced by one configuration file.", True),
+    ("Which wildcards may a Files pattern use?", False),
+    ('Users often ask "which wildcards apply?" before they write one.', False),
+    ("How do I convert between tuples and lists?¶", False),
+])
+def test_a_question_mark_inside_a_pattern_is_no_question(sentence, quotable):
+    assert (answer_sentence(sentence) is not None) is quotable
+
+
 # ------------------------------------------------------------ which sentence answers
 
 MINILM = ("all-MiniLM-L6-v2 comes from the sentence-transformers project. "

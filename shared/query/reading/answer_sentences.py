@@ -1,31 +1,11 @@
-"""Which sentences of a passage can be quoted as (part of) an answer, and which lean on
-the sentence before them.
+"""Which sentences of a passage can be quoted as (part of) an answer, and which lean on the sentence before them.
 
-An extractive answer copies sentences out of their passages, so a sentence must read
-as a statement on its own, or come right after the sentence it leans on:
-
-- :func:`passage_pieces` reads a passage as documentation is written: lines a text
-  file wraps at 72 or 80 columns are joined back into their sentences, each list item
-  is a piece of its own, a definition list (a short term, then its definition) is one
-  "term: definition" piece, and a table row is quoted with its header ("Code: 304;
-  Meaning: Not Modified"); a row as the document readers write it ("Flag: -5; Compress
-  usage: 4400k", or "sx | Semi Expanded | 112.5%") is a piece of its own;
-- :func:`answer_sentence` cleans a sentence for quoting (list bullets, the source's
-  own ``[n]`` reference markers and heading labels such as ``"Facilities Overview
-  (2024): "`` are taken off) or rejects it: fragments, sentences ending in a colon
-  (a lead-in to a list the answer would not show), questions and sentences quoting
-  one, headings (Markdown ``#`` lines, Title Case lines without a lower-case word)
-  and pieces that start in the middle of a sentence (with a small word such as
-  "into" or "and"; a sentence may open with a lower-case identifier: "libffi is not
-  completely thread-safe.", "ffi_prep_cif returns FFI_OK."). A list item, table row
-  or definition is quoted without a full stop ("pstree - shows the running processes
-  as a tree");
-- :func:`opens_with_reference` tells whether a sentence starts by pointing back at
-  what came before ("These ...", "It ...", "At that scale ...", "However, ...",
-  "When you do, ...", "BM25 addresses these with ..."): quoted alone it is a riddle;
-- :func:`question_parts` splits an English question that asks several things ("What
-  is the return policy AND shipping cost?", "... and who funded it?") into its
-  parts, so an answer can say which part its sources leave out.
+An extractive answer copies sentences out of their passages, so each must read as a statement on its own, or come
+right after the sentence it leans on: :func:`passage_pieces` reads a passage as documentation is written,
+:func:`answer_sentence` cleans a piece for quoting or rejects it, :func:`opens_with_reference` tells whether a sentence
+points back at what came before ("These ...", "At that scale ...": quoted alone it is a riddle), and
+:func:`question_parts` splits a question that asks several things into its parts, so an answer can say which part its
+sources leave out.
 """
 
 from __future__ import annotations
@@ -34,6 +14,8 @@ import re
 
 MIN_CHARS = 25
 MIN_WORDS = 5
+# What Sphinx ends a heading with, a link to it ("5.6.26. Version Control System (VCS) fields¶").
+PERMALINK = "¶"
 
 _WORD = re.compile(r"[^\W_][\w'’\-]*", re.UNICODE)
 # A number standing on its own (a version, a date, a count), not digits inside a name such as BM25
@@ -42,6 +24,9 @@ _BULLET = re.compile(r"^(?:[-*•·▪◦>]+|\(?\d{1,2}[.)]|\(?[a-z][)])\s+")
 _REFERENCE_MARKER = re.compile(r"\s*\[\d+(?:\s*[,–-]\s*\d+)*\]")
 # Ends as a statement: a full stop or an exclamation mark, maybe inside quotes or brackets.
 STATEMENT_END = re.compile(r"[.!][\"'”’)\]]*$")
+# A question mark that ends a word and a question ("Why?", "... in 3.2?"), not one inside a pattern or a
+# path ("foo?bar", "/etc/rc?.d", "the wildcards * and ? apply").
+_QUESTION = re.compile(r"[^\W_][\"'”’)\]]*\?(?![\w/.=&%-])|¿")
 # "Atlas Corporation — Facilities Overview (Internal Documentation, 2024): The building ..."
 _LABEL = re.compile(r"^(?P<label>[^:]{2,120}?):\s+(?=[\"'“‘(]?[A-Z0-9])")
 
@@ -51,45 +36,27 @@ _TITLE_SMALL = frozenset(
     "a an and as at but by en for from if in into nor of on or per the to up via vs with without".split()
 )
 
-# A sentence that opens with one of these points back at the one before it.
-_REFERRING_FIRST = frozenset(
-    """
-    this these that those it its it's they them their theirs such he she him his her hers
-    another here latter former
-    however but and or also so thus therefore hence instead otherwise then still yet
-    moreover furthermore additionally similarly likewise consequently accordingly
-    nevertheless nonetheless meanwhile conversely besides secondly second thirdly third
-    fourth finally lastly next again indeed alternatively rather overall
-    """.split()
-)
-_REFERRING_PHRASES = (
-    "in contrast", "in addition", "as a result", "for example", "for instance", "by contrast",
-    "on the other hand", "in other words", "in turn", "even so", "that said", "as such",
-    "to do so", "to do this", "to that end", "to this end", "at the same time", "on top of that",
-    "as mentioned", "as noted", "as described", "as shown", "as above", "as below", "as before",
-    "the same", "the above", "the following", "the latter", "the former",
-)
-_REFERRING_PREFIXES = tuple(p + " " for p in _REFERRING_PHRASES)
 # Openers that link to the text before without standing for anything in it: under a heading
 # ("### PIP_CONFIG_FILE" / "Additionally, the environment variable PIP_CONFIG_FILE can ...")
 # the sentence says all it means.
-_CONNECTIVES = frozenset(
-    """
-    however but and or also so thus therefore hence instead otherwise then still yet moreover
-    furthermore additionally similarly likewise consequently accordingly nevertheless nonetheless
-    meanwhile conversely besides finally lastly next again indeed alternatively overall
-    """.split()
+_CONNECTIVES = frozenset("""however but and or also so thus therefore hence instead otherwise then still yet moreover
+    furthermore additionally similarly likewise consequently accordingly nevertheless nonetheless meanwhile conversely
+    besides finally lastly next again indeed alternatively overall""".split())
+# A sentence that opens with one of these points back at the one before it.
+_REFERRING_FIRST = _CONNECTIVES | frozenset("""this these that those it its it's they them their theirs such he she him
+    his her hers another here latter former secondly second thirdly third fourth rather""".split())
+_REFERRING_PHRASES = (
+    "in contrast", "in addition", "as a result", "for example", "for instance", "by contrast", "on the other hand",
+    "in other words", "in turn", "even so", "that said", "as such", "to do so", "to do this", "to that end",
+    "to this end", "at the same time", "on top of that", "as mentioned", "as noted", "as described", "as shown",
+    "as above", "as below", "as before", "the same", "the above", "the following", "the latter", "the former",
 )
+_REFERRING_PREFIXES = tuple(p + " " for p in _REFERRING_PHRASES)
 _CONNECTIVE_PREFIXES = ("in addition ", "for example ", "for instance ", "in contrast ", "by contrast ")
 # "At that scale", "In this case", "For these reasons", "Because of this", "All of them":
 # only prepositions (or a quantifier and "of") before a demonstrative or a pronoun.
-_LEAD_IN = frozenset(
-    """
-    at in on for with by from to of under over after before during despite beyond given
-    because due unlike like besides apart all both each many most some none one few several
-    much any either neither part
-    """.split()
-)
+_LEAD_IN = frozenset("""at in on for with by from to of under over after before during despite beyond given because
+    due unlike like besides apart all both each many most some none one few several much any either neither part""".split())
 _DEMONSTRATIVE = frozenset("this that these those such it them they their its which".split())
 # "When you do, ...", "If so, ...", "If not, ...": the clause stands for the previous one.
 _ELLIPTIC_CLAUSE = re.compile(
@@ -133,29 +100,38 @@ def heading_like(text: str) -> bool:
 # Words a sentence does not open with in lower case: a piece starting with one is the tail of a
 # sentence cut at an inner quotation or a chunk edge ("into the search box and ..."), where a
 # lower-case word of another kind opens a sentence about an identifier ("libffi is ...").
-_TAIL_OPENERS = frozenset(
-    """
-    a an the and or but nor so yet for of in on at to into onto from by with without within about as
-    than then that which who whom whose where when while because although though if unless until
-    after before since during over under between through per via is are was were be been being has
-    have had do does did can could will would should may might must not also only even just both
-    either neither each every all any some such this these those its their his her our your my it
-    they them we you he she i there here what how why
-    """.split()
-)
+_TAIL_OPENERS = frozenset("""a an the and or but nor so yet for of in on at to into onto from by with without within
+    about as than then that which who whom whose where when while because although though if unless until after before
+    since during over under between through per via is are was were be been being has have had do does did can could
+    will would should may might must not also only even just both either neither each every all any some such this
+    these those its their his her our your my it they them we you he she i there here what how why""".split())
+# Small words after which a sentence goes on whatever the next line opens with ("Defaults to" / "/bin/bash.").
+_OPENS_A_VALUE = frozenset("a an the of to by with from in on at for as than into".split())
+# A line of prose opens with a word and a space ("out surrounded by parens.", "Full and direct access ..."), where a
+# line of code opens with a name and a sign ("console.log(res);", "install: ...").
+_PROSE = re.compile(r"[^\W\d_][^\W\d_'’-]*[’']?[^\W\d_]*\s")
 # An item of a list, a definition or a table row may be short: "-p: show PIDs".
 MIN_ITEM_CHARS = 12
 MIN_ITEM_WORDS = 3
 
 
+def too_short(statement: str, item: bool = False) -> bool:
+    """Too short to stand alone as an answer ("Defaults to 0700.", "It had uid 37."; an item: "-p: show PIDs")."""
+    return len(statement) < (MIN_ITEM_CHARS if item else MIN_CHARS) or len(_words(statement)) < (
+        MIN_ITEM_WORDS if item else MIN_WORDS)
+
+
 def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
-    """``sentence`` cleaned for quoting in an answer, or None when it cannot be quoted
-    (see the module docstring for what is cleaned and what is rejected). ``item``: the
-    piece is a list item, a definition or a table row (:func:`passage_pieces`), which
-    reads as a statement without a full stop."""
+    """``sentence`` cleaned for quoting (list bullets, the source's ``[n]`` reference markers and heading labels such
+    as "Facilities Overview (2024): " taken off), or None when it cannot be quoted: a fragment, one ending in a colon
+    (a lead-in to a list the answer would not show), a question or one quoting a question, a heading (Markdown ``#``,
+    Sphinx ``¶``, Title Case without a lower-case word of its own) and a piece starting mid-sentence with a small word
+    ("into", "and"; a lower-case identifier may open one: "libffi is not completely thread-safe."). ``item``: a list
+    item, definition or table row (:func:`passage_pieces`), quoted without a full stop ("pstree - shows the running
+    processes as a tree")."""
     text = " ".join(sentence.split())
-    if text.startswith("#"):
-        return None  # a Markdown heading
+    if text.startswith("#") or text.endswith(PERMALINK):
+        return None  # a Markdown or Sphinx heading
     text = _BULLET.sub("", text)
     text = _REFERENCE_MARKER.sub("", text).strip()
     label = _LABEL.match(text)
@@ -163,14 +139,8 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
     if not item and label and heading_like(label["label"]) and not (
             len(label["label"].split()) <= 3 and any(ch.isdigit() for ch in label["label"])):
         text = text[label.end():]
-    words = _words(text)
-    if item:
-        if len(text) < MIN_ITEM_CHARS or len(words) < MIN_ITEM_WORDS or text.endswith(":") or "?" in text:
-            return None
-    elif len(text) < MIN_CHARS or len(words) < MIN_WORDS:
-        return None
-    elif not STATEMENT_END.search(text) or "?" in text:
-        return None  # cut at a colon or a chunk edge, or a question (asked or quoted)
+    if too_short(text, item) or _QUESTION.search(text) or (text.endswith(":") if item else not STATEMENT_END.search(text)):
+        return None  # a fragment, cut at a colon or a chunk edge, or a question (asked or quoted)
     first = text.lstrip("\"'“‘(")
     if not item and first[:1].islower() and _words(first)[0].lower() in _TAIL_OPENERS:
         return None  # the tail of a sentence split at an inner quotation or a chunk edge
@@ -197,7 +167,8 @@ def _cells(line: str) -> list[str]:
 
 
 def _is_term(text: str) -> bool:
-    """A definition list's term: short, no sentence of its own ("--max-age", "Accept-Encoding")."""
+    """A definition list's term: short, no sentence of its own ("--max-age", "Accept-Encoding", "65534:")."""
+    text = text.removesuffix(":")
     return len(text) <= 40 and len(text.split()) <= 4 and not _SENTENCE_CLOSE.search(text)
 
 
@@ -217,26 +188,41 @@ def _is_table_row(line: str) -> bool:
     return named >= 2 or line.count(" | ") >= 2 and not line.startswith("|")
 
 
-def _continues(line: str, following: str) -> bool:
+def _continues(line: str, following: str, closed: bool) -> bool:
     """``following`` carries on the sentence ``line`` breaks off: "... specified" / "by PATHS to load
-    DTDs," / "entities or documents." (a line ending in a comma or a small word, or the next one
-    opening with one)."""
-    if _SENTENCE_CLOSE.search(line) or not following[:1].islower():
+    DTDs," / "entities or documents." (a line ending in a comma or a small word, whatever comes next:
+    "Defaults to" / "/bin/bash."; or the next one opening in lower case, after a line as long as a
+    wrapped one or before a small word: "are written" / "out surrounded by parens.", where the lines
+    end a sentence before a blank line, ``closed``: a listing's lines end none)."""
+    if _SENTENCE_CLOSE.search(line) or not following or not closed:
         return False
     last = line.rsplit(" ", 1)[-1].lower()
-    first = following.split(" ", 1)[0].lower()
-    return line.endswith(",") or last in _TAIL_OPENERS or first in _TAIL_OPENERS
+    if line.endswith(",") or last in _OPENS_A_VALUE:
+        return True
+    return bool(_PROSE.match(following)) and following[:1].islower() and line[-1:] not in "{([=\\|&" and (
+        last in _TAIL_OPENERS or len(line) >= WRAPPED_LINE or following.split(" ", 1)[0].lower() in _TAIL_OPENERS)
+
+
+def _opens_definition(lines: list[str], n: int) -> bool:
+    """``lines[n]`` is a definition list's term as a text file writes it: a short line opening a paragraph
+    ("dialout" / "Full and direct access to serial ports."), not its heading (one in Title Case is a term
+    only where the definition goes on in lower case: "P < 0" / "prevents the version from being installed")."""
+    return (n == 0 or not lines[n - 1]) and n + 1 < len(lines) and _is_term(lines[n]) and not _is_term(
+        lines[n + 1]) and bool(_PROSE.match(lines[n + 1])) and (not heading_like(lines[n]) or lines[n + 1][:1].islower())
 
 
 def passage_pieces(body: str) -> list[tuple[str, bool]]:
-    """The pieces of a passage's body in order, each (text, is an item): paragraphs' lines joined
-    where a text file wrapped them, list items, definitions as "term: definition" and table rows
-    with their header's names (see the module docstring). A paragraph's text is still one piece
-    here; the caller cuts it into sentences."""
+    """The pieces of a passage's body in order, each (text, is an item): paragraphs' lines joined where a text file
+    wrapped them, list items, definitions as "term: definition", table rows with their header's names ("Code: 304;
+    Meaning: Not Modified") and rows as the document readers write them ("Flag: -5; Compress usage: 4400k", "sx | Semi
+    Expanded | 112.5%"). A paragraph's text is still one piece here; the caller cuts it into sentences."""
     lines = [" ".join(line.split()) for line in body.split("\n")]
     # A line wrapped by the text's author comes close to the width it was wrapped at (the longest
     # line); a shorter line ends its paragraph, or is an entry of a listing.
     wrapped = max(WRAPPED_LINE, int(0.75 * max((len(line) for line in lines), default=0)))
+    closed = [False] * (len(lines) + 1)  # a line, or one after it before a blank line, ends a sentence
+    for n in range(len(lines) - 1, -1, -1):
+        closed[n] = bool(lines[n]) and (bool(_SENTENCE_CLOSE.search(lines[n])) or closed[n + 1])
     out: list[tuple[str, bool]] = []
     header: list[str] = []
     paragraph = ""
@@ -267,9 +253,10 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
                 out.append(("; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c), True))
             else:
                 out.append((" | ".join(c for c in cells if c), True))
-        elif _OPTION_TERM.match(line) and following and not _OPTION_TERM.match(following) \
-                and not _ITEM.match(following) and not _TABLE_ROW.match(following) and not heading_like(following):
-            # a manual's option list as text: "--repeat" on its line, what it does on the next
+        elif (_OPTION_TERM.match(line) or _opens_definition(lines, n)) and following and not _OPTION_TERM.match(
+                following) and not _ITEM.match(following) and not _TABLE_ROW.match(following) \
+                and not heading_like(following):
+            # a definition list as text: a term on its line ("--repeat", "dialout", "P < 0"), what it means on the next
             flush()
             out.append((f"{line}: {following}", True))
             n += 2
@@ -293,13 +280,13 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
             definition = _ITEM.sub("", following)
             # trafilatura writes <dt>/<dd> as two bullets: a short term, then a sentence
             if _ITEM.match(following) and _is_term(term) and not _is_term(definition):
-                out.append((f"{term}: {definition}", True))
+                out.append((f"{term.removesuffix(':')}: {definition}", True))
                 n += 2
                 continue
             out.append((term, True))
         elif paragraph and not heading_like(lines[n - 1]) and (
                 (len(lines[n - 1]) >= wrapped and (not _SENTENCE_CLOSE.search(lines[n - 1]) or line[:1].islower()))
-                or _continues(lines[n - 1], line)):
+                or _continues(lines[n - 1], line, closed[n])):
             paragraph += " " + line  # the same paragraph, wrapped
         else:
             flush()

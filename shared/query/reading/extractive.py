@@ -25,6 +25,7 @@ sources: ...".
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,8 +37,7 @@ from shared.contract.text import split_header, strip_header
 from shared.contract.text import split_sentences as _split_sentences
 from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import (
-    MIN_CHARS,
-    MIN_WORDS,
+    PERMALINK,
     STATEMENT_END,
     answer_sentence,
     heading_like,
@@ -45,6 +45,7 @@ from shared.query.reading.answer_sentences import (
     opens_with_reference,
     passage_pieces,
     question_parts,
+    too_short,
 )
 from shared.query.reading.language import phrase
 from shared.query.reading.sentence_score import SCORED_ON, SentenceScore, shipped_sentence_score
@@ -220,7 +221,7 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     for position, (piece, item) in enumerate(pieces):
         sentence = answer_sentence(piece, item=item)
         if sentence is None:
-            if not item and (title := _section_title(piece)):
+            if (not item or piece.endswith(PERMALINK)) and (title := _section_title(piece)):
                 heading = title
             continue  # fragments, headings, questions, lead-ins to a list are not answers
         if len(sentence) > 400:
@@ -247,14 +248,15 @@ def _section_title(piece: str) -> str:
     """The title ``piece`` gives its section when it is a heading (a Markdown heading, or a short line
     that neither ends as a sentence nor leads into a list), else ""."""
     text = " ".join(piece.split())
-    if not text or len(text) > MAX_HEADING_CHARS or text.endswith((":", ".", "!", "?", ";", ",")):
+    sphinx, text = text.endswith(PERMALINK), text.removesuffix(PERMALINK)  # a FAQ's question too ("How do I ...?¶")
+    if not text or len(text) > MAX_HEADING_CHARS or not sphinx and text.endswith((":", ".", "!", "?", ";", ",")):
         return ""
     title = _SECTION_NUMBER.sub("", text).strip("`*_ ")
     return title if len(tokenize(title)) <= 10 else ""
 
 
 def _is_heading(piece: str) -> bool:
-    return piece.lstrip().startswith("#") or heading_like(piece)
+    return piece.lstrip().startswith("#") or piece.endswith(PERMALINK) or heading_like(piece)
 
 
 def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
@@ -280,9 +282,9 @@ def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
             out.append((f"{text.rstrip()} {'; '.join(items)}", True))
             n = end
             continue
-        before, words = out[-1][0] if out and not item and not out[-1][1] else "", len(tokenize(text))
+        before = out[-1][0] if out and not item and not out[-1][1] else ""
         if before and len(before) + len(text) < MAX_ITEM_CHARS and STATEMENT_END.search(before) \
-                and STATEMENT_END.search(text) and 2 <= words and (len(text) < MIN_CHARS or words < MIN_WORDS):
+                and STATEMENT_END.search(text) and len(tokenize(text)) >= 2 and too_short(text):
             out[-1] = (f"{before} {text}", False)
         else:
             out.append((text, item))
@@ -308,13 +310,8 @@ class _Candidate(QuotableSentence):
 
 
 def _candidate_sentences(contexts: Sequence[NumberedContext], per_context: int, total: int) -> list[_Candidate]:
-    out: list[_Candidate] = []
-    for ctx in contexts:
-        for sentence in quotable_sentences(ctx.text)[:per_context]:
-            out.append(_Candidate(**vars(sentence), number=ctx.number))
-            if len(out) >= total:
-                return out
-    return out
+    return list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in contexts
+                                  for sentence in quotable_sentences(ctx.text)[:per_context]), total))
 
 
 #: Whether a sentence holds the value (amount, date, count ...) a question asks for; None when it asks for
@@ -661,8 +658,9 @@ class Reader:
         # what each sentence is scored on (SCORED_ON's order): before it is embedded, all but its cosine, which is
         # the first stage of the ranking (which sentences are worth embedding)
         self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
-        self.subject = self.columns[:, 1]  # the share of the asked subject, by rarity (a view of its column)
-        self.columns[:, 4] = [1.0 / c.number for c in candidates]
+        self.column = dict(zip(SCORED_ON, self.columns.T, strict=True))  # each a view of its column, by name
+        self.subject = self.column["subject"]  # the share of the asked subject, by rarity
+        self.column["rank"][:] = [1.0 / c.number for c in candidates]
         asked, definition = _bigrams(query), _DEFINITION_Q.match(query)
         opens = re.compile(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
                            re.IGNORECASE) if definition else None
@@ -676,8 +674,8 @@ class Reader:
             # how documentation states things, beside MiniLM's closeness: the share of the question's word pairs in
             # the same order ("distances are limited to" for "match distances limited to"), and a definition's
             # subject opening the sentence ("libcbor is a C library ..." for "What is libcbor?")
-            self.columns[i, 5] = len(asked & frozenset().union(*(c.pairs for c in unit))) / len(asked) if asked else 0
-            self.columns[i, 6] = bool(opens and opens.match(unit[0].text))
+            self.column["word_order"][i] = len(asked & frozenset().union(*(c.pairs for c in unit))) / max(len(asked), 1)
+            self.column["definition"][i] = bool(opens and opens.match(unit[0].text))
         self.cheap = self.columns @ self.score.vector()
         self.asks_fact = fact_check is not None and fact_check("", query) is not None
 
@@ -738,13 +736,13 @@ class Reader:
             # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
             for i in sorted(usable, key=lambda i: -self.cheap[i])[:max(3 * READER_POOL, 24)]:
                 self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
-        self.columns[:, 2], self.columns[:, 3] = self.states > 0, self.states < 0
+        self.column["states"][:], self.column["lacks"][:] = self.states > 0, self.states < 0
         pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
         self.pool = pool = sorted((i for i in usable if self.pair_overlap[i] > 0 or self.prior[i] > 0),
                                   key=lambda i: -pre[i])[:READER_POOL]
         if not pool:
             return False
-        self.cosine = self.columns[:, 0]  # (a view of its column: 0 for those not embedded)
+        self.cosine = self.column["cosine"]  # (0 for those not embedded)
         # each read under its section's heading, as a reader of the document reads it
         self.cosine[pool] = self.sentence_embed([self.read_text(i) for i in pool]) @ self.question_vector
         self.relevance = np.full(len(candidates), -1.0, dtype=np.float32)
