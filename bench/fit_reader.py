@@ -31,9 +31,8 @@ regressions over the evidence it measures (:mod:`shared.query.reading.verdict`).
    30 answers held out per writer reach 0.9 only with none wrong from 35 answers up (writer a's bound stays
    under 0.80 at every threshold). The margin was decided because the held-out figure sat on the edge (writer
    a 0.907 at e2b8f81, the sealed part then 0.882): a general criterion, not a threshold read off the test
-   part. Questions whose shape is checked (a value or a list asked: :func:`~shared.query.reading.verdict.
-   asks_checked`) and the others (how, why, what is, yes or no) get a threshold each, each holding the margin on
-   its own answers (``open_answered_from``; 1.0 where none holds: such answers are a caveat); it reports the
+   part. Questions whose shape is checked (a value or a list asked: ``verdict.asks_checked``) and the others
+   (how, why, what is, yes or no) get a threshold each, each holding the margin on its own answers (``open_answered_from``; 1.0 where none holds: such answers are a caveat); it reports the
    held-out figures, overall and per writer, with the precision's interval, and writes both models, fit on the
    whole part, with how they were fit.
 
