@@ -725,7 +725,7 @@ class Reader:
                 self._read_on(lead, chosen)
             self._quote_close(lead, chosen)
         self._name_each_option(chosen)
-        return self._verdict(lead, chosen, parts, missing)
+        return self._verdict(lead, chosen, missing)
 
     def _rank(self) -> bool:
         """Score the usable sentences (``self.states``, ``self.pool``, ``self.cosine``,
@@ -849,7 +849,7 @@ class Reader:
             if naming:
                 chosen += [j for j in self.unit(naming[0]) if j not in chosen]
 
-    def _verdict(self, lead: int, chosen: list[int], parts: list[_Part], missing: list[str]) -> Answer:
+    def _verdict(self, lead: int, chosen: list[int], missing: list[str]) -> Answer:
         """The answer quoting ``chosen`` with the verdict of the learned model over the reader's evidence
         (:mod:`shared.query.reading.verdict`): refused, a caveat (``states_fact`` False, ``unstated`` naming
         what is not stated), or ``answered``."""
@@ -862,7 +862,7 @@ class Reader:
         sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
                       for part in [*missing, unnamed] if part]
         text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
-        evidence = self._evidence(lead, chosen, parts, missing, unknown)
+        evidence = self._evidence(lead, chosen, unknown)
         quoted = Answer(text=text, sentences=sentences, language=language, abstained=False)
         if self.observe is not None:
             self.observe(evidence, quoted, self)
@@ -915,8 +915,7 @@ class Reader:
             return f"{heading}: {candidate.text}"
         return candidate.text
 
-    def _evidence(self, lead: int, chosen: list[int], parts: list[_Part], missing: list[str],
-                  unknown: list[str]) -> dict[str, float]:
+    def _evidence(self, lead: int, chosen: list[int], unknown: list[str]) -> dict[str, float]:
         """The values of :data:`~shared.query.reading.verdict.FEATURES` for the answer quoting ``chosen``."""
         candidates, query, terms = self.candidates, self.query, self.term_stems
         quoted = " ".join(self.quoted_text(i) for i in chosen)
@@ -935,12 +934,10 @@ class Reader:
             "asks_value": float(self.asks_fact), "states_value": float(states),
             "cosine": float(self.cosine[lead]),
             "overlap_heading_only": max(0.0, float(self.pair_overlap[lead]) - share(unit_stems)),
-            "rank": 1.0 / candidates[lead].number,
             "relevance_margin": float(self.relevance[lead] - max((self.relevance[i] for i in others), default=0.0)),
             "relevance_gap": float(self.relevance[lead] - np.mean(next_three)) if next_three else 1.0,
             "asks_list": float(asks_list),
             "list_unquoted": float(asks_list and _short_items(quoted) < 2),
-            "parts_missing": len(missing) / len(parts) if parts else 0.0,
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
             "coverage_retrieved": share(retrieved),

@@ -32,7 +32,7 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 4  # 4: relevance_gap; ten columns both models weighed 0 left out (closeness ..., quoted)
+FEATURE_VERSION = 5  # 5: rank and parts_missing, which both models weighed 0, left out
 
 #: The reader's evidence for the answer it would give, in the order of each model's weights.
 FEATURES: tuple[str, ...] = (
@@ -40,12 +40,10 @@ FEATURES: tuple[str, ...] = (
     "states_value",  # 1 when a quoted sentence states a value of the asked type, tied to the question's terms
     "cosine",  # MiniLM cosine of the question and the opening sentence (under its section's heading)
     "overlap_heading_only",  # share of the question's key terms held only by the opening sentence's section heading
-    "rank",  # 1 / the retrieval rank of the opening sentence's passage
     "relevance_margin",  # the opening sentence's score minus the best of another document's sentence
     "relevance_gap",  # ... minus the mean of the next three's, any document's (low: many weak, alike candidates)
     "asks_list",  # 1 when the question asks for several items
     "list_unquoted",  # 1 when it does and what is quoted holds no list of short items (a lead-in without them)
-    "parts_missing",  # share of the question's parts no quoted sentence speaks to (0: one part)
     "names_unnamed",  # 1 when a name the question states is named by no source
     "asks_open",  # 1 for a how/why question (a method or a reason)
     "coverage_retrieved",  # share of the question's key terms in any retrieved passage
