@@ -11,8 +11,9 @@ import pytest
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import NumberedContext
+from shared.query.reading import translation
 from shared.query.reading.language import detect_language, in_english, is_note, phrase
-from shared.query.reading.translation import LEXICON_LANGUAGES, english_terms
+from shared.query.reading.translation import LEXICON_LANGUAGES, english_terms, lexicon_table
 from tests.unit.loop_fakes import CORPUS, HashingEmbedder, MemoryIndex, make_loop
 
 TODAY = date(2026, 11, 1)
@@ -88,6 +89,19 @@ def test_english_and_languages_without_a_lexicon_pass_unchanged():
         "How does BM25 saturate term frequency?"
     assert english_terms("Come funziona BM25?", "it") == "Come funziona BM25?"
     assert set(LEXICON_LANGUAGES) == {"de", "fr", "es"}
+
+
+@pytest.mark.unit
+def test_a_malformed_lexicon_table_fails_naming_the_file_and_line(monkeypatch, tmp_path):
+    (tmp_path / "lexicon").mkdir()
+    (tmp_path / "lexicon" / "t.tsv").write_text("# a comment\nkey\ttext\n\nok\tyes\nbad\tone\ttoo many\n")
+    monkeypatch.setattr(translation.resources, "files", lambda package: tmp_path)
+    with pytest.raises(ValueError, match=r"lexicon/t.tsv line 5 has 3 columns, expected 2"):
+        lexicon_table("t.tsv", ("key", "text"))
+    with pytest.raises(ValueError, match=r"lexicon/t.tsv has the columns \['key', 'text'\], expected key, language"):
+        lexicon_table("t.tsv", ("key", "language"))
+    (tmp_path / "lexicon" / "t.tsv").write_text("key\ttext\nok\tyes\n")
+    assert lexicon_table("t.tsv", ("key", "text")) == [["ok", "yes"]]
 
 
 @pytest.mark.unit

@@ -1,27 +1,18 @@
 """A German, French or Spanish question's search terms in English, from a shipped lexicon.
 
-The offline default (the packaged all-MiniLM-L6-v2 and BM25) only understands
-English, so a question in another language retrieves nothing. The local
-language model cannot translate, but a question needs little: its content words
-(nouns, verbs, a few adjectives) and its question word. ``lexicon/terms.tsv``
-maps those from German, French and Spanish to English for the vocabulary of
-retrieval, RAG pipelines, messaging, HTTP and web security (the subjects of the
-bundled corpus) and for the words any question uses ("difference", "why",
-"avoid"). Articles, pronouns and auxiliaries are dropped; a word the lexicon
-lacks (a name, an acronym, a number, a word shared with English) passes
-through unchanged.
+The offline default (the packaged all-MiniLM-L6-v2 and BM25) only understands English, and the local
+language model cannot translate; but a question needs little: its content words and its question word.
+``lexicon/terms.tsv`` maps those from German, French and Spanish to English for the bundled corpus's
+subjects (retrieval, RAG pipelines, messaging, HTTP, web security) and for the words any question uses
+("difference", "why", "avoid"). Articles, pronouns and auxiliaries are dropped; a word the lexicon lacks
+(a name, an acronym, a number, a word shared with English) passes through unchanged.
 
-Matching is by the language's Snowball stem with accents folded, so
-"Dokumente", "Dokumenten" and "Dokument" are one entry and a question typed
-without accents still matches. Phrases of up to three words are matched
-first ("lettre morte", "base de données"); German compounds the lexicon lacks
-are split into known parts ("Wiederholungsversuche" -> "retry attempt").
-
-The result is a bag of English search terms in the question's order, not a
-sentence ("how saturate BM25 term frequency"): enough for BM25, for the
-embedder and for the local grader's term coverage, which is what it is for.
-Its limit is the lexicon: a question about a subject outside that vocabulary
-keeps its foreign words, and is then refused as it was before.
+Matching is by the language's Snowball stem with accents folded ("Dokumente", "Dokumenten", "Dokument"
+and an unaccented spelling are one entry); phrases of up to three words first ("lettre morte"); German
+compounds the lexicon lacks are split into known parts ("Wiederholungsversuche" -> "retry attempt").
+The result is a bag of English search terms in the question's order ("how saturate BM25 term
+frequency"), enough for BM25, the embedder and the local grader's term coverage. A question outside the
+lexicon's vocabulary keeps its foreign words, and is refused as before.
 """
 
 from __future__ import annotations
@@ -35,16 +26,19 @@ from importlib import resources
 
 from shared.query.reading.stemming import stemmer
 
+_STEMMERS = {"de": "german", "fr": "french", "es": "spanish"}  # terms.tsv's columns after English, in order
 #: Languages the lexicon translates from; every other language is left as it is.
-LEXICON_LANGUAGES = ("de", "fr", "es")
-_STEMMERS = {"de": "german", "fr": "french", "es": "spanish"}
-_COLUMNS = {"de": 1, "fr": 2, "es": 3}
+LEXICON_LANGUAGES = tuple(_STEMMERS)
 _DROP = "-"
 _MAX_PHRASE = 3
 _MIN_COMPOUND_PART = 3
 
 # Numbers ("3.7" whole), words and hyphenated words; apostrophes separate (French elision: "l'index").
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:-[^\W_]+)*", re.UNICODE)
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text.replace("'", " ").replace("\u2019", " "))
 
 
 def _fold(text: str) -> str:
@@ -59,6 +53,10 @@ class _Lexicon:
     stems: dict[tuple[str, ...], str]  # the same, stemmed and accent-folded
     english_words: frozenset[str]  # every word of the English column, folded
 
+    def knows(self, word: str) -> bool:
+        """Whether the lexicon translates ``word``, and it is not an English word of the lexicon ("index")."""
+        return _fold(word.lower()) not in self.english_words and _word(self, word) is not None
+
     def key(self, word: str) -> str:
         return _stem_key(self.language, word.lower())
 
@@ -69,34 +67,39 @@ class _Lexicon:
         return found if found is not None else self.stems.get(tuple(self.key(w) for w in words))
 
 
-def _stemmer(language: str):
-    return stemmer(_STEMMERS[language])  # this thread's: a shared Snowball object is not thread-safe
-
-
 @functools.lru_cache(maxsize=65536)
 def _stem_key(language: str, word: str) -> str:
     # Snowball in pure Python is most of a translation's cost, and compound splitting stems
     # every prefix and suffix of a long word: each (language, word) is stemmed once.
-    return _fold(_stemmer(language).stemWord(word))
+    return _fold(stemmer(_STEMMERS[language]).stemWord(word))
+
+
+def lexicon_table(name: str, columns: Sequence[str]) -> list[list[str]]:
+    """The rows of ``lexicon/<name>``: tab-separated ``columns`` under a header row that names them; blank
+    lines and lines starting with "#" are comments. A malformed table fails loudly, naming the line."""
+    text = resources.files("shared.query.reading").joinpath(f"lexicon/{name}").read_text(encoding="utf-8")
+    lines = [(n, line.split("\t")) for n, line in enumerate(text.splitlines(), start=1)
+             if line.strip() and not line.startswith("#")]
+    header = lines[0][1] if lines else []
+    if header != list(columns):
+        raise ValueError(f"lexicon/{name} has the columns {header}, expected {', '.join(columns)}")
+    for number, row in lines[1:]:
+        if len(row) != len(columns):
+            raise ValueError(f"lexicon/{name} line {number} has {len(row)} columns, expected {len(columns)}: {row}")
+    return [row for _, row in lines[1:]]
 
 
 @functools.cache
 def _lexicon(language: str) -> _Lexicon:
-    if language not in _COLUMNS:
+    if language not in _STEMMERS:
         raise ValueError(f"no lexicon for language {language!r}; there are {', '.join(LEXICON_LANGUAGES)}")
-    text = resources.files("shared.query.reading").joinpath("lexicon/terms.tsv").read_text(encoding="utf-8")
-    rows = [line.split("\t") for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    header, rows = rows[0], rows[1:]
+    rows = lexicon_table("terms.tsv", ("en", *LEXICON_LANGUAGES))
     english_words = frozenset(_fold(w.lower()) for row in rows for w in _TOKEN.findall(row[0]))
     lexicon = _Lexicon(language, {}, {}, english_words)
-    if header != ["en", "de", "fr", "es"]:
-        raise ValueError(f"lexicon/terms.tsv has the columns {header}, expected en, de, fr, es")
-    for number, row in enumerate(rows, start=2):
-        if len(row) != 4:
-            raise ValueError(f"lexicon/terms.tsv row {number} has {len(row)} columns, expected 4: {row}")
+    for row in rows:
         english = row[0].strip()
-        for form in row[_COLUMNS[language]].split("|"):
-            words = _TOKEN.findall(form.replace("'", " ").replace("\u2019", " "))
+        for form in row[1 + LEXICON_LANGUAGES.index(language)].split("|"):
+            words = _tokens(form)
             if not words or len(words) > _MAX_PHRASE:
                 continue
             # The first row to claim a form keeps it: rows are ordered general to specific only
@@ -121,10 +124,9 @@ def _word(lexicon: _Lexicon, word: str, depth: int = 0) -> str | None:
         return " ".join(w for w in words if w != _DROP) or _DROP
     if lexicon.language == "de":
         participle = _participle_stem(word.lower())
-        if participle:
-            found = lexicon.get([participle])
-            if found is not None:
-                return found
+        found = lexicon.get([participle]) if participle else None
+        if found is not None:
+            return found
         if depth < 2 and len(word) >= 2 * _MIN_COMPOUND_PART:
             return _compound(lexicon, word, depth)
     return None
@@ -157,22 +159,19 @@ def _compound(lexicon: _Lexicon, word: str, depth: int) -> str | None:
         for stem in (head, head[:-1] if head.endswith("s") else None, head[:-2] if head.endswith("en") else None):
             if not stem or len(stem) < _MIN_COMPOUND_PART:
                 continue
-            head_english = lexicon.get([stem]) or _word(lexicon, stem, depth + 1)
+            head_english = _word(lexicon, stem, depth + 1)
             if head_english not in (None, _DROP):
                 return f"{head_english} {tail_english}"
     return None
 
 
 def english_terms(question: str, language: str) -> str:
-    """``question``'s words in English where the lexicon knows them (see the module docstring).
-
-    ``language`` is an ISO 639-1 code; a language without a lexicon (English
-    among them) returns ``question`` unchanged.
-    """
-    if language not in _COLUMNS:
+    """``question``'s words in English where the lexicon of ``language`` (ISO 639-1) knows them, as the
+    module docstring says; a question in a language without a lexicon, English among them, is unchanged."""
+    if language not in _STEMMERS:
         return question
     lexicon = _lexicon(language)
-    words = _TOKEN.findall(question.replace("'", " ").replace("\u2019", " "))
+    words = _tokens(question)
     out: list[str] = []
     n = 0
     while n < len(words):
@@ -194,25 +193,14 @@ def english_terms(question: str, language: str) -> str:
 
 
 def lexicon_language(text: str) -> str | None:
-    """The lexicon language most of ``text``'s words belong to, or None.
-
-    For short questions the function-word count of :func:`detect_language` cannot
-    decide ("Warum braucht man Wiederholungsversuche?" has one German function
-    word). A word counts for a language when its lexicon knows it and it is not
-    also an English word of the lexicon ("backoff", "index"); a language needs at
-    least two such words, more than half of the text's words, and more than any
-    other language.
-    """
-    words = _TOKEN.findall(text.replace("'", " ").replace("\u2019", " "))
+    """The lexicon language most of ``text``'s words belong to, or None: for the short questions whose
+    function words cannot tell (see :func:`~shared.query.reading.language.detect_language`). It needs at
+    least two words the language's lexicon :meth:`~_Lexicon.knows`, more than half of the text's words, and
+    more than any other language."""
+    words = _tokens(text)
     if not words:
         return None
-    counts = {}
-    for language in LEXICON_LANGUAGES:
-        lexicon = _lexicon(language)
-        counts[language] = sum(
-            1 for w in words
-            if _fold(w.lower()) not in lexicon.english_words and _word(lexicon, w) is not None
-        )
+    counts = {language: sum(_lexicon(language).knows(w) for w in words) for language in LEXICON_LANGUAGES}
     ranked = sorted(counts.items(), key=lambda item: -item[1])
     best, count = ranked[0]
     if count >= 2 and count * 2 > len(words) and count > ranked[1][1]:
