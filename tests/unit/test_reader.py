@@ -226,6 +226,16 @@ def test_a_much_stronger_sentence_from_a_less_close_passage_still_opens_the_answ
     assert _quoted(answer) == [IRELAND]
 
 
+def test_a_less_close_sentence_is_quoted_after_the_first_only_when_it_names_a_value_the_answer_lacks():
+    # issue 36 ("not first"): the best sentence restates the asked subject, the runner-up states the value
+    lead, value = ("The frobnicator daemon listens on a port by default for its clients.",
+                   "The frobnicator daemon uses the port 7412 in its shipped configuration.")
+    passage = f"Clients reach the daemon by default on a port it listens on.\n\n{value}\n\n{lead}\n"
+    answer = _read_with("Which port does the frobnicator daemon listen on by default?", {passage: 0.7},
+                        {"by default for": 0.8, "Clients": 0.5, "7412": 0.6}, one_document=True)
+    assert _quoted(answer) == [lead, value]  # the third, as close as the value, names nothing new
+
+
 def test_between_chunks_of_one_document_the_sentence_decides():
     # a document's introduction can be closer to the question as a whole than the section answering it
     answer = _read_with("How many people died in the famine?", {IRELAND: 0.4, BENGAL: 0.7},

@@ -339,6 +339,9 @@ class ReaderWeights:
     # the asked value, and the next best one states it; dev part: the keys in the answer 0.55 -> 0.60).
     close_share: float = 0.8
     close_more: int = 2
+    # ... and one as strong as this share of it when it names what the question and the quoted sentences do not (a
+    # number, a name, an identifier: the asked value after a sentence restating the asked subject; writer a 269 -> 277)
+    value_share: float = 0.5
     # Below this cosine, holding under half the question's terms, the best sentence is not about the question
     # (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2): nothing quotable is, and the answer is refused.
     # The real-text set the verdict is fit on has almost no such question (3 of its 1,128 dev questions quote
@@ -360,24 +363,11 @@ def _passage_prior(candidates: Sequence[_Candidate], closeness: Mapping[int, flo
 
 
 def extractive_answer(
-    query: str,
-    contexts: Sequence[NumberedContext],
-    *,
-    language: str = "en",
-    embed: Embed | None = None,
-    context_similarity: Mapping[int, float] | None = None,
-    rerank: int = 6,
-    max_sentences: int = 5,
-    min_relevance: float | None = None,
-    mmr_lambda: float = 0.7,
-    rank_weight: float = 0.15,
-    source_margin: float = 0.0,
-    names: Sequence[str] = (),
-    value_check: ValueCheck | None = None,
-    question_vector: np.ndarray | None = None,
-    sentence_embed: Embed | None = None,
-    fact_check: FactCheck | None = None,
-    verdict: VerdictModel | None = None,
+    query: str, contexts: Sequence[NumberedContext], *, language: str = "en", embed: Embed | None = None,
+    context_similarity: Mapping[int, float] | None = None, rerank: int = 6, max_sentences: int = 5,
+    min_relevance: float | None = None, mmr_lambda: float = 0.7, rank_weight: float = 0.15, source_margin: float = 0.0,
+    names: Sequence[str] = (), value_check: ValueCheck | None = None, question_vector: np.ndarray | None = None,
+    sentence_embed: Embed | None = None, fact_check: FactCheck | None = None, verdict: VerdictModel | None = None,
     observe: Observe | None = None,
 ) -> Answer:
     """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited; an
@@ -621,13 +611,12 @@ class Reader:
     (:class:`~shared.query.reading.sentence_score.SentenceScore`; ``fact_check`` says whether it states the asked
     value, e.g. :func:`shared.query.reading.answer_types.sentence_states`) short of its cosine; the ``READER_POOL``
     best are embedded (``sentence_embed``, under their section's heading, with the sentences it leans on) and
-    ranked with their cosine to ``question_vector`` too. The answer
-    opens with the best; a further sentence is quoted only for a part of the question still
-    unanswered, or, for an open question, where it reads on from the first; the first sentence is
-    quoted under its section's heading when the heading holds question terms it lacks. The answer
-    carries the reader's verdict (``states_fact``, ``unstated``), decided by the learned model
-    over the reader's evidence (:mod:`shared.query.reading.verdict`): ``answered``, a caveat naming
-    what is not stated, or an abstention.
+    ranked with their cosine to ``question_vector`` too. The answer opens with the best; a further sentence is quoted
+    for a part of the question still unanswered, where it reads on from the first, or as nearly as strong from its
+    document (:class:`ReaderWeights`); the first sentence is quoted under its section's heading when the heading holds
+    question terms it lacks. The answer carries the reader's verdict (``states_fact``, ``unstated``), decided by the
+    learned model over the reader's evidence (:mod:`shared.query.reading.verdict`): ``answered``, a caveat naming what
+    is not stated, or an abstention.
     """
 
     def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
@@ -819,14 +808,18 @@ class Reader:
                 break
 
     def _quote_close(self, lead: int, chosen: list[int]) -> None:
-        """The next best sentences of ``lead``'s document, nearly as strong as it (``close_share``), added to
-        ``chosen`` while it holds at most ``close_more`` sentences beyond ``lead``'s own: which of close sentences states
-        the asked value the scores cannot tell, so each is quoted, from the one document the answer cites (after a
-        sentence the answer-type check finds stating the value, only sentences it finds stating one too)."""
-        own, floor = self.source.get(self.candidates[lead].number), self.w.close_share * self.relevance[lead]
+        """The next best sentences of ``lead``'s document, nearly as strong as it (``close_share``, or ``value_share``
+        naming something new), added to ``chosen`` while it holds at most ``close_more`` sentences beyond ``lead``'s
+        own: which of close sentences states the asked value the scores cannot tell, so each is quoted, from the one
+        document the answer cites (after one the answer-type check finds stating the value, only another it does)."""
+        own, top = self.source.get(self.candidates[lead].number), self.relevance[lead]
         for i in self.ranked[1:]:
-            if len(chosen) - len(self.unit(lead)) >= self.w.close_more or self.relevance[i] < floor or floor <= 0:
+            if len(chosen) - len(self.unit(lead)) >= self.w.close_more or self.relevance[i] < self.w.value_share * top \
+                    or top <= 0:
                 break
+            shown = set(self.term_stems).union(*(self.stems[j] for j in chosen))
+            if self.relevance[i] < self.w.close_share * top and set(_specific_terms(self.quoted_text(i))) <= shown:
+                continue  # less close, naming nothing the question and the quoted sentences do not
             added = [j for j in self.unit(i) if j not in chosen]
             # after a sentence stating the asked value, only another stating one; a unit that would pass the budget
             # (a sentence with the one it leans on) is left out
