@@ -79,6 +79,17 @@ def test_a_response_that_takes_longer_than_the_bound_is_not_cut(server):
             assert response.status_code == 200 and b"event: end" in response.read()
 
 
+def _held_past_the_cap(port: int, status: bytes, setting: str) -> list[socket.socket]:
+    """Two connections held from 127.0.0.1; the third is answered ``status`` at once, naming ``setting``."""
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    time.sleep(0.3)  # both accepted
+    answer, took = _drip(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"", seconds=4)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 " + status + b" ") and b"retry-after: 1" in head.lower(), answer
+    assert setting in json.loads(body)["error"] and took < 2
+    return held
+
+
 def test_one_address_cannot_hold_every_connection(tmp_path):
     # RAGBUS_MAX_CONNECTIONS bounds them all: one address held every one and the next client, from anywhere,
     # got 503. RAGBUS_MAX_CONNECTIONS_PER_ADDRESS leaves the rest to the others (127.0.0.2: another loopback
@@ -86,12 +97,7 @@ def test_one_address_cannot_hold_every_connection(tmp_path):
     settings = Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=4, max_connections_per_address=2)
     handle = serve(make_deps(tmp_path, settings, step_s=0.3), "127.0.0.1", 0)
     try:
-        held = [socket.create_connection(("127.0.0.1", handle.port)) for _ in range(2)]
-        time.sleep(0.3)  # both accepted
-        answer, took = _drip(handle.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"", seconds=4)
-        head, _, body = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 429 ") and b"retry-after: 1" in head.lower(), answer
-        assert "RAGBUS_MAX_CONNECTIONS_PER_ADDRESS" in json.loads(body)["error"] and took < 2
+        held = _held_past_the_cap(handle.port, b"429", "RAGBUS_MAX_CONNECTIONS_PER_ADDRESS")
         with socket.create_connection(("127.0.0.1", handle.port), timeout=5, source_address=("127.0.0.2", 0)) as other:
             other.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             assert other.recv(4096).startswith(b"HTTP/1.1 200 ")
@@ -108,12 +114,7 @@ def test_a_connection_past_the_cap_is_answered_503_and_the_held_ones_still_serve
     handle = serve(make_deps(tmp_path, Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=2),
                              step_s=0.3), "127.0.0.1", 0)
     try:
-        held = [socket.create_connection(("127.0.0.1", handle.port)) for _ in range(2)]
-        time.sleep(0.3)  # both accepted
-        answer, took = _drip(handle.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", b"", seconds=4)
-        head, _, body = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in head.lower(), answer
-        assert "RAGBUS_MAX_CONNECTIONS" in json.loads(body)["error"] and took < 2
+        held = _held_past_the_cap(handle.port, b"503", "RAGBUS_MAX_CONNECTIONS")
         held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         held[0].settimeout(5)
         assert held[0].recv(4096).startswith(b"HTTP/1.1 200 ")
