@@ -246,17 +246,9 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
                 header = _cells(line)  # the names of the columns, not a row of values
                 n += 2
                 continue
-            cells = _cells(line)
-            if _TABLE_RULE.match(line):
-                pass
-            elif header and len(header) == len(cells):
-                out.append(("; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c), True))
-            else:
-                out.append((" | ".join(c for c in cells if c), True))
-        elif (_OPTION_TERM.match(line) or _opens_definition(lines, n)) and following and not _OPTION_TERM.match(
-                following) and not _ITEM.match(following) and not _TABLE_ROW.match(following) \
-                and not heading_like(following):
-            # a definition list as text: a term on its line ("--repeat", "dialout", "P < 0"), what it means on the next
+            if not _TABLE_RULE.match(line):
+                out.append((_row(_cells(line), header), True))
+        elif _is_term_line(lines, n):
             flush()
             out.append((f"{line}: {following}", True))
             n += 2
@@ -294,6 +286,21 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
         n += 1
     flush()
     return _listing_lines_as_items(out)
+
+
+def _row(cells: list[str], header: list[str]) -> str:
+    """A table's row as one piece: each cell with its column's name where the header names them all."""
+    if header and len(header) == len(cells):
+        return "; ".join(f"{h}: {c}" if h else c for h, c in zip(header, cells, strict=True) if c)
+    return " | ".join(c for c in cells if c)
+
+
+def _is_term_line(lines: list[str], n: int) -> bool:
+    """A definition list as text: a term on its line ("--repeat", "dialout", "P < 0"), what it means on the next."""
+    following = lines[n + 1] if n + 1 < len(lines) else ""
+    return bool((_OPTION_TERM.match(lines[n]) or _opens_definition(lines, n)) and following
+                and not _OPTION_TERM.match(following) and not _ITEM.match(following)
+                and not _TABLE_ROW.match(following) and not heading_like(following))
 
 
 def _listing_lines_as_items(out: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
