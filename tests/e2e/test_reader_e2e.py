@@ -60,8 +60,10 @@ ANSWERED = [
         "conditional-http-requests-for-feed-polling.md",
         # A known regression, left visible: since the verdict's refit on the reader of 8d651f3 (e583fd5) this
         # question sits on the abstention threshold (answer probability 0.41 against 0.42) and is refused in
-        # most runs, answered with a caveat in others (the same commit, the same checkout). It passed every
-        # run at 93dee63. Not strict: a run that answers it must not fail the suite; the fix is the reader's.
+        # most runs, answered with a caveat in others: the corpus server's free port is in each feed item's
+        # source line, which is embedded with its text, so neighbouring scores move a little from run to run.
+        # It passed every run at 93dee63. Not strict: a run that answers it must not fail the suite; the fix is
+        # the reader's.
         marks=pytest.mark.xfail(reason="refused on the abstention threshold since e583fd5 (issue 36)", strict=False),
         id="Which HTTP status code does the server send when the feed has not changed?"),
     ("What is the address of the cloud instance metadata endpoint?", "169.254.169.254",
