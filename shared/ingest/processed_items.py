@@ -267,7 +267,9 @@ def let_expire(state: StateStore, document_id: str, *, keep_days: int) -> None:
     ``keep_days`` (at least :data:`PUBSUB_RETENTION_DAYS`) after its delete. On Google Cloud, Firestore's TTL
     policy on the field (infra/firestore.tf) deletes the tombstone then; the embedded runtime's sweep has its
     own rule (:func:`shared.runtime.retention.purge_tombstones`). A tombstone a dead letter names gets none:
-    a retried letter is dropped as stale only while the tombstone stands (see :func:`keep_for_letter`)."""
+    a retried letter is dropped as stale only while the tombstone stands (see :func:`keep_for_letter`). The
+    letters are looked for again after the stamp: a letter is stored before its :func:`keep_for_letter`, so
+    whichever of the two runs last sees the other's write."""
     if state.list(state_collections.DEAD_LETTERS, {"document_id": document_id}, limit=1):
         return
     days = max(keep_days, PUBSUB_RETENTION_DAYS)
@@ -282,6 +284,8 @@ def let_expire(state: StateStore, document_id: str, *, keep_days: int) -> None:
         return {**current, "expire_at": (deleted_at + timedelta(days=days)).isoformat()}
 
     state.update(state_collections.PROCESSED_ITEMS, document_id, stamped)
+    if state.list(state_collections.DEAD_LETTERS, {"document_id": document_id}, limit=1):
+        keep_for_letter(state, document_id)  # a letter kept between the check and the stamp: unstamp
 
 
 def keep_for_letter(state: StateStore, document_id: str) -> None:

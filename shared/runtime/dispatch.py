@@ -135,10 +135,6 @@ def keep_dead_letter(
     metrics.dead_lettered(subscription)
     key = f"{subscription}:{message_id or attributes.get('idempotency_key', '')}"
     document_id = _field_of(data, "document_id")
-    if document_id:  # named, so that its tombstone does not expire while the letter may be retried
-        from shared.ingest.processed_items import keep_for_letter
-
-        keep_for_letter(deps.state, document_id)
     deps.state.put(
         state_collections.DEAD_LETTERS,
         key,
@@ -156,6 +152,10 @@ def keep_dead_letter(
             **({"document_id": document_id} if document_id else {}),
         },
     )
+    if document_id:  # stored first, then named: its tombstone does not expire while the letter may be retried
+        from shared.ingest.processed_items import keep_for_letter
+
+        keep_for_letter(deps.state, document_id)
     query_id = _field_of(data, "query_id")
     if query_id:
         from shared.query.state import fail_query

@@ -379,3 +379,24 @@ def test_a_dead_letter_keeps_its_document_s_tombstone_from_expiring(world, tmp_p
     assert sorted(done.done) == ["indexer.document-cleaned:m1", "indexer.document-cleaned:m2"]
     world.drain()
     assert world.index.docs == {}
+
+
+def test_a_dead_letter_kept_between_the_check_and_the_stamp_still_keeps_the_tombstone(world, tmp_path, monkeypatch):
+    # the indexer looks for letters naming the document, then stamps its tombstone: a letter stored in
+    # between (another stage giving up at that moment) must still keep the tombstone from expiring
+    folder = _folder(tmp_path, n=1)
+    (cleaned,) = world.cleaned_of(_ingest(world, folder))
+    real_list, landed = world.state.list, []
+
+    def list_then_letter(collection, *args, **kwargs):
+        found = real_list(collection, *args, **kwargs)
+        if collection == state_collections.DEAD_LETTERS and args and args[0] == {"document_id": cleaned.document_id} \
+                and not landed:
+            landed.append(True)
+            _letter(world, cleaned, "m1")  # lands after the check has read none
+        return found
+
+    monkeypatch.setattr(world.state, "list", list_then_letter)
+    _delete(world, folder)
+    world.drain()
+    assert landed and _expiry(world, cleaned.document_id) is None
