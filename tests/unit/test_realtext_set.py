@@ -278,6 +278,7 @@ def check_across(root: Path = ROOT) -> list[str]:
     old = DATASETS / "realdocs" / "documents"
     for path in sorted(old.iterdir()) if old.is_dir() else ():
         part_of.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), set()).add("realdocs (dev)")
+    problems += _sources_used_twice(root)
     problems += [f"id {i!r} is used {n} times" for i, n in ids.items() if n > 1]
     problems += [f"file name {f!r} is used {n} times" for f, n in files.items() if n > 1]
     split = [sorted(parts) for parts in part_of.values() if "test" in parts and len(parts) > 1]
@@ -288,6 +289,30 @@ def check_across(root: Path = ROOT) -> list[str]:
         if asked and set(asked) != KINDS | {NEAR_MISS}:
             problems.append(f"part {part} lacks the kinds {sorted((KINDS | {NEAR_MISS}) - set(asked))}")
     return problems
+
+
+def _package_file(source: object) -> str:
+    """The package file a manifest's ``source`` names: its path, without a note on how it was rendered."""
+    return str(source).split()[0] if isinstance(source, str) and source.strip() else ""
+
+
+def _sources_used_twice(root: Path) -> list[str]:
+    """A package file copied by two folders (or by a folder and the realdocs set), however it was
+    decompressed or rendered: the same document must not sit in two writers' folders or two parts,
+    which comparing the copies' bytes misses when one was rendered or decompressed differently."""
+    users: dict[str, set[str]] = {}
+    for folder in folders(root):
+        for d in manifest(folder, []):
+            if _package_file(d.get("source")):
+                users.setdefault(_package_file(d.get("source")), set()).add(f"{folder.parent.name}/{folder.name}")
+    try:
+        old = json.loads((root.parent / "realdocs" / "manifest.json").read_text(encoding="utf-8"))["documents"]
+    except (OSError, ValueError, KeyError, TypeError):
+        old = []
+    for d in old if isinstance(old, list) else ():
+        if isinstance(d, dict) and _package_file(d.get("source")):
+            users.setdefault(_package_file(d["source"]), set()).add("realdocs")
+    return [f"the package file {source} is used by {sorted(by)}" for source, by in sorted(users.items()) if len(by) > 1]
 
 
 def part_texts(root: Path, part: str) -> dict[str, tuple[str, str]]:
@@ -448,3 +473,15 @@ def test_repeated_ids_names_and_a_document_in_both_parts_are_named(tmp_path):
     assert "a document is in more than one part: ['dev', 'test']" in problems
     assert "part dev lacks the kinds ['comparison', 'definition', 'how_why', 'identifier', 'list', " \
            "'near_miss', 'yes_no']" in problems
+
+
+def test_a_package_file_copied_by_two_folders_is_named_however_it_was_rendered(tmp_path):
+    _tiny(tmp_path, questions=[Q])
+    _tiny(tmp_path, part="test", writer="c", name="r-c.md", text="rendered differently\n")  # other bytes
+    data = json.loads((tmp_path / "test" / "c" / "manifest.json").read_text())
+    data["documents"][0]["source"] = "/usr/share/doc/p/a.md (rendered with MANWIDTH=80 man -l FILE | col -bx)"
+    (tmp_path / "test" / "c" / "manifest.json").write_text(json.dumps(data))
+    assert "the package file /usr/share/doc/p/a.md is used by ['dev/a', 'test/c']" in check_across(tmp_path)
+    data["documents"][0]["source"] = "/usr/share/doc/p/other.md"
+    (tmp_path / "test" / "c" / "manifest.json").write_text(json.dumps(data))
+    assert not [p for p in check_across(tmp_path) if "package file" in p]
