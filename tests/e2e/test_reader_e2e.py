@@ -55,17 +55,8 @@ def _ask(url: str, question: str) -> dict:
 ANSWERED = [
     ("How does BM25 saturate term frequency?", "then levels off", "bm25-ranking-explained.html"),
     ("How many dimensions do all-MiniLM-L6-v2 vectors have?", "384-dimensional", "dense-retrieval-sentence-embeddings.html"),
-    pytest.param(
-        "Which HTTP status code does the server send when the feed has not changed?", "304 Not Modified",
-        "conditional-http-requests-for-feed-polling.md",
-        # A known regression, left visible: since the verdict's refit on the reader of 8d651f3 (e583fd5) this
-        # question sits on the abstention threshold (answer probability 0.41 against 0.42) and is refused in
-        # most runs, answered with a caveat in others: the corpus server's free port is in each feed item's
-        # source line, which is embedded with its text, so neighbouring scores move a little from run to run.
-        # It passed every run at 93dee63. Not strict: a run that answers it must not fail the suite; the fix is
-        # the reader's.
-        marks=pytest.mark.xfail(reason="refused on the abstention threshold since e583fd5 (issue 36)", strict=False),
-        id="Which HTTP status code does the server send when the feed has not changed?"),
+    ("Which HTTP status code does the server send when the feed has not changed?", "304 Not Modified",
+     "conditional-http-requests-for-feed-polling.md"),
     ("What is the address of the cloud instance metadata endpoint?", "169.254.169.254",
      "ssrf-when-fetching-untrusted-urls.txt"),
     ("Is libffi thread-safe?", "libffi is not completely thread-safe", "libffi-thread-safety.html"),
@@ -73,8 +64,7 @@ ANSWERED = [
 ]
 
 
-@pytest.mark.parametrize(("question", "quoted", "source"), ANSWERED,
-                         ids=[q.values[0] if hasattr(q, "values") else q[0] for q in ANSWERED])
+@pytest.mark.parametrize(("question", "quoted", "source"), ANSWERED, ids=[q for q, _, _ in ANSWERED])
 def test_the_newcomers_question_is_answered_by_the_sentence_that_states_it(gateway, question, quoted, source):
     url, _ = gateway
     record = _ask(url, question)

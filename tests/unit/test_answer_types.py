@@ -18,6 +18,7 @@ from shared.query.reading.answer_types import (
     NAME,
     QUANTITY,
     asked_fact,
+    asked_subject,
     fact_support,
     holds_value,
     sentence_states,
@@ -288,3 +289,22 @@ def test_a_uid_is_stated_by_a_number_tied_to_its_user():
     question = "What uid does the backup user have?"
     assert sentence_states("The backup user has uid 34 on every Debian system.", question)
     assert not sentence_states("The backup user runs the nightly backup scripts.", question)
+
+
+@pytest.mark.parametrize(("question", "subject"), [
+    ("Which HTTP status code does the server send when the feed has not changed?", ("server", "send", "feed", "chang")),
+    ("Which option disables colour output in ls?", ("disabl", "colour", "output", "ls")),
+    ("Which port number does sshd use?", ("sshd",)),
+    ("What does ffi_call return?", ("ffi_call",)),
+    ("Which version of libffi added thread safety?", ("libffi", "add", "thread", "safeti")),
+    ("What is libcbor?", ()),  # no value of a type asked
+])
+def test_the_asked_subject_leaves_out_the_words_naming_the_asked_type(question, subject):
+    assert asked_subject(question) == subject
+
+
+def test_the_words_naming_the_asked_type_are_no_entity_a_passage_must_name():
+    # "HTTP" of "Which HTTP status code ..." says what the value is: a passage stating it need not name HTTP (the e2e
+    # 304 question was refused by the grader: "no sentence states the asked status code (no context names HTTP)")
+    question = "Which HTTP status code does the server send when the feed has not changed?"
+    assert fact_support(question, ["If the feed is unchanged, the server replies 304 Not Modified with no body."]).supported

@@ -14,7 +14,12 @@ from services.synthesizer.handler import answer_outcome
 from shared.adapters.local.embedder import OnnxMiniLMEmbedder
 from shared.contract.errors import ConfigError
 from shared.contract.ports import Answer, NumberedContext
-from shared.query.reading.answer_types import question_names, sentence_states, states_value
+from shared.query.reading.answer_types import (
+    asked_subject,
+    question_names,
+    sentence_states,
+    states_value,
+)
 from shared.query.reading.extractive import extractive_answer
 from shared.query.reading.verdict import (
     ANSWERED,
@@ -47,7 +52,8 @@ def _read(embedder, question: str, *passages: str, observe=None) -> Answer:
     return extractive_answer(question, contexts, context_similarity={c.number: float(s) for c, s in
                                                                       zip(contexts, closeness, strict=True)},
                              names=question_names(question), value_check=states_value, question_vector=q,
-                             sentence_embed=embedder.embed, fact_check=sentence_states, observe=observe)
+                             sentence_embed=embedder.embed, fact_check=sentence_states, observe=observe,
+                             subject=asked_subject(question))
 
 
 def _outcome(answer: Answer) -> str:
@@ -180,6 +186,19 @@ def test_the_asked_subject_in_a_stating_sentence_is_evidence_of_its_own(embedder
         _read(embedder, question, text, observe=lambda features, answer, reader: seen.append(features))
     assert seen[0]["subject_stated"] > seen[1]["subject_stated"]
     assert seen[0]["subject_best"] >= seen[0]["subject_stated"] and seen[0]["subject_quoted"] > 0
+
+
+def test_the_words_naming_the_asked_type_are_not_the_asked_subject(embedder):
+    # the e2e 304 question was refused: "code" and "status" are held by no sentence stating a status code (the value
+    # says what it is), so weighed by rarity they made the stating sentence's subject share 0.2; a neighbour's
+    # "HTTP 503" held them. The subject is what the value is asked about: the server, the feed.
+    question = "Which HTTP status code does the server send when the feed has not changed?"
+    stating = "Polling\n\nIf the feed is unchanged, the server replies 304 Not Modified with no body."
+    neighbour = ("Retries\n\nA downstream service returning HTTP status code 503 is a transient failure. Clients "
+                 "send the request again after a delay.")
+    seen = []
+    _read(embedder, question, stating, neighbour, observe=lambda features, answer, reader: seen.append(features))
+    assert seen[0]["subject_stated"] > 0.5 and seen[0]["subject_quoted"] > 0.5
 
 
 def test_a_sentence_standing_out_from_the_next_candidates_is_evidence_of_its_own(embedder):

@@ -93,6 +93,7 @@ from shared.contract.ports import (
 from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_types import (
     FactSupport,
+    asked_subject,
     fact_support,
     question_names,
     sentence_states,
@@ -590,7 +591,8 @@ class LocalLanguageModel:
         return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names,
                                  value_check=states_value, question_vector=query_vector(self.embedder, query),
                                  sentence_embed=lambda texts: sentence_vectors(self.embedder, texts),
-                                 fact_check=sentence_states, verdict=self._verdict_model, observe=observe)
+                                 fact_check=sentence_states, verdict=self._verdict_model, observe=observe,
+                                 subject=asked_subject(query))
 
 
 __all__ = ["GradeEvidence", "LocalLanguageModel"]

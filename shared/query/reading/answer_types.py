@@ -479,15 +479,17 @@ def asked_fact(question: str) -> AskedFact:
         if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
         and not (kind == AMOUNT and t.lower() in _MONEY_HEADS | {"pay", "spend", "charge"})
     )
+    # "HTTP" of "Which HTTP status code ..." says what the value is, not whose: no entity a passage must name
+    naming = _type_words(text, kind)
     return AskedFact(kind=kind, aspect=aspect, unit=unit, named=named, relation=relation,
-                     topic=tuple(dict.fromkeys(topic)), specifics=_specifics(text),
+                     topic=tuple(dict.fromkeys(topic)),
+                     specifics=tuple(s for s in _specifics(text) if s.lower() not in naming),
                      counted=tuple(ties) if kind == COUNT else ())
 
 
-def _opening_noun(text: str) -> tuple[str | None, ...]:
-    """``(kind,)`` when a which/what question opens with a noun phrase, the kind its last word of
-    :data:`_OPENING_KINDS` asks for (None: none there, "Which request headers ..."); ``()`` when a verb or an
-    article follows which/what ("What does ...", "Which is ...")."""
+def _opening_phrase(text: str) -> list[str]:
+    """The noun phrase a which/what question opens with ("http status code" of "Which HTTP status code does ..."),
+    lower-cased; empty when a verb or an article follows which/what ("What does ...", "Which is ...")."""
     m = _OPENING.match(text)
     words = [w.lower().strip(".,;:") for w in m["rest"].split()] if m else []
     phrase: list[str] = []
@@ -495,6 +497,14 @@ def _opening_noun(text: str) -> tuple[str | None, ...]:
         if word in _AUXILIARIES or word in _PHRASE_BREAKS:
             break
         phrase.append(word)
+    return phrase
+
+
+def _opening_noun(text: str) -> tuple[str | None, ...]:
+    """``(kind,)`` when a which/what question opens with a noun phrase (:func:`_opening_phrase`), the kind its last
+    word of :data:`_OPENING_KINDS` asks for (None: none there, "Which request headers ..."); ``()`` when it opens
+    with none."""
+    phrase = _opening_phrase(text)
     if not phrase or phrase[0] in {"kind", "sort", "type"}:
         return ()
     for n in range(len(phrase) - 1, -1, -1):
@@ -791,6 +801,29 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     return _sentence_supports(sentence, fact, frozenset(term_set(question)), strict=True)
 
 
+# The words that name a kind of value, not what it is the value of ("Which HTTP status code does ... send").
+_KIND_WORDS = {STATUS: "http status code codes response reply error", FLAG: "option options flag flags switch",
+               RETURN: "return returns returned"}
+
+
+def asked_subject(question: str) -> tuple[str, ...]:
+    """The stems of what a question asking a value of a type asks it *about*: its topic's terms without the words
+    that name the asked type (the noun phrase it opens with when that phrase names the type, "Which HTTP status
+    code", "What port number"; a kind's own words, "return"). A sentence stating the value need not repeat them
+    ("If the feed is unchanged, the server replies 304 Not Modified."): they say what the value is, the rest
+    whose. Empty when the question asks no value of a type."""
+    fact = asked_fact(question)
+    naming = _type_words(_normalise(question), fact.kind)
+    return tuple(dict.fromkeys(stem(t) for t in fact.topic if t.lower() not in naming)) if fact.kind else ()
+
+
+def _type_words(text: str, kind: str | None) -> set[str]:
+    """The words of a normalised question that name the kind of value it asks (see :func:`asked_subject`)."""
+    phrase = _opening_phrase(text)
+    kinds = [n for n, w in enumerate(phrase) if w in _OPENING_KINDS or w in ("code", "codes")]
+    return {*phrase[:kinds[-1] + 1 if kinds else 0], *_KIND_WORDS.get(kind or "", "").split()}
+
+
 def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     """Whether any sentence of ``passages`` holds what ``question`` asks (see the module docstring)."""
     fact = asked_fact(question)
@@ -827,4 +860,4 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
 
 
 __all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
-           "asked_fact", "fact_support", "holds_value", "question_names", "sentence_states", "states_value"]
+           "asked_fact", "asked_subject", "fact_support", "holds_value", "question_names", "sentence_states", "states_value"]

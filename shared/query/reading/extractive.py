@@ -368,7 +368,7 @@ def extractive_answer(
     min_relevance: float | None = None, mmr_lambda: float = 0.7, rank_weight: float = 0.15, source_margin: float = 0.0,
     names: Sequence[str] = (), value_check: ValueCheck | None = None, question_vector: np.ndarray | None = None,
     sentence_embed: Embed | None = None, fact_check: FactCheck | None = None, verdict: VerdictModel | None = None,
-    observe: Observe | None = None,
+    observe: Observe | None = None, subject: Sequence[str] = (),
 ) -> Answer:
     """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited; an
     abstention when no sentence supports an answer, never invented text.
@@ -384,7 +384,9 @@ def extractive_answer(
     ``value_check`` (:data:`ValueCheck`) lets a sentence holding the value a part asks for
     ("30 days" for the deadline) speak to it without naming it. The reader's outcome is
     ``verdict``'s decision over its evidence (:mod:`shared.query.reading.verdict`; default: the
-    shipped model); ``observe`` sees that evidence and the answer before the decision.
+    shipped model); ``observe`` sees that evidence and the answer before the decision. ``subject``: the stems of
+    what a question asking a value asks it about, without the words naming the value's type
+    (:func:`shared.query.reading.answer_types.asked_subject`; empty: all its terms), for the verdict's evidence.
     """
     candidates = _candidate_sentences(contexts, per_context=40, total=240)
     terms = content_terms(query, keep_temporal=False) or content_terms(query)
@@ -401,7 +403,7 @@ def extractive_answer(
         reader = Reader(query, contexts, candidates, overlap, term_stems, language=language,
                         question_vector=question_vector, sentence_embed=sentence_embed,
                         context_similarity=context_similarity, names=names, value_check=value_check,
-                        fact_check=fact_check, verdict=verdict, observe=observe)
+                        fact_check=fact_check, verdict=verdict, observe=observe, subject=subject)
         return reader.answer()
     picker = SentencePicker(query, contexts, candidates, overlap, term_stems, language=language, embed=embed,
                             context_similarity=context_similarity, rerank=rerank, max_sentences=max_sentences,
@@ -624,7 +626,7 @@ class Reader:
                  sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
                  value_check: ValueCheck | None, fact_check: FactCheck | None,
                  weights: ReaderWeights | None = None, score: SentenceScore | None = None,
-                 verdict: VerdictModel | None = None, observe: Observe | None = None) -> None:
+                 verdict: VerdictModel | None = None, observe: Observe | None = None, subject: Sequence[str] = ()) -> None:
         self.query, self.contexts, self.candidates = query, contexts, candidates
         self.term_stems, self.language, self.names = term_stems, language, names
         self.question_vector, self.sentence_embed = question_vector, sentence_embed
@@ -638,6 +640,7 @@ class Reader:
         # a passage whose document is not named (no URL, no title) is taken as a document of its own
         self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
         self.verdict, self.observe = verdict, observe
+        self.asked_subject = [t for t in dict.fromkeys(term_stems) if t in subject] or list(dict.fromkeys(term_stems))
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
         # "package") names the corpus, one few hold ("tty", "backup") the asked subject
         rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
@@ -923,6 +926,17 @@ class Reader:
         def share(stems: frozenset[str]) -> float:
             return sum(t in stems for t in terms) / len(terms) if terms else 0.0
 
+        # the asked subject's share a sentence holds (with what it leans on and its heading), its terms weighed by
+        # how few retrieved sentences hold them; not the words naming the asked value's type ("HTTP status code"),
+        # which a sentence stating the value need not repeat ("... the server replies 304 Not Modified.")
+        rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
+                  for t in self.asked_subject}
+        total = sum(rarity.values())
+
+        def subject(i: int) -> float:
+            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading))
+            return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
+
         return {
             "asks_value": float(self.asks_fact), "states_value": float(states),
             "cosine": float(self.cosine[lead]),
@@ -934,9 +948,9 @@ class Reader:
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
             "coverage_retrieved": share(retrieved),
-            "subject_quoted": max((float(self.subject[i]) for i in chosen), default=0.0),
-            "subject_best": max((float(self.subject[i]) for i in self.usable), default=0.0),
-            "subject_stated": max((float(self.subject[i]) for i in self.usable if self.states[i] > 0), default=0.0),
+            "subject_quoted": max((subject(i) for i in chosen), default=0.0),
+            "subject_best": max((subject(i) for i in self.usable), default=0.0),
+            "subject_stated": max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0),
         }
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 5  # 5: rank and parts_missing, which both models weighed 0, left out
+FEATURE_VERSION = 6  # 6: the subject_* columns weigh the asked subject, not the words naming the asked type
 
 #: The reader's evidence for the answer it would give, in the order of each model's weights.
 FEATURES: tuple[str, ...] = (
@@ -47,8 +47,9 @@ FEATURES: tuple[str, ...] = (
     "names_unnamed",  # 1 when a name the question states is named by no source
     "asks_open",  # 1 for a how/why question (a method or a reason)
     "coverage_retrieved",  # share of the question's key terms in any retrieved passage
-    # the question's terms weighed by how few retrieved sentences hold them (a term most hold names the corpus, one
-    # few hold the asked subject), the best share one sentence holds with what it leans on and its heading:
+    # the asked subject's terms (a value's: not the words naming its type, "HTTP status code") weighed by how few
+    # retrieved sentences hold them (one most hold names the corpus), the best share one sentence holds with what
+    # it leans on and its heading:
     "subject_quoted",  # ... a quoted sentence
     "subject_best",  # ... any quotable sentence retrieved (low: no sentence is about the asked subject as a whole)
     "subject_stated",  # ... a sentence stating a value of the asked type (0: none does, or none is asked)
