@@ -467,7 +467,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     one = _WHICH_ONE.match(stripped) if rules is _EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    for reading in (_acted_on, _pointed_phrase, _same_asked_noun, _one_of, _extraposed, _for_the_same_end):
+    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed):
         found = reading(stripped, base, answer) if rules is _EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
@@ -515,22 +515,6 @@ def _acted_on(text: str, base: str, answer: str = "") -> tuple[str, str, str] | 
             acted.group("np")) if acted else None
 
 
-def _same_asked_noun(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """"Which variable added in bash 5.0 gives ...?" then "And which one gives ...?": the asked noun."""
-    one = _WHICH_ONE.match(text)
-    parallel = re.match(rf"(?i)^(?:which|what)\s+(?P<noun>.+?)\s+{re.escape(one.group('x').split()[0])}\s", base) if one else None
-    return (f"{text.split()[0]} {parallel.group('noun')} {one.group('x')}", "ellipsis",
-            parallel.group("noun")) if parallel else None
-
-
-def _for_the_same_end(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """"How do I find which package a file belongs to?" then "Is there anything faster?": faster to do that."""
-    done, other = re.match(r"(?i)^how\s+(?:do|can|should|would)\s+(?:i|you|we|one)\s+(?P<vp>\S.*)$", base), _OTHER_WAY.match(text)
-    return (f"{text} to {done.group('vp')}", "ellipsis", done.group("vp")) if done and other else None
-
-
-_OTHER_WAY = re.compile(r"(?i)^(?:is|are)\s+there\s+(?:anything|something|(?:an?|any|another)\s+(?:\w+\s+)?(?:way|tool|command|method))"
-                        r"(?:\s+\w+er|\s+(?:more|less)\s+\w+)?$")  # not "anything else": more of it, not another way
 _PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
 _PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 
