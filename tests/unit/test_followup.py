@@ -307,6 +307,9 @@ def test_a_follow_up_that_points_back_leans_on_the_earlier_turn(earlier, follow_
     "What is chunking?",
     "Something else: what is the default port of frob?",
     "Unrelated: which licence does frob use?",
+    # a comparison made in the question itself, or a preposition ending in "er", points back at nothing
+    "Is there anything faster than frob?",
+    "Is there anything under /etc/frob worth keeping?",
 ])
 def test_a_whole_question_or_a_stated_change_of_topic_does_not_lean(follow_up):
     assert leans_on(follow_up, [ConversationTurn(ACK)]) is None

@@ -208,7 +208,7 @@ RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
 REFERRING = {
     "en": _p(r"\b(?:he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
              r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
-             r"(?:anything|something)\s+(?:\w+er|more\s+\w+|less\s+\w+))\b"),
+             r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
     "de": _p(r"\b(?:er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
              r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
     "fr": _p(r"\b(?:lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
