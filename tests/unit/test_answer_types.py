@@ -308,3 +308,9 @@ def test_the_words_naming_the_asked_type_are_no_entity_a_passage_must_name():
     # 304 question was refused by the grader: "no sentence states the asked status code (no context names HTTP)")
     question = "Which HTTP status code does the server send when the feed has not changed?"
     assert fact_support(question, ["If the feed is unchanged, the server replies 304 Not Modified with no body."]).supported
+
+
+def test_a_sections_number_is_no_quantity():
+    # a numbered heading quoted as an answer ("4.13.17. December 2015: ...") holds no count or quantity
+    assert not holds_value("4.13.17. Release notes", QUANTITY) and not holds_value("5.6.26. Fields", COUNT)
+    assert holds_value("It takes 1.25 lookups on average.", QUANTITY)

@@ -13,7 +13,7 @@ import pytest
 from services.synthesizer.handler import answer_outcome
 from shared.contract.ports import Answer, AnswerSentence, NumberedContext
 from shared.query.reading.answer_sentences import answer_sentence, passage_pieces
-from shared.query.reading.answer_types import sentence_states
+from shared.query.reading.answer_types import asked_subject, sentence_states
 from shared.query.reading.extractive import extractive_answer, quotable_sentences
 from shared.query.reading.verdict import FEATURES, Logistic, VerdictModel
 from tests.unit.loop_fakes import HashingEmbedder
@@ -36,7 +36,7 @@ def _read(question: str, *passages: str, observe=None, verdict: VerdictModel = A
     return extractive_answer(
         question, contexts, context_similarity={c.number: float(s) for c, s in zip(contexts, closeness, strict=True)},
         question_vector=EMBEDDER.embed([question])[0], sentence_embed=EMBEDDER.embed, fact_check=sentence_states,
-        verdict=verdict, observe=observe)
+        verdict=verdict, observe=observe, subject=asked_subject(question))
 
 
 def _quoted(answer: Answer) -> list[str]:

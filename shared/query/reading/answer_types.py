@@ -55,6 +55,13 @@ DEFAULT = "default"
 # asked as "which ticket ID", "what Filter ID", "what port number"; stated only with a token holding a digit.
 IDENT = "identifier"
 
+# The nouns that name a value of each kind, not what it is the value of: "Which HTTP status code ...", "What port
+# number ...", "What is the default value of ...".
+_NAMES_AN_ID = "default defaults version versions release releases id ids identifier identifiers number numbers"
+KIND_NOUNS = {STATUS: "http status code codes response reply error", FLAG: "option options flag flags switch switches",
+              RETURN: "return returns returned", VERSION: _NAMES_AN_ID, DEFAULT: f"{_NAMES_AN_ID} value values setting",
+              IDENT: f"{_NAMES_AN_ID} value uid uids gid gids port ports code codes"}
+
 # Heads of "what is the <head> of ..." that ask for a value of a type.
 _MONEY_HEADS = frozenset(
     "cost costs price prices fee fees tuition salary salaries premium premiums fine fines budget revenue "
@@ -247,6 +254,7 @@ _MECHANISM = re.compile(
 _MONTHS = ("january february march april may june july august september october november december "
            "jan feb mar apr jun jul aug sep sept oct nov dec").split()
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
+_NUMBERING = re.compile(r"\d+(?:\.\d+){2,}\.?")  # a section's number or a version, no count or quantity
 _DATE_VALUE = re.compile(
     r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\b\d+\s*(?:BCE|BC|CE|AD)\b|\b\d{1,2}(?:st|nd|rd|th)\s+century\b|"
     r"\b(?:" + "|".join(_MONTHS) + r")\b\.?|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b(?:Q[1-4]|H[12])\b|"
@@ -303,6 +311,7 @@ class AskedFact:
     topic: tuple[str, ...] = ()
     specifics: tuple[str, ...] = ()
     counted: tuple[str, ...] = ()  # the noun a count counts ("dimensions" of "how many dimensions ...")
+    subject: tuple[str, ...] = ()  # the stems of what a value is asked about (see :func:`asked_subject`)
 
     @property
     def checkable(self) -> bool:
@@ -470,21 +479,23 @@ def asked_fact(question: str) -> AskedFact:
     if not (kind or aspect or relation or named):
         # yes/no and open questions ("is X better than Y?"): nothing specific is asked
         return AskedFact()
-    asked = {stem(a) for a in (*aspect, *named)}
-    if kind in (VERSION, DEFAULT, IDENT):  # "the default", "which version", "which ID" say what is asked
-        asked |= {stem(w) for w in ("default", "defaults", "version", "versions", "release", "releases",
-                                    "id", "ids", "identifier", "identifiers", "number", "numbers")}
+    # "the default", "which version", "which HTTP status code" say what is asked, not what it is asked about
+    asked = {stem(a) for a in (*aspect, *named, *KIND_NOUNS.get(kind or "", "").split())}
     topic = tuple(
         t for t in (*ties, *content_terms(text, keep_temporal=False))
         if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
         and not (kind == AMOUNT and t.lower() in _MONEY_HEADS | {"pay", "spend", "charge"})
     )
-    # "HTTP" of "Which HTTP status code ..." says what the value is, not whose: no entity a passage must name
-    naming = _type_words(text, kind)
+    # the noun phrase a question opens with up to the word naming the kind ("Which HTTP status code", "What port")
+    # says what the value is, not whose: no entity a passage must name, nor the subject a stating sentence holds
+    phrase = _opening_phrase(text)
+    kinds = [n for n, w in enumerate(phrase) if w in _OPENING_KINDS or w in ("code", "codes")]
+    naming = {*phrase[:kinds[-1] + 1 if kinds else 0], *KIND_NOUNS.get(kind or "", "").split()}
     return AskedFact(kind=kind, aspect=aspect, unit=unit, named=named, relation=relation,
                      topic=tuple(dict.fromkeys(topic)),
                      specifics=tuple(s for s in _specifics(text) if s.lower() not in naming),
-                     counted=tuple(ties) if kind == COUNT else ())
+                     counted=tuple(ties) if kind == COUNT else (),
+                     subject=tuple(dict.fromkeys(stem(t) for t in topic if t.lower() not in naming)) if kind else ())
 
 
 def _opening_phrase(text: str) -> list[str]:
@@ -680,8 +691,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         return _counts(sentence, counted, question_terms)
     if kind in (COUNT, QUANTITY):
         for token, after in _numbers(sentence):
-            if _is_year(token, after) or stem(token) in question_terms:
-                continue  # a year, or a number the question itself states, is not the asked value
+            if _is_year(token, after) or stem(token) in question_terms or _NUMBERING.fullmatch(token):
+                continue  # a year, a number the question itself states or a section's ("4.13.17.") is no value
             if kind == COUNT and _measures_other(token, after, question_terms):
                 continue  # "12-ounce" counts no calories
             return True
@@ -801,27 +812,11 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     return _sentence_supports(sentence, fact, frozenset(term_set(question)), strict=True)
 
 
-# The words that name a kind of value, not what it is the value of ("Which HTTP status code does ... send").
-_KIND_WORDS = {STATUS: "http status code codes response reply error", FLAG: "option options flag flags switch",
-               RETURN: "return returns returned"}
-
-
 def asked_subject(question: str) -> tuple[str, ...]:
-    """The stems of what a question asking a value of a type asks it *about*: its topic's terms without the words
-    that name the asked type (the noun phrase it opens with when that phrase names the type, "Which HTTP status
-    code", "What port number"; a kind's own words, "return"). A sentence stating the value need not repeat them
-    ("If the feed is unchanged, the server replies 304 Not Modified."): they say what the value is, the rest
-    whose. Empty when the question asks no value of a type."""
-    fact = asked_fact(question)
-    naming = _type_words(_normalise(question), fact.kind)
-    return tuple(dict.fromkeys(stem(t) for t in fact.topic if t.lower() not in naming)) if fact.kind else ()
-
-
-def _type_words(text: str, kind: str | None) -> set[str]:
-    """The words of a normalised question that name the kind of value it asks (see :func:`asked_subject`)."""
-    phrase = _opening_phrase(text)
-    kinds = [n for n, w in enumerate(phrase) if w in _OPENING_KINDS or w in ("code", "codes")]
-    return {*phrase[:kinds[-1] + 1 if kinds else 0], *_KIND_WORDS.get(kind or "", "").split()}
+    """The stems of what a question asking a value of a type asks it *about*: its topic without the words naming the
+    kind (:data:`KIND_NOUNS`, the noun phrase it opens with up to such a word). A sentence stating the value need
+    not repeat them ("If the feed is unchanged, the server replies 304 Not Modified."). Empty: no value asked."""
+    return asked_fact(question).subject
 
 
 def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
@@ -859,5 +854,5 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found, supporting=supporting)
 
 
-__all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
+__all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "KIND_NOUNS", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
            "asked_fact", "asked_subject", "fact_support", "holds_value", "question_names", "sentence_states", "states_value"]

@@ -28,12 +28,6 @@ _KIND_LABELS = {
     kinds.NAME: "a name", kinds.STATUS: "a status code", kinds.FLAG: "an option", kinds.RETURN: "a return value",
     kinds.VERSION: "a version", kinds.DEFAULT: "a default", kinds.IDENT: "an identifier",
 }
-# The nouns that name a value of each kind: "Which GID ...", "What port number ...", "Which status code ...".
-_KIND_NOUNS = {
-    kinds.STATUS: "code codes status", kinds.FLAG: "option options flag flags switch switches",
-    kinds.VERSION: "version versions release releases", kinds.DEFAULT: "default defaults value values",
-    kinds.IDENT: "id ids identifier identifiers number numbers uid uids gid gids port ports code codes",
-}
 # "Which GID must ...", "In which version ...", "What is the default value of ...", "What are the ...":
 # the words after the asking word name what is asked, up to the first small word.
 _OPENING = re.compile(r"^\W*(?:(?:in|on|at|for|from|since|to|by|with|of)\s+)?(?:which|what)\s+"
@@ -102,7 +96,7 @@ def _asked(question: str, finding: Finding) -> str:
         if not fact.kind:
             return ""
         words = _opening_words(question)
-        nouns = set(_KIND_NOUNS.get(fact.kind, "").split()) | {a.lower() for a in fact.aspect}
+        nouns = set(kinds.KIND_NOUNS.get(fact.kind, "").split()) | {a.lower() for a in fact.aspect}
         if words and words[-1].lower() in nouns:
             return "the " + " ".join(words)
         if fact.kind == kinds.COUNT and fact.counted:

@@ -893,7 +893,7 @@ class Reader:
         _, never = question_runs(self.query, shown | frozenset().union(*(_term_set(c.text) for c in self.contexts)))
         unsaid = [run for run in never if not names_specific(run)]
         asks, stated = ("value", bool((self.states > 0).any())) if self.asks_fact else (
-            ("list", _short_items(quoted) >= 2) if _ASKS_LIST.search(self.query) else ("", False))
+            ("list", _short_items(quoted) >= 2) if _asks_list(self.query) else ("", False))
         return Finding(found=found, missing=_longest([*missing, *([unnamed] if unnamed else []), *absent]),
                        unquoted=tuple(unsaid), asks=asks, stated=stated)
 
@@ -920,16 +920,11 @@ class Reader:
         others = [i for i in self.pool if self.source.get(candidates[i].number) != own]
         next_three = [self.relevance[i] for i in self.ranked if i != lead][:3]
         retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
-        states = self.asks_fact and any(self.fact_check(self.quoted_text(i), query) for i in chosen)
-        asks_list = bool(_ASKS_LIST.search(query))
-
-        def share(stems: frozenset[str]) -> float:
-            return sum(t in stems for t in terms) / len(terms) if terms else 0.0
-
+        asks_list = _asks_list(query)
         # the asked subject's share a sentence holds (with what it leans on and its heading), its terms weighed by
-        # how few retrieved sentences hold them; not the words naming the asked value's type ("HTTP status code"),
-        # which a sentence stating the value need not repeat ("... the server replies 304 Not Modified.")
-        rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
+        # how few retrieved sentences hold them (one all hold still a little); not the words naming the asked value's
+        # type ("HTTP status code"), which a sentence stating the value need not repeat ("... replies 304 Not Modified.")
+        rarity = {t: 0.5 + float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
                   for t in self.asked_subject}
         total = sum(rarity.values())
 
@@ -937,6 +932,14 @@ class Reader:
             held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading))
             return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
 
+        def share(stems: frozenset[str]) -> float:
+            return sum(t in stems for t in terms) / len(terms) if terms else 0.0
+
+        # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's
+        # terms and most of what the value is asked about: a default, date or name stated for a neighbour ("Defaults
+        # to yes." of the option above the asked one, the release date for the freeze's) is not the asked one
+        states = self.asks_fact and any(subject(i) >= STATED_SUBJECT and self.fact_check(self.quoted_text(i), query)
+                                        for i in chosen)
         return {
             "asks_value": float(self.asks_fact), "states_value": float(states),
             "cosine": float(self.cosine[lead]),
@@ -949,9 +952,19 @@ class Reader:
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
             "coverage_retrieved": share(retrieved),
             "subject_quoted": max((subject(i) for i in chosen), default=0.0),
-            "subject_best": max((subject(i) for i in self.usable), default=0.0),
             "subject_stated": max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0),
         }
+
+
+#: The share of the asked subject (:meth:`Reader._evidence`'s weighing) a quoted sentence stating a value of the
+#: asked type holds for it to state *the* asked value: most of what the value is asked about.
+STATED_SUBJECT = 0.5
+
+
+def _asks_list(query: str) -> bool:
+    """Whether ``query`` asks for several items; not a why or how question naming several things ("Why can two
+    objects show the same id()?" asks a reason)."""
+    return bool(_ASKS_LIST.search(query)) and not _ASKS_OPEN.match(query)
 
 
 # A question asking for several items: "Which options ...", "What are the ...s", "List ...", "two limits".

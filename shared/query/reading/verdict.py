@@ -32,7 +32,7 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 6  # 6: the subject_* columns weigh the asked subject, not the words naming the asked type
+FEATURE_VERSION = 7  # 7: states_value needs most of the asked subject; subject_best (weighed 0 by both) left out
 
 #: The reader's evidence for the answer it would give, in the order of each model's weights.
 FEATURES: tuple[str, ...] = (
@@ -51,7 +51,6 @@ FEATURES: tuple[str, ...] = (
     # retrieved sentences hold them (one most hold names the corpus), the best share one sentence holds with what
     # it leans on and its heading:
     "subject_quoted",  # ... a quoted sentence
-    "subject_best",  # ... any quotable sentence retrieved (low: no sentence is about the asked subject as a whole)
     "subject_stated",  # ... a sentence stating a value of the asked type (0: none does, or none is asked)
 )
 
