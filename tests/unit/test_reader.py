@@ -192,7 +192,7 @@ def test_a_multi_part_question_answers_each_part_it_can_and_names_the_rest():
 
 
 def _read_with(question: str, passages: dict[str, float], cosines: dict[str, float], *,
-               one_document: bool = False) -> Answer:
+               one_document: bool = False, observe=None) -> Answer:
     """The reader with set closeness of each passage (``passages``: text -> cosine to the question) and
     of each sentence (``cosines``: a word the sentence holds -> its cosine; others unrelated); the
     passages are chunks of one document with ``one_document``, else of unnamed documents (fitz-gov's)."""
@@ -205,7 +205,8 @@ def _read_with(question: str, passages: dict[str, float], cosines: dict[str, flo
 
     return extractive_answer(question, contexts, context_similarity={c.number: passages[c.text] for c in contexts},
                              question_vector=np.array([1.0, 0.0], dtype=np.float32), sentence_embed=sentence_embed,
-                             fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED)
+                             fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED,
+                             observe=observe and (lambda evidence, answer, reader: observe(reader)))
 
 
 IRELAND = "The famine of 1845 killed about 1 million people in Ireland."
@@ -234,6 +235,18 @@ def test_a_less_close_sentence_is_quoted_after_the_first_only_when_it_names_a_va
     answer = _read_with("Which port does the frobnicator daemon listen on by default?", {passage: 0.7},
                         {"by default for": 0.8, "Clients": 0.5, "7412": 0.6}, one_document=True)
     assert _quoted(answer) == [lead, value]  # the third, as close as the value, names nothing new
+
+
+def test_a_sentence_two_overlapping_chunks_hold_is_embedded_and_quoted_once():
+    # 106 of 1,141 dev answers quoted a sentence twice (chunks overlap): a pool slot and a quoted place lost to it
+    lead, value = ("The frobnicator daemon listens on a port by default for its clients.",
+                   "The frobnicator daemon uses the port 7412 by default in its shipped configuration.")
+    seen = []
+    answer = _read_with("Which port does the frobnicator daemon listen on by default?",
+                        {f"{lead}\n\n{value}\n": 0.7, f"{value}\n": 0.7}, {"by default for": 0.8, "7412": 0.75},
+                        one_document=True, observe=seen.append)
+    assert _quoted(answer) == [lead, value]
+    assert sorted(seen[0].quoted_text(i) for i in seen[0].pool) == sorted([lead, value])
 
 
 def test_between_chunks_of_one_document_the_sentence_decides():

@@ -691,6 +691,12 @@ class Reader:
         """What is quoted for ``i``: with the sentences it leans on, which say what "it" is."""
         return " ".join(self.candidates[j].text for j in self.unit(i))
 
+    def _unquoted(self, i: int, chosen: list[int]) -> list[int]:
+        """``i`` with the sentences it leans on, less those ``chosen`` quotes: what two overlapping chunks (or two
+        copies of a page) both hold is quoted once."""
+        quoted = {self.candidates[j].text for j in chosen}
+        return [j for j in self.unit(i) if self.candidates[j].text not in quoted]
+
     def read_text(self, i: int) -> str:
         """``i`` as a reader of the document reads it: under its section's heading."""
         heading = self.candidates[i].heading
@@ -730,8 +736,10 @@ class Reader:
                 self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
         self.column["states"][:], self.column["lacks"][:] = self.states > 0, self.states < 0
         pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
-        self.pool = pool = sorted((i for i in usable if self.pair_overlap[i] > 0 or self.prior[i] > 0),
-                                  key=lambda i: -pre[i])[:READER_POOL]
+        self.pool = pool = []  # each text once: what two overlapping chunks hold is embedded for the first
+        for i in sorted((i for i in usable if self.pair_overlap[i] > 0 or self.prior[i] > 0), key=lambda i: -pre[i]):
+            if len(pool) < READER_POOL and all(self.quoted_text(i) != self.quoted_text(j) for j in pool):
+                pool.append(i)
         if not pool:
             return False
         self.cosine = self.column["cosine"]  # (0 for those not embedded)
@@ -787,7 +795,7 @@ class Reader:
             if not found:
                 missing.append(part.label)
                 continue
-            chosen += [j for j in self.unit(found[0]) if j not in chosen]
+            chosen += self._unquoted(found[0], chosen)
         return missing
 
     def _read_on(self, lead: int, chosen: list[int]) -> None:
@@ -807,7 +815,7 @@ class Reader:
                 break
             if i not in chosen and any(t in self.stems[i] and t not in covered for t in self.term_stems) and (
                     candidates[i].number == candidates[lead].number):
-                chosen += [j for j in self.unit(i) if j not in chosen]
+                chosen += self._unquoted(i, chosen)
                 break
 
     def _quote_close(self, lead: int, chosen: list[int]) -> None:
@@ -823,7 +831,7 @@ class Reader:
             shown = set(self.term_stems).union(*(self.stems[j] for j in chosen))
             if self.relevance[i] < self.w.close_share * top and set(_specific_terms(self.quoted_text(i))) <= shown:
                 continue  # less close, naming nothing the question and the quoted sentences do not
-            added = [j for j in self.unit(i) if j not in chosen]
+            added = self._unquoted(i, chosen)
             # after a sentence stating the asked value, only another stating one; a unit that would pass the budget
             # (a sentence with the one it leans on) is left out
             if added and self.source.get(self.candidates[i].number) == own and self.states[i] >= self.states[lead] \
@@ -843,7 +851,7 @@ class Reader:
                       if candidates[i].number in quoted and re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])",
                                                                        self.quoted_text(i))]
             if naming:
-                chosen += [j for j in self.unit(naming[0]) if j not in chosen]
+                chosen += self._unquoted(naming[0], chosen)
 
     def _verdict(self, lead: int, chosen: list[int], missing: list[str]) -> Answer:
         """The answer quoting ``chosen`` with the verdict of the learned model over the reader's evidence
