@@ -597,3 +597,14 @@ def test_an_answers_phrase_that_says_no_more_than_the_demonstrative_is_not_carri
                                  [ConversationTurn("Which option does frob accept for inputs?",
                                                    "It reads the file named by --files0-from. [1]")])
     assert result.question == "How must the entries in that file be separated (which option does frob accept for inputs)?"
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a condition with nothing of the earlier question to replace is added to it, never asked "of" a subject
+    ("My frob patch was merged upstream. What do I do?", "And if it conflicts with the new changes instead?",
+     "My frob patch was merged upstream. What do I do if it conflicts with the new changes instead?"),
+    ("Mein Frob-Patch wurde übernommen. Was tue ich?", "Und wenn er stattdessen in Konflikt steht?",
+     "Mein Frob-Patch wurde übernommen. Was tue ich wenn er stattdessen in Konflikt steht?"),
+])
+def test_a_condition_is_added_to_the_earlier_question(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "ellipsis")

@@ -825,8 +825,8 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         if closing:
             start = closing[-1].start()
             return Resolution(_finish(base[:start] + fragment, earlier, mark), rule, base[start:])
-        if not named_runs(fragment) or not named_runs(base):
-            # "How do I report a bug in Debian?" then "What about by email?": added, never asked "of" the subject
+        if not named_runs(fragment) or not named_runs(base) or opener in _SUBORDINATORS:
+            # "How do I report a bug in Debian?" then "What about by email?", a condition: added, never asked "of" the subject
             return Resolution(_finish(f"{base} {fragment}", earlier, mark), rule, base)
         fragment = " ".join(words[1:])
     replaced = _same_head(base, fragment, rules)
