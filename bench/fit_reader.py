@@ -333,12 +333,12 @@ def holds_with_margin(chosen: np.ndarray, right: np.ndarray, each: list[np.ndarr
                       group_precision: float, min_answered: int = MIN_ANSWERED) -> bool:
     """Whether the precision of ``answered`` (``chosen``) holds with a margin: its Wilson 95 % lower bound over all
     the held-out questions is at least ``precision``, and within each of ``each`` (a writer's questions, held out)
-    with at least ``min_answered`` answers the precision counting one more of its answers wrong is at least
-    ``group_precision``."""
+    with at least ``min_answered`` answers none is wrong, or the precision counting one more of its answers wrong is
+    at least ``group_precision`` (a writer with 7 answers all right holds; 7 of 8 would not reach 0.95)."""
     n = int(chosen.sum())
     return bool(n) and wilson(int((chosen & right).sum()), n)[0] >= precision and all(
-        (chosen & g).sum() < min_answered or (chosen & g & right).sum() / ((chosen & g).sum() + 1) >= group_precision
-        for g in each)
+        (chosen & g).sum() < min_answered or not (chosen & g & ~right).any()
+        or (chosen & g & right).sum() / ((chosen & g).sum() + 1) >= group_precision for g in each)
 
 
 def lowest_holding(p_right: np.ndarray, candidates: np.ndarray, right: np.ndarray, each: list[np.ndarray],

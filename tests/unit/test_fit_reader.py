@@ -54,6 +54,9 @@ def test_answered_from_holds_the_precision_with_a_margin_for_each_writer():
     goals = {"precision": 0.9, "group_precision": 0.9}
     assert not fit_reader.holds_with_margin(checked, right, [a, ~a], **goals)
     assert fit_reader.holds_with_margin(p_right >= p_right[38], right, [a, ~a], **goals)
+    # a writer with few answers, none wrong, holds whatever the goal (7 of 7; counting one more wrong, 7/8 < 0.95)
+    few = np.arange(140) < 7
+    assert fit_reader.holds_with_margin(few | ~a, right | few, [few, ~a], precision=0.9, group_precision=0.95)
     # and the pooled bound: 96 of 100 answered is a precision of 0.96 whose bound (0.902) holds; 76 of 80 (0.878) not
     assert fit_reader.holds_with_margin(np.arange(140) >= 40, right | (np.arange(140) >= 136), [], **goals)
     assert not fit_reader.holds_with_margin(np.arange(140) >= 60, np.arange(140) >= 64, [], **goals)
