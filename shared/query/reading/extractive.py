@@ -799,24 +799,14 @@ class Reader:
         return missing
 
     def _read_on(self, lead: int, chosen: list[int]) -> None:
-        """The first sentence does not state a value asked for: the passage read on one sentence (a
-        definition's second sentence often holds what the first announces: "Training is achieved by
-        providing samples. The result is stored in a file called dictionary."), or, failing that, a
-        sentence as close to the question holding a term the first lacks (added to ``chosen``)."""
-        candidates = self.candidates
-        after = self.at.get((candidates[chosen[-1]].number, candidates[chosen[-1]].position + 1))
-        covered = set().union(*(self.stems[j] for j in chosen))
+        """The first sentence does not state a value asked for: the passage read on one sentence (a definition's second
+        sentence often holds what the first announces: "Training is achieved by providing samples. The result is stored
+        in a file called dictionary."), added to ``chosen``; a sentence as close elsewhere in its document is
+        :meth:`_quote_close`'s."""
+        after = self.at.get((self.candidates[chosen[-1]].number, self.candidates[chosen[-1]].position + 1))
         if after is not None and after not in chosen and len(chosen) == len(self.unit(lead)) and (
-                candidates[after].leans_back or self.pair_overlap[after] > 0 or self.states[after] > 0):
+                self.candidates[after].leans_back or self.pair_overlap[after] > 0 or self.states[after] > 0):
             chosen.append(after)
-            return
-        for i in self.ranked[1:]:
-            if self.relevance[i] < self.w.further_share * self.relevance[lead]:
-                break
-            if i not in chosen and any(t in self.stems[i] and t not in covered for t in self.term_stems) and (
-                    candidates[i].number == candidates[lead].number):
-                chosen += self._unquoted(i, chosen)
-                break
 
     def _quote_close(self, lead: int, chosen: list[int]) -> None:
         """The next best sentences of ``lead``'s document, nearly as strong as it (``close_share``, or ``value_share``
