@@ -201,10 +201,9 @@ ES = Language(
 
 RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
 
-# Words that point back at the earlier turn where the rule cannot put its subject in their place: a
-# person ("he", "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"), a place or
-# a time ("there", "danach"), "the old one", "anything else". Per language; the Spanish and French
-# articles of "qu'est-ce" and "¿qué es" are not demonstratives.
+# Words that point back at the earlier turn where the rule cannot put its subject in their place: a person ("he",
+# "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"), a place or a time ("there", "danach"), "the
+# old one", "another", "which one", "anything else/faster". Per language; "qu'est-ce", "¿qué es" are not demonstratives.
 REFERRING = {
     "en": _p(r"\b(?:he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
              r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
