@@ -38,6 +38,7 @@ from shared.query.reading.extractive import (
     term_set,
     tokenize,
 )
+from shared.query.reading.translation import lexicon_table
 
 AMOUNT = "amount"
 COUNT = "count"
@@ -62,20 +63,23 @@ KIND_NOUNS = {STATUS: "http status code codes response reply error", FLAG: "opti
               RETURN: "return returns returned", VERSION: _NAMES_AN_ID, DEFAULT: f"{_NAMES_AN_ID} value values setting",
               IDENT: f"{_NAMES_AN_ID} value uid uids gid gids port ports code codes"}
 
-# Heads of "what is the <head> of ..." that ask for a value of a type.
-_MONEY_HEADS = frozenset(
-    "cost costs price prices fee fees tuition salary salaries premium premiums fine fines budget revenue "
-    "revenues funding income earnings wage wages rent valuation spending payment payments payout prize "
-    "compensation charge charges reward rewards bounty bounties".split()
-)
-_QUANTITY_HEADS = frozenset(
-    "lifespan half-life life time rate rates percentage percent share proportion ratio fraction temperature "
-    "temperatures speed capacity population weight height length distance size dosage dose limit age duration period deadline number "
-    "count average median score level levels density footprint intake value yield efficiency tenure "
-    "viewership attendance figure probability odds margin growth volume mileage range amount total "
-    "dimensions delay delays interval intervals timeout depth".split()
-)
-_DATE_HEADS = frozenset("year date day month century decade".split())
+_LISTS = dict(lexicon_table("answer_words.tsv", ("list", "words")))  # the word lists, with why each
+_MONEY_HEADS = frozenset(_LISTS["money_heads"].split())
+_QUANTITY_HEADS = frozenset(_LISTS["quantity_heads"].split())
+_DATE_HEADS = frozenset(_LISTS["date_heads"].split())
+_GENERIC_HEADS = frozenset(_LISTS["generic_heads"].split())
+_QUALIFIERS = frozenset(_LISTS["qualifiers"].split())
+_PHRASE_END = frozenset(_LISTS["phrase_end"].split())
+_NOT_ROLES = frozenset(_LISTS["not_roles"].split())
+_AUXILIARIES = frozenset(_LISTS["auxiliaries"].split())
+_PHRASE_BREAKS = frozenset(_LISTS["phrase_breaks"].split())
+_EVENT_VERBS = frozenset(stem(w) for w in _LISTS["event_verbs"].split())
+_MONTHS = _LISTS["months"].split()  # in order: a pattern alternates them
+_NUMBER_WORDS = frozenset(_LISTS["number_words"].split())
+_NAME_FILLERS = frozenset(_LISTS["name_fillers"].split())
+_QUESTION_WORDS = frozenset(_LISTS["question_words"].split())
+_CAUSAL_VERBS = frozenset(_LISTS["causal_verbs"].split())
+_PEOPLE = frozenset(_LISTS["people"].split())
 # Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
 _LENGTH = r"km|kilomet\w*|miles?|mi|met(?:er|re)s?|m|feet|foot|ft|inch(?:es)?|yards?|cm|mm|light-years?|au"
 _DURATION = r"seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|yrs?|hrs?|mins?"
@@ -85,42 +89,20 @@ _MEASURE = re.compile(
     rf"(?:{_LENGTH}|{_DURATION}|kg|kilograms?|pounds?|lbs?|tons?|tonnes?|grams?|g|ounces?|oz|mg|ml|"
     r"liters?|litres?|gallons?|percent|%|dollars?|cents?|euros?|degrees?|acres?|hectares?|mph|gb|tb|mb|kb|"
     r"kwh|mw|gw|watts?|volts?|x)$", re.IGNORECASE)
+_DOSE = r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml"
 _UNITS = {
-    "temperature": r"°|degrees?|[fc]",
-    "speed": r"mph|km/h|kph|knots?|m/s|miles\s+per\s+hour|kilomet\w*\s+per\s+hour",
-    "length": _LENGTH, "distance": _LENGTH, "height": _LENGTH, "range": _LENGTH,
+    **dict.fromkeys(("length", "distance", "height", "range", "dimensions"), _LENGTH),
+    **dict.fromkeys(("duration", "period", "deadline", "tenure", "age", "lifespan", "half-life", "life", "time"),
+                    _DURATION),
+    **dict.fromkeys(("percentage", "share", "proportion", "fraction", "efficiency"), r"%|percent"),
+    **dict.fromkeys(("dosage", "dose"), rf"{_DOSE}|units?|tablets?"), "intake": rf"{_DOSE}|calories|kcal|cups?|servings?",
+    "temperature": r"°|degrees?|[fc]", "speed": r"mph|km/h|kph|knots?|m/s|miles\s+per\s+hour|kilomet\w*\s+per\s+hour",
     "size": rf"{_LENGTH}|bits?|bytes?|kb|mb|gb|tb|kib|mib|gib|k|m",
-    "dimensions": _LENGTH,
     "weight": r"kg|kilograms?|pounds?|lbs?|tons?|tonnes?|grams?|g|ounces?|oz",
     "capacity": r"seats?|passengers?|people|persons|tons?|tonnes?|teu|liters?|litres?|gallons?|gb|tb|mw|gw|kwh",
-    "dosage": r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml|units?|tablets?",
-    "dose": r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml|units?|tablets?",
-    "intake": r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml|calories|kcal|cups?|servings?",
-    "duration": _DURATION, "period": _DURATION, "deadline": _DURATION, "tenure": _DURATION, "age": _DURATION,
-    "lifespan": _DURATION, "half-life": _DURATION, "life": _DURATION, "time": _DURATION,
-    "rate": r"%|percent|per\s+\w+|in\s+\d+|/\w+", "percentage": r"%|percent", "share": r"%|percent",
-    "proportion": r"%|percent", "ratio": r"%|percent|to\s+\d+|:\d+", "fraction": r"%|percent",
-    "density": r"per\s+\w+|/\w+", "footprint": r"co2\w*|tons?|tonnes?|kg|grams?|g", "efficiency": r"%|percent",
+    "rate": r"%|percent|per\s+\w+|in\s+\d+|/\w+", "ratio": r"%|percent|to\s+\d+|:\d+",
+    "density": r"per\s+\w+|/\w+", "footprint": r"co2\w*|tons?|tonnes?|kg|grams?|g",
 }
-# Heads too general to require ("what is the status of X" is answered by any passage about X).
-_GENERIC_HEADS = frozenset(
-    "status state situation role impact impacts effect effects importance significance purpose benefit "
-    "benefits history outlook best way ways approach view views consensus evidence case reason reasons "
-    "relationship difference differences advantage advantages pros cons risk risks future meaning "
-    "definition overview point main key current thing things one ones kind type types policy policies".split()
-)
-# Words before the head that qualify it without naming what is asked.
-_QUALIFIERS = frozenset(
-    "specific exact precise detailed complete full current average typical standard recommended total "
-    "main primary key new latest actual official overall approximate estimated expected general common "
-    "usual normal minimum maximum top safe median annual daily monthly yearly correct right proper best "
-    "fastest ideal preferred".split()
-)
-# Words that end the attribute phrase ("the price OF", "the fee FOR").
-_PHRASE_END = frozenset(
-    "of for in at on to from between by with that which who used during among under after before when "
-    "where across within per as than about into over a an the".split()
-)
 
 _LEADING_NOISE = re.compile(
     r"^\W*(?:(?:how|why|what|is|are|when|who|which)\s+)(?=(?:what|how|when|who|which|why)\b)", re.IGNORECASE
@@ -139,12 +121,6 @@ _WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b(?P<rest>.*)", re.IGNORECASE)
 # A person's role after an article: "a primary handler", "the release team", "the maintainers".
 _ROLE = re.compile(r"\b(?:a|an|the)\s+(?:[a-z][\w-]*\s+){0,2}?(?P<role>[a-z]{3,}(?:er|or|ist|ian)s?|team|teams|"
                    r"committee|group|person|people|staff)\b")
-# Words ending like a role that name no one.
-_NOT_ROLES = frozenset("""other others number numbers order orders error errors vector vectors factor factors parameter
-    parameters header headers buffer buffers filter filters folder folders layer layers character characters letter
-    letters matter manner former latter further either neither never after under over later power color colour
-    behavior behaviour register registers identifier identifiers pointer pointers marker markers counter counters
-    cluster clusters container containers interior exterior mirror mirrors minor major super cover river water""".split())
 _WHAT_THE = re.compile(
     r"^\W*(?:\w+\s+)?(?:(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be)|how\s+(?:does|do|did))\s+"
     # "the price", or a name whose possessive was dropped ("What is Tesla('s) stock price")
@@ -177,10 +153,6 @@ _STATUS_Q = re.compile(r"\b(?:status|response|reply|error|http)\s+codes?\b", re.
 # with the verb: "Which GNU make option randomises the order"), at most OPENING_WORDS words; the last word of it
 # that names a kind below says what is asked.
 _OPENING = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?P<rest>.+)", re.IGNORECASE)
-_AUXILIARIES = frozenset("is are was were be do does did has have had will would can could should shall must may might"
-                         .split())
-_PHRASE_BREAKS = frozenset("the a an its their this that these those whether if of for in on at to from with by as into "
-                           "when where".split())
 OPENING_WORDS = 3
 _OPENING_KINDS = {"option": FLAG, "options": FLAG, "flag": FLAG, "flags": FLAG, "switch": FLAG, "switches": FLAG,
                   "version": VERSION, "versions": VERSION, "release": VERSION, "releases": VERSION,
@@ -210,10 +182,6 @@ _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|leas
                     r"limit(?:s|ed)?|cap(?:s|ped)?|exceed\w*|(?:larger|greater|more|less|fewer|higher|lower|smaller)\s+than|"
                     r"or\s+(?:more|less|higher|lower|later|newer|above|greater)|largest|smallest|highest|lowest|"
                     r"requires?|required|needs?)\b", re.IGNORECASE)
-# What a version or a date is asked about ("In which version was X added?"): the sentence must say the
-# same happened ("added in 1.10"), not that something else did ("deprecated in 3.0" is no removal).
-_EVENT_VERBS = frozenset(stem(w) for w in "added introduced removed deprecated dropped changed fixed supported "
-                         "enabled disabled renamed replaced created founded launched".split())
 _IN_VERSION = re.compile(r"\b(?:in|since|from|with|as\s+of)\s+(?:[\w-]+\s+){0,2}(?:version|release|v)\s*\d", re.IGNORECASE)
 _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d|"
                             r"\b(?:latest|newest|current|oldest|every|each)\s+(?:[\w-]+\s+)?(?:version|release)s?\b",
@@ -226,7 +194,6 @@ _DEFAULT_VALUE = re.compile(r"\bby\s+default\b|\bdefaults?\s*(?::|=|\bis\b|\bare
 # "By default, when a timer is scheduled, the loop keeps running": a default behaviour under a condition,
 # not a default value (unless the sentence gives a number).
 _BEHAVIOUR_BY_DEFAULT = re.compile(r"\bby\s+default\s*,\s*(?:when|if|while|once|as\s+long\s+as|unless)\b", re.IGNORECASE)
-_WHAT_FIRST = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<rest>.+)", re.IGNORECASE)
 # "Which ticket ID ...", "What Filter ID ...", "what port number ...", not "what is the number of ..." (a count).
 _IDENT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|the|an?)\b)[\w-]+\s+){0,2}"
                       r"(?:ids?|identifiers?|numbers?)\b", re.IGNORECASE)
@@ -251,8 +218,6 @@ _MECHANISM = re.compile(
     re.IGNORECASE,
 )
 
-_MONTHS = ("january february march april may june july august september october november december "
-           "jan feb mar apr jun jul aug sep sept oct nov dec").split()
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
 _NUMBERING = re.compile(r"\d+(?:\.\d+){2,}\.?")  # a section's number or a version, no count or quantity
 _DATE_VALUE = re.compile(
@@ -267,19 +232,7 @@ _CURRENCY = re.compile(
     r"\b\d[\d,.]*\s+percent\b|\bfree\s+of\s+charge\b|\bno\s+(?:cost|charge|fee)\b|\bat\s+no\s+cost\b",
     re.IGNORECASE,
 )
-_NUMBER_WORDS = frozenset(
-    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "zero seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred hundreds "
-    "thousand thousands million millions billion billions dozen dozens half quarter twice double triple"
-    .split()
-)
-_NAME_FILLERS = frozenset(
-    "The A An In On At For Of And Or But By To From With As This That These Those It Its Their His Her "
-    "Our We They He She I If When While After Before During Since Although However According Most Many "
-    "Some All Each Every Both Several".split()
-)
 
-_QUESTION_WORDS = frozenset("many much long far old big large often soon whose".split())
 
 # A supporting sentence's passage must cover at least this share of the question's topic terms
 # (or TOPIC_TERMS of them): near misses name the entity, so the tie is loose; it only keeps a
@@ -376,13 +329,8 @@ def _aspect_of(words: Sequence[str]) -> tuple[str | None, tuple[str, ...], str |
         return None, (), None
     head = words[-1].lower()
     modifiers = [w for w in words[:-1] if w.lower() not in _QUALIFIERS and w.lower() not in _GENERIC_HEADS]
-    kind = None
-    if head in _MONEY_HEADS or _singular(head) in _MONEY_HEADS:
-        kind = AMOUNT
-    elif head in _QUANTITY_HEADS or _singular(head) in _QUANTITY_HEADS:
-        kind = QUANTITY
-    elif head in _DATE_HEADS or _singular(head) in _DATE_HEADS:
-        kind = DATE
+    heads = {head, _singular(head)}
+    kind = next((k for k, h in ((AMOUNT, _MONEY_HEADS), (QUANTITY, _QUANTITY_HEADS), (DATE, _DATE_HEADS)) if heads & h), None)
     if kind is None:
         if head in _GENERIC_HEADS or head in _QUALIFIERS or _singular(head) in _GENERIC_HEADS:
             # "the status of X", "the economic impact of X" ask for nothing a word can check
@@ -462,7 +410,6 @@ def _anchored(specifics: Sequence[str], stems: set[str], edition_years: Sequence
     return named / len(names) >= ANCHOR_SHARE
 
 
-_CAUSAL_VERBS = frozenset("causes determines drives influences affects explains predicts controls triggers".split())
 
 
 @functools.lru_cache(maxsize=1024)  # the synthesizer checks each part's question against every candidate sentence
@@ -589,7 +536,7 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
         r"^(is|are|was|were|does|do|did|kind|type|sort)\b", m.group("phrase"), re.IGNORECASE
     ):
         kind, aspect, unit = _aspect_of(_phrase_words(m.group("phrase")))
-    elif m := _WHAT_FIRST.search(text):
+    elif m := _OPENING.match(text):
         words = [w for w in tokenize(m.group("rest")) if w.lower() not in _QUALIFIERS]
         first = words[0].lower() if words else ""
         if first in _CAUSAL_VERBS:
@@ -661,9 +608,6 @@ def _counts(sentence: str, counted: Sequence[str], question_terms: frozenset[str
     return False
 
 
-_PEOPLE = frozenset("people persons person employees employee staff workers users members customers residents "
-                    "students visitors subscribers inhabitants citizens players participants attendees patients "
-                    "developers contributors maintainers volunteers".split())
 
 
 def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = frozenset(),
