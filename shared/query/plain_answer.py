@@ -9,8 +9,10 @@ surface that shows the answer: a chat client renders Markdown and often HTML, so
 MCP and ``/v1/chat/completions`` all show the same clean text (no copy of this rule per surface):
 
 - a placeholder a document shows as text (``<key>=<value>``, ``git checkout <branch>``: an opening tag
-  without attributes whose name is no HTML element's) is kept, set in a code span, so a Markdown renderer
-  shows it rather than hide it as an unknown element; a browser would make nothing of it either;
+  without attributes whose name is no HTML element's) is kept, set in a code span with the rest of its word
+  (``-m<max-hits>``, one span, not ``-m`` beside a span), so a Markdown renderer shows it rather than hide it
+  as an unknown element; one already inside the document's own code span is left as it is (a second span
+  inside it would end the first and leave the placeholder bare); a browser would make nothing of it either;
 - HTML comments, processing instructions, declarations and every other tag are removed; the elements
   whose content is code or another document (``script``, ``style``, ``iframe``, ``svg``, …) are
   removed with their content; what is left of an unclosed tag is made plain text (``< img``), so
@@ -38,6 +40,8 @@ _TAG = re.compile(rf"</?[A-Za-z][A-Za-z0-9:-]*(?:[\s/]{_ATTRIBUTES})?>")
 _UNCLOSED = re.compile(r"<(?=[A-Za-z/!?])")
 # a browser's tag name runs to a space, "/" or ">": "<dir_fd>" is one too, though _TAG's names stop at "_"
 _PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.:-]*)>")
+# a word holding placeholders: what touches them up to a space, a quote, a bracket or a backtick
+_PLACEHOLDER_WORD = re.compile(r"""[^\s`<>"'()\[\]]*(?:<[A-Za-z][A-Za-z0-9_.:-]*>[^\s`<>"'()\[\]]*)+""")
 
 _LABEL = r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"
 _DESTINATION = r"""\(\s*(<[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)(?:\s+(?:"[^"]*"|'[^']*'|\([^)]*\)))?\s*\)"""
@@ -68,11 +72,18 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
         return keep(match.group(0)) if address in allowed else address
 
     def placeholder(match: re.Match[str]) -> str:
-        return match.group(0) if match.group(1).lower() in HTML_ELEMENTS else keep(f"`{match.group(0)}`")
+        word = match.group(0)
+        if any(name.lower() in HTML_ELEMENTS for name in _PLACEHOLDER.findall(word)):
+            return _PLACEHOLDER.sub(lambda m: m.group(0) if m.group(1).lower() in HTML_ELEMENTS
+                                    else keep(f"`{m.group(0)}`"), word)
+        if match.string.count("`", 0, match.start()) % 2:  # inside the document's own code span
+            return keep(word)
+        cut = len(word.rstrip(_TRAILING))
+        return keep(f"`{word[:cut]}`") + word[cut:]
 
     text = _AUTOLINK.sub(autolink, text)  # before tags: <http://…> would read as one
     text = without_code_elements(text)
-    text = _PLACEHOLDER.sub(placeholder, text)
+    text = _PLACEHOLDER_WORD.sub(placeholder, text)
     text = _COMMENT.sub(" ", text)
     text = _DECLARATION.sub(" ", text)
     text = _TAG.sub(" ", text)

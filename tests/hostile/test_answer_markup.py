@@ -87,7 +87,12 @@ def assert_plain(text: str, where: str) -> None:
     (f"![x and ![{SOURCE}", f"! [x and ! [{SOURCE}"),  # half an image: never closed by the next sentence
     ("see [x and ](http://h/y", "see [x and ] (`http://h/y`"),  # half a link, likewise
     # a placeholder a document shows as text (no HTML element's name, no attributes) stays, in a code span
-    ("The configuration is written as <key>=<value> pairs.", "The configuration is written as `<key>`=`<value>` pairs."),
+    ("The configuration is written as <key>=<value> pairs.", "The configuration is written as `<key>=<value>` pairs."),
+    # ... with the rest of its word in one span, and left as it is inside the document's own code span (a
+    # span opened inside it would close the document's and leave the placeholder bare, hidden by a renderer)
+    ('"git grep -m<max-hits>" limits the hits.', '"git grep `-m<max-hits>`" limits the hits.'),
+    ("Run `git grep -m<max-hits>` to limit the hits.", "Run `git grep -m<max-hits>` to limit the hits."),
+    ("Run `grep <b>` or see (<path>).", "Run `grep ` or see (`<path>`)."),
     ("Run git checkout <branch> -- <pathspec>, or <dir_fd>.", "Run git checkout `<branch>` -- `<pathspec>`, or `<dir_fd>`."),
     ("A <key name=x>b</key> and <b>bold</b> <source> <image> <br>c", "A b and bold c"),  # markup still goes
 ])
