@@ -154,10 +154,10 @@ _STATUS_Q = re.compile(r"\b(?:status|response|reply|error|http)\s+codes?\b", re.
 # that names a kind below says what is asked.
 _OPENING = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?P<rest>.+)", re.IGNORECASE)
 OPENING_WORDS = 3
-_OPENING_KINDS = {"option": FLAG, "options": FLAG, "flag": FLAG, "flags": FLAG, "switch": FLAG, "switches": FLAG,
-                  "version": VERSION, "versions": VERSION, "release": VERSION, "releases": VERSION,
-                  "id": IDENT, "ids": IDENT, "identifier": IDENT, "identifiers": IDENT, "number": IDENT,
-                  "numbers": IDENT, "uid": IDENT, "uids": IDENT, "gid": IDENT, "gids": IDENT, "port": IDENT}
+_OPENING_KINDS = {word: kind for kind, words in ((FLAG, "option options flag flags switch switches"),
+                                                 (VERSION, "version versions release releases"),
+                                                 (IDENT, "id ids identifier identifiers number numbers uid uids gid gids port"))
+                  for word in words.split()}
 # A code is a status code ("Which HTTP status code ...") or a number a program exits with ("Which exit code ...").
 _CODE_KINDS = {"status": STATUS, "response": STATUS, "reply": STATUS, "error": STATUS, "http": STATUS, "exit": IDENT,
                "return": IDENT}
@@ -330,12 +330,10 @@ def _aspect_of(words: Sequence[str]) -> tuple[str | None, tuple[str, ...], str |
     head = words[-1].lower()
     modifiers = [w for w in words[:-1] if w.lower() not in _QUALIFIERS and w.lower() not in _GENERIC_HEADS]
     heads = {head, _singular(head)}
-    kind = next((k for k, h in ((AMOUNT, _MONEY_HEADS), (QUANTITY, _QUANTITY_HEADS), (DATE, _DATE_HEADS)) if heads & h), None)
-    if kind is None:
-        if head in _GENERIC_HEADS or head in _QUALIFIERS or _singular(head) in _GENERIC_HEADS:
-            # "the status of X", "the economic impact of X" ask for nothing a word can check
-            return None, (), None
-        return None, (words[-1],), None
+    kind = AMOUNT if heads & _MONEY_HEADS else QUANTITY if heads & _QUANTITY_HEADS else DATE if heads & _DATE_HEADS \
+        else None
+    if kind is None:  # "the status of X", "the economic impact of X" ask for nothing a word can check
+        return (None, (), None) if heads & _GENERIC_HEADS or head in _QUALIFIERS else (None, (words[-1],), None)
     if head in {"number", "amount", "total", "figure", "value", "count", "level", "levels", "average", "median",
                 "date", "year"}:
         # "the number of X": X is what is counted, named after the phrase; the value type is the requirement
@@ -408,8 +406,6 @@ def _anchored(specifics: Sequence[str], stems: set[str], edition_years: Sequence
         return True
     named = sum(1 for s in names if _present(s, stems) or any(a in stems for a in _ALIASES.get(s.lower(), ())))
     return named / len(names) >= ANCHOR_SHARE
-
-
 
 
 @functools.lru_cache(maxsize=1024)  # the synthesizer checks each part's question against every candidate sentence
@@ -608,8 +604,6 @@ def _counts(sentence: str, counted: Sequence[str], question_terms: frozenset[str
     return False
 
 
-
-
 def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = frozenset(),
                 counted: Sequence[str] = ()) -> bool:
     """Whether ``sentence`` holds a value of ``kind`` (see the module docstring)."""
@@ -771,7 +765,6 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     question_stems = frozenset(term_set(question))
     passage_stems = [term_set(p) for p in passages]
     union = set().union(*passage_stems)
-    missing: list[str] = []
 
     absent = [s for s in fact.specifics if not _YEAR.match(s) and not _anchored([s], union)]
     editions = _edition_years(question)
@@ -790,12 +783,11 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
             if _sentence_supports(sentence, fact, question_stems):
                 found = found or sentence
                 supporting += 1
-    if found is None:
-        what = " ".join((*fact.aspect[:1], *fact.named)) or fact.relation or ""
-        label = f"{fact.kind} ({what})" if fact.kind and what else (fact.kind or what)
-        missing.append(f"no sentence states the asked {label}"
-                       + (f" (no context names {', '.join(absent)})" if absent else ""))
-    return FactSupport(fact, checked=True, missing=tuple(missing), sentence=found, supporting=supporting)
+    what = " ".join((*fact.aspect[:1], *fact.named)) or fact.relation or ""
+    label = f"{fact.kind} ({what})" if fact.kind and what else (fact.kind or what)
+    missing = () if found is not None else (
+        f"no sentence states the asked {label}" + (f" (no context names {', '.join(absent)})" if absent else ""),)
+    return FactSupport(fact, checked=True, missing=missing, sentence=found, supporting=supporting)
 
 
 __all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "KIND_NOUNS", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
