@@ -93,11 +93,9 @@ def in_english(question: str) -> tuple[str, str]:
 
 
 def fixed_notes() -> frozenset[str]:
-    """The fixed paragraphs ragbus writes around an answer's content, in every language: the notes an answer
-    may open with ("Note: the retrieved sources only partly cover ...", which every caveat said until the
-    reader's notes named what it found, and which earlier answers a chat client sends back still hold) and
-    the refusal a chat client keeps as the assistant's message. Not an earlier answer's content when a
-    follow-up reads it; :func:`is_note` also knows the notes built from what the reader found."""
+    """The fixed paragraphs ragbus writes around an answer's content, in every language: the generic notes an
+    answer may open with (which earlier answers a chat client sends back may hold) and the refusal; not an earlier
+    answer's content when a follow-up reads it (:func:`is_note` also knows the notes built from what was found)."""
     return frozenset(text for key in ("caveat", "caveat_no_model", "abstain") for text in _PHRASES[key].values())
 
 

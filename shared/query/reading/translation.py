@@ -1,18 +1,13 @@
 """A German, French or Spanish question's search terms in English, from a shipped lexicon.
 
-The offline default (the packaged all-MiniLM-L6-v2 and BM25) only understands English, and the local
-language model cannot translate; but a question needs little: its content words and its question word.
-``lexicon/terms.tsv`` maps those from German, French and Spanish to English for the bundled corpus's
-subjects (retrieval, RAG pipelines, messaging, HTTP, web security) and for the words any question uses
-("difference", "why", "avoid"). Articles, pronouns and auxiliaries are dropped; a word the lexicon lacks
-(a name, an acronym, a number, a word shared with English) passes through unchanged.
-
-Matching is by the language's Snowball stem with accents folded ("Dokumente", "Dokumenten", "Dokument"
-and an unaccented spelling are one entry); phrases of up to three words first ("lettre morte"); German
-compounds the lexicon lacks are split into known parts ("Wiederholungsversuche" -> "retry attempt").
-The result is a bag of English search terms in the question's order ("how saturate BM25 term
-frequency"), enough for BM25, the embedder and the local grader's term coverage. A question outside the
-lexicon's vocabulary keeps its foreign words, and is refused as before.
+The offline default (the packaged all-MiniLM-L6-v2 and BM25) only understands English, and the local language
+model cannot translate; but a question needs little: its content words and its question word. ``lexicon/terms.tsv``
+maps those to English for the bundled corpus's subjects and for the words any question uses ("difference", "why").
+Articles, pronouns and auxiliaries are dropped; a word the lexicon lacks (a name, an acronym, a number, a word
+shared with English) passes through unchanged. Words match by their Snowball stem with accents folded, phrases of
+up to three words first ("lettre morte"), and German compounds the lexicon lacks are split into known parts
+("Wiederholungsversuche" -> "retry attempt"). The result is a bag of English search terms in the question's order,
+enough for BM25, the embedder and the local grader's term coverage.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
-"""The reader's verdict (issue 36): whether what it quotes is ``answered``, a caveat, or a refusal, decided by
-weights learned over its evidence (:data:`FEATURES`, measured by :class:`shared.query.reading.extractive.Reader`),
-not by a rule per question. Two logistic regressions read the evidence:
+"""The reader's verdict (issue 36): whether what it quotes is ``answered``, a caveat, or a refusal, decided by two
+logistic regressions over its evidence (:data:`FEATURES`, measured by :class:`shared.query.reading.extractive.Reader`),
+not by a rule per question:
 
 - ``right``: the probability that the answer holds the asked facts and cites the document that states them;
 - ``near_miss``: the probability that no retrieved document states the asked fact at all.
 
-The answer is refused (``not_answerable``) when ``near_miss`` reaches ``refuse_from``. Otherwise it is
-``answered`` when a quoted sentence states what the question's shape asks (:func:`states_what_is_asked`) and
-``right`` reaches that shape's threshold: ``answered_from`` for a value or a list asked (:func:`asks_checked`),
-``open_answered_from`` for the other questions (1.0: never); else a caveat. Passages the local grader's fitted
-probability refuses stay answerable only when ``right`` reaches ``rescue_from`` (:meth:`VerdictModel.rescues`).
-
+:meth:`VerdictModel.decide` refuses (``not_answerable``) from ``refuse_from``; it answers when a quoted sentence
+states what the question's shape asks (:func:`states_what_is_asked`) and ``right`` reaches that shape's threshold
+(``answered_from`` for a value or a list asked, :func:`asks_checked`; ``open_answered_from`` for the rest, 1.0:
+never); else a caveat. Passages the local grader refuses are read on from ``rescue_from`` (:meth:`VerdictModel.rescues`).
 ``bench/fit_reader.py`` fits both models and the thresholds on the real-text set's development part, judged for
-writers they did not see (leave one writer out; a feature whose weight changes sign between those fits weighs
-0): each ``answered`` threshold where the precision of ``answered`` holds with a margin (see that script), and
-``refuse_from`` for at most 4 % of each writer's answerable questions refused. They are shipped in
-``verdict_model.json`` beside this module; a file fitted on other features is refused with the way to refit.
+writers they did not see (that script says how), into ``verdict_model.json`` beside this module; a file fitted on
+other features is refused with the way to refit.
 """
 
 from __future__ import annotations
@@ -112,8 +108,7 @@ class VerdictModel:
         return self.answered_from if self.open_answered_from is None else self.open_answered_from
 
     def decide(self, values: Mapping[str, float]) -> tuple[str, float, float]:
-        """(``answered``, ``caveat`` or ``refuse``; the probability right; the probability of a near miss): see the
-        module docstring (``answered`` needs :func:`states_what_is_asked`, whatever the probability)."""
+        """(``answered``, ``caveat`` or ``refuse``; the probability right; the probability of a near miss)."""
         p_right, p_near = self.right.probability(values), self.near_miss.probability(values)
         if p_near >= self.refuse_from:
             return REFUSE, p_right, p_near
