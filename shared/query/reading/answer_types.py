@@ -479,17 +479,18 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
     ties: tuple[str, ...] = ()
     relation: str | None = None
     opening = _opening_noun(text)  # (kind,) when it opens with a noun (kind None: a noun of no kind), else ()
+    asks_for = not opening and not _ASKS_ABOUT.match(text)  # neither a noun nor "what does ..." opens it
     if opening and opening[0]:
         kind = opening[0]
     elif _STATUS_Q.search(text) and not opening:
         kind = STATUS
-    elif _FLAG_Q.search(text) and not opening and not _ASKS_ABOUT.match(text):
+    elif _FLAG_Q.search(text) and asks_for:
         kind = FLAG
     elif _RETURN_Q.search(text):
         kind = RETURN
-    elif _VERSION_Q.search(text) and not opening and not _ASKS_ABOUT.match(text):
+    elif _VERSION_Q.search(text) and asks_for:
         kind = VERSION
-    elif _IDENT_Q.search(text) and not opening and not _ASKS_ABOUT.match(text):
+    elif _IDENT_Q.search(text) and asks_for:
         kind = IDENT
     elif _DEFAULT_Q.search(text):
         kind = DEFAULT
@@ -500,12 +501,8 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
         # sentence may count "deaths" or "viewers" for "people": it is a topic word, not a must
         ties = tuple(counted[:2]) + tuple(counted[2:3])  # "Header Magic Bytes": the head may come third
     elif m := _HOW_MUCH.search(text):
-        rest = m.group("rest")
-        if re.search(r"\b(cost|costs|pay|paid|charge|charged|spend|spent|earn|earned|worth|price|fund\w*|"
-                     r"allocate\w*|money|owe|raise\w*)\b", rest, re.IGNORECASE):
-            kind = AMOUNT
-        else:
-            kind = QUANTITY
+        kind = AMOUNT if re.search(r"\b(cost|costs|pay|paid|charge|charged|spend|spent|earn|earned|worth|price|fund\w*|"
+                                   r"allocate\w*|money|owe|raise\w*)\b", m["rest"], re.IGNORECASE) else QUANTITY
     elif m := _HOW_ADJ.search(text):
         adj = m.group("adj").lower()
         kind = AMOUNT if adj == "expensive" else QUANTITY
@@ -636,20 +633,15 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
             return True
         return kind == QUANTITY and bool(_CURRENCY.search(sentence))
     if kind == NAME:
-        for m in _ROLE.finditer(sentence):
-            # "Who coordinates the fix?" - "... is assigned a primary handler": a role answers "who" as a name does
-            if m["role"].lower() not in _NOT_ROLES and stem(m["role"]) not in question_terms:
-                return True
-        words = tokenize(sentence)
-        for i, word in enumerate(words):
-            if not word[:1].isupper() or word in _NAME_FILLERS or word.lower() in _MONTHS or len(word) < 2:
-                continue
-            if stem(word) in question_terms:
-                continue
-            if i == 0 and not (i + 1 < len(words) and words[i + 1][:1].isupper()):
-                continue  # a capital that only opens the sentence
+        # "Who coordinates the fix?" - "... is assigned a primary handler": a role answers "who" as a name does
+        if any(m["role"].lower() not in _NOT_ROLES and stem(m["role"]) not in question_terms
+               for m in _ROLE.finditer(sentence)):
             return True
-        return False
+        words = tokenize(sentence)
+        # a capitalised word, not one that only opens the sentence
+        return any(word[:1].isupper() and word not in _NAME_FILLERS and word.lower() not in _MONTHS and len(word) >= 2
+                   and stem(word) not in question_terms and (i > 0 or (len(words) > 1 and words[1][:1].isupper()))
+                   for i, word in enumerate(words))
     return True
 
 
@@ -694,11 +686,9 @@ def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset
         return False
     if not named_aspect and fact.topic and not any(_present(t, stems) for t in fact.topic):
         return False  # the value must be tied to the question's terms, not float in its passage
-    if fact.relation == "cause" and not _CAUSAL.search(sentence):
-        return False
-    if fact.relation == "mechanism" and not _MECHANISM.search(sentence) and not _restates(fact.topic, stems):
-        return False
-    return True
+    if fact.relation == "cause":
+        return bool(_CAUSAL.search(sentence))
+    return fact.relation != "mechanism" or bool(_MECHANISM.search(sentence)) or _restates(fact.topic, stems)
 
 
 def states_value(sentence: str, question: str) -> bool | None:
