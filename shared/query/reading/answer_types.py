@@ -63,23 +63,11 @@ KIND_NOUNS = {STATUS: "http status code codes response reply error", FLAG: "opti
               RETURN: "return returns returned", VERSION: _NAMES_AN_ID, DEFAULT: f"{_NAMES_AN_ID} value values setting",
               IDENT: f"{_NAMES_AN_ID} value uid uids gid gids port ports code codes"}
 
-_LISTS = dict(lexicon_table("answer_words.tsv", ("list", "words")))  # the word lists, with why each
-_MONEY_HEADS = frozenset(_LISTS["money_heads"].split())
-_QUANTITY_HEADS = frozenset(_LISTS["quantity_heads"].split())
-_DATE_HEADS = frozenset(_LISTS["date_heads"].split())
-_GENERIC_HEADS = frozenset(_LISTS["generic_heads"].split())
-_QUALIFIERS = frozenset(_LISTS["qualifiers"].split())
-_PHRASE_END = frozenset(_LISTS["phrase_end"].split())
-_NOT_ROLES = frozenset(_LISTS["not_roles"].split())
-_AUXILIARIES = frozenset(_LISTS["auxiliaries"].split())
-_PHRASE_BREAKS = frozenset(_LISTS["phrase_breaks"].split())
+# The word lists (the file says why each): _WORDS["qualifiers"] and the rest; months in order, event verbs stemmed.
+_LISTS = dict(lexicon_table("answer_words.tsv", ("list", "words")))
+_WORDS = {name: frozenset(words.split()) for name, words in _LISTS.items()}
 _EVENT_VERBS = frozenset(stem(w) for w in _LISTS["event_verbs"].split())
 _MONTHS = _LISTS["months"].split()  # in order: a pattern alternates them
-_NUMBER_WORDS = frozenset(_LISTS["number_words"].split())
-_NAME_FILLERS = frozenset(_LISTS["name_fillers"].split())
-_QUESTION_WORDS = frozenset(_LISTS["question_words"].split())
-_CAUSAL_VERBS = frozenset(_LISTS["causal_verbs"].split())
-_PEOPLE = frozenset(_LISTS["people"].split())
 # Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
 _LENGTH = r"km|kilomet\w*|miles?|mi|met(?:er|re)s?|m|feet|foot|ft|inch(?:es)?|yards?|cm|mm|light-years?|au"
 _DURATION = r"seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|yrs?|hrs?|mins?"
@@ -311,7 +299,8 @@ def _phrase_words(phrase: str) -> list[str]:
     out: list[str] = []
     for word in tokenize(phrase):
         low = word.lower()
-        if low in _PHRASE_END or (out and low in {"is", "are", "was", "were", "do", "does", "did", "has", "have"}):
+        if low in _WORDS["phrase_end"] or (out and low in {"is", "are", "was", "were", "do", "does", "did", "has",
+                                                           "have"}):
             break
         out.append(word)
     return out
@@ -328,12 +317,13 @@ def _aspect_of(words: Sequence[str]) -> tuple[str | None, tuple[str, ...], str |
     if not words:
         return None, (), None
     head = words[-1].lower()
-    modifiers = [w for w in words[:-1] if w.lower() not in _QUALIFIERS and w.lower() not in _GENERIC_HEADS]
+    qualifiers, generic = _WORDS["qualifiers"], _WORDS["generic_heads"]
+    modifiers = [w for w in words[:-1] if w.lower() not in qualifiers and w.lower() not in generic]
     heads = {head, _singular(head)}
-    kind = AMOUNT if heads & _MONEY_HEADS else QUANTITY if heads & _QUANTITY_HEADS else DATE if heads & _DATE_HEADS \
-        else None
+    kind = next((k for k, h in ((AMOUNT, "money_heads"), (QUANTITY, "quantity_heads"), (DATE, "date_heads"))
+                 if heads & _WORDS[h]), None)
     if kind is None:  # "the status of X", "the economic impact of X" ask for nothing a word can check
-        return (None, (), None) if heads & _GENERIC_HEADS or head in _QUALIFIERS else (None, (words[-1],), None)
+        return (None, (), None) if heads & generic or head in qualifiers else (None, (words[-1],), None)
     if head in {"number", "amount", "total", "figure", "value", "count", "level", "levels", "average", "median",
                 "date", "year"}:
         # "the number of X": X is what is counted, named after the phrase; the value type is the requirement
@@ -352,8 +342,8 @@ def _specifics(question: str) -> tuple[str, ...]:
     words = tokenize(question)
     for i, word in enumerate(words):
         low = word.lower()
-        if low in STOPWORDS or word in _NAME_FILLERS or low in _MONTHS or low in _QUESTION_WORDS \
-                or low in _QUALIFIERS:
+        if low in STOPWORDS or word in _WORDS["name_fillers"] or low in _MONTHS or low in _WORDS["question_words"] \
+                or low in _WORDS["qualifiers"]:
             continue  # "the EXACT figure" is emphasis, not a name
         if _YEAR.match(word):
             out.append(word)
@@ -426,8 +416,8 @@ def asked_fact(question: str) -> AskedFact:
     asked = {stem(a) for a in (*aspect, *named, *KIND_NOUNS.get(kind or "", "").split())}
     topic = tuple(
         t for t in (*ties, *content_terms(text, keep_temporal=False))
-        if stem(t) not in asked and t.lower() not in _QUALIFIERS and t.lower() not in _QUESTION_WORDS
-        and not (kind == AMOUNT and t.lower() in _MONEY_HEADS | {"pay", "spend", "charge"})
+        if stem(t) not in asked and t.lower() not in _WORDS["qualifiers"] and t.lower() not in _WORDS["question_words"]
+        and not (kind == AMOUNT and t.lower() in _WORDS["money_heads"] | {"pay", "spend", "charge"})
     )
     # the noun phrase a question opens with up to the word naming the kind ("Which HTTP status code", "What port")
     # says what the value is, not whose: no entity a passage must name, nor the subject a stating sentence holds
@@ -448,7 +438,7 @@ def _opening_phrase(text: str) -> list[str]:
     words = [w.lower().strip(".,;:") for w in m["rest"].split()] if m else []
     phrase: list[str] = []
     for word in words[:OPENING_WORDS]:
-        if word in _AUXILIARIES or word in _PHRASE_BREAKS:
+        if word in _WORDS["auxiliaries"] or word in _WORDS["phrase_breaks"]:
             break
         phrase.append(word)
     return phrase
@@ -530,9 +520,9 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
     ):
         kind, aspect, unit = _aspect_of(_phrase_words(m.group("phrase")))
     elif m := _OPENING.match(text):
-        words = [w for w in tokenize(m.group("rest")) if w.lower() not in _QUALIFIERS]
+        words = [w for w in tokenize(m.group("rest")) if w.lower() not in _WORDS["qualifiers"]]
         first = words[0].lower() if words else ""
-        if first in _CAUSAL_VERBS:
+        if first in _WORDS["causal_verbs"]:
             relation = "cause"  # "what determines X?"
         elif first and first not in STOPWORDS and first not in {"kind", "type", "sort"}:
             # "what materials compose X?": without a verb to end the phrase, one of its first
@@ -550,7 +540,7 @@ def _numbers(sentence: str) -> list[tuple[str, str]]:
     out = []
     for i, word in enumerate(words):
         low = word.lower()
-        if word[:1].isdigit() or low in _NUMBER_WORDS:  # "win32", "krb5" name things, they count nothing
+        if word[:1].isdigit() or low in _WORDS["number_words"]:  # "win32", "krb5" name things, they count nothing
             out.append((word, words[i + 1].lower() if i + 1 < len(words) else ""))
     return out
 
@@ -581,8 +571,9 @@ def _counts(sentence: str, counted: Sequence[str], question_terms: frozenset[str
     for i, word in enumerate(words):
         low = word.lower()
         head, _, tail = low.partition("-")
-        number = head if tail and (head.replace(".", "").replace(",", "").isdigit() or head in _NUMBER_WORDS) else low
-        if not (any(ch.isdigit() for ch in number) or number in _NUMBER_WORDS):
+        spelled = _WORDS["number_words"]
+        number = head if tail and (head.replace(".", "").replace(",", "").isdigit() or head in spelled) else low
+        if not (any(ch.isdigit() for ch in number) or number in spelled):
             continue
         if stem(word) in question_terms or _is_year(number, words[i + 1].lower() if i + 1 < len(words) else ""):
             continue
@@ -596,7 +587,8 @@ def _counts(sentence: str, counted: Sequence[str], question_terms: frozenset[str
         if any(_akin(w, noun) for w in before for noun in counted) and _BOUND.search(" ".join(before)):
             return True
         # "employs 1,240 people" counts employees: people are counted in many words
-        if following and following[0].lower() in _PEOPLE and any(n.lower() in _PEOPLE for n in counted):
+        people = _WORDS["people"]
+        if following and following[0].lower() in people and any(n.lower() in people for n in counted):
             return True
     return False
 
@@ -634,13 +626,14 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         return kind == QUANTITY and bool(_CURRENCY.search(sentence))
     if kind == NAME:
         # "Who coordinates the fix?" - "... is assigned a primary handler": a role answers "who" as a name does
-        if any(m["role"].lower() not in _NOT_ROLES and stem(m["role"]) not in question_terms
+        if any(m["role"].lower() not in _WORDS["not_roles"] and stem(m["role"]) not in question_terms
                for m in _ROLE.finditer(sentence)):
             return True
         words = tokenize(sentence)
         # a capitalised word, not one that only opens the sentence
-        return any(word[:1].isupper() and word not in _NAME_FILLERS and word.lower() not in _MONTHS and len(word) >= 2
-                   and stem(word) not in question_terms and (i > 0 or (len(words) > 1 and words[1][:1].isupper()))
+        return any(word[:1].isupper() and len(word) >= 2 and word not in _WORDS["name_fillers"]
+                   and word.lower() not in _MONTHS and stem(word) not in question_terms
+                   and (i > 0 or (len(words) > 1 and words[1][:1].isupper()))
                    for i, word in enumerate(words))
     return True
 
