@@ -710,22 +710,19 @@ def _exact_names(question: str) -> tuple[str, ...]:
 
 
 def sentence_states(sentence: str, question: str) -> bool | None:
-    """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named
-    with its aspect or tied to the question's terms); None when the question asks for no value of a
-    type (an open question, a cause, a mechanism, another language: passages say those in too many
-    words for a rule, see :class:`FactSupport`). A question that names a version, a level or an
-    identifier with digits ("the ratio at level 19", "when was 1.20.2 released") is answered only by
-    a sentence naming it too: the ratio at level 1 is a near miss."""
+    """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named with its aspect
+    or tied to the question's terms); None when it asks for no value of a type (passages state a cause, a mechanism
+    or an open answer in too many words for a rule). A sentence answering a limit states one, an event the same
+    event, and it names the versions, levels and identifiers with digits the question names (:func:`_exact_names`)."""
     fact = asked_fact(question)
     if not fact.kind:
         return None
-    if sentence and _BOUND_Q.search(question) and not _BOUND.search(sentence):
-        return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
-    if sentence and fact.kind in (VERSION, DATE):
-        events = [stem(w) for w in tokenize(question) if stem(w) in _EVENT_VERBS]
-        if events and not set(events) & term_set(sentence):
-            return False
     if sentence:
+        if _BOUND_Q.search(question) and not _BOUND.search(sentence):
+            return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
+        if fact.kind in (VERSION, DATE) and (events := {stem(w) for w in tokenize(question)} & _EVENT_VERBS) \
+                and not events & term_set(sentence):
+            return False  # "In which version was X added?": "deprecated in 3.0" is another event
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
         if any(name not in words for name in _exact_names(question)):
