@@ -48,8 +48,7 @@ _WRITTEN = re.compile(r"[^\W_]+(?:[.\-_'][^\W_]+)*")
 def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     """The note an ``answered_with_caveat`` answer to ``question`` opens with, in ``language``: what the reader
     found and did not (``answer.finding``), else the generic note."""
-    finding = answer.finding if answer is not None else None
-    if finding is None or answer is None:
+    if answer is None or (finding := answer.finding) is None:
         return phrase("caveat", language)
     english = language == "en"
     asked = _asked(question, finding) if english else ""
@@ -68,8 +67,9 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
 
     def unasked(runs: tuple[str, ...]) -> list[str]:
         # what the note names as asked is not named again as missing ("the GID" and "“GID”")
-        return named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems)) if says_lacking \
-            else []
+        if not says_lacking:
+            return []
+        return named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems))
 
     found = quoted_words(named(finding.found), language)
     # the most telling first: a part or a name of the question no quoted passage holds, then the asked value
@@ -113,12 +113,10 @@ def _opening_words(question: str) -> list[str]:
     """The words naming what ``question`` asks for, after its asking word ("GID" of "Which GID must ..."), up to
     the first small word; none when it opens otherwise."""
     m = _OPENING.match(question)
-    if not m:
-        return []
     words: list[str] = []
-    for word in m["rest"].split()[:OPENING_WORDS]:
+    for word in m["rest"].split()[:OPENING_WORDS] if m else []:
         bare = word.strip(".,;:!?")
-        if not bare or bare.lower() in STOPWORDS or not tokenize(bare) or tokenize(bare)[0] != bare:
+        if bare.lower() in STOPWORDS or tokenize(bare)[:1] != [bare]:  # a small word, or not one word
             break
         words.append(bare)
         if bare != word:  # a word ending a clause ends the phrase

@@ -196,8 +196,5 @@ def lexicon_language(text: str) -> str | None:
     if not words:
         return None
     counts = {language: sum(_lexicon(language).knows(w) for w in words) for language in LEXICON_LANGUAGES}
-    ranked = sorted(counts.items(), key=lambda item: -item[1])
-    best, count = ranked[0]
-    if count >= 2 and count * 2 > len(words) and count > ranked[1][1]:
-        return best
-    return None
+    (best, count), (_, second) = sorted(counts.items(), key=lambda item: -item[1])[:2]
+    return best if count >= 2 and count * 2 > len(words) and count > second else None
