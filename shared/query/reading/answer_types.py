@@ -97,15 +97,12 @@ _LEADING_NOISE = re.compile(
 )
 _HOW_MANY = re.compile(r"\bhow\s+many\s+(?P<rest>.+)", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow\s+much\s+(?P<rest>.+)", re.IGNORECASE)
-_HOW_ADJ = re.compile(
-    r"\bhow\s+(?P<adj>long|far|old|big|large|tall|high|fast|heavy|deep|wide|often|hot|cold|expensive|"
-    r"frequently|quickly|soon)\b(?P<rest>.*)",
-    re.IGNORECASE,
-)
+_HOW_ADJ = re.compile(r"\bhow\s+(?P<adj>long|far|old|big|large|tall|high|fast|heavy|deep|wide|often|hot|cold|expensive|"
+                      r"frequently|quickly|soon)\b", re.IGNORECASE)
 # "When was / did / will X ..." asks for a date; "when is exact search good enough?" for a condition.
 _WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when\s+(?:was|were|did|will|would)|since\s+when|in\s+what\s+year|"
                    r"in\s+which\s+year|what\s+year)\b", re.IGNORECASE)
-_WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b(?P<rest>.*)", re.IGNORECASE)
+_WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b", re.IGNORECASE)
 # A person's role after an article: "a primary handler", "the release team", "the maintainers".
 _ROLE = re.compile(r"\b(?:a|an|the)\s+(?:[a-z][\w-]*\s+){0,2}?(?P<role>[a-z]{3,}(?:er|or|ist|ian)s?|team|teams|"
                    r"committee|group|person|people|staff)\b")
@@ -116,12 +113,9 @@ _WHAT_THE = re.compile(
     r"(?P<phrase>.+)",
     re.IGNORECASE,
 )
-_WHAT_NOUN = re.compile(
-    r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<phrase>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+"
-    r"(?P<verb>is|are|was|were|did|do|does|has|have|had|will|can|could|should|would|showed|show|shows)\b"
-    r"(?P<rest>.*)",
-    re.IGNORECASE,
-)
+_WHAT_NOUN = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<phrase>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+"
+                        r"(?:is|are|was|were|did|do|does|has|have|had|will|can|could|should|would|showed|show|shows)\b",
+                        re.IGNORECASE)
 _WHAT_CAUSES = re.compile(
     r"\bwhat\s+(?:causes|caused|causing|triggers|triggered|leads\s+to|led\s+to)\b|\bcauses?\s+of\b", re.IGNORECASE
 )
