@@ -739,24 +739,20 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     question_stems = frozenset(term_set(question))
     passage_stems = [term_set(p) for p in passages]
     union = set().union(*passage_stems)
-
     absent = [s for s in fact.specifics if not _YEAR.match(s) and not _anchored([s], union)]
+    named = not fact.named or any(_present(n, union) for n in fact.named)  # some passage names the named aspect
     editions = _edition_years(question)
     found: str | None = None
     supporting = 0  # every supporting sentence is counted: several agreeing ones are firmer evidence than one
     for text, stems in zip(passages, passage_stems, strict=True):
-        if not _on_topic((*fact.topic, *fact.aspect[:1]), stems) or (
-            fact.named and not any(_present(n, union) for n in fact.named)
-        ) or not _anchored(fact.specifics, stems, editions):
+        if not named or not _on_topic((*fact.topic, *fact.aspect[:1]), stems) \
+                or not _anchored(fact.specifics, stems, editions):
             continue
-        if not (fact.kind or fact.aspect or fact.relation):
-            found = found or text[:200]
+        quotes = [text[:200]] if not (fact.kind or fact.aspect or fact.relation) else [
+            s for s in split_sentences(text) if _sentence_supports(s, fact, question_stems)]
+        for quote in quotes:
+            found = found or quote
             supporting += 1
-            continue
-        for sentence in split_sentences(text):
-            if _sentence_supports(sentence, fact, question_stems):
-                found = found or sentence
-                supporting += 1
     what = " ".join((*fact.aspect[:1], *fact.named)) or fact.relation or ""
     label = f"{fact.kind} ({what})" if fact.kind and what else (fact.kind or what)
     missing = () if found is not None else (
