@@ -48,6 +48,21 @@ def test_a_part_is_the_union_of_its_writers_folders(tmp_path):
     assert len(part.document_folders) == 2 and part.genres["q2"] == "essay"
     assert [d.id for d in part.dialogues] == ["d1"] and len(part.dialogues[0].turns) == 3
     assert [q.id for q in realtext.load_part(tmp_path / "test").questions] == ["q1", "nm1", "q2"]  # as a folder
+    assert part.writers == {"q1": "a", "nm1": "a", "q2": "b"}
+
+
+def test_the_dev_part_names_each_questions_writer_and_the_report_shows_them(tmp_path):
+    _writer(tmp_path / "dev", "a", questions=[_q("q1")])
+    part = realtext.load_part("dev", root=tmp_path)
+    assert part.writers["q1"] == "a" and {part.writers[q.id] for q in realdocs.load().questions} == {"realdocs"}
+    scored = [_scored("q1", "value", "answered", True)]
+    groups = realtext.grouped(scored, part.writers)
+    results = {"dataset": {"part": "dev", "documents": 1, "genres": "docs 1"}, "model": "m",
+               "machine": {"date": "d", "cpus": 2, "load_average": [0], "git_commit": "c"},
+               "timings_s": {"ingest_s": 0, "questions_s": 0}, "verdicts": [],
+               "figures": {**realdocs.figures(scored), **realtext.group_figures(scored)},
+               "by_writer": {**groups, "b": groups["a"]}, "by_genre": groups, "by_kind": groups}
+    assert "### By writer" in realtext.markdown(results) and "| b | 1 |" in realtext.markdown(results)
 
 
 def test_the_dev_part_holds_the_realdocs_set_too(tmp_path):

@@ -75,6 +75,13 @@ class Part:
         return list(dict.fromkeys(d.folder for d in self.documents))
 
     @property
+    def writers(self) -> dict[str, str]:
+        """Question id -> its writer: the folder holding its document (``a``, ``b``, ..., ``realdocs``). A
+        writer's figures judge a reader nobody designed on it (issue 36); its records are not read for that."""
+        by_file = {d.file: d.folder.parent.name for d in self.documents}
+        return {q.id: by_file.get(q.file, "?") for q in self.questions}
+
+    @property
     def answerable(self) -> list[realdocs.Question]:
         return [q for q in self.questions if not q.near_miss]
 
@@ -274,7 +281,7 @@ def _table(title: str, groups: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def markdown(results: dict[str, Any], *, show_failures: bool = False) -> str:
-    """The run as Markdown: the targets with their intervals, then by genre and by kind, the
+    """The run as Markdown: the targets with their intervals, then by writer, by genre and by kind, the
     follow-ups, and (asked) every failure."""
     ds, figs, m = results["dataset"], results["figures"], results["machine"]
     out = [
@@ -295,6 +302,8 @@ def markdown(results: dict[str, Any], *, show_failures: bool = False) -> str:
             f"{_f(figs.get('citation_precision'))}; every key in the passages answered from "
             f"{_f(figs.get('keys_in_contexts'))}. Outcomes, answerable: {figs['outcomes_answerable']}; near misses: "
             f"{figs['outcomes_near_misses']}."]
+    if len(results.get("by_writer") or {}) > 1:
+        out += _table("By writer (the folder that holds the question's document)", results["by_writer"])
     out += _table("By genre", results["by_genre"])
     out += _table("By kind (what is asked; the realdocs questions keep their kinds: where the answer sits)",
                   results["by_kind"])
