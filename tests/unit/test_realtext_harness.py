@@ -131,3 +131,21 @@ def test_the_cli_asks_a_part_and_writes_its_own_figures(monkeypatch, tmp_path):
     folder = _writer(tmp_path / "mine", "a", questions=[_q("q1")])
     assert runner.invoke(app, ["eval", "--dataset", str(folder), "--reuse-ingest", "--cache", "c"]).exit_code == 0
     assert ran[1].part == str(folder) and (tmp_path / "c" / "eval_realtext_a.json").exists()
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "601"])
+@pytest.mark.parametrize("dataset", [["--dataset", "realtext", "--part", "dev"], ["--dataset", "conversations"]])
+def test_a_query_timeout_out_of_range_is_refused_before_anything_is_ingested(monkeypatch, tmp_path, dataset, seconds):
+    # it was taken: every question then ended `failed` with no reason, after the whole part was ingested
+    import shared.tools.eval.conversations_run as conversations_module
+    import shared.tools.eval.realtext_run as run_module
+    from shared.tools.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr(run_module, "run_realtext", lambda opts, progress=None: ran.append(opts) or {"verdicts": []})
+    monkeypatch.setattr(conversations_module, "run_conversations", lambda opts, progress=None: ran.append(opts))
+    result = CliRunner().invoke(app, ["eval", *dataset, "--query-timeout", seconds])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "--query-timeout" in said and "from 1 to 600" in said, said
+    assert not ran and not (tmp_path / "docs").exists()

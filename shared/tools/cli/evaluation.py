@@ -65,7 +65,7 @@ def eval_command(
         help="A smaller sample for a slow provider: PROVIDER=ANSWERABLE\\[/ABSTAIN], e.g. openai=40/20 "
         "(a subset of local's sample; repeatable; default: local's sample).")] = None,
     query_timeout: Annotated[float, typer.Option(
-        help="Seconds one question may take (a small model on a slow CPU may need more; at most 600).")] = 120.0,
+        help="Seconds one question may take, from 1 to 600 (a small model on a slow CPU may need more).")] = 120.0,
     check: CheckOption = False,
     out: OutOption = None,
     cache: Annotated[Path, typer.Option(help="Embedding and index cache.")] = Path(".ragbus-eval"),
@@ -80,10 +80,16 @@ def eval_command(
     from_feedback: FromFeedbackOption = False,
 ) -> None:
     r"""Retrieval and answer quality on fitz-gov (synthetic cases; the dev extra installs it: pip install -e '.\[dev]'),
-    or on the real-text development set (--dataset realdocs).
+    or on real text (--dataset realdocs, realtext --part dev, conversations, formats: see --dataset).
 
-    Ends with issue 11's targets (fitz-gov, held-out split) or issue 20's (realdocs) and whether each is met.
+    Ends with each dataset's targets (fitz-gov: issue 11's, on the held-out split) and whether each is met.
     """
+    from shared.query.api import TIMEOUT_RANGE_S, validate_seconds
+
+    try:  # refused before anything is ingested: each question would otherwise end `failed`, with no reason
+        validate_seconds(query_timeout, "--query-timeout", TIMEOUT_RANGE_S)
+    except RagbusError as exc:
+        raise fail(str(exc)) from None
     if from_feedback or _is_feedback_path(dataset):
         _eval_feedback_dataset(dataset, from_feedback=from_feedback, check=check, show_failures=show_failures,
                                providers=providers, query_timeout=query_timeout, out=out, cache=cache, chosen={
