@@ -80,6 +80,7 @@ def test_changes_are_counted_per_rating_and_up_rated_changes_are_regressions():
     assert "| down-rated answers that now change | 1 of 2 |" in text
     assert "| up-rated answers that stay the same | 1 of 3 |" in text
     assert "good | answered_with_caveat: good | yes |" in text  # a regression is listed
+    assert "good | failed: filters: bad | yes |" in text  # one that could not be asked says why
     assert "now the right answer" not in text and "now the right answer" in feedback.markdown(results,
                                                                                                 show_failures=True)
 

@@ -180,6 +180,6 @@ def markdown(results: dict[str, Any], *, show_failures: bool = False) -> str:
         for r in shown:
             cell = lambda text: " ".join(str(text or "").split()).replace("|", "\\|")[:120]  # noqa: E731
             lines.append(f"| {r['rating']} | {cell(r['question'])} | {cell(r['outcome_then'])}: "
-                         f"{cell(r['answer_then'])} | {cell(r['outcome_now'])}: {cell(r['answer_now'])} | "
+                         f"{cell(r['answer_then'])} | {cell(r['outcome_now'])}: {cell(r['answer_now'] or r.get('error'))} | "
                          f"{'yes' if r['changed'] else 'no'} |")
     return "\n".join(lines)
