@@ -171,6 +171,15 @@ def test_the_content_ends_with_numbered_markdown_links_to_the_sources():
     assert content_of(_record("The documents do not say.", [])) == "The documents do not say."
 
 
+def test_an_address_in_a_title_that_is_not_linked_is_set_in_a_code_span():
+    # as in the answer (shared/query/plain_answer.py): a chat client's renderer would link a bare address
+    title = "Notes_ http://127.0.0.1:9/phish?a=*b* and www.h.example/x, `http://h/y` <key>"
+    record = _record("The port is 5151 [1].", [{"id": 1, "title": title, "url": "file:///srv/notes.txt",
+                                                 "document_id": "d1", "chunk_id": "c1"}])
+    assert content_of(record).endswith("\n1. Notes\\_ `http://127.0.0.1:9/phish?a=*b*` and `www.h.example/x`, "
+                                       "\\``http://h/y`\\` \\<key\\>")
+
+
 def test_pieces_join_to_the_text_and_cut_after_whitespace():
     text = "Reciprocal rank fusion adds 1/(k + rank) over the lists [1].\n\nSources:\n1. [RRF](https://e.org/r)"
     cut = pieces(text, size=16)
