@@ -40,6 +40,8 @@ _TAG = re.compile(rf"</?[A-Za-z][A-Za-z0-9:-]*(?:[\s/]{_ATTRIBUTES})?>")
 _UNCLOSED = re.compile(r"<(?=[A-Za-z/!?])")
 # a browser's tag name runs to a space, "/" or ">": "<dir_fd>" is one too, though _TAG's names stop at "_"
 _PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.:-]*)>")
+# a Markdown code span: a run of backticks closed by a run of the same length (CommonMark)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
 # a word holding placeholders: what touches them up to a space, a quote, a bracket or a backtick
 _PLACEHOLDER_WORD = re.compile(r"""[^\s`<>"'()\[\]]*(?:<[A-Za-z][A-Za-z0-9_.:-]*>[^\s`<>"'()\[\]]*)+""")
 
@@ -62,6 +64,10 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
     allowed = {s for s in sources if s and _WEB.match(s)}
     text = text.replace("\x00", "")
     kept: list[str] = []
+    # the spans this function adds are fenced by a backtick run no lone run of the text has (one that closes
+    # no code span), so none of them can pair with it ("Press the ` key, then run ``<branch>``")
+    runs = {len(r) for r in re.findall(r"`+", _CODE_SPAN.sub(" ", text))}
+    fence = "`" * next(n for n in range(1, len(runs) + 2) if n not in runs)
 
     def keep(markdown: str) -> str:
         kept.append(markdown)
@@ -75,14 +81,15 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
         word = match.group(0)
         if any(name.lower() in HTML_ELEMENTS for name in _PLACEHOLDER.findall(word)):
             return _PLACEHOLDER.sub(lambda m: m.group(0) if m.group(1).lower() in HTML_ELEMENTS
-                                    else keep(f"`{m.group(0)}`"), word)
-        if match.string.count("`", 0, match.start()) % 2:  # inside the document's own code span
+                                    else keep(f"{fence}{m.group(0)}{fence}"), word)
+        if any(a <= match.start() < b for a, b in spans):  # inside the document's own code span
             return keep(word)
         cut = len(word.rstrip(_TRAILING))
-        return keep(f"`{word[:cut]}`") + word[cut:]
+        return keep(f"{fence}{word[:cut]}{fence}") + word[cut:]
 
     text = _AUTOLINK.sub(autolink, text)  # before tags: <http://…> would read as one
     text = without_code_elements(text)
+    spans = [m.span() for m in _CODE_SPAN.finditer(text)]
     text = _PLACEHOLDER_WORD.sub(placeholder, text)
     text = _COMMENT.sub(" ", text)
     text = _DECLARATION.sub(" ", text)
@@ -107,7 +114,7 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
         address, tail = address[:cut], address[cut:]
         if not address or address in allowed:
             return match.group(0)
-        return f"`{address}`{tail}"
+        return f"{fence}{address}{fence}{tail}"
 
     text = _BARE_ADDRESS.sub(bare, text)
     text = _UNCLOSED.sub("< ", text)  # a "<" a removed link or image left beside a letter ("<[img](…)")

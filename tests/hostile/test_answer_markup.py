@@ -93,6 +93,12 @@ def assert_plain(text: str, where: str) -> None:
     ('"git grep -m<max-hits>" limits the hits.', '"git grep `-m<max-hits>`" limits the hits.'),
     ("Run `git grep -m<max-hits>` to limit the hits.", "Run `git grep -m<max-hits>` to limit the hits."),
     ("Run `grep <b>` or see (<path>).", "Run `grep ` or see (`<path>`)."),
+    # a code span is a backtick run closed by one of the same length: a double-backtick span holds its placeholder
+    # too, and a lone backtick earlier opens none; the span added is fenced by a run the text does not hold, so it
+    # cannot pair with the lone one and leave the placeholder bare
+    ("Run ``git grep -m<max-hits>`` now.", "Run ``git grep -m<max-hits>`` now."),
+    ("Press the ` key, then run git checkout <branch>.", "Press the ` key, then run git checkout ``<branch>``."),
+    ("The ` key; see http://h/phish.", "The ` key; see ``http://h/phish``."),  # an address too
     ("Run git checkout <branch> -- <pathspec>, or <dir_fd>.", "Run git checkout `<branch>` -- `<pathspec>`, or `<dir_fd>`."),
     ("A <key name=x>b</key> and <b>bold</b> <source> <image> <br>c", "A b and bold c"),  # markup still goes
 ])
