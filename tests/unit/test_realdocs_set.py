@@ -269,10 +269,10 @@ def test_only_the_full_realdocs_run_writes_its_committed_figures(monkeypatch, tm
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--dataset", "realdocs", "--split", "all"], "--split apply to fitz-gov only"),
-    (["--dataset", "realdocs", "--no-ablations"], "--ablations apply to fitz-gov only"),
-    (["--dataset", "realdocs", "--providers", "openai"], "--providers openai apply to fitz-gov only"),
-    (["--dataset", "realdocs", "--slice", "3"], "--slice apply to fitz-gov only"),
+    (["--dataset", "realdocs", "--split", "all"], "--split applies to fitz-gov only"),
+    (["--dataset", "realdocs", "--no-ablations"], "--ablations applies to fitz-gov only"),
+    (["--dataset", "realdocs", "--providers", "openai"], "--providers openai applies to fitz-gov only"),
+    (["--dataset", "realdocs", "--slice", "3"], "--slice applies to fitz-gov only"),
     (["--dataset", "squad"], "--dataset 'squad': choose fitz-gov, realdocs, conversations, realtext, formats or a folder"),
     (["--dataset", "realdocs", "--part", "dev"], "--part applies to --dataset realtext only"),
     (["--dataset", "realtext"], "--dataset realtext needs --part dev or --part test"),

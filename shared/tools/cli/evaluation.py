@@ -269,7 +269,8 @@ def _eval_realdocs(*, sample: int | None, kinds: tuple[str, ...], show_failures:
 
     changed = _changed(fitz_gov_only)
     if changed or providers.strip().lower() not in ("auto", "local"):
-        raise fail(f"{', '.join(changed) or '--providers ' + providers} apply to fitz-gov only; "
+        raise fail(f"{', '.join(changed) or '--providers ' + providers} "
+                   f"{'apply' if len(changed) > 1 else 'applies'} to fitz-gov only; "
                    f"{'realtext' if part else 'realdocs'} runs the offline reader (RAGBUS_LLM=local)")
     try:
         if part is None:
