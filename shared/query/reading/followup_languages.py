@@ -1,11 +1,13 @@
 """What the follow-up rule (:mod:`shared.query.reading.followup`) knows of each language it reads
-(English, German, French, Spanish): its word lists and the patterns of a question's opening, one record
-a language. The rule is the same for all of them."""
+(English, German, French, Spanish): its word lists (``lexicon/followup_words.tsv``) and the patterns of a
+question's opening, one record a language. The rule is the same for all of them."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from shared.query.reading.translation import lexicon_table
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,12 @@ class Language:
     what_is: str = "What is"  # "what is X" opening a question about a named value
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
+_LISTS = lexicon_table("followup_words.tsv", ("language", "list", "words"))
+
+
+def _lists(language: str) -> dict[str, frozenset[str]]:
+    """``language``'s word lists (relational, stop, prepositions, which), from ``lexicon/followup_words.tsv``."""
+    return {name: frozenset(words.split()) for code, name, words in _LISTS if code == language}
 
 
 def _p(pattern: str) -> re.Pattern[str]:
@@ -67,26 +73,11 @@ EN = Language(
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
                  r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
                  r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
-    relational=_words(
-        "maximum max minimum min default defaults limit limits limitation limitations cost costs price prices "
-        "pricing size length duration version versions value values range unit units timeout latency speed "
-        "throughput quota quotas author authors owner purpose advantage advantages disadvantage disadvantages "
-        "downside downsides benefit benefits drawback drawbacks alternative alternatives difference "
-        "differences release date year license default value complexity successor predecessor origin "
-        "upper lower bound bounds format syntax example examples requirement requirements cause reason "
-        "meaning definition name names number count amount rate"
-    ),
-    stop=_words(
-        "the a an of is are was were what which who how why when where does do did can could should would "
-        "will has have had there any its their this that these those be for in on to by with it they "
-        "much many there's what's whats"
-    ),
+    **_lists("en"),
     of="of",
     about="What about",
-    prepositions=_words("in for on with of to at about under inside by via using without from"),
     default_preposition="for",
     possessive_articles={"its": "the", "their": "the"},
-    which=_words("which what"),
     yes_no_object=_p(r"^(?:does|do|did|can|could|will|would|is|are)\s+(?P<x>\S+(?:\s+\S+)?)\s+(?:have|has|run|runs|"
                      r"offer|offers|provide|provides|support|supports|ship|ships|include|includes|use|uses|keep|"
                      r"keeps|maintain|maintains|publish|publishes|there)\s+(?:an?|any|its\s+own|a\s+separate)\s+"
@@ -114,22 +105,12 @@ DE = Language(
     expletive=_p(r"\bgibt\s+es\b|\bes\s+gibt\b|\bgeht\s+es\b|\bist\s+es\s+(?:möglich|sinnvoll|nötig|notwendig|"
                  r"erlaubt|besser|wichtig)\b|\bes\s+ist\s+(?:möglich|sinnvoll|nötig|notwendig|erlaubt|besser|wichtig)\b"
                  r"|\bdauert\s+es\b|\bes\s+dauert\b"),
-    relational=_words(
-        "maximum höchstwert minimum mindestwert standard standardwert voreinstellung limit grenze grenzen "
-        "kosten preis preise größe länge dauer version versionen wert werte bereich zeitlimit latenz "
-        "geschwindigkeit durchsatz kontingent autor zweck vorteil vorteile nachteil nachteile alternative "
-        "alternativen unterschied lizenz komplexität nachfolger format beispiel beispiele anforderungen "
-        "grund bedeutung name anzahl rate obergrenze"
-    ),
-    stop=_words("der die das den dem des ein eine einen was wer wie ist sind gibt es hoch viel viele welche "
-                "welcher welches gibt's denn dafür davon hier dabei"),
+    **_lists("de"),
     of="von",
     about="Was ist mit",
     what_is="Was ist",
-    prepositions=_words("in bei für mit von an auf unter"),
     default_preposition="für",
     possessive_articles={},
-    which=_words("welche welcher welches welchen welchem"),
 )
 
 FR = Language(
@@ -151,21 +132,12 @@ FR = Language(
                   r"des|et|ou|est|sont|si|en)\b|\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
                  r"|\by\s+a-t-il\b|\bfaut-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
-    relational=_words(
-        "maximum minimum défaut limite limites coût coûts prix taille longueur durée version versions valeur "
-        "valeurs plage délai latence vitesse débit quota auteur but avantage avantages inconvénient "
-        "inconvénients alternative alternatives différence licence complexité successeur format exemple "
-        "exemples exigences raison signification nom nombre taux"
-    ),
-    stop=_words("le la les l un une des du de d quel quelle quels quelles est sont qu que quoi c ce combien "
-                "valeur y a t il par"),
+    **_lists("fr"),
     of="de",
     about="Qu'en est-il de",
     what_is="Quel est",
-    prepositions=_words("dans pour avec de du des en sur sous chez"),
     default_preposition="pour",
     possessive_articles={"son": "le", "sa": "la", "ses": "les", "leur": "le", "leurs": "les"},
-    which=_words("quel quelle quels quelles"),
 )
 
 ES = Language(
@@ -182,21 +154,12 @@ ES = Language(
     possessive=_p(r"\b(?P<pos>su|sus)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:en|para|con|de|del|y|o|es|son|si)\b|"
                   r"\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"(?!x)x"),  # Spanish drops the empty subject rather than writing one
-    relational=_words(
-        "máximo mínimo predeterminado límite límites coste costo costes precio precios tamaño longitud "
-        "duración versión versiones valor valores rango latencia velocidad rendimiento cuota autor propósito "
-        "ventaja ventajas desventaja desventajas alternativa alternativas diferencia licencia complejidad "
-        "sucesor formato ejemplo ejemplos requisitos razón significado nombre número tasa"
-    ),
-    stop=_words("el la los las lo un una de del qué que cuál cuáles es son hay cuánto cuántos cuánta cuántas "
-                "por y se"),
+    **_lists("es"),
     of="de",
     about="¿Qué hay de",
     what_is="¿Cuál es",
-    prepositions=_words("en para con de del sobre bajo por"),
     default_preposition="para",
     possessive_articles={"su": "", "sus": ""},
-    which=_words("qué cuál cuáles cual cuales"),
 )
 
 RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
