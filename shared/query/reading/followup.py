@@ -24,13 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.contract.ports import ConversationTurn
-from shared.query.reading.followup_languages import EN as _EN
-from shared.query.reading.followup_languages import ES as _ES
-from shared.query.reading.followup_languages import FR as _FR
-from shared.query.reading.followup_languages import NEW_TOPIC as _NEW_TOPIC
-from shared.query.reading.followup_languages import REFERRING as _REFERRING
-from shared.query.reading.followup_languages import RULES as _RULES
-from shared.query.reading.followup_languages import Language as _Language
+from shared.query.reading.followup_languages import EN, NEW_TOPIC, REFERRING, RULES, Language
 from shared.query.reading.language import detect_language, is_note
 
 __all__ = ["CONNECTIVE", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
@@ -50,10 +44,76 @@ class Resolution:
         return self.rule not in ("no history", "self-contained")
 
 
-# the interrogatives that open a noun phrase ("which id", "welche Stufe", "quel port"), every language's
-_WHICH = "|".join(sorted({w for rules in _RULES.values() for w in rules.which}, key=len, reverse=True))
+CONNECTIVE = "connective"  # what leans_on says of a whole question that only opens with "and"
+
+# The words the rule reads English by (the determiners and subordinators of every language it reads)
+_DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
+_NOUN_PHRASE_OPENERS = frozenset("a an the this that each every my your our their its i we you they".split())
+# words that end a verb's own phrase: a clause's subject and verb come before the first of them
+_CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before while because so than unless until since "
+                           "whenever where once".split())
+_PARTICLES = frozenset("for to with about on in of at from".split())
+_RESULTATIVE = frozenset("make makes keep keeps leave leaves render renders get gets turn turns set sets".split())
+_AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
+_SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
+_HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
+_PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
+_SUBORDINATORS = frozenset("if when unless wenn falls si cuando".split())
+_CLOSED = (EN.stop | EN.prepositions | _AUXILIARIES | frozenset("and or not to why how when where".split())) \
+    - frozenset(_DETERMINERS) - frozenset(["many"])
+
+# The shapes of a question and its parts; the interrogatives that open a noun phrase ("which id", "welche
+# Stufe", "quel port") of every language
+_WHICH = "|".join(sorted({w for rules in RULES.values() for w in rules.which}, key=len, reverse=True))
 _TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#](?:\(\))?|[\w](?:\(\))?", re.UNICODE)
 _TRAILING = re.compile(r"[\s?!.¿¡]+$")
+_VERSION = re.compile(r"\d+(?:\.\d+)+")
+_CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
+_PARTICIPLE = re.compile(r"\s+[a-z]+(?:ed|en)\s+(?:for|in|as|on|of|by|to|with|from)$")
+# "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
+_ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)"
+                         r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$",
+                         re.IGNORECASE)
+# "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
+_SUBJECT_ASKED = re.compile(
+    r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
+    r"(?:(?P<adverb>[a-z]+ly)\s+)?"
+    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed))\s+"
+    r"(?P<rest>\S.*)$")
+_ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
+                         r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
+                         r"had|[a-z]+(?:s|ed))\s", re.IGNORECASE)
+_WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
+_HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+.#-]+\s+){1,3}?)?"
+                       r"(?:does|do|did|is|are|was|were)\s", re.IGNORECASE)
+_ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|may|might|must)\s+(?P<rest>\S+\s+\S.*)$",
+                     re.IGNORECASE)
+_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+_SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\w/+.#'’-]+\s*){1,4})$", re.IGNORECASE)
+_PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
+_PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
+# "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
+_POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:is|are|was|were|do|does|did|can|has|"
+                      r"have)\b))|such\s+an?)\s+(?P<noun>[a-z]{3,})\b|"
+                      rf"^(?P<which>(?i:{_WHICH}))\s+"
+                      r"(?P<which_noun>[^\W\d_][\w-]*)(?=\s+(?i:is|are|was|were|would|will|should|must|can|could|does|do|did|has|"
+                      r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
+_WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
+_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
+_TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
+_FR_INVERSION = re.compile(r"(?<![\w-])\w+-(?:t-)?(?:il|elle|ils|elles)\b", re.IGNORECASE)
+_INVERTED = re.compile(r"\b(?:did|does|do|can|could|will|would|should|must)\s", re.IGNORECASE)
+_AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|could|will|would|has|have|mean|"
+                        r"means|work|works|cost|costs|support|supports|apply|applies|'s)\b)", re.IGNORECASE)
+_LAST_WORD = re.compile(r"\s+[\w'’-]+\s*[?.!]?\s*$")
+# "is that configurable", "makes that possible": a verb whose object or subject an adjective follows
+_COPULA_BEFORE = re.compile(r"(?:^|\b(?:is|are|was|were|be|been|isn't|aren't|wasn't|weren't|make|makes|made|making|"
+                            r"keep|keeps|kept|render|renders))\s*$", re.IGNORECASE)
+# an interrogative determiner right before a named thing ("Which GID", "Welche UID", "Quel port")
+_ASKED_BEFORE = re.compile(rf"(?:^|\s)(?:{_WHICH})\s+$", re.IGNORECASE)
+# what opens a noun phrase: a determiner or an interrogative
+_OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|einen|le|la|les|un|une|el|los|las|"
+                           rf"{_WHICH})\s+", re.IGNORECASE)
 
 
 def _bare(question: str) -> str:
@@ -61,7 +121,7 @@ def _bare(question: str) -> str:
     return _TRAILING.sub("", " ".join(question.split())).lstrip("¿¡ ").strip()
 
 
-def _plain(question: str, rules: _Language = _EN) -> str:
+def _plain(question: str, rules: Language = EN) -> str:
     """:func:`_bare` ``question`` without its opening connective ("And", "Und", "Et")."""
     return _bare(rules.connectives.sub("", _bare(question)))
 
@@ -77,9 +137,6 @@ def _named(token: str, first: bool) -> bool:
     if any(c.isupper() for c in token[1:]):
         return True
     return not first and token[:1].isupper()
-
-
-_DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
 
 
 def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
@@ -104,10 +161,13 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
     return runs
 
 
-_VERSION = re.compile(r"\d+(?:\.\d+)+")
+def _leading_name(text: str, opening: bool = True) -> str | None:
+    """The named thing ``text`` opens with (:func:`named_runs`), if it opens with one."""
+    runs = named_runs(text, opening)
+    return text[: runs[0][1]] if runs and runs[0][0] == 0 else None
 
 
-def _content_words(text: str, rules: _Language) -> list[str]:
+def _content_words(text: str, rules: Language) -> list[str]:
     return [t for t in (m.group().lower() for m in _TOKEN.finditer(text)) if t not in rules.stop]
 
 
@@ -122,9 +182,9 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     """:func:`subject_of`, and whether it is a clause ("a server send when ...") that cannot take a
     pronoun's place; ``demonstrative``: the pronoun is "that", which stands for what the earlier question
     asked ("which status code ...": that status code), where "it" stands for its topic."""
-    rules = _RULES.get(language or detect_language(question), _EN)
+    rules = RULES.get(language or detect_language(question), EN)
     text = rules.connectives.sub("", _bare(question)).strip()
-    if rules is _EN and demonstrative:
+    if rules is EN and demonstrative:
         relative = _relative_phrase(text)
         if relative is not None:
             return relative, False
@@ -134,7 +194,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             # a condition ("... if not specified") or a participle ("What is the tty group used for") is asked of it
             subject = _PARTICIPLE.sub("", _CONDITION.sub("", match.group("s"))).strip()
             return subject or match.group("s").strip(), False
-    if rules is _EN:
+    if rules is EN:
         relative = _subject_relative_phrase(text)
         if relative is not None:
             return relative, False
@@ -149,52 +209,34 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
         if match:
             rest = match.group("s").strip()
             personal = rules.personal.match(rest)
-            if personal:
-                runs = named_runs(personal.group("s"), opening=False) if (personal.groupdict().get("verb") or "").lower() in _RESULTATIVE else []
-                if runs and runs[0][0] == 0:  # "How do I make getch() non-blocking": the thing named
-                    return personal.group("s")[: runs[0][1]], False
-                return personal.group("s").strip(), False
-            words = rest.split()
+            if personal:  # "How do I make getch() non-blocking": the thing named
+                resultative = (personal.groupdict().get("verb") or "").lower() in _RESULTATIVE
+                named = _leading_name(personal.group("s"), opening=False) if resultative else None
+                return named or personal.group("s").strip(), False
+            words, named = rest.split(), _leading_name(rest)
             opens = words[0].lower() in _NOUN_PHRASE_OPENERS
-            runs = named_runs(rest)
-            if not opens and runs and runs[0][0] == 0 and len(words) > 1 and words[1].islower() \
-                    and not rest[: runs[0][1]].endswith(("'s", "’s")):
-                return rest[: runs[0][1]], False  # "What does __slots__ replace ...": a named subject, then its verb
-            if rules is _EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])):
+            if not opens and named and len(words) > 1 and words[1].islower() and not named.endswith(("'s", "’s")):
+                return named, False  # "What does __slots__ replace ...": a named subject, then its verb
+            if rules is EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])):
                 # "What does the Rules-Requires-Root field declare": the noun phrase before the verb
                 phrase = _noun_phrase_before_verb(words)
                 if phrase:
                     return phrase, False
-            runs = named_runs(rest)
-            if runs and runs[0][0] == 0:
-                return rest[: runs[0][1]], False
-            phrase = _noun_phrase_before_verb(words) if rules is _EN and words[0].lower() not in _CLOSED else None
+            if named:
+                return named, False
+            phrase = _noun_phrase_before_verb(words) if rules is EN and words[0].lower() not in _CLOSED else None
             if phrase and len(phrase.split()) <= 3 and (named_runs(phrase, opening=False)
                                                         or re.fullmatch(r"[a-z]+(?:ed|en)", words[-1])):
                 # "Where does less 590 look for ...", "When is postrm purge called": a named subject, or a passive's
                 return phrase, False
-            if rules is _EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
+            if rules is EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
                     and words[1].islower() and words[0].lower() not in _CLOSED and words[0].lower() not in _PRONOUNS:
                 # "How does deflate find repeated strings": a one-word subject ("it" is the topic, not what was asked)
                 return words[0], False
             runs = named_runs(text)
             return (text[runs[0][0]: runs[0][1]], False) if runs else (rest, True)
     runs = named_runs(text)
-    if runs:
-        return (text[runs[0][0]: runs[-1][1]] if len(runs) == 1 else text[runs[0][0]: runs[0][1]]), False
-    return text, True
-
-
-_CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
-_PARTICIPLE = re.compile(r"\s+[a-z]+(?:ed|en)\s+(?:for|in|as|on|of|by|to|with|from)$")
-# "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
-_ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)"
-                         r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$",
-                         re.IGNORECASE)
-_NOUN_PHRASE_OPENERS = frozenset("a an the this that each every my your our their its i we you they".split())
-# words that end a verb's own phrase: a clause's subject and verb come before the first of them
-_CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before while because so than unless until since "
-                           "whenever where once".split())
+    return (text[runs[0][0]: runs[0][1]], False) if runs else (text, True)
 
 
 def _noun_phrase_before_verb(words: list[str]) -> str | None:
@@ -211,12 +253,6 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
     if breaks or len(words) > 6 or end < 1 or not words[end].isalpha() or not words[end].islower():
         return None
     return " ".join(words[:end])
-
-
-_WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
-_HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+.#-]+\s+){1,3}?)?"
-                       r"(?:does|do|did|is|are|was|were)\s", re.IGNORECASE)
-_PARTICLES = frozenset("for to with about on in of at from".split())
 
 
 def _relative_phrase(text: str) -> str | None:
@@ -238,14 +274,6 @@ def _relative_phrase(text: str) -> str | None:
         verb = f"{aux} {verb}"  # "can use": a modal stays with its verb
     phrase = [*words[:verb_at], verb, *words[verb_at + 1:]]
     return f"the {' '.join(match.group('noun').split())} {' '.join(phrase)}"
-
-
-# "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
-_SUBJECT_ASKED = re.compile(
-    r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
-    r"(?:(?P<adverb>[a-z]+ly)\s+)?"
-    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed))\s+"
-    r"(?P<rest>\S.*)$")
 
 
 def _subject_relative_phrase(text: str) -> str | None:
@@ -271,10 +299,6 @@ def _subject_relative_phrase(text: str) -> str | None:
     return f"the {noun} that {adverb}{verb} {rest}"
 
 
-_RESULTATIVE = frozenset("make makes keep keeps leave leaves render renders get gets turn turns set sets".split())
-_AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
-
-
 def _third_person(verb: str) -> str:
     if verb in ("have", "be"):
         return {"have": "has", "be": "is"}[verb]
@@ -298,18 +322,12 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
         resolved = _resolve(typed, earlier, code, history[-1].answer)
         if resolved is not None:
             return resolved
-    referring = _refers_back(typed, earlier) if not _NEW_TOPIC.match(_bare(typed)) else None
+    referring = _refers_back(typed, earlier) if not NEW_TOPIC.match(_bare(typed)) else None
     if referring is not None:
         # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets
         mark = "?" if typed.endswith("?") else ""
         return Resolution(_finish(f"{_bare(typed)} {_in_context(earlier)}", typed, mark), "refers back", referring)
     return Resolution(typed, "self-contained")
-
-
-_ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
-                         r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
-                         r"had|[a-z]+(?:s|ed))\s", re.IGNORECASE)
-_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 
 
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
@@ -354,43 +372,32 @@ def answer_paragraphs(answer: str) -> list[str]:
     return [p for p in answer.split("\n\n") if p.strip() and not is_note(p)]
 
 
-
-
-CONNECTIVE = "connective"  # what leans_on says of a whole question that only opens with "and"
-
-
 def _codes(typed: str, earlier: str) -> list[str]:
-    return [c for c in dict.fromkeys((detect_language(typed), detect_language(earlier), "en")) if c in _RULES]
+    return [c for c in dict.fromkeys((detect_language(typed), detect_language(earlier), "en")) if c in RULES]
 
 
 def _refers_back(typed: str, earlier: str) -> str | None:
-    """The word of ``typed`` that points back at the earlier turn (:data:`_REFERRING`), if any."""
+    """The word of ``typed`` that points back at the earlier turn (:data:`REFERRING`), if any."""
     bare = _bare(typed)
-    found = next((m for m in (_REFERRING[c].search(bare) for c in _codes(typed, earlier)) if m is not None), None)
+    found = next((m for m in (REFERRING[c].search(bare) for c in _codes(typed, earlier)) if m is not None), None)
     return found.group().lower() if found is not None else None
 
 
 def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
     """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it: the rule
     rewrote it, it opens with a connective ("And when does --color stop colorizing?"), or a word in it points
-    back (:data:`_REFERRING`: "When was that series broadcast?"). None when nothing in its form leans; what
+    back (:data:`REFERRING`: "When was that series broadcast?"). None when nothing in its form leans; what
     leans may still change topic ("And what is chunking?"): the caller checks with the corpus."""
     typed = " ".join(question.split())
-    if not history or not typed or _NEW_TOPIC.match(_bare(typed)):
+    if not history or not typed or NEW_TOPIC.match(_bare(typed)):
         return None
     resolved = standalone_question(typed, history)
     if resolved.rule == "refers back":
         return f"refers back (“{resolved.subject}”)"
     if resolved.rewritten:
         return resolved.rule
-    bare = _bare(typed)
-    codes = _codes(typed, history[-1].question)
-    if any(m is not None and m.end() > 0 for m in (_RULES[c].connectives.match(bare) for c in codes)):
-        return CONNECTIVE
-    return None
-
-
-_SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\w/+.#'’-]+\s*){1,4})$", re.IGNORECASE)
+    opens = (RULES[c].connectives.match(_bare(typed)) for c in _codes(typed, history[-1].question))
+    return CONNECTIVE if any(m is not None and m.end() > 0 for m in opens) else None
 
 
 def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resolution | None:
@@ -400,13 +407,11 @@ def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resoluti
     check do for zstd?"). Only a candidate ("And what is chunking?" changes the topic): the caller decides
     with the corpus. None when there is no such scope or the question names it (English only)."""
     typed = " ".join(question.split())
-    if not history or not typed or standalone_question(typed, history).rewritten:
-        return None
-    if detect_language(typed) != "en":
+    if not history or not typed or standalone_question(typed, history).rewritten or detect_language(typed) != "en":
         return None
     bare = _bare(typed)
-    stripped = _EN.connectives.sub("", bare).strip()
-    if stripped == bare or not stripped or not _EN.frame.match(stripped):
+    stripped = EN.connectives.sub("", bare).strip()
+    if stripped == bare or not stripped or not EN.frame.match(stripped):
         return None
     earlier = _plain(history[-1].question)
     scope = _scope(earlier)
@@ -414,7 +419,7 @@ def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resoluti
         return None
     preposition, phrase = scope
     asked = {w.lower() for w in _TOKEN.findall(stripped)}
-    if all(w.lower() in asked or w.lower() in _EN.stop for w in _TOKEN.findall(phrase)):
+    if all(w.lower() in asked or w.lower() in EN.stop for w in _TOKEN.findall(phrase)):
         return None  # the question names the scope already
     mark = "?" if typed.endswith("?") else ""
     return Resolution(_finish(f"{stripped} {preposition} {phrase}", typed, mark), "carried scope", phrase)
@@ -425,16 +430,14 @@ def _scope(earlier: str) -> tuple[str, str] | None:
     if runs:
         start, end = runs[-1]
         before = earlier[:start].split()
-        preposition = before[-1] if before and before[-1].lower() in _EN.prepositions else _EN.default_preposition
+        preposition = before[-1] if before and before[-1].lower() in EN.prepositions else EN.default_preposition
         return preposition, earlier[start:end]
     match = _SCOPE.search(earlier)
-    if match is None:
-        return None
-    return match.group("prep"), match.group("scope").strip()
+    return (match.group("prep"), match.group("scope").strip()) if match else None
 
 
 def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resolution | None:
-    rules = _RULES[language]
+    rules = RULES[language]
     bare = _bare(typed)
     stripped = rules.connectives.sub("", bare).strip()
     connective = stripped != bare
@@ -454,7 +457,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         stripped = f"{rules.what_is} {stripped}"
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
-    person = _person(base) if rules is _EN and _PERSONAL.search(stripped) else None
+    person = _person(base) if rules is EN and _PERSONAL.search(stripped) else None
     if person is not None and not (_PERSONAL.search(stripped).group().lower() == "his" and " who " in person):
         # "Who became Debian leader ...?" then "What was he trying to build?": the person asked about, or named
         found = _PERSONAL.search(stripped)
@@ -464,11 +467,11 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             return Resolution(_finish(stripped, typed, mark), "pronoun", person)
         if person in _referent(earlier, language)[0]:
             return None  # "How did he describe it?": one phrase cannot stand for both
-    one = _WHICH_ONE.match(stripped) if rules is _EN else None
+    one = _WHICH_ONE.match(stripped) if rules is EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
     for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed):
-        found = reading(stripped, base, answer) if rules is _EN or reading is _pointed_phrase else None
+        found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
     demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
@@ -497,7 +500,6 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         if clause:
             text = f"{stripped} {subject}"
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
-
     content = _content_words(stripped, rules)
     if content and not named_runs(stripped) and all(w in rules.relational for w in content) \
             and rules.frame.match(stripped):
@@ -513,10 +515,6 @@ def _acted_on(text: str, base: str, answer: str = "") -> tuple[str, str, str] | 
                       r"with|when|if)\b|$)", base) if passive else None
     return (text[: passive.start("it")] + acted.group("np") + text[passive.end("it"):], "pronoun",
             acted.group("np")) if acted else None
-
-
-_PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
-_PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 
 
 def _person(base: str) -> str | None:
@@ -540,11 +538,10 @@ def _extraposed(text: str, base: str, answer: str = "") -> tuple[str, str, str] 
     if that is None or asked is None or text[that.end():].strip().split()[0].lower() in _CLOSED - _AUXILIARIES:
         return None
     words = asked.group("rest").split()
-    runs = named_runs(asked.group("rest"), opening=False)
     if words[0].lower() in ("i", "you", "we", "one"):
         subject = ""
-    elif runs and runs[0][0] == 0:
-        subject = asked.group("rest")[: runs[0][1]]  # "Will APT ever downgrade a package": APT
+    elif named := _leading_name(asked.group("rest"), opening=False):
+        subject = named  # "Will APT ever downgrade a package": APT
     else:  # "Can a method of a C class reach the module state": the verb is before its object's determiner
         verb = next((i for i in range(1, min(len(words) - 1, 8)) if words[i].isalpha() and words[i].islower()
                      and words[i] not in _CLOSED and words[i - 1].lower() not in _CLOSED
@@ -559,10 +556,6 @@ def _extraposed(text: str, base: str, answer: str = "") -> tuple[str, str, str] 
         return None
     clause = f"{subject}to {' '.join(rest)}"
     return f"{text[: that.start()]}it{text[that.end():]} {clause}", "proposition", clause
-
-
-_ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|may|might|must)\s+(?P<rest>\S+\s+\S.*)$",
-                     re.IGNORECASE)
 
 
 def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
@@ -603,12 +596,6 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str, s
     else:
         phrase = f"the {phrase}"
     return text[: match.start()] + phrase + text[match.end():], rule, phrase
-# "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
-_POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:is|are|was|were|do|does|did|can|has|"
-                      r"have)\b))|such\s+an?)\s+(?P<noun>[a-z]{3,})\b|"
-                      rf"^(?P<which>(?i:{_WHICH}))\s+"
-                      r"(?P<which_noun>[^\W\d_][\w-]*)(?=\s+(?i:is|are|was|were|would|will|should|must|can|could|does|do|did|has|"
-                      r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 
 
 def _one_of(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
@@ -636,12 +623,7 @@ def _one_of(text: str, base: str, answer: str = "") -> tuple[str, str, str] | No
         "pronoun", plural
 
 
-_WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
-_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
-_TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
-
-
-def _asks(text: str, rules: _Language) -> bool:
+def _asks(text: str, rules: Language) -> bool:
     """A whole question, or one after a leading clause ("if postrm purge then fails, what state is it in")."""
     return bool(rules.frame.match(text)) or any(rules.frame.match(part.strip()) for part in text.split(",")[1:])
 
@@ -650,29 +632,26 @@ def _in_context(earlier: str) -> str:
     """The earlier question in brackets, to follow a question whose pronoun it explains: without its own
     opening "and" or bracketed context (brackets do not nest: the newest earlier question is enough)."""
     bare = _bare(re.sub(r"\s*\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?=[?.!]?\s*$)", "", _bare(earlier)))
-    bare = _bare(_EN.connectives.sub("", bare)) or bare
+    bare = _bare(EN.connectives.sub("", bare)) or bare
     return f"({bare[:1].lower() + bare[1:]})"
-
-
-_FR_INVERSION = re.compile(r"(?<![\w-])\w+-(?:t-)?(?:il|elle|ils|elles)\b", re.IGNORECASE)
 
 
 def _language_of(text: str, fallback: str) -> str:
     language = detect_language(text)
-    return language if language in _RULES else fallback
+    return language if language in RULES else fallback
 
 
-def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, plural: str | None = None) -> str | None:
+def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plural: str | None = None) -> str | None:
     """``text`` with its possessives and pronouns (found in ``masked``, where empty ones are hidden)
     replaced by ``subject``; None when it has none. In English "them" takes ``plural`` when there is one, and
     in a question with both numbers only the pronouns of the subject's number take the subject."""
     numbers = {w.lower() in _PLURAL for w in re.findall(r"\w+", masked) if w.lower() in _PLURAL | _SINGULAR}
 
     def referent(word: str) -> str | None:
-        many = rules is _EN and word.lower() in _PLURAL
+        many = rules is EN and word.lower() in _PLURAL
         if many and plural:
             return plural
-        return None if rules is _EN and len(numbers) == 2 and many != _plural(subject) else subject
+        return None if rules is EN and len(numbers) == 2 and many != _plural(subject) else subject
 
     edits: list[tuple[int, int, str, bool]] = []
     for match in rules.possessive.finditer(masked):
@@ -681,7 +660,7 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, pl
             continue
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
         noun, verb = text[match.start("np"): match.end("np")], ""
-        if rules is _EN and not text[match.end():].strip(" ?.!") and len(noun.split()) > 1 \
+        if rules is EN and not text[match.end():].strip(" ?.!") and len(noun.split()) > 1 \
                 and _INVERTED.search(text, 0, match.start()):
             noun, verb = noun.rsplit(" ", 1)  # "Which value did its authors | fix": the clause ends with its verb
         noun, owner = _owner(owner, noun, rules)
@@ -708,23 +687,17 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: _Language, pl
     return out
 
 
-def _owner(subject: str, noun: str, rules: _Language) -> tuple[str, str]:
+def _owner(subject: str, noun: str, rules: Language) -> tuple[str, str]:
     """"its <noun>" as the noun and what it is asked of: ``subject``, or, when the subject is an attribute of
     something ("the default delimiter of a csv dialect") and the noun is another thing, not a relational word
     ("its quotechar", not "its maximum"), that something, with the attribute's own relational words: a value
     has no quotechar, its owner has a default quotechar."""
     content = _content_words(noun, rules)
     head, of, owner = subject.partition(f" {rules.of} ")
-    if rules is not _EN or not of or not content or all(w in rules.relational for w in content) \
+    if rules is not EN or not of or not content or all(w in rules.relational for w in content) \
             or not head.lower().startswith("the ") or len(head.split()) > 4 or head.lower() == "the one":
         return noun, subject
     return " ".join([*(w for w in head.split()[1:-1] if w.lower() in rules.relational), noun]), owner
-
-
-_INVERTED = re.compile(r"\b(?:did|does|do|can|could|will|would|should|must)\s", re.IGNORECASE)
-_SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
-_PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
-_HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
 
 
 def _plural(phrase: str) -> bool:
@@ -736,11 +709,7 @@ def _plural(phrase: str) -> bool:
 
 def _plural_noun(word: str) -> bool:
     return word.isalpha() and word.islower() and len(word) > 3 and word.endswith("s") \
-        and not word.endswith(("ss", "us", "is")) and word not in _EN.stop and word not in _AUXILIARIES
-
-
-_CLOSED = (_EN.stop | _EN.prepositions | _AUXILIARIES | frozenset("and or not to why how when where".split())) \
-    - frozenset(_DETERMINERS) - frozenset(["many"])
+        and not word.endswith(("ss", "us", "is")) and word not in EN.stop and word not in _AUXILIARIES
 
 
 def _plural_phrase(earlier: str) -> str | None:
@@ -771,18 +740,6 @@ def _plural_phrase(earlier: str) -> str | None:
     return None
 
 
-_AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|could|will|would|has|have|mean|"
-                        r"means|work|works|cost|costs|support|supports|apply|applies|'s)\b)", re.IGNORECASE)
-
-
-_LAST_WORD = re.compile(r"\s+[\w'’-]+\s*[?.!]?\s*$")
-
-
-# "is that configurable", "makes that possible": a verb whose object or subject an adjective follows
-_COPULA_BEFORE = re.compile(r"(?:^|\b(?:is|are|was|were|be|been|isn't|aren't|wasn't|weren't|make|makes|made|making|"
-                            r"keep|keeps|kept|render|renders))\s*$", re.IGNORECASE)
-
-
 def _stands_alone(text: str, match: re.Match[str]) -> bool:
     """A demonstrative used as a pronoun: before a verb or the end ("how does that work", "why use
     that?"), or after "is" or "make" before the one word that ends the question ("is that configurable?",
@@ -792,22 +749,22 @@ def _stands_alone(text: str, match: re.Match[str]) -> bool:
     return bool(_LAST_WORD.match(text, match.end()) and _COPULA_BEFORE.search(text, 0, match.start()))
 
 
-def _of(rules: _Language, subject: str) -> str:
+def _of(rules: Language, subject: str) -> str:
     """"of the ack deadline" in the rules' language, with French and Spanish contractions."""
     lowered = subject.lower()
-    if rules is _FR:
+    if rules is RULES["fr"]:
         if lowered.startswith("le "):
             return "du " + subject[3:]
         if lowered.startswith("les "):
             return "des " + subject[4:]
         if lowered[:1] in "aeiouyéèh" and lowered[:1]:
             return "d'" + subject
-    if rules is _ES and lowered.startswith("el "):
+    if rules is RULES["es"] and lowered.startswith("el "):
         return "del " + subject[3:]
     return f"{rules.of} {subject}"
 
 
-def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: str) -> Resolution:
+def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str) -> Resolution:
     """The earlier question asked of ``fragment`` instead: the fragment takes the place of the first
     earlier phrase it parallels: the one opening with its preposition or conjunction ("with apt" / "with
     aptitude"), of its head noun ("the cleandead tool" / "the compdb tool"), the named thing ("Pub/Sub" /
@@ -851,7 +808,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
         return Resolution(_finish(base[:start] + fragment + base[end:], earlier, mark), rule, base[start:end])
     subject, clause = _referent(base, _language_of(earlier, language), demonstrative=False)
     leans = rules.pronoun.search(fragment) is not None  # "versions that do not belong to it": the earlier question
-    plural = _plural_phrase(base) if rules is _EN and _plural(fragment) and not attribute else None
+    plural = _plural_phrase(base) if rules is EN and _plural(fragment) and not attribute else None
     if plural and plural in base and leans:
         # "versions that do not belong to it" for "versions from the target release": "it" is the target release
         about_it = re.search(rf"{re.escape(plural)}\s+(?:{'|'.join(rules.prepositions)})\s+(?P<np>(?:the|a|an)\s[^,;]+)$", base)
@@ -877,14 +834,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: _Language, rule: st
     return Resolution(_finish(asked, asked, mark), rule, subject)
 
 
-_SUBORDINATORS = frozenset("if when unless wenn falls si cuando".split())
-
-
-# an interrogative determiner right before a named thing ("Which GID", "Welche UID", "Quel port")
-_ASKED_BEFORE = re.compile(rf"(?:^|\s)(?:{_WHICH})\s+$", re.IGNORECASE)
-
-
-def _same_head(base: str, fragment: str, rules: _Language) -> str | None:
+def _same_head(base: str, fragment: str, rules: Language) -> str | None:
     """The earlier question with its phrase of the same head noun (:func:`_same_noun`) replaced by
     ``fragment`` ("the cleandead tool" by "the compdb tool", "the regular users" by "system users"), or the
     attribute before its head by an attribute alone ("the maximum" for "the default minimum backoff": the
@@ -927,9 +877,6 @@ def _earlier_phrase(base: str, noun: str, exact: bool = False) -> tuple[int, int
             if word.group()[:1].isalpha() and (word.group().lower() == noun.lower() if exact else _same_noun(word.group(), noun)):
                 return match.start(), match.end() + word.end(), match.end()
     return None
-# what opens a noun phrase: a determiner or an interrogative
-_OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|einen|le|la|les|un|une|el|los|las|"
-                           rf"{_WHICH})\s+", re.IGNORECASE)
 
 
 def _finish(text: str, like: str, mark: str) -> str:
