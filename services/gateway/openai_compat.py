@@ -44,6 +44,7 @@ from shared.contract.errors import InvalidInput, RetryableError
 from shared.contract.text import SHOWN_CHARS
 from shared.contract.text import shown as _echo
 from shared.query import api
+from shared.query.plain_answer import addresses_in_code_spans
 from shared.query.record import QueryRecord
 
 log = logging.getLogger("ragbus.gateway")
@@ -72,7 +73,6 @@ _SOURCES_BLOCK = re.compile(r"\n\nSources:\n(?:\d+\. [^\n]*(?:\n|$))+\Z")
 _UNION_TAG = re.compile(r"(str|int|float|bool|list\[.*\]|dict\[.*\]|TextPart)\Z")
 _SAFE_URL = re.compile(r"https?://[^\s<>]+\Z", re.IGNORECASE)
 _MARKUP = re.compile(r"([\\\[\]*_`<>])")
-_TITLE_ADDRESS = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s`]+", re.IGNORECASE)
 
 
 # ------------------------------------------------------------------ request shapes
@@ -356,22 +356,17 @@ def count_tokens(text: str) -> int:
     return len(_TOKENS.findall(text))
 
 
-def _unlinked_title(text: str) -> str:
-    """``text`` with what Markdown reads as markup escaped and each web address set in a code span, as in
-    the answer (shared/query/plain_answer.py), so a chat client's renderer makes no link of it."""
-    shown, at = [], 0
-    for match in _TITLE_ADDRESS.finditer(text):
-        address = match.group(0).rstrip(".,:;!?\"')]")
-        shown += [_MARKUP.sub(r"\\\1", text[at:match.start()]), f"`{address}`"]
-        at = match.start() + len(address)
-    return "".join(shown) + _MARKUP.sub(r"\\\1", text[at:])
+def _escaped(text: str) -> str:
+    """``text`` with what Markdown reads as markup escaped."""
+    return _MARKUP.sub(r"\\\1", text)
 
 
 def _markdown_link(title: str, url: str) -> str:
     shown = " ".join((title or url or "untitled").split())
     if not _SAFE_URL.match(url or ""):
-        return _unlinked_title(shown)  # a javascript: or relative address never becomes a link in a chat client
-    shown = _MARKUP.sub(r"\\\1", shown)  # inside the link's own text no renderer makes another
+        # a javascript: or relative address never becomes a link in a chat client, nor one in the title
+        return addresses_in_code_spans(shown, escape=_escaped)
+    shown = _escaped(shown)  # inside the link's own text no renderer makes another
     href = url.replace("(", "%28").replace(")", "%29")
     return f"[{shown}]({href})"
 

@@ -29,7 +29,7 @@ MCP and ``/v1/chat/completions`` all show the same clean text (no copy of this r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from shared.contract.text import HTML_ELEMENTS, without_code_elements
 
@@ -53,6 +53,8 @@ _INLINE_LINK = re.compile(rf"{_LABEL}{_DESTINATION}")
 _DEFINITION = re.compile(r"^ {0,3}\[[^\[\]]+\]:[ \t]*\S+.*$", re.MULTILINE)
 _AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
 _BARE_ADDRESS = re.compile(r"(?<![\w@`/])(?:(?:https?|ftp)://|www\.)[^\s<>`\x00]+", re.IGNORECASE)
+# in plain text (every character of it escaped) an address is one wherever it stands, and runs to a space or a backtick
+_PLAIN_ADDRESS = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s`]+", re.IGNORECASE)
 _TRAILING = ".,:;!?\"'*_~)]"
 _WEB = re.compile(r"https?://\S+\Z", re.IGNORECASE)
 _KEPT = re.compile(r"\x00(\d+)\x00")
@@ -108,16 +110,24 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
     # later sentence's text once the sentences are joined: kept apart (kept links are placeholders here)
     text = text.replace("![", "! [").replace("](", "] (")
 
-    def bare(match: re.Match[str]) -> str:
-        address = match.group(0)
-        cut = len(address.rstrip(_TRAILING))
-        address, tail = address[:cut], address[cut:]
-        if not address or address in allowed:
-            return match.group(0)
-        return f"{fence}{address}{fence}{tail}"
-
-    text = _BARE_ADDRESS.sub(bare, text)
+    text = addresses_in_code_spans(text, fence, allowed)
     text = _UNCLOSED.sub("< ", text)  # a "<" a removed link or image left beside a letter ("<[img](…)")
     text = text.replace("!\x00", "! \x00")  # "!" before a kept link would make it an image
     text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)
     return "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip())
+
+
+def addresses_in_code_spans(text: str, fence: str = "`", allowed: Collection[str] = (),
+                            escape: Callable[[str], str] | None = None) -> str:
+    """``text`` with each bare web address not in ``allowed`` set in a code span fenced by ``fence`` (the
+    punctuation that closes a sentence left after it), so no Markdown renderer makes a link of it. ``escape``:
+    ``text`` is plain text, not Markdown (a source's title), made Markdown by ``escape`` around its addresses;
+    an address then runs to a space or a backtick wherever it stands, and keeps a closing ``*``, ``_`` or ``~``."""
+    pattern, trailing = (_BARE_ADDRESS, _TRAILING) if escape is None else (_PLAIN_ADDRESS, _TRAILING.replace("*_~", ""))
+    escape, shown, at = escape or str, [], 0
+    for match in pattern.finditer(text):
+        address = match.group(0).rstrip(trailing)
+        if address and address not in allowed:
+            shown += [escape(text[at: match.start()]), f"{fence}{address}{fence}"]
+            at = match.start() + len(address)
+    return "".join(shown) + escape(text[at:])
