@@ -20,8 +20,10 @@ the weights fit on the other writers and with the weights in use, in the same ru
 often the answer the reader quotes holds the keys and cites the question's file (each writer's passages read again
 with the weights fit without that writer: minutes). It also counts, per writer, where each answerable question's
 keys are lost on their way from the retrieved passages to the answer (:func:`fit_reader.lost_at`: not retrieved, not
-in one quotable sentence, outside the embedded pool, not ranked first ...). Unless ``--dry-run`` it writes the weights fit on the whole part,
-scaled to the sum of the weights in use (the reader's shares, ``further_share`` and ``close_share``, compare
+in one quotable sentence, outside the embedded pool, not ranked first ...), and where the first sentence holding them
+ranks and what ranks first instead (:func:`key_ranks_by_writer`; ``--examples N`` shows wrong answers of each writer
+but the judge). ``--judge WRITER`` leaves a writer out of the fit and the penalty's choice and reports its figures
+only. Unless ``--dry-run`` it writes the weights fit on the whole part (less the judge), scaled to the sum of the weights in use (the reader's shares, ``further_share`` and ``close_share``, compare
 scores), with how they were fit, to ``shared/query/reading/sentence_score.json``.
 
 Nothing here reads the sealed test part.
@@ -184,12 +186,79 @@ def losses_by_writer(rows: list[dict[str, Any]], writers: dict[str, str]) -> dic
     return {w: {s: n for s, n in stages.items() if n} for w, stages in sorted(out.items())}
 
 
+#: Where the first sentence holding an answerable question's keys (from its file) ranks among the reader's scored
+#: sentences (:func:`key_ranks_by_writer`): first, second or third, lower, outside the embedded pool, or in no
+#: quotable sentence of the retrieved passages (spread over several, only in another file's, not quotable ...).
+RANKS = ("first", "second_third", "lower", "outside_pool", "no_sentence")
+#: What the sentence ranked first is, when one holding the keys ranks lower: another file's, one stating a value of the
+#: asked type (not the asked one), or one of the right file that states none (it restates the asked subject).
+INSTEAD = ("other_file", "states_other_value", "restates_subject")
+
+
+def key_rank(row: dict[str, Any], weights: np.ndarray) -> tuple[str, str | None]:
+    """Where ``row``'s first sentence holding its keys from its file ranks when the scored sentences are ranked by
+    ``weights`` (:data:`RANKS`), and what the first-ranked one is instead (:data:`INSTEAD`; None when it holds them
+    or none is scored)."""
+    pool = row.get("pool") or []
+    if pool:
+        x = np.array([p["scored_on"] for p in pool], dtype=float)
+        order = np.argsort(-(x @ weights), kind="stable")
+        right = [n for n, k in enumerate(order) if pool[k]["keys"] and pool[k]["own_file"]]
+        if right:
+            at = right[0]
+            rank = "first" if at == 0 else "second_third" if at < 3 else "lower"
+            if at == 0:
+                return rank, None
+            lead = pool[order[0]]
+            states = lead["scored_on"][SCORED_ON.index("states")] > 0
+            return rank, "other_file" if not lead["own_file"] else "states_other_value" if states else "restates_subject"
+    return ("outside_pool" if row.get("lost_at") == "outside_pool" else "no_sentence"), None
+
+
+def key_ranks_by_writer(rows: list[dict[str, Any]], writers: dict[str, str],
+                        weights: dict[str, np.ndarray]) -> dict[str, dict[str, dict[str, int]]]:
+    """Per writer, over its answerable questions whose keys are in some retrieved passage: how many rank their first
+    key-holding sentence at each of :data:`RANKS` (``rank``), and what ranks first instead (``instead``), the sentences
+    ranked by the writer's ``weights``."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for row in rows:
+        writer = writers[row["file"]]
+        if row["near_miss"] or row.get("lost_at", "not_in_contexts") == "not_in_contexts" or writer not in weights:
+            continue
+        rank, instead = key_rank(row, weights[writer])
+        mine = out.setdefault(writer, {"rank": dict.fromkeys(RANKS, 0), "instead": dict.fromkeys(INSTEAD, 0)})
+        mine["rank"][rank] += 1
+        if instead:
+            mine["instead"][instead] += 1
+    return dict(sorted(out.items()))
+
+
+def show_instead(rows: list[dict[str, Any]], writers: dict[str, str], weights: np.ndarray, n: int,
+                 judge: str | None) -> None:
+    """Up to ``n`` questions per writer (never the judge's) whose keys rank below first and whose answer is wrong: the
+    question, its keys and the answer quoted instead."""
+    shown: dict[str, int] = {}
+    for row in rows:
+        writer = writers[row["file"]]
+        if writer == judge or row["near_miss"] or row["right"] or key_rank(row, weights)[0] not in ("second_third",
+                                                                                                   "lower"):
+            continue
+        if shown.setdefault(writer, 0) < n:
+            shown[writer] += 1
+            say(f"  [{writer}] {row['question']} keys {row['keys']}\n      quoted: {row.get('answer', '')[:300]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     fit_reader.add_row_arguments(parser)
     parser.add_argument("--answers", action="store_true",
                         help="also read each writer's passages again with the weights fit without it, and with the "
                              "weights in use (minutes): how often the quoted answer is right, held out")
+    parser.add_argument("--judge", default=None, help="a writer (e.g. d) left out of the fit and the choice of the "
+                        "penalty, reported apart (its figures only): a judge nobody fitted on")
+    parser.add_argument("--examples", type=int, default=0,
+                        help="show N questions per writer (never the judge's) whose keys rank below first, and the "
+                             "answer quoted instead")
     args = parser.parse_args()
     started, commit = time.perf_counter(), fit_reader.checkout_commit()
     rows = fit_reader.rows_from_arguments(args, say)
@@ -200,9 +269,15 @@ def main() -> None:
     writer = np.array([writers[r["file"]] for r in read])
     shipped = extractive.shipped_sentence_score()
     in_use = np.array(shipped.weights)
-    l2, fits = choose_l2(questions, writer)
+    fit_on = writer != args.judge
+    train = [q for q, f in zip(questions, fit_on, strict=True) if f]
+    l2, fits = choose_l2(train, writer[fit_on])
+    weights = scaled_like(fit_stable_softmax(train, writer[fit_on], l2), in_use)
+    if args.judge:
+        fits[args.judge] = weights
     say(f"{len(answerable)} answerable questions, {len(read)} with sentences scored, {sum(y.any() for _, y in questions)}"
-        f" with a right one among them; l2 {l2} (held-out log-likelihood, leaving one writer out)")
+        f" with a right one among them; l2 {l2} (held-out log-likelihood, leaving one writer out"
+        + (f"; writer {args.judge} judged, not fitted on)" if args.judge else ")"))
     by_writer: dict[str, dict[str, Any]] = {}
     for g in sorted(fits):
         mine = [q for q, w in zip(questions, writer, strict=True) if w == g]
@@ -218,11 +293,14 @@ def main() -> None:
             by_writer[g]["answer_right_in_use"] = round(answers_right(theirs, in_use, home) / n, 4)
             by_writer[g]["answer_right_fit"] = round(answers_right(theirs, scaled_like(fits[g], in_use), home) / n, 4)
     for g, figures in by_writer.items():
-        say(f"  writer {g} held out: {figures}")
+        say(f"  writer {g} held out{' (the judge)' if g == args.judge else ''}: {figures}")
+    for name, w in (("in use", dict.fromkeys(fits, in_use)), ("fit without the writer", fits)):
+        for g, ranks in key_ranks_by_writer(rows, writers, w).items():
+            say(f"  writer {g}, where the first sentence holding the keys ranks ({name}): {ranks}")
+    show_instead(rows, writers, in_use, args.examples, args.judge)
     losses = losses_by_writer(rows, writers)
     for g, stages in losses.items():
         say(f"  writer {g}, where the keys are lost: {stages}")
-    weights = scaled_like(fit_stable_softmax(questions, writer, l2), in_use)
     say("fitted weights: " + ", ".join(f"{c} {w:+.3f}" for c, w in zip(SCORED_ON, weights, strict=True)))
     say("in use:         " + ", ".join(f"{c} {w:+.3f}" for c, w in zip(SCORED_ON, in_use, strict=True)))
     fitted = {
@@ -230,7 +308,7 @@ def main() -> None:
         "on": "realtext dev part (the dev writers' folders and the realdocs set), answerable questions",
         "questions": len(read), "taught": int(sum(y.any() for _, y in questions)),
         "target": "the scored sentences holding every key string, from the question's file",
-        "split": "by writer (leave one writer out)", "l2": l2, "held_out_by_writer": by_writer,
+        "split": "by writer (leave one writer out)" + (f"; writer {args.judge} judged" if args.judge else ""), "l2": l2, "held_out_by_writer": by_writer,
         "lost_at_by_writer": losses,
         "in_use": {"weights": [round(float(w), 6) for w in in_use], "by": shipped.fitted.get("by", "bench/fit_scorer.py")},
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": commit,

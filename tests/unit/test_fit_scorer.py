@@ -157,3 +157,34 @@ def test_keys_in_the_pool_but_not_its_lead_are_lost_as_not_first_and_a_right_lea
     assert fit_reader.lost_at(reader, ["7412"], "port.txt", {1: "port.txt"}, right=False) == "not_first"
     assert fit_reader.lost_at(reader, ["frobnicator"], "port.txt", {1: "port.txt"}, right=False) == "composed_wrong"
     assert fit_reader.lost_at(reader, ["frobnicator"], "port.txt", {1: "port.txt"}, right=True) == "right"
+
+
+def test_where_the_first_sentence_holding_the_keys_ranks_and_what_ranks_first_instead():
+    # issue 36: the keys are in the pool but another sentence opens the answer; scored on (cosine, states)
+    states = fit_scorer.SCORED_ON.index("states")
+
+    def sentence(score, keys=False, own=True, stated=False):
+        columns = [0.0] * len(fit_scorer.SCORED_ON)
+        columns[0], columns[states] = score, float(stated)
+        return {"scored_on": columns, "keys": keys, "own_file": own}
+
+    weights = np.zeros(len(fit_scorer.SCORED_ON))
+    weights[0] = 1.0
+    rows = [{"file": "x", "near_miss": False, "lost_at": "right", "pool": [sentence(0.2), sentence(0.9, keys=True)]},
+            {"file": "x", "near_miss": False, "lost_at": "not_first",
+             "pool": [sentence(0.5, keys=True), sentence(0.9), sentence(0.7)]},  # below a restatement of the subject
+            {"file": "x", "near_miss": False, "lost_at": "not_first",
+             "pool": [sentence(0.9, stated=True), *(sentence(0.8) for _ in range(3)), sentence(0.1, keys=True)]},
+            {"file": "y", "near_miss": False, "lost_at": "not_first",  # another file's copy of the value ranks first
+             "pool": [sentence(0.9, keys=True, own=False), sentence(0.3, keys=True)]},
+            {"file": "y", "near_miss": False, "lost_at": "outside_pool", "pool": [sentence(0.9)]},
+            {"file": "y", "near_miss": False, "lost_at": "spans_sentences", "pool": [sentence(0.9)]},
+            {"file": "y", "near_miss": False, "lost_at": "not_in_contexts", "pool": [sentence(0.9)]},  # not counted
+            {"file": "y", "near_miss": True, "pool": []}]
+    ranks = fit_scorer.key_ranks_by_writer(rows, {"x": "a", "y": "b"}, {"a": weights, "b": weights})
+    assert ranks["a"] == {"rank": {"first": 1, "second_third": 1, "lower": 1, "outside_pool": 0, "no_sentence": 0},
+                          "instead": {"other_file": 0, "states_other_value": 1, "restates_subject": 1}}
+    assert ranks["b"]["rank"] == {"first": 0, "second_third": 1, "lower": 0, "outside_pool": 1, "no_sentence": 1}
+    assert ranks["b"]["instead"]["other_file"] == 1
+    # a writer without weights (left out) is not counted
+    assert list(fit_scorer.key_ranks_by_writer(rows, {"x": "a", "y": "b"}, {"a": weights})) == ["a"]
