@@ -11,7 +11,9 @@ exactly the set's passages.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,6 +67,77 @@ def embed_cached(
         np.save(tmp, vectors)
         tmp.rename(path)
     return vectors
+
+
+class CachedEmbedder:
+    """An :class:`Embedder` whose document vectors are kept on disk under ``cache_dir``, by model and
+    text (``<model>-texts.npy``: the vectors; ``<model>-texts.json``: each text's digest, in row order),
+    so a rerun that ingests the same chunks again (re-cleaned, re-chunked, re-indexed) embeds only
+    the texts it has not seen. Queries pass through. ``cache_dir`` None keeps them in memory only.
+    Call :meth:`save` to write what was added."""
+
+    def __init__(self, inner: Embedder, cache_dir: Path | None) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dimension = inner.dimension
+        self.max_tokens = inner.max_tokens
+        self.hits = self.misses = 0
+        self._lock = threading.Lock()
+        self._rows: dict[str, int] = {}
+        self._vectors: list[np.ndarray] = []
+        self._saved = 0
+        stem = f"{self.model_name}-texts".replace("/", "_")
+        self._paths = (cache_dir / f"{stem}.json", cache_dir / f"{stem}.npy") if cache_dir is not None else None
+        if self._paths is not None and self._paths[0].is_file() and self._paths[1].is_file():
+            digests = json.loads(self._paths[0].read_text(encoding="utf-8"))
+            vectors = np.load(self._paths[1])
+            if vectors.shape == (len(digests), self.dimension):
+                self._rows = {d: i for i, d in enumerate(digests)}
+                self._vectors = list(vectors)
+                self._saved = len(digests)
+            else:
+                log.warning("embedding cache %s has shape %s for %d texts; starting it again", self._paths[1],
+                            vectors.shape, len(digests))
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        return self.inner.token_spans(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        digests = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+        with self._lock:
+            missing = list(dict.fromkeys(d for d in digests if d not in self._rows))
+        if missing:
+            first = {d: t for d, t in zip(digests, texts, strict=True)}
+            fresh = self.inner.embed([first[d] for d in missing])
+            with self._lock:
+                for d, vector in zip(missing, fresh, strict=True):
+                    if d not in self._rows:
+                        self._rows[d] = len(self._vectors)
+                        self._vectors.append(np.asarray(vector, dtype=np.float32))
+        with self._lock:
+            self.misses += len(missing)
+            self.hits += len(texts) - len(missing)
+            rows = [self._vectors[self._rows[d]] for d in digests]
+        return np.stack(rows) if rows else np.zeros((0, self.dimension), dtype=np.float32)
+
+    def save(self) -> None:
+        """Write the cache when texts were added since it was read."""
+        with self._lock:
+            if self._paths is None or len(self._vectors) == self._saved:
+                return
+            digests = sorted(self._rows, key=self._rows.__getitem__)
+            vectors = np.stack(self._vectors)
+            self._saved = len(digests)
+        keys_path, vectors_path = self._paths
+        keys_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = vectors_path.with_suffix(".tmp.npy")
+        np.save(tmp, vectors)
+        tmp.rename(vectors_path)
+        keys_path.with_suffix(".tmp").write_text(json.dumps(digests), encoding="utf-8")
+        keys_path.with_suffix(".tmp").rename(keys_path)
 
 
 def passage_chunks(evalset: EvalSet) -> list[Chunk]:
