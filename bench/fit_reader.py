@@ -22,18 +22,13 @@ regressions over the evidence it measures (:mod:`shared.query.reading.verdict`).
    others' only, as the sealed part's writer is unseen; ``--judge WRITER`` leaves one writer out of the fit
    and the thresholds altogether and reports it apart), each over the features whose weight keeps its sign in every
    fit that leaves a writer out (:func:`fit_stable`; the others weigh 0);
-4. chooses, on the held-out folds' probabilities, ``refuse_from`` (the lowest at which at most
-   ``--refused`` of **each writer's** answerable questions are refused) and then ``answered_from``: the lowest
-   at which the precision of ``answered`` holds **with a margin**, not on its edge (:func:`holds_with_margin`):
-   its Wilson 95 % lower bound over all the held-out questions is at least ``--precision`` (0.9), and for
-   **each writer** with at least ``MIN_ANSWERED`` answers the precision counting one more of its answers wrong
-   is at least ``--writer-precision`` (0.95: at 0.9 writers a and b held out read 0.93 while the sealed part's
-   unseen writer read 0.86). A writer's own 95 % bound cannot be the per-writer margin: about 30 answers held
-   out per writer reach 0.9 only with none wrong from 35 answers up. A general criterion, not a threshold read
-   off the test part. Questions whose shape is checked (a value or a list asked: ``verdict.asks_checked``) and the others
-   (how, why, what is, yes or no) get a threshold each, each holding the margin on its own answers (``open_answered_from``; 1.0 where none holds: such answers are a caveat); it reports the
-   held-out figures, overall and per writer, with the precision's interval, and writes both models, fit on the
-   whole part, with how they were fit.
+4. chooses, on the held-out folds' probabilities, ``refuse_from`` (the lowest at which at most ``--refused`` of
+   **each writer's** answerable questions are refused), then ``answered_from`` (value or list asked:
+   ``verdict.asks_checked``) and ``open_answered_from`` (how, why, what is, yes or no; 1.0 where none holds), each
+   the lowest at which the precision of ``answered`` over its own answers holds **with a margin**
+   (:func:`holds_with_margin`: a general criterion, not a threshold read off the test part); it reports the held-out
+   figures, overall and per writer (the precision's interval, the near misses' AUC), and writes both models, fit
+   on the whole part, with how they were fit.
 
 Nothing here reads the sealed test part.
 """
@@ -288,8 +283,7 @@ def out_of_fold(x: np.ndarray, y: np.ndarray, fold: np.ndarray, l2: float) -> np
 
 
 def choose_l2(x: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[float, np.ndarray]:
-    scored = [(_log_loss(p := out_of_fold(x, y, fold, l2), y), l2, p) for l2 in L2_GRID]
-    loss, l2, p = min(scored, key=lambda t: t[0])
+    _, l2, p = min(((_log_loss(p := out_of_fold(x, y, fold, l2), y), l2, p) for l2 in L2_GRID), key=lambda t: t[0])
     return l2, p
 
 
@@ -307,17 +301,23 @@ def figures(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np
     :func:`choose_thresholds`), with the precision of ``answered``'s Wilson 95 % interval."""
     refused = refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from)
     answered = ~refused & (p_right >= np.where(checked, answered_from, open_answered_from)) & stating
-    answerable = ~near
     n_answered, n_right = int(answered.sum()), int((answered & right).sum())
     return {
         # as the harness scores it: right keys and citation, answered or with a caveat (not refused)
-        "key_facts_and_citation": round(float((~refused & right).sum()) / max(1, int(answerable.sum())), 4),
+        "key_facts_and_citation": round(float((~refused & right).sum()) / max(1, int((~near).sum())), 4),
         "answered_precision": round(n_right / n_answered, 4) if n_answered else None,
-        "answered_precision_interval": [round(b, 4) for b in wilson(n_right, n_answered)],
-        "answered": n_answered,
+        "answered_precision_interval": [round(b, 4) for b in wilson(n_right, n_answered)], "answered": n_answered,
         "near_misses_refused": round(float((refused & near).sum()) / max(1, int(near.sum())), 4),
-        "answerable_refused": round(float((refused & answerable).sum()) / max(1, int(answerable.sum())), 4),
+        "near_miss_auc": auc(p_near, near),
+        "answerable_refused": round(float((refused & ~near).sum()) / max(1, int((~near).sum())), 4),
     }
+
+
+def auc(score: np.ndarray, positive: np.ndarray) -> float | None:
+    """The area under the ROC curve of ``score`` for the ``positive`` rows (a tie counts half); None without both."""
+    pos, neg = score[positive], score[~positive]
+    pairs = (pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum()
+    return round(float(pairs) / (len(pos) * len(neg)), 4) if len(pos) and len(neg) else None
 
 
 def wilson(right: int, answered: int, z: float = WILSON_Z) -> tuple[float, float]:
@@ -334,7 +334,9 @@ def holds_with_margin(chosen: np.ndarray, right: np.ndarray, each: list[np.ndarr
     """Whether the precision of ``answered`` (``chosen``) holds with a margin: its Wilson 95 % lower bound over all
     the held-out questions is at least ``precision``, and within each of ``each`` (a writer's questions, held out)
     with at least ``min_answered`` answers none is wrong, or the precision counting one more of its answers wrong is
-    at least ``group_precision`` (a writer with 7 answers all right holds; 7 of 8 would not reach 0.95)."""
+    at least ``group_precision`` (a writer with 7 answers all right holds; 7 of 8 would not reach 0.95; at 0.9 writers a
+    and b held out read 0.93 while the sealed part's unseen writer read 0.86, and a writer's own 95 % bound cannot be
+    the margin: 30 answers reach 0.9 only with none wrong)."""
     n = int(chosen.sum())
     return bool(n) and wilson(int((chosen & right).sum()), n)[0] >= precision and all(
         (chosen & g).sum() < min_answered or not (chosen & g & ~right).any()
@@ -465,26 +467,24 @@ def main() -> None:
                         help="... and each writer's held-out precision counting one more of its answers wrong (judged by "
                              "models that never saw that writer)")
     parser.add_argument("--refused", type=float, default=0.04,
-                        help="answerable questions refused at most, held out, for each writer (issue 36: <= 0.05 on "
-                             "the sealed part; "
-                             "asked through the pipeline the dev part refuses about 0.01 more than held out)")
+                        help="answerable questions refused at most, held out, for each writer (issue 36: <= 0.05 on the "
+                             "sealed part; asked through the pipeline the dev part refuses about 0.01 more than held out)")
     args = parser.parse_args()
     started, commit = time.perf_counter(), checkout_commit()
     rows = rows_from_arguments(args, say)
-    usable = [r for r in rows if r["features"] is not None]
-    refused_always = np.array([r["features"] is None or r.get("grade_refused", False) for r in rows])
+    read = np.array([r["features"] is not None for r in rows])
+    refused_always = ~read | np.array([r.get("grade_refused", False) for r in rows])
     doubted = np.array([r.get("grade_score", 1.0) < shipped_model().answerable_from for r in rows])
     x_all = np.array([[r["features"][f] for f in FEATURES] if r["features"] else [0.0] * len(FEATURES)
                       for r in rows])
-    right = np.array([r["right"] for r in rows])
-    near = np.array([r["near_miss"] for r in rows])
+    right, near = np.array([r["right"] for r in rows]), np.array([r["near_miss"] for r in rows])
     stating = np.array([bool(r["features"]) and states_what_is_asked(r["features"]) for r in rows])
     checked = np.array([bool(r["features"]) and asks_checked(r["features"]) for r in rows])
     writers = document_writers()
     writer = np.array([writers[r["file"]] for r in rows])
     # the judge's questions (a writer nobody fitted on) neither fit the models nor choose the thresholds
     fit_on = writer != args.judge
-    mask = np.array([r["features"] is not None for r in rows]) & fit_on
+    mask = read & fit_on
     x, fold_u = x_all[mask], np.unique(writer, return_inverse=True)[1][mask]
     l2_right, oof_right = choose_l2(x, right[mask].astype(float), fold_u)
     l2_near, oof_near = choose_l2(x, near[mask].astype(float), fold_u)
@@ -492,9 +492,9 @@ def main() -> None:
     near_model = Logistic(*fit_stable(x, near[mask].astype(float), fold_u, l2_near))
     p_right, p_near = np.zeros(len(rows)), np.ones(len(rows))
     p_right[mask], p_near[mask] = oof_right, oof_near
-    judged = ~fit_on & np.array([r["features"] is not None for r in rows])
-    p_right[judged] = [right_model.probability(r["features"]) for r, j in zip(rows, judged, strict=True) if j]
-    p_near[judged] = [near_model.probability(r["features"]) for r, j in zip(rows, judged, strict=True) if j]
+    judged = ~fit_on & read
+    p_right[judged], p_near[judged] = (_predict((m.mean, m.scale, m.weights, m.intercept), x_all[judged])
+                                       for m in (right_model, near_model))
     arrays = (p_right, p_near, right, near, refused_always, doubted, stating, checked)
     thresholds = choose_thresholds(*(a[fit_on] for a in arrays), precision=args.precision, refused=args.refused,
                                    groups=writer[fit_on], group_precision=args.writer_precision)
@@ -502,12 +502,12 @@ def main() -> None:
     held_out = figures(*(a[fit_on] for a in arrays), *thresholds)
     by_writer = {w: figures(*(a[writer == w] for a in arrays), *thresholds) for w in sorted(set(writer))}
     split = "by writer (leave one writer out)" + (f"; writer {args.judge} judged, not fitted on" if args.judge else "")
-    say(f"{len(rows)} questions ({int(near.sum())} near misses), {len(usable)} with the reader's evidence; "
+    say(f"{len(rows)} questions ({int(near.sum())} near misses), {int(read.sum())} with the reader's evidence; "
         f"right if shown {float(right[~near].mean()):.3f}")
     say(f"l2: right {l2_right}, near_miss {l2_near}; thresholds: answered_from {answered_from:.4f} "
-        f"(open questions {open_answered_from:.4f}), "
-        f"refuse_from {refuse_from:.4f}, rescue_from {rescue_from:.4f} ({int(doubted.sum())} questions the grader's "
-        f"fitted probability doubts, {int(refused_always.sum())} it refuses whatever is read)")
+        f"(open questions {open_answered_from:.4f}), refuse_from {refuse_from:.4f}, rescue_from {rescue_from:.4f} "
+        f"({int(doubted.sum())} questions the grader's fitted probability doubts, {int(refused_always.sum())} it "
+        "refuses whatever is read)")
     say(f"held-out folds (split {split}): {held_out}")
     for w, figs in by_writer.items():
         say(f"  writer {w}{' (the judge: models and thresholds fit without it)' if w == args.judge else ''}: {figs}")
@@ -520,19 +520,16 @@ def main() -> None:
         "questions": len(rows), "near_misses": int(near.sum()), "documents": len(set(r["file"] for r in rows)),
         "split": split, "l2": {"right": l2_right, "near_miss": l2_near},
         "precision_goal": args.precision, "writer_precision_goal": args.writer_precision,
-        "refused_goal": args.refused, "held_out": held_out,
-        "held_out_by_writer": by_writer,
+        "refused_goal": args.refused, "held_out": held_out, "held_out_by_writer": by_writer,
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": commit,
         "evidence": ("the passages an earlier run kept (--rows), read again by this checkout's reader" if args.reread
                      else "read from an earlier run's --rows" if args.from_rows else "collected in this run"),
         "seconds": round(time.perf_counter() - started, 1),
     }
     model = VerdictModel(right_model, near_model, answered_from, refuse_from, rescue_from, fitted, open_answered_from)
-    if args.dry_run:
-        say("dry run: nothing written")
-        return
-    model.save(MODEL_FILE)
-    say(f"wrote {MODEL_FILE}")
+    if not args.dry_run:
+        model.save(MODEL_FILE)
+    say("dry run: nothing written" if args.dry_run else f"wrote {MODEL_FILE}")
 
 
 def document_writers() -> dict[str, str]:
