@@ -127,9 +127,8 @@ def _plain(question: str, rules: Language = EN) -> str:
 
 
 def _named(token: str, first: bool) -> bool:
-    """A token naming a thing: a digit, an inner capital, a path, an identifier's dot or underscore or a
-    call's brackets ("path.isAbsolute", "timeout.refresh", "CMAKE_BUILD_TYPE", "getch()") anywhere; a
-    capital after the first word."""
+    """A token naming a thing: a digit, an inner capital, a path, an identifier's dot or underscore or a call's
+    brackets ("path.isAbsolute", "CMAKE_BUILD_TYPE", "getch()") anywhere; a capital after the first word."""
     if token == "I":
         return False  # the personal pronoun, capitalised wherever it stands
     if any(c.isdigit() for c in token) or "/" in token or "_" in token or "." in token[1:-1] or token.endswith("()"):
@@ -479,8 +478,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
     if not subject:
         return None
-    identified = _identified(earlier, subject, answer) if answer and not clause else None
-    subject = identified or subject
+    subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
     plural = None
     if language == "en" and (clause or not _plural(subject)):
         # "Do they match leading dots?": a plural pronoun stands for a plural noun phrase
@@ -637,8 +635,7 @@ def _in_context(earlier: str) -> str:
 
 
 def _language_of(text: str, fallback: str) -> str:
-    language = detect_language(text)
-    return language if language in RULES else fallback
+    return language if (language := detect_language(text)) in RULES else fallback
 
 
 def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plural: str | None = None) -> str | None:
@@ -744,9 +741,8 @@ def _stands_alone(text: str, match: re.Match[str]) -> bool:
     """A demonstrative used as a pronoun: before a verb or the end ("how does that work", "why use
     that?"), or after "is" or "make" before the one word that ends the question ("is that configurable?",
     "what makes that necessary?"; "who wrote that patch?" names a thing with it: a determiner)."""
-    if _AUX_AFTER.match(text, match.end()):
-        return True
-    return bool(_LAST_WORD.match(text, match.end()) and _COPULA_BEFORE.search(text, 0, match.start()))
+    return bool(_AUX_AFTER.match(text, match.end())
+                or _LAST_WORD.match(text, match.end()) and _COPULA_BEFORE.search(text, 0, match.start()))
 
 
 def _of(rules: Language, subject: str) -> str:
@@ -857,8 +853,7 @@ def _same_head(base: str, fragment: str, rules: Language) -> str | None:
 
 def _same_noun(word: str, other: str) -> bool:
     """Two nouns of one head: the same word (either plural), a compound and its last part ("uid" and "id",
-    "debhelper-Kompatibilitätsstufe" and "Stufe"), or two compounds of one last part ("netmask" and
-    "hostmask")."""
+    "debhelper-Kompatibilitätsstufe" and "Stufe"), or two compounds of one last part ("netmask", "hostmask")."""
     a, b = word.lower().removesuffix("s"), other.lower().removesuffix("s")
     short, long = sorted((a, b), key=len)
     if long.endswith(short):

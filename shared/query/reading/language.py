@@ -85,9 +85,8 @@ def phrase(key: str, language: str) -> str:
 
 @functools.lru_cache(maxsize=1024)  # the transformer, retriever, grader and synthesizer each ask
 def in_english(question: str) -> tuple[str, str]:
-    """(``question``'s language, its search terms in English): see
-    :func:`shared.query.reading.translation.english_terms`; English, and languages the lexicon
-    lacks, come back unchanged."""
+    """(``question``'s language, its search terms in English: :func:`~shared.query.reading.translation.english_terms`);
+    English, and languages the lexicon lacks, come back unchanged."""
     language = detect_language(question)
     return language, english_terms(question, language)
 

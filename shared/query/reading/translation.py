@@ -188,10 +188,9 @@ def english_terms(question: str, language: str) -> str:
 
 
 def lexicon_language(text: str) -> str | None:
-    """The lexicon language most of ``text``'s words belong to, or None: for the short questions whose
-    function words cannot tell (see :func:`~shared.query.reading.language.detect_language`). It needs at
-    least two words the language's lexicon :meth:`~_Lexicon.knows`, more than half of the text's words, and
-    more than any other language."""
+    """The lexicon language most of ``text``'s words belong to, or None: for the short questions whose function
+    words cannot tell (see :func:`~shared.query.reading.language.detect_language`). It needs at least two words
+    the language's lexicon :meth:`~_Lexicon.knows`, more than half of the text's words, and more than any other."""
     words = _tokens(text)
     if not words:
         return None
