@@ -537,21 +537,19 @@ class ChatCompletions:
             return "data: " + json.dumps(body, ensure_ascii=False) + "\n\n"
 
         yield chunk({"role": "assistant", "content": ""})
-        give_up_at = time.monotonic() + wait_s
+        give_up_at, failure = time.monotonic() + wait_s, None
         while True:
             remaining = give_up_at - time.monotonic()
             try:
                 record = await api.wait_for_query_async(self.deps, record.id, max(0.0, min(KEEPALIVE_S, remaining)),
                                                         self.stopping)
             except api.QueryNotFound:
-                gone = _gone(record.id)
-                yield "data: " + json.dumps(error_body(gone.status, gone.message, code=gone.code)) + "\n\n"
-                yield "data: [DONE]\n\n"
-                return
+                failure = _gone(record.id)
+                break
             if record.ended or remaining <= KEEPALIVE_S or self.stopping.is_set():
                 break
             yield ": keepalive\n\n"
-        failure = self._unfinished(record) or _ended_error(record)
+        failure = failure or self._unfinished(record) or _ended_error(record)
         if failure is not None:
             # Headers went out with the first chunk: the error travels as an event, which the SDKs raise.
             yield "data: " + json.dumps(error_body(failure.status, failure.message, code=failure.code)) + "\n\n"
