@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.contract.ports import ConversationTurn
-from shared.query.reading.followup_languages import EN, NEW_TOPIC, REFERRING, RULES, Language
+from shared.query.reading.followup_languages import EN, NEW_TOPIC, RULES, Language
 from shared.query.reading.language import detect_language, is_note
 
 __all__ = ["CONNECTIVE", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
@@ -376,17 +376,17 @@ def _codes(typed: str, earlier: str) -> list[str]:
 
 
 def _refers_back(typed: str, earlier: str) -> str | None:
-    """The word of ``typed`` that points back at the earlier turn (:data:`REFERRING`), if any."""
+    """The word of ``typed`` that points back at the earlier turn (a language's ``referring``), if any."""
     bare = _bare(typed)
-    found = next((m for m in (REFERRING[c].search(bare) for c in _codes(typed, earlier)) if m is not None), None)
+    found = next((m for m in (RULES[c].referring.search(bare) for c in _codes(typed, earlier)) if m is not None), None)
     return found.group().lower() if found is not None else None
 
 
 def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
-    """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it: the rule
-    rewrote it, it opens with a connective ("And when does --color stop colorizing?"), or a word in it points
-    back (:data:`REFERRING`: "When was that series broadcast?"). None when nothing in its form leans; what
-    leans may still change topic ("And what is chunking?"): the caller checks with the corpus."""
+    """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it: the rule rewrote
+    it, it opens with a connective ("And when does --color stop colorizing?"), or a word in it points back ("When
+    was that series broadcast?"). None when nothing in its form leans; what leans may still change topic ("And
+    what is chunking?"): the caller checks with the corpus."""
     typed = " ".join(question.split())
     if not history or not typed or NEW_TOPIC.match(_bare(typed)):
         return None

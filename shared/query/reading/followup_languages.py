@@ -31,6 +31,10 @@ class Language:
     default_preposition: str
     possessive_articles: dict[str, str]
     which: frozenset[str]  # the interrogatives that open a noun phrase: "which id", "welche Stufe", "quel port"
+    # a word that points back at the earlier turn where the rule cannot put its subject in its place: a person
+    # ("he", "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"; not "qu'est-ce", "¿qué es"),
+    # a place or a time ("there", "danach"), "the old one", "another", "which one", "anything else/faster"
+    referring: re.Pattern[str]
     # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
     yes_no_object: re.Pattern[str] | None = None
     what_is: str = "What is"  # "what is X" opening a question about a named value
@@ -73,6 +77,9 @@ EN = Language(
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
                  r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
                  r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
+    referring=_p(r"\b(?:he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
+                 r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
+                 r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
     **_lists("en"),
     of="of",
     about="What about",
@@ -105,6 +112,8 @@ DE = Language(
     expletive=_p(r"\bgibt\s+es\b|\bes\s+gibt\b|\bgeht\s+es\b|\bist\s+es\s+(?:möglich|sinnvoll|nötig|notwendig|"
                  r"erlaubt|besser|wichtig)\b|\bes\s+ist\s+(?:möglich|sinnvoll|nötig|notwendig|erlaubt|besser|wichtig)\b"
                  r"|\bdauert\s+es\b|\bes\s+dauert\b"),
+    referring=_p(r"\b(?:er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
+                 r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
     **_lists("de"),
     of="von",
     about="Was ist mit",
@@ -132,6 +141,7 @@ FR = Language(
                   r"des|et|ou|est|sont|si|en)\b|\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
                  r"|\by\s+a-t-il\b|\bfaut-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
+    referring=_p(r"\b(?:lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
     **_lists("fr"),
     of="de",
     about="Qu'en est-il de",
@@ -154,6 +164,8 @@ ES = Language(
     possessive=_p(r"\b(?P<pos>su|sus)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:en|para|con|de|del|y|o|es|son|si)\b|"
                   r"\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"(?!x)x"),  # Spanish drops the empty subject rather than writing one
+    referring=_p(r"\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
+                 r"aquel|aquella|aquellos|aquellas)\s+\w+)\b"),
     **_lists("es"),
     of="de",
     about="¿Qué hay de",
@@ -163,21 +175,6 @@ ES = Language(
 )
 
 RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
-
-# Words that point back at the earlier turn where the rule cannot put its subject in their place: a person ("he",
-# "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"), a place or a time ("there", "danach"), "the
-# old one", "another", "which one", "anything else/faster". Per language; "qu'est-ce", "¿qué es" are not demonstratives.
-REFERRING = {
-    "en": _p(r"\b(?:he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
-             r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
-             r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
-    "de": _p(r"\b(?:er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
-             r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
-    "fr": _p(r"\b(?:lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
-    "es": _p(r"\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
-             r"aquel|aquella|aquellos|aquellas)\s+\w+)\b"),
-}
-
 
 # A question that says it changes the topic ("Something else: ...", "Unrelated: ...")
 NEW_TOPIC = _p(r"^(?:something\s+else|unrelated|another\s+(?:question|topic|thing)|new\s+(?:question|topic)|"
