@@ -456,12 +456,11 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         stripped = f"{rules.what_is} {stripped}"
     elif connective and stripped and not _asks(stripped, rules):
         return _swap(earlier, stripped, language, rules, "ellipsis")
-    person = _person(base) if rules is EN and _PERSONAL.search(stripped) else None
-    if person is not None and not (_PERSONAL.search(stripped).group().lower() == "his" and " who " in person):
+    found = _PERSONAL.search(stripped) if rules is EN else None
+    person, his = (_person(base), found.group().lower() == "his") if found else (None, False)
+    if person is not None and not (his and " who " in person):
         # "Who became Debian leader ...?" then "What was he trying to build?": the person asked about, or named
-        found = _PERSONAL.search(stripped)
-        said = f"{person}'s" if found.group().lower() == "his" else person
-        stripped = stripped[: found.start()] + said + stripped[found.end():]
+        stripped = stripped[: found.start()] + (f"{person}'s" if his else person) + stripped[found.end():]
         if _TOPIC_PRONOUN.search(stripped) is None:
             return Resolution(_finish(stripped, typed, mark), "pronoun", person)
         if person in _referent(earlier, language)[0]:
