@@ -52,7 +52,8 @@ _REFERENCE_IMAGE = re.compile(rf"!{_LABEL}(?:\[[^\[\]]*\])?")
 _INLINE_LINK = re.compile(rf"{_LABEL}{_DESTINATION}")
 _DEFINITION = re.compile(r"^ {0,3}\[[^\[\]]+\]:[ \t]*\S+.*$", re.MULTILINE)
 _AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
-_BARE_ADDRESS = re.compile(r"(?<![\w@`/])(?:(?:https?|ftp)://|www\.)[^\s<>`\x00]+", re.IGNORECASE)
+# GFM links an address after a space, "*", "_", "~" or "(": "_" is a word character, yet not one that hides it
+_BARE_ADDRESS = re.compile(r"(?<![^\W_]|[@`/])(?:(?:https?|ftp)://|www\.)[^\s<>`\x00]+", re.IGNORECASE)
 # in plain text (every character of it escaped) an address is one wherever it stands, and runs to a space or a backtick
 _PLAIN_ADDRESS = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s`]+", re.IGNORECASE)
 _TRAILING = ".,:;!?\"'*_~)]"

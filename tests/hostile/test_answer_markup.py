@@ -78,6 +78,9 @@ def assert_plain(text: str, where: str) -> None:
     ("[r]: http://h/phish", ""),
     ("see <http://h/x> and <javascript:alert(1)>", "see `http://h/x` and javascript:alert(1)"),
     ("see http://h/phish. or www.h.example/x", "see `http://h/phish`. or `www.h.example/x`"),
+    # GFM makes a link of an address after "_", "*", "~" or "(" too, though "_" is a word character
+    ("see _http://h/phish now, ~www.h.example~ or snake_www.h.example/x", "see _`http://h/phish` now, ~`www.h.example`~ or snake_`www.h.example/x`"),
+    ("mail me@www.h.example or a1http://h/x", "mail me@www.h.example or a1http://h/x"),
     (f"[the source]({SOURCE}) and {SOURCE}.", f"[the source]({SOURCE}) and {SOURCE}."),
     (f"<{SOURCE}> stays", f"<{SOURCE}> stays"),
     ("x < y and y > z; 1<2", "x < y and y > z; 1<2"),
