@@ -248,6 +248,29 @@ def _unwrap_source_lines(tree) -> bool:
     return changed
 
 
+#: an inline style a browser renders nothing of (CSS's display: none; visibility: hidden or collapse)
+_UNRENDERED_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse))\s*(?:!\s*important\s*)?(?:;|$)",
+    re.IGNORECASE)
+
+
+def _drop_unrendered(tree) -> bool:
+    """Each element a browser does not render left out: the ``hidden`` attribute (not ``until-found``,
+    which find-in-page opens), an inline ``display: none`` or ``visibility: hidden`` style, a ``<template>``.
+
+    trafilatura drops some of these on some of its paths only, and hidden text is how a page says one
+    thing to its readers and another to a machine (a hidden "the daemon listens on port 6666" was quoted
+    over the visible 9922). <html> and <body> stay: pages hide them until a script has laid them out."""
+    unrendered = [element for element in tree.iter() if isinstance(element.tag, str)
+                  and element.tag not in ("html", "body")
+                  and (element.tag == "template"
+                       or (element.get("hidden") is not None and element.get("hidden").lower() != "until-found")
+                       or _UNRENDERED_STYLE.search(element.get("style") or ""))]
+    for element in unrendered:
+        element.drop_tree()  # its tail (the text after it) stays
+    return bool(unrendered)
+
+
 def prepare_html(html: str) -> tuple[str, str]:
     """The page with its headings out of empty wrappers and its loose prose in paragraphs, and the
     title the page states (<title>).
@@ -265,7 +288,8 @@ def prepare_html(html: str) -> tuple[str, str]:
     except (etree.ParserError, ValueError):
         return html, ""
     title = " ".join((tree.findtext(".//title") or "").split())
-    changed = _drop_page_navigation(tree)
+    changed = _drop_unrendered(tree)
+    changed = _drop_page_navigation(tree) or changed
     changed = _unwrap_headings(tree) or changed
     changed = _unwrap_source_lines(tree) or changed
     for container in list(tree.iter(*_CONTAINERS)):
@@ -651,7 +675,7 @@ def extract_rst(text: str) -> CleanDocument:
 
 _LIST_START = re.compile(r"^(?:[-*+•o]|\d{1,3}[.)]|[a-z][.)])\s")
 _UNDERLINE = re.compile(r"^\s*([=\-~*#^])\1{2,}\s*$")
-_HYPHEN_END = re.compile(r"[A-Za-zÀ-ÿ]-$")
+_HYPHEN_END = re.compile(r"[A-Za-zÀ-ÿ][-\u2010]$")  # U+2010: groff's hyphen where it breaks a word
 
 
 def _indent(line: str) -> int:

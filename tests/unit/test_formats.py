@@ -198,3 +198,25 @@ def test_joining_wrapped_lines_costs_in_proportion_to_the_text():
         return best
 
     assert cost(2400) / cost(300) < 24
+
+
+GZIP_MAN = (  # `MANWIDTH=80 man -l gzip.1.gz | col -bx` (gzip 1.12): groff breaks a word with U+2010 HYPHEN
+    "     By default, gzip keeps the original file name and timestamp in the com‐\n"
+    "     pressed file. These are used when decompressing the file with the -N op‐\n"
+    "     tion. This is useful when the compressed file name was truncated or when\n"
+    "     the timestamp was not preserved after a file transfer. Use -f to force multi‐\n"
+    "     ply-linked files to be compressed, as every self-contained archive tool\n"
+    "     does for a well-known reason.\n"
+)
+
+
+def test_a_word_a_man_page_breaks_at_a_line_end_is_whole_again():
+    """groff sets the hyphen of a word it breaks at a line's end as U+2010 (a hyphen the source wrote is
+    ASCII in Debian's man pages): "the com‐ pressed file" was indexed and quoted so, and a search for
+    "compressed" missed it."""
+    from shared.formats.text import extract_plain
+
+    body = extract_plain(GZIP_MAN).body
+    assert "in the compressed file. These are used" in body, body
+    assert "with the -N option." in body and "multiply-linked" in body, body
+    assert "self-contained" in body and "well-known" in body and "\u2010" not in body, body
