@@ -17,6 +17,7 @@ from shared.query.reading.answer_types import (
     DATE,
     NAME,
     QUANTITY,
+    VERSION,
     asked_fact,
     asked_subject,
     fact_support,
@@ -314,3 +315,32 @@ def test_a_sections_number_is_no_quantity():
     # a numbered heading quoted as an answer ("4.13.17. December 2015: ...") holds no count or quantity
     assert not holds_value("4.13.17. Release notes", QUANTITY) and not holds_value("5.6.26. Fields", COUNT)
     assert holds_value("It takes 1.25 lookups on average.", QUANTITY)
+
+
+def test_a_date_or_a_name_stated_for_another_event_is_not_the_asked_one():
+    frozen = "On what date was Debian 9 stretch frozen?"
+    assert not sentence_states("Debian 9 (stretch) was released on June 17th, 2017.", frozen)
+    assert sentence_states("Debian 9 (stretch) was frozen on February 5th, 2017.", frozen)
+    assert sentence_states("The freeze of stretch began on February 5th, 2017.", "When did the stretch freeze start?")
+    wrote = "Who wrote the gzip format specification?"
+    assert not sentence_states("The gzip format specification was published by the IETF as RFC 1952.", wrote)
+    assert sentence_states("The gzip format specification was written by Peter Deutsch.", wrote)
+    assert sentence_states("Peter Deutsch maintains the gzip format specification.", "Who maintains the gzip format "
+                           "specification?")  # no event asked: any name tied to the question's terms
+    # "release" names the asked version here, no event: the removal is what a sentence must state
+    removed = "In which krb5 release will the des3-cbc-sha1 encryption type be removed?"
+    assert not sentence_states("Beginning with the krb5-1.19 release, des3-cbc-sha1 logs a warning.", removed)
+    assert sentence_states("The des3-cbc-sha1 encryption type will be removed in the krb5-1.21 release.", removed)
+    # the value is stated with its event, in one sentence: not a name the next sentence gives
+    leader = "Who was Project Leader when Debian 5.0 was released?"
+    assert not sentence_states("Debian 5.0 was released in February 2009. This included the port by Martin Michlmayr.",
+                               leader)
+    assert sentence_states("Debian 5.0 was released in February 2009, with Steve McIntyre as Project Leader.", leader)
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("What is a version number?", None), ("What is a priority level?", None), ("What is a hard limit?", None),
+    ("What is a default value in debconf?", None),  # each asks what such a thing is: no value of a type
+    ("What is the version number of dpkg in bookworm?", VERSION), ("What is a typical block size?", QUANTITY)])
+def test_a_definition_asks_no_value(question, kind):
+    assert asked_fact(question).kind == kind

@@ -1,26 +1,25 @@
 """Does the retrieved text hold the *asked* fact, not only the question's topic?
 
-A near miss is a question whose entity the corpus knows but whose asked fact it lacks: "How much does the
-Aurora plan cost?" against passages that describe the plan and never name a price. Topic similarity and term
-coverage cannot tell the two apart; this module can, for the questions whose shape says what an answer holds:
+A near miss names an entity the corpus knows but asks a fact it lacks: "How much does the Aurora plan cost?" against
+passages that describe the plan and name no price. Topic similarity and term coverage cannot tell the two apart; this
+module can, for the questions whose shape says what an answer holds:
 
-- **answer type** (a *firm* check: a miss is strong evidence against answering): an *amount* (how much, the
-  price, fee, salary: a currency figure or a percentage), a *count* (how many), a *quantity* (the rate,
-  temperature, population, how long / far / old, what percentage: a number that is not just a year), a *date*
-  (when, what year), a *name* (who), and in documentation a status code, a flag, a return value, a version, a
-  default or an identifier. A sentence supports the question when it holds a value of that type and names the
-  asked attribute or states the value in its unit ("40 tons" for a load capacity), or names a question term;
-- **asked aspect, cause, mechanism** (*soft* checks: a miss only weakens the grade): "the ingredients of X"
-  needs a passage naming them, "what causes X" a causal sentence, "how does X work" a mechanistic one (on
-  fitz-gov these refused as many answerable questions as they caught near misses: passages use other words);
-- **the entity**: the supporting passage names every proper name, acronym and model number the question states
-  and the year of an edition ("the 2024 World Series"): MIT's graduation rate is not Stanford's.
+- **answer type** (a *firm* check: a miss is strong evidence against answering): an *amount* (how much, the price, a
+  fee: a currency figure or a percentage), a *count* (how many), a *quantity* (a rate, temperature, how long / far /
+  old, what percentage: a number that is not just a year), a *date* (when, what year), a *name* (who), and in
+  documentation a status code, a flag, a return value, a version, a default or an identifier. A sentence supports the
+  question when it holds a value of that type and names the asked attribute or states the value in its unit ("40
+  tons" for a load capacity), or names a question term;
+- **asked aspect, cause, mechanism** (*soft* checks: a miss only weakens the grade): "the ingredients of X" needs a
+  passage naming them, "what causes X" a causal sentence, "how does X work" a mechanistic one (on fitz-gov these
+  refused as many answerable questions as they caught near misses: passages use other words);
+- **the entity**: the supporting passage names every proper name, acronym and model number the question states and
+  the year of an edition ("the 2024 World Series"), and covers a third (or two) of its other terms.
 
-The supporting sentence's passage must also cover a third (or two) of the question's other terms.
-:func:`question_names` gives a question's names whatever its shape, for the off-topic check. The rules are
-English: a question they cannot parse (another language, "is X better than Y?") gets a fact with no requirement,
-and :func:`fact_support` reports ``checked=False``, which no caller may read as a reason to abstain. The local
-grader (:mod:`shared.adapters.local.llm`) and the reader's verdict use them.
+:func:`question_names` gives a question's names whatever its shape, for the off-topic check. The rules are English: a
+question they cannot parse (another language, "is X better than Y?", "What is a version number?") gets a fact with no
+requirement, and :func:`fact_support` reports ``checked=False``, which no caller may read as a reason to abstain. The
+local grader (:mod:`shared.adapters.local.llm`) and the reader's verdict use them.
 """
 
 from __future__ import annotations
@@ -63,10 +62,10 @@ KIND_NOUNS = {STATUS: "http status code codes response reply error", FLAG: "opti
               RETURN: "return returns returned", VERSION: _NAMES_AN_ID, DEFAULT: f"{_NAMES_AN_ID} value values setting",
               IDENT: f"{_NAMES_AN_ID} value uid uids gid gids port ports code codes"}
 
-# The word lists (the file says why each): _WORDS["qualifiers"] and the rest; months in order, event verbs stemmed.
+# The word lists (the file says why each): _WORDS["qualifiers"] and the rest; months in order, an event's stemmed forms.
 _LISTS = dict(lexicon_table("answer_words.tsv", ("list", "words")))
 _WORDS = {name: frozenset(words.split()) for name, words in _LISTS.items()}
-_EVENT_VERBS = frozenset(stem(w) for w in _LISTS["event_verbs"].split())
+_EVENTS = {stem(form): n for n, forms in enumerate(_LISTS["event_verbs"].split()) for form in forms.split("/")}
 _MONTHS = _LISTS["months"].split()  # in order: a pattern alternates them
 # Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
 _LENGTH = r"km|kilomet\w*|miles?|mi|met(?:er|re)s?|m|feet|foot|ft|inch(?:es)?|yards?|cm|mm|light-years?|au"
@@ -99,6 +98,8 @@ _HOW_MANY = re.compile(r"\bhow\s+many\s+(?P<rest>.+)", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow\s+much\s+(?P<rest>.+)", re.IGNORECASE)
 _HOW_ADJ = re.compile(r"\bhow\s+(?P<adj>long|far|old|big|large|tall|high|fast|heavy|deep|wide|often|hot|cold|expensive|"
                       r"frequently|quickly|soon)\b", re.IGNORECASE)
+# "What is a version number?" asks what one is (a definition), no value; "What is a typical size ..." a value.
+_DEFINITION = re.compile(r"^\W*what\s+(?:is|are)\s+an?\s+(?P<next>[\w-]+)", re.IGNORECASE)
 # "When was / did / will X ..." asks for a date; "when is exact search good enough?" for a condition.
 _WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when\s+(?:was|were|did|will|would)|since\s+when|in\s+what\s+year|"
                    r"in\s+which\s+year|what\s+year)\b", re.IGNORECASE)
@@ -396,6 +397,8 @@ def _anchored(specifics: Sequence[str], stems: set[str], edition_years: Sequence
 def asked_fact(question: str) -> AskedFact:
     """What ``question`` asks for (see :class:`AskedFact`); an empty fact when its shape says nothing."""
     text = _normalise(question)
+    if (m := _DEFINITION.match(text)) and m["next"].lower() not in _WORDS["qualifiers"]:
+        return AskedFact()
     kind, aspect, unit, named, ties, relation = _question_shape(text)
     if kind is None and aspect:
         # A noun aspect ("the ingredients", "the terms") is checked in the passage, not one sentence:
@@ -706,22 +709,25 @@ def _exact_names(question: str) -> tuple[str, ...]:
 def sentence_states(sentence: str, question: str) -> bool | None:
     """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named with its aspect
     or tied to the question's terms); None when it asks for no value of a type (passages state a cause, a mechanism
-    or an open answer in too many words for a rule). A sentence answering a limit states one, an event the same
-    event, and it names the versions, levels and identifiers with digits the question names (:func:`_exact_names`)."""
+    or an open answer in too many words for a rule). A sentence answering a limit states one, an event the same event
+    in the sentence holding the value, and it names the versions, levels and identifiers with digits the question
+    names (:func:`_exact_names`)."""
     fact = asked_fact(question)
     if not fact.kind:
         return None
+    question_stems = frozenset(term_set(question))
     if sentence:
         if _BOUND_Q.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
-        if fact.kind in (VERSION, DATE) and (events := {stem(w) for w in tokenize(question)} & _EVENT_VERBS) \
-                and not events & term_set(sentence):
-            return False  # "In which version was X added?": "deprecated in 3.0" is another event
+        events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
+        if events and not any(events & {_EVENTS.get(s) for s in term_set(part)}
+                              and holds_value(part, fact.kind, question_stems) for part in split_sentences(sentence)):
+            return False  # "deprecated in 3.0" is no removal, nor a name the next sentence gives the release's
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
         if any(name not in words for name in _exact_names(question)):
             return False
-    return _sentence_supports(sentence, fact, frozenset(term_set(question)), strict=True)
+    return _sentence_supports(sentence, fact, question_stems, strict=True)
 
 
 def asked_subject(question: str) -> tuple[str, ...]:

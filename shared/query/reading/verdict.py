@@ -28,7 +28,7 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 7  # 7: states_value needs most of the asked subject; subject_best (weighed 0 by both) left out
+FEATURE_VERSION = 8  # 8: states_value needs the asked event (a date, version or name for another one states nothing)
 
 #: The reader's evidence for the answer it would give, in the order of each model's weights.
 FEATURES: tuple[str, ...] = (
