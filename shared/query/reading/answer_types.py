@@ -328,11 +328,8 @@ def _aspect_of(words: Sequence[str]) -> tuple[str | None, tuple[str, ...], str |
 
 
 def _specifics(question: str) -> tuple[str, ...]:
-    """The names, acronyms, model numbers and years a question states: the entity it is about.
-
-    A capitalised word not opening the question, an acronym, a year, or a number
-    written right after a name ("iPhone 16", "Level 5").
-    """
+    """The names, acronyms, model numbers and years a question states, the entity it is about: a capitalised word
+    not opening the question, an acronym, a year, or a number written right after a name ("iPhone 16", "Level 5")."""
     out: list[str] = []
     words = tokenize(question)
     for i, word in enumerate(words):
@@ -354,8 +351,7 @@ def _specifics(question: str) -> tuple[str, ...]:
 
 
 def _edition_years(question: str) -> tuple[str, ...]:
-    """Years written before a name or noun ("2024 World Series", "2025 contribution limits"), which pick
-    one edition of a recurring thing, unlike a year after "in" or "of" that only dates the question."""
+    """Years written before a name or noun ("2024 World Series"), which pick one edition of a recurring thing."""
     words = tokenize(_normalise(question))
     return tuple(w for i, w in enumerate(words) if _YEAR.match(w) and i + 1 < len(words)
                  and words[i + 1].lower() not in STOPWORDS and words[i + 1].isalpha())
@@ -366,9 +362,8 @@ _MODEL_NUMBER = re.compile(r"^[A-Z]\d+$")
 
 
 def question_names(question: str) -> tuple[str, ...]:
-    """The proper names, acronyms and model numbers an English question states (no years), whatever
-    its shape: "Kafka" in "What triggers a consumer group rebalance in Kafka?". A name the corpus
-    never mentions makes the question off topic however much other vocabulary it shares."""
+    """The proper names, acronyms and model numbers an English question states (no years), whatever its shape:
+    "Kafka" in "What triggers a consumer group rebalance in Kafka?", off topic for a corpus that never names it."""
     return tuple(s for s in _specifics(_normalise(question))
                  if not _YEAR.match(s) and not s.isdigit() and (len(s) > 2 or _MODEL_NUMBER.match(s)))
 
@@ -380,10 +375,9 @@ _ALIASES = {"united": (*_US, *_UK), "states": _US, "kingdom": _UK, "america": ("
 
 
 def _anchored(specifics: Sequence[str], stems: set[str], edition_years: Sequence[str] = ()) -> bool:
-    """Whether a passage names enough of the question's specifics (see :func:`_specifics`) to be about
-    the same entity: at least ANCHOR_SHARE of them (a passage may write "the Eastern Front" for
-    "World War II in Europe"). A year counts only where it names an edition ("the 2024 World Series",
-    ``edition_years``): a passage may describe an event "of 1943" without its date."""
+    """Whether a passage names enough of the question's specifics (see :func:`_specifics`) to be about the same
+    entity: at least ANCHOR_SHARE of them (a passage may write "the Eastern Front" for "World War II in Europe"). A
+    year counts only where it names an edition ("the 2024 World Series", ``edition_years``), not an event's date."""
     names = [s for s in specifics if not _YEAR.match(s)]
     if any(_YEAR.match(s) and s.lower() not in stems for s in specifics if s in edition_years):
         return False  # "the 2024 World Series" is not the 2022 one
@@ -460,11 +454,10 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
                                         str | None]:
     """(kind, aspect, unit, named, ties, relation) as the wording of a normalised question gives them."""
     kind: str | None = None
-    aspect: tuple[str, ...] = ()
     unit: str | None = None
-    named: tuple[str, ...] = ()
-    ties: tuple[str, ...] = ()
     relation: str | None = None
+    aspect: tuple[str, ...] = ()
+    named = ties = aspect
     opening = _opening_noun(text)  # (kind,) when it opens with a noun (kind None: a noun of no kind), else ()
     asks_for = not opening and not _ASKS_ABOUT.match(text)  # neither a noun nor "what does ..." opens it
     if opening and opening[0]:
@@ -682,18 +675,17 @@ def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset
 
 
 def states_value(sentence: str, question: str) -> bool | None:
-    """Whether ``sentence`` states the value ``question`` asks for in the unit that names it ("30 days"
-    for a deadline or period, "12 kg" for a weight), tied to the question's terms; None when the
-    question asks for no value with a unit. A bare value is no evidence here: "47 parks" is not the
-    share spent on maintenance, and any capitalised name is not the one who funded an expedition."""
+    """Whether ``sentence`` states the value ``question`` asks for in the unit that names it ("30 days" for a
+    deadline, "12 kg" for a weight), tied to the question's terms; None when it asks for no value with a unit (a
+    bare value is no evidence: "47 parks" is not the share spent on maintenance)."""
     fact = asked_fact(question)
     if not (fact.kind and fact.unit):
         return None
     return _value_with_unit(sentence, fact.unit) and _sentence_supports(sentence, fact, frozenset(term_set(question)))
 
 
-# What a question names exactly, which the sentence answering it names too: a version ("1.20.2"),
-# a level or size ("level 19"), an identifier with digits ("des3-cbc-sha1", "all-MiniLM-L6-v2").
+# What a question names exactly, which the sentence answering it names too: a version ("1.20.2"), a level or size
+# ("level 19"), an identifier with digits ("des3-cbc-sha1", "all-MiniLM-L6-v2").
 _EXACT = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])")
 
 

@@ -912,16 +912,13 @@ class Reader:
     def _evidence(self, lead: int, chosen: list[int], unknown: list[str]) -> dict[str, float]:
         """The values of :data:`~shared.query.reading.verdict.FEATURES` for the answer quoting ``chosen``."""
         candidates, query, terms = self.candidates, self.query, self.term_stems
-        quoted = " ".join(self.quoted_text(i) for i in chosen)
         unit_stems = frozenset().union(*(candidates[j].stems for j in self.unit(lead)))
         own = self.source.get(candidates[lead].number)
         others = [i for i in self.pool if self.source.get(candidates[i].number) != own]
         next_three = [self.relevance[i] for i in self.ranked if i != lead][:3]
-        retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
         asks_list = _asks_list(query)
-        # the asked subject's share a sentence holds (with what it leans on and its heading), its terms weighed by
-        # how few retrieved sentences hold them (one all hold still a little); not the words naming the asked value's
-        # type ("HTTP status code"), which a sentence stating the value need not repeat ("... replies 304 Not Modified.")
+        # the asked subject's share a sentence holds (with what it leans on and its heading), its terms weighed by how
+        # few retrieved sentences hold them; not the words naming the asked value's type ("HTTP status code")
         rarity = {t: 0.5 + float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
                   for t in self.asked_subject}
         total = sum(rarity.values())
@@ -933,9 +930,8 @@ class Reader:
         def share(stems: frozenset[str]) -> float:
             return sum(t in stems for t in terms) / len(terms) if terms else 0.0
 
-        # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's
-        # terms and most of what the value is asked about: a default, date or name stated for a neighbour ("Defaults
-        # to yes." of the option above the asked one, the release date for the freeze's) is not the asked one
+        # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms
+        # and most of what the value is asked about: not a default stated for the option above the asked one
         states = self.asks_fact and any(subject(i) >= STATED_SUBJECT and self.fact_check(self.quoted_text(i), query)
                                         for i in chosen)
         return {
@@ -945,10 +941,10 @@ class Reader:
             "relevance_margin": float(self.relevance[lead] - max((self.relevance[i] for i in others), default=0.0)),
             "relevance_gap": float(self.relevance[lead] - np.mean(next_three)) if next_three else 1.0,
             "asks_list": float(asks_list),
-            "list_unquoted": float(asks_list and _short_items(quoted) < 2),
+            "list_unquoted": float(asks_list and _short_items(" ".join(self.quoted_text(i) for i in chosen)) < 2),
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
-            "coverage_retrieved": share(retrieved),
+            "coverage_retrieved": share(frozenset().union(*(_term_set(c.text) for c in self.contexts))),
             "subject_quoted": max((subject(i) for i in chosen), default=0.0),
             "subject_stated": max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0),
         }
