@@ -313,8 +313,9 @@ def answer_outcome(answer: Answer, *, passes: bool) -> str:
 
 
 def reader_verdict(answer: Answer, outcome: str) -> str:
-    """Why the reader's verdict decided ``outcome`` (empty when the answer carries none)."""
-    if answer.states_fact is None:
+    """Why the reader's verdict decided ``outcome`` (empty when the answer carries none). An answer that ends
+    ``not_answerable`` quoted nothing, verdict or not: the decision shown must not stay ``accept`` beside it."""
+    if answer.states_fact is None and outcome != "not_answerable":
         return ""
     if outcome == "answered":
         return "the answer quotes a sentence stating what is asked"

@@ -221,6 +221,23 @@ def test_a_reader_that_finds_no_stated_fact_is_not_answerable_and_the_record_nev
     assert iteration["grade"]["reasoning"].endswith("The reader: no quoted sentence states: which version added it.")
 
 
+def test_a_reader_that_quotes_nothing_is_not_answerable_and_the_record_never_says_accept():
+    """The reader may decline with no verdict on a stated fact (``states_fact`` None: no sentence to judge).
+    "What is the widget limit?" over a one-line file "The widget limit is 5." printed "iteration 1: score
+    0.97, accept" and then not_answerable, on the CLI, the page and the event stream alike."""
+    declined = Answer(text="", abstained=True)
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[declined]))
+    loop.submit("what is the widget limit")
+    graded = _run_to_graded(loop, [good_grade()], ["widget limit"])
+    assert graded.decision == "accept"
+    loop.deliver(graded)
+    record = loop.record()
+    assert record["outcome"] == "not_answerable" and record["citations"] == []
+    iteration = record["iterations"][0]
+    assert iteration["decision"] == "abstain", iteration["decision"]
+    assert iteration["grade"]["reasoning"].endswith("The reader: no quoted sentence states: what is asked.")
+
+
 def test_the_reader_verdict_decides_answered_over_a_failed_threshold_and_the_decision_follows():
     stated = Answer(text="", sentences=[AnswerSentence("BM25 saturates term frequency with k1.", [1])],
                     states_fact=True)
