@@ -157,7 +157,7 @@ def _wait_seconds(value: Any) -> float:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, int | float) or isinstance(value, float) \
             and not math.isfinite(value):
-        raise InvalidInput(f"'wait_s' must be a number of seconds (0 to {MAX_WAIT_S:g}), got {str(value)[:40]}")
+        raise InvalidInput(f"'wait_s' must be a number of seconds (0 to {MAX_WAIT_S:g}), got {shown(value)}")
     if isinstance(value, int) and abs(value) > _LARGEST_FLOAT:  # float() of it would overflow
         raise InvalidInput(f"'wait_s' is a {len(str(abs(value)))}-digit number; send 0 (return at once) "
                            f"up to {MAX_WAIT_S:g} seconds")

@@ -16,6 +16,7 @@ rule that drops header-only chunks).
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -238,9 +239,16 @@ def clip_metadata(value: str | None, limit: int) -> str:
 
 def shown(value: Any) -> str:
     """A client's value quoted in an error, cut short: the message stays one readable line however
-    much was sent (a 30 kB field name made a 30 kB error line)."""
+    much was sent (a 30 kB field name made a 30 kB error line). Text is quoted as Python quotes it;
+    anything else as JSON writes it, as the client sent it (``true``, ``null``, not ``True``, ``None``)."""
     try:
-        text = repr(str(value) if isinstance(value, date) else value)
+        if isinstance(value, str | date):
+            text = repr(str(value))
+        else:
+            try:
+                text = json.dumps(value, ensure_ascii=False)
+            except TypeError:  # not a JSON value (a set, an object): Python's spelling is all there is
+                text = repr(value)
     except ValueError:  # an int past Python's 4300-digit str() limit
         text = f"a number of {value.bit_length()} bits"
     return cut(text)

@@ -104,17 +104,13 @@ def validate_int(value: Any, field: str, bounds: tuple[int, int]) -> int:
     """An integer within ``bounds`` (inclusive), or :class:`InvalidInput`."""
     low, high = bounds
     # bool is an int in Python, but `"top_k": true` is a client bug worth naming.
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise InvalidInput(
-                f"'{field}' must be a whole number from {low} to {high}, got {_type_name(value)} "
-                f"{shown(value)}"
-            )
+    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+        raise InvalidInput(
+            f"'{field}' must be a whole number from {low} to {high}, got {_type_name(value)} {shown(value)}"
+        )
     if not low <= value <= high:
         raise InvalidInput(f"'{field}' is {shown(value)}; send a whole number from {low} to {high}")
-    return value
+    return int(value)
 
 
 def validate_seconds(value: Any, field: str, bounds: tuple[float, float]) -> float:

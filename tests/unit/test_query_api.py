@@ -120,6 +120,28 @@ def test_bad_input_is_refused_with_what_to_send(deps, state, publisher, kwargs, 
     assert publisher.messages == []
 
 
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("top_k", True, "got a boolean true"), ("max_iterations", False, "got a boolean false"),
+    ("timeout_s", True, "got a boolean true"), ("timeout_s", [None], "got a list [null]"),
+    ("max_iterations", 1e308, "'max_iterations' is 1e+308;"),
+])
+def test_an_error_names_the_value_as_the_client_wrote_it_in_json(deps, field, value, named):
+    """A client sends JSON: `"top_k": true` was refused as "got a boolean True", Python's spelling, and
+    `"max_iterations": 1e308` as a 309-digit integer the client never sent."""
+    with pytest.raises(InvalidInput) as caught:
+        submit_query(deps, "q", **{field: value})
+    assert named in str(caught.value) and "True" not in str(caught.value) and "None" not in str(caught.value)
+
+
+def test_wait_s_names_the_value_as_the_client_wrote_it_in_json():
+    from services.gateway.queries import _wait_seconds
+
+    for value, named in ((True, "got true"), ("5", "got '5'"), ([1], "got [1]")):
+        with pytest.raises(InvalidInput) as caught:
+            _wait_seconds(value)
+        assert str(caught.value).endswith(named), caught.value
+
+
 def test_limits_at_the_edges_are_accepted(deps):
     record = submit_query(deps, "x" * 2000, top_k=50, max_iterations=0)
     assert (len(record.original_query), record.top_k, record.max_iterations) == (2000, 50, 0)
