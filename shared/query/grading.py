@@ -206,16 +206,22 @@ def _iso_date(value: Any) -> str | None:
 
 def failed_thresholds(grade: Grade, thresholds: GradeThresholds) -> list[str]:
     """Which acceptance rules ``grade`` breaks (empty when it passes)."""
-    failed = []
-    if grade.score < thresholds.overall:
-        failed.append(f"score {grade.score:.2f} < {thresholds.overall}")
-    if grade.relevance < thresholds.relevance:
-        failed.append(f"relevance {grade.relevance:.2f} < {thresholds.relevance}")
-    if grade.completeness < thresholds.completeness:
-        failed.append(f"completeness {grade.completeness:.2f} < {thresholds.completeness}")
+    failed = [f"{name} {_below(value, threshold)} < {threshold}" for name, value, threshold in (
+        ("score", grade.score, thresholds.overall), ("relevance", grade.relevance, thresholds.relevance),
+        ("completeness", grade.completeness, thresholds.completeness)) if value < threshold]
     if not grade.grounded:
         failed.append("not grounded")
     return failed
+
+
+def _below(value: float, threshold: float) -> str:
+    """``value`` with the fewest places (two or more) that still show it below ``threshold``: two rounded a
+    completeness of 0.548 to "0.55 < 0.55", a decision that read as a contradiction."""
+    for places in range(2, 7):
+        text = f"{value:.{places}f}"
+        if float(text) < threshold:
+            return text
+    return repr(value)
 
 
 def below_thresholds(grade: Grade, thresholds: GradeThresholds) -> bool:

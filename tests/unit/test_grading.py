@@ -68,6 +68,17 @@ def test_thresholds_are_the_reference_ones():
     assert failed_thresholds(Grade(0.9, 0.9, 0.9, False, True), t) == ["not grounded"]
 
 
+def test_a_failed_threshold_shows_its_value_below_the_threshold():
+    """Rounded to two places a value just under its threshold read as equal to it: `ragbus ask` printed
+    "score 0.61 (completeness 0.55 < 0.55, not grounded), refine" for a completeness of 0.548."""
+    t = GradeThresholds()
+    assert failed_thresholds(Grade(0.9, 0.9, 0.548, True, True), t) == ["completeness 0.548 < 0.55"]
+    assert failed_thresholds(Grade(0.5999, 0.6496, 0.9, True, True), t) == [
+        "score 0.5999 < 0.6", "relevance 0.6496 < 0.65"]
+    assert failed_thresholds(Grade(0.4396, 0.0433, 0.0309, True, True), t) == [
+        "score 0.44 < 0.6", "relevance 0.04 < 0.65", "completeness 0.03 < 0.55"]
+
+
 def test_transformation_from_json_text_and_empty():
     t = parse_transformation('```json\n{"rewritten": "CUDA kernels", "sub_queries": ["a b", "c d", "e f", '
                              '"g h", "i j", "k l"]}\n```', max_sub_queries=5)
