@@ -3,6 +3,10 @@
 The question leads every iteration: whenever the searched text differs from it, the question is
 searched too, first, and its own ranking is the first half of the contexts; the rest is weighted
 reciprocal rank fusion of every ranking (the question and its rewrite weigh twice a sub-query).
+A German, French or Spanish question is searched by its English terms and in its own words, the
+latter first when the corpus holds most of the words the translation replaced (its pages are written in
+that language): on the real-text development part a French question over French pages was searched only
+as "what both kind paquets Debian" (bench/retrieval_keys.py, docs/benchmarks.md).
 A rewrite that only adds words to the question is searched with the question's vector, and every
 sub-query with the leading search's vector, all in one batch, so the fan-out embeds nothing new.
 Every search asks for exactly ``top_k`` (the index's ranking depends on k), chunks that are only a
@@ -30,7 +34,13 @@ from shared.contract.deps import Deps
 from shared.contract.errors import RetryableError
 from shared.contract.filters import Filters
 from shared.contract.messages import Message, QueryHop
-from shared.contract.ports import Embedder, Index, ScoredChunk, SearchesMany
+from shared.contract.ports import (
+    Embedder,
+    Index,
+    ScoredChunk,
+    SearchesMany,
+    TermStatistics,
+)
 from shared.contract.text import in_quotes, split_header
 from shared.query.reading.followup import CONNECTIVE
 from shared.query.reading.language import in_english
@@ -46,7 +56,9 @@ RRF_K = 60  # the usual reciprocal-rank-fusion constant
 LEAD_SHARE = 0.5  # this share of the contexts is the first ranking's own order, whatever else found
 REWRITTEN_LABEL = "rewritten"  # the question, or its rewrite when that only adds words (one search)
 QUESTION_LABEL = "question"  # the question itself, searched first beside a rewrite that changed it
-WHOLE_QUESTION_WEIGHT = 2.0  # the question or its rewrite asks the whole question; a sub-query one aspect
+AS_TYPED_LABEL = "as_typed"  # a German, French or Spanish question in its own words, beside its English terms
+# The question, its rewrite and its own words each ask the whole question; a sub-query one aspect.
+WHOLE_QUESTION_WEIGHT = 2.0
 SUB_QUERY_WEIGHT = 1.0
 MAX_PARALLEL_SEARCHES = 6
 # The query record keeps every iteration's contexts, and Firestore refuses a document over
@@ -158,7 +170,7 @@ def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
     part may hold a lower one than what follows it."""
     fused: dict[str, Context] = {}
     for result in results:
-        whole = result.label in (REWRITTEN_LABEL, QUESTION_LABEL)
+        whole = result.label in (REWRITTEN_LABEL, QUESTION_LABEL, AS_TYPED_LABEL)
         weight = WHOLE_QUESTION_WEIGHT if whole else SUB_QUERY_WEIGHT
         for rank, hit in enumerate(result.hits, start=1):
             chunk = hit.chunk
@@ -207,6 +219,21 @@ def leading_queries(question: str, rewrite: str) -> tuple[list[tuple[str, str]],
     return [(QUESTION_LABEL, question), (REWRITTEN_LABEL, rewrite)], [question, rewrite]
 
 
+def corpus_speaks(index: Index, typed: str, english: str) -> bool:
+    """Whether the corpus is written in the typed question's language too: it holds more than half of the
+    words its English search terms replaced (an index that cannot count terms: no)."""
+    own = set(_WORD.findall(english.casefold()))
+    replaced = [w for w in dict.fromkeys(_WORD.findall(typed.casefold())) if w not in own and not w.isdigit()]
+    if not replaced or not isinstance(index, TermStatistics):
+        return False
+    try:
+        found = index.document_frequency(replaced)
+    except Exception as exc:  # noqa: BLE001 - the English terms lead, as without the statistics
+        log.warning("document frequencies unavailable: %s", exc)
+        return False
+    return sum(found.get(w, 0) > 0 for w in replaced) * 2 > len(replaced)
+
+
 @dataclass(frozen=True)
 class Searched:
     """One iteration's searches: the filters they used, each query's hits, the time-range widenings,
@@ -240,12 +267,19 @@ def search_iteration(record: QueryRecord, message: QueryHop, ports: Deps) -> Sea
     if entry is None or not entry.query:
         raise RetryableError(f"query {record.id}: iteration {message.iteration} has no recorded query yet; "
                              "retry once the transformer's write is visible")
-    question = in_english(record.question or entry.query)[1]
+    typed = " ".join((record.question or entry.query).split())
+    question = in_english(typed)[1]
     queries, meanings = leading_queries(question, entry.query)
+    sub_meaning = meanings[-1]
+    if question != typed:
+        # its own words too, first when the corpus is written in them (a French question over French pages)
+        at = 0 if corpus_speaks(index, typed, question) else len(queries)
+        queries.insert(at, (AS_TYPED_LABEL, typed))
+        meanings.insert(at, typed)
     leading = len(queries)
     for n, sub in enumerate(entry.sub_queries[: settings.max_sub_queries], start=1):
         queries.append((f"sub_query_{n}", sub))
-        meanings.append(meanings[leading - 1])
+        meanings.append(sub_meaning)
     # Every ranking is asked for exactly top_k: the index's candidate pool, and so its ranking,
     # is then the plain search's, and the contexts' leading half is the default retrieval's
     # (the question alone fills top_k, so fusion is never short). The question is searched

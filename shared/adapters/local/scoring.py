@@ -20,6 +20,9 @@ import numpy as np
 from shared.contract.text import strip_header
 
 _WORD = re.compile(r"\w\w+", re.UNICODE)
+# A version or a dotted number ("3.7", "4.9.0") standing alone: one term, beside the words it holds.
+# "3.7" holds no word of two characters, so a question asking for release 3.7 had no term for it.
+_TERM = re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?!\w)|\w\w+", re.UNICODE)
 _STOPWORDS = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
     "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
@@ -43,8 +46,16 @@ def _s_stem(word: str) -> str:
 
 
 def bm25_tokens(text: str) -> list[str]:
-    """Lower-cased words of two or more characters, stop words dropped, plurals folded."""
-    return [_s_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+    """Lower-cased words of two or more characters, stop words dropped, plurals folded; a version or
+    dotted number standing alone is a term too, followed by the words it holds ("2.6.32", "32")."""
+    out: list[str] = []
+    for term in _TERM.findall(text.lower()):
+        if "." in term:
+            out.append(term)
+            out += _WORD.findall(term)
+        elif term not in _STOPWORDS:
+            out.append(_s_stem(term))
+    return out
 
 
 def import_bm25s():
