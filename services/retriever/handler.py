@@ -6,7 +6,10 @@ reciprocal rank fusion of every ranking (the question and its rewrite weigh twic
 A German, French or Spanish question is searched by its English terms and in its own words, the
 latter first when the corpus holds most of the words the translation replaced (its pages are written in
 that language): on the real-text development part a French question over French pages was searched only
-as "what both kind paquets Debian" (bench/retrieval_keys.py, docs/benchmarks.md).
+as "what both kind paquets Debian" (bench/retrieval_keys.py, docs/benchmarks.md). The first iteration
+also fuses the chunk the leading query's words alone rank first (BM25), weighing as the question does: it
+can sit below the hybrid top k by its cosine (a release's date under its version number, an exact command).
+Only the first: fusing BM25's whole top k lost fitz-gov's pipeline 0.010 nDCG@10, its top 3 0.002.
 A rewrite that only adds words to the question is searched with the question's vector, and every
 sub-query with the leading search's vector, all in one batch, so the fan-out embeds nothing new.
 Every search asks for exactly ``top_k`` (the index's ranking depends on k), chunks that are only a
@@ -39,6 +42,7 @@ from shared.contract.ports import (
     Index,
     ScoredChunk,
     SearchesMany,
+    SearchMode,
     TermStatistics,
 )
 from shared.contract.text import in_quotes, split_header
@@ -57,7 +61,9 @@ LEAD_SHARE = 0.5  # this share of the contexts is the first ranking's own order,
 REWRITTEN_LABEL = "rewritten"  # the question, or its rewrite when that only adds words (one search)
 QUESTION_LABEL = "question"  # the question itself, searched first beside a rewrite that changed it
 AS_TYPED_LABEL = "as_typed"  # a German, French or Spanish question in its own words, beside its English terms
-# The question, its rewrite and its own words each ask the whole question; a sub-query one aspect.
+KEYWORDS_LABEL = "keywords"  # the chunk the leading query's words alone (BM25) rank first
+# The question, its rewrite, its own words and its keyword ranking each ask the whole question; a sub-query
+# one aspect.
 WHOLE_QUESTION_WEIGHT = 2.0
 SUB_QUERY_WEIGHT = 1.0
 MAX_PARALLEL_SEARCHES = 6
@@ -122,7 +128,7 @@ def only_adds_to(question: str, rewrite: str) -> bool:
 
 def search_all(
     queries: list[tuple[str, str]], *, embedder: Embedder, index: Index, k: int,
-    meanings: Sequence[str] | None = None, filters: Filters | None = None,
+    meanings: Sequence[str] | None = None, filters: Filters | None = None, mode: SearchMode = "hybrid",
 ) -> list[QueryHits]:
     """Search every (label, query) at once (or in parallel); one embedding batch for all of them (texts
     this process embedded already, such as the question, are not embedded again).
@@ -142,7 +148,7 @@ def search_all(
         # than the rewritten query alone. Should the batch fail, the one-by-one searches below
         # tell which query failed.
         try:
-            batch = index.search_many([q for _, q in queries], np.asarray(vectors), k, mode="hybrid", **restrict)
+            batch = index.search_many([q for _, q in queries], np.asarray(vectors), k, mode=mode, **restrict)
         except Exception as exc:  # noqa: BLE001 - retried query by query below
             log.warning("searching %d queries at once failed, searching one by one: %s", len(queries), exc)
         else:
@@ -151,7 +157,7 @@ def search_all(
     def one(i: int) -> QueryHits:
         label, query = queries[i]
         try:
-            hits = index.search(query, np.asarray(vectors[i]), k, mode="hybrid", **restrict)
+            hits = index.search(query, np.asarray(vectors[i]), k, mode=mode, **restrict)
         except Exception as exc:  # noqa: BLE001 - reported per query; the caller decides
             return QueryHits(label, query, [], f"{type(exc).__name__}: {exc}")
         return usable(label, query, hits)
@@ -170,7 +176,7 @@ def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
     part may hold a lower one than what follows it."""
     fused: dict[str, Context] = {}
     for result in results:
-        whole = result.label in (REWRITTEN_LABEL, QUESTION_LABEL, AS_TYPED_LABEL)
+        whole = result.label in (REWRITTEN_LABEL, QUESTION_LABEL, AS_TYPED_LABEL, KEYWORDS_LABEL)
         weight = WHOLE_QUESTION_WEIGHT if whole else SUB_QUERY_WEIGHT
         for rank, hit in enumerate(result.hits, start=1):
             chunk = hit.chunk
@@ -246,6 +252,7 @@ class Searched:
     used: list[QueryHits]
     anywhere: float | None = None  # the leading searches' best cosine at any date, when a window was checked
     earlier: EarlierDocument | None = None  # a follow-up's search of the earlier turn's document
+    keywords: QueryHits | None = None  # BM25's first chunk for the leading query (None: not searched)
 
     @property
     def subs(self) -> list[QueryHits]:
@@ -321,7 +328,15 @@ def search_iteration(record: QueryRecord, message: QueryHop, ports: Deps) -> Sea
     if follows.get("document_id"):
         earlier = search_earlier_document(follows, question, main, embedder=embedder, index=index, k=top_k,
                                           filters=filters)
-    return Searched(filters, results, widened, leading, used, anywhere, earlier)
+    # The chunk the leading query's words alone rank first can sit below the hybrid top k when its cosine
+    # is low (a release's date under its version number, an exact command); a failure leaves it out. The
+    # first iteration only: a refinement is searched to bring in what the question's own words did not.
+    keywords = None
+    if message.iteration == 0:
+        (keywords,) = search_all([(KEYWORDS_LABEL, queries[0][1])], embedder=embedder, index=index, k=top_k,
+                                 meanings=meanings[:1], filters=filters, mode="bm25")
+        keywords = replace(keywords, hits=keywords.hits[:1])  # the first that is not a bare header
+    return Searched(filters, results, widened, leading, used, anywhere, earlier, keywords)
 
 
 EARLIER_LABEL = "earlier_document"
@@ -377,7 +392,7 @@ def retrieve(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
     filters, widened, leading, used = searched.filters, searched.widened, searched.leading, searched.used
     subs, succeeded = searched.subs, searched.succeeded
     top_k = record.top_k or settings.top_k
-    contexts = fuse(used, top_k)
+    contexts = fuse([*used, searched.keywords] if searched.keywords is not None else used, top_k)
     earlier = searched.earlier
     if earlier is not None and earlier.leads:
         # a follow-up's best chunks of the earlier turn's document: first, then the question's own from other

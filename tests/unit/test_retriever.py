@@ -32,10 +32,12 @@ def test_contexts_are_fused_deduplicated_and_stored():
     # the rewrite dropped words of the question: both are searched, each with its own vector; the
     # sub-queries embed nothing (their dense side is the rewrite's vector, their BM25 side their words)
     assert loop.embedder.batches[-1] == ["compare BM25 and dense retrieval", "BM25 dense retrieval"]
-    assert sorted(s[0] for s in loop.index.searches) == sorted(
+    assert sorted(s[0] for s in loop.index.searches if s[2] == "hybrid") == sorted(
         ["compare BM25 and dense retrieval", "BM25 dense retrieval", "What is BM25 ranking?",
          "What is dense retrieval?"])
-    assert {mode for _, _, mode in loop.index.searches} == {"hybrid"}
+    # and the question's words alone (BM25), fused as the question is
+    assert [s[0] for s in loop.index.searches if s[2] != "hybrid"] == ["compare BM25 and dense retrieval"]
+    assert {mode for _, _, mode in loop.index.searches} == {"hybrid", "bm25"}
     (message,) = loop.publisher.of_type(ContextsRetrieved)
     entry = loop.record()["iterations"][0]
     contexts = entry["contexts"]
@@ -66,7 +68,7 @@ def test_fewer_than_two_successful_sub_queries_fall_back_to_the_rewritten_query(
     loop.deliver(_message(loop, "BM25 ranking", ["What is BM25?", "What is dense retrieval?"]))
     entry = loop.record()["iterations"][0]
     assert entry["sub_queries_used"] == [] and entry["sub_queries_succeeded"] == 1
-    assert all(set(c["matched_by"]) <= {"question", "rewritten"} for c in entry["contexts"])
+    assert all(set(c["matched_by"]) <= {"question", "rewritten", "keywords"} for c in entry["contexts"])
     # the leading searches are named as they were: the question, and a rewrite that differs
     assert "(fewer than 2: the question and its rewrite only)" in loop.record()["events"][-1]["detail"]
 
@@ -125,7 +127,8 @@ class _VectorRecordingIndex:
         self.inner, self.vectors = inner, []
 
     def search(self, text, vector, k, mode="hybrid"):
-        self.vectors.append((text, np.asarray(vector).copy(), k))
+        if mode == "hybrid":  # the question's BM25 ranking alone reads no vector
+            self.vectors.append((text, np.asarray(vector).copy(), k))
         return self.inner.search(text, vector, k, mode)
 
     def __getattr__(self, name):
@@ -235,15 +238,15 @@ def test_an_index_that_searches_many_gets_the_query_and_its_sub_queries_in_one_c
     assert isinstance(batching, SearchesMany)
     assert batching.batches == [["compare BM25 and dense retrieval", "BM25 dense retrieval",
                                  "What is BM25 ranking?", "What is dense retrieval?"]]
-    # the calls it made through to the test index were the batch's, none of its own
-    assert len(loop.index.searches) == 4
+    # the calls it made through to the test index were the batch's, and the question's BM25 ranking
+    assert len(loop.index.searches) == 5 and loop.index.searches[-1][2] == "bm25"
     assert loop.record()["iterations"][0]["contexts"] == plain.record()["iterations"][0]["contexts"]
 
 
 def test_a_failed_batch_search_is_done_again_one_query_at_a_time():
     loop, batching = _fan_out(fail=True)
     assert len(batching.batches) == 1
-    assert sorted(s[0] for s in loop.index.searches) == sorted(
+    assert sorted(s[0] for s in loop.index.searches if s[2] == "hybrid") == sorted(
         ["compare BM25 and dense retrieval", "BM25 dense retrieval", "What is BM25 ranking?",
          "What is dense retrieval?"])
     assert len(loop.record()["iterations"][0]["contexts"]) == 4
