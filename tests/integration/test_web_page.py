@@ -177,6 +177,15 @@ def test_the_page_draws_the_trace_waterfall_of_a_real_query(tmp_path, page):
             grader = page.locator('#waterfall li[data-name="grader.contexts-retrieved process"]').first
             assert "score" in grader.inner_text()
             assert page.locator("#waterfall .bar").first.evaluate("b => b.style.width") != ""
+            # a source's score is its similarity, as `ragbus search` shows it: the fused rank score (about 1/60
+            # whatever the match) read "score 0.03" beside every source of a grade of relevance 1.00
+            record = page.evaluate("async () => (await fetch('/v1/queries/' + "
+                                   "new URL(location.href).searchParams.get('id'))).json()")
+            last = record["iterations"][-1]
+            number = last["iteration"]
+            shown = page.locator(f'.iteration[data-iteration="{number}"] .contexts .score')
+            assert shown.evaluate_all("els => els.map(e => e.textContent.trim())") == [
+                f"score {c['index_score']:.2f}" for c in last["contexts"]]
             assert page.problems == []
         finally:
             handle.stop()

@@ -661,10 +661,14 @@
     return (space > 0 ? cut.slice(0, space) : body.slice(0, limit)).replace(/[\s,;:\-–—]+$/, "") + "…";
   }
 
+  // A source's score is its similarity to what was searched, as `ragbus search` and GET /v1/search show it;
+  // a query's contexts also carry the fused rank score (about 1/60 whatever the match), which read
+  // "score 0.03" beside every source of a grade of relevance 1.00.
   function contextItem(c) {
+    const score = typeof c.index_score === "number" ? c.index_score : c.score;
     return el("li", null,
       sourceLink(c.title || c.url || c.chunk_id || "(untitled)", c.url),
-      typeof c.score === "number" ? el("span", { class: "score" }, ` score ${fmt(c.score)}`) : null,
+      typeof score === "number" ? el("span", { class: "score" }, ` score ${fmt(score)}`) : null,
       el("p", { class: "snippet" }, snippetOf(c.text, c.title)));
   }
 
