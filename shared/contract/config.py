@@ -219,11 +219,26 @@ class Text(Kind):
         return "secret" if self.secret else "text"
 
 
+def refuse_non_folder(name: str, raw: str, path: Path) -> None:
+    """A ConfigError naming ``name`` when ``path`` exists and is no folder (a file, a link to nothing): no data
+    could ever be kept there, and the OS's own error ("File exists: '/etc/passwd'") names neither it nor the fix."""
+    try:
+        dangling, not_folder = path.is_symlink() and not path.exists(), path.exists() and not path.is_dir()
+    except OSError:  # not even looked at (a folder above it unreadable): whatever uses it says so
+        return
+    if dangling:
+        raise ConfigError(f"{name}={raw!r} links to nothing; name a folder")
+    if not_folder:
+        raise ConfigError(f"{name}={raw!r} is a file, not a folder; name a folder")
+
+
 @dataclass(frozen=True)
 class Directory(Kind):
     def read(self, env, name, default, earlier):
         raw = env.get(name)
-        return (default if raw is None else Path(raw)).expanduser()
+        path = (default if raw is None else Path(raw)).expanduser()
+        refuse_non_folder(name, str(path) if raw is None else raw, path)
+        return path
 
     def describe(self) -> str:
         return "path"
@@ -241,15 +256,7 @@ class FolderOrOff(Kind):
             raise ConfigError(f"{name}={raw!r} is not a folder: name a folder, or 'off' (0, false, no) to keep "
                               "nothing; unset, it is $RAGBUS_HOME/cache")
         if raw and raw.lower() not in _FALSE:
-            path = Path(raw).expanduser()
-            try:
-                dangling, not_folder = path.is_symlink() and not path.exists(), path.exists() and not path.is_dir()
-            except OSError:  # not even looked at (a folder above it unreadable): the cache warns at start
-                dangling = not_folder = False
-            if dangling:
-                raise ConfigError(f"{name}={raw!r} links to nothing; name a folder")
-            if not_folder:
-                raise ConfigError(f"{name}={raw!r} is a file, not a folder; name a folder")
+            refuse_non_folder(name, raw, Path(raw).expanduser())
         return raw or default
 
     def describe(self) -> str:

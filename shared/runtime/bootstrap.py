@@ -14,6 +14,7 @@ from shared.adapters.local.state import SqliteStateStore
 from shared.contract import state_collections
 from shared.contract.config import Settings
 from shared.contract.deps import Deps, Lazy
+from shared.contract.errors import ConfigError
 from shared.contract.ports import Fetcher
 from shared.ingest.recovery import resend_if_index_lost
 from shared.observability.tracing import TracingPublisher
@@ -42,7 +43,11 @@ def build_local(settings: Settings, **overrides: object) -> LocalSystem:
     ``overrides`` replace a port by name (a ready object or a :class:`Lazy`), for
     tests and benchmarks that need, say, a scripted model in the real runtime.
     """
-    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its owner's alone: documents, questions
+    try:
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its owner's alone: documents, questions
+    except OSError as exc:  # under a file, or where this user may not write: the OS's words name no setting
+        raise ConfigError(f"RAGBUS_HOME={str(settings.home)!r} cannot be made a folder ({exc.strerror or exc}); "
+                          "name a folder this user may write") from exc
     bus = SqliteBus.from_settings(settings, subscription_topics())
     setup_telemetry(settings)
 

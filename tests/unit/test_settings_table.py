@@ -123,6 +123,25 @@ def test_each_kind_keeps_its_error_text(env, message):
     assert "123" not in str(raised.value)  # no part of a secret is shown
 
 
+@pytest.mark.parametrize("target, says", [("file", "is a file, not a folder"), ("dangling", "links to nothing")])
+def test_a_data_directory_that_can_hold_nothing_is_an_error_naming_the_variable(tmp_path, target, says):
+    """RAGBUS_HOME=/etc/passwd ended every command with "error: FileExistsError: [Errno 17] File exists:
+    '/etc/passwd'", which names neither the setting nor the fix."""
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(ConfigError, match=f"RAGBUS_HOME='{tmp_path / target}' {says}; name a folder"):
+        load_settings({"RAGBUS_HOME": str(tmp_path / target)})
+
+
+def test_a_data_directory_that_cannot_be_made_is_an_error_naming_the_variable(tmp_path):
+    from shared.runtime.bootstrap import build_local
+
+    (tmp_path / "file").write_text("not a folder")
+    under_a_file = tmp_path / "file" / "home"
+    with pytest.raises(ConfigError, match=f"RAGBUS_HOME='{under_a_file}' cannot be made a folder \\(Not a directory\\)"):
+        build_local(load_settings({"RAGBUS_HOME": str(under_a_file)}))
+
+
 def test_a_new_setting_is_one_declaration():
     """The recipe: a field declared with setting() is read, validated and documented."""
 
