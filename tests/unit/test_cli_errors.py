@@ -51,6 +51,23 @@ def test_a_credential_in_a_logged_address_is_redacted_in_text_and_json_logs():
         assert "abc123secret" not in line and "feed_token=[redacted]" in line, line
 
 
+def test_a_password_in_an_address_is_redacted_in_logs_and_never_echoed_by_the_refusal():
+    """`ragbus feeds add https://bob:hunter2@example.com/feed.xml` answered "error: 'https://bob:hunter2@...'
+    carries credentials", and a feed item's link with a user:password@ part went so into the poll's log, the
+    feed's last error and its dead letter: the one credential shape redact() did not know."""
+    from shared.contract.errors import InvalidInput
+    from shared.contract.redaction import redact
+    from shared.ingest.url_guard import check_url
+
+    assert redact("GET https://bob:hunter2@example.com/feed.xml refused") == \
+        "GET https://bob:[redacted]@example.com/feed.xml refused"
+    assert redact("see user@example.com at https://example.com:8443/x") == \
+        "see user@example.com at https://example.com:8443/x"  # an address and a port are no password
+    with pytest.raises(InvalidInput) as refused:
+        check_url("https://bob:hunter2@example.com/feed.xml", allow_loopback=False)
+    assert "hunter2" not in str(refused.value) and "carries credentials" in str(refused.value)
+
+
 def _run_main(monkeypatch, capsys, *args: str, **env: str) -> tuple[int, str]:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -60,10 +77,22 @@ def _run_main(monkeypatch, capsys, *args: str, **env: str) -> tuple[int, str]:
     return exit_info.value.code, capsys.readouterr().err
 
 
+def _fail_unexpectedly(monkeypatch, tmp_path) -> None:
+    """Opening the runtime fails with an error nothing expects (a data directory under a file is refused as a
+    ConfigError now, so the OS's error is raised where the runtime is built)."""
+    from shared.tools.cli import session
+
+    def build_runtime(settings):
+        raise NotADirectoryError(20, "Not a directory", str(tmp_path / "file" / "home"))
+
+    monkeypatch.setattr(session, "build_runtime", build_runtime)
+    monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "home"))
+
+
 def test_an_unexpected_error_is_one_line_with_the_reason(monkeypatch, capsys, tmp_path):
-    (tmp_path / "file").write_text("")
+    _fail_unexpectedly(monkeypatch, tmp_path)
     monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
-    code, err = _run_main(monkeypatch, capsys, "stats", RAGBUS_HOME=str(tmp_path / "file" / "home"))
+    code, err = _run_main(monkeypatch, capsys, "stats")
     assert code == 1
     assert "Traceback" not in err
     assert "error: NotADirectoryError" in err and str(tmp_path / "file" / "home") in err.replace("\n", "")
@@ -78,9 +107,9 @@ def test_a_configuration_error_is_one_line_naming_the_variable(monkeypatch, caps
 
 @pytest.mark.parametrize(("args", "env"), [(("--debug", "stats"), {}), (("stats",), {"RAGBUS_LOG_LEVEL": "debug"})])
 def test_debugging_shows_the_traceback(monkeypatch, tmp_path, args, env):
-    (tmp_path / "file").write_text("")
+    _fail_unexpectedly(monkeypatch, tmp_path)
     monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
-    for key, value in {"RAGBUS_HOME": str(tmp_path / "file" / "home"), **env}.items():
+    for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(sys, "argv", ["ragbus", *args])
     with pytest.raises(NotADirectoryError):
@@ -89,9 +118,8 @@ def test_debugging_shows_the_traceback(monkeypatch, tmp_path, args, env):
 
 def test_debugging_leaves_the_traceback_to_python_once(monkeypatch, capsys, tmp_path):
     # main printed it itself and re-raised, so Python's exit printed it a second time
-    (tmp_path / "file").write_text("")
+    _fail_unexpectedly(monkeypatch, tmp_path)
     monkeypatch.setenv("RAGBUS_LOG_LEVEL", "warning")
-    monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "file" / "home"))
     monkeypatch.setattr(sys, "argv", ["ragbus", "--debug", "stats"])
     with pytest.raises(NotADirectoryError):
         cli.main()
