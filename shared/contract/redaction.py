@@ -12,7 +12,7 @@ Two kinds of secret are removed: the values this process was configured with
 (:func:`remember_secret`, called where a key or token is read), wherever they
 appear, and strings shaped like credentials whatever their value (``Bearer
 ...``, ``sk-...``, Google's ``AIza...`` keys and ``ya29.`` tokens, ``api_key=...``, a URL's
-``?feed_token=...``). Logs, dead letters, spans and listings' errors pass through it too.
+``?feed_token=...``, its ``user:password@``). Logs, dead letters, spans and listings' errors pass through it too.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ _NAMED_VALUE = re.compile(
     r"([\"']?\s*[:=]\s*[\"']?)([^\s\"',;&}]{4,})"
 )
 
+
+# A URL's user:password@ part (https://bob:hunter2@host/feed.xml, a link a feed item gave): the user stays
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:'\"<>]*:)([^\s/?#@'\"<>]+)(@)")
 
 # A credential in a URL's query (a private feed's ?feed_token=, Jira's &os_authkey=, a signed URL's &sig= or
 # X-Amz-Signature=): a parameter whose name holds one of these words keeps its name, not its value
@@ -82,6 +85,7 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, REDACTED)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
     text = _KEY_SHAPED.sub(REDACTED, text)
     text = _QUERY_CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
     return _NAMED_VALUE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3) == REDACTED else REDACTED),

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import SplitResult, quote, urlsplit, urlunsplit
 
 from shared.contract.errors import FetchRefused, InvalidInput, RetryableError
+from shared.contract.redaction import redact
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[..., Sequence[tuple[Any, ...]]]  # socket.getaddrinfo's shape
@@ -104,7 +105,7 @@ def _split(url: str) -> SplitResult:
             f"{url!r} has no host; give a full URL such as https://example.org/feed.xml"
         )
     if parts.username or parts.password:
-        raise InvalidInput(f"{url!r} carries credentials; remove the user:password@ part")
+        raise InvalidInput(f"{redact(url)!r} carries credentials; remove the user:password@ part")
     return parts
 
 
