@@ -147,7 +147,7 @@ def test_keys_in_the_pool_but_not_its_lead_are_lost_as_not_first_and_a_right_lea
 
     asked = "Which TCP port does the frobnicator daemon listen on by default?"
     passage = ("The frobnicator daemon listens on a TCP port by default, which the frobnicator daemon opens at start. "
-               "Its number is 7412 in the shipped configuration file.")
+               "Messages go to the system journal. The shipped configuration file sets 7412.")
     seen = []
     extractive.extractive_answer(asked, [NumberedContext(number=1, source="file:///port.txt", text=passage)],
                                  question_vector=_bag_of_words([asked])[0], sentence_embed=_bag_of_words,

@@ -231,7 +231,7 @@ def test_a_less_close_sentence_is_quoted_after_the_first_only_when_it_names_a_va
     # issue 36 ("not first"): the best sentence restates the asked subject, the runner-up states the value
     lead, value = ("The frobnicator daemon listens on a port by default for its clients.",
                    "The frobnicator daemon uses the port 7412 in its shipped configuration.")
-    passage = f"Clients reach the daemon by default on a port it listens on.\n\n{value}\n\n{lead}\n"
+    passage = f"{value}\n\nClients reach the daemon by default on a port it listens on.\n\n{lead}\n"
     answer = _read_with("Which port does the frobnicator daemon listen on by default?", {passage: 0.7},
                         {"by default for": 0.8, "Clients": 0.5, "7412": 0.6}, one_document=True)
     assert _quoted(answer) == [lead, value]  # the third, as close as the value, names nothing new
@@ -243,7 +243,7 @@ def test_a_sentence_two_overlapping_chunks_hold_is_embedded_and_quoted_once():
                    "The frobnicator daemon uses the port 7412 by default in its shipped configuration.")
     seen = []
     answer = _read_with("Which port does the frobnicator daemon listen on by default?",
-                        {f"{lead}\n\n{value}\n": 0.7, f"{value}\n": 0.7}, {"by default for": 0.8, "7412": 0.75},
+                        {f"{value}\n\n{lead}\n": 0.7, f"{value}\n": 0.7}, {"by default for": 0.8, "7412": 0.75},
                         one_document=True, observe=seen.append)
     assert _quoted(answer) == [lead, value]
     assert sorted(seen[0].quoted_text(i) for i in seen[0].pool) == sorted([lead, value])

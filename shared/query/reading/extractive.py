@@ -180,6 +180,7 @@ class QuotableSentence:
     # shows none: what the section is about, which its sentences need not repeat
     heading: str = ""
     pairs: frozenset[tuple[str, str]] = frozenset()  # its content words' stems, pair by pair in order (_bigrams)
+    item: bool = False  # a list's item or a table's row (quoted whole)
 
 
 # A list item, table row or definition up to this long is quoted whole, its sentences together.
@@ -235,7 +236,7 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
         on_list = leans and not item and position > 0 and pieces[position - 1][1]
         # (_term_set's own cache is for whole passages; these stems are kept here)
         out.append(QuotableSentence(position, sentence, leans, _term_set.__wrapped__(sentence), on_list, heading,
-                                    _bigrams(sentence)))
+                                    _bigrams(sentence), item))
     return tuple(out)
 
 
@@ -328,9 +329,8 @@ READER_POOL = 8
 
 @dataclass(frozen=True)
 class ReaderWeights:
-    """How the reader (:class:`Reader`) chooses beyond a sentence's score (its weights: the learned
-    :class:`~shared.query.reading.sentence_score.SentenceScore`). Chosen on the real-text development set
-    (``ragbus eval --dataset realdocs``), never refit on fitz-gov alone (issue 20)."""
+    """How the reader (:class:`Reader`) chooses beyond a sentence's learned score, chosen on the real-text development
+    set, never refit on fitz-gov alone (issue 20)."""
 
     # A further sentence for an open question: as strong as this share of the first, with a term it lacks.
     further_share: float = 0.85
@@ -342,10 +342,8 @@ class ReaderWeights:
     # ... and one as strong as this share of it when it names what the question and the quoted sentences do not (a
     # number, a name, an identifier: the asked value after a sentence restating the asked subject; writer a 269 -> 277)
     value_share: float = 0.5
-    # Below this cosine, holding under half the question's terms, the best sentence is not about the question
-    # (all-MiniLM-L6-v2 scores unrelated text about 0.0-0.2): nothing quotable is, and the answer is refused.
-    # The real-text set the verdict is fit on has almost no such question (3 of its 1,128 dev questions quote
-    # a sentence under this cosine), so the verdict cannot learn it.
+    # Below this cosine, holding under half the question's terms, the best sentence is not about the question (MiniLM
+    # scores unrelated text 0.0-0.2) and the answer is refused: too few dev questions (3) for the verdict to learn it.
     unrelated_cosine: float = 0.2
 
 
@@ -607,19 +605,12 @@ class SentencePicker:
 
 
 class Reader:
-    """The reader: the sentence that states the asked fact, quoted with what it leans on.
-
-    Every quotable sentence is scored by the learned sentence score
-    (:class:`~shared.query.reading.sentence_score.SentenceScore`; ``fact_check`` says whether it states the asked
-    value, e.g. :func:`shared.query.reading.answer_types.sentence_states`) short of its cosine; the ``READER_POOL``
-    best are embedded (``sentence_embed``, under their section's heading, with the sentences it leans on) and
-    ranked with their cosine to ``question_vector`` too. The answer opens with the best; a further sentence is quoted
-    for a part of the question still unanswered, where it reads on from the first, or as nearly as strong from its
-    document (:class:`ReaderWeights`); the first sentence is quoted under its section's heading when the heading holds
-    question terms it lacks. The answer carries the reader's verdict (``states_fact``, ``unstated``), decided by the
-    learned model over the reader's evidence (:mod:`shared.query.reading.verdict`): ``answered``, a caveat naming what
-    is not stated, or an abstention.
-    """
+    """The reader: the sentence that states the asked fact, quoted with what it leans on. Every quotable sentence is
+    scored by the learned :class:`~shared.query.reading.sentence_score.SentenceScore` short of its cosine
+    (``fact_check``: whether it states the asked value); the ``READER_POOL`` best are embedded (under their heading,
+    with what they lean on) and ranked with their cosine to ``question_vector`` too. The answer opens with the best,
+    adds sentences for unanswered parts, reading on, or as strong from its document (:class:`ReaderWeights`), and
+    carries the verdict the learned model decides over the reader's evidence (:mod:`shared.query.reading.verdict`)."""
 
     def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
                  overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
@@ -647,8 +638,7 @@ class Reader:
                   for t in dict.fromkeys(term_stems)}
         total = sum(rarity.values())
         self.pair_overlap = overlap.copy()
-        # what each sentence is scored on (SCORED_ON's order): before it is embedded, all but its cosine, which is
-        # the first stage of the ranking (which sentences are worth embedding)
+        # what each sentence is scored on (SCORED_ON's order): all but its cosine choose which are worth embedding
         self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
         self.column = dict(zip(SCORED_ON, self.columns.T, strict=True))  # each a view of its column, by name
         self.subject = self.column["subject"]  # the share of the asked subject, by rarity
@@ -656,13 +646,23 @@ class Reader:
         asked, definition = _bigrams(query), _DEFINITION_Q.match(query)
         opens = re.compile(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
                            re.IGNORECASE) if definition else None
+
+        def weighed(held: frozenset[str]) -> float:
+            return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
+
         for i in self.usable:
             unit = [candidates[j] for j in self.unit(i)]
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
             # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
             held = frozenset().union(*(c.stems for c in unit), _term_set(candidates[i].heading))
             self.pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
-            self.subject[i] = sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
+            self.subject[i] = weighed(held)
+            # the subject the sentence before it adds: the sentence stating the asked value after one restating the asked
+            # subject ("For the promisified setTimeout() ..." / "When canceled, the Promises are rejected with an
+            # 'AbortError'."); not a list's item or a table's row, whose sibling before it names its own subject
+            before = self.at.get((unit[0].number, unit[0].position - 1))
+            self.column["before"][i] = weighed(held | candidates[before].stems) - self.subject[i] \
+                if before is not None and not unit[0].item else 0.0
             # how documentation states things, beside MiniLM's closeness: the share of the question's word pairs in
             # the same order ("distances are limited to" for "match distances limited to"), and a definition's
             # subject opening the sentence ("libcbor is a C library ..." for "What is libcbor?")
@@ -734,7 +734,7 @@ class Reader:
             # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
             for i in sorted(usable, key=lambda i: -self.cheap[i])[:max(3 * READER_POOL, 24)]:
                 self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
-        self.column["states"][:], self.column["lacks"][:] = self.states > 0, self.states < 0
+        self.column["states"][:] = self.states > 0
         pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
         self.pool = pool = []  # each text once: what two overlapping chunks hold is embedded for the first
         for i in sorted((i for i in usable if self.pair_overlap[i] > 0 or self.prior[i] > 0), key=lambda i: -pre[i]):
@@ -752,14 +752,10 @@ class Reader:
         return True
 
     def _from_the_closest_passage(self, best: int) -> int:
-        """The sentence that opens the answer: ``best``, unless its document is less about the question
-        than another retrieved document and that document has a sentence nearly as strong (``further_share``
-        of ``best``'s score, and stating the asked value if ``best`` does): then that one. A sentence can sound
-        like the question in a document about something else ("approximately 1 million people died ... during
-        the Great Famine of 1845-1852" for the Bengal famine of 1943); the passage as a whole says what it is
-        about. Between chunks of one document the sentence decides: a document's introduction is often closer
-        to a question as a whole than the section that answers it (realdocs: node path's delimiter, xz's
-        Filter IDs)."""
+        """The sentence that opens the answer: ``best``, unless another retrieved document is closer to the question and
+        has a sentence nearly as strong (``further_share``; stating the asked value if ``best`` does): a sentence can
+        sound like the question in a document about something else (a famine of 1845 for one of 1943). Between chunks of
+        one document the sentence decides (an introduction is often closer to a question than the section answering)."""
         nearest: dict[str, float] = {}  # a document's closeness: its closest chunk's
         for number, closeness in self.closeness.items():
             if number in self.source:
@@ -799,10 +795,8 @@ class Reader:
         return missing
 
     def _read_on(self, lead: int, chosen: list[int]) -> None:
-        """The first sentence does not state a value asked for: the passage read on one sentence (a definition's second
-        sentence often holds what the first announces: "Training is achieved by providing samples. The result is stored
-        in a file called dictionary."), added to ``chosen``; a sentence as close elsewhere in its document is
-        :meth:`_quote_close`'s."""
+        """The first sentence does not state a value asked for: the passage read on one sentence, added to ``chosen`` (a
+        definition's second sentence often holds what the first announces)."""
         after = self.at.get((self.candidates[chosen[-1]].number, self.candidates[chosen[-1]].position + 1))
         if after is not None and after not in chosen and len(chosen) == len(self.unit(lead)) and (
                 self.candidates[after].leans_back or self.pair_overlap[after] > 0 or self.states[after] > 0):

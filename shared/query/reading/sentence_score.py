@@ -1,12 +1,8 @@
 """The reader's sentence score (issue 36): how strongly :class:`~shared.query.reading.extractive.Reader` weighs
-what it scores a sentence on, learned on the development part instead of chosen by hand.
-
-The reader scores every quotable sentence on :data:`SCORED_ON` short of its cosine, embeds the few that rank best
-and scores those on all of it (``Reader.scored_on``'s columns); the answer opens with the best-scored. The weights
-are a ranking model fit by ``bench/fit_scorer.py`` on the realtext set's development part (a softmax over each
-question's scored sentences, toward those holding the question's key strings from its file; judged leaving one
-writer out) and shipped in ``sentence_score.json`` beside this module with how they were fit; a file fit on other
-columns is refused with the way to refit.
+what it scores a sentence on (:data:`SCORED_ON`), a ranking model fit by ``bench/fit_scorer.py`` on the realtext set's
+development part (a softmax over each question's scored sentences toward those holding its key strings from its file,
+judged leaving one writer out), shipped in ``sentence_score.json`` with how it was fit; a file fit on other columns is
+refused with the way to refit.
 """
 
 from __future__ import annotations
@@ -29,14 +25,14 @@ SCORED_ON: tuple[str, ...] = (
     "subject",  # the share of the question's terms it holds (with what it leans on, or its section's heading),
     # each weighed by how few retrieved sentences hold it: the asked subject's terms, not the corpus's
     "states",  # 1 when it states a value of the type the question asks for
-    "lacks",  # 1 when the question asks for one and it states none
     "rank",  # 1 / its passage's retrieval rank
     "word_order",  # share of the question's word pairs it holds in the same order
     "definition",  # 1 when a definition's subject ("What is X?") opens it ("X is ...")
+    "before",  # the asked subject's share (as "subject") the sentence before it adds: it names what this one states
 )
-# 2: fitted, over the asked subject's share; the hand-chosen weights (1) also weighed the question's terms unweighted,
-# the passage's closeness and a command line nobody asked for, which the fit weighs 0
-SCORE_VERSION = 2
+# 1 hand-chosen; 2 fitted, over the asked subject's share; 3 "before" (a sentence stating the value after one restating
+# the subject), without "lacks" (the asked value), which the fit weighed 0
+SCORE_VERSION = 3
 
 SCORE_FILE = Path(__file__).with_name("sentence_score.json")
 REFIT = "refit it with `python bench/fit_scorer.py` (fits on the realtext set's development part)"
