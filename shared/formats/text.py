@@ -260,9 +260,14 @@ def _drop_unrendered(tree) -> bool:
 
     trafilatura drops some of these on some of its paths only, and hidden text is how a page says one
     thing to its readers and another to a machine (a hidden "the daemon listens on port 6666" was quoted
-    over the visible 9922). <html> and <body> stay: pages hide them until a script has laid them out."""
+    over the visible 9922). <html> and <body> stay: pages hide them until a script has laid them out; so do a
+    tab's panel (Docusaurus hides every one but the first) and what a button opens (``aria-controls``)."""
+    # a tab's panel and what a button opens (aria-controls) are hidden until a click shows them: the page's text
+    revealed = {name for element in tree.iter() if isinstance(element.tag, str)
+                for name in (element.get("aria-controls") or "").split()}
     unrendered = [element for element in tree.iter() if isinstance(element.tag, str)
-                  and element.tag not in ("html", "body")
+                  and element.tag not in ("html", "body") and element.get("role") != "tabpanel"
+                  and element.get("id") not in revealed
                   and (element.tag == "template"
                        or (element.get("hidden") is not None and element.get("hidden").lower() != "until-found")
                        or _UNRENDERED_STYLE.search(element.get("style") or ""))]

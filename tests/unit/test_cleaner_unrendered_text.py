@@ -49,3 +49,14 @@ def test_hidden_until_found_is_text_a_reader_finds():
     body = extract_html(_page('<div hidden="until-found"><p>The quux daemon reads /etc/quux.conf when it '
                               "starts and again whenever it receives SIGHUP.</p></div>"), "file:///quux.html").body
     assert "/etc/quux.conf" in body, body
+
+
+def test_a_tab_or_a_section_a_button_opens_is_text_a_reader_finds():
+    """Docusaurus sets ``hidden`` on every tab panel but the first, and a FAQ's answer is hidden until its
+    question's button (``aria-controls``) opens it: a click shows them, so they are the page's text."""
+    tabs = ('<div role="tabpanel" hidden><p>On macOS the quux daemon reads /usr/local/etc/quux.conf when it '
+            "starts.</p></div>"
+            '<button aria-controls="a1 a2">Where are its logs kept?</button><div id="a2" hidden>'
+            "<p>On macOS the quux daemon keeps its logs in /usr/local/var/log/quux.</p></div>")
+    body = extract_html(_page(tabs), "file:///quux.html").body
+    assert "/usr/local/etc/quux.conf" in body and "/usr/local/var/log/quux" in body, body
