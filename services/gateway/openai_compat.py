@@ -286,6 +286,12 @@ def _refused_arguments(req: ChatCompletionRequest) -> None:
                              f"{', '.join(MODELS)} (GET /v1/models)", param="model", code="model_not_found")
 
 
+def _a(shown: str) -> str:
+    """``shown`` after its article: "an 'image_url'", "a 'text'"."""
+    first = shown.lstrip("'\"")[:1].lower()
+    return f"{'an' if first and first in 'aeiou' else 'a'} {shown}"
+
+
 def message_text(message: ChatMessage, index: int) -> str:
     """The message's text: the string, or its text parts joined; other parts are refused."""
     if message.content is None:
@@ -296,7 +302,7 @@ def message_text(message: ChatMessage, index: int) -> str:
         texts = []
         for n, part in enumerate(message.content):
             if part.type != "text":
-                raise ChatError(400, f"messages[{index}].content[{n}] is a {_echo(part.type)} part; ragbus reads text "
+                raise ChatError(400, f"messages[{index}].content[{n}] is {_a(_echo(part.type))} part; ragbus reads text "
                                      "only", param=f"messages[{index}].content[{n}]")
             if part.text is None:
                 raise ChatError(400, f"messages[{index}].content[{n}] is a text part without 'text'; send "
@@ -367,7 +373,8 @@ def _markdown_link(title: str, url: str) -> str:
         # a javascript: or relative address never becomes a link in a chat client, nor one in the title
         return addresses_in_code_spans(shown, escape=_escaped)
     shown = _escaped(shown)  # inside the link's own text no renderer makes another
-    href = url.replace("(", "%28").replace(")", "%29")
+    # what a Markdown link's address would read as its end or an escape: "https://e.example/a\\)" lost its ")"
+    href = url.replace("\\", "%5C").replace("(", "%28").replace(")", "%29")
     return f"[{shown}]({href})"
 
 

@@ -56,7 +56,7 @@ _AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
 _BARE_ADDRESS = re.compile(r"(?<![^\W_]|[@`/])(?:(?:https?|ftp)://|www\.)[^\s<>`\x00]+", re.IGNORECASE)
 # in plain text (every character of it escaped) an address is one wherever it stands, and runs to a space or a backtick
 _PLAIN_ADDRESS = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s`]+", re.IGNORECASE)
-_TRAILING = ".,:;!?\"'*_~)]"
+_TRAILING = ".,:;!?\"'*_~)]\u201d\u2019\u00bb\u203a"  # closing curly quotes and guillemets too
 _WEB = re.compile(r"https?://\S+\Z", re.IGNORECASE)
 _KEPT = re.compile(r"\x00(\d+)\x00")
 

@@ -81,6 +81,8 @@ def assert_plain(text: str, where: str) -> None:
     # GFM makes a link of an address after "_", "*", "~" or "(" too, though "_" is a word character
     ("see _http://h/phish now, ~www.h.example~ or snake_www.h.example/x", "see _`http://h/phish` now, ~`www.h.example`~ or snake_`www.h.example/x`"),
     ("mail me@www.h.example or a1http://h/x", "mail me@www.h.example or a1http://h/x"),
+    # a closing curly quote or guillemet after an address stays outside its span, as a straight one does
+    ("it says \u201chttp://h/q\u201d and \u00abwww.h.example\u00bb", "it says \u201c`http://h/q`\u201d and \u00ab`www.h.example`\u00bb"),
     (f"[the source]({SOURCE}) and {SOURCE}.", f"[the source]({SOURCE}) and {SOURCE}."),
     (f"<{SOURCE}> stays", f"<{SOURCE}> stays"),
     ("x < y and y > z; 1<2", "x < y and y > z; 1<2"),

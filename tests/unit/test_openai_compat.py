@@ -50,7 +50,15 @@ def test_text_parts_are_joined_and_other_parts_refused():
     with pytest.raises(ChatError) as refused:
         conversation([image])
     assert (refused.value.status, refused.value.param) == (400, "messages[0].content[0]")
-    assert "'image_url' part; ragbus reads text only" in refused.value.message
+    assert "is an 'image_url' part; ragbus reads text only" in refused.value.message
+    (audio,) = _messages(("user", [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]))
+    with pytest.raises(ChatError) as refused:
+        conversation([audio])
+    assert "is an 'input_audio' part" in refused.value.message
+    (file_part,) = _messages(("user", [{"type": "file", "file": {"file_id": "f"}}]))
+    with pytest.raises(ChatError) as refused:
+        conversation([file_part])
+    assert "is a 'file' part" in refused.value.message
     (textless,) = _messages(("user", [{"type": "text"}]))
     with pytest.raises(ChatError) as refused:
         conversation([textless])  # it was told "is a 'text' part; ragbus reads text only"
@@ -169,6 +177,10 @@ def test_the_content_ends_with_numbered_markdown_links_to_the_sources():
     # a quoted image never reaches it: the synthesizer stores the answer plain (tests/hostile/test_answer_markup.py)
     assert strip_sources(content) == content.split("\n\nSources:")[0]
     assert content_of(_record("The documents do not say.", [])) == "The documents do not say."
+    # a backslash in the address would escape the link's closing ")" and break it
+    slash = _record("It is 5 [1].", [{"id": 1, "title": "T", "url": "https://e.example/a\\", "document_id": "d",
+                                      "chunk_id": "c"}])
+    assert content_of(slash).endswith("\n1. [T](https://e.example/a%5C)")
 
 
 def test_an_address_in_a_title_that_is_not_linked_is_set_in_a_code_span():
