@@ -126,7 +126,7 @@ def test_ctrl_c_while_chat_waits_for_an_answer_returns_to_the_prompt_in_the_same
     def wait(deps, query_id, timeout):
         if query_id.startswith("q1"):
             raise KeyboardInterrupt  # the person pressed Ctrl-C while the first answer was awaited
-        return SimpleNamespace(id=query_id, conversation_id="c1", ended=True)
+        return SimpleNamespace(id=query_id, conversation_id="c1", ended=True, status="answered")
 
     lines = iter(["What is the nogroup group for?", "And the nobody user?"])
 
@@ -141,8 +141,9 @@ def test_ctrl_c_while_chat_waits_for_an_answer_returns_to_the_prompt_in_the_same
     monkeypatch.setattr(api, "wait_for_query", wait)
     monkeypatch.setattr("builtins.input", typed)
     monkeypatch.setattr(chat, "print_turn", lambda record: shown.append(record.id))
-    chat._converse(SimpleNamespace(settings=SimpleNamespace(query_timeout_s=60)), top_k=None, max_iterations=None,
-                   filters=None)
+    counts = chat._converse(SimpleNamespace(settings=SimpleNamespace(query_timeout_s=60)), top_k=None,
+                            max_iterations=None, filters=None)
+    assert counts == (1, 2)  # the first was not waited for
     assert asked == [("What is the nogroup group for?", None), ("And the nobody user?", "c1")]
     assert shown == ["q20000000"]
     said = " ".join(capsys.readouterr().out.split())
@@ -162,9 +163,43 @@ def test_piped_questions_are_echoed_after_the_prompt_so_the_transcript_reads_as_
     monkeypatch.setattr(api, "submit_query", lambda deps, question, **_: SimpleNamespace(
         id="q10000000", conversation_id="c1", ended=True))
     monkeypatch.setattr(api, "wait_for_query", lambda deps, query_id, timeout: SimpleNamespace(
-        id=query_id, conversation_id="c1", ended=True))
+        id=query_id, conversation_id="c1", ended=True, status="answered"))
     monkeypatch.setattr(chat, "print_turn", lambda record: print("ANSWER"))
     chat._converse(SimpleNamespace(settings=SimpleNamespace(query_timeout_s=60)), top_k=None, max_iterations=None,
                    filters=None)
     out = capsys.readouterr().out
     assert "you> What is the nogroup group for?\n" in out and "you> ANSWER" not in out, out
+
+
+def test_chat_exits_non_zero_when_a_question_got_no_answer(monkeypatch):
+    """`printf 'Q1\nQ2\n' | ragbus chat` exited 0 after a turn timed out: a script could not tell. As `ragbus ask`
+    does for its question, chat now exits 1 when any question failed, timed out or could not be asked."""
+    import contextlib
+
+    from typer.testing import CliRunner
+
+    from shared.contract.errors import RagbusError
+    from shared.query import api
+    from shared.tools.cli import app, chat
+
+    ends = {"Q1": "answered", "Q2": "timed_out", "Q3": "answered"}
+
+    def submit(deps, question, **_):
+        if question == "Q4":
+            raise RagbusError("the question is too long")
+        return SimpleNamespace(id=f"{question}0000000", conversation_id="c1", question=question)
+
+    monkeypatch.setattr(chat, "open_session", lambda **_: SimpleNamespace(
+        deps=SimpleNamespace(settings=SimpleNamespace(query_timeout_s=60)), stages=contextlib.nullcontext))
+    monkeypatch.setattr(chat, "filters_from_flags", lambda *_: None)
+    monkeypatch.setattr(chat, "say_if_nothing_can_answer", lambda *_: None)
+    monkeypatch.setattr(chat, "print_turn", lambda record: None)
+    monkeypatch.setattr(api, "submit_query", submit)
+    monkeypatch.setattr(api, "wait_for_query", lambda deps, query_id, timeout: SimpleNamespace(
+        id=query_id, conversation_id="c1", ended=True, status=ends[query_id[:2]]))
+
+    answered = CliRunner().invoke(app, ["chat"], input="Q1\nQ3\n")
+    assert answered.exit_code == 0, answered.output
+    failed = CliRunner().invoke(app, ["chat"], input="Q1\nQ2\nQ3\nQ4\n")
+    assert failed.exit_code == 1, failed.output
+    assert "2 of 4 questions got no answer" in " ".join(failed.output.split())

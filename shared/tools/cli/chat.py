@@ -61,21 +61,28 @@ def chat(
         console.print(Text(_HELP + (f"\nSearching only: {filters.describe()}." if filters is not None else ""),
                            style="dim"))
         try:
-            _converse(session.deps, top_k=top_k, max_iterations=max_iterations, filters=filters)
+            unfinished, asked = _converse(session.deps, top_k=top_k, max_iterations=max_iterations, filters=filters)
         except KeyboardInterrupt:
             console.print()
             raise typer.Exit(130) from None
+    if unfinished:  # as `ragbus ask` does for its one question: a script reading the exit status learns of it
+        err.print(Text(f"{unfinished} of {asked} questions got no answer (failed, timed out, or not waited "
+                       "for); each said why above", style="yellow"), soft_wrap=True)
+        raise typer.Exit(1)
 
 
-def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filters: Any) -> None:
+def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filters: Any) -> tuple[int, int]:
+    """Read questions until Ctrl-D or /quit; return how many of the questions asked got no answer, and how many
+    were asked."""
     conversation: str | None = None
     last: str | None = None  # the query id of the last answer, which /up and /down rate
+    unfinished = asked = 0
     while True:
         try:
             line = input(PROMPT)
         except EOFError:  # Ctrl-D, or the end of piped questions
             console.print()
-            return
+            return unfinished, asked
         if not sys.stdin.isatty():  # a terminal echoes what was typed; from a pipe the prompt stood alone
             console.print(plain(line), markup=False, highlight=False, soft_wrap=True)
         question = line.strip()
@@ -87,7 +94,7 @@ def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filt
             _rate_last(deps, last, word.lower()[1:], rest.strip() or None)
             continue
         if command in ("/quit", "/exit"):
-            return
+            return unfinished, asked
         if command == "/new":
             conversation = None
             console.print(Text("New conversation: the next question stands on its own.", style="dim"))
@@ -97,6 +104,8 @@ def _converse(deps: Deps, *, top_k: int | None, max_iterations: int | None, filt
             console.print(Text(prefix + _HELP, style="dim"))
             continue
         record = _turn(deps, question, conversation, top_k=top_k, max_iterations=max_iterations, filters=filters)
+        asked += 1
+        unfinished += record is None or not record.ended or record.status != "answered"
         if record is not None:
             conversation, last = record.conversation_id, record.id
             if record.ended:
