@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from services.synthesizer.handler import number_citations
 from shared.contract.messages import AnswerReady
 from shared.contract.ports import Answer, AnswerSentence, Finding
@@ -207,9 +209,16 @@ def test_contexts_without_document_or_url_are_never_merged():
 # ------------------------------------------------------------ one story (issue 20, items 3 and 4)
 
 
-def test_a_reader_that_finds_no_stated_fact_is_not_answerable_and_the_record_never_says_accept():
-    refused = Answer(text="", abstained=True, states_fact=False, unstated=("which version added it",))
-    loop = make_loop(CORPUS, ScriptedLLM(answers=[refused]))
+@pytest.mark.parametrize("declined,said", [
+    (Answer(text="", abstained=True, states_fact=False, unstated=("which version added it",)),
+     "which version added it"),
+    # the reader may decline with no verdict on a stated fact (``states_fact`` None: no sentence to judge). "What is
+    # the widget limit?" over a one-line file "The widget limit is 5." printed "iteration 1: score 0.97, accept" and
+    # then not_answerable, on the CLI, the page and the event stream alike
+    (Answer(text="", abstained=True), "what is asked"),
+], ids=["states-nothing-asked", "quotes-nothing"])
+def test_a_reader_that_declines_is_not_answerable_and_the_record_never_says_accept(declined, said):
+    loop = make_loop(CORPUS, ScriptedLLM(answers=[declined]))
     loop.submit("which version of BM25 added saturation")
     graded = _run_to_graded(loop, [good_grade()], ["BM25 saturation version"])
     assert graded.decision == "accept"
@@ -217,25 +226,8 @@ def test_a_reader_that_finds_no_stated_fact_is_not_answerable_and_the_record_nev
     record = loop.record()
     assert record["outcome"] == "not_answerable" and record["citations"] == []
     iteration = record["iterations"][0]
-    assert iteration["decision"] == "abstain"  # not "accept" beside not_answerable
-    assert iteration["grade"]["reasoning"].endswith("The reader: no quoted sentence states: which version added it.")
-
-
-def test_a_reader_that_quotes_nothing_is_not_answerable_and_the_record_never_says_accept():
-    """The reader may decline with no verdict on a stated fact (``states_fact`` None: no sentence to judge).
-    "What is the widget limit?" over a one-line file "The widget limit is 5." printed "iteration 1: score
-    0.97, accept" and then not_answerable, on the CLI, the page and the event stream alike."""
-    declined = Answer(text="", abstained=True)
-    loop = make_loop(CORPUS, ScriptedLLM(answers=[declined]))
-    loop.submit("what is the widget limit")
-    graded = _run_to_graded(loop, [good_grade()], ["widget limit"])
-    assert graded.decision == "accept"
-    loop.deliver(graded)
-    record = loop.record()
-    assert record["outcome"] == "not_answerable" and record["citations"] == []
-    iteration = record["iterations"][0]
-    assert iteration["decision"] == "abstain", iteration["decision"]
-    assert iteration["grade"]["reasoning"].endswith("The reader: no quoted sentence states: what is asked.")
+    assert iteration["decision"] == "abstain", iteration["decision"]  # not "accept" beside not_answerable
+    assert iteration["grade"]["reasoning"].endswith(f"The reader: no quoted sentence states: {said}.")
 
 
 def test_the_reader_verdict_decides_answered_over_a_failed_threshold_and_the_decision_follows():
