@@ -134,11 +134,11 @@ def read_row(row: dict[str, Any], llm: Any) -> None:
     row["cited_files"] = sorted({file_of[n] for s in answer.sentences for n in s.citations if file_of.get(n)})
     row["answer"] = answer.text
     if not row["near_miss"]:
-        row["pool"] = [{"scored_on": [float(v) for v in reader.scored_on[k]], "keys": holds(keys, reader.quoted_text(i)),
+        row["pool"] = [{"scored_on": [float(v) for v in reader.scored_on[k]], "keys": realdocs.keys_in(keys, reader.quoted_text(i)),
                         "own_file": file_of.get(reader.candidates[i].number) == row["file"]}
                        for k, i in enumerate(reader.pool)]
-        row["keys_in_a_candidate"] = any(holds(keys, reader.quoted_text(i)) for i in reader.usable)
-    row["keys_in_answer"] = not row["near_miss"] and holds(keys, answer.text)
+        row["keys_in_a_candidate"] = any(realdocs.keys_in(keys, reader.quoted_text(i)) for i in reader.usable)
+    row["keys_in_answer"] = not row["near_miss"] and realdocs.keys_in(keys, answer.text)
     if not row["near_miss"]:
         row["lost_at"] = lost_at(reader, keys, row["file"], file_of, right=bool(
             row["keys_in_answer"] and row["file"] in row["cited_files"]))
@@ -149,11 +149,6 @@ LOSS_STAGES = ("right", "not_in_contexts", "other_file_only", "spread_in_passage
                "not_quotable", "candidate_cap", "leans_on_nothing", "outside_pool", "not_first", "composed_wrong")
 # Consecutive quotable sentences that count as keys "spanning sentences" (a lead and what completes it).
 SPAN = 3
-
-
-def holds(keys: list[Any], text: str) -> bool:
-    """Every key string (or one of a key's alternatives) is in ``text``."""
-    return all(realdocs.key_in(key, text) for key in keys)
 
 
 def lost_at(reader: Any, keys: list[Any], file: str, file_of: dict[int, str], *, right: bool) -> str:
@@ -167,21 +162,21 @@ def lost_at(reader: Any, keys: list[Any], file: str, file_of: dict[int, str], *,
     if right:
         return "right"
     contexts = reader.contexts
-    if not holds(keys, "\n".join(c.text for c in contexts)):
+    if not realdocs.keys_in(keys, "\n".join(c.text for c in contexts)):
         return "not_in_contexts"
-    own = [c for c in contexts if file_of.get(c.number) == file and holds(keys, c.text)]
+    own = [c for c in contexts if file_of.get(c.number) == file and realdocs.keys_in(keys, c.text)]
     if not own:
         return "other_file_only"
     quotable = {c.number: [s.text for s in extractive.quotable_sentences(c.text)] for c in own}
-    in_quotable = any(holds(keys, s) for texts in quotable.values() for s in texts)
-    if not in_quotable and not any(holds(keys, s) for c in own for s in extractive.split_sentences(c.text)):
-        windows = any(holds(keys, " ".join(texts[n:n + SPAN])) for texts in quotable.values() for n in range(len(texts)))
+    in_quotable = any(realdocs.keys_in(keys, s) for texts in quotable.values() for s in texts)
+    if not in_quotable and not any(realdocs.keys_in(keys, s) for c in own for s in extractive.split_sentences(c.text)):
+        windows = any(realdocs.keys_in(keys, " ".join(texts[n:n + SPAN])) for texts in quotable.values() for n in range(len(texts)))
         return "spans_sentences" if windows else "spread_in_passage"
     if not in_quotable:
         return "not_quotable"
     # (quoted_text is the sentence alone when it has nothing to lean on)
     candidates = [i for i, c in enumerate(reader.candidates) if file_of.get(c.number) == file
-                  and holds(keys, reader.quoted_text(i))]
+                  and realdocs.keys_in(keys, reader.quoted_text(i))]
     if not candidates:
         return "candidate_cap"
     usable_set = set(reader.usable)

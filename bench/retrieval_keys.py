@@ -62,18 +62,13 @@ class Retrieved:
 
     def keys_within(self, k: int) -> bool:
         """Every key in the first ``k`` passages together (what a reader reading them could quote)."""
-        joined = "\n".join(self.texts[:k])
-        return all(realdocs.key_in(key, joined) for key in self.keys)
+        return realdocs.keys_in(self.keys, "\n".join(self.texts[:k]))
 
     def keys_in_one(self, k: int) -> bool:
-        return any(holds_every_key(self.keys, text) for text in self.texts[:k])
+        return any(realdocs.keys_in(self.keys, text) for text in self.texts[:k])
 
     def file_within(self, k: int) -> bool:
         return self.file in self.files[:k]
-
-
-def holds_every_key(keys: Sequence[realdocs.Key], text: str) -> bool:
-    return all(realdocs.key_in(key, text) for key in keys)
 
 
 def retrieve_contexts(deps: Any, question: str) -> tuple[str, list[dict[str, Any]]]:
@@ -101,7 +96,7 @@ def first_rank(deps: Any, text: str, keys: Sequence[realdocs.Key], mode: str, de
 
     vector = np.asarray(query_vectors(deps.embedder, [text])[0])
     hits = deps.index.search(text, vector, depth, mode=mode)
-    return next((n for n, h in enumerate(hits, 1) if holds_every_key(keys, h.chunk.text)), None)
+    return next((n for n, h in enumerate(hits, 1) if realdocs.keys_in(keys, h.chunk.text)), None)
 
 
 def figures(rows: Sequence[Retrieved]) -> dict[str, Any]:

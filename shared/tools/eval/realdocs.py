@@ -187,9 +187,13 @@ def normalised(text: str) -> str:
 
 
 def key_in(key: Key, text: str) -> bool:
+    return keys_in((key,), text)
+
+
+def keys_in(keys: Sequence[Key], text: str) -> bool:
+    """Every key (or one of a key's alternatives) is in ``text``."""
     haystack = normalised(text)
-    alternatives = (key,) if isinstance(key, str) else key
-    return any(normalised(a) in haystack for a in alternatives)
+    return all(any(normalised(a) in haystack for a in ((k,) if isinstance(k, str) else k)) for k in keys)
 
 
 def key_label(key: Key) -> str:
@@ -233,7 +237,7 @@ def score(question: Question, *, status: str, outcome: str | None, answer: str, 
     out.keys_missing = [key_label(k) for k in question.keys if not key_in(k, answer)]
     if contexts is not None:
         retrieved = "\n".join(contexts)
-        out.keys_in_contexts = all(key_in(k, retrieved) for k in question.keys)
+        out.keys_in_contexts = keys_in(question.keys, retrieved)
     out.cited_right = question.file in cited
     out.correct = status == "answered" and not refused and not out.keys_missing and out.cited_right
     return out
