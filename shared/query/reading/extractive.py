@@ -634,8 +634,9 @@ class Reader:
         self.asked_subject = [t for t in dict.fromkeys(term_stems) if t in subject] or list(dict.fromkeys(term_stems))
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
         # "package") names the corpus, one few hold ("tty", "backup") the asked subject
-        rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
-                  for t in dict.fromkeys(term_stems)}
+        self.rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
+                       for t in dict.fromkeys(term_stems)}  # counted once: _evidence weighs the asked subject by it
+        rarity = self.rarity
         total = sum(rarity.values())
         self.pair_overlap = overlap.copy()
         # what each sentence is scored on (SCORED_ON's order): all but its cosine choose which are worth embedding
@@ -913,8 +914,7 @@ class Reader:
         asks_list = _asks_list(query)
         # the asked subject's share a sentence holds (with what it leans on and its heading), its terms weighed by how
         # few retrieved sentences hold them; not the words naming the asked value's type ("HTTP status code")
-        rarity = {t: 0.5 + float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
-                  for t in self.asked_subject}
+        rarity = {t: 0.5 + self.rarity[t] for t in self.asked_subject}
         total = sum(rarity.values())
 
         def subject(i: int) -> float:
