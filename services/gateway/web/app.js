@@ -591,6 +591,9 @@
   function renderIterations(record) {
     const iterations = record.iterations || [];
     const box = $("iterations");
+    // every event redraws the iterations: a list of sources the reader opened stays open (it closed under them)
+    const opened = new Set([...box.querySelectorAll(".iteration details.sources[open]")]
+      .map((details) => details.closest(".iteration").dataset.iteration));
     box.replaceChildren();
     $("iterations-section").hidden = iterations.length === 0;
     for (const item of iterations) {
@@ -607,7 +610,7 @@
         item.grade ? gradeTable(grade, item.decision, item.failed_thresholds) : el("p", { class: "pending" }, "Not graded yet."),
         item.timings ? el("p", { class: "timings" }, "Timings: ",
           Object.entries(item.timings).map(([stage, ms]) => `${stage} ${Math.round(ms)} ms`).join(" · ")) : null,
-        contextsList(item.contexts || []));
+        contextsList(item.contexts || [], opened.has(String(item.iteration))));
       box.append(section);
     }
   }
@@ -640,9 +643,9 @@
       grade.reasoning ? el("tfoot", null, el("tr", null, el("td", { colspan: 5 }, grade.reasoning))) : null);
   }
 
-  function contextsList(contexts) {
+  function contextsList(contexts, open) {
     if (!contexts.length) return el("p", { class: "pending" }, "No sources retrieved yet.");
-    return el("details", { class: "sources" },
+    return el("details", { class: "sources", open },
       el("summary", null, `Sources (${contexts.length})`),
       el("ol", { class: "contexts" }, contexts.map(contextItem)));
   }
