@@ -1,19 +1,14 @@
-"""The offline rule that turns a follow-up question into one that stands on its own.
+"""The offline rule that turns a follow-up question into one that stands on its own (en, de, fr, es).
 
 "What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is asked as "What is the maximum
 of the ack deadline in Pub/Sub?"; a self-contained question is left as typed. Pure: text in, text out.
-One mechanism, in English, German, French and Spanish: a word or phrase of the follow-up that stands for
-something of the earlier turn gives way to the earlier question's phrase it stands for:
-
-- a pronoun ("it", "its", "they", "that" alone; "es", "sein"; "il", "son"; "él", "su") takes the earlier
-  noun phrase of its number and role: "it" the subject, "they" the plural noun phrase, "that" what was
-  asked for or asked to be done, "he" the person asked about; an empty "it" ("gibt es") is left alone;
-- a noun after "that" or "which" ("that release", "welche Stufe") takes the earlier phrase of its head;
-- a fragment ("what about X?", "and X?", "et X ?") takes the place of the earlier phrase it parallels;
-  an attribute ("the maximum", or an elided "What is the maximum?") is asked of the earlier subject.
-
-The earlier question is read by its shape: its interrogative and auxiliary, the noun phrase before its
-verb, its named things. Where nothing can stand in a pronoun's place, it follows in brackets.
+A word or phrase of the follow-up that stands for something of the earlier turn gives way to the earlier
+phrase of its number and role: "it" as a subject the earlier subject, "it" as an object or "that" what was
+asked for ("which editor does git use": the editor git uses; the earlier answer's value when it names one),
+"they" the plural noun phrase, a noun after "that" the earlier phrase of its head, a fragment ("what about
+X?", "and X?") the earlier phrase it parallels. A rewrite must read as a question (:func:`_well_formed`);
+one that does not, or a word with nothing to stand in its place, is asked with the earlier question after
+it in brackets.
 """
 
 from __future__ import annotations
@@ -98,6 +93,8 @@ _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:
                       rf"^(?P<which>(?i:{_WHICH}))\s+"
                       r"(?P<which_noun>[^\W\d_][\w-]*)(?=\s+(?i:is|are|was|were|would|will|should|must|can|could|does|do|did|has|"
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
+_OBJECT_IT = re.compile(r"(?i)\b(?!(?:is|are|was|were|do|does|did|can|could|should|would|will|must|has|have|had|may|"
+                        r"might|how|what|why|when|where|which|who|and)\b)[a-z]+\s+it\b")
 _WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
 _TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
@@ -147,10 +144,12 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
     for position, match in enumerate(tokens):
         token = match.group()
         following = tokens[position + 1].group() if position + 1 < len(tokens) else ""
-        if _named(token, opening and position == 0) or _VERSION.fullmatch(following) and token.isalpha() \
+        option = re.search(r"(?:^|\s)--?$", text[: match.start()]) is not None  # "-9", "--color", "-mtime"
+        if option or _named(token, opening and position == 0) or _VERSION.fullmatch(following) and token.isalpha() \
                 and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS:
-            if start is None:
-                start = match.start()
+            if start is None:  # a path's or an option's leading "/" or "-" is part of its name ("/etc/fstab", "-9")
+                lead = re.search(r"(?:^|(?<=\s))[/.-]+$", text[: match.start()])
+                start = match.start() - (len(lead.group()) if lead else 0)
             end = match.end()
         elif start is not None:
             runs.append((start, end))  # type: ignore[arg-type]
@@ -171,9 +170,8 @@ def _content_words(text: str, rules: Language) -> list[str]:
 
 
 def subject_of(question: str, language: str | None = None) -> str:
-    """The thing ``question`` asks about, as a phrase that can stand in for a pronoun: "What is the ack
-    deadline in Pub/Sub?" gives "the ack deadline in Pub/Sub", "How does BM25 saturate term frequency?" gives
-    "BM25", "Which status code does a server send when ...?" "the status code a server sends when ..."."""
+    """The thing ``question`` asks about, as a phrase that can stand in for a pronoun ("the ack deadline in Pub/Sub";
+    "Which status code does a server send when ...?": "the status code a server sends when ...")."""
     return _referent(question, language)[0]
 
 
@@ -224,9 +222,10 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             if named:
                 return named, False
             phrase = _noun_phrase_before_verb(words) if rules is EN and words[0].lower() not in _CLOSED else None
-            if phrase and len(phrase.split()) <= 3 and (named_runs(phrase, opening=False)
-                                                        or re.fullmatch(r"[a-z]+(?:ed|en)", words[-1])):
-                # "Where does less 590 look for ...", "When is postrm purge called": a named subject, or a passive's
+            if phrase and len(phrase.split()) <= 3 and (named_runs(phrase, opening=False) or re.search(r"['’]s\s", phrase)
+                                                        or re.fullmatch(r"[a-z]+(?:ed|en|pt)", words[-1])):
+                # "Where does less 590 look for ...", "When is postrm purge called", "Where is ssh's host key kept":
+                # a named subject, a possessive's, or a passive's
                 return phrase, False
             if rules is EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
                     and words[1].islower() and words[0].lower() not in _CLOSED and words[0].lower() not in _PRONOUNS:
@@ -247,7 +246,8 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
     if passive is not None and passive <= 8:
         return " ".join(words[:passive])  # "Where can | pip's zip application | be downloaded from"
     if breaks and breaks[0] <= 8 and words[breaks[0] - 1].isalpha():
-        return " ".join(words[: breaks[0] - 1])
+        # a verb, not a noun after its determiner or "of" ("the default stack of a thread | in glibc")
+        return None if words[breaks[0] - 2].lower() in (*_DETERMINERS, "of") else " ".join(words[: breaks[0] - 1])
     end = len(words) - (2 if words[-1].lower() in _PARTICLES else 1)
     if breaks or len(words) > 6 or end < 1 or not words[end].isalpha() or not words[end].islower():
         return None
@@ -261,7 +261,7 @@ def _relative_phrase(text: str) -> str | None:
     match = _ASKED_NOUN.match(text)
     words = match.group("s").split() if match else []
     subject = _noun_phrase_before_verb(words) if words else None
-    if subject is None or match.group("aux").lower() == "did":
+    if subject is None or match.group("aux").lower() == "did" or words[0].lower() in ("be", "been", "not"):
         return None
     verb_at, named = len(subject.split()), named_runs(subject)
     if verb_at > 4 or words[0].lower() not in _NOUN_PHRASE_OPENERS and named != [(0, len(subject))] and verb_at > 1:
@@ -287,6 +287,8 @@ def _subject_relative_phrase(text: str) -> str | None:
     if match is None:
         return None
     noun, verb, rest = match.group("noun"), match.group("verb"), match.group("rest")
+    if noun.split()[1:2] and noun.split()[1].lower() in _DETERMINERS:
+        return None  # "What limits the number ...": a verb, then its object
     first = rest.split()[0]
     # after an auxiliary the asked noun is its subject only before a participle or "be"/"not" ("which function must
     # be called"); else the question is inverted ("which C standard is libcbor written in": the noun is the object)
@@ -299,13 +301,8 @@ def _subject_relative_phrase(text: str) -> str | None:
 
 
 def _third_person(verb: str) -> str:
-    if verb in ("have", "be"):
-        return {"have": "has", "be": "is"}[verb]
-    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return verb + "es"
-    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
+    return {"have": "has", "be": "is"}.get(verb) or (verb + "es" if verb.endswith(("s", "sh", "ch", "x", "z", "o")) else
+        verb[:-1] + "ies" if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou" else verb + "s")
 
 
 # ----------------------------------------------------------------- the rule
@@ -316,17 +313,37 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     typed = " ".join(question.split())
     if not history or not typed:
         return Resolution(typed, "no history")
-    earlier = history[-1].question
+    earlier, resolved = history[-1].question, None
     for code in _codes(typed, earlier):  # a short follow-up says too little to tell its language
         resolved = _resolve(typed, earlier, code, history[-1].answer)
-        if resolved is not None:
+        if resolved is not None and _well_formed(resolved.question, RULES[code]):
             return resolved
-    referring = _refers_back(typed, earlier) if not NEW_TOPIC.match(_bare(typed)) else None
-    if referring is not None:
-        # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets
-        mark = "?" if typed.endswith("?") else ""
-        return Resolution(_finish(f"{_bare(typed)} {_in_context(earlier)}", typed, mark), "refers back", referring)
-    return Resolution(typed, "self-contained")
+        if resolved is not None:  # a splice that does not read as a question: the safe form instead
+            break
+    # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets
+    referring = (resolved.subject or earlier) if resolved else _refers_back(typed, earlier) if not NEW_TOPIC.match(_bare(typed)) else None
+    if referring is None:
+        return Resolution(typed, "self-contained")
+    text = _finish(f"{_bare(typed)} {_in_context(earlier)}", typed, "?" if typed.endswith("?") else "")
+    return Resolution(text, "in context" if resolved else "refers back", referring)
+
+
+# what no well-formed question holds: a determiner doubled ("Which the nobody UID"), a possessive before a
+# verb ("Where is ssh's stored"), "of" after an auxiliary ("What does the -9 option do of gzip"), a word twice
+_MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
+                        r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
+                        r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b"
+                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(")
+
+
+def _well_formed(question: str, rules: Language) -> bool:
+    """A rewrite that reads as a question: its interrogative or auxiliary first (after a leading clause), none of
+    :data:`_MALFORMED`'s garbles."""
+    text = re.split(r"[.!?]\s+", _plain(question, rules))[-1]  # its last sentence asks ("My patch was merged. What ...")
+    return _asks(text, rules) and _MALFORMED.search(text) is None
+
+
+_DESCRIBED = re.compile(r"(?i),?\s+(?:that|which|who)\s")
 
 
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
@@ -352,7 +369,8 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
     beside = [run for run in (first[a:b] for a, b in names) if re.search(rf"(?i)(?:{re.escape(run)}(?:,\s+(?:an?|the)(?:\s+[\w-]+){{0,2}})?\s+{head}|"
                                               rf"\b{head}\s+{re.escape(run)})\b", first)]
     found = beside or new
-    return f"the {found[0]} {' '.join(words[1:])}" if len(found) == 1 else None
+    # the thing named, not described again ("the Urgency field of a .changes file", not "... that says ...")
+    return f"the {found[0]} {_DESCRIBED.split(' '.join(words[1:]))[0]}" if len(found) == 1 else None
 
 
 def _listed(text: str, start: int, end: int) -> bool:
@@ -425,7 +443,7 @@ def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resoluti
 
 
 def _scope(earlier: str) -> tuple[str, str] | None:
-    runs = named_runs(earlier)
+    runs = [(a, b) for a, b in named_runs(earlier) if earlier[a] != "-"]  # "-1" is an option, not a scope
     if runs:
         start, end = runs[-1]
         before = earlier[:start].split()
@@ -472,8 +490,11 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
-    demonstrative = language == "en" and _DEMONSTRATIVE.search(stripped) is not None \
-        and _TOPIC_PRONOUN.search(stripped) is None
+    # "that", and "it" as an object ("how do I change it") after "which X does Y verb" (X its object), stand
+    # for what was asked: the X Y verbs; "it" as a subject ("what does it bring") stands for Y
+    demonstrative = language == "en" and (_DEMONSTRATIVE.search(stripped) is not None
+                                          and _TOPIC_PRONOUN.search(stripped) is None
+                                          or _OBJECT_IT.search(stripped) is not None and _relative_phrase(base) is not None)
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
     if not subject:
         return None
@@ -502,6 +523,18 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             and rules.frame.match(stripped):
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
+    owned = _owned(stripped, base) if rules is EN else None
+    return Resolution(_finish(owned[0], typed, mark), "same head", owned[1]) if owned else None
+
+
+def _owned(text: str, base: str) -> tuple[str, str] | None:
+    """``text`` whose "the" phrase parallels a phrase of the earlier question that has an owner, with that owner:
+    "What does gzip's -1 option do?" then "And what does the -9 option do?" asks of gzip's -9 option."""
+    for earlier in re.finditer(r"(?P<owner>[\w/+.#-]+['’]s)\s+(?:[\w/+.#-]+\s+){0,2}?(?P<head>[^\W\d_][\w-]*)\b", base):
+        for match in re.finditer(r"(?i)\bthe\s+(?:[\w/+.#-]+\s+){0,2}?(?P<head>[^\W\d_][\w-]*)\b(?!\s+(?:of|in|for)\s)", text):
+            if match.group("head").lower() == earlier.group("head").lower() and match.group() != earlier.group():
+                owner = earlier.group("owner")
+                return text[: match.start()] + owner + text[match.start() + 3: ], owner
     return None
 
 
@@ -690,7 +723,8 @@ def _owner(subject: str, noun: str, rules: Language) -> tuple[str, str]:
     has no quotechar, its owner has a default quotechar."""
     content = _content_words(noun, rules)
     head, of, owner = subject.partition(f" {rules.of} ")
-    if rules is not EN or not of or not content or all(w in rules.relational for w in content) \
+    alone = len(head.split()) == 2 and head.split()[-1].lower() in rules.relational  # "the purpose" has no format
+    if rules is not EN or not of or not content or all(w in rules.relational for w in content) and not alone \
             or not head.lower().startswith("the ") or len(head.split()) > 4 or head.lower() == "the one":
         return noun, subject
     return " ".join([*(w for w in head.split()[1:-1] if w.lower() in rules.relational), noun]), owner
@@ -718,8 +752,9 @@ def _plural_phrase(earlier: str) -> str | None:
         return relative
     words = text.split()
     for end in range(1, len(words)):
-        if not _plural_noun(words[end]):
-            continue
+        if not _plural_noun(words[end]) or end == 1 and words[0].lower() == "who" or end == 2 \
+                and words[0].lower() in ("what", "which") and not _plural_noun(words[1]):
+            continue  # "Who maintains ...", "Which directory holds ...": a verb
         start = end
         # left over its modifiers, to a determiner; not over a closed-class word or a verb (after a named
         # subject, "to" or an auxiliary and one word: "does Python put | compiled .pyc files", "to join | many strings")
@@ -732,7 +767,7 @@ def _plural_phrase(earlier: str) -> str | None:
             start -= 1
             if words[start].lower() in _DETERMINERS:
                 break
-        return " ".join(words[start: end + 1])
+        return " ".join(words[start + (words[start - 1: start + 1] == ["How", "many"]): end + 1])  # "How many | X"
     return None
 
 

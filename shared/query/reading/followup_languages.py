@@ -55,7 +55,7 @@ def _p(pattern: str) -> re.Pattern[str]:
 EN = Language(
     connectives=_p(r"^(?:(?:and|so|also|then|ok(?:ay)?|but|well|now)\b[,\s]*)+"),
     what_about=_p(r"^(?:and\s+)?(?:what|how)\s+about\s+(?P<x>.+)$"),
-    frame=_p(r"^(?:(?:in|on|at|from|for|to|with|by|since|until|under|of)\s+(?:which|what|whom|when|where)\b|"
+    frame=_p(r"^(?:(?:in|on|at|from|for|to|with|by|since|until|under|of)\s+(?:which|what|whom|when|where|how)\b|"
              r"what|which|who|whom|whose|how|why|when|where|is|are|was|were|do|does|did|can|could|should|"
              r"would|will|has|have|had|may|might|must|shall|tell|explain|describe|define|list|show|give|name)\b"),
     copula=(
