@@ -6,7 +6,7 @@ needs them per writer (design on one writer's dialogues, check on the other's). 
 dev dialogue's turns in one conversation through the embedded pipeline, as the eval does
 (:func:`shared.tools.eval.conversations_run.ask_dialogues`), and prints, per writer, how many
 follow-ups were right in conversation, right asked as their standalone form, and how many were
-rewritten. ``--out`` writes every turn's standalone question and answer as JSON (what the earlier
+rewritten. ``--out`` writes every turn's standalone question and answer as JSON, writer d's left out (what the earlier
 turns answered is what the rule reads: ``tests/data/followup_rewrites.jsonl`` keeps those answers).
 
     RAGBUS_LLM=local python bench/followup_dialogues.py --cache .ragbus-eval [--out F]
@@ -35,6 +35,8 @@ from shared.tools.eval import conversations, realtext  # noqa: E402
 from shared.tools.eval.conversations_run import ask_dialogues  # noqa: E402
 from shared.tools.eval.pipeline import FULL, pipeline_settings  # noqa: E402
 from shared.tools.eval.realdocs_run import RealDocsOptions, ingest_into  # noqa: E402
+
+HELD_OUT = "d"  # the writer nobody designs on: its figures are printed, its dialogues never written out
 
 
 def writer_of(part: realtext.Part) -> dict[str, str]:
@@ -122,7 +124,7 @@ def main() -> int:
              "asked_as": r.asked_as, "right_in_conversation": r.in_conversation.correct,
              "right_standalone": r.standalone_alone.correct, "answer": r.in_conversation.answer,
              "conversation": earlier.get(r.id, [])}
-            for r in results]}, indent=1) + "\n")
+            for r in results if writers.get(r.id) != HELD_OUT]}, indent=1) + "\n")
     return 0
 
 

@@ -30,8 +30,7 @@ class Resolution:
     """A question as it stands on its own, and which rule made it so."""
 
     question: str
-    rule: str  # "no history", "self-contained", "pronoun", "demonstrative", "what about", "ellipsis", "elided subject",
-    # "same head", "proposition", "refers back"
+    rule: str  # "no history", "self-contained", "pronoun", "demonstrative", "what about", "ellipsis", ... "refers back"
     subject: str | None = None  # the earlier turn's subject, when it was carried in (refers back: the word)
 
     @property
@@ -138,24 +137,19 @@ def _named(token: str, first: bool) -> bool:
 def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
     """Character spans of the runs of naming tokens in ``text`` ("Cloud Pub/Sub", "BM25", "Gemini 2.5");
     ``opening``: the text opens a sentence, so its first word's capital names nothing."""
-    tokens = list(_TOKEN.finditer(text))
-    runs: list[tuple[int, int]] = []
-    start = end = None
+    tokens, runs, before = list(_TOKEN.finditer(text)), [], False
     for position, match in enumerate(tokens):
         token = match.group()
         following = tokens[position + 1].group() if position + 1 < len(tokens) else ""
         option = re.search(r"(?:^|\s)--?$", text[: match.start()]) is not None  # "-9", "--color", "-mtime"
-        if option or _named(token, opening and position == 0) or _VERSION.fullmatch(following) and token.isalpha() \
-                and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS:
-            if start is None:  # a path's or an option's leading "/" or "-" is part of its name ("/etc/fstab", "-9")
-                lead = re.search(r"(?:^|(?<=\s))[/.-]+$", text[: match.start()])
-                start = match.start() - (len(lead.group()) if lead else 0)
-            end = match.end()
-        elif start is not None:
-            runs.append((start, end))  # type: ignore[arg-type]
-            start = end = None
-    if start is not None:
-        runs.append((start, end))  # type: ignore[arg-type]
+        named = option or _named(token, opening and position == 0) or bool(_VERSION.fullmatch(following)) \
+            and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS
+        if named and before:
+            runs[-1] = (runs[-1][0], match.end())
+        elif named:  # a path's or an option's leading "/" or "-" is part of its name ("/etc/fstab", "-9")
+            lead = re.search(r"(?:^|(?<=\s))[/.-]+$", text[: match.start()])
+            runs.append((match.start() - (len(lead.group()) if lead else 0), match.end()))
+        before = named
     return runs
 
 
@@ -181,26 +175,19 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     asked ("which status code ...": that status code), where "it" stands for its topic."""
     rules = RULES.get(language or detect_language(question), EN)
     text = rules.connectives.sub("", _bare(question)).strip()
-    if rules is EN and demonstrative:
-        relative = _relative_phrase(text)
-        if relative is not None:
-            return relative, False
+    if rules is EN and demonstrative and (relative := _relative_phrase(text)) is not None:
+        return relative, False
     for pattern in rules.copula:
         match = pattern.match(text)
         if match:
             # a condition ("... if not specified") or a participle ("What is the tty group used for") is asked of it
             subject = _PARTICIPLE.sub("", _CONDITION.sub("", match.group("s"))).strip()
             return subject or match.group("s").strip(), False
-    if rules is EN:
-        relative = _subject_relative_phrase(text)
-        if relative is not None:
-            return relative, False
-    if rules.yes_no_object is not None:
-        match = rules.yes_no_object.match(text)
-        if match:
-            # "Does Node.js run a bug bounty program?": "it" is the thing it was asked to have
-            owner = re.sub(r"(?i)^(?:the|a|an)\s+", "", match.group("x"))
-            return f"the {owner} {match.group('y')}", False
+    if rules is EN and (relative := _subject_relative_phrase(text)) is not None:
+        return relative, False
+    if rules.yes_no_object is not None and (match := rules.yes_no_object.match(text)):
+        # "Does Node.js run a bug bounty program?": "it" is the thing it was asked to have
+        return "the " + re.sub(r"(?i)^(?:the|a|an)\s+", "", match.group("x")) + " " + match.group("y"), False
     for pattern in rules.other:
         match = pattern.match(text)
         if match:
@@ -214,11 +201,9 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             opens = words[0].lower() in _NOUN_PHRASE_OPENERS
             if not opens and named and len(words) > 1 and words[1].islower() and not named.endswith(("'s", "’s")):
                 return named, False  # "What does __slots__ replace ...": a named subject, then its verb
-            if rules is EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])):
-                # "What does the Rules-Requires-Root field declare": the noun phrase before the verb
-                phrase = _noun_phrase_before_verb(words)
-                if phrase:
-                    return phrase, False
+            if rules is EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])) \
+                    and (phrase := _noun_phrase_before_verb(words)):
+                return phrase, False  # "What does the Rules-Requires-Root field declare": the noun phrase before the verb
             if named:
                 return named, False
             phrase = _noun_phrase_before_verb(words) if rules is EN and words[0].lower() not in _CLOSED else None
@@ -231,10 +216,9 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
                     and words[1].islower() and words[0].lower() not in _CLOSED and words[0].lower() not in _PRONOUNS:
                 # "How does deflate find repeated strings": a one-word subject ("it" is the topic, not what was asked)
                 return words[0], False
-            runs = named_runs(text)
-            return (text[runs[0][0]: runs[0][1]], False) if runs else (rest, True)
-    runs = named_runs(text)
-    return (text[runs[0][0]: runs[0][1]], False) if runs else (text, True)
+            break
+    runs, rest = named_runs(text), rest if match else text
+    return (text[runs[0][0]: runs[0][1]], False) if runs else (rest, True)
 
 
 def _noun_phrase_before_verb(words: list[str]) -> str | None:
@@ -347,11 +331,10 @@ _DESCRIBED = re.compile(r"(?i),?\s+(?:that|which|who)\s")
 
 
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
-    """``subject`` with the thing the earlier answer identified, when the earlier question asked
-    "which X" and the subject is that X ("... the server replies 304 Not Modified ...": "the 304 Not Modified
-    status code a server sends when ..."): the name beside X's head noun in the answer's first sentence
-    ("the Urgency field", "InfoMagic, a CD vendor"), else the one name there the question lacks, not counting
-    names in a list. None when there is no such thing or more than one."""
+    """``subject`` with the thing the earlier answer identified, when the earlier question asked "which X" and the
+    subject is that X ("... replies 304 Not Modified ...": "the 304 Not Modified status code a server sends when
+    ..."): the name beside X's head noun in the answer's first sentence ("the Urgency field", "InfoMagic, a CD
+    vendor"), else the one name there the question lacks, not in a list. None when there is none or several."""
     asked = _ASKS_WHICH.match(earlier)
     words = subject.split()
     if asked is None or len(words) < 2 or words[0].lower() != "the" \
@@ -401,10 +384,9 @@ def _refers_back(typed: str, earlier: str) -> str | None:
 
 
 def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
-    """Why ``question`` leans on the earlier turn, whether or not the rule could rewrite it: the rule rewrote
-    it, it opens with a connective ("And when does --color stop colorizing?"), or a word in it points back ("When
-    was that series broadcast?"). None when nothing in its form leans; what leans may still change topic ("And
-    what is chunking?"): the caller checks with the corpus."""
+    """Why ``question`` leans on the earlier turn: the rule rewrote it, it opens with a connective ("And when does
+    --color stop colorizing?"), or a word in it points back ("When was that series broadcast?"). None when nothing
+    in its form leans; what leans may still change topic ("And what is chunking?"): the caller checks the corpus."""
     typed = " ".join(question.split())
     if not history or not typed or NEW_TOPIC.match(_bare(typed)):
         return None
@@ -418,11 +400,10 @@ def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
 
 
 def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resolution | None:
-    """A candidate for an "And ..." question :func:`standalone_question` leaves as typed, asked
-    within the earlier turn's scope: its last named thing with the preposition before it ("in Pub/Sub"),
-    else its closing prepositional phrase ("for zstd": "And what does make check do?" gives "What does make
-    check do for zstd?"). Only a candidate ("And what is chunking?" changes the topic): the caller decides
-    with the corpus. None when there is no such scope or the question names it (English only)."""
+    """A candidate for an "And ..." question :func:`standalone_question` leaves as typed, asked within the earlier
+    turn's scope: its last named thing with the preposition before it ("in Pub/Sub"), else its closing prepositional
+    phrase ("And what does make check do?": "What does make check do for zstd?"). Only a candidate ("And what is
+    chunking?" changes the topic): the caller decides with the corpus. None without a scope (English only)."""
     typed = " ".join(question.split())
     if not history or not typed or standalone_question(typed, history).rewritten or detect_language(typed) != "en":
         return None
@@ -486,7 +467,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     one = _WHICH_ONE.match(stripped) if rules is EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed):
+    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _owned):
         found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
@@ -523,18 +504,16 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             and rules.frame.match(stripped):
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
-    owned = _owned(stripped, base) if rules is EN else None
-    return Resolution(_finish(owned[0], typed, mark), "same head", owned[1]) if owned else None
+    return None
 
 
-def _owned(text: str, base: str) -> tuple[str, str] | None:
+def _owned(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
     """``text`` whose "the" phrase parallels a phrase of the earlier question that has an owner, with that owner:
     "What does gzip's -1 option do?" then "And what does the -9 option do?" asks of gzip's -9 option."""
     for earlier in re.finditer(r"(?P<owner>[\w/+.#-]+['’]s)\s+(?:[\w/+.#-]+\s+){0,2}?(?P<head>[^\W\d_][\w-]*)\b", base):
         for match in re.finditer(r"(?i)\bthe\s+(?:[\w/+.#-]+\s+){0,2}?(?P<head>[^\W\d_][\w-]*)\b(?!\s+(?:of|in|for)\s)", text):
             if match.group("head").lower() == earlier.group("head").lower() and match.group() != earlier.group():
-                owner = earlier.group("owner")
-                return text[: match.start()] + owner + text[match.start() + 3: ], owner
+                return text[: match.start()] + earlier.group("owner") + text[match.start() + 3:], "same head", earlier.group("owner")
     return None
 
 
@@ -558,10 +537,9 @@ def _person(base: str) -> str | None:
 
 
 def _extraposed(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """``text`` whose "that" stands for what the earlier question asked to be done, with "it" in its
-    place and that action after it: "Will APT ever downgrade a package?" then "What priority does that take?"
-    asks "What priority does it take for APT to downgrade a package?". Only for a "that" before its verb or
-    an adjective that ends the question ("Which flag prevents that?" cannot take it)."""
+    """``text`` whose "that" (before its verb or a closing adjective) stands for what the earlier question asked
+    to be done, with "it" in its place and that action after it: "Will APT ever downgrade a package?" then "What
+    priority does that take?" asks "What priority does it take for APT to downgrade a package?"."""
     that = re.search(r"(?i)\b(?:that|this)\b(?=\s+(?:(?:is|was|does|did|do|can|could|would|will|make|makes|"
                      r"made|take|takes|took|become|became|require|requires|need|needs|cost|costs)\b|[a-z]+\s*$))", text)
     asked = _ACTION.match(base)
@@ -589,20 +567,17 @@ def _extraposed(text: str, base: str, answer: str = "") -> tuple[str, str, str] 
 
 
 def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """``text`` with a noun the earlier question (``base``) named more fully in its place: after a
-    demonstrative ("that release", "those ranges") the earlier phrase of its head with "the" (the asked noun
-    with its clause), else the earlier answer's, with the name beside it ("“Monty Python’s Flying Circus”, a
-    comedy series") or the place it is in ("a file in /etc/cron.d"); after an interrogative ("which id",
-    "welche Stufe") the earlier phrase's words ("static uid"). None when neither has one."""
-    match = _POINTED.search(text)
-    if match is None:
+    """``text`` with a noun the earlier question (``base``) named more fully in its place: after a demonstrative
+    ("that release") the earlier phrase of its head with "the" (the asked noun with its clause), else the earlier
+    answer's, with the name beside it ("“Monty Python’s Flying Circus”, a comedy series") or the place it is in
+    ("a file in /etc/cron.d"); after an interrogative ("which id") the earlier phrase's words ("static uid")."""
+    if (match := _POINTED.search(text)) is None:
         return None
     key, rule = "noun" if match.group("noun") else "which_noun", "same head" if match.start() == 0 else "demonstrative"
     noun, asked = match.group(key), _ASKS_WHICH.match(base)
-    if match.group("which") is None and asked is not None and _same_noun(asked.group("noun").split()[-1], noun):
-        phrase = _relative_phrase(base) or _subject_relative_phrase(base)
-        if phrase is not None:
-            return text[: match.start()] + phrase + text[match.end():], rule, phrase
+    if match.group("which") is None and asked is not None and _same_noun(asked.group("noun").split()[-1], noun) \
+            and (phrase := _relative_phrase(base) or _subject_relative_phrase(base)) is not None:
+        return text[: match.start()] + phrase + text[match.end():], rule, phrase
     found, told = _earlier_phrase(base, noun), False
     if found is None and match.group("which") is None and answer:
         base = _CITATION.sub("", " ".join(answer_paragraphs(answer)))  # named only in the earlier answer
@@ -612,8 +587,7 @@ def _pointed_phrase(text: str, base: str, answer: str = "") -> tuple[str, str, s
     phrase = base[found[2]: found[1]]
     if match.group("which") is not None:
         return text[: match.start(key)] + phrase + text[match.end():], rule, phrase
-    opener = base[found[0]: found[2]].strip().lower()
-    if opener not in ("the", "a", "an"):
+    if base[found[0]: found[2]].strip().lower() not in ("the", "a", "an"):
         return None
     beside = re.search(r"(?P<name>[“\"]?[^\s,“”\"][^,“”\"]*[”\"]?),\s*$", base[max(0, found[0] - 120): found[0]])
     place = re.match(r"\s+(?:in|of|for|on|under)\s+\S+", base[found[1]:])
@@ -643,7 +617,7 @@ def _one_of(text: str, base: str, answer: str = "") -> tuple[str, str, str] | No
             return None
         return f"{which.group(1)} of {plural}{text[which.end():]}", "pronoun", plural
     words = plural.split()
-    if words[0].lower() in _DETERMINERS or words[0].lower() in ("many", "some", "all", "two", "three") or len(words) > 4:
+    if words[0].lower() in (*_DETERMINERS, "many", "some", "all", "two", "three") or len(words) > 4:
         words = words[1:] if len(words) <= 4 else []
     if not words:
         return None
@@ -707,7 +681,7 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plu
     if not edits:
         return None
     # a referent goes where the question first names it; a later "its" refers back to it ("uses it as its default")
-    first = {}
+    first: dict[str, tuple[int, int, str, bool]] = {}
     for edit in sorted(edits):
         first.setdefault(edit[2] if edit[3] else subject, edit)
     out = text
@@ -782,27 +756,18 @@ def _stands_alone(text: str, match: re.Match[str]) -> bool:
 def _of(rules: Language, subject: str) -> str:
     """"of the ack deadline" in the rules' language, with French and Spanish contractions."""
     lowered = subject.lower()
-    if rules is RULES["fr"]:
-        if lowered.startswith("le "):
-            return "du " + subject[3:]
-        if lowered.startswith("les "):
-            return "des " + subject[4:]
-        if lowered[:1] in "aeiouyéèh" and lowered[:1]:
-            return "d'" + subject
-    if rules is RULES["es"] and lowered.startswith("el "):
-        return "del " + subject[3:]
-    return f"{rules.of} {subject}"
+    for language, article, contracted in (("fr", "le ", "du "), ("fr", "les ", "des "), ("es", "el ", "del ")):
+        if rules is RULES[language] and lowered.startswith(article):
+            return contracted + subject[len(article):]
+    return "d'" + subject if rules is RULES["fr"] and lowered[:1] and lowered[:1] in "aeiouyéèh" else f"{rules.of} {subject}"
 
 
 def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str) -> Resolution:
-    """The earlier question asked of ``fragment`` instead: the fragment takes the place of the first
-    earlier phrase it parallels: the one opening with its preposition or conjunction ("with apt" / "with
-    aptitude"), of its head noun ("the cleandead tool" / "the compdb tool"), the named thing ("Pub/Sub" /
-    "Cloud Tasks"), the plural noun phrase, the subject; an attribute ("the maximum") is asked of the earlier
-    subject. Failing all, the earlier question follows in brackets."""
-    mark = "?"
-    fragment = _bare(fragment)
-    base = _plain(earlier, rules)
+    """The earlier question asked of ``fragment`` instead, in the place of the first earlier phrase it parallels:
+    the one opening with its preposition or conjunction ("with apt" / "with aptitude"), of its head noun ("the
+    cleandead tool" / "the compdb tool"), the named thing ("Pub/Sub" / "Cloud Tasks"), the plural noun phrase, the
+    subject; an attribute ("the maximum") is asked of the earlier subject; else the earlier question in brackets."""
+    mark, fragment, base = "?", _bare(fragment), _plain(earlier, rules)
     words = fragment.split()
     opener = words[0].lower() if len(words) > 1 else ""
     if opener in rules.prepositions or opener in _SUBORDINATORS:
