@@ -410,9 +410,11 @@ def test_the_identified_name_is_the_answers_own(earlier, answer, expected):
     # one phrase cannot stand for both "he" and "it"
     ("Which project did Ada Frobson lead?", "How did she describe it?",
      "How did she describe it (which project did Ada Frobson lead)?"),
-    # the newest earlier question only, without its own opening "and" or bracketed context
+    # the newest earlier question without its opening "and", then the one its brackets held, which grounds it
     ("And which release of frob added it (what is the --quiet option)?", "Who wrote that patch?",
-     "Who wrote that patch (which release of frob added it)?"),
+     "Who wrote that patch (which release of frob added it; what is the --quiet option)?"),
+    ("And when did it ship (what else changed in frob 2.0; which codec does frob use)?", "Who wrote that patch?",
+     "Who wrote that patch (when did it ship; which codec does frob use)?"),
 ])
 def test_a_question_that_points_back_keeps_the_earlier_question_in_brackets(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "refers back")
@@ -665,6 +667,9 @@ def test_a_condition_is_added_to_the_earlier_question(earlier, follow_up, expect
      "How is a hard link different from a symbolic link?"),
     ("How do I mount an ISO image?", "", "How do I unmount it afterwards?", "How do I unmount an ISO image afterwards?"),
     ("What is the umask of a login shell?", "", "Where is that set?", "Where is the umask of a login shell set?"),
+    # a question with no verb leans on the earlier one
+    ("What does frob's sandbox do with a forbidden call?", "", "Why the change from SIGKILL?",
+     "Why the change from SIGKILL (what does frob's sandbox do with a forbidden call)?"),
 ])
 def test_held_out_dialogues_keep_the_subject_in_a_well_formed_question(earlier, answer, follow_up, expected):
     assert standalone_question(follow_up, [ConversationTurn(earlier, answer)]).question == expected

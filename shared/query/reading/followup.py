@@ -390,11 +390,8 @@ def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
     typed = " ".join(question.split())
     if not history or not typed or NEW_TOPIC.match(_bare(typed)):
         return None
-    resolved = standalone_question(typed, history)
-    if resolved.rule == "refers back":
-        return f"refers back (“{resolved.subject}”)"
-    if resolved.rewritten:
-        return resolved.rule
+    if (resolved := standalone_question(typed, history)).rewritten:
+        return f"refers back (“{resolved.subject}”)" if resolved.rule == "refers back" else resolved.rule
     opens = (RULES[c].connectives.match(_bare(typed)) for c in _codes(typed, history[-1].question))
     return CONNECTIVE if any(m is not None and m.end() > 0 for m in opens) else None
 
@@ -633,11 +630,13 @@ def _asks(text: str, rules: Language) -> bool:
 
 
 def _in_context(earlier: str) -> str:
-    """The earlier question in brackets, to follow a question whose pronoun it explains: without its own
-    opening "and" or bracketed context (brackets do not nest: the newest earlier question is enough)."""
-    bare = _bare(re.sub(r"\s*\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?=[?.!]?\s*$)", "", _bare(earlier)))
-    bare = _bare(EN.connectives.sub("", bare)) or bare
-    return f"({bare[:1].lower() + bare[1:]})"
+    """The earlier question in brackets, to follow a question whose pronoun it explains, without its opening "and";
+    brackets do not nest: the question the earlier one had in brackets, the oldest, follows it ("(who contributed that
+    code; which library does grep -P use since 3.8)"), as it grounds both."""
+    grounded = re.search(r"\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*$", _bare(earlier))
+    parts = [_bare(earlier)[: grounded.start()], grounded.group(1).split("; ")[-1]] if grounded else [earlier]
+    parts = [_bare(EN.connectives.sub("", _bare(p))) or _bare(p) for p in parts]
+    return f"({'; '.join(p[:1].lower() + p[1:] for p in parts)})"
 
 
 def _language_of(text: str, fallback: str) -> str:

@@ -33,7 +33,8 @@ class Language:
     which: frozenset[str]  # the interrogatives that open a noun phrase: "which id", "welche Stufe", "quel port"
     # a word that points back at the earlier turn where the rule cannot put its subject in its place: a person
     # ("he", "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"; not "qu'est-ce", "¿qué es"),
-    # a place or a time ("there", "danach"), "the old one", "another", "which one", "anything else/faster"
+    # a place or a time ("there", "danach"), "the old one", "another", "which one", "anything else/faster", a
+    # question with no verb ("Why the change from SIGSYS?")
     referring: re.Pattern[str]
     # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
     yes_no_object: re.Pattern[str] | None = None
@@ -77,7 +78,7 @@ EN = Language(
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
                  r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
                  r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
-    referring=_p(r"\b(?:he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
+    referring=_p(r"\b(?:^why\s+(?:the|a|an)|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
                  r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
                  r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
     **_lists("en"),
