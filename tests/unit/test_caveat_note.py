@@ -61,6 +61,10 @@ def test_a_list_whose_items_are_not_quoted_is_named():
     ("Which positions did Ian Murdock hold after Debian?", "listing the positions;"),
     # "lists" is the verb here, and "all files" what it lists: no phrase names the asked items, none is named
     ("Which command lists all files of an installed package?", None),
+    # a verb of the lexicon's function words ends the phrase: "the configure option makes", "the two does" named a verb
+    ("Which configure option makes make keep going after an error?", None),
+    ("Which of the two does the zap tool use by default?", None),
+    ("Which zap options does the wrapper script pass?", "listing the zap options;"),
 ])
 def test_the_asked_items_are_named_only_where_the_question_names_them(question, listing):
     note = caveat_note(question, _answer(Finding(found=("Debian",), asks="list", stated=False)), "en")

@@ -64,7 +64,7 @@ KIND_NOUNS = {STATUS: "http status code codes response reply error", FLAG: "opti
 
 # The word lists (the file says why each): _WORDS["qualifiers"] and the rest; months in order, an event's stemmed forms.
 _LISTS = dict(lexicon_table("answer_words.tsv", ("list", "words")))
-_WORDS = {name: frozenset(words.split()) for name, words in _LISTS.items()}
+_WORDS = WORD_LISTS = {name: frozenset(words.split()) for name, words in _LISTS.items()}  # the caveat reads them too
 _EVENTS = {stem(form): n for n, forms in enumerate(_LISTS["event_verbs"].split()) for form in forms.split("/")}
 _MONTHS = _LISTS["months"].split()  # in order: a pattern alternates them
 # Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
@@ -758,5 +758,5 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
     return FactSupport(fact, checked=True, missing=missing, sentence=found, supporting=supporting)
 
 
-__all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "KIND_NOUNS", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "AskedFact", "FactSupport",
+__all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "KIND_NOUNS", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "WORD_LISTS", "AskedFact", "FactSupport",
            "asked_fact", "asked_subject", "fact_support", "holds_value", "question_names", "sentence_states", "states_value"]

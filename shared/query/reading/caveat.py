@@ -23,11 +23,9 @@ from shared.query.reading.language import detect_language, phrase, quoted_words
 MOST_NAMED = 3
 
 # What a value of each kind is called when the question's own words do not name it.
-_KIND_LABELS = {
-    kinds.AMOUNT: "an amount", kinds.COUNT: "a count", kinds.QUANTITY: "a value", kinds.DATE: "a date",
-    kinds.NAME: "a name", kinds.STATUS: "a status code", kinds.FLAG: "an option", kinds.RETURN: "a return value",
-    kinds.VERSION: "a version", kinds.DEFAULT: "a default", kinds.IDENT: "an identifier",
-}
+_KIND_LABELS = {kinds.AMOUNT: "an amount", kinds.COUNT: "a count", kinds.QUANTITY: "a value", kinds.DATE: "a date",
+                kinds.NAME: "a name", kinds.STATUS: "a status code", kinds.FLAG: "an option", kinds.VERSION: "a version",
+                kinds.RETURN: "a return value", kinds.DEFAULT: "a default", kinds.IDENT: "an identifier"}
 # "Which GID must ...", "In which version ...", "What is the default value of ...", "What are the ...":
 # the words after the asking word name what is asked, up to the first small word.
 _OPENING = re.compile(r"^\W*(?:(?:in|on|at|for|from|since|to|by|with|of)\s+)?(?:which|what)\s+"
@@ -95,7 +93,7 @@ def _asked(question: str, finding: Finding) -> str:
         fact = asked_fact(question)
         if not fact.kind:
             return ""
-        words = _opening_words(question)
+        words = _noun_words(m["rest"].split()) if (m := _OPENING.match(question)) else []  # "GID" of "Which GID must"
         nouns = set(kinds.KIND_NOUNS.get(fact.kind, "").split()) | {a.lower() for a in fact.aspect}
         if words and words[-1].lower() in nouns:
             return "the " + " ".join(words)
@@ -105,23 +103,24 @@ def _asked(question: str, finding: Finding) -> str:
             return f"the {fact.aspect[0]}"
         return _KIND_LABELS.get(fact.kind, "")
     if finding.asks == "list" and (m := _LIST_PHRASE.search(question)):
-        return "the " + " ".join(next(g for g in m.groups() if g).split())
+        words = next(g for g in m.groups() if g).split()
+        # "configure option makes", "of the two does": what ends or opens in a verb or a small word is no list's items
+        if words[-1].lower() not in STOPWORDS - kinds.WORD_LISTS["generic_heads"] and words[0].lower() not in kinds.WORD_LISTS["phrase_breaks"]:
+            return "the " + " ".join(words)
     return ""  # a list asked in words no phrase names ("Which command lists all files ...?"): not named
 
 
-def _opening_words(question: str) -> list[str]:
-    """The words naming what ``question`` asks for, after its asking word ("GID" of "Which GID must ..."), up to
-    the first small word; none when it opens otherwise."""
-    m = _OPENING.match(question)
-    words: list[str] = []
-    for word in m["rest"].split()[:OPENING_WORDS] if m else []:
+def _noun_words(words: list[str]) -> list[str]:
+    """The first of ``words`` naming what is asked, up to the first small word or the end of a clause."""
+    out: list[str] = []
+    for word in words[:OPENING_WORDS]:
         bare = word.strip(".,;:!?")
         if bare.lower() in STOPWORDS or tokenize(bare)[:1] != [bare]:  # a small word, or not one word
             break
-        words.append(bare)
+        out.append(bare)
         if bare != word:  # a word ending a clause ends the phrase
             break
-    return words
+    return out
 
 
 __all__ = ["MOST_NAMED", "caveat_note"]
