@@ -145,7 +145,8 @@ OPERATIONS = (
               "Readiness: can queries be answered by the configured model and the stages this process runs?",
               responses={"200": ("The model is usable and every stage here is ready (status degraded: a damaged "
                                  "index file is being rebuilt, see index).", schemas.Readiness),
-                         "503": ("The model API refused a stage (see model.reason), a stage this process runs "
+                         "503": ("The model API refused a stage or its server cannot be reached (see model.reason), "
+                                 "a stage this process runs "
                                  "cannot work (see stages), chunks.db is damaged (see index), or the data "
                                  "directory's disk is full (see storage).", schemas.Readiness)}),
     Operation("/openapi.json", "get", "openapi", "This document", responses={"200": ("OpenAPI 3.1", None)},

@@ -17,6 +17,8 @@ from shared.contract.deps import Deps
 
 #: Worker threads kept for /healthz and /readyz alone, so a crowd of queries cannot delay a probe.
 HEALTH_THREADS = 4
+#: How long what the model's server answered to a probe (reachable or not) stands for the probes after it.
+MODEL_PROBE_HOLD_S = 10.0
 #: How long a data file error a request met keeps /readyz unready after it (a full disk that frees
 #: itself, a quota lifted): the free space of the data directory's disk is read at every probe besides.
 DATA_ERROR_HOLD_S = 15.0
@@ -40,6 +42,8 @@ class Probes:
         self._health_threads: anyio.CapacityLimiter | None = None
         self._data_error: tuple[float, str] | None = None  # (monotonic time, message) of the last one met
         self._data_error_lock = threading.Lock()
+        self._model_probe: tuple[float, str | None] | None = None  # (monotonic time, why unreachable) of the last
+        self._model_probe_lock = threading.Lock()
 
     def note_data_error(self, exc: Exception) -> None:
         """A request met a data file that cannot be written or read (a full disk): ``/readyz`` says so."""
@@ -89,8 +93,24 @@ class Probes:
     def _model_health(self) -> dict[str, Any]:
         from shared.query.model_health import model_health
 
-        # The stages that call the model may run elsewhere: what they recorded is the truth.
-        return model_health(self.deps.state, self.deps.settings.llm_model)
+        # The stages that call the model may run elsewhere: what they recorded is the truth, and whether its
+        # server answers at all (a transient failure records nothing: each query would fall back or fail unseen)
+        return model_health(self.deps.state, self.deps.settings.llm_model, self.model_unreachable())
+
+    def model_unreachable(self) -> str | None:
+        """Why the served model's server cannot be reached (None: it answers, or no server serves the model), asked
+        at most every :data:`MODEL_PROBE_HOLD_S`."""
+        from shared.contract.providers import PROVIDER_BY_NAME
+
+        if not PROVIDER_BY_NAME[self.deps.settings.llm_provider].base_url_setting:
+            return None
+        with self._model_probe_lock:
+            if self._model_probe is not None and time.monotonic() - self._model_probe[0] < MODEL_PROBE_HOLD_S:
+                return self._model_probe[1]
+            probe = getattr(self.deps.llm, "unreachable", None)
+            why = probe() if callable(probe) else None
+            self._model_probe = (time.monotonic(), why)
+            return why
 
     def index_damage(self) -> dict[str, dict[str, Any]]:
         """The index segments found damaged and not yet written anew (the local index names them)."""

@@ -282,10 +282,12 @@ class UnreadyStages(RootModel[dict[str, str]]):
 
 class ModelHealth(TypedDict):
     """Whether the configured model answers; after the model API refused a stage (unknown or retired model,
-    invalid argument, no permission) it is unusable with the HTTP status and the reason."""
+    invalid argument, no permission) it is unusable with the HTTP status and the reason, and while its server
+    cannot be reached (an OpenAI-compatible server that is down) unusable with ``reachable`` false and the reason."""
 
     model: str | None
     usable: bool
+    reachable: NotRequired[bool]
     status: NotRequired[int]
     reason: NotRequired[str]
     stage: NotRequired[str]

@@ -60,7 +60,10 @@ from shared.observability.terminal_text import plain
 from shared.query.prompts import PromptedLanguageModel
 
 __all__ = ["ATTEMPTS", "BACKOFF_S", "MAX_REPLY_BYTES", "MAX_RETRY_AFTER_S", "TRANSIENT_STATUS", "HttpModelAPI",
-           "Reply", "error_detail", "retry_after", "token_count"]
+           "PROBE_TIMEOUT_S", "Reply", "error_detail", "retry_after", "token_count"]
+
+#: How long readiness waits for the model's server to answer (a probe must not hold /readyz for a call's deadline).
+PROBE_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ class HttpModelAPI(PromptedLanguageModel, HttpAPI):
     """
 
     reply_kind = "reply"  # what the API calls one reply, for errors ("chat completion")
+    #: A path under the base URL that a GET answers cheaply, whatever its status: readiness asks it whether the
+    #: server is up (None: not asked).
+    probe_path: str | None = None
 
     def __init__(
         self,
@@ -212,6 +218,18 @@ class HttpModelAPI(PromptedLanguageModel, HttpAPI):
                    f"with HTTP {status} ({plain(detail)}); {hint}"),
             model=self.model, status=status, operation=operation,
         )
+
+    def unreachable(self, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+        """Why the server cannot be reached now, else None: one GET of :attr:`probe_path` within ``timeout_s``, not
+        retried, its body not read. Any reply counts as reachable (a refusal is recorded when a stage meets it)."""
+        if self.probe_path is None:
+            return None
+        try:
+            with self.client.stream("GET", self.probe_path, timeout=httpx.Timeout(timeout_s)):
+                return None
+        except httpx.TransportError as exc:  # refused, reset, unknown host, timed out
+            return (f"the {self.label} server at {self.shown_url} cannot be reached ({type(exc).__name__}); "
+                    f"is it running, and is {self.variable(self.row().base_url_setting)} its address?")
 
     # ------------------------------------------------------------ HTTP
 

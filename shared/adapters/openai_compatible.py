@@ -81,6 +81,7 @@ class OpenAICompatibleLanguageModel(HttpModelAPI):
     provider = "openai"
     label = "OpenAI-compatible"
     reply_kind = "chat completion"
+    probe_path = "/models"
 
     def __init__(self, base_url: str, model: str, **options: Any) -> None:
         super().__init__(base_url, model, **options)

@@ -11,6 +11,11 @@ later gets a reply from the same model (e.g. after access was granted); a new
 ``RAGBUS_GEMINI_MODEL`` or ``RAGBUS_OPENAI_MODEL`` is a new key, so changing the model
 clears it too.
 
+A served model whose server cannot be reached at all (nothing listens at ``RAGBUS_OPENAI_BASE_URL``) is
+unusable too while it lasts: the gateway asks the server itself (:meth:`HttpModelAPI.unreachable
+<shared.adapters.http_model.HttpModelAPI.unreachable>`) for ``/readyz`` and ``/healthz``, as no stage records a
+failure that is only transient.
+
 Transient failures still fall back; :func:`note_fallback` makes each one
 visible in the query record's ``fallbacks`` list (stage, iteration, reason).
 """
@@ -82,12 +87,15 @@ def model_answered(state: StateStore, model: str | None) -> None:
     log.info("model %s answered again; cleared its unusable record", model)
 
 
-def model_health(state: StateStore, model: str | None) -> dict[str, Any]:
-    """``{"model", "usable"}`` plus, when a refusal is recorded, its status, reason, stage and time."""
+def model_health(state: StateStore, model: str | None, unreachable: str | None = None) -> dict[str, Any]:
+    """``{"model", "usable"}`` plus, when a refusal is recorded, its status, reason, stage and time; else, when the
+    model's server cannot be reached (``unreachable``: why), ``reachable`` false and that reason."""
     if not model:
         return {"model": None, "usable": True}
     record = state.get(state_collections.MODEL_HEALTH, health_key(model))
     if not record or record.get("usable", True):
+        if unreachable:
+            return {"model": model, "usable": False, "reachable": False, "reason": redact(unreachable)}
         return {"model": model, "usable": True}
     shown = {k: record.get(k) for k in ("status", "reason", "stage", "at", "trace_id")}
     if isinstance(shown["reason"], str):

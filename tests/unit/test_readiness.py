@@ -189,6 +189,41 @@ def test_readyz_of_a_gateway_without_grading_stages_stays_ready(broken_model):
         assert health.json() == {"status": "ok", "runtime": "local"}
 
 
+def _served_gateway(answer):
+    """A gateway whose OpenAI-compatible server is ``answer`` (a reply, or the error reaching it raises)."""
+    import httpx
+
+    from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
+
+    def server(request):
+        return answer(request)
+
+    settings = load_settings({**OPENAI, "RAGBUS_OPENAI_BASE_URL": "http://bob:s3cret@127.0.0.1:9/v1"})
+    llm = OpenAICompatibleLanguageModel(settings.openai_base_url, "m", transport=httpx.MockTransport(server))
+    deps = Deps(settings, publisher=RecordingPublisher(), state=InMemoryStateStore(), clock=FakeClock(), llm=llm)
+    return TestClient(create_app(deps), base_url="http://127.0.0.1")
+
+
+def test_readyz_says_the_model_is_unreachable_while_its_server_is_down_and_names_no_secret():
+    import httpx
+
+    def down(request):
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    with _served_gateway(down) as client:
+        ready, health = client.get("/readyz"), client.get("/healthz")
+    assert ready.status_code == 503 and ready.json()["status"] == "unready"
+    model = ready.json()["model"]
+    assert model["usable"] is False and model["reachable"] is False
+    assert "cannot be reached" in model["reason"] and "RAGBUS_OPENAI_BASE_URL" in model["reason"]
+    assert "s3cret" not in ready.text and "bob" not in ready.text and "s3cret" not in health.text
+    assert health.status_code == 200 and health.json()["model"]["reachable"] is False  # live all the same
+    # a server that answers, even refusing the request (the stages record a refusal when they meet it), is up
+    with _served_gateway(lambda request: httpx.Response(401, json={"error": "no key"})) as client:
+        ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["model"] == {"model": "m", "usable": True}
+
+
 def test_the_openapi_document_describes_the_stages_entry():
     schemas = openapi_document(Settings())["components"]["schemas"]
     assert schemas["Readiness"]["properties"]["stages"] == {"$ref": "#/components/schemas/UnreadyStages"}
