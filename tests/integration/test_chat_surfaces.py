@@ -255,6 +255,28 @@ def test_mcp_ask_carries_a_conversation(gateway):
     assert unknown.is_error and "no conversation with id" in unknown.content[0].text
 
 
+def test_every_surface_reads_a_follow_up_as_the_same_standalone_question(client, gateway):
+    # issue 36.4: one rewrite whichever door the conversation comes through: a stored conversation (POST /v1/queries,
+    # MCP `ask`, and `ragbus chat`, which submits as POST does) or the history an OpenAI client sends
+    first, follow_up = "What is BM25?", "And how does it rank documents?"
+    opened = httpx.post(f"{gateway}/v1/queries", json={"question": first, "wait_s": 60}, timeout=90).json()
+    rest = httpx.post(f"{gateway}/v1/queries", json={"question": follow_up, "wait_s": 60,
+                                                     "conversation_id": opened["conversation_id"]}, timeout=90).json()
+
+    async def ask():
+        async with mcp_session(f"{gateway}/mcp") as session:
+            turn = mcp_structured(await session.call_tool("ask", {"question": first}))
+            return mcp_structured(await session.call_tool("ask", {"question": follow_up,
+                                                                  "conversation_id": turn["conversation_id"]}))
+
+    mcp = anyio.run(ask)
+    completion = client.chat.completions.create(model="ragbus", messages=[
+        {"role": "user", "content": first}, {"role": "assistant", "content": opened["answer"] or ""},
+        {"role": "user", "content": follow_up}])
+    assert rest["standalone_question"] != follow_up
+    assert rest["standalone_question"] == mcp["standalone_question"] == _extension(completion)["standalone_question"]
+
+
 @pytest.mark.parametrize("question", [REFINED, UNANSWERABLE])
 def test_rest_mcp_and_the_openai_reply_tell_one_story(client, gateway, question):
     # issue 36 item 5: the same outcome and the same answer, note and all, on each surface; a reply that is not

@@ -667,6 +667,14 @@ def test_a_condition_is_added_to_the_earlier_question(earlier, follow_up, expect
      "How is a hard link different from a symbolic link?"),
     ("How do I mount an ISO image?", "", "How do I unmount it afterwards?", "How do I unmount an ISO image afterwards?"),
     ("What is the umask of a login shell?", "", "Where is that set?", "Where is the umask of a login shell set?"),
+    # what changed in a thing: the thing
+    ("What changed in the frob module in Frob 2.0?", "", "Why does it now accept only bytes?",
+     "Why does the frob module in Frob 2.0 now accept only bytes?"),
+    ("What is new in the zlib library in version 1.3?", "", "Is it still compatible?",
+     "Is the zlib library in version 1.3 still compatible?"),
+    # a splice that is no German ("von die"): the earlier question in brackets, without its "und"
+    ("Und wie gebe ich die Zieldatei an?", "", "Wie füge ich danach seine Beschreibung hinzu?",
+     "Wie füge ich danach seine Beschreibung hinzu (wie gebe ich die Zieldatei an)?"),
     # a question with no verb leans on the earlier one
     ("What does frob's sandbox do with a forbidden call?", "", "Why the change from SIGKILL?",
      "Why the change from SIGKILL (what does frob's sandbox do with a forbidden call)?"),

@@ -77,6 +77,8 @@ _SUBJECT_ASKED = re.compile(
 _ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
                          r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
                          r"had|[a-z]+(?:s|ed))\s", re.IGNORECASE)
+_CHANGED_IN = re.compile(r"(?i)^what\s+(?:else\s+)?(?:changed|changes|is\s+new|was\s+(?:added|removed|fixed))\s+(?:in|to|for|"
+                         r"about|on)\s+(?P<s>(?:the|an?)\s.+)$")
 _WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
 _HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+.#-]+\s+){1,3}?)?"
                        r"(?:does|do|did|is|are|was|were)\s", re.IGNORECASE)
@@ -177,6 +179,8 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     text = rules.connectives.sub("", _bare(question)).strip()
     if rules is EN and demonstrative and (relative := _relative_phrase(text)) is not None:
         return relative, False
+    if rules is EN and (changed := _CHANGED_IN.match(text)):
+        return changed.group("s"), False  # "What changed in the json module in Python 3.1": the json module ...
     for pattern in rules.copula:
         match = pattern.match(text)
         if match:
@@ -317,7 +321,7 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
 _MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
                         r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
                         r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b"
-                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(")
+                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b")
 
 
 def _well_formed(question: str, rules: Language) -> bool:
@@ -344,27 +348,19 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
     text = " ".join(" ".join(answer_paragraphs(answer)).split())
     first = text[: mark.start()] if (mark := _CITATION.search(text)) else text  # its first quoted sentence
     known = {w.lower() for w in _TOKEN.findall(earlier)}
-    names = [(a, b) for a, b in named_runs(first)
-             if not all(w.lower() in known for w in _TOKEN.findall(first[a:b])) and not _listed(first, a, b)
+    # a name among others ("tools like xz, lzip and bzip2") is mentioned, not what was asked for
+    names = [(a, b) for a, b in named_runs(first) if not all(w.lower() in known for w in _TOKEN.findall(first[a:b]))
+             and "," not in first[a:b] and not re.search(r"(?:,|\band|\bor)\s*$", first[:a])
              and re.search(r"[^\W\d_]", first[a:b]) and not re.search(r"[:;]\s", first[a:b])]
-    # a capitalised word that opens a clause is a name only beside the head noun ("Acme, a mirror vendor")
-    new = [first[a:b] for a, b in names if not _opens_a_clause(first, a, b)]
+    # a capitalised word that opens a clause ("Urgency: This is ...") is a name only beside the head noun ("Acme,
+    # a mirror vendor")
+    new = [first[a:b] for a, b in names if not (first[a:b].isalpha() and first[a + 1:b].islower()
+                                                and re.search(r"[:.;!?]\s*$", first[:a]))]
     beside = [run for run in (first[a:b] for a, b in names) if re.search(rf"(?i)(?:{re.escape(run)}(?:,\s+(?:an?|the)(?:\s+[\w-]+){{0,2}})?\s+{head}|"
                                               rf"\b{head}\s+{re.escape(run)})\b", first)]
     found = beside or new
     # the thing named, not described again ("the Urgency field of a .changes file", not "... that says ...")
     return f"the {found[0]} {_DESCRIBED.split(' '.join(words[1:]))[0]}" if len(found) == 1 else None
-
-
-def _listed(text: str, start: int, end: int) -> bool:
-    """A name among others ("tools like xz, lzip and bzip2"): mentioned, not what was asked for."""
-    return "," in text[start:end] or bool(re.search(r"(?:,|\band|\bor)\s*$", text[:start]))
-
-
-def _opens_a_clause(text: str, start: int, end: int) -> bool:
-    """A capitalised word that only opens a clause ("Urgency: This is ..."), not a name."""
-    word = text[start:end]
-    return word.isalpha() and word[1:].islower() and bool(re.search(r"[:.;!?]\s*$", text[:start]))
 
 
 def answer_paragraphs(answer: str) -> list[str]:
@@ -635,7 +631,8 @@ def _in_context(earlier: str) -> str:
     code; which library does grep -P use since 3.8)"), as it grounds both."""
     grounded = re.search(r"\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*$", _bare(earlier))
     parts = [_bare(earlier)[: grounded.start()], grounded.group(1).split("; ")[-1]] if grounded else [earlier]
-    parts = [_bare(EN.connectives.sub("", _bare(p))) or _bare(p) for p in parts]
+    parts = [_bare(next((r.connectives.sub("", _bare(p)) for r in RULES.values() if r.connectives.match(_bare(p))), p))
+             or _bare(p) for p in parts]
     return f"({'; '.join(p[:1].lower() + p[1:] for p in parts)})"
 
 
