@@ -57,6 +57,8 @@ def poll(
         return
     since, started = time.time() - 0.001, deps.clock.now()
     dead = 0
+    registered = {f["url"] for f in list_listings(deps.state)}
+    asked = [url for url in _wanted_listings(deps, feed) if url in registered]  # what this poll is to fetch
     earlier = _announce_earlier(session, _listing_items(deps, feed), "poll")
     with session.stages(INGESTION_STAGES) as runtime:
         deps.publisher.publish(FeedPollRequested(
@@ -86,7 +88,14 @@ def poll(
                                     "poll")
     if dead and not unfinished:
         err.print(f"[red]{dead} message(s) could not be processed; see `ragbus dead-letters`[/]")
-    if failed or dead or unfinished:
+    # a listing another command removed while this poll ran stays removed, with what it brought in: asked for by
+    # name (--feed), its poll could not be done (exit 1); polled as one of every registered listing, it is no longer
+    # one, a skip that is said (a cron job's poll does not fail for a removal someone meant)
+    removed = [url for url in asked if url not in {f["url"] for f in listed}]
+    for url in removed:
+        err.print(Text(f"poll: {redact(url)} was removed by another command while this poll ran; "
+                       "it stays removed, and the documents it brought in are deleted", style="yellow"))
+    if failed or dead or unfinished or (feed and removed):
         raise typer.Exit(1)
 
 
