@@ -399,6 +399,22 @@ def test_a_list_of_short_items_is_quoted_with_its_lead_in():
         "Long documents win by volume, as they hold more words of every kind."]
 
 
+def test_a_list_question_answered_by_an_item_quotes_the_items_beside_it():
+    body = ("The archive tool reads several compression formats. It chooses one by the file's suffix:\n\n"
+            "- gzip, for files whose names end in .gz or .tgz, read by the built-in inflater\n"
+            "- bzip2, for files whose names end in .bz2 or .tbz, read through the libbz2 library\n"
+            "- xz, for files whose names end in .xz or .txz, read through the liblzma library\n\n"
+            "The archive tool never guesses a format from the file's contents.\n")
+    quoted = _quoted(_read("Which compression formats does the archive tool read?", body))
+    assert [s for s in quoted if s.startswith(("gzip", "bzip2", "xz"))] == [
+        "gzip, for files whose names end in .gz or .tgz, read by the built-in inflater",
+        "bzip2, for files whose names end in .bz2 or .tbz, read through the libbz2 library",
+        "xz, for files whose names end in .xz or .txz, read through the liblzma library"], quoted
+    # a question asking one thing gets the item alone
+    one = _quoted(_read("For which file names does the archive tool use bzip2?", body))
+    assert any(s.startswith("bzip2") for s in one) and not any(s.startswith("xz") for s in one), one
+
+
 def test_a_field_list_of_a_text_file_is_quoted_whole():
     body = ("5.3.1. LZMA2\n\nLZMA2 is an extension on top of the original LZMA.\n\n"
             "Filter ID: 0x21\nSize of Filter Properties: 1 byte\nChanges size of data: Yes\n")

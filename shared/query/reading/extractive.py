@@ -59,12 +59,7 @@ Observe = Callable[[dict[str, float], Answer, "Reader"], None]
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#\-_.]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\W\d_]{2,}", re.UNICODE)
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-STOPWORDS = _words(
-    """
+STOPWORDS = frozenset("""
     a about above after again against all also am an and any are aren't as at be because been
     before being below between both but by can could did do does doing don't down during each
     either else ever few for from further get gets got had has have having he her here hers him
@@ -78,17 +73,13 @@ STOPWORDS = _words(
     mean means meant meaning happen happens
     current currently way ways thing things something anything everything kind kinds
     difference differences compare compared comparison versus vs between
-    """
-)
-
-TEMPORAL_WORDS = _words(
-    """
+    """.split())
+TEMPORAL_WORDS = frozenset("""
     today yesterday tonight recent recently latest newest new now current currently week weekly
     month monthly year yearly this last past upcoming announced announcement announcements
     news update updates january february march april may june july august september october
     november december
-    """
-)
+    """.split())
 
 _HEADER_LINE = re.compile(r"^(Title|Published|Source):\s")
 
@@ -228,10 +219,11 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
         if len(sentence) > 400:
             sentence = sentence[:400].rsplit(" ", 1)[0] + " …"
         leans = opens_with_reference(sentence)
-        first_of_section = position == 0 or _is_heading(pieces[position - 1][0])
-        if leans and first_of_section and (_names_its_heading(sentence) or opens_with_connective(sentence)):
-            # "This package contains ..." under the package's heading: the heading is what it names;
-            # "Additionally, the variable X ..." opening a section links to nothing it needs
+        before = pieces[position - 1][0] if position else "#"
+        first_of_section = before.lstrip().startswith("#") or before.endswith(PERMALINK) or heading_like(before)
+        if leans and first_of_section and (_DETERMINER_USE.match(sentence) or opens_with_connective(sentence)):
+            # "This package contains ..." under the package's heading (a demonstrative with its own noun): the heading
+            # is what it names; "Additionally, the variable X ..." opening a section links to nothing it needs
             leans = False
         on_list = leans and not item and position > 0 and pieces[position - 1][1]
         # (_term_set's own cache is for whole passages; these stems are kept here)
@@ -254,10 +246,6 @@ def _section_title(piece: str) -> str:
         return ""
     title = _SECTION_NUMBER.sub("", text).strip("`*_ ")
     return title if len(tokenize(title)) <= 10 else ""
-
-
-def _is_heading(piece: str) -> bool:
-    return piece.lstrip().startswith("#") or piece.endswith(PERMALINK) or heading_like(piece)
 
 
 def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
@@ -293,14 +281,10 @@ def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     return out
 
 
+# "This package ...", "These options ...": a demonstrative with its own noun, which under a heading (or at a
+# passage's start) points at the heading's subject, not at a sentence before.
 _DETERMINER_USE = re.compile(r"^(?:this|these)\s+(?!(?:is|are|was|were|means|has|have|can|will|way|also|one)\b)[a-z][\w-]*\s",
                              re.IGNORECASE)
-
-
-def _names_its_heading(sentence: str) -> bool:
-    """"This package ...", "These options ...": a demonstrative with its own noun, which under a
-    heading (or at a passage's start) points at the heading's subject, not at a sentence before."""
-    return bool(_DETERMINER_USE.match(sentence))
 
 
 @dataclass(frozen=True)
@@ -308,11 +292,6 @@ class _Candidate(QuotableSentence):
     """A sentence that can be quoted, and the number of its context (which the answer cites)."""
 
     number: int = 0
-
-
-def _candidate_sentences(contexts: Sequence[NumberedContext], per_context: int, total: int) -> list[_Candidate]:
-    return list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in contexts
-                                  for sentence in quotable_sentences(ctx.text)[:per_context]), total))
 
 
 #: Whether a sentence holds the value (amount, date, count ...) a question asks for; None when it asks for
@@ -386,7 +365,9 @@ def extractive_answer(
     what a question asking a value asks it about, without the words naming the value's type
     (:func:`shared.query.reading.answer_types.asked_subject`; empty: all its terms), for the verdict's evidence.
     """
-    candidates = _candidate_sentences(contexts, per_context=40, total=240)
+    # at most 40 sentences a passage, 240 in all
+    candidates = list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in contexts
+                                        for sentence in quotable_sentences(ctx.text)[:40]), 240))
     terms = content_terms(query, keep_temporal=False) or content_terms(query)
     # a word the question negates ("has not changed") is not what a sentence holding it states ("has changed"):
     # stems cannot tell the two apart, so it does not count as a term held (the sentences' meaning still does)
@@ -724,6 +705,7 @@ class Reader:
                 self._read_on(lead, chosen)
             self._quote_close(lead, chosen)
         self._name_each_option(chosen)
+        self._quote_the_list(chosen)
         return self._verdict(lead, chosen, missing)
 
     def _rank(self) -> bool:
@@ -838,6 +820,22 @@ class Reader:
             if naming:
                 chosen += self._unquoted(naming[0], chosen)
 
+    def _quote_the_list(self, chosen: list[int]) -> None:
+        """A question asking for several items (:func:`_asks_list`) answered by a list's item (or table row, definition) or
+        by the sentence leading into a list (right before it, or before its lead-in ending in a colon): the list is quoted
+        whole, in order (an item alone is a fragment of the answer), up to ``MAX_LIST_ITEMS``."""
+        for i in chosen if _asks_list(self.query) else []:
+            number, position = self.candidates[i].number, self.candidates[i].position
+            after = [j for p in (1, 2) if (j := self.at.get((number, position + p))) is not None]
+            run = [i] if self.candidates[i].item else after[:1] if after and self.candidates[after[0]].item else []
+            for step in (-1, 1):
+                while run and (j := self.at.get((number, self.candidates[run[-1 if step > 0 else 0]].position + step))) \
+                        is not None and self.candidates[j].item and len(run) <= MAX_LIST_ITEMS:
+                    run.insert(len(run) if step > 0 else 0, j)
+            if 1 < len(run) <= MAX_LIST_ITEMS:
+                chosen += [j for j in run if j not in chosen]
+                return
+
     def _verdict(self, lead: int, chosen: list[int], missing: list[str]) -> Answer:
         """The answer quoting ``chosen`` with the verdict of the learned model over the reader's evidence
         (:mod:`shared.query.reading.verdict`): refused, a caveat (``states_fact`` False, ``unstated`` naming
@@ -944,6 +942,8 @@ class Reader:
         }
 
 
+#: A list of more items than this is a reference section (every option of a manual), not a list a question asks for.
+MAX_LIST_ITEMS = 8
 #: The share of the asked subject (:meth:`Reader._evidence`'s weighing) a quoted sentence stating a value of the
 #: asked type holds for it to state *the* asked value: most of what the value is asked about.
 STATED_SUBJECT = 0.5
@@ -1276,12 +1276,12 @@ def _reading_order(chosen: list[int], candidates: Sequence[_Candidate]) -> list[
     for number in passages:
         run: list[int] = []
         for i in sorted((i for i in chosen if candidates[i].number == number), key=lambda i: candidates[i].position):
-            if run and (i == lead or candidates[i].position != candidates[run[-1]].position + 1):
+            if run and (i == lead and not candidates[i].item or candidates[i].position != candidates[run[-1]].position + 1):
                 runs.append(run)
                 run = []
             run.append(i)
         runs.append(run)
-    runs.sort(key=lambda run: run[0] != lead)  # stable: the rest keep their order
+    runs.sort(key=lambda run: lead not in run)  # stable: the rest keep their order (a list's items from its first)
     return [i for run in runs for i in run]
 
 
