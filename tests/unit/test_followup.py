@@ -675,6 +675,16 @@ def test_a_condition_is_added_to_the_earlier_question(earlier, follow_up, expect
     # a splice that is no German ("von die"): the earlier question in brackets, without its "und"
     ("Und wie gebe ich die Zieldatei an?", "", "Wie füge ich danach seine Beschreibung hinzu?",
      "Wie füge ich danach seine Beschreibung hinzu (wie gebe ich die Zieldatei an)?"),
+    # "same for X": X in the place of the name of its shape
+    ("How do I enable IPv6 forwarding in sysctl?", "", "Same for IPv4?", "How do I enable IPv4 forwarding in sysctl?"),
+    # "one" after a verb: one of the earlier plural
+    ("Which command lists the loaded kernel modules?", "lsmod lists them. [1]", "How do I remove one?",
+     "How do I remove a loaded kernel module?"),
+    # "it" is not a plural phrase: the singular thing it is "of"
+    ("How do I list the members of a group?", "", "And how do I add a user to it?", "How do I add a user to a group?"),
+    # a name does not run across a bracket: "Finite State Entropy (FSE" is no name to carry in
+    ("Which algorithm does zstd use for entropy coding?", "zstd uses Finite State Entropy (FSE) for it. [1]",
+     "Who invented it?", "Who invented the algorithm zstd uses for entropy coding?"),
     # a question with no verb leans on the earlier one
     ("What does frob's sandbox do with a forbidden call?", "", "Why the change from SIGKILL?",
      "Why the change from SIGKILL (what does frob's sandbox do with a forbidden call)?"),

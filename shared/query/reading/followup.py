@@ -1,14 +1,13 @@
 """The offline rule that turns a follow-up question into one that stands on its own (en, de, fr, es).
 
-"What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is asked as "What is the maximum
-of the ack deadline in Pub/Sub?"; a self-contained question is left as typed. Pure: text in, text out.
-A word or phrase of the follow-up that stands for something of the earlier turn gives way to the earlier
-phrase of its number and role: "it" as a subject the earlier subject, "it" as an object or "that" what was
-asked for ("which editor does git use": the editor git uses; the earlier answer's value when it names one),
-"they" the plural noun phrase, a noun after "that" the earlier phrase of its head, a fragment ("what about
-X?", "and X?") the earlier phrase it parallels. A rewrite must read as a question (:func:`_well_formed`);
-one that does not, or a word with nothing to stand in its place, is asked with the earlier question after
-it in brackets.
+"What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is asked as "What is the maximum of the ack
+deadline in Pub/Sub?"; a self-contained question is left as typed. Pure: text in, text out. A word or phrase of the
+follow-up that stands for something of the earlier turn gives way to the earlier phrase of its number and role: "it"
+as a subject the earlier subject, "it" as an object or "that" what was asked for ("which editor does git use": the
+editor git uses; the earlier answer's value when it names one), "they" the plural noun phrase, a noun after "that"
+the earlier phrase of its head, a fragment ("what about X?", "same for X?") the earlier phrase it parallels. A rewrite
+must read as a question (:func:`_well_formed`); one that does not, or a word with nothing to stand in its place, is
+asked with the earlier question after it in brackets.
 """
 
 from __future__ import annotations
@@ -146,7 +145,7 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
         option = re.search(r"(?:^|\s)--?$", text[: match.start()]) is not None  # "-9", "--color", "-mtime"
         named = option or _named(token, opening and position == 0) or bool(_VERSION.fullmatch(following)) \
             and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS
-        if named and before:
+        if named and before and not text[runs[-1][1]: match.start()].strip():  # not across a bracket or a comma
             runs[-1] = (runs[-1][0], match.end())
         elif named:  # a path's or an option's leading "/" or "-" is part of its name ("/etc/fstab", "-9")
             lead = re.search(r"(?:^|(?<=\s))[/.-]+$", text[: match.start()])
@@ -217,7 +216,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
                 # a named subject, a possessive's, or a passive's
                 return phrase, False
             if rules is EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
-                    and words[1].islower() and words[0].lower() not in _CLOSED and words[0].lower() not in _PRONOUNS:
+                    and words[1].islower() and words[0].lower() not in _CLOSED | _PRONOUNS | set(_DETERMINERS):
                 # "How does deflate find repeated strings": a one-word subject ("it" is the topic, not what was asked)
                 return words[0], False
             break
@@ -320,7 +319,7 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
 # verb ("Where is ssh's stored"), "of" after an auxiliary ("What does the -9 option do of gzip"), a word twice
 _MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
                         r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
-                        r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b"
+                        r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+ed\s*[?.!]?$"
                         r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b")
 
 
@@ -473,6 +472,9 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     if not subject:
         return None
     subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
+    owner = subject.partition(f" {rules.of} ")[2] if rules is EN and _plural(subject) else ""
+    if owner and not _plural(owner) and not {w.lower() for w in re.findall(r"\w+", stripped)} & _PLURAL:
+        subject = owner  # "it" is not "the members of a group": the group
     plural = None
     if language == "en" and (clause or not _plural(subject)):
         # "Do they match leading dots?": a plural pronoun stands for a plural noun phrase
@@ -489,8 +491,8 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
     text = _replace_pronouns(stripped, masked, subject, rules, plural)
     if text is not None:
-        if clause:
-            text = f"{stripped} {subject}"
+        if clause and (plural is None or {w.lower() for w in re.findall(r"\w+", masked)} & _SINGULAR):
+            text = f"{stripped} {subject}"  # a plural pronoun alone takes the plural phrase
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
     content = _content_words(stripped, rules)
     if content and not named_runs(stripped) and all(w in rules.relational for w in content) \
@@ -602,7 +604,8 @@ def _one_of(text: str, base: str, answer: str = "") -> tuple[str, str, str] | No
     plural = _plural_phrase(base)
     which = re.match(r"(?i)^(which|what)\s+one\b", text)
     if plural is None or which is None and not re.search(r"(?i)(?:^(?:is|was|are|can|does)\s+|\b(?:for|of|to|with|on|get|want|"
-                                                       r"need|use|ask)\s+)one\b(?!\s+(?:of|another)\b)", text):
+                                                       r"need|use|ask|add|remove|delete|create|install|load|unload|"
+                                                       r"enable|disable|pick|choose)\s+)one\b(?!\s+(?:of|another)\b)", text):
         return None
     if which is not None:
         asked = _ASKED_NOUN.match(base) or _ASKS_WHICH.match(base)
@@ -784,8 +787,8 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
     attribute = not content or all(w in rules.relational for w in content)
     fragment_names = named_runs(fragment, opening=False)
     runs = named_runs(base)
-    if fragment_names and runs:
-        start, end = runs[-1]
+    if fragment_names and runs:  # the name of the fragment's shape ("IPv6" for "IPv4"), else the last
+        start, end = next((r for r in runs if os.path.commonprefix([base[r[0]: r[1]].lower(), fragment.lower()])[2:]), runs[-1])
         if _ASKED_BEFORE.search(base[:start]):
             # "Which GID must the tty group have ...?" then "what about the nobody UID?": a value of the asked kind
             closing = _SCOPE.search(base, end)  # "on systemd systems": where it was asked

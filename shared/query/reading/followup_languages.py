@@ -31,10 +31,9 @@ class Language:
     default_preposition: str
     possessive_articles: dict[str, str]
     which: frozenset[str]  # the interrogatives that open a noun phrase: "which id", "welche Stufe", "quel port"
-    # a word that points back at the earlier turn where the rule cannot put its subject in its place: a person
-    # ("he", "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"; not "qu'est-ce", "¿qué es"),
-    # a place or a time ("there", "danach"), "the old one", "another", "which one", "anything else/faster", a
-    # question with no verb ("Why the change from SIGSYS?")
+    # a word that points back at the earlier turn where the rule cannot put its subject in its place: a person ("he",
+    # "sein"), a demonstrative before a noun ("that release", "esas bibliotecas"; not "qu'est-ce", "¿qué es"), a place
+    # or a time ("there", "danach"), "the old one", "another", "which one", "anything else", "why the change"
     referring: re.Pattern[str]
     # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
     yes_no_object: re.Pattern[str] | None = None
@@ -55,7 +54,7 @@ def _p(pattern: str) -> re.Pattern[str]:
 
 EN = Language(
     connectives=_p(r"^(?:(?:and|so|also|then|ok(?:ay)?|but|well|now)\b[,\s]*)+"),
-    what_about=_p(r"^(?:and\s+)?(?:what|how)\s+about\s+(?P<x>.+)$"),
+    what_about=_p(r"^(?:and\s+)?(?:(?:what|how)\s+about\s+|(?:the\s+)?same\s+(?=(?:for|with|in|on)\s))(?P<x>.+)$"),
     frame=_p(r"^(?:(?:in|on|at|from|for|to|with|by|since|until|under|of)\s+(?:which|what|whom|when|where|how)\b|"
              r"what|which|who|whom|whose|how|why|when|where|is|are|was|were|do|does|did|can|could|should|"
              r"would|will|has|have|had|may|might|must|shall|tell|explain|describe|define|list|show|give|name)\b"),
