@@ -685,6 +685,10 @@ def test_a_condition_is_added_to_the_earlier_question(earlier, follow_up, expect
     # a name does not run across a bracket: "Finite State Entropy (FSE" is no name to carry in
     ("Which algorithm does zstd use for entropy coding?", "zstd uses Finite State Entropy (FSE) for it. [1]",
      "Who invented it?", "Who invented the algorithm zstd uses for entropy coding?"),
+    # the words before a swapped name are not said twice
+    ("¿Qué hace la opción -r de rm?", "", "¿Y la opción -f?", "¿Qué hace la opción -f de rm?"),
+    # "it" of a passive ("was it chosen") is what was asked for, as an object is
+    ("Which shell does Debian use as /bin/sh?", "", "Why was it chosen?", "Why was the shell Debian uses as /bin/sh chosen?"),
     # a question with no verb leans on the earlier one
     ("What does frob's sandbox do with a forbidden call?", "", "Why the change from SIGKILL?",
      "Why the change from SIGKILL (what does frob's sandbox do with a forbidden call)?"),

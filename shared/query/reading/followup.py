@@ -43,7 +43,7 @@ CONNECTIVE = "connective"  # what leans_on says of a whole question that only op
 _DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
 _NOUN_PHRASE_OPENERS = frozenset("a an the this that each every my your our their its i we you they".split())
 # words that end a verb's own phrase: a clause's subject and verb come before the first of them
-_CLAUSE_BREAKS = frozenset("when if to for in on with from by at after before while because so than unless until since "
+_CLAUSE_BREAKS = frozenset("when if to for in on with from by at as after before while because so than unless until since "
                            "whenever where once".split())
 _PARTICLES = frozenset("for to with about on in of at from".split())
 _RESULTATIVE = frozenset("make makes keep keeps leave leaves render renders get gets turn turns set sets".split())
@@ -85,7 +85,7 @@ _ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|ma
                      re.IGNORECASE)
 _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\w/+.#'’-]+\s*){1,4})$", re.IGNORECASE)
-_PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+ed)\b")
+_PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+(?:ed|en))\b")
 _PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 # "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
 _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:is|are|was|were|do|does|did|can|has|"
@@ -156,8 +156,7 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
 
 def _leading_name(text: str, opening: bool = True) -> str | None:
     """The named thing ``text`` opens with (:func:`named_runs`), if it opens with one."""
-    runs = named_runs(text, opening)
-    return text[: runs[0][1]] if runs and runs[0][0] == 0 else None
+    return text[: runs[0][1]] if (runs := named_runs(text, opening)) and runs[0][0] == 0 else None
 
 
 def _content_words(text: str, rules: Language) -> list[str]:
@@ -320,7 +319,7 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
 _MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
                         r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
                         r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+ed\s*[?.!]?$"
-                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b")
+                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b")
 
 
 def _well_formed(question: str, rules: Language) -> bool:
@@ -418,10 +417,9 @@ def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resoluti
 def _scope(earlier: str) -> tuple[str, str] | None:
     runs = [(a, b) for a, b in named_runs(earlier) if earlier[a] != "-"]  # "-1" is an option, not a scope
     if runs:
-        start, end = runs[-1]
-        before = earlier[:start].split()
-        preposition = before[-1] if before and before[-1].lower() in EN.prepositions else EN.default_preposition
-        return preposition, earlier[start:end]
+        before = earlier[: runs[-1][0]].split()
+        return before[-1] if before and before[-1].lower() in EN.prepositions else EN.default_preposition, \
+            earlier[runs[-1][0]: runs[-1][1]]
     match = _SCOPE.search(earlier)
     return (match.group("prep"), match.group("scope").strip()) if match else None
 
@@ -467,7 +465,8 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     # for what was asked: the X Y verbs; "it" as a subject ("what does it bring") stands for Y
     demonstrative = language == "en" and (_DEMONSTRATIVE.search(stripped) is not None
                                           and _TOPIC_PRONOUN.search(stripped) is None
-                                          or _OBJECT_IT.search(stripped) is not None and _relative_phrase(base) is not None)
+                                          or (_OBJECT_IT.search(stripped) or _PASSIVE_IT.search(stripped))
+                                          and _relative_phrase(base) is not None)
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
     if not subject:
         return None
@@ -494,9 +493,8 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         if clause and (plural is None or {w.lower() for w in re.findall(r"\w+", masked)} & _SINGULAR):
             text = f"{stripped} {subject}"  # a plural pronoun alone takes the plural phrase
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
-    content = _content_words(stripped, rules)
-    if content and not named_runs(stripped) and all(w in rules.relational for w in content) \
-            and rules.frame.match(stripped):
+    if (content := _content_words(stripped, rules)) and not named_runs(stripped) \
+            and all(w in rules.relational for w in content) and rules.frame.match(stripped):
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
     return None
@@ -799,6 +797,8 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         end += alias.end() if alias else 0
         if fragment.split()[0].lower() in _DETERMINERS and re.search(r"(?i)\b(?:the|a|an)\s+$", base[:start]):
             fragment = fragment.split(None, 1)[1]  # "the 1st digit" and "the 3rd": "the 3rd digit"
+        if base[:start].lower().endswith(fragment[: fragment_names[0][0]].lower()):
+            fragment = fragment[fragment_names[0][0]:]  # "la opción -r" and "la opción -f": "la opción -f"
         return Resolution(_finish(base[:start] + fragment + base[end:], earlier, mark), rule, base[start:end])
     subject, clause = _referent(base, _language_of(earlier, language), demonstrative=False)
     leans = rules.pronoun.search(fragment) is not None  # "versions that do not belong to it": the earlier question
