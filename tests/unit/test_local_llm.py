@@ -54,6 +54,34 @@ def test_an_unknown_acronym_is_looked_up_again_only_after_the_index_changes():
     assert llm.expansion("HNSW") == "Hierarchical Navigable Small World"
 
 
+# Two teams spell NDR out differently; a third chunk, about ticket caches (TKC), names one of them in passing.
+_TWO_NDRS = [
+    chunk(11, "Tickets", "Tickets travel in Network Data Representation (NDR), the wire format of the ticket service. "
+                         "NDR encodes every ticket field with a fixed byte order."),
+    chunk(12, "Replication", "Nightly Disk Replication (NDR) copies each volume to the standby site at two o'clock."),
+    chunk(13, "Ticket caches", "A ticket cache (TKC) keeps tickets on disk; Nightly Disk Replication (NDR) copies the "
+                               "TKC files with the rest of the volume."),
+]
+
+
+def test_a_question_is_rewritten_and_graded_the_same_whatever_was_asked_before():
+    # The acronym table was learned across questions, the first definition met winning: asked after a question
+    # about TKC (whose lookup met chunk 13), "NDR" was Nightly Disk Replication, asked first Network Data
+    # Representation; and a long form met earlier gained its acronym. Under two workers the order varies run to run.
+    question, named = "How does NDR encode ticket fields?", "Which volumes does Nightly Disk Replication copy?"
+    contexts = _contexts(_TWO_NDRS[0].text, _TWO_NDRS[1].text)
+
+    def asked(question: str, first: tuple[str, ...] = ()):
+        llm, _ = _model(_TWO_NDRS)
+        for earlier in first:
+            llm.transform(earlier, today=TODAY)
+        return llm.transform(question, today=TODAY).rewritten, llm.evidence(question, contexts).features
+
+    assert "NDR (Network Data Representation)" in asked(question)[0]
+    assert asked(question, ("Where does a TKC keep its tickets?",)) == asked(question)
+    assert asked(named, ("Where does a TKC keep its tickets?",)) == asked(named)
+
+
 def test_temporal_questions_get_month_year_and_content_terms():
     llm, _ = _model()
     result = llm.transform("What's new today?", today=TODAY)

@@ -2,11 +2,10 @@
 
 A definition is a passage such as "retrieval-augmented generation (RAG)" or
 "RAG (retrieval-augmented generation)" whose word initials spell the acronym
-(:func:`find_acronyms`). :class:`AcronymTable` keeps the definitions learned so
-far and, for an acronym it has not met, searches the index for chunks that may
-define it, remembering a miss until the index changes. Acronyms are learned
-only from chunks a search returns, so an acronym the corpus never spells out
-stays unexpanded.
+(:func:`find_acronyms`). :class:`AcronymTable` searches the index for chunks that
+may define an acronym, once per acronym until the index changes. Acronyms are
+learned only from chunks a search for them returns, so an acronym the corpus
+never spells out stays unexpanded.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -97,19 +95,22 @@ def find_acronyms(text: str) -> dict[str, str]:
 
 
 class AcronymTable:
-    """The acronym definitions learned from the corpus, looked up in the index on demand."""
+    """The acronym definitions the corpus spells out, looked up in the index per acronym.
+
+    An acronym's long form is a pure function of the index and the acronym: the first
+    definition of it in the chunks a lexical search for it returns, best first; kept per
+    acronym until the index changes. Nothing learned for one question changes another's:
+    a table learned across questions (the first definition met wins, a long form met
+    earlier gains its acronym) answered the same question differently by the order the
+    questions came in, run to run when two workers share the model.
+    """
 
     def __init__(self, index: Index, embedder: Embedder) -> None:
         self.index = index
         self.embedder = embedder
-        self._acronyms: dict[str, str] = {}
-        self._misses: dict[str, int] = {}  # acronym -> index generation when a lookup found nothing
+        # acronym -> (index generation, every definition in the chunks its lookup found)
+        self._lookups: dict[str, tuple[int, dict[str, str]]] = {}
         self._lock = threading.Lock()
-
-    def known(self, acronym: str) -> str | None:
-        """The long form already learned for ``acronym`` (no index lookup)."""
-        with self._lock:
-            return self._acronyms.get(acronym.rstrip("s")) or self._acronyms.get(acronym)
 
     def _generation(self) -> int:
         if isinstance(self.index, CountsChanges):
@@ -119,58 +120,59 @@ class AcronymTable:
         except Exception:  # noqa: BLE001 - an unreadable index simply means "unknown"
             return -1
 
-    def learn(self, texts: Sequence[str]) -> None:
-        """Add the acronym definitions found in ``texts`` to the table."""
-        found: dict[str, str] = {}
-        for text in texts:
-            found.update({k: v for k, v in find_acronyms(text).items() if k not in found})
+    def _definitions(self, key: str, vector: np.ndarray | None) -> dict[str, str]:
+        """Every definition in the chunks a lexical search for ``key`` returns (the best chunk's first),
+        looked up once per index generation."""
+        generation = self._generation()
         with self._lock:
-            for acronym, long_form in found.items():
-                self._acronyms.setdefault(acronym, long_form)
-                self._misses.pop(acronym, None)
-
-    def expansion(self, acronym: str, *, vector: np.ndarray | None = None) -> str | None:
-        """The long form of ``acronym`` as the corpus spells it, looked up once per index size.
-
-        The lookup is lexical (BM25), so any query vector will do for the index's dense
-        argument: ``vector`` (the question's, already computed) saves embedding the acronym."""
-        key = acronym[:-1] if acronym.endswith("s") and acronym[:-1].isupper() else acronym
-        with self._lock:
-            if key in self._acronyms:
-                return self._acronyms[key]
-            generation = self._generation()
-            if self._misses.get(key) == generation:
-                return None
+            known = self._lookups.get(key)
+            if known is not None and known[0] == generation:
+                return known[1]
         try:
             if vector is None:
                 vector = self.embedder.embed([key])[0]
             hits = self.index.search(key, vector, 20, mode="bm25")
         except Exception as exc:  # noqa: BLE001 - no expansion is better than no query
             log.warning("acronym lookup for %s failed: %s", key, exc)
-            return None
-        self.learn([h.chunk.text for h in hits])
+            return {}
+        found: dict[str, str] = {}
+        for hit in hits:
+            found.update({k: v for k, v in find_acronyms(hit.chunk.text).items() if k not in found})
         with self._lock:
-            if key not in self._acronyms:
-                self._misses[key] = generation
-            return self._acronyms.get(key)
+            self._lookups[key] = (generation, found)
+        return found
+
+    @staticmethod
+    def _key(acronym: str) -> str:
+        return acronym[:-1] if acronym.endswith("s") and acronym[:-1].isupper() else acronym
+
+    def expansion(self, acronym: str, *, vector: np.ndarray | None = None) -> str | None:
+        """The long form of ``acronym`` as the corpus spells it, looked up once per index generation.
+
+        The lookup is lexical (BM25), so any query vector will do for the index's dense
+        argument: ``vector`` (the question's, already computed) saves embedding the acronym."""
+        key = self._key(acronym)
+        return self._definitions(key, vector).get(key)
 
     def expand(self, query: str, *, vector: np.ndarray | None = None) -> tuple[str, list[str]]:
         """``query`` with "ACR (long form)" for each acronym the corpus defines (``vector``:
-        the query's, for the lookups, see :meth:`expansion`)."""
+        the query's, for the lookups, see :meth:`expansion`); a long form in the question gains
+        its acronym when the chunks found for the question's own acronyms define it."""
         notes: list[str] = []
         out = query
         lowered = query.lower()
+        around: dict[str, str] = {}
         for word in dict.fromkeys(tokenize(query)):
             if not ACRONYM.match(word):
                 continue
-            long_form = self.expansion(word, vector=vector)
+            key = self._key(word)
+            definitions = self._definitions(key, vector)
+            around.update({k: v for k, v in definitions.items() if k not in around})
+            long_form = definitions.get(key)
             if long_form and long_form.lower() not in lowered:
                 out = re.sub(rf"\b{re.escape(word)}\b", f"{word} ({long_form})", out, count=1)
                 notes.append(f"{word} = {long_form}")
-        # The other way round: a long form in the question gains its acronym.
-        with self._lock:
-            table = dict(self._acronyms)
-        for acronym, long_form in table.items():
+        for acronym, long_form in around.items():
             if len(long_form) > 6 and long_form.lower() in lowered and acronym not in query:
                 out = f"{out} {acronym}"
                 notes.append(f"{long_form} = {acronym}")

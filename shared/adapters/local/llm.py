@@ -214,10 +214,6 @@ class LocalLanguageModel:
 
     # ------------------------------------------------------------ acronyms
 
-    def learn_acronyms(self, texts: Sequence[str]) -> None:
-        """Add the acronym definitions found in ``texts`` to the table."""
-        self.acronyms.learn(texts)
-
     def expansion(self, acronym: str) -> str | None:
         """The long form of ``acronym`` as the corpus spells it (see :class:`AcronymTable`)."""
         return self.acronyms.expansion(acronym)
@@ -248,7 +244,6 @@ class LocalLanguageModel:
         if not hits:
             return []
         top = sorted(hits[:5], key=lambda h: h.chunk.published or "", reverse=True)[:3] if recent_first else hits[:3]
-        self.learn_acronyms([h.chunk.text for h in top])
         present = term_set(query) | set(exclude)
         background: Counter[str] = Counter()
         for hit in hits:
@@ -358,14 +353,15 @@ class LocalLanguageModel:
                 parts.append(month_year)
         return " ".join(parts)
 
-    def _key_terms(self, query: str) -> list[tuple[str, float, set[str]]]:
-        """(term, weight, stems that cover it) for each content term of ``query``."""
+    def _key_terms(self, query: str, vector: np.ndarray) -> list[tuple[str, float, set[str]]]:
+        """(term, weight, stems that cover it) for each content term of ``query`` (``vector``: its own,
+        for the acronym lookups)."""
         out = []
         for term in content_terms(query, keep_temporal=False):
             specific = bool(ACRONYM.match(term) or any(ch.isdigit() for ch in term) or term[:1].isupper())
             alternatives = {stem(term)}
             if ACRONYM.match(term):
-                long_form = self.acronyms.known(term)
+                long_form = self.acronyms.expansion(term, vector=vector)
                 if long_form:
                     alternatives.add("|".join(sorted(stem(w) for w in long_form_words(long_form))))
             out.append((term, 1.5 if specific else 1.0, alternatives))
@@ -427,7 +423,8 @@ class LocalLanguageModel:
         if not usable:
             return None
         cleaned = [text for _, text in usable]
-        sims = self._context_vectors([c for c, _ in usable], cleaned) @ query_vector(self.embedder, query)
+        asked_vector = query_vector(self.embedder, query)
+        sims = self._context_vectors([c for c, _ in usable], cleaned) @ asked_vector
         order = np.argsort(-sims, kind="stable")
         sim_max = float(sims[order[0]])
         sim_top = float(np.mean(sims[order[:3]]))
@@ -435,7 +432,7 @@ class LocalLanguageModel:
         sets = [term_set(c) for c in cleaned]
         union = set().union(*sets)
 
-        terms = self._key_terms(query)
+        terms = self._key_terms(query, asked_vector)
         key_terms = len(terms)
         # Terms the corpus never uses are phrasing ("hammering") or a subject it lacks
         # ("tungsten"): no context can cover them, so they count toward "cannot answer",
