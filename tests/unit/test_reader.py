@@ -12,7 +12,11 @@ import pytest
 
 from services.synthesizer.handler import answer_outcome
 from shared.contract.ports import Answer, AnswerSentence, NumberedContext
-from shared.query.reading.answer_sentences import answer_sentence, passage_pieces
+from shared.query.reading.answer_sentences import (
+    answer_sentence,
+    opens_with_reference,
+    passage_pieces,
+)
 from shared.query.reading.answer_types import asked_subject, sentence_states
 from shared.query.reading.extractive import extractive_answer, quotable_sentences
 from shared.query.reading.verdict import FEATURES, Logistic, VerdictModel
@@ -390,6 +394,12 @@ def test_a_list_of_short_items_is_quoted_with_its_lead_in():
             "For example, on POSIX the PATH value is split at each colon.\n")
     assert [q.text for q in quotable_sentences(body)][0] == (
         "Provides the platform-specific path delimiter: ; for Windows; : for POSIX")
+    # items that are fragments, however long, read as one piece with it (up to MAX_ITEM_CHARS)
+    fragments = ("The daemon accepts two signals:\n\n- SIGHUP, which makes it read its configuration file again from disk\n"
+                 "- SIGUSR1, which makes it write its statistics counters to the system log\n")
+    assert [q.text for q in quotable_sentences(fragments)] == [
+        "The daemon accepts two signals: SIGHUP, which makes it read its configuration file again from disk; SIGUSR1, "
+        "which makes it write its statistics counters to the system log"]
     # items that are sentences of their own stay apart from the lead-in
     long_items = ("The naive count has two problems:\n\n"
                   "- Every term counts the same, even the words found in almost every document.\n"
@@ -401,18 +411,34 @@ def test_a_list_of_short_items_is_quoted_with_its_lead_in():
 
 def test_a_list_question_answered_by_an_item_quotes_the_items_beside_it():
     body = ("The archive tool reads several compression formats. It chooses one by the file's suffix:\n\n"
-            "- gzip, for files whose names end in .gz or .tgz, read by the built-in inflater\n"
-            "- bzip2, for files whose names end in .bz2 or .tbz, read through the libbz2 library\n"
-            "- xz, for files whose names end in .xz or .txz, read through the liblzma library\n\n"
+            "- gzip is used for files whose names end in .gz or .tgz, read by the built-in inflater.\n"
+            "- bzip2 is used for files whose names end in .bz2 or .tbz, read through the libbz2 library.\n"
+            "- xz is used for files whose names end in .xz or .txz, read through the liblzma library.\n\n"
             "The archive tool never guesses a format from the file's contents.\n")
     quoted = _quoted(_read("Which compression formats does the archive tool read?", body))
     assert [s for s in quoted if s.startswith(("gzip", "bzip2", "xz"))] == [
-        "gzip, for files whose names end in .gz or .tgz, read by the built-in inflater",
-        "bzip2, for files whose names end in .bz2 or .tbz, read through the libbz2 library",
-        "xz, for files whose names end in .xz or .txz, read through the liblzma library"], quoted
+        "gzip is used for files whose names end in .gz or .tgz, read by the built-in inflater.",
+        "bzip2 is used for files whose names end in .bz2 or .tbz, read through the libbz2 library.",
+        "xz is used for files whose names end in .xz or .txz, read through the liblzma library."], quoted
     # a question asking one thing gets the item alone
     one = _quoted(_read("For which file names does the archive tool use bzip2?", body))
     assert any(s.startswith("bzip2") for s in one) and not any(s.startswith("xz") for s in one), one
+
+
+def test_a_sentence_leaning_on_a_lone_definition_is_quoted_with_it():
+    body = ("The daemon reads its settings from daemon.conf at start.\n\nCACHE_MODE (string)\n"
+            "This selects how the daemon keeps fetched pages between runs.\n\n"
+            "It can take one of these values: memory, disk or none.\n")
+    assert not quotable_sentences(body)[-1].leans_on_list
+    assert "It can take one of these values: memory, disk or none." in _quoted(
+        _read("Which values can CACHE_MODE take?", body))
+    # a statement too short to stand alone belongs to the definition before it
+    options = "--retries NUMBER\nHow often a failed download is tried again before giving up.\n\nNew in version 2.4.\n"
+    assert [q.text for q in quotable_sentences(options)] == [
+        "--retries NUMBER: How often a failed download is tried again before giving up. New in version 2.4."]
+    # a sentence's back-pointer is read in its first sentence: an item's second one is its own
+    assert not opens_with_reference("Building the daemon now requires Automake 1.14 or later. (This was already "
+                                    "the case before.)")
 
 
 def test_a_field_list_of_a_text_file_is_quoted_whole():

@@ -334,8 +334,8 @@ def opens_with_reference(sentence: str) -> bool:
             break
     if _ELLIPTIC_CLAUSE.match(text):
         return True
-    # a back-pointing "these"/"this is" in the sentence's first clause
-    first_clause = re.split(r"[,;:]\s", text, maxsplit=1)[0]
+    # a back-pointing "these"/"this is" in the sentence's first clause (an item's first sentence's)
+    first_clause = re.split(r"[,;:.!?]\s", text, maxsplit=1)[0]
     return bool(_BACK_POINTER.search(" ".join(first_clause.split()[:12])))
 
 

@@ -176,9 +176,8 @@ class QuotableSentence:
 
 # A list item, table row or definition up to this long is quoted whole, its sentences together.
 MAX_ITEM_CHARS = 400
-# A list whose items are all this short ("; for Windows", "C99") is quoted with its lead-in as one
-# piece ("Provides the platform-specific path delimiter: ; for Windows; : for POSIX"): an item alone
-# is a fragment, and the lead-in alone (it ends in a colon) says nothing.
+# A list whose items are all this short ("; for Windows", "C99") is quoted with its lead-in as one piece ("Provides the
+# platform-specific path delimiter: ; for Windows; : for POSIX"): an item alone is a fragment, the lead-in says nothing.
 SHORT_ITEM_CHARS = 60
 
 # Passages whose quotable sentences are kept: a query reads ten, and the same chunks come
@@ -225,7 +224,8 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
             # "This package contains ..." under the package's heading (a demonstrative with its own noun): the heading
             # is what it names; "Additionally, the variable X ..." opening a section links to nothing it needs
             leans = False
-        on_list = leans and not item and position > 0 and pieces[position - 1][1]
+        # (not a lone item, a definition "ENCRYPT_METHOD: This defines ...", unless it opens the passage: a list's last?)
+        on_list = leans and not item and position > 0 and pieces[position - 1][1] and (position < 2 or pieces[position - 2][1])
         # (_term_set's own cache is for whole passages; these stems are kept here)
         out.append(QuotableSentence(position, sentence, leans, _term_set.__wrapped__(sentence), on_list, heading,
                                     _bigrams(sentence), item))
@@ -249,10 +249,10 @@ def _section_title(piece: str) -> str:
 
 
 def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """``pieces`` with what cannot be quoted alone joined to what it belongs to: each list of short items, or the one
-    short line, that a sentence ending in a colon leads into, to that sentence (see :data:`SHORT_ITEM_CHARS`); a
-    statement too short to stand alone ("Defaults to 0700.", "New in version 3.2.", "It had uid 37."), to the
-    statement before it (the value is often in it)."""
+    """``pieces`` with what cannot be quoted alone joined to what it belongs to: each list of short items or of fragments
+    (no item a sentence of its own), or the one line, that a sentence ending in a colon leads into, to that sentence
+    (see :data:`SHORT_ITEM_CHARS`), up to :data:`MAX_ITEM_CHARS` in all; a statement too short to stand alone ("Defaults
+    to 0700.", "New in version 3.2.", "It had uid 37."), to the statement or definition before it (the value is often in it)."""
     out: list[tuple[str, bool]] = []
     n = 0
     while n < len(pieces):
@@ -266,15 +266,15 @@ def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
         if one_line:
             items, end = [pieces[end][0].strip()], end + 1
         if (not item and text.rstrip().endswith(":") and (len(items) >= 2 or one_line)
-                and all(len(t) <= SHORT_ITEM_CHARS for t in items)
+                and (all(len(t) <= SHORT_ITEM_CHARS for t in items) or not any(STATEMENT_END.search(t) for t in items))
                 and len(text) + sum(len(t) + 2 for t in items) <= MAX_ITEM_CHARS):
             out.append((f"{text.rstrip()} {'; '.join(items)}", True))
             n = end
             continue
-        before = out[-1][0] if out and not item and not out[-1][1] else ""
+        before = out[-1][0] if out and not item else ""
         if before and len(before) + len(text) < MAX_ITEM_CHARS and STATEMENT_END.search(before) \
                 and STATEMENT_END.search(text) and len(tokenize(text)) >= 2 and too_short(text):
-            out[-1] = (f"{before} {text}", False)
+            out[-1] = (f"{before} {text}", out[-1][1])  # a definition's "New in version 3.2." too
         else:
             out.append((text, item))
         n += 1
