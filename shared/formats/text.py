@@ -10,6 +10,7 @@ import codecs
 import re
 from dataclasses import dataclass
 
+from shared.contract.errors import InvalidInput
 from shared.contract.text import (
     normalize_text,
     opens_code_element,
@@ -276,6 +277,22 @@ def _drop_unrendered(tree) -> bool:
     return bool(unrendered)
 
 
+# libxml2 (lxml's HTML parser) stops reading a page whose elements nest this deep: what lies below
+# and after that point is dropped without an error (300 unclosed <font> tags lost the rest of a page)
+_PARSER_MAX_DEPTH = 255
+
+
+def _nests_past_parser(tree) -> bool:
+    """Whether an element of ``tree`` stands at libxml2's depth limit (the page was cut there)."""
+    depth = {tree: 0}
+    for element in tree.iterdescendants():
+        level = depth[element.getparent()] + 1
+        if level >= _PARSER_MAX_DEPTH:
+            return True
+        depth[element] = level
+    return False
+
+
 def prepare_html(html: str) -> tuple[str, str]:
     """The page with its headings out of empty wrappers and its loose prose in paragraphs, and the
     title the page states (<title>).
@@ -292,6 +309,10 @@ def prepare_html(html: str) -> tuple[str, str]:
         tree = lxml.html.document_fromstring(_XML_DECLARATION.sub("", html, count=1))
     except (etree.ParserError, ValueError):
         return html, ""
+    if _nests_past_parser(tree):
+        raise InvalidInput(f"the HTML page nests its elements more than {_PARSER_MAX_DEPTH} levels deep (unclosed "
+                           "tags?), where the HTML parser stops reading: the text below that depth and after it "
+                           "would be lost; close the tags or split the page")
     title = " ".join((tree.findtext(".//title") or "").split())
     changed = _drop_unrendered(tree)
     changed = _drop_page_navigation(tree) or changed
