@@ -653,12 +653,6 @@ def _value_with_unit(sentence: str, unit: str) -> bool:
     return bool(re.search(r"\d[\d,.]*[\s-]*(?:" + unit + r")(?![a-z])", sentence, re.IGNORECASE))
 
 
-def _restates(topic: Sequence[str], stems: set[str]) -> bool:
-    """A sentence naming every term of a how-question, its verb included, states its answer ("BM25
-    ranks documents by term frequency" for "how does BM25 rank documents by term frequency?")."""
-    return len(topic) >= 4 and all(_present(t, stems) for t in topic)
-
-
 def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset[str], *, strict: bool = False) -> bool:
     """Whether ``sentence`` states what ``fact`` asks (its passage already checked for topic)."""
     stems = term_set(sentence)
@@ -671,7 +665,10 @@ def _sentence_supports(sentence: str, fact: AskedFact, question_stems: frozenset
         return False  # the value must be tied to the question's terms, not float in its passage
     if fact.relation == "cause":
         return bool(_CAUSAL.search(sentence))
-    return fact.relation != "mechanism" or bool(_MECHANISM.search(sentence)) or _restates(fact.topic, stems)
+    # a sentence naming every term (four or more) of a how-question, its verb included, states its answer ("BM25 ranks
+    # documents by term frequency" for "how does BM25 rank documents by term frequency?")
+    return fact.relation != "mechanism" or bool(_MECHANISM.search(sentence)) or (
+        len(fact.topic) >= 4 and all(_present(t, stems) for t in fact.topic))
 
 
 def states_value(sentence: str, question: str) -> bool | None:
