@@ -30,6 +30,10 @@ from shared.formats.passages import Marks, position_label, positions_between
 
 MIN_BODY_CHARS = 100
 OVERLAP_FRACTION = 1 / 6
+# WordPiece reads a word over 100 characters as one [UNK] token: a 3 MB line without a space was one
+# "token", so one chunk of 3 MB (stored, returned by search, quoted). Such a span counts one token per
+# 100 characters, which bounds a chunk to ``max_tokens`` times this.
+MAX_TOKEN_CHARS = 100
 
 Spans = Sequence[tuple[int, int]]
 
@@ -124,6 +128,17 @@ def plan_windows(
         first = _best_cut(strengths, low, high, target) if low <= high else max(first + 1, target)
 
 
+def _bounded(spans: Spans) -> list[tuple[int, int]]:
+    """``spans`` with each one longer than :data:`MAX_TOKEN_CHARS` cut into pieces of that length."""
+    bounded: list[tuple[int, int]] = []
+    for start, end in spans:
+        while end - start > MAX_TOKEN_CHARS:
+            bounded.append((start, start + MAX_TOKEN_CHARS))
+            start += MAX_TOKEN_CHARS
+        bounded.append((start, end))
+    return bounded
+
+
 def chunk_text(
     text: str,
     token_spans: Callable[[str], list[tuple[int, int]]],
@@ -147,15 +162,15 @@ def chunk_spans(
 ) -> list[tuple[str, int, int]]:
     """:func:`chunk_text`'s chunks with the characters ``[start, end)`` of ``text`` each came from."""
     pieces: list[tuple[str, int, int]] = []
-    windows = plan_windows(text, token_spans(text), max_tokens, overlap, first_min_chars=first_min_chars)
+    windows = plan_windows(text, _bounded(token_spans(text)), max_tokens, overlap, first_min_chars=first_min_chars)
     for window in windows:
         piece = normalize_chunk_text(text[window.start : window.end])
         # A cut inside a word can tokenise differently on its own ("##ization" vs
         # "ization"); trim from the end until the model sees the chunk whole.
-        spans = token_spans(piece)
+        spans = _bounded(token_spans(piece))
         while len(spans) > max_tokens:
             piece = piece[: spans[max_tokens - 1][1]].rstrip()
-            spans = token_spans(piece)
+            spans = _bounded(token_spans(piece))
         if piece:
             pieces.append((piece, window.start, window.end))
     return pieces

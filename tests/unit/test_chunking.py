@@ -155,3 +155,18 @@ def test_windows_cover_the_text_in_order_and_progress():
     for a, b in pairwise(windows):
         assert a.first < b.first < a.last <= b.last
         assert a.last - a.first <= 10
+
+
+@pytest.mark.parametrize("which", ["fake", "minilm"])
+def test_a_word_without_end_is_cut_into_bounded_chunks(which, minilm):
+    # a line of 300,000 letters and no space is one token to both (WordPiece: one [UNK]): it was one
+    # chunk of 300,000 characters, stored, returned by search and quoted whole
+    embedder = WordEmbedder() if which == "fake" else minilm
+    word = "q" * 300_000
+    text = with_header("Endless", "2026-10-01", "https://x.example/endless",
+                       f"The ferry leaves at noon from the eastern pier.\n\n{word}\n\nThe last ferry returns at six.")
+    chunks = _chunks(text, embedder)
+    limit = embedder.max_tokens * 100
+    assert all(len(c.text) <= limit + 200 for c in chunks)  # the header and a sentence may join a piece
+    assert sum(c.text.count("q") for c in chunks) >= len(word)  # every letter kept (pieces overlap)
+    assert "eastern pier" in chunks[0].text and "returns at six" in chunks[-1].text
