@@ -469,6 +469,15 @@ def test_rewrites_a_newcomer_found_malformed(earlier, answer, follow_up, expecte
     assert standalone_question(follow_up, [ConversationTurn(earlier, answer)]).question == expected
 
 
+def test_a_third_turn_after_a_bracketed_question_never_leaves_a_bracket_open():
+    # turn 2 could only be asked with turn 1 in brackets; turn 3's "it" must not take a phrase that runs into them
+    history = [ConversationTurn("Which UID does frobd run as on Debian?", "frobd runs as UID 420. [1]")]
+    second = standalone_question("How was that number chosen?", history)
+    history.append(ConversationTurn(second.question, "It was chosen below 500. [1]"))
+    third = standalone_question("And which GID does it use?", history).question
+    assert third.count("(") == third.count(")") and "frobd" in third
+
+
 @pytest.mark.parametrize("note", [phrase("caveat", "ru"), phrase("caveat_no_model", "de")])
 def test_any_fixed_note_is_passed_over_and_a_quoted_note_is_the_answer(note):
     # the fixed notes of every language are not the earlier answer's first sentence (a prefix rule knew four)
@@ -652,6 +661,8 @@ def test_a_condition_is_added_to_the_earlier_question(earlier, follow_up, expect
     ("What does grep's -w option match?", "", "What about -x?", "What does grep's -x option match?"),
     # fragments take the place of the phrase they parallel
     ("What does the -r option of cp do?", "", "And the -p option?", "What does the -p option of cp do?"),
+    # after a possessive the fragment's "the" goes, and its head is said once ("tar's the -z option option")
+    ("What does tar's -z option do?", "", "And the -j option?", "What does tar's -j option do?"),
     ("When was Python 3.0 released?", "", "And Python 2.7?", "When was Python 2.7 released?"),
     ("What is the maximum number of partitions on an MBR disk?", "", "And on a GPT disk?",
      "What is the maximum number of partitions on a GPT disk?"),

@@ -315,18 +315,20 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
 
 
 # what no well-formed question holds: a determiner doubled ("Which the nobody UID"), a possessive before a
-# verb ("Where is ssh's stored"), "of" after an auxiliary ("What does the -9 option do of gzip"), a word twice
+# verb ("Where is ssh's stored") or a determiner ("ed's the -s option"), "of" after an auxiliary ("What does the -9
+# option do of gzip"), a word twice; and no bracket left open
 _MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
                         r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
                         r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+ed\s*[?.!]?$"
-                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b")
+                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b"
+                        r"|\w['’]s\s+(?:the|an?)\s|\b([a-z]{3,})\s+\3\b")
 
 
 def _well_formed(question: str, rules: Language) -> bool:
     """A rewrite that reads as a question: its interrogative or auxiliary first (after a leading clause), none of
     :data:`_MALFORMED`'s garbles."""
     text = re.split(r"[.!?]\s+", _plain(question, rules))[-1]  # its last sentence asks ("My patch was merged. What ...")
-    return _asks(text, rules) and _MALFORMED.search(text) is None
+    return _asks(text, rules) and _MALFORMED.search(text) is None and question.count("(") == question.count(")")
 
 
 _DESCRIBED = re.compile(r"(?i),?\s+(?:that|which|who)\s")
@@ -795,8 +797,10 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
             return Resolution(_finish(asked, earlier, mark), rule, base[start:end])
         alias = re.match(r"\s*\([^()]*\)", base[end:])  # "OpenStack Compute (nova)": the alias goes with the name
         end += alias.end() if alias else 0
-        if fragment.split()[0].lower() in _DETERMINERS and re.search(r"(?i)\b(?:the|a|an)\s+$", base[:start]):
-            fragment = fragment.split(None, 1)[1]  # "the 1st digit" and "the 3rd": "the 3rd digit"
+        if fragment.split()[0].lower() in _DETERMINERS and re.search(r"(?i)(?:\b(?:the|a|an)|\w['’]s)\s+$", base[:start]):
+            fragment = fragment.split(None, 1)[1]  # "the 1st digit" and "the 3rd": "the 3rd digit"; "ed's -s"
+        head = re.match(r"\s+(\w+)\b", base[end:])  # "ed's -p option" and "the -s option": the head once
+        end += head.end() if head and fragment.lower().endswith(f" {head.group(1).lower()}") else 0
         if base[:start].lower().endswith(fragment[: fragment_names[0][0]].lower()):
             fragment = fragment[fragment_names[0][0]:]  # "la opción -r" and "la opción -f": "la opción -f"
         return Resolution(_finish(base[:start] + fragment + base[end:], earlier, mark), rule, base[start:end])
