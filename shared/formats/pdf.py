@@ -15,6 +15,7 @@ document's metadata title, else its first line.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import shutil
@@ -317,10 +318,17 @@ def _title(document, reading: Reading) -> str:
     title = metadata_title(document)
     if title:
         return title
-    # the first heading of the first page that says something ("Name" or "CHAPTER" does not):
-    # without one the file's name serves (the cleaner's fallback)
+    # the first heading of the first page that says something ("CHAPTER" does not), with the lines it wraps onto
+    # ("... but afraid to" / "forget"), or what a reference page's "Name" heading heads ("fonts.conf — Font
+    # configuration files", as a man page's NAME): without one the file's name serves (the cleaner's fallback)
     opening = [p for p in reading.passages if p.position.get("page") == 1][:5]
-    return next((p.text for p in opening if p.kind == "heading" and len(p.text.split()) >= 3), "")
+    for n, passage in enumerate(opening):
+        if passage.kind == "heading" and passage.text.casefold() == "name" and n + 1 < len(opening):
+            return opening[n + 1].text
+        if passage.kind == "heading" and len(passage.text.split()) >= 3:
+            wrapped = itertools.takewhile(lambda p: p.kind != "heading" and p.text[:1].islower(), opening[n + 1:])
+            return " ".join([passage.text, *(p.text for p in wrapped)])
+    return ""
 
 
 def metadata_title(document) -> str:

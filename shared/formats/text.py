@@ -7,6 +7,7 @@ refuses binary bytes posing as text. Moved here from the cleaner so the registry
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -752,16 +753,33 @@ def join_wrapped(text: str) -> str:
 def plain_title(text: str) -> str:
     """A plain-text document's heading: its first line when a blank line or an underline
     (=====, -----) follows it, it is short and does not end a sentence; "" otherwise (the file's
-    name serves)."""
+    name serves). A rendered man page's is the line its first section (NAME) states."""
     lines = [line.strip() for line in text.replace("\r\n", "\n").split("\n")]
     first = next((i for i, line in enumerate(lines) if line and not _UNDERLINE.match(line)), None)
     if first is None:
         return ""
     heading = lines[first]
+    if _MAN_HEADER.match(heading):
+        return _man_page_name(lines[first + 1:])
     after = lines[first + 1] if first + 1 < len(lines) else ""
     if len(heading) > 80 or heading.endswith((".", ",", ";")) or not any(c.isalpha() for c in heading):
         return ""
     return heading if not after or _UNDERLINE.match(after) else ""
+
+
+# A man page as `man -l FILE | col -bx` renders it opens with its running header, "GZIP(1)  General Commands
+# Manual  GZIP(1)": furniture, the same on every page; what names the page is its first section's line.
+_MAN_HEADER = re.compile(r"^(?P<page>[^\s()]+\([^\s()]+\))(?:\s.*)?\s(?P=page)$")
+
+
+def _man_page_name(lines: list[str]) -> str:
+    """The line of a rendered man page's first section (NAME, NOM, BEZEICHNUNG ...) after its header: "gzip,
+    gunzip, zcat - compress or expand files" (its wrapped lines joined); "" when none follows."""
+    start = next((i for i, line in enumerate(lines) if line), None)  # the section's heading
+    if start is None:
+        return ""
+    named = itertools.takewhile(bool, lines[start + 1:])
+    return " ".join(" ".join(named).split())
 
 
 def extract_plain(text: str) -> CleanDocument:

@@ -10,7 +10,14 @@ from services.indexer.chunking import chunk_document
 from services.synthesizer.handler import cited_position
 from shared.contract.errors import InvalidInput
 from shared.formats import registry
-from shared.formats.passages import Passage, lay_out, page_link, position_label, positions_between
+from shared.formats.passages import (
+    Passage,
+    Reading,
+    lay_out,
+    page_link,
+    position_label,
+    positions_between,
+)
 from shared.formats.pdf import read_pdf
 from shared.formats.registry import Limits, by_media_type, by_suffix
 from tests.unit.loop_fakes import HashingEmbedder
@@ -78,8 +85,24 @@ def test_a_real_pdf_reads_in_order_without_page_furniture_and_every_passage_know
         assert not passage.text.strip().isdigit(), passage
     first = [p.text for p in reading.passages if p.position["page"] == 1]
     assert first[:2] == ["Name", "fonts.conf — Font configuration files"]
+    # no metadata title: what its "Name" heading heads names it, as a man page's NAME line (was "": the file's name)
+    assert reading.title == "fonts.conf — Font configuration files"
     # a file list stays one path a line (rows), not one wrapped paragraph
     assert "/etc/fonts/fonts.conf\n/etc/fonts/fonts.dtd" in text
+
+
+def test_a_pdf_s_first_heading_is_its_title_with_the_line_it_wraps_onto():
+    from shared.formats.pdf import _title
+
+    passages = [Passage("Everything the zap tool keeps but", "heading", {"page": 1}),
+                Passage("forgets", "row", {"page": 1}), Passage("Ann Writer", "heading", {"page": 1})]
+    reading = Reading(passages=passages)
+
+    class Untitled:
+        def get_metadata_value(self, key):
+            return ""
+
+    assert _title(Untitled(), reading) == "Everything the zap tool keeps but forgets"
 
 
 def test_a_pdf_cut_at_the_page_bound_says_how_many_pages_were_not_read():
@@ -174,6 +197,20 @@ def test_a_text_file_s_wrapped_lines_are_joined_and_its_title_is_its_heading_or_
     assert ('If "no", then "debian/rules binary" will not require root at all (not even [1]), and '
             "dpkg-buildpackage will not run it under fakeroot or similar.") in rules.body
     assert "* first item of a list\n* second item" in rules.body  # list items stay lines
+
+
+def test_a_rendered_man_page_s_title_is_its_name_line_not_its_header():
+    from shared.formats.text import extract_plain
+
+    # as `MANWIDTH=80 man -l zap.1 | col -bx` renders a page written for this test: the header is furniture
+    page = ("ZAP(1)                      General Commands Manual                     ZAP(1)\n\n"
+            "NAME\n       zap, unzap - squeeze or expand files and keep their\n       names\n\n"
+            "SYNOPSIS\n       zap [ -9Nn ] [ name ...  ]\n\n"
+            "DESCRIPTION\n       Zap reduces the size of the named files.\n\n"
+            "                                  local                            ZAP(1)\n")
+    assert extract_plain(page).title == "zap, unzap - squeeze or expand files and keep their names"
+    assert extract_plain(page.replace("NAME", "NOM")).title.startswith("zap, unzap - ")  # any language's heading
+    assert extract_plain("ZAP(1) and more\n\nNAME\n  zap\n").title == "ZAP(1) and more"  # no header: as before
 
 
 def test_joining_wrapped_lines_costs_in_proportion_to_the_text():
