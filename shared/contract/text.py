@@ -28,6 +28,10 @@ UNKNOWN_DATE = "unknown"
 #: How much of a client's value an error message quotes back.
 SHOWN_CHARS = 80
 
+#: A command-line option as written ("-9", "-N", "--fast", "--no-name"), case kept: a term of its own for BM25 and
+#: the reader, for "-9" holds no word of two characters and "-N" is not "-n" (gzip's --name and --no-name).
+OPTION = re.compile(r"(?<![\w-])--?[^\W_][\w-]*")
+
 _HEADER_RE = re.compile(
     r"\ATitle: (?P<title>[^\n]*)\nPublished: (?P<published>[^\n]*)\nSource: (?P<source>[^\n]*)(?:\n\n|\n?\Z)"
 )

@@ -36,3 +36,41 @@ def test_the_release_asked_for_by_its_number_ranks_first(tmp_path):
     hits = index.search("When was grep 3.7 released?", np.ones(4, dtype=np.float32) / 2, 3, mode="bm25")
     assert hits and hits[0].chunk.document_id == "d1"
     index.close()
+
+
+def test_a_command_line_option_is_a_term_as_written():
+    # "-9" held no word of two characters and "-N" was "n", dropped: gzip's "-9" question ranked "-N --name" first
+    assert bm25_tokens("-N --name and -9 or --best") == ["name", "best", "-N", "--name", "-9", "--best"]
+    assert "-n" not in bm25_tokens("-N --name") and "-N" not in bm25_tokens("-n --no-name")
+    assert bm25_tokens("a well-known e-mail, 2021-08-14 and x-1") == ["well", "known", "mail", "2021", "08", "14"]
+
+
+def _option_index(tmp_path):
+    entries = {"name": "-N --name\n\nAlways save the original file name when compressing.",
+               "no-name": "-n --no-name\n\nDo not save the original file name when compressing.",
+               "best": "-# --fast --best\n\nThe -9 or --best option gives the slowest compression of the file."}
+    index = HybridIndex(tmp_path, 4)
+    for name, text in entries.items():
+        index.upsert(name, [Chunk(chunk_id=f"{name}:c", document_id=name, ordinal=0, text=text, title="zip(1)")],
+                     np.ones((1, 4), dtype=np.float32) / 2)
+    return index
+
+
+def test_the_option_asked_for_ranks_first_and_its_case_counts(tmp_path):
+    index = _option_index(tmp_path)
+    for question, entry in (("What does the -9 option do to the file?", "best"),
+                            ("What does -N do when compressing?", "name"), ("What does -n do when compressing?", "no-name")):
+        hits = index.search(question, np.ones(4, dtype=np.float32) / 2, 3, mode="bm25")
+        assert hits[0].chunk.document_id == entry, question
+    index.close()
+
+
+def test_an_index_built_before_options_were_terms_still_answers(tmp_path, monkeypatch):
+    import shared.adapters.local.index as index_module
+
+    # its postings hold no option terms (the index tokenises what it stores; the query is read as now)
+    monkeypatch.setattr(index_module, "bm25_tokens", lambda text: [t for t in bm25_tokens(text) if t[0] != "-"])
+    index = _option_index(tmp_path)
+    hits = index.search("What does --best do?", np.ones(4, dtype=np.float32) / 2, 3, mode="bm25")
+    assert hits and hits[0].chunk.document_id == "best"
+    index.close()

@@ -377,6 +377,17 @@ def test_each_option_a_question_names_is_quoted():
     assert "its default is 4." in quoted and "its default is 64." in quoted and "--quiet" not in quoted
 
 
+def test_an_option_asked_for_is_the_one_quoted_as_written():
+    # "-9" was the word "9" (a small number, no term) and "-N" the word "n": the "-9" question quoted whichever
+    # sentence said "option", and "-n" and "-N" were one term
+    manual = ("-N --name: the zap tool always keeps the original name of the file. "
+              "-n --no-name: the zap tool never keeps the original name of the file. "
+              "-1 or --fast selects the fastest method and -9 or --best the slowest method of the tool.")
+    assert "-9 or --best" in _quoted(_read("What does the -9 option of the zap tool do?", manual))[0]
+    assert _quoted(_read("What does the -N option of the zap tool do?", manual))[0].startswith("-N --name")
+    assert _quoted(_read("What does the -n option of the zap tool do?", manual))[0].startswith("-n --no-name")
+
+
 def test_a_heading_with_a_name_holding_digits_is_not_an_item():
     # "BM25" is a name, not a figure: the section heading between two paragraphs is no answer
     body = ("Lucene's defaults are k1 = 1.2 and b = 0.75.\n\nWhat BM25 cannot do\n\n"

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from shared.contract.text import strip_header
+from shared.contract.text import OPTION, strip_header
 
 _WORD = re.compile(r"\w\w+", re.UNICODE)
 # A version or a dotted number ("3.7", "4.9.0") standing alone: one term, beside the words it holds.
@@ -47,7 +47,9 @@ def _s_stem(word: str) -> str:
 
 def bm25_tokens(text: str) -> list[str]:
     """Lower-cased words of two or more characters, stop words dropped, plurals folded; a version or
-    dotted number standing alone is a term too, followed by the words it holds ("2.6.32", "32")."""
+    dotted number standing alone is a term too, followed by the words it holds ("2.6.32", "32"); then each
+    command-line option as written ("-N", "--fast": an index built before holds none, and a query's option
+    terms then match nothing there, so its words rank as they did)."""
     out: list[str] = []
     for term in _TERM.findall(text.lower()):
         if "." in term:
@@ -55,7 +57,7 @@ def bm25_tokens(text: str) -> list[str]:
             out += _WORD.findall(term)
         elif term not in _STOPWORDS:
             out.append(_s_stem(term))
-    return out
+    return out + OPTION.findall(text)
 
 
 def import_bm25s():

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.contract.ports import Answer, AnswerSentence, Finding, NumberedContext
-from shared.contract.text import split_header, strip_header
+from shared.contract.text import OPTION, split_header, strip_header
 from shared.contract.text import split_sentences as _split_sentences
 from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import (
@@ -94,6 +94,8 @@ def tokenize(text: str) -> list[str]:
 def stem(word: str) -> str:
     """English Porter2 (Snowball) stem of ``word``, lower-cased: "saturate" and
     "saturation" meet at "satur", "retries" and "retry" at "retri"."""
+    if OPTION.fullmatch(word):
+        return word  # "-N" is not "-n", nor "-9" "9"
     w = word.lower().strip(".-_").removesuffix("'s")
     if not w.isalpha():
         return w  # "bm25", "k1", "10/8": identifiers are compared as they are
@@ -104,7 +106,7 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
     """Distinct content words of ``text`` in order of first use (surface form kept)."""
     seen: set[str] = set()
     out: list[str] = []
-    for word in tokenize(text):
+    for word in [*tokenize(text), *OPTION.findall(text)]:  # an option is a term as written ("-9", "-N")
         low = word.lower()
         if low in STOPWORDS or len(low) < 2 or (not keep_temporal and low in TEMPORAL_WORDS):
             continue
@@ -128,7 +130,7 @@ def term_set(text: str) -> set[str]:
 def _term_set(text: str) -> frozenset[str]:
     # The same chunks come back query after query (feedback, grading, synthesis all read
     # them): tokenising and stemming a passage costs more than the rest of its handling.
-    out = set()
+    out = set(OPTION.findall(text))
     for w in tokenize(text):
         out.add(stem(w))
         if "-" in w or "_" in w:
@@ -809,7 +811,7 @@ class Reader:
         """A question naming several options ("the default --maxvars and --maxparserdepth") asks about
         each: an option no quoted sentence names gets the best sentence of a quoted passage naming it."""
         candidates = self.candidates
-        for flag in _QUESTION_FLAG.findall(self.query):
+        for flag in OPTION.findall(self.query):
             if any(flag in self.quoted_text(i) for i in chosen):
                 continue
             quoted = {candidates[j].number for j in chosen}
@@ -1054,7 +1056,6 @@ def _specific_terms(query: str) -> list[str]:
 _NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|ever|even)\s+)?(?P<word>[A-Za-z][\w-]*)",
                       re.IGNORECASE)
 # A command-line option a question names ("--maxvars", "-restart").
-_QUESTION_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
                            re.IGNORECASE)
 
