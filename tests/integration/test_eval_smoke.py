@@ -39,8 +39,9 @@ EXPECTED = {
     "dense": (0.844, 0.9, 0.908),
     "bm25 (HybridIndex: title + text, plurals folded)": (0.661, 0.688, 0.785),
     "rrf k=60 (dense + HybridIndex bm25)": (0.787, 0.829, 0.847),
-    "bm25s (own tokenizer, English stop words)": (0.63, 0.661, 0.753),
-    "rrf k=60 (dense + bm25s own tokenizer)": (0.781, 0.829, 0.829),
+    # bm25s's tied scores in passage order since its top-k ordered them by the CPU (0.63/0.753 and 0.781/0.829 before)
+    "bm25s (own tokenizer, English stop words)": (0.629, 0.661, 0.751),
+    "rrf k=60 (dense + bm25s own tokenizer)": (0.785, 0.829, 0.846),
     "hybrid (dense_weight 0.7) [default]": (0.824, 0.875, 0.875),
     "dense, passages < 100 chars dropped (as the retriever does)": (0.363, 0.344, 0.454),
 }

@@ -214,9 +214,11 @@ def bm25s_reference(evalset: EvalSet, queries: Sequence[EvalQuery], *, depth: in
     model.index(bm25s.tokenize([p.text for p in evalset.passages], stopwords="en", show_progress=False),
                 show_progress=False)
     tokens = bm25s.tokenize([q.text for q in queries], stopwords="en", show_progress=False)
-    docs, scores = model.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
-    rankings = [[ids[i] for i, score in zip(row, row_scores, strict=True) if score > 0]
-                for row, row_scores in zip(docs, scores, strict=True)]
+    # every passage scored, ties in passage order: bm25s's top-k (numpy's argpartition) orders tied scores by the
+    # CPU's sorting kernels, so its figures differed in the third decimal between machines
+    docs, scores = model.retrieve(tokens, k=len(ids), show_progress=False)
+    rankings = [[ids[i] for i, score in sorted(zip(row, row_scores, strict=True), key=lambda p: (-p[1], p[0]))
+                 if score > 0][:depth] for row, row_scores in zip(docs, scores, strict=True)]
     return RetrievalRun("bm25s (own tokenizer, English stop words)", rankings,
                         ranking_metrics([r[:K] for r in rankings], [q.relevant for q in queries], K),
                         time.perf_counter() - started)
