@@ -149,3 +149,35 @@ def test_a_query_timeout_out_of_range_is_refused_before_anything_is_ingested(mon
     said = " ".join(result.output.split())
     assert result.exit_code == 2 and "--query-timeout" in said and "from 1 to 600" in said, said
     assert not ran and not (tmp_path / "docs").exists()
+
+
+class _Ingesting:
+    """A fake ingestion: the documents still pending at each look, and a clock that moves 100 s per look."""
+
+    def __init__(self, pending_by_look):
+        self.looks, self.pending_by_look, self.now = 0, pending_by_look, 0.0
+
+    def status(self):
+        pending = self.pending_by_look[min(self.looks, len(self.pending_by_look) - 1)]
+        self.looks += 1
+        self.now += 100.0
+        return type("Status", (), {"pending": pending})()
+
+
+def test_a_slow_ingestion_that_keeps_finishing_documents_is_waited_for():
+    from shared.tools.eval.realdocs_run import wait_indexed
+
+    # 5 documents, one finishing every 300 s: 1,500 s in all, over a 400 s stall limit, and never stalled that long
+    slow = _Ingesting([["a", "b", "c", "d", "e"]] * 3 + [["b", "c", "d", "e"]] * 3 + [["c", "d", "e"]] * 3
+                      + [["d", "e"]] * 3 + [["e"]] * 3 + [[]])
+    assert wait_indexed(slow.status, 400.0, clock=lambda: slow.now, sleep=lambda s: None).pending == []
+
+
+def test_an_ingestion_that_finishes_nothing_for_the_limit_is_an_error_naming_it():
+    from shared.contract.errors import RagbusError
+    from shared.tools.eval.realdocs_run import wait_indexed
+
+    stuck = _Ingesting([["a", "b"], ["b"]] + [["b"]] * 20)
+    with pytest.raises(RagbusError, match=r"1 document\(s\) still not indexed, none finished in the last 400 s"):
+        wait_indexed(stuck.status, 400.0, clock=lambda: stuck.now, sleep=lambda s: None)
+    assert stuck.looks < 10  # stopped once the limit passed, not at the end of the fake

@@ -31,7 +31,7 @@ class ConversationOptions:
     cache_dir: Path = Path(".ragbus-eval")
     concurrency: int = 2  # dialogues at once (the turns of one are asked in order)
     query_timeout_s: float = 120.0
-    ingest_timeout_s: float = 900.0
+    ingest_timeout_s: float = 900.0  # seconds with no document finished before the ingestion is an error
     reuse_ingest: bool = False
 
 
