@@ -91,7 +91,8 @@ def poll(
     # a listing another command removed while this poll ran stays removed, with what it brought in: asked for by
     # name (--feed), its poll could not be done (exit 1); polled as one of every registered listing, it is no longer
     # one, a skip that is said (a cron job's poll does not fail for a removal someone meant)
-    removed = [url for url in asked if url not in {f["url"] for f in listed}]
+    still = {f["url"] for f in listed}
+    removed = [url for url in asked if url not in still]
     for url in removed:
         err.print(Text(f"poll: {redact(url)} was removed by another command while this poll ran; "
                        "it stays removed, and the documents it brought in are deleted", style="yellow"))
