@@ -24,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.gateway import page
+from services.gateway.backlog import QueryBacklog
 from services.gateway.conversations import Conversations
 from services.gateway.dead_letters import DeadLetterRoutes
 from services.gateway.feedback import FeedbackRoute, RateBound
@@ -70,8 +71,9 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     check_api_token(api_token, host)
     probes = Probes(deps, tuple(stages), detail_open=host in LOOPBACK_HOSTS, api_token=api_token)
     ratings = RateBound()  # one bound for the HTTP route and the MCP tool
+    backlog = QueryBacklog(deps)  # one count of queued questions for REST, chat completions and MCP
     mcp = build_mcp_server(deps, unready=lambda: probes.unready_stages() | _full_disk(probes), ratings=ratings,
-                           stopping=stopping)
+                           stopping=stopping, backlog=backlog)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -83,7 +85,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(deps.settings))
 
-    queries, dead_letters = QueryRoutes(deps, probes.unready_stages, stopping), DeadLetterRoutes(deps)
+    queries, dead_letters = QueryRoutes(deps, probes.unready_stages, stopping, backlog), DeadLetterRoutes(deps)
     routes: list[BaseRoute] = [
         Route("/", page.page, methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=page.WEB_DIR), name="static"),
@@ -97,7 +99,7 @@ def create_app(deps: Deps, *, host: str = "127.0.0.1", api_token: str | None = N
         Route("/v1/queries/{query_id}/feedback", FeedbackRoute(deps, ratings).feedback, methods=["POST"]),
         Route("/v1/search", SearchRoute(deps).search, methods=["GET"]),
         *Conversations(deps).routes(),
-        *ChatCompletions(deps, probes.unready_stages, stopping).routes(),
+        *ChatCompletions(deps, probes.unready_stages, stopping, backlog).routes(),
         Route("/v1/dead-letters", dead_letters.dead_letters, methods=["GET", "DELETE"]),
         Route("/v1/dead-letters/retry", dead_letters.retry_dead_letters, methods=["POST"]),
         Route("/v1/dead-letters/{letter_id}", dead_letters.purge_dead_letter, methods=["DELETE"]),

@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool as MCPTool
 from pydantic import Field
 
+from services.gateway.backlog import QueryBacklog
 from services.gateway.feedback import RateBound, client_of, remote_address
 from services.gateway.replies import stopping_note
 from shared.contract.deps import Deps
@@ -82,7 +83,8 @@ def _quietly(build: Callable[[], MCPServer]) -> MCPServer:
 
 
 def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict,
-                     ratings: RateBound | None = None, stopping: threading.Event | None = None) -> MCPServer:
+                     ratings: RateBound | None = None, stopping: threading.Event | None = None,
+                     backlog: QueryBacklog | None = None) -> MCPServer:
     """An MCP server exposing ``search_documents``, ``ask`` and ``feedback`` for ``deps``; ``unready`` gives the
     stages of this process that cannot work, with the reason (then a tool refuses the question, as the HTTP API
     does); ``ratings`` bounds the ratings per remote address and minute (shared with the HTTP route);
@@ -99,7 +101,7 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
     ))
     server.max_query_chars = deps.settings.max_query_chars
 
-    run_loop = _query_loop(deps, unready, stopping or threading.Event())
+    run_loop = _query_loop(deps, unready, stopping or threading.Event(), backlog or QueryBacklog(deps))
     _add_search_documents(server, run_loop)
     _add_ask(server, run_loop)
     _add_feedback(server, deps, ratings or RateBound())
@@ -110,7 +112,8 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
 _RunLoop = Callable[..., Awaitable[QueryRecord]]
 
 
-def _query_loop(deps: Deps, unready: Callable[[], dict[str, str]], stopping: threading.Event) -> _RunLoop:
+def _query_loop(deps: Deps, unready: Callable[[], dict[str, str]], stopping: threading.Event,
+                backlog: QueryBacklog) -> _RunLoop:
     """Submit a question and wait for its record to end, each failure a tool error the agent can read."""
 
     async def run_loop(question: str, top_k: int | None, filters: dict[str, Any] | None = None,
@@ -120,8 +123,8 @@ def _query_loop(deps: Deps, unready: Callable[[], dict[str, str]], stopping: thr
                             + "; ".join(f"{stage}: {reason}" for stage, reason in reasons.items()))
         try:
             record = await anyio.to_thread.run_sync(
-                lambda: submit_query(deps, question, top_k=top_k, field="question", filters=filters,
-                                     conversation_id=conversation_id))
+                lambda: backlog.submit(lambda: submit_query(deps, question, top_k=top_k, field="question",
+                                                            filters=filters, conversation_id=conversation_id)))
         except InvalidInput as exc:
             raise ToolError(str(exc)) from exc
         except ConversationNotFound as exc:

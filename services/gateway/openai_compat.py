@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from services.gateway.backlog import BacklogFull, QueryBacklog
 from services.gateway.replies import stopping_note
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
@@ -444,9 +445,10 @@ class ChatCompletions:
     cannot work (the same check as POST /v1/queries)."""
 
     def __init__(self, deps: Deps, unready: Callable[[], dict[str, str]] = dict,
-                 stopping: threading.Event | None = None) -> None:
+                 stopping: threading.Event | None = None, backlog: QueryBacklog | None = None) -> None:
         self.deps = deps
         self.unready = unready
+        self.backlog = backlog or QueryBacklog(deps)  # shared with POST /v1/queries by the app
         self.stopping = stopping or threading.Event()  # set when the server stops: a wait ends, said so
 
     def routes(self) -> list[Route]:
@@ -519,15 +521,17 @@ class ChatCompletions:
         filters = req.filters.model_dump(exclude_none=True) if req.filters is not None else None
         options = MODELS[req.model]
         try:
-            return await anyio.to_thread.run_sync(lambda: api.submit_query(
+            return await anyio.to_thread.run_sync(lambda: self.backlog.submit(lambda: api.submit_query(
                 self.deps, question, field=f"messages[{index}].content", filters=filters or None,
-                history=history or None, **options))
+                history=history or None, **options)))
         except InvalidInput as exc:
             message = str(exc)
             param = f"messages[{index}].content" if f"messages[{index}].content" in message else None
             if message.startswith("filters"):
                 param = "filters"
             raise ChatError(400, message, param=param) from None
+        except BacklogFull as exc:
+            raise ChatError(429, str(exc), code="queue_full", headers={"Retry-After": str(exc.retry_after_s)}) from None
         except RetryableError as exc:
             raise ChatError(503, str(exc), code="unavailable", headers={"Retry-After": "2"}) from None
 

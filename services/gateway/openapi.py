@@ -60,12 +60,16 @@ OPERATIONS = (
                          "400": ("The body or one of its fields is invalid.", schemas.Error),
                          "404": ("No conversation has this conversation_id.", schemas.Error),
                          "413": ("The body is too large.", schemas.Error),
+                         "429": ("RAGBUS_MAX_QUEUED_QUERIES questions are already queued or running here; nothing "
+                                 "was queued (retry after Retry-After seconds).", schemas.Error),
                          "503": ("The bus did not accept the query (retry shortly), or a stage this process runs "
                                  "cannot work with its configuration (see GET /readyz).", schemas.Error),
                          "507": ("The data directory's disk is full: nothing can be stored (see GET /readyz).",
                                  schemas.Error)},
               extra={"202": {"headers": {"Location": {"description": "The status URL.",
-                                                       "schema": {"type": "string"}}}}}),
+                                                       "schema": {"type": "string"}}}},
+                     "429": {"headers": {"Retry-After": {"description": "Seconds until a question may be taken.",
+                                                         "schema": {"type": "integer"}}}}}),
     Operation("/v1/queries/{query_id}", "get", "getQuery", "The query's record", parameters=(_QUERY_ID,),
               responses={"200": ("The record as it stands.", schemas.QueryRecord), "404": _NOT_FOUND}),
     Operation("/v1/queries/{query_id}/events", "get", "streamQueryEvents",

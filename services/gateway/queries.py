@@ -16,6 +16,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from services.gateway.backlog import BacklogFull, QueryBacklog
 from services.gateway.conversations import unknown_conversation
 from services.gateway.replies import error, read_json_object
 from services.gateway.schemas import MAX_WAIT_S, QueryRequest
@@ -48,9 +49,10 @@ class QueryRoutes:
     cannot work (a question is refused while one cannot)."""
 
     def __init__(self, deps: Deps, unready: Callable[[], dict[str, str]],
-                 stopping: threading.Event | None = None) -> None:
+                 stopping: threading.Event | None = None, backlog: QueryBacklog | None = None) -> None:
         self.deps = deps
         self.unready = unready
+        self.backlog = backlog or QueryBacklog(deps)  # how many questions may wait or run at once
         # set when the server stops: a wait ends at once (202, as when wait_s ends) and an event stream
         # closes without its `end`, so the client's EventSource reconnects (Last-Event-ID) once it is back
         self.stopping = stopping or threading.Event()
@@ -78,7 +80,7 @@ class QueryRoutes:
         try:
             wait_s = _wait_seconds(body.get("wait_s"))
             record = await anyio.to_thread.run_sync(
-                lambda: submit_query(
+                lambda: self.backlog.submit(lambda: submit_query(
                     self.deps,
                     body[field],
                     top_k=body.get("top_k"),
@@ -86,12 +88,14 @@ class QueryRoutes:
                     field=field,
                     filters=body.get("filters"),
                     conversation_id=body.get("conversation_id"),
-                )
+                ))
             )
         except InvalidInput as exc:
             return error(400, str(exc))
         except ConversationNotFound:
             return error(404, unknown_conversation(str(body["conversation_id"])))
+        except BacklogFull as exc:
+            return error(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
         except RetryableError as exc:
             return error(503, str(exc), headers={"Retry-After": "2"})
         query_id = record.id

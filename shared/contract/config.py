@@ -375,6 +375,10 @@ class Settings:
     top_k: int = setting("RAGBUS_TOP_K", 10, Whole(1), "contexts kept per iteration")
     query_timeout_s: float = setting("RAGBUS_QUERY_TIMEOUT_S", 60.0, Seconds(),
                                      "a query not answered by then ends `timed_out`")
+    max_queued_queries: int = setting(
+        "RAGBUS_MAX_QUEUED_QUERIES", 64, Whole(1),
+        "questions one gateway (`ragbus serve`) holds queued or running at once (REST, chat completions and MCP "
+        "together); one more is refused at once (429 with `Retry-After`), not queued to time out")
     # issue 27: off, time words are only words, with the month and year a provider adds (the old proxy)
     time_filter: bool = setting(
         "RAGBUS_TIME_FILTER", True, Flag(),

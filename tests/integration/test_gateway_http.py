@@ -459,3 +459,33 @@ def test_the_sample_corpus_is_served_where_the_demo_citations_point(deps):
             assert httpx.get(f"{server.url}{escape}").status_code == 404, escape
     finally:
         server.stop()
+
+
+def test_questions_past_the_queue_cap_are_refused_with_retry_after_until_one_ends(tmp_path, monkeypatch):
+    """RAGBUS_MAX_QUEUED_QUERIES bounds the backlog: one more question is refused at once (429, Retry-After,
+    on REST and chat completions alike), nothing queued for it; once a queued query ends, one is taken again."""
+    monkeypatch.setattr("services.gateway.backlog.RECHECK_S", 0.0)
+    deps = make_deps(tmp_path, Settings(home=tmp_path, max_queued_queries=2), hang=True)
+    handle = serve(deps, "127.0.0.1", 0)
+    try:
+        with httpx.Client(base_url=handle.url, timeout=20) as http:
+            queued = [http.post("/v1/queries", json={"question": f"what is queued {n}?"}) for n in range(2)]
+            assert [r.status_code for r in queued] == [202, 202]
+            refused = http.post("/v1/queries", json={"question": "one too many?"})
+            assert refused.status_code == 429
+            assert 1 <= int(refused.headers["Retry-After"]) <= 5
+            assert "2 questions are already queued or running here" in refused.json()["error"]
+            assert "RAGBUS_MAX_QUEUED_QUERIES" in refused.json()["error"]
+            chat = http.post("/v1/chat/completions", json={"model": "ragbus", "messages": [
+                {"role": "user", "content": "one too many?"}]})
+            assert chat.status_code == 429 and "Retry-After" in chat.headers
+            assert chat.json()["error"]["type"] == "rate_limit_exceeded" and chat.json()["error"]["code"] == "queue_full"
+            assert len(deps.publisher.messages) == 2  # nothing was queued for the refused ones
+
+            def answered(doc):
+                return {**doc, "status": "answered", "outcome": "answered", "answer": "done"}
+
+            deps.state.update(state_collections.QUERIES, queued[0].json()["id"], answered)
+            assert http.post("/v1/queries", json={"question": "taken now?"}).status_code == 202
+    finally:
+        handle.stop()
