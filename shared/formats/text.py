@@ -585,6 +585,9 @@ def _outside_code(html: str, code: str | None) -> tuple[str, str | None]:
     return without_code_elements(html), opens_code_element(html)
 
 
+_SHOWN_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*\s*/?>")
+
+
 def _inline_text(token, code: str | None = None) -> tuple[str, str | None]:
     """The text of an inline token, and the code element it leaves open (``code``: the one open
     before it): text inside a ``<script>``…``</script>`` is dropped with the tags."""
@@ -598,6 +601,12 @@ def _inline_text(token, code: str | None = None) -> tuple[str, str | None]:
             continue
         if child.type == "text" and n + 1 < len(children) and children[n + 1].type == "code_inline":
             parts.append(_MYST_ROLE.sub("", child.content))
+        elif child.type == "code_inline" and _SHOWN_TAG.search(child.content):
+            # code showing a tag ("the `<br>` element") keeps its span: an answer quoting it keeps the tag as
+            # text in code (shared/query/plain_answer.py), where a bare tag would be removed as markup
+            fence = "`" * (max(map(len, re.findall(r"`+", child.content)), default=0) + 1)
+            pad = " " if child.content[:1] == "`" or child.content[-1:] == "`" else ""
+            parts.append(f"{fence}{pad}{child.content}{pad}{fence}")
         elif child.type in ("text", "code_inline"):
             parts.append(child.content)
         elif child.type == "image":

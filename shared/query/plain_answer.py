@@ -13,6 +13,9 @@ MCP and ``/v1/chat/completions`` all show the same clean text (no copy of this r
   (``-m<max-hits>``, one span, not ``-m`` beside a span), so a Markdown renderer shows it rather than hide it
   as an unknown element; one already inside the document's own code span is left as it is (a second span
   inside it would end the first and leave the placeholder bare); a browser would make nothing of it either;
+- a tag without attributes inside the document's own code span ("use the `<br>` element") is kept there as text:
+  a renderer shows a code span as it is, and such a tag can load and run nothing anyway (one with
+  attributes is removed there too: it may carry an address or a handler);
 - HTML comments, processing instructions, declarations and every other tag are removed; the elements
   whose content is code or another document (``script``, ``style``, ``iframe``, ``svg``, …) are
   removed with their content; what is left of an unclosed tag is made plain text (``< img``), so
@@ -44,6 +47,7 @@ _PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.:-]*)>")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
 # a word holding placeholders: what touches them up to a space, a quote, a bracket or a backtick
 _PLACEHOLDER_WORD = re.compile(r"""[^\s`<>"'()\[\]]*(?:<[A-Za-z][A-Za-z0-9_.:-]*>[^\s`<>"'()\[\]]*)+""")
+_BARE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*\s*/?>")  # an opening, closing or empty tag, no attributes
 
 _LABEL = r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"
 _DESTINATION = r"""\(\s*(<[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)(?:\s+(?:"[^"]*"|'[^']*'|\([^)]*\)))?\s*\)"""
@@ -94,6 +98,7 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
     text = without_code_elements(text)
     spans = [m.span() for m in _CODE_SPAN.finditer(text)]
     text = _PLACEHOLDER_WORD.sub(placeholder, text)
+    text = _CODE_SPAN.sub(lambda m: _BARE_TAG.sub(lambda t: keep(t.group(0)), m.group(0)), text)
     text = _COMMENT.sub(" ", text)
     text = _DECLARATION.sub(" ", text)
     text = _TAG.sub(" ", text)

@@ -97,7 +97,7 @@ def assert_plain(text: str, where: str) -> None:
     # span opened inside it would close the document's and leave the placeholder bare, hidden by a renderer)
     ('"git grep -m<max-hits>" limits the hits.', '"git grep `-m<max-hits>`" limits the hits.'),
     ("Run `git grep -m<max-hits>` to limit the hits.", "Run `git grep -m<max-hits>` to limit the hits."),
-    ("Run `grep <b>` or see (<path>).", "Run `grep ` or see (`<path>`)."),
+    ("Run `grep <b>` or see (<path>).", "Run `grep <b>` or see (`<path>`)."),
     # a code span is a backtick run closed by one of the same length: a double-backtick span holds its placeholder
     # too, and a lone backtick earlier opens none; the span added is fenced by a run the text does not hold, so it
     # cannot pair with the lone one and leave the placeholder bare
@@ -106,6 +106,10 @@ def assert_plain(text: str, where: str) -> None:
     ("The ` key; see http://h/phish.", "The ` key; see ``http://h/phish``."),  # an address too
     ("Run git checkout <branch> -- <pathspec>, or <dir_fd>.", "Run git checkout `<branch>` -- `<pathspec>`, or `<dir_fd>`."),
     ("A <key name=x>b</key> and <b>bold</b> <source> <image> <br>c", "A b and bold c"),  # markup still goes
+    # a tag the document shows in its own code span is text there, kept as it is (a document teaching HTML says
+    # "use the `<br>` element"); one with attributes still goes, inside a span too
+    ("Use the `<br>` element, or `</p>` and `<br/>`, in ``<a>``.", "Use the `<br>` element, or `</p>` and `<br/>`, in ``<a>``."),
+    ('Write `<img src="http://h/x">` or `<b>`.', "Write ` ` or `<b>`."),
 ])
 def test_an_answer_sentence_is_made_plain(dirty, clean):
     assert plain_answer_text(dirty, [SOURCE]) == clean
@@ -176,6 +180,17 @@ def test_a_gemini_answer_is_stored_plain():
 def test_the_code_of_a_markdown_documents_script_is_not_kept_as_text(markdown):
     body = extract_markdown(markdown).body
     assert "QUOTED" not in body and "after" in body.lower()
+
+
+def test_a_tag_a_markdown_document_shows_in_code_reaches_the_answer_as_text():
+    """A Markdown page says "be sure the `<a>` tag is not indented": its chunk keeps the code span, and the
+    answer quoting it shows the tag as code, not "be sure the tag is not indented"; raw markup still goes."""
+    body = extract_markdown("# Notes\n\nBe sure that the `<a>` tag is not indented; close it with `</a>`. "
+                            "Run `grep -n` first.\n\nA raw <b>bold</b> word.\n").body
+    assert "the `<a>` tag" in body and "with `</a>`." in body and "Run grep -n first" in body
+    answer = plain_answer_text(body, [SOURCE])
+    assert "Be sure that the `<a>` tag is not indented; close it with `</a>`." in answer
+    assert "A raw bold word." in answer
 
 
 # ------------------------------------------------------------------ every surface, each provider
