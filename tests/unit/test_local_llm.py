@@ -54,6 +54,21 @@ def test_an_unknown_acronym_is_looked_up_again_only_after_the_index_changes():
     assert llm.expansion("HNSW") == "Hierarchical Navigable Small World"
 
 
+def test_the_acronym_lookups_kept_are_bounded_the_least_recently_used_forgotten(monkeypatch):
+    from shared.adapters.local.acronyms import AcronymTable
+
+    monkeypatch.setattr(AcronymTable, "MAX_LOOKUPS", 3)
+    llm, index = _model()
+    for acronym in ["CUDA", "HNSW", "QWXZ", "CUDA", "ZZTOP", "PLUGH"]:  # CUDA used again: HNSW is the oldest
+        llm.expansion(acronym)
+    table = llm.acronyms
+    assert list(table._lookups) == ["CUDA", "ZZTOP", "PLUGH"]
+    searched = len(index.searches)
+    assert llm.expansion("CUDA") == "Compute Unified Device Architecture" and len(index.searches) == searched
+    llm.expansion("HNSW")  # forgotten: looked up again
+    assert len(index.searches) == searched + 1 and len(table._lookups) == 3
+
+
 # Two teams spell NDR out differently; a third chunk, about ticket caches (TKC), names one of them in passing.
 _TWO_NDRS = [
     chunk(11, "Tickets", "Tickets travel in Network Data Representation (NDR), the wire format of the ticket service. "

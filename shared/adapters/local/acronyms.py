@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -105,11 +106,15 @@ class AcronymTable:
     questions came in, run to run when two workers share the model.
     """
 
+    #: Acronyms whose lookups are kept at most; past it the one used longest ago is forgotten (every question
+    #: may bring new capitalised words, and a long-running server must not keep them all).
+    MAX_LOOKUPS = 4096
+
     def __init__(self, index: Index, embedder: Embedder) -> None:
         self.index = index
         self.embedder = embedder
-        # acronym -> (index generation, every definition in the chunks its lookup found)
-        self._lookups: dict[str, tuple[int, dict[str, str]]] = {}
+        # acronym -> (index generation, every definition in the chunks its lookup found), least recently used first
+        self._lookups: OrderedDict[str, tuple[int, dict[str, str]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _generation(self) -> int:
@@ -127,6 +132,7 @@ class AcronymTable:
         with self._lock:
             known = self._lookups.get(key)
             if known is not None and known[0] == generation:
+                self._lookups.move_to_end(key)
                 return known[1]
         try:
             if vector is None:
@@ -140,6 +146,9 @@ class AcronymTable:
             found.update({k: v for k, v in find_acronyms(hit.chunk.text).items() if k not in found})
         with self._lock:
             self._lookups[key] = (generation, found)
+            self._lookups.move_to_end(key)
+            while len(self._lookups) > self.MAX_LOOKUPS:
+                self._lookups.popitem(last=False)
         return found
 
     @staticmethod
