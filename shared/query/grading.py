@@ -224,6 +224,17 @@ def _below(value: float, threshold: float) -> str:
     return repr(value)
 
 
+def shown_apart(value: float, threshold: float) -> tuple[str, str]:
+    """``value`` and ``threshold`` written with the fewest places (two or more) that tell them apart, so they
+    compare as the numbers do: two places printed "answer probability 0.42 (abstains below 0.42)" for 0.4196
+    under 0.4204."""
+    for places in range(2, 7):
+        shown = f"{value:.{places}f}", f"{threshold:.{places}f}"
+        if shown[0] != shown[1] or value == threshold:  # rounding keeps the order: apart, they read true
+            return shown
+    return repr(value), repr(threshold)
+
+
 def below_thresholds(grade: Grade, thresholds: GradeThresholds) -> bool:
     """The reference rule: a grade with any score below its threshold, or not grounded, does not pass
     (the grader then refines, abstains or stops: see services/grader)."""

@@ -165,9 +165,14 @@ def print_answer(record: QueryRecord) -> None:
         console.print(Text(f"  time: {in_quotes(time['phrase'])} read as published {span}{widened}"))
     for it in record.iterations:
         score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
-        if it.failed_thresholds:
+        failed = list(it.failed_thresholds or ())
+        if failed and failed[0].startswith("score "):
+            # the score below its threshold heads the line as the rule reads it ("score 0.5999 < 0.6"): rounded
+            # to two places it read "score 0.60 (score 0.5999 < 0.6)"
+            score = failed.pop(0)
+        if failed:
             # the rule the decision follows, so "0.79, refine" above "0.72, accept" reads true
-            score += f" ({', '.join(it.failed_thresholds)})"
+            score += f" ({', '.join(failed)})"
         # numbered from 1, as on the page and in `ragbus trace`; the JSON keeps the 0-based field
         line = Text(f"  iteration {it.iteration + 1}: {score}, {plain(it.decision or '')}")
         if len(record.iterations) > 1 and it.iteration == record.best_iteration:

@@ -316,6 +316,19 @@ def test_the_text_answer_marks_the_iteration_the_answer_was_kept_from(monkeypatc
     assert "iteration 2: score 0.72, accept\n" in out
 
 
+def test_a_score_below_its_threshold_heads_the_line_as_the_rule_reads(monkeypatch):
+    # "score 0.60 (score 0.5999 < 0.6), refine": the score rounded up to its threshold beside the rule it failed
+    from shared.contract.ports import Grade
+    from shared.query.record import Iteration
+
+    record = _record("When is exact search good enough?", outcome="answered_with_caveat", best_iteration=1)
+    record.iterations = [Iteration(iteration=0, grade=Grade(0.5999, 0.74, 0.75, False, True), decision="refine",
+                                   failed_thresholds=["score 0.5999 < 0.6", "not grounded"]),
+                         Iteration(iteration=1, grade=Grade(0.72, 0.74, 0.87, True, True), decision="accept")]
+    out = _printed(monkeypatch, record)
+    assert "iteration 1: score 0.5999 < 0.6 (not grounded), refine\n" in out and "0.60" not in out
+
+
 def _record(question: str, **fields):
     """A query record that ended answered, with ``fields`` set."""
     from shared.query.record import QueryRecord

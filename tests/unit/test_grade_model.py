@@ -6,6 +6,7 @@ The near-miss examples are written for these tests, not taken from fitz-gov."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 
 import numpy as np
@@ -247,6 +248,16 @@ def test_a_question_with_nothing_to_check_is_not_said_to_abstain_below_the_thres
     assert grade.answerable and grade.score < 0.99
     assert "abstains below" not in grade.reasoning and "no content terms" in grade.reasoning, grade.reasoning
     assert "abstains below 0.99" in _llm(refusing).grade(PRICE_QUESTION, _contexts(*LARKSPUR)).reasoning
+
+
+def test_the_reasoning_shows_the_probability_and_the_threshold_apart_as_the_decision_reads():
+    # issue 36 item 5: "answer probability 0.42 (abstains below 0.42)": two numbers rounded alike beside a decision
+    for threshold in (0.5003, 0.4997):
+        grade = _llm(_model({}, threshold=threshold)).grade(PRICE_QUESTION, _contexts(*LARKSPUR))
+        shown = re.search(r"answer probability ([0-9.]+) \(abstains below ([0-9.]+)\)", grade.reasoning)
+        assert shown, grade.reasoning
+        assert shown.group(1) != shown.group(2)
+        assert (float(shown.group(1)) < float(shown.group(2))) == (threshold > 0.5), grade.reasoning
 
 
 def test_sentence_coverage_reads_each_passage_once_and_leaves_the_passage_cache_to_passages():

@@ -79,6 +79,15 @@ def test_a_failed_threshold_shows_its_value_below_the_threshold():
         "score 0.44 < 0.6", "relevance 0.04 < 0.65", "completeness 0.03 < 0.55"]
 
 
+def test_a_value_and_its_threshold_are_shown_with_the_places_that_tell_them_apart():
+    from shared.query.grading import shown_apart
+
+    assert shown_apart(0.4196, 0.4204) == ("0.4196", "0.4204")  # not "0.42 (abstains below 0.42)"
+    assert shown_apart(0.4204, 0.4196) == ("0.4204", "0.4196")
+    assert shown_apart(0.43, 0.42) == ("0.43", "0.42") and shown_apart(0.5, 0.5) == ("0.50", "0.50")
+    assert shown_apart(0.41999, 0.42) == ("0.41999", "0.42000")
+
+
 def test_transformation_from_json_text_and_empty():
     t = parse_transformation('```json\n{"rewritten": "CUDA kernels", "sub_queries": ["a b", "c d", "e f", '
                              '"g h", "i j", "k l"]}\n```', max_sub_queries=5)

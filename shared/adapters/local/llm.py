@@ -90,7 +90,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.grading import strip_model_directives
+from shared.query.grading import shown_apart, strip_model_directives
 from shared.query.reading.answer_types import (
     FactSupport,
     asked_subject,
@@ -539,9 +539,10 @@ class LocalLanguageModel:
         elif support.checked and not support.supported:
             completeness *= ASPECT_MISS_FACTOR  # a named aspect no passage names: weaker, not refused
         concerns = model.concerns(ev.features)
+        shown_probability, shown_threshold = shown_apart(probability, model.answerable_from)
         reasoning = (
-            f"answer probability {probability:.2f} "
-            + (f"(abstains below {model.answerable_from:.2f})" if ev.terms
+            f"answer probability {shown_probability} "
+            + (f"(abstains below {shown_threshold})" if ev.terms
                else "(no content terms to check: neither claimed nor refused)")
             + (f", held down by: {'; '.join(concerns)}" if concerns else "")
             + f". Best similarity {sim_max:.2f}, top-3 mean {sim_top:.2f}; question terms"
