@@ -10,6 +10,14 @@ rewritten. ``--out`` writes every turn's standalone question and answer as JSON,
 turns answered is what the rule reads: ``tests/data/followup_rewrites.jsonl`` keeps those answers).
 
     RAGBUS_LLM=local python bench/followup_dialogues.py --cache .ragbus-eval [--out F]
+    RAGBUS_LLM=local python bench/followup_dialogues.py --dialogues bench/followup_fresh.jsonl \
+        --home /tmp/c/realtext-dev-home    # dialogues written apart from the rules, over dev documents
+
+``--dialogues`` asks a file of dialogues of the dev part's shape instead of the part's own:
+``bench/followup_fresh.jsonl`` holds 38 follow-ups and 3 topic changes over documents of dev/a, dev/b
+and realdocs, written before the follow-up design they measure was chosen (issue 36.4), their keys
+checked in the cleaned documents (``tests/unit/test_followup_fresh_set.py``). ``--home`` reuses a kept
+home, such as the one ``ragbus eval --dataset realtext --part dev --reuse-ingest --cache C`` leaves.
 
 The documents are ingested once into ``<cache>/realtext-dialogues-home`` and reused by later runs
 (delete it after changing cleaning, chunking or indexing). A document's id is derived from its
@@ -92,10 +100,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=Path(".ragbus-eval"))
     parser.add_argument("--out", type=Path, help="every dialogue's turns, rewrites and answers as JSON")
+    parser.add_argument("--dialogues", type=Path, help="a JSON-lines file of dialogues over the dev part's documents "
+                        "(bench/followup_fresh.jsonl) asked instead of the part's own")
+    parser.add_argument("--home", type=Path, help="a kept home to reuse (an eval's <cache>/realtext-dev-home)")
     args = parser.parse_args()
     part = realtext.load_part("dev")
     writers = writer_of(part)
-    home = args.cache / "realtext-dialogues-home"
+    dialogues = list(part.dialogues)
+    if args.dialogues:
+        from shared.tools.eval import realdocs  # noqa: PLC0415
+        dialogues = conversations.load_rows(realdocs.jsonl_lines(args.dialogues),
+                                            {d.file: d.folder / d.file for d in part.documents},
+                                            corpora=(realtext.NAME,), max_turns=realtext.MAX_TURNS,
+                                            topic_change_as_typed=False)
+        writers = {d.id: args.dialogues.stem for d in dialogues}
+    home = args.home or args.cache / "realtext-dialogues-home"
     home.mkdir(parents=True, exist_ok=True)
     settings = pipeline_settings(home, FULL)
     require_ready(settings, QUERY_STAGES)
@@ -106,9 +125,9 @@ def main() -> int:
                             RealDocsOptions(cache_dir=args.cache, reuse_ingest=True, ingest_timeout_s=3600), home)
         print(f"ingest {time.perf_counter() - started:.0f}s, {system.deps.index.count_chunks()} chunks", file=sys.stderr)
         started, since = time.perf_counter(), system.deps.clock.now().isoformat()
-        results, _ = ask_dialogues(system, list(part.dialogues), files, concurrency=2, query_timeout_s=120,
+        results, _ = ask_dialogues(system, dialogues, files, concurrency=2, query_timeout_s=120,
                                    say=lambda msg: print(msg, file=sys.stderr))
-        earlier = earlier_turns(system.deps.state, part.dialogues, since)
+        earlier = earlier_turns(system.deps.state, dialogues, since)
     finally:
         system.deps.index.close()
     print(f"dialogues {time.perf_counter() - started:.0f}s", file=sys.stderr)

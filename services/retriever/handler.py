@@ -18,7 +18,8 @@ Sub-queries count only when at least ``min_sub_queries_for_synthesis`` of them f
 why, with the figures: docs/benchmarks.md, "The retriever's rules, and the measurements behind them".
 A follow-up that leans on the earlier turn (the record's ``follows``) is also searched, with the
 earlier question, for that turn's document: when it points back at the earlier turn those chunks are
-its contexts; when it only opens with "and", they lead only if its own search finds that document too.
+its contexts; when it only opens with "and", they lead only if its own search finds that document too;
+when nothing in its form leans ("unmarked"), only if one of them holds as many of its words as any other's.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from shared.contract.ports import (
     TermStatistics,
 )
 from shared.contract.text import in_quotes, split_header
-from shared.query.reading.followup import CONNECTIVE
+from shared.query.reading.extractive import content_terms, stem, term_set
+from shared.query.reading.followup import CONNECTIVE, UNMARKED
 from shared.query.reading.language import in_english
 from shared.query.record import Context, QueryRecord
 from shared.query.runner import Change, handle_query_message
@@ -351,6 +353,7 @@ class EarlierDocument:
     hits: QueryHits
     points_back: bool  # the question points back at the earlier turn: it cannot change topic
     on_topic: bool  # the question's own search finds that document among its best
+    unmarked: bool = False  # nothing in the question's form leans: points_back and on_topic weigh its words
 
     @property
     def leads(self) -> bool:
@@ -360,6 +363,9 @@ class EarlierDocument:
         name = f"the earlier turn's document {self.document_id}"
         if not self.hits.hits:
             return f"{name} has none of the follow-up's best chunks"
+        if self.unmarked:
+            return f"{name} gives the contexts (a chunk of it holds as many of the question's words as any other)" \
+                if self.leads else f"{name} holds fewer of the question's words than another: a new topic, not preferred"
         if self.points_back:
             return f"{name} gives the contexts (the question points back at the earlier turn)"
         if self.on_topic:
@@ -382,6 +388,15 @@ def search_earlier_document(follows: dict[str, str], question: str, main: list[Q
     (deep,) = search_all([(EARLIER_LABEL, text)], embedder=embedder, index=index, k=k * EARLIER_DEPTH, filters=filters)
     hits = replace(deep, hits=[h for h in deep.hits if h.chunk.document_id == document_id][:k])
     on_topic = any(h.chunk.document_id == document_id for r in main for h in r.hits)
+    if follows.get("leans") == UNMARKED:
+        # a question whose form does not lean: read from that document when one of its chunks holds as many of the
+        # question's own words as the best chunk of any other document its own search found (the evidence, not the
+        # wording: "Which systems were affected?" after a gzip release's fix, not a new question on adduser.conf)
+        words = {stem(t) for t in content_terms(question)}
+        own = max((len(words & term_set(h.chunk.text)) for r in main for h in r.hits
+                   if h.chunk.document_id != document_id), default=0)
+        held = max((len(words & term_set(h.chunk.text)) for h in hits.hits), default=0)
+        return EarlierDocument(document_id, hits, held > 0 and held >= own, held > 0 and held >= own, unmarked=True)
     return EarlierDocument(document_id, hits, follows.get("leans") != CONNECTIVE, on_topic)
 
 

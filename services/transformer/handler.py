@@ -34,11 +34,13 @@ from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.query.reading.followup import (
+    UNMARKED,
     answer_paragraphs,
     carried_form,
     leans_on,
     standalone_question,
 )
+from shared.query.reading.followup_languages import NEW_TOPIC
 from shared.query.record import QueryRecord
 from shared.query.runner import Change, ask_model, handle_query_message
 from shared.query.temporal import TimeReading, read_time
@@ -249,21 +251,24 @@ def earlier_document(turn: ConversationTurn, ports: Deps) -> tuple[str, str] | N
 
 
 def follow_earlier_document(follow: FollowUp, typed: str, turns: Sequence[ConversationTurn], ports: Deps) -> FollowUp:
-    """A follow-up that leans on the earlier turn (:func:`shared.query.reading.followup.leans_on`: the
-    rule rewrote it, it opens with "and", or a word in it points back) names the earlier turn's
-    document, which its retrieval prefers ("Which calling convention makes that possible?" is answered
-    from the document that said how a method reaches the module state). Whether it stays on that
-    document's topic is the retriever's to tell, with the question's own search (a question that opens
-    with "and" may change topic)."""
-    why = leans_on(typed, turns)
-    if why is None:
+    """Every question after an earlier turn names that turn's document, for its retrieval to weigh. One
+    that leans on the earlier turn (:func:`shared.query.reading.followup.leans_on`: the rule rewrote it,
+    it opens with "and", or a word in it points back) is read from that document ("Which calling
+    convention makes that possible?"); one whose form does not lean ("Which systems were affected?"
+    after "Which gzip release fixed CVE-2010-0001?") is ``unmarked``: whether it continues the earlier
+    turn is the retriever's to tell by evidence, not by more rules on its wording. A question that
+    announces a new topic ("Something else: ...") names none."""
+    if NEW_TOPIC.match(" ".join(typed.split())):
         return follow
+    why = leans_on(typed, turns) or UNMARKED
     found = earlier_document(turns[-1], ports)
     if found is None:
         return follow
     document, found_by = found
+    how = "nothing in its form leans on the earlier turn: weighs" if why == UNMARKED else \
+        f"leans on the earlier turn ({why}): prefers"
     return replace(follow, follows={"document_id": document, "leans": why, "earlier_question": turns[-1].question},
-                   leaning=f"leans on the earlier turn ({why}): prefers its document {document} (found by {found_by})")
+                   leaning=f"{how} its document {document} (found by {found_by})")
 
 
 def carry_by_corpus(follow: FollowUp, typed: str, turns: Sequence[ConversationTurn], ports: Deps) -> FollowUp:

@@ -313,3 +313,37 @@ def test_a_question_that_only_opens_with_and_leads_with_the_earlier_document_whe
     contexts, detail, _ = _follow_up_contexts("chunking", "connective")
     assert [c["chunk_id"] for c in contexts] == [c["chunk_id"] for c in plain]
     assert "the earlier turn's document chunking is not among the question's own best: a new topic" in detail
+
+
+# A question whose form does not lean on the earlier turn ("unmarked"): its words decide, not its wording.
+RELEASES = [
+    chunk(60, "Release 2.4", "Release 2.4 fixes a crash of the unpacker on crafted archives. The crash affects "
+          "only 64-bit ARM systems; other systems were not affected.", doc="tarkit"),
+    chunk(61, "Outage report", "The mirror outage affected several download servers for two days.", doc="mirrors"),
+    chunk(62, "Shell defaults", "New accounts get /bin/sh as their login shell unless the shell option says "
+          "otherwise.", doc="accounts"),
+]
+
+
+def _unmarked_contexts(question, document):
+    loop = make_loop(RELEASES)
+    loop.submit(question, top_k=2)
+    follows = {"document_id": document, "leans": "unmarked", "earlier_question": "Which release fixed the crash?"}
+    loop.state.update(state_collections.QUERIES, "q1", lambda doc: {**doc, "follows": follows})
+    loop.deliver(_message(loop, question))
+    return loop.record()["iterations"][0]["contexts"], loop.record()["events"][-1]["detail"]
+
+
+def test_an_unmarked_question_is_read_from_the_earlier_document_when_it_holds_the_questions_words():
+    # "Which systems were affected?" says nothing of the release, yet only its document says which systems
+    contexts, detail = _unmarked_contexts("Which systems were affected?", "tarkit")
+    assert contexts[0]["chunk_id"] == "tarkit:h:60"
+    assert "the earlier turn's document tarkit gives the contexts (a chunk of it holds as many" in detail
+
+
+def test_an_unmarked_question_on_another_topic_keeps_its_own_contexts():
+    plain, _ = _unmarked_contexts("Which login shell do new accounts get?", "nowhere")
+    contexts, detail = _unmarked_contexts("Which login shell do new accounts get?", "tarkit")
+    assert contexts[0]["chunk_id"] == "accounts:h:62" == plain[0]["chunk_id"]
+    assert "the earlier turn's document tarkit holds fewer of the question's words than another: a new topic" in detail
+

@@ -227,11 +227,24 @@ def test_an_earlier_turn_without_an_answer_is_found_by_its_question():
     assert "(found by its question)" in record["events"][-1]["detail"]
 
 
-def test_a_whole_question_names_no_earlier_document():
+def test_a_whole_question_names_the_earlier_document_unmarked_for_the_retriever_to_weigh():
+    # nothing in its form leans on the earlier turn, and no rule on its wording decides: the retriever weighs
+    # the earlier document's chunks against the question's own search (tests/unit/test_retriever.py)
     loop = make_loop(BUILDS, real_local_llm=True)
     record = _transform(loop, _follow_up(loop, "How are documents split before embedding?", first=ZSTD_BUILD,
                                          answer="The Makefile [1]."))
-    assert "follows" not in record and "leans on" not in record["events"][-1]["detail"]
+    assert record["standalone_question"] == "How are documents split before embedding?"
+    # "The Makefile [1]." is matched best by the page on Makefiles
+    assert record["follows"] == {"document_id": "make", "leans": "unmarked", "earlier_question": ZSTD_BUILD}
+    assert ("nothing in its form leans on the earlier turn: weighs its document make (found by its answer)"
+            in record["events"][-1]["detail"])
+
+
+def test_a_question_that_announces_a_new_topic_names_no_earlier_document():
+    loop = make_loop(BUILDS, real_local_llm=True)
+    record = _transform(loop, _follow_up(loop, "Something else: how are documents split before embedding?",
+                                         first=ZSTD_BUILD, answer="The Makefile [1]."))
+    assert "follows" not in record and "its document" not in record["events"][-1]["detail"]
 
 
 def test_a_refusal_a_client_kept_as_the_earlier_answer_does_not_name_a_document():

@@ -21,7 +21,7 @@ from shared.contract.ports import ConversationTurn
 from shared.query.reading.followup_languages import EN, NEW_TOPIC, RULES, Language
 from shared.query.reading.language import detect_language, is_note
 
-__all__ = ["CONNECTIVE", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
+__all__ = ["CONNECTIVE", "UNMARKED", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Resolution:
         return self.rule not in ("no history", "self-contained")
 
 
-CONNECTIVE = "connective"  # what leans_on says of a whole question that only opens with "and"
+CONNECTIVE, UNMARKED = "connective", "unmarked"  # leans_on: a whole question opening with "and"; none leaning
 
 # The words the rule reads English by (the determiners and subordinators of every language it reads)
 _DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
