@@ -16,7 +16,9 @@ turns answered is what the rule reads: ``tests/data/followup_rewrites.jsonl`` ke
 ``--dialogues`` asks a file of dialogues of the dev part's shape instead of the part's own:
 ``bench/followup_fresh.jsonl`` holds 38 follow-ups and 3 topic changes over documents of dev/a, dev/b
 and realdocs, written before the follow-up design they measure was chosen (issue 36.4), their keys
-checked in the cleaned documents (``tests/unit/test_followup_fresh_set.py``). ``--home`` reuses a kept
+checked in the cleaned documents (``tests/unit/test_followup_fresh_set.py``); ``bench/followup_fresh2.jsonl``
+(16 follow-ups, 6 topic changes) was written after that design was chosen, to check it on dialogues it
+was not chosen on. ``--home`` reuses a kept
 home, such as the one ``ragbus eval --dataset realtext --part dev --reuse-ingest --cache C`` leaves.
 
 The documents are ingested once into ``<cache>/realtext-dialogues-home`` and reused by later runs
