@@ -43,8 +43,9 @@ _TAG = re.compile(rf"</?[A-Za-z][A-Za-z0-9:-]*(?:[\s/]{_ATTRIBUTES})?>")
 _UNCLOSED = re.compile(r"<(?=[A-Za-z/!?])")
 # a browser's tag name runs to a space, "/" or ">": "<dir_fd>" is one too, though _TAG's names stop at "_"
 _PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.:-]*)>")
-# a Markdown code span: a run of backticks closed by a run of the same length (CommonMark)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+# a Markdown code span: a run of backticks closed by a run of the same length (CommonMark); a backslash before the
+# run escapes its first backtick and a blank line ends the paragraph, so neither opens a span a renderer would show
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)(?:(?!\n\s*\n).)+?(?<!`)\1(?!`)", re.DOTALL)
 # a word holding placeholders: what touches them up to a space, a quote, a bracket or a backtick
 _PLACEHOLDER_WORD = re.compile(r"""[^\s`<>"'()\[\]]*(?:<[A-Za-z][A-Za-z0-9_.:-]*>[^\s`<>"'()\[\]]*)+""")
 _BARE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*\s*/?>")  # an opening, closing or empty tag, no attributes

@@ -110,9 +110,28 @@ def assert_plain(text: str, where: str) -> None:
     # "use the `<br>` element"); one with attributes still goes, inside a span too
     ("Use the `<br>` element, or `</p>` and `<br/>`, in ``<a>``.", "Use the `<br>` element, or `</p>` and `<br/>`, in ``<a>``."),
     ('Write `<img src="http://h/x">` or `<b>`.', "Write ` ` or `<b>`."),
+    # a backslash escapes the backtick after it and a blank line ends the paragraph: neither opens a code span, so
+    # the tag after one is markup and goes (a renderer shows "\\`<h1>`" as a backtick and a heading)
+    (r"Press \`<h1>` then.", r"Press \` ` then."),
+    ("Use `a\n\n<h1>` big", "Use `a\n\n` big"),
 ])
 def test_an_answer_sentence_is_made_plain(dirty, clean):
     assert plain_answer_text(dirty, [SOURCE]) == clean
+
+
+@pytest.mark.parametrize("smuggled", [
+    r"Press \`<marquee>` then `</marquee>` then.",  # an escaped backtick opens no span
+    r"Press \\\`<h1>` then.",
+    "Use `a\n\n<h1>` big, `b\n \n</h1>` c.",  # nor does one a blank line ends
+    "Use `a\n\t\n<details>` or `x`.",
+])
+def test_a_tag_smuggled_through_what_only_looks_like_a_code_span_is_removed(smuggled):
+    """A tag is kept only inside a code span a CommonMark renderer shows as code: rendered, the answer holds no
+    element but ``<p>`` and ``<code>``."""
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").render(plain_answer_text(smuggled, [SOURCE]))
+    assert not re.findall(r"</?(?!p>|code>)[A-Za-z]", html), html
 
 
 def test_a_link_to_a_source_that_is_not_http_is_not_kept():
