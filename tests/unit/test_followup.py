@@ -721,3 +721,12 @@ def test_held_out_dialogues_keep_the_subject_in_a_well_formed_question(earlier, 
 def test_a_rewrite_that_would_not_read_as_a_question_falls_back_to_the_earlier_question_in_brackets(
         earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+def test_a_possessive_left_with_nothing_after_it_is_not_a_question():
+    # "it" stands for the owner's whole phrase, not the owner: "Where can I download pip's?" reads as nothing
+    earlier = [ConversationTurn("Is tarkit's offline installer still experimental?", "")]
+    resolved = standalone_question("Where can I download it?", earlier)
+    assert not resolved.question.endswith("tarkit's?")
+    assert resolved.question == "Where can I download it (is tarkit's offline installer still experimental)?"
+
