@@ -239,3 +239,22 @@ def test_a_sentence_standing_out_from_the_next_candidates_is_evidence_of_its_own
     assert stands_out["relevance_gap"] > 0.3 > 0.1 > among_alike["relevance_gap"]
     lead, *rest = reader.ranked  # the port sentence leads; the gap is to the mean of the next three
     assert stands_out["relevance_gap"] == pytest.approx(reader.relevance[lead] - np.mean(reader.relevance[rest[:3]]))
+
+
+def test_a_limit_asked_and_stated_by_no_sentence_is_evidence_of_a_near_miss(embedder):
+    # issue 36: "What is the maximum ...?" against passages that name the subject and even give its value but no
+    # limit is the commonest near miss; only a sentence stating a limit ("at most 5") answers it
+    question = "What is the maximum number of retries the courier agent makes?"
+    unlimited = ("Retries\n\nThe courier agent retries a failed delivery after 30 seconds. Each retry is logged "
+                 "with the recipient's address.")
+    limited = "Retries\n\nThe courier agent retries a failed delivery at most 5 times, 30 seconds apart."
+    seen = []
+    for text in (unlimited, limited):
+        _read(embedder, question, text, observe=lambda features, answer, reader: seen.append(features))
+    assert seen[0]["limit_unstated"] == 1.0 and seen[1]["limit_unstated"] < 0.5
+    asked_plainly = []  # no limit asked: the feature says nothing
+    _read(embedder, "How long does the courier agent wait before a retry?", unlimited,
+          observe=lambda features, answer, reader: asked_plainly.append(features))
+    assert asked_plainly[0]["limit_unstated"] == 0.0
+    model = shipped_verdict_model()
+    assert model.near_miss.probability(seen[0]) > model.near_miss.probability(seen[0] | {"limit_unstated": 0.0})

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.query.reading.extractive import (
+    ASKS_LIMIT,
     STOPWORDS,
     content_terms,
     split_sentences,
@@ -157,10 +158,8 @@ _VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
 _DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b",
                         re.IGNORECASE)
-# A question asking for a limit ("the maximum reward", "which minimum version") is answered by a
-# sentence stating one ("up to", "at most", "limited to", "or higher"), not by any value of the thing.
-_BOUND_Q = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|upper\s+limit|lower\s+limit|"
-                      r"largest|smallest|highest|lowest)\b", re.IGNORECASE)
+# A question asking for a limit (extractive.ASKS_LIMIT: "the maximum reward", "which minimum version") is answered
+# by a sentence stating one ("up to", "at most", "limited to", "or higher"), not by any value of the thing.
 _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|up\s+to|no\s+(?:more|less|fewer)\s+than|"
                     r"limit(?:s|ed)?|cap(?:s|ped)?|exceed\w*|(?:larger|greater|more|less|fewer|higher|lower|smaller)\s+than|"
                     r"or\s+(?:more|less|higher|lower|later|newer|above|greater)|largest|smallest|highest|lowest|"
@@ -706,7 +705,7 @@ def sentence_states(sentence: str, question: str) -> bool | None:
         return None
     question_stems = frozenset(term_set(question))
     if sentence:
-        if _BOUND_Q.search(question) and not _BOUND.search(sentence):
+        if ASKS_LIMIT.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
         events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
         if events and not any(events & {_EVENTS.get(s) for s in term_set(part)}

@@ -907,7 +907,6 @@ class Reader:
     def _evidence(self, lead: int, chosen: list[int], unknown: list[str]) -> dict[str, float]:
         """The values of :data:`~shared.query.reading.verdict.FEATURES` for the answer quoting ``chosen``."""
         candidates, query, terms = self.candidates, self.query, self.term_stems
-        unit_stems = frozenset().union(*(candidates[j].stems for j in self.unit(lead)))
         own = self.source.get(candidates[lead].number)
         others = [i for i in self.pool if self.source.get(candidates[i].number) != own]
         next_three = [self.relevance[i] for i in self.ranked if i != lead][:3]
@@ -921,26 +920,24 @@ class Reader:
             held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading))
             return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
 
-        def share(stems: frozenset[str]) -> float:
-            return sum(t in stems for t in terms) / len(terms) if terms else 0.0
-
         # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms
         # and most of what the value is asked about: not a default stated for the option above the asked one
         states = self.asks_fact and any(subject(i) >= STATED_SUBJECT and self.fact_check(self.quoted_text(i), query)
                                         for i in chosen)
+        stated = max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0)
+        retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
         return {
             "asks_value": float(self.asks_fact), "states_value": float(states),
             "cosine": float(self.cosine[lead]),
-            "overlap_heading_only": max(0.0, float(self.pair_overlap[lead]) - share(unit_stems)),
             "relevance_margin": float(self.relevance[lead] - max((self.relevance[i] for i in others), default=0.0)),
             "relevance_gap": float(self.relevance[lead] - np.mean(next_three)) if next_three else 1.0,
             "asks_list": float(asks_list),
             "list_unquoted": float(asks_list and _short_items(" ".join(self.quoted_text(i) for i in chosen)) < 2),
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
-            "coverage_retrieved": share(frozenset().union(*(_term_set(c.text) for c in self.contexts))),
+            "coverage_retrieved": sum(t in retrieved for t in terms) / len(terms) if terms else 0.0,
             "subject_quoted": max((subject(i) for i in chosen), default=0.0),
-            "subject_stated": max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0),
+            "subject_stated": stated, "limit_unstated": float(bool(ASKS_LIMIT.search(query))) * (1.0 - stated),
         }
 
 
@@ -957,6 +954,9 @@ def _asks_list(query: str) -> bool:
     return bool(_ASKS_LIST.search(query)) and not _ASKS_OPEN.match(query)
 
 
+# A question asking for a limit ("the maximum length", "which minimum version"): only a sentence stating one answers it.
+ASKS_LIMIT = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|upper\s+limit|lower\s+limit|"
+                        r"largest|smallest|highest|lowest)\b", re.IGNORECASE)
 # A question asking for several items: "Which options ...", "What are the ...s", "List ...", "two limits".
 _ASKS_LIST = re.compile(
     r"^\W*(?:which|what)\s+(?:[\w-]+\s+){0,2}?[\w-]+s\s+(?:are|were|do|does|can|could|must|should|make|have|has|"

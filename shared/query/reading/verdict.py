@@ -28,14 +28,13 @@ import numpy as np
 from shared.contract.errors import ConfigError
 
 # Bump with any change to a feature's meaning, not only to the list: the weights belong to both.
-FEATURE_VERSION = 8  # 8: states_value needs the asked event (a date, version or name for another one states nothing)
+FEATURE_VERSION = 9  # 9: limit_unstated, not overlap_heading_only (8: states_value needs the asked event)
 
 #: The reader's evidence for the answer it would give, in the order of each model's weights.
 FEATURES: tuple[str, ...] = (
     "asks_value",  # 1 when the question asks for a value of a type (a count, date, version, default, flag ...)
     "states_value",  # 1 when a quoted sentence states a value of the asked type, tied to the question's terms
     "cosine",  # MiniLM cosine of the question and the opening sentence (under its section's heading)
-    "overlap_heading_only",  # share of the question's key terms held only by the opening sentence's section heading
     "relevance_margin",  # the opening sentence's score minus the best of another document's sentence
     "relevance_gap",  # ... minus the mean of the next three's, any document's (low: many weak, alike candidates)
     "asks_list",  # 1 when the question asks for several items
@@ -48,6 +47,7 @@ FEATURES: tuple[str, ...] = (
     # it leans on and its heading:
     "subject_quoted",  # ... a quoted sentence
     "subject_stated",  # ... a sentence stating a value of the asked type (0: none does, or none is asked)
+    "limit_unstated",  # 1 - subject_stated when a limit is asked ("the maximum ...": only a limit states it); else 0
 )
 
 MODEL_FILE = Path(__file__).with_name("verdict_model.json")
