@@ -250,6 +250,32 @@ def _unwrap_source_lines(tree) -> bool:
     return changed
 
 
+#: elements a page sets code inline in; inside these (a code block) text is left as written
+_INLINE_CODE = ("code", "kbd", "samp", "tt")
+_CODE_BLOCKS = frozenset({"pre", "textarea", "listing", "xmp", "plaintext"})
+
+
+def _code_showing_tags(tree) -> bool:
+    """Inline code that shows a tag ("use the <code>&lt;br&gt;</code> element") set in a Markdown code span.
+
+    Its text reaches the chunk as a bare "<br>", which the answer's sanitiser removes as markup (the
+    answer read "use the element"); in a code span it is kept as text (shared/query/plain_answer.py),
+    as a Markdown page's inline code is (:func:`_inline_text`). Code inside a code block stays as written."""
+    changed = False
+    for element in list(tree.iter(*_INLINE_CODE)):
+        if any(isinstance(a.tag, str) and (a.tag in _CODE_BLOCKS or a.tag in _INLINE_CODE)
+               for a in element.iterancestors()):
+            continue  # the outermost inline code only, and none inside a block of code
+        text = element.text_content()
+        if "\n" in text or not _SHOWN_TAG.search(text):
+            continue
+        for child in list(element):
+            element.remove(child)  # its tail is part of text_content(), kept below
+        element.text = _code_span(text)
+        changed = True
+    return changed
+
+
 #: an inline style a browser renders nothing of (CSS's display: none; visibility: hidden or collapse)
 _UNRENDERED_STYLE = re.compile(
     r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse))\s*(?:!\s*important\s*)?(?:;|$)",
@@ -319,6 +345,7 @@ def prepare_html(html: str) -> tuple[str, str]:
     changed = _drop_page_navigation(tree) or changed
     changed = _unwrap_headings(tree) or changed
     changed = _unwrap_source_lines(tree) or changed
+    changed = _code_showing_tags(tree) or changed
     for container in list(tree.iter(*_CONTAINERS)):
         children = list(container)
         if all(_is_inline(c) for c in children):
@@ -588,6 +615,13 @@ def _outside_code(html: str, code: str | None) -> tuple[str, str | None]:
 _SHOWN_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*\s*/?>")
 
 
+def _code_span(content: str) -> str:
+    """``content`` as one Markdown code span: fenced by a backtick run longer than any it holds."""
+    fence = "`" * (max(map(len, re.findall(r"`+", content)), default=0) + 1)
+    pad = " " if content[:1] == "`" or content[-1:] == "`" else ""
+    return f"{fence}{pad}{content}{pad}{fence}"
+
+
 def _inline_text(token, code: str | None = None) -> tuple[str, str | None]:
     """The text of an inline token, and the code element it leaves open (``code``: the one open
     before it): text inside a ``<script>``…``</script>`` is dropped with the tags."""
@@ -604,9 +638,7 @@ def _inline_text(token, code: str | None = None) -> tuple[str, str | None]:
         elif child.type == "code_inline" and _SHOWN_TAG.search(child.content):
             # code showing a tag ("the `<br>` element") keeps its span: an answer quoting it keeps the tag as
             # text in code (shared/query/plain_answer.py), where a bare tag would be removed as markup
-            fence = "`" * (max(map(len, re.findall(r"`+", child.content)), default=0) + 1)
-            pad = " " if child.content[:1] == "`" or child.content[-1:] == "`" else ""
-            parts.append(f"{fence}{pad}{child.content}{pad}{fence}")
+            parts.append(_code_span(child.content))
         elif child.type in ("text", "code_inline"):
             parts.append(child.content)
         elif child.type == "image":

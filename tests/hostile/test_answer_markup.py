@@ -212,6 +212,23 @@ def test_a_tag_a_markdown_document_shows_in_code_reaches_the_answer_as_text():
     assert "A raw bold word." in answer
 
 
+def test_a_tag_an_html_page_shows_in_inline_code_reaches_the_answer_as_text():
+    """An HTML page says "use the <code>&lt;br&gt;</code> element": the chunk sets it in a code span, so the
+    answer shows "`<br>`", not "use the element"; code inside <pre> stays as written, and a tag with attributes
+    shown in code still goes from the answer."""
+    from shared.formats.text import extract_html
+
+    body = extract_html(
+        "<html><head><title>Tags</title></head><body><h1>Tags</h1><p>Use the <code>&lt;br&gt;</code> element "
+        "to break a line, and close a paragraph with <code><span>&lt;/p&gt;</span></code> at its end.</p>"
+        "<p>Never write <code>&lt;b onmouseover=\"alert(1)\"&gt;</code> in a label of the page.</p>"
+        "<pre>#include &lt;stdio.h&gt;\nint <code>&lt;b&gt;</code> = 1;</pre></body></html>", "").body
+    assert "the `<br>` element" in body and "with `</p>` at" in body and "int <b> = 1;" in body
+    answer = plain_answer_text(body, [SOURCE])
+    assert "Use the `<br>` element to break a line, and close a paragraph with `</p>` at its end." in answer
+    assert "onmouseover" not in answer and "alert" not in answer
+
+
 # ------------------------------------------------------------------ every surface, each provider
 
 
