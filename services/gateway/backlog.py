@@ -55,10 +55,12 @@ class QueryBacklog:
         self._admit()
         try:
             record = start()
-        finally:
+        except BaseException:
             with self._lock:
                 self._starting -= 1
-        with self._lock:
+            raise
+        with self._lock:  # one step: between two, a rival admission would count this query nowhere
+            self._starting -= 1
             self._open[record.id] = _deadline(record.deadline, self.deps.clock.now())
         return record
 
