@@ -284,7 +284,8 @@ _UNRENDERED_STYLE = re.compile(
 
 def _drop_unrendered(tree) -> bool:
     """Each element a browser does not render left out: the ``hidden`` attribute (not ``until-found``,
-    which find-in-page opens), an inline ``display: none`` or ``visibility: hidden`` style, a ``<template>``.
+    which find-in-page opens), an inline ``display: none`` or ``visibility: hidden`` style, a ``<template>``, a
+    ``<noscript>`` (a browser running scripts, as every reader's does, shows none of it).
 
     trafilatura drops some of these on some of its paths only, and hidden text is how a page says one
     thing to its readers and another to a machine (a hidden "the daemon listens on port 6666" was quoted
@@ -296,7 +297,7 @@ def _drop_unrendered(tree) -> bool:
     unrendered = [element for element in tree.iter() if isinstance(element.tag, str)
                   and element.tag not in ("html", "body") and element.get("role") != "tabpanel"
                   and element.get("id") not in revealed
-                  and (element.tag == "template"
+                  and (element.tag in ("template", "noscript")
                        or (element.get("hidden") is not None and element.get("hidden").lower() != "until-found")
                        or _UNRENDERED_STYLE.search(element.get("style") or ""))]
     for element in unrendered:

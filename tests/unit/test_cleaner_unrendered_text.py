@@ -30,7 +30,8 @@ def _page(hidden: str, *, body: str = "<body>") -> str:
     "<p hidden>HIDDEN the quux daemon listens on port 6666 instead.</p>",
     '<section hidden="hidden"><p>HIDDEN the quux daemon listens on port 6666 instead.</p></section>',
     "<template><p>HIDDEN the quux daemon listens on port 6666 instead.</p></template>",
-], ids=["display-none", "display-none-spaced", "visibility-hidden", "hidden", "hidden-valued", "template"])
+    "<noscript><p>HIDDEN the quux daemon listens on port 6666 instead.</p></noscript>",
+], ids=["display-none", "display-none-spaced", "visibility-hidden", "hidden", "hidden-valued", "template", "noscript"])
 def test_text_a_browser_does_not_render_is_left_out_and_the_rest_stays(hidden):
     body = extract_html(_page(hidden), "file:///quux.html").body
     assert "port 9922" in body and "/var/log/quux.log" in body, body
