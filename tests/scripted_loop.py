@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.contract import state_collections
+from shared.contract.config import GradeThresholds
 from shared.contract.messages import Message, QuerySubmitted, encode
-from shared.contract.ports import Clock, Doc, StateStore
+from shared.contract.ports import Clock, Doc, Grade, StateStore
+from shared.query.grading import failed_thresholds
 
 CONTEXTS = [
     {
@@ -89,6 +91,7 @@ class ScriptedLoop:
         self.threads: list[threading.Thread] = []
         self.release = threading.Event()  # set to let a held run continue
         self.hold_before_answer = False
+        self.refined_score = 0.41  # the overall score of the iterations before the last (refined)
 
     def publish(self, message: Message, attributes: Mapping[str, str] | None = None) -> str:
         encode(message)  # a schema error shows up here, as on the real bus
@@ -170,7 +173,7 @@ class ScriptedLoop:
                 item = dict(doc["iterations"][-1])
                 good = n == last
                 item["grade"] = {
-                    "score": 0.82 if good else 0.41,
+                    "score": 0.82 if good else self.refined_score,
                     "relevance": 0.9 if good else 0.5,
                     "completeness": 0.75 if good else 0.3,
                     "grounded": good,
@@ -180,8 +183,8 @@ class ScriptedLoop:
                 }
                 item["decision"] = "accept" if good else "refine"
                 # as the grader records them (shared.query.grading.failed_thresholds)
-                item["failed_thresholds"] = [] if good else [
-                    "score 0.41 < 0.6", "relevance 0.50 < 0.65", "completeness 0.30 < 0.55", "not grounded"]
+                item["failed_thresholds"] = [] if good else failed_thresholds(
+                    Grade(**item["grade"]), GradeThresholds())
                 item["timings"] = {**item["timings"], "grader": 8.0}
                 doc["iterations"] = [*doc["iterations"][:-1], item]
                 self._event(doc, "grader", "graded", n, {"decision": item["decision"]})

@@ -129,6 +129,22 @@ def test_asking_shows_live_stages_iterations_and_a_cited_answer(loop_and_server,
     assert page.problems == []
 
 
+def test_a_score_just_below_its_threshold_reads_below_it(loop_and_server, page):
+    """The Score cell shows the places that tell the score from its threshold, as `ragbus ask` does (b9653f6):
+    two places showed "0.60" beside "refine (score 0.5999 < 0.6, ...)"."""
+    loop, server = loop_and_server
+    loop.refined_score = 0.5999
+    page.goto(server.url + "/")
+    page.get_by_label("Your question").fill("How does BM25 rank documents?")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    first = page.locator('#iterations .iteration[data-iteration="0"] table.grade')
+    first.wait_for()
+    cells = first.locator("td").all_inner_texts()
+    assert cells[0] == "0.5999" and cells[4].startswith("refine (score 0.5999 < 0.6, relevance 0.50 < 0.65"), cells
+    assert cells[1:3] == ["0.50", "0.30"]
+    assert page.problems == []
+
+
 def test_errors_from_the_gateway_are_shown_next_to_the_form(loop_and_server, page):
     _, server = loop_and_server
     page.goto(server.url + "/")

@@ -629,10 +629,16 @@
   function gradeTable(grade, decision, failed) {
     // the decision with the rule it follows: "refine (not grounded)" under a 0.79 that passed the score
     const why = (failed || []).length ? ` (${failed.join(", ")})` : "";
+    // a score below its threshold as the rule writes it (shared.query.grading.failed_thresholds), with the
+    // places that tell it apart, as `ragbus ask` heads it: two places read "0.60" beside "score 0.5999 < 0.6"
+    const shown = (name, value) => {
+      const rule = (failed || []).find((text) => text.startsWith(`${name} `) && text.includes(" < "));
+      return rule ? rule.slice(name.length + 1, rule.indexOf(" < ")) : fmt(value);
+    };
     const cells = [
-      ["Score", fmt(grade.score)],
-      ["Relevance", fmt(grade.relevance)],
-      ["Completeness", fmt(grade.completeness)],
+      ["Score", shown("score", grade.score)],
+      ["Relevance", shown("relevance", grade.relevance)],
+      ["Completeness", shown("completeness", grade.completeness)],
       ["Grounded", grade.grounded === true ? "yes" : grade.grounded === false ? "no" : "—"],
       ["Decision", decision ? `${decision}${why}` : "—"],
     ];
