@@ -36,7 +36,6 @@ from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem,
 from shared.query.reading.followup import (
     UNMARKED,
     answer_paragraphs,
-    carried_form,
     leans_on,
     standalone_question,
 )
@@ -50,8 +49,6 @@ from shared.runtime.query_steps import registered_step
 log = logging.getLogger("ragbus.transformer")
 
 MIN_QUERY_CHARS = 3  # the reference transformer's floor for a usable rewrite
-# How many of the carried form's best chunks are read for the earlier turn's document (see carry_by_corpus)
-LEANING_DEPTH = 5
 
 
 # ----------------------------------------------------------- plain logic
@@ -186,7 +183,6 @@ class FollowUp:
     turns: int = 0  # earlier turns read
     calls: int = 0  # model calls spent
     note: str | None = None  # what could not be read (a conversation or a turn no longer stored)
-    decision: str | None = None  # an "And ..." question's form (typed or carried) and the corpus's reason
     follows: dict[str, str] | None = None  # the earlier turn's document the question leans on, and why it leans
     leaning: str | None = None  # the same, and how the document was found, in words
 
@@ -198,7 +194,7 @@ class FollowUp:
         if self.source is None:
             return f"standalone: as typed ({self.note})" if self.note else ""
         text = f"standalone: {in_quotes(self.question)} (from {self.turns} earlier turn(s); {self.source})"
-        return text + "".join(f"; {part}" for part in (self.decision, self.leaning, self.note) if part)
+        return text + "".join(f"; {part}" for part in (self.leaning, self.note) if part)
 
 
 def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
@@ -220,16 +216,13 @@ def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
     text = " ".join((reply.value or "").split())[: settings.max_query_chars]
     if len(text) >= MIN_QUERY_CHARS:
         follow = FollowUp(text, "model", len(history.turns), reply.calls, history.note)
-        # a model reads the turns itself; the offline provider's reply is the rule's, which cannot
-        if settings.llm_provider == "local":
-            follow = carry_by_corpus(follow, typed, history.turns, ports)
         return follow_earlier_document(follow, typed, history.turns, ports)
     why = ("model-call budget spent" if reply.spent else
            f"model call failed ({reply.error})" if reply.error else "empty standalone reply")
     rule = standalone_question(typed, history.turns)
     follow = FollowUp(rule.question, f"fallback: offline rule ({rule.rule}); {why}", len(history.turns), reply.calls,
                       history.note)
-    return follow_earlier_document(carry_by_corpus(follow, typed, history.turns, ports), typed, history.turns, ports)
+    return follow_earlier_document(follow, typed, history.turns, ports)
 
 
 _CITATION_MARK = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
@@ -269,38 +262,6 @@ def follow_earlier_document(follow: FollowUp, typed: str, turns: Sequence[Conver
         f"leans on the earlier turn ({why}): prefers"
     return replace(follow, follows={"document_id": document, "leans": why, "earlier_question": turns[-1].question},
                    leaning=f"{how} its document {document} (found by {found_by})")
-
-
-def carry_by_corpus(follow: FollowUp, typed: str, turns: Sequence[ConversationTurn], ports: Deps) -> FollowUp:
-    """An "And ..." question the offline rule left as typed, asked within the earlier turn's scope when
-    the corpus says it leans on that turn (issue 24): "And what does make check do?" after a question
-    on zstd's build, not "And what is chunking?" after one on Pub/Sub. Both are whole questions, so
-    their form cannot tell them apart; the corpus can: the question leans on the earlier turn when the
-    earlier turn's document speaks of every content word of the question, i.e. one of its chunks among
-    the carried form's best few holds them all (the earlier question's best match stands in for the
-    document its answer cited: history keeps no citations). A document on Pub/Sub retries says nothing
-    of chunking or HNSW, zstd's README does say what make check does. Deterministic: two searches of
-    the index, no model."""
-    candidate = carried_form(typed, turns)
-    if candidate is None or follow.question != " ".join(typed.split()):
-        return follow
-    earlier = turns[-1].question
-    vectors = query_vectors(ports.embedder, [candidate.question, earlier])
-    earlier_hits = ports.index.search(earlier, np.asarray(vectors[1]), 1, mode="hybrid")
-    if not earlier_hits:
-        return replace(follow, decision=f"kept as typed: the earlier turn finds no document to carry "
-                                        f"{in_quotes(candidate.subject)} from")
-    document = earlier_hits[0].chunk.document_id
-    words = {stem(t) for t in content_terms(follow.question)}
-    carried_hits = ports.index.search(candidate.question, np.asarray(vectors[0]), LEANING_DEPTH, mode="hybrid")
-    for rank, hit in enumerate(carried_hits, 1):
-        if hit.chunk.document_id == document and words <= term_set(hit.chunk.text):
-            return replace(follow, question=candidate.question,
-                           decision=f"carried {in_quotes(candidate.subject)} in: the earlier turn's document {document} "
-                                    f"holds every word of the question (the carried form's #{rank} chunk)")
-    return replace(follow, decision=f"kept as typed: none of the carried form's {LEANING_DEPTH} best chunks "
-                                    f"from the earlier turn's document {document} holds every word of the question "
-                                    f"(a new topic)")
 
 
 def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Change:

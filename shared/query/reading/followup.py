@@ -21,7 +21,7 @@ from shared.contract.ports import ConversationTurn
 from shared.query.reading.followup_languages import EN, NEW_TOPIC, RULES, Language
 from shared.query.reading.language import detect_language, is_note
 
-__all__ = ["CONNECTIVE", "UNMARKED", "Resolution", "answer_paragraphs", "carried_form", "leans_on", "standalone_question", "subject_of"]
+__all__ = ["CONNECTIVE", "UNMARKED", "Resolution", "answer_paragraphs", "leans_on", "standalone_question", "subject_of"]
 
 
 @dataclass(frozen=True)
@@ -390,40 +390,6 @@ def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
         return f"refers back (“{resolved.subject}”)" if resolved.rule == "refers back" else resolved.rule
     opens = (RULES[c].connectives.match(_bare(typed)) for c in _codes(typed, history[-1].question))
     return CONNECTIVE if any(m is not None and m.end() > 0 for m in opens) else None
-
-
-def carried_form(question: str, history: Sequence[ConversationTurn]) -> Resolution | None:
-    """A candidate for an "And ..." question :func:`standalone_question` leaves as typed, asked within the earlier
-    turn's scope: its last named thing with the preposition before it ("in Pub/Sub"), else its closing prepositional
-    phrase ("And what does make check do?": "What does make check do for zstd?"). Only a candidate ("And what is
-    chunking?" changes the topic): the caller decides with the corpus. None without a scope (English only)."""
-    typed = " ".join(question.split())
-    if not history or not typed or standalone_question(typed, history).rewritten or detect_language(typed) != "en":
-        return None
-    bare = _bare(typed)
-    stripped = EN.connectives.sub("", bare).strip()
-    if stripped == bare or not stripped or not EN.frame.match(stripped):
-        return None
-    earlier = _plain(history[-1].question)
-    scope = _scope(earlier)
-    if scope is None:
-        return None
-    preposition, phrase = scope
-    asked = {w.lower() for w in _TOKEN.findall(stripped)}
-    if all(w.lower() in asked or w.lower() in EN.stop for w in _TOKEN.findall(phrase)):
-        return None  # the question names the scope already
-    mark = "?" if typed.endswith("?") else ""
-    return Resolution(_finish(f"{stripped} {preposition} {phrase}", typed, mark), "carried scope", phrase)
-
-
-def _scope(earlier: str) -> tuple[str, str] | None:
-    runs = [(a, b) for a, b in named_runs(earlier) if earlier[a] != "-"]  # "-1" is an option, not a scope
-    if runs:
-        before = earlier[: runs[-1][0]].split()
-        return before[-1] if before and before[-1].lower() in EN.prepositions else EN.default_preposition, \
-            earlier[runs[-1][0]: runs[-1][1]]
-    match = _SCOPE.search(earlier)
-    return (match.group("prep"), match.group("scope").strip()) if match else None
 
 
 def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resolution | None:
