@@ -248,3 +248,17 @@ def test_a_word_cut_short_at_an_accent_is_not_the_question_s_word():
     note = caveat_note("Sous quelle longueur est-il conseillé de garder la version amont ?",
                        _answer(finding, "fr", quoted), "fr")
     assert note.startswith("Remarque : les passages cités mentionnent « version » et « amont », mais je ne suis pas")
+
+
+def test_a_term_from_a_long_question_is_quoted_in_a_few_words():
+    """What the note quotes from the question is bounded, cut at a word with an ellipsis: a 1,809-character
+    question gave a 1,889-character note (found by newcomer8)."""
+    run = " ".join(f"lantern{i}" for i in range(200))
+    question = f"Which GID must the {run} have?"
+    finding = Finding(found=(run, "tty group"), missing=(run,), asks="value", stated=False)
+    note = caveat_note(question, _answer(finding), "en")
+    assert note == ("Note: the quoted passages mention “lantern0 lantern1 lantern2 lantern3…” and “tty group” "
+                    "but not “lantern0 lantern1 lantern2 lantern3…”; they may not answer the whole question.")
+    word = "x" * 500  # one word longer than the bound is cut too
+    note = caveat_note(f"Which GID must {word} have?", _answer(Finding(found=(word,), asks="value")), "en")
+    assert len(note) < 200 and "x" * 40 + "…" in note, note

@@ -1,13 +1,10 @@
-"""The note a caveat opens with (issue 36): what the reader found and what it did not, from the evidence
-it measured (:class:`shared.contract.ports.Finding`), in the question's language.
-
-"Which GID must the tty group have on systemd systems?", answered from passages about the tty group that
-state no GID, opens with "Note: the sources mention “tty group” and “systemd systems”, but I found no
-sentence stating the GID; the closest passages are quoted below." Only what was measured is said: the
-question's words the quoted passages hold, the parts and names they lack, and whether a sentence states a
-value of the asked type (or the quoted text lists the asked items). Where the reader measured nothing (a
-generative model's answer) or found none of the question's words, the note is the generic one.
-"""
+"""The note a caveat opens with (issue 36): what the reader found and what it did not, from the evidence it measured
+(:class:`shared.contract.ports.Finding`), in the question's language. "Which GID must the tty group have on systemd
+systems?", answered from passages about the tty group that state no GID, opens with "Note: the sources mention “tty
+group” and “systemd systems”, but I found no sentence stating the GID; the closest passages are quoted below." Only
+what was measured is said: the question's words the quoted passages hold, the parts and names they lack, and whether
+a sentence states a value of the asked type (or the quoted text lists the asked items). Where the reader measured
+nothing (a generative model's answer) or found none of the question's words, the note is the generic one."""
 
 from __future__ import annotations
 
@@ -19,8 +16,9 @@ from shared.query.reading.answer_types import asked_fact
 from shared.query.reading.extractive import STOPWORDS, stem, tokenize
 from shared.query.reading.language import detect_language, phrase, quoted_words
 
-# A note names at most this many of the question's words found, and of what is missing: a note is a line.
-MOST_NAMED = 3
+# A note names at most MOST_NAMED of the question's terms found and missing, each in SHOWN_WORDS words and
+# SHOWN_CHARS characters at most: a note is a line (a 1,809-character question made a 1,889-character note)
+MOST_NAMED, SHOWN_WORDS, SHOWN_CHARS = 3, 5, 40
 
 # What a value of each kind is called when the question's own words do not name it.
 _KIND_LABELS = {kinds.AMOUNT: "an amount", kinds.COUNT: "a count", kinds.QUANTITY: "a value", kinds.DATE: "a date",
@@ -61,13 +59,11 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     def named(runs: tuple[str, ...]) -> list[str]:
         if written is not None:
             runs = tuple(dict.fromkeys(w for run in runs for w in run.split() if w.lower() in written))
-        return list(runs[:MOST_NAMED])
+        return [_shown(run) for run in runs[:MOST_NAMED]]
 
     def unasked(runs: tuple[str, ...]) -> list[str]:
         # what the note names as asked is not named again as missing ("the GID" and "“GID”")
-        if not says_lacking:
-            return []
-        return named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems))
+        return named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems)) if says_lacking else []
 
     found = quoted_words(named(finding.found), language)
     # the most telling first: a part or a name of the question no quoted passage holds, then the asked value
@@ -75,15 +71,12 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     missing = unasked(finding.missing)
     if not missing and asked and not finding.stated:
         key = "caveat_value" if finding.asks == "value" else "caveat_list"
-        return phrase(key if found else f"{key}_alone", language).format(found=found, asked=asked)
+        return phrase(key if found else f"{key}_alone", language).format(found=found, asked=_shown(asked))
     missing = missing or unasked(finding.unquoted)
     if missing:
-        lacking = quoted_words(missing, language, either=True)
         return phrase("caveat_missing" if found else "caveat_missing_alone", language).format(
-            found=found, missing=lacking)
-    if found:
-        return phrase("caveat_unsure", language).format(found=found)
-    return phrase("caveat", language)
+            found=found, missing=quoted_words(missing, language, either=True))
+    return phrase("caveat_unsure", language).format(found=found) if found else phrase("caveat", language)
 
 
 def _asked(question: str, finding: Finding) -> str:
@@ -99,15 +92,21 @@ def _asked(question: str, finding: Finding) -> str:
             return "the " + " ".join(words)
         if fact.kind == kinds.COUNT and fact.counted:
             return f"the number of {fact.counted[0]}"
-        if fact.kind == kinds.QUANTITY and fact.aspect:
-            return f"the {fact.aspect[0]}"
-        return _KIND_LABELS.get(fact.kind, "")
+        return f"the {fact.aspect[0]}" if fact.kind == kinds.QUANTITY and fact.aspect else _KIND_LABELS.get(fact.kind, "")
     if finding.asks == "list" and (m := _LIST_PHRASE.search(question)):
         words = next(g for g in m.groups() if g).split()
         # "configure option makes", "of the two does": what ends or opens in a verb or a small word is no list's items
         if words[-1].lower() not in STOPWORDS - kinds.WORD_LISTS["generic_heads"] and words[0].lower() not in kinds.WORD_LISTS["phrase_breaks"]:
             return "the " + " ".join(words)
     return ""  # a list asked in words no phrase names ("Which command lists all files ...?"): not named
+
+
+def _shown(term: str) -> str:
+    """``term`` as a note quotes it: its first words up to the bounds, cut at a word, with an ellipsis when cut."""
+    shown, whole = " ".join(term.split()[:SHOWN_WORDS]), " ".join(term.split())
+    while len(shown) > SHOWN_CHARS and " " in shown:
+        shown = shown.rsplit(" ", 1)[0]
+    return whole if shown[:SHOWN_CHARS] == whole else shown[:SHOWN_CHARS] + "…"
 
 
 def _noun_words(words: list[str]) -> list[str]:
