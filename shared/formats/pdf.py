@@ -10,7 +10,8 @@ wrapped lines of a paragraph are joined, while short lines (a list, a heading) s
 own; a table's rows, found by where their words stand (:mod:`shared.formats.pdf_tables`), are a
 passage each ("column: value; ..."). A page without a text layer is read by Tesseract when it is
 installed (Debian's ``tesseract-ocr``); otherwise it is skipped and counted. The title is the
-document's metadata title, else its first line.
+document's metadata title, else its first page's first heading (or what its "Name" heading heads), else
+the first page's first line when it reads as a title.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def _read(document, limits: Limits) -> Reading:
         full = _usual_width([lines[i] for i in kept])
         reading.passages.extend(Passage(text, kind, {"page": number}) for text, kind in _paragraphs(
             _with_tables(lines, origin, kept, in_table), full))
-    reading.title = _title(document, reading)
+    reading.title = _title(document, reading, texts[0] if texts else [])
     return reading
 
 
@@ -314,7 +315,7 @@ def _line_kind(line: str) -> str:
     return "row"
 
 
-def _title(document, reading: Reading) -> str:
+def _title(document, reading: Reading, first_lines: list[str] | None = None) -> str:
     title = metadata_title(document)
     if title:
         return title
@@ -328,6 +329,13 @@ def _title(document, reading: Reading) -> str:
         if passage.kind == "heading" and len(passage.text.split()) >= 3:
             wrapped = itertools.takewhile(lambda p: p.kind != "heading" and p.text[:1].islower(), opening[n + 1:])
             return " ".join([passage.text, *(p.text for p in wrapped)])
+    # else the first page's first line, though it recurs as a running header ("Shared MIME-info Database" heads
+    # every page of shared-mime-info's spec, which was titled "mime-spec" by its file's name): short, with words,
+    # no page number ("Page 1 of 9"), no sentence's or a number's end ("Chapter 1", "... at users.sf.net)")
+    first = " ".join(next((line for line in first_lines or [] if line.strip()), "").split())
+    if len(first) <= 80 and re.search(r"[^\W\d_]{2}", first) and not _PAGE_NUMBER.match(first) and not (
+            _SENTENCE_END.search(first) or _TRAILING_NUMBER.search(first) or _LEADING_NUMBER.match(first)):
+        return first
     return ""
 
 

@@ -105,6 +105,25 @@ def test_a_pdf_s_first_heading_is_its_title_with_the_line_it_wraps_onto():
     assert _title(Untitled(), reading) == "Everything the zap tool keeps but forgets"
 
 
+def test_a_pdf_without_a_title_or_a_heading_is_titled_by_its_first_line_when_it_reads_as_one():
+    """Not by its file's name: shared-mime-info's spec, whose first line "Shared MIME-info Database" recurs as
+    every page's running header (so no passage holds it), was titled "mime-spec" (found by newcomer8)."""
+    from shared.formats.pdf import _title
+
+    class Untitled:
+        def get_metadata_value(self, key):
+            return ""
+
+    reading = Reading(passages=[Passage("Lantern Guild (https://lantern.example)", "row", {"page": 1}),
+                                Passage("Ann Writer", "heading", {"page": 1})])
+    assert _title(Untitled(), reading, ["", "  Lantern Wick   Registry ", "Lantern Guild (https://lantern.example)"]) == (
+        "Lantern Wick Registry")
+    for junk in ("Page 1 of 9", "iv", "Chapter 1", "2 Lantern Wick Registry", "The wick burns for an hour.",
+                 "Lantern Wick Registry " * 5, "2026-11-29"):
+        assert _title(Untitled(), reading, [junk, "Lantern Wick Registry"]) == "", junk
+    assert _title(Untitled(), reading) == ""  # no lines given: the file's name serves
+
+
 def test_a_pdf_cut_at_the_page_bound_says_how_many_pages_were_not_read():
     reading = read_pdf(PDF.read_bytes(), "application/pdf", "", Limits(max_pages=4))
     assert {p.position["page"] for p in reading.passages} == {1, 2, 3, 4}
