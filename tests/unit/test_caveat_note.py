@@ -262,3 +262,19 @@ def test_a_term_from_a_long_question_is_quoted_in_a_few_words():
     word = "x" * 500  # one word longer than the bound is cut too
     note = caveat_note(f"Which GID must {word} have?", _answer(Finding(found=(word,), asks="value")), "en")
     assert len(note) < 200 and "x" * 40 + "…" in note, note
+
+
+def test_a_quoted_value_the_reader_could_not_tie_to_the_question_is_not_denied():
+    """The note does not say "no sentence stating" what the quote holds: xargs's "Run up to max-procs processes at a
+    time; the default is 1" was noted "I found no sentence stating the number of processes" (found by newcomer8)."""
+    question = "How many lamps does the wick daemon light at a time by default?"
+    quoted = "Light up to max-lamps lamps at a time; the default is 4."
+    assert sentence_states(quoted, question) is False  # the reader's strict reading: the decision it leads to stays
+    finding = Finding(found=("lamps", "wick daemon"), asks="value", stated=False)
+    note = caveat_note(question, _answer(finding, quoted=quoted), "en")
+    assert note == ("Note: the sources mention “lamps” and “wick daemon”, but I could not confirm which quoted value is "
+                    "the number of lamps; the closest passages are quoted below."), note
+    assert is_note(note)
+    # a quote holding no count still says no sentence states one
+    note = caveat_note(question, _answer(finding, quoted="The wick daemon lights lamps."), "en")
+    assert "I found no sentence stating the number of lamps" in note

@@ -12,7 +12,7 @@ import re
 
 from shared.contract.ports import Answer, Finding
 from shared.query.reading import answer_types as kinds
-from shared.query.reading.answer_types import asked_fact
+from shared.query.reading.answer_types import asked_fact, holds_value, term_set
 from shared.query.reading.extractive import STOPWORDS, stem, tokenize
 from shared.query.reading.language import detect_language, phrase, quoted_words
 
@@ -70,7 +70,10 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     # or list none states, then the question's other words no passage holds; else only what they hold
     missing = unasked(finding.missing)
     if not missing and asked and not finding.stated:
-        key = "caveat_value" if finding.asks == "value" else "caveat_list"
+        # a quoted value of the asked kind the reader could not tie to the question: "no sentence stating" would belie it
+        unsure = finding.asks == "value" and any(holds_value(s.text, asked_fact(question).kind, frozenset(term_set(
+            question))) for s in answer.sentences if s.citations)
+        key = "caveat_value_unchecked" if unsure else "caveat_value" if finding.asks == "value" else "caveat_list"
         return phrase(key if found else f"{key}_alone", language).format(found=found, asked=_shown(asked))
     missing = missing or unasked(finding.unquoted)
     if missing:
