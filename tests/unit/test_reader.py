@@ -522,3 +522,52 @@ def test_a_word_the_question_negates_is_not_counted_as_held_by_a_sentence_that_s
     _read("Which code does the daemon reply with when the cache has changed?", cache,
           observe=lambda features, answer, reader: seen.append(reader))
     assert "chang" in seen[0].term_stems
+
+
+# ------------------------------------------------------------ commands and values on their own line (issue 36)
+
+def test_an_item_leading_into_a_command_on_its_own_line_is_quoted_with_it():
+    howto = ("- To show every job waiting in the spooler, run:\nspoolq --waiting\n"
+             "- To cancel the job at the head of the queue, run:\nspoolrm --head\n")
+    assert [q.text for q in quotable_sentences(howto)] == [
+        "To show every job waiting in the spooler, run: spoolq --waiting",
+        "To cancel the job at the head of the queue, run: spoolrm --head",
+    ]
+    assert "spoolq --waiting" in _quoted(_read("Which command shows every job waiting in the spooler?", howto))[0]
+
+
+def test_a_sentence_leading_into_one_short_command_is_quoted_with_it_not_with_a_block_of_code():
+    guide = ("The level file sets how strict the spooler is. Currently you should use level 7, by running:\n\n"
+             "$ echo 7 > spool/level\n\nOlder spoolers stop at level 5.")
+    assert "Currently you should use level 7, by running: $ echo 7 > spool/level" in [
+        q.text for q in quotable_sentences(guide)]
+    assert "level 7" in _quoted(_read("Which level should you currently use?", guide))[0]
+    block = ("The level file sets how strict the spooler is. Write it from a script, like this:\n\n"
+             "$ echo 7 > spool/level\nspoolctl reload\n")
+    assert all("like this" not in q.text for q in quotable_sentences(block))  # not with the block's first line
+
+
+def test_a_label_item_and_its_value_item_are_read_as_one_field():
+    page = ("Spooler Administration Guide¶\n- Author:\n- Mirela Voss\n- Release:\n- 3.14\n"
+            "The spooler moves print jobs from its queues to the printers.\n")
+    assert [q.text for q in quotable_sentences(page)] == [
+        "Author: Mirela Voss", "Release: 3.14", "The spooler moves print jobs from its queues to the printers."]
+    assert _quoted(_read("Who is the author of the Spooler Administration Guide?", page))[0].endswith(
+        "Author: Mirela Voss")  # (under its heading)
+    # labels one after another are no fields: each stays a lead-in, never quoted
+    assert quotable_sentences("Spooler options¶\n- Queues:\n- Printers:\n- Limits:\n") == ()
+    # an item naming a program and its version is a value too; a contents entry is still a heading
+    assert answer_sentence("Spoolkit Daemon 2.7.1", item=True) == "Spoolkit Daemon 2.7.1"
+    assert answer_sentence("Installing Spoolkit 12", item=True) is None
+
+
+def test_a_sentence_cut_where_it_goes_on_in_lower_case_is_read_whole():
+    # the sentence splitter cuts after "(." and "...": the rest opens with a small word and was dropped as a tail
+    notes = ("A spool file name must not hold a period or a plus sign (. or +) as the spooler skips such files. "
+             "Dashes and underscores are safe in spool file names.\n\n"
+             "spoolctl --drain=... will now wait for every queued job before it exits.")
+    assert [q.text for q in quotable_sentences(notes)] == [
+        "A spool file name must not hold a period or a plus sign (. or +) as the spooler skips such files.",
+        "Dashes and underscores are safe in spool file names.",
+        "spoolctl --drain=... will now wait for every queued job before it exits.",
+    ]

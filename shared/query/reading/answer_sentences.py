@@ -30,15 +30,16 @@ _QUESTION = re.compile(r"[^\W_][\"'”’)\]]*\?(?![\w/.=&%-])|¿")
 # "Atlas Corporation — Facilities Overview (Internal Documentation, 2024): The building ..."
 _LABEL = re.compile(r"^(?P<label>[^:]{2,120}?):\s+(?=[\"'“‘(]?[A-Z0-9])")
 
+# An item that is a value, not a heading: a field named by one word ("Release: 2.04"), a name and version ("Perl 5.28.1")
+_VALUE_ITEM = re.compile(r"^[^\W\d_][\w-]*: \S|^[^\W\d_][\w+#-]*(?: [^\W\d_][\w+#-]*){0,3} v?\d+\.[\w.]*$")
 # Small words that Title Case leaves in lower case, and words that do not make a
 # line a sentence: a line whose other words are all capitalised is a heading.
 _TITLE_SMALL = frozenset(
     "a an and as at but by en for from if in into nor of on or per the to up via vs with without".split()
 )
 
-# Openers that link to the text before without standing for anything in it: under a heading
-# ("### PIP_CONFIG_FILE" / "Additionally, the environment variable PIP_CONFIG_FILE can ...")
-# the sentence says all it means.
+# Openers that link to the text before without standing for anything in it: under a heading ("### PIP_CONFIG_FILE" /
+# "Additionally, the environment variable PIP_CONFIG_FILE can ...") the sentence says all it means.
 _CONNECTIVES = frozenset("""however but and or also so thus therefore hence instead otherwise then still yet moreover
     furthermore additionally similarly likewise consequently accordingly nevertheless nonetheless meanwhile conversely
     besides finally lastly next again indeed alternatively overall""".split())
@@ -67,10 +68,9 @@ _ELLIPTIC_CLAUSE = re.compile(
 )
 # "those who ...", "those that ...": the words after it say what it means
 _CATAPHORIC = frozenset("who whom whose that which with of in on at for from where".split())
-# "these" is read back to something already named ("BM25 addresses these with ...");
-# "this" too when it stands alone as the subject ("... because this is rare").
-# "them" among the first words ("Systems built on them ..."), and "this" standing for
-# a thing named before ("Some brokers offer this within ...").
+# "these" is read back to something already named ("BM25 addresses these with ..."); "this" too when it stands alone as
+# the subject ("... because this is rare"). "them" among the first words ("Systems built on them ..."), and "this"
+# standing for a thing named before ("Some brokers offer this within ...").
 _BACK_POINTER = re.compile(
     r"^(?:\S+\s+){0,3}them\b|"
     r"\bthese\b|\bthis\s+(?:is|was|means|meant|makes|made|allows|lets|gives|has|had|can|could|will|would|"
@@ -87,9 +87,7 @@ def _words(text: str) -> list[str]:
 def heading_like(text: str) -> bool:
     """True for a Title Case line without a lower-case word of its own (a heading,
     a label, a byline), e.g. "Term Frequency Saturation and k1" or "Pros"."""
-    # Stops at the first word of its own in lower case (a sentence's second or third word),
-    # rather than classifying them all: every sentence of every passage is asked this. A
-    # word opening with a lower-case letter has a letter, so it counts as a word.
+    # (stops at the first word of its own in lower case: every sentence of every passage is asked this)
     for w in _words(text):
         if w[0].islower() and w.lower() not in _TITLE_SMALL and not any(
                 ch.isdigit() or ch.isupper() for ch in w[1:]):
@@ -100,7 +98,7 @@ def heading_like(text: str) -> bool:
 # Words a sentence does not open with in lower case: a piece starting with one is the tail of a
 # sentence cut at an inner quotation or a chunk edge ("into the search box and ..."), where a
 # lower-case word of another kind opens a sentence about an identifier ("libffi is ...").
-_TAIL_OPENERS = frozenset("""a an the and or but nor so yet for of in on at to into onto from by with without within
+TAIL_OPENERS = frozenset("""a an the and or but nor so yet for of in on at to into onto from by with without within
     about as than then that which who whom whose where when while because although though if unless until after before
     since during over under between through per via is are was were be been being has have had do does did can could
     will would should may might must not also only even just both either neither each every all any some such this
@@ -142,9 +140,9 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
     if too_short(text, item) or _QUESTION.search(text) or (text.endswith(":") if item else not STATEMENT_END.search(text)):
         return None  # a fragment, cut at a colon or a chunk edge, or a question (asked or quoted)
     first = text.lstrip("\"'“‘(")
-    if not item and first[:1].islower() and _words(first)[0].lower() in _TAIL_OPENERS:
+    if not item and first[:1].islower() and _words(first)[0].lower() in TAIL_OPENERS:
         return None  # the tail of a sentence split at an inner quotation or a chunk edge
-    if heading_like(text):
+    if heading_like(text) and not (item and _VALUE_ITEM.match(text)):
         return None
     return text
 
@@ -200,7 +198,7 @@ def _continues(line: str, following: str, closed: bool) -> bool:
     if line.endswith(",") or last in _OPENS_A_VALUE:
         return True
     return bool(_PROSE.match(following)) and following[:1].islower() and line[-1:] not in "{([=\\|&" and (
-        last in _TAIL_OPENERS or len(line) >= WRAPPED_LINE or following.split(" ", 1)[0].lower() in _TAIL_OPENERS)
+        last in TAIL_OPENERS or len(line) >= WRAPPED_LINE or following.split(" ", 1)[0].lower() in TAIL_OPENERS)
 
 
 def _opens_definition(lines: list[str], n: int) -> bool:
@@ -270,8 +268,11 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
             flush()
             term = _ITEM.sub("", line)
             definition = _ITEM.sub("", following)
-            # trafilatura writes <dt>/<dd> as two bullets: a short term, then a sentence
-            if _ITEM.match(following) and _is_term(term) and not _is_term(definition):
+            # trafilatura writes <dt>/<dd> as two bullets: a short term, then a sentence; or a label, then its value ("-
+            # Author:" / "- Raymond Hettinger"), not the first item of a list ("- Options:" / "- -v" / "- -q")
+            after = lines[n + 2] if n + 2 < len(lines) else ""
+            if _ITEM.match(following) and _is_term(term) and (not _is_term(definition) or term.endswith(":") and not (
+                    definition.endswith(":") or _ITEM.match(after) and not after.endswith(":"))):
                 out.append((f"{term.removesuffix(':')}: {definition}", True))
                 n += 2
                 continue

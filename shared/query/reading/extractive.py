@@ -1,25 +1,20 @@
-"""Term analysis and extractive answers, shared by the local language model and by
-the synthesizer's fallback when a model call fails.
+"""Term analysis and extractive answers, shared by the local language model and by the synthesizer's fallback when a
+model call fails.
 
-An extractive answer is a few sentences copied from the contexts, each cited by
-the number of the context it came from. :class:`Reader` (the local model's) quotes
-the sentence that states the asked fact and says whether it does; :class:`SentencePicker`
-(the synthesizer's fallback) scores sentences against the question and chooses them by
-maximal marginal relevance (MMR). The reader's sentence score is learned
-(:mod:`shared.query.reading.sentence_score`), its other choices named (:class:`ReaderWeights`);
-the picker's weights are its class attributes. When no sentence supports an answer, the result
-is an abstention, never invented text.
+An extractive answer is a few sentences copied from the contexts, each cited by the number of the context it came from.
+:class:`Reader` (the local model's) quotes the sentence that states the asked fact and says whether it does;
+:class:`SentencePicker` (the synthesizer's fallback) scores sentences against the question and chooses them by maximal
+marginal relevance (MMR). The reader's sentence score is learned (:mod:`shared.query.reading.sentence_score`), its
+other choices named (:class:`ReaderWeights`); the picker's weights are its class attributes. When no sentence supports
+an answer, the result is an abstention, never invented text.
 
-So that it reads as an answer (issue 11, item 2): only sentences that can be
-quoted are candidates (no headings, questions, lead-ins ending in a colon:
-:mod:`shared.query.reading.answer_sentences`); the answer opens with the best sentence
-that stands on its own; a sentence that points back ("These ...", "At that
-scale ...") is quoted only right after the sentence before it, else not at all;
-and a further source is cited only for a part of the question the sources
-already quoted leave out. A part of the question no source speaks to, and a name
-the question states that no source names (the "ProTab X1" when the sources
-describe the ProTab X2), is said plainly at the end: "Not mentioned in the
-sources: ...".
+So that it reads as an answer (issue 11, item 2): only sentences that can be quoted are candidates (no headings,
+questions, lead-ins ending in a colon: :mod:`shared.query.reading.answer_sentences`); the answer opens with the best
+sentence that stands on its own; a sentence that points back ("These ...", "At that scale ...") is quoted only right
+after the sentence before it, else not at all; and a further source is cited only for a part of the question the
+sources already quoted leave out. A part of the question no source speaks to, and a name the question states that no
+source names (the "ProTab X1" when the sources describe the ProTab X2), is said plainly at the end: "Not mentioned in
+the sources: ...".
 """
 
 from __future__ import annotations
@@ -39,6 +34,7 @@ from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import (
     PERMALINK,
     STATEMENT_END,
+    TAIL_OPENERS,
     answer_sentence,
     heading_like,
     opens_with_connective,
@@ -89,7 +85,6 @@ def tokenize(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-
 @functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """English Porter2 (Snowball) stem of ``word``, lower-cased: "saturate" and
@@ -120,9 +115,8 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
 
 
 def term_set(text: str) -> set[str]:
-    """Stems of every word of ``text`` and of the parts of hyphenated and snake_case words
-    ("all-MiniLM-L6-v2" also gives "minilm", "PIP_CONFIG_FILE" "config"); stopwords included:
-    membership tests only."""
+    """Stems of every word of ``text`` and of the parts of hyphenated and snake_case words ("all-MiniLM-L6-v2" also
+    gives "minilm", "PIP_CONFIG_FILE" "config"); stopwords included: membership tests only."""
     return set(_term_set(text))
 
 
@@ -190,14 +184,13 @@ QUOTABLE_CACHE_SIZE = 2048
 
 @functools.lru_cache(maxsize=QUOTABLE_CACHE_SIZE)
 def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
-    """The sentences of ``passage`` (a chunk's text, header and all) an answer may quote,
-    in order: no metadata header, no sentence addressed to a model, each one cleaned or
-    rejected by :func:`~shared.query.reading.answer_sentences.answer_sentence`.
+    """The sentences of ``passage`` (a chunk's text, header and all) an answer may quote, in order: no metadata header,
+    no sentence addressed to a model, each one cleaned or rejected by
+    :func:`~shared.query.reading.answer_sentences.answer_sentence`.
 
-    A pure function of the text, and the costliest part of extractive synthesis (every
-    sentence of ten passages screened), so it is computed once per passage text and kept
-    in a bounded, thread-safe LRU cache: a chunk whose text changes is a new key.
-    """
+    A pure function of the text, and the costliest part of extractive synthesis (every sentence of ten passages
+    screened), so it is computed once per passage text and kept in a bounded, thread-safe LRU cache: a chunk whose text
+    changes is a new key."""
     clean, _ = strip_model_directives(body_lines(passage))
     out: list[QuotableSentence] = []
     pieces: list[tuple[str, bool]] = []
@@ -207,8 +200,10 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
             # "pstree - shows the processes as a tree": no full stop needed; an item's sentences are quoted
             # together ("delay {number} The number of milliseconds ... Default: 1.")
             pieces.append((text, True))
-        else:
-            pieces.extend((sentence, False) for sentence in sentences)
+        else:  # a sentence cut mid-way ("--kill-after=... will now exit", "(. or +) characters") goes on
+            for k, sentence in enumerate(sentences):
+                pieces.append((f"{pieces.pop()[0]} {sentence}" if k and sentence.split(" ", 1)[0] in TAIL_OPENERS
+                               else sentence, False))
     pieces = _joined(pieces)
     heading = ""
     for position, (piece, item) in enumerate(pieces):
@@ -267,7 +262,11 @@ def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
         one_line = not items and end < len(pieces) and not pieces[end][0].rstrip().endswith(":")
         if one_line:
             items, end = [pieces[end][0].strip()], end + 1
-        if (not item and text.rstrip().endswith(":") and (len(items) >= 2 or one_line)
+        # an item leading into one line ("- To list them, run:" / "apt list"), a sentence into one short item that is no
+        # statement ("... by running:" / "- $ echo 10 > debian/compat"); never into a block of code's first line
+        alone = end == len(pieces) or pieces[end][1] or STATEMENT_END.search(pieces[end][0])
+        single = len(items) == 1 and alone and len(items[0]) <= SHORT_ITEM_CHARS and not STATEMENT_END.search(items[0])
+        if (text.rstrip().endswith(":") and (one_line and alone if item else len(items) >= 2 or one_line or single)
                 and (all(len(t) <= SHORT_ITEM_CHARS for t in items) or not any(STATEMENT_END.search(t) for t in items))
                 and len(text) + sum(len(t) + 2 for t in items) <= MAX_ITEM_CHARS):
             out.append((f"{text.rstrip()} {'; '.join(items)}", True))
