@@ -167,6 +167,14 @@ def test_a_how_does_it_work_question_without_a_mechanism_is_weakened_not_refused
     assert fact_support(question, [*sales, "The Kestrel filter removes lead through an ion-exchange resin bed."]).supported
 
 
+def test_a_default_stated_of_a_named_thing_counts():
+    # "default <noun> of the quux client is": the old pattern allowed one word between the noun and "is"
+    assert holds_value("The default timeout of the quux client is 30 seconds.", "default")
+    assert holds_value("The default port for the relay daemon is 8025.", "default")
+    assert not holds_value("The default timeout of the quux client was raised last year.", "default")
+    assert not holds_value("It overrides the default value specified in the file.", "default")
+
+
 def test_values_are_recognised_by_type():
     assert holds_value("It costs €45 per seat.", AMOUNT)
     assert holds_value("The fee is 2.5% of the loan.", AMOUNT)
