@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 from shared.contract.ports import ConversationTurn
 from shared.query.reading.followup_languages import EN, NEW_TOPIC, RULES, Language
@@ -310,8 +311,20 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     referring = (resolved.subject or earlier) if resolved else _refers_back(typed, earlier) if not NEW_TOPIC.match(_bare(typed)) else None
     if referring is None:
         return Resolution(typed, "self-contained")
-    text = _finish(f"{_bare(typed)} {_in_context(earlier)}", typed, "?" if typed.endswith("?") else "")
-    return Resolution(text, "in context" if resolved else "refers back", referring)
+    words = _bare(typed).split()  # "What does the -n option do instead?": in the earlier question's own words
+    same = not resolved and words[-1].lower() == referring and _parallel(words[:-1], _bare(earlier).split())
+    text = f"{same} {words[-1]}" if same else f"{_bare(typed)} {_in_context(earlier)}"
+    rule = "parallel" if same else "in context" if resolved else "refers back"
+    return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), rule, referring)
+
+
+def _parallel(typed: list[str], earlier: list[str]) -> str | None:
+    """``earlier`` with the word or two ``typed`` says in their place, when ``typed`` keeps its frame word for word."""
+    ops = SequenceMatcher(None, [w.lower() for w in earlier], [w.lower() for w in typed], autojunk=False).get_opcodes()
+    new = [(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in ops if op != "equal" and j2 > j1]  # words added or replaced
+    kept = len(typed) - sum(n for _, n in new) >= 3 and 0 < sum(n for _, n in new) <= 2 and all(a == b for a, b in new)
+    return " ".join(w for op, i1, i2, j1, j2 in ops for w in (typed[j1:j2] if op == "replace" else earlier[i1:i2])) \
+        if kept else None
 
 
 # what no well-formed question holds: a determiner doubled ("Which the nobody UID"), a possessive before a verb

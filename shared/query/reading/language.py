@@ -79,8 +79,7 @@ SUPPORTED = tuple(_PHRASES["abstain"])
 
 def phrase(key: str, language: str) -> str:
     """A fixed sentence (``"abstain"``, ``"caveat"``, ``"not_mentioned"``, ...) in ``language``, else English."""
-    table = _PHRASES[key]
-    return table.get(language, table["en"])
+    return _PHRASES[key].get(language, _PHRASES[key]["en"])
 
 
 @functools.lru_cache(maxsize=1024)  # the transformer, retriever, grader and synthesizer each ask

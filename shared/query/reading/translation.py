@@ -169,21 +169,11 @@ def english_terms(question: str, language: str) -> str:
     words = _tokens(question)
     out: list[str] = []
     n = 0
-    while n < len(words):
-        for size in range(min(_MAX_PHRASE, len(words) - n), 1, -1):
-            english = lexicon.get(words[n:n + size])
-            if english is not None:
-                if english != _DROP:
-                    out.append(english)
-                n += size
-                break
-        else:
-            english = _word(lexicon, words[n])
-            if english is None:
-                out.append(words[n])  # a name, an acronym, a number or a word English shares
-            elif english != _DROP:
-                out.append(english)
-            n += 1
+    while n < len(words):  # the longest phrase the lexicon knows first, else one word
+        size = next((k for k in range(min(_MAX_PHRASE, len(words) - n), 1, -1) if lexicon.get(words[n:n + k])), 1)
+        english = lexicon.get(words[n:n + size]) if size > 1 else _word(lexicon, words[n])
+        out += [] if english == _DROP else [english or words[n]]  # None: a name, an acronym, a number, a shared word
+        n += size
     return " ".join(out)
 
 
@@ -192,8 +182,6 @@ def lexicon_language(text: str) -> str | None:
     words cannot tell (see :func:`~shared.query.reading.language.detect_language`). It needs at least two words
     the language's lexicon :meth:`~_Lexicon.knows`, more than half of the text's words, and more than any other."""
     words = _tokens(text)
-    if not words:
-        return None
     counts = {language: sum(_lexicon(language).knows(w) for w in words) for language in LEXICON_LANGUAGES}
     (best, count), (_, second) = sorted(counts.items(), key=lambda item: -item[1])[:2]
     return best if count >= 2 and count * 2 > len(words) and count > second else None
