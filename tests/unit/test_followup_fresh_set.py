@@ -1,6 +1,7 @@
-"""``bench/followup_fresh.jsonl`` and ``bench/followup_fresh2.jsonl``: follow-up dialogues written apart from the
-follow-up rules (issue 36.4; the second after a design was chosen on the first, to check it on dialogues it was
-not chosen on), over documents of the development part (dev/a, dev/b, realdocs; never dev/d, never the sealed
+"""``bench/followup_fresh.jsonl``, ``followup_fresh2.jsonl`` and ``followup_fresh3.jsonl``: follow-up dialogues
+written apart from the follow-up rules (issue 36.4; the second after a design was chosen on the first, to check it
+on dialogues it was not chosen on; the third before the reader's handling of short and yes/no follow-ups was
+designed, to choose between designs), over documents of the development part (dev/a, dev/b, realdocs; never dev/d, never the sealed
 test part). Each loads as the eval loads a part's dialogues, and every key is in its document as the cleaner
 outputs it."""
 
@@ -25,7 +26,8 @@ def _documents() -> dict[str, Path]:
             if (d.folder.parent.name if d.folder.name == "documents" else d.folder.name) in ALLOWED}
 
 
-@pytest.mark.parametrize(("name", "follow_ups"), [("followup_fresh.jsonl", 30), ("followup_fresh2.jsonl", 15)])
+@pytest.mark.parametrize(("name", "follow_ups"), [("followup_fresh.jsonl", 30), ("followup_fresh2.jsonl", 15),
+                                                         ("followup_fresh3.jsonl", 25)])
 def test_the_fresh_dialogues_load_and_their_keys_are_in_the_cleaned_documents(name, follow_ups):
     files = _documents()
     dialogues = conversations.load_rows(realdocs.jsonl_lines(BENCH / name), files, corpora=(realtext.NAME,),
