@@ -18,7 +18,9 @@ turns answered is what the rule reads: ``tests/data/followup_rewrites.jsonl`` ke
 and realdocs, written before the follow-up design they measure was chosen (issue 36.4), their keys
 checked in the cleaned documents (``tests/unit/test_followup_fresh_set.py``); ``bench/followup_fresh2.jsonl``
 (16 follow-ups, 6 topic changes) was written after that design was chosen, to check it on dialogues it
-was not chosen on. ``--home`` reuses a kept
+was not chosen on; ``bench/followup_fresh3.jsonl`` (31 follow-ups, 2 topic changes, over documents the first
+two barely use) was written before the reader's handling of yes/no and few-word follow-ups ("Is that the default?",
+"And on Windows?", "Why?") was designed, to choose between designs. ``--home`` reuses a kept
 home, such as the one ``ragbus eval --dataset realtext --part dev --reuse-ingest --cache C`` leaves.
 
 The documents are ingested once into ``<cache>/realtext-dialogues-home`` and reused by later runs
