@@ -36,6 +36,7 @@ from shared.query.conversation import (
     validate_conversation_id,
     validate_history,
 )
+from shared.query.plain_answer import plain_answer_text
 from shared.query.record import QueryRecord
 from shared.query.state import expire_if_overdue, fail_query, read_record
 
@@ -364,7 +365,7 @@ def search_documents(
         {
             "rank": rank,
             "score": float(hit.score),
-            "text": hit.chunk.text,
+            "text": shown_passage(hit.chunk.text, hit.chunk.url),
             "document_id": hit.chunk.document_id,
             "chunk_id": hit.chunk.chunk_id,
             "title": hit.chunk.title,
@@ -374,6 +375,13 @@ def search_documents(
         }
         for rank, hit in enumerate(results, start=1)
     ]
+
+
+def shown_passage(text: str, url: str | None) -> str:
+    """A retrieved chunk's text as search results show it: the clean text a reader of an answer sees
+    (:func:`~shared.query.plain_answer.plain_answer_text`: no tag, image, or link but to the chunk's own
+    source), its line breaks (the Title/Published/Source header's too) kept."""
+    return plain_answer_text(text, [url] if url else (), lines=True) if isinstance(text, str) else text
 
 
 # ------------------------------------------------------------ summaries
@@ -399,8 +407,10 @@ def contexts_summary(record: QueryRecord) -> Doc:
         kept: Doc = {"best_iteration": None, "query": record.current_query, "grade": None, "contexts": []}
     else:
         doc = best.to_doc()
+        contexts = [{**c, "text": shown_passage(c["text"], c.get("url"))} if "text" in c else c
+                    for c in doc["contexts"]]
         kept = {"best_iteration": best.iteration, "query": doc["query"], "grade": doc["grade"],
-                "contexts": doc["contexts"]}
+                "contexts": contexts}
     return {
         "id": record.id,
         "status": record.status,

@@ -66,9 +66,10 @@ _WEB = re.compile(r"https?://\S+\Z", re.IGNORECASE)
 _KEPT = re.compile(r"\x00(\d+)\x00")
 
 
-def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
+def plain_answer_text(text: str, sources: Iterable[str] = (), *, lines: bool = False) -> str:
     """``text`` with markup removed and links kept only to ``sources`` (the answer's cited
-    URLs), as the module's docstring lists; whitespace left by a removal is collapsed."""
+    URLs), as the module's docstring lists; whitespace left by a removal is collapsed (``lines``:
+    within each line, a passage's line breaks kept, as search results show a chunk)."""
     allowed = {s for s in sources if s and _WEB.match(s)}
     text = text.replace("\x00", "")
     kept: list[str] = []
@@ -121,7 +122,8 @@ def plain_answer_text(text: str, sources: Iterable[str] = ()) -> str:
     text = _UNCLOSED.sub("< ", text)  # a "<" a removed link or image left beside a letter ("<[img](…)")
     text = text.replace("!\x00", "! \x00")  # "!" before a kept link would make it an image
     text = _KEPT.sub(lambda m: kept[int(m.group(1))], text)
-    return "\n\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip())
+    paragraphs = (p.splitlines() if lines else [p] for p in re.split(r"\n\s*\n", text) if p.strip())
+    return "\n\n".join("\n".join(" ".join(line.split()) for line in p if line.strip()) for p in paragraphs)
 
 
 def addresses_in_code_spans(text: str, fence: str = "`", allowed: Collection[str] = (),

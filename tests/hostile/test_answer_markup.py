@@ -347,3 +347,31 @@ def test_what_a_steered_model_writes_beside_the_answer_is_plain_too():
     assert rewrite.rewritten == "blimp buffer size" and rewrite.sub_queries == ["blimp node size"]
     assert rewrite.reasoning == "expanded here" and grade.reasoning == "weak"
     assert grade.missing_aspects == ["node count"]
+
+
+def test_search_results_show_the_clean_text_an_answer_shows(planted):
+    """Search quotes the same documents an answer does: GET /v1/search (the page's "Search only"), MCP
+    ``search_documents`` and ``ragbus search`` show a chunk as the answer sanitiser leaves it (its header's
+    lines kept), not the planted ``<img>``, ``<iframe>`` and ``javascript:`` link (a newcomer's report)."""
+    provider, url, env = planted
+    found = httpx.get(f"{url}/v1/search", params={"q": QUESTION, "k": 3}, timeout=60).json()
+    assert {"rank", "score", "text", "document_id", "chunk_id", "title", "url", "published"} <= set(found["results"][0])
+    text = found["results"][0]["text"]
+    assert "512 KB on every blimp node" in text and text.startswith("Title: "), text
+    assert "\nPublished: " in text and "\nSource: " in text, text  # the header the page and the CLI cut off
+    for result in found["results"]:
+        assert_plain(result["text"], "/v1/search")
+
+    async def search() -> dict:
+        async with mcp_session(f"{url}/mcp") as session:
+            return mcp_structured(await session.call_tool("search_documents", {"question": QUESTION}))
+
+    searched = anyio.run(search)
+    assert any("512 KB" in c["text"] for c in searched["contexts"]), searched
+    for context in searched["contexts"]:
+        assert_plain(context["text"], "MCP search_documents")
+    extra = {k: v for k, v in env.items() if k != "RAGBUS_HOME"}
+    for args in [(), ("--json",)]:
+        shown = run_cli(Path(env["RAGBUS_HOME"]), "search", QUESTION, *args, timeout=300, **extra)
+        assert "512 KB" in shown.stdout, shown.stdout + shown.stderr[-2000:]
+        assert_plain(shown.stdout, f"ragbus search {' '.join(args)}")
