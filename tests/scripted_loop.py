@@ -19,7 +19,7 @@ from shared.contract import state_collections
 from shared.contract.config import GradeThresholds
 from shared.contract.messages import Message, QuerySubmitted, encode
 from shared.contract.ports import Clock, Doc, Grade, StateStore
-from shared.query.grading import failed_thresholds
+from shared.query.grading import failed_thresholds, shown_scores
 
 CONTEXTS = [
     {
@@ -185,6 +185,7 @@ class ScriptedLoop:
                 # as the grader records them (shared.query.grading.failed_thresholds)
                 item["failed_thresholds"] = [] if good else failed_thresholds(
                     Grade(**item["grade"]), GradeThresholds())
+                item["shown_scores"] = shown_scores(Grade(**item["grade"]), GradeThresholds())
                 item["timings"] = {**item["timings"], "grader": 8.0}
                 doc["iterations"] = [*doc["iterations"][:-1], item]
                 self._event(doc, "grader", "graded", n, {"decision": item["decision"]})

@@ -18,7 +18,7 @@ from shared.contract.deps import Deps
 from shared.contract.messages import Message, QueryGraded, QueryHop
 from shared.contract.ports import Grade, NumberedContext
 from shared.observability import metrics
-from shared.query.grading import failed_thresholds, fallback_grade
+from shared.query.grading import failed_thresholds, fallback_grade, shown_scores
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import body_lines
 from shared.query.record import Context, QueryRecord
@@ -123,17 +123,20 @@ def grade(record: QueryRecord, message: QueryHop, ports: Deps) -> Change:
         repeats_iteration=repeats if contexts else None, best_earlier=best_earlier,
     )
 
+    shown = shown_scores(given, settings.thresholds)  # as every surface shows them beside the decision
+
     def change(r: QueryRecord) -> None:
         e = r.ensure_entry(iteration)
         e.grade, e.grade_source, e.below_thresholds, e.decision = given, source, short, decision
         e.failed_thresholds = failed_thresholds(given, settings.thresholds)
+        e.shown_scores = shown
         r.best_iteration = r.best_graded_iteration()
         if given.fallback:
             r.model_fallbacks += 1
         if source == "fallback":
             note_fallback(r, stage=GRADE, iteration=iteration, reason=given.reasoning)
 
-    detail = f"score {given.score:.2f} (relevance {given.relevance:.2f}, completeness {given.completeness:.2f}, " \
+    detail = f"score {shown['score']} (relevance {shown['relevance']}, completeness {shown['completeness']}, " \
              f"{'grounded' if given.grounded else 'not grounded'}) -> {decision}: {why}"
     annotations = {"grade.score": given.score, "grade.relevance": given.relevance,
                    "grade.completeness": given.completeness, "grade.grounded": given.grounded,

@@ -204,11 +204,22 @@ def _iso_date(value: Any) -> str | None:
 # ----------------------------------------------------------------- rules
 
 
+def _scored(grade: Grade, thresholds: GradeThresholds) -> tuple[tuple[str, float, float], ...]:
+    return (("score", grade.score, thresholds.overall), ("relevance", grade.relevance, thresholds.relevance),
+            ("completeness", grade.completeness, thresholds.completeness))
+
+
+def shown_scores(grade: Grade, thresholds: GradeThresholds) -> dict[str, str]:
+    """Each score as the record's readers show it (the page, ``ragbus ask``, the events): two places, or the
+    places :func:`failed_thresholds` writes for one below its threshold, so no surface parses that rule's text."""
+    return {name: _below(value, threshold) if value < threshold else f"{value:.2f}"
+            for name, value, threshold in _scored(grade, thresholds)}
+
+
 def failed_thresholds(grade: Grade, thresholds: GradeThresholds) -> list[str]:
     """Which acceptance rules ``grade`` breaks (empty when it passes)."""
-    failed = [f"{name} {_below(value, threshold)} < {threshold}" for name, value, threshold in (
-        ("score", grade.score, thresholds.overall), ("relevance", grade.relevance, thresholds.relevance),
-        ("completeness", grade.completeness, thresholds.completeness)) if value < threshold]
+    failed = [f"{name} {_below(value, threshold)} < {threshold}" for name, value, threshold in _scored(grade, thresholds)
+              if value < threshold]
     if not grade.grounded:
         failed.append("not grounded")
     return failed

@@ -164,7 +164,8 @@ def print_answer(record: QueryRecord) -> None:
         widened = f"; widened: {' -> '.join(time['widened'])}" if time.get("widened") else ""
         console.print(Text(f"  time: {in_quotes(time['phrase'])} read as published {span}{widened}"))
     for it in record.iterations:
-        score = f"score {it.grade.score:.2f}" if it.grade is not None else "not graded"
+        shown = (it.shown_scores or {}).get("score") or (f"{it.grade.score:.2f}" if it.grade is not None else "")
+        score = f"score {shown}" if it.grade is not None else "not graded"
         failed = list(it.failed_thresholds or ())
         if failed and failed[0].startswith("score "):
             # the score below its threshold heads the line as the rule reads it ("score 0.5999 < 0.6"): rounded

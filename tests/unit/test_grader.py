@@ -46,6 +46,18 @@ def test_the_stage_not_the_model_decides_to_refine():
     assert loop.record()["iterations"][0]["failed_thresholds"] == ["not grounded"]
 
 
+def test_the_record_carries_each_score_as_shown_beside_the_decision():
+    """The page and `ragbus ask` show the score the record carries, not one parsed out of a failed rule's
+    text: 0.5999 under a threshold of 0.6 reads "0.5999" (two places read "0.60" beside "refine")."""
+    loop = make_loop(CORPUS)
+    loop.submit("what is BM25")
+    _grade(loop, Grade(0.5999, 0.9, 0.7049, grounded=True, answerable=True))
+    entry = loop.record()["iterations"][0]
+    assert entry["shown_scores"] == {"score": "0.5999", "relevance": "0.90", "completeness": "0.70"}, entry
+    assert entry["failed_thresholds"] == ["score 0.5999 < 0.6"]
+    assert "score 0.5999 (relevance 0.90, completeness 0.70, grounded) -> refine" in loop.record()["events"][-1]["detail"]
+
+
 def test_unanswerable_stops_early():
     loop = make_loop(CORPUS)
     loop.submit("recipe for pancakes")

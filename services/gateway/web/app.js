@@ -607,7 +607,8 @@
           queryFacts(record.standalone_question || record.original_query || record.question || "", item.query),
           (item.sub_queries || []).length ? [el("dt", null, "Sub-queries"),
             el("dd", null, el("ul", { class: "sub-queries" }, item.sub_queries.map((q) => el("li", null, q))))] : null),
-        item.grade ? gradeTable(grade, item.decision, item.failed_thresholds) : el("p", { class: "pending" }, "Not graded yet."),
+        item.grade ? gradeTable(grade, item.decision, item.failed_thresholds, item.shown_scores)
+          : el("p", { class: "pending" }, "Not graded yet."),
         item.timings ? el("p", { class: "timings" }, "Timings: ",
           Object.entries(item.timings).map(([stage, ms]) => `${stage} ${Math.round(ms)} ms`).join(" · ")) : null,
         contextsList(item.contexts || [], opened.has(String(item.iteration))));
@@ -626,15 +627,12 @@
     return added ? [...shown, el("dt", null, "Search terms added"), el("dd", { class: "added-terms" }, added)] : shown;
   }
 
-  function gradeTable(grade, decision, failed) {
+  function gradeTable(grade, decision, failed, scores) {
     // the decision with the rule it follows: "refine (not grounded)" under a 0.79 that passed the score
     const why = (failed || []).length ? ` (${failed.join(", ")})` : "";
-    // a score below its threshold as the rule writes it (shared.query.grading.failed_thresholds), with the
-    // places that tell it apart, as `ragbus ask` heads it: two places read "0.60" beside "score 0.5999 < 0.6"
-    const shown = (name, value) => {
-      const rule = (failed || []).find((text) => text.startsWith(`${name} `) && text.includes(" < "));
-      return rule ? rule.slice(name.length + 1, rule.indexOf(" < ")) : fmt(value);
-    };
+    // each score as the record carries it (shared.query.grading.shown_scores), as `ragbus ask` shows it: a score
+    // below its threshold with the places that tell it apart (two places read "0.60" beside "score 0.5999 < 0.6")
+    const shown = (name, value) => (scores && typeof scores[name] === "string" ? scores[name] : fmt(value));
     const cells = [
       ["Score", shown("score", grade.score)],
       ["Relevance", shown("relevance", grade.relevance)],
