@@ -19,6 +19,7 @@ from shared.contract import state_collections
 from shared.contract.config import GradeThresholds
 from shared.contract.messages import Message, QuerySubmitted, encode
 from shared.contract.ports import Clock, Doc, Grade, StateStore
+from shared.contract.text import query_apart
 from shared.query.grading import failed_thresholds, shown_scores
 
 CONTEXTS = [
@@ -148,6 +149,8 @@ class ScriptedLoop:
                 doc["iterations"] = [*doc["iterations"], {
                     "iteration": n,
                     "query": query,
+                    # as the transformer records them (shared.contract.text.query_apart)
+                    "added_terms": query_apart(doc["original_query"], query)[1],
                     "sub_queries": [f"definition of {query}", f"method of {query}"],
                     "contexts": [],
                     "grade": None,

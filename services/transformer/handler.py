@@ -29,7 +29,7 @@ from shared.contract.deps import Deps
 from shared.contract.filters import FilterError, Filters
 from shared.contract.messages import Message, QueryGraded, QuerySubmitted, QueryTransformed
 from shared.contract.ports import ConversationTurn, RefineRequest, Transformation
-from shared.contract.text import in_quotes, searched_as
+from shared.contract.text import in_quotes, query_apart, searched_as
 from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
@@ -297,6 +297,7 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
             r.filters, r.time_filter = time_filter
         entry = r.ensure_entry(0)
         entry.query, entry.sub_queries, entry.transform_source = rewritten, sub_queries, source
+        entry.added_terms = query_apart(follow.question, rewritten)[1]
         r.current_query, r.iteration = rewritten, 0
         if fallback and proposed is not None:
             r.model_fallbacks += 1
@@ -350,6 +351,7 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
     def change(r: QueryRecord) -> None:
         new = r.ensure_entry(iteration)
         new.query, new.sub_queries, new.transform_source, new.refined_from = refined, sub_queries, source, previous
+        new.added_terms = query_apart(record.question, refined)[1]
         r.current_query, r.iteration = refined, iteration
         if model_fallback:
             r.model_fallbacks += 1

@@ -119,15 +119,26 @@ def meaningful_rewrite(original: str, rewritten: str) -> str | None:
     return question
 
 
+def query_apart(question: str, query: str) -> tuple[str, str]:
+    """``query`` as the question it searches and the search terms a rewrite appended after it ("" when none):
+    "How does BM25 saturate term frequency? speed less" is the question and "speed less". The question is
+    the query's start when the query starts with it, else up to the query's last "?" when it ends with one; a
+    rewording is all question. The record keeps the terms apart (an iteration's ``added_terms``)."""
+    text, asked = " ".join(query.split()), " ".join(question.split())
+    if asked and text.startswith(asked + " "):
+        return asked, text[len(asked) + 1:]
+    end = text.rfind("?")
+    if asked.endswith("?") and 0 <= end < len(text) - 1:
+        return text[:end + 1], text[end + 1:].strip()
+    return text, ""
+
+
 def searched_as(question: str, query: str) -> str:
     """A query as an event's detail shows it: quoted, with the search terms a rewrite appended after the
     question apart from it ("“How does BM25 saturate term frequency?” + search terms “speed less”"), as the
     page shows them; a rewording is shown whole."""
-    text = " ".join(query.split())
-    end = text.rfind("?")
-    if question.rstrip().endswith("?") and 0 <= end < len(text) - 1:
-        return f"{in_quotes(text[:end + 1])} + search terms {in_quotes(text[end + 1:])}"
-    return in_quotes(text)
+    asked, added = query_apart(question, query)
+    return f"{in_quotes(asked)} + search terms {in_quotes(added)}" if added else in_quotes(asked)
 
 
 # ------------------------------------------------------------ normalising

@@ -404,13 +404,14 @@ def contexts_summary(record: QueryRecord) -> Doc:
     """What a caller searching needs: the best iteration's contexts and grade."""
     best = record.best_entry()
     if best is None:
-        kept: Doc = {"best_iteration": None, "query": record.current_query, "grade": None, "contexts": []}
+        kept: Doc = {"best_iteration": None, "query": record.current_query, "added_terms": None, "grade": None,
+                     "contexts": []}
     else:
         doc = best.to_doc()
         contexts = [{**c, "text": shown_passage(c["text"], c.get("url"))} if "text" in c else c
                     for c in doc["contexts"]]
-        kept = {"best_iteration": best.iteration, "query": doc["query"], "grade": doc["grade"],
-                "contexts": contexts}
+        kept = {"best_iteration": best.iteration, "query": doc["query"], "added_terms": best.added_terms,
+                "grade": doc["grade"], "contexts": contexts}
     return {
         "id": record.id,
         "status": record.status,

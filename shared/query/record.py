@@ -19,7 +19,8 @@ citations[]}]), ``answer_provider``, ``answered_from_iteration``, ``fallbacks``
 may also hold ``sub_queries_used``, ``sub_queries_succeeded``,
 ``transform_source``, ``grade_source``, ``should_refine``,
 ``failed_thresholds``, ``shown_scores`` ({score, relevance, completeness}: each as the page and the CLI
-show it) and ``refined_from``. ``filters`` (the
+show it), ``refined_from`` and ``added_terms`` (the search terms its query appended after the question,
+shown apart from it; "" for none). ``filters`` (the
 :class:`~shared.contract.filters.Filters` the caller set, as its ``to_dict``, absolute
 times) is written when the query has any; ``time_filter`` ({phrase, since, until, newest,
 window_days, widened[]}) when the question's own time words set its date range.
@@ -194,12 +195,15 @@ class Iteration:
     # each score as shown beside the decision (shared.query.grading.shown_scores): "0.5999" under 0.6, not "0.60"
     shown_scores: dict[str, str] | None = None
     refined_from: int | None = None
+    # the search terms the rewrite appended after the question (shared.contract.text.query_apart), shown apart
+    added_terms: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     stored_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     _BASE = ("iteration", "query", "sub_queries", "contexts", "grade", "decision", "timings")
     _LATER = ("sub_queries_used", "sub_queries_succeeded", "transform_source", "grade_source",
-              "below_thresholds", "failed_thresholds", "shown_scores", "refined_from")
+              "below_thresholds", "failed_thresholds", "shown_scores", "refined_from",
+              "added_terms")
     _STORED_AS = {"below_thresholds": "should_refine"}
 
     @classmethod

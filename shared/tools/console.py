@@ -183,6 +183,8 @@ def print_answer(record: QueryRecord) -> None:
         rewrite = meaningful_rewrite(record.question or "", it.query or "")
         if rewrite:
             line.append(f"  (searched: {plain(rewrite)})")
+        if it.added_terms:  # apart from the question asked, as the page shows them
+            line.append(f"  (search terms added: {plain(it.added_terms)})")
         console.print(line)
         # the decision the answer's reading made (the synthesizer wrote it over the grader's): say why
         reader = it.grade.reasoning.partition(" The reader: ")[2] if it.grade is not None else ""

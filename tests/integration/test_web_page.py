@@ -129,6 +129,20 @@ def test_asking_shows_live_stages_iterations_and_a_cited_answer(loop_and_server,
     assert page.problems == []
 
 
+def test_the_terms_added_to_a_question_without_a_question_mark_are_shown_apart(loop_and_server, page):
+    """The page reads the terms a rewrite added from the record (``added_terms``), not by the question's "?":
+    "BM25 ranking" searched as "BM25 ranking ranking function" shows "ranking function" apart."""
+    _, server = loop_and_server
+    page.goto(server.url + "/")
+    page.get_by_label("Your question").fill("BM25 ranking")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    kept = page.locator('.iteration[data-iteration="1"]')
+    kept.locator(".added-terms").wait_for()
+    assert kept.locator(".query").inner_text() == "BM25 ranking"
+    assert kept.locator(".added-terms").inner_text() == "ranking function"
+    assert page.problems == []
+
+
 def test_a_score_just_below_its_threshold_reads_below_it(loop_and_server, page):
     """The Score cell shows the places that tell the score from its threshold, as `ragbus ask` does (b9653f6):
     two places showed "0.60" beside "refine (score 0.5999 < 0.6, ...)"."""

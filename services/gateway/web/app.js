@@ -604,7 +604,8 @@
           item.decision ? el("span", { class: `badge decision-${item.decision}` }, item.decision) : null,
           kept ? el("span", { class: "badge kept" }, "kept") : null),
         el("dl", { class: "facts" },
-          queryFacts(record.standalone_question || record.original_query || record.question || "", item.query),
+          queryFacts(record.standalone_question || record.original_query || record.question || "", item.query,
+            item.added_terms),
           (item.sub_queries || []).length ? [el("dt", null, "Sub-queries"),
             el("dd", null, el("ul", { class: "sub-queries" }, item.sub_queries.map((q) => el("li", null, q))))] : null),
         item.grade ? gradeTable(grade, item.decision, item.failed_thresholds, item.shown_scores)
@@ -617,12 +618,14 @@
   }
 
   // The query searched, with the search terms the rewrite appended after the question shown apart:
-  // "How does BM25 saturate term frequency? speed less" is the question plus two corpus words.
-  function queryFacts(question, query) {
+  // "How does BM25 saturate term frequency? speed less" is the question plus two corpus words. The record
+  // carries them (added_terms, shared.contract.text.query_apart); a record written before it is read by its "?".
+  function queryFacts(question, query, addedTerms) {
     const text = query || "";
     const end = text.lastIndexOf("?");
-    const added = question.trim().endsWith("?") && end >= 0 ? text.slice(end + 1).trim() : "";
-    const searched = added ? text.slice(0, end + 1) : text;
+    const added = typeof addedTerms === "string" ? addedTerms
+      : question.trim().endsWith("?") && end >= 0 ? text.slice(end + 1).trim() : "";
+    const searched = added && text.endsWith(added) ? text.slice(0, text.length - added.length).trim() : text;
     const shown = [el("dt", null, "Query"), el("dd", { class: "query" }, searched || "—")];
     return added ? [...shown, el("dt", null, "Search terms added"), el("dd", { class: "added-terms" }, added)] : shown;
   }
