@@ -146,6 +146,9 @@ def main() -> int:
             {"writer": writers.get(r.id), "id": r.id, "kind": r.kind, "turns": r.turns, "standalone": r.standalone,
              "asked_as": r.asked_as, "right_in_conversation": r.in_conversation.correct,
              "right_standalone": r.standalone_alone.correct, "answer": r.in_conversation.answer,
+             "outcome": r.in_conversation.outcome, "cited": r.in_conversation.cited_files,
+             "standalone_answer": r.standalone_alone.answer, "standalone_outcome": r.standalone_alone.outcome,
+             "standalone_cited": r.standalone_alone.cited_files,
              "conversation": earlier.get(r.id, [])}
             for r in results if writers.get(r.id) != HELD_OUT]}, indent=1) + "\n")
     return 0

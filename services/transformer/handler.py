@@ -229,18 +229,23 @@ _CITATION_MARK = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 
 
 def earlier_document(turn: ConversationTurn, ports: Deps) -> tuple[str, str] | None:
-    """The document the earlier turn was answered from, and what found it: the best match of its answer
-    (sentences quoted from that document, so the best match is the document they came from), else, when
-    it gave none, of its question. The same on every surface: a client sends the answer it was given,
-    not the documents it cited. None when nothing matches."""
+    """The document the earlier turn was answered from, and what found it: the best match of its answer's
+    words (sentences quoted word for word from that document, so BM25 alone finds the chunk they came from,
+    with no embedding: embedding a 500-character answer cost 5-8 query embeddings, bench/followup_latency.py),
+    else, when it gave none or its words match nothing, the best hybrid match of its question. The same on
+    every surface: a client sends the answer it was given, not the documents it cited. None when nothing
+    matches."""
     answer = "\n\n".join(answer_paragraphs(turn.answer))
-    answer = " ".join(_CITATION_MARK.sub(" ", answer).split())
-    text, found_by = (answer, "its answer") if answer else (" ".join(turn.question.split()), "its question")
+    answer = " ".join(_CITATION_MARK.sub(" ", answer).split())[: ports.settings.max_query_chars]
+    if answer:
+        hits = ports.index.search(answer, np.zeros(ports.embedder.dimension, dtype=np.float32), 1, mode="bm25")
+        if hits:
+            return hits[0].chunk.document_id, "its answer"
+    text = " ".join(turn.question.split())[: ports.settings.max_query_chars]
     if not text:
         return None
-    text = text[: ports.settings.max_query_chars]
     hits = ports.index.search(text, np.asarray(query_vectors(ports.embedder, [text])[0]), 1, mode="hybrid")
-    return (hits[0].chunk.document_id, found_by) if hits else None
+    return (hits[0].chunk.document_id, "its question") if hits else None
 
 
 def follow_earlier_document(follow: FollowUp, typed: str, turns: Sequence[ConversationTurn], ports: Deps) -> FollowUp:

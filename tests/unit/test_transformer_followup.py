@@ -253,3 +253,21 @@ def test_a_refusal_a_client_kept_as_the_earlier_answer_does_not_name_a_document(
     stored = _transform(loop, record.id)
     assert stored["follows"]["document_id"] == "zstd"
     assert "(found by its question)" in stored["events"][-1]["detail"]
+
+
+def test_the_earlier_answers_document_is_found_by_its_words_without_embedding_it():
+    # an answer quotes its document word for word: BM25 alone finds it; embedding a 500-character answer cost
+    # 5-8 query embeddings per follow-up (bench/followup_latency.py)
+    loop = make_loop(BUILDS, real_local_llm=True)
+    embedded: list[str] = []
+    embed = loop.deps.embedder.embed
+
+    def counting(texts, *args, **kwargs):
+        embedded.extend(texts)
+        return embed(texts, *args, **kwargs)
+
+    loop.deps.embedder.embed = counting
+    answer = "The Makefile is the build system officially maintained for zstd. [1]"
+    record = _transform(loop, _follow_up(loop, "Who maintains that file?", first=ZSTD_BUILD, answer=answer))
+    assert record["follows"]["document_id"] == "zstd"
+    assert not any(text.startswith("The Makefile") for text in embedded) and embedded  # the question only
