@@ -294,6 +294,9 @@ def search_iteration(record: QueryRecord, message: QueryHop, ports: Deps) -> Sea
     # (the question alone fills top_k, so fusion is never short). The question is searched
     # deeper only when the header filter left it short.
     filters = record.search_filters()
+    follows = record.follows or {}
+    if follows.get("document_id"):  # a follow-up's search of the earlier document: embedded in the same batch
+        query_vectors(embedder, [*meanings, earlier_text(follows, question)])
     results = search_all(queries, embedder=embedder, index=index, k=top_k, meanings=meanings, filters=filters)
     widened: list[str] = []
     anywhere = None
@@ -326,7 +329,6 @@ def search_iteration(record: QueryRecord, message: QueryHop, ports: Deps) -> Sea
         log.warning("query %s: %s failed: %s", record.id, failed.label, failed.error)
     used = main + succeeded if len(succeeded) >= settings.min_sub_queries_for_synthesis else main
     earlier = None
-    follows = record.follows or {}
     if follows.get("document_id"):
         earlier = search_earlier_document(follows, question, main, embedder=embedder, index=index, k=top_k,
                                           filters=filters)
@@ -373,6 +375,11 @@ class EarlierDocument:
         return f"{name} is not among the question's own best: a new topic, not preferred"
 
 
+def earlier_text(follows: dict[str, str], question: str) -> str:
+    """What a follow-up searches the earlier turn's document with: the question and the earlier question."""
+    return " ".join(f"{question} {in_english(str(follows.get('earlier_question') or ''))[1]}".split())
+
+
 def search_earlier_document(follows: dict[str, str], question: str, main: list[QueryHits], *, embedder: Embedder,
                             index: Index, k: int, filters: Filters | None) -> EarlierDocument:
     """A follow-up's best ``k`` chunks of the document its earlier turn was answered from (``follows``:
@@ -384,8 +391,7 @@ def search_earlier_document(follows: dict[str, str], question: str, main: list[Q
     the earlier topic when its own search finds that document among its best; one that points back at
     the earlier turn cannot change topic."""
     document_id = str(follows["document_id"])
-    text = " ".join(f"{question} {in_english(str(follows.get('earlier_question') or ''))[1]}".split())
-    (deep,) = search_all([(EARLIER_LABEL, text)], embedder=embedder, index=index, k=k * EARLIER_DEPTH, filters=filters)
+    (deep,) = search_all([(EARLIER_LABEL, earlier_text(follows, question))], embedder=embedder, index=index, k=k * EARLIER_DEPTH, filters=filters)
     hits = replace(deep, hits=[h for h in deep.hits if h.chunk.document_id == document_id][:k])
     on_topic = any(h.chunk.document_id == document_id for r in main for h in r.hits)
     if follows.get("leans") == UNMARKED:

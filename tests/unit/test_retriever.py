@@ -305,6 +305,20 @@ def test_a_follow_up_that_points_back_is_read_from_the_earlier_turns_document():
     assert contexts[0]["chunk_id"] == "chunking:h:53"
 
 
+def test_a_follow_ups_search_of_the_earlier_document_is_embedded_in_the_questions_batch():
+    # one embedding call for the question and its search of the earlier document, not one each
+    loop = make_loop(TARGETS)
+    question = "What does the make check target run?"
+    loop.submit(question, top_k=2)
+    follows = {"document_id": "zstd", "leans": "pronoun", "earlier_question": "Which build system does zstd use?"}
+    loop.state.update(state_collections.QUERIES, "q1", lambda doc: {**doc, "follows": follows})
+    calls: list[list[str]] = []
+    embed = loop.deps.embedder.embed
+    loop.deps.embedder.embed = lambda texts, *a, **kw: calls.append(list(texts)) or embed(texts, *a, **kw)
+    loop.deliver(_message(loop, question))
+    assert calls == [[question, f"{question} Which build system does zstd use?"]]
+
+
 def test_a_question_that_only_opens_with_and_leads_with_the_earlier_document_when_its_own_search_finds_it():
     contexts, detail, _ = _follow_up_contexts("zstd", "connective")
     assert contexts[0]["chunk_id"] == "zstd:h:52" and "make:h:50" in [c["chunk_id"] for c in contexts]
