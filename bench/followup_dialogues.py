@@ -142,8 +142,9 @@ def main() -> int:
               f"({row['right_in_conversation'] / n:.3f}); right standalone {row['right_standalone']}/{n}; "
               f"rewritten {row['rewritten']}")
     if args.out:
+        files_of = {d.id: d.file for d in dialogues}
         args.out.write_text(json.dumps({"per_writer": table, "dialogues": [
-            {"writer": writers.get(r.id), "id": r.id, "kind": r.kind, "turns": r.turns, "standalone": r.standalone,
+            {"writer": writers.get(r.id), "id": r.id, "kind": r.kind, "file": files_of.get(r.id), "turns": r.turns, "standalone": r.standalone,
              "asked_as": r.asked_as, "right_in_conversation": r.in_conversation.correct,
              "right_standalone": r.standalone_alone.correct, "answer": r.in_conversation.answer,
              "outcome": r.in_conversation.outcome, "cited": r.in_conversation.cited_files,

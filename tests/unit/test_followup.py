@@ -125,6 +125,23 @@ def test_a_self_contained_question_or_a_topic_change_is_left_alone(follow_up):
     assert question == follow_up
 
 
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    ("Which codec does the frobnicator use by default?", "Why?",
+     "Why (which codec does the frobnicator use by default)?"),
+    ("Which codec does the frobnicator use by default?", "Since when?",
+     "Since when (which codec does the frobnicator use by default)?"),
+    ("Which codec does the frobnicator use by default?", "How come?",
+     "How come (which codec does the frobnicator use by default)?"),
+    ("Welchen Codec nutzt der Frobnikator standardmäßig?", "Warum?",
+     "Warum (welchen Codec nutzt der Frobnikator standardmäßig)?"),
+    ("Quel codec le frobnicateur utilise-t-il par défaut ?", "Depuis quand ?",
+     "Depuis quand (quel codec le frobnicateur utilise-t-il par défaut)?"),
+])
+def test_a_bare_why_or_since_when_asks_about_the_earlier_question(earlier, follow_up, expected):
+    # nothing of its own to ask about: "Why?" alone was "self-contained", retrieved and read with no subject at all
+    assert resolve(earlier, follow_up) == (expected, "refers back")
+
+
 def test_without_history_the_question_stands_as_typed():
     result = standalone_question("  What   is its maximum? ", [])
     assert (result.question, result.rule, result.rewritten) == ("What is its maximum?", "no history", False)

@@ -77,7 +77,7 @@ EN = Language(
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
                  r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
                  r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
-    referring=_p(r"\b(?:^why\s+(?:the|a|an)|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
+    referring=_p(r"\b(?:^why\s+(?:the|a|an)|^(?:why(?:\s+not)?|how\s+(?:come|so)|since\s+when|(?:since|until)\s+which\s+\w+)$|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
                  r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
                  r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
     **_lists("en"),
@@ -112,7 +112,7 @@ DE = Language(
     expletive=_p(r"\bgibt\s+es\b|\bes\s+gibt\b|\bgeht\s+es\b|\bist\s+es\s+(?:möglich|sinnvoll|nötig|notwendig|"
                  r"erlaubt|besser|wichtig)\b|\bes\s+ist\s+(?:möglich|sinnvoll|nötig|notwendig|erlaubt|besser|wichtig)\b"
                  r"|\bdauert\s+es\b|\bes\s+dauert\b"),
-    referring=_p(r"\b(?:er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
+    referring=_p(r"\b(?:^(?:warum|wieso|weshalb)(?:\s+nicht)?$|^seit\s+wann$|er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
                  r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
     **_lists("de"),
     of="von",
@@ -141,7 +141,7 @@ FR = Language(
                   r"des|et|ou|est|sont|si|en)\b|\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
                  r"|\by\s+a-t-il\b|\bfaut-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
-    referring=_p(r"\b(?:lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
+    referring=_p(r"\b(?:^pourquoi(?:\s+pas)?$|^depuis\s+quand$|lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
     **_lists("fr"),
     of="de",
     about="Qu'en est-il de",
@@ -164,7 +164,7 @@ ES = Language(
     possessive=_p(r"\b(?P<pos>su|sus)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:en|para|con|de|del|y|o|es|son|si)\b|"
                   r"\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"(?!x)x"),  # Spanish drops the empty subject rather than writing one
-    referring=_p(r"\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
+    referring=_p(r"(?:^por\s+qué(?:\s+no)?$|^desde\s+cuándo$)|\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
                  r"aquel|aquella|aquellos|aquellas)\s+\w+)\b"),
     **_lists("es"),
     of="de",
