@@ -142,6 +142,13 @@ def test_a_bare_why_or_since_when_asks_about_the_earlier_question(earlier, follo
     assert resolve(earlier, follow_up) == (expected, "refers back")
 
 
+def test_is_that_still_leaning_on_the_earlier_answer_is_asked_with_the_earlier_question():
+    # "that" is what the earlier answer said: "Is that the default of the frobnicator?" still leans on it
+    question, rule = resolve("What does the frobnicator do when a frame is too large?", "Is that the default?")
+    assert (question, rule) == ("Is that the default (what does the frobnicator do when a frame is too large)?",
+                                "in context")
+
+
 def test_without_history_the_question_stands_as_typed():
     result = standalone_question("  What   is its maximum? ", [])
     assert (result.question, result.rule, result.rewritten) == ("What is its maximum?", "no history", False)

@@ -327,14 +327,14 @@ def _parallel(typed: list[str], earlier: list[str]) -> str | None:
         if kept else None
 
 
-# what no well-formed question holds: a determiner doubled ("Which the nobody UID"), a possessive before a verb
+# what no well-formed question holds (nor "Is that ..." still leaning on the earlier answer): a determiner doubled ("Which the nobody UID"), a possessive before a verb
 # ("Where is ssh's stored"), a determiner ("ed's the -s option") or nothing ("download pip's"), "of" after an
 # auxiliary ("What does the -9 option do of gzip"), a word twice; and no bracket left open
 _MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
                         r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
                         r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+ed\s*[?.!]?$"
                         r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b"
-                        r"|\w['’]s\s+(?:the|an?)\s|\w['’]s$|\b([a-z]{3,})\s+\3\b")
+                        r"|\w['’]s\s+(?:the|an?)\s|\w['’]s$|\b([a-z]{3,})\s+\3\b|^(?:is|was|are|were|do|does|did|can|will|has)\s+(?:that|this)\b")
 
 
 def _well_formed(question: str, rules: Language) -> bool:
