@@ -832,6 +832,7 @@ def extract_plain(text: str) -> CleanDocument:
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27)) + b"\x7f"
+_OVERSTRIKE_BYTES = re.compile(rb"(?<=[^\x00-\x1f\x7f])\x08(?=[^\x00-\x1f\x7f])")
 
 
 def binary_reason(raw: bytes, text: str | None = None) -> str | None:
@@ -844,7 +845,10 @@ def binary_reason(raw: bytes, text: str | None = None) -> str | None:
         return None  # UTF-16/32 text has NUL bytes of its own
     if b"\0" in head:
         return "it contains NUL bytes"
-    if head and sum(head.count(bytes([b])) for b in _CONTROL_BYTES) > len(head) * 0.05:
+    # a backspace between two printed bytes is nroff's overstrike (bold "N\bN", underline "_\bn"), as
+    # `man -Tutf8 | cat` and catman pages write every heading: text, read as a terminal shows it
+    overstrikes = len(_OVERSTRIKE_BYTES.findall(head))
+    if head and sum(head.count(bytes([b])) for b in _CONTROL_BYTES) - overstrikes > len(head) * 0.05:
         return "over 5% of its first bytes are control characters"
     if text:
         sample = text[:65536]

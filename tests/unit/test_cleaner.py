@@ -601,3 +601,28 @@ def test_headings_in_a_pages_navigation_stay_headings_trafilatura_leaves_out():
     assert "Currently, there is only one module in this package:" in body
     for heading in ("Previous topic", "Next topic", "This Page"):
         assert heading not in body.splitlines(), body
+
+
+def test_a_man_page_rendered_with_overstrikes_is_text_not_binary_data():
+    """`man -Tutf8 chage > chage.txt` (and every catman page) sets each heading and option in bold or
+    underline by overstriking, a backspace between two letters: chage's and flock's pages, 6-8 kB, were
+    refused as "looks like binary data (over 5% of its first bytes are control characters)". A page
+    written for the test, in that form; real control bytes are still counted."""
+    def bold(word: str) -> str:
+        return "".join(f"{c}\x08{c}" for c in word)
+
+    def underline(word: str) -> str:
+        return "".join(f"_\x08{c}" for c in word)
+
+    raw = (f"QUUXCTL(1)                    User Commands                    QUUXCTL(1)\n\n{bold('NAME')}\n"
+           f"       quuxctl - rotate the quux spool\n\n{bold('SYNOPSIS')}\n       {bold('quuxctl')} [{underline('options')}]\n\n"
+           f"{bold('OPTIONS')}\n       {bold('-k')}, {bold('--keep')} {underline('COUNT')}\n"
+           "           Keep COUNT old spools; the default is seven.\n").encode()
+    assert raw.count(b"\x08") > len(raw) * 0.05
+    from shared.formats.text import binary_reason
+    assert binary_reason(raw) is None
+    body = clean_content(raw, "text/plain", "file:///tmp/quuxctl.1.txt").body
+    assert "quuxctl [options]" in body and "-k, --keep COUNT" in body and "\x08" not in body, body
+    assert "the default is seven." in body
+    assert binary_reason(b"\x01\x02\x03\x04 \x05\x06\x07\x0e" * 40) is not None
+    assert binary_reason(b"ab\x08\x08cd\x01\x02" * 60) is not None  # backspaces not between two letters
