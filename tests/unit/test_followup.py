@@ -136,6 +136,9 @@ def test_a_self_contained_question_or_a_topic_change_is_left_alone(follow_up):
      "Warum (welchen Codec nutzt der Frobnikator standardmäßig)?"),
     ("Quel codec le frobnicateur utilise-t-il par défaut ?", "Depuis quand ?",
      "Depuis quand (quel codec le frobnicateur utilise-t-il par défaut)?"),
+    # a time alone is no phrase to stand in for the earlier subject ("How is before buffered ...?")
+    ("How is the frobnicator's log buffered in release 4?", "And before?",
+     "And before (how is the frobnicator's log buffered in release 4)?"),
 ])
 def test_a_bare_why_or_since_when_asks_about_the_earlier_question(earlier, follow_up, expected):
     # nothing of its own to ask about: "Why?" alone was "self-contained", retrieved and read with no subject at all

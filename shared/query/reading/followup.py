@@ -424,8 +424,8 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         if replaced is not None:
             return Resolution(_finish(replaced, earlier, mark), "ellipsis", earlier)
         stripped = f"{rules.what_is} {stripped}"
-    elif connective and stripped and not _asks(stripped, rules):
-        return _swap(earlier, stripped, language, rules, "ellipsis")
+    elif connective and stripped and not _asks(stripped, rules) and not ((m := rules.referring.match(bare)) and m.end() == len(bare)):
+        return _swap(earlier, stripped, language, rules, "ellipsis")  # not "And before?": no phrase for it to stand in
     found = _PERSONAL.search(stripped) if rules is EN else None
     person, his = (_person(base), found.group().lower() == "his") if found else (None, False)
     if person is not None and not (his and " who " in person):

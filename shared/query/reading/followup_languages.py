@@ -77,7 +77,7 @@ EN = Language(
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
                  r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
                  r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
-    referring=_p(r"\b(?:^why\s+(?:the|a|an)|^(?:why(?:\s+not)?|how\s+(?:come|so)|since\s+when|(?:since|until)\s+which\s+\w+)$|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
+    referring=_p(r"\b(?:^why\s+(?:the|a|an)|^(?:why(?:\s+not)?|how\s+(?:come|so)|since\s+when|(?:since|until)\s+which\s+\w+|(?:and\s+)?(?:before|earlier|previously|later|now))$|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
                  r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
                  r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
     **_lists("en"),
