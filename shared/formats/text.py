@@ -451,10 +451,25 @@ def extract_markdown(text: str, *, _depth: int = 0) -> CleanDocument:
     # rule), raw Markdown in the text; nothing here is rendered, and only a link's words are kept
     parser.validateLink = lambda url: True
     tokens = parser.parse(text)
+    deep = _past_nesting_limit(tokens, parser.options["maxNesting"])
+    if deep is not None:
+        raise InvalidInput(f"the Markdown file nests its lists or quotes more than {parser.options['maxNesting']} "
+                           f"levels deep (line {deep}), where the Markdown parser stops reading: the text below that "
+                           "depth and after it would be lost; flatten the nesting or split the file")
     reader = _MarkdownBlocks(tokens, title, _depth)
     for i, token in enumerate(tokens):
         reader.read(i, token)
     return CleanDocument(body=normalize_text(join_blocks(reader.blocks)), title=reader.title, published=published)
+
+
+def _past_nesting_limit(tokens: list, limit: int) -> int | None:
+    """The line (1-based) of the quote or list item markdown-it opened at its block nesting limit, whose
+    content it then skipped with the rest of the document (silently: a list nested ten deep lost the
+    9 MB after its ninth level); None when nothing was cut."""
+    for token in tokens:
+        if token.type in ("blockquote_open", "list_item_open") and token.level >= limit - 1:
+            return token.map[0] + 1 if token.map else 0
+    return None
 
 
 class _MarkdownBlocks:

@@ -626,3 +626,21 @@ def test_a_man_page_rendered_with_overstrikes_is_text_not_binary_data():
     assert "the default is seven." in body
     assert binary_reason(b"\x01\x02\x03\x04 \x05\x06\x07\x0e" * 40) is not None
     assert binary_reason(b"ab\x08\x08cd\x01\x02" * 60) is not None  # backspaces not between two letters
+
+
+@pytest.mark.parametrize(("deep", "line"), [
+    ("".join("  " * i + f"- step {i} of the grommet procedure\n" for i in range(12)), 14),  # the tenth level
+    (">" * 24 + " The grommet is fastened last.\n", 5),
+], ids=["list", "quote"])
+def test_markdown_nested_past_the_parsers_limit_is_refused_by_name_not_cut_short(deep, line):
+    """markdown-it stops reading at its block nesting limit (20: a list ten levels deep, 20 quote marks) and
+    skips what lies below and, for a list, the rest of the file without a word: a 9 MB file of nested list
+    items was indexed as its first nine lines, one of 20 quote marks as "no main text". It is refused by
+    name, as HTML nested past its parser is; nesting up to the limit reads whole."""
+    text = f"# Grommets\n\nThe grommet comes first.\n\n{deep}\nThe closing paragraph names the washer.\n"
+    with pytest.raises(InvalidInput, match=rf"nests its lists or quotes more than 20 levels deep \(line {line}\)"):
+        clean_content(text.encode(), "text/markdown", "file:///grommets.md")
+    shallow = "".join("  " * i + f"- step {i}\n" for i in range(9)) + ">" * 19 + " quoted deep\n"
+    body = clean_content(f"{shallow}\nThe closing paragraph names the washer.\n".encode(), "text/markdown",
+                         "file:///grommets.md").body
+    assert "step 8" in body and "quoted deep" in body and body.endswith("names the washer."), body
