@@ -436,6 +436,20 @@ def test_a_list_question_answered_by_an_item_quotes_the_items_beside_it():
     assert any(s.startswith("bzip2") for s in one) and not any(s.startswith("xz") for s in one), one
 
 
+@pytest.mark.parametrize("bullet", ["\u25cf", "\uf0b7", "\u2023", "\u2219", "\u2013", "\u25a0"])
+def test_a_list_under_a_pdfs_bullets_is_quoted_with_its_lead_in(bullet):
+    # issue 36 (found by a newcomer on a PDF): a list question was answered with the list's lead-in alone, as the
+    # reader took only "-", "*", "\u2022" ... for bullets, not those a PDF's text holds (the PDF reader's list markers)
+    body = (f"The assembler creates a number of output files.\n{bullet} The object file, which holds the machine code\n"
+            f"{bullet} The listing file, which shows the source with addresses\n{bullet} The symbol map, which lists "
+            "every label\nEach file is written next to the source.")
+    quoted = _quoted(_read("Which output files does the assembler create?", body,
+                           "The linker reads object files and writes an executable."))
+    assert quoted[1:] == ["The object file, which holds the machine code",
+                          "The listing file, which shows the source with addresses",
+                          "The symbol map, which lists every label"], quoted
+
+
 def test_a_sentence_leaning_on_a_lone_definition_is_quoted_with_it():
     body = ("The daemon reads its settings from daemon.conf at start.\n\nCACHE_MODE (string)\n"
             "This selects how the daemon keeps fetched pages between runs.\n\n"
