@@ -59,6 +59,11 @@ class ServerHandle:
             self.thread.join(timeout)
 
 
+#: Seconds a refused connection is kept, its input dropped, after its answer (see _refuse)
+_LINGER_S = 2.0
+_LINGERING: set[BoundedRequestProtocol] = set()
+
+
 class BoundedRequestProtocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with a deadline on reading each request: a client that has not sent
     one whole request, headers and body, ``read_timeout_s`` after it connected (or after the response
@@ -74,6 +79,7 @@ class BoundedRequestProtocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self.read_timeout_s, self.max_connections, self.per_address = read_timeout_s, max_connections, per_address
         self.read_deadline: asyncio.TimerHandle | None = None
+        self.refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -91,6 +97,8 @@ class BoundedRequestProtocol(H11Protocol):
         self._watch()
 
     def data_received(self, data: bytes) -> None:
+        if self.refused:  # what a refused client still sends is read and dropped (see _refuse)
+            return
         super().data_received(data)
         self._watch()
 
@@ -99,6 +107,7 @@ class BoundedRequestProtocol(H11Protocol):
         self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        _LINGERING.discard(self)
         self._stop_watching()
         super().connection_lost(exc)
 
@@ -136,7 +145,18 @@ class BoundedRequestProtocol(H11Protocol):
         retry = b"retry-after: %d\r\n" % retry_after_s if retry_after_s is not None else b""
         self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n%sconnection: close\r\n"
                              b"content-length: %d\r\n\r\n%s" % (status, reason.encode(), retry, len(body), body))
-        self.transport.close()
+        # Closed at once, the socket met the request the client was still sending with a reset, which threw
+        # the answer away unread (a flood over httpx saw bare ReadErrors, no 429). So end the sending side
+        # and drop what comes in until the client closes too, for at most LINGER_S.
+        # (Lingering ones are bounded like held ones: past max_connections of them, a refusal closes at once.)
+        self.refused = True
+        self._stop_watching()
+        if self.transport.can_write_eof() and len(_LINGERING) < self.max_connections:
+            _LINGERING.add(self)
+            self.transport.write_eof()
+            self.loop.call_later(_LINGER_S, self.transport.close)
+        else:
+            self.transport.close()
 
 
 def check_listenable(host: str, port: int) -> None:
