@@ -83,6 +83,36 @@ def test_a_list_lead_in_without_its_items_is_not_answered(embedder):
     assert _outcome(answer) in ("answered_with_caveat", "not_answerable")
 
 
+def test_a_list_lead_in_is_not_answered_by_a_neighbouring_sentences_commas(embedder):
+    # a lead-in announcing items ("creates a number of output files") quoted without them is no list, though another
+    # quoted sentence holds short pieces between commas ("from standard input, a file, or a URL"); the list it leads
+    # into, quoted with it, is
+    question = "Which output files does the converter create?"
+    lead_in = ("Output\n\nRunning the converter creates a number of output files in the working directory.\n\n"
+               "report.html holds the summary of the run.\n\nThe converter reads its input from standard input, a "
+               "file, or a URL, and writes to disk.")
+    listed = ("Output\n\nRunning the converter creates a number of output files in the working directory:\n"
+              "- report.html\n- trace.log\n- stats.csv\n\nThe converter reads its input from standard input.")
+    seen = []
+    for text in (lead_in, listed):
+        answer = _read(embedder, question, text, observe=lambda features, answer, reader: seen.append(features))
+    assert seen[0]["list_unquoted"] == 1.0 and seen[1]["list_unquoted"] == 0.0 and "trace.log" in answer.text
+
+
+def test_an_item_under_a_heading_naming_the_subject_states_no_value_by_the_heading(embedder):
+    # fields and lines under one heading ("Admin console: TCP port 7413") each hold a value of the asked type, and the
+    # heading ties the asked subject to all of them alike: an item states the asked value by its own words only
+    question = "Which TCP port does the frobnicator daemon listen on by default?"
+    siblings = ("Frobnicator daemon\n\nThe daemon opens two listeners beside its own.\n\n- Admin console: TCP port "
+                "7413\n- Metrics exporter: TCP port 9100\n- Log shipper: TCP port 5140")
+    stated = ("Frobnicator daemon\n\nThe frobnicator daemon listens on TCP port 7412 by default.\n\n- Admin console: "
+              "TCP port 7413\n- Metrics exporter: TCP port 9100")
+    seen = []
+    for text in (siblings, stated):
+        answer = _read(embedder, question, text, observe=lambda features, answer, reader: seen.append(features))
+    assert seen[0]["states_value"] == 0.0 and seen[1]["states_value"] == 1.0 and _outcome(answer) == "answered"
+
+
 def test_the_value_of_a_neighbouring_document_is_not_answered(embedder):
     osprey = "Osprey limits\n\nThe Osprey broker accepts messages of at most 4 MB each."
     kestrel = "Kestrel overview\n\nThe Kestrel broker stores messages on disk and replicates them to two peers."

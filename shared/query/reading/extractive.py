@@ -915,15 +915,17 @@ class Reader:
         rarity = {t: 0.5 + self.rarity[t] for t in self.asked_subject}
         total = sum(rarity.values())
 
-        def subject(i: int) -> float:
-            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading))
+        def subject(i: int, own: bool = False) -> float:  # own: the sentences' own words, not their heading's
+            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading * (not own)))
             return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
 
-        # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms
-        # and most of what the value is asked about: not a default stated for the option above the asked one
-        states = self.asks_fact and any(subject(i) >= STATED_SUBJECT and self.fact_check(self.quoted_text(i), query)
-                                        for i in chosen)
+        # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms and
+        # most of what it is asked about (an item by its own words: a heading ties the subject to each of its items alike)
+        states = self.asks_fact and any(subject(i, own=candidates[i].item) >= STATED_SUBJECT
+                                        and self.fact_check(self.quoted_text(i), query) for i in chosen)
         stated = max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0)
+        # a list's items in the lead or the list it leads into, not a neighbour's commas ("creates a number of files.")
+        listed = [i for i in chosen if i == lead or candidates[i].item and candidates[i].number == candidates[lead].number]
         retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
         return {
             "asks_value": float(self.asks_fact), "states_value": float(states),
@@ -931,7 +933,7 @@ class Reader:
             "relevance_margin": float(self.relevance[lead] - max((self.relevance[i] for i in others), default=0.0)),
             "relevance_gap": float(self.relevance[lead] - np.mean(next_three)) if next_three else 1.0,
             "asks_list": float(asks_list),
-            "list_unquoted": float(asks_list and _short_items(" ".join(self.quoted_text(i) for i in chosen)) < 2),
+            "list_unquoted": float(asks_list and _short_items(" ".join(self.quoted_text(i) for i in listed)) < 2),
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
             "coverage_retrieved": sum(t in retrieved for t in terms) / len(terms) if terms else 0.0,

@@ -157,14 +157,12 @@ class VerdictModel:
 
 
 def states_what_is_asked(values: Mapping[str, float]) -> bool:
-    """Whether the quoted sentences state what the question's shape asks (``answered`` only then): a value of the
-    asked type when it asks one (``states_value``), a list's items when it asks a list; else it passes."""
+    """Whether the quoted sentences state what the question asks (``answered`` only then): a value, a list's items."""
     return not (values["asks_value"] and not values["states_value"]) and not values["list_unquoted"]
 
 
 def asks_checked(values: Mapping[str, float]) -> bool:
-    """Whether the question asks a value of a type or a list: what :func:`states_what_is_asked` checks in the quoted
-    sentences (an open question's answer, a how, why, what-is or yes/no, it cannot check)."""
+    """Whether the question asks a value or a list, what :func:`states_what_is_asked` checks (not how, why, yes/no)."""
     return bool(values["asks_value"] or values["asks_list"])
 
 
