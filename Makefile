@@ -34,9 +34,11 @@ demo: $(STAMP)
 # The suite in two processes (pytest-xdist), one per core of this project's 2-core machines: much of
 # its time waits on `ragbus` subprocesses, servers and emulators, leaving a core idle in one process
 # (docs/development.md). Each test file runs whole in one of them (--dist loadfile), so a module's
-# fixture (a server, an ingested corpus) is still built once.
+# fixture (a server, an ingested corpus) is still built once. Files are handed out longest first
+# (tests/conftest.py, from tests/durations.json), not most tests first (xdist's default reorder), so
+# no long file starts last and ends the run alone.
 test: $(DEV_STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 test-unit: $(DEV_STAMP)
 	$(PY) -m pytest -m unit

@@ -74,6 +74,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kind = Path(str(item.fspath)).relative_to(_ROOT).parts[0]
         if kind in {"unit", "integration", "e2e", "hostile"}:
             item.add_marker(getattr(pytest.mark, kind))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _longest_files_first(items)
+
+
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """In `make test`'s workers (`-n 2 --dist loadfile --no-loadscope-reorder`), files are handed out
+    in collection order, one whole file at a time, and the run ends when the last file handed out
+    ends: the longest files go first and the many short ones fill in at the end. (xdist's default
+    order, most tests first, handed out the one-test e2e and integration files, some of the longest,
+    last.) tests/durations.json holds each file's seconds in one whole run (`python -m tests.durations
+    RUN.xml` rewrites it from a run's --junitxml); a file not in it counts as the median of its
+    folder's (tests/unit, tests/e2e, ...). Tests keep their order within a file, and both workers
+    order their collections alike (xdist requires the same collection on each)."""
+    try:
+        seconds: dict[str, float] = json.loads((_ROOT / "durations.json").read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return
+    by_folder: dict[str, list[float]] = {}
+    for name, value in seconds.items():
+        by_folder.setdefault(name.split("/")[1], []).append(value)
+    median = {folder: sorted(values)[len(values) // 2] for folder, values in by_folder.items()}
+
+    def cost(item: pytest.Item) -> float:
+        name = item.nodeid.split("::", 1)[0]
+        return seconds.get(name, median.get(name.split("/")[1] if "/" in name else "", 0.0))
+
+    items.sort(key=cost, reverse=True)  # stable: a file's tests stay together and in order
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
