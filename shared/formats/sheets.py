@@ -59,6 +59,10 @@ def _xlsx_reading(raw: bytes, limits: Limits) -> Reading:
     budget = limits.max_rows
     try:
         for sheet in workbook.worksheets:
+            # the size a sheet declares (<dimension ref="A1:XFD1048576"/>) or its farthest cell sets pads every row
+            # to its width and every gap to its rows: a 6 kB book with a cell at XFD1048576 kept the reader
+            # past RAGBUS_PARSE_SECONDS building a million rows of 16,384 cells; read the cells it holds
+            sheet.reset_dimensions()
             rows = ((n, [_cell(v) for v in values])
                     for n, values in enumerate(sheet.iter_rows(values_only=True), start=1))
             budget -= sheet_passages(sheet.title, rows, reading, budget)

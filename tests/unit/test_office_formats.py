@@ -197,3 +197,25 @@ def test_an_odt_keeps_headings_lists_and_tables():
 def test_legacy_office_files_are_refused_by_name_with_the_reason(media, modern):
     with pytest.raises(InvalidInput, match=f"legacy binary Office file.*save it as \\{modern}"):
         read_content(b"\xd0\xcf\x11\xe0", media, "file:///old")
+
+
+def test_a_spreadsheet_with_a_cell_in_its_far_corner_reads_its_cells_at_once():
+    """openpyxl pads a read-only sheet's rows to the size its farthest cell (or its <dimension>) sets, and
+    fills each missing row between: a 6 kB workbook with one cell at XFD1048576 was refused after 120 s
+    (RAGBUS_PARSE_SECONDS), a million rows of 16,384 empty cells built and thrown away."""
+    import time
+
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.append(["Valve", "Torque"])
+    sheet.append(["inlet valve", "12 newton metres"])
+    sheet.cell(row=1048576, column=16384, value="far corner note")
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    started = time.monotonic()
+    reading = read_content(buffer.getvalue(), XLSX, "file:///valves.xlsx")
+    assert time.monotonic() - started < 30
+    assert "Valve: inlet valve; Torque: 12 newton metres" in [p.text for p in reading.passages if p.kind == "row"]
+    assert any(p.text == "far corner note" and p.position["row"] == 1048576 for p in reading.passages)
