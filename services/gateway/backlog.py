@@ -48,6 +48,7 @@ class QueryBacklog:
         self._starting = 0  # admitted, submit_query still running
         self._checked_at = -math.inf
         self._lock = threading.Lock()
+        self._recheck_lock = threading.Lock()  # held while the queued queries' records are read
 
     def submit(self, start: Callable[[], QueryRecord]) -> QueryRecord:
         """Call ``start`` (a ``submit_query``) when a place is free and count its query; raise
@@ -67,16 +68,22 @@ class QueryBacklog:
     def _admit(self) -> None:
         if self._take():
             return
-        if self.monotonic() - self._checked_at >= RECHECK_S:  # full: drop the queries that ended meanwhile
-            self._checked_at = self.monotonic()
-            with self._lock:
-                queued = list(self._open)
-            ended = [qid for qid in queued if (record := get_query(self.deps, qid)) is None or record.ended]
-            with self._lock:
-                for qid in ended:
-                    self._open.pop(qid, None)
+        # One recheck at a time, and a rival waits for it to end, then tries again: a rival that found the
+        # recheck just begun was refused at once, though the queries it would free had all ended (after a
+        # burst, one of four concurrent questions was answered 429 with nothing queued or running).
+        with self._recheck_lock:
             if self._take():
                 return
+            if self.monotonic() - self._checked_at >= RECHECK_S:  # full: drop the queries that ended meanwhile
+                self._checked_at = self.monotonic()
+                with self._lock:
+                    queued = list(self._open)
+                ended = [qid for qid in queued if (record := get_query(self.deps, qid)) is None or record.ended]
+                with self._lock:
+                    for qid in ended:
+                        self._open.pop(qid, None)
+                if self._take():
+                    return
         with self._lock:
             soonest = min(self._open.values(), default=None)
         wait = (soonest - self.deps.clock.now()).total_seconds() if soonest else 1.0

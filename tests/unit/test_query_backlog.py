@@ -65,3 +65,41 @@ def test_a_submission_that_fails_frees_its_place():
     with pytest.raises(ValueError):
         backlog.submit(refused)
     assert backlog.submit(lambda: _record("q1")).id == "q1"
+
+
+def test_a_rival_that_finds_the_recheck_under_way_waits_for_it_and_is_admitted(monkeypatch):
+    """After a burst the backlog is full of queries that have ended; the first submission past it reads their
+    records and frees their places. A rival arriving while it read found the recheck done "within the last
+    second" and was refused (429: "64 questions are already queued or running here") with nothing queued or
+    running: after a flood, one of four concurrent questions over REST."""
+    reading, release = threading.Event(), threading.Event()
+
+    def get_query(deps, query_id):
+        reading.set()
+        release.wait(5)
+        return SimpleNamespace(ended=True)
+
+    monkeypatch.setattr("services.gateway.backlog.get_query", get_query)
+    backlog = _backlog(2)
+    backlog.submit(lambda: _record("q0"))
+    backlog.submit(lambda: _record("q1"))  # both end (get_query says so) but still hold the two places
+    outcomes: dict[str, object] = {}
+
+    def submit(query_id: str) -> None:
+        try:
+            outcomes[query_id] = backlog.submit(lambda: _record(query_id)).id
+        except BacklogFull as exc:
+            outcomes[query_id] = exc
+
+    first = threading.Thread(target=submit, args=("q2",))
+    first.start()
+    assert reading.wait(5)  # q2's recheck is reading the records
+    rival = threading.Thread(target=submit, args=("q3",))
+    rival.start()
+    rival.join(0.3)
+    release.set()
+    first.join(5)
+    rival.join(5)
+    assert outcomes == {"q2": "q2", "q3": "q3"}, outcomes  # the two ended queries' places, one each
+    with pytest.raises(BacklogFull):  # and the cap still holds
+        backlog.submit(lambda: _record("q4"))
