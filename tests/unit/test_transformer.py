@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from services.transformer.handler import is_date_only, refinement_without_model
+import pytest
+
+from services.transformer.handler import is_date_only, refinement_without_model, shown_query
 from shared.contract import state_collections
 from shared.contract.messages import (
     QuerySubmitted,
@@ -176,3 +178,14 @@ def test_time_words_become_a_date_filter_unless_the_setting_turns_it_off():
     assert _transformed(off)[0].query == "latest CUDA news November 2026"  # the old proxy, words only
     assert load_settings({"RAGBUS_TIME_FILTER": "0"}).time_filter is False
     assert load_settings({}).time_filter is True
+
+
+@pytest.mark.parametrize(("typed", "searched"), [
+    ("What is the <b>quill</b> buffer size?", "What is the quill buffer size?"),
+    ('Which quill port? <img src="http://127.0.0.1:9/x"> [docs](javascript:alert(1))', "Which quill port? docs"),
+    ("Which systems can be named in a Quill-<type> field?", "Which systems can be named in a Quill-<type> field?"),
+    ("Can quills compare with <?", "Can quills compare with <?"),  # only spaced by the sanitiser: as typed
+    ("<script>alert(1)</script>", "<script>alert(1)</script>"),  # nothing else to search for
+])
+def test_the_query_searched_and_shown_is_the_question_without_its_markup(typed, searched):
+    assert shown_query(typed) == searched
