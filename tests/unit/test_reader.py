@@ -450,6 +450,17 @@ def test_a_list_under_a_pdfs_bullets_is_quoted_with_its_lead_in(bullet):
                           "The symbol map, which lists every label"], quoted
 
 
+def test_a_sentence_ending_in_a_colon_before_code_is_quoted_when_it_says_something_itself():
+    # issue 36 (keys in no quotable sentence): the answer ended in the colon leading into the example, and was refused
+    said = "To join many strings cheaply, the usual idiom is to collect them in a list and call join once at the end:"
+    body = (f"Strings are immutable, so adding one to another copies both.\n{said}\n\n    parts = []\n"
+            "    for word in words:\n        parts.append(word)\n    text = ''.join(parts)\n\nEach append is cheap.")
+    assert said in _quoted(_read("What is the usual idiom to join many strings cheaply?", body))
+    # one only pointing at what follows, or too short to say anything, is still no answer
+    assert answer_sentence("The following options are accepted by the frobnicate tool on every platform:") is None
+    assert answer_sentence("Run the tool like this:") is None
+
+
 def test_a_sentence_leaning_on_a_lone_definition_is_quoted_with_it():
     body = ("The daemon reads its settings from daemon.conf at start.\n\nCACHE_MODE (string)\n"
             "This selects how the daemon keeps fetched pages between runs.\n\n"

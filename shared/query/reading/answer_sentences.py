@@ -27,6 +27,9 @@ STATEMENT_END = re.compile(r"[.!][\"'”’)\]]*$")
 # A question mark that ends a word and a question ("Why?", "... in 3.2?"), not one inside a pattern or a
 # path ("foo?bar", "/etc/rc?.d", "the wildcards * and ? apply").
 _QUESTION = re.compile(r"[^\W_][\"'”’)\]]*\?(?![\w/.=&%-])|¿")
+# A colon ends a sentence that says something ("the recommended idiom is ... call str.join() at the end:"), not one only
+# pointing at what follows ("The following options are ...", too short, or a list's item: :func:`answer_sentence`).
+_LEADS_INTO = re.compile(r"\b(?:following|as follows|these|below|examples?|e\.g)\b", re.IGNORECASE)
 # "Atlas Corporation — Facilities Overview (Internal Documentation, 2024): The building ..."
 _LABEL = re.compile(r"^(?P<label>[^:]{2,120}?):\s+(?=[\"'“‘(]?[A-Z0-9])")
 
@@ -120,13 +123,11 @@ def too_short(statement: str, item: bool = False) -> bool:
 
 
 def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
-    """``sentence`` cleaned for quoting (list bullets, the source's ``[n]`` reference markers and heading labels such
-    as "Facilities Overview (2024): " taken off), or None when it cannot be quoted: a fragment, one ending in a colon
-    (a lead-in to a list the answer would not show), a question or one quoting a question, a heading (Markdown ``#``,
-    Sphinx ``¶``, Title Case without a lower-case word of its own) and a piece starting mid-sentence with a small word
-    ("into", "and"; a lower-case identifier may open one: "libffi is not completely thread-safe."). ``item``: a list
-    item, definition or table row (:func:`passage_pieces`), quoted without a full stop ("pstree - shows the running
-    processes as a tree")."""
+    """``sentence`` cleaned for quoting (bullets, ``[n]`` reference markers, heading labels such as "Facilities Overview
+    (2024): " taken off), or None when it cannot be quoted: a fragment, one ending in a colon that only leads into what
+    follows (:data:`_LEADS_INTO`), a question or one quoting one, a heading (Markdown ``#``, Sphinx ``¶``, Title Case
+    with no lower-case word of its own), a piece starting mid-sentence with a small word ("into", "and"; not a lower-case
+    identifier: "libffi is not ..."). ``item``: a list item, definition or table row (:func:`passage_pieces`)."""
     text = " ".join(sentence.split())
     if text.startswith("#") or text.endswith(PERMALINK):
         return None  # a Markdown or Sphinx heading
@@ -137,7 +138,8 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
     if not item and label and heading_like(label["label"]) and not (
             len(label["label"].split()) <= 3 and any(ch.isdigit() for ch in label["label"])):
         text = text[label.end():]
-    if too_short(text, item) or _QUESTION.search(text) or (text.endswith(":") if item else not STATEMENT_END.search(text)):
+    ends = STATEMENT_END.search(text) or text.endswith(":") and len(_words(text)) >= 10 and not _LEADS_INTO.search(text)
+    if too_short(text, item) or _QUESTION.search(text) or (text.endswith(":") if item else not ends):
         return None  # a fragment, cut at a colon or a chunk edge, or a question (asked or quoted)
     first = text.lstrip("\"'“‘(")
     if not item and first[:1].islower() and _words(first)[0].lower() in TAIL_OPENERS:
@@ -179,19 +181,17 @@ def _is_field(line: str) -> bool:
 
 
 def _is_table_row(line: str) -> bool:
-    """A row as :func:`shared.formats.passages.labelled_row` writes it, two of its cells or more
-    named ("Property: pixelsize; Type: Double; Description: Pixel size"), or three cells or more
-    joined by " | " ("sx | Semi Expanded | 112.5%")."""
+    """A row as :func:`shared.formats.passages.labelled_row` writes it, two cells or more named ("Property: pixelsize;
+    Type: Double; Description: Pixel size"), or three cells or more joined by " | " ("sx | Semi Expanded | 112.5%")."""
     named = sum(bool(_NAMED_CELL.match(cell)) for cell in line.split("; "))
     return named >= 2 or line.count(" | ") >= 2 and not line.startswith("|")
 
 
 def _continues(line: str, following: str, closed: bool) -> bool:
-    """``following`` carries on the sentence ``line`` breaks off: "... specified" / "by PATHS to load
-    DTDs," / "entities or documents." (a line ending in a comma or a small word, whatever comes next:
-    "Defaults to" / "/bin/bash."; or the next one opening in lower case, after a line as long as a
-    wrapped one or before a small word: "are written" / "out surrounded by parens.", where the lines
-    end a sentence before a blank line, ``closed``: a listing's lines end none)."""
+    """``following`` carries on the sentence ``line`` breaks off: "... specified" / "by PATHS to load DTDs," /
+    "entities or documents." (a line ending in a comma or a small word, whatever comes next: "Defaults to" /
+    "/bin/bash."; or the next one opening in lower case, after a line as long as a wrapped one or before a small word:
+    "are written" / "out surrounded by parens.", where lines end a sentence before a blank line, ``closed``)."""
     if _SENTENCE_CLOSE.search(line) or not following or not closed:
         return False
     last = line.rsplit(" ", 1)[-1].lower()
