@@ -15,6 +15,7 @@ from shared.query.reading.answer_types import (
     AMOUNT,
     COUNT,
     DATE,
+    LOCATION,
     NAME,
     QUANTITY,
     VERSION,
@@ -352,3 +353,22 @@ def test_a_date_or_a_name_stated_for_another_event_is_not_the_asked_one():
     ("What is the version number of dpkg in bookworm?", VERSION), ("What is a typical block size?", QUANTITY)])
 def test_a_definition_asks_no_value(question, kind):
     assert asked_fact(question).kind == kind
+
+
+@pytest.mark.parametrize(("question", "sentence", "states"), [
+    ("Where does the quill daemon keep its settings?", "The quill daemon keeps its settings in /etc/quill/quill.conf.", True),
+    ("Where is the quill log written?", "The quill log is written to ~/.local/state/quill/log.", True),
+    ("Where in the source tree is the quill packer?", "The packer lives in Tools/packer beside the other tools.", True),
+    ("Where should quill bugs be reported?", "Report quill bugs at https://bugs.quill.example/new please.", True),
+    ("Where is the quill log written?", "The quill log is written every hour and kept for a week.", False),
+    ("Where is the quill log written?", "The quill log is written to the directory its configuration names.", False),
+])
+def test_a_where_question_asks_for_a_place_a_path_or_an_address_states(question, sentence, states):
+    """"Where is X kept?" asks for a location: a sentence stating the path or the address states it (it was
+    always caveated, the question's shape naming no value); one that names no path does not."""
+    assert asked_fact(question).kind == LOCATION
+    assert sentence_states(sentence, question) is states
+
+
+def test_where_a_name_comes_from_asks_for_no_place():
+    assert asked_fact("Where does the name quill come from?").kind is None

@@ -55,6 +55,7 @@ DEFAULT = "default"
 # An identifier a document assigns ("Filter ID: 0x21", "9073  Fix null deref ...", "port number 8080"):
 # asked as "which ticket ID", "what Filter ID", "what port number"; stated only with a token holding a digit.
 IDENT = "identifier"
+LOCATION = "location"  # where a thing is kept: a path or a web address ("/etc/default", "Tools/freeze", "https://...")
 
 # The nouns that name a value of each kind, not what it is the value of: "Which HTTP status code ...", "What port
 # number ...", "What is the default value of ...".
@@ -105,6 +106,8 @@ _DEFINITION = re.compile(r"^\W*what\s+(?:is|are)\s+an?\s+(?P<next>[\w-]+)", re.I
 _WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when\s+(?:was|were|did|will|would)|since\s+when|in\s+what\s+year|"
                    r"in\s+which\s+year|what\s+year)\b", re.IGNORECASE)
 _WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b", re.IGNORECASE)
+_WHERE = re.compile(r"^\W*(?:\w+\s+)?where\b(?!.*\b(?:come|came|comes)\s+from\b)", re.IGNORECASE)  # an origin is no place
+_PATH_VALUE = re.compile(r"(?<![\w/])(?:[~$][\w{}]*|[A-Za-z]:)?[\\/][\w.$-]+|\b[\w.-]+/[\w.$-]+|\bhttps?://\S+")
 # A person's role after an article: "a primary handler", "the release team", "the maintainers".
 _ROLE = re.compile(r"\b(?:a|an|the)\s+(?:[a-z][\w-]*\s+){0,2}?(?P<role>[a-z]{3,}(?:er|or|ist|ian)s?|team|teams|"
                    r"committee|group|person|people|staff)\b")
@@ -112,9 +115,7 @@ _WHAT_THE = re.compile(
     r"^\W*(?:\w+\s+)?(?:(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be)|how\s+(?:does|do|did))\s+"
     # "the price", or a name whose possessive was dropped ("What is Tesla('s) stock price")
     r"(?:(?:the|a|an|its|their)\s+|(?-i:(?:[A-Z][\w.-]*\s+){1,3})(?=[a-z]))"
-    r"(?P<phrase>.+)",
-    re.IGNORECASE,
-)
+    r"(?P<phrase>.+)", re.IGNORECASE)
 _WHAT_NOUN = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<phrase>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+"
                         r"(?:is|are|was|were|did|do|does|has|have|had|will|can|could|should|would|showed|show|shows)\b",
                         re.IGNORECASE)
@@ -191,23 +192,17 @@ _MEASURED = re.compile(r"^\s*(?:%|percent\b|(?:bytes?|bits?|[kmgt]i?b|ms|seconds
 _CAUSAL = re.compile(
     r"\b(caus\w*|due\s+to|because|result(?:s|ed)?\s+(?:from|of)|as\s+a\s+result|trigger\w*|attribut\w*|"
     r"lead\s+to|leads\s+to|led\s+to|driven\s+by|stem\w*\s+from|responsible\s+for|factors?|contribut\w*|"
-    r"origin\w*|linked\s+to|associated\s+with|risk\s+factors?)\b",
-    re.IGNORECASE,
-)
+    r"origin\w*|linked\s+to|associated\s+with|risk\s+factors?)\b", re.IGNORECASE)
 _MECHANISM = re.compile(
     r"\b(works?\s+by|working\s+by|mechanism\w*|by\s+\w+ing|through|via|uses?|using|process|steps?|binds?|"
-    r"inhibit\w*|blocks?|converts?|cuts?|targets?|activat\w*|enabl\w*|relies\s+on|consists?\s+of)\b",
-    re.IGNORECASE,
-)
+    r"inhibit\w*|blocks?|converts?|cuts?|targets?|activat\w*|enabl\w*|relies\s+on|consists?\s+of)\b", re.IGNORECASE)
 
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
 _NUMBERING = re.compile(r"\d+(?:\.\d+){2,}\.?")  # a section's number or a version, no count or quantity
 _DATE_VALUE = re.compile(
     r"\b(1[0-9]{3}|20[0-9]{2})s?\b|\b\d+\s*(?:BCE|BC|CE|AD)\b|\b\d{1,2}(?:st|nd|rd|th)\s+century\b|"
     r"\b(?:" + "|".join(_MONTHS) + r")\b\.?|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b(?:Q[1-4]|H[12])\b|"
-    r"\b\d+\s+(?:years?|decades?|centuries|months?)\s+ago\b|\b(?:early|mid|late)-?\d{2,4}s?\b",
-    re.IGNORECASE,
-)
+    r"\b\d+\s+(?:years?|decades?|centuries|months?)\s+ago\b|\b(?:early|mid|late)-?\d{2,4}s?\b", re.IGNORECASE)
 _CURRENCY = re.compile(
     r"[$€£¥₹]\s?\d|\b\d[\d,.]*\s*(?:k|m|bn|million|billion|trillion)?\s*(?:dollars?|euros?|pounds?|yen|"
     r"usd|eur|gbp|cents?|francs?|rupees?|yuan)\b|\b(?:usd|eur|gbp|chf|jpy|cad|aud)\s?\d|\b\d[\d,.]*\s*%|"
@@ -491,6 +486,8 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
         kind = DATE
     elif _WHO.search(text):
         kind = NAME
+    elif _WHERE.search(text):
+        kind = LOCATION
     elif _WHAT_CAUSES.search(text):
         relation = "cause"
     elif _HOW_WORK.search(text):
@@ -601,6 +598,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         return any(stem(m.group()) not in question_terms and not _YEAR.match(m.group())
                    and not _CROSS_REFERENCE.search(sentence[:m.start()]) and not _MEASURED.match(sentence[m.end():])
                    for m in _IDENT_VALUE.finditer(sentence))
+    if kind == LOCATION:
+        return any(stem(m.group()) not in question_terms for m in _PATH_VALUE.finditer(sentence))
     if kind == AMOUNT:
         return bool(_CURRENCY.search(sentence))
     if kind == COUNT and counted:
