@@ -381,7 +381,7 @@ def shown_passage(text: str, url: str | None) -> str:
     """A retrieved chunk's text as search results show it: the clean text a reader of an answer sees
     (:func:`~shared.query.plain_answer.plain_answer_text`: no tag, image, or link but to the chunk's own
     source), its line breaks (the Title/Published/Source header's too) kept."""
-    return plain_answer_text(text, [url] if url else (), lines=True) if isinstance(text, str) else text
+    return plain_answer_text(text, [url] if url else (), lines=True)
 
 
 # ------------------------------------------------------------ summaries

@@ -20,7 +20,8 @@ PERMALINK = "¶"
 _WORD = re.compile(r"[^\W_][\w'’\-]*", re.UNICODE)
 # A number standing on its own (a version, a date, a count), not digits inside a name such as BM25
 _FIGURE = re.compile(r"(?<!\w)\d")
-_BULLET = re.compile(r"^(?:[-*•·▪◦>‣∙●○■\uf0b7–]+|\(?\d{1,2}[.)]|\(?[a-z][)])\s+")
+_BULLETS = "-*•·▪◦‣∙●○■\uf0b7–"  # a list item's marks, a PDF's too (formats/pdf_tables._MARKER)
+_BULLET = re.compile(rf"^(?:[{_BULLETS}>]+|\(?\d{{1,2}}[.)]|\(?[a-z][)])\s+")
 _REFERENCE_MARKER = re.compile(r"\s*\[\d+(?:\s*[,–-]\s*\d+)*\]")
 # Ends as a statement: a full stop or an exclamation mark, maybe inside quotes or brackets.
 STATEMENT_END = re.compile(r"[.!][\"'”’)\]]*$")
@@ -152,7 +153,7 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
 # A Markdown or text table row ("| 304 | Not Modified |") and the rule under its header ("|---|:-:|").
 _TABLE_ROW = re.compile(r"^\|(.+)\|$")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
-_ITEM = re.compile(r"^(?:[-*•·▪◦‣∙●○■\uf0b7–]|\d{1,2}[.)])\s+")  # a PDF's bullets too (formats/pdf_tables._MARKER)
+_ITEM = re.compile(rf"^(?:[{_BULLETS}]|\d{{1,2}}[.)])\s+")
 _SENTENCE_CLOSE = re.compile(r"[.!?:;][\"'”’)\]]*$")
 # A field of a text file's field list: "Filter ID: 0x21", "Size of Filter Properties: 1 byte" (a short
 # name, a colon, a value that is no sentence).

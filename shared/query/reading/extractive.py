@@ -916,7 +916,7 @@ class Reader:
         total = sum(rarity.values())
 
         def subject(i: int, own: bool = False) -> float:  # own: the sentences' own words, not their heading's
-            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set(candidates[i].heading * (not own)))
+            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set("" if own else candidates[i].heading))
             return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
 
         # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms and
