@@ -109,11 +109,9 @@ def meaningful_rewrite(original: str, rewritten: str) -> str | None:
 
     A rewrite that only appends search terms after the question (pseudo-relevance
     feedback: "...? layers returns") says nothing to a reader; an expanded acronym or
-    a reworded question does, and is shown up to the end of the question.
+    a reworded question does, and is shown without the terms (:func:`query_apart`).
     """
-    question = rewritten.strip()
-    if original.rstrip().endswith("?") and "?" in question:
-        question = question[: question.rindex("?") + 1]
+    question = query_apart(original, rewritten)[0]
     if not question or _comparable(question) == _comparable(original):
         return None
     return question

@@ -53,6 +53,8 @@ def test_snippet_drops_the_header_and_the_repeated_title_and_cuts_at_a_word():
     ("How does BM25 saturate term frequency?", "How does BM25 (Best Matching 25) saturate term frequency? TF avgdl",
      "How does BM25 (Best Matching 25) saturate term frequency?"),
     ("tell me about HNSW", "HNSW graph parameters efSearch", "HNSW graph parameters efSearch"),
+    # a question with no "?" and the terms appended: shown apart as "search terms added", not as a rewrite too
+    ("tell me about HNSW", "tell me about HNSW layers efSearch", None),
 ])
 def test_rewrites_are_shown_only_when_they_change_the_question(original, rewritten, shown):
     assert meaningful_rewrite(original, rewritten) == shown
