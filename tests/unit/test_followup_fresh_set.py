@@ -1,7 +1,8 @@
-"""``bench/followup_fresh.jsonl``, ``followup_fresh2.jsonl`` and ``followup_fresh3.jsonl``: follow-up dialogues
+"""``bench/followup_fresh.jsonl``, ``followup_fresh2.jsonl``, ``followup_fresh3.jsonl`` and ``followup_fresh4.jsonl``: follow-up dialogues
 written apart from the follow-up rules (issue 36.4; the second after a design was chosen on the first, to check it
 on dialogues it was not chosen on; the third before the reader's handling of short and yes/no follow-ups was
-designed, to choose between designs), over documents of the development part (dev/a, dev/b, realdocs; never dev/d, never the sealed
+designed, to choose between designs; the fourth before the rewrite's handling of pronouns for the earlier answer,
+'what about' splices, 'And before 3.9?' and three-turn 'Is that the default?' was changed), over documents of the development part (dev/a, dev/b, realdocs; never dev/d, never the sealed
 test part). Each loads as the eval loads a part's dialogues, and every key is in its document as the cleaner
 outputs it."""
 
@@ -27,7 +28,8 @@ def _documents() -> dict[str, Path]:
 
 
 @pytest.mark.parametrize(("name", "follow_ups"), [("followup_fresh.jsonl", 30), ("followup_fresh2.jsonl", 15),
-                                                         ("followup_fresh3.jsonl", 25)])
+                                                         ("followup_fresh3.jsonl", 25),
+                                                         ("followup_fresh4.jsonl", 25)])
 def test_the_fresh_dialogues_load_and_their_keys_are_in_the_cleaned_documents(name, follow_ups):
     files = _documents()
     dialogues = conversations.load_rows(realdocs.jsonl_lines(BENCH / name), files, corpora=(realtext.NAME,),
