@@ -218,10 +218,11 @@ def interrupt(proc: subprocess.Popen, timeout: float = 20) -> None:
 
 
 def run_cli(home: Path, *args: str, check: bool = True, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=ragbus_env(home, **env),
-        capture_output=True, text=True, timeout=timeout,
-    )
+    """`python -m shared.tools.cli ARGS` on ``home``, its output captured as text (forked from a process
+    that imported the CLI once: tests/cli_fork.py)."""
+    from tests import cli_fork
+
+    proc = cli_fork.run(args, REPO, ragbus_env(home, **env), timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"ragbus {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -1,0 +1,66 @@
+"""tests/cli_fork.py: a `ragbus` command forked from the zygote is the command a fresh
+`python -m shared.tools.cli` runs: the same output, exit status, width and process identity."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests import cli_fork
+from tests.support import REPO, ragbus_env
+
+
+def _plain(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shared.tools.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,extra", [
+    (("nosuchcommand",), {"COLUMNS": "50"}),  # a usage error in a box as wide as COLUMNS: 2
+    (("nosuchcommand",), {}),  # piped, no COLUMNS: the box as wide as the CLI's piped width
+    (("dead-letters", "retry", "feedface"), {}),  # the CLI's own error: 2
+])
+def test_a_forked_command_says_and_exits_as_a_fresh_process(tmp_path, args, extra):
+    env = ragbus_env(tmp_path / "home", **extra)
+    forked, plain = cli_fork.run(args, REPO, env, 300), _plain(args, env)
+    assert not cli_fork._the_zygote().refused
+    assert (forked.returncode, forked.stdout, forked.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    assert forked.args == plain.args
+
+
+def test_a_forked_command_runs_as_its_own_process_with_the_call_s_environment(tmp_path):
+    """The zygote's pid is nobody's: the bus's lease owner is the command's own; a variable the
+    call sets (not the zygote's) reaches the command; a timeout kills the command."""
+    from shared.adapters.local import bus
+
+    zygote = cli_fork._the_zygote()
+    assert not zygote.refused
+    assert bus._OWNER == f"{socket.gethostname()}:{os.getpid()}"  # in this process, as imported
+    cli_fork._per_process()
+    assert bus._OWNER == f"{socket.gethostname()}:{os.getpid()}"
+    # RAGBUS_HOME only in the call's environment: stats names that home
+    stats = cli_fork.run(("stats",), REPO, ragbus_env(tmp_path / "elsewhere"), 300)
+    assert stats.returncode == 0 and str(tmp_path / "elsewhere") in stats.stdout + stats.stderr
+    with pytest.raises(subprocess.TimeoutExpired):
+        cli_fork.run(("serve", "--port", "0"), REPO, ragbus_env(tmp_path / "home"), 0.5)
+
+
+def test_a_call_whose_startup_environment_differs_runs_as_a_plain_subprocess(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(cli_fork._Zygote, "run", lambda self, *a: calls.append(a))
+    done = cli_fork.run(("stats", "--json"), REPO, ragbus_env(tmp_path / "home", PYTHONHASHSEED="7"), 300)
+    assert done.returncode == 0 and calls == []
+    cli_fork.run(("stats", "--json"), REPO, ragbus_env(tmp_path / "home", COLUMNS="60"), 300)
+    assert len(calls) == 1
+
+
+def test_a_module_global_holding_the_pid_is_refused(monkeypatch):
+    import shared.tools.cli as cli
+
+    assert cli_fork._pid_globals() == ""
+    monkeypatch.setattr(cli, "_SOMEONES_PID", f"host:{os.getpid()}", raising=False)
+    assert "shared.tools.cli._SOMEONES_PID" in cli_fork._pid_globals()
