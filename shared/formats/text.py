@@ -72,12 +72,24 @@ def _codec(label: str | None) -> str | None:
         return None
 
 
+_HIGH_BYTE = re.compile(rb"[\x80-\xff]")
+_LETTER_BYTE = re.compile(rb"[\xc0-\xff]")
+
+
+def _upper_half_is_punctuation(raw: bytes) -> bool:
+    """Every byte over 0x7F is below 0xC0: windows-1252's punctuation and symbols, no code page's letters."""
+    return _HIGH_BYTE.search(raw) is not None and _LETTER_BYTE.search(raw) is None
+
+
 def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False) -> str:
     """Text from bytes whose declared charset may be wrong or missing.
 
     Order: a byte-order mark; strict UTF-8 (valid UTF-8 with non-ASCII bytes is
     almost never anything else, so it beats a wrong label); the declared charset
-    and a ``<meta charset>``, if they decode strictly; then detection by
+    and a ``<meta charset>``, if they decode strictly; then windows-1252 when every
+    non-ASCII byte is below 0xC0 (there windows-1252 holds curly quotes, dashes, the euro sign
+    and symbols, and code pages keep their letters above: English text from Windows, which
+    charset_normalizer read as cp437 or cp852 when it was short); then detection by
     charset_normalizer, preferring windows-1252 whenever it is among the
     plausible code pages (the usual truth behind a mislabelled Western page);
     last, windows-1252 with replacement characters.
@@ -100,6 +112,11 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
                 return raw.decode(codec)
             except UnicodeDecodeError:
                 continue
+    if _upper_half_is_punctuation(raw):
+        try:
+            return raw.decode("cp1252")
+        except UnicodeDecodeError:
+            pass
     from charset_normalizer import from_bytes
 
     matches = from_bytes(raw)

@@ -157,6 +157,18 @@ def test_decoding_order():
     assert "\u041f\u0440\u0438\u0432\u0435\u0442" in decode_bytes(page, None, html=True)
 
 
+def test_windows_1252_punctuation_alone_is_not_read_as_a_dos_code_page():
+    # A Windows text file whose only non-ASCII bytes are typographic punctuation (curly quotes, dashes,
+    # the euro sign): charset_normalizer lists cp437/cp852 first and not cp1252 for such short text, which
+    # read "It’s" as "Itĺs" and “quotes” as "ôquotesö".
+    for text in ("The “widget” costs 5€ – cheap.\n",
+                 "It’s the user’s “final” answer — really…\n"):
+        assert decode_bytes(text.encode("cp1252"), None) == text
+    # letters in the upper half still go to detection: a Russian windows-1251 text without a label
+    russian = "«Привет, мир» — сказал он вчера вечером.\n"
+    assert decode_bytes(russian.encode("cp1251"), None) == russian
+
+
 def test_markdown_becomes_plain_text_with_headings_and_list_items():
     markdown = (
         "---\ntitle: Field notes\ndate: 2026-08-02\n---\n"
