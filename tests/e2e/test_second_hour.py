@@ -216,19 +216,8 @@ def test_mcp_tools_declare_their_required_arguments_and_answer_bad_ones_as_rest_
     assert not calls["search_by_old_name"].is_error
 
 
-def test_the_demo_on_another_port_does_not_index_the_sample_corpus_twice(tmp_path):
-    home = tmp_path / "home"
-    first_port, second_port = _free_port(), _free_port()
-    run_cli(home, "demo", "--port", str(first_port), timeout=600, **NEWCOMER)
-    before = json.loads(run_cli(home, "stats", "--json").stdout)["documents"]
-    second = run_cli(home, "demo", "--port", str(second_port), timeout=600, **NEWCOMER)
-    assert f"http://127.0.0.1:{second_port}/sample/articles/" in second.stdout
-    assert json.loads(run_cli(home, "stats", "--json").stdout)["documents"] == before
-    hits = json.loads(run_cli(home, "search", "dead-letter topics and retry policies", "--k", "10",
-                              "--json").stdout)
-    urls = {h["url"] for h in hits if "/sample/articles/" in h["url"]}
-    assert urls and all(f":{second_port}/" in url for url in urls), urls
-    assert json.loads(run_cli(home, "feeds", "list", "--json").stdout) == []
+# The demo on another port not indexing the sample corpus twice: tests/e2e/test_first_hour.py runs it
+# in the home its first demo left (one demo fewer).
 
 
 def test_the_topology_names_its_own_storage_and_leaves_no_orphan_traces(tmp_path):
