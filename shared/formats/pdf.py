@@ -299,12 +299,26 @@ def _paragraphs(lines: list[str | Table], full: float) -> list[tuple[str, str]]:
         if not line:
             close()
             continue
+        if _section_heading(line):  # a man page's NAME, SYNOPSIS: no blank line need set them apart
+            close()
+            current.append(line)
+            close()
+            continue
         current.append(line)
         # a line well short of the page's usual width ends its paragraph (or is a row on its own)
         if len(line) < 0.7 * full or _SENTENCE_END.search(line) and len(line) < 0.9 * full:
             close()
     close()
     return blocks
+
+
+def _section_heading(line: str) -> bool:
+    """A line of one to three capitalised words, four letters or more ("SYNOPSIS", "SEE ALSO", "ÜBERSICHT"):
+    a reference page's section heading, which PDFium gives with no blank line around it (a wrapped line
+    that is one acronym, "USA", is too short to be one)."""
+    words = line.split()
+    return 0 < len(words) <= 3 and line.isupper() and all(word.isalpha() for word in words) and len(
+        "".join(words)) >= 4
 
 
 def _line_kind(line: str) -> str:
