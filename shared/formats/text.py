@@ -783,10 +783,16 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+# A tag and its text on one line, set apart by two spaces or more, as mdoc hangs an option's text
+# ("     -A      Generate host keys of all default key types (rsa, ecdsa, and"): its lines go on at the text's column.
+_HUNG_TAG = re.compile(r"^\s*-\S{1,20}(?: \S{1,20})?( {2,})\S")
+
+
 def join_wrapped(text: str) -> str:
     """Plain text with its hard-wrapped prose lines joined: a line reaching towards the wrap width
     (60% of the document's long lines) runs on into the next unless that one starts a list item, a
-    deeper-indented block or follows a colon; short lines (a heading, a table's or a list's) stay
+    deeper-indented block (the column a hung option's text starts at is no deeper: mdoc's "-A      Generate
+    ...") or follows a colon; short lines (a heading, a table's or a list's) stay
     lines. A line's sentence is then whole, never cut at the wrap ("... not even [1]")."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     lengths = sorted(len(line.rstrip()) for line in lines if line.strip())
@@ -802,16 +808,21 @@ def join_wrapped(text: str) -> str:
     out: list[str] = []
     pieces: list[str] = []  # the line being built
     indent = length = 0  # the first piece's indent; the line's length, rstripped as each piece is
+    hang = -9  # the column a hung tag's text starts at on the first piece ("-A      Generate ..."), or none
     for line in lines:
         stripped = line.strip()
         last = pieces[-1] if pieces else ""
         runs_on = (length and stripped and length >= 0.6 * width
                    and not _LIST_START.match(stripped) and not _UNDERLINE.match(stripped)
-                   and not last.endswith(":") and _indent(line) <= indent + 4 and _indent(line) >= indent - 4)
+                   and not last.endswith(":")
+                   and not (hang >= 0 and _HUNG_TAG.match(line))  # in a list of hung tags, one starts an item
+                   and (abs(_indent(line) - indent) <= 4 or abs(_indent(line) - hang) <= 1))
         if not runs_on:
             if pieces:
                 out.append("".join(pieces))
             pieces, indent, length = [line.rstrip()], _indent(line), len(line.rstrip())
+            tagged = _HUNG_TAG.match(line)
+            hang = tagged.end(1) if tagged else -9
         elif _HYPHEN_END.search(last[-2:]) and stripped[:1].islower():
             pieces[-1] = last[:-1]
             pieces.append(stripped)

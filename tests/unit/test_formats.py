@@ -276,3 +276,36 @@ def test_a_word_a_man_page_breaks_at_a_line_end_is_whole_again():
     assert "in the compressed file. These are used" in body, body
     assert "with the -N option." in body and "multiply-linked" in body, body
     assert "self-contained" in body and "well-known" in body and "\u2010" not in body, body
+
+
+BSD_OPTIONS = (  # an mdoc page as `man -P cat` renders it: each option's text starts on its tag's line, hung
+    "     The options are as follows:\n"
+    "\n"
+    "     -G      Grind the beans of every default roast (light, medium, and\n"
+    "             dark) if they are not ground already.  The grounds are kept in\n"
+    "             the default hopper, with the default fineness for the roast.\n"
+    "\n"
+    "     -z coarse   Grind the beans coarsely, for the press pot and the cold brew.\n"
+    "     -z fine     Grind the beans finely [for espresso]. When the grinder was first\n"
+    "                 sold, a fine grind took the whole morning of the shop's owner.\n"
+    "\n"
+    "     -w grams\n"
+    "             Specifies the weight of the beans to grind for each cup that\n"
+    "             the machine pours; the default is twelve grams of beans.\n"
+    "\n"
+    "     SIGHUP       P1990      Term    Hangup detected on controlling terminal\n"
+    "                                     or death of controlling process\n"
+)
+
+
+def test_a_hung_option_s_text_runs_on_past_its_tag_s_line():
+    """mdoc's hanging indent: "-A      Generate host keys of all default key types (rsa, ecdsa, and" goes on at the
+    tag's text column ("ed25519) if ..."), deeper than the tag; the line was kept apart as a deeper-indented
+    block, and ssh-keygen's answer quoted "... key types (rsa, ecdsa, and" without the third."""
+    from shared.formats.text import extract_plain
+
+    body = extract_plain(BSD_OPTIONS).body
+    assert "(light, medium, and dark) if they are not ground already." in body, body
+    assert "-w grams\nSpecifies the weight" in body, body  # a tag alone on its line stays a term
+    assert "and the cold brew.\n-z fine Grind the beans finely [for espresso]. When the grinder" in body, body
+    assert "Hangup detected on controlling terminal\nor death" in body, body  # a table's wrapped cell is no hang
