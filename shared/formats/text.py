@@ -81,10 +81,25 @@ def _upper_half_is_punctuation(raw: bytes) -> bool:
     return _HIGH_BYTE.search(raw) is not None and _LETTER_BYTE.search(raw) is None
 
 
+def _wide_without_bom(head: bytes) -> str | None:
+    """"utf-16-le" or "utf-16-be" for UTF-16 text written without a byte-order mark (`iconv -t UTF-16LE`):
+    a NUL as every other byte at least half the time (ASCII letters, spaces, digits) and almost never
+    between them; a binary file's NULs fall on both sides. None otherwise."""
+    pairs = len(head) // 2
+    if pairs < 8 or b"\0" not in head:
+        return None
+    even, odd = head[0:2 * pairs:2].count(0), head[1:2 * pairs:2].count(0)
+    if odd >= pairs / 2 and even <= pairs / 50:
+        return "utf-16-le"
+    if even >= pairs / 2 and odd <= pairs / 50:
+        return "utf-16-be"
+    return None
+
+
 def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False) -> str:
     """Text from bytes whose declared charset may be wrong or missing.
 
-    Order: a byte-order mark; strict UTF-8 (valid UTF-8 with non-ASCII bytes is
+    Order: a byte-order mark; UTF-16 without one (every other byte NUL, see _wide_without_bom); strict UTF-8 (valid UTF-8 with non-ASCII bytes is
     almost never anything else, so it beats a wrong label); the declared charset
     and a ``<meta charset>``, if they decode strictly; then windows-1252 when every
     non-ASCII byte is below 0xC0 (there windows-1252 holds curly quotes, dashes, the euro sign
@@ -97,6 +112,9 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
     for bom, encoding in _BOMS:
         if raw.startswith(bom):
             return raw[len(bom):].decode(encoding, errors="replace")
+    wide = _wide_without_bom(raw[:8192])
+    if wide:
+        return raw.decode(wide, errors="replace")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -886,6 +904,9 @@ def binary_reason(raw: bytes, text: str | None = None) -> str | None:
     head = raw[:8192]
     if head.startswith(_WIDE_BOMS):
         return None  # UTF-16/32 text has NUL bytes of its own
+    if _wide_without_bom(head):
+        wide = head[:len(head) // 2 * 2].decode(_wide_without_bom(head), errors="replace")
+        return binary_reason(wide.encode("utf-8"))  # the text's own control characters still count
     if b"\0" in head:
         return "it contains NUL bytes"
     # a backspace between two printed bytes is nroff's overstrike (bold "N\bN", underline "_\bn"), as

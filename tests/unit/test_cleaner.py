@@ -169,6 +169,22 @@ def test_windows_1252_punctuation_alone_is_not_read_as_a_dos_code_page():
     assert decode_bytes(russian.encode("cp1251"), None) == russian
 
 
+def test_utf16_text_without_a_byte_order_mark_is_text_not_binary():
+    # `iconv -t UTF-16LE` writes no byte-order mark: every other byte of English text is NUL, and the file was
+    # refused as binary data ("it contains NUL bytes"); a binary file's NULs fall anywhere and it still is.
+    from shared.formats.text import binary_reason
+
+    text = "The gizmo battery lasts 31 hours on a single charge.\nIt charges in 95 minutes.\n"
+    for encoding in ("utf-16-le", "utf-16-be"):
+        raw = text.encode(encoding)
+        assert binary_reason(raw) is None
+        assert decode_bytes(raw, None) == text
+    body, _, _ = _run(text.encode("utf-16-le"), "text/plain")
+    assert "lasts 31 hours on a single charge." in body
+    assert binary_reason(bytes(range(256)) * 8) == "it contains NUL bytes"
+    assert binary_reason(b"\x00\x01PNG\x00\x00\x00\rIHDR" * 50) is not None
+
+
 def test_markdown_becomes_plain_text_with_headings_and_list_items():
     markdown = (
         "---\ntitle: Field notes\ndate: 2026-08-02\n---\n"
