@@ -572,6 +572,19 @@ def test_a_sentence_leading_into_one_short_command_is_quoted_with_it_not_with_a_
     assert all("like this" not in q.text for q in quotable_sentences(block))  # not with the block's first line
 
 
+def test_a_sentence_does_not_end_inside_a_bracket_cut_at_an_abbreviation():
+    # the sentence splitter cuts after "resp." and "cf."; the value after the cut was a fragment, never quoted
+    limits = ("The default value for SPOOL_MIN (resp. SPOOL_MAX) is 20 (resp. 4000).\n\n"
+              "Each queue keeps its own limit (cf. Section 4 of the spooler guide) and reports it at start.")
+    assert [q.text for q in quotable_sentences(limits)] == [
+        "The default value for SPOOL_MIN (resp. SPOOL_MAX) is 20 (resp. 4000).",
+        "Each queue keeps its own limit (cf. Section 4 of the spooler guide) and reports it at start."]
+    assert "4000" in _quoted(_read("What is the default value of SPOOL_MAX?", limits))[0]
+    # an unclosed bracket carries a sentence on only so far: at most MAX_ITEM_CHARS
+    loose = "A spool file (see below. " + "The queue is read again every hour. " * 20
+    assert len(quotable_sentences(loose)) > 5
+
+
 def test_a_label_item_and_its_value_item_are_read_as_one_field():
     page = ("Spooler Administration Guide¶\n- Author:\n- Mirela Voss\n- Release:\n- 3.14\n"
             "The spooler moves print jobs from its queues to the printers.\n")

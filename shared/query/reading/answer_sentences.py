@@ -356,8 +356,7 @@ _PART_BREAK = re.compile(
 
 
 def question_parts(question: str) -> list[str]:
-    """The parts of an English question that asks several things, in order; empty
-    for a question that asks one thing."""
+    """The parts of an English question that asks several things, in order; empty for a question that asks one thing."""
     text = " ".join(question.split()).rstrip(" ?.!")
     parts = [p.strip(" ,;") for p in _PART_BREAK.split(text)]
     parts = [p for p in parts if _words(p)]

@@ -200,9 +200,10 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
             # "pstree - shows the processes as a tree": no full stop needed; an item's sentences are quoted
             # together ("delay {number} The number of milliseconds ... Default: 1.")
             pieces.append((text, True))
-        else:  # a sentence cut mid-way ("--kill-after=... will now exit", "(. or +) characters") goes on
+        else:  # a sentence cut mid-way ("--kill-after=... will now exit", "(. or +) characters", "is 1000 (resp.") goes on
             for k, sentence in enumerate(sentences):
-                pieces.append((f"{pieces.pop()[0]} {sentence}" if k and sentence.split(" ", 1)[0] in TAIL_OPENERS
+                pieces.append((f"{pieces.pop()[0]} {sentence}" if k and (sentence.split(" ", 1)[0] in TAIL_OPENERS or
+                               pieces[-1][0].count("(") > pieces[-1][0].count(")") and len(pieces[-1][0]) < MAX_ITEM_CHARS)
                                else sentence, False))
     pieces = _joined(pieces)
     heading = ""
