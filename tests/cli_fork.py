@@ -12,8 +12,9 @@ flushed).
 
 What the fork cannot give a command is an import under its own environment. So:
 - a call whose environment differs from the zygote's in a variable read while starting Python or
-  importing the CLI (PYTHON*, LD_*, locale, TZ, terminal and colour variables: `_STARTUP`) runs as a
-  plain subprocess, as before;
+  importing the CLI (PYTHON*, LD_*, locale, TZ, terminal and colour variables: `_STARTUP`) is forked
+  from another zygote, started with those variables (at most _MOST_ZYGOTES; past them, a plain
+  subprocess, as before);
 - the zygote is started without COLUMNS and LINES, which rich reads when the CLI's consoles are
   built at import: a console built without them reads them from the environment when it measures
   itself (a call's COLUMNS=200 gives 200 columns either way);
@@ -86,9 +87,12 @@ def _pid_globals() -> str:
     return ""
 
 
-# what nearly every command imports after the CLI (its home's stores, the search path); none starts a
-# thread or registers a message type (onnxruntime, which the embedder imports, starts a thread: not here)
-_PRELOADED = ("shared.tools.topology", "shared.adapters.local.index", "shared.query.api")
+# what nearly every command imports after the CLI (its home's stores, the search path, ingest's files,
+# formats and chunking, typer's and rich's lazy parts); none starts a thread or registers a message type
+# (onnxruntime and tokenizers, which the embedder imports, are left out: onnxruntime starts a thread)
+_PRELOADED = ("shared.tools.topology", "shared.adapters.local.index", "shared.query.api", "shared.ingest.files",
+              "shared.ingest.progress", "shared.formats.text", "shared.formats.sandbox", "services.indexer.chunking",
+              "typer._adapters", "rich._emoji_codes", "gzip")
 
 
 def serve(fd: int) -> dict[str, Any]:
@@ -280,19 +284,28 @@ class _suppress_lookup:
         return kind is not None and issubclass(kind, ProcessLookupError)
 
 
-_zygote: _Zygote | None = None
+_zygotes: dict[tuple[tuple[str, str], ...], _Zygote] = {}
 _zygote_lock = threading.Lock()
+# one zygote per startup environment seen (the test process's, FORCE_COLOR and TERM of a terminal's
+# tests, ...), at most this many in a test process; a call past them runs as a plain subprocess
+_MOST_ZYGOTES = 4
 
 
-def _the_zygote() -> _Zygote:
-    global _zygote
+def _the_zygote(env: dict[str, str] | None = None) -> _Zygote | None:
+    """The zygote that imported the CLI under ``env``'s startup variables (the test process's
+    environment by default), started at the first call that needs it; None past _MOST_ZYGOTES."""
+    env = dict(os.environ) if env is None else env
+    key = tuple(sorted(_startup_view({k: v for k, v in env.items() if k not in _NOT_AT_START}).items()))
     with _zygote_lock:
-        if _zygote is None or _zygote.proc.poll() is not None:
+        zygote = _zygotes.get(key)
+        if zygote is None and len(_zygotes) >= _MOST_ZYGOTES:
+            return None
+        if zygote is None or zygote.proc.poll() is not None:
             import atexit
 
-            _zygote = _Zygote(dict(os.environ))
-            atexit.register(_zygote.stop)
-        return _zygote
+            zygote = _zygotes[key] = _Zygote(env)
+            atexit.register(zygote.stop)
+        return zygote
 
 
 def run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
@@ -301,8 +314,8 @@ def run(args: tuple[str, ...], cwd: Path, env: dict[str, str], timeout: float) -
     how = "plain"
     try:
         if os.environ.get("TESTS_CLI_FORK", "1") != "0":
-            zygote = _the_zygote()
-            if not zygote.refused and _startup_view(env) == zygote.startup:
+            zygote = _the_zygote(env)
+            if zygote is not None and not zygote.refused:
                 how = "fork"
                 return zygote.run(list(args), cwd, env, timeout)
     finally:

@@ -49,13 +49,19 @@ def test_a_forked_command_runs_as_its_own_process_with_the_call_s_environment(tm
         cli_fork.run(("serve", "--port", "0"), REPO, ragbus_env(tmp_path / "home"), 0.5)
 
 
-def test_a_call_whose_startup_environment_differs_runs_as_a_plain_subprocess(tmp_path, monkeypatch):
+def test_a_call_whose_startup_environment_differs_is_forked_from_a_zygote_started_with_it(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    seeded = cli_fork._the_zygote(ragbus_env(home, PYTHONHASHSEED="7"))
+    assert seeded is not cli_fork._the_zygote(ragbus_env(home)) and seeded.startup["PYTHONHASHSEED"] == "7"
+    assert "PYTHONHASHSEED" not in cli_fork._the_zygote(ragbus_env(home)).startup
+    # COLUMNS is read when a console measures itself: no zygote of its own
+    assert cli_fork._the_zygote(ragbus_env(home, COLUMNS="60")) is cli_fork._the_zygote(ragbus_env(home))
+    # past the most zygotes a test process keeps: a plain subprocess
+    monkeypatch.setattr(cli_fork, "_MOST_ZYGOTES", len(cli_fork._zygotes))
     calls = []
     monkeypatch.setattr(cli_fork._Zygote, "run", lambda self, *a: calls.append(a))
-    done = cli_fork.run(("stats", "--json"), REPO, ragbus_env(tmp_path / "home", PYTHONHASHSEED="7"), 300)
-    assert done.returncode == 0 and calls == []
-    cli_fork.run(("stats", "--json"), REPO, ragbus_env(tmp_path / "home", COLUMNS="60"), 300)
-    assert len(calls) == 1
+    done = cli_fork.run(("feeds", "list", "--json"), REPO, ragbus_env(home, PYTHONHASHSEED="8"), 300)
+    assert done.returncode == 0 and done.stdout.strip() == "[]" and calls == []
 
 
 def test_a_module_global_holding_the_pid_is_refused(monkeypatch):
