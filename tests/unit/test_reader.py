@@ -117,6 +117,20 @@ def test_a_text_files_definitions_and_sentences_broken_short_are_quoted_whole():
         "Note that complex numbers are always written out with their parentheses kept."]
 
 
+def test_an_option_and_what_it_means_a_blank_line_apart_are_one_definition():
+    # a manual page as HTML: each option on its line, its meaning in a paragraph of its own; the option was read as
+    # the heading of its meaning and left out of the answer ("Which option stops it using the network?")
+    manual = ("--nocache\n\nNever read the spool cache.\n\n--offline\n\nDo not use the network to fetch spool "
+              "templates or printer lists.\n\n-q or --quiet LEVEL\n\nPrint nothing below the given LEVEL.\n\n"
+              "Queues\n\nThe spooler reads its queues at start.\n")
+    assert [(q.text, q.heading) for q in quotable_sentences(manual)] == [
+        ("--nocache: Never read the spool cache.", ""),
+        ("--offline: Do not use the network to fetch spool templates or printer lists.", ""),
+        ("-q or --quiet LEVEL: Print nothing below the given LEVEL.", ""),
+        ("The spooler reads its queues at start.", "Queues")]
+    assert "--offline" in _quoted(_read("Which option stops the spooler fetching templates from the network?", manual))[0]
+
+
 def test_a_sphinx_heading_is_no_answer_but_the_heading_of_its_section():
     # issue 36: Sphinx ends a heading with a link to it (¶); a numbered one was quoted as a list item
     body = ("5.6.26. Version control system fields¶\n\n"

@@ -247,10 +247,10 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
                 continue
             if not _TABLE_RULE.match(line):
                 out.append((_row(_cells(line), header), True))
-        elif _is_term_line(lines, n):
-            flush()
-            out.append((f"{line}: {following}", True))
-            n += 2
+        elif _is_term_line(lines, n, gap := 2 if not following and _OPTION_TERM.match(line) else 1):
+            flush()  # (an option's term and what it means may stand a blank line apart: "--nonet" / "" / "Do not ...")
+            out.append((f"{line}: {lines[n + gap]}", True))
+            n += gap + 1
             continue
         elif _is_table_row(line):
             # a table's row as a reader writes it ("Flag: -5; Compress usage: 4400k; ...", or cells
@@ -297,9 +297,9 @@ def _row(cells: list[str], header: list[str]) -> str:
     return " | ".join(c for c in cells if c)
 
 
-def _is_term_line(lines: list[str], n: int) -> bool:
-    """A definition list as text: a term on its line ("--repeat", "dialout", "P < 0"), what it means on the next."""
-    following = lines[n + 1] if n + 1 < len(lines) else ""
+def _is_term_line(lines: list[str], n: int, gap: int = 1) -> bool:
+    """A definition list as text: a term on its line ("--repeat", "dialout", "P < 0"), what it means ``gap`` lines on."""
+    following = lines[n + gap] if n + gap < len(lines) else ""
     return bool((_OPTION_TERM.match(lines[n]) or _opens_definition(lines, n)) and following
                 and not _OPTION_TERM.match(following) and not _ITEM.match(following)
                 and not _TABLE_ROW.match(following) and not heading_like(following))
