@@ -75,7 +75,7 @@ locals {
     }
     "transformer-query-graded" = {
       stage     = "transformer", entry_point = "transformer", trigger = "pubsub"
-      publishes = ["query-transformed"], blobs = "none", documents = "none", model = true, embeds = false, index = false
+      publishes = ["query-graded", "query-transformed"], blobs = "none", documents = "none", model = true, embeds = false, index = false
       memory    = "512Mi", cpu = "1", timeout = 150, max_instances = 20, concurrency = 8
     }
     "retriever" = {

@@ -291,7 +291,7 @@ def _final(message: QueryGraded) -> bool:
     return message.decision in FINAL_DECISIONS  # the transformer refines
 
 
-STEP = registered_step(__name__, run=synthesize, publishes=answered, accepts=_final, done=_has_answer)
+STEP = registered_step(__name__, run=synthesize, publishes=answered, accepts=_final, done=_has_answer, after="grader")
 SYNTHESIZE = STEP.stage
 
 

@@ -364,6 +364,9 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
     # The question's decomposition does not change between iterations; keep it.
     sub_queries = clean_sub_queries(list(entry.sub_queries), refined, settings.max_sub_queries)
     model_fallback = reply.calls == 1 and source != "model"
+    searched = searched_before(record, refined, sub_queries)
+    if searched is not None:
+        return nothing_new(record, previous, refined, searched, source, reply.calls, model_fallback)
 
     def change(r: QueryRecord) -> None:
         new = r.ensure_entry(iteration)
@@ -380,6 +383,51 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
     return Change(change, "refined", detail, model_calls=reply.calls, annotations={
         "query": None if settings.redact_query_text else refined, "sub_query_count": len(sub_queries),
         "transform_source": source, "refined_from": previous})
+
+
+def searched_before(record: QueryRecord, query: str, sub_queries: Sequence[str]) -> int | None:
+    """The earlier iteration that searched ``query`` with ``sub_queries`` already, or None: the same content words
+    (stems, whatever their order, case, spacing and stopwords: "BM25 (Best Matching 25)" is "BM25 Best Matching
+    25") search again what that iteration did."""
+    def key(text: str) -> frozenset[str]:
+        return frozenset(stem(t) for t in content_terms(text)) or frozenset(term_set(text))
+
+    wanted = (key(query), sorted(sorted(key(s)) for s in sub_queries))
+    return next((e.iteration for e in record.iterations
+                 if e.query and (key(e.query), sorted(sorted(key(s)) for s in e.sub_queries)) == wanted), None)
+
+
+def nothing_new(record: QueryRecord, previous: int, refined: str, searched: int, source: str, calls: int,
+                model_fallback: bool) -> Change:
+    """The loop's end when a refinement brings nothing new: the refined query (and its sub-queries) is one an
+    earlier iteration searched, so no iteration is added and nothing is searched again. The iteration sent to
+    refinement ends the loop as a refinement that found nothing new at the grader does (``exhausted``), and the
+    synthesizer answers from the best-graded iteration: the grader's bounded loop, ended one search sooner."""
+    why = (f"the refinement {in_quotes(refined)} is the query iteration {searched + 1} searched: "
+           "refining cannot help")
+
+    def change(r: QueryRecord) -> None:
+        entry = r.ensure_entry(previous)
+        entry.decision = "exhausted"
+        if model_fallback:
+            r.model_fallbacks += 1
+
+    best = record.best_graded_iteration()
+    detail = f"refined query: nothing new ({why}) -> exhausted; answering from iteration " \
+             f"{(previous if best is None else best) + 1}" + ("" if source == "model" else f" ({source})")
+    return Change(change, "refined", detail, model_calls=calls, annotations={
+        "transform_source": source, "refined_from": previous, "decision": "exhausted", "repeats_iteration": searched})
+
+
+def refined_next(record: QueryRecord, iteration: int) -> Message | None:
+    """What the refinement of ``iteration - 1`` sends on: the new iteration's query to the retriever, or, when
+    the refinement brought nothing new (:func:`nothing_new`), the ended iteration to the synthesizer."""
+    if record.entry(iteration) is not None:
+        return transformed(record, iteration)
+    ended = record.entry(iteration - 1)
+    if ended is None or ended.decision != "exhausted":
+        return None
+    return QueryGraded(query_id=record.id, iteration=ended.iteration, decision=ended.decision)
 
 
 def settle_refinement(request: RefineRequest, proposed: str | None, source: str, *, max_chars: int) -> tuple[str, str]:
@@ -408,8 +456,8 @@ def _iteration_after(message: QueryGraded) -> int:
 STEPS = (
     registered_step(__name__, consumes=QuerySubmitted, run=transform, publishes=transformed,
                     iteration=lambda message: 0),
-    registered_step(__name__, consumes=QueryGraded, run=refine, publishes=transformed,
-                    accepts=_refines, iteration=_iteration_after),
+    registered_step(__name__, consumes=QueryGraded, run=refine, publishes=refined_next,
+                    accepts=_refines, iteration=_iteration_after, after="grader"),
 )
 TRANSFORM = STEPS[0].stage
 

@@ -149,8 +149,9 @@ def apply_stage(
         if record.status == "pending":
             record.status = "running"
         record.model_calls += model_calls
-        if elapsed_ms is not None:
-            record.ensure_entry(iteration).timings[stage] = round(elapsed_ms, 3)
+        entry = record.entry(iteration)  # a refinement that brought nothing new added no iteration to time
+        if elapsed_ms is not None and entry is not None:
+            entry.timings[stage] = round(elapsed_ms, 3)
         record.stages_done.append(stage_key(iteration, stage))
         record.updated_at = now.isoformat()
         record.add_event(stage, event_type, now, iteration=iteration, detail=detail)

@@ -68,10 +68,11 @@ def hop_publisher(stage: Stage) -> Callable[[QueryRecord, int], QueryHop]:
 
 def registered_step(module: str, *, consumes: type[Message] | None = None, waits: bool = True,
                     publishes: Callable[[QueryRecord, int], Message | None] | None = None,
-                    **step: Any) -> QueryStep:
+                    after: str | None = None, **step: Any) -> QueryStep:
     """The :class:`QueryStep` of the stage ``module`` handles: ``consumes`` (default: the one message
     type the registry delivers to it) and, when ``waits``, the stage that publishes that message must
-    have recorded its iteration first; ``publishes`` (default: the stage's hop, for the stage that
+    have recorded its iteration first (``after``: that stage, named where more than one stage publishes the
+    message); ``publishes`` (default: the stage's hop, for the stage that
     follows it). ``step`` holds the rest: ``run``, ``accepts``, ..."""
     stage = stage_handled_by(module)
     by_topic = {cls.TOPIC: cls for cls in MESSAGE_TYPES.values() if not cls.__dict__.get("GENERIC")}
@@ -79,8 +80,11 @@ def registered_step(module: str, *, consumes: type[Message] | None = None, waits
         (topic,) = [t for t, _ in stage.consumes]
         consumes = by_topic[topic]
     check_consumed(stage, consumes, step["run"])
-    if stage.after and consumes.TOPIC == STAGE_BY_NAME[stage.after].hop_topic:
-        after: str | None = stage.after
+    if after is not None:
+        if consumes.TOPIC not in STAGE_BY_NAME[after].publishes:
+            raise TypeError(f"{stage.name} waits for {after}, which does not publish {consumes.TOPIC}")
+    elif stage.after and consumes.TOPIC == STAGE_BY_NAME[stage.after].hop_topic:
+        after = stage.after
     else:
         after = producer_of(consumes)
     if publishes is None:

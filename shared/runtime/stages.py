@@ -157,11 +157,15 @@ DECLARED: tuple[Stage, ...] = (
                        timeout=300, max_instances=5, concurrency=2),
               Function(topic=topics.DOCUMENT_DELETED, index=True, max_instances=3,
                        note="Deletes chunks only: the embedder is built lazily and never loaded here."))),
-    Stage("transformer", "query", "pubsub", "makes a follow-up stand alone, rewrites the question (iteration 0) or refines it after a grade",
-          publishes=(), hop=topics.QUERY_TRANSFORMED,
+    Stage("transformer", "query", "pubsub", "makes a follow-up stand alone, rewrites the question (iteration 0) or refines it after a grade "
+          "(a refinement that brings nothing new ends the loop)",
+          # a refinement that brings nothing new (the query an earlier iteration searched) ends the loop: the
+          # graded iteration goes on to the synthesizer (query-graded, decision exhausted), nothing is searched
+          publishes=(topics.QUERY_GRADED,), hop=topics.QUERY_TRANSFORMED,
           consumes=((topics.QUERY_SUBMITTED, 2), (topics.QUERY_GRADED, 2)),
           handler="services.transformer.handler:handle", needs=("served_model",),
-          functions=tuple(Function(topic=t, model=True, timeout=150, max_instances=20, concurrency=8)
+          functions=tuple(Function(topic=t, model=True, timeout=150, max_instances=20, concurrency=8,
+                                   publishes=None if t == topics.QUERY_GRADED else (topics.QUERY_TRANSFORMED,))
                           for t in (topics.QUERY_SUBMITTED, topics.QUERY_GRADED))),
     Stage("retriever", "query", "pubsub",
           "searches the index for the question, its rewrite and its sub-queries; "

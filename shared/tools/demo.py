@@ -37,7 +37,8 @@ from shared.corpus import CORPUS, SAMPLE_PATH
 
 log = logging.getLogger("ragbus.demo")
 
-#: one the first search answers, one the loop refines, one the corpus cannot answer
+#: one the first search answers, one the grade leaves unsure (a model refines it; the offline one finds nothing new
+#: to search, so the loop ends at its first grade: services/transformer), one the corpus cannot answer
 QUESTIONS = (
     "How does BM25 saturate term frequency?",
     "When is exact search good enough?",

@@ -58,7 +58,8 @@ def test_the_everyday_commands_work_in_the_home_the_demo_leaves(tmp_path):
     at_once, refined, unanswerable = re.split(r"\n─+ \d\. ", shown.stdout)[-3:]
     # answered in one pass; the learned verdict (issue 36) may add a caveat rather than claim `answered`
     assert re.search(r"outcome: answered(?:_with_caveat)?\s+iterations: 1\b", at_once)
-    assert re.search(r"iterations: [2-9]", refined) and "refine" in refined
+    # graded below the thresholds, and the offline model's refinement brings nothing new: the loop ends there
+    assert re.search(r"iterations: 1\b", refined) and "exhausted" in refined
     assert re.search(r"outcome: not_answerable\s+iterations: 1\b", unanswerable)
     assert "ragbus serve" in unanswerable  # where to open the page
 

@@ -9,6 +9,7 @@ from shared.contract.messages import (
     QueryTransformed,
     encode,
 )
+from shared.contract.ports import Transformation
 from shared.runtime.dispatch import Disposition, handle_delivery, record_dead_letter
 from shared.runtime.stages import QUERY_STAGES, consumers_of
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
@@ -123,3 +124,34 @@ def test_events_read_as_words_and_each_decision_names_the_rule_it_follows(capsys
     first, second = (line for line in printed.splitlines() if line.strip().startswith("iteration"))
     assert "refine" in first and re.search(r"\((?:.*<.*|.*not grounded.*)\)", first), first
     assert "accept" in second and "(" not in second.partition(",")[0], second
+
+
+def test_a_refinement_that_brings_nothing_new_ends_the_loop_without_searching_again():
+    # the refined query is the one iteration 1 searched (a model that can only restate the question):
+    # searching it again would retrieve the same contexts, so the loop ends at the grade it has
+    llm = ScriptedLLM(grades=[weak_grade(0.4, missing=[])], refines=["How does BM25 work"])
+    loop = make_loop(CORPUS, llm)
+    loop.submit("how does BM25 work")
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert record["status"] == "answered" and len(record["iterations"]) == 1
+    assert [m.iteration for m in loop.publisher.of_type(QueryTransformed)] == [0]
+    assert [(m.iteration, m.decision) for m in loop.publisher.of_type(QueryGraded)] == [(0, "refine"), (0, "exhausted")]
+    assert record["iterations"][0]["decision"] == "exhausted" and record["answered_from_iteration"] == 0
+    assert record["outcome"] == "answered_with_caveat"  # the grade never passed: as an exhausted loop ends
+    assert llm.count("grade") == 1 and llm.count("refine") == 1
+    assert record["model_calls"] == 4  # transform, grade, refine, synthesize
+    refined = [e for e in record["events"] if e["type"] == "refined"]
+    assert len(refined) == 1 and "nothing new" in refined[0]["detail"] and "iteration 1" in refined[0]["detail"]
+    assert _event_types(record)[-1] == ("synthesizer", "answered")
+
+
+def test_a_refinement_new_only_in_word_order_case_and_spacing_is_nothing_new():
+    llm = ScriptedLLM(transforms=[Transformation("BM25  term frequency", ["What is BM25?"])],
+                      grades=[weak_grade(0.4)], refines=["frequency of the term, bm25"])
+    loop = make_loop(CORPUS, llm)
+    loop.submit("how does BM25 weigh term frequency")
+    loop.pump(QuerySubmitted(query_id="q1"))
+    record = loop.record()
+    assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "exhausted"
+    assert record["status"] == "answered"
