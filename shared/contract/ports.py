@@ -413,6 +413,7 @@ class Finding:
     # a value: some sentence the reader checked (quoted or not) states one of the asked type; a list: the quoted
     # text lists items
     stated: bool = False
+    disagree: bool = False  # two quoted sentences stating the asked value give different values
 
 
 @dataclass(frozen=True)

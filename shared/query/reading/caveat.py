@@ -53,8 +53,7 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
     # and what the passages lack only where they are in its language ("but not “length”" for "longueur" over
     # English text would name a word nobody asked for)
     written = None if english else {w.lower() for w in _WRITTEN.findall(question)}
-    quoted = " ".join(s.text for s in answer.sentences if s.citations)
-    says_lacking = english or detect_language(quoted) == language
+    says_lacking = english or detect_language(" ".join(s.text for s in answer.sentences if s.citations)) == language
 
     def named(runs: tuple[str, ...]) -> list[str]:
         if written is not None:
@@ -65,6 +64,8 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
         # what the note names as asked is not named again as missing ("the GID" and "“GID”")
         return named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems)) if says_lacking else []
 
+    if finding.disagree:  # two quoted sentences give two values: which one applies is the first thing to say
+        return phrase("caveat_disagree", language).format(asked=_shown(asked) if asked[:4] == "the " else "what is asked")
     found = quoted_words(named(finding.found), language)
     # the most telling first: a part or a name of the question no quoted passage holds, then the asked value
     # or list none states, then the question's other words no passage holds; else only what they hold

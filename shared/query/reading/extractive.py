@@ -839,9 +839,9 @@ class Reader:
                 return
 
     def _verdict(self, lead: int, chosen: list[int], missing: list[str]) -> Answer:
-        """The answer quoting ``chosen`` with the verdict of the learned model over the reader's evidence
-        (:mod:`shared.query.reading.verdict`): refused, a caveat (``states_fact`` False, ``unstated`` naming
-        what is not stated), or ``answered``."""
+        """``chosen`` quoted with the learned verdict (:mod:`shared.query.reading.verdict`): refused, a caveat (``unstated``:
+        what is not stated), or ``answered`` when no part, name, or name of the asked subject is left unquoted
+        ("triple-DES" asked, "DES" quoted; not "HTTP" of "HTTP status code") and the values stated agree."""
         language, query = self.language, self.query
         unknown = unnamed_names(query, self.names, self.contexts)
         sentences = [AnswerSentence(text=self._under_heading(lead) if i == self.unit(lead)[0] else self.candidates[i].text,
@@ -852,43 +852,37 @@ class Reader:
                       for part in [*missing, unnamed] if part]
         text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
         evidence = self._evidence(lead, chosen, unknown)
-        quoted = Answer(text=text, sentences=sentences, language=language, abstained=False)
-        if self.observe is not None:
-            self.observe(evidence, quoted, self)
+        if self.observe is not None:  # what the reader measured, beside the answer it would give
+            self.observe(evidence, Answer(text=text, sentences=sentences, language=language, abstained=False), self)
         decision, _, _ = (self.verdict or shipped_verdict_model()).decide(evidence)
         if decision == REFUSE:
             return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
                           states_fact=False, unstated=(_asked_label(query), *unknown))
-        states_fact = decision == ANSWERED and not missing and not unnamed
-        # what is not stated: the parts and names no source speaks to, else (a caveat) the question itself
-        unstated = (*missing, *([unnamed] if unnamed else []),
-                    *([_asked_label(query)] if not states_fact and not missing and not unnamed else []))
+        finding = self._finding(sentences, missing, unnamed, " ".join(self.candidates[i].heading for i in chosen))
+        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed)
+                         or {stem(w) for w in tokenize(run)} & set(self.asked_subject))
+        states_fact = decision == ANSWERED and not unstated and not finding.disagree
         return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
-                      unstated=tuple(dict.fromkeys(unstated)), finding=self._finding(sentences, missing, unnamed))
+                      unstated=unstated or (() if states_fact else (_asked_label(query),)), finding=finding)
 
-    def _finding(self, sentences: list[AnswerSentence], missing: list[str], unnamed: str) -> Finding:
-        """What the quoted ``sentences`` hold of the question and what they lack: the evidence a caveat names. What
-        the answer shows counts: the quoted text and the names of the sources it cites ("cjpeg" of cjpeg.1)."""
+    def _finding(self, sentences: list[AnswerSentence], missing: list[str], unnamed: str, headings: str) -> Finding:
+        """What the quoted ``sentences`` hold of the question and what they lack, the evidence a caveat names: in the
+        quoted text, the ``headings`` it is quoted under and the names of the sources it cites ("cjpeg" of cjpeg.1)."""
         quoted = " ".join(s.text for s in sentences if s.citations)  # not the "Not mentioned ..." notes
-        cited = {n for s in sentences for n in s.citations}
-        names = " ".join(_source_name(c) for c in self.contexts if c.number in cited)
+        names = " ".join(_source_name(c) for c in self.contexts if any(c.number in s.citations for s in sentences))
         # a name the answer says no source names ("Not mentioned in the sources: README.") is not found, whatever
         # a cited file is called (zstd-README.md)
-        shown = _term_set(f"{quoted} {names}") - {stem(w) for w in tokenize(unnamed)}
+        shown = _term_set(f"{quoted} {headings} {names}") - {stem(w) for w in tokenize(unnamed)}
         found, lacking = question_runs(self.query, shown)
-        specific = set(_specific_terms(self.query))
-
-        def names_specific(run: str) -> bool:
-            return any(stem(w) in specific for w in tokenize(run))
-
-        absent = [run for run in lacking if names_specific(run)]
+        specific = set(_specific_terms(self.query))  # a run naming one: a name, a number, an identifier
+        absent = [run for run in lacking if {stem(w) for w in tokenize(run)} & specific]
         # the question's other words no retrieved passage holds either: what the sources never say
         _, never = question_runs(self.query, shown | frozenset().union(*(_term_set(c.text) for c in self.contexts)))
-        unsaid = [run for run in never if not names_specific(run)]
+        unsaid = [run for run in never if not {stem(w) for w in tokenize(run)} & specific]
         asks, stated = ("value", bool((self.states > 0).any())) if self.asks_fact else (
             ("list", _short_items(quoted) >= 2) if _asks_list(self.query) else ("", False))
         return Finding(found=found, missing=_longest([*missing, *([unnamed] if unnamed else []), *absent]),
-                       unquoted=tuple(unsaid), asks=asks, stated=stated)
+                       unquoted=tuple(unsaid), asks=asks, stated=stated, disagree=self.disagree)
 
     def _under_heading(self, lead: int) -> str:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
@@ -922,14 +916,15 @@ class Reader:
 
         # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms and
         # most of what it is asked about (an item by its own words: a heading ties the subject to each of its items alike)
-        states = self.asks_fact and any(subject(i, own=candidates[i].item) >= STATED_SUBJECT
-                                        and self.fact_check(self.quoted_text(i), query) for i in chosen)
+        stating = [candidates[i].text for i in chosen if self.asks_fact and subject(i, own=candidates[i].item) >=
+                   STATED_SUBJECT and self.fact_check(self.quoted_text(i), query)]
+        self.disagree = not question_parts(query) and disagree(query, stating)  # two parts may ask two values
         stated = max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0)
         # a list's items in the lead or the list it leads into, not a neighbour's commas ("creates a number of files.")
         listed = [i for i in chosen if i == lead or candidates[i].item and candidates[i].number == candidates[lead].number]
         retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
         return {
-            "asks_value": float(self.asks_fact), "states_value": float(states),
+            "asks_value": float(self.asks_fact), "states_value": float(bool(stating)),
             "cosine": float(self.cosine[lead]),
             "relevance_margin": float(self.relevance[lead] - max((self.relevance[i] for i in others), default=0.0)),
             "relevance_gap": float(self.relevance[lead] - np.mean(next_three)) if next_three else 1.0,
@@ -948,6 +943,17 @@ MAX_LIST_ITEMS = 8
 #: The share of the asked subject (:meth:`Reader._evidence`'s weighing) a quoted sentence stating a value of the
 #: asked type holds for it to state *the* asked value: most of what the value is asked about.
 STATED_SUBJECT = 0.5
+
+
+def disagree(query: str, stating: Sequence[str]) -> bool:
+    """Whether two quoted sentences ``stating`` the asked value give different numbers (not the question's) in one unit
+    (the word after, else before: "port 7412"): "30 seconds by default" beside a planted "say it is 9999 seconds"."""
+    number, values = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*"), [{} for _ in dict.fromkeys(stating)]
+    for units, sentence in zip(values, dict.fromkeys(stating), strict=True):
+        for m in (m for m in number.finditer(sentence) if m.group() not in number.findall(query)):
+            words = re.findall(r"^\s*(%|[^\W\d_]+)", sentence[m.end():]) + re.findall(r"([^\W\d_]+)\s*$", sentence[:m.start()])
+            units.setdefault(next((w.lower() for w in words if w.lower() not in STOPWORDS), ""), set()).add(m.group())
+    return any(a[u].isdisjoint(b[u]) for n, a in enumerate(values) for b in values[n + 1:] for u in a.keys() & b.keys())
 
 
 def _asks_list(query: str) -> bool:

@@ -99,8 +99,7 @@ def fixed_notes() -> frozenset[str]:
 
 _FIXED = fixed_notes()
 #: the notes built from what the reader found (see the "caveat_*" phrases)
-CAVEAT_NOTES = ("caveat_value", "caveat_value_alone", "caveat_list", "caveat_list_alone", "caveat_missing",
-                "caveat_missing_alone", "caveat_unsure", "caveat_value_unchecked", "caveat_value_unchecked_alone")
+CAVEAT_NOTES = tuple(key for key in _PHRASES if key.startswith("caveat_") and key != "caveat_no_model")
 _NOTE_PATTERNS = tuple(re.compile(re.sub(r"\\{\w+\\}", ".+?", re.escape(text)) + r"\Z", re.DOTALL)
                        for key in CAVEAT_NOTES for text in _PHRASES[key].values())
 _CITATION_MARK = re.compile(r"\[\d+\]")

@@ -8,10 +8,10 @@ not by a rule per question:
 :meth:`VerdictModel.decide` refuses (``not_answerable``) from ``refuse_from``; it answers when a quoted sentence
 states what the question's shape asks (:func:`states_what_is_asked`) and ``right`` reaches that shape's threshold
 (``answered_from`` for a value or a list asked, :func:`asks_checked`; ``open_answered_from`` for the rest, 1.0:
-never); else a caveat. Passages the local grader refuses are read on from ``rescue_from`` (:meth:`VerdictModel.rescues`).
-``bench/fit_reader.py`` fits both models and the thresholds on the real-text set's development part, judged for
-writers they did not see (that script says how), into ``verdict_model.json`` beside this module; a file fitted on
-other features is refused with the way to refit.
+never); else a caveat, as when the quoted sentences lack a name of the asked subject or give two values
+(``Reader._verdict``). Passages the local grader refuses are read on from ``rescue_from`` (:meth:`VerdictModel.rescues`).
+``bench/fit_reader.py`` fits both models and thresholds on the real-text set's development part, judged for writers
+they did not see, into ``verdict_model.json`` beside this module; one fitted on other features is refused.
 """
 
 from __future__ import annotations
@@ -66,8 +66,7 @@ class Logistic:
     intercept: float
 
     def probability(self, values: Mapping[str, float]) -> float:
-        missing = [f for f in FEATURES if f not in values]
-        if missing:
+        if missing := [f for f in FEATURES if f not in values]:
             raise ValueError(f"the reader's verdict: no value for {', '.join(missing)}")
         x = np.array([float(values[f]) for f in FEATURES])
         z = self.intercept + float(((x - self.mean) / self.scale) @ self.weights)
@@ -112,9 +111,8 @@ class VerdictModel:
         p_right, p_near = self.right.probability(values), self.near_miss.probability(values)
         if p_near >= self.refuse_from:
             return REFUSE, p_right, p_near
-        threshold = self.answered_from if asks_checked(values) else self.open_from
-        answered = p_right >= threshold and states_what_is_asked(values)
-        return (ANSWERED if answered else CAVEAT), p_right, p_near
+        answered = p_right >= (self.answered_from if asks_checked(values) else self.open_from)
+        return (ANSWERED if answered and states_what_is_asked(values) else CAVEAT), p_right, p_near
 
     def rescues(self, values: Mapping[str, float]) -> bool:
         """Whether passages the grader's fitted probability refuses are read on: not refused, ``rescue_from`` reached."""
@@ -124,9 +122,8 @@ class VerdictModel:
     def to_json(self) -> dict[str, Any]:
         return {"feature_version": FEATURE_VERSION, "features": list(FEATURES), "right": self.right.to_json(),
                 "near_miss": self.near_miss.to_json(), "answered_from": round(self.answered_from, 4),
-                "open_answered_from": round(self.open_from, 4),
-                "refuse_from": round(self.refuse_from, 4), "rescue_from": round(self.rescue_from, 4),
-                "fitted": self.fitted}
+                "open_answered_from": round(self.open_from, 4), "refuse_from": round(self.refuse_from, 4),
+                "rescue_from": round(self.rescue_from, 4), "fitted": self.fitted}
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "the reader's verdict model") -> VerdictModel:
@@ -138,15 +135,13 @@ class VerdictModel:
             raise ConfigError(f"{source} was fit on feature version {data.get('feature_version')!r}, but the reader "
                               f"measures version {FEATURE_VERSION} ({len(FEATURES)} features): {REFIT}")
         try:
-            answered, refuse, rescue, open_answered = (
-                finite_number(data[k], f"{source}: {k}")
-                for k in ("answered_from", "refuse_from", "rescue_from", "open_answered_from"))
+            answered, refuse, rescue, open_answered = (finite_number(data[k], f"{source}: {k}") for k in (
+                "answered_from", "refuse_from", "rescue_from", "open_answered_from"))
         except KeyError as exc:
             raise ConfigError(f"{source} is incomplete (no {exc}): {REFIT}") from None
         if not all(0.0 < t <= 1.0 for t in (answered, refuse, open_answered)) or not 0.0 <= rescue <= 1.0:
             raise ConfigError(f"{source}: a threshold outside (0, 1]: {REFIT}")
-        fitted = data.get("fitted") or {}
-        if not isinstance(fitted, Mapping):
+        if not isinstance(fitted := data.get("fitted") or {}, Mapping):
             raise ConfigError(f"{source}: 'fitted' is not an object: {REFIT}")
         return cls(Logistic.from_json(data.get("right"), f"{source}: right"),
                    Logistic.from_json(data.get("near_miss"), f"{source}: near_miss"), answered, refuse, rescue,
@@ -169,8 +164,7 @@ def asks_checked(values: Mapping[str, float]) -> bool:
 @functools.cache
 def shipped_verdict_model() -> VerdictModel:
     """The model shipped beside this module (read once per process)."""
-    return VerdictModel.from_json(read_model_file(MODEL_FILE, "the reader's verdict model", REFIT),
-                                  source=str(MODEL_FILE))
+    return VerdictModel.from_json(read_model_file(MODEL_FILE, "the reader's verdict model", REFIT), source=str(MODEL_FILE))
 
 
 def read_model_file(path: Path, what: str, refit: str) -> Any:
@@ -195,6 +189,5 @@ def finite_numbers(values: Any, where: str, count: int = len(FEATURES), refit: s
     return np.array([finite_number(v, f"{where}[{n}]", refit) for n, v in enumerate(values)], dtype=float)
 
 
-__all__ = ["ANSWERED", "CAVEAT", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel",
-           "asks_checked", "finite_number", "finite_numbers", "read_model_file", "shipped_verdict_model",
-           "states_what_is_asked"]
+__all__ = ["ANSWERED", "CAVEAT", "FEATURES", "FEATURE_VERSION", "MODEL_FILE", "REFUSE", "Logistic", "VerdictModel", "asks_checked",
+           "finite_number", "finite_numbers", "read_model_file", "shipped_verdict_model", "states_what_is_asked"]
