@@ -25,8 +25,14 @@ f29bccd-5ab493f (bare "Why?" and "And before?" refer back, "Is that ..." asked i
 found by BM25): fresh 24/38 -> 25/38, fresh2 10/16 -> 11/16, fresh3 21/31 -> 23/31 (gold standalone 28, 10, 26
 both ways); the dev dialogues unchanged (a 33/48, b 29/44, d 13/22). Of the 26 follow-ups lost, 9 are lost by the
 conversation (the gold standalone is right) and 17 by the reader on the gold standalone question: all 17
-answered_with_caveat, none refused; 14 quoting the right document's wrong sentences, 3 a neighbouring document. ``--home`` reuses a kept
-home, such as the one ``ragbus eval --dataset realtext --part dev --reuse-ingest --cache C`` leaves.
+answered_with_caveat, none refused; 14 quoting the right document's wrong sentences, 3 a neighbouring document.
+``bench/followup_fresh4.jsonl`` (30 follow-ups, 2 topic changes; lsof, node timers, what's new in Python 3.1/3.9,
+xz, ipaddress, fontconfig, grep, French/Spanish/German FAQs) was written before the rewrite's handling of pronouns for
+the earlier answer, "what about" splices inside a call or an option, "And before 3.9?", "Is that the default?" after
+"What about -l?" and "And its maximum?" was changed: right in conversation 18/30 -> 21/30 (gold standalone 22/30),
+fresh 26/38, fresh2 11/16, fresh3 23/31 unchanged. ``--home`` reuses a kept home, such as the one ``ragbus eval
+--dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
+workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 
 The documents are ingested once into ``<cache>/realtext-dialogues-home`` and reused by later runs
 (delete it after changing cleaning, chunking or indexing). A document's id is derived from its

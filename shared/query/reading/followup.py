@@ -62,17 +62,19 @@ _WHICH = "|".join(sorted({w for rules in RULES.values() for w in rules.which}, k
 _TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#](?:\(\))?|[\w](?:\(\))?", re.UNICODE)
 _TRAILING = re.compile(r"[\s?!.¿¡]+$")
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
+_VERSION_SCOPE = re.compile(r"\b(?:in|of|for)\s+(?P<scope>(?:[A-Za-z][\w+-]*\s+)?v?\d+(?:\.\d+)*[a-z]?)\b")
+_CONTRACTED = re.compile(r"(?i)\b(what|where|how|who|when|why|that|it|there)['’]s\b")
 _CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
 _PARTICIPLE = re.compile(r"\s+[a-z]+(?:ed|en)\s+(?:for|in|as|on|of|by|to|with|from)$")
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
-_ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,3}?)"
+_ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,4}?)"
                          r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$",
                          re.IGNORECASE)
 # "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
 _SUBJECT_ASKED = re.compile(
     r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
     r"(?:(?P<adverb>[a-z]+ly)\s+)?"
-    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed))\s+"
+    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed)|[A-Z]+s(?=\s+(?:the|an?)\s))\s+"
     r"(?P<rest>\S.*)$")
 _ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
                          r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
@@ -80,6 +82,7 @@ _ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w
 _CHANGED_IN = re.compile(r"(?i)^what\s+(?:else\s+)?(?:changed|changes|is\s+new|was\s+(?:added|removed|fixed))\s+(?:in|to|for|"
                          r"about|on)\s+(?P<s>(?:the|an?)\s.+)$")
 _WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
+_WHAT_ACTS = re.compile(r"(?i)what\s+(?P<aux>does|do)\s+(?P<y>\S+)\s+(?P<v>[a-z]+)\s+(?P<s>to\s.+)")
 _HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+.#-]+\s+){1,3}?)?"
                        r"(?:does|do|did|is|are|was|were)\s", re.IGNORECASE)
 _ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|may|might|must)\s+(?P<rest>\S+\s+\S.*)$",
@@ -102,7 +105,7 @@ _TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
 _FR_INVERSION = re.compile(r"(?<![\w-])\w+-(?:t-)?(?:il|elle|ils|elles)\b", re.IGNORECASE)
 _INVERTED = re.compile(r"\b(?:did|does|do|can|could|will|would|should|must)\s", re.IGNORECASE)
 _AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|could|will|would|has|have|mean|"
-                        r"means|work|works|cost|costs|support|supports|apply|applies|'s)\b)", re.IGNORECASE)
+                        r"means|work|works|cost|costs|support|supports|apply|applies|'s|for|with|in|on|to|from)\b)", re.IGNORECASE)
 _LAST_WORD = re.compile(r"\s+[\w'’-]+\s*[?.!]?\s*$")
 # "is that configurable", "makes that possible": a verb whose object or subject an adjective follows
 _COPULA_BEFORE = re.compile(r"(?:^|\b(?:is|are|was|were|be|been|isn't|aren't|wasn't|weren't|make|makes|made|making|"
@@ -115,8 +118,8 @@ _OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|
 
 
 def _bare(question: str) -> str:
-    """The question without its closing (and opening Spanish) marks and outer whitespace."""
-    return _TRAILING.sub("", " ".join(question.split())).lstrip("¿¡ ").strip()
+    """The question without its closing (and opening Spanish) marks and outer whitespace, "what's" as "what is"."""
+    return _CONTRACTED.sub(r"\1 is", _TRAILING.sub("", " ".join(question.split())).lstrip("¿¡ ").strip())
 
 
 def _plain(question: str, rules: Language = EN) -> str:
@@ -178,6 +181,14 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     text = rules.connectives.sub("", _bare(question)).strip()
     if rules is EN and demonstrative and (relative := _relative_phrase(text)) is not None:
         return relative, False
+    if rules is EN and (event := re.match(r"(?i)what\s+happen(?:s|ed)?\s+(?:when|if)\s+(?P<s>.+)", text)):
+        # "What happens when I create an X ...": "that" is the event, a clause that names it; "it" is the X, or the
+        # clause's subject ("when a delay is less than 1": a delay)
+        acted = rules.personal.match(event.group("s")) or re.match(r"(?P<s>.+?)\s+(?:is|are|was|were|has|have)\b", event.group("s"))
+        return (text[0].lower() + text[1:]) if demonstrative or not acted else acted.group("s"), False
+    if rules is EN and demonstrative and (what := _WHAT_ACTS.match(text)) and what.group("y").lower() not in _DETERMINERS:
+        # "What does deflate use to find X?" then "... inserted into it?": what deflate uses to find X
+        return f"what {what.group('y')} {_third_person(what.group('v')) if what.group('aux').lower() == 'does' else what.group('v')} {what.group('s')}", False
     if rules is EN and (changed := _CHANGED_IN.match(text)):
         return changed.group("s"), False  # "What changed in the json module in Python 3.1": the json module ...
     for pattern in rules.copula:
@@ -221,7 +232,11 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
                 return words[0], False
             break
     runs, rest = named_runs(text), rest if match else text
-    return (text[runs[0][0]: runs[0][1]], False) if runs else (rest, True)
+    if not runs:
+        return rest, True
+    # with its determiner and the adjectives between ("die systemweite Standardpapiergröße")
+    opened = re.search(r"\b(?:der|die|das|den|dem|le|la|les|el|los|las)\s+(?:[^\W\d_A-Z][\w-]*\s+){0,2}$", text[: runs[0][0]])
+    return text[opened.start() if opened and rules is not EN else runs[0][0]: runs[0][1]], False
 
 
 def _noun_phrase_before_verb(words: list[str]) -> str | None:
@@ -274,8 +289,8 @@ def _subject_relative_phrase(text: str) -> str | None:
     if match is None:
         return None
     noun, verb, rest = match.group("noun"), match.group("verb"), match.group("rest")
-    if noun.split()[1:2] and noun.split()[1].lower() in _DETERMINERS:
-        return None  # "What limits the number ...": a verb, then its object
+    if noun.split()[1:2] and noun.split()[1].lower() in _DETERMINERS or {w.lower() for w in noun.split()} & (_CLAUSE_BREAKS | _PRONOUNS):
+        return None  # "What limits the number ...": a verb, then its object; "What happens when I ...": a clause
     first = rest.split()[0]
     # after an auxiliary the asked noun is its subject only before a participle or "be"/"not" ("which function must
     # be called"); else the question is inverted ("which C standard is libcbor written in": the noun is the object)
@@ -303,8 +318,9 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     earlier, resolved = history[-1].question, None
     for code in _codes(typed, earlier):  # a short follow-up says too little to tell its language
         resolved = _resolve(typed, earlier, code, history[-1].answer)
-        if resolved is not None and _well_formed(resolved.question, RULES[code]):
-            return resolved
+        if resolved is not None and _well_formed(resolved.question, RULES[code]):  # "What did it use before?": before when
+            then = _in_time(_plain(earlier), _bare(resolved.question), RULES[code])
+            return Resolution(_finish(then, typed, "?"), resolved.rule, resolved.subject) if then else resolved
         if resolved is not None:  # a splice that does not read as a question: the safe form instead
             break
     # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets
@@ -319,12 +335,13 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
 
 
 def _parallel(typed: list[str], earlier: list[str]) -> str | None:
-    """``earlier`` with the word or two ``typed`` says in their place, when ``typed`` keeps its frame word for word."""
+    """``earlier`` with the word or two ``typed`` says in their place, when ``typed`` keeps its frame word for word
+    (its "the" does not replace an owner's: "the -9 option" for "gzip's -1 option" is gzip's -9 option)."""
     ops = SequenceMatcher(None, [w.lower() for w in earlier], [w.lower() for w in typed], autojunk=False).get_opcodes()
     new = [(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in ops if op != "equal" and j2 > j1]  # words added or replaced
     kept = len(typed) - sum(n for _, n in new) >= 3 and 0 < sum(n for _, n in new) <= 2 and all(a == b for a, b in new)
-    return " ".join(w for op, i1, i2, j1, j2 in ops for w in (typed[j1:j2] if op == "replace" else earlier[i1:i2])) \
-        if kept else None
+    return " ".join(e if op == "replace" and t.lower() == "the" and e.endswith(("'s", "’s")) else t if op == "replace" else e
+                    for op, i1, i2, j1, j2 in ops for e, t in zip(earlier[i1:i2], typed[j1:j2] or earlier[i1:i2], strict=False)) if kept else None
 
 
 # what no well-formed question holds (nor "Is that ..." still leaning on the earlier answer): a determiner doubled ("Which the nobody UID"), a possessive before a verb
@@ -413,14 +430,19 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     mark = "?" if typed.rstrip().endswith("?") or typed.lstrip().startswith("¿") else ""
 
     about = rules.what_about.match(bare) or rules.what_about.match(stripped)
+    base = _plain(earlier, rules)
+    then = _in_time(base, about.group("x").strip() if about else stripped, rules) \
+        if about or connective and not _asks(stripped, rules) else None
+    if then is not None:  # "And before 3.9?", "And before?": the earlier question asked of another time
+        return Resolution(_finish(then, earlier, mark), "ellipsis", base)
     if about:
         return _swap(earlier, about.group("x").strip(), language, rules, "what about")
-    base = _plain(earlier, rules)
     possessive = rules.possessive.match(stripped) if connective and stripped else None
     if possessive is not None:
         # "And its hostmask?" after "How do I get the netmask of ...?": asked as the netmask was, else what it is
         owned = f"{rules.possessive_articles.get(possessive.group('pos').lower()) or 'the'} {possessive.group('np')}"
-        replaced = _same_head(base, owned, rules) if possessive.end() == len(stripped) else None
+        replaced = (_parallel_part(base, possessive.group("np")) or _same_head(base, owned, rules)) \
+            if possessive.end() == len(stripped) else None
         if replaced is not None:
             return Resolution(_finish(replaced, earlier, mark), "ellipsis", earlier)
         stripped = f"{rules.what_is} {stripped}"
@@ -438,7 +460,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     one = _WHICH_ONE.match(stripped) if rules is EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _owned):
+    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _same_frame, _doing, _way):
         found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
@@ -447,7 +469,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     demonstrative = language == "en" and (_DEMONSTRATIVE.search(stripped) is not None
                                           and _TOPIC_PRONOUN.search(stripped) is None
                                           or (_OBJECT_IT.search(stripped) or _PASSIVE_IT.search(stripped))
-                                          and _relative_phrase(base) is not None)
+                                          and (_relative_phrase(base) is not None or _WHAT_ACTS.match(base)))
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
     if not subject:
         return None
@@ -476,19 +498,50 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
     if (content := _content_words(stripped, rules)) and not named_runs(stripped) \
             and all(w in rules.relational for w in content) and rules.frame.match(stripped):
+        subject = (_relative_phrase(base) if rules is EN and _ASKS_WHICH.match(base) else None) or subject  # "which X": that X
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
     return None
 
 
-def _owned(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """``text`` whose "the" phrase parallels a phrase of the earlier question that has an owner, with that owner:
-    "What does gzip's -1 option do?" then "And what does the -9 option do?" asks of gzip's -9 option."""
-    for earlier in re.finditer(r"(?P<owner>[\w/+.#-]+['’]s)\s+(?:[\w/+.#-]+\s+){0,2}?(?P<head>[^\W\d_][\w-]*)\b", base):
-        for match in re.finditer(r"(?i)\bthe\s+(?:[\w/+.#-]+\s+){0,2}?(?P<head>[^\W\d_][\w-]*)\b(?!\s+(?:of|in|for)\s)", text):
-            if match.group("head").lower() == earlier.group("head").lower() and match.group() != earlier.group():
-                return text[: match.start()] + earlier.group("owner") + text[match.start() + 3:], "same head", earlier.group("owner")
-    return None
+def _in_time(base: str, text: str, rules: Language) -> str | None:
+    """A time asked of ``base``'s version ("How is X buffered in Python 3.9?"): ``text`` "before", "before 3.9" asks
+    "How was X buffered before Python 3.9?"; a question ending "before" ("What did it use before?"), before Python 3.9."""
+    when = re.fullmatch(r"(?i)(?P<q>.+\s)?(?P<prep>before|prior\s+to|after|since|until|earlier|previously)(?:\s+(?P<x>\S.*))?", text)
+    scope = ([s for s in _VERSION_SCOPE.finditer(base) if s.group("scope") not in text] or [None])[-1] if rules is EN and when else None
+    x = when and when.group("x") and named_runs(when.group("x"), opening=False)
+    if scope is None or x is not None and (when.group("q") or not x or when.group("x")[x[-1][0]: x[-1][1]].lower()
+                                           not in scope.group("scope").lower()):
+        return None
+    prep = "before" if when.group("prep").lower() in ("earlier", "previously") else when.group("prep").lower()
+    if when.group("q"):
+        return f"{when.group('q')}{prep} {scope.group('scope')}"
+    text = f"{base[: scope.start()]}{prep} {scope.group('scope')}{base[scope.end():]}"
+    verb = re.search(r"\b(?:is|are|does|do|has|have|can)\b", text[: scope.start()]) if prep == "before" else None
+    past = {"is": "was", "are": "were", "does": "did", "do": "did", "has": "had", "have": "had", "can": "could"}
+    return text if verb is None or len(text[: verb.start()].split()) > 3 else \
+        text[: verb.start()] + past[verb.group().lower()] + text[verb.end():]
+
+
+def _same_frame(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """``text`` in the earlier question's frame with a word or two changed, what it left out of it kept: "What does gzip's
+    -1 option do?" then "And what does the -9 option do?" asks of gzip's -9 option."""
+    same = _parallel(text.split(), base.split())
+    return (same, "parallel", base) if same and same.lower() != text.lower() else None
+
+
+def _doing(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """"Is that the default?" after "What does lsof's -l option do?": is the thing that does it the default."""
+    does, that = re.fullmatch(r"(?i)what\s+(?:does|do)\s+(?P<x>.+?)\s+do", base), re.match(r"(?i)(?:is|was)\s+(?:that|this)\b", text)
+    return (f"{text[: that.end() - 4]}{does.group('x')}{text[that.end():]}", "pronoun", does.group("x")) if does and that else None
+
+
+def _way(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
+    """"How do I get X?" then "Does that work on Y?": the way to get X."""
+    way = re.match(r"(?i)how\s+(?:do|can|should)\s+(?:i|you|we|one)\s+(?P<s>.+)", base)
+    that = re.search(r"(?i)\b(?:that|this)(?=\s+(?:also\s+)?work)", text) if way else None
+    return (f"{text[: that.start()]}the way to {way.group('s')}{text[that.end():]}", "pronoun", f"the way to {way.group('s')}") \
+        if that else None
 
 
 def _acted_on(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
@@ -611,7 +664,7 @@ def _in_context(earlier: str) -> str:
     """The earlier question in brackets, to follow a question whose pronoun it explains, without its opening "and";
     brackets do not nest: the question the earlier one had in brackets, the oldest, follows it ("(who contributed that
     code; which library does grep -P use since 3.8)"), as it grounds both."""
-    grounded = re.search(r"\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*$", _bare(earlier))
+    grounded = re.search(r"\s+\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*$", _bare(earlier))
     parts = [_bare(earlier)[: grounded.start()], grounded.group(1).split("; ")[-1]] if grounded else [earlier]
     parts = [_bare(next((r.connectives.sub("", _bare(p)) for r in RULES.values() if r.connectives.match(_bare(p))), p))
              or _bare(p) for p in parts]
@@ -698,7 +751,7 @@ def _plural_phrase(earlier: str) -> str | None:
     """What "they" or "them" stands for in ``earlier``: the asked noun with its clause when that is plural
     ("the wildcards the Files field can use"), else its first plural noun phrase, with the determiner,
     names and participles before its head ("the Debian patches", "compiled .pyc files")."""
-    text = _plain(earlier)
+    text = re.sub(r"(?i)^how\s+many\s", "Which ", _plain(earlier))  # "How many filters can X have": the filters X can have
     relative = _relative_phrase(text)
     if relative is not None and _plural_noun(_ASKED_NOUN.match(text).group("noun").split()[-1]):
         return relative
@@ -755,19 +808,30 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         if closing:
             start = closing[-1].start()
             return Resolution(_finish(base[:start] + fragment, earlier, mark), rule, base[start:])
+        if rules is EN and _ASKS_WHICH.match(base) and _TOPIC_PRONOUN.search(fragment):
+            # "Which lsof option ANDs the selections?" then "And without it?": "it" is the thing asked for
+            thing = _referent(base, language)[0]
+            return Resolution(_finish(f"What happens {_TOPIC_PRONOUN.sub(thing, fragment, count=1)}", earlier, mark), rule, thing)
         if not named_runs(fragment) or not named_runs(base) or opener in _SUBORDINATORS:
             # "How do I report a bug in Debian?" then "What about by email?", a condition: added, never asked "of" the subject
             return Resolution(_finish(f"{base} {fragment}", earlier, mark), rule, base)
         fragment = " ".join(words[1:])
-    replaced = _same_head(base, fragment, rules)
+    call = re.search(r"\b[\w.]+\((?P<args>['\"\d][^()]*)\)", base) if words[0].lower() in ("a", "an") else None
+    if call and not named_runs(fragment):  # "What does f('a.b') return?" then "What about a name with no dot?"
+        return Resolution(_finish(f"{base[: call.start('args')]}{base[call.end('args'):]} for {fragment}", earlier, mark), rule, base)
+    replaced = _parallel_part(base, fragment) or _parallel_phrase(base, fragment, rules) or _same_head(base, fragment, rules)
     if replaced is not None:
         return Resolution(_finish(replaced, earlier, mark), rule, base)
     content = _content_words(fragment, rules)
     attribute = not content or all(w in rules.relational for w in content)
     fragment_names = named_runs(fragment, opening=False)
     runs = named_runs(base)
-    if fragment_names and runs:  # the name of the fragment's shape ("IPv6" for "IPv4"), else the last
-        start, end = next((r for r in runs if os.path.commonprefix([base[r[0]: r[1]].lower(), fragment.lower()])[2:]), runs[-1])
+    # the name of the fragment's shape ("IPv6" for "IPv4"), else the asked one, else the last when the fragment is a name
+    # ("the Image service"), not a phrase of one ("the number of Blocks")
+    shaped = [r for r in runs if os.path.commonprefix([base[r[0]: r[1]].lower(), fragment.lower()])[2:]]
+    shaped += [r for r in runs if _ASKED_BEFORE.search(base[: r[0]])] + runs[-1:] * (not set(fragment.split()) & rules.prepositions)
+    if fragment_names and shaped:
+        start, end = shaped[0]
         if _ASKED_BEFORE.search(base[:start]):
             # "Which GID must the tty group have ...?" then "what about the nobody UID?": a value of the asked kind
             closing = _SCOPE.search(base, end)  # "on systemd systems": where it was asked
@@ -780,8 +844,6 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
             fragment = fragment.split(None, 1)[1]  # "the 1st digit" and "the 3rd": "the 3rd digit"; "ed's -s"
         head = re.match(r"\s+(\w+)\b", base[end:])  # "ed's -p option" and "the -s option": the head once
         end += head.end() if head and fragment.lower().endswith(f" {head.group(1).lower()}") else 0
-        if base[:start].lower().endswith(fragment[: fragment_names[0][0]].lower()):
-            fragment = fragment[fragment_names[0][0]:]  # "la opción -r" and "la opción -f": "la opción -f"
         return Resolution(_finish(base[:start] + fragment + base[end:], earlier, mark), rule, base[start:end])
     subject, clause = _referent(base, _language_of(earlier, language), demonstrative=False)
     leans = rules.pronoun.search(fragment) is not None  # "versions that do not belong to it": the earlier question
@@ -802,34 +864,71 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
     if rest and first.lower() in rules.possessive_articles:
         # "its maximum" is asked of the earlier subject: "the maximum of the ack deadline", not "its maximum of" it
         fragment = " ".join(p for p in (rules.possessive_articles[first.lower()], rest) if p)
-    if clause or leans or not attribute and not fragment_names:
+    if clause or leans or not attribute and (not fragment_names or set(fragment.split()) & rules.prepositions):
         asked = f"{rules.about} {fragment} {_in_context(earlier)}"
         return Resolution(_finish(asked, asked, mark), rule, subject)
-    if fragment_names:
-        return Resolution(_finish(f"{base} {rules.default_preposition} {fragment}", earlier, mark), rule, base)
     asked = f"{rules.what_is} {fragment} {_of(rules, subject)}"
     return Resolution(_finish(asked, asked, mark), rule, subject)
 
 
-def _same_head(base: str, fragment: str, rules: Language) -> str | None:
-    """The earlier question with its phrase of the same head noun (:func:`_same_noun`) replaced by
-    ``fragment`` ("the cleandead tool" by "the compdb tool", "the regular users" by "system users"), or the
-    attribute before its head by an attribute alone ("the maximum" for "the default minimum backoff": the
-    default maximum backoff). None when nothing matches."""
-    words = fragment.split()
-    if len(words) < 2 or words[-1].lower() in rules.stop or not words[-1].isalpha():
+def _alike(a: str, b: str) -> int:
+    """Two names' common start and end, when one is 3+ letters and 2/5 of the longer ("ref", "unref"; "egrep", "fgrep")."""
+    a, b = a.lower(), b.lower()
+    start, end = len(os.path.commonprefix([a, b])), len(os.path.commonprefix([a[::-1], b[::-1]]))
+    return start + end if a != b and max(start, end) >= max(3, 0.4 * max(len(a), len(b))) else 0
+
+
+def _parallel_part(base: str, fragment: str) -> str | None:
+    """``base`` with ``fragment`` (a word, call or quoted value) in the place of the part of a name it is like: "What does
+    timeout.ref() do?" then "What about unref?" asks of timeout.unref(); "--files='all'" then "'none'": --files='none'."""
+    if re.fullmatch(r"(?<!\w)['\"‘“].+['\"’”]", fragment):
+        values = list(re.finditer(r"(?<!\w)['\"‘“][^'\"‘’“”]+['\"’”](?!\w)", base))
+        return base[: values[-1].start()] + fragment + base[values[-1].end():] if values else None
+    call = re.fullmatch(r"(?P<core>[\w-]+)(?P<args>\([^()]*\))?", fragment)
+    parts = [(_alike(p.group(), call.group("core")), w.start() + p.start(), w.start() + p.end())
+             for w in re.finditer(r"[\w][\w./:=+-]*(?:\([^()]*\))?", base) if w.group().lower() not in _CLOSED
+             for p in re.finditer(r"[^\W_][\w-]*", w.group())] if call else []
+    alike, start, end = max(parts, default=(0, 0, 0))
+    if not alike:
         return None
-    head = words[-1]
-    found = _earlier_phrase(base, head, exact=head.lower() in rules.relational)
-    if found is not None:  # the fragment's determiner, if it has one, in place of the earlier one
-        return base[: found[0] if words[0].lower() in _DETERMINERS else found[2]] + fragment + base[found[1]:]
-    if len(words) == 2 and head.lower() in rules.relational:
-        before = [m for m in re.finditer(r"\b(?P<attribute>[\w'’-]+)\s+(?P<head>[\w'’-]+)", base)
-                  if m.group("attribute").lower() in rules.relational and m.group("head").lower() not in rules.stop
-                  and m.group("head").lower() not in rules.relational and m.group("attribute").lower() != head.lower()]
-        if before:
-            return base[: before[-1].start()] + head + base[before[-1].end("attribute"):]
+    args = re.match(r"\([^()]*\)", base[end:]) if call.group("args") else None
+    return base[:start] + fragment + base[end + (args.end() if args else 0):]
+
+
+def _parallel_phrase(base: str, fragment: str, rules: Language) -> str | None:
+    """``base`` with the phrase of its determiner that shares a word (or a bound: "the first", "the second") with the
+    noun phrase ``fragment`` changed word for word as it says ("the default X cache file" and "the cache directory")."""
+    wanted = fragment.split()
+    if len(wanted) < 2 or wanted[0].lower() not in (*_DETERMINERS, "un", "une", "ein", "eine"):
+        return None
+    for opener in _OPENS_PHRASE.finditer(base):
+        if opener.group("opener").lower() != wanted[0].lower() and {opener.group("opener").lower(), wanted[0].lower()} != {"a", "an"}:
+            continue
+        words = base[opener.start():].split()[:9]
+        ops = SequenceMatcher(None, [w.lower() for w in words], [w.lower() for w in wanted], autojunk=False).get_opcodes()
+        if ops[-1][0] == "replace" and ops[-1][4] == len(wanted) and words[ops[-1][1]].lower() not in rules.stop:
+            # the fragment's last words for as many earlier ones, the earlier words after them kept
+            op, i1, i2, j1, j2 = ops.pop()
+            ops += [(op, i1, i1 + min(i2 - i1, j2 - j1), j1, j2), ("delete", i1 + min(i2 - i1, j2 - j1), i2, j2, j2)]
+        equal = [w for op, i1, i2, _, _ in ops if op == "equal" for w in words[i1:i2] if w.lower() not in rules.stop]
+        swaps = [(words[i1:i2], wanted[j1:j2]) for op, i1, i2, j1, j2 in ops if op == "replace"]
+        if any(op == "insert" for op, *_ in ops) or not swaps or any(len(a) > 2 or len(b) > 2 for a, b in swaps) \
+                or not equal and not all(
+                    a[0].lower() in rules.scale and b[0].lower() in rules.scale for a, b in swaps):
+            continue
+        merged = [w for op, i1, i2, j1, j2 in ops for w in (wanted[j1:j2] if op == "replace" else words[i1:i2])]
+        return base[: opener.start()] + " ".join(merged) + base[opener.start() + len(" ".join(words)):]
     return None
+
+
+def _same_head(base: str, fragment: str, rules: Language) -> str | None:
+    """The earlier question with the bound before its head replaced by the bound ``fragment`` asks ("the maximum" for
+    "the default minimum backoff": the default maximum backoff); None when it has none."""
+    head = fragment.split()[-1]
+    before = [m for m in re.finditer(r"\b(?P<attribute>[\w'’-]+)(?=\s+(?P<head>[\w'’-]+))", base)
+              if m.group("attribute").lower() in rules.scale and m.group("head").lower() not in rules.stop | rules.scale
+              and m.group("attribute").lower() != head.lower()] if len(fragment.split()) == 2 and head.lower() in rules.relational else []
+    return base[: before[-1].start()] + head + base[before[-1].end("attribute"):] if before else None
 
 
 def _same_noun(word: str, other: str) -> bool:
@@ -843,14 +942,14 @@ def _same_noun(word: str, other: str) -> bool:
     return common >= 4 and min(len(a), len(b)) - common >= 2
 
 
-def _earlier_phrase(base: str, noun: str, exact: bool = False) -> tuple[int, int, int] | None:
-    """Where the earlier question's noun phrase whose head is ``noun``'s (:func:`_same_noun`; ``exact``: the
-    same word) starts, where it ends, and where its words after the determiner or interrogative that opens
-    it start (at most three words: "a static uid"). None when it has none."""
+def _earlier_phrase(base: str, noun: str) -> tuple[int, int, int] | None:
+    """Where the earlier question's noun phrase whose head is ``noun``'s (:func:`_same_noun`) starts, where it ends,
+    and where its words after the determiner or interrogative that opens it start (at most three words: "a static
+    uid"). None when it has none."""
     for match in _OPENS_PHRASE.finditer(base):
         window = re.split(r"[.,;:!?](?:\s|$)", base[match.end(): match.end() + 200])[0]  # three words, one sentence
         for word in list(re.finditer(r"[\w/+.#'’-]*[\w/+#'’-]", window))[:3]:
-            if word.group()[:1].isalpha() and (word.group().lower() == noun.lower() if exact else _same_noun(word.group(), noun)):
+            if word.group()[:1].isalpha() and _same_noun(word.group(), noun):
                 return match.start(), match.end() + word.end(), match.end()
     return None
 

@@ -24,11 +24,11 @@ class Language:
     possessive: re.Pattern[str]  # a possessive with the noun phrase after it, group "np"
     expletive: re.Pattern[str]  # an empty pronoun: left alone
     relational: frozenset[str]  # words that only mean something of something else
+    scale: frozenset[str]  # ordinals and bounds: "the second" parallels "the first", "the maximum" "the minimum"
     stop: frozenset[str]  # function words, for "is the rest only relational words?"
     of: str  # "the X of Y": the word between
     about: str  # the opening of a "what about" question written out
     prepositions: frozenset[str]
-    default_preposition: str
     possessive_articles: dict[str, str]
     which: frozenset[str]  # the interrogatives that open a noun phrase: "which id", "welche Stufe", "quel port"
     # a word that points back at the earlier turn where the rule cannot put its subject in its place: a person ("he",
@@ -77,13 +77,14 @@ EN = Language(
                  r"|\bit\s+(?:is|was|'s)\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|recommended|"
                  r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
                  r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
-    referring=_p(r"\b(?:^why\s+(?:the|a|an)|^(?:why(?:\s+not)?|how\s+(?:come|so)|since\s+when|(?:since|until)\s+which\s+\w+|(?:and\s+)?(?:before|earlier|previously|later|now))$|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
-                 r"the\s+(?:old|other|new|former|latter)\s+ones?|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
+    referring=_p(r"\b(?:^why\s+(?:the|a|an)|^(?:why(?:\s+not)?|how\s+(?:come|so)|since\s+when|(?:since|until)\s+which\s+\w+|(?:and\s+)?(?:before|earlier|previously|later|now)"
+                 r"|(?:and\s+)?(?:(?:in|on|for|from|at|by|with|under)\s+(?:which|what)\s+\w+|when|where|how\s+(?:long|often|many|much)))$|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|such|else|instead|anyway|the\s+same|"
+                 r"the\s+(?:old|other|new|former|latter|first|second|third|last|next)\s+ones?|the\s+(?:opposite|reverse|inverse)|"
+                 r"^how\s+many(?=\s+(?:can|could|do|does|did|are|is|were|will|should|may)\s)|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
                  r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
     **_lists("en"),
     of="of",
     about="What about",
-    default_preposition="for",
     possessive_articles={"its": "the", "their": "the"},
     yes_no_object=_p(r"^(?:does|do|did|can|could|will|would|is|are)\s+(?P<x>\S+(?:\s+\S+)?)\s+(?:have|has|run|runs|"
                      r"offer|offers|provide|provides|support|supports|ship|ships|include|includes|use|uses|keep|"
@@ -112,13 +113,13 @@ DE = Language(
     expletive=_p(r"\bgibt\s+es\b|\bes\s+gibt\b|\bgeht\s+es\b|\bist\s+es\s+(?:möglich|sinnvoll|nötig|notwendig|"
                  r"erlaubt|besser|wichtig)\b|\bes\s+ist\s+(?:möglich|sinnvoll|nötig|notwendig|erlaubt|besser|wichtig)\b"
                  r"|\bdauert\s+es\b|\bes\s+dauert\b"),
-    referring=_p(r"\b(?:^(?:warum|wieso|weshalb)(?:\s+nicht)?$|^seit\s+wann$|er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
+    referring=_p(r"\b(?:^(?:warum|wieso|weshalb)(?:\s+nicht)?$|^seit\s+wann$|^(?:und\s+)?(?:(?:in|seit|für|bis|ab|mit|an|auf)\s+"
+                 r"welche[rsnm]?\s+\w+|wann|wo|wie\s+lange|wie\s+oft)$|er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
                  r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
     **_lists("de"),
     of="von",
     about="Was ist mit",
     what_is="Was ist",
-    default_preposition="für",
     possessive_articles={},
 )
 
@@ -141,12 +142,12 @@ FR = Language(
                   r"des|et|ou|est|sont|si|en)\b|\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
                  r"|\by\s+a-t-il\b|\bfaut-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
-    referring=_p(r"\b(?:^pourquoi(?:\s+pas)?$|^depuis\s+quand$|lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
+    referring=_p(r"\b(?:^pourquoi(?:\s+pas)?$|^depuis\s+quand$|^(?:et\s+)?(?:(?:en|dans|pour|depuis|à|de|sur|avec)\s+"
+                 r"(?:quel|quelle|quels|quelles)\s+\w+|quand|où|combien)$|lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
     **_lists("fr"),
     of="de",
     about="Qu'en est-il de",
     what_is="Quel est",
-    default_preposition="pour",
     possessive_articles={"son": "le", "sa": "la", "ses": "les", "leur": "le", "leurs": "les"},
 )
 
@@ -164,13 +165,13 @@ ES = Language(
     possessive=_p(r"\b(?P<pos>su|sus)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:en|para|con|de|del|y|o|es|son|si)\b|"
                   r"\s*[?.!,;:]|\s*$)"),
     expletive=_p(r"(?!x)x"),  # Spanish drops the empty subject rather than writing one
-    referring=_p(r"(?:^por\s+qué(?:\s+no)?$|^desde\s+cuándo$)|\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
+    referring=_p(r"(?:^por\s+qué(?:\s+no)?$|^desde\s+cuándo$|^(?:y\s+)?(?:(?:en|desde|para|hasta|con|de)\s+(?:qué|cuál)\s+\w+|"
+                 r"cuándo|dónde))$|\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
                  r"aquel|aquella|aquellos|aquellas)\s+\w+)\b"),
     **_lists("es"),
     of="de",
     about="¿Qué hay de",
     what_is="¿Cuál es",
-    default_preposition="para",
     possessive_articles={"su": "", "sus": ""},
 )
 
