@@ -18,6 +18,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
@@ -250,6 +251,26 @@ def below_thresholds(grade: Grade, thresholds: GradeThresholds) -> bool:
     """The reference rule: a grade with any score below its threshold, or not grounded, does not pass
     (the grader then refines, abstains or stops: see services/grader)."""
     return bool(failed_thresholds(grade, thresholds))
+
+
+# A number as a question states it, a word of its own: a version, a release, a count ("3.9", "4.10.0", "600"); the
+# digits of a name are not one ("sr0", "V10", "BM25", "192.0.2.0/24").
+_STATED_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+_WORD_EDGES = ",;:!?()[]{}\"'“”«»„"
+
+
+def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
+    """The numbers ``question`` states that no passage states ("What changed in grep 3.9?" over passages about
+    3.8 and 3.10), in order: the passages are about another version, release or count than the one asked about,
+    so what they say cannot be the answer. A passage states a number where it stands apart from other digits
+    ("grep-3.9", "V10", "3.9.1" all state 3.9 or 10; "13.9" and "3.95" do not)."""
+    text = "\n".join(passages)
+    words = (word.strip(_WORD_EDGES).rstrip(".") for word in question.split())
+    out: list[str] = []
+    for number in dict.fromkeys(w for w in words if _STATED_NUMBER.fullmatch(w)):
+        if not re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", text):
+            out.append(number)
+    return out
 
 
 # ------------------------------------------------------- prompt injection

@@ -126,3 +126,16 @@ def test_stripping_directives_is_computed_once_per_text_bounded_and_a_changed_te
     assert strip_model_directives(text.replace("BM25", "Okapi BM25")) == ("Okapi BM25 saturates term frequency.", 1)
     info = strip_model_directives.cache_info()
     assert info.misses == 2 and info.maxsize == 4096
+
+
+def test_the_numbers_a_question_states_that_no_passage_states():
+    from shared.query.grading import numbers_unstated
+
+    passages = ["Release notes for kestrel-4.2 and 4.10.1.", "Kestrel V7 reads 13.9 MB per second."]
+    assert numbers_unstated("What changed in kestrel 4.2?", passages) == []  # "kestrel-4.2"
+    assert numbers_unstated("What changed in kestrel 4.10?", passages) == []  # "4.10.1" is a 4.10 release
+    assert numbers_unstated("Is V7 faster than version 3.9?", passages) == ["3.9"]  # "13.9" is another number
+    assert numbers_unstated("What changed in kestrel 4.3 and 4.1?", passages) == ["4.3", "4.1"]
+    assert numbers_unstated("Which release reads files fastest?", passages) == []
+    # the digits of a name are no number the question states
+    assert numbers_unstated("Which group does /dev/sr0 own, and does V9 or BM25 read it?", passages) == []

@@ -282,3 +282,31 @@ def test_a_question_with_content_words_is_searched_without_feedback_terms():
     assert llm.transform(asked, today=date(2026, 3, 14)).rewritten == asked
     date_only = llm.transform("What's new today?", today=date(2026, 3, 14)).rewritten
     assert date_only.startswith("What's new today? March 2026") and len(date_only.split()) > 5
+
+
+# A changelog of a made-up tool: its releases 2.7 and 2.9, never 2.8.
+_QUILL_NEWS = [
+    chunk(21, "quill NEWS", "Changes in quill 2.9: the --plain option now also drops the colour codes of warnings. "
+                            "The manual page was rewritten."),
+    chunk(22, "quill NEWS", "Changes in quill 2.7: quill reads its settings from ~/.quillrc before the system file. "
+                            "Startup is twice as fast."),
+]
+
+
+def test_a_question_about_a_release_no_passage_names_is_not_answerable():
+    llm, _ = _model(_QUILL_NEWS)
+    contexts = _contexts(*(c.text for c in _QUILL_NEWS))
+    grade = llm.grade("What changed in quill 2.8?", contexts)
+    assert not grade.answerable and not grade.grounded
+    assert "no passage states 2.8" in grade.reasoning, grade.reasoning
+    # the release the passages do name: nothing said against it
+    assert "no passage states" not in llm.grade("What changed in quill 2.9?", contexts).reasoning
+
+
+def test_a_release_the_passage_leaves_out_does_not_refuse_a_question_that_asks_more():
+    # a changelog names its release in a heading the retrieved passage may not hold: a question with more to
+    # it than the release is left to the rest of the evidence
+    llm, _ = _model(_QUILL_NEWS)
+    contexts = _contexts("The --plain option now also drops the colour codes of warnings.")
+    grade = llm.grade("Which option of quill 2.9 drops the colour codes of warnings?", contexts)
+    assert "no passage states" not in grade.reasoning, grade.reasoning

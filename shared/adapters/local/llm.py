@@ -90,7 +90,7 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.grading import shown_apart, strip_model_directives
+from shared.query.grading import numbers_unstated, shown_apart, strip_model_directives
 from shared.query.reading.answer_types import (
     FactSupport,
     asked_subject,
@@ -530,7 +530,9 @@ class LocalLanguageModel:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
             # neutral grade that neither claims an answer nor abstains.
             answerable, grounded = True, False
-        if ev.unknown:
+        # also the number the question turns on ("What changed in grep 3.9?") stated by no passage: another release's
+        other_number = self.unstated_number(query, [c.whole or c.text for c in contexts])
+        if ev.unknown or other_number:
             answerable, grounded = False, False
         near_miss = support.near_miss
         if near_miss:
@@ -553,6 +555,8 @@ class LocalLanguageModel:
             + (f"; not in the corpus: {', '.join(ev.absent)}" if ev.absent else "")
             + ("; " + "; ".join(support.missing) if support.missing else "")
             + (f"; the corpus never mentions {', '.join(ev.unknown)}" if ev.unknown else "")
+            + (f"; no passage states {' or '.join(other_number)}, which carries the question: the passages are "
+               "about another version or release" if other_number else "")
             + ("; nothing retrieved is about this question" if off_topic and not answerable else "")
             + ("; answerable all the same: the reader's verdict finds what it would quote likely right"
                if reader_states else "")
@@ -566,6 +570,23 @@ class LocalLanguageModel:
             reasoning=reasoning,
             missing_aspects=ev.missing,
         )
+
+    @staticmethod
+    def unstated_number(query: str, passages: Sequence[str]) -> list[str]:
+        """The numbers ``query`` states that no passage states (:func:`~shared.query.grading.numbers_unstated`),
+        when they carry a third or more of the question's key terms by weight (a number weighs as a name does):
+        "What changed in grep 3.9?" asks about 3.9 and little else, so passages about other releases cannot answer
+        it; "Which new readline command in bash 5.2 corrects spelling?" asks more than its release (a changelog
+        names the release in a heading the passage may not hold), and is left to the rest of the evidence. Empty
+        otherwise."""
+        unstated = numbers_unstated(query, [strip_model_directives(p)[0] for p in passages])
+        if not unstated:
+            return []
+        terms = content_terms(in_english(query)[1], keep_temporal=False)
+        weights = {t: 1.5 if ACRONYM.match(t) or any(ch.isdigit() for ch in t) or t[:1].isupper() else 1.0
+                   for t in terms}
+        carried = sum(w for t, w in weights.items() if any(n in t for n in unstated))
+        return unstated if weights and carried * 3 >= sum(weights.values()) else []
 
     def synthesize(self, query: str, contexts: Sequence[NumberedContext], *, language: str,
                    observe: Observe | None = None) -> Answer:
