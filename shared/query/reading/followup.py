@@ -115,6 +115,16 @@ _ASKED_BEFORE = re.compile(rf"(?:^|\s)(?:{_WHICH})\s+$", re.IGNORECASE)
 # what opens a noun phrase: a determiner or an interrogative
 _OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|einen|le|la|les|un|une|el|los|las|"
                            rf"{_WHICH})\s+", re.IGNORECASE)
+# "the Urgency field, which says ...": what describes a thing named
+_DESCRIBED = re.compile(r"(?i),?\s+(?:that|which|who)\s")
+# what no well-formed question holds (nor "Is that ..." still leaning on the earlier answer): a determiner doubled ("Which the nobody UID"), a possessive before a verb
+# ("Where is ssh's stored"), a determiner ("ed's the -s option") or nothing ("download pip's"), "of" after an
+# auxiliary ("What does the -9 option do of gzip"), a word twice; and no bracket left open
+_MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
+                        r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
+                        r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+ed\s*[?.!]?$"
+                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b"
+                        r"|\w['’]s\s+(?:the|an?)\s|\w['’]s$|\b([a-z]{3,})\s+\3\b|^(?:is|was|are|were|do|does|did|can|will|has)\s+(?:that|this)\b")
 
 
 def _bare(question: str) -> str:
@@ -130,13 +140,9 @@ def _plain(question: str, rules: Language = EN) -> str:
 def _named(token: str, first: bool) -> bool:
     """A token naming a thing: a digit, an inner capital, a path, an identifier's dot or underscore or a call's
     brackets ("path.isAbsolute", "CMAKE_BUILD_TYPE", "getch()") anywhere; a capital after the first word."""
-    if token == "I":
-        return False  # the personal pronoun, capitalised wherever it stands
-    if any(c.isdigit() for c in token) or "/" in token or "_" in token or "." in token[1:-1] or token.endswith("()"):
-        return True
-    if any(c.isupper() for c in token[1:]):
-        return True
-    return not first and token[:1].isupper()
+    marked = any(c.isdigit() for c in token) or "/" in token or "_" in token or "." in token[1:-1] \
+        or token.endswith("()") or any(c.isupper() for c in token[1:])
+    return token != "I" and (marked or not first and token[:1].isupper())  # "I": capitalised wherever it stands
 
 
 def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
@@ -188,7 +194,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
         return (text[0].lower() + text[1:]) if demonstrative or not acted else acted.group("s"), False
     if rules is EN and demonstrative and (what := _WHAT_ACTS.match(text)) and what.group("y").lower() not in _DETERMINERS:
         # "What does deflate use to find X?" then "... inserted into it?": what deflate uses to find X
-        return f"what {what.group('y')} {_third_person(what.group('v')) if what.group('aux').lower() == 'does' else what.group('v')} {what.group('s')}", False
+        return f"what {what.group('y')} {_after_subject(what.group('aux'), what.group('v'))} {what.group('s')}", False
     if rules is EN and (changed := _CHANGED_IN.match(text)):
         return changed.group("s"), False  # "What changed in the json module in Python 3.1": the json module ...
     for pattern in rules.copula:
@@ -268,12 +274,7 @@ def _relative_phrase(text: str) -> str | None:
     verb_at, named = len(subject.split()), named_runs(subject)
     if verb_at > 4 or words[0].lower() not in _NOUN_PHRASE_OPENERS and named != [(0, len(subject))] and verb_at > 1:
         return None
-    verb, aux = words[verb_at], match.group("aux").lower()
-    if aux == "does":
-        verb = _third_person(verb)
-    elif aux != "do":
-        verb = f"{aux} {verb}"  # "can use": a modal stays with its verb
-    phrase = [*words[:verb_at], verb, *words[verb_at + 1:]]
+    phrase = [*words[:verb_at], _after_subject(match.group("aux"), words[verb_at]), *words[verb_at + 1:]]
     return f"the {' '.join(match.group('noun').split())} {' '.join(phrase)}"
 
 
@@ -302,7 +303,11 @@ def _subject_relative_phrase(text: str) -> str | None:
     return f"the {noun} that {adverb}{verb} {rest}"
 
 
-def _third_person(verb: str) -> str:
+def _after_subject(aux: str, verb: str) -> str:
+    """``verb`` after its subject, ``aux`` gone: "does use" as "uses", "do use" as "use"; a modal stays ("can use")."""
+    aux = aux.lower()
+    if aux != "does":
+        return verb if aux == "do" else f"{aux} {verb}"
     return {"have": "has", "be": "is"}.get(verb) or (verb + "es" if verb.endswith(("s", "sh", "ch", "x", "z", "o")) else
         verb[:-1] + "ies" if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou" else verb + "s")
 
@@ -344,24 +349,11 @@ def _parallel(typed: list[str], earlier: list[str]) -> str | None:
                     for op, i1, i2, j1, j2 in ops for e, t in zip(earlier[i1:i2], typed[j1:j2] or earlier[i1:i2], strict=False)) if kept else None
 
 
-# what no well-formed question holds (nor "Is that ..." still leaning on the earlier answer): a determiner doubled ("Which the nobody UID"), a possessive before a verb
-# ("Where is ssh's stored"), a determiner ("ed's the -s option") or nothing ("download pip's"), "of" after an
-# auxiliary ("What does the -9 option do of gzip"), a word twice; and no bracket left open
-_MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
-                        r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
-                        r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+ed\s*[?.!]?$"
-                        r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b"
-                        r"|\w['’]s\s+(?:the|an?)\s|\w['’]s$|\b([a-z]{3,})\s+\3\b|^(?:is|was|are|were|do|does|did|can|will|has)\s+(?:that|this)\b")
-
-
 def _well_formed(question: str, rules: Language) -> bool:
     """A rewrite that reads as a question: its interrogative or auxiliary first (after a leading clause), none of
     :data:`_MALFORMED`'s garbles."""
     text = re.split(r"[.!?]\s+", _plain(question, rules))[-1]  # its last sentence asks ("My patch was merged. What ...")
     return _asks(text, rules) and _MALFORMED.search(text) is None and question.count("(") == question.count(")")
-
-
-_DESCRIBED = re.compile(r"(?i),?\s+(?:that|which|who)\s")
 
 
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
@@ -460,7 +452,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     one = _WHICH_ONE.match(stripped) if rules is EN else None
     if one and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _same_frame, _doing, _way):
+    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _same_frame, _doing):
         found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
@@ -531,13 +523,11 @@ def _same_frame(text: str, base: str, answer: str = "") -> tuple[str, str, str] 
 
 
 def _doing(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """"Is that the default?" after "What does lsof's -l option do?": is the thing that does it the default."""
+    """"Is that the default?" after "What does lsof's -l option do?": is the thing that does it the default; "Does that
+    work on Y?" after "How do I get X?": the way to get X."""
     does, that = re.fullmatch(r"(?i)what\s+(?:does|do)\s+(?P<x>.+?)\s+do", base), re.match(r"(?i)(?:is|was)\s+(?:that|this)\b", text)
-    return (f"{text[: that.end() - 4]}{does.group('x')}{text[that.end():]}", "pronoun", does.group("x")) if does and that else None
-
-
-def _way(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """"How do I get X?" then "Does that work on Y?": the way to get X."""
+    if does and that:
+        return f"{text[: that.end() - 4]}{does.group('x')}{text[that.end():]}", "pronoun", does.group("x")
     way = re.match(r"(?i)how\s+(?:do|can|should)\s+(?:i|you|we|one)\s+(?P<s>.+)", base)
     that = re.search(r"(?i)\b(?:that|this)(?=\s+(?:also\s+)?work)", text) if way else None
     return (f"{text[: that.start()]}the way to {way.group('s')}{text[that.end():]}", "pronoun", f"the way to {way.group('s')}") \
