@@ -579,9 +579,9 @@ class LocalLanguageModel:
         it; "Which new readline command in bash 5.2 corrects spelling?" asks more than its release (a changelog
         names the release in a heading the passage may not hold), and is left to the rest of the evidence. Empty
         otherwise."""
-        unstated = numbers_unstated(query, [strip_model_directives(p)[0] for p in passages])
-        if not unstated:
+        if not numbers_unstated(query, passages):  # most questions state no number: nothing to clean then
             return []
+        unstated = numbers_unstated(query, [strip_model_directives(p)[0] for p in passages])
         terms = content_terms(in_english(query)[1], keep_temporal=False)
         weights = {t: 1.5 if ACRONYM.match(t) or any(ch.isdigit() for ch in t) or t[:1].isupper() else 1.0
                    for t in terms}
