@@ -253,6 +253,7 @@ def up(
     home = Path(home).resolve()
     _refuse_to_start(home, stages)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its owner's alone, as the embedded runtime's
+    set_aside_earlier_spans(home)
     log_dir = home / "logs"
     bucket = bucket or f"{project}-blobs"
     started: list[Any] = []  # EmulatorProcess or StageServer, in start order
@@ -293,6 +294,34 @@ def up(
     except BaseException:
         _undo(started)
         raise
+
+
+def set_aside_earlier_spans(home: Path) -> Path | None:
+    """Move the span store of a topology started earlier under ``home`` aside, to
+    ``topology/traces-until-<its last change, UTC>.db``; return its new path (None when there was none).
+
+    The queries those spans describe went with that topology's Firestore emulator: left in place, the
+    new topology's `ragbus traces` listed each of them, `unknown` with no question. Kept, not deleted:
+    they are still read with `sqlite3` (and the retention of RAGBUS_TRACE_RETENTION_DAYS does not reach them).
+    """
+    store = data_home(home) / "traces.db"
+    if not store.exists():
+        return None
+    until = datetime.fromtimestamp(max(p.stat().st_mtime for p in _sqlite_files(store) if p.exists()), UTC)
+    target = store.with_name(f"traces-until-{until:%Y%m%dT%H%M%S}Z.db")
+    n = 1
+    while any(p.exists() for p in _sqlite_files(target)):
+        n += 1
+        target = store.with_name(f"traces-until-{until:%Y%m%dT%H%M%S}Z-{n}.db")
+    for source, moved in zip(_sqlite_files(store), _sqlite_files(target), strict=True):
+        if source.exists():  # its write-ahead log with it: the spans not yet checkpointed are there
+            source.replace(moved)
+    log.info("the spans of the earlier topology under %s are kept in %s", home, target)
+    return target
+
+
+def _sqlite_files(path: Path) -> list[Path]:
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
 
 
 def _processes(started: list[Any]) -> list[dict[str, Any]]:

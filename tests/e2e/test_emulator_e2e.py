@@ -92,6 +92,10 @@ def test_up_ingest_ask_over_http_down(tmp_path, monkeypatch):
     assert not any(_alive(pid) for pid in pids)
     assert topology.read_state(home) is None
     assert "nothing was running" in run_cli(home, "down").stdout
+    # the commands above ran with the client env exported but RAGBUS_HOME at `home`: their spans went with
+    # the topology's, so the embedded runtime's traces hold no query whose record went with the emulators
+    monkeypatch.undo()
+    assert cli_json(home, "traces") == []
 
 
 def _ingestion(home: Path, store) -> None:

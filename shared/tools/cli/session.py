@@ -66,6 +66,12 @@ def open_session(allow_loopback: bool = False, *, embedded_only: str | None = No
     if topology and not runtime_chosen:
         env.update(topology)  # `ragbus up --emulators` is running: talk to it
         os.environ.update(topology)  # the client libraries read the *_EMULATOR_HOST variables
+    elif topology and topology_client(env, topology):
+        # the gcp runtime named on the topology's own Firestore emulator (its variables exported, RAGBUS_HOME
+        # left at this home): its queries' records go with that emulator at `ragbus down`, so their spans go
+        # with the topology's (`$RAGBUS_HOME/topology/traces.db`), as `ragbus traces` reads them while it runs;
+        # in the embedded runtime's traces.db they were rows whose record no store holds, `unknown` ever after
+        env["RAGBUS_HOME"] = os.environ["RAGBUS_HOME"] = topology["RAGBUS_HOME"]
     elif not runtime_chosen and (stopped := stopped_processes(home)):
         # the embedded runtime would quietly take the topology's place in the same home, and what
         # this command ingests or asks would land where the topology does not look
@@ -82,6 +88,14 @@ def open_session(allow_loopback: bool = False, *, embedded_only: str | None = No
         check_cloud_session(settings, embedded_only)
     runtime = build_runtime(settings)
     return Session(settings, runtime.deps, runtime.local)
+
+
+def topology_client(env: dict[str, str], topology: dict[str, str]) -> bool:
+    """Whether ``env`` runs the gcp runtime on the Firestore emulator of the running topology whose
+    client environment is ``topology`` (its query records live there and go with it)."""
+    firestore = topology.get("FIRESTORE_EMULATOR_HOST")
+    return (bool(firestore) and env.get("FIRESTORE_EMULATOR_HOST") == firestore
+            and load_settings(env).runtime == "gcp" and "RAGBUS_HOME" in topology)
 
 
 def check_cloud_session(settings: Settings, embedded_only: str | None) -> None:
