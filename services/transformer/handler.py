@@ -421,8 +421,11 @@ def nothing_new(record: QueryRecord, previous: int, refined: str, searched: int,
 
 def refined_next(record: QueryRecord, iteration: int) -> Message | None:
     """What the refinement of ``iteration - 1`` sends on: the new iteration's query to the retriever, or, when
-    the refinement brought nothing new (:func:`nothing_new`), the ended iteration to the synthesizer."""
-    if record.entry(iteration) is not None:
+    the refinement brought nothing new (:func:`nothing_new`), the ended iteration to the synthesizer. A new
+    iteration is one with a query: an entry without one (a timing written by a writer that created entries to time
+    them) was never searched, and sent on it left the query running until its deadline."""
+    new = record.entry(iteration)
+    if new is not None and new.query:
         return transformed(record, iteration)
     ended = record.entry(iteration - 1)
     if ended is None or ended.decision != "exhausted":

@@ -155,3 +155,21 @@ def test_a_refinement_new_only_in_word_order_case_and_spacing_is_nothing_new():
     record = loop.record()
     assert len(record["iterations"]) == 1 and record["iterations"][0]["decision"] == "exhausted"
     assert record["status"] == "answered"
+
+
+def test_a_refinement_that_ended_the_loop_goes_to_the_synthesizer_though_an_empty_entry_was_timed():
+    """An entry for the next iteration holding only a timing (no query) is not a new iteration: the ended one is
+    sent on; before, the empty entry went to the retriever and the query waited for its deadline."""
+    from services.transformer.handler import refined_next
+    from shared.contract.messages import QueryGraded
+    from shared.query.record import Iteration, QueryRecord
+
+    record = QueryRecord(id="q1", status="running", original_query="How big is the buffer?",
+                         deadline="2026-11-30T00:02:00+00:00", created_at="2026-11-30T00:00:00+00:00",
+                         updated_at="2026-11-30T00:00:00+00:00",
+                         iterations=[Iteration(iteration=0, query="How big is the buffer?", decision="exhausted"),
+                                     Iteration(iteration=1, timings={"transformer": 0.6})])
+    sent = refined_next(record, 1)
+    assert isinstance(sent, QueryGraded) and (sent.iteration, sent.decision) == (0, "exhausted")
+    record.iterations[1].query = "How large is the buffer?"
+    assert not isinstance(refined_next(record, 1), QueryGraded)
