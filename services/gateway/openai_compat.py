@@ -13,7 +13,8 @@ a query that failed or ran out of time is an error, in OpenAI's error shape
 What the Chat Completions API has and ragbus has not: a system prompt cannot change
 how ragbus answers (its prompts hold the injection rules), so system and developer
 messages are read and set aside; ``temperature``, ``max_tokens`` and the other sampling
-arguments are accepted and ignored (the loop's own prompts set them); arguments that
+arguments are accepted and ignored (the loop's own prompts set them), each held to OpenAI's
+type and range (``max_tokens: -1`` is OpenAI's 400 ``integer_below_min_value``); arguments that
 ask for something ragbus cannot give (``n`` > 1, log probabilities, audio, a JSON
 ``response_format``) are refused by name rather than silently not honoured.
 
@@ -30,7 +31,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -77,6 +78,21 @@ _MARKUP = re.compile(r"([\\\[\]*_`<>])")
 
 
 # ------------------------------------------------------------------ request shapes
+
+_INT64 = 2**63 - 1  # OpenAI's integers are 64-bit: a larger one is out of range, however it is spelled
+#: the numeric arguments' checks, whose failures _validation_error words as OpenAI does
+_NUMERIC_ERRORS = frozenset({"int_type", "float_type", "greater_than_equal", "less_than_equal", "finite_number"})
+
+
+def _Integer(low: int, high: int = _INT64) -> Any:  # noqa: N802 (a type)
+    """An integer argument in OpenAI's range (strict: a boolean or 2.0 is no integer)."""
+    return Annotated[int, Field(ge=low, le=high)]
+
+
+def _Decimal(low: float, high: float) -> Any:  # noqa: N802 (a type)
+    """A number argument in OpenAI's range; NaN and infinity (JSON's NaN, Infinity) are in none."""
+    return Annotated[float, Field(ge=low, le=high, allow_inf_nan=False)]
+
 
 
 class TextPart(BaseModel):
@@ -125,19 +141,20 @@ class ChatCompletionRequest(BaseModel):
     filters: ChatFilters | None = Field(
         default=None, description="ragbus extension: search only documents matching these filters "
                                   "(the `filters` object of POST /v1/queries).")
-    # Accepted and ignored: the loop's own prompts set how its model samples and how long it writes.
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    seed: int | None = None
+    # Accepted and ignored: the loop's own prompts set how its model samples and how long it writes. Each is
+    # held to OpenAI's range all the same, so a client's mistake is the 400 OpenAI would answer, not silence.
+    temperature: _Decimal(0, 2) | None = None
+    top_p: _Decimal(0, 1) | None = None
+    max_tokens: _Integer(1) | None = None
+    max_completion_tokens: _Integer(1) | None = None
+    frequency_penalty: _Decimal(-2, 2) | None = None
+    presence_penalty: _Decimal(-2, 2) | None = None
+    seed: _Integer(-_INT64) | None = None
     stop: str | list[str] | None = None
     user: str | None = None
     metadata: dict[str, Any] | None = None
     store: bool | None = None
-    logit_bias: dict[str, Any] | None = None
+    logit_bias: dict[str, _Integer(-100, 100)] | None = None
     parallel_tool_calls: bool | None = None
     tools: list[Any] | None = None
     tool_choice: Any = None
@@ -154,12 +171,17 @@ class ChatCompletionRequest(BaseModel):
     prompt_cache_key: str | None = None
     verbosity: str | None = None
     # Refused when set to what ragbus cannot give (checked in _refused_arguments).
-    n: int | None = None
+    n: _Integer(1, 128) | None = None
     logprobs: bool | None = None
-    top_logprobs: int | None = None
+    top_logprobs: _Integer(0, 20) | None = None
     response_format: dict[str, Any] | None = None
     modalities: list[str] | None = None
     audio: dict[str, Any] | None = None
+
+
+#: the arguments held to a numeric range (their errors are worded as OpenAI words them)
+_NUMERIC_ARGUMENTS = frozenset({"temperature", "top_p", "max_tokens", "max_completion_tokens", "frequency_penalty",
+                                "presence_penalty", "seed", "logit_bias", "n", "top_logprobs"})
 
 
 # ------------------------------------------------------------------ errors
@@ -245,6 +267,8 @@ def _validation_error(exc: ValidationError) -> ChatError:
                                   "kind or where", param=param)
         return ChatError(400, f"unrecognized request argument {_echo(param)}; ragbus takes the OpenAI chat "
                               "completion arguments and 'filters'", param=param)
+    if first["type"] in _NUMERIC_ERRORS and first["loc"][0] in _NUMERIC_ARGUMENTS:
+        return _numeric_error(first, param)
     if first["type"] == "missing":
         return ChatError(400, f"missing required argument {param!r}", param=param)
     if param.endswith(".role") and first["type"] == "literal_error":
@@ -252,6 +276,38 @@ def _validation_error(exc: ValidationError) -> ChatError:
                               "messages (it calls no tools)", param=param)
     shown = json.dumps(first["input"], ensure_ascii=False)[:60] if _jsonable(first["input"]) else "?"
     return ChatError(400, f"{param}: {first['msg']} (got {shown})", param=param)
+
+
+def _numeric_error(error: dict[str, Any], param: str) -> ChatError:
+    """A numeric argument's type or range, in OpenAI's words and codes: "Invalid 'max_tokens': integer below
+    minimum value. Expected a value >= 1, but got -1 instead." (``integer_below_min_value``)."""
+    value, kind = error["input"], error["type"]
+    if kind in ("int_type", "float_type"):
+        expected = "an integer" if kind == "int_type" else "a number"
+        return ChatError(400, f"Invalid type for {param!r}: expected {expected}, but got {_json_kind(value)} instead.",
+                         param=param, code="invalid_type")
+    shown = json.dumps(value)[:40]  # NaN as JSON spells it; an integer of 4,000 digits cut short
+    if kind == "finite_number":
+        return ChatError(400, f"Invalid {param!r}: expected a finite number, but got {shown} instead.",
+                         param=param, code="invalid_value")
+    below = kind == "greater_than_equal"
+    bound = error["ctx"]["ge" if below else "le"]
+    number = "integer" if isinstance(bound, int) else "decimal"  # pydantic gives a float field's bounds as floats
+    limit = f"{'>=' if below else '<='} {bound if number == 'integer' else format(bound, 'g')}"
+    return ChatError(400, f"Invalid {param!r}: {number} {'below minimum' if below else 'above maximum'} value. "
+                          f"Expected a value {limit}, but got {shown} instead.", param=param,
+                     code=f"{number}_{'below_min' if below else 'above_max'}_value")
+
+
+def _json_kind(value: Any) -> str:
+    """What JSON calls ``value``, with its article: "a boolean", "a string"."""
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a decimal"), (str, "a string"),
+                       (list, "an array"), (dict, "an object")):
+        if isinstance(value, kind):
+            return name
+    return "a value"
 
 
 def _jsonable(value: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import openai
 import pytest
 
 from services.gateway import serve
@@ -61,3 +62,23 @@ def test_unknown_routes_and_methods_under_the_openai_paths_answer_in_its_shape(g
     assert wrong.status_code == 405 and wrong.json()["error"]["message"].startswith("GET is not allowed")
     plain = httpx.post(url + URL, content=b"{}", headers={"Content-Type": "text/plain"}, timeout=10)
     assert plain.status_code == 415 and '"messages"' in plain.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("argument", "value", "code"), [
+    ("max_tokens", -1, "integer_below_min_value"), ("max_tokens", 0, "integer_below_min_value"),
+    ("max_tokens", True, "invalid_type"), ("max_completion_tokens", 1.5, "invalid_type"),
+    ("temperature", 2.5, "decimal_above_max_value"), ("top_p", -1, "decimal_below_min_value"),
+    ("n", 0, "integer_below_min_value"),
+])
+def test_the_openai_sdk_reads_a_numeric_argument_out_of_range_as_openai_would_send_it(gateway, argument, value, code):
+    # the SDK sends max_tokens=-1 as it is (it checks nothing); ragbus accepted it and answered. Now the
+    # BadRequestError OpenAI raises: type invalid_request_error, param the argument, OpenAI's code
+    deps, url = gateway
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="ragbus", messages=[USER], **{argument: value})
+    assert refused.value.status_code == 400 and refused.value.body["type"] == "invalid_request_error"
+    assert (refused.value.param, refused.value.code) == (argument, code)
+    assert refused.value.body["message"].startswith(f"Invalid type for '{argument}'" if code == "invalid_type"
+                                                    else f"Invalid '{argument}': ")
+    assert deps.state.count(state_collections.QUERIES) == 0

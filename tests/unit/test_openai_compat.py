@@ -148,6 +148,47 @@ def test_a_refused_content_part_type_is_quoted_back_cut_short():
     assert len(refused.value.message) < 300
 
 
+@pytest.mark.parametrize(("extra", "param", "code", "says"), [
+    ({"max_tokens": -1}, "max_tokens", "integer_below_min_value",
+     "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1, but got -1 instead."),
+    ({"max_tokens": 0}, "max_tokens", "integer_below_min_value", "Expected a value >= 1, but got 0 instead."),
+    ({"max_completion_tokens": -5}, "max_completion_tokens", "integer_below_min_value", "got -5 instead"),
+    ({"max_tokens": 2.0}, "max_tokens", "invalid_type",
+     "Invalid type for 'max_tokens': expected an integer, but got a decimal instead."),
+    ({"max_tokens": True}, "max_tokens", "invalid_type", "expected an integer, but got a boolean instead"),
+    ({"max_tokens": "100"}, "max_tokens", "invalid_type", "but got a string instead"),
+    ({"max_tokens": 10**30}, "max_tokens", "integer_above_max_value", "Expected a value <= 9223372036854775807"),
+    ({"temperature": 2.5}, "temperature", "decimal_above_max_value",
+     "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 2.5 instead."),
+    ({"temperature": -0.1}, "temperature", "decimal_below_min_value", "Expected a value >= 0, but got -0.1"),
+    ({"temperature": float("nan")}, "temperature", "invalid_value", "expected a finite number, but got NaN"),
+    ({"temperature": False}, "temperature", "invalid_type", "expected a number, but got a boolean instead"),
+    ({"top_p": 1.5}, "top_p", "decimal_above_max_value", "Expected a value <= 1"),
+    ({"frequency_penalty": -3}, "frequency_penalty", "decimal_below_min_value", "Expected a value >= -2"),
+    ({"presence_penalty": float("inf")}, "presence_penalty", "invalid_value", "got Infinity instead"),
+    ({"n": 0}, "n", "integer_below_min_value", "Expected a value >= 1, but got 0 instead."),
+    ({"n": True}, "n", "invalid_type", "but got a boolean instead"),
+    ({"top_logprobs": 21}, "top_logprobs", "integer_above_max_value", "Expected a value <= 20"),
+    ({"seed": 1.5}, "seed", "invalid_type", "expected an integer, but got a decimal"),
+    ({"logit_bias": {"50256": -101}}, "logit_bias.50256", "integer_below_min_value", "Expected a value >= -100"),
+])
+def test_numeric_arguments_are_held_to_openais_types_and_ranges_in_its_words(extra, param, code, says):
+    # max_tokens: -1 was accepted (ignored, as every sampling argument is); OpenAI answers it 400
+    # invalid_request_error naming the parameter, and so does ragbus, in the same words and code
+    with pytest.raises(ValidationError) as caught:
+        ChatCompletionRequest.model_validate({"model": "ragbus", "messages": [{"role": "user", "content": "q"}],
+                                              **extra})
+    error = _validation_error(caught.value)
+    assert (error.status, error.param, error.code) == (400, param, code) and says in error.message, error.message
+
+
+def test_numeric_arguments_at_their_bounds_are_accepted():
+    _refused_arguments(ChatCompletionRequest.model_validate(
+        {"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "max_tokens": 1,
+         "max_completion_tokens": 2**63 - 1, "temperature": 0, "top_p": 1, "frequency_penalty": -2,
+         "presence_penalty": 2.0, "n": 1, "top_logprobs": 0, "seed": -(2**63 - 1), "logit_bias": {"7": 100}}))
+
+
 def test_sampling_arguments_are_accepted():
     req = ChatCompletionRequest.model_validate(
         {"model": "ragbus-quick", "messages": [{"role": "user", "content": "q"}], "temperature": 0.2,
