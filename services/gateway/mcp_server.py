@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import Tool as MCPTool
 from pydantic import Field
 
@@ -250,7 +250,7 @@ _TAKES = {"search_documents": {"question", "top_k", "query", "source", "since", 
           "feedback": {"query_id", "rating", "comment", "wrong_citations", "expected"}}
 
 
-def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> dict[str, Any]:
+def _checked_arguments(tool: str, arguments: dict[str, Any], *, max_query_chars: int) -> dict[str, Any]:
     """The tools' arguments checked by the HTTP API's own rules, so a wrong type or value gets the
     API's one-line message (the SDK would answer with pydantic's multi-line text and a link)."""
     out = dict(arguments)
@@ -268,7 +268,9 @@ def _checked_arguments(arguments: dict[str, Any], *, max_query_chars: int) -> di
         if where is not None and (not isinstance(where, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in where.items())):
             raise InvalidInput(f"'where' must be an object of text keys and values, got {shown(where)}")
-        if "rating" in out:  # the feedback tool: the API's own checks, before pydantic's lax conversions
+        if tool == "feedback":  # the API's own checks, before pydantic's lax conversions and its missing-field text
+            if out.get("query_id") is None:
+                raise InvalidInput("missing 'query_id'; send the query_id ask returned")
             validate_feedback({k: v for k, v in out.items() if k != "query_id" and v is not None})
     except InvalidInput as exc:
         raise ToolError(str(exc)) from None
@@ -293,8 +295,17 @@ class _Server(MCPServer):
             raise ToolError(f"{name} takes no argument {', '.join(map(shown, unknown))}; send only "
                             f"{', '.join(sorted(taken - {'query'}))}")
         if taken is not None:
-            arguments = _checked_arguments(arguments, max_query_chars=self.max_query_chars)
-        return await super().call_tool(name, arguments, context)
+            arguments = _checked_arguments(name, arguments, max_query_chars=self.max_query_chars)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK's generic message, its text kept on the server
+        except ToolError as exc:
+            # The SDK puts "Error executing tool ask: " before a tool's own message: the agent (and the person
+            # reading its transcript) reads the problem plainly, as REST and the CLI say it
+            if isinstance(exc.__cause__, ToolError):
+                raise ToolError(str(exc.__cause__)) from exc.__cause__
+            raise
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()

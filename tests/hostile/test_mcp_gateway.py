@@ -236,6 +236,27 @@ def test_mcp_refuses_an_argument_the_tool_does_not_take(quick, tool, arguments, 
     assert _queries(deps) == 0
 
 
+@pytest.mark.parametrize("tool,arguments,says", [
+    ("ask", {"question": "and then?", "conversation_id": "f" * 32},
+     f"no conversation with id '{'f' * 32}' (it may have expired with its queries); leave conversation_id out to "
+     "start one"),
+    ("search_documents", {"top_k": 3}, 'missing \'question\'; send {"question": "your question"}'),
+    ("search_documents", {"question": "what is bm25", "query": "what is bm25"},
+     "send 'question' only: 'query' is its old name"),
+    ("feedback", {"query_id": "f" * 32, "rating": "up"}, f"no query with id '{'f' * 32}'; send the query_id ask returned"),
+    ("feedback", {"query_id": "f" * 32}, 'missing \'rating\'; send {"rating": "up"} or {"rating": "down"}'),
+    ("feedback", {"rating": "up"}, "missing 'query_id'; send the query_id ask returned"),
+])
+def test_a_tool_error_reads_as_the_problem_alone(quick, tool, arguments, says):
+    # the SDK put "Error executing tool ask: " before the tools' own messages (and a missing feedback argument
+    # came as pydantic's multi-line text with its link): the agent, and whoever reads its transcript, is told
+    # the problem plainly, as REST says it
+    server, deps = quick
+    result = _call(server, tool, arguments)
+    assert result.is_error and result.content[0].text == says, result.content
+    assert _queries(deps) == 0
+
+
 LONG = "k" * 30_000
 
 
