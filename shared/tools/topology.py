@@ -238,6 +238,7 @@ def up(
     stage_env: dict[str, str] | None = None,
     startup_timeout_s: float = 240.0,
     python: str | None = None,
+    trace_retention_days: int | None = None,
 ) -> dict[str, Any]:
     """Start the emulators, the layout and one functions-framework server per stage.
 
@@ -246,7 +247,8 @@ def up(
     free ports). ``stage_env`` is added to every stage server's environment.
     Returns the state written to ``$RAGBUS_HOME/topology.json``. Refuses when a
     topology is already running under ``home``; on any failure, stops what it
-    started before raising.
+    started before raising. ``trace_retention_days`` (default RAGBUS_TRACE_RETENTION_DAYS)
+    bounds the span stores earlier topologies left (:func:`expire_set_aside_spans`).
     """
     from shared.tools import emulators
 
@@ -254,6 +256,11 @@ def up(
     _refuse_to_start(home, stages)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)  # its owner's alone, as the embedded runtime's
     set_aside_earlier_spans(home)
+    if trace_retention_days is None:
+        from shared.contract.config import load_settings
+
+        trace_retention_days = load_settings().trace_retention_days
+    expire_set_aside_spans(home, trace_retention_days, time.time())
     log_dir = home / "logs"
     bucket = bucket or f"{project}-blobs"
     started: list[Any] = []  # EmulatorProcess or StageServer, in start order
@@ -302,7 +309,8 @@ def set_aside_earlier_spans(home: Path) -> Path | None:
 
     The queries those spans describe went with that topology's Firestore emulator: left in place, the
     new topology's `ragbus traces` listed each of them, `unknown` with no question. Kept, not deleted:
-    they are still read with `sqlite3` (and the retention of RAGBUS_TRACE_RETENTION_DAYS does not reach them).
+    they are still read with `sqlite3`, for as long as RAGBUS_TRACE_RETENTION_DAYS keeps spans
+    (:func:`expire_set_aside_spans`).
     """
     store = data_home(home) / "traces.db"
     if not store.exists():
@@ -318,6 +326,48 @@ def set_aside_earlier_spans(home: Path) -> Path | None:
             source.replace(moved)
     log.info("the spans of the earlier topology under %s are kept in %s", home, target)
     return target
+
+
+def expire_set_aside_spans(home: Path, retention_days: int, now_s: float) -> list[Path]:
+    """Hold the span stores set aside under ``home`` to the span store's own retention: a store whose
+    last change (the time in its name) is more than ``retention_days`` before ``now_s`` is deleted, its
+    write-ahead log with it; from the others, the spans that ended before then. Return the deleted ones.
+
+    Every ``up`` set one aside and none was ever deleted: they piled up, each as large as its topology's
+    spans, outside RAGBUS_TRACE_RETENTION_DAYS."""
+    from shared.adapters.local.spans import SqliteSpanStore
+
+    cutoff_s = now_s - retention_days * 86400
+    deleted: list[Path] = []
+    for store in sorted(data_home(home).glob("traces-until-*.db")):
+        until = _set_aside_until(store)
+        if until < cutoff_s:
+            for path in _sqlite_files(store):
+                path.unlink(missing_ok=True)
+            deleted.append(store)
+            continue
+        try:
+            kept = SqliteSpanStore(store)
+            try:
+                kept.delete_ended_before(int(cutoff_s * 1e9))
+            finally:
+                kept.shutdown()
+        except Exception as exc:  # noqa: BLE001 - a damaged old store must not stop `up`; it goes at its time
+            log.warning("could not delete old spans from %s: %s", store, exc)
+    if deleted:
+        log.info("deleted %d span store(s) of earlier topologies older than %d day(s) under %s",
+                 len(deleted), retention_days, home)
+    return deleted
+
+
+def _set_aside_until(store: Path) -> float:
+    """When the spans of a store set aside last changed: the time in its name
+    (``traces-until-20261130T072000Z[-2].db``), else its file's (a name edited by hand)."""
+    stamp = store.name.removeprefix("traces-until-")[:16]
+    try:
+        return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return max((p.stat().st_mtime for p in _sqlite_files(store) if p.exists()), default=0.0)
 
 
 def _sqlite_files(path: Path) -> list[Path]:

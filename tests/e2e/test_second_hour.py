@@ -237,7 +237,11 @@ def test_the_topology_names_its_own_storage_and_leaves_no_orphan_traces(tmp_path
     with sqlite3.connect(earlier) as db:
         db.execute("INSERT INTO spans VALUES (?, ?, NULL, 'gateway submit', 'INTERNAL', ?, ?, 'UNSET', NULL, "
                    "'{}', '[]', 'earlierquery0001')", ("e" * 32, "f" * 16, time.time_ns() - 10**9, time.time_ns()))
+    # a store a topology of long ago left aside: past RAGBUS_TRACE_RETENTION_DAYS, `up` deletes it
+    long_ago = earlier.with_name("traces-until-20200101T000000Z.db")
+    SqliteSpanStore(long_ago).shutdown()
     run_cli(home, "up", "--emulators", timeout=300, **NEWCOMER)
+    assert not long_ago.exists()
     try:
         stats = run_cli(home, "stats", **NEWCOMER)
         assert "the emulators of `ragbus up --emulators`" in stats.stderr and "documents: 0" in stats.stdout

@@ -178,3 +178,40 @@ def test_an_expired_query_is_neither_served_nor_rated_though_still_stored(tmp_pa
     finally:
         server.stop()
     assert not system.deps.state.get(state_collections.QUERIES, "q-old").get("feedback")  # not rated
+
+
+def test_the_span_stores_earlier_topologies_left_are_held_to_the_span_retention(tmp_path):
+    # every `ragbus up` set the earlier topology's span store aside as topology/traces-until-<time>.db and none
+    # was ever deleted: they piled up outside RAGBUS_TRACE_RETENTION_DAYS. Now one whose last change is past it
+    # goes whole (its write-ahead log too); from the others, the spans past it
+    import os
+
+    from shared.tools import topology
+
+    home, days = tmp_path / "home", 7
+    store = topology.data_home(home) / "traces.db"
+    store.parent.mkdir(parents=True)
+    set_aside = []
+    for age_days, trace in ((30, "a"), (days + 1, "b"), (2, "c"), (2, "d")):
+        spans = SqliteSpanStore(store)
+        _span(spans, trace * 32, NOW - timedelta(days=age_days))
+        _span(spans, "e" * 32 if trace == "c" else trace.upper() * 32, NOW - timedelta(days=age_days + 6))
+        spans.shutdown()
+        last = (NOW - timedelta(days=age_days)).timestamp()
+        os.utime(store, (last, last))
+        set_aside.append(topology.set_aside_earlier_spans(home))
+    assert set_aside[3].name == set_aside[2].name.replace("Z.db", "Z-2.db")  # the same second: a second name
+    set_aside[0].with_name(set_aside[0].name + "-wal").write_bytes(b"")  # a log left beside one
+
+    deleted = topology.expire_set_aside_spans(home, days, NOW.timestamp())
+
+    assert sorted(deleted) == sorted(set_aside[:2])
+    assert sorted(p.name for p in store.parent.iterdir()) == sorted(p.name for p in set_aside[2:])
+    kept = SqliteSpanStore(set_aside[2])
+    # 2 days old kept; 8 days old (past 7) deleted, though its store's newest span is kept
+    assert kept.spans_of_trace("c" * 32) and kept.spans_of_trace("e" * 32) == []
+    kept.shutdown()
+    assert topology.expire_set_aside_spans(home, days, NOW.timestamp()) == []  # nothing more to delete
+    later = (NOW + timedelta(days=days - 2, seconds=1)).timestamp()  # the others' newest spans past 7 days
+    assert sorted(topology.expire_set_aside_spans(home, days, later)) == sorted(set_aside[2:])  # none kept for good
+    assert list(store.parent.iterdir()) == []

@@ -109,6 +109,7 @@ def up(
             min_backoff_s=settings.retry_min_backoff_s,
             max_backoff_s=max(settings.retry_min_backoff_s, min(settings.retry_max_backoff_s, 600.0)),
             ack_deadline_s=min(max(settings.ack_deadline_s, 10.0), 600.0),
+            trace_retention_days=settings.trace_retention_days,
         )
     except RagbusError as exc:
         raise fail(str(exc)) from None
