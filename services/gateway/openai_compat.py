@@ -335,7 +335,8 @@ def _refused_arguments(req: ChatCompletionRequest) -> None:
     for param, choice in (("tool_choice", req.tool_choice), ("function_call", req.function_call)):
         if choice not in (None, "auto", "none"):
             # "required" or a named function asks the model to call a tool: ragbus's loop calls none
-            raise ChatError(400, f"{param} {_echo(choice if isinstance(choice, str) else 'function')} is not "
+            named = "function" if isinstance(choice, dict) else choice  # a boolean or number quoted as sent
+            raise ChatError(400, f"{param} {_echo(named)} is not "
                                  "available: ragbus answers from its documents and calls no tools (send 'auto', "
                                  "'none' or leave it out)", param=param)
     if req.model not in MODELS:

@@ -250,6 +250,12 @@ def clip_metadata(value: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def json_kind(value: Any) -> str:
+    """What a client sent, as JSON names it ("a boolean", "null"), not Python ("bool", "NoneType")."""
+    return "null" if value is None else {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+                                         list: "a list", dict: "an object"}.get(type(value), "a value")
+
+
 def shown(value: Any) -> str:
     """A client's value quoted in an error, cut short: the message stays one readable line however
     much was sent (a 30 kB field name made a 30 kB error line). Text is quoted as Python quotes it;

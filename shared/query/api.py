@@ -338,8 +338,9 @@ def validate_filters(filters: Any, deps: Deps) -> Filters | None:
     if not isinstance(filters, Filters):
         try:
             filters = Filters.from_dict(filters, now=deps.clock.now())
-        except FilterError as exc:
-            raise InvalidInput(f"filters: {exc}") from None
+        except FilterError as exc:  # "filters must be an object", "filters.since must be a string": named once
+            message = str(exc)
+            raise InvalidInput(message if message.startswith("filters") else f"filters: {message}") from None
     if deps.settings.runtime == "gcp" and deps.settings.index_backend == "firestore":
         # refused here, as the caller's error, not later in the retriever as a failed query
         refusal = firestore_prefilter_refusal(filters)

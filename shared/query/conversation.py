@@ -26,6 +26,7 @@ from typing import Any
 from shared.contract import state_collections
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.ports import ConversationTurn, Doc, StateStore
+from shared.contract.text import json_kind
 from shared.query.reading.followup import standalone_question
 from shared.query.record import QueryRecord, later, past_expiry
 from shared.query.state import expire_if_overdue
@@ -75,7 +76,7 @@ def validate_conversation_id(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidInput(
-            f"'conversation_id' must be a string (the id an earlier answer returned), got {type(value).__name__}"
+            f"'conversation_id' must be a string (the id an earlier answer returned), got {json_kind(value)}"
         )
     if not _ID.fullmatch(value):
         raise ConversationNotFound(
@@ -89,7 +90,7 @@ def _text(value: Any, field: str, *, required: bool) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str):
-        raise InvalidInput(f"'{field}' must be a string, got {type(value).__name__}")
+        raise InvalidInput(f"'{field}' must be a string, got {json_kind(value)}")
     text = value.replace("\r\n", "\n").strip()
     if required and not text:
         raise InvalidInput(f"'{field}' is empty; every earlier turn needs its question")
@@ -111,7 +112,7 @@ def validate_history(history: Any, *, max_turns: int, max_chars: int) -> list[Co
     if not isinstance(history, list):
         raise InvalidInput(
             f"'history' must be a list of {{\"question\", \"answer\"}} objects, oldest first, got "
-            f"{type(history).__name__}"
+            f"{json_kind(history)}"
         )
     first = max(0, len(history) - max_turns)
     turns: list[ConversationTurn] = []
@@ -119,7 +120,7 @@ def validate_history(history: Any, *, max_turns: int, max_chars: int) -> list[Co
         item = history[position]
         if not isinstance(item, dict):
             raise InvalidInput(
-                f"'history[{position}]' must be an object with 'question' and 'answer', got {type(item).__name__}"
+                f"'history[{position}]' must be an object with 'question' and 'answer', got {json_kind(item)}"
             )
         unknown = sorted(set(item) - {"question", "answer"})
         if unknown:

@@ -113,6 +113,12 @@ def test_http_search_and_queries_take_filters_with_clear_400s(deps):
         assert response.status_code == 400 and "filters.since must be a string" in response.json()["error"]
         response = client.post("/v1/queries", json={"question": "What changed?", "filters": "7d"})
         assert response.status_code == 400 and "filters must be an object" in response.json()["error"]
+        # the field named once: it was "filters: filters.since must be a string", "filters: filters: unknown key(s)"
+        for sent, said in [({"since": 7}, "filters.since must be a string"), ("7d", "filters must be an object with "),
+                           ({"sourse": "x"}, "filters: unknown key(s) 'sourse'; use source, since, until, kind, where"),
+                           ({"kind": "rss"}, "filters: kind 'rss': use one of feed, sitemap, file, gcs")]:
+            error = client.post("/v1/queries", json={"question": "What changed?", "filters": sent}).json()["error"]
+            assert error.startswith(said) and error.count("filters") == 1, error
 
 
 def test_cli_flags_become_filters_and_bad_ones_a_one_line_error(monkeypatch):

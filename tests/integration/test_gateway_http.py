@@ -74,6 +74,11 @@ def client(deps) -> Iterator[TestClient]:
         ({"query": "q", "wait_s": -1}, "'wait_s' is -1; send 0 (return at once) up to 60"),
         ({"query": "q", "wait_s": "soon"}, "'wait_s' must be a number of seconds"),
         ({"query": "q", "topk": 3}, "unknown field(s) 'topk'; send only question, top_k, max_iterations, wait_s"),
+        # what was sent named as JSON names it: it said "got bool", "got list", "got int"
+        ({"question": "q", "conversation_id": True}, "'conversation_id' must be a string (the id an earlier answer "
+                                                     "returned), got a boolean"),
+        ({"question": "q", "conversation_id": ["c"]}, "returned), got a list"),
+        ({"question": "q", "conversation_id": 5}, "returned), got a number"),
     ],
 )
 def test_bad_fields_get_400_saying_what_to_send(client, deps, body, expected):

@@ -182,6 +182,14 @@ def test_numeric_arguments_are_held_to_openais_types_and_ranges_in_its_words(ext
     assert (error.status, error.param, error.code) == (400, param, code) and says in error.message, error.message
 
 
+def test_a_tool_choice_that_is_neither_a_name_nor_an_object_is_quoted_as_sent():
+    req = ChatCompletionRequest.model_validate(
+        {"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "tool_choice": True})
+    with pytest.raises(ChatError) as refused:
+        _refused_arguments(req)
+    assert refused.value.message.startswith("tool_choice true is not available")  # it said 'function'
+
+
 def test_numeric_arguments_at_their_bounds_are_accepted():
     _refused_arguments(ChatCompletionRequest.model_validate(
         {"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "max_tokens": 1,
