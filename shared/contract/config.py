@@ -516,7 +516,8 @@ class Settings:
     trace_retention_days: int = setting(
         "RAGBUS_TRACE_RETENTION_DAYS", 7, Whole(1),
         "embedded runtime: spans in `traces.db` older than this are deleted (Cloud Trace keeps its own 30 days); "
-        "`ragbus up` holds the span stores earlier topologies left (`topology/traces-until-*.db`) to it too")
+        "the topology of `ragbus up` holds its own span store and those earlier topologies left "
+        "(`topology/traces-until-*.db`) to it too")
     tombstone_retention_days: int = setting(
         "RAGBUS_TOMBSTONE_RETENTION_DAYS", 30, Whole(1),
         "the record a delete leaves (so that no older fetch, retry or run brings the document back) is deleted "

@@ -34,6 +34,10 @@ log = logging.getLogger("ragbus.telemetry")
 _lock = threading.Lock()
 _span_stores: dict[str, object] = {}
 _remote_installed = False
+#: How often a process of the emulator topology deletes the spans past RAGBUS_TRACE_RETENTION_DAYS from its span
+#: store: the embedded runtime's sweep (shared/runtime/retention.py) does it for its own, the topology had none.
+SPAN_SWEEP_INTERVAL_S = 3600.0
+_sweeps_end = threading.Event()  # set: the sweepers started after it was set to a new Event end (a test's)
 
 
 def install_local_span_store(settings: Settings):
@@ -55,7 +59,23 @@ def install_local_span_store(settings: Settings):
                 return None
             add_exporter(store)
             _span_stores[key] = store
+            if on_emulators():  # the topology's processes: nothing else holds their store to the retention
+                threading.Thread(target=_sweep_spans, args=(store, settings.trace_retention_days, _sweeps_end),
+                                 name="span-retention", daemon=True).start()
         return _span_stores[key]
+
+
+def _sweep_spans(store: Any, retention_days: int, end: threading.Event) -> None:
+    """Delete the spans that ended more than ``retention_days`` ago, now and every :data:`SPAN_SWEEP_INTERVAL_S`."""
+    while True:
+        try:
+            deleted = store.delete_ended_before(int((time.time() - retention_days * 86400) * 1e9))
+            if deleted:
+                log.info("retention: deleted %d span(s) older than %d day(s)", deleted, retention_days)
+        except Exception as exc:  # noqa: BLE001 - a locked or damaged store: telemetry, tried again next time
+            log.warning("span retention sweep failed (tried again in %.0f s): %s", SPAN_SWEEP_INTERVAL_S, exc)
+        if end.wait(SPAN_SWEEP_INTERVAL_S):
+            return
 
 
 def on_emulators() -> bool:

@@ -215,3 +215,35 @@ def test_the_span_stores_earlier_topologies_left_are_held_to_the_span_retention(
     later = (NOW + timedelta(days=days - 2, seconds=1)).timestamp()  # the others' newest spans past 7 days
     assert sorted(topology.expire_set_aside_spans(home, days, later)) == sorted(set_aside[2:])  # none kept for good
     assert list(store.parent.iterdir()) == []
+
+
+def test_the_topologys_own_span_store_is_swept_while_it_runs(tmp_path, monkeypatch):
+    # the embedded runtime sweeps its traces.db; a process of `ragbus up` (on the emulators) wrote to
+    # topology/traces.db and nothing deleted a span however old: a topology left up piled them up
+    import threading
+
+    from shared.runtime import telemetry
+
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
+    monkeypatch.setattr(telemetry, "_span_stores", {})
+    monkeypatch.setattr(telemetry, "add_exporter", lambda store: None)  # this test process's spans go nowhere new
+    monkeypatch.setattr(telemetry, "_sweeps_end", threading.Event())
+    monkeypatch.setattr(telemetry, "SPAN_SWEEP_INTERVAL_S", 0.05)
+    settings = load_settings({"RAGBUS_HOME": str(tmp_path / "topology"), "RAGBUS_TRACE_RETENTION_DAYS": "7"})
+    now = datetime.now(UTC)
+    store = SqliteSpanStore(settings.traces_path)
+    _span(store, "a" * 32, now - timedelta(days=8))
+    _span(store, "b" * 32, now - timedelta(days=6))
+    store.shutdown()
+    try:
+        installed = telemetry.install_local_span_store(settings)
+        deadline = time.monotonic() + 10
+        while installed.spans_of_trace("a" * 32) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert installed.spans_of_trace("a" * 32) == [] and installed.spans_of_trace("b" * 32)  # at its start
+        _span(installed, "c" * 32, now - timedelta(days=30))  # and while it runs
+        while installed.spans_of_trace("c" * 32) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert installed.spans_of_trace("c" * 32) == [] and installed.spans_of_trace("b" * 32)
+    finally:
+        telemetry._sweeps_end.set()
