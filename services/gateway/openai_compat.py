@@ -257,8 +257,16 @@ async def _read_request(request: Request) -> ChatCompletionRequest:
 
 def _validation_error(exc: ValidationError) -> ChatError:
     """The first problem pydantic found, as one line naming the argument (``messages[2].role``)."""
-    first = exc.errors(include_url=False)[0]
-    loc = [part for part in first["loc"] if not (isinstance(part, str) and _UNION_TAG.match(part))]
+    errors = exc.errors(include_url=False)
+
+    def place(error: dict[str, Any]) -> list[Any]:
+        return [part for part in error["loc"] if not (isinstance(part, str) and _UNION_TAG.match(part))]
+
+    # each member of a union reports; the one that read deepest into what was sent names the problem (a text
+    # part's "text": true was "messages[0].content: Input should be a valid string", the string member's)
+    at = place(errors[0])
+    first = max((e for e in errors if place(e)[:len(at)] == at), key=lambda e: len(place(e)))
+    loc = place(first)
     # an unknown argument's name is the client's text: cut short like any value quoted back
     param = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")[:SHOWN_CHARS]
     if first["type"] == "extra_forbidden":

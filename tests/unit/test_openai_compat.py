@@ -95,6 +95,9 @@ def test_a_conversation_without_a_question_to_answer_is_refused(pairs, param, sa
     ({"model": "ragbus", "messages": [{"role": "user", "content": 5}]}, "messages[0].content", "got 5"),
     ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "stream": "yes"}, "stream", "boolean"),
     ({"messages": [{"role": "user", "content": "q"}]}, "model", "missing required argument 'model'"),
+    ({"model": "ragbus", "messages": [{"role": "user", "content": [{"type": "text", "text": True}]}]},
+     "messages[0].content[0].text", "Input should be a valid string (got true)"),
+    ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "stop": ["end", 7]}, "stop[1]", "got 7"),
     ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "filters": {"sourse": "x"}},
      "filters.sourse", "unknown filter 'sourse'"),
 ])
