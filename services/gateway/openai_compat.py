@@ -149,7 +149,7 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: _Integer(1) | None = None
     frequency_penalty: _Decimal(-2, 2) | None = None
     presence_penalty: _Decimal(-2, 2) | None = None
-    seed: _Integer(-_INT64) | None = None
+    seed: _Integer(-_INT64 - 1) | None = None
     stop: str | list[str] | None = None
     user: str | None = None
     metadata: dict[str, Any] | None = None

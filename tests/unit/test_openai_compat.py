@@ -173,6 +173,7 @@ def test_a_refused_content_part_type_is_quoted_back_cut_short():
     ({"n": True}, "n", "invalid_type", "but got a boolean instead"),
     ({"top_logprobs": 21}, "top_logprobs", "integer_above_max_value", "Expected a value <= 20"),
     ({"seed": 1.5}, "seed", "invalid_type", "expected an integer, but got a decimal"),
+    ({"seed": -(2**63) - 1}, "seed", "integer_below_min_value", "Expected a value >= -9223372036854775808"),
     ({"logit_bias": {"50256": -101}}, "logit_bias.50256", "integer_below_min_value", "Expected a value >= -100"),
 ])
 def test_numeric_arguments_are_held_to_openais_types_and_ranges_in_its_words(extra, param, code, says):
@@ -197,7 +198,7 @@ def test_numeric_arguments_at_their_bounds_are_accepted():
     _refused_arguments(ChatCompletionRequest.model_validate(
         {"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "max_tokens": 1,
          "max_completion_tokens": 2**63 - 1, "temperature": 0, "top_p": 1, "frequency_penalty": -2,
-         "presence_penalty": 2.0, "n": 1, "top_logprobs": 0, "seed": -(2**63 - 1), "logit_bias": {"7": 100}}))
+         "presence_penalty": 2.0, "n": 1, "top_logprobs": 0, "seed": -(2**63), "logit_bias": {"7": 100}}))
 
 
 def test_sampling_arguments_are_accepted():
