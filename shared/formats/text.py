@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from shared.contract.errors import InvalidInput
@@ -96,11 +97,65 @@ def _wide_without_bom(head: bytes) -> str | None:
     return None
 
 
+def _script(char: str) -> str:
+    return unicodedata.name(char, "").split(" ")[0]
+
+
+def _code_page_like(raw: bytes, utf8_text: str, declared: str | None, html: bool) -> str:
+    """The code page of a mixed file's non-UTF-8 lines: the first of detection's choice and the usual
+    Windows code pages that reads their upper-half bytes as letters or punctuation of the scripts the
+    file's UTF-8 lines write (detection alone read a short German line as cp850's "f³r", or the file
+    whole as gb18030's "f黵")."""
+    scripts = {_script(c) for c in utf8_text if ord(c) > 127 and c.isalpha()}
+    candidates = dict.fromkeys([_code_page(raw, declared, html)[0], "cp1252", "cp1250", "cp1251", "cp1253",
+                                "cp1254", "cp1257"])
+    for codec in candidates:
+        try:
+            text = raw.decode(codec)
+        except (UnicodeDecodeError, LookupError):
+            continue
+        high = [c for c in text if ord(c) > 127]
+        if all(c.isalpha() or unicodedata.category(c)[0] in "PSZ" for c in high) and (
+                not scripts or {_script(c) for c in high if c.isalpha()} <= scripts):
+            return codec
+    return next(iter(candidates))
+
+
+def _mixed_with_utf8(raw: bytes, declared: str | None, html: bool) -> str | None:
+    """A file whose lines are part UTF-8, part a legacy code page (a changelog or notes file appended to
+    by editors of both kinds): each line with non-ASCII bytes that is valid UTF-8 is read as UTF-8, and the
+    others in the code page decode_bytes would read the whole file in. None unless both kinds of line are there.
+    Read whole, such a file went to charset detection, which read its UTF-8 lines as a code page's letters
+    ("Größe" as "GrĂ¶Ăźe")."""
+    lines = raw.split(b"\n")
+    legacy: list[int] = []
+    utf8 = False
+    for index, line in enumerate(lines):
+        if _HIGH_BYTE.search(line) is None:
+            continue
+        try:
+            line.decode("utf-8")
+            utf8 = True
+        except UnicodeDecodeError:
+            legacy.append(index)
+    if not utf8 or not legacy:
+        return None
+    kept = set(legacy)
+    utf8_text = "\n".join(line.decode("utf-8") for i, line in enumerate(lines) if i not in kept)
+    codec = _code_page_like(b"\n".join(lines[i] for i in legacy), utf8_text, declared, html)
+    read = b"\n".join(lines[i] for i in legacy).decode(codec, errors="replace").split("\n")
+    if len(read) != len(legacy):
+        return None
+    by_index = dict(zip(legacy, read, strict=True))
+    return "\n".join(by_index[i] if i in by_index else line.decode("utf-8") for i, line in enumerate(lines))
+
+
 def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False) -> str:
     """Text from bytes whose declared charset may be wrong or missing.
 
     Order: a byte-order mark; UTF-16 without one (every other byte NUL, see _wide_without_bom); strict UTF-8 (valid UTF-8 with non-ASCII bytes is
-    almost never anything else, so it beats a wrong label); the declared charset
+    almost never anything else, so it beats a wrong label); a file of both UTF-8 lines and lines in a code page
+    line by line (_mixed_with_utf8); the declared charset
     and a ``<meta charset>``, if they decode strictly; then windows-1252 when every
     non-ASCII byte is below 0xC0 (there windows-1252 holds curly quotes, dashes, the euro sign
     and symbols, and code pages keep their letters above: English text from Windows, which
@@ -119,6 +174,15 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    mixed = _mixed_with_utf8(raw, declared, html)
+    if mixed is not None:
+        return mixed
+    codec, errors = _code_page(raw, declared, html)
+    return raw.decode(codec, errors=errors)
+
+
+def _code_page(raw: bytes, declared: str | None, html: bool) -> tuple[str, str]:
+    """The codec (and its error handling) for text that is not UTF-8: see decode_bytes."""
     labels = [declared]
     if html:
         match = _META_CHARSET.search(raw[:4096])
@@ -127,12 +191,14 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
         codec = _codec(label)
         if codec and codec != "utf-8":
             try:
-                return raw.decode(codec)
+                raw.decode(codec)
+                return codec, "strict"
             except UnicodeDecodeError:
                 continue
     if _upper_half_is_punctuation(raw):
         try:
-            return raw.decode("cp1252")
+            raw.decode("cp1252")
+            return "cp1252", "strict"
         except UnicodeDecodeError:
             pass
     from charset_normalizer import from_bytes
@@ -140,11 +206,11 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
     matches = from_bytes(raw)
     encodings = [m.encoding for m in matches]
     if "cp1252" in encodings:
-        return raw.decode("cp1252", errors="replace")
+        return "cp1252", "replace"
     best = matches.best()
     if best is not None:
-        return str(best)
-    return raw.decode("cp1252", errors="replace")
+        return best.encoding, "replace"
+    return "cp1252", "replace"
 
 
 # ------------------------------------------------------------ extraction

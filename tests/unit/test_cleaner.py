@@ -157,6 +157,22 @@ def test_decoding_order():
     assert "\u041f\u0440\u0438\u0432\u0435\u0442" in decode_bytes(page, None, html=True)
 
 
+def test_a_file_of_utf8_lines_and_code_page_lines_is_read_line_by_line():
+    # A notes file appended to by a UTF-8 editor and a Latin-1 one: read whole it went to detection, which
+    # chose a code page and turned the UTF-8 lines' letters into two each ("Größe" read "GrĂ¶Ăźe").
+    utf8_line = "Die Größe der Tabelle ist 512 Zeilen.\n".encode()
+    latin_line = "Der Lüfter dreht sich mit 900 Umdrehungen für das Gerät.\r\n".encode("latin-1")
+    text = decode_bytes(b"Notizen\n" + utf8_line + latin_line + utf8_line, None)
+    assert text == ("Notizen\nDie Größe der Tabelle ist 512 Zeilen.\n"
+                    "Der Lüfter dreht sich mit 900 Umdrehungen für das Gerät.\r\n"
+                    "Die Größe der Tabelle ist 512 Zeilen.\n")
+    # the UTF-8 lines' script picks the code page of the others: Cyrillic lines in windows-1251
+    russian = "«Привет, мир» — сказал он вчера.\n"
+    assert decode_bytes(russian.encode("utf-8") + russian.encode("cp1251"), None) == russian + russian
+    # a file that is all one code page is read as before
+    assert decode_bytes("Der Lüfter für das Gerät.\n".encode("latin-1"), None) == "Der Lüfter für das Gerät.\n"
+
+
 def test_windows_1252_punctuation_alone_is_not_read_as_a_dos_code_page():
     # A Windows text file whose only non-ASCII bytes are typographic punctuation (curly quotes, dashes,
     # the euro sign): charset_normalizer lists cp437/cp852 first and not cp1252 for such short text, which
