@@ -225,6 +225,10 @@ def _running_lines(pages: list[list[str]]) -> set[str]:
     counts: Counter[str] = Counter()
     for lines in pages:
         content = [line for line in lines if line]
+        if len(content) < 2:
+            # a page's only line is its text, not a header or footer over text: counted, a document of one
+            # such line a page ("Step 3: ...", a slide or label each page) lost every line and was refused
+            continue
         edges = set(content[:_EDGE_LINES] + content[-_EDGE_LINES:])
         counts.update({_edge_key(line) for line in edges})
     floor = max(3, len(pages) // 2)

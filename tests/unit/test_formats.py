@@ -71,6 +71,22 @@ def test_a_pdf_link_opens_at_the_cited_page_and_a_citation_joins_its_chunks_page
     assert cited_position(["slide 2", "slide 4"]) == "slide 2; slide 4"
 
 
+def test_a_pdf_of_one_line_a_page_keeps_its_lines():
+    # every page's only line recurs, digits aside, so it read as a running header of every page, and the
+    # whole document was refused as "no main text after cleaning" (newcomer11's generated 5-page PDF)
+    from tests.hostile.bad_files import pdf, text_page
+    raw = pdf([text_page(f"Step {n}: turn the valve {n * 3} degrees clockwise.") for n in range(1, 6)])
+    reading = read_pdf(raw, "application/pdf", "", Limits(ocr=False))
+    texts = [p.text for p in reading.passages]
+    assert any("Step 4: turn the valve 12 degrees" in t for t in texts), texts
+    # a header over a body is still a running header
+    bodies = ["Close the inlet first.", "Turn the valve clockwise.", "Wait for the gauge to settle.",
+              "Open the outlet slowly.", "Log the pressure reading."]
+    raw = pdf([text_page("Valve manual, release 2", body) for body in bodies])
+    text = " ".join(p.text for p in read_pdf(raw, "application/pdf", "", Limits(ocr=False)).passages)
+    assert "Valve manual" not in text and "Open the outlet slowly." in text
+
+
 def test_a_real_pdf_reads_in_order_without_page_furniture_and_every_passage_knows_its_page():
     reading = read_pdf(PDF.read_bytes(), "application/pdf", PDF.as_uri(), Limits())
     pages = {p.position["page"] for p in reading.passages}
