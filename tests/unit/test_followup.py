@@ -816,3 +816,54 @@ def chained(*typed: str) -> tuple[str, str]:
 ])
 def test_a_follow_up_keeps_the_earlier_subject_in_a_well_formed_question(typed, expected):
     assert chained(*typed)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "and when" with no auxiliary after it is a condition: it takes the place of the earlier one
+    ("What exit code does frobctl return when the lock is held?", "And when the lock file is missing?",
+     "What exit code does frobctl return when the lock file is missing?"),
+    # the place the earlier condition named ("in quux.conf") stays when the new one names none
+    ("What happens when a token is older than TOKEN_TTL in quux.conf?", "And when TOKEN_TTL is not set?",
+     "What happens when TOKEN_TTL is not set in quux.conf?"),
+    # a when-question is a question of its own
+    ("What exit code does frobctl return when the lock is held?", "And when was frobctl released?",
+     "And when was frobctl released?"),
+])
+def test_a_condition_after_and_replaces_the_earlier_condition(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a question of its own asks only its own words of the attribute's owner: no "default" the user never said
+    ("What is the default action of SIGFROB?", "What is its signal number on ARM?", "What is the signal number of SIGFROB on ARM?"),
+    # an ellipsis keeps the earlier question's words
+    ("What is the default action of SIGFROB?", "And its signal number?", "What is the default signal number of SIGFROB?"),
+    # a named thing is no attribute: its delay is the function's, not the library's
+    ("What does the frobnicate() function of libquux do?", "What is its delay measured in?",
+     "What is the delay of the frobnicate() function of libquux measured in?"),
+])
+def test_its_noun_keeps_the_owner_the_question_means(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "how many" asks a plural even when its noun is capitalised
+    ("How many Magic Frob Bytes does a quux file start with?", "What are they used for?",
+     "What are the Magic Frob Bytes a quux file starts with used for?"),
+    # "X set to": the subject is X; "its value unset": the clause ends with its participle
+    ("What is the FROB_LEVEL variable of quuxd set to?", "When is its value unset?",
+     "When is the value of the FROB_LEVEL variable of quuxd unset?"),
+])
+def test_a_pronoun_takes_the_whole_phrase_and_leaves_the_verb(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "that" after a why-question is the claim asked about, not its subject: asked with the earlier question
+    ("Why must Quux maintainer hooks be reentrant?", "What does that mean?",
+     "What does that mean (why must Quux maintainer hooks be reentrant)?"),
+    # "it" after "the default of X" is X, not its default
+    ("What is the default of FROB_MODE in quux.conf?", "Which variable overrides it?", "Which variable overrides FROB_MODE in quux.conf?"),
+])
+def test_a_pronoun_stands_for_the_thing_not_the_claim_or_its_attribute(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

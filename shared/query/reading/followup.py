@@ -64,8 +64,12 @@ _TRAILING = re.compile(r"[\s?!.¿¡]+$")
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
 _VERSION_SCOPE = re.compile(r"\b(?:in|of|for)\s+(?P<scope>(?:[A-Za-z][\w+-]*\s+)?v?\d+(?:\.\d+)*[a-z]?)\b")
 _CONTRACTED = re.compile(r"(?i)\b(what|where|how|who|when|why|that|it|there)['’]s\b")
+# "(and) when the command cannot be found": a condition, not a when-question (no auxiliary after "when"), nor a
+# leading clause ("if X fails, what ...")
+_CONDITION_CLAUSE = re.compile(rf"(?i)^(?:when|whenever|if|unless)\s+(?!(?:{'|'.join(_AUXILIARIES)})\b)\S+\s+[^,]+$")
 _CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
-_PARTICIPLE = re.compile(r"\s+[a-z]+(?:ed|en)\s+(?:for|in|as|on|of|by|to|with|from)$")
+_PARTICIPLE_WORD = r"(?:[a-z]+(?:ed|en)|set|unset|reset|put|read|run|kept|left|sent|built|found|made|held|meant)"
+_PARTICIPLE = re.compile(rf"\s+{_PARTICIPLE_WORD}\s+(?:for|in|as|on|of|by|to|with|from)$")  # "X used for", "X set to"
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
 _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,4}?)"
                          r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$",
@@ -185,7 +189,8 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     asked ("which status code ...": that status code), where "it" stands for its topic."""
     rules = RULES.get(language or detect_language(question), EN)
     text = rules.connectives.sub("", _bare(question)).strip()
-    if rules is EN and demonstrative and (relative := _relative_phrase(text)) is not None:
+    # "which X does Y verb": "that" is the X Y verbs ("it" is Y); "which X verbs ...": the X that verbs ...
+    if rules is EN and (relative := demonstrative and _relative_phrase(text) or _subject_relative_phrase(text)):
         return relative, False
     if rules is EN and (event := re.match(r"(?i)what\s+happen(?:s|ed)?\s+(?:when|if)\s+(?P<s>.+)", text)):
         # "What happens when I create an X ...": "that" is the event, a clause that names it; "it" is the X, or the
@@ -203,8 +208,6 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             # a condition ("... if not specified") or a participle ("What is the tty group used for") is asked of it
             subject = _PARTICIPLE.sub("", _CONDITION.sub("", match.group("s"))).strip()
             return subject or match.group("s").strip(), False
-    if rules is EN and (relative := _subject_relative_phrase(text)) is not None:
-        return relative, False
     if rules.yes_no_object is not None and (match := rules.yes_no_object.match(text)):
         # "Does Node.js run a bug bounty program?": "it" is the thing it was asked to have
         return "the " + re.sub(r"(?i)^(?:the|a|an)\s+", "", match.group("x")) + " " + match.group("y"), False
@@ -429,6 +432,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         return Resolution(_finish(then, earlier, mark), "ellipsis", base)
     if about:
         return _swap(earlier, about.group("x").strip(), language, rules, "what about")
+    elliptical = False  # "And its X?": the earlier question asked of X
     possessive = rules.possessive.match(stripped) if connective and stripped else None
     if possessive is not None:
         # "And its hostmask?" after "How do I get the netmask of ...?": asked as the netmask was, else what it is
@@ -437,8 +441,9 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             if possessive.end() == len(stripped) else None
         if replaced is not None:
             return Resolution(_finish(replaced, earlier, mark), "ellipsis", earlier)
-        stripped = f"{rules.what_is} {stripped}"
-    elif connective and stripped and not _asks(stripped, rules) and not ((m := rules.referring.match(bare)) and m.end() == len(bare)):
+        stripped, elliptical = f"{rules.what_is} {stripped}", True
+    elif connective and stripped and (not _asks(stripped, rules) or rules is EN and _CONDITION_CLAUSE.match(stripped)) \
+            and not ((m := rules.referring.match(bare)) and m.end() == len(bare)):
         return _swap(earlier, stripped, language, rules, "ellipsis")  # not "And before?": no phrase for it to stand in
     found = _PERSONAL.search(stripped) if rules is EN else None
     person, his = (_person(base), found.group().lower() == "his") if found else (None, False)
@@ -456,19 +461,9 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
-    # "that", and "it" as an object ("how do I change it") after "which X does Y verb" (X its object), stand
-    # for what was asked: the X Y verbs; "it" as a subject ("what does it bring") stands for Y
-    demonstrative = language == "en" and (_DEMONSTRATIVE.search(stripped) is not None
-                                          and _TOPIC_PRONOUN.search(stripped) is None
-                                          or (_OBJECT_IT.search(stripped) or _PASSIVE_IT.search(stripped))
-                                          and (_relative_phrase(base) is not None or _WHAT_ACTS.match(base)))
-    subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
+    subject, clause = _standing_for(stripped, earlier, base, language, answer)
     if not subject:
         return None
-    subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
-    owner = subject.partition(f" {rules.of} ")[2] if rules is EN and _plural(subject) else ""
-    if owner and not _plural(owner) and not {w.lower() for w in re.findall(r"\w+", stripped)} & _PLURAL:
-        subject = owner  # "it" is not "the members of a group": the group
     plural = None
     if language == "en" and (clause or not _plural(subject)):
         # "Do they match leading dots?": a plural pronoun stands for a plural noun phrase
@@ -483,7 +478,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         # "Comment fonctionne-t-elle ?": the subject before the inverted verb (French complex inversion)
         text = f"{stripped[: inverted.start()]}{subject} {stripped[inverted.start():]}"
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
-    text = _replace_pronouns(stripped, masked, subject, rules, plural)
+    text = _replace_pronouns(stripped, masked, subject, rules, plural, elliptical)
     if text is not None:
         if clause and (plural is None or {w.lower() for w in re.findall(r"\w+", masked)} & _SINGULAR):
             text = f"{stripped} {subject}"  # a plural pronoun alone takes the plural phrase
@@ -494,6 +489,27 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
     return None
+
+
+def _standing_for(text: str, earlier: str, base: str, language: str, answer: str) -> tuple[str, bool]:
+    """What the pronouns of ``text`` stand for in the earlier question, and whether that is a clause (kept in context)."""
+    rules = RULES[language]
+    # "that", and "it" as an object ("how do I change it") after "which X does Y verb" (X its object), stand
+    # for what was asked: the X Y verbs; "it" as a subject ("what does it bring") stands for Y
+    demonstrative = language == "en" and (_DEMONSTRATIVE.search(text) is not None and _TOPIC_PRONOUN.search(text) is None
+                                          or (_OBJECT_IT.search(text) or _PASSIVE_IT.search(text))
+                                          and (_relative_phrase(base) is not None or _WHAT_ACTS.match(base)))
+    subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
+    # "Why must X be Y?" then "What does that mean?": "that" is the claim, a clause, not X
+    clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None
+    if not subject:
+        return subject, clause
+    subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
+    head, _, owner = subject.partition(f" {rules.of} ") if rules is EN else ("", "", "")
+    if owner and (_plural(head) and not _plural(owner) and not {w.lower() for w in re.findall(r"\w+", text)} & _PLURAL
+                  or len(head.split()) == 2 and head.split()[-1].lower() in rules.relational):
+        subject = owner  # "it" is not "the members of a group" but the group; not "the default of X" but X
+    return subject, clause
 
 
 def _in_time(base: str, text: str, rules: Language) -> str | None:
@@ -665,7 +681,8 @@ def _language_of(text: str, fallback: str) -> str:
     return language if (language := detect_language(text)) in RULES else fallback
 
 
-def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plural: str | None = None) -> str | None:
+def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plural: str | None = None,
+                      elliptical: bool = False) -> str | None:
     """``text`` with its possessives and pronouns (found in ``masked``, where empty ones are hidden)
     replaced by ``subject``; None when it has none. In English "them" takes ``plural`` when there is one, and
     in a question with both numbers only the pronouns of the subject's number take the subject."""
@@ -685,9 +702,10 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plu
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
         noun, verb = text[match.start("np"): match.end("np")], ""
         if rules is EN and not text[match.end():].strip(" ?.!") and len(noun.split()) > 1 \
-                and _INVERTED.search(text, 0, match.start()):
-            noun, verb = noun.rsplit(" ", 1)  # "Which value did its authors | fix": the clause ends with its verb
-        noun, owner = _owner(owner, noun, rules)
+                and (_INVERTED.search(text, 0, match.start()) or re.search(r"(?i)\b(?:is|are|was|were)\s", text[: match.start()])
+                     and re.fullmatch(_PARTICIPLE_WORD, noun.rsplit(" ", 1)[-1])):
+            noun, verb = noun.rsplit(" ", 1)  # "Which value did its authors | fix", "When is its value | unset": its verb last
+        noun, owner = _owner(owner, noun, rules, elliptical)
         phrase = " ".join(p for p in (article, noun, _of(rules, owner), verb) if p)
         edits.append((match.start(), match.end(), phrase, match.group("pos").lower() in _PLURAL))
     taken = [(e[0], e[1]) for e in edits]
@@ -711,18 +729,20 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plu
     return out
 
 
-def _owner(subject: str, noun: str, rules: Language) -> tuple[str, str]:
+def _owner(subject: str, noun: str, rules: Language, elliptical: bool = False) -> tuple[str, str]:
     """"its <noun>" as the noun and what it is asked of: ``subject``, or, when the subject is an attribute of
-    something ("the default delimiter of a csv dialect") and the noun is another thing, not a relational word
-    ("its quotechar", not "its maximum"), that something, with the attribute's own relational words: a value
-    has no quotechar, its owner has a default quotechar."""
+    something, not a named thing ("the default action of SIGSEGV") and the noun is another thing, not a relational
+    word ("its signal number", not "its maximum"), that something: a value has no signal number. An ``elliptical``
+    follow-up ("And its quotechar?" after "the default delimiter of a csv dialect") keeps the attribute's relational
+    words: its owner's default quotechar; a question of its own ("What is its signal number?") asks only its words."""
     content = _content_words(noun, rules)
     head, of, owner = subject.partition(f" {rules.of} ")
     alone = len(head.split()) == 2 and head.split()[-1].lower() in rules.relational  # "the purpose" has no format
     if rules is not EN or not of or not content or all(w in rules.relational for w in content) and not alone \
-            or not head.lower().startswith("the ") or len(head.split()) > 4 or head.lower() == "the one":
+            or not head.lower().startswith("the ") or len(head.split()) > 4 or head.lower() == "the one" \
+            or named_runs(head, opening=False):  # "the halfdelay() function of curses": a thing of its own
         return noun, subject
-    return " ".join([*(w for w in head.split()[1:-1] if w.lower() in rules.relational), noun]), owner
+    return " ".join([*(w for w in head.split()[1:-1] if elliptical and w.lower() in rules.relational), noun]), owner
 
 
 def _plural(phrase: str) -> bool:
@@ -741,9 +761,10 @@ def _plural_phrase(earlier: str) -> str | None:
     """What "they" or "them" stands for in ``earlier``: the asked noun with its clause when that is plural
     ("the wildcards the Files field can use"), else its first plural noun phrase, with the determiner,
     names and participles before its head ("the Debian patches", "compiled .pyc files")."""
-    text = re.sub(r"(?i)^how\s+many\s", "Which ", _plain(earlier))  # "How many filters can X have": the filters X can have
+    # "How many filters can X have": the filters X can have, a plural whatever its case ("How many Header Magic Bytes")
+    text, counted = re.subn(r"(?i)^how\s+many\s", "Which ", _plain(earlier))
     relative = _relative_phrase(text)
-    if relative is not None and _plural_noun(_ASKED_NOUN.match(text).group("noun").split()[-1]):
+    if relative is not None and (counted or _plural_noun(_ASKED_NOUN.match(text).group("noun").split()[-1])):
         return relative
     words = text.split()
     for end in range(1, len(words)):
@@ -797,7 +818,11 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         closing = [m for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base) if len(base[m.end():].split()) <= limit]
         if closing:
             start = closing[-1].start()
-            return Resolution(_finish(base[:start] + fragment, earlier, mark), rule, base[start:])
+            # a condition's place ("... in login.defs") stays when the new condition names none
+            scope = _SCOPE.search(base, start) if opener in _SUBORDINATORS else None
+            kept = f" {scope.group()}" if scope and scope.group("prep").lower() in ("in", "on") \
+                and named_runs(scope.group("scope"), opening=False) and scope.group("scope").lower() not in fragment.lower() else ""
+            return Resolution(_finish(base[:start] + fragment + kept, earlier, mark), rule, base[start:])
         if rules is EN and _ASKS_WHICH.match(base) and _TOPIC_PRONOUN.search(fragment):
             # "Which lsof option ANDs the selections?" then "And without it?": "it" is the thing asked for
             thing = _referent(base, language)[0]
