@@ -30,7 +30,9 @@ answered_with_caveat, none refused; 14 quoting the right document's wrong senten
 xz, ipaddress, fontconfig, grep, French/Spanish/German FAQs) was written before the rewrite's handling of pronouns for
 the earlier answer, "what about" splices inside a call or an option, "And before 3.9?", "Is that the default?" after
 "What about -l?" and "And its maximum?" was changed: right in conversation 18/30 -> 21/30 (gold standalone 22/30),
-fresh 26/38, fresh2 11/16, fresh3 23/31 unchanged. ``--home`` reuses a kept home, such as the one ``ragbus eval
+fresh 26/38, fresh2 11/16, fresh3 23/31 unchanged. ``bench/followup_fresh5.jsonl`` (20 follow-ups, 1 topic change; login.defs,
+make NEWS, functools, curses, maintainer scripts, xz) was written before the rewrite's handling of "And when X?" conditions and
+"its X" of an attribute was changed: 15/20 -> 16/20 (gold standalone 15/20). ``--home`` reuses a kept home, such as the one ``ragbus eval
 --dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
 workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 

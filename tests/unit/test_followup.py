@@ -862,6 +862,9 @@ def test_a_pronoun_takes_the_whole_phrase_and_leaves_the_verb(earlier, follow_up
     # "that" after a why-question is the claim asked about, not its subject: asked with the earlier question
     ("Why must Quux maintainer hooks be reentrant?", "What does that mean?",
      "What does that mean (why must Quux maintainer hooks be reentrant)?"),
+    # "that" as the subject of a verb with an object is the earlier claim: kept, with the earlier question in brackets
+    ("Which daemon rotates the quux logs by default?", "What does that let it do?",
+     "What does that let it do (which daemon rotates the quux logs by default)?"),
     # "it" after "the default of X" is X, not its default
     ("What is the default of FROB_MODE in quux.conf?", "Which variable overrides it?", "Which variable overrides FROB_MODE in quux.conf?"),
 ])

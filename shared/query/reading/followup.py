@@ -105,6 +105,7 @@ _OBJECT_IT = re.compile(r"(?i)\b(?!(?:is|are|was|were|do|does|did|can|could|shou
                         r"might|how|what|why|when|where|which|who|and)\b)[a-z]+\s+it\b")
 _WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
+_THAT_ACTS = re.compile(r"(?i)\b(?:does|did|do|can|could|will|would)\s+(?:that|this)\s+[a-z]+\s+(?:it|them|the|an?)\b")
 _TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
 _FR_INVERSION = re.compile(r"(?<![\w-])\w+-(?:t-)?(?:il|elle|ils|elles)\b", re.IGNORECASE)
 _INVERTED = re.compile(r"\b(?:did|does|do|can|could|will|would|should|must)\s", re.IGNORECASE)
@@ -500,8 +501,10 @@ def _standing_for(text: str, earlier: str, base: str, language: str, answer: str
                                           or (_OBJECT_IT.search(text) or _PASSIVE_IT.search(text))
                                           and (_relative_phrase(base) is not None or _WHAT_ACTS.match(base)))
     subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
-    # "Why must X be Y?" then "What does that mean?": "that" is the claim, a clause, not X
-    clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None
+    # "Why must X be Y?" then "What does that mean?": "that" is the claim, a clause, not X; so is "that" as the
+    # subject of a verb with an object ("What does that let it do?", "Did that change the default?")
+    clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None \
+        or _THAT_ACTS.search(text) is not None
     if not subject:
         return subject, clause
     subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
