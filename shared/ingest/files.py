@@ -370,6 +370,11 @@ def _decompressed(file: Path, max_bytes: int, via: str) -> bytes:
     if len(data) > max_bytes:
         raise Skipped(f"{file}{via} expands to over the {max_bytes}-byte cap for one document",
                       f"over the {max_bytes}-byte cap")
+    if data[:2] == b"\x1f\x8b":
+        # decompressed once, as its name says: what it holds is gzip again (`gzip -c notes.txt.gz > x.txt.gz`),
+        # which the cleaner refused as "binary data (it contains NUL bytes)"
+        raise Skipped(f"{file}{via} holds another gzip stream (it was compressed twice); ragbus decompresses "
+                      "once: gunzip it once and ingest the result", "compressed twice")
     return data
 
 

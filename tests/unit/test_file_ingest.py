@@ -324,6 +324,22 @@ def test_a_cut_short_gzip_without_a_type_s_suffix_is_named_as_damaged_gzip(ports
         ingest_path(tmp_path / "changelog.Debian.gz", **ports)
 
 
+def test_a_gzip_file_compressed_twice_is_named_as_such(ports, tmp_path):
+    """notes.txt.gz holding gzip again went to the cleaner and came back as "binary data (it contains NUL
+    bytes)", which names no cause; now it is skipped as compressed twice, and the folder's other file is read."""
+    import gzip
+
+    from shared.ingest.files import IngestReport
+
+    (tmp_path / "notes.txt.gz").write_bytes(gzip.compress(gzip.compress(b"The pump runs at 40 litres a minute.\n")))
+    (tmp_path / "other.txt").write_text("The valve opens at 2 bar.\n")
+    report = IngestReport()
+    ingest_path(tmp_path, **ports, report=report)
+    assert report.skipped == {("compressed twice", ".txt.gz"): 1}, report.skipped
+    with pytest.raises(InvalidInput, match="notes.txt.gz holds another gzip stream .it was compressed twice."):
+        ingest_path(tmp_path / "notes.txt.gz", **ports)
+
+
 def test_a_file_s_date_is_its_modification_time(ports, tmp_path):
     import os
 
