@@ -623,3 +623,22 @@ def test_a_sentence_cut_where_it_goes_on_in_lower_case_is_read_whole():
         "Dashes and underscores are safe in spool file names.",
         "spoolctl --drain=... will now wait for every queued job before it exits.",
     ]
+
+
+def test_a_sentence_quoted_within_one_embedded_leaves_its_place_in_the_pool_to_another():
+    # a sentence and the one after it that leans on it ("It ...", quoted with it) took two of the pool's places for one
+    # text: the sentence alone is quoted within the pair, so its place goes to a sentence not yet embedded
+    embedder = HashingEmbedder()
+    pairs = " ".join(f"The pstree tool draws the process tree in mode {n}. It colours that tree in scheme {n}."
+                     for n in range(3))
+    passage = pairs + "".join(f" The killall tool stops the process group {n}." for n in range(10))
+    contexts = [NumberedContext(number=1, source="doc1", text=passage)]
+    question = "How does the pstree tool draw and colour the process tree?"
+    seen = []
+    extractive_answer(question, contexts, context_similarity={1: 0.5}, question_vector=embedder.embed([question])[0],
+                      sentence_embed=embedder.embed, fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED,
+                      observe=lambda evidence, answer, reader: seen.append(reader))
+    (reader,) = seen
+    units = [{reader.candidates[j].text for j in reader.unit(i)} for i in reader.pool]
+    assert len(units) == 8 and sum("killall" in reader.quoted_text(i) for i in reader.pool) == 5
+    assert not any(a < b for a in units for b in units)

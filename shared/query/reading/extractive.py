@@ -721,9 +721,9 @@ class Reader:
                 self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
         self.column["states"][:] = self.states > 0
         pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
-        self.pool = pool = []  # each text once: what two overlapping chunks hold is embedded for the first
+        self.pool = pool = []  # each text once, none within one embedded (with the next, leaning on it)
         for i in sorted((i for i in usable if self.pair_overlap[i] > 0 or self.prior[i] > 0), key=lambda i: -pre[i]):
-            if len(pool) < READER_POOL and all(self.quoted_text(i) != self.quoted_text(j) for j in pool):
+            if len(pool) < READER_POOL and all(self.quoted_text(i) not in self.quoted_text(j) for j in pool):
                 pool.append(i)
         if not pool:
             return False
