@@ -310,3 +310,28 @@ def test_a_release_the_passage_leaves_out_does_not_refuse_a_question_that_asks_m
     contexts = _contexts("The --plain option now also drops the colour codes of warnings.")
     grade = llm.grade("Which option of quill 2.9 drops the colour codes of warnings?", contexts)
     assert "no passage states" not in grade.reasoning, grade.reasoning
+
+
+_GLOSSARY = chunk(31, "Workshop glossary", "\n".join([
+    "- ACK: Acknowledgement - The receiver confirms that a parcel arrived at the bench.",
+    "- BOM: Bill Of Materials - Every part a build needs, with its count and its supplier.",
+    "- CNC: Computer Numerical Control - A lathe or mill driven by a program rather than by hand.",
+    "- DFM: Design For Manufacture - Shaping a part so that the workshop can make it cheaply.",
+    "- ECO: Engineering Change Order - The form that records why a drawing was changed and by whom.",
+    "- FAI: First Article Inspection - The first part off a new setup is measured against the drawing.",
+    "- JIT: Just In Time - Material arrives when the bench needs it, not weeks before.",
+    "- WIP: Work In Progress - Parts that have left the stores but are not yet finished.",
+]))
+
+
+def test_a_term_past_the_grading_cut_of_a_passage_is_covered_by_the_passage():
+    # the grader stage cuts each passage to its character budget; the acronym asked about stands on a glossary line
+    # past the cut, and the passage holds it all the same
+    from services.grader.handler import grading_contexts
+
+    llm, _ = _model([_GLOSSARY])
+    contexts = grading_contexts([{"chunk_id": _GLOSSARY.chunk_id, "title": _GLOSSARY.title, "text": _GLOSSARY.text}],
+                                limit=10, chars=500)
+    assert "WIP" not in contexts[0].text and "WIP" in contexts[0].whole  # the case: past the cut
+    grade = llm.grade("What does WIP stand for?", contexts)
+    assert "missing: WIP" not in grade.reasoning and " 0% across" not in grade.reasoning, grade.reasoning

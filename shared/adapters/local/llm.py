@@ -429,7 +429,9 @@ class LocalLanguageModel:
         sim_max = float(sims[order[0]])
         sim_top = float(np.mean(sims[order[:3]]))
         sim_second = float(sims[order[1]]) if len(order) > 1 else 0.0
-        sets = [term_set(c) for c in cleaned]
+        # terms count in the whole passage the reader quotes, not the grading cut's ("WIP: ..." past 500 characters)
+        read = [strip_model_directives(c.whole)[0] if c.whole else text for c, text in usable]
+        sets = [term_set(c) for c in read]
         union = set().union(*sets)
 
         terms = self._key_terms(query, asked_vector)
@@ -461,7 +463,7 @@ class LocalLanguageModel:
         cov_best = max(per_context)
         cov_of_most_similar = per_context[int(order[0])]
         # One sentence naming the question's terms together is firmer than terms scattered over a passage.
-        cov_sentence = max((coverage(terms_of) for text in cleaned for terms_of in sentence_term_sets(text)),
+        cov_sentence = max((coverage(terms_of) for text in read for terms_of in sentence_term_sets(text)),
                            default=0.0)
         missing = [t for t, _, alts in terms if not self._covered(alts, union)]
         # On topic is not enough: the contexts must hold the asked fact (a price, a year, a
