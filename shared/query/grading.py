@@ -256,21 +256,52 @@ def below_thresholds(grade: Grade, thresholds: GradeThresholds) -> bool:
 # A number as a question states it, a word of its own: a version, a release, a count ("3.9", "4.10.0", "600"); the
 # digits of a name are not one ("sr0", "V10", "BM25", "192.0.2.0/24").
 _STATED_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+_YEAR = re.compile(r"1[5-9]\d\d|20\d\d")
 _WORD_EDGES = ",;:!?()[]{}\"'“”«»„"
+
+
+# Words between a name and its number that say what the number is ("less version 600", "bash release 5.3"): the
+# number belongs to the name before them.
+_NUMBER_NOUNS = frozenset("version versions release releases v level levels edition revision".split())
+# Words before a number that name nothing it numbers: it is stated wherever it stands ("in 3.9", "since 2.9").
+_NO_OWNER = frozenset("""a an the and or of in on at to for by with as than is are was were be since after before
+    until till from around about past prior up over under between""".split())
+_LOWER_WORD = re.compile(r"[a-z][a-z0-9]*")
 
 
 def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
     """The numbers ``question`` states that no passage states ("What changed in grep 3.9?" over passages about
     3.8 and 3.10), in order: the passages are about another version, release or count than the one asked about,
     so what they say cannot be the answer. A passage states a number where it stands apart from other digits
-    ("grep-3.9", "V10", "3.9.1" all state 3.9 or 10; "13.9" and "3.95" do not)."""
-    text = "\n".join(passages)
-    words = (word.strip(_WORD_EDGES).rstrip(".") for word in question.split())
+    ("grep-3.9", "V10", "3.9.1" all state 3.9 or 10; "13.9" and "3.95" do not) and, where the question names what
+    the number numbers (the word before it, or before "version" or "release": "diffutils 3.9", "less version 600")
+    and some passage names that too, where it names it: "Python 3.9" does not state diffutils 3.9. A year dates,
+    it numbers nothing."""
+    words = [word.strip(_WORD_EDGES).rstrip(".") for word in question.split()]
+    named = [set(_LOWER_WORD.findall(text.lower())) for text in passages]
     out: list[str] = []
-    for number in dict.fromkeys(w for w in words if _STATED_NUMBER.fullmatch(w)):
-        if not re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", text):
+    for at, number in enumerate(words):
+        if not _STATED_NUMBER.fullmatch(number) or number in out:
+            continue
+        owner = None if _YEAR.fullmatch(number) else _owner(words[:at])
+        if owner is not None and not any(owner in names for names in named):
+            owner = None  # a name no passage uses (or a verb: "reached 4.2") ties the number to nothing here
+        stated = re.compile(rf"(?<![\d.]){re.escape(number)}(?!\d)")
+        if not any(stated.search(text) and (owner is None or owner in names)
+                   for text, names in zip(passages, named, strict=True)):
             out.append(number)
     return out
+
+
+def _owner(before: Sequence[str]) -> str | None:
+    """The name (lower-cased) a number that follows ``before`` numbers ("diffutils" in "in diffutils 3.9"); None
+    when the word before it names nothing (:data:`_NO_OWNER`) or is no word."""
+    for word in reversed(before):
+        low = word.lower()
+        if low in _NUMBER_NOUNS:
+            continue
+        return low if _LOWER_WORD.fullmatch(low) and low not in _NO_OWNER else None
+    return None
 
 
 # ------------------------------------------------------- prompt injection

@@ -139,3 +139,18 @@ def test_the_numbers_a_question_states_that_no_passage_states():
     assert numbers_unstated("Which release reads files fastest?", passages) == []
     # the digits of a name are no number the question states
     assert numbers_unstated("Which group does /dev/sr0 own, and does V9 or BM25 read it?", passages) == []
+
+
+def test_a_number_is_stated_only_beside_the_name_it_numbers():
+    # "kestrel 4.2" is kestrel's release: a passage stating 4.2 of another program does not state it
+    from shared.query.grading import numbers_unstated
+
+    other = ["Heron 4.2 was the first release with a plugin loader.", "kestrel NEWS\n* Changes in 4.1"]
+    assert numbers_unstated("What changed in kestrel 4.2?", other) == ["4.2"]
+    assert numbers_unstated("What changed in kestrel version 4.2?", other) == ["4.2"]  # "version" says what it is
+    assert numbers_unstated("What changed in kestrel 4.2?", [*other, "kestrel NEWS\n* Changes in 4.2"]) == []
+    # a number with no name before it, or a word before it that no passage uses, is stated wherever it stands
+    assert numbers_unstated("What changed in 4.2?", other) == []
+    assert numbers_unstated("What does kestrel print since 4.2?", other) == []  # "since" names nothing
+    assert numbers_unstated("What did kestrel change in March 2021?", [*other, "In 2021 kestrel moved."]) == []
+    assert numbers_unstated("Which program reached 4.2 first?", other) == []

@@ -303,6 +303,18 @@ def test_a_question_about_a_release_no_passage_names_is_not_answerable():
     assert "no passage states" not in llm.grade("What changed in quill 2.9?", contexts).reasoning
 
 
+def test_a_release_stated_only_for_another_program_or_in_three_digits_is_not_answerable():
+    # the passages state 3.8 for Python, not for quill; and "version 300" is what the question asks though three
+    # digits are no content term
+    news = [*_QUILL_NEWS, chunk(23, "What is new in Python", "Python 3.8 adds assignment expressions.")]
+    llm, _ = _model(news)
+    contexts = _contexts(*(c.text for c in news))
+    assert "no passage states 3.8" in llm.grade("What changed in quill 3.8?", contexts).reasoning
+    grade = llm.grade("What changed in quill version 300?", contexts)
+    assert not grade.answerable and "no passage states 300" in grade.reasoning, grade.reasoning
+    assert "no passage states" not in llm.grade("What changed in Python 3.8?", contexts).reasoning
+
+
 def test_a_release_the_passage_leaves_out_does_not_refuse_a_question_that_asks_more():
     # a changelog names its release in a heading the retrieved passage may not hold: a question with more to
     # it than the release is left to the rest of the evidence

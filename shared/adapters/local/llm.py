@@ -176,6 +176,12 @@ def _feedback_words(text: str) -> _FeedbackWords:
     return _FeedbackWords(candidates, MappingProxyType(Counter(stem(w) for w in tokenize(body))))
 
 
+def _titled_whole(context: NumberedContext) -> str:
+    """The whole passage under its title (the grading cut's first line): a changelog's section names the release,
+    its title the program."""
+    return f"{context.text.partition(chr(10))[0]}\n{context.whole}" if context.whole else context.text
+
+
 def _scaled(similarity: float) -> float:
     return float(min(1.0, max(0.0, (similarity - SIM_FLOOR) / (SIM_FULL - SIM_FLOOR))))
 
@@ -533,7 +539,7 @@ class LocalLanguageModel:
             # neutral grade that neither claims an answer nor abstains.
             answerable, grounded = True, False
         # also the number the question turns on ("What changed in grep 3.9?") stated by no passage: another release's
-        other_number = self.unstated_number(query, [c.whole or c.text for c in contexts])
+        other_number = self.unstated_number(query, [_titled_whole(c) for c in contexts])
         if ev.unknown or other_number:
             answerable, grounded = False, False
         near_miss = support.near_miss
@@ -587,6 +593,8 @@ class LocalLanguageModel:
         terms = content_terms(in_english(query)[1], keep_temporal=False)
         weights = {t: 1.5 if ACRONYM.match(t) or any(ch.isdigit() for ch in t) or t[:1].isupper() else 1.0
                    for t in terms}
+        # a number of three digits or fewer is no content term ("less version 600"), but it is what such a question asks
+        weights.update({n: 1.5 for n in unstated if not any(n in t for t in weights)})
         carried = sum(w for t, w in weights.items() if any(n in t for n in unstated))
         return unstated if weights and carried * 3 >= sum(weights.values()) else []
 
