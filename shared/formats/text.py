@@ -154,9 +154,9 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
     """Text from bytes whose declared charset may be wrong or missing.
 
     Order: a byte-order mark; UTF-16 without one (every other byte NUL, see _wide_without_bom); strict UTF-8 (valid UTF-8 with non-ASCII bytes is
-    almost never anything else, so it beats a wrong label); a file of both UTF-8 lines and lines in a code page
-    line by line (_mixed_with_utf8); the declared charset
-    and a ``<meta charset>``, if they decode strictly; then windows-1252 when every
+    almost never anything else, so it beats a wrong label); the declared charset
+    and a ``<meta charset>``, if they decode strictly; a file of both UTF-8 lines and lines in a code page
+    line by line (_mixed_with_utf8); then windows-1252 when every
     non-ASCII byte is below 0xC0 (there windows-1252 holds curly quotes, dashes, the euro sign
     and symbols, and code pages keep their letters above: English text from Windows, which
     charset_normalizer read as cp437 or cp852 when it was short); then detection by
@@ -174,6 +174,9 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    labelled = _labelled_codec(raw, declared, html)
+    if labelled:
+        return raw.decode(labelled)
     mixed = _mixed_with_utf8(raw, declared, html)
     if mixed is not None:
         return mixed
@@ -181,8 +184,8 @@ def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False)
     return raw.decode(codec, errors=errors)
 
 
-def _code_page(raw: bytes, declared: str | None, html: bool) -> tuple[str, str]:
-    """The codec (and its error handling) for text that is not UTF-8: see decode_bytes."""
+def _labelled_codec(raw: bytes, declared: str | None, html: bool) -> str | None:
+    """The declared charset, else the page's ``<meta charset>``, when it is not UTF-8 and reads ``raw`` strictly."""
     labels = [declared]
     if html:
         match = _META_CHARSET.search(raw[:4096])
@@ -192,9 +195,17 @@ def _code_page(raw: bytes, declared: str | None, html: bool) -> tuple[str, str]:
         if codec and codec != "utf-8":
             try:
                 raw.decode(codec)
-                return codec, "strict"
+                return codec
             except UnicodeDecodeError:
                 continue
+    return None
+
+
+def _code_page(raw: bytes, declared: str | None, html: bool) -> tuple[str, str]:
+    """The codec (and its error handling) for text that is not UTF-8: see decode_bytes."""
+    labelled = _labelled_codec(raw, declared, html)
+    if labelled:
+        return labelled, "strict"
     if _upper_half_is_punctuation(raw):
         try:
             raw.decode("cp1252")

@@ -169,6 +169,9 @@ def test_a_file_of_utf8_lines_and_code_page_lines_is_read_line_by_line():
     # the UTF-8 lines' script picks the code page of the others: Cyrillic lines in windows-1251
     russian = "«Привет, мир» — сказал он вчера.\n"
     assert decode_bytes(russian.encode("utf-8") + russian.encode("cp1251"), None) == russian + russian
+    # a label that reads the bytes wins: windows-1251's "Вё" (C2 B8) is also valid UTF-8, yet the page says 1251
+    labelled = "Вё\nПривет, мир.\n"
+    assert decode_bytes(labelled.encode("cp1251"), "windows-1251") == labelled
     # a file that is all one code page is read as before
     assert decode_bytes("Der Lüfter für das Gerät.\n".encode("latin-1"), None) == "Der Lüfter für das Gerät.\n"
 
