@@ -498,6 +498,29 @@ def _stated_title(extracted: str, page_title: str) -> str:
     return page_title
 
 
+def _definition_terms(html: str) -> list[str]:
+    """The texts of a page's <dt> elements (a definition list's terms: a function's signature, a
+    parameter's name), at least 3 of them, else none."""
+    if "<dt" not in html:
+        return []
+    import lxml.html
+    from lxml import etree
+
+    try:
+        tree = lxml.html.document_fromstring(_XML_DECLARATION.sub("", html, count=1))
+    except (etree.ParserError, ValueError):
+        return []
+    terms = [" ".join(dt.text_content().split()).rstrip("¶ ") for dt in tree.iter("dt")]
+    terms = [term for term in terms if term]
+    return terms if len(terms) >= 3 else []
+
+
+def _lost(terms: list[str], text: str) -> int:
+    """How many of the terms begin no line of the text (a term named in the prose is still lost)."""
+    starts = [" ".join(line.split()).lstrip("- ") for line in text.splitlines()]
+    return sum(1 for term in terms if not any(start.startswith(term[:40]) for start in starts))
+
+
 def extract_html(html: str, url: str) -> CleanDocument:
     """Main content and metadata of a web page, by trafilatura (no hand-written selectors)."""
     import trafilatura
@@ -533,6 +556,16 @@ def extract_html(html: str, url: str) -> CleanDocument:
                              published=metadata.date or None)
     document = trafilatura.bare_extraction(html, **options)
     text = normalize_text(getattr(document, "text", None) or "") if document is not None else ""
+    terms = _definition_terms(html)
+    if text and _lost(terms, text) > len(terms) / 2:
+        # trafilatura's default extraction left out most of the page's <dt> terms, keeping their <dd>
+        # descriptions without them: libffi's texinfo page lost every "Function: void ffi_closure_free (...)"
+        # and parameter name, so "The executable address returned by ffi_closure_alloc." (codeloc's
+        # description) answered what ffi_closure_alloc returns. Its recall mode keeps them as list items.
+        recall = trafilatura.bare_extraction(html, favor_recall=True, **options)
+        recall_text = normalize_text(getattr(recall, "text", None) or "") if recall is not None else ""
+        if recall_text and _lost(terms, recall_text) < _lost(terms, text):
+            document, text = recall, recall_text
     if len(text) < _CONFIRM_BELOW_CHARS:
         precise = trafilatura.bare_extraction(html, fast=True, favor_precision=True, **options)
         precise_text = normalize_text(getattr(precise, "text", None) or "") if precise is not None else ""

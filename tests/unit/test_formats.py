@@ -87,6 +87,45 @@ def test_a_pdf_of_one_line_a_page_keeps_its_lines():
     assert "Valve manual" not in text and "Open the outlet slowly." in text
 
 
+_TEXINFO_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>The Widget API (libwidget manual)</title>
+<link href="Next-Thing.html" rel="next" title="Next Thing"></head><body>
+<div class="section-level-extent" id="The-Widget-API">
+<div class="nav-panel"><p>Next: <a href="Next-Thing.html" accesskey="n" rel="next">Next Thing</a>, Previous: <a href="Prev.html" accesskey="p" rel="prev">Prev</a>, Up: <a href="Using.html" accesskey="u" rel="up">Using libwidget</a></p></div>
+<hr><h4 class="section">3.1 The Widget API</h4>
+<p>libwidget can build a widget at run time from a recipe of parts, which is useful for plug-ins and for tests.</p>
+<p>Widgets need a buffer of their own on systems that forbid writing to code pages. Two functions manage it:</p>
+<dl class="def"><dt id="index-a"><span class="category">Function: </span><span><strong>void</strong> <em>*widget_alloc (size_t <var>size</var>, void **<var>handle</var>)</em><a href="#index-a" class="copiable-anchor"> &para;</a></span></dt>
+<dd><p>Reserve a buffer of <var>size</var> bytes. This returns the buffer's writable address and stores its handle in *<var>handle</var>.</p></dd></dl>
+<dl class="def"><dt id="index-b"><span class="category">Function: </span><span><strong>void</strong> <em>widget_release (void *<var>buffer</var>)</em><a href="#index-b" class="copiable-anchor"> &para;</a></span></dt>
+<dd><p>Give back a buffer reserved with <code>widget_alloc</code>. The argument is the writable address.</p></dd></dl>
+<p>Then build the widget:</p>
+<dl class="def"><dt id="index-c"><span class="category">Function: </span><span><strong>int</strong> <em>widget_build (void *<var>buffer</var>, int <var>parts</var>, void *<var>spare</var>)</em><a href="#index-c" class="copiable-anchor"> &para;</a></span></dt>
+<dd><p>Build a widget. Its arguments are:</p>
+<dl compact="compact">
+<dt><span><var>buffer</var></span></dt><dd><p>The writable address that <code>widget_alloc</code> returned.</p></dd>
+<dt><span><var>parts</var></span></dt><dd><p>How many parts the recipe lists.</p></dd>
+<dt><span><var>spare</var></span></dt><dd><p>The handle stored by <code>widget_alloc</code>, unused here.</p></dd>
+</dl>
+<p><code>widget_build</code> returns 0 when the widget is built and a negative number otherwise.</p></dd></dl>
+<p>After a build, the handle can be called as a function.</p>
+<hr><div class="nav-panel"><p>Next: <a href="Next-Thing.html" accesskey="n" rel="next">Next Thing</a>, Up: <a href="Using.html">Using libwidget</a></p></div>
+</div></body></html>"""
+
+
+def test_a_page_whose_definition_terms_the_extractor_drops_keeps_them():
+    # A texinfo page (makeinfo's section div, nav panels, <dl class="def">): trafilatura's default extraction
+    # kept every <dd> and dropped every <dt>, the function signatures and parameter names, so a parameter's
+    # description stood alone ("The writable address that widget_alloc returned.") and read as a statement
+    # about the function (newcomer11, libffi's The-Closure-API.html). Its recall mode keeps the terms.
+    from shared.formats.text import extract_html
+
+    lines = extract_html(_TEXINFO_PAGE, "").body.splitlines()
+    assert "- Function: void widget_release (void *buffer) \u00b6" in lines, lines
+    at = lines.index("- spare")
+    assert lines[at + 1] == "- The handle stored by widget_alloc, unused here."
+    assert not any("Next Thing" in line for line in lines)  # the navigation panels stay out
+
+
 def test_a_real_pdf_reads_in_order_without_page_furniture_and_every_passage_knows_its_page():
     reading = read_pdf(PDF.read_bytes(), "application/pdf", PDF.as_uri(), Limits())
     pages = {p.position["page"] for p in reading.passages}
