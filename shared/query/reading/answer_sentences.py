@@ -92,11 +92,8 @@ def heading_like(text: str) -> bool:
     """True for a Title Case line without a lower-case word of its own (a heading,
     a label, a byline), e.g. "Term Frequency Saturation and k1" or "Pros"."""
     # (stops at the first word of its own in lower case: every sentence of every passage is asked this)
-    for w in _words(text):
-        if w[0].islower() and w.lower() not in _TITLE_SMALL and not any(
-                ch.isdigit() or ch.isupper() for ch in w[1:]):
-            return False
-    return True
+    return not any(w[0].islower() and w.lower() not in _TITLE_SMALL
+                   and not any(ch.isdigit() or ch.isupper() for ch in w[1:]) for w in _words(text))
 
 
 # Words a sentence does not open with in lower case: a piece starting with one is the tail of a

@@ -25,6 +25,7 @@ local grader (:mod:`shared.adapters.local.llm`) and the reader's verdict use the
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -331,16 +332,12 @@ def _specifics(question: str) -> tuple[str, ...]:
         if low in STOPWORDS or word in _WORDS["name_fillers"] or low in _MONTHS or low in _WORDS["question_words"] \
                 or low in _WORDS["qualifiers"]:
             continue  # "the EXACT figure" is emphasis, not a name
-        if _YEAR.match(word):
+        if (_YEAR.match(word)
+                or len(word) == 1 and word.isupper() and i > 0 and words[i - 1][:1].isupper()  # "Model Y"
+                or word.isdigit() and i > 0 and (words[i - 1][:1].isupper() or words[i - 1].isupper())
+                or i > 0 and word[:1].isupper() and len(word) > 1
+                or i > 0 and any(ch.isupper() for ch in word[1:]) and any(ch.isalpha() for ch in word)):  # "iPhone"
             out.append(word)
-        elif len(word) == 1 and word.isupper() and i > 0 and words[i - 1][:1].isupper():
-            out.append(word)  # "Model Y"
-        elif word.isdigit() and i > 0 and (words[i - 1][:1].isupper() or words[i - 1].isupper()):
-            out.append(word)
-        elif i > 0 and word[:1].isupper() and len(word) > 1:
-            out.append(word)
-        elif i > 0 and any(ch.isupper() for ch in word[1:]) and any(ch.isalpha() for ch in word):
-            out.append(word)  # "iPhone", "eBay"
     return tuple(dict.fromkeys(out))
 
 
@@ -421,12 +418,8 @@ def _opening_phrase(text: str) -> list[str]:
     lower-cased; empty when a verb or an article follows which/what ("What does ...", "Which is ...")."""
     m = _OPENING.match(text)
     words = [w.lower().strip(".,;:") for w in m["rest"].split()] if m else []
-    phrase: list[str] = []
-    for word in words[:OPENING_WORDS]:
-        if word in _WORDS["auxiliaries"] or word in _WORDS["phrase_breaks"]:
-            break
-        phrase.append(word)
-    return phrase
+    ends = _WORDS["auxiliaries"] | _WORDS["phrase_breaks"]
+    return list(itertools.takewhile(lambda word: word not in ends, words[:OPENING_WORDS]))
 
 
 def _opening_noun(text: str) -> tuple[str | None, ...]:
@@ -523,12 +516,9 @@ def _question_shape(text: str) -> tuple[str | None, tuple[str, ...], str | None,
 def _numbers(sentence: str) -> list[tuple[str, str]]:
     """(number token, the word after it) for each number written in digits or words."""
     words = tokenize(sentence)
-    out = []
-    for i, word in enumerate(words):
-        low = word.lower()
-        if word[:1].isdigit() or low in _WORDS["number_words"]:  # "win32", "krb5" name things, they count nothing
-            out.append((word, words[i + 1].lower() if i + 1 < len(words) else ""))
-    return out
+    # (a digit opens it: "win32", "krb5" name things, they count nothing)
+    return [(word, after.lower()) for word, after in itertools.zip_longest(words, words[1:], fillvalue="")
+            if word[:1].isdigit() or word.lower() in _WORDS["number_words"]]
 
 
 def _measures_other(token: str, after: str, question_terms: frozenset[str]) -> bool:
@@ -585,8 +575,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
     if kind == DATE:
         # "when was the API introduced?": "in OpenSSL version 0.9.6" dates it as software is dated
         return bool(_DATE_VALUE.search(sentence) or _IN_VERSION.search(sentence))
-    if kind in (STATUS, FLAG, VERSION):  # a code, a flag or a version the question does not itself name
-        written = {STATUS: _STATUS_VALUE, FLAG: _FLAG_VALUE, VERSION: _VERSION_VALUE}[kind]
+    if kind in (STATUS, FLAG, VERSION, LOCATION):  # a code, a flag, a version or a path the question does not name
+        written = {STATUS: _STATUS_VALUE, FLAG: _FLAG_VALUE, VERSION: _VERSION_VALUE, LOCATION: _PATH_VALUE}[kind]
         return any(stem(m.group()) not in question_terms for m in written.finditer(sentence))
     if kind == RETURN:
         return bool(_RETURN_VALUE.search(sentence))
@@ -598,8 +588,6 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         return any(stem(m.group()) not in question_terms and not _YEAR.match(m.group())
                    and not _CROSS_REFERENCE.search(sentence[:m.start()]) and not _MEASURED.match(sentence[m.end():])
                    for m in _IDENT_VALUE.finditer(sentence))
-    if kind == LOCATION:
-        return any(stem(m.group()) not in question_terms for m in _PATH_VALUE.finditer(sentence))
     if kind == AMOUNT:
         return bool(_CURRENCY.search(sentence))
     if kind == COUNT and counted:

@@ -99,19 +99,14 @@ def stem(word: str) -> str:
 
 def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
     """Distinct content words of ``text`` in order of first use (surface form kept)."""
-    seen: set[str] = set()
-    out: list[str] = []
+    first: dict[str, str] = {}  # each stem's first form
     for word in [*tokenize(text), *OPTION.findall(text)]:  # an option is a term as written ("-9", "-N")
         low = word.lower()
-        if low in STOPWORDS or len(low) < 2 or (not keep_temporal and low in TEMPORAL_WORDS):
-            continue
-        if low.isdigit() and len(low) < 4:  # small numbers are rarely what a question is about
-            continue
-        key = stem(word)
-        if key not in seen:
-            seen.add(key)
-            out.append(word)
-    return out
+        # (small numbers are rarely what a question is about)
+        if low not in STOPWORDS and len(low) >= 2 and (keep_temporal or low not in TEMPORAL_WORDS) \
+                and not (low.isdigit() and len(low) < 4):
+            first.setdefault(stem(word), word)
+    return list(first.values())
 
 
 def term_set(text: str) -> set[str]:
