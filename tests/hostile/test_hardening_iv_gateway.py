@@ -111,11 +111,11 @@ def test_a_where_key_must_start_with_a_letter_as_its_error_says(key):
 
 
 @pytest.mark.parametrize("flags, named", [
-    (("--source", "https://nowhere.example/feed.xml"), "source"),
     (("--where", "author=nobody-at-all"), "author=nobody-at-all"),
 ])
 def test_a_filter_that_admits_nothing_is_named_in_the_answer(tmp_path, flags, named):
     # `ragbus search` named the filter; `ask` (and so the API, MCP and chat) said only "could not find"
+    # (a --source no stored document comes from is refused by the CLI before asking: test_filter_surfaces)
     doc = tmp_path / "docs" / "bm25.md"
     doc.parent.mkdir()
     doc.write_text("# BM25\n\nBM25 ranks documents by term frequency, saturated by its k1 parameter, and by "

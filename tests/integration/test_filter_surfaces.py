@@ -121,13 +121,22 @@ def test_http_search_and_queries_take_filters_with_clear_400s(deps):
             assert error.startswith(said) and error.count("filters") == 1, error
 
 
-def test_cli_flags_become_filters_and_bad_ones_a_one_line_error(monkeypatch):
+def _stored(tmp_path, *docs: dict) -> SqliteStateStore:
+    state = SqliteStateStore(tmp_path / "state.db")
+    for n, doc in enumerate(docs):
+        state.put(state_collections.DOCUMENTS, f"d{n}", doc)
+    return state
+
+
+def test_cli_flags_become_filters_and_bad_ones_a_one_line_error(monkeypatch, tmp_path):
     import shared.tools.cli as cli
     import shared.tools.cli.reading as reading  # where `ask` and `search` look their session up
 
     asked = []
+    state = _stored(tmp_path, {"url": "https://nv.example/posts/1", "origin": "https://nv.example/rss"})
     session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None,
-                              deps=SimpleNamespace(clock=FakeClock(NOW)), stages=lambda: contextlib.nullcontext())
+                              deps=SimpleNamespace(clock=FakeClock(NOW), state=state),
+                              stages=lambda: contextlib.nullcontext())
     monkeypatch.setattr(reading, "open_session", lambda *a, **k: session)
     answered = SimpleNamespace(status="answered", to_doc=lambda: {"status": "answered"})
     monkeypatch.setattr(reading, "_ask", lambda deps, q, **kw: asked.append(kw["filters"]) or answered)
@@ -141,6 +150,46 @@ def test_cli_flags_become_filters_and_bad_ones_a_one_line_error(monkeypatch):
     assert result.exit_code == 2 and "since 'whenever'" in result.output
     result = runner.invoke(cli.app, ["search", "graphs", "--where", "vendor"])
     assert result.exit_code == 2 and "write key=value" in result.output
+
+
+@pytest.mark.parametrize("command", [["ask", "why?"], ["search", "graphs"], ["chat"]])
+def test_a_source_no_stored_document_comes_from_is_refused_before_asking(monkeypatch, tmp_path, command):
+    # `ragbus ask --source /nonexistent` asked, answered "nothing matches the filters" and exited 0: --source
+    # filters stored documents by where they came from, so one naming none of them is an error that says so
+    import shared.tools.cli as cli
+    import shared.tools.cli.chat as chat
+    import shared.tools.cli.reading as reading
+
+    state = _stored(tmp_path, {"url": "file:///docs/notes/a.md", "origin": "/docs/notes"},
+                    {"url": "https://nv.example/posts/1", "origin": "https://nv.example/rss"})
+    session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None,
+                              deps=SimpleNamespace(clock=FakeClock(NOW), state=state),
+                              stages=lambda: contextlib.nullcontext())
+    for module in (reading, chat):
+        monkeypatch.setattr(module, "open_session", lambda *a, **k: session)
+    asked = []
+    answered = SimpleNamespace(status="answered", to_doc=lambda: {"status": "answered"})
+    monkeypatch.setattr(reading, "_ask", lambda deps, q, **kw: asked.append(kw["filters"]) or answered)
+    monkeypatch.setattr("shared.query.api.search_documents", lambda *a, **k: asked.append(k["filters"]) or [])
+    monkeypatch.setattr(chat, "_converse", lambda deps, **kw: asked.append(kw["filters"]) or (0, 0))
+    runner = CliRunner()
+    for source, said in [("/nonexistent", "no such file or folder exists either"),
+                         ("/docs/notes-old", "stored sources: /docs/notes, https://nv.example/rss"),
+                         ("https://amd.example/feed", "stored sources: /docs/notes, https://nv.example/rss")]:
+        result = runner.invoke(cli.app, [*command, "--source", source])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2, text
+        assert f"--source {source}: no indexed document comes from this source" in text and said in text, text
+    assert asked == []
+    json = [] if command == ["chat"] else ["--json"]
+    for source in ("/docs/notes", "file:///docs/notes/a.md", "https://nv.example/rss"):  # a folder, a file, a feed
+        result = runner.invoke(cli.app, [*command, "--source", source, *json])
+        assert result.exit_code == 0, result.output
+    assert len(asked) == 3
+    empty = _stored(tmp_path / "empty")
+    session.deps.state = empty
+    result = runner.invoke(cli.app, [*command, "--source", "/docs/notes"])
+    assert result.exit_code == 2 and "no document is indexed yet" in " ".join(result.output.split())
 
 
 def test_mcp_tools_take_typed_filter_arguments(deps):

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from shared.contract import state_collections
 from shared.contract.config import load_settings
-from shared.ingest.listings import get_listing, remove_listing
+from shared.ingest.listings import get_listing, listing_key, new_listing_record, remove_listing
 from shared.runtime.bootstrap import build_local
 from shared.tools.cli import app
 
@@ -79,3 +80,23 @@ def test_a_feed_removed_while_it_is_polled_is_named_and_fails_the_poll_that_aske
     said = " ".join(polled.output.split())
     assert f"poll: {url} was removed by another command while this poll ran" in said, polled.output
     assert polled.exit_code == (1 if named else 0), polled.output
+
+
+@pytest.mark.integration
+def test_poll_of_a_feed_that_is_not_registered_fails_naming_it(tmp_path, monkeypatch):
+    # `ragbus poll --feed URL` with no listing registered said "no feeds registered, nothing to poll" and exited 0:
+    # the URL asked for named nothing, and a script read the poll as done
+    home = tmp_path / "home"
+    for name, value in {"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0"}.items():
+        monkeypatch.setenv(name, value)
+    other = build_local(load_settings({"RAGBUS_HOME": str(home), "RAGBUS_TRACING": "0"}))
+    url = "https://feeds.example/never-added.xml"
+    for registered in ([], ["https://feeds.example/added.xml"]):  # none registered, and another one registered
+        for added in registered:
+            other.deps.state.put(state_collections.FEEDS, listing_key(added),
+                                 new_listing_record(added, other.deps.clock.now()))
+        polled = CliRunner().invoke(app, ["poll", "--feed", url])
+        said = " ".join(polled.output.split())
+        assert polled.exit_code == 2, said
+        assert f"poll --feed: no feed or sitemap {url} is registered" in said and "ragbus sources list" in said
+    assert get_listing(other.deps.state, url) is None  # nor registered nor polled

@@ -41,7 +41,13 @@ def poll(
 
     session = open_session(allow_loopback, changes=True)
     deps = session.deps
-    if not list_listings(deps.state):
+    registered = {f["url"] for f in list_listings(deps.state)}
+    unknown = [url for url, normal in zip(feed, _wanted_listings(deps, feed), strict=True)
+               if normal not in registered] if feed else []
+    if unknown:  # polling nothing for it and exiting 0 read as done
+        raise fail(f"poll --feed: no feed or sitemap {', '.join(redact(url) for url in unknown)} is registered; "
+                   "`ragbus sources list` shows the registered ones, `ragbus feeds add URL` registers one")
+    if not registered:
         left = session.local.bus.oldest_outstanding(
             [c.subscription for c in consumers_of(INGESTION_STAGES)]) if session.local else None
         if left is None:
@@ -57,7 +63,6 @@ def poll(
         return
     since, started = time.time() - 0.001, deps.clock.now()
     dead = 0
-    registered = {f["url"] for f in list_listings(deps.state)}
     asked = [url for url in _wanted_listings(deps, feed) if url in registered]  # what this poll is to fetch
     earlier = _announce_earlier(session, _listing_items(deps, feed), "poll")
     with session.stages(INGESTION_STAGES) as runtime:

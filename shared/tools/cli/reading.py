@@ -169,7 +169,31 @@ def filters_from_flags(deps: Deps, source: str | None, since: str | None, until:
                                 kind=kind, where=where or None)
     except FilterError as exc:
         raise fail(f"filter: {exc}") from None
+    if filters.source is not None:
+        _check_source_stored(deps, filters.source, source or "")
     return None if filters.is_empty else filters
+
+
+def _check_source_stored(deps: Deps, source: str, typed: str) -> None:
+    """Refuse a --source no stored document comes from (a path that does not exist, a feed never polled):
+    the filter would admit nothing, and the answer "nothing matches the filters" read as a finished command."""
+    from shared.contract.filters import Filters
+
+    only_source = Filters(source=source)
+    origins: set[str] = set()
+    for doc in deps.state.list(state_collections.DOCUMENTS):
+        if only_source.matches(doc):
+            return
+        origins.add(str(doc.get("origin") or doc.get("url") or ""))
+    if not origins:
+        raise fail(f"--source {typed}: no document is indexed yet, so no stored source matches it; {ADD_DOCUMENTS}")
+    missing = ("; no such file or folder exists either" if "://" not in source and not os.path.exists(source)
+               else "")
+    shown = sorted(o for o in origins if o)
+    listed = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+    raise fail(f"--source {typed}: no indexed document comes from this source{missing}. --source filters the "
+               "stored documents by where they came from (a feed or sitemap URL, gs://bucket/prefix or an "
+               f"ingested folder or file); stored sources: {listed}")
 
 
 @commands.command()
