@@ -324,13 +324,9 @@ def opens_with_reference(sentence: str) -> bool:
         return True
     if (" ".join(words[:6]) + " ").startswith(_REFERRING_PREFIXES):  # the phrase, then a word or the end
         return True
-    for i, word in enumerate(words[:4]):
-        if word in _DEMONSTRATIVE:
-            if i > 0:
-                return True
-            break
-        if word not in _LEAD_IN:
-            break
+    lead = next((i for i, word in enumerate(words[:4]) if word not in _LEAD_IN), None)  # "that" of "At that scale"
+    if lead and words[lead] in _DEMONSTRATIVE:
+        return True
     if _ELLIPTIC_CLAUSE.match(text):
         return True
     # a back-pointing "these"/"this is" in the sentence's first clause (an item's first sentence's)

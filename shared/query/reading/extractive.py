@@ -1038,21 +1038,17 @@ _JOINED = re.compile(r"[/._:-]+")
 # adverb that asks for a degree anywhere in a question ("..., and how many bytes does it take?").
 _ASKED_AFTER = re.compile(r"^\W*(?:(?:in|on|at|for|from|since|to|by|with|of|within|after|before|until|during)\s+"
                           r"(?=(?:which|what|how|when|whom|whose)\b))?", re.IGNORECASE)
-_HOW_MUCH = re.compile(r"\bhow\s+(?P<adverb>long|much|many|often|far|old|big|large|soon|quickly|fast|well)\b",
-                       re.IGNORECASE)
+_DEGREE = "long|much|many|often|far|old|big|large|soon|quickly|fast|well"
+_HOW_MUCH = re.compile(rf"\bhow\s+(?P<adverb>{_DEGREE})\b", re.IGNORECASE)
 
 
 def _specific_terms(query: str) -> list[str]:
     """Stems of the question's specific words: numbers, names (capitalised past its first word), acronyms and
     identifiers ("--maxvars", "PIP_CONFIG_FILE", "1.20.2"): what an answer about the asked thing names too."""
-    out = []
-    for n, word in enumerate(tokenize(query)):
-        if word.lower() in STOPWORDS:
-            continue
-        if any(ch.isdigit() for ch in word) or any(ch in word for ch in "_-./") or word.isupper() and len(word) > 1 \
-                or (n > 0 and word[:1].isupper()):
-            out.append(stem(word))
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(
+        stem(word) for n, word in enumerate(tokenize(query)) if word.lower() not in STOPWORDS and (
+            any(ch.isdigit() or ch in "_-./" for ch in word) or word.isupper() and len(word) > 1
+            or n > 0 and word[:1].isupper())))
 
 
 # The word a negation applies to: "has not changed", "does not yet support", "never called", "isn't set".
@@ -1171,7 +1167,7 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Number
 
 # "How long does", "what is", "who": the words that ask, not what is asked about.
 _ASKING = re.compile(
-    r"^\s*(?:how\s+(?:long|much|many|often|far|old|big|large|soon|quickly|fast|well)\b|what|which|who|whom|whose|"
+    rf"^\s*(?:how\s+(?:{_DEGREE})\b|what|which|who|whom|whose|"
     r"when|where|why|how)?\s*(?:(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have|had)\b)?",
     re.IGNORECASE,
 )

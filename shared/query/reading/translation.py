@@ -134,9 +134,7 @@ _SEPARABLE = ("ab", "an", "auf", "aus", "ein", "mit", "nach", "vor", "weiter", "
 def _participle_stem(word: str) -> str | None:
     """A German past participle as the present-tense form the lexicon lists: "geprüft" ->
     "prüft", "weitergegeben" -> "weitergeben"; None for a word that is not shaped like one."""
-    if word.startswith("ge") and len(word) >= 6:
-        return word[2:]
-    for prefix in _SEPARABLE:
+    for prefix in ("", *_SEPARABLE):
         if word.startswith(prefix + "ge") and len(word) >= len(prefix) + 6:
             return prefix + word[len(prefix) + 2:]
     return None
