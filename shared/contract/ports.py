@@ -414,6 +414,7 @@ class Finding:
     # text lists items
     stated: bool = False
     disagree: bool = False  # two quoted sentences stating the asked value give different values
+    condition: str = ""  # the asked condition a quoted sentence states the value for the opposite of, or another option's
 
 
 @dataclass(frozen=True)

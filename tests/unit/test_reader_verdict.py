@@ -136,18 +136,56 @@ def test_two_quoted_sentences_stating_different_values_are_not_answered(embedder
     assert not _read(embedder, question, agreeing).finding.disagree
 
 
-def test_a_quoted_sentence_lacking_the_asked_variant_is_not_answered(embedder):
-    # asked about the daemon's TLS listener, the sources name TLS but state only the plain port: the term that tells
-    # the asked thing apart is in no quoted sentence, so the value quoted is not the asked one
-    question = "Which TCP port does the frobnicator daemon listen on by default for TLS?"
-    tls = ("Security\n\nTLS needs a certificate and its key, both read from /etc/frob/tls at start. "
-           "Clients that cannot verify the certificate are refused.")
-    answer = _read(embedder, question, PORT, tls)
-    assert "7412" in answer.text and "TLS" not in answer.text and "TLS" in answer.finding.missing
+def test_a_quoted_sibling_of_a_name_the_question_states_is_not_answered(embedder):
+    # asked about triple-Blowfish keys, the sources name them but the sentence stating rounds names Blowfish: a sibling of
+    # the asked name (a shared part) is quoted in its place, so the value quoted is not the asked one
+    question = "How many rounds does the frobnicator cipher run for triple-Blowfish keys?"
+    single = "Cipher\n\nThe frobnicator cipher runs 16 rounds for Blowfish keys. Each round mixes the key schedule."
+    legacy = "Legacy clients\n\nTriple-Blowfish keys are accepted from old clients only and are rotated every hour."
+    answer = _read(embedder, question, single, legacy)
+    assert "16 rounds" in answer.text and "triple-Blowfish" in answer.finding.missing
     assert _outcome(answer) in ("answered_with_caveat", "not_answerable")
     # the heading a sentence is quoted under names its subject as the sentence need not
-    listener = "TLS listener\n\nThe frobnicator daemon listens on TCP port 7413 by default. Its certificate is reloaded on SIGHUP."
-    assert "TLS" not in _read(embedder, question, listener, tls).finding.missing
+    named = "Triple-Blowfish\n\nThe frobnicator cipher runs 48 rounds for these keys. Each round mixes the key schedule."
+    assert "triple-Blowfish" not in _read(embedder, question, named, legacy).finding.missing
+
+
+def test_a_name_the_quoted_text_lacks_but_names_no_sibling_of_is_context(embedder):
+    # "the HOWTO" says where the question read it, and nothing quoted names another HOWTO: the port stated is the asked one
+    question = "Which TCP port does the frobnicator daemon listen on by default, according to the HOWTO?"
+    howto = "About this HOWTO\n\nThis HOWTO was written for administrators who install the daemon on a new host."
+    answer = _read(embedder, question, PORT, howto)
+    assert "7412" in answer.text and "HOWTO" in answer.finding.missing and _outcome(answer) == "answered"
+
+
+@pytest.mark.parametrize(("question", "other", "asked"), [
+    # the asked option negated where the value is stated ("when --strict is not given"), another option in its place,
+    # the opposite state ("enabled" for "disabled")
+    ("Which exit code does the sprocket tool return when --strict is given and a check fails?",
+     "The sprocket tool returns exit code 3 when a check fails and --strict is not given.", "The sprocket tool "
+     "returns exit code 4 when a check fails and --strict is given."),
+    ("How many lines per page does the sprocket report print by default with the -q option?",
+     "With the -l option, the sprocket report prints 40 lines per page by default.",
+     "With the -q option, the sprocket report prints 60 lines per page by default."),
+    ("How large is the sprocket cache when journaling is disabled?",
+     "When journaling is enabled, the sprocket cache is 8 MB.", "When journaling is disabled, the sprocket cache is 2 MB."),
+    # a list of values, each for its case, read as the list a question ending in "status" asks
+    ("What exit status does the sprocket tool return when a check fails and --strict is given?",
+     "Exit status: 3 if a check fails and --strict is not given; 4 if the configuration cannot be read; 5 if killed.",
+     "Exit status: 3 if a check fails and --strict is given; 4 if the configuration cannot be read; 5 if killed."),
+])
+def test_a_value_stated_for_another_case_than_the_asked_one_is_not_answered(embedder, question, other, asked):
+    answer = _read(embedder, question, f"Sprocket\n\n{other} The sprocket tool is written in C.")
+    assert answer.finding.condition and _outcome(answer) == "answered_with_caveat"
+    assert answer.finding.condition in caveat_note(question, answer, "en")
+    assert not _read(embedder, question, f"Sprocket\n\n{asked} The sprocket tool is written in C.").finding.condition
+
+
+def test_a_value_stated_instead_of_another_states_both_cases(embedder):
+    # "a tab instead of four spaces": the four spaces are what is used without --tabs
+    answer = _read(embedder, "How many spaces does the sprocket formatter indent by when --tabs is not given?",
+                   "Sprocket formatter\n\n--tabs: indent each level with a tab instead of four spaces.")
+    assert "four spaces" in answer.text and not answer.finding.condition
 
 
 def test_the_reader_shows_its_evidence_before_the_verdict(embedder):
@@ -318,3 +356,11 @@ def test_a_limit_asked_and_stated_by_no_sentence_is_evidence_of_a_near_miss(embe
     assert asked_plainly[0]["limit_unstated"] == 0.0
     model = shipped_verdict_model()
     assert model.near_miss.probability(seen[0]) > model.near_miss.probability(seen[0] | {"limit_unstated": 0.0})
+
+
+def test_another_option_is_no_other_case_where_a_sentence_stating_the_value_names_the_asked_one():
+    from shared.query.reading.extractive import unmet_condition
+    question = "How many lines per page does the sprocket report print with the -q option?"
+    others = "With -x and -y, the sprocket report prints 30 lines per page."
+    assert unmet_condition(question, [others], []) == "-q"
+    assert unmet_condition(question, ["With -q, the sprocket report prints 60 lines per page.", others], []) == ""

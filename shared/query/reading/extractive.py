@@ -46,6 +46,7 @@ from shared.query.reading.answer_sentences import (
 from shared.query.reading.language import phrase
 from shared.query.reading.sentence_score import SCORED_ON, SentenceScore, shipped_sentence_score
 from shared.query.reading.stemming import stemmer
+from shared.query.reading.translation import lexicon_table
 from shared.query.reading.verdict import ANSWERED, REFUSE, VerdictModel, shipped_verdict_model
 
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -846,23 +847,27 @@ class Reader:
         sentences += [AnswerSentence(text=phrase("not_mentioned", language).format(part=part), citations=[])
                       for part in [*missing, unnamed] if part]
         text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
-        evidence = self._evidence(lead, chosen, unknown)
+        evidence, stating = self._evidence(lead, chosen, unknown)
         if self.observe is not None:  # what the reader measured, beside the answer it would give
             self.observe(evidence, Answer(text=text, sentences=sentences, language=language, abstained=False), self)
         decision, _, _ = (self.verdict or shipped_verdict_model()).decide(evidence)
         if decision == REFUSE:
             return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
                           states_fact=False, unstated=(_asked_label(query), *unknown))
-        finding = self._finding(sentences, missing, unnamed, " ".join(self.candidates[i].heading for i in chosen))
-        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed)
-                         or {stem(w) for w in tokenize(run)} & set(self.asked_subject))
-        states_fact = decision == ANSWERED and not unstated and not finding.disagree
+        finding = self._finding(sentences, missing, unnamed, " ".join(self.candidates[i].heading for i in chosen), stating)
+        quoted = " ".join(s.text for s in sentences if s.citations)
+        # a name of the asked subject nothing quoted holds, where what is quoted names its sibling ("DES" for "triple-DES")
+        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or (
+            {stem(w) for w in tokenize(run)} & set(self.asked_subject) and names_a_sibling(run, quoted)))
+        states_fact = decision == ANSWERED and not unstated and not finding.disagree and not finding.condition
         return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
                       unstated=unstated or (() if states_fact else (_asked_label(query),)), finding=finding)
 
-    def _finding(self, sentences: list[AnswerSentence], missing: list[str], unnamed: str, headings: str) -> Finding:
+    def _finding(self, sentences: list[AnswerSentence], missing: list[str], unnamed: str, headings: str,
+                 stating: list[int]) -> Finding:
         """What the quoted ``sentences`` hold of the question and what they lack, the evidence a caveat names: in the
-        quoted text, the ``headings`` it is quoted under and the names of the sources it cites ("cjpeg" of cjpeg.1)."""
+        quoted text, the ``headings`` it is quoted under and the names of the sources it cites ("cjpeg" of cjpeg.1);
+        whether the quoted sentences ``stating`` the asked value give two values, or tie it to another condition."""
         quoted = " ".join(s.text for s in sentences if s.citations)  # not the "Not mentioned ..." notes
         names = " ".join(_source_name(c) for c in self.contexts if any(c.number in s.citations for s in sentences))
         # a name the answer says no source names ("Not mentioned in the sources: README.") is not found, whatever
@@ -877,7 +882,10 @@ class Reader:
         asks, stated = ("value", bool((self.states > 0).any())) if self.asks_fact else (
             ("list", _short_items(quoted) >= 2) if _asks_list(self.query) else ("", False))
         return Finding(found=found, missing=_longest([*missing, *([unnamed] if unnamed else []), *absent]),
-                       unquoted=tuple(unsaid), asks=asks, stated=stated, disagree=self.disagree)
+                       unquoted=tuple(unsaid), asks=asks, stated=stated,  # two parts may ask two values:
+                       disagree=self.asks_fact and not question_parts(self.query) and disagree(
+                           self.query, [self.candidates[i].text for i in stating]),
+                       condition=unmet_condition(self.query, [self.read_text(i) for i in stating], self.contexts))
 
     def _under_heading(self, lead: int) -> str:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
@@ -893,8 +901,9 @@ class Reader:
             return f"{heading}: {candidate.text}"
         return candidate.text
 
-    def _evidence(self, lead: int, chosen: list[int], unknown: list[str]) -> dict[str, float]:
-        """The values of :data:`~shared.query.reading.verdict.FEATURES` for the answer quoting ``chosen``."""
+    def _evidence(self, lead: int, chosen: list[int], unknown: list[str]) -> tuple[dict[str, float], list[int]]:
+        """The values of :data:`~shared.query.reading.verdict.FEATURES` for the answer quoting ``chosen``, and which of
+        ``chosen`` state the asked value (a list asked: its lead and items)."""
         candidates, query, terms = self.candidates, self.query, self.term_stems
         own = self.source.get(candidates[lead].number)
         others = [i for i in self.pool if self.source.get(candidates[i].number) != own]
@@ -911,9 +920,8 @@ class Reader:
 
         # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms and
         # most of what it is asked about (an item by its own words: a heading ties the subject to each of its items alike)
-        stating = [candidates[i].text for i in chosen if self.asks_fact and subject(i, own=candidates[i].item) >=
+        stating = [i for i in chosen if self.asks_fact and subject(i, own=candidates[i].item) >=
                    STATED_SUBJECT and self.fact_check(self.quoted_text(i), query)]
-        self.disagree = not question_parts(query) and disagree(query, stating)  # two parts may ask two values
         stated = max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0)
         # a list's items in the lead or the list it leads into, not a neighbour's commas ("creates a number of files.")
         listed = [i for i in chosen if i == lead or candidates[i].item and candidates[i].number == candidates[lead].number]
@@ -930,7 +938,7 @@ class Reader:
             "coverage_retrieved": sum(t in retrieved for t in terms) / len(terms) if terms else 0.0,
             "subject_quoted": max((subject(i) for i in chosen), default=0.0),
             "subject_stated": stated, "limit_unstated": float(bool(ASKS_LIMIT.search(query))) * (1.0 - stated),
-        }
+        }, stating if self.asks_fact else listed if asks_list else []
 
 
 #: A list of more items than this is a reference section (every option of a manual), not a list a question asks for.
@@ -949,6 +957,57 @@ def disagree(query: str, stating: Sequence[str]) -> bool:
             words = re.findall(r"^\s*(%|[^\W\d_]+)", sentence[m.end():]) + re.findall(r"([^\W\d_]+)\s*$", sentence[:m.start()])
             units.setdefault(next((w.lower() for w in words if w.lower() not in STOPWORDS), ""), set()).add(m.group())
     return any(a[u].isdisjoint(b[u]) for n, a in enumerate(values) for b in values[n + 1:] for u in a.keys() & b.keys())
+
+
+# A condition (issue 36): a command-line option ("--tab", "--follow=name", not "=N"; a short one is the long one a context
+# pairs it with: "-f, --follow") or a word of a pair of opposites (lexicon/answer_words.tsv), negated by a word before it
+# ("without -f", "not enabled") or a copula after it ("--tab is not given"); "instead of", "else": both cases are stated.
+_CONDITION = re.compile(OPTION.pattern + r"(?:=['\"]?[a-z][\w-]*)?|[A-Za-z]+")
+_OPPOSITES = {stem(word): (stem(pair.split("/")[0]), n == 0) for pair in dict(lexicon_table(
+    "answer_words.tsv", ("list", "words")))["opposites"].split() for n, word in enumerate(pair.split("/"))}
+_NEGATED_BEFORE = re.compile(r"(?:\b(?:not|no|without|unless|never)|n't)\s+(?:[\w-]+\s+){0,2}$", re.IGNORECASE)
+_NEGATED_AFTER = re.compile(r"^(?:\s+(?:option|flag))?\s+(?:is|are|was|were)(?:\s+not\b|n't\b)", re.IGNORECASE)
+_BOTH_CASES = re.compile(r"\b(?:instead\s+of|rather\s+than|otherwise|else)\b", re.IGNORECASE)
+_ALIAS = re.compile(r"(?<![\w-])(-\w),\s+(--\w[\w-]*)")
+_ASKS_OPTION = re.compile(r"^\W*(?:which|what)\s+(?:[\w-]+\s+)?(?:options?|flags?|switch(?:es)?)\b", re.IGNORECASE)
+
+
+def conditions(text: str, aliases: Mapping[str, str]) -> dict[str, dict[bool, str]]:
+    """The conditions ``text`` names: whether each holds where named, as written ("124 if COMMAND times out, and
+    --preserve-status is not specified": {"--preserve-status": {False: "--preserve-status"}})."""
+    out: dict[str, dict[bool, str]] = {}
+    for m in _CONDITION.finditer(text):
+        word = m.group().replace("'", "").replace('"', "")
+        key, holds = (aliases.get(word, word), True) if word[0] == "-" else _OPPOSITES.get(stem(word), ("", True))
+        if key:
+            negated = bool(_NEGATED_BEFORE.search(text[max(0, m.start() - 40):m.start()]) or _NEGATED_AFTER.match(text[m.end():]))
+            out.setdefault(key, {}).update(dict.fromkeys((True, False) if _BOTH_CASES.search(text) else (holds != negated,), word))
+    return out
+
+
+def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[NumberedContext]) -> str:
+    """The condition ``query`` asks under that a sentence ``stating`` the asked value ties it to the opposite of ("124
+    if ... --preserve-status is not specified"), or, an option no such sentence names, to others ("-l" for "-q"); "" if none."""
+    aliases = {short: long for ctx in contexts for short, long in _ALIAS.findall(ctx.text)}
+    asked = {key: next(iter(cases.items())) for key, cases in conditions(query, aliases).items() if len(cases) == 1}
+    named = [conditions(sentence, aliases) for sentence in stating]
+    for key, (holds, written) in asked.items():  # "--follow" is named by "--follow=name"
+        same = [[c for k, c in n.items() if k in (key, key.split("=")[0]) or key == k.split("=")[0]] for n in named]
+        if any(s and not any(holds in c for c in s) for s in same) or not any(same) and holds and key[0] == "-" and any(
+                k[0] == "-" for n in named for k in n) and not _ASKS_OPTION.match(query):
+            return written
+    return ""
+
+
+def names_a_sibling(name: str, text: str) -> bool:
+    """Whether ``text`` names a sibling of ``name`` (a run of a question's words): a word sharing a part with one of its
+    words ("DES" for "triple-DES") or of its kind (an option: "-l" for "-q"; a version: "2.8.5" for "2.8.6")."""
+    def parts(word: str) -> set[str]:
+        return {p for p in re.split(r"[-_./]", word.lower()) if len(p) > 1 and not p.isdigit() and p not in STOPWORDS}
+
+    kinds = (OPTION.fullmatch, re.compile(r"\d+(?:\.\d+)+").fullmatch)
+    return any(w.lower() != n.lower() and (parts(w) & parts(n) or any(k(w) and k(n) for k in kinds))
+               for n in tokenize(name) + OPTION.findall(name) for w in set(tokenize(text) + OPTION.findall(text)))
 
 
 def _asks_list(query: str) -> bool:
