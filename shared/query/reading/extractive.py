@@ -836,8 +836,8 @@ class Reader:
 
     def _verdict(self, lead: int, chosen: list[int], missing: list[str]) -> Answer:
         """``chosen`` quoted with the learned verdict (:mod:`shared.query.reading.verdict`): refused, a caveat (``unstated``:
-        what is not stated), or ``answered`` when no part, name, or name of the asked subject is left unquoted
-        ("triple-DES" asked, "DES" quoted; not "HTTP" of "HTTP status code") and the values stated agree."""
+        what is not stated), or ``answered`` when no part or name is left unquoted, nor a name of the asked subject whose
+        sibling is quoted ("DES" for "triple-DES"), and the values stated agree, for the asked case (:func:`unmet_condition`)."""
         language, query = self.language, self.query
         unknown = unnamed_names(query, self.names, self.contexts)
         sentences = [AnswerSentence(text=self._under_heading(lead) if i == self.unit(lead)[0] else self.candidates[i].text,

@@ -1,17 +1,16 @@
-"""The reader's verdict (issue 36): whether what it quotes is ``answered``, a caveat, or a refusal, decided by two
-logistic regressions over its evidence (:data:`FEATURES`, measured by :class:`shared.query.reading.extractive.Reader`),
-not by a rule per question:
+"""The reader's verdict (issue 36): ``answered``, a caveat, or a refusal, decided by two logistic regressions over its
+evidence (:data:`FEATURES`, measured by :class:`shared.query.reading.extractive.Reader`), not by a rule per question:
+``right``, the probability that the answer holds the asked facts and cites the document that states them, and
+``near_miss``, that no retrieved document states the asked fact at all.
 
-- ``right``: the probability that the answer holds the asked facts and cites the document that states them;
-- ``near_miss``: the probability that no retrieved document states the asked fact at all.
-
-:meth:`VerdictModel.decide` refuses (``not_answerable``) from ``refuse_from``; it answers when a quoted sentence
-states what the question's shape asks (:func:`states_what_is_asked`) and ``right`` reaches that shape's threshold
-(``answered_from`` for a value or a list asked, :func:`asks_checked`; ``open_answered_from`` for the rest, 1.0:
-never); else a caveat, as when the quoted sentences lack a name of the asked subject or give two values
-(``Reader._verdict``). Passages the local grader refuses are read on from ``rescue_from`` (:meth:`VerdictModel.rescues`).
-``bench/fit_reader.py`` fits both models and thresholds on the real-text set's development part, judged for writers
-they did not see, into ``verdict_model.json`` beside this module; one fitted on other features is refused.
+:meth:`VerdictModel.decide` refuses (``not_answerable``) from ``refuse_from``; it answers when a quoted sentence states
+what the question's shape asks (:func:`states_what_is_asked`) and ``right`` reaches that shape's threshold
+(``answered_from`` for a value or a list asked, :func:`asks_checked`; ``open_answered_from`` for the rest, 1.0: never);
+else a caveat, as when the quoted text lacks a name of the asked subject and names its sibling, or the stating sentences
+give two values or state the value for another case than the asked one (``Reader._verdict``). Passages the local grader
+refuses are read on from ``rescue_from`` (:meth:`VerdictModel.rescues`). ``bench/fit_reader.py`` fits both models and
+thresholds on the real-text set's development part, judged for writers they did not see, into ``verdict_model.json``
+beside this module; one fitted on other features is refused.
 """
 
 from __future__ import annotations
