@@ -7,7 +7,8 @@
 - Cross-origin writes: a POST (PUT, PATCH, DELETE) whose ``Origin`` is not the
   gateway's own, or that a browser marks ``Sec-Fetch-Site: cross-site``, is 403;
   a POST must be ``application/json`` (415 otherwise), which a cross-site form or
-  a "simple" ``text/plain`` fetch cannot send without a preflight that fails.
+  a "simple" ``text/plain`` fetch cannot send without a preflight that fails. Method
+  and route come first: a write no route takes is the router's 404, or 405 with ``Allow``.
 - Token: with ``api_token`` (``RAGBUS_API_TOKEN``), every request except the page,
   its static files and the health checks needs ``Authorization: Bearer <token>``.
   Binding to a non-loopback address requires one (see ``ragbus serve``). Behind Cloud
@@ -90,11 +91,13 @@ class RequestGuard:
             if headers.get("sec-fetch-site") == "cross-site":
                 return (403, f"cross-site {method} refused (Sec-Fetch-Site: cross-site)", {})
             media = headers.get("content-type", "").split(";")[0].strip().lower()
-            if media != "application/json":
+            if not _routed(scope):
+                pass  # no route takes this method here: the router's 404 or 405 (with Allow), not a body's 415
+            elif media != "application/json":
                 return (415, f"{method} needs Content-Type: application/json (got {media[:100] or 'none'!r})"
                         + _body_hint(method, scope.get("path", "")), {})
             encoding = headers.get("content-encoding", "").strip().lower()
-            if encoding not in ("", "identity"):
+            if encoding not in ("", "identity") and _routed(scope):
                 # read as sent, a compressed body is "not UTF-8"; inflating it would need a bound of its own
                 return (415, f"{method} bodies are read as sent: send it without Content-Encoding "
                         f"(got {encoding[:100]!r})", {})
@@ -107,6 +110,26 @@ class RequestGuard:
                         "send the identity token as X-Serverless-Authorization: Bearer <ID token>)",
                         {"www-authenticate": 'Bearer realm="ragbus"'})
         return None
+
+
+def _routed(scope: Scope) -> bool:
+    """Whether a route of the app takes this method on this path (or on it with its trailing slash toggled,
+    which the router redirects). Method and route are checked before the body: a PUT on a path no route has,
+    or on one that takes GET only, is the router's 404 or 405, not a 415 about a body no route would read."""
+    from starlette.routing import Match, Mount
+    from starlette.staticfiles import StaticFiles
+
+    router = getattr(scope.get("app"), "router", None)
+    if router is None:  # not under Starlette: nothing to check against
+        return True
+    path = scope.get("path", "")
+    for candidate in (path, path[:-1] if path.endswith("/") else path + "/"):
+        probe = {**scope, "path": candidate}
+        for route in router.routes:
+            if route.matches(probe)[0] == Match.FULL:
+                # a mount matches whatever the method; static files are read (GET, HEAD) only
+                return not (isinstance(route, Mount) and isinstance(route.app, StaticFiles))
+    return False
 
 
 def _body_hint(method: str, path: str) -> str:

@@ -73,3 +73,26 @@ def test_a_write_without_json_is_told_what_to_send_for_its_own_endpoint(method, 
 def test_a_415_quotes_a_huge_content_type_only_in_part():
     response = _client().post("/v1/x", content=b"{}", headers={"Content-Type": "text/" + "x" * 20_000})
     assert response.status_code == 415 and len(response.json()["error"]) < 300
+
+
+@pytest.mark.parametrize("method,path,status,allow", [
+    ("PUT", "/v1/x", 405, "GET, HEAD, POST"),  # a known route, another method: 405 naming the ones it takes
+    ("DELETE", "/v1/x", 405, "GET, HEAD, POST"),
+    ("PATCH", "/", 405, "GET, HEAD"),
+    ("PUT", "/nowhere", 404, None),  # no such route
+    ("DELETE", "/v1/x/y", 404, None),
+    ("POST", "/v1/x", 415, None),  # a route that takes the method: then the body's Content-Type
+    ("POST", "/v1/x/", 415, None),  # the same route with a trailing slash (the router redirects it)
+])
+def test_method_and_route_are_checked_before_the_body(method, path, status, allow):
+    # a PUT or DELETE on a path no route has, or on one that takes other methods, was told it "needs
+    # Content-Type: application/json", as if sending a body would make it work
+    response = _client().request(method, path, content=b"x", headers={"Content-Type": "text/plain"},
+                                 follow_redirects=False)
+    assert response.status_code == status, response.text
+    if allow is not None:
+        assert sorted(response.headers["allow"].split(", ")) == sorted(allow.split(", "))
+    if status != 415:
+        assert "Content-Type" not in response.text
+        if path != "/":  # the token still comes before the router's answer (the page needs none)
+            assert _client(token="t").request(method, path).status_code == 401
