@@ -204,8 +204,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     if rules is EN and (changed := _CHANGED_IN.match(text)):
         return changed.group("s"), False  # "What changed in the json module in Python 3.1": the json module ...
     for pattern in rules.copula:
-        match = pattern.match(text)
-        if match:
+        if match := pattern.match(text):
             # a condition ("... if not specified") or a participle ("What is the tty group used for") is asked of it
             subject = _PARTICIPLE.sub("", _CONDITION.sub("", match.group("s"))).strip()
             return subject or match.group("s").strip(), False
@@ -213,11 +212,9 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
         # "Does Node.js run a bug bounty program?": "it" is the thing it was asked to have
         return "the " + re.sub(r"(?i)^(?:the|a|an)\s+", "", match.group("x")) + " " + match.group("y"), False
     for pattern in rules.other:
-        match = pattern.match(text)
-        if match:
+        if match := pattern.match(text):
             rest = match.group("s").strip()
-            personal = rules.personal.match(rest)
-            if personal:  # "How do I make getch() non-blocking": the thing named
+            if personal := rules.personal.match(rest):  # "How do I make getch() non-blocking": the thing named
                 resultative = (personal.groupdict().get("verb") or "").lower() in _RESULTATIVE
                 named = _leading_name(personal.group("s"), opening=False) if resultative else None
                 return named or personal.group("s").strip(), False
@@ -717,8 +714,7 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plu
             continue
         if match.group().lower() in ("this", "that", "these", "those") and not _stands_alone(masked, match):
             continue  # "this limit", "the setting that ...": a determiner or a relative, not a thing
-        phrase = referent(match.group())
-        if phrase is not None:
+        if (phrase := referent(match.group())) is not None:
             edits.append((match.start(), match.end(), phrase, match.group().lower() in _PLURAL))
     if not edits:
         return None

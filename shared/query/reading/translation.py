@@ -106,8 +106,7 @@ def _lexicon(language: str) -> _Lexicon:
 
 def _word(lexicon: _Lexicon, word: str, depth: int = 0) -> str | None:
     """English for one word: the lexicon's, its hyphen-separated parts', or a German compound's parts'."""
-    found = lexicon.get([word])
-    if found is not None:
+    if (found := lexicon.get([word])) is not None:
         return found
     if "-" in word:
         # "HNSW-Index", "sature-t-il": the parts the lexicon knows, the others as written.
@@ -119,8 +118,7 @@ def _word(lexicon: _Lexicon, word: str, depth: int = 0) -> str | None:
         return " ".join(w for w in words if w != _DROP) or _DROP
     if lexicon.language == "de":
         participle = _participle_stem(word.lower())
-        found = lexicon.get([participle]) if participle else None
-        if found is not None:
+        if participle and (found := lexicon.get([participle])) is not None:
             return found
         if depth < 2 and len(word) >= 2 * _MIN_COMPOUND_PART:
             return _compound(lexicon, word, depth)
