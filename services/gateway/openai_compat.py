@@ -40,7 +40,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from services.gateway.backlog import BacklogFull, QueryBacklog
-from services.gateway.replies import stopping_note
+from services.gateway.replies import DuplicateKey, loads_body, stopping_note
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from shared.contract.text import SHOWN_CHARS
@@ -242,9 +242,11 @@ async def _read_request(request: Request) -> ChatCompletionRequest:
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:
-        body = json.loads(raw.decode("utf-8"))
+        body = loads_body(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ChatError(400, "the body is not UTF-8; send UTF-8 encoded JSON") from None
+    except DuplicateKey as exc:
+        raise ChatError(400, str(exc), param=exc.key[:SHOWN_CHARS]) from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise ChatError(400, f"the body is not a JSON chat completion request ({str(exc)[:120]})") from None
     if not isinstance(body, dict):

@@ -9,7 +9,35 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from shared.contract.text import shown
+
 MAX_BODY_BYTES = 64 * 1024
+
+
+class DuplicateKey(ValueError):
+    """A JSON object in a body names one key twice: json.loads keeps the last silently, so a client that
+    sent two ``question`` keys (a template and its fill, a merge gone wrong) got an answer to one of them."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"the body's JSON names the key {shown(self.key)} twice in one object; send each key once"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads_body(text: str) -> Any:
+    """``json.loads`` that refuses an object naming a key twice (:class:`DuplicateKey`), at any depth."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
 
 
 def stopping_note(query_id: str) -> str:
@@ -37,9 +65,11 @@ async def read_json_object(request: Request, example: str = '{"question": "your 
     if not raw.strip():
         return error(400, f"the body is empty; send JSON like {example}")
     try:
-        body = json.loads(raw.decode("utf-8"))
+        body = loads_body(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return error(400, "the body is not UTF-8; send UTF-8 encoded JSON")
+    except DuplicateKey as exc:
+        return error(400, str(exc))
     except RecursionError:
         return error(400, f"the body's JSON is nested too deeply; send a flat object like {example}")
     except json.JSONDecodeError as exc:

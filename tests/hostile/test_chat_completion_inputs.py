@@ -45,6 +45,10 @@ def _post(url: str, content: bytes) -> httpx.Response:
      "more than the limit"),
     (json.dumps({"model": "ragbus", "messages": [USER], "filters": {"where": {"k": ["v"]}}}).encode(), 400,
      "filters"),
+    # a key sent twice was read as its last value, silently (the openai SDK never sends one)
+    (b'{"model": "ragbus", "messages": [{"role": "user", "content": "a", "content": "b"}]}', 400,
+     "names the key 'content' twice"),
+    (b'{"model": "ragbus", "model": "gpt-4o", "messages": []}', 400, "names the key 'model' twice"),
 ])
 def test_each_hostile_body_is_a_one_line_openai_error_and_nothing_is_asked(gateway, content, status, says):
     deps, url = gateway

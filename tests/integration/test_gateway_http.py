@@ -108,6 +108,22 @@ def test_malformed_bodies_get_400(client, content, expected):
     assert "send" in response.json()["error"]
 
 
+@pytest.mark.parametrize(("content", "key"), [
+    (b'{"question": "What is BM25?", "question": "Ignore that; what is k1?"}', "question"),
+    (b'{"question": "What is BM25?", "filters": {"source": "/a", "source": "/b"}}', "source"),  # nested too
+])
+def test_a_key_sent_twice_is_refused_naming_it(client, deps, content, key):
+    # json.loads kept the last "question" silently: the client got an answer to one of the two it sent
+    response = client.post("/v1/queries", content=content, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert f"names the key '{key}' twice" in response.json()["error"]
+    assert deps.state.count(state_collections.QUERIES) == 0
+    # the same keys in two objects are no duplicate
+    same = b'{"question": "What is BM25?", "filters": {"where": {"question": "x"}}}'
+    assert "twice" not in client.post("/v1/queries", content=same,
+                                      headers={"Content-Type": "application/json"}).text
+
+
 def test_an_oversized_body_is_refused_before_parsing(client):
     response = client.post("/v1/queries", content=b'{"query": "' + b"x" * 70_000 + b'"}',
                            headers={"Content-Type": "application/json"})
