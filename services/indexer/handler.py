@@ -59,22 +59,37 @@ def embed_chunks(embedder: Embedder, chunks: Sequence[Chunk], batch: int = EMBED
     return vectors.astype(np.float32, copy=False)
 
 
-def _too_many_chunks(message: DocumentCleaned, size: str, max_chunks: int) -> InvalidInput:
+#: A token of the embedder is rarely more than this many characters: the character cap a document's text must
+#: be under before it is chunked (``RAGBUS_MAX_CHUNKS_PER_DOCUMENT`` chunks of ``max_tokens`` tokens each).
+CHARS_PER_TOKEN_BOUND = 12
+
+
+def character_cap(max_chunks: int, embedder: Embedder) -> int:
+    """The most characters ``max_chunks`` chunks can hold: a longer text is certainly over the chunk cap."""
+    return max_chunks * embedder.max_tokens * CHARS_PER_TOKEN_BOUND
+
+
+def _too_long(message: DocumentCleaned, size: int, cap: int, unit: str, why: str) -> InvalidInput:
+    """The refusal, its size and its cap in one unit (before, "19000099 characters, over the cap of 2000 chunks")."""
     return InvalidInput(
-        f"document {message.document_id} ({message.url}) is too long: {size}, over the cap of {max_chunks} "
-        "chunks per document (RAGBUS_MAX_CHUNKS_PER_DOCUMENT); split it or raise the cap; its earlier "
-        "chunks (if any) are kept"
+        f"document {message.document_id} ({message.url}) is too long: {size} {unit}, over the cap of {cap} {unit}"
+        f" {why}; split it or raise the cap; its earlier chunks (if any) are kept"
     )
+
+
+def _too_many_characters(message: DocumentCleaned, characters: int, max_chunks: int, embedder: Embedder) -> InvalidInput:
+    return _too_long(message, characters, character_cap(max_chunks, embedder), "characters",
+                     f"({max_chunks} chunks per document, RAGBUS_MAX_CHUNKS_PER_DOCUMENT, each of at most "
+                     f"{embedder.max_tokens} tokens, allowing {CHARS_PER_TOKEN_BOUND} characters for each)")
 
 
 def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, max_chunks: int,
                       marks: Marks = ()) -> list[Chunk]:
     """The document's chunks; refused (permanently) when there are none or more than ``max_chunks``."""
     # Chunking costs time in proportion to the text: refuse what is certain to be over
-    # the cap before doing it (a chunk holds at most max_tokens tokens, a token rarely
-    # more than a dozen characters), and check exactly after.
-    if len(text) > max_chunks * embedder.max_tokens * 12:
-        raise _too_many_chunks(message, f"{len(text)} characters", max_chunks)
+    # the cap before doing it, and check exactly after.
+    if len(text) > character_cap(max_chunks, embedder):
+        raise _too_many_characters(message, len(text), max_chunks, embedder)
     chunks = chunk_document(
         text,
         marks=marks,
@@ -94,7 +109,7 @@ def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, 
             "header; nothing was indexed and its earlier chunks (if any) are kept"
         )
     if len(chunks) > max_chunks:
-        raise _too_many_chunks(message, f"{len(chunks)} chunks", max_chunks)
+        raise _too_long(message, len(chunks), max_chunks, "chunks", "per document (RAGBUS_MAX_CHUNKS_PER_DOCUMENT)")
     return chunks
 
 
@@ -129,6 +144,10 @@ def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | N
         publisher.publish(event)
         return event
 
+    max_chunks = ports.settings.max_chunks_per_document
+    if message.characters > character_cap(max_chunks, ports.embedder):
+        # the cleaner counted the text: refused before its blob is read (19 MB of one line was read whole first)
+        raise _too_many_characters(message, message.characters, max_chunks, ports.embedder)
     try:
         text = ports.blobs.get(message.clean_ref).decode("utf-8")
     except KeyError as exc:
@@ -137,8 +156,7 @@ def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | N
             "the blob store; ingest the document again"
         ) from exc
 
-    chunks = _chunks_within_cap(message, text, ports.embedder, ports.settings.max_chunks_per_document,
-                                _marks(message, ports))
+    chunks = _chunks_within_cap(message, text, ports.embedder, max_chunks, _marks(message, ports))
     vectors = embed_chunks(ports.embedder, chunks)
     index.upsert(message.document_id, chunks, vectors)
     annotate(chunk_count=len(chunks), document_id=message.document_id)

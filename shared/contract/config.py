@@ -440,7 +440,8 @@ class Settings:
         "titles (and dates) from feeds and documents are cut to this before they reach the header and the chunks")
     max_chunks_per_document: int = setting(
         "RAGBUS_MAX_CHUNKS_PER_DOCUMENT", 2000, Whole(1),
-        "a longer document is refused whole with a dead letter naming the cap; its earlier version stays indexed")
+        "a longer document is refused whole with a dead letter naming the cap (a text over the characters that "
+        "many chunks can hold, before its text is read); its earlier version stays indexed")
     # reading files (shared/formats): a bound reached refuses or cuts that file alone, named
     max_pages: int = setting(
         "RAGBUS_MAX_PAGES", 1000, Whole(1),

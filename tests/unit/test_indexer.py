@@ -17,6 +17,7 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import chunk_id
 from shared.contract.messages import DocumentCleaned, DocumentDeleted, DocumentIndexed
 from shared.contract.ports import Chunk
+from shared.contract.redaction import redact
 from shared.contract.text import with_header
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
 from tests.support import topic_paragraphs
@@ -238,3 +239,27 @@ def test_a_late_message_about_an_older_version_never_replaces_the_current_one():
     assert all("iceberg" in c.text for c, _ in world.index.docs["doc-a"])
     assert world.state.get(state_collections.DOCUMENTS, "doc-a")["content_hash"] == new.content_hash
     assert [e.content_hash for e in world.publisher.of_type(DocumentIndexed)] == [new.content_hash]
+
+
+def test_a_document_over_the_cap_is_refused_in_one_unit_before_its_text_is_read():
+    # the refusal read "19000099 characters, over the cap of 2000 chunks": a size and a cap in two units; and the
+    # whole clean text was read from the blob store before the length the cleaner had counted was looked at
+    world = World()
+    world.deps = Deps(Settings(max_chunks_per_document=2), blobs=world.blobs, state=world.state,
+                      publisher=world.publisher, clock=world.clock, embedder=world.embedder, index=world.index)
+    cap = 2 * CountingEmbedder.max_tokens * 12  # 960 characters
+    long = world.cleaned("doc-long", "word " * 400)
+    world.blobs.delete(long.clean_ref)  # read, it would be "not in the blob store"
+    with pytest.raises(InvalidInput) as refused:
+        handle(long, world.deps)
+    said = str(refused.value)
+    assert f"is too long: {long.characters} characters, over the cap of {cap} characters (2 chunks per document" in said
+    assert "RAGBUS_MAX_CHUNKS_PER_DOCUMENT" in said and "not in the blob store" not in said
+    assert redact(said) == said  # logged and shown whole ("a token rarely ..." was logged as "a token [redacted]")
+    # under the character cap but over the chunk cap: counted in chunks against the chunk cap
+    several = world.cleaned("doc-b", "Lava cools fast. " * 35)  # 595 characters, 105 tokens: 3 chunks of 40
+    assert several.characters <= cap
+    with pytest.raises(InvalidInput, match=r"is too long: \d+ chunks, over the cap of 2 chunks per document "
+                                           r"\(RAGBUS_MAX_CHUNKS_PER_DOCUMENT\)"):
+        handle(several, world.deps)
+    assert world.index.count_chunks() == 0
