@@ -1192,24 +1192,18 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Number
         return []
     matches = list(_WORD.finditer(question))
     words = [m.group() for m in matches]
-    runs: list[list[str]] = []
-    run: list[str] = []
+    runs: list[list[str]] = [[]]  # the last one is being read (an empty one names nothing)
     for i, word in enumerate(words):
         low = word.lower()
         # a name runs over spaces only: "Acme, Globex" are two names, not "Acme Globex"
-        if run and question[matches[i - 1].end():matches[i].start()].strip():
-            runs.append(run)
-            run = []
-        joins = bool(run) and low in _NAME_JOINERS and i + 1 < len(words) and words[i + 1].lower() in wanted \
+        if runs[-1] and question[matches[i - 1].end():matches[i].start()].strip():
+            runs.append([])
+        joins = bool(runs[-1]) and low in _NAME_JOINERS and i + 1 < len(words) and words[i + 1].lower() in wanted \
             and not question[matches[i].end():matches[i + 1].start()].strip()
         if low in wanted or joins:
-            run.append(word)
-            continue
-        if run:
-            runs.append(run)
-        run = []
-    if run:
-        runs.append(run)
+            runs[-1].append(word)
+        elif runs[-1]:
+            runs.append([])
     out: list[str] = []
     for run in runs:
         if not any(w.lower() in missing for w in run):
