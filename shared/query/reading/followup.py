@@ -287,8 +287,7 @@ def _subject_relative_phrase(text: str) -> str | None:
     if chosen is not None:
         # "Which of the three parts of a version number is a small integer": one of them, asked by what it is
         return f"the one {chosen.group('noun')} that {chosen.group('aux')} {chosen.group('rest')}"
-    match = _SUBJECT_ASKED.match(text)
-    if match is None:
+    if (match := _SUBJECT_ASKED.match(text)) is None:
         return None
     noun, verb, rest = match.group("noun"), match.group("verb"), match.group("rest")
     if noun.split()[1:2] and noun.split()[1].lower() in _DETERMINERS or {w.lower() for w in noun.split()} & (_CLAUSE_BREAKS | _PRONOUNS):
@@ -431,8 +430,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     if about:
         return _swap(earlier, about.group("x").strip(), language, rules, "what about")
     elliptical = False  # "And its X?": the earlier question asked of X
-    possessive = rules.possessive.match(stripped) if connective and stripped else None
-    if possessive is not None:
+    if connective and stripped and (possessive := rules.possessive.match(stripped)) is not None:
         # "And its hostmask?" after "How do I get the netmask of ...?": asked as the netmask was, else what it is
         owned = f"{rules.possessive_articles.get(possessive.group('pos').lower()) or 'the'} {possessive.group('np')}"
         replaced = (_parallel_part(base, possessive.group("np")) or _same_head(base, owned, rules)) \
@@ -471,8 +469,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         # "Why do clients retry when ...?" then "What makes that necessary?": the pronoun stays, explained
         subject = _in_context(earlier)
     masked = rules.expletive.sub(lambda m: "\0" * len(m.group()), stripped)
-    inverted = _FR_INVERSION.search(masked) if language == "fr" and not clause else None
-    if inverted is not None:
+    if language == "fr" and not clause and (inverted := _FR_INVERSION.search(masked)) is not None:
         # "Comment fonctionne-t-elle ?": the subject before the inverted verb (French complex inversion)
         text = f"{stripped[: inverted.start()]}{subject} {stripped[inverted.start():]}"
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
@@ -696,8 +693,7 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plu
 
     edits: list[tuple[int, int, str, bool]] = []
     for match in rules.possessive.finditer(masked):
-        owner = referent(match.group("pos"))
-        if owner is None:
+        if (owner := referent(match.group("pos"))) is None:
             continue
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
         noun, verb = text[match.start("np"): match.end("np")], ""
