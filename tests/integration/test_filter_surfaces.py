@@ -433,3 +433,20 @@ def test_cli_search_defaults_to_rag_top_k_and_refuses_a_k_the_api_refuses(monkey
     assert len(json.loads(result.output)) == 2
     result = runner.invoke(cli.app, ["search", "CUDA graphs", "--k", "60"])
     assert result.exit_code == 2 and "--k" in result.output and "50" in result.output, result.output
+
+
+def test_a_refused_source_lists_the_stored_sources_without_their_credentials(monkeypatch, tmp_path):
+    # the listing a refused --source prints names each stored feed; a private feed's URL carries its token
+    import shared.tools.cli as cli
+    import shared.tools.cli.reading as reading
+
+    state = _stored(tmp_path, {"url": "https://pv.example/posts/9", "origin": "https://pv.example/rss?feed_token=q7Zk2mWn5Rt"})
+    session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None,
+                              deps=SimpleNamespace(clock=FakeClock(NOW), state=state),
+                              stages=lambda: contextlib.nullcontext())
+    monkeypatch.setattr(reading, "open_session", lambda *a, **k: session)
+    result = CliRunner().invoke(cli.app, ["ask", "why?", "--source", "https://pv.example/other?feed_token=Hx4vL9pQ2sD"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert "stored sources: https://pv.example/rss?feed_token=[redacted]" in text, text
+    assert "q7Zk2mWn5Rt" not in text and "Hx4vL9pQ2sD" not in text, text

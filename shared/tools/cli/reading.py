@@ -12,6 +12,7 @@ from rich.text import Text
 from shared.contract import state_collections
 from shared.contract.deps import Deps
 from shared.contract.errors import RagbusError
+from shared.contract.redaction import redact
 from shared.contract.sources import SOURCE_KINDS
 from shared.observability.terminal_text import markup, plain
 from shared.query.feedback import feedback_counts
@@ -186,12 +187,12 @@ def _check_source_stored(deps: Deps, source: str, typed: str) -> None:
             return
         origins.add(str(doc.get("origin") or doc.get("url") or ""))
     if not origins:
-        raise fail(f"--source {typed}: no document is indexed yet, so no stored source matches it; {ADD_DOCUMENTS}")
+        raise fail(f"--source {redact(typed)}: no document is indexed yet, so no stored source matches it; {ADD_DOCUMENTS}")
     missing = ("; no such file or folder exists either" if "://" not in source and not os.path.exists(source)
                else "")
-    shown = sorted(o for o in origins if o)
+    shown = sorted(redact(o) for o in origins if o)  # a feed's ?token= stays out of a terminal's scrollback
     listed = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
-    raise fail(f"--source {typed}: no indexed document comes from this source{missing}. --source filters the "
+    raise fail(f"--source {redact(typed)}: no indexed document comes from this source{missing}. --source filters the "
                "stored documents by where they came from (a feed or sitemap URL, gs://bucket/prefix or an "
                f"ingested folder or file); stored sources: {listed}")
 
