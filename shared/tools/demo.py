@@ -41,7 +41,7 @@ log = logging.getLogger("ragbus.demo")
 #: to search, so the loop ends at its first grade: services/transformer), one the corpus cannot answer
 QUESTIONS = (
     "How does BM25 saturate term frequency?",
-    "When is exact search good enough?",
+    "Is approximate search always good enough?",
     "What is the boiling point of tungsten?",
 )
 
