@@ -278,6 +278,8 @@ def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
     and some passage names that too, where it names it: "Python 3.9" does not state diffutils 3.9. A year dates,
     it numbers nothing."""
     words = [word.strip(_WORD_EDGES).rstrip(".") for word in question.split()]
+    if not any(_STATED_NUMBER.fullmatch(word) for word in words):
+        return []  # most questions state no number: the passages' words are not read for them
     named = [set(_LOWER_WORD.findall(text.lower())) for text in passages]
     out: list[str] = []
     for at, number in enumerate(words):

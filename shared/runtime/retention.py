@@ -54,8 +54,7 @@ def sweep(settings: Settings, bus: SqliteBus, state: SqliteStateStore, now: date
     if settings.traces_path.exists():
         store = SqliteSpanStore(settings.traces_path)
         try:
-            cutoff_s = now.timestamp() - settings.trace_retention_days * 86400
-            spans = store.delete_ended_before(int(cutoff_s * 1e9))
+            spans = store.delete_older_than(settings.trace_retention_days, now.timestamp())
         finally:
             store.shutdown()
     tombstones = purge_tombstones(state, now - timedelta(days=settings.tombstone_retention_days), bus.pending_data())

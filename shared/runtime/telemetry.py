@@ -69,7 +69,7 @@ def _sweep_spans(store: Any, retention_days: int, end: threading.Event) -> None:
     """Delete the spans that ended more than ``retention_days`` ago, now and every :data:`SPAN_SWEEP_INTERVAL_S`."""
     while True:
         try:
-            deleted = store.delete_ended_before(int((time.time() - retention_days * 86400) * 1e9))
+            deleted = store.delete_older_than(retention_days, time.time())
             if deleted:
                 log.info("retention: deleted %d span(s) older than %d day(s)", deleted, retention_days)
         except Exception as exc:  # noqa: BLE001 - a locked or damaged store: telemetry, tried again next time

@@ -349,7 +349,7 @@ def expire_set_aside_spans(home: Path, retention_days: int, now_s: float) -> lis
         try:
             kept = SqliteSpanStore(store)
             try:
-                kept.delete_ended_before(int(cutoff_s * 1e9))
+                kept.delete_older_than(retention_days, now_s)
             finally:
                 kept.shutdown()
         except Exception as exc:  # noqa: BLE001 - a damaged old store must not stop `up`; it goes at its time

@@ -89,6 +89,11 @@ class SqliteSpanStore(SpanExporter):
         with self._db.transaction() as conn:
             return conn.execute("DELETE FROM spans WHERE end_ns < ?", (cutoff_ns,)).rowcount
 
+    def delete_older_than(self, days: int, now_s: float) -> int:
+        """Delete the spans that ended more than ``days`` before ``now_s`` (seconds since the epoch): the
+        retention of RAGBUS_TRACE_RETENTION_DAYS, wherever a span store is held to it."""
+        return self.delete_ended_before(int((now_s - days * 86400) * 1e9))
+
     def spans_of_trace(self, trace_id: str) -> list[dict[str, Any]]:
         rows = self._db.connection().execute(
             "SELECT * FROM spans WHERE trace_id = ? ORDER BY start_ns", (trace_id,)
