@@ -24,7 +24,7 @@ from shared.contract.errors import InvalidInput, PermanentError, RetryableError
 from shared.contract.filters import FilterError, Filters, firestore_prefilter_refusal
 from shared.contract.messages import QuerySubmitted
 from shared.contract.ports import Doc, embed_queries
-from shared.contract.text import fold_width, shown, without_bidi_controls
+from shared.contract.text import fold_width, json_kind, shown, without_bidi_controls
 from shared.observability import tracing
 from shared.query.conversation import (
     ConversationNotFound as ConversationNotFound,  # the front doors' name
@@ -69,7 +69,7 @@ def validate_query_text(query: Any, *, max_chars: int, field: str = "query") -> 
     """
     if not isinstance(query, str):
         raise InvalidInput(
-            f"'{field}' must be a string, got {_type_name(query)}; "
+            f"'{field}' must be a string, got {json_kind(query)}; "
             f'send the question as text, e.g. {{"{field}": "What is BM25?"}}'
         )
     # "ｂｍ２５" is searched as "bm25"; a bidirectional override would show the question reordered
@@ -107,7 +107,7 @@ def validate_int(value: Any, field: str, bounds: tuple[int, int]) -> int:
     # bool is an int in Python, but `"top_k": true` is a client bug worth naming.
     if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
         raise InvalidInput(
-            f"'{field}' must be a whole number from {low} to {high}, got {_type_name(value)} {shown(value)}"
+            f"'{field}' must be a whole number from {low} to {high}, got {json_kind(value)} {shown(value)}"
         )
     if not low <= value <= high:
         raise InvalidInput(f"'{field}' is {shown(value)}; send a whole number from {low} to {high}")
@@ -120,23 +120,11 @@ def validate_seconds(value: Any, field: str, bounds: tuple[float, float]) -> flo
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInput(
             f"'{field}' must be a number of seconds from {low:g} to {high:g}, got "
-            f"{_type_name(value)} {shown(value)}"
+            f"{json_kind(value)} {shown(value)}"
         )
     if not low <= value <= high:
         raise InvalidInput(f"'{field}' is {value:g}; send a number of seconds from {low:g} to {high:g}")
     return float(value)
-
-
-def _type_name(value: Any) -> str:
-    return {
-        type(None): "null",
-        bool: "a boolean",
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-        int: "a number",
-        float: "a number",
-    }.get(type(value), type(value).__name__)
 
 
 # ------------------------------------------------------------- operations
