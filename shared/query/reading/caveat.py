@@ -64,9 +64,12 @@ def caveat_note(question: str, answer: Answer | None, language: str) -> str:
         # what the note names as asked is not named again as missing ("the GID" and "“GID”")
         return named(tuple(r for r in runs if not {stem(w) for w in tokenize(r)} <= asked_stems)) if says_lacking else []
 
-    if finding.disagree or finding.condition:  # two values, or a value for another case: the first thing to say
-        return phrase("caveat_condition" if finding.condition else "caveat_disagree", language).format(condition=_shown(
-            finding.condition), asked=_shown(asked) if asked[:4] == "the " else "the value" if finding.condition else "what is asked")
+    # two values, or a value for another case: the first thing to say
+    if finding.condition:
+        return phrase("caveat_condition", language).format(
+            condition=_shown(finding.condition), asked=_shown(asked) if asked[:4] == "the " else "the value")
+    if finding.disagree:
+        return phrase("caveat_disagree", language).format(asked=_shown(asked) if asked[:4] == "the " else "what is asked")
     found = quoted_words(named(finding.found), language)
     # the most telling first: a part or a name of the question no quoted passage holds, then the asked value
     # or list none states, then the question's other words no passage holds; else only what they hold

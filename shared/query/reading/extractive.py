@@ -976,12 +976,13 @@ def conditions(text: str, aliases: Mapping[str, str]) -> dict[str, dict[bool, st
     """The conditions ``text`` names: whether each holds where named, as written ("124 if COMMAND times out, and
     --preserve-status is not specified": {"--preserve-status": {False: "--preserve-status"}})."""
     out: dict[str, dict[bool, str]] = {}
+    both = bool(_BOTH_CASES.search(text))
     for m in _CONDITION.finditer(text):
         word = m.group().replace("'", "").replace('"', "")
         key, holds = (aliases.get(word, word), True) if word[0] == "-" else _OPPOSITES.get(stem(word), ("", True))
         if key:
             negated = bool(_NEGATED_BEFORE.search(text[max(0, m.start() - 40):m.start()]) or _NEGATED_AFTER.match(text[m.end():]))
-            out.setdefault(key, {}).update(dict.fromkeys((True, False) if _BOTH_CASES.search(text) else (holds != negated,), word))
+            out.setdefault(key, {}).update(dict.fromkeys((True, False) if both else (holds != negated,), word))
     return out
 
 
@@ -1002,12 +1003,18 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
 def names_a_sibling(name: str, text: str) -> bool:
     """Whether ``text`` names a sibling of ``name`` (a run of a question's words): a word sharing a part with one of its
     words ("DES" for "triple-DES") or of its kind (an option: "-l" for "-q"; a version: "2.8.5" for "2.8.6")."""
-    def parts(word: str) -> set[str]:
-        return {p for p in re.split(r"[-_./]", word.lower()) if len(p) > 1 and not p.isdigit() and p not in STOPWORDS}
+    words = set(tokenize(text) + OPTION.findall(text))
+    return any(w.lower() != n.lower() and (_name_parts(w) & _name_parts(n) or any(k(w) and k(n) for k in _NAME_KINDS))
+               for n in tokenize(name) + OPTION.findall(name) for w in words)
 
-    kinds = (OPTION.fullmatch, re.compile(r"\d+(?:\.\d+)+").fullmatch)
-    return any(w.lower() != n.lower() and (parts(w) & parts(n) or any(k(w) and k(n) for k in kinds))
-               for n in tokenize(name) + OPTION.findall(name) for w in set(tokenize(text) + OPTION.findall(text)))
+
+def _name_parts(word: str) -> set[str]:
+    """The parts of a name a sibling may share ("des" of "triple-DES"), not its digits or stopwords."""
+    return {p for p in re.split(r"[-_./]", word.lower()) if len(p) > 1 and not p.isdigit() and p not in STOPWORDS}
+
+
+#: Kinds of name whose members are siblings: options ("-l", "-q") and dotted versions ("2.8.5", "2.8.6").
+_NAME_KINDS = (OPTION.fullmatch, re.compile(r"\d+(?:\.\d+)+").fullmatch)
 
 
 def _asks_list(query: str) -> bool:
