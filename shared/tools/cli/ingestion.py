@@ -41,9 +41,10 @@ def poll(
 
     session = open_session(allow_loopback, changes=True)
     deps = session.deps
-    registered = {f["url"] for f in list_listings(deps.state)}
-    unknown = [url for url, normal in zip(feed, _wanted_listings(deps, feed), strict=True)
-               if normal not in registered] if feed else []
+    listings = [f["url"] for f in list_listings(deps.state)]
+    registered = set(listings)
+    listed = _wanted_listings(deps, feed) if feed else listings  # --feed's URLs as stored, else every listing
+    unknown = [url for url, normal in zip(feed, listed, strict=True) if normal not in registered] if feed else []
     if unknown:  # polling nothing for it and exiting 0 read as done
         raise fail(f"poll --feed: no feed or sitemap {', '.join(redact(url) for url in unknown)} is registered; "
                    "`ragbus sources list` shows the registered ones, `ragbus feeds add URL` registers one")
@@ -63,7 +64,7 @@ def poll(
         return
     since, started = time.time() - 0.001, deps.clock.now()
     dead = 0
-    asked = [url for url in _wanted_listings(deps, feed) if url in registered]  # what this poll is to fetch
+    asked = [url for url in listed if url in registered]  # what this poll is to fetch
     earlier = _announce_earlier(session, _listing_items(deps, feed), "poll")
     with session.stages(INGESTION_STAGES) as runtime:
         deps.publisher.publish(FeedPollRequested(
