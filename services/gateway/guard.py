@@ -90,17 +90,18 @@ class RequestGuard:
                         {})
             if headers.get("sec-fetch-site") == "cross-site":
                 return (403, f"cross-site {method} refused (Sec-Fetch-Site: cross-site)", {})
-            media = headers.get("content-type", "").split(";")[0].strip().lower()
-            if not _routed(scope):
-                pass  # no route takes this method here: the router's 404 or 405 (with Allow), not a body's 415
-            elif media != "application/json":
-                return (415, f"{method} needs Content-Type: application/json (got {media[:100] or 'none'!r})"
-                        + _body_hint(method, scope.get("path", "")), {})
-            encoding = headers.get("content-encoding", "").strip().lower()
-            if encoding not in ("", "identity") and _routed(scope):
-                # read as sent, a compressed body is "not UTF-8"; inflating it would need a bound of its own
-                return (415, f"{method} bodies are read as sent: send it without Content-Encoding "
-                        f"(got {encoding[:100]!r})", {})
+            # a body is judged only where a route takes this method: elsewhere the router's 404 or 405 (with
+            # Allow), not a body's 415
+            if _routed(scope):
+                media = headers.get("content-type", "").split(";")[0].strip().lower()
+                if media != "application/json":
+                    return (415, f"{method} needs Content-Type: application/json (got {media[:100] or 'none'!r})"
+                            + _body_hint(method, scope.get("path", "")), {})
+                encoding = headers.get("content-encoding", "").strip().lower()
+                if encoding not in ("", "identity"):
+                    # read as sent, a compressed body is "not UTF-8"; inflating it would need a bound of its own
+                    return (415, f"{method} bodies are read as sent: send it without Content-Encoding "
+                            f"(got {encoding[:100]!r})", {})
         path = scope.get("path", "")
         if self.api_token and path not in _OPEN_PATHS and not path.startswith(_OPEN_PREFIXES):
             given = headers.get("authorization", "")
