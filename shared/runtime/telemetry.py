@@ -18,11 +18,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,6 +40,7 @@ _remote_installed = False
 #: store: the embedded runtime's sweep (shared/runtime/retention.py) does it for its own, the topology had none.
 SPAN_SWEEP_INTERVAL_S = 3600.0
 _sweeps_end = threading.Event()  # set: the sweepers started after it was set to a new Event end (a test's)
+_sweep_locks: list[Any] = []  # the open lock file of each store this process sweeps: held until it exits
 
 
 def install_local_span_store(settings: Settings):
@@ -59,10 +62,24 @@ def install_local_span_store(settings: Settings):
                 return None
             add_exporter(store)
             _span_stores[key] = store
-            if on_emulators():  # the topology's processes: nothing else holds their store to the retention
+            if on_emulators() and _sweeper_of(settings.traces_path):  # the topology's: nothing else holds it
                 threading.Thread(target=_sweep_spans, args=(store, settings.trace_retention_days, _sweeps_end),
                                  name="span-retention", daemon=True).start()
         return _span_stores[key]
+
+
+def _sweeper_of(traces_path: Path) -> bool:
+    """Whether this process is the one that sweeps the span store at ``traces_path``: every process of a topology
+    (its stage servers, a `ragbus` command on it) writes the one store, and one sweeper is enough. The first to
+    lock ``traces.sweep.lock`` beside it is that one, for as long as it runs (the lock goes with the process)."""
+    lock = open(traces_path.with_suffix(".sweep.lock"), "a")  # noqa: SIM115 - held open while the process runs
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another process sweeps it
+        lock.close()
+        return False
+    _sweep_locks.append(lock)
+    return True
 
 
 def _sweep_spans(store: Any, retention_days: int, end: threading.Event) -> None:

@@ -228,6 +228,7 @@ def test_the_topologys_own_span_store_is_swept_while_it_runs(tmp_path, monkeypat
     monkeypatch.setattr(telemetry, "_span_stores", {})
     monkeypatch.setattr(telemetry, "add_exporter", lambda store: None)  # this test process's spans go nowhere new
     monkeypatch.setattr(telemetry, "_sweeps_end", threading.Event())
+    monkeypatch.setattr(telemetry, "_sweep_locks", [])
     monkeypatch.setattr(telemetry, "SPAN_SWEEP_INTERVAL_S", 0.05)
     settings = load_settings({"RAGBUS_HOME": str(tmp_path / "topology"), "RAGBUS_TRACE_RETENTION_DAYS": "7"})
     now = datetime.now(UTC)
@@ -247,3 +248,39 @@ def test_the_topologys_own_span_store_is_swept_while_it_runs(tmp_path, monkeypat
         assert installed.spans_of_trace("c" * 32) == [] and installed.spans_of_trace("b" * 32)
     finally:
         telemetry._sweeps_end.set()
+        for lock in telemetry._sweep_locks:
+            lock.close()
+
+
+def test_one_process_of_a_topology_sweeps_its_span_store(tmp_path, monkeypatch):
+    # every stage server of `ragbus up` (and every `ragbus` command run on it) installs the one topology/traces.db:
+    # each started its own sweeper, each deleting the same old spans every hour; the first to lock it sweeps
+    from shared.runtime import telemetry
+
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
+    monkeypatch.setattr(telemetry, "add_exporter", lambda store: None)
+    monkeypatch.setattr(telemetry, "_sweep_locks", [])
+    swept = []
+    monkeypatch.setattr(telemetry, "_sweep_spans", lambda store, days, end: swept.append(store))
+    settings = load_settings({"RAGBUS_HOME": str(tmp_path / "topology")})
+    stores = []
+    try:
+        for _ in range(3):  # three processes of one topology (each its own open store and lock file)
+            monkeypatch.setattr(telemetry, "_span_stores", {})
+            stores.append(telemetry.install_local_span_store(settings))
+        deadline = time.monotonic() + 10
+        while not swept and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        assert swept == stores[:1]
+        telemetry._sweep_locks.pop().close()  # the sweeping process ends: the next one to start sweeps
+        monkeypatch.setattr(telemetry, "_span_stores", {})
+        stores.append(telemetry.install_local_span_store(settings))
+        while len(swept) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert swept == [stores[0], stores[3]]
+    finally:
+        for lock in telemetry._sweep_locks:
+            lock.close()
+        for store in stores:
+            store.shutdown()
