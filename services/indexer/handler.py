@@ -85,11 +85,8 @@ def _too_many_characters(message: DocumentCleaned, characters: int, max_chunks: 
 
 def _chunks_within_cap(message: DocumentCleaned, text: str, embedder: Embedder, max_chunks: int,
                       marks: Marks = ()) -> list[Chunk]:
-    """The document's chunks; refused (permanently) when there are none or more than ``max_chunks``."""
-    # Chunking costs time in proportion to the text: refuse what is certain to be over
-    # the cap before doing it, and check exactly after.
-    if len(text) > character_cap(max_chunks, embedder):
-        raise _too_many_characters(message, len(text), max_chunks, embedder)
+    """The document's chunks; refused (permanently) when there are none or more than ``max_chunks``. (The
+    character cap, certain to be over the chunk cap, was checked on the cleaner's count of this very text.)"""
     chunks = chunk_document(
         text,
         marks=marks,
@@ -146,7 +143,9 @@ def index_document(message: DocumentCleaned, ports: Deps) -> DocumentIndexed | N
 
     max_chunks = ports.settings.max_chunks_per_document
     if message.characters > character_cap(max_chunks, ports.embedder):
-        # the cleaner counted the text: refused before its blob is read (19 MB of one line was read whole first)
+        # Chunking costs time in proportion to the text: what is certain to be over the cap is refused before, by
+        # the cleaner's count of the text (len of the clean text), before its blob is read (19 MB of one line was
+        # read whole first); the exact check, in chunks, comes after chunking
         raise _too_many_characters(message, message.characters, max_chunks, ports.embedder)
     try:
         text = ports.blobs.get(message.clean_ref).decode("utf-8")

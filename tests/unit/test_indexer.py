@@ -263,3 +263,16 @@ def test_a_document_over_the_cap_is_refused_in_one_unit_before_its_text_is_read(
                                            r"\(RAGBUS_MAX_CHUNKS_PER_DOCUMENT\)"):
         handle(several, world.deps)
     assert world.index.count_chunks() == 0
+
+
+def test_the_character_cap_is_checked_once_per_document(monkeypatch):
+    # cf8260e checked the cleaner's count against the character cap, then the text it read (of that very length)
+    # against it again before chunking
+    from services.indexer import handler
+
+    checked = []
+    cap = handler.character_cap
+    monkeypatch.setattr(handler, "character_cap", lambda *a: checked.append(a) or cap(*a))
+    world = World()
+    handle(world.cleaned("doc-a", "\n\n".join(topic_paragraphs("volcano"))), world.deps)
+    assert world.index.count_chunks() >= 1 and len(checked) == 1
