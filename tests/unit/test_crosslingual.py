@@ -4,7 +4,10 @@ the loop's own sentences (abstention, caveat) come in the question's language.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import date
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +184,23 @@ def test_model_providers_are_asked_for_english_queries_and_an_answer_in_the_ques
         RefineRequest(original_query=question, previous_query=question, reasoning="", missing_aspects=[]),
         today=TODAY)
     assert "Write the sentences in German." in synthesis_prompt(question, [], language="de")
+
+
+@pytest.mark.unit
+def test_each_lexicon_table_is_read_once_when_the_reader_is_imported():
+    # answer_words.tsv was parsed at import by answer_types and again by extractive (for its opposites)
+    script = """
+import importlib, pkgutil
+from shared.query.reading import translation
+read, real = [], translation.lexicon_table
+translation.lexicon_table = lambda name, columns: read.append(name) or real(name, columns)
+import shared.query.reading as reading
+for module in pkgutil.iter_modules(reading.__path__):
+    importlib.import_module(f"shared.query.reading.{module.name}")
+print(" ".join(read))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    read = done.stdout.split()
+    assert done.returncode == 0 and "answer_words.tsv" in read, done.stderr
+    assert sorted(read) == sorted(set(read))

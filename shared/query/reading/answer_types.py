@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.query.reading.extractive import (
+    ANSWER_WORDS,
     ASKS_LIMIT,
     STOPWORDS,
     content_terms,
@@ -39,7 +40,6 @@ from shared.query.reading.extractive import (
     term_set,
     tokenize,
 )
-from shared.query.reading.translation import lexicon_table
 
 AMOUNT = "amount"
 COUNT = "count"
@@ -66,7 +66,7 @@ KIND_NOUNS = {STATUS: "http status code codes response reply error", FLAG: "opti
               IDENT: f"{_NAMES_AN_ID} value uid uids gid gids port ports code codes"}
 
 # The word lists (the file says why each): _WORDS["qualifiers"] and the rest; months in order, an event's stemmed forms.
-_LISTS = dict(lexicon_table("answer_words.tsv", ("list", "words")))
+_LISTS = ANSWER_WORDS  # lexicon/answer_words.tsv, read once (by extractive, for its opposites)
 _WORDS = WORD_LISTS = {name: frozenset(words.split()) for name, words in _LISTS.items()}  # the caveat reads them too
 _EVENTS = {stem(form): n for n, forms in enumerate(_LISTS["event_verbs"].split()) for form in forms.split("/")}
 _MONTHS = _LISTS["months"].split()  # in order: a pattern alternates them

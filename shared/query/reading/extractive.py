@@ -963,8 +963,8 @@ def disagree(query: str, stating: Sequence[str]) -> bool:
 # pairs it with: "-f, --follow") or a word of a pair of opposites (lexicon/answer_words.tsv), negated by a word before it
 # ("without -f", "not enabled") or a copula after it ("--tab is not given"); "instead of", "else": both cases are stated.
 _CONDITION = re.compile(OPTION.pattern + r"(?:=['\"]?[a-z][\w-]*)?|[A-Za-z]+")
-_OPPOSITES = {stem(word): (stem(pair.split("/")[0]), n == 0) for pair in dict(lexicon_table(
-    "answer_words.tsv", ("list", "words")))["opposites"].split() for n, word in enumerate(pair.split("/"))}
+ANSWER_WORDS = dict(lexicon_table("answer_words.tsv", ("list", "words")))  # answer_types reads the other lists
+_OPPOSITES = {stem(w): (stem(p.split("/")[0]), n == 0) for p in ANSWER_WORDS["opposites"].split() for n, w in enumerate(p.split("/"))}
 _NEGATED_BEFORE = re.compile(r"(?:\b(?:not|no|without|unless|never)|n't)\s+(?:[\w-]+\s+){0,2}$", re.IGNORECASE)
 _NEGATED_AFTER = re.compile(r"^(?:\s+(?:option|flag))?\s+(?:is|are|was|were)(?:\s+not\b|n't\b)", re.IGNORECASE)
 _BOTH_CASES = re.compile(r"\b(?:instead\s+of|rather\s+than|otherwise|else)\b", re.IGNORECASE)
