@@ -450,3 +450,29 @@ def test_a_refused_source_lists_the_stored_sources_without_their_credentials(mon
     assert result.exit_code == 2, text
     assert "stored sources: https://pv.example/rss?feed_token=[redacted]" in text, text
     assert "q7Zk2mWn5Rt" not in text and "Hx4vL9pQ2sD" not in text, text
+
+
+def test_a_stored_source_is_found_by_asking_for_one_match(monkeypatch, tmp_path):
+    # the --source check read every stored document (in Firestore one read each, on every ask) to find one match
+    import shared.tools.cli as cli
+    import shared.tools.cli.reading as reading
+
+    state = _stored(tmp_path, {"url": "file:///docs/notes/a%20b.md", "origin": "/docs/notes"},
+                    {"url": "https://nv.example/posts/1", "origin": "https://nv.example/rss"})
+    listed = []
+    whole_list = state.list
+    monkeypatch.setattr(state, "list", lambda collection, where=None, limit=None: listed.append(limit) or whole_list(
+        collection, where, limit))
+    session = SimpleNamespace(settings=SimpleNamespace(query_timeout_s=7.0), local=None,
+                              deps=SimpleNamespace(clock=FakeClock(NOW), state=state),
+                              stages=lambda: contextlib.nullcontext())
+    monkeypatch.setattr(reading, "open_session", lambda *a, **k: session)
+    monkeypatch.setattr("shared.query.api.search_documents", lambda *a, **k: [])
+    for source in ("/docs/notes", "/docs/notes/a b.md", "file:///docs/notes/a%20b.md", "https://nv.example/rss",
+                   "https://nv.example/posts/1"):
+        listed.clear()
+        result = CliRunner().invoke(cli.app, ["search", "graphs", "--json", "--source", source])
+        assert result.exit_code == 0 and listed and set(listed) == {1}, (source, listed, result.output)
+    for source in ("/docs", "https://nv.example/posts/"):  # a prefix of what is stored: still found
+        result = CliRunner().invoke(cli.app, ["search", "graphs", "--json", "--source", source])
+        assert result.exit_code == 0, (source, result.output)

@@ -181,8 +181,13 @@ def _check_source_stored(deps: Deps, source: str, typed: str) -> None:
     from shared.contract.filters import Filters
 
     only_source = Filters(source=source)
+    # a source as it was stored (a feed, a folder, a bucket prefix: `ragbus sources`) or one document's URL or file:
+    # one match asked for each, not every document read (in Firestore, one read per document, each command)
+    named = [{"origin": source}, {"url": source}] + ([{"url": Path(source).as_uri()}] if os.path.isabs(source) else [])
+    if any(deps.state.list(state_collections.DOCUMENTS, where=where, limit=1) for where in named):
+        return
     origins: set[str] = set()
-    for doc in deps.state.list(state_collections.DOCUMENTS):
+    for doc in deps.state.list(state_collections.DOCUMENTS):  # a prefix of what is stored, or nothing stored
         if only_source.matches(doc):
             return
         origins.add(str(doc.get("origin") or doc.get("url") or ""))
