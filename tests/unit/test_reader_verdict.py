@@ -364,3 +364,16 @@ def test_another_option_is_no_other_case_where_a_sentence_stating_the_value_name
     others = "With -x and -y, the sprocket report prints 30 lines per page."
     assert unmet_condition(question, [others], []) == "-q"
     assert unmet_condition(question, ["With -q, the sprocket report prints 60 lines per page.", others], []) == ""
+
+
+def test_a_value_after_instead_of_holds_without_the_option_the_sentence_names(embedder):
+    # "--wide: print 132 columns instead of 80": 80 is the width without --wide, not with it; asked with the
+    # option, only a value before "instead of" states it
+    page = ("Options\n\nThe ledger tool prints its report to standard output.\n\n"
+            "--compact: the ledger tool puts one tab between the report's columns instead of four spaces.")
+    asked_with = "How many spaces does the ledger tool put between columns when --compact is given?"
+    asked_without = "How many spaces does the ledger tool put between columns when --compact is not given?"
+    with_option, without_option = (_read(embedder, q, page) for q in (asked_with, asked_without))
+    assert "four spaces" in with_option.text and with_option.finding.condition == "--compact"
+    assert _outcome(with_option) == "answered_with_caveat"
+    assert not without_option.finding.condition

@@ -885,7 +885,8 @@ class Reader:
                        unquoted=tuple(unsaid), asks=asks, stated=stated,  # two parts may ask two values:
                        disagree=self.asks_fact and not question_parts(self.query) and disagree(
                            self.query, [self.candidates[i].text for i in stating]),
-                       condition=unmet_condition(self.query, [self.read_text(i) for i in stating], self.contexts))
+                       condition=unmet_condition(self.query, [self.read_text(i) for i in stating], self.contexts,
+                                                 lambda text: bool(self.fact_check(text, self.query))))
 
     def _under_heading(self, lead: int) -> str:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
@@ -967,6 +968,7 @@ ANSWER_WORDS = dict(lexicon_table("answer_words.tsv", ("list", "words")))  # ans
 _OPPOSITES = {stem(w): (stem(p.split("/")[0]), n == 0) for p in ANSWER_WORDS["opposites"].split() for n, w in enumerate(p.split("/"))}
 _NEGATED_BEFORE = re.compile(r"(?:\b(?:not|no|without|unless|never)|n't)\s+(?:[\w-]+\s+){0,2}$", re.IGNORECASE)
 _NEGATED_AFTER = re.compile(r"^(?:\s+(?:option|flag))?\s+(?:is|are|was|were)(?:\s+not\b|n't\b)", re.IGNORECASE)
+_REPLACED = re.compile(r"\b(?:instead\s+of|rather\s+than)\b", re.IGNORECASE)
 _BOTH_CASES = re.compile(r"\b(?:instead\s+of|rather\s+than|otherwise|else)\b", re.IGNORECASE)
 _ALIAS = re.compile(r"(?<![\w-])(-\w),\s+(--\w[\w-]*)")
 _ASKS_OPTION = re.compile(r"^\W*(?:which|what)\s+(?:[\w-]+\s+)?(?:options?|flags?|switch(?:es)?)\b", re.IGNORECASE)
@@ -986,12 +988,18 @@ def conditions(text: str, aliases: Mapping[str, str]) -> dict[str, dict[bool, st
     return out
 
 
-def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[NumberedContext]) -> str:
+def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[NumberedContext],
+                    states: Callable[[str], bool] | None = None) -> str:
     """The condition ``query`` asks under that a sentence ``stating`` the asked value ties it to the opposite of ("124
-    if ... --preserve-status is not specified"), or, an option no such sentence names, to others ("-l" for "-q"); "" if none."""
+    if ... --preserve-status is not specified"), or, an option no such sentence names, to others ("-l" for "-q"); "" if none.
+    A value ``states`` finds only after "instead of" is the one the conditions named before it replace ("--tab: use a
+    tab instead of two spaces": two spaces without --tab)."""
     aliases = {short: long for ctx in contexts for short, long in _ALIAS.findall(ctx.text)}
     asked = {key: next(iter(cases.items())) for key, cases in conditions(query, aliases).items() if len(cases) == 1}
     named = [conditions(sentence, aliases) for sentence in stating]
+    for n, sentence in enumerate(stating):
+        if states and (m := _REPLACED.search(sentence)) and not states(sentence[:m.start()]) and states(sentence[m.end():]):
+            named[n] = {k: {not h: w for h, w in c.items()} for k, c in conditions(sentence[:m.start()], aliases).items()}
     for key, (holds, written) in asked.items():  # "--follow" is named by "--follow=name"
         same = [[c for k, c in n.items() if k in (key, key.split("=")[0]) or key == k.split("=")[0]] for n in named]
         if any(s and not any(holds in c for c in s) for s in same) or not any(same) and holds and key[0] == "-" and any(
