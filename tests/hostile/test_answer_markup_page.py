@@ -6,7 +6,7 @@ the document, shown as text, not the answer."""
 from __future__ import annotations
 
 from tests.hostile.test_answer_markup import LEAK, PLANTED, QUESTION
-from tests.integration.test_web_page import page  # noqa: F401 - the fixture (skips without chromium)
+from tests.integration.test_web_page import browser, page  # noqa: F401 - the fixtures (skip without chromium)
 from tests.support import serving_documents
 
 

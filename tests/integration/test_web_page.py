@@ -43,21 +43,32 @@ def loop_and_server(tmp_path):
     handle.stop()
 
 
-@pytest.fixture
-def page():
+@pytest.fixture(scope="module")
+def browser():
+    """One browser per test file (its driver and Chromium took 2-8 s to start, once per test); each test has its
+    own context (cookies, storage, cache) and page. Not per session: while Playwright's sync API is started, its
+    event loop counts as running, and asyncio.run() in another file's test would refuse to start."""
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            page = context.new_page()
-            page.set_default_timeout(15_000)
-            problems: list[str] = []
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(str(e)))
-            page.problems = problems
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.problems = problems
+        yield page
+    finally:
+        context.close()
 
 
 def test_asking_shows_live_stages_iterations_and_a_cited_answer(loop_and_server, page):

@@ -11,7 +11,7 @@ from shared.contract import state_collections
 from shared.contract.config import load_settings
 from shared.corpus import CORPUS
 from shared.runtime.bootstrap import build_local
-from tests.integration.test_web_page import page  # noqa: F401 - the fixture
+from tests.integration.test_web_page import browser, page  # noqa: F401 - the fixtures
 from tests.support import ragbus_env, run_cli, serving_documents
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from services.gateway import serve
-from tests.integration.test_web_page import page  # noqa: F401 - the browser fixture
+from tests.integration.test_web_page import browser, page  # noqa: F401 - the browser fixtures
 
 OLD_MTIME = 1_500_000_000  # 2017-07-14
 

@@ -21,7 +21,7 @@ import openai
 from services.gateway import serve
 from shared.corpus import CORPUS
 from tests.hostile.bad_files import pdf, text_page
-from tests.integration.test_web_page import page  # noqa: F401 - the browser fixture
+from tests.integration.test_web_page import browser, page  # noqa: F401 - the browser fixtures
 from tests.support import run_cli
 
 MANUAL = Path(__file__).resolve().parents[1] / "data" / "formats" / "fontconfig-user.pdf"

@@ -4,7 +4,7 @@ a question replaces what was shown, and the trace labels stay whole on a 400 px 
 from __future__ import annotations
 
 from shared.contract.config import load_settings
-from tests.integration.test_web_page import loop_and_server, page  # noqa: F401 - the fixtures
+from tests.integration.test_web_page import browser, loop_and_server, page  # noqa: F401 - the fixtures
 from tests.scripted_loop import CONTEXTS
 
 

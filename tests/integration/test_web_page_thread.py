@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from shared.contract import state_collections
 from tests import scripted_loop
-from tests.integration.test_web_page import loop_and_server, page  # noqa: F401 - the fixtures
+from tests.integration.test_web_page import browser, loop_and_server, page  # noqa: F401 - the fixtures
 
 
 def _ask(page, question: str, turns: int) -> None:  # noqa: F811 - the fixture, passed on
