@@ -377,3 +377,14 @@ def test_a_value_after_instead_of_holds_without_the_option_the_sentence_names(em
     assert "four spaces" in with_option.text and with_option.finding.condition == "--compact"
     assert _outcome(with_option) == "answered_with_caveat"
     assert not without_option.finding.condition
+
+
+def test_a_sentence_naming_the_asked_subject_after_the_verb_states_the_other_sides_value(embedder):
+    # asked what the subject does ("Which option does --gentle enable?"), a sentence in which it is done to ("The
+    # --quiet option enables --gentle") gives what does it to it, not what it does
+    question = "Which option does --gentle enable?"
+    done_to = "Options\n\nThe sweeper tool has several options. The --quiet option enables --gentle."
+    doing = "Options\n\nThe sweeper tool has several options. The --gentle option enables --slow."
+    reversed_, plain = (_read(embedder, question, text) for text in (done_to, doing))
+    assert "--quiet option enables --gentle" in reversed_.text and reversed_.finding.condition == "--gentle"
+    assert _outcome(reversed_) == "answered_with_caveat" and not plain.finding.condition

@@ -994,6 +994,8 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
     if ... --preserve-status is not specified"), or, an option no such sentence names, to others ("-l" for "-q"); "" if none.
     A value ``states`` finds only after "instead of" is the one the conditions named before it replace ("--tab: use a
     tab instead of two spaces": two spaces without --tab)."""
+    if states and (done_to := next(filter(None, (roles_reversed(query, text, states) for text in stating)), "")):
+        return done_to
     aliases = {short: long for ctx in contexts for short, long in _ALIAS.findall(ctx.text)}
     asked = {key: next(iter(cases.items())) for key, cases in conditions(query, aliases).items() if len(cases) == 1}
     named = [conditions(sentence, aliases) for sentence in stating]
@@ -1006,6 +1008,27 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
                 k[0] == "-" for n in named for k in n) and not _ASKS_OPTION.match(query):
             return written
     return ""
+
+
+# "Which option does --verbatim-files-from imply?": what is asked about does the asking verb
+_ASKS_WHAT_DOES = re.compile(r"^\W*(?:which|what)\b(?:\s+[\w-]+){0,3}?\s+(?:does|do|did)\s+(?P<rest>[^?]+)", re.IGNORECASE)
+
+
+def roles_reversed(query: str, sentence: str, states: Callable[[str], bool]) -> str:
+    """What ``query`` asks about ("--verbatim-files-from") when ``sentence`` names it only after the question's verb
+    and the value ``states`` finds in it is not from the verb on ("The --null option implies --verbatim-files-from":
+    what implies it, not what it implies); "" otherwise."""
+    if not (m := _ASKS_WHAT_DOES.match(query)):
+        return ""
+    run = list(itertools.takewhile(lambda w: w.lower() not in STOPWORDS, itertools.dropwhile(
+        lambda w: w.lower() in STOPWORDS, tokenize(m["rest"]))))  # "the frobnicator daemon listen" (on ...)
+    subject = {stem(w) for w in run[:-1]}
+    verb = next((w for w in _WORD.finditer(sentence) if len(run) > 1 and stem(w.group()) == stem(run[-1])), None)
+    if verb is None or subject & {stem(w) for w in tokenize(sentence[:verb.start()])} or not subject & {
+            stem(w) for w in tokenize(sentence[verb.end():])}:
+        return ""
+    written = re.search(r"\S*" + re.escape(run[0]) + r".*?(?=\s+" + re.escape(run[-1]) + r"\b)", m["rest"])
+    return written.group() if written and states(sentence) and not states(sentence[verb.start():]) else ""
 
 
 def names_a_sibling(name: str, text: str) -> bool:
