@@ -367,6 +367,23 @@ _INLINE_CODE = ("code", "kbd", "samp", "tt")
 _CODE_BLOCKS = frozenset({"pre", "textarea", "listing", "xmp", "plaintext"})
 
 
+def _separate_alternative_terms(tree) -> bool:
+    """A comma after each <dt> another <dt> follows: texinfo writes an option's other spellings as terms of
+    one entry ("-o file" then "--output=file"), which the extractor ran together ("-o file--output=file")."""
+    changed = False
+    for term in tree.iter("dt"):
+        following = term.getnext()
+        text = term.text_content().strip()
+        if following is None or following.tag != "dt" or not text or text.endswith("\u00b6"):
+            continue  # a term ending in its permalink (Sphinx's "¶") is read as a line of its own
+        if len(term):
+            term[-1].tail = (term[-1].tail or "").rstrip() + ", "
+        else:
+            term.text = (term.text or "").rstrip() + ", "
+        changed = True
+    return changed
+
+
 def _code_showing_tags(tree) -> bool:
     """Inline code that shows a tag ("use the <code>&lt;br&gt;</code> element") set in a Markdown code span.
 
@@ -459,6 +476,7 @@ def prepare_html(html: str) -> tuple[str, str]:
     changed = _unwrap_headings(tree) or changed
     changed = _unwrap_source_lines(tree) or changed
     changed = _code_showing_tags(tree) or changed
+    changed = _separate_alternative_terms(tree) or changed
     for container in list(tree.iter(*_CONTAINERS)):
         children = list(container)
         if all(_is_inline(c) for c in children):
