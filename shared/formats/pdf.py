@@ -43,7 +43,7 @@ _SOFT_HYPHEN = re.compile(r"\x02(?:\r?\n)?")
 _LEADING_NUMBER = re.compile(r"^(\d{1,5})\s")
 _TRAILING_NUMBER = re.compile(r"\s(\d{1,5})$")
 _DOT_LEADERS = re.compile(r"(?:\s?\.){4,}\s?")  # a table of contents' ". . . . ." between a title and its page
-_HYPHENATED = re.compile(r"([a-zà-ÿ])-\n([a-zà-ÿ])")
+_HYPHENATED = re.compile(r"([a-zà-ÿ])[-\u2010]\n([a-zà-ÿ])")  # U+2010: the hyphen groff breaks a word with
 _SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
 #: lines kept at the top and bottom of a page as candidates for running headers and footers
 _EDGE_LINES = 2

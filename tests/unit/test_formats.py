@@ -364,3 +364,32 @@ def test_a_hung_option_s_text_runs_on_past_its_tag_s_line():
     assert "-w grams\nSpecifies the weight" in body, body  # a tag alone on its line stays a term
     assert "and the cold brew.\n-z fine Grind the beans finely [for espresso]. When the grinder" in body, body
     assert "Hangup detected on controlling terminal\nor death" in body, body  # a table's wrapped cell is no hang
+
+
+def test_an_option_s_other_spellings_in_definition_terms_are_read_apart():
+    # texinfo writes an option and its long form as two <dt> of one entry (@item/@itemx); the extractor ran
+    # them together, "-o file--output=file" and "-a--append" (newcomer12, GNU time's manual)
+    from shared.formats.text import extract_html
+
+    page = ("<html><head><title>Saving the report</title></head><body><div><h2>Saving the report</h2>"
+            "<p>The tool prints its report on the terminal unless one of these options names a file for it.</p>"
+            "<dl compact=\"compact\">"
+            "<dt><span><code>-w <var>path</var></code></span></dt><dt><span><code>--write=<var>path</var></code>"
+            "</span></dt><dd><p>Write the report to path, replacing what the file held before.</p></dd>"
+            "<dt><span><code>-k</code></span></dt><dt><span><code>--keep</code></span></dt>"
+            "<dd><p>Add the report at the end of the file instead of replacing it.</p></dd>"
+            "<dt><span><code>-q</code></span></dt><dd><p>Print nothing but errors.</p></dd>"
+            "</dl></div></body></html>")
+    lines = extract_html(page, "").body.splitlines()
+    assert "-w path, --write=path" in lines and "-k, --keep" in lines and "-q" in lines, lines
+
+
+def test_a_word_broken_at_a_pdf_line_end_with_groff_s_hyphen_is_whole_again():
+    # a man page printed to PDF keeps groff's U+2010 where it broke a word; the PDF reader joined only an
+    # ASCII hyphen, so "op\u2010 tions" and "transpar\u2010 ently" were indexed and quoted (newcomer12, gzip(1) as PDF)
+    from shared.formats.pdf import _paragraphs
+
+    lines = ["The obsolescent environment variable can hold a set of default op\u2010",
+             "tions for the tool, read before the command line is."]
+    assert _paragraphs(lines, 70.0)[0][0] == ("The obsolescent environment variable can hold a set of default "
+                                              "options for the tool, read before the command line is.")
