@@ -111,27 +111,34 @@ def test_a_subfolder_and_a_single_file_are_deleted_alone_and_come_back_when_inge
     assert census(home)["duplicates"] == 0 and _found(home, "flint1 report")
 
 
-@pytest.mark.parametrize("name,data", [
-    ("slate.docx", lambda: bad_files.docx(topic_paragraphs("slate", 3, seed=3))),
-    ("marble.pdf", lambda: bad_files.pdf([bad_files.text_page(*topic_paragraphs("marble", 1, seed=4)[0].split(". "))])),
-    ("quartz.csv", lambda: ("kind,note\n" + "".join(f"quartz{i},{p}\n" for i, p in enumerate(
-        topic_paragraphs("quartz", 3, seed=5)))).encode()),
-])
-def test_a_document_of_a_new_kind_deleted_stays_deleted_and_comes_back_when_ingested_again(tmp_path, name, data):
+NEW_KINDS = {
+    "slate.docx": lambda: bad_files.docx(topic_paragraphs("slate", 3, seed=3)),
+    "marble.pdf": lambda: bad_files.pdf([bad_files.text_page(*topic_paragraphs("marble", 1, seed=4)[0].split(". "))]),
+    "quartz.csv": lambda: ("kind,note\n" + "".join(f"quartz{i},{p}\n" for i, p in enumerate(
+        topic_paragraphs("quartz", 3, seed=5)))).encode(),
+}
+
+
+def test_documents_of_the_new_kinds_deleted_stay_deleted_and_come_back_when_ingested_again(tmp_path):
+    # one home for the three kinds (it was one home and two ingests each): each deleted alone, the rest kept
     home, docs = tmp_path / "home", tmp_path / "docs"
     docs.mkdir()
-    (docs / name).write_bytes(data())
+    for name, data in NEW_KINDS.items():
+        (docs / name).write_bytes(data())
     _files(docs / "beside", "shale", 1)
     run_cli(home, "ingest", str(docs))
-    assert _urls(home) == {name, "shale0.md"}
-    assert _deleted(run_cli(home, "ingest", "--delete", str(docs / name))) == 1
-    assert _urls(home) == {"shale0.md"} and census(home)["duplicates"] == 0
-    topic = name.split(".")[0]
-    assert not any(name in json.dumps(hit) for hit in _found(home, f"{topic} report"))
+    kept = {*NEW_KINDS, "shale0.md"}
+    assert _urls(home) == kept
+    for name in NEW_KINDS:
+        assert _deleted(run_cli(home, "ingest", "--delete", str(docs / name))) == 1, name
+        kept.discard(name)
+        assert _urls(home) == kept and census(home)["duplicates"] == 0, name
+        assert not any(name in json.dumps(hit) for hit in _found(home, f"{name.split('.')[0]} report"))
     again = run_cli(home, "ingest", str(docs))
-    assert "1 document(s) submitted" in again.stdout, again.stdout
-    assert _urls(home) == {name, "shale0.md"}
-    assert any(name in json.dumps(hit) for hit in _found(home, f"{topic} report"))
+    assert "3 document(s) submitted" in again.stdout, again.stdout
+    assert _urls(home) == {*NEW_KINDS, "shale0.md"}
+    for name in NEW_KINDS:
+        assert any(name in json.dumps(hit) for hit in _found(home, f"{name.split('.')[0]} report")), name
 
 
 def test_a_delete_racing_a_retry_of_its_dead_letters_wins(tmp_path):
