@@ -11,6 +11,7 @@ fails falls back to an extractive answer, so the query always ends.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +35,12 @@ from shared.query.grading import failed_thresholds, strip_model_directives
 from shared.query.model_health import note_fallback
 from shared.query.plain_answer import plain_answer_text
 from shared.query.prompts import CITATION_MARKER, cited_numbers
-from shared.query.reading.answer_types import question_names, states_value
+from shared.query.reading.answer_types import (
+    asked_subject,
+    question_names,
+    sentence_states,
+    states_value,
+)
 from shared.query.reading.caveat import caveat_note
 from shared.query.reading.extractive import extractive_answer
 from shared.query.reading.language import detect_language, phrase
@@ -220,9 +226,7 @@ def _vector_ports(ports: Deps) -> tuple[Embed | None, PassageSimilarity | None]:
 def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | None:
     """Write the answer from the best iteration and end the query (None when the iteration was refined).
 
-    Without a model answer the answer is extractive: ranked by the vectors stored at indexing where the
-    index keeps them (no embedding at query time), else by embedding the candidate sentences, else by
-    term overlap."""
+    Without a model answer the local reader answers (:func:`_extract`), its verdict deciding the outcome."""
     iteration = message.iteration
     final = record.entry(iteration)
     if final is None or final.decision not in FINAL_DECISIONS:
@@ -342,20 +346,19 @@ def _align_decision(r: QueryRecord, final: int, outcome: str, verdict: str) -> N
 
 def _extract(query: str, contexts: list[NumberedContext], language: str, embed: Embed | None,
              passage_similarity: PassageSimilarity | None = None) -> Answer:
+    """The local reader's answer (:func:`extractive_answer`): with this runtime's embedder, passages ranked by the vectors
+    stored at indexing where the index keeps them, else embedded; without it, or when embedding fails, by terms alone."""
     names = question_names(query) if language == "en" else ()
-    prior: dict[int, float] = {}
+    prior: dict[int, float] | None = None
     if passage_similarity is not None:
         try:
-            prior = passage_similarity(query, contexts)
-        except Exception as exc:  # noqa: BLE001 - embedding the sentences still works
-            log.warning("stored passage vectors unavailable, embedding sentences: %s", exc)
-    if prior:
-        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names,
-                                 value_check=states_value)
+            prior = passage_similarity(query, contexts) or None
+        except Exception as exc:  # noqa: BLE001 - embedding the passages still works
+            log.warning("stored passage vectors unavailable, embedding passages: %s", exc)
+    read = functools.partial(extractive_answer, query, contexts, language=language, names=names, value_check=states_value,
+                             fact_check=sentence_states, subject=asked_subject(query))
     try:
-        return extractive_answer(query, contexts, language=language, embed=embed, names=names,
-                                 value_check=states_value)
-    except Exception as exc:  # noqa: BLE001 - without the embedder, term overlap still works
-        log.warning("extractive synthesis with embeddings failed, using term overlap only: %s", exc)
-        return extractive_answer(query, contexts, language=language, embed=None, names=names,
-                                 value_check=states_value)
+        return read(embed=embed, context_similarity=prior)
+    except Exception as exc:  # noqa: BLE001 - without the embedder, the terms still read
+        log.warning("extractive synthesis with embeddings failed, reading by terms only: %s", exc)
+        return read(embed=None)

@@ -158,15 +158,16 @@ def test_an_embedder_that_cannot_be_weakly_referenced_still_embeds_once_per_call
     np.testing.assert_array_equal(vectors[0], vectors[1])
 
 
-def test_an_extractive_fallback_ranks_by_stored_passage_vectors_and_embeds_no_sentence(tmp_path):
+def test_an_extractive_fallback_ranks_by_stored_passage_vectors_and_embeds_only_the_readers_pool(tmp_path):
     loop = _loop(tmp_path)
-    # transform and grade spend the budget: the synthesizer answers without the model
+    # transform and grade spend the budget: the synthesizer answers without the model, as the local reader does
     record = _ask(loop, "How does BM25 rank documents by term frequency?", max_model_calls=2)
     assert record["answer_provider"] == "extractive-fallback", record["events"]
     assert record["outcome"] in {"answered", "answered_with_caveat"}
     assert "BM25 ranks documents by term frequency" in record["answer"]
-    assert len(loop.embedder.batches) <= 2, loop.embedder.batches
-    assert sum(loop.embedder.texts.values()) <= 3, loop.embedder.texts
+    # the question (retrieval's, the reader's) and one batch of at most READER_POOL sentences; no passage embedded
+    assert len(loop.embedder.batches) <= 3 and all(len(b) <= READER_POOL for b in loop.embedder.batches[2:])
+    assert sum(loop.embedder.texts.values()) <= 2 + READER_POOL, loop.embedder.texts
 
 
 def test_forgetting_the_cached_vectors_makes_the_next_ask_embed_again():

@@ -107,7 +107,8 @@ def test_a_failing_model_falls_back_to_an_extractive_answer():
     loop.submit("how does BM25 rank documents by term frequency")
     loop.deliver(_run_to_graded(loop, [good_grade()], ["BM25 term frequency"]))
     record = loop.record()
-    assert record["outcome"] == "answered" and record["answer_provider"] == "extractive-fallback"
+    # the local reader answers, and its verdict decides answered or a caveat, as it does for the local model
+    assert record["outcome"] != "not_answerable" and record["answer_provider"] == "extractive-fallback"
     assert "BM25 ranks documents by term frequency" in record["answer"]
     assert record["citations"] and all(c["chunk_id"] for c in record["citations"])
 

@@ -2,11 +2,9 @@
 model call fails.
 
 An extractive answer is a few sentences copied from the contexts, each cited by the number of the context it came from.
-:class:`Reader` (the local model's) quotes the sentence that states the asked fact and says whether it does;
-:class:`SentencePicker` (the synthesizer's fallback) scores sentences against the question and chooses them by maximal
-marginal relevance (MMR). The reader's sentence score is learned (:mod:`shared.query.reading.sentence_score`), its
-other choices named (:class:`ReaderWeights`); the picker's weights are its class attributes. When no sentence supports
-an answer, the result is an abstention, never invented text.
+:class:`Reader` quotes the sentence that states the asked fact and says whether it does: its sentence score is learned
+(:mod:`shared.query.reading.sentence_score`), its other choices named (:class:`ReaderWeights`). When no sentence
+supports an answer, the result is an abstention, never invented text.
 
 So that it reads as an answer (issue 11, item 2): only sentences that can be quoted are candidates (no headings,
 questions, lead-ins ending in a colon: :mod:`shared.query.reading.answer_sentences`); the answer opens with the best
@@ -339,29 +337,25 @@ def _passage_prior(candidates: Sequence[_Candidate], closeness: Mapping[int, flo
 
 def extractive_answer(
     query: str, contexts: Sequence[NumberedContext], *, language: str = "en", embed: Embed | None = None,
-    context_similarity: Mapping[int, float] | None = None, rerank: int = 6, max_sentences: int = 5,
-    min_relevance: float | None = None, mmr_lambda: float = 0.7, rank_weight: float = 0.15, source_margin: float = 0.0,
-    names: Sequence[str] = (), value_check: ValueCheck | None = None, question_vector: np.ndarray | None = None,
+    context_similarity: Mapping[int, float] | None = None, names: Sequence[str] = (),
+    value_check: ValueCheck | None = None, question_vector: np.ndarray | None = None,
     sentence_embed: Embed | None = None, fact_check: FactCheck | None = None, verdict: VerdictModel | None = None,
     observe: Observe | None = None, subject: Sequence[str] = (),
 ) -> Answer:
-    """One to ``max_sentences`` sentences from ``contexts`` that answer ``query``, cited; an
-    abstention when no sentence supports an answer, never invented text.
+    """The sentences of ``contexts`` that answer ``query``, cited, as the :class:`Reader` chooses them, with its verdict
+    (``states_fact``, ``unstated``); an abstention when no sentence supports an answer, never invented text.
 
-    With ``question_vector``, ``sentence_embed`` and ``context_similarity`` (as the local model
-    calls it), the :class:`Reader` answers: the sentence that states the asked fact, and its
-    verdict (``states_fact``, ``unstated``). Otherwise (the synthesizer's fallback when a model
-    call fails) :class:`SentencePicker` chooses by relevance and maximal marginal relevance
-    (``embed``, ``rerank``, ``min_relevance``, ``mmr_lambda``, ``rank_weight``, ``source_margin``:
-    see there). Either way ``names``, the proper names, acronyms and model numbers the question
-    states, that no source names are said plainly ("Not mentioned in the sources: ProTab X1."),
-    and each part of a question asking several things is answered or named missing;
-    ``value_check`` (:data:`ValueCheck`) lets a sentence holding the value a part asks for
-    ("30 days" for the deadline) speak to it without naming it. The reader's outcome is
-    ``verdict``'s decision over its evidence (:mod:`shared.query.reading.verdict`; default: the
-    shipped model); ``observe`` sees that evidence and the answer before the decision. ``subject``: the stems of
-    what a question asking a value asks it about, without the words naming the value's type
-    (:func:`shared.query.reading.answer_types.asked_subject`; empty: all its terms), for the verdict's evidence.
+    The local model passes ``question_vector``, ``sentence_embed`` and ``context_similarity`` (each passage's cosine to
+    the question). Without them (the synthesizer's fallback when a model call fails) the question, the sentences and
+    the passages are embedded with ``embed``, and without ``embed`` the sentences are read by their terms alone (every
+    cosine 0). Either way ``names``, the proper names, acronyms and model numbers the question states, that no source
+    names are said plainly ("Not mentioned in the sources: ProTab X1."), and each part of a question asking several
+    things is answered or named missing; ``value_check`` (:data:`ValueCheck`) lets a sentence holding the value a part
+    asks for ("30 days" for the deadline) speak to it without naming it. The outcome is ``verdict``'s decision over
+    the reader's evidence (:mod:`shared.query.reading.verdict`; default: the shipped model); ``observe`` sees that
+    evidence and the answer before the decision. ``subject``: the stems of what a question asking a value asks it
+    about, without the words naming the value's type (:func:`shared.query.reading.answer_types.asked_subject`; empty:
+    all its terms), for the verdict's evidence.
     """
     # at most 40 sentences a passage, 240 in all
     candidates = list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in contexts
@@ -376,211 +370,17 @@ def extractive_answer(
     term_stems = [stem(t) for t in terms]
     overlap = np.array([sum(1 for t in term_stems if t in c.stems) / len(terms) if terms else 0.0
                         for c in candidates], dtype=np.float32)
-    if question_vector is not None and sentence_embed is not None and context_similarity is not None:
-        reader = Reader(query, contexts, candidates, overlap, term_stems, language=language,
-                        question_vector=question_vector, sentence_embed=sentence_embed,
-                        context_similarity=context_similarity, names=names, value_check=value_check,
-                        fact_check=fact_check, verdict=verdict, observe=observe, subject=subject)
-        return reader.answer()
-    picker = SentencePicker(query, contexts, candidates, overlap, term_stems, language=language, embed=embed,
-                            context_similarity=context_similarity, rerank=rerank, max_sentences=max_sentences,
-                            min_relevance=min_relevance, mmr_lambda=mmr_lambda, rank_weight=rank_weight,
-                            source_margin=source_margin, names=names, value_check=value_check)
-    return picker.answer()
-
-
-class SentencePicker:
-    """The extractive answer without the reader's sentence vectors: sentences scored against the
-    question, then chosen by maximal marginal relevance (MMR) so that two near-identical
-    sentences are not both kept.
-
-    Relevance of a sentence: with ``embed``, its cosine to the question plus term overlap; with
-    ``context_similarity`` (context number -> cosine of the whole passage to the question, e.g. from
-    vectors stored at indexing), term overlap plus that passage prior, and with ``embed`` too only
-    the ``rerank`` best of those are embedded and re-scored by meaning; with neither, term overlap
-    alone. ``min_relevance`` is the floor a sentence must reach to count as support (default 0.3
-    with embeddings or a prior, where unrelated text scores about 0.0-0.2, and 0.34 without: a
-    third of the question's terms). Among supporting sentences, those of the retriever's first
-    contexts are preferred by ``rank_weight`` / context number; a further source must hold a
-    question term the quoted ones lack and, with ``context_similarity``, be at least as close to
-    the question as the closest quoted passage (less ``source_margin``): on fitz-gov a further,
-    less close passage is rarely one of the question's own.
-    """
-
-    # Relevance as term overlap and passage prior; re-scored by meaning; by meaning without a prior.
-    PRIOR_WEIGHTS = (0.6, 0.4)
-    RERANK_WEIGHTS = (0.5, 0.3, 0.2)  # cosine, overlap, prior
-    EMBED_WEIGHTS = (0.7, 0.3)  # cosine, overlap
-    FLOOR_WITH_MEANING = 0.3
-    FLOOR_BY_TERMS = 0.34
-    # Once two are chosen, a further source needs this share of the best sentence's strength.
-    FURTHER_SOURCE_SHARE = 0.75
-    # Closer than this to a chosen sentence, a sentence is the same one from another chunk.
-    DUPLICATE = 0.92
-
-    def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
-                 overlap: np.ndarray, term_stems: list[str], *, language: str, embed: Embed | None,
-                 context_similarity: Mapping[int, float] | None, rerank: int, max_sentences: int,
-                 min_relevance: float | None, mmr_lambda: float, rank_weight: float, source_margin: float,
-                 names: Sequence[str], value_check: ValueCheck | None) -> None:
-        self.query, self.contexts, self.candidates = query, contexts, candidates
-        self.overlap, self.term_stems, self.language = overlap, term_stems, language
-        self.embed, self.closeness_of, self.rerank = embed, context_similarity, rerank
-        self.max_sentences, self.mmr_lambda, self.rank_weight = max_sentences, mmr_lambda, rank_weight
-        self.source_margin, self.names, self.value_check = source_margin, names, value_check
-        self.floor = min_relevance if min_relevance is not None else (
-            self.FLOOR_WITH_MEANING if embed or context_similarity else self.FLOOR_BY_TERMS)
-        self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
-        self.stems = [c.stems for c in candidates]
-        self.vectors: np.ndarray | None = None
-        self.relevance = self._relevance()
-
-    def _relevance(self) -> np.ndarray:
-        candidates, overlap, embed = self.candidates, self.overlap, self.embed
-        if self.closeness_of:
-            prior = _passage_prior(candidates, self.closeness_of)
-            by_terms, by_prior = self.PRIOR_WEIGHTS
-            # a sentence must share the question's terms; its passage's closeness breaks ties
-            relevance = np.where(overlap > 0, by_terms * overlap + by_prior * prior, 0.0).astype(np.float32)
-            if embed is None:
-                return relevance
-            # Re-rank only the best few by meaning: embedding every sentence of ten
-            # passages costs far more than the whole rest of the query.
-            pool = [int(i) for i in np.argsort(-relevance, kind="stable")[:self.rerank] if relevance[i] > 0]
-            if not pool:
-                return relevance
-            matrix = embed([self.query] + [candidates[i].text for i in pool])
-            self.vectors = np.zeros((len(candidates), matrix.shape[1]), dtype=np.float32)
-            self.vectors[pool] = matrix[1:]
-            by_meaning, by_terms, by_prior = self.RERANK_WEIGHTS
-            reranked = np.zeros_like(relevance)
-            reranked[pool] = by_meaning * (matrix[1:] @ matrix[0]) + by_terms * overlap[pool] + by_prior * prior[pool]
-            return reranked
-        if embed is not None:
-            matrix = embed([self.query] + [c.text for c in candidates])
-            query_vec, self.vectors = matrix[0], matrix[1:]
-            by_meaning, by_terms = self.EMBED_WEIGHTS
-            return by_meaning * (self.vectors @ query_vec) + by_terms * overlap
-        return overlap
-
-    def predecessor(self, i: int) -> int | None:
-        """The sentence right before ``i`` in its passage, when it can be quoted and
-        stands alone: a sentence that leans back is quoted only after it."""
-        j = self.at.get((self.candidates[i].number, self.candidates[i].position - 1))
-        if j is None or self.candidates[j].leans_back or not (
-                self.overlap[j] > 0 or self.relevance[j] >= self.floor):
-            return None
-        return j
-
-    def similarity(self, i: int, j: int) -> float:
-        if self.vectors is not None:
-            return float(self.vectors[i] @ self.vectors[j])
-        union = self.stems[i] | self.stems[j]
-        return len(self.stems[i] & self.stems[j]) / len(union) if union else 0.0
-
-    def closeness(self, number: int) -> float:
-        return self.closeness_of.get(number, 0.0) if self.closeness_of else 0.0
-
-    def adds_a_source_worth_it(self, i: int, chosen: list[int]) -> bool:
-        """A further source is quoted only for a part of the question the sources
-        quoted so far leave out (a question term none of their sentences holds), and,
-        where passage closeness is known, only from a passage as close to the question
-        as theirs: a loosely related document is not worth a citation."""
-        quoted = {self.candidates[j].number for j in chosen}
-        if self.candidates[i].number in quoted:
-            return True
-        covered = set().union(*(self.stems[j] for j in chosen))
-        if not any(t in self.stems[i] and t not in covered for t in self.term_stems):
-            return False
-        return not self.closeness_of or self.closeness(self.candidates[i].number) >= max(
-            self.closeness(n) for n in quoted) - self.source_margin
-
-    def answer(self) -> Answer:
-        relevance = self.relevance
-        if float(relevance.max()) < self.floor:
-            return _abstention(self.language)
-        # Contexts are numbered in retrieval order: the retriever's first passage is the
-        # likeliest source, so among supporting sentences it is read first.
-        numbers = np.array([c.number for c in self.candidates])
-        self.score = relevance + np.where(relevance > 0, self.rank_weight / numbers, 0.0)
-        self.order = [int(i) for i in np.argsort(-self.score, kind="stable")]
-        chosen = self._choose()
-        if chosen is None:
-            return _abstention(self.language)
-        missing = self._cover_parts(chosen)
-        sentences = [AnswerSentence(text=self.candidates[i].text, citations=[self.candidates[i].number])
-                     for i in _reading_order(chosen, self.candidates)]
-        # the names in one note, however many the question lists (a part is a clause: one note each)
-        unnamed = ", ".join(name for name in unnamed_names(self.query, self.names, self.contexts)
-                            if name not in missing)
-        sentences += [AnswerSentence(text=phrase("not_mentioned", self.language).format(part=part), citations=[])
-                      for part in [*missing, unnamed] if part]
-        text = " ".join(f"{s.text} [{s.citations[0]}]" if s.citations else s.text for s in sentences)
-        return Answer(text=text, sentences=sentences, language=self.language, abstained=False)
-
-    def _choose(self) -> list[int] | None:
-        """The sentences to quote, by MMR; None when no supporting sentence can open the answer."""
-        relevance, candidates, floor = self.relevance, self.candidates, self.floor
-        window = self.order[: max(60, self.max_sentences * 6)]
-        # The answer opens with the best sentence that stands alone; only when every
-        # supporting sentence leans back does it open with one and the sentence before it.
-        lead_pool = [i for i in window if relevance[i] >= floor and not candidates[i].leans_back] or [
-            i for i in window if relevance[i] >= floor and self.predecessor(i) is not None]
-        if not lead_pool:
-            return None
-        best = float(relevance[lead_pool[0]])
-        chosen: list[int] = []
-        while len(chosen) < self.max_sentences:
-            best_i, best_mmr, best_pred = -1, -1e9, None
-            for i in lead_pool if not chosen else window:
-                if i in chosen or relevance[i] < floor:
-                    continue
-                pred = self.predecessor(i) if candidates[i].leans_back else None
-                if candidates[i].leans_back and (pred is None or (
-                        pred not in chosen and len(chosen) + 2 > self.max_sentences)):
-                    continue
-                # Once two are chosen, a further source needs a sentence of comparable strength;
-                # a passage already quoted may go on (it is the same source, read further).
-                quoted = any(candidates[j].number == candidates[i].number for j in chosen)
-                if len(chosen) >= 2 and relevance[i] < self.FURTHER_SOURCE_SHARE * best and not quoted:
-                    continue
-                if chosen and not self.adds_a_source_worth_it(i, chosen):
-                    continue
-                redundancy = max((self.similarity(i, j) for j in chosen), default=0.0)
-                if redundancy > self.DUPLICATE:  # the same sentence from another chunk
-                    continue
-                mmr = self.mmr_lambda * float(self.score[i]) - (1 - self.mmr_lambda) * redundancy
-                if mmr > best_mmr:
-                    best_i, best_mmr, best_pred = i, mmr, pred
-            if best_i < 0:
-                break
-            if best_pred is not None and best_pred not in chosen:
-                chosen.append(best_pred)
-            chosen.append(best_i)
-        return chosen
-
-    def _cover_parts(self, chosen: list[int]) -> list[str]:
-        """A question that asks several things gets each part answered where some sentence speaks
-        to it (added to ``chosen``); the parts its sources leave out, to be said plainly."""
-        candidates, relevance = self.candidates, self.relevance
-        missing: list[str] = []
-        for part in _parts(self.query if self.language == "en" else ""):
-            def speaks_to(i: int, part: _Part = part) -> bool:
-                return part.spoken_to(candidates[i].text, self.stems[i], self.value_check)
-
-            if any(speaks_to(i) for i in chosen):
-                continue
-            found = [i for i in self.order if relevance[i] > 0 and speaks_to(i) and (
-                not candidates[i].leans_back or self.predecessor(i) is not None)]
-            if not found:
-                missing.append(part.label)
-                continue
-            if not self.adds_a_source_worth_it(found[0], chosen):
-                continue  # only a passage far from the question speaks to it: neither quoted nor denied
-            if candidates[found[0]].leans_back and self.predecessor(found[0]) not in chosen:
-                chosen.append(self.predecessor(found[0]))
-            chosen.append(found[0])
-        return missing
+    if question_vector is None or sentence_embed is None:
+        sentence_embed = embed or (lambda texts: np.zeros((len(texts), 1), dtype=np.float32))
+        question_vector = sentence_embed([query])[0]
+    if context_similarity is None:
+        vectors = sentence_embed([ctx.text for ctx in contexts])
+        context_similarity = {ctx.number: float(v @ question_vector) for ctx, v in zip(contexts, vectors, strict=True)}
+    reader = Reader(query, contexts, candidates, overlap, term_stems, language=language,
+                    question_vector=question_vector, sentence_embed=sentence_embed,
+                    context_similarity=context_similarity, names=names, value_check=value_check,
+                    fact_check=fact_check, verdict=verdict, observe=observe, subject=subject)
+    return reader.answer()
 
 
 class Reader:
