@@ -65,7 +65,23 @@ def read_xml(archive: zipfile.ZipFile, name: str):
     try:
         return etree.fromstring(data, xml_parser())
     except etree.XMLSyntaxError as exc:
+        if words := _past_limit(str(exc)):
+            raise InvalidInput(f"the part {name[:80]!r} {words}{_PAST_PARSER}: refused") from None
         raise InvalidInput(f"the part {name[:80]!r} is not well-formed XML ({exc})") from None
+
+
+# libxml2's limits: a part past one is not damaged (saving it again does not help) but built so, on purpose or by
+# a faulty program; said as what it is ("Excessive depth in document: 256, use XML_PARSE_HUGE option" was
+# reported as damage, "cut short or altered since it was saved", newcomer12)
+_PARSER_LIMITS = (("Excessive depth", "nests its XML elements more than 256 levels deep"),
+                  ("amplification factor", "defines XML entities that expand many times over (an entity bomb)"),
+                  ("entity reference loop", "defines XML entities that refer to themselves (an entity bomb)"),
+                  ("huge text node", "holds one XML text of more than 10 MB"))
+_PAST_PARSER = ", past what the XML parser reads"
+
+
+def _past_limit(problem: str) -> str | None:
+    return next((words for key, words in _PARSER_LIMITS if key in problem), None)
 
 
 # ------------------------------------------------------------- OOXML (OPC) packages
@@ -90,11 +106,17 @@ def read_ooxml(raw: bytes, limits: Limits, what: str, read: Callable[[zipfile.Zi
     except Exception as exc:  # each library raises several kinds on a damaged package
         damage = package_damage(archive)
         if damage:
-            raise InvalidInput(f"the {what} file is damaged: {damage}; {_RESAVE}") from None
+            raise InvalidInput(_refusal(what, damage)) from None
         raise InvalidInput(f"the {what} file cannot be read ({type(exc).__name__}: {exc})") from None
     if not reading.passages and (damage := package_damage(archive)):
-        raise InvalidInput(f"the {what} file is damaged: {damage}; {_RESAVE}")
+        raise InvalidInput(_refusal(what, damage))
     return reading
+
+
+def _refusal(what: str, damage: str) -> str:
+    if _PAST_PARSER in damage:
+        return f"the {what} file is refused: {damage}"
+    return f"the {what} file is damaged: {damage}; {_RESAVE}"
 
 
 _RESAVE = "it was cut short or altered since it was saved: save it again from the program that made it"
@@ -112,6 +134,8 @@ def package_damage(archive: zipfile.ZipFile) -> str | None:
         return f"it has no {CONTENT_TYPES} (the list of its parts every Office file holds)"
     for name in archive.namelist():
         if name.endswith((".xml", ".rels")) and (problem := _xml_problem(archive, name)):
+            if words := _past_limit(problem):
+                return f"its part {name[:120]!r} {words}{_PAST_PARSER}"
             return f"its part {name[:120]!r} is not well-formed XML ({problem})"
     if read_xml(archive, _member(archive, CONTENT_TYPES)).tag != _CONTENT_TYPES_ROOT:
         return f"its {CONTENT_TYPES} is not an Office list of parts (its root is not <Types> in the OPC namespace)"

@@ -142,3 +142,19 @@ def test_a_whole_file_with_a_reference_outside_the_package_still_reads():
                           'TargetMode="External"/></Relationships>')
     reading = _read(".docx", _rewritten(raw, "word/_rels/document.xml.rels", linked.encode()))
     assert [p.text for p in reading.passages] == [TEXT]
+
+
+@pytest.mark.parametrize("suffix", sorted(MADE))
+def test_an_office_part_past_the_xml_parser_s_limits_is_refused_as_such_not_as_damage(suffix):
+    # a part nested 300 levels deep, or an entity bomb, is whole: it was reported as damage "cut short or
+    # altered since it was saved: save it again", advice that cannot help (newcomer12)
+    make, what, main = MADE[suffix]
+    deep = b'<?xml version="1.0"?>' + b"<a>" * 300 + b"</a>" * 300
+    laughs = (b'<?xml version="1.0"?><!DOCTYPE a [<!ENTITY l0 "lol">'
+              + b"".join(b'<!ENTITY l%d "' % i + b"&l%d;" % (i - 1) * 10 + b'">' for i in range(1, 9)) + b"]><a>&l8;</a>")
+    for part, says in ((deep, "nests its XML elements more than 256 levels deep"), (laughs, "an entity bomb")):
+        with pytest.raises(InvalidInput) as refused:
+            _read(suffix, _rewritten(make(), main, part))
+        message = str(refused.value)
+        assert message.startswith(f"the {what} file is refused: its part '{main}' "), message
+        assert says in message and "save it again" not in message, message
