@@ -818,17 +818,14 @@ def roles_reversed(query: str, sentence: str, states: Callable[[str], bool]) -> 
     """What ``query`` asks about ("--verbatim-files-from") when ``sentence`` names it only after the question's verb
     and the value ``states`` finds in it is not from the verb on ("The --null option implies --verbatim-files-from":
     what implies it, not what it implies); "" otherwise."""
-    if not (m := _ASKS_WHAT_DOES.match(query)):
-        return ""
+    asked = m["rest"] if (m := _ASKS_WHAT_DOES.match(query)) else ""
     run = list(itertools.takewhile(lambda w: w.lower() not in STOPWORDS, itertools.dropwhile(
-        lambda w: w.lower() in STOPWORDS, tokenize(m["rest"]))))  # "the frobnicator daemon listen" (on ...)
-    subject = {stem(w) for w in run[:-1]}
+        lambda w: w.lower() in STOPWORDS, tokenize(asked))))  # "the frobnicator daemon listen" (on ...)
     verb = next((w for w in _WORD.finditer(sentence) if len(run) > 1 and stem(w.group()) == stem(run[-1])), None)
-    if verb is None or subject & {stem(w) for w in tokenize(sentence[:verb.start()])} or not subject & {
-            stem(w) for w in tokenize(sentence[verb.end():])}:
+    if verb is None or _term_set(sentence[:verb.start()]) & (subject := {stem(w) for w in run[:-1]}) or not (
+            subject & _term_set(sentence[verb.end():]) and states(sentence) and not states(sentence[verb.start():])):
         return ""
-    written = re.search(r"\S*" + re.escape(run[0]) + r".*?(?=\s+" + re.escape(run[-1]) + r"\b)", m["rest"])
-    return written.group() if written and states(sentence) and not states(sentence[verb.start():]) else ""
+    return re.search(r"\S*" + re.escape(run[0]) + r".*?(?=\s+" + re.escape(run[-1]) + r"\b)", asked).group()
 
 
 def names_a_sibling(name: str, text: str) -> bool:
