@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import time
 import urllib.request
 from pathlib import Path
 
@@ -61,13 +63,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.timeout(600)  # the whole topology: 273 s on a shared machine at load 24, past the default 300
+@pytest.mark.timeout(900)  # the whole topology: 273 s on a shared machine at load 24, 554 s at load 30
 def test_up_ingest_ask_over_http_down(tmp_path, monkeypatch):
     home = tmp_path / "home"
+    long_ago = _spans_earlier_topologies_left(home)
     refused = run_cli(home, "up", check=False)
     assert refused.returncode == 2 and "--emulators" in refused.stderr and "infra/" in refused.stderr
 
     started = run_cli(home, "up", "--emulators", timeout=400)
+    assert not long_ago.exists()  # past RAGBUS_TRACE_RETENTION_DAYS: `up` deleted it
     state = topology.read_state(home)
     pids = [int(p["pid"]) for p in state["processes"]]
     try:
@@ -76,6 +80,10 @@ def test_up_ingest_ask_over_http_down(tmp_path, monkeypatch):
         assert len(state["processes"]) == 3 + len(topology.ALL_STAGES)
         again = run_cli(home, "up", "--emulators", check=False)
         assert again.returncode == 2 and "already running" in again.stderr
+        # a newcomer's commands on the home alone (no variable exported) find the topology: its storage named
+        stats = run_cli(home, "stats", COLUMNS="200")
+        assert "the emulators of `ragbus up --emulators`" in stats.stderr and "documents: 0" in stats.stdout
+        run_cli(home, "ask", "what is bm25", check=False, timeout=300)
 
         # read Firestore as the stages write it (the client env the commands use)
         for name, value in state["env"].items():
@@ -84,11 +92,12 @@ def test_up_ingest_ask_over_http_down(tmp_path, monkeypatch):
 
         store = FirestoreStateStore(project=state["project"])
         _ingestion(home, store)
-        _questions(home, state["gateway_url"])
+        asked = _questions(home, state["gateway_url"])
         store.close()
+        _traces_on_the_topology(home, asked)
     finally:
         stopped = run_cli(home, "down")
-    assert "stopped" in stopped.stdout and "gateway" in stopped.stdout
+    assert "stopped" in stopped.stdout and "stopped gateway" in stopped.stdout
     assert not any(_alive(pid) for pid in pids)
     assert topology.read_state(home) is None
     assert "nothing was running" in run_cli(home, "down").stdout
@@ -96,6 +105,40 @@ def test_up_ingest_ask_over_http_down(tmp_path, monkeypatch):
     # the topology's, so the embedded runtime's traces hold no query whose record went with the emulators
     monkeypatch.undo()
     assert cli_json(home, "traces") == []
+    # the earlier topology's spans are kept aside, not lost
+    (kept,) = topology.data_home(home).glob("traces-until-*.db")
+    with sqlite3.connect(kept) as db:
+        assert db.execute("SELECT query_id FROM spans").fetchall() == [("earlierquery0001",)]
+
+
+def _spans_earlier_topologies_left(home: Path) -> Path:
+    """Write the span store an earlier topology left under ``home`` (its records went with its Firestore
+    emulator); return one a topology of long ago left aside, past RAGBUS_TRACE_RETENTION_DAYS."""
+    from shared.adapters.local.spans import SqliteSpanStore
+
+    earlier = topology.data_home(home) / "traces.db"
+    SqliteSpanStore(earlier).shutdown()
+    with sqlite3.connect(earlier) as db:
+        db.execute("INSERT INTO spans VALUES (?, ?, NULL, 'gateway submit', 'INTERNAL', ?, ?, 'UNSET', NULL, "
+                   "'{}', '[]', 'earlierquery0001')", ("e" * 32, "f" * 16, time.time_ns() - 10**9, time.time_ns()))
+    long_ago = earlier.with_name("traces-until-20200101T000000Z.db")
+    SqliteSpanStore(long_ago).shutdown()
+    return long_ago
+
+
+def _traces_on_the_topology(home: Path, asked: dict) -> None:
+    """The commands on the home alone and those with the client env exported (RAGBUS_HOME left at the home)
+    list their queries from the topology's one span store; a trace holds the client's spans too."""
+    spans = json.loads(run_cli(home, "trace", asked["id"], "--json").stdout)
+    assert "gateway submit" in {s["name"] for s in spans}  # the whole trace: the client's spans too
+    with pytest.MonkeyPatch.context() as bare:  # no variable exported: the home alone
+        for name in topology.read_state(home)["env"]:
+            bare.delenv(name, raising=False)
+        listed = json.loads(run_cli(home, "traces", "--json", "--limit", "100").stdout)
+        assert {"what is bm25", ANSWERED_AT_ONCE} <= {str(r["question"]) for r in listed}, listed
+        assert asked["id"] in {r["query_id"] for r in listed}
+        assert "earlierquery0001" not in {r["query_id"] for r in listed}  # set aside with its topology
+        assert "what is bm25" in run_cli(home, "traces", "--limit", "100", COLUMNS="200").stdout
 
 
 def _ingestion(home: Path, store) -> None:
@@ -151,7 +194,7 @@ def _ingestion(home: Path, store) -> None:
         assert letter["subscription"] == "cleaner.document-fetched" and "no main text" in letter["error"]
 
 
-def _questions(home: Path, gateway: str) -> None:
+def _questions(home: Path, gateway: str) -> dict:
     """test_query_e2e's answered-at-once and unanswerable questions, through the gateway over HTTP."""
     with serve_corpus(port=0) as base:
         run_cli(home, "feeds", "add", f"{base}/feed.xml")
@@ -181,6 +224,7 @@ def _questions(home: Path, gateway: str) -> None:
     assert asked["outcome"] in ("answered", "answered_with_caveat")  # issue 36: a caveat when unsure
     assert asked["citations"][0]["url"].endswith("/articles/bm25-ranking-explained.html")
     _conversations(gateway)
+    return asked
 
 
 def _feedback(home: Path, gateway: str, query_id: str) -> None:

@@ -220,49 +220,5 @@ def test_mcp_tools_declare_their_required_arguments_and_answer_bad_ones_as_rest_
 # in the home its first demo left (one demo fewer).
 
 
-def test_the_topology_names_its_own_storage_and_leaves_no_orphan_traces(tmp_path):
-    import sqlite3
-
-    from shared.adapters.local.spans import SqliteSpanStore
-    from shared.tools import emulators, topology
-
-    if any(emulators.emulators_available().values()):
-        import pytest
-
-        pytest.skip(f"emulators not installed: {emulators.emulators_available()}")
-    home = tmp_path / "home"
-    # the spans an earlier topology left under this home: their records went with its Firestore emulator
-    earlier = topology.data_home(home) / "traces.db"
-    SqliteSpanStore(earlier).shutdown()
-    with sqlite3.connect(earlier) as db:
-        db.execute("INSERT INTO spans VALUES (?, ?, NULL, 'gateway submit', 'INTERNAL', ?, ?, 'UNSET', NULL, "
-                   "'{}', '[]', 'earlierquery0001')", ("e" * 32, "f" * 16, time.time_ns() - 10**9, time.time_ns()))
-    # a store a topology of long ago left aside: past RAGBUS_TRACE_RETENTION_DAYS, `up` deletes it
-    long_ago = earlier.with_name("traces-until-20200101T000000Z.db")
-    SqliteSpanStore(long_ago).shutdown()
-    run_cli(home, "up", "--emulators", timeout=300, **NEWCOMER)
-    assert not long_ago.exists()
-    try:
-        stats = run_cli(home, "stats", **NEWCOMER)
-        assert "the emulators of `ragbus up --emulators`" in stats.stderr and "documents: 0" in stats.stdout
-        run_cli(home, "ask", "what is bm25", check=False, timeout=300, **NEWCOMER)
-        # the gcp runtime named on the topology's emulators, its variables exported but RAGBUS_HOME left at
-        # this home (as tests/e2e/test_emulator_e2e.py drives it): the same topology, its spans with the rest
-        exported = {**topology.read_state(home)["env"], "RAGBUS_HOME": str(home)}
-        run_cli(home, "ask", "what is a tokenizer", check=False, timeout=300, **{**NEWCOMER, **exported})
-        listed = json.loads(run_cli(home, "traces", "--json", **NEWCOMER).stdout)
-        assert sorted(str(r["question"]) for r in listed) == ["what is a tokenizer", "what is bm25"], listed
-        tokenizer = next(r for r in listed if r["question"] == "what is a tokenizer")
-        spans = json.loads(run_cli(home, "trace", tokenizer["query_id"], "--json", **NEWCOMER).stdout)
-        assert "gateway submit" in {s["name"] for s in spans}  # the whole trace: the client's spans too
-        assert "what is bm25" in run_cli(home, "traces", **NEWCOMER).stdout
-    finally:
-        down = run_cli(home, "down", **NEWCOMER)
-    assert "stopped gateway" in down.stdout
-    # the embedded runtime's traces hold no row whose record went with the Firestore emulator
-    after = run_cli(home, "traces", "--json", **NEWCOMER)
-    assert json.loads(after.stdout) == []
-    # the earlier topology's spans are kept aside, not lost
-    (kept,) = topology.data_home(home).glob("traces-until-*.db")
-    with sqlite3.connect(kept) as db:
-        assert db.execute("SELECT query_id FROM spans").fetchall() == [("earlierquery0001",)]
+# The topology naming its own storage and leaving no orphan traces (an earlier topology's spans set aside, `stats`
+# and `traces` on the home alone): tests/e2e/test_emulator_e2e.py checks it on its topology (one `up` fewer).
