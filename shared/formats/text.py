@@ -19,7 +19,7 @@ from shared.contract.text import (
     without_code_elements,
     without_terminal_formatting,
 )
-from shared.formats.passages import Passage, Reading, join_blocks
+from shared.formats.passages import Passage, Reading, join_blocks, labelled_row
 from shared.formats.registry import Limits
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/xml+html"})
@@ -1014,9 +1014,59 @@ def _man_page_name(lines: list[str]) -> str:
 
 
 def extract_plain(text: str) -> CleanDocument:
-    """Plain text with its wrapped lines joined; its heading is its title (else none is stated)."""
+    """Plain text with its wrapped lines joined and its box-drawn tables read as rows; its heading is its
+    title (else none is stated)."""
     text = without_terminal_formatting(text)
-    return CleanDocument(body=normalize_text(join_wrapped(text)), title=plain_title(text))
+    return CleanDocument(body=normalize_text(join_wrapped(box_tables(text))), title=plain_title(text))
+
+
+_BOX_TOP = re.compile(r"^\s*┌[─┬]+┐\s*$")
+_BOX_LINE = re.compile(r"^\s*(?:│.*│|[├└][─┼┴]+[┤┘])\s*$")
+
+
+def box_tables(text: str) -> str:
+    """Each table drawn with box characters (``┌─┬─┐`` / ``│a│b│`` / ``├─┼─┤``, as text browsers render a
+    page's tables: X.Org's protocol specifications) as its rows, one list item each, "column: value; ...":
+    a cell's value was read apart from its column's name ("│timeout │CARD32 │60 │" under "│Attribute │Type
+    │Default │": newcomer12). A cell's wrapped lines join; a row whose first cell is empty goes on the row
+    above (a renderer's wrapped cell). A table not closed by ``└─┘`` stays as it is."""
+    if "┌" not in text:
+        return text
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        if not _BOX_TOP.match(lines[i]):
+            out.append(lines[i])
+            i += 1
+            continue
+        rows: list[list[str]] = []
+        current: list[str] | None = None
+        j = i + 1
+        while j < len(lines) and _BOX_LINE.match(lines[j]):
+            line = lines[j].strip()
+            j += 1
+            if line.startswith("│"):
+                cells = [cell.strip() for cell in line[1:-1].split("│")]
+                current = cells if current is None or len(current) != len(cells) else [
+                    " ".join(filter(None, pair)) for pair in zip(current, cells, strict=True)]
+                continue
+            if current is not None:
+                rows.append(current)
+                current = None
+            if line.startswith("└"):
+                break
+        if not rows or not lines[j - 1].strip().startswith("└"):
+            out.extend(lines[i:j])
+            i = j
+            continue
+        header, body = rows[0], []
+        for row in rows[1:]:
+            if body and not row[0] and len(row) == len(body[-1]):
+                body[-1] = [" ".join(filter(None, pair)) for pair in zip(body[-1], row, strict=True)]
+            else:
+                body.append(row)
+        out.extend("- " + labelled_row(header, row) for row in body) if body else out.append("- " + "; ".join(header))
+        i = j
+    return "\n".join(out)
 
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

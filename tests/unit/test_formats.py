@@ -393,3 +393,26 @@ def test_a_word_broken_at_a_pdf_line_end_with_groff_s_hyphen_is_whole_again():
              "tions for the tool, read before the command line is."]
     assert _paragraphs(lines, 70.0)[0][0] == ("The obsolescent environment variable can hold a set of default "
                                               "options for the tool, read before the command line is.")
+
+
+def test_a_box_drawn_table_in_plain_text_is_read_as_labelled_rows():
+    # text browsers draw a page's tables with box characters (X.Org's specifications as .txt): a cell's value
+    # was read apart from its column's name, so "what is the default timeout" found "│timeout │CARD32 │60 │"
+    # with nothing saying 60 is the default (newcomer12, xextproto's security.txt)
+    from shared.formats.text import extract_plain
+
+    text = ("The lease a badge grants is set when it is made:\n\n"
+            "┌──────────┬─────────────┬────────┐\n"
+            "│Attribute │Type         │Default │\n"
+            "├──────────┼─────────────┼────────┤\n"
+            "│lifetime  │whole minutes│45      │\n"
+            "├──────────┼─────────────┼────────┤\n"
+            "│holder    │{Guest,      │        │\n"
+            "├──────────┼─────────────┼────────┤\n"
+            "│          │Staff}       │Guest   │\n"
+            "└──────────┴─────────────┴────────┘\n\n"
+            "A badge past its lifetime opens no door.\n")
+    lines = extract_plain(text).body.splitlines()
+    assert "- Attribute: lifetime; Type: whole minutes; Default: 45" in lines, lines
+    assert "- Attribute: holder; Type: {Guest, Staff}; Default: Guest" in lines, lines
+    assert "A badge past its lifetime opens no door." in lines and not any("│" in line for line in lines), lines
