@@ -642,3 +642,22 @@ def test_a_sentence_quoted_within_one_embedded_leaves_its_place_in_the_pool_to_a
     units = [{reader.candidates[j].text for j in reader.unit(i)} for i in reader.pool]
     assert len(units) == 8 and sum("killall" in reader.quoted_text(i) for i in reader.pool) == 5
     assert not any(a < b for a in units for b in units)
+
+
+def test_a_degree_asked_is_the_noun_a_sentence_states_it_by():
+    # "how long" is a sentence's "length", "largest" its "larger": the forms the stemmer keeps apart are one term
+    labels = ("Each of the 12 releases of the archive can carry a label. Labels are listed in the catalogue file. "
+              "Label lengths are limited to 64 characters.")
+    assert _quoted(_read("How long can a label be?", labels))[0] == "Label lengths are limited to 64 characters."
+    queue = ("The queue holds the jobs the scheduler has accepted. The queue is drained by the workers in order. "
+             "A job larger than 8 MB is refused by the queue.")
+    assert _quoted(_read("What is the largest job the queue accepts?", queue))[0] == \
+        "A job larger than 8 MB is refused by the queue."
+
+
+def test_a_definition_opens_with_its_subject_and_an_article_whatever_the_question_places_it_in():
+    # "What is a spool in the print service?" is answered by "A spool is ...", not by a sentence about the service
+    service = ("The print service keeps one spool for each printer of the print service in its state directory. "
+               "A spool is a queue of jobs that wait for their printer.")
+    assert _quoted(_read("What is a spool in the print service?", service))[0] == \
+        "A spool is a queue of jobs that wait for their printer."

@@ -77,6 +77,9 @@ TEMPORAL_WORDS = frozenset("""
     """.split())
 
 _HEADER_LINE = re.compile(r"^(Title|Published|Source):\s")
+ANSWER_WORDS = dict(lexicon_table("answer_words.tsv", ("list", "words")))  # answer_types reads the other lists
+_FORMS = {stemmer().stemWord(f): stemmer().stemWord(fs.split("/")[0]) for fs in ANSWER_WORDS["word_forms"].split()
+          for f in fs.split("/")}  # the forms of a word the stemmer keeps apart, each read as the first one's stem
 
 
 def tokenize(text: str) -> list[str]:
@@ -86,14 +89,14 @@ def tokenize(text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """English Porter2 (Snowball) stem of ``word``, lower-cased: "saturate" and
-    "saturation" meet at "satur", "retries" and "retry" at "retri"."""
+    """English Porter2 (Snowball) stem of ``word``, lower-cased: "saturate" and "saturation" meet at "satur",
+    "retries" and "retry" at "retri"; and "long", "longest" and "lengths" at "long" (:data:`_FORMS`)."""
     if OPTION.fullmatch(word):
         return word  # "-N" is not "-n", nor "-9" "9"
     w = word.lower().strip(".-_").removesuffix("'s")
     if not w.isalpha():
         return w  # "bm25", "k1", "10/8": identifiers are compared as they are
-    return stemmer().stemWord(w)
+    return _FORMS.get(found := stemmer().stemWord(w), found)
 
 
 def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
@@ -424,8 +427,8 @@ class Reader:
         self.subject = self.column["subject"]  # the share of the asked subject, by rarity
         self.column["rank"][:] = [1.0 / c.number for c in candidates]
         asked, definition = _bigrams(query), _DEFINITION_Q.match(query)
-        opens = re.compile(re.escape(definition["subject"]) + r"\s+(?:is|are|was|means|stands|provides)\b",
-                           re.IGNORECASE) if definition else None
+        opens = re.compile(r"(?:(?:an?|the)\s+)?" + re.escape(_WHERE_ASKED.split(definition["subject"])[0]) +
+                           r"\s+(?:is|are|was|means|stands|provides)\b", re.IGNORECASE) if definition else None
 
         def weighed(held: frozenset[str]) -> float:
             return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
@@ -764,7 +767,6 @@ def disagree(query: str, stating: Sequence[str]) -> bool:
 # pairs it with: "-f, --follow") or a word of a pair of opposites (lexicon/answer_words.tsv), negated by a word before it
 # ("without -f", "not enabled") or a copula after it ("--tab is not given"); "instead of", "else": both cases are stated.
 _CONDITION = re.compile(OPTION.pattern + r"(?:=['\"]?[a-z][\w-]*)?|[A-Za-z]+")
-ANSWER_WORDS = dict(lexicon_table("answer_words.tsv", ("list", "words")))  # answer_types reads the other lists
 _OPPOSITES = {stem(w): (stem(p.split("/")[0]), n == 0) for p in ANSWER_WORDS["opposites"].split() for n, w in enumerate(p.split("/"))}
 _NEGATED_BEFORE = re.compile(r"(?:\b(?:not|no|without|unless|never)|n't)\s+(?:[\w-]+\s+){0,2}$", re.IGNORECASE)
 _NEGATED_AFTER = re.compile(r"^(?:\s+(?:option|flag))?\s+(?:is|are|was|were)(?:\s+not\b|n't\b)", re.IGNORECASE)
@@ -948,9 +950,10 @@ def _specific_terms(query: str) -> list[str]:
 # The word a negation applies to: "has not changed", "does not yet support", "never called", "isn't set".
 _NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|ever|even)\s+)?(?P<word>[A-Za-z][\w-]*)",
                       re.IGNORECASE)
-# A command-line option a question names ("--maxvars", "-restart").
+# "What is X?": "A package pool is ..." answers it, less where it is asked ("... a package pool in the archive?")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
                            re.IGNORECASE)
+_WHERE_ASKED = re.compile(r"\s+(?:in|within)\s+", re.IGNORECASE)
 
 
 def _bigrams(text: str) -> frozenset[tuple[str, str]]:
