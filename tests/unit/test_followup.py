@@ -870,3 +870,67 @@ def test_a_pronoun_takes_the_whole_phrase_and_leaves_the_verb(earlier, follow_up
 ])
 def test_a_pronoun_stands_for_the_thing_not_the_claim_or_its_attribute(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # an option after its command is one name: the default asked of "frob64 -w", not of frob64
+    ("What does frob64 -w do?", "What is the default?", "What is the default of frob64 -w?"),
+    # a release's option given in its place: the whole name, "frobz 2.1 -3" with it, gives way to the one asked about
+    ("What is the write speed of frobz 2.1 -3 in the table?", "What about quux4?",
+     "What is the write speed of quux4 in the table?"),
+])
+def test_an_option_belongs_to_the_name_before_it(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "speed", "need", "feed" end in "ed" but are nouns: the noun phrase after "its" keeps them
+    ("What compression ratio does frobz 2.1 reach?", "And its decompression speed?",
+     "What is the decompression speed of frobz 2.1?"),
+    ("What is the upload limit of Quux?", "What is its download speed?", "What is the download speed of Quux?"),
+])
+def test_a_noun_ending_in_eed_is_no_participle(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # an interrogative and its noun alone ask the earlier question of that noun, in its words
+    ("How much memory does frobd reserve at start?", "And how many threads?", "How many threads does frobd reserve at start?"),
+    ("Which port does frobd listen on by default?", "And which address?", "Which address does frobd listen on by default?"),
+])
+def test_an_interrogative_phrase_alone_asks_the_earlier_question_of_its_noun(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "ellipsis")
+
+
+def test_which_one_of_a_plural_with_nothing_to_hold_it_keeps_the_earlier_question():
+    # "Which of flags ..." reads as no question: the earlier one follows in brackets instead
+    assert resolve("Which flags introduced in release 3 does frob accept?", "Which one is the default?") == (
+        "Which one is the default (which flags introduced in release 3 does frob accept)?", "refers back")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a plural noun before the auxiliary ends the asked noun phrase; it is no verb ("constructors are", not "hash constructors")
+    ("Which frob handlers are always enabled in quuxd?", "Is gzip one of them?",
+     "Is gzip one of the frob handlers that are always enabled in quuxd?"),
+    ("Which quux codecs were added in release 3.6?", "What flag did 3.9 add to all of them?",
+     "What flag did 3.9 add to all of the quux codecs that were added in release 3.6?"),
+])
+def test_a_plural_noun_before_an_auxiliary_is_the_asked_noun(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # an irregular past verb after the asked noun: "it" is the thing that did it, not the first name in the question
+    ("Which Quux release made frobd the default daemon?", "Which ports were dropped in it?",
+     "Which ports were dropped in the Quux release that made frobd the default daemon?"),
+    ("Which Quux release brought the new installer?", "When did it come out?",
+     "When did the Quux release that brought the new installer come out?"),
+])
+def test_an_irregular_past_verb_ends_the_asked_noun(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+def test_a_phrase_of_another_preposition_with_the_same_head_noun_gives_way():
+    # "to system users" and "for ordinary users": one place in the question, not two
+    assert resolve("Which shell does frobadd give to system users?", "And for ordinary users?") == (
+        "Which shell does frobadd give for ordinary users?", "ellipsis")

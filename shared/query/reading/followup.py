@@ -68,7 +68,7 @@ _CONTRACTED = re.compile(r"(?i)\b(what|where|how|who|when|why|that|it|there)['�
 # leading clause ("if X fails, what ...")
 _CONDITION_CLAUSE = re.compile(rf"(?i)^(?:when|whenever|if|unless)\s+(?!(?:{'|'.join(_AUXILIARIES)})\b)\S+\s+[^,]+$")
 _CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
-_PARTICIPLE_WORD = r"(?:[a-z]+(?:ed|en)|set|unset|reset|put|read|run|kept|left|sent|built|found|made|held|meant)"
+_PARTICIPLE_WORD = r"(?:[a-z]+(?:(?<!e)ed|en)|set|unset|reset|put|read|run|kept|left|sent|built|found|made|held|meant)"
 _PARTICIPLE = re.compile(rf"\s+{_PARTICIPLE_WORD}\s+(?:for|in|as|on|of|by|to|with|from)$")  # "X used for", "X set to"
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
 _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,4}?)"
@@ -78,7 +78,8 @@ _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,4}?)"
 _SUBJECT_ASKED = re.compile(
     r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
     r"(?:(?P<adverb>[a-z]+ly)\s+)?"
-    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed)|[A-Z]+s(?=\s+(?:the|an?)\s))\s+"
+    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed)|[A-Z]+s(?=\s+(?:the|an?)\s)|"
+    r"made|took|gave|brought|became|began|came|broke|chose|wrote|kept|left|sent|built|found|held|got|ran|grew|won)\s+"
     r"(?P<rest>\S.*)$")
 _ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
                          r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
@@ -103,6 +104,9 @@ _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 _OBJECT_IT = re.compile(r"(?i)\b(?!(?:is|are|was|were|do|does|did|can|could|should|would|will|must|has|have|had|may|"
                         r"might|how|what|why|when|where|which|who|and)\b)[a-z]+\s+it\b")
+# "And how many threads?": an interrogative and its noun, no verb; the earlier question's opening up to its auxiliary
+_ASKED_PHRASE = re.compile(r"(?i)(?:how\s+(?:many|much|long|often|far)|which|what)\s+(?P<np>[^\W\d][\w/+.#-]*(?:\s+[\w/+.#-]+){0,2})")
+_ASKED_OPENING = re.compile(rf"(?i)^(?:how\s+(?:many|much|long|often|far)|which|what)\s+(?:[\w/+.#-]+\s+){{1,3}}?(?=(?:{'|'.join(_AUXILIARIES)})\s)")
 _WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
 _THAT_ACTS = re.compile(r"(?i)\b(?:does|did|do|can|could|will|would)\s+(?:that|this)\s+[a-z]+\s+(?:it|them|the|an?)\b")
@@ -127,7 +131,7 @@ _DESCRIBED = re.compile(r"(?i),?\s+(?:that|which|who)\s")
 # auxiliary ("What does the -9 option do of gzip"), a word twice; and no bracket left open
 _MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
                         r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
-                        r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+ed\s*[?.!]?$"
+                        r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+(?<!e)ed\s*[?.!]?$"
                         r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b"
                         r"|\w['’]s\s+(?:the|an?)\s|\w['’]s$|\b([a-z]{3,})\s+\3\b|^(?:is|was|are|were|do|does|did|can|will|has)\s+(?:that|this)\b")
 
@@ -160,7 +164,8 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
         option = re.search(r"(?:^|\s)--?$", text[: match.start()]) is not None  # "-9", "--color", "-mtime"
         named = option or _named(token, opening and position == 0) or bool(_VERSION.fullmatch(following)) \
             and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS
-        if named and before and not text[runs[-1][1]: match.start()].strip():  # not across a bracket or a comma
+        gap = text[runs[-1][1]: match.start()].strip() if before else ","
+        if named and (not gap or option and gap in ("-", "--")):  # not across a bracket or a comma; "base64 -w" is one
             runs[-1] = (runs[-1][0], match.end())
         elif named:  # a path's or an option's leading "/" or "-" is part of its name ("/etc/fstab", "-9")
             lead = re.search(r"(?:^|(?<=\s))[/.-]+$", text[: match.start()])
@@ -293,6 +298,8 @@ def _subject_relative_phrase(text: str) -> str | None:
     if noun.split()[1:2] and noun.split()[1].lower() in _DETERMINERS or {w.lower() for w in noun.split()} & (_CLAUSE_BREAKS | _PRONOUNS):
         return None  # "What limits the number ...": a verb, then its object; "What happens when I ...": a clause
     first = rest.split()[0]
+    if first.lower() in _AUXILIARIES and verb.lower() not in _AUXILIARIES and len(rest.split()) > 1:
+        return f"the {noun} {verb} that {rest}"  # "Which hash constructors are ...": a plural noun, not a verb
     # after an auxiliary the asked noun is its subject only before a participle or "be"/"not" ("which function must
     # be called"); else the question is inverted ("which C standard is libcbor written in": the noun is the object)
     inverted = verb.lower() in _AUXILIARIES and not (first.lower() in ("be", "been", "not", "being")
@@ -328,8 +335,10 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
             return Resolution(_finish(then, typed, "?"), resolved.rule, resolved.subject) if then else resolved
         if resolved is not None:  # a splice that does not read as a question: the safe form instead
             break
-    # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets
-    referring = (resolved.subject or earlier) if resolved else _refers_back(typed, earlier) if not NEW_TOPIC.match(_bare(typed)) else None
+    # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets (the
+    # word that points back: a language's ``referring``)
+    referring = (resolved.subject or earlier) if resolved else None if NEW_TOPIC.match(_bare(typed)) else next(
+        (m.group().lower() for c in _codes(typed, earlier) if (m := RULES[c].referring.search(_bare(typed)))), None)
     if referring is None:
         return Resolution(typed, "self-contained")
     words = _bare(typed).split()  # "What does the -n option do instead?": in the earlier question's own words
@@ -394,13 +403,6 @@ def _codes(typed: str, earlier: str) -> list[str]:
     return [c for c in dict.fromkeys((detect_language(typed), detect_language(earlier), "en")) if c in RULES]
 
 
-def _refers_back(typed: str, earlier: str) -> str | None:
-    """The word of ``typed`` that points back at the earlier turn (a language's ``referring``), if any."""
-    bare = _bare(typed)
-    found = next((m for m in (RULES[c].referring.search(bare) for c in _codes(typed, earlier)) if m is not None), None)
-    return found.group().lower() if found is not None else None
-
-
 def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
     """Why ``question`` leans on the earlier turn: the rule rewrote it, it opens with a connective ("And when does
     --color stop colorizing?"), or a word in it points back ("When was that series broadcast?"). None when nothing
@@ -438,6 +440,10 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         if replaced is not None:
             return Resolution(_finish(replaced, earlier, mark), "ellipsis", earlier)
         stripped, elliptical = f"{rules.what_is} {stripped}", True
+    elif connective and rules is EN and (asked := _ASKED_PHRASE.fullmatch(stripped)) and (opening := _ASKED_OPENING.match(base)) \
+            and not {w.lower() for w in asked.group("np").split()} & (_CLOSED | _PRONOUNS | {"one", "ones", "else"}):
+        # "How much memory does sort use?" then "And how many threads?": asked in the earlier question's words
+        return Resolution(_finish(f"{stripped} {base[opening.end():]}", earlier, mark), "ellipsis", base)
     elif connective and stripped and (not _asks(stripped, rules) or rules is EN and _CONDITION_CLAUSE.match(stripped)) \
             and not ((m := rules.referring.match(bare)) and m.end() == len(bare)):
         return _swap(earlier, stripped, language, rules, "ellipsis")  # not "And before?": no phrase for it to stand in
@@ -494,7 +500,7 @@ def _standing_for(text: str, earlier: str, base: str, language: str, answer: str
     demonstrative = language == "en" and (_DEMONSTRATIVE.search(text) is not None and _TOPIC_PRONOUN.search(text) is None
                                           or (_OBJECT_IT.search(text) or _PASSIVE_IT.search(text))
                                           and (_relative_phrase(base) is not None or _WHAT_ACTS.match(base)))
-    subject, clause = _referent(earlier, _language_of(earlier, language), demonstrative=demonstrative)
+    subject, clause = _referent(earlier, next(c for c in (detect_language(earlier), language) if c in RULES), demonstrative=demonstrative)
     # "Why must X be Y?" then "What does that mean?": "that" is the claim, a clause, not X; so is "that" as the
     # subject of a verb with an object ("What does that let it do?", "Did that change the default?")
     clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None \
@@ -644,12 +650,11 @@ def _one_of(text: str, base: str, answer: str = "") -> tuple[str, str, str] | No
         return None
     if which is not None:
         asked = _ASKED_NOUN.match(base) or _ASKS_WHICH.match(base)
-        if asked is None or not _plural_noun(asked.group("noun").split()[-1]):
-            return None
+        if asked is None or not _plural_noun(asked.group("noun").split()[-1]) or not _OPENS_PHRASE.match(plural):
+            return None  # not "Which of options ...": a plural without its determiner says too little
         return f"{which.group(1)} of {plural}{text[which.end():]}", "pronoun", plural
     words = plural.split()
-    if words[0].lower() in (*_DETERMINERS, "many", "some", "all", "two", "three") or len(words) > 4:
-        words = words[1:] if len(words) <= 4 else []
+    words = [] if len(words) > 4 else words[1:] if words[0].lower() in (*_DETERMINERS, "many", "some", "all", "two", "three") else words
     if not words:
         return None
     single = " ".join([*words[:-1], words[-1][:-1]])
@@ -672,10 +677,6 @@ def _in_context(earlier: str) -> str:
     parts = [_bare(next((r.connectives.sub("", _bare(p)) for r in RULES.values() if r.connectives.match(_bare(p))), p))
              or _bare(p) for p in parts]
     return f"({'; '.join(p[:1].lower() + p[1:] for p in parts)})"
-
-
-def _language_of(text: str, fallback: str) -> str:
-    return language if (language := detect_language(text)) in RULES else fallback
 
 
 def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plural: str | None = None,
@@ -708,8 +709,11 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plu
     for match in rules.pronoun.finditer(masked):
         if any(s <= match.start() < e for s, e in taken):
             continue
-        if match.group().lower() in ("this", "that", "these", "those") and not _stands_alone(masked, match):
-            continue  # "this limit", "the setting that ...": a determiner or a relative, not a thing
+        # a demonstrative stands for a thing before a verb or the end ("how does that work"), or after "is" or "make"
+        # before the question's last word ("is that configurable?"); not as a determiner or a relative ("this limit")
+        if match.group().lower() in ("this", "that", "these", "those") and not (_AUX_AFTER.match(masked, match.end()) or _LAST_WORD.match(
+                masked, match.end()) and _COPULA_BEFORE.search(masked, 0, match.start())):
+            continue
         if (phrase := referent(match.group())) is not None:
             edits.append((match.start(), match.end(), phrase, match.group().lower() in _PLURAL))
     if not edits:
@@ -782,14 +786,6 @@ def _plural_phrase(earlier: str) -> str | None:
     return None
 
 
-def _stands_alone(text: str, match: re.Match[str]) -> bool:
-    """A demonstrative used as a pronoun: before a verb or the end ("how does that work", "why use
-    that?"), or after "is" or "make" before the one word that ends the question ("is that configurable?",
-    "what makes that necessary?"; "who wrote that patch?" names a thing with it: a determiner)."""
-    return bool(_AUX_AFTER.match(text, match.end())
-                or _LAST_WORD.match(text, match.end()) and _COPULA_BEFORE.search(text, 0, match.start()))
-
-
 def _of(rules: Language, subject: str) -> str:
     """"of the ack deadline" in the rules' language, with French and Spanish contractions."""
     lowered = subject.lower()
@@ -805,19 +801,19 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
     cleandead tool" / "the compdb tool"), the named thing ("Pub/Sub" / "Cloud Tasks"), the plural noun phrase, the
     subject; an attribute ("the maximum") is asked of the earlier subject; else the earlier question in brackets."""
     mark, fragment, base = "?", _bare(fragment), _plain(earlier, rules)
-    words = fragment.split()
-    opener = words[0].lower() if len(words) > 1 else ""
+    opener = words[0].lower() if len(words := fragment.split()) > 1 else ""
     if opener in rules.prepositions or opener in _SUBORDINATORS:
-        # "How do I put a package on hold with apt?" then "And with aptitude?"
-        limit = 6 if opener in rules.prepositions else 20
-        closing = [m for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base) if len(base[m.end():].split()) <= limit]
+        # "How do I put a package on hold with apt?" then "And with aptitude?"; else the phrase of its head noun ("...
+        # allocate to system groups?" then "And for user groups?"); a condition's place ("in login.defs") stays when the new one names none
+        closing = [(m.start(), len(base)) for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base)
+                   if len(base[m.end():].split()) <= (6 if opener in rules.prepositions else 20)] or [m.span() for m in re.finditer(
+                       rf"(?i)\b(?:{'|'.join(rules.prepositions)})\s+(?:[\w/+.#'’-]+\s+){{0,3}}?{re.escape(words[-1])}\b", base) if opener in rules.prepositions]
         if closing:
-            start = closing[-1].start()
-            # a condition's place ("... in login.defs") stays when the new condition names none
+            start, end = closing[-1]
             scope = _SCOPE.search(base, start) if opener in _SUBORDINATORS else None
             kept = f" {scope.group()}" if scope and scope.group("prep").lower() in ("in", "on") \
                 and named_runs(scope.group("scope"), opening=False) and scope.group("scope").lower() not in fragment.lower() else ""
-            return Resolution(_finish(base[:start] + fragment + kept, earlier, mark), rule, base[start:])
+            return Resolution(_finish(base[:start] + fragment + kept + base[end:], earlier, mark), rule, base[start:end])
         if rules is EN and _ASKS_WHICH.match(base) and _TOPIC_PRONOUN.search(fragment):
             # "Which lsof option ANDs the selections?" then "And without it?": "it" is the thing asked for
             thing = _referent(base, language)[0]
@@ -855,7 +851,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         head = re.match(r"\s+(\w+)\b", base[end:])  # "ed's -p option" and "the -s option": the head once
         end += head.end() if head and fragment.lower().endswith(f" {head.group(1).lower()}") else 0
         return Resolution(_finish(base[:start] + fragment + base[end:], earlier, mark), rule, base[start:end])
-    subject, clause = _referent(base, _language_of(earlier, language), demonstrative=False)
+    subject, clause = _referent(base, next(c for c in (detect_language(earlier), language) if c in RULES), demonstrative=False)
     leans = rules.pronoun.search(fragment) is not None  # "versions that do not belong to it": the earlier question
     plural = _plural_phrase(base) if rules is EN and _plural(fragment) and not attribute else None
     if plural and plural in base and leans:

@@ -70,7 +70,7 @@ EN = Language(
     personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?P<verb>\w+)\s+(?P<s>.+)$"),
     pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
     possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|"
-                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+ed)\b|\s*[?.!,;:]|\s*$"
+                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+(?<!e)ed)\b|\s*[?.!,;:]|\s*$"
                   r"|\s+[a-z]+\s+(?:for|to|with|about|on|in|of|at|from)\s*[?.!]?\s*$)"),  # "its GID | stand for"
     expletive=_p(r"\b(?:is|was|isn't|wasn't)\s+it\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|"
                  r"recommended|advisable|ok|okay|required|important|allowed|a\s+good\s+idea|bad)\b"
