@@ -123,10 +123,7 @@ def test_a_failed_ingest_removes_a_kept_home_it_half_filled(monkeypatch, tmp_pat
     home = tmp_path / "conversations-home"
     home.mkdir()
     closed = []
-    from tests.fakes import InMemoryStateStore
-
-    system = SimpleNamespace(deps=SimpleNamespace(index=SimpleNamespace(close=lambda: closed.append(True)),
-                                                  state=InMemoryStateStore()))
+    system = SimpleNamespace(deps=SimpleNamespace(index=SimpleNamespace(close=lambda: closed.append(True))))
     seen = []
 
     def ingest(system, settings, folder, timeout_s, failed=None):

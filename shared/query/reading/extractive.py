@@ -327,15 +327,9 @@ class ReaderWeights:
 
 READER_WEIGHTS = ReaderWeights()
 
-# A passage's closeness to the question (a cosine) read as a prior from 0 to 1: unrelated text scores
-# about 0.2 with all-MiniLM-L6-v2, a passage about the question 0.6 or more.
-PASSAGE_COSINE_FLOOR = 0.2
-PASSAGE_COSINE_SPAN = 0.4
-
-
-def _passage_prior(candidates: Sequence[_Candidate], closeness: Mapping[int, float]) -> np.ndarray:
-    return np.array([min(1.0, max(0.0, (closeness.get(c.number, 0.0) - PASSAGE_COSINE_FLOOR) / PASSAGE_COSINE_SPAN))
-                     for c in candidates], dtype=np.float32)
+# A passage closer to the question than this (a cosine) is about it: unrelated text scores about 0.2 with
+# all-MiniLM-L6-v2, a passage about the question 0.6 or more.
+RELATED_PASSAGE = 0.2
 
 
 def extractive_answer(
@@ -408,7 +402,7 @@ class Reader:
         self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
         self.stems = [c.stems for c in candidates]
         self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
-        self.prior = _passage_prior(candidates, context_similarity)
+        self.related = {n for n, closeness in context_similarity.items() if closeness > RELATED_PASSAGE}
         self.closeness = context_similarity
         # a passage whose document is not named (no URL, no title) is taken as a document of its own
         self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
@@ -521,7 +515,7 @@ class Reader:
         self.column["states"][:] = self.states > 0
         pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
         self.pool = pool = []  # each text once, none within one embedded (with the next, leaning on it)
-        for i in sorted((i for i in usable if self.pair_overlap[i] > 0 or self.prior[i] > 0), key=lambda i: -pre[i]):
+        for i in sorted((i for i in usable if self.pair_overlap[i] > 0 or candidates[i].number in self.related), key=lambda i: -pre[i]):
             if len(pool) < READER_POOL and all(self.quoted_text(i) not in self.quoted_text(j) for j in pool):
                 pool.append(i)
         if not pool:
