@@ -368,8 +368,10 @@ _CODE_BLOCKS = frozenset({"pre", "textarea", "listing", "xmp", "plaintext"})
 
 
 def _separate_alternative_terms(tree) -> bool:
-    """A comma after each <dt> another <dt> follows: texinfo writes an option's other spellings as terms of
-    one entry ("-o file" then "--output=file"), which the extractor ran together ("-o file--output=file")."""
+    """A space after each <dt> another <dt> follows: texinfo writes an option's other spellings as terms of
+    one entry ("-o file" then "--output=file"), which the extractor ran together ("-o file--output=file"). A
+    space, as gzip(1) writes "-c --stdout": the reader reads "-a, --append" as no option term, and quoted the
+    description below it without the option's name."""
     changed = False
     for term in tree.iter("dt"):
         following = term.getnext()
@@ -377,9 +379,9 @@ def _separate_alternative_terms(tree) -> bool:
         if following is None or following.tag != "dt" or not text or text.endswith("\u00b6"):
             continue  # a term ending in its permalink (Sphinx's "¶") is read as a line of its own
         if len(term):
-            term[-1].tail = (term[-1].tail or "").rstrip() + ", "
+            term[-1].tail = (term[-1].tail or "").rstrip() + " "
         else:
-            term.text = (term.text or "").rstrip() + ", "
+            term.text = (term.text or "").rstrip() + " "
         changed = True
     return changed
 

@@ -123,7 +123,10 @@ def test_a_failed_ingest_removes_a_kept_home_it_half_filled(monkeypatch, tmp_pat
     home = tmp_path / "conversations-home"
     home.mkdir()
     closed = []
-    system = SimpleNamespace(deps=SimpleNamespace(index=SimpleNamespace(close=lambda: closed.append(True))))
+    from tests.fakes import InMemoryStateStore
+
+    system = SimpleNamespace(deps=SimpleNamespace(index=SimpleNamespace(close=lambda: closed.append(True)),
+                                                  state=InMemoryStateStore()))
     seen = []
 
     def ingest(system, settings, folder, timeout_s, failed=None):

@@ -350,3 +350,25 @@ def test_an_installed_ragbus_ships_the_set():
     shared = REPO / "shared"
     shipped = {p for g in globs for p in shared.glob(g) if p.is_file()}
     assert {p for p in SET.root.rglob("*") if p.is_file()} <= shipped
+
+
+def test_a_kept_home_holding_another_checkouts_documents_is_refused(tmp_path):
+    # a --cache copied from another worktree kept that worktree's documents (keyed by path) and
+    # ingested the set again beside them: 164 documents for 82, and half the citations "wrong"
+    from datetime import UTC, datetime
+
+    from shared.contract.errors import ConfigError
+    from shared.ingest.processed_items import claim
+    from shared.tools.eval.realdocs_run import refuse_foreign_documents
+    from tests.fakes import InMemoryStateStore
+
+    state = InMemoryStateStore()
+    here, there = tmp_path / "here" / "documents", tmp_path / "there" / "documents"
+    for root in (here, there):
+        path = root / "a.md"
+        claim(state, f"file-{root.parent.name}", "h", now=datetime.now(UTC),
+              fields={"source": "file", "path": str(path), "origin": str(root), "root": str(root)})
+    with pytest.raises(ConfigError, match="other folders") as refused:
+        refuse_foreign_documents(state, [here], tmp_path / "home")
+    assert str(there) in str(refused.value) and str(here) not in str(refused.value)
+    refuse_foreign_documents(state, [here, there], tmp_path / "home")  # both are this set's folders: fine

@@ -140,6 +140,8 @@ def ingest_into(system: Any, settings: Any, folders: Sequence[Path], options: In
                 home: Path, failed: list[str] | None = None) -> dict[str, str]:
     """Every folder's documents (:func:`ingest_documents`, ``failed`` as there); a kept home left
     half-filled by a failure is removed, so it cannot pass for a filled one next time."""
+    if options.reuse_ingest:
+        refuse_foreign_documents(system.deps.state, folders, home)
     files: dict[str, str] = {}
     try:
         for folder in folders:
@@ -150,6 +152,25 @@ def ingest_into(system: Any, settings: Any, folders: Sequence[Path], options: In
             shutil.rmtree(home, ignore_errors=True)
         raise
     return files
+
+
+def refuse_foreign_documents(state: Any, folders: Sequence[Path], home: Path) -> None:
+    """An error when the kept ``home`` holds documents from folders other than ``folders``.
+
+    Documents are keyed by their path, so a home copied from another checkout (or left by a set
+    whose folders moved) would get this set's documents a second time beside the old ones, and
+    every figure would count both copies: its citations of the old copies read as wrong files."""
+    from shared.ingest.processed_items import records
+
+    wanted = [f.resolve() for f in folders]
+    foreign = sorted({str(r.get("root") or r.get("origin") or r.get("path") or "?")
+                      for r in records(state, {"source": "file"})
+                      if not any(Path(str(r.get("path", ""))).is_relative_to(f) for f in wanted)})
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ConfigError(f"the kept home {home} holds documents ingested from other folders ({shown}): a copy of "
+                          "another checkout's --cache? They would be counted beside this set's. Remove the home, or "
+                          f"delete them: RAGBUS_HOME={home} ragbus ingest --delete FOLDER --yes")
 
 
 def ask_questions(system: Any, asked: Sequence[realdocs.Question], files: dict[str, str], *, concurrency: int,
