@@ -257,6 +257,10 @@ def _append_text(paragraph, text: str | None) -> None:
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _NAVIGATION_TAGS = ("nav", "header", "footer", "aside")
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
+# an XHTML document type with an internal subset ("<!DOCTYPE html [<!ENTITY ...>]>"): the HTML parser ends it at
+# the first ">" and read the rest, "]>", as the page's first words (newcomer12, an EPUB chapter); its entities
+# are never resolved either way
+_INTERNAL_SUBSET = re.compile(r"\A(\s*(?:<\?xml[^>]*\?>\s*)?)<!DOCTYPE([^>\[]*)\[[^\]]*\]\s*>", re.IGNORECASE)
 
 
 def _unwrap_headings(tree) -> bool:
@@ -548,6 +552,7 @@ def extract_html(html: str, url: str) -> CleanDocument:
 
     from shared.formats.docbook import docbook_text
 
+    html = _INTERNAL_SUBSET.sub(r"\1<!DOCTYPE\2>", html, count=1)
     book = docbook_text(html)
     html, page_title = prepare_html(html)
 

@@ -418,3 +418,15 @@ def test_a_box_drawn_table_in_plain_text_is_read_as_labelled_rows():
     assert "- Attribute: lifetime; Type: whole minutes; Default: 45" in lines, lines
     assert "- Attribute: holder; Type: {Guest, Staff}; Default: Guest" in lines, lines
     assert "A badge past its lifetime opens no door." in lines and not any("│" in line for line in lines), lines
+
+
+def test_an_xhtml_document_type_with_an_internal_subset_leaves_no_markup_in_the_text():
+    # the HTML parser ended "<!DOCTYPE html [<!ENTITY ...>]>" at the first ">" and read "]>" as the page's first
+    # words (newcomer12, an EPUB chapter declaring an entity); the entity is resolved neither way
+    from shared.formats.text import extract_html
+
+    page = ('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html [<!ENTITY sys SYSTEM "file:///etc/hostname">]>\n'
+            '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Ferns</title></head><body>'
+            "<p>The fern uncurls its fronds in spring, one coil at a time. &sys;</p></body></html>")
+    body = extract_html(page, "").body
+    assert "]>" not in body and body.startswith("The fern uncurls its fronds in spring"), body
