@@ -65,11 +65,10 @@ KIND_NOUNS = {STATUS: "http status code codes response reply error", FLAG: "opti
               RETURN: "return returns returned", VERSION: _NAMES_AN_ID, DEFAULT: f"{_NAMES_AN_ID} value values setting",
               IDENT: f"{_NAMES_AN_ID} value uid uids gid gids port ports code codes"}
 
-# The word lists (the file says why each): _WORDS["qualifiers"] and the rest; months in order, an event's stemmed forms.
-_LISTS = ANSWER_WORDS  # lexicon/answer_words.tsv, read once (by extractive, for its opposites)
-_WORDS = WORD_LISTS = {name: frozenset(words.split()) for name, words in _LISTS.items()}  # the caveat reads them too
-_EVENTS = {stem(form): n for n, forms in enumerate(_LISTS["event_verbs"].split()) for form in forms.split("/")}
-_MONTHS = _LISTS["months"].split()  # in order: a pattern alternates them
+# lexicon/answer_words.tsv's word lists (the file says why each; the caveat reads them too), months in order, events
+_WORDS = WORD_LISTS = {name: frozenset(words.split()) for name, words in ANSWER_WORDS.items()}
+_EVENTS = {stem(form): n for n, forms in enumerate(ANSWER_WORDS["event_verbs"].split()) for form in forms.split("/")}
+_MONTHS = ANSWER_WORDS["months"].split()  # in order: a pattern alternates them
 # Units that state a value of a head without naming it ("40 tons" is a load capacity, "600 IU" a dose).
 _LENGTH = r"km|kilomet\w*|miles?|mi|met(?:er|re)s?|m|feet|foot|ft|inch(?:es)?|yards?|cm|mm|light-years?|au"
 _DURATION = r"seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|yrs?|hrs?|mins?"

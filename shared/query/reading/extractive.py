@@ -421,7 +421,7 @@ class Reader:
         self.subject = self.column["subject"]  # the share of the asked subject, by rarity
         self.column["rank"][:] = [1.0 / c.number for c in candidates]
         asked, definition = _bigrams(query), _DEFINITION_Q.match(query)
-        opens = re.compile(r"(?:(?:an?|the)\s+)?" + re.escape(_WHERE_ASKED.split(definition["subject"])[0]) +
+        opens = re.compile(r"(?:(?:an?|the)\s+)?" + re.escape(re.split(r"\s+(?:in|within)\s+", definition["subject"])[0]) +
                            r"\s+(?:is|are|was|means|stands|provides)\b", re.IGNORECASE) if definition else None
 
         def weighed(held: frozenset[str]) -> float:
@@ -947,7 +947,6 @@ _NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|
 # "What is X?": "A package pool is ..." answers it, less where it is asked ("... a package pool in the archive?")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
                            re.IGNORECASE)
-_WHERE_ASKED = re.compile(r"\s+(?:in|within)\s+", re.IGNORECASE)
 
 
 def _bigrams(text: str) -> frozenset[tuple[str, str]]:
