@@ -32,7 +32,12 @@ the earlier answer, "what about" splices inside a call or an option, "And before
 "What about -l?" and "And its maximum?" was changed: right in conversation 18/30 -> 21/30 (gold standalone 22/30),
 fresh 26/38, fresh2 11/16, fresh3 23/31 unchanged. ``bench/followup_fresh5.jsonl`` (20 follow-ups, 1 topic change; login.defs,
 make NEWS, functools, curses, maintainer scripts, xz) was written before the rewrite's handling of "And when X?" conditions and
-"its X" of an attribute was changed: 15/20 -> 16/20 (gold standalone 15/20). ``--home`` reuses a kept home, such as the one ``ragbus eval
+"its X" of an attribute was changed: 15/20 -> 16/20 (gold standalone 15/20). ``bench/followup_fresh6.jsonl`` (25 follow-ups, 1 topic change; coreutils
+and less NEWS, zstd, node SECURITY, policy control fields, ninja, Python FAQ and functional HOWTO, krb5, French/German/Spanish
+maintainer guide) was written before 3cf4194 changed the rewrite of options ("base64 -w"), "-eed" nouns, "And how many X?",
+"Which one" of a bare plural, a plural or irregular verb after the asked noun and "And for X?" of the same head noun: right in
+conversation 20/25 both ways (gold standalone 23/25; its 4 rewrites that changed read right now, same outcomes), in fresh the 4 dialogues
+whose rewrites changed 3/4 -> 4/4 (the Jessie dialogue); the other sets' rewrites are unchanged. ``--home`` reuses a kept home, such as the one ``ragbus eval
 --dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
 workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 
