@@ -372,3 +372,13 @@ def test_a_where_question_asks_for_a_place_a_path_or_an_address_states(question,
 
 def test_where_a_name_comes_from_asks_for_no_place():
     assert asked_fact("Where does the name quill come from?").kind is None
+
+
+def test_a_sentence_saying_only_that_the_default_is_used_states_no_default():
+    # "the built-in default is used" was read as stating the default (a systemd variable's
+    # timeout, `answered` with no value): "default is" then a passive verb names a default in use
+    question = "What is the built-in default of FROB_WAIT_SECS?"
+    assert not sentence_states("If FROB_WAIT_SECS is unset or set to 0, the built-in default is used.", question)
+    assert not sentence_states("When FROB_WAIT_SECS is empty the default is assumed.", question)
+    assert sentence_states("The built-in default of FROB_WAIT_SECS is 25 seconds.", question)
+    assert sentence_states("FROB_WAIT_SECS: the default is 25.", question)
