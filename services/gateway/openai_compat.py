@@ -40,7 +40,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from services.gateway.backlog import BacklogFull, QueryBacklog
-from services.gateway.replies import DuplicateKey, loads_body, stopping_note
+from services.gateway.replies import DuplicateKey, json_problem, loads_body, stopping_note
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from shared.contract.text import SHOWN_CHARS
@@ -248,7 +248,7 @@ async def _read_request(request: Request) -> ChatCompletionRequest:
     except DuplicateKey as exc:
         raise ChatError(400, str(exc), param=exc.key[:SHOWN_CHARS]) from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise ChatError(400, f"the body is not a JSON chat completion request ({str(exc)[:120]})") from None
+        raise ChatError(400, f"the body {json_problem(exc)}; send a JSON chat completion request") from None
     if not isinstance(body, dict):
         raise ChatError(400, 'the body must be a JSON object like {"model": "ragbus", "messages": [...]}')
     try:

@@ -4,6 +4,7 @@ within :data:`MAX_BODY_BYTES` while it arrives."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from starlette.requests import Request
@@ -40,6 +41,20 @@ def loads_body(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_unique_keys)
 
 
+def json_problem(exc: ValueError | RecursionError) -> str:
+    """What is wrong with a body :func:`loads_body` refused, to follow "the body ", in JSON's terms: Python's
+    own words for a deep nesting ("maximum recursion depth exceeded") or a long number ("use
+    sys.set_int_max_str_digits() to increase the limit") are advice to a Python programmer, not to the
+    client who sent the body."""
+    if isinstance(exc, RecursionError):
+        return "nests its JSON too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    if "integer string conversion" in str(exc):
+        return f"has a number of more than {sys.get_int_max_str_digits()} digits"
+    return "has a JSON value that cannot be read"
+
+
 def stopping_note(query_id: str) -> str:
     """What a client waiting for query ``query_id`` is told when the server stops under it: its
     work is kept, and the next ``ragbus serve`` (or ingest, poll) in the data directory finishes it."""
@@ -70,16 +85,8 @@ async def read_json_object(request: Request, example: str = '{"question": "your 
         return error(400, "the body is not UTF-8; send UTF-8 encoded JSON")
     except DuplicateKey as exc:
         return error(400, str(exc))
-    except RecursionError:
-        return error(400, f"the body's JSON is nested too deeply; send a flat object like {example}")
-    except json.JSONDecodeError as exc:
-        return error(
-            400,
-            f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            f"send JSON like {example}",
-        )
-    except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
-        return error(400, f"the body's JSON has a value that cannot be read ({str(exc)[:120]})")
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        return error(400, f"the body {json_problem(exc)}; send JSON like {example}")
     if not isinstance(body, dict):
         return error(400, f"the body must be a JSON object; send one like {example}")
     return body
