@@ -1035,8 +1035,13 @@ def box_tables(text: str) -> str:
     """Each table drawn with box characters (``┌─┬─┐`` / ``│a│b│`` / ``├─┼─┤``, as text browsers render a
     page's tables: X.Org's protocol specifications) as its rows, one list item each, "column: value; ...":
     a cell's value was read apart from its column's name ("│timeout │CARD32 │60 │" under "│Attribute │Type
-    │Default │": newcomer12). A cell's wrapped lines join; a row whose first cell is empty goes on the row
-    above (a renderer's wrapped cell). A table not closed by ``└─┘`` stays as it is."""
+    │Default │": newcomer12). Where a separator line stands between every row (at least three groups of
+    lines below the header's: a footer's separator makes only two), a group's lines are one row's wrapped
+    cells and join; otherwise (tabulate's simple_outline, rich's box.SQUARE, psql) each line is a row.
+    Either way a row whose first cell is empty goes on the row above (a renderer's wrapped cell). A row
+    whose cell count differs from the header's (a footer spanning the columns) stands unlabelled. A
+    table not closed by ``└─┘``, or whose cell count changes between lines not parted by a separator,
+    stays as it is."""
     if "┌" not in text:
         return text
     lines, out, i = text.split("\n"), [], 0
@@ -1045,23 +1050,11 @@ def box_tables(text: str) -> str:
             out.append(lines[i])
             i += 1
             continue
-        rows: list[list[str]] = []
-        current: list[str] | None = None
+        rows = _box_rows(lines, i + 1)
         j = i + 1
-        while j < len(lines) and _BOX_LINE.match(lines[j]):
-            line = lines[j].strip()
+        while j < len(lines) and _BOX_LINE.match(lines[j]) and not lines[j - 1].strip().startswith("└"):
             j += 1
-            if line.startswith("│"):
-                cells = [cell.strip() for cell in line[1:-1].split("│")]
-                current = cells if current is None or len(current) != len(cells) else [
-                    " ".join(filter(None, pair)) for pair in zip(current, cells, strict=True)]
-                continue
-            if current is not None:
-                rows.append(current)
-                current = None
-            if line.startswith("└"):
-                break
-        if not rows or not lines[j - 1].strip().startswith("└"):
+        if rows is None:
             out.extend(lines[i:j])
             i = j
             continue
@@ -1071,9 +1064,40 @@ def box_tables(text: str) -> str:
                 body[-1] = [" ".join(filter(None, pair)) for pair in zip(body[-1], row, strict=True)]
             else:
                 body.append(row)
-        out.extend("- " + labelled_row(header, row) for row in body) if body else out.append("- " + "; ".join(header))
+        if not body:
+            out.append("- " + "; ".join(header))
+        for row in body:
+            out.append("- " + (labelled_row(header, row) if len(row) == len(header) else "; ".join(filter(None, row))))
         i = j
     return "\n".join(out)
+
+
+def _box_rows(lines: list[str], start: int) -> list[list[str]] | None:
+    """The rows (cells) of the box-drawn table whose lines begin at ``start`` (below its ``┌─┐``), the
+    header first; None if it is not closed by ``└─┘`` or a group of lines between separators changes
+    its cell count (a row would be lost or misread)."""
+    groups: list[list[list[str]]] = [[]]
+    for line in lines[start:]:
+        if not _BOX_LINE.match(line):
+            return None
+        line = line.strip()
+        if line.startswith("│"):
+            cells = [cell.strip() for cell in line[1:-1].split("│")]
+            if groups[-1] and len(groups[-1][0]) != len(cells):
+                return None
+            groups[-1].append(cells)
+            continue
+        if line.startswith("└"):
+            break
+        groups.append([])
+    else:
+        return None
+    groups = [group for group in groups if group]
+    if not groups:
+        return None
+    if len(groups) < 4:  # no separator between every row: each line is a row
+        return [row for group in groups for row in group]
+    return [[" ".join(filter(None, column)) for column in zip(*group, strict=True)] for group in groups]
 
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

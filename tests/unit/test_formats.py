@@ -430,3 +430,65 @@ def test_an_xhtml_document_type_with_an_internal_subset_leaves_no_markup_in_the_
             "<p>The fern uncurls its fronds in spring, one coil at a time. &sys;</p></body></html>")
     body = extract_html(page, "").body
     assert "]>" not in body and body.startswith("The fern uncurls its fronds in spring"), body
+
+
+def test_a_box_drawn_table_without_lines_between_rows_reads_each_line_as_a_row():
+    # tabulate's simple_outline, rich's box.SQUARE and psql draw no line between body rows: every line
+    # between the header's separator and └─┘ was joined as one wrapped row ("item: spam eggs; qty: 42 451")
+    from shared.formats.text import box_tables
+
+    text = ("┌──────┬─────┐\n"
+            "│ item │ qty │\n"
+            "├──────┼─────┤\n"
+            "│ spam │ 42  │\n"
+            "│ eggs │ 451 │\n"
+            "│      │ box │\n"
+            "└──────┴─────┘")
+    assert box_tables(text).splitlines() == ["- item: spam; qty: 42", "- item: eggs; qty: 451 box"]
+
+
+def test_a_box_drawn_table_whose_cell_count_changes_stays_as_it_is():
+    # a line with a cell more replaced the rows gathered before it unsaved: only "- a: 5; b: 6" was left
+    from shared.formats.text import box_tables
+
+    text = ("Before.\n"
+            "┌───┬───┐\n"
+            "│ a │ b │\n"
+            "├───┼───┤\n"
+            "│ 1 │ 2 │\n"
+            "│ x│y │ 3 │\n"
+            "│ 5 │ 6 │\n"
+            "└───┴───┘\n"
+            "After.")
+    assert box_tables(text) == text
+
+
+def test_a_footer_spanning_a_box_drawn_table_is_not_labelled_with_the_first_column():
+    from shared.formats.text import box_tables
+
+    text = ("┌────────┬─────┐\n"
+            "│ a      │ b   │\n"
+            "├────────┼─────┤\n"
+            "│ pears  │ 3   │\n"
+            "├────────┴─────┤\n"
+            "│ total 3      │\n"
+            "└──────────────┘")
+    assert box_tables(text).splitlines() == ["- a: pears; b: 3", "- total 3"]
+
+
+def test_a_box_drawn_table_with_a_line_between_every_row_joins_a_row_s_wrapped_lines():
+    # X.Org's specifications as .txt: a separator between every row, so a group's lines are one row
+    from shared.formats.text import box_tables
+
+    text = ("┌─────────┬──────┐\n"
+            "│Name     │Bits  │\n"
+            "├─────────┼──────┤\n"
+            "│Pointer  │8     │\n"
+            "├─────────┼──────┤\n"
+            "│Keyboard │16    │\n"
+            "│Bell     │      │\n"
+            "├─────────┼──────┤\n"
+            "│Screen   │32    │\n"
+            "└─────────┴──────┘")
+    assert box_tables(text).splitlines() == ["- Name: Pointer; Bits: 8", "- Name: Keyboard Bell; Bits: 16",
+                                             "- Name: Screen; Bits: 32"]
