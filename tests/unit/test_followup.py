@@ -920,6 +920,21 @@ def test_a_plural_noun_before_an_auxiliary_is_the_asked_noun(earlier, follow_up,
 
 
 @pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a name or noun between the auxiliary and the participle is the subject: the asked noun is its object
+    ("Which Debian packages has Ubuntu removed?", "Is bash one of them?",
+     "Is bash one of the Debian packages that Ubuntu has removed?"),
+    ("Which config files has git read at startup?", "Is ~/.gitconfig one of them?",
+     "Is ~/.gitconfig one of the config files that git has read at startup?"),
+    ("Which quux codecs were the Frob packages built with?", "Is zlib one of them?",
+     "Is zlib one of the quux codecs that the Frob packages were built with?"),
+    ("Which quux codecs does frobd decode by default?", "Is zlib one of them?",
+     "Is zlib one of the quux codecs that frobd decodes by default?"),
+])
+def test_a_plural_noun_before_an_inverted_auxiliary_is_its_object(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
     # an irregular past verb after the asked noun: "it" is the thing that did it, not the first name in the question
     ("Which Quux release made frobd the default daemon?", "Which ports were dropped in it?",
      "Which ports were dropped in the Quux release that made frobd the default daemon?"),

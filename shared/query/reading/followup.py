@@ -299,7 +299,14 @@ def _subject_relative_phrase(text: str) -> str | None:
         return None  # "What limits the number ...": a verb, then its object; "What happens when I ...": a clause
     first = rest.split()[0]
     if first.lower() in _AUXILIARIES and verb.lower() not in _AUXILIARIES and len(rest.split()) > 1:
-        return f"the {noun} {verb} that {rest}"  # "Which hash constructors are ...": a plural noun, not a verb
+        # "Which X Ys are [always] present": the subject before an adverb, adjective or participle; else the object ("has Ubuntu removed")
+        after, be = rest.split()[1:], first.lower() in ("is", "are", "was", "were", "has", "have", "had")
+        at = next((i for i, w in enumerate(after[:4]) if re.fullmatch(rf"{_PARTICIPLE_WORD}|[a-z]{{2,}}ing|be|been|not", w)), None)
+        if (acting := " ".join(after[:at or 0]) if at is not None or be else _noun_phrase_before_verb(after)) and not set(acting.split()) \
+                & (_CLAUSE_BREAKS | _PARTICLES) and not re.fullmatch(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\s*)+", acting):
+            n = len(acting.split())
+            return f"the {noun} {verb} that {' '.join([acting, _after_subject(first, after[n]), *after[n + 1:]])}"
+        return None if acting is None else f"the {noun} {verb} that {rest}"
     # after an auxiliary the asked noun is its subject only before a participle or "be"/"not" ("which function must
     # be called"); else the question is inverted ("which C standard is libcbor written in": the noun is the object)
     inverted = verb.lower() in _AUXILIARIES and not (first.lower() in ("be", "been", "not", "being")
