@@ -35,12 +35,7 @@ from shared.query.grading import failed_thresholds, strip_model_directives
 from shared.query.model_health import note_fallback
 from shared.query.plain_answer import plain_answer_text
 from shared.query.prompts import CITATION_MARKER, cited_numbers
-from shared.query.reading.answer_types import (
-    asked_subject,
-    question_names,
-    sentence_states,
-    states_value,
-)
+from shared.query.reading.answer_types import reading_arguments
 from shared.query.reading.caveat import caveat_note
 from shared.query.reading.extractive import extractive_answer
 from shared.query.reading.language import detect_language, phrase
@@ -348,17 +343,16 @@ def _extract(query: str, contexts: list[NumberedContext], language: str, embed: 
              passage_similarity: PassageSimilarity | None = None) -> Answer:
     """The local reader's answer (:func:`extractive_answer`): with this runtime's embedder, passages ranked by the vectors
     stored at indexing where the index keeps them, else embedded; without it, or when embedding fails, by terms alone."""
-    names = question_names(query) if language == "en" else ()
+    query, reading = reading_arguments(query)  # read as the local model reads it
     prior: dict[int, float] | None = None
     if passage_similarity is not None:
         try:
             prior = passage_similarity(query, contexts) or None
         except Exception as exc:  # noqa: BLE001 - embedding the passages still works
             log.warning("stored passage vectors unavailable, embedding passages: %s", exc)
-    read = functools.partial(extractive_answer, query, contexts, language=language, names=names, value_check=states_value,
-                             fact_check=sentence_states, subject=asked_subject(query))
+    read = functools.partial(extractive_answer, query, contexts, language=language, context_similarity=prior, **reading)
     try:
-        return read(embed=embed, context_similarity=prior)
-    except Exception as exc:  # noqa: BLE001 - without the embedder, the terms still read
+        return read(embed=embed)
+    except Exception as exc:  # noqa: BLE001 - without the embedder, the terms still read (the stored closeness too)
         log.warning("extractive synthesis with embeddings failed, reading by terms only: %s", exc)
         return read(embed=None)

@@ -63,6 +63,19 @@ def test_without_an_embedder_the_reader_reads_by_terms_alone_and_needs_half_of_t
     assert _extractive_answer("Which weather do segment files prefer in winter?", _contexts(passage)).abstained
 
 
+def test_a_sentence_embedder_given_without_the_question_vector_embeds_the_question_and_sentences():
+    embedded = []
+
+    def sentence_embed(texts):
+        embedded.extend(texts)
+        return _bag_of_words(texts)
+
+    question = "How does compaction of segment files free disk space?"
+    _extractive_answer(question, _contexts("Compaction of segment files frees disk space by dropping deleted rows."),
+                       sentence_embed=sentence_embed)
+    assert question in embedded and any("Compaction" in text for text in embedded)
+
+
 # ------------------------------------------------------------ unresolved references
 
 @pytest.mark.parametrize("sentence", [

@@ -6,11 +6,21 @@ import re
 
 import pytest
 
+import services.synthesizer.handler as synthesizer
 from services.synthesizer.handler import number_citations
+from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.messages import AnswerReady
-from shared.contract.ports import Answer, AnswerSentence, Finding
+from shared.contract.ports import Answer, AnswerSentence, Finding, NumberedContext
 from shared.query.reading.language import phrase
-from tests.unit.loop_fakes import CORPUS, ScriptedLLM, good_grade, make_loop, weak_grade
+from tests.unit.loop_fakes import (
+    CORPUS,
+    HashingEmbedder,
+    MemoryIndex,
+    ScriptedLLM,
+    good_grade,
+    make_loop,
+    weak_grade,
+)
 
 
 def _run_to_graded(loop, grades, queries):
@@ -136,6 +146,42 @@ def test_the_extractive_fallback_says_which_name_the_sources_do_not_name():
     answer = loop.record()["answer"]
     assert "BM25 ranks documents by term frequency" in answer  # Lucene and Elasticsearch, not Solr
     assert answer.endswith("Not mentioned in the sources: Solr.")
+
+
+def _numbered(chunks):
+    return [NumberedContext(number=n, source=c.url, text=c.text, chunk_id=c.chunk_id) for n, c in enumerate(chunks, 1)]
+
+
+@pytest.mark.parametrize("question", ["Wie werden CUDA-Kernel auf der GPU gestartet?",
+                                      "Womit werden Passagen bei der dichten Suche gefunden?"])
+def test_a_german_question_through_the_fallback_reads_as_the_local_model_reads_it(question):
+    # by its English terms, as LocalLanguageModel.synthesize reads it: read in German, no sentence held its terms
+    embedder = HashingEmbedder()
+    index = MemoryIndex(embedder, CORPUS)
+    contexts = _numbered(CORPUS[:4])
+
+    def stored(query, numbered):
+        return synthesizer.stored_passage_similarity(query, numbered, embedder=embedder, index=index)
+
+    local = LocalLanguageModel(index=index, embedder=embedder).synthesize(question, contexts, language="de")
+    fallback = synthesizer._extract(question, contexts, "de", embedder.embed, stored)
+    assert not fallback.abstained and fallback == local
+
+
+def test_when_embedding_fails_the_fallback_rereads_with_the_passages_stored_closeness(monkeypatch):
+    prior, seen = {1: 0.9, 2: 0.1}, []
+    reader = synthesizer.extractive_answer
+
+    def spy(*args, embed, context_similarity, **kwargs):
+        seen.append(context_similarity)
+        if embed is not None:
+            raise RuntimeError("the embedder is down")
+        return reader(*args, embed=None, context_similarity=context_similarity, **kwargs)
+
+    monkeypatch.setattr(synthesizer, "extractive_answer", spy)
+    answer = synthesizer._extract("How does BM25 rank documents by term frequency?", _numbered(CORPUS[1:3]), "en",
+                                  lambda texts: None, lambda query, numbered: prior)
+    assert seen == [prior, prior] and not answer.abstained
 
 
 def test_spanish_question_gets_a_spanish_caveat():

@@ -93,10 +93,9 @@ from shared.contract.ports import (
 from shared.query.grading import numbers_unstated, shown_apart, strip_model_directives
 from shared.query.reading.answer_types import (
     FactSupport,
-    asked_subject,
     fact_support,
     question_names,
-    sentence_states,
+    reading_arguments,
     states_value,
 )
 from shared.query.reading.extractive import (
@@ -606,22 +605,21 @@ class LocalLanguageModel:
         A question in German, French or Spanish is matched by its English terms; ``language``
         (the question's) still decides the language of the abstention. ``observe`` sees the reader's
         evidence and answer before its verdict (``bench/fit_reader.py`` fits the verdict on it)."""
-        asked_in, query = in_english(query)
-        names = question_names(query) if asked_in == "en" else ()  # a translation's capitals are not names
+        query, reading = reading_arguments(query)
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
-            return extractive_answer(query, contexts, language=language, names=names, value_check=states_value)
+            return extractive_answer(query, contexts, language=language, names=reading["names"],
+                                     value_check=states_value)
         sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector(
             self.embedder, query)
         prior = {c.number: float(sim) for (c, _), sim in zip(usable, sims, strict=True)}
         # The reader embeds the few sentences its cheap score ranks best (kept per process: the same
         # passages come back question after question) and quotes the one closest to the question.
-        return extractive_answer(query, contexts, language=language, context_similarity=prior, names=names,
-                                 value_check=states_value, question_vector=query_vector(self.embedder, query),
+        return extractive_answer(query, contexts, language=language, context_similarity=prior,
+                                 question_vector=query_vector(self.embedder, query),
                                  sentence_embed=lambda texts: sentence_vectors(self.embedder, texts),
-                                 fact_check=sentence_states, verdict=self._verdict_model, observe=observe,
-                                 subject=asked_subject(query))
+                                 verdict=self._verdict_model, observe=observe, **reading)
 
 
 __all__ = ["GradeEvidence", "LocalLanguageModel"]

@@ -29,6 +29,7 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from shared.query.reading.extractive import (
     ANSWER_WORDS,
@@ -40,6 +41,7 @@ from shared.query.reading.extractive import (
     term_set,
     tokenize,
 )
+from shared.query.reading.language import in_english
 
 AMOUNT = "amount"
 COUNT = "count"
@@ -709,6 +711,16 @@ def asked_subject(question: str) -> tuple[str, ...]:
     kind (:data:`KIND_NOUNS`, the noun phrase it opens with up to such a word). A sentence stating the value need
     not repeat them ("If the feed is unchanged, the server replies 304 Not Modified."). Empty: no value asked."""
     return asked_fact(question).subject
+
+
+def reading_arguments(question: str) -> tuple[str, dict[str, Any]]:
+    """``question`` as the reader reads it (a German, French or Spanish one by its English terms: :func:`in_english`)
+    and :func:`~shared.query.reading.extractive.extractive_answer`'s arguments for it, the local model's and the
+    fallback's: the names it states, said when no source names them (none from a translation: its capitals are not
+    names); :func:`states_value`; :func:`sentence_states` and its :func:`asked_subject` for the verdict's evidence."""
+    asked_in, english = in_english(question)
+    return english, {"names": question_names(english) if asked_in == "en" else (), "value_check": states_value,
+                     "fact_check": sentence_states, "subject": asked_subject(english)}
 
 
 def fact_support(question: str, passages: Sequence[str]) -> FactSupport:

@@ -293,12 +293,9 @@ class _Candidate(QuotableSentence):
     number: int = 0
 
 
-#: Whether a sentence holds the value (amount, date, count ...) a question asks for; None when it asks for
-#: none (e.g. :func:`shared.query.reading.answer_types.states_value`, which builds on this module's terms).
-ValueCheck = Callable[[str, str], "bool | None"]
-#: Whether a sentence states what a question asks (a value of the asked type, tied to its terms); None
-#: when the question's shape asks for nothing checkable (:func:`shared.query.reading.answer_types.sentence_states`).
-FactCheck = Callable[[str, str], "bool | None"]
+#: Whether a sentence holds the value a question asks for (``value_check``) or states what it asks (``fact_check``);
+#: None when it asks for nothing checkable (:func:`shared.query.reading.answer_types.reading_arguments`).
+FactCheck = ValueCheck = Callable[[str, str], "bool | None"]
 
 # How many sentences the reader embeds per question: the cheap score's best. Each costs about one
 # query embedding the first time a process reads it (a short text); they are kept per process.
@@ -340,20 +337,12 @@ def extractive_answer(
     observe: Observe | None = None, subject: Sequence[str] = (),
 ) -> Answer:
     """The sentences of ``contexts`` that answer ``query``, cited, as the :class:`Reader` chooses them, with its verdict
-    (``states_fact``, ``unstated``); an abstention when no sentence supports an answer, never invented text.
-
+    (``states_fact``, ``unstated``: ``verdict``'s decision over its evidence, default the shipped model; ``observe``
+    sees the evidence and the answer first); an abstention when no sentence supports an answer, never invented text.
     The local model passes ``question_vector``, ``sentence_embed`` and ``context_similarity`` (each passage's cosine to
-    the question). Without them (the synthesizer's fallback when a model call fails) the question, the sentences and
-    the passages are embedded with ``embed``, and without ``embed`` the sentences are read by their terms alone (every
-    cosine 0). Either way ``names``, the proper names, acronyms and model numbers the question states, that no source
-    names are said plainly ("Not mentioned in the sources: ProTab X1."), and each part of a question asking several
-    things is answered or named missing; ``value_check`` (:data:`ValueCheck`) lets a sentence holding the value a part
-    asks for ("30 days" for the deadline) speak to it without naming it. The outcome is ``verdict``'s decision over
-    the reader's evidence (:mod:`shared.query.reading.verdict`; default: the shipped model); ``observe`` sees that
-    evidence and the answer before the decision. ``subject``: the stems of what a question asking a value asks it
-    about, without the words naming the value's type (:func:`shared.query.reading.answer_types.asked_subject`; empty:
-    all its terms), for the verdict's evidence.
-    """
+    the question); what is not given (the synthesizer's fallback) is embedded with ``embed``, and without it every
+    cosine is 0 (read by terms). ``names``, ``value_check``, ``fact_check`` and ``subject`` for a question:
+    :func:`~shared.query.reading.answer_types.reading_arguments`."""
     # at most 40 sentences a passage, 240 in all
     candidates = list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in contexts
                                         for sentence in quotable_sentences(ctx.text)[:40]), 240))
@@ -368,16 +357,15 @@ def extractive_answer(
     overlap = np.array([sum(1 for t in term_stems if t in c.stems) / len(terms) if terms else 0.0
                         for c in candidates], dtype=np.float32)
     if question_vector is None or sentence_embed is None:
-        sentence_embed = embed or (lambda texts: np.zeros((len(texts), 1), dtype=np.float32))
+        sentence_embed = sentence_embed or embed or (lambda texts: np.zeros((len(texts), 1), dtype=np.float32))
         question_vector = sentence_embed([query])[0]
     if context_similarity is None:
         vectors = sentence_embed([ctx.text for ctx in contexts])
         context_similarity = {ctx.number: float(v @ question_vector) for ctx, v in zip(contexts, vectors, strict=True)}
-    reader = Reader(query, contexts, candidates, overlap, term_stems, language=language,
-                    question_vector=question_vector, sentence_embed=sentence_embed,
-                    context_similarity=context_similarity, names=names, value_check=value_check,
-                    fact_check=fact_check, verdict=verdict, observe=observe, subject=subject)
-    return reader.answer()
+    return Reader(query, contexts, candidates, overlap, term_stems, language=language, question_vector=question_vector,
+                  sentence_embed=sentence_embed, context_similarity=context_similarity, names=names,
+                  value_check=value_check, fact_check=fact_check, verdict=verdict, observe=observe,
+                  subject=subject).answer()
 
 
 class Reader:
