@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
@@ -27,6 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): no lock to share, so each topology process sweeps, as before the lock
+    fcntl = None  # type: ignore[assignment]
 
 from shared.contract.config import Settings
 from shared.observability.tracing import add_exporter
@@ -72,7 +76,13 @@ def _sweeper_of(traces_path: Path) -> bool:
     """Whether this process is the one that sweeps the span store at ``traces_path``: every process of a topology
     (its stage servers, a `ragbus` command on it) writes the one store, and one sweeper is enough. The first to
     lock ``traces.sweep.lock`` beside it is that one, for as long as it runs (the lock goes with the process)."""
-    lock = open(traces_path.with_suffix(".sweep.lock"), "a")  # noqa: SIM115 - held open while the process runs
+    if fcntl is None:
+        return True
+    try:
+        lock = open(traces_path.with_suffix(".sweep.lock"), "a")  # noqa: SIM115 - held open while the process runs
+    except OSError as exc:  # traces are telemetry: a lock file that cannot be made costs the sweep, not the command
+        log.warning("span retention is not swept by this process: %s", exc)
+        return False
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:  # another process sweeps it
