@@ -372,3 +372,7 @@ def test_a_kept_home_holding_another_checkouts_documents_is_refused(tmp_path):
         refuse_foreign_documents(state, [here], tmp_path / "home")
     assert str(there) in str(refused.value) and str(here) not in str(refused.value)
     refuse_foreign_documents(state, [here, there], tmp_path / "home")  # both are this set's folders: fine
+    # a symlink in a set folder is stored at its target's path, with the set folder as its root: the set's own
+    claim(state, "file-linked", "h", now=datetime.now(UTC),
+          fields={"source": "file", "path": str(tmp_path / "elsewhere" / "b.md"), "origin": str(here), "root": str(here)})
+    refuse_foreign_documents(state, [here, there], tmp_path / "home")

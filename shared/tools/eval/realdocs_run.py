@@ -163,9 +163,13 @@ def refuse_foreign_documents(state: Any, folders: Sequence[Path], home: Path) ->
     from shared.ingest.processed_items import records
 
     wanted = [f.resolve() for f in folders]
+
+    def ours(record: dict) -> bool:  # under a set folder, or ingested from one (a symlink's target lies elsewhere)
+        path, root = Path(str(record.get("path", ""))), Path(str(record.get("root") or "/nowhere"))
+        return any(path.is_relative_to(f) or root == f for f in wanted)
+
     foreign = sorted({str(r.get("root") or r.get("origin") or r.get("path") or "?")
-                      for r in records(state, {"source": "file"})
-                      if not any(Path(str(r.get("path", ""))).is_relative_to(f) for f in wanted)})
+                      for r in records(state, {"source": "file"}) if not ours(r)})
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise ConfigError(f"the kept home {home} holds documents ingested from other folders ({shown}): a copy of "
