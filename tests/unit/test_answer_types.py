@@ -380,5 +380,8 @@ def test_a_sentence_saying_only_that_the_default_is_used_states_no_default():
     question = "What is the built-in default of FROB_WAIT_SECS?"
     assert not sentence_states("If FROB_WAIT_SECS is unset or set to 0, the built-in default is used.", question)
     assert not sentence_states("When FROB_WAIT_SECS is empty the default is assumed.", question)
+    assert not sentence_states("If FROB_WAIT_SECS is unset, the default value is used.", question)
+    assert not sentence_states("If FROB_WAIT_SECS is unset, the default is then used.", question)
+    assert sentence_states("The default of FROB_WAIT_SECS is kept at 25 seconds.", question)
     assert sentence_states("The built-in default of FROB_WAIT_SECS is 25 seconds.", question)
     assert sentence_states("FROB_WAIT_SECS: the default is 25.", question)
