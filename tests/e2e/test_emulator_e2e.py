@@ -138,6 +138,7 @@ def _traces_on_the_topology(home: Path, asked: dict) -> None:
         assert {"what is bm25", ANSWERED_AT_ONCE} <= {str(r["question"]) for r in listed}, listed
         assert asked["id"] in {r["query_id"] for r in listed}
         assert "earlierquery0001" not in {r["query_id"] for r in listed}  # set aside with its topology
+        assert all(r["question"] not in (None, "", "unknown") for r in listed), listed  # no orphan span rows
         assert "what is bm25" in run_cli(home, "traces", "--limit", "100", COLUMNS="200").stdout
 
 
