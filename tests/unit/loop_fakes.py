@@ -307,3 +307,12 @@ def stating_verdict():
     near = np.zeros(len(FEATURES))
     near[FEATURES.index("asks_value")], near[FEATURES.index("states_value")] = 5.0, -10.0
     return VerdictModel(Logistic(zero, one, -near, 0.0), Logistic(zero, one, near, -2.0), 0.5, 0.5)
+
+
+def bag_of_words(texts):
+    """A cheap stand-in for MiniLM: each text's words hashed into 64 dimensions, unit length."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for n, text in enumerate(texts):
+        for word in text.lower().split():
+            out[n, sum(map(ord, word.strip(".,:?"))) % 64] += 1.0
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)

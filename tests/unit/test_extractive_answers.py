@@ -6,7 +6,6 @@ The passages are written for these tests (not taken from any evaluation set)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from shared.contract.ports import NumberedContext
@@ -16,20 +15,12 @@ from shared.query.reading.answer_sentences import (
     opens_with_reference,
 )
 from shared.query.reading.extractive import extractive_answer as _extractive_answer
-
-
-def _bag_of_words(texts):
-    """A cheap stand-in for MiniLM: each text's words hashed into 64 dimensions, unit length."""
-    out = np.zeros((len(texts), 64), dtype=np.float32)
-    for n, text in enumerate(texts):
-        for word in text.lower().split():
-            out[n, sum(map(ord, word.strip(".,:?"))) % 64] += 1.0
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+from tests.unit.loop_fakes import bag_of_words
 
 
 def extractive_answer(question, contexts, **kwargs):
     """The reader as the synthesizer's fallback runs it when a model call fails: with the runtime's embedder."""
-    return _extractive_answer(question, contexts, **{"embed": _bag_of_words, **kwargs})
+    return _extractive_answer(question, contexts, **{"embed": bag_of_words, **kwargs})
 
 
 def _contexts(*texts: str) -> list[NumberedContext]:
@@ -68,7 +59,7 @@ def test_a_sentence_embedder_given_without_the_question_vector_embeds_the_questi
 
     def sentence_embed(texts):
         embedded.extend(texts)
-        return _bag_of_words(texts)
+        return bag_of_words(texts)
 
     question = "How does compaction of segment files free disk space?"
     _extractive_answer(question, _contexts("Compaction of segment files frees disk space by dropping deleted rows."),

@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import fit_reader  # noqa: E402
 import fit_scorer  # noqa: E402
 
+from tests.unit.loop_fakes import bag_of_words
+
 pytestmark = pytest.mark.unit
 
 
@@ -103,15 +105,6 @@ def test_each_answerable_question_says_where_its_keys_were_lost():
         "a": {"right": 1, "no_reading": 1}, "b": {"not_first": 1}}
 
 
-def _bag_of_words(texts):
-    """A cheap stand-in for MiniLM: each text's words hashed into 64 dimensions, unit length."""
-    out = np.zeros((len(texts), 64), dtype=np.float32)
-    for n, text in enumerate(texts):
-        for word in text.lower().split():
-            out[n, sum(map(ord, word.strip(".,:?"))) % 64] += 1.0
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
-
 @pytest.mark.parametrize("keys, passage, stage", [
     # the keys in one passage of the file, sentences apart, and never in a quotable sentence
     (["7412", "logrotate"], "Frob listens on TCP port 7412. " + "The weather report for the coast says rain again. " * 3
@@ -135,8 +128,8 @@ def test_each_stage_where_the_keys_are_lost_is_told_apart(keys, passage, stage):
     contexts = [NumberedContext(number=1, source="file:///port.txt", text=passage),
                 NumberedContext(number=2, source="file:///other.txt", text=related)]
     seen = []
-    extractive.extractive_answer(asked, contexts, question_vector=_bag_of_words([asked])[0],
-                                 sentence_embed=_bag_of_words, context_similarity={1: 0.0, 2: 0.7},
+    extractive.extractive_answer(asked, contexts, question_vector=bag_of_words([asked])[0],
+                                 sentence_embed=bag_of_words, context_similarity={1: 0.0, 2: 0.7},
                                  verdict=fit_reader.NEUTRAL, observe=lambda _, __, reader: seen.append(reader))
     file_of = {1: "port.txt", 2: "other.txt"}
     assert fit_reader.lost_at(seen[-1], keys, "port.txt", file_of, right=False) == stage
@@ -150,7 +143,7 @@ def test_keys_in_the_pool_but_not_its_lead_are_lost_as_not_first_and_a_right_lea
                "Messages go to the system journal. The shipped configuration file sets 7412.")
     seen = []
     extractive.extractive_answer(asked, [NumberedContext(number=1, source="file:///port.txt", text=passage)],
-                                 question_vector=_bag_of_words([asked])[0], sentence_embed=_bag_of_words,
+                                 question_vector=bag_of_words([asked])[0], sentence_embed=bag_of_words,
                                  context_similarity={1: 0.7}, verdict=fit_reader.NEUTRAL,
                                  observe=lambda _, __, reader: seen.append(reader))
     reader = seen[-1]
