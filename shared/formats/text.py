@@ -1035,10 +1035,10 @@ def box_tables(text: str) -> str:
     """Each table drawn with box characters (``┌─┬─┐`` / ``│a│b│`` / ``├─┼─┤``, as text browsers render a
     page's tables: X.Org's protocol specifications) as its rows, one list item each, "column: value; ...":
     a cell's value was read apart from its column's name ("│timeout │CARD32 │60 │" under "│Attribute │Type
-    │Default │": newcomer12). Where a separator line stands between every row (at least three groups of
-    lines below the header's: a footer's separator makes only two), a group's lines are one row's wrapped
-    cells and join; otherwise (tabulate's simple_outline, rich's box.SQUARE, psql) each line is a row.
-    Either way a row whose first cell is empty goes on the row above (a renderer's wrapped cell). A row
+    │Default │": newcomer12). A line continues the row above where its first cell is empty, or (within
+    lines not parted by a separator) where it leaves empty a cell the line before filled: a renderer's
+    wrapped cell; any other line is a row, whether separators part every row (X.Org) or none
+    (tabulate's simple_outline, rich's box.SQUARE, psql). A spacer line, every cell empty, is no row. A row
     whose cell count differs from the header's (a footer spanning the columns) stands unlabelled. A
     table not closed by ``└─┘``, or whose cell count changes between lines not parted by a separator,
     stays as it is."""
@@ -1050,13 +1050,10 @@ def box_tables(text: str) -> str:
             out.append(lines[i])
             i += 1
             continue
-        rows = _box_rows(lines, i + 1)
-        j = i + 1
-        while j < len(lines) and _BOX_LINE.match(lines[j]) and not lines[j - 1].strip().startswith("└"):
-            j += 1
+        rows, end = _box_rows(lines, i + 1)
         if rows is None:
-            out.extend(lines[i:j])
-            i = j
+            out.extend(lines[i:end])
+            i = end
             continue
         header, body = rows[0], []
         for row in rows[1:]:
@@ -1068,36 +1065,41 @@ def box_tables(text: str) -> str:
             out.append("- " + "; ".join(header))
         for row in body:
             out.append("- " + (labelled_row(header, row) if len(row) == len(header) else "; ".join(filter(None, row))))
-        i = j
+        i = end
     return "\n".join(out)
 
 
-def _box_rows(lines: list[str], start: int) -> list[list[str]] | None:
+def _box_rows(lines: list[str], start: int) -> tuple[list[list[str]] | None, int]:
     """The rows (cells) of the box-drawn table whose lines begin at ``start`` (below its ``┌─┐``), the
-    header first; None if it is not closed by ``└─┘`` or a group of lines between separators changes
-    its cell count (a row would be lost or misread)."""
-    groups: list[list[list[str]]] = [[]]
-    for line in lines[start:]:
-        if not _BOX_LINE.match(line):
-            return None
-        line = line.strip()
-        if line.startswith("│"):
-            cells = [cell.strip() for cell in line[1:-1].split("│")]
-            if groups[-1] and len(groups[-1][0]) != len(cells):
-                return None
-            groups[-1].append(cells)
-            continue
+    header first, and the index of the line after the table (after its ``└─┘``, else its first line that
+    is not the table's); rows None if it is not closed by ``└─┘`` or a group of lines between separators
+    changes its cell count (a row would be lost or misread). Within a group, a line whose first cell is
+    empty, or that leaves empty a cell the line before filled, continues the row above (a wrapped cell:
+    X.Org's "│Keyboard │16 │" then "│Bell │ │"); any other line starts a row. A line with every cell
+    empty (a spacer) is no row."""
+    rows: list[list[str]] = []
+    width, before, broken = None, None, False  # the group's cell count, its last line's cells
+    for end in range(start, len(lines)):
+        if not _BOX_LINE.match(lines[end]):
+            return None, end
+        line = lines[end].strip()
         if line.startswith("└"):
-            break
-        groups.append([])
-    else:
-        return None
-    groups = [group for group in groups if group]
-    if not groups:
-        return None
-    if len(groups) < 4:  # no separator between every row: each line is a row
-        return [row for group in groups for row in group]
-    return [[" ".join(filter(None, column)) for column in zip(*group, strict=True)] for group in groups]
+            return (None if broken or not rows else rows), end + 1
+        if not line.startswith("│"):
+            width, before = None, None  # a separator: the next line starts a row
+            continue
+        cells = [cell.strip() for cell in line[1:-1].split("│")]
+        if width is not None and width != len(cells):
+            broken = True
+        width = len(cells)
+        if broken or not any(cells):
+            continue
+        if before is not None and (not cells[0] or any(p and not c for p, c in zip(before, cells, strict=True))):
+            rows[-1] = [" ".join(filter(None, pair)) for pair in zip(rows[-1], cells, strict=True)]
+        else:
+            rows.append(cells)
+        before = cells
+    return None, len(lines)
 
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

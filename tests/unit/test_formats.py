@@ -492,3 +492,58 @@ def test_a_box_drawn_table_with_a_line_between_every_row_joins_a_row_s_wrapped_l
             "└─────────┴──────┘")
     assert box_tables(text).splitlines() == ["- Name: Pointer; Bits: 8", "- Name: Keyboard Bell; Bits: 16",
                                              "- Name: Screen; Bits: 32"]
+
+
+def test_a_box_drawn_table_with_sections_of_several_rows_keeps_each_line_a_row():
+    # three or more separator-parted sections were read as "a separator between every row", so each
+    # section's lines were joined as one row ("item: spam eggs; qty: 1 2")
+    from shared.formats.text import box_tables
+
+    text = ("┌──────┬─────┐\n"
+            "│ item │ qty │\n"
+            "├──────┼─────┤\n"
+            "│ spam │ 1   │\n"
+            "│ eggs │ 2   │\n"
+            "├──────┼─────┤\n"
+            "│ ham  │ 3   │\n"
+            "│ jam  │ 4   │\n"
+            "├──────┼─────┤\n"
+            "│ tea  │ 5   │\n"
+            "│ rum  │ 6   │\n"
+            "└──────┴─────┘")
+    assert box_tables(text).splitlines() == ["- item: spam; qty: 1", "- item: eggs; qty: 2", "- item: ham; qty: 3",
+                                             "- item: jam; qty: 4", "- item: tea; qty: 5", "- item: rum; qty: 6"]
+
+
+def test_a_two_row_box_drawn_table_with_a_line_between_rows_joins_a_wrapped_cell():
+    # with fewer than three groups each line was a row: the wrapped "r" stood alone as "- a: r"
+    from shared.formats.text import box_tables
+
+    text = ("┌──────┬──────────┐\n"
+            "│ a    │ b        │\n"
+            "├──────┼──────────┤\n"
+            "│ p    │ long val │\n"
+            "│      │ ue r     │\n"
+            "└──────┴──────────┘")
+    assert box_tables(text).splitlines() == ["- a: p; b: long val ue r"]
+    text = ("┌─────────┬──────┐\n"
+            "│ a       │ b    │\n"
+            "├─────────┼──────┤\n"
+            "│ Keyboard│ 16   │\n"
+            "│ Bell    │      │\n"
+            "└─────────┴──────┘")
+    assert box_tables(text).splitlines() == ["- a: Keyboard Bell; b: 16"]
+
+
+def test_a_blank_spacer_line_in_a_box_drawn_table_is_no_row():
+    # a spacer line below the header was written as an empty item, "- "
+    from shared.formats.text import box_tables
+
+    text = ("┌──────┬─────┐\n"
+            "│ item │ qty │\n"
+            "├──────┼─────┤\n"
+            "│      │     │\n"
+            "│ spam │ 1   │\n"
+            "│ eggs │ 2   │\n"
+            "└──────┴─────┘")
+    assert box_tables(text).splitlines() == ["- item: spam; qty: 1", "- item: eggs; qty: 2"]
