@@ -80,9 +80,9 @@ def _sweeper_of(traces_path: Path) -> bool:
         return True
     try:
         lock = open(traces_path.with_suffix(".sweep.lock"), "a")  # noqa: SIM115 - held open while the process runs
-    except OSError as exc:  # traces are telemetry: a lock file that cannot be made costs the sweep, not the command
-        log.warning("span retention is not swept by this process: %s", exc)
-        return False
+    except OSError as exc:  # traces are telemetry: never the command's failure; sweep, as before the lock (if every
+        log.warning("span-sweep lock %s cannot be made, sweeping anyway: %s", exc.filename, exc)  # process failed
+        return True  # here and none swept, the store would grow without bound)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:  # another process sweeps it

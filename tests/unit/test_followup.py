@@ -929,6 +929,11 @@ def test_a_plural_noun_before_an_auxiliary_is_the_asked_noun(earlier, follow_up,
      "Is zlib one of the quux codecs that the Frob packages were built with?"),
     ("Which quux codecs does frobd decode by default?", "Is zlib one of them?",
      "Is zlib one of the quux codecs that frobd decodes by default?"),
+    # a noun shaped like a participle ("screen", "string") inside the subject is no participle
+    ("Which access tokens has the screen reader skipped?", "Is the refresh token one of them?",
+     "Is the refresh token one of the access tokens that the screen reader has skipped?"),
+    ("Which header fields has the string parser dropped from replies?", "Is Date one of them?",
+     "Is Date one of the header fields that the string parser has dropped from replies?"),
 ])
 def test_a_plural_noun_before_an_inverted_auxiliary_is_its_object(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected

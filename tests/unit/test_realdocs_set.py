@@ -375,4 +375,6 @@ def test_a_kept_home_holding_another_checkouts_documents_is_refused(tmp_path):
     # a symlink in a set folder is stored at its target's path, with the set folder as its root: the set's own
     claim(state, "file-linked", "h", now=datetime.now(UTC),
           fields={"source": "file", "path": str(tmp_path / "elsewhere" / "b.md"), "origin": str(here), "root": str(here)})
+    claim(state, "file-linked-below", "h", now=datetime.now(UTC),  # ingested from a folder inside a set folder
+          fields={"source": "file", "path": str(tmp_path / "elsewhere" / "c.md"), "root": str(here / "sub")})
     refuse_foreign_documents(state, [here, there], tmp_path / "home")

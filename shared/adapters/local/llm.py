@@ -96,7 +96,6 @@ from shared.query.reading.answer_types import (
     fact_support,
     question_names,
     reading_arguments,
-    states_value,
 )
 from shared.query.reading.extractive import (
     STOPWORDS,
@@ -609,8 +608,7 @@ class LocalLanguageModel:
         usable = [(c, strip_model_directives(c.text)[0]) for c in contexts]
         usable = [(c, text) for c, text in usable if text.strip()]
         if not usable:
-            return extractive_answer(query, contexts, language=language, names=reading["names"],
-                                     value_check=states_value)
+            return extractive_answer(query, contexts, language=language, **reading)
         sims = self._context_vectors([c for c, _ in usable], [t for _, t in usable]) @ query_vector(
             self.embedder, query)
         prior = {c.number: float(sim) for (c, _), sim in zip(usable, sims, strict=True)}

@@ -173,8 +173,8 @@ _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|rele
                             re.IGNORECASE)
 # A sentence saying what the default is ("By default, X is set to Release", "default is 75", "Default: 1",
 # "defaults to 3000"), not one only naming a default ("overrides the default value specified ...").
-# "the default (value) is (then) used." names a default in use, not its value ("is used as 25" would state one)
-_IN_USE = r"(?!\s+(?:then\s+|always\s+)?(?:used|applied|assumed)\s*(?:[.,;:)]|$|(?:when|if|unless|instead|otherwise)\b))"
+# "the default (value) is (then) used (for ...)" names a default in use, not its value ("is used as 25" states one)
+_IN_USE = r"(?!\s+(?:then\s+|always\s+)?(?:used|applied|assumed)\b(?!\s+(?:as|at)\b|\s+\d))"
 _DEFAULT_VALUE = re.compile(r"\bby\s+default\b|\bdefaults?\s*(?::|=|\b(?:is|are|was)\b" + _IN_USE + r"|\bto\b|\bof\b)|"
                             r"\bdefault(?:ing)?\s+to\b|\(default\b|\bdefault\s+[\w-]+\s+(?:(?:of|for|in)\s+(?:[\w.-]+\s+){1,4}|[\w-]+\s+)?(?:is|are)\b" + _IN_USE + "|"
                             r"\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)

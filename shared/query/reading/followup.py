@@ -301,7 +301,7 @@ def _subject_relative_phrase(text: str) -> str | None:
     if first.lower() in _AUXILIARIES and verb.lower() not in _AUXILIARIES and len(rest.split()) > 1:
         # "Which X Ys are [always] present": the subject before an adverb, adjective or participle; else the object ("has Ubuntu removed")
         after, be = rest.split()[1:], first.lower() in ("is", "are", "was", "were", "has", "have", "had")
-        at = next((i for i, w in enumerate(after[:4]) if re.fullmatch(rf"{_PARTICIPLE_WORD}|[a-z]{{2,}}ing|be|been|not", w)), None)
+        at = next((i for i, w in enumerate(after[:4]) if _participle_at(after, i)), None)
         if (acting := " ".join(after[:at or 0]) if at is not None or be else _noun_phrase_before_verb(after)) and not set(acting.split()) \
                 & (_CLAUSE_BREAKS | _PARTICLES) and not re.fullmatch(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\s*)+", acting):
             n = len(acting.split())
@@ -315,6 +315,16 @@ def _subject_relative_phrase(text: str) -> str | None:
         return None
     adverb = f"{match.group('adverb')} " if match.group("adverb") else ""
     return f"the {noun} that {adverb}{verb} {rest}"
+
+
+def _participle_at(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` reads as the participle (or "be"/"not") after an auxiliary. Inside a noun phrase a
+    determiner opened ("has the screen reader skipped"), a word shaped like one ("screen", "string") is a noun
+    unless it ends the question or a preposition follows it ("the kitchen team removed from sid")."""
+    if not re.fullmatch(rf"{_PARTICIPLE_WORD}|[a-z]{{2,}}ing|be|been|not", words[i]):
+        return False
+    in_phrase = any(w.lower() in _NOUN_PHRASE_OPENERS for w in words[:i])
+    return not in_phrase or i + 1 == len(words) or words[i + 1].lower() in _CLAUSE_BREAKS
 
 
 def _after_subject(aux: str, verb: str) -> str:

@@ -165,8 +165,8 @@ def refuse_foreign_documents(state: Any, folders: Sequence[Path], home: Path) ->
     wanted = [f.resolve() for f in folders]
 
     def ours(record: dict) -> bool:  # under a set folder, or ingested from one (a symlink's target lies elsewhere)
-        path, root = Path(str(record.get("path", ""))), Path(str(record.get("root") or "/nowhere"))
-        return any(path.is_relative_to(f) or root == f for f in wanted)
+        path, root = Path(str(record.get("path", ""))), record.get("root")
+        return any(path.is_relative_to(f) or root and Path(root).is_relative_to(f) for f in wanted)
 
     foreign = sorted({str(r.get("root") or r.get("origin") or r.get("path") or "?")
                       for r in records(state, {"source": "file"}) if not ours(r)})
