@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from opentelemetry import trace as otel_trace
 
 from shared.query import api
 from tests.hostile.test_feedback_hostile import answered, rate, stored
@@ -78,6 +79,7 @@ def test_a_comment_holding_console_markup_is_shown_by_trace_as_the_text_it_is(ga
     query_id = answered(deps)
     comment = '[link=javascript:alert(1)]click[/link] [bold red]LOUD[/] <img src="http://127.0.0.1:9/x">'
     assert rate(server, query_id, {"rating": "down", "comment": comment}).status_code == 200
+    otel_trace.get_tracer_provider().force_flush()  # the gateway's spans batch for 200 ms: in the store first
     shown = run_cli(tmp_path / "home", "trace", query_id, check=False, COLUMNS="400")
     assert "Traceback" not in shown.stderr, shown.stderr
     assert comment in shown.stdout, shown.stdout + shown.stderr  # literally: no link made, no style eaten

@@ -70,3 +70,12 @@ def test_a_module_global_holding_the_pid_is_refused(monkeypatch):
     assert cli_fork._pid_globals() == ""
     monkeypatch.setattr(cli, "_SOMEONES_PID", f"host:{os.getpid()}", raising=False)
     assert "shared.tools.cli._SOMEONES_PID" in cli_fork._pid_globals()
+
+
+def test_a_constant_that_equals_the_pid_is_no_pid_global(monkeypatch):
+    """In a container the pid is small: 1024 is also the synthesis budget prompts.py writes (CI's pid once
+    matched a number in that module's docstring and the check refused a module holding no pid)."""
+    import shared.query.prompts  # noqa: F401 -- the module whose constants and docstring hold 1024
+
+    monkeypatch.setattr(cli_fork.os, "getpid", lambda: 1024)
+    assert cli_fork._pid_globals() == ""
