@@ -83,21 +83,45 @@ def _pid_globals() -> str:
         for attr, value in list(vars(module).items()):
             if isinstance(value, str | int) and not isinstance(value, bool) and not attr.startswith("__") \
                     and pid in re.findall(r"\d+", str(value)) and (name, attr) not in _PER_PROCESS \
-                    and not _written_in(module, pid):
+                    and not _written_in(module, pid) and attr not in _literal_globals(module):
                 return f"{name}.{attr} holds the importing process's pid ({value!r}): add it to _per_process"
     return ""
 
 
+def _source(module: Any) -> str:
+    try:
+        return Path(module.__file__).read_text(encoding="utf-8")
+    except (OSError, TypeError, AttributeError, UnicodeDecodeError):
+        return ""
+
+
 def _written_in(module: Any, number: str) -> bool:
-    """Whether ``number`` is written in ``module``'s source: a constant that happens to equal the pid
-    (a budget of 300 tokens where the pid is 300, as in a container), not a pid computed at import."""
+    """Whether ``number`` is written in ``module``'s source (``2_000`` writes 2000): a constant that happens
+    to equal the pid (a budget of 300 tokens where the pid is 300, as in a container), not a pid computed
+    at import."""
     import re
 
-    try:
-        source = Path(module.__file__).read_text(encoding="utf-8")
-    except (OSError, TypeError, AttributeError, UnicodeDecodeError):
-        return False
+    source = re.sub(r"(?<=\d)_(?=\d)", "", _source(module))
     return re.search(rf"(?<!\d){number}(?!\d)", source) is not None
+
+
+def _literal_globals(module: Any) -> set[str]:
+    """The names ``module`` assigns at its top level a value computed from literals alone (``96 * 1024``,
+    ``1 << 16``): constants whatever they equal (98304 and 65536 are pids a container can have)."""
+    import ast
+
+    try:
+        tree = ast.parse(_source(module))
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        if targets and all(isinstance(part, ast.Constant | ast.BinOp | ast.UnaryOp | ast.operator | ast.unaryop)
+                           for part in ast.walk(node.value)):
+            names.update(target.id for target in targets if isinstance(target, ast.Name))
+    return names
 
 
 # what nearly every command imports after the CLI (its home's stores, the search path, ingest's files,
