@@ -83,7 +83,7 @@ def _pid_globals() -> str:
         for attr, value in list(vars(module).items()):
             if isinstance(value, str | int) and not isinstance(value, bool) and not attr.startswith("__") \
                     and pid in re.findall(r"\d+", str(value)) and (name, attr) not in _PER_PROCESS \
-                    and not _written_in(module, pid) and attr not in _literal_globals(module):
+                    and not _constant(module, attr, pid):
                 return f"{name}.{attr} holds the importing process's pid ({value!r}): add it to _per_process"
     return ""
 
@@ -95,33 +95,57 @@ def _source(module: Any) -> str:
         return ""
 
 
-def _written_in(module: Any, number: str) -> bool:
-    """Whether ``number`` is written in ``module``'s source (``2_000`` writes 2000): a constant that happens
-    to equal the pid (a budget of 300 tokens where the pid is 300, as in a container), not a pid computed
-    at import."""
+def _constant(module: Any, attr: str, number: str, depth: int = 0) -> bool:
+    """Whether ``module``'s global ``attr`` is a constant that happens to equal the pid ``number`` (a budget of
+    300 tokens where the pid is 300, as in a container), not a pid computed at import: the number is written
+    in the module's source (``2_000`` writes 2000), or ``attr`` is assigned an expression of literals and
+    such constants alone (``96 * 1024``, ``8 * _SEQUENCE * _SEQUENCE``), or imported from a module where it
+    is one."""
     import re
 
-    source = re.sub(r"(?<=\d)_(?=\d)", "", _source(module))
-    return re.search(rf"(?<!\d){number}(?!\d)", source) is not None
+    source = _source(module)
+    if re.search(rf"(?<!\d){number}(?!\d)", re.sub(r"(?<=\d)_(?=\d)", "", source)):
+        return True
+    literal, imported = _top_level(source, getattr(module, "__package__", None) or "")
+    if attr in literal:
+        return True
+    origin = imported.get(attr)
+    return origin is not None and origin[0] in sys.modules and depth < 5 \
+        and _constant(sys.modules[origin[0]], origin[1], number, depth + 1)
 
 
-def _literal_globals(module: Any) -> set[str]:
-    """The names ``module`` assigns at its top level a value computed from literals alone (``96 * 1024``,
-    ``1 << 16``): constants whatever they equal (98304 and 65536 are pids a container can have)."""
+def _top_level(source: str, package: str) -> tuple[set[str], dict[str, tuple[str, str]]]:
+    """The names a module's source assigns an expression of literals (and of such names) at its top level,
+    and the names it imports from a module: {name: (module, name there)}."""
     import ast
+    import importlib.util
 
     try:
-        tree = ast.parse(_source(module))
+        tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return set()
-    names: set[str] = set()
+        return set(), {}
+    imported: dict[str, tuple[str, str]] = {}
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-            if isinstance(node, ast.AnnAssign) and node.value is not None else []
-        if targets and all(isinstance(part, ast.Constant | ast.BinOp | ast.UnaryOp | ast.operator | ast.unaryop)
-                           for part in ast.walk(node.value)):
-            names.update(target.id for target in targets if isinstance(target, ast.Name))
-    return names
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            try:
+                origin = importlib.util.resolve_name("." * node.level + node.module, package)
+            except ImportError:
+                continue
+            imported.update({alias.asname or alias.name: (origin, alias.name) for alias in node.names})
+    literal: set[str] = set()
+    grown = True
+    while grown:  # a constant may be written from constants assigned above it
+        grown = False
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) and node.value is not None else []
+            names = {target.id for target in targets if isinstance(target, ast.Name)} - literal
+            if names and all(isinstance(part, ast.Constant | ast.BinOp | ast.UnaryOp | ast.operator | ast.unaryop
+                                        | ast.expr_context) or isinstance(part, ast.Name) and part.id in literal
+                             for part in ast.walk(node.value)):
+                literal |= names
+                grown = True
+    return literal, imported
 
 
 # what nearly every command imports after the CLI (its home's stores, the search path, ingest's files,

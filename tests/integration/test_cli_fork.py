@@ -82,16 +82,17 @@ def test_a_constant_that_equals_the_pid_is_no_pid_global(monkeypatch):
 
 
 def test_no_constant_of_the_cli_s_modules_is_taken_for_the_pid(monkeypatch):
-    """Whatever pid the zygote has, a number the project's modules hold as a constant is no pid: 2000 is
-    written 2_000, 98304 is 96 * 1024 (the check refused to start at those pids, as at 1024 in CI)."""
+    """Whatever pid a test process or the zygote has, a number the project's modules hold as a constant is no
+    pid: 2000 is written 2_000, 98304 is 96 * 1024, the embedder's 524288 is 8 * _MODEL_SEQUENCE ** 2, the
+    gateway's MAX_COMMENT_CHARS is imported (the check refused at those pids, as at 1024 in CI)."""
     import importlib
 
-    for name in (cli_fork.MODULE, *cli_fork._PRELOADED, "shared.query.feedback"):
+    for name in (cli_fork.MODULE, *cli_fork._PRELOADED, "services.gateway.schemas", "shared.adapters.local.embedder"):
         importlib.import_module(name)
     numbers = {value for name, module in list(sys.modules.items()) if name.startswith(("shared", "services"))
                for attr, value in list(vars(module).items())
                if type(value) is int and 1 < value < 4_194_304 and not attr.startswith("__")}
-    assert {2000, 98304, 131072} <= numbers
+    assert {2000, 98304, 131072, 524288} <= numbers
     for number in sorted(numbers):
         monkeypatch.setattr(cli_fork.os, "getpid", lambda number=number: number)
         assert cli_fork._pid_globals() == "", number
