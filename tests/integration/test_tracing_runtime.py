@@ -40,8 +40,20 @@ def system(tmp_path):
         ingest_path(docs, state=local.deps.state, blobs=local.deps.blobs, publisher=local.deps.publisher,
                     clock=local.deps.clock)
         assert runtime.wait_idle(120)
-        yield local, tmp_path / "home"
+        yield local, tmp_path / "home", runtime
     trace.get_tracer_provider().force_flush()
+
+
+def _asked(system, question: str, **kwargs) -> dict:
+    """The query's record once it ended, every span of its trace ended and exported: the synthesizer writes
+    the answer before its delivery's span ends (it publishes AnswerReady in between), so a test that read the
+    spans as soon as the record said answered could miss the synthesizer's (the run's workers are idle once
+    every delivery is acknowledged, after its span)."""
+    local, _, runtime = system
+    record = wait_for_query(local.deps, submit_query(local.deps, question, **kwargs).id, 60).to_doc()
+    assert runtime.wait_idle(60)
+    trace.get_tracer_provider().force_flush()
+    return record
 
 
 def _tree(spans):
@@ -50,11 +62,9 @@ def _tree(spans):
 
 
 def test_a_query_refined_twice_is_one_trace_with_every_stage_of_every_iteration(system):
-    local, _ = system
     EXPORTER.clear()
-    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2).id, 60).to_doc()
+    record = _asked(system, "volcano report", top_k=2)
     assert record["status"] == "answered" and len(record["iterations"]) == 3
-    trace.get_tracer_provider().force_flush()
     spans = [s for s in EXPORTER.get_finished_spans() if s.context.trace_id == int(record["trace_id"], 16)]
     names = [s.name for s in spans]
     assert len({s.context.trace_id for s in spans}) == 1
@@ -109,9 +119,8 @@ def test_one_ingested_item_is_one_trace_from_fetch_to_index(system):
 
 
 def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
-    local, home = system
-    record = wait_for_query(local.deps, submit_query(local.deps, "volcano report", top_k=2).id, 60).to_doc()
-    trace.get_tracer_provider().force_flush()
+    home = system[1]
+    record = _asked(system, "volcano report", top_k=2)
     out = run_cli(home, "trace", record["id"]).stdout
     lines = out.splitlines()
     assert lines[0].startswith(f"trace {record['trace_id']}")
@@ -142,11 +151,9 @@ def test_ragbus_trace_prints_the_waterfall_of_a_query(system):
 
 
 def test_the_trace_shows_the_filters_and_the_time_read_from_the_question(system, tmp_path):
-    local, home = system
+    home = system[1]
     folder = str(tmp_path / "docs")
-    record = wait_for_query(local.deps, submit_query(local.deps, "What is the latest volcano report?", top_k=2,
-                                                     filters={"source": folder}).id, 60).to_doc()
-    trace.get_tracer_provider().force_flush()
+    record = _asked(system, "What is the latest volcano report?", top_k=2, filters={"source": folder})
     lines = run_cli(home, "trace", record["id"]).stdout.splitlines()
     (transformed,) = [line for line in lines if "transformer.query-submitted process" in line]
     assert "time 'latest'" in transformed
