@@ -38,10 +38,12 @@ def test_a_refined_query_is_one_trace_across_the_stage_processes(tmp_path):
         store = SqliteSpanStore(topology.data_home(home) / "traces.db")
         deadline = time.monotonic() + 30  # each process exports its spans in batches
         spans: list[dict] = []
-        while time.monotonic() < deadline:
-            spans = store.spans_of_trace(record["trace_id"])
+        while time.monotonic() < deadline:  # the answer's span, and every span's parent: each process's spans
+            spans = store.spans_of_trace(record["trace_id"])  # reach the store when its own handler ends, in any
+            ids = {s["span_id"] for s in spans}  # order (a transformer's publish may be stored after the answer)
             if any(s["name"] == "synthesizer.query-graded process"
-                   and "rag.answered_from_iteration" in s["attributes"] for s in spans):
+                   and "rag.answered_from_iteration" in s["attributes"] for s in spans) \
+                    and [s["name"] for s in spans if s["parent_id"] not in ids] == ["gateway submit"]:
                 break
             time.sleep(0.5)
     finally:
