@@ -16,6 +16,7 @@ import time
 import httpx
 import pytest
 
+from shared.contract import state_collections
 from tests.support import gateway_on
 
 pytestmark = pytest.mark.hostile
@@ -37,16 +38,25 @@ def test_stopping_the_server_answers_each_waiting_client_in_its_protocol(tmp_pat
             replies["chat"] = httpx.post(f"{url}/v1/chat/completions", timeout=20, json={
                 "model": "ragbus", "messages": [{"role": "user", "content": "Which uid has nobody?"}]})
 
+        streaming = threading.Event()
+
         def watch() -> None:
             lines = []
             with httpx.stream("GET", f"{url}{pending.json()['events_url']}", timeout=20) as stream:
-                lines.extend(stream.iter_lines())  # a stream cut mid-chunk raises here
+                for line in stream.iter_lines():  # a stream cut mid-chunk raises here
+                    lines.append(line)
+                    streaming.set()
             replies["events"] = lines
 
         clients = [threading.Thread(target=f) for f in (ask, chat, watch)]
         for client in clients:
             client.start()
-        time.sleep(1.5)  # each is waiting now
+        # each is waiting now: its question kept (the chat's too) and the stream begun. A fixed 1.5 s was not
+        # always enough on a loaded machine: a client not yet connected was refused, and its reply missing
+        deadline = time.monotonic() + 30
+        while not (streaming.is_set() and deps.state.count(state_collections.QUERIES) == 3) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)  # (a stop between the record kept and the wait begun ends that wait at once, the same)
         started = time.monotonic()
         server.stop()
         for client in clients:
