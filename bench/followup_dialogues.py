@@ -37,7 +37,11 @@ and less NEWS, zstd, node SECURITY, policy control fields, ninja, Python FAQ and
 maintainer guide) was written before 3cf4194 changed the rewrite of options ("base64 -w"), "-eed" nouns, "And how many X?",
 "Which one" of a bare plural, a plural or irregular verb after the asked noun and "And for X?" of the same head noun: right in
 conversation 20/25 both ways (gold standalone 23/25; its 4 rewrites that changed read right now, same outcomes), in fresh the 4 dialogues
-whose rewrites changed 3/4 -> 4/4 (the Jessie dialogue); the other sets' rewrites are unchanged. ``--home`` reuses a kept home, such as the one ``ragbus eval
+whose rewrites changed 3/4 -> 4/4 (the Jessie dialogue); the other sets' rewrites are unchanged. ``bench/followup_fresh7.jsonl`` (30 follow-ups; diffutils, findutils, bash and man-db NEWS,
+OpenSSL ENGINES, libcbor, pip, the annotations, instrumentation and descriptor HOWTOs, debconf, shared libraries, apt, a Spanish
+pro-drop pair, French and German maintainer guides: documents the earlier sets and the dev dialogues barely use) was written before
+the rewrite of "it" after "Which function/option ...?", "the first one", "another one", "since X 2.0" and Spanish pro-drop was changed:
+at 0182edb right in conversation 24/30 (gold standalone 27/30). ``--home`` reuses a kept home, such as the one ``ragbus eval
 --dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
 workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 
