@@ -37,3 +37,32 @@ def test_a_capitalised_word_that_runs_a_sentence_on_is_not_a_heading():
              "and reached the outer planets after twelve years of flight through the dark.")
     reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
     assert "USA" not in [p.text for p in reading.passages]
+
+
+OPTIONS = (
+    "DESCRIPTION",
+    "Count the widgets of each crate named, recursively for crates inside crates.",
+    "-a, --all",
+    "count every widget, not just the blue ones",
+    "--loose-size",
+    "print loose sizes rather than packed ones; although the loose size is usually",
+    "larger, it may be smaller for crates that hold nothing but folded widgets",
+    "-x, --one-crate",
+    "skip crates that sit on other shelves of the store",
+    "-d, --max-depth=N",
+    "print the count for a crate only if it is N or fewer levels below the crate given,",
+    "--max-depth=0 is the same as --summary",
+)
+
+
+def test_a_man_page_s_option_term_starts_a_passage_of_its_own():
+    """A description that ends short of the line's width was joined with the option term below it ("count every
+    widget, not just the blue ones --loose-size"), so the term's own description stood apart from it (newcomer15:
+    du(1) as a PDF, 'skip directories on different file systems --help display this help and exit')."""
+    reading = read_pdf(pdf([text_page(*OPTIONS)]), "application/pdf", "", Limits(ocr=False))
+    texts = [p.text for p in reading.passages]
+    assert "count every widget, not just the blue ones" in texts
+    assert "--loose-size" in texts and "-x, --one-crate" in texts
+    assert "skip crates that sit on other shelves of the store" in texts
+    # a wrapped line that opens with an option but says more is the rest of its sentence, not a term
+    assert any(text.endswith("given, --max-depth=0 is the same as --summary") for text in texts)
