@@ -1036,8 +1036,8 @@ def box_tables(text: str) -> str:
     page's tables: X.Org's protocol specifications) as its rows, one list item each, "column: value; ...":
     a cell's value was read apart from its column's name ("│timeout │CARD32 │60 │" under "│Attribute │Type
     │Default │": newcomer12). A line continues the row above where its first cell is empty, or (within
-    lines not parted by a separator) where it leaves empty a cell the line before filled: a renderer's
-    wrapped cell; any other line is a row, whether separators part every row (X.Org) or none
+    lines not parted by a separator) where its first cell is its only one filled: a renderer's wrapped
+    cell; any other line is a row (an empty cell is a NULL), whether separators part every row (X.Org) or none
     (tabulate's simple_outline, rich's box.SQUARE, psql). A spacer line, every cell empty, is no row. A row
     whose cell count differs from the header's (a footer spanning the columns) stands unlabelled. A
     table not closed by ``└─┘``, or whose cell count changes between lines not parted by a separator,
@@ -1074,9 +1074,10 @@ def _box_rows(lines: list[str], start: int) -> tuple[list[list[str]] | None, int
     header first, and the index of the line after the table (after its ``└─┘``, else its first line that
     is not the table's); rows None if it is not closed by ``└─┘`` or a group of lines between separators
     changes its cell count (a row would be lost or misread). Within a group, a line whose first cell is
-    empty, or that leaves empty a cell the line before filled, continues the row above (a wrapped cell:
-    X.Org's "│Keyboard │16 │" then "│Bell │ │"); any other line starts a row. A line with every cell
-    empty (a spacer) is no row."""
+    empty, or whose first cell is its only one filled under a line that filled others, continues the row
+    above (a wrapped cell: X.Org's "│Keyboard │16 │" then "│Bell │ │"); any other line starts a row, one
+    with an empty cell too (a NULL: "│2 │bob │ │" under "│1 │ann │a@x │"). A line with every cell empty (a
+    spacer) is no row."""
     rows: list[list[str]] = []
     width, before, broken = None, None, False  # the group's cell count, its last line's cells
     for end in range(start, len(lines)):
@@ -1094,7 +1095,7 @@ def _box_rows(lines: list[str], start: int) -> tuple[list[list[str]] | None, int
         width = len(cells)
         if broken or not any(cells):
             continue
-        if before is not None and (not cells[0] or any(p and not c for p, c in zip(before, cells, strict=True))):
+        if before is not None and (not cells[0] or not any(cells[1:]) and any(before[1:])):
             rows[-1] = [" ".join(filter(None, pair)) for pair in zip(rows[-1], cells, strict=True)]
         else:
             rows.append(cells)

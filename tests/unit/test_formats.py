@@ -537,6 +537,22 @@ def test_a_two_row_box_drawn_table_with_a_line_between_rows_joins_a_wrapped_cell
     assert box_tables(text).splitlines() == ["- a: Keyboard Bell; b: 16"]
 
 
+def test_a_box_drawn_row_with_an_empty_cell_is_a_row_of_its_own():
+    # sqlite3's .mode box writes a NULL as an empty cell: the line was read as the wrapped end of the full
+    # row above ("id: 1 2; name: ann bob; mail: a@x"); a line whose first cell alone is filled still wraps
+    from shared.formats.text import box_tables
+
+    text = ("┌────┬──────┬──────┐\n"
+            "│ id │ name │ mail │\n"
+            "├────┼──────┼──────┤\n"
+            "│ 1  │ ann  │ a@x  │\n"
+            "│ 2  │ bob  │      │\n"
+            "│ 3  │      │ c@x  │\n"
+            "└────┴──────┴──────┘")
+    assert box_tables(text).splitlines() == ["- id: 1; name: ann; mail: a@x", "- id: 2; name: bob",
+                                             "- id: 3; mail: c@x"]
+
+
 def test_a_blank_spacer_line_in_a_box_drawn_table_is_no_row():
     # a spacer line below the header was written as an empty item, "- "
     from shared.formats.text import box_tables
