@@ -8,6 +8,7 @@ import json
 import urllib.request
 
 import pytest
+from opentelemetry import trace as otel_trace
 
 from services.gateway.server import serve
 from shared.contract.config import load_settings
@@ -117,6 +118,9 @@ def test_ask_json_prints_the_full_record(gateway):
     assert {"id", "outcome", "answer", "citations", "iterations"} <= set(record)
     assert all({"title", "url", "document_id"} <= set(c) for c in record["citations"])
     assert all({"query", "grade", "timings"} <= set(it) for it in record["iterations"])
+    # this process's runtime works the same bus (its idle workers pull every 50 ms): a stage of the ask may have
+    # run here, its spans batched for 200 ms, so they are put in the store before `ragbus trace` reads it
+    otel_trace.get_tracer_provider().force_flush()
     trace = run_cli(home, "trace", record["id"]).stdout
     assert "transformer.query-submitted process" in trace and "grader.contexts-retrieved process" in trace
 

@@ -6,6 +6,7 @@ a rating from the thread's thumbs, and a second rating replacing the first."""
 from __future__ import annotations
 
 import pytest
+from opentelemetry import trace as otel_trace
 
 from shared.contract import state_collections
 from shared.contract.config import load_settings
@@ -56,6 +57,7 @@ def test_thumbs_down_with_a_comment_is_kept_and_shown_by_ragbus_trace(served, pa
     (kept,) = record["feedback"]
     assert (kept["rating"], kept["comment"], kept["wrong_citations"], kept["expected"]) == (
         "down", COMMENT, [1], "a ranking function")
+    otel_trace.get_tracer_provider().force_flush()  # the query's spans, batched in this process: in the store first
     trace = run_cli(home, "trace", record["id"][:10]).stdout
     assert "rated down" in trace and "wrong citations: [1]" in trace
     assert "comment: " + " ".join(COMMENT.split()) in " ".join(trace.split())  # as text, however it wraps
