@@ -954,3 +954,77 @@ def test_a_phrase_of_another_preposition_with_the_same_head_noun_gives_way():
     # "to system users" and "for ordinary users": one place in the question, not two
     assert resolve("Which shell does frobadd give to system users?", "And for ordinary users?") == (
         "Which shell does frobadd give for ordinary users?", "ellipsis")
+
+
+@pytest.mark.parametrize("earlier, answer, follow_up, expected", [
+    # "it" after "Which function does X use ...?" is the function the answer named (else the function X uses), not X
+    ("Which function does libfrob use to parse headers?", "libfrob uses frob_parse_headers() to parse headers. [1]",
+     "What does it return?", "What does the frob_parse_headers() function libfrob uses to parse headers return?"),
+    ("Which function does libfrob use to parse headers?", "", "What does it return?",
+     "What does the function libfrob uses to parse headers return?"),
+    # a past event ("Which option did quux 2.1 add ...?"): "it" is the option it brought, the verb in the past
+    ("Which option did quux 2.1 add to skip empty lines?", "", "What does it require as argument?",
+     "What does the option quux 2.1 added to skip empty lines require as argument?"),
+    ("Which hook did Frob 3.0 drop from the installer?", "", "Why was it dropped?",
+     "Why was the hook Frob 3.0 dropped from the installer dropped?"),
+    ("Which flag did frob and zap get in Quux 1.2?", "", "What is its short form?",
+     "What is the short form of the flag frob and zap got in Quux 1.2?"),
+    # "class" after the asked noun is a noun, not the verb ("Which method of the Zap class makes ...")
+    ("Which method of the Zap class makes it iterable?", "", "What does it always return?",
+     "What does the method of the Zap class that makes it iterable always return?"),
+    # the answer's first sentence names it, not a later one ("This function ..." is no name)
+    ("Which function does Quux 2.0 add for reading tags?",
+     "Quux 2.0 adds a new function: quux.read_tags(). This function can also merge them. [1]", "What if it is missing?",
+     "What if the quux.read_tags() function Quux 2.0 adds for reading tags is missing?"),
+])
+def test_it_after_which_function_is_the_function(earlier, answer, follow_up, expected):
+    assert standalone_question(follow_up, [ConversationTurn(earlier, answer)]).question == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "In which X version was the Y introduced?": "it" is the Y, not the name beside "which"
+    ("In which Frob version was the ZAP API introduced?", "And in which version was it removed?",
+     "In which version was the ZAP API removed?"),
+    # an adverb before "be" is no subject: "the quux codecs that can always be loaded"
+    ("Which quux codecs can always be loaded?", "How are they configured?",
+     "How are the quux codecs that can always be loaded configured?"),
+    # "the first one" of the asked plural
+    ("Which two options did frobctl 2.0 add for paging?", "What does the first one default to?",
+     "What does the first of the two options frobctl 2.0 added for paging default to?"),
+])
+def test_the_earlier_subject_is_the_phrase_the_question_asked_of(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "since X 2.0" is a version's scope like "in X 2.0"; "In X 2.0, ..." opening the question too
+    ("Which exit code does zapctl return on a timeout, since Zap 2.0?", "And before?",
+     "Which exit code did zapctl return on a timeout, before Zap 2.0?"),
+    ("In Zap 2.0, what does zapctl print on a timeout?", "And before Zap 2.0?",
+     "Before Zap 2.0, what does zapctl print on a timeout?"),
+])
+def test_before_asks_of_the_version_scope_the_question_opened_with(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # Spanish drops the subject: a follow-up of third-person verbs alone is asked of the earlier noun phrase
+    ("¿Qué son los ficheros de zap?", "¿Cómo se instalan?", "¿Cómo se instalan los ficheros de zap?"),
+    ("¿Qué es el servicio quux?", "¿Y dónde se configura?", "¿Dónde se configura el servicio quux?"),
+])
+def test_a_spanish_follow_up_without_its_subject_takes_the_earlier_one(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "pro-drop")
+
+
+@pytest.mark.parametrize("follow_up", ["¿Cómo instalo paquetes?", "¿Qué es un paquete fuente?", "¿Cómo funciona dpkg?"])
+def test_a_spanish_question_with_its_own_subject_is_left_alone(follow_up):
+    assert resolve("¿Qué es el servicio quux?", follow_up) == (follow_up, "self-contained")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # the subject's head gives way, the named place it is in stays ("k2 in FROB25": "b in FROB25")
+    ("What is k2 in FROB25?", "And b?", "What is b in FROB25?"),
+    ("What is the default timeout in quuxd?", "And the retry count?", "What is the retry count in quuxd?"),
+])
+def test_an_ellipsis_keeps_the_place_the_earlier_subject_was_in(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

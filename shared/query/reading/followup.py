@@ -1,14 +1,13 @@
 """The offline rule that turns a follow-up question into one that stands on its own (en, de, fr, es).
 
-"What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is asked as "What is the maximum of the ack
-deadline in Pub/Sub?"; a self-contained question is left as typed. Pure: text in, text out. A word or phrase of the
-follow-up that stands for something of the earlier turn gives way to the earlier phrase of its number and role: "it"
-as a subject the earlier subject, "it" as an object or "that" what was asked for ("which editor does git use": the
-editor git uses; the earlier answer's value when it names one), "they" the plural noun phrase, a noun after "that"
-the earlier phrase of its head, a fragment ("what about X?", "same for X?") the earlier phrase it parallels. A rewrite
-must read as a question (:func:`_well_formed`); one that does not, or a word with nothing to stand in its place, is
-asked with the earlier question after it in brackets.
-"""
+"What is the ack deadline in Pub/Sub?" then "And what is its maximum?" is asked as "What is the maximum of the ack deadline in
+Pub/Sub?"; a self-contained question is left as typed. Pure: text in, text out. A word or phrase of the follow-up that stands
+for something of the earlier turn gives way to the earlier phrase of its number and role: "it" as a subject the earlier subject
+(the function or option "which function/option ..." asked for), "it" as an object or "that" what was asked for ("which editor
+does git use": the editor git uses; the earlier answer's value when it names one), "they" the plural noun phrase, a noun after
+"that" the earlier phrase of its head, a fragment ("what about X?") the earlier phrase it parallels, a Spanish question with no
+subject the earlier one. A rewrite must read as a question (:func:`_well_formed`); one that does not, or a word with nothing to
+stand in its place, is asked with the earlier question after it in brackets."""
 
 from __future__ import annotations
 
@@ -49,6 +48,7 @@ _CLAUSE_BREAKS = frozenset("when if to for in on with from by at as after before
 _PARTICLES = frozenset("for to with about on in of at from".split())
 _RESULTATIVE = frozenset("make makes keep keeps leave leaves render renders get gets turn turns set sets".split())
 _AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
+_ADVERBS = re.compile(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\s*)+")
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
 _HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
 _PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
@@ -62,24 +62,21 @@ _WHICH = "|".join(sorted({w for rules in RULES.values() for w in rules.which}, k
 _TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#](?:\(\))?|[\w](?:\(\))?", re.UNICODE)
 _TRAILING = re.compile(r"[\s?!.¿¡]+$")
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
-_VERSION_SCOPE = re.compile(r"\b(?:in|of|for)\s+(?P<scope>(?:[A-Za-z][\w+-]*\s+)?v?\d+(?:\.\d+)*[a-z]?)\b")
+_VERSION_SCOPE = re.compile(r"\b(?i:in|of|for|since)\s+(?P<scope>(?:[A-Za-z][\w+-]*\s+)?v?\d+(?:\.\d+)*[a-z]?)\b")
 _CONTRACTED = re.compile(r"(?i)\b(what|where|how|who|when|why|that|it|there)['’]s\b")
-# "(and) when the command cannot be found": a condition, not a when-question (no auxiliary after "when"), nor a
-# leading clause ("if X fails, what ...")
+# "(and) when the command cannot be found": a condition (no auxiliary after "when"), nor a leading clause ("if X fails, ...")
 _CONDITION_CLAUSE = re.compile(rf"(?i)^(?:when|whenever|if|unless)\s+(?!(?:{'|'.join(_AUXILIARIES)})\b)\S+\s+[^,]+$")
 _CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
 _PARTICIPLE_WORD = r"(?:[a-z]+(?:(?<!e)ed|en)|set|unset|reset|put|read|run|kept|left|sent|built|found|made|held|meant)"
 _PARTICIPLE = re.compile(rf"\s+{_PARTICIPLE_WORD}\s+(?:for|in|as|on|of|by|to|with|from)$")  # "X used for", "X set to"
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
 _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,4}?)"
-                         r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$",
-                         re.IGNORECASE)
+                         r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$", re.IGNORECASE)
 # "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
-_SUBJECT_ASKED = re.compile(
-    r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
+_SUBJECT_ASKED = re.compile(r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
     r"(?:(?P<adverb>[a-z]+ly)\s+)?"
-    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:s|ed)|[A-Z]+s(?=\s+(?:the|an?)\s)|"
-    r"made|took|gave|brought|became|began|came|broke|chose|wrote|kept|left|sent|built|found|held|got|ran|grew|won)\s+"
+    r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:(?<![su])s|ed)|[A-Z]+s(?=\s+(?:the|an?)\s)|"
+    rf"{'|'.join(sorted(w.split(':')[1] for w in EN.past))})\s+"
     r"(?P<rest>\S.*)$")
 _ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
                          r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
@@ -199,8 +196,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     if rules is EN and (relative := demonstrative and _relative_phrase(text) or _subject_relative_phrase(text)):
         return relative, False
     if rules is EN and (event := re.match(r"(?i)what\s+happen(?:s|ed)?\s+(?:when|if)\s+(?P<s>.+)", text)):
-        # "What happens when I create an X ...": "that" is the event, a clause that names it; "it" is the X, or the
-        # clause's subject ("when a delay is less than 1": a delay)
+        # "What happens when I create an X ...": "that" is the event (a clause); "it" the X, or the clause's subject ("a delay is")
         acted = rules.personal.match(event.group("s")) or re.match(r"(?P<s>.+?)\s+(?:is|are|was|were|has|have)\b", event.group("s"))
         return (text[0].lower() + text[1:]) if demonstrative or not acted else acted.group("s"), False
     if rules is EN and demonstrative and (what := _WHAT_ACTS.match(text)) and what.group("y").lower() not in _DETERMINERS:
@@ -235,8 +231,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             phrase = _noun_phrase_before_verb(words) if rules is EN and words[0].lower() not in _CLOSED else None
             if phrase and len(phrase.split()) <= 3 and (named_runs(phrase, opening=False) or re.search(r"['’]s\s", phrase)
                                                         or re.fullmatch(r"[a-z]+(?:ed|en|pt)", words[-1])):
-                # "Where does less 590 look for ...", "When is postrm purge called", "Where is ssh's host key kept":
-                # a named subject, a possessive's, or a passive's
+                # a named subject, a possessive's or a passive's: "Where does less 590 look", "Where is ssh's host key kept"
                 return phrase, False
             if rules is EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
                     and words[1].islower() and words[0].lower() not in _CLOSED | _PRONOUNS | set(_DETERMINERS):
@@ -269,16 +264,16 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
 
 
 def _relative_phrase(text: str) -> str | None:
-    """"Which wildcards can the Files field use" as "the wildcards the Files field can use"; None
-    unless the clause's subject opens with a determiner, is a personal pronoun or a named thing, and its verb
+    """"Which wildcards can the Files field use" as "the wildcards the Files field can use" ("did add": "added"); None
+    unless the clause's subject opens with a determiner, is a personal pronoun, a named thing or two ("X and Y"), and its verb
     comes right before a word that opens an adverbial or ends the question."""
     match = _ASKED_NOUN.match(text)
     words = match.group("s").split() if match else []
     subject = _noun_phrase_before_verb(words) if words else None
-    if subject is None or match.group("aux").lower() == "did" or words[0].lower() in ("be", "been", "not"):
+    if subject is None or words[0].lower() in ("be", "been", "not") or _ADVERBS.fullmatch(subject):  # "can always be loaded"
         return None
-    verb_at, named = len(subject.split()), named_runs(subject)
-    if verb_at > 4 or words[0].lower() not in _NOUN_PHRASE_OPENERS and named != [(0, len(subject))] and verb_at > 1:
+    verb_at, named = len(subject.split()), named_runs(subject, opening=False)
+    if verb_at > 4 or words[0].lower() not in _NOUN_PHRASE_OPENERS and named != [(0, len(subject))] and verb_at > 1 and " and " not in subject:
         return None
     phrase = [*words[:verb_at], _after_subject(match.group("aux"), words[verb_at]), *words[verb_at + 1:]]
     return f"the {' '.join(match.group('noun').split())} {' '.join(phrase)}"
@@ -303,7 +298,7 @@ def _subject_relative_phrase(text: str) -> str | None:
         after, be = rest.split()[1:], first.lower() in ("is", "are", "was", "were", "has", "have", "had")
         at = next((i for i, w in enumerate(after[:4]) if _participle_at(after, i)), None)
         if (acting := " ".join(after[:at or 0]) if at is not None or be else _noun_phrase_before_verb(after)) and not set(acting.split()) \
-                & (_CLAUSE_BREAKS | _PARTICLES) and not re.fullmatch(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\s*)+", acting):
+                & (_CLAUSE_BREAKS | _PARTICLES) and not _ADVERBS.fullmatch(acting):
             n = len(acting.split())
             return f"the {noun} {verb} that {' '.join([acting, _after_subject(first, after[n]), *after[n + 1:]])}"
         return None if acting is None else f"the {noun} {verb} that {rest}"
@@ -329,7 +324,8 @@ def _participle_at(words: list[str], i: int) -> bool:
 
 def _after_subject(aux: str, verb: str) -> str:
     """``verb`` after its subject, ``aux`` gone: "does use" as "uses", "do use" as "use"; a modal stays ("can use")."""
-    aux = aux.lower()
+    if (aux := aux.lower()) == "did":  # "add" as "added", "drop" as "dropped", "get" as "got"
+        return dict(w.split(":") for w in EN.past).get(verb) or verb + ("d" if verb.endswith("e") else verb[-1] * bool(re.fullmatch(r"[^aeiou]*[aeiou][bdgmnpt]", verb)) + "ed")
     if aux != "does":
         return verb if aux == "do" else f"{aux} {verb}"
     return {"have": "has", "be": "is"}.get(verb) or (verb + "es" if verb.endswith(("s", "sh", "ch", "x", "z", "o")) else
@@ -352,8 +348,7 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
             return Resolution(_finish(then, typed, "?"), resolved.rule, resolved.subject) if then else resolved
         if resolved is not None:  # a splice that does not read as a question: the safe form instead
             break
-    # "When was that series broadcast?": nothing to put in its place, so the earlier question follows in brackets (the
-    # word that points back: a language's ``referring``)
+    # "When was that series broadcast?": nothing to put in its place (``referring``), so the earlier question follows in brackets
     referring = (resolved.subject or earlier) if resolved else None if NEW_TOPIC.match(_bare(typed)) else next(
         (m.group().lower() for c in _codes(typed, earlier) if (m := RULES[c].referring.search(_bare(typed)))), None)
     if referring is None:
@@ -389,19 +384,17 @@ def _identified(earlier: str, subject: str, answer: str) -> str | None:
     vendor"), else the one name there the question lacks, not in a list. None when there is none or several."""
     asked = _ASKS_WHICH.match(earlier)
     words = subject.split()
-    if asked is None or len(words) < 2 or words[0].lower() != "the" \
-            or words[1].lower() != asked.group("noun").split()[0].lower():
+    if asked is None or len(words) < 2 or words[0].lower() != "the" or words[1].lower() != asked.group("noun").split()[0].lower():
         return None
     head = re.escape(asked.group("noun").split()[-1])
     text = " ".join(" ".join(answer_paragraphs(answer)).split())
-    first = text[: mark.start()] if (mark := _CITATION.search(text)) else text  # its first quoted sentence
+    first = re.split(r"(?<=[.!])\s+(?=[A-Z])", text[: mark.start()] if (mark := _CITATION.search(text)) else text)[0]  # its first sentence
     known = {w.lower() for w in _TOKEN.findall(earlier)}
     # a name among others ("tools like xz, lzip and bzip2") is mentioned, not what was asked for
     names = [(a, b) for a, b in named_runs(first) if not all(w.lower() in known for w in _TOKEN.findall(first[a:b]))
              and "," not in first[a:b] and not re.search(r"(?:,|\band|\bor)\s*$", first[:a])
              and re.search(r"[^\W\d_]", first[a:b]) and not re.search(r"[:;]\s", first[a:b])]
-    # a capitalised word that opens a clause ("Urgency: This is ...") is a name only beside the head noun ("Acme,
-    # a mirror vendor")
+    # a capitalised word opening a clause ("Urgency: This is ...") is a name only beside the head noun ("Acme, a vendor")
     new = [first[a:b] for a, b in names if not (first[a:b].isalpha() and first[a + 1:b].islower()
                                                 and re.search(r"[:.;!?]\s*$", first[:a]))]
     beside = [run for run in (first[a:b] for a, b in names) if re.search(rf"(?i)(?:{re.escape(run)}(?:,\s+(?:an?|the)(?:\s+[\w-]+){{0,2}})?\s+{head}|"
@@ -473,8 +466,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             return Resolution(_finish(stripped, typed, mark), "pronoun", person)
         if person in _referent(earlier, language)[0]:
             return None  # "How did he describe it?": one phrase cannot stand for both
-    one = _WHICH_ONE.match(stripped) if rules is EN else None
-    if one and one.group("x").split()[0].lower() in rules.prepositions:
+    if rules is EN and (one := _WHICH_ONE.match(stripped)) and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
     for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _same_frame, _doing):
         found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
@@ -506,24 +498,31 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         subject = (_relative_phrase(base) if rules is EN and _ASKS_WHICH.match(base) else None) or subject  # "which X": that X
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
-    return None
+    # Spanish drops the subject: "¿Cómo se distribuyen?", third-person verbs alone, after them the earlier noun phrase
+    verbs = [w for w in content if not (w.endswith("mente") or rules.frame.fullmatch(w) or w in rules.prepositions)] if language == "es" else []
+    subject = re.search(r"(?i)\b(?:el|la|los|las)\s[^,;:]+", base) if 0 < len(verbs) <= 2 and all(re.search(r"(?:[aeáé]n?|ó|í)$", w) for w in verbs) \
+        and not named_runs(stripped) and not re.search(r"(?i)\b(?:el|la|los|las|un|una)\b", stripped) else None
+    return Resolution(_finish(f"{stripped} {subject.group()}", typed, mark), "pro-drop", subject.group()) if subject else None
 
 
 def _standing_for(text: str, earlier: str, base: str, language: str, answer: str) -> tuple[str, bool]:
     """What the pronouns of ``text`` stand for in the earlier question, and whether that is a clause (kept in context)."""
     rules = RULES[language]
-    # "that", and "it" as an object ("how do I change it") after "which X does Y verb" (X its object), stand
-    # for what was asked: the X Y verbs; "it" as a subject ("what does it bring") stands for Y
+    # "that", and "it" as an object ("how do I change it") after "which X does Y verb" (X its object), stand for what was
+    # asked: the X Y verbs; "it" as a subject ("what does it bring") for Y, unless X is a function or option (below)
     demonstrative = language == "en" and (_DEMONSTRATIVE.search(text) is not None and _TOPIC_PRONOUN.search(text) is None
                                           or (_OBJECT_IT.search(text) or _PASSIVE_IT.search(text))
                                           and (_relative_phrase(base) is not None or _WHAT_ACTS.match(base)))
     subject, clause = _referent(earlier, next(c for c in (detect_language(earlier), language) if c in RULES), demonstrative=demonstrative)
-    # "Why must X be Y?" then "What does that mean?": "that" is the claim, a clause, not X; so is "that" as the
-    # subject of a verb with an object ("What does that let it do?", "Did that change the default?")
-    clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None \
-        or _THAT_ACTS.search(text) is not None
+    # "that" is a claim, a clause: after "Why must X be Y?" ("What does that mean?"), before a verb and object ("Did that change it?")
+    clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None or _THAT_ACTS.search(text) is not None
     if not subject:
         return subject, clause
+    # "it" after "Which function does X use?", "Which option did X add?" is that function or option (as the answer named it)
+    asked = _ASKED_NOUN.match(base) if not demonstrative and language == "en" else None
+    if asked and (asked.group("aux").lower() == "did" or asked.group("noun").split()[-1].lower() in EN.named_nouns
+                  and not _VERSION.search(base)) and (relative := _relative_phrase(base)):
+        return _identified(earlier, relative, answer) or relative, False
     subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
     head, _, owner = subject.partition(f" {rules.of} ") if rules is EN else ("", "", "")
     if owner and (_plural(head) and not _plural(owner) and not {w.lower() for w in re.findall(r"\w+", text)} & _PLURAL
@@ -536,7 +535,8 @@ def _in_time(base: str, text: str, rules: Language) -> str | None:
     """A time asked of ``base``'s version ("How is X buffered in Python 3.9?"): ``text`` "before", "before 3.9" asks
     "How was X buffered before Python 3.9?"; a question ending "before" ("What did it use before?"), before Python 3.9."""
     when = re.fullmatch(r"(?i)(?P<q>.+\s)?(?P<prep>before|prior\s+to|after|since|until|earlier|previously)(?:\s+(?P<x>\S.*))?", text)
-    scope = ([s for s in _VERSION_SCOPE.finditer(base) if s.group("scope") not in text] or [None])[-1] if rules is EN and when else None
+    scopes = list(_VERSION_SCOPE.finditer(base)) if rules is EN and when else []
+    scope = ([s for s in scopes if s.group("scope") not in text] or scopes or [None])[-1]
     x = when and when.group("x") and named_runs(when.group("x"), opening=False)
     if scope is None or x is not None and (when.group("q") or not x or when.group("x")[x[-1][0]: x[-1][1]].lower()
                                            not in scope.group("scope").lower()):
@@ -659,17 +659,16 @@ def _one_of(text: str, base: str, answer: str = "") -> tuple[str, str, str] | No
     """``text`` with "one" standing for one of the earlier plural noun phrase: "Which one is ..." after
     "Which two flavours does BLAKE2 come in?" asks "Which of the two flavours BLAKE2 comes in is ...", "Is
     one written ..." after "Where does Python write .pyc files?" asks "Is a .pyc file written ..."."""
-    plural = _plural_phrase(base)
-    which = re.match(r"(?i)^(which|what)\s+one\b", text)
+    plural, asked = _plural_phrase(base), _ASKED_NOUN.match(base) or _ASKS_WHICH.match(base)
+    which = re.search(r"(?i)^(which|what)\s+one\b|\b(the\s+(?:first|second|third|last))\s+one\b", text)  # "the second of the two ..."
     if plural is None or which is None and not re.search(r"(?i)(?:^(?:is|was|are|can|does)\s+|\b(?:for|of|to|with|on|get|want|"
                                                        r"need|use|ask|add|remove|delete|create|install|load|unload|"
                                                        r"enable|disable|pick|choose)\s+)one\b(?!\s+(?:of|another)\b)", text):
         return None
     if which is not None:
-        asked = _ASKED_NOUN.match(base) or _ASKS_WHICH.match(base)
         if asked is None or not _plural_noun(asked.group("noun").split()[-1]) or not _OPENS_PHRASE.match(plural):
             return None  # not "Which of options ...": a plural without its determiner says too little
-        return f"{which.group(1)} of {plural}{text[which.end():]}", "pronoun", plural
+        return f"{text[: which.start()]}{which.group(1) or which.group(2)} of {plural}{text[which.end():]}", "pronoun", plural
     words = plural.split()
     words = [] if len(words) > 4 else words[1:] if words[0].lower() in (*_DETERMINERS, "many", "some", "all", "two", "three") else words
     if not words:
@@ -849,8 +848,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
     attribute = not content or all(w in rules.relational for w in content)
     fragment_names = named_runs(fragment, opening=False)
     runs = named_runs(base)
-    # the name of the fragment's shape ("IPv6" for "IPv4"), else the asked one, else the last when the fragment is a name
-    # ("the Image service"), not a phrase of one ("the number of Blocks")
+    # the name of the fragment's shape ("IPv6" for "IPv4"), else the asked one, else the last for a name (not "the number of X")
     shaped = [r for r in runs if os.path.commonprefix([base[r[0]: r[1]].lower(), fragment.lower()])[2:]]
     shaped += [r for r in runs if _ASKED_BEFORE.search(base[: r[0]])] + runs[-1:] * (not set(fragment.split()) & rules.prepositions)
     if fragment_names and shaped:
@@ -881,7 +879,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         return Resolution(_finish(base.replace(plural, fragment, 1), earlier, mark), rule, plural)
     if not attribute and not clause and not leans and not fragment_names and subject in base:
         # the subject's head gives way; what it is "of" stays ("the default maximum depth of ... of xsltproc")
-        head = subject.rsplit(f" {rules.of} ", 1)[0]
+        head = re.sub(r"\s+(?:in|for|on)\s+\S+$", "", subject.rsplit(f" {rules.of} ", 1)[0])  # "k1 in BM25": k1
         return Resolution(_finish(base.replace(head, fragment, 1), earlier, mark), rule, head)
     first, _, rest = fragment.partition(" ")
     if rest and first.lower() in rules.possessive_articles:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 from shared.query.reading.translation import lexicon_table
 
@@ -38,18 +39,18 @@ class Language:
     # "does X have a Y": the Y a yes/no question asks X about (group "x" names X, "y" is Y)
     yes_no_object: re.Pattern[str] | None = None
     what_is: str = "What is"  # "what is X" opening a question about a named value
+    named_nouns: frozenset[str] = frozenset()  # nouns a name answers ("which function": its name is the subject after)
+    past: frozenset[str] = frozenset()  # irregular verbs and their past tense, "make:made"
 
 
 _LISTS = lexicon_table("followup_words.tsv", ("language", "list", "words"))
+_p = partial(re.compile, flags=re.IGNORECASE | re.UNICODE)  # a question pattern: case is no part of it
 
 
 def _lists(language: str) -> dict[str, frozenset[str]]:
-    """``language``'s word lists (relational, stop, prepositions, which), from ``lexicon/followup_words.tsv``."""
+    """``language``'s word lists (relational, stop, prepositions, which, scale; English's named_nouns and past), from
+    ``lexicon/followup_words.tsv``."""
     return {name: frozenset(words.split()) for code, name, words in _LISTS if code == language}
-
-
-def _p(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE | re.UNICODE)
 
 
 EN = Language(
@@ -63,7 +64,8 @@ EN = Language(
         _p(r"^(?:tell\s+me\s+about|explain|describe|define)\s+(?P<s>.+)$"),
     ),
     other=(
-        _p(r"^(?:how|why|when|where|what|which|who)\s+(?:much|many|long|often|big|large|fast|well)?\s*"
+        _p(r"^(?:(?:in|on|at|from|for|by|since|until|under)\s+(?=(?:which|what)\s+(?:\w+\s+){0,3}?(?:is|are|was|were)\s))?"
+           r"(?:how|why|when|where|what|which|who)\s+(?:much|many|long|often|big|large|fast|well)?\s*"
            r"(?:\w+\s+){0,3}?(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have|had)\s+(?P<s>.+)$"),
         _p(r"^(?:does|do|did|is|are|was|were|can|could|should|would|will|has|have)\s+(?P<s>.+)$"),
     ),
