@@ -24,8 +24,20 @@ from shared.formats.registry import Limits
 RATIO_FLOOR_BYTES = 1024 * 1024
 
 
+#: an OLE compound file's signature: a legacy .doc/.xls/.ppt, or a password-protected .docx/.xlsx/.pptx
+#: (Office encrypts the zip into an OLE file's "EncryptedPackage" stream)
+OLE_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
+
+
 def open_zip(raw: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
     """``raw`` as a zip archive whose entries stay within ``limits``; :class:`InvalidInput` otherwise."""
+    if raw.startswith(OLE_SIGNATURE):
+        if _ENCRYPTED_PACKAGE in raw:
+            raise InvalidInput(f"the {what} file is password-protected (encrypted by Office), which ragbus cannot "
+                               "read; save a copy without the password and ingest that")
+        raise InvalidInput(f"the {what} file is a legacy binary Office file (OLE) under a modern name, which "
+                           "ragbus does not read; open it and save it in the modern format, then ingest that")
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:

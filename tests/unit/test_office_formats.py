@@ -199,6 +199,22 @@ def test_legacy_office_files_are_refused_by_name_with_the_reason(media, modern):
         read_content(b"\xd0\xcf\x11\xe0", media, "file:///old")
 
 
+def test_an_ole_file_under_a_modern_name_is_named_for_what_it_is():
+    """A .doc saved as .docx, or a password-protected .docx (Office encrypts the zip into an OLE file), was
+    refused as 'not a valid zip container (File is not a zip file); it is damaged or not what its name says'
+    (newcomer15): neither is damaged, and the one thing to do differs."""
+    from shared.formats.containers import open_zip
+    from shared.formats.registry import Limits
+    ole = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600
+    with pytest.raises(InvalidInput, match="Word file is a legacy binary Office file \\(OLE\\) under a modern name"):
+        open_zip(ole, Limits(), "Word")
+    encrypted = ole + "EncryptedInfo EncryptedPackage".encode("utf-16-le") + b"\x00" * 64
+    with pytest.raises(InvalidInput, match="Excel file is password-protected .*save a copy without the password"):
+        open_zip(encrypted, Limits(), "Excel")
+    with pytest.raises(InvalidInput, match="not a valid zip container"):  # anything else as before
+        open_zip(b"PK\x03\x04 cut short", Limits(), "Word")
+
+
 def test_a_spreadsheet_with_a_cell_in_its_far_corner_reads_its_cells_at_once():
     """openpyxl pads a read-only sheet's rows to the size its farthest cell (or its <dimension>) sets, and
     fills each missing row between: a 6 kB workbook with one cell at XFD1048576 was refused after 120 s
