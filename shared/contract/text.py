@@ -147,6 +147,10 @@ def searched_as(question: str, query: str) -> str:
 _BIDI_CONTROLS = "\u202a-\u202e\u2066-\u2069"
 _CONTROL_RE = re.compile(rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200d\u2060\ufeff{_BIDI_CONTROLS}]")
 _BIDI_RE = re.compile(f"[{_BIDI_CONTROLS}]")
+# Characters that end a line though they are not "\n" (Python's str.splitlines takes them all): form feed and
+# vertical tab, the file/group/record separators, NEL (EBCDIC's newline) and Unicode's line and paragraph
+# separators. Dropped with the control characters, they glued the words on either side ("seconds.\fThe port").
+_LINE_BREAKS_RE = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028]")
 
 
 def without_bidi_controls(text: str) -> str:
@@ -171,10 +175,17 @@ def fold_width(text: str) -> str:
     return text.translate(_WIDTH)
 
 
+def line_breaks_as_newlines(text: str) -> str:
+    """``text`` with every line break ``\\n``: CR LF, CR, form feed, NEL, U+2028 ... (a paragraph separator,
+    U+2029, a blank line)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2029", "\n\n")
+    return _LINE_BREAKS_RE.sub("\n", text)
+
+
 def normalize_text(text: str) -> str:
     """Unix newlines, no control characters, fullwidth ASCII folded, single spaces, at most one blank
     line in a row."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = line_breaks_as_newlines(text)
     text = fold_width(unicodedata.normalize("NFC", text))
     text = _CONTROL_RE.sub("", text)
     text = _SPACES_RE.sub(" ", text)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from shared.contract.errors import InvalidInput
 from shared.contract.text import (
+    line_breaks_as_newlines,
     normalize_text,
     opens_code_element,
     without_code_elements,
@@ -1023,7 +1024,7 @@ def _man_page_name(lines: list[str]) -> str:
 def extract_plain(text: str) -> CleanDocument:
     """Plain text with its wrapped lines joined and its box-drawn tables read as rows; its heading is its
     title (else none is stated)."""
-    text = without_terminal_formatting(text)
+    text = line_breaks_as_newlines(without_terminal_formatting(text))
     return CleanDocument(body=normalize_text(join_wrapped(box_tables(text))), title=plain_title(text))
 
 

@@ -47,3 +47,18 @@ def test_a_tables_rows_are_set_apart_and_prose_stays_as_it_is() -> None:
     text = "Command     Description\nping        The ICMP network test utility\nA wrapped\nparagraph line."
     assert rows_apart(text) == ("Command     Description\n\nping        The ICMP network test utility\n\n"
                                 "A wrapped\nparagraph line.")
+
+
+def test_form_feeds_nels_and_unicode_separators_end_lines_not_glue_words():
+    """Form feed, vertical tab, NEL (EBCDIC's newline) and U+2028/U+2029 were dropped as control characters, so
+    the words on either side ran together ("every 23 seconds.The port is 6060.Done.") and a title ended by U+2029
+    was not found (newcomer15)."""
+    from shared.contract.text import normalize_text
+    from shared.formats.text import extract_plain
+
+    doc = extract_plain("Spool notes\u2029\u2029The spool lives in /var/spool/sep.\u2028It is flushed every 23 "
+                        "seconds.\x0c\x0bThe port is 6060.\x85Done.\n")
+    assert doc.title == "Spool notes"
+    assert "seconds.The" not in doc.body and "6060.Done" not in doc.body
+    assert doc.body.splitlines()[-2:] == ["The port is 6060.", "Done."]
+    assert normalize_text("one\x0ctwo\u2029three") == "one\ntwo\n\nthree"
