@@ -41,7 +41,10 @@ whose rewrites changed 3/4 -> 4/4 (the Jessie dialogue); the other sets' rewrite
 OpenSSL ENGINES, libcbor, pip, the annotations, instrumentation and descriptor HOWTOs, debconf, shared libraries, apt, a Spanish
 pro-drop pair, French and German maintainer guides: documents the earlier sets and the dev dialogues barely use) was written before
 the rewrite of "it" after "Which function/option ...?", "the first one", "another one", "since X 2.0" and Spanish pro-drop was changed:
-at 0182edb right in conversation 24/30 (gold standalone 27/30). ``--home`` reuses a kept home, such as the one ``ragbus eval
+at 0182edb right in conversation 24/30 (gold standalone 27/30); after 86417e0 ("it" after "Which function/option ...?" or "Which N did X
+add?" as that function or option, "since X 2.0", "k1 in BM25" then "And b?", Spanish pro-drop) 25/30, fresh5 16/20 -> 17/20, the other
+sets unchanged (fresh 28/38, fresh2 11/16, fresh3 23/31, fresh4 21/30, fresh6 21/25), the dev dialogues unchanged (a 33/48, b 29/44,
+d 13/22). ``--home`` reuses a kept home, such as the one ``ragbus eval
 --dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
 workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 
