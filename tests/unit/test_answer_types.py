@@ -347,6 +347,18 @@ def test_a_date_or_a_name_stated_for_another_event_is_not_the_asked_one():
     assert sentence_states("Debian 5.0 was released in February 2009, with Steve McIntyre as Project Leader.", leader)
 
 
+def test_a_version_in_the_clause_of_another_event_is_not_the_asked_events():
+    # the sentence names the asked event, but the version belongs to the clause of another one
+    dropped = "Which Zorp release dropped the --legacy-tls switch?"
+    assert not sentence_states("The --legacy-tls switch, introduced in Zorp 4.2, was dropped last year.", dropped)
+    assert not sentence_states("Zorp 4.2 introduced the --legacy-tls switch and a later release dropped it.", dropped)
+    assert sentence_states("The --legacy-tls switch, introduced in Zorp 4.2, was dropped in Zorp 5.0.", dropped)
+    assert sentence_states("In Zorp 5.0, the --legacy-tls switch was dropped.", dropped)  # a clause naming no event
+    assert sentence_states("Starting with the Zorp 5.0 release, the --legacy-tls switch is dropped.", dropped)
+    assert sentence_states("The --legacy-tls switch, introduced in Zorp 4.2, was dropped last year.",
+                           "Which Zorp release introduced the --legacy-tls switch?")
+
+
 @pytest.mark.parametrize(("question", "kind"), [
     ("What is a version number?", None), ("What is a priority level?", None), ("What is a hard limit?", None),
     ("What is a default value in debconf?", None),  # each asks what such a thing is: no value of a type

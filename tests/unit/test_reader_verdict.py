@@ -158,6 +158,23 @@ def test_a_name_the_quoted_text_lacks_but_names_no_sibling_of_is_context(embedde
     assert "7412" in answer.text and "HOWTO" in answer.finding.missing and _outcome(answer) == "answered"
 
 
+def test_a_value_from_another_document_than_the_one_the_question_names_is_not_answered(embedder):
+    # a tool named by a plain word ("glance") is a name where a retrieved document is filed under it: the sleep
+    # interval quoted from tally.1 is not glance's, though the question's other words all match it
+    tally = ("TALLY(1)\n\nOPTIONS\n\n-w, --wait=N: between two reads, wait about N seconds (default 3.5).\n\n"
+             "-l, --limit=NUM: read at most NUM records.")
+    glance = ("GLANCE(1)\n\nDESCRIPTION\n\nglance repeats a command forever and paints its output on the whole "
+              "terminal. Changed characters are shown in reverse video with -c.")
+    for asked, named in (("glance", False), ("tally", True)):
+        question = f"What is the default wait between two reads of {asked}?"
+        contexts = [NumberedContext(number=1, source="file:///man/tally.1.txt", text=tally),
+                    NumberedContext(number=2, source="file:///man/glance.1.txt", text=glance)]
+        answer = extractive_answer(question, contexts, names=question_names(question), value_check=states_value,
+                                   sentence_embed=embedder.embed, fact_check=sentence_states,
+                                   subject=asked_subject(question))
+        assert "3.5" in answer.text and ("glance" in answer.unstated) is not named
+
+
 @pytest.mark.parametrize(("question", "other", "asked"), [
     # the asked option negated where the value is stated ("when --strict is not given"), another option in its place,
     # the opposite state ("enabled" for "disabled")

@@ -673,6 +673,7 @@ def states_value(sentence: str, question: str) -> bool | None:
 # What a question names exactly, which the sentence answering it names too: a version ("1.20.2"), a level or size
 # ("level 19"), an identifier with digits ("des3-cbc-sha1", "all-MiniLM-L6-v2").
 _EXACT = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])")
+_CLAUSE = re.compile(r"[,;:()]|\b(?:which|and|but|while|whereas)\b|\b(?:beginning|starting)\s+(?:with|from|in|at)\b", re.I)
 
 
 def _exact_names(question: str) -> tuple[str, ...]:
@@ -698,9 +699,12 @@ def sentence_states(sentence: str, question: str) -> bool | None:
         if ASKS_LIMIT.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
         events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
-        if events and not any(events & {_EVENTS.get(s) for s in term_set(part)}
-                              and holds_value(part, fact.kind, question_stems) for part in split_sentences(sentence)):
-            return False  # "deprecated in 3.0" is no removal, nor a name the next sentence gives the release's
+        # the value's clause (where _CLAUSE ends it) names the asked event, or none and its sentence does: "deprecated in 3.0"
+        # is no removal, nor "added in 2.5" in "X, added in 2.5, is deprecated", nor a name the next sentence gives
+        said = lambda text: {_EVENTS.get(s) for s in term_set(text) - term_set(KIND_NOUNS.get(fact.kind, ""))} - {None}  # noqa: E731
+        if events and not any(said(c) & events or not said(c) and said(part) & events for part in split_sentences(sentence)
+                              for c in _CLAUSE.split(part) if holds_value(c, fact.kind, question_stems)):
+            return False
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
         if any(name not in words for name in _exact_names(question)):

@@ -394,6 +394,8 @@ class Reader:
         self.closeness = context_similarity
         # a passage whose document is not named (no URL, no title) is taken as a document of its own
         self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
+        self.documents = {stem(p) for s in self.source.values()  # the names they are filed under: "watch" of watch.1.txt
+                          for p in _name_parts(re.sub(r"\.\w+$", "", s.rstrip("/").rsplit("/", 1)[-1]))}
         self.verdict, self.observe = verdict, observe
         self.asked_subject = [t for t in dict.fromkeys(term_stems) if t in subject] or list(dict.fromkeys(term_stems))
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
@@ -642,8 +644,9 @@ class Reader:
         finding = self._finding(sentences, missing, unnamed, " ".join(self.candidates[i].heading for i in chosen), stating)
         quoted = " ".join(s.text for s in sentences if s.citations)
         # a name of the asked subject nothing quoted holds, where what is quoted names its sibling ("DES" for "triple-DES")
-        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or (
-            {stem(w) for w in tokenize(run)} & set(self.asked_subject) and names_a_sibling(run, quoted)))
+        # or it names a retrieved document the quoted text is not from ("watch" of watch.1, tail.1's interval quoted)
+        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or (words := {stem(w) for w in tokenize(
+            run)}) & set(self.asked_subject) and (names_a_sibling(run, quoted) or words & self.documents))
         states_fact = decision == ANSWERED and not unstated and not finding.disagree and not finding.condition
         return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
                       unstated=unstated or (() if states_fact else (_asked_label(query),)), finding=finding)
@@ -659,7 +662,7 @@ class Reader:
         # a cited file is called (zstd-README.md)
         shown = _term_set(f"{quoted} {headings} {names}") - {stem(w) for w in tokenize(unnamed)}
         found, lacking = question_runs(self.query, shown)
-        specific = set(_specific_terms(self.query))  # a run naming one: a name, a number, an identifier
+        specific = set(_specific_terms(self.query)) | self.documents  # a name, a number, an identifier, a document's
         absent = [run for run in lacking if {stem(w) for w in tokenize(run)} & specific]
         # the question's other words no retrieved passage holds either: what the sources never say
         _, never = question_runs(self.query, shown | frozenset().union(*(_term_set(c.text) for c in self.contexts)))
@@ -953,17 +956,14 @@ _NAME_JOINERS = frozenset("of for the de du la von van".split())
 
 
 def _named_in(name: str, present: set[str], words: set[str]) -> bool:
-    """Whether ``name`` (a word of the question) is among ``present`` (words and stems of the
-    contexts), allowing another inflection of the word as written ("Mesopotamian" for
-    "Mesopotamia", among ``words``, the contexts' words without their stems: "amazing", whose
-    stem "amaz" begins "Amazon", does not name Amazon) and, for a hyphenated word
+    """Whether ``name`` (a word of the question) is among ``present`` (words and stems of the contexts), allowing
+    another inflection of the word as written ("Mesopotamian" for "Mesopotamia", among ``words``, the contexts' words
+    without their stems: "amazing", whose stem "amaz" begins "Amazon", does not name Amazon) and, for a hyphenated word
     ("CCPA-compliant"), naming its first part."""
     low = name.lower()
     written = {low, low.split("-", 1)[0]}
-    if (written | {stem(k) for k in written}) & present:
-        return True
-    return any(len(k) >= 4 and any(len(p) >= 4 and abs(len(p) - len(k)) <= 2 and (p.startswith(k) or k.startswith(p))
-                                   for p in words) for k in written)
+    return bool((written | {stem(k) for k in written}) & present) or any(len(k) >= 4 and any(
+        len(p) >= 4 and abs(len(p) - len(k)) <= 2 and (p.startswith(k) or k.startswith(p)) for p in words) for k in written)
 
 
 # About 15 KB an entry for a 1.4 KB chunk (measured): 1,024 entries, ~15 MiB, keep a hundred
@@ -973,27 +973,23 @@ NAMED_WORDS_CACHE_SIZE = 1024
 
 @functools.lru_cache(maxsize=NAMED_WORDS_CACHE_SIZE)
 def _named_words(text: str) -> tuple[frozenset[str], frozenset[str], str, frozenset[str]]:
-    """The stems of a context's words (:func:`_term_set`'s own set), its words as written (lower
-    case, dots dropped: "U.S." is "us"), its words' first letters run together, to find an
-    acronym spelled out, and its abbreviations (dotted or in capitals, lower-cased: "U.S." and
-    "US" are "us", the word "us" is not), to find a name written by its initials. Kept per text:
-    the same contexts come back query after query."""
+    """The stems of a context's words (:func:`_term_set`'s own set), its words as written (lower case, dots dropped:
+    "U.S." is "us"), its words' first letters run together, to find an acronym spelled out, and its abbreviations
+    (dotted or in capitals, lower-cased: "U.S." and "US" are "us", the word "us" is not), to find a name written by its
+    initials. Kept per text: the same contexts come back query after query."""
     words = tokenize(text)
-    abbreviations = {
-        letters.lower() for w in words for part in w.split("-")
-        if len(letters := part.replace(".", "")) > 1 and letters.isalpha() and (part.isupper() or "." in part)
-    }
+    abbreviations = {letters.lower() for w in words for part in w.split("-")
+                     if len(letters := part.replace(".", "")) > 1 and letters.isalpha() and (part.isupper() or "." in part)}
     return (_term_set(text), frozenset(w.lower().replace(".", "") for w in words),
             "".join(part[0] for w in words for part in w.split("-") if part).lower(), frozenset(abbreviations))
 
 
 def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[NumberedContext]) -> list[str]:
-    """The question's names (``names``, words of ``question``) that no context names, each as the
-    run of the question's name words it stands in ("ProTab X1" when only "X1" is missing: the
-    sources name the ProTab X2), in question order. A run the contexts write by its initials
-    ("U.S." for "United States") is named, and so is an acronym the contexts spell out
-    ("MBTI" for "Myers-Briggs Type Indicator"); a run in capitals ("OBSTACLE AVOIDANCE",
-    emphasis, not an acronym) is given in lower case."""
+    """The question's names (``names``, words of ``question``) that no context names, each as the run of the question's
+    name words it stands in ("ProTab X1" when only "X1" is missing: the sources name the ProTab X2), in question order.
+    A run the contexts write by its initials ("U.S." for "United States") is named, and so is an acronym the contexts
+    spell out ("MBTI" for "Myers-Briggs Type Indicator"); a run in capitals ("OBSTACLE AVOIDANCE", emphasis, not an
+    acronym) is given in lower case."""
     if not names:
         return []
     wanted = {n.lower() for n in names}
@@ -1005,8 +1001,7 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Number
     missing = {n for n in wanted if not _named_in(n, present, written)}
     # An acronym of three or more letters is named where its words are ("Myers-Briggs Type Indicator").
     missing = {n for n, written in ((n, next(w for w in names if w.lower() == n)) for n in missing)
-               if not (len(n) >= 3 and written.isupper() and n.isalpha()
-                       and any(n in spelled for _, _, spelled, _ in read))}
+               if not (len(n) >= 3 and written.isupper() and n.isalpha() and any(n in spelled for _, _, spelled, _ in read))}
     if not missing:
         return []
     matches = list(_WORD.finditer(question))
