@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -83,6 +84,7 @@ class BoundedRequestProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.conn.next_event = functools.partial(self._framed_once, self.conn.next_event)  # type: ignore[method-assign]
         if len(self.connections) > self.max_connections:  # this one counted
             self._refuse(503, "Service Unavailable", f"the gateway holds {self.max_connections} connections "
                          "already (RAGBUS_MAX_CONNECTIONS); try again shortly", retry_after_s=1)
@@ -95,6 +97,19 @@ class BoundedRequestProtocol(H11Protocol):
                          retry_after_s=1)
             return
         self._watch()
+
+    def _framed_once(self, next_event: Any) -> Any:
+        """h11's next event, but a request framed twice (Content-Length and Transfer-Encoding both) refused: h11
+        lets the chunked framing win and reads what follows as the next request, on the same connection, where a
+        proxy in front that went by Content-Length reads it as this one's body (request smuggling; RFC 9112 6.3
+        has the server close the connection after answering such a request; it did not)."""
+        event = next_event()
+        if isinstance(event, h11.Request) and {b"content-length", b"transfer-encoding"} <= {
+                name.lower() for name, _ in event.headers}:
+            self._refuse(400, "Bad Request", "the request has both Content-Length and Transfer-Encoding; "
+                         "send one of them")
+            return h11.NEED_DATA  # uvicorn's loop stops here; what the client sends next is dropped
+        return event
 
     def data_received(self, data: bytes) -> None:
         if self.refused:  # what a refused client still sends is read and dropped (see _refuse)

@@ -135,3 +135,16 @@ def test_a_connection_past_the_cap_is_answered_503_and_the_held_ones_still_serve
         assert httpx.get(handle.url + "/healthz").status_code == 200
     finally:
         handle.stop()
+
+
+def test_a_request_framed_by_both_content_length_and_chunks_is_refused_and_nothing_after_it_read(server):
+    """h11 read the chunked framing (an empty body), answered it, then served what followed as a second request
+    on the same connection (newcomer15: two answers, the 'smuggled' GET /healthz's among them); a proxy in
+    front that went by Content-Length takes those bytes for this request's body."""
+    smuggled = (b"POST /v1/queries HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    answer, _ = _drip(server.port, smuggled, b"", seconds=4.0)
+    assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 400 ")
+    assert b"both Content-Length and Transfer-Encoding" in answer and b"connection: close" in answer
+    assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200  # the next client is served
