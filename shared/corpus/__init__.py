@@ -25,6 +25,8 @@ def sample_file(path: str, base: str) -> tuple[bytes, str] | None:
                 f"<body><h1>ragbus sample site</h1><p>The feed <code>ragbus demo</code> reads, and its "
                 f"articles.</p><ul>{items}</ul></body></html>")
         return page.encode(), _SAMPLE_TYPES[".html"]
+    if "\x00" in path:  # no file is named so (and resolve() raised ValueError: a 500)
+        return None
     target = (site / path.lstrip("/")).resolve()
     if not target.is_relative_to(site) or not target.is_file() or target.suffix not in _SAMPLE_TYPES:
         return None

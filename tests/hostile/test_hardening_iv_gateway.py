@@ -98,6 +98,7 @@ def test_the_sample_corpus_is_open_with_a_token_as_the_readme_says(tmp_path):
         feed = httpx.get(server.url + "/sample/feed.xml", timeout=10)
         assert feed.status_code == 200 and b"<rss" in feed.content
         assert httpx.get(server.url + "/sample/..%2f..%2fetc%2fpasswd", timeout=10).status_code == 404
+        assert httpx.get(server.url + "/sample/feed.xml%00.html", timeout=10).status_code == 404  # was a 500
         assert httpx.get(server.url + "/v1/search?q=x", timeout=10).status_code == 401
     finally:
         server.stop()
