@@ -18,7 +18,7 @@ from shared.query.reading.answer_sentences import (
     passage_pieces,
 )
 from shared.query.reading.answer_types import asked_subject, sentence_states
-from shared.query.reading.extractive import extractive_answer, quotable_sentences
+from shared.query.reading.extractive import extractive_answer, quotable_sentences, stem
 from shared.query.reading.verdict import FEATURES, Logistic, VerdictModel
 from tests.unit.loop_fakes import HashingEmbedder
 
@@ -649,10 +649,16 @@ def test_a_degree_asked_is_the_noun_a_sentence_states_it_by():
     labels = ("Each of the 12 releases of the archive can carry a label. Labels are listed in the catalogue file. "
               "Label lengths are limited to 64 characters.")
     assert _quoted(_read("How long can a label be?", labels))[0] == "Label lengths are limited to 64 characters."
-    queue = ("The queue holds the jobs the scheduler has accepted. The queue is drained by the workers in order. "
-             "A job larger than 8 MB is refused by the queue.")
-    assert _quoted(_read("What is the largest job the queue accepts?", queue))[0] == \
-        "A job larger than 8 MB is refused by the queue."
+    tram = ("The tram line opened in 1998 and serves the old town. Its carriages were renewed in 2015. "
+            "The tram is about twice as fast as the bus on the same route.")
+    assert _quoted(_read("How much faster than the bus is the tram?", tram))[0] == \
+        "The tram is about twice as fast as the bus on the same route."
+
+
+def test_a_superlative_is_no_form_of_the_word_a_question_compares_or_qualifies():
+    # "fastest growth" ranks something else than "faster than Java" compares; "lowest" is not the "low" of "low-carbon"
+    assert stem("lengths") == stem("long") and stem("faster") == stem("fast") and stem("Stability") == stem("stable")
+    assert stem("fastest") != stem("faster") and stem("lowest") != stem("low") and stem("largest") != stem("larger")
 
 
 def test_a_definition_opens_with_its_subject_and_an_article_whatever_the_question_places_it_in():

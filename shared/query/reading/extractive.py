@@ -90,7 +90,7 @@ def tokenize(text: str) -> list[str]:
 @functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """English Porter2 (Snowball) stem of ``word``, lower-cased: "saturate" and "saturation" meet at "satur",
-    "retries" and "retry" at "retri"; and "long", "longest" and "lengths" at "long" (:data:`_FORMS`)."""
+    "retries" and "retry" at "retri"; and "long", "longer" and "lengths" at "long" (:data:`_FORMS`)."""
     if OPTION.fullmatch(word):
         return word  # "-N" is not "-n", nor "-9" "9"
     w = word.lower().strip(".-_").removesuffix("'s")
