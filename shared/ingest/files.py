@@ -362,10 +362,18 @@ class Skipped(InvalidInput):
 def _decompressed(file: Path, max_bytes: int, via: str) -> bytes:
     """The document inside a gzip file, read no further than ``max_bytes`` (a small .gz can
     expand a thousandfold)."""
+    data = b""
     try:
         with gzip.open(file, "rb") as stream:
-            data = stream.read(max_bytes + 1)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            while len(data) <= max_bytes and (piece := stream.read1(min(1 << 20, max_bytes + 1 - len(data)))):
+                data += piece
+    except gzip.BadGzipFile as exc:
+        # bytes after the last whole member that start no other (a tape's or a download's padding): gzip -d
+        # keeps what the members hold and says "trailing garbage ignored"; refused, the whole file was lost
+        if not data or "Not a gzipped file" not in str(exc):
+            raise Skipped(f"{file}{via} is not valid gzip ({exc}); skipped", "not valid gzip") from None
+        log.warning("%s%s: bytes after its gzip data are not gzip; ignored, as gzip -d ignores them", file, via)
+    except (EOFError, zlib.error) as exc:
         raise Skipped(f"{file}{via} is not valid gzip ({exc}); skipped", "not valid gzip") from None
     if len(data) > max_bytes:
         raise Skipped(f"{file}{via} expands to over the {max_bytes}-byte cap for one document",

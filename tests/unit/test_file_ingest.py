@@ -340,6 +340,23 @@ def test_a_gzip_file_compressed_twice_is_named_as_such(ports, tmp_path):
         ingest_path(tmp_path / "notes.txt.gz", **ports)
 
 
+def test_gzip_members_followed_by_bytes_that_are_not_gzip_are_read_as_gzip_d_reads_them(ports, tmp_path):
+    """Two members then bytes that start no third (padding, a download's tail): gzip -d writes both members'
+    text and says "trailing garbage ignored"; the file was skipped whole as "not valid gzip" (newcomer15).
+    Bytes that are not gzip from the start are still refused."""
+    import gzip
+
+    from shared.ingest.files import IngestReport
+
+    (tmp_path / "notes.txt.gz").write_bytes(gzip.compress(b"The pump runs at 40 litres a minute.\n")
+                                            + gzip.compress(b"The valve opens at 2 bar.\n") + b"tail\x01\x02")
+    (tmp_path / "junk.txt.gz").write_bytes(b"tail" * 10)
+    report = IngestReport()
+    (message,) = ingest_path(tmp_path, **ports, report=report)
+    assert report.skipped == {("not valid gzip", ".txt.gz"): 1}, report.skipped
+    assert ports["blobs"].get(message.raw_ref) == b"The pump runs at 40 litres a minute.\nThe valve opens at 2 bar.\n"
+
+
 def test_a_file_s_date_is_its_modification_time(ports, tmp_path):
     import os
 
