@@ -25,6 +25,7 @@ from shared.query.reading.answer_types import (
     holds_value,
     sentence_states,
 )
+from shared.query.reading.extractive import term_set
 from tests.unit.loop_fakes import HashingEmbedder, MemoryIndex, chunk, stating_verdict
 
 pytestmark = pytest.mark.unit
@@ -399,3 +400,11 @@ def test_a_sentence_saying_only_that_the_default_is_used_states_no_default():
     assert sentence_states("The FROB_WAIT_SECS default is used as 25 seconds.", question)
     assert sentence_states("The built-in default of FROB_WAIT_SECS is 25 seconds.", question)
     assert sentence_states("FROB_WAIT_SECS: the default is 25.", question)
+
+
+def test_a_dotted_name_holds_the_words_a_question_asks_by():
+    # "Sheet.separator: ... It defaults to ';'." states the default separator of a sheet: the attribute's name says
+    # whose default it is, though no word of the sentence repeats "separator"
+    sentence = "Sheet.separator: The character put between two cells of a row. It defaults to ';'."
+    assert {"sheet", "separ"} <= term_set(sentence)
+    assert sentence_states(sentence, "What is the default separator of a sheet?")

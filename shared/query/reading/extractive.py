@@ -112,8 +112,8 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
 
 
 def term_set(text: str) -> set[str]:
-    """Stems of every word of ``text`` and of the parts of hyphenated and snake_case words ("all-MiniLM-L6-v2" also
-    gives "minilm", "PIP_CONFIG_FILE" "config"); stopwords included: membership tests only."""
+    """Stems of every word of ``text`` and of the parts of hyphenated, snake_case and dotted words ("all-MiniLM-L6-v2"
+    also gives "minilm", "PIP_CONFIG_FILE" "config", "csv.Dialect" "dialect"); stopwords included: membership tests only."""
     return set(_term_set(text))
 
 
@@ -124,9 +124,9 @@ def _term_set(text: str) -> frozenset[str]:
     out = set(OPTION.findall(text))
     for w in tokenize(text):
         out.add(stem(w))
-        if "-" in w or "_" in w:
-            # an identifier's parts tie it to a question in words ("the pip config file" is PIP_CONFIG_FILE)
-            out.update(stem(part) for part in re.split(r"[-_]", w) if part)
+        if "-" in w or "_" in w or "." in w:
+            # an identifier's parts tie it to a question's words (PIP_CONFIG_FILE the pip config file, Dialect.delimiter)
+            out.update(stem(part) for part in re.split(r"[-_.]", w) if part)
     return frozenset(out)
 
 
