@@ -46,8 +46,10 @@ _PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9_.:-]*)>")
 # a Markdown code span: a run of backticks closed by a run of the same length (CommonMark); a backslash before the
 # run escapes its first backtick and a blank line ends the paragraph, so neither opens a span a renderer would show
 _CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)(?:(?!\n\s*\n).)+?(?<!`)\1(?!`)", re.DOTALL)
-# a word holding placeholders: what touches them up to a space, a quote, a bracket or a backtick
-_PLACEHOLDER_WORD = re.compile(r"""[^\s`<>"'()\[\]]*(?:<[A-Za-z][A-Za-z0-9_.:-]*>[^\s`<>"'()\[\]]*)+""")
+# a word holding placeholders: what touches them up to a space, a quote, a bracket or a backtick; it starts
+# only where such a run starts (a match from inside a run fails where one from its start fails: without the
+# look-behind, a 16,000-character run with no tag was tried from each of its characters, quadratic)
+_PLACEHOLDER_WORD = re.compile(r"""(?<![^\s`<>"'()\[\]])[^\s`<>"'()\[\]]*(?:<[A-Za-z][A-Za-z0-9_.:-]*>[^\s`<>"'()\[\]]*)+""")
 _BARE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9_.:-]*\s*/?>")  # an opening, closing or empty tag, no attributes
 
 _LABEL = r"\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"

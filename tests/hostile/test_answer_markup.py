@@ -400,3 +400,24 @@ def test_a_question_with_markup_is_searched_and_shown_without_it(planted):
     shown = run_cli(Path(env["RAGBUS_HOME"]), "ask", MARKED_QUESTION, timeout=300, **extra)
     assert "iteration 1:" in shown.stdout, shown.stdout + shown.stderr[-2000:]
     assert_plain(shown.stdout, "ragbus ask")
+
+
+def test_a_long_run_without_a_space_is_made_plain_in_linear_time():
+    """A chunk of 100,000 Markdown reference links ('[x0][x1]...', the labels dropped) is one run of 25,000
+    characters with no space: the placeholder pattern was tried from each of its characters (a 16,000-character
+    run took 5 s; `ragbus search` over such a chunk ran past 300 s). Its CPU time grows with the run, not
+    its square; and a placeholder inside a run is still fenced as before."""
+    import time
+
+    def cost(n: int) -> float:
+        text = "".join(f"x{i}" for i in range(n))
+        best = float("inf")
+        for _ in range(3):
+            started = time.thread_time()
+            plain = plain_answer_text(text)
+            best = min(best, time.thread_time() - started)
+        assert plain == text
+        return best
+
+    assert cost(4000) / cost(500) < 24  # linear: about 8; quadratic: about 64
+    assert plain_answer_text("set run/<name>/x and go") == "set `run/<name>/x` and go"
