@@ -295,6 +295,27 @@ def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
     return out
 
 
+# A name in code as a question writes it: a function or constant ("ffi_type_double", "stringDecoder.end()", "PyInit"),
+# a program or format with digits ("base32", "sr0"), a long option ("--tips-format"); not a number ("3.9":
+# numbers_unstated), a word joined by a hyphen ("low-level"), nor an acronym ("FAQ", "HOWTO" name the document).
+_IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:()]*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]|\w[_.:]\w))[A-Za-z_][\w.:]*\w")
+
+
+def names_unstated(question: str, passages: Sequence[str]) -> list[str]:
+    """The names in code ``question`` writes (:data:`_IDENTIFIER`) that no passage writes, in order:
+    "What is the default wrap column of base32?" over passages about base64, "What does ffi_closure_free return?"
+    over the closure API's other functions. The passages are about something else, however close its words: what
+    they say of it is no answer. A dotted or qualified name is written where each of its parts is
+    ("Sniffer.has_header" in "class csv.Sniffer ... has_header(sample)"); case is not compared."""
+    text = " ".join(passages).lower()
+    out: list[str] = []
+    for name in dict.fromkeys(m.group() for m in _IDENTIFIER.finditer(question)):
+        parts = [p for p in re.split(r"[.:()]+", name.lower()) if p]
+        if parts and not all(re.search(rf"(?<![a-z0-9]){re.escape(p)}(?![a-z0-9])", text) for p in parts):
+            out.append(name)
+    return out
+
+
 def _owner(before: Sequence[str]) -> str | None:
     """The name (lower-cased) a number that follows ``before`` numbers ("diffutils" in "in diffutils 3.9"); None
     when the word before it names nothing (:data:`_NO_OWNER`) or is no word."""

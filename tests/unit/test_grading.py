@@ -141,6 +141,24 @@ def test_the_numbers_a_question_states_that_no_passage_states():
     assert numbers_unstated("Which group does /dev/sr0 own, and does V9 or BM25 read it?", passages) == []
 
 
+def test_the_names_in_code_a_question_writes_that_no_passage_writes():
+    from shared.query.grading import names_unstated
+
+    passages = ["The wren_open_stream() call returns a handle; wren.close_all closes every handle.",
+                "class wren.Reader: peek(n) returns n bytes. Use base58 for the printable form.",
+                "The --keep-going option of wrenc goes on after a failed file; wrenStream.flush() is called first."]
+    assert names_unstated("What does wren_open_stream return?", passages) == []
+    assert names_unstated("What does wren_open_socket return?", passages) == ["wren_open_socket"]
+    assert names_unstated("What does Reader.peek return?", passages) == []  # each part is written
+    assert names_unstated("What does Reader.poke return?", passages) == ["Reader.poke"]
+    assert names_unstated("Which alphabet does base32 use?", passages) == ["base32"]  # base58 is another
+    assert names_unstated("What does the --keep-going option do?", passages) == []
+    assert names_unstated("What does the --stop-early option do?", passages) == ["--stop-early"]
+    assert names_unstated("When is wrenStream.end() called?", passages) == ["wrenStream.end"]
+    # no name in code: a hyphenated word, a version ("1:6.6p1-1" is numbers_unstated's), a capitalised word
+    assert names_unstated("Which low-level call did Wren use on Linux as of 1:6.6p1-1?", passages) == []
+
+
 def test_a_number_is_stated_only_beside_the_name_it_numbers():
     # "kestrel 4.2" is kestrel's release: a passage stating 4.2 of another program does not state it
     from shared.query.grading import numbers_unstated

@@ -315,6 +315,17 @@ def test_a_release_stated_only_for_another_program_or_in_three_digits_is_not_ans
     assert "no passage states" not in llm.grade("What changed in Python 3.8?", contexts).reasoning
 
 
+def test_a_name_in_code_no_passage_writes_is_not_answerable():
+    # the passages are about quill's other options: what they say is no answer about --dim
+    llm, _ = _model(_QUILL_NEWS)
+    contexts = _contexts(*(c.text for c in _QUILL_NEWS))
+    grade = llm.grade("What does the --dim option of quill drop from warnings?", contexts)
+    assert not grade.answerable and not grade.grounded
+    assert "no passage names --dim" in grade.reasoning, grade.reasoning
+    assert "no passage names" not in llm.grade("What does the --plain option of quill drop from warnings?",
+                                               contexts).reasoning
+
+
 def test_a_release_the_passage_leaves_out_does_not_refuse_a_question_that_asks_more():
     # a changelog names its release in a heading the retrieved passage may not hold: a question with more to
     # it than the release is left to the rest of the evidence

@@ -24,7 +24,8 @@ input every time.
   that the contexts answer the question, its weights fit on fitz-gov's calibration split
   (:mod:`shared.adapters.local.grade_model`, ``bench/fit_grader.py``); ``answerable`` is
   False below the probability chosen there for a bounded false-abstention rate, and when
-  every name the question states is one the corpus never mentions ("Kafka"). A question
+  every name the question states is one the corpus never mentions ("Kafka"), or a name in code it writes is one
+  no retrieved passage writes ("base32" over passages about base64: :func:`~shared.query.grading.names_unstated`). A question
   with no content terms at all ("what's new today?") stays answerable (a neutral grade).
   ``relevance`` and ``completeness`` remain readable sub-scores (similarity and
   coverage, completeness cut for a near miss), and ``grounded`` says that one strong
@@ -90,7 +91,12 @@ from shared.contract.ports import (
     TermStatistics,
     Transformation,
 )
-from shared.query.grading import numbers_unstated, shown_apart, strip_model_directives
+from shared.query.grading import (
+    names_unstated,
+    numbers_unstated,
+    shown_apart,
+    strip_model_directives,
+)
 from shared.query.reading.answer_types import (
     FactSupport,
     fact_support,
@@ -172,6 +178,13 @@ def _feedback_words(text: str) -> _FeedbackWords:
         for w in content_terms(body, keep_temporal=False) if w.isalpha() and len(w) >= 4
     )
     return _FeedbackWords(candidates, MappingProxyType(Counter(stem(w) for w in tokenize(body))))
+
+
+def _about_another(numbers: Sequence[str], names: Sequence[str]) -> str:
+    """The grade's note on the numbers and names in code the question turns on that no passage states."""
+    return (f"; no passage states {' or '.join(numbers)}, which carries the question: the passages are about another "
+            "version or release" if numbers else "") + (
+        f"; no passage names {' or '.join(names)}: the passages are about something else" if names else "")
 
 
 def _titled_whole(context: NumberedContext) -> str:
@@ -536,9 +549,11 @@ class LocalLanguageModel:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
             # neutral grade that neither claims an answer nor abstains.
             answerable, grounded = True, False
-        # also the number the question turns on ("What changed in grep 3.9?") stated by no passage: another release's
-        other_number = self.unstated_number(query, [_titled_whole(c) for c in contexts])
-        if ev.unknown or other_number:
+        # also the number the question turns on ("What changed in grep 3.9?") stated by no passage (another release's),
+        # or a name in code it writes that none writes ("base32" over base64's): the passages are about something else
+        titled = [_titled_whole(c) for c in contexts]
+        other_number, other_name = self.unstated_number(query, titled), names_unstated(query, titled)
+        if ev.unknown or other_number or other_name:
             answerable, grounded = False, False
         near_miss = support.near_miss
         if near_miss:
@@ -561,8 +576,7 @@ class LocalLanguageModel:
             + (f"; not in the corpus: {', '.join(ev.absent)}" if ev.absent else "")
             + ("; " + "; ".join(support.missing) if support.missing else "")
             + (f"; the corpus never mentions {', '.join(ev.unknown)}" if ev.unknown else "")
-            + (f"; no passage states {' or '.join(other_number)}, which carries the question: the passages are "
-               "about another version or release" if other_number else "")
+            + _about_another(other_number, other_name)
             + ("; nothing retrieved is about this question" if off_topic and not answerable else "")
             + ("; answerable all the same: the reader's verdict finds what it would quote likely right"
                if reader_states else "")
