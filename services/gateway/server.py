@@ -121,6 +121,15 @@ class BoundedRequestProtocol(H11Protocol):
         super().on_response_complete()
         self._watch()
 
+    def shutdown(self) -> None:
+        """uvicorn's graceful shutdown, but a refused connection (lingering, its input dropped) only closed: h11 may
+        stand mid-request there (a request framed twice is refused as h11 reads it), where uvicorn's shutdown sends
+        h11 ConnectionClosed, which raised LocalProtocolError and aborted the server's shutdown (lifespan cancelled)."""
+        if self.refused:
+            self.transport.close()
+            return
+        super().shutdown()
+
     def connection_lost(self, exc: Exception | None) -> None:
         _LINGERING.discard(self)
         self._stop_watching()

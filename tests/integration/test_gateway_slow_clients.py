@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 
 import httpx
@@ -148,3 +149,17 @@ def test_a_request_framed_by_both_content_length_and_chunks_is_refused_and_nothi
     assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 400 ")
     assert b"both Content-Length and Transfer-Encoding" in answer and b"connection: close" in answer
     assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200  # the next client is served
+
+
+def test_the_server_stops_cleanly_while_a_refused_request_lingers(server, monkeypatch):
+    """A request framed twice is refused as h11 reads it, so h11 stands mid-request; stopping the server while that
+    connection lingered sent h11 ConnectionClosed there: LocalProtocolError, the shutdown aborted (lifespan
+    cancelled) and the server's thread died of it."""
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
+        conn.sendall(b"POST /v1/queries HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        assert conn.recv(4096).startswith(b"HTTP/1.1 400 ")
+        server.stop()  # the connection still open: it lingers
+    assert not server.thread.is_alive() and died == []
