@@ -136,7 +136,10 @@ class BoundedRequestProtocol(H11Protocol):
         super().connection_lost(exc)
 
     def _watch(self) -> None:
-        """Start the deadline while a request is still to come or coming; stop it once it is read."""
+        """Start the deadline while a request is still to come or coming; stop it once it is read. Not once refused
+        (what the client sent with the refused request, or the answer's end, would re-arm it while it lingers)."""
+        if self.refused:
+            return
         cycle = self.cycle  # None, or done, until a request's headers are in; then its body is read
         reading = (cycle is None or cycle.response_complete or cycle.more_body) and not self.transport.is_closing()
         if not reading:

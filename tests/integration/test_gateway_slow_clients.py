@@ -163,3 +163,15 @@ def test_the_server_stops_cleanly_while_a_refused_request_lingers(server, monkey
         assert conn.recv(4096).startswith(b"HTTP/1.1 400 ")
         server.stop()  # the connection still open: it lingers
     assert not server.thread.is_alive() and died == []
+
+
+def test_a_refused_connection_that_lingers_is_not_refused_again(server, caplog):
+    """After a refusal, what the client sent with it (or the answer's end) re-armed the read deadline; under
+    RAGBUS_REQUEST_READ_TIMEOUT_S (1 s here) of the linger (2 s) it fired and answered 408 on a connection whose
+    sending side was ended: RuntimeError (write() after write_eof()) in the event loop."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
+        conn.sendall(b"POST /v1/queries HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        assert conn.recv(4096).startswith(b"HTTP/1.1 400 ")
+        time.sleep(1.5)  # held open past the read deadline, inside the linger
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
