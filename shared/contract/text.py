@@ -150,7 +150,9 @@ _BIDI_RE = re.compile(f"[{_BIDI_CONTROLS}]")
 # Characters that end a line though they are not "\n" (Python's str.splitlines takes them all): form feed and
 # vertical tab, the file/group/record separators, NEL (EBCDIC's newline) and Unicode's line and paragraph
 # separators. Dropped with the control characters, they glued the words on either side ("seconds.\fThe port").
-_LINE_BREAKS_RE = re.compile("[\x0b\x0c\x1c-\x1e\x85\u2028]")
+# A form feed or vertical tab beside a newline is no line break of its own (pdftotext starts a page's first line
+# with one: "named in\n\fthe -c option" is one sentence, which join_wrapped joins): dropped, as before.
+_LINE_BREAKS_RE = re.compile("[\x1c-\x1e\x85\u2028]|(?<!\n)[\x0b\x0c](?!\n)")
 
 
 def without_bidi_controls(text: str) -> str:

@@ -62,3 +62,16 @@ def test_form_feeds_nels_and_unicode_separators_end_lines_not_glue_words():
     assert "seconds.The" not in doc.body and "6060.Done" not in doc.body
     assert doc.body.splitlines()[-2:] == ["The port is 6060.", "Done."]
     assert normalize_text("one\x0ctwo\u2029three") == "one\ntwo\n\nthree"
+
+
+def test_a_form_feed_that_starts_a_line_does_not_split_its_paragraph():
+    """pdftotext starts a page's first line with a form feed ("named in\\n\\fthe -c option"): beside a newline it
+    is no line break of its own, dropped as before 8da6b32, where it had made a blank line mid-sentence."""
+    from shared.formats.text import extract_plain
+
+    lines = ["The tool reads its settings from the file named in", "the -c option and writes them back when",
+             "it exits.", ""]
+    plain = extract_plain("\n".join(lines)).body
+    assert extract_plain("\n".join(lines[:1] + ["\x0c" + lines[1]] + lines[2:])).body == plain
+    assert extract_plain("\n".join(lines[:1] + [lines[1] + "\x0b"] + lines[2:])).body == plain
+    assert "\n\n" not in plain
