@@ -48,7 +48,7 @@ _CLAUSE_BREAKS = frozenset("when if to for in on with from by at as after before
 _PARTICLES = frozenset("for to with about on in of at from".split())
 _RESULTATIVE = frozenset("make makes keep keeps leave leaves render renders get gets turn turns set sets".split())
 _AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
-_ADVERBS = re.compile(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\s*)+")
+_ADVERBS = re.compile(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\b\s*)+")  # whole words: linear
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
 _HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
 _PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
@@ -90,7 +90,7 @@ _HOW_DOES = re.compile(r"^(?:(?:how|why|when|where)\s+|(?:which|what)\s+(?:[\w/+
 _ACTION = re.compile(r"^(?:how\s+)?(?:can|could|do|does|did|will|would|should|may|might|must)\s+(?P<rest>\S+\s+\S.*)$",
                      re.IGNORECASE)
 _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
-_SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\w/+.#'’-]+\s*){1,4})$", re.IGNORECASE)
+_SCOPE = re.compile(r"\b(?P<prep>in|for|of|on|with|about|from)\s+(?P<scope>(?:[\w/+.#'’-]+(?![\w/+.#'’-])\s*){1,4})$", re.IGNORECASE)
 _PASSIVE_IT = re.compile(r"(?i)\b(?:was|were|is|are)\s+(?P<it>it|they)\s+(?:\w+\s+)?(?P<verb>[a-z]+(?:ed|en))\b")
 _PERSONAL = re.compile(r"\b(?:he|she|him|his)\b", re.IGNORECASE)
 # "that release" anywhere (English); "which id would", "welche Stufe sollte" opening the question
