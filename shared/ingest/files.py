@@ -362,7 +362,7 @@ class Skipped(InvalidInput):
 def _decompressed(file: Path, max_bytes: int, via: str) -> bytes:
     """The document inside a gzip file, read no further than ``max_bytes`` (a small .gz can
     expand a thousandfold)."""
-    data = b""
+    data = bytearray()  # grown in place: bytes += piece copied all read so far each time (1.1 s for 20 MB)
     try:
         with gzip.open(file, "rb") as stream:
             while len(data) <= max_bytes and (piece := stream.read1(min(1 << 20, max_bytes + 1 - len(data)))):
@@ -383,7 +383,7 @@ def _decompressed(file: Path, max_bytes: int, via: str) -> bytes:
         # which the cleaner refused as "binary data (it contains NUL bytes)"
         raise Skipped(f"{file}{via} holds another gzip stream (it was compressed twice); ragbus decompresses "
                       "once: gunzip it once and ingest the result", "compressed twice")
-    return data
+    return bytes(data)
 
 
 def records_under(path: str | os.PathLike[str], state: StateStore) -> list[dict]:
