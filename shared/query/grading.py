@@ -297,8 +297,19 @@ def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
 
 # A name in code as a question writes it: a function or constant ("ffi_type_double", "stringDecoder.end()", "PyInit"),
 # a program or format with digits ("base32", "sr0"), a long option ("--tips-format"); not a number ("3.9":
-# numbers_unstated), a word joined by a hyphen ("low-level"), nor an acronym ("FAQ", "HOWTO" name the document).
-_IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:()]*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]|\w[_.:]\w))[A-Za-z_][\w.:]*\w")
+# numbers_unstated), a word joined by a hyphen ("low-level"), an acronym ("FAQ", "HOWTO" name the document), nor an
+# abbreviation ("e.g", "U.S").
+_IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:()]*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]"
+                         r"|\w[_.:]\w))(?!(?:[A-Za-z]\.)+[A-Za-z]\b)[A-Za-z_][\w.:]*\w")
+_CODE_RUN = re.compile(r"-*\w+(?:[-.:]+\w+)*")
+
+
+def _spelt(name: str) -> str:
+    """``name`` as :func:`names_unstated` compares it: lower-case, no hyphen, underscore or dot inside a word
+    ("UTF-8", "utf_8" and "UTF8" are one; "1.2" keeps its dot), no "v" before a version ("v1.2" is "1.2")."""
+    dashes = name[: len(name) - len(name.lstrip("-"))]
+    bare = re.sub(r"[-_\s]|(?<!\d)\.|\.(?!\d)", "", name.lower().lstrip("-"))
+    return dashes + re.sub(r"^v(?=\d)", "", bare)
 
 
 def names_unstated(question: str, passages: Sequence[str]) -> list[str]:
@@ -306,12 +317,19 @@ def names_unstated(question: str, passages: Sequence[str]) -> list[str]:
     "What is the default wrap column of base32?" over passages about base64, "What does ffi_closure_free return?"
     over the closure API's other functions. The passages are about something else, however close its words: what
     they say of it is no answer. A dotted or qualified name is written where each of its parts is
-    ("Sniffer.has_header" in "class csv.Sniffer ... has_header(sample)"); case is not compared."""
-    text = " ".join(passages).lower()
+    ("Sniffer.has_header" in "class csv.Sniffer ... has_header(sample)"); case and spelling are not compared
+    (:func:`_spelt`); a name is written by a longer one holding its words in a row ("SHA_CRYPT" and "x86" by
+    "SHA_CRYPT_MIN_ROUNDS", "x86_64": a family of names, a platform's) up to four words long."""
+    written: set[str] = set()
+    for run in _CODE_RUN.findall(" ".join(passages)):
+        pieces = re.split(r"([-.:_]+)", run.lstrip("-"))  # the words of a joined name, and the runs of them
+        written.update({_spelt(run)}, (_spelt("".join(pieces[a:b])) for a in range(0, len(pieces), 2)
+                                       for b in range(a + 1, min(a + 8, len(pieces) + 1), 2)))
     out: list[str] = []
     for name in dict.fromkeys(m.group() for m in _IDENTIFIER.finditer(question)):
-        parts = [p for p in re.split(r"[.:()]+", name.lower()) if p]
-        if parts and not all(re.search(rf"(?<![a-z0-9]){re.escape(p)}(?![a-z0-9])", text) for p in parts):
+        parts = [p for p in re.split(r"[.:()]+", name) if p]
+        if _spelt(name) not in written and not (
+                all(re.search("[A-Za-z]", p) for p in parts) and all(_spelt(p) in written for p in parts)):
             out.append(name)
     return out
 

@@ -159,6 +159,35 @@ def test_the_names_in_code_a_question_writes_that_no_passage_writes():
     assert names_unstated("Which low-level call did Wren use on Linux as of 1:6.6p1-1?", passages) == []
 
 
+def test_a_name_spelt_another_way_is_written():
+    # separators, case and a version's "v" are spelling; a dotted abbreviation and a capitalised product are no code
+    from shared.query.grading import names_unstated
+
+    passages = ["The Kestrel U.S. mirror serves UTF-8 files hashed with SHA-256 for x86-64 hosts, e.g. at 9 a.m.",
+                "Kestrel 2.4 stores its index in a database; kes_open_file opens a file: >>> f.byte_count\n12"]
+    for question in ("Does the U.S mirror of Kestrel serve UTF8 files?", "Which hash, SHA256 or other, does it use?",
+                     "Does Kestrel run on x86_64, i.e. 64-bit hosts?", "What changed in Kestrel v2.4?",
+                     "When does the mirror sync, at 9 a.m?", "What does kes_open return?", "What is byte_count?"):
+        assert names_unstated(question, passages) == [], question
+    assert names_unstated("What does kes_close return?", passages) == ["kes_close"]
+    assert names_unstated("What changed in Kestrel v2.5?", passages) == ["v2.5"]
+
+
+def test_the_names_a_long_question_writes_are_looked_up_once_over_the_passages():
+    # the passages are read once, not once per name: 500 names cost about what one does (one scan each: ~500 times)
+    import time
+
+    from shared.query.grading import names_unstated
+
+    passages = [" ".join(f"kes_call_{i}(x) returns kes_value_{i}." for i in range(2000))]
+    spent = []
+    for question in ("kes_missing?", " ".join(f"kes_call_{i}" for i in range(1999, 999, -2)) + " kes_missing?"):
+        start = time.process_time()
+        assert names_unstated(question, passages) == ["kes_missing"]
+        spent.append(time.process_time() - start)
+    assert spent[1] < 4 * spent[0]
+
+
 def test_a_number_is_stated_only_beside_the_name_it_numbers():
     # "kestrel 4.2" is kestrel's release: a passage stating 4.2 of another program does not state it
     from shared.query.grading import numbers_unstated
