@@ -1051,3 +1051,14 @@ def test_an_earlier_question_built_to_backtrack_is_read_in_linear_time():
 
     assert cost(adverbs(22), "Is it portable?") / cost(adverbs(11), "Is it portable?") < 24  # linear about 2; before about 1,000
     assert cost(scope(120), "And if the disk is slow?") / cost(scope(30), "And if the disk is slow?") < 24  # linear 4; before 250
+
+
+@pytest.mark.parametrize("earlier, expected", [
+    ("Which option did the frob maintainers set?", "Is the option the frob maintainers set documented?"),
+    ("Which quux flag did the installer try?", "Is the quux flag the installer tried documented?"),
+    ("Which warning did the frob compiler emit?", "Is the warning the frob compiler emitted documented?"),
+    ("Which licence did the quux authors have?", "Is the licence the quux authors had documented?"),
+    ("Which default did the frob manual see?", "Is the default the frob manual saw documented?"),
+])
+def test_did_puts_the_verb_in_its_past_tense(earlier, expected):
+    assert resolve(earlier, "Is that documented?")[0] == expected

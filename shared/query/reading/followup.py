@@ -72,11 +72,12 @@ _PARTICIPLE = re.compile(rf"\s+{_PARTICIPLE_WORD}\s+(?:for|in|as|on|of|by|to|wit
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
 _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,4}?)"
                          r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$", re.IGNORECASE)
+_PAST = dict(w.split(":") for w in EN.past)  # "make": "made"
 # "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
 _SUBJECT_ASKED = re.compile(r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
     r"(?:(?P<adverb>[a-z]+ly)\s+)?"
     r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:(?<![su])s|ed)|[A-Z]+s(?=\s+(?:the|an?)\s)|"
-    rf"{'|'.join(sorted(w.split(':')[1] for w in EN.past))})\s+"
+    rf"{'|'.join(sorted(set(_PAST.values())))})\s+"
     r"(?P<rest>\S.*)$")
 _ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
                          r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
@@ -324,8 +325,8 @@ def _participle_at(words: list[str], i: int) -> bool:
 
 def _after_subject(aux: str, verb: str) -> str:
     """``verb`` after its subject, ``aux`` gone: "does use" as "uses", "do use" as "use"; a modal stays ("can use")."""
-    if (aux := aux.lower()) == "did":  # "add" as "added", "drop" as "dropped", "get" as "got"
-        return dict(w.split(":") for w in EN.past).get(verb) or verb + ("d" if verb.endswith("e") else verb[-1] * bool(re.fullmatch(r"[^aeiou]*[aeiou][bdgmnpt]", verb)) + "ed")
+    if (aux := aux.lower()) == "did":  # "add" as "added", "drop" as "dropped", "try" as "tried", "get" as "got"
+        return _PAST.get(verb) or re.sub(r"(?<=[^aeiou])y$", "i", verb) + ("d" if verb.endswith("e") else verb[-1] * bool(re.fullmatch(r"[^aeiou]*[aeiou][bdgmnpt]", verb)) + "ed")
     if aux != "does":
         return verb if aux == "do" else f"{aux} {verb}"
     return {"have": "has", "be": "is"}.get(verb) or (verb + "es" if verb.endswith(("s", "sh", "ch", "x", "z", "o")) else
