@@ -27,17 +27,40 @@ RATIO_FLOOR_BYTES = 1024 * 1024
 #: an OLE compound file's signature: a legacy .doc/.xls/.ppt, or a password-protected .docx/.xlsx/.pptx
 #: (Office encrypts the zip into an OLE file's "EncryptedPackage" stream)
 OLE_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
-_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
+#: the name of an OLE directory entry (UTF-16, NUL-ended) that holds an encrypted Office package
+_ENCRYPTED_PACKAGE = "EncryptedPackage\0".encode("utf-16-le")
+_OFFICE_KINDS = ("Word", "Excel", "PowerPoint")
+
+
+def _encrypted_package(raw: bytes) -> bool:
+    """Whether an OLE file has a stream named EncryptedPackage: a directory entry (128 bytes, aligned to 128 from
+    the file's start) opening with that name, its name-length field (at 64) the name's bytes and its type (at 66)
+    a stream's. The name elsewhere (a .doc whose text mentions it) is no such entry."""
+    at = raw.find(_ENCRYPTED_PACKAGE)
+    while at >= 0:
+        if at % 128 == 0 and raw[at + 64:at + 67] == len(_ENCRYPTED_PACKAGE).to_bytes(2, "little") + b"\x02":
+            return True
+        at = raw.find(_ENCRYPTED_PACKAGE, at + 1)
+    return False
+
+
+def _ole_refusal(raw: bytes, what: str) -> str:
+    """Why an OLE compound file is refused as a ``what`` file: Office's own kinds are encrypted by Office or a
+    legacy binary file saved under a modern name; an OpenDocument or EPUB file is never OLE."""
+    if what not in _OFFICE_KINDS:
+        return (f"the {what} file is a binary compound file (OLE: a legacy .doc, .xls or .ppt, or a password-"
+                f"protected Office file), not a zip container as {what} files are; it is not what its name says")
+    if _encrypted_package(raw):
+        return (f"the {what} file is password-protected (encrypted by Office), which ragbus cannot read; save a "
+                "copy without the password and ingest that")
+    return (f"the {what} file is a legacy binary Office file (OLE) under a modern name, which ragbus does not "
+            "read; open it and save it in the modern format, then ingest that")
 
 
 def open_zip(raw: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
     """``raw`` as a zip archive whose entries stay within ``limits``; :class:`InvalidInput` otherwise."""
     if raw.startswith(OLE_SIGNATURE):
-        if _ENCRYPTED_PACKAGE in raw:
-            raise InvalidInput(f"the {what} file is password-protected (encrypted by Office), which ragbus cannot "
-                               "read; save a copy without the password and ingest that")
-        raise InvalidInput(f"the {what} file is a legacy binary Office file (OLE) under a modern name, which "
-                           "ragbus does not read; open it and save it in the modern format, then ingest that")
+        raise InvalidInput(_ole_refusal(raw, what))
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:

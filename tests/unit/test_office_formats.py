@@ -205,14 +205,41 @@ def test_an_ole_file_under_a_modern_name_is_named_for_what_it_is():
     (newcomer15): neither is damaged, and the one thing to do differs."""
     from shared.formats.containers import open_zip
     from shared.formats.registry import Limits
-    ole = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600
+    ole = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504
     with pytest.raises(InvalidInput, match="Word file is a legacy binary Office file \\(OLE\\) under a modern name"):
         open_zip(ole, Limits(), "Word")
-    encrypted = ole + "EncryptedInfo EncryptedPackage".encode("utf-16-le") + b"\x00" * 64
+    encrypted = ole + b"".join(_ole_entry(name, kind) for name, kind in (
+        ("Root Entry", 5), ("EncryptionInfo", 2), ("EncryptedPackage", 2), ("\x06DataSpaces", 1)))
     with pytest.raises(InvalidInput, match="Excel file is password-protected .*save a copy without the password"):
         open_zip(encrypted, Limits(), "Excel")
     with pytest.raises(InvalidInput, match="not a valid zip container"):  # anything else as before
         open_zip(b"PK\x03\x04 cut short", Limits(), "Word")
+
+
+def _ole_entry(name: str, kind: int) -> bytes:
+    """An OLE directory entry: its name (UTF-16, NUL-ended, in 64 bytes), the name's length, its type (2: stream)."""
+    named = (name + "\0").encode("utf-16-le")
+    return (named.ljust(64, b"\x00") + len(named).to_bytes(2, "little") + bytes([kind])).ljust(128, b"\x00")
+
+
+def test_an_ole_file_is_password_protected_only_by_its_directory_entry_and_named_by_its_container_kind():
+    """'EncryptedPackage' was looked for anywhere in the file: a legacy .doc whose text mentions it (UTF-16, as
+    Word keeps text) was called password-protected; and an OLE file named .epub or .odt was told it was 'encrypted
+    by Office' or to be saved 'in the modern format' (reviewer)."""
+    from shared.formats.containers import open_zip
+    from shared.formats.registry import Limits
+    header = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1".ljust(512, b"\x00")
+    text = "Office keeps the encrypted zip in a stream named EncryptedPackage.".encode("utf-16-le")
+    legacy = header + _ole_entry("Root Entry", 5) + _ole_entry("WordDocument", 2) + text.ljust(1024, b"\x00")
+    assert legacy.find("EncryptedPackage".encode("utf-16-le")) >= 0
+    with pytest.raises(InvalidInput, match="Word file is a legacy binary Office file"):
+        open_zip(legacy, Limits(), "Word")
+    encrypted = header + _ole_entry("Root Entry", 5) + _ole_entry("EncryptedPackage", 2)
+    for what in ("EPUB", "OpenDocument"):
+        with pytest.raises(InvalidInput, match=f"the {what} file is a binary compound file .OLE.*not a zip container "
+                           f"as {what} files are") as refused:
+            open_zip(encrypted, Limits(), what)
+        assert "by Office" not in str(refused.value) and "modern format" not in str(refused.value)
 
 
 def test_a_spreadsheet_with_a_cell_in_its_far_corner_reads_its_cells_at_once():
