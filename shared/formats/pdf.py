@@ -45,8 +45,9 @@ _TRAILING_NUMBER = re.compile(r"\s(\d{1,5})$")
 _DOT_LEADERS = re.compile(r"(?:\s?\.){4,}\s?")  # a table of contents' ". . . . ." between a title and its page
 _HYPHENATED = re.compile(r"([a-zà-ÿ])[-\u2010]\n([a-zà-ÿ])")  # U+2010: the hyphen groff breaks a word with
 _SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
-_OPTION = r"--?[A-Za-z0-9][\w-]*(?:\[?=[^\s,]*)?"
-_OPTIONS_ONLY = re.compile(rf"{_OPTION}(?:,\s*{_OPTION})*$")  # a man page's term: "-a, --all", "--block-size=SIZE"
+_OPTION = r"--?[A-Za-z][\w-]*(?:\[?=[^\s,]*)?"  # a letter after the dash: "-40" wrapped alone is a number
+# a man page's term: "-a, --all", "--block-size=SIZE" (not a sentence's end, "... use --dump-every-bb=count.")
+_OPTIONS_ONLY = re.compile(rf"{_OPTION}(?:,\s*{_OPTION})*(?<![.;:])$")
 #: lines kept at the top and bottom of a page as candidates for running headers and footers
 _EDGE_LINES = 2
 #: PDFium is not thread-safe: no two of its calls may run at once in one process, not even on different
@@ -310,8 +311,11 @@ def _paragraphs(lines: list[str | Table], full: float) -> list[tuple[str, str]]:
             current.append(line)
             close()
             continue
-        if _OPTIONS_ONLY.match(line):  # a term of options starts a block: the description above ended short
-            close()
+        if _OPTIONS_ONLY.match(line) and not (current and current[-1].endswith("\\")):  # (not a command's rest)
+            # a term of options starts a block (the description above ended short)
+            close()  # and its description, below it, joins it: "-a, --all count every widget ..."
+            current.append(line)
+            continue
         current.append(line)
         # a line well short of the page's usual width ends its paragraph (or is a row on its own)
         if len(line) < 0.7 * full or _SENTENCE_END.search(line) and len(line) < 0.9 * full:

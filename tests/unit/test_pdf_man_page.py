@@ -55,14 +55,42 @@ OPTIONS = (
 )
 
 
-def test_a_man_page_s_option_term_starts_a_passage_of_its_own():
+def test_a_man_page_s_option_term_starts_a_passage_of_its_own_with_its_description():
     """A description that ends short of the line's width was joined with the option term below it ("count every
     widget, not just the blue ones --loose-size"), so the term's own description stood apart from it (newcomer15:
-    du(1) as a PDF, 'skip directories on different file systems --help display this help and exit')."""
+    du(1) as a PDF, 'skip directories on different file systems --help display this help and exit'). The term
+    then stood alone, its description a passage apart (reviewer): the description joins its term."""
     reading = read_pdf(pdf([text_page(*OPTIONS)]), "application/pdf", "", Limits(ocr=False))
     texts = [p.text for p in reading.passages]
-    assert "count every widget, not just the blue ones" in texts
-    assert "--loose-size" in texts and "-x, --one-crate" in texts
-    assert "skip crates that sit on other shelves of the store" in texts
+    assert "-a, --all count every widget, not just the blue ones" in texts
+    assert "-x, --one-crate skip crates that sit on other shelves of the store" in texts
+    assert any(text.startswith("--loose-size print loose sizes") for text in texts)
+    assert not any(text in ("-a, --all", "--loose-size", "-x, --one-crate") for text in texts)
     # a wrapped line that opens with an option but says more is the rest of its sentence, not a term
     assert any(text.endswith("given, --max-depth=0 is the same as --summary") for text in texts)
+
+
+def test_a_negative_number_wrapped_alone_is_no_option_term():
+    """'-40' on a line of its own mid-sentence was taken for a term of options and stood as a passage apart."""
+    lines = ("The press holds the temperature of each crate it seals somewhere between",
+             "-40",
+             "and eighty degrees, whatever the weather outside the store may be doing that day.")
+    reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
+    texts = [p.text for p in reading.passages]
+    assert "-40" not in texts
+    assert any(text.endswith("somewhere between -40") for text in texts), texts
+
+
+def test_an_option_that_ends_a_sentence_or_a_command_is_no_term():
+    """An option on a line of its own that ends a sentence ('--dump-every-bb=count.') or a command continued by a
+    backslash is no term: it stays with what it ends, and the line after it is not its description."""
+    lines = ("To count the crates of every shelf at once, give the store's counter the option",
+             "--every-shelf=yes.",
+             "Counting then takes a little longer than usual, about a minute for each shelf of the store.",
+             "crate-count --store=/srv/store --shelf=north --shelf=south --shelf=east \\",
+             "--every-shelf=yes",
+             "# and the totals are printed at the end, one line for each shelf of the store")
+    reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
+    texts = [p.text for p in reading.passages]
+    assert any(text.endswith("the option --every-shelf=yes.") for text in texts), texts
+    assert any(text.endswith("\\ --every-shelf=yes") for text in texts), texts
