@@ -346,6 +346,10 @@ def test_a_date_or_a_name_stated_for_another_event_is_not_the_asked_one():
     assert not sentence_states("Debian 5.0 was released in February 2009. This included the port by Martin Michlmayr.",
                                leader)
     assert sentence_states("Debian 5.0 was released in February 2009, with Steve McIntyre as Project Leader.", leader)
+    # a clause saying only "changed" leaves the event to its sentence: the colon ends no event here
+    added = "In which version was the retry parameter of kes.fetch added?"
+    assert sentence_states("Changed in version 4.1: Added the retry parameter to kes.fetch.", added)
+    assert not sentence_states("Changed in version 4.1: Removed the retry parameter of kes.fetch.", added)
 
 
 def test_a_version_in_the_clause_of_another_event_is_not_the_asked_events():
