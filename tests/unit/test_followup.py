@@ -1062,3 +1062,15 @@ def test_an_earlier_question_built_to_backtrack_is_read_in_linear_time():
 ])
 def test_did_puts_the_verb_in_its_past_tense(earlier, expected):
     assert resolve(earlier, "Is that documented?")[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a past act asked on in the past: "it" is still who acted, a release or a company (not a thing a name answers)
+    ("Which option did frob 4.3 add?", "What else did it change?", "What else did frob 4.3 change?"),
+    ("Which company did Quuxsoft acquire in 2006?", "How much did it pay?", "How much did Quuxsoft pay?"),
+    # asked on in another tense, "it" is the function the release added
+    ("Which function did frob 3.1 add for parsing headers?", "What else can it do?",
+     "What else can the function frob 3.1 added for parsing headers do?"),
+])
+def test_it_after_a_past_act_is_the_thing_added_only_when_a_name_answers(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

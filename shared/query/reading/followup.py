@@ -519,10 +519,10 @@ def _standing_for(text: str, earlier: str, base: str, language: str, answer: str
     clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None or _THAT_ACTS.search(text) is not None
     if not subject:
         return subject, clause
-    # "it" after "Which function does X use?", "Which option did X add?" is that function or option (as the answer named it)
+    # "it" after "Which function does X use?" is that function (as the answer named it); after a release's act, only in another tense
     asked = _ASKED_NOUN.match(base) if not demonstrative and language == "en" else None
-    if asked and (asked.group("aux").lower() == "did" or asked.group("noun").split()[-1].lower() in EN.named_nouns
-                  and not _VERSION.search(base)) and (relative := _relative_phrase(base)):
+    if asked and asked.group("noun").split()[-1].lower() in EN.named_nouns and (not _VERSION.search(base) or asked.group(
+            "aux").lower() == "did" and not re.search(r"(?i)\bdid\s+it\b", text)) and (relative := _relative_phrase(base)):
         return _identified(earlier, relative, answer) or relative, False
     subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
     head, _, owner = subject.partition(f" {rules.of} ") if rules is EN else ("", "", "")
