@@ -412,3 +412,20 @@ def test_a_dotted_name_holds_the_words_a_question_asks_by():
     sentence = "Sheet.separator: The character put between two cells of a row. It defaults to ';'."
     assert {"sheet", "separ"} <= term_set(sentence)
     assert sentence_states(sentence, "What is the default separator of a sheet?")
+
+
+def test_a_sentence_of_many_clauses_is_read_in_linear_time():
+    # each clause holding a version asks what its sentence says of the event: said once per sentence, not per clause
+    import time
+
+    question = "In which version was the kes cache added?"
+    spent = []
+    for n in (250, 2000):
+        sentence = "The kes cache was removed in " + ", ".join(f"version 1.{i}" for i in range(n)) + "."
+        tries = []
+        for _ in range(3):  # the least of three: a busy machine's pause is no cost of the reading
+            start = time.process_time()
+            assert not sentence_states(sentence, question)
+            tries.append(time.process_time() - start)
+        spent.append(min(tries))
+    assert spent[1] < 24 * spent[0]  # linear about 8, quadratic about 64

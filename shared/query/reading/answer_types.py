@@ -703,8 +703,8 @@ def sentence_states(sentence: str, question: str) -> bool | None:
         # is no removal, nor "added in 2.5" in "X, added in 2.5, is deprecated", nor a name the next sentence gives; a
         # clause saying only "changed" says which event no more than none does ("Changed in version 3.2: Added ...")
         said = lambda text: {_EVENTS.get(s) for s in term_set(text) - term_set(KIND_NOUNS.get(fact.kind, ""))} - {None}  # noqa: E731
-        if events and not any(said(c) & events or not said(c) - {_EVENTS[stem("changed")]} and said(part) & events for part in split_sentences(sentence)
-                              for c in _CLAUSE.split(part) if holds_value(c, fact.kind, question_stems)):
+        if events and not any(said(c) & events or not said(c) - {_EVENTS[stem("changed")]} and stated & events for part in split_sentences(sentence)
+                              for stated in [said(part)] for c in _CLAUSE.split(part) if holds_value(c, fact.kind, question_stems)):
             return False
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
