@@ -412,6 +412,8 @@ def test_a_dotted_name_holds_the_words_a_question_asks_by():
     sentence = "Sheet.separator: The character put between two cells of a row. It defaults to ';'."
     assert {"sheet", "separ"} <= term_set(sentence)
     assert sentence_states(sentence, "What is the default separator of a sheet?")
+    # a version's numbers and an abbreviation's letters are no words of it: "1.20.1" holds no "20", "e.g" no "g"
+    assert not {"1", "20", "e", "g"} & term_set("Kestrel 1.20.1 ships sheets, e.g. for kes-2.")
 
 
 def test_a_sentence_of_many_clauses_is_read_in_linear_time():

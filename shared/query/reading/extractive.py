@@ -125,8 +125,8 @@ def _term_set(text: str) -> frozenset[str]:
     for w in tokenize(text):
         out.add(stem(w))
         if "-" in w or "_" in w or "." in w:
-            # an identifier's parts tie it to a question's words (PIP_CONFIG_FILE the pip config file, Dialect.delimiter)
-            out.update(stem(part) for part in re.split(r"[-_.]", w) if part)
+            # an identifier's parts tie it to a question's words (PIP_CONFIG_FILE the pip config file); no digits or letters alone ("1.20.1", "e.g")
+            out.update(stem(part) for part in re.split(r"[-_.]", w) if len(part) > 1 and not part.isdigit())
     return frozenset(out)
 
 
