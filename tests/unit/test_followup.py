@@ -1021,6 +1021,11 @@ def test_a_spanish_question_with_its_own_subject_is_left_alone(follow_up):
     assert resolve("¿Qué es el servicio quux?", follow_up) == (follow_up, "self-contained")
 
 
+def test_a_spanish_follow_up_after_quien_does_not_take_the_object_as_its_subject():
+    # "¿Quién ...?" asks for the subject: the noun phrase after its verb is the object, not who began
+    assert resolve("¿Quién mantiene el servicio quux?", "¿Cuándo empezó?")[1] != "pro-drop"
+
+
 @pytest.mark.parametrize("earlier, follow_up, expected", [
     # the subject's head gives way, the named place it is in stays ("k2 in FROB25": "b in FROB25")
     ("What is k2 in FROB25?", "And b?", "What is b in FROB25?"),

@@ -499,8 +499,8 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         subject = (_relative_phrase(base) if rules is EN and _ASKS_WHICH.match(base) else None) or subject  # "which X": that X
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
-    # Spanish drops the subject: "¿Cómo se distribuyen?", third-person verbs alone, after them the earlier noun phrase
-    verbs = [w for w in content if not (w.endswith("mente") or rules.frame.fullmatch(w) or w in rules.prepositions)] if language == "es" else []
+    # Spanish drops the subject: "¿Cómo se distribuyen?", third-person verbs alone, after them the earlier noun phrase (not "¿Quién ...?"'s object)
+    verbs = [w for w in content if not (w.endswith("mente") or rules.frame.fullmatch(w) or w in rules.prepositions)] if language == "es" and not re.match(r"(?i)qui[eé]n", base) else []
     subject = re.search(r"(?i)\b(?:el|la|los|las)\s[^,;:]+", base) if 0 < len(verbs) <= 2 and all(re.search(r"(?:[aeáé]n?|ó|í)$", w) for w in verbs) \
         and not named_runs(stripped) and not re.search(r"(?i)\b(?:el|la|los|las|un|una)\b", stripped) else None
     return Resolution(_finish(f"{stripped} {subject.group()}", typed, mark), "pro-drop", subject.group()) if subject else None
