@@ -265,9 +265,8 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
 
 
 def _relative_phrase(text: str) -> str | None:
-    """"Which wildcards can the Files field use" as "the wildcards the Files field can use" ("did add": "added"); None
-    unless the clause's subject opens with a determiner, is a personal pronoun, a named thing or two ("X and Y"), and its verb
-    comes right before a word that opens an adverbial or ends the question."""
+    """"Which wildcards can the Files field use" as "the wildcards the Files field can use" ("did add": "added"); None unless its
+    subject (at most four words: one word, a name, "the/a/my ...", any "X and Y") has its verb before an adverbial or the end."""
     match = _ASKED_NOUN.match(text)
     words = match.group("s").split() if match else []
     subject = _noun_phrase_before_verb(words) if words else None
