@@ -175,6 +175,25 @@ def test_a_value_from_another_document_than_the_one_the_question_names_is_not_an
         assert "3.5" in answer.text and ("glance" in answer.unstated) is not named
 
 
+def test_a_file_named_by_a_plain_word_names_no_document_a_question_asks_of(embedder):
+    # "terminal" of docs/terminal.html is a word of the question, no program: tally's answer is no other document's;
+    # a name the document's title writes (glance.html titled "glance - ...") is one
+    tally = ("TALLY(1)\n\nOPTIONS\n\n-w, --wait=N: between two reads, wait about N seconds (default 3.5).\n\n"
+             "-l, --limit=NUM: read at most NUM records.")
+    screen = "The terminal repeats a command forever and paints its output on the whole screen in reverse video."
+    for source, text, asked, named in (
+            ("file:///docs/terminal.html", screen, "tally on a terminal", False),
+            ("file:///docs/glance.html", f"Title: glance - paint a command\nPublished: unknown\nSource: x\n\n{screen}",
+             "glance", True)):
+        question = f"What is the default wait between two reads of {asked}?"
+        contexts = [NumberedContext(number=1, source="file:///man/tally.1.txt", text=tally),
+                    NumberedContext(number=2, source=source, text=text)]
+        answer = extractive_answer(question, contexts, names=question_names(question), value_check=states_value,
+                                   sentence_embed=embedder.embed, fact_check=sentence_states,
+                                   subject=asked_subject(question))
+        assert "3.5" in answer.text and bool(answer.unstated and set(answer.unstated) - {"tally"}) is named, answer
+
+
 @pytest.mark.parametrize(("question", "other", "asked"), [
     # the asked option negated where the value is stated ("when --strict is not given"), another option in its place,
     # the opposite state ("enabled" for "disabled")

@@ -699,9 +699,8 @@ def sentence_states(sentence: str, question: str) -> bool | None:
         if ASKS_LIMIT.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
         events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
-        # the value's clause (where _CLAUSE ends it) names the asked event, or none and its sentence does: "deprecated in 3.0"
-        # is no removal, nor "added in 2.5" in "X, added in 2.5, is deprecated", nor a name the next sentence gives; a
-        # clause saying only "changed" says which event no more than none does ("Changed in version 3.2: Added ...")
+        # the value's clause (where _CLAUSE ends it) names the asked event, or none (or "changed" alone: "Changed in 3.2: Added X")
+        # and its sentence does: "deprecated in 3.0" is no removal, nor "added in 2.5" in "X, added in 2.5, is deprecated", nor a name the next sentence gives
         said = lambda text: {_EVENTS.get(s) for s in term_set(text) - term_set(KIND_NOUNS.get(fact.kind, ""))} - {None}  # noqa: E731
         if events and not any(said(c) & events or not said(c) - {_EVENTS[stem("changed")]} and stated & events for part in split_sentences(sentence)
                               for stated in [said(part)] for c in _CLAUSE.split(part) if holds_value(c, fact.kind, question_stems)):

@@ -331,10 +331,9 @@ RELATED_PASSAGE = 0.2
 
 def extractive_answer(
     query: str, contexts: Sequence[NumberedContext], *, language: str = "en", embed: Embed | None = None,
-    context_similarity: Mapping[int, float] | None = None, names: Sequence[str] = (),
-    value_check: ValueCheck | None = None, question_vector: np.ndarray | None = None,
-    sentence_embed: Embed | None = None, fact_check: FactCheck | None = None, verdict: VerdictModel | None = None,
-    observe: Observe | None = None, subject: Sequence[str] = (),
+    context_similarity: Mapping[int, float] | None = None, names: Sequence[str] = (), value_check: ValueCheck | None = None,
+    question_vector: np.ndarray | None = None, sentence_embed: Embed | None = None, fact_check: FactCheck | None = None,
+    verdict: VerdictModel | None = None, observe: Observe | None = None, subject: Sequence[str] = (),
 ) -> Answer:
     """The sentences of ``contexts`` that answer ``query``, cited, as the :class:`Reader` chooses them, with its verdict
     (``states_fact``, ``unstated``: ``verdict``'s decision over its evidence, default the shipped model; ``observe``
@@ -394,8 +393,9 @@ class Reader:
         self.closeness = context_similarity
         # a passage whose document is not named (no URL, no title) is taken as a document of its own
         self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
-        self.documents = {stem(p) for s in self.source.values()  # the names they are filed under: "watch" of watch.1.txt
-                          for p in _name_parts(re.sub(r"\.\w+$", "", s.rstrip("/").rsplit("/", 1)[-1]))}
+        # the names they are filed under that name a program, a manual page's ("watch" of watch.1.txt) or those its title writes; not a word ("terminal" of terminal.html)
+        self.documents = {stem(p) for c in contexts for file in [c.source.rstrip("/").rsplit("/", 1)[-1]] for p in _name_parts(re.sub(r"\.\w+$", "", file))
+                          if re.search(r"[A-Za-z]\.\d\w*(?:\.\w+)?$", file) or stem(p) in _term_set(getattr(split_header(c.text)[0], "title", ""))}
         self.verdict, self.observe = verdict, observe
         self.asked_subject = [t for t in dict.fromkeys(term_stems) if t in subject] or list(dict.fromkeys(term_stems))
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
