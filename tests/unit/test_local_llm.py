@@ -326,6 +326,23 @@ def test_a_name_in_code_no_passage_writes_is_not_answerable():
                                                contexts).reasoning
 
 
+def test_a_name_no_passage_writes_refuses_before_the_reader_is_asked_to_rescue(monkeypatch):
+    # a grade refusing (probability 0) that the reader's verdict would rescue: for --dim, which no passage names, the
+    # cheap check refuses first, the reader is not run, and the reasoning does not call it answerable all the same
+    from shared.query.reading.verdict import VerdictModel
+
+    llm, _ = _model(_QUILL_NEWS)
+    contexts = _contexts(*(c.text for c in _QUILL_NEWS))
+    monkeypatch.setattr(type(llm.grade_model), "probability", lambda self, features: 0.0)
+    monkeypatch.setattr(VerdictModel, "rescues", lambda self, evidence: True)
+    read, synthesize = [], llm.synthesize
+    monkeypatch.setattr(llm, "synthesize", lambda *args, **kwargs: read.append(args) or synthesize(*args, **kwargs))
+    grade = llm.grade("What does the --dim option of quill drop from warnings?", contexts)
+    assert not grade.answerable and not read and "all the same" not in grade.reasoning, grade.reasoning
+    grade = llm.grade("What does the --plain option of quill drop from warnings?", contexts)
+    assert grade.answerable and read and "all the same" in grade.reasoning, grade.reasoning
+
+
 def test_a_release_the_passage_leaves_out_does_not_refuse_a_question_that_asks_more():
     # a changelog names its release in a heading the retrieved passage may not hold: a question with more to
     # it than the release is left to the rest of the evidence

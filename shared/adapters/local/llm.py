@@ -535,7 +535,11 @@ class LocalLanguageModel:
         # nothing retrieved is about the question: neither similar nor sharing its terms ("the boiling point of
         # tungsten" in a corpus about retrieval); the real-text set the reader's verdict is fit on has no such case
         off_topic = sim_max < UNANSWERABLE_SIM and cov_union < UNANSWERABLE_COVERAGE
-        if not answerable and ev.terms and not ev.unknown and not off_topic:
+        # the number the question turns on ("grep 3.9") or a name in code it writes ("base32") that no passage states: the
+        # passages are about something else (another release's, base64's); checked first, they overrule the rescue below
+        titled = [_titled_whole(c) for c in contexts]
+        other_number, other_name = self.unstated_number(query, titled), names_unstated(query, titled)
+        if not answerable and ev.terms and not ev.unknown and not off_topic and not other_number and not other_name:
             # The fitted probability was calibrated on fitz-gov's short synthetic passages and refuses
             # real documentation it has never seen the like of (issue 20): a question the reader's learned
             # verdict (issue 36) does not refuse is not one "the corpus evidently cannot answer".
@@ -549,10 +553,6 @@ class LocalLanguageModel:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
             # neutral grade that neither claims an answer nor abstains.
             answerable, grounded = True, False
-        # also the number the question turns on ("What changed in grep 3.9?") stated by no passage (another release's),
-        # or a name in code it writes that none writes ("base32" over base64's): the passages are about something else
-        titled = [_titled_whole(c) for c in contexts]
-        other_number, other_name = self.unstated_number(query, titled), names_unstated(query, titled)
         if ev.unknown or other_number or other_name:
             answerable, grounded = False, False
         near_miss = support.near_miss
@@ -579,7 +579,7 @@ class LocalLanguageModel:
             + _about_another(other_number, other_name)
             + ("; nothing retrieved is about this question" if off_topic and not answerable else "")
             + ("; answerable all the same: the reader's verdict finds what it would quote likely right"
-               if reader_states else "")
+               if reader_states and answerable else "")
         )
         return Grade(
             score=round(probability, 4),
