@@ -45,7 +45,9 @@ _TRAILING_NUMBER = re.compile(r"\s(\d{1,5})$")
 _DOT_LEADERS = re.compile(r"(?:\s?\.){4,}\s?")  # a table of contents' ". . . . ." between a title and its page
 _HYPHENATED = re.compile(r"([a-zà-ÿ])[-\u2010]\n([a-zà-ÿ])")  # U+2010: the hyphen groff breaks a word with
 _SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
-_OPTION = r"--?[A-Za-z][\w-]*(?:\[?=[^\s,]*)?"  # a letter after the dash: "-40" wrapped alone is a number
+# a letter after the dash, or one digit ending the term or before its comma ("-0, --null", "-1, --fast", "-9"):
+# "-40" wrapped alone is a number
+_OPTION = r"(?:--?[A-Za-z][\w-]*|-\d(?=,|$))(?:\[?=[^\s,]*)?"
 # a man page's term: "-a, --all", "--block-size=SIZE" (not a sentence's end, "... use --dump-every-bb=count.")
 _OPTIONS_ONLY = re.compile(rf"{_OPTION}(?:,\s*{_OPTION})*(?<![.;:])$")
 #: lines kept at the top and bottom of a page as candidates for running headers and footers

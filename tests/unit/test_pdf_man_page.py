@@ -81,6 +81,21 @@ def test_a_negative_number_wrapped_alone_is_no_option_term():
     assert any(text.endswith("somewhere between -40") for text in texts), texts
 
 
+def test_an_option_term_that_starts_with_a_digit_is_a_term():
+    """Requiring a letter after the dash (for '-40' above) glued '-0, --null' (du's first option) to the passage
+    above it and left its description apart (reviewer); '-1, --fast' and a lone '-9' are terms too."""
+    lines = ("DESCRIPTION",
+             "Count the widgets of each crate named, recursively for crates inside crates.",
+             "-0, --null",
+             "end each line of the count with a NUL byte, not a newline",
+             "-9",
+             "count as slowly and as carefully as the counter can")
+    reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
+    texts = [p.text for p in reading.passages]
+    assert "-0, --null end each line of the count with a NUL byte, not a newline" in texts, texts
+    assert "-9 count as slowly and as carefully as the counter can" in texts, texts
+
+
 def test_an_option_that_ends_a_sentence_or_a_command_is_no_term():
     """An option on a line of its own that ends a sentence ('--dump-every-bb=count.') or a command continued by a
     backslash is no term: it stays with what it ends, and the line after it is not its description."""
