@@ -150,9 +150,10 @@ _BIDI_RE = re.compile(f"[{_BIDI_CONTROLS}]")
 # Characters that end a line though they are not "\n" (Python's str.splitlines takes them all): form feed and
 # vertical tab, the file/group/record separators, NEL (EBCDIC's newline) and Unicode's line and paragraph
 # separators. Dropped with the control characters, they glued the words on either side ("seconds.\fThe port").
-# A form feed or vertical tab beside a newline is no line break of its own (pdftotext starts a page's first line
-# with one: "named in\n\fthe -c option" is one sentence, which join_wrapped joins): dropped, as before.
-_LINE_BREAKS_RE = re.compile("[\x1c-\x1e\x85\u2028]|(?<!\n)[\x0b\x0c](?!\n)")
+# A run of form feeds and vertical tabs is one line break; beside a newline it is none of its own (pdftotext starts
+# a page's first line with one, two after a blank page: "named in\n\f\fthe -c option" is one sentence, which
+# join_wrapped joins): dropped with the control characters, as before.
+_LINE_BREAKS_RE = re.compile("[\x1c-\x1e\x85\u2028]|(?<![\n\x0b\x0c])[\x0b\x0c]+(?![\n\x0b\x0c])")
 
 
 def without_bidi_controls(text: str) -> str:
@@ -178,8 +179,9 @@ def fold_width(text: str) -> str:
 
 
 def line_breaks_as_newlines(text: str) -> str:
-    """``text`` with every line break ``\\n``: CR LF, CR, form feed, NEL, U+2028 ... (a paragraph separator,
-    U+2029, a blank line)."""
+    """``text`` with every line break ``\\n``: CR LF, CR, NEL, U+2028, the file/group/record separators, a run of
+    form feeds and vertical tabs between two characters of a line (one beside a newline is left, no break of its
+    own, for :func:`normalize_text` to drop), and a paragraph separator, U+2029, as a blank line."""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2029", "\n\n")
     return _LINE_BREAKS_RE.sub("\n", text)
 

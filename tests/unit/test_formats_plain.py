@@ -75,3 +75,18 @@ def test_a_form_feed_that_starts_a_line_does_not_split_its_paragraph():
     assert extract_plain("\n".join(lines[:1] + ["\x0c" + lines[1]] + lines[2:])).body == plain
     assert extract_plain("\n".join(lines[:1] + [lines[1] + "\x0b"] + lines[2:])).body == plain
     assert "\n\n" not in plain
+
+
+def test_form_feeds_in_a_row_beside_a_newline_do_not_split_a_paragraph():
+    """Two form feeds after a newline (pdftotext's blank page) were taken, the second, for a line break: a blank line
+    mid-sentence (reviewer). A run of them between two characters is one line break."""
+    from shared.contract.text import normalize_text
+    from shared.formats.text import extract_plain
+
+    assert normalize_text("named in\n\x0c\x0cthe -c option") == "named in\nthe -c option"
+    assert normalize_text("named in\x0c\x0b\n\x0cthe -c option") == "named in\nthe -c option"
+    assert normalize_text("it exits.\x0c\x0cThe port") == "it exits.\nThe port"
+    lines = ["The tool reads its settings from the file named in", "the -c option and writes them back when",
+             "it exits.", ""]
+    plain = extract_plain("\n".join(lines)).body
+    assert extract_plain("\n".join(lines[:1] + ["\x0c\x0c" + lines[1]] + lines[2:])).body == plain
