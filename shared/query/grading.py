@@ -301,7 +301,7 @@ def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
 # abbreviation ("e.g", "U.S").
 _IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:()]*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]"
                          r"|\w[_.:]\w))(?!(?:[A-Za-z]\.)+[A-Za-z]\b)[A-Za-z_][\w.:]*\w")
-_CODE_RUN = re.compile(r"-*\w+(?:[-.:]+\w+)*")
+_CODE_RUN = re.compile(r"(?<![\w-])-*\w+(?:[-.:]+\w+)*")  # tried only where a run starts: linear
 
 
 def _spelt(name: str) -> str:

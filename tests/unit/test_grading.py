@@ -188,6 +188,27 @@ def test_the_names_a_long_question_writes_are_looked_up_once_over_the_passages()
     assert spent[1] < 4 * spent[0]
 
 
+def test_a_run_of_dashes_in_a_passage_is_read_for_names_in_linear_time():
+    """A passage holding a long rule of dashes ('--------...') was read for names in code from each of its dashes
+    (16,000 dashes took 4 s, in every local grade). Its CPU time grows with the rule, not its square; and the runs
+    a passage writes are read as before."""
+    import time
+
+    from shared.query.grading import _CODE_RUN, names_unstated
+
+    def cost(n: int) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.thread_time()
+            names_unstated("What does wren_flush return?", ["Notes\n" + "-" * n + "\nwren_flush returns 0."])
+            best = min(best, time.thread_time() - started)
+        return best
+
+    assert cost(4000) / cost(500) < 24  # linear: about 8; quadratic: about 64
+    assert _CODE_RUN.findall("--tips-format=x foo_bar a.b-c x86-64 -x") == [
+        "--tips-format", "x", "foo_bar", "a.b-c", "x86-64", "-x"]
+
+
 def test_a_number_is_stated_only_beside_the_name_it_numbers():
     # "kestrel 4.2" is kestrel's release: a passage stating 4.2 of another program does not state it
     from shared.query.grading import numbers_unstated
