@@ -300,7 +300,8 @@ def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
 # numbers_unstated), a word joined by a hyphen ("low-level"), an acronym ("FAQ", "HOWTO" name the document), nor an
 # abbreviation ("e.g", "U.S").
 _IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:()]*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]"
-                         r"|\w[_.:]\w))(?!(?:[A-Za-z]\.)+[A-Za-z]\b)[A-Za-z_][\w.:]*\w")
+                         r"|\w[_.:]\w))(?!(?:[A-Za-z]\.)+[A-Za-z]\.?(?![\w.:]))"
+                         r"[A-Za-z_][\w.:]*\w")
 _CODE_RUN = re.compile(r"(?<![\w-])-*\w+(?:[-.:]+\w+)*")  # tried only where a run starts: linear
 
 

@@ -173,6 +173,15 @@ def test_a_name_spelt_another_way_is_written():
     assert names_unstated("What changed in Kestrel v2.5?", passages) == ["v2.5"]
 
 
+def test_a_name_that_opens_with_single_letters_and_dots_is_no_abbreviation():
+    # "A.B.frob_config" goes on past its letters and dots: a name in code, though "e.g." and "U.S." are none
+    from shared.query.grading import names_unstated
+
+    passages = ["Wren reads Q.R.frob_config at start, e.g. from the U.S. mirror."]
+    assert names_unstated("What does Q.R.frob_config hold?", passages) == []
+    assert names_unstated("What does A.B.frob_config hold, e.g. in the U.S.?", passages) == ["A.B.frob_config"]
+
+
 def test_the_names_a_long_question_writes_are_looked_up_once_over_the_passages():
     # the passages are read once, not once per name: 500 names cost about what one does (one scan each: ~500 times)
     import time
