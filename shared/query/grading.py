@@ -307,10 +307,11 @@ _CODE_RUN = re.compile(r"(?<![\w-])-*\w+(?:[-.:]+\w+)*")  # tried only where a r
 
 def _spelt(name: str) -> str:
     """``name`` as :func:`names_unstated` compares it: lower-case, no hyphen, underscore or dot inside a word
-    ("UTF-8", "utf_8" and "UTF8" are one; "1.2" keeps its dot), no "v" before a version ("v1.2" is "1.2")."""
+    ("UTF-8", "utf_8" and "UTF8" are one; "1.2" keeps its dot), no "v" before a dotted version ("v1.2" is "1.2";
+    "V8" is no "8")."""
     dashes = name[: len(name) - len(name.lstrip("-"))]
     bare = re.sub(r"[-_\s]|(?<!\d)\.|\.(?!\d)", "", name.lower().lstrip("-"))
-    return dashes + re.sub(r"^v(?=\d)", "", bare)
+    return dashes + re.sub(r"^v(?=\d+\.\d)", "", bare)
 
 
 def names_unstated(question: str, passages: Sequence[str]) -> list[str]:

@@ -182,6 +182,14 @@ def test_a_name_that_opens_with_single_letters_and_dots_is_no_abbreviation():
     assert names_unstated("What does A.B.frob_config hold, e.g. in the U.S.?", passages) == ["A.B.frob_config"]
 
 
+def test_a_v_is_dropped_only_before_a_dotted_version():
+    # V8 is an engine, not the number 8 a passage writes; v8.1 is the version 8.1
+    from shared.query.grading import names_unstated
+
+    assert names_unstated("Does Wren embed V8?", ["Wren 8 embeds no engine."]) == ["V8"]
+    assert names_unstated("What changed in Wren v8.1?", ["Wren 8.1 adds a cache."]) == []
+
+
 def test_the_names_a_long_question_writes_are_looked_up_once_over_the_passages():
     # the passages are read once, not once per name: 500 names cost about what one does (one scan each: ~500 times)
     import time
