@@ -1064,6 +1064,9 @@ def test_an_earlier_question_built_to_backtrack_is_read_in_linear_time():
     ("Which warning did the frob compiler emit?", "Is the warning the frob compiler emitted documented?"),
     ("Which licence did the quux authors have?", "Is the licence the quux authors had documented?"),
     ("Which default did the frob manual see?", "Is the default the frob manual saw documented?"),
+    ("Which tool did Quuxsoft buy?", "Is the tool Quuxsoft bought documented?"),
+    ("Which file did the frob installer overwrite?", "Is the file the frob installer overwrote documented?"),
+    ("Which port did the quux daemon seek?", "Is the port the quux daemon sought documented?"),
 ])
 def test_did_puts_the_verb_in_its_past_tense(earlier, expected):
     assert resolve(earlier, "Is that documented?")[0] == expected
