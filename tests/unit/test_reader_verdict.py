@@ -177,12 +177,17 @@ def test_a_value_from_another_document_than_the_one_the_question_names_is_not_an
 
 def test_a_file_named_by_a_plain_word_names_no_document_a_question_asks_of(embedder):
     # "terminal" of docs/terminal.html is a word of the question, no program: tally's answer is no other document's;
-    # a name the document's title writes (glance.html titled "glance - ...") is one
+    # nor where the document's title holds it ("Terminal settings"); a name the title opens with as a manual page
+    # names its program (glance.html titled "glance - ...") is one
     tally = ("TALLY(1)\n\nOPTIONS\n\n-w, --wait=N: between two reads, wait about N seconds (default 3.5).\n\n"
              "-l, --limit=NUM: read at most NUM records.")
     screen = "The terminal repeats a command forever and paints its output on the whole screen in reverse video."
     for source, text, asked, named in (
             ("file:///docs/terminal.html", screen, "tally on a terminal", False),
+            ("file:///docs/terminal.html", f"Title: Terminal\nPublished: unknown\nSource: x\n\n{screen}",
+             "tally on a terminal", False),
+            ("file:///docs/terminal.html", f"Title: Terminal settings - Kestrel docs\nSource: x\n\n{screen}",
+             "tally on a terminal", False),
             ("file:///docs/glance.html", f"Title: glance - paint a command\nPublished: unknown\nSource: x\n\n{screen}",
              "glance", True)):
         question = f"What is the default wait between two reads of {asked}?"

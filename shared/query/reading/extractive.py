@@ -393,9 +393,9 @@ class Reader:
         self.closeness = context_similarity
         # a passage whose document is not named (no URL, no title) is taken as a document of its own
         self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
-        # the names they are filed under that name a program, a manual page's ("watch" of watch.1.txt) or those its title writes; not a word ("terminal" of terminal.html)
+        # the names they are filed under that name a program, a manual page's ("watch" of watch.1.txt) or one its title opens as a man page does ("glance - paint"); not a word ("terminal")
         self.documents = {stem(p) for c in contexts for file in [c.source.rstrip("/").rsplit("/", 1)[-1]] for p in _name_parts(re.sub(r"\.\w+$", "", file))
-                          if re.search(r"[A-Za-z]\.\d\w*(?:\.\w+)?$", file) or stem(p) in _term_set(getattr(split_header(c.text)[0], "title", ""))}
+                          if re.search(r"[A-Za-z]\.\d\w*(?:\.\w+)?$", file) or re.match(rf"(?i){re.escape(p)}(?:\(\d\w*\))?\s+[-–—]\s", getattr(split_header(c.text)[0], "title", None) or "")}
         self.verdict, self.observe = verdict, observe
         self.asked_subject = [t for t in dict.fromkeys(term_stems) if t in subject] or list(dict.fromkeys(term_stems))
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
