@@ -299,7 +299,7 @@ def numbers_unstated(question: str, passages: Sequence[str]) -> list[str]:
 # a program or format with digits ("base32", "sr0"), a long option ("--tips-format"); not a number ("3.9":
 # numbers_unstated), a word joined by a hyphen ("low-level"), an acronym ("FAQ", "HOWTO" name the document), nor an
 # abbreviation ("e.g", "U.S").
-_IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:()]*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]"
+_IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:]*(?:[a-z][A-Z]|[A-Za-z]\d|\d[A-Za-z]"
                          r"|\w[_.:]\w))(?!(?:[A-Za-z]\.)+[A-Za-z]\.?(?![\w.:]))"
                          r"[A-Za-z_][\w.:]*\w")
 _CODE_RUN = re.compile(r"(?<![\w-])-*\w+(?:[-.:]+\w+)*")  # tried only where a run starts: linear

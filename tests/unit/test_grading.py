@@ -222,6 +222,9 @@ def test_a_run_of_dashes_in_a_passage_is_read_for_names_in_linear_time():
         return best
 
     assert cost(4000) / cost(500) < 24  # linear: about 8; quadratic: about 64
+    started = time.thread_time()  # nor is a question's run of parentheses read from each of them
+    assert names_unstated("Is " + "(" * 8000 + "this) right?", ["wren_flush returns 0."]) == []
+    assert time.thread_time() - started < 0.5  # quadratic: about 2 s
     assert _CODE_RUN.findall("--tips-format=x foo_bar a.b-c x86-64 -x") == [
         "--tips-format", "x", "foo_bar", "a.b-c", "x86-64", "-x"]
 
