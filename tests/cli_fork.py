@@ -98,13 +98,15 @@ def _source(module: Any) -> str:
 def _constant(module: Any, attr: str, number: str, depth: int = 0) -> bool:
     """Whether ``module``'s global ``attr`` is a constant that happens to equal the pid ``number`` (a budget of
     300 tokens where the pid is 300, as in a container), not a pid computed at import: the number is written
-    in the module's source (``2_000`` writes 2000), or ``attr`` is assigned an expression of literals and
+    in ``attr``'s own top-level assignment (``2_000`` writes 2000; a number elsewhere in the module, as the
+    local bus's 2, 4 or 8, says nothing of ``attr``), or ``attr`` is assigned an expression of literals and
     such constants alone (``96 * 1024``, ``8 * _SEQUENCE * _SEQUENCE``), or imported from a module where it
     is one."""
     import re
 
     source = _source(module)
-    if re.search(rf"(?<!\d){number}(?!\d)", re.sub(r"(?<=\d)_(?=\d)", "", source)):
+    if any(re.search(rf"(?<!\d){number}(?!\d)", re.sub(r"(?<=\d)_(?=\d)", "", value))
+           for value in _assigned(source, attr)):
         return True
     literal, imported = _top_level(source, getattr(module, "__package__", None) or "")
     if attr in literal:
@@ -112,6 +114,28 @@ def _constant(module: Any, attr: str, number: str, depth: int = 0) -> bool:
     origin = imported.get(attr)
     return origin is not None and origin[0] in sys.modules and depth < 5 \
         and _constant(sys.modules[origin[0]], origin[1], number, depth + 1)
+
+
+def _assigned(source: str, attr: str) -> list[str]:
+    """The source of each value the module's top level (an `if` or `try` there included, no function or
+    class body) assigns to the name ``attr``."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    values, statements = [], list(tree.body)
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None else []
+        if any(isinstance(name, ast.Name) and name.id == attr for target in targets for name in ast.walk(target)):
+            values.append(ast.get_source_segment(source, node.value) or "")
+        statements.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+    return values
 
 
 def _top_level(source: str, package: str) -> tuple[set[str], dict[str, tuple[str, str]]]:

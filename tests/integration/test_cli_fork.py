@@ -97,3 +97,14 @@ def test_no_constant_of_the_cli_s_modules_is_taken_for_the_pid(monkeypatch):
         monkeypatch.setattr(cli_fork.os, "getpid", lambda number=number: number)
         assert cli_fork._pid_globals() == "", number
 
+
+
+def test_a_pid_global_is_refused_though_its_digits_are_elsewhere_in_the_module(monkeypatch):
+    """A small pid (2, in a container) is written somewhere in nearly every module (the local bus writes 2,
+    4, 8 ...): only the global's own assignment says it is a constant, so a planted 'host:2' is refused."""
+    import shared.adapters.local.bus as bus
+
+    monkeypatch.setattr(cli_fork.os, "getpid", lambda: 2)
+    assert cli_fork._pid_globals() == ""
+    monkeypatch.setattr(bus, "_LEAKED", "host:2", raising=False)
+    assert "shared.adapters.local.bus._LEAKED" in cli_fork._pid_globals()
