@@ -13,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from services.gateway import server as gateway_server
 from services.gateway.server import serve
 from shared.contract.config import Settings
 from tests.integration.test_gateway_http import make_deps
@@ -173,5 +174,15 @@ def test_a_refused_connection_that_lingers_is_not_refused_again(server, caplog):
         conn.sendall(b"POST /v1/queries HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         assert conn.recv(4096).startswith(b"HTTP/1.1 400 ")
-        time.sleep(1.5)  # held open past the read deadline, inside the linger
+        conn.settimeout(5)
+        while conn.recv(4096):  # the server ends its sending side once it has refused (and lingers)
+            pass
+        lingering = set(gateway_server._LINGERING)
+        assert lingering  # this connection, added before its sending side was ended
+        # held open until the server closes it at the linger's end (2 s): the 1 s deadline, had it been re-armed,
+        # fired first, whatever the load (a fixed wait of 1.5 s could end before it did)
+        waited = time.monotonic()
+        while lingering & gateway_server._LINGERING and time.monotonic() - waited < 30:
+            time.sleep(0.05)
+        assert not lingering & gateway_server._LINGERING
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
