@@ -655,6 +655,15 @@ def test_a_degree_asked_is_the_noun_a_sentence_states_it_by():
         "The tram is about twice as fast as the bus on the same route."
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known loss of 820c295: a superlative asked as a limit ('the largest job') is "
+                   "no word form of the comparative a sentence states it by ('larger than'); fixed, drop this mark")
+def test_a_superlative_asked_as_a_limit_is_the_comparative_a_sentence_states_it_by():
+    queue = ("The queue holds the jobs the scheduler has accepted. The queue is drained by the workers in order. "
+             "A job larger than 8 MB is refused by the queue.")
+    assert _quoted(_read("What is the largest job the queue accepts?", queue))[0] == \
+        "A job larger than 8 MB is refused by the queue."
+
+
 def test_a_superlative_is_no_form_of_the_word_a_question_compares_or_qualifies():
     # "fastest growth" ranks something else than "faster than Java" compares; "lowest" is not the "low" of "low-carbon"
     assert stem("lengths") == stem("long") and stem("faster") == stem("fast") and stem("Stability") == stem("stable")
