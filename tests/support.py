@@ -325,3 +325,20 @@ def gateway_on(home: Path) -> Iterator[tuple[Any, Any]]:
         yield server, deps
     finally:
         server.stop()
+
+
+def cpu_ratio(run: Callable[[int], Any], small: int, large: int, tries: int = 3,
+              check: Callable[[int, Any], None] | None = None) -> float:
+    """How many times the CPU time of ``run(small)`` ``run(large)`` takes: the least of ``tries`` runs of each, in
+    the thread's CPU time (wall time counts what a loaded machine takes away mid-try; the least drops a pause).
+    ``check(n, result)`` is called on each size's last result, outside the timing."""
+    least = {}
+    for n in (small, large):
+        least[n] = float("inf")
+        for _ in range(tries):
+            started = time.thread_time()
+            result = run(n)
+            least[n] = min(least[n], time.thread_time() - started)
+        if check is not None:
+            check(n, result)
+    return least[large] / least[small]

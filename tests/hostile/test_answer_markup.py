@@ -25,7 +25,7 @@ from shared.contract.ports import Answer, AnswerSentence
 from shared.formats.text import extract_markdown
 from shared.query.plain_answer import plain_answer_text
 from tests.integration.fake_openai import FakeOpenAI, Reply
-from tests.support import mcp_session, mcp_structured, run_cli, serving_documents
+from tests.support import cpu_ratio, mcp_session, mcp_structured, run_cli, serving_documents
 
 SOURCE = "https://example.org/blimp"
 LEAK = "127.0.0.1:9"  # where every planted address points: none may reach a surface
@@ -407,17 +407,10 @@ def test_a_long_run_without_a_space_is_made_plain_in_linear_time():
     characters with no space: the placeholder pattern was tried from each of its characters (a 16,000-character
     run took 5 s; `ragbus search` over such a chunk ran past 300 s). Its CPU time grows with the run, not
     its square; and a placeholder inside a run is still fenced as before."""
-    import time
+    texts = {n: "".join(f"x{i}" for i in range(n)) for n in (500, 4000)}
 
-    def cost(n: int) -> float:
-        text = "".join(f"x{i}" for i in range(n))
-        best = float("inf")
-        for _ in range(3):
-            started = time.thread_time()
-            plain = plain_answer_text(text)
-            best = min(best, time.thread_time() - started)
-        assert plain == text
-        return best
+    def check(n: int, plain: str) -> None:
+        assert plain == texts[n]
 
-    assert cost(4000) / cost(500) < 24  # linear: about 8; quadratic: about 64
+    assert cpu_ratio(lambda n: plain_answer_text(texts[n]), 500, 4000, check=check) < 24  # linear: about 8; quadratic: about 64
     assert plain_answer_text("set run/<name>/x and go") == "set `run/<name>/x` and go"

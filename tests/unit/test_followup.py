@@ -16,6 +16,7 @@ from shared.query.reading.followup import (
     subject_of,
 )
 from shared.query.reading.language import phrase
+from tests.support import cpu_ratio
 
 ACK = "What is the ack deadline in Pub/Sub?"
 
@@ -1038,24 +1039,15 @@ def test_an_ellipsis_keeps_the_place_the_earlier_subject_was_in(earlier, follow_
 def test_an_earlier_question_built_to_backtrack_is_read_in_linear_time():
     """A word of "xly"s (each piece an adverb ending in -ly) and a long word after "in" before a comma: the adverb and scope
     patterns split such a word every way they could (exponential, n**4) before each piece had to end where the word does."""
-    import time
-
-    def cost(earlier: str, follow_up: str) -> float:
-        best = float("inf")
-        for _ in range(3):
-            started = time.thread_time()
-            standalone_question(follow_up, [ConversationTurn(earlier)])
-            best = min(best, time.thread_time() - started)
-        return best
-
     def adverbs(n: int) -> str:
-        return f"Which option can {'xly' * n}X use?"
+        return standalone_question("Is it portable?", [ConversationTurn(f"Which option can {'xly' * n}X use?")])
 
     def scope(n: int) -> str:
-        return f"How is the cache flushed if the disk is full in {'x' * n}, for example?"
+        earlier = f"How is the cache flushed if the disk is full in {'x' * n}, for example?"
+        return standalone_question("And if the disk is slow?", [ConversationTurn(earlier)])
 
-    assert cost(adverbs(22), "Is it portable?") / cost(adverbs(11), "Is it portable?") < 24  # linear about 2; before about 1,000
-    assert cost(scope(120), "And if the disk is slow?") / cost(scope(30), "And if the disk is slow?") < 24  # linear 4; before 250
+    assert cpu_ratio(adverbs, 11, 22) < 24  # linear about 2; before about 1,000
+    assert cpu_ratio(scope, 30, 120) < 24  # linear 4; before 250
 
 
 @pytest.mark.parametrize("earlier, expected", [

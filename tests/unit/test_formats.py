@@ -20,6 +20,7 @@ from shared.formats.passages import (
 )
 from shared.formats.pdf import read_pdf
 from shared.formats.registry import Limits, by_media_type, by_suffix
+from tests.support import cpu_ratio
 from tests.unit.loop_fakes import HashingEmbedder
 
 pytestmark = pytest.mark.unit
@@ -294,23 +295,14 @@ def test_joining_wrapped_lines_costs_in_proportion_to_the_text():
     run, the least of five tries each; the margin is wide, the two costs far apart). Measured in the thread's
     CPU time: in wall time a loaded machine that took the core away mid-try (load 18 on two cores here) put
     the ratio at 20-31 for the same code, past the bound."""
-    import time
-
     from shared.formats.text import join_wrapped
 
     line = "Permission is hereby granted, free of charge, to any person obtaining a copy of this\n"
 
-    def cost(lines: int) -> float:
-        text = "Copyright\n\n" + line * lines
-        best = float("inf")
-        for _ in range(5):
-            started = time.thread_time()
-            joined = join_wrapped(text)
-            best = min(best, time.thread_time() - started)
+    def check(lines: int, joined: str) -> None:
         assert joined.count("\n") == 3  # the title, a blank line, one paragraph: every wrapped line joined
-        return best
 
-    assert cost(2400) / cost(300) < 24
+    assert cpu_ratio(lambda lines: join_wrapped("Copyright\n\n" + line * lines), 300, 2400, tries=5, check=check) < 24
 
 
 GZIP_MAN = (  # `MANWIDTH=80 man -l gzip.1.gz | col -bx` (gzip 1.12): groff breaks a word with U+2010 HYPHEN

@@ -16,6 +16,7 @@ from shared.query.grading import (
     parse_transformation,
     strip_model_directives,
 )
+from tests.support import cpu_ratio
 
 GOOD = '{"score": 0.8, "relevance": 0.9, "completeness": 0.7, "grounded": true, "answerable": true, ' \
        '"reasoning": "ok", "missing_aspects": ["latency"]}'
@@ -213,15 +214,10 @@ def test_a_run_of_dashes_in_a_passage_is_read_for_names_in_linear_time():
 
     from shared.query.grading import _CODE_RUN, names_unstated
 
-    def cost(n: int) -> float:
-        best = float("inf")
-        for _ in range(3):
-            started = time.thread_time()
-            names_unstated("What does wren_flush return?", ["Notes\n" + "-" * n + "\nwren_flush returns 0."])
-            best = min(best, time.thread_time() - started)
-        return best
+    def read(n: int) -> list[str]:
+        return names_unstated("What does wren_flush return?", ["Notes\n" + "-" * n + "\nwren_flush returns 0."])
 
-    assert cost(4000) / cost(500) < 24  # linear: about 8; quadratic: about 64
+    assert cpu_ratio(read, 500, 4000) < 24  # linear: about 8; quadratic: about 64
     started = time.thread_time()  # nor is a question's run of parentheses read from each of them
     assert names_unstated("Is " + "(" * 8000 + "this) right?", ["wren_flush returns 0."]) == []
     assert time.thread_time() - started < 0.5  # quadratic: about 2 s
