@@ -7,6 +7,16 @@ from shared.formats.pdf import read_pdf
 from shared.formats.registry import Limits
 from tests.hostile.bad_files import pdf, text_page
 
+
+def _reading(*lines: str):
+    """What the PDF reader makes of one text page holding ``lines``."""
+    return read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
+
+
+def _passages(*lines: str) -> list[str]:
+    return [passage.text for passage in _reading(*lines).passages]
+
+
 MAN_PAGE = (
     "DOZE(1) User Commands DOZE(1)",
     "NAME",
@@ -23,7 +33,7 @@ MAN_PAGE = (
 
 
 def test_a_man_page_s_section_headings_stay_apart_from_the_line_above_them():
-    reading = read_pdf(pdf([text_page(*MAN_PAGE)]), "application/pdf", "", Limits(ocr=False))
+    reading = _reading(*MAN_PAGE)
     assert reading.title == "doze - wait for a while before going on"
     texts = [p.text for p in reading.passages]
     assert "doze - wait for a while before going on" in texts
@@ -35,8 +45,7 @@ def test_a_capitalised_word_that_runs_a_sentence_on_is_not_a_heading():
     lines = ("The probe was launched by the space agency of the",
              "USA",
              "and reached the outer planets after twelve years of flight through the dark.")
-    reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
-    assert "USA" not in [p.text for p in reading.passages]
+    assert "USA" not in _passages(*lines)
 
 
 OPTIONS = (
@@ -60,8 +69,7 @@ def test_a_man_page_s_option_term_starts_a_passage_of_its_own_with_its_descripti
     widget, not just the blue ones --loose-size"), so the term's own description stood apart from it (newcomer15:
     du(1) as a PDF, 'skip directories on different file systems --help display this help and exit'). The term
     then stood alone, its description a passage apart (reviewer): the description joins its term."""
-    reading = read_pdf(pdf([text_page(*OPTIONS)]), "application/pdf", "", Limits(ocr=False))
-    texts = [p.text for p in reading.passages]
+    texts = _passages(*OPTIONS)
     assert "-a, --all count every widget, not just the blue ones" in texts
     assert "-x, --one-crate skip crates that sit on other shelves of the store" in texts
     assert any(text.startswith("--loose-size print loose sizes") for text in texts)
@@ -75,8 +83,7 @@ def test_a_negative_number_wrapped_alone_is_no_option_term():
     lines = ("The press holds the temperature of each crate it seals somewhere between",
              "-40",
              "and eighty degrees, whatever the weather outside the store may be doing that day.")
-    reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
-    texts = [p.text for p in reading.passages]
+    texts = _passages(*lines)
     assert "-40" not in texts
     assert any(text.endswith("somewhere between -40") for text in texts), texts
 
@@ -90,8 +97,7 @@ def test_an_option_term_that_starts_with_a_digit_is_a_term():
              "end each line of the count with a NUL byte, not a newline",
              "-9",
              "count as slowly and as carefully as the counter can")
-    reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
-    texts = [p.text for p in reading.passages]
+    texts = _passages(*lines)
     assert "-0, --null end each line of the count with a NUL byte, not a newline" in texts, texts
     assert "-9 count as slowly and as carefully as the counter can" in texts, texts
 
@@ -105,7 +111,6 @@ def test_an_option_that_ends_a_sentence_or_a_command_is_no_term():
              "crate-count --store=/srv/store --shelf=north --shelf=south --shelf=east \\",
              "--every-shelf=yes",
              "# and the totals are printed at the end, one line for each shelf of the store")
-    reading = read_pdf(pdf([text_page(*lines)]), "application/pdf", "", Limits(ocr=False))
-    texts = [p.text for p in reading.passages]
+    texts = _passages(*lines)
     assert any(text.endswith("the option --every-shelf=yes.") for text in texts), texts
     assert any(text.endswith("\\ --every-shelf=yes") for text in texts), texts
