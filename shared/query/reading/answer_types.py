@@ -685,6 +685,25 @@ def _exact_names(question: str) -> tuple[str, ...]:
                                                     or re.search(r"\w[-_]\w", m.group().strip("-"))))
 
 
+def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[str], events: set[int]) -> bool:
+    """Whether a clause of ``sentence`` holding the asked value (a clause as :data:`_CLAUSE` ends it) names one of the
+    asked ``events``, or names none (or "changed" alone: "Changed in 3.2: Added X") while its sentence does: "deprecated
+    in 3.0" is no removal, nor "added in 2.5" in "X, added in 2.5, is deprecated", nor a name the next sentence gives."""
+    kind_words, changed = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")]
+
+    def said(text: str) -> set[int]:
+        return {_EVENTS[s] for s in term_set(text) - kind_words if s in _EVENTS}
+
+    for part in split_sentences(sentence):
+        stated = said(part)
+        for clause in _CLAUSE.split(part):
+            if holds_value(clause, fact.kind, question_stems):
+                named = said(clause)
+                if named & events or (not named - {changed} and stated & events):
+                    return True
+    return False
+
+
 def sentence_states(sentence: str, question: str) -> bool | None:
     """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named with its aspect
     or tied to the question's terms); None when it asks for no value of a type (passages state a cause, a mechanism
@@ -699,11 +718,7 @@ def sentence_states(sentence: str, question: str) -> bool | None:
         if ASKS_LIMIT.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
         events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
-        # the value's clause (where _CLAUSE ends it) names the asked event, or none (or "changed" alone: "Changed in 3.2: Added X")
-        # and its sentence does: "deprecated in 3.0" is no removal, nor "added in 2.5" in "X, added in 2.5, is deprecated", nor a name the next sentence gives
-        said = lambda text: {_EVENTS.get(s) for s in term_set(text) - term_set(KIND_NOUNS.get(fact.kind, ""))} - {None}  # noqa: E731
-        if events and not any(said(c) & events or not said(c) - {_EVENTS[stem("changed")]} and stated & events for part in split_sentences(sentence)
-                              for stated in [said(part)] for c in _CLAUSE.split(part) if holds_value(c, fact.kind, question_stems)):
+        if events and not _value_of_event(sentence, fact, question_stems, events):
             return False
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5

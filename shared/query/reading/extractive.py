@@ -393,9 +393,7 @@ class Reader:
         self.closeness = context_similarity
         # a passage whose document is not named (no URL, no title) is taken as a document of its own
         self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
-        # the names they are filed under that name a program, a manual page's ("watch" of watch.1.txt) or one its title opens as a man page does ("glance - paint"); not a word ("terminal")
-        self.documents = {stem(p) for c in contexts for file in [c.source.rstrip("/").rsplit("/", 1)[-1]] for p in _name_parts(re.sub(r"\.\w+$", "", file))
-                          if re.search(r"[A-Za-z]\.\d\w*(?:\.\w+)?$", file) or re.match(rf"(?i){re.escape(p)}(?:\(\d\w*\))?\s+[-–—]\s", getattr(split_header(c.text)[0], "title", None) or "")}
+        self.documents = _program_names(contexts)
         self.verdict, self.observe = verdict, observe
         self.asked_subject = [t for t in dict.fromkeys(term_stems) if t in subject] or list(dict.fromkeys(term_stems))
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
@@ -821,6 +819,24 @@ def names_a_sibling(name: str, text: str) -> bool:
     words = set(tokenize(text) + OPTION.findall(text))
     return any(w.lower() != n.lower() and (_name_parts(w) & _name_parts(n) or any(k(w) and k(n) for k in _NAME_KINDS))
                for n in tokenize(name) + OPTION.findall(name) for w in words)
+
+
+_MAN_PAGE_FILE = re.compile(r"[A-Za-z]\.\d\w*(?:\.\w+)?$")  # watch.1, watch.1.txt, glance.1p.gz
+
+
+def _program_names(contexts: Sequence[NumberedContext]) -> set[str]:
+    """The stems of the names retrieved documents are filed under where they name a program: a manual page's file
+    ("watch" of watch.1.txt) or a name its title opens with as a man page does ("glance - paint a command"); not a
+    word of any file name ("terminal" of terminal.html titled "Terminal settings")."""
+    names = set()
+    for context in contexts:
+        file = context.source.rstrip("/").rsplit("/", 1)[-1]
+        man_page = _MAN_PAGE_FILE.search(file) is not None
+        title = "" if man_page else getattr(split_header(context.text)[0], "title", None) or ""
+        for part in _name_parts(re.sub(r"\.\w+$", "", file)):
+            if man_page or re.match(rf"(?i){re.escape(part)}(?:\(\d\w*\))?\s+[-–—]\s", title):
+                names.add(stem(part))
+    return names
 
 
 def _name_parts(word: str) -> set[str]:
