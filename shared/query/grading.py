@@ -305,6 +305,7 @@ _IDENTIFIER = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]+|(?<![\w.:-])(?=[\w.:]*(?:
 _CODE_RUN = re.compile(r"(?<![\w-])-*\w+(?:[-.:]+\w+)*")  # tried only where a run starts: linear
 
 
+@functools.lru_cache(maxsize=65536)
 def _spelt(name: str) -> str:
     """``name`` as :func:`names_unstated` compares it: lower-case, no hyphen, underscore or dot inside a word
     ("UTF-8", "utf_8" and "UTF8" are one; "1.2" keeps its dot), no "v" before a dotted version ("v1.2" is "1.2";
@@ -322,13 +323,16 @@ def names_unstated(question: str, passages: Sequence[str]) -> list[str]:
     ("Sniffer.has_header" in "class csv.Sniffer ... has_header(sample)"); case and spelling are not compared
     (:func:`_spelt`); a name is written by a longer one holding its words in a row ("SHA_CRYPT" and "x86" by
     "SHA_CRYPT_MIN_ROUNDS", "x86_64": a family of names, a platform's) up to four words long."""
+    names = dict.fromkeys(m.group() for m in _IDENTIFIER.finditer(question))
+    if not names:
+        return []  # most questions write no name in code: the passages are not read for them
     written: set[str] = set()
-    for run in _CODE_RUN.findall(" ".join(passages)):
+    for run in set(_CODE_RUN.findall(" ".join(passages))):
         pieces = re.split(r"([-.:_]+)", run.lstrip("-"))  # the words of a joined name, and the runs of them
         written.update({_spelt(run)}, (_spelt("".join(pieces[a:b])) for a in range(0, len(pieces), 2)
                                        for b in range(a + 1, min(a + 8, len(pieces) + 1), 2)))
     out: list[str] = []
-    for name in dict.fromkeys(m.group() for m in _IDENTIFIER.finditer(question)):
+    for name in names:
         parts = [p for p in re.split(r"[.:()]+", name) if p]
         if _spelt(name) not in written and not (
                 all(re.search("[A-Za-z]", p) for p in parts) and all(_spelt(p) in written for p in parts)):

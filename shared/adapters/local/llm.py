@@ -539,7 +539,8 @@ class LocalLanguageModel:
         # passages are about something else (another release's, base64's); checked first, they overrule the rescue below
         titled = [_titled_whole(c) for c in contexts]
         other_number, other_name = self.unstated_number(query, titled), names_unstated(query, titled)
-        if not answerable and ev.terms and not ev.unknown and not off_topic and not other_number and not other_name:
+        refused = bool(ev.unknown or other_number or other_name)
+        if not answerable and ev.terms and not off_topic and not refused:
             # The fitted probability was calibrated on fitz-gov's short synthetic passages and refuses
             # real documentation it has never seen the like of (issue 20): a question the reader's learned
             # verdict (issue 36) does not refuse is not one "the corpus evidently cannot answer".
@@ -553,7 +554,7 @@ class LocalLanguageModel:
             # Nothing in the question to check ("what's new today?"): no evidence either way, so a
             # neutral grade that neither claims an answer nor abstains.
             answerable, grounded = True, False
-        if ev.unknown or other_number or other_name:
+        if refused:
             answerable, grounded = False, False
         near_miss = support.near_miss
         if near_miss:
@@ -579,7 +580,7 @@ class LocalLanguageModel:
             + _about_another(other_number, other_name)
             + ("; nothing retrieved is about this question" if off_topic and not answerable else "")
             + ("; answerable all the same: the reader's verdict finds what it would quote likely right"
-               if reader_states and answerable else "")
+               if reader_states else "")
         )
         return Grade(
             score=round(probability, 4),
