@@ -541,10 +541,9 @@ class LocalLanguageModel:
         other_number, other_name = self.unstated_number(query, titled), names_unstated(query, titled)
         refused = bool(ev.unknown or other_number or other_name)
         if not answerable and ev.terms and not off_topic and not refused:
-            # The fitted probability was calibrated on fitz-gov's short synthetic passages and refuses
-            # real documentation it has never seen the like of (issue 20): a question the reader's learned
-            # verdict (issue 36) does not refuse is not one "the corpus evidently cannot answer".
-            # the reader reads the passages whole, as the synthesizer will (the grade's budget cut them)
+            # The fitted probability was calibrated on fitz-gov's short synthetic passages and refuses real documentation
+            # it never saw the like of (issue 20): a question the reader's learned verdict (issue 36) does not refuse is
+            # not one "the corpus evidently cannot answer". It reads the passages whole, as the synthesizer will.
             whole = [dataclasses.replace(c, text=c.whole) if c.whole else c for c in contexts]
             seen: list[dict[str, float]] = []
             read = self.synthesize(query, whole, language="en", observe=lambda evidence, *_: seen.append(evidence))
