@@ -106,6 +106,7 @@ def _constant(module: Any, attr: str, number: str, depth: int = 0) -> bool:
 
     source = _source(module)
     if any(re.search(rf"(?<!\d){number}(?!\d)", re.sub(r"(?<=\d)_(?=\d)", "", value))
+           or re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", value)  # another object's field: DEFAULTS.embed_concurrency
            for value in _assigned(source, attr)):
         return True
     literal, imported = _top_level(source, getattr(module, "__package__", None) or "")
