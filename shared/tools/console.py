@@ -5,11 +5,12 @@ Both commands print through these, so neither imports the other.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from rich.console import Console, ConsoleDimensions
@@ -66,22 +67,31 @@ def stage_progress() -> Progress:
                     MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False)
 
 
-def wait_until_stopped() -> None:
-    """Block until SIGINT (Ctrl-C) or SIGTERM (`kill`), then give the previous handlers back.
+@contextlib.contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT (Ctrl-C) or SIGTERM (`kill`) while the block runs, then the previous handlers back.
 
     Both are caught explicitly: a process started in the background of a non-interactive shell
     (`nohup ragbus serve &`, a test suite under nohup) inherits SIGINT as ignored, and Python then
     never raises KeyboardInterrupt; SIGTERM's default would end the process without stopping the
-    server and the stages cleanly."""
+    server and the stages cleanly. Enter it before a server answers: a signal sent once it does is caught."""
     stopped = threading.Event()
-    stopping = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, lambda *_: stopped.set()) for sig in stopping}
+    previous = {sig: signal.signal(sig, lambda *_: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        while not stopped.wait(1.0):
-            pass
+        yield stopped
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def wait_until_stopped(stopped: threading.Event | None = None) -> None:
+    """Block until SIGINT or SIGTERM (:func:`stop_signals`; ``stopped``: the event of one already entered)."""
+    if stopped is None:
+        with stop_signals() as stopped:
+            wait_until_stopped(stopped)
+        return
+    while not stopped.wait(1.0):
+        pass
 
 
 def stage_counts(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:

@@ -103,11 +103,37 @@ def test_serve_stopped_while_a_stage_is_busy_says_so_too(monkeypatch, capsys):
     monkeypatch.setattr(serving, "unready_stages", lambda *_: {})
     monkeypatch.setattr(serving, "LocalRuntime", Runtime)
     monkeypatch.setattr(Runtime, "busy", True)
-    monkeypatch.setattr(serving, "wait_until_stopped", lambda: None)  # Ctrl-C at once
+    monkeypatch.setattr(serving, "wait_until_stopped", lambda *_: None)  # Ctrl-C at once
     monkeypatch.setattr(gateway_server, "serve", lambda *_, **__: SimpleNamespace(stop=lambda: None))
     serving.serve(host="127.0.0.1", port=8080, allow_loopback=False)
     said = " ".join(capsys.readouterr().err.split())
     assert "stopping: a stage is finishing its item" in said
+
+
+def test_serve_catches_sigterm_before_its_server_answers(monkeypatch):
+    """`ragbus serve` killed as soon as /healthz answered died of SIGTERM's default (-15; the whole suite
+    saw it once): the handlers were installed only after the server started. They are in place first."""
+    import signal
+
+    from services.gateway import server as gateway_server
+    from shared.tools.cli import serving
+
+    seen: list[object] = []
+    system = SimpleNamespace(deps=None, bus=None, settings=SimpleNamespace(poll_interval_s=3600))
+    monkeypatch.setattr(serving, "open_session", lambda *_, **__: SimpleNamespace(local=system, settings=None))
+    monkeypatch.setattr(serving, "unready_stages", lambda *_: {})
+    monkeypatch.setattr(serving, "LocalRuntime", Runtime)
+    monkeypatch.setattr(serving, "wait_until_stopped", lambda *_: None)
+
+    def serve(*_, **__):
+        seen.append(signal.getsignal(signal.SIGTERM))
+        return SimpleNamespace(stop=lambda: None)
+
+    monkeypatch.setattr(gateway_server, "serve", serve)
+    before = signal.getsignal(signal.SIGTERM)
+    serving.serve(host="127.0.0.1", port=8080, allow_loopback=False)
+    assert seen and seen[0] is not before and callable(seen[0])
+    assert signal.getsignal(signal.SIGTERM) is before  # given back
 
 
 def test_ctrl_c_while_chat_waits_for_an_answer_returns_to_the_prompt_in_the_same_conversation(monkeypatch, capsys):

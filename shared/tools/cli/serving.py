@@ -18,7 +18,7 @@ from shared.runtime.local import LocalRuntime
 from shared.runtime.readiness import unready_stages
 from shared.tools.cli.root import AllowLoopback, fail
 from shared.tools.cli.session import announce_data, consumers_of, open_session, say_stopping
-from shared.tools.console import console, err, wait_until_stopped
+from shared.tools.console import console, err, stop_signals, wait_until_stopped
 
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
@@ -71,16 +71,17 @@ def serve(
     try:
         poller = threading.Thread(target=_poll_periodically, args=(system, stop), daemon=True)
         poller.start()
-        try:
-            server = serve_gateway(system.deps, host, port, api_token=token, stages=stages)
-        except RagbusError as exc:
-            raise fail(str(exc)) from None
-        console.print(f"ragbus is serving on [bold]http://{markup(host)}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
-        try:
-            wait_until_stopped()
-        finally:
-            stop.set()
-            server.stop()
+        with stop_signals() as stopped:  # before the server answers: a SIGTERM once /healthz does stops it cleanly
+            try:
+                server = serve_gateway(system.deps, host, port, api_token=token, stages=stages)
+            except RagbusError as exc:
+                raise fail(str(exc)) from None
+            console.print(f"ragbus is serving on [bold]http://{markup(host)}:{port}/[/] (MCP at /mcp); Ctrl-C to stop")
+            try:
+                wait_until_stopped(stopped)
+            finally:
+                stop.set()
+                server.stop()
     finally:
         runtime.stop(waiting=say_stopping)  # Ctrl-C while a stage indexes a large file: up to 10 s, said
 
