@@ -76,9 +76,24 @@ def stop_signals() -> Iterator[threading.Event]:
     never raises KeyboardInterrupt; SIGTERM's default would end the process without stopping the
     server and the stages cleanly. Enter it before a server answers: a signal sent once it does is caught."""
     stopped = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with _stop_signals_handled(lambda *_: stopped.set()):
         yield stopped
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt while the block runs, as Ctrl-C does by default: work
+    stopped by `kill` (or by a Ctrl-C a background shell would ignore) runs its finally blocks, instead of
+    the process ending where it stands. A :func:`stop_signals` entered inside it takes over until it ends."""
+    with _stop_signals_handled(signal.default_int_handler):
+        yield
+
+
+@contextlib.contextmanager
+def _stop_signals_handled(handler: Any) -> Iterator[None]:
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -136,6 +136,35 @@ def test_serve_catches_sigterm_before_its_server_answers(monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is before  # given back
 
 
+def test_demo_catches_sigterm_before_its_server_answers(monkeypatch):
+    """`ragbus demo` installed its handlers only in --serve's last wait: a `kill` once its page answered
+    ended it where it stood (SIGTERM's default), its sample feed left registered for every `ragbus poll`
+    to fail on. From the start a SIGTERM stops it as Ctrl-C does; the wait for Ctrl-C takes over after."""
+    import signal
+
+    from shared.tools import console, demo
+    from shared.tools.cli import serving
+
+    seen: list[str] = []
+
+    def run_demo(*_, **__):
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler), "SIGTERM's default ends the demo where it stands"
+        try:
+            handler(signal.SIGTERM, None)
+        except KeyboardInterrupt:
+            seen.append("interrupted")  # the demo's finally blocks run: server stopped, feed unregistered
+        with console.stop_signals() as stopped:  # --serve's wait
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+            seen.append("stopped" if stopped.is_set() else "not stopped")
+
+    monkeypatch.setattr(demo, "run_demo", run_demo)
+    before = signal.getsignal(signal.SIGTERM)
+    serving.demo(serve_after=True, port=0)
+    assert seen == ["interrupted", "stopped"]
+    assert signal.getsignal(signal.SIGTERM) is before  # given back
+
+
 def test_ctrl_c_while_chat_waits_for_an_answer_returns_to_the_prompt_in_the_same_conversation(monkeypatch, capsys):
     """Ctrl-C while an answer was awaited ended `ragbus chat` (exit 130, a blank line): the conversation
     was lost and the next chat started a new one. It now stops the wait only, says where the question

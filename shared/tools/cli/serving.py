@@ -18,7 +18,13 @@ from shared.runtime.local import LocalRuntime
 from shared.runtime.readiness import unready_stages
 from shared.tools.cli.root import AllowLoopback, fail
 from shared.tools.cli.session import announce_data, consumers_of, open_session, say_stopping
-from shared.tools.console import console, err, stop_signals, wait_until_stopped
+from shared.tools.console import (
+    console,
+    err,
+    stop_signals,
+    stop_signals_interrupt,
+    wait_until_stopped,
+)
 
 commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
@@ -146,6 +152,9 @@ def demo(
     from shared.tools.demo import run_demo
 
     try:
-        run_demo(console, serve_after=serve_after, port=port)
+        # from before its server answers: a `kill` once /healthz does stops it as Ctrl-C does (its feed
+        # unregistered, its stages stopped), and its wait for Ctrl-C with --serve takes over from it
+        with stop_signals_interrupt():
+            run_demo(console, serve_after=serve_after, port=port)
     except RagbusError as exc:
         raise fail(str(exc)) from None
