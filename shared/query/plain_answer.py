@@ -104,7 +104,10 @@ def plain_answer_text(text: str, sources: Iterable[str] = (), *, lines: bool = F
     text = _PLACEHOLDER_WORD.sub(placeholder, text)
     text = _CODE_SPAN.sub(lambda m: _BARE_TAG.sub(lambda t: keep(t.group(0)), m.group(0)), text)
     text = _COMMENT.sub(" ", text)
-    text = _DECLARATION.sub(" ", text)
+    # a declaration runs to the next ">", as a browser reads "<!…>": searched only up to the last ">", where each
+    # search succeeds (one from each "<!" of a long run with no ">" after it ran to the end: quadratic)
+    end = text.rfind(">") + 1
+    text = _DECLARATION.sub(" ", text[:end]) + text[end:]
     text = _TAG.sub(" ", text)
     text = _UNCLOSED.sub("< ", text)
     text = _INLINE_IMAGE.sub(" ", text)

@@ -414,3 +414,17 @@ def test_a_long_run_without_a_space_is_made_plain_in_linear_time():
 
     assert cpu_ratio(lambda n: plain_answer_text(texts[n]), 500, 4000, check=check) < 24  # linear: about 8; quadratic: about 64
     assert plain_answer_text("set run/<name>/x and go") == "set `run/<name>/x` and go"
+
+
+@pytest.mark.parametrize("opening", ["<!", "<?"])
+def test_a_long_run_of_declaration_openings_is_made_plain_in_linear_time(opening):
+    """A declaration ("<!DOCTYPE …>", "<?xml …?>") runs to the next ">": from each opening of a run with no ">"
+    after it, the search ran to the text's end (0.4 s for 25,000 characters, its square). Its CPU time grows
+    with the run; a declaration before it is still removed."""
+    texts = {n: opening * n for n in (1000, 16000)}
+
+    def check(n: int, plain: str) -> None:
+        assert plain == f"< {opening[1]}" * n  # no tag or declaration: each "<" kept apart from what follows
+
+    assert cpu_ratio(lambda n: plain_answer_text(texts[n]), 1000, 16000, check=check) < 48  # linear: 16; quadratic: 256
+    assert plain_answer_text(f"<!DOCTYPE html> Go {opening}{opening}> now") == "Go now"
