@@ -29,7 +29,7 @@ from services.gateway.conversations import Conversations
 from services.gateway.dead_letters import DeadLetterRoutes
 from services.gateway.feedback import FeedbackRoute, RateBound
 from services.gateway.guard import LOOPBACK_HOSTS, RequestGuard
-from services.gateway.mcp_server import build_mcp_server
+from services.gateway.mcp_server import OneMessagePerPost, build_mcp_server
 from services.gateway.openai_compat import (
     OPENAI_SERVED,
     ChatCompletions,
@@ -134,9 +134,13 @@ def _mcp_routes(mcp: MCPServer, host: str) -> list[BaseRoute]:
         )
     # Stateless: no MCP session lives in this instance's memory, so behind a load balancer
     # any instance can answer any request (with sessions, the other instance answered 404).
-    return mcp.streamable_http_app(
+    routes = mcp.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, host=host, stateless_http=True
     ).routes
+    for route in routes:
+        if isinstance(route, Route) and route.path == "/mcp":
+            route.app = OneMessagePerPost(route.app)
+    return routes
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -17,6 +17,7 @@ or a misspelt ``top_k`` without a word, where REST answers 400).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import INVALID_REQUEST
 from mcp.types import Tool as MCPTool
 from pydantic import Field
 
@@ -233,6 +235,41 @@ _FILTERS_DESCRIPTION = (
     "ISO time, or an age such as 7d, 2w, 3m, 1y), kind (how the document came in: feed, sitemap, file or gcs), "
     "where (metadata key: value pairs)."
 )
+
+
+class OneMessagePerPost:
+    """The SDK's ``/mcp`` endpoint, except that a POST whose body is a JSON array (a JSON-RPC batch) is answered
+    400 with one JSON-RPC error line that says so: MCP has taken no batches since its 2025-06-18 revision (a POST
+    carries one message), and the SDK answered one with pydantic's errors for four message types, 13 lines."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        received = []  # read up to the body's first character, then given to the SDK as it came
+        start = b""
+        while not start:
+            message = await receive()
+            received.append(message)
+            start = message.get("body", b"").lstrip()[:1]
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        if start == b"[":
+            body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": (
+                "a JSON-RPC batch (a JSON array) is not taken: MCP carries one message per POST since its "
+                "2025-06-18 revision; send each request alone")}}).encode()
+            await send({"type": "http.response.start", "status": 400, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def replayed() -> Any:
+            return received.pop(0) if received else await receive()
+
+        await self.app(scope, replayed, send)
 
 
 def _filters(source: str | None, since: str | None, until: str | None,

@@ -1,4 +1,4 @@
-"""The gateway's request guard on a bare app: Host, cross-origin writes, JSON, token."""
+"""The gateway's request guard on a bare app: Host, cross-origin writes, JSON, token; MCP's one message per POST."""
 
 import pytest
 from starlette.applications import Starlette
@@ -96,3 +96,24 @@ def test_method_and_route_are_checked_before_the_body(method, path, status, allo
         assert "Content-Type" not in response.text
         if path != "/":  # the token still comes before the router's answer (the page needs none)
             assert _client(token="t").request(method, path).status_code == 401
+
+
+def test_an_mcp_batch_is_refused_in_one_json_rpc_line_and_one_message_still_answered():
+    """MCP takes one JSON-RPC message per POST (no batches since its 2025-06-18 revision): the SDK answered a
+    batch with 13 lines of pydantic's errors. The gateway says what is wrong in one line; a lone message is
+    still the SDK's (its body given on as it came, though the gateway read its first character)."""
+    from services.gateway.app import create_app
+    from shared.contract.config import Settings
+    from shared.contract.deps import Deps
+    from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+
+    deps = Deps(Settings(), publisher=RecordingPublisher(), state=InMemoryStateStore(), clock=FakeClock())
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    ping = b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}'
+    with TestClient(create_app(deps), base_url="http://127.0.0.1:8080") as client:
+        batch = client.post("/mcp", headers=headers, content=b" \n[" + ping + b"]")
+        alone = client.post("/mcp", headers=headers, content=ping)
+    assert batch.status_code == 400
+    error = batch.json()["error"]
+    assert error["code"] == -32600 and "batch" in error["message"] and "\n" not in error["message"]
+    assert alone.status_code == 200 and '"id":7' in alone.text and '"result"' in alone.text
