@@ -50,6 +50,11 @@ _SENTENCE_END = re.compile(r"[.!?:;)\]\"”]$")
 _OPTION = r"(?:--?[A-Za-z][\w-]*|-\d(?=,|$))(?:\[?=[^\s,]*)?"
 # a man page's term: "-a, --all", "--block-size=SIZE" (not a sentence's end, "... use --dump-every-bb=count.")
 _OPTIONS_ONLY = re.compile(rf"{_OPTION}(?:,\s*{_OPTION})*(?<![.;:])$")
+# a term short enough to share its description's line ("-k like --block-size=1K", "--help display this help"):
+# one option, no value (a wrapped sentence's "--max-depth=0 is the same as ..." is none)
+_TERM_ON_ITS_LINE = re.compile(r"--?[A-Za-z][\w-]* [a-z]")
+# a line that runs on into the next, which is then no term: a comma, a command's backslash, a word that needs more
+_RUNS_ON = re.compile(r"(?:[,\\]|\b(?:and|or|with|the|a|an|as|of|to|than|by|for|in|from|via))$")
 #: lines kept at the top and bottom of a page as candidates for running headers and footers
 _EDGE_LINES = 2
 #: PDFium is not thread-safe: no two of its calls may run at once in one process, not even on different
@@ -313,11 +318,15 @@ def _paragraphs(lines: list[str | Table], full: float) -> list[tuple[str, str]]:
             current.append(line)
             close()
             continue
-        if _OPTIONS_ONLY.match(line) and not (current and current[-1].endswith("\\")):  # (not a command's rest)
+        runs_on = bool(current and _RUNS_ON.search(current[-1]))
+        if _OPTIONS_ONLY.match(line) and not runs_on:  # (not a command's or a sentence's rest)
             # a term of options starts a block (the description above ended short)
             close()  # and its description, below it, joins it: "-a, --all count every widget ..."
             current.append(line)
             continue
+        if current and (_OPTIONS_ONLY.match(current[0]) or _TERM_ON_ITS_LINE.match(current[0])) \
+                and _TERM_ON_ITS_LINE.match(line) and not runs_on:
+            close()  # in a list of terms, the next term on its description's line (the one above ended near the width)
         current.append(line)
         # a line well short of the page's usual width ends its paragraph (or is a row on its own)
         if len(line) < 0.7 * full or _SENTENCE_END.search(line) and len(line) < 0.9 * full:

@@ -114,3 +114,37 @@ def test_an_option_that_ends_a_sentence_or_a_command_is_no_term():
     texts = _passages(*lines)
     assert any(text.endswith("the option --every-shelf=yes.") for text in texts), texts
     assert any(text.endswith("\\ --every-shelf=yes") for text in texts), texts
+
+
+def test_a_term_on_its_description_s_line_starts_a_passage_of_its_own():
+    """A term short enough to share its description's line ('-k like --block-size=1K', '--help display this help
+    and exit') ran on from a description above that ended near the line's width (du(1) as a PDF: 'skip directories
+    on different file systems --help display this help and exit'). A wrapped sentence's line that opens with an
+    option and a value ('--max-depth=0 is the same as ...'), or follows a comma or a word such as 'and' or 'with',
+    stays with its sentence: a line of options alone too ('... start the counter with' / '--every-shelf')."""
+    lines = ("DESCRIPTION",
+             "Count the widgets of each crate named, recursively for crates inside crates and boxes.",
+             "--loose-size",
+             "print loose sizes rather than packed ones; the loose size is usually the larger",
+             "-k like --block-size=1K, so that each widget counts as one kilobyte",
+             "-x, --one-crate",
+             "skip the crates that sit on the other shelves of the store while counting them",
+             "--help display this help and exit",
+             "-d, --max-depth=N",
+             "print the count for a crate only if it is N or fewer levels below the crate given",
+             "--max-depth=0 is the same as --summary and counts only the crates given to it",
+             "-z, --zero",
+             "count the empty crates too, which are left out of the count unless asked for, and",
+             "--zero alone counts nothing else but those, whatever the other options may say")
+    texts = _passages(*lines)
+    assert "--loose-size print loose sizes rather than packed ones; the loose size is usually the larger" in texts
+    assert "-k like --block-size=1K, so that each widget counts as one kilobyte" in texts, texts
+    assert "--help display this help and exit" in texts, texts
+    assert any(text.endswith("below the crate given --max-depth=0 is the same as --summary and counts only the "
+                             "crates given to it") for text in texts), texts
+    assert any(text.endswith("unless asked for, and --zero alone counts nothing else but those, whatever the "
+                             "other options may say") for text in texts), texts
+    texts = _passages("To count the crates of every shelf at once, start the counter of the store with",
+                      "--every-shelf",
+                      "and a count of the crates of each shelf is printed when the counter has finished.")
+    assert not any(text.startswith("--every-shelf") for text in texts), texts
