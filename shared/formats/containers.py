@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from shared.contract.errors import InvalidInput
 from shared.formats.passages import Reading
-from shared.formats.registry import Limits
+from shared.formats.registry import KINDS, Limits, legacy_refusal
 
 #: below this an entry's expansion ratio is not worth a refusal (a tiny, very repetitive XML part)
 RATIO_FLOOR_BYTES = 1024 * 1024
@@ -29,7 +29,8 @@ RATIO_FLOOR_BYTES = 1024 * 1024
 OLE_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 #: the name of an OLE directory entry (UTF-16, NUL-ended) that holds an encrypted Office package
 _ENCRYPTED_PACKAGE = "EncryptedPackage\0".encode("utf-16-le")
-_OFFICE_KINDS = ("Word", "Excel", "PowerPoint")
+#: Office's own zip kinds, each with its suffix (a legacy binary file under its name is told to be saved as one)
+_OFFICE_KINDS = {kind.name: kind.suffixes[0] for kind in KINDS if kind.name in ("Word", "Excel", "PowerPoint")}
 
 
 def _encrypted_package(raw: bytes) -> bool:
@@ -53,8 +54,7 @@ def _ole_refusal(raw: bytes, what: str) -> str:
     if _encrypted_package(raw):
         return (f"the {what} file is password-protected (encrypted by Office), which ragbus cannot read; save a "
                 "copy without the password and ingest that")
-    return (f"the {what} file is a legacy binary Office file (OLE) under a modern name, which ragbus does not "
-            "read; open it and save it in the modern format, then ingest that")
+    return f"the {what} file is " + legacy_refusal(_OFFICE_KINDS[what], " under a modern name")
 
 
 def open_zip(raw: bytes, limits: Limits, what: str) -> zipfile.ZipFile:

@@ -68,7 +68,11 @@ class FileKind:
         return getattr(importlib.import_module(module), function)
 
 
-_LEGACY = "a legacy binary Office file (OLE), which ragbus does not read; save it as {modern} and ingest that"
+def legacy_refusal(modern: str, where: str = "") -> str:
+    """Why a legacy binary Office file is refused: by its name (a .doc), or by its bytes under a modern name
+    (``where``: :mod:`shared.formats.containers` says so)."""
+    return f"a legacy binary Office file (OLE){where}, which ragbus does not read; save it as {modern} and ingest that"
+
 
 KINDS: list[FileKind] = [
     FileKind("HTML", (".html", ".htm"), ("text/html", "application/xhtml+xml", "application/xml+html"),
@@ -91,10 +95,9 @@ KINDS: list[FileKind] = [
     FileKind("EPUB", (".epub",), ("application/epub+zip",), "shared.formats.office:read_epub", binary=True),
     FileKind("OpenDocument text", (".odt",), ("application/vnd.oasis.opendocument.text",),
              "shared.formats.office:read_odt", binary=True),
-    FileKind("legacy Word", (".doc",), ("application/msword",), "", refused=_LEGACY.format(modern=".docx")),
-    FileKind("legacy PowerPoint", (".ppt",), ("application/vnd.ms-powerpoint",), "",
-             refused=_LEGACY.format(modern=".pptx")),
-    FileKind("legacy Excel", (".xls",), ("application/vnd.ms-excel",), "", refused=_LEGACY.format(modern=".xlsx")),
+    FileKind("legacy Word", (".doc",), ("application/msword",), "", refused=legacy_refusal(".docx")),
+    FileKind("legacy PowerPoint", (".ppt",), ("application/vnd.ms-powerpoint",), "", refused=legacy_refusal(".pptx")),
+    FileKind("legacy Excel", (".xls",), ("application/vnd.ms-excel",), "", refused=legacy_refusal(".xlsx")),
 ]
 
 
