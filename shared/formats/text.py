@@ -947,8 +947,9 @@ def join_wrapped(text: str) -> str:
     (60% of the document's long lines) runs on into the next unless that one starts a list item, a
     deeper-indented block (the column a hung option's text starts at is no deeper: mdoc's "-A      Generate
     ...") or follows a colon; short lines (a heading, a table's or a list's) stay
-    lines. A line's sentence is then whole, never cut at the wrap ("... not even [1]")."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines. A line's sentence is then whole, never cut at the wrap ("... not even [1]"). Its line breaks are
+    ``\n`` (:func:`~shared.contract.text.line_breaks_as_newlines`, as :func:`extract_plain` reads it)."""
+    lines = text.split("\n")
     lengths = sorted(len(line.rstrip()) for line in lines if line.strip())
     if not lengths:
         return text
@@ -992,8 +993,8 @@ def join_wrapped(text: str) -> str:
 def plain_title(text: str) -> str:
     """A plain-text document's heading: its first line when a blank line or an underline
     (=====, -----) follows it, it is short and does not end a sentence; "" otherwise (the file's
-    name serves). A rendered man page's is the line its first section (NAME) states."""
-    lines = [line.strip() for line in text.replace("\r\n", "\n").split("\n")]
+    name serves). A rendered man page's is the line its first section (NAME) states. Its line breaks are ``\n``."""
+    lines = [line.strip() for line in text.split("\n")]
     first = next((i for i, line in enumerate(lines) if line and not _UNDERLINE.match(line)), None)
     if first is None:
         return ""
@@ -1056,12 +1057,7 @@ def box_tables(text: str) -> str:
             out.extend(lines[i:end])
             i = end
             continue
-        header, body = rows[0], []
-        for row in rows[1:]:
-            if body and not row[0] and len(row) == len(body[-1]):
-                body[-1] = [" ".join(filter(None, pair)) for pair in zip(body[-1], row, strict=True)]
-            else:
-                body.append(row)
+        header, body = rows[0], rows[1:]
         if not body:
             out.append("- " + "; ".join(header))
         for row in body:
@@ -1076,9 +1072,10 @@ def _box_rows(lines: list[str], start: int) -> tuple[list[list[str]] | None, int
     is not the table's); rows None if it is not closed by ``└─┘`` or a group of lines between separators
     changes its cell count (a row would be lost or misread). Within a group, a line whose first cell is
     empty, or whose first cell is its only one filled under a line that filled others, continues the row
-    above (a wrapped cell: X.Org's "│Keyboard │16 │" then "│Bell │ │"); any other line starts a row, one
-    with an empty cell too (a NULL: "│2 │bob │ │" under "│1 │ann │a@x │"). A line with every cell empty (a
-    spacer) is no row."""
+    above (a wrapped cell: X.Org's "│Keyboard │16 │" then "│Bell │ │"); across a separator, one whose first
+    cell is empty continues a row of the body with as many cells; any other line starts a row, one with an
+    empty cell too (a NULL: "│2 │bob │ │" under "│1 │ann │a@x │"). A line with every cell empty (a spacer) is
+    no row."""
     rows: list[list[str]] = []
     width, before, broken = None, None, False  # the group's cell count, its last line's cells
     for end in range(start, len(lines)):
@@ -1096,7 +1093,8 @@ def _box_rows(lines: list[str], start: int) -> tuple[list[list[str]] | None, int
         width = len(cells)
         if broken or not any(cells):
             continue
-        if before is not None and (not cells[0] or not any(cells[1:]) and any(before[1:])):
+        if before is not None and (not cells[0] or not any(cells[1:]) and any(before[1:])) \
+                or before is None and not cells[0] and len(rows) > 1 and len(rows[-1]) == len(cells):
             rows[-1] = [" ".join(filter(None, pair)) for pair in zip(rows[-1], cells, strict=True)]
         else:
             rows.append(cells)
