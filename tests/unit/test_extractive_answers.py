@@ -15,6 +15,7 @@ from shared.query.reading.answer_sentences import (
     opens_with_reference,
 )
 from shared.query.reading.extractive import extractive_answer as _extractive_answer
+from shared.query.reading.extractive import quotable_sentences
 from tests.unit.loop_fakes import bag_of_words
 
 
@@ -214,6 +215,17 @@ def test_heading_labels_bullets_and_reference_markers_are_taken_off():
         "BM25 is the default similarity in Lucene and in Solr.")
     assert heading_like("Term Frequency Saturation and k1")
     assert not heading_like("Term frequency saturates quickly")
+
+
+def test_a_short_line_between_blank_lines_heads_the_command_under_it():
+    # a README's install section converted to text: each heading a line of its own, each command too
+    page = ("Installing\n\nbrew install quillmark\n\nDebian & APT cousins\n\napt-get install quillmark-dev\n\n"
+            "Arch & pacman folks\n\npacman -S quillmark-git\n\nMore\n\nPackaged quillmark ships in 9 repositories.\n")
+    quotable = [(q.text, q.heading) for q in quotable_sentences(page)]
+    assert ("pacman -S quillmark-git", "Arch & pacman folks") in quotable
+    assert all(text not in ("Debian & APT cousins", "Arch & pacman folks") for text, _ in quotable)
+    answer = extractive_answer("How do I install quillmark on Arch?", _contexts(page))
+    assert "pacman -S quillmark-git" in _texts(answer)[0]
 
 
 def test_no_heading_question_or_lead_in_reaches_an_answer_from_a_markdown_page():

@@ -221,8 +221,8 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
         closed[n] = bool(lines[n]) and (bool(_SENTENCE_CLOSE.search(lines[n])) or closed[n + 1])
     out: list[tuple[str, bool]] = []
     header: list[str] = []
-    paragraph = ""
-    n = 0
+    paragraph, n = "", 0
+    alone: set[int] = set()  # pieces that are one line between blank lines
 
     def flush() -> None:
         nonlocal paragraph
@@ -234,6 +234,8 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
         line = lines[n]
         following = lines[n + 1] if n + 1 < len(lines) else ""
         if not line:
+            if n > 1 and paragraph == lines[n - 1] and not lines[n - 2]:
+                alone.add(len(out))
             flush()
             header = []
         elif _TABLE_ROW.match(line):
@@ -284,7 +286,7 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
             paragraph = line
         n += 1
     flush()
-    return _listing_lines_as_items(out)
+    return _listing_lines_as_items(out, alone)
 
 
 def _row(cells: list[str], header: list[str]) -> str:
@@ -302,15 +304,16 @@ def _is_term_line(lines: list[str], n: int, gap: int = 1) -> bool:
                 and not _TABLE_ROW.match(following) and not heading_like(following))
 
 
-def _listing_lines_as_items(out: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """Lines of a text file's listing ("pstree   shows processes as a tree"), two or more in a
-    row, each without a full stop: items too (one such line alone may be a heading)."""
+def _listing_lines_as_items(out: list[tuple[str, bool]], alone: set[int]) -> list[tuple[str, bool]]:
+    """Lines of a text file's listing ("pstree   shows processes as a tree"), two or more in a row, each without a full
+    stop: items too, but for a line between blank lines too short for a sentence that opens with a capital, a heading
+    ("Fedora & RPM friends" over "yum install x")."""
     bare = [not item and "\n" not in text and not _SENTENCE_CLOSE.search(text) and len(_words(text)) >= MIN_ITEM_WORDS
             and not heading_like(text) for text, item in out]
     # one such line alone is an item too when it holds a figure: "Major changes in 1.20.1 (2022-11-15)";
     # a name with digits in it is no figure ("What BM25 cannot do" is a heading)
-    return [(text, item or (bare[i] and ((i > 0 and bare[i - 1]) or (i + 1 < len(bare) and bare[i + 1])
-                                         or _FIGURE.search(text) is not None)))
+    return [(text, item or bare[i] and (((i > 0 and bare[i - 1]) or (i + 1 < len(bare) and bare[i + 1])) and not (
+        i in alone and text[:1].isupper() and too_short(text)) or _FIGURE.search(text) is not None))
             for i, (text, item) in enumerate(out)]
 
 

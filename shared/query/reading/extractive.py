@@ -678,15 +678,10 @@ class Reader:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
         the heading holds question terms its sentences lack, as a reader sees it (the heading names what the
         section's sentences are about without repeating it)."""
-        unit = self.unit(lead)
-        candidate = self.candidates[unit[0]]
-        heading = self.candidates[lead].heading
-        if not heading or heading.lower() in candidate.text.lower():
-            return candidate.text
-        held = frozenset().union(*(self.candidates[j].stems for j in unit))
-        if any(t in _term_set(heading) and t not in held for t in self.term_stems):
-            return f"{heading}: {candidate.text}"
-        return candidate.text
+        unit, heading = self.unit(lead), self.candidates[lead].heading
+        text, held = self.candidates[unit[0]].text, frozenset().union(*(self.candidates[j].stems for j in unit))
+        named = heading and heading.lower() not in text.lower() and (_term_set(heading) - held) & set(self.term_stems)
+        return f"{heading}: {text}" if named else text
 
     def _evidence(self, lead: int, chosen: list[int], unknown: list[str]) -> tuple[dict[str, float], list[int]]:
         """The values of :data:`~shared.query.reading.verdict.FEATURES` for the answer quoting ``chosen``, and which of
