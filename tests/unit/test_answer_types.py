@@ -365,6 +365,20 @@ def test_a_version_in_the_clause_of_another_event_is_not_the_asked_events():
                            "Which Zorp release introduced the --legacy-tls switch?")
 
 
+def test_a_version_in_a_clause_about_another_thing_is_not_the_asked_subjects():
+    # a "which" clause dates the noun phrase it follows; an event's clause with its own object is that object's event
+    first = "In which Linux version did the quillwait command first appear?"
+    assert not sentence_states("quillwait needs the frobfd_open(2) system call which first appeared in Linux 6.1.", first)
+    assert sentence_states("quillwait, which first appeared in Linux 6.4, waits on frobfd descriptors.", first)
+    assert sentence_states("The quillwait command which first appeared in Linux 6.4 waits on descriptors.", first)
+    added = "Which Zorp release introduced the knurl builtin?"
+    assert not sentence_states("Zorp 4.0 introduced the notion of a strictness level, set by options to the knurl builtin.", added)
+    assert sentence_states("Zorp 4.0 introduced the knurl builtin, which sets the strictness level.", added)
+    assert sentence_states("The knurl builtin, which sets the strictness level, was introduced in Zorp 4.0.", added)
+    since = "Since which Zorp release does the knurl builtin set the strictness level?"
+    assert sentence_states("Since Zorp 4.0, the knurl builtin sets the strictness level.", since)  # no event of its own
+
+
 @pytest.mark.parametrize(("question", "kind"), [
     ("What is a version number?", None), ("What is a priority level?", None), ("What is a hard limit?", None),
     ("What is a default value in debconf?", None),  # each asks what such a thing is: no value of a type

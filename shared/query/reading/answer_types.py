@@ -95,9 +95,7 @@ _UNITS = {
     "density": r"per\s+\w+|/\w+", "footprint": r"co2\w*|tons?|tonnes?|kg|grams?|g",
 }
 
-_LEADING_NOISE = re.compile(
-    r"^\W*(?:(?:how|why|what|is|are|when|who|which)\s+)(?=(?:what|how|when|who|which|why)\b)", re.IGNORECASE
-)
+_LEADING_NOISE = re.compile(r"^\W*(?:(?:how|why|what|is|are|when|who|which)\s+)(?=(?:what|how|when|who|which|why)\b)", re.IGNORECASE)
 _HOW_MANY = re.compile(r"\bhow\s+many\s+(?P<rest>.+)", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow\s+much\s+(?P<rest>.+)", re.IGNORECASE)
 _HOW_ADJ = re.compile(r"\bhow\s+(?P<adj>long|far|old|big|large|tall|high|fast|heavy|deep|wide|often|hot|cold|expensive|"
@@ -121,15 +119,11 @@ _WHAT_THE = re.compile(
 _WHAT_NOUN = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<phrase>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+"
                         r"(?:is|are|was|were|did|do|does|has|have|had|will|can|could|should|would|showed|show|shows)\b",
                         re.IGNORECASE)
-_WHAT_CAUSES = re.compile(
-    r"\bwhat\s+(?:causes|caused|causing|triggers|triggered|leads\s+to|led\s+to)\b|\bcauses?\s+of\b", re.IGNORECASE
-)
+_WHAT_CAUSES = re.compile(r"\bwhat\s+(?:causes|caused|causing|triggers|triggered|leads\s+to|led\s+to)\b|\bcauses?\s+of\b",
+                          re.IGNORECASE)
 _HOW_WORK = re.compile(r"\bhow\s+(?:does|do|did|is|are)\b.+?\bwork(?:s|ed)?\b", re.IGNORECASE)
-_HOW_PROCESS = re.compile(
-    r"^\W*(?:\w+\s+)?how\s+(?:is|are|was|were)\s+.+\b(?:made|produced|manufactured|built|constructed|formed|"
-    r"created|generated|synthesi[sz]ed|calculated|measured|determined|transmitted|extracted|processed)\b",
-    re.IGNORECASE,
-)
+_HOW_PROCESS = re.compile(r"^\W*(?:\w+\s+)?how\s+(?:is|are|was|were)\s+.+\b(?:made|produced|manufactured|built|constructed|"
+                          r"formed|created|generated|synthesi[sz]ed|calculated|measured|determined|transmitted|extracted|processed)\b", re.IGNORECASE)
 _HOW_TO = re.compile(r"\bhow\s+(?:do|can|should|could|would)\s+(?:i|we|you|one)\b", re.IGNORECASE)
 _COMPARISON = re.compile(r"\b(versus|vs\.?|compared?|comparison|differ\w*|than)\b", re.IGNORECASE)
 _WHAT_SHARE = re.compile(r"\b(?:what|which)\s+(?:percentage|percent|proportion|share|fraction)\b", re.IGNORECASE)
@@ -150,8 +144,7 @@ _CODE_KINDS = {"status": STATUS, "response": STATUS, "reply": STATUS, "error": S
                "return": IDENT}
 # "What does the --foo option do?", "What did version 2 add?": what the question is about, not what it asks for.
 _ASKS_ABOUT = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:do|does|did)\b", re.IGNORECASE)
-_FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|flag|switch|command-line\s+option)s?\b",
-                     re.IGNORECASE)
+_FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|flag|switch|command-line\s+option)s?\b", re.I)
 _RETURN_Q = re.compile(r"\bwhat\s+(?:does|do|did|will|can)\s+.+?\breturns?\b", re.IGNORECASE)
 _STATUS_VALUE = re.compile(r"(?<![\d.,-])[1-5]\d\d(?![\d.,%-])(?!\s*(?:ms|s|seconds?|bytes?|kb|mb|gb|chunks?|words?|"
                            r"tokens?|dimensions?|-dimensional)\b)", re.IGNORECASE)
@@ -159,8 +152,7 @@ _FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?:in|is)\b", re.IGNORECASE)
 _VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(?:version|release)s?\b|since\s+(?:which|what)\s+"
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
-_DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b",
-                        re.IGNORECASE)
+_DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b", re.IGNORECASE)
 # A question asking for a limit (extractive.ASKS_LIMIT: "the maximum reward", "which minimum version") is answered
 # by a sentence stating one ("up to", "at most", "limited to", "or higher"), not by any value of the thing.
 _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|up\s+to|no\s+(?:more|less|fewer)\s+than|"
@@ -210,9 +202,7 @@ _DATE_VALUE = re.compile(
 _CURRENCY = re.compile(
     r"[$€£¥₹]\s?\d|\b\d[\d,.]*\s*(?:k|m|bn|million|billion|trillion)?\s*(?:dollars?|euros?|pounds?|yen|"
     r"usd|eur|gbp|cents?|francs?|rupees?|yuan)\b|\b(?:usd|eur|gbp|chf|jpy|cad|aud)\s?\d|\b\d[\d,.]*\s*%|"
-    r"\b\d[\d,.]*\s+percent\b|\bfree\s+of\s+charge\b|\bno\s+(?:cost|charge|fee)\b|\bat\s+no\s+cost\b",
-    re.IGNORECASE,
-)
+    r"\b\d[\d,.]*\s+percent\b|\bfree\s+of\s+charge\b|\bno\s+(?:cost|charge|fee)\b|\bat\s+no\s+cost\b", re.IGNORECASE)
 
 
 # A supporting sentence's passage must cover at least this share of the question's topic terms
@@ -673,7 +663,8 @@ def states_value(sentence: str, question: str) -> bool | None:
 # What a question names exactly, which the sentence answering it names too: a version ("1.20.2"), a level or size
 # ("level 19"), an identifier with digits ("des3-cbc-sha1", "all-MiniLM-L6-v2").
 _EXACT = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])")
-_CLAUSE = re.compile(r"[,;:()]|\b(?:which|and|but|while|whereas)\b|\b(?:beginning|starting)\s+(?:with|from|in|at)\b", re.I)
+_CLAUSE = re.compile(r"([,;:()]|\b(?:which|and|but|while|whereas)\b|\b(?:beginning|starting)\s+(?:with|from|in|at)\b)", re.I)
+_NOUN_PHRASE = re.compile(r"[,;:]|\b(?:the|an?)\b", re.I)  # what opens the noun phrase a "which" clause follows
 
 
 def _exact_names(question: str) -> tuple[str, ...]:
@@ -685,22 +676,30 @@ def _exact_names(question: str) -> tuple[str, ...]:
                                                     or re.search(r"\w[-_]\w", m.group().strip("-"))))
 
 
-def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[str], events: set[int]) -> bool:
-    """Whether a clause of ``sentence`` holding the asked value (a clause as :data:`_CLAUSE` ends it) names one of the
-    asked ``events``, or names none (or "changed" alone: "Changed in 3.2: Added X") while its sentence does: "deprecated
-    in 3.0" is no removal, nor "added in 2.5" in "X, added in 2.5, is deprecated", nor a name the next sentence gives."""
+def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[str]) -> bool:
+    """Whether a clause of ``sentence`` holding the asked value (as :data:`_CLAUSE` ends one) is about what is asked: it
+    names an asked event, or names none (or "changed" alone: "Changed in 3.2: Added X") while its sentence does ("added
+    in 2.5" is no removal in "X, added in 2.5, is deprecated"); and where the sentence names the asked subject, a "which"
+    clause dates the noun phrase it follows ("X needs the Y call which first appeared in 5.3": Y), an event what follows
+    its verb ("Bash-4.0 introduced the concept of Z, ... the shopt builtin": Z; "was dropped in 5.0" names none)."""
     kind_words, changed = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")]
+    events, named = {_EVENTS[s] for s in fact.subject if s in _EVENTS}, set(fact.subject) - _EVENTS.keys()
 
     def said(text: str) -> set[int]:
         return {_EVENTS[s] for s in term_set(text) - kind_words if s in _EVENTS}
 
     for part in split_sentences(sentence):
-        stated = said(part)
-        for clause in _CLAUSE.split(part):
-            if holds_value(clause, fact.kind, question_stems):
-                named = said(clause)
-                if named & events or (not named - {changed} and stated & events):
-                    return True
+        stated, bits, about = said(part), _CLAUSE.split(part), bool(term_set(part) & named)
+        for k in range(0, len(bits), 2):  # the clauses, each after what ends the one before (bits[k - 1])
+            clause, relative = bits[k], k > 0 and bits[k - 1].lower() == "which"
+            if not holds_value(clause, fact.kind, question_stems) or events and not (
+                    (own := said(clause)) & events or not own - {changed} and stated & events):
+                continue
+            host = [p for p in _NOUN_PHRASE.split("".join(bits[:k - 1])) if p.strip()][-1:] if relative else [clause]
+            after = list(itertools.dropwhile(lambda w: _EVENTS.get(stem(w)) not in events, tokenize(clause)))[1:]
+            if not about or term_set(" ".join(host)) & named or not relative and all(
+                    stem(w) in question_stems | kind_words or not w.isalpha() for w in content_terms(" ".join(after))):
+                return True
     return False
 
 
@@ -717,8 +716,7 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     if sentence:
         if ASKS_LIMIT.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
-        events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
-        if events and not _value_of_event(sentence, fact, question_stems, events):
+        if fact.kind in (VERSION, DATE, NAME) and not _value_of_event(sentence, fact, question_stems):
             return False
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
