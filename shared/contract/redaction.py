@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import re
 import threading
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 REDACTED = "[redacted]"
 #: Shorter configured values are not searched for: "abc" would blank ordinary words.
@@ -59,8 +59,10 @@ _QUERY_CREDENTIAL = re.compile(
 def remember_secret(value: str | None) -> None:
     """Redact ``value`` wherever it appears from now on (a configured key or token)."""
     if value and len(value) >= MIN_SECRET_CHARS:
+        # as a server may echo it too: percent-encoded (a key with / + = echoed in a URL's query read
+        # "[redacted]%2FRAGBUS%2BKEY..." when the key-shaped pattern took only its head, newcomer16)
         with _known_lock:
-            _known.add(value)
+            _known.update({value, quote(value, safe=""), quote_plus(value, safe="")})
 
 
 def remember_url_credentials(url: str | None) -> None:

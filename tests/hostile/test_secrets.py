@@ -20,7 +20,7 @@ from shared.contract import state_collections
 from shared.contract.config import ConfigError, load_settings
 from shared.contract.errors import ModelUnusable, RetryableError
 from shared.contract.ports import NumberedContext
-from shared.contract.redaction import redact
+from shared.contract.redaction import redact, remember_secret
 from shared.runtime.bootstrap import build_local
 from tests.hostile.model_server import MODEL, answer, model_server, send
 from tests.support import REPO, ragbus_env, run_cli, topic_paragraphs
@@ -188,6 +188,16 @@ def test_a_configured_key_a_model_writes_into_a_successful_reply_is_not_kept():
         llm.close()
     shown = json.dumps([s.text for s in answered.sentences]) + transformed.rewritten + " ".join(transformed.sub_queries)
     assert KEY not in shown and "[redacted]" in shown, shown
+
+
+def test_a_configured_key_echoed_percent_encoded_is_redacted_whole():
+    """A key with / + = echoed in a URL's query: the key-shaped pattern took only its head ("sk-nc16-Q"),
+    and the rest ("%2FRAGBUS%2BKEY%3D...") was kept (newcomer16, a hostile upstream's 401 text)."""
+    key = "sk-nc16-Q/RAGBUS+KEY=zyxw9876"
+    remember_secret(key)
+    text = redact("retry at https://proxy.example/v1?key=sk-nc16-Q%2FRAGBUS%2BKEY%3Dzyxw9876 or "
+                  "form key=sk-nc16-Q%2FRAGBUS%2BKEY%3Dzyxw9876 with " + key)
+    assert "zyxw9876" not in text and "RAGBUS" not in text, text
 
 
 FEED_TOKEN = "feedtok-0123456789abcdef"
