@@ -87,6 +87,8 @@ def test_a_sentence_embedder_given_without_the_question_vector_embeds_the_questi
     "The latter keeps entries in memory only.",
     "Systems built on them stay correct only if consumers are idempotent.",
     "Some brokers offer this within their own boundaries.",
+    "If it is set to 'strict', the default, a parse error is raised.",  # a clause whose subject is a pronoun
+    "When they are stored on disk, the entries are compressed.",
 ])
 def test_sentences_that_point_back_are_recognised(sentence):
     assert opens_with_reference(sentence)
@@ -100,6 +102,8 @@ def test_sentences_that_point_back_are_recognised(sentence):
     "In 2021 the cache gained a persistent mode.",
     "Thistle is a cache library written in Rust.",
     "Consumers that crash retry the message when they restart.",
+    "If it is possible to rebuild the cache, do so after an upgrade.",  # "it" standing for nothing before
+    "When it comes to eviction, the cache prefers old entries.",
 ])
 def test_sentences_that_stand_alone_are_not_flagged(sentence):
     assert not opens_with_reference(sentence)

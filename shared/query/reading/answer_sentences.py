@@ -63,11 +63,12 @@ _CONNECTIVE_PREFIXES = ("in addition ", "for example ", "for instance ", "in con
 _LEAD_IN = frozenset("""at in on for with by from to of under over after before during despite beyond given because
     due unlike like besides apart all both each many most some none one few several much any either neither part""".split())
 _DEMONSTRATIVE = frozenset("this that these those such it them they their its which".split())
-# "When you do, ...", "If so, ...", "If not, ...": the clause stands for the previous one.
+# "When you do, ...", "If so, ...", "If not, ...": the clause stands for the previous one; so does one whose subject is
+# "it" or "they" ("If it is set to 'raise', ..."), but for an "it" standing for nothing ("If it is possible to ...").
 _ELLIPTIC_CLAUSE = re.compile(
-    r"^(?:when|if|once|unless|until|as|where|while|whenever)\s+"
-    r"(?:so|not|(?:you|we|they|it|one|i|he|she)(?:\s+(?:do|does|did|don't|doesn't|can|cannot|can't|will|would|"
-    r"are|is|have|has|had|must|should))?)\s*[,.;]",
+    r"^(?:when|if|once|unless|until|as|where|while|whenever|since|because)\s+(?:(?:it|they)\s+(?!comes\b|(?:is|was)\s+"
+    r"(?:not\s+)?\w+(?:ble|ary|ant|ful|ous|ive|afe|asy|ard|est|ter)\s+(?:to|that)\b)|(?:so|not|(?:you|we|they|it|one|i|"
+    r"he|she)(?:\s+(?:do|does|did|don't|doesn't|can|cannot|can't|will|would|are|is|have|has|had|must|should))?)\s*[,.;])",
     re.IGNORECASE,
 )
 # "those who ...", "those that ...": the words after it say what it means
