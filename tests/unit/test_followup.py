@@ -9,12 +9,14 @@ import pytest
 
 from shared.contract.ports import ConversationTurn
 from shared.query.prompts import STANDALONE_SCHEMA, PromptedLanguageModel, standalone_prompt
+from shared.query.reading import followup
 from shared.query.reading.followup import (
     answer_paragraphs,
     leans_on,
     standalone_question,
     subject_of,
 )
+from shared.query.reading.followup_languages import RULES
 from shared.query.reading.language import phrase
 from tests.support import cpu_ratio
 
@@ -1012,9 +1014,23 @@ def test_before_asks_of_the_version_scope_the_question_opened_with(earlier, foll
     # Spanish drops the subject: a follow-up of third-person verbs alone is asked of the earlier noun phrase
     ("¿Qué son los ficheros de zap?", "¿Cómo se instalan?", "¿Cómo se instalan los ficheros de zap?"),
     ("¿Qué es el servicio quux?", "¿Y dónde se configura?", "¿Dónde se configura el servicio quux?"),
+    # an infinitive after the verb; after "¿Quién es X?" X is the subject (after "¿Quién mantiene X?" the object)
+    ("¿Quién es el mantenedor de zap?", "¿Y qué debe hacer?", "¿Qué debe hacer el mantenedor de zap?"),
 ])
 def test_a_spanish_follow_up_without_its_subject_takes_the_earlier_one(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "pro-drop")
+
+
+def test_dropping_the_subject_is_the_language_s_own_rule():
+    # the shared rule asks each language; only Spanish drops its subject
+    assert [code for code, rules in RULES.items() if rules.dropped_subject is not None] == ["es"]
+    assert RULES["es"].dropped_subject("¿Cómo se instala?", "¿Qué es el paquete zap?") == "el paquete zap"
+
+
+@pytest.mark.parametrize("word", ["withdrawn", "taken", "bought", "done"])
+def test_an_irregular_participle_is_read_from_the_lexicon(word):
+    # the participles come from lexicon/followup_words.tsv's past forms, not a list of their own
+    assert followup._participle_at([word], 0)
 
 
 @pytest.mark.parametrize("follow_up", ["¿Cómo instalo paquetes?", "¿Qué es un paquete fuente?", "¿Cómo funciona dpkg?"])
@@ -1068,9 +1084,42 @@ def test_did_puts_the_verb_in_its_past_tense(earlier, expected):
     # a past act asked on in the past: "it" is still who acted, a release or a company (not a thing a name answers)
     ("Which option did frob 4.3 add?", "What else did it change?", "What else did frob 4.3 change?"),
     ("Which company did Quuxsoft acquire in 2006?", "How much did it pay?", "How much did Quuxsoft pay?"),
+    ("Which tool did Quuxsoft buy?", "How much did it pay?", "How much did Quuxsoft pay?"),  # not the tool, though a name answers it
+    # "it" is never the plural asked for: the one who acted
+    ("Which two formats did Zapper 2.1 officially support?", "And which codec did it include?", "Which codec did Zapper 2.1 include?"),
     # asked on in another tense, "it" is the function the release added
     ("Which function did frob 3.1 add for parsing headers?", "What else can it do?",
      "What else can the function frob 3.1 added for parsing headers do?"),
 ])
 def test_it_after_a_past_act_is_the_thing_added_only_when_a_name_answers(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a preposition left at the end ("drop support for"): the verb comes after the named subject
+    ("Which formats did zapc 2.1 drop support for?", "Why were they removed?", "Why were the formats zapc 2.1 dropped support for removed?"),
+    # an option alone is the earlier command's option ("du's -s" then "-c")
+    ("What does zapc's -s do?", "And what does -c do?", "What does zapc's -c do?"),
+])
+def test_the_earlier_subject_holds_for_a_stranded_preposition_and_a_bare_option(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+def test_the_option_owner_stranded_preposition_and_dropped_subject_readings_stay_linear():
+    """Long earlier questions through this round's readings: a long possessive before an option, a long run of words
+    before a stranded preposition, a long Spanish noun phrase, a long list of names; each takes time linear in its length."""
+    def owner(n: int) -> str:
+        return standalone_question("And what does -c do?", [ConversationTurn(f"What does {'zap' * n}'s -s do?")]).question
+
+    def stranded(n: int) -> str:
+        return standalone_question("Why were they removed?", [ConversationTurn(f"Which formats did zapc 2.1 drop {'x ' * n}for?")]).question
+
+    def dropped(n: int) -> str:
+        return standalone_question("¿Cómo se instala?", [ConversationTurn(f"¿Qué es el paquete {'zap ' * n}de quux?")]).question
+
+    def names(n: int) -> str:  # each name's leading "/" or "-" was looked for in all the text before it (quadratic: 11x)
+        return standalone_question("Why were they removed?", [ConversationTurn(f"Which formats did zapc 2.1 drop {'X1, ' * n}for?")]).question
+
+    for run in (owner, stranded, dropped):
+        assert cpu_ratio(run, 50, 200) < 24
+    assert cpu_ratio(names, 200, 800) < 8  # linear about 4

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from shared.contract.ports import ConversationTurn
-from shared.query.reading.followup_languages import EN, NEW_TOPIC, RULES, Language
+from shared.query.reading.followup_languages import EN, NEW_TOPIC, RULES, Language, word_lists
 from shared.query.reading.language import detect_language, is_note
 
 __all__ = ["CONNECTIVE", "UNMARKED", "Resolution", "answer_paragraphs", "leans_on", "standalone_question", "subject_of"]
@@ -39,22 +39,15 @@ class Resolution:
 
 CONNECTIVE, UNMARKED = "connective", "unmarked"  # leans_on: a whole question opening with "and"; none leaning
 
-# The words the rule reads English by (the determiners and subordinators of every language it reads)
-_DETERMINERS = ("the", "a", "an", "der", "die", "das", "le", "la", "les", "el", "los", "las")
-_NOUN_PHRASE_OPENERS = frozenset("a an the this that each every my your our their its i we you they".split())
-# words that end a verb's own phrase: a clause's subject and verb come before the first of them
-_CLAUSE_BREAKS = frozenset("when if to for in on with from by at as after before while because so than unless until since "
-                           "whenever where once".split())
-_PARTICLES = frozenset("for to with about on in of at from".split())
-_RESULTATIVE = frozenset("make makes keep keeps leave leaves render renders get gets turn turns set sets".split())
-_AUXILIARIES = frozenset("is are was were do does did has have had can could should would will may might must".split())
+# The words the rule reads a clause by (lexicon/followup_words.tsv's "rule" rows: English, and every language's determiners)
+_DETERMINERS, _NOUN_PHRASE_OPENERS, _CLAUSE_BREAKS, _PARTICLES, _RESULTATIVE, _AUXILIARIES, _HEAD_ENDS, _SUBORDINATORS = (
+    word_lists("rule")[name] for name in ("determiners", "noun_phrase_openers", "clause_breaks", "particles", "resultative",
+                                          "auxiliaries", "head_ends", "subordinators"))
 _ADVERBS = re.compile(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\b\s*)+")  # whole words: linear
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
-_HEAD_ENDS = frozenset("of that which in on for with when where to from by at".split())
 _PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
-_SUBORDINATORS = frozenset("if when unless wenn falls si cuando".split())
 _CLOSED = (EN.stop | EN.prepositions | _AUXILIARIES | frozenset("and or not to why how when where".split())) \
-    - frozenset(_DETERMINERS) - frozenset(["many"])
+    - _DETERMINERS - frozenset(["many"])
 
 # The shapes of a question and its parts; the interrogatives that open a noun phrase ("which id", "welche
 # Stufe", "quel port") of every language
@@ -67,12 +60,13 @@ _CONTRACTED = re.compile(r"(?i)\b(what|where|how|who|when|why|that|it|there)['�
 # "(and) when the command cannot be found": a condition (no auxiliary after "when"), nor a leading clause ("if X fails, ...")
 _CONDITION_CLAUSE = re.compile(rf"(?i)^(?:when|whenever|if|unless)\s+(?!(?:{'|'.join(_AUXILIARIES)})\b)\S+\s+[^,]+$")
 _CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
-_PARTICIPLE_WORD = r"(?:[a-z]+(?:(?<!e)ed|en)|set|unset|reset|put|read|run|kept|left|sent|built|found|made|held|meant)"
+_IRREGULAR = [w.split(":") for w in EN.past]  # "make:made", "write:wrote:written"
+_PAST = {forms[0]: forms[1] for forms in _IRREGULAR}  # "make": "made"
+_PARTICIPLE_WORD = rf"(?:[a-z]+(?:(?<!e)ed|en)|{'|'.join(sorted({forms[-1] for forms in _IRREGULAR}))})"
 _PARTICIPLE = re.compile(rf"\s+{_PARTICIPLE_WORD}\s+(?:for|in|as|on|of|by|to|with|from)$")  # "X used for", "X set to"
 # "Which status code does a server send when ...": the asked noun, "does"/"do", then the clause
 _ASKED_NOUN = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){1,4}?)"
                          r"(?P<aux>does|do|did|can|could|should|must|will|would|may|might)\s+(?P<s>.+)$", re.IGNORECASE)
-_PAST = dict(w.split(":") for w in EN.past)  # "make": "made"
 # "Which gzip release added the --keep option": the asked noun is the subject of the verb after it
 _SUBJECT_ASKED = re.compile(r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+)\s+"
     r"(?:(?P<adverb>[a-z]+ly)\s+)?"
@@ -159,15 +153,16 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
     for position, match in enumerate(tokens):
         token = match.group()
         following = tokens[position + 1].group() if position + 1 < len(tokens) else ""
-        option = re.search(r"(?:^|\s)--?$", text[: match.start()]) is not None  # "-9", "--color", "-mtime"
+        option = re.search(r"(?:^|\s)--?$", text[max(0, match.start() - 3): match.start()]) is not None  # "-9", "--color", "-mtime"
         named = option or _named(token, opening and position == 0) or bool(_VERSION.fullmatch(following)) \
             and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS
         gap = text[runs[-1][1]: match.start()].strip() if before else ","
         if named and (not gap or option and gap in ("-", "--")):  # not across a bracket or a comma; "base64 -w" is one
             runs[-1] = (runs[-1][0], match.end())
         elif named:  # a path's or an option's leading "/" or "-" is part of its name ("/etc/fstab", "-9")
-            lead = re.search(r"(?:^|(?<=\s))[/.-]+$", text[: match.start()])
-            runs.append((match.start() - (len(lead.group()) if lead else 0), match.end()))
+            window = max(0, match.start() - 32)  # not the whole text before each name: linear in its length
+            lead = window + len(text[window: match.start()].rstrip("/.-"))  # where its leading marks start
+            runs.append((lead if lead == 0 or text[lead - 1].isspace() else match.start(), match.end()))
         before = named
     return runs
 
@@ -235,7 +230,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
                 # a named subject, a possessive's or a passive's: "Where does less 590 look", "Where is ssh's host key kept"
                 return phrase, False
             if rules is EN and not demonstrative and _HOW_DOES.match(text) and len(words) >= 2 and words[1].isalpha() \
-                    and words[1].islower() and words[0].lower() not in _CLOSED | _PRONOUNS | set(_DETERMINERS):
+                    and words[1].islower() and words[0].lower() not in _CLOSED | _PRONOUNS | _DETERMINERS:
                 # "How does deflate find repeated strings": a one-word subject ("it" is the topic, not what was asked)
                 return words[0], False
             break
@@ -255,6 +250,9 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
     passive = next((i for i, w in enumerate(words) if w.lower() == "be" and i >= 1), None)
     if passive is not None and passive <= 8:
         return " ".join(words[:passive])  # "Where can | pip's zip application | be downloaded from"
+    named = _leading_name(" ".join(words), opening=False) if breaks and breaks[0] == len(words) - 1 else None
+    if named and len(named.split()) < breaks[0] - 1 and words[len(named.split())].isalpha() and words[len(named.split())].islower():
+        return named  # a preposition left at the end: the verb is after the named subject ("gzip 1.9 | drop support for")
     if breaks and breaks[0] <= 8 and words[breaks[0] - 1].isalpha():
         # a verb, not a noun after its determiner or "of" ("the default stack of a thread | in glibc")
         return None if words[breaks[0] - 2].lower() in (*_DETERMINERS, "of") else " ".join(words[: breaks[0] - 1])
@@ -498,11 +496,9 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         subject = (_relative_phrase(base) if rules is EN and _ASKS_WHICH.match(base) else None) or subject  # "which X": that X
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
         return Resolution(_finish(text, typed, mark), "elided subject", subject)
-    # Spanish drops the subject: "¿Cómo se distribuyen?", third-person verbs alone, after them the earlier noun phrase (not "¿Quién ...?"'s object)
-    verbs = [w for w in content if not (w.endswith("mente") or rules.frame.fullmatch(w) or w in rules.prepositions)] if language == "es" and not re.match(r"(?i)qui[eé]n", base) else []
-    subject = re.search(r"(?i)\b(?:el|la|los|las)\s[^,;:]+", base) if 0 < len(verbs) <= 2 and all(re.search(r"(?:[aeáé]n?|ó|í)$", w) for w in verbs) \
-        and not named_runs(stripped) and not re.search(r"(?i)\b(?:el|la|los|las|un|una)\b", stripped) else None
-    return Resolution(_finish(f"{stripped} {subject.group()}", typed, mark), "pro-drop", subject.group()) if subject else None
+    # a language that drops the subject ("¿Cómo se distribuyen?"): its verbs alone, after them the earlier subject
+    dropped = rules.dropped_subject(stripped, base) if rules.dropped_subject and not named_runs(stripped) else None
+    return Resolution(_finish(f"{stripped} {dropped}", typed, mark), "pro-drop", dropped) if dropped else None
 
 
 def _standing_for(text: str, earlier: str, base: str, language: str, answer: str) -> tuple[str, bool]:
@@ -518,14 +514,19 @@ def _standing_for(text: str, earlier: str, base: str, language: str, answer: str
     clause = clause or demonstrative and re.match(r"(?i)why\s", base) is not None or _THAT_ACTS.search(text) is not None
     if not subject:
         return subject, clause
-    # "it" after "Which function does X use?" is that function (as the answer named it); after a release's act, only in another tense
+    # "it" after "Which function does X use?" is that function (as the answer named it); after a past act, only in another tense
+    # ("Which tool did X buy?" then "How much did it pay?": X); after a release's present act never; never a plural (below)
     asked = _ASKED_NOUN.match(base) if not demonstrative and language == "en" else None
-    if asked and asked.group("noun").split()[-1].lower() in EN.named_nouns and (not _VERSION.search(base) or asked.group(
-            "aux").lower() == "did" and not re.search(r"(?i)\bdid\s+it\b", text)) and (relative := _relative_phrase(base)):
+    if asked and asked.group("noun").split()[-1].lower() in EN.named_nouns and ((did := asked.group("aux").lower() == "did") or not
+            _VERSION.search(base)) and not (did and re.search(r"(?i)\bdid\s+it\b", text)) and (relative := _relative_phrase(base)):
         return _identified(earlier, relative, answer) or relative, False
+    pronouns = {w.lower() for w in re.findall(r"\w+", text)}
+    if asked and not clause and pronouns & _SINGULAR and not pronouns & _PLURAL and _plural(subject) \
+            and (actor := _leading_name(asked.group("s"), opening=False) or _noun_phrase_before_verb(asked.group("s").split())):
+        return actor, False
     subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
     head, _, owner = subject.partition(f" {rules.of} ") if rules is EN else ("", "", "")
-    if owner and (_plural(head) and not _plural(owner) and not {w.lower() for w in re.findall(r"\w+", text)} & _PLURAL
+    if owner and (_plural(head) and not _plural(owner) and not pronouns & _PLURAL
                   or len(head.split()) == 2 and head.split()[-1].lower() in rules.relational):
         subject = owner  # "it" is not "the members of a group" but the group; not "the default of X" but X
     return subject, clause
@@ -554,7 +555,10 @@ def _in_time(base: str, text: str, rules: Language) -> str | None:
 def _same_frame(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
     """``text`` in the earlier question's frame with a word or two changed, what it left out of it kept: "What does gzip's
     -1 option do?" then "And what does the -9 option do?" asks of gzip's -9 option."""
-    same = _parallel(text.split(), base.split())
+    words, owner = text.split(), re.search(r"(?<!\S)(\S+['’]s)\s+--?\w", base)
+    words = [p for i, w in enumerate(words) for p in ([owner.group(1), w] if owner and re.fullmatch(r"--?\w[\w-]*", w) and not re.fullmatch(
+        r"(?i)the|an?|\S+['’]s", words[i - 1] if i else "") else [w])]  # "du's -s" then "-c": an option alone is the same command's
+    same = _parallel(words, base.split())
     return (same, "parallel", base) if same and same.lower() != text.lower() else None
 
 

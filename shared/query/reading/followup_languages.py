@@ -5,6 +5,7 @@ question's opening, one record a language. The rule is the same for all of them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -40,16 +41,17 @@ class Language:
     yes_no_object: re.Pattern[str] | None = None
     what_is: str = "What is"  # "what is X" opening a question about a named value
     named_nouns: frozenset[str] = frozenset()  # nouns a name answers ("which function": its name is the subject after)
-    past: frozenset[str] = frozenset()  # irregular verbs and their past tense, "make:made"
+    dropped_subject: Callable[[str, str], str | None] | None = None  # a language that drops it: the earlier subject
+    past: frozenset[str] = frozenset()  # irregular verbs, past tense, participle where it differs: "make:made", "write:wrote:written"
 
 
 _LISTS = lexicon_table("followup_words.tsv", ("language", "list", "words"))
 _p = partial(re.compile, flags=re.IGNORECASE | re.UNICODE)  # a question pattern: case is no part of it
 
 
-def _lists(language: str) -> dict[str, frozenset[str]]:
+def word_lists(language: str) -> dict[str, frozenset[str]]:
     """``language``'s word lists (relational, stop, prepositions, which, scale; English's named_nouns and past), from
-    ``lexicon/followup_words.tsv``."""
+    ``lexicon/followup_words.tsv``; "rule": the words the shared rule reads a clause by."""
     return {name: frozenset(words.split()) for code, name, words in _LISTS if code == language}
 
 
@@ -84,7 +86,7 @@ EN = Language(
                  r"the\s+(?:old|other|new|former|latter|first|second|third|last|next)\s+ones?|the\s+(?:opposite|reverse|inverse)|"
                  r"^how\s+many(?=\s+(?:can|could|do|does|did|are|is|were|will|should|may)\s)|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
                  r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
-    **_lists("en"),
+    **word_lists("en"),
     of="of",
     about="What about",
     possessive_articles={"its": "the", "their": "the"},
@@ -118,7 +120,7 @@ DE = Language(
     referring=_p(r"\b(?:^(?:warum|wieso|weshalb)(?:\s+nicht)?$|^seit\s+wann$|^(?:und\s+)?(?:(?:in|seit|für|bis|ab|mit|an|auf)\s+"
                  r"welche[rsnm]?\s+\w+|wann|wo|wie\s+lange|wie\s+oft)$|er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
                  r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
-    **_lists("de"),
+    **word_lists("de"),
     of="von",
     about="Was ist mit",
     what_is="Was ist",
@@ -146,12 +148,21 @@ FR = Language(
                  r"|\by\s+a-t-il\b|\bfaut-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
     referring=_p(r"\b(?:^pourquoi(?:\s+pas)?$|^depuis\s+quand$|^(?:et\s+)?(?:(?:en|dans|pour|depuis|à|de|sur|avec)\s+"
                  r"(?:quel|quelle|quels|quelles)\s+\w+|quand|où|combien)$|lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
-    **_lists("fr"),
+    **word_lists("fr"),
     of="de",
     about="Qu'en est-il de",
     what_is="Quel est",
     possessive_articles={"son": "le", "sa": "la", "ses": "les", "leur": "le", "leurs": "les"},
 )
+
+def _spanish_subject(question: str, earlier: str) -> str | None:
+    """The earlier noun phrase ("los ficheros de zap") a question of one or two verbs takes ("¿Cómo se instalan?", "¿Qué
+    debe ser?"); not after "¿Quién mantiene X?" (X the object; after "¿Quién es X?" the subject)."""
+    verbs = [w for w in map(str.lower, re.findall(r"\w+", question)) if not (w in ES.stop | ES.prepositions or w.endswith("mente") or ES.frame.fullmatch(w))]
+    alone = 0 < len(verbs) <= 2 and all(re.search(r"(?:[aeáé]n?|ó|í)$" if i == 0 else r"(?:[aeáé]n?|ó|í|[aeií]r)$", w) for i, w in enumerate(verbs))
+    found = re.search(r"(?i)\b(?:el|la|los|las)\s[^,;:?]+", earlier) if alone and not re.search(r"(?i)\b(?:el|la|los|las|un|una)\b", question) else None
+    return found.group() if found and not re.match(r"(?i)¿?qui[eé]n(?!\s+(?:es|son|fue|era)\b)", earlier) else None
+
 
 ES = Language(
     connectives=_p(r"^¿?(?:(?:y|entonces|también|pero|vale|bueno)\b[,\s]*)+"),
@@ -170,11 +181,12 @@ ES = Language(
     referring=_p(r"(?:^por\s+qué(?:\s+no)?$|^desde\s+cuándo$|^(?:y\s+)?(?:(?:en|desde|para|hasta|con|de)\s+(?:qué|cuál)\s+\w+|"
                  r"cuándo|dónde))$|\b(?:él|allí|allá|después|luego|entonces|(?:ese|esa|esos|esas|este|esta|estos|estas|"
                  r"aquel|aquella|aquellos|aquellas)\s+\w+)\b"),
-    **_lists("es"),
+    **word_lists("es"),
     of="de",
     about="¿Qué hay de",
     what_is="¿Cuál es",
     possessive_articles={"su": "", "sus": ""},
+    dropped_subject=_spanish_subject,
 )
 
 RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
