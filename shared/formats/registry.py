@@ -80,6 +80,7 @@ KINDS: list[FileKind] = [
     FileKind("Markdown", (".md", ".markdown"), ("text/markdown", "text/x-markdown", "text/md"),
              "shared.formats.text:read_markdown"),
     FileKind("plain text", (".txt",), ("text/plain",), "shared.formats.text:read_plain"),
+    FileKind("GNU Info", (".info",), ("text/x-info", "application/x-info"), "shared.formats.text:read_info"),
     FileKind("reStructuredText", (".rst", ".rest"), ("text/x-rst", "text/prs.fallenstein.rst"),
              "shared.formats.text:read_rst"),
     FileKind("PDF", (".pdf",), ("application/pdf",), "shared.formats.pdf:read_pdf", binary=True),

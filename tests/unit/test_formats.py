@@ -557,3 +557,25 @@ def test_a_blank_spacer_line_in_a_box_drawn_table_is_no_row():
             "│ eggs │ 2   │\n"
             "└──────┴─────┘")
     assert box_tables(text).splitlines() == ["- item: spam; qty: 1", "- item: eggs; qty: 2"]
+
+
+def test_a_gnu_info_file_reads_as_its_nodes_text_without_navigation():
+    """/usr/share/info's manuals (sed.info.gz) were skipped as no document type; read as plain text their
+    node lines, menus, index and tag table (DEL bytes) would be passages of their own."""
+    info = ("This is frob.info, produced by makeinfo version 7.1 from frob.texi.\n\nINFO-DIR-SECTION Tools\n"
+            "\x1f\nFile: frob.info,  Node: Top,  Next: Options,  Up: (dir)\n\nFrob\n****\n\n"
+            "This manual documents version 2.4 of Frob.\n\n* Menu:\n\n* Options::   Options\n* Index::     Index\n\n"
+            "\x1f\nFile: frob.info,  Node: Options,  Prev: Top,  Up: Top\n\n1 Options\n*********\n\n"
+            "‘-s DIR’\n‘--spool=DIR’\n     Keep the spool in DIR.  The default is\n     ‘/var/spool/frob’.\n\n"
+            "\x1f\nFile: frob.info,  Node: Index,  Prev: Options,  Up: Top\n\nIndex\n*****\n\n\x00\x08[index\x00\x08]\n"
+            "* Menu:\n\n* spool:                 Options.             (line 6)\n\n"
+            "\x1f\nTag Table:\nNode: Top\x7f120\nNode: Options\x7f400\n\x1f\nEnd Tag Table\n\n"
+            "\x1f\nLocal Variables:\ncoding: utf-8\nEnd:\n")
+    kind = by_suffix(".info")
+    reading = kind.load()(info.encode(), kind.media_type, "file:///frob.info", Limits())
+    text = reading.passages[0].text
+    assert reading.title == "Frob"
+    assert "This manual documents version 2.4 of Frob." in text
+    assert "‘-s DIR’, ‘--spool=DIR’\nKeep the spool in DIR. The default is ‘/var/spool/frob’." in text
+    assert not any(word in text for word in ("File: frob.info", "Menu", "(line 6)", "Tag Table", "Local Variables",
+                                             "INFO-DIR", "\x7f", "\x1f", "\x00"))
