@@ -501,11 +501,17 @@ def test_a_field_list_of_a_text_file_is_quoted_whole():
     assert "Filter ID: 0x21" in _quoted(answer)[0]
 
 
-def test_a_connective_opening_a_section_stands_alone_but_a_pronoun_still_leans():
+def test_a_sentence_opening_a_section_stands_under_its_heading_and_a_pronoun_after_it_leans():
     body = ("### PIP_CONFIG_FILE\n\nAdditionally, the environment variable PIP_CONFIG_FILE names a "
-            "configuration file that is loaded last.\n\n### Model\n\nIt produces 384-dimensional vectors for every sentence.\n")
-    connective, pronoun = quotable_sentences(body)
-    assert not connective.leans_back and pronoun.leans_back
+            "configuration file that is loaded last.\n\n### Model\n\nIt produces 384-dimensional vectors for every sentence. "
+            "It runs on any CPU without a graphics card attached.\n")
+    connective, pronoun, after = quotable_sentences(body)
+    # the heading is what "It" names right under it ("quillctl" / "This is a command-line tool ..."); after a sentence,
+    # "It" names what that sentence is about
+    assert not connective.leans_back and not pronoun.leans_back and after.leans_back
+    body = "Tools\n\nquillctl\n\nThis is a command-line tool that rotates the quill daemon's logs every night.\n"
+    answer = _read("What is quillctl?", body)
+    assert _quoted(answer)[0] == "quillctl: This is a command-line tool that rotates the quill daemon's logs every night."
 
 
 def test_a_sentence_leaning_on_a_list_is_not_quoted_with_the_lists_last_item():

@@ -215,9 +215,10 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
         leans = opens_with_reference(sentence)
         before = pieces[position - 1][0] if position else "#"
         first_of_section = before.lstrip().startswith("#") or before.endswith(PERMALINK) or heading_like(before)
-        if leans and first_of_section and (_DETERMINER_USE.match(sentence) or opens_with_connective(sentence)):
-            # "This package contains ..." under the package's heading (a demonstrative with its own noun): the heading
-            # is what it names; "Additionally, the variable X ..." opening a section links to nothing it needs
+        if leans and (first_of_section and (_DETERMINER_USE.match(sentence) or opens_with_connective(sentence))
+                      or heading and _section_title(before) == heading):
+            # a heading is what a sentence right under it names ("get-pip.py" / "This is a Python script ..."), as is a
+            # section's ("This package contains ..."); "Additionally, the variable X ..." links to nothing it needs
             leans = False
         # (not a lone item, a definition "ENCRYPT_METHOD: This defines ...", unless it opens the passage: a list's last?)
         on_list = leans and not item and position > 0 and pieces[position - 1][1] and (position < 2 or pieces[position - 2][1])
