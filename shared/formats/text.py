@@ -554,6 +554,9 @@ def extract_html(html: str, url: str) -> CleanDocument:
     from shared.formats.docbook import docbook_text
 
     html = _INTERNAL_SUBSET.sub(r"\1<!DOCTYPE\2>", html, count=1)
+    # decoded already, so its "<?xml ... ?>" says nothing more; trafilatura given a page that opens with one and
+    # has no <head> kept none of its text ("has no main text after cleaning", newcomer16)
+    html = _XML_DECLARATION.sub("", html, count=1)
     book = docbook_text(html)
     html, page_title = prepare_html(html)
 

@@ -579,3 +579,12 @@ def test_a_gnu_info_file_reads_as_its_nodes_text_without_navigation():
     assert "‘-s DIR’, ‘--spool=DIR’\nKeep the spool in DIR. The default is ‘/var/spool/frob’." in text
     assert not any(word in text for word in ("File: frob.info", "Menu", "(line 6)", "Tag Table", "Local Variables",
                                              "INFO-DIR", "\x7f", "\x1f", "\x00"))
+
+
+def test_a_page_opening_with_an_xml_declaration_and_no_head_keeps_its_text():
+    # trafilatura given the declaration kept none of such a page ("has no main text after cleaning", newcomer16)
+    from shared.formats.text import extract_html
+
+    page = ('<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><body>'
+            "<p>The lantern runs for nine hours on one charge of its cell.</p></body></html>")
+    assert "nine hours" in extract_html(page, "file:///lantern.xhtml").body
