@@ -379,6 +379,19 @@ def test_a_version_in_a_clause_about_another_thing_is_not_the_asked_subjects():
     assert sentence_states("Since Zorp 4.0, the knurl builtin sets the strictness level.", since)  # no event of its own
 
 
+def test_a_value_in_a_clause_about_another_thing_is_not_the_asked_subjects_of_any_kind():
+    # a "which" clause states a value of the noun phrase it follows, whatever is asked; a subject with a name is
+    # named by that name, not by the word of its kind ("switch" also names the --compat switch)
+    port = "Which port does the frob daemon listen on?"
+    assert not sentence_states("The frob daemon forwards requests to the knurl server, which listens on port 7412.", port)
+    assert sentence_states("The frob daemon, which forwards requests to the knurl server, listens on port 7412.", port)
+    removed = "Which Zorp release removed the --legacy switch?"
+    assert not sentence_states("The --legacy switch was deprecated in Zorp 4.2, and Zorp 5.0 removed the --compat switch.",
+                               removed)
+    assert sentence_states("The --compat switch was deprecated in Zorp 4.2, and Zorp 5.0 removed the --legacy switch.",
+                           removed)
+
+
 @pytest.mark.parametrize(("question", "kind"), [
     ("What is a version number?", None), ("What is a priority level?", None), ("What is a hard limit?", None),
     ("What is a default value in debconf?", None),  # each asks what such a thing is: no value of a type

@@ -161,8 +161,7 @@ _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|leas
                     r"requires?|required|needs?)\b", re.IGNORECASE)
 _IN_VERSION = re.compile(r"\b(?:in|since|from|with|as\s+of)\s+(?:[\w-]+\s+){0,2}(?:version|release|v)\s*\d", re.IGNORECASE)
 _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d|"
-                            r"\b(?:latest|newest|current|oldest|every|each)\s+(?:[\w-]+\s+)?(?:version|release)s?\b",
-                            re.IGNORECASE)
+                            r"\b(?:latest|newest|current|oldest|every|each)\s+(?:[\w-]+\s+)?(?:version|release)s?\b", re.IGNORECASE)
 # A sentence saying what the default is ("By default, X is set to Release", "default is 75", "Default: 1",
 # "defaults to 3000"), not one only naming a default ("overrides the default value specified ...").
 # "the default (value) is (then) used (for ...)" names a default in use, not its value ("is used as 25" states one)
@@ -185,12 +184,10 @@ _CROSS_REFERENCE = re.compile(r"\b(?:sections?|chapters?|pages?|figures?|tables?
 _MEASURED = re.compile(r"^\s*(?:%|percent\b|(?:bytes?|bits?|[kmgt]i?b|ms|seconds?|minutes?|hours?|days?|weeks?|months?|"
                        r"years?|times|characters?|lines?)\b)", re.IGNORECASE)
 
-_CAUSAL = re.compile(
-    r"\b(caus\w*|due\s+to|because|result(?:s|ed)?\s+(?:from|of)|as\s+a\s+result|trigger\w*|attribut\w*|"
+_CAUSAL = re.compile(r"\b(caus\w*|due\s+to|because|result(?:s|ed)?\s+(?:from|of)|as\s+a\s+result|trigger\w*|attribut\w*|"
     r"lead\s+to|leads\s+to|led\s+to|driven\s+by|stem\w*\s+from|responsible\s+for|factors?|contribut\w*|"
     r"origin\w*|linked\s+to|associated\s+with|risk\s+factors?)\b", re.IGNORECASE)
-_MECHANISM = re.compile(
-    r"\b(works?\s+by|working\s+by|mechanism\w*|by\s+\w+ing|through|via|uses?|using|process|steps?|binds?|"
+_MECHANISM = re.compile(r"\b(works?\s+by|working\s+by|mechanism\w*|by\s+\w+ing|through|via|uses?|using|process|steps?|binds?|"
     r"inhibit\w*|blocks?|converts?|cuts?|targets?|activat\w*|enabl\w*|relies\s+on|consists?\s+of)\b", re.IGNORECASE)
 
 _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
@@ -677,13 +674,15 @@ def _exact_names(question: str) -> tuple[str, ...]:
 
 
 def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[str]) -> bool:
-    """Whether a clause of ``sentence`` holding the asked value (as :data:`_CLAUSE` ends one) is about what is asked: it
-    names an asked event, or names none (or "changed" alone: "Changed in 3.2: Added X") while its sentence does ("added
-    in 2.5" is no removal in "X, added in 2.5, is deprecated"); and where the sentence names the asked subject, a "which"
-    clause dates the noun phrase it follows ("X needs the Y call which first appeared in 5.3": Y), an event what follows
-    its verb ("Bash-4.0 introduced the concept of Z, ... the shopt builtin": Z; "was dropped in 5.0" names none)."""
-    kind_words, changed = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")]
-    events, named = {_EVENTS[s] for s in fact.subject if s in _EVENTS}, set(fact.subject) - _EVENTS.keys()
+    """Whether a clause of ``sentence`` holding the asked value (as :data:`_CLAUSE` ends one) is about what is asked. A
+    version, date or name's names an asked event, or names none (or "changed" alone: "Changed in 3.2: Added X") while its
+    sentence does ("X, added in 2.5, is deprecated" is no removal); where the sentence names the asked subject (by its
+    names if any: "--legacy", not "switch"), a "which" clause states the value of the noun phrase it follows ("Y, which
+    listens on port 7412") and an event's clause of what follows its verb ("Bash-4.0 introduced the concept of Z, ... the
+    shopt builtin": Z's). Where no clause holds a value alone ("Default: 1"), the sentence states one if no event is asked."""
+    kind_words, changed, seen = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")], False  # seen: a value
+    events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
+    named = {s for s in fact.subject if not s.isalpha()} or set(fact.subject) - _EVENTS.keys()
 
     def said(text: str) -> set[int]:
         return {_EVENTS[s] for s in term_set(text) - kind_words if s in _EVENTS}
@@ -692,15 +691,15 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
         stated, bits, about = said(part), _CLAUSE.split(part), bool(term_set(part) & named)
         for k in range(0, len(bits), 2):  # the clauses, each after what ends the one before (bits[k - 1])
             clause, relative = bits[k], k > 0 and bits[k - 1].lower() == "which"
-            if not holds_value(clause, fact.kind, question_stems) or events and not (
-                    (own := said(clause)) & events or not own - {changed} and stated & events):
+            seen |= (held := holds_value(clause, fact.kind, question_stems))
+            if not held or events and not ((own := said(clause)) & events or not own - {changed} and stated & events):
                 continue
             host = [p for p in _NOUN_PHRASE.split("".join(bits[:k - 1])) if p.strip()][-1:] if relative else [clause]
             after = list(itertools.dropwhile(lambda w: _EVENTS.get(stem(w)) not in events, tokenize(clause)))[1:]
             if not about or term_set(" ".join(host)) & named or not relative and all(
                     stem(w) in question_stems | kind_words or not w.isalpha() for w in content_terms(" ".join(after))):
                 return True
-    return False
+    return not seen and not events
 
 
 def sentence_states(sentence: str, question: str) -> bool | None:
@@ -716,7 +715,7 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     if sentence:
         if ASKS_LIMIT.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
-        if fact.kind in (VERSION, DATE, NAME) and not _value_of_event(sentence, fact, question_stems):
+        if not _value_of_event(sentence, fact, question_stems):
             return False
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
