@@ -1123,3 +1123,14 @@ def test_the_option_owner_stranded_preposition_and_dropped_subject_readings_stay
     for run in (owner, stranded, dropped):
         assert cpu_ratio(run, 50, 200) < 24
     assert cpu_ratio(names, 200, 800) < 8  # linear about 4
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "has" then a determiner is a verb and its object ("has | the nightly builds"); a word after "of" is a noun, not the verb
+    ("Which frob branch has the nightly builds of packages?", "Are they tested?", "Are the nightly builds tested?"),
+    ("Which zap mirror has the signed copies of releases?", "Are they current?", "Are the signed copies current?"),
+    # a passive's participle ends a noun phrase of any length ("the very first design note about Zap | written")
+    ("When was the very first design note about Zap written?", "Who wrote it?", "Who wrote the very first design note about Zap?"),
+])
+def test_they_after_a_verb_and_its_object_is_the_object_without_a_dangling_of(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

@@ -257,7 +257,8 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
         # a verb, not a noun after its determiner or "of" ("the default stack of a thread | in glibc")
         return None if words[breaks[0] - 2].lower() in (*_DETERMINERS, "of") else " ".join(words[: breaks[0] - 1])
     end = len(words) - (2 if words[-1].lower() in _PARTICLES else 1)
-    if breaks or len(words) > 6 or end < 1 or not words[end].isalpha() or not words[end].islower():
+    if breaks or end < 1 or not words[end].isalpha() or not words[end].islower() or words[end - 1].lower() in _PARTICLES \
+            or len(words) > 6 and not re.fullmatch(_PARTICIPLE_WORD, words[end]):  # not "versions of | packages"; a long passive ends so
         return None
     return " ".join(words[:end])
 
@@ -795,7 +796,7 @@ def _plural_phrase(earlier: str) -> str | None:
         # subject, "to" or an auxiliary and one word: "does Python put | compiled .pyc files", "to join | many strings")
         while start > 0 and words[start - 1].lower() not in _CLOSED:
             before = words[start - 2] if start > 1 else ""
-            verb = before and (_named(before, start == 2) or before.lower() == "to"
+            verb = before.lower() not in _DETERMINERS and (_named(before, start == 2) or before.lower() == "to"
                                or start > 2 and words[start - 3].lower() in _AUXILIARIES)
             if verb and words[start - 1].lower() not in _DETERMINERS:
                 break
