@@ -1131,6 +1131,9 @@ def test_the_option_owner_stranded_preposition_and_dropped_subject_readings_stay
     ("Which zap mirror has the signed copies of releases?", "Are they current?", "Are the signed copies current?"),
     # a passive's participle ends a noun phrase of any length ("the very first design note about Zap | written")
     ("When was the very first design note about Zap written?", "Who wrote it?", "Who wrote the very first design note about Zap?"),
+    # only after "is/was": a clause of "does" ending in a participle is not a passive
+    ("Which tool does the frob manual call quite possibly the most carefully maintained?", "Who wrote it?",
+     "Who wrote it (which tool does the frob manual call quite possibly the most carefully maintained)?"),
 ])
 def test_they_after_a_verb_and_its_object_is_the_object_without_a_dangling_of(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected

@@ -220,7 +220,7 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             if not opens and named and len(words) > 1 and words[1].islower() and not named.endswith(("'s", "’s")):
                 return named, False  # "What does __slots__ replace ...": a named subject, then its verb
             if rules is EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])) \
-                    and (phrase := _noun_phrase_before_verb(words)):
+                    and (phrase := _noun_phrase_before_verb(words, re.match(r"(?i)\w+\s+(?:is|are|was|were)\s", text) is not None)):
                 return phrase, False  # "What does the Rules-Requires-Root field declare": the noun phrase before the verb
             if named:
                 return named, False
@@ -242,10 +242,10 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
     return text[opened.start() if opened and rules is not EN else runs[0][0]: runs[0][1]], False
 
 
-def _noun_phrase_before_verb(words: list[str]) -> str | None:
+def _noun_phrase_before_verb(words: list[str], participle: bool = False) -> str | None:
     """The subject of a clause whose verb comes right before a word that opens an adverbial
     ("the short description of a package | go | in ...") or ends a short clause, perhaps with a particle
-    ("the Rules-Requires-Root field | declare", "X | stand for"); None when neither can be told."""
+    ("the Rules-Requires-Root field | declare", "X | stand for"), or ending in a ``participle`` (passive) at any length; None when neither can be told."""
     breaks = [i for i, w in enumerate(words) if w.lower() in _CLAUSE_BREAKS and i >= 2]
     passive = next((i for i, w in enumerate(words) if w.lower() == "be" and i >= 1), None)
     if passive is not None and passive <= 8:
@@ -258,7 +258,7 @@ def _noun_phrase_before_verb(words: list[str]) -> str | None:
         return None if words[breaks[0] - 2].lower() in (*_DETERMINERS, "of") else " ".join(words[: breaks[0] - 1])
     end = len(words) - (2 if words[-1].lower() in _PARTICLES else 1)
     if breaks or end < 1 or not words[end].isalpha() or not words[end].islower() or words[end - 1].lower() in _PARTICLES \
-            or len(words) > 6 and not re.fullmatch(_PARTICIPLE_WORD, words[end]):  # not "versions of | packages"; a long passive ends so
+            or len(words) > 6 and not (participle and re.fullmatch(_PARTICIPLE_WORD, words[end])):  # not "versions of | packages"
         return None
     return " ".join(words[:end])
 
