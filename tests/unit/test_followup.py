@@ -1137,3 +1137,14 @@ def test_the_option_owner_stranded_preposition_and_dropped_subject_readings_stay
 ])
 def test_they_after_a_verb_and_its_object_is_the_object_without_a_dangling_of(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "says so" and "in which X and Y" point back like "in which year": asked with the earlier question in brackets
+    ("How often does Zap ship a major release?", "Which document says so?",
+     "Which document says so (how often does Zap ship a major release)?"),
+    ("Who succeeded Ann Quux as frob maintainer?", "In which month and year?",
+     "In which month and year (who succeeded Ann Quux as frob maintainer)?"),
+])
+def test_so_and_a_pair_of_times_refer_back(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up) == (expected, "refers back")
