@@ -139,6 +139,7 @@ def _mixed_with_utf8(raw: bytes, declared: str | None, html: bool) -> str | None
             utf8 = True
         except UnicodeDecodeError:
             legacy.append(index)
+            utf8 = utf8 or _mostly_utf8(line)
     if not utf8 or not legacy:
         return None
     kept = set(legacy)
@@ -147,8 +148,37 @@ def _mixed_with_utf8(raw: bytes, declared: str | None, html: bool) -> str | None
     read = b"\n".join(lines[i] for i in legacy).decode(codec, errors="replace").split("\n")
     if len(read) != len(legacy):
         return None
-    by_index = dict(zip(legacy, read, strict=True))
+    by_index = {i: _utf8_with_strays(lines[i], codec) if _mostly_utf8(lines[i]) else text
+                for i, text in zip(legacy, read, strict=True)}
     return "\n".join(by_index[i] if i in by_index else line.decode("utf-8") for i, line in enumerate(lines))
+
+
+#: a UTF-8 character of two to four bytes: a line holding one and a stray byte is UTF-8 with that byte from elsewhere
+_UTF8_CHARACTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+
+
+def _mostly_utf8(line: bytes) -> bool:
+    """Whether a line that is not valid UTF-8 holds more UTF-8 characters than stray bytes: UTF-8 with a byte
+    from elsewhere. A code page's line may hold one by chance (windows-1251's "ОН»" is the bytes of UTF-8's "λ")
+    among many letters that are none."""
+    characters = _UTF8_CHARACTER.findall(line)
+    strays = len(_HIGH_BYTE.findall(line)) - sum(map(len, characters))
+    return len(characters) > strays
+
+
+def _utf8_with_strays(line: bytes, codec: str) -> str:
+    """A line read as UTF-8 but for the bytes that are none, read in ``codec``: "naïve ... Ren\\xe9" read whole in
+    the code page was "naĂŻve ... René" (newcomer16: one Latin-1 byte in a UTF-8 line, as old changelogs have)."""
+    out, at = [], 0
+    while at < len(line):
+        try:
+            out.append(line[at:].decode("utf-8"))
+            break
+        except UnicodeDecodeError as exc:
+            out.append(line[at:at + exc.start].decode("utf-8"))
+            out.append(line[at + exc.start:at + exc.end].decode(codec, errors="replace"))
+            at += exc.end
+    return "".join(out)
 
 
 def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False) -> str:

@@ -174,6 +174,13 @@ def test_a_file_of_utf8_lines_and_code_page_lines_is_read_line_by_line():
     assert decode_bytes(labelled.encode("cp1251"), "windows-1251") == labelled
     # a file that is all one code page is read as before
     assert decode_bytes("Der Lüfter für das Gerät.\n".encode("latin-1"), None) == "Der Lüfter für das Gerät.\n"
+    # a UTF-8 line with one Latin-1 byte keeps its UTF-8 letters (read whole in the code page: "naĂŻve", newcomer16);
+    # a code-page line whose bytes hold a UTF-8 character by chance ("ОН»" is UTF-8's "λ") stays in its code page
+    stray = "Der Parser — von Jos".encode() + b"\xe9" + " — liest naïve Daten.\n".encode()
+    assert decode_bytes(stray, None) == "Der Parser — von José — liest naïve Daten.\n"
+    assert "Notizen — Der Parser — von Jos" in decode_bytes(b"Notizen \xe2\x80\x94 " + stray, None)
+    chance = "«ОН» сказал: всё готово к запуску.\n"
+    assert decode_bytes("Привет.\n".encode() + chance.encode("cp1251"), None) == "Привет.\n" + chance
 
 
 def test_windows_1252_punctuation_alone_is_not_read_as_a_dos_code_page():
