@@ -172,10 +172,18 @@ def _wait_seconds(value: Any) -> float:
     return min(float(value), MAX_WAIT_S)
 
 
+#: numbers in ASCII digits only: float() and int() also take '1_0' and other scripts' digits ('٥'), which a query
+#: parameter or header spelled so is more likely a mistake than meant (newcomer16)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
 def _stream_seconds(raw: str | None, deps: Deps) -> float:
     if raw is None:
         return min(deps.settings.query_timeout_s + STREAM_GRACE_S, MAX_STREAM_S)
     try:
+        if not _DECIMAL.fullmatch(raw):
+            raise ValueError(raw)
         value = float(raw)
     except ValueError:
         raise InvalidInput(f"'timeout_s' must be a number of seconds, got {shown(raw)}") from None
@@ -189,6 +197,8 @@ def _resume_index(raw: str | None) -> int:
     if not raw:
         return 0
     try:
+        if not _WHOLE_NUMBER.fullmatch(raw):
+            raise ValueError(raw)
         return max(0, int(raw) + 1)
     except ValueError:
         raise InvalidInput(f"Last-Event-ID {shown(raw)} is not an event index from this stream") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
@@ -47,8 +48,14 @@ class SearchRoute:
         return JSONResponse({"query": query, "k": k or self.deps.settings.top_k, "results": results})
 
 
+#: ASCII digits only: int() also takes '1_0' and other scripts' digits ('٥' was k=5 while '⑤' was refused, newcomer16)
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
 def _int_param(raw: str, name: str) -> int:
     try:
+        if not _WHOLE_NUMBER.fullmatch(raw):
+            raise ValueError(raw)
         return int(raw)
     except ValueError:
         raise InvalidInput(f"'{name}' must be a whole number, got {shown(raw)}") from None

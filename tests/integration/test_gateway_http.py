@@ -229,6 +229,8 @@ def test_search_returns_chunks_best_first(client):
         ({"q": "bm25", "k": "ten"}, "'k' must be a whole number, got 'ten'"),
         ({"q": "bm25", "k": "0"}, "'k' is 0; send a whole number from 1 to 50"),
         ({"q": "bm25", "k": "51"}, "'k' is 51"),
+        ({"q": "bm25", "k": "\u0665"}, "'k' must be a whole number, got '\u0665'"),  # int() read Arabic-Indic 5
+        ({"q": "bm25", "k": "1_0"}, "'k' must be a whole number, got '1_0'"),
     ],
 )
 def test_search_refuses_bad_parameters(client, params, expected):
@@ -361,6 +363,19 @@ def test_a_reconnecting_client_resumes_after_its_last_event(server):
         assert [(i, name) for i, name, _ in events] == [("6", "grader"), ("7", "synthesizer"), (None, "end")]
         bad = http.get(url, headers={"Last-Event-ID": "abc"})
         assert bad.status_code == 400
+
+
+def test_a_streams_numbers_are_ascii_digits():
+    # float() and int() took '1_0' and '\u0663' (Arabic-Indic 3) as a timeout and a Last-Event-ID (newcomer16)
+    from services.gateway.queries import _resume_index, _stream_seconds
+
+    assert (_resume_index("4"), _resume_index("-2"), _stream_seconds("0.5", None), _stream_seconds("1e2", None)) \
+        == (5, 0, 0.5, 100.0)
+    for raw in ("1_0", "\u0663", " 2", "0x1"):
+        with pytest.raises(InvalidInput, match="is not an event index"):
+            _resume_index(raw)
+        with pytest.raises(InvalidInput, match="must be a number of seconds"):
+            _stream_seconds(raw, None)
 
 
 def test_the_stream_ends_by_itself_when_the_query_does_not(tmp_path):
