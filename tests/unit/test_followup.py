@@ -1148,3 +1148,12 @@ def test_they_after_a_verb_and_its_object_is_the_object_without_a_dangling_of(ea
 ])
 def test_so_and_a_pair_of_times_refer_back(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == (expected, "refers back")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # the phrase swapped keeps the named scope at its end ("of Zap", "in Node.js") when the new one names none
+    ("What is the prefix for a beta build of Zap?", "And for a nightly build?", "What is the prefix for a nightly build of Zap?"),
+    ("What does zap.sep hold on POSIX in Zapper?", "And on Windows?", "What does zap.sep hold on Windows in Zapper?"),
+])
+def test_a_swapped_phrase_keeps_its_named_scope(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

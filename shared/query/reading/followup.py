@@ -831,8 +831,8 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
                        rf"(?i)\b(?:{'|'.join(rules.prepositions)})\s+(?:[\w/+.#'’-]+\s+){{0,3}}?{re.escape(words[-1])}\b", base) if opener in rules.prepositions]
         if closing:
             start, end = closing[-1]
-            scope = _SCOPE.search(base, start) if opener in _SUBORDINATORS else None
-            kept = f" {scope.group()}" if scope and scope.group("prep").lower() in ("in", "on") \
+            scope = _SCOPE.search(base, start + 1)  # "for an alpha version of Python" then "for a release candidate": of Python
+            kept = f" {scope.group()}" if scope and scope.group("prep").lower() in ("in", "on", "of") \
                 and named_runs(scope.group("scope"), opening=False) and scope.group("scope").lower() not in fragment.lower() else ""
             return Resolution(_finish(base[:start] + fragment + kept + base[end:], earlier, mark), rule, base[start:end])
         if rules is EN and _ASKS_WHICH.match(base) and _TOPIC_PRONOUN.search(fragment):
