@@ -217,6 +217,7 @@ def read_epub(raw: bytes, content_type: str, url: str, limits: Limits) -> Readin
     if len(chapters) > limits.max_pages:
         reading.skip(len(chapters) - limits.max_pages, f"chapters past the first {limits.max_pages} were cut")
     missing = []  # listed by the spine, not held by the file: named, not skipped without a word
+    unreadable = []  # held but refused by the HTML reader (nested past the parser): the rest of the book still reads
     for number, href in enumerate(chapters[:limits.max_pages], start=1):
         name = posixpath.normpath(posixpath.join(base, unquote(href.split("#", 1)[0])))
         try:
@@ -224,7 +225,11 @@ def read_epub(raw: bytes, content_type: str, url: str, limits: Limits) -> Readin
         except KeyError:
             missing.append(name)
             continue
-        chapter = extract_html(decode_bytes(data, None, html=True), "")
+        try:
+            chapter = extract_html(decode_bytes(data, None, html=True), "")
+        except InvalidInput as exc:  # one chapter refused the whole book as "the HTML page ..." (newcomer16)
+            unreadable.append(f"chapter {number} ({name[:80]!r}): {str(exc).replace('the HTML page ', 'it ', 1)}")
+            continue
         if chapter.body.strip():
             reading.passages.append(Passage(chapter.body, "body", {"chapter": number}))
     if missing:
@@ -234,4 +239,9 @@ def read_epub(raw: bytes, content_type: str, url: str, limits: Limits) -> Readin
             raise InvalidInput(f"the EPUB file is damaged: every chapter its spine lists is missing "
                                f"({named}); save it again from the program that made it")
         reading.skip(len(missing), f"chapters the book lists but does not hold, so it is damaged: {named}")
+    if unreadable:
+        if not reading.passages:
+            raise InvalidInput(f"the EPUB file's {unreadable[0]}")
+        reading.skip(len(unreadable), f"chapters that could not be read: {unreadable[0]}"
+                                      + (f" and {len(unreadable) - 1} more" if len(unreadable) > 1 else ""))
     return reading

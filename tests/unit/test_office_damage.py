@@ -133,6 +133,17 @@ def test_an_epub_missing_a_chapter_it_lists_says_so():
                                          "('OEBPS/one.xhtml', 'OEBPS/two.xhtml')"), str(refused.value)
 
 
+def test_an_epub_chapter_nested_past_the_parser_is_named_and_the_rest_still_reads():
+    """A chapter nested past libxml2's depth refused the whole book as "the HTML page nests ..." (newcomer16)."""
+    deep = "<span>" * 400 + TEXT + "</span>" * 400
+    reading = _read(".epub", _epub({"one.xhtml": TEXT, "deep.xhtml": deep}))
+    assert [p.position for p in reading.passages] == [{"chapter": 1}]
+    assert reading.unread == 1 and "chapter 2 ('OEBPS/deep.xhtml'): it nests its elements" in reading.unread_reason
+    with pytest.raises(InvalidInput) as refused:
+        _read(".epub", _epub({"deep.xhtml": deep}))
+    assert str(refused.value).startswith("the EPUB file's chapter 1 ('OEBPS/deep.xhtml'): it nests its elements "
+                                         "more than 255 levels deep"), str(refused.value)
+
 def test_a_whole_file_with_a_reference_outside_the_package_still_reads():
     """A link to a web address (TargetMode="External") is not a missing part: the file reads."""
     raw = _docx()
