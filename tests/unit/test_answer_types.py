@@ -392,6 +392,51 @@ def test_a_value_in_a_clause_about_another_thing_is_not_the_asked_subjects_of_an
                            removed)
 
 
+def test_a_release_named_in_a_heading_need_not_be_named_by_each_sentence():
+    """Release notes name a release ("Changes in kestrel 2.4") in a heading, not in each sentence under it: a sentence
+    naming no release may state what the question asks of 2.4; one naming another release does not, nor a level or a
+    number not written as a version ("level 19", "Debian 12": a row for level 1 is no row for level 19)."""
+    question = "Which option, new in kestrel 2.4, makes the packer skip empty sheets?"
+    assert sentence_states("The new --skip-empty option makes the packer skip empty sheets.", question)
+    assert not sentence_states("Since 2.3, the new --skip-empty option makes the packer skip empty sheets.", question)
+    assert not sentence_states("The kestrel 3 packer has a --skip-empty option for empty sheets.", question)
+    assert not sentence_states("At level 1 the packer writes 12 sheets a second.",
+                               "How many sheets a second does the packer write at level 19?")
+    assert not sentence_states("Kestrel 11 ships the packer 4.2.", "Which packer version does Kestrel 12 ship?")
+
+
+@pytest.mark.parametrize(("question", "sentence"), [
+    # a flag written as a name in code beside the word: a constant, an assignment
+    ("Which flag stops a kestrel sheet from being copied?", "Set the Ks_NO_COPY flag on the sheet to stop the copying."),
+    ("Which flag makes kestrel's reader skip blank cells?", "Pass the flag skip=True and blank cells are left out."),
+    ("Which new kestrel option packs empty sheets too?", "x. New packer option: pack_empty."),
+    # a default named as a "default value" or "per default"
+    ("What is the default width of a kestrel sheet?", "A kestrel sheet keeps its width at the default value of 80."),
+    ("What are the default KS_MIN and KS_MAX?", "The default values for KS_MIN, KS_MAX are respectively 10 and 90."),
+    ("Which packer does kestrel enable by default?", "Kestrel enables a packer per default (the lz packer)."),
+    # a session shows what a call returns
+    ("What does kes.width('a1') return in the sheet example?", "For the sheet above: >>> kes.width('a1') 12"),
+    ("What does s.span(3) return in the example?", "It is called on a sheet: s.span(3) --> 0.25 for the first row."),
+    # "New in version" dates an addition; a version before a date in brackets is its release
+    ("In which kestrel version was the sheet marker added?", "sheet(str name): Fires when a sheet is packed. New in version 2.7."),
+    ("When was kestrel 2.4.1 released?", "Changes in kestrel 2.4.1 (2031-03-02)"),
+    # a length in bytes or characters
+    ("What is the maximum length of a kestrel sheet name?", "A sheet name may hold up to 40 bytes."),
+])
+def test_a_value_written_as_documentation_writes_it_is_stated(question, sentence):
+    assert sentence_states(sentence, question)
+
+
+def test_a_name_in_code_is_no_flag_unless_it_is_called_one():
+    assert not sentence_states("These flags are set by scripts which include the KS_SHEET_FLAGS macro from ks.m4.",
+                               "Which sheet flags are not available in kestrel 7?")
+
+
+def test_new_in_a_version_is_no_other_event():
+    assert not sentence_states("sheet(str name): Fires when a sheet is packed. New in version 2.7.",
+                               "In which kestrel version was the sheet marker removed?")
+
+
 @pytest.mark.parametrize(("question", "kind"), [
     ("What is a version number?", None), ("What is a priority level?", None), ("What is a hard limit?", None),
     ("What is a default value in debconf?", None),  # each asks what such a thing is: no value of a type

@@ -82,7 +82,7 @@ _MEASURE = re.compile(
     r"kwh|mw|gw|watts?|volts?|x)$", re.IGNORECASE)
 _DOSE = r"mg|mcg|µg|micrograms?|milligrams?|iu|grams?|g|ml"
 _UNITS = {
-    **dict.fromkeys(("length", "distance", "height", "range", "dimensions"), _LENGTH),
+    **dict.fromkeys(("distance", "height", "range", "dimensions"), _LENGTH), "length": rf"{_LENGTH}|bytes?|characters?",
     **dict.fromkeys(("duration", "period", "deadline", "tenure", "age", "lifespan", "half-life", "life", "time"),
                     _DURATION),
     **dict.fromkeys(("percentage", "share", "proportion", "fraction", "efficiency"), r"%|percent"),
@@ -148,8 +148,8 @@ _FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:opt
 _RETURN_Q = re.compile(r"\bwhat\s+(?:does|do|did|will|can)\s+.+?\breturns?\b", re.IGNORECASE)
 _STATUS_VALUE = re.compile(r"(?<![\d.,-])[1-5]\d\d(?![\d.,%-])(?!\s*(?:ms|s|seconds?|bytes?|kb|mb|gb|chunks?|words?|"
                            r"tokens?|dimensions?|-dimensional)\b)", re.IGNORECASE)
-_FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
-_RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?:in|is)\b", re.IGNORECASE)
+_FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|\b(?:flag|option)s?:?\s+[A-Za-z]\w*[_=]\w+|\b[A-Za-z]\w*_\w*(?=\s+(?:flag|option)s?\b)")  # "-k", "option: name_x", "Py_X flag"
+_RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?:in|is)\b|>>>|-->", re.IGNORECASE)  # a session
 _VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(?:version|release)s?\b|since\s+(?:which|what)\s+"
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
 _DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b", re.IGNORECASE)
@@ -166,8 +166,8 @@ _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|rele
 # "defaults to 3000"), not one only naming a default ("overrides the default value specified ...").
 # "the default (value) is (then) used (for ...)" names a default in use, not its value ("is used as 25" states one)
 _IN_USE = r"(?!\s+(?:then\s+|always\s+)?(?:used|applied|assumed)\b(?!\s+(?:as|at)\b|\s+\d))"
-_DEFAULT_VALUE = re.compile(r"\bby\s+default\b|\bdefaults?\s*(?::|=|\b(?:is|are|was)\b" + _IN_USE + r"|\bto\b|\bof\b)|"
-                            r"\bdefault(?:ing)?\s+to\b|\(default\b|\bdefault\s+[\w-]+\s+(?:(?:of|for|in)\s+(?:[\w.-]+\s+){1,4}|[\w-]+\s+)?(?:is|are)\b" + _IN_USE + "|"
+_DEFAULT_VALUE = re.compile(r"\b(?:by|per)\s+default\b|\bdefaults?(?:\s+values?)?\s*(?::|=|\b(?:is|are|was)\b" + _IN_USE + r"|\bto\b|\bof\b)|"
+                            r"\bdefault(?:ing)?\s+to\b|\(default\b|\bdefault\s+[\w-]+\s+(?:(?:of|for|in)\s+(?:[\w.,-]+\s+){1,4}|[\w-]+\s+)?(?:is|are)\b" + _IN_USE + "|"
                             r"\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
 # "By default, when a timer is scheduled, the loop keeps running": a default behaviour under a condition,
 # not a default value (unless the sentence gives a number).
@@ -657,20 +657,18 @@ def states_value(sentence: str, question: str) -> bool | None:
     return _value_with_unit(sentence, fact.unit) and _sentence_supports(sentence, fact, frozenset(term_set(question)))
 
 
-# What a question names exactly, which the sentence answering it names too: a version ("1.20.2"), a level or size
-# ("level 19"), an identifier with digits ("des3-cbc-sha1", "all-MiniLM-L6-v2").
-_EXACT = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])")
+# What a question names exactly, which the sentence answering it names too: a version ("1.20.2"), a level ("level 19"),
+# an identifier with digits ("des3-cbc-sha1"; not "krb5", which its document need not repeat); a dotted version only where
+# the sentence names another release (a heading names it over its notes): a dotted one, or one of its name ("Debian 9").
+_EXACT, _DOTTED = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])"), re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?![\w.]*\d)")
 _CLAUSE = re.compile(r"([,;:()]|\b(?:which|and|but|while|whereas)\b|\b(?:beginning|starting)\s+(?:with|from|in|at)\b)", re.I)
 _NOUN_PHRASE = re.compile(r"[,;:]|\b(?:the|an?)\b", re.I)  # what opens the noun phrase a "which" clause follows
 
 
 def _exact_names(question: str) -> tuple[str, ...]:
-    """The versions and numbers a question names ("1.20.2", "level 19") and its compound identifiers
-    with digits ("des3-cbc-sha1"); not a one-word name with digits ("krb5", "win32"), which a document
-    about it need not repeat in every sentence."""
-    return tuple(m.group().lower() for m in _EXACT.finditer(question)
-                 if not _YEAR.match(m.group()) and (re.fullmatch(r"-?\d[\d.]*", m.group())
-                                                    or re.search(r"\w[-_]\w", m.group().strip("-"))))
+    """The versions, numbers and compound identifiers with digits ``question`` names (see :data:`_EXACT`)."""
+    return tuple(m.group().lower() for m in _EXACT.finditer(question) if not _YEAR.match(m.group()) and (
+        re.fullmatch(r"-?\d[\d.]*", m.group()) or re.search(r"\w[-_]\w", m.group().strip("-"))))
 
 
 def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[str]) -> bool:
@@ -681,11 +679,12 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
     listens on port 7412") and an event's clause of what follows its verb ("Bash-4.0 introduced the concept of Z, ... the
     shopt builtin": Z's). Where no clause holds a value alone ("Default: 1"), the sentence states one if no event is asked."""
     kind_words, changed, seen = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")], False  # seen: a value
+    released = _EVENTS[stem("released")]
     events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
     named = {s for s in fact.subject if not s.isalpha()} or set(fact.subject) - _EVENTS.keys()
 
-    def said(text: str) -> set[int]:
-        return {_EVENTS[s] for s in term_set(text) - kind_words if s in _EVENTS}
+    def said(text: str) -> set[int]:  # a version before a date in brackets is its release: "grep 3.4 (2020-01-02)"
+        return {_EVENTS[s] for s in term_set(text) - kind_words if s in _EVENTS} | ({released} if re.search(r"\d\s+\((?:\d|[A-Z][a-z]+ \d)", text) else set())
 
     for part in split_sentences(sentence):
         stated, bits, about = said(part), _CLAUSE.split(part), bool(term_set(part) & named)
@@ -704,10 +703,9 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
 
 def sentence_states(sentence: str, question: str) -> bool | None:
     """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named with its aspect
-    or tied to the question's terms); None when it asks for no value of a type (passages state a cause, a mechanism
-    or an open answer in too many words for a rule). A sentence answering a limit states one, an event the same event
-    in the sentence holding the value, and it names the versions, levels and identifiers with digits the question
-    names (:func:`_exact_names`)."""
+    or tied to the question's terms); None when it asks for no value of a type (a cause, a mechanism or an open answer
+    is stated in too many words for a rule). A sentence answering a limit states one, an event the same event in the
+    clause holding the value, and it names the question's versions, levels and identifiers with digits (:data:`_EXACT`)."""
     fact = asked_fact(question)
     if not fact.kind:
         return None
@@ -719,8 +717,10 @@ def sentence_states(sentence: str, question: str) -> bool | None:
             return False
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5
-        if any(name not in words for name in _exact_names(question)):
-            return False
+        for name in (name for name in _exact_names(question) if name not in words):
+            owner = re.search(rf"([\w-]+)\W+{re.escape(name)}", question)  # "Debian" of "Debian 6.0": "Debian 9" is another
+            if not _DOTTED.fullmatch(name) or _DOTTED.search(sentence) or owner and re.search(rf"\b{re.escape(owner[1])}\W+\d", sentence, re.I):
+                return False
     return _sentence_supports(sentence, fact, question_stems, strict=True)
 
 
