@@ -579,6 +579,13 @@ def test_a_gnu_info_file_reads_as_its_nodes_text_without_navigation():
     assert "‘-s DIR’, ‘--spool=DIR’\nKeep the spool in DIR. The default is ‘/var/spool/frob’." in text
     assert not any(word in text for word in ("File: frob.info", "Menu", "(line 6)", "Tag Table", "Local Variables",
                                              "INFO-DIR", "\x7f", "\x1f", "\x00"))
+    # a manual split in parts: frob.info-2.gz is one (it was sniffed as plain text), frob.info their index
+    from shared.ingest.files import file_kind
+
+    assert file_kind(Path("/nowhere/frob.info-2.gz")) == (kind, True)
+    index = "This is frob.info.\n\x1f\nIndirect:\nfrob.info-1: 120\nfrob.info-2: 4000\n\x1f\nTag Table:\n(Indirect)\n"
+    with pytest.raises(InvalidInput, match=r"only lists the parts its manual is split in \(frob.info-1, frob.info-2\)"):
+        kind.load()(index.encode(), kind.media_type, "file:///frob.info", Limits())
 
 
 def test_a_page_opening_with_an_xml_declaration_and_no_head_keeps_its_text():
