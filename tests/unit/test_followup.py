@@ -1154,6 +1154,8 @@ def test_so_and_a_pair_of_times_refer_back(earlier, follow_up, expected):
     # the phrase swapped keeps the named scope at its end ("of Zap", "in Node.js") when the new one names none
     ("What is the prefix for a beta build of Zap?", "And for a nightly build?", "What is the prefix for a nightly build of Zap?"),
     ("What does zap.sep hold on POSIX in Zapper?", "And on Windows?", "What does zap.sep hold on Windows in Zapper?"),
+    # a named thing the earlier question closed with keeps its "the" ("the Frob Charter", not "Frob Charter")
+    ("Who wrote the Frob Charter?", "When did he revise it?", "When did the person who wrote the Frob Charter revise the Frob Charter?"),
 ])
-def test_a_swapped_phrase_keeps_its_named_scope(earlier, follow_up, expected):
+def test_a_swapped_phrase_keeps_its_named_scope_and_a_name_its_the(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected

@@ -239,7 +239,8 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
         return rest, True
     # with its determiner and the adjectives between ("die systemweite Standardpapiergröße")
     opened = re.search(r"\b(?:der|die|das|den|dem|le|la|les|el|los|las)\s+(?:[^\W\d_A-Z][\w-]*\s+){0,2}$", text[: runs[0][0]])
-    return text[opened.start() if opened and rules is not EN else runs[0][0]: runs[0][1]], False
+    the = re.search(r"(?i)\bthe\s+$", text[: runs[0][0]]) if rules is EN and not re.match(r"\s+[a-z]", text[runs[0][1]:]) else None  # "the X" ending it
+    return text[opened.start() if opened and rules is not EN else the.start() if the else runs[0][0]: runs[0][1]], False
 
 
 def _noun_phrase_before_verb(words: list[str], participle: bool = False) -> str | None:
