@@ -1137,6 +1137,9 @@ def _box_rows(lines: list[str], start: int) -> tuple[list[list[str]] | None, int
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27)) + b"\x7f"
+#: GNU Info's markup cookies (^@^H[index^@^H], ^@^H[image src="a.png"^@^H]): an index part of a manual split in files
+#: (find.info-2.gz) opens with them and was refused as binary data (newcomer16)
+_INFO_COOKIE_BYTES = re.compile(rb"\x00\x08\[[^\x00]{0,300}\x00\x08\]")
 _OVERSTRIKE_BYTES = re.compile(rb"(?<=[^\x00-\x1f\x7f])\x08(?=[^\x00-\x1f\x7f])")
 
 
@@ -1151,7 +1154,7 @@ def binary_reason(raw: bytes, text: str | None = None) -> str | None:
     if _wide_without_bom(head):
         wide = head[:len(head) // 2 * 2].decode(_wide_without_bom(head), errors="replace")
         return binary_reason(wide.encode("utf-8"))  # the text's own control characters still count
-    if b"\0" in head:
+    if b"\0" in _INFO_COOKIE_BYTES.sub(b"", head):
         return "it contains NUL bytes"
     # a backspace between two printed bytes is nroff's overstrike (bold "N\bN", underline "_\bn"), as
     # `man -Tutf8 | cat` and catman pages write every heading: text, read as a terminal shows it

@@ -579,6 +579,10 @@ def test_a_gnu_info_file_reads_as_its_nodes_text_without_navigation():
     assert "‘-s DIR’, ‘--spool=DIR’\nKeep the spool in DIR. The default is ‘/var/spool/frob’." in text
     assert not any(word in text for word in ("File: frob.info", "Menu", "(line 6)", "Tag Table", "Local Variables",
                                              "INFO-DIR", "\x7f", "\x1f", "\x00"))
+    # an index part opens with Info's ^@^H[index^@^H] cookies: markup, not binary data
+    from shared.formats.text import binary_reason
+
+    assert binary_reason(info.split("\x1f")[3].encode()) is None and binary_reason(b"ab\x00cd") is not None
     # a manual split in parts: frob.info-2.gz is one (it was sniffed as plain text), frob.info their index
     from shared.ingest.files import file_kind
 
