@@ -693,7 +693,7 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
             seen |= (held := holds_value(clause, fact.kind, question_stems))
             if not held or events and not ((own := said(clause)) & events or not own - {changed} and stated & events):
                 continue
-            host = [p for p in _NOUN_PHRASE.split("".join(bits[:k - 1])) if p.strip()][-1:] if relative else [clause]
+            host = [p for p in _NOUN_PHRASE.split("".join(bits[max(k - 7, 0):k - 1])) if p.strip()][-1:] if relative else [clause]  # 3 clauses back at most
             after = list(itertools.dropwhile(lambda w: _EVENTS.get(stem(w)) not in events, tokenize(clause)))[1:]
             if not about or term_set(" ".join(host)) & named or not relative and all(
                     stem(w) in question_stems | kind_words or not w.isalpha() for w in content_terms(" ".join(after))):
