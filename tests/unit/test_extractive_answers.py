@@ -232,6 +232,14 @@ def test_a_short_line_between_blank_lines_heads_the_command_under_it():
     assert "pacman -S quillmark-git" in _texts(answer)[0]
 
 
+def test_a_numbered_sections_heading_is_no_item_even_with_figures():
+    page = ("2.3.1. March 2019: the quill format was frozen\n\nThe freeze lasted until the 4.0 release of quill.\n\n"
+            "2.3.2. May 2020: quill 4.0 shipped\n\nIt dropped the old journal format for good.\n")
+    quotable = [(q.text, q.heading) for q in quotable_sentences(page)]
+    assert quotable == [("The freeze lasted until the 4.0 release of quill.", "March 2019: the quill format was frozen"),
+                        ("It dropped the old journal format for good.", "May 2020: quill 4.0 shipped")]
+
+
 def test_no_heading_question_or_lead_in_reaches_an_answer_from_a_markdown_page():
     page = (
         "# Password reset\n\n"

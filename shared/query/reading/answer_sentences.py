@@ -307,10 +307,10 @@ def _is_term_line(lines: list[str], n: int, gap: int = 1) -> bool:
 
 def _listing_lines_as_items(out: list[tuple[str, bool]], alone: set[int]) -> list[tuple[str, bool]]:
     """Lines of a text file's listing ("pstree   shows processes as a tree"), two or more in a row, each without a full
-    stop: items too, but for a line between blank lines too short for a sentence that opens with a capital, a heading
-    ("Fedora & RPM friends" over "yum install x")."""
+    stop: items too; not a numbered section's heading ("4.13.17. December 2015: ...", a version is none: "1.1 Buzz"), nor
+    a line between blank lines too short for a sentence that opens with a capital ("Fedora & RPM friends" / "yum ...")."""
     bare = [not item and "\n" not in text and not _SENTENCE_CLOSE.search(text) and len(_words(text)) >= MIN_ITEM_WORDS
-            and not heading_like(text) for text, item in out]
+            and not heading_like(text) and not re.match(r"\d+(?:\.\d+)+\.\s", text) for text, item in out]
     # one such line alone is an item too when it holds a figure: "Major changes in 1.20.1 (2022-11-15)";
     # a name with digits in it is no figure ("What BM25 cannot do" is a heading)
     return [(text, item or bare[i] and (((i > 0 and bare[i - 1]) or (i + 1 < len(bare) and bare[i + 1])) and not (
