@@ -6,8 +6,6 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test test-unit bench install clean lock
 
 DEV_STAMP := $(VENV)/.installed-dev
-# the dev lock `make test` installs; .ci/run names one without llama-cpp-python, whose wheel it builds meanwhile
-DEV_LOCK ?= requirements-dev.txt
 
 # The demo needs only the runtime dependencies; the dev extra (tests, eval data, charts) is
 # for `make test`. pip's own progress is shown: the first install takes a few minutes.
@@ -20,11 +18,11 @@ $(STAMP): pyproject.toml requirements.txt
 	$(PY) -m pip install --progress-bar on --no-deps -e .
 	touch $(STAMP)
 
-$(DEV_STAMP): $(STAMP) $(DEV_LOCK)
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
 	@echo "installing the dev extra (tests, evaluation, charts) into $(VENV) ..."
 	@echo "(llama-cpp-python, for the RAGBUS_LLM=openai tests, compiles llama.cpp: several minutes)"
 	@# GGML_NATIVE=OFF: a native build of 0.3.36 segfaults on its first completion on this kind of machine
-	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" $(PY) -m pip install --progress-bar on -r $(DEV_LOCK)
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" $(PY) -m pip install --progress-bar on -r requirements-dev.txt
 	$(PY) -m pip install --progress-bar on --no-deps -e '.[dev]'
 	touch $(DEV_STAMP)
 

@@ -12,12 +12,9 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-
-from tests.integration.llama_server import PENDING_WAIT_S
 
 # GNU readline, imported in pytest-xdist's workers (`make test` runs two), exports COLUMNS=80 and LINES=24
 # into their environment; rich then wraps at 80 columns what the tests read as unwrapped (a pipe's output).
@@ -77,15 +74,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kind = Path(str(item.fspath)).relative_to(_ROOT).parts[0]
         if kind in {"unit", "integration", "e2e", "hostile"}:
             item.add_marker(getattr(pytest.mark, kind))
-    pending = os.environ.get("TESTS_LLAMA_CPP_PENDING")  # .ci/run: llama-cpp-python is still being built
-    late = [item for item in items if pending and item.get_closest_marker("llama_cpp")]
-    for item in late:  # its wait for the install (tests/integration/llama_server.py) is no part of its own time
-        item.add_marker(pytest.mark.timeout(300 + PENDING_WAIT_S))
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        _longest_files_first(items, late)
+        _longest_files_first(items)
 
 
-def _longest_files_first(items: list[pytest.Item], late: Sequence[pytest.Item] = ()) -> None:
+def _longest_files_first(items: list[pytest.Item]) -> None:
     """In `make test`'s workers (`-n 2 --dist loadfile --no-loadscope-reorder`), files are handed out
     in collection order, one whole file at a time, and the run ends when the last file handed out
     ends: the longest files go first and the many short ones fill in at the end. (xdist's default
@@ -93,11 +86,7 @@ def _longest_files_first(items: list[pytest.Item], late: Sequence[pytest.Item] =
     last.) tests/durations.json holds each file's seconds in one whole run (`python -m tests.durations
     RUN.xml` rewrites it from a run's --junitxml); a file not in it counts as the median of its
     folder's (tests/unit, tests/e2e, ...). Tests keep their order within a file, and both workers
-    order their collections alike (xdist requires the same collection on each).
-
-    ``late`` (the llama_cpp tests while .ci/run builds llama-cpp-python) go after all but the shortest files
-    whose seconds add up to theirs (and after half the tests at least): handed out when the wheel has long
-    been built, the other worker running those short files meanwhile."""
+    order their collections alike (xdist requires the same collection on each)."""
     try:
         seconds: dict[str, float] = json.loads((_ROOT / "durations.json").read_text())["files"]
     except (OSError, ValueError, KeyError):
@@ -108,24 +97,10 @@ def _longest_files_first(items: list[pytest.Item], late: Sequence[pytest.Item] =
     median = {folder: sorted(values)[len(values) // 2] for folder, values in by_folder.items()}
 
     def cost(item: pytest.Item) -> float:
-        name = _file(item)
+        name = item.nodeid.split("::", 1)[0]
         return seconds.get(name, median.get(name.split("/")[1] if "/" in name else "", 0.0))
 
     items.sort(key=cost, reverse=True)  # stable: a file's tests stay together and in order
-    if late:
-        items[:] = [item for item in items if item not in late]
-        waits, after = sum({_file(item): cost(item) for item in late}.values()), 0.0
-        at = len(items)
-        while at > len(items) // 2 and after < waits:  # back over whole files from the end, not into the first half
-            name = _file(items[at - 1])
-            after += cost(items[at - 1])
-            while at and _file(items[at - 1]) == name:
-                at -= 1
-        items[at:at] = late
-
-
-def _file(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

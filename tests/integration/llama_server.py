@@ -34,11 +34,6 @@ CONTEXT_TOKENS = 8192
 #: 2.4x faster in one run here (docs/benchmarks.md).
 SERVER_OPTIONS = ("--logits_all", "False", "--verbose", "False")
 START_TIMEOUT_S = 120.0
-#: .ci/run starts the suite while it still builds llama-cpp-python's wheel: the file this names is there until
-#: the wheel is installed (or failed); tests/conftest.py hands the llama_cpp files out late, so a wait is rare
-PENDING_ENV = "TESTS_LLAMA_CPP_PENDING"
-#: how long a llama_cpp test waits for that file to go (tests/conftest.py adds it to the test's timeout)
-PENDING_WAIT_S = 600.0
 
 
 def require(module: str) -> object:
@@ -50,19 +45,6 @@ def require(module: str) -> object:
         pytest.skip(f"{module} is not installed; `pip install -r requirements-dev.txt` installs it "
                     "(llama-cpp-python compiles llama.cpp: a few minutes)")
         raise  # unreachable: skip raises
-
-
-def installed_by_ci() -> None:
-    """Wait while .ci/run still builds and installs llama-cpp-python (:data:`PENDING_ENV`); no wait elsewhere."""
-    pending = os.environ.get(PENDING_ENV)
-    if not pending:
-        return
-    deadline = time.monotonic() + PENDING_WAIT_S
-    while Path(pending).exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"llama-cpp-python was not installed within {PENDING_WAIT_S:.0f} s ({pending} is there)")
-        time.sleep(0.5)
-    importlib.invalidate_caches()  # installed after this process first looked at site-packages
 
 
 def gguf_model() -> Path:
@@ -105,7 +87,6 @@ def start_llama_server(model: Path, log_dir: Path, *, alias: str = MODEL_ALIAS, 
 
     ``threads`` sets both its generation and its prompt threads (default: the server's own,
     half the CPUs for generation and all of them for prompts)."""
-    installed_by_ci()
     require("llama_cpp.server.app")
     port = _free_port()
     log_path = log_dir / f"llama-server-{port}.log"

@@ -29,7 +29,6 @@ from shared.contract.ports import ConversationTurn, NumberedContext
 from shared.query.prompts import GRADE_MAX_TOKENS, SYNTHESIS_MAX_TOKENS, TRANSFORM_MAX_TOKENS
 from tests.integration.llama_server import MODEL_ALIAS, gguf_model, start_llama_server
 
-pytestmark = pytest.mark.llama_cpp  # .ci/run installs llama-cpp-python while the suite runs: handed out late
 TODAY = date(2026, 11, 1)
 CONTEXTS = [
     NumberedContext(1, "https://example.org/rrf",

@@ -8,8 +8,6 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 from tests import conftest, durations
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,43 +34,6 @@ def test_files_are_ordered_longest_first_an_unknown_file_as_its_folders_median(m
         "tests/unit/test_many.py::a", "tests/unit/test_many.py::b",
         "tests/unit/test_new.py::a",  # unknown: the unit median (20), after the known file of 20
         "tests/e2e/test_short.py::a", "tests/unit/test_few.py::a"]
-
-
-def test_while_ci_builds_llama_cpp_its_files_go_late_before_short_files_of_as_many_seconds(monkeypatch, tmp_path):
-    """.ci/run starts the suite while llama-cpp-python's wheel still builds (TESTS_LLAMA_CPP_PENDING): the files
-    that start its server are handed out after all but the shortest files whose seconds add up to theirs."""
-    table = {"tests/e2e/test_long.py": 300.0, "tests/e2e/test_long2.py": 250.0, "tests/e2e/test_long3.py": 200.0,
-             "tests/integration/test_llama.py": 60.0, "tests/e2e/test_mid.py": 40.0, "tests/unit/test_a.py": 20.0,
-             "tests/unit/test_b.py": 20.0, "tests/unit/test_c.py": 20.0, "tests/unit/test_few.py": 1.0}
-    (tmp_path / "durations.json").write_text(json.dumps({"files": table}))
-    monkeypatch.setattr(conftest, "_ROOT", tmp_path)
-    items = [SimpleNamespace(nodeid=f"{name}::{test}") for name in table for test in ("x", "y")]
-    conftest._longest_files_first(items, [item for item in items if "llama" in item.nodeid])
-    assert [i.nodeid.split("::")[0].split("/")[-1] for i in items[::2]] == [
-        "test_long.py", "test_long2.py", "test_long3.py", "test_mid.py", "test_llama.py", "test_a.py", "test_b.py",
-        "test_c.py", "test_few.py"]
-    assert items[8].nodeid.endswith("test_llama.py::x") and items[9].nodeid.endswith("test_llama.py::y")
-
-
-def test_a_llama_cpp_test_waits_while_ci_installs_it(monkeypatch, tmp_path):
-    import threading
-    import time
-
-    from tests.integration import llama_server
-
-    pending = tmp_path / "llama-cpp-pending"
-    pending.touch()
-    monkeypatch.setenv(llama_server.PENDING_ENV, str(pending))
-    threading.Timer(0.3, pending.unlink).start()
-    started = time.monotonic()
-    llama_server.installed_by_ci()
-    assert not pending.exists() and time.monotonic() - started >= 0.3
-    pending.touch()
-    monkeypatch.setattr(llama_server, "PENDING_WAIT_S", 0.0)
-    with pytest.raises(RuntimeError, match="llama-cpp-python was not installed within 0 s"):
-        llama_server.installed_by_ci()
-    monkeypatch.delenv(llama_server.PENDING_ENV)
-    llama_server.installed_by_ci()  # outside .ci/run: no wait
 
 
 def test_the_table_is_rewritten_from_a_runs_junit_xml_and_names_real_files(tmp_path):
