@@ -21,6 +21,7 @@ from shared.contract.config import Settings
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from tests.scripted_loop import ANSWER, CONTEXTS, ContextsIndex, ScriptedLoop, WordEmbedder
+from tests.support import cpu_ratio
 
 STAGES = ["gateway", *["transformer", "retriever", "grader"] * 2, "synthesizer"]
 
@@ -376,6 +377,20 @@ def test_a_streams_numbers_are_ascii_digits():
             _resume_index(raw)
         with pytest.raises(InvalidInput, match="must be a number of seconds"):
             _stream_seconds(raw, None)
+
+
+def test_a_long_timeout_is_refused_in_linear_time():
+    # '[0-9]+\.?[0-9]*' split a digit run every way before failing: 'timeout_s=111...1x' (16,000 digits) held the
+    # event loop 7.9 s (review of 6dd6d4f); the pattern is linear, and a value past 32 characters is not matched
+    from services.gateway.queries import _DECIMAL, _stream_seconds
+
+    texts = {n: "1" * n + "x" for n in (500, 4000)}
+    assert cpu_ratio(lambda n: _DECIMAL.fullmatch(texts[n]), 500, 4000) < 24  # linear: about 8; quadratic: about 64
+    assert [bool(_DECIMAL.fullmatch(raw)) for raw in ("1", "1.", ".5", "1e3", "-2.5E-1", "1_0", "\u0665", "inf", ".")] \
+        == [True] * 5 + [False] * 4
+    assert _stream_seconds("0.5" + "0" * 29, None) == 0.5
+    with pytest.raises(InvalidInput, match="must be a number of seconds"):
+        _stream_seconds("0.5" + "0" * 30, None)
 
 
 def test_the_stream_ends_by_itself_when_the_query_does_not(tmp_path):
