@@ -237,6 +237,11 @@ _FILTERS_DESCRIPTION = (
 )
 
 
+#: how much of a POST's body OneMessagePerPost reads looking for its first character before it hands the body on
+#: to the SDK as it is (which answers blanks as it would without the look, and refuses past its 4 MiB)
+_PEEK_BYTES = 64 * 1024
+
+
 class OneMessagePerPost:
     """The SDK's ``/mcp`` endpoint, except that a POST whose body is a JSON array (a JSON-RPC batch) is answered
     400 with one JSON-RPC error line that says so: MCP has taken no batches since its 2025-06-18 revision (a POST
@@ -251,9 +256,11 @@ class OneMessagePerPost:
             return
         received = []  # read up to the body's first character, then given to the SDK as it came
         start = b""
-        while not start:
+        peeked = 0
+        while not start and peeked < _PEEK_BYTES:  # a body of blanks is not kept whole (125 MiB was) but handed on
             message = await receive()
             received.append(message)
+            peeked += len(message.get("body", b""))
             start = message.get("body", b"").lstrip()[:1]
             if message["type"] != "http.request" or not message.get("more_body"):
                 break

@@ -117,3 +117,38 @@ def test_an_mcp_batch_is_refused_in_one_json_rpc_line_and_one_message_still_answ
     error = batch.json()["error"]
     assert error["code"] == -32600 and "batch" in error["message"] and "\n" not in error["message"]
     assert alone.status_code == 200 and '"id":7' in alone.text and '"result"' in alone.text
+
+
+def test_an_mcp_post_of_blanks_is_handed_on_after_64_kib_not_kept_whole():
+    """The batch check read a body until its first character: a body of blanks was kept in memory whole (125 MiB
+    seen) before the SDK's own 4 MiB limit could refuse it. It looks at most 64 KiB, then hands the body on as
+    it came, every byte in order."""
+    import anyio
+
+    from services.gateway.mcp_server import OneMessagePerPost
+
+    chunks = [b" " * 1024] * 1024 + [b"{}"]  # 1 MiB of blanks, then a message
+    sent = iter(chunks)
+    pulled = []
+    seen = []
+
+    async def receive():
+        body = next(sent)
+        pulled.append(body)
+        return {"type": "http.request", "body": body, "more_body": body != chunks[-1]}
+
+    async def sdk(scope, receive, send):
+        seen.append(len(pulled))  # how much the check had read when the SDK was called
+        body = b""
+        while True:
+            message = await receive()
+            body += message["body"]
+            if not message["more_body"]:
+                break
+        seen.append(body)
+
+    async def send(message):
+        raise AssertionError(f"the check answered itself: {message}")
+
+    anyio.run(OneMessagePerPost(sdk), {"type": "http", "method": "POST"}, receive, send)
+    assert seen[0] <= 64 and seen[1] == b"".join(chunks)
