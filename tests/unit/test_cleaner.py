@@ -16,6 +16,7 @@ from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched
 from shared.contract.text import split_header
 from tests.fakes import FakeClock, InMemoryBlobStore, InMemoryStateStore, RecordingPublisher
+from tests.support import cpu_ratio
 
 ARTICLE = [
     ("Volcanic eruptions on the Kamchatka peninsula have been monitored by a network of seismometers "
@@ -181,6 +182,24 @@ def test_a_file_of_utf8_lines_and_code_page_lines_is_read_line_by_line():
     assert "Notizen — Der Parser — von Jos" in decode_bytes(b"Notizen \xe2\x80\x94 " + stray, None)
     chance = "«ОН» сказал: всё готово к запуску.\n"
     assert decode_bytes("Привет.\n".encode() + chance.encode("cp1251"), None) == "Привет.\n" + chance
+
+
+def test_a_utf8_line_with_many_stray_bytes_is_read_in_linear_time():
+    # each stray decoded the rest of the line again: a 1 MB line of them took 81 s (review of eb81838)
+    from shared.formats.text import _utf8_with_strays
+
+    unit = "é".encode() + b"\xe9" + b" and" * 15
+    lines = {n: unit * n for n in (1000, 8000)}
+
+    def check(n, text):
+        assert text == ("éé" + " and" * 15) * n
+
+    assert cpu_ratio(lambda n: _utf8_with_strays(lines[n], "cp1252"), 1000, 8000, check=check) < 32  # linear: 8;
+    # quadratic: about 100. Each run of bytes UTF-8 cannot read is read alone in the code page, as before
+    hostile = b"\xe2\x80 ok \xf0\x9f\x98\xc3" + "—".encode() + b"\x81\x40\xff\xed\xa0\x80"
+    assert _utf8_with_strays(hostile, "cp1252") == "\xe2\u20ac ok \xf0\u0178\u02dc\xc3\u2014\ufffd@\xff\xed\xa0\u20ac"
+    # shift_jis reads '\xe2\x80' (one run) as one character, '\x81' alone (its run) as none
+    assert _utf8_with_strays(hostile, "shift_jis") == "\u7ab6 ok \ufffd\u6cbd\uff83\u2014\ufffd@" + "\ufffd" * 4
 
 
 def test_windows_1252_punctuation_alone_is_not_read_as_a_dos_code_page():
