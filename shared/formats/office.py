@@ -232,9 +232,18 @@ def read_epub(raw: bytes, content_type: str, url: str, limits: Limits) -> Readin
             continue
         if chapter.body.strip():
             reading.passages.append(Passage(chapter.body, "body", {"chapter": number}))
+    named = ", ".join(repr(name[:80]) for name in missing[:3]) + (f" and {len(missing) - 3} more"
+                                                                  if len(missing) > 3 else "")
+    refused = (unreadable[0] + (f" and {len(unreadable) - 1} more" if len(unreadable) > 1 else "")) if unreadable else ""
+    listed = len(chapters[:limits.max_pages])
+    if not reading.passages and missing and len(missing) < listed:  # not "every chapter ... is missing": name each
+        empty = listed - len(missing) - len(unreadable)
+        raise InvalidInput("; ".join([
+            f"the EPUB file has no chapter that reads: {len(missing)} of the {listed} chapters its spine lists "
+            f"{'is' if len(missing) == 1 else 'are'} missing, so it is damaged ({named})",
+            *([refused] if refused else []),
+            *([f"{empty} {'holds' if empty == 1 else 'hold'} no text"] if empty else [])]))
     if missing:
-        named = ", ".join(repr(name[:80]) for name in missing[:3]) + (f" and {len(missing) - 3} more"
-                                                                      if len(missing) > 3 else "")
         if not reading.passages:
             raise InvalidInput(f"the EPUB file is damaged: every chapter its spine lists is missing "
                                f"({named}); save it again from the program that made it")
@@ -242,6 +251,5 @@ def read_epub(raw: bytes, content_type: str, url: str, limits: Limits) -> Readin
     if unreadable:
         if not reading.passages:
             raise InvalidInput(f"the EPUB file's {unreadable[0]}")
-        reading.skip(len(unreadable), f"chapters that could not be read: {unreadable[0]}"
-                                      + (f" and {len(unreadable) - 1} more" if len(unreadable) > 1 else ""))
+        reading.skip(len(unreadable), f"chapters that could not be read: {refused}")
     return reading

@@ -144,6 +144,24 @@ def test_an_epub_chapter_nested_past_the_parser_is_named_and_the_rest_still_read
     assert str(refused.value).startswith("the EPUB file's chapter 1 ('OEBPS/deep.xhtml'): it nests its elements "
                                          "more than 255 levels deep"), str(refused.value)
 
+
+def test_an_epub_with_chapters_both_missing_and_unreadable_names_both():
+    """One chapter missing and the other nested past the parser was refused as "every chapter its spine lists is
+    missing", which the deep one is not (review of 95ab2cc); one missing and one without text was too."""
+    deep = "<span>" * 400 + TEXT + "</span>" * 400
+    with pytest.raises(InvalidInput) as refused:
+        _read(".epub", _epub({"one.xhtml": None, "deep.xhtml": deep}))
+    assert str(refused.value).startswith(
+        "the EPUB file has no chapter that reads: 1 of the 2 chapters its spine lists is missing, so it is damaged "
+        "('OEBPS/one.xhtml'); chapter 2 ('OEBPS/deep.xhtml'): it nests its elements more than 255 levels deep"), \
+        str(refused.value)
+    with pytest.raises(InvalidInput) as refused:
+        _read(".epub", _rewritten(_epub({"one.xhtml": None, "cover.xhtml": TEXT}), "OEBPS/cover.xhtml",
+                                  b"<html><body><img src='cover.png'/></body></html>"))
+    assert str(refused.value) == ("the EPUB file has no chapter that reads: 1 of the 2 chapters its spine lists is "
+                                  "missing, so it is damaged ('OEBPS/one.xhtml'); 1 holds no text")
+
+
 def test_a_whole_file_with_a_reference_outside_the_package_still_reads():
     """A link to a web address (TargetMode="External") is not a missing part: the file reads."""
     raw = _docx()
