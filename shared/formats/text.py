@@ -1143,9 +1143,12 @@ def _box_rows(lines: list[str], start: int) -> tuple[list[list[str]] | None, int
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27)) + b"\x7f"
-#: GNU Info's markup cookies (^@^H[index^@^H], ^@^H[image src="a.png"^@^H]): an index part of a manual split in files
-#: (find.info-2.gz) opens with them and was refused as binary data (newcomer16)
-_INFO_COOKIE_BYTES = re.compile(rb"\x00\x08\[[^\x00]{0,300}\x00\x08\]")
+#: GNU Info's markup cookies (^@^H[index^@^H], ^@^H[image src="a.png" text="..."^@^H]): markup, neither the manual's
+#: text nor binary data (an index part of a manual split in files, find.info-2.gz, opens with them and was refused as
+#: binary data, newcomer16). One definition for bytes and text: a cookie runs to the next NUL however long it is (an
+#: image's text= holds its whole picture in characters).
+_INFO_COOKIE = re.compile("\x00\x08\\[[^\x00]*\x00\x08\\]")
+_INFO_COOKIE_BYTES = re.compile(_INFO_COOKIE.pattern.encode())
 _OVERSTRIKE_BYTES = re.compile(rb"(?<=[^\x00-\x1f\x7f])\x08(?=[^\x00-\x1f\x7f])")
 
 
@@ -1205,10 +1208,9 @@ def read_plain(raw: bytes, content_type: str, url: str, limits: Limits) -> Readi
 
 #: GNU Info's framing (/usr/share/info/sed.info.gz): ^_ opens each node, a "File: ..., Node: ..., Next: ..." line
 #: names it, a "* Menu:" lists the nodes below, the file ends in a tag table ("Node: Top\x7f738") and Emacs's
-#: "Local Variables" block; an index node is marked ^@^H[index^@^H]. Navigation, not the manual's words.
+#: "Local Variables" block; an index node is marked ^@^H[index^@^H] (_INFO_COOKIE). Navigation, not the manual's words.
 _INFO_NODE_LINE = re.compile(r"\AFile: [^\n]*\bNode: [^\n]*\n")
 _INFO_MENU = re.compile(r"^\* Menu:.*", re.S | re.M)
-_INFO_COOKIE = re.compile("\x00\x08\\[[^\x00]*\x00\x08\\]")
 _INFO_TRAILERS = ("Tag Table:", "End Tag Table", "Indirect:", "Local Variables:")
 #: a table's terms on lines of their own above one description (Texinfo's @item/@itemx: "‘-z’", "‘--null-data’",
 #: "‘--zero-terminated’"): one line, so the description is read under all of them, not the last alone

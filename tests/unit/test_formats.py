@@ -592,6 +592,20 @@ def test_a_gnu_info_file_reads_as_its_nodes_text_without_navigation():
         kind.load()(index.encode(), kind.media_type, "file:///frob.info", Limits())
 
 
+def test_a_long_gnu_info_cookie_is_markup_to_the_binary_check_as_to_the_reader():
+    # the binary check took a cookie of at most 300 characters, the reader one of any length (review of 2300df8): an
+    # image's cookie holding its text picture refused the part as binary data that the reader would have read
+    from shared.formats.text import binary_reason
+
+    picture = "+-------+\n| frob  |--> spool\n+-------+\n" * 10
+    node = ("File: frob.info,  Node: Spool,  Prev: Top,  Up: Top\n\n2 Spool\n*******\n\nThe spool looks so:\n\n"
+            f'\x00\x08[image src="spool.png" text="{picture}"\x00\x08]\n\nFrob keeps one file per message.\n')
+    assert len(picture) > 300 and binary_reason(node.encode()) is None
+    kind = by_suffix(".info")
+    text = kind.load()(("\x1f\n" + node).encode(), kind.media_type, "file:///frob.info", Limits()).passages[0].text
+    assert "Frob keeps one file per message." in text and "spool.png" not in text
+
+
 def test_a_page_opening_with_an_xml_declaration_and_no_head_keeps_its_text():
     # trafilatura given the declaration kept none of such a page ("has no main text after cleaning", newcomer16)
     from shared.formats.text import extract_html
