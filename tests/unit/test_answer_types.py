@@ -15,6 +15,7 @@ from shared.query.reading.answer_types import (
     AMOUNT,
     COUNT,
     DATE,
+    FLAG,
     LOCATION,
     NAME,
     QUANTITY,
@@ -504,3 +505,18 @@ def test_a_sentence_of_many_clauses_is_read_in_linear_time():
     # the least of three: a busy machine's pause is no cost of the reading; linear about 8, quadratic about 64
     assert cpu_ratio(lambda n: sentence_states(sentences[n], question), 250, 2000, check=check) < 24
     assert cpu_ratio(lambda n: sentence_states(chained[n], question), 250, 2000, check=check) < 24
+
+
+def test_one_long_token_is_read_in_linear_time():
+    # a dotted number that runs into letters ("1.1. ... 1a1") is no version, tried once, not once per dot; a word
+    # with underscores not followed by "flag" or "option" ("a_a_ ... a.") is no flag's value, tried once
+    question = "Which port does kes 1.2.3 use by default?"
+    dotted = {n: "The default port of kes " + "1." * n + "1a1 is 8080." for n in (500, 4000)}
+    snake = {n: "Set " + "a_" * n + "a." for n in (500, 4000)}
+
+    def check(n: int, result: object) -> None:
+        assert not result
+
+    # linear about 8, quadratic about 64
+    assert cpu_ratio(lambda n: sentence_states(dotted[n], question), 500, 4000, check=check) < 24
+    assert cpu_ratio(lambda n: holds_value(snake[n], FLAG), 500, 4000, check=check) < 24

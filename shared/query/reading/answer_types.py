@@ -148,7 +148,7 @@ _FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:opt
 _RETURN_Q = re.compile(r"\bwhat\s+(?:does|do|did|will|can)\s+.+?\breturns?\b", re.IGNORECASE)
 _STATUS_VALUE = re.compile(r"(?<![\d.,-])[1-5]\d\d(?![\d.,%-])(?!\s*(?:ms|s|seconds?|bytes?|kb|mb|gb|chunks?|words?|"
                            r"tokens?|dimensions?|-dimensional)\b)", re.IGNORECASE)
-_FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|\b(?:flag|option)s?:?\s+[A-Za-z]\w*[_=]\w+|\b[A-Za-z]\w*_\w*(?=\s+(?:flag|option)s?\b)")  # "-k", "option: name_x", "Py_X flag"
+_FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|\b(?:flag|option)s?:?\s+[A-Za-z]\w*[_=]\w+|\b[A-Za-z](?=\w*_)\w*+(?=\s+(?:flag|option)s?\b)")  # "-k", "option: name_x", "Py_X flag"
 _RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?:in|is)\b|>>>|-->", re.IGNORECASE)  # a session
 _VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(?:version|release)s?\b|since\s+(?:which|what)\s+"
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
@@ -660,7 +660,7 @@ def states_value(sentence: str, question: str) -> bool | None:
 # What a question names exactly, which the sentence answering it names too: a version ("1.20.2"), a level ("level 19"),
 # an identifier with digits ("des3-cbc-sha1"; not "krb5", which its document need not repeat); a dotted version only where
 # the sentence names another release (a heading names it over its notes): a dotted one, or one of its name ("Debian 9").
-_EXACT, _DOTTED = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])"), re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?![\w.]*\d)")
+_EXACT, _DOTTED = re.compile(r"(?<![\w.-])[\w.-]*\d[\w.-]*(?<![.-])"), re.compile(r"(?<![\w.])(?>\d+(?:\.\d+)+)(?![\w.]*\d)")
 _CLAUSE = re.compile(r"([,;:()]|\b(?:which|and|but|while|whereas)\b|\b(?:beginning|starting)\s+(?:with|from|in|at)\b)", re.I)
 _NOUN_PHRASE = re.compile(r"[,;:]|\b(?:the|an?)\b", re.I)  # what opens the noun phrase a "which" clause follows
 
