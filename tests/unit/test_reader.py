@@ -411,6 +411,17 @@ def test_a_heading_with_a_name_holding_digits_is_not_an_item():
     assert items["Major changes in 1.20.1 (2022-11-15)"] is True  # a version and a date are figures
 
 
+def test_a_listing_after_many_blank_lines_is_read_as_after_one():
+    # the listing's first line is not "alone between blank lines" because two or more blank lines stand before it
+    def pieces(blank_lines: int) -> list[tuple[str, bool]]:
+        return passage_pieces("Fetch the zorp archive from its mirror." + "\n" * (blank_lines + 1)
+                              + "Zorpctl starts a daemon\nZorpwatch tails its log\n")
+
+    assert pieces(1) == [("Fetch the zorp archive from its mirror.", False), ("Zorpctl starts a daemon", True),
+                         ("Zorpwatch tails its log", True)]
+    assert pieces(2) == pieces(3) == pieces(1)
+
+
 # ------------------------------------------------------- lists, field lists, sections
 
 

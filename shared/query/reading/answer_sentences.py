@@ -235,7 +235,7 @@ def passage_pieces(body: str) -> list[tuple[str, bool]]:
         line = lines[n]
         following = lines[n + 1] if n + 1 < len(lines) else ""
         if not line:
-            if n > 1 and paragraph == lines[n - 1] and not lines[n - 2]:
+            if n > 1 and paragraph and paragraph == lines[n - 1] and not lines[n - 2]:
                 alone.add(len(out))
             flush()
             header = []
