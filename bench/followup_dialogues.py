@@ -49,7 +49,8 @@ gzip NEWS, isolating extensions, policy's operating-system chapter, debfaq choos
 before 688813e-94fd6a8 changed the rewrite of "it" after a past act or a plural asked for, "they" before a stranded preposition, a bare
 option, Spanish pro-drop, "X of packages", long passives, "says so" and "In which month and year?": right in conversation 24/35 -> 27/35
 (gold standalone 26/35; 3 gained, none lost); the 989 public rewrites of the other sets and dev dialogues unchanged (fresh..fresh7 at
-7525bb8: 28/38, 11/16, 23/31, 20/30, 17/20, 21/25, 25/30). ``--home`` reuses a kept home, such as the one ``ragbus eval
+7525bb8: 28/38, 11/16, 23/31, 20/30, 17/20, 21/25, 25/30; fresh4's 21/30 after 86417e0 lost fr4-timers-interval to a3a3697's reader
+change, its answer's 'delay ... Default: 1.' replaced by 'options ... Default: true.'). ``--home`` reuses a kept home, such as the one ``ragbus eval
 --dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
 workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 
