@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from services.gateway.app import create_app
 from shared.adapters.openai_compatible import OpenAICompatibleLanguageModel
-from shared.contract import state_collections
+from shared.contract import redaction, state_collections
 from shared.contract.config import ConfigError, load_settings
 from shared.contract.errors import ModelUnusable, RetryableError
 from shared.contract.ports import NumberedContext
@@ -28,6 +28,13 @@ from tests.support import REPO, ragbus_env, run_cli, topic_paragraphs
 KEY = "sk-hostile-0123456789abcdefXYZ"
 TOKEN = "gw-token-0123456789abcdefghij"
 CONTEXTS = [NumberedContext(1, "https://example.org/rrf", "Reciprocal rank fusion sums 1/(k + rank).")]
+
+
+@pytest.fixture(autouse=True)
+def secrets_remembered_for_this_test_only(monkeypatch):
+    """remember_secret (called here, and by the adapters this file builds in-process) keeps a value for the rest of
+    the process: every later test in the worker would have it redacted. Each test gets a copy to add to."""
+    monkeypatch.setattr(redaction, "_known", set(redaction._known))
 
 
 def echo_key(status: int):
