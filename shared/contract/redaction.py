@@ -18,6 +18,7 @@ appear, and strings shaped like credentials whatever their value (``Bearer
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import threading
 from urllib.parse import quote, quote_plus, unquote, urlsplit
@@ -84,7 +85,10 @@ def redact(text: str) -> str:
     with _known_lock:
         known = sorted(_known, key=len, reverse=True)
     for secret in known:
-        if secret in text:
+        if "%" in secret:  # a percent-encoded form: its hex in either case ('%2F' or '%2f', RFC 3986 allows both)
+            if secret.partition("%")[0] in text:
+                text = _hex_in_any_case(secret).sub(REDACTED, text)
+        elif secret in text:
             text = text.replace(secret, REDACTED)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
@@ -92,3 +96,12 @@ def redact(text: str) -> str:
     text = _QUERY_CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
     return _NAMED_VALUE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3) == REDACTED else REDACTED),
                             text)
+
+
+@functools.lru_cache(maxsize=256)
+def _hex_in_any_case(secret: str) -> re.Pattern[str]:
+    """``secret`` as a pattern whose percent escapes match in upper or lower case: only '%2F' was redacted, and
+    '%2f' (as a client writing lower-case hex sends it) kept the whole key, not even key-shaped in that form."""
+    return re.compile(re.sub(r"%([0-9A-Fa-f])([0-9A-Fa-f])",
+                             lambda m: "%" + "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c
+                                                     for c in m.groups()), re.escape(secret)))

@@ -207,6 +207,14 @@ def test_a_configured_key_echoed_percent_encoded_is_redacted_whole():
     assert "zyxw9876" not in text and "RAGBUS" not in text, text
 
 
+def test_a_configured_key_echoed_percent_encoded_in_lower_case_is_redacted_whole():
+    # only '%2F' was remembered, not '%2f' as a client writing lower-case hex sends it (review of eef6f83)
+    key = "sk-nc16-L/RAGBUS+KEY=zyxw9876"
+    remember_secret(key)
+    text = redact("form key=sk-nc16-L%2fRAGBUS%2bKEY%3dzyxw9876 or key=sk-nc16-L%2fRAGBUS%2BKEY%3Dzyxw9876 again")
+    assert text == "form key=[redacted] or key=[redacted] again", text
+
+
 FEED_TOKEN = "feedtok-0123456789abcdef"
 
 
