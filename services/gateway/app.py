@@ -137,9 +137,11 @@ def _mcp_routes(mcp: MCPServer, host: str) -> list[BaseRoute]:
     routes = mcp.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, host=host, stateless_http=True
     ).routes
-    for route in routes:
-        if isinstance(route, Route) and route.path == "/mcp":
-            route.app = OneMessagePerPost(route.app)
+    served = [route for route in routes if isinstance(route, Route) and route.path == "/mcp"]
+    if len(served) != 1:  # an SDK serving /mcp otherwise (from a Mount) would take batches again, unnoticed
+        raise RuntimeError(f"the MCP SDK's app serves '/mcp' from {len(served)} plain routes, not one: the "
+                           f"gateway's batch check (OneMessagePerPost) cannot wrap it")
+    served[0].app = OneMessagePerPost(served[0].app)
     return routes
 
 

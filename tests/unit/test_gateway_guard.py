@@ -4,7 +4,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from services.gateway.guard import RequestGuard
@@ -152,3 +152,23 @@ def test_an_mcp_post_of_blanks_is_handed_on_after_64_kib_not_kept_whole():
 
     anyio.run(OneMessagePerPost(sdk), {"type": "http", "method": "POST"}, receive, send)
     assert seen[0] <= 64 and seen[1] == b"".join(chunks)
+
+
+@pytest.mark.parametrize("served", [[Mount("/mcp", app=ok)], [], [Route("/mcp", ok), Route("/mcp", ok)]])
+def test_the_gateway_will_not_start_when_its_batch_check_cannot_wrap_mcp(served):
+    """The batch check wrapped the SDK's plain '/mcp' route if there was one: an SDK serving it from a Mount would
+    have taken batches again with nothing said (review of the batch check)."""
+    from types import SimpleNamespace
+
+    from services.gateway.app import _mcp_routes
+    from services.gateway.mcp_server import OneMessagePerPost
+
+    class SDK:
+        def streamable_http_app(self, **options):
+            return SimpleNamespace(routes=served)
+
+    with pytest.raises(RuntimeError, match="serves '/mcp' from .* plain routes, not one"):
+        _mcp_routes(SDK(), "127.0.0.1")
+    alone = Route("/mcp", ok)
+    SDK.streamable_http_app = lambda self, **options: SimpleNamespace(routes=[alone])
+    assert _mcp_routes(SDK(), "127.0.0.1") == [alone] and isinstance(alone.app, OneMessagePerPost)
