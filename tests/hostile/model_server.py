@@ -33,6 +33,8 @@ def send(h: http.server.BaseHTTPRequestHandler, status: int, body: Any, **header
     h.send_response(status)
     h.send_header("Content-Type", "application/json")
     h.send_header("Content-Length", str(len(data)))
+    if h.command == "POST":  # the server closes after each completion (do_POST): it says so, as real servers do,
+        h.send_header("Connection", "close")  # or a client's retry may go out on the socket it is closing
     for name, value in headers.items():
         h.send_header(name.replace("_", "-"), value)
     h.end_headers()
