@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from services.gateway.backlog import BacklogFull, QueryBacklog
 from services.gateway.conversations import unknown_conversation
-from services.gateway.replies import error, read_json_object
+from services.gateway.replies import ascii_int, error, read_json_object
 from services.gateway.schemas import MAX_WAIT_S, QueryRequest
 from services.gateway.traces import cloud_query_trace, cloud_traces, query_trace
 from shared.contract.deps import Deps
@@ -178,7 +178,6 @@ def _wait_seconds(value: Any) -> float:
 #: the event loop), and a longer value than _LONGEST_DECIMAL is refused before it is matched.
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _LONGEST_DECIMAL = 32
-_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
 def _stream_seconds(raw: str | None, deps: Deps) -> float:
@@ -200,9 +199,7 @@ def _resume_index(raw: str | None) -> int:
     if not raw:
         return 0
     try:
-        if not _WHOLE_NUMBER.fullmatch(raw):
-            raise ValueError(raw)
-        return max(0, int(raw) + 1)
+        return max(0, ascii_int(raw) + 1)
     except ValueError:
         raise InvalidInput(f"Last-Event-ID {shown(raw)} is not an event index from this stream") from None
 

@@ -4,6 +4,7 @@ within :data:`MAX_BODY_BYTES` while it arrives."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -25,6 +26,18 @@ class DuplicateKey(ValueError):
 
     def __str__(self) -> str:
         return f"the body's JSON names the key {shown(self.key)} twice in one object; send each key once"
+
+
+#: ASCII digits only: int() also takes '1_0' and other scripts' digits ('٥' was k=5 while '⑤' was refused, newcomer16),
+#: which a query parameter or header spelled so is more likely a mistake than meant
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
+def ascii_int(raw: str) -> int:
+    """``raw`` as a whole number written in ASCII digits; ValueError for anything else."""
+    if not _WHOLE_NUMBER.fullmatch(raw):
+        raise ValueError(raw)
+    return int(raw)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from services.gateway.replies import error
+from services.gateway.replies import ascii_int, error
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from shared.contract.text import shown, without_bidi_controls
@@ -48,14 +47,8 @@ class SearchRoute:
         return JSONResponse({"query": query, "k": k or self.deps.settings.top_k, "results": results})
 
 
-#: ASCII digits only: int() also takes '1_0' and other scripts' digits ('٥' was k=5 while '⑤' was refused, newcomer16)
-_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
-
-
 def _int_param(raw: str, name: str) -> int:
     try:
-        if not _WHOLE_NUMBER.fullmatch(raw):
-            raise ValueError(raw)
-        return int(raw)
+        return ascii_int(raw)
     except ValueError:
         raise InvalidInput(f"'{name}' must be a whole number, got {shown(raw)}") from None
