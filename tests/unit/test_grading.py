@@ -210,17 +210,17 @@ def test_a_run_of_dashes_in_a_passage_is_read_for_names_in_linear_time():
     """A passage holding a long rule of dashes ('--------...') was read for names in code from each of its dashes
     (16,000 dashes took 4 s, in every local grade). Its CPU time grows with the rule, not its square; and the runs
     a passage writes are read as before."""
-    import time
-
     from shared.query.grading import _CODE_RUN, names_unstated
 
     def read(n: int) -> list[str]:
         return names_unstated("What does wren_flush return?", ["Notes\n" + "-" * n + "\nwren_flush returns 0."])
 
+    def ask(n: int) -> list[str]:  # nor is a question's run of parentheses read from each of them
+        return names_unstated("Is " + "(" * n + "this) right?", ["wren_flush returns 0."])
+
     assert cpu_ratio(read, 500, 4000) < 24  # linear: about 8; quadratic: about 64
-    started = time.thread_time()  # nor is a question's run of parentheses read from each of them
-    assert names_unstated("Is " + "(" * 8000 + "this) right?", ["wren_flush returns 0."]) == []
-    assert time.thread_time() - started < 0.5  # quadratic: about 2 s
+    assert cpu_ratio(ask, 1000, 8000) < 24
+    assert ask(8000) == []
     assert _CODE_RUN.findall("--tips-format=x foo_bar a.b-c x86-64 -x") == [
         "--tips-format", "x", "foo_bar", "a.b-c", "x86-64", "-x"]
 
