@@ -29,7 +29,7 @@ _NAVIGATION_TAGS = frozenset(("nav", "header", "footer"))
 _NAVIGATION_SUMMARY = re.compile(r"\ANavigation (?:header|footer)\Z", re.IGNORECASE)  # DocBook XSL's, restyled
 _GENERATOR = re.compile(r"docbook|publican", re.IGNORECASE)
 _BREAK = "\x1e"  # a <br>: the line ends there (other line ends in the source are spaces)
-_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
+XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 
 
 def _classes(node) -> str:
@@ -215,7 +215,7 @@ def docbook_text(html: str) -> str | None:
     from lxml import etree
 
     try:
-        tree = lxml.html.document_fromstring(_XML_DECLARATION.sub("", html, count=1))
+        tree = lxml.html.document_fromstring(XML_DECLARATION.sub("", html, count=1))
     except (etree.ParserError, ValueError):
         return None
     if not is_docbook(tree):

@@ -7,6 +7,7 @@ refuses binary bytes posing as text. Moved here from the cleaner so the registry
 from __future__ import annotations
 
 import codecs
+import functools
 import itertools
 import re
 import unicodedata
@@ -174,17 +175,13 @@ def _utf8_with_strays(line: bytes, codec: str) -> str:
     return line.decode("utf-8", errors=_strays_in(codec))
 
 
+@functools.cache
 def _strays_in(codec: str) -> str:
     """The name of a codecs error handler that reads the bytes UTF-8 cannot in ``codec`` (registered once)."""
     name = f"ragbus-strays-in-{codec}"
-    if codec not in _STRAY_HANDLERS:
-        codecs.register_error(name, lambda error: (
-            error.object[error.start:error.end].decode(codec, errors="replace"), error.end))
-        _STRAY_HANDLERS.add(codec)
+    codecs.register_error(name, lambda error: (
+        error.object[error.start:error.end].decode(codec, errors="replace"), error.end))
     return name
-
-
-_STRAY_HANDLERS: set[str] = set()
 
 
 def decode_bytes(raw: bytes, declared: str | None = None, *, html: bool = False) -> str:
@@ -293,7 +290,6 @@ def _append_text(paragraph, text: str | None) -> None:
 
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _NAVIGATION_TAGS = ("nav", "header", "footer", "aside")
-_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
 # an XHTML document type with an internal subset ("<!DOCTYPE html [<!ENTITY ...>]>"): the HTML parser ends it at
 # the first ">" and read the rest, "]>", as the page's first words (newcomer12, an EPUB chapter); its entities
 # are never resolved either way
@@ -505,8 +501,7 @@ def prepare_html(html: str) -> tuple[str, str]:
     from lxml import etree
 
     try:
-        # an XHTML page's "<?xml ... encoding=...?>" makes lxml refuse the (already decoded) text
-        tree = lxml.html.document_fromstring(_XML_DECLARATION.sub("", html, count=1))
+        tree = lxml.html.document_fromstring(html)  # its "<?xml ...?>" taken off by extract_html
     except (etree.ParserError, ValueError):
         return html, ""
     if _nests_past_parser(tree):
@@ -568,7 +563,7 @@ def _definition_terms(html: str) -> list[str]:
     from lxml import etree
 
     try:
-        tree = lxml.html.document_fromstring(_XML_DECLARATION.sub("", html, count=1))
+        tree = lxml.html.document_fromstring(html)
     except (etree.ParserError, ValueError):
         return []
     terms = [" ".join(dt.text_content().split()).rstrip("¶ ") for dt in tree.iter("dt")]
@@ -587,12 +582,13 @@ def extract_html(html: str, url: str) -> CleanDocument:
     import trafilatura
     from trafilatura.settings import set_date_params
 
-    from shared.formats.docbook import docbook_text
+    from shared.formats.docbook import XML_DECLARATION, docbook_text
 
     html = _INTERNAL_SUBSET.sub(r"\1<!DOCTYPE\2>", html, count=1)
-    # decoded already, so its "<?xml ... ?>" says nothing more; trafilatura given a page that opens with one and
-    # has no <head> kept none of its text ("has no main text after cleaning", newcomer16)
-    html = _XML_DECLARATION.sub("", html, count=1)
+    # decoded already, so its "<?xml ... ?>" says nothing more, and lxml refuses a decoded text that has one;
+    # trafilatura given a page that opens with one and has no <head> kept none of its text (newcomer16). Taken off
+    # once here for every reader below.
+    html = XML_DECLARATION.sub("", html, count=1)
     book = docbook_text(html)
     html, page_title = prepare_html(html)
 
