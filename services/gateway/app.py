@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -29,7 +29,8 @@ from services.gateway.conversations import Conversations
 from services.gateway.dead_letters import DeadLetterRoutes
 from services.gateway.feedback import FeedbackRoute, RateBound
 from services.gateway.guard import LOOPBACK_HOSTS, RequestGuard
-from services.gateway.mcp_server import OneMessagePerPost, build_mcp_server
+from services.gateway.mcp_messages import OneMessagePerPost
+from services.gateway.mcp_server import build_mcp_server
 from services.gateway.openai_compat import (
     OPENAI_SERVED,
     ChatCompletions,
@@ -138,10 +139,13 @@ def _mcp_routes(mcp: MCPServer, host: str) -> list[BaseRoute]:
         streamable_http_path="/mcp", transport_security=security, host=host, stateless_http=True
     ).routes
     served = [route for route in routes if isinstance(route, Route) and route.path == "/mcp"]
-    if len(served) != 1:  # an SDK serving /mcp otherwise (from a Mount) would take batches again, unnoticed
+    # an SDK serving /mcp otherwise (from a Mount) would take batches, and answer a malformed message in
+    # pydantic's many lines, again unnoticed
+    if len(served) != 1:
         raise RuntimeError(f"the MCP SDK's app serves '/mcp' from {len(served)} plain routes, not one: the "
-                           f"gateway's batch check (OneMessagePerPost) cannot wrap it")
-    served[0].app = OneMessagePerPost(served[0].app)
+                           f"gateway's message check (OneMessagePerPost) cannot wrap it")
+    served[0].app = OneMessagePerPost(served[0].app, TransportSecurityMiddleware(security),
+                                      mcp.session_manager.max_request_body_size)
     return routes
 
 

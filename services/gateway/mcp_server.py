@@ -17,7 +17,6 @@ or a misspelt ``top_k`` without a word, where REST answers 400).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -26,12 +25,12 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import INVALID_REQUEST
 from mcp.types import Tool as MCPTool
 from pydantic import Field
 
 from services.gateway.backlog import QueryBacklog
 from services.gateway.feedback import RateBound, client_of, remote_address
+from services.gateway.mcp_messages import name_invalid_params
 from services.gateway.replies import stopping_note
 from shared.contract.deps import Deps
 from shared.contract.errors import DataFileError, InvalidInput, RetryableError
@@ -102,6 +101,7 @@ def build_mcp_server(deps: Deps, *, unready: Callable[[], dict[str, str]] = dict
         version="0.1.0",
     ))
     server.max_query_chars = deps.settings.max_query_chars
+    server.middleware.append(name_invalid_params)
 
     run_loop = _query_loop(deps, unready, stopping or threading.Event(), backlog or QueryBacklog(deps))
     _add_search_documents(server, run_loop)
@@ -235,48 +235,6 @@ _FILTERS_DESCRIPTION = (
     "ISO time, or an age such as 7d, 2w, 3m, 1y), kind (how the document came in: feed, sitemap, file or gcs), "
     "where (metadata key: value pairs)."
 )
-
-
-#: how much of a POST's body OneMessagePerPost reads looking for its first character before it hands the body on
-#: to the SDK as it is (which answers blanks as it would without the look, and refuses past its 4 MiB)
-_PEEK_BYTES = 64 * 1024
-
-
-class OneMessagePerPost:
-    """The SDK's ``/mcp`` endpoint, except that a POST whose body is a JSON array (a JSON-RPC batch) is answered
-    400 with one JSON-RPC error line that says so: MCP has taken no batches since its 2025-06-18 revision (a POST
-    carries one message), and the SDK answered one with pydantic's errors for four message types, 13 lines."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        received = []  # read up to the body's first character, then given to the SDK as it came
-        start = b""
-        peeked = 0
-        while not start and peeked < _PEEK_BYTES:  # a body of blanks is not kept whole (125 MiB was) but handed on
-            message = await receive()
-            received.append(message)
-            peeked += len(message.get("body", b""))
-            start = message.get("body", b"").lstrip()[:1]
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
-        if start == b"[":
-            body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": (
-                "a JSON-RPC batch (a JSON array) is not taken: MCP carries one message per POST since its "
-                "2025-06-18 revision; send each request alone")}}).encode()
-            await send({"type": "http.response.start", "status": 400, "headers": [
-                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-            return
-
-        async def replayed() -> Any:
-            return received.pop(0) if received else await receive()
-
-        await self.app(scope, replayed, send)
 
 
 def _filters(source: str | None, since: str | None, until: str | None,

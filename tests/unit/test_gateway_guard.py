@@ -119,13 +119,11 @@ def test_an_mcp_batch_is_refused_in_one_json_rpc_line_and_one_message_still_answ
     assert alone.status_code == 200 and '"id":7' in alone.text and '"result"' in alone.text
 
 
-def test_an_mcp_post_of_blanks_is_handed_on_after_64_kib_not_kept_whole():
-    """The batch check read a body until its first character: a body of blanks was kept in memory whole (125 MiB
-    seen) before the SDK's own 4 MiB limit could refuse it. It looks at most 64 KiB, then hands the body on as
-    it came, every byte in order."""
+def test_an_mcp_post_past_the_sdks_bound_is_handed_on_unkept():
+    """The message check reads a body whole only within the SDK's own bound (4 MiB): a body of blanks was kept
+    in memory whole (125 MiB seen) before the SDK could refuse it. Past the bound the body is handed on as it
+    came, every byte in order, for the SDK to refuse (413)."""
     import anyio
-
-    from services.gateway.mcp_server import OneMessagePerPost
 
     chunks = [b" " * 1024] * 1024 + [b"{}"]  # 1 MiB of blanks, then a message
     sent = iter(chunks)
@@ -150,20 +148,121 @@ def test_an_mcp_post_of_blanks_is_handed_on_after_64_kib_not_kept_whole():
     async def send(message):
         raise AssertionError(f"the check answered itself: {message}")
 
-    anyio.run(OneMessagePerPost(sdk), {"type": "http", "method": "POST"}, receive, send)
-    assert seen[0] <= 64 and seen[1] == b"".join(chunks)
+    anyio.run(_one_message_per_post(sdk, max_body=64 * 1024), _post_scope((b"host", b"127.0.0.1:8080")), receive,
+              send)
+    assert seen[0] <= 65 and seen[1] == b"".join(chunks)
+
+
+def _post_scope(*headers: tuple[bytes, bytes]) -> dict:
+    return {"type": "http", "method": "POST", "path": "/mcp", "query_string": b"",
+            "headers": [(b"content-type", b"application/json"), *headers]}
+
+
+def _one_message_per_post(sdk, max_body=4 * 1024 * 1024):
+    from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+
+    from services.gateway.mcp_messages import OneMessagePerPost
+
+    loopback = TransportSecuritySettings(allowed_hosts=["127.0.0.1:*"], allowed_origins=["http://127.0.0.1:*"])
+    return OneMessagePerPost(sdk, TransportSecurityMiddleware(loopback), max_body)
+
+
+@pytest.mark.parametrize("headers,status", [
+    ([(b"host", b"127.0.0.1:8080"), (b"origin", b"http://evil.example")], 403),
+    ([(b"host", b"127.0.0.1")], 421),  # no port: the gateway's guard lets it by, the SDK's check does not
+])
+def test_an_mcp_post_the_sdk_refuses_by_its_headers_is_refused_before_its_body_is_read(headers, status):
+    """The gateway reads a POST's body to check it is one JSON-RPC message: it did so before the SDK's Host and
+    Origin check, so a batch from a Host the SDK refuses was answered about its body (400), not refused (421).
+    The headers are checked first now, and the body not read at all."""
+    import anyio
+
+    answered = []
+
+    async def receive():
+        raise AssertionError("the body was read")
+
+    async def sdk(scope, receive, send):
+        raise AssertionError("handed on to the SDK")
+
+    async def send(message):
+        answered.append(message)
+
+    anyio.run(_one_message_per_post(sdk), _post_scope(*headers), receive, send)
+    assert answered[0]["status"] == status
+
+
+@pytest.mark.parametrize("headers,status", [({"Host": "127.0.0.1"}, 421), ({"Origin": "http://evil.example"}, 403)])
+def test_a_batch_from_a_refused_host_or_origin_is_refused_for_that_not_for_its_body(headers, status):
+    # Host without its port: the gateway's guard lets it by, the SDK's check does not; the body was answered (400)
+    with _gateway_client() as client:
+        response = client.post("/mcp", headers={**_MCP_HEADERS, **headers}, content=b'[{"jsonrpc": "2.0"}]')
+    assert response.status_code == status, response.text
+
+
+def _gateway_client():
+    from services.gateway.app import create_app
+    from shared.contract.config import Settings
+    from shared.contract.deps import Deps
+    from tests.fakes import FakeClock, InMemoryStateStore, RecordingPublisher
+
+    deps = Deps(Settings(), publisher=RecordingPublisher(), state=InMemoryStateStore(), clock=FakeClock())
+    return TestClient(create_app(deps), base_url="http://127.0.0.1:8080")
+
+
+_MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("body,named", [
+    ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "ask"}',
+     "not a JSON-RPC request: 'params' must be an object, got 'ask'"),
+    ('{"id": 1, "method": "ping"}', "not a JSON-RPC request: missing 'jsonrpc'"),
+    ('{"jsonrpc": "1.0", "id": 1, "method": "ping"}', "'jsonrpc' must be '2.0', got '1.0'"),
+    ('{"jsonrpc": "2.0", "id": 1, "method": 5}', "'method' must be text, got 5"),
+    # tried as each kind in turn, this passed as a notification: 202, and the client waited for nothing
+    ('{"jsonrpc": "2.0", "id": true, "method": "ping"}', "'id' must be an integer or text, got true"),
+    ('{"jsonrpc": "2.0", "id": 1}', "send 'method' (a request or notification), or 'result' or 'error'"),
+    ('"ping"', "a JSON-RPC message is a JSON object, got 'ping'"),
+])
+def test_a_malformed_mcp_message_is_refused_in_one_line_naming_the_problem(body, named):
+    """The SDK answered one malformed message with pydantic's errors for four message types (13 lines, a link
+    per error), as it did a batch."""
+    with _gateway_client() as client:
+        response = client.post("/mcp", headers=_MCP_HEADERS, content=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32600 and named in error["message"] and "\n" not in error["message"]
+
+
+@pytest.mark.parametrize("params,named", [
+    ({"name": "ask", "arguments": "what is bm25?"}, "tools/call: 'params.arguments' must be an object, got 'what"),
+    ({"name": "ask", "arguments": ["what is bm25?"]}, "tools/call: 'params.arguments' must be an object, got ["),
+    ({"arguments": {"question": "what is bm25?"}}, "tools/call: missing 'params.name'"),
+])
+def test_a_tool_call_of_the_wrong_shape_names_the_field_and_what_it_takes(params, named):
+    """The SDK said "Invalid request parameters" and nothing more when a tool call's arguments were not an
+    object."""
+    import json
+
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}
+    with _gateway_client() as client:
+        response = client.post("/mcp", headers=_MCP_HEADERS, content=json.dumps(call))
+    error = json.loads(response.text.split("data: ", 1)[1])["error"]
+    assert error["code"] == -32602 and error["message"].startswith(named), error
 
 
 @pytest.mark.parametrize("served", [[Mount("/mcp", app=ok)], [], [Route("/mcp", ok), Route("/mcp", ok)]])
-def test_the_gateway_will_not_start_when_its_batch_check_cannot_wrap_mcp(served):
-    """The batch check wrapped the SDK's plain '/mcp' route if there was one: an SDK serving it from a Mount would
+def test_the_gateway_will_not_start_when_its_message_check_cannot_wrap_mcp(served):
+    """The message check (once the batch check) wraps the SDK's plain '/mcp' route if there was one: an SDK serving it from a Mount would
     have taken batches again with nothing said (review of the batch check)."""
     from types import SimpleNamespace
 
     from services.gateway.app import _mcp_routes
-    from services.gateway.mcp_server import OneMessagePerPost
+    from services.gateway.mcp_messages import OneMessagePerPost
 
     class SDK:
+        session_manager = SimpleNamespace(max_request_body_size=4 * 1024 * 1024)
+
         def streamable_http_app(self, **options):
             return SimpleNamespace(routes=served)
 
