@@ -73,7 +73,8 @@ class BoundedRequestProtocol(H11Protocol):
     as long as they went on. The answer, once the request is read, takes what it takes (an event stream).
     A connection past ``max_connections`` held at once is answered 503 and disconnected as it arrives, and
     one past ``per_address`` from one client address 429 (one address held them all: every other client
-    was refused)."""
+    was refused). A kept-alive connection waiting for a next request holds nothing: the longest waiting is
+    closed to make room first (see _made_room)."""
 
     def __init__(self, *args: Any, read_timeout_s: float, max_connections: int, per_address: int,
                  **kwargs: Any) -> None:
@@ -85,18 +86,39 @@ class BoundedRequestProtocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.conn.next_event = functools.partial(self._framed_once, self.conn.next_event)  # type: ignore[method-assign]
-        if len(self.connections) > self.max_connections:  # this one counted
+        held = [other for other in self.connections if not other.transport.is_closing()]  # this one counted
+        if len(held) > self.max_connections and not self._made_room(held):
             self._refuse(503, "Service Unavailable", f"the gateway holds {self.max_connections} connections "
                          "already (RAGBUS_MAX_CONNECTIONS); try again shortly", retry_after_s=1)
             return
         address = self.client[0] if self.client else None
-        if address is not None and len(self.connections) > self.per_address and sum(
-                1 for other in self.connections if other.client and other.client[0] == address) > self.per_address:
+        same = [other for other in held if other.client and other.client[0] == address
+                and not other.transport.is_closing()]  # (one closed to make room above is not held)
+        if address is not None and len(same) > self.per_address and not self._made_room(same):
             self._refuse(429, "Too Many Requests", f"this address holds {self.per_address} connections to the "
                          "gateway already (RAGBUS_MAX_CONNECTIONS_PER_ADDRESS); close one or try again shortly",
                          retry_after_s=1)
             return
         self._watch()
+
+    def _made_room(self, held: Any) -> bool:
+        """Close the connection of ``held`` that has waited longest between requests (answered, nothing of a next
+        request in), as uvicorn's keep-alive timeout would have: whether there was one. Kept-alive connections
+        waiting for a next request held the bound: 256 of them, and the gateway answered /healthz 503 until
+        uvicorn let them go. Either end may close a connection at any time (RFC 9112 9.5), and a client retries
+        a request on a fresh connection when the one it kept is found closed (9.3.1)."""
+        idle = [other for other in held if other is not self and other._between_requests()]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda other: other.timeout_keep_alive_task.when())
+        oldest.timeout_keep_alive_handler()
+        oldest.timeout_keep_alive_task.cancel()
+        return True
+
+    def _between_requests(self) -> bool:
+        """Answered, and waiting for a next request of which nothing has come (uvicorn's keep-alive timer runs)."""
+        return (self.timeout_keep_alive_task is not None and not self.refused and not self.transport.is_closing()
+                and self.cycle is not None and self.cycle.response_complete)
 
     def _framed_once(self, next_event: Any) -> Any:
         """h11's next event, but a request framed twice (Content-Length and Transfer-Encoding both) refused: h11

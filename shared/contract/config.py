@@ -426,11 +426,13 @@ class Settings:
     max_connections: int = setting(
         "RAGBUS_MAX_CONNECTIONS", 256, Whole(1),
         "connections `ragbus serve` holds at once, event streams included; one more is answered 503 and "
-        "disconnected at once (each is a socket and a file descriptor)")
+        "disconnected at once (each is a socket and a file descriptor), unless a kept-alive connection waits "
+        "for a next request: the longest waiting is closed to make room")
     max_connections_per_address: int = setting(
         "RAGBUS_MAX_CONNECTIONS_PER_ADDRESS", 64, Whole(1),
         "connections `ragbus serve` holds at once from one client address, so that one cannot take all of "
-        "RAGBUS_MAX_CONNECTIONS; one more from it is answered 429 and disconnected at once. Behind a reverse "
+        "RAGBUS_MAX_CONNECTIONS; one more from it is answered 429 and disconnected at once (or, as above, one "
+        "of its kept-alive connections closed). Behind a reverse "
         "proxy every client has the proxy's address: raise it to RAGBUS_MAX_CONNECTIONS")
     max_items_per_poll: int = setting(
         "RAGBUS_MAX_ITEMS_PER_POLL", 200, Whole(1),

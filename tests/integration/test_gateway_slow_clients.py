@@ -4,14 +4,17 @@ few seconds were held open for as long as they went on, each a socket and a file
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
 import socket
 import threading
 import time
 
 import httpx
 import pytest
+import uvicorn
 
 from services.gateway import server as gateway_server
 from services.gateway.server import serve
@@ -136,6 +139,55 @@ def test_a_connection_past_the_cap_is_answered_503_and_the_held_ones_still_serve
         _connections(handle, lambda n: n <= 1)  # both let go (the refused one may linger): served again
         assert httpx.get(handle.url + "/healthz").status_code == 200
     finally:
+        handle.stop()
+
+
+def _healthz_on(conn: socket.socket) -> bytes:
+    """GET /healthz on a kept-alive connection, and its whole answer (headers, then a body of its Content-Length)."""
+    conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    answer = b""
+    while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
+            re.search(rb"(?i)content-length: *([0-9]+)", answer).group(1)):
+        data = conn.recv(4096)
+        assert data, answer
+        answer += data
+    return answer
+
+
+@pytest.mark.parametrize(("most", "per_address", "status"), [(4, 64, 503), (64, 4, 429)])  # which bound is met
+def test_healthz_answers_while_kept_alive_connections_wait_at_the_bound(tmp_path, monkeypatch, most, per_address,
+                                                                        status):
+    """Kept-alive connections waiting for a next request held the bound as a request in progress does: 256 of
+    them (a client's pool) and /healthz was answered 503 until uvicorn let them go. The longest waiting is
+    closed to make room; the others are kept, and connections with a request in progress are never closed."""
+    # uvicorn lets a kept-alive connection go after 5 s: longer here, so that it is the gateway that closes one
+    monkeypatch.setattr(gateway_server.uvicorn, "Config", functools.partial(uvicorn.Config, timeout_keep_alive=60))
+    settings = Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=most,
+                        max_connections_per_address=per_address)
+    handle = serve(make_deps(tmp_path, settings, step_s=0.3), "127.0.0.1", 0)
+    kept = []
+    try:
+        for _ in range(4):
+            conn = socket.create_connection(("127.0.0.1", handle.port), timeout=5)
+            kept.append(conn)
+            assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
+        _connections(handle, lambda n: n == 4)
+        assert httpx.get(handle.url + "/healthz", timeout=5).status_code == 200
+        kept[0].settimeout(5)
+        assert kept[0].recv(4096) == b""  # the longest waiting was closed
+        for conn in kept[1:]:  # the others still answer on the connection they kept
+            assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
+        for conn in kept[1:]:  # a request in progress on each: not waiting, so nothing to close
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        _connections(handle, lambda n: n == 3)
+        filler = socket.create_connection(("127.0.0.1", handle.port), timeout=5)  # fresh: not waiting either
+        kept.append(filler)
+        _connections(handle, lambda n: n == 4)
+        refused = httpx.get(handle.url + "/healthz", timeout=5)
+        assert refused.status_code == status, refused.text
+    finally:
+        for conn in kept:
+            conn.close()
         handle.stop()
 
 
