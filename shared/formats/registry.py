@@ -10,6 +10,7 @@ is one reader and one row of :data:`KINDS`.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -57,6 +58,7 @@ class FileKind:
     media_types: tuple[str, ...]  # the first is announced for a file of this kind
     reader: str  # "module:function", imported on first use (a PDF library loads only for PDFs)
     binary: bool = False  # read in a separate, bounded process (shared.formats.sandbox), never decoded as text
+    numbered_parts: bool = False  # a file split in parts names them with its suffix and -1, -2 ... (find.info-2)
     refused: str = ""  # why files of this kind are refused by name (a legacy binary format)
 
     @property
@@ -80,7 +82,8 @@ KINDS: list[FileKind] = [
     FileKind("Markdown", (".md", ".markdown"), ("text/markdown", "text/x-markdown", "text/md"),
              "shared.formats.text:read_markdown"),
     FileKind("plain text", (".txt",), ("text/plain",), "shared.formats.text:read_plain"),
-    FileKind("GNU Info", (".info",), ("text/x-info", "application/x-info"), "shared.formats.text:read_info"),
+    FileKind("GNU Info", (".info",), ("text/x-info", "application/x-info"), "shared.formats.text:read_info",
+             numbered_parts=True),
     FileKind("reStructuredText", (".rst", ".rest"), ("text/x-rst", "text/prs.fallenstein.rst"),
              "shared.formats.text:read_rst"),
     FileKind("PDF", (".pdf",), ("application/pdf",), "shared.formats.pdf:read_pdf", binary=True),
@@ -116,10 +119,16 @@ def chosen(kind: FileKind, limits: Limits) -> FileKind:
     return replace(kind, reader=reader) if reader else kind
 
 
+#: the suffix of a part of a file split in parts (find.info-2: a manual split in files beside find.info, their index)
+_PART_SUFFIX = re.compile(r"(\.[a-z0-9]+)-[0-9]{1,3}")
+
+
 def by_suffix(suffix: str) -> FileKind | None:
-    """The kind of a file named with ``suffix`` (".PDF" too), or None."""
+    """The kind of a file named with ``suffix`` (".PDF" too; ".info-2", a part of a kind split in parts), or None."""
     suffix = suffix.lower()
-    return next((k for k in KINDS if suffix in k.suffixes), None)
+    part = _PART_SUFFIX.fullmatch(suffix)
+    return next((k for k in KINDS if suffix in k.suffixes
+                 or (part is not None and k.numbered_parts and part.group(1) in k.suffixes)), None)
 
 
 def by_media_type(media_type: str) -> FileKind | None:
@@ -153,5 +162,6 @@ def kinds_table() -> str:
         how = f"refused: {k.refused}" if k.refused else f"`{k.reader}`" + (" (separate process)" if k.binary else "")
         how += "".join(f"; with `RAGBUS_PDF_READER={choice}`, `{reader}`"
                        for (name, choice), reader in READER_CHOICES.items() if name == k.name)
-        lines.append(f"| {k.name} | {' '.join(k.suffixes)} | {' '.join(f'`{m}`' for m in k.media_types)} | {how} |")
+        suffixes = " ".join(k.suffixes) + (f" (its parts {k.suffixes[0]}-1, -2 ...)" if k.numbered_parts else "")
+        lines.append(f"| {k.name} | {suffixes} | {' '.join(f'`{m}`' for m in k.media_types)} | {how} |")
     return "\n".join(lines)

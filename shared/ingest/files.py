@@ -66,8 +66,6 @@ class IngestReport:
 
 #: what a file type's suffix looks like: ``.md``, ``.pdf``, ``.py`` (not ``.30-ReleaseNotes`` or ``.Debian``)
 _TYPE_SUFFIX = re.compile(r"\.[a-z0-9]{1,5}")
-#: a part of a GNU Info manual split in files (find.info-1.gz, find.info-2.gz beside find.info.gz's index of them)
-_INFO_PART = re.compile(r"\.info-[0-9]{1,3}")
 
 
 def _type_suffix(name: str) -> str:
@@ -96,7 +94,7 @@ def file_kind(file: Path, *, sniff: bool = True) -> tuple[FileKind, bool] | None
     suffix = file.suffix.lower()
     compressed = suffix == COMPRESSED
     inner = Path(file.stem) if compressed else file
-    kind = by_suffix(".info" if _INFO_PART.fullmatch(inner.suffix.lower()) else inner.suffix)
+    kind = by_suffix(inner.suffix)
     if kind is None and sniff and not file.is_symlink() and not _type_suffix(inner.name) \
             and _starts_as_text(file, compressed):
         kind = by_suffix(".txt")

@@ -587,6 +587,9 @@ def test_a_gnu_info_file_reads_as_its_nodes_text_without_navigation():
     from shared.ingest.files import file_kind
 
     assert file_kind(Path("/nowhere/frob.info-2.gz")) == (kind, True)
+    # known as a part by the registry, where every way in (a bucket's object, a feed's link) asks, not by file_kind only
+    assert by_suffix(".info-2") is kind and by_suffix(".INFO-12") is kind
+    assert by_suffix(".txt-2") is None and by_suffix(".info-") is None and by_suffix(".info-1234") is None
     index = "This is frob.info.\n\x1f\nIndirect:\nfrob.info-1: 120\nfrob.info-2: 4000\n\x1f\nTag Table:\n(Indirect)\n"
     with pytest.raises(InvalidInput, match=r"only lists the parts its manual is split in \(frob.info-1, frob.info-2\)"):
         kind.load()(index.encode(), kind.media_type, "file:///frob.info", Limits())
