@@ -1217,14 +1217,14 @@ def extract_info(text: str) -> CleanDocument:
     """A GNU Info file as plain text: each node's own text (its underlined heading first), without the
     preamble, node lines, menus, index nodes and tag table (read as text they were thousands of "* -e, example:
     Overview. (line 6)" lines and raw DEL bytes; .info was skipped as no document type, newcomer16)."""
-    nodes = text.split("\x1f")
+    nodes = [node.lstrip("\n") for node in text.split("\x1f")]
     parts = re.findall(r"^([^\s:]+\.info-[0-9]+): [0-9]+$", text, re.M)
-    if parts and not any(_INFO_NODE_LINE.match(node.lstrip("\n")) for node in nodes):
+    if parts and not any(_INFO_NODE_LINE.match(node) for node in nodes):
         raise InvalidInput(f"the GNU Info file only lists the parts its manual is split in ({', '.join(parts[:3])}"
                            f"{', ...' if len(parts) > 3 else ''}); its text is in those: ingest them (its folder)")
-    kept = [_INFO_MENU.sub("", _INFO_NODE_LINE.sub("", node.lstrip("\n"), count=1))
+    kept = [_INFO_MENU.sub("", _INFO_NODE_LINE.sub("", node, count=1))
             for node in (nodes[1:] if len(nodes) > 1 else nodes)
-            if not node.lstrip("\n").startswith(_INFO_TRAILERS) and "\x00\x08[index\x00\x08]" not in node]
+            if not node.startswith(_INFO_TRAILERS) and "\x00\x08[index\x00\x08]" not in node]
     return extract_plain(_INFO_TERM_ABOVE_TERM.sub(r"\1, ", _INFO_COOKIE.sub("", "\n\n".join(kept))))
 
 
