@@ -234,22 +234,20 @@ def read_epub(raw: bytes, content_type: str, url: str, limits: Limits) -> Readin
             reading.passages.append(Passage(chapter.body, "body", {"chapter": number}))
     named = ", ".join(repr(name[:80]) for name in missing[:3]) + (f" and {len(missing) - 3} more"
                                                                   if len(missing) > 3 else "")
-    refused = (unreadable[0] + (f" and {len(unreadable) - 1} more" if len(unreadable) > 1 else "")) if unreadable else ""
+    refused = (unreadable[0] + (f"; {len(unreadable) - 1} more could not be read" if len(unreadable) > 1 else "")
+               if unreadable else "")
     listed = len(chapters[:limits.max_pages])
-    if not reading.passages and missing and len(missing) < listed:  # not "every chapter ... is missing": name each
+    if not reading.passages and (missing or unreadable):  # each reason named, as a chapter skipped beside others is
         empty = listed - len(missing) - len(unreadable)
-        raise InvalidInput("; ".join([
-            f"the EPUB file has no chapter that reads: {len(missing)} of the {listed} chapters its spine lists "
-            f"{'is' if len(missing) == 1 else 'are'} missing, so it is damaged ({named})",
+        lost = ("every chapter its spine lists is" if len(missing) == listed else
+                f"{len(missing)} of the {listed} chapters its spine lists {'is' if len(missing) == 1 else 'are'}")
+        raise InvalidInput("the EPUB file has no chapter that reads: " + "; ".join([
+            *([f"{lost} missing, so it is damaged ({named}): save it again from the program that made it"]
+              if missing else []),
             *([refused] if refused else []),
             *([f"{empty} {'holds' if empty == 1 else 'hold'} no text"] if empty else [])]))
     if missing:
-        if not reading.passages:
-            raise InvalidInput(f"the EPUB file is damaged: every chapter its spine lists is missing "
-                               f"({named}); save it again from the program that made it")
         reading.skip(len(missing), f"chapters the book lists but does not hold, so it is damaged: {named}")
     if unreadable:
-        if not reading.passages:
-            raise InvalidInput(f"the EPUB file's {unreadable[0]}")
         reading.skip(len(unreadable), f"chapters that could not be read: {refused}")
     return reading

@@ -75,9 +75,9 @@ def _hostile() -> dict[str, tuple[bytes, tuple[str, ...]]]:
         "escaping.pptx": (format_bombs.pptx(slide, slide_target="../../../../etc/passwd"),
                           ("PowerPoint file is damaged", "does not hold")),
         # EPUBs whose spine points outside the archive, or at nothing
-        "spine-outside.epub": (format_bombs.epub("../../../../etc/passwd"), ("EPUB file is damaged", "spine lists")),
-        "spine-absolute.epub": (format_bombs.epub("/etc/passwd"), ("EPUB file is damaged", "spine lists")),
-        "spine-missing.epub": (format_bombs.epub("ch9.xhtml"), ("EPUB file is damaged", "spine lists")),
+        "spine-outside.epub": (format_bombs.epub("../../../../etc/passwd"), ("EPUB file has no chapter that reads", "spine lists is missing, so it is damaged")),
+        "spine-absolute.epub": (format_bombs.epub("/etc/passwd"), ("EPUB file has no chapter that reads", "spine lists is missing, so it is damaged")),
+        "spine-missing.epub": (format_bombs.epub("ch9.xhtml"), ("EPUB file has no chapter that reads", "spine lists is missing, so it is damaged")),
         "no-container.epub": (format_bombs.epub("ch1.xhtml", container=False, chapter=b"<html/>"),
                               ("META-INF/container.xml",)),
         "no-content.odt": (format_bombs.odt(None), ("no content.xml",)),

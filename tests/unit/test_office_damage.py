@@ -129,8 +129,9 @@ def test_an_epub_missing_a_chapter_it_lists_says_so():
     assert reading.unread == 1 and "'OEBPS/two.xhtml'" in reading.unread_reason, reading.unread_reason
     with pytest.raises(InvalidInput) as refused:
         _read(".epub", _epub({"one.xhtml": None, "two.xhtml": None}))
-    assert str(refused.value).startswith("the EPUB file is damaged: every chapter its spine lists is missing "
-                                         "('OEBPS/one.xhtml', 'OEBPS/two.xhtml')"), str(refused.value)
+    assert str(refused.value) == ("the EPUB file has no chapter that reads: every chapter its spine lists is missing, "
+                                  "so it is damaged ('OEBPS/one.xhtml', 'OEBPS/two.xhtml'): save it again from the "
+                                  "program that made it"), str(refused.value)
 
 
 def test_an_epub_chapter_nested_past_the_parser_is_named_and_the_rest_still_reads():
@@ -141,8 +142,12 @@ def test_an_epub_chapter_nested_past_the_parser_is_named_and_the_rest_still_read
     assert reading.unread == 1 and "chapter 2 ('OEBPS/deep.xhtml'): it nests its elements" in reading.unread_reason
     with pytest.raises(InvalidInput) as refused:
         _read(".epub", _epub({"deep.xhtml": deep}))
-    assert str(refused.value).startswith("the EPUB file's chapter 1 ('OEBPS/deep.xhtml'): it nests its elements "
-                                         "more than 255 levels deep"), str(refused.value)
+    assert str(refused.value).startswith("the EPUB file has no chapter that reads: chapter 1 ('OEBPS/deep.xhtml'): "
+                                         "it nests its elements more than 255 levels deep"), str(refused.value)
+    # one refusal for every book without a chapter that reads: the others that did not read are counted too
+    with pytest.raises(InvalidInput) as refused:
+        _read(".epub", _epub({"deep.xhtml": deep, "deeper.xhtml": deep}))
+    assert str(refused.value).endswith("split the page; 1 more could not be read"), str(refused.value)
 
 
 def test_an_epub_with_chapters_both_missing_and_unreadable_names_both():
@@ -153,13 +158,15 @@ def test_an_epub_with_chapters_both_missing_and_unreadable_names_both():
         _read(".epub", _epub({"one.xhtml": None, "deep.xhtml": deep}))
     assert str(refused.value).startswith(
         "the EPUB file has no chapter that reads: 1 of the 2 chapters its spine lists is missing, so it is damaged "
-        "('OEBPS/one.xhtml'); chapter 2 ('OEBPS/deep.xhtml'): it nests its elements more than 255 levels deep"), \
+        "('OEBPS/one.xhtml'): save it again from the program that made it; chapter 2 ('OEBPS/deep.xhtml'): it nests "
+        "its elements more than 255 levels deep"), \
         str(refused.value)
     with pytest.raises(InvalidInput) as refused:
         _read(".epub", _rewritten(_epub({"one.xhtml": None, "cover.xhtml": TEXT}), "OEBPS/cover.xhtml",
                                   b"<html><body><img src='cover.png'/></body></html>"))
     assert str(refused.value) == ("the EPUB file has no chapter that reads: 1 of the 2 chapters its spine lists is "
-                                  "missing, so it is damaged ('OEBPS/one.xhtml'); 1 holds no text")
+                                  "missing, so it is damaged ('OEBPS/one.xhtml'): save it again from the program "
+                                  "that made it; 1 holds no text")
 
 
 def test_a_whole_file_with_a_reference_outside_the_package_still_reads():
