@@ -55,6 +55,8 @@ _OPTIONS_ONLY = re.compile(rf"{_OPTION}(?:,\s*{_OPTION})*(?<![.;:])$")
 _TERM_ON_ITS_LINE = re.compile(r"--?[A-Za-z][\w-]* [a-z]")
 # a line that runs on into the next, which is then no term: a comma, a command's backslash, a word that needs more
 _RUNS_ON = re.compile(r"(?:[,\\]|\b(?:and|or|with|the|a|an|as|of|to|than|by|for|in|from|via))$")
+# a line that opens a sentence with a capitalised word ("Display values are ..."; not "NUL" or "DU_BLOCK_SIZE")
+_OPENS_A_SENTENCE = re.compile(r"[A-Z][a-z]+\b")
 #: lines kept at the top and bottom of a page as candidates for running headers and footers
 _EDGE_LINES = 2
 #: PDFium is not thread-safe: no two of its calls may run at once in one process, not even on different
@@ -324,15 +326,32 @@ def _paragraphs(lines: list[str | Table], full: float) -> list[tuple[str, str]]:
             close()  # and its description, below it, joins it: "-a, --all count every widget ..."
             current.append(line)
             continue
-        if current and (_OPTIONS_ONLY.match(current[0]) or _TERM_ON_ITS_LINE.match(current[0])) \
-                and _TERM_ON_ITS_LINE.match(line) and not runs_on:
-            close()  # in a list of terms, the next term on its description's line (the one above ended near the width)
+        if current and not runs_on and _is_term(current) and (
+                _TERM_ON_ITS_LINE.match(line) or _OPENS_A_SENTENCE.match(line) and _described_in_lower_case(current)
+                and not _SENTENCE_END.search(current[-1])):
+            # in a list of terms, the next term on its description's line, or the paragraph after the list (the
+            # description above ended near the width: '--version output version information and exit' / 'Display
+            # values are ...'): a description begun in lower case and not ended by a stop goes on in lower case
+            close()
         current.append(line)
         # a line well short of the page's usual width ends its paragraph (or is a row on its own)
         if len(line) < 0.7 * full or _SENTENCE_END.search(line) and len(line) < 0.9 * full:
             close()
     close()
     return blocks
+
+
+def _is_term(block: list[str]) -> bool:
+    """Whether ``block`` opens with a man page's term: a line of options, or one option and its description."""
+    return bool(_OPTIONS_ONLY.match(block[0]) or _TERM_ON_ITS_LINE.match(block[0]))
+
+
+def _described_in_lower_case(block: list[str]) -> bool:
+    """Whether the description of the term ``block`` opens with begins in lower case ("-k like ...", "-a, --all" /
+    "write counts ..."), as GNU's man pages write them."""
+    on_its_line = _TERM_ON_ITS_LINE.match(block[0])
+    words = block[0].split()[1:2] if on_its_line else block[1].split()[:1] if len(block) > 1 else []
+    return bool(words) and words[0][:1].islower()
 
 
 def _section_heading(line: str) -> bool:

@@ -148,3 +148,27 @@ def test_a_term_on_its_description_s_line_starts_a_passage_of_its_own():
                       "--every-shelf",
                       "and a count of the crates of each shelf is printed when the counter has finished.")
     assert not any(text.startswith("--every-shelf") for text in texts), texts
+
+
+def test_the_paragraph_after_a_list_of_terms_is_not_the_last_term_s_description():
+    """A term's description that ended near the line's width ran on into the paragraph after the list (du(1) and
+    ten more coreutils pages as PDFs: '--version output version information and exit Display values are ...').
+    A description begun in lower case and not ended by a stop does not go on into a line that opens a sentence;
+    one ended by a stop does (the sentence after it is the same paragraph's), and so does a capitalised
+    description under a term of options alone."""
+    lines = ("DESCRIPTION",
+             "Count the widgets of each crate named, recursively for crates inside crates and boxes.",
+             "-x, --one-crate",
+             "skip the crates that sit on the other shelves of the store while counting them",
+             "--version print the version of the counter and the date it was built and exit",
+             "Counts are in units of the first size given by --unit, and the COUNT_UNIT variable.",
+             "-q, --quiet",
+             "Print nothing but the total, whatever the other options may say about the crates",
+             "--loud prints every widget of every crate it counts, one per line, as it goes.",
+             "Nothing else is printed with it, not even the totals of each shelf of the store.")
+    texts = _passages(*lines)
+    assert "--version print the version of the counter and the date it was built and exit" in texts, texts
+    assert any(text.startswith("Counts are in units") for text in texts), texts
+    assert any(text.startswith("-q, --quiet Print nothing but the total") for text in texts), texts
+    assert any(text.endswith("as it goes. Nothing else is printed with it, not even the totals of each shelf of "
+                             "the store.") for text in texts), texts
