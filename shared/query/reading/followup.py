@@ -43,6 +43,10 @@ CONNECTIVE, UNMARKED = "connective", "unmarked"  # leans_on: a whole question op
 _DETERMINERS, _NOUN_PHRASE_OPENERS, _CLAUSE_BREAKS, _PARTICLES, _RESULTATIVE, _AUXILIARIES, _HEAD_ENDS, _SUBORDINATORS = (
     word_lists("rule")[name] for name in ("determiners", "noun_phrase_openers", "clause_breaks", "particles", "resultative",
                                           "auxiliaries", "head_ends", "subordinators"))
+# "Guido van Rossum", "Mar de Plata": a particle between two capitalised words names with them, but not German's "von"
+# between nouns after an article ("die Installation von Dateien")
+_NAME_PARTICLES = frozenset("van von de da di du del della ten ter".split())
+_GERMAN_ARTICLES = frozenset("der die das den dem des ein eine einen einem einer eines".split())
 _ADVERBS = re.compile(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\b\s*)+")  # whole words: linear
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
 _PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
@@ -155,7 +159,9 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
         following = tokens[position + 1].group() if position + 1 < len(tokens) else ""
         option = re.search(r"(?:^|\s)--?$", text[max(0, match.start() - 3): match.start()]) is not None  # "-9", "--color", "-mtime"
         named = option or _named(token, opening and position == 0) or bool(_VERSION.fullmatch(following)) \
-            and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS
+            and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS \
+            or before and token in _NAME_PARTICLES and following.istitle() and tokens[position - 1].group().istitle() \
+            and (token != "von" or position < 2 or tokens[position - 2].group().lower() not in _GERMAN_ARTICLES)
         gap = text[runs[-1][1]: match.start()].strip() if before else ","
         if named and (not gap or option and gap in ("-", "--")):  # not across a bracket or a comma; "base64 -w" is one
             runs[-1] = (runs[-1][0], match.end())
@@ -302,10 +308,13 @@ def _subject_relative_phrase(text: str) -> str | None:
             n = len(acting.split())
             return f"the {noun} {verb} that {' '.join([acting, _after_subject(first, after[n]), *after[n + 1:]])}"
         return None if acting is None else f"the {noun} {verb} that {rest}"
-    # after an auxiliary the asked noun is its subject only before a participle or "be"/"not" ("which function must
-    # be called"); else the question is inverted ("which C standard is libcbor written in": the noun is the object)
+    # after an auxiliary the asked noun is its subject only before a participle, "be"/"not" ("which function must
+    # be called") or a verb and its object ("which variable can hold the format"); else the question is inverted ("which C
+    # standard is libcbor written in": the noun is the object)
     inverted = verb.lower() in _AUXILIARIES and not (first.lower() in ("be", "been", "not", "being")
-                                                      or re.fullmatch(r"[a-z]+(?:ed|en)", first))
+                                                      or re.fullmatch(r"[a-z]+(?:ed|en)", first)
+                                                      or first.isalpha() and first.islower() and first not in _CLOSED
+                                                      and rest.split()[1:2] and rest.split()[1].lower() in _DETERMINERS)
     if noun.split()[0].lower() in _AUXILIARIES or inverted:
         return None
     adverb = f"{match.group('adverb')} " if match.group("adverb") else ""
@@ -431,6 +440,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     bare = _bare(typed)
     stripped = rules.connectives.sub("", bare).strip()
     connective = stripped != bare
+    fragment = (m := rules.referring.match(bare)) is not None and m.end() == len(bare)  # "And before?", "In which unit?"
     mark = "?" if typed.rstrip().endswith("?") or typed.lstrip().startswith("¿") else ""
 
     about = rules.what_about.match(bare) or rules.what_about.match(stripped)
@@ -455,7 +465,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         # "How much memory does sort use?" then "And how many threads?": asked in the earlier question's words
         return Resolution(_finish(f"{stripped} {base[opening.end():]}", earlier, mark), "ellipsis", base)
     elif connective and stripped and (not _asks(stripped, rules) or rules is EN and _CONDITION_CLAUSE.match(stripped)) \
-            and not ((m := rules.referring.match(bare)) and m.end() == len(bare)):
+            and not fragment:
         return _swap(earlier, stripped, language, rules, "ellipsis")  # not "And before?": no phrase for it to stand in
     found = _PERSONAL.search(stripped) if rules is EN else None
     person, his = (_person(base), found.group().lower() == "his") if found else (None, False)
@@ -493,7 +503,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
         if clause and (plural is None or {w.lower() for w in re.findall(r"\w+", masked)} & _SINGULAR):
             text = f"{stripped} {subject}"  # a plural pronoun alone takes the plural phrase
         return Resolution(_finish(text, typed, mark), "pronoun", subject)
-    if (content := _content_words(stripped, rules)) and not named_runs(stripped) \
+    if (content := _content_words(stripped, rules)) and not named_runs(stripped) and not fragment \
             and all(w in rules.relational for w in content) and rules.frame.match(stripped):
         subject = (_relative_phrase(base) if rules is EN and _ASKS_WHICH.match(base) else None) or subject  # "which X": that X
         text = f"{stripped} {subject}" if clause else f"{stripped} {rules.of} {subject}"
@@ -529,8 +539,8 @@ def _standing_for(text: str, earlier: str, base: str, language: str, answer: str
     subject = (_identified(earlier, subject, answer) if answer and not clause else None) or subject
     head, _, owner = subject.partition(f" {rules.of} ") if rules is EN else ("", "", "")
     if owner and (_plural(head) and not _plural(owner) and not pronouns & _PLURAL
-                  or len(head.split()) == 2 and head.split()[-1].lower() in rules.relational):
-        subject = owner  # "it" is not "the members of a group" but the group; not "the default of X" but X
+                  or len(head.split()) in (2, 3) and head.split()[-1].lower() in rules.relational):
+        subject = owner  # "it" is not "the members of a group" but the group; not "the (code) name of X" but X
     return subject, clause
 
 
@@ -591,7 +601,7 @@ def _person(base: str) -> str | None:
     who = re.match(r"(?i)^who\s+(?P<rest>\S.*)$", base)
     if who is not None or " person who " in base:
         return f"the person who {who.group('rest')}" if who else None
-    names = [base[a:b] for a, b in named_runs(base) if re.fullmatch(r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+){1,2}", base[a:b])]
+    names = [base[a:b] for a, b in named_runs(base) if re.fullmatch(r"[A-Z][a-z]+(?:\s+(?:[a-z]+\s+)?[A-Z][a-z]+){1,2}", base[a:b])]
     return names[0] if names else None
 
 
@@ -716,8 +726,9 @@ def _replace_pronouns(text: str, masked: str, subject: str, rules: Language, plu
 
     edits: list[tuple[int, int, str, bool]] = []
     for match in rules.possessive.finditer(masked):
-        if (owner := referent(match.group("pos"))) is None:
-            continue
+        if (owner := referent(match.group("pos"))) is None or rules is EN and any(
+                text[a] != "-" and not _ASKED_BEFORE.search(text, 0, a) for a, _ in named_runs(text[: match.start()])):
+            continue  # "Where does GNU time write its statistics?": its owner named before it (not an option, nor "which RFC")
         article = rules.possessive_articles.get(match.group("pos").lower(), "")
         noun, verb = text[match.start("np"): match.end("np")], ""
         if rules is EN and not text[match.end():].strip(" ?.!") and len(noun.split()) > 1 \

@@ -73,8 +73,8 @@ EN = Language(
     ),
     personal=_p(r"^(?:i|we|you|one)\s+(?:\w+\s+){0,1}?(?P<verb>\w+)\s+(?P<s>.+)$"),
     pronoun=_p(r"\b(?:it|they|them|this|that|these|those)\b"),
-    possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|"
-                  r"to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+(?<!e)ed)\b|\s*[?.!,;:]|\s*$"
+    possessive=_p(r"\b(?P<pos>its|their)\s+(?P<np>(?:[\w/+.#-]+\s*?){1,8}?)(?=\s+(?:in|on|for|with|when|if|and|or|over|"
+                  r"via|into|through|across|to|by|at|from|is|are|was|were|do|does|did|can|could|be|\w+(?<!e)ed)\b|\s*[?.!,;:]|\s*$"
                   r"|\s+[a-z]+\s+(?:for|to|with|about|on|in|of|at|from)\s*[?.!]?\s*$)"),  # "its GID | stand for"
     expletive=_p(r"\b(?:is|was|isn't|wasn't)\s+it\s+(?:\w+\s+)?(?:possible|true|necessary|safe|better|worth|"
                  r"recommended|advisable|ok|okay|required|important|allowed|a\s+good\s+idea|bad)\b"
@@ -109,7 +109,7 @@ DE = Language(
     other=(_p(r"^(?:wie|warum|wieso|weshalb|wann|wo|welche[rsnm]?)\s+(?:viel[e]?\s+|lange\s+|hoch\s+|groß\s+)?"
               r"(?:\w+\s+)(?P<s>.+)$"),),
     personal=_p(r"^(?:ich|wir|man|du)\s+(?P<s>.+)$"),
-    pronoun=_p(r"\b(?:es|er|ihn|ihm|ihnen|dies|diese|dieses)\b|(?<=\s)sie\b|\bdas(?=\s*[?.!]|\s*$|\s+(?:ist|sind|war|"
+    pronoun=_p(r"\b(?:es|er|ihn|ihm|ihnen|dies|diese|dieses)\b(?!\s+(?-i:[A-ZÄÖÜ]))|(?<=\s)sie\b|\bdas(?=\s*[?.!]|\s*$|\s+(?:ist|sind|war|"
                r"funktioniert|geht|kostet|bedeutet|heißt|hat|kann|macht)\b)"),
     possessive=_p(r"\b(?P<pos>sein|seine|seinen|seinem|seiner|seines|ihr|ihre|ihren|ihrem|ihrer|ihres|dessen|deren)"
                   r"\s+(?P<np>(?:[\w/+.#-]+\s*?){1,3}?)(?=\s+(?:in|bei|für|mit|von|und|oder|ist|sind|wenn|an)\b|"
@@ -118,7 +118,8 @@ DE = Language(
                  r"erlaubt|besser|wichtig)\b|\bes\s+ist\s+(?:möglich|sinnvoll|nötig|notwendig|erlaubt|besser|wichtig)\b"
                  r"|\bdauert\s+es\b|\bes\s+dauert\b"),
     referring=_p(r"\b(?:^(?:warum|wieso|weshalb)(?:\s+nicht)?$|^seit\s+wann$|^(?:und\s+)?(?:(?:in|seit|für|bis|ab|mit|an|auf)\s+"
-                 r"welche[rsnm]?\s+\w+|wann|wo|wie\s+lange|wie\s+oft)$|er|ihm|ihn|sein\w*|dort|dann|danach|dabei|dafür|dazu|damit|davon|darin|sonst|"
+                 r"welche[rsnm]?\s+\w+|wann|wo|wie\s+lange|wie\s+oft)$|er|ihm|ihn|sein\w*|dort|dann|sonst|"
+                 r"da(?:r?(?:nach|bei|für|zu|mit|von|in|auf|an|aus|um|über|unter|vor|durch|gegen))|"
                  r"(?:diese[rsnm]?|jene[rsnm]?)\s+\w+)\b"),
     **word_lists("de"),
     of="von",
@@ -147,7 +148,7 @@ FR = Language(
     expletive=_p(r"\bil\s+(?:y\s+a|faut|existe|est\s+(?:possible|nécessaire|conseillé|recommandé))\b"
                  r"|\by\s+a-t-il\b|\bfaut-il\b|\best-il\s+(?:possible|nécessaire|conseillé|recommandé)\b"),
     referring=_p(r"\b(?:^pourquoi(?:\s+pas)?$|^depuis\s+quand$|^(?:et\s+)?(?:(?:en|dans|pour|depuis|à|de|sur|avec)\s+"
-                 r"(?:quel|quelle|quels|quelles)\s+\w+|quand|où|combien)$|lui|là|ensuite|puis|sinon|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
+                 r"(?:quel|quelle|quels|quelles)\s+\w+|quand|où|combien)$|lui|là|ensuite|puis|sinon|(?:de|à)\s+(?:le|les)(?=\s+\w)|(?:cet|cette|ces)\s+\w+|ce\s+(?!que\b|qui\b|qu['’])\w+)"),
     **word_lists("fr"),
     of="de",
     about="Qu'en est-il de",
