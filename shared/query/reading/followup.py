@@ -228,8 +228,6 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             if rules is EN and (opens or _WHAT_DOES.match(text) or "be" in (w.lower() for w in words[1:])) \
                     and (phrase := _noun_phrase_before_verb(words, re.match(r"(?i)\w+\s+(?:is|are|was|were)\s", text) is not None)):
                 return phrase, False  # "What does the Rules-Requires-Root field declare": the noun phrase before the verb
-            if named:
-                return named, False
             phrase = _noun_phrase_before_verb(words) if rules is EN and words[0].lower() not in _CLOSED else None
             if phrase and len(phrase.split()) <= 3 and (named_runs(phrase, opening=False) or re.search(r"['’]s\s", phrase)
                                                         or re.fullmatch(r"[a-z]+(?:ed|en|pt)", words[-1])):
@@ -370,13 +368,12 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
 
 
 def _parallel(typed: list[str], earlier: list[str]) -> str | None:
-    """``earlier`` with the word or two ``typed`` says in their place, when ``typed`` keeps its frame word for word
-    (its "the" does not replace an owner's: "the -9 option" for "gzip's -1 option" is gzip's -9 option)."""
+    """``earlier`` with the word or two ``typed`` says in their place, when ``typed`` keeps its frame word for word."""
     ops = SequenceMatcher(None, [w.lower() for w in earlier], [w.lower() for w in typed], autojunk=False).get_opcodes()
     new = [(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in ops if op != "equal" and j2 > j1]  # words added or replaced
     kept = len(typed) - sum(n for _, n in new) >= 3 and 0 < sum(n for _, n in new) <= 2 and all(a == b for a, b in new)
-    return " ".join(e if op == "replace" and t.lower() == "the" and e.endswith(("'s", "’s")) else t if op == "replace" else e
-                    for op, i1, i2, j1, j2 in ops for e, t in zip(earlier[i1:i2], typed[j1:j2] or earlier[i1:i2], strict=False)) if kept else None
+    return " ".join(t if op == "replace" else e for op, i1, i2, j1, j2 in ops
+                    for e, t in zip(earlier[i1:i2], typed[j1:j2] or earlier[i1:i2], strict=False)) if kept else None
 
 
 def _well_formed(question: str, rules: Language) -> bool:
@@ -478,7 +475,7 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
             return None  # "How did he describe it?": one phrase cannot stand for both
     if rules is EN and (one := _WHICH_ONE.match(stripped)) and one.group("x").split()[0].lower() in rules.prepositions:
         return _swap(earlier, one.group("x"), language, rules, "ellipsis")  # "And which one for user accounts?"
-    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _same_frame, _doing):
+    for reading in (_acted_on, _pointed_phrase, _one_of, _extraposed, _doing):
         found = reading(stripped, base, answer) if rules is EN or reading is _pointed_phrase else None
         if found is not None:  # the question as read, the rule, and the earlier phrase it took
             return Resolution(_finish(found[0], typed, mark), found[1], found[2])
@@ -562,16 +559,6 @@ def _in_time(base: str, text: str, rules: Language) -> str | None:
     past = {"is": "was", "are": "were", "does": "did", "do": "did", "has": "had", "have": "had", "can": "could"}
     return text if verb is None or len(text[: verb.start()].split()) > 3 else \
         text[: verb.start()] + past[verb.group().lower()] + text[verb.end():]
-
-
-def _same_frame(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
-    """``text`` in the earlier question's frame with a word or two changed, what it left out of it kept: "What does gzip's
-    -1 option do?" then "And what does the -9 option do?" asks of gzip's -9 option."""
-    words, owner = text.split(), re.search(r"(?<!\S)(\S+['’]s)\s+--?\w", base)
-    words = [p for i, w in enumerate(words) for p in ([owner.group(1), w] if owner and re.fullmatch(r"--?\w[\w-]*", w) and not re.fullmatch(
-        r"(?i)the|an?|\S+['’]s", words[i - 1] if i else "") else [w])]  # "du's -s" then "-c": an option alone is the same command's
-    same = _parallel(words, base.split())
-    return (same, "parallel", base) if same and same.lower() != text.lower() else None
 
 
 def _doing(text: str, base: str, answer: str = "") -> tuple[str, str, str] | None:
