@@ -175,8 +175,33 @@ def put_article_feed(site: Site, n: int, topic: str) -> list[dict[str, str]]:
     items = [{"title": f"{topic} {i}", "path": f"/{topic}{i}.html", "guid": f"{topic}-{i}"} for i in range(n)]
     for i, item in enumerate(items):
         site.put(item["path"], article_html(f"{topic} {i}", topic_paragraphs(f"{topic}{i}", 3, seed=i)))
-    site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
+    publish_feed(site, items)
     return items
+
+
+def put_topic_articles(site: Site, topics: list[str]) -> list[dict[str, str]]:
+    """An article "All about <topic>" at ``/posts/<topic>.html`` on ``site`` for each of ``topics``; their feed items
+    (guid ``guid-<topic>``), for :func:`publish_feed`."""
+    items = []
+    for n, topic in enumerate(topics):
+        path = f"/posts/{topic}.html"
+        site.put(path, article_html(f"All about {topic}", topic_paragraphs(topic, seed=n)))
+        items.append({"title": f"All about {topic}", "path": path, "guid": f"guid-{topic}"})
+    return items
+
+
+def publish_feed(site: Site, items: list[dict[str, str]]) -> None:
+    """``/feed.xml`` on ``site`` listing ``items`` (the site served: the feed names its base URL)."""
+    site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
+
+
+def documents_by_name(home: Path) -> dict[str, dict]:
+    """The documents a ``ragbus`` home holds, by the last part of their URL."""
+    from shared.adapters.local.state import SqliteStateStore
+    from shared.contract import state_collections
+
+    store = SqliteStateStore(home / "ragbus.db")
+    return {d["url"].rsplit("/", 1)[-1]: d for d in store.list(state_collections.DOCUMENTS)}
 
 def rss(base: str, items: list[dict[str, str]]) -> str:
     start = datetime(2026, 10, 1, tzinfo=UTC)

@@ -20,7 +20,16 @@ import pytest
 from shared.contract import state_collections
 from shared.tools import emulators, topology
 from shared.tools.demo import CORPUS, QUESTIONS, serve_corpus
-from tests.support import Site, article_html, cli_json, rss, run_cli, serve_site, topic_paragraphs
+from tests.support import (
+    Site,
+    article_html,
+    cli_json,
+    publish_feed,
+    put_topic_articles,
+    run_cli,
+    serve_site,
+    topic_paragraphs,
+)
 
 TOPICS = ["volcano", "saxophone", "glacier", "satellite"]
 ANSWERED_AT_ONCE, _REFINED, UNANSWERABLE = QUESTIONS
@@ -29,19 +38,6 @@ pytestmark = pytest.mark.skipif(
     any(emulators.emulators_available().values()),
     reason=f"emulators not installed: {emulators.emulators_available()}",
 )
-
-
-def _publish(site: Site, items: list[dict[str, str]]) -> None:
-    site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
-
-
-def _items(site: Site, topics: list[str]) -> list[dict[str, str]]:
-    items = []
-    for n, topic in enumerate(topics):
-        path = f"/posts/{topic}.html"
-        site.put(path, article_html(f"All about {topic}", topic_paragraphs(topic, seed=n)))
-        items.append({"title": f"All about {topic}", "path": path, "guid": f"guid-{topic}"})
-    return items
 
 
 def _documents(state, base: str) -> dict[str, dict]:
@@ -145,8 +141,8 @@ def _traces_on_the_topology(home: Path, asked: dict) -> None:
 def _ingestion(home: Path, store) -> None:
     """test_ingestion_e2e.test_poll_twice_then_change_and_remove, on the topology."""
     with serve_site(Site()) as site:
-        items = _items(site, TOPICS)
-        _publish(site, items)
+        items = put_topic_articles(site, TOPICS)
+        publish_feed(site, items)
         feed = f"{site.base}/feed.xml"
         run_cli(home, "feeds", "add", feed)
 
@@ -171,7 +167,7 @@ def _ingestion(home: Path, store) -> None:
         # change one item, remove another
         site.put("/posts/glacier.html", article_html("All about glaciers, revised", topic_paragraphs("iceberg", seed=9)))
         items[2] = {**items[2], "title": "All about glaciers, revised"}
-        _publish(site, [i for i in items if i["guid"] != "guid-satellite"])
+        publish_feed(site, [i for i in items if i["guid"] != "guid-satellite"])
         run_cli(home, "poll")
         after = _documents(store, site.base)
         assert set(after) == {"volcano.html", "saxophone.html", "glacier.html"}

@@ -15,8 +15,10 @@ from tests.support import (
     Site,
     article_html,
     cli_json,
+    documents_by_name,
+    publish_feed,
+    put_topic_articles,
     ragbus_env,
-    rss,
     run_cli,
     serve_site,
     topic_paragraphs,
@@ -25,29 +27,11 @@ from tests.support import (
 TOPICS = ["volcano", "saxophone", "glacier", "satellite"]
 
 
-def _publish(site: Site, items: list[dict[str, str]]) -> None:
-    site.put("/feed.xml", rss(site.base, items), "application/rss+xml")
-
-
-def _items(site: Site, topics: list[str]) -> list[dict[str, str]]:
-    items = []
-    for n, topic in enumerate(topics):
-        path = f"/posts/{topic}.html"
-        site.put(path, article_html(f"All about {topic}", topic_paragraphs(topic, seed=n)))
-        items.append({"title": f"All about {topic}", "path": path, "guid": f"guid-{topic}"})
-    return items
-
-
-def _documents(home):
-    store = SqliteStateStore(home / "ragbus.db")
-    return {d["url"].rsplit("/", 1)[-1]: d for d in store.list(state_collections.DOCUMENTS)}
-
-
 def test_poll_twice_then_change_and_remove(tmp_path):
     home = tmp_path / "home"
     with serve_site(Site()) as site:
-        items = _items(site, TOPICS)
-        _publish(site, items)
+        items = put_topic_articles(site, TOPICS)
+        publish_feed(site, items)
         feed = f"{site.base}/feed.xml"
 
         # loopback is refused unless allowed
@@ -56,7 +40,7 @@ def test_poll_twice_then_change_and_remove(tmp_path):
         run_cli(home, "feeds", "add", feed)
 
         run_cli(home, "poll")
-        first = _documents(home)
+        first = documents_by_name(home)
         assert set(first) == {f"{t}.html" for t in TOPICS}
         stats = cli_json(home, "stats")
         assert stats["documents"] == 4 and stats["chunks"] >= 4 and stats["dead_letters"] == 0
@@ -71,15 +55,15 @@ def test_poll_twice_then_change_and_remove(tmp_path):
         # the second poll indexes nothing and fetches no article again
         article_hits = site.hits["/posts/volcano.html"]
         run_cli(home, "poll")
-        assert _documents(home) == first
+        assert documents_by_name(home) == first
         assert site.hits["/posts/volcano.html"] == article_hits
 
         # change one item, remove another
         site.put("/posts/glacier.html", article_html("All about glaciers, revised", topic_paragraphs("iceberg", seed=9)))
         items[2] = {**items[2], "title": "All about glaciers, revised"}
-        _publish(site, [i for i in items if i["guid"] != "guid-satellite"])
+        publish_feed(site, [i for i in items if i["guid"] != "guid-satellite"])
         run_cli(home, "poll")
-        after = _documents(home)
+        after = documents_by_name(home)
         assert set(after) == {"volcano.html", "saxophone.html", "glacier.html"}
         assert after["glacier.html"]["content_hash"] != first["glacier.html"]["content_hash"]
         assert after["volcano.html"] == first["volcano.html"]
@@ -95,16 +79,16 @@ def test_poll_twice_then_change_and_remove(tmp_path):
 def test_bad_feed_is_a_recorded_error_and_nothing_indexed_is_lost(tmp_path):
     home = tmp_path / "home"
     with serve_site(Site()) as site:
-        _publish(site, _items(site, TOPICS[:2]))
+        publish_feed(site, put_topic_articles(site, TOPICS[:2]))
         run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
         run_cli(home, "poll")
-        before = _documents(home)
+        before = documents_by_name(home)
         site.put("/feed.xml", "<?xml version='1.0'?><rss><channel><item><title>trunc", "application/rss+xml")
         result = run_cli(home, "poll", check=False)
         assert result.returncode == 1
         (feed,) = cli_json(home, "stats")["feeds"]
         assert feed["last_error"]
-        assert _documents(home) == before
+        assert documents_by_name(home) == before
 
 
 def test_poison_message_lands_in_dead_letters_visible_in_stats(tmp_path):
@@ -156,7 +140,7 @@ def test_kill_mid_ingestion_then_restart_indexes_every_item_exactly_once(tmp_pat
     home = tmp_path / "home"
     topics = [f"topic{n:02d}" for n in range(24)]
     with serve_site(Site()) as site:
-        _publish(site, _items(site, topics))
+        publish_feed(site, put_topic_articles(site, topics))
         site.delay_s = 0.15  # slow article pages, so the kill lands mid-poll
         run_cli(home, "feeds", "add", f"{site.base}/feed.xml")
         proc = subprocess.Popen(

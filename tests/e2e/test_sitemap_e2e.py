@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from shared.adapters.local.state import SqliteStateStore
-from shared.contract import state_collections
-from tests.support import Site, article_html, cli_json, run_cli, serve_site, topic_paragraphs
+from tests.support import (
+    Site,
+    article_html,
+    cli_json,
+    documents_by_name,
+    run_cli,
+    serve_site,
+    topic_paragraphs,
+)
 
 TOPICS = ["volcano", "saxophone", "glacier"]
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
@@ -20,11 +26,6 @@ def _sitemap(site: Site, lastmods: dict[str, str]) -> None:
 def _index(site: Site) -> None:
     site.put("/sitemap_index.xml", f"<?xml version='1.0'?><sitemapindex xmlns='{NS}'>"
              f"<sitemap><loc>{site.base}/sitemap.xml</loc></sitemap></sitemapindex>", "application/xml")
-
-
-def _documents(home):
-    store = SqliteStateStore(home / "ragbus.db")
-    return {d["url"].rsplit("/", 1)[-1]: d for d in store.list(state_collections.DOCUMENTS)}
 
 
 def test_sitemap_index_poll_change_by_lastmod_and_removal(tmp_path):
@@ -44,7 +45,7 @@ def test_sitemap_index_poll_change_by_lastmod_and_removal(tmp_path):
         assert cli_json(home, "feeds", "list") == []
 
         run_cli(home, "poll")
-        first = _documents(home)
+        first = documents_by_name(home)
         assert set(first) == {f"{t}.html" for t in TOPICS}
         assert first["volcano.html"]["title"] == "All about volcano"  # the page's own title
         hits = cli_json(home, "search", "saxophone report", "--k", "3")
@@ -53,13 +54,13 @@ def test_sitemap_index_poll_change_by_lastmod_and_removal(tmp_path):
         # unchanged <lastmod>: no page is fetched again
         page_hits = site.hits["/pages/volcano.html"]
         run_cli(home, "poll")
-        assert site.hits["/pages/volcano.html"] == page_hits and _documents(home) == first
+        assert site.hits["/pages/volcano.html"] == page_hits and documents_by_name(home) == first
 
         # a new <lastmod> re-fetches that page only; a page gone from the sitemap is removed
         site.put("/pages/glacier.html", article_html("Glaciers, revised", topic_paragraphs("iceberg", seed=9)))
         _sitemap(site, {"volcano": "2026-10-01", "glacier": "2026-11-02"})
         run_cli(home, "poll")
-        after = _documents(home)
+        after = documents_by_name(home)
         assert set(after) == {"volcano.html", "glacier.html"}
         assert after["glacier.html"]["content_hash"] != first["glacier.html"]["content_hash"]
         assert after["volcano.html"] == first["volcano.html"]
@@ -71,7 +72,7 @@ def test_sitemap_index_poll_change_by_lastmod_and_removal(tmp_path):
         assert result.returncode == 1
         (recorded,) = cli_json(home, "sitemaps", "list")
         assert "malformed XML" in recorded["last_error"]
-        assert _documents(home) == after
+        assert documents_by_name(home) == after
 
         run_cli(home, "sitemaps", "remove", index)
-        assert _documents(home) == {} and cli_json(home, "sitemaps", "list") == []
+        assert documents_by_name(home) == {} and cli_json(home, "sitemaps", "list") == []
