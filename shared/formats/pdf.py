@@ -230,9 +230,10 @@ def _edge_key(line: str) -> str:
 
 def _running_lines(pages: list[list[str]]) -> set[str]:
     """Lines (digits aside) among the first or last few of at least half the pages, and of 3 at
-    least: a running header or footer ("Debian Policy Manual, Release 4.6" / "Chapter 3. Binary
-    packages")."""
-    if len(pages) < 3:
+    least, or of both of two: a running header or footer ("Debian Policy Manual, Release 4.6" /
+    "Chapter 3. Binary packages"; a two-page man page's "DU(1) User Commands DU(1)" and "GNU coreutils
+    9.1 September 2022 1", which stood as a passage and ran on from the page's last line)."""
+    if len(pages) < 2:
         return set()
     counts: Counter[str] = Counter()
     for lines in pages:
@@ -243,7 +244,7 @@ def _running_lines(pages: list[list[str]]) -> set[str]:
             continue
         edges = set(content[:_EDGE_LINES] + content[-_EDGE_LINES:])
         counts.update({_edge_key(line) for line in edges})
-    floor = max(3, len(pages) // 2)
+    floor = max(3, len(pages) // 2) if len(pages) > 2 else 2
     return {key for key, count in counts.items() if count >= floor and key.strip("# ")}
 
 

@@ -172,3 +172,25 @@ def test_the_paragraph_after_a_list_of_terms_is_not_the_last_term_s_description(
     assert any(text.startswith("-q, --quiet Print nothing but the total") for text in texts), texts
     assert any(text.endswith("as it goes. Nothing else is printed with it, not even the totals of each shelf of "
                              "the store.") for text in texts), texts
+
+
+def test_a_two_page_man_page_s_running_header_and_footer_are_dropped():
+    """Running headers and footers were looked for on three pages or more: a two-page man page kept 'DU(1) User
+    Commands DU(1)' as a passage on each page, and its footer ran on from the page's last line ('... do not include
+    size of subdirectories GNU coreutils 9.1 September 2022 1'). A line at the edge of both of two pages is one."""
+    def page(number: int, *lines: str) -> bytes:
+        return text_page("DOZE(1) User Commands DOZE(1)", *lines, f"Doze 2.1 October 2026 {number}")
+
+    first = page(1, "NAME", "doze - wait for a while before going on", "DESCRIPTION",
+                 "Wait for NUMBER seconds before the next command of the script runs on, then go on with the",
+                 "command after it, whatever it may be, as the script says in the order it says it in")
+    second = page(2, "AUTHOR", "Written for the tests of this reader, by the people who wrote the reader itself.")
+    reading = read_pdf(pdf([first, second]), "application/pdf", "", Limits(ocr=False))
+    texts = [p.text for p in reading.passages]
+    assert not any("User Commands" in text or "October 2026" in text for text in texts), texts
+    assert any(text.endswith("in the order it says it in") for text in texts), texts
+    assert reading.title == "doze - wait for a while before going on"
+    # a line at the edge of one page only is the page's own
+    reading = read_pdf(pdf([first, text_page("AUTHOR", "Written for the tests of this reader.")]),
+                       "application/pdf", "", Limits(ocr=False))
+    assert "DOZE(1) User Commands DOZE(1)" in [p.text for p in reading.passages]
