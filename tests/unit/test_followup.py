@@ -1186,6 +1186,10 @@ def test_a_swapped_phrase_keeps_its_named_scope_and_a_name_its_the(earlier, foll
     # "which variable can hold the editor": the variable holds it (a verb and its object after the modal), not inverted
     ("Which environment variable can hold the default editor?", "When is its value read?",
      ("When is the value of the environment variable that can hold the default editor read?", "pronoun")),
+    # a swapped head keeps its scope in every language; a German noun after its article is no name to swap with "Debian"
+    ("¿Quién es el revisor en Zapix?", "¿Y el traductor?", ("¿Quién es el traductor en Zapix?", "ellipsis")),
+    ("Qui est le relecteur dans Zapix ?", "Et le traducteur ?", ("Qui est le traducteur dans Zapix?", "ellipsis")),
+    ("Wer ist der Prüfer in Zapix?", "Und der Übersetzer?", ("Wer ist der Übersetzer in Zapix?", "ellipsis")),
 ])
 def test_names_owners_bound_possessives_and_determiners(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == expected

@@ -47,7 +47,10 @@ _DETERMINERS, _NOUN_PHRASE_OPENERS, _CLAUSE_BREAKS, _PARTICLES, _RESULTATIVE, _A
 # between nouns after an article ("die Installation von Dateien")
 _NAME_PARTICLES = frozenset("van von de da di du del della ten ter".split())
 _GERMAN_ARTICLES = frozenset("der die das den dem des ein eine einen einem einer eines".split())
+_OF = frozenset("of de du des del von".split())  # what an attribute is "of" (a swapped head keeps its "in X" scope, not this)
+_GERMAN_ARTICLE_BEFORE = re.compile(rf"(?i)(?:^|\s)(?:{'|'.join(_GERMAN_ARTICLES)})\s+$")
 _ADVERBS = re.compile(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\b\s*)+")  # whole words: linear
+_AUX = "|".join(sorted(_AUXILIARIES))
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
 _PRONOUNS = _SINGULAR | _PLURAL | frozenset("i you we he she one there this that these those".split())
 _CLOSED = (EN.stop | EN.prepositions | _AUXILIARIES | frozenset("and or not to why how when where".split())) \
@@ -62,7 +65,7 @@ _VERSION = re.compile(r"\d+(?:\.\d+)+")
 _VERSION_SCOPE = re.compile(r"\b(?i:in|of|for|since)\s+(?P<scope>(?:[A-Za-z][\w+-]*\s+)?v?\d+(?:\.\d+)*[a-z]?)\b")
 _CONTRACTED = re.compile(r"(?i)\b(what|where|how|who|when|why|that|it|there)['’]s\b")
 # "(and) when the command cannot be found": a condition (no auxiliary after "when"), nor a leading clause ("if X fails, ...")
-_CONDITION_CLAUSE = re.compile(rf"(?i)^(?:when|whenever|if|unless)\s+(?!(?:{'|'.join(_AUXILIARIES)})\b)\S+\s+[^,]+$")
+_CONDITION_CLAUSE = re.compile(rf"(?i)^(?:when|whenever|if|unless)\s+(?!(?:{_AUX})\b)\S+\s+[^,]+$")
 _CONDITION = re.compile(r"\s+(?:if|unless|wenn|falls|si|sauf)\s.*$", re.IGNORECASE)
 _IRREGULAR = [w.split(":") for w in EN.past]  # "make:made", "write:wrote:written"
 _PAST = {forms[0]: forms[1] for forms in _IRREGULAR}  # "make": "made"
@@ -77,9 +80,7 @@ _SUBJECT_ASKED = re.compile(r"^(?i:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}
     r"(?P<verb>must|can|could|should|will|would|may|might|is|are|was|were|has|have|had|[a-z]+(?:(?<![su])s|ed)|[A-Z]+s(?=\s+(?:the|an?)\s)|"
     rf"{'|'.join(sorted(set(_PAST.values())))})\s+"
     r"(?P<rest>\S.*)$")
-_ASKS_WHICH = re.compile(r"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){0,5}?[\w/+.#-]+?)\s+"
-                         r"(?:of|does|do|did|is|are|was|were|must|can|could|should|will|would|may|might|has|have|"
-                         r"had|[a-z]+(?:s|ed))\s", re.IGNORECASE)
+_ASKS_WHICH = re.compile(rf"^(?:which|what)\s+(?P<noun>(?:[\w/+.#-]+\s+){{0,5}}?[\w/+.#-]+?)\s+(?:of|{_AUX}|[a-z]+(?:s|ed))\s", re.IGNORECASE)
 _CHANGED_IN = re.compile(r"(?i)^what\s+(?:else\s+)?(?:changed|changes|is\s+new|was\s+(?:added|removed|fixed))\s+(?:in|to|for|"
                          r"about|on)\s+(?P<s>(?:the|an?)\s.+)$")
 _WHAT_DOES = re.compile(r"^what\s+(?:does|do|did)\s", re.IGNORECASE)
@@ -98,11 +99,10 @@ _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:
                       rf"^(?P<which>(?i:{_WHICH}))\s+"
                       r"(?P<which_noun>[^\W\d_][\w-]*)(?=\s+(?i:is|are|was|were|would|will|should|must|can|could|does|do|did|has|"
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
-_OBJECT_IT = re.compile(r"(?i)\b(?!(?:is|are|was|were|do|does|did|can|could|should|would|will|must|has|have|had|may|"
-                        r"might|how|what|why|when|where|which|who|and)\b)[a-z]+\s+it\b")
+_OBJECT_IT = re.compile(rf"(?i)\b(?!(?:{_AUX}|how|what|why|when|where|which|who|and)\b)[a-z]+\s+it\b")
 # "And how many threads?": an interrogative and its noun, no verb; the earlier question's opening up to its auxiliary
 _ASKED_PHRASE = re.compile(r"(?i)(?:how\s+(?:many|much|long|often|far)|which|what)\s+(?P<np>[^\W\d][\w/+.#-]*(?:\s+[\w/+.#-]+){0,2})")
-_ASKED_OPENING = re.compile(rf"(?i)^(?:how\s+(?:many|much|long|often|far)|which|what)\s+(?:[\w/+.#-]+\s+){{1,3}}?(?=(?:{'|'.join(_AUXILIARIES)})\s)")
+_ASKED_OPENING = re.compile(rf"(?i)^(?:how\s+(?:many|much|long|often|far)|which|what)\s+(?:[\w/+.#-]+\s+){{1,3}}?(?=(?:{_AUX})\s)")
 _WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
 _THAT_ACTS = re.compile(r"(?i)\b(?:does|did|do|can|could|will|would)\s+(?:that|this)\s+[a-z]+\s+(?:it|them|the|an?)\b")
@@ -161,7 +161,7 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
         named = option or _named(token, opening and position == 0) or bool(_VERSION.fullmatch(following)) \
             and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS \
             or before and token in _NAME_PARTICLES and following.istitle() and tokens[position - 1].group().istitle() \
-            and (token != "von" or position < 2 or tokens[position - 2].group().lower() not in _GERMAN_ARTICLES)
+            and (token != "von" or not _GERMAN_ARTICLE_BEFORE.search(text, 0, tokens[position - 1].start()))
         gap = text[runs[-1][1]: match.start()].strip() if before else ","
         if named and (not gap or option and gap in ("-", "--")):  # not across a bracket or a comma; "base64 -w" is one
             runs[-1] = (runs[-1][0], match.end())
@@ -850,7 +850,8 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         return Resolution(_finish(replaced, earlier, mark), rule, base)
     content = _content_words(fragment, rules)
     attribute = not content or all(w in rules.relational for w in content)
-    fragment_names = named_runs(fragment, opening=False)
+    # a German noun after its article is capitalised, not named ("der Mentor")
+    fragment_names = [r for r in named_runs(fragment, opening=False) if language != "de" or not _GERMAN_ARTICLE_BEFORE.search(fragment[: r[0]])]
     runs = named_runs(base)
     # the name of the fragment's shape ("IPv6" for "IPv4"), else the asked one, else the last for a name (not "the number of X")
     shaped = [r for r in runs if os.path.commonprefix([base[r[0]: r[1]].lower(), fragment.lower()])[2:]]
@@ -883,7 +884,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         return Resolution(_finish(base.replace(plural, fragment, 1), earlier, mark), rule, plural)
     if not attribute and not clause and not leans and not fragment_names and subject in base:
         # the subject's head gives way; what it is "of" stays ("the default maximum depth of ... of xsltproc")
-        head = re.sub(r"\s+(?:in|for|on)\s+\S+$", "", subject.rsplit(f" {rules.of} ", 1)[0])  # "k1 in BM25": k1
+        head = re.sub(rf"(?i)\s+(?:{'|'.join(rules.prepositions - _OF)})\s+\S+$", "", subject.rsplit(f" {rules.of} ", 1)[0])  # "k1 in BM25": k1
         return Resolution(_finish(base.replace(head, fragment, 1), earlier, mark), rule, head)
     first, _, rest = fragment.partition(" ")
     if rest and first.lower() in rules.possessive_articles:
