@@ -1200,3 +1200,11 @@ def test_a_particle_joins_a_name_but_not_german_nouns_after_an_article():
         return [text[a:b] for a, b in followup.named_runs(text)]
     assert names("Who met Guido van Rossum and Jelke de Boer?") == ["Guido van Rossum", "Jelke de Boer"]
     assert names("Wie funktioniert die Installation von Paketen in Debian?") == ["Installation", "Paketen", "Debian"]
+
+
+def test_a_long_earlier_question_is_carried_in_by_its_last_sentence_at_most_200_characters():
+    log = "Here is my log: " + " ".join(f"line {i} says the frobd worker restarted" for i in range(40))
+    assert resolve(f"{log}. Why does the frobd worker restart every night?", "Why?") == (
+        "Why (why does the frobd worker restart every night)?", "refers back")
+    bracket = resolve(log + " and more", "Why?")[0]
+    assert bracket.startswith("Why (here is my log: line 0 says") and len(bracket) <= 210

@@ -695,6 +695,8 @@ def _in_context(earlier: str) -> str:
     parts = [_bare(earlier)[: grounded.start()], grounded.group(1).split("; ")[-1]] if grounded else [earlier]
     parts = [_bare(next((r.connectives.sub("", _bare(p)) for r in RULES.values() if r.connectives.match(_bare(p))), p))
              or _bare(p) for p in parts]
+    # a long earlier question (a pasted log) gives its last sentence, at most 200 characters: the follow-up is not drowned
+    parts = [p if len(p) <= 200 else p[:201].rsplit(" ", 1)[0] for p in (p if len(p) <= 200 else re.split(r"(?<=[.!?])\s+", p)[-1] for p in parts)]
     return f"({'; '.join(p[:1].lower() + p[1:] for p in parts)})"
 
 
@@ -983,8 +985,6 @@ def _earlier_phrase(base: str, noun: str) -> tuple[int, int, int] | None:
 def _finish(text: str, like: str, mark: str) -> str:
     """``text`` as a question: one space between words, a capital first letter, the closing mark."""
     text = " ".join(text.split())
-    if text[:1].islower() and (like[:1].isupper() or like[:1] in "¿¡"):
-        text = text[0].upper() + text[1:]
-    if like.lstrip().startswith("¿") and not text.startswith("¿"):
-        text = "¿" + text
+    text = text[:1].upper() + text[1:] if like[:1].isupper() or like[:1] in "¿¡" else text
+    text = "¿" + text if like.lstrip().startswith("¿") and not text.startswith("¿") else text
     return text + mark if mark and not text.endswith(mark) else text
