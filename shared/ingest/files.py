@@ -49,6 +49,9 @@ UNSUPPORTED = "not a document type ragbus reads"
 DELETED_MEANWHILE = "deleted while this ingest ran"
 NOT_UTF8 = "its name is not UTF-8"
 NOT_REGULAR = "not a regular file"
+#: a man page as /usr/share/man holds it (timeout.1.gz, printf.3, openssl.1ssl.gz) is roff source, not its text
+MAN_PAGE = ("a man page's roff source, which ragbus does not read; ingest it as man renders it: "
+            "MANWIDTH=80 man -l FILE | col -bx > FILE.txt")
 
 
 @dataclass
@@ -66,6 +69,10 @@ class IngestReport:
 
 #: what a file type's suffix looks like: ``.md``, ``.pdf``, ``.py`` (not ``.30-ReleaseNotes`` or ``.Debian``)
 _TYPE_SUFFIX = re.compile(r"\.[a-z0-9]{1,5}")
+#: a manual section's suffix: .1 to .9, with a subsection's letters (.3pm, .1ssl)
+_MAN_SECTION = re.compile(r"\.[1-9][a-z]{0,6}")
+#: a line of roff that opens a man page (``.TH``; ``.Dd`` in mdoc) or stands for one (``.so man1/other.1``)
+_ROFF_PAGE = re.compile(rb"^\.(?:TH|Dd|so)[ \t]", re.MULTILINE)
 
 
 def _type_suffix(name: str) -> str:
@@ -140,6 +147,23 @@ def _gzip_head(file: Path, size: int) -> bytes:
     return head[:size]
 
 
+def unsupported_reason(file: Path) -> str:
+    """Why ``file``, whose name names no kind ragbus reads, is left out: :data:`MAN_PAGE` for a man page's source
+    (a manual section's suffix, compressed or not, and a roff page's opening line), else :data:`UNSUPPORTED`."""
+    compressed = file.suffix.lower() == COMPRESSED
+    if not _MAN_SECTION.fullmatch((Path(file.stem) if compressed else file).suffix.lower()):
+        return UNSUPPORTED
+    try:
+        if compressed:
+            head = _gzip_head(file, SNIFF_BYTES)
+        else:
+            with file.open("rb") as stream:
+                head = stream.read(SNIFF_BYTES)
+    except (OSError, zlib.error):
+        return UNSUPPORTED
+    return MAN_PAGE if _ROFF_PAGE.search(head) else UNSUPPORTED
+
+
 def document_type(file: Path, *, sniff: bool = True) -> tuple[str, bool] | None:
     """The media type of the document ``file`` holds, and whether it is gzip-compressed; None
     when it is not a document ragbus reads."""
@@ -187,6 +211,8 @@ def ingest_path(
         if found is not None and found[0].refused:
             raise InvalidInput(f"{root} is {found[0].refused}")
         if found is None:
+            if unsupported_reason(root) == MAN_PAGE:
+                raise InvalidInput(f"{root} is {MAN_PAGE}")
             raise InvalidInput(
                 f"{root} has an unsupported suffix {root.suffix!r}; supported: {FILE_TYPES}"
             )
@@ -247,7 +273,7 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
                 report.skip(candidate, found[0].refused)
                 continue
             if found is None:
-                report.skip(candidate, UNSUPPORTED)
+                report.skip(candidate, unsupported_reason(candidate))
                 continue
             if not utf8_name(candidate):
                 # its path could be neither stored nor sent: it fails alone, named by its bytes

@@ -398,3 +398,22 @@ def test_a_symlink_without_a_suffix_is_never_read_as_text(ports, tmp_path):
     assert [m.guid.rsplit("/", 1)[-1] for m in published] == ["README"]
     with pytest.raises(InvalidInput):
         ingest_path(root / "notes", **ports)
+
+
+def test_a_man_page_s_roff_source_is_named_as_such_with_how_to_render_it(ports, tmp_path):
+    # /usr/share/man/man1/timeout.1.gz was skipped as "not a document type ragbus reads" (newcomer17):
+    # the skip now says what the file is and how to make it a document ragbus reads
+    import gzip
+
+    from shared.ingest.files import MAN_PAGE, UNSUPPORTED, IngestReport
+
+    page = b'.\\" a comment\n.TH TIMEOUT "1" "September 2022"\n.SH NAME\ntimeout \\- run a command with a time limit\n'
+    (tmp_path / "timeout.1.gz").write_bytes(gzip.compress(page))
+    (tmp_path / "openssl-ciphers.1ssl").write_bytes(page)
+    (tmp_path / "data.1.gz").write_bytes(gzip.compress(b"\x00\x01 not roff"))
+    (tmp_path / "notes.md").write_text("# Notes\n\nRivers.\n")
+    report = IngestReport()
+    assert len(ingest_path(tmp_path, **ports, report=report)) == 1
+    assert report.skipped == {(MAN_PAGE, ".1.gz"): 1, (MAN_PAGE, ".1ssl"): 1, (UNSUPPORTED, ".1.gz"): 1}
+    with pytest.raises(InvalidInput, match=r"timeout\.1\.gz is a man page's roff source.*man -l FILE"):
+        ingest_path(tmp_path / "timeout.1.gz", **ports)
