@@ -1190,6 +1190,9 @@ def test_a_swapped_phrase_keeps_its_named_scope_and_a_name_its_the(earlier, foll
     ("¿Quién es el revisor en Zapix?", "¿Y el traductor?", ("¿Quién es el traductor en Zapix?", "ellipsis")),
     ("Qui est le relecteur dans Zapix ?", "Et le traducteur ?", ("Qui est le traducteur dans Zapix?", "ellipsis")),
     ("Wer ist der Prüfer in Zapix?", "Und der Übersetzer?", ("Wer ist der Übersetzer in Zapix?", "ellipsis")),
+    # "And for X?" takes the place of the earlier "for" phrase up to its next preposition, not added at the end
+    ("What is the default umask for normal users at login according to the zapd manual?", "And for the root user?",
+     ("What is the default umask for the root user at login according to the zapd manual?", "ellipsis")),
 ])
 def test_names_owners_bound_possessives_and_determiners(earlier, follow_up, expected):
     assert resolve(earlier, follow_up) == expected

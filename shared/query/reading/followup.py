@@ -825,12 +825,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
     mark, fragment, base = "?", _bare(fragment), _plain(earlier, rules)
     opener = words[0].lower() if len(words := fragment.split()) > 1 else ""
     if opener in rules.prepositions or opener in _SUBORDINATORS:
-        # "How do I put a package on hold with apt?" then "And with aptitude?"; else the phrase of its head noun ("...
-        # allocate to system groups?" then "And for user groups?"); a condition's place ("in login.defs") stays when the new one names none
-        closing = [(m.start(), len(base)) for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base)
-                   if len(base[m.end():].split()) <= (6 if opener in rules.prepositions else 20)] or [m.span() for m in re.finditer(
-                       rf"(?i)\b(?:{'|'.join(rules.prepositions)})\s+(?:[\w/+.#'’-]+\s+){{0,3}}?{re.escape(words[-1])}\b", base) if opener in rules.prepositions]
-        if closing:
+        if closing := _closing(base, opener, words[-1], rules):
             start, end = closing[-1]
             scope = _SCOPE.search(base, start + 1)  # "for an alpha version of Python" then "for a release candidate": of Python
             kept = f" {scope.group()}" if scope and scope.group("prep").lower() in ("in", "on", "of") \
@@ -897,6 +892,17 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         return Resolution(_finish(asked, asked, mark), rule, subject)
     asked = f"{rules.what_is} {fragment} {_of(rules, subject)}"
     return Resolution(_finish(asked, asked, mark), rule, subject)
+
+
+def _closing(base: str, opener: str, last: str, rules: Language) -> list[tuple[int, int]]:
+    """Where in ``base`` a fragment "<opener> ... <last>" goes: from its "with" to the end ("on hold with apt" / "with aptitude"),
+    else the phrase of its head noun ("to system groups" / "for user groups"), else up to the next preposition ("for X | at")."""
+    prepositions = "|".join(rules.prepositions) if opener in rules.prepositions else ""
+    to_end = [(m.start(), len(base)) for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base)
+              if len(base[m.end():].split()) <= (6 if prepositions else 20)]
+    return to_end if to_end or not prepositions else [m.span() for m in re.finditer(
+        rf"(?i)\b(?:{prepositions})\s+(?:[\w/+.#'’-]+\s+){{0,3}}?{re.escape(last)}\b", base)] or [m.span() for m in re.finditer(
+        rf"(?i)\b{re.escape(opener)}\s+(?:(?!(?:{prepositions})\b)[\w/+.#'’-]+\s*){{1,3}}(?=\s(?:{prepositions})\s)", base)]
 
 
 def _alike(a: str, b: str) -> int:
