@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,12 +48,15 @@ _OPEN_PATHS = ("/", "/healthz", "/readyz")
 _OPEN_PREFIXES = ("/static/", "/sample/")  # the page's files and the bundled sample corpus, public already
 
 
+#: a Host header's value (RFC 9112 3.2): a name or IPv4 address, or an IPv6 address in brackets, and an optional port
+_AUTHORITY = re.compile(r"(?:\[(?P<ipv6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9.-]+))(?::[0-9]{1,5})?")
+
+
 def _host_name(value: str) -> str:
-    """The name part of a Host header value (``[::1]:8080`` -> ``::1``), lower case."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+    """The name part of a Host header value (``[::1]:8080`` -> ``::1``), lower case; "" for a value that is no
+    host and port (``localhost:8080@evil.example`` and ``localhost:80 evil`` were taken for ``localhost``)."""
+    found = _AUTHORITY.fullmatch(value.strip().lower())
+    return (found["ipv6"] or found["name"]) if found else ""
 
 
 class RequestGuard:

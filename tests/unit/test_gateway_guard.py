@@ -23,6 +23,8 @@ def _client(bound="127.0.0.1", token=None, base="http://127.0.0.1:8080"):
 @pytest.mark.parametrize("host,status", [
     ("127.0.0.1:8080", 200), ("localhost:8080", 200), ("LOCALHOST", 200), ("[::1]:8080", 200),
     ("evil.example", 421), ("evil.example:8080", 421), ("127.0.0.1.evil.example", 421), ("", 421),
+    # no host and port, though it starts as one (newcomer17): a name after the port, or words after it
+    ("localhost:8080@evil.example", 421), ("127.0.0.1:8080 evil.example", 421), ("[::1]:8080@evil.example", 421),
 ])
 def test_only_the_bound_address_is_answered_on_loopback(host, status):
     assert _client().get("/v1/x", headers={"Host": host}).status_code == status
