@@ -39,6 +39,20 @@ def table_rows(rows: list[list[str]]) -> list[str]:
 # ------------------------------------------------------------------ Word
 
 
+#: how an OOXML package's relationships (``_rels/.rels``) name its core properties, which hold its title
+_CORE_PROPERTIES = "/metadata/core-properties"
+
+
+def _stated_title(archive, document) -> str:
+    """The title ``document``'s core properties state; "" for a package without that part, for which python-docx
+    and python-pptx make up one ('Word Document', 'PowerPoint Presentation') that every such file was cited by."""
+    relationships = read_xml(archive, "_rels/.rels")
+    if relationships is None or not any((r.get("Type") or "").endswith(_CORE_PROPERTIES)
+                                        for r in relationships.iter("{*}Relationship")):
+        return ""
+    return (document.core_properties.title or "").strip()
+
+
 def read_docx(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
     return read_ooxml(raw, limits, "Word", lambda archive: _docx_reading(raw, archive))
 
@@ -49,7 +63,7 @@ def _docx_reading(raw: bytes, archive) -> Reading:
     from docx.text.paragraph import Paragraph
 
     document = docx.Document(io.BytesIO(raw))
-    reading = Reading(title=(document.core_properties.title or "").strip())
+    reading = Reading(title=_stated_title(archive, document))
     body = document.element.body
     for child in body.iterchildren():
         tag = child.tag.rsplit("}", 1)[-1]
@@ -93,14 +107,14 @@ def _footnotes(archive) -> list[Passage]:
 
 
 def read_pptx(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:
-    return read_ooxml(raw, limits, "PowerPoint", lambda archive: _pptx_reading(raw, limits))
+    return read_ooxml(raw, limits, "PowerPoint", lambda archive: _pptx_reading(raw, archive, limits))
 
 
-def _pptx_reading(raw: bytes, limits: Limits) -> Reading:
+def _pptx_reading(raw: bytes, archive, limits: Limits) -> Reading:
     from pptx import Presentation
 
     deck = Presentation(io.BytesIO(raw))
-    reading = Reading(title=(deck.core_properties.title or "").strip())
+    reading = Reading(title=_stated_title(archive, deck))
     slides = list(deck.slides)
     if len(slides) > limits.max_pages:
         reading.skip(len(slides) - limits.max_pages, f"slides past the first {limits.max_pages} (RAGBUS_MAX_PAGES) were cut")
