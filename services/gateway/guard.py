@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from services.gateway.openai_compat import error_body, is_openai_path
+from services.gateway.replies import header_text
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -84,12 +85,12 @@ class RequestGuard:
         host = headers.get("host", "")
         if self.check_host and _host_name(host) not in self.allowed_names:
             return (421, f"this gateway answers for {', '.join(sorted(self.allowed_names))} only, not Host "
-                    f"{host[:100]!r} (a page on another site reaching it through DNS rebinding?)", {})
+                    f"{header_text(host)[:100]!r} (a page on another site reaching it through DNS rebinding?)", {})
         method = scope.get("method", "GET").upper()
         if method in _WRITES:
             origin = headers.get("origin")
             if origin is not None and not _same_origin(origin, host, scope):
-                return (403, f"cross-origin {method} from {origin[:100]!r} refused; the API accepts writes "
+                return (403, f"cross-origin {method} from {header_text(origin)[:100]!r} refused; the API accepts writes "
                         "from its own page and from clients that send no Origin" + _proxy_hint(origin, host, scope),
                         {})
             if headers.get("sec-fetch-site") == "cross-site":

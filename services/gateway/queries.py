@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from services.gateway.backlog import BacklogFull, QueryBacklog
 from services.gateway.conversations import unknown_conversation
-from services.gateway.replies import ascii_int, error, read_json_object
+from services.gateway.replies import ascii_int, error, header_text, read_json_object
 from services.gateway.schemas import MAX_WAIT_S, QueryRequest
 from services.gateway.traces import cloud_query_trace, cloud_traces, query_trace
 from shared.contract.deps import Deps
@@ -201,7 +201,7 @@ def _resume_index(raw: str | None) -> int:
     try:
         return max(0, ascii_int(raw) + 1)
     except ValueError:
-        raise InvalidInput(f"Last-Event-ID {shown(raw)} is not an event index from this stream") from None
+        raise InvalidInput(f"Last-Event-ID {shown(header_text(raw))} is not an event index from this stream") from None
 
 
 def _unknown_query(query_id: str) -> Response:

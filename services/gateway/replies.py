@@ -33,6 +33,16 @@ class DuplicateKey(ValueError):
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
+def header_text(raw: str) -> str:
+    """A request header's value as the client wrote it, for an error to quote: Starlette decodes a header's bytes
+    as Latin-1, so UTF-8 ('\u0661\u0662' from curl) was quoted back as mojibake ('\u00d9\u00a1\u00d9\u00a2');
+    bytes that are not UTF-8 are shown as ``\\x`` escapes."""
+    try:
+        return raw.encode("latin-1").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # not from the wire (a test's str): already text
+        return raw
+
+
 def ascii_int(raw: str) -> int:
     """``raw`` as a whole number written in ASCII digits; ValueError for anything else."""
     if not _WHOLE_NUMBER.fullmatch(raw):

@@ -273,3 +273,17 @@ def test_the_gateway_will_not_start_when_its_message_check_cannot_wrap_mcp(serve
     alone = Route("/mcp", ok)
     SDK.streamable_http_app = lambda self, **options: SimpleNamespace(routes=[alone])
     assert _mcp_routes(SDK(), "127.0.0.1") == [alone] and isinstance(alone.app, OneMessagePerPost)
+
+
+def test_a_header_s_utf8_is_quoted_back_as_sent_not_as_latin1_mojibake():
+    # 'Last-Event-ID: \u0661\u0662' (Arabic-Indic digits, from curl) was answered "Last-Event-ID 'Ù¡Ù¢' is not an
+    # event index" (newcomer17): Starlette reads header bytes as Latin-1
+    from services.gateway.queries import _resume_index
+    from shared.contract.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="'\u0661\u0662' is not an event index"):
+        _resume_index("\u0661\u0662".encode().decode("latin-1"))
+    refused = _client().get("/v1/x", headers={"Host": "ünï.example".encode()})
+    assert refused.status_code == 421 and "'ünï.example'" in refused.json()["error"]
+    refused = _client().post("/v1/x", headers={"Origin": "http://ünï.example".encode()}, json={})
+    assert refused.status_code == 403 and "'http://ünï.example'" in refused.json()["error"]
