@@ -149,9 +149,13 @@ def _gzip_head(file: Path, size: int) -> bytes:
 
 def unsupported_reason(file: Path) -> str:
     """Why ``file``, whose name names no kind ragbus reads, is left out: :data:`MAN_PAGE` for a man page's source
-    (a manual section's suffix, compressed or not, and a roff page's opening line), else :data:`UNSUPPORTED`."""
+    (a manual section's suffix, compressed or not, and a roff page's opening line), else :data:`UNSUPPORTED`.
+    Only a regular file reached directly is opened: a named pipe (``pipe.1``) would wait for a writer forever,
+    and a symlink is never read through (``notes.1 -> /etc/shadow``)."""
     compressed = file.suffix.lower() == COMPRESSED
     if not _MAN_SECTION.fullmatch((Path(file.stem) if compressed else file).suffix.lower()):
+        return UNSUPPORTED
+    if file.is_symlink() or not file.is_file():
         return UNSUPPORTED
     try:
         if compressed:

@@ -417,3 +417,36 @@ def test_a_man_page_s_roff_source_is_named_as_such_with_how_to_render_it(ports, 
     assert report.skipped == {(MAN_PAGE, ".1.gz"): 1, (MAN_PAGE, ".1ssl"): 1, (UNSUPPORTED, ".1.gz"): 1}
     with pytest.raises(InvalidInput, match=r"timeout\.1\.gz is a man page's roff source.*man -l FILE"):
         ingest_path(tmp_path / "timeout.1.gz", **ports)
+
+
+def test_a_named_pipe_or_a_symlink_named_like_a_man_page_is_never_opened(ports, tmp_path):
+    # `pipe.1` was opened to look for a roff page's first line: the ingest waited for a writer forever
+    import os
+    import threading
+
+    from shared.ingest.files import UNSUPPORTED, IngestReport
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.txt").write_text("Herons nest in colonies.\n")
+    fifo = root / "x.1"
+    os.mkfifo(fifo)
+    (tmp_path / "page.1").write_text('.TH PAGE "1"\n.SH NAME\npage \\- a page\n')
+    (root / "y.1").symlink_to(tmp_path / "page.1")  # a man page's source, but never read through the link
+    report, outcome = IngestReport(), {}
+
+    def ingest() -> None:
+        outcome["folder"] = ingest_path(root, **ports, report=report)
+        with pytest.raises(InvalidInput, match=r"x\.1 has an unsupported suffix '\.1'"):
+            ingest_path(fifo, **ports)
+        outcome["alone"] = True
+
+    worker = threading.Thread(target=ingest, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    if worker.is_alive():  # let the reader the pipe holds go, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("ingesting a folder holding a named pipe x.1 waited on the pipe")
+    assert [m.guid.rsplit("/", 1)[-1] for m in outcome["folder"]] == ["a.txt"]
+    assert outcome.get("alone")
+    assert report.skipped == {(UNSUPPORTED, ".1"): 2}
