@@ -87,17 +87,21 @@ class BoundedRequestProtocol(H11Protocol):
         super().connection_made(transport)
         self.conn.next_event = functools.partial(self._framed_once, self.conn.next_event)  # type: ignore[method-assign]
         held = [other for other in self.connections if not other.transport.is_closing()]  # this one counted
-        if len(held) > self.max_connections and not self._made_room(held):
+        address = self.client[0] if self.client else None
+        same = [other for other in held if other.client and other.client[0] == address]
+        # The address's own bound first, and then only its own idle connection makes room (which makes room under
+        # the overall bound too): at most one connection is closed for an arrival, and none for one then refused.
+        # (Checked the other way round, a client at its own bound closed other clients' idle connections once
+        # per attempt before it was refused 429, and two were closed when both bounds were met.)
+        if address is not None and len(same) > self.per_address:
+            if not self._made_room(same):
+                self._refuse(429, "Too Many Requests", f"this address holds {self.per_address} connections to "
+                             "the gateway already (RAGBUS_MAX_CONNECTIONS_PER_ADDRESS); close one or try again "
+                             "shortly", retry_after_s=1)
+                return
+        elif len(held) > self.max_connections and not self._made_room(held):
             self._refuse(503, "Service Unavailable", f"the gateway holds {self.max_connections} connections "
                          "already (RAGBUS_MAX_CONNECTIONS); try again shortly", retry_after_s=1)
-            return
-        address = self.client[0] if self.client else None
-        same = [other for other in held if other.client and other.client[0] == address
-                and not other.transport.is_closing()]  # (one closed to make room above is not held)
-        if address is not None and len(same) > self.per_address and not self._made_room(same):
-            self._refuse(429, "Too Many Requests", f"this address holds {self.per_address} connections to the "
-                         "gateway already (RAGBUS_MAX_CONNECTIONS_PER_ADDRESS); close one or try again shortly",
-                         retry_after_s=1)
             return
         self._watch()
 
@@ -202,7 +206,12 @@ class BoundedRequestProtocol(H11Protocol):
         self._stop_watching()
         if self.transport.can_write_eof() and len(_LINGERING) < self.max_connections:
             _LINGERING.add(self)
-            self.transport.write_eof()
+            try:
+                self.transport.write_eof()
+            except OSError:  # the client has gone already (ENOTCONN): nothing to linger for
+                _LINGERING.discard(self)
+                self.transport.close()
+                return
             self.loop.call_later(_LINGER_S, self.transport.close)
         else:
             self.transport.close()

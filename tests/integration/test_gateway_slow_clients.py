@@ -191,6 +191,46 @@ def test_healthz_answers_while_kept_alive_connections_wait_at_the_bound(tmp_path
         handle.stop()
 
 
+
+def test_an_address_at_its_bound_makes_room_only_from_its_own_idle_connections(tmp_path, monkeypatch):
+    """The overall bound was checked first and closed the longest waiting idle connection of any address; then the
+    per-address bound might refuse the newcomer 429 anyway. So a client at its own bound closed another client's
+    kept-alive connection on every attempt, and two were closed for one arrival when both bounds were met."""
+    monkeypatch.setattr(gateway_server.uvicorn, "Config", functools.partial(uvicorn.Config, timeout_keep_alive=60))
+    settings = Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=4, max_connections_per_address=2)
+    handle = serve(make_deps(tmp_path, settings, step_s=0.3), "127.0.0.1", 0)
+    opened: list[socket.socket] = []
+
+    def connect(source: str) -> socket.socket:
+        conn = socket.create_connection(("127.0.0.1", handle.port), timeout=5, source_address=(source, 0))
+        opened.append(conn)
+        return conn
+
+    try:
+        others = [connect("127.0.0.2") for _ in range(2)]  # B: two kept-alive connections, the longest waiting
+        for conn in others:
+            assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
+        idle = connect("127.0.0.1")  # A: one kept-alive, one with a request half sent
+        assert _healthz_on(idle).startswith(b"HTTP/1.1 200 ")
+        busy = connect("127.0.0.1")
+        busy.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        _connections(handle, lambda n: n == 4)
+        third = connect("127.0.0.1")  # both bounds met: A's own idle connection alone is closed to make room
+        assert _healthz_on(third).startswith(b"HTTP/1.1 200 ")
+        assert idle.recv(4096) == b""
+        for conn in others:  # one closed for one arrival, and not B's
+            assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
+        third.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # now A has no idle connection
+        _connections(handle, lambda n: n == 4)
+        for _ in range(3):  # refused, every time, and B's connections untouched
+            assert _healthz_on(connect("127.0.0.1")).startswith(b"HTTP/1.1 429 ")
+        for conn in others:
+            assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for conn in opened:
+            conn.close()
+        handle.stop()
+
 def test_a_request_framed_by_both_content_length_and_chunks_is_refused_and_nothing_after_it_read(server):
     """h11 read the chunked framing (an empty body), answered it, then served what followed as a second request
     on the same connection (newcomer15: two answers, the 'smuggled' GET /healthz's among them); a proxy in
