@@ -520,3 +520,60 @@ def test_one_long_token_is_read_in_linear_time():
     # linear about 8, quadratic about 64
     assert cpu_ratio(lambda n: sentence_states(dotted[n], question), 500, 4000, check=check) < 24
     assert cpu_ratio(lambda n: holds_value(snake[n], FLAG), 500, 4000, check=check) < 24
+
+
+def test_a_value_stated_for_another_setting_option_function_or_constant_is_not_the_asked_ones():
+    # a value belongs to the names of its own clause, else of the clause before it naming one of that form (a man page's
+    # heading: "QuietMode=: ... Defaults to off."), else of any the sentence names; a name a default gives as its value
+    # is no owner ("Defaults to QuietSec= times two"), and a sentence naming none of the asked form states nothing of it
+    setting = "What is the default of QuietSec= in quill.conf?"
+    assert sentence_states("QuietSec=: How long quill stays quiet. Defaults to 30.", setting)
+    assert sentence_states("QuietSec= defaults to 30 and LoudSec= to 60.", setting)
+    assert not sentence_states('QuietMode=: Turns the quiet mode on. Defaults to "off".', setting)
+    assert not sentence_states("LoudSec=: Defaults to QuietSec= times two.", setting)
+    assert not sentence_states("LoudSec= defaults to 20 and must exceed QuietSec=.", setting)
+    assert not sentence_states("Quill keeps quiet for 30 seconds by default.", setting)
+    # a clause of names alone labels what follows it, a setting named later in passing does not
+    assert not sentence_states("QuietMode=: Takes effect only with QuietSec= set. Defaults to off.", setting)
+    assert sentence_states("Quill stays quiet as long as QuietSec= says. Defaults to 30.", setting)
+    option = "What block size does the quill option -Z3 select?"
+    assert sentence_states("-Z2= 32KB ; -Z3= 128KB ; -Z4= 512KB", option)
+    assert not sentence_states("-Z2= 32KB ; -Z4= 512KB", option)
+    lines = "How many lines per page does the quill report print with the -q option?"
+    assert sentence_states("With the -q option, the quill report prints 60 lines per page.", lines)
+    assert not sentence_states("With the -l option, the quill report prints 40 lines per page.", lines)
+    function = "In which kestrel release was the frob_open() function added?"
+    assert sentence_states("Changes in kestrel 2.1: Added the frob_open() function.", function)
+    assert not sentence_states("Changes in kestrel 2.1: Added the frob_close() function.", function)
+    constant = "Which kestrel release added the KES_QUIET_MODE variable?"
+    assert sentence_states("Kestrel 2.4 added the KES_QUIET_MODE variable.", constant)
+    assert not sentence_states("Kestrel 2.4 added the KES_LOUD_MODE variable.", constant)
+
+
+def test_the_object_of_an_asked_event_is_no_event_of_its_own():
+    # "removed support for X": a sentence saying support for X was added states no removal (release notes under a heading)
+    removed = "Which kestrel release removed support for the KES_OLD_SHEETS variable?"
+    assert not sentence_states("Changes in kestrel 2.4: Support for the KES_OLD_SHEETS variable has been added.", removed)
+    assert sentence_states("Changes in kestrel 3.0: Support for the KES_OLD_SHEETS variable has been removed.", removed)
+    assert sentence_states("Changes in kestrel 2.4: Support for the KES_OLD_SHEETS variable has been added.",
+                           "Which kestrel release added support for the KES_OLD_SHEETS variable?")
+
+
+def test_a_value_of_a_sibling_noun_phrase_is_not_the_asked_ones():
+    # the clause holding the value names the asked phrase's head with another word in its place ("the frob cache" for
+    # "the knurl cache") and not the asked word: it states the sibling's value, wherever the asked phrase is named
+    patch = "Who wrote the patch that added the knurl cache?"
+    assert sentence_states("Ada Quill wrote the patch that added the knurl cache.", patch)
+    assert not sentence_states("The patch that Ada Quill wrote added the frob cache.", patch)
+    builtin = "Which Zorp release added the knurl builtin?"
+    assert sentence_states("Zorp 4.2 added the knurl builtin.", builtin)
+    assert not sentence_states("Zorp 4.2 added the frob builtin and deprecated the knurl builtin.", builtin)
+    port = "What is the default port of the knurl server?"
+    assert sentence_states("The knurl server listens on port 7413 by default.", port)
+    assert not sentence_states("The frob server listens on port 7412 by default.", port)
+
+
+def test_capitals_of_a_heading_are_no_name():
+    question = "Who maintains the quill packer?"
+    assert not sentence_states("NEW FEATURES: the quill packer is maintained again.", question)
+    assert sentence_states("NEW FEATURES: the quill packer is maintained by Ada Quill again.", question)

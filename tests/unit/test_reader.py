@@ -142,6 +142,19 @@ def test_a_sphinx_heading_is_no_answer_but_the_heading_of_its_section():
         ("How do I write an octal literal?", "Precede the digits with a zero and a lower or upper case o.")]
 
 
+def test_an_underlined_line_of_a_text_file_is_the_heading_of_its_section():
+    # release notes in plain text underline each release's heading ("Changes in 2.4" / "====="): the underline is no
+    # heading, the line above it is, also where it ends in a colon and the underline was joined to it
+    notes = ("Changes in kestrel 2.4\n======================\n\t* packer: Add the --skip-empty option\n\n"
+             "Changes from 2.2 to 2.3:\n------------------------\n\n* Fix a crash in the sheet reader.\n")
+    assert [(q.heading, q.text) for q in quotable_sentences(notes)] == [
+        ("Changes in kestrel 2.4", "packer: Add the --skip-empty option"),
+        ("Changes from 2.2 to 2.3", "Fix a crash in the sheet reader.")]
+    # read under it, an item states the release its heading names, and the answer shows the heading
+    answer = _read("Which kestrel release added the --skip-empty option?", notes)
+    assert "Changes in kestrel 2.4" in _quoted(answer)[0]
+
+
 def test_code_is_not_read_as_a_definition_or_a_wrapped_sentence():
     body = ("if (err.name === 'AbortError')\nconsole.error('The request was aborted');\n\n"
             "The handler logs the error and returns\n{ status: 'aborted' } to its caller.\n")

@@ -595,7 +595,7 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         if any(m["role"].lower() not in _WORDS["not_roles"] and stem(m["role"]) not in question_terms
                for m in _ROLE.finditer(sentence)):
             return True
-        words = tokenize(sentence)
+        words = tokenize(re.sub(r"\b[A-Z]{2,}(?:\s+[A-Z]{2,})+\b", " ", sentence))  # a heading in capitals: "BUG FIXES"
         # a capitalised word, not one that only opens the sentence
         return any(word[:1].isupper() and len(word) >= 2 and word not in _WORDS["name_fillers"]
                    and word.lower() not in _MONTHS and stem(word) not in question_terms
@@ -680,7 +680,8 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
     shopt builtin": Z's). Where no clause holds a value alone ("Default: 1"), the sentence states one if no event is asked."""
     kind_words, changed, seen = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")], False  # seen: a value
     released = _EVENTS[stem("released")]
-    events = {_EVENTS[s] for s in fact.subject if s in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()
+    events = {_EVENTS[s] for s, before in zip(fact.subject, ("", *fact.subject[:-1]), strict=True) if s in _EVENTS and
+              before not in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()  # "removed support": an object
     named = {s for s in fact.subject if not s.isalpha()} or set(fact.subject) - _EVENTS.keys()
 
     def said(text: str) -> set[int]:  # a version before a date in brackets is its release: "grep 3.4 (2020-01-02)"
@@ -701,6 +702,43 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
     return not seen and not events
 
 
+# Names of one form, whose members are siblings: a setting ("IdleActionSec="), an option ("-B5", "--fast"), a function
+# ("uncompress2()"), a constant ("PKG_CONFIG_PATH"); not one a default gives as its value ("Defaults to X= / 4096").
+_NAME_FORMS = (re.compile(r"(?<![\w.$-])([A-Za-z][\w.]{2,})="), re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)"),
+               re.compile(r"\b([A-Za-z_]\w*)\(\)"), re.compile(r"\b([A-Z][A-Z\d]*_[A-Z\d_]+)\b"))
+_WORD_PAIR = re.compile(r"(?<![\w/.-])(?=([A-Za-z][\w-]*)\s+([A-Za-z][\w-]*)\b)")
+_THE_NOUN = re.compile(r"\b(?:the|an?)\s+" + _WORD_PAIR.pattern, re.IGNORECASE)  # "the knurl cache"
+_DEFAULT_IS = re.compile(r"\bdefault(?:s|ing)?(?:\s+values?)?\s*(?:\bto\b|\bis\b|:|=)\s*\S+", re.IGNORECASE)
+
+
+def _of_another(text: str, question: str, kind: str) -> bool:
+    """Whether no clause of ``text`` holding a value of ``kind`` is about what ``question`` asks of: one naming the head
+    of a noun phrase the question names with another word ("the frob cache" for "the knurl cache") is not, nor one whose
+    names of a form the question names a member of are others: its own, else the last label's (a clause of names alone,
+    a heading: "IdleAction=: ... Defaults to ignore."), else the nearest clause's, else any in ``text`` (none: "lz4 offers
+    500 MB/s" for --favor-decSpeed)."""
+    def names(text: str) -> list[set[str]]:
+        return [{m[1] for m in form.finditer(_DEFAULT_IS.sub(" ", text))} for form in _NAME_FORMS]
+
+    pairs = {stem(m[2]): stem(m[1]) for m in _THE_NOUN.finditer(question) if not {m[1].lower(), m[2].lower()} & STOPWORDS}
+    stems, asked, anywhere = frozenset(term_set(question)), names(question), names(text)
+    owner, values, labelled = [set()] * len(_NAME_FORMS), [], False
+    for clause in (clause for part in split_sentences(text) for clause in _CLAUSE.split(part)[::2]):
+        own = names(clause)
+        if label := any(own) and not re.sub(r"\W|\b(?:and|or)\b", "", functools.reduce(lambda t, f: f.sub("", t),
+                                                                                        _NAME_FORMS, clause)):
+            owner, labelled = own, True
+        elif not labelled:
+            owner = [here or before for here, before in zip(own, owner, strict=True)]
+        if not label and holds_value(clause, kind, stems):
+            held = term_set(clause)
+            sibling = any(stem(b) in pairs and pairs[stem(b)] not in held and stem(a) not in stems and a.lower() not in
+                          STOPWORDS for a, b in _WORD_PAIR.findall(clause))
+            values.append(not sibling and all(not a or a & (h or o or e) for a, h, o, e in zip(asked, own, owner, anywhere,
+                                                                                              strict=True)))
+    return bool(values) and not any(values)
+
+
 def sentence_states(sentence: str, question: str) -> bool | None:
     """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named with its aspect
     or tied to the question's terms); None when it asks for no value of a type (a cause, a mechanism or an open answer
@@ -713,7 +751,7 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     if sentence:
         if ASKS_LIMIT.search(question) and not _BOUND.search(sentence):
             return False  # "the maximum depth": "a depth of 1" is a depth, not its limit
-        if not _value_of_event(sentence, fact, question_stems):
+        if not _value_of_event(sentence, fact, question_stems) or _of_another(sentence, question, fact.kind):
             return False
         words = {w.lower() for w in tokenize(sentence)} | {m.group().lower() for m in _EXACT.finditer(sentence)}
         words |= {part for w in list(words) for part in re.split(r"[-_/]", w) if part}  # "krb5-1.18" names krb5

@@ -205,6 +205,11 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     pieces = _joined(pieces)
     heading = ""
     for position, (piece, item) in enumerate(pieces):
+        # a text file's heading is the line its underline is under ("Changes in 2.4" / "=====", or joined to it)
+        if (line := _UNDERLINE.match(piece)) and (title := _section_title((line[1] or pieces[position - 1][0] if
+                                                                               position else line[1]).rstrip(":"))):
+            heading, out = title, out if line[1] else [q for q in out if q.position != position - 1]
+            continue
         sentence = answer_sentence(piece, item=item)
         if sentence is None:
             if (not item or piece.endswith(PERMALINK)) and (title := _section_title(piece)):
@@ -228,6 +233,7 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     return tuple(out)
 
 
+_UNDERLINE = re.compile(r"(.*?)\s*([=~^*-])\2{2,}$")
 _SECTION_NUMBER = re.compile(r"^(?:#+\s*)?(?:\d+(?:\.\d+)*\.?\s+)?")
 # A heading is a short line that is no sentence: "Term frequency saturation and k1", "5.3.1. LZMA2".
 MAX_HEADING_CHARS = 80
@@ -500,7 +506,7 @@ class Reader:
         if self.asks_fact:
             # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
             for i in sorted(usable, key=lambda i: -self.cheap[i])[:max(3 * READER_POOL, 24)]:
-                self.states[i] = 1.0 if self.fact_check(self.quoted_text(i), self.query) else -1.0
+                self.states[i] = 1.0 if self.fact_check(self.read_text(i), self.query) else -1.0
         self.column["states"][:] = self.states > 0
         pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
         self.pool = pool = []  # each text once, none within one embedded (with the next, leaning on it)
@@ -677,11 +683,12 @@ class Reader:
 
     def _under_heading(self, lead: int) -> str:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
-        the heading holds question terms its sentences lack, as a reader sees it (the heading names what the
-        section's sentences are about without repeating it)."""
+        the heading holds question terms its sentences lack, or states the asked value they do not, as a reader sees it
+        (the heading names what the section's sentences are about without repeating it)."""
         unit, heading = self.unit(lead), self.candidates[lead].heading
         text, held = self.candidates[unit[0]].text, frozenset().union(*(self.candidates[j].stems for j in unit))
-        named = heading and heading.lower() not in text.lower() and (_term_set(heading) - held) & set(self.term_stems)
+        stated = self.states[lead] > 0 and not self.fact_check(self.quoted_text(lead), self.query)
+        named = heading and heading.lower() not in text.lower() and ((_term_set(heading) - held) & set(self.term_stems) or stated)
         return f"{heading}: {text}" if named else text
 
     def _evidence(self, lead: int, chosen: list[int], unknown: list[str]) -> tuple[dict[str, float], list[int]]:
@@ -703,8 +710,10 @@ class Reader:
 
         # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms and
         # most of what it is asked about (an item by its own words: a heading ties the subject to each of its items alike)
-        stating = [i for i in chosen if self.asks_fact and subject(i, own=candidates[i].item) >=
-                   STATED_SUBJECT and self.fact_check(self.quoted_text(i), query)]
+        # (under its heading, "IdleAction=" for IdleActionSec=, and as quoted: the lead under it where the answer shows it)
+        shown = {lead} if self._under_heading(lead) != candidates[self.unit(lead)[0]].text else set()
+        stating = [i for i in chosen if self.asks_fact and subject(i, own=candidates[i].item) >= STATED_SUBJECT and
+                   self.fact_check(self.read_text(i), query) and (i in shown or self.fact_check(self.quoted_text(i), query))]
         stated = max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0)
         # a list's items in the lead or the list it leads into, not a neighbour's commas ("creates a number of files.")
         listed = [i for i in chosen if i == lead or candidates[i].item and candidates[i].number == candidates[lead].number]
@@ -781,7 +790,7 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
     asked = {key: next(iter(cases.items())) for key, cases in conditions(query, aliases).items() if len(cases) == 1}
     named = [conditions(sentence, aliases) for sentence in stating]
     for n, sentence in enumerate(stating):
-        if states and (m := _REPLACED.search(sentence)) and not states(sentence[:m.start()]) and states(sentence[m.end():]):
+        if states and (m := _REPLACED.search(sentence)) and not states(sentence[:m.start()]) and states(sentence):
             named[n] = {k: {not h: w for h, w in c.items()} for k, c in conditions(sentence[:m.start()], aliases).items()}
     for key, (holds, written) in asked.items():  # "--follow" is named by "--follow=name"
         same = [[c for k, c in n.items() if k in (key, key.split("=")[0]) or key == k.split("=")[0]] for n in named]
