@@ -110,6 +110,9 @@ def test_a_malformed_lexicon_table_fails_naming_the_file_and_line(monkeypatch, t
 @pytest.mark.unit
 def test_words_outside_the_lexicon_names_and_numbers_pass_through():
     assert english_terms("Was kostet Kafka 3.7 bei Confluent?", "de") == "what cost Kafka 3.7 bei Confluent"
+    # an option is a name too, dash and all (it was "c", which no sentence naming "-c" holds)
+    assert english_terms("Was bewirkt die Option -c von pgrep?", "de") == "what do Option -c from pgrep"
+    assert english_terms("Quelles options ne fonctionnent pas avec --revert ?", "fr").endswith("--revert")
 
 
 @pytest.mark.unit

@@ -28,8 +28,9 @@ _DROP = "-"
 _MAX_PHRASE = 3
 _MIN_COMPOUND_PART = 3
 
-# Numbers ("3.7" whole), words and hyphenated words; apostrophes separate (French elision: "l'index").
-_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:-[^\W_]+)*", re.UNICODE)
+# Options as written ("-c", "--nslist": a name, passed on unchanged), numbers ("3.7" whole), words and hyphenated words;
+# apostrophes separate (French elision: "l'index").
+_TOKEN = re.compile(r"(?<![\w-])--?[^\W\d_][\w-]*|\d+(?:[.,]\d+)+|[^\W_]+(?:-[^\W_]+)*", re.UNICODE)
 
 
 def _tokens(text: str) -> list[str]:
