@@ -18,7 +18,13 @@ from shared.query.reading.answer_sentences import (
     passage_pieces,
 )
 from shared.query.reading.answer_types import asked_subject, sentence_states
-from shared.query.reading.extractive import extractive_answer, quotable_sentences, stem
+from shared.query.reading.extractive import (
+    _DEFINITION_Q,
+    extractive_answer,
+    quotable_sentences,
+    stem,
+)
+from shared.query.reading.translation import english_terms
 from shared.query.reading.verdict import FEATURES, Logistic, VerdictModel
 from tests.unit.loop_fakes import HashingEmbedder
 
@@ -706,3 +712,72 @@ def test_a_definition_opens_with_its_subject_and_an_article_whatever_the_questio
                "A spool is a queue of jobs that wait for their printer.")
     assert _quoted(_read("What is a spool in the print service?", service))[0] == \
         "A spool is a queue of jobs that wait for their printer."
+
+
+def test_a_glossary_term_written_in_quotes_opens_its_definition():
+    # issue 36: 'A "block" is ...' was no definition of the asked term, nor "What is a block in <a long name of the
+    # document>?" a question asking one (its subject past 60 characters): the sentence was never embedded
+    embedder = HashingEmbedder()
+    mentions = " ".join(f"The gearbox manual mentions a block in chapter {n} of its overview." for n in range(12))
+    passage = f'{mentions} A "block" is a square frame of sixteen teeth in the Frobnicator gearbox.'
+    contexts = [NumberedContext(number=1, source="doc1", text=passage)]
+    question = "What is a block in the Frobnicator gearbox manual overview?"
+    seen = []
+    extractive_answer(question, contexts, context_similarity={1: 0.5}, question_vector=embedder.embed([question])[0],
+                      sentence_embed=embedder.embed, fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED,
+                      observe=lambda evidence, answer, reader: seen.append(reader))
+    (reader,) = seen
+    assert "square frame" in reader.quoted_text(reader.ranked[0])
+    asked = _DEFINITION_Q.match("What is a block in the JPEG terminology of the IJG library's architecture document?")
+    assert asked and asked["subject"] == "block"
+
+
+def test_an_answer_too_short_to_stand_alone_after_a_question_opens_the_sentence_after_it():
+    # issue 36: a FAQ's answer opening "From Norse sagas." (or "No.") after its question had nothing to join: dropped
+    body = ("2.1. Where does the name Quux come from?\n\nFrom Norse sagas. The first release was named after a "
+            "longship of the sagas.\n")
+    assert [q.text for q in quotable_sentences(body)] == [
+        "From Norse sagas. The first release was named after a longship of the sagas."]
+
+
+def test_a_question_asked_in_french_is_answered_from_the_passages_in_french():
+    # issue 36: the reader matches a French question by its English terms, so an English passage naming them all won
+    # over the French one answering it; the English passage still answers where no French one is retrieved
+    question = english_terms("Quelle est la taille par défaut du tampon de quuxd ?", "fr")
+    english = "The default buffer size of quuxd is 4096 bytes on every platform it supports."
+    french = "La taille par défaut du tampon de quuxd est de 8192 octets sur toutes les plateformes."
+    contexts = [NumberedContext(number=1, source="en.txt", text=english), NumberedContext(number=2, source="fr.txt", text=french)]
+
+    def first(*given: NumberedContext) -> str:
+        answer = extractive_answer(question, given, language="fr", context_similarity={c.number: 0.5 for c in given},
+                                   question_vector=EMBEDDER.embed([question])[0], sentence_embed=EMBEDDER.embed,
+                                   fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED)
+        return _quoted(answer)[0]
+
+    assert first(*contexts) == french
+    assert first(contexts[0]) == english
+
+
+def test_a_lead_in_is_quoted_with_the_few_short_lines_it_leads_into_not_with_items_leading_on():
+    # issue 36: "Use the following layout:" before three short lines kept only the first; and a list's lead-in
+    # swallowed an item that leads into more itself, so neither could be quoted
+    body = ("The options that set the layout are:\n-l layout --layout=layout\nUse layout as the layout string.\n"
+            "-q --quick\nUse the following layout string:\nname %n\nsize %z\nmode %m\n"
+            "The quick layout is the same on every system the tool runs on.\n")
+    assert [q.text for q in quotable_sentences(body)] == [
+        "-l layout --layout=layout: Use layout as the layout string.",
+        "-q --quick: Use the following layout string: name %n; size %z; mode %m",
+        "The quick layout is the same on every system the tool runs on."]
+
+
+def test_a_quoted_sentence_ending_in_a_colon_is_quoted_with_what_follows_it():
+    # issue 36: "La sortie de lintian utilise les balises suivantes :" was quoted without the tags it leads into
+    body = ("The report marks each finding it prints with one of two short tags:\n\n"
+            "- E: an error, a breach of the packaging rules that must be fixed before an upload.\n"
+            "- W: a warning, a likely packaging slip that should be looked at before an upload.\n\n"
+            "The report is written to standard output unless a file is named.\n")
+    quoted = _quoted(_read("How does the report mark each finding it prints?", body))
+    assert quoted[0].endswith("short tags:")
+    assert [q for q in quoted if q.startswith(("E:", "W:"))] == [
+        "E: an error, a breach of the packaging rules that must be fixed before an upload.",
+        "W: a warning, a likely packaging slip that should be looked at before an upload."]

@@ -41,7 +41,7 @@ from shared.query.reading.answer_sentences import (
     question_parts,
     too_short,
 )
-from shared.query.reading.language import phrase
+from shared.query.reading.language import detect_language, phrase
 from shared.query.reading.sentence_score import SCORED_ON, SentenceScore, shipped_sentence_score
 from shared.query.reading.stemming import stemmer
 from shared.query.reading.translation import lexicon_table
@@ -263,28 +263,45 @@ def _joined(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
         while end < len(pieces) and pieces[end][1]:
             end += 1
         items = [t.strip() for t, _ in pieces[n + 1:end]]
-        # one line after it that is no item (a command, an example, a value) is read as its one item
+        # one line after it that is no item (a command, an example, a value) is read as its one item; a few short lines
+        # that are no statements, up to a statement, as its items ("Use the following format:" / "real %e" / "user %U")
         one_line = not items and end < len(pieces) and not pieces[end][0].rstrip().endswith(":")
         if one_line:
-            items, end = [pieces[end][0].strip()], end + 1
+            run = end
+            while run < len(pieces) and run - end < MAX_LIST_ITEMS and not pieces[run][1] and _short_line(pieces[run][0]):
+                run += 1
+            lines = run - end >= 2 and (run == len(pieces) or pieces[run][1] or STATEMENT_END.search(pieces[run][0]))
+            items, end = [t.strip() for t, _ in pieces[end:run if lines else end + 1]], run if lines else end + 1
         # an item leading into one line ("- To list them, run:" / "apt list"), a sentence into one short item that is no
         # statement ("... by running:" / "- $ echo 10 > debian/compat"); never into a block of code's first line
         alone = end == len(pieces) or pieces[end][1] or STATEMENT_END.search(pieces[end][0])
         single = len(items) == 1 and alone and len(items[0]) <= SHORT_ITEM_CHARS and not STATEMENT_END.search(items[0])
+        # (not into items that lead into more themselves: "The options are:" / "-p: Use the following format:")
         if (text.rstrip().endswith(":") and (one_line and alone if item else len(items) >= 2 or one_line or single)
+                and not any(t.endswith(":") for t in items)
                 and (all(len(t) <= SHORT_ITEM_CHARS for t in items) or not any(STATEMENT_END.search(t) for t in items))
                 and len(text) + sum(len(t) + 2 for t in items) <= MAX_ITEM_CHARS):
             out.append((f"{text.rstrip()} {'; '.join(items)}", True))
             n = end
             continue
         before = out[-1][0] if out and not item else ""
-        if before and len(before) + len(text) < MAX_ITEM_CHARS and STATEMENT_END.search(before) \
-                and STATEMENT_END.search(text) and len(tokenize(text)) >= 2 and too_short(text):
+        short = not item and STATEMENT_END.search(text) and too_short(text)
+        if short and before and len(before) + len(text) < MAX_ITEM_CHARS and STATEMENT_END.search(before) \
+                and len(tokenize(text)) >= 2:
             out[-1] = (f"{before} {text}", out[-1][1])  # a definition's "New in version 3.2." too
+        elif short and text[:1].isupper() and n + 1 < len(pieces) and not pieces[n + 1][1] \
+                and STATEMENT_END.search(pieces[n + 1][0]):  # (not a chunk's cut "ee.")
+            # after a question or a heading, an answer's first words ("No.", "From Nordic mythology.") open the next one
+            pieces = [*pieces[:n + 1], (f"{text} {pieces[n + 1][0]}", False), *pieces[n + 2:]]
         else:
             out.append((text, item))
         n += 1
     return out
+
+
+def _short_line(text: str) -> bool:
+    """A line of a few words that is no statement nor a lead-in: a format's field, a value, a short command."""
+    return len(text) <= SHORT_ITEM_CHARS and not STATEMENT_END.search(text) and not text.rstrip().endswith(":")
 
 
 # "This package ...", "These options ...": a demonstrative with its own noun, which under a heading (or at a
@@ -349,8 +366,12 @@ def extractive_answer(
     the question); what is not given (the synthesizer's fallback) is embedded with ``embed``, and without it every
     cosine is 0 (read by terms). ``names``, ``value_check``, ``fact_check`` and ``subject`` for a question:
     :func:`~shared.query.reading.answer_types.reading_arguments`."""
+    # a question asked in French is answered from the documents in French, where there are some (all their passages:
+    # a French manual's code or untranslated paragraph too)
+    own = {c.source or c.number for c in contexts if language != "en" and detect_language(body_lines(c.text)) == language}
+    quoted = [c for c in contexts if (c.source or c.number) in own] or contexts
     # at most 40 sentences a passage, 240 in all
-    candidates = list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in contexts
+    candidates = list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in quoted
                                         for sentence in quotable_sentences(ctx.text)[:40]), 240))
     terms = content_terms(query, keep_temporal=False) or content_terms(query)
     # a word the question negates ("has not changed") is not what a sentence holding it states ("has changed"):
@@ -416,8 +437,9 @@ class Reader:
         self.subject = self.column["subject"]  # the share of the asked subject, by rarity
         self.column["rank"][:] = [1.0 / c.number for c in candidates]
         asked, definition = _bigrams(query), _DEFINITION_Q.match(query)
-        opens = re.compile(r"(?:(?:an?|the)\s+)?" + re.escape(re.split(r"\s+(?:in|within)\s+", definition["subject"])[0]) +
-                           r"\s+(?:is|are|was|means|stands|provides)\b", re.IGNORECASE) if definition else None
+        # (the term as a glossary writes it too: 'A "block" is ...', "*frobnicator* means ...")
+        opens = re.compile(r"(?:(?:an?|the)\s+)?[\"'“‘*_`]?" + re.escape(re.split(r"\s+(?:in|within)\s+", definition["subject"])[0])
+                           + r"[\"'”’*_`]?\s+(?:is|are|was|means|stands|provides)\b", re.IGNORECASE) if definition else None
 
         def weighed(held: frozenset[str]) -> float:
             return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
@@ -496,7 +518,21 @@ class Reader:
             self._quote_close(lead, chosen)
         self._name_each_option(chosen)
         self._quote_the_list(chosen)
+        self._read_past_colons(chosen)
         return self._verdict(lead, chosen, missing)
+
+    def _read_past_colons(self, chosen: list[int]) -> None:
+        """A quoted sentence ending in a colon says what it means in what follows it ("The tags are the following:" /
+        "E: an error ..."): the passage's next piece is quoted after it, a list's items up to ``MAX_LIST_ITEMS``."""
+        for i in list(chosen):
+            run: list[int] = []
+            j = i
+            while (self.candidates[j].text.endswith(":") or run and self.candidates[j].item) and len(run) < MAX_LIST_ITEMS:
+                j = self.at.get((self.candidates[j].number, self.candidates[j].position + 1))
+                if j is None or run and not self.candidates[j].item:
+                    break
+                run.append(j)
+            chosen += [j for j in run if j not in chosen]
 
     def _rank(self) -> bool:
         """Score the usable sentences (``self.states``, ``self.pool``, ``self.cosine``,
@@ -957,8 +993,8 @@ def _specific_terms(query: str) -> list[str]:
 _NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|ever|even)\s+)?(?P<word>[A-Za-z][\w-]*)",
                       re.IGNORECASE)
 # "What is X?": "A package pool is ..." answers it, less where it is asked ("... a package pool in the archive?")
-_DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)\s*\??\s*$",
-                           re.IGNORECASE)
+_DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)"
+                           r"(?:\s+(?:in|within)\s+[^?]+)?\s*\??\s*$", re.IGNORECASE)  # "..., in the X manual?" says where
 
 
 def _bigrams(text: str) -> frozenset[tuple[str, str]]:
