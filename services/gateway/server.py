@@ -86,7 +86,10 @@ class BoundedRequestProtocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.conn.next_event = functools.partial(self._framed_once, self.conn.next_event)  # type: ignore[method-assign]
-        held = [other for other in self.connections if not other.transport.is_closing()]  # this one counted
+        # this one counted; refused ones lingering (see _refuse) are not: bounded apart, in _LINGERING (a client at its
+        # own bound that kept retrying filled the overall bound with its refusals, and the next client from any
+        # address closed another's kept-alive connection to make room, or was refused 503)
+        held = [other for other in self.connections if not other.refused and not other.transport.is_closing()]
         address = self.client[0] if self.client else None
         same = [other for other in held if other.client and other.client[0] == address]
         # The address's own bound first, and then only its own idle connection makes room (which makes room under

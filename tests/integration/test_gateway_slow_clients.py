@@ -231,6 +231,41 @@ def test_an_address_at_its_bound_makes_room_only_from_its_own_idle_connections(t
             conn.close()
         handle.stop()
 
+
+def test_refused_connections_still_lingering_do_not_count_as_held(tmp_path, monkeypatch):
+    """A refused connection lingers (its sending side ended, see _refuse) and was counted as held: a client at its own
+    bound that kept retrying filled the overall bound with refusals, and the next client from another address had
+    another client's kept-alive connection closed to make room for it."""
+    monkeypatch.setattr(gateway_server.uvicorn, "Config", functools.partial(uvicorn.Config, timeout_keep_alive=60))
+    monkeypatch.setattr(gateway_server, "_LINGER_S", 30.0)  # the refused ones still linger when C arrives
+    settings = Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=6, max_connections_per_address=2)
+    handle = serve(make_deps(tmp_path, settings, step_s=0.3), "127.0.0.1", 0)
+    opened: list[socket.socket] = []
+
+    def connect(source: str) -> socket.socket:
+        conn = socket.create_connection(("127.0.0.1", handle.port), timeout=5, source_address=(source, 0))
+        opened.append(conn)
+        return conn
+
+    try:
+        others = [connect("127.0.0.2") for _ in range(2)]  # B: two kept-alive connections
+        for conn in others:
+            assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
+        for _ in range(2):  # A: two with a request half sent, at its bound and nothing idle
+            connect("127.0.0.1").sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        _connections(handle, lambda n: n == 4)
+        for _ in range(3):  # refused, and kept open by A: they linger
+            assert _healthz_on(connect("127.0.0.1")).startswith(b"HTTP/1.1 429 ")
+        _connections(handle, lambda n: n == 7)
+        assert _healthz_on(connect("127.0.0.3")).startswith(b"HTTP/1.1 200 ")  # C: 5 held, under the bound of 6
+        for conn in others:  # nothing was closed to make room for C
+            assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for conn in opened:
+            conn.close()
+        handle.stop()
+
+
 def test_a_request_framed_by_both_content_length_and_chunks_is_refused_and_nothing_after_it_read(server):
     """h11 read the chunked framing (an empty body), answered it, then served what followed as a second request
     on the same connection (newcomer15: two answers, the 'smuggled' GET /healthz's among them); a proxy in
