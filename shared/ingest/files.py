@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
@@ -116,55 +117,72 @@ def _starts_as_text(file: Path, compressed: bool) -> bool:
     from shared.formats.text import binary_reason
 
     try:
-        if not file.is_file():
-            return False
-        if compressed:
-            head = _gzip_head(file, SNIFF_BYTES)
-        else:
-            with file.open("rb") as stream:
-                head = stream.read(SNIFF_BYTES)
+        head = _regular_head(file, compressed)
     except (OSError, zlib.error):
         return False
-    return bool(head.strip()) and binary_reason(head) is None
+    return bool(head and head.strip()) and binary_reason(head) is None
 
 
-def _gzip_head(file: Path, size: int) -> bytes:
-    """Up to ``size`` bytes of what the gzip ``file`` holds, as far as its stream goes: a file cut
+def _open_regular(file: Path) -> BinaryIO | None:
+    """``file`` opened for reading when it is a regular file reached directly, else None (a named pipe, a device, a
+    folder); raises OSError when it is a symlink or cannot be opened. What is opened is what is checked: a file
+    swapped for a named pipe between a check and an open waited for a writer forever (O_NONBLOCK opens a pipe at
+    once), and a symlink swapped in was read through (O_NOFOLLOW)."""
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")  # O_NONBLOCK changes nothing for a regular file
+
+
+def _regular_head(file: Path, compressed: bool) -> bytes | None:
+    """The first :data:`SNIFF_BYTES` of ``file`` (of what it holds, when ``compressed``), or None when it is not a
+    regular file (see _open_regular). Raises OSError, and ``zlib.error`` when ``compressed`` and it is not gzip."""
+    stream = _open_regular(file)
+    if stream is None:
+        return None
+    with stream:
+        return _gzip_head(stream, SNIFF_BYTES) if compressed else stream.read(SNIFF_BYTES)
+
+
+def _gzip_head(stream: BinaryIO, size: int) -> bytes:
+    """Up to ``size`` bytes of what the gzip ``stream`` holds, as far as its stream goes: a file cut
     short still shows what it starts with (then it is refused as damaged gzip, by name, not taken for
     a kind ragbus does not read); no more than 64 times ``size`` of it is read. Raises ``zlib.error``
     when it is not gzip at all."""
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
     head, read = b"", 0
-    with file.open("rb") as stream:
-        while len(head) < size and not inflate.eof and read < 64 * size:  # empty blocks inflate to nothing
-            compressed = stream.read(16 * 1024)
-            read += len(compressed)
-            if not compressed:
-                break
-            head += inflate.decompress(compressed, size - len(head))
-            while len(head) < size and inflate.unconsumed_tail:
-                head += inflate.decompress(inflate.unconsumed_tail, size - len(head))
+    while len(head) < size and not inflate.eof and read < 64 * size:  # empty blocks inflate to nothing
+        compressed = stream.read(16 * 1024)
+        read += len(compressed)
+        if not compressed:
+            break
+        head += inflate.decompress(compressed, size - len(head))
+        while len(head) < size and inflate.unconsumed_tail:
+            head += inflate.decompress(inflate.unconsumed_tail, size - len(head))
     return head[:size]
 
 
 def unsupported_reason(file: Path) -> str:
     """Why ``file``, whose name names no kind ragbus reads, is left out: :data:`MAN_PAGE` for a man page's source
-    (a manual section's suffix, compressed or not, and a roff page's opening line), else :data:`UNSUPPORTED`.
-    Only a regular file reached directly is opened: a named pipe (``pipe.1``) would wait for a writer forever,
-    and a symlink is never read through (``notes.1 -> /etc/shadow``)."""
+    (a manual section's suffix, compressed or not, and a roff page's opening line), :data:`NOT_REGULAR` for a
+    named pipe, device or folder so named, else :data:`UNSUPPORTED`. Only a regular file reached directly is read
+    (see _open_regular): a named pipe (``pipe.1``) would wait for a writer forever, and a symlink is never read
+    through (``notes.1 -> /etc/shadow``)."""
     compressed = file.suffix.lower() == COMPRESSED
     if not _MAN_SECTION.fullmatch((Path(file.stem) if compressed else file).suffix.lower()):
         return UNSUPPORTED
-    if file.is_symlink() or not file.is_file():
-        return UNSUPPORTED
     try:
-        if compressed:
-            head = _gzip_head(file, SNIFF_BYTES)
-        else:
-            with file.open("rb") as stream:
-                head = stream.read(SNIFF_BYTES)
+        head = _regular_head(file, compressed)
     except (OSError, zlib.error):
         return UNSUPPORTED
+    if head is None:
+        return NOT_REGULAR
     return MAN_PAGE if _ROFF_PAGE.search(head) else UNSUPPORTED
 
 

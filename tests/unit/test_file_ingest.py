@@ -424,7 +424,7 @@ def test_a_named_pipe_or_a_symlink_named_like_a_man_page_is_never_opened(ports, 
     import os
     import threading
 
-    from shared.ingest.files import UNSUPPORTED, IngestReport
+    from shared.ingest.files import NOT_REGULAR, UNSUPPORTED, IngestReport
 
     root = tmp_path / "docs"
     root.mkdir()
@@ -449,4 +449,51 @@ def test_a_named_pipe_or_a_symlink_named_like_a_man_page_is_never_opened(ports, 
         pytest.fail("ingesting a folder holding a named pipe x.1 waited on the pipe")
     assert [m.guid.rsplit("/", 1)[-1] for m in outcome["folder"]] == ["a.txt"]
     assert outcome.get("alone")
-    assert report.skipped == {(UNSUPPORTED, ".1"): 2}
+    assert report.skipped == {(NOT_REGULAR, ".1"): 1, (UNSUPPORTED, ".1"): 1}  # the pipe as pipe.txt is, the link
+
+
+def _release_pipe_readers(pipes, worker, seconds: float = 5.0) -> bool:
+    """Whether ``worker`` was still running; if so, open the writing end of each of ``pipes`` again and again until it
+    ends (at most ``seconds``): every open waiting on a pipe returns, and reads its end at once, so a failing test
+    leaves no thread blocked on a pipe."""
+    import os
+    import time
+
+    if not worker.is_alive():
+        return False
+    deadline = time.monotonic() + seconds
+    while worker.is_alive() and time.monotonic() < deadline:
+        for pipe in pipes:
+            try:
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # ENXIO: no reader waits on it now
+                pass
+        worker.join(0.05)
+    return True
+
+
+def test_a_file_swapped_for_a_named_pipe_after_its_check_is_not_waited_on(tmp_path, monkeypatch):
+    # a file was checked (is_file) and then opened: one swapped for a named pipe between the two waited for a
+    # writer forever. What is opened is now what is checked (opened without waiting, then fstat)
+    import os
+    import threading
+    from pathlib import Path
+
+    from shared.ingest import files
+
+    page, plain = tmp_path / "swapped.1", tmp_path / "README"
+    for pipe in (page, plain):
+        os.mkfifo(pipe)
+    monkeypatch.setattr(Path, "is_file", lambda self: True)  # each was still a regular file when it was checked
+    outcome = {}
+
+    def check() -> None:
+        outcome["man page?"] = files.unsupported_reason(page)
+        outcome["text?"] = files._starts_as_text(plain, False)
+        outcome["opened"] = files._open_regular(page)
+
+    worker = threading.Thread(target=check, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not _release_pipe_readers([page, plain], worker), "a named pipe was opened and waited on"
+    assert outcome == {"man page?": files.NOT_REGULAR, "text?": False, "opened": None}
