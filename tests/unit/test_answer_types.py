@@ -577,3 +577,9 @@ def test_capitals_of_a_heading_are_no_name():
     question = "Who maintains the quill packer?"
     assert not sentence_states("NEW FEATURES: the quill packer is maintained again.", question)
     assert sentence_states("NEW FEATURES: the quill packer is maintained by Ada Quill again.", question)
+
+
+@pytest.mark.parametrize(("question", "expected"), [("Which version?", True), ("What version?", True), ("Who?", False)])
+def test_a_bare_question_asks_of_no_subject_and_does_not_crash(question: str, expected: bool) -> None:
+    # A typed question naming nothing has an empty subject: no event is asked, as before the events' pairing.
+    assert sentence_states("Version 1.2 was released on 2020-01-02.", question) is expected

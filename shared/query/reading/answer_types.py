@@ -680,7 +680,7 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
     shopt builtin": Z's). Where no clause holds a value alone ("Default: 1"), the sentence states one if no event is asked."""
     kind_words, changed, seen = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")], False  # seen: a value
     released = _EVENTS[stem("released")]
-    events = {_EVENTS[s] for s, before in zip(fact.subject, ("", *fact.subject[:-1]), strict=True) if s in _EVENTS and
+    events = {_EVENTS[s] for s, before in zip(fact.subject, ("", *fact.subject)[:len(fact.subject)], strict=True) if s in _EVENTS and
               before not in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()  # "removed support": an object
     named = {s for s in fact.subject if not s.isalpha()} or set(fact.subject) - _EVENTS.keys()
 
