@@ -1064,6 +1064,21 @@ def test_an_earlier_question_built_to_backtrack_is_read_in_linear_time():
     assert cpu_ratio(scope, 30, 120) < 24  # linear 4; before 250
 
 
+def test_the_phrase_up_to_the_next_preposition_is_found_in_linear_time():
+    """_closing's last reading ("for X | at") let each of its three words end anywhere, whitespace or not, so a long word
+    split n² ways (a 1,000-letter word took 12 s); its words now end at whitespace, and the phrase found is the same."""
+    from shared.query.reading.followup import _closing
+    from shared.query.reading.followup_languages import EN
+
+    base = "What is the frob limit for plain users  at boot in the zap tool of the day?"
+    assert [base[a:b] for a, b in _closing(base, "for", "zzz", EN)] == ["for plain users "]  # all but the last space
+
+    def long_word(n: int) -> list[tuple[int, int]]:
+        return [_closing(f"What is the value for {'a' * n} b c d e f g h?", "for", "zzz", EN) for _ in range(5)][0]
+
+    assert cpu_ratio(long_word, 40, 320) < 24  # linear 8 at most; before about 500
+
+
 @pytest.mark.parametrize("earlier, expected", [
     ("Which option did the frob maintainers set?", "Is the option the frob maintainers set documented?"),
     ("Which quux flag did the installer try?", "Is the quux flag the installer tried documented?"),

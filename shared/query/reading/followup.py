@@ -898,11 +898,12 @@ def _closing(base: str, opener: str, last: str, rules: Language) -> list[tuple[i
     """Where in ``base`` a fragment "<opener> ... <last>" goes: from its "with" to the end ("on hold with apt" / "with aptitude"),
     else the phrase of its head noun ("to system groups" / "for user groups"), else up to the next preposition ("for X | at")."""
     prepositions = "|".join(rules.prepositions) if opener in rules.prepositions else ""
+    word = rf"(?!(?:{prepositions})\b)[\w/+.#'’-]+"  # whitespace between words: a long word splits one way, not n² ways
     to_end = [(m.start(), len(base)) for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base)
               if len(base[m.end():].split()) <= (6 if prepositions else 20)]
     return to_end if to_end or not prepositions else [m.span() for m in re.finditer(
         rf"(?i)\b(?:{prepositions})\s+(?:[\w/+.#'’-]+\s+){{0,3}}?{re.escape(last)}\b", base)] or [m.span() for m in re.finditer(
-        rf"(?i)\b{re.escape(opener)}\s+(?:(?!(?:{prepositions})\b)[\w/+.#'’-]+\s*){{1,3}}(?=\s(?:{prepositions})\s)", base)]
+        rf"(?i)\b{re.escape(opener)}\s+(?:{word}\s+){{0,2}}{word}\s*(?=\s(?:{prepositions})\s)", base)]
 
 
 def _alike(a: str, b: str) -> int:
