@@ -161,7 +161,8 @@ def named_runs(text: str, opening: bool = True) -> list[tuple[int, int]]:
         named = option or _named(token, opening and position == 0) or bool(_VERSION.fullmatch(following)) \
             and token.isalpha() and token.islower() and token not in _CLOSED | _CLAUSE_BREAKS \
             or before and token in _NAME_PARTICLES and following.istitle() and tokens[position - 1].group().istitle() \
-            and (token != "von" or not _GERMAN_ARTICLE_BEFORE.search(text, 0, tokens[position - 1].start()))
+            and (token != "von" or not _GERMAN_ARTICLE_BEFORE.search(  # an article is the token before: look from it
+                text, max(0, tokens[max(position - 2, 0)].start() - 1), tokens[position - 1].start()))
         gap = text[runs[-1][1]: match.start()].strip() if before else ","
         if named and (not gap or option and gap in ("-", "--")):  # not across a bracket or a comma; "base64 -w" is one
             runs[-1] = (runs[-1][0], match.end())
