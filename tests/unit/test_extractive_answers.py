@@ -557,3 +557,16 @@ def test_names_no_source_names_are_said_in_one_note_however_many_the_question_li
                                names=("Lumio", "X400", *makers))
     notes = [t for t in _texts(answer) if t.startswith("Not mentioned")]
     assert notes == [f"Not mentioned in the sources: {', '.join(makers)}."]
+
+
+def test_an_underline_is_read_in_linear_time_as_before():
+    """A piece ending in an underline gives the title on its line; the pattern that read it (a lazy title, spaces, then the
+    rule to the end) took n² on a long rule or a long run of spaces ("-" * 20000 + "x": 7 s)."""
+    from shared.query.reading.extractive import _underlined
+    from tests.support import cpu_ratio
+
+    cases = {"Changes in 2.4 =====": "Changes in 2.4", "-----": "", "Title\n~~~~\n": "Title", "Title\t \n***": "Title",
+             "a --": None, "one\ntwo\n====": None, "x =-=": None, "Notes:\n\n^^^^ \n": None}
+    assert {piece: _underlined(piece) for piece in cases} == cases
+    for text in (lambda n: "-" * n + "x", lambda n: "a" + " " * n + "b"):
+        assert cpu_ratio(lambda n, text=text: [_underlined(text(n)) for _ in range(10)], 400, 3200) < 24  # before ~64

@@ -206,9 +206,9 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     heading = ""
     for position, (piece, item) in enumerate(pieces):
         # a text file's heading is the line its underline is under ("Changes in 2.4" / "=====", or joined to it)
-        if (line := _UNDERLINE.match(piece)) and (title := _section_title((line[1] or pieces[position - 1][0] if
-                                                                               position else line[1]).rstrip(":"))):
-            heading, out = title, out if line[1] else [q for q in out if q.position != position - 1]
+        if (line := _underlined(piece)) is not None and (title := _section_title((line or pieces[position - 1][0] if
+                                                                                  position else line).rstrip(":"))):
+            heading, out = title, out if line else [q for q in out if q.position != position - 1]
             continue
         sentence = answer_sentence(piece, item=item)
         if sentence is None:
@@ -233,7 +233,14 @@ def quotable_sentences(passage: str) -> tuple[QuotableSentence, ...]:
     return tuple(out)
 
 
-_UNDERLINE = re.compile(r"(.*?)\s*([=~^*-])\2{2,}$")
+def _underlined(piece: str) -> str | None:
+    """The title on the line of an underline ``piece`` ends in (3+ of one of = ~ ^ * -, then at most a newline): "" for a
+    rule alone, None for no underline or a title over two lines. Linear, as a lazy title before the rule was not."""
+    body = piece.removesuffix("\n")
+    before = body.rstrip(body[-1:]) if body[-1:] in ("=", "~", "^", "*", "-") else body
+    return title if len(body) - len(before) >= 3 and "\n" not in (title := before.rstrip()) else None
+
+
 _SECTION_NUMBER = re.compile(r"^(?:#+\s*)?(?:\d+(?:\.\d+)*\.?\s+)?")
 # A heading is a short line that is no sentence: "Term frequency saturation and k1", "5.3.1. LZMA2".
 MAX_HEADING_CHARS = 80
