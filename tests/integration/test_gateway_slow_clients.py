@@ -4,6 +4,7 @@ few seconds were held open for as long as they went on, each a socket and a file
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -191,13 +192,13 @@ def test_healthz_answers_while_kept_alive_connections_wait_at_the_bound(tmp_path
         handle.stop()
 
 
-
-def test_an_address_at_its_bound_makes_room_only_from_its_own_idle_connections(tmp_path, monkeypatch):
-    """The overall bound was checked first and closed the longest waiting idle connection of any address; then the
-    per-address bound might refuse the newcomer 429 anyway. So a client at its own bound closed another client's
-    kept-alive connection on every attempt, and two were closed for one arrival when both bounds were met."""
+@contextlib.contextmanager
+def _addresses_server(tmp_path, monkeypatch, *, max_connections: int):
+    """A gateway with keep-alive of 60 s, at most ``max_connections`` held and 2 an address, and ``connect(source)``
+    opening a connection to it from a loopback address (127.0.0.2 is one on Linux); all closed afterwards."""
     monkeypatch.setattr(gateway_server.uvicorn, "Config", functools.partial(uvicorn.Config, timeout_keep_alive=60))
-    settings = Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=4, max_connections_per_address=2)
+    settings = Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=max_connections,
+                        max_connections_per_address=2)
     handle = serve(make_deps(tmp_path, settings, step_s=0.3), "127.0.0.1", 0)
     opened: list[socket.socket] = []
 
@@ -207,6 +208,18 @@ def test_an_address_at_its_bound_makes_room_only_from_its_own_idle_connections(t
         return conn
 
     try:
+        yield handle, connect
+    finally:
+        for conn in opened:
+            conn.close()
+        handle.stop()
+
+
+def test_an_address_at_its_bound_makes_room_only_from_its_own_idle_connections(tmp_path, monkeypatch):
+    """The overall bound was checked first and closed the longest waiting idle connection of any address; then the
+    per-address bound might refuse the newcomer 429 anyway. So a client at its own bound closed another client's
+    kept-alive connection on every attempt, and two were closed for one arrival when both bounds were met."""
+    with _addresses_server(tmp_path, monkeypatch, max_connections=4) as (handle, connect):
         others = [connect("127.0.0.2") for _ in range(2)]  # B: two kept-alive connections, the longest waiting
         for conn in others:
             assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
@@ -226,28 +239,14 @@ def test_an_address_at_its_bound_makes_room_only_from_its_own_idle_connections(t
             assert _healthz_on(connect("127.0.0.1")).startswith(b"HTTP/1.1 429 ")
         for conn in others:
             assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
-    finally:
-        for conn in opened:
-            conn.close()
-        handle.stop()
 
 
 def test_refused_connections_still_lingering_do_not_count_as_held(tmp_path, monkeypatch):
     """A refused connection lingers (its sending side ended, see _refuse) and was counted as held: a client at its own
     bound that kept retrying filled the overall bound with refusals, and the next client from another address had
     another client's kept-alive connection closed to make room for it."""
-    monkeypatch.setattr(gateway_server.uvicorn, "Config", functools.partial(uvicorn.Config, timeout_keep_alive=60))
     monkeypatch.setattr(gateway_server, "_LINGER_S", 30.0)  # the refused ones still linger when C arrives
-    settings = Settings(home=tmp_path, request_read_timeout_s=20.0, max_connections=6, max_connections_per_address=2)
-    handle = serve(make_deps(tmp_path, settings, step_s=0.3), "127.0.0.1", 0)
-    opened: list[socket.socket] = []
-
-    def connect(source: str) -> socket.socket:
-        conn = socket.create_connection(("127.0.0.1", handle.port), timeout=5, source_address=(source, 0))
-        opened.append(conn)
-        return conn
-
-    try:
+    with _addresses_server(tmp_path, monkeypatch, max_connections=6) as (handle, connect):
         others = [connect("127.0.0.2") for _ in range(2)]  # B: two kept-alive connections
         for conn in others:
             assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
@@ -260,10 +259,6 @@ def test_refused_connections_still_lingering_do_not_count_as_held(tmp_path, monk
         assert _healthz_on(connect("127.0.0.3")).startswith(b"HTTP/1.1 200 ")  # C: 5 held, under the bound of 6
         for conn in others:  # nothing was closed to make room for C
             assert _healthz_on(conn).startswith(b"HTTP/1.1 200 ")
-    finally:
-        for conn in opened:
-            conn.close()
-        handle.stop()
 
 
 def test_a_request_framed_by_both_content_length_and_chunks_is_refused_and_nothing_after_it_read(server):
