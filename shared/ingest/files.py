@@ -350,16 +350,22 @@ def _ingest_file(
                       "a symlink to a file of a type ragbus does not read" if via else UNSUPPORTED)
     content_type, compressed = kind
     try:
-        status = absolute.stat()
-        if not stat.S_ISREG(status.st_mode):
-            # reading a named pipe waits for a writer forever, and a device can be endless
-            raise Skipped(f"{absolute}{via} is not a regular file (a named pipe, device or socket); "
-                          f"give a file ({FILE_TYPES}) or a directory", NOT_REGULAR)
-        if status.st_size > max_bytes:
-            raise Skipped(
-                f"{absolute}{via} is {status.st_size} bytes, over the {max_bytes}-byte cap for one document",
-                f"over the {max_bytes}-byte cap")
-        data = _decompressed(absolute, max_bytes, via) if compressed else absolute.read_bytes()
+        # what is checked is what is read: one open, then fstat (a file swapped for a named pipe between a stat and
+        # an open waited for a writer forever; O_NONBLOCK opens a pipe at once)
+        with os.fdopen(os.open(absolute, os.O_RDONLY | os.O_NONBLOCK), "rb") as stream:
+            status = os.fstat(stream.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                # reading a named pipe waits for a writer forever, and a device can be endless
+                raise Skipped(f"{absolute}{via} is not a regular file (a named pipe, device or socket); "
+                              f"give a file ({FILE_TYPES}) or a directory", NOT_REGULAR)
+            if status.st_size > max_bytes:
+                raise Skipped(
+                    f"{absolute}{via} is {status.st_size} bytes, over the {max_bytes}-byte cap for one document",
+                    f"over the {max_bytes}-byte cap")
+            data = _decompressed(absolute, max_bytes, via, stream) if compressed else stream.read(max_bytes + 1)
+            if len(data) > max_bytes:  # grown since it was looked at
+                raise Skipped(f"{absolute}{via} grew past the {max_bytes}-byte cap for one document while it was read",
+                              f"over the {max_bytes}-byte cap")
     except OSError as exc:  # unreadable (permissions), gone meanwhile, a directory, a loop
         raise Skipped(f"{absolute}{via} cannot be read ({exc.strerror or exc}); skipped", "unreadable") from None
     # a file's date is when it was last changed (the cleaner prefers a date the document states)
@@ -407,12 +413,12 @@ class Skipped(InvalidInput):
         self.short_reason = reason
 
 
-def _decompressed(file: Path, max_bytes: int, via: str) -> bytes:
-    """The document inside a gzip file, read no further than ``max_bytes`` (a small .gz can
-    expand a thousandfold)."""
+def _decompressed(file: Path, max_bytes: int, via: str, opened: BinaryIO | None = None) -> bytes:
+    """The document inside a gzip file (read from ``opened`` when given, ``file`` naming it), read no further than
+    ``max_bytes`` (a small .gz can expand a thousandfold)."""
     data = bytearray()  # grown in place: bytes += piece copied all read so far each time (1.1 s for 20 MB)
     try:
-        with gzip.open(file, "rb") as stream:
+        with gzip.open(opened if opened is not None else file, "rb") as stream:
             while len(data) <= max_bytes and (piece := stream.read1(min(1 << 20, max_bytes + 1 - len(data)))):
                 data += piece
     except gzip.BadGzipFile as exc:

@@ -497,3 +497,30 @@ def test_a_file_swapped_for_a_named_pipe_after_its_check_is_not_waited_on(tmp_pa
     worker.join(timeout=10)
     assert not _release_pipe_readers([page, plain], worker), "a named pipe was opened and waited on"
     assert outcome == {"man page?": files.NOT_REGULAR, "text?": False, "opened": None}
+
+
+def test_a_document_swapped_for_a_named_pipe_after_its_stat_is_not_waited_on(tmp_path, monkeypatch, ports):
+    # the document was looked at (stat: a regular file) and then read by its name: one swapped for a named pipe
+    # between the two waited for a writer forever. It is now opened once without waiting and that open is checked
+    import os
+    import stat
+    import threading
+    from pathlib import Path
+
+    notes = tmp_path / "notes.txt"
+    os.mkfifo(notes)
+    regular = os.stat_result((stat.S_IFREG | 0o644, 0, 0, 1, 0, 0, 5, 0, 0, 0))
+    real_stat = Path.stat
+    monkeypatch.setattr(Path, "stat", lambda self, **kw: regular if self == notes else real_stat(self, **kw))
+    outcome = {}
+
+    def ingest() -> None:
+        with pytest.raises(InvalidInput, match=r"notes\.txt is not a regular file") as refused:
+            ingest_path(notes, **ports)
+        outcome["refused"] = str(refused.value)
+
+    worker = threading.Thread(target=ingest, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not _release_pipe_readers([notes], worker), "a document swapped for a named pipe was read and waited on"
+    assert "refused" in outcome and ports["publisher"].messages == []
