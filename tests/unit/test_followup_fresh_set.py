@@ -8,7 +8,7 @@ base-passwd, the Debian manifesto and history, less and gzip NEWS, isolating ext
 French, Spanish and German FAQs and guides), before the rewrites of 'they' after 'Which Ns did X verb?' and the Spanish
 pro-drop rule were changed), over documents of the development part (dev/a, dev/b, realdocs; never dev/d, never the sealed
 test part); the ninth (``followup_fresh9.jsonl``), written before round 17 changed the rule, also over documents no set uses, named by the ``source`` each such row gives
-(``/usr/share/doc``; those rows are skipped where the file is not installed). Each loads as the eval loads a part's dialogues, and every key is in its document as the cleaner
+(``/usr/share/doc``; a row whose file is not installed is left out, and the follow-ups expected counted without it). Each loads as the eval loads a part's dialogues, and every key is in its document as the cleaner
 outputs it."""
 
 from __future__ import annotations
@@ -45,16 +45,23 @@ def _documents() -> dict[str, Path]:
                                                          ("followup_fresh8.jsonl", 35),
                                                          ("followup_fresh9.jsonl", 38)])
 def test_the_fresh_dialogues_load_and_their_keys_are_in_the_cleaned_documents(name, follow_ups, tmp_path):
-    files = _documents()
-    for row in (json.loads(line) for line in (BENCH / name).read_text(encoding="utf-8").splitlines() if line.strip()):
-        source = Path(row.get("source", "/nonexistent"))
-        if row["file"] not in files and not source.is_file():
-            pytest.skip(f"{source} is not installed here")
-        if row["file"] not in files:  # a document no set uses, copied (unpacked) under the name the row gives
+    files, kept = _documents(), []
+    for line in (BENCH / name).read_text(encoding="utf-8").splitlines():
+        row = json.loads(line) if line.strip() else None
+        source = Path(row.get("source", "/nonexistent")) if row else None
+        if row and row["file"] not in files and not source.is_file():
+            # a document no set uses and this machine lacks: that row alone is left out, the others still checked
+            follow_ups -= row.get("kind") == conversations.FOLLOW_UP
+            continue
+        if row and row["file"] not in files:  # a document no set uses, copied (unpacked) under the name the row gives
             with (gzip.open if source.suffix == ".gz" else open)(source, "rb") as raw, open(tmp_path / row["file"], "wb") as out:
                 shutil.copyfileobj(raw, out)
             files[row["file"]] = tmp_path / row["file"]
-    dialogues = conversations.load_rows(realdocs.jsonl_lines(BENCH / name), files, corpora=(realtext.NAME,),
+        kept.append(line)
+    if not any(line.strip() for line in kept):
+        pytest.skip(f"no document of {name} is installed here")
+    (tmp_path / name).write_text("\n".join(kept) + "\n", encoding="utf-8")
+    dialogues = conversations.load_rows(realdocs.jsonl_lines(tmp_path / name), files, corpora=(realtext.NAME,),
                                         max_turns=realtext.MAX_TURNS, topic_change_as_typed=False)
     assert sum(d.kind == conversations.FOLLOW_UP for d in dialogues) == follow_ups
     missing = {d.id: lost for d in dialogues if (lost := _missing_keys(list(d.keys), cleaned(files[d.file])))}
