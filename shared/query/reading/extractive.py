@@ -1001,7 +1001,8 @@ _NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|
                       re.IGNORECASE)
 # "What is X?": "A package pool is ..." answers it, less where it is asked ("... a package pool in the archive?")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)"
-                           r"(?:\s+(?:in|within)\s+[^?]+)?\s*\??\s*$", re.IGNORECASE)  # "..., in the X manual?" says where
+                           r"(?:\s+(?:in|within)\s+[^?]++)?\s*\??\s*$", re.IGNORECASE)  # "..., in the X manual?" says where
+# (possessive: a greedy [^?]+ gave its spaces back to the \s* after it, one way per split: 13 s for 300 characters)
 
 
 def _bigrams(text: str) -> frozenset[tuple[str, str]]:
