@@ -7,7 +7,9 @@ designed, to choose between designs; the fourth before the rewrite's handling of
 base-passwd, the Debian manifesto and history, less and gzip NEWS, isolating extensions, policy's operating system chapter,
 French, Spanish and German FAQs and guides), before the rewrites of 'they' after 'Which Ns did X verb?' and the Spanish
 pro-drop rule were changed), over documents of the development part (dev/a, dev/b, realdocs; never dev/d, never the sealed
-test part); the ninth (``followup_fresh9.jsonl``), written before round 17 changed the rule, also over documents no set uses, named by the ``source`` each such row gives
+test part); the ninth (``followup_fresh9.jsonl``), written before round 17 changed the rule, and the tenth
+(``followup_fresh10.jsonl``, ids fr10a-/fr10b-: half b kept unread until round 18's design was frozen), written before
+round 18 changed the rule, also over documents no set uses, named by the ``source`` each such row gives
 (``/usr/share/doc``; a row whose file is not installed is left out, and the follow-ups expected counted without it). Each loads as the eval loads a part's dialogues, and every key is in its document as the cleaner
 outputs it."""
 
@@ -43,7 +45,8 @@ def _documents() -> dict[str, Path]:
                                                          ("followup_fresh6.jsonl", 25),
                                                          ("followup_fresh7.jsonl", 30),
                                                          ("followup_fresh8.jsonl", 35),
-                                                         ("followup_fresh9.jsonl", 38)])
+                                                         ("followup_fresh9.jsonl", 38),
+                                                         ("followup_fresh10.jsonl", 38)])
 def test_the_fresh_dialogues_load_and_their_keys_are_in_the_cleaned_documents(name, follow_ups, tmp_path):
     files, kept = _documents(), []
     for line in (BENCH / name).read_text(encoding="utf-8").splitlines():
