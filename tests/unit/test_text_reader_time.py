@@ -1,0 +1,41 @@
+"""A text file under ISOLATED_OVER_BYTES is read in the cleaner's own thread, where nothing can stop it: each
+pattern the text readers run over a document's own text takes time linear in it (the CPU-time ratio of 8x the
+input stays near 8; a quadratic pattern makes it near 64)."""
+
+from __future__ import annotations
+
+import lxml.html
+
+from shared.formats.text import _front_matter, _unwrap_source_lines
+from tests.support import cpu_ratio
+
+
+def test_a_front_matter_value_followed_by_a_long_run_of_spaces_is_read_in_linear_time():
+    # a lazy value before '\s*$' tried the run of spaces from each of its starts: 'title: x', 100,000 spaces,
+    # 'y' (a 100 kB Markdown file) took 68 s of the cleaner's thread
+    fronts = {n: "---\ntitle: Pump manual" + " " * n + "rev\n---\n\nBody text.\n" for n in (2000, 16000)}
+
+    def check(n, result):
+        assert result[0] == "Pump manual" + " " * n + "rev" and result[2] == "\nBody text.\n"
+
+    assert cpu_ratio(lambda n: _front_matter(fronts[n]), 2000, 16000, check=check) < 24
+
+
+def test_a_front_matter_field_reads_as_before():
+    text = ("---\nTitle:   \"The pump manual\"  \r\nauthor: someone\ndate: 2024-05-01\t\npublished: 2023-01-01\n"
+            "---\n\n# Heading\n")
+    assert _front_matter(text) == ("The pump manual", "2024-05-01", "\n# Heading\n")
+
+
+def test_a_long_run_of_spaces_in_a_paragraph_holding_a_line_break_is_unwrapped_in_linear_time():
+    # the source line break pattern tried a run of spaces with no line break after it from each of its starts:
+    # 100,000 spaces between two words of a paragraph holding a <code> (a 100 kB page) took 91 s
+    def run(n):
+        tree = lxml.html.fromstring(f"<div><p>The <code>pump</code> starts{' ' * n}slowly\n  and stops.</p></div>")
+        _unwrap_source_lines(tree)
+        return tree.text_content()
+
+    def check(n, text):
+        assert text == f"The pump starts{' ' * n}slowly and stops."
+
+    assert cpu_ratio(run, 2000, 16000, check=check) < 24
