@@ -1229,6 +1229,22 @@ def test_the_article_before_von_is_looked_for_just_before_it_in_linear_time():
     assert cpu_ratio(lambda n: followup.named_runs("Aa von " * n), 250, 2000) < 24  # linear 8; before about 60
 
 
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    ("Is the frobd --legacy flag deprecated?", "Why?", "Why is the frobd --legacy flag deprecated?"),
+    ("Can Zapix be resized while it is running?", "Why not?", "Why can Zapix not be resized while it is running?"),
+    ("Does frob verify signatures by default?", "Since which release?", "Since which release does frob verify signatures by default?"),
+    ("Was the zap format dropped from frob?", "since when?", "since when was the zap format dropped from frob?"),
+    ("Did Alma Quist succeed Bo Reyes as release manager?", "In which month and year?",
+     "In which month and year did Alma Quist succeed Bo Reyes as release manager?"),
+    # no named subject to put "not" after, and a wh-question's clause lacks what it asked: the earlier question in brackets
+    ("Can the daemon be resized while it runs?", "Why not?", "Why not (can the daemon be resized while it runs)?"),
+    ("Which flag did frob rename to --quiet?", "Why?", "Why (which flag did frob rename to --quiet)?"),
+])
+def test_a_bare_why_or_when_after_a_yes_no_question_is_asked_in_its_words(earlier, follow_up, expected):
+    # "Why (is X deprecated)?" read the earlier question as a second one in brackets; its clause is already a question
+    assert resolve(earlier, follow_up) == (expected, "refers back")
+
+
 def test_a_long_earlier_question_is_carried_in_by_its_last_sentence_at_most_200_characters():
     log = "Here is my log: " + " ".join(f"line {i} says the frobd worker restarted" for i in range(40))
     assert resolve(f"{log}. Why does the frobd worker restart every night?", "Why?") == (

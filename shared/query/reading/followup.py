@@ -363,9 +363,31 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
         return Resolution(typed, "self-contained")
     words = _bare(typed).split()  # "What does the -n option do instead?": in the earlier question's own words
     same = not resolved and words[-1].lower() == referring and _parallel(words[:-1], _bare(earlier).split())
+    framed = None if resolved or same else _in_frame(_plain(typed), _plain(earlier))
+    if framed:
+        return Resolution(_finish(framed, typed, "?"), "refers back", referring)
     text = f"{same} {words[-1]}" if same else f"{_bare(typed)} {_in_context(earlier)}"
     rule = "parallel" if same else "in context" if resolved else "refers back"
     return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), rule, referring)
+
+
+def _in_frame(typed: str, earlier: str) -> str | None:
+    """A bare "Why?", "Why not?" or "Since which version?" after a yes/no question asked in that question's own words ("Is
+    X deprecated?": "Why is X deprecated?"); None after any other (its clause lacks what it asked for: "Which codec does
+    X use?" then "Since when?" is no "Since when does X use?"), when the earlier question then follows in brackets."""
+    why = re.fullmatch(r"(?i)(why|how\s+come)(\s+not)?", typed)
+    fragment = re.fullmatch(r"(?i)(?:since|until)\s+when|(?:since|until|in|from|on|at|for|by|with|under)\s+(?:which|what)"
+                            r"\s+\w+(?:\s+and\s+\w+)?", typed)
+    clause = re.match(r"(?i)(?P<aux>is|are|was|were|does|do|did|can|could|will|would|should|must|has|have|had)\s+(?P<rest>\S.*)$", earlier)
+    if not (why or fragment) or clause is None or len(earlier) > 200:  # a pasted log: the bracket bounds it
+        return None
+    rest = clause.group("rest")
+    if why and why.group(2):  # "Why not?" after "Can Valgrind be attached ...?": "not" after its named subject
+        named = named_runs(rest, opening=False)
+        if not named or named[0][0] != 0:
+            return None
+        rest = f"{rest[: named[0][1]]} not{rest[named[0][1]:]}"
+    return f"{'Why' if why else typed} {clause.group('aux').lower()} {rest}"
 
 
 def _parallel(typed: list[str], earlier: list[str]) -> str | None:
