@@ -570,3 +570,11 @@ def test_an_underline_is_read_in_linear_time_as_before():
     assert {piece: _underlined(piece) for piece in cases} == cases
     for text in (lambda n: "-" * n + "x", lambda n: "a" + " " * n + "b"):
         assert cpu_ratio(lambda n, text=text: [_underlined(text(n)) for _ in range(10)], 400, 3200) < 24  # before ~64
+
+
+def test_a_table_of_contents_is_no_sentence_to_quote():
+    # issue 36: a PDF's contents page ("2.1. A program … 3 2.2. Linking … 4") was quoted over the sentence answering
+    body = ("Contents\n\n1. Overview … 1 1.1. Building the frobnicator … 2 1.2. Installing it … 4 2. Tuning the cache … 5.\n\n"
+            "The frobnicator builds in two steps, each run by make.\n")
+    assert [q.text for q in quotable_sentences(body)] == ["The frobnicator builds in two steps, each run by make."]
+

@@ -138,8 +138,9 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
             len(label["label"].split()) <= 3 and any(ch.isdigit() for ch in label["label"])):
         text = text[label.end():]
     ends = STATEMENT_END.search(text) or text.endswith(":") and len(_words(text)) >= 10 and not _LEADS_INTO.search(text)
-    if too_short(text, item) or _QUESTION.search(text) or (text.endswith(":") if item else not ends):
-        return None  # a fragment, cut at a colon or a chunk edge, or a question (asked or quoted)
+    if too_short(text, item) or _QUESTION.search(text) or (text.endswith(":") if item else not ends) \
+            or len(_CONTENTS_ENTRY.findall(text)) > 1:
+        return None  # a fragment, cut at a colon or a chunk edge, a question (asked or quoted), a table of contents
     first = text.lstrip("\"'“‘(")
     if not item and first[:1].islower() and _words(first)[0].lower() in TAIL_OPENERS:
         return None  # the tail of a sentence split at an inner quotation or a chunk edge
@@ -148,6 +149,8 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
     return text
 
 
+# A table of contents' entry: its title, dot leaders and page ("2.1. A program … 3", "Overview ..... 12").
+_CONTENTS_ENTRY = re.compile(r"(?:…|\.\s?\.\s?\.)\s*\d+\b")
 # A Markdown or text table row ("| 304 | Not Modified |") and the rule under its header ("|---|:-:|").
 _TABLE_ROW = re.compile(r"^\|(.+)\|$")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
