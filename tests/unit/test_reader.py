@@ -767,6 +767,18 @@ def test_a_question_asked_in_french_is_answered_from_the_passages_in_french():
     assert first(contexts[0]) == english
 
 
+def test_a_french_page_ranked_and_scored_below_an_english_document_does_not_hide_it():
+    # issue 36: one retrieved passage in the question's language hid every English one, whatever its rank: an
+    # off-topic French page retrieved last was all that was read
+    question = english_terms("Quelle est la taille par défaut du tampon de quuxd ?", "fr")
+    english = NumberedContext(number=1, source="en.txt", text="The default buffer size of quuxd is 4096 bytes.")
+    french = NumberedContext(number=6, source="fr.txt", text="La taille des polices de caractères se règle dans le menu.")
+    answer = extractive_answer(question, [english, french], language="fr", context_similarity={1: 0.6, 6: 0.3},
+                               question_vector=EMBEDDER.embed([question])[0], sentence_embed=EMBEDDER.embed,
+                               fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED)
+    assert _quoted(answer)[0] == english.text
+
+
 def test_a_lead_in_is_quoted_with_the_few_short_lines_it_leads_into_not_with_items_leading_on():
     # issue 36: "Use the following layout:" before three short lines kept only the first; and a list's lead-in
     # swallowed an item that leads into more itself, so neither could be quoted
@@ -790,3 +802,17 @@ def test_a_quoted_sentence_ending_in_a_colon_is_quoted_with_what_follows_it():
     assert [q for q in quoted if q.startswith(("E:", "W:"))] == [
         "E: an error, a breach of the packaging rules that must be fixed before an upload.",
         "W: a warning, a likely packaging slip that should be looked at before an upload."]
+
+
+def test_an_option_the_question_names_is_not_taken_as_quoted_inside_a_longer_one():
+    # issue 36: "-F" was found inside a quoted "-FF", so the sentence naming -F itself was never added
+    body = ("The -FF mode of frobzip rebuilds a damaged archive entry by entry. Logs go to the terminal. "
+            "Its -F switch only rewrites the index.")
+    question, readers = "How do the -FF and -F modes of frobzip repair a damaged archive?", []
+    extractive_answer(question, [NumberedContext(number=1, source="frobzip.txt", text=body)],
+                      question_vector=EMBEDDER.embed([question])[0], sentence_embed=EMBEDDER.embed,
+                      context_similarity={1: 0.6}, fact_check=sentence_states, verdict=ANSWERS_WHAT_IS_QUOTED,
+                      observe=lambda evidence, answer, reader: readers.append(reader))
+    chosen = [i for i, c in enumerate(readers[0].candidates) if "-FF" in c.text]
+    readers[0]._name_each_option(chosen)
+    assert readers[0].candidates[chosen[-1]].text == "Its -F switch only rewrites the index."

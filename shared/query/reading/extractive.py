@@ -373,10 +373,22 @@ def extractive_answer(
     the question); what is not given (the synthesizer's fallback) is embedded with ``embed``, and without it every
     cosine is 0 (read by terms). ``names``, ``value_check``, ``fact_check`` and ``subject`` for a question:
     :func:`~shared.query.reading.answer_types.reading_arguments`."""
-    # a question asked in French is answered from the documents in French, where there are some (all their passages:
-    # a French manual's code or untranslated paragraph too)
-    own = {c.source or c.number for c in contexts if language != "en" and detect_language(body_lines(c.text)) == language}
-    quoted = [c for c in contexts if (c.source or c.number) in own] or contexts
+    if question_vector is None or sentence_embed is None:
+        sentence_embed = sentence_embed or embed or (lambda texts: np.zeros((len(texts), 1), dtype=np.float32))
+        question_vector = sentence_embed([query])[0]
+    if context_similarity is None:
+        vectors = sentence_embed([ctx.text for ctx in contexts])
+        context_similarity = {ctx.number: float(v @ question_vector) for ctx, v in zip(contexts, vectors, strict=True)}
+    # a question asked in French is answered from the documents in French (all their passages: a French manual's code
+    # too) as relevant as every other one by retrieval rank or by closeness: a French page ranked and scored below an
+    # English document does not hide it (a document's language is detected until one passage shows it)
+    best: dict[object, list] = {}  # a document's best rank, best closeness, whether it is in the question's language
+    for c in contexts if language != "en" else ():
+        b = best.setdefault(c.source or c.number, [c.number, -1.0, False])
+        b[:] = min(b[0], c.number), max(b[1], context_similarity.get(c.number, 0.0)), b[2] or detect_language(
+            body_lines(c.text)) == language
+    kept = {s for s, (rank, close, own) in best.items() if own and all(rank <= r or close >= c for r, c, o in best.values() if not o)}
+    quoted = [c for c in contexts if (c.source or c.number) in kept] or contexts
     # at most 40 sentences a passage, 240 in all
     candidates = list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in quoted
                                         for sentence in quotable_sentences(ctx.text)[:40]), 240))
@@ -390,12 +402,6 @@ def extractive_answer(
     term_stems = [stem(t) for t in terms]
     overlap = np.array([sum(1 for t in term_stems if t in c.stems) / len(terms) if terms else 0.0
                         for c in candidates], dtype=np.float32)
-    if question_vector is None or sentence_embed is None:
-        sentence_embed = sentence_embed or embed or (lambda texts: np.zeros((len(texts), 1), dtype=np.float32))
-        question_vector = sentence_embed([query])[0]
-    if context_similarity is None:
-        vectors = sentence_embed([ctx.text for ctx in contexts])
-        context_similarity = {ctx.number: float(v @ question_vector) for ctx, v in zip(contexts, vectors, strict=True)}
     return Reader(query, contexts, candidates, overlap, term_stems, language=language, question_vector=question_vector,
                   sentence_embed=sentence_embed, context_similarity=context_similarity, names=names,
                   value_check=value_check, fact_check=fact_check, verdict=verdict, observe=observe,
@@ -420,6 +426,9 @@ class Reader:
         self.term_stems, self.language, self.names = term_stems, language, names
         self.question_vector, self.sentence_embed = question_vector, sentence_embed
         self.value_check, self.fact_check, self.w = value_check, fact_check, weights or READER_WEIGHTS
+        # whether a text states the asked value, checked once a text (the lead is read by the ranking, its heading's
+        # check and the evidence alike)
+        self.stated = functools.cache(lambda text: bool(fact_check(text, query))) if fact_check else lambda text: False
         self.score = score or shipped_sentence_score()
         self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
         self.stems = [c.stems for c in candidates]
@@ -549,7 +558,7 @@ class Reader:
         if self.asks_fact:
             # the regular-expression check on the cheap score's best third (it is the costly part for 240 sentences)
             for i in sorted(usable, key=lambda i: -self.cheap[i])[:max(3 * READER_POOL, 24)]:
-                self.states[i] = 1.0 if self.fact_check(self.read_text(i), self.query) else -1.0
+                self.states[i] = 1.0 if self.stated(self.read_text(i)) else -1.0
         self.column["states"][:] = self.states > 0
         pre = self.columns @ self.score.vector()  # (among those holding a question term or from a related passage)
         self.pool = pool = []  # each text once, none within one embedded (with the next, leaning on it)
@@ -643,13 +652,13 @@ class Reader:
         each: an option no quoted sentence names gets the best sentence of a quoted passage naming it."""
         candidates = self.candidates
         for flag in OPTION.findall(self.query):
-            if any(flag in self.quoted_text(i) for i in chosen):
+            named = re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])")  # "-F", not inside "-FF"
+            if any(named.search(self.quoted_text(i)) for i in chosen):
                 continue
             quoted = {candidates[j].number for j in chosen}
             naming = [i for i in sorted(self.usable, key=lambda i: (-self.cheap[i], candidates[i].number,
                                                                      candidates[i].position))
-                      if candidates[i].number in quoted and re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])",
-                                                                       self.quoted_text(i))]
+                      if candidates[i].number in quoted and named.search(self.quoted_text(i))]
             if naming:
                 chosen += self._unquoted(naming[0], chosen)
 
@@ -722,7 +731,7 @@ class Reader:
                        disagree=self.asks_fact and not question_parts(self.query) and disagree(
                            self.query, [self.candidates[i].text for i in stating]),
                        condition=unmet_condition(self.query, [self.read_text(i) for i in stating], self.contexts,
-                                                 lambda text: bool(self.fact_check(text, self.query))))
+                                                 self.stated))
 
     def _under_heading(self, lead: int) -> str:
         """The first sentence quoted for ``lead``: under its section's heading ("Uploaders: List of the names ...") when
@@ -730,7 +739,7 @@ class Reader:
         (the heading names what the section's sentences are about without repeating it)."""
         unit, heading = self.unit(lead), self.candidates[lead].heading
         text, held = self.candidates[unit[0]].text, frozenset().union(*(self.candidates[j].stems for j in unit))
-        stated = self.states[lead] > 0 and not self.fact_check(self.quoted_text(lead), self.query)
+        stated = self.states[lead] > 0 and not self.stated(self.quoted_text(lead))
         named = heading and heading.lower() not in text.lower() and ((_term_set(heading) - held) & set(self.term_stems) or stated)
         return f"{heading}: {text}" if named else text
 
@@ -756,7 +765,7 @@ class Reader:
         # (under its heading, "IdleAction=" for IdleActionSec=, and as quoted: the lead under it where the answer shows it)
         shown = {lead} if self._under_heading(lead) != candidates[self.unit(lead)[0]].text else set()
         stating = [i for i in chosen if self.asks_fact and subject(i, own=candidates[i].item) >= STATED_SUBJECT and
-                   self.fact_check(self.read_text(i), query) and (i in shown or self.fact_check(self.quoted_text(i), query))]
+                   self.stated(self.read_text(i)) and (i in shown or self.stated(self.quoted_text(i)))]
         stated = max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0)
         # a list's items in the lead or the list it leads into, not a neighbour's commas ("creates a number of files.")
         listed = [i for i in chosen if i == lead or candidates[i].item and candidates[i].number == candidates[lead].number]
