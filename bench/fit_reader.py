@@ -19,11 +19,11 @@ regressions over the evidence it measures (:mod:`shared.query.reading.verdict`).
 3. fits ``right`` (answer right) and ``near_miss`` (the question is a near miss) with the L2
    penalty chosen by cross-validated log-loss, over folds **split by writer** (leave one writer
    out: the dev writers and the realdocs set; each writer's questions are judged by models fit on the
-   others' only, as the sealed part's writer is unseen; ``--judge WRITER`` leaves one writer out of the fit
-   and the thresholds altogether and reports it apart), each over the features whose weight keeps its sign in every
+   others' only, as the sealed part's writer is unseen; ``--judge WRITER``, default ``d`` (aggregate-only), leaves
+   one writer out of the fit and the thresholds altogether and reports it apart), each over the features whose weight keeps its sign in every
    fit that leaves a writer out (:func:`fit_stable`; the others weigh 0);
 4. chooses, on the held-out folds' probabilities, ``refuse_from`` (the lowest at which at most ``--refused`` of
-   **each writer's** answerable questions are refused), then ``answered_from`` (value or list asked:
+   **each writer's** answerable questions are refused, with those the grader refuses whatever is read), then ``answered_from`` (value or list asked:
    ``verdict.asks_checked``) and ``open_answered_from`` (how, why, what is, yes or no; 1.0 where none holds), each
    the lowest at which the precision of ``answered`` over its own answers holds **with a margin**
    (:func:`holds_with_margin`: a general criterion, not a threshold read off the test part); it reports the held-out
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import shared.adapters.local.llm as llm_module  # noqa: E402
-from shared.adapters.local.grade_model import fit_logistic, shipped_model  # noqa: E402
+from shared.adapters.local.grade_model import fit_logistic  # noqa: E402
 from shared.contract.ports import NumberedContext  # noqa: E402
 from shared.query.reading import extractive  # noqa: E402
 from shared.query.reading.language import detect_language  # noqa: E402
@@ -282,19 +282,18 @@ def choose_l2(x: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[float, np
     return l2, p
 
 
-def refused_by(p_right: np.ndarray, p_near: np.ndarray, refused_always: np.ndarray, doubted: np.ndarray,
-               refuse_from: float, rescue_from: float) -> np.ndarray:
-    """Refused: by the grader whatever is read, by the verdict (``near_miss`` >= ``refuse_from``), or doubted by
-    the grader's fitted probability and not rescued (``right`` below ``rescue_from``)."""
-    return refused_always | (p_near >= refuse_from) | (doubted & (p_right < rescue_from))
+def refused_by(p_near: np.ndarray, refused_always: np.ndarray, refuse_from: float) -> np.ndarray:
+    """Refused: by the grader whatever is read, or by the verdict (``near_miss`` >= ``refuse_from``; the grader reads
+    on whatever the verdict does not refuse)."""
+    return refused_always | (p_near >= refuse_from)
 
 
 def figures(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np.ndarray, refused_always: np.ndarray,
-            doubted: np.ndarray, stating: np.ndarray, checked: np.ndarray, answered_from: float,
-            open_answered_from: float, refuse_from: float, rescue_from: float) -> dict[str, Any]:
+            stating: np.ndarray, checked: np.ndarray, answered_from: float, open_answered_from: float,
+            refuse_from: float) -> dict[str, Any]:
     """The figures the harness reports, from held-out probabilities and the thresholds (see
     :func:`choose_thresholds`), with the precision of ``answered``'s Wilson 95 % interval."""
-    refused = refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from)
+    refused = refused_by(p_near, refused_always, refuse_from)
     answered = ~refused & (p_right >= np.where(checked, answered_from, open_answered_from)) & stating
     n_answered, n_right = int(answered.sum()), int((answered & right).sum())
     return {
@@ -349,14 +348,13 @@ def lowest_holding(p_right: np.ndarray, candidates: np.ndarray, right: np.ndarra
 
 
 def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray, near: np.ndarray,
-                      refused_always: np.ndarray, doubted: np.ndarray, stating: np.ndarray, checked: np.ndarray, *,
+                      refused_always: np.ndarray, stating: np.ndarray, checked: np.ndarray, *,
                       precision: float, refused: float, groups: np.ndarray | None = None,
                       group_precision: float | None = None,
-                      min_answered: int = MIN_ANSWERED) -> tuple[float, float, float, float]:
-    """(``answered_from``, ``open_answered_from``, ``refuse_from``, ``rescue_from``): of the pairs (``rescue_from``,
-    ``refuse_from``) that refuse at most ``refused`` of the answerable questions (of each of ``groups``' when given:
-    a writer's questions, held out, as a new writer's would be), the one refusing the most near misses (the lower
-    ``refuse_from`` on a tie); then the lowest ``answered_from`` at which the precision of ``answered`` over the
+                      min_answered: int = MIN_ANSWERED) -> tuple[float, float, float]:
+    """(``answered_from``, ``open_answered_from``, ``refuse_from``): the lowest ``refuse_from`` that refuses at most
+    ``refused`` of the answerable questions (of each of ``groups``' when given: a writer's questions, held out, as a
+    new writer's would be), so the most near misses; then the lowest ``answered_from`` at which the precision of ``answered`` over the
     questions not refused whose shape is ``checked`` (a value or a list asked) holds with a margin
     (:func:`holds_with_margin`: ``precision`` for the Wilson lower bound over all, ``group_precision``, default
     ``precision``, for each of ``groups`` with at least ``min_answered`` answers), and ``open_answered_from`` the
@@ -367,30 +365,21 @@ def choose_thresholds(p_right: np.ndarray, p_near: np.ndarray, right: np.ndarray
     each = [] if groups is None else [groups == g for g in np.unique(groups)]
     budgeted = each or [np.ones(len(near), dtype=bool)]  # the budget holds for each writer, or over all questions
 
-    def within_budget(refuse_from: float, rescue_from: float) -> bool:
-        refusing = refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from) & answerable
+    def within_budget(refuse_from: float) -> bool:
+        refusing = refused_by(p_near, refused_always, refuse_from) & answerable
         return all((refusing & g).sum() <= refused * (answerable & g).sum() for g in budgeted)
 
-    best: tuple[int, float, float] | None = None
-    for rescue_from in sorted({0.0, *np.round(np.quantile(p_right[doubted], np.linspace(0, 0.9, 10)), 4)}
-                              if doubted.any() else {0.0}):
-        refuse_from = 1.0
-        for t in sorted(set(np.round(p_near, 4)), reverse=True):
-            if not within_budget(t, rescue_from):
-                break
-            refuse_from = float(t)
-        if not within_budget(refuse_from, rescue_from):
-            continue
-        caught = int((refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from) & near).sum())
-        if best is None or caught > best[0]:
-            best = (caught, refuse_from, float(rescue_from))
-    _, refuse_from, rescue_from = best or (0, 1.0, 0.0)
-    shown = ~refused_by(p_right, p_near, refused_always, doubted, refuse_from, rescue_from) & stating
+    refuse_from = 1.0
+    for t in sorted(set(np.round(p_near, 4)), reverse=True):
+        if not within_budget(t):
+            break
+        refuse_from = float(t)
+    shown = ~refused_by(p_near, refused_always, refuse_from) & stating
     goals = {"precision": precision, "group_precision": precision if group_precision is None else group_precision,
              "min_answered": min_answered}
     answered_from, open_from = (lowest_holding(p_right, shown & shape, right, each, **goals)
                                 for shape in (checked, ~checked))
-    return max(answered_from, 1e-4), max(open_from, 1e-4), max(refuse_from, 1e-4), rescue_from
+    return max(answered_from, 1e-4), max(open_from, 1e-4), max(refuse_from, 1e-4)
 
 
 def add_row_arguments(parser: argparse.ArgumentParser) -> None:
@@ -453,8 +442,8 @@ def reread_home(args: argparse.Namespace) -> Path | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_row_arguments(parser)
-    parser.add_argument("--judge", default=None, help="a writer (e.g. d) whose questions neither fit the models nor "
-                        "choose the thresholds, reported apart: a judge nobody fitted on")
+    parser.add_argument("--judge", default="d", help="a writer whose questions neither fit the models nor choose the "
+                        "thresholds, reported apart: a judge nobody fitted on (default d: aggregate-only, issue 36)")
     parser.add_argument("--precision", type=float, default=0.9,
                         help="the Wilson 95%% lower bound of the precision of `answered` over all held-out questions "
                              "the thresholds are chosen for (issue 36: >= 0.9 on the sealed part: a margin, not an edge)")
@@ -469,7 +458,6 @@ def main() -> None:
     rows = rows_from_arguments(args, say)
     read = np.array([r["features"] is not None for r in rows])
     refused_always = ~read | np.array([r.get("grade_refused", False) for r in rows])
-    doubted = np.array([r.get("grade_score", 1.0) < shipped_model().answerable_from for r in rows])
     x_all = np.array([[r["features"][f] for f in FEATURES] if r["features"] else [0.0] * len(FEATURES)
                       for r in rows])
     right, near = np.array([r["right"] for r in rows]), np.array([r["near_miss"] for r in rows])
@@ -490,19 +478,18 @@ def main() -> None:
     judged = ~fit_on & read
     p_right[judged], p_near[judged] = (_predict((m.mean, m.scale, m.weights, m.intercept), x_all[judged])
                                        for m in (right_model, near_model))
-    arrays = (p_right, p_near, right, near, refused_always, doubted, stating, checked)
+    arrays = (p_right, p_near, right, near, refused_always, stating, checked)
     thresholds = choose_thresholds(*(a[fit_on] for a in arrays), precision=args.precision, refused=args.refused,
                                    groups=writer[fit_on], group_precision=args.writer_precision)
-    answered_from, open_answered_from, refuse_from, rescue_from = thresholds
+    answered_from, open_answered_from, refuse_from = thresholds
     held_out = figures(*(a[fit_on] for a in arrays), *thresholds)
     by_writer = {w: figures(*(a[writer == w] for a in arrays), *thresholds) for w in sorted(set(writer))}
     split = "by writer (leave one writer out)" + (f"; writer {args.judge} judged, not fitted on" if args.judge else "")
     say(f"{len(rows)} questions ({int(near.sum())} near misses), {int(read.sum())} with the reader's evidence; "
         f"right if shown {float(right[~near].mean()):.3f}")
     say(f"l2: right {l2_right}, near_miss {l2_near}; thresholds: answered_from {answered_from:.4f} "
-        f"(open questions {open_answered_from:.4f}), refuse_from {refuse_from:.4f}, rescue_from {rescue_from:.4f} "
-        f"({int(doubted.sum())} questions the grader's fitted probability doubts, {int(refused_always.sum())} it "
-        "refuses whatever is read)")
+        f"(open questions {open_answered_from:.4f}), refuse_from {refuse_from:.4f} ({int(refused_always.sum())} "
+        "questions the grader refuses whatever is read)")
     say(f"held-out folds (split {split}): {held_out}")
     for w, figs in by_writer.items():
         say(f"  writer {w}{' (the judge: models and thresholds fit without it)' if w == args.judge else ''}: {figs}")
@@ -521,7 +508,7 @@ def main() -> None:
                      else "read from an earlier run's --rows" if args.from_rows else "collected in this run"),
         "seconds": round(time.perf_counter() - started, 1),
     }
-    model = VerdictModel(right_model, near_model, answered_from, refuse_from, rescue_from, fitted, open_answered_from)
+    model = VerdictModel(right_model, near_model, answered_from, refuse_from, fitted, open_answered_from)
     if not args.dry_run:
         model.save(MODEL_FILE)
     say("dry run: nothing written" if args.dry_run else f"wrote {MODEL_FILE}")

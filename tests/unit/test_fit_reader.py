@@ -34,7 +34,7 @@ def test_a_feature_whose_sign_changes_between_writers_weighs_nothing():
 
 def _choose(p_right, right, checked, groups=None, **goals):
     none = np.zeros(len(right), dtype=bool)
-    return fit_reader.choose_thresholds(p_right, np.zeros(len(right)), right, none, none, none, ~none, checked,
+    return fit_reader.choose_thresholds(p_right, np.zeros(len(right)), right, none, none, ~none, checked,
                                         precision=0.9, refused=0.0, groups=groups, **goals)
 
 
@@ -68,7 +68,7 @@ def test_open_questions_are_answered_only_where_their_own_precision_holds():
     p_right = np.full(80, 0.95)
     right, checked = np.ones(80, dtype=bool), np.arange(80) < 60
     right[[60, 65, 70]] = False
-    answered_from, open_from, _, _ = _choose(p_right, right, checked)
+    answered_from, open_from, _ = _choose(p_right, right, checked)
     assert answered_from == 0.95 and open_from == 1.0
     assert _choose(p_right, np.ones(80, dtype=bool), np.ones(80, dtype=bool))[1] == 1.0  # none open: none answered
 
@@ -86,10 +86,10 @@ def test_refuse_from_holds_the_refusal_budget_for_each_writer():
     p_near = np.array([0.6, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.7, 0.65])
     near = np.array([0] * 10 + [1, 1], dtype=bool)
     none, groups = np.zeros(12, dtype=bool), np.array(list("aaaaabbbbbab"))
-    args = (np.zeros(12), p_near, none, near, none, none, ~none, ~none)
-    _, _, pooled, _ = fit_reader.choose_thresholds(*args, precision=0.9, refused=0.1)
+    args = (np.zeros(12), p_near, none, near, none, ~none, ~none)
+    _, _, pooled = fit_reader.choose_thresholds(*args, precision=0.9, refused=0.1)
     assert pooled == 0.6
-    _, _, each, _ = fit_reader.choose_thresholds(*args, precision=0.9, refused=0.1, groups=groups)
+    _, _, each = fit_reader.choose_thresholds(*args, precision=0.9, refused=0.1, groups=groups)
     assert each == 0.65  # a's answerable question at 0.6 is no longer refused; both near misses still are
 
 

@@ -302,12 +302,13 @@ def test_the_shipped_model_loads_and_a_damaged_one_is_refused():
             VerdictModel.from_json(broken)
 
 
-def test_passages_the_grader_doubts_are_read_on_only_when_the_answer_is_likely_right():
+def test_passages_the_grader_doubts_are_read_on_unless_the_verdict_refuses_them():
     values = dict.fromkeys(FEATURES, 0.0)
     assert _model(2.0, -2.0, answered_from=0.9).rescues(values)  # likely right (0.88), though a caveat
-    doubting = VerdictModel(_model(0.0, -2.0).right, _model(0.0, -2.0).near_miss, 0.9, 0.5, 0.6)
-    assert not doubting.rescues(values)  # right 0.5, below rescue_from 0.6
+    assert _model(-2.0, -2.0).rescues(values)  # likely wrong (0.12), a caveat: read on, as the answer would be shown
     assert not _model(2.0, 2.0).rescues(values)  # refused: never read on
+    # a model file written with the old rescue_from (0.0 in every shipped one) still loads
+    assert VerdictModel.from_json(_model(2.0, -2.0).to_json() | {"rescue_from": 0.0}).rescues(values)
 
 
 def test_the_asked_subject_in_a_stating_sentence_is_evidence_of_its_own(embedder):

@@ -8,9 +8,9 @@ what the question's shape asks (:func:`states_what_is_asked`) and ``right`` reac
 (``answered_from`` for a value or a list asked, :func:`asks_checked`; ``open_answered_from`` for the rest, 1.0: never);
 else a caveat, as when the quoted text lacks a name of the asked subject and names its sibling, or the stating sentences
 give two values or state the value for another case than the asked one (``Reader._verdict``). Passages the local grader
-refuses are read on from ``rescue_from`` (:meth:`VerdictModel.rescues`). ``bench/fit_reader.py`` fits both models and
-thresholds on the real-text set's development part, judged for writers they did not see, into ``verdict_model.json``
-beside this module; one fitted on other features is refused.
+refuses are read on unless the verdict refuses them (:meth:`VerdictModel.rescues`). ``bench/fit_reader.py`` fits both
+models and thresholds on the real-text set's development part (writer d never: aggregate-only), judged for writers they
+did not see, into ``verdict_model.json`` beside this module; one fitted on other features is refused.
 """
 
 from __future__ import annotations
@@ -97,7 +97,6 @@ class VerdictModel:
     near_miss: Logistic
     answered_from: float
     refuse_from: float
-    rescue_from: float = 0.0
     fitted: dict[str, Any] = field(default_factory=dict)
     open_answered_from: float | None = None  # None: answered_from (a model made by hand, as in tests)
 
@@ -114,15 +113,14 @@ class VerdictModel:
         return (ANSWERED if answered and states_what_is_asked(values) else CAVEAT), p_right, p_near
 
     def rescues(self, values: Mapping[str, float]) -> bool:
-        """Whether passages the grader's fitted probability refuses are read on: not refused, ``rescue_from`` reached."""
-        decision, p_right, _ = self.decide(values)
-        return decision != REFUSE and p_right >= self.rescue_from
+        """Whether passages the grader's fitted probability refuses are read on: the verdict does not refuse them."""
+        return self.decide(values)[0] != REFUSE
 
     def to_json(self) -> dict[str, Any]:
         return {"feature_version": FEATURE_VERSION, "features": list(FEATURES), "right": self.right.to_json(),
                 "near_miss": self.near_miss.to_json(), "answered_from": round(self.answered_from, 4),
                 "open_answered_from": round(self.open_from, 4), "refuse_from": round(self.refuse_from, 4),
-                "rescue_from": round(self.rescue_from, 4), "fitted": self.fitted}
+                "fitted": self.fitted}
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "the reader's verdict model") -> VerdictModel:
@@ -134,17 +132,17 @@ class VerdictModel:
             raise ConfigError(f"{source} was fit on feature version {data.get('feature_version')!r}, but the reader "
                               f"measures version {FEATURE_VERSION} ({len(FEATURES)} features): {REFIT}")
         try:
-            answered, refuse, rescue, open_answered = (finite_number(data[k], f"{source}: {k}") for k in (
-                "answered_from", "refuse_from", "rescue_from", "open_answered_from"))
+            answered, refuse, open_answered = (finite_number(data[k], f"{source}: {k}") for k in (
+                "answered_from", "refuse_from", "open_answered_from"))
         except KeyError as exc:
             raise ConfigError(f"{source} is incomplete (no {exc}): {REFIT}") from None
-        if not all(0.0 < t <= 1.0 for t in (answered, refuse, open_answered)) or not 0.0 <= rescue <= 1.0:
+        if not all(0.0 < t <= 1.0 for t in (answered, refuse, open_answered)):
             raise ConfigError(f"{source}: a threshold outside (0, 1]: {REFIT}")
         if not isinstance(fitted := data.get("fitted") or {}, Mapping):
             raise ConfigError(f"{source}: 'fitted' is not an object: {REFIT}")
         return cls(Logistic.from_json(data.get("right"), f"{source}: right"),
-                   Logistic.from_json(data.get("near_miss"), f"{source}: near_miss"), answered, refuse, rescue,
-                   dict(fitted), open_answered)
+                   Logistic.from_json(data.get("near_miss"), f"{source}: near_miss"), answered, refuse, dict(fitted),
+                   open_answered)
 
     def save(self, path: Path = MODEL_FILE) -> None:
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
