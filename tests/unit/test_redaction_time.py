@@ -1,0 +1,26 @@
+"""Every log line, span error and stored error is redacted (shared.contract.redaction): its patterns take time
+linear in the text (the CPU-time ratio of 8x the text stays near 8; a quadratic pattern makes it near 64)."""
+
+from __future__ import annotations
+
+from shared.contract.redaction import REDACTED, redact
+from tests.support import cpu_ratio
+
+
+def test_a_long_dotted_or_hyphenated_run_is_redacted_in_linear_time():
+    # the URL password pattern scanned such a run for '://' from each of its word starts: 40 kB took 7 s
+    runs = {n: f"fetching https://feeds.example/{'part-' * n}x.xml failed" for n in (500, 4000)}
+
+    def check(n, text):
+        assert text == runs[n]
+
+    assert cpu_ratio(lambda n: redact(runs[n]), 500, 4000, check=check) < 24
+    dotted = {n: "a." * n for n in (1000, 8000)}
+    assert cpu_ratio(lambda n: redact(dotted[n]), 1000, 8000) < 24
+
+
+def test_a_urls_password_is_still_redacted_whatever_its_scheme():
+    for url in ("https://bob:hunter2@feeds.example/a.xml", "svn+ssh://bob:hunter2@host/repo",
+                "x-custom.scheme://bob:hunter2@host/"):
+        shown = redact(f"fetching {url} failed")
+        assert "hunter2" not in shown and f"bob:{REDACTED}@" in shown, shown
