@@ -172,9 +172,10 @@ def test_a_read_only_home_names_the_path_that_is_not_writable(ingested, tmp_path
 
 
 def _docs(folder: Path, count: int) -> Path:
+    # four paragraphs: two chunks a document (twelve made five, each embedded twice: the run and the rerun)
     folder.mkdir()
     for n in range(count):
-        (folder / f"doc{n:03d}.txt").write_text("\n\n".join(topic_paragraphs(f"quillon{n}", 12, seed=n)))
+        (folder / f"doc{n:03d}.txt").write_text("\n\n".join(topic_paragraphs(f"quillon{n}", 4, seed=n)))
     return folder
 
 
