@@ -361,14 +361,10 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
         (m.group().lower() for c in _codes(typed, earlier) if (m := RULES[c].referring.search(_bare(typed)))), None)
     if referring is None:
         return Resolution(typed, "self-contained")
-    words = _bare(typed).split()  # "What does the -n option do instead?": in the earlier question's own words
-    same = not resolved and words[-1].lower() == referring and _parallel(words[:-1], _bare(earlier).split())
-    framed = None if resolved or same else _in_frame(_plain(typed), _plain(earlier))
-    if framed:
+    if not resolved and (framed := _in_frame(_plain(typed), _plain(earlier))):
         return Resolution(_finish(framed, typed, "?"), "refers back", referring)
-    text = f"{same} {words[-1]}" if same else f"{_bare(typed)} {_in_context(earlier)}"
-    rule = "parallel" if same else "in context" if resolved else "refers back"
-    return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), rule, referring)
+    text = f"{_bare(typed)} {_in_context(earlier)}"
+    return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), "in context" if resolved else "refers back", referring)
 
 
 def _in_frame(typed: str, earlier: str) -> str | None:
@@ -388,15 +384,6 @@ def _in_frame(typed: str, earlier: str) -> str | None:
             return None
         rest = f"{rest[: named[0][1]]} not{rest[named[0][1]:]}"
     return f"{'Why' if why else typed} {clause.group('aux').lower()} {rest}"
-
-
-def _parallel(typed: list[str], earlier: list[str]) -> str | None:
-    """``earlier`` with the word or two ``typed`` says in their place, when ``typed`` keeps its frame word for word."""
-    ops = SequenceMatcher(None, [w.lower() for w in earlier], [w.lower() for w in typed], autojunk=False).get_opcodes()
-    new = [(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in ops if op != "equal" and j2 > j1]  # words added or replaced
-    kept = len(typed) - sum(n for _, n in new) >= 3 and 0 < sum(n for _, n in new) <= 2 and all(a == b for a, b in new)
-    return " ".join(t if op == "replace" else e for op, i1, i2, j1, j2 in ops
-                    for e, t in zip(earlier[i1:i2], typed[j1:j2] or earlier[i1:i2], strict=False)) if kept else None
 
 
 def _well_formed(question: str, rules: Language) -> bool:
