@@ -519,11 +519,6 @@ class Reader:
         if self.cosine[lead] < self.w.unrelated_cosine and 2 * self.pair_overlap[lead] < 1:
             return _abstention(self.language)  # nothing quotable is about the question
         chosen = self.unit(lead)
-        # the sentence right after the answer that reads on from it ("It will be FFI_OK if ...") says more of it
-        follower = self.at.get((self.candidates[lead].number, self.candidates[lead].position + 1))
-        if follower is not None and follower in self.pool and self.candidates[follower].leans_back \
-                and self.relevance[follower] >= self.w.further_share * self.relevance[lead]:
-            chosen.append(follower)
         parts = _parts(self.query if self.language == "en" else "")
         if parts:
             missing = self._answer_parts(parts, chosen)
