@@ -40,7 +40,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from services.gateway.backlog import BacklogFull, QueryBacklog
-from services.gateway.replies import DuplicateKey, json_problem, loads_body, stopping_note
+from services.gateway.replies import (
+    DuplicateKey,
+    declared_over,
+    json_problem,
+    loads_body,
+    stopping_note,
+)
 from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, RetryableError
 from shared.contract.text import SHOWN_CHARS
@@ -231,14 +237,19 @@ def is_openai_path(path: str) -> bool:
 # ------------------------------------------------------------------ parsing
 
 
+_TOO_LARGE = (f"the body is larger than {MAX_CHAT_BODY_BYTES} bytes; send fewer or shorter messages (ragbus reads "
+              "only the last turns of a conversation anyway)")
+
+
 async def _read_request(request: Request) -> ChatCompletionRequest:
+    if declared_over(request, MAX_CHAT_BODY_BYTES):
+        raise ChatError(413, _TOO_LARGE)
     size = 0
     chunks: list[bytes] = []
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_CHAT_BODY_BYTES:
-            raise ChatError(413, f"the body is larger than {MAX_CHAT_BODY_BYTES} bytes; send fewer or shorter "
-                                 "messages (ragbus reads only the last turns of a conversation anyway)")
+            raise ChatError(413, _TOO_LARGE)
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:

@@ -5,6 +5,8 @@ Server-Sent Events over a real uvicorn server, OpenAPI, and the Cloud Function e
 from __future__ import annotations
 
 import json
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,6 +132,20 @@ def test_an_oversized_body_is_refused_before_parsing(client):
                            headers={"Content-Type": "application/json"})
     assert response.status_code == 413
     assert "larger than 65536 bytes" in response.json()["error"]
+
+
+@pytest.mark.parametrize("path, declared", [("/v1/queries", 70_000), ("/v1/queries/q1/feedback", 70_000),
+                                            ("/v1/chat/completions", 2_000_000)])
+def test_a_body_declared_past_the_bound_is_refused_at_once_not_waited_for(server, path, declared):
+    # the two bytes sent stop short of the Content-Length: the body was waited for until the 30 s read timeout (408)
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                           f"Content-Length: {declared}\r\n\r\n{{}}".encode())
+        started = time.monotonic()
+        head = connection.recv(200)
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert time.monotonic() - started < 5
 
 
 # ----------------------------------------------------------- 200 vs 202
