@@ -302,7 +302,8 @@ def test_an_and_follow_up_stays_a_well_formed_question(earlier, follow_up, expec
     ("Which release of frob added the --quiet option?", "Who wrote that patch?", "refers back (“that patch”)"),
     ("Where does frob keep its cache?", "Can I move it somewhere else?", "pronoun"),
     ("Which mirror does frob use by default?", "Who runs the servers there?", "refers back (“there”)"),
-    ("How do I enable caching in frob?", "And how do I clear the cache?", "connective"),
+    # "the cache", nothing named, two words of its own: the cache of the earlier turn (round 18; was "connective")
+    ("How do I enable caching in frob?", "And how do I clear the cache?", "refers back (“clear cache”)"),
     ("How do I enable caching in frob?", "And how do I clear the cache afterwards?", "refers back (“afterwards”)"),
     ("Wie installiere ich frob?", "Wo finde ich danach die Protokolldatei?", "refers back (“danach”)"),
     ("¿Qué formato usa frob?", "¿Dónde se guardan esos archivos?", "refers back (“esos archivos”)"),
@@ -1241,6 +1242,26 @@ def test_the_article_before_von_is_looked_for_just_before_it_in_linear_time():
 def test_a_bare_why_or_when_after_a_yes_no_question_is_asked_in_its_words(earlier, follow_up, expected):
     # "Why (is X deprecated)?" read the earlier question as a second one in brackets; its clause is already a question
     assert resolve(earlier, follow_up) == (expected, "refers back")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "the" thing, nothing named, a word or two of its own: the earlier turn's thing, so the earlier question follows
+    ("Which variable turns on frobd's debug log?", "Where does the output go?",
+     ("Where does the output go (which variable turns on frobd's debug log)?", "refers back")),
+    ("How do I generate a key with zapkey?", "How do I skip the passphrase?",
+     ("How do I skip the passphrase (how do I generate a key with zapkey)?", "refers back")),
+    # no "the" ("What is chunking?": a new topic), a thing named, more words of its own, or a stated change: as typed
+    ("Which variable turns on frobd's debug log?", "What is chunking?", ("What is chunking?", "self-contained")),
+    ("Which variable turns on frobd's debug log?", "Which port does the Zapix daemon use?",
+     ("Which port does the Zapix daemon use?", "self-contained")),
+    ("Which variable turns on frobd's debug log?", "How do I rotate the log files every week?",
+     ("How do I rotate the log files every week?", "self-contained")),
+    ("Which variable turns on frobd's debug log?", "Something else: where does the output go?",
+     ("Something else: where does the output go?", "self-contained")),
+])
+def test_a_short_question_about_the_thing_of_the_earlier_turn_leans_on_it(earlier, follow_up, expected):
+    # "Where does the output go?" was left as typed and answered from another document's "output" (fresh10, kept half)
+    assert resolve(earlier, follow_up) == expected
 
 
 def test_a_long_earlier_question_is_carried_in_by_its_last_sentence_at_most_200_characters():

@@ -108,6 +108,7 @@ _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
 _THAT_ACTS = re.compile(r"(?i)\b(?:does|did|do|can|could|will|would)\s+(?:that|this)\s+[a-z]+\s+(?:it|them|the|an?)\b")
 _TOPIC_PRONOUN = re.compile(r"\b(?:it|its|they|them|their)\b", re.IGNORECASE)
 _FR_INVERSION = re.compile(r"(?<![\w-])\w+-(?:t-)?(?:il|elle|ils|elles)\b", re.IGNORECASE)
+NAMELESS_WORDS = 2  # the most words of its own a follow-up naming nothing may say and still lean on the earlier turn
 _INVERTED = re.compile(r"\b(?:did|does|do|can|could|will|would|should|must)\s", re.IGNORECASE)
 _AUX_AFTER = re.compile(r"\s*(?:$|[?.!,;:]|(?:is|are|was|were|does|do|did|can|could|will|would|has|have|mean|"
                         r"means|work|works|cost|costs|support|supports|apply|applies|'s|for|with|in|on|to|from)\b)", re.IGNORECASE)
@@ -359,6 +360,11 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     # "When was that series broadcast?": nothing to put in its place (``referring``), so the earlier question follows in brackets
     referring = (resolved.subject or earlier) if resolved else None if NEW_TOPIC.match(_bare(typed)) else next(
         (m.group().lower() for c in _codes(typed, earlier) if (m := RULES[c].referring.search(_bare(typed)))), None)
+    if referring is None and not resolved and not NEW_TOPIC.match(_bare(typed)) and not named_runs(_plain(typed)) \
+            and re.search(r"(?i)\bthe\s", _plain(typed)):
+        # "Where does the output go?", "How do I skip the password?": "the" thing of the earlier turn, nothing named, a word or two
+        own = [w for w in _content_words(_plain(typed), EN) if w not in _CLOSED | _PRONOUNS]
+        referring = " ".join(own) if 0 < len(own) <= NAMELESS_WORDS else None
     if referring is None:
         return Resolution(typed, "self-contained")
     if not resolved and (framed := _in_frame(_plain(typed), _plain(earlier))):
