@@ -116,6 +116,7 @@ class Context(TypedDict, total=False):
     text: str
     score: float
     position: str
+    heading: str  # the heading of the section the chunk starts in (absent when none)
 
 
 class Iteration(TypedDict):

@@ -50,7 +50,7 @@ def grading_contexts(contexts: list[Context], *, limit: int, chars: int) -> list
         text = f"{title}\n{body}" if title else body
         out.append(NumberedContext(number=n, source=ctx.get("url") or title or ctx.get("document_id", ""),
                                   text=text[:chars], chunk_id=ctx.get("chunk_id"),
-                                  whole=ctx.get("text") if len(text) > chars else None))
+                                  whole=ctx.get("text") if len(text) > chars else None, heading=ctx.get("heading") or ""))
     return out
 
 

@@ -15,11 +15,18 @@ its whitespace normalised. Chunks with fewer than 100 characters once the
 metadata header is removed are dropped (the reference's rule against
 header-only chunks), unless the document has no longer one: a short note is
 one chunk of its own, not lost.
+
+Each chunk carries the heading of the section it starts in (:func:`section_headings`),
+beside its text, never in it: what it embeds is unchanged. A release note's "- Fixed
+the frob cache" states its version in the heading above it ("2.3.0"), often in an
+earlier chunk.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +48,15 @@ Spans = Sequence[tuple[int, int]]
 _INSIDE_WORD, _WORD, _SENTENCE = 0, 1, 2
 
 _INLINE_SPACES = re.compile(r"[^\S\n]+")
+# A heading is a block of one short line that is no sentence, list item nor lead-in ("* Noteworthy changes in
+# release 3.8", "man-db 2.11.2 (8 January 2023)", "5.3.1. LZMA2"), or a line over an underline ("Changes" / "=====").
+MAX_HEADING_CHARS = 80
+MAX_HEADING_WORDS = 12
+_BLOCK = re.compile(r"[^\n](?:.|\n(?!\s*\n))*")  # text between blank lines
+_UNDERLINE = re.compile(r"([=~^*#-])\1{2,}")
+_OUTLINE = re.compile(r"^(\*+|#+)\s+")  # "** Bug fixes" (an Emacs outline), "## 2.3.0"
+_NUMBERED = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+(?=\D)")  # "5.3.1. LZMA2"
+_NOT_A_HEADING = re.compile(r"[.,;:!?](?:\s*\[\d+\])?$|^(?:[-+•>$|]|\d+[)\]]|\[)")  # (a footnote's mark after)
 _BLANK_LINES = re.compile(r"\n\s*\n\s*")
 
 
@@ -181,6 +197,60 @@ def body_characters(piece: str) -> int:
     return len(piece[header_length(piece):].strip())
 
 
+def _heading_level(line: str, underline: str, underlines: list[str]) -> int:
+    """How deep a heading stands: its outline marks ("**": 2), numbers ("5.3": 2), its underline's rank among those
+    seen (the first seen is 1, as reStructuredText orders them); 0 when it does not say."""
+    if underline:
+        if underline not in underlines:
+            underlines.append(underline)
+        return underlines.index(underline) + 1
+    if outline := _OUTLINE.match(line):
+        return len(outline[1])
+    return numbered[1].count(".") + 1 if (numbered := _NUMBERED.match(line)) else 0
+
+
+def section_headings(text: str, start: int = 0) -> list[tuple[int, int, str]]:
+    """The headings of ``text`` from ``start`` on (see :data:`MAX_HEADING_CHARS`), as (offset, level, title): the
+    title without its outline marks, its level as :func:`_heading_level` says."""
+    out: list[tuple[int, int, str]] = []
+    underlines: list[str] = []
+    for block in _BLOCK.finditer(text, start):
+        lines = [line.strip() for line in block.group().split("\n")]
+        underline = lines[1][0] if len(lines) == 2 and _UNDERLINE.fullmatch(lines[1]) else ""
+        # (an outline's heading may have its list right under it: "* Version 2.5.4 - April 21, 2022" / "- Fix ...")
+        listed = len(lines) > 1 and _OUTLINE.match(lines[0]) and lines[1][:2] in ("- ", "+ ")
+        if len(lines) > 1 + bool(underline) and not listed:
+            continue
+        line = lines[0]
+        title = _OUTLINE.sub("", line).strip("`*_ ")
+        if (not title or len(title) > MAX_HEADING_CHARS or len(title.split()) > MAX_HEADING_WORDS
+                or not re.search(r"\w", title) or _UNDERLINE.fullmatch(title)
+                or _NOT_A_HEADING.search(title) and not underline):
+            continue
+        out.append((block.start(), _heading_level(line, underline, underlines), title))
+    return out
+
+
+def heading_at(headings: Sequence[tuple[int, int, str]], offset: int, repeated: set[str] | None = None) -> str:
+    """The heading of the section ``offset`` stands in ("" before the first): the nearest heading at or above it, after
+    the one it stands under: of a higher level where it states its level ("Noteworthy changes in release 3.8 > Bug
+    fixes"); where it does not (a Markdown heading once cleaned), the nearest above that states one ("Version 1.3" /
+    "-----" > "Released 2013-07-03"), else, for a title the document repeats (a release's "Added", "Fixes"), the
+    nearest it does not ("0.11.0 - 2022-10-12 > Added")."""
+    at = bisect.bisect_right([h[0] for h in headings], offset)
+    if not at:
+        return ""
+    _, level, title = headings[at - 1]
+    earlier = headings[at - 2::-1] if at > 1 else []
+    if level:
+        outer = next((h for h in earlier if 0 < h[1] < level), None)
+    else:
+        repeated = repeated if repeated is not None else {t for t, n in Counter(h[2] for h in headings).items() if n > 1}
+        outer = next((h for h in earlier if h[1]), None) or (
+            next((h for h in earlier if h[2] not in repeated), None) if title in repeated else None)
+    return f"{outer[2]} > {title}" if outer else title
+
+
 def chunk_document(
     text: str,
     *,
@@ -203,7 +273,10 @@ def chunk_document(
     pieces = chunk_spans(text, embedder.token_spans, embedder.max_tokens, overlap,
                          first_min_chars=header_length(text) + MIN_BODY_CHARS)
     least = MIN_BODY_CHARS if any(body_characters(p) >= MIN_BODY_CHARS for p, _, _ in pieces) else 1
-    kept = [(p, position_label(positions_between(marks, max(start, header_length(text)), end)))
+    headings = section_headings(text, header_length(text))
+    repeated = {t for t, n in Counter(h[2] for h in headings).items() if n > 1}  # (once, not for each chunk)
+    kept = [(p, position_label(positions_between(marks, max(start, header_length(text)), end)),
+             heading_at(headings, start, repeated))
             for p, start, end in pieces if body_characters(p) >= least]
     return [
         Chunk(
@@ -218,6 +291,7 @@ def chunk_document(
             origin=origin,
             metadata=dict(metadata or {}),
             position=position,
+            heading=heading,
         )
-        for ordinal, (piece, position) in enumerate(kept)
+        for ordinal, (piece, position, heading) in enumerate(kept)
     ]

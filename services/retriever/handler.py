@@ -195,6 +195,7 @@ def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
                     "index_score": float(hit.score),
                     "matched_by": [],
                     **({"position": chunk.position} if chunk.position else {}),
+                    **({"heading": chunk.heading} if chunk.heading else {}),
                 }
             entry["score"] += weight / (RRF_K + rank)
             entry["index_score"] = max(entry["index_score"], float(hit.score))

@@ -189,7 +189,7 @@ def draft_answer(record: QueryRecord, final: Iteration, best: Iteration, languag
         return Drafted("not_answerable")
     numbered = [
         NumberedContext(number=n, source=c.get("url") or c.get("title") or "", text=c.get("text") or "",
-                        chunk_id=c.get("chunk_id"))
+                        chunk_id=c.get("chunk_id"), heading=c.get("heading") or "")
         for n, c in enumerate(contexts, start=1)
     ]
     question = record.question  # a follow-up is answered as it stands on its own

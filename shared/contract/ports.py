@@ -193,6 +193,9 @@ class Chunk:
     # where in its file the chunk stands, as a citation shows it: "p. 12", "pp. 12–13", "slide 3",
     # "Sales, rows 4–9" ("" for a web page or a text file)
     position: str = ""
+    # the heading of the section the chunk starts in ("Noteworthy changes in release 3.8 > Bug fixes"; "" before the
+    # first heading, or in an index written before chunks carried it): what its sentences need not repeat, never embedded
+    heading: str = ""
 
     def fields(self) -> dict[str, Any]:
         """The chunk as the stored fields every index adapter writes beside its vector."""
@@ -215,6 +218,7 @@ class Chunk:
             origin=data.get("origin") or "",
             metadata=dict(data.get("metadata") or {}),
             position=data.get("position") or "",
+            heading=data.get("heading") or "",
         )
 
 
@@ -372,6 +376,7 @@ class NumberedContext:
     # The passage whole, where ``text`` was cut to a grading budget: what an extractive reader may quote
     # from (the grade's own measures stay on ``text``, as the grade model was fit on).
     whole: str | None = None
+    heading: str = ""  # the heading of the section the passage starts in (:attr:`Chunk.heading`)
 
 
 GradingContext = NumberedContext  # its name before the synthesizer read it too (code written against it still works)

@@ -170,3 +170,52 @@ def test_a_word_without_end_is_cut_into_bounded_chunks(which, minilm):
     assert all(len(c.text) <= limit + 200 for c in chunks)  # the header and a sentence may join a piece
     assert sum(c.text.count("q") for c in chunks) >= len(word)  # every letter kept (pieces overlap)
     assert "eastern pier" in chunks[0].text and "returns at six" in chunks[-1].text
+
+
+def test_each_chunk_carries_the_heading_of_its_section_and_embeds_its_text_alone():
+    # (written for the test) a release note whose items do not name their release: the heading above them does
+    notes = "\n\n".join([
+        "* Noteworthy changes in release 2.4.0 (2026-01-02) [stable]",
+        "** Bug fixes",
+        *[f"The frob cache no longer loses entry number {n} when the disk is full." for n in range(12)],
+        "* Noteworthy changes in release 2.3.0 (2025-06-01) [stable]",
+        *[f"The knurl index keeps its order for key {n} across restarts." for n in range(12)],
+    ])
+    text = with_header("Frob NEWS", None, "file:///doc/frob/NEWS", notes)
+    chunks = chunk_document(text, document_id="d", content_hash="h" * 64, embedder=WordEmbedder())
+    by_heading = {c.heading for c in chunks}
+    assert "Noteworthy changes in release 2.4.0 (2026-01-02) [stable] > Bug fixes" in by_heading
+    assert "Noteworthy changes in release 2.3.0 (2025-06-01) [stable]" in by_heading
+    for c in chunks:
+        assert " > " not in c.text  # beside the text, never in what is embedded
+        if "knurl" in c.text and "frob" not in c.text and "release" not in c.text:
+            assert "2.3.0" in c.heading
+        if "frob" in c.text and "knurl" not in c.text and "release" not in c.text:
+            assert c.heading.endswith("> Bug fixes")
+    assert [c.text for c in chunks] == [c.text for c in chunk_document(text, document_id="d", content_hash="h" * 64,
+                                                                         embedder=WordEmbedder())]
+
+
+def test_a_heading_is_a_short_line_standing_alone_not_a_sentence_item_or_lead_in():
+    from services.indexer.chunking import heading_at, section_headings
+
+    text = ("Frob 1.2 (2026-03-04)\n\nFixes:\n\n- Fix the cache.\n\nThe cache is kept for 30 days.\n\n"
+            "Version 1.1\n-----------\n\nReleased 2025-01-01\n\nA short line\nwith a second line")
+    titles = [t for _, _, t in section_headings(text)]
+    assert titles == ["Frob 1.2 (2026-03-04)", "Version 1.1", "Released 2025-01-01"]
+    assert heading_at(section_headings(text), text.index("The cache is kept")) == "Frob 1.2 (2026-03-04)"
+    assert heading_at(section_headings(text), 0) == "Frob 1.2 (2026-03-04)"  # a chunk opening at its heading
+    assert heading_at(section_headings("No heading here, a sentence."), 5) == ""
+
+
+def test_a_heading_that_does_not_state_its_level_stands_under_the_one_it_belongs_to():
+    from services.indexer.chunking import heading_at, section_headings
+
+    # (written for the test) a Markdown changelog once cleaned: "## 2.3.0" and "### Added" are lines alike
+    markdown = "2.3.0 - 2026-01-02\n\nAdded\n\n- A size limit.\n\n2.2.0 - 2025-06-01\n\nAdded\n\n- The frob cache.\n"
+    heads = section_headings(markdown)
+    assert heading_at(heads, markdown.index("- The frob cache")) == "2.2.0 - 2025-06-01 > Added"
+    underlined = "Version 1.3\n-----------\n\nReleased 2013-07-03\n\n- Signals are weak.\n"
+    assert heading_at(section_headings(underlined), underlined.index("- Signals")) == "Version 1.3 > Released 2013-07-03"
+    outline = "* Version 2.5.4 - April 21, 2022\n- Fix the knurl cache\n- Faster frobs\n"
+    assert heading_at(section_headings(outline), outline.index("- Faster")) == "Version 2.5.4 - April 21, 2022"

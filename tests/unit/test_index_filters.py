@@ -134,9 +134,9 @@ def test_stored_origin_and_metadata_come_back_and_older_databases_gain_the_colum
     conn.close()
     index = HybridIndex(folder, DIM)
     [old] = index.get_chunks(["old:0"])
-    assert (old.origin, dict(old.metadata)) == ("", {})
+    assert (old.origin, dict(old.metadata), old.heading) == ("", {}, "")
     new = Chunk(chunk_id="new:0", document_id="new", ordinal=0, text="a new GPU note", origin="https://n.example/rss",
-                metadata={"team": "a"}, published="2026-01-01", source="feed")
+                metadata={"team": "a"}, published="2026-01-01", source="feed", heading="Release 2.4 > Fixes")
     index.upsert("new", [new], vector.reshape(1, -1))
     assert index.get_chunks(["new:0"]) == [new]
     hits = index.search("GPU", vector, 5, filters=Filters.parse(now=NOW, where=["team=a"]))

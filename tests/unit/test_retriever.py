@@ -361,3 +361,12 @@ def test_an_unmarked_question_on_another_topic_keeps_its_own_contexts():
     assert contexts[0]["chunk_id"] == "accounts:h:62" == plain[0]["chunk_id"]
     assert "the earlier turn's document tarkit holds fewer of the question's words than another: a new topic" in detail
 
+
+
+def test_a_context_carries_its_chunks_section_heading_only_where_it_has_one():
+    import dataclasses
+
+    headed = dataclasses.replace(CORPUS[0], heading="Frob 2.3.0 > Bug fixes")
+    fused = fuse([QueryHits("question", "q", [ScoredChunk(headed, 0.9), ScoredChunk(CORPUS[1], 0.8)])], top_k=2)
+    assert fused[0]["heading"] == "Frob 2.3.0 > Bug fixes"
+    assert "heading" not in fused[1]  # a chunk without one (an index written before): the context as before

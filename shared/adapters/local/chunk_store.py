@@ -51,12 +51,13 @@ INSERT OR IGNORE INTO meta(key, value) VALUES ('manifest_previous', '[]');
 INSERT OR IGNORE INTO meta(key, value) VALUES ('manifest_version', '0');
 """
 
-_CHUNK_COLUMNS = "chunk_id, document_id, ordinal, text, title, url, published, source, origin, metadata, position"
+_CHUNK_COLUMNS = "chunk_id, document_id, ordinal, text, title, url, published, source, origin, metadata, position, heading"
 # Columns added after the first release, with their definitions: an older chunks.db gains them on open.
 # ``gen`` is the generation that wrote the row: rows of older indexes get 0 and are found by the
 # first refresh (and flushed into a segment by the first maintenance).
 _ADDED_COLUMNS = {"origin": "TEXT NOT NULL DEFAULT ''", "metadata": "TEXT NOT NULL DEFAULT '{}'",
-                  "gen": "INTEGER NOT NULL DEFAULT 0", "position": "TEXT NOT NULL DEFAULT ''"}
+                  "gen": "INTEGER NOT NULL DEFAULT 0", "position": "TEXT NOT NULL DEFAULT ''",
+                  "heading": "TEXT NOT NULL DEFAULT ''"}
 _NOT_FIELDS = frozenset({"vector", "gen", "text"})  # columns a filter never reads
 # chunks.db up to this size is checked whole (PRAGMA quick_check) when opened: zeroed pages inside it
 # are otherwise found by no error at all (a search for one document returned another). Above it, the
@@ -162,7 +163,7 @@ class ChunkStore:
             generation = self._bump(conn)
             rows = [
                 (c.chunk_id, document_id, c.ordinal, c.text, c.title, c.url, c.published, c.source,
-                 c.origin, json.dumps(dict(c.metadata), sort_keys=True), c.position,
+                 c.origin, json.dumps(dict(c.metadata), sort_keys=True), c.position, c.heading,
                  np.ascontiguousarray(v).tobytes(), generation)
                 for c, v in zip(chunks, vectors, strict=True)
             ]
@@ -178,7 +179,7 @@ class ChunkStore:
                              [(i, generation) for i in gone])
             conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
             conn.executemany(
-                f"INSERT OR REPLACE INTO chunks({_CHUNK_COLUMNS}, vector, gen) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
+                f"INSERT OR REPLACE INTO chunks({_CHUNK_COLUMNS}, vector, gen) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows
             )
 
     def delete_document(self, document_id: str) -> int:
@@ -243,7 +244,7 @@ class ChunkStore:
                         text=row["text"], title=row["title"], url=row["url"], published=row["published"],
                         source=row["source"], origin=row["origin"],
                         metadata=self._metadata(row["chunk_id"], row["metadata"]),
-                        position=row["position"],
+                        position=row["position"], heading=row["heading"],
                     )
         return [found[i] for i in chunk_ids if i in found]
 
