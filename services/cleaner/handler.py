@@ -28,7 +28,7 @@ from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
 from shared.contract.text import build_header, clip_metadata, split_header
 from shared.formats.passages import Reading, lay_out
-from shared.formats.registry import ISOLATED_OVER_BYTES, Limits, by_media_type, chosen, readable
+from shared.formats.registry import Limits, by_media_type, chosen, readable
 from shared.formats.sandbox import Bounds, read_isolated, too_deep
 from shared.formats.text import (  # noqa: F401  (decode_bytes: the cleaner's tests read it here)
     CleanDocument,
@@ -61,8 +61,10 @@ def clean_content(raw: bytes, content_type: str, url: str, settings: Settings | 
 
 
 def read_content(raw: bytes, content_type: str, url: str, settings: Settings | None = None) -> Reading:
-    """``raw`` read by its kind's reader (:mod:`shared.formats.registry`); a binary kind, or a text file
-    over :data:`~shared.formats.registry.ISOLATED_OVER_BYTES`, in a bounded process of its own. :class:`InvalidInput` for a kind ragbus does not read."""
+    """``raw`` read by its kind's reader (:mod:`shared.formats.registry`); a binary kind, or a text file over its
+    kind's ``in_process_bytes`` (:data:`~shared.formats.registry.ISOLATED_OVER_BYTES`; reStructuredText's is
+    :data:`~shared.formats.registry.RST_ISOLATED_OVER_BYTES`), in a bounded process of its own.
+    :class:`InvalidInput` for a kind ragbus does not read."""
     kind = by_media_type(content_type)
     if kind is None or kind.refused:
         why = kind.refused if kind is not None else (
@@ -72,7 +74,7 @@ def read_content(raw: bytes, content_type: str, url: str, settings: Settings | N
     settings = settings or Settings()
     limits = format_limits(settings)
     kind = chosen(kind, limits)  # RAGBUS_PDF_READER
-    if not kind.binary and len(raw) <= ISOLATED_OVER_BYTES:
+    if not kind.binary and len(raw) <= kind.in_process_bytes:
         try:
             return kind.load()(raw, content_type, url, limits)
         except RecursionError:

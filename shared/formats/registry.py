@@ -45,6 +45,11 @@ class Limits:
 #: are larger; 7.7% over 64 KiB).
 ISOLATED_OVER_BYTES = 128 * 1024
 
+#: A reStructuredText file larger than this is read in a bounded process of its own: docutils' inline parser
+#: costs the square of a run of text without a space (a URL-like 'a-a-a-...', 'a:a:', 'a/a/'), 16 KiB of it
+#: 14 s and 32 KiB over 20 s of the cleaner's own thread, 128 KiB about 13 minutes, where nothing could stop it.
+RST_ISOLATED_OVER_BYTES = 16 * 1024
+
 #: reader(raw bytes, media type with its parameters, url, limits) -> Reading
 Reader = Callable[[bytes, str, str, Limits], Reading]
 
@@ -60,6 +65,7 @@ class FileKind:
     binary: bool = False  # read in a separate, bounded process (shared.formats.sandbox), never decoded as text
     numbered_parts: bool = False  # a file split in parts names them with its suffix and -1, -2 ... (find.info-2)
     refused: str = ""  # why files of this kind are refused by name (a legacy binary format)
+    in_process_bytes: int = ISOLATED_OVER_BYTES  # a text kind's file up to this size is read in the cleaner's process
 
     @property
     def media_type(self) -> str:
@@ -85,7 +91,7 @@ KINDS: list[FileKind] = [
     FileKind("GNU Info", (".info",), ("text/x-info", "application/x-info"), "shared.formats.text:read_info",
              numbered_parts=True),
     FileKind("reStructuredText", (".rst", ".rest"), ("text/x-rst", "text/prs.fallenstein.rst"),
-             "shared.formats.text:read_rst"),
+             "shared.formats.text:read_rst", in_process_bytes=RST_ISOLATED_OVER_BYTES),
     FileKind("PDF", (".pdf",), ("application/pdf",), "shared.formats.pdf:read_pdf", binary=True),
     FileKind("Word", (".docx",), ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",),
              "shared.formats.office:read_docx", binary=True),

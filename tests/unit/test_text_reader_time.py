@@ -83,3 +83,26 @@ def test_the_tags_of_a_markdown_html_block_are_taken_off_as_before():
     assert _tags_as_spaces('<div class="x">The <b>pump</b> runs</div>') == " The  pump  runs "
     assert _tags_as_spaces("a <> b <c <d> e > f") == "a <> b   e > f"
     assert _tags_as_spaces("x < y") == "x < y"
+
+
+def test_a_restructuredtext_file_over_16_kib_is_read_in_a_bounded_process_of_its_own(monkeypatch):
+    # docutils' inline parser costs the square of a run without a space: 16 KiB of 'a-a-a-' took 14 s of the
+    # cleaner's own thread, 128 KiB (under the 128 KiB every text kind had) about 13 minutes
+    from services.cleaner import handler
+    from shared.formats.passages import Passage, Reading
+
+    isolated = []
+
+    def bounded(kind, raw, content_type, url, limits, bounds):
+        isolated.append((kind.name, len(raw)))
+        return Reading(passages=[Passage("read in its own process")])
+
+    monkeypatch.setattr(handler, "read_isolated", bounded)
+    small = b"Pump\n====\n\nThe pump starts slowly.\n"
+    assert "The pump starts slowly." in handler.read_content(small, "text/x-rst", "file:///pump.rst").passages[0].text
+    assert isolated == []
+    large = b"Pump\n====\n\n" + b"a-" * (9 * 1024)
+    handler.read_content(large, "text/x-rst", "file:///pump.rst")
+    assert isolated == [("reStructuredText", len(large))]
+    handler.read_content(b"<p>" + b"x " * (9 * 1024) + b"</p>", "text/html", "file:///pump.html")
+    assert len(isolated) == 1  # an HTML page of that size is still read in the cleaner's process
