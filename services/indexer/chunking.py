@@ -52,7 +52,7 @@ _INLINE_SPACES = re.compile(r"[^\S\n]+")
 # release 3.8", "man-db 2.11.2 (8 January 2023)", "5.3.1. LZMA2"), or a line over an underline ("Changes" / "=====").
 MAX_HEADING_CHARS = 80
 MAX_HEADING_WORDS = 12
-_BLOCK = re.compile(r"[^\n](?:.|\n(?!\s*\n))*")  # text between blank lines
+_BLOCK = re.compile(r"[^\n](?:.|\n(?![^\S\n]*\n))*")  # text between blank lines (linear: no \n in the look-ahead)
 _UNDERLINE = re.compile(r"([=~^*#-])\1{2,}")
 _OUTLINE = re.compile(r"^(\*+|#+)\s+")  # "** Bug fixes" (an Emacs outline), "## 2.3.0"
 _NUMBERED = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+(?=\D)")  # "5.3.1. LZMA2"
@@ -231,24 +231,36 @@ def section_headings(text: str, start: int = 0) -> list[tuple[int, int, str]]:
     return out
 
 
-def heading_at(headings: Sequence[tuple[int, int, str]], offset: int, repeated: set[str] | None = None) -> str:
-    """The heading of the section ``offset`` stands in ("" before the first): the nearest heading at or above it, after
-    the one it stands under: of a higher level where it states its level ("Noteworthy changes in release 3.8 > Bug
-    fixes"); where it does not (a Markdown heading once cleaned), the nearest above that states one ("Version 1.3" /
-    "-----" > "Released 2013-07-03"), else, for a title the document repeats (a release's "Added", "Fixes"), the
-    nearest it does not ("0.11.0 - 2022-10-12 > Added")."""
-    at = bisect.bisect_right([h[0] for h in headings], offset)
-    if not at:
-        return ""
-    _, level, title = headings[at - 1]
-    earlier = headings[at - 2::-1] if at > 1 else []
-    if level:
-        outer = next((h for h in earlier if 0 < h[1] < level), None)
-    else:
-        repeated = repeated if repeated is not None else {t for t, n in Counter(h[2] for h in headings).items() if n > 1}
-        outer = next((h for h in earlier if h[1]), None) or (
-            next((h for h in earlier if h[2] not in repeated), None) if title in repeated else None)
-    return f"{outer[2]} > {title}" if outer else title
+def headings_at(headings: Sequence[tuple[int, int, str]], offsets: Sequence[int]) -> list[str]:
+    """The heading of the section each of ``offsets`` stands in ("" before the first): the nearest heading at or
+    above it, after the one it stands under: of a higher level where it states its level ("Noteworthy changes in
+    release 3.8 > Bug fixes"); where it does not (a Markdown heading once cleaned), the nearest above that states
+    one ("Version 1.3" / "-----" > "Released 2013-07-03"), else, for a title the document repeats (a release's
+    "Added", "Fixes"), the nearest it does not ("0.11.0 - 2022-10-12 > Added"). Each heading's outer one is found
+    in one pass and each offset bisected, so a document of many short headings costs linear time, not their
+    number times its chunks'."""
+    repeated = {t for t, n in Counter(h[2] for h in headings).items() if n > 1}
+    shown: list[str] = []
+    latest: dict[int, tuple[int, int, str]] = {}  # level -> the latest heading of that level, none deeper after it
+    last_leveled = last_unrepeated = None
+    for heading in headings:
+        _, level, title = heading
+        if level:
+            outer = max((h for lv, h in latest.items() if lv < level), key=lambda h: h[0], default=None)
+            latest = {lv: h for lv, h in latest.items() if lv < level}
+            latest[level] = last_leveled = heading
+        else:
+            outer = last_leveled or (last_unrepeated if title in repeated else None)
+        shown.append(f"{outer[2]} > {title}" if outer else title)
+        if title not in repeated:
+            last_unrepeated = heading
+    starts = [h[0] for h in headings]
+    return [shown[at - 1] if (at := bisect.bisect_right(starts, offset)) else "" for offset in offsets]
+
+
+def heading_at(headings: Sequence[tuple[int, int, str]], offset: int) -> str:
+    """The heading of the section ``offset`` stands in (see :func:`headings_at`)."""
+    return headings_at(headings, [offset])[0]
 
 
 def chunk_document(
@@ -273,11 +285,10 @@ def chunk_document(
     pieces = chunk_spans(text, embedder.token_spans, embedder.max_tokens, overlap,
                          first_min_chars=header_length(text) + MIN_BODY_CHARS)
     least = MIN_BODY_CHARS if any(body_characters(p) >= MIN_BODY_CHARS for p, _, _ in pieces) else 1
-    headings = section_headings(text, header_length(text))
-    repeated = {t for t, n in Counter(h[2] for h in headings).items() if n > 1}  # (once, not for each chunk)
-    kept = [(p, position_label(positions_between(marks, max(start, header_length(text)), end)),
-             heading_at(headings, start, repeated))
-            for p, start, end in pieces if body_characters(p) >= least]
+    pieces = [(p, start, end) for p, start, end in pieces if body_characters(p) >= least]
+    headings = headings_at(section_headings(text, header_length(text)), [start for _, start, _ in pieces])
+    kept = [(p, position_label(positions_between(marks, max(start, header_length(text)), end)), heading)
+            for (p, start, end), heading in zip(pieces, headings, strict=True)]
     return [
         Chunk(
             chunk_id=chunk_id(document_id, content_hash, ordinal),

@@ -219,3 +219,30 @@ def test_a_heading_that_does_not_state_its_level_stands_under_the_one_it_belongs
     assert heading_at(section_headings(underlined), underlined.index("- Signals")) == "Version 1.3 > Released 2013-07-03"
     outline = "* Version 2.5.4 - April 21, 2022\n- Fix the knurl cache\n- Faster frobs\n"
     assert heading_at(section_headings(outline), outline.index("- Faster")) == "Version 2.5.4 - April 21, 2022"
+
+
+def test_a_document_of_many_short_headings_is_given_its_chunks_headings_in_linear_time():
+    from services.indexer.chunking import headings_at, section_headings
+    from tests.support import cpu_ratio
+
+    # every chunk rebuilt the offsets' list and copied the headings before it: 1.9 MB of "Step N" lines took 16 s
+    texts = {n: "".join(f"Step {i}\n\n" for i in range(n)) for n in (5000, 40000)}
+    heads = {n: section_headings(texts[n]) for n in texts}
+
+    def check(n, shown):
+        assert shown[0] == "Step 0" and shown[-1].startswith("Step ")
+
+    assert cpu_ratio(lambda n: headings_at(heads[n], range(0, len(texts[n]), 1500)), 5000, 40000, check=check) < 24
+
+
+def test_blank_lines_of_spaces_are_read_past_in_linear_time():
+    from services.indexer.chunking import section_headings
+    from tests.support import cpu_ratio
+
+    # the blocks' look-ahead took every later line of spaces too: 32,000 of them took a second
+    blank = {n: "Title\n\n" + " \n" * n + "A sentence." for n in (2000, 16000)}
+
+    def check(n, heads):
+        assert [t for _, _, t in heads] == ["Title"]  # (the sentence is no heading)
+
+    assert cpu_ratio(lambda n: section_headings(blank[n]), 2000, 16000, check=check) < 24
