@@ -54,10 +54,26 @@ _NAMED_VALUE = re.compile(
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,63}://[^\s/?#@:'\"<>]*:)([^\s/?#@'\"<>]+)(@)")
 
 # A credential in a URL's query (a private feed's ?feed_token=, Jira's &os_authkey=, a signed URL's &sig= or
-# X-Amz-Signature=): a parameter whose name holds one of these words keeps its name, not its value
-_QUERY_CREDENTIAL = re.compile(
-    r"(?i)([?&;](?:[a-z0-9]+[_.-])*(?:token|key|apikey|secret|password|passwd|pwd|sig|signature|auth|authkey"
-    r"|credentials?|session)(?:[_.-][a-z0-9]+)*=)([^&#\s\"'<>;]+)")
+# X-Amz-Signature=): a parameter whose name holds one of these words keeps its name, not its value. The name is
+# matched whole and its words looked up (one pattern with the words inside rescanned the rest of the name from
+# each of its segments: 8 kB of '?token_token_...' took 0.4 s, a log line)
+_QUERY_NAME = re.compile(r"(?i)[?&;]([a-z0-9]+(?:[_.-][a-z0-9]+)*)=")
+_QUERY_VALUE = re.compile(r"[^&#\s\"'<>;]+")
+_CREDENTIAL_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "pwd", "sig", "signature",
+                               "auth", "authkey", "credential", "credentials", "session"})
+
+
+def _query_credentials_redacted(text: str) -> str:
+    """``text`` with the value of every query parameter named as a credential replaced."""
+    out, kept, at = [], 0, 0
+    while name := _QUERY_NAME.search(text, at):
+        value = _QUERY_VALUE.match(text, name.end())
+        if value and _CREDENTIAL_WORDS & set(re.split(r"[_.-]", name[1].lower())):
+            out += [text[kept:name.end()], REDACTED]
+            kept = at = value.end()
+        else:
+            at = name.start() + 1
+    return "".join(out) + text[kept:]
 
 
 def remember_secret(value: str | None) -> None:
@@ -96,7 +112,7 @@ def redact(text: str) -> str:
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
     text = _KEY_SHAPED.sub(REDACTED, text)
-    text = _QUERY_CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _query_credentials_redacted(text)
     return _NAMED_VALUE.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3) == REDACTED else REDACTED),
                             text)
 
