@@ -578,3 +578,11 @@ def test_a_table_of_contents_is_no_sentence_to_quote():
             "The frobnicator builds in two steps, each run by make.\n")
     assert [q.text for q in quotable_sentences(body)] == ["The frobnicator builds in two steps, each run by make."]
 
+
+
+def test_ranges_and_counts_written_with_dots_are_sentences_not_contents_entries():
+    # dot leaders never follow a digit: "8000...8080" and "1...2...4" were read as two contents entries
+    for sentence in ("Ports 8000...8080 and 9000...9090 are reserved for the frob workers.",
+                     "The frob timeout grows from 1...2...4...8 seconds between retries.",
+                     "Le délai du frob passe de 10…20…40 secondes entre deux essais."):
+        assert [q.text for q in quotable_sentences(sentence + "\n")] == [sentence]
