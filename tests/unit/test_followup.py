@@ -1238,6 +1238,12 @@ def test_the_article_before_von_is_looked_for_just_before_it_in_linear_time():
     # no named subject to put "not" after, and a wh-question's clause lacks what it asked: the earlier question in brackets
     ("Can the daemon be resized while it runs?", "Why not?", "Why not (can the daemon be resized while it runs)?"),
     ("Which flag did frob rename to --quiet?", "Why?", "Why (which flag did frob rename to --quiet)?"),
+    ("Is Zapix deprecated?", "Why not?", "Why is Zapix not deprecated?"),
+    # the name only opens the subject: "not" after it would split it ("Why is X11 not forwarding enabled ...?")
+    ("Is X11 forwarding enabled by default?", "Why not?", "Why not (is X11 forwarding enabled by default)?"),
+    ("Are PAM modules loaded by login?", "Why not?", "Why not (are PAM modules loaded by login)?"),
+    # a second sentence after the question: its clause is no question to reuse
+    ("Is frob -s deprecated? I saw a warning.", "Why?", "Why (is frob -s deprecated? I saw a warning)?"),
 ])
 def test_a_bare_why_or_when_after_a_yes_no_question_is_asked_in_its_words(earlier, follow_up, expected):
     # "Why (is X deprecated)?" read the earlier question as a second one in brackets; its clause is already a question

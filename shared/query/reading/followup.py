@@ -384,9 +384,13 @@ def _in_frame(typed: str, earlier: str) -> str | None:
     if not (why or fragment) or clause is None or len(earlier) > 200:  # a pasted log: the bracket bounds it
         return None
     rest = clause.group("rest")
+    if re.search(r"[.!?]\s", rest):  # a second sentence ("Is X deprecated? I saw a warning."): no clause to reuse
+        return None
     if why and why.group(2):  # "Why not?" after "Can Valgrind be attached ...?": "not" after its named subject
         named = named_runs(rest, opening=False)
-        if not named or named[0][0] != 0:
+        after = rest[named[0][1]:].split() if named and named[0][0] == 0 else []
+        # the name opens a longer subject unless "be" or a participle follows it ("Is X11 forwarding enabled ...")
+        if not after or not re.fullmatch(rf"{_PARTICIPLE_WORD}|be|been", after[0]):
             return None
         rest = f"{rest[: named[0][1]]} not{rest[named[0][1]:]}"
     return f"{'Why' if why else typed} {clause.group('aux').lower()} {rest}"
