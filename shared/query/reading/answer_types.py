@@ -95,6 +95,8 @@ _UNITS = {
     "density": r"per\s+\w+|/\w+", "footprint": r"co2\w*|tons?|tonnes?|kg|grams?|g",
 }
 
+# A question's start, past one word before the asking one ("And when ...", "So which ...")
+_OPENS = r"^\W*(?:\w+\s+)?"
 _LEADING_NOISE = re.compile(r"^\W*(?:(?:how|why|what|is|are|when|who|which)\s+)(?=(?:what|how|when|who|which|why)\b)", re.IGNORECASE)
 _HOW_MANY = re.compile(r"\bhow\s+many\s+(?P<rest>.+)", re.IGNORECASE)
 _HOW_MUCH = re.compile(r"\bhow\s+much\s+(?P<rest>.+)", re.IGNORECASE)
@@ -103,26 +105,26 @@ _HOW_ADJ = re.compile(r"\bhow\s+(?P<adj>long|far|old|big|large|tall|high|fast|he
 # "What is a version number?" asks what one is (a definition), no value; "What is a typical size ..." a value.
 _DEFINITION = re.compile(r"^\W*what\s+(?:is|are)\s+an?\s+(?P<next>[\w-]+)", re.IGNORECASE)
 # "When was / did / will X ..." asks for a date; "when is exact search good enough?" for a condition.
-_WHEN = re.compile(r"^\W*(?:\w+\s+)?(?:when\s+(?:was|were|did|will|would)|since\s+when|in\s+what\s+year|"
+_WHEN = re.compile(_OPENS + r"(?:when\s+(?:was|were|did|will|would)|since\s+when|in\s+what\s+year|"
                    r"in\s+which\s+year|what\s+year)\b", re.IGNORECASE)
-_WHO = re.compile(r"^\W*(?:\w+\s+)?(?:who|whom)\b", re.IGNORECASE)
-_WHERE = re.compile(r"^\W*(?:\w+\s+)?where\b(?!.*\b(?:come|came|comes)\s+from\b)", re.IGNORECASE)  # an origin is no place
+_WHO = re.compile(_OPENS + r"(?:who|whom)\b", re.IGNORECASE)
+_WHERE = re.compile(_OPENS + r"where\b(?!.*\b(?:come|came|comes)\s+from\b)", re.IGNORECASE)  # an origin is no place
 _PATH_VALUE = re.compile(r"(?<![\w/])(?:[~$][\w{}]*|[A-Za-z]:)?[\\/][\w.$-]+|\b[\w.-]+/[\w.$-]+|\bhttps?://\S+")
 # A person's role after an article: "a primary handler", "the release team", "the maintainers".
 _ROLE = re.compile(r"\b(?:a|an|the)\s+(?:[a-z][\w-]*\s+){0,2}?(?P<role>[a-z]{3,}(?:er|or|ist|ian)s?|team|teams|"
                    r"committee|group|person|people|staff)\b")
 _WHAT_THE = re.compile(
-    r"^\W*(?:\w+\s+)?(?:(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be)|how\s+(?:does|do|did))\s+"
+    _OPENS + r"(?:(?:what|which|how)\s+(?:is|are|was|were|will\s+be|would\s+be)|how\s+(?:does|do|did))\s+"
     # "the price", or a name whose possessive was dropped ("What is Tesla('s) stock price")
     r"(?:(?:the|a|an|its|their)\s+|(?-i:(?:[A-Z][\w.-]*\s+){1,3})(?=[a-z]))"
     r"(?P<phrase>.+)", re.IGNORECASE)
-_WHAT_NOUN = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\s+(?P<phrase>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+"
+_WHAT_NOUN = re.compile(_OPENS + r"(?:what|which)\s+(?P<phrase>(?:[\w'-]+\s+){0,3}?[\w'-]+)\s+"
                         r"(?:is|are|was|were|did|do|does|has|have|had|will|can|could|should|would|showed|show|shows)\b",
                         re.IGNORECASE)
 _WHAT_CAUSES = re.compile(r"\bwhat\s+(?:causes|caused|causing|triggers|triggered|leads\s+to|led\s+to)\b|\bcauses?\s+of\b",
                           re.IGNORECASE)
 _HOW_WORK = re.compile(r"\bhow\s+(?:does|do|did|is|are)\b.+?\bwork(?:s|ed)?\b", re.IGNORECASE)
-_HOW_PROCESS = re.compile(r"^\W*(?:\w+\s+)?how\s+(?:is|are|was|were)\s+.+\b(?:made|produced|manufactured|built|constructed|"
+_HOW_PROCESS = re.compile(_OPENS + r"how\s+(?:is|are|was|were)\s+.+\b(?:made|produced|manufactured|built|constructed|"
                           r"formed|created|generated|synthesi[sz]ed|calculated|measured|determined|transmitted|extracted|processed)\b", re.IGNORECASE)
 _HOW_TO = re.compile(r"\bhow\s+(?:do|can|should|could|would)\s+(?:i|we|you|one)\b", re.IGNORECASE)
 _COMPARISON = re.compile(r"\b(versus|vs\.?|compared?|comparison|differ\w*|than)\b", re.IGNORECASE)
@@ -133,7 +135,7 @@ _STATUS_Q = re.compile(r"\b(?:status|response|reply|error|http)\s+codes?\b", re.
 # backup user have?" for a uid. The noun phrase runs up to an auxiliary, an article or a preposition (so it may end
 # with the verb: "Which GNU make option randomises the order"), at most OPENING_WORDS words; the last word of it
 # that names a kind below says what is asked.
-_OPENING = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?P<rest>.+)", re.IGNORECASE)
+_OPENING = re.compile(_OPENS + r"(?:which|what)\s+(?P<rest>.+)", re.IGNORECASE)
 OPENING_WORDS = 3
 _OPENING_KINDS = {word: kind for kind, words in ((FLAG, "option options flag flags switch switches"),
                                                  (VERSION, "version versions release releases"),
@@ -143,16 +145,16 @@ _OPENING_KINDS = {word: kind for kind, words in ((FLAG, "option options flag fla
 _CODE_KINDS = {"status": STATUS, "response": STATUS, "reply": STATUS, "error": STATUS, "http": STATUS, "exit": IDENT,
                "return": IDENT}
 # "What does the --foo option do?", "What did version 2 add?": what the question is about, not what it asks for.
-_ASKS_ABOUT = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:do|does|did)\b", re.IGNORECASE)
-_FLAG_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|flag|switch|command-line\s+option)s?\b", re.I)
+_ASKS_ABOUT = re.compile(_OPENS + r"(?:which|what)\s+(?:do|does|did)\b", re.IGNORECASE)
+_FLAG_Q = re.compile(_OPENS + r"(?:which|what)\s+(?:[\w-]+\s+){0,2}?(?:option|flag|switch|command-line\s+option)s?\b", re.I)
 _RETURN_Q = re.compile(r"\bwhat\s+(?:does|do|did|will|can)\s+.+?\breturns?\b", re.IGNORECASE)
 _STATUS_VALUE = re.compile(r"(?<![\d.,-])[1-5]\d\d(?![\d.,%-])(?!\s*(?:ms|s|seconds?|bytes?|kb|mb|gb|chunks?|words?|"
                            r"tokens?|dimensions?|-dimensional)\b)", re.IGNORECASE)
 _FLAG_VALUE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|\b(?:flag|option)s?:?\s+[A-Za-z]\w*[_=]\w+|\b[A-Za-z](?=\w*_)\w*+(?=\s+(?:flag|option)s?\b)")  # "-k", "option: name_x", "Py_X flag"
 _RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?:in|is)\b|>>>|-->", re.IGNORECASE)  # a session
-_VERSION_Q = re.compile(r"^\W*(?:\w+\s+)?(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(?:version|release)s?\b|since\s+(?:which|what)\s+"
+_VERSION_Q = re.compile(_OPENS + r"(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(?:version|release)s?\b|since\s+(?:which|what)\s+"
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
-_DEFAULT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b", re.IGNORECASE)
+_DEFAULT_Q = re.compile(_OPENS + r"(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b", re.IGNORECASE)
 # A question asking for a limit (extractive.ASKS_LIMIT: "the maximum reward", "which minimum version") is answered
 # by a sentence stating one ("up to", "at most", "limited to", "or higher"), not by any value of the thing.
 _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|up\s+to|no\s+(?:more|less|fewer)\s+than|"
@@ -173,7 +175,7 @@ _DEFAULT_VALUE = re.compile(r"\b(?:by|per)\s+default\b|\bdefaults?(?:\s+values?)
 # not a default value (unless the sentence gives a number).
 _BEHAVIOUR_BY_DEFAULT = re.compile(r"\bby\s+default\s*,\s*(?:when|if|while|once|as\s+long\s+as|unless)\b", re.IGNORECASE)
 # "Which ticket ID ...", "What Filter ID ...", "what port number ...", not "what is the number of ..." (a count).
-_IDENT_Q = re.compile(r"^\W*(?:\w+\s+)?(?:which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|the|an?)\b)[\w-]+\s+){0,2}"
+_IDENT_Q = re.compile(_OPENS + r"(?:which|what)\s+(?:(?!(?:is|are|was|were|does|do|did|the|an?)\b)[\w-]+\s+){0,2}"
                       r"(?:ids?|identifiers?|numbers?)\b", re.IGNORECASE)
 # A token holding a digit ("0x21", "9073", "CVE-2023-1234", "E042"): what an identifier is written as.
 _IDENT_VALUE = re.compile(r"(?<![\w.-])[\w-]*\d[\w.-]*(?<![.-])")
@@ -379,7 +381,7 @@ def asked_fact(question: str) -> AskedFact:
         # A noun aspect ("the ingredients", "the terms") is checked in the passage, not one sentence:
         # passages name it once and state its parts in the sentences that follow.
         named, aspect = aspect, ()
-    if re.match(r"^\W*(?:\w+\s+)?which\b", text, re.IGNORECASE) and kind is None:
+    if re.match(_OPENS + r"which\b", text, re.IGNORECASE) and kind is None:
         named = ()  # "which company has more revenue, A or B?" asks to choose among names it gives
     if not (kind or aspect or relation or named):
         # yes/no and open questions ("is X better than Y?"): nothing specific is asked

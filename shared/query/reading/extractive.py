@@ -42,7 +42,7 @@ from shared.query.reading.answer_sentences import (
     too_short,
 )
 from shared.query.reading.language import detect_language, phrase
-from shared.query.reading.sentence_score import SCORED_ON, SentenceScore, shipped_sentence_score
+from shared.query.reading.sentence_score import SCORED_ON, shipped_sentence_score
 from shared.query.reading.stemming import stemmer
 from shared.query.reading.translation import lexicon_table
 from shared.query.reading.verdict import ANSWERED, REFUSE, VerdictModel, shipped_verdict_model
@@ -419,17 +419,16 @@ class Reader:
     def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
                  overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
                  sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
-                 value_check: ValueCheck | None, fact_check: FactCheck | None,
-                 weights: ReaderWeights | None = None, score: SentenceScore | None = None,
-                 verdict: VerdictModel | None = None, observe: Observe | None = None, subject: Sequence[str] = ()) -> None:
+                 value_check: ValueCheck | None, fact_check: FactCheck | None, verdict: VerdictModel | None = None,
+                 observe: Observe | None = None, subject: Sequence[str] = ()) -> None:
         self.query, self.contexts, self.candidates = query, contexts, candidates
         self.term_stems, self.language, self.names = term_stems, language, names
         self.question_vector, self.sentence_embed = question_vector, sentence_embed
-        self.value_check, self.fact_check, self.w = value_check, fact_check, weights or READER_WEIGHTS
+        self.value_check, self.fact_check, self.w = value_check, fact_check, READER_WEIGHTS
         # whether a text states the asked value, checked once a text (the lead is read by the ranking, its heading's
         # check and the evidence alike)
         self.stated = functools.cache(lambda text: bool(fact_check(text, query))) if fact_check else lambda text: False
-        self.score = score or shipped_sentence_score()
+        self.score = shipped_sentence_score()
         self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
         self.stems = [c.stems for c in candidates]
         self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
@@ -444,8 +443,7 @@ class Reader:
         # "package") names the corpus, one few hold ("tty", "backup") the asked subject
         self.rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
                        for t in dict.fromkeys(term_stems)}  # counted once: _evidence weighs the asked subject by it
-        rarity = self.rarity
-        total = sum(rarity.values())
+        rarity, total = self.rarity, sum(self.rarity.values())
         self.pair_overlap = overlap.copy()
         # what each sentence is scored on (SCORED_ON's order): all but its cosine choose which are worth embedding
         self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
