@@ -612,12 +612,8 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
 def _present(term: str, stems: set[str]) -> bool:
     """``term`` is among ``stems``, allowing inflections the stemmer keeps apart ("employ"/"employe")."""
     key = stem(term)
-    if key in stems:
-        return True
-    if len(key) < 4:
-        return False
-    return any(len(s) >= 4 and (s.startswith(key) or key.startswith(s)) and abs(len(s) - len(key)) <= 2
-               for s in stems)
+    return key in stems or len(key) >= 4 and any(
+        len(s) >= 4 and (s.startswith(key) or key.startswith(s)) and abs(len(s) - len(key)) <= 2 for s in stems)
 
 
 def _on_topic(topic: Sequence[str], stems: set[str]) -> bool:

@@ -1162,10 +1162,8 @@ def _parts(query: str) -> list[_Part]:
         for n, text in enumerate(raw):
             others = {t for m, ts in enumerate(stems) if m != n for t in ts}
             own = tuple(dict.fromkeys([t for t in stems[n] if t not in others] or stems[n]))
-            if own:
-                label = _mid_sentence(text)
-                # a clause brings its own words ("what percentage goes to maintenance"): they must be there
-                out.append(_Part(label=label, head=own[0], needed=own, question=None))
+            if own:  # a clause brings its own words ("what percentage goes to maintenance"): they must be there
+                out.append(_Part(label=_mid_sentence(text), head=own[0], needed=own, question=None))
         return out
     texts = [_ASKING.sub("", p).strip() for p in raw]
     phrases: list[list[str]] = []
