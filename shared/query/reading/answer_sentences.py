@@ -72,7 +72,8 @@ _ELLIPTIC_CLAUSE = re.compile(
     re.IGNORECASE,
 )
 # "those who ...", "those that ...": the words after it say what it means
-_CATAPHORIC = frozenset("who whom whose that which with of in on at for from where".split())
+_CATAPHORIC_WORDS = "who whom whose that which with of in on at for from where".split()
+_CATAPHORIC = frozenset(_CATAPHORIC_WORDS)
 # "these" is read back to something already named ("BM25 addresses these with ..."); "this" too when it stands alone as
 # the subject ("... because this is rare"). "them" among the first words ("Systems built on them ..."), and "this"
 # standing for a thing named before ("Some brokers offer this within ...").
@@ -80,7 +81,7 @@ _BACK_POINTER = re.compile(
     r"^(?:\S+\s+){0,3}them\b|"
     r"\bthese\b|\bthis\s+(?:is|was|means|meant|makes|made|allows|lets|gives|has|had|can|could|will|would|"
     r"also|helps|happens|works|requires|ensures|explains|within|in|for|to|with|by|on|at|from|as|because|"
-    r"when|only|too)\b|\bthis[.,;]|\bthose\s+(?!(?:who|whom|whose|that|which|with|of|in|on|at|for|from|where)\b)",
+    r"when|only|too)\b|\bthis[.,;]|\bthose\s+(?!(?:" + "|".join(_CATAPHORIC_WORDS) + r")\b)",
     re.IGNORECASE,
 )
 

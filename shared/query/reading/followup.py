@@ -101,8 +101,9 @@ _POINTED = re.compile(r"\b(?:(?:that|this|those|these)(?=\s+[a-z]{3,}\b(?!\s+(?:
                       r"have|ist|sind|war|wird|sollte|soll|muss|kann|hat|est|sont|doit|peut|es|son|debe|puede)\b)")
 _OBJECT_IT = re.compile(rf"(?i)\b(?!(?:{_AUX}|how|what|why|when|where|which|who|and)\b)[a-z]+\s+it\b")
 # "And how many threads?": an interrogative and its noun, no verb; the earlier question's opening up to its auxiliary
-_ASKED_PHRASE = re.compile(r"(?i)(?:how\s+(?:many|much|long|often|far)|which|what)\s+(?P<np>[^\W\d][\w/+.#-]*(?:\s+[\w/+.#-]+){0,2})")
-_ASKED_OPENING = re.compile(rf"(?i)^(?:how\s+(?:many|much|long|often|far)|which|what)\s+(?:[\w/+.#-]+\s+){{1,3}}?(?=(?:{_AUX})\s)")
+_ASKING = r"(?:how\s+(?:many|much|long|often|far)|which|what)\s+"
+_ASKED_PHRASE = re.compile(rf"(?i){_ASKING}(?P<np>[^\W\d][\w/+.#-]*(?:\s+[\w/+.#-]+){{0,2}})")
+_ASKED_OPENING = re.compile(rf"(?i)^{_ASKING}(?:[\w/+.#-]+\s+){{1,3}}?(?=(?:{_AUX})\s)")
 _WHICH_ONE = re.compile(r"^(?:which|what)\s+one\s+(?P<x>\S+\s+\S.*)$", re.IGNORECASE)
 _DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\b", re.IGNORECASE)
 _THAT_ACTS = re.compile(r"(?i)\b(?:does|did|do|can|could|will|would)\s+(?:that|this)\s+[a-z]+\s+(?:it|them|the|an?)\b")
