@@ -452,12 +452,12 @@ class Settings:
         "RAGBUS_MAX_ROWS", 100_000, Whole(1), "rows of one spreadsheet (.xlsx, .csv, .tsv) read; the rest are cut")
     parse_seconds: float = setting(
         "RAGBUS_PARSE_SECONDS", 120.0, Seconds(),
-        "time to read one PDF, Office file, e-book or text file over 128 KiB (reStructuredText: 16 KiB) in its own "
+        "time to read one PDF, Office file, e-book or text file over 128 KiB (reStructuredText: 4 KiB) in its own "
         "process; a slower file is stopped and refused")
     parse_memory_mb: int = setting(
         "RAGBUS_PARSE_MEMORY_MB", 1024, Whole(64),
         "address space of the process reading one PDF, Office file, e-book or text file over 128 KiB "
-        "(reStructuredText: 16 KiB); a file needing more is refused")
+        "(reStructuredText: 4 KiB); a file needing more is refused")
     zip_max_entries: int = setting(
         "RAGBUS_ZIP_MAX_ENTRIES", 10_000, Whole(1),
         "entries of an Office file or e-book (a zip container); more is refused as a zip bomb")

@@ -46,9 +46,10 @@ class Limits:
 ISOLATED_OVER_BYTES = 128 * 1024
 
 #: A reStructuredText file larger than this is read in a bounded process of its own: docutils' inline parser
-#: costs the square of a run of text without a space (a URL-like 'a-a-a-...', 'a:a:', 'a/a/'), 16 KiB of it
-#: 14 s and 32 KiB over 20 s of the cleaner's own thread, 128 KiB about 13 minutes, where nothing could stop it.
-RST_ISOLATED_OVER_BYTES = 16 * 1024
+#: costs the square of a run of text without a space (a URL-like 'a-a-a-...', 'a:a:', 'a/a/'), 4 KiB of it
+#: 1.7 s, 8 KiB 5.4 s, 16 KiB 14 s and 32 KiB over 20 s of the cleaner's own thread, 128 KiB about 13 minutes,
+#: where nothing could stop it. Under this bound a file costs the thread at most about 2 s; over it, 0.8 s more.
+RST_ISOLATED_OVER_BYTES = 4 * 1024
 
 #: reader(raw bytes, media type with its parameters, url, limits) -> Reading
 Reader = Callable[[bytes, str, str, Limits], Reading]

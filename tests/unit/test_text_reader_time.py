@@ -85,9 +85,9 @@ def test_the_tags_of_a_markdown_html_block_are_taken_off_as_before():
     assert _tags_as_spaces("x < y") == "x < y"
 
 
-def test_a_restructuredtext_file_over_16_kib_is_read_in_a_bounded_process_of_its_own(monkeypatch):
+def test_a_restructuredtext_file_over_4_kib_is_read_in_a_bounded_process_of_its_own(monkeypatch):
     # docutils' inline parser costs the square of a run without a space: 16 KiB of 'a-a-a-' took 14 s of the
-    # cleaner's own thread, 128 KiB (under the 128 KiB every text kind had) about 13 minutes
+    # cleaner's own thread (the bound was 16 KiB a while), 128 KiB (under the 128 KiB every text kind had) 13 minutes
     from services.cleaner import handler
     from shared.formats.passages import Passage, Reading
 
@@ -101,8 +101,8 @@ def test_a_restructuredtext_file_over_16_kib_is_read_in_a_bounded_process_of_its
     small = b"Pump\n====\n\nThe pump starts slowly.\n"
     assert "The pump starts slowly." in handler.read_content(small, "text/x-rst", "file:///pump.rst").passages[0].text
     assert isolated == []
-    large = b"Pump\n====\n\n" + b"a-" * (9 * 1024)
+    large = b"Pump\n====\n\n" + b"a-" * (2 * 1024 + 64)  # just over 4 KiB
     handler.read_content(large, "text/x-rst", "file:///pump.rst")
     assert isolated == [("reStructuredText", len(large))]
-    handler.read_content(b"<p>" + b"x " * (9 * 1024) + b"</p>", "text/html", "file:///pump.html")
+    handler.read_content(b"<p>" + b"x " * (2 * 1024 + 64) + b"</p>", "text/html", "file:///pump.html")
     assert len(isolated) == 1  # an HTML page of that size is still read in the cleaner's process
