@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,10 +141,8 @@ def test_a_body_declared_past_the_bound_is_refused_at_once_not_waited_for(server
     with socket.create_connection((host, int(port)), timeout=10) as connection:
         connection.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
                            f"Content-Length: {declared}\r\n\r\n{{}}".encode())
-        started = time.monotonic()
-        head = connection.recv(200)
+        head = connection.recv(200)  # (before, the 10 s socket timeout ran out first: 408 came after 30 s)
     assert head.startswith(b"HTTP/1.1 413"), head
-    assert time.monotonic() - started < 5
 
 
 # ----------------------------------------------------------- 200 vs 202
