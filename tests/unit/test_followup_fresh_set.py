@@ -8,8 +8,9 @@ base-passwd, the Debian manifesto and history, less and gzip NEWS, isolating ext
 French, Spanish and German FAQs and guides), before the rewrites of 'they' after 'Which Ns did X verb?' and the Spanish
 pro-drop rule were changed), over documents of the development part (dev/a, dev/b, realdocs; never dev/d, never the sealed
 test part); the ninth (``followup_fresh9.jsonl``), written before round 17 changed the rule, and the tenth
-(``followup_fresh10.jsonl``, ids fr10a-/fr10b-: half b kept unread until round 18's design was frozen), written before
-round 18 changed the rule, also over documents no set uses, named by the ``source`` each such row gives
+(``followup_fresh10.jsonl``, ids fr10a-/fr10b-: half b's questions and rewrites kept unread, but its
+outcomes scored in a pipeline run at 2f57616 and compared across rule variants before round 18's design was frozen,
+so it is no unseen check for 2f57616 or later), written before round 18 changed the rule, also over documents no set uses, named by the ``source`` each such row gives
 (``/usr/share/doc``; a row whose file is not installed is left out, and the follow-ups expected counted without it). Each loads as the eval loads a part's dialogues, and every key is in its document as the cleaner
 outputs it."""
 
