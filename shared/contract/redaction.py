@@ -67,8 +67,9 @@ def _query_credentials_redacted(text: str) -> str:
     """``text`` with the value of every query parameter named as a credential replaced."""
     out, kept, at = [], 0, 0
     while name := _QUERY_NAME.search(text, at):
-        value = _QUERY_VALUE.match(text, name.end())
-        if value and _CREDENTIAL_WORDS & set(re.split(r"[_.-]", name[1].lower())):
+        # (the name first: a value runs past '?' and '=', so matching it for every name of '?x=?x=...' was quadratic)
+        if _CREDENTIAL_WORDS & set(re.split(r"[_.-]", name[1].lower())) and (
+                value := _QUERY_VALUE.match(text, name.end())):
             out += [text[kept:name.end()], REDACTED]
             kept = at = value.end()
         else:
