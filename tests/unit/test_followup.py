@@ -1242,6 +1242,8 @@ def test_the_article_before_von_is_looked_for_just_before_it_in_linear_time():
     # the name only opens the subject: "not" after it would split it ("Why is X11 not forwarding enabled ...?")
     ("Is X11 forwarding enabled by default?", "Why not?", "Why not (is X11 forwarding enabled by default)?"),
     ("Are PAM modules loaded by login?", "Why not?", "Why not (are PAM modules loaded by login)?"),
+    ("Is GRUB hidden menu enabled?", "Why not?", "Why not (is GRUB hidden menu enabled)?"),
+    ("Is Zapix frozen by default?", "Why not?", "Why is Zapix not frozen by default?"),
     # a second sentence after the question: its clause is no question to reuse
     ("Is frob -s deprecated? I saw a warning.", "Why?", "Why (is frob -s deprecated? I saw a warning)?"),
 ])

@@ -374,6 +374,10 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), "in context" if resolved else "refers back", referring)
 
 
+_NOT_AFTER_PARTICIPLE = frozenset(("for", "in", "as", "on", "of", "by", "to", "with", "from", "at", "into", "under",
+                                   "over", "while", "when", "during", "after", "before", "since", "until", "via"))
+
+
 def _in_frame(typed: str, earlier: str) -> str | None:
     """A bare "Why?", "Why not?" or "Since which version?" after a yes/no question asked in that question's own words ("Is
     X deprecated?": "Why is X deprecated?"); None after any other (its clause lacks what it asked for: "Which codec does
@@ -390,8 +394,10 @@ def _in_frame(typed: str, earlier: str) -> str | None:
     if why and why.group(2):  # "Why not?" after "Can Valgrind be attached ...?": "not" after its named subject
         named = named_runs(rest, opening=False)
         after = rest[named[0][1]:].split() if named and named[0][0] == 0 else []
-        # the name opens a longer subject unless "be" or a participle follows it ("Is X11 forwarding enabled ...")
-        if not after or not re.fullmatch(rf"{_PARTICIPLE_WORD}|be|been", after[0]):
+        # the name opens a longer subject unless "be" follows it, or a participle closing the clause or followed by
+        # a preposition ("Is X11 forwarding enabled ...", "Is GRUB hidden menu enabled?": "hidden" opens the subject)
+        if not after or not (after[0] in ("be", "been") or re.fullmatch(_PARTICIPLE_WORD, after[0]) and (
+                len(after) == 1 or after[1].lower() in _NOT_AFTER_PARTICIPLE)):
             return None
         rest = f"{rest[: named[0][1]]} not{rest[named[0][1]:]}"
     return f"{'Why' if why else typed} {clause.group('aux').lower()} {rest}"
