@@ -584,5 +584,6 @@ def test_ranges_and_counts_written_with_dots_are_sentences_not_contents_entries(
     # dot leaders never follow a digit: "8000...8080" and "1...2...4" were read as two contents entries
     for sentence in ("Ports 8000...8080 and 9000...9090 are reserved for the frob workers.",
                      "The frob timeout grows from 1...2...4...8 seconds between retries.",
-                     "Le délai du frob passe de 10…20…40 secondes entre deux essais."):
+                     "Le délai du frob passe de 10…20…40 secondes entre deux essais.",
+                     "Frob ports 8000 ... 8080 and 9000 ... 9090 are reserved."):
         assert [q.text for q in quotable_sentences(sentence + "\n")] == [sentence]

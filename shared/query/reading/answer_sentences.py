@@ -150,9 +150,10 @@ def answer_sentence(sentence: str, *, item: bool = False) -> str | None:
     return text
 
 
-# A table of contents' entry: its title, dot leaders and page ("2.1. A program … 3", "Overview ..... 12"); leaders
-# never follow a digit ("ports 8000...8080", "1... 2... 4 seconds" are ranges and counts, not entries)
-_CONTENTS_ENTRY = re.compile(r"(?<!\d)(?:…|\.\s?\.\s?\.)\s*\d+\b")
+# A table of contents' entry: its title, dot leaders and page ("2.1. A program … 3", "Overview ..... 12"), the page
+# ending the text or followed by the next entry's number or title; leaders never follow a digit. Ranges and counts
+# ("ports 8000 ... 8080 and", "1 s … 2 s … 4 s") are no entries.
+_CONTENTS_ENTRY = re.compile(r"(?<!\d)(?:…|\.\s?\.\s?\.)\s*\d+(?=\.?\s*$|\s+(?:\d+(?:\.\d+)*\.?\s|[A-Z]))")
 # A Markdown or text table row ("| 304 | Not Modified |") and the rule under its header ("|---|:-:|").
 _TABLE_ROW = re.compile(r"^\|(.+)\|$")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?$")
