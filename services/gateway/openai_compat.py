@@ -237,19 +237,22 @@ def is_openai_path(path: str) -> bool:
 # ------------------------------------------------------------------ parsing
 
 
-_TOO_LARGE = (f"the body is larger than {MAX_CHAT_BODY_BYTES} bytes; send fewer or shorter messages (ragbus reads "
-              "only the last turns of a conversation anyway)")
+def _too_large() -> ChatError:
+    # (made when raised: a module global formatting the bound's digits reads, to the CLI's pre-forked process,
+    # as one that may hold the pid wherever the pid has those digits)
+    return ChatError(413, f"the body is larger than {MAX_CHAT_BODY_BYTES} bytes; send fewer or shorter messages "
+                          "(ragbus reads only the last turns of a conversation anyway)")
 
 
 async def _read_request(request: Request) -> ChatCompletionRequest:
     if declared_over(request, MAX_CHAT_BODY_BYTES):
-        raise ChatError(413, _TOO_LARGE)
+        raise _too_large()
     size = 0
     chunks: list[bytes] = []
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_CHAT_BODY_BYTES:
-            raise ChatError(413, _TOO_LARGE)
+            raise _too_large()
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:
