@@ -26,6 +26,19 @@ def test_a_urls_password_is_still_redacted_whatever_its_scheme():
         assert "hunter2" not in shown and f"bob:{REDACTED}@" in shown, shown
 
 
+def test_a_urls_password_is_redacted_whatever_the_length_of_its_scheme_and_in_linear_time():
+    # the scheme was bounded to 64 characters to stay linear, and a longer one kept the password
+    for scheme in ("a" * 65, "x" * 300 + "+.-", "svn+ssh"):
+        shown = redact(f"fetching {scheme}://bob:hunter2@host/repo failed")
+        assert "hunter2" not in shown and f"{scheme}://bob:{REDACTED}@host/repo" in shown, shown
+    # a password holding an unescaped '@' is read as urlsplit reads it: up to the last '@' before the host
+    assert redact("https://bob:p@ss@host/x") == f"https://bob:{REDACTED}@host/x"
+    colons = {n: "://" + "a:" * n for n in (1000, 8000)}  # no '@': each run is scanned and given up once
+    assert cpu_ratio(lambda n: redact(colons[n]), 1000, 8000) < 24
+    ats = {n: "://a:b" * n for n in (1000, 8000)}
+    assert cpu_ratio(lambda n: redact(ats[n]), 1000, 8000) < 24
+
+
 def test_a_long_query_parameter_name_is_redacted_in_linear_time():
     # one pattern with the credential words inside rescanned the rest of the name from each segment: 8 kB 0.4 s
     names = {n: f"fetching https://feeds.example/a.xml?{'token_' * n}x failed" for n in (500, 4000)}
