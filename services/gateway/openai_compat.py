@@ -41,10 +41,11 @@ from starlette.routing import Route
 
 from services.gateway.backlog import BacklogFull, QueryBacklog
 from services.gateway.replies import (
+    BodyTooLarge,
     DuplicateKey,
-    declared_over,
     json_problem,
     loads_body,
+    read_bounded_body,
     stopping_note,
 )
 from shared.contract.deps import Deps
@@ -237,24 +238,12 @@ def is_openai_path(path: str) -> bool:
 # ------------------------------------------------------------------ parsing
 
 
-def _too_large() -> ChatError:
-    # (made when raised: a module global formatting the bound's digits reads, to the CLI's pre-forked process,
-    # as one that may hold the pid wherever the pid has those digits)
-    return ChatError(413, f"the body is larger than {MAX_CHAT_BODY_BYTES} bytes; send fewer or shorter messages "
-                          "(ragbus reads only the last turns of a conversation anyway)")
-
-
 async def _read_request(request: Request) -> ChatCompletionRequest:
-    if declared_over(request, MAX_CHAT_BODY_BYTES):
-        raise _too_large()
-    size = 0
-    chunks: list[bytes] = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_CHAT_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    try:
+        raw = await read_bounded_body(request, MAX_CHAT_BODY_BYTES, "send fewer or shorter messages (ragbus reads "
+                                      "only the last turns of a conversation anyway)")
+    except BodyTooLarge as exc:
+        raise ChatError(413, str(exc)) from None
     try:
         body = loads_body(raw.decode("utf-8"))
     except UnicodeDecodeError:

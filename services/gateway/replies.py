@@ -98,18 +98,34 @@ def declared_over(request: Request, limit: int) -> bool:
     return declared.isascii() and declared.isdigit() and int(declared) > limit
 
 
-async def read_json_object(request: Request, example: str = '{"question": "your question"}') -> dict[str, Any] | Response:
-    """The body as a JSON object, else the error to answer with; ``example`` is what the errors say to send."""
-    if declared_over(request, MAX_BODY_BYTES):
-        return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send a shorter one, like {example}")
+class BodyTooLarge(Exception):
+    """A request body over its bound; ``str()`` is the 413's message: the bound, then ``advice``."""
+
+    def __init__(self, limit: int, advice: str) -> None:
+        super().__init__(f"the body is larger than {limit} bytes; {advice}")
+
+
+async def read_bounded_body(request: Request, limit: int, advice: str) -> bytes:
+    """The request's body, read only up to ``limit`` bytes; over it (or declared over it), :class:`BodyTooLarge`
+    saying so and what to send instead (``advice``). The REST API and the chat completions endpoint both read so."""
+    if declared_over(request, limit):
+        raise BodyTooLarge(limit, advice)
     size = 0
     chunks: list[bytes] = []
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return error(413, f"the body is larger than {MAX_BODY_BYTES} bytes; send a shorter one, like {example}")
+        if size > limit:
+            raise BodyTooLarge(limit, advice)
         chunks.append(chunk)
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def read_json_object(request: Request, example: str = '{"question": "your question"}') -> dict[str, Any] | Response:
+    """The body as a JSON object, else the error to answer with; ``example`` is what the errors say to send."""
+    try:
+        raw = await read_bounded_body(request, MAX_BODY_BYTES, f"send a shorter one, like {example}")
+    except BodyTooLarge as exc:
+        return error(413, str(exc))
     if not raw.strip():
         return error(400, f"the body is empty; send JSON like {example}")
     try:
