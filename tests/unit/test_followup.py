@@ -1278,3 +1278,35 @@ def test_a_long_earlier_question_is_carried_in_by_its_last_sentence_at_most_200_
         "Why (why does the frobd worker restart every night)?", "refers back")
     bracket = resolve(log + " and more", "Why?")[0]
     assert bracket.startswith("Why (here is my log: line 0 says") and len(bracket) <= 210
+
+
+# Round 19 (bench/followup_fresh11.jsonl, half a), sentences written for the tests
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # "What if X?" is the earlier question asked under X, as "And if X?" is
+    ("Which exit status does frobnicate return?", "What if the input file is missing?",
+     ("Which exit status does frobnicate return if the input file is missing?", "ellipsis")),
+    ("Where does zapd write its pid file?", "And what if /run is read-only?",
+     ("Where does zapd write its pid file if /run is read-only?", "ellipsis")),
+])
+def test_what_if_asks_the_earlier_question_under_its_condition(earlier, follow_up, expected):
+    # "What if the YAML can't be parsed?" was left as typed: a question of its own on nothing
+    assert resolve(earlier, follow_up) == expected
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    ("Can zapd reload its rules without a restart?", "How?", "How can zapd reload its rules without a restart?"),
+    ("Is the frob cache ever pruned?", "When?", "When is the frob cache ever pruned?"),
+    ("Can I store the Zapix keys elsewhere?", "where?", "Where can I store the Zapix keys elsewhere?"),
+    # after a wh-question its clause lacks what it asked: the earlier question in brackets
+    ("Which flag makes frob quiet?", "How?", "How (which flag makes frob quiet)?"),
+])
+def test_a_bare_how_when_or_where_after_a_yes_no_question_is_asked_in_its_words(earlier, follow_up, expected):
+    # a bare "How?" was left as typed, and answered from nothing of the earlier turn
+    assert resolve(earlier, follow_up) == (expected, "refers back")
+
+
+def test_a_pronoun_never_stands_for_a_condition_clause_of_the_earlier_question():
+    # "What should I send if X crashes?": "it" is no "if X crashes"; the earlier question follows in brackets instead
+    question, _ = resolve("What should I attach if the zapd daemon hangs?", "How do I capture it?")
+    assert question == "How do I capture it (what should I attach if the zapd daemon hangs)?"
+    assert "capture if" not in question

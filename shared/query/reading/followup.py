@@ -223,7 +223,8 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
             if personal := rules.personal.match(rest):  # "How do I make getch() non-blocking": the thing named
                 resultative = (personal.groupdict().get("verb") or "").lower() in _RESULTATIVE
                 named = _leading_name(personal.group("s"), opening=False) if resultative else None
-                return named or personal.group("s").strip(), False
+                # "What should I send if X crashes": no object, a condition, a clause that no pronoun stands for
+                return named or personal.group("s").strip(), personal.group("s").split()[0].lower() in _SUBORDINATORS
             words, named = rest.split(), _leading_name(rest)
             opens = words[0].lower() in _NOUN_PHRASE_OPENERS
             if not opens and named and len(words) > 1 and words[1].islower() and not named.endswith(("'s", "’s")):
@@ -383,10 +384,11 @@ def _in_frame(typed: str, earlier: str) -> str | None:
     X deprecated?": "Why is X deprecated?"); None after any other (its clause lacks what it asked for: "Which codec does
     X use?" then "Since when?" is no "Since when does X use?"), when the earlier question then follows in brackets."""
     why = re.fullmatch(r"(?i)(why|how\s+come)(\s+not)?", typed)
+    manner = re.fullmatch(r"(?i)how|when|where", typed)  # "Can I X?" then "How?": how I can X
     fragment = re.fullmatch(r"(?i)(?:since|until)\s+when|(?:since|until|in|from|on|at|for|by|with|under)\s+(?:which|what)"
                             r"\s+\w+(?:\s+and\s+\w+)?", typed)
     clause = re.match(r"(?i)(?P<aux>is|are|was|were|does|do|did|can|could|will|would|should|must|has|have|had)\s+(?P<rest>\S.*)$", earlier)
-    if not (why or fragment) or clause is None or len(earlier) > 200:  # a pasted log: the bracket bounds it
+    if not (why or manner or fragment) or clause is None or len(earlier) > 200:  # a pasted log: the bracket bounds it
         return None
     rest = clause.group("rest")
     if re.search(r"[.!?]\s", rest):  # a second sentence ("Is X deprecated? I saw a warning."): no clause to reuse
@@ -400,7 +402,7 @@ def _in_frame(typed: str, earlier: str) -> str | None:
                 len(after) == 1 or after[1].lower() in _NOT_AFTER_PARTICIPLE)):
             return None
         rest = f"{rest[: named[0][1]]} not{rest[named[0][1]:]}"
-    return f"{'Why' if why else typed} {clause.group('aux').lower()} {rest}"
+    return f"{'Why' if why else typed.capitalize() if manner else typed} {clause.group('aux').lower()} {rest}"
 
 
 def _well_formed(question: str, rules: Language) -> bool:
@@ -464,6 +466,10 @@ def _resolve(typed: str, earlier: str, language: str, answer: str = "") -> Resol
     bare = _bare(typed)
     stripped = rules.connectives.sub("", bare).strip()
     connective = stripped != bare
+    if rules is EN and (condition := re.match(r"(?i)what\s+(?=if\s)", stripped)) and not _TOPIC_PRONOUN.search(stripped):
+        # "What if the file cannot be read?": the earlier question asked under that condition, as "And if ...?" is
+        # ("What if it is missing?": the pronoun's thing, below)
+        stripped, connective = stripped[condition.end():], True
     fragment = (m := rules.referring.match(bare)) is not None and m.end() == len(bare)  # "And before?", "In which unit?"
     mark = "?" if typed.rstrip().endswith("?") or typed.lstrip().startswith("¿") else ""
 

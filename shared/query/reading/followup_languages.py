@@ -82,7 +82,7 @@ EN = Language(
                  r"advisable|ok|okay|required|important|allowed)\b|\b(?:does|did|will|would)\s+it\s+take\b"
                  r"|\bit\s+takes?\s+to\b|\bhow\s+(?:is|was)\s+it\s+going\b"),
     referring=_p(r"\b(?:^why\s+(?:the|a|an)|^(?:why(?:\s+not)?|how\s+(?:come|so)|since\s+when|(?:since|until)\s+which\s+\w+|(?:and\s+)?(?:before|earlier|previously|later|now)"
-                 r"|(?:and\s+)?(?:(?:in|on|for|from|at|by|with|under)\s+(?:which|what)\s+\w+(?:\s+and\s+\w+)?|when|where|how\s+(?:long|often|many|much)))$|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|(?:says?|said|does|did|do)\s+so$|such|else|instead|anyway|the\s+same|"
+                 r"|(?:and\s+)?(?:(?:in|on|for|from|at|by|with|under)\s+(?:which|what)\s+\w+(?:\s+and\s+\w+)?|when|where|how(?:\s+(?:long|often|many|much))?))$|he|she|him|her|his|hers|(?<!is\s)(?<!are\s)(?<!was\s)(?<!were\s)there|then|afterwards|(?:says?|said|does|did|do)\s+so$|such|else|instead|anyway|the\s+same|"
                  r"the\s+(?:old|other|new|former|latter|first|second|third|last|next)\s+ones?|the\s+(?:opposite|reverse|inverse)|"
                  r"^how\s+many(?=\s+(?:can|could|do|does|did|are|is|were|will|should|may)\s)|(?:this|that|these|those)\s+[a-z]\w*|another|(?:which|what)\s+one|"
                  r"(?:anything|something)\s+(?:(?!(?:under|over|after|other)\b)\w+er|more\s+\w+|less\s+\w+)\b(?!\s+than\b))\b"),
