@@ -186,10 +186,14 @@ class BoundedRequestProtocol(H11Protocol):
         if self.transport.is_closing():
             return
         cycle = self.cycle
+        if cycle is not None and cycle.response_started and (
+                not cycle.response_complete or self.conn.their_state is h11.SEND_BODY):
+            # answered (or answering) before the body was read, as the guard's 421 and a declared oversized
+            # body's 413 are: the connection ends as it is. A 408 written after that answer was a second
+            # response to one request, read by a kept-alive client as its next request's.
+            self.transport.close()
+            return
         if cycle is not None and not cycle.response_complete:
-            if cycle.response_started:  # (an app that answers before reading the body) ends as it is
-                self.transport.close()
-                return
             cycle.disconnected = True  # the app reading the body hears a disconnect; its answer goes nowhere
             cycle.message_event.set()
         self._refuse(408, "Request Timeout", f"the request was not sent within {self.read_timeout_s:g} s "

@@ -75,6 +75,19 @@ def test_a_request_not_sent_within_the_bound_is_answered_408_and_let_go(server, 
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
+@pytest.mark.parametrize(("head", "status"), [
+    (b"POST /v1/queries HTTP/1.1\r\nHost: other.example\r\nContent-Type: application/json\r\n", b"421"),
+    (b"POST /v1/queries HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n", b"413"),
+], ids=["421", "413"])
+def test_a_request_answered_before_its_body_is_read_gets_one_answer_however_slow_the_body(server, head, status):
+    # the guard's 421 and a declared oversized body's 413 answer at once; a body still dripping past the bound then
+    # drew a second answer, a 408, on the same connection, where a client reads it as its next request's
+    answer, took = _drip(server.port, head + b"Content-Length: 900000\r\n\r\n{", b" ")
+    assert took < 4, (took, answer)
+    assert answer.startswith(b"HTTP/1.1 " + status + b" "), answer
+    assert answer.count(b"HTTP/1.1 ") == 1, answer
+
+
 def test_a_response_that_takes_longer_than_the_bound_is_not_cut(server):
     # the bound is on reading the request: an answer waited for, or streamed, takes what it takes
     with httpx.Client(base_url=server.url, timeout=20) as http:
