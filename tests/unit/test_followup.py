@@ -1310,3 +1310,18 @@ def test_a_pronoun_never_stands_for_a_condition_clause_of_the_earlier_question()
     question, _ = resolve("What should I attach if the zapd daemon hangs?", "How do I capture it?")
     assert question == "How do I capture it (what should I attach if the zapd daemon hangs)?"
     assert "capture if" not in question
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a fragment that asks nothing of its own and names nothing leans on the earlier turn: that question in brackets
+    ("What happens when zapd gets SIGHUP?", "Before or after flushing the queue?",
+     ("Before or after flushing the queue (what happens when zapd gets SIGHUP)?", "refers back")),
+    ("Which directories does frobscan skip?", "Unless which option is given?",
+     ("Unless which option is given (which directories does frobscan skip)?", "refers back")),
+    # one that names its own thing is a question of its own, whatever its opening word
+    ("What happens when zapd gets SIGHUP?", "Within how many days is a Frobnik bug report answered?",
+     ("Within how many days is a Frobnik bug report answered?", "self-contained")),
+])
+def test_a_fragment_naming_nothing_leans_on_the_earlier_question(earlier, follow_up, expected):
+    # "Before or after reading the startup files?" was left as typed and answered from another document
+    assert resolve(earlier, follow_up) == expected
