@@ -56,7 +56,9 @@ _BLOCK = re.compile(r"[^\n](?:.|\n(?![^\S\n]*\n))*")  # text between blank lines
 _UNDERLINE = re.compile(r"([=~^*#-])\1{2,}")
 _OUTLINE = re.compile(r"^(\*+|#+)\s+")  # "** Bug fixes" (an Emacs outline), "## 2.3.0"
 _NUMBERED = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+(?=\D)")  # "5.3.1. LZMA2"
-_NOT_A_HEADING = re.compile(r"[.,;:!?](?:\s*\[\d+\])?$|^(?:[-+•>$|]|\d+[)\]]|\[)")  # (a footnote's mark after)
+_NOT_A_HEADING = re.compile(r"[.,;:!?](?:\s*\[\d+\])?$|^(?:[-+•>$|]|\d+[)\]]|\[)"  # (a footnote's mark after)
+                            # an address or a command line ("dpkg --status foo", "cat a | tr b"), not a section's name
+                            r"|://|^www\.|\s\|\s|^[a-z][\w.+-]*(?:\s+\S+)*?\s+--?[A-Za-z]")
 _BLANK_LINES = re.compile(r"\n\s*\n\s*")
 
 

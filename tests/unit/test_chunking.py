@@ -208,6 +208,22 @@ def test_a_heading_is_a_short_line_standing_alone_not_a_sentence_item_or_lead_in
     assert heading_at(section_headings("No heading here, a sentence."), 5) == ""
 
 
+def test_a_command_line_or_an_address_standing_alone_is_no_heading():
+    # (written for the test) a manual's example commands and a README's links stand alone as a heading would; a
+    # release's notes open an item with the command it fixes. None names the section the text after it is in.
+    from services.indexer.chunking import heading_at, section_headings
+
+    text = ("Frob tools\n\nfrobctl --list 'knurl*'\n\nLists the knurls.\n\nfrobctl -v now prints the cache size\n\n"
+            "frob dump | sort -u\n\nhttps://frob.example.org/docs/\n\nwww.frob.example.org\n\nKnurl cache\n\n"
+            "The cache is kept for 30 days.")
+    assert [t for _, _, t in section_headings(text)] == ["Frob tools", "Knurl cache"]
+    assert heading_at(section_headings(text), text.index("Lists the knurls")) == "Frob tools"
+    # a name with a hyphen, a version or a path is still a heading
+    assert [t for _, _, t in section_headings("Frob-ng 2.3 - 2026-01-02\n\nThe knurl cache grew.\n\n"
+                                              "/etc/frob.conf\n\nThe file is read at start.")] == [
+        "Frob-ng 2.3 - 2026-01-02", "/etc/frob.conf"]
+
+
 def test_a_heading_that_does_not_state_its_level_stands_under_the_one_it_belongs_to():
     from services.indexer.chunking import heading_at, section_headings
 
