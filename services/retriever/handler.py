@@ -377,7 +377,8 @@ class EarlierDocument:
 
 
 def earlier_text(follows: dict[str, str], question: str) -> str:
-    """What a follow-up searches the earlier turn's document with: the question and the earlier question."""
+    """What a follow-up searches the earlier turn's document with: the question and the earlier question (which the
+    transformer's ``follows`` names only for a question left as typed: a rewrite carries the earlier subject)."""
     return " ".join(f"{question} {in_english(str(follows.get('earlier_question') or ''))[1]}".split())
 
 
