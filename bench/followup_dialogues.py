@@ -50,7 +50,12 @@ before 688813e-94fd6a8 changed the rewrite of "it" after a past act or a plural 
 option, Spanish pro-drop, "X of packages", long passives, "says so" and "In which month and year?": right in conversation 24/35 -> 27/35
 (gold standalone 26/35; 3 gained, none lost); the 989 public rewrites of the other sets and dev dialogues unchanged (fresh..fresh7 at
 7525bb8: 28/38, 11/16, 23/31, 20/30, 17/20, 21/25, 25/30; fresh4's 21/30 after 86417e0 lost fr4-timers-interval to a3a3697's reader
-change, its answer's 'delay ... Default: 1.' replaced by 'options ... Default: true.'). ``--home`` reuses a kept home, such as the one ``ragbus eval
+change, its answer's 'delay ... Default: 1.' replaced by 'options ... Default: true.'). ``bench/followup_fresh11.jsonl``
+(53 follow-ups over ten documents no set uses; half a, fr11a-, for design; half b, fr11b-, unrun until round 19's design
+was frozen) was written before 9e2f1ee-f2a5077 changed "What if X?", a bare "How?", condition clauses, fragments naming
+nothing and the earlier question beside a rewrite's search: asked through the pipeline over the 24 documents of fresh9-11
+(``ragbus eval --dataset <a part folder> --reuse-ingest``), fresh9+10+11a 61/86 -> 65/86 (fresh11a 18/28 -> 21/28), the kept
+half 11b 12/25 -> 12/25 (gold standalone 18/25): nothing measured on the unseen half. ``--home`` reuses a kept home, such as the one ``ragbus eval
 --dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
 workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 
