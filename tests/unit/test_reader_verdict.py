@@ -418,17 +418,6 @@ def test_a_value_after_instead_of_holds_without_the_option_the_sentence_names(em
     assert not without_option.finding.condition
 
 
-def test_a_sentence_naming_the_asked_subject_after_the_verb_states_the_other_sides_value(embedder):
-    # asked what the subject does ("Which option does --gentle enable?"), a sentence in which it is done to ("The
-    # --quiet option enables --gentle") gives what does it to it, not what it does
-    question = "Which option does --gentle enable?"
-    done_to = "Options\n\nThe sweeper tool has several options. The --quiet option enables --gentle."
-    doing = "Options\n\nThe sweeper tool has several options. The --gentle option enables --slow."
-    reversed_, plain = (_read(embedder, question, text) for text in (done_to, doing))
-    assert "--quiet option enables --gentle" in reversed_.text and reversed_.finding.condition == "--gentle"
-    assert _outcome(reversed_) == "answered_with_caveat" and not plain.finding.condition
-
-
 def test_a_value_under_a_heading_naming_another_setting_is_not_the_asked_settings(embedder):
     # a manual lists each setting under its name and states its default in a sentence that does not repeat it: read
     # under its heading, the sentence states the default of the heading's setting, the asked one's or a sibling's
