@@ -430,7 +430,6 @@ class Reader:
         self.stated = functools.cache(lambda text: bool(fact_check(text, query))) if fact_check else lambda text: False
         self.score = shipped_sentence_score()
         self.at = {(c.number, c.position): i for i, c in enumerate(candidates)}
-        self.stems = [c.stems for c in candidates]
         self.usable = [i for i in range(len(candidates)) if self.antecedents(i) is not None]
         self.related = {n for n, closeness in context_similarity.items() if closeness > RELATED_PASSAGE}
         self.closeness = context_similarity
@@ -443,7 +442,6 @@ class Reader:
         # "package") names the corpus, one few hold ("tty", "backup") the asked subject
         self.rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
                        for t in dict.fromkeys(term_stems)}  # counted once: _evidence weighs the asked subject by it
-        rarity, total = self.rarity, sum(self.rarity.values())
         self.pair_overlap = overlap.copy()
         # what each sentence is scored on (SCORED_ON's order): all but its cosine choose which are worth embedding
         self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
@@ -455,21 +453,18 @@ class Reader:
         opens = re.compile(r"(?:(?:an?|the)\s+)?[\"'“‘*_`]?" + re.escape(re.split(r"\s+(?:in|within)\s+", definition["subject"])[0])
                            + r"[\"'”’*_`]?\s+(?:is|are|was|means|stands|provides)\b", re.IGNORECASE) if definition else None
 
-        def weighed(held: frozenset[str]) -> float:
-            return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
-
         for i in self.usable:
             unit = [candidates[j] for j in self.unit(i)]
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
             # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
-            held = frozenset().union(*(c.stems for c in unit), _term_set(candidates[i].heading))
+            held = self.held(i)
             self.pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
-            self.subject[i] = weighed(held)
+            self.subject[i] = _share(held, self.rarity)
             # the subject the sentence before it adds: the sentence stating the asked value after one restating the asked
             # subject ("For the promisified setTimeout() ..." / "When canceled, the Promises are rejected with an
             # 'AbortError'."); not a list's item or a table's row, whose sibling before it names its own subject
-            before = self.at.get((unit[0].number, unit[0].position - 1))
-            self.column["before"][i] = weighed(held | candidates[before].stems) - self.subject[i] \
+            before = self.next_to(self.unit(i)[0], -1)
+            self.column["before"][i] = _share(held | candidates[before].stems, self.rarity) - self.subject[i] \
                 if before is not None and not unit[0].item else 0.0
             # how documentation states things, beside MiniLM's closeness: the share of the question's word pairs in
             # the same order ("distances are limited to" for "match distances limited to"), and a definition's
@@ -485,7 +480,7 @@ class Reader:
         when there is none to quote."""
         out: list[int] = []
         while self.candidates[i].leans_back:
-            j = self.at.get((self.candidates[i].number, self.candidates[i].position - 1))
+            j = self.next_to(i, -1)
             if j is None or len(out) == 2 or self.candidates[i].leans_on_list:
                 return None
             out.insert(0, j)
@@ -494,6 +489,15 @@ class Reader:
 
     def unit(self, i: int) -> list[int]:
         return [*(self.antecedents(i) or []), i]
+
+    def next_to(self, i: int, step: int = 1) -> int | None:
+        """The quotable sentence ``step`` places after ``i`` in its passage (before it where ``step`` < 0), or None."""
+        return self.at.get((self.candidates[i].number, self.candidates[i].position + step))
+
+    def held(self, i: int, heading: bool = True) -> frozenset[str]:
+        """The stems ``i`` holds with the sentences it leans on (and its section's heading)."""
+        return frozenset().union(*(self.candidates[j].stems for j in self.unit(i)),
+                                 _term_set(self.candidates[i].heading if heading else ""))
 
     def quoted_text(self, i: int) -> str:
         """What is quoted for ``i``: with the sentences it leans on, which say what "it" is."""
@@ -537,7 +541,7 @@ class Reader:
             run: list[int] = []
             j = i
             while (self.candidates[j].text.endswith(":") or run and self.candidates[j].item) and len(run) < MAX_LIST_ITEMS:
-                j = self.at.get((self.candidates[j].number, self.candidates[j].position + 1))
+                j = self.next_to(j)
                 if j is None or run and not self.candidates[j].item:
                     break
                 run.append(j)
@@ -599,8 +603,7 @@ class Reader:
                 stated = self.fact_check(self.quoted_text(i), part.question or part.label) if self.fact_check else None
                 if stated is not None:
                     return stated
-                return part.spoken_to(self.quoted_text(i), frozenset().union(*(self.stems[j] for j in self.unit(i))),
-                                      self.value_check)
+                return part.spoken_to(self.quoted_text(i), self.held(i, heading=False), self.value_check)
 
             if any(speaks_to(i) for i in chosen):
                 continue
@@ -615,7 +618,7 @@ class Reader:
     def _read_on(self, lead: int, chosen: list[int]) -> None:
         """The first sentence does not state a value asked for: the passage read on one sentence, added to ``chosen`` (a
         definition's second sentence often holds what the first announces)."""
-        after = self.at.get((self.candidates[chosen[-1]].number, self.candidates[chosen[-1]].position + 1))
+        after = self.next_to(chosen[-1])
         if after is not None and after not in chosen and len(chosen) == len(self.unit(lead)) and (
                 self.candidates[after].leans_back or self.pair_overlap[after] > 0 or self.states[after] > 0):
             chosen.append(after)
@@ -630,7 +633,7 @@ class Reader:
             if len(chosen) - len(self.unit(lead)) >= self.w.close_more or self.relevance[i] < self.w.value_share * top \
                     or top <= 0:
                 break
-            shown = set(self.term_stems).union(*(self.stems[j] for j in chosen))
+            shown = set(self.term_stems).union(*(self.candidates[j].stems for j in chosen))
             if self.relevance[i] < self.w.close_share * top and set(_specific_terms(self.quoted_text(i))) <= shown:
                 continue  # less close, naming nothing the question and the quoted sentences do not
             added = self._unquoted(i, chosen)
@@ -660,12 +663,11 @@ class Reader:
         by the sentence leading into a list (right before it, or before its lead-in ending in a colon): the list is quoted
         whole, in order (an item alone is a fragment of the answer), up to ``MAX_LIST_ITEMS``."""
         for i in chosen if _asks_list(self.query) else []:
-            number, position = self.candidates[i].number, self.candidates[i].position
-            after = [j for p in (1, 2) if (j := self.at.get((number, position + p))) is not None]
+            after = [j for p in (1, 2) if (j := self.next_to(i, p)) is not None]
             run = [i] if self.candidates[i].item else after[:1] if after and self.candidates[after[0]].item else []
             for step in (-1, 1):
-                while run and (j := self.at.get((number, self.candidates[run[-1 if step > 0 else 0]].position + step))) \
-                        is not None and self.candidates[j].item and len(run) <= MAX_LIST_ITEMS:
+                while run and (j := self.next_to(run[-1 if step > 0 else 0], step)) is not None \
+                        and self.candidates[j].item and len(run) <= MAX_LIST_ITEMS:
                     run.insert(len(run) if step > 0 else 0, j)
             if 1 < len(run) <= MAX_LIST_ITEMS:
                 chosen += [j for j in run if j not in chosen]
@@ -731,7 +733,7 @@ class Reader:
         the heading holds question terms its sentences lack, or states the asked value they do not, as a reader sees it
         (the heading names what the section's sentences are about without repeating it)."""
         unit, heading = self.unit(lead), self.candidates[lead].heading
-        text, held = self.candidates[unit[0]].text, frozenset().union(*(self.candidates[j].stems for j in unit))
+        text, held = self.candidates[unit[0]].text, self.held(lead, heading=False)
         stated = self.states[lead] > 0 and not self.stated(self.quoted_text(lead))
         named = heading and heading.lower() not in text.lower() and ((_term_set(heading) - held) & set(self.term_stems) or stated)
         return f"{heading}: {text}" if named else text
@@ -747,11 +749,9 @@ class Reader:
         # the asked subject's share a sentence holds (with what it leans on and its heading), its terms weighed by how
         # few retrieved sentences hold them; not the words naming the asked value's type ("HTTP status code")
         rarity = {t: 0.5 + self.rarity[t] for t in self.asked_subject}
-        total = sum(rarity.values())
 
         def subject(i: int, own: bool = False) -> float:  # own: the sentences' own words, not their heading's
-            held = frozenset().union(*(candidates[j].stems for j in self.unit(i)), _term_set("" if own else candidates[i].heading))
-            return sum(w for t, w in rarity.items() if t in held) / total if total > 0 else 0.0
+            return _share(self.held(i, heading=not own), rarity)
 
         # a quoted sentence states the asked value when it holds a value of the asked type tied to the question's terms and
         # most of what it is asked about (an item by its own words: a heading ties the subject to each of its items alike)
@@ -783,6 +783,12 @@ MAX_LIST_ITEMS = 8
 #: The share of the asked subject (:meth:`Reader._evidence`'s weighing) a quoted sentence stating a value of the
 #: asked type holds for it to state *the* asked value: most of what the value is asked about.
 STATED_SUBJECT = 0.5
+
+
+def _share(held: frozenset[str], weights: Mapping[str, float]) -> float:
+    """The share of ``weights`` (a term's weight) that the terms ``held`` carry."""
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in held) / total if total > 0 else 0.0
 
 
 def disagree(query: str, stating: Sequence[str]) -> bool:
