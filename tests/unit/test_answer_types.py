@@ -583,3 +583,33 @@ def test_capitals_of_a_heading_are_no_name():
 def test_a_bare_question_asks_of_no_subject_and_does_not_crash(question: str, expected: bool) -> None:
     # A typed question naming nothing has an empty subject: no event is asked, as before the events' pairing.
     assert sentence_states("Version 1.2 was released on 2020-01-02.", question) is expected
+
+
+# (sentences written for the test) a release note's item states the release of its change only under its heading
+@pytest.mark.parametrize(("question", "heading", "sentence", "states"), [
+    ("In which Frob release was the knurl cache fixed?", "Frob 2.3.0 (2026-01-02)", "Fixed the knurl cache losing entries.", True),
+    ("In which Frob release was the knurl cache fixed?", "", "Fixed the knurl cache losing entries.", False),
+    ("When was the knurl cache added to Frob?", "Frob 2.3.0 (2026-01-02)", "Added the knurl cache.", True),
+    ("When was the knurl cache added to Frob?", "Frob 2.3.0 (2026-01-02)", "The knurl cache is kept in memory.", False),
+    ("Which port does the knurl daemon listen on?", "Frob 2.3.0", "The knurl daemon listens on port 7412.", True),
+    ("Which port does the knurl daemon listen on?", "Frob 2.3.0", "The frob daemon listens on port 7412.", False),
+])
+def test_a_sentence_states_the_asked_value_read_under_its_sections_heading(question, heading, sentence, states):
+    from shared.query.reading.answer_types import states_under_heading
+
+    assert states_under_heading(question, [(heading, sentence)]) is states
+    assert states_under_heading("How does the knurl cache work?", [(heading, sentence)]) is None  # no value of a type asked
+
+
+def test_a_release_or_a_date_asked_of_no_named_release_is_checked_under_the_headings():
+    from shared.query.reading.answer_types import reading_arguments, states_under_heading
+
+    def check(question: str):
+        return reading_arguments(question)[1]["typed_check"]
+
+    assert check("In which Frob release was the knurl cache fixed?") is states_under_heading
+    assert check("When was the knurl cache added to Frob?") is states_under_heading
+    # a release it names ("2.3.0") must be found in a heading the chunker may not have kept: not checked so
+    assert check("To which version was libknurl bumped in Frob 2.3.0?") is None
+    assert check("Which port does the knurl daemon listen on?") is None  # no release or date asked
+    assert check("How does the knurl cache work?") is None

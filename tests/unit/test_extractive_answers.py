@@ -572,3 +572,24 @@ def test_ranges_and_counts_written_with_dots_are_sentences_not_contents_entries(
                      "Le délai du frob passe de 10…20…40 secondes entre deux essais.",
                      "Frob ports 8000 ... 8080 and 9000 ... 9090 are reserved."):
         assert [q.text for q in quotable_sentences(sentence + "\n")] == [sentence]
+
+
+def test_a_release_asked_that_no_sentence_states_under_its_heading_is_refused():
+    from shared.query.reading.answer_types import reading_arguments
+
+    # (written for the test) one release's notes, under their release's heading, and the same notes without it: the
+    # release asked is stated under the heading, and nowhere in the bare notes (a near miss' mark)
+    items = "- The frob cache no longer drops entries when the disk is full.\n\n- The knurl index is rebuilt faster.\n"
+    notes = NumberedContext(number=1, source="NEWS", text="Frob 2.3.0 (2026-01-02)\n\n" + items)
+    bare = NumberedContext(number=1, source="NEWS", text="Frob NEWS\n\n" + items)
+
+    def ask(question: str, context: NumberedContext, typed: bool = True):
+        english, reading = reading_arguments(question)
+        return extractive_answer(english, [context], **(reading if typed else {**reading, "typed_check": None}))
+
+    for question in ("In which Frob release does the frob cache no longer drop entries when the disk is full?",
+                     "When did the frob cache stop dropping entries when the disk is full?"):
+        stated = ask(question, notes)
+        assert not stated.abstained and "2.3.0" in _texts(stated)[0]
+        assert ask(question, bare).abstained
+        assert not ask(question, bare, typed=False).abstained  # without the check: quoted with a caveat, as before

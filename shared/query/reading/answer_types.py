@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -760,6 +760,19 @@ def sentence_states(sentence: str, question: str) -> bool | None:
     return _sentence_supports(sentence, fact, question_stems, strict=True)
 
 
+def states_under_heading(question: str, sentences: Iterable[tuple[str, str]]) -> bool | None:
+    """Whether one of ``sentences`` (each ``(heading, text)``: read under the heading of its section, as a reader of the
+    document reads it) states a value of the type ``question`` asks for, of what it asks about (:func:`sentence_states`:
+    "2.3.0: Fixed the frob cache" states the release of the frob cache's fix; "The knurl cache holds 64 MB" no size of
+    the frob cache; the heading gives a release or a date, no other value); None when it asks no value of a type."""
+    kind = asked_fact(question).kind
+    if not kind:
+        return None
+    # a heading names a release and its date, which its items need not repeat; any other value is stated by the sentence
+    return any(sentence_states(f"{heading}: {text}" if heading else text, question)
+               and (kind in (VERSION, DATE) or not heading or sentence_states(text, question)) for heading, text in sentences)
+
+
 def asked_subject(question: str) -> tuple[str, ...]:
     """The stems of what a question asking a value of a type asks it *about*: its topic without the words naming the
     kind (:data:`KIND_NOUNS`, the noun phrase it opens with up to such a word). A sentence stating the value need
@@ -773,8 +786,11 @@ def reading_arguments(question: str) -> tuple[str, dict[str, Any]]:
     fallback's: the names it states, said when no source names them (none from a translation: its capitals are not
     names); :func:`states_value`; :func:`sentence_states` and its :func:`asked_subject` for the verdict's evidence."""
     asked_in, english = in_english(question)
+    # a release or a date asked of no release it names: one no retrieved sentence states (under its heading) is refused
+    typed = asked_fact(english).kind in (VERSION, DATE) and not _DOTTED.search(english)
     return english, {"names": question_names(english) if asked_in == "en" else (), "value_check": states_value,
-                     "fact_check": sentence_states, "subject": asked_subject(english)}
+                     "fact_check": sentence_states, "subject": asked_subject(english),
+                     "typed_check": states_under_heading if typed else None}
 
 
 def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
@@ -807,4 +823,5 @@ def fact_support(question: str, passages: Sequence[str]) -> FactSupport:
 
 
 __all__ = ["AMOUNT", "COUNT", "DATE", "DEFAULT", "FLAG", "IDENT", "KIND_NOUNS", "NAME", "QUANTITY", "RETURN", "STATUS", "VERSION", "WORD_LISTS", "AskedFact", "FactSupport",
-           "asked_fact", "asked_subject", "fact_support", "holds_value", "question_names", "sentence_states", "states_value"]
+           "asked_fact", "asked_subject", "fact_support", "holds_value", "question_names", "sentence_states", "states_under_heading",
+           "states_value"]

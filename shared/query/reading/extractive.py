@@ -327,6 +327,8 @@ class _Candidate(QuotableSentence):
 #: Whether a sentence holds the value a question asks for (``value_check``) or states what it asks (``fact_check``);
 #: None when it asks for nothing checkable (:func:`shared.query.reading.answer_types.reading_arguments`).
 FactCheck = ValueCheck = Callable[[str, str], "bool | None"]
+#: Whether one of the (heading, sentence) pairs states a value of the type the question asks (None: it asks none).
+TypedCheck = Callable[[str, Sequence[tuple[str, str]]], "bool | None"]
 
 # How many sentences the reader embeds per question: the cheap score's best. Each costs about one
 # query embedding the first time a process reads it (a short text); they are kept per process.
@@ -365,6 +367,7 @@ def extractive_answer(
     context_similarity: Mapping[int, float] | None = None, names: Sequence[str] = (), value_check: ValueCheck | None = None,
     question_vector: np.ndarray | None = None, sentence_embed: Embed | None = None, fact_check: FactCheck | None = None,
     verdict: VerdictModel | None = None, observe: Observe | None = None, subject: Sequence[str] = (),
+    typed_check: TypedCheck | None = None,
 ) -> Answer:
     """The sentences of ``contexts`` that answer ``query``, cited, as the :class:`Reader` chooses them, with its verdict
     (``states_fact``, ``unstated``: ``verdict``'s decision over its evidence, default the shipped model; ``observe``
@@ -405,7 +408,7 @@ def extractive_answer(
     return Reader(query, contexts, candidates, overlap, term_stems, language=language, question_vector=question_vector,
                   sentence_embed=sentence_embed, context_similarity=context_similarity, names=names,
                   value_check=value_check, fact_check=fact_check, verdict=verdict, observe=observe,
-                  subject=subject).answer()
+                  subject=subject, typed_check=typed_check).answer()
 
 
 class Reader:
@@ -420,8 +423,8 @@ class Reader:
                  overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
                  sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
                  value_check: ValueCheck | None, fact_check: FactCheck | None, verdict: VerdictModel | None = None,
-                 observe: Observe | None = None, subject: Sequence[str] = ()) -> None:
-        self.query, self.contexts, self.candidates = query, contexts, candidates
+                 observe: Observe | None = None, subject: Sequence[str] = (), typed_check: TypedCheck | None = None) -> None:
+        self.query, self.contexts, self.candidates, self.typed_check = query, contexts, candidates, typed_check
         self.term_stems, self.language, self.names = term_stems, language, names
         self.question_vector, self.sentence_embed = question_vector, sentence_embed
         self.value_check, self.fact_check, self.w = value_check, fact_check, READER_WEIGHTS
@@ -690,6 +693,10 @@ class Reader:
         if self.observe is not None:  # what the reader measured, beside the answer it would give
             self.observe(evidence, Answer(text=text, sentences=sentences, language=language, abstained=False), self)
         decision, _, _ = (self.verdict or shipped_verdict_model()).decide(evidence)
+        # a release or a date asked that no sentence the value check holds states, read under its heading: not given
+        if self.typed_check and self.typed_check(query, [(self.candidates[i].heading, self.quoted_text(i))
+                                                         for i in self.usable if self.states[i]]) is False:
+            decision = REFUSE
         if decision == REFUSE:
             return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
                           states_fact=False, unstated=(_asked_label(query), *unknown))
