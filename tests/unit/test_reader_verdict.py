@@ -136,16 +136,10 @@ def test_two_quoted_sentences_stating_different_values_are_not_answered(embedder
     assert not _read(embedder, question, agreeing).finding.disagree
 
 
-def test_a_quoted_sibling_of_a_name_the_question_states_is_not_answered(embedder):
-    # asked about triple-Blowfish keys, the sources name them but the sentence stating rounds names Blowfish: a sibling of
-    # the asked name (a shared part) is quoted in its place, so the value quoted is not the asked one
-    question = "How many rounds does the frobnicator cipher run for triple-Blowfish keys?"
-    single = "Cipher\n\nThe frobnicator cipher runs 16 rounds for Blowfish keys. Each round mixes the key schedule."
-    legacy = "Legacy clients\n\nTriple-Blowfish keys are accepted from old clients only and are rotated every hour."
-    answer = _read(embedder, question, single, legacy)
-    assert "16 rounds" in answer.text and "triple-Blowfish" in answer.finding.missing
-    assert _outcome(answer) in ("answered_with_caveat", "not_answerable")
+def test_the_heading_a_sentence_is_quoted_under_names_its_subject(embedder):
     # the heading a sentence is quoted under names its subject as the sentence need not
+    question = "How many rounds does the frobnicator cipher run for triple-Blowfish keys?"
+    legacy = "Legacy clients\n\nTriple-Blowfish keys are accepted from old clients only and are rotated every hour."
     named = "Triple-Blowfish\n\nThe frobnicator cipher runs 48 rounds for these keys. Each round mixes the key schedule."
     assert "triple-Blowfish" not in _read(embedder, question, named, legacy).finding.missing
 

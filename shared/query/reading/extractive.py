@@ -678,8 +678,8 @@ class Reader:
 
     def _verdict(self, lead: int, chosen: list[int], missing: list[str]) -> Answer:
         """``chosen`` quoted with the learned verdict (:mod:`shared.query.reading.verdict`): refused, a caveat (``unstated``:
-        what is not stated), or ``answered`` when no part or name is left unquoted, nor a name of the asked subject whose
-        sibling is quoted ("DES" for "triple-DES"), and the values stated agree, for the asked case (:func:`unmet_condition`)."""
+        what is not stated), or ``answered`` when no part or name is left unquoted, nor a name of the asked subject that
+        names a retrieved document, and the values stated agree, for the asked case (:func:`unmet_condition`)."""
         language, query = self.language, self.query
         unknown = unnamed_names(query, self.names, self.contexts)
         sentences = [AnswerSentence(text=self._under_heading(lead) if i == self.unit(lead)[0] else self.candidates[i].text,
@@ -701,11 +701,10 @@ class Reader:
             return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
                           states_fact=False, unstated=(_asked_label(query), *unknown))
         finding = self._finding(sentences, missing, unnamed, " ".join(self.candidates[i].heading for i in chosen), stating)
-        quoted = " ".join(s.text for s in sentences if s.citations)
-        # a name of the asked subject nothing quoted holds, where what is quoted names its sibling ("DES" for "triple-DES")
-        # or it names a retrieved document the quoted text is not from ("watch" of watch.1, tail.1's interval quoted)
-        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or (words := {stem(w) for w in tokenize(
-            run)}) & set(self.asked_subject) and (names_a_sibling(run, quoted) or words & self.documents))
+        # a name of the asked subject nothing quoted holds, where it names a retrieved document the quoted text is not
+        # from ("watch" of watch.1, tail.1's interval quoted)
+        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or {stem(w) for w in tokenize(run)}
+                         & set(self.asked_subject) & self.documents)
         states_fact = decision == ANSWERED and not unstated and not finding.disagree and not finding.condition
         return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
                       unstated=unstated or (() if states_fact else (_asked_label(query),)), finding=finding)
@@ -856,14 +855,6 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
     return ""
 
 
-def names_a_sibling(name: str, text: str) -> bool:
-    """Whether ``text`` names a sibling of ``name`` (a run of a question's words): a word sharing a part with one of its
-    words ("DES" for "triple-DES") or of its kind (an option: "-l" for "-q"; a version: "2.8.5" for "2.8.6")."""
-    words = set(tokenize(text) + OPTION.findall(text))
-    return any(w.lower() != n.lower() and (_name_parts(w) & _name_parts(n) or any(k(w) and k(n) for k in _NAME_KINDS))
-               for n in tokenize(name) + OPTION.findall(name) for w in words)
-
-
 _MAN_PAGE_FILE = re.compile(r"[A-Za-z]\.\d\w*(?:\.\w+)?$")  # watch.1, watch.1.txt, glance.1p.gz
 
 
@@ -883,12 +874,8 @@ def _program_names(contexts: Sequence[NumberedContext]) -> set[str]:
 
 
 def _name_parts(word: str) -> set[str]:
-    """The parts of a name a sibling may share ("des" of "triple-DES"), not its digits or stopwords."""
+    """The parts of a name ("triple" and "des" of "triple-DES"), not its digits or stopwords."""
     return {p for p in re.split(r"[-_./]", word.lower()) if len(p) > 1 and not p.isdigit() and p not in STOPWORDS}
-
-
-#: Kinds of name whose members are siblings: options ("-l", "-q") and dotted versions ("2.8.5", "2.8.6").
-_NAME_KINDS = (OPTION.fullmatch, re.compile(r"\d+(?:\.\d+)+").fullmatch)
 
 
 def _asks_list(query: str) -> bool:
