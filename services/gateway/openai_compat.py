@@ -287,6 +287,10 @@ def _validation_error(exc: ValidationError) -> ChatError:
     if param.endswith(".role") and first["type"] == "literal_error":
         return ChatError(400, f"{param} is {_echo(first['input'])}; ragbus reads system, developer, user and assistant "
                               "messages (it calls no tools)", param=param)
+    if first["type"] == "too_long":  # (pydantic's "List should have at most 1000 items after validation, not 5000")
+        return ChatError(400, f"{param} has {first['ctx']['actual_length']} items, more than the limit of "
+                              f"{first['ctx']['max_length']}; send the last turns only (ragbus reads only the last "
+                              "turns of a conversation)", param=param)
     shown = json.dumps(first["input"], ensure_ascii=False)[:60] if _jsonable(first["input"]) else "?"
     return ChatError(400, f"{param}: {first['msg']} (got {shown})", param=param)
 

@@ -89,6 +89,8 @@ def test_a_conversation_without_a_question_to_answer_is_refused(pairs, param, sa
 
 @pytest.mark.parametrize(("body", "param", "says"), [
     ({"model": "ragbus", "messages": [], "filters": {"sourse": "x"}}, "messages", "at least 1 item"),
+    ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}] * 1001}, "messages",
+     "messages has 1001 items, more than the limit of 1000; send the last turns only"),
     ({"model": "ragbus", "messages": [{"role": "user", "content": "q"}], "temprature": 1}, "temprature",
      "unrecognized request argument 'temprature'"),
     ({"model": "ragbus", "messages": [{"role": "tool", "content": "q"}]}, "messages[0].role", "calls no tools"),
