@@ -48,7 +48,14 @@ _DETERMINERS, _NOUN_PHRASE_OPENERS, _CLAUSE_BREAKS, _PARTICLES, _RESULTATIVE, _A
 _NAME_PARTICLES = frozenset("van von de da di du del della ten ter".split())
 _GERMAN_ARTICLES = frozenset("der die das den dem des ein eine einen einem einer eines".split())
 _OF = frozenset("of de du des del von".split())  # what an attribute is "of" (a swapped head keeps its "in X" scope, not this)
-_GERMAN_ARTICLE_BEFORE = re.compile(rf"(?i)(?:^|\s)(?:{'|'.join(_GERMAN_ARTICLES)})\s+$")
+
+
+def _alternation(words) -> str:
+    """``words`` as a regex alternation, longest first, then alphabetical: a set's order varies with PYTHONHASHSEED."""
+    return "|".join(sorted(words, key=lambda w: (-len(w), w)))
+
+
+_GERMAN_ARTICLE_BEFORE = re.compile(rf"(?i)(?:^|\s)(?:{_alternation(_GERMAN_ARTICLES)})\s+$")
 _ADVERBS = re.compile(r"(?:(?:[a-z]+ly|always|never|often|still|also|now|only|ever)\b\s*)+")  # whole words: linear
 _AUX = "|".join(sorted(_AUXILIARIES))
 _SINGULAR, _PLURAL = frozenset({"it", "its"}), frozenset({"they", "them", "their"})
@@ -58,7 +65,7 @@ _CLOSED = (EN.stop | EN.prepositions | _AUXILIARIES | frozenset("and or not to w
 
 # The shapes of a question and its parts; the interrogatives that open a noun phrase ("which id", "welche
 # Stufe", "quel port") of every language
-_WHICH = "|".join(sorted({w for rules in RULES.values() for w in rules.which}, key=len, reverse=True))
+_WHICH = _alternation({w for rules in RULES.values() for w in rules.which})
 _TOKEN = re.compile(r"[\w][\w/+.#'’-]*[\w+#](?:\(\))?|[\w](?:\(\))?", re.UNICODE)
 _TRAILING = re.compile(r"[\s?!.¿¡]+$")
 _VERSION = re.compile(r"\d+(?:\.\d+)+")
@@ -909,7 +916,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
     plural = _plural_phrase(base) if rules is EN and _plural(fragment) and not attribute else None
     if plural and plural in base and leans:
         # "versions that do not belong to it" for "versions from the target release": "it" is the target release
-        about_it = re.search(rf"{re.escape(plural)}\s+(?:{'|'.join(rules.prepositions)})\s+(?P<np>(?:the|a|an)\s[^,;]+)$", base)
+        about_it = re.search(rf"{re.escape(plural)}\s+(?:{_alternation(rules.prepositions)})\s+(?P<np>(?:the|a|an)\s[^,;]+)$", base)
         if about_it is not None:
             fragment = _TOPIC_PRONOUN.sub(about_it.group("np"), fragment, count=1)
             return Resolution(_finish(base[: about_it.start()] + fragment, earlier, mark), rule, about_it.group())
@@ -917,7 +924,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         return Resolution(_finish(base.replace(plural, fragment, 1), earlier, mark), rule, plural)
     if not attribute and not clause and not leans and not fragment_names and subject in base:
         # the subject's head gives way; what it is "of" stays ("the default maximum depth of ... of xsltproc")
-        head = re.sub(rf"(?i)\s+(?:{'|'.join(rules.prepositions - _OF)})\s+\S+$", "", subject.rsplit(f" {rules.of} ", 1)[0])  # "k1 in BM25": k1
+        head = re.sub(rf"(?i)\s+(?:{_alternation(rules.prepositions - _OF)})\s+\S+$", "", subject.rsplit(f" {rules.of} ", 1)[0])  # "k1 in BM25": k1
         return Resolution(_finish(base.replace(head, fragment, 1), earlier, mark), rule, head)
     first, _, rest = fragment.partition(" ")
     if rest and first.lower() in rules.possessive_articles:
@@ -933,7 +940,7 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
 def _closing(base: str, opener: str, last: str, rules: Language) -> list[tuple[int, int]]:
     """Where in ``base`` a fragment "<opener> ... <last>" goes: from its "with" to the end ("on hold with apt" / "with aptitude"),
     else the phrase of its head noun ("to system groups" / "for user groups"), else up to the next preposition ("for X | at")."""
-    prepositions = "|".join(rules.prepositions) if opener in rules.prepositions else ""
+    prepositions = _alternation(rules.prepositions) if opener in rules.prepositions else ""
     word = rf"(?!(?:{prepositions})\b)[\w/+.#'’-]+"  # whitespace between words: a long word splits one way, not n² ways
     to_end = [(m.start(), len(base)) for m in re.finditer(rf"(?i)\b{re.escape(opener)}\s+", base)
               if len(base[m.end():].split()) <= (6 if prepositions else 20)]
