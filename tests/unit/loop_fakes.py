@@ -110,8 +110,12 @@ class MemoryIndex:
     def upsert(self, document_id, chunks, vectors) -> None:  # pragma: no cover - not used by the loop
         self.add(chunks)
 
-    def delete_document(self, document_id: str) -> int:  # pragma: no cover - not used by the loop
-        return 0
+    def delete_document(self, document_id: str) -> int:
+        """Take the document's chunks out (a delete carried out while a query runs)."""
+        kept = [c for c in self.chunks if c.document_id != document_id]
+        gone, self.chunks = len(self.chunks) - len(kept), []
+        self.add(kept)
+        return gone
 
 
 def chunk(n: int, title: str, body: str, *, doc: str | None = None, published: str = "2026-10-20") -> Chunk:

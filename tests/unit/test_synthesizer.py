@@ -328,3 +328,37 @@ def test_the_caveat_says_what_the_reader_found_and_what_it_did_not():
     assert record["outcome"] == "answered_with_caveat"
     assert record["answer"] == ("Note: the sources mention “BM25”, but I found no sentence stating the number of "
                                 "parameters; the closest passages are quoted below.\n\nBM25 is a ranking function. [1]")
+
+
+def test_a_document_deleted_between_retrieval_and_synthesis_is_neither_read_nor_cited():
+    """Deletes win on every surface: retrieval found a document, its delete was carried out, and only then was the
+    answer written. The model is never shown the deleted document's text and the answer cites only what is left."""
+    loop = make_loop(CORPUS, ScriptedLLM())  # the model answers from context one, whatever it is
+    loop.submit("how does reciprocal rank fusion combine BM25 and dense retrieval")
+    graded = _run_to_graded(loop, [good_grade()], ["reciprocal rank fusion BM25 dense retrieval"])
+    retrieved = loop.record()["iterations"][0]["contexts"]
+    deleted = retrieved[0]["document_id"]
+    assert len({c["document_id"] for c in retrieved}) > 1  # something besides the deleted document was found
+    assert loop.index.delete_document(deleted) == 1
+    loop.deliver(graded)
+
+    record = loop.record()
+    [(_, shown)] = [call for call in loop.llm.calls if call[0] == "synthesize"]
+    assert shown and retrieved[0]["text"] not in [c.text for c in shown]
+    assert record["outcome"] == "answered" and record["citations"]
+    assert deleted not in {c["document_id"] for c in record["citations"]}
+    assert record["citations"][0]["document_id"] == next(c["document_id"] for c in retrieved if c["document_id"] != deleted)
+
+
+def test_an_answer_whose_every_document_was_deleted_meanwhile_is_refused_as_when_nothing_was_found():
+    loop = make_loop(CORPUS, ScriptedLLM())
+    loop.submit("what do CUDA kernels run on")
+    graded = _run_to_graded(loop, [good_grade()], ["CUDA kernels GPU"])
+    for document_id in {c["document_id"] for c in loop.record()["iterations"][0]["contexts"]}:
+        loop.index.delete_document(document_id)
+    assert {d.value for d in loop.deliver(graded)} == {"ack"}  # a refusal, not an error (nothing retried)
+
+    record = loop.record()
+    assert record["status"] == "answered" and record["outcome"] == "not_answerable"
+    assert record["answer"] == phrase("abstain", "en") and record["citations"] == []
+    assert loop.llm.count("synthesize") == 0
