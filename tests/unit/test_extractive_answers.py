@@ -315,6 +315,15 @@ def test_a_part_is_named_without_the_question_opening_and_checked_by_the_value_i
     assert "Not mentioned in the sources: deadline for the appeal." in _texts(unchecked)
 
 
+def test_an_adjective_part_borrows_the_noun_of_the_next():
+    passage = "The Black Death killed a third of Europe. After the Black Death, wages rose because labour was scarce."
+    answer = extractive_answer("What were the economic AND social consequences of the Black Death?",
+                               _contexts(passage), context_similarity={1: 0.7})
+    notes = [t for t in _texts(answer) if t.startswith("Not mentioned")]
+    assert "Not mentioned in the sources: the economic consequences." in notes
+    assert "Not mentioned in the sources: what were the economic." not in notes
+
+
 def test_parts_that_are_questions_of_their_own_are_named_as_written():
     passage = "The warranty on the boiler lasts five years from installation."
     answer = extractive_answer("How long is the warranty, and who repairs the boiler?", _contexts(passage),
@@ -420,7 +429,7 @@ def test_no_note_when_every_name_is_named_somewhere_in_the_contexts():
     assert not any(t.startswith("Not mentioned") for t in _texts(answer))
 
 
-def test_unnamed_names_reads_inflections_and_hyphenated_names():
+def test_unnamed_names_reads_initials_inflections_and_hyphenated_names():
     from shared.query.reading.extractive import unnamed_names
 
     def missing(question, names, *texts):
@@ -429,7 +438,9 @@ def test_unnamed_names_reads_inflections_and_hyphenated_names():
     # the name is given as the run of the question's name words it stands in
     assert missing("What did the Harbor Safety Board of Kelport decide?", ("Harbor", "Safety", "Board", "Kelport"),
                    "The Harbor Safety Board of Dunmore closed the pier.") == ["Harbor Safety Board of Kelport"]
-    # another inflection names it; so does the first part of a hyphenated word
+    # initials and another inflection name it; so does the first part of a hyphenated word
+    assert missing("Is tipping expected in the United States?", ("United", "States"),
+                   "Tipping 15 to 20 percent is customary in U.S. restaurants.") == []
     assert missing("Which Andalusian cities host flamenco festivals?", ("Andalusian",),
                    "Seville and Granada in Andalusia host flamenco festivals each spring.") == []
     assert missing("Is the pipeline GDPR-compliant?", ("GDPR-compliant",),
@@ -457,6 +468,10 @@ def test_a_name_whose_initials_spell_a_common_word_is_not_named_by_that_word():
         "Tesla Optimus"]
     assert unnamed_names("What is the Information Technology budget?", ("Information", "Technology"), robot) == [
         "Information Technology"]
+    # initials written as an abbreviation (dotted, or in capitals) still name it
+    for written in ("U.S.", "US", "U.S.-based"):
+        assert unnamed_names("Is tipping expected in the United States?", ("United", "States"),
+                             _contexts(f"Tipping is customary in {written} restaurants; ask us.")) == []
     assert unnamed_names("Is tipping expected in the United States?", ("United", "States"),
                          _contexts("Tipping is customary, the waiters told us.")) == ["United States"]
 

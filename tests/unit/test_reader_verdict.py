@@ -136,10 +136,16 @@ def test_two_quoted_sentences_stating_different_values_are_not_answered(embedder
     assert not _read(embedder, question, agreeing).finding.disagree
 
 
-def test_the_heading_a_sentence_is_quoted_under_names_its_subject(embedder):
-    # the heading a sentence is quoted under names its subject as the sentence need not
+def test_a_quoted_sibling_of_a_name_the_question_states_is_not_answered(embedder):
+    # asked about triple-Blowfish keys, the sources name them but the sentence stating rounds names Blowfish: a sibling of
+    # the asked name (a shared part) is quoted in its place, so the value quoted is not the asked one
     question = "How many rounds does the frobnicator cipher run for triple-Blowfish keys?"
+    single = "Cipher\n\nThe frobnicator cipher runs 16 rounds for Blowfish keys. Each round mixes the key schedule."
     legacy = "Legacy clients\n\nTriple-Blowfish keys are accepted from old clients only and are rotated every hour."
+    answer = _read(embedder, question, single, legacy)
+    assert "16 rounds" in answer.text and "triple-Blowfish" in answer.finding.missing
+    assert _outcome(answer) in ("answered_with_caveat", "not_answerable")
+    # the heading a sentence is quoted under names its subject as the sentence need not
     named = "Triple-Blowfish\n\nThe frobnicator cipher runs 48 rounds for these keys. Each round mixes the key schedule."
     assert "triple-Blowfish" not in _read(embedder, question, named, legacy).finding.missing
 
@@ -410,6 +416,17 @@ def test_a_value_after_instead_of_holds_without_the_option_the_sentence_names(em
     assert "four spaces" in with_option.text and with_option.finding.condition == "--compact"
     assert _outcome(with_option) == "answered_with_caveat"
     assert not without_option.finding.condition
+
+
+def test_a_sentence_naming_the_asked_subject_after_the_verb_states_the_other_sides_value(embedder):
+    # asked what the subject does ("Which option does --gentle enable?"), a sentence in which it is done to ("The
+    # --quiet option enables --gentle") gives what does it to it, not what it does
+    question = "Which option does --gentle enable?"
+    done_to = "Options\n\nThe sweeper tool has several options. The --quiet option enables --gentle."
+    doing = "Options\n\nThe sweeper tool has several options. The --gentle option enables --slow."
+    reversed_, plain = (_read(embedder, question, text) for text in (done_to, doing))
+    assert "--quiet option enables --gentle" in reversed_.text and reversed_.finding.condition == "--gentle"
+    assert _outcome(reversed_) == "answered_with_caveat" and not plain.finding.condition
 
 
 def test_a_value_under_a_heading_naming_another_setting_is_not_the_asked_settings(embedder):

@@ -678,8 +678,8 @@ class Reader:
 
     def _verdict(self, lead: int, chosen: list[int], missing: list[str]) -> Answer:
         """``chosen`` quoted with the learned verdict (:mod:`shared.query.reading.verdict`): refused, a caveat (``unstated``:
-        what is not stated), or ``answered`` when no part or name is left unquoted, nor a name of the asked subject that
-        names a retrieved document, and the values stated agree, for the asked case (:func:`unmet_condition`)."""
+        what is not stated), or ``answered`` when no part or name is left unquoted, nor a name of the asked subject whose
+        sibling is quoted ("DES" for "triple-DES"), and the values stated agree, for the asked case (:func:`unmet_condition`)."""
         language, query = self.language, self.query
         unknown = unnamed_names(query, self.names, self.contexts)
         sentences = [AnswerSentence(text=self._under_heading(lead) if i == self.unit(lead)[0] else self.candidates[i].text,
@@ -701,10 +701,11 @@ class Reader:
             return Answer(text=phrase("abstain", language), sentences=[], language=language, abstained=True,
                           states_fact=False, unstated=(_asked_label(query), *unknown))
         finding = self._finding(sentences, missing, unnamed, " ".join(self.candidates[i].heading for i in chosen), stating)
-        # a name of the asked subject nothing quoted holds, where it names a retrieved document the quoted text is not
-        # from ("watch" of watch.1, tail.1's interval quoted)
-        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or {stem(w) for w in tokenize(run)}
-                         & set(self.asked_subject) & self.documents)
+        quoted = " ".join(s.text for s in sentences if s.citations)
+        # a name of the asked subject nothing quoted holds, where what is quoted names its sibling ("DES" for "triple-DES")
+        # or it names a retrieved document the quoted text is not from ("watch" of watch.1, tail.1's interval quoted)
+        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or (words := {stem(w) for w in tokenize(
+            run)}) & set(self.asked_subject) and (names_a_sibling(run, quoted) or words & self.documents))
         states_fact = decision == ANSWERED and not unstated and not finding.disagree and not finding.condition
         return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
                       unstated=unstated or (() if states_fact else (_asked_label(query),)), finding=finding)
@@ -841,6 +842,8 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
     if ... --preserve-status is not specified"), or, an option no such sentence names, to others ("-l" for "-q"); "" if none.
     A value ``states`` finds only after "instead of" is the one the conditions named before it replace ("--tab: use a
     tab instead of two spaces": two spaces without --tab)."""
+    if states and (done_to := next(filter(None, (roles_reversed(query, text, states) for text in stating)), "")):
+        return done_to
     aliases = {short: long for ctx in contexts for short, long in _ALIAS.findall(ctx.text)}
     asked = {key: next(iter(cases.items())) for key, cases in conditions(query, aliases).items() if len(cases) == 1}
     named = [conditions(sentence, aliases) for sentence in stating]
@@ -853,6 +856,32 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
                 k[0] == "-" for n in named for k in n) and not _ASKS_OPTION.match(query):
             return written
     return ""
+
+
+# "Which option does --verbatim-files-from imply?": what is asked about does the asking verb
+_ASKS_WHAT_DOES = re.compile(r"^\W*(?:which|what)\b(?:\s+[\w-]+){0,3}?\s+(?:does|do|did)\s+(?P<rest>[^?]+)", re.IGNORECASE)
+
+
+def roles_reversed(query: str, sentence: str, states: Callable[[str], bool]) -> str:
+    """What ``query`` asks about ("--verbatim-files-from") when ``sentence`` names it only after the question's verb
+    and the value ``states`` finds in it is not from the verb on ("The --null option implies --verbatim-files-from":
+    what implies it, not what it implies); "" otherwise."""
+    asked = m["rest"] if (m := _ASKS_WHAT_DOES.match(query)) else ""
+    run = list(itertools.takewhile(lambda w: w.lower() not in STOPWORDS, itertools.dropwhile(
+        lambda w: w.lower() in STOPWORDS, tokenize(asked))))  # "the frobnicator daemon listen" (on ...)
+    verb = next((w for w in _WORD.finditer(sentence) if len(run) > 1 and stem(w.group()) == stem(run[-1])), None)
+    if verb is None or _term_set(sentence[:verb.start()]) & (subject := {stem(w) for w in run[:-1]}) or not (
+            subject & _term_set(sentence[verb.end():]) and states(sentence) and not states(sentence[verb.start():])):
+        return ""
+    return re.search(r"\S*" + re.escape(run[0]) + r".*?(?=\s+" + re.escape(run[-1]) + r"\b)", asked).group()
+
+
+def names_a_sibling(name: str, text: str) -> bool:
+    """Whether ``text`` names a sibling of ``name`` (a run of a question's words): a word sharing a part with one of its
+    words ("DES" for "triple-DES") or of its kind (an option: "-l" for "-q"; a version: "2.8.5" for "2.8.6")."""
+    words = set(tokenize(text) + OPTION.findall(text))
+    return any(w.lower() != n.lower() and (_name_parts(w) & _name_parts(n) or any(k(w) and k(n) for k in _NAME_KINDS))
+               for n in tokenize(name) + OPTION.findall(name) for w in words)
 
 
 _MAN_PAGE_FILE = re.compile(r"[A-Za-z]\.\d\w*(?:\.\w+)?$")  # watch.1, watch.1.txt, glance.1p.gz
@@ -874,8 +903,12 @@ def _program_names(contexts: Sequence[NumberedContext]) -> set[str]:
 
 
 def _name_parts(word: str) -> set[str]:
-    """The parts of a name ("triple" and "des" of "triple-DES"), not its digits or stopwords."""
+    """The parts of a name a sibling may share ("des" of "triple-DES"), not its digits or stopwords."""
     return {p for p in re.split(r"[-_./]", word.lower()) if len(p) > 1 and not p.isdigit() and p not in STOPWORDS}
+
+
+#: Kinds of name whose members are siblings: options ("-l", "-q") and dotted versions ("2.8.5", "2.8.6").
+_NAME_KINDS = (OPTION.fullmatch, re.compile(r"\d+(?:\.\d+)+").fullmatch)
 
 
 def _asks_list(query: str) -> bool:
@@ -1019,31 +1052,36 @@ NAMED_WORDS_CACHE_SIZE = 1024
 
 
 @functools.lru_cache(maxsize=NAMED_WORDS_CACHE_SIZE)
-def _named_words(text: str) -> tuple[frozenset[str], frozenset[str], str]:
+def _named_words(text: str) -> tuple[frozenset[str], frozenset[str], str, frozenset[str]]:
     """The stems of a context's words (:func:`_term_set`'s own set), its words as written (lower case, dots dropped:
-    "U.S." is "us") and its words' first letters run together, to find an acronym spelled out. Kept per text: the same
-    contexts come back query after query."""
+    "U.S." is "us"), its words' first letters run together, to find an acronym spelled out, and its abbreviations
+    (dotted or in capitals, lower-cased: "U.S." and "US" are "us", the word "us" is not), to find a name written by its
+    initials. Kept per text: the same contexts come back query after query."""
     words = tokenize(text)
+    abbreviations = {letters.lower() for w in words for part in w.split("-")
+                     if len(letters := part.replace(".", "")) > 1 and letters.isalpha() and (part.isupper() or "." in part)}
     return (_term_set(text), frozenset(w.lower().replace(".", "") for w in words),
-            "".join(part[0] for w in words for part in w.split("-") if part).lower())
+            "".join(part[0] for w in words for part in w.split("-") if part).lower(), frozenset(abbreviations))
 
 
 def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[NumberedContext]) -> list[str]:
     """The question's names (``names``, words of ``question``) that no context names, each as the run of the question's
     name words it stands in ("ProTab X1" when only "X1" is missing: the sources name the ProTab X2), in question order.
-    An acronym the contexts spell out ("MBTI" for "Myers-Briggs Type Indicator"); a run in capitals ("OBSTACLE AVOIDANCE", emphasis, not an
+    A run the contexts write by its initials ("U.S." for "United States") is named, and so is an acronym the contexts
+    spell out ("MBTI" for "Myers-Briggs Type Indicator"); a run in capitals ("OBSTACLE AVOIDANCE", emphasis, not an
     acronym) is given in lower case."""
     if not names:
         return []
     wanted = {n.lower() for n in names}
     texts = [strip_model_directives(body_lines(ctx.text))[0] for ctx in contexts]
     read = [_named_words(t) for t in texts]
-    written: set[str] = set().union(*(words for _, words, _ in read))
-    present: set[str] = written.union(*(stems for stems, _, _ in read))
+    written: set[str] = set().union(*(words for _, words, _, _ in read))
+    present: set[str] = written.union(*(stems for stems, _, _, _ in read))
+    abbreviations: set[str] = set().union(*(abbreviated for _, _, _, abbreviated in read))
     missing = {n for n in wanted if not _named_in(n, present, written)}
     # An acronym of three or more letters is named where its words are ("Myers-Briggs Type Indicator").
     missing = {n for n, written in ((n, next(w for w in names if w.lower() == n)) for n in missing)
-               if not (len(n) >= 3 and written.isupper() and n.isalpha() and any(n in spelled for _, _, spelled in read))}
+               if not (len(n) >= 3 and written.isupper() and n.isalpha() and any(n in spelled for _, _, spelled, _ in read))}
     if not missing:
         return []
     matches = list(_WORD.finditer(question))
@@ -1064,6 +1102,9 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Number
     for run in runs:
         if not any(w.lower() in missing for w in run):
             continue
+        initials = "".join(w[0] for w in run if w.lower() not in _NAME_JOINERS).lower()
+        if len(initials) > 1 and initials in abbreviations:
+            continue  # "the U.S." names the United States; the word "us" does not
         text = " ".join(run)
         if len(run) > 1 and text.isupper():
             text = text.lower()
@@ -1089,6 +1130,8 @@ _PREPOSITIONS = frozenset("of for in at on to from between by with during under 
 _VAGUE_HEADS = frozenset("policy policies info information details detail requirements requirement process "
                          "procedure procedures rules options terms conditions specifications specs figures data "
                          "breakdown plan plans overview status".split())
+# An adjective that borrows the next part's noun: "the economic AND social consequences".
+_ADJECTIVE = re.compile(r"(?:ic|ical|al|ive|ous|ary|ful|less)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -1119,8 +1162,9 @@ def _mid_sentence(text: str) -> str:
 def _parts(query: str) -> list[_Part]:
     """The parts of a question asking several things (:func:`question_parts`). Where the question joins
     noun phrases ("What is the filing fee AND deadline for the appeal?"), each part is named without the
-    opening ("the filing fee") and checked as a question of its own, with the opening and the ending the
-    parts share ("for the appeal"); where it joins questions ("..., and who repairs it?"), each part is one as written."""
+    opening ("the filing fee") and checked as a question of its own, with the opening, the ending the
+    parts share ("for the appeal") and an adjective's borrowed noun ("economic" of "economic AND social
+    consequences"); where it joins questions ("..., and who repairs it?"), each part is one as written."""
     raw = question_parts(query)
     if not raw:
         return []
@@ -1150,7 +1194,12 @@ def _parts(query: str) -> list[_Part]:
     for n, (text, phrase_words) in enumerate(zip(texts, phrases, strict=True)):
         if not phrase_words:
             continue
-        label, words = _mid_sentence(text), phrase_words
+        label = _mid_sentence(text)
+        words = list(phrase_words)
+        if (len(words) == 1 and n + 1 < len(phrases) and len(phrases[n + 1]) >= 2
+                and _ADJECTIVE.search(words[0]) and not tails[n]):
+            words.append(phrases[n + 1][-1])  # "economic" asks for the "economic consequences"
+            label = f"{label} {phrases[n + 1][-1]}"
         others = {t for m, ts in enumerate(stems) if m != n for t in ts}
         own = [stem(t) for t in content_terms(" ".join([*words, tails[n]]))]  # its own ending counts, a shared one not
         needed = tuple(dict.fromkeys([t for t in own if t not in others] or own))
