@@ -1325,3 +1325,11 @@ def test_a_pronoun_never_stands_for_a_condition_clause_of_the_earlier_question()
 def test_a_fragment_naming_nothing_leans_on_the_earlier_question(earlier, follow_up, expected):
     # "Before or after reading the startup files?" was left as typed and answered from another document
     assert resolve(earlier, follow_up) == expected
+
+
+@pytest.mark.parametrize("remark", ["Thanks!", "ok", "Cool", "I see.", "Thanks a lot for the help", "Danke!", "¡Gracias!"])
+def test_a_remark_that_is_no_question_is_not_sent_back_as_the_earlier_question(remark):
+    # a fragment leans on the earlier turn only when it asks: "Thanks!" is no follow-up, and answering the earlier
+    # question again under it ("Thanks (how do I rotate ...)") says something nobody asked
+    question, _ = resolve("How do I rotate the logs of the frob daemon?", remark)
+    assert "rotate" not in question

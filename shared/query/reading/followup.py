@@ -374,9 +374,9 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
         # "Where does the output go?", "How do I skip the password?": "the" thing of the earlier turn, nothing named, a word or two
         own = [w for w in _content_words(_plain(typed), EN) if w not in _CLOSED | _PRONOUNS]
         referring = " ".join(own) if 0 < len(own) <= NAMELESS_WORDS else None
-    if referring is None and not resolved and not NEW_TOPIC.match(_bare(typed)) and not named_runs(_plain(typed)) \
-            and not any(_asks(_plain(typed, RULES[c]), RULES[c]) for c in _codes(typed, earlier)):
-        referring = _bare(typed)  # a fragment naming nothing ("Before or after reading X?") asks nothing of its own: it leans
+    if referring is None and not resolved and typed.endswith("?") and not NEW_TOPIC.match(_bare(typed)) \
+            and not named_runs(_plain(typed)) and not any(_asks(_plain(typed, RULES[c]), RULES[c]) for c in _codes(typed, earlier)):
+        referring = _bare(typed)  # a fragment asking nothing of its own ("Before or after reading X?") leans; "Thanks!" asks nothing
     if referring is None:
         return Resolution(typed, "self-contained")
     if not resolved and (framed := _in_frame(_plain(typed), _plain(earlier))):
