@@ -296,6 +296,10 @@ def search_iteration(record: QueryRecord, message: QueryHop, ports: Deps) -> Sea
     # deeper only when the header filter left it short.
     filters = record.search_filters()
     follows = record.follows or {}
+    if " ".join(record.question.split()) != " ".join(record.original_query.split()):
+        # a rewrite carries the earlier subject: its search of the earlier document needs no earlier question, whose
+        # words would pull it back to the chunk that answered the earlier turn
+        follows = {**follows, "earlier_question": ""}
     if follows.get("document_id"):  # a follow-up's search of the earlier document: embedded in the same batch
         query_vectors(embedder, [*meanings, earlier_text(follows, question)])
     results = search_all(queries, embedder=embedder, index=index, k=top_k, meanings=meanings, filters=filters)
@@ -377,8 +381,8 @@ class EarlierDocument:
 
 
 def earlier_text(follows: dict[str, str], question: str) -> str:
-    """What a follow-up searches the earlier turn's document with: the question and the earlier question (which the
-    transformer's ``follows`` names only for a question left as typed: a rewrite carries the earlier subject)."""
+    """What a follow-up searches the earlier turn's document with: the question and the earlier question (left out
+    of ``follows`` by :func:`search_iteration` for a rewritten question: a rewrite carries the earlier subject)."""
     return " ".join(f"{question} {in_english(str(follows.get('earlier_question') or ''))[1]}".split())
 
 

@@ -277,9 +277,7 @@ def follow_earlier_document(follow: FollowUp, typed: str, turns: Sequence[Conver
     document, found_by = found
     how = "nothing in its form leans on the earlier turn: weighs" if why == UNMARKED else \
         f"leans on the earlier turn ({why}): prefers"
-    # the earlier question helps search that document only for a question left as typed: a rewrite carries its subject
-    earlier = turns[-1].question if " ".join(follow.question.split()) == " ".join(typed.split()) else ""
-    return replace(follow, follows={"document_id": document, "leans": why, "earlier_question": earlier},
+    return replace(follow, follows={"document_id": document, "leans": why, "earlier_question": turns[-1].question},
                    leaning=f"{how} its document {document} (found by {found_by})")
 
 

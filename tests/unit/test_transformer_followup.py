@@ -210,8 +210,8 @@ def test_a_follow_up_that_points_back_names_the_earlier_answers_document():
     record = _transform(loop, _follow_up(loop, "Who maintains that file?", first=ZSTD_BUILD, answer=answer))
     # nothing the rule could put in the place of "that file": the earlier question follows in brackets
     assert record["standalone_question"] == f"Who maintains that file ({ZSTD_BUILD[0].lower()}{ZSTD_BUILD[1:-1]})?"
-    # the rewrite carries the earlier question already: its search of that document needs it no second time
-    assert record["follows"] == {"document_id": "zstd", "leans": "refers back (“that file”)", "earlier_question": ""}
+    assert record["follows"] == {"document_id": "zstd", "leans": "refers back (“that file”)",
+                                 "earlier_question": ZSTD_BUILD}
     assert ("leans on the earlier turn (refers back (“that file”)): prefers its document zstd (found by its answer)"
             in record["events"][-1]["detail"])
 
@@ -220,14 +220,25 @@ def test_a_rewritten_follow_up_searches_the_earlier_document_without_the_earlier
     # "Does it run the tests?" rewritten with the earlier turn's subject in it: the earlier question's words would pull
     # that document's search back to the chunk that answered it (fresh11: "Can it look up services by port?" was answered
     # from the chunk listing the databases the earlier turn asked for)
+    first = "What does the zstd make check target do?"
     loop = make_loop(BUILDS, real_local_llm=True)
-    record = _transform(loop, _follow_up(loop, "Does it run the tests?", first="What does the zstd make check target do?",
-                                         answer="make check: create and run zstd, test its behavior on local platform. [1]"))
+    query_id = _follow_up(loop, "Does it run the tests?", first=first,
+                          answer="make check: create and run zstd, test its behavior on local platform. [1]")
+    loop.pump(QuerySubmitted(query_id=query_id))
+    record = loop.state.get(state_collections.QUERIES, query_id)
     assert record["standalone_question"] != "Does it run the tests?"
-    assert record["follows"]["document_id"] == "zstd" and record["follows"]["earlier_question"] == ""
+    # the record still names the earlier question (GET /v1/queries/{id}); the search of its document leaves it out
+    assert record["follows"] == {"document_id": "zstd", "leans": record["follows"]["leans"], "earlier_question": first}
+    searched = [text for text, _, _ in loop.index.searches]
+    assert record["standalone_question"] in searched and not any(text.endswith(first) for text in searched)
     # left as typed, it is searched with the earlier question beside it
-    record = _transform(loop, _follow_up(loop, "And what does make check do?", first=ZSTD_BUILD))
+    loop = make_loop(BUILDS, real_local_llm=True)
+    query_id = _follow_up(loop, "And what does make check do?", first=ZSTD_BUILD)
+    loop.pump(QuerySubmitted(query_id=query_id))
+    record = loop.state.get(state_collections.QUERIES, query_id)
+    assert record["standalone_question"] == "And what does make check do?"
     assert record["follows"]["earlier_question"] == ZSTD_BUILD
+    assert "And what does make check do? " + ZSTD_BUILD in [text for text, _, _ in loop.index.searches]
 
 
 def test_an_earlier_turn_without_an_answer_is_found_by_its_question():
