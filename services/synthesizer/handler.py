@@ -1,7 +1,7 @@
 """The synthesizer stage: writes the answer once the grader has stopped the loop.
 
 It answers from the best-graded iteration's contexts only (those still indexed: a document deleted
-since it was retrieved is neither read nor cited, :func:`live_contexts`), in the question's language where the
+since it was retrieved is neither read nor cited, :func:`deleted_contexts`), in the question's language where the
 provider can: ``answered``, ``answered_with_caveat`` (opening with a caveat) or ``not_answerable``
 (the grader abstained, nothing was retrieved, or nothing supports an answer: nothing invented), as
 :func:`answer_outcome` decides. Citations are numbered in order of first use, one number per source
@@ -230,7 +230,8 @@ def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change
         return None
     language = detect_language(record.original_query)  # the language the question was typed in
     best = record.entry(record.best_iteration) or final
-    best = dataclasses.replace(best, contexts=live_contexts(record, best.contexts, ports))
+    gone = deleted_contexts(record, ports)
+    best = dataclasses.replace(best, contexts=[c for c in best.contexts if c.get("chunk_id") not in gone])
     drafted = draft_answer(record, final, best, language, ports)
     outcome, answer = drafted.outcome, drafted.answer
     if outcome == "not_answerable" or answer is None:
@@ -244,6 +245,8 @@ def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change
     verdict = reader_verdict(answer, outcome) if answer is not None else ""
 
     def change(r: QueryRecord) -> None:
+        for entry in r.iterations if gone else ():  # nor shown beside the answer: the page's sources, the record, search
+            entry.contexts = [c for c in entry.contexts if c.get("chunk_id") not in gone]
         if verdict:
             _align_decision(r, iteration, outcome, verdict)
         r.status, r.outcome, r.answer, r.answer_sentences, r.citations = "answered", outcome, text, sentences, citations
@@ -260,25 +263,26 @@ def synthesize(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change
         recorded=lambda stored: metrics.query_ended(outcome, len(stored.iterations)))
 
 
-def live_contexts(record: QueryRecord, contexts: Sequence[Context], ports: Deps) -> list[Context]:
-    """The contexts whose chunk the index still holds: a document deleted after its chunks were retrieved
-    is neither read nor cited (deletes win, on every surface: each shows the answer written here).
+def deleted_contexts(record: QueryRecord, ports: Deps) -> set[str]:
+    """The chunk ids of the record's contexts (every iteration's) that the index no longer holds: a document deleted
+    after its chunks were retrieved is neither read, cited nor shown (deletes win, on every surface: each shows the
+    answer and the record written here).
 
     The index is the one the retriever searched, so "deleted" means what it means there: the delete
     carried out (its chunks gone, which is when ``ragbus ingest --delete`` returns). A chunk a changed
     revision replaced meanwhile is gone too (chunk ids name the content): its text is no longer the document's.
     One batched lookup (:meth:`Index.get_chunks`) per answer; a context with no chunk id, or a runtime without
-    an index, is kept.
-    With nothing left, the answer is refused as when nothing was found (:func:`draft_answer`)."""
-    ids = [c["chunk_id"] for c in contexts if c.get("chunk_id")]
+    an index, is kept. With nothing left, the answer is refused as when nothing was found (:func:`draft_answer`)."""
+    ids = list(dict.fromkeys(c["chunk_id"] for entry in record.iterations for c in entry.contexts if c.get("chunk_id")))
     if not ids or not ports.provided("index"):
-        return list(contexts)
-    present = {chunk.chunk_id for chunk in ports.index.get_chunks(ids)}
-    gone = [c for c in contexts if c.get("chunk_id") and c["chunk_id"] not in present]
+        return set()
+    gone = set(ids) - {chunk.chunk_id for chunk in ports.index.get_chunks(ids)}
     if gone:
-        log.info("query %s: %d context(s) of %s deleted since retrieval; not read or cited", record.id,
-                 len(gone), ", ".join(sorted({c.get("document_id") or c["chunk_id"] for c in gone})))
-    return [c for c in contexts if not c.get("chunk_id") or c["chunk_id"] in present]
+        documents = {c.get("document_id") or c["chunk_id"] for entry in record.iterations for c in entry.contexts
+                     if c.get("chunk_id") in gone}
+        log.info("query %s: %d context(s) of %s deleted since retrieval; not read, cited or shown", record.id,
+                 len(gone), ", ".join(sorted(documents)))
+    return gone
 
 
 def caveat(record: QueryRecord, drafted: Drafted, language: str) -> str:

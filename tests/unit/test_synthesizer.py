@@ -11,7 +11,9 @@ from services.synthesizer.handler import number_citations
 from shared.adapters.local.llm import LocalLanguageModel
 from shared.contract.messages import AnswerReady
 from shared.contract.ports import Answer, AnswerSentence, Finding, NumberedContext
+from shared.query import api
 from shared.query.reading.language import phrase
+from shared.query.record import QueryRecord
 from tests.unit.loop_fakes import (
     CORPUS,
     HashingEmbedder,
@@ -348,6 +350,12 @@ def test_a_document_deleted_between_retrieval_and_synthesis_is_neither_read_nor_
     assert record["outcome"] == "answered" and record["citations"]
     assert deleted not in {c["document_id"] for c in record["citations"]}
     assert record["citations"][0]["document_id"] == next(c["document_id"] for c in retrieved if c["document_id"] != deleted)
+    # nor shown beside it: the record's contexts (GET /v1/queries/{id}, the page's sources, MCP search_documents)
+    kept = record["iterations"][0]["contexts"]
+    assert kept and deleted not in {c["document_id"] for c in kept}
+    assert [c["chunk_id"] for c in kept] == [c["chunk_id"] for c in retrieved if c["document_id"] != deleted]
+    summary = api.contexts_summary(QueryRecord.from_doc(record))
+    assert deleted not in {c["document_id"] for c in summary["contexts"]}
 
 
 def test_an_answer_whose_every_document_was_deleted_meanwhile_is_refused_as_when_nothing_was_found():
