@@ -91,3 +91,6 @@ def test_a_document_deleted_between_retrieval_and_synthesis_is_not_quoted_or_cit
     assert record["status"] == "answered", record
     assert "seven in the morning" not in record["answer"] and "nine" not in record["answer"], record["answer"]
     assert departures not in {c["document_id"] for c in record["citations"]}, record["citations"]
+    # nor shown beside it: the record's contexts (the page's sources, GET /v1/queries/{id}, MCP search_documents)
+    assert departures not in {c["document_id"] for entry in record["iterations"] for c in entry["contexts"]}
+    assert record["iterations"][0]["contexts"], "the documents not deleted stay in the record"
