@@ -50,6 +50,9 @@ UNSUPPORTED = "not a document type ragbus reads"
 DELETED_MEANWHILE = "deleted while this ingest ran"
 NOT_UTF8 = "its name is not UTF-8"
 NOT_REGULAR = "not a regular file"
+#: a symlink under an ingested folder whose target is outside it: `ragbus ingest ./docs` reads what ./docs holds,
+#: not `/etc/passwd` through `docs/passwd.txt -> /etc/passwd`; the target named by its own path is read
+LEAVES_FOLDER = "a symlink to a file outside the folder"
 #: a man page as /usr/share/man holds it (timeout.1.gz, printf.3, openssl.1ssl.gz) is roff source, not its text
 MAN_PAGE = ("a man page's roff source, which ragbus does not read; ingest it as man renders it: "
             "MANWIDTH=80 man -l FILE | col -bx > FILE.txt")
@@ -118,9 +121,26 @@ def _starts_as_text(file: Path, compressed: bool) -> bool:
 
     try:
         head = _regular_head(file, compressed)
-    except (OSError, zlib.error):
+    except zlib.error:
+        head = b""
+    except OSError:
         return False
+    if compressed and not head:
+        # gzip's signature, then nothing that inflates (cut short in its first block, or damaged): meant as gzip, so
+        # taken for text to be named for its damage when read, not skipped as "not a document type ragbus reads"
+        return _gzip_signed(file)
     return bool(head and head.strip()) and binary_reason(head) is None
+
+
+def _gzip_signed(file: Path) -> bool:
+    try:
+        stream = _open_regular(file)
+    except OSError:
+        return False
+    if stream is None:
+        return False
+    with stream:
+        return stream.read(2) == b"\x1f\x8b"
 
 
 def _open_regular(file: Path) -> BinaryIO | None:
@@ -283,6 +303,7 @@ def broken_link(link: Path) -> str:
 
 def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
     out = []
+    inside = directory.resolve()
     for dirpath, dirnames, filenames in os.walk(directory):
         # Hidden folders (.git, .venv...) and files are never documents: not worth a report line.
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -301,6 +322,10 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
                 # its path could be neither stored nor sent: it fails alone, named by its bytes
                 log.warning("skipping %s: %s", shown_path(candidate), NOT_UTF8)
                 report.skip(candidate, NOT_UTF8)
+            elif candidate.is_file() and candidate.is_symlink() and not candidate.resolve().is_relative_to(inside):
+                log.warning("skipping %s: it is a symlink to %s, outside %s; ingest that file by its own path to "
+                            "read it", candidate, candidate.resolve(), inside)
+                report.skip(candidate, LEAVES_FOLDER)
             elif candidate.is_file():
                 out.append(candidate)
             elif candidate.is_symlink() and not candidate.exists():
@@ -425,10 +450,10 @@ def _decompressed(file: Path, max_bytes: int, via: str, opened: BinaryIO | None 
         # bytes after the last whole member that start no other (a tape's or a download's padding): gzip -d
         # keeps what the members hold and says "trailing garbage ignored"; refused, the whole file was lost
         if not data or "Not a gzipped file" not in str(exc):
-            raise Skipped(f"{file}{via} is not valid gzip ({exc}); skipped", "not valid gzip") from None
+            raise Skipped(f"{file}{via} is not valid gzip ({gzip_damage(exc)}); skipped", "not valid gzip") from None
         log.warning("%s%s: bytes after its gzip data are not gzip; ignored, as gzip -d ignores them", file, via)
     except (EOFError, zlib.error) as exc:
-        raise Skipped(f"{file}{via} is not valid gzip ({exc}); skipped", "not valid gzip") from None
+        raise Skipped(f"{file}{via} is not valid gzip ({gzip_damage(exc)}); skipped", "not valid gzip") from None
     if len(data) > max_bytes:
         raise Skipped(f"{file}{via} expands to over the {max_bytes}-byte cap for one document",
                       f"over the {max_bytes}-byte cap")
@@ -438,6 +463,18 @@ def _decompressed(file: Path, max_bytes: int, via: str, opened: BinaryIO | None 
         raise Skipped(f"{file}{via} holds another gzip stream (it was compressed twice); ragbus decompresses "
                       "once: gunzip it once and ingest the result", "compressed twice")
     return bytes(data)
+
+
+def gzip_damage(exc: Exception) -> str:
+    """What is wrong with a gzip file, in words a person acts on, from the error reading it raised: Python's
+    "Compressed file ended before the end-of-stream marker was reached" says neither that the file is cut short nor
+    what to do."""
+    if isinstance(exc, EOFError):
+        return ("it is cut short: its compressed data ends before gzip's end-of-stream marker, as a partial "
+                "download or copy does; fetch or copy it again")
+    if isinstance(exc, gzip.BadGzipFile) and "Not a gzipped file" in str(exc):
+        return "it does not start with gzip's signature, so it is not gzip though named .gz"
+    return f"its compressed data is damaged: {exc}"
 
 
 def records_under(path: str | os.PathLike[str], state: StateStore) -> list[dict]:

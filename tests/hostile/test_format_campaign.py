@@ -162,7 +162,7 @@ ODD_REASONS = {
     "dangling.pdf": "a broken symlink",
     "loop-link.epub": "a broken symlink",
     "fifo.odt": "not a regular file",
-    "to-binary.md": "a symlink to a file of a type ragbus does not read",
+    "to-binary.md": "a symlink to a file outside the folder",
 }
 
 

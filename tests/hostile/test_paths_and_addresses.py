@@ -52,7 +52,13 @@ def test_symlinks_to_files_that_cannot_be_ingested_are_skipped_and_the_folder_go
     proc = run_cli(home, "ingest", str(docs), check=False)
     assert proc.returncode == 0, proc.stderr
     assert "KeyError" not in proc.stderr and "Traceback" not in proc.stderr
-    assert "the target of the symlink" in proc.stderr and "unsupported suffix" in proc.stderr
+    # links leaving the folder are skipped by name before their targets are looked at (the user named the folder)
+    assert f"no-suffix.md: it is a symlink to {outside.resolve() / 'README'}, outside" in proc.stderr
+    assert "skipped 3 .md file(s): a broken symlink" in proc.stdout, proc.stdout  # dangling, both loops
+    assert "skipped 1 .txt file(s): a symlink to a file outside the folder" in proc.stdout, proc.stdout
+    named = run_cli(home, "ingest", str(docs / "png.txt"), check=False)
+    assert named.returncode == 2 and "the target of the symlink" in named.stderr
+    assert "unsupported suffix" in named.stderr
     assert census(home)["documents"] == 1
 
 

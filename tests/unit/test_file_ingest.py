@@ -276,12 +276,37 @@ def test_a_symlink_named_like_a_document_to_another_kind_of_file_is_reported_as_
     root = tmp_path / "docs"
     root.mkdir()
     (root / "notes.md").write_text("# Notes\n\nVolcanoes.")
-    (tmp_path / "secrets").write_text("not a document")
-    (root / "shadow.md").symlink_to(tmp_path / "secrets")
+    (root / ".store").mkdir()  # inside the folder (a link leaving it is skipped before its target is looked at)
+    (root / ".store" / "secrets").write_text("not a document")
+    (root / "shadow.md").symlink_to(root / ".store" / "secrets")
     report = IngestReport()
     published = ingest_path(root, report=report, **ports)
     assert len(published) == 1
     assert report.skipped == {("a symlink to a file of a type ragbus does not read", ".md"): 1}
+
+
+def test_a_symlink_in_a_folder_leading_outside_it_is_skipped_by_name_and_read_when_named(ports, tmp_path, caplog):
+    """`ragbus ingest ./docs` read /etc/passwd through `docs/passwd.txt -> /etc/passwd` (newcomer19): a link whose
+    target is outside the folder is skipped with a warning naming both; a link to a file inside the folder is read,
+    and the target named by its own path (or the link named alone) is read as asked."""
+    from shared.ingest.files import LEAVES_FOLDER
+
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "accounts.txt").write_text("The vault code is 4411.\n")
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    (root / "accounts.txt").symlink_to(outside / "accounts.txt")
+    (root / "sub" / "again.md").symlink_to(root / "notes.md")  # inside: the same document, read once
+    report = IngestReport()
+    with caplog.at_level("WARNING"):
+        published = ingest_path(root, report=report, **ports)
+    assert [m.guid for m in published] == [str((root / "notes.md").resolve())]
+    assert report.skipped == {(LEAVES_FOLDER, ".txt"): 1}, report.skipped
+    assert any("accounts.txt: it is a symlink to" in r.getMessage() and str(outside / "accounts.txt")
+               in r.getMessage() for r in caplog.records)
+    assert [m.guid for m in ingest_path(root / "accounts.txt", **ports)] == [str((outside / "accounts.txt").resolve())]
 
 
 def test_files_without_a_type_s_suffix_are_plain_text_when_they_start_as_text(ports, tmp_path):
@@ -302,8 +327,9 @@ def test_files_without_a_type_s_suffix_are_plain_text_when_they_start_as_text(po
     assert {m.content_type for m in published.values()} == {"text/plain"}
     assert published["v2.30-ReleaseNotes.gz"].fallback_title == "v2.30-ReleaseNotes"
     assert published["README.Debian"].fallback_title == "README.Debian"
-    # grouped by the real suffix, not ".31-releasenotes.gz" and ".32-releasenotes.gz" apart
-    assert report.skipped == {(UNSUPPORTED, ".gz"): 2, (UNSUPPORTED, "(none)"): 1}
+    # grouped by the real suffix, not ".31-releasenotes.gz" and ".32-releasenotes.gz" apart; gzip's signature then
+    # damage is named as damaged gzip
+    assert report.skipped == {("not valid gzip", ".gz"): 2, (UNSUPPORTED, "(none)"): 1}
 
 
 def test_a_cut_short_gzip_without_a_type_s_suffix_is_named_as_damaged_gzip(ports, tmp_path):
@@ -323,6 +349,26 @@ def test_a_cut_short_gzip_without_a_type_s_suffix_is_named_as_damaged_gzip(ports
     assert report.skipped == {("not valid gzip", ".gz"): 1}, report.skipped
     with pytest.raises(InvalidInput, match="changelog.Debian.gz is not valid gzip"):
         ingest_path(tmp_path / "changelog.Debian.gz", **ports)
+
+
+def test_a_gzip_file_cut_short_says_so_in_words_and_fails_alone(ports, tmp_path):
+    """A truncated .gz was skipped as "not valid gzip (Compressed file ended before the end-of-stream marker was
+    reached)", and one cut inside its first block, without a type's suffix (NEWS.gz), as "not a document type ragbus
+    reads": both now say the file is cut short, by name, and the folder's other file is read."""
+    import gzip
+
+    from shared.ingest.files import IngestReport
+
+    whole = gzip.compress(" ".join(f"Release {n} fixed the pump's valve." for n in range(400)).encode())
+    (tmp_path / "NEWS.gz").write_bytes(whole[:12])
+    (tmp_path / "notes.txt.gz").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "other.txt").write_text("The valve opens at 2 bar.\n")
+    report = IngestReport()
+    assert len(ingest_path(tmp_path, **ports, report=report)) == 1
+    assert report.skipped == {("not valid gzip", ".gz"): 1, ("not valid gzip", ".txt.gz"): 1}, report.skipped
+    for name in ("NEWS.gz", "notes.txt.gz"):
+        with pytest.raises(InvalidInput, match=rf"{name} is not valid gzip \(it is cut short: .*copy it again\)"):
+            ingest_path(tmp_path / name, **ports)
 
 
 def test_a_gzip_file_compressed_twice_is_named_as_such(ports, tmp_path):
