@@ -182,6 +182,9 @@ def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
         weight = WHOLE_QUESTION_WEIGHT if whole else SUB_QUERY_WEIGHT
         for rank, hit in enumerate(result.hits, start=1):
             chunk = hit.chunk
+            # index_score is a similarity (what `ragbus search` and the page show, 0 to 1): the keywords search's
+            # raw BM25 score ("score 4.44" among sources scored 0.4 to 1.00) says how it matched by its similarity
+            similarity = float(hit.score) if result.label != KEYWORDS_LABEL else float(hit.dense_score or 0.0)
             entry = fused.get(chunk.chunk_id)
             if entry is None:
                 entry = fused[chunk.chunk_id] = {
@@ -192,13 +195,13 @@ def fuse(results: list[QueryHits], top_k: int) -> list[Context]:
                     "published": chunk.published,
                     "text": clip_utf8(chunk.text, CONTEXT_TEXT_MAX_BYTES),
                     "score": 0.0,
-                    "index_score": float(hit.score),
+                    "index_score": similarity,
                     "matched_by": [],
                     **({"position": chunk.position} if chunk.position else {}),
                     **({"heading": chunk.heading} if chunk.heading else {}),
                 }
             entry["score"] += weight / (RRF_K + rank)
-            entry["index_score"] = max(entry["index_score"], float(hit.score))
+            entry["index_score"] = max(entry["index_score"], similarity)
             if result.label not in entry["matched_by"]:
                 entry["matched_by"].append(result.label)
     lead: list[str] = []

@@ -110,6 +110,22 @@ def test_fusion_weighs_the_rewritten_query_highest():
     assert fused[1]["index_score"] == 0.9
 
 
+def test_a_source_s_index_score_is_a_similarity_not_the_keywords_search_s_bm25_score():
+    """The keywords search (BM25 alone) scored its chunk 4.44, which became the chunk's index_score: the page
+    showed "score 4.44" among sources scored 0.4 to 1.00. A keywords hit now counts by its similarity."""
+    from services.retriever.handler import KEYWORDS_LABEL
+
+    a, b = CORPUS[0], CORPUS[1]
+    fused = fuse([
+        QueryHits("rewritten", "q", [ScoredChunk(a, 0.8), ScoredChunk(b, 0.6)]),
+        QueryHits(KEYWORDS_LABEL, "q", [ScoredChunk(b, 4.44, dense_score=0.55, bm25_score=4.44)]),
+    ], top_k=5)
+    scores = {c["chunk_id"]: c["index_score"] for c in fused}
+    assert scores == {a.chunk_id: 0.8, b.chunk_id: 0.6}
+    (alone,) = fuse([QueryHits(KEYWORDS_LABEL, "q", [ScoredChunk(b, 4.44, dense_score=0.55, bm25_score=4.44)])], 5)
+    assert alone["index_score"] == 0.55 and alone["matched_by"] == [KEYWORDS_LABEL]
+
+
 def test_header_only_chunks_are_recognised():
     assert is_header_only(CORPUS[4].text)
     assert not is_header_only(CORPUS[0].text)
