@@ -12,7 +12,8 @@ test part); the ninth (``followup_fresh9.jsonl``), written before round 17 chang
 outcomes scored in a pipeline run at 2f57616 and compared across rule variants before round 18's design was frozen,
 so it is no unseen check for 2f57616 or later), written before round 18 changed the rule, and the eleventh
 (``followup_fresh11.jsonl``, ids fr11a-/fr11b-, ten documents: half b kept unrun until round 19's design was frozen), written
-before round 19 changed the rule, also over documents no set uses, named by the ``source`` each such row gives
+before round 19 changed the rule, and the twelfth (``followup_fresh12.jsonl``, ids fr12a-/fr12b-, six documents: half b
+kept unrun until round 20's design was frozen), written before round 20 changed the rule, also over documents no set uses, named by the ``source`` each such row gives
 (``/usr/share/doc``; a row whose file is not installed is left out, and the follow-ups expected counted without it). Each loads as the eval loads a part's dialogues, and every key is in its document as the cleaner
 outputs it."""
 
@@ -50,7 +51,8 @@ def _documents() -> dict[str, Path]:
                                                          ("followup_fresh8.jsonl", 35),
                                                          ("followup_fresh9.jsonl", 38),
                                                          ("followup_fresh10.jsonl", 38),
-                                                         ("followup_fresh11.jsonl", 53)])
+                                                         ("followup_fresh11.jsonl", 53),
+                                                         ("followup_fresh12.jsonl", 35)])
 def test_the_fresh_dialogues_load_and_their_keys_are_in_the_cleaned_documents(name, follow_ups, tmp_path):
     files, kept = _documents(), []
     for line in (BENCH / name).read_text(encoding="utf-8").splitlines():
