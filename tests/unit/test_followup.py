@@ -1333,3 +1333,28 @@ def test_a_remark_that_is_no_question_is_not_sent_back_as_the_earlier_question(r
     # question again under it ("Thanks (how do I rotate ...)") says something nobody asked
     question, _ = resolve("How do I rotate the logs of the frob daemon?", remark)
     assert "rotate" not in question
+
+
+@pytest.mark.parametrize("remark", ["Thanks?", "Really?", "Ok, thanks?", "Seriously?", "Danke?", "¿En serio?"])
+def test_a_remark_with_a_question_mark_does_not_ask_the_earlier_question_again(remark):
+    # "Thanks?" had become "Thanks (how do I rotate ...)?": the earlier question answered again under a remark
+    history = [ConversationTurn("How do I rotate the logs of the frob daemon?", "Run frobctl rotate.")]
+    assert standalone_question(remark, history).question == remark
+    assert leans_on(remark, history) is None
+
+
+@pytest.mark.parametrize("earlier, follow_up, garbled", [
+    # the earlier subject must come without its clause's verb: "the new Frob setting phase" took "phase (out)"
+    ("Which old flag would the new Frob setting phase out?", "Which tool reads it?", "the new Frob setting phase?"),
+    ("What does frob caching guard against in the daemon?", "Which lock does it use?", "frob caching guard use"),
+    # a possessive is no phrase without the noun it owns
+    ("Does frobd's default build enable caching?", "Is it fine for laptops then?", "frobd's fine"),
+    ("Does blarg's standard layout include a cache?", "Is it good for servers?", "blarg's good"),
+])
+def test_a_rewrite_never_splices_a_phrase_that_took_its_clauses_verb_or_lost_its_noun(earlier, follow_up, garbled):
+    question, _ = resolve(earlier, follow_up)
+    assert garbled not in question
+
+
+def test_ones_in_a_fragment_stands_for_the_head_noun_it_parallels():
+    assert resolve("Must Frob packages be signed?", "And Blarg ones?") == ("Must Blarg packages be signed?", "ellipsis")

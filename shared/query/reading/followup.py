@@ -18,10 +18,18 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from shared.contract.ports import ConversationTurn
-from shared.query.reading.followup_languages import EN, NEW_TOPIC, RULES, Language, word_lists
+from shared.query.reading.followup_languages import (
+    EN,
+    NEW_TOPIC,
+    REMARK,
+    RULES,
+    Language,
+    word_lists,
+)
 from shared.query.reading.language import detect_language, is_note
 
-__all__ = ["CONNECTIVE", "UNMARKED", "Resolution", "answer_paragraphs", "leans_on", "standalone_question", "subject_of"]
+__all__ = ["CONNECTIVE", "UNMARKED", "Resolution", "answer_paragraphs", "as_shown", "leans_on", "standalone_question",
+           "subject_of"]
 
 
 @dataclass(frozen=True)
@@ -358,11 +366,13 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     typed = " ".join(question.split())
     if not history or not typed:
         return Resolution(typed, "no history")
+    if REMARK.match(_bare(typed)):  # "Thanks?", "Really?": no follow-up, never the earlier question asked again
+        return Resolution(typed, "self-contained")
     earlier, resolved = history[-1].question, None
     for code in _codes(typed, earlier):  # a short follow-up says too little to tell its language
         resolved = _resolve(typed, earlier, code, history[-1].answer)
-        if resolved is not None and _well_formed(resolved.question, RULES[code]):  # "What did it use before?": before when
-            then = _in_time(_plain(earlier), _bare(resolved.question), RULES[code])
+        if resolved is not None and _well_formed(resolved.question, RULES[code]) and _whole_phrase(resolved, earlier):
+            then = _in_time(_plain(earlier), _bare(resolved.question), RULES[code])  # "What did it use before?": before when
             return Resolution(_finish(then, typed, "?"), resolved.rule, resolved.subject) if then else resolved
         if resolved is not None:  # a splice that does not read as a question: the safe form instead
             break
@@ -383,6 +393,17 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
         return Resolution(_finish(framed, typed, "?"), "refers back", referring)
     text = f"{_bare(typed)} {_in_context(earlier)}"
     return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), "in context" if resolved else "refers back", referring)
+
+
+def as_shown(typed: str, standalone: str) -> str:
+    """The standalone question a person is shown and the record keeps: ``standalone``, or the question as typed when
+    ``standalone`` is it with the earlier question after it in brackets (no well-formed rewrite was found: "Why (which
+    option does X use)?" is what the loop reads, no question anyone would ask)."""
+    typed = " ".join(typed.split())
+    bracket = re.search(r"\s\(([^()]|\([^()]*\))*\)\W*$", standalone)
+    if bracket is None or standalone == typed or bracket.group().strip(" ?!.") in typed:
+        return standalone
+    return typed
 
 
 _NOT_AFTER_PARTICIPLE = frozenset(("for", "in", "as", "on", "of", "by", "to", "with", "from", "at", "into", "under",
@@ -422,6 +443,29 @@ def _well_formed(question: str, rules: Language) -> bool:
     return _asks(text, rules) and _MALFORMED.search(text) is None and question.count("(") == question.count(")")
 
 
+# what may follow a clause's verb but never its subject after "does", "can", "would": a preposition or a particle
+_AFTER_VERB = EN.prepositions | _PARTICLES | frozenset("out up down off over back away against into onto through".split())
+_BARE_VERB_NEXT = re.compile(r"(?i)\b(?:do|does|did|can|could|would|should|will|must|may|might)\s+$")
+
+
+def _whole_phrase(resolved: Resolution, earlier: str) -> bool:
+    """Whether the earlier phrase a rewrite carried in is a whole phrase, not one that took its clause's verb or lost its
+    head: after "does", "can", "would" the subject is followed by its verb, so a phrase there that runs to the clause's end
+    or to a stranded preposition took the verb with it ("What does X protect against?": not "X protect"); and a possessive
+    ("systemd's") is no phrase without the noun it owns. A rewrite carrying either does not read as a question."""
+    carried = resolved.subject if resolved.rule not in ("ellipsis", "what about") else None  # those name what they replaced
+    if not carried:
+        return True
+    if re.search(r"\w['’]s$", carried):
+        return False
+    plain = _plain(earlier)
+    at = plain.lower().find(carried.lower())
+    if at <= 0 or not _BARE_VERB_NEXT.search(plain[:at]):
+        return True
+    after = [w.lower() for w in re.findall(r"[\w'’-]+", plain[at + len(carried):])][:2]
+    # the verb's own particle or preposition, stranded at the end or before another ("protect against in pip"), not
+    # one opening the subject's modifier ("SKEL in adduser.conf specify")
+    return bool(after) and not (after[0] in _AFTER_VERB and (len(after) == 1 or after[1] in _AFTER_VERB))
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
     """``subject`` with the thing the earlier answer identified, when the earlier question asked "which X" and the
     subject is that X ("... replies 304 Not Modified ...": "the 304 Not Modified status code a server sends when
@@ -463,7 +507,7 @@ def leans_on(question: str, history: Sequence[ConversationTurn]) -> str | None:
     --color stop colorizing?"), or a word in it points back ("When was that series broadcast?"). None when nothing
     in its form leans; what leans may still change topic ("And what is chunking?"): the caller checks the corpus."""
     typed = " ".join(question.split())
-    if not history or not typed or NEW_TOPIC.match(_bare(typed)):
+    if not history or not typed or NEW_TOPIC.match(_bare(typed)) or REMARK.match(_bare(typed)):
         return None
     if (resolved := standalone_question(typed, history)).rewritten:
         return f"refers back (“{resolved.subject}”)" if resolved.rule == "refers back" else resolved.rule
@@ -885,6 +929,8 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
     call = re.search(r"\b[\w.]+\((?P<args>['\"\d][^()]*)\)", base) if words[0].lower() in ("a", "an") else None
     if call and not named_runs(fragment):  # "What does f('a.b') return?" then "What about a name with no dot?"
         return Resolution(_finish(f"{base[: call.start('args')]}{base[call.end('args'):]} for {fragment}", earlier, mark), rule, base)
+    if rules is EN:  # "ones" stands for the head noun it parallels ("Protected packages" / "Essential ones"): the modifier swaps
+        fragment = re.sub(r"(?i)(?<=\w)\s+ones$", "", fragment)
     replaced = _parallel_part(base, fragment) or _parallel_phrase(base, fragment, rules) or _same_head(base, fragment, rules)
     if replaced is not None:
         return Resolution(_finish(replaced, earlier, mark), rule, base)

@@ -196,3 +196,8 @@ RULES = {"en": EN, "de": DE, "fr": FR, "es": ES}
 NEW_TOPIC = _p(r"^(?:something\s+else|unrelated|another\s+(?:question|topic|thing)|new\s+(?:question|topic)|"
                 r"by\s+the\s+way|anderes\s+thema|etwas\s+anderes|autre\s+(?:question|sujet)|rien\s+à\s+voir|"
                 r"otra\s+(?:pregunta|cosa)|cambiando\s+de\s+tema)\b")
+# A remark, not a question, even with a question mark ("Thanks?", "Really?", "Ok, thanks?"): it asks nothing of the earlier turn
+_REMARK_WORD = (r"(?:ok(?:ay)?|thanks?(?:\s+you)?|thank\s+you|cool|great|nice|really|seriously|sure|indeed|right|wow|interesting|"
+                r"i\s+see|got\s+it|a\s+lot|so\s+much|very\s+much|again|danke(?:\s+schön)?|wirklich|echt|merci|vraiment|"
+                r"d'accord|gracias|en\s+serio|de\s+verdad|vale)")
+REMARK = _p(rf"^{_REMARK_WORD}(?:[\s,.!]+{_REMARK_WORD})*$")
