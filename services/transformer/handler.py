@@ -37,6 +37,7 @@ from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem,
 from shared.query.reading.followup import (
     UNMARKED,
     answer_paragraphs,
+    as_shown,
     leans_on,
     standalone_question,
 )
@@ -190,7 +191,7 @@ def transformed(record: QueryRecord, iteration: int) -> QueryTransformed | None:
 class FollowUp:
     """The question iteration 0 works on, and how it came to stand on its own."""
 
-    question: str
+    question: str  # what the loop reads: a follow-up no well-formed rewrite was found for, with the earlier question after it
     source: str | None = None  # None: no earlier turn to read; "model"; "fallback: offline rule (...)"
     turns: int = 0  # earlier turns read
     calls: int = 0  # model calls spent
@@ -198,15 +199,26 @@ class FollowUp:
     follows: dict[str, str] | None = None  # the earlier turn's document the question leans on, and why it leans
     leaning: str | None = None  # the same, and how the document was found, in words
 
+    shown: str | None = None  # the standalone question shown and recorded (None: ``question``; else the question as typed)
+
     @property
     def fallback(self) -> bool:
         return bool(self.source and self.source.startswith("fallback"))
 
+    @property
+    def standalone(self) -> str:
+        return self.shown or self.question
+
+    def recorded_follows(self) -> dict[str, str] | None:
+        """``follows`` as the record keeps it: with the question the loop reads when that is not the one shown."""
+        return {**(self.follows or {}), "question": self.question} if self.shown else self.follows
+
     def detail(self) -> str:
         if self.source is None:
             return f"standalone: as typed ({self.note})" if self.note else ""
-        text = f"standalone: {in_quotes(self.question)} (from {self.turns} earlier turn(s); {self.source})"
-        return text + "".join(f"; {part}" for part in (self.leaning, self.note) if part)
+        text = f"standalone: {in_quotes(self.standalone)} (from {self.turns} earlier turn(s); {self.source})"
+        read = "read with the earlier question after it: no well-formed rewrite found" if self.shown else None
+        return text + "".join(f"; {part}" for part in (read, self.leaning, self.note) if part)
 
 
 def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
@@ -227,14 +239,20 @@ def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
                       instead="making it stand alone by the offline rule")
     text = " ".join((reply.value or "").split())[: settings.max_query_chars]
     if len(text) >= MIN_QUERY_CHARS:
-        follow = FollowUp(text, "model", len(history.turns), reply.calls, history.note)
+        follow = FollowUp(text, "model", len(history.turns), reply.calls, history.note, shown=_shown(typed, text))
         return follow_earlier_document(follow, typed, history.turns, ports)
     why = ("model-call budget spent" if reply.spent else
            f"model call failed ({reply.error})" if reply.error else "empty standalone reply")
     rule = standalone_question(typed, history.turns)
     follow = FollowUp(rule.question, f"fallback: offline rule ({rule.rule}); {why}", len(history.turns), reply.calls,
-                      history.note)
+                      history.note, shown=_shown(typed, rule.question))
     return follow_earlier_document(follow, typed, history.turns, ports)
+
+
+def _shown(typed: str, question: str) -> str | None:
+    """The question shown for a standalone one that is not well-formed (:func:`as_shown`); None: the same."""
+    shown = as_shown(typed, question)
+    return shown if shown != question else None
 
 
 _CITATION_MARK = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
@@ -286,8 +304,8 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
     gives nothing usable)."""
     follow = stand_alone(record, ports)
     # What follows reads the standalone question (record.question) and the budget left after its call.
-    record = replace(record, standalone_question=follow.question, model_calls=record.model_calls + follow.calls,
-                     follows=follow.follows)
+    record = replace(record, standalone_question=follow.standalone, model_calls=record.model_calls + follow.calls,
+                     follows=follow.recorded_follows())
     now, settings, original = ports.clock.now(), ports.settings, record.question
     reply = ask_model(ports, record, TRANSFORM, lambda: ports.llm.transform(original, today=now.date()),
                       instead="keeping the original query")
@@ -305,8 +323,8 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
         rewritten = without_month_year(rewritten, original, now)
 
     def change(r: QueryRecord) -> None:
-        r.standalone_question = follow.question
-        r.follows = follow.follows
+        r.standalone_question = follow.standalone
+        r.follows = follow.recorded_follows()
         if follow.fallback:
             r.model_fallbacks += 1 if follow.calls else 0
             note_fallback(r, stage=TRANSFORM, iteration=0, reason=str(follow.source).removeprefix("fallback: "))
@@ -326,7 +344,7 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
     if record.conversation_id:
         annotations.update(conversation_id=record.conversation_id, history_turns=follow.turns,
                            standalone_source=follow.source,
-                           standalone_question=None if settings.redact_query_text else follow.question,
+                           standalone_question=None if settings.redact_query_text else follow.standalone,
                            follows_document=(follow.follows or {}).get("document_id"))
     detail = "; ".join(p for p in (follow.detail(), f"query: {searched_as(record.question, rewritten)}") if p)
     detail += f"; {len(sub_queries)} sub-queries" if sub_queries else ""

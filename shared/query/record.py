@@ -31,7 +31,9 @@ follow-up otherwise; null until the transformer has read the history); ``history
 ([{question, answer}], bounded) is the conversation a caller sent with the question
 (:mod:`shared.query.conversation`). ``follows`` ({document_id, leans, earlier_question}) names the
 document of the earlier turn a follow-up leans on, why it leans and the earlier question (the retriever puts that document's best chunks
-first; :mod:`services.transformer.handler`). ``feedback`` ([{client, rating, comment, wrong_citations, expected,
+first; :mod:`services.transformer.handler`); its ``question``, when present, is what the loop read for a follow-up no
+well-formed rewrite was found for (the typed question with the earlier one after it in brackets), while
+``standalone_question`` keeps the question as typed. ``feedback`` ([{client, rating, comment, wrong_citations, expected,
 at}]) holds the ratings people gave the answer, one per client (:mod:`shared.query.feedback`).
 
 Reading is lenient so records written by older builds keep loading: a missing
@@ -289,7 +291,8 @@ class QueryRecord:
     standalone_question: str | None = None
     history: list[dict[str, str]] | None = None
     # The earlier turn's document a follow-up leans on, why, and that turn's question: {document_id, leans,
-    # earlier_question}; its retrieval prefers that document (services.transformer, services.retriever).
+    # earlier_question}; its retrieval prefers that document (services.transformer, services.retriever). With
+    # "question" when no well-formed rewrite was found: the typed question with the earlier one, which the loop reads.
     follows: dict[str, str] | None = None
     # Ratings people gave the answer, one per client (shared.query.feedback).
     feedback: list[dict[str, Any]] = field(default_factory=list)
@@ -420,8 +423,9 @@ class QueryRecord:
     @property
     def question(self) -> str:
         """The question the loop retrieves for, grades and answers: the standalone question once the
-        transformer has read the conversation, else the question as typed."""
-        return self.standalone_question or self.original_query
+        transformer has read the conversation (or, for a follow-up no well-formed rewrite was found for, the
+        question it reads with the earlier one, ``follows.question``), else the question as typed."""
+        return (self.follows or {}).get("question") or self.standalone_question or self.original_query
 
     @property
     def model_calls_left(self) -> int:

@@ -12,6 +12,7 @@ from shared.contract.messages import QuerySubmitted, QueryTransformed
 from shared.contract.ports import ConversationTurn, Transformation
 from shared.observability.tracing import add_exporter
 from shared.query import api
+from shared.query.record import QueryRecord
 from tests.unit.loop_fakes import CORPUS, ScriptedLLM, chunk, make_loop
 
 ACK = "What is the ack deadline in Pub/Sub?"
@@ -208,10 +209,13 @@ def test_a_follow_up_that_points_back_names_the_earlier_answers_document():
     answer = "Note: the retrieved sources only partly cover this question; the answer below may be incomplete.\n\n" \
              "The Makefile is the build system officially maintained for zstd. [1]"
     record = _transform(loop, _follow_up(loop, "Who maintains that file?", first=ZSTD_BUILD, answer=answer))
-    # nothing the rule could put in the place of "that file": the earlier question follows in brackets
-    assert record["standalone_question"] == f"Who maintains that file ({ZSTD_BUILD[0].lower()}{ZSTD_BUILD[1:-1]})?"
+    # nothing the rule could put in the place of "that file": the loop reads it with the earlier question in brackets,
+    # while the standalone question shown and recorded is the question as typed, not that malformed string
+    assert record["standalone_question"] == "Who maintains that file?"
     assert record["follows"] == {"document_id": "zstd", "leans": "refers back (“that file”)",
-                                 "earlier_question": ZSTD_BUILD}
+                                 "earlier_question": ZSTD_BUILD,
+                                 "question": f"Who maintains that file ({ZSTD_BUILD[0].lower()}{ZSTD_BUILD[1:-1]})?"}
+    assert QueryRecord.from_doc(record).question == record["follows"]["question"]
     assert ("leans on the earlier turn (refers back (“that file”)): prefers its document zstd (found by its answer)"
             in record["events"][-1]["detail"])
 
