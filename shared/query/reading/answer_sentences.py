@@ -12,6 +12,17 @@ from __future__ import annotations
 
 import re
 
+from shared.query.reading.translation import lexicon_table
+
+#: lexicon/answer_words.tsv's word lists, by name (the file says why each): the reader's and answer_types'
+ANSWER_WORDS = dict(lexicon_table("answer_words.tsv", ("list", "words")))
+
+
+def word_list(name: str) -> frozenset[str]:
+    """The words of :data:`ANSWER_WORDS`' list ``name``."""
+    return frozenset(ANSWER_WORDS[name].split())
+
+
 MIN_CHARS = 25
 MIN_WORDS = 5
 # What Sphinx ends a heading with, a link to it ("5.6.26. Version Control System (VCS) fields¶").
@@ -36,33 +47,16 @@ _LABEL = re.compile(r"^(?P<label>[^:]{2,120}?):\s+(?=[\"'“‘(]?[A-Z0-9])")
 
 # An item that is a value, not a heading: a field named by one word ("Release: 2.04"), a name and version ("Perl 5.28.1")
 _VALUE_ITEM = re.compile(r"^[^\W\d_][\w-]*: \S|^[^\W\d_][\w+#-]*(?: [^\W\d_][\w+#-]*){0,3} v?\d+\.[\w.]*$")
-# Small words that Title Case leaves in lower case, and words that do not make a
-# line a sentence: a line whose other words are all capitalised is a heading.
-_TITLE_SMALL = frozenset(
-    "a an and as at but by en for from if in into nor of on or per the to up via vs with without".split()
-)
+_TITLE_SMALL = word_list("title_small")  # a line whose other words are all capitalised is a heading
 
-# Openers that link to the text before without standing for anything in it: under a heading ("### PIP_CONFIG_FILE" /
-# "Additionally, the environment variable PIP_CONFIG_FILE can ...") the sentence says all it means.
-_CONNECTIVES = frozenset("""however but and or also so thus therefore hence instead otherwise then still yet moreover
-    furthermore additionally similarly likewise consequently accordingly nevertheless nonetheless meanwhile conversely
-    besides finally lastly next again indeed alternatively overall""".split())
-# A sentence that opens with one of these points back at the one before it.
-_REFERRING_FIRST = _CONNECTIVES | frozenset("""this these that those it its it's they them their theirs such he she him
-    his her hers another here latter former secondly second thirdly third fourth rather""".split())
-_REFERRING_PHRASES = (
-    "in contrast", "in addition", "as a result", "for example", "for instance", "by contrast", "on the other hand",
-    "in other words", "in turn", "even so", "that said", "as such", "to do so", "to do this", "to that end",
-    "to this end", "at the same time", "on top of that", "as mentioned", "as noted", "as described", "as shown",
-    "as above", "as below", "as before", "the same", "the above", "the following", "the latter", "the former",
-)
-_REFERRING_PREFIXES = tuple(p + " " for p in _REFERRING_PHRASES)
-_CONNECTIVE_PREFIXES = ("in addition ", "for example ", "for instance ", "in contrast ", "by contrast ")
-# "At that scale", "In this case", "For these reasons", "Because of this", "All of them":
-# only prepositions (or a quantifier and "of") before a demonstrative or a pronoun.
-_LEAD_IN = frozenset("""at in on for with by from to of under over after before during despite beyond given because
-    due unlike like besides apart all both each many most some none one few several much any either neither part""".split())
-_DEMONSTRATIVE = frozenset("this that these those such it them they their its which".split())
+_CONNECTIVES = word_list("connectives")  # "Additionally, ...": says all it means under a heading
+_REFERRING_FIRST = _CONNECTIVES | word_list("referring_first")  # opening a sentence, it points back
+# phrases opening a sentence that points back, and those among them that only link to what came before it
+_REFERRING_PREFIXES, _CONNECTIVE_PREFIXES = (tuple(f"{p.replace('_', ' ')} " for p in ANSWER_WORDS[name].split())
+                                             for name in ("referring_phrases", "connective_phrases"))
+# "At that scale", "In this case", "For these reasons", "Because of this", "All of them": a demonstrative or
+# a pronoun after lead-in words
+_LEAD_IN, _DEMONSTRATIVE = word_list("lead_in"), word_list("demonstratives")
 # "When you do, ...", "If so, ...", "If not, ...": the clause stands for the previous one; so does one whose subject is
 # "it" or "they" ("If it is set to 'raise', ..."), but for an "it" standing for nothing ("If it is possible to ...").
 _ELLIPTIC_CLAUSE = re.compile(
@@ -71,9 +65,7 @@ _ELLIPTIC_CLAUSE = re.compile(
     r"he|she)(?:\s+(?:do|does|did|don't|doesn't|can|cannot|can't|will|would|are|is|have|has|had|must|should))?)\s*[,.;])",
     re.IGNORECASE,
 )
-# "those who ...", "those that ...": the words after it say what it means
-_CATAPHORIC_WORDS = "who whom whose that which with of in on at for from where".split()
-_CATAPHORIC = frozenset(_CATAPHORIC_WORDS)
+_CATAPHORIC = word_list("cataphoric")  # "those who ...", "those that ...": what it means follows
 # "these" is read back to something already named ("BM25 addresses these with ..."); "this" too when it stands alone as
 # the subject ("... because this is rare"). "them" among the first words ("Systems built on them ..."), and "this"
 # standing for a thing named before ("Some brokers offer this within ...").
@@ -81,7 +73,7 @@ _BACK_POINTER = re.compile(
     r"^(?:\S+\s+){0,3}them\b|"
     r"\bthese\b|\bthis\s+(?:is|was|means|meant|makes|made|allows|lets|gives|has|had|can|could|will|would|"
     r"also|helps|happens|works|requires|ensures|explains|within|in|for|to|with|by|on|at|from|as|because|"
-    r"when|only|too)\b|\bthis[.,;]|\bthose\s+(?!(?:" + "|".join(_CATAPHORIC_WORDS) + r")\b)",
+    r"when|only|too)\b|\bthis[.,;]|\bthose\s+(?!(?:" + "|".join(ANSWER_WORDS["cataphoric"].split()) + r")\b)",
     re.IGNORECASE,
 )
 
@@ -98,16 +90,9 @@ def heading_like(text: str) -> bool:
                    and not any(ch.isdigit() or ch.isupper() for ch in w[1:]) for w in _words(text))
 
 
-# Words a sentence does not open with in lower case: a piece starting with one is the tail of a
-# sentence cut at an inner quotation or a chunk edge ("into the search box and ..."), where a
-# lower-case word of another kind opens a sentence about an identifier ("libffi is ...").
-TAIL_OPENERS = frozenset("""a an the and or but nor so yet for of in on at to into onto from by with without within
-    about as than then that which who whom whose where when while because although though if unless until after before
-    since during over under between through per via is are was were be been being has have had do does did can could
-    will would should may might must not also only even just both either neither each every all any some such this
-    these those its their his her our your my it they them we you he she i there here what how why""".split())
-# Small words after which a sentence goes on whatever the next line opens with ("Defaults to" / "/bin/bash.").
-_OPENS_A_VALUE = frozenset("a an the of to by with from in on at for as than into".split())
+# A piece opening with one in lower case is the tail of a sentence cut at an inner quotation or a chunk edge
+TAIL_OPENERS = word_list("tail_openers")
+_OPENS_A_VALUE = word_list("opens_a_value")  # a sentence goes on after one ("Defaults to" / "/bin/bash.")
 # A line of prose opens with a word and a space ("out surrounded by parens.", "Full and direct access ..."), where a
 # line of code opens with a name and a sign ("console.log(res);", "install: ...").
 _PROSE = re.compile(r"[^\W\d_][^\W\d_'’-]*[’']?[^\W\d_]*\s")

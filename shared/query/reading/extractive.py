@@ -22,6 +22,7 @@ import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from shared.contract.text import OPTION, split_header, strip_header
 from shared.contract.text import split_sentences as _split_sentences
 from shared.query.grading import strip_model_directives
 from shared.query.reading.answer_sentences import (
+    ANSWER_WORDS,
     PERMALINK,
     STATEMENT_END,
     TAIL_OPENERS,
@@ -40,11 +42,11 @@ from shared.query.reading.answer_sentences import (
     passage_pieces,
     question_parts,
     too_short,
+    word_list,
 )
 from shared.query.reading.language import detect_language, phrase
 from shared.query.reading.sentence_score import SCORED_ON, shipped_sentence_score
 from shared.query.reading.stemming import stemmer
-from shared.query.reading.translation import lexicon_table
 from shared.query.reading.verdict import ANSWERED, REFUSE, VerdictModel, shipped_verdict_model
 
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -54,30 +56,10 @@ Observe = Callable[[dict[str, float], Answer, "Reader"], None]
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#\-_.]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\W\d_]{2,}", re.UNICODE)
 
-STOPWORDS = frozenset("""
-    a about above after again against all also am an and any are aren't as at be because been
-    before being below between both but by can could did do does doing don't down during each
-    either else ever few for from further get gets got had has have having he her here hers him
-    his how i if in into is isn't it it's its itself just let like may me might more most much
-    must my no nor not now of off on once one only or other our ours out over own per please
-    rather same shall she should so some such than that the their theirs them then there these
-    they this those through to too under until up upon us use used uses using very via was we
-    were what whats what's when where whether which while who whom whose why will with within
-    without would yet you your yours explain describe tell show give know want need find
-    work works working does did done make makes made new latest recent recently today
-    mean means meant meaning happen happens
-    current currently way ways thing things something anything everything kind kinds
-    difference differences compare compared comparison versus vs between
-    """.split())
-TEMPORAL_WORDS = frozenset("""
-    today yesterday tonight recent recently latest newest new now current currently week weekly
-    month monthly year yearly this last past upcoming announced announcement announcements
-    news update updates january february march april may june july august september october
-    november december
-    """.split())
+# words of no content (a question's asking words too), and those asking about a time (dropped before the others)
+STOPWORDS, TEMPORAL_WORDS = word_list("stopwords"), word_list("temporal_words")
 
 _HEADER_LINE = re.compile(r"^(Title|Published|Source):\s")
-ANSWER_WORDS = dict(lexicon_table("answer_words.tsv", ("list", "words")))  # answer_types reads the other lists
 _FORMS = {stemmer().stemWord(f): stemmer().stemWord(fs.split("/")[0]) for fs in ANSWER_WORDS["word_forms"].split()
           for f in fs.split("/")}  # the forms of a word the stemmer keeps apart, each read as the first one's stem
 
@@ -109,6 +91,10 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
                 and not (low.isdigit() and len(low) < 4):
             first.setdefault(stem(word), word)
     return list(first.values())
+
+
+def _word_stems(text: str) -> set[str]:
+    return {stem(w) for w in tokenize(text)}
 
 
 def term_set(text: str) -> set[str]:
@@ -364,18 +350,14 @@ RELATED_PASSAGE = 0.2
 
 def extractive_answer(
     query: str, contexts: Sequence[NumberedContext], *, language: str = "en", embed: Embed | None = None,
-    context_similarity: Mapping[int, float] | None = None, names: Sequence[str] = (), value_check: ValueCheck | None = None,
-    question_vector: np.ndarray | None = None, sentence_embed: Embed | None = None, fact_check: FactCheck | None = None,
-    verdict: VerdictModel | None = None, observe: Observe | None = None, subject: Sequence[str] = (),
-    typed_check: TypedCheck | None = None,
+    context_similarity: Mapping[int, float] | None = None, question_vector: np.ndarray | None = None,
+    sentence_embed: Embed | None = None, **reading: Any,
 ) -> Answer:
     """The sentences of ``contexts`` that answer ``query``, cited, as the :class:`Reader` chooses them, with its verdict
-    (``states_fact``, ``unstated``: ``verdict``'s decision over its evidence, default the shipped model; ``observe``
-    sees the evidence and the answer first); an abstention when no sentence supports an answer, never invented text.
+    (``states_fact``, ``unstated``); an abstention when no sentence supports an answer, never invented text.
     The local model passes ``question_vector``, ``sentence_embed`` and ``context_similarity`` (each passage's cosine to
     the question); what is not given (the synthesizer's fallback) is embedded with ``embed``, and without it every
-    cosine is 0 (read by terms). ``names``, ``value_check``, ``fact_check`` and ``subject`` for a question:
-    :func:`~shared.query.reading.answer_types.reading_arguments`."""
+    cosine is 0 (read by terms). ``reading``: the :class:`Reader`'s own arguments."""
     if question_vector is None or sentence_embed is None:
         sentence_embed = sentence_embed or embed or (lambda texts: np.zeros((len(texts), 1), dtype=np.float32))
         question_vector = sentence_embed([query])[0]
@@ -395,20 +377,10 @@ def extractive_answer(
     # at most 40 sentences a passage, 240 in all
     candidates = list(itertools.islice((_Candidate(**vars(sentence), number=ctx.number) for ctx in quoted
                                         for sentence in quotable_sentences(ctx.text)[:40]), 240))
-    terms = content_terms(query, keep_temporal=False) or content_terms(query)
-    # a word the question negates ("has not changed") is not what a sentence holding it states ("has changed"):
-    # stems cannot tell the two apart, so it does not count as a term held (the sentences' meaning still does)
-    negated = {stem(m["word"]) for m in _NEGATED.finditer(query)}
-    terms = [t for t in terms if stem(t) not in negated] or terms
     if not candidates:
         return _abstention(language)
-    term_stems = [stem(t) for t in terms]
-    overlap = np.array([sum(1 for t in term_stems if t in c.stems) / len(terms) if terms else 0.0
-                        for c in candidates], dtype=np.float32)
-    return Reader(query, contexts, candidates, overlap, term_stems, language=language, question_vector=question_vector,
-                  sentence_embed=sentence_embed, context_similarity=context_similarity, names=names,
-                  value_check=value_check, fact_check=fact_check, verdict=verdict, observe=observe,
-                  subject=subject, typed_check=typed_check).answer()
+    return Reader(query, contexts, candidates, language=language, question_vector=question_vector,
+                  sentence_embed=sentence_embed, context_similarity=context_similarity, **reading).answer()
 
 
 class Reader:
@@ -417,17 +389,25 @@ class Reader:
     (``fact_check``: whether it states the asked value); the ``READER_POOL`` best are embedded (under their heading,
     with what they lean on) and ranked with their cosine to ``question_vector`` too. The answer opens with the best,
     adds sentences for unanswered parts, reading on, or as strong from its document (:class:`ReaderWeights`), and
-    carries the verdict the learned model decides over the reader's evidence (:mod:`shared.query.reading.verdict`)."""
+    carries the verdict the learned model decides over the reader's evidence (``verdict``, default the shipped model;
+    ``observe`` sees the evidence and the answer first: :mod:`shared.query.reading.verdict`). ``names``,
+    ``value_check``, ``fact_check``, ``subject`` and ``typed_check`` for a question:
+    :func:`~shared.query.reading.answer_types.reading_arguments`."""
 
-    def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate],
-                 overlap: np.ndarray, term_stems: list[str], *, language: str, question_vector: np.ndarray,
-                 sentence_embed: Embed, context_similarity: Mapping[int, float], names: Sequence[str],
-                 value_check: ValueCheck | None, fact_check: FactCheck | None, verdict: VerdictModel | None = None,
-                 observe: Observe | None = None, subject: Sequence[str] = (), typed_check: TypedCheck | None = None) -> None:
+    def __init__(self, query: str, contexts: Sequence[NumberedContext], candidates: list[_Candidate], *, language: str,
+                 question_vector: np.ndarray, sentence_embed: Embed, context_similarity: Mapping[int, float],
+                 names: Sequence[str] = (), value_check: ValueCheck | None = None, fact_check: FactCheck | None = None,
+                 verdict: VerdictModel | None = None, observe: Observe | None = None, subject: Sequence[str] = (),
+                 typed_check: TypedCheck | None = None) -> None:
         self.query, self.contexts, self.candidates, self.typed_check = query, contexts, candidates, typed_check
-        self.term_stems, self.language, self.names = term_stems, language, names
+        self.language, self.names = language, names
         self.question_vector, self.sentence_embed = question_vector, sentence_embed
         self.value_check, self.fact_check, self.w = value_check, fact_check, READER_WEIGHTS
+        terms = [stem(t) for t in content_terms(query, keep_temporal=False) or content_terms(query)]
+        # a word the question negates ("has not changed") is not what a sentence holding it states ("has changed"):
+        # stems cannot tell the two apart, so it does not count as a term held (the sentences' meaning still does)
+        negated = {stem(m["word"]) for m in _NEGATED.finditer(query)}
+        self.term_stems = term_stems = [t for t in terms if t not in negated] or terms
         # whether a text states the asked value, checked once a text (the lead is read by the ranking, its heading's
         # check and the evidence alike)
         self.stated = functools.cache(lambda text: bool(fact_check(text, query))) if fact_check else lambda text: False
@@ -445,7 +425,8 @@ class Reader:
         # "package") names the corpus, one few hold ("tty", "backup") the asked subject
         self.rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
                        for t in dict.fromkeys(term_stems)}  # counted once: _evidence weighs the asked subject by it
-        self.pair_overlap = overlap.copy()
+        # the share of the question's terms a sentence holds (a usable one's with what it leans on, and its heading)
+        self.pair_overlap = np.array([self._terms_held(c.stems) for c in candidates], dtype=np.float32)
         # what each sentence is scored on (SCORED_ON's order): all but its cosine choose which are worth embedding
         self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
         self.column = dict(zip(SCORED_ON, self.columns.T, strict=True))  # each a view of its column, by name
@@ -461,7 +442,7 @@ class Reader:
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
             # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
             held = self.held(i)
-            self.pair_overlap[i] = sum(1 for t in term_stems if t in held) / len(term_stems) if term_stems else 0.0
+            self.pair_overlap[i] = self._terms_held(held)
             self.subject[i] = _share(held, self.rarity)
             # the subject the sentence before it adds: the sentence stating the asked value after one restating the asked
             # subject ("For the promisified setTimeout() ..." / "When canceled, the Promises are rejected with an
@@ -476,6 +457,14 @@ class Reader:
             self.column["definition"][i] = bool(opens and opens.match(unit[0].text))
         self.cheap = self.columns @ self.score.vector()
         self.asks_fact = fact_check is not None and fact_check("", query) is not None
+
+    @functools.cached_property
+    def retrieved(self) -> frozenset[str]:
+        """The stems the retrieved passages hold."""
+        return frozenset().union(*(_term_set(c.text) for c in self.contexts))
+
+    def _terms_held(self, held: frozenset[str]) -> float:
+        return sum(1 for t in self.term_stems if t in held) / len(self.term_stems) if self.term_stems else 0.0
 
     def antecedents(self, i: int) -> list[int] | None:
         """The sentences ``i`` leans on, back to one that stands alone ("all-MiniLM-L6-v2 comes from
@@ -704,8 +693,8 @@ class Reader:
         quoted = " ".join(s.text for s in sentences if s.citations)
         # a name of the asked subject nothing quoted holds, where what is quoted names its sibling ("DES" for "triple-DES")
         # or it names a retrieved document the quoted text is not from ("watch" of watch.1, tail.1's interval quoted)
-        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or (words := {stem(w) for w in tokenize(
-            run)}) & set(self.asked_subject) and (names_a_sibling(run, quoted) or words & self.documents))
+        unstated = tuple(run for run in finding.missing if run in (*missing, unnamed) or (words := _word_stems(run))
+                         & set(self.asked_subject) and (names_a_sibling(run, quoted) or words & self.documents))
         states_fact = decision == ANSWERED and not unstated and not finding.disagree and not finding.condition
         return Answer(text=text, sentences=sentences, language=language, abstained=False, states_fact=states_fact,
                       unstated=unstated or (() if states_fact else (_asked_label(query),)), finding=finding)
@@ -719,13 +708,13 @@ class Reader:
         names = " ".join(_source_name(c) for c in self.contexts if any(c.number in s.citations for s in sentences))
         # a name the answer says no source names ("Not mentioned in the sources: README.") is not found, whatever
         # a cited file is called (zstd-README.md)
-        shown = _term_set(f"{quoted} {headings} {names}") - {stem(w) for w in tokenize(unnamed)}
+        shown = _term_set(f"{quoted} {headings} {names}") - _word_stems(unnamed)
         found, lacking = question_runs(self.query, shown)
         specific = set(_specific_terms(self.query)) | self.documents  # a name, a number, an identifier, a document's
-        absent = [run for run in lacking if {stem(w) for w in tokenize(run)} & specific]
+        absent = [run for run in lacking if _word_stems(run) & specific]
         # the question's other words no retrieved passage holds either: what the sources never say
-        _, never = question_runs(self.query, shown | frozenset().union(*(_term_set(c.text) for c in self.contexts)))
-        unsaid = [run for run in never if not {stem(w) for w in tokenize(run)} & specific]
+        _, never = question_runs(self.query, shown | self.retrieved)
+        unsaid = [run for run in never if not _word_stems(run) & specific]
         asks, stated = ("value", bool((self.states > 0).any())) if self.asks_fact else (
             ("list", _short_items(quoted) >= 2) if _asks_list(self.query) else ("", False))
         return Finding(found=found, missing=_longest([*missing, *([unnamed] if unnamed else []), *absent]),
@@ -769,7 +758,6 @@ class Reader:
         stated = max((subject(i) for i in self.usable if self.states[i] > 0), default=0.0)
         # a list's items in the lead or the list it leads into, not a neighbour's commas ("creates a number of files.")
         listed = [i for i in chosen if i == lead or candidates[i].item and candidates[i].number == candidates[lead].number]
-        retrieved = frozenset().union(*(_term_set(c.text) for c in self.contexts))
         return {
             "asks_value": float(self.asks_fact), "states_value": float(bool(stating)),
             "cosine": float(self.cosine[lead]),
@@ -779,7 +767,7 @@ class Reader:
             "list_unquoted": float(asks_list and _short_items(" ".join(self.quoted_text(i) for i in listed)) < 2),
             "names_unnamed": float(bool(unknown)),
             "asks_open": float(bool(_ASKS_OPEN.match(query))),
-            "coverage_retrieved": sum(t in retrieved for t in terms) / len(terms) if terms else 0.0,
+            "coverage_retrieved": sum(t in self.retrieved for t in terms) / len(terms) if terms else 0.0,
             "subject_quoted": max((subject(i) for i in chosen), default=0.0),
             "subject_stated": stated, "limit_unstated": float(bool(ASKS_LIMIT.search(query))) * (1.0 - stated),
         }, stating if self.asks_fact else listed if asks_list else []
@@ -1031,8 +1019,7 @@ def _asked_label(query: str) -> str:
     return _mid_sentence(" ".join(query.split()).rstrip(" ?.!"))
 
 
-# Small words a name may hold between its capitalised words ("Bureau of National Statistics").
-_NAME_JOINERS = frozenset("of for the de du la von van".split())
+_NAME_JOINERS = word_list("name_joiners")  # "Bureau of National Statistics"
 
 
 def _named_in(name: str, present: set[str], words: set[str]) -> bool:
@@ -1120,16 +1107,9 @@ _ASKING = re.compile(
 )
 
 
-# Words that end an asked noun phrase ("the filing fee | for the appeal", "the year | the house was built").
-_PHRASE_STOP = frozenset("of for in at on to from between by with that which who during under after before when "
-                         "where within per as than about into over the a an is are was were does do did has have "
-                         "had will would can could should".split())
-_PREPOSITIONS = frozenset("of for in at on to from between by with during under after before within per about into "
-                          "over".split())
-# Heads that say little on their own: "the return policy" is about returns, "allergen info" about allergens.
-_VAGUE_HEADS = frozenset("policy policies info information details detail requirements requirement process "
-                         "procedure procedures rules options terms conditions specifications specs figures data "
-                         "breakdown plan plans overview status".split())
+# Words that end an asked noun phrase ("the filing fee | for the appeal"), the prepositions among them (a shared
+# ending's), and heads that say little on their own ("the return policy" is about returns)
+_PHRASE_STOP, _PREPOSITIONS, _VAGUE_HEADS = word_list("phrase_stop"), word_list("prepositions"), word_list("vague_heads")
 # An adjective that borrows the next part's noun: "the economic AND social consequences".
 _ADJECTIVE = re.compile(r"(?:ic|ical|al|ive|ous|ary|ful|less)$", re.IGNORECASE)
 
