@@ -57,10 +57,20 @@ def _ole_refusal(raw: bytes, what: str) -> str:
     return f"the {what} file is " + legacy_refusal(_OFFICE_KINDS[what], " under a modern name")
 
 
+def empty_file(what: str) -> str:
+    """Why an empty file of a binary kind (``what``: "Word file", "PDF") is refused: it holds nothing, which is
+    likelier a copy or a save cut short than damage."""
+    return (f"the {what} is empty (0 bytes): there is nothing in it to read (a copy, download or save that "
+            "stopped before writing it?); ingest it again once it holds the document")
+
+
 def open_zip(raw: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
     """``raw`` as a zip archive whose entries stay within ``limits``; :class:`InvalidInput` otherwise."""
     if raw.startswith(OLE_SIGNATURE):
         raise InvalidInput(_ole_refusal(raw, what))
+    if not raw:
+        # zipfile's "File is not a zip file" called an empty file damaged or misnamed
+        raise InvalidInput(empty_file(f"{what} file"))
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:

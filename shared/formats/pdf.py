@@ -26,6 +26,7 @@ from collections import Counter
 from statistics import median
 
 from shared.contract.errors import InvalidInput
+from shared.formats.containers import empty_file
 from shared.formats.passages import Passage, Reading
 from shared.formats.pdf_tables import Table, find_tables
 from shared.formats.registry import Limits
@@ -78,6 +79,8 @@ def open_pdf(raw: bytes):
     """``raw`` opened by PDFium; :class:`InvalidInput` naming why it cannot be (encrypted, damaged)."""
     import pypdfium2 as pdfium
 
+    if not raw:  # PDFium's "Data format error" called an empty file damaged
+        raise InvalidInput(empty_file("PDF"))
     try:
         return pdfium.PdfDocument(raw)
     except pdfium.PdfiumError as exc:

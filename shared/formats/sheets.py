@@ -71,6 +71,10 @@ def _xlsx_reading(raw: bytes, limits: Limits) -> Reading:
     return reading
 
 
+#: the most characters one cell of a CSV or TSV file may hold
+FIELD_MAX_CHARS = 1024 * 1024
+
+
 def _read_delimited(raw: bytes, content_type: str, url: str, limits: Limits, delimiter: str) -> Reading:
     from shared.formats.text import binary_reason, decode_bytes, parse_content_type
 
@@ -80,13 +84,16 @@ def _read_delimited(raw: bytes, content_type: str, url: str, limits: Limits, del
     text = decode_bytes(raw, parse_content_type(content_type)[1])
     name = PurePosixPath(unquote(urlsplit(url).path or "")).stem
     reading = Reading(title=name)
-    csv.field_size_limit(1024 * 1024)
-    rows = ((n, [" ".join(c.split()) for c in cells])
-            for n, cells in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), start=1))
+    csv.field_size_limit(FIELD_MAX_CHARS)
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    rows = ((n, [" ".join(c.split()) for c in cells]) for n, cells in enumerate(reader, start=1))
     try:
         sheet_passages("", rows, reading, limits.max_rows)
     except csv.Error as exc:
-        raise InvalidInput(f"the file is not valid delimited text ({exc})") from None
+        # csv's own words name neither the line nor, for a field over the limit, what the limit is for
+        why = (f"; one cell holds more than {FIELD_MAX_CHARS:,} characters (a quote left open makes the rest of "
+               "the file one cell)" if "field limit" in str(exc) else "")
+        raise InvalidInput(f"the file is not valid delimited text (line {reader.line_num}: {exc}){why}") from None
     return reading
 
 

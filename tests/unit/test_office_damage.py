@@ -194,3 +194,15 @@ def test_an_office_part_past_the_xml_parser_s_limits_is_refused_as_such_not_as_d
         message = str(refused.value)
         assert message.startswith(f"the {what} file is refused: its part '{main}' "), message
         assert says in message and "save it again" not in message, message
+
+
+@pytest.mark.parametrize("suffix, what", [(".docx", "Word file"), (".pptx", "PowerPoint file"),
+                                          (".xlsx", "Excel file"), (".epub", "EPUB file"),
+                                          (".odt", "OpenDocument file"), (".pdf", "PDF")])
+def test_an_empty_file_of_a_binary_kind_is_named_as_empty_not_as_damaged(suffix, what):
+    """A 0-byte report.docx (a copy stopped before it wrote anything) was refused as "not a valid zip container
+    (File is not a zip file); it is damaged or not what its name says", a 0-byte PDF as "cannot be opened
+    (PDFium: Data format error)": neither said the file is empty."""
+    with pytest.raises(InvalidInput) as refused:
+        _read(suffix, b"")
+    assert str(refused.value).startswith(f"the {what} is empty (0 bytes): there is nothing in it to read"), refused

@@ -13,6 +13,7 @@ import pytest
 from services.cleaner.handler import read_content
 from shared.contract.errors import InvalidInput
 from shared.formats.passages import lay_out, position_label
+from shared.formats.registry import Limits
 
 pytestmark = pytest.mark.unit
 
@@ -134,6 +135,19 @@ def test_csv_and_tsv_rows_read_as_header_value(media, separator):
     rows = [p for p in reading.passages if p.kind == "row"]
     assert rows[1].text == f"Priority: important; Meaning: {PRIORITIES[1][1]}" and rows[1].position["row"] == 3
     assert position_label([rows[1].position]) == "row 3"
+
+
+def test_a_csv_cell_over_the_field_limit_is_refused_naming_its_line_and_the_limit():
+    """It was refused as "not valid delimited text (field larger than field limit (1048576))": no line, nor what
+    the number limits. A quote left open on line 3 makes the rest of the file one cell."""
+    from shared.formats.sheets import read_csv
+
+    raw = b"Priority,Meaning\nrequired,essential\nimportant,\"" + b"runs on " * 140_000 + b"\n"
+    with pytest.raises(InvalidInput) as refused:
+        read_csv(raw, "text/csv", "file:///priorities.csv", Limits())
+    message = str(refused.value)
+    assert message.startswith("the file is not valid delimited text (line 3: field larger than field limit"), message
+    assert "one cell holds more than 1,048,576 characters (a quote left open" in message, message
 
 
 def test_a_sheet_of_a_header_row_alone_has_nothing_to_read():
