@@ -53,6 +53,10 @@ NOT_REGULAR = "not a regular file"
 #: a symlink under an ingested folder whose target is outside it: `ragbus ingest ./docs` reads what ./docs holds,
 #: not `/etc/passwd` through `docs/passwd.txt -> /etc/passwd`; the target named by its own path is read
 LEAVES_FOLDER = "a symlink to a file outside the folder"
+#: a symlink to a folder under an ingested folder: never entered (it may lead anywhere, or loop)
+FOLDER_LINK = "a symlink to a folder, which is not followed"
+#: what a skipped folder is counted under in :attr:`IngestReport.skipped`, where a file has its suffix
+FOLDER = "(folder)"
 #: a man page as /usr/share/man holds it (timeout.1.gz, printf.3, openssl.1ssl.gz) is roff source, not its text
 MAN_PAGE = ("a man page's roff source, which ragbus does not read; ingest it as man renders it: "
             "MANWIDTH=80 man -l FILE | col -bx > FILE.txt")
@@ -307,6 +311,11 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(directory):
         # Hidden folders (.git, .venv...) and files are never documents: not worth a report line.
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for link in [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
+            # os.walk lists a link to a folder but does not enter it: say so rather than leave it out unsaid
+            log.warning("skipping %s: it is a symlink to the folder %s, which is not followed; ingest that folder "
+                        "by its own path to read it", Path(dirpath) / link, (Path(dirpath) / link).resolve())
+            report.skipped[(FOLDER_LINK, FOLDER)] += 1
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
             if name.startswith("."):
@@ -366,6 +375,10 @@ def _ingest_file(
     started: datetime | None = None,
 ) -> DocumentFetched | None:
     absolute = file.resolve()
+    if root is not None and not absolute.is_relative_to(root):
+        # the folder's walk found the link inside; one swapped in since leads out: checked on what is read
+        raise Skipped(f"{file} is a symlink to {absolute}, outside {root}; ingest that file by its own path to "
+                      "read it", LEAVES_FOLDER)
     # A symlink's target is what is read: it must be a supported, readable file too.
     via = f" (the target of the symlink {file})" if absolute != file.absolute() and file.is_symlink() else ""
     kind = document_type(absolute, sniff=not via)

@@ -332,6 +332,38 @@ def test_files_without_a_type_s_suffix_are_plain_text_when_they_start_as_text(po
     assert report.skipped == {("not valid gzip", ".gz"): 2, (UNSUPPORTED, "(none)"): 1}
 
 
+def test_a_symlink_to_a_folder_is_counted_and_named_and_a_link_swapped_in_after_the_walk_is_not_read(
+        ports, tmp_path, caplog, monkeypatch):
+    """A link to a folder was left out without a word (os.walk lists it but does not enter it); and a file the
+    walk found inside the folder, swapped for a link leading out before it was read, was read through it."""
+    import shared.ingest.files as files
+    from shared.ingest.files import FOLDER, FOLDER_LINK, LEAVES_FOLDER
+
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "keys.txt").write_text("The vault code is 4411.\n")
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    (root / "late.txt").write_text("Kites glide.\n")
+    (root / "shared").symlink_to(outside)
+    walked = files._supported_files
+
+    def walk_then_swap(directory, report):
+        found = walked(directory, report)
+        (root / "late.txt").unlink()
+        (root / "late.txt").symlink_to(outside / "keys.txt")
+        return found
+
+    monkeypatch.setattr(files, "_supported_files", walk_then_swap)
+    report = IngestReport()
+    with caplog.at_level("WARNING"):
+        published = ingest_path(root, report=report, **ports)
+    assert [m.guid for m in published] == [str((root / "notes.md").resolve())]
+    assert report.skipped == {(FOLDER_LINK, FOLDER): 1, (LEAVES_FOLDER, ".txt"): 1}, report.skipped
+    assert any(f"shared: it is a symlink to the folder {outside.resolve()}" in r.getMessage() for r in caplog.records)
+
+
 def test_a_cut_short_gzip_without_a_type_s_suffix_is_named_as_damaged_gzip(ports, tmp_path):
     """A changelog.Debian.gz cut short (a partial copy) whose text up to the cut is shorter than the sniff
     was skipped as "not a document type ragbus reads": the stream ended before 8 KB of it could be read.

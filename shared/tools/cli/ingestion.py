@@ -253,6 +253,8 @@ def ingest(
 
 def _print_ingest_summary(deps: Deps, report: IngestReport, submitted: int, verb: str) -> None:
     """One line of counts, then each kind of file skipped with its reason."""
+    from shared.ingest.files import FOLDER
+
     unchanged = f", {report.unchanged} unchanged" if report.unchanged else ""
     skipped = sum(report.skipped.values())
     skipped_text = f", {skipped} skipped" if skipped else ""
@@ -260,7 +262,8 @@ def _print_ingest_summary(deps: Deps, report: IngestReport, submitted: int, verb
     console.print(f"{submitted} document(s) {verb}{unchanged}{skipped_text}; "
                   f"{deps.state.count(state_collections.DOCUMENTS)} document(s) in the index", soft_wrap=True)
     for (why, suffix), count in sorted(report.skipped.items(), key=lambda kv: (-kv[1], kv[0])):
-        console.print(Text(f"  skipped {count} {suffix} file(s): {why}"), soft_wrap=True)
+        what = "folder(s)" if suffix == FOLDER else f"{suffix} file(s)"
+        console.print(Text(f"  skipped {count} {what}: {why}"), soft_wrap=True)
 
 
 _ERROR_CLASS = re.compile(r"\A[A-Z]\w*(?:Error|Input|Exception): ")
