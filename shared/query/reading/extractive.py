@@ -85,12 +85,15 @@ def content_terms(text: str, *, keep_temporal: bool = True) -> list[str]:
     """Distinct content words of ``text`` in order of first use (surface form kept)."""
     first: dict[str, str] = {}  # each stem's first form
     for word in [*tokenize(text), *OPTION.findall(text)]:  # an option is a term as written ("-9", "-N")
-        low = word.lower()
-        # (small numbers are rarely what a question is about)
-        if low not in STOPWORDS and len(low) >= 2 and (keep_temporal or low not in TEMPORAL_WORDS) \
-                and not (low.isdigit() and len(low) < 4):
+        if _content_word(low := word.lower()) and (keep_temporal or low not in TEMPORAL_WORDS):
             first.setdefault(stem(word), word)
     return list(first.values())
+
+
+def _content_word(low: str) -> bool:
+    """Whether a lower-cased word carries content: no stopword, no letter alone, no small number (rarely what a
+    question is about)."""
+    return low not in STOPWORDS and len(low) >= 2 and not (low.isdigit() and len(low) < 4)
 
 
 def _word_stems(text: str) -> set[str]:
@@ -807,7 +810,6 @@ _NEGATED_AFTER = re.compile(r"^(?:\s+(?:option|flag))?\s+(?:is|are|was|were)(?:\
 _REPLACED = re.compile(r"\b(?:instead\s+of|rather\s+than)\b", re.IGNORECASE)
 _BOTH_CASES = re.compile(r"\b(?:instead\s+of|rather\s+than|otherwise|else)\b", re.IGNORECASE)
 _ALIAS = re.compile(r"(?<![\w-])(-\w),\s+(--\w[\w-]*)")
-_ASKS_OPTION = re.compile(r"^\W*(?:which|what)\s+(?:[\w-]+\s+)?(?:options?|flags?|switch(?:es)?)\b", re.IGNORECASE)
 
 
 def conditions(text: str, aliases: Mapping[str, str]) -> dict[str, dict[bool, str]]:
@@ -844,10 +846,6 @@ def unmet_condition(query: str, stating: Sequence[str], contexts: Sequence[Numbe
                 k[0] == "-" for n in named for k in n) and not _ASKS_OPTION.match(query):
             return written
     return ""
-
-
-# "Which option does --verbatim-files-from imply?": what is asked about does the asking verb
-_ASKS_WHAT_DOES = re.compile(r"^\W*(?:which|what)\b(?:\s+[\w-]+){0,3}?\s+(?:does|do|did)\s+(?P<rest>[^?]+)", re.IGNORECASE)
 
 
 def roles_reversed(query: str, sentence: str, states: Callable[[str], bool]) -> str:
@@ -899,21 +897,49 @@ def _name_parts(word: str) -> set[str]:
 _NAME_KINDS = (OPTION.fullmatch, re.compile(r"\d+(?:\.\d+)+").fullmatch)
 
 
-def _asks_list(query: str) -> bool:
-    """Whether ``query`` asks for several items; not a why or how question naming several things ("Why can two
-    objects show the same id()?" asks a reason)."""
-    return bool(_ASKS_LIST.search(query)) and not _ASKS_OPEN.match(query)
-
-
-# A question asking for a limit ("the maximum length", "which minimum version"): only a sentence stating one answers it.
-ASKS_LIMIT = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|upper\s+limit|lower\s+limit|"
-                        r"largest|smallest|highest|lowest)\b", re.IGNORECASE)
+# What a question asks, read off its shape.
+_DEGREE = "long|much|many|often|far|old|big|large|soon|quickly|fast|well"
+# "How long does", "what is", "who": the words that ask, not what is asked about.
+_ASKING = re.compile(
+    rf"^\s*(?:how\s+(?:{_DEGREE})\b|what|which|who|whom|whose|"
+    r"when|where|why|how)?\s*(?:(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have|had)\b)?",
+    re.IGNORECASE,
+)
+# A preposition before the asking word ("Since which ...", "Within how many days ..."), and "how" with the
+# adverb that asks for a degree anywhere in a question ("..., and how many bytes does it take?").
+_ASKED_AFTER = re.compile(r"^\W*(?:(?:in|on|at|for|from|since|to|by|with|of|within|after|before|until|during)\s+"
+                          r"(?=(?:which|what|how|when|whom|whose)\b))?", re.IGNORECASE)
+_HOW_MUCH = re.compile(rf"\bhow\s+(?P<adverb>{_DEGREE})\b", re.IGNORECASE)
+# A question asking a method or a reason ("Why ...", "How does ..."), not a degree ("How many ...").
+_ASKS_OPEN = re.compile(r"^\W*(?:why\b|how\s+(?!many|much|long|often|old|big|large|far|fast)\w+)", re.IGNORECASE)
 # A question asking for several items: "Which options ...", "What are the ...s", "List ...", "two limits".
 _ASKS_LIST = re.compile(
     r"^\W*(?:which|what)\s+(?:[\w-]+\s+){0,2}?[\w-]+s\s+(?:are|were|do|does|can|could|must|should|make|have|has|"
     r"did|will|is)\b|^\W*(?:what|which)\s+(?:are|were)\s+the\b|\blist\b|\bname\s+(?:the|all|every)\b|"
     r"\b(?:two|three|four|five|six|several|all)\s+(?:[\w-]+\s+)?[\w-]+s\b",
     re.IGNORECASE)
+# A question asking for a limit ("the maximum length", "which minimum version"): only a sentence stating one answers it.
+ASKS_LIMIT = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|upper\s+limit|lower\s+limit|"
+                        r"largest|smallest|highest|lowest)\b", re.IGNORECASE)
+# "Which option ...": asks for an option, not under one
+_ASKS_OPTION = re.compile(r"^\W*(?:which|what)\s+(?:[\w-]+\s+)?(?:options?|flags?|switch(?:es)?)\b", re.IGNORECASE)
+# "Which option does --verbatim-files-from imply?": what is asked about does the asking verb
+_ASKS_WHAT_DOES = re.compile(r"^\W*(?:which|what)\b(?:\s+[\w-]+){0,3}?\s+(?:does|do|did)\s+(?P<rest>[^?]+)", re.IGNORECASE)
+# "What is X?": "A package pool is ..." answers it, less where it is asked ("... a package pool in the archive?")
+_DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)"
+                           r"(?:\s+(?:in|within)\s+[^?]++)?\s*\??\s*$", re.IGNORECASE)  # "..., in the X manual?" says where
+# (possessive: a greedy [^?]+ gave its spaces back to the \s* after it, one way per split: 13 s for 300 characters)
+# The word a negation applies to: "has not changed", "does not yet support", "never called", "isn't set".
+_NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|ever|even)\s+)?(?P<word>[A-Za-z][\w-]*)",
+                      re.IGNORECASE)
+
+
+def _asks_list(query: str) -> bool:
+    """Whether ``query`` asks for several items; not a why or how question naming several things ("Why can two
+    objects show the same id()?" asks a reason)."""
+    return bool(_ASKS_LIST.search(query)) and not _ASKS_OPEN.match(query)
+
+
 # What separates a list's items once quoted: commas, semicolons, bullets, "and"/"or" between items.
 _LIST_SEPARATOR = re.compile(r"[,;•:]|\s(?:and|or|und|oder|et|ou|y|o)\s")
 # A list's item is a few words ("gzip", "the Exim server"); a clause after a comma is not an item.
@@ -926,24 +952,19 @@ def _short_items(text: str) -> int:
     return sum(1 for piece in _LIST_SEPARATOR.split(text) if 0 < len(tokenize(piece)) <= LIST_ITEM_WORDS)
 
 
-# A question asking a method or a reason ("Why ...", "How does ..."), not a degree ("How many ...").
-_ASKS_OPEN = re.compile(r"^\W*(?:why\b|how\s+(?!many|much|long|often|old|big|large|far|fast)\w+)", re.IGNORECASE)
-
-
 def question_runs(query: str, held: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the runs of ``query``'s content words, as it writes them, whose stems ``held`` holds; the runs it lacks):
     "Which GID must the tty group have?" over a text naming the tty group gives (("tty group",), ("GID",)). A run
     is broken by a stopword or punctuation, and by a word held where the one before is not; the words that ask
     ("how many", "what is") are not what is asked about."""
-    lead = _ASKED_AFTER.match(query)  # "Since which version ...": the preposition asks too
-    asking = _ASKING.match(query[lead.end():]) if lead else None
+    # (both patterns match, if only the empty string) "Since which version ...": the preposition asks too
+    asked = (lead := _ASKED_AFTER.match(query).end()) + _ASKING.match(query[lead:]).end()
     degree = {m.start("adverb") for m in _HOW_MUCH.finditer(query)}  # "..., and how MANY bytes"
     # words a path or an identifier joins ("/etc/cron.daily") are one unit, held when each of its words is
     units: list[tuple[int, int, bool, bool]] = []  # (start, end, holds a content word, held)
-    for match in _WORD.finditer(query, lead.end() + asking.end() if lead and asking else 0):
+    for match in _WORD.finditer(query, asked):
         word, low = match.group(), match.group().lower()
-        content = low not in STOPWORDS and len(low) >= 2 and not (low.isdigit() and len(low) < 4) \
-            and match.start() not in degree
+        content = _content_word(low) and match.start() not in degree
         is_held = not content or stem(word) in held
         if units and _JOINED.fullmatch(query[units[-1][1]:match.start()]):
             first, _, some, all_held = units[-1]
@@ -982,12 +1003,6 @@ def _source_name(context: NumberedContext) -> str:
 
 
 _JOINED = re.compile(r"[/._:-]+")
-# A preposition before the asking word ("Since which ...", "Within how many days ..."), and "how" with the
-# adverb that asks for a degree anywhere in a question ("..., and how many bytes does it take?").
-_ASKED_AFTER = re.compile(r"^\W*(?:(?:in|on|at|for|from|since|to|by|with|of|within|after|before|until|during)\s+"
-                          r"(?=(?:which|what|how|when|whom|whose)\b))?", re.IGNORECASE)
-_DEGREE = "long|much|many|often|far|old|big|large|soon|quickly|fast|well"
-_HOW_MUCH = re.compile(rf"\bhow\s+(?P<adverb>{_DEGREE})\b", re.IGNORECASE)
 
 
 def _specific_terms(query: str) -> list[str]:
@@ -997,15 +1012,6 @@ def _specific_terms(query: str) -> list[str]:
         stem(word) for n, word in enumerate(tokenize(query)) if word.lower() not in STOPWORDS and (
             any(ch.isdigit() or ch in "_-./" for ch in word) or word.isupper() and len(word) > 1
             or n > 0 and word[:1].isupper())))
-
-
-# The word a negation applies to: "has not changed", "does not yet support", "never called", "isn't set".
-_NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|ever|even)\s+)?(?P<word>[A-Za-z][\w-]*)",
-                      re.IGNORECASE)
-# "What is X?": "A package pool is ..." answers it, less where it is asked ("... a package pool in the archive?")
-_DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)"
-                           r"(?:\s+(?:in|within)\s+[^?]++)?\s*\??\s*$", re.IGNORECASE)  # "..., in the X manual?" says where
-# (possessive: a greedy [^?]+ gave its spaces back to the \s* after it, one way per split: 13 s for 300 characters)
 
 
 def _bigrams(text: str) -> frozenset[tuple[str, str]]:
@@ -1099,14 +1105,6 @@ def unnamed_names(question: str, names: Sequence[str], contexts: Sequence[Number
     return list(dict.fromkeys(out))
 
 
-# "How long does", "what is", "who": the words that ask, not what is asked about.
-_ASKING = re.compile(
-    rf"^\s*(?:how\s+(?:{_DEGREE})\b|what|which|who|whom|whose|"
-    r"when|where|why|how)?\s*(?:(?:is|are|was|were|does|do|did|can|could|should|will|would|has|have|had)\b)?",
-    re.IGNORECASE,
-)
-
-
 # Words that end an asked noun phrase ("the filing fee | for the appeal"), the prepositions among them (a shared
 # ending's), and heads that say little on their own ("the return policy" is about returns)
 _PHRASE_STOP, _PREPOSITIONS, _VAGUE_HEADS = word_list("phrase_stop"), word_list("prepositions"), word_list("vague_heads")
@@ -1148,7 +1146,7 @@ def _parts(query: str) -> list[_Part]:
     raw = question_parts(query)
     if not raw:
         return []
-    leads = [m.group(0).strip() if (m := _ASKING.match(p)) else "" for p in raw]
+    leads = [_ASKING.match(p).group(0).strip() for p in raw]  # ("" where no word asks)
     if any(leads[1:]):  # several questions: each part asks for itself
         out = []
         stems = [[stem(t) for t in content_terms(_ASKING.sub("", p))] for p in raw]

@@ -16,8 +16,7 @@ _LOCAL = threading.local()  # one attribute per language
 
 def stemmer(language: str = "english"):
     """This thread's Snowball stemmer for ``language`` (a Snowball name: english, german, ...)."""
-    found = getattr(_LOCAL, language, None)
-    if found is None:
+    if (found := getattr(_LOCAL, language, None)) is None:
         found = snowballstemmer.stemmer(language)
         setattr(_LOCAL, language, found)
     return found
