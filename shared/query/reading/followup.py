@@ -7,7 +7,7 @@ for something of the earlier turn gives way to the earlier phrase of its number 
 does git use": the editor git uses; the earlier answer's value when it names one), "they" the plural noun phrase, a noun after
 "that" the earlier phrase of its head, a fragment ("what about X?") the earlier phrase it parallels, a Spanish question with no
 subject the earlier one. A rewrite must read as a question (:func:`_well_formed`); one that does not, or a word with nothing to
-stand in its place, is asked with the earlier question after it in brackets."""
+stand in its place, is read with the earlier question after it in brackets, and shown as typed (:func:`as_shown`)."""
 
 from __future__ import annotations
 
@@ -449,10 +449,8 @@ _BARE_VERB_NEXT = re.compile(r"(?i)\b(?:do|does|did|can|could|would|should|will|
 
 
 def _whole_phrase(resolved: Resolution, earlier: str) -> bool:
-    """Whether the earlier phrase a rewrite carried in is a whole phrase, not one that took its clause's verb or lost its
-    head: after "does", "can", "would" the subject is followed by its verb, so a phrase there that runs to the clause's end
-    or to a stranded preposition took the verb with it ("What does X protect against?": not "X protect"); and a possessive
-    ("systemd's") is no phrase without the noun it owns. A rewrite carrying either does not read as a question."""
+    """Whether the earlier phrase a rewrite carried in is whole: after "does", "can", "would" a subject running to the clause's
+    end or a stranded preposition took its verb ("What does X protect against?": not "X protect"); "systemd's" lost its noun."""
     carried = resolved.subject if resolved.rule not in ("ellipsis", "what about") else None  # those name what they replaced
     if not carried:
         return True
@@ -462,10 +460,10 @@ def _whole_phrase(resolved: Resolution, earlier: str) -> bool:
     at = plain.lower().find(carried.lower())
     if at <= 0 or not _BARE_VERB_NEXT.search(plain[:at]):
         return True
-    after = [w.lower() for w in re.findall(r"[\w'’-]+", plain[at + len(carried):])][:2]
-    # the verb's own particle or preposition, stranded at the end or before another ("protect against in pip"), not
-    # one opening the subject's modifier ("SKEL in adduser.conf specify")
+    after = [w.lower() for w in re.findall(r"[\w'’-]+", plain[at + len(carried):])][:2]  # not "SKEL in adduser.conf specify"
     return bool(after) and not (after[0] in _AFTER_VERB and (len(after) == 1 or after[1] in _AFTER_VERB))
+
+
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
     """``subject`` with the thing the earlier answer identified, when the earlier question asked "which X" and the
     subject is that X ("... replies 304 Not Modified ...": "the 304 Not Modified status code a server sends when
