@@ -55,7 +55,13 @@ change, its answer's 'delay ... Default: 1.' replaced by 'options ... Default: t
 was frozen) was written before 9e2f1ee-f2a5077 changed "What if X?", a bare "How?", condition clauses, fragments naming
 nothing and the earlier question beside a rewrite's search: asked through the pipeline over the 24 documents of fresh9-11
 (``ragbus eval --dataset <a part folder> --reuse-ingest``), fresh9+10+11a 61/86 -> 65/86 (fresh11a 18/28 -> 21/28), the kept
-half 11b 12/25 -> 12/25 (gold standalone 18/25): nothing measured on the unseen half. ``--home`` reuses a kept home, such as the one ``ragbus eval
+half 11b 12/25 -> 12/25 (gold standalone 18/25): nothing measured on the unseen half. ``bench/followup_fresh12.jsonl``
+(35 follow-ups over six documents no set uses; half a, fr12a-, for design; half b, fr12b-, unrun until round 20's design was
+frozen) was written before efbbad2-350f2b9 refused splices that took their clause's verb, kept remarks ("Thanks?") as typed
+and showed a bracketed follow-up as typed: right in conversation 12a 15/18 -> 16/18, the kept half 12b 14/17 -> 14/17 (same
+answers; bracket or garbled forms shown 6 -> 2), fresh9+10+11 76/111 -> 76/111 (same answers, 37 bracket forms shown as typed).
+Without f2a5077 (the earlier question beside a rewrite's search of the earlier document): 12a 15, 12b 14, fresh9+10+11 77
+(11b 12 -> 14, 11a 21 -> 20): a tie, so it stays. ``--home`` reuses a kept home, such as the one ``ragbus eval
 --dataset realtext --part dev --reuse-ingest --cache C`` leaves. Never run two of these at once on one home: their
 workers share its local bus and take each other's queries, so one run's follow-ups are read by the other's code.
 
