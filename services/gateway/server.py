@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -132,7 +133,14 @@ class BoundedRequestProtocol(H11Protocol):
         lets the chunked framing win and reads what follows as the next request, on the same connection, where a
         proxy in front that went by Content-Length reads it as this one's body (request smuggling; RFC 9112 6.3
         has the server close the connection after answering such a request; it did not)."""
-        event = next_event()
+        try:
+            event = next_event()
+        except h11.RemoteProtocolError as exc:
+            # uvicorn answered every such request "Invalid HTTP request received." in plain text, naming nothing
+            status = exc.error_status_hint if 400 <= exc.error_status_hint < 500 else 400
+            self._refuse(status, HTTPStatus(status).phrase, f"the request is not valid HTTP/1.1 "
+                         f"({_protocol_fault(exc)}); send a well-formed request, with JSON as the API describes")
+            return h11.NEED_DATA
         if isinstance(event, h11.Request) and {b"content-length", b"transfer-encoding"} <= {
                 name.lower() for name, _ in event.headers}:
             self._refuse(400, "Bad Request", "the request has both Content-Length and Transfer-Encoding; "
@@ -222,6 +230,12 @@ class BoundedRequestProtocol(H11Protocol):
             self.loop.call_later(_LINGER_S, self.transport.close)
         else:
             self.transport.close()
+
+
+def _protocol_fault(exc: h11.RemoteProtocolError) -> str:
+    """What h11 found wrong with a request ("bad Content-Length", "Missing mandatory Host: header"), less the bytes
+    it quotes ("illegal header line: bytearray(b'...')"): a header's value is never written back."""
+    return str(exc).split(":", 1)[0].strip() if "bytearray(" in str(exc) else str(exc)
 
 
 def check_listenable(host: str, port: int) -> None:

@@ -287,6 +287,22 @@ def test_a_request_framed_by_both_content_length_and_chunks_is_refused_and_nothi
     assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200  # the next client is served
 
 
+def test_a_request_h11_cannot_read_is_answered_json_naming_the_fault_without_echoing_headers(server):
+    """uvicorn answered each "Invalid HTTP request received." in plain text (or with an empty body), naming
+    nothing; the answer now says what is wrong, as JSON like every other refusal, and quotes no header."""
+    for head, says in ((b"Content-Length: -1\r\n", "bad Content-Length"),
+                       (b"Content-Length: 2\r\nContent-Length: 3\r\n", "conflicting Content-Length headers"),
+                       (b"Authorization Bearer sk-secret\r\n", "(illegal header line);")):
+        request = (b"POST /v1/queries HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + head
+                   + b"\r\n{}")
+        answer, _ = _drip(server.port, request, b"", seconds=4.0)
+        assert answer.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in answer, answer
+        body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+        assert body["error"].startswith("the request is not valid HTTP/1.1 (") and says in body["error"], body
+        assert b"sk-secret" not in answer
+    assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
+
+
 def test_the_server_stops_cleanly_while_a_refused_request_lingers(server, monkeypatch):
     """A request framed twice is refused as h11 reads it, so h11 stands mid-request; stopping the server while that
     connection lingered sent h11 ConnectionClosed there: LocalProtocolError, the shutdown aborted (lifespan
