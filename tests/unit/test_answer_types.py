@@ -613,3 +613,31 @@ def test_a_release_or_a_date_asked_of_no_named_release_is_checked_under_the_head
     assert check("To which version was libknurl bumped in Frob 2.3.0?") is None
     assert check("Which port does the knurl daemon listen on?") is None  # no release or date asked
     assert check("How does the knurl cache work?") is None
+
+
+# (sentences written for the test) a release's value (its name, a codename, its date) is the value of what the release
+# brings, stated in the same sentence ("this release adds ...") or under the heading naming it
+@pytest.mark.parametrize(("question", "heading", "sentence", "states"), [
+    ("When was the plover index added?", "", "Published on 2021-09-14, this release adds the plover index.", True),
+    ("When was the plover index added?", "", "Published on 2021-09-14, this release speeds up the tern index.", False),
+    ("Which release added the plover index?", "", "Published on 2021-09-14, this release adds the plover index.", True),
+    ("Which Wader release introduced the plover index?", "", "The Godwit release of Wader introduced the plover index.", True),
+    ("Which Wader release introduced the plover index?", "", "The Godwit release of Wader made the tern index faster.", False),
+    ("Which Wader release introduced the plover index?", "", "The plover index was introduced by the Wader team.", False),
+    ("When was the plover index added?", "Wader 4.1, released 2021-09-14", "This release adds the plover index.", True),
+    ("When was the plover index added?", "Wader 4.1", "Published 2021-09-14. This release adds the plover index.", True),
+    ("When was the plover index removed?", "", "Published on 2021-09-14, this release adds the plover index.", False),
+    ("Which version does the plover watch file declare?", "", "The plover watch file opens with version=4 on a line.", True),
+    ("Which plover version did Wader 4.1 ship?", "", "Published on 2021-09-14, this release ships the plover index.", False),
+])
+def test_a_release_named_by_a_codename_or_this_release_states_what_it_brings(question, heading, sentence, states):
+    from shared.query.reading.answer_types import states_under_heading
+
+    assert states_under_heading(question, [(heading, sentence)]) is states
+
+
+def test_a_release_named_by_its_date_or_its_first_word_is_no_version_stated():
+    # (written for the test) not refused as a near miss (above), but no version is stated: it is not `answered` so
+    assert sentence_states("Published on 2021-09-14, this release adds the plover index.", "Which release added the plover index?") is False
+    assert sentence_states("Initial release of the plover index.", "Which Wader version added the plover index?") is False
+    assert sentence_states("The Godwit release of Wader introduced the plover index.", "Which Wader release introduced the plover index?") is True

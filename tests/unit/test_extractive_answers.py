@@ -608,3 +608,20 @@ def test_a_release_asked_that_no_sentence_states_under_its_heading_is_refused():
         assert not stated.abstained and "2.3.0" in _texts(stated)[0]
         assert ask(question, bare).abstained
         assert not ask(question, bare, typed=False).abstained  # without the check: quoted with a caveat, as before
+
+
+def test_the_release_that_brings_the_asked_change_gives_its_value_and_is_not_refused():
+    from shared.query.reading.answer_types import reading_arguments
+
+    # (written for the test) the release is named by "this release" with its date, or by its codename: what it adds is
+    # dated and named by it; a change it does not bring is still refused
+    news = NumberedContext(number=1, source="NEWS", text="Wader NEWS\n\nPublished on 2021-09-14, this release adds the "
+                           "plover index, which speeds up lookups.\n\nThe Godwit release of Wader introduced the tern cache.\n")
+
+    def ask(question: str):
+        english, reading = reading_arguments(question)
+        return extractive_answer(english, [news], **reading)
+
+    assert "2021-09-14" in _texts(ask("When was the plover index added?"))[0]
+    assert "Godwit" in " ".join(_texts(ask("Which Wader release introduced the tern cache?")))
+    assert ask("When was the plover index removed?").abstained

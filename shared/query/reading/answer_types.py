@@ -24,6 +24,7 @@ local grader (:mod:`shared.adapters.local.llm`) and the reader's verdict use the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import re
@@ -162,7 +163,9 @@ _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|leas
                     r"or\s+(?:more|less|higher|lower|later|newer|above|greater)|largest|smallest|highest|lowest|"
                     r"requires?|required|needs?)\b", re.IGNORECASE)
 _IN_VERSION = re.compile(r"\b(?:in|since|from|with|as\s+of)\s+(?:[\w-]+\s+){0,2}(?:version|release|v)\s*\d", re.IGNORECASE)
-_VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)\s+\d|"
+_RELEASE = re.compile(r"\b(?:releas\w*|published)\b", re.IGNORECASE)
+_CODENAME = re.compile(r"\b[Tt]he\s+([A-Z][a-z][\w-]*)\s+(?:release|version)\b")
+_VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|release)(?:\s+|\s*[=:]\s*)\d|"
                             r"\b(?:latest|newest|current|oldest|every|each)\s+(?:[\w-]+\s+)?(?:version|release)s?\b", re.IGNORECASE)
 # A sentence saying what the default is ("By default, X is set to Release", "default is 75", "Default: 1",
 # "defaults to 3000"), not one only naming a default ("overrides the default value specified ...").
@@ -569,7 +572,12 @@ def holds_value(sentence: str, kind: str, question_terms: frozenset[str] = froze
         return bool(_DATE_VALUE.search(sentence) or _IN_VERSION.search(sentence))
     if kind in (STATUS, FLAG, VERSION, LOCATION):  # a code, a flag, a version or a path the question does not name
         written = {STATUS: _STATUS_VALUE, FLAG: _FLAG_VALUE, VERSION: _VERSION_VALUE, LOCATION: _PATH_VALUE}[kind]
-        return any(stem(m.group()) not in question_terms for m in written.finditer(sentence))
+        if any(stem(m.group()) not in question_terms for m in written.finditer(sentence)):
+            return True
+        # a release named by its codename ("the Kestrel release"; not "the Frob release" of a Frob question, nor "the New
+        # release")
+        return kind == VERSION and any(stem(w) not in question_terms | _EVENTS.keys() and w.lower() not in _WORDS["qualifiers"]
+                                       for w in _CODENAME.findall(sentence))
     if kind == RETURN:
         return bool(_RETURN_VALUE.search(sentence))
     if kind == DEFAULT:
@@ -678,6 +686,7 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
     shopt builtin": Z's). Where no clause holds a value alone ("Default: 1"), the sentence states one if no event is asked."""
     kind_words, changed, seen = term_set(KIND_NOUNS.get(fact.kind, "")), _EVENTS[stem("changed")], False  # seen: a value
     released = _EVENTS[stem("released")]
+    releases = {changed, released, _EVENTS[stem("published")]}  # a release's value (name, date) is that of all it brings
     events = {_EVENTS[s] for s, before in zip(fact.subject, ("", *fact.subject)[:len(fact.subject)], strict=True) if s in _EVENTS and
               before not in _EVENTS} if fact.kind in (VERSION, DATE, NAME) else set()  # "removed support": an object
     named = {s for s in fact.subject if not s.isalpha()} or set(fact.subject) - _EVENTS.keys()
@@ -685,12 +694,14 @@ def _value_of_event(sentence: str, fact: AskedFact, question_stems: frozenset[st
     def said(text: str) -> set[int]:  # a version before a date in brackets is its release: "grep 3.4 (2020-01-02)"
         return {_EVENTS[s] for s in term_set(text) - kind_words if s in _EVENTS} | ({released} if re.search(r"\d\s+\((?:\d|[A-Z][a-z]+ \d)", text) else set())
 
+    whole = said(sentence)
     for part in split_sentences(sentence):
         stated, bits, about = said(part), _CLAUSE.split(part), bool(term_set(part) & named)
         for k in range(0, len(bits), 2):  # the clauses, each after what ends the one before (bits[k - 1])
             clause, relative = bits[k], k > 0 and bits[k - 1].lower() == "which"
             seen |= (held := holds_value(clause, fact.kind, question_stems))
-            if not held or events and not ((own := said(clause)) & events or not own - {changed} and stated & events):
+            if not held or events and not ((own := said(clause)) & events or not own - releases and (
+                    whole if own - {changed} else stated) & events):  # a release's all the sentences quoted state
                 continue
             host = [p for p in _NOUN_PHRASE.split("".join(bits[max(k - 7, 0):k - 1])) if p.strip()][-1:] if relative else [clause]  # 3 clauses back at most
             after = list(itertools.dropwhile(lambda w: _EVENTS.get(stem(w)) not in events, tokenize(clause)))[1:]
@@ -737,12 +748,13 @@ def _of_another(text: str, question: str, kind: str) -> bool:
     return bool(values) and not any(values)
 
 
-def sentence_states(sentence: str, question: str) -> bool | None:
+def sentence_states(sentence: str, question: str, fact: AskedFact | None = None) -> bool | None:
     """Whether ``sentence`` states the value ``question`` asks for (a value of the asked type, named with its aspect
     or tied to the question's terms); None when it asks for no value of a type (a cause, a mechanism or an open answer
     is stated in too many words for a rule). A sentence answering a limit states one, an event the same event in the
-    clause holding the value, and it names the question's versions, levels and identifiers with digits (:data:`_EXACT`)."""
-    fact = asked_fact(question)
+    clause holding the value, and it names the question's versions, levels and identifiers with digits (:data:`_EXACT`).
+    ``fact``: what is asked, when not :func:`asked_fact`'s reading of ``question``."""
+    fact = fact or asked_fact(question)
     if not fact.kind:
         return None
     question_stems = frozenset(term_set(question))
@@ -764,13 +776,17 @@ def states_under_heading(question: str, sentences: Iterable[tuple[str, str]]) ->
     """Whether one of ``sentences`` (each ``(heading, text)``: read under the heading of its section, as a reader of the
     document reads it) states a value of the type ``question`` asks for, of what it asks about (:func:`sentence_states`:
     "2.3.0: Fixed the frob cache" states the release of the frob cache's fix; "The knurl cache holds 64 MB" no size of
-    the frob cache; the heading gives a release or a date, no other value); None when it asks no value of a type."""
-    kind = asked_fact(question).kind
-    if not kind:
+    the frob cache; the heading gives a release or a date, no other value); None when it asks no value of a type. The release
+    of an asked event may be named by its date ("Published on 2021-09-14, this release adds X"): no version stated, nor
+    refused (not so a version of what a release ships: "Debian 8 (April 2015) ships systemd" names no systemd version)."""
+    fact = asked_fact(question)
+    if not (kind := fact.kind):
         return None
+    asked = (fact, dataclasses.replace(fact, kind=DATE)) if kind == VERSION and _EVENTS.keys() & set(fact.subject) else (fact,)
     # a heading names a release and its date, which its items need not repeat; any other value is stated by the sentence
-    return any(sentence_states(f"{heading}: {text}" if heading else text, question)
-               and (kind in (VERSION, DATE) or not heading or sentence_states(text, question)) for heading, text in sentences)
+    return any(sentence_states(read, question, each) and (each is fact or _RELEASE.search(read))
+               and (kind in (VERSION, DATE) or not heading or sentence_states(text, question))
+               for heading, text in sentences for each in asked if (read := f"{heading}: {text}" if heading else text))
 
 
 def asked_subject(question: str) -> tuple[str, ...]:
