@@ -288,7 +288,7 @@ def _row(cells: list[str], header: list[str]) -> str:
     return " | ".join(c for c in cells if c)
 
 
-def _is_term_line(lines: list[str], n: int, gap: int = 1) -> bool:
+def _is_term_line(lines: list[str], n: int, gap: int) -> bool:
     """A definition list as text: a term on its line ("--repeat", "dialout", "P < 0"), what it means ``gap`` lines on."""
     following = lines[n + gap] if n + gap < len(lines) else ""
     return bool((_OPTION_TERM.match(lines[n]) or _opens_definition(lines, n)) and following

@@ -423,13 +423,16 @@ class Reader:
         self.source = {c.number: c.source or f"#{c.number}" for c in contexts}
         self.documents = _program_names(contexts)
         self.verdict, self.observe = verdict, observe
-        self.asked_subject = [t for t in dict.fromkeys(term_stems) if t in subject] or list(dict.fromkeys(term_stems))
+        # (each stem once: content_terms keeps one word a stem)
+        self.asked_subject = [t for t in term_stems if t in subject] or term_stems
         # the question's terms weighed by how few retrieved sentences hold them: a term most hold ("debian",
         # "package") names the corpus, one few hold ("tty", "backup") the asked subject
         self.rarity = {t: float(np.log((len(candidates) + 1) / (1 + sum(t in c.stems for c in candidates))))
-                       for t in dict.fromkeys(term_stems)}  # counted once: _evidence weighs the asked subject by it
-        # the share of the question's terms a sentence holds (a usable one's with what it leans on, and its heading)
-        self.pair_overlap = np.array([self._terms_held(c.stems) for c in candidates], dtype=np.float32)
+                       for t in term_stems}  # counted once: _evidence weighs the asked subject by it
+        # the share of the question's terms a sentence holds, each weighing the same (a usable one's with what it leans
+        # on, and its heading)
+        self.each_term = dict.fromkeys(term_stems, 1)
+        self.pair_overlap = np.array([_share(c.stems, self.each_term) for c in candidates], dtype=np.float32)
         # what each sentence is scored on (SCORED_ON's order): all but its cosine choose which are worth embedding
         self.columns = np.zeros((len(candidates), len(SCORED_ON)), dtype=np.float32)
         self.column = dict(zip(SCORED_ON, self.columns.T, strict=True))  # each a view of its column, by name
@@ -445,7 +448,7 @@ class Reader:
             # the question's terms the sentences hold, or their section's heading ("Term frequency saturation
             # and k1" above "The fraction ... levels off"): a section's sentences need not repeat its subject
             held = self.held(i)
-            self.pair_overlap[i] = self._terms_held(held)
+            self.pair_overlap[i] = _share(held, self.each_term)
             self.subject[i] = _share(held, self.rarity)
             # the subject the sentence before it adds: the sentence stating the asked value after one restating the asked
             # subject ("For the promisified setTimeout() ..." / "When canceled, the Promises are rejected with an
@@ -465,9 +468,6 @@ class Reader:
     def retrieved(self) -> frozenset[str]:
         """The stems the retrieved passages hold."""
         return frozenset().union(*(_term_set(c.text) for c in self.contexts))
-
-    def _terms_held(self, held: frozenset[str]) -> float:
-        return sum(1 for t in self.term_stems if t in held) / len(self.term_stems) if self.term_stems else 0.0
 
     def antecedents(self, i: int) -> list[int] | None:
         """The sentences ``i`` leans on, back to one that stands alone ("all-MiniLM-L6-v2 comes from
