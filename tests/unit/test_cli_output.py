@@ -463,3 +463,23 @@ def test_the_demo_heads_each_question_by_what_happened_to_it(outcome, iterations
     record = _record("How does BM25 saturate term frequency?", outcome=outcome,
                      iterations=[Iteration(iteration=n) for n in range(iterations)])
     assert what_happened(record) == heading
+
+
+def test_a_failed_file_s_name_shows_its_control_characters_as_escapes_not_dropped():
+    """A file named 'bell<BEL><ESC>]0;title<BEL>.md' that failed was reported as "failed .../bell.md": the
+    terminal-safe text dropped what a terminal would obey, naming a file that does not exist. Escaped, the name is
+    both safe and findable."""
+    from types import SimpleNamespace
+
+    from shared.tools.cli import ingestion
+    from shared.tools.console import err
+
+    state = InMemoryStateStore()
+    state.put(state_collections.DEAD_LETTERS, "l1", {"idempotency_key": "file-1/document-fetched", "at": "1",
+                                                    "error": "InvalidInput: the file looks like binary data"})
+    state.put(state_collections.PROCESSED_ITEMS, "file-1", {"path": "/docs/bell\x07\x1b]0;title\x07.md"})
+    with err.capture() as captured:
+        ingestion._name_outcomes(SimpleNamespace(state=state), {"file-1"})
+    shown = captured.get()
+    assert "failed /docs/bell\\x07\\x1b]0;title\\x07.md: " in shown, shown
+    assert "\x07" not in shown and "\x1b" not in shown
