@@ -224,6 +224,9 @@ def _referent(question: str, language: str | None = None, *, demonstrative: bool
         return f"what {what.group('y')} {_after_subject(what.group('aux'), what.group('v'))} {what.group('s')}", False
     if rules is EN and (changed := _CHANGED_IN.match(text)):
         return changed.group("s"), False  # "What changed in the json module in Python 3.1": the json module ...
+    if rules is EN and (clause := _YES_NO.match(text)) and re.match(r"\S+['’]s\s", clause.group("rest")) \
+            and (length := _subject_length(clause.group("aux").lower(), clause.group("rest").split())):
+        return " ".join(clause.group("rest").split()[:length]), False  # "Is pip's zip application stable": not "pip's" alone
     for pattern in rules.copula:
         if match := pattern.match(text):
             # a condition ("... if not specified") or a participle ("What is the tty group used for") is asked of it
@@ -410,6 +413,9 @@ _NOT_AFTER_PARTICIPLE = frozenset(("for", "in", "as", "on", "of", "by", "to", "w
                                    "over", "while", "when", "during", "after", "before", "since", "until", "via"))
 
 
+_YES_NO = re.compile(r"(?i)(?P<aux>is|are|was|were|does|do|did|can|could|will|would|should|must|has|have|had)\s+(?P<rest>\S.*)$")
+
+
 def _in_frame(typed: str, earlier: str) -> str | None:
     """A bare "Why?", "Why not?" or "Since which version?" after a yes/no question asked in that question's own words ("Is
     X deprecated?": "Why is X deprecated?"); None after any other (its clause lacks what it asked for: "Which codec does
@@ -418,22 +424,45 @@ def _in_frame(typed: str, earlier: str) -> str | None:
     manner = re.fullmatch(r"(?i)how|when|where", typed)  # "Can I X?" then "How?": how I can X
     fragment = re.fullmatch(r"(?i)(?:since|until)\s+when|(?:since|until|in|from|on|at|for|by|with|under)\s+(?:which|what)"
                             r"\s+\w+(?:\s+and\s+\w+)?", typed)
-    clause = re.match(r"(?i)(?P<aux>is|are|was|were|does|do|did|can|could|will|would|should|must|has|have|had)\s+(?P<rest>\S.*)$", earlier)
+    clause = _YES_NO.match(earlier)
     if not (why or manner or fragment) or clause is None or len(earlier) > 200:  # a pasted log: the bracket bounds it
         return None
     rest = clause.group("rest")
     if re.search(r"[.!?]\s", rest):  # a second sentence ("Is X deprecated? I saw a warning."): no clause to reuse
         return None
-    if why and why.group(2):  # "Why not?" after "Can Valgrind be attached ...?": "not" after its named subject
-        named = named_runs(rest, opening=False)
-        after = rest[named[0][1]:].split() if named and named[0][0] == 0 else []
-        # the name opens a longer subject unless "be" follows it, or a participle closing the clause or followed by
-        # a preposition ("Is X11 forwarding enabled ...", "Is GRUB hidden menu enabled?": "hidden" opens the subject)
-        if not after or not (after[0] in ("be", "been") or re.fullmatch(_PARTICIPLE_WORD, after[0]) and (
-                len(after) == 1 or after[1].lower() in _NOT_AFTER_PARTICIPLE)):
+    if why and why.group(2):  # "Why not?" after "Can Valgrind be attached ...?": "not" after the clause's subject
+        words = rest.split()
+        at = _subject_length(clause.group("aux").lower(), words)
+        if at is None:
             return None
-        rest = f"{rest[: named[0][1]]} not{rest[named[0][1]:]}"
+        rest = " ".join([*words[:at], "not", *words[at:]])
     return f"{'Why' if why else typed.capitalize() if manner else typed} {clause.group('aux').lower()} {rest}"
+
+
+def _subject_length(aux: str, words: list[str]) -> int | None:
+    """How many of ``words`` (a yes/no question's clause after ``aux``) are its subject: a personal pronoun ("can I list
+    ..."), or the words before "be"/"been", after "is"/"has" a participle closing the clause or followed by a preposition
+    ("are PAM modules | loaded by", "is GRUB hidden menu | enabled": "hidden" opens the subject), after "is" a last word
+    ("is pip's zip application | stable"), an adverb before it with it; None when no verb is told ("does frob
+    verify ...": "verify" is a noun's shape too), or a clause break comes first ("faster than X when compiled")."""
+    if words and words[0].lower() in ("i", "you", "we", "they", "it", "he", "she"):
+        return 1
+    passive = aux in ("is", "are", "was", "were", "has", "have", "had")
+    at = None
+    for i, word in enumerate(words[:7]):
+        if i and (word in ("be", "been") or passive and re.fullmatch(_PARTICIPLE_WORD, word) and (
+                i + 1 == len(words) or words[i + 1].lower() in _NOT_AFTER_PARTICIPLE)):
+            at = i
+            break
+        if word.lower() in _CLAUSE_BREAKS or not passive and i and word.isalpha() and word.islower() \
+                and word.lower() not in _DETERMINERS and words[i - 1].lower() not in (*_DETERMINERS, "of"):
+            return None  # a verb of its own before "be" ("does frob keep ... be"): no subject told
+    if at is None and aux in ("is", "are", "was", "were") and 1 < len(words) <= 7 and words[-1].isalpha() \
+            and words[-1].islower() and words[-1] not in _CLOSED:
+        at = len(words) - 1
+    while at is not None and at > 1 and _ADVERBS.fullmatch(words[at - 1]):  # an adverb before it: "| still experimental"
+        at -= 1
+    return at
 
 
 def _well_formed(question: str, rules: Language) -> bool:
