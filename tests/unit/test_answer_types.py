@@ -641,3 +641,21 @@ def test_a_release_named_by_its_date_or_its_first_word_is_no_version_stated():
     assert sentence_states("Published on 2021-09-14, this release adds the plover index.", "Which release added the plover index?") is False
     assert sentence_states("Initial release of the plover index.", "Which Wader version added the plover index?") is False
     assert sentence_states("The Godwit release of Wader introduced the plover index.", "Which Wader release introduced the plover index?") is True
+
+
+def test_a_default_asked_is_checked_and_stated_by_a_sentence_holding_one():
+    from shared.query.reading.answer_types import reading_arguments, states_under_heading
+
+    def check(question: str):
+        return reading_arguments(question)[1]["typed_check"]
+
+    # (written for the test) the default itself asked is checked; a thing named by a default is not
+    for question in ("What is plover's default depth?", "Which cipher does the plover daemon use by default?",
+                     "What is the default value of PLOVER_DEPTH?"):
+        assert check(question) is states_under_heading
+    assert check("Which file must a plugin installed in the default plover directory ship?") is None
+    asked = "What is the default value of PLOVER_DEPTH?"
+    assert states_under_heading(asked, [("", "PLOVER_DEPTH sets how deep the plover index is; it defaults to 4.")])
+    assert not states_under_heading(asked, [("", "PLOVER_DEPTH sets how deep the plover index is.")])
+    # an appositive states a default: "set to X, the default value, ..."
+    assert holds_value("If it is set to 'deep', the default value, the plover index is rebuilt.", "default")

@@ -156,6 +156,10 @@ _RETURN_VALUE = re.compile(r"\breturn(?:s|ed|ing)?\b|\byields?\b|\bresults?\s+(?
 _VERSION_Q = re.compile(_OPENS + r"(?:(?:which|what)\s+(?:[\w-]+\s+){0,2}(?:version|release)s?\b|since\s+(?:which|what)\s+"
                         r"(?:version|release)\b|in\s+(?:which|what)\s+(?:version|release)\b)", re.IGNORECASE)
 _DEFAULT_Q = re.compile(_OPENS + r"(?:what|which)\b.*\bdefaults?\b|^\W*(?:what|which)\b.*\bby\s+default\b", re.IGNORECASE)
+# the default itself asked ("What is gzip's default level?", "... use by default?"), not a thing named by it ("Which line
+# must a package installing into the default directories have?")
+_DEFAULT_ASKED = re.compile(_OPENS + r"(?:what|which)\s+(?:is|are|was)\s+(?:the\s+|[\w-]+'s\s+)?default\b|\bby\s+default\b|"
+                            r"\bdefault\s+values?\b", re.IGNORECASE)
 # A question asking for a limit (extractive.ASKS_LIMIT: "the maximum reward", "which minimum version") is answered
 # by a sentence stating one ("up to", "at most", "limited to", "or higher"), not by any value of the thing.
 _BOUND = re.compile(r"\b(?:max(?:imum|imal)?|min(?:imum|imal)?|at\s+(?:most|least)|up\s+to|no\s+(?:more|less|fewer)\s+than|"
@@ -173,7 +177,7 @@ _VERSION_VALUE = re.compile(r"\b\d+(?:\.\d+)+[a-z]?\b|\bv\d+\b|\b(?:version|rele
 _IN_USE = r"(?!\s+(?:then\s+|always\s+)?(?:used|applied|assumed)\b(?!\s+(?:as|at)\b|\s+\d))"
 _DEFAULT_VALUE = re.compile(r"\b(?:by|per)\s+default\b|\bdefaults?(?:\s+values?)?\s*(?::|=|\b(?:is|are|was)\b" + _IN_USE + r"|\bto\b|\bof\b)|"
                             r"\bdefault(?:ing)?\s+to\b|\(default\b|\bdefault\s+[\w-]+\s+(?:(?:of|for|in)\s+(?:[\w.,-]+\s+){1,4}|[\w-]+\s+)?(?:is|are)\b" + _IN_USE + "|"
-                            r"\bunless\s+(?:told|set|given|configured)\b", re.IGNORECASE)
+                            r"\bunless\s+(?:told|set|given|configured)\b|,\s+the\s+default(?:\s+values?)?\s*[,;)]", re.IGNORECASE)
 # "By default, when a timer is scheduled, the loop keeps running": a default behaviour under a condition,
 # not a default value (unless the sentence gives a number).
 _BEHAVIOUR_BY_DEFAULT = re.compile(r"\bby\s+default\s*,\s*(?:when|if|while|once|as\s+long\s+as|unless)\b", re.IGNORECASE)
@@ -782,6 +786,8 @@ def states_under_heading(question: str, sentences: Iterable[tuple[str, str]]) ->
     fact = asked_fact(question)
     if not (kind := fact.kind):
         return None
+    if kind == DEFAULT:  # any sentence holding a default tied to the question's terms (no clause read)
+        return any(_sentence_supports(text, fact, frozenset(term_set(question))) for _, text in sentences)
     asked = (fact, dataclasses.replace(fact, kind=DATE)) if kind == VERSION and _EVENTS.keys() & set(fact.subject) else (fact,)
     # a heading names a release and its date, which its items need not repeat; any other value is stated by the sentence
     return any(sentence_states(read, question, each) and (each is fact or _RELEASE.search(read))
@@ -802,8 +808,10 @@ def reading_arguments(question: str) -> tuple[str, dict[str, Any]]:
     fallback's: the names it states, said when no source names them (none from a translation: its capitals are not
     names); :func:`states_value`; :func:`sentence_states` and its :func:`asked_subject` for the verdict's evidence."""
     asked_in, english = in_english(question)
-    # a release or a date asked of no release it names: one no retrieved sentence states (under its heading) is refused
-    typed = asked_fact(english).kind in (VERSION, DATE) and not _DOTTED.search(english)
+    # a release or a date asked of no release it names, or a default asked: one no retrieved sentence states (under its
+    # heading) is refused
+    kind = asked_fact(english).kind
+    typed = (kind in (VERSION, DATE) or kind == DEFAULT and _DEFAULT_ASKED.search(english)) and not _DOTTED.search(english)
     return english, {"names": question_names(english) if asked_in == "en" else (), "value_check": states_value,
                      "fact_check": sentence_states, "subject": asked_subject(english),
                      "typed_check": states_under_heading if typed else None}
