@@ -1379,3 +1379,12 @@ def test_a_rewrite_never_splices_a_phrase_that_took_its_clauses_verb_or_lost_its
 
 def test_ones_in_a_fragment_stands_for_the_head_noun_it_parallels():
     assert resolve("Must Frob packages be signed?", "And Blarg ones?") == ("Must Blarg packages be signed?", "ellipsis")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # a phrasal verb with its object ("back up caches") is no stranded preposition: the subject stayed whole
+    ("How does frobd back up stale caches?", "Is it fast?", "Is frobd fast?"),
+    ("How does blargctl back up the journal?", "Can it do that remotely?", "Can blargctl do that remotely?"),
+])
+def test_a_phrasal_verb_with_its_object_leaves_the_subject_whole(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected

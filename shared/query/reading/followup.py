@@ -490,7 +490,7 @@ def _whole_phrase(resolved: Resolution, earlier: str) -> bool:
     if at <= 0 or not _BARE_VERB_NEXT.search(plain[:at]):
         return True
     after = [w.lower() for w in re.findall(r"[\w'’-]+", plain[at + len(carried):])][:2]  # not "SKEL in adduser.conf specify"
-    return bool(after) and not (after[0] in _AFTER_VERB and (len(after) == 1 or after[1] in _AFTER_VERB))
+    return bool(after) and not (after[0] in _AFTER_VERB and (len(after) == 1 or after[1] in EN.prepositions))
 
 
 def _identified(earlier: str, subject: str, answer: str) -> str | None:
