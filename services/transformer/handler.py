@@ -239,19 +239,19 @@ def stand_alone(record: QueryRecord, ports: Deps) -> FollowUp:
                       instead="making it stand alone by the offline rule")
     text = " ".join((reply.value or "").split())[: settings.max_query_chars]
     if len(text) >= MIN_QUERY_CHARS:
-        follow = FollowUp(text, "model", len(history.turns), reply.calls, history.note, shown=_shown(typed, text))
+        follow = FollowUp(text, "model", len(history.turns), reply.calls, history.note, shown=_shown(typed, text, history.turns[-1].question))
         return follow_earlier_document(follow, typed, history.turns, ports)
     why = ("model-call budget spent" if reply.spent else
            f"model call failed ({reply.error})" if reply.error else "empty standalone reply")
     rule = standalone_question(typed, history.turns)
     follow = FollowUp(rule.question, f"fallback: offline rule ({rule.rule}); {why}", len(history.turns), reply.calls,
-                      history.note, shown=_shown(typed, rule.question))
+                      history.note, shown=_shown(typed, rule.question, history.turns[-1].question))
     return follow_earlier_document(follow, typed, history.turns, ports)
 
 
-def _shown(typed: str, question: str) -> str | None:
+def _shown(typed: str, question: str, earlier: str) -> str | None:
     """The question shown for a standalone one that is not well-formed (:func:`as_shown`); None: the same."""
-    shown = as_shown(typed, question)
+    shown = as_shown(" ".join(typed.split()), question, earlier)
     return shown if shown != question else None
 
 

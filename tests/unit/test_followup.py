@@ -12,6 +12,7 @@ from shared.query.prompts import STANDALONE_SCHEMA, PromptedLanguageModel, stand
 from shared.query.reading import followup
 from shared.query.reading.followup import (
     answer_paragraphs,
+    as_shown,
     leans_on,
     standalone_question,
     subject_of,
@@ -1388,3 +1389,12 @@ def test_ones_in_a_fragment_stands_for_the_head_noun_it_parallels():
 ])
 def test_a_phrasal_verb_with_its_object_leaves_the_subject_whole(earlier, follow_up, expected):
     assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("typed, standalone, shown", [
+    ("Why?", "Why (how does frobd rotate its logs)?", "Why?"),  # the earlier question in brackets: no rewrite was found
+    ("Who maintains it?", "Who maintains the Frob C Library (frobc)?", "Who maintains the Frob C Library (frobc)?"),
+    ("And the minimum?", "What is the minimum size of a frob log (in bytes)?", "What is the minimum size of a frob log (in bytes)?"),
+])
+def test_only_the_earlier_question_in_brackets_is_shown_as_typed(typed, standalone, shown):
+    assert as_shown(typed, standalone, "How does frobd rotate its logs?") == shown

@@ -201,6 +201,16 @@ def test_a_model_reply_is_not_second_guessed_by_the_corpus():
     assert record["standalone_question"] == "And what does make check do?"
 
 
+def test_a_rewrite_ending_in_brackets_of_its_own_is_shown_not_taken_for_the_earlier_question():
+    # only the earlier question in brackets is the rule's fallback; "(the official build system)" is part of the rewrite
+    rewrite = "Who maintains the zstd Makefile (the official build system)?"
+    loop = make_loop(BUILDS, ScriptedLLM(standalones=[rewrite]), Settings(llm_provider="openai"))
+    record = _transform(loop, _follow_up(loop, "Who maintains it?", first=ZSTD_BUILD))
+    assert record["standalone_question"] == rewrite
+    assert "question" not in record.get("follows", {})
+    assert not any("no well-formed rewrite" in str(event) for event in record["events"])
+
+
 # A follow-up that leans on the earlier turn names that turn's document, for its retrieval to prefer.
 
 

@@ -398,15 +398,14 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), "in context" if resolved else "refers back", referring)
 
 
-def as_shown(typed: str, standalone: str) -> str:
+def as_shown(typed: str, standalone: str, earlier: str) -> str:
     """The standalone question a person is shown and the record keeps: ``standalone``, or the question as typed when
-    ``standalone`` is it with the earlier question after it in brackets (no well-formed rewrite was found: "Why (which
-    option does X use)?" is what the loop reads, no question anyone would ask)."""
-    typed = " ".join(typed.split())
+    ``standalone`` ends in ``earlier``, the earlier question, in brackets (no well-formed rewrite was found: "Why (which
+    option does X use)?" is what the loop reads, no question anyone would ask). A rewrite ending in brackets of its own
+    ("Who maintains the GNU C Library (glibc)?") is shown."""
     bracket = re.search(r"\s\(([^()]|\([^()]*\))*\)\W*$", standalone)
-    if bracket is None or standalone == typed or bracket.group().strip(" ?!.") in typed:
-        return standalone
-    return typed
+    lean = bracket and re.findall(r"\w+", bracket.group().casefold()) == re.findall(r"\w+", _in_context(earlier).casefold())
+    return typed if lean else standalone
 
 
 _NOT_AFTER_PARTICIPLE = frozenset(("for", "in", "as", "on", "of", "by", "to", "with", "from", "at", "into", "under",
