@@ -106,7 +106,7 @@ def writer_of(part: realtext.Part) -> dict[str, str]:
 
 
 def earlier_turns(state, dialogues, since: str) -> dict[str, list[dict[str, str]]]:
-    """Each dialogue's turns as its conversation stored them (question typed, standalone question, answer,
+    """Each dialogue's turns as its conversation stored them (question typed, question the loop read, as shown, answer,
     outcome), matched by the typed questions in order; records created before ``since`` (an earlier
     run's, in a kept home) are left out."""
     from shared.contract import state_collections  # noqa: PLC0415
@@ -123,7 +123,8 @@ def earlier_turns(state, dialogues, since: str) -> dict[str, list[dict[str, str]
         records.sort(key=lambda r: r.created_at)
         typed = tuple(r.original_query for r in records)
         if typed in wanted:
-            out[wanted[typed]] = [{"question": r.original_query, "standalone": r.standalone_question or r.original_query,
+            out[wanted[typed]] = [{"question": r.original_query, "standalone": r.question,  # what the loop read
+                                   "shown": r.standalone_question or r.original_query,
                                    "outcome": r.outcome, "answer": r.answer or ""} for r in records]
     return out
 
@@ -187,7 +188,7 @@ def main() -> int:
         files_of = {d.id: d.file for d in dialogues}
         args.out.write_text(json.dumps({"per_writer": table, "dialogues": [
             {"writer": writers.get(r.id), "id": r.id, "kind": r.kind, "file": files_of.get(r.id), "turns": r.turns, "standalone": r.standalone,
-             "asked_as": r.asked_as, "right_in_conversation": r.in_conversation.correct,
+             "asked_as": r.asked_as, "shown_as": r.shown_as, "right_in_conversation": r.in_conversation.correct,
              "right_standalone": r.standalone_alone.correct, "answer": r.in_conversation.answer,
              "outcome": r.in_conversation.outcome, "cited": r.in_conversation.cited_files,
              "standalone_answer": r.standalone_alone.answer, "standalone_outcome": r.standalone_alone.outcome,

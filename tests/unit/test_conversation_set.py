@@ -142,3 +142,46 @@ def test_a_failed_ingest_removes_a_kept_home_it_half_filled(monkeypatch, tmp_pat
         realdocs_run.ingest_into(system, None, [tmp_path / "a", tmp_path / "b"], options, home)
     assert seen == [("a", 12.0), ("a", 12.0), ("b", 12.0)]
     assert home.exists() is not reuse_ingest and closed == [True] * reuse_ingest
+
+
+def test_the_last_turn_is_judged_by_the_question_the_loop_read_not_the_one_shown(monkeypatch):
+    # no well-formed rewrite: the loop reads "Why?" with the earlier question after it, the record shows "Why?";
+    # counted as rewritten (and a topic change so read polluted), with what was shown beside it
+    from types import SimpleNamespace
+
+    import shared.query.api as api
+    import shared.runtime.local as local
+    import shared.tools.eval.pipeline as pipeline
+    from shared.tools.eval import conversations_run
+
+    read = "Why (how does frobd rotate its logs)?"
+
+    records = {}
+
+    def record(text, conversation_id=None):
+        question = read if conversation_id else text
+        records[len(records)] = SimpleNamespace(id=len(records), conversation_id="c1", question=question,
+                                                standalone_question=text, best_iteration=None, iterations=[])
+        return records[len(records) - 1]
+
+    runtime = SimpleNamespace(start=lambda: runtime, stop=lambda: None)
+    monkeypatch.setattr(api, "submit_query", lambda deps, text, **kw: record(text, kw.get("conversation_id")))
+    monkeypatch.setattr(api, "wait_for_query", lambda deps, i, timeout: records[i])
+    monkeypatch.setattr(local, "LocalRuntime", lambda *a: runtime)
+    monkeypatch.setattr(pipeline, "reduce_record", lambda r: SimpleNamespace(status="done", outcome="refused",
+                                                                            answer="", cited=[]))
+    monkeypatch.setattr(conversations_run.realdocs, "score", lambda *a, **kw: _scored(False))
+    dialogue = conversations.Dialogue("t9", conversations.TOPIC_CHANGE, "sample", "f.md",
+                                      ("How does frobd rotate its logs?", "Why?"), "Why?", ())
+    system = SimpleNamespace(deps=SimpleNamespace(), bus=None)
+    (result,), _ = conversations_run.ask_dialogues(system, [dialogue], {}, concurrency=1, query_timeout_s=5,
+                                                   say=lambda _m: None)
+    assert (result.asked_as, result.shown_as) == (read, "Why?")
+    assert result.rewritten and result.polluted
+    figs = conversations.figures([result])
+    from dataclasses import asdict
+    text = conversations.markdown({"figures": figs, "verdicts": conversations.verdicts(figs),
+                                   "machine": {"date": "d", "cpus": 2, "git_commit": "c"}, "model": "m",
+                                   "dataset": {"documents": 1}, "timings_s": {"questions_s": 1, "queries": 3},
+                                   "dialogues": [asdict(result)]}, show_failures=True)
+    assert f"asked as: {read!r} (shown as 'Why?')" in text

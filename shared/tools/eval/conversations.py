@@ -124,10 +124,11 @@ class DialogueResult:
     corpus: str
     turns: list[str]
     standalone: str
-    asked_as: str | None  # the standalone question the conversation's last turn was answered as
+    asked_as: str | None  # the question the conversation's last turn was retrieved, graded and answered as (record.question)
     in_conversation: realdocs.Scored
     standalone_alone: realdocs.Scored
     typed_alone: realdocs.Scored | None  # follow-ups: the last turn as typed, with no conversation
+    shown_as: str | None = None  # its standalone question as shown: as typed where asked_as is it with the earlier one
 
     @property
     def rewritten(self) -> bool:
@@ -242,7 +243,9 @@ def markdown(results: dict[str, Any], *, show_failures: bool = False) -> str:
             if conv["correct"] and not (d["kind"] == TOPIC_CHANGE and d["asked_as"] != d["turns"][-1]):
                 continue
             out += ["", f"- **{d['id']}** ({d['kind']}): " + " / ".join(d["turns"]),
-                    f"  asked as: {d['asked_as']!r}; standalone right: {d['standalone_alone']['correct']}; "
+                    f"  asked as: {d['asked_as']!r}"
+                    + (f" (shown as {d['shown_as']!r})" if d.get("shown_as") not in (None, d["asked_as"]) else "")
+                    + f"; standalone right: {d['standalone_alone']['correct']}; "
                     f"missing {conv['keys_missing']}, cited {conv['cited_files'] or 'nothing'}",
                     "  answer: " + " ".join((conv["answer"] or "(none)").split())[:400]]
     return "\n".join(out)

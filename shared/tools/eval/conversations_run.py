@@ -75,7 +75,7 @@ def ask_dialogues(system: Any, dialogues: Sequence[conversations.Dialogue], file
         typed = ask(dialogue.last) if dialogue.kind == conversations.FOLLOW_UP else None
         results[i] = conversations.DialogueResult(
             id=dialogue.id, kind=dialogue.kind, corpus=dialogue.corpus, turns=list(dialogue.turns),
-            standalone=dialogue.standalone, asked_as=last.standalone_question,
+            standalone=dialogue.standalone, asked_as=last.question, shown_as=last.standalone_question,
             in_conversation=scored(dialogue, dialogue.last, last),
             standalone_alone=scored(dialogue, dialogue.standalone, alone),
             typed_alone=None if typed is None else scored(dialogue, dialogue.last, typed),
