@@ -25,15 +25,20 @@ shown apart from it; "" for none). ``filters`` (the
 times) is written when the query has any; ``time_filter`` ({phrase, since, until, newest,
 window_days, widened[]}) when the question's own time words set its date range.
 ``conversation_id`` names the conversation the query is a turn of (every query from this build
-on has one); ``standalone_question`` is the question as retrieved, graded and answered (the
+on has one); ``standalone_question`` is the standalone question as shown (the page's "Read as"): the
 typed ``original_query`` when it needed no earlier turn, the transformer's rewrite of a
-follow-up otherwise; null until the transformer has read the history); ``history``
+follow-up otherwise, and the typed question again for a follow-up no well-formed rewrite was found for (then
+``follows.question`` is what the loop reads); null until the transformer has read the history. What is retrieved,
+graded and answered is :attr:`QueryRecord.question` (``follows.question``, else ``standalone_question``, else
+``original_query``). ``history``
 ([{question, answer}], bounded) is the conversation a caller sent with the question
-(:mod:`shared.query.conversation`). ``follows`` ({document_id, leans, earlier_question}) names the
-document of the earlier turn a follow-up leans on, why it leans and the earlier question (the retriever puts that document's best chunks
-first; :mod:`services.transformer.handler`); its ``question``, when present, is what the loop read for a follow-up no
-well-formed rewrite was found for (the typed question with the earlier one after it in brackets), while
-``standalone_question`` keeps the question as typed. ``feedback`` ([{client, rating, comment, wrong_citations, expected,
+(:mod:`shared.query.conversation`). ``follows`` ({document_id, leans, earlier_question[, question]}) names the
+document of the earlier turn a later question may lean on, why it leans and the earlier question (the retriever puts that
+document's best chunks first, or, with ``leans`` ``"unmarked"``, weighs them; :mod:`services.transformer.handler`); its
+``question``, when present, is what the loop read for a follow-up no well-formed rewrite was found for (the typed
+question with the earlier one after it in brackets), while ``standalone_question`` keeps the question as typed. A
+remark ("Thanks?", "Really?") stays as typed with no ``question``, and its ``leans`` is ``"unmarked"``: nothing in
+it leans on the earlier turn, its document is only weighed. ``feedback`` ([{client, rating, comment, wrong_citations, expected,
 at}]) holds the ratings people gave the answer, one per client (:mod:`shared.query.feedback`).
 
 Reading is lenient so records written by older builds keep loading: a missing

@@ -275,6 +275,15 @@ def test_a_whole_question_names_the_earlier_document_unmarked_for_the_retriever_
             in record["events"][-1]["detail"])
 
 
+def test_a_remark_stays_as_typed_and_names_the_earlier_document_unmarked():
+    # as docs/conversations.md and shared/query/record.py say: "Thanks?" is never the earlier question asked again
+    # (no follows.question) and nothing in it leans, so its earlier document is only weighed
+    loop = make_loop(BUILDS, real_local_llm=True)
+    record = _transform(loop, _follow_up(loop, "Thanks?", first=ZSTD_BUILD, answer="The Makefile [1]."))
+    assert record["standalone_question"] == "Thanks?" and record["iterations"][0]["query"] == "Thanks?"
+    assert record["follows"] == {"document_id": "make", "leans": "unmarked", "earlier_question": ZSTD_BUILD}
+
+
 def test_a_question_that_announces_a_new_topic_names_no_earlier_document():
     loop = make_loop(BUILDS, real_local_llm=True)
     record = _transform(loop, _follow_up(loop, "Something else: how are documents split before embedding?",
