@@ -34,6 +34,7 @@ from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
 from shared.formats.registry import FileKind, by_suffix, readable, suffix_list
 from shared.ingest import processed_items
 from shared.ingest.step import Content, Item, announce, retract
+from shared.observability.terminal_text import escaped
 
 log = logging.getLogger("ragbus.file_ingest")
 
@@ -279,7 +280,7 @@ def ingest_path(
         except InvalidInput as exc:
             if not root.is_dir():
                 raise
-            log.warning("skipping %s: %s", file, exc)
+            log.warning("skipping %s: %s", shown_path(file), escaped(exc))
             report.skip(file, getattr(exc, "short_reason", "refused"))
             continue
         if message is not None:
@@ -314,7 +315,8 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
         for link in [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
             # os.walk lists a link to a folder but does not enter it: say so rather than leave it out unsaid
             log.warning("skipping %s: it is a symlink to the folder %s, which is not followed; ingest that folder "
-                        "by its own path to read it", Path(dirpath) / link, (Path(dirpath) / link).resolve())
+                        "by its own path to read it", shown_path(Path(dirpath) / link),
+                        shown_path((Path(dirpath) / link).resolve()))
             report.skipped[(FOLDER_LINK, FOLDER)] += 1
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
@@ -333,18 +335,19 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
                 report.skip(candidate, NOT_UTF8)
             elif candidate.is_file() and candidate.is_symlink() and not candidate.resolve().is_relative_to(inside):
                 log.warning("skipping %s: it is a symlink to %s, outside %s; ingest that file by its own path to "
-                            "read it", candidate, candidate.resolve(), inside)
+                            "read it", shown_path(candidate), shown_path(candidate.resolve()), shown_path(inside))
                 report.skip(candidate, LEAVES_FOLDER)
             elif candidate.is_file():
                 out.append(candidate)
             elif candidate.is_symlink() and not candidate.exists():
                 # named like a document, so meant as one: say why it is left out
-                log.warning("skipping %s: it %s", candidate, broken_link(candidate))
+                log.warning("skipping %s: it %s", shown_path(candidate), escaped(broken_link(candidate)))
                 report.skip(candidate, "a broken symlink")
             else:
                 # a named pipe, a socket, a device or a link to one (`zero.txt -> /dev/zero`): reading
                 # it would wait forever or never end
-                log.warning("skipping %s: it is not a regular file (a named pipe, device or socket)", candidate)
+                log.warning("skipping %s: it is not a regular file (a named pipe, device or socket)",
+                            shown_path(candidate))
                 report.skip(candidate, NOT_REGULAR)
     return out
 
@@ -359,8 +362,10 @@ def utf8_name(path: Path) -> bool:
 
 
 def shown_path(path: Path) -> str:
-    """``path`` as text whatever its bytes: what is not UTF-8 is shown as ``\\xe9`` escapes."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    """``path`` as text whatever its bytes, as a person can find it: what is not UTF-8 is shown as ``\\xe9`` escapes,
+    and what a terminal would obey (``bell\\x07.md``) as escapes too, where the log's terminal-safe text dropped it
+    and named a file that does not exist."""
+    return escaped(os.fsencode(path).decode("utf-8", "backslashreplace"))
 
 
 def _ingest_file(

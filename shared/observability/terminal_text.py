@@ -6,7 +6,8 @@ Two ways a string can take over a terminal: rich markup (``[/]`` raises
 writes the clipboard, the C1 forms of the same). :func:`plain` removes the
 sequences and control characters; :func:`markup` additionally escapes rich
 markup so the string can be embedded in a markup template; :func:`dumps`
-writes JSON whose output holds no raw control character of either kind.
+writes JSON whose output holds no raw control character of either kind; :func:`escaped` writes a
+name's control characters as escapes (``\\x07``), so the name shown is still the name the file has.
 """
 
 from __future__ import annotations
@@ -36,6 +37,19 @@ def plain(value: Any) -> str:
     """``value`` as a string with escape sequences and control characters removed."""
     text = value if isinstance(value, str) else ("" if value is None else str(value))
     return _CONTROL.sub("", _SEQUENCE.sub("", text))
+
+
+#: what in a name a terminal would obey or hide: C0 and C1 controls, DEL, bidirectional overrides
+_UNSHOWN = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escaped(value: Any) -> str:
+    """``value`` (a file's name, a path) as a person can find it: what a terminal would obey is written as an escape
+    (``\\x07``, ``\\u202e``). Dropped, as :func:`plain` drops it, 'bell\\x07.md' was shown as 'bell.md', a name no
+    file has."""
+    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    return _UNSHOWN.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        text)
 
 
 def markup(value: Any) -> str:

@@ -602,3 +602,28 @@ def test_a_document_swapped_for_a_named_pipe_after_its_stat_is_not_waited_on(tmp
     worker.join(timeout=10)
     assert not _release_pipe_readers([notes], worker), "a document swapped for a named pipe was read and waited on"
     assert "refused" in outcome and ports["publisher"].messages == []
+
+
+def test_a_link_leaving_the_folder_is_named_with_its_control_characters_escaped_not_dropped(ports, tmp_path, caplog):
+    """The warning for a link leading out of the folder went through the log's terminal-safe text, which dropped
+    what a terminal obeys: 'bell<BEL><ESC>]0;title<BEL>.txt -> keys<ESC>[2J.txt' was named 'bell.txt', a link that
+    does not exist, to 'keys.txt', and a link to a folder named 'tab<TAB>here' printed its tab raw. Written as
+    escapes (as a failed file's name is), the names are the real ones and nothing a terminal obeys is printed."""
+    from shared.observability.logs import TextFormatter
+
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "keys\x1b[2J.txt").write_text("The vault code is 4411.\n")
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    (root / "bell\x07\x1b]0;title\x07.txt").symlink_to(outside / "keys\x1b[2J.txt")
+    (root / "tab\there").symlink_to(outside)
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        ingest_path(root, **ports)
+    shown = "\n".join(TextFormatter(tracebacks=False).format(r) for r in caplog.records)
+    assert "bell\\x07\\x1b]0;title\\x07.txt: it is a symlink to " in shown, shown
+    assert "keys\\x1b[2J.txt, outside " in shown, shown
+    assert "tab\\x09here: it is a symlink to the folder " in shown, shown
+    assert not any(c in shown for c in "\x07\x1b\t"), shown
+

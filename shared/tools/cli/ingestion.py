@@ -17,7 +17,7 @@ from shared.contract.errors import InvalidInput, RagbusError
 from shared.contract.messages import FeedPollRequested
 from shared.contract.redaction import redact
 from shared.formats.registry import suffix_list
-from shared.observability.terminal_text import markup, plain
+from shared.observability.terminal_text import escaped, markup, plain
 from shared.runtime.stages import INGESTION_STAGES
 from shared.tools.cli.root import AllowLoopback, fail, say_empty
 from shared.tools.cli.session import Session, consumers_of, open_session, wait_for_documents
@@ -271,17 +271,6 @@ _ERROR_CLASS = re.compile(r"\A[A-Z]\w*(?:Error|Input|Exception): ")
 NAMED_FILES = 20
 
 
-#: what in a file's name a terminal would obey or hide: C0 and C1 controls, DEL, bidirectional overrides
-_UNSHOWN = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def shown_name(path: str) -> str:
-    """``path`` as a person can find it: what a terminal would obey is written as an escape (``\\x07``); dropped,
-    as plain() drops it, 'bell\\x07.md' was reported as 'bell.md', a name no file has."""
-    return _UNSHOWN.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                        str(path))
-
-
 def _name_outcomes(deps: Deps, ids: set[str], earlier: set[str] = frozenset()) -> None:
     """Name each file that failed, with its reason, and each indexed with pages left unread;
     those of ``earlier`` (unchanged since an earlier run failed them) as failed earlier."""
@@ -291,7 +280,7 @@ def _name_outcomes(deps: Deps, ids: set[str], earlier: set[str] = frozenset()) -
     partly = [d for d in deps.state.get_many(state_collections.DOCUMENTS, sorted(ids)).values() if d.get("unread")]
     ledger = deps.state.get_many(state_collections.PROCESSED_ITEMS, sorted(failed))
     lines = [Text(f"  {'failed earlier, unchanged,' if i in earlier else 'failed'} "
-                  f"{shown_name(ledger.get(i, {}).get('path') or i)}: {plain(_reason(error))}",
+                  f"{escaped(ledger.get(i, {}).get('path') or i)}: {plain(_reason(error))}",
                   style="yellow" if i in earlier else "red")
              for i, error in sorted(failed.items(), key=lambda kv: (kv[0] in earlier, kv[0]))]
     lines += [Text(f"  partly read {plain(d.get('url'))}: {d['unread']} page(s) not read "
