@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
@@ -86,15 +86,26 @@ def _read_delimited(raw: bytes, content_type: str, url: str, limits: Limits, del
     reading = Reading(title=name)
     csv.field_size_limit(FIELD_MAX_CHARS)
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    rows = ((n, [" ".join(c.split()) for c in cells]) for n, cells in enumerate(reader, start=1))
+    ended = [0]  # the line the last whole record ended on: the next starts on the line after it
     try:
-        sheet_passages("", rows, reading, limits.max_rows)
+        sheet_passages("", _records(reader, ended), reading, limits.max_rows)
     except csv.Error as exc:
-        # csv's own words name neither the line nor, for a field over the limit, what the limit is for
+        # csv's own words name neither the line nor, for a field over the limit, what the limit is for; its
+        # line_num is where it stopped reading, past the record's start when a quoted cell spans lines
+        start, stop = ended[0] + 1, reader.line_num
+        where = f"line {start}" if stop <= start else f"the record starting on line {start}, read to line {stop}"
         why = (f"; one cell holds more than {FIELD_MAX_CHARS:,} characters (a quote left open makes the rest of "
                "the file one cell)" if "field limit" in str(exc) else "")
-        raise InvalidInput(f"the file is not valid delimited text (line {reader.line_num}: {exc}){why}") from None
+        raise InvalidInput(f"the file is not valid delimited text ({where}: {exc}){why}") from None
     return reading
+
+
+def _records(reader: Iterator[list[str]], ended: list[int]) -> Iterator[tuple[int, list[str]]]:
+    """``reader``'s records, numbered, each cell's white space made single spaces; ``ended[0]`` is kept at the line
+    the last record read ended on (``reader.line_num``), so a record csv fails on is named by its first line."""
+    for number, cells in enumerate(reader, start=1):
+        ended[0] = reader.line_num
+        yield number, [" ".join(c.split()) for c in cells]
 
 
 def read_csv(raw: bytes, content_type: str, url: str, limits: Limits) -> Reading:

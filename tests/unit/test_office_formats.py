@@ -150,6 +150,23 @@ def test_a_csv_cell_over_the_field_limit_is_refused_naming_its_line_and_the_limi
     assert "one cell holds more than 1,048,576 characters (a quote left open" in message, message
 
 
+@pytest.mark.parametrize("separator, reader", [(b",", "read_csv"), (b"\t", "read_tsv")])
+def test_a_cell_over_the_field_limit_spanning_lines_is_named_by_the_line_its_record_starts_on(separator, reader):
+    """A quoted cell opened on line 3 and running on over 150,000 lines was named by the line csv stopped on
+    ("line 131075: field larger than field limit"), deep inside the cell, not where the record holding it starts:
+    the quote to look for is on line 3."""
+    from shared.formats import sheets
+
+    raw = (b"Priority" + separator + b"Meaning\nrequired" + separator + b"essential\nimportant" + separator
+           + b'"' + b"runs on\n" * 150_000)
+    with pytest.raises(InvalidInput) as refused:
+        getattr(sheets, reader)(raw, "text/csv", "file:///priorities.csv", Limits())
+    message = str(refused.value)
+    assert message.startswith("the file is not valid delimited text (the record starting on line 3, read to line "
+                              "13107"), message
+    assert "one cell holds more than 1,048,576 characters" in message, message
+
+
 def test_a_sheet_of_a_header_row_alone_has_nothing_to_read():
     # its heading alone was a 4-character document ("Rows"), which a tiny document's one chunk would index
     assert read_content(b"Priority,Meaning\n", "text/csv", "file:///empty.csv").passages == []
