@@ -19,6 +19,7 @@ import gzip
 import logging
 import os
 import re
+import shlex
 import stat
 import zlib
 from collections import Counter
@@ -56,6 +57,8 @@ NOT_REGULAR = "not a regular file"
 LEAVES_FOLDER = "a symlink to a file outside the folder"
 #: a symlink to a folder under an ingested folder: never entered (it may lead anywhere, or loop)
 FOLDER_LINK = "a symlink to a folder, which is not followed"
+#: one whose target is a folder the same walk reads: its files are read there, once
+FOLDER_LINK_INSIDE = "a symlink to a folder within the ingested one, whose files are read there, once"
 #: what a skipped folder is counted under in :attr:`IngestReport.skipped`, where a file has its suffix
 FOLDER = "(folder)"
 #: a man page as /usr/share/man holds it (timeout.1.gz, printf.3, openssl.1ssl.gz) is roff source, not its text
@@ -314,10 +317,7 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for link in [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
             # os.walk lists a link to a folder but does not enter it: say so rather than leave it out unsaid
-            log.warning("skipping %s: it is a symlink to the folder %s, which is not followed; ingest that folder "
-                        "by its own path to read it", shown_path(Path(dirpath) / link),
-                        shown_path((Path(dirpath) / link).resolve()))
-            report.skipped[(FOLDER_LINK, FOLDER)] += 1
+            report.skipped[(_folder_link(Path(dirpath) / link, inside), FOLDER)] += 1
         for name in sorted(filenames):
             candidate = Path(dirpath) / name
             if name.startswith("."):
@@ -350,6 +350,23 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
                             shown_path(candidate))
                 report.skip(candidate, NOT_REGULAR)
     return out
+
+
+def _folder_link(link: Path, inside: Path) -> str:
+    """Say why the symlink to a folder ``link``, under the folder ``inside`` being ingested, is not followed; return
+    the reason it is counted under. A target this walk reads anyway (a folder inside, not hidden) is not to be
+    ingested again; any other is read when ``ragbus ingest`` names it (the link or its target), each document named
+    by its path under the target."""
+    target = link.resolve()
+    if target.is_relative_to(inside) and not any(p.startswith(".") for p in target.relative_to(inside).parts):
+        log.warning("skipping %s: it is a symlink to the folder %s, which this ingest reads already (it is inside "
+                    "%s); the link is not followed, so its files are read once", shown_path(link),
+                    shown_path(target), shown_path(inside))
+        return FOLDER_LINK_INSIDE
+    log.warning("skipping %s: it is a symlink to the folder %s, which is not followed; `ragbus ingest %s` reads "
+                "it, each document named by its path under %s", shown_path(link), shown_path(target),
+                shlex.quote(shown_path(link)), shown_path(target))
+    return FOLDER_LINK
 
 
 def utf8_name(path: Path) -> bool:

@@ -627,3 +627,37 @@ def test_a_link_leaving_the_folder_is_named_with_its_control_characters_escaped_
     assert "tab\\x09here: it is a symlink to the folder " in shown, shown
     assert not any(c in shown for c in "\x07\x1b\t"), shown
 
+
+
+def test_a_link_to_a_folder_is_advised_to_be_ingested_by_name_only_when_this_ingest_does_not_read_it(
+        ports, tmp_path, caplog):
+    """Every link to a folder was skipped with "ingest that folder by its own path to read it", a link to a folder
+    the same ingest reads (docs/alias -> docs/sub) too: its files were read already, and ingesting it again read
+    them twice over. Now that one is counted apart, said to be read there; the advice is kept for a link leading
+    out (or to a hidden folder), and following it reads that folder, each document named by its target's path."""
+    from shared.ingest.files import FOLDER, FOLDER_LINK, FOLDER_LINK_INSIDE
+
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "keys.txt").write_text("Kestrels hover over verges.\n")
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / ".store").mkdir()
+    (root / "sub" / "page.md").write_text("# Page\n\nHerons nest in colonies.\n")
+    (root / ".store" / "kept.md").write_text("# Kept\n\nOspreys dive feet first.\n")
+    (root / "alias").symlink_to(root / "sub")
+    (root / "kept").symlink_to(root / ".store")
+    (root / "shared").symlink_to(outside)
+    report = IngestReport()
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        published = ingest_path(root, report=report, **ports)
+    assert [m.guid for m in published] == [str((root / "sub" / "page.md").resolve())]
+    assert report.skipped == {(FOLDER_LINK_INSIDE, FOLDER): 1, (FOLDER_LINK, FOLDER): 2}, report.skipped
+    warned = {r.getMessage().split(":", 1)[0].rsplit("/", 1)[-1]: r.getMessage() for r in caplog.records}
+    assert "which this ingest reads already" in warned["alias"], warned
+    assert "ragbus ingest" not in warned["alias"], warned
+    assert f"`ragbus ingest {root / 'shared'}` reads it" in warned["shared"], warned
+    assert f"`ragbus ingest {root / 'kept'}` reads it" in warned["kept"], warned
+    # the advice is true: the link named reads its folder, the documents named by their paths under the target
+    assert [m.guid for m in ingest_path(root / "shared", **ports)] == [str((outside / "keys.txt").resolve())]
+    assert [m.guid for m in ingest_path(root / "kept", **ports)] == [str((root / ".store" / "kept.md").resolve())]
