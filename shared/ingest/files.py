@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from shared.contract import state_collections
 from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
 from shared.contract.messages import DocumentFetched
@@ -251,7 +252,7 @@ def ingest_path(
     if not utf8_name(root):
         raise InvalidInput(f"{shown_path(root)}: {NOT_UTF8}; rename it (its bytes are shown as \\x escapes)")
     if root.is_dir():
-        files = _supported_files(root, report)
+        files = _supported_files(root, report, state)
         if not files:
             raise InvalidInput(
                 f"{root} contains no supported file; supported suffixes: {FILE_TYPES}"
@@ -309,7 +310,7 @@ def broken_link(link: Path) -> str:
     return f"is a symlink to {target}, which does not exist"
 
 
-def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
+def _supported_files(directory: Path, report: IngestReport, state: StateStore | None = None) -> list[Path]:
     out = []
     inside = directory.resolve()
     for dirpath, dirnames, filenames in os.walk(directory):
@@ -335,7 +336,8 @@ def _supported_files(directory: Path, report: IngestReport) -> list[Path]:
                 report.skip(candidate, NOT_UTF8)
             elif candidate.is_file() and candidate.is_symlink() and not candidate.resolve().is_relative_to(inside):
                 log.warning("skipping %s: it is a symlink to %s, outside %s; ingest that file by its own path to "
-                            "read it", shown_path(candidate), shown_path(candidate.resolve()), shown_path(inside))
+                            "read it%s", shown_path(candidate), shown_path(candidate.resolve()), shown_path(inside),
+                            _read_earlier(candidate.resolve(), state))
                 report.skip(candidate, LEAVES_FOLDER)
             elif candidate.is_file():
                 out.append(candidate)
@@ -367,6 +369,19 @@ def _folder_link(link: Path, inside: Path) -> str:
                 "it, each document named by its path under %s", shown_path(link), shown_path(target),
                 shlex.quote(shown_path(link)), shown_path(target))
     return FOLDER_LINK
+
+
+def _read_earlier(target: Path, state: StateStore | None) -> str:
+    """What to add to the warning for a link leading out of a folder to ``target`` when an earlier ragbus read it
+    through the link (until 6c35ea4 a folder's links were followed): its document is in the ledger under the
+    target's own path, ingested from a folder that does not hold the target. Ingesting never removes a document,
+    and ``--delete`` of the folder does not reach it (its path is not under the folder): say what does."""
+    record = state.get(state_collections.PROCESSED_ITEMS, file_document_id(str(target))) if state else None
+    root = (record or {}).get("root")
+    if not root or processed_items.is_tombstone(record) or target.is_relative_to(root):
+        return ""
+    return (f"; what an earlier ingest of {shown_path(Path(root))} read through it stays in the index (ingesting "
+            f"does not remove it): `ragbus ingest --delete {shlex.quote(shown_path(target))}` removes it")
 
 
 def utf8_name(path: Path) -> bool:

@@ -349,8 +349,8 @@ def test_a_symlink_to_a_folder_is_counted_and_named_and_a_link_swapped_in_after_
     (root / "shared").symlink_to(outside)
     walked = files._supported_files
 
-    def walk_then_swap(directory, report):
-        found = walked(directory, report)
+    def walk_then_swap(directory, report, *rest):
+        found = walked(directory, report, *rest)
         (root / "late.txt").unlink()
         (root / "late.txt").symlink_to(outside / "keys.txt")
         return found
@@ -661,3 +661,36 @@ def test_a_link_to_a_folder_is_advised_to_be_ingested_by_name_only_when_this_ing
     # the advice is true: the link named reads its folder, the documents named by their paths under the target
     assert [m.guid for m in ingest_path(root / "shared", **ports)] == [str((outside / "keys.txt").resolve())]
     assert [m.guid for m in ingest_path(root / "kept", **ports)] == [str((root / ".store" / "kept.md").resolve())]
+
+
+def test_a_document_an_earlier_version_read_through_a_link_leading_out_stays_until_deleted_by_its_target_s_path(
+        ports, tmp_path, caplog):
+    """Until 6c35ea4 `ragbus ingest docs` read docs/accounts.txt -> private/accounts.txt, storing it under the
+    target's path. Now the link is skipped, but nothing removed what was read: a re-ingest leaves it indexed, and
+    `--delete docs` does not reach it (its path is not under docs). The warning said only "ingest that file by its
+    own path"; it now says the document stays and which `--delete` removes it. A target ingested by its own name
+    gets no such word."""
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "accounts.txt").write_text("The vault code is 4411.\n")
+    (outside / "named.txt").write_text("Kestrels hover over verges.\n")
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    (root / "accounts.txt").symlink_to(outside / "accounts.txt")
+    (root / "named.txt").symlink_to(outside / "named.txt")
+    target = str((outside / "accounts.txt").resolve())
+    (earlier,) = ingest_path(outside / "accounts.txt", **ports)
+    # as the earlier version's walk of docs recorded it: the target's path, docs the path given to `ragbus ingest`
+    ports["state"].update(state_collections.PROCESSED_ITEMS, earlier.document_id,
+                          lambda r: {**r, "root": str(root.resolve())})
+    ingest_path(outside / "named.txt", **ports)
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        ingest_path(root, **ports)
+    warned = {r.getMessage().split(":", 1)[0].rsplit("/", 1)[-1]: r.getMessage() for r in caplog.records}
+    assert f"stays in the index (ingesting does not remove it): `ragbus ingest --delete {target}` removes it" \
+        in warned["accounts.txt"], warned
+    assert "stays in the index" not in warned["named.txt"], warned
+    assert processed_items.records(ports["state"], {"path": target}), "a re-ingest removed it"
+    assert earlier.document_id not in delete_path(root, **{k: ports[k] for k in ("state", "publisher", "clock")})
+    assert delete_path(target, **{k: ports[k] for k in ("state", "publisher", "clock")}) == [earlier.document_id]
