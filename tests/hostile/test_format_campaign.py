@@ -54,9 +54,9 @@ def _hostile() -> dict[str, tuple[bytes, tuple[str, ...]]]:
         "truncated.xlsx": (_truncated(format_bombs.huge_shared_strings(50)), ("not a valid zip container",)),
         "truncated.epub": (_truncated(format_bombs.epub("ch1.xhtml", chapter=b"<html/>" * 400)),
                            ("not a valid zip container",)),
-        "empty.pdf": (b"", ("the PDF cannot be opened",)),
-        "empty.docx": (b"", ("not a valid zip container",)),
-        "empty.xlsx": (b"", ("not a valid zip container",)),
+        "empty.pdf": (b"", ("the PDF is empty (0 bytes)",)),
+        "empty.docx": (b"", ("the Word file is empty (0 bytes)",)),
+        "empty.xlsx": (b"", ("the Excel file is empty (0 bytes)",)),
         # zips that lie about their entries' sizes
         "lying-small.docx": (format_bombs.lying_sizes(docx, 10), ("cannot be read", "Bad CRC")),
         "lying-huge.docx": (format_bombs.lying_sizes(docx, 0xFFFF_FFF0), ("RAGBUS_ZIP_MAX_MB", "zip bomb")),
