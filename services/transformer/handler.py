@@ -129,6 +129,29 @@ def shown_query(query: str) -> str:
     return plain if len(plain) >= MIN_QUERY_CHARS and not added_only else typed
 
 
+_LEAN = re.compile(r"\s\(([^()]|\([^()]*\))*\)\W*$")  # a question's trailing brackets, as followup.as_shown reads them
+
+
+def shown_search(record: QueryRecord, query: str) -> tuple[str, str]:
+    """The question and ``query`` as a person is shown them (the record's ``current_query``, the transformer's events):
+    for a follow-up no well-formed rewrite was found for, the question the loop reads with the earlier one in brackets
+    (``follows.question``) is shown as typed, as ``standalone_question`` shows it, and so is that bracket in a query
+    made from it ("Why (which option does X use)? term" is shown "Why? term"); any other query is shown as it is.
+    Display only: the loop searches, grades and answers ``query`` and ``record.question`` themselves."""
+    read, shown = record.question, record.standalone_question
+    if not shown or " ".join(read.split()) == " ".join(shown.split()):
+        return read, query
+    asked, added = query_apart(read, query)
+    lean, mine = _LEAN.search(read), _LEAN.search(asked)
+    if asked == " ".join(read.split()):
+        asked = shown
+    elif lean and mine and re.findall(r"\w+", lean.group().casefold()) == re.findall(r"\w+", mine.group().casefold()):
+        asked = asked[: mine.start()] + mine.group().rpartition(")")[2].strip()  # a rewrite keeping the brackets
+    else:
+        return read, query  # a rewording: no bracket to hide
+    return shown, f"{asked} {added}" if added else asked
+
+
 def settle_transformation(
     original: str, proposed: Transformation | None, *, max_sub_queries: int, max_chars: int
 ) -> tuple[str, list[str], str]:
@@ -333,7 +356,7 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
         entry = r.ensure_entry(0)
         entry.query, entry.sub_queries, entry.transform_source = rewritten, sub_queries, source
         entry.added_terms = query_apart(follow.question, rewritten)[1]
-        r.current_query, r.iteration = rewritten, 0
+        r.current_query, r.iteration = shown_search(record, rewritten)[1], 0  # as shown; entry.query is searched
         if fallback and proposed is not None:
             r.model_fallbacks += 1
         if fallback:
@@ -346,7 +369,7 @@ def transform(record: QueryRecord, message: QuerySubmitted, ports: Deps) -> Chan
                            standalone_source=follow.source,
                            standalone_question=None if settings.redact_query_text else follow.standalone,
                            follows_document=(follow.follows or {}).get("document_id"))
-    detail = "; ".join(p for p in (follow.detail(), f"query: {searched_as(record.question, rewritten)}") if p)
+    detail = "; ".join(p for p in (follow.detail(), f"query: {searched_as(*shown_search(record, rewritten))}") if p)
     detail += f"; {len(sub_queries)} sub-queries" if sub_queries else ""
     if fallback:
         detail += f" ({source})"
@@ -390,14 +413,14 @@ def refine(record: QueryRecord, message: QueryGraded, ports: Deps) -> Change | N
         new = r.ensure_entry(iteration)
         new.query, new.sub_queries, new.transform_source, new.refined_from = refined, sub_queries, source, previous
         new.added_terms = query_apart(record.question, refined)[1]
-        r.current_query, r.iteration = refined, iteration
+        r.current_query, r.iteration = shown_search(record, refined)[1], iteration  # as shown; new.query is searched
         if model_fallback:
             r.model_fallbacks += 1
         if source != "model":
             why = source.removeprefix("fallback: ") + (f" ({reply.error})" if reply.error else "")
             note_fallback(r, stage=TRANSFORM, iteration=iteration, reason=why)
 
-    detail = f"refined query: {searched_as(record.question, refined)}" + ("" if source == "model" else f" ({source})")
+    detail = f"refined query: {searched_as(*shown_search(record, refined))}" + ("" if source == "model" else f" ({source})")
     return Change(change, "refined", detail, model_calls=reply.calls, annotations={
         "query": None if settings.redact_query_text else refined, "sub_query_count": len(sub_queries),
         "transform_source": source, "refined_from": previous})
@@ -421,7 +444,7 @@ def nothing_new(record: QueryRecord, previous: int, refined: str, searched: int,
     earlier iteration searched, so no iteration is added and nothing is searched again. The iteration sent to
     refinement ends the loop as a refinement that found nothing new at the grader does (``exhausted``), and the
     synthesizer answers from the best-graded iteration: the grader's bounded loop, ended one search sooner."""
-    why = (f"the refinement {in_quotes(refined)} is the query iteration {searched + 1} searched: "
+    why = (f"the refinement {in_quotes(shown_search(record, refined)[1])} is the query iteration {searched + 1} searched: "
            "refining cannot help")
 
     def change(r: QueryRecord) -> None:

@@ -36,7 +36,8 @@ graded and answered is :attr:`QueryRecord.question` (``follows.question``, else 
 document of the earlier turn a later question may lean on, why it leans and the earlier question (the retriever puts that
 document's best chunks first, or, with ``leans`` ``"unmarked"``, weighs them; :mod:`services.transformer.handler`); its
 ``question``, when present, is what the loop read for a follow-up no well-formed rewrite was found for (the typed
-question with the earlier one after it in brackets), while ``standalone_question`` keeps the question as typed. A
+question with the earlier one after it in brackets), while ``standalone_question`` keeps the question as typed, and
+``current_query`` shows the query searched with that bracket left out (an iteration's ``query`` keeps it). A
 remark ("Thanks?", "Really?") stays as typed with no ``question``, and its ``leans`` is ``"unmarked"``: nothing in
 it leans on the earlier turn, its document is only weighed. ``feedback`` ([{client, rating, comment, wrong_citations, expected,
 at}]) holds the ratings people gave the answer, one per client (:mod:`shared.query.feedback`).

@@ -1,9 +1,11 @@
 """The transformer's follow-up step: a follow-up made to stand on its own before anything else, by the
 model when there is one and by the offline rule when its reply is unusable; the standalone question is
-what is retrieved, graded, answered and recorded."""
+what is retrieved, graded, answered and recorded (one no well-formed rewrite was found for is read with the earlier
+question in brackets, follows.question, and shown as typed)."""
 
 from __future__ import annotations
 
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from shared.contract import state_collections
@@ -228,6 +230,65 @@ def test_a_follow_up_that_points_back_names_the_earlier_answers_document():
     assert QueryRecord.from_doc(record).question == record["follows"]["question"]
     assert ("leans on the earlier turn (refers back (“that file”)): prefers its document zstd (found by its answer)"
             in record["events"][-1]["detail"])
+
+
+class _HeardLLM(ScriptedLLM):
+    """A scripted model that keeps the question each stage gave it."""
+
+    def grade(self, query, contexts):
+        self.calls.append(("graded question", query))
+        return super().grade(query, contexts)
+
+    def synthesize(self, query, contexts, *, language):
+        self.calls.append(("answered question", query))
+        return super().synthesize(query, contexts, language=language)
+
+
+def test_the_bracket_form_is_searched_graded_and_answered_but_shown_as_typed():
+    # a follow-up no well-formed rewrite was found for: the loop reads it with the earlier question in brackets
+    # (follows.question), byte for byte as before; the record's current_query and the transformer's events (the
+    # progress the page and the SSE stream show) show it as typed, as standalone_question does
+    from tests.unit.loop_fakes import weak_grade
+
+    read = "Who maintains that file (which build system is officially maintained for zstd)?"
+    llm = _HeardLLM(standalones=[read], grades=[weak_grade()])
+    loop = make_loop(BUILDS, llm, Settings(llm_provider="openai"))
+    query_id = _follow_up(loop, "Who maintains that file?", first=ZSTD_BUILD)
+    loop.pump(QuerySubmitted(query_id=query_id))
+    record = loop.state.get(state_collections.QUERIES, query_id)
+    assert record["standalone_question"] == "Who maintains that file?" and record["follows"]["question"] == read
+    # what the loop read: unchanged
+    assert [args for op, args in llm.calls if op == "transform"] == [read]
+    assert [args.original_query for op, args in llm.calls if op == "refine"] == [read]
+    assert {args for op, args in llm.calls if op in ("graded question", "answered question")} == {read}
+    assert [it["query"] for it in record["iterations"]] == [read, f"{read} refined"]  # read by the retriever
+    searched = [text for text, _, _ in loop.index.searches]
+    assert read in searched and f"{read} refined" in searched
+    # what is shown: no bracket form
+    assert record["current_query"] == "Who maintains that file? refined"
+    details = {e["type"]: e["detail"] for e in record["events"] if e["type"] in ("transformed", "refined")}
+    assert "query: “Who maintains that file?”" in details["transformed"]
+    assert "refined query: “Who maintains that file?” + search terms “refined”" in details["refined"]
+    assert not any("(which build system" in str(e.get("detail")) for e in record["events"])
+
+
+@pytest.mark.parametrize(("query", "shown"), [
+    ("Why (how does frobd rotate its logs)?", ("Why?", "Why?")),
+    ("Why (how does frobd rotate its logs)? rotation gzip", ("Why?", "Why? rotation gzip")),  # terms a rewrite added
+    ("Why exactly (How does frobd rotate its logs)?", ("Why?", "Why exactly?")),  # a model's rewrite keeping the bracket
+    ("Why does frobd rotate logs?", (None, "Why does frobd rotate logs?")),  # a rewording: shown as it is
+    ("Why (which signal stops frobd)?", (None, "Why (which signal stops frobd)?")),  # brackets of its own
+])
+def test_a_query_made_from_the_bracket_form_is_shown_without_the_earlier_question(query, shown):
+    from services.transformer.handler import shown_search
+
+    read = "Why (how does frobd rotate its logs)?"
+    record = QueryRecord.from_doc({"id": "q", "status": "running", "original_query": "Why?",
+                                   "standalone_question": "Why?", "follows": {"question": read}})
+    assert shown_search(record, query) == (shown[0] or read, shown[1])
+    plain = QueryRecord.from_doc({"id": "q", "status": "running", "original_query": "And how?",
+                                  "standalone_question": "How does frobd rotate its logs?"})
+    assert shown_search(plain, query) == ("How does frobd rotate its logs?", query)
 
 
 def test_a_rewritten_follow_up_searches_the_earlier_document_without_the_earlier_question():
