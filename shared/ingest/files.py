@@ -367,7 +367,7 @@ def _folder_link(link: Path, inside: Path) -> str:
         return FOLDER_LINK_INSIDE
     log.warning("skipping %s: it is a symlink to the folder %s, which is not followed; `ragbus ingest %s` reads "
                 "it, each document named by its path under %s", shown_path(link), shown_path(target),
-                shlex.quote(shown_path(link)), shown_path(target))
+                shell_word(link if utf8_name(link) else target), shown_path(target))  # ingest refuses a non-UTF-8 name
     return FOLDER_LINK
 
 
@@ -381,7 +381,7 @@ def _read_earlier(target: Path, state: StateStore | None) -> str:
     if not root or processed_items.is_tombstone(record) or target.is_relative_to(root):
         return ""
     return (f"; what an earlier ingest of {shown_path(Path(root))} read through it stays in the index (ingesting "
-            f"does not remove it): `ragbus ingest --delete {shlex.quote(shown_path(target))}` removes it")
+            f"does not remove it): `ragbus ingest --delete {shell_word(target)}` removes it")
 
 
 def utf8_name(path: Path) -> bool:
@@ -391,6 +391,27 @@ def utf8_name(path: Path) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def shell_word(path: Path) -> str:
+    """``path`` as one word a shell reads back as that path, for a command a warning advises: quoted as shlex quotes it,
+    or, when its name holds what :func:`shown_path` writes as an escape (a control character, a byte that is not
+    UTF-8), in ``$'...'`` with those escapes, which bash and zsh read back as the characters; shlex's quotes kept the
+    backslash, naming 'bell\\x07dir', a file that does not exist."""
+    text = str(path)
+    if shown_path(path) == text:
+        return shlex.quote(text)
+
+    def one(c: str) -> str:
+        if "\udc80" <= c <= "\udcff":  # a byte that is not UTF-8, as os.fsdecode keeps it: $'\\xe9' is that byte
+            return f"\\x{ord(c) - 0xDC00:02x}"
+        if c in "\\'":
+            return "\\" + c
+        if "\x80" <= c <= "\x9f":  # a C1 control: $'\\x85' would be the byte 0x85, not the character's UTF-8
+            return f"\\u{ord(c):04x}"
+        return escaped(c)
+
+    return "$'" + "".join(one(c) for c in text) + "'"
 
 
 def shown_path(path: Path) -> str:
@@ -501,7 +522,8 @@ def _decompressed(file: Path, max_bytes: int, via: str, opened: BinaryIO | None 
         # keeps what the members hold and says "trailing garbage ignored"; refused, the whole file was lost
         if not data or "Not a gzipped file" not in str(exc):
             raise Skipped(f"{file}{via} is not valid gzip ({gzip_damage(exc)}); skipped", "not valid gzip") from None
-        log.warning("%s%s: bytes after its gzip data are not gzip; ignored, as gzip -d ignores them", file, via)
+        log.warning("%s%s: bytes after its gzip data are not gzip; ignored, as gzip -d ignores them", shown_path(file),
+                    escaped(via))
     except (EOFError, zlib.error) as exc:
         raise Skipped(f"{file}{via} is not valid gzip ({gzip_damage(exc)}); skipped", "not valid gzip") from None
     if len(data) > max_bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from shared.contract import state_collections
@@ -694,3 +696,55 @@ def test_a_document_an_earlier_version_read_through_a_link_leading_out_stays_unt
     assert processed_items.records(ports["state"], {"path": target}), "a re-ingest removed it"
     assert earlier.document_id not in delete_path(root, **{k: ports[k] for k in ("state", "publisher", "clock")})
     assert delete_path(target, **{k: ports[k] for k in ("state", "publisher", "clock")}) == [earlier.document_id]
+
+
+def test_a_command_a_warning_advises_names_the_file_when_its_name_holds_a_control_character(ports, tmp_path, caplog):
+    """The advice for a link to a folder (`ragbus ingest <link>`) and for a document read through a link
+    (`ragbus ingest --delete <target>`) quoted the escaped name as shlex does: 'docs/bell\\x07dir' in single quotes is
+    a backslash, an x, a 0 and a 7 to the shell, a file that does not exist. Such a name is written in $'...', which
+    the shell reads back as the name; a link whose name is not UTF-8 (which `ragbus ingest` refuses) is advised by
+    its target. Each advised word is checked by bash naming the very file."""
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash to read the advised words")
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "bell\x07keys.txt").write_text("The vault code is 4411.\n")
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    (root / "bell\x07dir").symlink_to(outside)
+    os.symlink(os.fsencode(outside), os.fsencode(root) + b"/caf\xe9")
+    (root / "accounts.txt").symlink_to(outside / "bell\x07keys.txt")
+    (earlier,) = ingest_path(outside / "bell\x07keys.txt", **ports)
+    ports["state"].update(state_collections.PROCESSED_ITEMS, earlier.document_id,
+                          lambda r: {**r, "root": str(root.resolve())})  # as an earlier version's walk of docs wrote it
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        ingest_path(root, **ports)
+    advised = [r.getMessage().split("`ragbus ingest ", 1)[1].split("`", 1)[0].removeprefix("--delete ")
+               for r in caplog.records if "`ragbus ingest " in r.getMessage()]
+    assert len(advised) == 3, [r.getMessage() for r in caplog.records]
+    named = [subprocess.run(["bash", "-c", f'printf %s {word}'], capture_output=True, check=True).stdout
+             for word in advised]
+    assert sorted(named) == sorted([os.fsencode(root / "bell\x07dir"), os.fsencode(outside.resolve()),
+                                    os.fsencode(outside.resolve() / "bell\x07keys.txt")]), (advised, named)
+    assert all("\x07" not in word for word in advised), advised
+
+
+def test_a_gzip_file_s_trailing_bytes_warning_names_it_with_its_control_characters_escaped(ports, tmp_path, caplog):
+    """The warning that a .gz file's bytes after its gzip data were ignored named the file raw, so the log's
+    terminal-safe text dropped its BEL: 'bell.txt.gz', a file that does not exist, where every other warning for a
+    file in a folder writes it as an escape (cc0b8ac)."""
+    import gzip
+
+    from shared.observability.logs import TextFormatter
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "bell\x07.txt.gz").write_bytes(gzip.compress(b"Kestrels hover over verges.\n") + b"\x00padding")
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        assert len(ingest_path(root, **ports)) == 1
+    shown = "\n".join(TextFormatter(tracebacks=False).format(r) for r in caplog.records)
+    assert "bell\\x07.txt.gz: bytes after its gzip data are not gzip" in shown, shown
