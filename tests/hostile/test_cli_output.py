@@ -132,3 +132,16 @@ def test_error_messages_quote_hostile_arguments_as_text(hostile_home, args):
     proc = run_cli(home, *args, check=False, **TERMINAL)
     assert proc.returncode != 0
     _assert_inert(proc, literal="[/]")
+
+
+def test_a_path_ingest_refuses_is_named_with_its_control_characters_as_escapes(tmp_path):
+    """`ragbus ingest` of a path it refuses printed the error through the terminal-safe text, which drops what a
+    terminal obeys: 'bell<BEL>.png' was "bell.png has an unsupported suffix", a file that does not exist, where a
+    folder's warnings and a failed file's line write it as escapes (cc0b8ac). Escaped, it is safe and findable."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "bell\x07\x1b]0;title\x07.png").write_bytes(b"\x89PNG\r\n")
+    proc = run_cli(tmp_path / "home", "ingest", str(docs / "bell\x07\x1b]0;title\x07.png"), check=False, **TERMINAL)
+    assert proc.returncode == 2, proc.stderr
+    text = _assert_inert(proc, literal="bell\\x07\\x1b]0;title\\x07.png has an unsupported suffix")
+    assert "\x07" not in text, text

@@ -213,8 +213,9 @@ def ingest(
                         path, state=deps.state, blobs=deps.blobs, publisher=deps.publisher, clock=deps.clock,
                         report=report))
             except InvalidInput as exc:
-                # one bad path (missing, or a folder with nothing readable) fails alone: the rest go on
-                err.print(Text.assemble(("error:", "bold red"), f" {plain(exc)}"), soft_wrap=True)
+                # one bad path (missing, or a folder with nothing readable) fails alone: the rest go on; named with
+                # its control characters as escapes (plain dropped them: 'bell\x07.png' was shown as 'bell.png')
+                err.print(Text.assemble(("error:", "bold red"), f" {escaped(exc)}"), soft_wrap=True)
                 refused.append(path)
             except RagbusError as exc:
                 raise fail(str(exc)) from None
