@@ -145,3 +145,10 @@ def test_a_path_ingest_refuses_is_named_with_its_control_characters_as_escapes(t
     assert proc.returncode == 2, proc.stderr
     text = _assert_inert(proc, literal="bell\\x07\\x1b]0;title\\x07.png has an unsupported suffix")
     assert "\x07" not in text, text
+    # beside a path it ingests, the closing line names the one it skipped the same way
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "herons.md").write_text("# Herons\n\nHerons nest in colonies.\n")
+    proc = run_cli(tmp_path / "home", "ingest", str(tmp_path / "notes"), str(docs / "bell\x07\x1b]0;title\x07.png"),
+                   check=False, **TERMINAL)
+    assert proc.returncode == 2, proc.stderr
+    _assert_inert(proc, literal="1 path(s) skipped, the rest ingested: " + str(docs / "bell\\x07\\x1b]0;title\\x07.png"))

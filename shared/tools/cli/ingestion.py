@@ -246,7 +246,7 @@ def ingest(
         _report_earlier_failures(session, earlier)
     if refused:
         err.print(Text(f"ingest: {len(refused)} path(s) skipped, the rest {'deleted' if delete else 'ingested'}: "
-                       + ", ".join(plain(p) for p in refused), style="red"), soft_wrap=True)
+                       + ", ".join(escaped(p) for p in refused), style="red"), soft_wrap=True)
         raise typer.Exit(2)  # as a lone bad path does: the command line named something it could not take
     if unfinished:
         raise typer.Exit(1)
