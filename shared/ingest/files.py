@@ -574,8 +574,8 @@ def needs_confirmation(path: str | os.PathLike[str], state: StateStore) -> str |
     roots = {Path(r.get("root") or r.get("origin") or "/") for r in doomed}
     if any(target == root or root in target.parents for root in roots):
         return None
-    folders = sorted({str(r) for r in roots})
-    return (f"{target} is not inside any path given to `ragbus ingest`; it holds {len(doomed)} document(s) "
+    folders = sorted({shown_path(r) for r in roots})  # as a person can find them: the CLI's text drops a control
+    return (f"{shown_path(target)} is not inside any path given to `ragbus ingest`; it holds {len(doomed)} document(s) "
             f"ingested from {', '.join(folders[:3])}{' and more' if len(folders) > 3 else ''}")
 
 

@@ -748,3 +748,20 @@ def test_a_gzip_file_s_trailing_bytes_warning_names_it_with_its_control_characte
         assert len(ingest_path(root, **ports)) == 1
     shown = "\n".join(TextFormatter(tracebacks=False).format(r) for r in caplog.records)
     assert "bell\\x07.txt.gz: bytes after its gzip data are not gzip" in shown, shown
+
+
+def test_a_delete_to_confirm_names_the_folders_with_their_control_characters_escaped(ports, tmp_path):
+    """`ragbus ingest --delete` of a folder above the ingested ones asks for --yes naming it and them; the CLI's error
+    text (markup, which drops what a terminal obeys) named 'bell<BEL>docs' as 'belldocs', a folder that does not
+    exist. Named as the ingest warnings name files (shown_path), the names are the real ones and inert."""
+    from shared.ingest.files import needs_confirmation
+    from shared.observability.terminal_text import markup
+
+    top = tmp_path / "top\x07"
+    for name in ("bell\x07docs", "notes"):
+        (top / name).mkdir(parents=True)
+        (top / name / "page.md").write_text("# Page\n\nHerons nest in colonies.\n")
+        ingest_path(top / name, **ports)
+    why = markup(needs_confirmation(top, ports["state"]))
+    assert f"{tmp_path.resolve()}/top\\x07 is not inside any path given to `ragbus ingest`" in why, why
+    assert "/top\\x07/bell\\x07docs, " in why and "\x07" not in why, why
