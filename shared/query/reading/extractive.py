@@ -927,8 +927,9 @@ _ASKS_OPTION = re.compile(r"^\W*(?:which|what)\s+(?:[\w-]+\s+)?(?:options?|flags
 _ASKS_WHAT_DOES = re.compile(r"^\W*(?:which|what)\b(?:\s+[\w-]+){0,3}?\s+(?:does|do|did)\s+(?P<rest>[^?]+)", re.IGNORECASE)
 # "What is X?": "A package pool is ..." answers it, less where it is asked ("... a package pool in the archive?")
 _DEFINITION_Q = re.compile(r"^\s*(?:what|who)\s+(?:is|are)\s+(?:an?\s+|the\s+)?(?P<subject>[^?]{1,60}?)"
-                           r"(?:\s+(?:in|within)\s+[^?]++)?\s*\??\s*$", re.IGNORECASE)  # "..., in the X manual?" says where
-# (possessive: a greedy [^?]+ gave its spaces back to the \s* after it, one way per split: 13 s for 300 characters)
+                           r"(?:\s+(?:in|within)\s+[^?]++)?\s*+\??\s*$", re.IGNORECASE)  # "..., in the X manual?" says where
+# (possessive: a greedy [^?]+ gave its spaces back to the \s* after it, one way per split: 13 s for 300 characters;
+# and the first \s* too, else trailing spaces before a text that is no end split two ways between it and the last)
 # The word a negation applies to: "has not changed", "does not yet support", "never called", "isn't set".
 _NEGATED = re.compile(r"(?:\b(?:not|never)|n't)\s+(?:(?:yet|always|be|been|have|ever|even)\s+)?(?P<word>[A-Za-z][\w-]*)",
                       re.IGNORECASE)
