@@ -495,6 +495,53 @@ def test_rewrites_a_newcomer_found_malformed(earlier, answer, follow_up, expecte
     assert standalone_question(follow_up, [ConversationTurn(earlier, answer)]).question == expected
 
 
+@pytest.mark.parametrize("earlier", [
+    "How does frobsync copy files?", "Why does quuxd skip cache directories?", "Can frobget resume a download?",
+    "Which port does quuxd listen on?", "Is frobz installed by default?", "Where does quuxlog store its journal?",
+])
+@pytest.mark.parametrize("phrase", ["over ssh", "through a proxy", "behind a NAT", "after a reboot", "during an upgrade",
+                                    "within a chroot", "between two hosts", "over HTTPS", "before version 2"])
+@pytest.mark.parametrize("typed", ["What about {}?", "And {}?"])
+def test_a_prepositional_phrase_is_added_to_the_earlier_question_never_its_subject(earlier, phrase, typed):
+    # "What about over ssh?" after "How does frobsync copy files?": how it copies them over ssh, never "How does over ssh
+    # copy files?" nor "What is over ssh of frobsync?"
+    resolved = standalone_question(typed.format(phrase), [ConversationTurn(earlier)])
+    assert resolved.question == f"{earlier[:-1]} {phrase}?"
+    assert resolved.rule == ("what about" if typed.startswith("What") else "ellipsis")
+
+
+@pytest.mark.parametrize("earlier, follow_up, expected", [
+    # the earlier phrase of its preposition gives way to it
+    ("How does frobsync copy files over http?", "What about over ssh?", "How does frobsync copy files over ssh?"),
+    ("Does frobget retry through a proxy?", "And through a tunnel?", "Does frobget retry through a tunnel?"),
+    # a name alone after "in" or "on" parallels the earlier name; a place with an article is added
+    ("What is the default port of QuuxDB?", "What about in FrobSQL?", "What is the default port of FrobSQL?"),
+    ("What is the default port of QuuxDB?", "And what about in the Docker image?",
+     "What is the default port of QuuxDB in the Docker image?"),
+    ("Which license does FrobLite use?", "What about for the Python module?",
+     "Which license does FrobLite use for the Python module?"),
+    ("Which compression does Quuxup use by default?", "And with the --compression flag?",
+     "Which compression does Quuxup use by default with the --compression flag?"),
+])
+def test_a_prepositional_phrase_takes_the_place_of_its_own_kind(earlier, follow_up, expected):
+    assert resolve(earlier, follow_up)[0] == expected
+
+
+@pytest.mark.parametrize("question, well_formed", [
+    ("How does over ssh copy files?", False), ("Why does after a reboot quuxd skip caches?", False),
+    ("Which port does behind a NAT quuxd listen on?", False), ("Can through a proxy frobget resume a download?", False),
+    ("What else can during an upgrade do for you?", False), ("Is within a chroot frobz installed?", False),
+    # a preposition after the verb, or after "is" following the interrogative, is no subject
+    ("What does timeout.unref() do in Node.js?", True), ("What else can the new function do for you?", True),
+    ("What is in the Docker image?", True), ("How does frobsync copy files over ssh?", True),
+    ("How do in-place edits work?", True), ("What does about:config show?", True),
+])
+def test_a_preposition_in_the_subjects_place_is_malformed(question, well_formed):
+    # what "what about", an ellipsis or a pronoun put in the subject's place must be a noun phrase: else the follow-up
+    # is read with the earlier question in brackets
+    assert followup._well_formed(question, RULES["en"]) is well_formed
+
+
 def test_a_third_turn_after_a_bracketed_question_never_leaves_a_bracket_open():
     # turn 2 could only be asked with turn 1 in brackets; turn 3's "it" must not take a phrase that runs into them
     history = [ConversationTurn("Which UID does frobd run as on Debian?", "frobd runs as UID 420. [1]")]

@@ -48,9 +48,10 @@ class Resolution:
 CONNECTIVE, UNMARKED = "connective", "unmarked"  # leans_on: a whole question opening with "and"; none leaning
 
 # The words the rule reads a clause by (lexicon/followup_words.tsv's "rule" rows: English, and every language's determiners)
-_DETERMINERS, _NOUN_PHRASE_OPENERS, _CLAUSE_BREAKS, _PARTICLES, _RESULTATIVE, _AUXILIARIES, _HEAD_ENDS, _SUBORDINATORS = (
-    word_lists("rule")[name] for name in ("determiners", "noun_phrase_openers", "clause_breaks", "particles", "resultative",
-                                          "auxiliaries", "head_ends", "subordinators"))
+(_DETERMINERS, _NOUN_PHRASE_OPENERS, _CLAUSE_BREAKS, _PARTICLES, _RESULTATIVE, _AUXILIARIES, _HEAD_ENDS, _SUBORDINATORS,
+ _PHRASE_PREPOSITIONS) = (word_lists("rule")[name] for name in (
+    "determiners", "noun_phrase_openers", "clause_breaks", "particles", "resultative", "auxiliaries", "head_ends", "subordinators",
+    "phrase_prepositions"))
 # "Guido van Rossum", "Mar de Plata": a particle between two capitalised words names with them, but not German's "von"
 # between nouns after an article ("die Installation von Dateien")
 _NAME_PARTICLES = frozenset("van von de da di du del della ten ter".split())
@@ -141,12 +142,16 @@ _OPENS_PHRASE = re.compile(r"\b(?P<opener>the|a|an|der|die|das|den|dem|ein|eine|
 _DESCRIBED = re.compile(r"(?i),?\s+(?:that|which|who)\s")
 # what no well-formed question holds (nor "Is that ..." still leaning on the earlier answer): a determiner doubled ("Which the nobody UID"), a possessive before a verb
 # ("Where is ssh's stored"), a determiner ("ed's the -s option") or nothing ("download pip's"), "of" after an
-# auxiliary ("What does the -9 option do of gzip"), a word twice; and no bracket left open
+# auxiliary ("What does the -9 option do of gzip"), a word twice, a preposition where the subject goes, after the question's
+# first auxiliary ("How does over ssh copy files", "Is behind a NAT ...", not "What does X do in Y"); and no bracket left open
 _MALFORMED = re.compile(r"(?i)\b(?:the|an?|which|what|its|their|der|die|das|le|la|les|el|los|las)\s+(?:the|an?|its|their)\s"
                         r"|\w['’]s\s+(?:\w+(?:ed|en)|is|are|was|were|do|does|did|can|must|should)\s*[?.!]?$"
                         r"|\b(?:do|does|did|is|are|was|were|be|has|have|had)\s+(?:of|von|de)\b|\b(?:the|an?)\s+[a-z]+(?<!e)ed\s*[?.!]?$"
                         r"|\b(the|an?|of|in|for|to|is|von|de)\s+\1\b|\([^()]*\(|\bvon\s+(?:die|das)\b|\b(\w+\s+\w+)\s+\2\b"
-                        r"|\w['’]s\s+(?:the|an?)\s|\w['’]s$|\b([a-z]{3,})\s+\3\b|^(?:is|was|are|were|do|does|did|can|will|has)\s+(?:that|this)\b")
+                        r"|\w['’]s\s+(?:the|an?)\s|\w['’]s$|\b([a-z]{3,})\s+\3\b|^(?:is|was|are|were|do|does|did|can|will|has)\s+(?:that|this)\b"
+                        rf"|^(?:(?:how|why|when|where|what|which|who)(?:\s+(?!(?:{_AUX})\b)\S+){{0,3}}\s+)?"
+                        rf"(?:do|does|did|can|could|should|would|will|must|may|might)\s+(?:{_alternation(_PHRASE_PREPOSITIONS)})\s"
+                        rf"|^(?:is|are|was|were|has|have|had)\s+(?:{_alternation(_PHRASE_PREPOSITIONS)})\s")
 
 
 def _bare(question: str) -> str:
@@ -932,26 +937,16 @@ def _of(rules: Language, subject: str) -> str:
 
 def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str) -> Resolution:
     """The earlier question asked of ``fragment`` instead, in the place of the first earlier phrase it parallels:
-    the one opening with its preposition or conjunction ("with apt" / "with aptitude"), of its head noun ("the
-    cleandead tool" / "the compdb tool"), the named thing ("Pub/Sub" / "Cloud Tasks"), the plural noun phrase, the
+    the one opening with its preposition or conjunction ("with apt" / "with aptitude"; :func:`_prepositional`), of its head
+    noun ("the cleandead tool" / "the compdb tool"), the named thing ("Pub/Sub" / "Cloud Tasks"), the plural noun phrase, the
     subject; an attribute ("the maximum") is asked of the earlier subject; else the earlier question in brackets."""
     mark, fragment, base = "?", _bare(fragment), _plain(earlier, rules)
     opener = words[0].lower() if len(words := fragment.split()) > 1 else ""
-    if opener in rules.prepositions or opener in _SUBORDINATORS:
-        if closing := _closing(base, opener, words[-1], rules):
-            start, end = closing[-1]
-            scope = _SCOPE.search(base, start + 1)  # "for an alpha version of Python" then "for a release candidate": of Python
-            kept = f" {scope.group()}" if scope and scope.group("prep").lower() in ("in", "on", "of") \
-                and named_runs(scope.group("scope"), opening=False) and scope.group("scope").lower() not in fragment.lower() else ""
-            return Resolution(_finish(base[:start] + fragment + kept + base[end:], earlier, mark), rule, base[start:end])
-        if rules is EN and _ASKS_WHICH.match(base) and _TOPIC_PRONOUN.search(fragment):
-            # "Which lsof option ANDs the selections?" then "And without it?": "it" is the thing asked for
-            thing = _referent(base, language)[0]
-            return Resolution(_finish(f"What happens {_TOPIC_PRONOUN.sub(thing, fragment, count=1)}", earlier, mark), rule, thing)
-        if not named_runs(fragment) or not named_runs(base) or opener in _SUBORDINATORS:
-            # "How do I report a bug in Debian?" then "What about by email?", a condition: added, never asked "of" the subject
-            return Resolution(_finish(f"{base} {fragment}", earlier, mark), rule, base)
-        fragment = " ".join(words[1:])
+    if opener in rules.prepositions or opener in _SUBORDINATORS or rules is EN and opener in _PHRASE_PREPOSITIONS:
+        found = _prepositional(earlier, fragment, language, rules, rule)
+        if isinstance(found, Resolution):
+            return found
+        fragment = found
     call = re.search(r"\b[\w.]+\((?P<args>['\"\d][^()]*)\)", base) if words[0].lower() in ("a", "an") else None
     if call and not named_runs(fragment):  # "What does f('a.b') return?" then "What about a name with no dot?"
         return Resolution(_finish(f"{base[: call.start('args')]}{base[call.end('args'):]} for {fragment}", earlier, mark), rule, base)
@@ -1007,6 +1002,31 @@ def _swap(earlier: str, fragment: str, language: str, rules: Language, rule: str
         return Resolution(_finish(asked, asked, mark), rule, subject)
     asked = f"{rules.what_is} {fragment} {_of(rules, subject)}"
     return Resolution(_finish(asked, asked, mark), rule, subject)
+
+
+def _prepositional(earlier: str, fragment: str, language: str, rules: Language, rule: str) -> Resolution | str:
+    """A ``fragment`` opening with a preposition or conjunction, which is no subject: the earlier question with it in the
+    place of the earlier phrase of its preposition, or added ("How does rsync copy files?" then "What about over ssh?":
+    "... copy files over ssh?", never "How does over ssh copy files?"); or, a name alone after one of the language's own
+    prepositions ("in MySQL"), that name, to take the earlier name's place."""
+    mark, base, words = "?", _plain(earlier, rules), fragment.split()
+    opener = words[0].lower()
+    if closing := _closing(base, opener, words[-1], rules):
+        start, end = closing[-1]
+        scope = _SCOPE.search(base, start + 1)  # "for an alpha version of Python" then "for a release candidate": of Python
+        kept = f" {scope.group()}" if scope and scope.group("prep").lower() in ("in", "on", "of") \
+            and named_runs(scope.group("scope"), opening=False) and scope.group("scope").lower() not in fragment.lower() else ""
+        return Resolution(_finish(base[:start] + fragment + kept + base[end:], earlier, mark), rule, base[start:end])
+    if rules is EN and _ASKS_WHICH.match(base) and _TOPIC_PRONOUN.search(fragment):
+        # "Which lsof option ANDs the selections?" then "And without it?": "it" is the thing asked for
+        thing = _referent(base, language)[0]
+        return Resolution(_finish(f"What happens {_TOPIC_PRONOUN.sub(thing, fragment, count=1)}", earlier, mark), rule, thing)
+    rest = " ".join(words[1:])
+    if not named_runs(fragment) or not named_runs(base) or opener in _SUBORDINATORS or rules is EN and (
+            opener not in rules.prepositions or named_runs(rest, opening=False) != [(0, len(rest))]):
+        # "How do I report a bug in Debian?" then "What about by email?", a condition: added, never asked "of" the subject
+        return Resolution(_finish(f"{base} {fragment}", earlier, mark), rule, base)
+    return rest
 
 
 def _closing(base: str, opener: str, last: str, rules: Language) -> list[tuple[int, int]]:
