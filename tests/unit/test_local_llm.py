@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import date
 
+import pytest
+
 from services.transformer.handler import is_date_only
 from shared.adapters.local.acronyms import find_acronyms
 from shared.adapters.local.decomposition import decompose
@@ -119,6 +121,26 @@ def test_decomposition_follows_the_question_structure():
     subs = decompose(r"What does \include{mychap.tex} load now, and which aux file does it use?")
     assert subs[0] == r"What does \include{mychap.tex} load now?" and r"does \include{mychap.tex}" in subs[1]
     assert len(decompose("Explain reciprocal rank fusion")) == 3
+
+
+@pytest.mark.parametrize("question", [
+    # a follow-up read with the earlier question in brackets is one question: nothing inside the brackets splits it
+    "Why (who wrote the quux parser; which flag does frobd need since 2.1)?",
+    "Why (how does frobd rotate its logs and why does it compress them)?",
+    "When (what does quuxctl print, and where does it write the journal)?",
+    "Why (what is the difference between frobz and quuxz)?",
+    "Since when (how and why does frobd drop privileges)?",
+])
+def test_decomposition_never_splits_inside_brackets(question):
+    assert decompose(question) == []
+
+
+def test_decomposition_splits_outside_brackets_and_leaves_no_bracket_open():
+    assert decompose("What is frobd (the log daemon; see below) and how does it rotate logs?") == [
+        "What is frobd (the log daemon; see below)?", "How does frobd (the log daemon; see below) rotate logs?"]
+    for question in ("Why (how does frobd rotate its logs and why does it compress them)?",
+                     "What is quuxz (a fork) and how does frobz [the tool; v2] compare with it?"):
+        assert all(s.count("(") == s.count(")") and s.count("[") == s.count("]") for s in decompose(question))
 
 
 def test_related_contexts_grade_above_unrelated_ones():

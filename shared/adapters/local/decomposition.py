@@ -4,7 +4,9 @@ Pattern-based and English-only: a comparison ("A vs B", "difference between A
 and B", "compare A with B"), "how and why", a list of aspects ("the benefits
 and limitations of X"), several questions joined by "and how/why/what", or a
 broad request ("explain X", "overview of X"). A single, simple question gives
-no sub-queries.
+no sub-queries, and no sub-query is cut out of a bracket: "Why (how does X rotate its logs and why does it
+compress them)?" (a follow-up read with the earlier question in brackets) is one question, never split at the
+"and why" inside them; a structure whose sub-queries would leave a bracket open gives none.
 """
 
 from __future__ import annotations
@@ -48,51 +50,88 @@ def _subject(question: str) -> str:
     return _phrase(_LEADING.sub("", _phrase(question)))
 
 
-def decompose(question: str, limit: int = 5) -> list[str]:
-    """Sub-queries a question's structure asks for (empty for a single, simple question)."""
-    q = _phrase(" ".join(question.split()))
-    if not q:
-        return []
-    subs: list[str] = []
+def _balanced(text: str) -> bool:
+    """Every bracket of ``text`` closed after it opened, none closed that was not open."""
+    depth = 0
+    for char in text:
+        depth += (char in "([{") - (char in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _top_level(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """``text`` split where ``pattern`` matches outside brackets only."""
+    pieces, start, depth, counted = [], 0, 0, 0
+    for match in pattern.finditer(text):
+        for char in text[counted: match.start()]:
+            depth = max(0, depth + (char in "([{") - (char in ")]}"))
+        counted = match.start()
+        if depth == 0 and match.end() > match.start():
+            pieces.append(text[start: match.start()])
+            start = match.end()
+    return [*pieces, text[start:]]
+
+
+def _compared(q: str) -> list[str]:
     for pattern in _COMPARISONS:
         match = pattern.search(q)
         if match:
             a, b = _subject(match["a"]), _subject(match["b"])
             if a and b and len(a.split()) <= 8 and len(b.split()) <= 8:
-                subs = [f"What is {a}?", f"What is {b}?", f"How does {a} compare with {b}?"]
-                break
-    if not subs:
-        match = _HOW_AND_WHY.match(q)
-        if match:
-            rest = _phrase(match["rest"])
-            subs = [f"How {rest}?", f"Why {rest}?"]
-    if not subs:
-        match = _ASPECTS.match(q)
-        if match:
-            subject = _phrase(match["subject"])
-            aspects = [a.strip() for a in re.split(r",\s*|\s+and\s+", match["aspects"]) if a.strip()]
-            if 2 <= len(aspects) <= limit:
-                subs = [f"What are the {a} of {subject}?" for a in aspects]
-    if not subs:
-        pieces = [p for p in _JOINED.split(q) if p and p.strip()]
-        if len(pieces) >= 2:
-            subject = _subject(pieces[0])
-            subs = [_phrase(pieces[0]) + "?"]
-            for piece in pieces[1:]:
-                text = _phrase(piece)
-                if subject:
-                    text = _PRONOUN.sub(lambda _: subject, text, count=1)  # the subject as written: \include is no escape
-                subs.append(text[:1].upper() + text[1:] + "?")
-    if not subs:
-        match = _BROAD.match(q)
-        if match:
-            subject = _phrase(match["subject"])
-            if 0 < len(subject.split()) <= 6:
-                subs = [
-                    f"What is {subject}?",
-                    f"How does {subject} work?",
-                    f"What are the applications of {subject}?",
-                ]
+                return [f"What is {a}?", f"What is {b}?", f"How does {a} compare with {b}?"]
+    return []
+
+
+def _how_and_why(q: str) -> list[str]:
+    match = _HOW_AND_WHY.match(q)
+    if not match:
+        return []
+    rest = _phrase(match["rest"])
+    return [f"How {rest}?", f"Why {rest}?"]
+
+
+def _aspects(q: str, limit: int) -> list[str]:
+    match = _ASPECTS.match(q)
+    if not match:
+        return []
+    subject = _phrase(match["subject"])
+    aspects = [a.strip() for a in re.split(r",\s*|\s+and\s+", match["aspects"]) if a.strip()]
+    return [f"What are the {a} of {subject}?" for a in aspects] if 2 <= len(aspects) <= limit else []
+
+
+def _joined(q: str) -> list[str]:
+    pieces = [p for p in _top_level(q, _JOINED) if p and p.strip()]
+    if len(pieces) < 2:
+        return []
+    subject = _subject(pieces[0])
+    subs = [_phrase(pieces[0]) + "?"]
+    for piece in pieces[1:]:
+        text = _phrase(piece)
+        if subject:
+            text = _PRONOUN.sub(lambda _: subject, text, count=1)  # the subject as written: \include is no escape
+        subs.append(text[:1].upper() + text[1:] + "?")
+    return subs
+
+
+def _broad(q: str) -> list[str]:
+    match = _BROAD.match(q)
+    subject = _phrase(match["subject"]) if match else ""
+    if not 0 < len(subject.split()) <= 6:
+        return []
+    return [f"What is {subject}?", f"How does {subject} work?", f"What are the applications of {subject}?"]
+
+
+def decompose(question: str, limit: int = 5) -> list[str]:
+    """Sub-queries a question's structure asks for (empty for a single, simple question); the first structure found
+    whose sub-queries close every bracket they open."""
+    q = _phrase(" ".join(question.split()))
+    if not q:
+        return []
+    subs: list[str] = []
+    for found in (_compared(q), _how_and_why(q), _aspects(q, limit), _joined(q), _broad(q)):
+        if found and all(_balanced(s) for s in found):
+            subs = found
+            break
     subs = [s for s in dict.fromkeys(subs) if len(content_terms(s)) >= 1]
     return subs[:limit] if len(subs) >= 2 else []
-
