@@ -60,6 +60,9 @@ LEAVES_FOLDER = "a symlink to a file outside the folder"
 FOLDER_LINK = "a symlink to a folder, which is not followed"
 #: one whose target is a folder the same walk reads: its files are read there, once
 FOLDER_LINK_INSIDE = "a symlink to a folder within the ingested one, whose files are read there, once"
+#: a symlink to a file under an ingested folder whose target is hidden or in a hidden folder inside it, which the
+#: walk leaves out (`docs/keys.txt -> docs/.private/keys.txt`): not read through the link either
+HIDDEN_TARGET = "a symlink to a hidden file, or to a file in a hidden folder, which is not read"
 #: what a skipped folder is counted under in :attr:`IngestReport.skipped`, where a file has its suffix
 FOLDER = "(folder)"
 #: a man page as /usr/share/man holds it (timeout.1.gz, printf.3, openssl.1ssl.gz) is roff source, not its text
@@ -339,6 +342,9 @@ def _supported_files(directory: Path, report: IngestReport, state: StateStore | 
                             "read it%s", shown_path(candidate), shown_path(candidate.resolve()), shown_path(inside),
                             _read_earlier(candidate.resolve(), state))
                 report.skip(candidate, LEAVES_FOLDER)
+            elif candidate.is_file() and candidate.is_symlink() and not walk_reads(candidate.resolve(), inside):
+                _hidden_target(candidate, inside, state)
+                report.skip(candidate, HIDDEN_TARGET)
             elif candidate.is_file():
                 out.append(candidate)
             elif candidate.is_symlink() and not candidate.exists():
@@ -360,7 +366,7 @@ def _folder_link(link: Path, inside: Path) -> str:
     ingested again; any other is read when ``ragbus ingest`` names it (the link or its target), each document named
     by its path under the target."""
     target = link.resolve()
-    if target.is_relative_to(inside) and not any(p.startswith(".") for p in target.relative_to(inside).parts):
+    if walk_reads(target, inside):
         log.warning("skipping %s: it is a symlink to the folder %s, which this ingest reads already (it is inside "
                     "%s); the link is not followed, so its files are read once", shown_path(link),
                     shown_path(target), shown_path(inside))
@@ -371,6 +377,23 @@ def _folder_link(link: Path, inside: Path) -> str:
     return FOLDER_LINK
 
 
+def walk_reads(target: Path, inside: Path) -> bool:
+    """Whether the walk of the folder ``inside`` (resolved) reads ``target`` (resolved) where it lies: inside it, and
+    neither hidden nor in a hidden folder (.git, .private), which the walk never enters."""
+    return target.is_relative_to(inside) and not any(p.startswith(".") for p in target.relative_to(inside).parts)
+
+
+def _hidden_target(link: Path, inside: Path, state: StateStore | None) -> None:
+    """Say why the symlink to a file ``link``, whose target is hidden or in a hidden folder under the folder ``inside``
+    being ingested, is not read: the walk leaves that file out, so the link does not bring it in (as a link to a
+    hidden folder is not followed); named on the command line, the link (or its target) is read."""
+    target = link.resolve()
+    log.warning("skipping %s: it is a symlink to %s, a hidden file or one in a hidden folder, which this ingest of %s "
+                "does not read; `ragbus ingest %s` reads it, the document named by its target's path%s",
+                shown_path(link), shown_path(target), shown_path(inside),
+                shell_word(link if utf8_name(link) else target), _read_earlier(target, state))
+
+
 def _read_earlier(target: Path, state: StateStore | None) -> str:
     """What to add to the warning for a link leading out of a folder to ``target`` when an earlier ragbus read it
     through the link (until 6c35ea4 a folder's links were followed): its document is in the ledger under the
@@ -378,7 +401,7 @@ def _read_earlier(target: Path, state: StateStore | None) -> str:
     and ``--delete`` of the folder does not reach it (its path is not under the folder): say what does."""
     record = state.get(state_collections.PROCESSED_ITEMS, file_document_id(str(target))) if state else None
     root = (record or {}).get("root")
-    if not root or processed_items.is_tombstone(record) or target.is_relative_to(root):
+    if not root or processed_items.is_tombstone(record) or walk_reads(target, Path(root)):
         return ""
     return (f"; what an earlier ingest of {shown_path(Path(root))} read through it stays in the index (ingesting "
             f"does not remove it): `ragbus ingest --delete {shell_word(target)}` removes it")
@@ -437,6 +460,10 @@ def _ingest_file(
         # the folder's walk found the link inside; one swapped in since leads out: checked on what is read
         raise Skipped(f"{file} is a symlink to {absolute}, outside {root}; ingest that file by its own path to "
                       "read it", LEAVES_FOLDER)
+    if root is not None and not walk_reads(absolute, root):
+        # inside, but hidden or in a hidden folder: the walk did not find it there, so neither is it read through a link
+        raise Skipped(f"{file} is a symlink to {absolute}, a hidden file or one in a hidden folder under {root}; ingest "
+                      "that file by its own path to read it", HIDDEN_TARGET)
     # A symlink's target is what is read: it must be a supported, readable file too.
     via = f" (the target of the symlink {file})" if absolute != file.absolute() and file.is_symlink() else ""
     kind = document_type(absolute, sniff=not via)

@@ -278,13 +278,16 @@ def test_a_symlink_named_like_a_document_to_another_kind_of_file_is_reported_as_
     root = tmp_path / "docs"
     root.mkdir()
     (root / "notes.md").write_text("# Notes\n\nVolcanoes.")
-    (root / ".store").mkdir()  # inside the folder (a link leaving it is skipped before its target is looked at)
-    (root / ".store" / "secrets").write_text("not a document")
-    (root / "shadow.md").symlink_to(root / ".store" / "secrets")
+    # inside the folder, not hidden (a link leaving it, or to a hidden file, is skipped before its target's kind is
+    # looked at)
+    (root / "store").mkdir()
+    (root / "store" / "secrets.dat").write_text("not a document")
+    (root / "shadow.md").symlink_to(root / "store" / "secrets.dat")
     report = IngestReport()
     published = ingest_path(root, report=report, **ports)
     assert len(published) == 1
-    assert report.skipped == {("a symlink to a file of a type ragbus does not read", ".md"): 1}
+    assert report.skipped == {("a symlink to a file of a type ragbus does not read", ".md"): 1,
+                              ("not a document type ragbus reads", ".dat"): 1}
 
 
 def test_a_symlink_in_a_folder_leading_outside_it_is_skipped_by_name_and_read_when_named(ports, tmp_path, caplog):
@@ -765,3 +768,74 @@ def test_a_delete_to_confirm_names_the_folders_with_their_control_characters_esc
     why = markup(needs_confirmation(top, ports["state"]))
     assert f"{tmp_path.resolve()}/top\\x07 is not inside any path given to `ragbus ingest`" in why, why
     assert "/top\\x07/bell\\x07docs, " in why and "\x07" not in why, why
+
+
+def test_a_link_to_a_hidden_file_or_into_a_hidden_folder_is_skipped_by_name_and_read_when_named(
+        ports, tmp_path, caplog, monkeypatch):
+    """`ragbus ingest docs` read docs/keys.txt -> docs/.private/keys.txt, though the walk never reads a hidden folder
+    (and a link to that folder, docs/priv -> docs/.private, is counted as not followed): a link made a hidden file a
+    document. Now a file link whose target is hidden, or in a hidden folder, is skipped with a warning naming both
+    (escaped, as every name) and counted; named on the command line it is read, as any link is. A link swapped in
+    after the walk is checked again where it is read."""
+    import shared.ingest.files as files
+    from shared.ingest.files import FOLDER, FOLDER_LINK, HIDDEN_TARGET
+    from shared.observability.logs import TextFormatter
+
+    root = tmp_path / "docs"
+    (root / ".private").mkdir(parents=True)
+    (root / ".private" / "keys.txt").write_text("The vault code is 4411.\n")
+    (root / ".private" / "bell\x07.txt").write_text("The safe code is 9087.\n")
+    (root / ".draft.md").write_text("# Draft\n\nKestrels hover over verges.\n")
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    (root / "late.txt").write_text("Kites glide.\n")
+    (root / "keys.txt").symlink_to(root / ".private" / "keys.txt")
+    (root / "draft.md").symlink_to(root / ".draft.md")
+    (root / "tab\tsafe.txt").symlink_to(root / ".private" / "bell\x07.txt")
+    (root / "priv").symlink_to(root / ".private")
+    walked = files._supported_files
+
+    def walk_then_swap(directory, report, *rest):
+        found = walked(directory, report, *rest)
+        (root / "late.txt").unlink()
+        (root / "late.txt").symlink_to(root / ".private" / "keys.txt")
+        return found
+
+    monkeypatch.setattr(files, "_supported_files", walk_then_swap)
+    report = IngestReport()
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        published = ingest_path(root, report=report, **ports)
+    assert [m.guid for m in published] == [str((root / "notes.md").resolve())]
+    assert report.skipped == {(HIDDEN_TARGET, ".txt"): 3, (HIDDEN_TARGET, ".md"): 1, (FOLDER_LINK, FOLDER): 1}, \
+        report.skipped
+    shown = "\n".join(TextFormatter(tracebacks=False).format(r) for r in caplog.records)
+    assert (f"keys.txt: it is a symlink to {(root / '.private' / 'keys.txt').resolve()}, a hidden file or one in a "
+            f"hidden folder") in shown, shown
+    assert f"`ragbus ingest {root / 'draft.md'}` reads it" in shown, shown
+    assert "tab\\x09safe.txt: it is a symlink to " in shown and "bell\\x07.txt, a hidden file" in shown, shown
+    assert not any(c in shown for c in "\x07\t"), shown
+    monkeypatch.setattr(files, "_supported_files", walked)
+    # named on the command line, the link is read: the document named by its target's path
+    assert [m.guid for m in ingest_path(root / "keys.txt", **ports)] == [
+        str((root / ".private" / "keys.txt").resolve())]
+
+
+def test_a_document_an_earlier_ingest_read_through_a_link_to_a_hidden_file_stays_and_the_warning_says_how_to_delete(
+        ports, tmp_path, caplog):
+    """Until the link to a hidden file was skipped, `ragbus ingest docs` read docs/keys.txt -> docs/.private/keys.txt
+    and recorded it under the target's path with docs as its root. Skipping the link now removes nothing: its warning
+    says the document stays and which `--delete` removes it, as for a link leading out of the folder."""
+    root = tmp_path / "docs"
+    (root / ".private").mkdir(parents=True)
+    (root / ".private" / "keys.txt").write_text("The vault code is 4411.\n")
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    (root / "keys.txt").symlink_to(root / ".private" / "keys.txt")
+    target = str((root / ".private" / "keys.txt").resolve())
+    (earlier,) = ingest_path(root / ".private" / "keys.txt", **ports)
+    ports["state"].update(state_collections.PROCESSED_ITEMS, earlier.document_id,
+                          lambda r: {**r, "root": str(root.resolve())})  # as the walk of docs recorded it
+    with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
+        ingest_path(root, **ports)
+    (warning,) = [r.getMessage() for r in caplog.records if "keys.txt: it is a symlink" in r.getMessage()]
+    assert f"stays in the index (ingesting does not remove it): `ragbus ingest --delete {target}` removes it" \
+        in warning, warning
+    assert processed_items.records(ports["state"], {"path": target}), "a re-ingest removed it"
