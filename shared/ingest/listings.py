@@ -24,7 +24,7 @@ from shared.contract import state_collections
 from shared.contract.errors import FetchRefused, InvalidInput
 from shared.contract.ids import feed_id
 from shared.contract.ports import Clock, Doc, Publisher, StateStore
-from shared.contract.redaction import redact
+from shared.contract.redaction import REDACTED, redact
 from shared.contract.sources import DEFAULT_LISTING_KIND, LISTING_KINDS
 from shared.ingest.owners import owner_alive, this_process
 from shared.ingest.step import retract_missing
@@ -113,8 +113,8 @@ def add_listing(
     stored = state.get(state_collections.FEEDS, feed_id(normal)) or record
     if kind_of(stored) != kind:
         raise InvalidInput(
-            f"{normal} is already registered as a {kind_of(stored)}; remove it with "
-            f"`ragbus {LISTING_KINDS[kind_of(stored)].plural} remove {normal}` first"
+            f"{shown_url(normal)} is already registered as a {kind_of(stored)}; remove it with "
+            f"`ragbus {LISTING_KINDS[kind_of(stored)].plural} remove {shown_url(normal)}` first"
         )
     if loopback and not stored.get("allow_loopback"):
         stored = state.update(state_collections.FEEDS, feed_id(normal),
@@ -139,6 +139,31 @@ def get_listing(state: StateStore, url: str) -> dict | None:
     return state.get(state_collections.FEEDS, listing_key(url))
 
 
+def shown_url(url: str) -> str:
+    """A listing's URL as it is shown (`feeds list`, `feeds add`, spans): a credential its query carries
+    (``?token=``, ``&sig=``, ``&api_key=``) as ``[redacted]``. The record keeps the URL as given, which polls fetch."""
+    return redact(url)
+
+
+def registered_url(state: StateStore, typed: str, kind: Kind | None = None) -> str:
+    """The registered listing URL ``typed`` names: ``typed`` itself, or the URL of the one listing (of ``kind``, when
+    given) that :func:`shown_url` shows as ``typed`` (copied from `feeds list`, its credential ``[redacted]``); else
+    ``typed`` as it is. Raises :class:`InvalidInput` when several listings show so (the same address with different
+    tokens): only the full URL tells them apart."""
+    if REDACTED not in typed:
+        return typed
+    try:
+        if get_listing(state, typed) is not None:
+            return typed
+    except InvalidInput:
+        pass
+    matches = [f["url"] for f in list_listings(state, kind) if f.get("url") and shown_url(f["url"]) == typed]
+    if len(matches) > 1:
+        raise InvalidInput(f"{typed!r} is how {len(matches)} registered listings are shown (their credentials "
+                           "differ); give the full URL")
+    return matches[0] if matches else typed
+
+
 def remove_listing(
     state: StateStore, url: str, *, publisher: Publisher, clock: Clock, keep_documents: bool = False,
     kind: Kind | None = DEFAULT_LISTING_KIND,
@@ -149,10 +174,12 @@ def remove_listing(
 
     Raises :class:`InvalidInput` when no such listing is registered (a typo deletes nothing).
     """
+    url = registered_url(state, url, kind)  # as `feeds list` shows it too
     record = get_listing(state, url)
     if record is None or kind not in (None, kind_of(record)):
         what, where = (kind, LISTING_KINDS[kind].plural) if kind else ("listing", "sources")
-        raise InvalidInput(f"no {what} {url!r} is registered; `ragbus {where} list` shows the registered ones")
+        raise InvalidInput(f"no {what} {shown_url(url)!r} is registered; `ragbus {where} list` shows the registered "
+                           "ones")
     deleted: list[str] = []
     if not keep_documents:
         kind = kind_of(record)

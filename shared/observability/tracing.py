@@ -170,7 +170,8 @@ def item_trace(name: str, **attributes: Any) -> Iterator[trace.Span]:
 
     A poll or a folder ingest covers many items; each item's journey from
     fetch to index is its own trace, so one slow or failing item reads as one
-    tree. The link keeps the way back to the request that found it.
+    tree. The link keeps the way back to the request that found it. A text attribute is redacted
+    (:func:`~shared.contract.redaction.redact`): a feed's address, an item's link, may carry a ``?token=``.
     """
     parent = trace.get_current_span().get_span_context()
     with tracer().start_as_current_span(
@@ -178,8 +179,8 @@ def item_trace(name: str, **attributes: Any) -> Iterator[trace.Span]:
         context=otel_context.Context(),
         links=[trace.Link(parent)] if parent.is_valid else [],
         kind=SpanKind.INTERNAL,
-        attributes={k if k.startswith(_NAMESPACES) else f"rag.{k}": v for k, v in attributes.items()
-                    if v is not None},
+        attributes={k if k.startswith(_NAMESPACES) else f"rag.{k}": redact(v) if isinstance(v, str) else v
+                    for k, v in attributes.items() if v is not None},
     ) as span:
         yield span
 

@@ -105,3 +105,43 @@ def test_every_kind_has_its_command_group_and_sources_takes_any(tmp_path, monkey
     removed = runner.invoke(app, ["sources", "remove", "http://127.0.0.1:9/map.xml"])
     assert removed.exit_code == 0 and "removed sitemap http://127.0.0.1:9/map.xml" in removed.output
     assert [r["kind"] for r in json.loads(runner.invoke(app, ["sources", "list", "--json"]).stdout)] == ["feed"]
+
+
+def test_a_listing_s_query_credential_is_shown_redacted_and_the_shown_url_names_it(tmp_path, monkeypatch):
+    """`ragbus feeds list` (and `sources list`, `stats`, their --json, `feeds add`'s reply) printed a private feed's
+    ?token= as registered: a terminal's scrollback, a shared screen or a cron mail held the credential. They show it
+    [redacted] now; the record keeps it (polls fetch that URL), and the URL as shown names the listing for
+    `feeds remove` and `poll --feed`. Two listings shown alike (the same address, different tokens) are refused by
+    the shown form, which cannot tell them apart."""
+    from shared.tools.cli import app
+
+    secret = "s3cr3t-feed-token-4411"
+    monkeypatch.setenv("RAGBUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAGBUS_ALLOW_LOOPBACK", "1")
+    runner = CliRunner()
+    url = f"http://127.0.0.1:9/private.atom?feed_token={secret}&format=atom"
+    shown = "http://127.0.0.1:9/private.atom?feed_token=[redacted]&format=atom"
+    added = runner.invoke(app, ["feeds", "add", url])
+    assert added.exit_code == 0 and secret not in added.output and "feed_token=[redacted]" in added.output, \
+        added.output
+    runner.invoke(app, ["sources", "add", f"http://127.0.0.1:9/map.xml?sig={secret}", "--kind", "sitemap"])
+    outputs = {" ".join(args): runner.invoke(app, args, env={"COLUMNS": "250"}).output for args in (
+        ["feeds", "list"], ["feeds", "list", "--json"], ["sources", "list"], ["sources", "list", "--json"],
+        ["sitemaps", "list", "--json"], ["stats"], ["stats", "--json"])}
+    for command, output in outputs.items():
+        assert secret not in output and "=[redacted]" in output, (command, output)
+    assert [r["url"] for r in json.loads(outputs["feeds list --json"])] == [shown]
+    from shared.ingest.listings import registered_url
+    from shared.tools.cli.session import open_session
+
+    state = open_session().deps.state  # what polls fetch: the URL as registered
+    assert sorted(f["url"] for f in list_listings(state)) == [f"http://127.0.0.1:9/map.xml?sig={secret}", url]
+    assert registered_url(state, shown) == registered_url(state, url) == url  # `poll --feed` takes either
+    removed = runner.invoke(app, ["feeds", "remove", shown, "--keep-documents"])
+    assert removed.exit_code == 0 and f"removed feed {shown}" in removed.output, removed.output
+    assert [r["kind"] for r in json.loads(runner.invoke(app, ["sources", "list", "--json"]).stdout)] == ["sitemap"]
+    for token in ("one-token-123", "two-token-456"):
+        runner.invoke(app, ["feeds", "add", f"http://127.0.0.1:9/twin.xml?token={token}"])
+    twins = runner.invoke(app, ["feeds", "remove", "http://127.0.0.1:9/twin.xml?token=[redacted]"])
+    assert twins.exit_code != 0 and "give the full URL" in twins.output, twins.output
+    assert len(json.loads(runner.invoke(app, ["feeds", "list", "--json"]).stdout)) == 2

@@ -67,3 +67,18 @@ def test_one_trace_from_request_through_a_retried_delivery(tmp_path):
     (next_publish,) = [s for s in EXPORTER.get_finished_spans()
                        if s.name == "query-submitted publish" and s.attributes["rag.query_id"] == "q1-next"]
     assert next_publish.parent.span_id == retry.context.span_id
+
+
+def test_an_item_trace_shows_a_feed_address_s_query_credential_redacted():
+    """An item's trace carried its feed's address and its guid as given: a private feed's ?feed_token= reached every
+    span exporter (Cloud Trace, Phoenix, traces.db). Text attributes are redacted; the others are kept as they are."""
+    from shared.observability.tracing import item_trace
+
+    token = "feedtok-0123456789abcdef"
+    with item_trace("feed item", document_id="d1", feed_url=f"https://feeds.example/p.atom?feed_token={token}",
+                    guid=f"https://feeds.example/items/1?sig={token}", attempt=2):
+        pass
+    (span,) = [s for s in EXPORTER.get_finished_spans() if s.name == "feed item"]
+    assert span.attributes["rag.feed_url"] == "https://feeds.example/p.atom?feed_token=[redacted]"
+    assert span.attributes["rag.guid"] == "https://feeds.example/items/1?sig=[redacted]"
+    assert span.attributes["rag.document_id"] == "d1" and span.attributes["rag.attempt"] == 2

@@ -36,11 +36,15 @@ def poll(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for indexing.")] = 900.0,
 ) -> None:
     """Poll feeds now and wait until everything new is indexed."""
-    from shared.ingest.listings import list_listings
+    from shared.ingest.listings import list_listings, registered_url
     from shared.ingest.progress import touched_since
 
     session = open_session(allow_loopback, changes=True)
     deps = session.deps
+    try:  # a URL as `feeds list` shows it (its ?token= [redacted]) names the listing
+        feed = [registered_url(deps.state, url) for url in feed] if feed else feed
+    except RagbusError as exc:
+        raise fail(f"poll --feed: {exc}") from None
     listings = [f["url"] for f in list_listings(deps.state)]
     registered = set(listings)
     listed = _wanted_listings(deps, feed) if feed else listings  # --feed's URLs as stored, else every listing

@@ -94,7 +94,7 @@ def _kind_named(name: str) -> ListingKind:
 
 
 def _add_listing(kind: ListingKind, url: str, allow_loopback: bool) -> None:
-    from shared.ingest.listings import add_listing
+    from shared.ingest.listings import add_listing, shown_url
 
     session = open_session(allow_loopback, changes=True)
     try:
@@ -102,15 +102,17 @@ def _add_listing(kind: ListingKind, url: str, allow_loopback: bool) -> None:
                            now=session.deps.clock.now(), kind=kind.name)
     except RagbusError as exc:
         raise fail(str(exc)) from None
-    console.print(f"added {kind.name} [bold]{markup(listing['url'])}[/]; run [bold]ragbus poll[/] to fetch "
+    console.print(f"added {kind.name} [bold]{markup(shown_url(listing['url']))}[/]; run [bold]ragbus poll[/] to fetch "
                   f"{kind.fetched}")
 
 
 def _list_listings(kind: ListingKind | None, as_json: bool) -> None:
-    """One kind's listings as that kind's group shows them, or (None) every listing with its kind."""
-    from shared.ingest.listings import kind_of, list_listings
+    """One kind's listings as that kind's group shows them, or (None) every listing with its kind. A URL's query
+    credential (``?token=``) is shown as ``[redacted]``, a form `remove` and `poll --feed` take too."""
+    from shared.ingest.listings import kind_of, list_listings, shown_url
 
-    listings = list_listings(open_session().deps.state, kind=kind.name if kind else None)
+    listings = [{**listing, "url": shown_url(listing["url"]) if listing["url"] else listing["url"]}
+                for listing in list_listings(open_session().deps.state, kind=kind.name if kind else None)]
     if kind is None:
         listings = [{**listing, "kind": kind_of(listing)} for listing in listings]
     if as_json:
@@ -132,7 +134,13 @@ def _list_listings(kind: ListingKind | None, as_json: bool) -> None:
 
 def _remove_listing(kind: ListingKind | None, url: str, keep_documents: bool, timeout: float) -> None:
     """Remove ``url``, a listing of ``kind`` (of whatever kind it is when None)."""
-    from shared.ingest.listings import get_listing, kind_of, remove_listing
+    from shared.ingest.listings import (
+        get_listing,
+        kind_of,
+        registered_url,
+        remove_listing,
+        shown_url,
+    )
 
     session = open_session(changes=True)
     deps = session.deps
@@ -141,6 +149,7 @@ def _remove_listing(kind: ListingKind | None, url: str, keep_documents: bool, ti
     label = f"{kind.plural if kind else 'sources'} remove"
     with session.stages(("indexer",)) as runtime:
         try:
+            url = registered_url(deps.state, url, kind.name if kind else None)  # or as `list` shows it
             found = kind or LISTING_KINDS[kind_of(get_listing(deps.state, url) or {})]
             deleted = remove_listing(deps.state, url, publisher=deps.publisher, clock=deps.clock,
                                   keep_documents=keep_documents, kind=kind.name if kind else None)
@@ -153,7 +162,7 @@ def _remove_listing(kind: ListingKind | None, url: str, keep_documents: bool, ti
         elif deleted:
             dead = wait_for_documents(session, lambda: set(deleted), timeout, label)
     kept = "; its documents stay indexed" if keep_documents else f" and {len(deleted)} document(s) from it"
-    console.print(Text(f"removed {found.name} {plain(url)}{kept}"), soft_wrap=True)
+    console.print(Text(f"removed {found.name} {plain(shown_url(url))}{kept}"), soft_wrap=True)
     if dead:
         err.print(f"[red]{dead} document(s) could not be removed; see `ragbus dead-letters`[/]")
         raise typer.Exit(1)

@@ -25,7 +25,7 @@ commands = typer.Typer()  # `ragbus` composes it (shared/tools/cli/__init__.py)
 
 
 def collect_stats(deps: Deps) -> dict[str, Any]:
-    from shared.ingest.listings import kind_of, list_listings
+    from shared.ingest.listings import kind_of, list_listings, shown_url
 
     state = deps.state
     outcomes: dict[str, int] = {}
@@ -47,7 +47,8 @@ def collect_stats(deps: Deps) -> dict[str, Any]:
         "chunks": deps.index.count_chunks(),
         "dead_letters": len(letters),
         "feeds": [  # every polled listing, whatever its kind (the key is older than sitemaps)
-            {**{k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}, "kind": kind_of(f)}
+            {**{k: f.get(k) for k in ("url", "last_poll", "last_status", "last_error", "items")}, "kind": kind_of(f),
+             "url": shown_url(f["url"]) if f.get("url") else f.get("url")}  # its ?token= [redacted], as listed
             for f in list_listings(state)
         ],
         "queries": {"total": sum(outcomes.values()), "by_outcome": outcomes},
