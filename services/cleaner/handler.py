@@ -17,6 +17,7 @@ stay as they were (the cleaner never touches the index).
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from pathlib import PurePosixPath
@@ -27,6 +28,7 @@ from shared.contract.deps import Deps
 from shared.contract.errors import InvalidInput, PermanentError
 from shared.contract.messages import DocumentCleaned, DocumentFetched, Message
 from shared.contract.text import build_header, clip_metadata, split_header
+from shared.formats.gzipped import GZIP_SIGNATURE, GzipRefused, compressed_name, gunzip
 from shared.formats.passages import Reading, lay_out
 from shared.formats.registry import Limits, by_media_type, chosen, readable
 from shared.formats.sandbox import Bounds, read_isolated, too_deep
@@ -36,6 +38,7 @@ from shared.formats.text import (  # noqa: F401  (decode_bytes: the cleaner's te
     decode_bytes,
 )
 from shared.ingest import processed_items
+from shared.ingest.files import DEFAULT_MAX_BYTES
 from shared.observability.tracing import annotate
 
 log = logging.getLogger("ragbus.cleaner")
@@ -121,6 +124,8 @@ def clean_document(message: DocumentFetched, ports: Deps) -> DocumentCleaned | N
             "the blob store; fetch the document again"
         ) from exc
 
+    if message.source == "gcs" and compressed_name(message.raw_ref)[1] and raw[:2] == GZIP_SIGNATURE:
+        raw = gcs_gunzipped(message, raw)  # (served decompressed, as one stored with Content-Encoding: gzip is, as is)
     kind = by_media_type(message.content_type)
     textual = kind is None or not kind.binary
     why = binary_reason(raw) if textual else None
@@ -167,6 +172,25 @@ def clean_document(message: DocumentFetched, ports: Deps) -> DocumentCleaned | N
              f" ({reading.unread} part(s) not read: {reading.unread_reason})" if reading.unread else "")
     ports.publisher.publish(event)
     return event
+
+
+def gcs_gunzipped(message: DocumentFetched, raw: bytes) -> bytes:
+    """The document a Cloud Storage object named ``doc.md.gz`` holds gzip-compressed, decompressed once and no
+    further than the cap one document has (:data:`~shared.ingest.files.DEFAULT_MAX_BYTES`), as `ragbus ingest`
+    reads such a file: a gzip bomb is refused once the cap is passed, never inflated whole. :class:`InvalidInput`
+    (dead-lettered with the reason) when it is over the cap, not gzip, damaged or compressed twice."""
+    refused = f"document {message.document_id} ({message.url})"
+    kept = "it is left out of the index and anything indexed for it before stays as it was"
+    if len(raw) > DEFAULT_MAX_BYTES:
+        raise InvalidInput(f"{refused} is {len(raw)} bytes, over the {DEFAULT_MAX_BYTES}-byte cap for one document; "
+                           f"{kept}")
+    try:
+        data, trailing = gunzip(io.BytesIO(raw), DEFAULT_MAX_BYTES)
+    except GzipRefused as exc:
+        raise InvalidInput(f"{refused} {exc}; {kept}") from None
+    if trailing:
+        log.warning("%s: bytes after its gzip data are not gzip; ignored, as gzip -d ignores them", refused)
+    return data
 
 
 def _binary_error(message: DocumentFetched, raw: bytes, why: str) -> str:

@@ -2,8 +2,10 @@
 
 A finalized object becomes ``DocumentFetched`` whose raw reference is the
 object itself (``gs://bucket/name``: claim check, nothing copied); a deleted
-object becomes ``DocumentDeleted``. The document id is derived from the
-object's ``gs://`` path, so re-uploads replace the same document. Overwriting
+object becomes ``DocumentDeleted``. An object named as a document type followed
+by ``.gz`` (``doc.md.gz``) is that document gzip-compressed: the cleaner
+decompresses it, within the cap ``ragbus ingest`` sets. The document id is
+derived from the object's ``gs://`` path, so re-uploads replace the same document. Overwriting
 an object finalizes a new generation and then deletes the old one; the delete
 of a generation that is no longer the one we indexed is ignored, so an
 overwrite never removes the fresh document.
@@ -22,8 +24,10 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import file_document_id
 from shared.contract.messages import DocumentDeleted, DocumentFetched
 from shared.contract.ports import Clock, Publisher, StateStore
+from shared.formats.gzipped import COMPRESSED, compressed_name
 from shared.formats.registry import by_suffix, suffix_list
 from shared.ingest import processed_items
+from shared.ingest.files import DEFAULT_MAX_BYTES
 from shared.ingest.step import Content, Item, announce, retract
 
 log = logging.getLogger("ragbus.gcs_ingest")
@@ -52,11 +56,18 @@ def on_object_finalized(
 ) -> DocumentFetched | None:
     """Announce a new or changed object; unchanged re-deliveries publish nothing."""
     bucket, name, uri = _object(data)
-    suffix = PurePosixPath(name).suffix.lower()
+    # doc.md.gz is doc.md gzip-compressed, as `ragbus ingest` reads a file so named: the cleaner decompresses it
+    inner, compressed = compressed_name(name)
+    suffix = PurePosixPath(inner).suffix.lower()
     kind = by_suffix(suffix)
     if kind is None or kind.refused:
         log.info("ignoring %s: %s", uri, kind.refused if kind is not None else
-                 f"unsupported suffix {suffix!r} (supported: {suffix_list()})")
+                 f"unsupported suffix {suffix + COMPRESSED if compressed else suffix!r} (supported: {suffix_list()}, "
+                 f"each also gzip-compressed ({COMPRESSED}))")
+        return None
+    size = str(data.get("size") or "")
+    if compressed and size.isdigit() and int(size) > DEFAULT_MAX_BYTES:  # never downloaded: the cleaner refuses it
+        log.warning("ignoring %s: it is %s bytes, over the %d-byte cap for one document", uri, size, DEFAULT_MAX_BYTES)
         return None
     content_type = kind.media_type
     generation = str(data.get("generation", ""))
@@ -71,7 +82,7 @@ def on_object_finalized(
         trace_name="gcs object",
     )
     # Claim check: the object itself is the raw reference, nothing is copied.
-    content = Content(url=uri, content_type=content_type, raw_ref=uri, fallback_title=PurePosixPath(name).stem,
+    content = Content(url=uri, content_type=content_type, raw_ref=uri, fallback_title=PurePosixPath(inner).stem,
                       published=data.get("timeCreated"), ledger={"generation": generation})
     # a replayed event of a generation not newer than one deleted is refused: deletes win
     return announce(item, lambda: content, state=state, publisher=publisher, clock=clock,

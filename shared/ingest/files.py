@@ -15,7 +15,6 @@ was claimed but not yet marked.
 from __future__ import annotations
 
 import errno
-import gzip
 import logging
 import os
 import re
@@ -33,6 +32,7 @@ from shared.contract.errors import InvalidInput
 from shared.contract.ids import content_hash, file_document_id
 from shared.contract.messages import DocumentFetched
 from shared.contract.ports import BlobStore, Clock, Publisher, StateStore
+from shared.formats.gzipped import COMPRESSED, NOT_GZIP, GzipRefused, gunzip
 from shared.formats.registry import FileKind, by_suffix, readable, suffix_list
 from shared.ingest import processed_items
 from shared.ingest.step import Content, Item, announce, retract
@@ -41,9 +41,9 @@ from shared.observability.terminal_text import escaped
 log = logging.getLogger("ragbus.file_ingest")
 
 # Debian ships most of /usr/share/doc gzip-compressed (changelog.gz, README.md.gz, policy.pdf.gz): a
-# document type followed by .gz is that document, read through the standard library's gzip.
-COMPRESSED = ".gz"
-SUPPORTED = suffix_list()  # a GCS object: the compressed forms are for folders on disk
+# document type followed by .gz is that document, read through the standard library's gzip (shared.formats.gzipped,
+# which the Cloud Storage trigger's objects are read through too).
+SUPPORTED = suffix_list()
 #: suffix -> the media type announced for it, derived from the registry (which is what is read)
 MEDIA_TYPES = {suffix: kind.media_type for kind in readable() for suffix in kind.suffixes}
 FILE_TYPES = f"{SUPPORTED}, each also gzip-compressed ({COMPRESSED})"
@@ -538,42 +538,16 @@ class Skipped(InvalidInput):
 
 def _decompressed(file: Path, max_bytes: int, via: str, opened: BinaryIO | None = None) -> bytes:
     """The document inside a gzip file (read from ``opened`` when given, ``file`` naming it), read no further than
-    ``max_bytes`` (a small .gz can expand a thousandfold)."""
-    data = bytearray()  # grown in place: bytes += piece copied all read so far each time (1.1 s for 20 MB)
+    ``max_bytes`` (a small .gz can expand a thousandfold), as :func:`shared.formats.gzipped.gunzip` reads it."""
     try:
-        with gzip.open(opened if opened is not None else file, "rb") as stream:
-            while len(data) <= max_bytes and (piece := stream.read1(min(1 << 20, max_bytes + 1 - len(data)))):
-                data += piece
-    except gzip.BadGzipFile as exc:
-        # bytes after the last whole member that start no other (a tape's or a download's padding): gzip -d
-        # keeps what the members hold and says "trailing garbage ignored"; refused, the whole file was lost
-        if not data or "Not a gzipped file" not in str(exc):
-            raise Skipped(f"{file}{via} is not valid gzip ({gzip_damage(exc)}); skipped", "not valid gzip") from None
+        data, trailing = gunzip(opened if opened is not None else file, max_bytes)
+    except GzipRefused as exc:
+        raise Skipped(f"{file}{via} {exc}{'; skipped' if exc.short_reason == NOT_GZIP else ''}",
+                      exc.short_reason) from None
+    if trailing:
         log.warning("%s%s: bytes after its gzip data are not gzip; ignored, as gzip -d ignores them", shown_path(file),
                     escaped(via))
-    except (EOFError, zlib.error) as exc:
-        raise Skipped(f"{file}{via} is not valid gzip ({gzip_damage(exc)}); skipped", "not valid gzip") from None
-    if len(data) > max_bytes:
-        raise Skipped(f"{file}{via} expands to over the {max_bytes}-byte cap for one document",
-                      f"over the {max_bytes}-byte cap")
-    if data[:2] == b"\x1f\x8b":
-        # decompressed once, as its name says: what it holds is gzip again (`gzip -c notes.txt.gz > x.txt.gz`),
-        # which the cleaner refused as "binary data (it contains NUL bytes)"
-        raise Skipped(f"{file}{via} holds another gzip stream (it was compressed twice); ragbus decompresses "
-                      "once: gunzip it once and ingest the result", "compressed twice")
-    return bytes(data)
-
-
-def gzip_damage(exc: Exception) -> str:
-    """What is wrong with a gzip file, in words a person acts on, from the error reading it raised: Python's
-    "Compressed file ended before the end-of-stream marker was reached" says neither that the file is cut short nor
-    what to do."""
-    if isinstance(exc, EOFError):
-        return ("it is cut short: its compressed data ends before gzip's end-of-stream marker, as a partial "
-                "download or copy does; fetch or copy it again")
-    if isinstance(exc, gzip.BadGzipFile) and "Not a gzipped file" in str(exc):
-        return "it does not start with gzip's signature, so it is not gzip though named .gz"
-    return f"its compressed data is damaged: {exc}"
+    return data
 
 
 def records_under(path: str | os.PathLike[str], state: StateStore) -> list[dict]:

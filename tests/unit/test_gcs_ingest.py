@@ -107,3 +107,55 @@ def test_an_object_s_kind_comes_from_the_registry_of_formats_and_a_legacy_file_i
     types = {m.guid.rsplit("/", 1)[-1]: m.content_type for m in deps.publisher.of_type(DocumentFetched)}
     assert types == {"q3.PDF": "application/pdf",
                      "kickoff.pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation"}
+
+
+def test_a_gzip_compressed_object_is_read_as_ragbus_ingest_reads_the_file_and_a_gzip_bomb_is_refused(monkeypatch):
+    """`ragbus ingest` reads doc.md.gz as doc.md, but the same object dropped into the bucket was ignored
+    ("unsupported suffix '.gz'"). Now the trigger announces it as its inner kind and the cleaner decompresses it once,
+    within the cap a file has: one that expands past it (a gzip bomb) is refused while it is read, never inflated
+    whole, as is one holding gzip again; an object over the cap is not announced (never downloaded); a .gz whose
+    name names no kind (NEWS.gz: the trigger does not sniff what it does not download) is still ignored."""
+    import gzip
+    import tracemalloc
+
+    import pytest
+
+    from services.cleaner.handler import handle
+    from shared.contract.errors import InvalidInput
+    from shared.contract.messages import DocumentCleaned
+    from shared.ingest.files import DEFAULT_MAX_BYTES
+    from tests.fakes import InMemoryBlobStore
+
+    deps = _deps(monkeypatch)
+    guide = gzip.compress(b"# Field guide\n\nGrebes build floating nests of waterweed.\n")
+    bomb = gzip.compress(b"\0" * (8 * DEFAULT_MAX_BYTES), compresslevel=9)  # 160 MiB of zeros in ~160 kB
+    objects = {"docs/guide.md.gz": guide, "docs/bomb.txt.gz": bomb, "docs/twice.txt.gz": gzip.compress(guide),
+               "docs/NEWS.gz": gzip.compress(b"Version 2 adds nests.\n"), "docs/photo.png.gz": b"\x1f\x8b"}
+    for name, body in objects.items():
+        root_main().gcs_finalized(_event("finalized", {**_obj(name=name, body=body), "size": str(len(body))}))
+    big = {**_obj(name="docs/big.md.gz", body=b"x"), "size": str(DEFAULT_MAX_BYTES + 1)}
+    root_main().gcs_finalized(_event("finalized", big))
+    fetched = {m.guid.rsplit("/", 1)[-1]: m for m in deps.publisher.of_type(DocumentFetched)}
+    assert set(fetched) == {"guide.md.gz", "bomb.txt.gz", "twice.txt.gz"}, set(fetched)
+    assert fetched["guide.md.gz"].content_type == "text/markdown"
+    assert fetched["guide.md.gz"].raw_ref == "gs://uploads/docs/guide.md.gz"  # the object itself: nothing copied
+    assert fetched["guide.md.gz"].fallback_title == "guide"
+    blobs = InMemoryBlobStore()
+    for name, body in objects.items():
+        blobs.blobs[f"gs://uploads/{name}"] = body
+    cleaner = Deps(Settings(), publisher=RecordingPublisher(), state=deps.state, clock=FakeClock(), blobs=blobs)
+    handle(fetched["guide.md.gz"], cleaner)
+    (cleaned,) = cleaner.publisher.of_type(DocumentCleaned)
+    text = blobs.get(cleaned.clean_ref).decode()
+    assert "Grebes build floating nests of waterweed." in text and cleaned.title == "Field guide", text
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidInput, match=f"expands to over the {DEFAULT_MAX_BYTES}-byte cap"):
+            handle(fetched["bomb.txt.gz"], cleaner)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * DEFAULT_MAX_BYTES, f"{peak} bytes held: the bomb was inflated past the cap"
+    with pytest.raises(InvalidInput, match="compressed twice"):
+        handle(fetched["twice.txt.gz"], cleaner)
+    assert len(cleaner.publisher.of_type(DocumentCleaned)) == 1
