@@ -35,10 +35,12 @@ from shared.query.model_health import note_fallback
 from shared.query.plain_answer import plain_answer_text
 from shared.query.reading.extractive import TEMPORAL_WORDS, content_terms, stem, term_set
 from shared.query.reading.followup import (
+    TRAILING_BRACKET,
     UNMARKED,
     answer_paragraphs,
     as_shown,
     leans_on,
+    same_words,
     standalone_question,
 )
 from shared.query.reading.followup_languages import NEW_TOPIC
@@ -129,9 +131,6 @@ def shown_query(query: str) -> str:
     return plain if len(plain) >= MIN_QUERY_CHARS and not added_only else typed
 
 
-_LEAN = re.compile(r"\s\(([^()]|\([^()]*\))*\)\W*$")  # a question's trailing brackets, as followup.as_shown reads them
-
-
 def shown_search(record: QueryRecord, query: str) -> tuple[str, str]:
     """The question and ``query`` as a person is shown them (the record's ``current_query``, the transformer's events):
     for a follow-up no well-formed rewrite was found for, the question the loop reads with the earlier one in brackets
@@ -142,10 +141,10 @@ def shown_search(record: QueryRecord, query: str) -> tuple[str, str]:
     if not shown or " ".join(read.split()) == " ".join(shown.split()):
         return read, query
     asked, added = query_apart(read, query)
-    lean, mine = _LEAN.search(read), _LEAN.search(asked)
+    lean, mine = TRAILING_BRACKET.search(read), TRAILING_BRACKET.search(asked)
     if asked == " ".join(read.split()):
         asked = shown
-    elif lean and mine and re.findall(r"\w+", lean.group().casefold()) == re.findall(r"\w+", mine.group().casefold()):
+    elif lean and mine and same_words(lean.group(), mine.group()):
         asked = asked[: mine.start()] + mine.group().rpartition(")")[2].strip()  # a rewrite keeping the brackets
     else:
         return read, query  # a rewording: no bracket to hide

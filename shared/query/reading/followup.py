@@ -403,14 +403,22 @@ def standalone_question(question: str, history: Sequence[ConversationTurn]) -> R
     return Resolution(_finish(text, typed, "?" if typed.endswith("?") else ""), "in context" if resolved else "refers back", referring)
 
 
+#: a question's closing brackets ("Why (which option does X use)?"), one level of brackets inside them allowed
+TRAILING_BRACKET = re.compile(r"\s\(([^()]|\([^()]*\))*\)\W*$")
+
+
+def same_words(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` hold the same words in the same order, case and punctuation aside."""
+    return re.findall(r"\w+", a.casefold()) == re.findall(r"\w+", b.casefold())
+
+
 def as_shown(typed: str, standalone: str, earlier: str) -> str:
     """The standalone question a person is shown and the record keeps: ``standalone``, or the question as typed when
     ``standalone`` ends in ``earlier``, the earlier question, in brackets (no well-formed rewrite was found: "Why (which
     option does X use)?" is what the loop reads, no question anyone would ask). A rewrite ending in brackets of its own
     ("Who maintains the GNU C Library (glibc)?") is shown."""
-    bracket = re.search(r"\s\(([^()]|\([^()]*\))*\)\W*$", standalone)
-    lean = bracket and re.findall(r"\w+", bracket.group().casefold()) == re.findall(r"\w+", _in_context(earlier).casefold())
-    return typed if lean else standalone
+    bracket = TRAILING_BRACKET.search(standalone)
+    return typed if bracket and same_words(bracket.group(), _in_context(earlier)) else standalone
 
 
 _NOT_AFTER_PARTICIPLE = frozenset(("for", "in", "as", "on", "of", "by", "to", "with", "from", "at", "into", "under",
