@@ -129,7 +129,8 @@ def decompose(question: str, limit: int = 5) -> list[str]:
     if not q:
         return []
     subs: list[str] = []
-    for found in (_compared(q), _how_and_why(q), _aspects(q, limit), _joined(q), _broad(q)):
+    for structure in (_compared, _how_and_why, lambda text: _aspects(text, limit), _joined, _broad):
+        found = structure(q)  # tried in turn: a question's first structure ends the search
         if found and all(_balanced(s) for s in found):
             subs = found
             break
