@@ -337,6 +337,17 @@ def test_files_without_a_type_s_suffix_are_plain_text_when_they_start_as_text(po
     assert report.skipped == {("not valid gzip", ".gz"): 2, (UNSUPPORTED, "(none)"): 1}
 
 
+def _private_beside_docs(tmp_path, secret: str):
+    """A folder ``private`` holding the file ``secret`` ("The vault code is 4411."), beside the folder ``docs`` to be
+    ingested, holding notes.md: where a link inside ``docs`` may lead out. Returns (private, docs)."""
+    outside, root = tmp_path / "private", tmp_path / "docs"
+    outside.mkdir()
+    (outside / secret).write_text("The vault code is 4411.\n")
+    root.mkdir()
+    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    return outside, root
+
+
 def test_a_symlink_to_a_folder_is_counted_and_named_and_a_link_swapped_in_after_the_walk_is_not_read(
         ports, tmp_path, caplog, monkeypatch):
     """A link to a folder was left out without a word (os.walk lists it but does not enter it); and a file the
@@ -344,12 +355,7 @@ def test_a_symlink_to_a_folder_is_counted_and_named_and_a_link_swapped_in_after_
     import shared.ingest.files as files
     from shared.ingest.files import FOLDER, FOLDER_LINK, LEAVES_FOLDER
 
-    outside = tmp_path / "private"
-    outside.mkdir()
-    (outside / "keys.txt").write_text("The vault code is 4411.\n")
-    root = tmp_path / "docs"
-    root.mkdir()
-    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    outside, root = _private_beside_docs(tmp_path, "keys.txt")
     (root / "late.txt").write_text("Kites glide.\n")
     (root / "shared").symlink_to(outside)
     walked = files._supported_files
@@ -616,12 +622,7 @@ def test_a_link_leaving_the_folder_is_named_with_its_control_characters_escaped_
     escapes (as a failed file's name is), the names are the real ones and nothing a terminal obeys is printed."""
     from shared.observability.logs import TextFormatter
 
-    outside = tmp_path / "private"
-    outside.mkdir()
-    (outside / "keys\x1b[2J.txt").write_text("The vault code is 4411.\n")
-    root = tmp_path / "docs"
-    root.mkdir()
-    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    outside, root = _private_beside_docs(tmp_path, "keys\x1b[2J.txt")
     (root / "bell\x07\x1b]0;title\x07.txt").symlink_to(outside / "keys\x1b[2J.txt")
     (root / "tab\there").symlink_to(outside)
     with caplog.at_level("WARNING", logger="ragbus.file_ingest"):
@@ -675,13 +676,8 @@ def test_a_document_an_earlier_version_read_through_a_link_leading_out_stays_unt
     `--delete docs` does not reach it (its path is not under docs). The warning said only "ingest that file by its
     own path"; it now says the document stays and which `--delete` removes it. A target ingested by its own name
     gets no such word."""
-    outside = tmp_path / "private"
-    outside.mkdir()
-    (outside / "accounts.txt").write_text("The vault code is 4411.\n")
+    outside, root = _private_beside_docs(tmp_path, "accounts.txt")
     (outside / "named.txt").write_text("Kestrels hover over verges.\n")
-    root = tmp_path / "docs"
-    root.mkdir()
-    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
     (root / "accounts.txt").symlink_to(outside / "accounts.txt")
     (root / "named.txt").symlink_to(outside / "named.txt")
     target = str((outside / "accounts.txt").resolve())
@@ -712,12 +708,7 @@ def test_a_command_a_warning_advises_names_the_file_when_its_name_holds_a_contro
 
     if shutil.which("bash") is None:
         pytest.skip("no bash to read the advised words")
-    outside = tmp_path / "private"
-    outside.mkdir()
-    (outside / "bell\x07keys.txt").write_text("The vault code is 4411.\n")
-    root = tmp_path / "docs"
-    root.mkdir()
-    (root / "notes.md").write_text("# Notes\n\nHerons nest in colonies.\n")
+    outside, root = _private_beside_docs(tmp_path, "bell\x07keys.txt")
     (root / "bell\x07dir").symlink_to(outside)
     os.symlink(os.fsencode(outside), os.fsencode(root) + b"/caf\xe9")
     (root / "accounts.txt").symlink_to(outside / "bell\x07keys.txt")
